@@ -1,0 +1,28 @@
+class ApprovalsError(Exception):
+    """Base class for domain errors of the source application."""
+
+
+class WorkspaceNotFound(ApprovalsError):
+    pass
+
+
+class RequestNotFound(ApprovalsError):
+    pass
+
+
+class ApprovalDenied(ApprovalsError):
+    """The actor may not decide this request (not a member, not an approver, or the requester)."""
+
+
+class StaleRevision(ApprovalsError):
+    """The request changed since it was shown: the posted payload hash or revision is not current."""
+
+
+class InvalidRequestState(ApprovalsError):
+    pass
+
+
+class InvalidPayload(ApprovalsError):
+    def __init__(self, reasons: list[str]):
+        super().__init__("; ".join(reasons))
+        self.reasons = reasons

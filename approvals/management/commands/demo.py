@@ -1,0 +1,62 @@
+import secrets
+
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand
+from django.db import transaction
+
+from approvals.models import Membership, Request, RequestEvent, RequestState, Role, Workspace
+from outbox.payloads import payload_hash
+
+DEMO_USERS = {
+    # username: [(workspace id, role), ...]
+    "alice": [(7, Role.APPROVER)],
+    "bob": [(7, Role.REQUESTER)],
+    "olga": [(7, Role.OPERATOR)],
+    "mallory": [(8, Role.APPROVER)],
+    "support": [],
+}
+
+REQUEST_42 = {
+    "client_name": "Northwind Traders",
+    "contact_email": "onboarding@northwind.example",
+    "plan": "standard",
+    "notes": "Kick-off call booked for Monday.",
+}
+
+
+class Command(BaseCommand):
+    help = "Load the demo: workspace 7 with request 42 revision 1 awaiting approval, workspace 8, demo users."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--password", default=None, help="Password for every demo user (default: random).")
+
+    @transaction.atomic
+    def handle(self, *args, password=None, **options):
+        User = get_user_model()
+        if User.objects.filter(username="alice").exists():
+            self.stdout.write("demo data already loaded; nothing changed (passwords unchanged)")
+            return
+        password = password or secrets.token_urlsafe(9)
+        w7 = Workspace.objects.create(pk=7, name="Client onboarding")
+        Workspace.objects.create(pk=8, name="Supplier onboarding")
+        users = {}
+        for username, memberships in DEMO_USERS.items():
+            user = User.objects.create_user(username=username, password=password, email=f"{username}@example.com")
+            if username == "support":
+                user.is_staff = True
+                user.is_superuser = True
+                user.save()
+            for workspace_id, role in memberships:
+                Membership.objects.create(user=user, workspace_id=workspace_id, role=role)
+            users[username] = user
+        w7.on_call = users["olga"]
+        w7.save()
+        request = Request.objects.create(
+            workflow="onboarding", workspace=w7, number=42, revision=1, payload=REQUEST_42,
+            payload_hash=payload_hash(REQUEST_42), state=RequestState.AWAITING_APPROVAL, requested_by=users["bob"],
+        )
+        RequestEvent.objects.create(request=request, to_state=request.state, actor=users["bob"], reason="submitted")
+        self.stdout.write(self.style.SUCCESS("Demo data loaded."))
+        self.stdout.write("Users: alice (approver, ws 7), bob (requester, ws 7), olga (operator, ws 7), "
+                          "mallory (approver, ws 8), support (staff, admin)")
+        self.stdout.write(f"Password for every demo user (shown once): {password}")

@@ -1,0 +1,11 @@
+from django.urls import path
+
+from approvals import views
+
+app_name = "approvals"
+
+urlpatterns = [
+    path("", views.queue, name="queue"),
+    path("<int:workspace_id>/<int:number>/<int:revision>/", views.detail, name="detail"),
+    path("<int:workspace_id>/<int:number>/<int:revision>/decide", views.decide, name="decide"),
+]

@@ -1,0 +1,219 @@
+"""Settings for every environment; everything comes from the environment with safe local defaults.
+
+Secrets (SECRET_KEY, signing secrets, metrics token) are read from the environment only.
+`make run` writes random ones to var/run.env for the local demo; nothing here holds a secret.
+"""
+
+import json
+import os
+from pathlib import Path
+
+import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+VAR_DIR = Path(os.environ.get("HANDOFF_VAR_DIR", BASE_DIR / "var"))
+
+
+def env_bool(name: str, default: bool) -> bool:
+    raw = os.environ.get(name)
+    if raw is None:
+        return default
+    return raw.strip().lower() in {"1", "true", "yes", "on"}
+
+
+def env_int(name: str, default: int) -> int:
+    raw = os.environ.get(name)
+    return default if raw in (None, "") else int(raw)
+
+
+def env_float(name: str, default: float) -> float:
+    raw = os.environ.get(name)
+    return default if raw in (None, "") else float(raw)
+
+
+DEBUG = env_bool("DJANGO_DEBUG", False)
+SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "")
+if not SECRET_KEY:
+    if not DEBUG and not env_bool("HANDOFF_ALLOW_EPHEMERAL_SECRETS", False):
+        raise ImproperlyConfigured("DJANGO_SECRET_KEY must be set (or DJANGO_DEBUG=1 for local work).")
+    # A per-process random key: sessions do not survive a restart, which is fine locally.
+    SECRET_KEY = os.urandom(32).hex()
+
+ALLOWED_HOSTS = [h for h in os.environ.get("DJANGO_ALLOWED_HOSTS", "127.0.0.1,localhost").split(",") if h]
+CSRF_TRUSTED_ORIGINS = [o for o in os.environ.get("DJANGO_CSRF_TRUSTED_ORIGINS", "").split(",") if o]
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "whitenoise.runserver_nostatic",
+    "django.contrib.staticfiles",
+    "django_htmx",
+    "django_filters",
+    "template_partials",
+    "django_q",
+    "approvals",
+    "outbox",
+    "delivery",
+    "reconciliation",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+]
+
+ROOT_URLCONF = "config.urls"
+WSGI_APPLICATION = "config.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    }
+]
+
+
+def _database(url_env: str, sqlite_name: str) -> dict:
+    url = os.environ.get(url_env)
+    if url:
+        config = dj_database_url.parse(url, conn_max_age=env_int("DATABASE_CONN_MAX_AGE", 60))
+        config.setdefault("OPTIONS", {})
+        return config
+    VAR_DIR.mkdir(parents=True, exist_ok=True)
+    return {
+        "ENGINE": "django.db.backends.sqlite3",
+        "NAME": VAR_DIR / sqlite_name,
+        # The web app, the receiver API and the workers share the file: wait for the
+        # lock instead of failing, and take the write lock when a transaction starts.
+        "OPTIONS": {
+            "timeout": 30,
+            "transaction_mode": "IMMEDIATE",
+            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+        },
+        "TEST": {"NAME": None},
+    }
+
+
+DATABASES = {
+    "default": _database("DATABASE_URL", "source.sqlite3"),
+    "delivery": _database("DELIVERY_DATABASE_URL", "delivery.sqlite3"),
+}
+DATABASE_ROUTERS = ["config.routers.DeliveryRouter"]
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+]
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "home"
+LOGOUT_REDIRECT_URL = "login"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = BASE_DIR / "staticfiles"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {
+        "BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"
+        if not DEBUG
+        else "django.contrib.staticfiles.storage.StaticFilesStorage"
+    },
+}
+
+SESSION_COOKIE_HTTPONLY = True
+SECURE_CONTENT_TYPE_NOSNIFF = True
+X_FRAME_OPTIONS = "DENY"
+if env_bool("DJANGO_SECURE", not DEBUG and bool(os.environ.get("DJANGO_SECRET_KEY"))):
+    SECURE_SSL_REDIRECT = env_bool("DJANGO_SECURE_SSL_REDIRECT", True)
+    SESSION_COOKIE_SECURE = True
+    CSRF_COOKIE_SECURE = True
+    SECURE_HSTS_SECONDS = env_int("DJANGO_HSTS_SECONDS", 31536000)
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = True
+    SECURE_HSTS_PRELOAD = True
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+
+# --- The receiver (delivery app) -------------------------------------------------------
+RECEIVER_SIGNING_SECRET = os.environ.get("RECEIVER_SIGNING_SECRET", "")
+RECEIVER_MAX_BODY_BYTES = env_int("RECEIVER_MAX_BODY_BYTES", 256 * 1024)
+RECEIVER_SIGNATURE_TOLERANCE_SECONDS = 300
+RECEIVER_BATCH_LIMIT = env_int("RECEIVER_BATCH_LIMIT", 100)
+# Fault injection for tests and demos; off unless set. JSON, see delivery/faults.py.
+RECEIVER_FAULTS = json.loads(os.environ.get("RECEIVER_FAULTS", "null") or "null")
+
+# --- The dispatcher (outbox app) -------------------------------------------------------
+# Which destination handoffs go to. "http" reaches a receiver over its signed API;
+# "in_process" calls the receiver's services directly (fast tests only).
+HANDOFF_DESTINATION = {
+    "kind": os.environ.get("HANDOFF_DESTINATION", "http"),
+    "url": os.environ.get("RECEIVER_URL", "http://127.0.0.1:8000/delivery/api"),
+    "connect_timeout": env_float("RECEIVER_CONNECT_TIMEOUT", 2.0),
+    "read_timeout": env_float("RECEIVER_READ_TIMEOUT", 5.0),
+    "supports_idempotency": True,
+    "supports_lookup": True,
+    "supports_batch": env_bool("RECEIVER_SUPPORTS_BATCH", False),
+    "retry": {
+        "max_attempts": env_int("HANDOFF_MAX_ATTEMPTS", 6),
+        "base_delay": env_float("HANDOFF_BACKOFF_BASE", 2.0),
+        "max_delay": env_float("HANDOFF_BACKOFF_CAP", 300.0),
+        "max_retry_after": env_float("HANDOFF_MAX_RETRY_AFTER", 3600.0),
+    },
+}
+HANDOFF_LEASE_SECONDS = env_int("HANDOFF_LEASE_SECONDS", 30)
+HANDOFF_CLAIM_BATCH = env_int("HANDOFF_CLAIM_BATCH", 20)
+HANDOFF_SLA_MINUTES = env_int("HANDOFF_SLA_MINUTES", 60)
+HANDOFF_STUCK_MINUTES = env_int("HANDOFF_STUCK_MINUTES", 15)
+HANDOFF_WAKE_ON_COMMIT = env_bool("HANDOFF_WAKE_ON_COMMIT", True)
+
+METRICS_TOKEN = os.environ.get("METRICS_TOKEN", "")
+INTAKE_SIGNING_SECRET = os.environ.get("INTAKE_SIGNING_SECRET", "")
+
+# --- django-q2 -------------------------------------------------------------------------
+Q_CLUSTER = {
+    "name": "handoff",
+    "orm": "default",
+    "workers": env_int("Q_WORKERS", 2),
+    # A task is re-run after `retry` seconds if no worker acknowledged it; every task here is
+    # safe to run twice (the outbox row is the truth, not the message).
+    "timeout": 60,
+    "retry": 120,
+    "max_attempts": 1,
+    "poll": 0.2,
+    "catch_up": False,
+    "ack_failures": True,
+    "save_limit": 200,
+    "label": "Task queue",
+}
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
+    "loggers": {"django.db.backends": {"level": "WARNING"}},
+}

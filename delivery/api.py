@@ -1,0 +1,132 @@
+"""The receiver's signed JSON API. It knows nothing of the application that calls it."""
+
+import json
+import socket
+import time
+
+from django.conf import settings
+from django.http import HttpRequest, JsonResponse
+from django.views.decorators.csrf import csrf_exempt
+from django.views.decorators.http import require_GET, require_http_methods
+
+from delivery import faults, services
+from delivery.errors import ActionKeyConflict, InvalidTaskPayload, TaskNotFound
+from delivery.signing import SignatureRejected, verify_signed_request
+
+
+def _error(status: int, code: str, **extra) -> JsonResponse:
+    return JsonResponse({"error": code, **extra}, status=status)
+
+
+def _read_body(request: HttpRequest) -> bytes | None:
+    """The body, or None when it is over the configured limit (read no more than limit + 1 bytes)."""
+    limit = settings.RECEIVER_MAX_BODY_BYTES
+    try:
+        declared = int(request.META.get("CONTENT_LENGTH") or 0)
+    except ValueError:
+        declared = 0
+    if declared > limit:
+        return None
+    body = request.read(limit + 1)
+    return None if len(body) > limit else body
+
+
+def _authenticate(request: HttpRequest, body: bytes) -> JsonResponse | None:
+    headers = {k: v for k, v in request.headers.items() if k.lower().startswith("webhook-")}
+    try:
+        verify_signed_request(body=body, headers=headers)
+    except SignatureRejected as exc:
+        return _error(401, "signature_rejected", detail=exc.reason)
+    return None
+
+
+def _drop_connection(request: HttpRequest, fault: faults.Fault) -> None:
+    """Simulate a response lost after commit: close the socket, or wait past the client's timeout."""
+    sock = request.META.get("gunicorn.socket")
+    if sock is not None:
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        sock.close()
+        return
+    time.sleep(fault.slow_seconds)
+
+
+@csrf_exempt
+@require_http_methods(["GET", "POST"])
+def tasks(request: HttpRequest) -> JsonResponse:
+    if request.method == "GET":
+        return _task_keys(request)
+    body = _read_body(request)
+    if body is None:
+        return _error(413, "body_too_large", limit=settings.RECEIVER_MAX_BODY_BYTES)
+    if (denied := _authenticate(request, body)) is not None:
+        return denied
+    try:
+        document = json.loads(body)
+    except (ValueError, UnicodeDecodeError):
+        return _error(400, "malformed_json")
+    if not isinstance(document, dict):
+        return _error(400, "malformed_json", detail="the body must be a JSON object")
+    action_key = document.get("action_key")
+    idempotency_key = request.headers.get("Idempotency-Key")
+    if idempotency_key is not None and idempotency_key != action_key:
+        return _error(400, "idempotency_key_mismatch", detail="Idempotency-Key must equal action_key")
+
+    fault = faults.fault_for(action_key)
+    if fault is not None and fault.before_commit:
+        status = int(fault.kind.removeprefix("http_"))
+        response = _error(status, "injected_fault", kind=fault.kind)
+        if status == 429:
+            response["Retry-After"] = str(fault.retry_after)
+        return response
+
+    try:
+        outcome = services.task_create_idempotent(action_key=action_key, payload=document.get("payload"))
+    except InvalidTaskPayload as exc:
+        return _error(422, "payload_invalid", reasons=exc.reasons)
+    except ActionKeyConflict as exc:
+        return _error(409, "action_key_conflict", task_id=exc.existing_task_id, action_key=exc.action_key)
+
+    if fault is not None:
+        if fault.kind == "drop_after_commit":
+            _drop_connection(request, fault)
+        elif fault.kind == "slow":
+            time.sleep(fault.slow_seconds)
+        elif fault.kind == "malformed":
+            return JsonResponse({"ok": True, "note": "injected malformed receipt"}, status=200)
+    return JsonResponse(services.task_as_receipt(outcome), status=201 if outcome.created else 200)
+
+
+def _task_keys(request: HttpRequest) -> JsonResponse:
+    if (denied := _authenticate(request, b"")) is not None:
+        return denied
+    after = request.GET.get("after", "")
+    try:
+        limit = min(max(int(request.GET.get("limit", 500)), 1), 5000)
+    except ValueError:
+        return _error(400, "bad_limit")
+    items = services.task_list_keys(after=after, limit=limit)
+    next_after = items[-1]["action_key"] if len(items) == limit else None
+    return JsonResponse({"items": items, "next_after": next_after})
+
+
+@csrf_exempt
+@require_GET
+def task_detail(request: HttpRequest, action_key: str) -> JsonResponse:
+    if (denied := _authenticate(request, b"")) is not None:
+        return denied
+    try:
+        task = services.task_get(action_key=action_key)
+    except TaskNotFound:
+        return _error(404, "not_found", action_key=action_key)
+    return JsonResponse(
+        {
+            "task_id": str(task.task_id),
+            "action_key": task.action_key,
+            "payload_hash": task.payload_hash,
+            "status": task.status,
+            "created_at": task.created_at.isoformat(),
+        }
+    )

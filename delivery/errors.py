@@ -1,0 +1,21 @@
+class DeliveryError(Exception):
+    """Base class for the receiver's domain errors."""
+
+
+class ActionKeyConflict(DeliveryError):
+    """The action key exists with other content; nothing was changed."""
+
+    def __init__(self, action_key: str, existing_task_id: str):
+        super().__init__(f"{action_key} already names task {existing_task_id} with another payload")
+        self.action_key = action_key
+        self.existing_task_id = existing_task_id
+
+
+class InvalidTaskPayload(DeliveryError):
+    def __init__(self, reasons: list[str]):
+        super().__init__("; ".join(reasons))
+        self.reasons = reasons
+
+
+class TaskNotFound(DeliveryError):
+    pass

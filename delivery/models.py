@@ -1,0 +1,43 @@
+"""The receiving application's own records. This app imports nothing from the rest of the product."""
+
+import uuid
+
+from django.db import models
+
+
+class TaskStatus(models.TextChoices):
+    OPEN = "open", "Open"
+    IN_PROGRESS = "in_progress", "In progress"
+    DONE = "done", "Done"
+
+
+class ReceiverTask(models.Model):
+    task_id = models.UUIDField(default=uuid.uuid4, editable=False)
+    # The identity of one approved business action: non-null and unique, so a repeated
+    # delivery can only ever find the task it created the first time.
+    action_key = models.CharField(max_length=200, null=False, blank=False)
+    payload = models.JSONField()
+    payload_hash = models.CharField(max_length=64)
+    status = models.CharField(max_length=16, choices=TaskStatus.choices, default=TaskStatus.OPEN)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["action_key"], name="receiver_task_unique_action_key"),
+            models.UniqueConstraint(fields=["task_id"], name="receiver_task_unique_task_id"),
+            models.CheckConstraint(condition=~models.Q(action_key=""), name="receiver_task_action_key_not_empty"),
+        ]
+
+    def __str__(self) -> str:
+        return f"task {self.task_id} for {self.action_key}"
+
+
+class SeenMessage(models.Model):
+    """Signed message ids already accepted, so that a replayed request is refused."""
+
+    message_id = models.CharField(max_length=120)
+    received_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["message_id"], name="seen_message_unique_id")]
+        indexes = [models.Index(fields=["received_at"], name="seen_message_age_idx")]

@@ -1,0 +1,96 @@
+"""The receiver's rules: one task per action key, the same answer for the same action."""
+
+import hashlib
+import json
+from dataclasses import dataclass
+
+from django.db import IntegrityError, transaction
+
+from delivery.errors import ActionKeyConflict, InvalidTaskPayload, TaskNotFound
+from delivery.models import ReceiverTask
+
+DB = "delivery"
+MAX_KEY_LENGTH = 200
+
+
+def payload_hash(payload: object) -> str:
+    """SHA-256 of the canonical JSON (sorted keys, compact, UTF-8): part of the API contract."""
+    canonical = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True)
+class TaskOutcome:
+    task: ReceiverTask
+    created: bool
+
+
+def task_validate(*, action_key: object, payload: object) -> None:
+    """Raise InvalidTaskPayload listing every reason the receiver cannot accept this task."""
+    reasons = []
+    if not isinstance(action_key, str) or not action_key.strip():
+        reasons.append("action_key must be a non-empty string")
+    elif len(action_key) > MAX_KEY_LENGTH:
+        reasons.append(f"action_key must be at most {MAX_KEY_LENGTH} characters")
+    if not isinstance(payload, dict):
+        reasons.append("payload must be a JSON object")
+    else:
+        name = payload.get("client_name")
+        if not isinstance(name, str) or not name.strip():
+            reasons.append("payload.client_name is required and must be a non-empty string")
+    if reasons:
+        raise InvalidTaskPayload(reasons)
+
+
+def _existing_or_conflict(task: ReceiverTask, digest: str) -> TaskOutcome:
+    if task.payload_hash != digest:
+        raise ActionKeyConflict(task.action_key, str(task.task_id))
+    return TaskOutcome(task=task, created=False)
+
+
+def task_create_idempotent(*, action_key: str, payload: dict) -> TaskOutcome:
+    """Create the task for `action_key`, or return the one that exists for the same payload.
+
+    A different payload under an existing key raises ActionKeyConflict and changes nothing.
+    Two concurrent calls with the same key meet at the unique constraint and end the same way.
+    """
+    task_validate(action_key=action_key, payload=payload)
+    digest = payload_hash(payload)
+    existing = ReceiverTask.objects.using(DB).filter(action_key=action_key).first()
+    if existing is not None:
+        return _existing_or_conflict(existing, digest)
+    try:
+        with transaction.atomic(using=DB):
+            task = ReceiverTask.objects.using(DB).create(action_key=action_key, payload=payload, payload_hash=digest)
+    except IntegrityError:
+        # Another request created the key between our read and our insert.
+        return _existing_or_conflict(ReceiverTask.objects.using(DB).get(action_key=action_key), digest)
+    return TaskOutcome(task=task, created=True)
+
+
+def task_get(*, action_key: str) -> ReceiverTask:
+    task = ReceiverTask.objects.using(DB).filter(action_key=action_key).first()
+    if task is None:
+        raise TaskNotFound(action_key)
+    return task
+
+
+def task_list_keys(*, after: str = "", limit: int = 500) -> list[dict]:
+    """One page of (action_key, task_id, payload_hash) in action-key order, after `after`."""
+    rows = (
+        ReceiverTask.objects.using(DB)
+        .filter(action_key__gt=after)
+        .order_by("action_key")
+        .values_list("action_key", "task_id", "payload_hash")[:limit]
+    )
+    return [{"action_key": k, "task_id": str(t), "payload_hash": h} for k, t, h in rows]
+
+
+def task_as_receipt(outcome: TaskOutcome) -> dict:
+    return {
+        "task_id": str(outcome.task.task_id),
+        "action_key": outcome.task.action_key,
+        "payload_hash": outcome.task.payload_hash,
+        "status": outcome.task.status,
+        "created": outcome.created,
+    }

@@ -1,0 +1,10 @@
+from django.urls import path
+
+from delivery import api
+
+app_name = "delivery"
+
+urlpatterns = [
+    path("api/tasks", api.tasks, name="tasks"),
+    path("api/tasks/<path:action_key>", api.task_detail, name="task-detail"),
+]

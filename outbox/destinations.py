@@ -1,0 +1,279 @@
+"""How a handoff reaches a receiver. The only module that knows.
+
+A destination offers `deliver`, `lookup` and `list_keys`, and declares whether it honours the
+idempotency key and whether it can be asked about a key. Everything else in the product (the
+dispatcher, settlement, reconciliation) works through this interface.
+"""
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from urllib.parse import quote
+
+import httpx
+from django.conf import settings
+
+from outbox.failures import (
+    DeliveryResult,
+    MalformedReceipt,
+    Outgoing,
+    classify_status,
+    parse_retry_after,
+    validate_receipt,
+)
+from outbox.models import FailureClass
+from outbox.payloads import canonical_json
+from outbox.redaction import redact_text
+from outbox.retry import RetryPolicy
+from outbox.signing import signed_headers
+
+
+@dataclass(frozen=True)
+class RemoteTask:
+    action_key: str
+    task_id: str
+    payload_hash: str
+
+
+class LookupFailed(Exception):
+    """The receiver could not be asked (network, credentials): nothing is known."""
+
+
+class Destination:
+    name = "receiver"
+    supports_idempotency = True
+    supports_lookup = True
+    supports_batch = False
+    retry_policy = RetryPolicy()
+
+    def deliver(self, outgoing: Outgoing) -> DeliveryResult:
+        raise NotImplementedError
+
+    def lookup(self, action_key: str) -> RemoteTask | None:
+        """The receiver's task for the key, None when it has none; LookupFailed when unknown."""
+        raise NotImplementedError
+
+    def list_keys(self, *, after: str = "", limit: int = 500) -> list[RemoteTask]:
+        raise NotImplementedError
+
+    def iter_keys(self, *, batch_size: int = 500) -> Iterator[RemoteTask]:
+        """Every task in action-key order, one page at a time."""
+        after = ""
+        while True:
+            page = self.list_keys(after=after, limit=batch_size)
+            yield from page
+            if len(page) < batch_size:
+                return
+            after = page[-1].action_key
+
+    def close(self) -> None:
+        pass
+
+
+@dataclass
+class InProcessDestination(Destination):
+    """Calls the receiver's services directly. For fast tests and the embedded demo only.
+
+    `lose_ack_for` names action keys whose acknowledgement is lost once after the receiver has
+    committed: the fault the acceptance scenario injects.
+    """
+
+    lose_ack_for: set[str] = field(default_factory=set)
+    retry_policy: RetryPolicy = field(default_factory=RetryPolicy)
+
+    def deliver(self, outgoing: Outgoing) -> DeliveryResult:
+        from delivery import services
+        from delivery.errors import ActionKeyConflict, InvalidTaskPayload
+
+        try:
+            outcome = services.task_create_idempotent(action_key=outgoing.action_key, payload=outgoing.payload)
+        except ActionKeyConflict as exc:
+            return DeliveryResult.failed(FailureClass.CONFLICT, "key_conflict", str(exc), status_code=409)
+        except InvalidTaskPayload as exc:
+            return DeliveryResult.failed(FailureClass.PERMANENT, "payload_invalid", str(exc), status_code=422)
+        if outgoing.action_key in self.lose_ack_for:
+            self.lose_ack_for.discard(outgoing.action_key)
+            return DeliveryResult.failed(
+                FailureClass.UNCERTAIN, "response_lost", "acknowledgement lost after the receiver committed"
+            )
+        receipt = services.task_as_receipt(outcome)
+        try:
+            task_id, created = validate_receipt(receipt, outgoing)
+        except MalformedReceipt as exc:
+            return DeliveryResult.failed(FailureClass.MALFORMED, "malformed_receipt", str(exc))
+        return DeliveryResult.ok(task_id=task_id, created=created, status_code=201 if created else 200)
+
+    def lookup(self, action_key: str) -> RemoteTask | None:
+        from delivery import services
+        from delivery.errors import TaskNotFound
+
+        try:
+            task = services.task_get(action_key=action_key)
+        except TaskNotFound:
+            return None
+        return RemoteTask(action_key=task.action_key, task_id=str(task.task_id), payload_hash=task.payload_hash)
+
+    def list_keys(self, *, after: str = "", limit: int = 500) -> list[RemoteTask]:
+        from delivery import services
+
+        return [RemoteTask(**item) for item in services.task_list_keys(after=after, limit=limit)]
+
+
+class HttpDestination(Destination):
+    """A receiver reached over its signed HTTP API with a pooled client."""
+
+    def __init__(
+        self,
+        *,
+        url: str,
+        connect_timeout: float = 2.0,
+        read_timeout: float = 5.0,
+        supports_idempotency: bool = True,
+        supports_lookup: bool = True,
+        supports_batch: bool = False,
+        retry: dict | None = None,
+        signing_secret: str | None = None,
+        **_ignored,
+    ):
+        self.base_url = url.rstrip("/")
+        self.supports_idempotency = supports_idempotency
+        self.supports_lookup = supports_lookup
+        self.supports_batch = supports_batch
+        self.retry_policy = RetryPolicy.from_config(retry)
+        self.signing_secret = signing_secret
+        self._timeout = httpx.Timeout(read_timeout, connect=connect_timeout)
+        self._local = threading.local()
+
+    @property
+    def _client(self) -> httpx.Client:
+        # One pooled client per thread: httpx clients are not meant to be shared across threads.
+        client = getattr(self._local, "client", None)
+        if client is None:
+            client = httpx.Client(timeout=self._timeout, limits=httpx.Limits(max_keepalive_connections=8))
+            self._local.client = client
+        return client
+
+    def close(self) -> None:
+        client = getattr(self._local, "client", None)
+        if client is not None:
+            client.close()
+            self._local.client = None
+
+    def _signed(self, body: str) -> dict[str, str]:
+        return signed_headers(body, secret=self.signing_secret)
+
+    def deliver(self, outgoing: Outgoing) -> DeliveryResult:
+        body = canonical_json({"action_key": outgoing.action_key, "payload": outgoing.payload})
+        headers = {
+            **self._signed(body),
+            "Content-Type": "application/json",
+            "Idempotency-Key": outgoing.action_key,
+        }
+        started = time.monotonic()
+        try:
+            response = self._client.post(f"{self.base_url}/tasks", content=body.encode(), headers=headers)
+        except httpx.ConnectError as exc:
+            # Nothing reached the receiver: safe to try again.
+            return DeliveryResult.failed(FailureClass.TRANSIENT, "connect_failed", redact_text(str(exc)))
+        except httpx.ConnectTimeout as exc:
+            return DeliveryResult.failed(FailureClass.TRANSIENT, "connect_timeout", redact_text(str(exc)))
+        except (httpx.ReadTimeout, httpx.WriteTimeout, httpx.PoolTimeout) as exc:
+            return DeliveryResult.failed(
+                FailureClass.UNCERTAIN, "read_timeout", f"no answer in time after sending: {type(exc).__name__}"
+            )
+        except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError) as exc:
+            return DeliveryResult.failed(
+                FailureClass.UNCERTAIN, "connection_lost", f"connection lost after sending: {type(exc).__name__}"
+            )
+        except httpx.HTTPError as exc:
+            return DeliveryResult.failed(FailureClass.UNCERTAIN, "http_error", redact_text(str(exc)))
+        latency_ms = int((time.monotonic() - started) * 1000)
+        return self._result_of(response, outgoing, latency_ms)
+
+    def _result_of(self, response: httpx.Response, outgoing: Outgoing, latency_ms: int) -> DeliveryResult:
+        status = response.status_code
+        common = {"status_code": status, "latency_ms": latency_ms}
+        if status in (200, 201):
+            try:
+                task_id, created = validate_receipt(response.json(), outgoing)
+            except (ValueError, MalformedReceipt) as exc:
+                return DeliveryResult.failed(
+                    FailureClass.MALFORMED, "malformed_receipt", f"HTTP {status} without a valid receipt: {exc}",
+                    **common,
+                )
+            return DeliveryResult.ok(task_id=task_id, created=created, **common)
+        failure_class, reason_code = classify_status(status)
+        return DeliveryResult.failed(
+            failure_class,
+            reason_code,
+            _describe(response),
+            retry_after=parse_retry_after(response.headers.get("Retry-After")),
+            **common,
+        )
+
+    def _get(self, path: str, params: dict | None = None) -> httpx.Response:
+        try:
+            response = self._client.get(f"{self.base_url}{path}", params=params, headers=self._signed(""))
+        except httpx.HTTPError as exc:
+            raise LookupFailed(f"receiver not reachable: {type(exc).__name__}") from exc
+        if response.status_code in (401, 403):
+            raise LookupFailed(f"receiver refused the credentials (HTTP {response.status_code})")
+        return response
+
+    def lookup(self, action_key: str) -> RemoteTask | None:
+        response = self._get(f"/tasks/{quote(action_key, safe=':')}")
+        if response.status_code == 404:
+            return None
+        if response.status_code != 200:
+            raise LookupFailed(f"lookup answered HTTP {response.status_code}")
+        try:
+            body = response.json()
+            return RemoteTask(action_key=body["action_key"], task_id=body["task_id"], payload_hash=body["payload_hash"])
+        except (ValueError, KeyError, TypeError) as exc:
+            raise LookupFailed("lookup answer is not a valid task") from exc
+
+    def list_keys(self, *, after: str = "", limit: int = 500) -> list[RemoteTask]:
+        response = self._get("/tasks", {"after": after, "limit": limit})
+        if response.status_code != 200:
+            raise LookupFailed(f"key listing answered HTTP {response.status_code}")
+        return [RemoteTask(**item) for item in response.json()["items"]]
+
+
+def _describe(response: httpx.Response) -> str:
+    try:
+        body = json.dumps(response.json())[:500]
+    except ValueError:
+        body = response.text[:200]
+    return redact_text(f"HTTP {response.status_code}: {body}")
+
+
+_configured: Destination | None = None
+_configured_lock = threading.Lock()
+
+
+def destination_from_config(config: dict) -> Destination:
+    kind = config.get("kind", "http")
+    if kind == "in_process":
+        return InProcessDestination(retry_policy=RetryPolicy.from_config(config.get("retry")))
+    if kind == "http":
+        return HttpDestination(**{k: v for k, v in config.items() if k != "kind"})
+    raise ValueError(f"unknown destination kind {kind!r}")
+
+
+def get_destination() -> Destination:
+    """The destination configured in settings.HANDOFF_DESTINATION, built once per process."""
+    global _configured
+    with _configured_lock:
+        if _configured is None:
+            _configured = destination_from_config(settings.HANDOFF_DESTINATION)
+        return _configured
+
+
+def reset_destination() -> None:
+    global _configured
+    with _configured_lock:
+        if _configured is not None:
+            _configured.close()
+        _configured = None

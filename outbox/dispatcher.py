@@ -1,0 +1,398 @@
+"""The dispatcher: claim due handoffs, call the destination outside any transaction, record the outcome.
+
+Claim and outcome are two short transactions with the network call between them. A claim carries
+a fencing token (lease owner + epoch); an outcome whose token no longer matches is refused.
+"""
+
+import logging
+import os
+import socket
+import time
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import connections, transaction
+from django.db.models import DateTimeField, ExpressionWrapper, F, Value
+from django.db.models.functions import Now
+from django.utils import timezone
+
+from outbox.destinations import Destination, LookupFailed, get_destination
+from outbox.errors import LeaseLost
+from outbox.failures import DeliveryResult, Outgoing
+from outbox.models import Attempt, AttemptOutcome, FailureClass, Handoff, HandoffEvent, HandoffState
+from outbox.redaction import redact_text
+from outbox.services import handoff_transition
+
+log = logging.getLogger(__name__)
+DB = "default"
+S = HandoffState
+
+
+def default_worker_name() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+@dataclass(frozen=True)
+class Claim:
+    handoff_id: int
+    action_key: str
+    payload: dict
+    payload_hash: str
+    attempt_number: int
+    worker: str
+    epoch: int
+
+    @property
+    def outgoing(self) -> Outgoing:
+        return Outgoing(action_key=self.action_key, payload=self.payload, payload_hash=self.payload_hash)
+
+
+@dataclass
+class RunStats:
+    claimed: int = 0
+    delivered: int = 0
+    duplicates: int = 0
+    retrying: int = 0
+    uncertain: int = 0
+    needs_attention: int = 0
+    lease_lost: int = 0
+    expired_leases: int = 0
+    settled: dict = field(default_factory=dict)
+
+    def add(self, other: "RunStats") -> None:
+        for name in ("claimed", "delivered", "duplicates", "retrying", "uncertain", "needs_attention",
+                     "lease_lost", "expired_leases"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        for key, value in other.settled.items():
+            self.settled[key] = self.settled.get(key, 0) + value
+
+
+def _lease_until(seconds: int):
+    # The lease is measured on the database clock, so workers on other machines agree on it.
+    return ExpressionWrapper(Now() + Value(timedelta(seconds=seconds)), output_field=DateTimeField())
+
+
+def _due():
+    return Handoff.objects.using(DB).filter(state=S.PENDING, next_attempt_at__lte=Now())
+
+
+def handoff_claim_due(
+    *, worker: str, limit: int = 20, lease_seconds: int | None = None, handoff_id: int | None = None
+) -> list[Claim]:
+    """Claim up to `limit` due handoffs for `worker` and open an attempt for each."""
+    lease_seconds = lease_seconds or settings.HANDOFF_LEASE_SECONDS
+    changes = {
+        "state": S.IN_FLIGHT,
+        "lease_owner": worker,
+        "lease_expires_at": _lease_until(lease_seconds),
+        "fencing_epoch": F("fencing_epoch") + 1,
+        "attempts": F("attempts") + 1,
+        "updated_at": Now(),
+    }
+    due = _due()
+    if handoff_id is not None:
+        due = due.filter(pk=handoff_id)
+    with transaction.atomic(using=DB):
+        if connections[DB].features.has_select_for_update_skip_locked:
+            ids = list(
+                due.select_for_update(skip_locked=True, no_key=True)
+                .order_by("next_attempt_at", "id")
+                .values_list("id", flat=True)[:limit]
+            )
+            if ids:
+                Handoff.objects.using(DB).filter(pk__in=ids).update(**changes)
+        else:
+            # SQLite has no row locks: claim each row with an update that only succeeds while the
+            # row is still pending, checked by its row count.
+            candidates = list(due.order_by("next_attempt_at", "id").values_list("id", flat=True)[:limit])
+            ids = [pk for pk in candidates if Handoff.objects.using(DB).filter(pk=pk, state=S.PENDING).update(**changes)]
+        if not ids:
+            return []
+        rows = list(
+            Handoff.objects.using(DB)
+            .filter(pk__in=ids, lease_owner=worker, state=S.IN_FLIGHT)
+            .values_list("id", "action_key", "payload", "payload_hash", "attempts", "fencing_epoch")
+        )
+        now = timezone.now()
+        Attempt.objects.using(DB).bulk_create(
+            Attempt(handoff_id=pk, number=attempts, fencing_epoch=epoch, worker=worker, started_at=now)
+            for pk, _key, _payload, _hash, attempts, epoch in rows
+        )
+        HandoffEvent.objects.using(DB).bulk_create(
+            HandoffEvent(
+                handoff_id=pk, from_state=S.PENDING, to_state=S.IN_FLIGHT, actor_label=worker,
+                reason=f"claimed for attempt {attempts}",
+            )
+            for pk, _key, _payload, _hash, attempts, _epoch in rows
+        )
+    return [
+        Claim(handoff_id=pk, action_key=key, payload=payload, payload_hash=digest,
+              attempt_number=attempts, worker=worker, epoch=epoch)
+        for pk, key, payload, digest, attempts, epoch in rows
+    ]
+
+
+def _finish_attempt(claim: Claim, outcome: str, result: DeliveryResult | None = None, detail: str = "") -> None:
+    Attempt.objects.using(DB).filter(handoff_id=claim.handoff_id, number=claim.attempt_number).update(
+        finished_at=timezone.now(),
+        outcome=outcome,
+        failure_class=result.failure_class if result else "",
+        reason_code=result.reason_code if result else "",
+        status_code=result.status_code if result else None,
+        latency_ms=result.latency_ms if result else None,
+        detail=redact_text(detail or (result.detail if result else ""))[:2000],
+    )
+
+
+def handoff_record_outcome(*, claim: Claim, result: DeliveryResult, destination: Destination) -> str:
+    """Record one attempt's outcome. Refuses (LeaseLost) when the claim's fencing token is stale."""
+    policy = destination.retry_policy
+    with transaction.atomic(using=DB):
+        handoff = (
+            Handoff.objects.using(DB)
+            .select_for_update(no_key=True)
+            .filter(pk=claim.handoff_id, state=S.IN_FLIGHT, lease_owner=claim.worker, fencing_epoch=claim.epoch)
+            .first()
+        )
+        if handoff is None:
+            raise LeaseLost(f"{claim.action_key}: lease of {claim.worker} epoch {claim.epoch} was taken over")
+        label = claim.worker
+        if result.delivered:
+            _finish_attempt(claim, AttemptOutcome.CREATED if result.created else AttemptOutcome.DUPLICATE, result)
+            handoff_transition(
+                handoff, S.DELIVERED, actor_label=label,
+                reason="receipt validated: task created" if result.created
+                else "receipt validated: receiver returned the existing task (duplicate prevented)",
+                destination_id=result.task_id, delivered_at=timezone.now(),
+                failure_class="", reason_code="", last_error="",
+            )
+            return S.DELIVERED
+        detail = redact_text(result.detail)[:2000]
+        common = {"failure_class": result.failure_class, "reason_code": result.reason_code, "last_error": detail}
+        if result.failure_class in (FailureClass.UNCERTAIN, FailureClass.MALFORMED):
+            _finish_attempt(claim, AttemptOutcome.UNCERTAIN, result)
+            handoff_transition(
+                handoff, S.UNCERTAIN, actor_label=label,
+                reason=f"outcome unknown ({result.reason_code}); to be settled by looking the key up", **common,
+            )
+            return S.UNCERTAIN
+        _finish_attempt(claim, AttemptOutcome.FAILED, result)
+        if result.failure_class == FailureClass.TRANSIENT:
+            if not policy.exhausted(handoff.attempts):
+                delay = policy.delay(handoff.attempts, result.retry_after)
+                handoff_transition(
+                    handoff, S.PENDING, actor_label=label,
+                    reason=f"transient failure ({result.reason_code}); retry in {delay:.1f}s",
+                    next_attempt_at=timezone.now() + timedelta(seconds=delay), **common,
+                )
+                return S.PENDING
+            common["reason_code"] = "retries_exhausted"
+            common["last_error"] = f"{handoff.attempts} attempts; last: {result.reason_code}: {detail}"[:2000]
+        handoff_transition(
+            handoff, S.NEEDS_ATTENTION, actor_label=label,
+            reason=f"{result.failure_class}: {common['reason_code']}", **common,
+        )
+        return S.NEEDS_ATTENTION
+
+
+def _tally(stats: RunStats, state: str, result: DeliveryResult) -> None:
+    if state == S.DELIVERED:
+        stats.delivered += 1
+        stats.duplicates += 0 if result.created else 1
+    elif state == S.PENDING:
+        stats.retrying += 1
+    elif state == S.UNCERTAIN:
+        stats.uncertain += 1
+    else:
+        stats.needs_attention += 1
+
+
+def deliver_claim(claim: Claim, destination: Destination, stats: RunStats) -> str | None:
+    """Call the destination for one claim (no transaction open) and record the outcome."""
+    if not destination.supports_idempotency and Attempt.objects.using(DB).filter(
+        handoff_id=claim.handoff_id, number__lt=claim.attempt_number
+    ).exclude(outcome=AttemptOutcome.FAILED).exists():
+        # Without idempotency, an earlier attempt that may have reached the receiver means a person
+        # must check there first: nothing is sent twice automatically.
+        result = DeliveryResult.failed(
+            FailureClass.UNCERTAIN, "not_idempotent_resend_blocked",
+            "the destination does not honour idempotency keys and an earlier attempt may have reached it",
+        )
+    else:
+        result = destination.deliver(claim.outgoing)
+    try:
+        state = handoff_record_outcome(claim=claim, result=result, destination=destination)
+    except LeaseLost:
+        stats.lease_lost += 1
+        log.warning("outcome of %s refused: lease taken over (result was %s)", claim.action_key, result.reason_code
+                    or "delivered")
+        return None
+    _tally(stats, state, result)
+    return state
+
+
+def dispatch_batch(*, destination: Destination | None = None, worker: str | None = None, limit: int | None = None,
+                   handoff_id: int | None = None) -> RunStats:
+    destination = destination or get_destination()
+    worker = worker or default_worker_name()
+    stats = RunStats()
+    claims = handoff_claim_due(worker=worker, limit=limit or settings.HANDOFF_CLAIM_BATCH, handoff_id=handoff_id)
+    stats.claimed = len(claims)
+    for claim in claims:
+        deliver_claim(claim, destination, stats)
+    return stats
+
+
+def handoff_deliver(*, handoff_id: int, destination: Destination | None = None, worker: str | None = None) -> str:
+    """Deliver one handoff now if it is due; return its state afterwards."""
+    dispatch_batch(destination=destination, worker=worker, limit=1, handoff_id=handoff_id)
+    return Handoff.objects.using(DB).values_list("state", flat=True).get(pk=handoff_id)
+
+
+def handoff_expire_leases(*, actor_label: str = "sweep") -> int:
+    """In-flight handoffs whose lease ran out become uncertain: the call may have reached the receiver."""
+    expired = list(
+        Handoff.objects.using(DB)
+        .filter(state=S.IN_FLIGHT, lease_expires_at__lt=Now())
+        .values_list("id", "fencing_epoch")[:500]
+    )
+    count = 0
+    for pk, epoch in expired:
+        with transaction.atomic(using=DB):
+            handoff = (
+                Handoff.objects.using(DB).select_for_update(no_key=True)
+                .filter(pk=pk, state=S.IN_FLIGHT, fencing_epoch=epoch, lease_expires_at__lt=Now()).first()
+            )
+            if handoff is None:
+                continue
+            Attempt.objects.using(DB).filter(
+                handoff_id=pk, fencing_epoch=epoch, outcome=AttemptOutcome.IN_PROGRESS
+            ).update(outcome=AttemptOutcome.ABANDONED, finished_at=timezone.now(),
+                     failure_class=FailureClass.UNCERTAIN, reason_code="lease_expired",
+                     detail=f"worker {handoff.lease_owner} did not report back before its lease ran out")
+            handoff_transition(
+                handoff, S.UNCERTAIN, actor_label=actor_label,
+                reason=f"lease of {handoff.lease_owner} expired mid-call; outcome unknown",
+                failure_class=FailureClass.UNCERTAIN, reason_code="lease_expired",
+                last_error=f"worker {handoff.lease_owner} stopped reporting during the call",
+            )
+            count += 1
+    return count
+
+
+def handoff_settle(*, handoff_id: int, destination: Destination | None = None, actor=None,
+                   actor_label: str = "settlement") -> str:
+    """Settle an unknown outcome by asking the receiver about the action key, before any new attempt.
+
+    found, same payload hash -> delivered; not found -> pending (same key, safe to send);
+    found, other hash -> needs_attention (conflict). No lookup possible -> needs_attention with evidence.
+    Also serves an operator's `reconcile` on a handoff that needs attention.
+    """
+    destination = destination or get_destination()
+    handoff = Handoff.objects.using(DB).get(pk=handoff_id)
+    if handoff.state not in (S.UNCERTAIN, S.NEEDS_ATTENTION):
+        return handoff.state
+    action = "reconcile" if actor is not None else ""
+    remote, lookup_error = None, ""
+    if not destination.supports_lookup:
+        lookup_error = "the destination cannot be asked about a key; check at the receiver by hand"
+    else:
+        try:
+            remote = destination.lookup(handoff.action_key)
+        except LookupFailed as exc:
+            lookup_error = str(exc)
+    with transaction.atomic(using=DB):
+        locked = (
+            Handoff.objects.using(DB).select_for_update(no_key=True)
+            .filter(pk=handoff_id, state=handoff.state, fencing_epoch=handoff.fencing_epoch).first()
+        )
+        if locked is None:
+            return Handoff.objects.using(DB).values_list("state", flat=True).get(pk=handoff_id)
+        label = actor_label if actor is None else ""
+        if lookup_error:
+            if locked.state == S.UNCERTAIN and not destination.supports_lookup:
+                handoff_transition(
+                    locked, S.NEEDS_ATTENTION, actor=actor, actor_label=label, action=action,
+                    reason=lookup_error, failure_class=FailureClass.UNCERTAIN, reason_code="lookup_unsupported",
+                )
+            elif actor is not None:
+                handoff_transition(locked, locked.state, actor=actor, action=action,
+                                   reason=f"reconcile could not ask the receiver: {lookup_error}")
+            return locked.state
+        if remote is None:
+            if locked.state == S.UNCERTAIN:
+                handoff_transition(
+                    locked, S.PENDING, actor=actor, actor_label=label, action=action,
+                    reason="receiver has no task for this key: safe to send again with the same key",
+                    next_attempt_at=Now(),
+                )
+            else:
+                handoff_transition(
+                    locked, locked.state, actor=actor, actor_label=label, action=action,
+                    reason="receiver has no task for this key: retry is safe",
+                )
+        elif remote.payload_hash == locked.payload_hash:
+            handoff_transition(
+                locked, S.DELIVERED, actor=actor, actor_label=label, action=action,
+                reason=f"receiver has task {remote.task_id} for this key with the same payload",
+                destination_id=remote.task_id, delivered_at=timezone.now(),
+                failure_class="", reason_code="", last_error="",
+            )
+        else:
+            handoff_transition(
+                locked, S.NEEDS_ATTENTION, actor=actor, actor_label=label, action=action,
+                reason=f"receiver has task {remote.task_id} for this key with another payload",
+                failure_class=FailureClass.CONFLICT, reason_code="key_conflict",
+                last_error=f"receiver payload hash {remote.payload_hash} differs from ours",
+            )
+        return locked.state
+
+
+def settle_uncertain(*, destination: Destination | None = None, limit: int = 200) -> dict[str, int]:
+    destination = destination or get_destination()
+    outcomes: dict[str, int] = {}
+    for pk in Handoff.objects.using(DB).filter(state=S.UNCERTAIN).order_by("updated_at").values_list(
+        "id", flat=True
+    )[:limit]:
+        state = handoff_settle(handoff_id=pk, destination=destination)
+        outcomes[state] = outcomes.get(state, 0) + 1
+    return outcomes
+
+
+def sweep(*, destination: Destination | None = None, worker: str | None = None) -> RunStats:
+    """One pass of everything periodic: expired leases, uncertain outcomes, due rows."""
+    destination = destination or get_destination()
+    stats = RunStats(expired_leases=handoff_expire_leases())
+    stats.settled = settle_uncertain(destination=destination)
+    stats.add(drain(destination=destination, worker=worker))
+    return stats
+
+
+def drain(*, destination: Destination | None = None, worker: str | None = None, max_batches: int = 1000) -> RunStats:
+    """Dispatch batches until nothing is due (or `max_batches`)."""
+    stats = RunStats()
+    for _ in range(max_batches):
+        batch = dispatch_batch(destination=destination, worker=worker)
+        stats.add(batch)
+        if batch.claimed == 0:
+            break
+    return stats
+
+
+def run_forever(*, destination: Destination | None = None, worker: str | None = None, idle_sleep: float = 0.5,
+                sweep_every: float = 5.0, should_stop=lambda: False) -> RunStats:
+    """The foreground loop of `manage.py dispatch`: drain, sweep now and then, sleep when idle."""
+    destination = destination or get_destination()
+    worker = worker or default_worker_name()
+    total = RunStats()
+    last_sweep = 0.0
+    while not should_stop():
+        if time.monotonic() - last_sweep >= sweep_every:
+            total.add(sweep(destination=destination, worker=worker))
+            last_sweep = time.monotonic()
+        batch = dispatch_batch(destination=destination, worker=worker)
+        total.add(batch)
+        if batch.claimed == 0:
+            time.sleep(idle_sleep)
+    return total

@@ -1,0 +1,25 @@
+class OutboxError(Exception):
+    """Base class for domain errors of the outbox."""
+
+
+class HandoffNotFound(OutboxError):
+    pass
+
+
+class InvalidTransition(OutboxError):
+    def __init__(self, action_key: str, from_state: str, to_state: str):
+        super().__init__(f"{action_key}: cannot move from {from_state} to {to_state}")
+        self.from_state = from_state
+        self.to_state = to_state
+
+
+class LeaseLost(OutboxError):
+    """The worker's lease was taken over (or expired and settled): its outcome is not recorded."""
+
+
+class RiskNotConfirmed(OutboxError):
+    """Sending again while the outcome is uncertain needs an explicit confirmation of the risk."""
+
+
+class ActionKeyExists(OutboxError):
+    pass

@@ -1,0 +1,96 @@
+"""What a destination's answer means: delivered, or which failure class and reason code.
+
+An HTTP 200 is execution evidence; only a receipt that passes `validate_receipt` is outcome
+evidence. Everything that does not prove the outcome either way is `uncertain`.
+"""
+
+from dataclasses import dataclass
+
+from outbox.models import FailureClass
+
+
+@dataclass(frozen=True)
+class Outgoing:
+    """What is sent: the stable action key and the exact approved payload."""
+
+    action_key: str
+    payload: dict
+    payload_hash: str
+
+
+@dataclass(frozen=True)
+class DeliveryResult:
+    delivered: bool
+    task_id: str = ""
+    created: bool | None = None
+    failure_class: str = ""
+    reason_code: str = ""
+    status_code: int | None = None
+    detail: str = ""
+    retry_after: float | None = None
+    latency_ms: int | None = None
+
+    @classmethod
+    def ok(cls, *, task_id: str, created: bool, status_code: int | None = None, **extra) -> "DeliveryResult":
+        return cls(delivered=True, task_id=task_id, created=created, status_code=status_code, **extra)
+
+    @classmethod
+    def failed(cls, failure_class: str, reason_code: str, detail: str = "", **extra) -> "DeliveryResult":
+        return cls(delivered=False, failure_class=failure_class, reason_code=reason_code, detail=detail, **extra)
+
+
+class MalformedReceipt(Exception):
+    pass
+
+
+def validate_receipt(body: object, sent: Outgoing) -> tuple[str, bool]:
+    """Return (task_id, created) from a receipt, or raise MalformedReceipt saying what is wrong."""
+    if not isinstance(body, dict):
+        raise MalformedReceipt("receipt is not a JSON object")
+    task_id = body.get("task_id")
+    if not isinstance(task_id, str) or not task_id.strip():
+        raise MalformedReceipt("receipt has no task_id")
+    if body.get("action_key") != sent.action_key:
+        raise MalformedReceipt("receipt action_key does not echo the key sent")
+    if body.get("payload_hash") != sent.payload_hash:
+        raise MalformedReceipt("receipt payload_hash does not echo the payload sent")
+    created = body.get("created")
+    if not isinstance(created, bool):
+        raise MalformedReceipt("receipt has no boolean 'created'")
+    return task_id, created
+
+
+def parse_retry_after(value: str | None) -> float | None:
+    if not value:
+        return None
+    try:
+        seconds = float(value)
+    except ValueError:
+        from email.utils import parsedate_to_datetime
+
+        try:
+            from django.utils import timezone
+
+            when = parsedate_to_datetime(value)
+            seconds = (when - timezone.now()).total_seconds()
+        except (TypeError, ValueError):
+            return None
+    return max(seconds, 0.0)
+
+
+def classify_status(status: int) -> tuple[str, str]:
+    """Failure class and reason code of a non-success HTTP status."""
+    if status == 409:
+        return FailureClass.CONFLICT, "key_conflict"
+    if status in (401, 403):
+        return FailureClass.CREDENTIAL, "credential_rejected"
+    if status == 429:
+        return FailureClass.TRANSIENT, "rate_limited"
+    if status in (400, 413, 422):
+        return FailureClass.PERMANENT, {400: "bad_request", 413: "payload_too_large", 422: "payload_invalid"}[status]
+    if status in (502, 503, 504):
+        return FailureClass.TRANSIENT, f"http_{status}"
+    if status >= 500:
+        # A 500 may come after the receiver committed: the outcome is not known.
+        return FailureClass.UNCERTAIN, f"http_{status}"
+    return FailureClass.PERMANENT, f"http_{status}"

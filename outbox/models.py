@@ -1,0 +1,165 @@
+"""The outbox: one row per approved action to hand off, its attempts and its history.
+
+A handoff carries everything it needs (workspace id, source reference, action key, payload)
+so that this app depends on no other app of the product.
+"""
+
+from django.conf import settings
+from django.db import models
+
+
+class HandoffState(models.TextChoices):
+    PENDING = "pending", "Pending"
+    IN_FLIGHT = "in_flight", "In flight"
+    DELIVERED = "delivered", "Delivered"
+    UNCERTAIN = "uncertain", "Uncertain"
+    NEEDS_ATTENTION = "needs_attention", "Needs attention"
+    SUPERSEDED = "superseded", "Superseded"
+    CANCELLED = "cancelled", "Cancelled"
+    OBSERVED = "observed", "Observed (not sent)"
+
+
+S = HandoffState
+
+# Every allowed move of a handoff. A delivered handoff is never sent again; an expired lease
+# makes an in-flight handoff uncertain, never pending; only settlement moves an uncertain one.
+HANDOFF_TRANSITIONS: dict[str, frozenset[str]] = {
+    S.PENDING: frozenset({S.IN_FLIGHT, S.SUPERSEDED, S.CANCELLED, S.NEEDS_ATTENTION, S.OBSERVED}),
+    S.IN_FLIGHT: frozenset({S.DELIVERED, S.PENDING, S.UNCERTAIN, S.NEEDS_ATTENTION}),
+    S.UNCERTAIN: frozenset({S.DELIVERED, S.PENDING, S.NEEDS_ATTENTION}),
+    S.NEEDS_ATTENTION: frozenset({S.PENDING, S.DELIVERED, S.SUPERSEDED, S.CANCELLED}),
+    S.DELIVERED: frozenset(),
+    S.SUPERSEDED: frozenset(),
+    S.CANCELLED: frozenset(),
+    S.OBSERVED: frozenset(),
+}
+
+OPEN_STATES = frozenset({S.PENDING, S.IN_FLIGHT, S.UNCERTAIN, S.NEEDS_ATTENTION})
+
+
+class FailureClass(models.TextChoices):
+    TRANSIENT = "transient", "Transient"
+    UNCERTAIN = "uncertain", "Uncertain"
+    PERMANENT = "permanent", "Permanent"
+    CREDENTIAL = "credential", "Credential"
+    CONFLICT = "conflict", "Conflict"
+    MALFORMED = "malformed", "Malformed receipt"
+
+
+class Handoff(models.Model):
+    action_key = models.CharField(max_length=200)
+    workflow = models.CharField(max_length=40)
+    workspace_id = models.PositiveIntegerField(db_index=True)
+    source_ref = models.CharField(max_length=120, help_text="The source record, e.g. request 42 revision 1.")
+    source_id = models.PositiveBigIntegerField(help_text="Primary key of the source request revision.")
+    rule_version = models.CharField(max_length=40, blank=True)
+    payload = models.JSONField()
+    payload_hash = models.CharField(max_length=64)
+    destination = models.CharField(max_length=40, default="receiver")
+
+    state = models.CharField(max_length=20, choices=HandoffState.choices, default=HandoffState.PENDING)
+    attempts = models.PositiveIntegerField(default=0)
+    next_attempt_at = models.DateTimeField(null=True, blank=True)
+
+    # The lease: who holds the row, until when, and a fencing epoch that grows with every claim so
+    # that an outcome from a worker whose lease was taken over is refused.
+    lease_owner = models.CharField(max_length=120, blank=True)
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    fencing_epoch = models.PositiveBigIntegerField(default=0)
+
+    destination_id = models.CharField(max_length=120, blank=True, help_text="Task id the receiver returned.")
+    failure_class = models.CharField(max_length=16, choices=FailureClass.choices, blank=True)
+    reason_code = models.CharField(max_length=60, blank=True)
+    last_error = models.TextField(blank=True)
+
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    sla_due_at = models.DateTimeField(null=True, blank=True)
+    attention_since = models.DateTimeField(null=True, blank=True)
+    acknowledged_at = models.DateTimeField(null=True, blank=True)
+    acknowledged_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    delivered_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["action_key"], name="handoff_unique_action_key"),
+        ]
+        indexes = [
+            # The claim: due pending rows, oldest due first.
+            models.Index(fields=["state", "next_attempt_at"], name="handoff_due_idx"),
+            # Expired leases.
+            models.Index(fields=["state", "lease_expires_at"], name="handoff_lease_idx"),
+            # Console lists: keyset pagination, per workspace.
+            models.Index(fields=["workspace_id", "created_at", "id"], name="handoff_ws_keyset_idx"),
+            models.Index(fields=["workspace_id", "state", "created_at", "id"], name="handoff_ws_state_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.action_key} ({self.state})"
+
+    def can_move_to(self, state: str) -> bool:
+        return state in HANDOFF_TRANSITIONS[self.state]
+
+
+class AttemptOutcome(models.TextChoices):
+    IN_PROGRESS = "in_progress", "In progress"
+    CREATED = "created", "Created"
+    DUPLICATE = "duplicate", "Existing task returned"
+    FAILED = "failed", "Failed"
+    UNCERTAIN = "uncertain", "Outcome unknown"
+    ABANDONED = "abandoned", "Lease expired mid-call"
+    SKIPPED = "skipped", "Not sent"
+
+
+class Attempt(models.Model):
+    """One call to the destination. Written when claimed, finished when the outcome is recorded."""
+
+    handoff = models.ForeignKey(Handoff, on_delete=models.CASCADE, related_name="attempt_set")
+    number = models.PositiveIntegerField()
+    fencing_epoch = models.PositiveBigIntegerField()
+    worker = models.CharField(max_length=120)
+    started_at = models.DateTimeField()
+    finished_at = models.DateTimeField(null=True, blank=True)
+    outcome = models.CharField(max_length=16, choices=AttemptOutcome.choices, default=AttemptOutcome.IN_PROGRESS)
+    failure_class = models.CharField(max_length=16, choices=FailureClass.choices, blank=True)
+    reason_code = models.CharField(max_length=60, blank=True)
+    status_code = models.PositiveSmallIntegerField(null=True, blank=True)
+    latency_ms = models.PositiveIntegerField(null=True, blank=True)
+    detail = models.TextField(blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["handoff", "number"], name="attempt_unique_number"),
+        ]
+        indexes = [models.Index(fields=["outcome", "started_at"], name="attempt_outcome_idx")]
+
+    def __str__(self) -> str:
+        return f"attempt {self.number} of {self.handoff_id}: {self.outcome}"
+
+
+class HandoffEvent(models.Model):
+    """Every transition: who or what, when, from, to, why. Written in the transition's transaction."""
+
+    handoff = models.ForeignKey(Handoff, on_delete=models.CASCADE, related_name="events")
+    from_state = models.CharField(max_length=20, blank=True)
+    to_state = models.CharField(max_length=20)
+    actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    actor_label = models.CharField(max_length=120, help_text="A user name or a process (dispatcher, sweep).")
+    action = models.CharField(max_length=30, blank=True, help_text="Manual action, if any (retry, cancel...).")
+    reason = models.TextField(blank=True)
+    at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["handoff", "at"], name="handoff_event_idx"),
+            models.Index(fields=["action", "at"], name="handoff_event_action_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.handoff_id}: {self.from_state or '-'} -> {self.to_state} by {self.actor_label}"

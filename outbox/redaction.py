@@ -1,0 +1,51 @@
+"""The one redaction function: everything shown to operators or written to logs goes through it."""
+
+import re
+from typing import Any
+
+REDACTED = "[redacted]"
+
+# Keys whose values are personal data or secrets. Matched on the lower-cased key, by substring.
+SENSITIVE_KEY_PARTS = (
+    "password",
+    "secret",
+    "token",
+    "authorization",
+    "api_key",
+    "apikey",
+    "signature",
+    "email",
+    "phone",
+    "iban",
+    "tax",
+    "ssn",
+    "birth",
+    "passport",
+    "card",
+)
+
+_WHSEC = re.compile(r"whsec_[A-Za-z0-9+/=]+")
+_BEARER = re.compile(r"(?i)bearer\s+[A-Za-z0-9._~+/=-]+")
+_EMAIL = re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}")
+
+
+def _is_sensitive(key: str) -> bool:
+    lowered = key.lower()
+    return any(part in lowered for part in SENSITIVE_KEY_PARTS)
+
+
+def redact_text(text: str) -> str:
+    text = _WHSEC.sub(REDACTED, text)
+    text = _BEARER.sub("Bearer " + REDACTED, text)
+    return _EMAIL.sub(REDACTED, text)
+
+
+def redact(value: Any) -> Any:
+    """Return a copy of `value` with sensitive keys masked and secrets removed from strings."""
+    if isinstance(value, dict):
+        return {k: (REDACTED if _is_sensitive(str(k)) else redact(v)) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [redact(v) for v in value]
+    if isinstance(value, str):
+        return redact_text(value)
+    return value

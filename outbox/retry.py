@@ -1,0 +1,28 @@
+"""Retry policy: bounded attempts, capped exponential backoff with full jitter, Retry-After honoured."""
+
+import random
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    max_attempts: int = 6
+    base_delay: float = 2.0
+    max_delay: float = 300.0
+    max_retry_after: float = 3600.0
+
+    @classmethod
+    def from_config(cls, config: dict | None) -> "RetryPolicy":
+        return cls(**(config or {}))
+
+    def exhausted(self, attempts_made: int) -> bool:
+        return attempts_made >= self.max_attempts
+
+    def delay(self, attempts_made: int, retry_after: float | None = None, rng: random.Random | None = None) -> float:
+        """Seconds to wait before the next attempt, after `attempts_made` attempts (>= 1)."""
+        ceiling = min(self.max_delay, self.base_delay * (2 ** max(attempts_made - 1, 0)))
+        delay = (rng or random).uniform(0, ceiling)
+        if retry_after is not None:
+            # The receiver said when it can take more: never earlier, within a sane bound.
+            delay = max(delay, min(retry_after, self.max_retry_after))
+        return delay

@@ -1,0 +1,204 @@
+"""Writes to the outbox. Each transition locks the row, checks the state, writes the event: all or nothing."""
+
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.db.models.functions import Now
+from django.utils import timezone
+
+from outbox.errors import ActionKeyExists, HandoffNotFound, InvalidTransition, RiskNotConfirmed
+from outbox.models import FailureClass, Handoff, HandoffEvent, HandoffState
+from outbox.payloads import payload_hash
+from outbox.wakeups import wake_dispatcher_on_commit
+
+DB = "default"
+S = HandoffState
+
+
+def _lock(handoff_id: int) -> Handoff:
+    handoff = Handoff.objects.using(DB).select_for_update(no_key=True).filter(pk=handoff_id).first()
+    if handoff is None:
+        raise HandoffNotFound(handoff_id)
+    return handoff
+
+
+def handoff_transition(
+    handoff: Handoff,
+    to_state: str,
+    *,
+    actor=None,
+    actor_label: str = "",
+    reason: str = "",
+    action: str = "",
+    **changes,
+) -> HandoffEvent:
+    """Move a locked handoff to `to_state` and write the event. Call inside an atomic block."""
+    from_state = handoff.state
+    if to_state != from_state and not handoff.can_move_to(to_state):
+        raise InvalidTransition(handoff.action_key, from_state, to_state)
+    now = timezone.now()
+    if to_state == S.NEEDS_ATTENTION and from_state != S.NEEDS_ATTENTION:
+        changes.setdefault("attention_since", now)
+        changes.setdefault("sla_due_at", now + timedelta(minutes=settings.HANDOFF_SLA_MINUTES))
+        changes.setdefault("acknowledged_at", None)
+        changes.setdefault("acknowledged_by", None)
+    if to_state in (S.DELIVERED, S.CANCELLED, S.SUPERSEDED):
+        changes.setdefault("sla_due_at", None)
+    if to_state != S.IN_FLIGHT:
+        changes.setdefault("lease_owner", "")
+        changes.setdefault("lease_expires_at", None)
+    handoff.state = to_state
+    for name, value in changes.items():
+        setattr(handoff, name, value)
+    handoff.save(using=DB)
+    return HandoffEvent.objects.using(DB).create(
+        handoff=handoff,
+        from_state=from_state,
+        to_state=to_state,
+        actor=actor,
+        actor_label=actor_label or (actor.get_username() if actor else "system"),
+        action=action,
+        reason=reason,
+    )
+
+
+def handoff_record(
+    *,
+    workflow: str,
+    workspace_id: int,
+    source_ref: str,
+    source_id: int,
+    action_key: str,
+    payload: dict,
+    rule_version: str = "",
+    owner=None,
+    actor=None,
+    observe_only: bool = False,
+) -> Handoff:
+    """Write the outbox row for an approved action. Meant to run inside the caller's transaction."""
+    with transaction.atomic(using=DB):
+        try:
+            with transaction.atomic(using=DB):
+                handoff = Handoff.objects.using(DB).create(
+                    action_key=action_key,
+                    workflow=workflow,
+                    workspace_id=workspace_id,
+                    source_ref=source_ref,
+                    source_id=source_id,
+                    rule_version=rule_version,
+                    payload=payload,
+                    payload_hash=payload_hash(payload),
+                    state=S.OBSERVED if observe_only else S.PENDING,
+                    next_attempt_at=None if observe_only else timezone.now(),
+                    owner=owner,
+                )
+        except IntegrityError as exc:
+            raise ActionKeyExists(action_key) from exc
+        HandoffEvent.objects.using(DB).create(
+            handoff=handoff,
+            from_state="",
+            to_state=handoff.state,
+            actor=actor,
+            actor_label=actor.get_username() if actor else "system",
+            reason="observe-only: recorded, not sent" if observe_only else "approved; handoff recorded",
+        )
+    if not observe_only:
+        wake_dispatcher_on_commit()
+    return handoff
+
+
+def handoff_supersede(*, handoff_id: int, actor=None, reason: str) -> Handoff:
+    with transaction.atomic(using=DB):
+        handoff = _lock(handoff_id)
+        handoff_transition(handoff, S.SUPERSEDED, actor=actor, reason=reason, action="correct")
+    return handoff
+
+
+def handoff_cancel(*, handoff_id: int, actor, reason: str) -> Handoff:
+    if not reason.strip():
+        raise ValueError("a reason is required to cancel a handoff")
+    with transaction.atomic(using=DB):
+        handoff = _lock(handoff_id)
+        handoff_transition(handoff, S.CANCELLED, actor=actor, reason=reason, action="cancel")
+    return handoff
+
+
+def handoff_retry(*, handoff_id: int, actor, reason: str = "", confirm_risk: bool = False) -> Handoff:
+    """Send again with the same action key: from needs_attention, or `run now` for one in backoff.
+
+    A handoff whose last outcome is unknown may already exist at the receiver: sending again
+    without reconciling first needs `confirm_risk`.
+    """
+    with transaction.atomic(using=DB):
+        handoff = _lock(handoff_id)
+        if handoff.state == S.UNCERTAIN or (
+            handoff.state == S.NEEDS_ATTENTION
+            and handoff.failure_class in (FailureClass.UNCERTAIN, FailureClass.MALFORMED)
+        ):
+            if not confirm_risk:
+                raise RiskNotConfirmed(
+                    f"{handoff.action_key}: the last outcome is unknown; the receiver may already have the "
+                    "task. Reconcile first, or confirm that you accept sending again."
+                )
+            if handoff.state == S.UNCERTAIN:
+                handoff_transition(
+                    handoff, S.NEEDS_ATTENTION, actor=actor, reason="operator overrides settlement", action="retry"
+                )
+        if handoff.state == S.PENDING:
+            handoff.next_attempt_at = Now()
+            handoff.save(using=DB, update_fields=["next_attempt_at", "updated_at"])
+            HandoffEvent.objects.using(DB).create(
+                handoff=handoff, from_state=S.PENDING, to_state=S.PENDING, actor=actor,
+                actor_label=actor.get_username() if actor else "system", action="run_now",
+                reason=reason or "run now instead of waiting for the backoff",
+            )
+        else:
+            handoff_transition(
+                handoff,
+                S.PENDING,
+                actor=actor,
+                reason=reason or "retry with the same action key",
+                action="retry",
+                next_attempt_at=Now(),
+                failure_class="",
+                reason_code="",
+                # A manual retry gets a fresh allowance of automatic attempts.
+                attempts=0,
+            )
+    wake_dispatcher_on_commit()
+    return handoff
+
+
+def handoff_assign(*, handoff_id: int, actor, owner, reason: str = "") -> Handoff:
+    with transaction.atomic(using=DB):
+        handoff = _lock(handoff_id)
+        previous = handoff.owner.get_username() if handoff.owner else "nobody"
+        handoff_transition(
+            handoff,
+            handoff.state,
+            actor=actor,
+            action="assign",
+            reason=reason or f"assigned from {previous} to {owner.get_username() if owner else 'nobody'}",
+            owner=owner,
+        )
+    return handoff
+
+
+def handoff_acknowledge(*, handoff_id: int, actor, reason: str = "") -> Handoff:
+    """The failure is seen by a person: records who and when (time to acknowledgement is a metric)."""
+    with transaction.atomic(using=DB):
+        handoff = _lock(handoff_id)
+        if handoff.state != S.NEEDS_ATTENTION:
+            raise InvalidTransition(handoff.action_key, handoff.state, "acknowledged")
+        handoff_transition(
+            handoff,
+            handoff.state,
+            actor=actor,
+            action="acknowledge",
+            reason=reason or "failure acknowledged",
+            acknowledged_at=timezone.now(),
+            acknowledged_by=actor,
+        )
+    return handoff
+
