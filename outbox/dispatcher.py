@@ -88,6 +88,7 @@ def handoff_claim_due(
         "lease_expires_at": _lease_until(lease_seconds),
         "fencing_epoch": F("fencing_epoch") + 1,
         "attempts": F("attempts") + 1,
+        "attempts_in_run": F("attempts_in_run") + 1,
         "updated_at": Now(),
     }
     due = _due()
@@ -179,8 +180,8 @@ def handoff_record_outcome(*, claim: Claim, result: DeliveryResult, destination:
             return S.UNCERTAIN
         _finish_attempt(claim, AttemptOutcome.FAILED, result)
         if result.failure_class == FailureClass.TRANSIENT:
-            if not policy.exhausted(handoff.attempts):
-                delay = policy.delay(handoff.attempts, result.retry_after)
+            if not policy.exhausted(handoff.attempts_in_run):
+                delay = policy.delay(handoff.attempts_in_run, result.retry_after)
                 handoff_transition(
                     handoff, S.PENDING, actor_label=label,
                     reason=f"transient failure ({result.reason_code}); retry in {delay:.1f}s",
@@ -188,7 +189,7 @@ def handoff_record_outcome(*, claim: Claim, result: DeliveryResult, destination:
                 )
                 return S.PENDING
             common["reason_code"] = "retries_exhausted"
-            common["last_error"] = f"{handoff.attempts} attempts; last: {result.reason_code}: {detail}"[:2000]
+            common["last_error"] = f"{handoff.attempts_in_run} attempts; last: {result.reason_code}: {detail}"[:2000]
         handoff_transition(
             handoff, S.NEEDS_ATTENTION, actor_label=label,
             reason=f"{result.failure_class}: {common['reason_code']}", **common,

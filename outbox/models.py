@@ -58,7 +58,10 @@ class Handoff(models.Model):
     destination = models.CharField(max_length=40, default="receiver")
 
     state = models.CharField(max_length=20, choices=HandoffState.choices, default=HandoffState.PENDING)
-    attempts = models.PositiveIntegerField(default=0)
+    attempts = models.PositiveIntegerField(default=0, help_text="Every attempt ever made; numbers the attempts.")
+    attempts_in_run = models.PositiveIntegerField(
+        default=0, help_text="Automatic attempts since the handoff was recorded or an operator retried it."
+    )
     next_attempt_at = models.DateTimeField(null=True, blank=True)
 
     # The lease: who holds the row, until when, and a fencing epoch that grows with every claim so

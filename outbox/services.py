@@ -164,7 +164,7 @@ def handoff_retry(*, handoff_id: int, actor, reason: str = "", confirm_risk: boo
                 failure_class="",
                 reason_code="",
                 # A manual retry gets a fresh allowance of automatic attempts.
-                attempts=0,
+                attempts_in_run=0,
             )
     wake_dispatcher_on_commit()
     return handoff

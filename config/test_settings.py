@@ -1,0 +1,23 @@
+"""Settings for the test suite: the real settings, with test-only secrets and the fast destination.
+
+Environment variables set by a test run still win (for example DATABASE_URL for PostgreSQL).
+"""
+
+import base64
+import os
+
+os.environ.setdefault("DJANGO_SECRET_KEY", "test-only-" + "x" * 40)
+os.environ.setdefault("DJANGO_SECURE", "0")
+os.environ.setdefault("RECEIVER_SIGNING_SECRET", "whsec_" + base64.b64encode(b"receiver-test-secret-32-bytes!!!").decode())
+os.environ.setdefault("INTAKE_SIGNING_SECRET", "whsec_" + base64.b64encode(b"intake-test-secret-32-bytes!!!!!").decode())
+os.environ.setdefault("METRICS_TOKEN", "metrics-test-token")
+os.environ.setdefault("HANDOFF_DESTINATION", "in_process")
+os.environ.setdefault("HANDOFF_WAKE_ON_COMMIT", "0")
+os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+os.environ.setdefault("HANDOFF_VAR_DIR", os.path.join(os.path.dirname(os.path.dirname(__file__)), "var", "test"))
+
+from config.settings import *  # noqa: E402,F403
+
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+STORAGES["staticfiles"]["BACKEND"] = "django.contrib.staticfiles.storage.StaticFilesStorage"  # noqa: F405
+WHITENOISE_USE_FINDERS = True
