@@ -111,6 +111,9 @@ class RequestEvent(models.Model):
     class Meta:
         indexes = [models.Index(fields=["request", "at"], name="request_event_idx")]
 
+    def __str__(self) -> str:
+        return f"{self.request}: {self.from_state or '-'} -> {self.to_state}"
+
 
 class Decision(models.TextChoices):
     APPROVE = "approve", "Approve"

@@ -35,7 +35,9 @@ DB = "default"
 def _move(request: Request, to_state: str, *, actor=None, reason: str = "") -> None:
     if not request.can_move_to(to_state):
         raise InvalidRequestState(f"{request} is {request.state}; it cannot become {to_state}")
-    RequestEvent.objects.create(request=request, from_state=request.state, to_state=to_state, actor=actor, reason=reason)
+    RequestEvent.objects.create(
+        request=request, from_state=request.state, to_state=to_state, actor=actor, reason=reason
+    )
     request.state = to_state
     request.save(update_fields=["state", "updated_at"])
 

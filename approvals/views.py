@@ -29,7 +29,8 @@ def home(request: HttpRequest) -> HttpResponse:
 @require_GET
 @login_required
 def queue(request: HttpRequest) -> HttpResponse:
-    return render(request, "approvals/queue.html", {"requests": selectors.requests_awaiting_decision(request.user)[:200]})
+    awaiting = selectors.requests_awaiting_decision(request.user)[:200]
+    return render(request, "approvals/queue.html", {"requests": awaiting})
 
 
 def _visible_revision(request: HttpRequest, workspace_id: int, number: int, revision: int) -> Request:

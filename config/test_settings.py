@@ -8,8 +8,9 @@ import os
 
 os.environ.setdefault("DJANGO_SECRET_KEY", "test-only-" + "x" * 40)
 os.environ.setdefault("DJANGO_SECURE", "0")
-os.environ.setdefault("RECEIVER_SIGNING_SECRET", "whsec_" + base64.b64encode(b"receiver-test-secret-32-bytes!!!").decode())
-os.environ.setdefault("INTAKE_SIGNING_SECRET", "whsec_" + base64.b64encode(b"intake-test-secret-32-bytes!!!!!").decode())
+for _name, _raw in (("RECEIVER_SIGNING_SECRET", b"receiver-test-secret-32-bytes!!!"),
+                   ("INTAKE_SIGNING_SECRET", b"intake-test-secret-32-bytes!!!!!")):
+    os.environ.setdefault(_name, "whsec_" + base64.b64encode(_raw).decode())
 os.environ.setdefault("METRICS_TOKEN", "metrics-test-token")
 os.environ.setdefault("HANDOFF_DESTINATION", "in_process")
 os.environ.setdefault("HANDOFF_WAKE_ON_COMMIT", "0")

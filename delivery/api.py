@@ -1,5 +1,6 @@
 """The receiver's signed JSON API. It knows nothing of the application that calls it."""
 
+import contextlib
 import json
 import socket
 import time
@@ -44,10 +45,8 @@ def _drop_connection(request: HttpRequest, fault: faults.Fault) -> None:
     """Simulate a response lost after commit: close the socket, or wait past the client's timeout."""
     sock = request.META.get("gunicorn.socket")
     if sock is not None:
-        try:
+        with contextlib.suppress(OSError):
             sock.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
         sock.close()
         return
     time.sleep(fault.slow_seconds)

@@ -41,3 +41,6 @@ class SeenMessage(models.Model):
     class Meta:
         constraints = [models.UniqueConstraint(fields=["message_id"], name="seen_message_unique_id")]
         indexes = [models.Index(fields=["received_at"], name="seen_message_age_idx")]
+
+    def __str__(self) -> str:
+        return self.message_id

@@ -107,7 +107,8 @@ def handoff_claim_due(
             # SQLite has no row locks: claim each row with an update that only succeeds while the
             # row is still pending, checked by its row count.
             candidates = list(due.order_by("next_attempt_at", "id").values_list("id", flat=True)[:limit])
-            ids = [pk for pk in candidates if Handoff.objects.using(DB).filter(pk=pk, state=S.PENDING).update(**changes)]
+            still_pending = Handoff.objects.using(DB).filter(state=S.PENDING)
+            ids = [pk for pk in candidates if still_pending.filter(pk=pk).update(**changes)]
         if not ids:
             return []
         rows = list(
