@@ -33,7 +33,7 @@ def _read_body(request: HttpRequest) -> bytes | None:
 
 
 def _authenticate(request: HttpRequest, body: bytes) -> JsonResponse | None:
-    headers = {k: v for k, v in request.headers.items() if k.lower().startswith("webhook-")}
+    headers = {k.lower(): v for k, v in request.headers.items() if k.lower().startswith("webhook-")}
     try:
         verify_signed_request(body=body, headers=headers)
     except SignatureRejected as exc:

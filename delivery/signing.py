@@ -36,9 +36,9 @@ def verify_signed_request(*, body: bytes, headers: dict[str, str]) -> str:
     except (ValueError, UnicodeDecodeError) as exc:
         # The package trusts the header format; a garbled header is a bad signature, not a crash.
         raise SignatureRejected("unreadable signature headers") from exc
-    message_id = headers.get("webhook-id", "")
-    if len(message_id) > 120:
-        raise SignatureRejected("message id too long")
+    message_id = {k.lower(): v for k, v in headers.items()}.get("webhook-id", "")
+    if not message_id or len(message_id) > 120:
+        raise SignatureRejected("missing or overlong message id")
     try:
         with transaction.atomic(using="delivery"):
             SeenMessage.objects.using("delivery").create(message_id=message_id)

@@ -1,0 +1,231 @@
+"""The dispatcher's state machine against the real receiver (in process): every outcome ends somewhere
+a person can see, nothing is recorded by a worker that lost its lease, uncertain is settled by lookup."""
+
+from datetime import timedelta
+
+import pytest
+from django.db import connection
+from django.utils import timezone
+
+from delivery.models import ReceiverTask
+from outbox.dispatcher import (
+    handoff_claim_due,
+    handoff_deliver,
+    handoff_expire_leases,
+    handoff_record_outcome,
+    handoff_settle,
+    sweep,
+)
+from outbox.errors import LeaseLost, RiskNotConfirmed
+from outbox.failures import DeliveryResult
+from outbox.models import Attempt, AttemptOutcome, FailureClass, Handoff, HandoffEvent, HandoffState
+from outbox.retry import RetryPolicy
+from outbox.services import handoff_retry
+from tests.factories import make_user
+from tests.outbox.conftest import ScriptedDestination
+
+pytestmark = pytest.mark.django_db(databases=["default", "delivery"])
+S = HandoffState
+
+
+def transient(code="http_503", **kw):
+    return DeliveryResult.failed(FailureClass.TRANSIENT, code, "try later", status_code=503, **kw)
+
+
+def test_delivery_records_task_id_attempt_and_events(make_handoff):
+    handoff = make_handoff()
+    assert handoff_deliver(handoff_id=handoff.pk, destination=ScriptedDestination()) == S.DELIVERED
+    handoff.refresh_from_db()
+    task = ReceiverTask.objects.get(action_key=handoff.action_key)
+    assert handoff.destination_id == str(task.task_id)
+    assert handoff.lease_owner == "" and handoff.lease_expires_at is None
+    attempt = Attempt.objects.get(handoff=handoff)
+    assert attempt.outcome == AttemptOutcome.CREATED and attempt.finished_at is not None
+    assert list(handoff.events.order_by("id").values_list("from_state", "to_state")) == [
+        ("pending", "in_flight"), ("in_flight", "delivered")]
+
+
+def test_transient_failure_backs_off_then_succeeds_with_same_key(make_handoff):
+    handoff = make_handoff()
+    destination = ScriptedDestination(transient())
+    assert handoff_deliver(handoff_id=handoff.pk, destination=destination) == S.PENDING
+    handoff.refresh_from_db()
+    assert handoff.failure_class == FailureClass.TRANSIENT and handoff.next_attempt_at is not None
+    assert handoff_deliver(handoff_id=handoff.pk, destination=destination) == S.DELIVERED
+    assert ReceiverTask.objects.filter(action_key=handoff.action_key).count() == 1
+
+
+def test_backoff_keeps_the_handoff_out_of_claims_until_due(make_handoff):
+    handoff = make_handoff()
+    destination = ScriptedDestination(transient(), policy=RetryPolicy(max_attempts=5, base_delay=600, max_delay=600,
+                                                                       max_retry_after=600))
+    # Full jitter may pick a tiny delay; Retry-After pins a floor so the row is certainly not yet due.
+    destination.script = [transient(retry_after=300)]
+    handoff_deliver(handoff_id=handoff.pk, destination=destination)
+    assert handoff_claim_due(worker="w2") == []
+    handoff.refresh_from_db()
+    assert handoff.next_attempt_at > timezone.now() + timedelta(seconds=290)
+
+
+def test_exhausted_retries_need_attention_with_reason_and_owner(make_handoff):
+    owner = make_user("olga")
+    handoff = make_handoff(owner=owner)
+    destination = ScriptedDestination(transient(), transient(), transient())
+    states = [handoff_deliver(handoff_id=handoff.pk, destination=destination) for _ in range(3)]
+    assert states == [S.PENDING, S.PENDING, S.NEEDS_ATTENTION]
+    handoff.refresh_from_db()
+    assert handoff.reason_code == "retries_exhausted"
+    assert handoff.failure_class == FailureClass.TRANSIENT
+    assert handoff.owner == owner and handoff.sla_due_at is not None and handoff.attention_since is not None
+    assert ReceiverTask.objects.count() == 0
+
+
+@pytest.mark.parametrize(
+    ("failure_class", "code"),
+    [(FailureClass.PERMANENT, "payload_invalid"), (FailureClass.CREDENTIAL, "credential_rejected"),
+     (FailureClass.CONFLICT, "key_conflict")],
+)
+def test_non_retryable_failures_need_attention_after_one_attempt(make_handoff, failure_class, code):
+    handoff = make_handoff()
+    destination = ScriptedDestination(DeliveryResult.failed(failure_class, code, "no"))
+    assert handoff_deliver(handoff_id=handoff.pk, destination=destination) == S.NEEDS_ATTENTION
+    sweep(destination=destination)
+    handoff.refresh_from_db()
+    assert (handoff.failure_class, handoff.reason_code, handoff.attempts) == (failure_class, code, 1)
+    assert destination.calls == 1, "never retried automatically"
+
+
+def test_malformed_receipt_is_uncertain_never_delivered(make_handoff):
+    handoff = make_handoff()
+    destination = ScriptedDestination(DeliveryResult.failed(FailureClass.MALFORMED, "malformed_receipt", "200 {}"))
+    assert handoff_deliver(handoff_id=handoff.pk, destination=destination) == S.UNCERTAIN
+    handoff.refresh_from_db()
+    assert handoff.destination_id == "" and handoff.delivered_at is None
+
+
+def test_uncertain_with_no_task_at_receiver_goes_back_to_pending_with_same_key(make_handoff):
+    handoff = make_handoff()
+    destination = ScriptedDestination(DeliveryResult.failed(FailureClass.UNCERTAIN, "read_timeout", "timeout"))
+    handoff_deliver(handoff_id=handoff.pk, destination=destination)
+    assert handoff_settle(handoff_id=handoff.pk, destination=destination) == S.PENDING
+    assert handoff_deliver(handoff_id=handoff.pk, destination=destination) == S.DELIVERED
+    handoff.refresh_from_db()
+    assert handoff.action_key == "onboarding:7:1:1"
+    assert ReceiverTask.objects.count() == 1
+
+
+def test_uncertain_with_other_payload_at_receiver_is_a_conflict(make_handoff):
+    handoff = make_handoff()
+    from delivery.services import task_create_idempotent
+
+    task_create_idempotent(action_key=handoff.action_key, payload={"client_name": "Someone else"})
+    destination = ScriptedDestination(DeliveryResult.failed(FailureClass.UNCERTAIN, "connection_lost", "reset"))
+    handoff_deliver(handoff_id=handoff.pk, destination=destination)
+    assert handoff_settle(handoff_id=handoff.pk, destination=destination) == S.NEEDS_ATTENTION
+    handoff.refresh_from_db()
+    assert handoff.failure_class == FailureClass.CONFLICT
+    assert ReceiverTask.objects.get().payload == {"client_name": "Someone else"}
+
+
+def test_destination_without_lookup_sends_uncertain_to_a_person(make_handoff):
+    handoff = make_handoff()
+    destination = ScriptedDestination(DeliveryResult.failed(FailureClass.UNCERTAIN, "read_timeout", "t"),
+                                      supports_lookup=False)
+    handoff_deliver(handoff_id=handoff.pk, destination=destination)
+    sweep(destination=destination)
+    handoff.refresh_from_db()
+    assert handoff.state == S.NEEDS_ATTENTION
+    assert handoff.reason_code == "lookup_unsupported"
+    assert destination.calls == 1
+
+
+def test_destination_without_idempotency_is_never_sent_twice_automatically(make_handoff):
+    handoff = make_handoff()
+    destination = ScriptedDestination(DeliveryResult.failed(FailureClass.UNCERTAIN, "read_timeout", "t"),
+                                      supports_idempotency=False)
+    handoff_deliver(handoff_id=handoff.pk, destination=destination)
+    # The receiver has no task, so settlement says it is safe to send; the ledger still blocks a resend.
+    assert handoff_settle(handoff_id=handoff.pk, destination=destination) == S.PENDING
+    handoff_deliver(handoff_id=handoff.pk, destination=destination)
+    handoff_settle(handoff_id=handoff.pk, destination=destination)
+    assert destination.calls == 1
+    assert Attempt.objects.filter(handoff=handoff, reason_code="not_idempotent_resend_blocked").exists()
+
+
+def test_outcome_from_a_worker_whose_lease_was_taken_over_is_refused(make_handoff):
+    handoff = make_handoff()
+    [stale_claim] = handoff_claim_due(worker="w1", lease_seconds=1)
+    Handoff.objects.filter(pk=handoff.pk).update(lease_expires_at=timezone.now() - timedelta(seconds=5))
+    assert handoff_expire_leases() == 1
+    handoff.refresh_from_db()
+    assert handoff.state == S.UNCERTAIN and handoff.reason_code == "lease_expired"
+    assert Attempt.objects.get(handoff=handoff).outcome == AttemptOutcome.ABANDONED
+    with pytest.raises(LeaseLost):
+        handoff_record_outcome(claim=stale_claim, result=DeliveryResult.ok(task_id="t", created=True),
+                               destination=ScriptedDestination())
+    handoff.refresh_from_db()
+    assert handoff.state == S.UNCERTAIN and handoff.destination_id == ""
+
+
+def test_expired_lease_makes_in_flight_uncertain_never_pending(make_handoff):
+    handoff = make_handoff()
+    handoff_claim_due(worker="w1")
+    Handoff.objects.filter(pk=handoff.pk).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
+    handoff_expire_leases()
+    handoff.refresh_from_db()
+    assert handoff.state == S.UNCERTAIN
+    assert not HandoffEvent.objects.filter(handoff=handoff, from_state=S.IN_FLIGHT, to_state=S.PENDING).exists()
+
+
+def test_claim_gives_each_row_to_one_worker(make_handoff):
+    for n in range(1, 6):
+        make_handoff(n)
+    first = handoff_claim_due(worker="w1", limit=3)
+    second = handoff_claim_due(worker="w2", limit=10)
+    third = handoff_claim_due(worker="w3", limit=10)
+    assert len(first) == 3 and len(second) == 2 and third == []
+    assert not {c.handoff_id for c in first} & {c.handoff_id for c in second}
+    assert all(c.epoch == 1 and c.attempt_number == 1 for c in first + second)
+    assert Attempt.objects.filter(outcome=AttemptOutcome.IN_PROGRESS).count() == 5
+
+
+def test_claim_uses_skip_locked_on_postgresql_and_row_count_on_sqlite(make_handoff):
+    make_handoff()
+    from django.test.utils import CaptureQueriesContext
+
+    with CaptureQueriesContext(connection) as queries:
+        handoff_claim_due(worker="w1")
+    sql = " ".join(q["sql"] for q in queries.captured_queries).upper()
+    if connection.vendor == "postgresql":
+        assert "FOR NO KEY UPDATE SKIP LOCKED" in sql
+    else:
+        assert "FOR UPDATE" not in sql
+        assert 'WHERE ("OUTBOX_HANDOFF"."STATE" = \'PENDING\' AND "OUTBOX_HANDOFF"."ID" = ' in sql
+
+
+def test_delivered_handoff_is_never_sent_again(make_handoff):
+    handoff = make_handoff()
+    destination = ScriptedDestination()
+    handoff_deliver(handoff_id=handoff.pk, destination=destination)
+    olga = make_user("olga")
+    from outbox.errors import InvalidTransition
+
+    with pytest.raises(InvalidTransition):
+        handoff_retry(handoff_id=handoff.pk, actor=olga)
+    sweep(destination=destination)
+    assert destination.calls == 1
+
+
+def test_retry_of_uncertain_needs_confirmation_of_the_risk(make_handoff):
+    handoff = make_handoff()
+    olga = make_user("olga")
+    destination = ScriptedDestination(DeliveryResult.failed(FailureClass.UNCERTAIN, "read_timeout", "t"))
+    handoff_deliver(handoff_id=handoff.pk, destination=destination)
+    with pytest.raises(RiskNotConfirmed):
+        handoff_retry(handoff_id=handoff.pk, actor=olga)
+    handoff.refresh_from_db()
+    assert handoff.state == S.UNCERTAIN
+    handoff_retry(handoff_id=handoff.pk, actor=olga, confirm_risk=True, reason="receiver team confirmed")
+    handoff.refresh_from_db()
+    assert handoff.state == S.PENDING and handoff.attempts_in_run == 0
+    assert HandoffEvent.objects.filter(handoff=handoff, action="retry", actor=olga).exists()
