@@ -368,6 +368,9 @@ def sweep(*, destination: Destination | None = None, worker: str | None = None) 
     stats = RunStats(expired_leases=handoff_expire_leases())
     stats.settled = settle_uncertain(destination=destination)
     stats.add(drain(destination=destination, worker=worker))
+    # Settle what this pass itself left uncertain, so that a lost answer costs one sweep, not two.
+    for state, count in settle_uncertain(destination=destination).items():
+        stats.settled[state] = stats.settled.get(state, 0) + count
     return stats
 
 

@@ -12,7 +12,9 @@ from outbox.payloads import payload_hash
 from outbox.redaction import REDACTED, redact, redact_text
 from outbox.retry import RetryPolicy
 
-SENT = Outgoing(action_key="onboarding:7:42:1", payload={"client_name": "N"}, payload_hash=payload_hash({"client_name": "N"}))
+SENT = Outgoing(
+    action_key="onboarding:7:42:1", payload={"client_name": "N"}, payload_hash=payload_hash({"client_name": "N"})
+)
 
 
 @pytest.mark.parametrize(
