@@ -1,0 +1,106 @@
+"""The HTTP destination against the real receiver API served by live_server, with injected faults.
+
+Runs on both backends, so the embedded SQLite default is tested over real HTTP too.
+"""
+
+import pytest
+
+from delivery import faults
+from delivery.models import ReceiverTask
+from outbox.destinations import HttpDestination
+from outbox.dispatcher import handoff_deliver, handoff_settle
+from outbox.models import Attempt, FailureClass, HandoffState
+
+pytestmark = pytest.mark.django_db(databases=["default", "delivery"], transaction=True)
+S = HandoffState
+
+
+@pytest.fixture
+def receiver(live_server, settings):
+    faults.reset()
+    settings.RECEIVER_FAULTS = None
+    destination = HttpDestination(url=f"{live_server.url}/delivery/api", read_timeout=0.5, connect_timeout=1,
+                                  retry={"max_attempts": 3, "base_delay": 0, "max_delay": 0})
+    yield destination
+    destination.close()
+    faults.reset()
+
+
+def inject(settings, key: str, kind: str):
+    settings.RECEIVER_FAULTS = {"keys": {key: kind}, "slow_seconds": 1, "retry_after": 30}
+
+
+def test_delivers_over_signed_http_and_validates_the_receipt(receiver, make_handoff):
+    handoff = make_handoff()
+    assert handoff_deliver(handoff_id=handoff.pk, destination=receiver) == S.DELIVERED
+    handoff.refresh_from_db()
+    assert handoff.destination_id == str(ReceiverTask.objects.get(action_key=handoff.action_key).task_id)
+    attempt = Attempt.objects.get(handoff=handoff)
+    assert attempt.status_code == 201 and attempt.latency_ms is not None
+
+
+@pytest.mark.parametrize(
+    ("kind", "state", "failure_class", "reason", "task_created"),
+    [
+        ("http_503", S.PENDING, FailureClass.TRANSIENT, "http_503", False),
+        ("http_429", S.PENDING, FailureClass.TRANSIENT, "rate_limited", False),
+        ("http_500", S.UNCERTAIN, FailureClass.UNCERTAIN, "http_500", False),
+        ("http_401", S.NEEDS_ATTENTION, FailureClass.CREDENTIAL, "credential_rejected", False),
+        ("malformed", S.UNCERTAIN, FailureClass.MALFORMED, "malformed_receipt", True),
+        ("slow", S.UNCERTAIN, FailureClass.UNCERTAIN, "read_timeout", True),
+    ],
+)
+def test_each_injected_fault_is_classified(receiver, settings, make_handoff, kind, state, failure_class, reason,
+                                           task_created):
+    handoff = make_handoff()
+    inject(settings, handoff.action_key, kind)
+    assert handoff_deliver(handoff_id=handoff.pk, destination=receiver) == state
+    handoff.refresh_from_db()
+    assert (handoff.failure_class, handoff.reason_code) == (failure_class, reason)
+    assert handoff.destination_id == ""
+    assert ReceiverTask.objects.filter(action_key=handoff.action_key).exists() == task_created
+
+
+def test_retry_after_is_honoured(receiver, settings, make_handoff):
+    from django.utils import timezone
+
+    handoff = make_handoff()
+    inject(settings, handoff.action_key, "http_429")
+    handoff_deliver(handoff_id=handoff.pk, destination=receiver)
+    handoff.refresh_from_db()
+    assert (handoff.next_attempt_at - timezone.now()).total_seconds() > 25
+
+
+@pytest.mark.parametrize("kind", ["malformed", "slow"])
+def test_unknown_outcome_settles_by_lookup_to_the_task_already_created(receiver, settings, make_handoff, kind):
+    handoff = make_handoff()
+    inject(settings, handoff.action_key, kind)
+    handoff_deliver(handoff_id=handoff.pk, destination=receiver)
+    assert handoff_settle(handoff_id=handoff.pk, destination=receiver) == S.DELIVERED
+    handoff.refresh_from_db()
+    assert ReceiverTask.objects.count() == 1
+    assert handoff.destination_id == str(ReceiverTask.objects.get().task_id)
+
+
+def test_http_500_before_commit_settles_to_pending_then_delivers_once(receiver, settings, make_handoff):
+    handoff = make_handoff()
+    inject(settings, handoff.action_key, "http_500")
+    handoff_deliver(handoff_id=handoff.pk, destination=receiver)
+    assert handoff_settle(handoff_id=handoff.pk, destination=receiver) == S.PENDING
+    assert handoff_deliver(handoff_id=handoff.pk, destination=receiver) == S.DELIVERED
+    assert ReceiverTask.objects.count() == 1
+
+
+def test_receiver_down_is_transient(make_handoff):
+    handoff = make_handoff()
+    closed = HttpDestination(url="http://127.0.0.1:9/delivery/api", connect_timeout=0.5)
+    assert handoff_deliver(handoff_id=handoff.pk, destination=closed) == S.PENDING
+    handoff.refresh_from_db()
+    assert (handoff.failure_class, handoff.reason_code) == (FailureClass.TRANSIENT, "connect_failed")
+
+
+def test_iterating_keys_pages_through_the_receiver(receiver, make_handoff):
+    for n in range(1, 8):
+        handoff_deliver(handoff_id=make_handoff(n).pk, destination=receiver)
+    keys = [task.action_key for task in receiver.iter_keys(batch_size=3)]
+    assert keys == sorted(f"onboarding:7:{n}:1" for n in range(1, 8))
