@@ -1,6 +1,19 @@
+from django import forms
 from django.contrib import admin
 
-from approvals.models import Approval, Membership, Request, RequestEvent, Workspace
+from approvals.models import (
+    Approval,
+    Membership,
+    Request,
+    RequestEvent,
+    RequestReference,
+    RuleVersion,
+    TriggerRecord,
+    WorkflowMode,
+    WorkflowModeChange,
+    Workspace,
+    WorkspaceWorkflow,
+)
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -47,3 +60,99 @@ class ApprovalAdmin(ReadOnlyAdmin):
     list_display = ("request", "decision", "decided_by", "rule_version", "decided_at")
     list_filter = ("decision", "rule_version", "request__workspace")
     search_fields = ("=request__number", "payload_hash")
+
+
+# --- Intake: triggers, rule versions, delivery modes -------------------------------------------
+
+
+@admin.register(TriggerRecord)
+class TriggerRecordAdmin(ReadOnlyAdmin):
+    list_display = ("received_at", "webhook_id", "reference", "sender_revision", "workspace_ref", "outcome",
+                    "status_code", "request")
+    list_filter = ("outcome", "workflow")
+    search_fields = ("reference", "=webhook_id")
+    raw_id_fields = ("request", "duplicate_of")
+
+
+@admin.register(RequestReference)
+class RequestReferenceAdmin(ReadOnlyAdmin):
+    list_display = ("reference", "workspace", "workflow", "number", "latest_revision", "created_at")
+    search_fields = ("reference",)
+
+
+class RuleVersionForm(forms.ModelForm):
+    class Meta:
+        model = RuleVersion
+        fields = ("workflow", "schema", "notes")
+
+
+@admin.register(RuleVersion)
+class RuleVersionAdmin(admin.ModelAdmin):
+    """Rules are published (a new version), never edited: old decisions keep the version they stored."""
+
+    form = RuleVersionForm
+    list_display = ("version", "workflow", "number", "created_by", "created_at")
+    list_filter = ("workflow",)
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+    def save_model(self, request, obj, form, change):
+        from approvals.services import rule_version_publish
+
+        stored = rule_version_publish(workflow=form.cleaned_data["workflow"], schema=form.cleaned_data["schema"],
+                                      actor=request.user, notes=form.cleaned_data.get("notes", ""))
+        obj.pk, obj.number, obj.version = stored.pk, stored.number, stored.version
+
+
+class WorkflowModeForm(forms.ModelForm):
+    reason = forms.CharField(widget=forms.Textarea, help_text="Why the mode changes; kept in the audit trail.")
+
+    class Meta:
+        model = WorkflowMode
+        fields = ("workflow", "mode", "allowed_workspaces")
+
+
+@admin.register(WorkflowMode)
+class WorkflowModeAdmin(admin.ModelAdmin):
+    """Every save goes through `workflow_mode_set`, which writes the audit record."""
+
+    form = WorkflowModeForm
+    list_display = ("workflow", "mode", "updated_by", "updated_at")
+    filter_horizontal = ("allowed_workspaces",)
+
+    def get_readonly_fields(self, request, obj=None):
+        return ("workflow",) if obj is not None else ()
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+    def save_model(self, request, obj, form, change):
+        from approvals.services import workflow_mode_set
+
+        data = form.cleaned_data
+        stored = workflow_mode_set(
+            workflow=obj.workflow, mode=data["mode"], actor=request.user, reason=data["reason"],
+            allowed_workspace_ids=[w.pk for w in data["allowed_workspaces"]],
+        )
+        obj.pk = stored.pk
+
+    def save_related(self, request, form, formsets, change):
+        # The allow-list was stored by the service together with its audit record.
+        pass
+
+
+@admin.register(WorkflowModeChange)
+class WorkflowModeChangeAdmin(ReadOnlyAdmin):
+    list_display = ("changed_at", "workflow", "from_mode", "to_mode", "from_allowed", "to_allowed", "changed_by",
+                    "reason")
+    list_filter = ("workflow", "to_mode")
+
+
+@admin.register(WorkspaceWorkflow)
+class WorkspaceWorkflowAdmin(admin.ModelAdmin):
+    list_display = ("workspace", "workflow", "accepts_triggers")
+    list_filter = ("workflow", "accepts_triggers")

@@ -1,10 +1,13 @@
-"""Writes of the source application: requests, revisions and decisions.
+"""Writes of the source application: requests, revisions, decisions, rule versions and delivery modes.
 
 An approval writes the decision, the request state and the outbox row in one transaction.
 """
 
+from django.conf import settings
 from django.db import transaction
 from django.db.models import Max
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import SchemaError
 
 from approvals.errors import (
     ApprovalDenied,
@@ -18,13 +21,17 @@ from approvals.models import (
     Approval,
     Decision,
     Membership,
+    Mode,
     Request,
     RequestEvent,
     RequestState,
     Role,
+    RuleVersion,
+    WorkflowMode,
+    WorkflowModeChange,
     Workspace,
 )
-from approvals.rules import payload_problems, rules_for
+from approvals.rules import BUILT_IN_RULES, payload_problems, rules_for
 from outbox import services as outbox_services
 from outbox.models import Handoff, HandoffState
 from outbox.payloads import payload_hash
@@ -54,6 +61,21 @@ def _require_member(user, workspace_id: int, role: str) -> None:
         raise ApprovalDenied(f"{user} is not {role} in workspace {workspace_id}")
 
 
+def revision_create(*, workflow: str, workspace_id: int, number: int, revision: int, payload: dict,
+                     requested_by, actor, reason: str) -> Request:
+    """A new request revision, moved received -> validated -> awaiting approval, each move in its history.
+
+    The caller has checked the payload against the rules in force; call inside its transaction."""
+    request = Request.objects.create(
+        workflow=workflow, workspace_id=workspace_id, number=number, revision=revision, payload=payload,
+        payload_hash=payload_hash(payload), state=RequestState.RECEIVED, requested_by=requested_by,
+    )
+    RequestEvent.objects.create(request=request, from_state="", to_state=request.state, actor=actor, reason=reason)
+    _move(request, RequestState.VALIDATED, actor=actor, reason=f"payload passes rules {rules_for(workflow).version}")
+    _move(request, RequestState.AWAITING_APPROVAL, actor=actor, reason="awaiting an approver's decision")
+    return request
+
+
 def request_submit(*, workspace_id: int, payload: dict, requested_by, number: int | None = None,
                    workflow: str = "onboarding") -> Request:
     """Record a new request (revision 1) awaiting approval."""
@@ -67,12 +89,8 @@ def request_submit(*, workspace_id: int, payload: dict, requested_by, number: in
                       .aggregate(n=Max("number"))["n"] or 0) + 1
         elif Request.objects.filter(workspace_id=workspace_id, workflow=workflow, number=number).exists():
             raise InvalidRequestState(f"request {number} already exists in workspace {workspace_id}")
-        request = Request.objects.create(
-            workflow=workflow, workspace_id=workspace_id, number=number, revision=1, payload=payload,
-            payload_hash=payload_hash(payload), state=RequestState.AWAITING_APPROVAL, requested_by=requested_by,
-        )
-        RequestEvent.objects.create(request=request, from_state="", to_state=request.state, actor=requested_by,
-                                    reason="submitted")
+        request = revision_create(workflow=workflow, workspace_id=workspace_id, number=number, revision=1,
+                                   payload=payload, requested_by=requested_by, actor=requested_by, reason="submitted")
     return request
 
 
@@ -107,9 +125,13 @@ def _decide(*, workspace_id: int, number: int, revision: int, actor, payload_has
         raise StaleRevision(f"{request} changed since it was shown: the payload hash does not match")
     if request.state != RequestState.AWAITING_APPROVAL:
         raise InvalidRequestState(f"{request} is {request.get_state_display().lower()}, not awaiting approval")
+    rules = rules_for(workflow)
+    if decision == Decision.APPROVE and (problems := payload_problems(workflow, request.payload, rules)):
+        # The rules changed since the request was validated: approving it would break the rules in force.
+        raise InvalidPayload([f"under rules {rules.version}: {p}" for p in problems])
     approval = Approval.objects.create(
         request=request, revision=request.revision, decision=decision, reason=reason, decided_by=actor,
-        payload_hash=request.payload_hash, rule_version=rules_for(workflow).version,
+        payload_hash=request.payload_hash, rule_version=rules.version,
     )
     _move(request, RequestState.APPROVED if decision == Decision.APPROVE else RequestState.REJECTED,
           actor=actor, reason=reason)
@@ -126,12 +148,16 @@ def _on_call_owner(workspace: Workspace):
 
 def request_approve(*, workspace_id: int, number: int, revision: int, actor, payload_hash: str,
                     reason: str = "", workflow: str = "onboarding") -> Handoff:
-    """Approve exactly the revision and payload the approver saw, and record its handoff with it."""
+    """Approve exactly the revision and payload the approver saw, and record its handoff with it.
+
+    The handoff is sent only when the workflow's mode sends for this workspace; otherwise it is recorded
+    as observed (what would have been sent, never sent)."""
     with transaction.atomic(using=DB):
         request, approval = _decide(
             workspace_id=workspace_id, number=number, revision=revision, actor=actor, payload_hash=payload_hash,
             decision=Decision.APPROVE, reason=reason, workflow=workflow,
         )
+        _, sends = WorkflowMode.objects.effective(workflow, request.workspace_id)
         return outbox_services.handoff_record(
             workflow=workflow,
             workspace_id=request.workspace_id,
@@ -142,6 +168,7 @@ def request_approve(*, workspace_id: int, number: int, revision: int, actor, pay
             rule_version=approval.rule_version,
             owner=_on_call_owner(request.workspace),
             actor=actor,
+            observe_only=not sends,
         )
 
 
@@ -157,6 +184,20 @@ def request_reject(*, workspace_id: int, number: int, revision: int, actor, payl
     return request
 
 
+def revision_add_locked(current: Request, *, payload: dict, actor, reason: str = "") -> Request:
+    """The next revision after `current`, the newest revision, locked by the caller inside its transaction.
+
+    One still undecided is superseded; a decided one (approved, rejected, cancelled) stays exactly as it
+    was, with its handoff: the new revision needs its own approval and gets its own action key."""
+    if current.state in (RequestState.RECEIVED, RequestState.VALIDATED, RequestState.AWAITING_APPROVAL):
+        _move(current, RequestState.SUPERSEDED, actor=actor, reason=reason or "replaced by a newer revision")
+    return revision_create(
+        workflow=current.workflow, workspace_id=current.workspace_id, number=current.number,
+        revision=current.revision + 1, payload=payload, requested_by=current.requested_by, actor=actor,
+        reason=reason or f"revision {current.revision + 1}",
+    )
+
+
 def request_revise(*, workspace_id: int, number: int, payload: dict, actor, reason: str = "",
                    workflow: str = "onboarding") -> Request:
     """A new revision of a request. One awaiting approval is replaced; a decided one stays as it was."""
@@ -167,16 +208,7 @@ def request_revise(*, workspace_id: int, number: int, payload: dict, actor, reas
                    .order_by("-revision").first())
         if current is None:
             raise RequestNotFound(f"no {workflow} request {number} in workspace {workspace_id}")
-        if current.state in (RequestState.RECEIVED, RequestState.VALIDATED, RequestState.AWAITING_APPROVAL):
-            _move(current, RequestState.SUPERSEDED, actor=actor, reason=reason or "replaced by a newer revision")
-        revision = Request.objects.create(
-            workflow=workflow, workspace_id=workspace_id, number=number, revision=current.revision + 1,
-            payload=payload, payload_hash=payload_hash(payload), state=RequestState.AWAITING_APPROVAL,
-            requested_by=current.requested_by,
-        )
-        RequestEvent.objects.create(request=revision, from_state="", to_state=revision.state, actor=actor,
-                                    reason=reason or f"revision {revision.revision}")
-    return revision
+        return revision_add_locked(current, payload=payload, actor=actor, reason=reason)
 
 
 def handoff_correct(*, handoff_id: int, actor, payload: dict, reason: str) -> Request:
@@ -198,3 +230,61 @@ def handoff_correct(*, handoff_id: int, actor, payload: dict, reason: str) -> Re
         _move(old, RequestState.SUPERSEDED, actor=actor, reason=f"corrected after handoff failure: {reason}")
         return request_revise(workspace_id=old.workspace_id, number=old.number, payload=payload, actor=actor,
                               reason=f"correction of revision {old.revision}: {reason}", workflow=old.workflow)
+
+
+# --- Rule versions and delivery modes ---------------------------------------------------------
+
+
+def rule_version_publish(*, workflow: str, schema: dict, actor, notes: str = "") -> RuleVersion:
+    """New rules for a workflow: a new version, in force from now on. Earlier decisions keep theirs."""
+    if not actor.has_perm("approvals.add_ruleversion"):
+        raise ApprovalDenied(f"{actor} may not publish rules")
+    if not isinstance(schema, dict):
+        raise InvalidPayload(["the rules must be a JSON Schema object"])
+    try:
+        Draft202012Validator.check_schema(schema)
+    except SchemaError as exc:
+        raise InvalidPayload([f"the rules are not a valid JSON Schema: {exc.message}"]) from exc
+    with transaction.atomic(using=DB):
+        latest = (RuleVersion.objects.select_for_update().filter(workflow=workflow)
+                  .order_by("-number").first())
+        if latest is None and workflow in BUILT_IN_RULES:
+            # The built-in rules are version 1; store them so that their number is never reused.
+            built_in = BUILT_IN_RULES[workflow]
+            latest = RuleVersion.objects.create(workflow=workflow, number=1, version=built_in.version,
+                                                schema=built_in.schema, notes="built-in rules")
+        number = latest.number + 1 if latest else 1
+        return RuleVersion.objects.create(workflow=workflow, number=number, version=f"{workflow}-v{number}",
+                                          schema=schema, notes=notes, created_by=actor)
+
+
+def workflow_mode_set(*, workflow: str, mode: str, actor, reason: str,
+                      allowed_workspace_ids: list[int] | None = None) -> WorkflowMode:
+    """Change how far a workflow acts, and audit the change (who, when, from, to, why).
+
+    `allowed_workspace_ids` is the allow-list of limited mode; it is kept as given for the other modes
+    (None keeps the current list)."""
+    if mode not in Mode.values:
+        raise InvalidPayload([f"unknown mode {mode!r}; one of {', '.join(Mode.values)}"])
+    if not reason.strip():
+        raise InvalidPayload(["a reason is required to change a mode"])
+    if not actor.has_perm("approvals.change_workflowmode"):
+        raise ApprovalDenied(f"{actor} may not change delivery modes")
+    with transaction.atomic(using=DB):
+        current = WorkflowMode.objects.select_for_update().filter(workflow=workflow).first()
+        before = sorted(current.allowed_workspaces.values_list("id", flat=True)) if current else []
+        after = before if allowed_workspace_ids is None else sorted(set(allowed_workspace_ids))
+        missing = set(after) - set(Workspace.objects.filter(id__in=after).values_list("id", flat=True))
+        if missing:
+            raise WorkspaceNotFound(", ".join(str(w) for w in sorted(missing)))
+        from_mode = current.mode if current else settings.WORKFLOW_DEFAULT_MODE
+        if current is None:
+            current = WorkflowMode.objects.create(workflow=workflow, mode=mode, updated_by=actor)
+        else:
+            current.mode = mode
+            current.updated_by = actor
+            current.save(update_fields=["mode", "updated_by", "updated_at"])
+        current.allowed_workspaces.set(after)
+        WorkflowModeChange.objects.create(workflow=workflow, from_mode=from_mode, to_mode=mode,
+                                          from_allowed=before, to_allowed=after, changed_by=actor, reason=reason)
+    return current

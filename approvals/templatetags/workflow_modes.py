@@ -3,9 +3,14 @@ in a workspace, for every screen where it matters."""
 
 from django import template
 
+from approvals.models import WorkflowMode
+
 register = template.Library()
 
 
 @register.inclusion_tag("approvals/_mode_badge.html")
 def workflow_mode(workflow: str, workspace_id: int) -> dict:
-    return {"mode": "live", "sends": True}
+    """`mode` is the workflow's mode; `sends` says whether approved handoffs of this workspace are sent
+    (limited mode sends only for its allowed workspaces)."""
+    mode, sends = WorkflowMode.objects.effective(workflow, workspace_id)
+    return {"mode": mode, "sends": sends, "workflow": workflow, "workspace_id": workspace_id}
