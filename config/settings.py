@@ -217,3 +217,13 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
     "loggers": {"django.db.backends": {"level": "WARNING"}},
 }
+
+# --- Intake (approvals app) ------------------------------------------------------------
+# INTAKE_SIGNING_SECRET (above) verifies signed triggers at POST /approvals/api/triggers.
+INTAKE_MAX_BODY_BYTES = env_int("INTAKE_MAX_BODY_BYTES", 256 * 1024)
+# The account recorded as requester of requests that arrive as triggers (created inactive on first use).
+INTAKE_SENDER_USERNAME = os.environ.get("INTAKE_SENDER_USERNAME", "intake")
+# Mode of a workflow that has no stored mode: "observe", "limited" (nothing allowed yet) or "live".
+WORKFLOW_DEFAULT_MODE = os.environ.get("WORKFLOW_DEFAULT_MODE", "live")
+if WORKFLOW_DEFAULT_MODE not in {"observe", "limited", "live"}:
+    raise ImproperlyConfigured("WORKFLOW_DEFAULT_MODE must be observe, limited or live")
