@@ -21,9 +21,25 @@ $PY manage.py migrate --noinput -v0
 $PY manage.py migrate --database delivery --noinput -v0
 $PY manage.py demo
 $PY manage.py schedule_sweeps
-trap 'trap - INT TERM EXIT; kill 0 2>/dev/null; wait' INT TERM EXIT
 .venv/bin/gunicorn config.wsgi --bind 127.0.0.1:8000 --workers 2 --threads 4 --timeout 60 \
   --access-logfile - --log-level warning &
+web=$!
 $PY manage.py qcluster &
+workers=$!
+stop() {
+  trap - INT TERM EXIT
+  echo "stopping the web app and the workers"
+  kill -TERM "$web" "$workers" 2>/dev/null
+  for _ in $(seq 1 40); do
+    kill -0 "$web" 2>/dev/null || kill -0 "$workers" 2>/dev/null || break
+    sleep 0.25
+  done
+  # Whatever did not stop in ten seconds (a worker stuck in a call) is ended.
+  pkill -KILL -P "$web" 2>/dev/null; pkill -KILL -P "$workers" 2>/dev/null
+  kill -KILL "$web" "$workers" 2>/dev/null
+  wait 2>/dev/null
+  exit 0
+}
+trap stop INT TERM EXIT
 echo "Console: http://127.0.0.1:8000/  ·  Admin: http://127.0.0.1:8000/admin/  ·  Ctrl-C stops both"
 wait -n
