@@ -1,0 +1,182 @@
+"""Reconciliation runs, the findings they keep open, and the alerts that were sent.
+
+A finding is a durable problem identified by (kind, action key): every run that sees it again
+updates it, a run that no longer sees it resolves it, and an operator can acknowledge or resolve it.
+So an acknowledgement survives the next run, and an alert is sent when a finding first appears,
+not once per run.
+"""
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+
+class RunStatus(models.TextChoices):
+    RUNNING = "running", "Running"
+    COMPLETED = "completed", "Completed"
+    FAILED = "failed", "Failed"
+
+
+class ReconciliationRun(models.Model):
+    trigger = models.CharField(max_length=30, help_text="command, schedule, console...")
+    status = models.CharField(max_length=16, choices=RunStatus.choices, default=RunStatus.RUNNING)
+    started_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    batch_size = models.PositiveIntegerField()
+    source_keys = models.PositiveBigIntegerField(default=0)
+    receiver_keys = models.PositiveBigIntegerField(default=0)
+    keys_compared = models.PositiveBigIntegerField(default=0, help_text="Distinct keys seen on either side.")
+    source_pages = models.PositiveIntegerField(default=0)
+    receiver_pages = models.PositiveIntegerField(default=0)
+    largest_page = models.PositiveIntegerField(default=0, help_text="Most rows held from one page of either side.")
+    page_limits = models.JSONField(default=list, blank=True, help_text="Every page size asked of either side.")
+    approved_requests_checked = models.PositiveBigIntegerField(default=0)
+    findings_by_kind = models.JSONField(default=dict, blank=True, help_text="Problems seen in this run, by kind.")
+    new_findings = models.PositiveIntegerField(default=0)
+    resolved_findings = models.PositiveIntegerField(default=0)
+    outcome_validation_failures = models.PositiveIntegerField(default=0)
+    error = models.TextField(blank=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["status", "-started_at"], name="recon_run_status_idx")]
+
+    def __str__(self) -> str:
+        return f"reconciliation run {self.pk} ({self.status})"
+
+    @property
+    def findings_total(self) -> int:
+        return sum(self.findings_by_kind.values())
+
+
+class FindingKind(models.TextChoices):
+    MISSING_AT_RECEIVER = "missing_at_receiver", "Missing at the receiver"
+    ORPHAN_AT_RECEIVER = "orphan_at_receiver", "Orphan at the receiver"
+    PAYLOAD_MISMATCH = "payload_mismatch", "Payload mismatch"
+    DESTINATION_MISMATCH = "destination_mismatch", "Destination id mismatch"
+    STUCK = "stuck", "Stuck"
+    NOT_HANDED_OFF = "not_handed_off", "Approved, not handed off"
+
+
+class FindingStatus(models.TextChoices):
+    OPEN = "open", "Open"
+    ACKNOWLEDGED = "acknowledged", "Acknowledged"
+    RESOLVED = "resolved", "Resolved"
+
+
+# The moves an operator (or a run) can make on a finding.
+FINDING_TRANSITIONS: dict[str, frozenset[str]] = {
+    FindingStatus.OPEN: frozenset({FindingStatus.ACKNOWLEDGED, FindingStatus.RESOLVED}),
+    FindingStatus.ACKNOWLEDGED: frozenset({FindingStatus.RESOLVED}),
+    FindingStatus.RESOLVED: frozenset(),
+}
+
+
+class Finding(models.Model):
+    kind = models.CharField(max_length=24, choices=FindingKind.choices)
+    action_key = models.CharField(max_length=200)
+    # Plain ids, not foreign keys: a finding must outlive the rows it is about (an orphan has no
+    # handoff; a handoff may be deleted by hand, which is exactly what reconciliation reports).
+    handoff_id = models.BigIntegerField(null=True, blank=True)
+    workspace_id = models.PositiveIntegerField(null=True, blank=True)
+    workflow = models.CharField(max_length=40, blank=True)
+    source_evidence = models.JSONField(default=dict, blank=True)
+    receiver_evidence = models.JSONField(default=dict, blank=True)
+    next_action = models.TextField()
+    outcome_validation = models.BooleanField(
+        default=False, help_text="A delivered handoff whose task at the receiver does not prove the outcome."
+    )
+    status = models.CharField(max_length=16, choices=FindingStatus.choices, default=FindingStatus.OPEN)
+    first_run = models.ForeignKey(ReconciliationRun, on_delete=models.PROTECT, related_name="+")
+    last_run = models.ForeignKey(ReconciliationRun, on_delete=models.PROTECT, related_name="findings")
+    first_seen_at = models.DateTimeField(auto_now_add=True)
+    last_seen_at = models.DateTimeField()
+    acknowledged_at = models.DateTimeField(null=True, blank=True)
+    acknowledged_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    resolved_at = models.DateTimeField(null=True, blank=True)
+    resolved_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    note = models.TextField(blank=True)
+
+    class Meta:
+        constraints = [
+            # One live finding per problem; a resolved one that comes back is a new finding.
+            models.UniqueConstraint(
+                fields=["kind", "action_key"],
+                condition=~Q(status="resolved"),
+                name="finding_one_live_per_kind_key",
+            ),
+        ]
+        indexes = [
+            models.Index(fields=["last_run", "kind"], name="finding_run_kind_idx"),
+            models.Index(fields=["status", "action_key"], name="finding_status_key_idx"),
+            models.Index(fields=["workspace_id", "status"], name="finding_ws_status_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.action_key} ({self.status})"
+
+    def can_move_to(self, status: str) -> bool:
+        return status in FINDING_TRANSITIONS[self.status]
+
+
+class FindingEvent(models.Model):
+    """Who did what to a finding, when, and why: operators and runs alike."""
+
+    finding = models.ForeignKey(Finding, on_delete=models.CASCADE, related_name="events")
+    action = models.CharField(max_length=20, help_text="opened, acknowledged, resolved, auto_resolved")
+    from_status = models.CharField(max_length=16, blank=True)
+    to_status = models.CharField(max_length=16)
+    actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    actor_label = models.CharField(max_length=120)
+    note = models.TextField(blank=True)
+    at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["finding", "at"], name="finding_event_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.finding_id}: {self.action} by {self.actor_label}"
+
+
+class AlertKind(models.TextChoices):
+    NEEDS_ATTENTION = "needs_attention", "Handoff needs attention"
+    SLA_BREACH = "sla_breach", "SLA breached"
+    RECONCILIATION = "reconciliation", "Reconciliation found problems"
+
+
+class AlertRecord(models.Model):
+    """One alertable episode, recorded once: the unique key is what groups repeats.
+
+    For a handoff the episode is the moment it entered needs_attention (or its SLA due time), so a
+    handoff that stays broken is alerted once; one that fails again later is a new episode. For a
+    reconciliation finding the episode is the finding itself.
+    """
+
+    kind = models.CharField(max_length=20, choices=AlertKind.choices)
+    handoff_id = models.BigIntegerField(null=True, blank=True)
+    finding = models.ForeignKey(Finding, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    episode_at = models.DateTimeField(null=True, blank=True)
+    group_key = models.CharField(max_length=200)
+    action_key = models.CharField(max_length=200, blank=True)
+    workflow = models.CharField(max_length=40, blank=True)
+    failure_class = models.CharField(max_length=24, blank=True)
+    message_id = models.CharField(max_length=64, blank=True, help_text="The notification this was sent in.")
+    recipients = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    sent_at = models.DateTimeField(null=True, blank=True)
+    send_attempts = models.PositiveSmallIntegerField(default=0)
+    webhook_status = models.CharField(max_length=40, blank=True)
+    last_error = models.TextField(blank=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["group_key"], name="alert_unique_group_key")]
+        indexes = [
+            models.Index(fields=["kind", "handoff_id"], name="alert_kind_handoff_idx"),
+            models.Index(fields=["sent_at", "created_at"], name="alert_unsent_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} alert {self.group_key}"

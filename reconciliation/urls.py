@@ -1,5 +1,18 @@
-"""URLs of reconciliation, the health dashboard and /metrics."""
+"""URLs of reconciliation, the health dashboard and /metrics (included at the site root)."""
+
+from django.urls import path
+
+from reconciliation import views
 
 app_name = "reconciliation"
 
-urlpatterns: list = []
+urlpatterns = [
+    path("health/", views.health, name="health"),
+    path("health/<slug:figure>/", views.drilldown, name="drilldown"),
+    path("reconciliation/findings/", views.findings, name="findings"),
+    path("reconciliation/findings/<int:pk>/acknowledge", views.finding_acknowledge, name="finding_acknowledge"),
+    path("reconciliation/findings/<int:pk>/resolve", views.finding_resolve, name="finding_resolve"),
+    path("reconciliation/runs/", views.runs, name="runs"),
+    path("reconciliation/runs/<int:pk>/", views.run_detail, name="run"),
+    path("metrics", views.metrics_view, name="metrics"),
+]

@@ -1,0 +1,330 @@
+"""Alerts an on-call person can act on, sent by a periodic sweep.
+
+The sweep looks for alertable episodes (a handoff entered needs_attention, a handoff passed its SLA,
+a reconciliation finding opened), records each once under a unique group key, then sends what is
+unsent: one message per (kind, workflow, failure class), listing each handoff with the workflow,
+the instance (action key), the last successful step, the failure class, the affected record, the
+safest next action and a link. An episode that persists is not sent again; a handoff that fails
+again later is a new episode. Everything shown goes through the redaction function.
+
+Sending is not rollback-safe (an email cannot be unsent), so a record is claimed by a conditional
+update before it is sent: two sweeps running at once do not both send it.
+"""
+
+import json
+import logging
+import uuid
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+from urllib.parse import urlencode
+
+import httpx
+from django.conf import settings
+from django.core.mail import EmailMessage
+from django.db import IntegrityError, transaction
+from django.db.models import Exists, F, OuterRef
+from django.urls import reverse
+from django.utils import timezone
+
+from outbox.models import OPEN_STATES, Attempt, AttemptOutcome, Handoff, HandoffState
+from outbox.redaction import redact_text
+from outbox.signing import signed_headers
+from reconciliation import next_actions
+from reconciliation.models import AlertKind, AlertRecord, Finding, FindingStatus
+
+log = logging.getLogger(__name__)
+DB = "default"
+S = HandoffState
+MAX_SEND_ATTEMPTS = 3
+
+
+@dataclass(frozen=True)
+class AlertItem:
+    workflow: str
+    instance: str
+    last_successful_step: str
+    failure_class: str
+    affected_record: str
+    next_action: str
+    link: str
+    detail: str = ""
+
+
+@dataclass
+class SweepResult:
+    recorded: dict[str, int] = field(default_factory=dict)
+    messages_sent: int = 0
+    webhooks_sent: int = 0
+    failed: int = 0
+
+
+def _absolute(path: str) -> str:
+    return f"{settings.CONSOLE_BASE_URL}{path}"
+
+
+def handoff_link(handoff_id: int) -> str:
+    return _absolute(reverse("outbox:detail", args=[handoff_id]))
+
+
+def last_successful_step(handoff: Handoff) -> str:
+    """The furthest step of approve -> record -> send -> validated receipt that the handoff completed."""
+    if handoff.state == S.DELIVERED:
+        return f"receipt validated at {handoff.delivered_at:%Y-%m-%d %H:%M} UTC: task {handoff.destination_id}"
+    answered = (
+        Attempt.objects.using(DB).filter(handoff_id=handoff.pk, status_code__isnull=False)
+        .exclude(outcome__in=(AttemptOutcome.IN_PROGRESS, AttemptOutcome.SKIPPED)).order_by("-number").first()
+    )
+    if answered is not None:
+        return (f"sent: attempt {answered.number} reached the receiver at {answered.started_at:%Y-%m-%d %H:%M} UTC "
+                f"and was answered HTTP {answered.status_code}")
+    return (f"approved and recorded in the outbox at {handoff.created_at:%Y-%m-%d %H:%M} UTC; "
+            f"{handoff.attempts} attempt(s), none answered by the receiver")
+
+
+def handoff_item(handoff: Handoff) -> AlertItem:
+    failure = handoff.failure_class or "none"
+    if handoff.reason_code:
+        failure = f"{failure} ({handoff.reason_code})"
+    return AlertItem(
+        workflow=handoff.workflow,
+        instance=handoff.action_key,
+        last_successful_step=last_successful_step(handoff),
+        failure_class=failure,
+        affected_record=f"{handoff.source_ref}, workspace {handoff.workspace_id}",
+        next_action=next_actions.for_handoff(
+            failure_class=handoff.failure_class, reason_code=handoff.reason_code, state=handoff.state
+        ),
+        link=handoff_link(handoff.pk),
+        detail=redact_text(handoff.last_error)[:500],
+    )
+
+
+def finding_item(finding: Finding, handoff: Handoff | None) -> AlertItem:
+    if handoff is not None:
+        step, record, link = last_successful_step(handoff), f"{handoff.source_ref}, workspace {handoff.workspace_id}", \
+            handoff_link(handoff.pk)
+    else:
+        task = finding.receiver_evidence.get("task_id")
+        step = f"receiver holds task {task}" if task else "approved at the source; no outbox row"
+        request_id = finding.source_evidence.get("request_id")
+        record = f"request id {request_id}" if request_id else f"receiver task {task}"
+        link = _absolute(reverse("reconciliation:findings") + "?" + urlencode({"q": finding.action_key}))
+    why = finding.source_evidence.get("why", "")
+    return AlertItem(
+        workflow=finding.workflow or "unknown",
+        instance=finding.action_key,
+        last_successful_step=step,
+        failure_class=f"reconciliation: {finding.kind}",
+        affected_record=record,
+        next_action=finding.next_action,
+        link=link,
+        detail=redact_text(why),
+    )
+
+
+# --- Finding what to alert on --------------------------------------------------------------
+
+def _claim_episode(**fields) -> bool:
+    """Record one episode; False when it was recorded before (by this or a concurrent sweep)."""
+    try:
+        with transaction.atomic(using=DB):
+            AlertRecord.objects.using(DB).create(**fields)
+    except IntegrityError:
+        return False
+    return True
+
+
+def _record_handoff_episodes(kind: str, handoffs, episode_field: str, *, limit: int) -> int:
+    already = AlertRecord.objects.using(DB).filter(
+        kind=kind, handoff_id=OuterRef("pk"), episode_at=OuterRef(episode_field)
+    )
+    candidates = handoffs.filter(~Exists(already)).order_by(episode_field, "pk").values_list(
+        "pk", episode_field, "action_key", "workflow", "failure_class"
+    )[:limit]
+    recorded = 0
+    for pk, episode, key, workflow, failure_class in candidates:
+        recorded += _claim_episode(
+            kind=kind, handoff_id=pk, episode_at=episode, group_key=f"{kind}:{pk}:{episode.isoformat()}",
+            action_key=key, workflow=workflow, failure_class=failure_class,
+        )
+    return recorded
+
+
+def _record_findings(*, limit: int) -> int:
+    already = AlertRecord.objects.using(DB).filter(kind=AlertKind.RECONCILIATION, finding_id=OuterRef("pk"))
+    candidates = (
+        Finding.objects.using(DB).filter(status=FindingStatus.OPEN).filter(~Exists(already))
+        .order_by("pk").values_list("pk", "action_key", "workflow", "kind")[:limit]
+    )
+    recorded = 0
+    for pk, key, workflow, kind in candidates:
+        recorded += _claim_episode(
+            kind=AlertKind.RECONCILIATION, finding_id=pk, group_key=f"finding:{pk}", action_key=key,
+            workflow=workflow, failure_class=kind,
+        )
+    return recorded
+
+
+def record_episodes(*, now: datetime, limit: int = 500) -> dict[str, int]:
+    handoffs = Handoff.objects.using(DB)
+    return {
+        AlertKind.NEEDS_ATTENTION: _record_handoff_episodes(
+            AlertKind.NEEDS_ATTENTION, handoffs.filter(state=S.NEEDS_ATTENTION, attention_since__isnull=False),
+            "attention_since", limit=limit,
+        ),
+        AlertKind.SLA_BREACH: _record_handoff_episodes(
+            AlertKind.SLA_BREACH, handoffs.filter(state__in=OPEN_STATES, sla_due_at__lt=now), "sla_due_at",
+            limit=limit,
+        ),
+        AlertKind.RECONCILIATION: _record_findings(limit=limit),
+    }
+
+
+# --- Sending ---------------------------------------------------------------------------------
+
+SUBJECTS = {
+    AlertKind.NEEDS_ATTENTION: "{n} handoff(s) need attention: {workflow}, {failure}",
+    AlertKind.SLA_BREACH: "SLA breached for {n} handoff(s): {workflow}, {failure}",
+    AlertKind.RECONCILIATION: "Reconciliation found {n} new problem(s)",
+}
+
+
+def _items_for(records: list[AlertRecord]) -> list[AlertItem]:
+    handoff_ids = {r.handoff_id for r in records if r.handoff_id} | {
+        r.finding.handoff_id for r in records if r.finding_id and r.finding.handoff_id
+    }
+    handoffs = Handoff.objects.using(DB).in_bulk(handoff_ids)
+    items = []
+    for record in records:
+        if record.finding_id:
+            items.append(finding_item(record.finding, handoffs.get(record.finding.handoff_id)))
+        elif record.handoff_id in handoffs:
+            items.append(handoff_item(handoffs[record.handoff_id]))
+    return items
+
+
+def _recipients(records: list[AlertRecord]) -> list[str]:
+    handoff_ids = [r.handoff_id for r in records if r.handoff_id]
+    owners = (
+        Handoff.objects.using(DB).filter(pk__in=handoff_ids, owner__isnull=False)
+        .exclude(owner__email="").values_list("owner__email", flat=True).distinct()
+    )
+    return sorted(set(settings.ALERT_EMAILS) | set(owners))
+
+
+def render_message(kind: str, records: list[AlertRecord], items: list[AlertItem]) -> tuple[str, str]:
+    first = records[0]
+    subject = "[handoff] " + SUBJECTS[kind].format(
+        n=len(records), workflow=first.workflow or "unknown workflow", failure=first.failure_class or "no class"
+    )
+    lines = [subject.removeprefix("[handoff] "), ""]
+    shown = items[: settings.ALERT_MAX_ITEMS_PER_MESSAGE]
+    for item in shown:
+        lines += [
+            f"Instance:              {item.instance}",
+            f"Workflow:              {item.workflow}",
+            f"Failure class:         {item.failure_class}",
+            f"Affected record:       {item.affected_record}",
+            f"Last successful step:  {item.last_successful_step}",
+            f"Safest next action:    {item.next_action}",
+            f"Open:                  {item.link}",
+        ]
+        if item.detail:
+            lines.append(f"Detail:                {item.detail}")
+        lines.append("")
+    if len(items) > len(shown):
+        lines.append(f"... and {len(items) - len(shown)} more: {_more_link(kind, first)}")
+        lines.append("")
+    lines.append("This alert is sent once per failure episode; a handoff that stays broken is not alerted again.")
+    return subject, "\n".join(lines)
+
+
+def _more_link(kind: str, record: AlertRecord) -> str:
+    if kind == AlertKind.RECONCILIATION:
+        return _absolute(reverse("reconciliation:health"))
+    query = "?state=needs_attention"
+    if record.failure_class:
+        query += f"&failure_class={record.failure_class}"
+    return _absolute(reverse("outbox:list") + query)
+
+
+def _post_webhook(kind: str, message_id: str, subject: str, items: list[AlertItem], client: httpx.Client) -> str:
+    body = json.dumps({"type": f"handoff.alert.{kind}", "id": message_id, "subject": subject,
+                       "items": [asdict(i) for i in items]}, sort_keys=True)
+    headers = {**signed_headers(body, secret=settings.ALERT_WEBHOOK_SECRET), "Content-Type": "application/json"}
+    response = client.post(settings.ALERT_WEBHOOK_URL, content=body.encode(), headers=headers)
+    return f"HTTP {response.status_code}"
+
+
+def _claim_for_sending(records: list[AlertRecord]) -> list[AlertRecord]:
+    claimed = []
+    for record in records:
+        if AlertRecord.objects.using(DB).filter(
+            pk=record.pk, sent_at__isnull=True, send_attempts=record.send_attempts
+        ).update(send_attempts=F("send_attempts") + 1):
+            claimed.append(record)
+    return claimed
+
+
+def send_group(kind: str, records: list[AlertRecord], *, http_client: httpx.Client | None = None) -> tuple[bool, bool]:
+    """Send one message for the records; returns (email sent, webhook sent). Call outside transactions."""
+    records = _claim_for_sending(records)
+    if not records:
+        return False, False
+    items = _items_for(records)
+    subject, body = render_message(kind, records, items)
+    message_id = uuid.uuid4().hex
+    recipients = _recipients(records)
+    errors, emailed, webhook_status = [], False, ""
+    if recipients:
+        try:
+            EmailMessage(subject=subject, body=body, from_email=settings.ALERT_FROM_EMAIL, to=recipients,
+                         headers={"X-Handoff-Alert": kind}).send(fail_silently=False)
+            emailed = True
+        except Exception as exc:  # noqa: BLE001 - any mail failure is recorded and retried next sweep
+            errors.append(f"email: {type(exc).__name__}: {redact_text(str(exc))}")
+    if settings.ALERT_WEBHOOK_URL and settings.ALERT_WEBHOOK_SECRET:
+        client = http_client or httpx.Client(timeout=5.0)
+        try:
+            webhook_status = _post_webhook(kind, message_id, subject, items, client)
+        except httpx.HTTPError as exc:
+            errors.append(f"webhook: {type(exc).__name__}")
+            webhook_status = "failed"
+        finally:
+            if http_client is None:
+                client.close()
+        if webhook_status.startswith("HTTP") and not webhook_status.startswith("HTTP 2"):
+            errors.append(f"webhook answered {webhook_status}")
+    delivered = emailed or webhook_status.startswith("HTTP 2")
+    if not recipients and not settings.ALERT_WEBHOOK_URL:
+        errors.append("no alert recipient configured (ALERT_EMAILS, ALERT_WEBHOOK_URL)")
+    AlertRecord.objects.using(DB).filter(pk__in=[r.pk for r in records]).update(
+        sent_at=timezone.now() if delivered else None,
+        message_id=message_id, recipients=", ".join(recipients), webhook_status=webhook_status,
+        last_error="; ".join(errors)[:2000],
+    )
+    return emailed, webhook_status.startswith("HTTP 2")
+
+
+def alert_sweep(*, now: datetime | None = None, limit: int = 500, http_client: httpx.Client | None = None
+                ) -> SweepResult:
+    """Record new episodes, then send every unsent one grouped by (kind, workflow, failure class)."""
+    now = now or timezone.now()
+    result = SweepResult(recorded=record_episodes(now=now, limit=limit))
+    unsent = list(
+        AlertRecord.objects.using(DB).filter(sent_at__isnull=True, send_attempts__lt=MAX_SEND_ATTEMPTS)
+        .select_related("finding").order_by("created_at", "pk")[:limit]
+    )
+    groups: dict[tuple[str, str, str], list[AlertRecord]] = {}
+    for record in unsent:
+        key = (record.kind, "", "") if record.kind == AlertKind.RECONCILIATION else (
+            record.kind, record.workflow, record.failure_class)
+        groups.setdefault(key, []).append(record)
+    for (kind, _workflow, _failure), records in groups.items():
+        emailed, webhooked = send_group(kind, records, http_client=http_client)
+        result.messages_sent += emailed
+        result.webhooks_sent += webhooked
+        if not (emailed or webhooked):
+            result.failed += 1
+    return result
+

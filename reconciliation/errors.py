@@ -1,0 +1,13 @@
+class FindingNotFound(Exception):
+    pass
+
+
+class InvalidFindingTransition(Exception):
+    def __init__(self, finding_id: int, from_status: str, to_status: str):
+        super().__init__(f"finding {finding_id} is {from_status}; it cannot become {to_status}")
+        self.from_status = from_status
+        self.to_status = to_status
+
+
+class NoteRequired(ValueError):
+    pass

@@ -1,0 +1,173 @@
+"""The health figures for Prometheus, computed from the database at scrape time.
+
+A custom collector runs a fixed, small set of GROUP BY queries per scrape (by state, workflow,
+workspace, failure class); nothing is kept in process memory, so every web process reports the
+same numbers. Names and labels are stable: dashboards and alert rules depend on them.
+
+Counters (`*_total`) are counts of rows that only grow (attempts, events); gauges are states now.
+"""
+
+import statistics
+from collections import defaultdict
+
+from django.db.models import Count, Min, Q
+from django.utils import timezone
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.registry import Collector, CollectorRegistry
+
+from outbox.models import Attempt, AttemptOutcome, Handoff, HandoffEvent, HandoffState
+from reconciliation.selectors import ACK_SAMPLE_CAP, ACK_WINDOW, FAILED_OUTCOMES, last_run, live_findings
+
+S = HandoffState
+WF_WS = ["workflow", "workspace"]
+
+
+def _labels(workflow: str, workspace_id: int | None, *rest: str) -> list[str]:
+    return [workflow or "", "" if workspace_id is None else str(workspace_id), *rest]
+
+
+class HandoffCollector(Collector):
+    def collect(self):
+        now = timezone.now()
+        handoffs = Handoff.objects.order_by()
+
+        states = GaugeMetricFamily("handoff_handoffs", "Handoffs by state now.", labels=[*WF_WS, "state"])
+        completed = CounterMetricFamily("handoff_completed", "Handoffs delivered with a validated receipt.",
+                                        labels=WF_WS)
+        for workflow, ws, state, n in handoffs.values_list("workflow", "workspace_id", "state").annotate(
+            n=Count("id")
+        ):
+            states.add_metric(_labels(workflow, ws, state), n)
+            if state == S.DELIVERED:
+                completed.add_metric(_labels(workflow, ws), n)
+        yield states
+        yield completed
+
+        attention = GaugeMetricFamily("handoff_needs_attention", "Handoffs that need a person, by failure class.",
+                                      labels=[*WF_WS, "failure_class"])
+        for workflow, ws, failure_class, n in handoffs.filter(state=S.NEEDS_ATTENTION).values_list(
+            "workflow", "workspace_id", "failure_class"
+        ).annotate(n=Count("id")):
+            attention.add_metric(_labels(workflow, ws, failure_class), n)
+        yield attention
+
+        oldest = GaugeMetricFamily("handoff_oldest_age_seconds",
+                                   "Age of the oldest pending (since recorded) or in-flight (since claimed) handoff.",
+                                   labels=[*WF_WS, "state"])
+        for state, field in ((S.PENDING, "created_at"), (S.IN_FLIGHT, "updated_at")):
+            for workflow, ws, first in handoffs.filter(state=state).values_list("workflow", "workspace_id").annotate(
+                first=Min(field)
+            ):
+                oldest.add_metric(_labels(workflow, ws, state), max((now - first).total_seconds(), 0.0))
+        yield oldest
+
+        exhausted = GaugeMetricFamily("handoff_retries_exhausted", "Handoffs whose automatic retries ran out.",
+                                      labels=WF_WS)
+        for workflow, ws, n in handoffs.filter(reason_code="retries_exhausted").values_list(
+            "workflow", "workspace_id"
+        ).annotate(n=Count("id")):
+            exhausted.add_metric(_labels(workflow, ws), n)
+        yield exhausted
+
+        attempts = Attempt.objects.order_by()
+        duplicates = CounterMetricFamily("handoff_duplicate_effect_preventions",
+                                         "Attempts answered with the existing task: a second effect prevented.",
+                                         labels=WF_WS)
+        for workflow, ws, n in attempts.filter(outcome=AttemptOutcome.DUPLICATE).values_list(
+            "handoff__workflow", "handoff__workspace_id"
+        ).annotate(n=Count("id")):
+            duplicates.add_metric(_labels(workflow, ws), n)
+        yield duplicates
+
+        failures = CounterMetricFamily("handoff_failed_attempts",
+                                       "Attempts that failed or ended with no known outcome.",
+                                       labels=[*WF_WS, "failure_class"])
+        for workflow, ws, failure_class, n in attempts.filter(outcome__in=FAILED_OUTCOMES).values_list(
+            "handoff__workflow", "handoff__workspace_id", "failure_class"
+        ).annotate(n=Count("id")):
+            failures.add_metric(_labels(workflow, ws, failure_class), n)
+        yield failures
+
+        manual = CounterMetricFamily("handoff_manual_interventions",
+                                     "Operator actions on handoffs (retry, cancel, correct, assign, acknowledge...).",
+                                     labels=WF_WS)
+        for workflow, ws, n in HandoffEvent.objects.order_by().exclude(action="").values_list(
+            "handoff__workflow", "handoff__workspace_id"
+        ).annotate(n=Count("id")):
+            manual.add_metric(_labels(workflow, ws), n)
+        yield manual
+
+        rate = GaugeMetricFamily("handoff_failure_ratio",
+                                 "Share of handoffs that ever needed attention, by workflow and rule version.",
+                                 labels=[*WF_WS, "rule_version"])
+        for workflow, ws, version, total, failed in handoffs.exclude(state=S.OBSERVED).values_list(
+            "workflow", "workspace_id", "rule_version"
+        ).annotate(total=Count("id"), failed=Count("id", filter=Q(attention_since__isnull=False))):
+            rate.add_metric(_labels(workflow, ws, version), failed / total if total else 0.0)
+        yield rate
+
+        yield from self._acknowledgement(handoffs, now)
+        yield from self._reconciliation()
+
+    def _acknowledgement(self, handoffs, now):
+        samples: dict[tuple, list[float]] = defaultdict(list)
+        for workflow, ws, failed, ack in (
+            handoffs.filter(attention_since__gte=now - ACK_WINDOW, acknowledged_at__isnull=False)
+            .order_by("-attention_since")
+            .values_list("workflow", "workspace_id", "attention_since", "acknowledged_at")[:ACK_SAMPLE_CAP]
+        ):
+            samples[(workflow, ws)].append(max((ack - failed).total_seconds(), 0.0))
+        median = GaugeMetricFamily("handoff_time_to_acknowledge_median_seconds",
+                                   "Median time from needs_attention to acknowledgement (last 30 days).",
+                                   labels=WF_WS)
+        worst = GaugeMetricFamily("handoff_time_to_acknowledge_max_seconds",
+                                  "Worst time from needs_attention to acknowledgement (last 30 days).",
+                                  labels=WF_WS)
+        for (workflow, ws), values in sorted(samples.items(), key=lambda item: (item[0][0], item[0][1])):
+            median.add_metric(_labels(workflow, ws), statistics.median(values))
+            worst.add_metric(_labels(workflow, ws), max(values))
+        yield median
+        yield worst
+
+    def _reconciliation(self):
+        findings = GaugeMetricFamily("handoff_reconciliation_findings", "Open reconciliation findings by kind.",
+                                     labels=[*WF_WS, "kind"])
+        validation = GaugeMetricFamily("handoff_outcome_validation_failures",
+                                       "Delivered handoffs whose receiver task does not prove the outcome.",
+                                       labels=WF_WS)
+        per_validation: dict[tuple, int] = defaultdict(int)
+        for workflow, ws, kind, is_validation, n in live_findings(None).order_by().values_list(
+            "workflow", "workspace_id", "kind", "outcome_validation"
+        ).annotate(n=Count("id")):
+            findings.add_metric(_labels(workflow, ws, kind), n)
+            if is_validation:
+                per_validation[(workflow, ws)] += n
+        for (workflow, ws), n in per_validation.items():
+            validation.add_metric(_labels(workflow, ws), n)
+        yield findings
+        yield validation
+
+        run = last_run()
+        last_finished = GaugeMetricFamily("handoff_reconciliation_last_run_timestamp_seconds",
+                                          "When the last reconciliation run finished (Unix time).", labels=["status"])
+        compared = GaugeMetricFamily("handoff_reconciliation_last_run_keys_compared",
+                                     "Keys compared by the last reconciliation run.")
+        if run is not None and run.finished_at is not None:
+            last_finished.add_metric([run.status], run.finished_at.timestamp())
+            compared.add_metric([], run.keys_compared)
+        yield last_finished
+        yield compared
+
+
+_registry: CollectorRegistry | None = None
+
+
+def registry() -> CollectorRegistry:
+    """One registry per process holding only this collector (no process or platform metrics)."""
+    global _registry
+    if _registry is None:
+        reg = CollectorRegistry(auto_describe=False)
+        reg.register(HandoffCollector())
+        _registry = reg
+    return _registry
+

@@ -1,0 +1,219 @@
+"""Reads for the health dashboard, the findings screens and /metrics.
+
+Every figure is an aggregate over indexed columns (GROUP BY state, workflow, workspace) or a capped
+list, so the cost of the dashboard does not grow with the history. Callers pass the workspaces in
+scope; `None` means every workspace (only /metrics, behind its token, does that).
+"""
+
+import statistics
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from urllib.parse import urlencode
+
+from django.db.models import Count, Min, Q, QuerySet
+from django.db.models.functions import TruncHour
+from django.urls import reverse
+from django.utils import timezone
+
+from outbox.models import Attempt, AttemptOutcome, Handoff, HandoffEvent, HandoffState
+from reconciliation.models import Finding, FindingKind, FindingStatus, ReconciliationRun, RunStatus
+
+S = HandoffState
+FAILED_OUTCOMES = (AttemptOutcome.FAILED, AttemptOutcome.UNCERTAIN, AttemptOutcome.ABANDONED)
+ACK_WINDOW = timedelta(days=30)
+ACK_SAMPLE_CAP = 10_000
+
+
+def _scoped(queryset: QuerySet, workspace_ids: Iterable[int] | None, field: str = "workspace_id") -> QuerySet:
+    if workspace_ids is None:
+        return queryset
+    return queryset.filter(**{f"{field}__in": list(workspace_ids)})
+
+
+def handoffs_scoped(workspace_ids: Iterable[int] | None) -> QuerySet[Handoff]:
+    return _scoped(Handoff.objects.all(), workspace_ids)
+
+
+def handoff_list_url(**params) -> str:
+    """A link to the handoff list, with its filter names: state, failure_class, reason_code, workspace, owner, q."""
+    query = urlencode({k: v for k, v in params.items() if v not in (None, "")})
+    return reverse("outbox:list") + (f"?{query}" if query else "")
+
+
+def findings_url(**params) -> str:
+    query = urlencode({k: v for k, v in params.items() if v not in (None, "")})
+    return reverse("reconciliation:findings") + (f"?{query}" if query else "")
+
+
+@dataclass(frozen=True)
+class AckTimes:
+    count: int
+    median_seconds: float | None
+    worst_seconds: float | None
+    unacknowledged: int
+    oldest_unacknowledged: datetime | None
+
+
+def time_to_acknowledge(workspace_ids: Iterable[int] | None, *, now: datetime) -> AckTimes:
+    """Failure (entering needs_attention) to acknowledgement, over failures of the last 30 days."""
+    handoffs = handoffs_scoped(workspace_ids)
+    pairs = (
+        handoffs.filter(attention_since__gte=now - ACK_WINDOW, acknowledged_at__isnull=False)
+        .order_by("-attention_since").values_list("attention_since", "acknowledged_at")[:ACK_SAMPLE_CAP]
+    )
+    durations = [max((ack - failed).total_seconds(), 0.0) for failed, ack in pairs]
+    waiting = handoffs.filter(state=S.NEEDS_ATTENTION, acknowledged_at__isnull=True).aggregate(
+        n=Count("id"), oldest=Min("attention_since")
+    )
+    return AckTimes(
+        count=len(durations),
+        median_seconds=statistics.median(durations) if durations else None,
+        worst_seconds=max(durations) if durations else None,
+        unacknowledged=waiting["n"],
+        oldest_unacknowledged=waiting["oldest"],
+    )
+
+
+def failure_rates(workspace_ids: Iterable[int] | None) -> list[dict]:
+    """Per workflow and rule version: handoffs, how many ever needed attention, and the rate."""
+    rows = (
+        handoffs_scoped(workspace_ids).exclude(state=S.OBSERVED).order_by()
+        .values("workflow", "rule_version")
+        .annotate(total=Count("id"), failed=Count("id", filter=Q(attention_since__isnull=False)))
+        .order_by("workflow", "rule_version")
+    )
+    return [{**r, "rate": r["failed"] / r["total"] if r["total"] else 0.0} for r in rows]
+
+
+def hourly_series(workspace_ids: Iterable[int] | None, *, now: datetime, hours: int = 24) -> list[dict]:
+    """Deliveries and failed attempts per hour over the last `hours` hours, oldest first (24 GROUP BY rows)."""
+    end = now.replace(minute=0, second=0, microsecond=0)
+    start = end - timedelta(hours=hours - 1)
+    delivered = dict(
+        handoffs_scoped(workspace_ids).filter(delivered_at__gte=start).annotate(hour=TruncHour("delivered_at"))
+        .order_by().values_list("hour").annotate(n=Count("id"))
+    )
+    failed = dict(
+        _scoped(Attempt.objects.all(), workspace_ids, "handoff__workspace_id")
+        .filter(started_at__gte=start, outcome__in=FAILED_OUTCOMES).annotate(hour=TruncHour("started_at"))
+        .order_by().values_list("hour").annotate(n=Count("id"))
+    )
+    series = []
+    for i in range(hours):
+        hour = start + timedelta(hours=i)
+        series.append({"hour": hour, "delivered": delivered.get(hour, 0), "failed": failed.get(hour, 0)})
+    return series
+
+
+def last_run() -> ReconciliationRun | None:
+    return ReconciliationRun.objects.exclude(status=RunStatus.RUNNING).order_by("-started_at", "-id").first()
+
+
+def live_findings(workspace_ids: Iterable[int] | None) -> QuerySet[Finding]:
+    """Findings that are not resolved: what the last completed run still sees (it resolves the rest)."""
+    return _scoped(Finding.objects.exclude(status=FindingStatus.RESOLVED), workspace_ids)
+
+
+def findings_by_kind(workspace_ids: Iterable[int] | None) -> dict[str, int]:
+    counts = dict(live_findings(workspace_ids).order_by().values_list("kind").annotate(n=Count("id")))
+    return {kind: counts.get(kind, 0) for kind in FindingKind.values}
+
+
+def health_summary(workspace_ids: list[int], *, now: datetime | None = None, workspace: int | None = None) -> dict:
+    """Every figure of the health dashboard, each with the link to the list behind it."""
+    now = now or timezone.now()
+    scope = [workspace] if workspace is not None else workspace_ids
+    ws = workspace
+    handoffs = handoffs_scoped(scope)
+    by_state = dict(handoffs.order_by().values_list("state").annotate(n=Count("id")))
+    oldest_pending = handoffs.filter(state=S.PENDING).aggregate(m=Min("created_at"))["m"]
+    oldest_in_flight = handoffs.filter(state=S.IN_FLIGHT).aggregate(m=Min("updated_at"))["m"]
+    duplicates = _scoped(Attempt.objects.all(), scope, "handoff__workspace_id").filter(
+        outcome=AttemptOutcome.DUPLICATE).count()
+    interventions = _scoped(HandoffEvent.objects.all(), scope, "handoff__workspace_id").exclude(action="").count()
+    findings = live_findings(scope)
+    kinds = findings_by_kind(scope)
+    ack = time_to_acknowledge(scope, now=now)
+    figures = {
+        "completed": {"value": by_state.get(S.DELIVERED, 0), "link": handoff_list_url(state=S.DELIVERED, workspace=ws)},
+        "pending": {"value": by_state.get(S.PENDING, 0), "link": handoff_list_url(state=S.PENDING, workspace=ws)},
+        "oldest_pending_seconds": {
+            "value": (now - oldest_pending).total_seconds() if oldest_pending else None,
+            "link": handoff_list_url(state=S.PENDING, workspace=ws),
+        },
+        "in_flight": {"value": by_state.get(S.IN_FLIGHT, 0), "link": handoff_list_url(state=S.IN_FLIGHT, workspace=ws)},
+        "oldest_in_flight_seconds": {
+            "value": (now - oldest_in_flight).total_seconds() if oldest_in_flight else None,
+            "link": handoff_list_url(state=S.IN_FLIGHT, workspace=ws),
+        },
+        "uncertain": {"value": by_state.get(S.UNCERTAIN, 0), "link": handoff_list_url(state=S.UNCERTAIN, workspace=ws)},
+        "needs_attention": {
+            "value": by_state.get(S.NEEDS_ATTENTION, 0),
+            "link": handoff_list_url(state=S.NEEDS_ATTENTION, workspace=ws),
+        },
+        "retry_exhausted": {
+            "value": handoffs.filter(reason_code="retries_exhausted").count(),
+            "link": handoff_list_url(reason_code="retries_exhausted", workspace=ws),
+        },
+        "duplicate_preventions": {
+            "value": duplicates,
+            "link": reverse("reconciliation:drilldown", args=["duplicates"]) + (f"?workspace={ws}" if ws else ""),
+        },
+        "outcome_validation_failures": {
+            "value": findings.filter(outcome_validation=True).count(),
+            "link": findings_url(outcome_validation=1, workspace=ws),
+        },
+        "manual_interventions": {
+            "value": interventions,
+            "link": reverse("reconciliation:drilldown", args=["interventions"]) + (f"?workspace={ws}" if ws else ""),
+        },
+        "ack_median_seconds": {
+            "value": ack.median_seconds, "link": handoff_list_url(state=S.NEEDS_ATTENTION, workspace=ws),
+        },
+        "ack_worst_seconds": {
+            "value": ack.worst_seconds, "link": handoff_list_url(state=S.NEEDS_ATTENTION, workspace=ws),
+        },
+        "unacknowledged": {
+            "value": ack.unacknowledged, "link": handoff_list_url(state=S.NEEDS_ATTENTION, workspace=ws),
+        },
+    }
+    rates = [
+        {**r, "link": handoff_list_url(state=S.NEEDS_ATTENTION, q=f"{r['workflow']}:", workspace=ws)}
+        for r in failure_rates(scope)
+    ]
+    return {
+        "now": now,
+        "figures": figures,
+        "ack": ack,
+        "failure_rates": rates,
+        "findings": [
+            {"kind": kind, "label": FindingKind(kind).label, "value": n, "link": findings_url(kind=kind, workspace=ws)}
+            for kind, n in kinds.items()
+        ],
+        "findings_total": sum(kinds.values()),
+        "last_run": last_run(),
+        "series": hourly_series(scope, now=now),
+    }
+
+
+def duplicate_attempts(workspace_ids: list[int], *, limit: int = 100) -> QuerySet[Attempt]:
+    return (
+        Attempt.objects.filter(handoff__workspace_id__in=workspace_ids, outcome=AttemptOutcome.DUPLICATE)
+        .select_related("handoff").order_by("-started_at", "-id")[:limit]
+    )
+
+
+def manual_interventions(workspace_ids: list[int], *, limit: int = 100) -> QuerySet[HandoffEvent]:
+    return (
+        HandoffEvent.objects.filter(handoff__workspace_id__in=workspace_ids).exclude(action="")
+        .select_related("handoff").order_by("-at", "-id")[:limit]
+    )
+
+
+def findings_visible_to(workspace_ids: list[int], *, include_unscoped: bool = False) -> QuerySet[Finding]:
+    """Findings of the user's workspaces; one with no workspace (an orphan with a foreign key) only for staff."""
+    condition = Q(workspace_id__in=workspace_ids)
+    if include_unscoped:
+        condition |= Q(workspace_id__isnull=True)
+    return Finding.objects.filter(condition).select_related("acknowledged_by", "resolved_by", "last_run")

@@ -1,0 +1,372 @@
+"""Reconciliation: compare every approved source action with the receiver's tasks, and keep findings.
+
+The receiver is read only through the destination interface (`list_keys`, `lookup`); the source
+is the outbox. Both are streamed in key order and merged (reconciliation/sweep.py). Because the two
+listings are read at different moments, every cross-side problem is confirmed with a point lookup on
+both sides before it is recorded: a handoff delivered while the run was between pages is not a
+false `missing_at_receiver`, and a task created for a handoff approved mid-run is not an orphan.
+"""
+
+import logging
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Exists, OuterRef
+from django.utils import timezone
+
+from approvals.models import Request, RequestState
+from outbox.destinations import Destination, LookupFailed, RemoteTask, get_destination
+from outbox.models import OPEN_STATES, Handoff, HandoffState
+from reconciliation import next_actions
+from reconciliation.errors import FindingNotFound, InvalidFindingTransition, NoteRequired
+from reconciliation.models import (
+    Finding,
+    FindingEvent,
+    FindingKind,
+    FindingStatus,
+    ReconciliationRun,
+    RunStatus,
+)
+from reconciliation.sweep import SourceRow, StreamStats, merge_streams, receiver_stream, source_row, source_stream
+
+log = logging.getLogger(__name__)
+DB = "default"
+S = HandoffState
+K = FindingKind
+
+# Kinds that compare the two sides and so are confirmed by a point lookup before they are recorded.
+CROSS_SIDE = frozenset({K.MISSING_AT_RECEIVER, K.ORPHAN_AT_RECEIVER, K.PAYLOAD_MISMATCH, K.DESTINATION_MISMATCH})
+# Source states for which no task at the receiver is expected.
+NOT_SENT_STATES = frozenset({S.CANCELLED, S.SUPERSEDED, S.OBSERVED})
+
+
+@dataclass(frozen=True)
+class Problem:
+    kind: str
+    action_key: str
+    source: dict
+    receiver: dict
+    handoff_id: int | None = None
+    workspace_id: int | None = None
+    workflow: str = ""
+    outcome_validation: bool = False
+
+
+@dataclass
+class RunProgress:
+    keys_compared: int
+    source_rows: int
+    receiver_rows: int
+    problems: int
+
+
+def _iso(value: datetime | None) -> str | None:
+    return value.isoformat() if value else None
+
+
+def source_evidence(row: SourceRow) -> dict:
+    return {
+        "handoff_id": row.id,
+        "state": row.state,
+        "payload_hash": row.payload_hash,
+        "destination_id": row.destination_id,
+        "source_ref": row.source_ref,
+        "workspace_id": row.workspace_id,
+        "attempts": row.attempts,
+        "failure_class": row.failure_class,
+        "reason_code": row.reason_code,
+        "created_at": _iso(row.created_at),
+        "delivered_at": _iso(row.delivered_at),
+        "sla_due_at": _iso(row.sla_due_at),
+    }
+
+
+def receiver_evidence(task: RemoteTask | None) -> dict:
+    if task is None:
+        return {"found": False}
+    return {"found": True, "task_id": task.task_id, "payload_hash": task.payload_hash}
+
+
+def _key_parts(action_key: str) -> tuple[str, int | None]:
+    """Workflow and workspace of an action key `<workflow>:<workspace>:<request>:<revision>`, when it has them."""
+    parts = action_key.split(":")
+    workspace = int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else None
+    return parts[0], workspace
+
+
+def _stuck_reason(row: SourceRow, *, now: datetime, stuck_before: datetime) -> str:
+    if row.state not in OPEN_STATES:
+        return ""
+    if row.sla_due_at is not None and row.sla_due_at < now:
+        return f"{row.state} past its SLA (due {row.sla_due_at:%Y-%m-%d %H:%M} UTC)"
+    if row.state == S.PENDING:
+        due = row.next_attempt_at or row.created_at
+        if due < stuck_before:
+            return f"pending and due since {due:%Y-%m-%d %H:%M} UTC without being claimed"
+    elif row.state in (S.IN_FLIGHT, S.UNCERTAIN) and row.updated_at < stuck_before:
+        return f"{row.state} since {row.updated_at:%Y-%m-%d %H:%M} UTC"
+    return ""
+
+
+def classify(
+    action_key: str, src: SourceRow | None, task: RemoteTask | None, *, now: datetime, stuck_before: datetime
+) -> list[Problem]:
+    """Every problem one key has, given what each side says about it."""
+    rcv = receiver_evidence(task)
+    if src is None:
+        if task is None:
+            return []
+        workflow, workspace = _key_parts(action_key)
+        return [_problem(K.ORPHAN_AT_RECEIVER, action_key, {"found": False}, rcv, workflow=workflow,
+                         workspace_id=workspace)]
+    source = source_evidence(src)
+    common = {"handoff_id": src.id, "workspace_id": src.workspace_id, "workflow": src.workflow}
+    delivered = src.state == S.DELIVERED
+    problems = []
+    if task is None:
+        if delivered:
+            problems.append(_problem(K.MISSING_AT_RECEIVER, action_key, source, rcv, outcome_validation=True,
+                                     **common))
+    elif src.state in NOT_SENT_STATES:
+        problems.append(_problem(K.ORPHAN_AT_RECEIVER, action_key, source, rcv, **common))
+    elif task.payload_hash != src.payload_hash:
+        problems.append(_problem(K.PAYLOAD_MISMATCH, action_key, source, rcv, outcome_validation=delivered,
+                                 **common))
+    elif delivered and task.task_id != src.destination_id:
+        problems.append(_problem(K.DESTINATION_MISMATCH, action_key, source, rcv, outcome_validation=True,
+                                 **common))
+    stuck = _stuck_reason(src, now=now, stuck_before=stuck_before)
+    if stuck:
+        problems.append(_problem(K.STUCK, action_key, {**source, "why": stuck}, rcv, **common))
+    return problems
+
+
+def _problem(kind: str, action_key: str, source: dict, receiver: dict, **extra) -> Problem:
+    return Problem(kind=kind, action_key=action_key, source=source, receiver=receiver, **extra)
+
+
+@dataclass
+class _Recorder:
+    """Buffers problems and writes them as findings one batch at a time (memory stays bounded)."""
+
+    run: ReconciliationRun
+    now: datetime
+    batch_size: int
+    buffer: list[Problem] = field(default_factory=list)
+    by_kind: dict[str, int] = field(default_factory=dict)
+    new: int = 0
+    outcome_validation: int = 0
+
+    def add(self, problems: Iterable[Problem]) -> None:
+        for problem in problems:
+            self.buffer.append(problem)
+            self.by_kind[problem.kind] = self.by_kind.get(problem.kind, 0) + 1
+            self.outcome_validation += problem.outcome_validation
+        if len(self.buffer) >= self.batch_size:
+            self.flush()
+
+    def flush(self) -> None:
+        if not self.buffer:
+            return
+        problems, self.buffer = self.buffer, []
+        label = f"reconciliation run {self.run.pk}"
+        with transaction.atomic(using=DB):
+            live = {
+                (f.kind, f.action_key): f
+                for f in Finding.objects.using(DB).select_for_update()
+                .filter(action_key__in={p.action_key for p in problems})
+                .exclude(status=FindingStatus.RESOLVED)
+            }
+            updated, created = [], []
+            for p in problems:
+                finding = live.get((p.kind, p.action_key))
+                values = {
+                    "handoff_id": p.handoff_id, "workspace_id": p.workspace_id, "workflow": p.workflow,
+                    "source_evidence": p.source, "receiver_evidence": p.receiver, "outcome_validation":
+                    p.outcome_validation, "next_action": next_actions.for_finding(p.kind, p.source, p.receiver),
+                    "last_run": self.run, "last_seen_at": self.now,
+                }
+                if finding is None:
+                    created.append(Finding(kind=p.kind, action_key=p.action_key, first_run=self.run, **values))
+                else:
+                    for name, value in values.items():
+                        setattr(finding, name, value)
+                    updated.append(finding)
+            if updated:
+                Finding.objects.using(DB).bulk_update(updated, [*values.keys()])
+            if created:
+                Finding.objects.using(DB).bulk_create(created)
+                FindingEvent.objects.using(DB).bulk_create(
+                    FindingEvent(finding=f, action="opened", to_status=FindingStatus.OPEN, actor_label=label,
+                                 note=f"found by {label}")
+                    for f in created
+                )
+            self.new += len(created)
+
+
+def _confirm(problems: list[Problem], key: str, destination: Destination, *, now: datetime,
+             stuck_before: datetime) -> list[Problem]:
+    """Re-read both sides for one key and classify again: the listings were read at different moments."""
+    if not destination.supports_lookup:
+        return problems
+    try:
+        task = destination.lookup(key)
+    except LookupFailed as exc:
+        log.warning("reconciliation could not confirm %s: %s", key, exc)
+        return [
+            Problem(**{**p.__dict__, "receiver": {**p.receiver, "confirmed": False, "lookup_error": str(exc)}})
+            for p in problems
+        ]
+    return classify(key, source_row(key), task, now=now, stuck_before=stuck_before)
+
+
+def _unhanded_approvals(*, batch_size: int) -> Iterable[Problem]:
+    """Approved request revisions with no outbox row. The approval writes both in one transaction,
+    so this must never find anything: the check is the proof."""
+    last = 0
+    without_handoff = (
+        Request.objects.using(DB).filter(state=RequestState.APPROVED)
+        .filter(~Exists(Handoff.objects.using(DB).filter(source_id=OuterRef("pk"))))
+        .order_by("pk")
+    )
+    while True:
+        page = list(without_handoff.filter(pk__gt=last).values(
+            "pk", "workflow", "workspace_id", "number", "revision", "payload_hash", "updated_at")[:batch_size])
+        for r in page:
+            key = f"{r['workflow']}:{r['workspace_id']}:{r['number']}:{r['revision']}"
+            yield Problem(
+                kind=K.NOT_HANDED_OFF, action_key=key, workspace_id=r["workspace_id"], workflow=r["workflow"],
+                source={"request_id": r["pk"], "state": RequestState.APPROVED, "payload_hash": r["payload_hash"],
+                        "approved_at": _iso(r["updated_at"]), "outbox_row": None},
+                receiver={"checked": False},
+            )
+        if len(page) < batch_size:
+            return
+        last = page[-1]["pk"]
+
+
+def _resolve_unseen(run: ReconciliationRun, *, batch_size: int, now: datetime) -> int:
+    """Live findings this run did not see again are resolved by the run, with an event saying so."""
+    label = f"reconciliation run {run.pk}"
+    resolved = 0
+    while True:
+        with transaction.atomic(using=DB):
+            rows = list(
+                Finding.objects.using(DB).select_for_update()
+                .exclude(status=FindingStatus.RESOLVED).exclude(last_run=run)
+                .values_list("pk", "status")[:batch_size]
+            )
+            if not rows:
+                return resolved
+            Finding.objects.using(DB).filter(pk__in=[pk for pk, _ in rows]).update(
+                status=FindingStatus.RESOLVED, resolved_at=now
+            )
+            FindingEvent.objects.using(DB).bulk_create(
+                FindingEvent(finding_id=pk, action="auto_resolved", from_status=status,
+                             to_status=FindingStatus.RESOLVED, actor_label=label, note=f"not found again by {label}")
+                for pk, status in rows
+            )
+            resolved += len(rows)
+
+
+def reconciliation_run(
+    *,
+    destination: Destination | None = None,
+    batch_size: int | None = None,
+    trigger: str = "command",
+    progress: Callable[[RunProgress], None] | None = None,
+    confirm_limit: int | None = None,
+) -> ReconciliationRun:
+    """One full comparison of source and receiver. Returns the stored run (completed or failed)."""
+    destination = destination or get_destination()
+    batch_size = batch_size or settings.RECONCILIATION_BATCH_SIZE
+    confirm_limit = settings.RECONCILIATION_CONFIRM_LIMIT if confirm_limit is None else confirm_limit
+    if batch_size < 1:
+        raise ValueError("batch_size must be at least 1")
+    run = ReconciliationRun.objects.using(DB).create(trigger=trigger, batch_size=batch_size)
+    now = timezone.now()
+    stuck_before = now - timedelta(minutes=settings.HANDOFF_STUCK_MINUTES)
+    recorder = _Recorder(run=run, now=now, batch_size=batch_size)
+    source_stats, receiver_stats = StreamStats(), StreamStats()
+    compared = confirmed = 0
+    try:
+        pairs = merge_streams(
+            source_stream(batch_size=batch_size, stats=source_stats),
+            receiver_stream(destination, batch_size=batch_size, stats=receiver_stats),
+        )
+        for key, src, task in pairs:
+            compared += 1
+            problems = classify(key, src, task, now=now, stuck_before=stuck_before)
+            if any(p.kind in CROSS_SIDE for p in problems) and confirmed < confirm_limit:
+                confirmed += 1
+                problems = _confirm(problems, key, destination, now=now, stuck_before=stuck_before)
+            recorder.add(problems)
+            if progress is not None and compared % batch_size == 0:
+                progress(RunProgress(compared, source_stats.rows, receiver_stats.rows, sum(recorder.by_kind.values())))
+        recorder.add(_unhanded_approvals(batch_size=batch_size))
+        recorder.flush()
+        resolved = _resolve_unseen(run, batch_size=batch_size, now=now)
+    except Exception as exc:
+        log.exception("reconciliation run %s failed", run.pk)
+        run.status, run.error = RunStatus.FAILED, f"{type(exc).__name__}: {exc}"[:2000]
+        resolved = 0
+    else:
+        run.status = RunStatus.COMPLETED
+    if progress is not None:
+        progress(RunProgress(compared, source_stats.rows, receiver_stats.rows, sum(recorder.by_kind.values())))
+    run.finished_at = timezone.now()
+    run.source_keys, run.receiver_keys, run.keys_compared = source_stats.rows, receiver_stats.rows, compared
+    run.source_pages, run.receiver_pages = source_stats.pages, receiver_stats.pages
+    run.largest_page = max(source_stats.largest_page, receiver_stats.largest_page)
+    run.approved_requests_checked = Request.objects.using(DB).filter(state=RequestState.APPROVED).count()
+    run.findings_by_kind = recorder.by_kind
+    run.new_findings, run.resolved_findings = recorder.new, resolved
+    run.outcome_validation_failures = recorder.outcome_validation
+    # The page sizes actually asked of each side: what keeps memory bounded.
+    run.page_limits = sorted(source_stats.limits_requested | receiver_stats.limits_requested)
+    run.save(using=DB)
+    return run
+
+
+def _move(finding: Finding, to_status: str, *, actor, event_note: str, action: str, **changes) -> None:
+    if not finding.can_move_to(to_status):
+        raise InvalidFindingTransition(finding.pk, finding.status, to_status)
+    from_status = finding.status
+    finding.status = to_status
+    for name, value in changes.items():
+        setattr(finding, name, value)
+    finding.save(using=DB)
+    FindingEvent.objects.using(DB).create(
+        finding=finding, action=action, from_status=from_status, to_status=to_status, actor=actor,
+        actor_label=actor.get_username() if actor else "system", note=event_note,
+    )
+
+
+def _lock(finding_id: int) -> Finding:
+    finding = Finding.objects.using(DB).select_for_update(no_key=True).filter(pk=finding_id).first()
+    if finding is None:
+        raise FindingNotFound(finding_id)
+    return finding
+
+
+def finding_acknowledge(*, finding_id: int, actor, note: str = "") -> Finding:
+    """A person has seen the finding and owns it; the next runs keep it acknowledged while it persists."""
+    with transaction.atomic(using=DB):
+        finding = _lock(finding_id)
+        _move(finding, FindingStatus.ACKNOWLEDGED, actor=actor, action="acknowledged", event_note=note,
+              acknowledged_at=timezone.now(), acknowledged_by=actor, note=note or finding.note)
+    return finding
+
+
+def finding_resolve(*, finding_id: int, actor, note: str) -> Finding:
+    """A person says it is repaired. If the next run still sees the problem, it opens a new finding."""
+    if not note.strip():
+        raise NoteRequired("say what was done to resolve the finding")
+    with transaction.atomic(using=DB):
+        finding = _lock(finding_id)
+        _move(finding, FindingStatus.RESOLVED, actor=actor, action="resolved", event_note=note,
+              resolved_at=timezone.now(), resolved_by=actor, note=note)
+    return finding

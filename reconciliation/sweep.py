@@ -1,0 +1,126 @@
+"""The merge: both key sets streamed in action-key order, one page at a time, compared in one pass.
+
+The source side pages through the outbox by keyset on `action_key` (the unique index); the receiver
+side pages through the destination's `list_keys`. At most one page of each side is held, so memory
+does not grow with the table. Both sides must list keys in code-point order (C / binary collation,
+the default for SQLite and for a PostgreSQL database created with C or C.UTF-8); a stream that goes
+backwards stops the run instead of producing false findings.
+"""
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime
+
+from outbox.destinations import Destination, RemoteTask
+from outbox.models import Handoff
+
+DB = "default"
+
+SOURCE_FIELDS = (
+    "action_key", "id", "state", "payload_hash", "destination_id", "workflow", "workspace_id", "source_ref",
+    "created_at", "updated_at", "next_attempt_at", "sla_due_at", "delivered_at", "attempts", "failure_class",
+    "reason_code",
+)
+
+
+@dataclass(frozen=True)
+class SourceRow:
+    action_key: str
+    id: int
+    state: str
+    payload_hash: str
+    destination_id: str
+    workflow: str
+    workspace_id: int
+    source_ref: str
+    created_at: datetime
+    updated_at: datetime
+    next_attempt_at: datetime | None
+    sla_due_at: datetime | None
+    delivered_at: datetime | None
+    attempts: int
+    failure_class: str
+    reason_code: str
+
+
+@dataclass
+class StreamStats:
+    """What a stream did: pages fetched, rows seen, the largest page held, and every page size asked for."""
+
+    pages: int = 0
+    rows: int = 0
+    largest_page: int = 0
+    limits_requested: frozenset[int] = frozenset()
+
+    def page(self, limit: int, rows: int) -> None:
+        self.pages += 1
+        self.rows += rows
+        self.largest_page = max(self.largest_page, rows)
+        self.limits_requested = self.limits_requested | {limit}
+
+
+class KeyOrderError(Exception):
+    """A stream listed keys out of code-point order: a merge would report false findings."""
+
+
+def source_row(action_key: str) -> SourceRow | None:
+    row = Handoff.objects.using(DB).filter(action_key=action_key).values_list(*SOURCE_FIELDS).first()
+    return SourceRow(*row) if row else None
+
+
+def source_stream(*, batch_size: int, stats: StreamStats) -> Iterator[SourceRow]:
+    """Every handoff in action-key order, `batch_size` rows per query (keyset: no OFFSET, no long cursor)."""
+    after = ""
+    while True:
+        page = list(
+            Handoff.objects.using(DB).filter(action_key__gt=after).order_by("action_key")
+            .values_list(*SOURCE_FIELDS)[:batch_size]
+        )
+        stats.page(batch_size, len(page))
+        for row in page:
+            yield SourceRow(*row)
+        if len(page) < batch_size:
+            return
+        after = page[-1][0]
+
+
+def receiver_stream(destination: Destination, *, batch_size: int, stats: StreamStats) -> Iterator[RemoteTask]:
+    """Every task at the receiver, through the destination interface only, one page at a time."""
+    after = ""
+    while True:
+        page = destination.list_keys(after=after, limit=batch_size)
+        stats.page(batch_size, len(page))
+        yield from page
+        if len(page) < batch_size:
+            return
+        after = page[-1].action_key
+
+
+def _ordered(stream: Iterator, side: str) -> Iterator:
+    previous = None
+    for item in stream:
+        if previous is not None and not item.action_key > previous:
+            raise KeyOrderError(
+                f"the {side} listed {item.action_key!r} after {previous!r}: keys must come in code-point order "
+                "(use a C collation for the action key)"
+            )
+        previous = item.action_key
+        yield item
+
+
+def merge_streams(
+    source: Iterator[SourceRow], receiver: Iterator[RemoteTask]
+) -> Iterator[tuple[str, SourceRow | None, RemoteTask | None]]:
+    """Merge two key-ordered streams: (key, source row or None, receiver task or None) per distinct key."""
+    source, receiver = _ordered(source, "source"), _ordered(receiver, "receiver")
+    s, r = next(source, None), next(receiver, None)
+    while s is not None or r is not None:
+        if r is None or (s is not None and s.action_key < r.action_key):
+            yield s.action_key, s, None
+            s = next(source, None)
+        elif s is None or r.action_key < s.action_key:
+            yield r.action_key, None, r
+            r = next(receiver, None)
+        else:
+            yield s.action_key, s, r
+            s, r = next(source, None), next(receiver, None)

@@ -1,0 +1,15 @@
+"""django-q2 tasks. Thin: call one service and return a small summary for the task result."""
+
+from reconciliation import alerts, services
+
+
+def reconcile() -> dict:
+    run = services.reconciliation_run(trigger="schedule")
+    return {"run": run.pk, "status": run.status, "keys_compared": run.keys_compared,
+            "findings": run.findings_by_kind, "error": run.error}
+
+
+def alert_sweep() -> dict:
+    result = alerts.alert_sweep()
+    return {"recorded": result.recorded, "messages_sent": result.messages_sent,
+            "webhooks_sent": result.webhooks_sent, "failed": result.failed}

@@ -1,0 +1,166 @@
+"""Health dashboard, reconciliation findings and runs, and /metrics.
+
+Thin: parse, authorize (operators, scoped to their workspaces), call one selector or service, render.
+"""
+
+import hmac
+
+from django.conf import settings
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, render
+from django.views.decorators.http import require_GET, require_POST
+from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
+
+from approvals.models import Role
+from approvals.selectors import workspace_ids_for
+from outbox.redaction import redact
+from reconciliation import metrics, selectors, services
+from reconciliation.charts import bar_chart
+from reconciliation.errors import InvalidFindingTransition, NoteRequired
+from reconciliation.models import FindingKind, FindingStatus, ReconciliationRun
+
+FINDINGS_PAGE = 200
+
+
+def _operator_scope(request: HttpRequest) -> list[int]:
+    ids = workspace_ids_for(request.user, Role.OPERATOR)
+    if not ids:
+        raise PermissionDenied("the health dashboard is for operators of a workspace")
+    return ids
+
+
+def _workspace_param(request: HttpRequest, scope: list[int]) -> int | None:
+    raw = request.GET.get("workspace", "")
+    if not raw:
+        return None
+    if not raw.isdigit() or int(raw) not in scope:
+        raise Http404("no such workspace")
+    return int(raw)
+
+
+@require_GET
+@login_required
+def health(request: HttpRequest) -> HttpResponse:
+    scope = _operator_scope(request)
+    workspace = _workspace_param(request, scope)
+    summary = selectors.health_summary(scope, workspace=workspace)
+    return render(request, "reconciliation/health.html", {
+        **summary,
+        "scope": scope,
+        "workspace": workspace,
+        "delivered_chart": bar_chart(summary["series"], "delivered"),
+        "failed_chart": bar_chart(summary["series"], "failed"),
+    })
+
+
+@require_GET
+@login_required
+def drilldown(request: HttpRequest, figure: str) -> HttpResponse:
+    scope = _operator_scope(request)
+    workspace = _workspace_param(request, scope)
+    ids = [workspace] if workspace else scope
+    if figure == "duplicates":
+        rows, title = selectors.duplicate_attempts(ids), "Duplicate-effect preventions"
+    elif figure == "interventions":
+        rows, title = selectors.manual_interventions(ids), "Manual interventions"
+    else:
+        raise Http404("no such figure")
+    return render(request, "reconciliation/drilldown.html",
+                  {"figure": figure, "title": title, "rows": rows, "workspace": workspace})
+
+
+def _findings_scope(request: HttpRequest):
+    scope = _operator_scope(request)
+    return selectors.findings_visible_to(scope, include_unscoped=request.user.is_staff), scope
+
+
+@require_GET
+@login_required
+def findings(request: HttpRequest) -> HttpResponse:
+    visible, scope = _findings_scope(request)
+    workspace = _workspace_param(request, scope)
+    status = request.GET.get("status", "live")
+    kind = request.GET.get("kind", "")
+    rows = visible
+    if status == "live":
+        rows = rows.exclude(status=FindingStatus.RESOLVED)
+    elif status in FindingStatus.values:
+        rows = rows.filter(status=status)
+    if kind in FindingKind.values:
+        rows = rows.filter(kind=kind)
+    if request.GET.get("outcome_validation"):
+        rows = rows.filter(outcome_validation=True)
+    if workspace:
+        rows = rows.filter(workspace_id=workspace)
+    if q := request.GET.get("q", "").strip():
+        rows = rows.filter(action_key__icontains=q)
+    rows = rows.order_by("-last_seen_at", "-id")[:FINDINGS_PAGE]
+    return render(request, "reconciliation/findings.html", {
+        "findings": [_row(f) for f in rows], "kinds": FindingKind.choices, "kind": kind, "status": status,
+        "statuses": FindingStatus.choices, "last_run": selectors.last_run(), "page_size": FINDINGS_PAGE,
+    })
+
+
+def _row(finding) -> dict:
+    return {"finding": finding, "source": redact(finding.source_evidence),
+            "receiver": redact(finding.receiver_evidence)}
+
+
+def _finding_action(request: HttpRequest, pk: int, service) -> HttpResponse:
+    visible, _scope = _findings_scope(request)
+    finding = get_object_or_404(visible, pk=pk)
+    error = ""
+    try:
+        finding = service(finding_id=finding.pk, actor=request.user, note=request.POST.get("note", "").strip())
+    except (InvalidFindingTransition, NoteRequired) as exc:
+        error = str(exc)
+    context = {"row": _row(finding), "error": error}
+    if request.htmx:
+        return render(request, "reconciliation/findings.html#finding-row", context, status=400 if error else 200)
+    return render(request, "reconciliation/finding_done.html", context, status=400 if error else 200)
+
+
+@require_POST
+@login_required
+def finding_acknowledge(request: HttpRequest, pk: int) -> HttpResponse:
+    return _finding_action(request, pk, services.finding_acknowledge)
+
+
+@require_POST
+@login_required
+def finding_resolve(request: HttpRequest, pk: int) -> HttpResponse:
+    return _finding_action(request, pk, services.finding_resolve)
+
+
+@require_GET
+@login_required
+def runs(request: HttpRequest) -> HttpResponse:
+    _operator_scope(request)
+    return render(request, "reconciliation/runs.html",
+                  {"runs": ReconciliationRun.objects.order_by("-started_at", "-id")[:50]})
+
+
+@require_GET
+@login_required
+def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    visible, _scope = _findings_scope(request)
+    run = get_object_or_404(ReconciliationRun, pk=pk)
+    rows = visible.filter(last_run=run).order_by("kind", "action_key")[:FINDINGS_PAGE]
+    return render(request, "reconciliation/run.html", {"run": run, "findings": [_row(f) for f in rows]})
+
+
+@require_GET
+def metrics_view(request: HttpRequest) -> HttpResponse:
+    """Prometheus exposition, behind a bearer token. With no token configured it serves nothing."""
+    token = settings.METRICS_TOKEN
+    if not token:
+        return HttpResponse("metrics disabled: METRICS_TOKEN is not set\n", status=503, content_type="text/plain")
+    header = request.headers.get("Authorization", "")
+    scheme, _, offered = header.partition(" ")
+    if scheme.lower() != "bearer" or not hmac.compare_digest(offered.strip().encode(), token.encode()):
+        response = HttpResponse("a bearer token is required\n", status=401, content_type="text/plain")
+        response["WWW-Authenticate"] = 'Bearer realm="metrics"'
+        return response
+    return HttpResponse(generate_latest(metrics.registry()), content_type=CONTENT_TYPE_LATEST)
