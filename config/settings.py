@@ -227,3 +227,25 @@ INTAKE_SENDER_USERNAME = os.environ.get("INTAKE_SENDER_USERNAME", "intake")
 WORKFLOW_DEFAULT_MODE = os.environ.get("WORKFLOW_DEFAULT_MODE", "live")
 if WORKFLOW_DEFAULT_MODE not in {"observe", "limited", "live"}:
     raise ImproperlyConfigured("WORKFLOW_DEFAULT_MODE must be observe, limited or live")
+
+# --- Reconciliation and alerts ---------------------------------------------------------
+# Rows per page on each side of the merge: memory is bounded by two pages, whatever the table size.
+RECONCILIATION_BATCH_SIZE = env_int("RECONCILIATION_BATCH_SIZE", 1000)
+# Point lookups per run to confirm cross-side findings (each is one receiver call).
+RECONCILIATION_CONFIRM_LIMIT = env_int("RECONCILIATION_CONFIRM_LIMIT", 1000)
+RECONCILIATION_EVERY_MINUTES = env_int("RECONCILIATION_EVERY_MINUTES", 15)
+ALERT_SWEEP_EVERY_MINUTES = env_int("ALERT_SWEEP_EVERY_MINUTES", 1)
+# Where alerts go: these addresses plus the owner of each handoff concerned.
+ALERT_EMAILS = [a.strip() for a in os.environ.get("ALERT_EMAILS", "").split(",") if a.strip()]
+ALERT_FROM_EMAIL = os.environ.get("ALERT_FROM_EMAIL", "handoff-console@localhost")
+# Handoffs listed in one alert message; the rest are summarised with a link to the filtered list.
+ALERT_MAX_ITEMS_PER_MESSAGE = env_int("ALERT_MAX_ITEMS_PER_MESSAGE", 20)
+# Optional outbound webhook, signed in the Standard Webhooks format with ALERT_WEBHOOK_SECRET (whsec_...).
+ALERT_WEBHOOK_URL = os.environ.get("ALERT_WEBHOOK_URL", "")
+ALERT_WEBHOOK_SECRET = os.environ.get("ALERT_WEBHOOK_SECRET", "")
+# Absolute base of the links in alerts (the console as on-call people reach it).
+CONSOLE_BASE_URL = os.environ.get("CONSOLE_BASE_URL", "http://127.0.0.1:8000").rstrip("/")
+EMAIL_BACKEND = os.environ.get(
+    "EMAIL_BACKEND",
+    "django.core.mail.backends.console.EmailBackend" if DEBUG else "django.core.mail.backends.smtp.EmailBackend",
+)
