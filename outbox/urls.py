@@ -6,5 +6,12 @@ app_name = "outbox"
 
 urlpatterns = [
     path("", views.handoff_list, name="list"),
+    path("bulk", views.handoff_bulk, name="bulk"),
     path("<int:pk>/", views.handoff_detail, name="detail"),
+    path("<int:pk>/retry", views.handoff_retry, name="retry"),
+    path("<int:pk>/reconcile", views.handoff_reconcile, name="reconcile"),
+    path("<int:pk>/correct", views.handoff_correct, name="correct"),
+    path("<int:pk>/cancel", views.handoff_cancel, name="cancel"),
+    path("<int:pk>/assign", views.handoff_assign, name="assign"),
+    path("<int:pk>/acknowledge", views.handoff_acknowledge, name="acknowledge"),
 ]

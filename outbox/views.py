@@ -1,29 +1,374 @@
-"""Console views of handoffs. Thin: parse, authorize (workspace scope), call a selector or service, render."""
+"""Console views of handoffs. Thin: parse, authorize (workspace scope and role), call one service, render.
 
+Every screen answers 404 for a handoff outside the user's workspaces. Actions need the operator role
+in the handoff's workspace. htmx requests get the swapped region (a table row, the detail panel or the
+list results); plain requests get the whole page, so every screen works without JavaScript.
+"""
+
+from datetime import datetime
+from functools import wraps
+from urllib.parse import urlencode
+
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse
-from django.shortcuts import get_object_or_404, render
-from django.views.decorators.http import require_GET
+from django.http import Http404, HttpResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.utils.dateparse import parse_datetime
+from django.views.decorators.http import require_GET, require_POST
 
-from approvals.selectors import workspace_ids_for
-from outbox.redaction import redact
-from outbox.selectors import handoff_timeline, handoffs_in
+from approvals import services as approval_services
+from approvals.errors import ApprovalsError, InvalidPayload
+from approvals.models import Role
+from approvals.selectors import console_nav, is_operator_of, operators_of, revision_by_id, workspace_ids_for
+from outbox import dispatcher, services
+from outbox.errors import OutboxError, RiskNotConfirmed
+from outbox.filters import HandoffFilter
+from outbox.guidance import BULK_ELIGIBLE_STATES, available_actions, in_backoff, next_step, retry_is_risky
+from outbox.models import Handoff, HandoffState
+from outbox.redaction import REDACTED, redact
+from outbox.selectors import handoff_timeline, handoff_visible, handoffs_in, keyset_page
+
+PAGE_SIZE = 50
+# A bulk action runs inside the web request; above this many matches it asks for a narrower filter.
+BULK_LIMIT = 1000
+FILTER_FIELDS = ("workspace", "state", "failure_class", "owner", "age", "q")
+POLL_STATES = (HandoffState.PENDING, HandoffState.IN_FLIGHT)
+
+
+# --- list ---------------------------------------------------------------------------------
+
+def _parse_cursor(raw: str | None) -> tuple[datetime, int] | None:
+    if not raw or "_" not in raw:
+        return None
+    stamp, _, pk = raw.rpartition("_")
+    created = parse_datetime(stamp)
+    if created is None or not pk.isdigit():
+        return None
+    return created, int(pk)
+
+
+def _filter_data(source) -> dict[str, str]:
+    return {name: source.get(name, "") for name in FILTER_FIELDS if source.get(name, "")}
+
+
+def _list_context(request, data: dict[str, str]) -> dict:
+    user = request.user
+    visible = workspace_ids_for(user)
+    operator_ws = set(workspace_ids_for(user, Role.OPERATOR))
+    handoff_filter = HandoffFilter(data or None, queryset=handoffs_in(visible), request=request,
+                                   workspace_ids=visible)
+    rows, more = keyset_page(handoff_filter.qs, after=_parse_cursor(request.GET.get("after")), size=PAGE_SIZE)
+    for h in rows:
+        h.quick_actions = [a for a in available_actions(h) if a in ("acknowledge", "reconcile", "run_now")
+                           or (a == "retry" and not retry_is_risky(h))]
+    query = urlencode(data)
+    next_url = ""
+    if more:
+        last = rows[-1]
+        next_url = "?" + urlencode({**data, "after": f"{last.created_at.isoformat()}_{last.pk}"})
+    return {
+        "filter": handoff_filter,
+        "handoffs": rows,
+        "operator_ws": operator_ws,
+        "filter_data": data,
+        "filter_query": query,
+        "next_url": next_url,
+        "first_url": "?" + query if request.GET.get("after") else "",
+        "operators": operators_of(sorted(operator_ws)) if operator_ws else [],
+    }
 
 
 @require_GET
 @login_required
-def handoff_list(request: HttpRequest) -> HttpResponse:
-    handoffs = handoffs_in(workspace_ids_for(request.user)).order_by("-created_at", "-id")[:100]
-    return render(request, "outbox/list.html", {"handoffs": handoffs})
+def handoff_list(request) -> HttpResponse:
+    context = _list_context(request, _filter_data(request.GET))
+    if request.htmx:
+        return render(request, "outbox/list.html#results", context)
+    return render(request, "outbox/list.html", {**context, "nav": console_nav(request.user)})
 
 
-@require_GET
+@require_POST
 @login_required
-def handoff_detail(request: HttpRequest, pk: int) -> HttpResponse:
-    handoff = get_object_or_404(handoffs_in(workspace_ids_for(request.user)), pk=pk)
+def handoff_bulk(request) -> HttpResponse:
+    """Bulk retry / reconcile / assign over every handoff matching the posted filter (not only the page).
+
+    First post: show how many match and ask to confirm. Second post (with `bulk_confirm`): apply to
+    the same filter, bounded by the highest id seen at preview so rows created since are left alone.
+    """
+    data = _filter_data(request.POST)
+    action = request.POST.get("bulk_action", "")
+    operator_ws = workspace_ids_for(request.user, Role.OPERATOR)
+    bulk: dict = {"action": action}
+    status = 200
+    if not operator_ws:
+        bulk.update(level="error", text="Bulk actions need the operator role in a workspace; you have none.")
+        status = 403
+    elif action not in BULK_ELIGIBLE_STATES:
+        bulk.update(level="error", text="Choose retry, reconcile or assign.")
+        status = 422
+    else:
+        matching = HandoffFilter(
+            data or None,
+            queryset=handoffs_in(operator_ws).filter(state__in=BULK_ELIGIBLE_STATES[action]),
+            request=request, workspace_ids=operator_ws,
+        ).qs
+        owner_raw = request.POST.get("bulk_owner", "")
+        reason = request.POST.get("bulk_reason", "").strip()
+        upto = request.POST.get("bulk_upto", "")
+        if request.POST.get("bulk_confirm") and upto.isdigit():
+            ids = list(matching.filter(id__lte=int(upto)).order_by("id").values_list("id", flat=True)[:BULK_LIMIT])
+            bulk.update(_bulk_apply(request, action, ids, owner_raw, reason))
+        else:
+            ids = list(matching.order_by("id").values_list("id", flat=True)[: BULK_LIMIT + 1])
+            if len(ids) > BULK_LIMIT:
+                bulk.update(level="warning", text=f"More than {BULK_LIMIT} handoffs match. Narrow the filter "
+                            "first: a bulk action applies to every match or to none.")
+            elif not ids:
+                bulk.update(level="info", text=f"No handoff matching this filter can be {_verb(action)}.")
+            else:
+                bulk.update(confirm=True, count=len(ids), upto=max(ids), owner=owner_raw, reason=reason,
+                            owner_name=_owner_name(owner_raw))
+    context = {**_list_context(request, data), "bulk": bulk}
+    if request.htmx:
+        return render(request, "outbox/list.html#results", context, status=status)
+    return render(request, "outbox/list.html", {**context, "nav": console_nav(request.user)}, status=status)
+
+
+def _verb(action: str) -> str:
+    return {"retry": "retried", "reconcile": "reconciled", "assign": "assigned"}.get(action, action)
+
+
+def _owner_name(owner_raw: str) -> str:
+    if not owner_raw:
+        return "nobody"
+    from django.contrib.auth import get_user_model
+
+    user = get_user_model().objects.filter(pk=owner_raw).first() if owner_raw.isdigit() else None
+    return user.get_username() if user else "unknown user"
+
+
+def _bulk_apply(request, action: str, ids: list[int], owner_raw: str, reason: str) -> dict:
+    from django.contrib.auth import get_user_model
+
+    owner = None
+    if action == "assign" and owner_raw:
+        owner = get_user_model().objects.filter(pk=owner_raw).first() if owner_raw.isdigit() else None
+        if owner is None:
+            return {"level": "error", "text": "Choose an operator to assign to."}
+    done, skipped = 0, {}
+    for pk in ids:
+        try:
+            if action == "retry":
+                services.handoff_retry(handoff_id=pk, actor=request.user, reason=reason or "bulk retry")
+            elif action == "reconcile":
+                dispatcher.handoff_settle(handoff_id=pk, actor=request.user)
+            else:
+                handoff = Handoff.objects.only("workspace_id").get(pk=pk)
+                if owner is not None and not is_operator_of(owner.pk, handoff.workspace_id):
+                    raise OutboxError(f"{owner.get_username()} is not an operator of workspace "
+                                      f"{handoff.workspace_id}")
+                services.handoff_assign(handoff_id=pk, actor=request.user, owner=owner, reason=reason)
+            done += 1
+        except RiskNotConfirmed:
+            skipped["outcome unknown: reconcile these first"] = skipped.get(
+                "outcome unknown: reconcile these first", 0) + 1
+        except OutboxError as exc:
+            key = type(exc).__name__ if not str(exc) else str(exc).split(": ", 1)[-1]
+            skipped[key] = skipped.get(key, 0) + 1
+    text = f"{_verb(action).capitalize()} {done} of {len(ids)} matching handoffs."
+    if action == "retry" and done:
+        text += " The dispatcher sends them with their same action keys."
+    return {"level": "success" if not skipped else "warning", "text": text, "skipped": sorted(skipped.items())}
+
+
+# --- detail and actions ---------------------------------------------------------------
+
+def _visible_or_404(request, pk: int) -> Handoff:
+    handoff = handoff_visible(workspace_ids_for(request.user), pk)
+    if handoff is None:
+        raise Http404("no such handoff")
+    return handoff
+
+
+def _correction_fields(handoff: Handoff) -> list[dict]:
+    """The editable fields of the payload; sensitive ones are shown blank and kept unless retyped."""
+    shown = redact(handoff.payload)
+    fields = []
+    for key, value in handoff.payload.items():
+        if not isinstance(value, str):
+            continue
+        sensitive = shown.get(key) == REDACTED and value != REDACTED
+        fields.append({"name": key, "value": "" if sensitive else shown.get(key, ""), "sensitive": sensitive})
+    return fields
+
+
+def _panel_context(request, handoff: Handoff, result: dict | None = None) -> dict:
     attempts, events = handoff_timeline(handoff)
-    return render(
-        request,
-        "outbox/detail.html",
-        {"handoff": handoff, "payload": redact(handoff.payload), "attempts": attempts, "events": events},
-    )
+    is_operator = is_operator_of(request.user.pk, handoff.workspace_id)
+    source = revision_by_id(handoff.source_id)
+    return {
+        "handoff": handoff,
+        "payload": redact(handoff.payload),
+        "attempts": attempts,
+        "events": events,
+        "guidance": next_step(handoff),
+        "actions": available_actions(handoff) if is_operator else [],
+        "risky_retry": retry_is_risky(handoff),
+        "in_backoff": in_backoff(handoff),
+        "is_operator": is_operator,
+        "operators": operators_of([handoff.workspace_id]) if is_operator else [],
+        "correction_fields": _correction_fields(handoff) if is_operator else [],
+        "source": source,
+        "poll": handoff.state in POLL_STATES,
+        "version": handoff.updated_at.isoformat(),
+        "result": result,
+    }
+
+
+@require_GET
+@login_required
+def handoff_detail(request, pk: int) -> HttpResponse:
+    handoff = _visible_or_404(request, pk)
+    if request.htmx:
+        # The panel polls while the dispatcher works on the handoff; unchanged means nothing to swap.
+        if request.GET.get("since") == handoff.updated_at.isoformat():
+            return HttpResponse(status=204)
+        return render(request, "outbox/detail.html#handoff-panel", _panel_context(request, handoff))
+    return render(request, "outbox/detail.html",
+                  {**_panel_context(request, handoff), "nav": console_nav(request.user)})
+
+
+def handoff_action(view):
+    """Shared frame of every handoff action: POST only, signed in, visible (404), operator (403),
+    domain errors shown as messages, then the row, the panel or (without htmx) a redirect."""
+
+    @wraps(view)
+    @require_POST
+    @login_required
+    def wrapper(request, pk: int) -> HttpResponse:
+        handoff = _visible_or_404(request, pk)
+        if not is_operator_of(request.user.pk, handoff.workspace_id):
+            result = {"level": "error", "text": "Not allowed: handoff actions need the operator role in workspace "
+                      f"{handoff.workspace_id}. Ask an operator, or an administrator for the role."}
+            return _respond(request, handoff.pk, result, status=403)
+        try:
+            result = view(request, handoff)
+            status = 200
+        except RiskNotConfirmed as exc:
+            result = {"level": "warning", "text": str(exc), "confirm_risk": True}
+            status = 200
+        except InvalidPayload as exc:
+            result = {"level": "error", "text": "Not done: " + "; ".join(exc.reasons)}
+            status = 422
+        except ValueError as exc:
+            result = {"level": "error", "text": f"Not done: {exc}."}
+            status = 422
+        except (OutboxError, ApprovalsError) as exc:
+            result = {"level": "error", "text": f"Not done: {exc}."}
+            status = 409
+        return _respond(request, handoff.pk, result, status=status)
+
+    return wrapper
+
+
+def _respond(request, pk: int, result: dict, *, status: int = 200) -> HttpResponse:
+    handoff = Handoff.objects.select_related("owner").get(pk=pk)
+    if request.htmx and request.POST.get("render") == "row":
+        handoff.quick_actions = [a for a in available_actions(handoff)
+                                 if a in ("acknowledge", "reconcile", "run_now")
+                                 or (a == "retry" and not retry_is_risky(handoff))]
+        context = {"h": handoff, "operator_ws": set(workspace_ids_for(request.user, Role.OPERATOR)),
+                   "row_result": result}
+        return render(request, "outbox/list.html#handoff-row", context, status=status)
+    if request.htmx:
+        return render(request, "outbox/detail.html#handoff-panel", _panel_context(request, handoff, result),
+                      status=status)
+    level = {"success": messages.SUCCESS, "warning": messages.WARNING, "error": messages.ERROR}.get(
+        result.get("level"), messages.INFO)
+    messages.add_message(request, level, result["text"])
+    if status == 403:
+        return render(request, "outbox/detail.html",
+                      {**_panel_context(request, handoff), "nav": console_nav(request.user)}, status=403)
+    return redirect("outbox:detail", pk=pk)
+
+
+def _after_send(handoff: Handoff, state: str) -> dict:
+    """Say what actually happened when the handoff was sent again right away."""
+    handoff.refresh_from_db()
+    if state == HandoffState.DELIVERED:
+        return {"level": "success", "text": f"Sent: delivered as receiver task {handoff.destination_id}."}
+    if state == HandoffState.PENDING and handoff.attempts and handoff.failure_class:
+        return {"level": "warning", "text": f"Sent, and it failed again ({handoff.failure_class}: "
+                f"{handoff.reason_code}). It will be retried automatically."}
+    if state == HandoffState.NEEDS_ATTENTION:
+        return {"level": "error", "text": f"Sent, and it failed again ({handoff.failure_class}: "
+                f"{handoff.reason_code}). It still needs attention."}
+    if state == HandoffState.UNCERTAIN:
+        return {"level": "warning", "text": "Sent, but the outcome is unknown again. Reconcile before anything else."}
+    return {"level": "info", "text": "Queued with the same action key; a worker is sending it."}
+
+
+@handoff_action
+def handoff_retry(request, handoff: Handoff) -> dict:
+    services.handoff_retry(handoff_id=handoff.pk, actor=request.user, reason=request.POST.get("reason", "").strip(),
+                           confirm_risk=request.POST.get("confirm_risk") == "yes")
+    # Deliver now, so that the operator sees the actual result instead of "queued".
+    return _after_send(handoff, dispatcher.handoff_deliver(handoff_id=handoff.pk))
+
+
+@handoff_action
+def handoff_reconcile(request, handoff: Handoff) -> dict:
+    state = dispatcher.handoff_settle(handoff_id=handoff.pk, actor=request.user)
+    latest = handoff.events.order_by("-at", "-id").values_list("reason", flat=True).first() or ""
+    if state == HandoffState.DELIVERED:
+        return {"level": "success", "text": f"Reconciled: {latest}. Delivered."}
+    if state == HandoffState.PENDING:
+        return {"level": "info", "text": f"Reconciled: {latest}. Queued to send with the same key."}
+    if state in (HandoffState.UNCERTAIN, HandoffState.NEEDS_ATTENTION):
+        return {"level": "warning", "text": f"Reconciled: {latest}."}
+    return {"level": "info", "text": f"Nothing to reconcile: the handoff is {state.replace('_', ' ')}."}
+
+
+@handoff_action
+def handoff_cancel(request, handoff: Handoff) -> dict:
+    services.handoff_cancel(handoff_id=handoff.pk, actor=request.user, reason=request.POST.get("reason", "").strip())
+    return {"level": "success", "text": "Cancelled. It will never be sent."}
+
+
+@handoff_action
+def handoff_assign(request, handoff: Handoff) -> dict:
+    from django.contrib.auth import get_user_model
+
+    raw = request.POST.get("owner", "")
+    owner = None
+    if raw:
+        owner = get_user_model().objects.filter(pk=raw).first() if raw.isdigit() else None
+        if owner is None or not is_operator_of(owner.pk, handoff.workspace_id):
+            raise ValueError("the new owner must be an operator of this workspace")
+    services.handoff_assign(handoff_id=handoff.pk, actor=request.user, owner=owner,
+                            reason=request.POST.get("reason", "").strip())
+    return {"level": "success", "text": f"Assigned to {owner.get_username() if owner else 'nobody'}."}
+
+
+@handoff_action
+def handoff_acknowledge(request, handoff: Handoff) -> dict:
+    services.handoff_acknowledge(handoff_id=handoff.pk, actor=request.user,
+                                 reason=request.POST.get("reason", "").strip())
+    return {"level": "success", "text": f"Acknowledged by {request.user.get_username()}."}
+
+
+@handoff_action
+def handoff_correct(request, handoff: Handoff) -> dict:
+    payload = dict(handoff.payload)
+    for field in _correction_fields(handoff):
+        value = request.POST.get(f"field_{field['name']}")
+        if value is None or (field["sensitive"] and value == ""):
+            continue  # not shown, or a sensitive value left blank: keep what the request had
+        payload[field["name"]] = value
+    revision = approval_services.handoff_correct(handoff_id=handoff.pk, actor=request.user, payload=payload,
+                                                 reason=request.POST.get("reason", "").strip())
+    url = reverse("approvals:detail", args=(revision.workspace_id, revision.number, revision.revision))
+    return {"level": "success", "link": url, "link_text": f"revision {revision.revision}",
+            "text": f"Corrected: request {revision.number} revision {revision.revision} awaits a new approval "
+                    "and will get a new action key. This handoff is superseded."}

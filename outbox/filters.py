@@ -1,0 +1,81 @@
+"""The handoff list filter: workspace, state (with "retrying"), failure class, owner, age and text."""
+
+from datetime import timedelta
+
+import django_filters
+from django.db.models import QuerySet
+from django.utils import timezone
+
+from approvals.models import Membership, Role, Workspace
+from outbox.models import FailureClass, HandoffState
+
+RETRYING = "retrying"
+OPEN = "open"
+ATTENTION = "attention"
+
+STATE_CHOICES = [
+    (ATTENTION, "Needs a person (needs attention or uncertain)"),
+    (OPEN, "Open (not delivered yet)"),
+    (RETRYING, "Retrying (waiting in backoff)"),
+    *HandoffState.choices,
+]
+
+AGE_CHOICES = [
+    ("15m", "older than 15 minutes"),
+    ("1h", "older than 1 hour"),
+    ("1d", "older than 1 day"),
+    ("7d", "older than 7 days"),
+]
+AGES = {"15m": timedelta(minutes=15), "1h": timedelta(hours=1), "1d": timedelta(days=1), "7d": timedelta(days=7)}
+
+
+class HandoffFilter(django_filters.FilterSet):
+    workspace = django_filters.ChoiceFilter(field_name="workspace_id", label="Workspace", empty_label="all")
+    state = django_filters.ChoiceFilter(choices=STATE_CHOICES, method="filter_state", empty_label="any")
+    failure_class = django_filters.ChoiceFilter(choices=FailureClass.choices, label="Failure", empty_label="any")
+    owner = django_filters.ChoiceFilter(method="filter_owner", label="Owner", empty_label="anyone")
+    age = django_filters.ChoiceFilter(choices=AGE_CHOICES, method="filter_age", label="Age", empty_label="any")
+    q = django_filters.CharFilter(method="filter_text", label="Action key or request number")
+
+    def __init__(self, data=None, queryset=None, *, request=None, workspace_ids: list[int] | None = None, **kwargs):
+        super().__init__(data, queryset, request=request, **kwargs)
+        ids = list(workspace_ids or [])
+        self.filters["workspace"].extra["choices"] = [
+            (str(pk), f"{name} (#{pk})") for pk, name in Workspace.objects.filter(id__in=ids).order_by("id")
+            .values_list("id", "name")
+        ]
+        operators = (
+            Membership.objects.filter(workspace_id__in=ids, role=Role.OPERATOR)
+            .order_by("user__username").values_list("user_id", "user__username").distinct()
+        )
+        self.filters["owner"].extra["choices"] = [("me", "me"), ("nobody", "nobody")] + [
+            (str(pk), name) for pk, name in operators
+        ]
+
+    def filter_state(self, queryset: QuerySet, name: str, value: str) -> QuerySet:
+        if value == RETRYING:
+            return queryset.filter(state=HandoffState.PENDING, attempts__gt=0, next_attempt_at__gt=timezone.now())
+        if value == ATTENTION:
+            return queryset.filter(state__in=(HandoffState.NEEDS_ATTENTION, HandoffState.UNCERTAIN))
+        if value == OPEN:
+            return queryset.filter(state__in=(HandoffState.PENDING, HandoffState.IN_FLIGHT, HandoffState.UNCERTAIN,
+                                              HandoffState.NEEDS_ATTENTION))
+        return queryset.filter(state=value)
+
+    def filter_owner(self, queryset: QuerySet, name: str, value: str) -> QuerySet:
+        if value == "me":
+            return queryset.filter(owner=self.request.user) if self.request else queryset.none()
+        if value == "nobody":
+            return queryset.filter(owner__isnull=True)
+        return queryset.filter(owner_id=value)
+
+    def filter_age(self, queryset: QuerySet, name: str, value: str) -> QuerySet:
+        return queryset.filter(created_at__lt=timezone.now() - AGES[value])
+
+    def filter_text(self, queryset: QuerySet, name: str, value: str) -> QuerySet:
+        text = value.strip()
+        if not text:
+            return queryset
+        if text.isdigit():
+            return queryset.filter(source_ref__startswith=f"request {text} ")
+        return queryset.filter(action_key__icontains=text)

@@ -1,0 +1,154 @@
+"""What an operator should do next with a handoff, in plain words, and which actions the console offers.
+
+Kept out of templates so that the advice for each state can be read, and tested, in one place.
+"""
+
+from dataclasses import dataclass, field
+
+from django.utils import timezone
+
+from outbox.models import FailureClass, Handoff, HandoffState
+
+S = HandoffState
+F = FailureClass
+
+RISKY_RETRY_CLASSES = frozenset({F.UNCERTAIN, F.MALFORMED})
+
+# Which handoffs each bulk action considers (the services still check every row).
+BULK_ELIGIBLE_STATES: dict[str, tuple[str, ...]] = {
+    "retry": (S.NEEDS_ATTENTION, S.PENDING),
+    "reconcile": (S.UNCERTAIN, S.NEEDS_ATTENTION),
+    "assign": (S.PENDING, S.IN_FLIGHT, S.UNCERTAIN, S.NEEDS_ATTENTION),
+}
+
+
+@dataclass(frozen=True)
+class Guidance:
+    headline: str
+    detail: str
+    recommended: str = ""
+    avoid: tuple[str, ...] = field(default_factory=tuple)
+
+
+def in_backoff(handoff: Handoff) -> bool:
+    return (
+        handoff.state == S.PENDING
+        and handoff.attempts > 0
+        and handoff.next_attempt_at is not None
+        and handoff.next_attempt_at > timezone.now()
+    )
+
+
+def retry_is_risky(handoff: Handoff) -> bool:
+    """Sending again may create a second effect: the last outcome is unknown."""
+    return handoff.state == S.UNCERTAIN or (
+        handoff.state == S.NEEDS_ATTENTION and handoff.failure_class in RISKY_RETRY_CLASSES
+    )
+
+
+def available_actions(handoff: Handoff) -> list[str]:
+    """The manual actions that make sense for the handoff's state, safest first."""
+    state = handoff.state
+    if state == S.PENDING:
+        return ["run_now", "assign", "cancel"] if in_backoff(handoff) else ["assign", "cancel"]
+    if state == S.IN_FLIGHT:
+        return ["assign"]
+    if state == S.UNCERTAIN:
+        return ["reconcile", "assign", "retry"]
+    if state == S.NEEDS_ATTENTION:
+        actions = [] if handoff.acknowledged_at else ["acknowledge"]
+        if retry_is_risky(handoff) or handoff.failure_class == F.CONFLICT:
+            actions += ["reconcile", "correct", "assign", "cancel", "retry"]
+        elif handoff.failure_class == F.PERMANENT:
+            actions += ["correct", "cancel", "assign", "reconcile", "retry"]
+        else:
+            actions += ["retry", "reconcile", "assign", "correct", "cancel"]
+        return actions
+    return []
+
+
+def next_step(handoff: Handoff) -> Guidance:
+    """The safest next action for the handoff, in words an operator understands at 02:00."""
+    key = handoff.action_key
+    state = handoff.state
+    if state == S.DELIVERED:
+        return Guidance(
+            "Delivered. Nothing to do here.",
+            f"The receiver created task {handoff.destination_id or '(unknown id)'} for {key}. "
+            "This proves the task exists at the receiver; it does not mean the onboarding work is finished.",
+        )
+    if state == S.SUPERSEDED:
+        return Guidance("Replaced by a correction. Nothing to do here.",
+                        "A corrected revision of the request got its own approval and its own action key.")
+    if state == S.CANCELLED:
+        return Guidance("Cancelled. Nothing to do here.", "It will never be sent. The history says who and why.")
+    if state == S.OBSERVED:
+        return Guidance("Recorded in observe-only mode. Nothing was sent.",
+                        "The workflow does not send to the receiver in this workspace yet.")
+    if state == S.IN_FLIGHT:
+        return Guidance(
+            "Being sent right now. Wait.",
+            "A worker holds it. If the worker stops answering, the handoff becomes uncertain when its lease "
+            "runs out and is then settled by asking the receiver.",
+            avoid=("retry",),
+        )
+    if state == S.PENDING:
+        if in_backoff(handoff):
+            return Guidance(
+                "Waiting to retry after a temporary failure.",
+                f"The last attempt failed ({handoff.reason_code or 'temporary error'}). The dispatcher tries again "
+                "by itself. \u201cRun now\u201d sends it at once with the same action key; that is safe, the "
+                "receiver will not create a second task.",
+                recommended="run_now",
+            )
+        return Guidance("Queued for delivery. Nothing to do.", "The dispatcher sends it within seconds.")
+    if state == S.UNCERTAIN:
+        return Guidance(
+            "Outcome unknown: reconcile first.",
+            "The receiver may or may not have created the task. \u201cReconcile\u201d asks the receiver about "
+            f"{key} and settles it without sending anything. Do not send it again before reconciling.",
+            recommended="reconcile",
+            avoid=("retry",),
+        )
+    # needs attention
+    ack = "" if handoff.acknowledged_at else " Acknowledge it first so others see that someone is on it."
+    fc = handoff.failure_class
+    if fc in RISKY_RETRY_CLASSES:
+        return Guidance(
+            "Outcome unknown and not settled automatically: reconcile.",
+            f"\u201cReconcile\u201d asks the receiver whether it has a task for {key}. If the receiver cannot be "
+            "asked, check there by hand for this key before anything else; send again only when you are sure "
+            f"it has no task.{ack}",
+            recommended="reconcile",
+            avoid=("retry",),
+        )
+    if fc == F.PERMANENT:
+        return Guidance(
+            "The receiver rejected the content: correct it.",
+            f"Sending the same payload again fails the same way ({handoff.reason_code}). \u201cCorrect\u201d creates a "
+            "new revision of the request that needs a new approval and gets a new action key; or cancel with a "
+            f"reason.{ack}",
+            recommended="correct",
+            avoid=("retry",),
+        )
+    if fc == F.CONFLICT:
+        return Guidance(
+            "The receiver holds a different task under this key: do not send again.",
+            "Compare the receiver's task with this payload. If this payload is right, correct the request "
+            f"(new revision, new key); otherwise cancel with a reason.{ack}",
+            recommended="correct",
+            avoid=("retry",),
+        )
+    if fc == F.CREDENTIAL:
+        return Guidance(
+            "The receiver refused our credentials: fix them, then retry.",
+            "Rotate or restore the signing secret with the receiver's owners. Then \u201cRetry\u201d sends again "
+            f"with the same action key, which is safe.{ack}",
+            recommended="retry",
+        )
+    return Guidance(
+        "Retries ran out: check the receiver, then retry.",
+        f"The receiver kept failing ({handoff.reason_code or 'temporary errors'}). Once it answers again, "
+        f"\u201cRetry\u201d sends with the same action key: safe, the receiver will not create a second task.{ack}",
+        recommended="retry",
+    )

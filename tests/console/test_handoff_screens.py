@@ -1,0 +1,159 @@
+"""Handoff list and detail: filters, keyset pages, pinned query counts, what each row and panel shows."""
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from outbox.models import Attempt, FailureClass, Handoff, HandoffState
+from tests.console.conftest import HTMX, client_for
+
+pytestmark = pytest.mark.django_db(databases=["default", "delivery"])
+
+
+def make_handoffs(n: int, *, workspace_id: int = 7, state: str = HandoffState.NEEDS_ATTENTION, **fields):
+    start = Handoff.objects.count()
+    rows = [
+        Handoff(action_key=f"onboarding:{workspace_id}:{1000 + start + i}:1", workflow="onboarding",
+                workspace_id=workspace_id, source_ref=f"request {1000 + start + i} revision 1", source_id=1,
+                payload={"client_name": f"Client {i}"}, payload_hash="0" * 64, state=state, **fields)
+        for i in range(n)
+    ]
+    return Handoff.objects.bulk_create(rows)
+
+
+def listed(response) -> list[str]:
+    return [h.action_key for h in response.context["handoffs"]]
+
+
+def test_row_shows_key_state_attempts_failure_destination_and_age(world, rejected):
+    body = client_for(world["olga"]).get("/handoffs/").content.decode()
+    assert "onboarding:7:50:1" in body
+    assert "Needs attention" in body
+    assert "Permanent: payload_invalid" in body
+    assert "request 50 revision 1" in body
+
+
+@pytest.mark.parametrize(
+    ("params", "expected"),
+    [
+        ({"state": "needs_attention"}, ["onboarding:7:50:1"]),
+        ({"state": "uncertain"}, ["onboarding:7:42:1"]),
+        ({"state": "attention"}, ["onboarding:7:50:1", "onboarding:7:42:1"]),
+        ({"failure_class": "permanent"}, ["onboarding:7:50:1"]),
+        ({"q": "50"}, ["onboarding:7:50:1"]),
+        ({"q": "7:42"}, ["onboarding:7:42:1"]),
+        ({"workspace": "7", "state": "delivered"}, []),
+        ({"owner": "nobody"}, []),
+        ({"age": "1h"}, []),
+    ],
+)
+def test_filters(world, rejected, uncertain, params, expected):
+    response = client_for(world["olga"]).get("/handoffs/", params)
+    assert sorted(listed(response)) == sorted(expected)
+
+
+def test_owner_filter_me_and_named_operator(world, rejected, uncertain):
+    Handoff.objects.filter(pk=rejected.pk).update(owner=world["oscar"])
+    assert listed(client_for(world["oscar"]).get("/handoffs/", {"owner": "me"})) == ["onboarding:7:50:1"]
+    assert listed(client_for(world["olga"]).get("/handoffs/", {"owner": str(world["olga"].pk)})) == [
+        "onboarding:7:42:1"]
+
+
+def test_age_filter_keeps_old_ones(world, rejected, uncertain):
+    Handoff.objects.filter(pk=rejected.pk).update(created_at=timezone.now() - timedelta(days=2))
+    assert listed(client_for(world["olga"]).get("/handoffs/", {"age": "1d"})) == ["onboarding:7:50:1"]
+
+
+def test_retrying_filter_shows_only_handoffs_waiting_in_backoff(world, pending):
+    make_handoffs(1, state=HandoffState.PENDING, attempts=2, next_attempt_at=timezone.now() + timedelta(minutes=5),
+                  failure_class=FailureClass.TRANSIENT, reason_code="http_503")
+    response = client_for(world["olga"]).get("/handoffs/", {"state": "retrying"})
+    assert len(listed(response)) == 1 and listed(response)[0] != pending.action_key
+    assert "Transient: http_503" in response.content.decode()
+
+
+def test_list_never_shows_other_workspaces(world, foreign, pending):
+    assert listed(client_for(world["olga"]).get("/handoffs/")) == [pending.action_key]
+    assert listed(client_for(world["olga"]).get("/handoffs/", {"workspace": "8"})) == [pending.action_key]
+
+
+def test_keyset_pages_walk_every_row_once_even_with_equal_timestamps(world):
+    make_handoffs(120)
+    same = timezone.now() - timedelta(minutes=1)
+    Handoff.objects.filter(pk__in=list(Handoff.objects.order_by("id").values_list("id", flat=True)[40:70])).update(
+        created_at=same)
+    client = client_for(world["olga"])
+    seen, url, pages = [], "/handoffs/", 0
+    while url:
+        response = client.get(url if url.startswith("/") else "/handoffs/" + url)
+        seen += listed(response)
+        url = response.context["next_url"]
+        pages += 1
+    assert pages == 3
+    assert len(seen) == len(set(seen)) == 120
+
+
+def test_list_is_paged_by_keyset_without_count(world):
+    make_handoffs(60)
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    with CaptureQueriesContext(connection) as queries:
+        client_for(world["olga"]).get("/handoffs/")
+    assert not [q for q in queries.captured_queries if "COUNT(" in q["sql"].upper()
+                and "handoff" in q["sql"].lower() and "GROUP BY" not in q["sql"].upper()]
+
+
+@pytest.mark.parametrize("rows", [3, 80])
+def test_list_query_count_is_pinned_and_does_not_grow(world, rows, django_assert_max_num_queries):
+    make_handoffs(rows)
+    client = client_for(world["olga"])
+    with django_assert_max_num_queries(11):
+        full = client.get("/handoffs/", {"state": "needs_attention"})
+    assert len(listed(full)) == min(rows, 50)
+    with django_assert_max_num_queries(8):
+        client.get("/handoffs/", {"state": "needs_attention"}, **HTMX)
+
+
+def test_htmx_filter_returns_the_results_region_only(world, pending):
+    response = client_for(world["olga"]).get("/handoffs/", {"state": "pending"}, **HTMX)
+    body = response.content.decode()
+    assert body.lstrip().startswith('<section id="handoff-results">')
+    assert "<html" not in body and pending.action_key in body
+
+
+def test_detail_shows_timeline_history_redacted_payload_owner_sla_and_next_step(world, rejected):
+    response = client_for(world["olga"]).get(f"/handoffs/{rejected.pk}/")
+    body = response.content.decode()
+    attempt = Attempt.objects.get(handoff=rejected)
+    assert attempt.worker in body and "Failed" in body and "422" in body
+    assert "payload_invalid" in body
+    assert "approved; handoff recorded" in body and "claimed for attempt 1" in body
+    assert "onboarding@northwind.example" not in body and "[redacted]" in body
+    assert "olga" in body and "due" in body
+    assert "The receiver rejected the content: correct it." in body
+    assert "mode: live" in body
+    assert "Correct the request" in body
+
+
+def test_detail_for_an_approver_shows_no_actions(world, rejected):
+    body = client_for(world["alice"]).get(f"/handoffs/{rejected.pk}/").content.decode()
+    assert "onboarding:7:50:1" in body
+    assert 'id="handoff-actions"' not in body
+    assert "need the operator role" in body
+
+
+def test_detail_polls_while_pending_and_answers_204_when_nothing_changed(world, pending):
+    client = client_for(world["olga"])
+    page = client.get(f"/handoffs/{pending.pk}/")
+    version = page.context["version"]
+    assert 'hx-trigger="every 2s"' in page.content.decode()
+    assert client.get(f"/handoffs/{pending.pk}/", {"since": version}, **HTMX).status_code == 204
+    from outbox.dispatcher import handoff_deliver
+
+    handoff_deliver(handoff_id=pending.pk)
+    changed = client.get(f"/handoffs/{pending.pk}/", {"since": version}, **HTMX)
+    assert changed.status_code == 200
+    assert b'data-state="delivered"' in changed.content
+    assert b"every 2s" not in changed.content
