@@ -40,3 +40,43 @@ def delivery_counters(workspace_ids: Iterable[int] | None = None) -> dict:
         "retry_exhausted": handoffs.filter(reason_code="retries_exhausted").count(),
         "uncertain_settled": settled,
     }
+
+
+# --- Console reads (keyset pages, visibility, open counts) -------------------------------
+
+def handoff_visible(workspace_ids: Iterable[int], pk: int) -> Handoff | None:
+    """The handoff if it belongs to one of the workspaces, else None (the console answers 404)."""
+    return handoffs_in(workspace_ids).filter(pk=pk).first()
+
+
+def keyset_page(queryset: QuerySet, *, after: tuple | None, size: int, newest_first: bool = True) -> tuple[list, bool]:
+    """One page ordered on (created_at, id), starting after the (created_at, id) cursor.
+
+    Returns the rows and whether another page follows. Fetches one row more than it shows and
+    never counts the whole set.
+    """
+    from django.db.models import Q
+
+    if newest_first:
+        queryset = queryset.order_by("-created_at", "-id")
+        if after is not None:
+            queryset = queryset.filter(Q(created_at__lt=after[0]) | Q(created_at=after[0], id__lt=after[1]))
+    else:
+        queryset = queryset.order_by("created_at", "id")
+        if after is not None:
+            queryset = queryset.filter(Q(created_at__gt=after[0]) | Q(created_at=after[0], id__gt=after[1]))
+    rows = list(queryset[: size + 1])
+    return rows[:size], len(rows) > size
+
+
+def open_counts_by_workspace(workspace_ids: Iterable[int]) -> dict[int, int]:
+    """Handoffs that need a person (needs attention or uncertain), per workspace."""
+    rows = (
+        Handoff.objects.filter(
+            workspace_id__in=list(workspace_ids), state__in=(HandoffState.NEEDS_ATTENTION, HandoffState.UNCERTAIN)
+        )
+        .order_by()
+        .values_list("workspace_id")
+        .annotate(n=Count("id"))
+    )
+    return dict(rows)
