@@ -1,7 +1,19 @@
-from django.contrib import admin
+"""Django admin for support staff: outbox records are read-only; the safe actions (reconcile, assign)
+go through the same services as the console and are written to the event history."""
+
+from datetime import timedelta
+
+from django.contrib import admin, messages
+from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
+from django.contrib.auth import get_user_model
+from django.shortcuts import render
+from django.utils import timezone
 
 from approvals.admin import ReadOnlyAdmin
-from outbox.models import Attempt, Handoff, HandoffEvent
+from approvals.selectors import is_operator_of, operators_of
+from outbox import dispatcher, services
+from outbox.errors import OutboxError
+from outbox.models import Attempt, Handoff, HandoffEvent, HandoffState
 
 
 class AttemptInline(admin.TabularInline):
@@ -14,25 +26,99 @@ class AttemptInline(admin.TabularInline):
     def has_add_permission(self, request, obj=None):
         return False
 
+    def has_change_permission(self, request, obj=None):
+        return False
+
+
+class AgeFilter(admin.SimpleListFilter):
+    title = "age"
+    parameter_name = "age"
+    AGES = {"15m": timedelta(minutes=15), "1h": timedelta(hours=1), "1d": timedelta(days=1), "7d": timedelta(days=7)}
+
+    def lookups(self, request, model_admin):
+        return [("15m", "older than 15 minutes"), ("1h", "older than 1 hour"), ("1d", "older than 1 day"),
+                ("7d", "older than 7 days")]
+
+    def queryset(self, request, queryset):
+        if self.value() in self.AGES:
+            return queryset.filter(created_at__lt=timezone.now() - self.AGES[self.value()])
+        return queryset
+
+
+class RetryingFilter(admin.SimpleListFilter):
+    title = "retrying (in backoff)"
+    parameter_name = "retrying"
+
+    def lookups(self, request, model_admin):
+        return [("yes", "waiting in backoff")]
+
+    def queryset(self, request, queryset):
+        if self.value() == "yes":
+            return queryset.filter(state=HandoffState.PENDING, attempts__gt=0, next_attempt_at__gt=timezone.now())
+        return queryset
+
 
 @admin.register(Handoff)
 class HandoffAdmin(ReadOnlyAdmin):
     list_display = ("action_key", "state", "attempts", "failure_class", "reason_code", "destination_id",
                     "workspace_id", "owner", "created_at")
-    list_filter = ("state", "failure_class", "workspace_id", "workflow", "rule_version")
+    list_filter = ("state", RetryingFilter, "failure_class", "workspace_id", "owner", AgeFilter, "workflow",
+                   "rule_version")
     search_fields = ("action_key", "source_ref", "destination_id")
+    show_full_result_count = False  # no COUNT(*) over the whole outbox on every page
     inlines = [AttemptInline]
+    actions = ["reconcile", "assign"]
+
+    @admin.action(description="Reconcile: ask the receiver about each key and settle (sends nothing)")
+    def reconcile(self, request, queryset):
+        outcomes: dict[str, int] = {}
+        for pk in queryset.values_list("pk", flat=True):
+            state = dispatcher.handoff_settle(handoff_id=pk, actor=request.user)
+            outcomes[state] = outcomes.get(state, 0) + 1
+        summary = ", ".join(f"{n} {state.replace('_', ' ')}" for state, n in sorted(outcomes.items()))
+        self.message_user(request, f"Reconciled {sum(outcomes.values())} handoff(s); now: {summary}.")
+
+    @admin.action(description="Assign to an operator of the handoff's workspace")
+    def assign(self, request, queryset):
+        if request.POST.get("apply"):
+            raw = request.POST.get("owner", "")
+            owner = get_user_model().objects.filter(pk=raw).first() if raw.isdigit() else None
+            reason = request.POST.get("reason", "").strip()
+            done, skipped = 0, 0
+            for handoff in queryset.only("pk", "workspace_id"):
+                if owner is not None and not is_operator_of(owner.pk, handoff.workspace_id):
+                    skipped += 1
+                    continue
+                try:
+                    services.handoff_assign(handoff_id=handoff.pk, actor=request.user, owner=owner, reason=reason)
+                    done += 1
+                except OutboxError:
+                    skipped += 1
+            name = owner.get_username() if owner else "nobody"
+            self.message_user(request, f"Assigned {done} handoff(s) to {name}."
+                              + (f" Skipped {skipped}: {name} is not an operator there." if skipped else ""),
+                              messages.WARNING if skipped else messages.SUCCESS)
+            return None
+        workspaces = sorted(set(queryset.values_list("workspace_id", flat=True)))
+        return render(request, "outbox/admin_assign.html", {
+            **self.admin_site.each_context(request),
+            "title": "Assign handoffs",
+            "opts": self.model._meta,
+            "handoffs": queryset,
+            "operators": operators_of(workspaces),
+            "action_checkbox_name": ACTION_CHECKBOX_NAME,
+        })
 
 
 @admin.register(Attempt)
 class AttemptAdmin(ReadOnlyAdmin):
     list_display = ("handoff", "number", "outcome", "failure_class", "status_code", "worker", "started_at")
     list_filter = ("outcome", "failure_class")
-    search_fields = ("handoff__action_key",)
+    search_fields = ("handoff__action_key", "handoff__source_ref")
 
 
 @admin.register(HandoffEvent)
 class HandoffEventAdmin(ReadOnlyAdmin):
     list_display = ("handoff", "from_state", "to_state", "actor_label", "action", "at")
     list_filter = ("to_state", "action")
-    search_fields = ("handoff__action_key",)
+    search_fields = ("handoff__action_key", "handoff__source_ref")

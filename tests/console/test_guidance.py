@@ -1,0 +1,69 @@
+"""The safest next step for each state, and the actions offered for it."""
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from outbox.guidance import available_actions, next_step, retry_is_risky
+from outbox.models import FailureClass, Handoff, HandoffState
+
+S = HandoffState
+F = FailureClass
+
+
+def handoff(state, failure_class="", **fields) -> Handoff:
+    return Handoff(action_key="onboarding:7:42:1", state=state, failure_class=failure_class,
+                   destination_id=fields.pop("destination_id", ""), **fields)
+
+
+@pytest.mark.parametrize(
+    ("h", "recommended", "headline_has"),
+    [
+        (handoff(S.UNCERTAIN, F.UNCERTAIN), "reconcile", "reconcile first"),
+        (handoff(S.NEEDS_ATTENTION, F.UNCERTAIN), "reconcile", "reconcile"),
+        (handoff(S.NEEDS_ATTENTION, F.MALFORMED), "reconcile", "reconcile"),
+        (handoff(S.NEEDS_ATTENTION, F.PERMANENT, reason_code="payload_invalid"), "correct", "correct it"),
+        (handoff(S.NEEDS_ATTENTION, F.CONFLICT), "correct", "do not send again"),
+        (handoff(S.NEEDS_ATTENTION, F.CREDENTIAL), "retry", "credentials"),
+        (handoff(S.NEEDS_ATTENTION, F.TRANSIENT, reason_code="retries_exhausted"), "retry", "Retries ran out"),
+        (handoff(S.PENDING, F.TRANSIENT, attempts=2, next_attempt_at=timezone.now() + timedelta(minutes=3)),
+         "run_now", "temporary failure"),
+        (handoff(S.PENDING), "", "Queued"),
+        (handoff(S.IN_FLIGHT), "", "Being sent"),
+        (handoff(S.DELIVERED, destination_id="t-1"), "", "Delivered"),
+        (handoff(S.SUPERSEDED), "", "Replaced"),
+        (handoff(S.CANCELLED), "", "Cancelled"),
+    ],
+)
+def test_next_step_for_each_state(h, recommended, headline_has):
+    guidance = next_step(h)
+    assert guidance.recommended == recommended
+    assert headline_has in guidance.headline
+    if recommended:
+        assert recommended in available_actions(h)
+
+
+def test_delivered_says_the_task_exists_not_that_the_work_is_done():
+    guidance = next_step(handoff(S.DELIVERED, destination_id="task-9"))
+    assert "task-9" in guidance.detail and "does not mean the onboarding work is finished" in guidance.detail
+
+
+def test_uncertain_warns_against_sending_again():
+    h = handoff(S.UNCERTAIN, F.UNCERTAIN)
+    assert retry_is_risky(h)
+    assert "retry" in next_step(h).avoid
+    assert available_actions(h)[0] == "reconcile"
+
+
+def test_unacknowledged_failure_offers_acknowledge_first():
+    h = handoff(S.NEEDS_ATTENTION, F.TRANSIENT)
+    assert available_actions(h)[0] == "acknowledge"
+    assert "Acknowledge it first" in next_step(h).detail
+    h.acknowledged_at = timezone.now()
+    assert "acknowledge" not in available_actions(h)
+
+
+@pytest.mark.parametrize("state", [S.DELIVERED, S.SUPERSEDED, S.CANCELLED, S.OBSERVED])
+def test_closed_handoffs_offer_no_action(state):
+    assert available_actions(handoff(state)) == []
