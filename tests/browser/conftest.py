@@ -1,0 +1,49 @@
+"""Browser tests: pytest-playwright drives Debian's Chromium against pytest-django's live_server."""
+
+import os
+from pathlib import Path
+
+import pytest
+
+# Playwright's sync API runs an event loop in the test thread; the ORM calls of the test are still
+# plain synchronous code.
+os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
+
+
+@pytest.fixture(scope="session")
+def browser_type_launch_args():
+    return {
+        "executable_path": "/usr/bin/chromium",
+        "args": ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                 "--disable-sync", "--no-first-run", "--disable-quic"],
+    }
+
+
+@pytest.fixture
+def screenshot(page):
+    """Save the page's end state as a test artifact (test-artifacts/ is git-ignored)."""
+    ARTIFACTS.mkdir(exist_ok=True)
+
+    def save(name: str) -> Path:
+        path = ARTIFACTS / f"{name}.png"
+        page.screenshot(path=str(path), full_page=True)
+        assert path.stat().st_size > 0
+        return path
+
+    return save
+
+
+@pytest.fixture
+def sign_in(page, live_server):
+    def go(username: str) -> None:
+        page.goto(f"{live_server.url}/accounts/login/")
+        page.get_by_label("User name").fill(username)
+        page.get_by_label("Password").fill(f"pw-{username}")
+        page.get_by_role("button", name="Sign in").click()
+        from playwright.sync_api import expect
+
+        expect(page.locator("header .who")).to_have_text(username)
+
+    return go
