@@ -1,0 +1,54 @@
+"""Support staff change modes and publish rules in Django admin; both go through the audited services."""
+
+import json
+
+import pytest
+
+from approvals.models import RuleVersion, TriggerRecord, WorkflowMode, WorkflowModeChange
+from approvals.rules import ONBOARDING_V1, rules_for
+from tests.factories import make_user
+from tests.intake.conftest import trigger_document
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def support_client(client, world):
+    client.force_login(make_user("support", is_staff=True, is_superuser=True))
+    return client
+
+
+def test_mode_set_in_admin_is_audited(support_client):
+    response = support_client.post("/admin/approvals/workflowmode/add/", {
+        "workflow": "onboarding", "mode": "limited", "allowed_workspaces": ["7"], "reason": "pilot in 7"})
+    assert response.status_code == 302, response.content.decode()[:2000]
+    mode = WorkflowMode.objects.get()
+    assert (mode.mode, list(mode.allowed_workspaces.values_list("id", flat=True))) == ("limited", [7])
+    response = support_client.post(f"/admin/approvals/workflowmode/{mode.pk}/change/", {
+        "mode": "live", "allowed_workspaces": ["7", "8"], "reason": "all in"})
+    assert response.status_code == 302
+    assert list(WorkflowModeChange.objects.order_by("id").values_list("from_mode", "to_mode", "to_allowed",
+                                                                       "changed_by__username", "reason")) == [
+        ("live", "limited", [7], "support", "pilot in 7"),
+        ("limited", "live", [7, 8], "support", "all in"),
+    ]
+
+
+def test_rules_published_in_admin_become_the_next_version(support_client):
+    schema = {**ONBOARDING_V1.schema, "required": ["client_name"]}
+    response = support_client.post("/admin/approvals/ruleversion/add/", {
+        "workflow": "onboarding", "schema": json.dumps(schema), "notes": "looser"})
+    assert response.status_code == 302, response.content.decode()[:2000]
+    assert rules_for("onboarding").version == "onboarding-v2"
+    assert RuleVersion.objects.get(version="onboarding-v2").created_by.username == "support"
+
+
+def test_admin_lists_of_intake_records_load(support_client, send):
+    send(trigger_document())
+    record = TriggerRecord.objects.get()
+    for url in ("/admin/approvals/triggerrecord/", f"/admin/approvals/triggerrecord/{record.pk}/change/",
+                "/admin/approvals/requestreference/", "/admin/approvals/ruleversion/",
+                "/admin/approvals/workflowmode/", "/admin/approvals/workflowmodechange/",
+                "/admin/approvals/workspaceworkflow/"):
+        assert support_client.get(url).status_code == 200, url
+    assert support_client.post(f"/admin/approvals/triggerrecord/{record.pk}/delete/", {"post": "yes"}).status_code == 403
