@@ -30,7 +30,15 @@ from reconciliation.models import (
     ReconciliationRun,
     RunStatus,
 )
-from reconciliation.sweep import SourceRow, StreamStats, merge_streams, receiver_stream, source_row, source_stream
+from reconciliation.sweep import (
+    SourceKey,
+    SourceRow,
+    StreamStats,
+    merge_streams,
+    receiver_stream,
+    source_row,
+    source_stream,
+)
 
 log = logging.getLogger(__name__)
 DB = "default"
@@ -144,6 +152,19 @@ def classify(
     return problems
 
 
+def may_have_problems(src: SourceKey | None, task: RemoteTask | None) -> bool:
+    """The fast check every key gets; a key that fails it is classified in full with its evidence."""
+    if src is None:
+        return task is not None
+    if src.stuck:
+        return True
+    if task is None:
+        return src.state == S.DELIVERED
+    if src.state in NOT_SENT_STATES or task.payload_hash != src.payload_hash:
+        return True
+    return src.state == S.DELIVERED and task.task_id != src.destination_id
+
+
 def _problem(kind: str, action_key: str, source: dict, receiver: dict, **extra) -> Problem:
     return Problem(kind=kind, action_key=action_key, source=source, receiver=receiver, **extra)
 
@@ -207,6 +228,10 @@ class _Recorder:
             self.new += len(created)
 
 
+def _unconfirmed(problem: Problem, why: str) -> Problem:
+    return Problem(**{**problem.__dict__, "receiver": {**problem.receiver, "confirmed": False, "not_confirmed": why}})
+
+
 def _confirm(problems: list[Problem], key: str, destination: Destination, *, now: datetime,
              stuck_before: datetime) -> list[Problem]:
     """Re-read both sides for one key and classify again: the listings were read at different moments."""
@@ -216,10 +241,7 @@ def _confirm(problems: list[Problem], key: str, destination: Destination, *, now
         task = destination.lookup(key)
     except LookupFailed as exc:
         log.warning("reconciliation could not confirm %s: %s", key, exc)
-        return [
-            Problem(**{**p.__dict__, "receiver": {**p.receiver, "confirmed": False, "lookup_error": str(exc)}})
-            for p in problems
-        ]
+        return [_unconfirmed(p, str(exc)) for p in problems]
     return classify(key, source_row(key), task, now=now, stuck_before=stuck_before)
 
 
@@ -294,18 +316,24 @@ def reconciliation_run(
     compared = confirmed = 0
     try:
         pairs = merge_streams(
-            source_stream(batch_size=batch_size, stats=source_stats),
+            source_stream(batch_size=batch_size, stats=source_stats, now=now, stuck_before=stuck_before),
             receiver_stream(destination, batch_size=batch_size, stats=receiver_stats),
         )
         for key, src, task in pairs:
             compared += 1
-            problems = classify(key, src, task, now=now, stuck_before=stuck_before)
-            if any(p.kind in CROSS_SIDE for p in problems) and confirmed < confirm_limit:
-                confirmed += 1
-                problems = _confirm(problems, key, destination, now=now, stuck_before=stuck_before)
-            recorder.add(problems)
             if progress is not None and compared % batch_size == 0:
                 progress(RunProgress(compared, source_stats.rows, receiver_stats.rows, sum(recorder.by_kind.values())))
+            if not may_have_problems(src, task):
+                continue
+            full = source_row(key) if src is not None else None
+            problems = classify(key, full, task, now=now, stuck_before=stuck_before)
+            if any(p.kind in CROSS_SIDE for p in problems):
+                if confirmed < confirm_limit:
+                    confirmed += 1
+                    problems = _confirm(problems, key, destination, now=now, stuck_before=stuck_before)
+                else:
+                    problems = [_unconfirmed(p, "over the confirmation limit of this run") for p in problems]
+            recorder.add(problems)
         recorder.add(_unhanded_approvals(batch_size=batch_size))
         recorder.flush()
         resolved = _resolve_unseen(run, batch_size=batch_size, now=now)

@@ -11,8 +11,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
 
+from django.db.models import BooleanField, ExpressionWrapper, Q
+
 from outbox.destinations import Destination, RemoteTask
-from outbox.models import Handoff
+from outbox.models import OPEN_STATES, Handoff, HandoffState
 
 DB = "default"
 
@@ -43,6 +45,30 @@ class SourceRow:
     reason_code: str
 
 
+@dataclass(frozen=True)
+class SourceKey:
+    """What the merge needs of one handoff: small, so that a page of them is cheap to fetch and hold.
+    The full row (SourceRow) is read again only for a key that has a problem."""
+
+    action_key: str
+    id: int
+    state: str
+    payload_hash: str
+    destination_id: str
+    stuck: bool
+
+
+def stuck_condition(*, now: datetime, stuck_before: datetime) -> Q:
+    """Open too long: past the SLA, due but unclaimed, or in flight / uncertain since `stuck_before`."""
+    S = HandoffState
+    return (
+        Q(state__in=OPEN_STATES, sla_due_at__lt=now)
+        | Q(state=S.PENDING, next_attempt_at__lt=stuck_before)
+        | Q(state=S.PENDING, next_attempt_at__isnull=True, created_at__lt=stuck_before)
+        | Q(state__in=(S.IN_FLIGHT, S.UNCERTAIN), updated_at__lt=stuck_before)
+    )
+
+
 @dataclass
 class StreamStats:
     """What a stream did: pages fetched, rows seen, the largest page held, and every page size asked for."""
@@ -68,17 +94,18 @@ def source_row(action_key: str) -> SourceRow | None:
     return SourceRow(*row) if row else None
 
 
-def source_stream(*, batch_size: int, stats: StreamStats) -> Iterator[SourceRow]:
+def source_stream(*, batch_size: int, stats: StreamStats, now: datetime, stuck_before: datetime
+                  ) -> Iterator[SourceKey]:
     """Every handoff in action-key order, `batch_size` rows per query (keyset: no OFFSET, no long cursor)."""
+    rows = Handoff.objects.using(DB).annotate(
+        is_stuck=ExpressionWrapper(stuck_condition(now=now, stuck_before=stuck_before), output_field=BooleanField())
+    ).order_by("action_key").values_list("action_key", "id", "state", "payload_hash", "destination_id", "is_stuck")
     after = ""
     while True:
-        page = list(
-            Handoff.objects.using(DB).filter(action_key__gt=after).order_by("action_key")
-            .values_list(*SOURCE_FIELDS)[:batch_size]
-        )
+        page = list(rows.filter(action_key__gt=after)[:batch_size])
         stats.page(batch_size, len(page))
         for row in page:
-            yield SourceRow(*row)
+            yield SourceKey(*row)
         if len(page) < batch_size:
             return
         after = page[-1][0]
@@ -109,8 +136,8 @@ def _ordered(stream: Iterator, side: str) -> Iterator:
 
 
 def merge_streams(
-    source: Iterator[SourceRow], receiver: Iterator[RemoteTask]
-) -> Iterator[tuple[str, SourceRow | None, RemoteTask | None]]:
+    source: Iterator[SourceKey], receiver: Iterator[RemoteTask]
+) -> Iterator[tuple[str, SourceKey | None, RemoteTask | None]]:
     """Merge two key-ordered streams: (key, source row or None, receiver task or None) per distinct key."""
     source, receiver = _ordered(source, "source"), _ordered(receiver, "receiver")
     s, r = next(source, None), next(receiver, None)
