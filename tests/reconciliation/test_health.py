@@ -1,0 +1,92 @@
+"""The health dashboard: every figure against hand-computed values, scoped to the operator's workspaces."""
+
+from datetime import timedelta
+
+import pytest
+from django.urls import reverse
+
+from outbox.models import Handoff
+from reconciliation.charts import bar_chart
+from reconciliation.selectors import health_summary
+from tests.reconciliation.conftest import HEALTH_7
+
+pytestmark = pytest.mark.django_db(databases=["default", "delivery"])
+
+
+def test_figures_match_hand_computed_values(health_world):
+    summary = health_summary([7], now=health_world["now"])
+    figures = {name: f["value"] for name, f in summary["figures"].items()}
+    for name, expected in HEALTH_7.items():
+        assert figures[name] == expected, name
+    assert figures["oldest_pending_seconds"] == pytest.approx(30 * 60, abs=5)
+    assert figures["oldest_in_flight_seconds"] == pytest.approx(5 * 60, abs=5)
+    # 10 handoffs of workflow onboarding, rule version onboarding-v1; 4 ever needed attention.
+    assert summary["failure_rates"] == [
+        {"workflow": "onboarding", "rule_version": "onboarding-v1", "total": 10, "failed": 4, "rate": 0.4,
+         "link": "/handoffs/?state=needs_attention&q=onboarding%3A"},
+    ]
+    kinds = {f["kind"]: f["value"] for f in summary["findings"]}
+    assert kinds["missing_at_receiver"] == 1
+    assert summary["last_run"] == health_world["run"]
+
+
+def test_every_figure_links_to_the_filtered_list_behind_it(health_world):
+    figures = health_summary([7], now=health_world["now"], workspace=7)["figures"]
+    assert figures["completed"]["link"] == "/handoffs/?state=delivered&workspace=7"
+    assert figures["pending"]["link"] == "/handoffs/?state=pending&workspace=7"
+    assert figures["uncertain"]["link"] == "/handoffs/?state=uncertain&workspace=7"
+    assert figures["retry_exhausted"]["link"] == "/handoffs/?reason_code=retries_exhausted&workspace=7"
+    assert figures["duplicate_preventions"]["link"] == "/health/duplicates/?workspace=7"
+    assert figures["manual_interventions"]["link"] == "/health/interventions/?workspace=7"
+    assert figures["outcome_validation_failures"]["link"] == (
+        "/reconciliation/findings/?outcome_validation=1&workspace=7")
+
+
+def test_other_workspaces_do_not_count(health_world):
+    both = {n: f["value"] for n, f in health_summary([7, 8], now=health_world["now"])["figures"].items()}
+    assert both["completed"] == HEALTH_7["completed"] + 1
+    assert both["retry_exhausted"] == HEALTH_7["retry_exhausted"] + 1
+    only_8 = {n: f["value"] for n, f in health_summary([8], now=health_world["now"])["figures"].items()}
+    assert (only_8["completed"], only_8["needs_attention"], only_8["duplicate_preventions"]) == (1, 1, 0)
+
+
+def test_deliveries_and_failures_per_hour_over_24_hours(health_world):
+    now = health_world["now"]
+    Handoff.objects.filter(pk=health_world["handoffs"]["duplicate"].pk).update(delivered_at=now - timedelta(hours=3))
+    series = health_summary([7], now=now)["series"]
+    assert len(series) == 24
+    assert [p["delivered"] for p in series][-1] == 1 and series[-4]["delivered"] == 1
+    assert sum(p["delivered"] for p in series) == 2
+    # The one real failed attempt: the receiver rejected handoff 7's payload.
+    assert sum(p["failed"] for p in series) == 1 and series[-1]["failed"] == 1
+    chart = bar_chart(series, "delivered", height=90)
+    assert chart.total == 2 and chart.peak == 1
+    assert chart.bars[-1].height == 88 and chart.bars[0].height == 0
+
+
+def test_dashboard_page_shows_the_figures_with_links(client, health_world):
+    client.force_login(health_world["olga"])
+    response = client.get(reverse("reconciliation:health"))
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert '<div class="figure" id="fig-completed"><a href="/handoffs/?state=delivered">2</a>' in html
+    assert '<a href="/handoffs/?reason_code=retries_exhausted">1</a>' in html
+    assert "3 min" in html  # median time to acknowledgement
+    assert "5 min" in html  # worst
+    assert "<svg" in html and "<rect" in html
+    assert "40.0%" in html
+
+
+def test_dashboard_is_for_operators_and_their_workspaces_only(client, health_world):
+    client.force_login(health_world["alice"])  # approver, not operator
+    assert client.get(reverse("reconciliation:health")).status_code == 403
+    client.force_login(health_world["olga"])
+    assert client.get(reverse("reconciliation:health") + "?workspace=8").status_code == 404
+
+
+def test_drilldowns_list_the_rows_behind_the_numbers(client, health_world):
+    client.force_login(health_world["olga"])
+    html = client.get(reverse("reconciliation:drilldown", args=["interventions"])).content.decode()
+    assert html.count("onboarding:7:7:1") == 2 and "acknowledge" in html and "assign" in html
+    html = client.get(reverse("reconciliation:drilldown", args=["duplicates"])).content.decode()
+    assert "onboarding:7:2:1" in html and "onboarding:8:" not in html

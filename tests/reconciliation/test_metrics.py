@@ -1,0 +1,77 @@
+"""/metrics: token-protected, parsed with prometheus_client's parser, values checked against the database."""
+
+import pytest
+from django.db.models import Count
+from django.urls import reverse
+from prometheus_client.parser import text_string_to_metric_families
+
+from outbox.models import Attempt, Handoff
+from reconciliation.models import Finding
+
+pytestmark = pytest.mark.django_db(databases=["default", "delivery"])
+AUTH = {"HTTP_AUTHORIZATION": "Bearer metrics-test-token"}
+
+
+def scrape(client) -> dict[tuple[str, tuple], float]:
+    response = client.get(reverse("reconciliation:metrics"), **AUTH)
+    assert response.status_code == 200
+    assert response["Content-Type"].startswith("text/plain; version=")
+    samples = {}
+    for family in text_string_to_metric_families(response.content.decode()):
+        for sample in family.samples:
+            samples[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
+    return samples
+
+
+def labels(**kw) -> tuple:
+    return tuple(sorted(kw.items()))
+
+
+def test_metrics_need_the_bearer_token(client, settings):
+    url = reverse("reconciliation:metrics")
+    assert client.get(url).status_code == 401
+    assert client.get(url, HTTP_AUTHORIZATION="Bearer wrong").status_code == 401
+    assert client.get(url, HTTP_AUTHORIZATION="metrics-test-token").status_code == 401
+    assert client.get(url).headers["WWW-Authenticate"].startswith("Bearer")
+    settings.METRICS_TOKEN = ""
+    refused = client.get(url, HTTP_AUTHORIZATION="Bearer ")
+    assert refused.status_code == 503 and b"METRICS_TOKEN" in refused.content
+
+
+def test_metric_values_equal_the_database(client, health_world):
+    samples = scrape(client)
+    by_state = Handoff.objects.values_list("workflow", "workspace_id", "state").annotate(n=Count("id"))
+    for workflow, ws, state, n in by_state:
+        assert samples[("handoff_handoffs", labels(workflow=workflow, workspace=str(ws), state=state))] == n
+    assert samples[("handoff_completed_total", labels(workflow="onboarding", workspace="7"))] == \
+        Handoff.objects.filter(workspace_id=7, state="delivered").count() == 2
+    assert samples[("handoff_needs_attention", labels(workflow="onboarding", workspace="7",
+                                                       failure_class="credential"))] == 1
+    assert samples[("handoff_retries_exhausted", labels(workflow="onboarding", workspace="8"))] == 1
+    assert samples[("handoff_duplicate_effect_preventions_total", labels(workflow="onboarding", workspace="7"))] == \
+        Attempt.objects.filter(outcome="duplicate", handoff__workspace_id=7).count() == 1
+    assert samples[("handoff_failed_attempts_total", labels(workflow="onboarding", workspace="7",
+                                                            failure_class="permanent"))] == 1
+    assert samples[("handoff_manual_interventions_total", labels(workflow="onboarding", workspace="7"))] == 2
+    assert samples[("handoff_failure_ratio", labels(workflow="onboarding", workspace="7",
+                                                    rule_version="onboarding-v1"))] == pytest.approx(0.4)
+    assert samples[("handoff_time_to_acknowledge_median_seconds", labels(workflow="onboarding", workspace="7"))] \
+        == pytest.approx(180)
+    assert samples[("handoff_time_to_acknowledge_max_seconds", labels(workflow="onboarding", workspace="7"))] \
+        == pytest.approx(300)
+    assert samples[("handoff_oldest_age_seconds", labels(workflow="onboarding", workspace="7", state="pending"))] \
+        == pytest.approx(30 * 60, abs=30)
+    assert samples[("handoff_reconciliation_findings", labels(workflow="onboarding", workspace="7",
+                                                              kind="missing_at_receiver"))] == 1
+    assert samples[("handoff_outcome_validation_failures", labels(workflow="onboarding", workspace="7"))] == \
+        Finding.objects.filter(outcome_validation=True).count() == 1
+    run = health_world["run"]
+    assert samples[("handoff_reconciliation_last_run_keys_compared", ())] == run.keys_compared
+    assert samples[("handoff_reconciliation_last_run_timestamp_seconds", labels(status="completed"))] == \
+        pytest.approx(run.finished_at.timestamp())
+
+
+def test_metrics_run_a_fixed_number_of_queries(client, health_world, django_assert_max_num_queries):
+    # The queries do not grow with the number of handoffs, workflows or workspaces.
+    with django_assert_max_num_queries(12):
+        client.get(reverse("reconciliation:metrics"), **AUTH)
