@@ -6,9 +6,10 @@ import socket
 import time
 
 from django.conf import settings
+from django.db import transaction
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
-from django.views.decorators.http import require_GET, require_http_methods
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from delivery import faults, services
 from delivery.errors import ActionKeyConflict, InvalidTaskPayload, TaskNotFound
@@ -52,11 +53,23 @@ def _drop_connection(request: HttpRequest, fault: faults.Fault) -> None:
     time.sleep(fault.slow_seconds)
 
 
-@csrf_exempt
-@require_http_methods(["GET", "POST"])
-def tasks(request: HttpRequest) -> JsonResponse:
-    if request.method == "GET":
-        return _task_keys(request)
+def _item_result(action_key: object, payload: object, fault: faults.Fault | None) -> tuple[int, dict]:
+    """Status and body for one create-by-key, the same for a single call and a batch item."""
+    if fault is not None and fault.before_commit:
+        return int(fault.kind.removeprefix("http_")), {"error": "injected_fault", "kind": fault.kind}
+    try:
+        outcome = services.task_create_idempotent(action_key=action_key, payload=payload)
+    except InvalidTaskPayload as exc:
+        return 422, {"error": "payload_invalid", "reasons": exc.reasons}
+    except ActionKeyConflict as exc:
+        return 409, {"error": "action_key_conflict", "task_id": exc.existing_task_id, "action_key": exc.action_key}
+    if fault is not None and fault.kind == "malformed":
+        return 200, {"ok": True, "note": "injected malformed receipt"}
+    return (201 if outcome.created else 200), services.task_as_receipt(outcome)
+
+
+def _signed_document(request: HttpRequest) -> dict | JsonResponse:
+    """The verified JSON object of a signed POST, or the refusal to answer with."""
     body = _read_body(request)
     if body is None:
         return _error(413, "body_too_large", limit=settings.RECEIVER_MAX_BODY_BYTES)
@@ -68,34 +81,72 @@ def tasks(request: HttpRequest) -> JsonResponse:
         return _error(400, "malformed_json")
     if not isinstance(document, dict):
         return _error(400, "malformed_json", detail="the body must be a JSON object")
-    action_key = document.get("action_key")
-    idempotency_key = request.headers.get("Idempotency-Key")
-    if idempotency_key is not None and idempotency_key != action_key:
-        return _error(400, "idempotency_key_mismatch", detail="Idempotency-Key must equal action_key")
+    return document
 
-    fault = faults.fault_for(action_key)
-    if fault is not None and fault.before_commit:
-        status = int(fault.kind.removeprefix("http_"))
-        response = _error(status, "injected_fault", kind=fault.kind)
-        if status == 429:
-            response["Retry-After"] = str(fault.retry_after)
-        return response
 
-    try:
-        outcome = services.task_create_idempotent(action_key=action_key, payload=document.get("payload"))
-    except InvalidTaskPayload as exc:
-        return _error(422, "payload_invalid", reasons=exc.reasons)
-    except ActionKeyConflict as exc:
-        return _error(409, "action_key_conflict", task_id=exc.existing_task_id, action_key=exc.action_key)
-
-    if fault is not None:
+def _after_commit_faults(request: HttpRequest, injected: list[faults.Fault]) -> None:
+    for fault in injected:
         if fault.kind == "drop_after_commit":
             _drop_connection(request, fault)
-        elif fault.kind == "slow":
+            return
+        if fault.kind == "slow":
             time.sleep(fault.slow_seconds)
-        elif fault.kind == "malformed":
-            return JsonResponse({"ok": True, "note": "injected malformed receipt"}, status=200)
-    return JsonResponse(services.task_as_receipt(outcome), status=201 if outcome.created else 200)
+            return
+
+
+@csrf_exempt
+@require_http_methods(["GET", "POST"])
+def tasks(request: HttpRequest) -> JsonResponse:
+    if request.method == "GET":
+        return _task_keys(request)
+    # The replay record and the task commit together: one commit per call.
+    with transaction.atomic(using=services.DB):
+        document = _signed_document(request)
+        if isinstance(document, JsonResponse):
+            return document
+        action_key = document.get("action_key")
+        idempotency_key = request.headers.get("Idempotency-Key")
+        if idempotency_key is not None and idempotency_key != action_key:
+            return _error(400, "idempotency_key_mismatch", detail="Idempotency-Key must equal action_key")
+        fault = faults.fault_for(action_key)
+        status, body = _item_result(action_key, document.get("payload"), fault)
+    if fault is not None and status == 429:
+        response = JsonResponse(body, status=status)
+        response["Retry-After"] = str(fault.retry_after)
+        return response
+    _after_commit_faults(request, [fault] if fault else [])
+    return JsonResponse(body, status=status)
+
+
+@csrf_exempt
+@require_POST
+def tasks_batch(request: HttpRequest) -> JsonResponse:
+    """Up to RECEIVER_BATCH_LIMIT items, each answered as the single call would answer it; one item's
+    conflict or rejection does not fail the others. One commit for the whole batch."""
+    injected: list[faults.Fault] = []
+    with transaction.atomic(using=services.DB):
+        document = _signed_document(request)
+        if isinstance(document, JsonResponse):
+            return document
+        items = document.get("items")
+        if not isinstance(items, list) or not items:
+            return _error(400, "malformed_json", detail="items must be a non-empty list")
+        if len(items) > settings.RECEIVER_BATCH_LIMIT:
+            return _error(413, "too_many_items", limit=settings.RECEIVER_BATCH_LIMIT)
+        results = []
+        for item in items:
+            if not isinstance(item, dict):
+                results.append({"http_status": 400, "error": "malformed_item"})
+                continue
+            fault = faults.fault_for(item.get("action_key"))
+            if fault is not None:
+                injected.append(fault)
+            status, body = _item_result(item.get("action_key"), item.get("payload"), fault)
+            if status == 429 and fault is not None:
+                body["retry_after"] = fault.retry_after
+            results.append({"http_status": status, **body})
+    _after_commit_faults(request, injected)
+    return JsonResponse({"results": results})
 
 
 def _task_keys(request: HttpRequest) -> JsonResponse:

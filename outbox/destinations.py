@@ -51,6 +51,10 @@ class Destination:
     def deliver(self, outgoing: Outgoing) -> DeliveryResult:
         raise NotImplementedError
 
+    def deliver_batch(self, outgoings: list[Outgoing]) -> list[DeliveryResult]:
+        """One result per item, in order. Destinations that declare `supports_batch` do it in one call."""
+        return [self.deliver(outgoing) for outgoing in outgoings]
+
     def lookup(self, action_key: str) -> RemoteTask | None:
         """The receiver's task for the key, None when it has none; LookupFailed when unknown."""
         raise NotImplementedError
@@ -164,54 +168,72 @@ class HttpDestination(Destination):
     def _signed(self, body: str) -> dict[str, str]:
         return signed_headers(body, secret=self.signing_secret)
 
-    def deliver(self, outgoing: Outgoing) -> DeliveryResult:
-        body = canonical_json({"action_key": outgoing.action_key, "payload": outgoing.payload})
-        headers = {
-            **self._signed(body),
-            "Content-Type": "application/json",
-            "Idempotency-Key": outgoing.action_key,
-        }
+    def _post(self, path: str, body: str, extra_headers: dict | None = None) -> tuple[httpx.Response | None,
+                                                                                      DeliveryResult | None, int]:
+        """The response, or the failure that stands for every item sent, and the latency in ms."""
+        headers = {**self._signed(body), "Content-Type": "application/json", **(extra_headers or {})}
         started = time.monotonic()
         try:
-            response = self._client.post(f"{self.base_url}/tasks", content=body.encode(), headers=headers)
+            response = self._client.post(f"{self.base_url}{path}", content=body.encode(), headers=headers)
         except httpx.ConnectError as exc:
             # Nothing reached the receiver: safe to try again.
-            return DeliveryResult.failed(FailureClass.TRANSIENT, "connect_failed", redact_text(str(exc)))
+            failure = DeliveryResult.failed(FailureClass.TRANSIENT, "connect_failed", redact_text(str(exc)))
         except httpx.ConnectTimeout as exc:
-            return DeliveryResult.failed(FailureClass.TRANSIENT, "connect_timeout", redact_text(str(exc)))
+            failure = DeliveryResult.failed(FailureClass.TRANSIENT, "connect_timeout", redact_text(str(exc)))
         except (httpx.ReadTimeout, httpx.WriteTimeout, httpx.PoolTimeout) as exc:
-            return DeliveryResult.failed(
+            failure = DeliveryResult.failed(
                 FailureClass.UNCERTAIN, "read_timeout", f"no answer in time after sending: {type(exc).__name__}"
             )
         except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError) as exc:
-            return DeliveryResult.failed(
+            failure = DeliveryResult.failed(
                 FailureClass.UNCERTAIN, "connection_lost", f"connection lost after sending: {type(exc).__name__}"
             )
         except httpx.HTTPError as exc:
-            return DeliveryResult.failed(FailureClass.UNCERTAIN, "http_error", redact_text(str(exc)))
-        latency_ms = int((time.monotonic() - started) * 1000)
-        return self._result_of(response, outgoing, latency_ms)
+            failure = DeliveryResult.failed(FailureClass.UNCERTAIN, "http_error", redact_text(str(exc)))
+        else:
+            return response, None, int((time.monotonic() - started) * 1000)
+        return None, failure, int((time.monotonic() - started) * 1000)
 
-    def _result_of(self, response: httpx.Response, outgoing: Outgoing, latency_ms: int) -> DeliveryResult:
-        status = response.status_code
-        common = {"status_code": status, "latency_ms": latency_ms}
-        if status in (200, 201):
-            try:
-                task_id, created = validate_receipt(response.json(), outgoing)
-            except (ValueError, MalformedReceipt) as exc:
-                return DeliveryResult.failed(
-                    FailureClass.MALFORMED, "malformed_receipt", f"HTTP {status} without a valid receipt: {exc}",
-                    **common,
-                )
-            return DeliveryResult.ok(task_id=task_id, created=created, **common)
-        failure_class, reason_code = classify_status(status)
-        return DeliveryResult.failed(
-            failure_class,
-            reason_code,
-            _describe(response),
-            retry_after=parse_retry_after(response.headers.get("Retry-After")),
-            **common,
-        )
+    def deliver(self, outgoing: Outgoing) -> DeliveryResult:
+        body = canonical_json({"action_key": outgoing.action_key, "payload": outgoing.payload})
+        response, failure, latency_ms = self._post("/tasks", body, {"Idempotency-Key": outgoing.action_key})
+        if failure is not None:
+            return failure
+        try:
+            parsed = response.json()
+        except ValueError:
+            parsed = None
+        return _item_result(response.status_code, parsed, response.headers.get("Retry-After"), outgoing,
+                            latency_ms, describe=_describe(response))
+
+    def deliver_batch(self, outgoings: list[Outgoing]) -> list[DeliveryResult]:
+        if not self.supports_batch or len(outgoings) < 2:
+            return super().deliver_batch(outgoings)
+        body = canonical_json({"items": [{"action_key": o.action_key, "payload": o.payload} for o in outgoings]})
+        response, failure, latency_ms = self._post("/tasks/batch", body)
+        if failure is not None:
+            return [failure] * len(outgoings)
+        if response.status_code == 413:
+            # Too many or too large for one call: the single call gives each item its own answer.
+            return super().deliver_batch(outgoings)
+        if response.status_code != 200:
+            failure_class, reason_code = classify_status(response.status_code)
+            return [DeliveryResult.failed(failure_class, reason_code, _describe(response),
+                                          status_code=response.status_code, latency_ms=latency_ms)] * len(outgoings)
+        try:
+            results = response.json()["results"]
+            if not isinstance(results, list) or len(results) != len(outgoings):
+                raise ValueError("one result per item expected")
+        except (ValueError, KeyError, TypeError) as exc:
+            return [DeliveryResult.failed(FailureClass.MALFORMED, "malformed_receipt",
+                                          f"batch answer without a result per item: {exc}",
+                                          status_code=200, latency_ms=latency_ms)] * len(outgoings)
+        return [
+            _item_result(item.get("http_status") if isinstance(item, dict) else None, item,
+                         str(item.get("retry_after")) if isinstance(item, dict) and item.get("retry_after") else None,
+                         outgoing, latency_ms, describe=redact_text(json.dumps(item)[:500]))
+            for item, outgoing in zip(results, outgoings, strict=True)
+        ]
 
     def _get(self, path: str, params: dict | None = None) -> httpx.Response:
         try:
@@ -239,6 +261,25 @@ class HttpDestination(Destination):
         if response.status_code != 200:
             raise LookupFailed(f"key listing answered HTTP {response.status_code}")
         return [RemoteTask(**item) for item in response.json()["items"]]
+
+
+def _item_result(status: object, body: object, retry_after: str | None, outgoing: Outgoing, latency_ms: int,
+                 *, describe: str) -> DeliveryResult:
+    """What one answer (a single call's, or one batch item's) means for its handoff."""
+    common = {"status_code": status if isinstance(status, int) else None, "latency_ms": latency_ms}
+    if status in (200, 201):
+        try:
+            task_id, created = validate_receipt(body, outgoing)
+        except MalformedReceipt as exc:
+            return DeliveryResult.failed(
+                FailureClass.MALFORMED, "malformed_receipt", f"HTTP {status} without a valid receipt: {exc}", **common
+            )
+        return DeliveryResult.ok(task_id=task_id, created=created, **common)
+    if not isinstance(status, int):
+        return DeliveryResult.failed(FailureClass.MALFORMED, "malformed_receipt", "answer without a status", **common)
+    failure_class, reason_code = classify_status(status)
+    return DeliveryResult.failed(failure_class, reason_code, describe, retry_after=parse_retry_after(retry_after),
+                                 **common)
 
 
 def _describe(response: httpx.Response) -> str:

@@ -147,55 +147,76 @@ def _finish_attempt(claim: Claim, outcome: str, result: DeliveryResult | None = 
     )
 
 
+def _apply_outcome(handoff: Handoff, claim: Claim, result: DeliveryResult, policy) -> str:
+    """The state a locked, still-leased handoff moves to for this result; writes attempt and event."""
+    label = claim.worker
+    if result.delivered:
+        _finish_attempt(claim, AttemptOutcome.CREATED if result.created else AttemptOutcome.DUPLICATE, result)
+        handoff_transition(
+            handoff, S.DELIVERED, actor_label=label,
+            reason="receipt validated: task created" if result.created
+            else "receipt validated: receiver returned the existing task (duplicate prevented)",
+            destination_id=result.task_id, delivered_at=timezone.now(),
+            failure_class="", reason_code="", last_error="",
+        )
+        return S.DELIVERED
+    detail = redact_text(result.detail)[:2000]
+    common = {"failure_class": result.failure_class, "reason_code": result.reason_code, "last_error": detail}
+    if result.failure_class in (FailureClass.UNCERTAIN, FailureClass.MALFORMED):
+        _finish_attempt(claim, AttemptOutcome.UNCERTAIN, result)
+        handoff_transition(
+            handoff, S.UNCERTAIN, actor_label=label,
+            reason=f"outcome unknown ({result.reason_code}); to be settled by looking the key up", **common,
+        )
+        return S.UNCERTAIN
+    _finish_attempt(claim, AttemptOutcome.FAILED, result)
+    if result.failure_class == FailureClass.TRANSIENT:
+        if not policy.exhausted(handoff.attempts_in_run):
+            delay = policy.delay(handoff.attempts_in_run, result.retry_after)
+            handoff_transition(
+                handoff, S.PENDING, actor_label=label,
+                reason=f"transient failure ({result.reason_code}); retry in {delay:.1f}s",
+                next_attempt_at=timezone.now() + timedelta(seconds=delay), **common,
+            )
+            return S.PENDING
+        common["reason_code"] = "retries_exhausted"
+        common["last_error"] = f"{handoff.attempts_in_run} attempts; last: {result.reason_code}: {detail}"[:2000]
+    handoff_transition(
+        handoff, S.NEEDS_ATTENTION, actor_label=label,
+        reason=f"{result.failure_class}: {common['reason_code']}", **common,
+    )
+    return S.NEEDS_ATTENTION
+
+
+def handoff_record_outcomes(
+    *, outcomes: list[tuple[Claim, DeliveryResult]], destination: Destination
+) -> list[str | None]:
+    """Record several outcomes in one transaction (one commit for a whole batch). A claim whose fencing
+    token is stale (lease taken over) is refused: its entry is None and nothing is written for it."""
+    ids = sorted(claim.handoff_id for claim, _ in outcomes)
+    with transaction.atomic(using=DB):
+        # Locked in id order, as every multi-row lock here, so two recorders cannot deadlock.
+        locked = {
+            h.pk: h
+            for h in Handoff.objects.using(DB).select_for_update(no_key=True).filter(pk__in=ids, state=S.IN_FLIGHT)
+            .order_by("pk")
+        }
+        states: list[str | None] = []
+        for claim, result in outcomes:
+            handoff = locked.get(claim.handoff_id)
+            if handoff is None or (handoff.lease_owner, handoff.fencing_epoch) != (claim.worker, claim.epoch):
+                states.append(None)
+                continue
+            states.append(_apply_outcome(handoff, claim, result, destination.retry_policy))
+    return states
+
+
 def handoff_record_outcome(*, claim: Claim, result: DeliveryResult, destination: Destination) -> str:
     """Record one attempt's outcome. Refuses (LeaseLost) when the claim's fencing token is stale."""
-    policy = destination.retry_policy
-    with transaction.atomic(using=DB):
-        handoff = (
-            Handoff.objects.using(DB)
-            .select_for_update(no_key=True)
-            .filter(pk=claim.handoff_id, state=S.IN_FLIGHT, lease_owner=claim.worker, fencing_epoch=claim.epoch)
-            .first()
-        )
-        if handoff is None:
-            raise LeaseLost(f"{claim.action_key}: lease of {claim.worker} epoch {claim.epoch} was taken over")
-        label = claim.worker
-        if result.delivered:
-            _finish_attempt(claim, AttemptOutcome.CREATED if result.created else AttemptOutcome.DUPLICATE, result)
-            handoff_transition(
-                handoff, S.DELIVERED, actor_label=label,
-                reason="receipt validated: task created" if result.created
-                else "receipt validated: receiver returned the existing task (duplicate prevented)",
-                destination_id=result.task_id, delivered_at=timezone.now(),
-                failure_class="", reason_code="", last_error="",
-            )
-            return S.DELIVERED
-        detail = redact_text(result.detail)[:2000]
-        common = {"failure_class": result.failure_class, "reason_code": result.reason_code, "last_error": detail}
-        if result.failure_class in (FailureClass.UNCERTAIN, FailureClass.MALFORMED):
-            _finish_attempt(claim, AttemptOutcome.UNCERTAIN, result)
-            handoff_transition(
-                handoff, S.UNCERTAIN, actor_label=label,
-                reason=f"outcome unknown ({result.reason_code}); to be settled by looking the key up", **common,
-            )
-            return S.UNCERTAIN
-        _finish_attempt(claim, AttemptOutcome.FAILED, result)
-        if result.failure_class == FailureClass.TRANSIENT:
-            if not policy.exhausted(handoff.attempts_in_run):
-                delay = policy.delay(handoff.attempts_in_run, result.retry_after)
-                handoff_transition(
-                    handoff, S.PENDING, actor_label=label,
-                    reason=f"transient failure ({result.reason_code}); retry in {delay:.1f}s",
-                    next_attempt_at=timezone.now() + timedelta(seconds=delay), **common,
-                )
-                return S.PENDING
-            common["reason_code"] = "retries_exhausted"
-            common["last_error"] = f"{handoff.attempts_in_run} attempts; last: {result.reason_code}: {detail}"[:2000]
-        handoff_transition(
-            handoff, S.NEEDS_ATTENTION, actor_label=label,
-            reason=f"{result.failure_class}: {common['reason_code']}", **common,
-        )
-        return S.NEEDS_ATTENTION
+    [state] = handoff_record_outcomes(outcomes=[(claim, result)], destination=destination)
+    if state is None:
+        raise LeaseLost(f"{claim.action_key}: lease of {claim.worker} epoch {claim.epoch} was taken over")
+    return state
 
 
 def _tally(stats: RunStats, state: str, result: DeliveryResult) -> None:
@@ -210,28 +231,43 @@ def _tally(stats: RunStats, state: str, result: DeliveryResult) -> None:
         stats.needs_attention += 1
 
 
-def deliver_claim(claim: Claim, destination: Destination, stats: RunStats) -> str | None:
-    """Call the destination for one claim (no transaction open) and record the outcome."""
-    if not destination.supports_idempotency and Attempt.objects.using(DB).filter(
-        handoff_id=claim.handoff_id, number__lt=claim.attempt_number
-    ).exclude(outcome=AttemptOutcome.FAILED).exists():
-        # Without idempotency, an earlier attempt that may have reached the receiver means a person
-        # must check there first: nothing is sent twice automatically.
-        result = DeliveryResult.failed(
-            FailureClass.UNCERTAIN, "not_idempotent_resend_blocked",
-            "the destination does not honour idempotency keys and an earlier attempt may have reached it",
-        )
-    else:
-        result = destination.deliver(claim.outgoing)
-    try:
-        state = handoff_record_outcome(claim=claim, result=result, destination=destination)
-    except LeaseLost:
-        stats.lease_lost += 1
-        log.warning("outcome of %s refused: lease taken over (result was %s)", claim.action_key, result.reason_code
-                    or "delivered")
+def _resend_blocked(claim: Claim, destination: Destination) -> DeliveryResult | None:
+    if destination.supports_idempotency:
         return None
-    _tally(stats, state, result)
-    return state
+    earlier = Attempt.objects.using(DB).filter(handoff_id=claim.handoff_id, number__lt=claim.attempt_number)
+    if not earlier.exclude(outcome=AttemptOutcome.FAILED).exists():
+        return None
+    # Without idempotency, an earlier attempt that may have reached the receiver means a person must
+    # check there first: nothing is sent twice automatically.
+    return DeliveryResult.failed(
+        FailureClass.UNCERTAIN, "not_idempotent_resend_blocked",
+        "the destination does not honour idempotency keys and an earlier attempt may have reached it",
+    )
+
+
+def _record(outcomes: list[tuple[Claim, DeliveryResult]], destination: Destination, stats: RunStats) -> None:
+    states = handoff_record_outcomes(outcomes=outcomes, destination=destination)
+    for (claim, result), state in zip(outcomes, states, strict=True):
+        if state is None:
+            stats.lease_lost += 1
+            log.warning("outcome of %s refused: lease taken over (result was %s)", claim.action_key,
+                        result.reason_code or "delivered")
+        else:
+            _tally(stats, state, result)
+
+
+def deliver_claim(claim: Claim, destination: Destination, stats: RunStats) -> None:
+    """Call the destination for one claim (no transaction open) and record the outcome at once."""
+    result = _resend_blocked(claim, destination) or destination.deliver(claim.outgoing)
+    _record([(claim, result)], destination, stats)
+
+
+def deliver_claims_batched(claims: list[Claim], destination: Destination, stats: RunStats) -> None:
+    """One batch call for every claim the destination may take in a batch, one commit for the outcomes."""
+    blocked = [(c, r) for c in claims if (r := _resend_blocked(c, destination)) is not None]
+    sendable = [c for c in claims if all(c is not b for b, _ in blocked)]
+    results = destination.deliver_batch([c.outgoing for c in sendable]) if sendable else []
+    _record(blocked + list(zip(sendable, results, strict=True)), destination, stats)
 
 
 def dispatch_batch(*, destination: Destination | None = None, worker: str | None = None, limit: int | None = None,
@@ -241,8 +277,11 @@ def dispatch_batch(*, destination: Destination | None = None, worker: str | None
     stats = RunStats()
     claims = handoff_claim_due(worker=worker, limit=limit or settings.HANDOFF_CLAIM_BATCH, handoff_id=handoff_id)
     stats.claimed = len(claims)
-    for claim in claims:
-        deliver_claim(claim, destination, stats)
+    if destination.supports_batch and len(claims) > 1:
+        deliver_claims_batched(claims, destination, stats)
+    else:
+        for claim in claims:
+            deliver_claim(claim, destination, stats)
     return stats
 
 
@@ -387,17 +426,24 @@ def drain(*, destination: Destination | None = None, worker: str | None = None, 
 
 def run_forever(*, destination: Destination | None = None, worker: str | None = None, idle_sleep: float = 0.5,
                 sweep_every: float = 5.0, should_stop=lambda: False) -> RunStats:
-    """The foreground loop of `manage.py dispatch`: drain, sweep now and then, sleep when idle."""
+    """The foreground loop of `manage.py dispatch`: drain, sweep now and then, and when idle wait for a
+    wake-up (PostgreSQL NOTIFY) or `idle_sleep` seconds, whichever comes first."""
+    from outbox.wakeups import WakeListener
+
     destination = destination or get_destination()
     worker = worker or default_worker_name()
+    listener = WakeListener()
     total = RunStats()
     last_sweep = 0.0
-    while not should_stop():
-        if time.monotonic() - last_sweep >= sweep_every:
-            total.add(sweep(destination=destination, worker=worker))
-            last_sweep = time.monotonic()
-        batch = dispatch_batch(destination=destination, worker=worker)
-        total.add(batch)
-        if batch.claimed == 0:
-            time.sleep(idle_sleep)
+    try:
+        while not should_stop():
+            if time.monotonic() - last_sweep >= sweep_every:
+                total.add(sweep(destination=destination, worker=worker))
+                last_sweep = time.monotonic()
+            batch = dispatch_batch(destination=destination, worker=worker)
+            total.add(batch)
+            if batch.claimed == 0:
+                listener.wait(idle_sleep)
+    finally:
+        listener.close()
     return total

@@ -169,3 +169,40 @@ def test_key_listing_pages_in_action_key_order(client):
     last = get(client, f"{URL}?limit=2&after={second['next_after']}").json()
     assert [i["action_key"] for i in last["items"]] == sorted(keys)[4:]
     assert last["next_after"] is None
+
+
+def post_batch(client, items: list[dict]):
+    body = json.dumps({"items": items})
+    extra = {f"HTTP_{k.upper().replace('-', '_')}": v for k, v in signed_headers(body).items()}
+    return client.post(f"{URL}/batch", data=body, content_type="application/json", **extra)
+
+
+def test_batch_answers_item_by_item_and_one_failure_does_not_fail_the_others(client):
+    existing = post(client, task_body()).json()
+    response = post_batch(client, [
+        {"action_key": "onboarding:7:1:1", "payload": PAYLOAD},
+        {"action_key": KEY, "payload": PAYLOAD},
+        {"action_key": KEY, "payload": {**PAYLOAD, "plan": "enterprise"}},
+        {"action_key": "onboarding:7:2:1", "payload": {"plan": "standard"}},
+        "not an object",
+    ])
+    assert response.status_code == 200
+    statuses = [r["http_status"] for r in response.json()["results"]]
+    assert statuses == [201, 200, 409, 422, 400]
+    results = response.json()["results"]
+    assert results[1]["task_id"] == existing["task_id"] and results[1]["created"] is False
+    assert set(ReceiverTask.objects.values_list("action_key", flat=True)) == {KEY, "onboarding:7:1:1"}
+
+
+def test_batch_over_the_item_limit_answers_413_and_writes_nothing(client, settings):
+    settings.RECEIVER_BATCH_LIMIT = 2
+    items = [{"action_key": f"onboarding:7:{n}:1", "payload": PAYLOAD} for n in range(3)]
+    assert post_batch(client, items).status_code == 413
+    assert ReceiverTask.objects.count() == 0
+
+
+def test_batch_needs_a_signature(client):
+    body = json.dumps({"items": [{"action_key": KEY, "payload": PAYLOAD}]})
+    response = client.post(f"{URL}/batch", data=body, content_type="application/json")
+    assert response.status_code == 401
+    assert ReceiverTask.objects.count() == 0

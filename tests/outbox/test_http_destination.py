@@ -104,3 +104,32 @@ def test_iterating_keys_pages_through_the_receiver(receiver, make_handoff):
         handoff_deliver(handoff_id=make_handoff(n).pk, destination=receiver)
     keys = [task.action_key for task in receiver.iter_keys(batch_size=3)]
     assert keys == sorted(f"onboarding:7:{n}:1" for n in range(1, 8))
+
+
+@pytest.fixture
+def batch_receiver(receiver):
+    receiver.supports_batch = True
+    return receiver
+
+
+def test_batch_delivery_records_every_outcome_in_one_call(batch_receiver, settings, make_handoff):
+    from delivery.services import task_create_idempotent
+    from outbox.dispatcher import dispatch_batch
+
+    handoffs = [make_handoff(n) for n in range(1, 6)]
+    task_create_idempotent(action_key=handoffs[1].action_key, payload=handoffs[1].payload)  # already there
+    task_create_idempotent(action_key=handoffs[2].action_key, payload={"client_name": "other"})  # conflict
+    settings.RECEIVER_FAULTS = {"keys": {handoffs[3].action_key: "http_503", handoffs[4].action_key: "malformed"}}
+    stats = dispatch_batch(destination=batch_receiver, worker="w1", limit=10)
+    states = {h.action_key: handoff_state(h) for h in handoffs}
+    assert stats.claimed == 5
+    assert [states[h.action_key] for h in handoffs] == [
+        (S.DELIVERED, ""), (S.DELIVERED, ""), (S.NEEDS_ATTENTION, FailureClass.CONFLICT),
+        (S.PENDING, FailureClass.TRANSIENT), (S.UNCERTAIN, FailureClass.MALFORMED)]
+    assert stats.duplicates == 1
+    assert Attempt.objects.filter(latency_ms__isnull=False).count() == 5
+
+
+def handoff_state(handoff):
+    handoff.refresh_from_db()
+    return handoff.state, handoff.failure_class

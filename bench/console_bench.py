@@ -1,0 +1,147 @@
+"""Server time of the console's list and detail pages with 100,000 handoffs in PostgreSQL.
+
+    .venv/bin/python bench/console_bench.py [--rows 100000] [--repeat 30]
+
+Creates its own databases (bench_console_source / bench_console_delivery), fills the outbox with
+`--rows` handoffs spread over 30 days and several states (one event each; the measured handoff has a
+full timeline), then requests each page through Django's full middleware stack in-process (the test
+client: no network, no browser) and prints the median and 95th percentile per page in milliseconds.
+"""
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+from urllib.parse import quote
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.harness import Bench  # noqa: E402
+
+FILL_SQL = """
+INSERT INTO outbox_handoff (action_key, workflow, workspace_id, source_ref, source_id, rule_version, payload,
+    payload_hash, destination, state, attempts, attempts_in_run, next_attempt_at, lease_owner, fencing_epoch,
+    destination_id, failure_class, reason_code, last_error, created_at, updated_at, delivered_at, owner_id)
+SELECT 'onboarding:' || ws || ':' || n || ':1', 'onboarding', ws, 'request ' || n || ' revision 1', n,
+    'onboarding-v1', ('{"client_name":"Client ' || n || '","plan":"standard"}')::jsonb, md5(n::text) || md5(n::text),
+    'receiver', st,
+    CASE WHEN st = 'pending' AND n %% 2 = 0 THEN 3 ELSE 1 END, 1,
+    CASE WHEN st = 'pending' AND n %% 2 = 0 THEN now() + interval '5 minutes' ELSE now() END,
+    '', 1,
+    CASE WHEN st = 'delivered' THEN md5(n::text) ELSE '' END,
+    CASE st WHEN 'needs_attention' THEN 'transient' WHEN 'uncertain' THEN 'uncertain'
+            WHEN 'pending' THEN 'transient' ELSE '' END,
+    CASE st WHEN 'needs_attention' THEN 'retries_exhausted' WHEN 'uncertain' THEN 'response_lost'
+            WHEN 'pending' THEN 'http_503' ELSE '' END,
+    '', created, created, CASE WHEN st = 'delivered' THEN created ELSE NULL END,
+    CASE WHEN n %% 3 = 0 THEN %(owner)s ELSE NULL END
+FROM (
+    SELECT n, CASE WHEN n %% 10 = 0 THEN 8 ELSE 7 END AS ws,
+        CASE WHEN n %% 100 < 90 THEN 'delivered' WHEN n %% 100 < 95 THEN 'needs_attention'
+             WHEN n %% 100 < 98 THEN 'pending' ELSE 'uncertain' END AS st,
+        now() - (n * interval '25 seconds') AS created
+    FROM generate_series(1, %(rows)s) AS n
+) AS g
+"""
+
+EVENTS_SQL = """
+INSERT INTO outbox_handoffevent (handoff_id, from_state, to_state, actor_label, action, reason, at)
+SELECT id, '', 'pending', 'alice', '', 'approved; handoff recorded', created_at FROM outbox_handoff
+"""
+
+
+def measure(client, url: str, repeat: int, **headers) -> tuple[float, float, int]:
+    client.get(url, **headers)  # warm caches and connections
+    samples = []
+    status = 0
+    for _ in range(repeat):
+        start = time.perf_counter()
+        response = client.get(url, **headers)
+        samples.append((time.perf_counter() - start) * 1000)
+        status = response.status_code
+    samples.sort()
+    p95 = samples[min(len(samples) - 1, int(round(0.95 * (len(samples) - 1))))]
+    return statistics.median(samples), p95, status
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=100_000)
+    parser.add_argument("--repeat", type=int, default=30)
+    args = parser.parse_args()
+
+    bench = Bench(prefix="bench_console", DJANGO_ALLOWED_HOSTS="testserver").setup()
+    os.environ.update(bench.env)
+    import django
+
+    django.setup()
+    from django.conf import settings
+    from django.contrib.auth import get_user_model
+    from django.db import connection
+    from django.test import Client
+
+    from approvals.models import Membership, Request, RequestState, Role, Workspace
+    from outbox.models import Attempt, Handoff, HandoffEvent
+
+    # No collectstatic for a benchmark: plain static URLs.
+    settings.STORAGES = {**settings.STORAGES,
+                         "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"}}
+    User = get_user_model()
+    w7 = Workspace.objects.create(pk=7, name="Client onboarding")
+    Workspace.objects.create(pk=8, name="Supplier onboarding")
+    olga = User.objects.create_user("olga")
+    alice = User.objects.create_user("alice")
+    bob = User.objects.create_user("bob")
+    Membership.objects.create(user=olga, workspace=w7, role=Role.OPERATOR)
+    Membership.objects.create(user=alice, workspace=w7, role=Role.APPROVER)
+    for number in range(1, 201):
+        Request.objects.create(workspace=w7, number=100_000 + number, payload={"client_name": "c", "plan": "starter"},
+                               payload_hash="0" * 64, state=RequestState.AWAITING_APPROVAL, requested_by=bob)
+
+    started = time.perf_counter()
+    with connection.cursor() as cursor:
+        cursor.execute(FILL_SQL, {"rows": args.rows, "owner": olga.pk})
+        cursor.execute(EVENTS_SQL)
+        cursor.execute("ANALYZE")
+    print(f"filled {Handoff.objects.count()} handoffs and {HandoffEvent.objects.count()} events "
+          f"in {time.perf_counter() - started:.1f}s")
+
+    target = Handoff.objects.filter(workspace_id=7, state="needs_attention").order_by("-created_at").first()
+    for number in range(1, 7):
+        Attempt.objects.create(handoff=target, number=number, fencing_epoch=number, worker="bench:1",
+                               started_at=target.created_at, finished_at=target.created_at, outcome="failed",
+                               failure_class="transient", reason_code="http_503", status_code=503, latency_ms=40)
+        HandoffEvent.objects.create(handoff=target, from_state="in_flight", to_state="pending",
+                                    actor_label="bench:1", reason="transient failure (http_503)")
+
+    operator, approver = Client(), Client()
+    operator.force_login(olga)
+    approver.force_login(alice)
+    newest_first = Handoff.objects.filter(workspace_id=7).order_by("-created_at", "-id").values_list("created_at", "id")
+    page_2 = newest_first[49]
+    deep = newest_first[int(args.rows * 0.8)]
+    pages = [
+        ("list, no filter", operator, "/handoffs/", {}),
+        ("list, page 2", operator, f"/handoffs/?after={quote(page_2[0].isoformat())}_{page_2[1]}", {}),
+        ("list, deep page (80% down)", operator, f"/handoffs/?after={quote(deep[0].isoformat())}_{deep[1]}", {}),
+        ("list, needs attention", operator, "/handoffs/?state=needs_attention", {}),
+        ("list, retrying", operator, "/handoffs/?state=retrying", {}),
+        ("list, owner=me, older than 1 day", operator, "/handoffs/?owner=me&age=1d", {}),
+        ("list, request number", operator, "/handoffs/?q=54321", {}),
+        ("list, htmx results only", operator, "/handoffs/?state=attention", {"HTTP_HX_REQUEST": "true"}),
+        ("detail", operator, f"/handoffs/{target.pk}/", {}),
+        ("detail, htmx panel", operator, f"/handoffs/{target.pk}/", {"HTTP_HX_REQUEST": "true"}),
+        ("approvals queue", approver, "/approvals/", {}),
+    ]
+    print(f"\n{'page':40} {'median ms':>10} {'p95 ms':>10}  status")
+    for name, client, url, headers in pages:
+        median, p95, status = measure(client, url, args.repeat, **headers)
+        print(f"{name:40} {median:10.1f} {p95:10.1f}  {status}")
+    print(f"\n{args.rows} handoffs, {args.repeat} requests per page, PostgreSQL "
+          f"{connection.cursor().connection.info.server_version}, in-process (no network)")
+
+
+if __name__ == "__main__":
+    main()
