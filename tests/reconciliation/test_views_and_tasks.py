@@ -1,0 +1,79 @@
+"""Findings screens, operator actions over HTTP, and the django-q2 entry points."""
+
+import pytest
+from django.core.management import call_command
+from django.urls import reverse
+from django_q.models import Schedule
+
+from delivery.services import task_create_idempotent
+from reconciliation import tasks
+from reconciliation.models import Finding, FindingEvent, ReconciliationRun
+from reconciliation.services import reconciliation_run
+from tests.factories import ONBOARDING_PAYLOAD
+
+pytestmark = pytest.mark.django_db(databases=["default", "delivery"])
+
+
+@pytest.fixture
+def orphans(world):
+    task_create_idempotent(action_key="onboarding:7:99:1", payload=dict(ONBOARDING_PAYLOAD))
+    task_create_idempotent(action_key="onboarding:8:99:1", payload=dict(ONBOARDING_PAYLOAD))
+    reconciliation_run()
+    return {key.split(":")[1]: Finding.objects.get(action_key=key)
+            for key in ("onboarding:7:99:1", "onboarding:8:99:1")}
+
+
+def test_findings_list_shows_only_the_operators_workspaces(client, world, orphans):
+    client.force_login(world["olga"])
+    html = client.get(reverse("reconciliation:findings")).content.decode()
+    assert "onboarding:7:99:1" in html and "onboarding:8:99:1" not in html
+    assert "No source handoff has this key" in html
+
+
+def test_acknowledge_over_htmx_rerenders_the_row_and_writes_the_event(client, world, orphans):
+    client.force_login(world["olga"])
+    finding = orphans["7"]
+    response = client.post(reverse("reconciliation:finding_acknowledge", args=[finding.pk]),
+                           {"note": "asking the receiver"}, HTTP_HX_REQUEST="true")
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert html.lstrip().startswith(f'<tr id="finding-{finding.pk}">') and "acknowledged by olga" in html
+    event = FindingEvent.objects.get(finding=finding, action="acknowledged")
+    assert (event.actor, event.note) == (world["olga"], "asking the receiver")
+
+
+def test_finding_of_another_workspace_is_a_404(client, world, orphans):
+    client.force_login(world["olga"])
+    response = client.post(reverse("reconciliation:finding_acknowledge", args=[orphans["8"].pk]))
+    assert response.status_code == 404
+    assert not FindingEvent.objects.filter(finding=orphans["8"], action="acknowledged").exists()
+
+
+def test_resolve_without_a_note_is_refused(client, world, orphans):
+    client.force_login(world["olga"])
+    response = client.post(reverse("reconciliation:finding_resolve", args=[orphans["7"].pk]), {"note": ""})
+    assert response.status_code == 400
+    assert Finding.objects.get(pk=orphans["7"].pk).status == "open"
+
+
+def test_run_pages_show_the_run_and_its_findings(client, world, orphans):
+    client.force_login(world["olga"])
+    run = ReconciliationRun.objects.get()
+    assert f"#{run.pk}" in client.get(reverse("reconciliation:runs")).content.decode()
+    html = client.get(reverse("reconciliation:run", args=[run.pk])).content.decode()
+    assert "onboarding:7:99:1" in html and "onboarding:8:99:1" not in html
+
+
+def test_scheduled_task_runs_reconciliation(world):
+    task_create_idempotent(action_key="onboarding:7:99:1", payload=dict(ONBOARDING_PAYLOAD))
+    result = tasks.reconcile()
+    assert result["status"] == "completed" and result["findings"] == {"orphan_at_receiver": 1}
+    assert ReconciliationRun.objects.get(pk=result["run"]).trigger == "schedule"
+
+
+def test_schedule_command_creates_both_schedules_once(capsys):
+    call_command("schedule_reconciliation")
+    call_command("schedule_reconciliation")
+    schedules = dict(Schedule.objects.values_list("name", "func"))
+    assert schedules == {"reconciliation": "reconciliation.tasks.reconcile",
+                         "alert-sweep": "reconciliation.tasks.alert_sweep"}
