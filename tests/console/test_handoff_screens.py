@@ -157,3 +157,14 @@ def test_detail_polls_while_pending_and_answers_204_when_nothing_changed(world, 
     assert changed.status_code == 200
     assert b'data-state="delivered"' in changed.content
     assert b"every 2s" not in changed.content
+
+
+def test_rows_offer_quick_actions_to_operators_only(world, rejected, uncertain):
+    olga = client_for(world["olga"]).get("/handoffs/").content.decode()
+    assert f'hx-post="/handoffs/{rejected.pk}/acknowledge"' in olga
+    assert f'hx-post="/handoffs/{rejected.pk}/retry"' in olga
+    assert f'hx-post="/handoffs/{uncertain.pk}/reconcile"' in olga
+    assert f'hx-post="/handoffs/{uncertain.pk}/retry"' not in olga, "a risky retry is never one click from the list"
+    alice = client_for(world["alice"]).get("/handoffs/").content.decode()
+    assert "hx-post=\"/handoffs/" not in alice.split('id="bulk-panel"')[0]
+    assert 'id="bulk-panel"' not in alice
