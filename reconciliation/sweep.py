@@ -117,9 +117,11 @@ def receiver_stream(destination: Destination, *, batch_size: int, stats: StreamS
     while True:
         page = destination.list_keys(after=after, limit=batch_size)
         stats.page(batch_size, len(page))
-        yield from page
-        if len(page) < batch_size:
+        # Only an empty page ends the listing: a receiver may cap the page size below what was asked
+        # (the HTTP API caps it at 5,000), and a short page taken for the last would hide the rest.
+        if not page:
             return
+        yield from page
         after = page[-1].action_key
 
 

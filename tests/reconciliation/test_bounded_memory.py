@@ -87,3 +87,17 @@ def test_200000_handoffs_reconcile_in_bounded_memory_on_postgres():
     # Two pages of 2,000 rows are a few megabytes; holding 200,000 rows of either side would be
     # well over a hundred.
     assert peak < 40 * 1024 * 1024, f"peak traced memory {peak / 1e6:.1f} MB"
+
+
+def test_a_receiver_that_caps_the_page_size_is_still_listed_to_the_end():
+    n = 250
+    bulk_matching_sqlite(n) if connections["default"].vendor != "postgresql" else bulk_matching_postgres(n)
+
+    class Capped(CountingDestination):
+        def list_keys(self, *, after="", limit=500):
+            return super().list_keys(after=after, limit=min(limit, 40))
+
+    destination = Capped()
+    run = reconciliation_run(destination=destination, batch_size=100)
+    assert run.findings_by_kind == {} and run.receiver_keys == n
+    assert max(rows for _, rows in destination.pages) == 40
