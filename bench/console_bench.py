@@ -140,7 +140,8 @@ def main() -> None:
         median, p95, status = measure(client, url, args.repeat, **headers)
         print(f"{name:40} {median:10.1f} {p95:10.1f}  {status}")
     print(f"\n{args.rows} handoffs, {args.repeat} requests per page, PostgreSQL "
-          f"{connection.cursor().connection.info.server_version}, in-process (no network)")
+          f"{connection.cursor().connection.info.server_version}, in-process (no network); "
+          f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")
 
 
 if __name__ == "__main__":

@@ -60,11 +60,13 @@ def keyset_page(queryset: QuerySet, *, after: tuple | None, size: int, newest_fi
     if newest_first:
         queryset = queryset.order_by("-created_at", "-id")
         if after is not None:
-            queryset = queryset.filter(Q(created_at__lt=after[0]) | Q(created_at=after[0], id__lt=after[1]))
+            # The plain `<=` bound lets the (workspace, created_at, id) index start at the cursor; the
+            # OR alone would make PostgreSQL scan and filter every newer row.
+            queryset = queryset.filter(Q(created_at__lte=after[0]), Q(created_at__lt=after[0]) | Q(id__lt=after[1]))
     else:
         queryset = queryset.order_by("created_at", "id")
         if after is not None:
-            queryset = queryset.filter(Q(created_at__gt=after[0]) | Q(created_at=after[0], id__gt=after[1]))
+            queryset = queryset.filter(Q(created_at__gte=after[0]), Q(created_at__gt=after[0]) | Q(id__gt=after[1]))
     rows = list(queryset[: size + 1])
     return rows[:size], len(rows) > size
 
