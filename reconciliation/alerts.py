@@ -204,7 +204,9 @@ def _items_for(records: list[AlertRecord]) -> list[AlertItem]:
 
 
 def _recipients(records: list[AlertRecord]) -> list[str]:
-    handoff_ids = [r.handoff_id for r in records if r.handoff_id]
+    handoff_ids = [r.handoff_id for r in records if r.handoff_id] + [
+        r.finding.handoff_id for r in records if r.finding_id and r.finding.handoff_id
+    ]
     owners = (
         Handoff.objects.using(DB).filter(pk__in=handoff_ids, owner__isnull=False)
         .exclude(owner__email="").values_list("owner__email", flat=True).distinct()
