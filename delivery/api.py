@@ -53,19 +53,26 @@ def _drop_connection(request: HttpRequest, fault: faults.Fault) -> None:
     time.sleep(fault.slow_seconds)
 
 
+def _outcome_answer(outcome: object) -> tuple[int, dict]:
+    if isinstance(outcome, InvalidTaskPayload):
+        return 422, {"error": "payload_invalid", "reasons": outcome.reasons}
+    if isinstance(outcome, ActionKeyConflict):
+        return 409, {"error": "action_key_conflict", "task_id": outcome.existing_task_id,
+                     "action_key": outcome.action_key}
+    return (201 if outcome.created else 200), services.task_as_receipt(outcome)
+
+
 def _item_result(action_key: object, payload: object, fault: faults.Fault | None) -> tuple[int, dict]:
-    """Status and body for one create-by-key, the same for a single call and a batch item."""
+    """Status and body of a single create-by-key call."""
     if fault is not None and fault.before_commit:
         return int(fault.kind.removeprefix("http_")), {"error": "injected_fault", "kind": fault.kind}
     try:
         outcome = services.task_create_idempotent(action_key=action_key, payload=payload)
-    except InvalidTaskPayload as exc:
-        return 422, {"error": "payload_invalid", "reasons": exc.reasons}
-    except ActionKeyConflict as exc:
-        return 409, {"error": "action_key_conflict", "task_id": exc.existing_task_id, "action_key": exc.action_key}
+    except (InvalidTaskPayload, ActionKeyConflict) as exc:
+        return _outcome_answer(exc)
     if fault is not None and fault.kind == "malformed":
         return 200, {"ok": True, "note": "injected malformed receipt"}
-    return (201 if outcome.created else 200), services.task_as_receipt(outcome)
+    return _outcome_answer(outcome)
 
 
 def _signed_document(request: HttpRequest) -> dict | JsonResponse:
@@ -133,18 +140,30 @@ def tasks_batch(request: HttpRequest) -> JsonResponse:
             return _error(400, "malformed_json", detail="items must be a non-empty list")
         if len(items) > settings.RECEIVER_BATCH_LIMIT:
             return _error(413, "too_many_items", limit=settings.RECEIVER_BATCH_LIMIT)
-        results = []
-        for item in items:
+        results: list[dict | None] = [None] * len(items)
+        creatable = []
+        for index, item in enumerate(items):
             if not isinstance(item, dict):
-                results.append({"http_status": 400, "error": "malformed_item"})
+                results[index] = {"http_status": 400, "error": "malformed_item"}
                 continue
             fault = faults.fault_for(item.get("action_key"))
             if fault is not None:
                 injected.append(fault)
-            status, body = _item_result(item.get("action_key"), item.get("payload"), fault)
-            if status == 429 and fault is not None:
-                body["retry_after"] = fault.retry_after
-            results.append({"http_status": status, **body})
+                if fault.before_commit:
+                    status, body = int(fault.kind.removeprefix("http_")), {"error": "injected_fault",
+                                                                            "kind": fault.kind}
+                    if status == 429:
+                        body["retry_after"] = fault.retry_after
+                    results[index] = {"http_status": status, **body}
+                    continue
+            creatable.append((index, item, fault))
+        outcomes = services.task_create_many([(item.get("action_key"), item.get("payload"))
+                                              for _index, item, _fault in creatable])
+        for (index, _item, fault), outcome in zip(creatable, outcomes, strict=True):
+            status, body = _outcome_answer(outcome)
+            if fault is not None and fault.kind == "malformed" and status in (200, 201):
+                status, body = 200, {"ok": True, "note": "injected malformed receipt"}
+            results[index] = {"http_status": status, **body}
     _after_commit_faults(request, injected)
     return JsonResponse({"results": results})
 

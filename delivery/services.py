@@ -68,6 +68,42 @@ def task_create_idempotent(*, action_key: str, payload: dict) -> TaskOutcome:
     return TaskOutcome(task=task, created=True)
 
 
+def task_create_many(items: list[tuple[object, object]]) -> list[TaskOutcome | Exception]:
+    """The batch form of task_create_idempotent, one outcome (or domain error) per item, in order, in
+    three statements whatever the size. Call inside a transaction on the delivery database."""
+    results: list[TaskOutcome | Exception | None] = [None] * len(items)
+    wanted: dict[str, tuple[str, dict, list[int]]] = {}
+    for index, (action_key, payload) in enumerate(items):
+        try:
+            task_validate(action_key=action_key, payload=payload)
+        except InvalidTaskPayload as exc:
+            results[index] = exc
+            continue
+        digest = payload_hash(payload)
+        if action_key in wanted and wanted[action_key][0] != digest:
+            # The same key twice in one batch with different content: the later one is a conflict.
+            wanted[action_key][2].append(index)
+            results[index] = "conflict-in-batch"
+            continue
+        wanted.setdefault(action_key, (digest, payload, []))[2].append(index)
+    fresh = [
+        ReceiverTask(action_key=key, payload=payload, payload_hash=digest)
+        for key, (digest, payload, _indexes) in wanted.items()
+    ]
+    # Keys that exist already (or are inserted concurrently) are skipped here, found below.
+    ReceiverTask.objects.using(DB).bulk_create(fresh, ignore_conflicts=True)
+    ours = {task.action_key: task.task_id for task in fresh}
+    stored = {t.action_key: t for t in ReceiverTask.objects.using(DB).filter(action_key__in=list(wanted))}
+    for key, (digest, _payload, indexes) in wanted.items():
+        task = stored[key]
+        for index in indexes:
+            if task.payload_hash != digest or results[index] == "conflict-in-batch":
+                results[index] = ActionKeyConflict(key, str(task.task_id))
+            else:
+                results[index] = TaskOutcome(task=task, created=task.task_id == ours[key] and index == indexes[0])
+    return results
+
+
 def task_get(*, action_key: str) -> ReceiverTask:
     task = ReceiverTask.objects.using(DB).filter(action_key=action_key).first()
     if task is None:

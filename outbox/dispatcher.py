@@ -22,7 +22,7 @@ from outbox.errors import LeaseLost
 from outbox.failures import DeliveryResult, Outgoing
 from outbox.models import Attempt, AttemptOutcome, FailureClass, Handoff, HandoffEvent, HandoffState
 from outbox.redaction import redact_text
-from outbox.services import handoff_transition
+from outbox.services import handoff_transition, transition_changes
 
 log = logging.getLogger(__name__)
 DB = "default"
@@ -42,6 +42,7 @@ class Claim:
     attempt_number: int
     worker: str
     epoch: int
+    attempt_id: int | None = None
 
     @property
     def outgoing(self) -> Outgoing:
@@ -117,7 +118,7 @@ def handoff_claim_due(
             .values_list("id", "action_key", "payload", "payload_hash", "attempts", "fencing_epoch")
         )
         now = timezone.now()
-        Attempt.objects.using(DB).bulk_create(
+        attempts = Attempt.objects.using(DB).bulk_create(
             Attempt(handoff_id=pk, number=attempts, fencing_epoch=epoch, worker=worker, started_at=now)
             for pk, _key, _payload, _hash, attempts, epoch in rows
         )
@@ -128,72 +129,70 @@ def handoff_claim_due(
             )
             for pk, _key, _payload, _hash, attempts, _epoch in rows
         )
+    attempt_ids = {attempt.handoff_id: attempt.pk for attempt in attempts}
     return [
-        Claim(handoff_id=pk, action_key=key, payload=payload, payload_hash=digest,
-              attempt_number=attempts, worker=worker, epoch=epoch)
-        for pk, key, payload, digest, attempts, epoch in rows
+        Claim(handoff_id=pk, action_key=key, payload=payload, payload_hash=digest, attempt_number=number,
+              worker=worker, epoch=epoch, attempt_id=attempt_ids.get(pk))
+        for pk, key, payload, digest, number, epoch in rows
     ]
 
 
-def _finish_attempt(claim: Claim, outcome: str, result: DeliveryResult | None = None, detail: str = "") -> None:
-    Attempt.objects.using(DB).filter(handoff_id=claim.handoff_id, number=claim.attempt_number).update(
-        finished_at=timezone.now(),
-        outcome=outcome,
-        failure_class=result.failure_class if result else "",
-        reason_code=result.reason_code if result else "",
-        status_code=result.status_code if result else None,
-        latency_ms=result.latency_ms if result else None,
-        detail=redact_text(detail or (result.detail if result else ""))[:2000],
-    )
+def _attempt_fields(outcome: str, result: DeliveryResult | None, detail: str = "") -> dict:
+    return {
+        "finished_at": timezone.now(),
+        "outcome": outcome,
+        "failure_class": result.failure_class if result else "",
+        "reason_code": result.reason_code if result else "",
+        "status_code": result.status_code if result else None,
+        "latency_ms": result.latency_ms if result else None,
+        "detail": redact_text(detail or (result.detail if result else ""))[:2000],
+    }
 
 
-def _apply_outcome(handoff: Handoff, claim: Claim, result: DeliveryResult, policy) -> str:
-    """The state a locked, still-leased handoff moves to for this result; writes attempt and event."""
-    label = claim.worker
+@dataclass(frozen=True)
+class Plan:
+    """What one outcome does to its handoff: decided first, then written with the others in bulk."""
+
+    to_state: str
+    changes: dict
+    reason: str
+    attempt_outcome: str
+
+
+def _plan(handoff: Handoff, result: DeliveryResult, policy) -> Plan:
     if result.delivered:
-        _finish_attempt(claim, AttemptOutcome.CREATED if result.created else AttemptOutcome.DUPLICATE, result)
-        handoff_transition(
-            handoff, S.DELIVERED, actor_label=label,
-            reason="receipt validated: task created" if result.created
+        return Plan(
+            S.DELIVERED,
+            {"destination_id": result.task_id, "delivered_at": timezone.now(), "failure_class": "",
+             "reason_code": "", "last_error": ""},
+            "receipt validated: task created" if result.created
             else "receipt validated: receiver returned the existing task (duplicate prevented)",
-            destination_id=result.task_id, delivered_at=timezone.now(),
-            failure_class="", reason_code="", last_error="",
+            AttemptOutcome.CREATED if result.created else AttemptOutcome.DUPLICATE,
         )
-        return S.DELIVERED
     detail = redact_text(result.detail)[:2000]
     common = {"failure_class": result.failure_class, "reason_code": result.reason_code, "last_error": detail}
     if result.failure_class in (FailureClass.UNCERTAIN, FailureClass.MALFORMED):
-        _finish_attempt(claim, AttemptOutcome.UNCERTAIN, result)
-        handoff_transition(
-            handoff, S.UNCERTAIN, actor_label=label,
-            reason=f"outcome unknown ({result.reason_code}); to be settled by looking the key up", **common,
-        )
-        return S.UNCERTAIN
-    _finish_attempt(claim, AttemptOutcome.FAILED, result)
+        return Plan(S.UNCERTAIN, common,
+                    f"outcome unknown ({result.reason_code}); to be settled by looking the key up",
+                    AttemptOutcome.UNCERTAIN)
     if result.failure_class == FailureClass.TRANSIENT:
         if not policy.exhausted(handoff.attempts_in_run):
             delay = policy.delay(handoff.attempts_in_run, result.retry_after)
-            handoff_transition(
-                handoff, S.PENDING, actor_label=label,
-                reason=f"transient failure ({result.reason_code}); retry in {delay:.1f}s",
-                next_attempt_at=timezone.now() + timedelta(seconds=delay), **common,
-            )
-            return S.PENDING
+            return Plan(S.PENDING, {**common, "next_attempt_at": timezone.now() + timedelta(seconds=delay)},
+                        f"transient failure ({result.reason_code}); retry in {delay:.1f}s", AttemptOutcome.FAILED)
         common["reason_code"] = "retries_exhausted"
         common["last_error"] = f"{handoff.attempts_in_run} attempts; last: {result.reason_code}: {detail}"[:2000]
-    handoff_transition(
-        handoff, S.NEEDS_ATTENTION, actor_label=label,
-        reason=f"{result.failure_class}: {common['reason_code']}", **common,
-    )
-    return S.NEEDS_ATTENTION
+    return Plan(S.NEEDS_ATTENTION, common, f"{result.failure_class}: {common['reason_code']}", AttemptOutcome.FAILED)
 
 
 def handoff_record_outcomes(
     *, outcomes: list[tuple[Claim, DeliveryResult]], destination: Destination
 ) -> list[str | None]:
-    """Record several outcomes in one transaction (one commit for a whole batch). A claim whose fencing
-    token is stale (lease taken over) is refused: its entry is None and nothing is written for it."""
+    """Record several outcomes in one transaction, with one statement per table for the whole batch.
+    A claim whose fencing token is stale (lease taken over) is refused: its entry is None and nothing
+    is written for it."""
     ids = sorted(claim.handoff_id for claim, _ in outcomes)
+    states: list[str | None] = []
     with transaction.atomic(using=DB):
         # Locked in id order, as every multi-row lock here, so two recorders cannot deadlock.
         locked = {
@@ -201,14 +200,45 @@ def handoff_record_outcomes(
             for h in Handoff.objects.using(DB).select_for_update(no_key=True).filter(pk__in=ids, state=S.IN_FLIGHT)
             .order_by("pk")
         }
-        states: list[str | None] = []
+        changed, fields, events, attempts = [], {"updated_at"}, [], []
         for claim, result in outcomes:
             handoff = locked.get(claim.handoff_id)
             if handoff is None or (handoff.lease_owner, handoff.fencing_epoch) != (claim.worker, claim.epoch):
                 states.append(None)
                 continue
-            states.append(_apply_outcome(handoff, claim, result, destination.retry_policy))
+            plan = _plan(handoff, result, destination.retry_policy)
+            changes = transition_changes(handoff, plan.to_state, plan.changes)
+            for name, value in changes.items():
+                setattr(handoff, name, value)
+            changed.append(handoff)
+            fields.update(changes)
+            events.append(HandoffEvent(handoff_id=handoff.pk, from_state=S.IN_FLIGHT, to_state=plan.to_state,
+                                       actor_label=claim.worker, reason=plan.reason))
+            attempts.append((claim, plan.attempt_outcome, result))
+            states.append(plan.to_state)
+        if changed:
+            now = timezone.now()
+            for handoff in changed:
+                handoff.updated_at = now
+            Handoff.objects.using(DB).bulk_update(changed, sorted(fields))
+            HandoffEvent.objects.using(DB).bulk_create(events)
+            _finish_attempts(attempts)
     return states
+
+
+def _finish_attempts(finished: list[tuple[Claim, str, DeliveryResult]]) -> None:
+    unknown = [claim for claim, _outcome, _result in finished if claim.attempt_id is None]
+    ids = {}
+    for claim in unknown:
+        ids[claim.handoff_id] = Attempt.objects.using(DB).values_list("id", flat=True).get(
+            handoff_id=claim.handoff_id, number=claim.attempt_number)
+    rows = [
+        Attempt(pk=claim.attempt_id or ids[claim.handoff_id], **_attempt_fields(outcome, result))
+        for claim, outcome, result in finished
+    ]
+    Attempt.objects.using(DB).bulk_update(
+        rows, ["finished_at", "outcome", "failure_class", "reason_code", "status_code", "latency_ms", "detail"]
+    )
 
 
 def handoff_record_outcome(*, claim: Claim, result: DeliveryResult, destination: Destination) -> str:

@@ -23,6 +23,27 @@ def _lock(handoff_id: int) -> Handoff:
     return handoff
 
 
+def transition_changes(handoff: Handoff, to_state: str, changes: dict) -> dict:
+    """Check the move and return every field it sets (the state's own defaults added). Changes nothing."""
+    from_state = handoff.state
+    if to_state != from_state and not handoff.can_move_to(to_state):
+        raise InvalidTransition(handoff.action_key, from_state, to_state)
+    changes = dict(changes)
+    now = timezone.now()
+    if to_state == S.NEEDS_ATTENTION and from_state != S.NEEDS_ATTENTION:
+        changes.setdefault("attention_since", now)
+        changes.setdefault("sla_due_at", now + timedelta(minutes=settings.HANDOFF_SLA_MINUTES))
+        changes.setdefault("acknowledged_at", None)
+        changes.setdefault("acknowledged_by", None)
+    if to_state in (S.DELIVERED, S.CANCELLED, S.SUPERSEDED):
+        changes.setdefault("sla_due_at", None)
+    if to_state != S.IN_FLIGHT:
+        changes.setdefault("lease_owner", "")
+        changes.setdefault("lease_expires_at", None)
+    changes["state"] = to_state
+    return changes
+
+
 def handoff_transition(
     handoff: Handoff,
     to_state: str,
@@ -35,23 +56,10 @@ def handoff_transition(
 ) -> HandoffEvent:
     """Move a locked handoff to `to_state` and write the event. Call inside an atomic block."""
     from_state = handoff.state
-    if to_state != from_state and not handoff.can_move_to(to_state):
-        raise InvalidTransition(handoff.action_key, from_state, to_state)
-    now = timezone.now()
-    if to_state == S.NEEDS_ATTENTION and from_state != S.NEEDS_ATTENTION:
-        changes.setdefault("attention_since", now)
-        changes.setdefault("sla_due_at", now + timedelta(minutes=settings.HANDOFF_SLA_MINUTES))
-        changes.setdefault("acknowledged_at", None)
-        changes.setdefault("acknowledged_by", None)
-    if to_state in (S.DELIVERED, S.CANCELLED, S.SUPERSEDED):
-        changes.setdefault("sla_due_at", None)
-    if to_state != S.IN_FLIGHT:
-        changes.setdefault("lease_owner", "")
-        changes.setdefault("lease_expires_at", None)
-    handoff.state = to_state
+    changes = transition_changes(handoff, to_state, changes)
     for name, value in changes.items():
         setattr(handoff, name, value)
-    handoff.save(using=DB)
+    handoff.save(using=DB, update_fields=[*changes, "updated_at"])
     return HandoffEvent.objects.using(DB).create(
         handoff=handoff,
         from_state=from_state,
