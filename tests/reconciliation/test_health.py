@@ -90,3 +90,12 @@ def test_drilldowns_list_the_rows_behind_the_numbers(client, health_world):
     assert html.count("onboarding:7:7:1") == 2 and "acknowledge" in html and "assign" in html
     html = client.get(reverse("reconciliation:drilldown", args=["duplicates"])).content.decode()
     assert "onboarding:7:2:1" in html and "onboarding:8:" not in html
+
+
+def test_dashboard_and_findings_pages_run_a_fixed_number_of_queries(client, health_world,
+                                                                    django_assert_max_num_queries):
+    client.force_login(health_world["olga"])
+    with django_assert_max_num_queries(17):
+        assert client.get(reverse("reconciliation:health")).status_code == 200
+    with django_assert_max_num_queries(5):
+        assert client.get(reverse("reconciliation:findings")).status_code == 200
