@@ -173,3 +173,25 @@ def test_request_of_another_workspace_is_404(world):
 
 def test_decide_refuses_get(world):
     assert client_for(world["alice"]).get("/approvals/7/42/1/decide").status_code == 405
+
+
+@pytest.mark.parametrize("extra", [0, 40])
+def test_home_query_count_is_pinned_and_does_not_grow(world, extra, django_assert_max_num_queries):
+    from outbox.models import Handoff, HandoffState
+
+    for number in range(200, 200 + extra):
+        make_request(world["w7"], number, world["bob"])
+    Handoff.objects.bulk_create(
+        Handoff(action_key=f"onboarding:7:{n}:1", workflow="onboarding", workspace_id=7, source_ref=f"request {n}",
+                source_id=1, payload={}, payload_hash="0" * 64, state=HandoffState.NEEDS_ATTENTION)
+        for n in range(500, 500 + extra)
+    )
+    client = client_for(world["alice"])
+    with django_assert_max_num_queries(9):
+        response = client.get("/")
+    assert response.status_code == 200
+
+
+def test_approved_request_links_its_handoff(world, pending):
+    body = client_for(world["alice"]).get("/approvals/7/42/1/").content.decode()
+    assert f'href="/handoffs/{pending.pk}/"' in body and "Pending" in body
