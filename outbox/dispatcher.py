@@ -17,6 +17,7 @@ from django.db.models import DateTimeField, ExpressionWrapper, F, Value
 from django.db.models.functions import Now
 from django.utils import timezone
 
+from outbox.bulk_writes import update_many
 from outbox.destinations import Destination, LookupFailed, get_destination
 from outbox.errors import LeaseLost
 from outbox.failures import DeliveryResult, Outgoing
@@ -220,7 +221,7 @@ def handoff_record_outcomes(
             now = timezone.now()
             for handoff in changed:
                 handoff.updated_at = now
-            Handoff.objects.using(DB).bulk_update(changed, sorted(fields))
+            update_many(changed, sorted(fields), using=DB)
             HandoffEvent.objects.using(DB).bulk_create(events)
             _finish_attempts(attempts)
     return states
@@ -236,9 +237,8 @@ def _finish_attempts(finished: list[tuple[Claim, str, DeliveryResult]]) -> None:
         Attempt(pk=claim.attempt_id or ids[claim.handoff_id], **_attempt_fields(outcome, result))
         for claim, outcome, result in finished
     ]
-    Attempt.objects.using(DB).bulk_update(
-        rows, ["finished_at", "outcome", "failure_class", "reason_code", "status_code", "latency_ms", "detail"]
-    )
+    update_many(rows, ["finished_at", "outcome", "failure_class", "reason_code", "status_code", "latency_ms",
+                       "detail"], using=DB)
 
 
 def handoff_record_outcome(*, claim: Claim, result: DeliveryResult, destination: Destination) -> str:
