@@ -122,8 +122,10 @@ def decide(request, workspace_id: int, number: int, revision: int) -> HttpRespon
             if decision == "approve":
                 handoff = services.request_approve(workspace_id=workspace_id, number=number, revision=revision,
                                                    actor=request.user, payload_hash=shown_hash, reason=reason)
-                result = {"level": "success", "text": f"Approved. Handoff {handoff.action_key} is recorded and "
-                          "queued for delivery.", "link": reverse("outbox:detail", args=(handoff.pk,)),
+                where = ("recorded in observe-only mode: it will not be sent" if handoff.state == "observed"
+                         else "recorded and queued for delivery")
+                result = {"level": "success", "text": f"Approved. Handoff {handoff.action_key} is {where}.",
+                          "link": reverse("outbox:detail", args=(handoff.pk,)),
                           "link_text": "the handoff"}
             else:
                 services.request_reject(workspace_id=workspace_id, number=number, revision=revision,

@@ -125,6 +125,7 @@ class Bench:
 def insert_handoffs_sql(first: int, count: int, *, state: str = "pending", workspace: int = 7) -> str:
     """One INSERT … SELECT generate_series: `count` handoffs with distinct keys, due now."""
     delivered = state == "delivered"
+    # Only integers and fixed words are formatted in; this builds benchmark data, never user input.
     return f"""
         INSERT INTO outbox_handoff (action_key, workflow, workspace_id, source_ref, source_id, rule_version,
             payload, payload_hash, destination, state, attempts, attempts_in_run, next_attempt_at, lease_owner,

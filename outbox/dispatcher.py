@@ -23,7 +23,7 @@ from outbox.errors import LeaseLost
 from outbox.failures import DeliveryResult, Outgoing
 from outbox.models import Attempt, AttemptOutcome, FailureClass, Handoff, HandoffEvent, HandoffState
 from outbox.redaction import redact_text
-from outbox.services import handoff_transition, transition_changes
+from outbox.services import handoff_retry, handoff_transition, transition_changes
 
 log = logging.getLogger(__name__)
 DB = "default"
@@ -321,6 +321,13 @@ def handoff_deliver(*, handoff_id: int, destination: Destination | None = None, 
     return Handoff.objects.using(DB).values_list("state", flat=True).get(pk=handoff_id)
 
 
+def handoff_retry_now(*, handoff_id: int, actor, reason: str = "", confirm_risk: bool = False,
+                      destination: Destination | None = None) -> str:
+    """An operator's retry (same action key), sent at once so that the operator sees the real result."""
+    handoff_retry(handoff_id=handoff_id, actor=actor, reason=reason, confirm_risk=confirm_risk)
+    return handoff_deliver(handoff_id=handoff_id, destination=destination)
+
+
 def handoff_expire_leases(*, actor_label: str = "sweep") -> int:
     """In-flight handoffs whose lease ran out become uncertain: the call may have reached the receiver."""
     expired = list(
@@ -353,7 +360,7 @@ def handoff_expire_leases(*, actor_label: str = "sweep") -> int:
 
 
 def handoff_settle(*, handoff_id: int, destination: Destination | None = None, actor=None,
-                   actor_label: str = "settlement") -> str:
+                   actor_label: str = "settlement", reason: str = "") -> str:
     """Settle an unknown outcome by asking the receiver about the action key, before any new attempt.
 
     found, same payload hash -> delivered; not found -> pending (same key, safe to send);
@@ -365,6 +372,10 @@ def handoff_settle(*, handoff_id: int, destination: Destination | None = None, a
     if handoff.state not in (S.UNCERTAIN, S.NEEDS_ATTENTION):
         return handoff.state
     action = "reconcile" if actor is not None else ""
+
+    def why(finding: str) -> str:
+        return f"{finding} (note: {reason})" if reason else finding
+
     remote, lookup_error = None, ""
     if not destination.supports_lookup:
         lookup_error = "the destination cannot be asked about a key; check at the receiver by hand"
@@ -385,35 +396,35 @@ def handoff_settle(*, handoff_id: int, destination: Destination | None = None, a
             if locked.state == S.UNCERTAIN and not destination.supports_lookup:
                 handoff_transition(
                     locked, S.NEEDS_ATTENTION, actor=actor, actor_label=label, action=action,
-                    reason=lookup_error, failure_class=FailureClass.UNCERTAIN, reason_code="lookup_unsupported",
+                    reason=why(lookup_error), failure_class=FailureClass.UNCERTAIN, reason_code="lookup_unsupported",
                 )
             elif actor is not None:
                 handoff_transition(locked, locked.state, actor=actor, action=action,
-                                   reason=f"reconcile could not ask the receiver: {lookup_error}")
+                                   reason=why(f"reconcile could not ask the receiver: {lookup_error}"))
             return locked.state
         if remote is None:
             if locked.state == S.UNCERTAIN:
                 handoff_transition(
                     locked, S.PENDING, actor=actor, actor_label=label, action=action,
-                    reason="receiver has no task for this key: safe to send again with the same key",
+                    reason=why("receiver has no task for this key: safe to send again with the same key"),
                     next_attempt_at=Now(),
                 )
             else:
                 handoff_transition(
                     locked, locked.state, actor=actor, actor_label=label, action=action,
-                    reason="receiver has no task for this key: retry is safe",
+                    reason=why("receiver has no task for this key: retry is safe"),
                 )
         elif remote.payload_hash == locked.payload_hash:
             handoff_transition(
                 locked, S.DELIVERED, actor=actor, actor_label=label, action=action,
-                reason=f"receiver has task {remote.task_id} for this key with the same payload",
+                reason=why(f"receiver has task {remote.task_id} for this key with the same payload"),
                 destination_id=remote.task_id, delivered_at=timezone.now(),
                 failure_class="", reason_code="", last_error="",
             )
         else:
             handoff_transition(
                 locked, S.NEEDS_ATTENTION, actor=actor, actor_label=label, action=action,
-                reason=f"receiver has task {remote.task_id} for this key with another payload",
+                reason=why(f"receiver has task {remote.task_id} for this key with another payload"),
                 failure_class=FailureClass.CONFLICT, reason_code="key_conflict",
                 last_error=f"receiver payload hash {remote.payload_hash} differs from ours",
             )

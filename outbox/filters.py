@@ -33,6 +33,7 @@ class HandoffFilter(django_filters.FilterSet):
     workspace = django_filters.ChoiceFilter(field_name="workspace_id", label="Workspace", empty_label="all")
     state = django_filters.ChoiceFilter(choices=STATE_CHOICES, method="filter_state", empty_label="any")
     failure_class = django_filters.ChoiceFilter(choices=FailureClass.choices, label="Failure", empty_label="any")
+    reason_code = django_filters.CharFilter(field_name="reason_code", label="Reason code")
     owner = django_filters.ChoiceFilter(method="filter_owner", label="Owner", empty_label="anyone")
     age = django_filters.ChoiceFilter(choices=AGE_CHOICES, method="filter_age", label="Age", empty_label="any")
     q = django_filters.CharFilter(method="filter_text", label="Action key or request number")

@@ -101,6 +101,9 @@ class Handoff(models.Model):
             # Console lists: keyset pagination, per workspace.
             models.Index(fields=["workspace_id", "created_at", "id"], name="handoff_ws_keyset_idx"),
             models.Index(fields=["workspace_id", "state", "created_at", "id"], name="handoff_ws_state_idx"),
+            # Console search by request number ("request 42 …" prefix) and reconciliation's source check.
+            models.Index(fields=["source_ref"], name="handoff_source_ref_idx", opclasses=["varchar_pattern_ops"]),
+            models.Index(fields=["source_id"], name="handoff_source_id_idx"),
         ]
 
     def __str__(self) -> str:

@@ -311,15 +311,17 @@ def _after_send(handoff: Handoff, state: str) -> dict:
 
 @handoff_action
 def handoff_retry(request, handoff: Handoff) -> dict:
-    services.handoff_retry(handoff_id=handoff.pk, actor=request.user, reason=request.POST.get("reason", "").strip(),
-                           confirm_risk=request.POST.get("confirm_risk") == "yes")
-    # Deliver now, so that the operator sees the actual result instead of "queued".
-    return _after_send(handoff, dispatcher.handoff_deliver(handoff_id=handoff.pk))
+    # Sent at once, so that the operator sees the actual result instead of "queued".
+    state = dispatcher.handoff_retry_now(handoff_id=handoff.pk, actor=request.user,
+                                         reason=request.POST.get("reason", "").strip(),
+                                         confirm_risk=request.POST.get("confirm_risk") == "yes")
+    return _after_send(handoff, state)
 
 
 @handoff_action
 def handoff_reconcile(request, handoff: Handoff) -> dict:
-    state = dispatcher.handoff_settle(handoff_id=handoff.pk, actor=request.user)
+    state = dispatcher.handoff_settle(handoff_id=handoff.pk, actor=request.user,
+                                      reason=request.POST.get("reason", "").strip())
     latest = handoff.events.order_by("-at", "-id").values_list("reason", flat=True).first() or ""
     if state == HandoffState.DELIVERED:
         return {"level": "success", "text": f"Reconciled: {latest}. Delivered."}

@@ -9,7 +9,8 @@ if ! command -v pg_ctlcluster >/dev/null 2>&1; then
 fi
 version=$(ls /usr/lib/postgresql | sort -V | tail -1)
 if ! pg_lsclusters -h | awk -v v="$version" '$1==v && $2=="main"' | grep -q .; then
-  pg_createcluster "$version" main >/dev/null
+  # C collation: reconciliation merges the two sides in code-point order of the action keys.
+  pg_createcluster --locale C.UTF-8 "$version" main >/dev/null
 fi
 if ! pg_lsclusters -h | awk -v v="$version" '$1==v && $2=="main" && $4=="online"' | grep -q .; then
   pg_ctlcluster --skip-systemctl-redirect "$version" main start

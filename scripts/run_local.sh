@@ -21,6 +21,7 @@ $PY manage.py migrate --noinput -v0
 $PY manage.py migrate --database delivery --noinput -v0
 $PY manage.py demo
 $PY manage.py schedule_sweeps
+$PY manage.py schedule_reconciliation
 .venv/bin/gunicorn config.wsgi --bind 127.0.0.1:8000 --workers 2 --threads 4 --timeout 60 \
   --access-logfile - --log-level warning &
 web=$!

@@ -1,0 +1,311 @@
+"""End-to-end figures of the dispatcher against PostgreSQL's own ceiling and the usual alternative.
+
+    .venv/bin/python bench/e2e.py [--handoffs 5000] [--json var/bench/e2e.json]
+
+Everything runs on this machine: PostgreSQL through its unix socket, the receiver under gunicorn,
+dispatchers as `manage.py dispatch` processes, the alternative as a django-q2 cluster. Each
+delivered run is checked afterwards: every handoff delivered, exactly one receiver task per key.
+"""
+
+import argparse
+import json
+import os
+import re
+import signal
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from harness import PGHOST, PYTHON, ROOT, Bench, insert_handoffs_sql, recreate_database  # noqa: E402
+
+CLIENTS = (1, 2, 4)
+
+
+def pgbench_ceiling(seconds: int) -> dict[int, float]:
+    """pgbench's built-in simple-update script (-N) at each client count: the commits/s ceiling."""
+    recreate_database("bench_pgbench")
+    subprocess.run(["pgbench", "-h", PGHOST, "-i", "-q", "-s", "10", "bench_pgbench"], check=True,
+                   capture_output=True)
+    ceiling = {}
+    for clients in CLIENTS:
+        out = subprocess.run(["pgbench", "-h", PGHOST, "-N", "-c", str(clients), "-j", str(clients), "-T",
+                              str(seconds), "bench_pgbench"], check=True, capture_output=True, text=True).stdout
+        ceiling[clients] = float(re.search(r"tps = ([0-9.]+)", out).group(1))
+    return ceiling
+
+
+def reset(bench: Bench) -> None:
+    with bench.sql() as conn:
+        conn.execute("TRUNCATE outbox_attempt, outbox_handoffevent, outbox_handoff RESTART IDENTITY CASCADE")
+    with bench.sql("delivery") as conn:
+        conn.execute("TRUNCATE delivery_receivertask, delivery_seenmessage")
+
+
+def verify(bench: Bench, expected: int) -> dict:
+    delivered = bench.scalar("SELECT count(*) FROM outbox_handoff WHERE state = 'delivered'")
+    tasks = bench.scalar("SELECT count(*) FROM delivery_receivertask", "delivery")
+    keys = bench.scalar("SELECT count(DISTINCT action_key) FROM delivery_receivertask", "delivery")
+    with bench.sql() as src, bench.sql("delivery") as dst:
+        ours = dict(src.execute("SELECT action_key, destination_id FROM outbox_handoff").fetchall())
+        theirs = dict(dst.execute("SELECT action_key, task_id::text FROM delivery_receivertask").fetchall())
+    mismatched = sum(1 for key, task in ours.items() if theirs.get(key) != task)
+    ok = delivered == expected == tasks == keys and mismatched == 0
+    return {"delivered": delivered, "tasks": tasks, "distinct_keys": keys, "mismatched": mismatched, "ok": ok}
+
+
+def wait_for(bench: Bench, query: str, target: int, timeout: float, which: str = "source") -> float:
+    start = time.monotonic()
+    while bench.scalar(query, which) < target:
+        if time.monotonic() - start > timeout:
+            raise RuntimeError(f"timed out: {query} < {target}")
+        time.sleep(0.02)
+    return time.monotonic() - start
+
+
+def peak_rss_mb(procs) -> float:
+    peak = 0
+    for proc in procs:
+        try:
+            status = Path(f"/proc/{proc.pid}/status").read_text()
+        except FileNotFoundError:
+            continue
+        peak = max(peak, int(re.search(r"VmHWM:\s+(\d+)", status).group(1)))
+    return round(peak / 1024, 1)
+
+
+def throughput(bench: Bench, handoffs: int, dispatchers: int, tag: str, preload: int = 0) -> dict:
+    """Handoffs created up front (one commit), delivered by `dispatchers` processes over HTTP."""
+    reset(bench)
+    if preload:
+        with bench.sql() as conn:
+            conn.execute(insert_handoffs_sql(1_000_000_000, preload, state="delivered"))
+            conn.execute("VACUUM ANALYZE outbox_handoff")
+    procs = bench.start_dispatchers(dispatchers, tag)
+    time.sleep(2.5)  # started and idle, listening for wake-ups
+    with bench.sql() as conn:
+        conn.execute(insert_handoffs_sql(1, handoffs))
+        conn.execute("NOTIFY handoff_due")
+    elapsed = wait_for(bench, "SELECT count(*) FROM outbox_handoff WHERE state = 'delivered'",
+                       handoffs + preload, timeout=900)
+    rss = peak_rss_mb(procs)
+    bench.stop(procs)
+    check = verify(bench, handoffs + preload) if not preload else {"ok": bench.scalar(
+        "SELECT count(*) FROM delivery_receivertask", "delivery") == handoffs}
+    return {"handoffs": handoffs, "dispatchers": dispatchers, "preloaded_rows": preload,
+            "seconds": round(elapsed, 2), "per_second": round(handoffs / elapsed, 1), "peak_rss_mb": rss,
+            "check": check}
+
+
+PRODUCER = """
+import os, sys, time
+import django
+django.setup()
+from django.db import transaction
+from outbox.services import handoff_record
+rate, seconds, first = float(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3])
+interval, start, n = 1.0 / rate, time.monotonic(), 0
+while time.monotonic() - start < seconds:
+    payload = {"client_name": f"Client {first + n}", "plan": "standard"}
+    with transaction.atomic():  # the approval's transaction: outbox row + NOTIFY, one commit
+        handoff_record(workflow="onboarding", workspace_id=7, source_ref=f"request {first + n}",
+                       source_id=first + n, action_key=f"onboarding:7:{first + n}:1", payload=payload)
+    n += 1
+    delay = start + n * interval - time.monotonic()
+    if delay > 0:
+        time.sleep(delay)
+print(n)
+"""
+
+
+def latency(bench: Bench, rate: float, dispatchers: int, seconds: float) -> dict:
+    """Handoffs approved at a steady rate; approval commit to receiver commit, per key."""
+    reset(bench)
+    procs = bench.start_dispatchers(dispatchers, "lat")
+    time.sleep(2.5)
+    done = subprocess.run([PYTHON, "-c", PRODUCER, str(rate), str(seconds), "1"], cwd=ROOT, env=bench.env,
+                          capture_output=True, text=True, check=True)
+    produced = int(done.stdout.strip().splitlines()[-1])
+    wait_for(bench, "SELECT count(*) FROM outbox_handoff WHERE state = 'delivered'", produced, timeout=120)
+    bench.stop(procs)
+    with bench.sql() as src, bench.sql("delivery") as dst:
+        approved = dict(src.execute("SELECT action_key, created_at FROM outbox_handoff").fetchall())
+        received = dict(dst.execute("SELECT action_key, created_at FROM delivery_receivertask").fetchall())
+    ms = sorted((received[k] - approved[k]).total_seconds() * 1000 for k in approved)
+    return {"rate": rate, "seconds": seconds, "handoffs": produced, "dispatchers": dispatchers,
+            "median_ms": round(statistics.median(ms), 1), "p99_ms": round(ms[int(len(ms) * 0.99) - 1], 1),
+            "wake_up": "PostgreSQL NOTIFY sent in the approval transaction; 0.5 s poll as fallback"}
+
+
+ALT_PRODUCER = """
+import sys, time
+import django
+django.setup()
+from django.db import transaction
+from django_q.tasks import async_task
+from approvals.models import Request
+rate, count, first = float(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+interval, start = (1.0 / rate if rate else 0), time.monotonic()
+for n in range(first, first + count):
+    with transaction.atomic():  # the approval, then the usual hand-off: a task queued after commit
+        request = Request.objects.create(workspace_id=7, number=n, payload={"client_name": f"Client {n}",
+                                         "plan": "standard"}, payload_hash="-", state="approved", requested_by_id=1)
+        transaction.on_commit(lambda pk=request.pk: async_task("bench.alternative.deliver_request", pk))
+    if interval:
+        delay = start + (n - first + 1) * interval - time.monotonic()
+        if delay > 0:
+            time.sleep(delay)
+print(count)
+"""
+
+
+def alternative_setup(bench: Bench) -> None:
+    with bench.sql() as conn:
+        conn.execute("INSERT INTO auth_user (id, password, is_superuser, username, first_name, last_name, email, "
+                      "is_staff, is_active, date_joined) VALUES (1, '!', false, 'bench', '', '', '', false, true, "
+                      "now()) ON CONFLICT DO NOTHING")
+        conn.execute("INSERT INTO approvals_workspace (id, name, created_at) VALUES (7, 'bench', now()) "
+                     "ON CONFLICT DO NOTHING")
+
+
+def alternative_reset(bench: Bench) -> None:
+    with bench.sql() as conn:
+        conn.execute("TRUNCATE approvals_request CASCADE")
+        conn.execute("TRUNCATE django_q_ormq, django_q_task")
+    with bench.sql("delivery") as conn:
+        conn.execute("TRUNCATE delivery_receivertask, delivery_seenmessage")
+
+
+def alternative_throughput(bench: Bench, handoffs: int, workers: int) -> dict:
+    """on_commit(async_task(deliver, id)) with django-q2 and no outbox: one task per handoff."""
+    alternative_setup(bench)
+    alternative_reset(bench)
+    subprocess.run([PYTHON, "-c", ALT_PRODUCER, "0", str(handoffs), "1"], cwd=ROOT, env=bench.env, check=True,
+                   capture_output=True)
+    cluster = bench.spawn([PYTHON, "manage.py", "qcluster"], "alt-qcluster.log", Q_WORKERS=str(workers))
+    elapsed = wait_for(bench, "SELECT count(*) FROM delivery_receivertask", handoffs, timeout=900, which="delivery")
+    bench.stop([cluster])
+    return {"handoffs": handoffs, "workers": workers, "seconds": round(elapsed, 2),
+            "per_second": round(handoffs / elapsed, 1)}
+
+
+def alternative_latency(bench: Bench, rate: float, seconds: float, workers: int) -> dict:
+    alternative_setup(bench)
+    alternative_reset(bench)
+    cluster = bench.spawn([PYTHON, "manage.py", "qcluster"], "alt-qcluster-lat.log", Q_WORKERS=str(workers))
+    time.sleep(3)
+    count = int(rate * seconds)
+    subprocess.run([PYTHON, "-c", ALT_PRODUCER, str(rate), str(count), "1"], cwd=ROOT, env=bench.env, check=True,
+                   capture_output=True)
+    wait_for(bench, "SELECT count(*) FROM delivery_receivertask", count, timeout=300, which="delivery")
+    bench.stop([cluster])
+    with bench.sql() as src, bench.sql("delivery") as dst:
+        approved = dict(src.execute("SELECT 'onboarding:7:' || number || ':1', created_at FROM approvals_request"))
+        received = dict(dst.execute("SELECT action_key, created_at FROM delivery_receivertask").fetchall())
+    ms = sorted((received[k] - approved[k]).total_seconds() * 1000 for k in approved if k in received)
+    return {"rate": rate, "handoffs": count, "median_ms": round(statistics.median(ms), 1),
+            "p99_ms": round(ms[int(len(ms) * 0.99) - 1], 1)}
+
+
+def crash_comparison(bench: Bench, handoffs: int) -> dict:
+    """Kill the approving process with SIGKILL mid-run: what did each design lose or duplicate?"""
+    results = {}
+    # Ours: approvals write the outbox row in their transaction; dispatchers deliver whatever committed.
+    reset(bench)
+    procs = bench.start_dispatchers(2, "crash")
+    producer = subprocess.Popen([PYTHON, "-c", PRODUCER, "100000", "60", "1"], cwd=ROOT, env=bench.env,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wait_for(bench, "SELECT count(*) FROM outbox_handoff", handoffs // 2, timeout=120)
+    os.kill(producer.pid, signal.SIGKILL)
+    producer.wait()
+    approved = bench.scalar("SELECT count(*) FROM outbox_handoff")
+    wait_for(bench, "SELECT count(*) FROM outbox_handoff WHERE state = 'delivered'", approved, timeout=300)
+    bench.stop(procs)
+    tasks = bench.scalar("SELECT count(*) FROM delivery_receivertask", "delivery")
+    results["outbox"] = {"approved": approved, "receiver_tasks": tasks, "lost": approved - tasks,
+                         "duplicated": tasks - bench.scalar("SELECT count(DISTINCT action_key) FROM "
+                                                            "delivery_receivertask", "delivery")}
+    # The alternative: the task is queued by an on_commit callback after the approval committed.
+    alternative_setup(bench)
+    alternative_reset(bench)
+    cluster = bench.spawn([PYTHON, "manage.py", "qcluster"], "alt-qcluster-crash.log", Q_WORKERS="2")
+    producer = subprocess.Popen([PYTHON, "-c", ALT_PRODUCER, "0", str(handoffs * 10), "1"], cwd=ROOT,
+                                env=bench.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wait_for(bench, "SELECT count(*) FROM approvals_request", handoffs // 2, timeout=120)
+    os.kill(producer.pid, signal.SIGKILL)
+    producer.wait()
+    approved = bench.scalar("SELECT count(*) FROM approvals_request")
+    queued = bench.scalar("SELECT count(*) FROM django_q_ormq") + bench.scalar("SELECT count(*) FROM django_q_task")
+    deadline = time.monotonic() + 60
+    while bench.scalar("SELECT count(*) FROM django_q_ormq") and time.monotonic() < deadline:
+        time.sleep(0.2)
+    time.sleep(1)
+    bench.stop([cluster])
+    tasks = bench.scalar("SELECT count(*) FROM delivery_receivertask", "delivery")
+    results["on_commit_django_q2"] = {"approved": approved, "queued": queued, "receiver_tasks": tasks,
+                                      "lost": approved - tasks,
+                                      "duplicated": tasks - bench.scalar("SELECT count(DISTINCT action_key) FROM "
+                                                                         "delivery_receivertask", "delivery")}
+    return results
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--handoffs", type=int, default=5000)
+    parser.add_argument("--pgbench-seconds", type=int, default=10)
+    parser.add_argument("--latency-seconds", type=float, default=15)
+    parser.add_argument("--growth-rows", type=int, nargs="*", default=[10_000, 1_000_000])
+    parser.add_argument("--memory-handoffs", type=int, default=100_000)
+    parser.add_argument("--json", default=str(ROOT / "var" / "bench" / "e2e.json"))
+    args = parser.parse_args()
+
+    report: dict = {}
+    print("pgbench -N ceiling ...", flush=True)
+    report["pgbench_tps"] = pgbench_ceiling(args.pgbench_seconds)
+    print(f"  {report['pgbench_tps']}", flush=True)
+
+    bench = Bench("bench_e2e", RECEIVER_SUPPORTS_BATCH="1", HANDOFF_CLAIM_BATCH="50").setup()
+    bench.start_receiver()
+    report["throughput"] = []
+    for dispatchers in CLIENTS:
+        row = throughput(bench, args.handoffs, dispatchers, f"t{dispatchers}")
+        row["ratio_to_pgbench"] = round(row["per_second"] / report["pgbench_tps"][dispatchers], 3)
+        report["throughput"].append(row)
+        print(f"  throughput {row}", flush=True)
+    best = max(report["throughput"], key=lambda r: r["per_second"])
+
+    single = Bench("bench_e2e", RECEIVER_SUPPORTS_BATCH="0", HANDOFF_CLAIM_BATCH="20")
+    single.receiver_url, single.env["RECEIVER_URL"] = bench.receiver_url, bench.receiver_url
+    row = throughput(single, args.handoffs // 2, 4, "single")
+    report["throughput_single_calls"] = row
+    print(f"  single calls {row}", flush=True)
+
+    report["latency"] = latency(bench, round(best["per_second"] / 2), 4, args.latency_seconds)
+    print(f"  latency {report['latency']}", flush=True)
+
+    report["alternative"] = alternative_throughput(bench, args.handoffs // 2, 4)
+    print(f"  alternative {report['alternative']}", flush=True)
+    report["alternative_latency"] = alternative_latency(
+        bench, min(round(report["alternative"]["per_second"] / 2), round(best["per_second"] / 2)), 10, 4)
+    print(f"  alternative latency {report['alternative_latency']}", flush=True)
+    report["crash"] = crash_comparison(bench, 2000)
+    print(f"  crash {report['crash']}", flush=True)
+
+    report["growth"] = []
+    for rows in args.growth_rows:
+        row = throughput(bench, args.handoffs, 4, f"g{rows}", preload=rows)
+        report["growth"].append(row)
+        print(f"  growth {row}", flush=True)
+    report["memory"] = throughput(bench, args.memory_handoffs, 4, "mem")
+    print(f"  memory {report['memory']}", flush=True)
+    bench.stop()
+    Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.json).write_text(json.dumps(report, indent=2, default=str))
+    print(json.dumps(report, default=str))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
