@@ -86,19 +86,22 @@ def main() -> None:
                  f"{single['per_second']:,.0f} handoffs/s | checked: {'ok' if single['check']['ok'] else 'FAILED'} |")
     lat = r["latency"]
     lines.append(f"| approval commit to receiver commit at {lat['rate']:,.0f}/s steady ({lat['handoffs']:,} handoffs, "
-                 f"4 dispatchers) | median {lat['median_ms']} ms, p99 {lat['p99_ms']} ms | wake-up: {lat['wake_up']} |")
+                 f"{lat['dispatchers']} dispatchers) | median {lat['median_ms']} ms, p99 {lat['p99_ms']} ms | wake-up: {lat['wake_up']} |")
     alat = r["alternative_latency"]
     lines.append(f"| the alternative: `on_commit(async_task(deliver, id))`, django-q2, 4 workers, no outbox | "
                  f"{alt['per_second']:,.0f} handoffs/s | ours is {times_alt:.1f}× |")
     lines.append(f"| the alternative's latency at {alat['rate']:,.0f}/s | median {alat['median_ms']} ms, "
                  f"p99 {alat['p99_ms']} ms | its ORM broker polls every 0.2 s |")
     ours, theirs = r["crash"]["outbox"], r["crash"]["on_commit_django_q2"]
-    lines.append(f"| approving process killed with SIGKILL mid-run: ours | {ours['approved']:,} approved, "
-                 f"{ours['receiver_tasks']:,} tasks: {ours['lost']} lost, {ours['duplicated']} duplicated | "
-                 "the outbox row commits with the approval |")
-    lines.append(f"| the same kill: the alternative | {theirs['approved']:,} approved, {theirs['receiver_tasks']:,} "
-                 f"tasks: {theirs['lost']} lost, {theirs['duplicated']} duplicated | approvals whose on_commit "
-                 "enqueue never ran are lost for good |")
+    lines.append(f"| every worker killed with SIGKILL a third of the way through, restarted: ours | "
+                 f"{ours['approved']:,} approved, {ours['receiver_tasks']:,} tasks: {ours['lost']} lost, "
+                 f"{ours['duplicated']} duplicated; complete {ours['seconds_to_complete_after_restart']} s after "
+                 f"restart | {ours['in_flight_at_kill']} were in flight: leases expired, settled by lookup |")
+    lines.append(f"| the same kill: the alternative | {theirs['approved']:,} approved, "
+                 f"{theirs['receiver_tasks']:,} tasks: {theirs['lost']} not delivered when the queue went quiet, "
+                 f"{theirs['duplicated']} duplicated | tasks the killed cluster had taken are re-delivered only "
+                 "after django-q2's retry timeout (120 s); against a receiver without idempotency a re-delivered "
+                 "task whose call had succeeded would create a second task |")
     for row in r["growth"]:
         lines.append(f"| {row['handoffs']:,} handoffs with {row['preloaded_rows']:,} delivered rows already in the "
                      f"outbox, 4 dispatchers | {row['per_second']:,.0f} handoffs/s | table growth |")
