@@ -3,6 +3,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=.venv/bin/python
+# The pages are measured without collectstatic; whitenoise's notice about it is not a figure.
+export PYTHONWARNINGS="ignore::UserWarning"
 out=var/bench
 mkdir -p "$out"
 started=$(date +%s)
