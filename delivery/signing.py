@@ -4,7 +4,7 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
-from django.db import IntegrityError, transaction
+from django.db import connections
 from django.utils import timezone
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
@@ -39,11 +39,16 @@ def verify_signed_request(*, body: bytes, headers: dict[str, str]) -> str:
     message_id = {k.lower(): v for k, v in headers.items()}.get("webhook-id", "")
     if not message_id or len(message_id) > 120:
         raise SignatureRejected("missing or overlong message id")
-    try:
-        with transaction.atomic(using="delivery"):
-            SeenMessage.objects.using("delivery").create(message_id=message_id)
-    except IntegrityError as exc:
-        raise SignatureRejected("replayed message id") from exc
+    # One statement, no savepoint: a message id already seen inserts nothing.
+    connection = connections["delivery"]
+    table = connection.ops.quote_name(SeenMessage._meta.db_table)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {table} (message_id, received_at) VALUES (%s, %s) ON CONFLICT DO NOTHING",  # noqa: S608
+            [message_id, SeenMessage._meta.get_field("received_at").get_db_prep_value(timezone.now(), connection)],
+        )
+        if cursor.rowcount != 1:
+            raise SignatureRejected("replayed message id")
     return message_id
 
 

@@ -79,6 +79,33 @@ def _due():
     return Handoff.objects.using(DB).filter(state=S.PENDING, next_attempt_at__lte=Now())
 
 
+def _claim_skip_locked(due, *, worker: str, limit: int, lease_seconds: int) -> list[tuple]:
+    """PostgreSQL: lock due rows (skipping those another worker holds), lease them and read them back,
+    in one statement: `WITH due AS (SELECT … FOR NO KEY UPDATE SKIP LOCKED) UPDATE … RETURNING`."""
+    connection = connections[DB]
+    select_sql, select_params = (
+        due.select_for_update(skip_locked=True, no_key=True).order_by("next_attempt_at", "id")
+        .values("id")[:limit].query.sql_with_params()
+    )
+    table = connection.ops.quote_name(Handoff._meta.db_table)
+    sql = (
+        f"WITH due AS ({select_sql}) "  # noqa: S608 - the inner query is Django's, every value a parameter
+        f"UPDATE {table} AS h SET state = %s, lease_owner = %s, "
+        "lease_expires_at = now() + make_interval(secs => %s), fencing_epoch = h.fencing_epoch + 1, "
+        "attempts = h.attempts + 1, attempts_in_run = h.attempts_in_run + 1, updated_at = now() "
+        "FROM due WHERE h.id = due.id "
+        "RETURNING h.id, h.action_key, h.payload, h.payload_hash, h.attempts, h.fencing_epoch"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [*select_params, S.IN_FLIGHT, worker, lease_seconds])
+        fetched = cursor.fetchall()
+    payload_field = Handoff._meta.get_field("payload")
+    return [
+        (pk, key, payload_field.from_db_value(payload, None, connection), digest, attempts, epoch)
+        for pk, key, payload, digest, attempts, epoch in fetched
+    ]
+
+
 def handoff_claim_due(
     *, worker: str, limit: int = 20, lease_seconds: int | None = None, handoff_id: int | None = None
 ) -> list[Claim]:
@@ -98,26 +125,20 @@ def handoff_claim_due(
         due = due.filter(pk=handoff_id)
     with transaction.atomic(using=DB):
         if connections[DB].features.has_select_for_update_skip_locked:
-            ids = list(
-                due.select_for_update(skip_locked=True, no_key=True)
-                .order_by("next_attempt_at", "id")
-                .values_list("id", flat=True)[:limit]
-            )
-            if ids:
-                Handoff.objects.using(DB).filter(pk__in=ids).update(**changes)
+            rows = _claim_skip_locked(due, worker=worker, limit=limit, lease_seconds=lease_seconds)
         else:
             # SQLite has no row locks: claim each row with an update that only succeeds while the
             # row is still pending, checked by its row count.
             candidates = list(due.order_by("next_attempt_at", "id").values_list("id", flat=True)[:limit])
             still_pending = Handoff.objects.using(DB).filter(state=S.PENDING)
             ids = [pk for pk in candidates if still_pending.filter(pk=pk).update(**changes)]
-        if not ids:
+            rows = list(
+                Handoff.objects.using(DB)
+                .filter(pk__in=ids, lease_owner=worker, state=S.IN_FLIGHT)
+                .values_list("id", "action_key", "payload", "payload_hash", "attempts", "fencing_epoch")
+            ) if ids else []
+        if not rows:
             return []
-        rows = list(
-            Handoff.objects.using(DB)
-            .filter(pk__in=ids, lease_owner=worker, state=S.IN_FLIGHT)
-            .values_list("id", "action_key", "payload", "payload_hash", "attempts", "fencing_epoch")
-        )
         now = timezone.now()
         attempts = Attempt.objects.using(DB).bulk_create(
             Attempt(handoff_id=pk, number=attempts, fencing_epoch=epoch, worker=worker, started_at=now)
