@@ -229,3 +229,27 @@ def test_retry_of_uncertain_needs_confirmation_of_the_risk(make_handoff):
     handoff.refresh_from_db()
     assert handoff.state == S.PENDING and handoff.attempts_in_run == 0
     assert HandoffEvent.objects.filter(handoff=handoff, action="retry", actor=olga).exists()
+
+
+def test_stale_worker_cannot_record_over_the_worker_that_took_the_handoff_over(make_handoff):
+    """w1's lease expires mid-call; settlement finds nothing at the receiver and w2 claims the handoff
+    again. w1's late answer must be refused: only the current lease holder (epoch 2) may record."""
+    handoff = make_handoff()
+    [stale] = handoff_claim_due(worker="w1")
+    Handoff.objects.filter(pk=handoff.pk).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
+    handoff_expire_leases()
+    destination = ScriptedDestination()
+    assert handoff_settle(handoff_id=handoff.pk, destination=destination) == S.PENDING
+    [current] = handoff_claim_due(worker="w2")
+    assert (current.epoch, stale.epoch) == (2, 1)
+
+    with pytest.raises(LeaseLost):
+        handoff_record_outcome(claim=stale, result=DeliveryResult.ok(task_id="from-w1", created=True),
+                               destination=destination)
+    handoff.refresh_from_db()
+    assert (handoff.state, handoff.lease_owner, handoff.destination_id) == (S.IN_FLIGHT, "w2", "")
+
+    handoff_record_outcome(claim=current, result=DeliveryResult.ok(task_id="from-w2", created=True),
+                           destination=destination)
+    handoff.refresh_from_db()
+    assert (handoff.state, handoff.destination_id) == (S.DELIVERED, "from-w2")
