@@ -62,6 +62,8 @@ def _insert_and_hold(payload: dict, inserted: threading.Event, release: threadin
 def test_concurrent_insert_of_the_same_key_resolves_at_the_unique_constraint(same_payload):
     """The other insert is not yet committed when this call reads, so the call only meets it at the
     unique index: it waits there, gets IntegrityError, and must end as if it had seen the row."""
+    if connections["delivery"].vendor != "postgresql":
+        pytest.fail("needs PostgreSQL (row-level waits at the unique index); `make test` runs it there")
     inserted, release, out = threading.Event(), threading.Event(), {}
     holder = threading.Thread(target=_insert_and_hold, args=(PAYLOAD, inserted, release, out))
     holder.start()
