@@ -8,7 +8,6 @@ dispatcher, settlement, reconciliation) works through this interface.
 import json
 import threading
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from urllib.parse import quote
 
@@ -61,16 +60,6 @@ class Destination:
 
     def list_keys(self, *, after: str = "", limit: int = 500) -> list[RemoteTask]:
         raise NotImplementedError
-
-    def iter_keys(self, *, batch_size: int = 500) -> Iterator[RemoteTask]:
-        """Every task in action-key order, one page at a time."""
-        after = ""
-        while True:
-            page = self.list_keys(after=after, limit=batch_size)
-            yield from page
-            if len(page) < batch_size:
-                return
-            after = page[-1].action_key
 
     def close(self) -> None:
         pass

@@ -106,11 +106,9 @@ def _claim_skip_locked(due, *, worker: str, limit: int, lease_seconds: int) -> l
     ]
 
 
-def handoff_claim_due(
-    *, worker: str, limit: int = 20, lease_seconds: int | None = None, handoff_id: int | None = None
-) -> list[Claim]:
-    """Claim up to `limit` due handoffs for `worker` and open an attempt for each."""
-    lease_seconds = lease_seconds or settings.HANDOFF_LEASE_SECONDS
+def _claim_row_count(due, *, worker: str, limit: int, lease_seconds: int) -> list[tuple]:
+    """SQLite has no row locks: claim each row with an update that only succeeds while the row is still
+    pending, checked by its row count."""
     changes = {
         "state": S.IN_FLIGHT,
         "lease_owner": worker,
@@ -120,23 +118,29 @@ def handoff_claim_due(
         "attempts_in_run": F("attempts_in_run") + 1,
         "updated_at": Now(),
     }
+    candidates = list(due.order_by("next_attempt_at", "id").values_list("id", flat=True)[:limit])
+    still_pending = Handoff.objects.using(DB).filter(state=S.PENDING)
+    ids = [pk for pk in candidates if still_pending.filter(pk=pk).update(**changes)]
+    if not ids:
+        return []
+    return list(
+        Handoff.objects.using(DB)
+        .filter(pk__in=ids, lease_owner=worker, state=S.IN_FLIGHT)
+        .values_list("id", "action_key", "payload", "payload_hash", "attempts", "fencing_epoch")
+    )
+
+
+def handoff_claim_due(
+    *, worker: str, limit: int = 20, lease_seconds: int | None = None, handoff_id: int | None = None
+) -> list[Claim]:
+    """Claim up to `limit` due handoffs for `worker` and open an attempt for each."""
+    lease_seconds = lease_seconds or settings.HANDOFF_LEASE_SECONDS
     due = _due()
     if handoff_id is not None:
         due = due.filter(pk=handoff_id)
+    claim = _claim_skip_locked if connections[DB].features.has_select_for_update_skip_locked else _claim_row_count
     with transaction.atomic(using=DB):
-        if connections[DB].features.has_select_for_update_skip_locked:
-            rows = _claim_skip_locked(due, worker=worker, limit=limit, lease_seconds=lease_seconds)
-        else:
-            # SQLite has no row locks: claim each row with an update that only succeeds while the
-            # row is still pending, checked by its row count.
-            candidates = list(due.order_by("next_attempt_at", "id").values_list("id", flat=True)[:limit])
-            still_pending = Handoff.objects.using(DB).filter(state=S.PENDING)
-            ids = [pk for pk in candidates if still_pending.filter(pk=pk).update(**changes)]
-            rows = list(
-                Handoff.objects.using(DB)
-                .filter(pk__in=ids, lease_owner=worker, state=S.IN_FLIGHT)
-                .values_list("id", "action_key", "payload", "payload_hash", "attempts", "fencing_epoch")
-            ) if ids else []
+        rows = claim(due, worker=worker, limit=limit, lease_seconds=lease_seconds)
         if not rows:
             return []
         now = timezone.now()

@@ -4,7 +4,7 @@ from collections.abc import Iterable
 
 from django.db.models import Count, QuerySet
 
-from outbox.models import Attempt, AttemptOutcome, Handoff, HandoffEvent, HandoffState
+from outbox.models import Attempt, Handoff, HandoffEvent, HandoffState
 
 
 def handoffs_in(workspace_ids: Iterable[int]) -> QuerySet[Handoff]:
@@ -17,32 +17,6 @@ def handoff_timeline(handoff: Handoff) -> tuple[QuerySet[Attempt], QuerySet[Hand
         handoff.events.select_related("actor").order_by("at", "id"),
     )
 
-
-def delivery_counters(workspace_ids: Iterable[int] | None = None) -> dict:
-    """Attempts by outcome, duplicate-effect preventions, retry exhaustion, and how uncertain
-    outcomes were settled."""
-    attempts = Attempt.objects.all()
-    handoffs = Handoff.objects.all()
-    events = HandoffEvent.objects.all()
-    if workspace_ids is not None:
-        ids = list(workspace_ids)
-        attempts = attempts.filter(handoff__workspace_id__in=ids)
-        handoffs = handoffs.filter(workspace_id__in=ids)
-        events = events.filter(handoff__workspace_id__in=ids)
-    by_outcome = dict(attempts.order_by().values_list("outcome").annotate(n=Count("id")))
-    settled = dict(
-        events.filter(from_state=HandoffState.UNCERTAIN).exclude(to_state=HandoffState.UNCERTAIN)
-        .order_by().values_list("to_state").annotate(n=Count("id"))
-    )
-    return {
-        "attempts_by_outcome": by_outcome,
-        "duplicate_effect_preventions": by_outcome.get(AttemptOutcome.DUPLICATE, 0),
-        "retry_exhausted": handoffs.filter(reason_code="retries_exhausted").count(),
-        "uncertain_settled": settled,
-    }
-
-
-# --- Console reads (keyset pages, visibility, open counts) -------------------------------
 
 def handoff_visible(workspace_ids: Iterable[int], pk: int) -> Handoff | None:
     """The handoff if it belongs to one of the workspaces, else None (the console answers 404)."""

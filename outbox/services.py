@@ -154,13 +154,8 @@ def handoff_retry(*, handoff_id: int, actor, reason: str = "", confirm_risk: boo
                     handoff, S.NEEDS_ATTENTION, actor=actor, reason="operator overrides settlement", action="retry"
                 )
         if handoff.state == S.PENDING:
-            handoff.next_attempt_at = Now()
-            handoff.save(using=DB, update_fields=["next_attempt_at", "updated_at"])
-            HandoffEvent.objects.using(DB).create(
-                handoff=handoff, from_state=S.PENDING, to_state=S.PENDING, actor=actor,
-                actor_label=actor.get_username() if actor else "system", action="run_now",
-                reason=reason or "run now instead of waiting for the backoff",
-            )
+            handoff_transition(handoff, S.PENDING, actor=actor, action="run_now",
+                               reason=reason or "run now instead of waiting for the backoff", next_attempt_at=Now())
         else:
             handoff_transition(
                 handoff,

@@ -102,7 +102,10 @@ def test_receiver_down_is_transient(make_handoff):
 def test_iterating_keys_pages_through_the_receiver(receiver, make_handoff):
     for n in range(1, 8):
         handoff_deliver(handoff_id=make_handoff(n).pk, destination=receiver)
-    keys = [task.action_key for task in receiver.iter_keys(batch_size=3)]
+    keys, after = [], ""
+    while page := receiver.list_keys(after=after, limit=3):
+        keys += [task.action_key for task in page]
+        after = page[-1].action_key
     assert keys == sorted(f"onboarding:7:{n}:1" for n in range(1, 8))
 
 
