@@ -1,19 +1,17 @@
 """Django admin for support staff: outbox records are read-only; the safe actions (reconcile, assign)
 go through the same services as the console and are written to the event history."""
 
-from datetime import timedelta
 
 from django.contrib import admin, messages
 from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
 from django.contrib.auth import get_user_model
 from django.shortcuts import render
-from django.utils import timezone
 
 from approvals.admin import ReadOnlyAdmin
 from approvals.selectors import is_operator_of, operators_of
 from outbox import dispatcher, services
 from outbox.errors import OutboxError
-from outbox.models import Attempt, Handoff, HandoffEvent, HandoffState
+from outbox.models import AGE_CHOICES, HANDOFF_AGES, Attempt, Handoff, HandoffEvent
 
 
 class AttemptInline(admin.TabularInline):
@@ -33,15 +31,13 @@ class AttemptInline(admin.TabularInline):
 class AgeFilter(admin.SimpleListFilter):
     title = "age"
     parameter_name = "age"
-    AGES = {"15m": timedelta(minutes=15), "1h": timedelta(hours=1), "1d": timedelta(days=1), "7d": timedelta(days=7)}
 
     def lookups(self, request, model_admin):
-        return [("15m", "older than 15 minutes"), ("1h", "older than 1 hour"), ("1d", "older than 1 day"),
-                ("7d", "older than 7 days")]
+        return AGE_CHOICES
 
     def queryset(self, request, queryset):
-        if self.value() in self.AGES:
-            return queryset.filter(created_at__lt=timezone.now() - self.AGES[self.value()])
+        if self.value() in HANDOFF_AGES:
+            return queryset.older_than(self.value())
         return queryset
 
 
@@ -54,7 +50,7 @@ class RetryingFilter(admin.SimpleListFilter):
 
     def queryset(self, request, queryset):
         if self.value() == "yes":
-            return queryset.filter(state=HandoffState.PENDING, attempts__gt=0, next_attempt_at__gt=timezone.now())
+            return queryset.retrying()
         return queryset
 
 

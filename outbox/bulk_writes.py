@@ -8,6 +8,8 @@ backends use bulk_update.
 from django.db import connections
 from django.db.models import Model
 
+from outbox.clock import POSTGRES_NOW_PLUS, DbNow
+
 
 def update_many(objs: list[Model], fields: list[str], *, using: str = "default") -> None:
     if not objs:
@@ -21,19 +23,27 @@ def update_many(objs: list[Model], fields: list[str], *, using: str = "default")
     meta = model._meta
     columns = [meta.get_field(name) for name in fields]
     pk = meta.pk
-    casts = [f"%s::{pk.db_type(connection)}"] + [f"%s::{field.db_type(connection)}" for field in columns]
-    row = "(" + ", ".join(casts) + ")"
     names = ", ".join(qn(f.column) for f in [pk, *columns])
     assignments = ", ".join(f"{qn(f.column)} = v.{qn(f.column)}" for f in columns)
+    rows, params = [], []
+    for obj in objs:
+        cells = [f"%s::{pk.db_type(connection)}"]
+        params.append(obj.pk)
+        for field in columns:
+            value = getattr(obj, field.attname)
+            if isinstance(value, DbNow):
+                # A time on the database clock (a due time): computed by the statement, not sent from Python.
+                cells.append(f"{POSTGRES_NOW_PLUS}::{field.db_type(connection)}")
+                params.append(value.seconds)
+            else:
+                cells.append(f"%s::{field.db_type(connection)}")
+                params.append(field.get_db_prep_save(value, connection))
+        rows.append("(" + ", ".join(cells) + ")")
     # Identifiers come from the model and are quoted by the backend; every value is a parameter.
     sql = (
         f"UPDATE {qn(meta.db_table)} AS t SET {assignments} "  # noqa: S608
-        f"FROM (VALUES {', '.join([row] * len(objs))}) AS v({names}) "
+        f"FROM (VALUES {', '.join(rows)}) AS v({names}) "
         f"WHERE t.{qn(pk.column)} = v.{qn(pk.column)}"
     )
-    params = []
-    for obj in objs:
-        params.append(obj.pk)
-        params.extend(field.get_db_prep_save(getattr(obj, field.attname), connection) for field in columns)
     with connection.cursor() as cursor:
         cursor.execute(sql, params)

@@ -9,15 +9,14 @@ import os
 import socket
 import time
 from dataclasses import dataclass, field
-from datetime import timedelta
 
 from django.conf import settings
 from django.db import connections, transaction
-from django.db.models import DateTimeField, ExpressionWrapper, F, Value
-from django.db.models.functions import Now
+from django.db.models import F
 from django.utils import timezone
 
 from outbox.bulk_writes import update_many
+from outbox.clock import POSTGRES_NOW_PLUS, db_now, db_now_plus
 from outbox.destinations import Destination, LookupFailed, get_destination
 from outbox.errors import LeaseLost
 from outbox.failures import DeliveryResult, Outgoing
@@ -70,13 +69,8 @@ class RunStats:
             self.settled[key] = self.settled.get(key, 0) + value
 
 
-def _lease_until(seconds: int):
-    # The lease is measured on the database clock, so workers on other machines agree on it.
-    return ExpressionWrapper(Now() + Value(timedelta(seconds=seconds)), output_field=DateTimeField())
-
-
 def _due():
-    return Handoff.objects.using(DB).filter(state=S.PENDING, next_attempt_at__lte=Now())
+    return Handoff.objects.using(DB).due()
 
 
 def _claim_skip_locked(due, *, worker: str, limit: int, lease_seconds: int) -> list[tuple]:
@@ -91,7 +85,7 @@ def _claim_skip_locked(due, *, worker: str, limit: int, lease_seconds: int) -> l
     sql = (
         f"WITH due AS ({select_sql}) "  # noqa: S608 - the inner query is Django's, every value a parameter
         f"UPDATE {table} AS h SET state = %s, lease_owner = %s, "
-        "lease_expires_at = now() + make_interval(secs => %s), fencing_epoch = h.fencing_epoch + 1, "
+        f"lease_expires_at = {POSTGRES_NOW_PLUS}, fencing_epoch = h.fencing_epoch + 1, "
         "attempts = h.attempts + 1, attempts_in_run = h.attempts_in_run + 1, updated_at = now() "
         "FROM due WHERE h.id = due.id "
         "RETURNING h.id, h.action_key, h.payload, h.payload_hash, h.attempts, h.fencing_epoch"
@@ -112,11 +106,12 @@ def _claim_row_count(due, *, worker: str, limit: int, lease_seconds: int) -> lis
     changes = {
         "state": S.IN_FLIGHT,
         "lease_owner": worker,
-        "lease_expires_at": _lease_until(lease_seconds),
+        # The lease is measured on the database clock, so workers on other machines agree on it.
+        "lease_expires_at": db_now_plus(lease_seconds),
         "fencing_epoch": F("fencing_epoch") + 1,
         "attempts": F("attempts") + 1,
         "attempts_in_run": F("attempts_in_run") + 1,
-        "updated_at": Now(),
+        "updated_at": db_now(),
     }
     candidates = list(due.order_by("next_attempt_at", "id").values_list("id", flat=True)[:limit])
     still_pending = Handoff.objects.using(DB).filter(state=S.PENDING)
@@ -204,7 +199,7 @@ def _plan(handoff: Handoff, result: DeliveryResult, policy) -> Plan:
     if result.failure_class == FailureClass.TRANSIENT:
         if not policy.exhausted(handoff.attempts_in_run):
             delay = policy.delay(handoff.attempts_in_run, result.retry_after)
-            return Plan(S.PENDING, {**common, "next_attempt_at": timezone.now() + timedelta(seconds=delay)},
+            return Plan(S.PENDING, {**common, "next_attempt_at": db_now_plus(delay)},
                         f"transient failure ({result.reason_code}); retry in {delay:.1f}s", AttemptOutcome.FAILED)
         common["reason_code"] = "retries_exhausted"
         common["last_error"] = f"{handoff.attempts_in_run} attempts; last: {result.reason_code}: {detail}"[:2000]
@@ -357,7 +352,7 @@ def handoff_expire_leases(*, actor_label: str = "sweep") -> int:
     """In-flight handoffs whose lease ran out become uncertain: the call may have reached the receiver."""
     expired = list(
         Handoff.objects.using(DB)
-        .filter(state=S.IN_FLIGHT, lease_expires_at__lt=Now())
+        .lease_expired()
         .values_list("id", "fencing_epoch")[:500]
     )
     count = 0
@@ -365,7 +360,7 @@ def handoff_expire_leases(*, actor_label: str = "sweep") -> int:
         with transaction.atomic(using=DB):
             handoff = (
                 Handoff.objects.using(DB).select_for_update(no_key=True)
-                .filter(pk=pk, state=S.IN_FLIGHT, fencing_epoch=epoch, lease_expires_at__lt=Now()).first()
+                .lease_expired().filter(pk=pk, fencing_epoch=epoch).first()
             )
             if handoff is None:
                 continue
@@ -432,7 +427,7 @@ def handoff_settle(*, handoff_id: int, destination: Destination | None = None, a
                 handoff_transition(
                     locked, S.PENDING, actor=actor, actor_label=label, action=action,
                     reason=why("receiver has no task for this key: safe to send again with the same key"),
-                    next_attempt_at=Now(),
+                    next_attempt_at=db_now(),
                 )
             else:
                 handoff_transition(

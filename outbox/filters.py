@@ -1,13 +1,11 @@
 """The handoff list filter: workspace, state (with "retrying"), failure class, owner, age and text."""
 
-from datetime import timedelta
 
 import django_filters
 from django.db.models import QuerySet
-from django.utils import timezone
 
 from approvals.models import Membership, Role, Workspace
-from outbox.models import FailureClass, HandoffState
+from outbox.models import AGE_CHOICES, FailureClass, HandoffState
 
 RETRYING = "retrying"
 OPEN = "open"
@@ -20,13 +18,6 @@ STATE_CHOICES = [
     *HandoffState.choices,
 ]
 
-AGE_CHOICES = [
-    ("15m", "older than 15 minutes"),
-    ("1h", "older than 1 hour"),
-    ("1d", "older than 1 day"),
-    ("7d", "older than 7 days"),
-]
-AGES = {"15m": timedelta(minutes=15), "1h": timedelta(hours=1), "1d": timedelta(days=1), "7d": timedelta(days=7)}
 
 
 class HandoffFilter(django_filters.FilterSet):
@@ -55,12 +46,11 @@ class HandoffFilter(django_filters.FilterSet):
 
     def filter_state(self, queryset: QuerySet, name: str, value: str) -> QuerySet:
         if value == RETRYING:
-            return queryset.filter(state=HandoffState.PENDING, attempts__gt=0, next_attempt_at__gt=timezone.now())
+            return queryset.retrying()
         if value == ATTENTION:
-            return queryset.filter(state__in=(HandoffState.NEEDS_ATTENTION, HandoffState.UNCERTAIN))
+            return queryset.needing_person()
         if value == OPEN:
-            return queryset.filter(state__in=(HandoffState.PENDING, HandoffState.IN_FLIGHT, HandoffState.UNCERTAIN,
-                                              HandoffState.NEEDS_ATTENTION))
+            return queryset.open()
         return queryset.filter(state=value)
 
     def filter_owner(self, queryset: QuerySet, name: str, value: str) -> QuerySet:
@@ -71,7 +61,7 @@ class HandoffFilter(django_filters.FilterSet):
         return queryset.filter(owner_id=value)
 
     def filter_age(self, queryset: QuerySet, name: str, value: str) -> QuerySet:
-        return queryset.filter(created_at__lt=timezone.now() - AGES[value])
+        return queryset.older_than(value)
 
     def filter_text(self, queryset: QuerySet, name: str, value: str) -> QuerySet:
         text = value.strip()

@@ -4,8 +4,13 @@ A handoff carries everything it needs (workspace id, source reference, action ke
 so that this app depends on no other app of the product.
 """
 
+from datetime import timedelta
+
 from django.conf import settings
 from django.db import models
+from django.utils import timezone
+
+from outbox.clock import db_now
 
 
 class HandoffState(models.TextChoices):
@@ -35,6 +40,9 @@ HANDOFF_TRANSITIONS: dict[str, frozenset[str]] = {
 }
 
 OPEN_STATES = frozenset({S.PENDING, S.IN_FLIGHT, S.UNCERTAIN, S.NEEDS_ATTENTION})
+# Handoffs a person has to look at: nothing automatic will move them on (uncertain ones are settled
+# automatically when the destination can be asked, but until then nobody can say what happened).
+NEEDS_PERSON_STATES = frozenset({S.NEEDS_ATTENTION, S.UNCERTAIN})
 
 
 class FailureClass(models.TextChoices):
@@ -44,6 +52,40 @@ class FailureClass(models.TextChoices):
     CREDENTIAL = "credential", "Credential"
     CONFLICT = "conflict", "Conflict"
     MALFORMED = "malformed", "Malformed receipt"
+
+
+# The age choices of every handoff list (console filter, admin filter): code, label, age.
+HANDOFF_AGES: dict[str, tuple[str, timedelta]] = {
+    "15m": ("older than 15 minutes", timedelta(minutes=15)),
+    "1h": ("older than 1 hour", timedelta(hours=1)),
+    "1d": ("older than 1 day", timedelta(days=1)),
+    "7d": ("older than 7 days", timedelta(days=7)),
+}
+AGE_CHOICES = [(code, label) for code, (label, _age) in HANDOFF_AGES.items()]
+
+
+class HandoffQuerySet(models.QuerySet):
+    """The derived rules over handoffs, each defined once. Times are compared on the database clock."""
+
+    def due(self):
+        return self.filter(state=S.PENDING, next_attempt_at__lte=db_now())
+
+    def lease_expired(self):
+        return self.filter(state=S.IN_FLIGHT, lease_expires_at__lt=db_now())
+
+    def retrying(self):
+        """Pending after a failed attempt, waiting for its backoff to pass."""
+        return self.filter(state=S.PENDING, attempts__gt=0, next_attempt_at__gt=db_now())
+
+    def needing_person(self):
+        return self.filter(state__in=NEEDS_PERSON_STATES)
+
+    def open(self):
+        return self.filter(state__in=OPEN_STATES)
+
+    def older_than(self, age_code: str):
+        # created_at is written from Python (auto_now_add), so the age is measured on the same clock.
+        return self.filter(created_at__lt=timezone.now() - HANDOFF_AGES[age_code][1])
 
 
 class Handoff(models.Model):
@@ -88,6 +130,8 @@ class Handoff(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
     delivered_at = models.DateTimeField(null=True, blank=True)
+
+    objects = HandoffQuerySet.as_manager()
 
     class Meta:
         constraints = [

@@ -4,9 +4,9 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models.functions import Now
 from django.utils import timezone
 
+from outbox.clock import db_now
 from outbox.errors import ActionKeyExists, HandoffNotFound, InvalidTransition, RiskNotConfirmed
 from outbox.models import FailureClass, Handoff, HandoffEvent, HandoffState
 from outbox.payloads import payload_hash
@@ -98,7 +98,7 @@ def handoff_record(
                     payload=payload,
                     payload_hash=payload_hash(payload),
                     state=S.OBSERVED if observe_only else S.PENDING,
-                    next_attempt_at=None if observe_only else timezone.now(),
+                    next_attempt_at=None if observe_only else db_now(),
                     owner=owner,
                 )
         except IntegrityError as exc:
@@ -155,7 +155,7 @@ def handoff_retry(*, handoff_id: int, actor, reason: str = "", confirm_risk: boo
                 )
         if handoff.state == S.PENDING:
             handoff_transition(handoff, S.PENDING, actor=actor, action="run_now",
-                               reason=reason or "run now instead of waiting for the backoff", next_attempt_at=Now())
+                               reason=reason or "run now instead of waiting for the backoff", next_attempt_at=db_now())
         else:
             handoff_transition(
                 handoff,
@@ -163,7 +163,7 @@ def handoff_retry(*, handoff_id: int, actor, reason: str = "", confirm_risk: boo
                 actor=actor,
                 reason=reason or "retry with the same action key",
                 action="retry",
-                next_attempt_at=Now(),
+                next_attempt_at=db_now(),
                 failure_class="",
                 reason_code="",
                 # A manual retry gets a fresh allowance of automatic attempts.

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 from django.db.models import Count
-from django.utils import timezone
 
 from delivery.models import ReceiverTask, SeenMessage
+from outbox.clock import db_now
 from outbox.models import Attempt, AttemptOutcome, FailureClass, Handoff, HandoffState
 from outbox.payloads import payload_hash
 
@@ -26,14 +26,13 @@ OPEN = (S.PENDING, S.IN_FLIGHT, S.UNCERTAIN)
 
 
 def make_handoffs(count: int, workspace_id: int = 7) -> list[str]:
-    now = timezone.now()
     rows = []
     for n in range(1, count + 1):
         payload = {"client_name": f"Client {n}", "plan": "standard"}
         rows.append(Handoff(
             action_key=f"onboarding:{workspace_id}:{n}:1", workflow="onboarding", workspace_id=workspace_id,
             source_ref=f"request {n} revision 1", source_id=n, payload=payload, payload_hash=payload_hash(payload),
-            state=S.PENDING, next_attempt_at=now,
+            state=S.PENDING, next_attempt_at=db_now(),
         ))
     Handoff.objects.bulk_create(rows, batch_size=1000)
     return [row.action_key for row in rows]
@@ -81,7 +80,7 @@ def test_dispatcher_killed_mid_call_then_another_settles_without_a_duplicate(pro
     assert victim.returncode == -signal.SIGKILL
     assert Handoff.objects.get(action_key=key).state == S.IN_FLIGHT
 
-    wait_until(lambda: Handoff.objects.filter(action_key=key, lease_expires_at__lt=timezone.now()).exists(),
+    wait_until(lambda: Handoff.objects.lease_expired().filter(action_key=key).exists(),
                timeout=10, what="the victim's lease to expire")
     processes.dispatch_once("rescuer")
 

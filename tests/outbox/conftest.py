@@ -1,6 +1,6 @@
 import pytest
-from django.utils import timezone
 
+from outbox.clock import db_now
 from outbox.destinations import InProcessDestination
 from outbox.failures import DeliveryResult
 from outbox.models import Handoff, HandoffState
@@ -32,8 +32,7 @@ def make_handoff():
         return Handoff.objects.create(
             action_key=f"onboarding:{workspace_id}:{n}:1", workflow="onboarding", workspace_id=workspace_id,
             source_ref=f"request {n} revision 1", source_id=n, payload=payload, payload_hash=payload_hash(payload),
-            state=fields.pop("state", HandoffState.PENDING), next_attempt_at=fields.pop("next_attempt_at",
-                                                                                        timezone.now()),
+            state=fields.pop("state", HandoffState.PENDING), next_attempt_at=fields.pop("next_attempt_at", db_now()),
             **fields,
         )
 
