@@ -95,7 +95,7 @@ class Bench:
     def start_dispatchers(self, count: int, tag: str, **env: str) -> list[subprocess.Popen]:
         return [
             self.spawn([PYTHON, "manage.py", "dispatch", "--worker", f"{tag}-{n}", "--idle-sleep", "0.5",
-                        "--sweep-every", "5"], f"dispatcher-{tag}-{n}.log", **env)
+                        "--maintain-every", "5"], f"dispatcher-{tag}-{n}.log", **env)
             for n in range(count)
         ]
 

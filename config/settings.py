@@ -95,7 +95,10 @@ TEMPLATES = [
 def _database(url_env: str, sqlite_name: str) -> dict:
     url = os.environ.get(url_env)
     if url:
-        config = dj_database_url.parse(url, conn_max_age=env_int("DATABASE_CONN_MAX_AGE", 60))
+        # Health checks: a persistent connection that the server closed (restart, failover) is replaced
+        # before a request uses it, instead of failing that request.
+        config = dj_database_url.parse(url, conn_max_age=env_int("DATABASE_CONN_MAX_AGE", 60),
+                                       conn_health_checks=True)
         config.setdefault("OPTIONS", {})
         return config
     VAR_DIR.mkdir(parents=True, exist_ok=True)

@@ -7,7 +7,6 @@ a fencing token (lease owner + epoch); an outcome whose token no longer matches 
 import logging
 import os
 import socket
-import time
 from dataclasses import dataclass, field
 
 from django.conf import settings
@@ -462,13 +461,21 @@ def settle_uncertain(*, destination: Destination | None = None, limit: int = 200
     return outcomes
 
 
-def sweep(*, destination: Destination | None = None, worker: str | None = None) -> RunStats:
-    """One pass of everything periodic: expired leases, uncertain outcomes, due rows."""
+def maintain(*, destination: Destination | None = None) -> RunStats:
+    """Expire leases that ran out and settle uncertain outcomes. Runs on its own cadence, never behind a
+    drain: a dead worker's rows are noticed within a lease, whatever the backlog."""
     destination = destination or get_destination()
     stats = RunStats(expired_leases=handoff_expire_leases())
     stats.settled = settle_uncertain(destination=destination)
+    return stats
+
+
+def sweep(*, destination: Destination | None = None, worker: str | None = None) -> RunStats:
+    """One pass of everything periodic (django-q2's schedule, `dispatch --once`): maintenance, then the
+    due rows, then settlement of what this pass itself left uncertain (a lost answer costs one pass)."""
+    destination = destination or get_destination()
+    stats = maintain(destination=destination)
     stats.add(drain(destination=destination, worker=worker))
-    # Settle what this pass itself left uncertain, so that a lost answer costs one sweep, not two.
     for state, count in settle_uncertain(destination=destination).items():
         stats.settled[state] = stats.settled.get(state, 0) + count
     return stats
@@ -483,28 +490,3 @@ def drain(*, destination: Destination | None = None, worker: str | None = None, 
         if batch.claimed == 0:
             break
     return stats
-
-
-def run_forever(*, destination: Destination | None = None, worker: str | None = None, idle_sleep: float = 0.5,
-                sweep_every: float = 5.0, should_stop=lambda: False) -> RunStats:
-    """The foreground loop of `manage.py dispatch`: drain, sweep now and then, and when idle wait for a
-    wake-up (PostgreSQL NOTIFY) or `idle_sleep` seconds, whichever comes first."""
-    from outbox.wakeups import WakeListener
-
-    destination = destination or get_destination()
-    worker = worker or default_worker_name()
-    listener = WakeListener()
-    total = RunStats()
-    last_sweep = 0.0
-    try:
-        while not should_stop():
-            if time.monotonic() - last_sweep >= sweep_every:
-                total.add(sweep(destination=destination, worker=worker))
-                last_sweep = time.monotonic()
-            batch = dispatch_batch(destination=destination, worker=worker)
-            total.add(batch)
-            if batch.claimed == 0:
-                listener.wait(idle_sleep)
-    finally:
-        listener.close()
-    return total

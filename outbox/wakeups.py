@@ -6,6 +6,7 @@ commit and drops it on rollback) wakes `manage.py dispatch` loops that LISTEN; a
 queued after commit wakes the django-q2 cluster (HANDOFF_WAKE_ON_COMMIT).
 """
 
+import contextlib
 import logging
 import time
 
@@ -35,26 +36,39 @@ def wake_dispatcher_on_commit(using: str = "default") -> None:
 
 
 class WakeListener:
-    """Waits for a NOTIFY on PostgreSQL (or simply sleeps elsewhere), at most `timeout` seconds."""
+    """Waits for a NOTIFY on PostgreSQL (or simply sleeps elsewhere), at most `timeout` seconds.
+
+    A lost listening connection costs nothing but latency: the loop polls every `timeout` seconds
+    meanwhile, and the connection is opened again on the next wait."""
+
+    RECONNECT_EVERY = 5.0
 
     def __init__(self, using: str = "default"):
         self._conn = None
-        connection = connections[using]
-        if connection.vendor != "postgresql":
+        self._using = using
+        self._next_connect = 0.0
+        self._listens = connections[using].vendor == "postgresql"
+        self.reconnect()
+
+    def reconnect(self) -> None:
+        if not self._listens or self._conn is not None or time.monotonic() < self._next_connect:
             return
         import psycopg
 
-        params = connection.get_connection_params()
+        params = connections[self._using].get_connection_params()
         keep = {"dbname", "host", "port", "user", "password", "sslmode", "options"}
         try:
-            self._conn = psycopg.connect(**{k: v for k, v in params.items() if k in keep}, autocommit=True)
+            self._conn = psycopg.connect(**{k: v for k, v in params.items() if k in keep}, autocommit=True,
+                                         connect_timeout=5)
             self._conn.execute(f"LISTEN {CHANNEL}")
         except psycopg.Error:
-            log.warning("cannot LISTEN for wake-ups; falling back to polling", exc_info=True)
-            self._conn = None
+            log.warning("cannot LISTEN for wake-ups; polling until it can", exc_info=True)
+            self.close()
+            self._next_connect = time.monotonic() + self.RECONNECT_EVERY
 
     def wait(self, timeout: float) -> bool:
         """True when woken by a notification, False after the timeout."""
+        self.reconnect()
         if self._conn is None:
             time.sleep(timeout)
             return False
@@ -67,12 +81,14 @@ class WakeListener:
                 pass
             return woken
         except psycopg.Error:
-            log.warning("wake-up connection lost; polling until the next start", exc_info=True)
-            self._conn = None
-            time.sleep(timeout)
+            log.warning("wake-up connection lost; polling until it is back", exc_info=True)
+            self.close()
+            self._next_connect = time.monotonic() + self.RECONNECT_EVERY
             return False
 
     def close(self) -> None:
         if self._conn is not None:
-            self._conn.close()
+            # Closing a broken connection may fail; it is gone either way.
+            with contextlib.suppress(Exception):
+                self._conn.close()
             self._conn = None

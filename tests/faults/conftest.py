@@ -93,7 +93,7 @@ class Processes:
         return env
 
     def start_dispatcher(self, name: str, **overrides: str) -> subprocess.Popen:
-        args = [sys.executable, "manage.py", "dispatch", "--worker", name, "--sweep-every", "0.5",
+        args = [sys.executable, "manage.py", "dispatch", "--worker", name, "--maintain-every", "0.5",
                 "--idle-sleep", "0.1"]
         return self._spawn(args, self.dispatcher_env(**overrides), f"dispatcher-{name}.log")
 

@@ -1,8 +1,9 @@
 import signal
+import threading
 
 from django.core.management.base import BaseCommand
 
-from outbox import dispatcher
+from outbox import dispatcher, runner
 
 
 class Command(BaseCommand):
@@ -12,9 +13,10 @@ class Command(BaseCommand):
         parser.add_argument("--once", action="store_true", help="Sweep, drain what is due, print a summary, exit.")
         parser.add_argument("--worker", default=None, help="Worker name recorded on claims and attempts.")
         parser.add_argument("--idle-sleep", type=float, default=0.5)
-        parser.add_argument("--sweep-every", type=float, default=5.0)
+        parser.add_argument("--maintain-every", type=float, default=5.0,
+                            help="Seconds between passes that expire leases and settle uncertain outcomes.")
 
-    def handle(self, *args, once=False, worker=None, idle_sleep=0.5, sweep_every=5.0, **options):
+    def handle(self, *args, once=False, worker=None, idle_sleep=0.5, maintain_every=5.0, **options):
         if once:
             stats = dispatcher.sweep(worker=worker)
             self.stdout.write(
@@ -23,14 +25,10 @@ class Command(BaseCommand):
                 f"expired_leases={stats.expired_leases} settled={stats.settled}"
             )
             return
-        stopping = {"now": False}
-
-        def stop(*_):
-            stopping["now"] = True
-
-        signal.signal(signal.SIGTERM, stop)
-        signal.signal(signal.SIGINT, stop)
+        stopping = threading.Event()
+        signal.signal(signal.SIGTERM, lambda *_: stopping.set())
+        signal.signal(signal.SIGINT, lambda *_: stopping.set())
         self.stdout.write(f"dispatching as {worker or dispatcher.default_worker_name()}; Ctrl-C to stop")
-        stats = dispatcher.run_forever(worker=worker, idle_sleep=idle_sleep, sweep_every=sweep_every,
-                                       should_stop=lambda: stopping["now"])
+        stats = runner.run_forever(worker=worker, idle_sleep=idle_sleep, maintain_every=maintain_every,
+                                   stop=stopping)
         self.stdout.write(f"stopped: claimed={stats.claimed} delivered={stats.delivered}")
