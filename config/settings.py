@@ -170,23 +170,41 @@ RECEIVER_FAULTS = json.loads(os.environ.get("RECEIVER_FAULTS", "null") or "null"
 
 # --- The dispatcher (outbox app) -------------------------------------------------------
 # Which destination handoffs go to. "http" reaches a receiver over its signed API;
-# "in_process" calls the receiver's services directly (fast tests only).
+# "in_process" calls the receiver's services directly (fast tests only). Its capabilities are
+# declared here, not assumed: a receiver that does not honour the idempotency key, or cannot be asked
+# about a key, sends uncertain outcomes to a person instead of sending again.
 HANDOFF_DESTINATION = {
     "kind": os.environ.get("HANDOFF_DESTINATION", "http"),
+    "name": os.environ.get("HANDOFF_DESTINATION_NAME", "receiver"),
     "url": os.environ.get("RECEIVER_URL", "http://127.0.0.1:8000/delivery/api"),
     "connect_timeout": env_float("RECEIVER_CONNECT_TIMEOUT", 2.0),
     "read_timeout": env_float("RECEIVER_READ_TIMEOUT", 5.0),
-    "supports_idempotency": True,
-    "supports_lookup": True,
+    "supports_idempotency": env_bool("RECEIVER_SUPPORTS_IDEMPOTENCY", True),
+    "supports_lookup": env_bool("RECEIVER_SUPPORTS_LOOKUP", True),
     "supports_batch": env_bool("RECEIVER_SUPPORTS_BATCH", False),
     "retry": {
-        "max_attempts": env_int("HANDOFF_MAX_ATTEMPTS", 6),
+        "window_seconds": env_float("HANDOFF_RETRY_WINDOW_HOURS", 24.0) * 3600,
+        "max_attempts": env_int("HANDOFF_MAX_ATTEMPTS", 0) or None,
         "base_delay": env_float("HANDOFF_BACKOFF_BASE", 2.0),
         "max_delay": env_float("HANDOFF_BACKOFF_CAP", 300.0),
         "max_retry_after": env_float("HANDOFF_MAX_RETRY_AFTER", 3600.0),
     },
 }
+# The circuit breaker: this many consecutive connection/5xx failures across handoffs pause the
+# destination (one refused credential pauses it at once); a single probe call is then made after
+# PROBE_BASE seconds, doubling up to PROBE_CAP, until one succeeds.
+HANDOFF_BREAKER_THRESHOLD = env_int("HANDOFF_BREAKER_THRESHOLD", 5)
+HANDOFF_BREAKER_PROBE_BASE = env_float("HANDOFF_BREAKER_PROBE_BASE", 2.0)
+HANDOFF_BREAKER_PROBE_CAP = env_float("HANDOFF_BREAKER_PROBE_CAP", 60.0)
+# The lease of a claimed handoff, on the database clock. The one rule that ties lease, timeouts and
+# batch size together: one call must end within a lease. The dispatcher renews the leases of the
+# claims it still holds before any call that could outlive them, so the claim batch size does not
+# enter the rule; a lease shorter than one call could pass to another worker while the call is out.
 HANDOFF_LEASE_SECONDS = env_int("HANDOFF_LEASE_SECONDS", 30)
+if HANDOFF_DESTINATION["connect_timeout"] + HANDOFF_DESTINATION["read_timeout"] >= HANDOFF_LEASE_SECONDS:
+    raise ImproperlyConfigured(
+        "HANDOFF_LEASE_SECONDS must exceed RECEIVER_CONNECT_TIMEOUT + RECEIVER_READ_TIMEOUT (one call per lease)"
+    )
 HANDOFF_CLAIM_BATCH = env_int("HANDOFF_CLAIM_BATCH", 20)
 HANDOFF_SLA_MINUTES = env_int("HANDOFF_SLA_MINUTES", 60)
 HANDOFF_STUCK_MINUTES = env_int("HANDOFF_STUCK_MINUTES", 15)

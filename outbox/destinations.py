@@ -46,6 +46,8 @@ class Destination:
     supports_lookup = True
     supports_batch = False
     retry_policy = RetryPolicy()
+    # The longest one call can take (connect + read timeout): what a lease must outlast.
+    call_seconds = 0.0
 
     def deliver(self, outgoing: Outgoing) -> DeliveryResult:
         raise NotImplementedError
@@ -75,6 +77,9 @@ class InProcessDestination(Destination):
 
     lose_ack_for: set[str] = field(default_factory=set)
     retry_policy: RetryPolicy = field(default_factory=RetryPolicy)
+    name: str = "receiver"
+    supports_idempotency: bool = True
+    supports_lookup: bool = True
 
     def deliver(self, outgoing: Outgoing) -> DeliveryResult:
         from delivery import services
@@ -121,6 +126,7 @@ class HttpDestination(Destination):
         self,
         *,
         url: str,
+        name: str = "receiver",
         connect_timeout: float = 2.0,
         read_timeout: float = 5.0,
         supports_idempotency: bool = True,
@@ -131,6 +137,8 @@ class HttpDestination(Destination):
         **_ignored,
     ):
         self.base_url = url.rstrip("/")
+        self.name = name
+        self.call_seconds = connect_timeout + read_timeout
         self.supports_idempotency = supports_idempotency
         self.supports_lookup = supports_lookup
         self.supports_batch = supports_batch
@@ -286,7 +294,11 @@ _configured_lock = threading.Lock()
 def destination_from_config(config: dict) -> Destination:
     kind = config.get("kind", "http")
     if kind == "in_process":
-        return InProcessDestination(retry_policy=RetryPolicy.from_config(config.get("retry")))
+        return InProcessDestination(
+            retry_policy=RetryPolicy.from_config(config.get("retry")), name=config.get("name", "receiver"),
+            supports_idempotency=config.get("supports_idempotency", True),
+            supports_lookup=config.get("supports_lookup", True),
+        )
     if kind == "http":
         return HttpDestination(**{k: v for k, v in config.items() if k != "kind"})
     raise ValueError(f"unknown destination kind {kind!r}")

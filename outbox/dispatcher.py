@@ -7,13 +7,16 @@ a fencing token (lease owner + epoch); an outcome whose token no longer matches 
 import logging
 import os
 import socket
+import time
 from dataclasses import dataclass, field
 
 from django.conf import settings
 from django.db import connections, transaction
-from django.db.models import F
+from django.db.models import BooleanField, ExpressionWrapper, F, Q
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
+from outbox.breaker import Admission, destination_admit, destination_record_results
 from outbox.bulk_writes import update_many
 from outbox.clock import POSTGRES_NOW_PLUS, db_now, db_now_plus
 from outbox.destinations import Destination, LookupFailed, get_destination
@@ -58,6 +61,7 @@ class RunStats:
     needs_attention: int = 0
     lease_lost: int = 0
     expired_leases: int = 0
+    paused: bool = False
     settled: dict = field(default_factory=dict)
 
     def add(self, other: "RunStats") -> None:
@@ -125,11 +129,14 @@ def _claim_row_count(due, *, worker: str, limit: int, lease_seconds: int) -> lis
 
 
 def handoff_claim_due(
-    *, worker: str, limit: int = 20, lease_seconds: int | None = None, handoff_id: int | None = None
+    *, worker: str, limit: int = 20, lease_seconds: int | None = None, handoff_id: int | None = None,
+    destination_name: str | None = None,
 ) -> list[Claim]:
     """Claim up to `limit` due handoffs for `worker` and open an attempt for each."""
     lease_seconds = lease_seconds or settings.HANDOFF_LEASE_SECONDS
     due = _due()
+    if destination_name is not None:
+        due = due.filter(destination=destination_name)
     if handoff_id is not None:
         due = due.filter(pk=handoff_id)
     claim = _claim_skip_locked if connections[DB].features.has_select_for_update_skip_locked else _claim_row_count
@@ -179,30 +186,62 @@ class Plan:
     attempt_outcome: str
 
 
-def _plan(handoff: Handoff, result: DeliveryResult, policy) -> Plan:
+def _delivered_plan(result: DeliveryResult) -> Plan:
+    return Plan(
+        S.DELIVERED,
+        {"destination_id": result.task_id, "delivered_at": timezone.now(), "failure_class": "",
+         "reason_code": "", "last_error": ""},
+        "receipt validated: task created" if result.created
+        else "receipt validated: receiver returned the existing task (duplicate prevented)",
+        AttemptOutcome.CREATED if result.created else AttemptOutcome.DUPLICATE,
+    )
+
+
+def _unknown_outcome_plan(handoff: Handoff, result: DeliveryResult, destination: Destination, common: dict) -> Plan:
+    if destination.supports_idempotency:
+        return Plan(S.UNCERTAIN, common, f"outcome unknown ({result.reason_code}); to be settled by looking the key up",
+                    AttemptOutcome.UNCERTAIN)
+    # Nothing may be sent twice to a receiver that ignores the key: a person checks there and records it.
+    evidence = (f"attempt {handoff.attempts} sent key {handoff.action_key} (payload hash {handoff.payload_hash[:12]}) "
+                f"and the outcome is unknown ({result.reason_code}: {common['last_error']}). The destination does not "
+                "honour idempotency keys: check at the receiver whether the task exists, then settle by hand.")
+    return Plan(S.NEEDS_ATTENTION, {**common, "reason_code": "uncertain_not_idempotent", "last_error": evidence[:2000]},
+                f"outcome unknown ({result.reason_code}) at a destination without idempotency: a person checks",
+                AttemptOutcome.UNCERTAIN)
+
+
+def _plan(handoff: Handoff, result: DeliveryResult, destination: Destination, *, past_window: bool = False) -> Plan:
     if result.delivered:
-        return Plan(
-            S.DELIVERED,
-            {"destination_id": result.task_id, "delivered_at": timezone.now(), "failure_class": "",
-             "reason_code": "", "last_error": ""},
-            "receipt validated: task created" if result.created
-            else "receipt validated: receiver returned the existing task (duplicate prevented)",
-            AttemptOutcome.CREATED if result.created else AttemptOutcome.DUPLICATE,
-        )
+        return _delivered_plan(result)
     detail = redact_text(result.detail)[:2000]
     common = {"failure_class": result.failure_class, "reason_code": result.reason_code, "last_error": detail}
     if result.failure_class in (FailureClass.UNCERTAIN, FailureClass.MALFORMED):
-        return Plan(S.UNCERTAIN, common,
-                    f"outcome unknown ({result.reason_code}); to be settled by looking the key up",
-                    AttemptOutcome.UNCERTAIN)
+        return _unknown_outcome_plan(handoff, result, destination, common)
+    if result.failure_class == FailureClass.CREDENTIAL:
+        # A refused credential is the destination's problem: its breaker pauses it, the handoff waits.
+        return Plan(S.PENDING, {**common, "next_attempt_at": db_now()},
+                    "credential refused: the destination is paused until a probe succeeds", AttemptOutcome.FAILED)
+    policy = destination.retry_policy
     if result.failure_class == FailureClass.TRANSIENT:
-        if not policy.exhausted(handoff.attempts_in_run):
+        if not policy.exhausted(handoff.attempts_in_run, past_window=past_window):
             delay = policy.delay(handoff.attempts_in_run, result.retry_after)
             return Plan(S.PENDING, {**common, "next_attempt_at": db_now_plus(delay)},
                         f"transient failure ({result.reason_code}); retry in {delay:.1f}s", AttemptOutcome.FAILED)
         common["reason_code"] = "retries_exhausted"
-        common["last_error"] = f"{handoff.attempts_in_run} attempts; last: {result.reason_code}: {detail}"[:2000]
+        spent = "retry window" if past_window else f"{handoff.attempts_in_run} attempts"
+        common["last_error"] = f"{spent} exhausted; last: {result.reason_code}: {detail}"[:2000]
     return Plan(S.NEEDS_ATTENTION, common, f"{result.failure_class}: {common['reason_code']}", AttemptOutcome.FAILED)
+
+
+def _locked_in_flight(ids: list[int], window_seconds: float) -> dict[int, Handoff]:
+    """The in-flight rows, locked in id order (as every multi-row lock here, so two recorders cannot
+    deadlock), each with `past_window` measured on the database clock."""
+    past = ExpressionWrapper(Q(run_start__lt=db_now_plus(-window_seconds)), output_field=BooleanField())
+    rows = (
+        Handoff.objects.using(DB).select_for_update(no_key=True, of=("self",)).filter(pk__in=ids, state=S.IN_FLIGHT)
+        .annotate(run_start=Coalesce("run_started_at", "created_at")).annotate(past_window=past).order_by("pk")
+    )
+    return {h.pk: h for h in rows}
 
 
 def handoff_record_outcomes(
@@ -214,19 +253,14 @@ def handoff_record_outcomes(
     ids = sorted(claim.handoff_id for claim, _ in outcomes)
     states: list[str | None] = []
     with transaction.atomic(using=DB):
-        # Locked in id order, as every multi-row lock here, so two recorders cannot deadlock.
-        locked = {
-            h.pk: h
-            for h in Handoff.objects.using(DB).select_for_update(no_key=True).filter(pk__in=ids, state=S.IN_FLIGHT)
-            .order_by("pk")
-        }
+        locked = _locked_in_flight(ids, destination.retry_policy.window_seconds)
         changed, fields, events, attempts = [], {"updated_at"}, [], []
         for claim, result in outcomes:
             handoff = locked.get(claim.handoff_id)
             if handoff is None or (handoff.lease_owner, handoff.fencing_epoch) != (claim.worker, claim.epoch):
                 states.append(None)
                 continue
-            plan = _plan(handoff, result, destination.retry_policy)
+            plan = _plan(handoff, result, destination, past_window=bool(handoff.past_window))
             changes = transition_changes(handoff, plan.to_state, plan.changes)
             for name, value in changes.items():
                 setattr(handoff, name, value)
@@ -303,34 +337,97 @@ def _record(outcomes: list[tuple[Claim, DeliveryResult]], destination: Destinati
                         result.reason_code or "delivered")
         else:
             _tally(stats, state, result)
+    destination_record_results(name=destination.name, results=[result for _claim, result in outcomes])
 
 
-def deliver_claim(claim: Claim, destination: Destination, stats: RunStats) -> None:
+def handoff_renew_leases(*, claims: list[Claim], lease_seconds: float) -> set[int]:
+    """Extend the leases this worker still holds (same owner, same fencing epoch, still in flight) and
+    return their ids."""
+    if not claims:
+        return set()
+    mine = Q()
+    for claim in claims:
+        mine |= Q(pk=claim.handoff_id, fencing_epoch=claim.epoch)
+    held = Handoff.objects.using(DB).filter(mine, state=S.IN_FLIGHT, lease_owner=claims[0].worker)
+    with transaction.atomic(using=DB):
+        held.update(lease_expires_at=db_now_plus(lease_seconds))
+        return set(held.values_list("pk", flat=True))
+
+
+class LeaseKeeper:
+    """Makes sure no call leaves after its lease could have passed to another worker.
+
+    Before each call it checks, on the local monotonic clock, whether the claims' leases (renewed on the
+    database clock) certainly outlast one more call; if not, it renews them in one conditional UPDATE
+    that also proves they are still this worker's. A claim whose lease was lost is dropped unsent.
+    """
+
+    MARGIN = 1.0
+
+    def __init__(self, claims: list[Claim], *, lease_seconds: float, call_seconds: float):
+        self.held = {claim.handoff_id: claim for claim in claims}
+        self.lease_seconds, self.call_seconds = lease_seconds, call_seconds
+        self.renewed_at = time.monotonic()
+
+    def still_held(self, claim: Claim) -> bool:
+        if time.monotonic() - self.renewed_at + self.call_seconds + self.MARGIN > self.lease_seconds:
+            self.renewed_at = time.monotonic()
+            kept = handoff_renew_leases(claims=list(self.held.values()), lease_seconds=self.lease_seconds)
+            self.held = {pk: c for pk, c in self.held.items() if pk in kept}
+        return claim.handoff_id in self.held
+
+    def done(self, claim: Claim) -> None:
+        self.held.pop(claim.handoff_id, None)
+
+
+def deliver_claim(claim: Claim, destination: Destination, stats: RunStats, keeper: LeaseKeeper | None = None) -> None:
     """Call the destination for one claim (no transaction open) and record the outcome at once."""
+    if keeper is not None and not keeper.still_held(claim):
+        stats.lease_lost += 1
+        log.warning("%s not sent: its lease was taken over before the call", claim.action_key)
+        return
     result = _resend_blocked(claim, destination) or destination.deliver(claim.outgoing)
     _record([(claim, result)], destination, stats)
+    if keeper is not None:
+        keeper.done(claim)
 
 
-def deliver_claims_batched(claims: list[Claim], destination: Destination, stats: RunStats) -> None:
+def deliver_claims_batched(claims: list[Claim], destination: Destination, stats: RunStats,
+                           keeper: LeaseKeeper | None = None) -> None:
     """One batch call for every claim the destination may take in a batch, one commit for the outcomes."""
+    if keeper is not None:
+        kept = [c for c in claims if keeper.still_held(c)]
+        stats.lease_lost += len(claims) - len(kept)
+        claims = kept
     blocked = [(c, r) for c in claims if (r := _resend_blocked(c, destination)) is not None]
     sendable = [c for c in claims if all(c is not b for b, _ in blocked)]
     results = destination.deliver_batch([c.outgoing for c in sendable]) if sendable else []
-    _record(blocked + list(zip(sendable, results, strict=True)), destination, stats)
+    if blocked or sendable:
+        _record(blocked + list(zip(sendable, results, strict=True)), destination, stats)
 
 
 def dispatch_batch(*, destination: Destination | None = None, worker: str | None = None, limit: int | None = None,
                    handoff_id: int | None = None) -> RunStats:
+    """Claim what is due for the destination (nothing while it is paused, one handoff as its probe) and
+    deliver it."""
     destination = destination or get_destination()
     worker = worker or default_worker_name()
     stats = RunStats()
-    claims = handoff_claim_due(worker=worker, limit=limit or settings.HANDOFF_CLAIM_BATCH, handoff_id=handoff_id)
+    admission = destination_admit(name=destination.name)
+    if admission is Admission.PAUSED:
+        stats.paused = True
+        return stats
+    limit = 1 if admission is Admission.PROBE else (limit or settings.HANDOFF_CLAIM_BATCH)
+    lease_seconds = settings.HANDOFF_LEASE_SECONDS
+    claims = handoff_claim_due(worker=worker, limit=limit, handoff_id=handoff_id, lease_seconds=lease_seconds,
+                               destination_name=destination.name)
     stats.claimed = len(claims)
+    keeper = LeaseKeeper(claims, lease_seconds=lease_seconds, call_seconds=destination.call_seconds)
     if destination.supports_batch and len(claims) > 1:
-        deliver_claims_batched(claims, destination, stats)
+        deliver_claims_batched(claims, destination, stats, keeper)
     else:
         for claim in claims:
-            deliver_claim(claim, destination, stats)
+            deliver_claim(claim, destination, stats, keeper)
     return stats
 
 
@@ -421,7 +518,15 @@ def handoff_settle(*, handoff_id: int, destination: Destination | None = None, a
                 handoff_transition(locked, locked.state, actor=actor, action=action,
                                    reason=why(f"reconcile could not ask the receiver: {lookup_error}"))
             return locked.state
-        if remote is None:
+        if remote is None and locked.state == S.UNCERTAIN and not destination.supports_idempotency:
+            # Not there now does not prove the call will never land, and a receiver that ignores the key
+            # would create a second task: a person decides.
+            handoff_transition(
+                locked, S.NEEDS_ATTENTION, actor=actor, actor_label=label, action=action,
+                reason=why("receiver has no task for this key yet, and it does not honour idempotency keys"),
+                failure_class=FailureClass.UNCERTAIN, reason_code="uncertain_not_idempotent",
+            )
+        elif remote is None:
             if locked.state == S.UNCERTAIN:
                 handoff_transition(
                     locked, S.PENDING, actor=actor, actor_label=label, action=action,

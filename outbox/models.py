@@ -105,6 +105,10 @@ class Handoff(models.Model):
         default=0, help_text="Automatic attempts since the handoff was recorded or an operator retried it."
     )
     next_attempt_at = models.DateTimeField(null=True, blank=True)
+    run_started_at = models.DateTimeField(
+        null=True, blank=True,
+        help_text="Start of the retry window: when the handoff was recorded or an operator last retried it.",
+    )
 
     # The lease: who holds the row, until when, and a fencing epoch that grows with every claim so
     # that an outcome from a worker whose lease was taken over is refused.
@@ -213,3 +217,62 @@ class HandoffEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.handoff_id}: {self.from_state or '-'} -> {self.to_state} by {self.actor_label}"
+
+
+class DestinationState(models.TextChoices):
+    ACTIVE = "active", "Active"
+    PAUSED = "paused", "Paused"
+
+
+class PauseReason(models.TextChoices):
+    UNREACHABLE = "unreachable", "Unreachable (connection failures or 5xx)"
+    CREDENTIAL = "credential", "Credentials refused (401/403)"
+
+
+# Every allowed move of a destination's circuit breaker: paused after consecutive failures across
+# handoffs (or one refused credential), active again when a single probe call succeeds.
+DESTINATION_TRANSITIONS: dict[str, frozenset[str]] = {
+    DestinationState.ACTIVE: frozenset({DestinationState.PAUSED}),
+    DestinationState.PAUSED: frozenset({DestinationState.ACTIVE}),
+}
+
+
+class DestinationHealth(models.Model):
+    """The circuit breaker of one destination. An outage is the destination's problem, not each handoff's:
+    while it is paused no handoff spends an attempt on it; one probe call at a time tests it."""
+
+    name = models.CharField(max_length=40)
+    state = models.CharField(max_length=10, choices=DestinationState.choices, default=DestinationState.ACTIVE)
+    pause_reason = models.CharField(max_length=16, choices=PauseReason.choices, blank=True)
+    consecutive_failures = models.PositiveIntegerField(default=0)
+    failing_since = models.DateTimeField(null=True, blank=True, help_text="First failure of the current run.")
+    paused_at = models.DateTimeField(null=True, blank=True)
+    next_probe_at = models.DateTimeField(null=True, blank=True, help_text="On the database clock.")
+    probes = models.PositiveIntegerField(default=0, help_text="Probe calls since the pause.")
+    last_error = models.TextField(blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["name"], name="destination_health_unique_name")]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.state})"
+
+    def can_move_to(self, state: str) -> bool:
+        return state in DESTINATION_TRANSITIONS[self.state]
+
+
+class DestinationEvent(models.Model):
+    """Every pause and resume of a destination: when, from, to, why."""
+
+    destination = models.CharField(max_length=40)
+    from_state = models.CharField(max_length=10)
+    to_state = models.CharField(max_length=10)
+    reason = models.TextField(blank=True)
+    at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["destination", "at"], name="destination_event_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.destination}: {self.from_state} -> {self.to_state}"

@@ -1,4 +1,9 @@
-"""Retry policy: bounded attempts, capped exponential backoff with full jitter, Retry-After honoured."""
+"""Retry policy: a time window, capped exponential backoff with full jitter, Retry-After honoured.
+
+The budget of a handoff is a window of time since its run started (recorded, or retried by an operator),
+not a handful of quick attempts: an outage of the destination is handled by its circuit breaker, and a
+handoff goes to a person only for reasons of its own. `max_attempts` is an optional extra cap.
+"""
 
 import random
 from dataclasses import dataclass
@@ -6,7 +11,8 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class RetryPolicy:
-    max_attempts: int = 6
+    window_seconds: float = 24 * 3600.0
+    max_attempts: int | None = None
     base_delay: float = 2.0
     max_delay: float = 300.0
     max_retry_after: float = 3600.0
@@ -15,12 +21,12 @@ class RetryPolicy:
     def from_config(cls, config: dict | None) -> "RetryPolicy":
         return cls(**(config or {}))
 
-    def exhausted(self, attempts_made: int) -> bool:
-        return attempts_made >= self.max_attempts
+    def exhausted(self, attempts_made: int, *, past_window: bool = False) -> bool:
+        return past_window or (self.max_attempts is not None and attempts_made >= self.max_attempts)
 
     def delay(self, attempts_made: int, retry_after: float | None = None, rng: random.Random | None = None) -> float:
         """Seconds to wait before the next attempt, after `attempts_made` attempts (>= 1)."""
-        ceiling = min(self.max_delay, self.base_delay * (2 ** max(attempts_made - 1, 0)))
+        ceiling = min(self.max_delay, self.base_delay * (2 ** min(max(attempts_made - 1, 0), 30)))
         delay = (rng or random).uniform(0, ceiling)
         if retry_after is not None:
             # The receiver said when it can take more: never earlier, within a sane bound.

@@ -99,6 +99,7 @@ def handoff_record(
                     payload_hash=payload_hash(payload),
                     state=S.OBSERVED if observe_only else S.PENDING,
                     next_attempt_at=None if observe_only else db_now(),
+                    run_started_at=None if observe_only else db_now(),
                     owner=owner,
                 )
         except IntegrityError as exc:
@@ -166,8 +167,9 @@ def handoff_retry(*, handoff_id: int, actor, reason: str = "", confirm_risk: boo
                 next_attempt_at=db_now(),
                 failure_class="",
                 reason_code="",
-                # A manual retry gets a fresh allowance of automatic attempts.
+                # A manual retry gets a fresh allowance: attempts and retry window start again.
                 attempts_in_run=0,
+                run_started_at=db_now(),
             )
     wake_dispatcher_on_commit()
     return handoff

@@ -82,8 +82,7 @@ def test_exhausted_retries_need_attention_with_reason_and_owner(make_handoff):
 
 @pytest.mark.parametrize(
     ("failure_class", "code"),
-    [(FailureClass.PERMANENT, "payload_invalid"), (FailureClass.CREDENTIAL, "credential_rejected"),
-     (FailureClass.CONFLICT, "key_conflict")],
+    [(FailureClass.PERMANENT, "payload_invalid"), (FailureClass.CONFLICT, "key_conflict")],
 )
 def test_non_retryable_failures_need_attention_after_one_attempt(make_handoff, failure_class, code):
     handoff = make_handoff()
@@ -139,17 +138,28 @@ def test_destination_without_lookup_sends_uncertain_to_a_person(make_handoff):
     assert destination.calls == 1
 
 
-def test_destination_without_idempotency_is_never_sent_twice_automatically(make_handoff):
+def test_destination_without_idempotency_hands_an_unknown_outcome_to_a_person_after_one_call(make_handoff):
     handoff = make_handoff()
     destination = ScriptedDestination(DeliveryResult.failed(FailureClass.UNCERTAIN, "read_timeout", "t"),
                                       supports_idempotency=False)
-    handoff_deliver(handoff_id=handoff.pk, destination=destination)
-    # The receiver has no task, so settlement says it is safe to send; the ledger still blocks a resend.
-    assert handoff_settle(handoff_id=handoff.pk, destination=destination) == S.PENDING
-    handoff_deliver(handoff_id=handoff.pk, destination=destination)
-    handoff_settle(handoff_id=handoff.pk, destination=destination)
+    assert handoff_deliver(handoff_id=handoff.pk, destination=destination) == S.NEEDS_ATTENTION
+    sweep(destination=destination)
     assert destination.calls == 1
-    assert Attempt.objects.filter(handoff=handoff, reason_code="not_idempotent_resend_blocked").exists()
+    handoff.refresh_from_db()
+    assert (handoff.state, handoff.reason_code) == (S.NEEDS_ATTENTION, "uncertain_not_idempotent")
+    assert handoff.attention_since is not None and handoff.sla_due_at is not None
+    assert handoff.action_key in handoff.last_error and "settle by hand" in handoff.last_error
+
+
+def test_destination_without_idempotency_never_resends_after_a_lease_expired(make_handoff):
+    handoff = make_handoff()
+    destination = ScriptedDestination(supports_idempotency=False)
+    handoff_claim_due(worker="dead", lease_seconds=1)
+    Handoff.objects.filter(pk=handoff.pk).update(lease_expires_at=timezone.now() - timedelta(seconds=5))
+    sweep(destination=destination)
+    assert destination.calls == 0
+    handoff.refresh_from_db()
+    assert (handoff.state, handoff.reason_code) == (S.NEEDS_ATTENTION, "uncertain_not_idempotent")
 
 
 def test_outcome_from_a_worker_whose_lease_was_taken_over_is_refused(make_handoff):

@@ -45,7 +45,7 @@ def test_delivers_over_signed_http_and_validates_the_receipt(receiver, make_hand
         ("http_503", S.PENDING, FailureClass.TRANSIENT, "http_503", False),
         ("http_429", S.PENDING, FailureClass.TRANSIENT, "rate_limited", False),
         ("http_500", S.UNCERTAIN, FailureClass.UNCERTAIN, "http_500", False),
-        ("http_401", S.NEEDS_ATTENTION, FailureClass.CREDENTIAL, "credential_rejected", False),
+        ("http_401", S.PENDING, FailureClass.CREDENTIAL, "credential_rejected", False),
         ("malformed", S.UNCERTAIN, FailureClass.MALFORMED, "malformed_receipt", True),
         ("slow", S.UNCERTAIN, FailureClass.UNCERTAIN, "read_timeout", True),
     ],

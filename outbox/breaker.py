@@ -1,0 +1,155 @@
+"""The circuit breaker of a destination: every change of a destination's health.
+
+An outage or a refused credential is the destination's problem, not each handoff's. After
+`HANDOFF_BREAKER_THRESHOLD` consecutive connection/5xx failures across handoffs (or one 401/403) the
+destination is paused: no handoff is claimed for it, so none spends an attempt or its retry window on a
+receiver that cannot answer. One worker at a time makes a single probe call on a backoff schedule; the
+first success resumes the destination. Pauses and resumes are events; alerts read them.
+"""
+
+from dataclasses import dataclass
+from enum import Enum
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.db.models import F
+
+from outbox.clock import db_now, db_now_plus
+from outbox.failures import DeliveryResult
+from outbox.models import DestinationEvent, DestinationHealth, DestinationState, FailureClass, PauseReason
+
+DB = "default"
+D = DestinationState
+
+# Answers that say the destination itself cannot take calls: nothing about the handoff is wrong.
+UNREACHABLE_REASONS = frozenset({"connect_failed", "connect_timeout", "http_500", "http_502", "http_503", "http_504"})
+
+
+class Admission(Enum):
+    OPEN = "open"  # claim as usual
+    PROBE = "probe"  # paused: this worker makes the one probe call
+    PAUSED = "paused"  # paused: claim nothing
+
+
+def destination_failure(result: DeliveryResult) -> str:
+    """The pause reason this result stands for, or "" when it says nothing about the destination."""
+    if result.delivered:
+        return ""
+    if result.failure_class == FailureClass.CREDENTIAL:
+        return PauseReason.CREDENTIAL
+    if result.reason_code in UNREACHABLE_REASONS:
+        return PauseReason.UNREACHABLE
+    return ""
+
+
+def _probe_delay(probes_made: int) -> float:
+    return min(settings.HANDOFF_BREAKER_PROBE_CAP, settings.HANDOFF_BREAKER_PROBE_BASE * 2 ** min(probes_made, 20))
+
+
+def _health(name: str) -> DestinationHealth:
+    health = DestinationHealth.objects.using(DB).filter(name=name).first()
+    if health is not None:
+        return health
+    try:
+        with transaction.atomic(using=DB):
+            return DestinationHealth.objects.using(DB).create(name=name)
+    except IntegrityError:  # created by another worker meanwhile
+        return DestinationHealth.objects.using(DB).get(name=name)
+
+
+def destination_admit(*, name: str) -> Admission:
+    """May this worker claim handoffs for the destination now, and how many."""
+    health = DestinationHealth.objects.using(DB).filter(name=name).values_list("state", flat=True).first()
+    if health != D.PAUSED:
+        return Admission.OPEN
+    # The probe slot is taken by a conditional update on the database clock, so that one worker probes.
+    probes = DestinationHealth.objects.using(DB).filter(name=name, state=D.PAUSED).values_list("probes", flat=True)
+    made = probes.first() or 0
+    taken = DestinationHealth.objects.using(DB).filter(
+        name=name, state=D.PAUSED, probes=made, next_probe_at__lte=db_now()
+    ).update(probes=F("probes") + 1, next_probe_at=db_now_plus(_probe_delay(made + 1)))
+    return Admission.PROBE if taken else Admission.PAUSED
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What a run of results says about the destination."""
+
+    succeeded: bool
+    failures: int
+    reason: str
+    detail: str
+
+
+def _verdict(results: list[DeliveryResult]) -> Verdict:
+    # Only the failures after the last success count: the streak is of consecutive failures.
+    failures, reason, detail, succeeded = 0, "", "", False
+    for result in results:
+        kind = destination_failure(result)
+        if result.delivered or (not kind and result.status_code is not None):
+            # Any answer about the handoff itself proves the destination is up and takes our credentials.
+            succeeded, failures, reason, detail = True, 0, "", ""
+        elif kind:
+            failures += 1
+            reason = PauseReason.CREDENTIAL if PauseReason.CREDENTIAL in (kind, reason) else kind
+            detail = f"{result.reason_code}: {result.detail}"[:500]
+    return Verdict(succeeded, failures, reason, detail)
+
+
+def destination_record_results(*, name: str, results: list[DeliveryResult]) -> str:
+    """Count the results against the destination; pause or resume it. Returns its state afterwards."""
+    verdict = _verdict(results)
+    if not verdict.succeeded and not verdict.failures:
+        return ""
+    with transaction.atomic(using=DB):
+        health = DestinationHealth.objects.using(DB).select_for_update(no_key=True).filter(pk=_health(name).pk).get()
+        if verdict.succeeded and health.consecutive_failures == 0 and health.state == D.ACTIVE and not verdict.failures:
+            return health.state
+        if verdict.succeeded:
+            _resume(health)
+        if verdict.failures:
+            _count_failures(health, verdict)
+        health.save(using=DB)
+    return health.state
+
+
+def _move(health: DestinationHealth, to_state: str, reason: str) -> None:
+    if not health.can_move_to(to_state):
+        return
+    DestinationEvent.objects.using(DB).create(destination=health.name, from_state=health.state, to_state=to_state,
+                                              reason=reason)
+    health.state = to_state
+
+
+def _resume(health: DestinationHealth) -> None:
+    if health.state == D.PAUSED:
+        _move(health, D.ACTIVE, f"a call succeeded after {health.probes} probe(s); resumed")
+    health.consecutive_failures, health.failing_since, health.pause_reason = 0, None, ""
+    health.paused_at, health.next_probe_at, health.probes, health.last_error = None, None, 0, ""
+
+
+def _count_failures(health: DestinationHealth, verdict: Verdict) -> None:
+    if health.consecutive_failures == 0:
+        health.failing_since = db_now()
+    health.consecutive_failures += verdict.failures
+    health.last_error = verdict.detail
+    threshold = 1 if verdict.reason == PauseReason.CREDENTIAL else settings.HANDOFF_BREAKER_THRESHOLD
+    if health.state == D.ACTIVE and health.consecutive_failures >= threshold:
+        _move(health, D.PAUSED, f"{health.consecutive_failures} consecutive failure(s): {verdict.detail}")
+        health.pause_reason = verdict.reason
+        health.paused_at = db_now()
+        health.probes = 0
+        health.next_probe_at = db_now_plus(_probe_delay(0))
+
+
+def destination_resume(*, name: str, actor_label: str) -> str:
+    """An operator lets the destination be tried again at once (after fixing a credential, say)."""
+    with transaction.atomic(using=DB):
+        health = DestinationHealth.objects.using(DB).select_for_update(no_key=True).filter(pk=_health(name).pk).get()
+        if health.state == D.PAUSED:
+            # The next claim is a probe: the destination resumes only when a call really succeeds.
+            health.next_probe_at = db_now()
+            health.save(using=DB, update_fields=["next_probe_at", "updated_at"])
+            DestinationEvent.objects.using(DB).create(destination=name, from_state=D.PAUSED, to_state=D.PAUSED,
+                                                      reason=f"{actor_label} asked for a probe now")
+    return health.state

@@ -1,0 +1,165 @@
+"""The destination's circuit breaker and the retry window: an outage or a refused credential is the
+destination's problem; only reasons of its own hand a handoff to a person."""
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from delivery.models import ReceiverTask
+from outbox.dispatcher import dispatch_batch, drain
+from outbox.failures import DeliveryResult
+from outbox.models import (
+    DestinationEvent,
+    DestinationHealth,
+    DestinationState,
+    FailureClass,
+    Handoff,
+    HandoffState,
+    PauseReason,
+)
+from outbox.retry import RetryPolicy
+from tests.outbox.conftest import ScriptedDestination
+
+pytestmark = pytest.mark.django_db(databases=["default", "delivery"])
+S = HandoffState
+D = DestinationState
+
+
+@pytest.fixture(autouse=True)
+def breaker_settings(settings):
+    settings.HANDOFF_BREAKER_THRESHOLD = 3
+    settings.HANDOFF_BREAKER_PROBE_BASE = 60.0
+    settings.HANDOFF_BREAKER_PROBE_CAP = 3600.0
+
+
+def unreachable():
+    return DeliveryResult.failed(FailureClass.TRANSIENT, "connect_failed", "connection refused")
+
+
+def refused():
+    return DeliveryResult.failed(FailureClass.CREDENTIAL, "credential_rejected", "HTTP 401", status_code=401)
+
+
+def open_probe_now():
+    DestinationHealth.objects.filter(name="receiver").update(next_probe_at=timezone.now() - timedelta(seconds=1))
+
+
+def health() -> DestinationHealth:
+    return DestinationHealth.objects.get(name="receiver")
+
+
+def test_consecutive_unreachable_failures_pause_the_destination_and_no_attempt_is_spent(make_handoff):
+    handoffs = [make_handoff(n) for n in range(1, 6)]
+    destination = ScriptedDestination(unreachable(), unreachable(), unreachable())
+    stats = dispatch_batch(destination=destination, limit=3)
+    assert stats.claimed == 3 and destination.calls == 3
+    assert (health().state, health().pause_reason) == (D.PAUSED, PauseReason.UNREACHABLE)
+    paused = dispatch_batch(destination=destination)
+    assert paused.paused and paused.claimed == 0 and destination.calls == 3
+    untouched = Handoff.objects.filter(pk__in=[h.pk for h in handoffs[3:]])
+    assert list(untouched.values_list("attempts", flat=True)) == [0, 0]
+    assert DestinationEvent.objects.filter(to_state=D.PAUSED).count() == 1
+
+
+def test_a_refused_credential_pauses_at_once_and_the_handoff_waits_instead_of_needing_a_person(make_handoff):
+    first, second = make_handoff(1), make_handoff(2)
+    destination = ScriptedDestination(refused())
+    dispatch_batch(destination=destination, limit=1)
+    assert (health().state, health().pause_reason) == (D.PAUSED, PauseReason.CREDENTIAL)
+    first.refresh_from_db()
+    assert (first.state, first.failure_class) == (S.PENDING, FailureClass.CREDENTIAL)
+    assert first.attention_since is None
+    drain(destination=destination)
+    assert destination.calls == 1
+    second.refresh_from_db()
+    assert second.attempts == 0
+
+
+def test_one_probe_call_at_a_time_and_its_success_resumes_the_destination(make_handoff):
+    for n in range(1, 5):
+        make_handoff(n)
+    destination = ScriptedDestination(refused())
+    dispatch_batch(destination=destination, limit=1)
+    open_probe_now()
+    probe = dispatch_batch(destination=destination)
+    assert probe.claimed == 1 and probe.delivered == 1
+    assert (health().state, health().consecutive_failures) == (D.ACTIVE, 0)
+    drain(destination=destination)
+    assert Handoff.objects.filter(state=S.DELIVERED).count() == 4
+    assert ReceiverTask.objects.count() == 4
+    assert list(DestinationEvent.objects.order_by("id").values_list("to_state", flat=True)) == [D.PAUSED, D.ACTIVE]
+
+
+def test_a_failed_probe_keeps_the_destination_paused_and_waits_longer(make_handoff):
+    make_handoff(1), make_handoff(2)
+    destination = ScriptedDestination(refused(), refused())
+    dispatch_batch(destination=destination, limit=1)
+    first_wait = health().next_probe_at - health().paused_at
+    open_probe_now()
+    assert dispatch_batch(destination=destination).claimed == 1
+    assert health().state == D.PAUSED and health().probes == 1
+    assert dispatch_batch(destination=destination).paused
+    # Both times are the database's: the second wait, from the pause, is longer than the first.
+    assert health().next_probe_at - health().paused_at > first_wait
+
+
+def test_an_outage_hands_no_handoff_to_a_person(make_handoff):
+    for n in range(1, 11):
+        make_handoff(n)
+    destination = ScriptedDestination(*[unreachable() for _ in range(6)])
+    for _ in range(20):
+        open_probe_now()
+        Handoff.objects.filter(state=S.PENDING).update(next_attempt_at=timezone.now() - timedelta(seconds=1))
+        drain(destination=destination)
+    assert Handoff.objects.filter(state=S.NEEDS_ATTENTION).count() == 0
+    assert Handoff.objects.filter(state=S.DELIVERED).count() == 10
+    assert health().state == D.ACTIVE
+
+
+def test_transient_failures_go_on_within_the_retry_window_however_many(make_handoff):
+    handoff = make_handoff()
+    policy = RetryPolicy(window_seconds=3600, base_delay=0, max_delay=0)
+    failures = [DeliveryResult.failed(FailureClass.TRANSIENT, "rate_limited", "slow down", status_code=429)] * 12
+    destination = ScriptedDestination(*failures, policy=policy)
+    drain(destination=destination)
+    handoff.refresh_from_db()
+    assert (handoff.state, handoff.attempts) == (S.DELIVERED, 13)
+
+
+def test_a_handoff_past_its_retry_window_needs_a_person(make_handoff):
+    handoff = make_handoff()
+    Handoff.objects.filter(pk=handoff.pk).update(run_started_at=timezone.now() - timedelta(hours=2))
+    policy = RetryPolicy(window_seconds=3600, base_delay=0, max_delay=0)
+    destination = ScriptedDestination(
+        DeliveryResult.failed(FailureClass.TRANSIENT, "rate_limited", "slow down", status_code=429), policy=policy)
+    dispatch_batch(destination=destination)
+    handoff.refresh_from_db()
+    assert (handoff.state, handoff.reason_code) == (S.NEEDS_ATTENTION, "retries_exhausted")
+    assert "retry window" in handoff.last_error
+
+
+class StealingDestination(ScriptedDestination):
+    """While the first call is out, another worker takes over the second claim (expired lease, settled,
+    claimed again): what a slow call on a loaded machine can let happen."""
+
+    def deliver(self, outgoing):
+        if self.calls == 0:
+            other = Handoff.objects.exclude(action_key=outgoing.action_key).get()
+            Handoff.objects.filter(pk=other.pk).update(state=S.PENDING, lease_owner="", lease_expires_at=None,
+                                                       next_attempt_at=timezone.now() - timedelta(seconds=1))
+            from outbox.dispatcher import handoff_claim_due
+
+            assert len(handoff_claim_due(worker="w2", handoff_id=other.pk)) == 1
+        return super().deliver(outgoing)
+
+
+def test_no_call_leaves_after_its_lease_passed_to_another_worker(make_handoff, settings):
+    make_handoff(1), make_handoff(2)
+    destination = StealingDestination()
+    # A call may last longer than the rest of the lease, so the lease is checked before every call.
+    destination.call_seconds = settings.HANDOFF_LEASE_SECONDS
+    stats = dispatch_batch(destination=destination, worker="w1")
+    assert destination.calls == 1
+    assert stats.lease_lost == 1
+    assert Handoff.objects.filter(state=S.IN_FLIGHT, lease_owner="w2").count() == 1
