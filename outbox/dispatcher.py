@@ -19,7 +19,7 @@ from django.utils import timezone
 from outbox.breaker import Admission, destination_admit, destination_record_results
 from outbox.bulk_writes import update_many
 from outbox.clock import POSTGRES_NOW_PLUS, db_now, db_now_plus
-from outbox.destinations import Destination, LookupFailed, get_destination
+from outbox.destinations import Destination, LookupFailed, RemoteTask, get_destination
 from outbox.errors import LeaseLost
 from outbox.failures import DeliveryResult, Outgoing
 from outbox.models import Attempt, AttemptOutcome, FailureClass, Handoff, HandoffEvent, HandoffState
@@ -392,18 +392,28 @@ def deliver_claim(claim: Claim, destination: Destination, stats: RunStats, keepe
         keeper.done(claim)
 
 
+def _held(claims: list[Claim], keeper: LeaseKeeper | None, stats: RunStats) -> list[Claim]:
+    if keeper is None:
+        return claims
+    kept = [claim for claim in claims if keeper.still_held(claim)]
+    stats.lease_lost += len(claims) - len(kept)
+    return kept
+
+
 def deliver_claims_batched(claims: list[Claim], destination: Destination, stats: RunStats,
                            keeper: LeaseKeeper | None = None) -> None:
     """One batch call for every claim the destination may take in a batch, one commit for the outcomes."""
-    if keeper is not None:
-        kept = [c for c in claims if keeper.still_held(c)]
-        stats.lease_lost += len(claims) - len(kept)
-        claims = kept
-    blocked = [(c, r) for c in claims if (r := _resend_blocked(c, destination)) is not None]
-    sendable = [c for c in claims if all(c is not b for b, _ in blocked)]
-    results = destination.deliver_batch([c.outgoing for c in sendable]) if sendable else []
-    if blocked or sendable:
-        _record(blocked + list(zip(sendable, results, strict=True)), destination, stats)
+    outcomes, sendable = [], []
+    for claim in _held(claims, keeper, stats):
+        blocked = _resend_blocked(claim, destination)
+        if blocked is None:
+            sendable.append(claim)
+        else:
+            outcomes.append((claim, blocked))
+    if sendable:
+        outcomes += zip(sendable, destination.deliver_batch([c.outgoing for c in sendable]), strict=True)
+    if outcomes:
+        _record(outcomes, destination, stats)
 
 
 def dispatch_batch(*, destination: Destination | None = None, worker: str | None = None, limit: int | None = None,
@@ -475,84 +485,89 @@ def handoff_expire_leases(*, actor_label: str = "sweep") -> int:
     return count
 
 
+@dataclass(frozen=True)
+class Settlement:
+    """What the receiver's answer about a key means for the handoff: a move (or a note, when `to_state`
+    is None: the state stays) with its reason and changes."""
+
+    to_state: str | None
+    reason: str
+    changes: dict = field(default_factory=dict)
+
+
+def _settlement_without_answer(handoff: Handoff, destination: Destination, lookup_error: str) -> Settlement:
+    if handoff.state == S.UNCERTAIN and not destination.supports_lookup:
+        return Settlement(S.NEEDS_ATTENTION, lookup_error,
+                          {"failure_class": FailureClass.UNCERTAIN, "reason_code": "lookup_unsupported"})
+    return Settlement(None, f"reconcile could not ask the receiver: {lookup_error}")
+
+
+def _settlement(handoff: Handoff, remote: RemoteTask | None, destination: Destination) -> Settlement:
+    """found, same payload hash -> delivered; found, other hash -> needs_attention (conflict);
+    not found -> pending (same key, safe to send), or a person where the receiver ignores the key."""
+    if remote is not None and remote.payload_hash == handoff.payload_hash:
+        return Settlement(S.DELIVERED, f"receiver has task {remote.task_id} for this key with the same payload",
+                          {"destination_id": remote.task_id, "delivered_at": timezone.now(), "failure_class": "",
+                           "reason_code": "", "last_error": ""})
+    if remote is not None:
+        return Settlement(S.NEEDS_ATTENTION, f"receiver has task {remote.task_id} for this key with another payload",
+                          {"failure_class": FailureClass.CONFLICT, "reason_code": "key_conflict",
+                           "last_error": f"receiver payload hash {remote.payload_hash} differs from ours"})
+    if handoff.state != S.UNCERTAIN:
+        return Settlement(None, "receiver has no task for this key: retry is safe")
+    if not destination.supports_idempotency:
+        # Not there now does not prove the call will never land, and a receiver that ignores the key
+        # would create a second task: a person decides.
+        return Settlement(S.NEEDS_ATTENTION,
+                          "receiver has no task for this key yet, and it does not honour idempotency keys",
+                          {"failure_class": FailureClass.UNCERTAIN, "reason_code": "uncertain_not_idempotent"})
+    return Settlement(S.PENDING, "receiver has no task for this key: safe to send again with the same key",
+                      {"next_attempt_at": db_now()})
+
+
+def _ask_receiver(destination: Destination, action_key: str) -> tuple[RemoteTask | None, str]:
+    """The receiver's task for the key and "", or None and why nothing is known."""
+    if not destination.supports_lookup:
+        return None, "the destination cannot be asked about a key; check at the receiver by hand"
+    try:
+        return destination.lookup(action_key), ""
+    except LookupFailed as exc:
+        return None, str(exc)
+
+
 def handoff_settle(*, handoff_id: int, destination: Destination | None = None, actor=None,
                    actor_label: str = "settlement", reason: str = "") -> str:
     """Settle an unknown outcome by asking the receiver about the action key, before any new attempt.
-
-    found, same payload hash -> delivered; not found -> pending (same key, safe to send);
-    found, other hash -> needs_attention (conflict). No lookup possible -> needs_attention with evidence.
-    Also serves an operator's `reconcile` on a handoff that needs attention.
-    """
+    Also serves an operator's `reconcile` on a handoff that needs attention. Returns the state after."""
     destination = destination or get_destination()
     handoff = Handoff.objects.using(DB).get(pk=handoff_id)
     if handoff.state not in (S.UNCERTAIN, S.NEEDS_ATTENTION):
         return handoff.state
-    action = "reconcile" if actor is not None else ""
-
-    def why(finding: str) -> str:
-        return f"{finding} (note: {reason})" if reason else finding
-
-    remote, lookup_error = None, ""
-    if not destination.supports_lookup:
-        lookup_error = "the destination cannot be asked about a key; check at the receiver by hand"
-    else:
-        try:
-            remote = destination.lookup(handoff.action_key)
-        except LookupFailed as exc:
-            lookup_error = str(exc)
+    remote, lookup_error = _ask_receiver(destination, handoff.action_key)
     with transaction.atomic(using=DB):
+        # Only if nothing moved the handoff while the receiver was asked (no lock was held meanwhile).
         locked = (
             Handoff.objects.using(DB).select_for_update(no_key=True)
             .filter(pk=handoff_id, state=handoff.state, fencing_epoch=handoff.fencing_epoch).first()
         )
-        if locked is None:
-            return Handoff.objects.using(DB).values_list("state", flat=True).get(pk=handoff_id)
-        label = actor_label if actor is None else ""
-        if lookup_error:
-            if locked.state == S.UNCERTAIN and not destination.supports_lookup:
-                handoff_transition(
-                    locked, S.NEEDS_ATTENTION, actor=actor, actor_label=label, action=action,
-                    reason=why(lookup_error), failure_class=FailureClass.UNCERTAIN, reason_code="lookup_unsupported",
-                )
-            elif actor is not None:
-                handoff_transition(locked, locked.state, actor=actor, action=action,
-                                   reason=why(f"reconcile could not ask the receiver: {lookup_error}"))
-            return locked.state
-        if remote is None and locked.state == S.UNCERTAIN and not destination.supports_idempotency:
-            # Not there now does not prove the call will never land, and a receiver that ignores the key
-            # would create a second task: a person decides.
-            handoff_transition(
-                locked, S.NEEDS_ATTENTION, actor=actor, actor_label=label, action=action,
-                reason=why("receiver has no task for this key yet, and it does not honour idempotency keys"),
-                failure_class=FailureClass.UNCERTAIN, reason_code="uncertain_not_idempotent",
-            )
-        elif remote is None:
-            if locked.state == S.UNCERTAIN:
-                handoff_transition(
-                    locked, S.PENDING, actor=actor, actor_label=label, action=action,
-                    reason=why("receiver has no task for this key: safe to send again with the same key"),
-                    next_attempt_at=db_now(),
-                )
-            else:
-                handoff_transition(
-                    locked, locked.state, actor=actor, actor_label=label, action=action,
-                    reason=why("receiver has no task for this key: retry is safe"),
-                )
-        elif remote.payload_hash == locked.payload_hash:
-            handoff_transition(
-                locked, S.DELIVERED, actor=actor, actor_label=label, action=action,
-                reason=why(f"receiver has task {remote.task_id} for this key with the same payload"),
-                destination_id=remote.task_id, delivered_at=timezone.now(),
-                failure_class="", reason_code="", last_error="",
-            )
-        else:
-            handoff_transition(
-                locked, S.NEEDS_ATTENTION, actor=actor, actor_label=label, action=action,
-                reason=why(f"receiver has task {remote.task_id} for this key with another payload"),
-                failure_class=FailureClass.CONFLICT, reason_code="key_conflict",
-                last_error=f"receiver payload hash {remote.payload_hash} differs from ours",
-            )
-        return locked.state
+        return _apply_settlement(locked, handoff_id, destination, remote, lookup_error, actor=actor,
+                                 actor_label=actor_label, note=reason)
+
+
+def _apply_settlement(locked: Handoff | None, handoff_id: int, destination: Destination, remote: RemoteTask | None,
+                      lookup_error: str, *, actor, actor_label: str, note: str) -> str:
+    if locked is None:
+        return Handoff.objects.using(DB).values_list("state", flat=True).get(pk=handoff_id)
+    settled = (_settlement_without_answer(locked, destination, lookup_error) if lookup_error
+               else _settlement(locked, remote, destination))
+    if settled.to_state is None and lookup_error and actor is None:
+        return locked.state  # nothing learnt, nobody asked: no event
+    handoff_transition(
+        locked, settled.to_state or locked.state, actor=actor, actor_label=actor_label if actor is None else "",
+        action="reconcile" if actor is not None else "",
+        reason=f"{settled.reason} (note: {note})" if note else settled.reason, **settled.changes,
+    )
+    return locked.state
 
 
 def settle_uncertain(*, destination: Destination | None = None, limit: int = 200) -> dict[str, int]:
