@@ -7,8 +7,10 @@ both sides before it is recorded: a handoff delivered while the run was between 
 false `missing_at_receiver`, and a task created for a handoff approved mid-run is not an orphan.
 """
 
+import hashlib
+import json
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -27,6 +29,7 @@ from reconciliation.models import (
     FindingEvent,
     FindingKind,
     FindingStatus,
+    ManualRepair,
     ReconciliationRun,
     RunStatus,
 )
@@ -36,8 +39,10 @@ from reconciliation.sweep import (
     StreamStats,
     merge_streams,
     receiver_stream,
+    receiver_stream_of_workspace,
     source_row,
     source_stream,
+    workspace_prefixes,
 )
 
 log = logging.getLogger(__name__)
@@ -180,6 +185,7 @@ class _Recorder:
     by_kind: dict[str, int] = field(default_factory=dict)
     new: int = 0
     outcome_validation: int = 0
+    covered: int = 0
 
     def add(self, problems: Iterable[Problem]) -> None:
         for problem in problems:
@@ -201,9 +207,13 @@ class _Recorder:
                 .filter(action_key__in={p.action_key for p in problems})
                 .exclude(status=FindingStatus.RESOLVED)
             }
+            repaired = _repaired_facts({p.action_key for p in problems})
             updated, created = [], []
             for p in problems:
                 finding = live.get((p.kind, p.action_key))
+                if finding is None and (p.kind, p.action_key, facts_fingerprint(p.source, p.receiver)) in repaired:
+                    self.covered += 1
+                    continue
                 values = {
                     "handoff_id": p.handoff_id, "workspace_id": p.workspace_id, "workflow": p.workflow,
                     "source_evidence": p.source, "receiver_evidence": p.receiver, "outcome_validation":
@@ -228,6 +238,23 @@ class _Recorder:
             self.new += len(created)
 
 
+def facts_fingerprint(source: dict, receiver: dict) -> str:
+    """The facts of a problem a repair accounts for: what each side holds, not when it was looked at."""
+    facts = {
+        "source": {name: source.get(name) for name in ("state", "payload_hash", "destination_id")},
+        "receiver": {name: receiver.get(name) for name in ("found", "task_id", "payload_hash")},
+    }
+    return hashlib.sha256(json.dumps(facts, sort_keys=True).encode()).hexdigest()
+
+
+def _repaired_facts(action_keys: set[str]) -> set[tuple[str, str, str]]:
+    """(kind, key, facts) that a manual repair accounted for: seen again exactly so, they stay closed."""
+    return set(
+        ManualRepair.objects.using(DB).filter(action_key__in=action_keys).exclude(covered_kind="")
+        .values_list("covered_kind", "action_key", "covered_fingerprint")
+    )
+
+
 def _unconfirmed(problem: Problem, why: str) -> Problem:
     return Problem(**{**problem.__dict__, "receiver": {**problem.receiver, "confirmed": False, "not_confirmed": why}})
 
@@ -245,12 +272,17 @@ def _confirm(problems: list[Problem], key: str, destination: Destination, *, now
     return classify(key, source_row(key), task, now=now, stuck_before=stuck_before)
 
 
-def _unhanded_approvals(*, batch_size: int) -> Iterable[Problem]:
+def _approved_requests(workspace_id: int | None):
+    approved = Request.objects.using(DB).filter(state=RequestState.APPROVED)
+    return approved if workspace_id is None else approved.filter(workspace_id=workspace_id)
+
+
+def _unhanded_approvals(*, batch_size: int, workspace_id: int | None = None) -> Iterable[Problem]:
     """Approved request revisions with no outbox row. The approval writes both in one transaction,
     so this must never find anything: the check is the proof."""
     last = 0
     without_handoff = (
-        Request.objects.using(DB).filter(state=RequestState.APPROVED)
+        _approved_requests(workspace_id)
         .filter(~Exists(Handoff.objects.using(DB).filter(source_id=OuterRef("pk"))))
         .order_by("pk")
     )
@@ -270,17 +302,20 @@ def _unhanded_approvals(*, batch_size: int) -> Iterable[Problem]:
         last = page[-1]["pk"]
 
 
-def _resolve_unseen(run: ReconciliationRun, *, batch_size: int, now: datetime) -> int:
-    """Live findings this run did not see again are resolved by the run, with an event saying so."""
+def _resolve_unseen(run: ReconciliationRun, *, batch_size: int, now: datetime, action_key: str = "") -> int:
+    """Live findings this run did not see again are resolved by the run, with an event saying so.
+
+    A workspace run resolves only that workspace's findings, a one-key check only that key's."""
     label = f"reconciliation run {run.pk}"
     resolved = 0
+    unseen = Finding.objects.using(DB).exclude(status=FindingStatus.RESOLVED).exclude(last_run=run)
+    if run.workspace_id is not None:
+        unseen = unseen.filter(workspace_id=run.workspace_id)
+    if action_key:
+        unseen = unseen.filter(action_key=action_key)
     while True:
         with transaction.atomic(using=DB):
-            rows = list(
-                Finding.objects.using(DB).select_for_update()
-                .exclude(status=FindingStatus.RESOLVED).exclude(last_run=run)
-                .values_list("pk", "status")[:batch_size]
-            )
+            rows = list(unseen.select_for_update().values_list("pk", "status")[:batch_size])
             if not rows:
                 return resolved
             Finding.objects.using(DB).filter(pk__in=[pk for pk, _ in rows]).update(
@@ -294,6 +329,66 @@ def _resolve_unseen(run: ReconciliationRun, *, batch_size: int, now: datetime) -
             resolved += len(rows)
 
 
+def _receiver_side(destination: Destination, run: ReconciliationRun, stats: StreamStats) -> Iterator[RemoteTask]:
+    if run.workspace_id is None:
+        return receiver_stream(destination, batch_size=run.batch_size, stats=stats)
+    ws = run.workspace_id
+    workflows = {*Handoff.objects.using(DB).filter(workspace_id=ws).values_list("workflow", flat=True).distinct(),
+                 *Request.objects.using(DB).filter(workspace_id=ws).values_list("workflow", flat=True).distinct()}
+    return receiver_stream_of_workspace(destination, batch_size=run.batch_size, stats=stats,
+                                        prefixes=workspace_prefixes(workflows, ws))
+
+
+@dataclass
+class _Merge:
+    """One pass over the merged streams: classifies, confirms and hands problems to the recorder."""
+
+    destination: Destination
+    recorder: _Recorder
+    confirm_limit: int
+    now: datetime
+    stuck_before: datetime
+    source_stats: StreamStats = field(default_factory=StreamStats)
+    receiver_stats: StreamStats = field(default_factory=StreamStats)
+    compared: int = 0
+    confirmed: int = 0
+
+    def progress(self) -> RunProgress:
+        return RunProgress(self.compared, self.source_stats.rows, self.receiver_stats.rows,
+                           sum(self.recorder.by_kind.values()))
+
+    def key(self, key: str, src: SourceKey | None, task: RemoteTask | None) -> None:
+        self.compared += 1
+        if not may_have_problems(src, task):
+            return
+        full = source_row(key) if src is not None else None
+        problems = classify(key, full, task, now=self.now, stuck_before=self.stuck_before)
+        if any(p.kind in CROSS_SIDE for p in problems):
+            if self.confirmed < self.confirm_limit:
+                self.confirmed += 1
+                problems = _confirm(problems, key, self.destination, now=self.now, stuck_before=self.stuck_before)
+            else:
+                problems = [_unconfirmed(p, "over the confirmation limit of this run") for p in problems]
+        self.recorder.add(problems)
+
+
+def _finish(run: ReconciliationRun, merge: _Merge, resolved: int) -> None:
+    recorder = merge.recorder
+    run.finished_at = timezone.now()
+    run.source_keys, run.receiver_keys = merge.source_stats.rows, merge.receiver_stats.rows
+    run.keys_compared = merge.compared
+    run.source_pages, run.receiver_pages = merge.source_stats.pages, merge.receiver_stats.pages
+    run.largest_page = max(merge.source_stats.largest_page, merge.receiver_stats.largest_page)
+    run.approved_requests_checked = _approved_requests(run.workspace_id).count()
+    run.findings_by_kind = recorder.by_kind
+    run.new_findings, run.resolved_findings = recorder.new, resolved
+    run.outcome_validation_failures = recorder.outcome_validation
+    run.covered_by_repairs = recorder.covered
+    # The page sizes actually asked of each side: what keeps memory bounded.
+    run.page_limits = sorted(merge.source_stats.limits_requested | merge.receiver_stats.limits_requested)
+    run.save(using=DB)
+
+
 def reconciliation_run(
     *,
     destination: Destination | None = None,
@@ -301,61 +396,47 @@ def reconciliation_run(
     trigger: str = "command",
     progress: Callable[[RunProgress], None] | None = None,
     confirm_limit: int | None = None,
+    workspace_id: int | None = None,
+    started_by=None,
+    run: ReconciliationRun | None = None,
 ) -> ReconciliationRun:
-    """One full comparison of source and receiver. Returns the stored run (completed or failed)."""
+    """One comparison of source and receiver, of everything or of one workspace's keys.
+
+    Returns the stored run (completed or failed). `run` continues a run queued from the console."""
     destination = destination or get_destination()
-    batch_size = batch_size or settings.RECONCILIATION_BATCH_SIZE
+    batch_size = batch_size or (run.batch_size if run else settings.RECONCILIATION_BATCH_SIZE)
     confirm_limit = settings.RECONCILIATION_CONFIRM_LIMIT if confirm_limit is None else confirm_limit
     if batch_size < 1:
         raise ValueError("batch_size must be at least 1")
-    run = ReconciliationRun.objects.using(DB).create(trigger=trigger, batch_size=batch_size)
+    if run is None:
+        run = ReconciliationRun.objects.using(DB).create(trigger=trigger, batch_size=batch_size,
+                                                         workspace_id=workspace_id, started_by=started_by)
     now = timezone.now()
-    stuck_before = now - timedelta(minutes=settings.HANDOFF_STUCK_MINUTES)
-    recorder = _Recorder(run=run, now=now, batch_size=batch_size)
-    source_stats, receiver_stats = StreamStats(), StreamStats()
-    compared = confirmed = 0
+    merge = _Merge(destination=destination, recorder=_Recorder(run=run, now=now, batch_size=batch_size),
+                   confirm_limit=confirm_limit, now=now,
+                   stuck_before=now - timedelta(minutes=settings.HANDOFF_STUCK_MINUTES))
+    resolved = 0
     try:
         pairs = merge_streams(
-            source_stream(batch_size=batch_size, stats=source_stats, now=now, stuck_before=stuck_before),
-            receiver_stream(destination, batch_size=batch_size, stats=receiver_stats),
+            source_stream(batch_size=batch_size, stats=merge.source_stats, now=now, stuck_before=merge.stuck_before,
+                          workspace_id=run.workspace_id),
+            _receiver_side(destination, run, merge.receiver_stats),
         )
         for key, src, task in pairs:
-            compared += 1
-            if progress is not None and compared % batch_size == 0:
-                progress(RunProgress(compared, source_stats.rows, receiver_stats.rows, sum(recorder.by_kind.values())))
-            if not may_have_problems(src, task):
-                continue
-            full = source_row(key) if src is not None else None
-            problems = classify(key, full, task, now=now, stuck_before=stuck_before)
-            if any(p.kind in CROSS_SIDE for p in problems):
-                if confirmed < confirm_limit:
-                    confirmed += 1
-                    problems = _confirm(problems, key, destination, now=now, stuck_before=stuck_before)
-                else:
-                    problems = [_unconfirmed(p, "over the confirmation limit of this run") for p in problems]
-            recorder.add(problems)
-        recorder.add(_unhanded_approvals(batch_size=batch_size))
-        recorder.flush()
+            merge.key(key, src, task)
+            if progress is not None and merge.compared % batch_size == 0:
+                progress(merge.progress())
+        merge.recorder.add(_unhanded_approvals(batch_size=batch_size, workspace_id=run.workspace_id))
+        merge.recorder.flush()
         resolved = _resolve_unseen(run, batch_size=batch_size, now=now)
     except Exception as exc:
         log.exception("reconciliation run %s failed", run.pk)
         run.status, run.error = RunStatus.FAILED, f"{type(exc).__name__}: {exc}"[:2000]
-        resolved = 0
     else:
         run.status = RunStatus.COMPLETED
     if progress is not None:
-        progress(RunProgress(compared, source_stats.rows, receiver_stats.rows, sum(recorder.by_kind.values())))
-    run.finished_at = timezone.now()
-    run.source_keys, run.receiver_keys, run.keys_compared = source_stats.rows, receiver_stats.rows, compared
-    run.source_pages, run.receiver_pages = source_stats.pages, receiver_stats.pages
-    run.largest_page = max(source_stats.largest_page, receiver_stats.largest_page)
-    run.approved_requests_checked = Request.objects.using(DB).filter(state=RequestState.APPROVED).count()
-    run.findings_by_kind = recorder.by_kind
-    run.new_findings, run.resolved_findings = recorder.new, resolved
-    run.outcome_validation_failures = recorder.outcome_validation
-    # The page sizes actually asked of each side: what keeps memory bounded.
-    run.page_limits = sorted(source_stats.limits_requested | receiver_stats.limits_requested)
-    run.save(using=DB)
+        progress(merge.progress())
+    _finish(run, merge, resolved)
     return run
 
 
