@@ -207,12 +207,21 @@ def handoff_acknowledge(*, handoff_id: int, actor, reason: str = "") -> Handoff:
 
 
 
+def manual_settle_applies(handoff: Handoff) -> bool:
+    """A person's check at the receiver can settle it: delivered, or needing attention with an unknown outcome."""
+    return handoff.state == S.DELIVERED or _outcome_unknown(handoff)
+
+
+def _outcome_unknown(handoff: Handoff) -> bool:
+    return handoff.state == S.NEEDS_ATTENTION and handoff.failure_class in (
+        FailureClass.UNCERTAIN, FailureClass.MALFORMED)
+
+
 def _settle_changes(handoff: Handoff, receiver_task_id: str) -> tuple[str, dict]:
     """The move a person's check at the receiver makes: the target state and the fields it sets."""
     from outbox.errors import ManualSettleNotAllowed
 
-    unknown_outcome = handoff.state == S.NEEDS_ATTENTION and handoff.failure_class in (
-        FailureClass.UNCERTAIN, FailureClass.MALFORMED)
+    unknown_outcome = _outcome_unknown(handoff)
     if unknown_outcome and receiver_task_id:
         return S.DELIVERED, {"destination_id": receiver_task_id, "delivered_at": timezone.now(),
                              "failure_class": "", "reason_code": "", "last_error": ""}
@@ -247,3 +256,10 @@ def handoff_settle_manually(*, handoff_id: int, actor, receiver_task_id: str, re
         if to_state == S.PENDING:
             wake_dispatcher_on_commit()
     return handoff
+
+
+def handoff_note_check(*, handoff_id: int, actor, reason: str, action: str = "reconcile_now") -> HandoffEvent:
+    """Write an operator's check or repair of a handoff into its history without changing its state."""
+    with transaction.atomic(using=DB):
+        handoff = _lock(handoff_id)
+        return handoff_transition(handoff, handoff.state, actor=actor, action=action, reason=reason)

@@ -11,3 +11,11 @@ class InvalidFindingTransition(Exception):
 
 class NoteRequired(ValueError):
     pass
+
+
+class RepairNotConfirmed(ValueError):
+    """The receiver, asked about the key, does not hold the task the repair names."""
+
+
+class RepairDetailsRequired(ValueError):
+    pass

@@ -12,6 +12,7 @@ from django.db.models import Q
 
 
 class RunStatus(models.TextChoices):
+    QUEUED = "queued", "Queued"
     RUNNING = "running", "Running"
     COMPLETED = "completed", "Completed"
     FAILED = "failed", "Failed"

@@ -22,8 +22,15 @@ from django.utils import timezone
 from approvals.models import Request, RequestState
 from outbox.destinations import Destination, LookupFailed, RemoteTask, get_destination
 from outbox.models import OPEN_STATES, Handoff, HandoffState
+from outbox.services import handoff_note_check, handoff_settle_manually, manual_settle_applies
 from reconciliation import next_actions
-from reconciliation.errors import FindingNotFound, InvalidFindingTransition, NoteRequired
+from reconciliation.errors import (
+    FindingNotFound,
+    InvalidFindingTransition,
+    NoteRequired,
+    RepairDetailsRequired,
+    RepairNotConfirmed,
+)
 from reconciliation.models import (
     Finding,
     FindingEvent,
@@ -479,3 +486,174 @@ def finding_resolve(*, finding_id: int, actor, note: str) -> Finding:
         _move(finding, FindingStatus.RESOLVED, actor=actor, action="resolved", event_note=note,
               resolved_at=timezone.now(), resolved_by=actor, note=note)
     return finding
+
+
+# Above this many handoffs a console-started workspace run goes to the django-q2 cluster.
+CONSOLE_SYNC_LIMIT = 2000
+
+
+@dataclass(frozen=True)
+class KeyCheck:
+    run: ReconciliationRun
+    found: bool | None
+    problems: tuple[str, ...]
+    lookup_error: str = ""
+
+    def summary(self) -> str:
+        if self.lookup_error:
+            return f"the receiver could not be asked: {self.lookup_error}"
+        seen = "the receiver has a task for this key" if self.found else "the receiver has no task for this key"
+        if not self.problems:
+            return f"{seen}; source and receiver agree"
+        return f"{seen}; open: {', '.join(self.problems)}"
+
+
+def _lookup(destination: Destination, key: str) -> tuple[RemoteTask | None, str]:
+    if not destination.supports_lookup:
+        return None, "this destination cannot be asked about a key; check at the receiver by hand"
+    try:
+        return destination.lookup(key), ""
+    except LookupFailed as exc:
+        return None, str(exc)
+
+
+def handoff_reconcile_now(*, handoff_id: int, actor, destination: Destination | None = None) -> KeyCheck:
+    """Compare one handoff's key with the receiver now; open, update or close its findings at once.
+
+    The same rules as a full run (classify, repairs that cover the facts), for one key. Sends nothing.
+    """
+    destination = destination or get_destination()
+    handoff = Handoff.objects.using(DB).only("action_key", "workspace_id").get(pk=handoff_id)
+    key = handoff.action_key
+    task, error = _lookup(destination, key)
+    run = ReconciliationRun.objects.using(DB).create(trigger="console_key", batch_size=1, started_by=actor,
+                                                     workspace_id=handoff.workspace_id)
+    now = timezone.now()
+    problems = [] if error else classify(key, source_row(key), task, now=now,
+                                         stuck_before=now - timedelta(minutes=settings.HANDOFF_STUCK_MINUTES))
+    recorder = _Recorder(run=run, now=now, batch_size=1)
+    recorder.add(problems)
+    recorder.flush()
+    resolved = 0 if error else _resolve_unseen(run, batch_size=100, now=now, action_key=key)
+    run.status = RunStatus.FAILED if error else RunStatus.COMPLETED
+    run.error, run.finished_at = error, timezone.now()
+    run.source_keys, run.receiver_keys, run.keys_compared = 1, int(task is not None), 0 if error else 1
+    run.findings_by_kind, run.new_findings, run.resolved_findings = recorder.by_kind, recorder.new, resolved
+    run.outcome_validation_failures, run.covered_by_repairs = recorder.outcome_validation, recorder.covered
+    run.save(using=DB)
+    check = KeyCheck(run=run, found=None if error else task is not None, lookup_error=error,
+                     problems=tuple(FindingKind(k).label.lower() for k in recorder.by_kind))
+    handoff_note_check(handoff_id=handoff_id, actor=actor, reason=f"reconcile now: {check.summary()}")
+    return check
+
+
+def reconciliation_start_for_workspace(*, workspace_id: int, actor) -> ReconciliationRun:
+    """An operator's "Reconcile now" for a whole workspace: at once when small, else on the cluster."""
+    size = Handoff.objects.using(DB).filter(workspace_id=workspace_id)[:CONSOLE_SYNC_LIMIT + 1].count()
+    if size <= CONSOLE_SYNC_LIMIT:
+        return reconciliation_run(trigger="console", workspace_id=workspace_id, started_by=actor)
+    run = ReconciliationRun.objects.using(DB).create(
+        trigger="console", workspace_id=workspace_id, started_by=actor,
+        batch_size=settings.RECONCILIATION_BATCH_SIZE, status=RunStatus.QUEUED,
+    )
+    transaction.on_commit(lambda: _enqueue_run_not_rollback_safe(run.pk), using=DB)
+    return run
+
+
+def _enqueue_run_not_rollback_safe(run_id: int) -> None:
+    from django_q.tasks import async_task
+
+    async_task("reconciliation.tasks.reconcile_queued", run_id, q_options={"task_name": f"reconcile run {run_id}"})
+
+
+def reconciliation_run_queued(*, run_id: int) -> ReconciliationRun:
+    """Run a queued console run. Claimed by a conditional update, so a doubled task runs it once."""
+    claimed = ReconciliationRun.objects.using(DB).filter(pk=run_id, status=RunStatus.QUEUED).update(
+        status=RunStatus.RUNNING)
+    run = ReconciliationRun.objects.using(DB).get(pk=run_id)
+    if not claimed:
+        return run
+    return reconciliation_run(run=run)
+
+
+def _repair_target(finding_id: int | None, handoff_id: int | None) -> tuple[Finding | None, Handoff | None]:
+    """The locked finding and the handoff a repair is about (the handoff locks in its own service)."""
+    finding = _lock(finding_id) if finding_id is not None else None
+    if finding is not None and finding.status == FindingStatus.RESOLVED:
+        raise InvalidFindingTransition(finding.pk, finding.status, FindingStatus.RESOLVED)
+    handoff_id = handoff_id if handoff_id is not None else (finding.handoff_id if finding else None)
+    handoff = None
+    if handoff_id is not None:
+        handoff = Handoff.objects.using(DB).select_for_update(no_key=True).filter(pk=handoff_id).first()
+    if finding is None and handoff is None:
+        raise FindingNotFound(finding_id)
+    return finding, handoff
+
+
+def _check_task_at_receiver(action_key: str, task_id: str, destination: Destination) -> None:
+    """Where the receiver can be asked, the task id a person names must be the one it holds for the key."""
+    task, error = _lookup(destination, action_key)
+    if error:
+        return
+    if task is None or task.task_id != task_id:
+        held = f"task {task.task_id}" if task else "no task"
+        raise RepairNotConfirmed(f"the receiver holds {held} for {action_key}, not task {task_id}")
+
+
+def manual_repair_record(
+    *,
+    actor,
+    what_was_done: str,
+    evidence: str = "",
+    receiver_task_id: str = "",
+    finding_id: int | None = None,
+    handoff_id: int | None = None,
+    destination: Destination | None = None,
+) -> ManualRepair:
+    """Record what a person did outside the system; close the finding and/or settle the handoff with it.
+
+    The repair remembers the facts it accounted for (kind, key, what each side held), so a later run
+    that sees exactly those facts does not reopen the finding; any other discrepancy opens a new one.
+    """
+    what_was_done, evidence, receiver_task_id = what_was_done.strip(), evidence.strip(), receiver_task_id.strip()
+    if not what_was_done:
+        raise RepairDetailsRequired("say what was done outside the system")
+    if receiver_task_id and handoff_id is not None:
+        key = Handoff.objects.using(DB).values_list("action_key", flat=True).filter(pk=handoff_id).first()
+        if key:
+            _check_task_at_receiver(key, receiver_task_id, destination or get_destination())
+    with transaction.atomic(using=DB):
+        finding, handoff = _repair_target(finding_id, handoff_id)
+        state = _repair_handoff(handoff, finding, actor=actor, receiver_task_id=receiver_task_id,
+                                reason=_repair_reason(what_was_done, evidence, finding))
+        facts = facts_fingerprint(finding.source_evidence, finding.receiver_evidence) if finding else ""
+        repair = ManualRepair.objects.using(DB).create(
+            workspace_id=finding.workspace_id if finding else handoff.workspace_id,
+            action_key=finding.action_key if finding else handoff.action_key,
+            handoff_id=handoff.pk if handoff else None, finding=finding, actor=actor,
+            actor_label=actor.get_username(), what_was_done=what_was_done, evidence=evidence,
+            receiver_task_id=receiver_task_id, resulting_state=state,
+            covered_kind=finding.kind if finding else "",
+            covered_fingerprint=facts,
+        )
+        if finding is not None:
+            _move(finding, FindingStatus.RESOLVED, actor=actor, action="repaired", event_note=what_was_done,
+                  resolved_at=timezone.now(), resolved_by=actor, note=what_was_done)
+    return repair
+
+
+def _repair_handoff(handoff: Handoff | None, finding: Finding | None, *, actor, receiver_task_id: str,
+                    reason: str) -> str:
+    """Settle the handoff where the repair says what the receiver holds; else write it into its history."""
+    if handoff is None:
+        return ""
+    if finding is None or receiver_task_id or manual_settle_applies(handoff):
+        return handoff_settle_manually(handoff_id=handoff.pk, actor=actor, receiver_task_id=receiver_task_id,
+                                       reason=reason).state
+    handoff_note_check(handoff_id=handoff.pk, actor=actor, reason=reason, action="manual_repair")
+    return handoff.state
+
+
+def _repair_reason(what_was_done: str, evidence: str, finding: Finding | None) -> str:
+    about = f"manual repair of {finding.get_kind_display().lower()}: " if finding else "manual repair: "
+    return about + what_was_done + (f" (evidence: {evidence})" if evidence else "")
