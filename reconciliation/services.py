@@ -618,8 +618,8 @@ def manual_repair_record(
     what_was_done, evidence, receiver_task_id = what_was_done.strip(), evidence.strip(), receiver_task_id.strip()
     if not what_was_done:
         raise RepairDetailsRequired("say what was done outside the system")
-    if receiver_task_id and handoff_id is not None:
-        key = Handoff.objects.using(DB).values_list("action_key", flat=True).filter(pk=handoff_id).first()
+    if receiver_task_id:
+        key = _subject_key(finding_id, handoff_id)
         if key:
             _check_task_at_receiver(key, receiver_task_id, destination or get_destination())
     with transaction.atomic(using=DB):
@@ -640,6 +640,12 @@ def manual_repair_record(
             _move(finding, FindingStatus.RESOLVED, actor=actor, action="repaired", event_note=what_was_done,
                   resolved_at=timezone.now(), resolved_by=actor, note=what_was_done)
     return repair
+
+
+def _subject_key(finding_id: int | None, handoff_id: int | None) -> str:
+    if handoff_id is not None:
+        return Handoff.objects.using(DB).values_list("action_key", flat=True).filter(pk=handoff_id).first() or ""
+    return Finding.objects.using(DB).values_list("action_key", flat=True).filter(pk=finding_id).first() or ""
 
 
 def _repair_handoff(handoff: Handoff | None, finding: Finding | None, *, actor, receiver_task_id: str,
