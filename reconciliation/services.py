@@ -202,6 +202,14 @@ class _Recorder:
         if len(self.buffer) >= self.batch_size:
             self.flush()
 
+    def _covered(self, problem: Problem) -> None:
+        """Seen exactly as a repair accounted for: not a problem of this run, not reopened."""
+        self.covered += 1
+        self.outcome_validation -= problem.outcome_validation
+        self.by_kind[problem.kind] -= 1
+        if not self.by_kind[problem.kind]:
+            del self.by_kind[problem.kind]
+
     def flush(self) -> None:
         if not self.buffer:
             return
@@ -219,7 +227,7 @@ class _Recorder:
             for p in problems:
                 finding = live.get((p.kind, p.action_key))
                 if finding is None and (p.kind, p.action_key, facts_fingerprint(p.source, p.receiver)) in repaired:
-                    self.covered += 1
+                    self._covered(p)
                     continue
                 values = {
                     "handoff_id": p.handoff_id, "workspace_id": p.workspace_id, "workflow": p.workflow,
