@@ -288,3 +288,20 @@ def test_detail_with_findings_query_count_is_pinned(world, delivered, django_ass
     with django_assert_max_num_queries(16):
         page = olga.get(f"/handoffs/{delivered.pk}/")
     assert page.status_code == 200 and b"handoff-findings" in page.content
+
+
+def test_same_kind_with_other_facts_after_a_repair_opens_a_new_finding(world, delivered):
+    def recreate_task() -> None:
+        delete_receiver_task(delivered)
+        task_create_idempotent(action_key=delivered.action_key, payload=delivered.payload)
+
+    recreate_task()  # the receiver's task id is no longer the one the handoff recorded
+    assert reconciliation_run().findings_by_kind == {FindingKind.DESTINATION_MISMATCH: 1}
+    finding = Finding.objects.get(action_key=delivered.action_key)
+    client_for(world["olga"]).post(f"/handoffs/{delivered.pk}/repair",
+                                   {"finding": finding.pk, "what_was_done": "receiver keeps its copy"}, **HTMX)
+    assert reconciliation_run().covered_by_repairs == 1
+    recreate_task()  # yet another task id: not the facts the repair accounted for
+    run = reconciliation_run()
+    assert run.findings_by_kind == {FindingKind.DESTINATION_MISMATCH: 1} and run.covered_by_repairs == 0
+    assert Finding.objects.filter(action_key=delivered.action_key, status=FindingStatus.OPEN).count() == 1
