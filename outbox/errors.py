@@ -23,3 +23,7 @@ class RiskNotConfirmed(OutboxError):
 
 class ActionKeyExists(OutboxError):
     pass
+
+
+class ManualSettleNotAllowed(OutboxError):
+    """A person's account of the receiver does not apply to the handoff as it is now (checked under the lock)."""

@@ -6,13 +6,14 @@ from django.db.models import QuerySet
 
 from approvals.models import Membership, Role, Workspace
 from outbox.models import AGE_CHOICES, FailureClass, HandoffState
+from reconciliation.selectors import needing_person
 
 RETRYING = "retrying"
 OPEN = "open"
 ATTENTION = "attention"
 
 STATE_CHOICES = [
-    (ATTENTION, "Needs a person (needs attention or uncertain)"),
+    (ATTENTION, "Needs a person (needs attention, uncertain, or an open finding)"),
     (OPEN, "Open (not delivered yet)"),
     (RETRYING, "Retrying (waiting in backoff)"),
     *HandoffState.choices,
@@ -48,7 +49,7 @@ class HandoffFilter(django_filters.FilterSet):
         if value == RETRYING:
             return queryset.retrying()
         if value == ATTENTION:
-            return queryset.needing_person()
+            return needing_person(queryset)
         if value == OPEN:
             return queryset.open()
         return queryset.filter(state=value)

@@ -3,11 +3,13 @@
 Kept out of templates so that the advice for each state can be read, and tested, in one place.
 """
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from django.utils import timezone
 
 from outbox.models import FailureClass, Handoff, HandoffState
+from outbox.services import manual_settle_applies
 
 S = HandoffState
 F = FailureClass
@@ -46,8 +48,18 @@ def retry_is_risky(handoff: Handoff) -> bool:
     )
 
 
-def available_actions(handoff: Handoff) -> list[str]:
-    """The manual actions that make sense for the handoff's state, safest first."""
+def available_actions(handoff: Handoff, findings: Sequence = ()) -> list[str]:
+    """The manual actions that make sense for the handoff's state and its open findings, safest first."""
+    actions = _state_actions(handoff)
+    if findings or (manual_settle_applies(handoff) and handoff.state != S.DELIVERED):
+        actions.insert(0, "repair")
+    if "reconcile" not in actions and handoff.state not in (S.PENDING, S.IN_FLIGHT):
+        # A read of the receiver; it sends nothing, so it is offered wherever a task may exist.
+        actions.insert(0, "reconcile_now")
+    return actions
+
+
+def _state_actions(handoff: Handoff) -> list[str]:
     state = handoff.state
     if state == S.PENDING:
         return ["run_now", "assign", "cancel"] if in_backoff(handoff) else ["assign", "cancel"]
@@ -67,8 +79,22 @@ def available_actions(handoff: Handoff) -> list[str]:
     return []
 
 
-def next_step(handoff: Handoff) -> Guidance:
-    """The safest next action for the handoff, in words an operator understands at 02:00."""
+def next_step(handoff: Handoff, findings: Sequence = ()) -> Guidance:
+    """The safest next action for the handoff, in words an operator understands at 02:00.
+
+    An open reconciliation finding comes first: a handoff the receiver disagrees with is never "fine",
+    whatever its own state says. `findings` are the live findings of its key (kind label, next action).
+    """
+    if findings:
+        first = findings[0]
+        kinds = ", ".join(f.get_kind_display().lower() for f in findings)
+        return Guidance(
+            f"Reconciliation found a problem: {kinds}.",
+            f"{first.next_action} When it is repaired, record the repair here (what was done, the evidence, the "
+            "receiver's task id if one was re-created); the finding closes and later runs will not reopen it.",
+            recommended="repair",
+            avoid=("retry",),
+        )
     key = handoff.action_key
     state = handoff.state
     if state == S.DELIVERED:
@@ -117,8 +143,9 @@ def next_step(handoff: Handoff) -> Guidance:
         return Guidance(
             "Outcome unknown and not settled automatically: reconcile.",
             f"\u201cReconcile\u201d asks the receiver whether it has a task for {key}. If the receiver cannot be "
-            "asked, check there by hand for this key before anything else; send again only when you are sure "
-            f"it has no task.{ack}",
+            "asked, check there by hand for this key, then \u201cRecord a manual repair\u201d with what you found: "
+            "its task id (the handoff becomes delivered) or that it has none (sent again with the same key)."
+            f"{ack}",
             recommended="reconcile",
             avoid=("retry",),
         )

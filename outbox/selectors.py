@@ -2,9 +2,12 @@
 
 from collections.abc import Iterable
 
-from django.db.models import Count, QuerySet
+from django.db.models import QuerySet
 
-from outbox.models import Attempt, Handoff, HandoffEvent, HandoffState
+from outbox.models import Attempt, Handoff, HandoffEvent
+
+# Console reads, not the outbox core: the rule that spans findings is reconciliation's.
+from reconciliation.selectors import needing_person_counts
 
 
 def handoffs_in(workspace_ids: Iterable[int]) -> QuerySet[Handoff]:
@@ -46,13 +49,5 @@ def keyset_page(queryset: QuerySet, *, after: tuple | None, size: int, newest_fi
 
 
 def open_counts_by_workspace(workspace_ids: Iterable[int]) -> dict[int, int]:
-    """Handoffs that need a person (needs attention or uncertain), per workspace."""
-    rows = (
-        Handoff.objects.filter(
-            workspace_id__in=list(workspace_ids), state__in=(HandoffState.NEEDS_ATTENTION, HandoffState.UNCERTAIN)
-        )
-        .order_by()
-        .values_list("workspace_id")
-        .annotate(n=Count("id"))
-    )
-    return dict(rows)
+    """Handoffs that need a person, per workspace: the one rule, which counts open findings too."""
+    return dict(needing_person_counts(list(workspace_ids), "workspace_id"))

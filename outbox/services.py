@@ -207,3 +207,61 @@ def handoff_acknowledge(*, handoff_id: int, actor, reason: str = "") -> Handoff:
         )
     return handoff
 
+
+
+def manual_settle_applies(handoff: Handoff) -> bool:
+    """A person's check at the receiver can settle it: delivered, or needing attention with an unknown outcome."""
+    return handoff.state == S.DELIVERED or _outcome_unknown(handoff)
+
+
+def _outcome_unknown(handoff: Handoff) -> bool:
+    return handoff.state == S.NEEDS_ATTENTION and handoff.failure_class in (
+        FailureClass.UNCERTAIN, FailureClass.MALFORMED)
+
+
+def _settle_changes(handoff: Handoff, receiver_task_id: str) -> tuple[str, dict]:
+    """The move a person's check at the receiver makes: the target state and the fields it sets."""
+    from outbox.errors import ManualSettleNotAllowed
+
+    unknown_outcome = _outcome_unknown(handoff)
+    if unknown_outcome and receiver_task_id:
+        return S.DELIVERED, {"destination_id": receiver_task_id, "delivered_at": timezone.now(),
+                             "failure_class": "", "reason_code": "", "last_error": ""}
+    if unknown_outcome:
+        # Nothing at the receiver: safe to send again with the same key, with a fresh allowance.
+        return S.PENDING, {"next_attempt_at": db_now(), "failure_class": "", "reason_code": "",
+                           "attempts_in_run": 0}
+    if handoff.state == S.DELIVERED:
+        # A repaired receiver (task re-created under the same key) or a repair that left it as it is.
+        return S.DELIVERED, ({"destination_id": receiver_task_id} if receiver_task_id else {})
+    raise ManualSettleNotAllowed(
+        f"{handoff.action_key} is {handoff.state}"
+        + (f" ({handoff.failure_class})" if handoff.failure_class else "")
+        + ": a manual settle applies to a delivered handoff or to one whose outcome is unknown"
+    )
+
+
+def handoff_settle_manually(*, handoff_id: int, actor, receiver_task_id: str, reason: str) -> Handoff:
+    """Record what a person found at the receiver by hand, where no automatic path can ask it.
+
+    Outcome unknown (no lookup, no idempotency): "the receiver has task X" -> delivered with X;
+    "the receiver has nothing" -> pending again with the same key. Delivered: the task id the receiver
+    holds now (re-created under the same key), or nothing changed. The state is checked under the lock.
+    """
+    receiver_task_id = receiver_task_id.strip()
+    if not reason.strip():
+        raise ValueError("say what was checked or done at the receiver")
+    with transaction.atomic(using=DB):
+        handoff = _lock(handoff_id)
+        to_state, changes = _settle_changes(handoff, receiver_task_id)
+        handoff_transition(handoff, to_state, actor=actor, action="manual_repair", reason=reason, **changes)
+        if to_state == S.PENDING:
+            wake_dispatcher_on_commit()
+    return handoff
+
+
+def handoff_note_check(*, handoff_id: int, actor, reason: str, action: str = "reconcile_now") -> HandoffEvent:
+    """Write an operator's check or repair of a handoff into its history without changing its state."""
+    with transaction.atomic(using=DB):
+        handoff = _lock(handoff_id)
+        return handoff_transition(handoff, handoff.state, actor=actor, action=action, reason=reason)

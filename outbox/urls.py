@@ -14,4 +14,6 @@ urlpatterns = [
     path("<int:pk>/cancel", views.handoff_cancel, name="cancel"),
     path("<int:pk>/assign", views.handoff_assign, name="assign"),
     path("<int:pk>/acknowledge", views.handoff_acknowledge, name="acknowledge"),
+    path("<int:pk>/reconcile-now", views.handoff_reconcile_now, name="reconcile_now"),
+    path("<int:pk>/repair", views.handoff_repair, name="repair"),
 ]

@@ -28,6 +28,9 @@ from outbox.guidance import BULK_ELIGIBLE_STATES, available_actions, in_backoff,
 from outbox.models import Handoff, HandoffState
 from outbox.redaction import REDACTED, redact
 from outbox.selectors import handoff_timeline, handoff_visible, handoffs_in, keyset_page
+from reconciliation import services as reconciliation_services
+from reconciliation.errors import ReconciliationError
+from reconciliation.selectors import live_findings_of, repairs_of
 
 PAGE_SIZE = 50
 # A bulk action runs inside the web request; above this many matches it asks for a narrower filter.
@@ -207,13 +210,18 @@ def _panel_context(request, handoff: Handoff, result: dict | None = None) -> dic
     attempts, events = handoff_timeline(handoff)
     is_operator = is_operator_of(request.user.pk, handoff.workspace_id)
     source = revision_by_id(handoff.source_id)
+    # Findings carry a key of the handoff's own workspace, so the handoff's scope check covers them.
+    findings = list(live_findings_of(handoff.action_key))
     return {
         "handoff": handoff,
         "payload": redact(handoff.payload),
         "attempts": attempts,
         "events": events,
-        "guidance": next_step(handoff),
-        "actions": available_actions(handoff) if is_operator else [],
+        "findings": [{"finding": f, "source": redact(f.source_evidence), "receiver": redact(f.receiver_evidence)}
+                     for f in findings],
+        "repairs": repairs_of(handoff),
+        "guidance": next_step(handoff, findings),
+        "actions": available_actions(handoff, findings) if is_operator else [],
         "risky_retry": retry_is_risky(handoff),
         "in_backoff": in_backoff(handoff),
         "is_operator": is_operator,
@@ -264,7 +272,7 @@ def handoff_action(view):
         except ValueError as exc:
             result = {"level": "error", "text": f"Not done: {exc}."}
             status = 422
-        except (OutboxError, ApprovalsError) as exc:
+        except (OutboxError, ApprovalsError, ReconciliationError) as exc:
             result = {"level": "error", "text": f"Not done: {exc}."}
             status = 409
         return _respond(request, handoff.pk, result, status=status)
@@ -374,3 +382,30 @@ def handoff_correct(request, handoff: Handoff) -> dict:
     return {"level": "success", "link": url, "link_text": f"revision {revision.revision}",
             "text": f"Corrected: request {revision.number} revision {revision.revision} awaits a new approval "
                     "and will get a new action key. This handoff is superseded."}
+
+
+@handoff_action
+def handoff_reconcile_now(request, handoff: Handoff) -> dict:
+    check = reconciliation_services.handoff_reconcile_now(handoff_id=handoff.pk, actor=request.user)
+    level = "warning" if check.problems or check.lookup_error else "success"
+    return {"level": level, "text": f"Reconciled now: {check.summary()}."}
+
+
+@handoff_action
+def handoff_repair(request, handoff: Handoff) -> dict:
+    raw = request.POST.get("finding", "")
+    finding_id = None
+    if raw:
+        # Only a live finding of this handoff's key: the handoff's scope check then covers the finding.
+        finding = live_findings_of(handoff.action_key).filter(pk=raw).first() if raw.isdigit() else None
+        if finding is None:
+            raise ValueError("that finding is not open on this handoff")
+        finding_id = finding.pk
+    repair = reconciliation_services.manual_repair_record(
+        actor=request.user, finding_id=finding_id, handoff_id=handoff.pk,
+        what_was_done=request.POST.get("what_was_done", ""), evidence=request.POST.get("evidence", ""),
+        receiver_task_id=request.POST.get("receiver_task_id", ""),
+    )
+    closed = " The finding is closed." if finding_id else ""
+    state = repair.resulting_state.replace("_", " ")
+    return {"level": "success", "text": f"Manual repair recorded; the handoff is {state}.{closed}"}

@@ -16,7 +16,14 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from outbox.models import Attempt, AttemptOutcome, Handoff, HandoffEvent, HandoffState
-from reconciliation.selectors import ACK_SAMPLE_CAP, ACK_WINDOW, FAILED_OUTCOMES, last_run, live_findings
+from reconciliation.selectors import (
+    ACK_SAMPLE_CAP,
+    ACK_WINDOW,
+    FAILED_OUTCOMES,
+    last_run,
+    live_findings,
+    needing_person_condition,
+)
 
 S = HandoffState
 WF_WS = ["workflow", "workspace"]
@@ -34,14 +41,23 @@ class HandoffCollector(Collector):
         states = GaugeMetricFamily("handoff_handoffs", "Handoffs by state now.", labels=[*WF_WS, "state"])
         completed = CounterMetricFamily("handoff_completed", "Handoffs delivered with a validated receipt.",
                                         labels=WF_WS)
-        for workflow, ws, state, n in handoffs.values_list("workflow", "workspace_id", "state").annotate(
-            n=Count("id")
+        person = GaugeMetricFamily("handoff_needing_person",
+                                   "Handoffs that need a person: needs attention, uncertain, or with an open finding "
+                                   "(the rule of the console's header, list filter and health page).", labels=WF_WS)
+        per_person: dict[tuple, int] = defaultdict(int)
+        # One GROUP BY for three families: the needs-a-person count rides along as a filtered count.
+        for workflow, ws, state, n, needing in handoffs.values_list("workflow", "workspace_id", "state").annotate(
+            n=Count("id"), needing=Count("id", filter=needing_person_condition())
         ):
             states.add_metric(_labels(workflow, ws, state), n)
+            per_person[(workflow, ws)] += needing
             if state == S.DELIVERED:
                 completed.add_metric(_labels(workflow, ws), n)
+        for (workflow, ws), n in sorted(per_person.items()):
+            person.add_metric(_labels(workflow, ws), n)
         yield states
         yield completed
+        yield person
 
         attention = GaugeMetricFamily("handoff_needs_attention", "Handoffs that need a person, by failure class.",
                                       labels=[*WF_WS, "failure_class"])
@@ -50,6 +66,7 @@ class HandoffCollector(Collector):
         ).annotate(n=Count("id")):
             attention.add_metric(_labels(workflow, ws, failure_class), n)
         yield attention
+
 
         oldest = GaugeMetricFamily("handoff_oldest_age_seconds",
                                    "Age of the oldest pending (since recorded) or in-flight (since claimed) handoff.",

@@ -12,6 +12,7 @@ from django.db.models import Q
 
 
 class RunStatus(models.TextChoices):
+    QUEUED = "queued", "Queued"
     RUNNING = "running", "Running"
     COMPLETED = "completed", "Completed"
     FAILED = "failed", "Failed"
@@ -19,6 +20,12 @@ class RunStatus(models.TextChoices):
 
 class ReconciliationRun(models.Model):
     trigger = models.CharField(max_length=30, help_text="command, schedule, console...")
+    workspace_id = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Set when the run compared one workspace only (Reconcile now)."
+    )
+    started_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     status = models.CharField(max_length=16, choices=RunStatus.choices, default=RunStatus.RUNNING)
     started_at = models.DateTimeField(auto_now_add=True)
     finished_at = models.DateTimeField(null=True, blank=True)
@@ -35,6 +42,9 @@ class ReconciliationRun(models.Model):
     new_findings = models.PositiveIntegerField(default=0)
     resolved_findings = models.PositiveIntegerField(default=0)
     outcome_validation_failures = models.PositiveIntegerField(default=0)
+    covered_by_repairs = models.PositiveIntegerField(
+        default=0, help_text="Problems seen again exactly as a manual repair accounted for: not reopened."
+    )
     error = models.TextField(blank=True)
 
     class Meta:
@@ -139,6 +149,44 @@ class FindingEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.finding_id}: {self.action} by {self.actor_label}"
+
+
+class ManualRepair(models.Model):
+    """What a person did outside the system to close what no automatic path can.
+
+    Generic on purpose: it closes a reconciliation finding, settles a handoff whose outcome a person
+    checked at the receiver by hand, and (later) a residual of a multi-step workflow. Plain ids, like
+    findings, so that the record outlives what it is about.
+
+    `covered_kind` and `covered_fingerprint` remember the facts the repair accounted for: a later run
+    that sees exactly those facts again does not reopen the finding, while any other discrepancy does.
+    """
+
+    workspace_id = models.PositiveIntegerField()
+    action_key = models.CharField(max_length=200)
+    handoff_id = models.BigIntegerField(null=True, blank=True)
+    finding = models.ForeignKey(Finding, null=True, blank=True, on_delete=models.PROTECT, related_name="repairs")
+    actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    actor_label = models.CharField(max_length=120)
+    at = models.DateTimeField(auto_now_add=True)
+    what_was_done = models.TextField(help_text="What was done outside the system, in the person's words.")
+    evidence = models.TextField(blank=True, help_text="Ticket, message or screenshot reference that proves it.")
+    receiver_task_id = models.CharField(
+        max_length=120, blank=True, help_text="The receiver's task id, where one exists or was re-created."
+    )
+    resulting_state = models.CharField(max_length=20, blank=True, help_text="The handoff's state afterwards.")
+    covered_kind = models.CharField(max_length=24, blank=True)
+    covered_fingerprint = models.CharField(max_length=64, blank=True)
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["action_key", "covered_kind"], name="repair_key_kind_idx"),
+            models.Index(fields=["handoff_id", "at"], name="repair_handoff_idx"),
+            models.Index(fields=["workspace_id", "at"], name="repair_ws_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"manual repair of {self.action_key} by {self.actor_label}"
 
 
 class AlertKind(models.TextChoices):

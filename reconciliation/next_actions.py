@@ -16,7 +16,8 @@ def for_finding(kind: str, source: dict, receiver: dict) -> str:
         return (
             f"Do not resend: the handoff is delivered and is never sent again automatically. Ask the receiving "
             f"team what happened to task {source.get('destination_id') or '(none recorded)'} for this key (deleted, "
-            "restored from backup?). If it must exist, they recreate it under the same action key."
+            "restored from backup?). If it must exist, they recreate it under the same action key; then record a "
+            "manual repair on the handoff with the new task id."
         )
     if kind == FindingKind.ORPHAN_AT_RECEIVER:
         if state:
@@ -38,7 +39,7 @@ def for_finding(kind: str, source: dict, receiver: dict) -> str:
         return (
             f"The receiver's task for this key is {receiver.get('task_id')}, the handoff recorded "
             f"{source.get('destination_id') or 'nothing'}. Check that no second task exists for this client at the "
-            "receiver, then record the receiver's task id on the handoff (admin)."
+            "receiver, then record a manual repair on the handoff with the receiver's task id (console, handoff page)."
         )
     if kind == FindingKind.STUCK:
         if state == S.PENDING:

@@ -11,18 +11,20 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from urllib.parse import urlencode
 
-from django.db.models import Count, Min, Q, QuerySet
+from django.db.models import Count, Exists, Min, OuterRef, Q, QuerySet
 from django.db.models.functions import TruncHour
 from django.urls import reverse
 from django.utils import timezone
 
-from outbox.models import Attempt, AttemptOutcome, Handoff, HandoffEvent, HandoffState
-from reconciliation.models import Finding, FindingKind, FindingStatus, ReconciliationRun, RunStatus
+from outbox.models import NEEDS_PERSON_STATES, Attempt, AttemptOutcome, Handoff, HandoffEvent, HandoffState
+from reconciliation.models import Finding, FindingKind, FindingStatus, ManualRepair, ReconciliationRun, RunStatus
 
 S = HandoffState
 FAILED_OUTCOMES = (AttemptOutcome.FAILED, AttemptOutcome.UNCERTAIN, AttemptOutcome.ABANDONED)
 ACK_WINDOW = timedelta(days=30)
 ACK_SAMPLE_CAP = 10_000
+# The handoff list's state filter value for `needing_person` (outbox/filters.py).
+NEEDS_PERSON_FILTER = "attention"
 
 
 def _scoped(queryset: QuerySet, workspace_ids: Iterable[int] | None, field: str = "workspace_id") -> QuerySet:
@@ -33,6 +35,38 @@ def _scoped(queryset: QuerySet, workspace_ids: Iterable[int] | None, field: str 
 
 def handoffs_scoped(workspace_ids: Iterable[int] | None) -> QuerySet[Handoff]:
     return _scoped(Handoff.objects.all(), workspace_ids)
+
+
+def has_live_finding() -> Exists:
+    """True for a handoff whose action key has a finding that is not resolved (open or acknowledged)."""
+    return Exists(Finding.objects.exclude(status=FindingStatus.RESOLVED).filter(action_key=OuterRef("action_key")))
+
+
+def needing_person_condition() -> Q:
+    """"Needs a person", defined once: needs attention or uncertain, or any handoff with a live finding.
+
+    A delivered handoff whose task vanished at the receiver is as much a person's problem as a
+    rejected one; every needs-a-person figure (header, list filter, health, /metrics) is this set.
+    """
+    return Q(state__in=NEEDS_PERSON_STATES) | Q(has_live_finding())
+
+
+def needing_person(handoffs: QuerySet[Handoff]) -> QuerySet[Handoff]:
+    return handoffs.filter(needing_person_condition())
+
+
+def needing_person_counts(workspace_ids: Iterable[int] | None, *by: str) -> list[tuple]:
+    """Counts of `needing_person`, grouped by the given handoff fields (one GROUP BY query)."""
+    return list(needing_person(handoffs_scoped(workspace_ids)).order_by().values_list(*by).annotate(n=Count("id")))
+
+
+def live_findings_of(action_key: str) -> QuerySet[Finding]:
+    return Finding.objects.exclude(status=FindingStatus.RESOLVED).filter(action_key=action_key).order_by("kind", "id")
+
+
+def repairs_of(handoff: Handoff) -> QuerySet[ManualRepair]:
+    return ManualRepair.objects.filter(workspace_id=handoff.workspace_id, action_key=handoff.action_key).order_by(
+        "at", "id")
 
 
 def handoff_list_url(**params) -> str:
@@ -106,8 +140,18 @@ def hourly_series(workspace_ids: Iterable[int] | None, *, now: datetime, hours: 
     return series
 
 
-def last_run() -> ReconciliationRun | None:
-    return ReconciliationRun.objects.exclude(status=RunStatus.RUNNING).order_by("-started_at", "-id").first()
+def last_run(workspace_id: int | None = None) -> ReconciliationRun | None:
+    """The last finished full run, or, given a workspace, the last one that covered it (full or its own)."""
+    runs = ReconciliationRun.objects.exclude(status=RunStatus.RUNNING)
+    covered = Q(workspace_id__isnull=True)
+    if workspace_id is not None:
+        covered |= Q(workspace_id=workspace_id)
+    return runs.filter(covered).order_by("-started_at", "-id").first()
+
+
+def runs_visible_to(workspace_ids: list[int]) -> QuerySet[ReconciliationRun]:
+    """Full runs and the workspace runs of the user's workspaces."""
+    return ReconciliationRun.objects.filter(Q(workspace_id__isnull=True) | Q(workspace_id__in=workspace_ids))
 
 
 def live_findings(workspace_ids: Iterable[int] | None) -> QuerySet[Finding]:
@@ -126,7 +170,11 @@ def health_summary(workspace_ids: list[int], *, now: datetime | None = None, wor
     scope = [workspace] if workspace is not None else workspace_ids
     ws = workspace
     handoffs = handoffs_scoped(scope)
-    by_state = dict(handoffs.order_by().values_list("state").annotate(n=Count("id")))
+    # The needs-a-person count rides along as a filtered count of the same GROUP BY.
+    state_rows = handoffs.order_by().values_list("state").annotate(
+        n=Count("id"), needing=Count("id", filter=needing_person_condition()))
+    by_state = {state: n for state, n, _needing in state_rows}
+    needing = sum(row[2] for row in state_rows)
     oldest_pending = handoffs.filter(state=S.PENDING).aggregate(m=Min("created_at"))["m"]
     oldest_in_flight = handoffs.filter(state=S.IN_FLIGHT).aggregate(m=Min("updated_at"))["m"]
     duplicates = _scoped(Attempt.objects.all(), scope, "handoff__workspace_id").filter(
@@ -151,6 +199,10 @@ def health_summary(workspace_ids: list[int], *, now: datetime | None = None, wor
         "needs_attention": {
             "value": by_state.get(S.NEEDS_ATTENTION, 0),
             "link": handoff_list_url(state=S.NEEDS_ATTENTION, workspace=ws),
+        },
+        "needing_person": {
+            "value": needing,
+            "link": handoff_list_url(state=NEEDS_PERSON_FILTER, workspace=ws),
         },
         "retry_exhausted": {
             "value": handoffs.filter(reason_code="retries_exhausted").count(),
@@ -192,7 +244,7 @@ def health_summary(workspace_ids: list[int], *, now: datetime | None = None, wor
             for kind, n in kinds.items()
         ],
         "findings_total": sum(kinds.values()),
-        "last_run": last_run(),
+        "last_run": last_run(ws),
         "series": hourly_series(scope, now=now),
     }
 

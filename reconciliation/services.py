@@ -7,8 +7,10 @@ both sides before it is recorded: a handoff delivered while the run was between 
 false `missing_at_receiver`, and a task created for a handoff approved mid-run is not an orphan.
 """
 
+import hashlib
+import json
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -20,13 +22,21 @@ from django.utils import timezone
 from approvals.models import Request, RequestState
 from outbox.destinations import Destination, LookupFailed, RemoteTask, get_destination
 from outbox.models import OPEN_STATES, Handoff, HandoffState
+from outbox.services import handoff_note_check, handoff_settle_manually, manual_settle_applies
 from reconciliation import next_actions
-from reconciliation.errors import FindingNotFound, InvalidFindingTransition, NoteRequired
+from reconciliation.errors import (
+    FindingNotFound,
+    InvalidFindingTransition,
+    NoteRequired,
+    RepairDetailsRequired,
+    RepairNotConfirmed,
+)
 from reconciliation.models import (
     Finding,
     FindingEvent,
     FindingKind,
     FindingStatus,
+    ManualRepair,
     ReconciliationRun,
     RunStatus,
 )
@@ -36,8 +46,10 @@ from reconciliation.sweep import (
     StreamStats,
     merge_streams,
     receiver_stream,
+    receiver_stream_of_workspace,
     source_row,
     source_stream,
+    workspace_prefixes,
 )
 
 log = logging.getLogger(__name__)
@@ -180,6 +192,7 @@ class _Recorder:
     by_kind: dict[str, int] = field(default_factory=dict)
     new: int = 0
     outcome_validation: int = 0
+    covered: int = 0
 
     def add(self, problems: Iterable[Problem]) -> None:
         for problem in problems:
@@ -188,6 +201,14 @@ class _Recorder:
             self.outcome_validation += problem.outcome_validation
         if len(self.buffer) >= self.batch_size:
             self.flush()
+
+    def _covered(self, problem: Problem) -> None:
+        """Seen exactly as a repair accounted for: not a problem of this run, not reopened."""
+        self.covered += 1
+        self.outcome_validation -= problem.outcome_validation
+        self.by_kind[problem.kind] -= 1
+        if not self.by_kind[problem.kind]:
+            del self.by_kind[problem.kind]
 
     def flush(self) -> None:
         if not self.buffer:
@@ -201,9 +222,13 @@ class _Recorder:
                 .filter(action_key__in={p.action_key for p in problems})
                 .exclude(status=FindingStatus.RESOLVED)
             }
+            repaired = _repaired_facts({p.action_key for p in problems})
             updated, created = [], []
             for p in problems:
                 finding = live.get((p.kind, p.action_key))
+                if finding is None and (p.kind, p.action_key, facts_fingerprint(p.source, p.receiver)) in repaired:
+                    self._covered(p)
+                    continue
                 values = {
                     "handoff_id": p.handoff_id, "workspace_id": p.workspace_id, "workflow": p.workflow,
                     "source_evidence": p.source, "receiver_evidence": p.receiver, "outcome_validation":
@@ -228,6 +253,23 @@ class _Recorder:
             self.new += len(created)
 
 
+def facts_fingerprint(source: dict, receiver: dict) -> str:
+    """The facts of a problem a repair accounts for: what each side holds, not when it was looked at."""
+    facts = {
+        "source": {name: source.get(name) for name in ("state", "payload_hash", "destination_id")},
+        "receiver": {name: receiver.get(name) for name in ("found", "task_id", "payload_hash")},
+    }
+    return hashlib.sha256(json.dumps(facts, sort_keys=True).encode()).hexdigest()
+
+
+def _repaired_facts(action_keys: set[str]) -> set[tuple[str, str, str]]:
+    """(kind, key, facts) that a manual repair accounted for: seen again exactly so, they stay closed."""
+    return set(
+        ManualRepair.objects.using(DB).filter(action_key__in=action_keys).exclude(covered_kind="")
+        .values_list("covered_kind", "action_key", "covered_fingerprint")
+    )
+
+
 def _unconfirmed(problem: Problem, why: str) -> Problem:
     return Problem(**{**problem.__dict__, "receiver": {**problem.receiver, "confirmed": False, "not_confirmed": why}})
 
@@ -245,12 +287,17 @@ def _confirm(problems: list[Problem], key: str, destination: Destination, *, now
     return classify(key, source_row(key), task, now=now, stuck_before=stuck_before)
 
 
-def _unhanded_approvals(*, batch_size: int) -> Iterable[Problem]:
+def _approved_requests(workspace_id: int | None):
+    approved = Request.objects.using(DB).filter(state=RequestState.APPROVED)
+    return approved if workspace_id is None else approved.filter(workspace_id=workspace_id)
+
+
+def _unhanded_approvals(*, batch_size: int, workspace_id: int | None = None) -> Iterable[Problem]:
     """Approved request revisions with no outbox row. The approval writes both in one transaction,
     so this must never find anything: the check is the proof."""
     last = 0
     without_handoff = (
-        Request.objects.using(DB).filter(state=RequestState.APPROVED)
+        _approved_requests(workspace_id)
         .filter(~Exists(Handoff.objects.using(DB).filter(source_id=OuterRef("pk"))))
         .order_by("pk")
     )
@@ -270,17 +317,20 @@ def _unhanded_approvals(*, batch_size: int) -> Iterable[Problem]:
         last = page[-1]["pk"]
 
 
-def _resolve_unseen(run: ReconciliationRun, *, batch_size: int, now: datetime) -> int:
-    """Live findings this run did not see again are resolved by the run, with an event saying so."""
+def _resolve_unseen(run: ReconciliationRun, *, batch_size: int, now: datetime, action_key: str = "") -> int:
+    """Live findings this run did not see again are resolved by the run, with an event saying so.
+
+    A workspace run resolves only that workspace's findings, a one-key check only that key's."""
     label = f"reconciliation run {run.pk}"
     resolved = 0
+    unseen = Finding.objects.using(DB).exclude(status=FindingStatus.RESOLVED).exclude(last_run=run)
+    if run.workspace_id is not None:
+        unseen = unseen.filter(workspace_id=run.workspace_id)
+    if action_key:
+        unseen = unseen.filter(action_key=action_key)
     while True:
         with transaction.atomic(using=DB):
-            rows = list(
-                Finding.objects.using(DB).select_for_update()
-                .exclude(status=FindingStatus.RESOLVED).exclude(last_run=run)
-                .values_list("pk", "status")[:batch_size]
-            )
+            rows = list(unseen.select_for_update().values_list("pk", "status")[:batch_size])
             if not rows:
                 return resolved
             Finding.objects.using(DB).filter(pk__in=[pk for pk, _ in rows]).update(
@@ -294,6 +344,66 @@ def _resolve_unseen(run: ReconciliationRun, *, batch_size: int, now: datetime) -
             resolved += len(rows)
 
 
+def _receiver_side(destination: Destination, run: ReconciliationRun, stats: StreamStats) -> Iterator[RemoteTask]:
+    if run.workspace_id is None:
+        return receiver_stream(destination, batch_size=run.batch_size, stats=stats)
+    ws = run.workspace_id
+    workflows = {*Handoff.objects.using(DB).filter(workspace_id=ws).values_list("workflow", flat=True).distinct(),
+                 *Request.objects.using(DB).filter(workspace_id=ws).values_list("workflow", flat=True).distinct()}
+    return receiver_stream_of_workspace(destination, batch_size=run.batch_size, stats=stats,
+                                        prefixes=workspace_prefixes(workflows, ws))
+
+
+@dataclass
+class _Merge:
+    """One pass over the merged streams: classifies, confirms and hands problems to the recorder."""
+
+    destination: Destination
+    recorder: _Recorder
+    confirm_limit: int
+    now: datetime
+    stuck_before: datetime
+    source_stats: StreamStats = field(default_factory=StreamStats)
+    receiver_stats: StreamStats = field(default_factory=StreamStats)
+    compared: int = 0
+    confirmed: int = 0
+
+    def progress(self) -> RunProgress:
+        return RunProgress(self.compared, self.source_stats.rows, self.receiver_stats.rows,
+                           sum(self.recorder.by_kind.values()))
+
+    def key(self, key: str, src: SourceKey | None, task: RemoteTask | None) -> None:
+        self.compared += 1
+        if not may_have_problems(src, task):
+            return
+        full = source_row(key) if src is not None else None
+        problems = classify(key, full, task, now=self.now, stuck_before=self.stuck_before)
+        if any(p.kind in CROSS_SIDE for p in problems):
+            if self.confirmed < self.confirm_limit:
+                self.confirmed += 1
+                problems = _confirm(problems, key, self.destination, now=self.now, stuck_before=self.stuck_before)
+            else:
+                problems = [_unconfirmed(p, "over the confirmation limit of this run") for p in problems]
+        self.recorder.add(problems)
+
+
+def _finish(run: ReconciliationRun, merge: _Merge, resolved: int) -> None:
+    recorder = merge.recorder
+    run.finished_at = timezone.now()
+    run.source_keys, run.receiver_keys = merge.source_stats.rows, merge.receiver_stats.rows
+    run.keys_compared = merge.compared
+    run.source_pages, run.receiver_pages = merge.source_stats.pages, merge.receiver_stats.pages
+    run.largest_page = max(merge.source_stats.largest_page, merge.receiver_stats.largest_page)
+    run.approved_requests_checked = _approved_requests(run.workspace_id).count()
+    run.findings_by_kind = recorder.by_kind
+    run.new_findings, run.resolved_findings = recorder.new, resolved
+    run.outcome_validation_failures = recorder.outcome_validation
+    run.covered_by_repairs = recorder.covered
+    # The page sizes actually asked of each side: what keeps memory bounded.
+    run.page_limits = sorted(merge.source_stats.limits_requested | merge.receiver_stats.limits_requested)
+    run.save(using=DB)
+
+
 def reconciliation_run(
     *,
     destination: Destination | None = None,
@@ -301,61 +411,47 @@ def reconciliation_run(
     trigger: str = "command",
     progress: Callable[[RunProgress], None] | None = None,
     confirm_limit: int | None = None,
+    workspace_id: int | None = None,
+    started_by=None,
+    run: ReconciliationRun | None = None,
 ) -> ReconciliationRun:
-    """One full comparison of source and receiver. Returns the stored run (completed or failed)."""
+    """One comparison of source and receiver, of everything or of one workspace's keys.
+
+    Returns the stored run (completed or failed). `run` continues a run queued from the console."""
     destination = destination or get_destination()
-    batch_size = batch_size or settings.RECONCILIATION_BATCH_SIZE
+    batch_size = batch_size or (run.batch_size if run else settings.RECONCILIATION_BATCH_SIZE)
     confirm_limit = settings.RECONCILIATION_CONFIRM_LIMIT if confirm_limit is None else confirm_limit
     if batch_size < 1:
         raise ValueError("batch_size must be at least 1")
-    run = ReconciliationRun.objects.using(DB).create(trigger=trigger, batch_size=batch_size)
+    if run is None:
+        run = ReconciliationRun.objects.using(DB).create(trigger=trigger, batch_size=batch_size,
+                                                         workspace_id=workspace_id, started_by=started_by)
     now = timezone.now()
-    stuck_before = now - timedelta(minutes=settings.HANDOFF_STUCK_MINUTES)
-    recorder = _Recorder(run=run, now=now, batch_size=batch_size)
-    source_stats, receiver_stats = StreamStats(), StreamStats()
-    compared = confirmed = 0
+    merge = _Merge(destination=destination, recorder=_Recorder(run=run, now=now, batch_size=batch_size),
+                   confirm_limit=confirm_limit, now=now,
+                   stuck_before=now - timedelta(minutes=settings.HANDOFF_STUCK_MINUTES))
+    resolved = 0
     try:
         pairs = merge_streams(
-            source_stream(batch_size=batch_size, stats=source_stats, now=now, stuck_before=stuck_before),
-            receiver_stream(destination, batch_size=batch_size, stats=receiver_stats),
+            source_stream(batch_size=batch_size, stats=merge.source_stats, now=now, stuck_before=merge.stuck_before,
+                          workspace_id=run.workspace_id),
+            _receiver_side(destination, run, merge.receiver_stats),
         )
         for key, src, task in pairs:
-            compared += 1
-            if progress is not None and compared % batch_size == 0:
-                progress(RunProgress(compared, source_stats.rows, receiver_stats.rows, sum(recorder.by_kind.values())))
-            if not may_have_problems(src, task):
-                continue
-            full = source_row(key) if src is not None else None
-            problems = classify(key, full, task, now=now, stuck_before=stuck_before)
-            if any(p.kind in CROSS_SIDE for p in problems):
-                if confirmed < confirm_limit:
-                    confirmed += 1
-                    problems = _confirm(problems, key, destination, now=now, stuck_before=stuck_before)
-                else:
-                    problems = [_unconfirmed(p, "over the confirmation limit of this run") for p in problems]
-            recorder.add(problems)
-        recorder.add(_unhanded_approvals(batch_size=batch_size))
-        recorder.flush()
+            merge.key(key, src, task)
+            if progress is not None and merge.compared % batch_size == 0:
+                progress(merge.progress())
+        merge.recorder.add(_unhanded_approvals(batch_size=batch_size, workspace_id=run.workspace_id))
+        merge.recorder.flush()
         resolved = _resolve_unseen(run, batch_size=batch_size, now=now)
     except Exception as exc:
         log.exception("reconciliation run %s failed", run.pk)
         run.status, run.error = RunStatus.FAILED, f"{type(exc).__name__}: {exc}"[:2000]
-        resolved = 0
     else:
         run.status = RunStatus.COMPLETED
     if progress is not None:
-        progress(RunProgress(compared, source_stats.rows, receiver_stats.rows, sum(recorder.by_kind.values())))
-    run.finished_at = timezone.now()
-    run.source_keys, run.receiver_keys, run.keys_compared = source_stats.rows, receiver_stats.rows, compared
-    run.source_pages, run.receiver_pages = source_stats.pages, receiver_stats.pages
-    run.largest_page = max(source_stats.largest_page, receiver_stats.largest_page)
-    run.approved_requests_checked = Request.objects.using(DB).filter(state=RequestState.APPROVED).count()
-    run.findings_by_kind = recorder.by_kind
-    run.new_findings, run.resolved_findings = recorder.new, resolved
-    run.outcome_validation_failures = recorder.outcome_validation
-    # The page sizes actually asked of each side: what keeps memory bounded.
-    run.page_limits = sorted(source_stats.limits_requested | receiver_stats.limits_requested)
-    run.save(using=DB)
+        progress(merge.progress())
+    _finish(run, merge, resolved)
     return run
 
 
@@ -398,3 +494,180 @@ def finding_resolve(*, finding_id: int, actor, note: str) -> Finding:
         _move(finding, FindingStatus.RESOLVED, actor=actor, action="resolved", event_note=note,
               resolved_at=timezone.now(), resolved_by=actor, note=note)
     return finding
+
+
+# Above this many handoffs a console-started workspace run goes to the django-q2 cluster.
+CONSOLE_SYNC_LIMIT = 2000
+
+
+@dataclass(frozen=True)
+class KeyCheck:
+    run: ReconciliationRun
+    found: bool | None
+    problems: tuple[str, ...]
+    lookup_error: str = ""
+
+    def summary(self) -> str:
+        if self.lookup_error:
+            return f"the receiver could not be asked: {self.lookup_error}"
+        seen = "the receiver has a task for this key" if self.found else "the receiver has no task for this key"
+        if not self.problems:
+            return f"{seen}; source and receiver agree"
+        return f"{seen}; open: {', '.join(self.problems)}"
+
+
+def _lookup(destination: Destination, key: str) -> tuple[RemoteTask | None, str]:
+    if not destination.supports_lookup:
+        return None, "this destination cannot be asked about a key; check at the receiver by hand"
+    try:
+        return destination.lookup(key), ""
+    except LookupFailed as exc:
+        return None, str(exc)
+
+
+def handoff_reconcile_now(*, handoff_id: int, actor, destination: Destination | None = None) -> KeyCheck:
+    """Compare one handoff's key with the receiver now; open, update or close its findings at once.
+
+    The same rules as a full run (classify, repairs that cover the facts), for one key. Sends nothing.
+    """
+    destination = destination or get_destination()
+    handoff = Handoff.objects.using(DB).only("action_key", "workspace_id").get(pk=handoff_id)
+    key = handoff.action_key
+    task, error = _lookup(destination, key)
+    run = ReconciliationRun.objects.using(DB).create(trigger="console_key", batch_size=1, started_by=actor,
+                                                     workspace_id=handoff.workspace_id)
+    now = timezone.now()
+    problems = [] if error else classify(key, source_row(key), task, now=now,
+                                         stuck_before=now - timedelta(minutes=settings.HANDOFF_STUCK_MINUTES))
+    recorder = _Recorder(run=run, now=now, batch_size=1)
+    recorder.add(problems)
+    recorder.flush()
+    resolved = 0 if error else _resolve_unseen(run, batch_size=100, now=now, action_key=key)
+    run.status = RunStatus.FAILED if error else RunStatus.COMPLETED
+    run.error, run.finished_at = error, timezone.now()
+    run.source_keys, run.receiver_keys, run.keys_compared = 1, int(task is not None), 0 if error else 1
+    run.findings_by_kind, run.new_findings, run.resolved_findings = recorder.by_kind, recorder.new, resolved
+    run.outcome_validation_failures, run.covered_by_repairs = recorder.outcome_validation, recorder.covered
+    run.save(using=DB)
+    check = KeyCheck(run=run, found=None if error else task is not None, lookup_error=error,
+                     problems=tuple(FindingKind(k).label.lower() for k in recorder.by_kind))
+    handoff_note_check(handoff_id=handoff_id, actor=actor, reason=f"reconcile now: {check.summary()}")
+    return check
+
+
+def reconciliation_start_for_workspace(*, workspace_id: int, actor) -> ReconciliationRun:
+    """An operator's "Reconcile now" for a whole workspace: at once when small, else on the cluster."""
+    size = Handoff.objects.using(DB).filter(workspace_id=workspace_id)[:CONSOLE_SYNC_LIMIT + 1].count()
+    if size <= CONSOLE_SYNC_LIMIT:
+        return reconciliation_run(trigger="console", workspace_id=workspace_id, started_by=actor)
+    run = ReconciliationRun.objects.using(DB).create(
+        trigger="console", workspace_id=workspace_id, started_by=actor,
+        batch_size=settings.RECONCILIATION_BATCH_SIZE, status=RunStatus.QUEUED,
+    )
+    transaction.on_commit(lambda: _enqueue_run_not_rollback_safe(run.pk), using=DB)
+    return run
+
+
+def _enqueue_run_not_rollback_safe(run_id: int) -> None:
+    from django_q.tasks import async_task
+
+    async_task("reconciliation.tasks.reconcile_queued", run_id, q_options={"task_name": f"reconcile run {run_id}"})
+
+
+def reconciliation_run_queued(*, run_id: int) -> ReconciliationRun:
+    """Run a queued console run. Claimed by a conditional update, so a doubled task runs it once."""
+    claimed = ReconciliationRun.objects.using(DB).filter(pk=run_id, status=RunStatus.QUEUED).update(
+        status=RunStatus.RUNNING)
+    run = ReconciliationRun.objects.using(DB).get(pk=run_id)
+    if not claimed:
+        return run
+    return reconciliation_run(run=run)
+
+
+def _repair_target(finding_id: int | None, handoff_id: int | None) -> tuple[Finding | None, Handoff | None]:
+    """The locked finding and the handoff a repair is about (the handoff locks in its own service)."""
+    finding = _lock(finding_id) if finding_id is not None else None
+    if finding is not None and finding.status == FindingStatus.RESOLVED:
+        raise InvalidFindingTransition(finding.pk, finding.status, FindingStatus.RESOLVED)
+    handoff_id = handoff_id if handoff_id is not None else (finding.handoff_id if finding else None)
+    handoff = None
+    if handoff_id is not None:
+        handoff = Handoff.objects.using(DB).select_for_update(no_key=True).filter(pk=handoff_id).first()
+    if finding is None and handoff is None:
+        raise FindingNotFound(finding_id)
+    return finding, handoff
+
+
+def _check_task_at_receiver(action_key: str, task_id: str, destination: Destination) -> None:
+    """Where the receiver can be asked, the task id a person names must be the one it holds for the key."""
+    task, error = _lookup(destination, action_key)
+    if error:
+        return
+    if task is None or task.task_id != task_id:
+        held = f"task {task.task_id}" if task else "no task"
+        raise RepairNotConfirmed(f"the receiver holds {held} for {action_key}, not task {task_id}")
+
+
+def manual_repair_record(
+    *,
+    actor,
+    what_was_done: str,
+    evidence: str = "",
+    receiver_task_id: str = "",
+    finding_id: int | None = None,
+    handoff_id: int | None = None,
+    destination: Destination | None = None,
+) -> ManualRepair:
+    """Record what a person did outside the system; close the finding and/or settle the handoff with it.
+
+    The repair remembers the facts it accounted for (kind, key, what each side held), so a later run
+    that sees exactly those facts does not reopen the finding; any other discrepancy opens a new one.
+    """
+    what_was_done, evidence, receiver_task_id = what_was_done.strip(), evidence.strip(), receiver_task_id.strip()
+    if not what_was_done:
+        raise RepairDetailsRequired("say what was done outside the system")
+    if receiver_task_id:
+        key = _subject_key(finding_id, handoff_id)
+        if key:
+            _check_task_at_receiver(key, receiver_task_id, destination or get_destination())
+    with transaction.atomic(using=DB):
+        finding, handoff = _repair_target(finding_id, handoff_id)
+        state = _repair_handoff(handoff, finding, actor=actor, receiver_task_id=receiver_task_id,
+                                reason=_repair_reason(what_was_done, evidence, finding))
+        facts = facts_fingerprint(finding.source_evidence, finding.receiver_evidence) if finding else ""
+        repair = ManualRepair.objects.using(DB).create(
+            workspace_id=finding.workspace_id if finding else handoff.workspace_id,
+            action_key=finding.action_key if finding else handoff.action_key,
+            handoff_id=handoff.pk if handoff else None, finding=finding, actor=actor,
+            actor_label=actor.get_username(), what_was_done=what_was_done, evidence=evidence,
+            receiver_task_id=receiver_task_id, resulting_state=state,
+            covered_kind=finding.kind if finding else "",
+            covered_fingerprint=facts,
+        )
+        if finding is not None:
+            _move(finding, FindingStatus.RESOLVED, actor=actor, action="repaired", event_note=what_was_done,
+                  resolved_at=timezone.now(), resolved_by=actor, note=what_was_done)
+    return repair
+
+
+def _subject_key(finding_id: int | None, handoff_id: int | None) -> str:
+    if handoff_id is not None:
+        return Handoff.objects.using(DB).values_list("action_key", flat=True).filter(pk=handoff_id).first() or ""
+    return Finding.objects.using(DB).values_list("action_key", flat=True).filter(pk=finding_id).first() or ""
+
+
+def _repair_handoff(handoff: Handoff | None, finding: Finding | None, *, actor, receiver_task_id: str,
+                    reason: str) -> str:
+    """Settle the handoff where the repair says what the receiver holds; else write it into its history."""
+    if handoff is None:
+        return ""
+    if finding is None or receiver_task_id or manual_settle_applies(handoff):
+        return handoff_settle_manually(handoff_id=handoff.pk, actor=actor, receiver_task_id=receiver_task_id,
+                                       reason=reason).state
+    handoff_note_check(handoff_id=handoff.pk, actor=actor, reason=reason, action="manual_repair")
+    return handoff.state
+
+
+def _repair_reason(what_was_done: str, evidence: str, finding: Finding | None) -> str:
+    about = f"manual repair of {finding.get_kind_display().lower()}: " if finding else "manual repair: "
+    return about + what_was_done + (f" (evidence: {evidence})" if evidence else "")

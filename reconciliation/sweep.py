@@ -7,7 +7,7 @@ the default for SQLite and for a PostgreSQL database created with C or C.UTF-8);
 backwards stops the run instead of producing false findings.
 """
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -94,10 +94,13 @@ def source_row(action_key: str) -> SourceRow | None:
     return SourceRow(*row) if row else None
 
 
-def source_stream(*, batch_size: int, stats: StreamStats, now: datetime, stuck_before: datetime
-                  ) -> Iterator[SourceKey]:
+def source_stream(*, batch_size: int, stats: StreamStats, now: datetime, stuck_before: datetime,
+                  workspace_id: int | None = None) -> Iterator[SourceKey]:
     """Every handoff in action-key order, `batch_size` rows per query (keyset: no OFFSET, no long cursor)."""
-    rows = Handoff.objects.using(DB).annotate(
+    handoffs = Handoff.objects.using(DB)
+    if workspace_id is not None:
+        handoffs = handoffs.filter(workspace_id=workspace_id)
+    rows = handoffs.annotate(
         is_stuck=ExpressionWrapper(stuck_condition(now=now, stuck_before=stuck_before), output_field=BooleanField())
     ).order_by("action_key").values_list("action_key", "id", "state", "payload_hash", "destination_id", "is_stuck")
     after = ""
@@ -111,9 +114,11 @@ def source_stream(*, batch_size: int, stats: StreamStats, now: datetime, stuck_b
         after = page[-1][0]
 
 
-def receiver_stream(destination: Destination, *, batch_size: int, stats: StreamStats) -> Iterator[RemoteTask]:
-    """Every task at the receiver, through the destination interface only, one page at a time."""
-    after = ""
+def receiver_stream(destination: Destination, *, batch_size: int, stats: StreamStats,
+                    prefix: str = "") -> Iterator[RemoteTask]:
+    """Every task at the receiver (or those whose key starts with `prefix`), through the destination
+    interface only, one page at a time."""
+    after = prefix
     while True:
         page = destination.list_keys(after=after, limit=batch_size)
         stats.page(batch_size, len(page))
@@ -121,8 +126,27 @@ def receiver_stream(destination: Destination, *, batch_size: int, stats: StreamS
         # (the HTTP API caps it at 5,000), and a short page taken for the last would hide the rest.
         if not page:
             return
-        yield from page
+        for task in page:
+            # Keys come in code-point order, so the first key without the prefix ends its range.
+            if not task.action_key.startswith(prefix):
+                return
+            yield task
         after = page[-1].action_key
+
+
+def workspace_prefixes(workflows: Iterable[str], workspace_id: int) -> list[str]:
+    """Key prefixes of one workspace, `<workflow>:<workspace>:`, in code-point order.
+
+    No workflow name holds a colon, so no prefix is the start of another: the ranges they select
+    follow each other in the same order, and their concatenation is still in key order.
+    """
+    return sorted(f"{workflow}:{workspace_id}:" for workflow in set(workflows))
+
+
+def receiver_stream_of_workspace(destination: Destination, *, batch_size: int, stats: StreamStats,
+                                 prefixes: list[str]) -> Iterator[RemoteTask]:
+    for prefix in prefixes:
+        yield from receiver_stream(destination, batch_size=batch_size, stats=stats, prefix=prefix)
 
 
 def _ordered(stream: Iterator, side: str) -> Iterator:

@@ -9,6 +9,11 @@ def reconcile() -> dict:
             "findings": run.findings_by_kind, "error": run.error}
 
 
+def reconcile_queued(run_id: int) -> dict:
+    run = services.reconciliation_run_queued(run_id=run_id)
+    return {"run": run.pk, "status": run.status, "workspace": run.workspace_id, "findings": run.findings_by_kind}
+
+
 def alert_sweep() -> dict:
     result = alerts.alert_sweep()
     return {"recorded": result.recorded, "messages_sent": result.messages_sent,

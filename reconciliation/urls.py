@@ -13,6 +13,7 @@ urlpatterns = [
     path("reconciliation/findings/<int:pk>/acknowledge", views.finding_acknowledge, name="finding_acknowledge"),
     path("reconciliation/findings/<int:pk>/resolve", views.finding_resolve, name="finding_resolve"),
     path("reconciliation/runs/", views.runs, name="runs"),
+    path("reconciliation/runs/workspace", views.workspace_reconcile, name="workspace_reconcile"),
     path("reconciliation/runs/<int:pk>/", views.run_detail, name="run"),
     path("metrics", views.metrics_view, name="metrics"),
 ]

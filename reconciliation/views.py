@@ -9,7 +9,7 @@ from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse
-from django.shortcuts import get_object_or_404, render
+from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 
@@ -19,7 +19,7 @@ from outbox.redaction import redact
 from reconciliation import metrics, selectors, services
 from reconciliation.charts import bar_chart
 from reconciliation.errors import InvalidFindingTransition, NoteRequired
-from reconciliation.models import FindingKind, FindingStatus, ReconciliationRun
+from reconciliation.models import FindingKind, FindingStatus
 
 FINDINGS_PAGE = 200
 
@@ -134,19 +134,34 @@ def finding_resolve(request: HttpRequest, pk: int) -> HttpResponse:
     return _finding_action(request, pk, services.finding_resolve)
 
 
+@require_POST
+@login_required
+def workspace_reconcile(request: HttpRequest) -> HttpResponse:
+    """Reconcile now, for one workspace: runs at once when small (the answer says what it found), else queued."""
+    raw = request.POST.get("workspace", "")
+    if not raw.isdigit() or int(raw) not in workspace_ids_for(request.user):
+        raise Http404("no such workspace")
+    if int(raw) not in workspace_ids_for(request.user, Role.OPERATOR):
+        raise PermissionDenied(f"reconciling workspace {raw} needs the operator role there")
+    run = services.reconciliation_start_for_workspace(workspace_id=int(raw), actor=request.user)
+    if request.htmx:
+        return render(request, "reconciliation/health.html#reconcile-result", {"started": run})
+    return redirect("reconciliation:run", pk=run.pk)
+
+
 @require_GET
 @login_required
 def runs(request: HttpRequest) -> HttpResponse:
-    _operator_scope(request)
+    scope = _operator_scope(request)
     return render(request, "reconciliation/runs.html",
-                  {"runs": ReconciliationRun.objects.order_by("-started_at", "-id")[:50]})
+                  {"runs": selectors.runs_visible_to(scope).order_by("-started_at", "-id")[:50]})
 
 
 @require_GET
 @login_required
 def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
-    visible, _scope = _findings_scope(request)
-    run = get_object_or_404(ReconciliationRun, pk=pk)
+    visible, scope = _findings_scope(request)
+    run = get_object_or_404(selectors.runs_visible_to(scope), pk=pk)
     rows = visible.filter(last_run=run).order_by("kind", "action_key")[:FINDINGS_PAGE]
     return render(request, "reconciliation/run.html", {"run": run, "findings": [_row(f) for f in rows]})
 

@@ -65,5 +65,27 @@ def test_unacknowledged_failure_offers_acknowledge_first():
 
 
 @pytest.mark.parametrize("state", [S.DELIVERED, S.SUPERSEDED, S.CANCELLED, S.OBSERVED])
-def test_closed_handoffs_offer_no_action(state):
-    assert available_actions(handoff(state)) == []
+def test_closed_handoffs_offer_only_reconcile_now(state):
+    # A read of the receiver (a task may exist for a closed key); nothing that sends or changes state.
+    assert available_actions(handoff(state)) == ["reconcile_now"]
+
+
+class OpenFinding:
+    next_action = "Ask the receiving team what happened to the task."
+
+    def get_kind_display(self) -> str:
+        return "Missing at the receiver"
+
+
+def test_an_open_finding_overrides_nothing_to_do_and_offers_the_repair():
+    h = handoff(S.DELIVERED, destination_id="t-1")
+    guidance = next_step(h, [OpenFinding()])
+    assert "Nothing to do" not in guidance.headline
+    assert guidance.headline == "Reconciliation found a problem: missing at the receiver."
+    assert guidance.detail.startswith("Ask the receiving team") and guidance.recommended == "repair"
+    assert available_actions(h, [OpenFinding()])[:2] == ["reconcile_now", "repair"]
+
+
+def test_unknown_outcome_offers_the_manual_settle():
+    assert "repair" in available_actions(handoff(S.NEEDS_ATTENTION, F.UNCERTAIN, reason_code="lookup_unsupported"))
+    assert "repair" not in available_actions(handoff(S.NEEDS_ATTENTION, F.PERMANENT))
