@@ -166,12 +166,9 @@ def test_manual_settle_both_ways_where_the_destination_cannot_be_asked(world):
     from outbox.destinations import InProcessDestination
     from reconciliation.services import manual_repair_record
 
-    class NoLookup(InProcessDestination):
-        supports_lookup = False
-
     found = unknown_outcome(world)
     repair = manual_repair_record(actor=world["olga"], handoff_id=found.pk, what_was_done="receiver has it",
-                                  receiver_task_id="T-77", destination=NoLookup())
+                                  receiver_task_id="T-77", destination=InProcessDestination(supports_lookup=False))
     found.refresh_from_db()
     assert (found.state, found.destination_id, repair.resulting_state) == (S.DELIVERED, "T-77", S.DELIVERED)
 
