@@ -164,17 +164,20 @@ def findings_by_kind(workspace_ids: Iterable[int] | None) -> dict[str, int]:
     return {kind: counts.get(kind, 0) for kind in FindingKind.values}
 
 
+def _state_counts(handoffs: QuerySet[Handoff]) -> tuple[dict[str, int], int]:
+    """Handoffs by state, and how many need a person: one GROUP BY, the second as a filtered count."""
+    rows = list(handoffs.order_by().values_list("state").annotate(
+        n=Count("id"), needing=Count("id", filter=needing_person_condition())))
+    return {state: n for state, n, _needing in rows}, sum(needing for _state, _n, needing in rows)
+
+
 def health_summary(workspace_ids: list[int], *, now: datetime | None = None, workspace: int | None = None) -> dict:
     """Every figure of the health dashboard, each with the link to the list behind it."""
     now = now or timezone.now()
     scope = [workspace] if workspace is not None else workspace_ids
     ws = workspace
     handoffs = handoffs_scoped(scope)
-    # The needs-a-person count rides along as a filtered count of the same GROUP BY.
-    state_rows = handoffs.order_by().values_list("state").annotate(
-        n=Count("id"), needing=Count("id", filter=needing_person_condition()))
-    by_state = {state: n for state, n, _needing in state_rows}
-    needing = sum(row[2] for row in state_rows)
+    by_state, needing = _state_counts(handoffs)
     oldest_pending = handoffs.filter(state=S.PENDING).aggregate(m=Min("created_at"))["m"]
     oldest_in_flight = handoffs.filter(state=S.IN_FLIGHT).aggregate(m=Min("updated_at"))["m"]
     duplicates = _scoped(Attempt.objects.all(), scope, "handoff__workspace_id").filter(

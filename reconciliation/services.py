@@ -210,6 +210,18 @@ class _Recorder:
         if not self.by_kind[problem.kind]:
             del self.by_kind[problem.kind]
 
+    def _not_covered(self, problems: list[Problem], live: dict) -> list[Problem]:
+        """Drop the problems with no live finding that a manual repair accounted for, fact for fact."""
+        repaired = _repaired_facts({p.action_key for p in problems})
+        kept = []
+        for p in problems:
+            if (p.kind, p.action_key) not in live and (
+                    p.kind, p.action_key, facts_fingerprint(p.source, p.receiver)) in repaired:
+                self._covered(p)
+            else:
+                kept.append(p)
+        return kept
+
     def flush(self) -> None:
         if not self.buffer:
             return
@@ -222,13 +234,10 @@ class _Recorder:
                 .filter(action_key__in={p.action_key for p in problems})
                 .exclude(status=FindingStatus.RESOLVED)
             }
-            repaired = _repaired_facts({p.action_key for p in problems})
+            problems = self._not_covered(problems, live)
             updated, created = [], []
             for p in problems:
                 finding = live.get((p.kind, p.action_key))
-                if finding is None and (p.kind, p.action_key, facts_fingerprint(p.source, p.receiver)) in repaired:
-                    self._covered(p)
-                    continue
                 values = {
                     "handoff_id": p.handoff_id, "workspace_id": p.workspace_id, "workflow": p.workflow,
                     "source_evidence": p.source, "receiver_evidence": p.receiver, "outcome_validation":
@@ -634,20 +643,25 @@ def manual_repair_record(
         finding, handoff = _repair_target(finding_id, handoff_id)
         state = _repair_handoff(handoff, finding, actor=actor, receiver_task_id=receiver_task_id,
                                 reason=_repair_reason(what_was_done, evidence, finding))
-        facts = facts_fingerprint(finding.source_evidence, finding.receiver_evidence) if finding else ""
         repair = ManualRepair.objects.using(DB).create(
-            workspace_id=finding.workspace_id if finding else handoff.workspace_id,
-            action_key=finding.action_key if finding else handoff.action_key,
-            handoff_id=handoff.pk if handoff else None, finding=finding, actor=actor,
-            actor_label=actor.get_username(), what_was_done=what_was_done, evidence=evidence,
-            receiver_task_id=receiver_task_id, resulting_state=state,
-            covered_kind=finding.kind if finding else "",
-            covered_fingerprint=facts,
+            **_subject_fields(finding, handoff), actor=actor, actor_label=actor.get_username(),
+            what_was_done=what_was_done, evidence=evidence, receiver_task_id=receiver_task_id, resulting_state=state,
         )
         if finding is not None:
             _move(finding, FindingStatus.RESOLVED, actor=actor, action="repaired", event_note=what_was_done,
                   resolved_at=timezone.now(), resolved_by=actor, note=what_was_done)
     return repair
+
+
+def _subject_fields(finding: Finding | None, handoff: Handoff | None) -> dict:
+    """What a repair is about, and the facts it accounted for (a finding's kind, key and evidence)."""
+    if finding is None:
+        return {"workspace_id": handoff.workspace_id, "action_key": handoff.action_key, "handoff_id": handoff.pk}
+    return {
+        "workspace_id": finding.workspace_id, "action_key": finding.action_key, "finding": finding,
+        "handoff_id": handoff.pk if handoff else None, "covered_kind": finding.kind,
+        "covered_fingerprint": facts_fingerprint(finding.source_evidence, finding.receiver_evidence),
+    }
 
 
 def _subject_key(finding_id: int | None, handoff_id: int | None) -> str:
