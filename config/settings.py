@@ -264,6 +264,13 @@ ALERT_MAX_ITEMS_PER_MESSAGE = env_int("ALERT_MAX_ITEMS_PER_MESSAGE", 20)
 # Optional outbound webhook, signed in the Standard Webhooks format with ALERT_WEBHOOK_SECRET (whsec_...).
 ALERT_WEBHOOK_URL = os.environ.get("ALERT_WEBHOOK_URL", "")
 ALERT_WEBHOOK_SECRET = os.environ.get("ALERT_WEBHOOK_SECRET", "")
+# Pages (a destination paused, many handoffs failing at once) go to this signed webhook, meant for a
+# paging service, and to ALERT_EMAILS; a single handoff's problem goes to its workspace's grouped e-mail.
+ALERT_PAGE_WEBHOOK_URL = os.environ.get("ALERT_PAGE_WEBHOOK_URL", "")
+ALERT_PAGE_WEBHOOK_SECRET = os.environ.get("ALERT_PAGE_WEBHOOK_SECRET", "")
+# "Many at once": this many handoffs entering needs_attention within this many minutes page.
+ALERT_WIDESPREAD_THRESHOLD = env_int("ALERT_WIDESPREAD_THRESHOLD", 20)
+ALERT_WIDESPREAD_MINUTES = env_int("ALERT_WIDESPREAD_MINUTES", 10)
 # Absolute base of the links in alerts (the console as on-call people reach it).
 CONSOLE_BASE_URL = os.environ.get("CONSOLE_BASE_URL", "http://127.0.0.1:8000").rstrip("/")
 EMAIL_BACKEND = os.environ.get(

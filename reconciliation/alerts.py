@@ -26,11 +26,13 @@ from django.db.models import Exists, F, OuterRef
 from django.urls import reverse
 from django.utils import timezone
 
+from approvals.models import Membership, Role
 from outbox.models import OPEN_STATES, Attempt, AttemptOutcome, Handoff, HandoffState
 from outbox.redaction import redact_text
 from outbox.signing import signed_headers
 from reconciliation import next_actions
-from reconciliation.models import AlertKind, AlertRecord, Finding, FindingStatus
+from reconciliation.models import AlertKind, AlertRecord, AlertSeverity, Finding, FindingStatus
+from reconciliation.paging import page_episodes, page_record_fields, render_page
 
 log = logging.getLogger(__name__)
 DB = "default"
@@ -139,13 +141,13 @@ def _record_handoff_episodes(kind: str, handoffs, episode_field: str, *, limit: 
         kind=kind, handoff_id=OuterRef("pk"), episode_at=OuterRef(episode_field)
     )
     candidates = handoffs.filter(~Exists(already)).order_by(episode_field, "pk").values_list(
-        "pk", episode_field, "action_key", "workflow", "failure_class"
+        "pk", episode_field, "action_key", "workflow", "failure_class", "workspace_id"
     )[:limit]
     recorded = 0
-    for pk, episode, key, workflow, failure_class in candidates:
+    for pk, episode, key, workflow, failure_class, workspace_id in candidates:
         recorded += _claim_episode(
             kind=kind, handoff_id=pk, episode_at=episode, group_key=f"{kind}:{pk}:{episode.isoformat()}",
-            action_key=key, workflow=workflow, failure_class=failure_class,
+            action_key=key, workflow=workflow, failure_class=failure_class, workspace_id=workspace_id,
         )
     return recorded
 
@@ -154,13 +156,13 @@ def _record_findings(*, limit: int) -> int:
     already = AlertRecord.objects.using(DB).filter(kind=AlertKind.RECONCILIATION, finding_id=OuterRef("pk"))
     candidates = (
         Finding.objects.using(DB).filter(status=FindingStatus.OPEN).filter(~Exists(already))
-        .order_by("pk").values_list("pk", "action_key", "workflow", "kind")[:limit]
+        .order_by("pk").values_list("pk", "action_key", "workflow", "kind", "workspace_id")[:limit]
     )
     recorded = 0
-    for pk, key, workflow, kind in candidates:
+    for pk, key, workflow, kind, workspace_id in candidates:
         recorded += _claim_episode(
             kind=AlertKind.RECONCILIATION, finding_id=pk, group_key=f"finding:{pk}", action_key=key,
-            workflow=workflow, failure_class=kind,
+            workflow=workflow, failure_class=kind, workspace_id=workspace_id,
         )
     return recorded
 
@@ -177,6 +179,7 @@ def record_episodes(*, now: datetime, limit: int = 500) -> dict[str, int]:
             limit=limit,
         ),
         AlertKind.RECONCILIATION: _record_findings(limit=limit),
+        "pages": sum(_claim_episode(**page_record_fields(episode)) for episode in page_episodes(now=now)),
     }
 
 
@@ -203,15 +206,27 @@ def _items_for(records: list[AlertRecord]) -> list[AlertItem]:
     return items
 
 
+def _operator_emails(workspace_id: int) -> set[str]:
+    return set(
+        Membership.objects.using(DB).filter(workspace_id=workspace_id, role=Role.OPERATOR, user__is_active=True)
+        .exclude(user__email="").values_list("user__email", flat=True)
+    )
+
+
 def _recipients(records: list[AlertRecord]) -> list[str]:
+    """ALERT_EMAILS (the on-call people of every workspace), and for a workspace's message its operators
+    and the owners of its handoffs: a message carries one workspace only, so nobody reads another's."""
+    first = records[0]
+    if first.severity == AlertSeverity.PAGE or first.workspace_id is None:
+        return sorted(set(settings.ALERT_EMAILS))
     handoff_ids = [r.handoff_id for r in records if r.handoff_id] + [
         r.finding.handoff_id for r in records if r.finding_id and r.finding.handoff_id
     ]
     owners = (
-        Handoff.objects.using(DB).filter(pk__in=handoff_ids, owner__isnull=False)
+        Handoff.objects.using(DB).filter(pk__in=handoff_ids, workspace_id=first.workspace_id, owner__isnull=False)
         .exclude(owner__email="").values_list("owner__email", flat=True).distinct()
     )
-    return sorted(set(settings.ALERT_EMAILS) | set(owners))
+    return sorted(set(settings.ALERT_EMAILS) | set(owners) | _operator_emails(first.workspace_id))
 
 
 def render_message(kind: str, records: list[AlertRecord], items: list[AlertItem]) -> tuple[str, str]:
@@ -250,12 +265,31 @@ def _more_link(kind: str, record: AlertRecord) -> str:
     return _absolute(reverse("outbox:list") + query)
 
 
-def _post_webhook(kind: str, message_id: str, subject: str, items: list[AlertItem], client: httpx.Client) -> str:
-    body = json.dumps({"type": f"handoff.alert.{kind}", "id": message_id, "subject": subject,
-                       "items": [asdict(i) for i in items]}, sort_keys=True)
-    headers = {**signed_headers(body, secret=settings.ALERT_WEBHOOK_SECRET), "Content-Type": "application/json"}
-    response = client.post(settings.ALERT_WEBHOOK_URL, content=body.encode(), headers=headers)
+def _webhook(severity: str) -> tuple[str, str]:
+    if severity == AlertSeverity.PAGE:
+        return settings.ALERT_PAGE_WEBHOOK_URL, settings.ALERT_PAGE_WEBHOOK_SECRET
+    return settings.ALERT_WEBHOOK_URL, settings.ALERT_WEBHOOK_SECRET
+
+
+def _post_webhook(severity: str, payload: dict, client: httpx.Client) -> str:
+    url, secret = _webhook(severity)
+    body = json.dumps(payload, sort_keys=True, default=str)
+    headers = {**signed_headers(body, secret=secret), "Content-Type": "application/json"}
+    response = client.post(url, content=body.encode(), headers=headers)
     return f"HTTP {response.status_code}"
+
+
+def _compose(kind: str, records: list[AlertRecord], message_id: str) -> tuple[str, str, dict]:
+    """Subject, body and webhook payload of one message."""
+    first = records[0]
+    base = {"type": f"handoff.alert.{kind}", "id": message_id, "severity": first.severity,
+            "workspace_id": first.workspace_id}
+    if first.severity == AlertSeverity.PAGE:
+        subject, body, fields = render_page(first, now=timezone.now())
+        return subject, body, {**base, "subject": subject, **fields}
+    items = _items_for(records)
+    subject, body = render_message(kind, records, items)
+    return subject, body, {**base, "subject": subject, "items": [asdict(i) for i in items]}
 
 
 def _claim_for_sending(records: list[AlertRecord]) -> list[AlertRecord]:
@@ -268,62 +302,79 @@ def _claim_for_sending(records: list[AlertRecord]) -> list[AlertRecord]:
     return claimed
 
 
+def _send_webhook(severity: str, payload: dict, http_client: httpx.Client | None) -> tuple[str, str]:
+    """(status, error) of the webhook for this severity; ("", "") when none is configured."""
+    url, secret = _webhook(severity)
+    if not (url and secret):
+        return "", ""
+    client = http_client or httpx.Client(timeout=5.0)
+    try:
+        status = _post_webhook(severity, payload, client)
+    except httpx.HTTPError as exc:
+        return "failed", f"webhook: {type(exc).__name__}"
+    finally:
+        if http_client is None:
+            client.close()
+    return status, "" if status.startswith("HTTP 2") else f"webhook answered {status}"
+
+
+def _send_email(kind: str, subject: str, body: str, recipients: list[str]) -> str:
+    """"" when sent, else the error."""
+    try:
+        EmailMessage(subject=subject, body=body, from_email=settings.ALERT_FROM_EMAIL, to=recipients,
+                     headers={"X-Handoff-Alert": kind}).send(fail_silently=False)
+    except Exception as exc:  # noqa: BLE001 - any mail failure is recorded and retried next sweep
+        return f"email: {type(exc).__name__}: {redact_text(str(exc))}"
+    return ""
+
+
 def send_group(kind: str, records: list[AlertRecord], *, http_client: httpx.Client | None = None) -> tuple[bool, bool]:
     """Send one message for the records; returns (email sent, webhook sent). Call outside transactions."""
     records = _claim_for_sending(records)
     if not records:
         return False, False
-    items = _items_for(records)
-    subject, body = render_message(kind, records, items)
     message_id = uuid.uuid4().hex
+    subject, body, payload = _compose(kind, records, message_id)
     recipients = _recipients(records)
-    errors, emailed, webhook_status = [], False, ""
-    if recipients:
-        try:
-            EmailMessage(subject=subject, body=body, from_email=settings.ALERT_FROM_EMAIL, to=recipients,
-                         headers={"X-Handoff-Alert": kind}).send(fail_silently=False)
-            emailed = True
-        except Exception as exc:  # noqa: BLE001 - any mail failure is recorded and retried next sweep
-            errors.append(f"email: {type(exc).__name__}: {redact_text(str(exc))}")
-    if settings.ALERT_WEBHOOK_URL and settings.ALERT_WEBHOOK_SECRET:
-        client = http_client or httpx.Client(timeout=5.0)
-        try:
-            webhook_status = _post_webhook(kind, message_id, subject, items, client)
-        except httpx.HTTPError as exc:
-            errors.append(f"webhook: {type(exc).__name__}")
-            webhook_status = "failed"
-        finally:
-            if http_client is None:
-                client.close()
-        if webhook_status.startswith("HTTP") and not webhook_status.startswith("HTTP 2"):
-            errors.append(f"webhook answered {webhook_status}")
-    delivered = emailed or webhook_status.startswith("HTTP 2")
-    if not recipients and not settings.ALERT_WEBHOOK_URL:
-        errors.append("no alert recipient configured (ALERT_EMAILS, ALERT_WEBHOOK_URL)")
+    email_error = _send_email(kind, subject, body, recipients) if recipients else "no address"
+    emailed = not email_error
+    webhook_status, webhook_error = _send_webhook(records[0].severity, payload, http_client)
+    errors = [e for e in (email_error if recipients else "", webhook_error) if e]
+    if not recipients and not webhook_status:
+        errors.append("no alert recipient configured (ALERT_EMAILS, ALERT_WEBHOOK_URL, ALERT_PAGE_WEBHOOK_URL)")
+    webhooked = webhook_status.startswith("HTTP 2")
     AlertRecord.objects.using(DB).filter(pk__in=[r.pk for r in records]).update(
-        sent_at=timezone.now() if delivered else None,
+        sent_at=timezone.now() if emailed or webhooked else None,
         message_id=message_id, recipients=", ".join(recipients), webhook_status=webhook_status,
         last_error="; ".join(errors)[:2000],
     )
-    return emailed, webhook_status.startswith("HTTP 2")
+    return emailed, webhooked
+
+
+def _group_key(record: AlertRecord) -> tuple:
+    """One message per group: a page alone; otherwise per workspace, kind, workflow and failure class."""
+    if record.severity == AlertSeverity.PAGE:
+        return (record.kind, record.pk)
+    if record.kind == AlertKind.RECONCILIATION:
+        return (record.kind, record.workspace_id, "", "")
+    return (record.kind, record.workspace_id, record.workflow, record.failure_class)
 
 
 def alert_sweep(*, now: datetime | None = None, limit: int = 500, http_client: httpx.Client | None = None
                 ) -> SweepResult:
-    """Record new episodes, then send every unsent one grouped by (kind, workflow, failure class)."""
+    """Record new episodes, then send every unsent one: each page alone, the rest grouped by workspace, kind,
+    workflow and failure class."""
     now = now or timezone.now()
     result = SweepResult(recorded=record_episodes(now=now, limit=limit))
     unsent = list(
         AlertRecord.objects.using(DB).filter(sent_at__isnull=True, send_attempts__lt=MAX_SEND_ATTEMPTS)
         .select_related("finding").order_by("created_at", "pk")[:limit]
     )
-    groups: dict[tuple[str, str, str], list[AlertRecord]] = {}
+    groups: dict[tuple, list[AlertRecord]] = {}
     for record in unsent:
-        key = (record.kind, "", "") if record.kind == AlertKind.RECONCILIATION else (
-            record.kind, record.workflow, record.failure_class)
-        groups.setdefault(key, []).append(record)
-    for (kind, _workflow, _failure), records in groups.items():
-        emailed, webhooked = send_group(kind, records, http_client=http_client)
+        groups.setdefault(_group_key(record), []).append(record)
+    for key, records in groups.items():
+        emailed, webhooked = send_group(key[0], records, http_client=http_client)
         result.messages_sent += emailed
         result.webhooks_sent += webhooked
         if not (emailed or webhooked):

@@ -193,6 +193,15 @@ class AlertKind(models.TextChoices):
     NEEDS_ATTENTION = "needs_attention", "Handoff needs attention"
     SLA_BREACH = "sla_breach", "SLA breached"
     RECONCILIATION = "reconciliation", "Reconciliation found problems"
+    DESTINATION_PAUSED = "destination_paused", "Destination paused (unreachable or credentials refused)"
+    WIDESPREAD = "widespread", "Many handoffs failing at once"
+
+
+class AlertSeverity(models.TextChoices):
+    # Pages go to the paging webhook and the on-call addresses: the destination or many handoffs are down.
+    PAGE = "page", "Page"
+    # One handoff's problem: the grouped e-mail of its workspace.
+    EMAIL = "email", "E-mail"
 
 
 class AlertRecord(models.Model):
@@ -204,6 +213,11 @@ class AlertRecord(models.Model):
     """
 
     kind = models.CharField(max_length=20, choices=AlertKind.choices)
+    severity = models.CharField(max_length=8, choices=AlertSeverity.choices, default=AlertSeverity.EMAIL)
+    workspace_id = models.PositiveIntegerField(
+        null=True, blank=True, help_text="The one workspace whose items this alert may carry; none for a destination."
+    )
+    destination = models.CharField(max_length=40, blank=True)
     handoff_id = models.BigIntegerField(null=True, blank=True)
     finding = models.ForeignKey(Finding, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     episode_at = models.DateTimeField(null=True, blank=True)
