@@ -45,6 +45,8 @@ class Claim:
     worker: str
     epoch: int
     attempt_id: int | None = None
+    # The attempt's number within its run (the handoff was recorded, retried or settled by a person since).
+    run_attempt: int = 1
 
     @property
     def outgoing(self) -> Outgoing:
@@ -91,15 +93,15 @@ def _claim_skip_locked(due, *, worker: str, limit: int, lease_seconds: int) -> l
         f"lease_expires_at = {POSTGRES_NOW_PLUS}, fencing_epoch = h.fencing_epoch + 1, "
         "attempts = h.attempts + 1, attempts_in_run = h.attempts_in_run + 1, updated_at = now() "
         "FROM due WHERE h.id = due.id "
-        "RETURNING h.id, h.action_key, h.payload, h.payload_hash, h.attempts, h.fencing_epoch"
+        "RETURNING h.id, h.action_key, h.payload, h.payload_hash, h.attempts, h.fencing_epoch, h.attempts_in_run"
     )
     with connection.cursor() as cursor:
         cursor.execute(sql, [*select_params, S.IN_FLIGHT, worker, lease_seconds])
         fetched = cursor.fetchall()
     payload_field = Handoff._meta.get_field("payload")
     return [
-        (pk, key, payload_field.from_db_value(payload, None, connection), digest, attempts, epoch)
-        for pk, key, payload, digest, attempts, epoch in fetched
+        (pk, key, payload_field.from_db_value(payload, None, connection), digest, attempts, epoch, in_run)
+        for pk, key, payload, digest, attempts, epoch, in_run in fetched
     ]
 
 
@@ -124,7 +126,7 @@ def _claim_row_count(due, *, worker: str, limit: int, lease_seconds: int) -> lis
     return list(
         Handoff.objects.using(DB)
         .filter(pk__in=ids, lease_owner=worker, state=S.IN_FLIGHT)
-        .values_list("id", "action_key", "payload", "payload_hash", "attempts", "fencing_epoch")
+        .values_list("id", "action_key", "payload", "payload_hash", "attempts", "fencing_epoch", "attempts_in_run")
     )
 
 
@@ -147,20 +149,20 @@ def handoff_claim_due(
         now = timezone.now()
         attempts = Attempt.objects.using(DB).bulk_create(
             Attempt(handoff_id=pk, number=attempts, fencing_epoch=epoch, worker=worker, started_at=now)
-            for pk, _key, _payload, _hash, attempts, epoch in rows
+            for pk, _key, _payload, _hash, attempts, epoch, _in_run in rows
         )
         HandoffEvent.objects.using(DB).bulk_create(
             HandoffEvent(
                 handoff_id=pk, from_state=S.PENDING, to_state=S.IN_FLIGHT, actor_label=worker,
                 reason=f"claimed for attempt {attempts}",
             )
-            for pk, _key, _payload, _hash, attempts, _epoch in rows
+            for pk, _key, _payload, _hash, attempts, _epoch, _in_run in rows
         )
     attempt_ids = {attempt.handoff_id: attempt.pk for attempt in attempts}
     return [
         Claim(handoff_id=pk, action_key=key, payload=payload, payload_hash=digest, attempt_number=number,
-              worker=worker, epoch=epoch, attempt_id=attempt_ids.get(pk))
-        for pk, key, payload, digest, number, epoch in rows
+              worker=worker, epoch=epoch, attempt_id=attempt_ids.get(pk), run_attempt=in_run)
+        for pk, key, payload, digest, number, epoch, in_run in rows
     ]
 
 
@@ -317,7 +319,9 @@ def _tally(stats: RunStats, state: str, result: DeliveryResult) -> None:
 def _resend_blocked(claim: Claim, destination: Destination) -> DeliveryResult | None:
     if destination.supports_idempotency:
         return None
-    earlier = Attempt.objects.using(DB).filter(handoff_id=claim.handoff_id, number__lt=claim.attempt_number)
+    # Only this run's attempts: a person who checked the receiver and let it be sent again started a new run.
+    earlier = Attempt.objects.using(DB).filter(handoff_id=claim.handoff_id, number__lt=claim.attempt_number,
+                                               number__gt=claim.attempt_number - claim.run_attempt)
     if not earlier.exclude(outcome=AttemptOutcome.FAILED).exists():
         return None
     # Without idempotency, an earlier attempt that may have reached the receiver means a person must

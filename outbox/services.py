@@ -230,7 +230,7 @@ def _settle_changes(handoff: Handoff, receiver_task_id: str) -> tuple[str, dict]
     if unknown_outcome:
         # Nothing at the receiver: safe to send again with the same key, with a fresh allowance.
         return S.PENDING, {"next_attempt_at": db_now(), "failure_class": "", "reason_code": "",
-                           "attempts_in_run": 0}
+                           "attempts_in_run": 0, "run_started_at": db_now()}
     if handoff.state == S.DELIVERED:
         # A repaired receiver (task re-created under the same key) or a repair that left it as it is.
         return S.DELIVERED, ({"destination_id": receiver_task_id} if receiver_task_id else {})

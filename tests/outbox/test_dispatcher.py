@@ -151,6 +151,20 @@ def test_destination_without_idempotency_hands_an_unknown_outcome_to_a_person_af
     assert handoff.action_key in handoff.last_error and "settle by hand" in handoff.last_error
 
 
+def test_a_person_who_found_nothing_at_the_receiver_lets_it_be_sent_once_more(make_handoff):
+    from outbox.services import handoff_settle_manually
+
+    handoff = make_handoff()
+    destination = ScriptedDestination(DeliveryResult.failed(FailureClass.UNCERTAIN, "read_timeout", "t"),
+                                      supports_idempotency=False)
+    assert handoff_deliver(handoff_id=handoff.pk, destination=destination) == S.NEEDS_ATTENTION
+    handoff_settle_manually(handoff_id=handoff.pk, actor=make_user("olga"), receiver_task_id="",
+                            reason="nothing at the receiver for this key")
+    assert handoff_deliver(handoff_id=handoff.pk, destination=destination) == S.DELIVERED
+    assert destination.calls == 2
+    assert ReceiverTask.objects.filter(action_key=handoff.action_key).count() == 1
+
+
 def test_destination_without_idempotency_never_resends_after_a_lease_expired(make_handoff):
     handoff = make_handoff()
     destination = ScriptedDestination(supports_idempotency=False)
