@@ -3,7 +3,10 @@
 An approval writes the decision, the request state and the outbox row in one transaction.
 """
 
+from django.apps import apps
 from django.conf import settings
+from django.contrib.auth.models import Group, Permission
+from django.contrib.contenttypes.models import ContentType
 from django.db import transaction
 from django.db.models import Max
 from jsonschema import Draft202012Validator
@@ -14,6 +17,7 @@ from approvals.errors import (
     InvalidPayload,
     InvalidRequestState,
     RequestNotFound,
+    RoleChangeRefused,
     StaleRevision,
     WorkspaceNotFound,
 )
@@ -26,6 +30,7 @@ from approvals.models import (
     RequestEvent,
     RequestState,
     Role,
+    RoleChange,
     RuleVersion,
     WorkflowMode,
     WorkflowModeChange,
@@ -288,3 +293,91 @@ def workflow_mode_set(*, workflow: str, mode: str, actor, reason: str,
         WorkflowModeChange.objects.create(workflow=workflow, from_mode=from_mode, to_mode=mode,
                                           from_allowed=before, to_allowed=after, changed_by=actor, reason=reason)
     return current
+
+
+# --- Roles and support staff ------------------------------------------------------------------
+
+
+def _role_change_checks(*, workspace_id: int, role: str, actor, reason: str, perm: str) -> None:
+    if role not in Role.values:
+        raise InvalidPayload([f"unknown role {role!r}; one of {', '.join(Role.values)}"])
+    if not reason.strip():
+        raise InvalidPayload(["a reason is required to change a role"])
+    if not actor.has_perm(perm):
+        raise ApprovalDenied(f"{actor} may not change roles")
+    if not Workspace.objects.filter(pk=workspace_id).exists():
+        raise WorkspaceNotFound(workspace_id)
+
+
+def membership_grant(*, workspace_id: int, user, role: str, actor, reason: str) -> Membership:
+    """Give `user` a role in a workspace, with its audit record (who, whose, which role, why)."""
+    _role_change_checks(workspace_id=workspace_id, role=role, actor=actor, reason=reason,
+                        perm="approvals.add_membership")
+    with transaction.atomic(using=DB):
+        if Membership.objects.filter(user=user, workspace_id=workspace_id, role=role).exists():
+            raise RoleChangeRefused(f"{user} is already {role} in workspace {workspace_id}")
+        membership = Membership.objects.create(user=user, workspace_id=workspace_id, role=role)
+        RoleChange.objects.create(workspace_id=workspace_id, user=user, role=role, action=RoleChange.Action.GRANT,
+                                  changed_by=actor, reason=reason)
+    return membership
+
+
+def membership_revoke(*, workspace_id: int, user, role: str, actor, reason: str) -> None:
+    """Take a role away, with its audit record."""
+    _role_change_checks(workspace_id=workspace_id, role=role, actor=actor, reason=reason,
+                        perm="approvals.delete_membership")
+    with transaction.atomic(using=DB):
+        deleted, _ = Membership.objects.filter(user=user, workspace_id=workspace_id, role=role).delete()
+        if not deleted:
+            raise RoleChangeRefused(f"{user} is not {role} in workspace {workspace_id}")
+        RoleChange.objects.create(workspace_id=workspace_id, user=user, role=role, action=RoleChange.Action.REVOKE,
+                                  changed_by=actor, reason=reason)
+
+
+SUPPORT_GROUP = "support staff"
+# Support staff read the records below in Django admin and may run two safe actions on handoffs
+# (reconcile, assign); nothing else. Each entry is (app label, model, permission codename).
+SUPPORT_VIEWS = {
+    "approvals": ("workspace", "membership", "rolechange", "request", "requestevent", "approval", "triggerrecord",
+                  "requestreference", "ruleversion", "workflowmode", "workflowmodechange", "workspaceworkflow"),
+    "outbox": ("handoff", "attempt", "handoffevent"),
+    "reconciliation": ("reconciliationrun", "finding", "findingevent", "alertrecord"),
+    "delivery": ("receivertask", "seenmessage"),
+}
+SUPPORT_ACTIONS = {
+    ("outbox", "handoff", "reconcile_handoff"): "Can reconcile handoffs (asks the receiver, sends nothing)",
+    ("outbox", "handoff", "assign_handoff"): "Can assign handoffs to an operator of their workspace",
+}
+
+
+def _support_permissions() -> list[Permission]:
+    wanted = []
+    for app_label, models in SUPPORT_VIEWS.items():
+        for model in models:
+            content_type = ContentType.objects.get_for_model(apps.get_model(app_label, model))
+            wanted.append(Permission.objects.get_or_create(
+                content_type=content_type, codename=f"view_{model}",
+                defaults={"name": f"Can view {apps.get_model(app_label, model)._meta.verbose_name}"})[0])
+    for (app_label, model, codename), name in SUPPORT_ACTIONS.items():
+        content_type = ContentType.objects.get_for_model(apps.get_model(app_label, model))
+        wanted.append(Permission.objects.get_or_create(content_type=content_type, codename=codename,
+                                                       defaults={"name": name})[0])
+    return wanted
+
+
+def support_group_sync() -> Group:
+    """The support staff group with exactly its permissions (extra ones are removed). Safe to run again."""
+    with transaction.atomic(using=DB):
+        group, _ = Group.objects.get_or_create(name=SUPPORT_GROUP)
+        group.permissions.set(_support_permissions())
+    return group
+
+
+def support_staff_enroll(*, user) -> None:
+    """Make `user` support staff: admin access through the support group, never a superuser."""
+    group = support_group_sync()
+    with transaction.atomic(using=DB):
+        user.is_staff = True
+        user.is_superuser = False
+        user.save(update_fields=["is_staff", "is_superuser"])
+        user.groups.set([group])
