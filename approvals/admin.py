@@ -20,6 +20,7 @@ from approvals.models import (
     Workspace,
     WorkspaceWorkflow,
 )
+from approvals.rules import publish_problems
 from outbox.redaction import redact
 
 
@@ -162,6 +163,12 @@ class RuleVersionForm(forms.ModelForm):
     class Meta:
         model = RuleVersion
         fields = ("workflow", "schema", "notes")
+
+    def clean_schema(self):
+        schema = self.cleaned_data["schema"]
+        if problems := publish_problems(schema):
+            raise forms.ValidationError(problems)
+        return schema
 
 
 @admin.register(RuleVersion)

@@ -9,8 +9,6 @@ from django.contrib.auth.models import Group, Permission
 from django.contrib.contenttypes.models import ContentType
 from django.db import transaction
 from django.db.models import Max
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import SchemaError
 
 from approvals.errors import (
     ApprovalDenied,
@@ -36,7 +34,7 @@ from approvals.models import (
     WorkflowModeChange,
     Workspace,
 )
-from approvals.rules import BUILT_IN_RULES, payload_problems, rules_for
+from approvals.rules import BUILT_IN_RULES, payload_problems, publish_problems, rules_for
 from outbox import services as outbox_services
 from outbox.models import Handoff, HandoffState
 from outbox.payloads import payload_hash
@@ -244,12 +242,8 @@ def rule_version_publish(*, workflow: str, schema: dict, actor, notes: str = "")
     """New rules for a workflow: a new version, in force from now on. Earlier decisions keep theirs."""
     if not actor.has_perm("approvals.add_ruleversion"):
         raise ApprovalDenied(f"{actor} may not publish rules")
-    if not isinstance(schema, dict):
-        raise InvalidPayload(["the rules must be a JSON Schema object"])
-    try:
-        Draft202012Validator.check_schema(schema)
-    except SchemaError as exc:
-        raise InvalidPayload([f"the rules are not a valid JSON Schema: {exc.message}"]) from exc
+    if problems := publish_problems(schema):
+        raise InvalidPayload(problems)
     with transaction.atomic(using=DB):
         latest = (RuleVersion.objects.select_for_update().filter(workflow=workflow)
                   .order_by("-number").first())

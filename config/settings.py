@@ -73,6 +73,7 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "approvals.idle_sessions.IdleSessionTimeoutMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
@@ -173,9 +174,10 @@ STORAGES = {
 }
 
 SESSION_COOKIE_HTTPONLY = True
-# Idle timeout: every request renews the session, so it ends after this long without a request.
-SESSION_COOKIE_AGE = env_int("SESSION_IDLE_MINUTES", 30) * 60
-SESSION_SAVE_EVERY_REQUEST = True
+# Idle timeout (approvals.idle_sessions): a session unused this long ends; none lives past the cookie age.
+SESSION_IDLE_SECONDS = env_int("SESSION_IDLE_MINUTES", 30) * 60
+SESSION_ACTIVITY_RESOLUTION_SECONDS = 60
+SESSION_COOKIE_AGE = env_int("SESSION_MAX_HOURS", 12) * 3600
 SESSION_COOKIE_SAMESITE = "Lax"
 SECURE_CONTENT_TYPE_NOSNIFF = True
 SECURE_REFERRER_POLICY = "same-origin"
