@@ -58,6 +58,17 @@ def queue(request) -> HttpResponse:
     })
 
 
+@require_GET
+@login_required
+def role_changes(request) -> HttpResponse:
+    """Who was given or lost which role, in the workspaces where the user is an operator."""
+    return render(request, "approvals/role_changes.html", {
+        "changes": selectors.role_changes_visible_to(request.user),
+        "is_operator": bool(selectors.workspace_ids_for(request.user, Role.OPERATOR)),
+        "nav": selectors.console_nav(request.user),
+    })
+
+
 def _visible_revision(request, workspace_id: int, number: int, revision: int) -> Request:
     if workspace_id not in selectors.workspace_ids_for(request.user):
         raise Http404("no such request")
