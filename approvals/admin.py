@@ -1,12 +1,18 @@
-from django import forms
-from django.contrib import admin
+import json
 
+from django import forms
+from django.contrib import admin, messages
+from django.db import models
+from django.utils.html import format_html
+
+from approvals.errors import ApprovalsError
 from approvals.models import (
     Approval,
     Membership,
     Request,
     RequestEvent,
     RequestReference,
+    RoleChange,
     RuleVersion,
     TriggerRecord,
     WorkflowMode,
@@ -14,9 +20,37 @@ from approvals.models import (
     Workspace,
     WorkspaceWorkflow,
 )
+from approvals.rules import publish_problems
+from outbox.redaction import redact
 
 
-class ReadOnlyAdmin(admin.ModelAdmin):
+def redacted_json_display(field: models.Field):
+    """A read-only admin field that shows a stored JSON value the way the console does: redacted."""
+
+    def show(obj) -> str:
+        shown = json.dumps(redact(getattr(obj, field.name)), indent=2, ensure_ascii=False, sort_keys=True)
+        return format_html("<pre>{}</pre>", shown)
+
+    show.__name__ = f"{field.name}_redacted"
+    show.short_description = f"{field.verbose_name} (redacted)"
+    return show
+
+
+class RedactedJsonMixin:
+    """Every JSON field of the model (payloads, documents, evidence) is shown through the one redaction
+    function and never as stored: admin must not show what the console hides."""
+
+    def _json_fields(self) -> list[models.Field]:
+        return [f for f in self.model._meta.concrete_fields if isinstance(f, models.JSONField)]
+
+    def get_exclude(self, request, obj=None):
+        return [*(super().get_exclude(request, obj) or ()), *(f.name for f in self._json_fields())]
+
+    def get_readonly_fields(self, request, obj=None):
+        return [*super().get_readonly_fields(request, obj), *(redacted_json_display(f) for f in self._json_fields())]
+
+
+class ReadOnlyAdmin(RedactedJsonMixin, admin.ModelAdmin):
     """History is evidence: support staff may read it, never edit or delete it."""
 
     def has_add_permission(self, request):
@@ -35,11 +69,56 @@ class WorkspaceAdmin(admin.ModelAdmin):
     search_fields = ("name",)
 
 
+class MembershipForm(forms.ModelForm):
+    reason = forms.CharField(widget=forms.Textarea, help_text="Why the role is granted; kept in the audit trail.")
+
+    class Meta:
+        model = Membership
+        fields = ("user", "workspace", "role")
+
+
 @admin.register(Membership)
 class MembershipAdmin(admin.ModelAdmin):
+    """Roles are granted (add) and revoked (delete) through the audited services, never edited in place."""
+
+    form = MembershipForm
     list_display = ("user", "workspace", "role")
     list_filter = ("role", "workspace")
     search_fields = ("user__username",)
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def save_model(self, request, obj, form, change):
+        from approvals.services import membership_grant
+
+        data = form.cleaned_data
+        stored = membership_grant(workspace_id=data["workspace"].pk, user=data["user"], role=data["role"],
+                                  actor=request.user, reason=data["reason"])
+        obj.pk = stored.pk
+
+    def delete_model(self, request, obj):
+        self._revoke(request, [obj])
+
+    def delete_queryset(self, request, queryset):
+        self._revoke(request, list(queryset))
+
+    def _revoke(self, request, memberships: list[Membership]) -> None:
+        from approvals.services import membership_revoke
+
+        for membership in memberships:
+            try:
+                membership_revoke(workspace_id=membership.workspace_id, user=membership.user, role=membership.role,
+                                  actor=request.user, reason=f"revoked in Django admin by {request.user}")
+            except ApprovalsError as exc:
+                self.message_user(request, f"Not revoked: {exc}", messages.ERROR)
+
+
+@admin.register(RoleChange)
+class RoleChangeAdmin(ReadOnlyAdmin):
+    list_display = ("changed_at", "workspace", "user", "action", "role", "changed_by", "reason")
+    list_filter = ("action", "role", "workspace")
+    search_fields = ("user__username", "changed_by__username")
 
 
 @admin.register(Request)
@@ -84,6 +163,12 @@ class RuleVersionForm(forms.ModelForm):
     class Meta:
         model = RuleVersion
         fields = ("workflow", "schema", "notes")
+
+    def clean_schema(self):
+        schema = self.cleaned_data["schema"]
+        if problems := publish_problems(schema):
+            raise forms.ValidationError(problems)
+        return schema
 
 
 @admin.register(RuleVersion)

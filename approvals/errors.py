@@ -26,3 +26,7 @@ class InvalidPayload(ApprovalsError):
     def __init__(self, reasons: list[str]):
         super().__init__("; ".join(reasons))
         self.reasons = reasons
+
+
+class RoleChangeRefused(ApprovalsError):
+    """A role grant or revocation that cannot be made: the role is already held, or is not held."""

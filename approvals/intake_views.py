@@ -3,12 +3,13 @@
 from datetime import UTC, datetime, timedelta
 
 from django.contrib.auth.decorators import login_required
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadRequest
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
 from approvals import intake
 from approvals.models import TriggerOutcome
+from approvals.querystring import BadQueryValue, parse_id
 from approvals.rules import known_workflows
 from approvals.selectors import workspaces_for
 from outbox.redaction import redact
@@ -23,10 +24,16 @@ def _cursor(row) -> str:
 
 
 def _parse_cursor(raw: str) -> tuple[datetime, int] | None:
-    micros, _, pk = raw.partition("-")
-    if not (micros.isdigit() and pk.isdigit()):
+    if raw == "":
         return None
-    return _EPOCH + timedelta(microseconds=int(micros)), int(pk)
+    micros, _, pk = raw.partition("-")
+    if not (micros.isascii() and micros.isdigit()):
+        raise BadQueryValue("before is not a cursor of this list (expected <microseconds>-<id>)")
+    try:
+        stamp = _EPOCH + timedelta(microseconds=int(micros))
+    except OverflowError:
+        raise BadQueryValue("before names a time out of range") from None
+    return stamp, parse_id(pk, name="before")
 
 
 @require_GET
@@ -36,8 +43,12 @@ def triggers(request: HttpRequest) -> HttpResponse:
     outcome = request.GET.get("outcome", "")
     if outcome not in TriggerOutcome.values:
         outcome = ""
-    rows = intake.triggers_visible_to(request.user, reference=reference, outcome=outcome,
-                                      before=_parse_cursor(request.GET.get("before", "")), limit=PAGE_SIZE + 1)
+    try:
+        before = _parse_cursor(request.GET.get("before", ""))
+    except BadQueryValue as exc:
+        return HttpResponseBadRequest(f"Bad request: {exc}.", content_type="text/plain; charset=utf-8")
+    rows = intake.triggers_visible_to(request.user, reference=reference, outcome=outcome, before=before,
+                                      limit=PAGE_SIZE + 1)
     next_cursor = _cursor(rows[PAGE_SIZE - 1]) if len(rows) > PAGE_SIZE else ""
     context = {
         "triggers": rows[:PAGE_SIZE],

@@ -321,3 +321,27 @@ class TriggerRecord(models.Model):
 
     def __str__(self) -> str:
         return f"trigger {self.webhook_id} ({self.outcome})"
+
+
+class RoleChange(models.Model):
+    """Audit of every role granted or revoked in a workspace: who, whose role, which, when, why.
+
+    Operators of the workspace see these in the console; rows are never changed or deleted."""
+
+    class Action(models.TextChoices):
+        GRANT = "grant", "Granted"
+        REVOKE = "revoke", "Revoked"
+
+    workspace = models.ForeignKey(Workspace, on_delete=models.PROTECT, related_name="role_changes")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    role = models.CharField(max_length=16, choices=Role.choices)
+    action = models.CharField(max_length=8, choices=Action.choices)
+    changed_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    reason = models.TextField()
+    changed_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["workspace", "changed_at", "id"], name="role_change_ws_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.changed_by} {self.action}ed {self.role} of {self.user} in workspace {self.workspace_id}"

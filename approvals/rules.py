@@ -5,9 +5,13 @@ version runs under its built-in rules below (version 1 of every known workflow).
 (`approvals.services.rule_version_publish`) adds a version; decisions keep the version they stored.
 """
 
+from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import lru_cache
 
 import jsonschema
+import re2
+from jsonschema import ValidationError
 
 
 @dataclass(frozen=True)
@@ -57,9 +61,107 @@ def rules_for(workflow: str) -> RuleSet:
         raise LookupError(f"no rules for workflow {workflow!r}") from None
 
 
+# --- Regular expressions in rules ------------------------------------------------------------
+# Rules are data that support staff publish and intake evaluates on every trigger. Python's `re`
+# backtracks, so a pattern such as `(a+)+$` takes time exponential in the input's length. Patterns in
+# rules are evaluated with RE2, whose time is linear in the input; a pattern RE2 cannot run (back-
+# references, look-around) is refused when the rules are published.
+
+_RE2_OPTIONS = re2.Options()
+_RE2_OPTIONS.log_errors = False
+
+
+@lru_cache(maxsize=256)
+def _compiled(pattern: str):
+    return re2.compile(pattern, _RE2_OPTIONS)
+
+
+def _pattern(validator, pattern, instance, schema):
+    if validator.is_type(instance, "string") and not _compiled(pattern).search(instance):
+        yield ValidationError(f"{instance!r} does not match {pattern!r}")
+
+
+def _pattern_properties(validator, pattern_properties, instance, schema):
+    if not validator.is_type(instance, "object"):
+        return
+    for pattern, subschema in pattern_properties.items():
+        for key, value in instance.items():
+            if _compiled(pattern).search(key):
+                yield from validator.descend(value, subschema, path=key, schema_path=pattern)
+
+
+def _additional_properties(validator, additional, instance, schema):
+    if not validator.is_type(instance, "object"):
+        return
+    named = schema.get("properties", {})
+    patterns = [_compiled(p) for p in schema.get("patternProperties", {})]
+    extras = sorted((k for k in instance if k not in named and not any(p.search(k) for p in patterns)), key=str)
+    if validator.is_type(additional, "object"):
+        for extra in extras:
+            yield from validator.descend(instance[extra], additional, path=extra)
+    elif not additional and extras:
+        verb = "was" if len(extras) == 1 else "were"
+        yield ValidationError(f"Additional properties are not allowed ({', '.join(map(repr, extras))} {verb} "
+                              "unexpected)")
+
+
+RulesValidator = jsonschema.validators.extend(jsonschema.Draft202012Validator, {
+    "pattern": _pattern,
+    "patternProperties": _pattern_properties,
+    "additionalProperties": _additional_properties,
+})
+
+
+def _schema_patterns(node: object) -> Iterator[str]:
+    if isinstance(node, dict):
+        if isinstance(node.get("pattern"), str):
+            yield node["pattern"]
+        if isinstance(node.get("patternProperties"), dict):
+            yield from node["patternProperties"]
+        for value in node.values():
+            yield from _schema_patterns(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from _schema_patterns(value)
+
+
+def _has_keyword(node: object, keyword: str) -> bool:
+    if isinstance(node, dict):
+        return keyword in node or any(_has_keyword(v, keyword) for v in node.values())
+    return isinstance(node, list) and any(_has_keyword(v, keyword) for v in node)
+
+
+def pattern_problems(schema: dict) -> list[str]:
+    """Why the regular expressions of `schema` cannot be published; empty when RE2 runs them all."""
+    problems = []
+    for pattern in _schema_patterns(schema):
+        try:
+            _compiled(pattern)
+        except re2.error as exc:
+            detail = exc.args[0].decode() if exc.args and isinstance(exc.args[0], bytes) else str(exc)
+            problems.append(f"pattern {pattern!r} cannot be evaluated in linear time ({detail}); "
+                            "back-references and look-around are not supported")
+    if _has_keyword(schema, "patternProperties") and _has_keyword(schema, "unevaluatedProperties"):
+        # jsonschema matches patternProperties with Python's `re` when it works out unevaluated properties.
+        problems.append("unevaluatedProperties cannot be combined with patternProperties; "
+                        "use additionalProperties")
+    return problems
+
+
+def publish_problems(schema: object) -> list[str]:
+    """Why `schema` cannot be published as rules; empty when it can."""
+    if not isinstance(schema, dict):
+        return ["the rules must be a JSON Schema object"]
+    try:
+        jsonschema.Draft202012Validator.check_schema(schema)
+    except jsonschema.SchemaError as exc:
+        return [f"the rules are not a valid JSON Schema: {exc.message}"]
+    return pattern_problems(schema)
+
+
 def schema_problems(schema: dict, document: object, *, root: str = "payload", prefix: str = "") -> list[str]:
     """Every way `document` fails `schema`, each named by where it is (`root` for the document itself)."""
-    validator = jsonschema.Draft202012Validator(schema)
+    validator = RulesValidator(schema)
     problems = []
     for error in sorted(validator.iter_errors(document), key=lambda e: [str(p) for p in e.absolute_path]):
         where = prefix + ".".join(str(p) for p in error.absolute_path) if error.absolute_path else root

@@ -117,3 +117,11 @@ def is_operator_of(user_id: int, workspace_id: int) -> bool:
 
 def revision_by_id(pk: int) -> Request | None:
     return Request.objects.filter(pk=pk).only("id", "workspace_id", "number", "revision", "workflow").first()
+
+
+def role_changes_visible_to(user, *, limit: int = 200) -> QuerySet:
+    """Role grants and revocations in the workspaces where the user is an operator, newest first."""
+    from approvals.models import RoleChange
+
+    return (RoleChange.objects.filter(workspace_id__in=workspace_ids_for(user, Role.OPERATOR))
+            .select_related("workspace", "user", "changed_by").order_by("-changed_at", "-id")[:limit])

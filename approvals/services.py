@@ -3,17 +3,19 @@
 An approval writes the decision, the request state and the outbox row in one transaction.
 """
 
+from django.apps import apps
 from django.conf import settings
+from django.contrib.auth.models import Group, Permission
+from django.contrib.contenttypes.models import ContentType
 from django.db import transaction
 from django.db.models import Max
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import SchemaError
 
 from approvals.errors import (
     ApprovalDenied,
     InvalidPayload,
     InvalidRequestState,
     RequestNotFound,
+    RoleChangeRefused,
     StaleRevision,
     WorkspaceNotFound,
 )
@@ -26,12 +28,13 @@ from approvals.models import (
     RequestEvent,
     RequestState,
     Role,
+    RoleChange,
     RuleVersion,
     WorkflowMode,
     WorkflowModeChange,
     Workspace,
 )
-from approvals.rules import BUILT_IN_RULES, payload_problems, rules_for
+from approvals.rules import BUILT_IN_RULES, payload_problems, publish_problems, rules_for
 from outbox import services as outbox_services
 from outbox.models import Handoff, HandoffState
 from outbox.payloads import payload_hash
@@ -239,12 +242,8 @@ def rule_version_publish(*, workflow: str, schema: dict, actor, notes: str = "")
     """New rules for a workflow: a new version, in force from now on. Earlier decisions keep theirs."""
     if not actor.has_perm("approvals.add_ruleversion"):
         raise ApprovalDenied(f"{actor} may not publish rules")
-    if not isinstance(schema, dict):
-        raise InvalidPayload(["the rules must be a JSON Schema object"])
-    try:
-        Draft202012Validator.check_schema(schema)
-    except SchemaError as exc:
-        raise InvalidPayload([f"the rules are not a valid JSON Schema: {exc.message}"]) from exc
+    if problems := publish_problems(schema):
+        raise InvalidPayload(problems)
     with transaction.atomic(using=DB):
         latest = (RuleVersion.objects.select_for_update().filter(workflow=workflow)
                   .order_by("-number").first())
@@ -288,3 +287,91 @@ def workflow_mode_set(*, workflow: str, mode: str, actor, reason: str,
         WorkflowModeChange.objects.create(workflow=workflow, from_mode=from_mode, to_mode=mode,
                                           from_allowed=before, to_allowed=after, changed_by=actor, reason=reason)
     return current
+
+
+# --- Roles and support staff ------------------------------------------------------------------
+
+
+def _role_change_checks(*, workspace_id: int, role: str, actor, reason: str, perm: str) -> None:
+    if role not in Role.values:
+        raise InvalidPayload([f"unknown role {role!r}; one of {', '.join(Role.values)}"])
+    if not reason.strip():
+        raise InvalidPayload(["a reason is required to change a role"])
+    if not actor.has_perm(perm):
+        raise ApprovalDenied(f"{actor} may not change roles")
+    if not Workspace.objects.filter(pk=workspace_id).exists():
+        raise WorkspaceNotFound(workspace_id)
+
+
+def membership_grant(*, workspace_id: int, user, role: str, actor, reason: str) -> Membership:
+    """Give `user` a role in a workspace, with its audit record (who, whose, which role, why)."""
+    _role_change_checks(workspace_id=workspace_id, role=role, actor=actor, reason=reason,
+                        perm="approvals.add_membership")
+    with transaction.atomic(using=DB):
+        if Membership.objects.filter(user=user, workspace_id=workspace_id, role=role).exists():
+            raise RoleChangeRefused(f"{user} is already {role} in workspace {workspace_id}")
+        membership = Membership.objects.create(user=user, workspace_id=workspace_id, role=role)
+        RoleChange.objects.create(workspace_id=workspace_id, user=user, role=role, action=RoleChange.Action.GRANT,
+                                  changed_by=actor, reason=reason)
+    return membership
+
+
+def membership_revoke(*, workspace_id: int, user, role: str, actor, reason: str) -> None:
+    """Take a role away, with its audit record."""
+    _role_change_checks(workspace_id=workspace_id, role=role, actor=actor, reason=reason,
+                        perm="approvals.delete_membership")
+    with transaction.atomic(using=DB):
+        deleted, _ = Membership.objects.filter(user=user, workspace_id=workspace_id, role=role).delete()
+        if not deleted:
+            raise RoleChangeRefused(f"{user} is not {role} in workspace {workspace_id}")
+        RoleChange.objects.create(workspace_id=workspace_id, user=user, role=role, action=RoleChange.Action.REVOKE,
+                                  changed_by=actor, reason=reason)
+
+
+SUPPORT_GROUP = "support staff"
+# Support staff read the records below in Django admin and may run two safe actions on handoffs
+# (reconcile, assign); nothing else. Each entry is (app label, model, permission codename).
+SUPPORT_VIEWS = {
+    "approvals": ("workspace", "membership", "rolechange", "request", "requestevent", "approval", "triggerrecord",
+                  "requestreference", "ruleversion", "workflowmode", "workflowmodechange", "workspaceworkflow"),
+    "outbox": ("handoff", "attempt", "handoffevent"),
+    "reconciliation": ("reconciliationrun", "finding", "findingevent", "alertrecord"),
+    "delivery": ("receivertask", "seenmessage"),
+}
+SUPPORT_ACTIONS = {
+    ("outbox", "handoff", "reconcile_handoff"): "Can reconcile handoffs (asks the receiver, sends nothing)",
+    ("outbox", "handoff", "assign_handoff"): "Can assign handoffs to an operator of their workspace",
+}
+
+
+def _support_permissions() -> list[Permission]:
+    wanted = []
+    for app_label, models in SUPPORT_VIEWS.items():
+        for model in models:
+            content_type = ContentType.objects.get_for_model(apps.get_model(app_label, model))
+            wanted.append(Permission.objects.get_or_create(
+                content_type=content_type, codename=f"view_{model}",
+                defaults={"name": f"Can view {apps.get_model(app_label, model)._meta.verbose_name}"})[0])
+    for (app_label, model, codename), name in SUPPORT_ACTIONS.items():
+        content_type = ContentType.objects.get_for_model(apps.get_model(app_label, model))
+        wanted.append(Permission.objects.get_or_create(content_type=content_type, codename=codename,
+                                                       defaults={"name": name})[0])
+    return wanted
+
+
+def support_group_sync() -> Group:
+    """The support staff group with exactly its permissions (extra ones are removed). Safe to run again."""
+    with transaction.atomic(using=DB):
+        group, _ = Group.objects.get_or_create(name=SUPPORT_GROUP)
+        group.permissions.set(_support_permissions())
+    return group
+
+
+def support_staff_enroll(*, user) -> None:
+    """Make `user` support staff: admin access through the support group, never a superuser."""
+    group = support_group_sync()
+    with transaction.atomic(using=DB):
+        user.is_staff = True
+        user.is_superuser = False
+        user.save(update_fields=["is_staff", "is_superuser"])
+        user.groups.set([group])

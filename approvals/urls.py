@@ -6,6 +6,7 @@ app_name = "approvals"
 
 urlpatterns = [
     path("", views.queue, name="queue"),
+    path("roles/", views.role_changes, name="role_changes"),
     path("<int:workspace_id>/<int:number>/<int:revision>/", views.detail, name="detail"),
     path("<int:workspace_id>/<int:number>/<int:revision>/decide", views.decide, name="decide"),
 ]

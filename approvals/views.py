@@ -6,16 +6,16 @@ workspace is a 404; deciding needs the approver role (403 with a message otherwi
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import Http404, HttpResponse
+from django.http import Http404, HttpResponse, HttpResponseBadRequest
 from django.shortcuts import redirect, render
 from django.urls import reverse
-from django.utils.dateparse import parse_datetime
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import push_url
 
 from approvals import selectors, services
 from approvals.errors import ApprovalDenied, ApprovalsError, InvalidPayload, StaleRevision
 from approvals.models import Request, RequestState, Role
+from approvals.querystring import BadQueryValue, parse_id, parse_keyset_cursor
 from outbox.redaction import redact
 from outbox.selectors import handoffs_in, keyset_page
 
@@ -42,20 +42,29 @@ def home(request) -> HttpResponse:
 @require_GET
 @login_required
 def queue(request) -> HttpResponse:
+    try:
+        workspace = parse_id(request.GET.get("workspace", ""), name="workspace")
+        after = parse_keyset_cursor(request.GET.get("after", ""), name="after")
+    except BadQueryValue as exc:
+        return HttpResponseBadRequest(f"Bad request: {exc}.", content_type="text/plain; charset=utf-8")
     awaiting = selectors.requests_awaiting_decision(request.user)
-    workspace = request.GET.get("workspace", "")
-    if workspace.isdigit():
-        awaiting = awaiting.filter(workspace_id=int(workspace))
-    after = None
-    raw = request.GET.get("after", "")
-    if "_" in raw:
-        stamp, _, pk = raw.rpartition("_")
-        created = parse_datetime(stamp)
-        after = (created, int(pk)) if created and pk.isdigit() else None
+    if workspace is not None:
+        awaiting = awaiting.filter(workspace_id=workspace)
     rows, more = keyset_page(awaiting, after=after, size=PAGE_SIZE, newest_first=False)
     next_after = f"{rows[-1].created_at.isoformat()}_{rows[-1].pk}" if more else ""
     return render(request, "approvals/queue.html", {
-        "requests": rows, "next_after": next_after, "workspace": workspace if workspace.isdigit() else "",
+        "requests": rows, "next_after": next_after, "workspace": workspace or "",
+        "nav": selectors.console_nav(request.user),
+    })
+
+
+@require_GET
+@login_required
+def role_changes(request) -> HttpResponse:
+    """Who was given or lost which role, in the workspaces where the user is an operator."""
+    return render(request, "approvals/role_changes.html", {
+        "changes": selectors.role_changes_visible_to(request.user),
+        "is_operator": bool(selectors.workspace_ids_for(request.user, Role.OPERATOR)),
         "nav": selectors.console_nav(request.user),
     })
 

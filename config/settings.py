@@ -6,6 +6,7 @@ Secrets (SECRET_KEY, signing secrets, metrics token) are read from the environme
 
 import json
 import os
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
@@ -47,6 +48,8 @@ INSTALLED_APPS = [
     "django.contrib.admin",
     "django.contrib.auth",
     "django.contrib.contenttypes",
+    "axes",
+    "csp",
     "django.contrib.sessions",
     "django.contrib.messages",
     "whitenoise.runserver_nostatic",
@@ -63,14 +66,19 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "csp.middleware.CSPMiddleware",
+    "django_permissions_policy.PermissionsPolicyMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "approvals.idle_sessions.IdleSessionTimeoutMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # Last, as django-axes asks: it turns a lockout raised during authentication into the lockout answer.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "config.urls"
@@ -125,8 +133,25 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
-    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator", "OPTIONS": {"min_length": 10}},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
+# django-axes counts failed logins before the model backend checks the password, so it comes first.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+# Lockout: either the user name or the client address reaching the limit locks it out (guessing one
+# account from many addresses, or many accounts from one address), for the cool-off time.
+AXES_FAILURE_LIMIT = env_int("LOGIN_FAILURE_LIMIT", 5)
+AXES_COOLOFF_TIME = timedelta(minutes=env_int("LOGIN_COOLOFF_MINUTES", 15))
+AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
+AXES_RESET_ON_SUCCESS = True
+AXES_ENABLE_ACCESS_FAILURE_LOG = True
+AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
+# The client address is REMOTE_ADDR only (django-axes' default): a header a client can set must not
+# choose which address a failure is counted against.
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "login"
@@ -149,9 +174,44 @@ STORAGES = {
 }
 
 SESSION_COOKIE_HTTPONLY = True
+# Idle timeout (approvals.idle_sessions): a session unused this long ends; none lives past the cookie age.
+SESSION_IDLE_SECONDS = env_int("SESSION_IDLE_MINUTES", 30) * 60
+SESSION_ACTIVITY_RESOLUTION_SECONDS = 60
+SESSION_COOKIE_AGE = env_int("SESSION_MAX_HOURS", 12) * 3600
+SESSION_COOKIE_SAMESITE = "Lax"
 SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+SECURE_CROSS_ORIGIN_OPENER_POLICY = "same-origin"
 X_FRAME_OPTIONS = "DENY"
-if env_bool("DJANGO_SECURE", not DEBUG and bool(os.environ.get("DJANGO_SECRET_KEY"))):
+
+# The console loads one script (htmx) and one stylesheet, both from our own static files; nothing inline.
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": ["'none'"],
+        "script-src": ["'self'"],
+        "style-src": ["'self'"],
+        "img-src": ["'self'", "data:"],
+        "connect-src": ["'self'"],
+        "font-src": ["'self'"],
+        "form-action": ["'self'"],
+        "frame-ancestors": ["'none'"],
+        "base-uri": ["'none'"],
+        "object-src": ["'none'"],
+    },
+}
+# Browser features the console never uses are switched off for it and anything it might embed.
+PERMISSIONS_POLICY = {
+    feature: [] for feature in (
+        "accelerometer", "autoplay", "camera", "display-capture", "encrypted-media", "fullscreen", "geolocation",
+        "gyroscope", "magnetometer", "microphone", "midi", "payment", "picture-in-picture", "publickey-credentials-get",
+        "screen-wake-lock", "usb", "xr-spatial-tracking",
+    )
+}
+
+# Secure transport is on whenever DEBUG is off. HANDOFF_ALLOW_EPHEMERAL_SECRETS only lets a process start
+# without DJANGO_SECRET_KEY; it never turns these off. DJANGO_SECURE=0 is the one explicit way to do that
+# (the test suite and benchmarks serve plain HTTP on 127.0.0.1).
+if env_bool("DJANGO_SECURE", not DEBUG):
     SECURE_SSL_REDIRECT = env_bool("DJANGO_SECURE_SSL_REDIRECT", True)
     SESSION_COOKIE_SECURE = True
     CSRF_COOKIE_SECURE = True

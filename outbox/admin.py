@@ -6,6 +6,7 @@ from django.contrib import admin, messages
 from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
 from django.contrib.auth import get_user_model
 from django.shortcuts import render
+from django_q.models import Failure, OrmQ, Schedule, Success
 
 from approvals.admin import ReadOnlyAdmin
 from approvals.selectors import is_operator_of, operators_of
@@ -65,7 +66,16 @@ class HandoffAdmin(ReadOnlyAdmin):
     inlines = [AttemptInline]
     actions = ["reconcile", "assign"]
 
-    @admin.action(description="Reconcile: ask the receiver about each key and settle (sends nothing)")
+    # Support staff run these through their group's permissions (approvals.services.SUPPORT_ACTIONS);
+    # admin offers an action only to users who hold its permission.
+    def has_reconcile_permission(self, request) -> bool:
+        return request.user.has_perm("outbox.reconcile_handoff")
+
+    def has_assign_permission(self, request) -> bool:
+        return request.user.has_perm("outbox.assign_handoff")
+
+    @admin.action(description="Reconcile: ask the receiver about each key and settle (sends nothing)",
+                  permissions=["reconcile"])
     def reconcile(self, request, queryset):
         outcomes: dict[str, int] = {}
         for pk in queryset.values_list("pk", flat=True):
@@ -74,7 +84,7 @@ class HandoffAdmin(ReadOnlyAdmin):
         summary = ", ".join(f"{n} {state.replace('_', ' ')}" for state, n in sorted(outcomes.items()))
         self.message_user(request, f"Reconciled {sum(outcomes.values())} handoff(s); now: {summary}.")
 
-    @admin.action(description="Assign to an operator of the handoff's workspace")
+    @admin.action(description="Assign to an operator of the handoff's workspace", permissions=["assign"])
     def assign(self, request, queryset):
         if request.POST.get("apply"):
             raw = request.POST.get("owner", "")
@@ -118,3 +128,39 @@ class HandoffEventAdmin(ReadOnlyAdmin):
     list_display = ("handoff", "from_state", "to_state", "actor_label", "action", "at")
     list_filter = ("to_state", "action")
     search_fields = ("handoff__action_key", "handoff__source_ref")
+
+
+# --- django-q2 ------------------------------------------------------------------------------
+# A schedule names any importable function and the next `qcluster` runs it: whoever can add one runs
+# code on the workers. Its admin, and that of tasks and the queue, is for superusers only, whatever
+# permissions a group holds.
+
+
+class SuperuserOnly:
+    def has_module_permission(self, request) -> bool:
+        return request.user.is_active and request.user.is_superuser
+
+    def has_view_permission(self, request, obj=None) -> bool:
+        return request.user.is_active and request.user.is_superuser
+
+    def has_add_permission(self, request, *args) -> bool:
+        return request.user.is_active and request.user.is_superuser
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return request.user.is_active and request.user.is_superuser
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return request.user.is_active and request.user.is_superuser
+
+
+def _superuser_only(model) -> None:
+    registered = admin.site._registry.get(model)
+    if registered is None:
+        return
+    admin.site.unregister(model)
+    admin.site.register(model, type(f"SuperuserOnly{type(registered).__name__}", (SuperuserOnly, type(registered)),
+                                    {}))
+
+
+for _model in (Schedule, Success, Failure, OrmQ):
+    _superuser_only(_model)

@@ -14,12 +14,12 @@ from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
-from django.utils.dateparse import parse_datetime
 from django.views.decorators.http import require_GET, require_POST
 
 from approvals import services as approval_services
 from approvals.errors import ApprovalsError, InvalidPayload
 from approvals.models import Role
+from approvals.querystring import BadQueryValue, parse_keyset_cursor
 from approvals.selectors import console_nav, is_operator_of, operators_of, revision_by_id, workspace_ids_for
 from outbox import dispatcher, services
 from outbox.errors import OutboxError, RiskNotConfirmed
@@ -42,13 +42,12 @@ POLL_STATES = (HandoffState.PENDING, HandoffState.IN_FLIGHT)
 # --- list ---------------------------------------------------------------------------------
 
 def _parse_cursor(raw: str | None) -> tuple[datetime, int] | None:
-    if not raw or "_" not in raw:
+    # A malformed cursor (impossible date, id past the integer range) restarts at the first page
+    # instead of reaching the query.
+    try:
+        return parse_keyset_cursor(raw or "", name="after")
+    except BadQueryValue:
         return None
-    stamp, _, pk = raw.rpartition("_")
-    created = parse_datetime(stamp)
-    if created is None or not pk.isdigit():
-        return None
-    return created, int(pk)
 
 
 def _filter_data(source) -> dict[str, str]:
@@ -110,6 +109,11 @@ def handoff_bulk(request) -> HttpResponse:
     elif action not in BULK_ELIGIBLE_STATES:
         bulk.update(level="error", text="Choose retry, reconcile or assign.")
         status = 422
+    elif problems := _filter_problems(request, data, operator_ws):
+        # A filter value that is not allowed must never be dropped silently: the action would then
+        # apply to more handoffs than the operator asked for.
+        bulk.update(level="error", text="Nothing was done: " + "; ".join(problems) + ".")
+        status = 422
     else:
         matching = HandoffFilter(
             data or None,
@@ -136,6 +140,16 @@ def handoff_bulk(request) -> HttpResponse:
     if request.htmx:
         return render(request, "outbox/list.html#results", context, status=status)
     return render(request, "outbox/list.html", {**context, "nav": console_nav(request.user)}, status=status)
+
+
+def _filter_problems(request, data: dict[str, str], workspace_ids: list[int]) -> list[str]:
+    """Why the posted filter cannot be used as given: each refused value with its field, else nothing."""
+    handoff_filter = HandoffFilter(data, queryset=Handoff.objects.none(), request=request,
+                                   workspace_ids=workspace_ids)
+    if handoff_filter.is_valid():
+        return []
+    return [f"{field} {data.get(field, '')!r}: {' '.join(errors)}" for field, errors in
+            sorted(handoff_filter.errors.items())]
 
 
 def _verb(action: str) -> str:

@@ -1,8 +1,11 @@
 """Django admin for support staff: read-only outbox records, filters, search, and the safe actions."""
 
 import pytest
+from django.contrib import admin
 from django.test import Client
 
+from approvals.services import SUPPORT_VIEWS, support_staff_enroll
+from delivery.models import ReceiverTask, SeenMessage
 from outbox.models import HandoffEvent, HandoffState
 from tests.factories import make_user
 
@@ -11,7 +14,9 @@ pytestmark = pytest.mark.django_db(databases=["default", "delivery"])
 
 @pytest.fixture
 def support(world):
-    user = make_user("support", is_staff=True, is_superuser=True)
+    """Support staff as `manage.py demo` makes them: staff in the least-privilege group, not a superuser."""
+    user = make_user("support")
+    support_staff_enroll(user=user)
     client = Client()
     client.force_login(user)
     return client
@@ -62,3 +67,51 @@ def test_assign_admin_action_asks_for_the_operator_then_assigns(world, support, 
     assert b"Skipped 1" in refused.content
     rejected.refresh_from_db()
     assert rejected.owner == world["oscar"]
+
+
+def test_support_reads_exactly_the_documented_models_and_adds_nothing(support):
+    readable = {(app, model) for app, models in SUPPORT_VIEWS.items() for model in models}
+    for model in admin.site._registry:
+        key = (model._meta.app_label, model._meta.model_name)
+        base = f"/admin/{key[0]}/{key[1]}/"
+        assert support.get(base).status_code == (200 if key in readable else 403), key
+        assert support.get(base + "add/").status_code == 403, key
+
+
+def test_support_cannot_create_a_django_q_schedule(support):
+    from django_q.models import Schedule
+
+    response = support.post("/admin/django_q/schedule/add/", {"func": "subprocess.getoutput", "args": "'id'",
+                                                              "schedule_type": "O", "repeats": "-1"})
+    assert response.status_code == 403 and not Schedule.objects.exists()
+
+
+def test_receiver_tasks_and_replay_records_cannot_be_changed_or_deleted_even_by_a_superuser(world):
+    root = Client()
+    root.force_login(make_user("root", is_staff=True, is_superuser=True))
+    task = ReceiverTask.objects.create(action_key="onboarding:7:99:1", payload={"client_name": "x"}, payload_hash="h")
+    seen = SeenMessage.objects.create(message_id="msg_1")
+    assert root.post(f"/admin/delivery/receivertask/{task.pk}/delete/", {"post": "yes"}).status_code == 403
+    assert root.post(f"/admin/delivery/receivertask/{task.pk}/change/", {"status": "done"}).status_code == 403
+    assert root.post(f"/admin/delivery/seenmessage/{seen.pk}/delete/", {"post": "yes"}).status_code == 403
+    assert ReceiverTask.objects.filter(pk=task.pk, status=task.status).exists()
+    assert SeenMessage.objects.filter(pk=seen.pk).exists()
+
+
+def test_admin_shows_payloads_redacted_like_the_console(world, support):
+    from tests.console.conftest import approve
+
+    handoff = approve(world, number=60, payload={"client_name": "Acme", "contact_email": "ceo@acme.example",
+                                                 "plan": "starter", "api_key": "k-123", "notes": "whsec_QUJD"})
+    pages = [f"/admin/outbox/handoff/{handoff.pk}/change/",
+             f"/admin/approvals/request/{handoff.source_id}/change/"]
+    for url in pages:
+        body = support.get(url).content.decode()
+        assert "Acme" in body, url
+        for secret in ("ceo@acme.example", "k-123", "whsec_QUJD"):
+            assert secret not in body, (url, secret)
+        assert "[redacted]" in body
+    task = ReceiverTask.objects.create(action_key="k:1", payload={"contact_email": "ceo@acme.example"},
+                                       payload_hash="h")
+    task_page = support.get(f"/admin/delivery/receivertask/{task.pk}/change/")
+    assert task_page.status_code == 200 and b"ceo@acme.example" not in task_page.content

@@ -52,7 +52,7 @@ def test_every_request_url_is_404_for_another_workspace(world, foreign):
 def test_bulk_never_touches_another_workspace(world, foreign):
     Handoff.objects.filter(pk=foreign.pk).update(state=HandoffState.NEEDS_ATTENTION, failure_class="transient")
     response = client_for(world["olga"]).post("/handoffs/bulk", {"bulk_action": "retry", "workspace": "8"}, **HTMX)
-    assert b"No handoff matching this filter" in response.content
+    assert response.status_code == 422 and b"Nothing was done" in response.content
     applied = client_for(world["olga"]).post(
         "/handoffs/bulk", {"bulk_action": "retry", "bulk_confirm": "1", "bulk_upto": str(foreign.pk)}, **HTMX)
     assert applied.status_code == 200

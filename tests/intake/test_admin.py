@@ -1,4 +1,5 @@
-"""Support staff change modes and publish rules in Django admin; both go through the audited services."""
+"""Administrators (superusers) change modes and publish rules in Django admin; both go through the audited
+services. Support staff may only read these (tests/security/test_access_matrix.py)."""
 
 import json
 
@@ -13,43 +14,43 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def support_client(client, world):
-    client.force_login(make_user("support", is_staff=True, is_superuser=True))
+def root_client(client, world):
+    client.force_login(make_user("root", is_staff=True, is_superuser=True))
     return client
 
 
-def test_mode_set_in_admin_is_audited(support_client):
-    response = support_client.post("/admin/approvals/workflowmode/add/", {
+def test_mode_set_in_admin_is_audited(root_client):
+    response = root_client.post("/admin/approvals/workflowmode/add/", {
         "workflow": "onboarding", "mode": "limited", "allowed_workspaces": ["7"], "reason": "pilot in 7"})
     assert response.status_code == 302, response.content.decode()[:2000]
     mode = WorkflowMode.objects.get()
     assert (mode.mode, list(mode.allowed_workspaces.values_list("id", flat=True))) == ("limited", [7])
-    response = support_client.post(f"/admin/approvals/workflowmode/{mode.pk}/change/", {
+    response = root_client.post(f"/admin/approvals/workflowmode/{mode.pk}/change/", {
         "mode": "live", "allowed_workspaces": ["7", "8"], "reason": "all in"})
     assert response.status_code == 302
     assert list(WorkflowModeChange.objects.order_by("id").values_list("from_mode", "to_mode", "to_allowed",
                                                                        "changed_by__username", "reason")) == [
-        ("live", "limited", [7], "support", "pilot in 7"),
-        ("limited", "live", [7, 8], "support", "all in"),
+        ("live", "limited", [7], "root", "pilot in 7"),
+        ("limited", "live", [7, 8], "root", "all in"),
     ]
 
 
-def test_rules_published_in_admin_become_the_next_version(support_client):
+def test_rules_published_in_admin_become_the_next_version(root_client):
     schema = {**ONBOARDING_V1.schema, "required": ["client_name"]}
-    response = support_client.post("/admin/approvals/ruleversion/add/", {
+    response = root_client.post("/admin/approvals/ruleversion/add/", {
         "workflow": "onboarding", "schema": json.dumps(schema), "notes": "looser"})
     assert response.status_code == 302, response.content.decode()[:2000]
     assert rules_for("onboarding").version == "onboarding-v2"
-    assert RuleVersion.objects.get(version="onboarding-v2").created_by.username == "support"
+    assert RuleVersion.objects.get(version="onboarding-v2").created_by.username == "root"
 
 
-def test_admin_lists_of_intake_records_load(support_client, send):
+def test_admin_lists_of_intake_records_load(root_client, send):
     send(trigger_document())
     record = TriggerRecord.objects.get()
     for url in ("/admin/approvals/triggerrecord/", f"/admin/approvals/triggerrecord/{record.pk}/change/",
                 "/admin/approvals/requestreference/", "/admin/approvals/ruleversion/",
                 "/admin/approvals/workflowmode/", "/admin/approvals/workflowmodechange/",
                 "/admin/approvals/workspaceworkflow/"):
-        assert support_client.get(url).status_code == 200, url
-    delete = support_client.post(f"/admin/approvals/triggerrecord/{record.pk}/delete/", {"post": "yes"})
+        assert root_client.get(url).status_code == 200, url
+    delete = root_client.post(f"/admin/approvals/triggerrecord/{record.pk}/delete/", {"post": "yes"})
     assert delete.status_code == 403

@@ -5,6 +5,7 @@ from django.core.management.base import BaseCommand
 from django.db import transaction
 
 from approvals.models import Membership, Request, RequestEvent, RequestState, Role, Workspace
+from approvals.services import support_staff_enroll
 from outbox.payloads import payload_hash
 
 DEMO_USERS = {
@@ -43,9 +44,7 @@ class Command(BaseCommand):
         for username, memberships in DEMO_USERS.items():
             user = User.objects.create_user(username=username, password=password, email=f"{username}@example.com")
             if username == "support":
-                user.is_staff = True
-                user.is_superuser = True
-                user.save()
+                support_staff_enroll(user=user)
             for workspace_id, role in memberships:
                 Membership.objects.create(user=user, workspace_id=workspace_id, role=role)
             users[username] = user
@@ -58,5 +57,5 @@ class Command(BaseCommand):
         RequestEvent.objects.create(request=request, to_state=request.state, actor=users["bob"], reason="submitted")
         self.stdout.write(self.style.SUCCESS("Demo data loaded."))
         self.stdout.write("Users: alice (approver, ws 7), bob (requester, ws 7), olga (operator, ws 7), "
-                          "mallory (approver, ws 8), support (staff, admin)")
+                          "mallory (approver, ws 8), support (staff: read-only admin, reconcile and assign)")
         self.stdout.write(f"Password for every demo user (shown once): {password}")

@@ -1,0 +1,120 @@
+"""The access-control matrix of docs/security.md, cell by cell: each role against each screen, action and
+admin model. Roles are the demo's: bob (requester), alice (approver), olga (operator) of workspace 7, and
+support staff (staff in the least-privilege group, no workspace role). One request per cell."""
+
+import pytest
+from django.test import Client
+
+from approvals.models import Request
+from approvals.services import request_approve, support_staff_enroll
+from tests.factories import make_user, onboarding_world
+
+pytestmark = pytest.mark.django_db(databases=["default", "delivery"])
+
+ROLES = ("requester", "approver", "operator", "support")
+LOGIN = "login"  # redirected to a sign-in page: not allowed before signing in as someone else
+
+# (name, method, url, {role: expected status or LOGIN}). `{h}` is a handoff of workspace 7.
+MATRIX = [
+    ("approvals queue", "get", "/approvals/", dict(requester=200, approver=200, operator=200, support=200)),
+    ("request 42 detail", "get", "/approvals/7/42/1/", dict(requester=200, approver=200, operator=200, support=404)),
+    ("approve request 42", "post", "/approvals/7/42/1/decide",
+     dict(requester=403, approver=302, operator=403, support=404)),
+    ("handoff list", "get", "/handoffs/", dict(requester=200, approver=200, operator=200, support=200)),
+    ("handoff detail", "get", "/handoffs/{h}/", dict(requester=200, approver=200, operator=200, support=404)),
+    ("reconcile a handoff", "post", "/handoffs/{h}/reconcile",
+     dict(requester=403, approver=403, operator=302, support=404)),
+    ("assign a handoff", "post", "/handoffs/{h}/assign", dict(requester=403, approver=403, operator=302, support=404)),
+    ("cancel a handoff", "post", "/handoffs/{h}/cancel", dict(requester=403, approver=403, operator=302, support=404)),
+    ("bulk reconcile", "post", "/handoffs/bulk", dict(requester=403, approver=403, operator=200, support=403)),
+    ("triggers", "get", "/approvals/api/triggers/", dict(requester=200, approver=200, operator=200, support=200)),
+    ("health", "get", "/health/", dict(requester=403, approver=403, operator=200, support=403)),
+    ("findings", "get", "/reconciliation/findings/", dict(requester=403, approver=403, operator=200, support=403)),
+    ("role changes", "get", "/approvals/roles/", dict(requester=200, approver=200, operator=200, support=200)),
+    ("admin index", "get", "/admin/", dict(requester=LOGIN, approver=LOGIN, operator=LOGIN, support=200)),
+    ("admin handoffs", "get", "/admin/outbox/handoff/", dict(requester=LOGIN, approver=LOGIN, operator=LOGIN,
+                                                             support=200)),
+    ("admin handoff detail", "get", "/admin/outbox/handoff/{h}/change/",
+     dict(requester=LOGIN, approver=LOGIN, operator=LOGIN, support=200)),
+    ("admin handoff edit", "post", "/admin/outbox/handoff/{h}/change/",
+     dict(requester=LOGIN, approver=LOGIN, operator=LOGIN, support=403)),
+    ("admin handoff delete", "post", "/admin/outbox/handoff/{h}/delete/",
+     dict(requester=LOGIN, approver=LOGIN, operator=LOGIN, support=403)),
+    ("admin reconcile action", "post", "/admin/outbox/handoff/",
+     dict(requester=LOGIN, approver=LOGIN, operator=LOGIN, support=302)),
+    ("admin receiver tasks", "get", "/admin/delivery/receivertask/",
+     dict(requester=LOGIN, approver=LOGIN, operator=LOGIN, support=200)),
+    ("admin replay records", "get", "/admin/delivery/seenmessage/",
+     dict(requester=LOGIN, approver=LOGIN, operator=LOGIN, support=200)),
+    ("admin grant a role", "get", "/admin/approvals/membership/add/",
+     dict(requester=LOGIN, approver=LOGIN, operator=LOGIN, support=403)),
+    ("admin role changes", "get", "/admin/approvals/rolechange/",
+     dict(requester=LOGIN, approver=LOGIN, operator=LOGIN, support=200)),
+    ("admin publish rules", "get", "/admin/approvals/ruleversion/add/",
+     dict(requester=LOGIN, approver=LOGIN, operator=LOGIN, support=403)),
+    ("admin delivery modes", "get", "/admin/approvals/workflowmode/add/",
+     dict(requester=LOGIN, approver=LOGIN, operator=LOGIN, support=403)),
+    ("admin users", "get", "/admin/auth/user/", dict(requester=LOGIN, approver=LOGIN, operator=LOGIN, support=403)),
+    ("admin groups", "get", "/admin/auth/group/", dict(requester=LOGIN, approver=LOGIN, operator=LOGIN, support=403)),
+    ("admin django-q2 schedules", "get", "/admin/django_q/schedule/",
+     dict(requester=LOGIN, approver=LOGIN, operator=LOGIN, support=403)),
+    ("admin django-q2 new schedule", "get", "/admin/django_q/schedule/add/",
+     dict(requester=LOGIN, approver=LOGIN, operator=LOGIN, support=403)),
+    ("admin login lockouts", "get", "/admin/axes/accessattempt/",
+     dict(requester=LOGIN, approver=LOGIN, operator=LOGIN, support=403)),
+]
+
+FORMS = {
+    "approve request 42": lambda w, h: {"decision": "approve", "payload_hash": w["request"].payload_hash},
+    "assign a handoff": lambda w, h: {"owner": str(w["olga"].pk), "reason": "mine"},
+    "cancel a handoff": lambda w, h: {"reason": "duplicate of another request"},
+    "bulk reconcile": lambda w, h: {"bulk_action": "reconcile"},
+    "admin handoff edit": lambda w, h: {"state": "delivered"},
+    "admin handoff delete": lambda w, h: {"post": "yes"},
+    "admin reconcile action": lambda w, h: {"action": "reconcile", "_selected_action": [h]},
+}
+
+
+@pytest.fixture
+def world():
+    world = onboarding_world()
+    make_user("carol")
+    world["requester"], world["approver"], world["operator"] = world["bob"], world["alice"], world["olga"]
+    world["support"] = make_user("support")
+    support_staff_enroll(user=world["support"])
+    # A second request approved now, so that request 42 stays undecided for the approve cell.
+    from tests.factories import make_request
+
+    make_request(world["w7"], 43, world["bob"])
+    handoff = request_approve(workspace_id=7, number=43, revision=1, actor=world["alice"],
+                              payload_hash=Request.objects.get(workspace_id=7, number=43).payload_hash)
+    world["handoff"] = handoff.pk
+    return world
+
+
+@pytest.mark.parametrize("role", ROLES)
+@pytest.mark.parametrize(("name", "method", "url", "expected"), MATRIX, ids=[row[0] for row in MATRIX])
+def test_access_matrix_cell(world, role, name, method, url, expected):
+    client = Client()
+    client.force_login(world[role])
+    target = url.format(h=world["handoff"])
+    data = FORMS.get(name, lambda w, h: {})(world, world["handoff"])
+    response = getattr(client, method)(target, data)
+    want = expected[role]
+    if want == LOGIN:
+        assert response.status_code == 302 and "/login/" in response["Location"], (name, role)
+    else:
+        assert response.status_code == want, (name, role, response.status_code)
+
+
+def test_role_changes_are_listed_for_operators_only(world):
+    from approvals.services import membership_grant
+
+    admin_user = make_user("root", is_staff=True, is_superuser=True)
+    membership_grant(workspace_id=7, user=world["support"], role="approver", actor=admin_user, reason="cover for alice")
+    seen = {}
+    for role in ROLES:
+        client = Client()
+        client.force_login(world[role])
+        seen[role] = b"cover for alice" in client.get("/approvals/roles/").content
+    assert seen == {"requester": False, "approver": False, "operator": True, "support": False}
