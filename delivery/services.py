@@ -73,6 +73,8 @@ def task_create_many(items: list[tuple[object, object]]) -> list[TaskOutcome | E
     three statements whatever the size. Call inside a transaction on the delivery database."""
     results: list[TaskOutcome | Exception | None] = [None] * len(items)
     wanted: dict[str, tuple[str, dict, list[int]]] = {}
+    # The same key twice in one batch with different content: the later ones are conflicts.
+    conflicting: set[int] = set()
     for index, (action_key, payload) in enumerate(items):
         try:
             task_validate(action_key=action_key, payload=payload)
@@ -81,9 +83,8 @@ def task_create_many(items: list[tuple[object, object]]) -> list[TaskOutcome | E
             continue
         digest = payload_hash(payload)
         if action_key in wanted and wanted[action_key][0] != digest:
-            # The same key twice in one batch with different content: the later one is a conflict.
             wanted[action_key][2].append(index)
-            results[index] = "conflict-in-batch"
+            conflicting.add(index)
             continue
         wanted.setdefault(action_key, (digest, payload, []))[2].append(index)
     fresh = [
@@ -97,7 +98,7 @@ def task_create_many(items: list[tuple[object, object]]) -> list[TaskOutcome | E
     for key, (digest, _payload, indexes) in wanted.items():
         task = stored[key]
         for index in indexes:
-            if task.payload_hash != digest or results[index] == "conflict-in-batch":
+            if task.payload_hash != digest or index in conflicting:
                 results[index] = ActionKeyConflict(key, str(task.task_id))
             else:
                 results[index] = TaskOutcome(task=task, created=task.task_id == ours[key] and index == indexes[0])
