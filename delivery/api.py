@@ -137,7 +137,7 @@ def _task_keys(request: HttpRequest) -> JsonResponse:
     try:
         limit = min(max(int(request.GET.get("limit", 500)), 1), 5000)
     except ValueError:
-        return _error(400, "bad_limit")
+        return _error(400, "bad_limit", detail="limit must be a whole number")
     items = services.task_list_keys(after=after, limit=limit)
     next_after = items[-1]["action_key"] if len(items) == limit else None
     return JsonResponse({"items": items, "next_after": next_after})
@@ -156,7 +156,7 @@ def task_detail(request: HttpRequest, action_key: str) -> JsonResponse:
             raise TaskNotFound(action_key)
         task = services.task_get(action_key=action_key)
     except TaskNotFound:
-        return _error(404, "not_found", action_key=action_key)
+        return _error(404, "not_found", action_key=action_key, detail="no task has this action key")
     return JsonResponse(
         {
             "task_id": str(task.task_id),
