@@ -148,6 +148,28 @@ def _payload_size_problems(payload: object) -> list[str]:
     return [f"payload: {size} bytes of JSON, over the limit of {limit}"] if size > limit else []
 
 
+def _workspace_problems(workspace_id: int, workflow: str | None) -> list[str]:
+    """Whether the workspace exists and takes triggers of this workflow (None: the workflow is unknown)."""
+    if not Workspace.objects.filter(pk=workspace_id).exists():
+        return [f"workspace_id: workspace {workspace_id} does not exist"]
+    if workflow is not None and WorkspaceWorkflow.objects.filter(
+        workspace_id=workspace_id, workflow=workflow, accepts_triggers=False
+    ).exists():
+        return [f"workspace_id: workspace {workspace_id} does not accept {workflow} requests"]
+    return []
+
+
+def _read_workflow(checked: _Checked, workflow: object) -> bool:
+    """Record the workflow the trigger names; True when it is one this product runs."""
+    if not isinstance(workflow, str):
+        return False
+    checked.workflow = workflow[:40]
+    if workflow not in known_workflows():
+        checked.problems.append(f"workflow: unknown workflow {workflow!r}")
+        return False
+    return True
+
+
 def _check(document: dict) -> _Checked:
     """Every reason the trigger cannot be applied, with whatever it names that could be read."""
     checked = _Checked(problems=schema_problems(ENVELOPE_SCHEMA, document, root="body"))
@@ -161,21 +183,10 @@ def _check(document: dict) -> _Checked:
         checked.reference = reference[:120]
     if (revision := _whole_number(revision)) is not None and 1 <= revision <= 2_147_483_647:
         checked.revision = revision
-    workflow_known = isinstance(workflow, str) and workflow in known_workflows()
-    if isinstance(workflow, str):
-        checked.workflow = workflow[:40]
-        if not workflow_known:
-            checked.problems.append(f"workflow: unknown workflow {workflow!r}")
+    workflow_known = _read_workflow(checked, workflow)
     if (workspace_id := _whole_number(workspace_id)) is not None and 1 <= workspace_id <= 2**63 - 1:
         checked.workspace_id = workspace_id
-        if not Workspace.objects.filter(pk=checked.workspace_id).exists():
-            checked.problems.append(f"workspace_id: workspace {checked.workspace_id} does not exist")
-        elif workflow_known and WorkspaceWorkflow.objects.filter(
-            workspace_id=checked.workspace_id, workflow=workflow, accepts_triggers=False
-        ).exists():
-            checked.problems.append(
-                f"workspace_id: workspace {checked.workspace_id} does not accept {workflow} requests"
-            )
+        checked.problems.extend(_workspace_problems(workspace_id, workflow if workflow_known else None))
     if workflow_known and isinstance(payload, dict):
         rules = rules_for(workflow)
         checked.rule_version = rules.version
