@@ -15,8 +15,11 @@ import httpx
 import pytest
 from django.conf import settings
 from django.db import connections
+from hypothesis import given
+from hypothesis import strategies as st
 from standardwebhooks.webhooks import Webhook
 
+from httpapi.strict_json import nesting_depth
 from tests.factories import ONBOARDING_PAYLOAD, onboarding_world
 
 pytestmark = pytest.mark.django_db(databases=["default", "delivery"])
@@ -235,3 +238,25 @@ def test_chunked_body_over_real_http_is_400_not_a_credential_failure(live_server
     assert response.request.headers.get("transfer-encoding") == "chunked"
     assert response.status_code == 400, response.text
     assert response.json()["error"] == "length_required"
+
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(alphabet=st.sampled_from('ab"\\[]{}:,')),
+    lambda children: st.lists(children, max_size=3)
+    | st.dictionaries(st.text(alphabet=st.sampled_from('k"\\[]{}')), children, max_size=3),
+    max_leaves=20,
+)
+
+
+def real_depth(value) -> int:
+    if isinstance(value, dict | list):
+        children = value.values() if isinstance(value, dict) else value
+        return 1 + max((real_depth(child) for child in children), default=0)
+    return 0
+
+
+@given(JSON_VALUES)
+def test_depth_counted_before_parsing_is_the_real_depth_whatever_the_strings_hold(value):
+    # Brackets, quotes and backslashes inside strings must not be counted as nesting.
+    assert nesting_depth(json.dumps(value)) == real_depth(value)
