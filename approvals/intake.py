@@ -16,10 +16,8 @@ from datetime import UTC, datetime
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.core.exceptions import ImproperlyConfigured
 from django.db import IntegrityError, transaction
 from django.db.models import Max, Q
-from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
 from approvals import services
 from approvals.errors import ApprovalsError
@@ -32,7 +30,8 @@ from approvals.models import (
     WorkspaceWorkflow,
 )
 from approvals.rules import known_workflows, rules_for, schema_problems
-from outbox.payloads import payload_hash
+from httpapi.signatures import SignatureInvalid, secrets_in_force, verify_signature
+from outbox.payloads import canonical_json, payload_hash
 
 log = logging.getLogger(__name__)
 DB = "default"
@@ -47,7 +46,7 @@ ENVELOPE_SCHEMA = {
     "required": ["workspace_id", "reference", "revision", "payload"],
     "properties": {
         "workflow": {"type": "string", "minLength": 1, "maxLength": 40},
-        "workspace_id": {"type": "integer", "minimum": 1},
+        "workspace_id": {"type": "integer", "minimum": 1, "maximum": 2**63 - 1},
         "reference": {"type": "string", "minLength": 1, "maxLength": 120},
         "revision": {"type": "integer", "minimum": 1, "maximum": 2_147_483_647},
         "payload": {"type": "object"},
@@ -81,20 +80,18 @@ class TriggerAnswer:
     record: TriggerRecord
 
 
-def trigger_signature_verify(*, body: bytes, headers: Mapping[str, str]) -> SignedMessage:
-    """Check the signature and its timestamp (the package's 5-minute tolerance). Writes nothing."""
-    secret = settings.INTAKE_SIGNING_SECRET
-    if not secret:
-        raise ImproperlyConfigured("INTAKE_SIGNING_SECRET is not set")
-    webhook = Webhook(secret)
+def trigger_signature_verify(*, body: str, headers: Mapping[str, str]) -> SignedMessage:
+    """Check the signature and its timestamp (the package's 5-minute tolerance). Writes nothing.
+
+    During a secret rotation both INTAKE_SIGNING_SECRET and INTAKE_SIGNING_SECRET_PREVIOUS verify.
+    """
+    secrets = secrets_in_force(settings.INTAKE_SIGNING_SECRET, settings.INTAKE_SIGNING_SECRET_PREVIOUS,
+                               name="INTAKE_SIGNING_SECRET")
     headers = {k.lower(): v for k, v in headers.items()}
     try:
-        webhook.verify(body, headers, json_parse=False)
-    except WebhookVerificationError as exc:
-        raise TriggerSignatureRejected(str(exc)) from exc
-    except (ValueError, UnicodeDecodeError) as exc:
-        # The package trusts the header format; a garbled header is a bad signature, not a crash.
-        raise TriggerSignatureRejected("unreadable signature headers") from exc
+        verify_signature(secrets=secrets, body=body, headers=headers)
+    except SignatureInvalid as exc:
+        raise TriggerSignatureRejected(exc.reason) from exc
     # The signature covers the timestamp to the second: the same id and second is the same message.
     signed_at = datetime.fromtimestamp(math.floor(float(headers["webhook-timestamp"])), tz=UTC)
     return SignedMessage(webhook_id=headers["webhook-id"], signed_at=signed_at)
@@ -142,9 +139,41 @@ def _whole_number(value: object) -> int | None:
     return int(value)
 
 
+def _payload_size_problems(payload: object) -> list[str]:
+    """A stored payload is shown, hashed and sent on: its size is bounded, whatever the body limit."""
+    if not isinstance(payload, dict):
+        return []
+    size = len(canonical_json(payload).encode("utf-8"))
+    limit = settings.INTAKE_MAX_PAYLOAD_BYTES
+    return [f"payload: {size} bytes of JSON, over the limit of {limit}"] if size > limit else []
+
+
+def _workspace_problems(workspace_id: int, workflow: str | None) -> list[str]:
+    """Whether the workspace exists and takes triggers of this workflow (None: the workflow is unknown)."""
+    if not Workspace.objects.filter(pk=workspace_id).exists():
+        return [f"workspace_id: workspace {workspace_id} does not exist"]
+    if workflow is not None and WorkspaceWorkflow.objects.filter(
+        workspace_id=workspace_id, workflow=workflow, accepts_triggers=False
+    ).exists():
+        return [f"workspace_id: workspace {workspace_id} does not accept {workflow} requests"]
+    return []
+
+
+def _read_workflow(checked: _Checked, workflow: object) -> bool:
+    """Record the workflow the trigger names; True when it is one this product runs."""
+    if not isinstance(workflow, str):
+        return False
+    checked.workflow = workflow[:40]
+    if workflow not in known_workflows():
+        checked.problems.append(f"workflow: unknown workflow {workflow!r}")
+        return False
+    return True
+
+
 def _check(document: dict) -> _Checked:
     """Every reason the trigger cannot be applied, with whatever it names that could be read."""
     checked = _Checked(problems=schema_problems(ENVELOPE_SCHEMA, document, root="body"))
+    checked.problems.extend(_payload_size_problems(document.get("payload")))
     workflow = document.get("workflow", DEFAULT_WORKFLOW)
     workspace_id = document.get("workspace_id")
     reference = document.get("reference")
@@ -154,21 +183,10 @@ def _check(document: dict) -> _Checked:
         checked.reference = reference[:120]
     if (revision := _whole_number(revision)) is not None and 1 <= revision <= 2_147_483_647:
         checked.revision = revision
-    workflow_known = isinstance(workflow, str) and workflow in known_workflows()
-    if isinstance(workflow, str):
-        checked.workflow = workflow[:40]
-        if not workflow_known:
-            checked.problems.append(f"workflow: unknown workflow {workflow!r}")
+    workflow_known = _read_workflow(checked, workflow)
     if (workspace_id := _whole_number(workspace_id)) is not None and 1 <= workspace_id <= 2**63 - 1:
         checked.workspace_id = workspace_id
-        if not Workspace.objects.filter(pk=checked.workspace_id).exists():
-            checked.problems.append(f"workspace_id: workspace {checked.workspace_id} does not exist")
-        elif workflow_known and WorkspaceWorkflow.objects.filter(
-            workspace_id=checked.workspace_id, workflow=workflow, accepts_triggers=False
-        ).exists():
-            checked.problems.append(
-                f"workspace_id: workspace {checked.workspace_id} does not accept {workflow} requests"
-            )
+        checked.problems.extend(_workspace_problems(workspace_id, workflow if workflow_known else None))
     if workflow_known and isinstance(payload, dict):
         rules = rules_for(workflow)
         checked.rule_version = rules.version

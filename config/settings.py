@@ -222,7 +222,10 @@ if env_bool("DJANGO_SECURE", not DEBUG):
 
 # --- The receiver (delivery app) -------------------------------------------------------
 RECEIVER_SIGNING_SECRET = os.environ.get("RECEIVER_SIGNING_SECRET", "")
+# Accepted besides RECEIVER_SIGNING_SECRET during a rotation (docs/security-api.md); senders sign with the newest.
+RECEIVER_SIGNING_SECRET_PREVIOUS = os.environ.get("RECEIVER_SIGNING_SECRET_PREVIOUS", "")
 RECEIVER_MAX_BODY_BYTES = env_int("RECEIVER_MAX_BODY_BYTES", 256 * 1024)
+RECEIVER_MAX_JSON_DEPTH = env_int("RECEIVER_MAX_JSON_DEPTH", 32)
 RECEIVER_SIGNATURE_TOLERANCE_SECONDS = 300
 RECEIVER_BATCH_LIMIT = env_int("RECEIVER_BATCH_LIMIT", 100)
 # Fault injection for tests and demos; off unless set. JSON, see delivery/faults.py.
@@ -301,7 +304,10 @@ LOGGING = {
 
 # --- Intake (approvals app) ------------------------------------------------------------
 # INTAKE_SIGNING_SECRET (above) verifies signed triggers at POST /approvals/api/triggers.
+INTAKE_SIGNING_SECRET_PREVIOUS = os.environ.get("INTAKE_SIGNING_SECRET_PREVIOUS", "")
 INTAKE_MAX_BODY_BYTES = env_int("INTAKE_MAX_BODY_BYTES", 256 * 1024)
+INTAKE_MAX_JSON_DEPTH = env_int("INTAKE_MAX_JSON_DEPTH", 32)
+INTAKE_MAX_PAYLOAD_BYTES = env_int("INTAKE_MAX_PAYLOAD_BYTES", 64 * 1024)
 # The account recorded as requester of requests that arrive as triggers (created inactive on first use).
 INTAKE_SENDER_USERNAME = os.environ.get("INTAKE_SENDER_USERNAME", "intake")
 # Mode of a workflow that has no stored mode: "observe", "limited" (nothing allowed yet) or "live".

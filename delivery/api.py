@@ -1,59 +1,52 @@
 """The receiver's signed JSON API. It knows nothing of the application that calls it."""
 
-import contextlib
-import json
-import socket
-import time
-
 from django.conf import settings
 from django.db import transaction
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from delivery import faults, services
+from delivery import services
 from delivery.errors import ActionKeyConflict, InvalidTaskPayload, TaskNotFound
+from delivery.faults import Item, ItemAnswer, ItemsAnswerer, injects_faults
 from delivery.signing import SignatureRejected, verify_signed_request
+from httpapi.body import BodyRejected, read_json_body
+from httpapi.strict_json import JSONRejected, parse_json_object
 
 
 def _error(status: int, code: str, **extra) -> JsonResponse:
     return JsonResponse({"error": code, **extra}, status=status)
 
 
-def _read_body(request: HttpRequest) -> bytes | None:
-    """The body, or None when it is over the configured limit (read no more than limit + 1 bytes)."""
-    limit = settings.RECEIVER_MAX_BODY_BYTES
-    try:
-        declared = int(request.META.get("CONTENT_LENGTH") or 0)
-    except ValueError:
-        declared = 0
-    if declared > limit:
-        return None
-    body = request.read(limit + 1)
-    return None if len(body) > limit else body
-
-
-def _authenticate(request: HttpRequest, body: bytes) -> JsonResponse | None:
-    headers = {k.lower(): v for k, v in request.headers.items() if k.lower().startswith("webhook-")}
-    try:
-        verify_signed_request(body=body, headers=headers)
-    except SignatureRejected as exc:
+def _refusal(exc: Exception) -> JsonResponse:
+    if isinstance(exc, BodyRejected):
+        return JsonResponse(exc.as_dict(), status=exc.status)
+    if isinstance(exc, SignatureRejected):
         return _error(401, "signature_rejected", detail=exc.reason)
-    return None
+    # Well-formed JSON nested past the limit is unprocessable; anything else is not JSON we accept.
+    return _error(422 if exc.code == "json_too_deep" else 400, exc.code, detail=exc.detail)
 
 
-def _drop_connection(request: HttpRequest, fault: faults.Fault) -> None:
-    """Simulate a response lost after commit: close the socket, or wait past the client's timeout."""
-    sock = request.META.get("gunicorn.socket")
-    if sock is not None:
-        with contextlib.suppress(OSError):
-            sock.shutdown(socket.SHUT_RDWR)
-        sock.close()
-        return
-    time.sleep(fault.slow_seconds)
+_REFUSALS = (BodyRejected, SignatureRejected, JSONRejected)
 
 
-def _outcome_answer(outcome: object) -> tuple[int, dict]:
+def _authenticate(request: HttpRequest, body: str) -> None:
+    headers = {k.lower(): v for k, v in request.headers.items() if k.lower().startswith("webhook-")}
+    verify_signed_request(body=body, headers=headers)
+
+
+def _signed_document(request: HttpRequest) -> dict:
+    """The verified JSON object of a signed POST. Raises one of _REFUSALS.
+
+    The checks that need no secret come first, so that a body the receiver cannot read is never
+    answered 401, which the sender would take for a credential failure.
+    """
+    text = read_json_body(request, limit=settings.RECEIVER_MAX_BODY_BYTES)
+    _authenticate(request, text)
+    return parse_json_object(text, max_depth=settings.RECEIVER_MAX_JSON_DEPTH)
+
+
+def _outcome_answer(outcome: object) -> ItemAnswer:
     if isinstance(outcome, InvalidTaskPayload):
         return 422, {"error": "payload_invalid", "reasons": outcome.reasons}
     if isinstance(outcome, ActionKeyConflict):
@@ -62,120 +55,89 @@ def _outcome_answer(outcome: object) -> tuple[int, dict]:
     return (201 if outcome.created else 200), services.task_as_receipt(outcome)
 
 
-def _item_result(action_key: object, payload: object, fault: faults.Fault | None) -> tuple[int, dict]:
-    """Status and body of a single create-by-key call."""
-    if fault is not None and fault.before_commit:
-        return int(fault.kind.removeprefix("http_")), {"error": "injected_fault", "kind": fault.kind}
+def _answer_one(items: list[Item]) -> list[ItemAnswer]:
+    [(action_key, payload)] = items
     try:
         outcome = services.task_create_idempotent(action_key=action_key, payload=payload)
     except (InvalidTaskPayload, ActionKeyConflict) as exc:
-        return _outcome_answer(exc)
-    if fault is not None and fault.kind == "malformed":
-        return 200, {"ok": True, "note": "injected malformed receipt"}
-    return _outcome_answer(outcome)
+        return [_outcome_answer(exc)]
+    return [_outcome_answer(outcome)]
 
 
-def _signed_document(request: HttpRequest) -> dict | JsonResponse:
-    """The verified JSON object of a signed POST, or the refusal to answer with."""
-    body = _read_body(request)
-    if body is None:
-        return _error(413, "body_too_large", limit=settings.RECEIVER_MAX_BODY_BYTES)
-    if (denied := _authenticate(request, body)) is not None:
-        return denied
-    try:
-        document = json.loads(body)
-    except (ValueError, UnicodeDecodeError):
-        return _error(400, "malformed_json")
-    if not isinstance(document, dict):
-        return _error(400, "malformed_json", detail="the body must be a JSON object")
-    return document
+def _answer_many(items: list[Item]) -> list[ItemAnswer]:
+    return [_outcome_answer(outcome) for outcome in services.task_create_many(items)]
 
 
-def _after_commit_faults(request: HttpRequest, injected: list[faults.Fault]) -> None:
-    for fault in injected:
-        if fault.kind == "drop_after_commit":
-            _drop_connection(request, fault)
-            return
-        if fault.kind == "slow":
-            time.sleep(fault.slow_seconds)
-            return
+def _answerer(request: HttpRequest, answer: ItemsAnswerer) -> ItemsAnswerer:
+    # A wrapper the view opted into (delivery.faults) may stand between the API and the store.
+    wrap = getattr(request, "wrap_item_answers", None)
+    return answer if wrap is None else wrap(answer)
 
 
 @csrf_exempt
 @require_http_methods(["GET", "POST"])
+@injects_faults
 def tasks(request: HttpRequest) -> JsonResponse:
     if request.method == "GET":
         return _task_keys(request)
     # The replay record and the task commit together: one commit per call.
     with transaction.atomic(using=services.DB):
-        document = _signed_document(request)
-        if isinstance(document, JsonResponse):
-            return document
+        try:
+            document = _signed_document(request)
+        except _REFUSALS as exc:
+            return _refusal(exc)
         action_key = document.get("action_key")
         idempotency_key = request.headers.get("Idempotency-Key")
         if idempotency_key is not None and idempotency_key != action_key:
             return _error(400, "idempotency_key_mismatch", detail="Idempotency-Key must equal action_key")
-        fault = faults.fault_for(action_key)
-        status, body = _item_result(action_key, document.get("payload"), fault)
-    if fault is not None and status == 429:
-        response = JsonResponse(body, status=status)
-        response["Retry-After"] = str(fault.retry_after)
-        return response
-    _after_commit_faults(request, [fault] if fault else [])
+        [(status, body)] = _answerer(request, _answer_one)([(action_key, document.get("payload"))])
     return JsonResponse(body, status=status)
+
+
+def _batch_items(document: dict) -> list:
+    """The items of a batch call. Raises BodyRejected when there is no list to work through."""
+    items = document.get("items")
+    if not isinstance(items, list) or not items:
+        raise BodyRejected(400, "malformed_json", "items must be a non-empty list")
+    if len(items) > settings.RECEIVER_BATCH_LIMIT:
+        raise BodyRejected(413, "too_many_items", f"at most {settings.RECEIVER_BATCH_LIMIT} items",
+                           settings.RECEIVER_BATCH_LIMIT)
+    return items
 
 
 @csrf_exempt
 @require_POST
+@injects_faults
 def tasks_batch(request: HttpRequest) -> JsonResponse:
     """Up to RECEIVER_BATCH_LIMIT items, each answered as the single call would answer it; one item's
     conflict or rejection does not fail the others. One commit for the whole batch."""
-    injected: list[faults.Fault] = []
     with transaction.atomic(using=services.DB):
-        document = _signed_document(request)
-        if isinstance(document, JsonResponse):
-            return document
-        items = document.get("items")
-        if not isinstance(items, list) or not items:
-            return _error(400, "malformed_json", detail="items must be a non-empty list")
-        if len(items) > settings.RECEIVER_BATCH_LIMIT:
-            return _error(413, "too_many_items", limit=settings.RECEIVER_BATCH_LIMIT)
-        results: list[dict | None] = [None] * len(items)
-        creatable = []
-        for index, item in enumerate(items):
-            if not isinstance(item, dict):
-                results[index] = {"http_status": 400, "error": "malformed_item"}
-                continue
-            fault = faults.fault_for(item.get("action_key"))
-            if fault is not None:
-                injected.append(fault)
-                if fault.before_commit:
-                    status, body = int(fault.kind.removeprefix("http_")), {"error": "injected_fault",
-                                                                            "kind": fault.kind}
-                    if status == 429:
-                        body["retry_after"] = fault.retry_after
-                    results[index] = {"http_status": status, **body}
-                    continue
-            creatable.append((index, item, fault))
-        outcomes = services.task_create_many([(item.get("action_key"), item.get("payload"))
-                                              for _index, item, _fault in creatable])
-        for (index, _item, fault), outcome in zip(creatable, outcomes, strict=True):
-            status, body = _outcome_answer(outcome)
-            if fault is not None and fault.kind == "malformed" and status in (200, 201):
-                status, body = 200, {"ok": True, "note": "injected malformed receipt"}
+        try:
+            items = _batch_items(_signed_document(request))
+        except _REFUSALS as exc:
+            return _refusal(exc)
+        results: list[dict] = [{"http_status": 400, "error": "malformed_item"} for _ in items]
+        readable = [index for index, item in enumerate(items) if isinstance(item, dict)]
+        answers = _answerer(request, _answer_many)(
+            [(items[index].get("action_key"), items[index].get("payload")) for index in readable]
+        )
+        for index, (status, body) in zip(readable, answers, strict=True):
             results[index] = {"http_status": status, **body}
-    _after_commit_faults(request, injected)
     return JsonResponse({"results": results})
 
 
 def _task_keys(request: HttpRequest) -> JsonResponse:
-    if (denied := _authenticate(request, b"")) is not None:
-        return denied
+    try:
+        _authenticate(request, "")
+    except SignatureRejected as exc:
+        return _refusal(exc)
     after = request.GET.get("after", "")
+    if "\x00" in after:
+        return _error(400, "bad_after", detail="after must not contain NUL")
     try:
         limit = min(max(int(request.GET.get("limit", 500)), 1), 5000)
     except ValueError:
-        return _error(400, "bad_limit")
+        return _error(400, "bad_limit", detail="limit must be a whole number")
     items = services.task_list_keys(after=after, limit=limit)
     next_after = items[-1]["action_key"] if len(items) == limit else None
     return JsonResponse({"items": items, "next_after": next_after})
@@ -184,12 +146,17 @@ def _task_keys(request: HttpRequest) -> JsonResponse:
 @csrf_exempt
 @require_GET
 def task_detail(request: HttpRequest, action_key: str) -> JsonResponse:
-    if (denied := _authenticate(request, b"")) is not None:
-        return denied
     try:
+        _authenticate(request, "")
+    except SignatureRejected as exc:
+        return _refusal(exc)
+    try:
+        # A key with NUL cannot be stored (PostgreSQL text refuses it), so no task has it.
+        if "\x00" in action_key:
+            raise TaskNotFound(action_key)
         task = services.task_get(action_key=action_key)
     except TaskNotFound:
-        return _error(404, "not_found", action_key=action_key)
+        return _error(404, "not_found", action_key=action_key, detail="no task has this action key")
     return JsonResponse(
         {
             "task_id": str(task.task_id),

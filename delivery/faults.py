@@ -5,25 +5,42 @@ RECEIVER_FAULTS is JSON:
      "fraction": 0.1, "kinds": ["http_503", "slow"],        # and/or for a share of all keys
      "seed": 1, "slow_seconds": 10, "retry_after": 2}
 
-Each fault fires once per action key in a receiver process, so the handoff can then recover.
+Each fault fires once per action key, across every process of the receiver (the claim is a row in the
+receiver's database), so the handoff can then recover.
 Kinds that act before the task is created: http_401, http_429, http_500, http_503.
 Kinds that act after it is committed (the sender cannot know it exists): drop_after_commit
 (connection closed without an answer), slow (answer later than the client waits), malformed
 (a 200 whose body is not a valid receipt).
+
+The API opts in with `@injects_faults`: the wrapper stands between the API and the receiver's store
+for each item, and acts on the connection once the view has committed. The API itself knows no fault.
 """
 
+import contextlib
 import hashlib
-import threading
-from dataclasses import dataclass
+import socket
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import wraps
 
 from django.conf import settings
+from django.db import connections
+from django.http import HttpRequest, HttpResponse
+from django.utils import timezone
 
+from delivery.models import FiredFault
+
+DB = "delivery"
 BEFORE_COMMIT = frozenset({"http_401", "http_429", "http_500", "http_503"})
 AFTER_COMMIT = frozenset({"drop_after_commit", "slow", "malformed"})
 KINDS = BEFORE_COMMIT | AFTER_COMMIT
+MALFORMED_RECEIPT = {"ok": True, "note": "injected malformed receipt"}
 
-_fired: set[str] = set()
-_lock = threading.Lock()
+# One item of a create call, (action_key, payload), and the answer the API gives it, (status, body).
+Item = tuple[object, object]
+ItemAnswer = tuple[int, dict]
+ItemsAnswerer = Callable[[list[Item]], list[ItemAnswer]]
 
 
 @dataclass(frozen=True)
@@ -36,31 +53,55 @@ class Fault:
     def before_commit(self) -> bool:
         return self.kind in BEFORE_COMMIT
 
+    def injected_answer(self) -> ItemAnswer:
+        """The answer given instead of creating the task (before-commit kinds)."""
+        status = int(self.kind.removeprefix("http_"))
+        body = {"error": "injected_fault", "kind": self.kind}
+        if status == 429:
+            body["retry_after"] = self.retry_after
+        return status, body
+
 
 def _share(seed: object, key: str) -> float:
     digest = hashlib.sha256(f"{seed}:{key}".encode()).digest()
     return int.from_bytes(digest[:8], "big") / 2**64
 
 
-def fault_for(action_key: str) -> Fault | None:
-    """The fault to inject for this call, consuming it, or None."""
-    config = settings.RECEIVER_FAULTS
-    if not config or not isinstance(action_key, str):
-        return None
+def _configured_kind(config: dict, action_key: str) -> str | None:
     kind = (config.get("keys") or {}).get(action_key)
     if kind is None and config.get("fraction"):
         seed = config.get("seed", 0)
         if _share(seed, action_key) < float(config["fraction"]):
             kinds = sorted(config.get("kinds") or KINDS)
             kind = kinds[int(_share(f"{seed}:kind", action_key) * len(kinds))]
-    if kind is None:
-        return None
-    if kind not in KINDS:
+    if kind is not None and kind not in KINDS:
         raise ValueError(f"unknown fault kind {kind!r}; expected one of {sorted(KINDS)}")
-    with _lock:
-        if action_key in _fired:
-            return None
-        _fired.add(action_key)
+    return kind
+
+
+def _claim(action_key: str, kind: str) -> bool:
+    """True for the one call that fires this fault. Every receiver process (gunicorn worker) shares the
+    table; a concurrent claim of the same row waits for the first to commit and then inserts nothing."""
+    connection = connections[DB]
+    table = connection.ops.quote_name(FiredFault._meta.db_table)
+    fired_at = FiredFault._meta.get_field("fired_at").get_db_prep_value(timezone.now(), connection)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {table} (action_key, kind, fired_at) VALUES (%s, %s, %s) ON CONFLICT DO NOTHING",  # noqa: S608
+            [action_key, kind, fired_at],
+        )
+        return cursor.rowcount == 1
+
+
+def fault_for(action_key: object) -> Fault | None:
+    """The fault to inject for this call, claiming it, or None."""
+    config = settings.RECEIVER_FAULTS
+    max_key = FiredFault._meta.get_field("action_key").max_length
+    if not config or not isinstance(action_key, str) or not action_key or len(action_key) > max_key:
+        return None
+    kind = _configured_kind(config, action_key)
+    if kind is None or not _claim(action_key, kind):
+        return None
     return Fault(
         kind=kind,
         slow_seconds=float(config.get("slow_seconds", 10)),
@@ -68,6 +109,73 @@ def fault_for(action_key: str) -> Fault | None:
     )
 
 
+def _drop_connection(request: HttpRequest, fault: Fault) -> None:
+    """Simulate a response lost after commit: close the socket, or wait past the client's timeout."""
+    sock = request.META.get("gunicorn.socket")
+    if sock is not None:
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket.SHUT_RDWR)
+        sock.close()
+        return
+    time.sleep(fault.slow_seconds)
+
+
+@dataclass
+class _RequestFaults:
+    """The faults that fired during one request, kept until the view has answered (and committed)."""
+
+    fired: list[Fault] = field(default_factory=list)
+
+    def wrap(self, answer_items: ItemsAnswerer) -> ItemsAnswerer:
+        def answer_with_faults(items: list[Item]) -> list[ItemAnswer]:
+            faults = [fault_for(action_key) for action_key, _payload in items]
+            self.fired.extend(f for f in faults if f is not None)
+            passed = [i for i, f in enumerate(faults) if f is None or not f.before_commit]
+            # Items whose fault answers for them never reach the store (the API may not be called at all).
+            answers = dict(zip(passed, answer_items([items[i] for i in passed]), strict=True)) if passed else {}
+            return [self._answer(faults[i], answers.get(i)) for i in range(len(items))]
+
+        return answer_with_faults
+
+    @staticmethod
+    def _answer(fault: Fault | None, answer: ItemAnswer | None) -> ItemAnswer:
+        if fault is None:
+            return answer
+        if fault.before_commit:
+            return fault.injected_answer()
+        if fault.kind == "malformed" and answer[0] in (200, 201):
+            return 200, dict(MALFORMED_RECEIPT)
+        return answer
+
+    def after_commit(self, request: HttpRequest, response: HttpResponse) -> HttpResponse:
+        for fault in self.fired:
+            if fault.kind == "http_429" and response.status_code == 429:
+                response["Retry-After"] = str(fault.retry_after)
+        for fault in self.fired:
+            if fault.kind == "drop_after_commit":
+                _drop_connection(request, fault)
+                break
+            if fault.kind == "slow":
+                time.sleep(fault.slow_seconds)
+                break
+        return response
+
+
+def injects_faults(view):
+    """View decorator: while RECEIVER_FAULTS is set, the view's item answers pass through the configured
+    faults (request.wrap_item_answers), and connection faults act after the view has returned."""
+
+    @wraps(view)
+    def view_with_faults(request: HttpRequest, *args, **kwargs) -> HttpResponse:
+        if not settings.RECEIVER_FAULTS:
+            return view(request, *args, **kwargs)
+        faults = _RequestFaults()
+        request.wrap_item_answers = faults.wrap
+        return faults.after_commit(request, view(request, *args, **kwargs))
+
+    return view_with_faults
+
+
 def reset() -> None:
-    with _lock:
-        _fired.clear()
+    """Forget which faults have fired, so that they fire again (tests)."""
+    FiredFault.objects.using(DB).all().delete()

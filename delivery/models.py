@@ -44,3 +44,18 @@ class SeenMessage(models.Model):
 
     def __str__(self) -> str:
         return self.message_id
+
+
+class FiredFault(models.Model):
+    """A demo or test fault that has fired for an action key. A table, not process memory, so that every
+    worker of the receiver sees it: the unique row is claimed by an INSERT, and only one claim wins."""
+
+    action_key = models.CharField(max_length=200)
+    kind = models.CharField(max_length=32)
+    fired_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["action_key", "kind"], name="fired_fault_unique_key_kind")]
+
+    def __str__(self) -> str:
+        return f"{self.kind} for {self.action_key}"

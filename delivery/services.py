@@ -2,7 +2,7 @@
 
 import hashlib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from django.db import IntegrityError, transaction
 
@@ -68,40 +68,52 @@ def task_create_idempotent(*, action_key: str, payload: dict) -> TaskOutcome:
     return TaskOutcome(task=task, created=True)
 
 
-def task_create_many(items: list[tuple[object, object]]) -> list[TaskOutcome | Exception]:
-    """The batch form of task_create_idempotent, one outcome (or domain error) per item, in order, in
-    three statements whatever the size. Call inside a transaction on the delivery database."""
-    results: list[TaskOutcome | Exception | None] = [None] * len(items)
-    wanted: dict[str, tuple[str, dict, list[int]]] = {}
+@dataclass
+class _BatchPlan:
+    """Per item, the outcome known before touching the table; per key, its digest, payload and items."""
+
+    results: list[TaskOutcome | Exception | None]
+    wanted: dict[str, tuple[str, dict, list[int]]] = field(default_factory=dict)
+    # Items that repeat a key of the same batch with different content: conflicts, whatever is stored.
+    conflicting: set[int] = field(default_factory=set)
+
+
+def _batch_plan(items: list[tuple[object, object]]) -> _BatchPlan:
+    plan = _BatchPlan(results=[None] * len(items))
     for index, (action_key, payload) in enumerate(items):
         try:
             task_validate(action_key=action_key, payload=payload)
         except InvalidTaskPayload as exc:
-            results[index] = exc
+            plan.results[index] = exc
             continue
         digest = payload_hash(payload)
-        if action_key in wanted and wanted[action_key][0] != digest:
-            # The same key twice in one batch with different content: the later one is a conflict.
-            wanted[action_key][2].append(index)
-            results[index] = "conflict-in-batch"
-            continue
-        wanted.setdefault(action_key, (digest, payload, []))[2].append(index)
+        first_digest, _payload, indexes = plan.wanted.setdefault(action_key, (digest, payload, []))
+        indexes.append(index)
+        if first_digest != digest:
+            plan.conflicting.add(index)
+    return plan
+
+
+def task_create_many(items: list[tuple[object, object]]) -> list[TaskOutcome | Exception]:
+    """The batch form of task_create_idempotent, one outcome (or domain error) per item, in order, in
+    three statements whatever the size. Call inside a transaction on the delivery database."""
+    plan = _batch_plan(items)
     fresh = [
         ReceiverTask(action_key=key, payload=payload, payload_hash=digest)
-        for key, (digest, payload, _indexes) in wanted.items()
+        for key, (digest, payload, _indexes) in plan.wanted.items()
     ]
     # Keys that exist already (or are inserted concurrently) are skipped here, found below.
     ReceiverTask.objects.using(DB).bulk_create(fresh, ignore_conflicts=True)
     ours = {task.action_key: task.task_id for task in fresh}
-    stored = {t.action_key: t for t in ReceiverTask.objects.using(DB).filter(action_key__in=list(wanted))}
-    for key, (digest, _payload, indexes) in wanted.items():
+    stored = {t.action_key: t for t in ReceiverTask.objects.using(DB).filter(action_key__in=list(plan.wanted))}
+    for key, (digest, _payload, indexes) in plan.wanted.items():
         task = stored[key]
         for index in indexes:
-            if task.payload_hash != digest or results[index] == "conflict-in-batch":
-                results[index] = ActionKeyConflict(key, str(task.task_id))
+            if task.payload_hash != digest or index in plan.conflicting:
+                plan.results[index] = ActionKeyConflict(key, str(task.task_id))
             else:
-                results[index] = TaskOutcome(task=task, created=task.task_id == ours[key] and index == indexes[0])
-    return results
+                plan.results[index] = TaskOutcome(task=task, created=task.task_id == ours[key] and index == indexes[0])
+    return plan.results
 
 
 def task_get(*, action_key: str) -> ReceiverTask:

@@ -4,6 +4,10 @@ import re
 from typing import Any
 
 REDACTED = "[redacted]"
+TOO_DEEP = "[nested too deep to show]"
+# Deeper than any payload the APIs accept now (they refuse JSON nested past 32 levels), so only values
+# stored before that limit are cut; the bound keeps every page renderable whatever is stored.
+MAX_DEPTH = 64
 
 # Keys whose values are personal data or secrets. Matched on the lower-cased key, by substring.
 SENSITIVE_KEY_PARTS = (
@@ -40,12 +44,19 @@ def redact_text(text: str) -> str:
     return _EMAIL.sub(REDACTED, text)
 
 
-def redact(value: Any) -> Any:
-    """Return a copy of `value` with sensitive keys masked and secrets removed from strings."""
+def redact(value: Any, *, max_depth: int = MAX_DEPTH) -> Any:
+    """Return a copy of `value` with sensitive keys masked and secrets removed from strings.
+
+    Containers nested deeper than `max_depth` are replaced by a marker: the recursion is bounded, so
+    no stored value can make a page fail.
+    """
+    if isinstance(value, dict | list | tuple) and max_depth < 1:
+        return TOO_DEEP
     if isinstance(value, dict):
-        return {k: (REDACTED if _is_sensitive(str(k)) else redact(v)) for k, v in value.items()}
+        return {k: (REDACTED if _is_sensitive(str(k)) else redact(v, max_depth=max_depth - 1))
+                for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [redact(v) for v in value]
+        return [redact(v, max_depth=max_depth - 1) for v in value]
     if isinstance(value, str):
         return redact_text(value)
     return value

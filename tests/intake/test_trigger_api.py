@@ -190,10 +190,17 @@ def test_every_validation_failure_is_named_and_recorded(world, send):
 
 
 def test_malformed_body_is_400_and_writes_nothing(world, post_signed):
-    for body in ("{not json", "[1, 2]", '{"revision": NaN}', "[" * 100_000):
+    for body in ("{not json", "[1, 2]", '{"revision": NaN}'):
         response = post_signed(body=body)
         assert response.status_code == 400, body[:20]
         assert response.json()["error"] == "malformed_json"
+    assert TriggerRecord.objects.count() == 0
+
+
+def test_nesting_past_the_limit_is_422_before_parsing_and_writes_nothing(world, post_signed):
+    response = post_signed(body="[" * 100_000)
+    assert response.status_code == 422
+    assert response.json()["error"] == "json_too_deep"
     assert TriggerRecord.objects.count() == 0
 
 

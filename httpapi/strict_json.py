@@ -1,0 +1,83 @@
+"""Strict JSON: only documents that every later step (hashing, storing, rendering) can handle.
+
+Python's `json` accepts what RFC 8259 does not (NaN, Infinity), turns 1e999 into an infinite float,
+lets lone surrogates and NUL through (PostgreSQL refuses both in jsonb) and recurses once per nesting
+level. Each of these used to surface as a 500 somewhere later; here it is a refusal with a reason.
+"""
+
+import json
+import math
+import re
+from dataclasses import dataclass
+from itertools import accumulate
+
+_UNSTORABLE = re.compile("[\ud800-\udfff\x00]")
+# Escapes go first, so that a string is then just quote, no quote, quote: both patterns run in linear
+# time, where one pattern for strings with escapes backtracks quadratically on unterminated strings.
+_ESCAPE = re.compile(r"\\.", re.DOTALL)
+_STRING = re.compile(r'"[^"]*"')
+_BRACKET = re.compile(r"[\[\]{}]")
+
+
+@dataclass
+class JSONRejected(Exception):
+    """Why the text is not an acceptable JSON document. `code` names the kind of refusal."""
+
+    code: str
+    detail: str
+
+    def __str__(self) -> str:
+        return f"{self.code}: {self.detail}"
+
+
+def _no_constant(name: str):
+    raise JSONRejected("malformed_json", f"{name} is not JSON")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise JSONRejected("malformed_json", f"the number {text[:40]} is out of range")
+    return value
+
+
+def _check_string(text: str) -> None:
+    if _UNSTORABLE.search(text):
+        raise JSONRejected("malformed_json", "strings must be valid Unicode without NUL characters")
+
+
+def _check_strings(value: object) -> None:
+    """Walk without recursion and refuse strings (keys too) that cannot be stored."""
+    stack = [value]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            for key in node:
+                _check_string(key)
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+        elif isinstance(node, str):
+            _check_string(node)
+
+
+def nesting_depth(text: str) -> int:
+    """How deep the brackets of `text` nest, strings left out. Linear and without recursion, so it can
+    run before the parser, which recurses once per level."""
+    brackets = _BRACKET.findall(_STRING.sub("", _ESCAPE.sub("", text)))
+    return max(accumulate(1 if b in "[{" else -1 for b in brackets), default=0)
+
+
+def parse_json_object(text: str, *, max_depth: int) -> dict:
+    """The JSON object in `text`. Raises JSONRejected for anything else."""
+    if nesting_depth(text) > max_depth:
+        raise JSONRejected("json_too_deep", f"JSON may nest at most {max_depth} levels")
+    try:
+        document = json.loads(text, parse_constant=_no_constant, parse_float=_finite_float)
+    except ValueError as exc:
+        # Includes integers longer than Python converts (sys.get_int_max_str_digits).
+        raise JSONRejected("malformed_json", str(exc)[:200]) from None
+    if not isinstance(document, dict):
+        raise JSONRejected("malformed_json", "the body must be a JSON object")
+    _check_strings(document)
+    return document

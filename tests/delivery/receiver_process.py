@@ -1,0 +1,77 @@
+"""The receiver as a real gunicorn with several worker processes, on the test databases (PostgreSQL)."""
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+from django.db import connections
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def database_url(alias: str) -> str:
+    s = connections[alias].settings_dict
+    host = s.get("HOST") or "/var/run/postgresql"
+    auth = f"{s['USER']}@" if s.get("USER") else ""
+    port = f":{s['PORT']}" if s.get("PORT") else ""
+    if host.startswith("/"):
+        return f"postgres://{auth}{port}/{s['NAME']}?host={host}"
+    return f"postgres://{auth}{host}{port}/{s['NAME']}"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class Receiver:
+    """gunicorn with `workers` sync worker processes. Its access log names the worker (pid) that
+    answered each request, so a test can prove that more than one process served it."""
+
+    def __init__(self, tmp_path: Path, *, workers: int, env: dict[str, str]):
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}/delivery/api"
+        self.access_log = tmp_path / "access.log"
+        self.error_log = tmp_path / "receiver.log"
+        full_env = {
+            **os.environ, "DJANGO_SETTINGS_MODULE": "config.test_settings", "PYTHONUNBUFFERED": "1",
+            "DATABASE_URL": database_url("default"), "DELIVERY_DATABASE_URL": database_url("delivery"), **env,
+        }
+        self.proc = subprocess.Popen(
+            [str(Path(sys.executable).with_name("gunicorn")), "config.wsgi", "--bind", f"127.0.0.1:{self.port}",
+             "--workers", str(workers), "--timeout", "60", "--access-logfile", str(self.access_log),
+             "--access-logformat", "%(p)s %(s)s", "--error-logfile", str(self.error_log)],
+            cwd=ROOT, env=full_env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )
+
+    def wait_until_up(self, timeout: float = 30) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                # Unsigned: a 401 proves the app is up and answering.
+                if httpx.get(f"{self.url}/tasks", timeout=1).status_code == 401:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.1)
+        raise RuntimeError("receiver did not start:\n" + self.error_log.read_text()[-3000:])
+
+    def worker_pids_that_answered(self) -> set[str]:
+        if not self.access_log.exists():
+            return set()
+        return {line.split()[0] for line in self.access_log.read_text().splitlines() if line.strip()}
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
