@@ -10,7 +10,7 @@ from django_q.models import Failure, OrmQ, Schedule, Success
 
 from approvals.admin import ReadOnlyAdmin
 from approvals.selectors import is_operator_of, operators_of
-from outbox import dispatcher, services
+from outbox import services
 from outbox.errors import OutboxError
 from outbox.models import AGE_CHOICES, HANDOFF_AGES, Attempt, Handoff, HandoffEvent
 
@@ -79,7 +79,7 @@ class HandoffAdmin(ReadOnlyAdmin):
     def reconcile(self, request, queryset):
         outcomes: dict[str, int] = {}
         for pk in queryset.values_list("pk", flat=True):
-            state = dispatcher.handoff_settle(handoff_id=pk, actor=request.user)
+            state = services.handoff_settle(handoff_id=pk, actor=request.user)
             outcomes[state] = outcomes.get(state, 0) + 1
         summary = ", ".join(f"{n} {state.replace('_', ' ')}" for state, n in sorted(outcomes.items()))
         self.message_user(request, f"Reconciled {sum(outcomes.values())} handoff(s); now: {summary}.")

@@ -179,7 +179,7 @@ def _bulk_apply(request, action: str, ids: list[int], owner_raw: str, reason: st
             if action == "retry":
                 services.handoff_retry(handoff_id=pk, actor=request.user, reason=reason or "bulk retry")
             elif action == "reconcile":
-                dispatcher.handoff_settle(handoff_id=pk, actor=request.user)
+                services.handoff_settle(handoff_id=pk, actor=request.user)
             else:
                 handoff = Handoff.objects.only("workspace_id").get(pk=pk)
                 if owner is not None and not is_operator_of(owner.pk, handoff.workspace_id):
@@ -342,7 +342,7 @@ def handoff_retry(request, handoff: Handoff) -> dict:
 
 @handoff_action
 def handoff_reconcile(request, handoff: Handoff) -> dict:
-    state = dispatcher.handoff_settle(handoff_id=handoff.pk, actor=request.user,
+    state = services.handoff_settle(handoff_id=handoff.pk, actor=request.user,
                                       reason=request.POST.get("reason", "").strip())
     latest = handoff.events.order_by("-at", "-id").values_list("reason", flat=True).first() or ""
     if state == HandoffState.DELIVERED:

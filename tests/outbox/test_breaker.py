@@ -148,7 +148,7 @@ class StealingDestination(ScriptedDestination):
             other = Handoff.objects.exclude(action_key=outgoing.action_key).get()
             Handoff.objects.filter(pk=other.pk).update(state=S.PENDING, lease_owner="", lease_expires_at=None,
                                                        next_attempt_at=timezone.now() - timedelta(seconds=1))
-            from outbox.dispatcher import handoff_claim_due
+            from outbox.services import handoff_claim_due
 
             assert len(handoff_claim_due(worker="w2", handoff_id=other.pk)) == 1
         return super().deliver(outgoing)

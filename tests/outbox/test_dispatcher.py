@@ -8,19 +8,18 @@ from django.db import connection
 from django.utils import timezone
 
 from delivery.models import ReceiverTask
-from outbox.dispatcher import (
-    handoff_claim_due,
-    handoff_deliver,
-    handoff_expire_leases,
-    handoff_record_outcome,
-    handoff_settle,
-    sweep,
-)
+from outbox.dispatcher import handoff_deliver, sweep
 from outbox.errors import LeaseLost, RiskNotConfirmed
 from outbox.failures import DeliveryResult
 from outbox.models import Attempt, AttemptOutcome, FailureClass, Handoff, HandoffEvent, HandoffState
 from outbox.retry import RetryPolicy
-from outbox.services import handoff_retry
+from outbox.services import (
+    handoff_claim_due,
+    handoff_expire_leases,
+    handoff_record_outcome,
+    handoff_retry,
+    handoff_settle,
+)
 from tests.factories import make_user
 from tests.outbox.conftest import ScriptedDestination
 
