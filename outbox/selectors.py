@@ -51,3 +51,10 @@ def keyset_page(queryset: QuerySet, *, after: tuple | None, size: int, newest_fi
 def open_counts_by_workspace(workspace_ids: Iterable[int]) -> dict[int, int]:
     """Handoffs that need a person, per workspace: the one rule, which counts open findings too."""
     return dict(needing_person_counts(list(workspace_ids), "workspace_id"))
+
+
+def destination_pause(name: str):
+    """The circuit breaker of the destination when it is paused, else None."""
+    from outbox.models import DestinationHealth, DestinationState
+
+    return DestinationHealth.objects.filter(name=name, state=DestinationState.PAUSED).first()

@@ -27,7 +27,7 @@ from outbox.filters import HandoffFilter
 from outbox.guidance import BULK_ELIGIBLE_STATES, available_actions, in_backoff, next_step, retry_is_risky
 from outbox.models import Handoff, HandoffState
 from outbox.redaction import REDACTED, redact
-from outbox.selectors import handoff_timeline, handoff_visible, handoffs_in, keyset_page
+from outbox.selectors import destination_pause, handoff_timeline, handoff_visible, handoffs_in, keyset_page
 from reconciliation import services as reconciliation_services
 from reconciliation.errors import ReconciliationError
 from reconciliation.selectors import live_findings_of, repairs_of
@@ -234,7 +234,7 @@ def _panel_context(request, handoff: Handoff, result: dict | None = None) -> dic
         "findings": [{"finding": f, "source": redact(f.source_evidence), "receiver": redact(f.receiver_evidence)}
                      for f in findings],
         "repairs": repairs_of(handoff),
-        "guidance": next_step(handoff, findings),
+        "guidance": next_step(handoff, findings, paused_destination=destination_pause(handoff.destination)),
         "actions": available_actions(handoff, findings) if is_operator else [],
         "risky_retry": retry_is_risky(handoff),
         "in_backoff": in_backoff(handoff),

@@ -93,9 +93,7 @@ def handoff_item(handoff: Handoff) -> AlertItem:
         last_successful_step=last_successful_step(handoff),
         failure_class=failure,
         affected_record=f"{handoff.source_ref}, workspace {handoff.workspace_id}",
-        next_action=next_actions.for_handoff(
-            failure_class=handoff.failure_class, reason_code=handoff.reason_code, state=handoff.state
-        ),
+        next_action=next_actions.for_handoff(handoff),
         link=handoff_link(handoff.pk),
         detail=redact_text(handoff.last_error)[:500],
     )

@@ -4,7 +4,8 @@ Safest means: nothing here ever suggests an action that could create a second bu
 without first checking the receiver.
 """
 
-from outbox.models import FailureClass, HandoffState
+from outbox.guidance import advice_text
+from outbox.models import Handoff, HandoffState
 from reconciliation.models import FindingKind
 
 S = HandoffState
@@ -48,7 +49,9 @@ def for_finding(kind: str, source: dict, receiver: dict) -> str:
             return "Claimed but not finished: the sweep turns an expired lease into uncertain; check the workers."
         if state == S.UNCERTAIN:
             return "Outcome unknown: reconcile it (looks the key up at the receiver) before any retry."
-        return for_handoff(failure_class=source.get("failure_class", ""), reason_code=source.get("reason_code", ""))
+        return for_handoff(Handoff(action_key=source.get("action_key", "this key"), state=state,
+                                   failure_class=source.get("failure_class", ""),
+                                   reason_code=source.get("reason_code", "")))
     if kind == FindingKind.NOT_HANDED_OFF:
         return (
             "The request is approved but has no outbox row: the approval and the handoff were not written "
@@ -57,18 +60,6 @@ def for_finding(kind: str, source: dict, receiver: dict) -> str:
     return "Investigate with the evidence shown."
 
 
-def for_handoff(*, failure_class: str, reason_code: str, state: str = S.NEEDS_ATTENTION) -> str:
-    if state == S.UNCERTAIN or failure_class in (FailureClass.UNCERTAIN, FailureClass.MALFORMED):
-        return "Reconcile first (look the key up at the receiver); retry only if the receiver has no task."
-    if reason_code == "retries_exhausted":
-        return "Check that the receiver is up, then retry with the same action key (safe: the key is idempotent)."
-    if failure_class == FailureClass.CREDENTIAL:
-        return "Renew or fix the receiver credential, then retry with the same action key."
-    if failure_class == FailureClass.PERMANENT:
-        return "The receiver rejected the content: correct the request (new revision, new approval); do not retry."
-    if failure_class == FailureClass.CONFLICT:
-        return ("The receiver holds other content under this key: never overwrite. Compare with the receiving team; "
-                "correct the request or cancel the handoff.")
-    if failure_class == FailureClass.TRANSIENT:
-        return "Check that the receiver is up, then retry with the same action key."
-    return "Open the handoff, read its attempts and history, then reconcile before any retry."
+def for_handoff(handoff: Handoff) -> str:
+    """A handoff's advice is the console's (`outbox.guidance.next_step`), never worded twice."""
+    return advice_text(handoff)

@@ -20,6 +20,7 @@ from reconciliation import metrics, selectors, services
 from reconciliation.charts import bar_chart
 from reconciliation.errors import InvalidFindingTransition, NoteRequired
 from reconciliation.models import FindingKind, FindingStatus
+from reconciliation.paging import paused_destinations
 
 FINDINGS_PAGE = 200
 
@@ -52,6 +53,7 @@ def health(request: HttpRequest) -> HttpResponse:
         "workspace": workspace,
         "delivered_chart": bar_chart(summary["series"], "delivered"),
         "failed_chart": bar_chart(summary["series"], "failed"),
+        "paused_destinations": paused_destinations(),
     })
 
 

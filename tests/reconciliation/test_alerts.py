@@ -52,7 +52,7 @@ def test_needs_attention_alert_names_what_on_call_needs(world):
     assert "Failure class:         permanent (payload_invalid)" in body
     assert "Affected record:       request 42 revision 1, workspace 7" in body
     assert "Last successful step:  sent: attempt 1 reached the receiver" in body and "HTTP 422" in body
-    assert "Safest next action:    The receiver rejected the content: correct the request" in body
+    assert "Safest next action:    The receiver rejected the content: correct it. Sending the same payload" in body
     assert f"Open:                  https://console.example/handoffs/{handoff.pk}/" in body
 
 
