@@ -4,6 +4,7 @@ They share the test databases on PostgreSQL, so every test here is transactional
 and the processes are stopped before the databases are flushed.
 """
 
+import contextlib
 import json
 import os
 import signal
@@ -53,7 +54,9 @@ class Processes:
 
     def _spawn(self, args: list[str], env: dict, log_name: str) -> subprocess.Popen:
         log = open(self.tmp_path / log_name, "wb")  # noqa: SIM115 - closed with the process
-        proc = subprocess.Popen(args, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+        # Its own process group: a qcluster's children go with it when the test kills the group.
+        proc = subprocess.Popen(args, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                start_new_session=True)
         proc.log_path = self.tmp_path / log_name
         self.procs.append(proc)
         return proc
@@ -97,6 +100,16 @@ class Processes:
                 "--idle-sleep", "0.1"]
         return self._spawn(args, self.dispatcher_env(**overrides), f"dispatcher-{name}.log")
 
+    def start_qcluster(self, **overrides: str) -> subprocess.Popen:
+        env = {**self.dispatcher_env(**overrides), "Q_WORKERS": "1"}
+        return self._spawn([sys.executable, "manage.py", "qcluster"], env, "qcluster.log")
+
+    def manage(self, *args: str, **overrides: str) -> str:
+        done = subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=self.dispatcher_env(**overrides),
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stdout + done.stderr
+        return done.stdout
+
     def dispatch_once(self, name: str, **overrides: str) -> str:
         done = subprocess.run(
             [sys.executable, "manage.py", "dispatch", "--once", "--worker", name],
@@ -113,7 +126,8 @@ class Processes:
             try:
                 proc.wait(timeout=10)
             except subprocess.TimeoutExpired:
-                proc.kill()
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
         self.procs.clear()
 
