@@ -269,6 +269,8 @@ if HANDOFF_DESTINATION["connect_timeout"] + HANDOFF_DESTINATION["read_timeout"] 
         "HANDOFF_LEASE_SECONDS must exceed RECEIVER_CONNECT_TIMEOUT + RECEIVER_READ_TIMEOUT (one call per lease)"
     )
 HANDOFF_CLAIM_BATCH = env_int("HANDOFF_CLAIM_BATCH", 20)
+# Who may own a handoff: the source application's rule, named here so that the outbox imports nothing from it.
+HANDOFF_ASSIGNEE_CHECK = "approvals.selectors.is_operator_of"
 HANDOFF_SLA_MINUTES = env_int("HANDOFF_SLA_MINUTES", 60)
 HANDOFF_STUCK_MINUTES = env_int("HANDOFF_STUCK_MINUTES", 15)
 HANDOFF_WAKE_ON_COMMIT = env_bool("HANDOFF_WAKE_ON_COMMIT", True)

@@ -2,7 +2,7 @@
 lease renewal, lease expiry and settlement. Each transition locks the row, checks the state under the
 lock and writes the event, all or nothing. What an answer means is decided in `outbox/outcomes.py`."""
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 
 from django.conf import settings
@@ -10,11 +10,22 @@ from django.db import IntegrityError, connections, transaction
 from django.db.models import BooleanField, ExpressionWrapper, F, Q
 from django.db.models.functions import Coalesce
 from django.utils import timezone
+from django.utils.module_loading import import_string
 
 from outbox.bulk_writes import update_many
 from outbox.clock import POSTGRES_NOW_PLUS, db_now, db_now_plus
 from outbox.destinations import Destination, LookupFailed, RemoteTask, get_destination
-from outbox.errors import ActionKeyExists, HandoffNotFound, InvalidTransition, LeaseLost, RiskNotConfirmed
+from outbox.errors import (
+    ActionKeyExists,
+    AssigneeNotOperator,
+    HandoffNotFound,
+    InvalidActionInput,
+    InvalidTransition,
+    LeaseLost,
+    OutboxError,
+    ReasonRequired,
+    RiskNotConfirmed,
+)
 from outbox.failures import DeliveryResult, Outgoing
 from outbox.models import Attempt, AttemptOutcome, FailureClass, Handoff, HandoffEvent, HandoffState
 from outbox.outcomes import plan_outcome, settlement_for, settlement_without_answer
@@ -421,7 +432,7 @@ def handoff_supersede(*, handoff_id: int, actor=None, reason: str) -> Handoff:
 
 def handoff_cancel(*, handoff_id: int, actor, reason: str) -> Handoff:
     if not reason.strip():
-        raise ValueError("a reason is required to cancel a handoff")
+        raise ReasonRequired("a reason is required to cancel a handoff")
     with transaction.atomic(using=DB):
         handoff = _lock(handoff_id)
         handoff_transition(handoff, S.CANCELLED, actor=actor, reason=reason, action="cancel")
@@ -470,9 +481,18 @@ def handoff_retry(*, handoff_id: int, actor, reason: str = "", confirm_risk: boo
     return handoff
 
 
+def _may_own(user_id: int, workspace_id: int) -> bool:
+    # Who may own a handoff is the source application's rule (operators of the workspace); it is wired in
+    # by a setting so that the outbox core imports nothing from it.
+    return import_string(settings.HANDOFF_ASSIGNEE_CHECK)(user_id, workspace_id)
+
+
 def handoff_assign(*, handoff_id: int, actor, owner, reason: str = "") -> Handoff:
+    """Give the handoff an owner (or none). The owner must be an operator of the handoff's workspace."""
     with transaction.atomic(using=DB):
         handoff = _lock(handoff_id)
+        if owner is not None and not _may_own(owner.pk, handoff.workspace_id):
+            raise AssigneeNotOperator(f"{owner.get_username()} is not an operator of workspace {handoff.workspace_id}")
         previous = handoff.owner.get_username() if handoff.owner else "nobody"
         handoff_transition(
             handoff,
@@ -545,7 +565,7 @@ def handoff_settle_manually(*, handoff_id: int, actor, receiver_task_id: str, re
     """
     receiver_task_id = receiver_task_id.strip()
     if not reason.strip():
-        raise ValueError("say what was checked or done at the receiver")
+        raise ReasonRequired("say what was checked or done at the receiver")
     with transaction.atomic(using=DB):
         handoff = _lock(handoff_id)
         to_state, changes = _settle_changes(handoff, receiver_task_id)
@@ -560,3 +580,48 @@ def handoff_note_check(*, handoff_id: int, actor, reason: str, action: str = "re
     with transaction.atomic(using=DB):
         handoff = _lock(handoff_id)
         return handoff_transition(handoff, handoff.state, actor=actor, action=action, reason=reason)
+
+
+# --- Bulk actions ---------------------------------------------------------------------------------
+
+BULK_ACTIONS = ("retry", "reconcile", "assign")
+
+
+@dataclass
+class BulkResult:
+    """What a bulk action did: how many it applied to, and why the others were skipped (reason: count)."""
+
+    action: str
+    total: int
+    done: int = 0
+    skipped: dict[str, int] = field(default_factory=dict)
+
+    def skip(self, reason: str) -> None:
+        self.skipped[reason] = self.skipped.get(reason, 0) + 1
+
+
+def _bulk_one(action: str, pk: int, *, actor, owner, reason: str) -> None:
+    if action == "retry":
+        handoff_retry(handoff_id=pk, actor=actor, reason=reason or "bulk retry")
+    elif action == "reconcile":
+        handoff_settle(handoff_id=pk, actor=actor)
+    else:
+        handoff_assign(handoff_id=pk, actor=actor, owner=owner, reason=reason)
+
+
+def handoffs_bulk_apply(*, action: str, handoff_ids: list[int], actor, owner=None, reason: str = "") -> BulkResult:
+    """Apply one action to each handoff, each in its own transaction through the same service as the single
+    action; a handoff the action does not fit is skipped with the reason, never half done."""
+    if action not in BULK_ACTIONS:
+        raise InvalidActionInput(f"unknown bulk action {action!r}")
+    result = BulkResult(action=action, total=len(handoff_ids))
+    for pk in handoff_ids:
+        try:
+            _bulk_one(action, pk, actor=actor, owner=owner, reason=reason)
+        except RiskNotConfirmed:
+            result.skip("outcome unknown: reconcile these first")
+        except OutboxError as exc:
+            result.skip(str(exc).split(": ", 1)[-1] if str(exc) else type(exc).__name__)
+        else:
+            result.done += 1
+    return result

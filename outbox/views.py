@@ -22,14 +22,14 @@ from approvals.models import Role
 from approvals.querystring import BadQueryValue, parse_keyset_cursor
 from approvals.selectors import console_nav, is_operator_of, operators_of, revision_by_id, workspace_ids_for
 from outbox import dispatcher, services
-from outbox.errors import OutboxError, RiskNotConfirmed
+from outbox.errors import AssigneeNotOperator, InvalidActionInput, OutboxError, RiskNotConfirmed
 from outbox.filters import HandoffFilter
 from outbox.guidance import BULK_ELIGIBLE_STATES, available_actions, in_backoff, next_step, retry_is_risky
 from outbox.models import Handoff, HandoffState
 from outbox.redaction import REDACTED, redact
 from outbox.selectors import destination_pause, handoff_timeline, handoff_visible, handoffs_in, keyset_page
 from reconciliation import services as reconciliation_services
-from reconciliation.errors import ReconciliationError
+from reconciliation.errors import FindingNotOnHandoff, InvalidRepairInput, ReconciliationError
 from reconciliation.selectors import live_findings_of, repairs_of
 
 PAGE_SIZE = 50
@@ -159,44 +159,29 @@ def _verb(action: str) -> str:
 def _owner_name(owner_raw: str) -> str:
     if not owner_raw:
         return "nobody"
-    from django.contrib.auth import get_user_model
-
-    user = get_user_model().objects.filter(pk=owner_raw).first() if owner_raw.isdigit() else None
+    user = _user_or_none(owner_raw)
     return user.get_username() if user else "unknown user"
 
 
 def _bulk_apply(request, action: str, ids: list[int], owner_raw: str, reason: str) -> dict:
-    from django.contrib.auth import get_user_model
-
     owner = None
     if action == "assign" and owner_raw:
-        owner = get_user_model().objects.filter(pk=owner_raw).first() if owner_raw.isdigit() else None
+        owner = _user_or_none(owner_raw)
         if owner is None:
             return {"level": "error", "text": "Choose an operator to assign to."}
-    done, skipped = 0, {}
-    for pk in ids:
-        try:
-            if action == "retry":
-                services.handoff_retry(handoff_id=pk, actor=request.user, reason=reason or "bulk retry")
-            elif action == "reconcile":
-                services.handoff_settle(handoff_id=pk, actor=request.user)
-            else:
-                handoff = Handoff.objects.only("workspace_id").get(pk=pk)
-                if owner is not None and not is_operator_of(owner.pk, handoff.workspace_id):
-                    raise OutboxError(f"{owner.get_username()} is not an operator of workspace "
-                                      f"{handoff.workspace_id}")
-                services.handoff_assign(handoff_id=pk, actor=request.user, owner=owner, reason=reason)
-            done += 1
-        except RiskNotConfirmed:
-            skipped["outcome unknown: reconcile these first"] = skipped.get(
-                "outcome unknown: reconcile these first", 0) + 1
-        except OutboxError as exc:
-            key = type(exc).__name__ if not str(exc) else str(exc).split(": ", 1)[-1]
-            skipped[key] = skipped.get(key, 0) + 1
-    text = f"{_verb(action).capitalize()} {done} of {len(ids)} matching handoffs."
-    if action == "retry" and done:
+    result = services.handoffs_bulk_apply(action=action, handoff_ids=ids, actor=request.user, owner=owner,
+                                          reason=reason)
+    text = f"{_verb(action).capitalize()} {result.done} of {result.total} matching handoffs."
+    if action == "retry" and result.done:
         text += " The dispatcher sends them with their same action keys."
-    return {"level": "success" if not skipped else "warning", "text": text, "skipped": sorted(skipped.items())}
+    return {"level": "warning" if result.skipped else "success", "text": text,
+            "skipped": sorted(result.skipped.items())}
+
+
+def _user_or_none(raw: str):
+    from django.contrib.auth import get_user_model
+
+    return get_user_model().objects.filter(pk=raw).first() if raw.isdigit() else None
 
 
 # --- detail and actions ---------------------------------------------------------------
@@ -283,7 +268,7 @@ def handoff_action(view):
         except InvalidPayload as exc:
             result = {"level": "error", "text": "Not done: " + "; ".join(exc.reasons)}
             status = 422
-        except ValueError as exc:
+        except (InvalidActionInput, InvalidRepairInput) as exc:
             result = {"level": "error", "text": f"Not done: {exc}."}
             status = 422
         except (OutboxError, ApprovalsError, ReconciliationError) as exc:
@@ -362,14 +347,10 @@ def handoff_cancel(request, handoff: Handoff) -> dict:
 
 @handoff_action
 def handoff_assign(request, handoff: Handoff) -> dict:
-    from django.contrib.auth import get_user_model
-
     raw = request.POST.get("owner", "")
-    owner = None
-    if raw:
-        owner = get_user_model().objects.filter(pk=raw).first() if raw.isdigit() else None
-        if owner is None or not is_operator_of(owner.pk, handoff.workspace_id):
-            raise ValueError("the new owner must be an operator of this workspace")
+    owner = _user_or_none(raw) if raw else None
+    if raw and owner is None:
+        raise AssigneeNotOperator("the new owner must be an operator of this workspace")
     services.handoff_assign(handoff_id=handoff.pk, actor=request.user, owner=owner,
                             reason=request.POST.get("reason", "").strip())
     return {"level": "success", "text": f"Assigned to {owner.get_username() if owner else 'nobody'}."}
@@ -413,7 +394,7 @@ def handoff_repair(request, handoff: Handoff) -> dict:
         # Only a live finding of this handoff's key: the handoff's scope check then covers the finding.
         finding = live_findings_of(handoff.action_key).filter(pk=raw).first() if raw.isdigit() else None
         if finding is None:
-            raise ValueError("that finding is not open on this handoff")
+            raise FindingNotOnHandoff("that finding is not open on this handoff")
         finding_id = finding.pk
     repair = reconciliation_services.manual_repair_record(
         actor=request.user, finding_id=finding_id, handoff_id=handoff.pk,

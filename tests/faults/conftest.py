@@ -65,10 +65,10 @@ class Processes:
         self.procs.append(proc)
         return proc
 
-    def start_receiver(self, *, faults: dict | None = None, threads: int = 16) -> str:
-        port = _free_port()
+    def start_receiver(self, *, faults: dict | None = None, threads: int = 16, port: int | None = None) -> str:
+        port = port or _free_port()
         env = {**self.base_env, "RECEIVER_FAULTS": json.dumps(faults) if faults else ""}
-        self._spawn(
+        self.receiver = self._spawn(
             [str(Path(sys.executable).with_name("gunicorn")), "config.wsgi", "--bind", f"127.0.0.1:{port}",
              "--workers", "1", "--worker-class", "gthread", "--threads", str(threads), "--timeout", "120"],
             env, "receiver.log",
@@ -85,6 +85,14 @@ class Processes:
             time.sleep(0.2)
         raise RuntimeError("receiver did not start:\n" + (self.tmp_path / "receiver.log").read_text()[-3000:])
 
+    def stop_receiver(self) -> int:
+        """Stop the receiver process (an outage); returns its port so that it can come back on it."""
+        port = int(self.receiver_url.rsplit(":", 1)[1].split("/", 1)[0])
+        self.receiver.send_signal(signal.SIGTERM)
+        self.receiver.wait(timeout=30)
+        self.procs.remove(self.receiver)
+        return port
+
     def dispatcher_env(self, **overrides: str) -> dict:
         env = {
             **self.base_env,
@@ -95,6 +103,9 @@ class Processes:
             "HANDOFF_BACKOFF_BASE": "0.05",
             "HANDOFF_BACKOFF_CAP": "0.5",
             "HANDOFF_MAX_ATTEMPTS": "8",
+            # A paused destination is probed soon, so that tests see it resume within seconds.
+            "HANDOFF_BREAKER_PROBE_BASE": "0.2",
+            "HANDOFF_BREAKER_PROBE_CAP": "2",
         }
         env.update(overrides)
         return env

@@ -95,19 +95,35 @@ def test_dispatcher_killed_mid_call_then_another_settles_without_a_duplicate(pro
         S.IN_FLIGHT, S.UNCERTAIN, S.DELIVERED]
 
 
-def test_wrong_signing_secret_needs_attention_as_credential_without_a_retry_storm(processes):
+def test_wrong_signing_secret_pauses_the_destination_with_one_alert_and_no_retry_storm(processes, settings):
+    from outbox.models import DestinationHealth, DestinationState, PauseReason
+    from reconciliation.alerts import alert_sweep
+    from reconciliation.models import AlertKind, AlertRecord
+
+    settings.ALERT_EMAILS = ["oncall@example.com"]
     keys = make_handoffs(20)
     processes.start_receiver()
     wrong = "whsec_" + "d3Jvbmctc2VjcmV0LXdyb25nLXNlY3JldC13cm9uZyE="
-    processes.dispatch_once("d1", RECEIVER_SIGNING_SECRET=wrong)
-    processes.dispatch_once("d1", RECEIVER_SIGNING_SECRET=wrong)
+    processes.dispatch_once("d1", RECEIVER_SIGNING_SECRET=wrong, HANDOFF_BREAKER_PROBE_BASE="3600")
+    processes.dispatch_once("d1", RECEIVER_SIGNING_SECRET=wrong, HANDOFF_BREAKER_PROBE_BASE="3600")
+    alert_sweep()
+    alert_sweep()
 
+    health = DestinationHealth.objects.get(name="receiver")
+    assert (health.state, health.pause_reason) == (DestinationState.PAUSED, PauseReason.CREDENTIAL)
     handoffs = Handoff.objects.filter(action_key__in=keys)
-    assert set(handoffs.values_list("state", "failure_class", "reason_code")) == {
-        (S.NEEDS_ATTENTION, FailureClass.CREDENTIAL, "credential_rejected")}
-    assert set(handoffs.values_list("attempts", flat=True)) == {1}, "one call per handoff, then a person"
+    assert Attempt.objects.count() <= 2, "a handful of refused calls, not one per handoff"
+    assert not handoffs.filter(state=S.NEEDS_ATTENTION).exists()
+    assert AlertRecord.objects.filter(kind=AlertKind.DESTINATION_PAUSED).count() == 1
     assert ReceiverTask.objects.count() == 0
     assert SeenMessage.objects.count() == 0
+
+    # The secret is fixed: the next probe succeeds, the destination resumes and everything is delivered.
+    DestinationHealth.objects.filter(name="receiver").update(next_probe_at=db_now())
+    processes.dispatch_once("d1")
+    assert DestinationHealth.objects.get(name="receiver").state == DestinationState.ACTIVE
+    assert set(handoffs.values_list("state", flat=True)) == {S.DELIVERED}
+    assert ReceiverTask.objects.count() == 20
 
 
 def test_four_dispatchers_two_thousand_handoffs_mixed_faults_end_delivered_once_or_with_a_person(processes):
