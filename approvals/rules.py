@@ -37,9 +37,8 @@ ONBOARDING_V1 = RuleSet(
     },
 )
 
-# Version 1 of each workflow the product knows. Kept under its old name for existing callers.
+# Version 1 of each workflow the product knows.
 BUILT_IN_RULES = {ONBOARDING_V1.workflow: ONBOARDING_V1}
-CURRENT_RULES = BUILT_IN_RULES
 
 
 def known_workflows() -> set[str]:

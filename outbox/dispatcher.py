@@ -15,6 +15,7 @@ from outbox.breaker import Admission, destination_admit, destination_record_resu
 from outbox.destinations import Destination, get_destination
 from outbox.failures import DeliveryResult
 from outbox.models import Attempt, AttemptOutcome, FailureClass, Handoff, HandoffState
+from outbox.selectors import destination_pause
 from outbox.services import (
     Claim,
     handoff_claim_due,
@@ -206,12 +207,15 @@ def settle_uncertain(*, destination: Destination | None = None, limit: int = 200
     return outcomes
 
 
-def maintain(*, destination: Destination | None = None) -> RunStats:
+def maintain(*, destination: Destination | None = None, settle_limit: int = 50) -> RunStats:
     """Expire leases that ran out and settle uncertain outcomes. Runs on its own cadence, never behind a
-    drain: a dead worker's rows are noticed within a lease, whatever the backlog."""
+    drain: a dead worker's rows are noticed within a lease, whatever the backlog. A pass is short (at most
+    `settle_limit` lookups), so that it completes between connection losses; a paused destination is not
+    asked at all (it cannot answer; its probes resume it first)."""
     destination = destination or get_destination()
     stats = RunStats(expired_leases=handoff_expire_leases())
-    stats.settled = settle_uncertain(destination=destination)
+    if destination_pause(destination.name) is None:
+        stats.settled = settle_uncertain(destination=destination, limit=settle_limit)
     return stats
 
 

@@ -58,3 +58,17 @@ def destination_pause(name: str):
     from outbox.models import DestinationHealth, DestinationState
 
     return DestinationHealth.objects.filter(name=name, state=DestinationState.PAUSED).first()
+
+
+def correction_fields(handoff: Handoff) -> list[dict]:
+    """The editable fields of the payload; sensitive ones are shown blank and kept unless retyped."""
+    from outbox.redaction import REDACTED, redact
+
+    shown = redact(handoff.payload)
+    fields = []
+    for key, value in handoff.payload.items():
+        if not isinstance(value, str):
+            continue
+        sensitive = shown.get(key) == REDACTED and value != REDACTED
+        fields.append({"name": key, "value": "" if sensitive else shown.get(key, ""), "sensitive": sensitive})
+    return fields

@@ -423,9 +423,12 @@ def _apply_settlement(locked: Handoff | None, handoff_id: int, destination: Dest
     return locked.state
 
 
-def handoff_supersede(*, handoff_id: int, actor=None, reason: str) -> Handoff:
+def handoff_supersede(*, handoff_id: int, actor=None, reason: str, only_from: tuple[str, ...] | None = None) -> Handoff:
+    """A correction replaced the handoff. `only_from` names the states it may be in, checked under the lock."""
     with transaction.atomic(using=DB):
         handoff = _lock(handoff_id)
+        if only_from is not None and handoff.state not in only_from:
+            raise InvalidTransition(handoff.action_key, handoff.state, S.SUPERSEDED)
         handoff_transition(handoff, S.SUPERSEDED, actor=actor, reason=reason, action="correct")
     return handoff
 

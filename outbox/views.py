@@ -26,8 +26,15 @@ from outbox.errors import AssigneeNotOperator, InvalidActionInput, OutboxError, 
 from outbox.filters import HandoffFilter
 from outbox.guidance import BULK_ELIGIBLE_STATES, available_actions, in_backoff, next_step, retry_is_risky
 from outbox.models import Handoff, HandoffState
-from outbox.redaction import REDACTED, redact
-from outbox.selectors import destination_pause, handoff_timeline, handoff_visible, handoffs_in, keyset_page
+from outbox.redaction import redact
+from outbox.selectors import (
+    correction_fields,
+    destination_pause,
+    handoff_timeline,
+    handoff_visible,
+    handoffs_in,
+    keyset_page,
+)
 from reconciliation import services as reconciliation_services
 from reconciliation.errors import FindingNotOnHandoff, InvalidRepairInput, ReconciliationError
 from reconciliation.selectors import live_findings_of, repairs_of
@@ -193,18 +200,6 @@ def _visible_or_404(request, pk: int) -> Handoff:
     return handoff
 
 
-def _correction_fields(handoff: Handoff) -> list[dict]:
-    """The editable fields of the payload; sensitive ones are shown blank and kept unless retyped."""
-    shown = redact(handoff.payload)
-    fields = []
-    for key, value in handoff.payload.items():
-        if not isinstance(value, str):
-            continue
-        sensitive = shown.get(key) == REDACTED and value != REDACTED
-        fields.append({"name": key, "value": "" if sensitive else shown.get(key, ""), "sensitive": sensitive})
-    return fields
-
-
 def _panel_context(request, handoff: Handoff, result: dict | None = None) -> dict:
     attempts, events = handoff_timeline(handoff)
     is_operator = is_operator_of(request.user.pk, handoff.workspace_id)
@@ -225,7 +220,7 @@ def _panel_context(request, handoff: Handoff, result: dict | None = None) -> dic
         "in_backoff": in_backoff(handoff),
         "is_operator": is_operator,
         "operators": operators_of([handoff.workspace_id]) if is_operator else [],
-        "correction_fields": _correction_fields(handoff) if is_operator else [],
+        "correction_fields": correction_fields(handoff) if is_operator else [],
         "source": source,
         "poll": handoff.state in POLL_STATES,
         "version": handoff.updated_at.isoformat(),
@@ -365,13 +360,8 @@ def handoff_acknowledge(request, handoff: Handoff) -> dict:
 
 @handoff_action
 def handoff_correct(request, handoff: Handoff) -> dict:
-    payload = dict(handoff.payload)
-    for field in _correction_fields(handoff):
-        value = request.POST.get(f"field_{field['name']}")
-        if value is None or (field["sensitive"] and value == ""):
-            continue  # not shown, or a sensitive value left blank: keep what the request had
-        payload[field["name"]] = value
-    revision = approval_services.handoff_correct(handoff_id=handoff.pk, actor=request.user, payload=payload,
+    edits = {key.removeprefix("field_"): value for key, value in request.POST.items() if key.startswith("field_")}
+    revision = approval_services.handoff_correct(handoff_id=handoff.pk, actor=request.user, edits=edits,
                                                  reason=request.POST.get("reason", "").strip())
     url = reverse("approvals:detail", args=(revision.workspace_id, revision.number, revision.revision))
     return {"level": "success", "link": url, "link_text": f"revision {revision.revision}",

@@ -272,3 +272,21 @@ def findings_visible_to(workspace_ids: list[int], *, include_unscoped: bool = Fa
     if include_unscoped:
         condition |= Q(workspace_id__isnull=True)
     return Finding.objects.filter(condition).select_related("acknowledged_by", "resolved_by", "last_run")
+
+
+def findings_filtered(findings: QuerySet, *, status: str = "live", kind: str = "", workspace: int | None = None,
+                      text: str = "", outcome_validation: bool = False) -> QuerySet:
+    """The findings list's filter, newest first: "live" is everything not resolved; unknown values are ignored."""
+    if status == "live":
+        findings = findings.exclude(status=FindingStatus.RESOLVED)
+    elif status in FindingStatus.values:
+        findings = findings.filter(status=status)
+    if kind in FindingKind.values:
+        findings = findings.filter(kind=kind)
+    if outcome_validation:
+        findings = findings.filter(outcome_validation=True)
+    if workspace:
+        findings = findings.filter(workspace_id=workspace)
+    if text.strip():
+        findings = findings.filter(action_key__icontains=text.strip())
+    return findings.order_by("-last_seen_at", "-id")

@@ -85,20 +85,10 @@ def findings(request: HttpRequest) -> HttpResponse:
     workspace = _workspace_param(request, scope)
     status = request.GET.get("status", "live")
     kind = request.GET.get("kind", "")
-    rows = visible
-    if status == "live":
-        rows = rows.exclude(status=FindingStatus.RESOLVED)
-    elif status in FindingStatus.values:
-        rows = rows.filter(status=status)
-    if kind in FindingKind.values:
-        rows = rows.filter(kind=kind)
-    if request.GET.get("outcome_validation"):
-        rows = rows.filter(outcome_validation=True)
-    if workspace:
-        rows = rows.filter(workspace_id=workspace)
-    if q := request.GET.get("q", "").strip():
-        rows = rows.filter(action_key__icontains=q)
-    rows = rows.order_by("-last_seen_at", "-id")[:FINDINGS_PAGE]
+    rows = selectors.findings_filtered(
+        visible, status=status, kind=kind, workspace=workspace, text=request.GET.get("q", ""),
+        outcome_validation=bool(request.GET.get("outcome_validation")),
+    )[:FINDINGS_PAGE]
     return render(request, "reconciliation/findings.html", {
         "findings": [_row(f) for f in rows], "kinds": FindingKind.choices, "kind": kind, "status": status,
         "statuses": FindingStatus.choices, "last_run": selectors.last_run(), "page_size": FINDINGS_PAGE,
