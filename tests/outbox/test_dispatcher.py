@@ -22,7 +22,7 @@ from outbox.models import Attempt, AttemptOutcome, FailureClass, Handoff, Handof
 from outbox.retry import RetryPolicy
 from outbox.services import handoff_retry
 from tests.factories import make_user
-from tests.outbox.conftest import ScriptedDestination
+from tests.outbox.scripted_destination import ScriptedDestination
 
 pytestmark = pytest.mark.django_db(databases=["default", "delivery"])
 S = HandoffState
