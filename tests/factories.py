@@ -6,6 +6,7 @@ factories below, so every workspace, user, request and handoff of the suite is m
 
 import factory
 from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Permission
 
 from approvals.models import Membership, Request, RequestEvent, RequestState, Role, Workspace
 from delivery.models import ReceiverTask
@@ -29,7 +30,8 @@ class WorkspaceFactory(factory.django.DjangoModelFactory):
 
 
 class UserFactory(factory.django.DjangoModelFactory):
-    """A user whose password is `pw-<username>`. `memberships=[(workspace, role), ...]` gives it roles."""
+    """A user whose password is `pw-<username>`. `memberships=[(workspace, role), ...]` gives it roles,
+    `permissions=["app_label.codename", ...]` Django permissions of its own."""
 
     class Meta:
         model = get_user_model()
@@ -46,6 +48,12 @@ class UserFactory(factory.django.DjangoModelFactory):
     def memberships(self, create, extracted, **kwargs):
         for workspace, role in extracted or ():
             MembershipFactory(user=self, workspace=workspace, role=role)
+
+    @factory.post_generation
+    def permissions(self, create, extracted, **kwargs):
+        for name in extracted or ():
+            app_label, codename = name.split(".")
+            self.user_permissions.add(Permission.objects.get(content_type__app_label=app_label, codename=codename))
 
 
 class MembershipFactory(factory.django.DjangoModelFactory):
