@@ -7,6 +7,7 @@ factories below, so every workspace, user, request and handoff of the suite is m
 import factory
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Permission
+from django.utils import timezone
 
 from approvals.models import Membership, Request, RequestEvent, RequestState, Role, Workspace
 from delivery.models import ReceiverTask
@@ -14,6 +15,7 @@ from delivery.services import payload_hash as receiver_payload_hash
 from outbox.clock import db_now
 from outbox.models import Handoff, HandoffState
 from outbox.payloads import payload_hash
+from reconciliation.models import Finding, FindingKind, ReconciliationRun, RunStatus
 
 ONBOARDING_PAYLOAD = {
     "client_name": "Northwind Traders",
@@ -121,6 +123,34 @@ class ReceiverTaskFactory(factory.django.DjangoModelFactory):
     action_key = factory.Sequence(lambda n: f"onboarding:7:{200_000 + n}:1")
     payload = factory.LazyFunction(lambda: dict(ONBOARDING_PAYLOAD))
     payload_hash = factory.LazyAttribute(lambda o: receiver_payload_hash(o.payload))
+
+
+class ReconciliationRunFactory(factory.django.DjangoModelFactory):
+    """A finished full reconciliation run (no workspace)."""
+
+    class Meta:
+        model = ReconciliationRun
+
+    trigger = "command"
+    status = RunStatus.COMPLETED
+    batch_size = 100
+    finished_at = factory.LazyFunction(timezone.now)
+
+
+class FindingFactory(factory.django.DjangoModelFactory):
+    """An open finding of workspace 7, first and last seen by one run."""
+
+    class Meta:
+        model = Finding
+
+    kind = FindingKind.MISSING_AT_RECEIVER
+    action_key = factory.Sequence(lambda n: f"onboarding:7:{300_000 + n}:1")
+    workspace_id = 7
+    workflow = "onboarding"
+    next_action = "look the key up at the receiver"
+    first_run = factory.SubFactory(ReconciliationRunFactory)
+    last_run = factory.SelfAttribute("first_run")
+    last_seen_at = factory.LazyFunction(timezone.now)
 
 
 def make_user(username: str, *, workspace: Workspace | None = None, roles: tuple[str, ...] = (), **extra):
