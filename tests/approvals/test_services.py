@@ -58,6 +58,11 @@ def publisher(**extra):
     return UserFactory(permissions=["approvals.add_ruleversion"], **extra)
 
 
+def stored_versions() -> list[str]:
+    # The built-in rules are stored by a data migration, which a flushed (transactional) test database lacks.
+    return list(RuleVersion.objects.order_by("id").values_list("version", flat=True))
+
+
 def role_admin():
     return UserFactory(permissions=["approvals.add_membership", "approvals.delete_membership"])
 
@@ -357,17 +362,19 @@ def test_rules_of_a_new_workflow_start_at_version_1(world):
 
 
 def test_publishing_rules_without_the_permission_is_denied(world):
+    before = stored_versions()
     with pytest.raises(ApprovalDenied):
         services.rule_version_publish(workflow="onboarding", schema=ENTERPRISE_ONLY, actor=world["alice"])
-    assert list(RuleVersion.objects.values_list("version", flat=True)) == ["onboarding-v1"]
+    assert stored_versions() == before
 
 
 @pytest.mark.parametrize("schema", [["not", "an", "object"], {"type": "no-such-type"},
                                     {"type": "string", "pattern": "(a)\\1"}])
 def test_rules_that_are_not_a_usable_schema_are_refused(world, schema):
+    before = stored_versions()
     with pytest.raises(InvalidPayload):
         services.rule_version_publish(workflow="onboarding", schema=schema, actor=publisher())
-    assert list(RuleVersion.objects.values_list("version", flat=True)) == ["onboarding-v1"]
+    assert stored_versions() == before
 
 
 # --- workflow_mode_set -------------------------------------------------------------------------
