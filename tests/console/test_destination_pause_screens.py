@@ -6,7 +6,7 @@ from django.test import Client
 from outbox.breaker import destination_record_results
 from outbox.failures import DeliveryResult
 from outbox.models import FailureClass
-from tests.console.conftest import approve
+from tests.builders import approve
 
 pytestmark = pytest.mark.django_db(databases=["default", "delivery"])
 

@@ -8,7 +8,7 @@ from django.utils import timezone
 from approvals.models import Request, RequestState
 from delivery.models import ReceiverTask
 from outbox.models import FailureClass, Handoff, HandoffEvent, HandoffState
-from tests.console.conftest import HTMX, client_for
+from tests.console.clients import HTMX, client_for
 
 pytestmark = pytest.mark.django_db(databases=["default", "delivery"])
 S = HandoffState

@@ -8,20 +8,11 @@ import pytest
 from django.utils import timezone
 
 from outbox.models import Attempt, FailureClass, Handoff, HandoffState
-from tests.console.conftest import HTMX, approve, client_for
+from tests.builders import approve
+from tests.console.clients import HTMX, client_for
+from tests.factories import HandoffFactory
 
 pytestmark = pytest.mark.django_db(databases=["default", "delivery"])
-
-
-def make_handoffs(n: int, *, workspace_id: int = 7, state: str = HandoffState.NEEDS_ATTENTION, **fields):
-    start = Handoff.objects.count()
-    rows = [
-        Handoff(action_key=f"onboarding:{workspace_id}:{1000 + start + i}:1", workflow="onboarding",
-                workspace_id=workspace_id, source_ref=f"request {1000 + start + i} revision 1", source_id=1,
-                payload={"client_name": f"Client {i}"}, payload_hash="0" * 64, state=state, **fields)
-        for i in range(n)
-    ]
-    return Handoff.objects.bulk_create(rows)
 
 
 def listed(response) -> list[str]:
@@ -120,8 +111,8 @@ def test_age_filter_keeps_old_ones(world, rejected, uncertain):
 
 
 def test_retrying_filter_shows_only_handoffs_waiting_in_backoff(world, pending):
-    make_handoffs(1, state=HandoffState.PENDING, attempts=2, next_attempt_at=timezone.now() + timedelta(minutes=5),
-                  failure_class=FailureClass.TRANSIENT, reason_code="http_503")
+    HandoffFactory(state=HandoffState.PENDING, attempts=2, next_attempt_at=timezone.now() + timedelta(minutes=5),
+                   failure_class=FailureClass.TRANSIENT, reason_code="http_503")
     response = client_for(world["olga"]).get("/handoffs/", {"state": "retrying"})
     assert len(listed(response)) == 1 and listed(response)[0] != pending.action_key
     assert "Transient: http_503" in response.content.decode()
@@ -133,7 +124,7 @@ def test_list_never_shows_other_workspaces(world, foreign, pending):
 
 
 def test_keyset_pages_walk_every_row_once_even_with_equal_timestamps(world):
-    make_handoffs(120)
+    HandoffFactory.create_batch(120, state=HandoffState.NEEDS_ATTENTION)
     same = timezone.now() - timedelta(minutes=1)
     Handoff.objects.filter(pk__in=list(Handoff.objects.order_by("id").values_list("id", flat=True)[40:70])).update(
         created_at=same)
@@ -149,7 +140,7 @@ def test_keyset_pages_walk_every_row_once_even_with_equal_timestamps(world):
 
 
 def test_list_is_paged_by_keyset_without_count(world):
-    make_handoffs(60)
+    HandoffFactory.create_batch(60, state=HandoffState.NEEDS_ATTENTION)
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
@@ -163,7 +154,7 @@ def test_list_is_paged_by_keyset_without_count(world):
 
 @pytest.mark.parametrize("rows", [3, 80])
 def test_list_query_count_is_pinned_and_does_not_grow(world, rows, django_assert_max_num_queries):
-    make_handoffs(rows)
+    HandoffFactory.create_batch(rows, state=HandoffState.NEEDS_ATTENTION)
     client = client_for(world["olga"])
     with django_assert_max_num_queries(11):
         full = client.get("/handoffs/", {"state": "needs_attention"})

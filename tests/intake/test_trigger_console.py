@@ -6,7 +6,7 @@ import pytest
 
 from approvals.models import TriggerOutcome, TriggerRecord
 from tests.factories import make_user
-from tests.intake.conftest import trigger_document
+from tests.intake.triggers import trigger_document
 
 pytestmark = pytest.mark.django_db
 

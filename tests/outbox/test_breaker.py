@@ -19,7 +19,7 @@ from outbox.models import (
     PauseReason,
 )
 from outbox.retry import RetryPolicy
-from tests.outbox.conftest import ScriptedDestination
+from tests.outbox.scripted_destination import ScriptedDestination
 
 pytestmark = pytest.mark.django_db(databases=["default", "delivery"])
 S = HandoffState

@@ -14,7 +14,7 @@ from outbox.failures import DeliveryResult
 from outbox.models import FailureClass, Handoff, HandoffState
 from outbox.retry import RetryPolicy
 from outbox.services import handoff_claim_due, handoff_expire_leases, handoff_record
-from tests.outbox.conftest import ScriptedDestination
+from tests.outbox.scripted_destination import ScriptedDestination
 
 pytestmark = pytest.mark.django_db(databases=["default", "delivery"])
 S = HandoffState

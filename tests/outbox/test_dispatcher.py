@@ -21,7 +21,7 @@ from outbox.services import (
     handoff_settle,
 )
 from tests.factories import make_user
-from tests.outbox.conftest import ScriptedDestination
+from tests.outbox.scripted_destination import ScriptedDestination
 
 pytestmark = pytest.mark.django_db(databases=["default", "delivery"])
 S = HandoffState

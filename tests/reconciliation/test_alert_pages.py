@@ -16,8 +16,8 @@ from outbox.failures import DeliveryResult
 from outbox.models import FailureClass
 from reconciliation.alerts import alert_sweep
 from reconciliation.models import AlertKind, AlertRecord, AlertSeverity
+from tests.builders import record
 from tests.factories import make_user
-from tests.reconciliation.conftest import record
 
 pytestmark = pytest.mark.django_db(databases=["default", "delivery"])
 PAGE_SECRET = "whsec_cGFnZS13ZWJob29rLXNlY3JldC0zMi1ieXRlcyEhIQ=="

@@ -17,7 +17,7 @@ from outbox.services import handoff_retry
 from reconciliation.alerts import alert_sweep
 from reconciliation.models import AlertRecord
 from reconciliation.services import reconciliation_run
-from tests.reconciliation.conftest import deliver, record
+from tests.builders import deliver, record
 
 pytestmark = pytest.mark.django_db(databases=["default", "delivery"])
 REJECTED = {"client_name": " ", "plan": "standard"}

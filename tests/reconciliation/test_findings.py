@@ -19,8 +19,8 @@ from outbox.services import handoff_cancel
 from reconciliation.errors import InvalidFindingTransition, NoteRequired
 from reconciliation.models import Finding, FindingEvent, FindingKind, FindingStatus, RunStatus
 from reconciliation.services import finding_acknowledge, finding_resolve, reconciliation_run
+from tests.builders import deliver, record
 from tests.factories import ONBOARDING_PAYLOAD, make_request
-from tests.reconciliation.conftest import deliver, record
 
 pytestmark = pytest.mark.django_db(databases=["default", "delivery"])
 K = FindingKind

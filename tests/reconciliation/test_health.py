@@ -8,7 +8,7 @@ from django.urls import reverse
 from outbox.models import Handoff
 from reconciliation.charts import bar_chart
 from reconciliation.selectors import health_summary
-from tests.reconciliation.conftest import HEALTH_7
+from tests.reconciliation.health_world import HEALTH_7
 
 pytestmark = pytest.mark.django_db(databases=["default", "delivery"])
 
