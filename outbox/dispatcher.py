@@ -14,13 +14,14 @@ from django.conf import settings
 from outbox.breaker import Admission, destination_admit, destination_record_results
 from outbox.destinations import Destination, get_destination
 from outbox.failures import DeliveryResult
-from outbox.models import Attempt, AttemptOutcome, FailureClass, Handoff, HandoffState
+from outbox.models import Attempt, AttemptOutcome, DestinationState, FailureClass, Handoff, HandoffState
 from outbox.selectors import destination_pause
 from outbox.services import (
     Claim,
     handoff_claim_due,
     handoff_expire_leases,
     handoff_record_outcomes,
+    handoff_release_claims,
     handoff_renew_leases,
     handoff_retry,
     handoff_settle,
@@ -45,6 +46,7 @@ class RunStats:
     needs_attention: int = 0
     lease_lost: int = 0
     expired_leases: int = 0
+    released: int = 0
     paused: bool = False
     settled: dict = field(default_factory=dict)
 
@@ -84,7 +86,8 @@ def _resend_blocked(claim: Claim, destination: Destination) -> DeliveryResult | 
     )
 
 
-def _record(outcomes: list[tuple[Claim, DeliveryResult]], destination: Destination, stats: RunStats) -> None:
+def _record(outcomes: list[tuple[Claim, DeliveryResult]], destination: Destination, stats: RunStats) -> str:
+    """Write the outcomes, count them against the destination; returns the destination's state after."""
     states = handoff_record_outcomes(outcomes=outcomes, destination=destination)
     for (claim, result), state in zip(outcomes, states, strict=True):
         if state is None:
@@ -93,7 +96,7 @@ def _record(outcomes: list[tuple[Claim, DeliveryResult]], destination: Destinati
                         result.reason_code or "delivered")
         else:
             _tally(stats, state, result)
-    destination_record_results(name=destination.name, results=[result for _claim, result in outcomes])
+    return destination_record_results(name=destination.name, results=[result for _claim, result in outcomes])
 
 
 class LeaseKeeper:
@@ -122,16 +125,31 @@ class LeaseKeeper:
         self.held.pop(claim.handoff_id, None)
 
 
-def deliver_claim(claim: Claim, destination: Destination, stats: RunStats, keeper: LeaseKeeper | None = None) -> None:
-    """Call the destination for one claim (no transaction open) and record the outcome at once."""
+def deliver_claim(claim: Claim, destination: Destination, stats: RunStats, keeper: LeaseKeeper | None = None) -> str:
+    """Call the destination for one claim (no transaction open) and record the outcome at once; returns the
+    destination's state after ("" when nothing was sent)."""
     if keeper is not None and not keeper.still_held(claim):
         stats.lease_lost += 1
         log.warning("%s not sent: its lease was taken over before the call", claim.action_key)
-        return
+        return ""
     result = _resend_blocked(claim, destination) or destination.deliver(claim.outgoing)
-    _record([(claim, result)], destination, stats)
+    state = _record([(claim, result)], destination, stats)
     if keeper is not None:
         keeper.done(claim)
+    return state
+
+
+def deliver_claims_one_by_one(claims: list[Claim], destination: Destination, stats: RunStats,
+                              keeper: LeaseKeeper | None = None) -> None:
+    """One call per claim. When the destination is paused by an answer, the rest are given back unsent:
+    a receiver that is down or refuses our credentials is not called once per handoff."""
+    for index, claim in enumerate(claims):
+        if deliver_claim(claim, destination, stats, keeper) == DestinationState.PAUSED:
+            rest = claims[index + 1:]
+            stats.released += handoff_release_claims(
+                claims=rest, reason=f"not sent: destination {destination.name} was paused") if rest else 0
+            stats.paused = True
+            return
 
 
 def _held(claims: list[Claim], keeper: LeaseKeeper | None, stats: RunStats) -> list[Claim]:
@@ -178,8 +196,7 @@ def dispatch_batch(*, destination: Destination | None = None, worker: str | None
     if destination.supports_batch and len(claims) > 1:
         deliver_claims_batched(claims, destination, stats, keeper)
     else:
-        for claim in claims:
-            deliver_claim(claim, destination, stats, keeper)
+        deliver_claims_one_by_one(claims, destination, stats, keeper)
     return stats
 
 

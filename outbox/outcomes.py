@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from outbox.clock import db_now, db_now_plus
 from outbox.destinations import Destination, RemoteTask
-from outbox.failures import DeliveryResult
+from outbox.failures import UNREACHABLE_REASONS, DeliveryResult
 from outbox.models import AttemptOutcome, FailureClass, Handoff, HandoffState
 from outbox.redaction import redact_text
 
@@ -66,7 +66,10 @@ def plan_outcome(handoff: Handoff, result: DeliveryResult, destination: Destinat
                     "credential refused: the destination is paused until a probe succeeds", AttemptOutcome.FAILED)
     policy = destination.retry_policy
     if result.failure_class == FailureClass.TRANSIENT:
-        if not policy.exhausted(handoff.attempts_in_run, past_window=past_window):
+        if result.reason_code in UNREACHABLE_REASONS:
+            # The destination's outage, not this handoff's problem: only the retry window limits it.
+            common["attempts_in_run"] = max(handoff.attempts_in_run - 1, 0)
+        if not policy.exhausted(common.get("attempts_in_run", handoff.attempts_in_run), past_window=past_window):
             delay = policy.delay(handoff.attempts_in_run, result.retry_after)
             return Plan(S.PENDING, {**common, "next_attempt_at": db_now_plus(delay)},
                         f"transient failure ({result.reason_code}); retry in {delay:.1f}s", AttemptOutcome.FAILED)

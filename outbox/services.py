@@ -347,6 +347,25 @@ def handoff_renew_leases(*, claims: list[Claim], lease_seconds: float) -> set[in
         return set(held.values_list("pk", flat=True))
 
 
+def handoff_release_claims(*, claims: list[Claim], reason: str) -> int:
+    """Give back claims that were never sent (their destination was paused meanwhile): pending again, due
+    at once, the attempt marked not sent and not counted against the handoff's run."""
+    released = 0
+    for claim in sorted(claims, key=lambda c: c.handoff_id):
+        with transaction.atomic(using=DB):
+            handoff = (Handoff.objects.using(DB).select_for_update(no_key=True)
+                       .filter(pk=claim.handoff_id, state=S.IN_FLIGHT, lease_owner=claim.worker,
+                               fencing_epoch=claim.epoch).first())
+            if handoff is None:
+                continue
+            Attempt.objects.using(DB).filter(handoff_id=handoff.pk, number=claim.attempt_number).update(
+                outcome=AttemptOutcome.SKIPPED, finished_at=timezone.now(), detail=reason)
+            handoff_transition(handoff, S.PENDING, actor_label=claim.worker, reason=reason, next_attempt_at=db_now(),
+                               attempts_in_run=max(handoff.attempts_in_run - 1, 0))
+            released += 1
+    return released
+
+
 def handoff_expire_leases(*, actor_label: str = "sweep") -> int:
     """In-flight handoffs whose lease ran out become uncertain: the call may have reached the receiver."""
     expired = list(

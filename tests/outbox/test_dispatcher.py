@@ -27,8 +27,8 @@ pytestmark = pytest.mark.django_db(databases=["default", "delivery"])
 S = HandoffState
 
 
-def transient(code="http_503", **kw):
-    return DeliveryResult.failed(FailureClass.TRANSIENT, code, "try later", status_code=503, **kw)
+def transient(code="http_503", status_code=503, **kw):
+    return DeliveryResult.failed(FailureClass.TRANSIENT, code, "try later", status_code=status_code, **kw)
 
 
 def test_delivery_records_task_id_attempt_and_events(make_handoff):
@@ -69,7 +69,9 @@ def test_backoff_keeps_the_handoff_out_of_claims_until_due(make_handoff):
 def test_exhausted_retries_need_attention_with_reason_and_owner(make_handoff):
     owner = make_user("olga")
     handoff = make_handoff(owner=owner)
-    destination = ScriptedDestination(transient(), transient(), transient())
+    # 429 is about this handoff's calls; a 503 (the destination's outage) would count only against the window.
+    limited = [transient("rate_limited", status_code=429) for _ in range(3)]
+    destination = ScriptedDestination(*limited)
     states = [handoff_deliver(handoff_id=handoff.pk, destination=destination) for _ in range(3)]
     assert states == [S.PENDING, S.PENDING, S.NEEDS_ATTENTION]
     handoff.refresh_from_db()
