@@ -150,6 +150,11 @@ def test_destination_without_idempotency_hands_an_unknown_outcome_to_a_person_af
     assert (handoff.state, handoff.reason_code) == (S.NEEDS_ATTENTION, "uncertain_not_idempotent")
     assert handoff.attention_since is not None and handoff.sla_due_at is not None
     assert handoff.action_key in handoff.last_error and "settle by hand" in handoff.last_error
+    from reconciliation.alerts import alert_sweep
+    from reconciliation.models import AlertKind, AlertRecord
+
+    alert_sweep()
+    assert AlertRecord.objects.filter(kind=AlertKind.NEEDS_ATTENTION, handoff_id=handoff.pk).count() == 1
 
 
 def test_a_person_who_found_nothing_at_the_receiver_lets_it_be_sent_once_more(make_handoff):
