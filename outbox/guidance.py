@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 from django.utils import timezone
 
-from outbox.models import FailureClass, Handoff, HandoffState
+from outbox.models import NEEDS_PERSON_STATES, OPEN_STATES, FailureClass, Handoff, HandoffState
 from outbox.services import manual_settle_applies
 
 S = HandoffState
@@ -19,8 +19,8 @@ RISKY_RETRY_CLASSES = frozenset({F.UNCERTAIN, F.MALFORMED})
 # Which handoffs each bulk action considers (the services still check every row).
 BULK_ELIGIBLE_STATES: dict[str, tuple[str, ...]] = {
     "retry": (S.NEEDS_ATTENTION, S.PENDING),
-    "reconcile": (S.UNCERTAIN, S.NEEDS_ATTENTION),
-    "assign": (S.PENDING, S.IN_FLIGHT, S.UNCERTAIN, S.NEEDS_ATTENTION),
+    "reconcile": tuple(NEEDS_PERSON_STATES),
+    "assign": tuple(OPEN_STATES),
 }
 
 
@@ -53,7 +53,7 @@ def available_actions(handoff: Handoff, findings: Sequence = ()) -> list[str]:
     actions = _state_actions(handoff)
     if findings or (manual_settle_applies(handoff) and handoff.state != S.DELIVERED):
         actions.insert(0, "repair")
-    if "reconcile" not in actions and handoff.state not in (S.PENDING, S.IN_FLIGHT):
+    if "reconcile" not in actions and not handoff.with_dispatcher:
         # A read of the receiver; it sends nothing, so it is offered wherever a task may exist.
         actions.insert(0, "reconcile_now")
     return actions

@@ -27,7 +27,15 @@ from outbox.errors import (
     RiskNotConfirmed,
 )
 from outbox.failures import DeliveryResult, Outgoing
-from outbox.models import Attempt, AttemptOutcome, FailureClass, Handoff, HandoffEvent, HandoffState
+from outbox.models import (
+    NEEDS_PERSON_STATES,
+    Attempt,
+    AttemptOutcome,
+    FailureClass,
+    Handoff,
+    HandoffEvent,
+    HandoffState,
+)
 from outbox.outcomes import plan_outcome, settlement_for, settlement_without_answer
 from outbox.payloads import payload_hash
 from outbox.redaction import redact_text
@@ -413,7 +421,7 @@ def handoff_settle(*, handoff_id: int, destination: Destination | None = None, a
     Also serves an operator's `reconcile` on a handoff that needs attention. Returns the state after."""
     destination = destination or get_destination()
     handoff = Handoff.objects.using(DB).get(pk=handoff_id)
-    if handoff.state not in (S.UNCERTAIN, S.NEEDS_ATTENTION):
+    if handoff.state not in NEEDS_PERSON_STATES:
         return handoff.state
     remote, lookup_error = _ask_receiver(destination, handoff.action_key)
     with transaction.atomic(using=DB):

@@ -43,7 +43,6 @@ PAGE_SIZE = 50
 # A bulk action runs inside the web request; above this many matches it asks for a narrower filter.
 BULK_LIMIT = 1000
 FILTER_FIELDS = ("workspace", "state", "failure_class", "owner", "age", "q")
-POLL_STATES = (HandoffState.PENDING, HandoffState.IN_FLIGHT)
 
 
 # --- list ---------------------------------------------------------------------------------
@@ -222,7 +221,7 @@ def _panel_context(request, handoff: Handoff, result: dict | None = None) -> dic
         "operators": operators_of([handoff.workspace_id]) if is_operator else [],
         "correction_fields": correction_fields(handoff) if is_operator else [],
         "source": source,
-        "poll": handoff.state in POLL_STATES,
+        "poll": handoff.with_dispatcher,
         "version": handoff.updated_at.isoformat(),
         "result": result,
     }
