@@ -3,7 +3,7 @@
 from datetime import UTC, datetime, timedelta
 
 from django.contrib.auth.decorators import login_required
-from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadRequest
+from django.http import Http404, HttpResponse, HttpResponseBadRequest
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
@@ -12,6 +12,7 @@ from approvals.models import TriggerOutcome
 from approvals.querystring import BadQueryValue, parse_id
 from approvals.rules import known_workflows
 from approvals.selectors import workspaces_for
+from config.htmx import HtmxHttpRequest
 from outbox.redaction import redact
 
 PAGE_SIZE = 50
@@ -38,7 +39,7 @@ def _parse_cursor(raw: str) -> tuple[datetime, int] | None:
 
 @require_GET
 @login_required
-def triggers(request: HttpRequest) -> HttpResponse:
+def triggers(request: HtmxHttpRequest) -> HttpResponse:
     reference = request.GET.get("q", "").strip()[:120]
     outcome = request.GET.get("outcome", "")
     if outcome not in TriggerOutcome.values:
@@ -65,7 +66,7 @@ def triggers(request: HttpRequest) -> HttpResponse:
 
 @require_GET
 @login_required
-def trigger_detail(request: HttpRequest, pk: int) -> HttpResponse:
+def trigger_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     record = intake.trigger_visible_to(request.user, pk)
     if record is None:
         raise Http404("no such trigger")

@@ -21,6 +21,7 @@ from approvals.errors import ApprovalsError, InvalidPayload
 from approvals.models import Role
 from approvals.querystring import BadQueryValue, parse_keyset_cursor
 from approvals.selectors import console_nav, is_operator_of, operators_of, revision_by_id, workspace_ids_for
+from config.htmx import HtmxHttpRequest
 from outbox import dispatcher, services
 from outbox.errors import AssigneeNotOperator, InvalidActionInput, OutboxError, RiskNotConfirmed
 from outbox.filters import HandoffFilter
@@ -60,7 +61,7 @@ def _filter_data(source) -> dict[str, str]:
     return {name: source.get(name, "") for name in FILTER_FIELDS if source.get(name, "")}
 
 
-def _list_context(request, data: dict[str, str]) -> dict:
+def _list_context(request: HtmxHttpRequest, data: dict[str, str]) -> dict:
     user = request.user
     visible = workspace_ids_for(user)
     operator_ws = set(workspace_ids_for(user, Role.OPERATOR))
@@ -89,7 +90,7 @@ def _list_context(request, data: dict[str, str]) -> dict:
 
 @require_GET
 @login_required
-def handoff_list(request) -> HttpResponse:
+def handoff_list(request: HtmxHttpRequest) -> HttpResponse:
     context = _list_context(request, _filter_data(request.GET))
     if request.htmx:
         return render(request, "outbox/list.html#results", context)
@@ -98,7 +99,7 @@ def handoff_list(request) -> HttpResponse:
 
 @require_POST
 @login_required
-def handoff_bulk(request) -> HttpResponse:
+def handoff_bulk(request: HtmxHttpRequest) -> HttpResponse:
     """Bulk retry / reconcile / assign over every handoff matching the posted filter (not only the page).
 
     First post: show how many match and ask to confirm. Second post (with `bulk_confirm`): apply to
@@ -148,7 +149,7 @@ def handoff_bulk(request) -> HttpResponse:
     return render(request, "outbox/list.html", {**context, "nav": console_nav(request.user)}, status=status)
 
 
-def _filter_problems(request, data: dict[str, str], workspace_ids: list[int]) -> list[str]:
+def _filter_problems(request: HtmxHttpRequest, data: dict[str, str], workspace_ids: list[int]) -> list[str]:
     """Why the posted filter cannot be used as given: each refused value with its field, else nothing."""
     handoff_filter = HandoffFilter(data, queryset=Handoff.objects.none(), request=request,
                                    workspace_ids=workspace_ids)
@@ -169,7 +170,7 @@ def _owner_name(owner_raw: str) -> str:
     return user.get_username() if user else "unknown user"
 
 
-def _bulk_apply(request, action: str, ids: list[int], owner_raw: str, reason: str) -> dict:
+def _bulk_apply(request: HtmxHttpRequest, action: str, ids: list[int], owner_raw: str, reason: str) -> dict:
     owner = None
     if action == "assign" and owner_raw:
         owner = _user_or_none(owner_raw)
@@ -192,14 +193,14 @@ def _user_or_none(raw: str):
 
 # --- detail and actions ---------------------------------------------------------------
 
-def _visible_or_404(request, pk: int) -> Handoff:
+def _visible_or_404(request: HtmxHttpRequest, pk: int) -> Handoff:
     handoff = handoff_visible(workspace_ids_for(request.user), pk)
     if handoff is None:
         raise Http404("no such handoff")
     return handoff
 
 
-def _panel_context(request, handoff: Handoff, result: dict | None = None) -> dict:
+def _panel_context(request: HtmxHttpRequest, handoff: Handoff, result: dict | None = None) -> dict:
     attempts, events = handoff_timeline(handoff)
     is_operator = is_operator_of(request.user.pk, handoff.workspace_id)
     source = revision_by_id(handoff.source_id)
@@ -229,7 +230,7 @@ def _panel_context(request, handoff: Handoff, result: dict | None = None) -> dic
 
 @require_GET
 @login_required
-def handoff_detail(request, pk: int) -> HttpResponse:
+def handoff_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     handoff = _visible_or_404(request, pk)
     if request.htmx:
         # The panel polls while the dispatcher works on the handoff; unchanged means nothing to swap.
@@ -247,7 +248,7 @@ def handoff_action(view):
     @wraps(view)
     @require_POST
     @login_required
-    def wrapper(request, pk: int) -> HttpResponse:
+    def wrapper(request: HtmxHttpRequest, pk: int) -> HttpResponse:
         handoff = _visible_or_404(request, pk)
         if not is_operator_of(request.user.pk, handoff.workspace_id):
             result = {"level": "error", "text": "Not allowed: handoff actions need the operator role in workspace "
@@ -273,7 +274,7 @@ def handoff_action(view):
     return wrapper
 
 
-def _respond(request, pk: int, result: dict, *, status: int = 200) -> HttpResponse:
+def _respond(request: HtmxHttpRequest, pk: int, result: dict, *, status: int = 200) -> HttpResponse:
     handoff = Handoff.objects.select_related("owner").get(pk=pk)
     if request.htmx and request.POST.get("render") == "row":
         handoff.quick_actions = [a for a in available_actions(handoff)
@@ -311,7 +312,7 @@ def _after_send(handoff: Handoff, state: str) -> dict:
 
 
 @handoff_action
-def handoff_retry(request, handoff: Handoff) -> dict:
+def handoff_retry(request: HtmxHttpRequest, handoff: Handoff) -> dict:
     # Sent at once, so that the operator sees the actual result instead of "queued".
     state = dispatcher.handoff_retry_now(handoff_id=handoff.pk, actor=request.user,
                                          reason=request.POST.get("reason", "").strip(),
@@ -320,7 +321,7 @@ def handoff_retry(request, handoff: Handoff) -> dict:
 
 
 @handoff_action
-def handoff_reconcile(request, handoff: Handoff) -> dict:
+def handoff_reconcile(request: HtmxHttpRequest, handoff: Handoff) -> dict:
     state = services.handoff_settle(handoff_id=handoff.pk, actor=request.user,
                                       reason=request.POST.get("reason", "").strip())
     latest = handoff.events.order_by("-at", "-id").values_list("reason", flat=True).first() or ""
@@ -334,13 +335,13 @@ def handoff_reconcile(request, handoff: Handoff) -> dict:
 
 
 @handoff_action
-def handoff_cancel(request, handoff: Handoff) -> dict:
+def handoff_cancel(request: HtmxHttpRequest, handoff: Handoff) -> dict:
     services.handoff_cancel(handoff_id=handoff.pk, actor=request.user, reason=request.POST.get("reason", "").strip())
     return {"level": "success", "text": "Cancelled. It will never be sent."}
 
 
 @handoff_action
-def handoff_assign(request, handoff: Handoff) -> dict:
+def handoff_assign(request: HtmxHttpRequest, handoff: Handoff) -> dict:
     raw = request.POST.get("owner", "")
     owner = _user_or_none(raw) if raw else None
     if raw and owner is None:
@@ -351,14 +352,14 @@ def handoff_assign(request, handoff: Handoff) -> dict:
 
 
 @handoff_action
-def handoff_acknowledge(request, handoff: Handoff) -> dict:
+def handoff_acknowledge(request: HtmxHttpRequest, handoff: Handoff) -> dict:
     services.handoff_acknowledge(handoff_id=handoff.pk, actor=request.user,
                                  reason=request.POST.get("reason", "").strip())
     return {"level": "success", "text": f"Acknowledged by {request.user.get_username()}."}
 
 
 @handoff_action
-def handoff_correct(request, handoff: Handoff) -> dict:
+def handoff_correct(request: HtmxHttpRequest, handoff: Handoff) -> dict:
     edits = {key.removeprefix("field_"): value for key, value in request.POST.items() if key.startswith("field_")}
     revision = approval_services.handoff_correct(handoff_id=handoff.pk, actor=request.user, edits=edits,
                                                  reason=request.POST.get("reason", "").strip())
@@ -369,14 +370,14 @@ def handoff_correct(request, handoff: Handoff) -> dict:
 
 
 @handoff_action
-def handoff_reconcile_now(request, handoff: Handoff) -> dict:
+def handoff_reconcile_now(request: HtmxHttpRequest, handoff: Handoff) -> dict:
     check = reconciliation_services.handoff_reconcile_now(handoff_id=handoff.pk, actor=request.user)
     level = "warning" if check.problems or check.lookup_error else "success"
     return {"level": level, "text": f"Reconciled now: {check.summary()}."}
 
 
 @handoff_action
-def handoff_repair(request, handoff: Handoff) -> dict:
+def handoff_repair(request: HtmxHttpRequest, handoff: Handoff) -> dict:
     raw = request.POST.get("finding", "")
     finding_id = None
     if raw:
