@@ -19,7 +19,7 @@ from django.views.decorators.http import require_GET, require_POST
 from approvals import services as approval_services
 from approvals.errors import ApprovalsError, InvalidPayload
 from approvals.models import Role
-from approvals.querystring import BadQueryValue, parse_keyset_cursor
+from approvals.querystring import BadQueryValue, keyset_cursor, parse_keyset_cursor
 from approvals.selectors import console_nav, is_operator_of, operators_of, revision_by_id, workspace_ids_for
 from config.htmx import HtmxHttpRequest
 from outbox import dispatcher, services
@@ -75,7 +75,7 @@ def _list_context(request: HtmxHttpRequest, data: dict[str, str]) -> dict:
     next_url = ""
     if more:
         last = rows[-1]
-        next_url = "?" + urlencode({**data, "after": f"{last.created_at.isoformat()}_{last.pk}"})
+        next_url = "?" + urlencode({**data, "after": keyset_cursor(last)})
     return {
         "filter": handoff_filter,
         "handoffs": rows,
