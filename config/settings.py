@@ -323,7 +323,7 @@ RECONCILIATION_BATCH_SIZE = env_int("RECONCILIATION_BATCH_SIZE", 1000)
 # Point lookups per run to confirm cross-side findings (each is one receiver call).
 RECONCILIATION_CONFIRM_LIMIT = env_int("RECONCILIATION_CONFIRM_LIMIT", 1000)
 RECONCILIATION_EVERY_MINUTES = env_int("RECONCILIATION_EVERY_MINUTES", 15)
-ALERT_SWEEP_EVERY_MINUTES = env_int("ALERT_SWEEP_EVERY_MINUTES", 1)
+ALERT_SEND_EVERY_MINUTES = env_int("ALERT_SEND_EVERY_MINUTES", 1)
 # Where alerts go: these addresses plus the owner of each handoff concerned.
 ALERT_EMAILS = [a.strip() for a in os.environ.get("ALERT_EMAILS", "").split(",") if a.strip()]
 ALERT_FROM_EMAIL = os.environ.get("ALERT_FROM_EMAIL", "handoff-console@localhost")

@@ -365,7 +365,7 @@ def _group_key(record: AlertRecord) -> tuple:
     return (record.kind, record.workspace_id, record.workflow, record.failure_class)
 
 
-def alert_sweep(*, now: datetime | None = None, limit: int = 500, http_client: httpx.Client | None = None
+def alerts_send_due(*, now: datetime | None = None, limit: int = 500, http_client: httpx.Client | None = None
                 ) -> SweepResult:
     """Record new episodes, then send every unsent one: each page alone, the rest grouped by workspace, kind,
     workflow and failure class."""

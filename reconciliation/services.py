@@ -1,7 +1,7 @@
 """Reconciliation: compare every approved source action with the receiver's tasks, and keep findings.
 
 The receiver is read only through the destination interface (`list_keys`, `lookup`); the source
-is the outbox. Both are streamed in key order and merged (reconciliation/sweep.py). Because the two
+is the outbox. Both are streamed in key order and merged (reconciliation/merge.py). Because the two
 listings are read at different moments, every cross-side problem is confirmed with a point lookup on
 both sides before it is recorded: a handoff delivered while the run was between pages is not a
 false `missing_at_receiver`, and a task created for a handoff approved mid-run is not an orphan.
@@ -31,16 +31,7 @@ from reconciliation.errors import (
     RepairDetailsRequired,
     RepairNotConfirmed,
 )
-from reconciliation.models import (
-    Finding,
-    FindingEvent,
-    FindingKind,
-    FindingStatus,
-    ManualRepair,
-    ReconciliationRun,
-    RunStatus,
-)
-from reconciliation.sweep import (
+from reconciliation.merge import (
     SourceKey,
     SourceRow,
     StreamStats,
@@ -50,6 +41,15 @@ from reconciliation.sweep import (
     source_row,
     source_stream,
     workspace_prefixes,
+)
+from reconciliation.models import (
+    Finding,
+    FindingEvent,
+    FindingKind,
+    FindingStatus,
+    ManualRepair,
+    ReconciliationRun,
+    RunStatus,
 )
 
 log = logging.getLogger(__name__)

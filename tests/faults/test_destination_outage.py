@@ -10,7 +10,7 @@ from django.db.models import Count
 from delivery.models import ReceiverTask
 from outbox.models import DestinationEvent, DestinationHealth, DestinationState, Handoff, HandoffState
 from outbox.services import handoff_record
-from reconciliation.alerts import alert_sweep
+from reconciliation.alerts import alerts_send_due
 from reconciliation.models import AlertKind, AlertRecord
 from tests.faults.test_dispatch_faults import wait_until
 
@@ -30,13 +30,13 @@ def approve(n: int) -> None:
 
 
 def approvals_for(seconds: float, start: int, *, every: float = 0.5, sweep_alerts: bool = False) -> int:
-    """Approve one handoff every `every` seconds for `seconds` (and run the alert sweep as its schedule would)."""
+    """Approve one handoff every `every` seconds for `seconds` (and send alerts as their schedule would)."""
     n, until = start, time.monotonic() + seconds
     while time.monotonic() < until:
         approve(n)
         n += 1
         if sweep_alerts and n % 10 == 0:
-            alert_sweep()
+            alerts_send_due()
         time.sleep(every)
     return n
 
@@ -55,7 +55,7 @@ def test_a_minute_long_receiver_outage_pauses_once_and_ends_with_everything_deli
     n = approvals_for(5, n)
     wait_until(lambda: not Handoff.objects.exclude(state__in=(S.DELIVERED, S.NEEDS_ATTENTION)).exists(),
                timeout=240, what="every handoff to be delivered after the outage", procs=dispatchers)
-    alert_sweep()
+    alerts_send_due()
 
     states = Counter(Handoff.objects.values_list("state", flat=True))
     assert states == {S.DELIVERED: n - 1}, states

@@ -98,7 +98,7 @@ def test_dispatcher_killed_mid_call_then_another_settles_without_a_duplicate(pro
 
 def test_wrong_signing_secret_pauses_the_destination_with_one_alert_and_no_retry_storm(processes, settings):
     from outbox.models import DestinationHealth, DestinationState, PauseReason
-    from reconciliation.alerts import alert_sweep
+    from reconciliation.alerts import alerts_send_due
     from reconciliation.models import AlertKind, AlertRecord
 
     settings.ALERT_EMAILS = ["oncall@example.com"]
@@ -107,8 +107,8 @@ def test_wrong_signing_secret_pauses_the_destination_with_one_alert_and_no_retry
     wrong = "whsec_" + "d3Jvbmctc2VjcmV0LXdyb25nLXNlY3JldC13cm9uZyE="
     processes.dispatch_once("d1", RECEIVER_SIGNING_SECRET=wrong, HANDOFF_BREAKER_PROBE_BASE="3600")
     processes.dispatch_once("d1", RECEIVER_SIGNING_SECRET=wrong, HANDOFF_BREAKER_PROBE_BASE="3600")
-    alert_sweep()
-    alert_sweep()
+    alerts_send_due()
+    alerts_send_due()
 
     health = DestinationHealth.objects.get(name="receiver")
     assert (health.state, health.pause_reason) == (DestinationState.PAUSED, PauseReason.CREDENTIAL)

@@ -150,10 +150,10 @@ def test_destination_without_idempotency_hands_an_unknown_outcome_to_a_person_af
     assert (handoff.state, handoff.reason_code) == (S.NEEDS_ATTENTION, "uncertain_not_idempotent")
     assert handoff.attention_since is not None and handoff.sla_due_at is not None
     assert handoff.action_key in handoff.last_error and "settle by hand" in handoff.last_error
-    from reconciliation.alerts import alert_sweep
+    from reconciliation.alerts import alerts_send_due
     from reconciliation.models import AlertKind, AlertRecord
 
-    alert_sweep()
+    alerts_send_due()
     assert AlertRecord.objects.filter(kind=AlertKind.NEEDS_ATTENTION, handoff_id=handoff.pk).count() == 1
 
 
