@@ -38,6 +38,8 @@ def task_validate(*, action_key: object, payload: object) -> None:
         name = payload.get("client_name")
         if not isinstance(name, str) or not name.strip():
             reasons.append("payload.client_name is required and must be a non-empty string")
+        if payload.get("operation") == "send_welcome_pack" and not payload.get("contact_email"):
+            reasons.append("payload.contact_email is required to send the welcome pack")
     if reasons:
         raise InvalidTaskPayload(reasons)
 

@@ -129,6 +129,8 @@ class Handoff(models.Model):
     compensates = models.ForeignKey("self", null=True, blank=True, on_delete=models.PROTECT,
                                     related_name="compensations")
     compensation_state = models.CharField(max_length=12, choices=CompensationState.choices, blank=True)
+    compensation_operation = models.CharField(
+        max_length=60, blank=True, help_text="The operation that reverses this step; blank if nothing can.")
     # The business outcome, owned by the people doing the task: the receiver task's status as last read back
     # through the destination (open, in_progress, done, failed). "Task created" is not "work done".
     work_status = models.CharField(max_length=16, blank=True)

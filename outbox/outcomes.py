@@ -63,7 +63,8 @@ def plan_outcome(handoff: Handoff, result: DeliveryResult, destination: Destinat
         return _unknown_outcome_plan(handoff, result, destination, common)
     if result.failure_class == FailureClass.CREDENTIAL:
         # A refused credential is the destination's problem: its breaker pauses it, the handoff waits.
-        return Plan(S.PENDING, {**common, "next_attempt_at": db_now()},
+        return Plan(S.PENDING, {**common, "next_attempt_at": db_now(),
+                                "attempts_in_run": max(handoff.attempts_in_run - 1, 0)},
                     "credential refused: the destination is paused until a probe succeeds", AttemptOutcome.FAILED)
     policy = destination.retry_policy
     if result.failure_class == FailureClass.TRANSIENT:
