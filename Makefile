@@ -37,7 +37,7 @@ test-sqlite: $(STAMP)
 test-postgres: $(STAMP) postgres chromium
 	@echo "== test suite on PostgreSQL (incl. fault and browser tests) =="
 	DATABASE_URL="postgres:///handoff?host=$(PGHOST)" DELIVERY_DATABASE_URL="postgres:///handoff_delivery?host=$(PGHOST)" \
-		$(VENV)/bin/pytest
+		$(VENV)/bin/pytest --durations=15
 
 mutation-check: $(STAMP)
 	@bash scripts/mutation_check.sh

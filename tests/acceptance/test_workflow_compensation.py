@@ -124,3 +124,28 @@ def test_an_instance_with_an_unknown_outcome_cannot_be_compensated(world):
     with pytest.raises(CompensationBlocked, match="settle it first"):
         instance_compensate(instance_key=INSTANCE, actor=world["olga"], reason="stop")
     assert Handoff.objects.filter(kind=HandoffKind.COMPENSATION).count() == 0
+
+
+def test_the_operator_sees_the_steps_and_compensates_from_the_console(world):
+    from django.test import Client
+
+    approve_43(world)
+    drain(destination=InProcessDestination())
+    failed = Handoff.objects.get(step="send_welcome_pack")
+    client = Client()
+    client.force_login(world["olga"])
+    page = client.get(f"/handoffs/{failed.pk}/").content.decode()
+    assert f"Workflow <code>{INSTANCE}</code>: needs a person" in page
+    assert "Reversed, in this order: <code>provision_account</code>, then <code>create_client</code>." in page
+    assert "Not sent yet, so cancelled: <code>send_welcome_pack</code>." in page
+    refused = client.post(f"/handoffs/{failed.pk}/compensate", {"reason": " "}, HTTP_HX_REQUEST="true")
+    assert refused.status_code == 422 and not Handoff.objects.filter(kind=HandoffKind.COMPENSATION).exists()
+    done = client.post(f"/handoffs/{failed.pk}/compensate", {"reason": "client withdrew"}, HTTP_HX_REQUEST="true")
+    assert done.status_code == 200
+    assert "reversing provision_account, create_client, latest first" in done.content.decode()
+    drain(destination=InProcessDestination())
+    assert instance_status(instance_handoffs(INSTANCE)) == "compensated"
+    for user, status in (("bob", 403), ("mallory", 404)):  # a requester of workspace 7; another workspace
+        other = Client()
+        other.force_login(world[user])
+        assert other.post(f"/handoffs/{failed.pk}/compensate", {"reason": "x"}).status_code == status
