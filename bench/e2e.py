@@ -22,20 +22,20 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import contextlib
 
-from harness import PGHOST, PYTHON, ROOT, Bench, insert_handoffs_sql, recreate_database  # noqa: E402
+from harness import PGHOST, PYTHON, ROOT, Bench, db_name, insert_handoffs_sql, recreate_database  # noqa: E402
 
 CLIENTS = (1, 2, 4)
 
 
 def pgbench_ceiling(seconds: int) -> dict[int, float]:
     """pgbench's built-in simple-update script (-N) at each client count: the commits/s ceiling."""
-    recreate_database("bench_pgbench")
-    subprocess.run(["pgbench", "-h", PGHOST, "-i", "-q", "-s", "10", "bench_pgbench"], check=True,
+    recreate_database(db_name("pgbench"))
+    subprocess.run(["pgbench", "-h", PGHOST, "-i", "-q", "-s", "10", db_name("pgbench")], check=True,
                    capture_output=True)
     ceiling = {}
     for clients in CLIENTS:
         out = subprocess.run(["pgbench", "-h", PGHOST, "-N", "-c", str(clients), "-j", str(clients), "-T",
-                              str(seconds), "bench_pgbench"], check=True, capture_output=True, text=True).stdout
+                              str(seconds), db_name("pgbench")], check=True, capture_output=True, text=True).stdout
         ceiling[clients] = float(re.search(r"tps = ([0-9.]+)", out).group(1))
     return ceiling
 
@@ -305,7 +305,7 @@ def main() -> None:
     report["pgbench_tps"] = pgbench_ceiling(args.pgbench_seconds)
     print(f"  {report['pgbench_tps']}", flush=True)
 
-    bench = Bench("bench_e2e", RECEIVER_SUPPORTS_BATCH="1", HANDOFF_CLAIM_BATCH="50").setup()
+    bench = Bench("e2e", RECEIVER_SUPPORTS_BATCH="1", HANDOFF_CLAIM_BATCH="50").setup()
     bench.start_receiver()
     report["throughput"] = []
     for dispatchers in CLIENTS:
@@ -315,7 +315,7 @@ def main() -> None:
         print(f"  throughput {row}", flush=True)
     best = max(report["throughput"], key=lambda r: r["per_second"])
 
-    single = Bench("bench_e2e", RECEIVER_SUPPORTS_BATCH="0", HANDOFF_CLAIM_BATCH="20")
+    single = Bench("e2e", RECEIVER_SUPPORTS_BATCH="0", HANDOFF_CLAIM_BATCH="20")
     single.receiver_url, single.env["RECEIVER_URL"] = bench.receiver_url, bench.receiver_url
     row = throughput(single, args.handoffs // 2, 4, "single")
     report["throughput_single_calls"] = row

@@ -20,6 +20,13 @@ ROOT = Path(__file__).resolve().parents[1]
 PGHOST = os.environ.get("PGHOST", "/var/run/postgresql")
 PYTHON = sys.executable
 SECRET = "whsec_" + base64.b64encode(secrets.token_bytes(32)).decode()
+# Every database the benchmarks create starts with this prefix, so that a bench run never touches the
+# development or test databases, nor another bench run's on the same cluster (BENCH_DB_PREFIX=handoff_bench).
+DB_PREFIX = os.environ.get("BENCH_DB_PREFIX", "bench")
+
+
+def db_name(suffix: str) -> str:
+    return f"{DB_PREFIX}_{suffix}"
 
 
 def dsn(name: str) -> str:
@@ -39,8 +46,8 @@ def recreate_database(name: str) -> None:
 class Bench:
     """One pair of benchmark databases with the schema migrated, and the processes started on them."""
 
-    def __init__(self, prefix: str = "bench", log_dir: Path | None = None, **env: str):
-        self.source, self.delivery = f"{prefix}_source", f"{prefix}_delivery"
+    def __init__(self, prefix: str = "e2e", log_dir: Path | None = None, **env: str):
+        self.source, self.delivery = db_name(f"{prefix}_source"), db_name(f"{prefix}_delivery")
         self.log_dir = log_dir or ROOT / "var" / "bench"
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self.procs: list[subprocess.Popen] = []

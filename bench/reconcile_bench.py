@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/reconcile_bench.py 1000000 [--batch-size 5000] [--destination in_process|http|both]
 
-Creates its own databases (bench_recon_source / bench_recon_delivery), fills both sides with N
+Creates its own databases (`<BENCH_DB_PREFIX>_recon_source` and `_delivery`), fills both sides with N
 delivered handoffs and the N receiver tasks that match them (same key, payload hash and task id),
 runs one full reconciliation through the destination interface and prints keys compared per second.
 `in_process` reads the receiver through its services (the merge and the two databases);
@@ -70,7 +70,7 @@ def main() -> None:
     parser.add_argument("--keep", action="store_true", help="keep the benchmark databases afterwards")
     args = parser.parse_args()
 
-    bench = Bench(prefix="bench_recon").setup()
+    bench = Bench(prefix="recon").setup()
     try:
         print(f"filling {args.n:,} handoffs and {args.n:,} receiver tasks ...", flush=True)
         print(f"  filled in {fill(bench, args.n):.1f} s", flush=True)
