@@ -22,9 +22,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import contextlib
 
+import receiver_capacity  # noqa: E402
 from harness import PGHOST, PYTHON, ROOT, Bench, db_name, insert_handoffs_sql, recreate_database  # noqa: E402
 
-CLIENTS = (1, 2, 4)
+# Client counts for pgbench and dispatcher counts for the batched path: the scaling curve.
+CLIENTS = (1, 2, 4, 8)
 
 
 def pgbench_ceiling(seconds: int) -> dict[int, float]:
@@ -125,14 +127,15 @@ print(n)
 """
 
 
-def latency(bench: Bench, rate: float, dispatchers: int, seconds: float) -> dict:
-    """Handoffs approved at a steady rate; approval commit to receiver commit, per key."""
+def latency(bench: Bench, rate: float, dispatchers: int, seconds: float, producers: int = 1) -> dict:
+    """Handoffs approved at a steady rate by `producers` processes (each rate/producers, own keys);
+    approval commit to receiver commit, per key."""
     reset(bench)
     procs = bench.start_dispatchers(dispatchers, "lat")
     time.sleep(2.5)
-    done = subprocess.run([PYTHON, "-c", PRODUCER, str(rate), str(seconds), "1"], cwd=ROOT, env=bench.env,
-                          capture_output=True, text=True, check=True)
-    produced = int(done.stdout.strip().splitlines()[-1])
+    running = [subprocess.Popen([PYTHON, "-c", PRODUCER, str(rate / producers), str(seconds), str(1 + n * 10_000_000)],
+                                cwd=ROOT, env=bench.env, stdout=subprocess.PIPE, text=True) for n in range(producers)]
+    produced = sum(int(p.communicate()[0].strip().splitlines()[-1]) for p in running)
     wait_for(bench, "SELECT count(*) FROM outbox_handoff WHERE state = 'delivered'", produced, timeout=120)
     bench.stop(procs)
     with bench.sql() as src, bench.sql("delivery") as dst:
@@ -144,6 +147,7 @@ def latency(bench: Bench, rate: float, dispatchers: int, seconds: float) -> dict
             "JOIN outbox_handoff h ON h.id = a.handoff_id WHERE a.number = 1").fetchall(), strict=True)
     ms = sorted((received[k] - approved[k]).total_seconds() * 1000 for k in approved)
     return {"rate": rate, "achieved_rate": round(produced / seconds, 1), "seconds": seconds, "handoffs": produced,
+            "producers": producers,
             "dispatchers": dispatchers, "median_ms": round(statistics.median(ms), 1),
             "p99_ms": round(ms[int(len(ms) * 0.99) - 1], 1),
             "median_wait_to_claim_ms": round(float(statistics.median(waited)), 1),
@@ -230,6 +234,10 @@ def _kill_tree(pid: int) -> None:
         os.kill(pid, signal.SIGKILL)
 
 
+# Short leases, so that a killed worker's rows are noticed quickly; one call must still fit in a lease.
+CRASH_ENV = {"HANDOFF_LEASE_SECONDS": "5", "RECEIVER_CONNECT_TIMEOUT": "1", "RECEIVER_READ_TIMEOUT": "3"}
+
+
 def crash_comparison(bench: Bench, handoffs: int, grace: float = 30.0) -> dict:
     """Every worker process killed with SIGKILL a third of the way through, then started again: what did
     each design lose or duplicate `grace` seconds after the restarted workers drained the queue?"""
@@ -237,14 +245,14 @@ def crash_comparison(bench: Bench, handoffs: int, grace: float = 30.0) -> dict:
     reset(bench)
     with bench.sql() as conn:
         conn.execute(insert_handoffs_sql(1, handoffs))
-    procs = bench.start_dispatchers(4, "crash", HANDOFF_LEASE_SECONDS="5")
+    procs = bench.start_dispatchers(4, "crash", **CRASH_ENV)
     wait_for(bench, "SELECT count(*) FROM delivery_receivertask", handoffs // 3, timeout=120, which="delivery")
     for proc in procs:
         _kill_tree(proc.pid)
         proc.wait()
     bench.procs = [p for p in bench.procs if p not in procs]
     in_flight = bench.scalar("SELECT count(*) FROM outbox_handoff WHERE state = 'in_flight'")
-    procs = bench.start_dispatchers(4, "crash-restart", HANDOFF_LEASE_SECONDS="5")
+    procs = bench.start_dispatchers(4, "crash-restart", **CRASH_ENV)
     started = time.monotonic()
     with contextlib.suppress(RuntimeError):
         wait_for(bench, "SELECT count(*) FROM outbox_handoff WHERE state = 'delivered'", handoffs, timeout=grace + 60)
@@ -290,13 +298,44 @@ def crash_comparison(bench: Bench, handoffs: int, grace: float = 30.0) -> dict:
     return results
 
 
+def backlog_after_outage(bench: Bench, handoffs: int, dispatchers: int, outage: float) -> dict:
+    """The receiver is down while `handoffs` are queued and the dispatchers keep trying; it comes back
+    after `outage` seconds. Time to drain from its return, and whether the outage handed anything to a
+    person (it must not: the breaker pauses the destination instead of spending attempts)."""
+    reset(bench)
+    port = bench.receiver_port
+    bench.stop([bench.receiver])
+    procs = bench.start_dispatchers(dispatchers, "backlog")
+    with bench.sql() as conn:
+        conn.execute(insert_handoffs_sql(1, handoffs))
+        conn.execute("NOTIFY handoff_due")
+    time.sleep(outage)
+    failed_during_outage = bench.scalar("SELECT count(*) FROM outbox_attempt")
+    bench.start_receiver(port=port)
+    back = time.monotonic()
+    first = wait_for(bench, "SELECT count(*) FROM outbox_handoff WHERE state = 'delivered'", 1, timeout=120)
+    wait_for(bench, "SELECT count(*) FROM outbox_handoff WHERE state = 'delivered'", handoffs, timeout=900)
+    elapsed = time.monotonic() - back  # from the receiver's return to the last delivery
+    rss = peak_rss_mb(procs)
+    bench.stop(procs)
+    return {"handoffs": handoffs, "dispatchers": dispatchers, "outage_seconds": outage,
+            "attempts_during_outage": failed_during_outage,
+            "seconds_to_first_delivery": round(first, 1), "seconds_to_drain": round(elapsed, 1),
+            "per_second": round(handoffs / elapsed, 1), "peak_rss_mb": rss,
+            "needs_attention": bench.scalar("SELECT count(*) FROM outbox_handoff WHERE state = 'needs_attention'"),
+            "check": verify(bench, handoffs)}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--handoffs", type=int, default=5000)
     parser.add_argument("--pgbench-seconds", type=int, default=10)
     parser.add_argument("--latency-seconds", type=float, default=15)
     parser.add_argument("--growth-rows", type=int, nargs="*", default=[10_000, 1_000_000])
-    parser.add_argument("--memory-handoffs", type=int, default=100_000)
+    parser.add_argument("--backlog-handoffs", type=int, default=100_000)
+    parser.add_argument("--outage-seconds", type=float, default=15)
+    parser.add_argument("--alternative-handoffs", type=int, default=1000)
+    parser.add_argument("--crash-handoffs", type=int, default=1500)
     parser.add_argument("--json", default=str(ROOT / "var" / "bench" / "e2e.json"))
     args = parser.parse_args()
 
@@ -307,6 +346,11 @@ def main() -> None:
 
     bench = Bench("e2e", RECEIVER_SUPPORTS_BATCH="1", HANDOFF_CLAIM_BATCH="50").setup()
     bench.start_receiver()
+    # The receiver's own capacity: plain clients, no outbox. The one-call path is divided by the best.
+    report["receiver_capacity"] = [receiver_capacity.measure(bench.receiver_url, bench.env["RECEIVER_SIGNING_SECRET"],
+                                                             clients=c, seconds=8) for c in (2, 4)]
+    capacity = max(row["per_second"] for row in report["receiver_capacity"])
+    print(f"  receiver capacity {report['receiver_capacity']}", flush=True)
     report["throughput"] = []
     for dispatchers in CLIENTS:
         row = throughput(bench, args.handoffs, dispatchers, f"t{dispatchers}")
@@ -318,20 +362,22 @@ def main() -> None:
     single = Bench("e2e", RECEIVER_SUPPORTS_BATCH="0", HANDOFF_CLAIM_BATCH="20")
     single.receiver_url, single.env["RECEIVER_URL"] = bench.receiver_url, bench.receiver_url
     row = throughput(single, args.handoffs // 2, 4, "single")
+    row["ratio_to_receiver_capacity"] = round(row["per_second"] / capacity, 3)
     report["throughput_single_calls"] = row
     print(f"  single calls {row}", flush=True)
 
-    report["latency"] = latency(bench, round(best["per_second"] / 2), best["dispatchers"], args.latency_seconds)
+    report["latency"] = latency(bench, round(best["per_second"] / 2), best["dispatchers"], args.latency_seconds,
+                                producers=2)
     print(f"  latency {report['latency']}", flush=True)
     report["latency_low_rate"] = latency(bench, 20, 2, args.latency_seconds)
     print(f"  latency at a low rate {report['latency_low_rate']}", flush=True)
 
-    report["alternative"] = alternative_throughput(bench, args.handoffs // 2, 4)
+    report["alternative"] = alternative_throughput(bench, args.alternative_handoffs, 4)
     print(f"  alternative {report['alternative']}", flush=True)
     report["alternative_latency"] = alternative_latency(
         bench, min(round(report["alternative"]["per_second"] / 2), round(best["per_second"] / 2)), 10, 4)
     print(f"  alternative latency {report['alternative_latency']}", flush=True)
-    report["crash"] = crash_comparison(bench, 1500)
+    report["crash"] = crash_comparison(bench, args.crash_handoffs)
     print(f"  crash {report['crash']}", flush=True)
 
     report["growth"] = []
@@ -339,8 +385,13 @@ def main() -> None:
         row = throughput(bench, args.handoffs, 4, f"g{rows}", preload=rows)
         report["growth"].append(row)
         print(f"  growth {row}", flush=True)
-    report["memory"] = throughput(bench, args.memory_handoffs, 4, "mem")
-    print(f"  memory {report['memory']}", flush=True)
+    if len(report["growth"]) > 1:
+        small = report["growth"][0]["per_second"]
+        for row in report["growth"]:
+            row["ratio_to_small_table"] = round(row["per_second"] / small, 3)
+    report["backlog"] = backlog_after_outage(bench, args.backlog_handoffs, 4, args.outage_seconds)
+    report["backlog"]["ratio_to_receiver_capacity"] = round(report["backlog"]["per_second"] / capacity, 3)
+    print(f"  backlog {report['backlog']}", flush=True)
     bench.stop()
     Path(args.json).parent.mkdir(parents=True, exist_ok=True)
     Path(args.json).write_text(json.dumps(report, indent=2, default=str))

@@ -67,6 +67,8 @@ class Bench:
             **env,
         }
         self.receiver_url = ""
+        self.receiver_port = 0
+        self.receiver: subprocess.Popen | None = None
 
     def setup(self) -> "Bench":
         for name in (self.source, self.delivery):
@@ -81,13 +83,16 @@ class Bench:
         self.procs.append(proc)
         return proc
 
-    def start_receiver(self, workers: int = 2, threads: int = 8) -> str:
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            port = sock.getsockname()[1]
-        self.spawn([str(Path(PYTHON).with_name("gunicorn")), "config.wsgi", "--bind", f"127.0.0.1:{port}",
-                    "--workers", str(workers), "--worker-class", "gthread", "--threads", str(threads)],
-                   "receiver.log")
+    def start_receiver(self, workers: int = 2, threads: int = 8, port: int = 0) -> str:
+        """The receiver under gunicorn on `port` (a free one when 0); waits until it answers."""
+        if not port:
+            with socket.socket() as sock:
+                sock.bind(("127.0.0.1", 0))
+                port = sock.getsockname()[1]
+        self.receiver_port = port
+        self.receiver = self.spawn([str(Path(PYTHON).with_name("gunicorn")), "config.wsgi", "--bind",
+                                    f"127.0.0.1:{port}", "--workers", str(workers), "--worker-class", "gthread",
+                                    "--threads", str(threads)], f"receiver-{port}.log")
         self.receiver_url = f"http://127.0.0.1:{port}/delivery/api"
         self.env["RECEIVER_URL"] = self.receiver_url
         for _ in range(150):
@@ -97,7 +102,7 @@ class Bench:
             except httpx.HTTPError:
                 pass
             time.sleep(0.2)
-        raise RuntimeError("receiver did not start; see " + str(self.log_dir / "receiver.log"))
+        raise RuntimeError(f"receiver did not start; see {self.log_dir / f'receiver-{port}.log'}")
 
     def start_dispatchers(self, count: int, tag: str, **env: str) -> list[subprocess.Popen]:
         return [

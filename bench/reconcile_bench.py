@@ -12,6 +12,7 @@ must report no findings: the data agree, so any finding is a bug and the benchma
 
 import argparse
 import os
+import resource
 import sys
 import time
 from pathlib import Path
@@ -71,6 +72,7 @@ def main() -> None:
     args = parser.parse_args()
 
     bench = Bench(prefix="recon").setup()
+    baseline = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     try:
         print(f"filling {args.n:,} handoffs and {args.n:,} receiver tasks ...", flush=True)
         print(f"  filled in {fill(bench, args.n):.1f} s", flush=True)
@@ -80,6 +82,9 @@ def main() -> None:
         import django
 
         django.setup()
+        print(f"peak RSS before reconciling (Django loaded, nothing read): "
+              f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB (at start {baseline:.0f} MB)",
+              flush=True)
         from outbox.destinations import HttpDestination, InProcessDestination
 
         kinds = ["in_process", "http"] if args.destination == "both" else [args.destination]
@@ -87,8 +92,11 @@ def main() -> None:
             destination = InProcessDestination() if kind == "in_process" else HttpDestination(
                 url=bench.receiver_url, read_timeout=60.0, signing_secret=bench.env["RECEIVER_SIGNING_SECRET"])
             elapsed = measure(args.n, args.batch_size, destination)
+            # ru_maxrss is the process's peak so far (KiB on Linux): bounded memory shows as a peak that
+            # does not grow with N.
+            peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
             print(f"{kind:>10}: {args.n:,} keys compared in {elapsed:.1f} s = {args.n / elapsed:,.0f} keys/s "
-                  f"(pages of {args.batch_size})", flush=True)
+                  f"(pages of {args.batch_size}); peak RSS of the reconciling process {peak:.0f} MB", flush=True)
     finally:
         bench.stop()
         if not args.keep:
