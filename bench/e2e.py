@@ -81,8 +81,10 @@ def peak_rss_mb(procs) -> float:
     return round(peak / 1024, 1)
 
 
-def throughput(bench: Bench, handoffs: int, dispatchers: int, tag: str, preload: int = 0) -> dict:
-    """Handoffs created up front (one commit), delivered by `dispatchers` processes over HTTP."""
+def throughput(bench: Bench, handoffs: int, dispatchers: int, tag: str, preload: int = 0,
+               concurrent_calls: bool = False) -> dict:
+    """Handoffs created up front (one commit), delivered by `dispatchers` processes over HTTP.
+    `concurrent_calls`: the lever measured by bench/concurrent_dispatch.py instead of `manage.py dispatch`."""
     reset(bench)
     if preload:
         with bench.sql() as conn:
@@ -90,7 +92,11 @@ def throughput(bench: Bench, handoffs: int, dispatchers: int, tag: str, preload:
             conn.execute("VACUUM ANALYZE outbox_handoff")
             # Write the preload's dirty pages out now, so the measured run does not pay for them.
             conn.execute("CHECKPOINT")
-    procs = bench.start_dispatchers(dispatchers, tag)
+    if concurrent_calls:
+        procs = [bench.spawn([PYTHON, "bench/concurrent_dispatch.py", f"{tag}-{n}"], f"dispatcher-{tag}-{n}.log")
+                 for n in range(dispatchers)]
+    else:
+        procs = bench.start_dispatchers(dispatchers, tag)
     time.sleep(2.5)  # started and idle, listening for wake-ups
     with bench.sql() as conn:
         conn.execute(insert_handoffs_sql(1, handoffs))
@@ -111,29 +117,40 @@ import os, sys, time
 import django
 django.setup()
 from django.db import transaction
+from concurrent.futures import ThreadPoolExecutor
+from outbox.dispatcher import handoff_deliver
 from outbox.services import handoff_record
 rate, seconds, first = float(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3])
+# "inline": the lever of attempting delivery right after commit in the committing process (a small
+# thread pool, so the approval itself does not wait); the dispatchers pick up whatever it did not finish.
+inline = ThreadPoolExecutor(max_workers=4) if sys.argv[4:] == ["inline"] else None
 interval, start, n = 1.0 / rate, time.monotonic(), 0
 while time.monotonic() - start < seconds:
     payload = {"client_name": f"Client {first + n}", "plan": "standard"}
     with transaction.atomic():  # the approval's transaction: outbox row + NOTIFY, one commit
-        handoff_record(workflow="onboarding", workspace_id=7, source_ref=f"request {first + n}",
-                       source_id=first + n, action_key=f"onboarding:7:{first + n}:1", payload=payload)
+        handoff = handoff_record(workflow="onboarding", workspace_id=7, source_ref=f"request {first + n}",
+                                 source_id=first + n, action_key=f"onboarding:7:{first + n}:1", payload=payload)
+        if inline is not None:
+            transaction.on_commit(lambda pk=handoff.pk: inline.submit(handoff_deliver, handoff_id=pk))
     n += 1
     delay = start + n * interval - time.monotonic()
     if delay > 0:
         time.sleep(delay)
+if inline is not None:
+    inline.shutdown(wait=True)
 print(n)
 """
 
 
-def latency(bench: Bench, rate: float, dispatchers: int, seconds: float, producers: int = 1) -> dict:
+def latency(bench: Bench, rate: float, dispatchers: int, seconds: float, producers: int = 1,
+            inline: bool = False) -> dict:
     """Handoffs approved at a steady rate by `producers` processes (each rate/producers, own keys);
     approval commit to receiver commit, per key."""
     reset(bench)
     procs = bench.start_dispatchers(dispatchers, "lat")
     time.sleep(2.5)
-    running = [subprocess.Popen([PYTHON, "-c", PRODUCER, str(rate / producers), str(seconds), str(1 + n * 10_000_000)],
+    running = [subprocess.Popen([PYTHON, "-c", PRODUCER, str(rate / producers), str(seconds), str(1 + n * 10_000_000),
+                                 *(["inline"] if inline else [])],
                                 cwd=ROOT, env=bench.env, stdout=subprocess.PIPE, text=True) for n in range(producers)]
     produced = sum(int(p.communicate()[0].strip().splitlines()[-1]) for p in running)
     wait_for(bench, "SELECT count(*) FROM outbox_handoff WHERE state = 'delivered'", produced, timeout=120)
@@ -147,12 +164,14 @@ def latency(bench: Bench, rate: float, dispatchers: int, seconds: float, produce
             "JOIN outbox_handoff h ON h.id = a.handoff_id WHERE a.number = 1").fetchall(), strict=True)
     ms = sorted((received[k] - approved[k]).total_seconds() * 1000 for k in approved)
     return {"rate": rate, "achieved_rate": round(produced / seconds, 1), "seconds": seconds, "handoffs": produced,
-            "producers": producers,
+            "producers": producers, "inline_attempt": inline,
             "dispatchers": dispatchers, "median_ms": round(statistics.median(ms), 1),
             "p99_ms": round(ms[int(len(ms) * 0.99) - 1], 1),
             "median_wait_to_claim_ms": round(float(statistics.median(waited)), 1),
             "median_receiver_call_ms": round(float(statistics.median(called)), 1),
-            "wake_up": "PostgreSQL NOTIFY sent in the approval transaction; 0.5 s poll as fallback"}
+            "wake_up": ("delivery attempted after commit by the committing process; NOTIFY and the dispatchers "
+                        "for the rest" if inline else
+                        "PostgreSQL NOTIFY sent in the approval transaction; 0.5 s poll as fallback")}
 
 
 ALT_PRODUCER = """
@@ -365,10 +384,18 @@ def main() -> None:
     row["ratio_to_receiver_capacity"] = round(row["per_second"] / capacity, 3)
     report["throughput_single_calls"] = row
     print(f"  single calls {row}", flush=True)
+    row = throughput(single, args.handoffs // 2, 4, "concurrent", concurrent_calls=True)
+    row["ratio_to_receiver_capacity"] = round(row["per_second"] / capacity, 3)
+    report["throughput_concurrent_single_calls"] = row
+    print(f"  single calls, all of a claim batch in flight at once (lever) {row}", flush=True)
 
     report["latency"] = latency(bench, round(best["per_second"] / 2), best["dispatchers"], args.latency_seconds,
                                 producers=2)
     print(f"  latency {report['latency']}", flush=True)
+    report["latency_inline"] = latency(bench, round(best["per_second"] / 2), best["dispatchers"],
+                                       args.latency_seconds, producers=2, inline=True)
+    print(f"  latency, delivery attempted after commit by the committing process (lever) "
+          f"{report['latency_inline']}", flush=True)
     report["latency_low_rate"] = latency(bench, 20, 2, args.latency_seconds)
     print(f"  latency at a low rate {report['latency_low_rate']}", flush=True)
 
