@@ -19,26 +19,44 @@ AIM_CONSOLE_P95_MS = 80.0
 AIM_RECONCILE_KEYS_PER_S = 50_000
 
 WHERE_TIME_GOES = """\
-Profiled with pyinstrument on one `manage.py dispatch --once` over 1,000 handoffs (batch receiver):
+Earlier tuning (profiled with pyinstrument on `manage.py dispatch --once` over 1,000 handoffs): outcome
+writes went from one transaction per handoff to one `UPDATE … FROM (VALUES …)` per table per batch
+(`outbox/bulk_writes.py`), and the receiver commits once per call, its batch in three statements. What
+the figures of this run say:
 
-- Before tuning, 23 handoffs/s with 4 dispatchers: every outcome was its own transaction of three
-  statements, and the receiver committed twice per call (replay record, then task).
-- One commit per batch for the outcomes, and one commit per receiver call: 50/s. The profile then
-  showed Django's `bulk_update` (a CASE expression per field and row) costing 19 of 23 seconds.
-- Outcome writes as one `UPDATE … FROM (VALUES …)` per table per batch (`outbox/bulk_writes.py`),
-  receiver batch inserts in three statements (`INSERT … ON CONFLICT DO NOTHING`, then one `SELECT`):
-  the batch of 50 now spends most of its time in the HTTP call and the claim, and the two cores are
-  shared by PostgreSQL, gunicorn and the dispatchers, so adding dispatchers beyond two adds little.
-- Latency: one Python producer writing approvals through Django cannot reach half of the maximum
-  rate on this machine (see "approvals at … (asked …)"): it and the receiver's Django request
-  (about 10 ms of CPU per call here) compete with the dispatchers for two cores. The breakdown in the
-  table splits the median into waiting to be claimed (commit, NOTIFY, wake-up, claim transaction) and
-  the receiver call.
-- Growth: with 1,000,000 delivered rows the outbox table is 372 MB and its indexes 280 MB, well over
-  this cluster's default `shared_buffers` (128 MB). Every claim and outcome write updates indexed
-  columns (`state`, `next_attempt_at`, `lease_expires_at`), so index pages are read back from the OS
-  cache; the bench checkpoints after preloading, so the drop is the table's size, not the preload.
-  Archiving delivered rows (or a partial index on open states) is the lever; not done yet.
+- **Batched path, 1 to 8 dispatchers.** Two dispatchers are worth about 1.6 of one; beyond two the two
+  cores are shared by PostgreSQL, gunicorn, the dispatchers and the load generator, so the curve goes
+  flat while pgbench (one small C process per client) keeps climbing. That is why the ratio to pgbench
+  falls with the client count; on more cores (or more hosts) the dispatchers stop taking turns.
+- **One call per handoff** runs far below the receiver's own capacity. Each dispatcher makes its calls
+  one after another and commits each outcome on its own. The lever row (`bench/concurrent_dispatch.py`:
+  the same dispatcher loop, every call of a claim batch in flight at once, one outcome commit per batch)
+  nearly doubles it; `bench/lever_single_calls.py` splits the gain between the commits and the
+  concurrency (see "Next levers").
+- **Latency.** Two producer processes writing approvals through Django cannot reach half of the maximum
+  batched rate on two cores (see "approvals at … (asked …)"). The median splits into waiting to be
+  claimed (commit, NOTIFY, wake-up, claim transaction) and the receiver call, about half each. Attempting
+  delivery in the committing process right after commit (the lever row) lost here: its calls take the
+  producer's CPU, so the producers reached a third of the rate and the latency doubled. On a machine where
+  the web process has cores to spare the comparison may turn; `bench/lever_single_calls.py` compares the
+  two at equal, reachable rates.
+- **Backlog after an outage.** While the receiver is down the breaker pauses the destination after a few
+  failed batch calls (each failed batch call spends an attempt on each of its up to 50 handoffs, which
+  only moves their next try; none went to a person). The first delivery after the receiver's return
+  waits for the breaker's next probe (2 s doubling up to `HANDOFF_BREAKER_PROBE_CAP`, 60 s): the
+  "first delivery after" figure. The drain then runs at the batched rate. No per-destination concurrency
+  or rate limit exists yet, so "never above the operator's limit" cannot be shown.
+- **Growth.** With 1,000,000 delivered rows the outbox and its indexes outgrow `shared_buffers`
+  (128 MB here); every claim and outcome rewrites indexed columns. The two growth runs are single
+  5,000-handoff runs a minute apart, so noise of this shared machine can exceed the effect (an earlier run
+  measured 0.62); a partial index on the open states, or archiving delivered rows, is the lever.
+- **Console at 1,000,000 handoffs.** Every page carries the header's "need attention" count, defined as
+  `state IN (needs_attention, uncertain) OR EXISTS (live finding for the key)`. The OR with EXISTS keeps
+  PostgreSQL from using an index: `EXPLAIN ANALYZE` shows a sequential scan of the whole outbox
+  (1.5 s on 1,000,000 rows under load). Counted as two indexed parts (the states through
+  `handoff_ws_state_idx`, plus the handoffs whose key has a live finding, driven from the findings table)
+  the same figure takes 48 ms, most of it counting the 60,000 open rows of this fill; a bounded count
+  ("999+") would make it constant.
 """
 
 
