@@ -14,6 +14,7 @@ call at a time? Measured in one run against the same receiver:
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -68,6 +69,7 @@ def main() -> None:
     for row in latencies:
         print(f"latency at {row['achieved_rate']:,.0f}/s (asked {row['rate']}), inline {row['inline_attempt']}: "
               f"median {row['median_ms']} ms, p99 {row['p99_ms']} ms")
+    print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores at the end")
     print(json.dumps({"capacity": capacity, "rows": rows, "latency": latencies}))
 
 

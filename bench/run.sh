@@ -26,7 +26,13 @@ echo "== console pages with $CONSOLE_ROWS handoffs =="
 ${commands[1]} | tee "$out/console.log"
 echo "== reconciliation of $RECONCILE_KEYS keys =="
 ${commands[2]} | tee "$out/reconcile.log"
-$PY bench/report.py --e2e "$out/e2e.json" --console "$out/console.log" --console-rows "$CONSOLE_ROWS" \
+levers=()
+if [[ "${BENCH_LEVERS:-0}" == 1 ]]; then
+  echo "== levers: where the one-call path loses, inline attempt vs dispatchers =="
+  $PY bench/lever_single_calls.py | tee "$out/levers.log"
+  levers=(--levers "$out/levers.log")
+fi
+$PY bench/report.py "${levers[@]}" --e2e "$out/e2e.json" --console "$out/console.log" --console-rows "$CONSOLE_ROWS" \
   --reconcile "$out/reconcile.log" --reconcile-keys "$RECONCILE_KEYS" --commands "$out/commands.txt" \
   --seconds $(( $(date +%s) - started )) --output docs/benchmarks.md
 echo "written: docs/benchmarks.md ($(( ($(date +%s) - started) / 60 )) min)"
