@@ -32,18 +32,21 @@ the figures of this run say:
   one after another and commits each outcome on its own (a transaction per handoff, on the same two
   cores as the receiver). The lever row (`bench/concurrent_dispatch.py`: the same dispatcher loop, every
   call of a claim batch in flight at once, one outcome commit per batch) nearly doubles it.
-  `bench/lever_single_calls.py` splits the gain (see "Next levers"): with the calls still one after
-  another, one outcome commit per claim batch alone took the ratio from 0.27 to 0.68; putting the 20 calls
-  in flight at once added nothing on two saturated cores (0.55, within noise). The commits are the cost
-  here; concurrency is for a receiver that is far away or slow, not for one on the same two cores.
+  `bench/lever_single_calls.py` splits the gain (see "Next levers"; two runs, load average 8 to 10):
+  with the calls still one after another, one outcome commit per claim batch alone took the ratio from
+  0.27 to 0.68 and from 0.32 to 0.78; putting the 20 calls in flight at once added nothing on two
+  saturated cores (0.55 and 0.77). The commits are the cost here; concurrency is for a receiver that
+  is far away or slow, not for one on the same two cores.
 - **Latency.** Two producer processes writing approvals through Django cannot reach half of the maximum
   batched rate on two cores (see "approvals at … (asked …)"). The median splits into waiting to be
   claimed (commit, NOTIFY, wake-up, claim transaction) and the receiver call, about half each. Attempting
   delivery in the committing process right after commit (the lever row) lost here: its calls take the
   producer's CPU, so the producers reached a third of the rate and the latency doubled. At an equal
-  rate of 20/s (`bench/lever_single_calls.py`, one call per handoff) it lost as well: median 118 ms
-  against 39 ms. With NOTIFY in the approval transaction a dispatcher is already woken at commit; the
-  inline attempt adds a second claimant and the committing process's CPU, not a shorter path.
+  rate of 20/s (`bench/lever_single_calls.py`, one call per handoff, two runs) it lost once (median
+  118 ms against 39 ms) and tied once (120 ms against 129 ms); at 60/s asked, the inline producer did
+  not reach the rate. No evidence that it helps here. With NOTIFY in the approval transaction a
+  dispatcher is already woken at commit; the inline attempt adds a second claimant and the committing
+  process's CPU, not a shorter path.
 - **Backlog after an outage.** While the receiver is down the breaker pauses the destination after a few
   failed batch calls (each failed batch call spends an attempt on each of its up to 50 handoffs, which
   only moves their next try; none went to a person). The first delivery after the receiver's return
@@ -85,12 +88,13 @@ NEXT_LEVERS = """\
    (asking the lease keeper before each call, as `deliver_claim` does) but collect the outcomes and
    record them with `handoff_record_outcomes` in one commit after the batch, as the batched path does; a
    crash between a call and that commit leaves the row in flight, which lease expiry and settlement by
-   lookup already handle. Evidence: 0.27 → 0.68 of the receiver's capacity in the split below. Second
-   step, for receivers far away: the calls of a batch in flight at once (a thread pool of the
+   lookup already handle. Evidence: 0.27 → 0.68 and 0.32 → 0.78 of the receiver's capacity in two runs
+   of the split (the second below), reaching the 0.8 aim within noise. Second step, for receivers far
+   away: the calls of a batch in flight at once (a thread pool of the
    destination's concurrency limit; `HttpDestination` already keeps one pooled keep-alive client per
    thread), at most as many claims per batch as calls in flight so the batch lasts one call and the
-   one-call-per-lease rule holds. On this machine it added nothing (0.55 in the split, 0.65 in the
-   `make bench` lever row).
+   one-call-per-lease rule holds. On this machine it added nothing over the single commit (0.55 and 0.77
+   in the two splits).
 2. **The header's needs-a-person count without a sequential scan** (`reconciliation/selectors.py`,
    `needing_person_counts`): count `state IN (…)` through `handoff_ws_state_idx` and add the handoffs in
    other states whose key has a live finding, driven from the findings table; or show a bounded count.
@@ -106,7 +110,7 @@ NEXT_LEVERS = """\
    needed for the backlog aim ("never above the operator's limit"); the breaker and `Retry-After` are all
    that hold the rate today.
 5. **Delivery attempted after commit in the committing process**: not worth it here (the lever row:
-   producers reached a third of the rate, latency doubled; at an equal 20/s, median 118 ms against 39 ms).
+   producers reached a third of the rate, latency doubled; at an equal 20/s, lost once and tied once).
    The latency that remains is half waiting to be claimed, half the receiver call: a shorter idle wait
    (the dispatcher already wakes on NOTIFY) and the receiver's own request time are where it is.
 """
