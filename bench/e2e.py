@@ -5,6 +5,13 @@
 Everything runs on this machine: PostgreSQL through its unix socket, the receiver under gunicorn,
 dispatchers as `manage.py dispatch` processes, the alternative as a django-q2 cluster. Each
 delivered run is checked afterwards: every handoff delivered, exactly one receiver task per key.
+
+In order: pgbench `-N` at 1, 2, 4 and 8 clients; the receiver's own capacity (plain clients); the
+batched path at 1, 2, 4 and 8 dispatchers (the scaling curve); one call per handoff, and the lever of
+bench/concurrent_dispatch.py; commit-to-receiver latency at half the best rate (and with the lever of
+an attempt right after commit) and at 20/s; the `on_commit` + django-q2 alternative and its latency;
+every worker killed mid-run, both designs; throughput with delivered rows preloaded (growth); a backlog
+queued while the receiver is down, drained after it returns.
 """
 
 import argparse
