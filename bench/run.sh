@@ -28,9 +28,12 @@ echo "== reconciliation of $RECONCILE_KEYS keys =="
 ${commands[2]} | tee "$out/reconcile.log"
 levers=()
 if [[ "${BENCH_LEVERS:-0}" == 1 ]]; then
+  # About 6 more minutes: over the 20-minute budget on a loaded 2-core machine, so not by default.
   echo "== levers: where the one-call path loses, inline attempt vs dispatchers =="
   $PY bench/lever_single_calls.py | tee "$out/levers.log"
-  levers=(--levers "$out/levers.log")
+  echo "== growth, small and large table alternated =="
+  $PY bench/growth_repeat.py | tee "$out/growth-repeat.log"
+  levers=(--levers "$out/levers.log" --growth-repeat "$out/growth-repeat.log")
 fi
 $PY bench/report.py "${levers[@]}" --e2e "$out/e2e.json" --console "$out/console.log" --console-rows "$CONSOLE_ROWS" \
   --reconcile "$out/reconcile.log" --reconcile-keys "$RECONCILE_KEYS" --commands "$out/commands.txt" \
