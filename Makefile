@@ -44,6 +44,8 @@ mutation-check: $(STAMP)
 
 test: lint test-sqlite test-postgres mutation-check
 
+# Under 20 minutes on 2 cores. BENCH_DB_PREFIX names its databases (default "bench");
+# BENCH_LEVERS=1 adds the lever and growth repeats (about 6 minutes more).
 bench: $(STAMP) postgres
 	@bash bench/run.sh
 
