@@ -11,10 +11,10 @@ from dataclasses import dataclass, field
 
 from django.conf import settings
 
-from outbox.breaker import Admission, destination_admit, destination_record_results
+from outbox.breaker import Admission, destination_admit, destination_failure, destination_record_results
 from outbox.destinations import Destination, get_destination
 from outbox.failures import DeliveryResult
-from outbox.models import Attempt, AttemptOutcome, DestinationState, FailureClass, Handoff, HandoffState
+from outbox.models import Attempt, AttemptOutcome, DestinationState, FailureClass, Handoff, HandoffState, PauseReason
 from outbox.selectors import destination_pause
 from outbox.services import (
     Claim,
@@ -125,31 +125,39 @@ class LeaseKeeper:
         self.held.pop(claim.handoff_id, None)
 
 
-def deliver_claim(claim: Claim, destination: Destination, stats: RunStats, keeper: LeaseKeeper | None = None) -> str:
-    """Call the destination for one claim (no transaction open) and record the outcome at once; returns the
-    destination's state after ("" when nothing was sent)."""
-    if keeper is not None and not keeper.still_held(claim):
-        stats.lease_lost += 1
-        log.warning("%s not sent: its lease was taken over before the call", claim.action_key)
-        return ""
-    result = _resend_blocked(claim, destination) or destination.deliver(claim.outgoing)
-    state = _record([(claim, result)], destination, stats)
-    if keeper is not None:
-        keeper.done(claim)
-    return state
+def _stops_the_batch(result: DeliveryResult, streak: int) -> tuple[bool, int]:
+    """Whether the rest of a batch of single calls should not be sent, and the streak of the destination's
+    failures so far: a refused credential stops at once, an outage once it would pause the destination."""
+    kind = destination_failure(result)
+    if kind == PauseReason.CREDENTIAL:
+        return True, streak + 1
+    if kind:
+        return streak + 1 >= settings.HANDOFF_BREAKER_THRESHOLD, streak + 1
+    return False, 0 if (result.delivered or result.status_code) else streak
 
 
 def deliver_claims_one_by_one(claims: list[Claim], destination: Destination, stats: RunStats,
                               keeper: LeaseKeeper | None = None) -> None:
-    """One call per claim. When the destination is paused by an answer, the rest are given back unsent:
-    a receiver that is down or refuses our credentials is not called once per handoff."""
+    """One call per claim, the batch's outcomes written in one commit afterwards (the claims stay leased,
+    and renewed, until then). When an answer shows the destination down or refusing our credentials, the
+    rest are given back unsent: such a receiver is not called once per handoff."""
+    outcomes, streak, rest = [], 0, []
     for index, claim in enumerate(claims):
-        if deliver_claim(claim, destination, stats, keeper) == DestinationState.PAUSED:
+        if keeper is not None and not keeper.still_held(claim):
+            stats.lease_lost += 1
+            log.warning("%s not sent: its lease was taken over before the call", claim.action_key)
+            continue
+        result = _resend_blocked(claim, destination) or destination.deliver(claim.outgoing)
+        outcomes.append((claim, result))
+        stop, streak = _stops_the_batch(result, streak)
+        if stop:
             rest = claims[index + 1:]
-            stats.released += handoff_release_claims(
-                claims=rest, reason=f"not sent: destination {destination.name} was paused") if rest else 0
-            stats.paused = True
-            return
+            break
+    state = _record(outcomes, destination, stats) if outcomes else ""
+    if rest:
+        stats.released += handoff_release_claims(claims=rest, reason=f"not sent: destination {destination.name} "
+                                                 f"{'was paused' if state == DestinationState.PAUSED else 'failing'}")
+        stats.paused = state == DestinationState.PAUSED
 
 
 def _held(claims: list[Claim], keeper: LeaseKeeper | None, stats: RunStats) -> list[Claim]:
