@@ -98,5 +98,5 @@ def test_dashboard_and_findings_pages_run_a_fixed_number_of_queries(client, heal
     # One of them is the nav's: it shows only the pages the user's roles allow.
     with django_assert_max_num_queries(18):
         assert client.get(reverse("reconciliation:health")).status_code == 200
-    with django_assert_max_num_queries(5):
+    with django_assert_max_num_queries(6):
         assert client.get(reverse("reconciliation:findings")).status_code == 200
