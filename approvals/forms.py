@@ -22,7 +22,8 @@ def _field_for(name: str, spec: dict, required: bool) -> forms.Field:
     attrs = {"required": "required"} if required else {}
     if "enum" in spec:
         choices = [("", "choose…")] + [(str(v), str(v)) for v in spec["enum"]]
-        return forms.ChoiceField(choices=choices, widget=forms.Select(attrs=attrs), **common)
+        # A plain field with a select: whether the value is allowed is the rules' to say, with their reason.
+        return forms.CharField(widget=forms.Select(attrs=attrs, choices=choices), **common)
     if kind == "integer":
         return forms.IntegerField(widget=forms.NumberInput(attrs=attrs), **common)
     if kind == "number":
