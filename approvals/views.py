@@ -21,6 +21,7 @@ from approvals.querystring import BadQueryValue, parse_id, parse_keyset_cursor
 from approvals.rules import rules_for
 from outbox.redaction import redact
 from outbox.selectors import handoffs_in, keyset_page
+from reconciliation.selectors import needing_person
 
 PAGE_SIZE = 50
 
@@ -29,8 +30,8 @@ PAGE_SIZE = 50
 @login_required
 def home(request) -> HttpResponse:
     visible = selectors.workspace_ids_for(request.user)
-    attention = (handoffs_in(visible).filter(state__in=("needs_attention", "uncertain"))
-                 .order_by("created_at", "id")[:20])
+    # The one "needs a person" rule: needs attention, uncertain, or with an open reconciliation finding.
+    attention = needing_person(handoffs_in(visible)).order_by("created_at", "id")[:20]
     return render(
         request,
         "approvals/home.html",

@@ -45,9 +45,21 @@
     document.addEventListener("visibilitychange", refresh);
   }
 
+  // A table wider than a small screen scrolls inside itself; keyboard users must be able to reach it.
+  function makeScrollersFocusable() {
+    document.querySelectorAll("main table, main .table-scroll").forEach(function (el) {
+      if (el.scrollWidth > el.clientWidth && !el.hasAttribute("tabindex")) {
+        el.setAttribute("tabindex", "0");
+      }
+    });
+  }
+
   function start() {
     setUpMenu();
     setUpRefresh();
+    makeScrollersFocusable();
+    document.body.addEventListener("htmx:afterSettle", makeScrollersFocusable);
+    window.addEventListener("resize", makeScrollersFocusable);
   }
   if (document.readyState === "loading") {
     document.addEventListener("DOMContentLoaded", start);

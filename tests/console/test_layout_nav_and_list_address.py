@@ -72,7 +72,7 @@ def test_search_box_sends_one_request_on_enter(world):
     body = client_for(world["olga"]).get("/handoffs/").content.decode()
     form = body[body.index('<form id="handoff-filters"'):].split(">")[0]
     # Enter submits; a text box's change is not a trigger of its own (it would send the GET twice).
-    assert 'hx-trigger="submit, change from:#handoff-filters select"' in form
+    assert 'hx-trigger="submit, change from:(#handoff-filters select)"' in form
 
 
 def test_search_finds_handoffs_by_client_name_and_other_payload_fields(world):
