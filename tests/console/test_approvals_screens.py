@@ -246,3 +246,12 @@ def test_replaced_revision_shows_the_difference_field_by_field(world):
     change = body[body.index('data-field="plan"'):].split("</tr>")[0]
     assert "<del>standard</del>" in change and "<ins>enterprise</ins>" in change
     assert 'data-field="client_name"' not in body
+
+
+def test_opening_a_revision_that_replaced_another_shows_what_changed(world):
+    request_revise(workspace_id=7, number=42, payload={**world["request"].payload, "client_name": "Northwind Ltd"},
+                   actor=world["bob"])
+    body = client_for(world["alice"]).get("/approvals/7/42/2/").content.decode()
+    assert "What changed from revision 1 to revision 2" in body
+    change = body[body.index('data-field="client_name"'):].split("</tr>")[0]
+    assert "<del>Northwind Traders</del>" in change and "<ins>Northwind Ltd</ins>" in change

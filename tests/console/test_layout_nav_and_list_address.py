@@ -105,3 +105,13 @@ def test_operator_of_workspace_8_only_does_not_get_requester_links(world):
     body = client_for(world["otto"]).get("/").content.decode()
     assert "New request" not in _nav(body) and "Health" in _nav(body)
     assert Role.OPERATOR in body
+
+
+def test_server_error_page_is_the_consoles_own_and_says_nothing_was_half_applied(rf):
+    from django.views.defaults import server_error
+
+    response = server_error(rf.get("/handoffs/"))
+    body = response.content.decode()
+    assert response.status_code == 500
+    assert "Something went wrong" in body and "half-applied" in body
+    assert "Traceback" not in body
