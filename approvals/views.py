@@ -10,7 +10,7 @@ from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpResponse, HttpResponseBadRequest
 from django.shortcuts import redirect, render
 from django.urls import reverse
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import push_url
 
 from approvals import selectors, services
@@ -210,6 +210,7 @@ def _form_context(request, form: RequestForm, **extra) -> dict:
     return {"form": form, "nav": selectors.console_nav(request.user), **extra}
 
 
+@require_http_methods(["GET", "POST"])
 @login_required
 def request_new(request) -> HttpResponse:
     """A new request, its form generated from the rules in force; the rules' reasons shown at their fields."""
@@ -230,8 +231,6 @@ def request_new(request) -> HttpResponse:
                 messages.success(request, f"Submitted request {created.number}: it awaits an approver.")
                 return redirect(_detail_url(created))
         status = 422
-    elif request.method != "GET":
-        return HttpResponse(status=405, headers={"Allow": "GET, POST"})
     return render(request, "approvals/request_form.html",
                   _form_context(request, form, rules=rules, title="New request"), status=status)
 
@@ -251,6 +250,7 @@ def _revision_initial(current: Request) -> tuple[dict, list[str]]:
     return {k: ("" if k in hidden else v) for k, v in shown.items()}, hidden
 
 
+@require_http_methods(["GET", "POST"])
 @login_required
 def request_revise(request, workspace_id: int, number: int) -> HttpResponse:
     """The requester's new revision of their request (it needs a new approval)."""
@@ -277,8 +277,6 @@ def request_revise(request, workspace_id: int, number: int) -> HttpResponse:
                 messages.success(request, f"Revision {revised.revision} of request {number} awaits an approver.")
                 return redirect(_detail_url(revised))
         status = 422
-    elif request.method != "GET":
-        return HttpResponse(status=405, headers={"Allow": "GET, POST"})
     return render(request, "approvals/request_form.html",
                   _form_context(request, form, rules=rules, current=current, hidden=hidden,
                                 title=f"Revise request {number}"), status=status)

@@ -109,3 +109,10 @@ def test_only_the_requester_may_revise_and_an_approved_request_is_refused(world)
 def test_revise_of_another_workspaces_request_is_404(world):
     make_request(world["w8"], 5, world["mallory"])
     assert client_for(world["bob"]).get("/approvals/8/5/revise/").status_code == 404
+
+
+def test_requester_home_leads_to_submitting_and_following_requests(world):
+    body = client_for(world["bob"]).get("/").content.decode()
+    main = body[body.index('<main'):]
+    assert 'href="/approvals/new/">Submit a new request</a>' in main
+    assert 'href="/approvals/mine/">follow my requests</a>' in main
