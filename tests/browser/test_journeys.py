@@ -16,11 +16,20 @@ from tests.factories import ONBOARDING_PAYLOAD, make_request, make_user, onboard
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(databases=["default", "delivery"], transaction=True)]
 
 
+@pytest.fixture(autouse=True)
+def no_csp_violations(page):
+    """Every journey ends without the browser refusing anything under the Content-Security-Policy."""
+    refused = []
+    page.on("console", lambda m: refused.append(m.text) if "Content Security Policy" in m.text else None)
+    yield
+    assert not refused, refused
+
+
 def test_requester_submits_a_request_and_follows_it_to_its_task(page, live_server, sign_in, axe_check,
                                                                docs_screenshot):
     world = onboarding_world()
     sign_in("bob")
-    page.get_by_role("link", name="New request").click()
+    page.get_by_role("link", name="Submit a new request").click()
     axe_check("new request")
     page.get_by_label("Client name").fill("Contoso Ltd")
     page.get_by_label("Contact email").fill("x@")
@@ -39,7 +48,7 @@ def test_requester_submits_a_request_and_follows_it_to_its_task(page, live_serve
     expect(page).to_have_url(re.compile(f"/approvals/7/{created.number}/1/$"))
     axe_check("request detail (requester)")
 
-    page.get_by_role("link", name="My requests").first.click()
+    page.locator('nav[aria-label="Main"]').get_by_role("link", name="My requests").click()
     row = page.locator(f"#my-request-7-{created.number}")
     expect(row.locator('[data-question="Approved?"]')).to_have_text("not yet: awaiting an approver")
 
@@ -192,6 +201,11 @@ def test_every_screen_of_each_person_passes_axe(page, live_server, sign_in, axe_
     axe_check(f"handoff detail ({username})")
     page.goto(f"{live_server.url}/approvals/7/42/1/")
     axe_check(f"request detail ({username})")
+    if username == "olga":
+        page.goto(f"{live_server.url}/health/")
+        page.locator(".figure a").first.click()
+        expect(page.locator("h1")).to_be_visible()
+        axe_check(f"health drill-down ({username})")
     page.goto(f"{live_server.url}/no-such-page/")
     expect(page.locator("h1")).to_have_text("Not found")
     axe_check(f"404 ({username})")
