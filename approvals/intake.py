@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import IntegrityError, transaction
-from django.db.models import Max, Q
+from django.db.models import Max
 
 from approvals import services
 from approvals.errors import ApprovalsError
@@ -304,20 +304,18 @@ def trigger_receive(*, message: SignedMessage, document: dict) -> TriggerAnswer:
 # --- Reads for the console -------------------------------------------------------------------------
 
 
-def triggers_visible_to(user, *, reference: str = "", outcome: str = "",
-                        before: tuple[datetime, int] | None = None, limit: int = 50) -> list[TriggerRecord]:
-    """Triggers of the user's workspaces, newest first, one keyset page at a time."""
+def triggers_visible_to(user, *, reference: str = "", outcome: str = "", before: tuple[datetime, int] | None = None,
+                        limit: int = 50) -> tuple[list[TriggerRecord], bool]:
+    """Triggers of the user's workspaces, newest first, one keyset page at a time (and whether more follow)."""
     from approvals.selectors import workspace_ids_for
+    from outbox.selectors import keyset_page
 
     rows = TriggerRecord.objects.filter(workspace_ref__in=workspace_ids_for(user)).select_related("request")
     if reference:
         rows = rows.filter(reference__icontains=reference)
     if outcome:
         rows = rows.filter(outcome=outcome)
-    if before is not None:
-        at, pk = before
-        rows = rows.filter(Q(received_at__lt=at) | Q(received_at=at, id__lt=pk))
-    return list(rows.order_by("-received_at", "-id")[:limit])
+    return keyset_page(rows, after=before, size=limit, field="received_at")
 
 
 def trigger_visible_to(user, pk: int) -> TriggerRecord | None:

@@ -1,57 +1,36 @@
 """Console screen of the triggers received: accepted, duplicate, stale and rejected at intake, with reasons."""
 
-from datetime import UTC, datetime, timedelta
 
 from django.contrib.auth.decorators import login_required
-from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadRequest
+from django.http import Http404, HttpResponse, HttpResponseBadRequest
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
 from approvals import intake
 from approvals.models import TriggerOutcome
-from approvals.querystring import BadQueryValue, parse_id
+from approvals.querystring import BadQueryValue, keyset_cursor, parse_keyset_cursor
 from approvals.rules import known_workflows
 from approvals.selectors import workspaces_for
+from config.htmx import HtmxHttpRequest
 from outbox.redaction import redact
 
 PAGE_SIZE = 50
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-
-
-def _cursor(row) -> str:
-    micros = (row.received_at - _EPOCH) // timedelta(microseconds=1)
-    return f"{micros}-{row.pk}"
-
-
-def _parse_cursor(raw: str) -> tuple[datetime, int] | None:
-    if raw == "":
-        return None
-    micros, _, pk = raw.partition("-")
-    if not (micros.isascii() and micros.isdigit()):
-        raise BadQueryValue("before is not a cursor of this list (expected <microseconds>-<id>)")
-    try:
-        stamp = _EPOCH + timedelta(microseconds=int(micros))
-    except OverflowError:
-        raise BadQueryValue("before names a time out of range") from None
-    return stamp, parse_id(pk, name="before")
-
-
 @require_GET
 @login_required
-def triggers(request: HttpRequest) -> HttpResponse:
+def triggers(request: HtmxHttpRequest) -> HttpResponse:
     reference = request.GET.get("q", "").strip()[:120]
     outcome = request.GET.get("outcome", "")
     if outcome not in TriggerOutcome.values:
         outcome = ""
     try:
-        before = _parse_cursor(request.GET.get("before", ""))
+        before = parse_keyset_cursor(request.GET.get("before", ""), name="before")
     except BadQueryValue as exc:
         return HttpResponseBadRequest(f"Bad request: {exc}.", content_type="text/plain; charset=utf-8")
-    rows = intake.triggers_visible_to(request.user, reference=reference, outcome=outcome, before=before,
-                                      limit=PAGE_SIZE + 1)
-    next_cursor = _cursor(rows[PAGE_SIZE - 1]) if len(rows) > PAGE_SIZE else ""
+    rows, more = intake.triggers_visible_to(request.user, reference=reference, outcome=outcome, before=before,
+                                            limit=PAGE_SIZE)
+    next_cursor = keyset_cursor(rows[-1], field="received_at") if more else ""
     context = {
-        "triggers": rows[:PAGE_SIZE],
+        "triggers": rows,
         "q": reference,
         "outcome": outcome,
         "outcomes": TriggerOutcome.choices,
@@ -65,7 +44,7 @@ def triggers(request: HttpRequest) -> HttpResponse:
 
 @require_GET
 @login_required
-def trigger_detail(request: HttpRequest, pk: int) -> HttpResponse:
+def trigger_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     record = intake.trigger_visible_to(request.user, pk)
     if record is None:
         raise Http404("no such trigger")

@@ -38,3 +38,8 @@ def parse_keyset_cursor(raw: str, *, name: str) -> tuple[datetime, int] | None:
     if created is None:
         raise BadQueryValue(f"{name} is not a cursor of this list (expected <timestamp>_<id>)")
     return created, parse_id(pk, name=name)
+
+
+def keyset_cursor(row, *, field: str = "created_at") -> str:
+    """The cursor of the row a list page ends at, in the one format every console list reads back."""
+    return f"{getattr(row, field).isoformat()}_{row.pk}"

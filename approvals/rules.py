@@ -37,9 +37,8 @@ ONBOARDING_V1 = RuleSet(
     },
 )
 
-# Version 1 of each workflow the product knows. Kept under its old name for existing callers.
+# Version 1 of each workflow the product knows.
 BUILT_IN_RULES = {ONBOARDING_V1.workflow: ONBOARDING_V1}
-CURRENT_RULES = BUILT_IN_RULES
 
 
 def known_workflows() -> set[str]:
@@ -90,19 +89,28 @@ def _pattern_properties(validator, pattern_properties, instance, schema):
                 yield from validator.descend(value, subschema, path=key, schema_path=pattern)
 
 
+def _extra_keys(instance: dict, schema: dict) -> list:
+    """The keys neither named in `properties` nor matched by a `patternProperties` pattern, sorted."""
+    named = schema.get("properties", {})
+    patterns = [_compiled(p) for p in schema.get("patternProperties", {})]
+    return sorted((k for k in instance if k not in named and not any(p.search(k) for p in patterns)), key=str)
+
+
+def _extras_refused(extras: list) -> ValidationError:
+    verb = "was" if len(extras) == 1 else "were"
+    return ValidationError(f"Additional properties are not allowed ({', '.join(map(repr, extras))} {verb} "
+                           "unexpected)")
+
+
 def _additional_properties(validator, additional, instance, schema):
     if not validator.is_type(instance, "object"):
         return
-    named = schema.get("properties", {})
-    patterns = [_compiled(p) for p in schema.get("patternProperties", {})]
-    extras = sorted((k for k in instance if k not in named and not any(p.search(k) for p in patterns)), key=str)
+    extras = _extra_keys(instance, schema)
     if validator.is_type(additional, "object"):
         for extra in extras:
             yield from validator.descend(instance[extra], additional, path=extra)
     elif not additional and extras:
-        verb = "was" if len(extras) == 1 else "were"
-        yield ValidationError(f"Additional properties are not allowed ({', '.join(map(repr, extras))} {verb} "
-                              "unexpected)")
+        yield _extras_refused(extras)
 
 
 RulesValidator = jsonschema.validators.extend(jsonschema.Draft202012Validator, {

@@ -22,10 +22,6 @@ def workspaces_for(user) -> QuerySet[Workspace]:
     return Workspace.objects.filter(id__in=workspace_ids_for(user)).order_by("id")
 
 
-def requests_visible_to(user) -> QuerySet[Request]:
-    return Request.objects.filter(workspace_id__in=workspace_ids_for(user)).select_related("workspace", "requested_by")
-
-
 def requests_awaiting_decision(user) -> QuerySet[Request]:
     return (
         Request.objects.filter(

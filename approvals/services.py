@@ -39,8 +39,10 @@ from approvals.models import (
 from approvals.rules import BUILT_IN_RULES, payload_problems, publish_problems, rules_for
 from approvals.selectors import REQUESTER_REVISABLE_STATES
 from outbox import services as outbox_services
+from outbox.errors import InvalidTransition
 from outbox.models import Handoff, HandoffState
 from outbox.payloads import payload_hash
+from outbox.selectors import correction_fields
 
 DB = "default"
 
@@ -241,22 +243,37 @@ def request_revise_by_requester(*, workspace_id: int, number: int, payload: dict
                               reason=reason or f"revised by {actor}", workflow=workflow)
 
 
-def handoff_correct(*, handoff_id: int, actor, payload: dict, reason: str) -> Request:
+def _corrected_payload(handoff: Handoff, edits: dict[str, str]) -> dict:
+    """The handoff's payload with the operator's edits: a sensitive field shown blank and left blank keeps
+    its value (nobody retypes a secret they cannot see); fields not offered for editing are kept."""
+    payload = dict(handoff.payload)
+    for field in correction_fields(handoff):
+        value = edits.get(field["name"])
+        if value is None or (field["sensitive"] and value == ""):
+            continue
+        payload[field["name"]] = value
+    return payload
+
+
+def handoff_correct(*, handoff_id: int, actor, edits: dict[str, str], reason: str) -> Request:
     """Correct a handoff that needs attention: a new request revision (new approval, new action key);
-    the old handoff becomes superseded and its request revision too."""
+    the old handoff becomes superseded and its request revision too. The state is checked under the lock."""
     handoff = Handoff.objects.filter(pk=handoff_id).first()
     if handoff is None:
         raise RequestNotFound(f"no handoff {handoff_id}")
     _require_member(actor, handoff.workspace_id, Role.OPERATOR)
-    if handoff.state != HandoffState.NEEDS_ATTENTION:
-        raise InvalidRequestState(f"{handoff.action_key} is {handoff.state}; only a handoff that needs attention "
-                                  "can be corrected")
     if not reason.strip():
         raise InvalidPayload(["a reason is required to correct a handoff"])
+    payload = _corrected_payload(handoff, edits)
     _validated_payload(handoff.workflow, payload)
     with transaction.atomic(using=DB):
         old = Request.objects.select_for_update(no_key=True).get(pk=handoff.source_id)
-        outbox_services.handoff_supersede(handoff_id=handoff.pk, actor=actor, reason=f"corrected: {reason}")
+        try:
+            outbox_services.handoff_supersede(handoff_id=handoff.pk, actor=actor, reason=f"corrected: {reason}",
+                                              only_from=(HandoffState.NEEDS_ATTENTION,))
+        except InvalidTransition as exc:
+            raise InvalidRequestState(f"{handoff.action_key} is {exc.from_state}; only a handoff that needs "
+                                      "attention can be corrected") from exc
         _move(old, RequestState.SUPERSEDED, actor=actor, reason=f"corrected after handoff failure: {reason}")
         return request_revise(workspace_id=old.workspace_id, number=old.number, payload=payload, actor=actor,
                               reason=f"correction of revision {old.revision}: {reason}", workflow=old.workflow)

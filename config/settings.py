@@ -269,6 +269,8 @@ if HANDOFF_DESTINATION["connect_timeout"] + HANDOFF_DESTINATION["read_timeout"] 
         "HANDOFF_LEASE_SECONDS must exceed RECEIVER_CONNECT_TIMEOUT + RECEIVER_READ_TIMEOUT (one call per lease)"
     )
 HANDOFF_CLAIM_BATCH = env_int("HANDOFF_CLAIM_BATCH", 20)
+# Who may own a handoff: the source application's rule, named here so that the outbox imports nothing from it.
+HANDOFF_ASSIGNEE_CHECK = "approvals.selectors.is_operator_of"
 HANDOFF_SLA_MINUTES = env_int("HANDOFF_SLA_MINUTES", 60)
 HANDOFF_STUCK_MINUTES = env_int("HANDOFF_STUCK_MINUTES", 15)
 HANDOFF_WAKE_ON_COMMIT = env_bool("HANDOFF_WAKE_ON_COMMIT", True)
@@ -321,7 +323,7 @@ RECONCILIATION_BATCH_SIZE = env_int("RECONCILIATION_BATCH_SIZE", 1000)
 # Point lookups per run to confirm cross-side findings (each is one receiver call).
 RECONCILIATION_CONFIRM_LIMIT = env_int("RECONCILIATION_CONFIRM_LIMIT", 1000)
 RECONCILIATION_EVERY_MINUTES = env_int("RECONCILIATION_EVERY_MINUTES", 15)
-ALERT_SWEEP_EVERY_MINUTES = env_int("ALERT_SWEEP_EVERY_MINUTES", 1)
+ALERT_SEND_EVERY_MINUTES = env_int("ALERT_SEND_EVERY_MINUTES", 1)
 # Where alerts go: these addresses plus the owner of each handoff concerned.
 ALERT_EMAILS = [a.strip() for a in os.environ.get("ALERT_EMAILS", "").split(",") if a.strip()]
 ALERT_FROM_EMAIL = os.environ.get("ALERT_FROM_EMAIL", "handoff-console@localhost")

@@ -9,9 +9,8 @@ from django.shortcuts import render
 from django_q.models import Failure, OrmQ, Schedule, Success
 
 from approvals.admin import ReadOnlyAdmin
-from approvals.selectors import is_operator_of, operators_of
-from outbox import dispatcher, services
-from outbox.errors import OutboxError
+from approvals.selectors import operators_of
+from outbox import services
 from outbox.models import AGE_CHOICES, HANDOFF_AGES, Attempt, Handoff, HandoffEvent
 
 
@@ -79,7 +78,7 @@ class HandoffAdmin(ReadOnlyAdmin):
     def reconcile(self, request, queryset):
         outcomes: dict[str, int] = {}
         for pk in queryset.values_list("pk", flat=True):
-            state = dispatcher.handoff_settle(handoff_id=pk, actor=request.user)
+            state = services.handoff_settle(handoff_id=pk, actor=request.user)
             outcomes[state] = outcomes.get(state, 0) + 1
         summary = ", ".join(f"{n} {state.replace('_', ' ')}" for state, n in sorted(outcomes.items()))
         self.message_user(request, f"Reconciled {sum(outcomes.values())} handoff(s); now: {summary}.")
@@ -90,18 +89,12 @@ class HandoffAdmin(ReadOnlyAdmin):
             raw = request.POST.get("owner", "")
             owner = get_user_model().objects.filter(pk=raw).first() if raw.isdigit() else None
             reason = request.POST.get("reason", "").strip()
-            done, skipped = 0, 0
-            for handoff in queryset.only("pk", "workspace_id"):
-                if owner is not None and not is_operator_of(owner.pk, handoff.workspace_id):
-                    skipped += 1
-                    continue
-                try:
-                    services.handoff_assign(handoff_id=handoff.pk, actor=request.user, owner=owner, reason=reason)
-                    done += 1
-                except OutboxError:
-                    skipped += 1
+            ids = list(queryset.values_list("pk", flat=True))
+            result = services.handoffs_bulk_apply(action="assign", handoff_ids=ids, actor=request.user, owner=owner,
+                                                  reason=reason)
             name = owner.get_username() if owner else "nobody"
-            self.message_user(request, f"Assigned {done} handoff(s) to {name}."
+            skipped = sum(result.skipped.values())
+            self.message_user(request, f"Assigned {result.done} handoff(s) to {name}."
                               + (f" Skipped {skipped}: {name} is not an operator there." if skipped else ""),
                               messages.WARNING if skipped else messages.SUCCESS)
             return None

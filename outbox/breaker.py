@@ -15,14 +15,12 @@ from django.db import IntegrityError, transaction
 from django.db.models import F
 
 from outbox.clock import db_now, db_now_plus
-from outbox.failures import DeliveryResult
+from outbox.failures import UNREACHABLE_REASONS, DeliveryResult
 from outbox.models import DestinationEvent, DestinationHealth, DestinationState, FailureClass, PauseReason
 
 DB = "default"
 D = DestinationState
 
-# Answers that say the destination itself cannot take calls: nothing about the handoff is wrong.
-UNREACHABLE_REASONS = frozenset({"connect_failed", "connect_timeout", "http_500", "http_502", "http_503", "http_504"})
 
 
 class Admission(Enum):

@@ -217,20 +217,13 @@ class HttpDestination(Destination):
             failure_class, reason_code = classify_status(response.status_code)
             return [DeliveryResult.failed(failure_class, reason_code, _describe(response),
                                           status_code=response.status_code, latency_ms=latency_ms)] * len(outgoings)
-        try:
-            results = response.json()["results"]
-            if not isinstance(results, list) or len(results) != len(outgoings):
-                raise ValueError("one result per item expected")
-        except (ValueError, KeyError, TypeError) as exc:
+        results, problem = _batch_results(response, len(outgoings))
+        if problem:
             return [DeliveryResult.failed(FailureClass.MALFORMED, "malformed_receipt",
-                                          f"batch answer without a result per item: {exc}",
+                                          f"batch answer without a result per item: {problem}",
                                           status_code=200, latency_ms=latency_ms)] * len(outgoings)
-        return [
-            _item_result(item.get("http_status") if isinstance(item, dict) else None, item,
-                         str(item.get("retry_after")) if isinstance(item, dict) and item.get("retry_after") else None,
-                         outgoing, latency_ms, describe=redact_text(json.dumps(item)[:500]))
-            for item, outgoing in zip(results, outgoings, strict=True)
-        ]
+        return [_batch_item_result(item, outgoing, latency_ms)
+                for item, outgoing in zip(results, outgoings, strict=True)]
 
     def _get(self, path: str, params: dict | None = None) -> httpx.Response:
         try:
@@ -277,6 +270,24 @@ def _item_result(status: object, body: object, retry_after: str | None, outgoing
     failure_class, reason_code = classify_status(status)
     return DeliveryResult.failed(failure_class, reason_code, describe, retry_after=parse_retry_after(retry_after),
                                  **common)
+
+
+def _batch_results(response: httpx.Response, expected: int) -> tuple[list, str]:
+    """The per-item results of a batch answer, or why there are none ("" when fine)."""
+    try:
+        results = response.json()["results"]
+    except (ValueError, KeyError, TypeError) as exc:
+        return [], str(exc) or type(exc).__name__
+    if not isinstance(results, list) or len(results) != expected:
+        return [], "one result per item expected"
+    return results, ""
+
+
+def _batch_item_result(item: object, outgoing: Outgoing, latency_ms: int) -> DeliveryResult:
+    fields = item if isinstance(item, dict) else {}
+    retry_after = fields.get("retry_after")
+    return _item_result(fields.get("http_status"), item, str(retry_after) if retry_after else None, outgoing,
+                        latency_ms, describe=redact_text(json.dumps(item)[:500]))
 
 
 def _describe(response: httpx.Response) -> str:

@@ -27,3 +27,15 @@ class ActionKeyExists(OutboxError):
 
 class ManualSettleNotAllowed(OutboxError):
     """A person's account of the receiver does not apply to the handoff as it is now (checked under the lock)."""
+
+
+class InvalidActionInput(OutboxError):
+    """The action as asked cannot be done with this input (a 422): nothing was written."""
+
+
+class ReasonRequired(InvalidActionInput):
+    pass
+
+
+class AssigneeNotOperator(InvalidActionInput):
+    pass

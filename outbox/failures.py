@@ -39,6 +39,11 @@ class DeliveryResult:
         return cls(delivered=False, failure_class=failure_class, reason_code=reason_code, detail=detail, **extra)
 
 
+# Answers that say the destination itself cannot take calls: nothing about the handoff is wrong. They count
+# towards pausing the destination, and against a handoff's retry window but not its attempts.
+UNREACHABLE_REASONS = frozenset({"connect_failed", "connect_timeout", "http_500", "http_502", "http_503", "http_504"})
+
+
 class MalformedReceipt(Exception):
     pass
 

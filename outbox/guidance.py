@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 from django.utils import timezone
 
-from outbox.models import FailureClass, Handoff, HandoffState
+from outbox.models import NEEDS_PERSON_STATES, OPEN_STATES, FailureClass, Handoff, HandoffState
 from outbox.services import manual_settle_applies
 
 S = HandoffState
@@ -19,8 +19,8 @@ RISKY_RETRY_CLASSES = frozenset({F.UNCERTAIN, F.MALFORMED})
 # Which handoffs each bulk action considers (the services still check every row).
 BULK_ELIGIBLE_STATES: dict[str, tuple[str, ...]] = {
     "retry": (S.NEEDS_ATTENTION, S.PENDING),
-    "reconcile": (S.UNCERTAIN, S.NEEDS_ATTENTION),
-    "assign": (S.PENDING, S.IN_FLIGHT, S.UNCERTAIN, S.NEEDS_ATTENTION),
+    "reconcile": tuple(NEEDS_PERSON_STATES),
+    "assign": tuple(OPEN_STATES),
 }
 
 
@@ -53,7 +53,7 @@ def available_actions(handoff: Handoff, findings: Sequence = ()) -> list[str]:
     actions = _state_actions(handoff)
     if findings or (manual_settle_applies(handoff) and handoff.state != S.DELIVERED):
         actions.insert(0, "repair")
-    if "reconcile" not in actions and handoff.state not in (S.PENDING, S.IN_FLIGHT):
+    if "reconcile" not in actions and not handoff.with_dispatcher:
         # A read of the receiver; it sends nothing, so it is offered wherever a task may exist.
         actions.insert(0, "reconcile_now")
     return actions
@@ -79,92 +79,98 @@ def _state_actions(handoff: Handoff) -> list[str]:
     return []
 
 
-def next_step(handoff: Handoff, findings: Sequence = ()) -> Guidance:
-    """The safest next action for the handoff, in words an operator understands at 02:00.
+def _finding_guidance(findings: Sequence) -> Guidance:
+    first = findings[0]
+    kinds = ", ".join(f.get_kind_display().lower() for f in findings)
+    return Guidance(
+        f"Reconciliation found a problem: {kinds}.",
+        f"{first.next_action} When it is repaired, record the repair here (what was done, the evidence, the "
+        "receiver's task id if one was re-created); the finding closes and later runs will not reopen it.",
+        recommended="repair",
+        avoid=("retry",),
+    )
 
-    An open reconciliation finding comes first: a handoff the receiver disagrees with is never "fine",
-    whatever its own state says. `findings` are the live findings of its key (kind label, next action).
-    """
-    if findings:
-        first = findings[0]
-        kinds = ", ".join(f.get_kind_display().lower() for f in findings)
-        return Guidance(
-            f"Reconciliation found a problem: {kinds}.",
-            f"{first.next_action} When it is repaired, record the repair here (what was done, the evidence, the "
-            "receiver's task id if one was re-created); the finding closes and later runs will not reopen it.",
-            recommended="repair",
-            avoid=("retry",),
-        )
-    key = handoff.action_key
-    state = handoff.state
-    if state == S.DELIVERED:
+
+def _paused_guidance(handoff: Handoff, pause) -> Guidance:
+    since = f"{pause.paused_at:%Y-%m-%d %H:%M} UTC" if pause.paused_at else "a moment ago"
+    if pause.pause_reason == "credential":
+        why = (f"The receiver refused our credentials since {since}. Rotate or restore the signing secret with the "
+               "receiver's owners; the next probe call then resumes deliveries.")
+    else:
+        why = (f"The receiver has been unreachable since {since}. Probe calls test it on a growing interval and "
+               "resume deliveries by themselves once one succeeds.")
+    return Guidance(f"Waiting: destination {pause.name} is paused.",
+                    f"{why} No attempt or retry time of this handoff is spent meanwhile.", avoid=("retry",))
+
+
+def _closed_guidance(handoff: Handoff) -> Guidance:
+    if handoff.state == S.DELIVERED:
         return Guidance(
             "Delivered. Nothing to do here.",
-            f"The receiver created task {handoff.destination_id or '(unknown id)'} for {key}. "
+            f"The receiver created task {handoff.destination_id or '(unknown id)'} for {handoff.action_key}. "
             "This proves the task exists at the receiver; it does not mean the onboarding work is finished.",
         )
-    if state == S.SUPERSEDED:
-        return Guidance("Replaced by a correction. Nothing to do here.",
-                        "A corrected revision of the request got its own approval and its own action key.")
-    if state == S.CANCELLED:
-        return Guidance("Cancelled. Nothing to do here.", "It will never be sent. The history says who and why.")
-    if state == S.OBSERVED:
-        return Guidance("Recorded in observe-only mode. Nothing was sent.",
-                        "The workflow does not send to the receiver in this workspace yet.")
-    if state == S.IN_FLIGHT:
+    return {
+        S.SUPERSEDED: Guidance("Replaced by a correction. Nothing to do here.",
+                               "A corrected revision of the request got its own approval and its own action key."),
+        S.CANCELLED: Guidance("Cancelled. Nothing to do here.", "It will never be sent. The history says who and why."),
+        S.OBSERVED: Guidance("Recorded in observe-only mode. Nothing was sent.",
+                             "The workflow does not send to the receiver in this workspace yet."),
+    }[handoff.state]
+
+
+def _moving_guidance(handoff: Handoff) -> Guidance:
+    if handoff.state == S.IN_FLIGHT:
         return Guidance(
             "Being sent right now. Wait.",
             "A worker holds it. If the worker stops answering, the handoff becomes uncertain when its lease "
             "runs out and is then settled by asking the receiver.",
             avoid=("retry",),
         )
-    if state == S.PENDING:
-        if in_backoff(handoff):
-            return Guidance(
-                "Waiting to retry after a temporary failure.",
-                f"The last attempt failed ({handoff.reason_code or 'temporary error'}). The dispatcher tries again "
-                "by itself. \u201cRun now\u201d sends it at once with the same action key; that is safe, the "
-                "receiver will not create a second task.",
-                recommended="run_now",
-            )
-        return Guidance("Queued for delivery. Nothing to do.", "The dispatcher sends it within seconds.")
-    if state == S.UNCERTAIN:
+    if handoff.state == S.UNCERTAIN:
         return Guidance(
             "Outcome unknown: reconcile first.",
             "The receiver may or may not have created the task. \u201cReconcile\u201d asks the receiver about "
-            f"{key} and settles it without sending anything. Do not send it again before reconciling.",
+            f"{handoff.action_key} and settles it without sending anything. Do not send it again before reconciling.",
             recommended="reconcile",
             avoid=("retry",),
         )
-    # needs attention
+    if in_backoff(handoff):
+        return Guidance(
+            "Waiting to retry after a temporary failure.",
+            f"The last attempt failed ({handoff.reason_code or 'temporary error'}). The dispatcher tries again "
+            "by itself. \u201cRun now\u201d sends it at once with the same action key; that is safe, the "
+            "receiver will not create a second task.",
+            recommended="run_now",
+        )
+    return Guidance("Queued for delivery. Nothing to do.", "The dispatcher sends it within seconds.")
+
+
+def _attention_guidance(handoff: Handoff) -> Guidance:
     ack = "" if handoff.acknowledged_at else " Acknowledge it first so others see that someone is on it."
-    fc = handoff.failure_class
+    key, fc = handoff.action_key, handoff.failure_class
     if fc in RISKY_RETRY_CLASSES:
         return Guidance(
             "Outcome unknown and not settled automatically: reconcile.",
             f"\u201cReconcile\u201d asks the receiver whether it has a task for {key}. If the receiver cannot be "
             "asked, check there by hand for this key, then \u201cRecord a manual repair\u201d with what you found: "
-            "its task id (the handoff becomes delivered) or that it has none (sent again with the same key)."
-            f"{ack}",
-            recommended="reconcile",
-            avoid=("retry",),
+            f"its task id (the handoff becomes delivered) or that it has none (sent again with the same key).{ack}",
+            recommended="reconcile", avoid=("retry",),
         )
     if fc == F.PERMANENT:
         return Guidance(
             "The receiver rejected the content: correct it.",
-            f"Sending the same payload again fails the same way ({handoff.reason_code}). \u201cCorrect\u201d creates a "
-            "new revision of the request that needs a new approval and gets a new action key; or cancel with a "
+            f"Sending the same payload again fails the same way ({handoff.reason_code}). \u201cCorrect\u201d creates "
+            "a new revision of the request that needs a new approval and gets a new action key; or cancel with a "
             f"reason.{ack}",
-            recommended="correct",
-            avoid=("retry",),
+            recommended="correct", avoid=("retry",),
         )
     if fc == F.CONFLICT:
         return Guidance(
             "The receiver holds a different task under this key: do not send again.",
             "Compare the receiver's task with this payload. If this payload is right, correct the request "
             f"(new revision, new key); otherwise cancel with a reason.{ack}",
-            recommended="correct",
-            avoid=("retry",),
+            recommended="correct", avoid=("retry",),
         )
     if fc == F.CREDENTIAL:
         return Guidance(
@@ -179,3 +185,28 @@ def next_step(handoff: Handoff, findings: Sequence = ()) -> Guidance:
         f"\u201cRetry\u201d sends with the same action key: safe, the receiver will not create a second task.{ack}",
         recommended="retry",
     )
+
+
+def next_step(handoff: Handoff, findings: Sequence = (), *, paused_destination=None) -> Guidance:
+    """The safest next action for the handoff, in words an operator understands at 02:00. The one source
+    of this advice: the console shows it and the alerts quote it.
+
+    An open reconciliation finding comes first: a handoff the receiver disagrees with is never "fine",
+    whatever its own state says. `findings` are the live findings of its key (kind label, next action);
+    `paused_destination` the circuit breaker of its destination when that is paused.
+    """
+    if findings:
+        return _finding_guidance(findings)
+    if paused_destination is not None and handoff.state == S.PENDING:
+        return _paused_guidance(handoff, paused_destination)
+    if handoff.state in (S.DELIVERED, S.SUPERSEDED, S.CANCELLED, S.OBSERVED):
+        return _closed_guidance(handoff)
+    if handoff.state == S.NEEDS_ATTENTION:
+        return _attention_guidance(handoff)
+    return _moving_guidance(handoff)
+
+
+def advice_text(handoff: Handoff) -> str:
+    """The same advice as one line of text, for alerts."""
+    guidance = next_step(handoff)
+    return f"{guidance.headline} {guidance.detail}"

@@ -43,6 +43,8 @@ OPEN_STATES = frozenset({S.PENDING, S.IN_FLIGHT, S.UNCERTAIN, S.NEEDS_ATTENTION}
 # Handoffs a person has to look at: nothing automatic will move them on (uncertain ones are settled
 # automatically when the destination can be asked, but until then nobody can say what happened).
 NEEDS_PERSON_STATES = frozenset({S.NEEDS_ATTENTION, S.UNCERTAIN})
+# The dispatcher is working on these: no person's action is needed, screens watch them change.
+DISPATCHER_STATES = frozenset({S.PENDING, S.IN_FLIGHT})
 
 
 class FailureClass(models.TextChoices):
@@ -159,6 +161,14 @@ class Handoff(models.Model):
 
     def can_move_to(self, state: str) -> bool:
         return state in HANDOFF_TRANSITIONS[self.state]
+
+    @property
+    def is_open(self) -> bool:
+        return self.state in OPEN_STATES
+
+    @property
+    def with_dispatcher(self) -> bool:
+        return self.state in DISPATCHER_STATES
 
 
 class AttemptOutcome(models.TextChoices):

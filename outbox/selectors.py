@@ -26,24 +26,23 @@ def handoff_visible(workspace_ids: Iterable[int], pk: int) -> Handoff | None:
     return handoffs_in(workspace_ids).filter(pk=pk).first()
 
 
-def keyset_page(queryset: QuerySet, *, after: tuple | None, size: int, newest_first: bool = True) -> tuple[list, bool]:
-    """One page ordered on (created_at, id), starting after the (created_at, id) cursor.
+def keyset_page(queryset: QuerySet, *, after: tuple | None, size: int, newest_first: bool = True,
+                field: str = "created_at") -> tuple[list, bool]:
+    """One page ordered on (`field`, id), starting after the (`field`, id) cursor. The one keyset pager of
+    the console's lists; its cursors are written by `approvals.querystring.keyset_cursor`.
 
     Returns the rows and whether another page follows. Fetches one row more than it shows and
     never counts the whole set.
     """
     from django.db.models import Q
 
-    if newest_first:
-        queryset = queryset.order_by("-created_at", "-id")
-        if after is not None:
-            # The plain `<=` bound lets the (workspace, created_at, id) index start at the cursor; the
-            # OR alone would make PostgreSQL scan and filter every newer row.
-            queryset = queryset.filter(Q(created_at__lte=after[0]), Q(created_at__lt=after[0]) | Q(id__lt=after[1]))
-    else:
-        queryset = queryset.order_by("created_at", "id")
-        if after is not None:
-            queryset = queryset.filter(Q(created_at__gte=after[0]), Q(created_at__gt=after[0]) | Q(id__gt=after[1]))
+    direction, strict, bound = ("-", "lt", "lte") if newest_first else ("", "gt", "gte")
+    queryset = queryset.order_by(f"{direction}{field}", f"{direction}id")
+    if after is not None:
+        # The plain bound lets the (workspace, field, id) index start at the cursor; the OR alone would
+        # make PostgreSQL scan and filter every row before it.
+        queryset = queryset.filter(Q(**{f"{field}__{bound}": after[0]}),
+                                   Q(**{f"{field}__{strict}": after[0]}) | Q(**{f"id__{strict}": after[1]}))
     rows = list(queryset[: size + 1])
     return rows[:size], len(rows) > size
 
@@ -51,3 +50,24 @@ def keyset_page(queryset: QuerySet, *, after: tuple | None, size: int, newest_fi
 def open_counts_by_workspace(workspace_ids: Iterable[int]) -> dict[int, int]:
     """Handoffs that need a person, per workspace: the one rule, which counts open findings too."""
     return dict(needing_person_counts(list(workspace_ids), "workspace_id"))
+
+
+def destination_pause(name: str):
+    """The circuit breaker of the destination when it is paused, else None."""
+    from outbox.models import DestinationHealth, DestinationState
+
+    return DestinationHealth.objects.filter(name=name, state=DestinationState.PAUSED).first()
+
+
+def correction_fields(handoff: Handoff) -> list[dict]:
+    """The editable fields of the payload; sensitive ones are shown blank and kept unless retyped."""
+    from outbox.redaction import REDACTED, redact
+
+    shown = redact(handoff.payload)
+    fields = []
+    for key, value in handoff.payload.items():
+        if not isinstance(value, str):
+            continue
+        sensitive = shown.get(key) == REDACTED and value != REDACTED
+        fields.append({"name": key, "value": "" if sensitive else shown.get(key, ""), "sensitive": sensitive})
+    return fields

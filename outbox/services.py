@@ -1,15 +1,44 @@
-"""Writes to the outbox. Each transition locks the row, checks the state, writes the event: all or nothing."""
+"""Every write to a handoff: recording it, the operators' actions, and the dispatcher's claim, outcome,
+lease renewal, lease expiry and settlement. Each transition locks the row, checks the state under the
+lock and writes the event, all or nothing. What an answer means is decided in `outbox/outcomes.py`."""
 
+from dataclasses import dataclass, field
 from datetime import timedelta
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connections, transaction
+from django.db.models import BooleanField, ExpressionWrapper, F, Q
+from django.db.models.functions import Coalesce
 from django.utils import timezone
+from django.utils.module_loading import import_string
 
-from outbox.clock import db_now
-from outbox.errors import ActionKeyExists, HandoffNotFound, InvalidTransition, RiskNotConfirmed
-from outbox.models import FailureClass, Handoff, HandoffEvent, HandoffState
+from outbox.bulk_writes import update_many
+from outbox.clock import POSTGRES_NOW_PLUS, db_now, db_now_plus
+from outbox.destinations import Destination, LookupFailed, RemoteTask, get_destination
+from outbox.errors import (
+    ActionKeyExists,
+    AssigneeNotOperator,
+    HandoffNotFound,
+    InvalidActionInput,
+    InvalidTransition,
+    LeaseLost,
+    OutboxError,
+    ReasonRequired,
+    RiskNotConfirmed,
+)
+from outbox.failures import DeliveryResult, Outgoing
+from outbox.models import (
+    NEEDS_PERSON_STATES,
+    Attempt,
+    AttemptOutcome,
+    FailureClass,
+    Handoff,
+    HandoffEvent,
+    HandoffState,
+)
+from outbox.outcomes import plan_outcome, settlement_for, settlement_without_answer
 from outbox.payloads import payload_hash
+from outbox.redaction import redact_text
 from outbox.wakeups import wake_dispatcher_on_commit
 
 DB = "default"
@@ -117,16 +146,323 @@ def handoff_record(
     return handoff
 
 
-def handoff_supersede(*, handoff_id: int, actor=None, reason: str) -> Handoff:
+# --- The dispatcher's writes: claim, record, renew, expire, settle ----------------------------------
+# A claim and its outcome are two short transactions with the network call between them. A claim carries
+# a fencing token (lease owner + epoch); an outcome whose token no longer matches is refused.
+
+@dataclass(frozen=True)
+class Claim:
+    handoff_id: int
+    action_key: str
+    payload: dict
+    payload_hash: str
+    attempt_number: int
+    worker: str
+    epoch: int
+    attempt_id: int | None = None
+    # The attempt's number within its run (the handoff was recorded, retried or settled by a person since).
+    run_attempt: int = 1
+
+    @property
+    def outgoing(self) -> Outgoing:
+        return Outgoing(action_key=self.action_key, payload=self.payload, payload_hash=self.payload_hash)
+
+
+def _due():
+    return Handoff.objects.using(DB).due()
+
+
+def _claim_skip_locked(due, *, worker: str, limit: int, lease_seconds: int) -> list[tuple]:
+    """PostgreSQL: lock due rows (skipping those another worker holds), lease them and read them back,
+    in one statement: `WITH due AS (SELECT … FOR NO KEY UPDATE SKIP LOCKED) UPDATE … RETURNING`."""
+    connection = connections[DB]
+    select_sql, select_params = (
+        due.select_for_update(skip_locked=True, no_key=True).order_by("next_attempt_at", "id")
+        .values("id")[:limit].query.sql_with_params()
+    )
+    table = connection.ops.quote_name(Handoff._meta.db_table)
+    sql = (
+        f"WITH due AS ({select_sql}) "  # noqa: S608 - the inner query is Django's, every value a parameter
+        f"UPDATE {table} AS h SET state = %s, lease_owner = %s, "
+        f"lease_expires_at = {POSTGRES_NOW_PLUS}, fencing_epoch = h.fencing_epoch + 1, "
+        "attempts = h.attempts + 1, attempts_in_run = h.attempts_in_run + 1, updated_at = now() "
+        "FROM due WHERE h.id = due.id "
+        "RETURNING h.id, h.action_key, h.payload, h.payload_hash, h.attempts, h.fencing_epoch, h.attempts_in_run"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [*select_params, S.IN_FLIGHT, worker, lease_seconds])
+        fetched = cursor.fetchall()
+    payload_field = Handoff._meta.get_field("payload")
+    return [
+        (pk, key, payload_field.from_db_value(payload, None, connection), digest, attempts, epoch, in_run)
+        for pk, key, payload, digest, attempts, epoch, in_run in fetched
+    ]
+
+
+def _claim_row_count(due, *, worker: str, limit: int, lease_seconds: int) -> list[tuple]:
+    """SQLite has no row locks: claim each row with an update that only succeeds while the row is still
+    pending, checked by its row count."""
+    changes = {
+        "state": S.IN_FLIGHT,
+        "lease_owner": worker,
+        # The lease is measured on the database clock, so workers on other machines agree on it.
+        "lease_expires_at": db_now_plus(lease_seconds),
+        "fencing_epoch": F("fencing_epoch") + 1,
+        "attempts": F("attempts") + 1,
+        "attempts_in_run": F("attempts_in_run") + 1,
+        "updated_at": db_now(),
+    }
+    candidates = list(due.order_by("next_attempt_at", "id").values_list("id", flat=True)[:limit])
+    still_pending = Handoff.objects.using(DB).filter(state=S.PENDING)
+    ids = [pk for pk in candidates if still_pending.filter(pk=pk).update(**changes)]
+    if not ids:
+        return []
+    return list(
+        Handoff.objects.using(DB)
+        .filter(pk__in=ids, lease_owner=worker, state=S.IN_FLIGHT)
+        .values_list("id", "action_key", "payload", "payload_hash", "attempts", "fencing_epoch", "attempts_in_run")
+    )
+
+
+def handoff_claim_due(
+    *, worker: str, limit: int = 20, lease_seconds: int | None = None, handoff_id: int | None = None,
+    destination_name: str | None = None,
+) -> list[Claim]:
+    """Claim up to `limit` due handoffs for `worker` and open an attempt for each."""
+    lease_seconds = lease_seconds or settings.HANDOFF_LEASE_SECONDS
+    due = _due()
+    if destination_name is not None:
+        due = due.filter(destination=destination_name)
+    if handoff_id is not None:
+        due = due.filter(pk=handoff_id)
+    claim = _claim_skip_locked if connections[DB].features.has_select_for_update_skip_locked else _claim_row_count
+    with transaction.atomic(using=DB):
+        rows = claim(due, worker=worker, limit=limit, lease_seconds=lease_seconds)
+        if not rows:
+            return []
+        now = timezone.now()
+        attempts = Attempt.objects.using(DB).bulk_create(
+            Attempt(handoff_id=pk, number=attempts, fencing_epoch=epoch, worker=worker, started_at=now)
+            for pk, _key, _payload, _hash, attempts, epoch, _in_run in rows
+        )
+        HandoffEvent.objects.using(DB).bulk_create(
+            HandoffEvent(
+                handoff_id=pk, from_state=S.PENDING, to_state=S.IN_FLIGHT, actor_label=worker,
+                reason=f"claimed for attempt {attempts}",
+            )
+            for pk, _key, _payload, _hash, attempts, _epoch, _in_run in rows
+        )
+    attempt_ids = {attempt.handoff_id: attempt.pk for attempt in attempts}
+    return [
+        Claim(handoff_id=pk, action_key=key, payload=payload, payload_hash=digest, attempt_number=number,
+              worker=worker, epoch=epoch, attempt_id=attempt_ids.get(pk), run_attempt=in_run)
+        for pk, key, payload, digest, number, epoch, in_run in rows
+    ]
+
+
+def _attempt_fields(outcome: str, result: DeliveryResult | None, detail: str = "") -> dict:
+    return {
+        "finished_at": timezone.now(),
+        "outcome": outcome,
+        "failure_class": result.failure_class if result else "",
+        "reason_code": result.reason_code if result else "",
+        "status_code": result.status_code if result else None,
+        "latency_ms": result.latency_ms if result else None,
+        "detail": redact_text(detail or (result.detail if result else ""))[:2000],
+    }
+
+
+def _locked_in_flight(ids: list[int], window_seconds: float) -> dict[int, Handoff]:
+    """The in-flight rows, locked in id order (as every multi-row lock here, so two recorders cannot
+    deadlock), each with `past_window` measured on the database clock."""
+    past = ExpressionWrapper(Q(run_start__lt=db_now_plus(-window_seconds)), output_field=BooleanField())
+    rows = (
+        Handoff.objects.using(DB).select_for_update(no_key=True, of=("self",)).filter(pk__in=ids, state=S.IN_FLIGHT)
+        .annotate(run_start=Coalesce("run_started_at", "created_at")).annotate(past_window=past).order_by("pk")
+    )
+    return {h.pk: h for h in rows}
+
+
+def handoff_record_outcomes(
+    *, outcomes: list[tuple[Claim, DeliveryResult]], destination: Destination
+) -> list[str | None]:
+    """Record several outcomes in one transaction, with one statement per table for the whole batch.
+    A claim whose fencing token is stale (lease taken over) is refused: its entry is None and nothing
+    is written for it."""
+    ids = sorted(claim.handoff_id for claim, _ in outcomes)
+    states: list[str | None] = []
+    with transaction.atomic(using=DB):
+        locked = _locked_in_flight(ids, destination.retry_policy.window_seconds)
+        changed, fields, events, attempts = [], {"updated_at"}, [], []
+        for claim, result in outcomes:
+            handoff = locked.get(claim.handoff_id)
+            if handoff is None or (handoff.lease_owner, handoff.fencing_epoch) != (claim.worker, claim.epoch):
+                states.append(None)
+                continue
+            plan = plan_outcome(handoff, result, destination, past_window=bool(handoff.past_window))
+            changes = transition_changes(handoff, plan.to_state, plan.changes)
+            for name, value in changes.items():
+                setattr(handoff, name, value)
+            changed.append(handoff)
+            fields.update(changes)
+            events.append(HandoffEvent(handoff_id=handoff.pk, from_state=S.IN_FLIGHT, to_state=plan.to_state,
+                                       actor_label=claim.worker, reason=plan.reason))
+            attempts.append((claim, plan.attempt_outcome, result))
+            states.append(plan.to_state)
+        if changed:
+            now = timezone.now()
+            for handoff in changed:
+                handoff.updated_at = now
+            update_many(changed, sorted(fields), using=DB)
+            HandoffEvent.objects.using(DB).bulk_create(events)
+            _finish_attempts(attempts)
+    return states
+
+
+def _finish_attempts(finished: list[tuple[Claim, str, DeliveryResult]]) -> None:
+    unknown = [claim for claim, _outcome, _result in finished if claim.attempt_id is None]
+    ids = {}
+    for claim in unknown:
+        ids[claim.handoff_id] = Attempt.objects.using(DB).values_list("id", flat=True).get(
+            handoff_id=claim.handoff_id, number=claim.attempt_number)
+    rows = [
+        Attempt(pk=claim.attempt_id or ids[claim.handoff_id], **_attempt_fields(outcome, result))
+        for claim, outcome, result in finished
+    ]
+    update_many(rows, ["finished_at", "outcome", "failure_class", "reason_code", "status_code", "latency_ms",
+                       "detail"], using=DB)
+
+
+def handoff_record_outcome(*, claim: Claim, result: DeliveryResult, destination: Destination) -> str:
+    """Record one attempt's outcome. Refuses (LeaseLost) when the claim's fencing token is stale."""
+    [state] = handoff_record_outcomes(outcomes=[(claim, result)], destination=destination)
+    if state is None:
+        raise LeaseLost(f"{claim.action_key}: lease of {claim.worker} epoch {claim.epoch} was taken over")
+    return state
+
+
+def handoff_renew_leases(*, claims: list[Claim], lease_seconds: float) -> set[int]:
+    """Extend the leases this worker still holds (same owner, same fencing epoch, still in flight) and
+    return their ids."""
+    if not claims:
+        return set()
+    mine = Q()
+    for claim in claims:
+        mine |= Q(pk=claim.handoff_id, fencing_epoch=claim.epoch)
+    held = Handoff.objects.using(DB).filter(mine, state=S.IN_FLIGHT, lease_owner=claims[0].worker)
+    with transaction.atomic(using=DB):
+        held.update(lease_expires_at=db_now_plus(lease_seconds))
+        return set(held.values_list("pk", flat=True))
+
+
+def handoff_release_claims(*, claims: list[Claim], reason: str) -> int:
+    """Give back claims that were never sent (their destination was paused meanwhile): pending again, due
+    at once, the attempt marked not sent and not counted against the handoff's run."""
+    released = 0
+    for claim in sorted(claims, key=lambda c: c.handoff_id):
+        with transaction.atomic(using=DB):
+            handoff = (Handoff.objects.using(DB).select_for_update(no_key=True)
+                       .filter(pk=claim.handoff_id, state=S.IN_FLIGHT, lease_owner=claim.worker,
+                               fencing_epoch=claim.epoch).first())
+            if handoff is None:
+                continue
+            Attempt.objects.using(DB).filter(handoff_id=handoff.pk, number=claim.attempt_number).update(
+                outcome=AttemptOutcome.SKIPPED, finished_at=timezone.now(), detail=reason)
+            handoff_transition(handoff, S.PENDING, actor_label=claim.worker, reason=reason, next_attempt_at=db_now(),
+                               attempts_in_run=max(handoff.attempts_in_run - 1, 0))
+            released += 1
+    return released
+
+
+def handoff_expire_leases(*, actor_label: str = "sweep") -> int:
+    """In-flight handoffs whose lease ran out become uncertain: the call may have reached the receiver."""
+    expired = list(
+        Handoff.objects.using(DB)
+        .lease_expired()
+        .values_list("id", "fencing_epoch")[:500]
+    )
+    count = 0
+    for pk, epoch in expired:
+        with transaction.atomic(using=DB):
+            handoff = (
+                Handoff.objects.using(DB).select_for_update(no_key=True)
+                .lease_expired().filter(pk=pk, fencing_epoch=epoch).first()
+            )
+            if handoff is None:
+                continue
+            Attempt.objects.using(DB).filter(
+                handoff_id=pk, fencing_epoch=epoch, outcome=AttemptOutcome.IN_PROGRESS
+            ).update(outcome=AttemptOutcome.ABANDONED, finished_at=timezone.now(),
+                     failure_class=FailureClass.UNCERTAIN, reason_code="lease_expired",
+                     detail=f"worker {handoff.lease_owner} did not report back before its lease ran out")
+            handoff_transition(
+                handoff, S.UNCERTAIN, actor_label=actor_label,
+                reason=f"lease of {handoff.lease_owner} expired mid-call; outcome unknown",
+                failure_class=FailureClass.UNCERTAIN, reason_code="lease_expired",
+                last_error=f"worker {handoff.lease_owner} stopped reporting during the call",
+            )
+            count += 1
+    return count
+
+
+def _ask_receiver(destination: Destination, action_key: str) -> tuple[RemoteTask | None, str]:
+    """The receiver's task for the key and "", or None and why nothing is known."""
+    if not destination.supports_lookup:
+        return None, "the destination cannot be asked about a key; check at the receiver by hand"
+    try:
+        return destination.lookup(action_key), ""
+    except LookupFailed as exc:
+        return None, str(exc)
+
+
+def handoff_settle(*, handoff_id: int, destination: Destination | None = None, actor=None,
+                   actor_label: str = "settlement", reason: str = "") -> str:
+    """Settle an unknown outcome by asking the receiver about the action key, before any new attempt.
+    Also serves an operator's `reconcile` on a handoff that needs attention. Returns the state after."""
+    destination = destination or get_destination()
+    handoff = Handoff.objects.using(DB).get(pk=handoff_id)
+    if handoff.state not in NEEDS_PERSON_STATES:
+        return handoff.state
+    remote, lookup_error = _ask_receiver(destination, handoff.action_key)
+    with transaction.atomic(using=DB):
+        # Only if nothing moved the handoff while the receiver was asked (no lock was held meanwhile).
+        locked = (
+            Handoff.objects.using(DB).select_for_update(no_key=True)
+            .filter(pk=handoff_id, state=handoff.state, fencing_epoch=handoff.fencing_epoch).first()
+        )
+        return _apply_settlement(locked, handoff_id, destination, remote, lookup_error, actor=actor,
+                                 actor_label=actor_label, note=reason)
+
+
+def _apply_settlement(locked: Handoff | None, handoff_id: int, destination: Destination, remote: RemoteTask | None,
+                      lookup_error: str, *, actor, actor_label: str, note: str) -> str:
+    if locked is None:
+        return Handoff.objects.using(DB).values_list("state", flat=True).get(pk=handoff_id)
+    settled = (settlement_without_answer(locked, destination, lookup_error) if lookup_error
+               else settlement_for(locked, remote, destination))
+    if settled.to_state is None and lookup_error and actor is None:
+        return locked.state  # nothing learnt, nobody asked: no event
+    handoff_transition(
+        locked, settled.to_state or locked.state, actor=actor, actor_label=actor_label if actor is None else "",
+        action="reconcile" if actor is not None else "",
+        reason=f"{settled.reason} (note: {note})" if note else settled.reason, **settled.changes,
+    )
+    return locked.state
+
+
+def handoff_supersede(*, handoff_id: int, actor=None, reason: str, only_from: tuple[str, ...] | None = None) -> Handoff:
+    """A correction replaced the handoff. `only_from` names the states it may be in, checked under the lock."""
     with transaction.atomic(using=DB):
         handoff = _lock(handoff_id)
+        if only_from is not None and handoff.state not in only_from:
+            raise InvalidTransition(handoff.action_key, handoff.state, S.SUPERSEDED)
         handoff_transition(handoff, S.SUPERSEDED, actor=actor, reason=reason, action="correct")
     return handoff
 
 
 def handoff_cancel(*, handoff_id: int, actor, reason: str) -> Handoff:
     if not reason.strip():
-        raise ValueError("a reason is required to cancel a handoff")
+        raise ReasonRequired("a reason is required to cancel a handoff")
     with transaction.atomic(using=DB):
         handoff = _lock(handoff_id)
         handoff_transition(handoff, S.CANCELLED, actor=actor, reason=reason, action="cancel")
@@ -175,9 +511,18 @@ def handoff_retry(*, handoff_id: int, actor, reason: str = "", confirm_risk: boo
     return handoff
 
 
+def _may_own(user_id: int, workspace_id: int) -> bool:
+    # Who may own a handoff is the source application's rule (operators of the workspace); it is wired in
+    # by a setting so that the outbox core imports nothing from it.
+    return import_string(settings.HANDOFF_ASSIGNEE_CHECK)(user_id, workspace_id)
+
+
 def handoff_assign(*, handoff_id: int, actor, owner, reason: str = "") -> Handoff:
+    """Give the handoff an owner (or none). The owner must be an operator of the handoff's workspace."""
     with transaction.atomic(using=DB):
         handoff = _lock(handoff_id)
+        if owner is not None and not _may_own(owner.pk, handoff.workspace_id):
+            raise AssigneeNotOperator(f"{owner.get_username()} is not an operator of workspace {handoff.workspace_id}")
         previous = handoff.owner.get_username() if handoff.owner else "nobody"
         handoff_transition(
             handoff,
@@ -250,7 +595,7 @@ def handoff_settle_manually(*, handoff_id: int, actor, receiver_task_id: str, re
     """
     receiver_task_id = receiver_task_id.strip()
     if not reason.strip():
-        raise ValueError("say what was checked or done at the receiver")
+        raise ReasonRequired("say what was checked or done at the receiver")
     with transaction.atomic(using=DB):
         handoff = _lock(handoff_id)
         to_state, changes = _settle_changes(handoff, receiver_task_id)
@@ -265,3 +610,48 @@ def handoff_note_check(*, handoff_id: int, actor, reason: str, action: str = "re
     with transaction.atomic(using=DB):
         handoff = _lock(handoff_id)
         return handoff_transition(handoff, handoff.state, actor=actor, action=action, reason=reason)
+
+
+# --- Bulk actions ---------------------------------------------------------------------------------
+
+BULK_ACTIONS = ("retry", "reconcile", "assign")
+
+
+@dataclass
+class BulkResult:
+    """What a bulk action did: how many it applied to, and why the others were skipped (reason: count)."""
+
+    action: str
+    total: int
+    done: int = 0
+    skipped: dict[str, int] = field(default_factory=dict)
+
+    def skip(self, reason: str) -> None:
+        self.skipped[reason] = self.skipped.get(reason, 0) + 1
+
+
+def _bulk_one(action: str, pk: int, *, actor, owner, reason: str) -> None:
+    if action == "retry":
+        handoff_retry(handoff_id=pk, actor=actor, reason=reason or "bulk retry")
+    elif action == "reconcile":
+        handoff_settle(handoff_id=pk, actor=actor)
+    else:
+        handoff_assign(handoff_id=pk, actor=actor, owner=owner, reason=reason)
+
+
+def handoffs_bulk_apply(*, action: str, handoff_ids: list[int], actor, owner=None, reason: str = "") -> BulkResult:
+    """Apply one action to each handoff, each in its own transaction through the same service as the single
+    action; a handoff the action does not fit is skipped with the reason, never half done."""
+    if action not in BULK_ACTIONS:
+        raise InvalidActionInput(f"unknown bulk action {action!r}")
+    result = BulkResult(action=action, total=len(handoff_ids))
+    for pk in handoff_ids:
+        try:
+            _bulk_one(action, pk, actor=actor, owner=owner, reason=reason)
+        except RiskNotConfirmed:
+            result.skip("outcome unknown: reconcile these first")
+        except OutboxError as exc:
+            result.skip(str(exc).split(": ", 1)[-1] if str(exc) else type(exc).__name__)
+        else:
+            result.done += 1
+    return result

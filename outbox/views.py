@@ -20,24 +20,31 @@ from django_htmx.http import push_url
 from approvals import services as approval_services
 from approvals.errors import ApprovalsError, InvalidPayload
 from approvals.models import Role
-from approvals.querystring import BadQueryValue, parse_keyset_cursor
+from approvals.querystring import BadQueryValue, keyset_cursor, parse_keyset_cursor
 from approvals.selectors import console_nav, is_operator_of, operators_of, revision_by_id, workspace_ids_for
+from config.htmx import HtmxHttpRequest
 from outbox import dispatcher, services
-from outbox.errors import OutboxError, RiskNotConfirmed
+from outbox.errors import AssigneeNotOperator, InvalidActionInput, OutboxError, RiskNotConfirmed
 from outbox.filters import HandoffFilter
 from outbox.guidance import BULK_ELIGIBLE_STATES, available_actions, in_backoff, next_step, retry_is_risky
 from outbox.models import Handoff, HandoffState
-from outbox.redaction import REDACTED, redact
-from outbox.selectors import handoff_timeline, handoff_visible, handoffs_in, keyset_page
+from outbox.redaction import redact
+from outbox.selectors import (
+    correction_fields,
+    destination_pause,
+    handoff_timeline,
+    handoff_visible,
+    handoffs_in,
+    keyset_page,
+)
 from reconciliation import services as reconciliation_services
-from reconciliation.errors import ReconciliationError
+from reconciliation.errors import FindingNotOnHandoff, InvalidRepairInput, ReconciliationError
 from reconciliation.selectors import live_findings_of, repairs_of
 
 PAGE_SIZE = 50
 # A bulk action runs inside the web request; above this many matches it asks for a narrower filter.
 BULK_LIMIT = 1000
 FILTER_FIELDS = ("workspace", "state", "failure_class", "owner", "age", "q")
-POLL_STATES = (HandoffState.PENDING, HandoffState.IN_FLIGHT)
 
 
 # --- list ---------------------------------------------------------------------------------
@@ -55,7 +62,7 @@ def _filter_data(source) -> dict[str, str]:
     return {name: source.get(name, "") for name in FILTER_FIELDS if source.get(name, "")}
 
 
-def _list_context(request, data: dict[str, str]) -> dict:
+def _list_context(request: HtmxHttpRequest, data: dict[str, str]) -> dict:
     user = request.user
     visible = workspace_ids_for(user)
     operator_ws = set(workspace_ids_for(user, Role.OPERATOR))
@@ -69,7 +76,7 @@ def _list_context(request, data: dict[str, str]) -> dict:
     next_url = ""
     if more:
         last = rows[-1]
-        next_url = "?" + urlencode({**data, "after": f"{last.created_at.isoformat()}_{last.pk}"})
+        next_url = "?" + urlencode({**data, "after": keyset_cursor(last)})
     return {
         "filter": handoff_filter,
         "handoffs": rows,
@@ -88,7 +95,7 @@ REFRESH_HEADER = "X-Console-Refresh"
 
 @require_GET
 @login_required
-def handoff_list(request) -> HttpResponse:
+def handoff_list(request: HtmxHttpRequest) -> HttpResponse:
     data = _filter_data(request.GET)
     context = _list_context(request, data)
     if request.htmx and not request.htmx.history_restore_request:
@@ -105,7 +112,7 @@ def handoff_list(request) -> HttpResponse:
 
 @require_POST
 @login_required
-def handoff_bulk(request) -> HttpResponse:
+def handoff_bulk(request: HtmxHttpRequest) -> HttpResponse:
     """Bulk retry / reconcile / assign over every handoff matching the posted filter (not only the page).
 
     First post: show how many match and ask to confirm. Second post (with `bulk_confirm`): apply to
@@ -155,7 +162,7 @@ def handoff_bulk(request) -> HttpResponse:
     return render(request, "outbox/list.html", {**context, "nav": console_nav(request.user)}, status=status)
 
 
-def _filter_problems(request, data: dict[str, str], workspace_ids: list[int]) -> list[str]:
+def _filter_problems(request: HtmxHttpRequest, data: dict[str, str], workspace_ids: list[int]) -> list[str]:
     """Why the posted filter cannot be used as given: each refused value with its field, else nothing."""
     handoff_filter = HandoffFilter(data, queryset=Handoff.objects.none(), request=request,
                                    workspace_ids=workspace_ids)
@@ -172,68 +179,41 @@ def _verb(action: str) -> str:
 def _owner_name(owner_raw: str) -> str:
     if not owner_raw:
         return "nobody"
-    from django.contrib.auth import get_user_model
-
-    user = get_user_model().objects.filter(pk=owner_raw).first() if owner_raw.isdigit() else None
+    user = _user_or_none(owner_raw)
     return user.get_username() if user else "unknown user"
 
 
-def _bulk_apply(request, action: str, ids: list[int], owner_raw: str, reason: str) -> dict:
-    from django.contrib.auth import get_user_model
-
+def _bulk_apply(request: HtmxHttpRequest, action: str, ids: list[int], owner_raw: str, reason: str) -> dict:
     owner = None
     if action == "assign" and owner_raw:
-        owner = get_user_model().objects.filter(pk=owner_raw).first() if owner_raw.isdigit() else None
+        owner = _user_or_none(owner_raw)
         if owner is None:
             return {"level": "error", "text": "Choose an operator to assign to."}
-    done, skipped = 0, {}
-    for pk in ids:
-        try:
-            if action == "retry":
-                services.handoff_retry(handoff_id=pk, actor=request.user, reason=reason or "bulk retry")
-            elif action == "reconcile":
-                dispatcher.handoff_settle(handoff_id=pk, actor=request.user)
-            else:
-                handoff = Handoff.objects.only("workspace_id").get(pk=pk)
-                if owner is not None and not is_operator_of(owner.pk, handoff.workspace_id):
-                    raise OutboxError(f"{owner.get_username()} is not an operator of workspace "
-                                      f"{handoff.workspace_id}")
-                services.handoff_assign(handoff_id=pk, actor=request.user, owner=owner, reason=reason)
-            done += 1
-        except RiskNotConfirmed:
-            skipped["outcome unknown: reconcile these first"] = skipped.get(
-                "outcome unknown: reconcile these first", 0) + 1
-        except OutboxError as exc:
-            key = type(exc).__name__ if not str(exc) else str(exc).split(": ", 1)[-1]
-            skipped[key] = skipped.get(key, 0) + 1
-    text = f"{_verb(action).capitalize()} {done} of {len(ids)} matching handoffs."
-    if action == "retry" and done:
+    result = services.handoffs_bulk_apply(action=action, handoff_ids=ids, actor=request.user, owner=owner,
+                                          reason=reason)
+    text = f"{_verb(action).capitalize()} {result.done} of {result.total} matching handoffs."
+    if action == "retry" and result.done:
         text += " The dispatcher sends them with their same action keys."
-    return {"level": "success" if not skipped else "warning", "text": text, "skipped": sorted(skipped.items())}
+    return {"level": "warning" if result.skipped else "success", "text": text,
+            "skipped": sorted(result.skipped.items())}
+
+
+def _user_or_none(raw: str):
+    from django.contrib.auth import get_user_model
+
+    return get_user_model().objects.filter(pk=raw).first() if raw.isdigit() else None
 
 
 # --- detail and actions ---------------------------------------------------------------
 
-def _visible_or_404(request, pk: int) -> Handoff:
+def _visible_or_404(request: HtmxHttpRequest, pk: int) -> Handoff:
     handoff = handoff_visible(workspace_ids_for(request.user), pk)
     if handoff is None:
         raise Http404("no such handoff")
     return handoff
 
 
-def _correction_fields(handoff: Handoff) -> list[dict]:
-    """The editable fields of the payload; sensitive ones are shown blank and kept unless retyped."""
-    shown = redact(handoff.payload)
-    fields = []
-    for key, value in handoff.payload.items():
-        if not isinstance(value, str):
-            continue
-        sensitive = shown.get(key) == REDACTED and value != REDACTED
-        fields.append({"name": key, "value": "" if sensitive else shown.get(key, ""), "sensitive": sensitive})
-    return fields
-
-
-def _panel_context(request, handoff: Handoff, result: dict | None = None) -> dict:
+def _panel_context(request: HtmxHttpRequest, handoff: Handoff, result: dict | None = None) -> dict:
     attempts, events = handoff_timeline(handoff)
     is_operator = is_operator_of(request.user.pk, handoff.workspace_id)
     source = revision_by_id(handoff.source_id)
@@ -247,15 +227,15 @@ def _panel_context(request, handoff: Handoff, result: dict | None = None) -> dic
         "findings": [{"finding": f, "source": redact(f.source_evidence), "receiver": redact(f.receiver_evidence)}
                      for f in findings],
         "repairs": repairs_of(handoff),
-        "guidance": next_step(handoff, findings),
+        "guidance": next_step(handoff, findings, paused_destination=destination_pause(handoff.destination)),
         "actions": available_actions(handoff, findings) if is_operator else [],
         "risky_retry": retry_is_risky(handoff),
         "in_backoff": in_backoff(handoff),
         "is_operator": is_operator,
         "operators": operators_of([handoff.workspace_id]) if is_operator else [],
-        "correction_fields": _correction_fields(handoff) if is_operator else [],
+        "correction_fields": correction_fields(handoff) if is_operator else [],
         "source": source,
-        "poll": handoff.state in POLL_STATES,
+        "poll": handoff.with_dispatcher,
         "version": handoff.updated_at.isoformat(),
         "result": result,
     }
@@ -263,7 +243,7 @@ def _panel_context(request, handoff: Handoff, result: dict | None = None) -> dic
 
 @require_GET
 @login_required
-def handoff_detail(request, pk: int) -> HttpResponse:
+def handoff_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     handoff = _visible_or_404(request, pk)
     if request.htmx:
         # The panel polls while the dispatcher works on the handoff; unchanged means nothing to swap.
@@ -281,7 +261,7 @@ def handoff_action(view):
     @wraps(view)
     @require_POST
     @login_required
-    def wrapper(request, pk: int) -> HttpResponse:
+    def wrapper(request: HtmxHttpRequest, pk: int) -> HttpResponse:
         handoff = _visible_or_404(request, pk)
         if not is_operator_of(request.user.pk, handoff.workspace_id):
             result = {"level": "error", "text": "Not allowed: handoff actions need the operator role in workspace "
@@ -296,7 +276,7 @@ def handoff_action(view):
         except InvalidPayload as exc:
             result = {"level": "error", "text": "Not done: " + "; ".join(exc.reasons)}
             status = 422
-        except ValueError as exc:
+        except (InvalidActionInput, InvalidRepairInput) as exc:
             result = {"level": "error", "text": f"Not done: {exc}."}
             status = 422
         except (OutboxError, ApprovalsError, ReconciliationError) as exc:
@@ -307,7 +287,7 @@ def handoff_action(view):
     return wrapper
 
 
-def _respond(request, pk: int, result: dict, *, status: int = 200) -> HttpResponse:
+def _respond(request: HtmxHttpRequest, pk: int, result: dict, *, status: int = 200) -> HttpResponse:
     handoff = Handoff.objects.select_related("owner").get(pk=pk)
     if request.htmx and request.POST.get("render") == "row":
         handoff.quick_actions = [a for a in available_actions(handoff)
@@ -345,7 +325,7 @@ def _after_send(handoff: Handoff, state: str) -> dict:
 
 
 @handoff_action
-def handoff_retry(request, handoff: Handoff) -> dict:
+def handoff_retry(request: HtmxHttpRequest, handoff: Handoff) -> dict:
     # Sent at once, so that the operator sees the actual result instead of "queued".
     state = dispatcher.handoff_retry_now(handoff_id=handoff.pk, actor=request.user,
                                          reason=request.POST.get("reason", "").strip(),
@@ -354,8 +334,8 @@ def handoff_retry(request, handoff: Handoff) -> dict:
 
 
 @handoff_action
-def handoff_reconcile(request, handoff: Handoff) -> dict:
-    state = dispatcher.handoff_settle(handoff_id=handoff.pk, actor=request.user,
+def handoff_reconcile(request: HtmxHttpRequest, handoff: Handoff) -> dict:
+    state = services.handoff_settle(handoff_id=handoff.pk, actor=request.user,
                                       reason=request.POST.get("reason", "").strip())
     latest = handoff.events.order_by("-at", "-id").values_list("reason", flat=True).first() or ""
     if state == HandoffState.DELIVERED:
@@ -368,42 +348,33 @@ def handoff_reconcile(request, handoff: Handoff) -> dict:
 
 
 @handoff_action
-def handoff_cancel(request, handoff: Handoff) -> dict:
+def handoff_cancel(request: HtmxHttpRequest, handoff: Handoff) -> dict:
     services.handoff_cancel(handoff_id=handoff.pk, actor=request.user, reason=request.POST.get("reason", "").strip())
     return {"level": "success", "text": "Cancelled. It will never be sent."}
 
 
 @handoff_action
-def handoff_assign(request, handoff: Handoff) -> dict:
-    from django.contrib.auth import get_user_model
-
+def handoff_assign(request: HtmxHttpRequest, handoff: Handoff) -> dict:
     raw = request.POST.get("owner", "")
-    owner = None
-    if raw:
-        owner = get_user_model().objects.filter(pk=raw).first() if raw.isdigit() else None
-        if owner is None or not is_operator_of(owner.pk, handoff.workspace_id):
-            raise ValueError("the new owner must be an operator of this workspace")
+    owner = _user_or_none(raw) if raw else None
+    if raw and owner is None:
+        raise AssigneeNotOperator("the new owner must be an operator of this workspace")
     services.handoff_assign(handoff_id=handoff.pk, actor=request.user, owner=owner,
                             reason=request.POST.get("reason", "").strip())
     return {"level": "success", "text": f"Assigned to {owner.get_username() if owner else 'nobody'}."}
 
 
 @handoff_action
-def handoff_acknowledge(request, handoff: Handoff) -> dict:
+def handoff_acknowledge(request: HtmxHttpRequest, handoff: Handoff) -> dict:
     services.handoff_acknowledge(handoff_id=handoff.pk, actor=request.user,
                                  reason=request.POST.get("reason", "").strip())
     return {"level": "success", "text": f"Acknowledged by {request.user.get_username()}."}
 
 
 @handoff_action
-def handoff_correct(request, handoff: Handoff) -> dict:
-    payload = dict(handoff.payload)
-    for field in _correction_fields(handoff):
-        value = request.POST.get(f"field_{field['name']}")
-        if value is None or (field["sensitive"] and value == ""):
-            continue  # not shown, or a sensitive value left blank: keep what the request had
-        payload[field["name"]] = value
-    revision = approval_services.handoff_correct(handoff_id=handoff.pk, actor=request.user, payload=payload,
+def handoff_correct(request: HtmxHttpRequest, handoff: Handoff) -> dict:
+    edits = {key.removeprefix("field_"): value for key, value in request.POST.items() if key.startswith("field_")}
+    revision = approval_services.handoff_correct(handoff_id=handoff.pk, actor=request.user, edits=edits,
                                                  reason=request.POST.get("reason", "").strip())
     url = reverse("approvals:detail", args=(revision.workspace_id, revision.number, revision.revision))
     return {"level": "success", "link": url, "link_text": f"revision {revision.revision}",
@@ -412,21 +383,21 @@ def handoff_correct(request, handoff: Handoff) -> dict:
 
 
 @handoff_action
-def handoff_reconcile_now(request, handoff: Handoff) -> dict:
+def handoff_reconcile_now(request: HtmxHttpRequest, handoff: Handoff) -> dict:
     check = reconciliation_services.handoff_reconcile_now(handoff_id=handoff.pk, actor=request.user)
     level = "warning" if check.problems or check.lookup_error else "success"
     return {"level": level, "text": f"Reconciled now: {check.summary()}."}
 
 
 @handoff_action
-def handoff_repair(request, handoff: Handoff) -> dict:
+def handoff_repair(request: HtmxHttpRequest, handoff: Handoff) -> dict:
     raw = request.POST.get("finding", "")
     finding_id = None
     if raw:
         # Only a live finding of this handoff's key: the handoff's scope check then covers the finding.
         finding = live_findings_of(handoff.action_key).filter(pk=raw).first() if raw.isdigit() else None
         if finding is None:
-            raise ValueError("that finding is not open on this handoff")
+            raise FindingNotOnHandoff("that finding is not open on this handoff")
         finding_id = finding.pk
     repair = reconciliation_services.manual_repair_record(
         actor=request.user, finding_id=finding_id, handoff_id=handoff.pk,

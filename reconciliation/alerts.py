@@ -93,9 +93,7 @@ def handoff_item(handoff: Handoff) -> AlertItem:
         last_successful_step=last_successful_step(handoff),
         failure_class=failure,
         affected_record=f"{handoff.source_ref}, workspace {handoff.workspace_id}",
-        next_action=next_actions.for_handoff(
-            failure_class=handoff.failure_class, reason_code=handoff.reason_code, state=handoff.state
-        ),
+        next_action=next_actions.for_handoff(handoff),
         link=handoff_link(handoff.pk),
         detail=redact_text(handoff.last_error)[:500],
     )
@@ -328,20 +326,27 @@ def _send_email(kind: str, subject: str, body: str, recipients: list[str]) -> st
     return ""
 
 
+def _deliver(kind: str, severity: str, message: tuple[str, str, dict], recipients: list[str],
+             http_client: httpx.Client | None) -> tuple[bool, str, list[str]]:
+    """Send by e-mail and webhook: (e-mailed, webhook status, errors)."""
+    subject, body, payload = message
+    email_error = _send_email(kind, subject, body, recipients) if recipients else ""
+    webhook_status, webhook_error = _send_webhook(severity, payload, http_client)
+    errors = [error for error in (email_error, webhook_error) if error]
+    if not recipients and not webhook_status:
+        errors.append("no alert recipient configured (ALERT_EMAILS, ALERT_WEBHOOK_URL, ALERT_PAGE_WEBHOOK_URL)")
+    return bool(recipients) and not email_error, webhook_status, errors
+
+
 def send_group(kind: str, records: list[AlertRecord], *, http_client: httpx.Client | None = None) -> tuple[bool, bool]:
     """Send one message for the records; returns (email sent, webhook sent). Call outside transactions."""
     records = _claim_for_sending(records)
     if not records:
         return False, False
     message_id = uuid.uuid4().hex
-    subject, body, payload = _compose(kind, records, message_id)
     recipients = _recipients(records)
-    email_error = _send_email(kind, subject, body, recipients) if recipients else "no address"
-    emailed = not email_error
-    webhook_status, webhook_error = _send_webhook(records[0].severity, payload, http_client)
-    errors = [e for e in (email_error if recipients else "", webhook_error) if e]
-    if not recipients and not webhook_status:
-        errors.append("no alert recipient configured (ALERT_EMAILS, ALERT_WEBHOOK_URL, ALERT_PAGE_WEBHOOK_URL)")
+    emailed, webhook_status, errors = _deliver(kind, records[0].severity, _compose(kind, records, message_id),
+                                               recipients, http_client)
     webhooked = webhook_status.startswith("HTTP 2")
     AlertRecord.objects.using(DB).filter(pk__in=[r.pk for r in records]).update(
         sent_at=timezone.now() if emailed or webhooked else None,
@@ -360,7 +365,7 @@ def _group_key(record: AlertRecord) -> tuple:
     return (record.kind, record.workspace_id, record.workflow, record.failure_class)
 
 
-def alert_sweep(*, now: datetime | None = None, limit: int = 500, http_client: httpx.Client | None = None
+def alerts_send_due(*, now: datetime | None = None, limit: int = 500, http_client: httpx.Client | None = None
                 ) -> SweepResult:
     """Record new episodes, then send every unsent one: each page alone, the rest grouped by workspace, kind,
     workflow and failure class."""

@@ -13,13 +13,21 @@ class InvalidFindingTransition(ReconciliationError):
         self.to_status = to_status
 
 
-class NoteRequired(ValueError):
+class InvalidRepairInput(ReconciliationError):
+    """A finding action or repair cannot be recorded with this input (a 422): nothing was written."""
+
+
+class NoteRequired(InvalidRepairInput):
     pass
 
 
-class RepairNotConfirmed(ValueError):
+class RepairNotConfirmed(InvalidRepairInput):
     """The receiver, asked about the key, does not hold the task the repair names."""
 
 
-class RepairDetailsRequired(ValueError):
+class RepairDetailsRequired(InvalidRepairInput):
+    pass
+
+
+class FindingNotOnHandoff(InvalidRepairInput):
     pass

@@ -33,11 +33,30 @@ def _labels(workflow: str, workspace_id: int | None, *rest: str) -> list[str]:
     return [workflow or "", "" if workspace_id is None else str(workspace_id), *rest]
 
 
+def _add_counts(family, rows):
+    """Rows are (workflow, workspace_id, *further labels, value): one metric each."""
+    for *labels, value in rows:
+        family.add_metric(_labels(*labels), value)
+    return family
+
+
 class HandoffCollector(Collector):
     def collect(self):
         now = timezone.now()
         handoffs = Handoff.objects.order_by()
+        yield from self._by_state(handoffs)
+        yield self._needs_attention(handoffs)
+        yield self._oldest_age(handoffs, now)
+        yield self._retries_exhausted(handoffs)
+        attempts = Attempt.objects.order_by()
+        yield self._duplicate_preventions(attempts)
+        yield self._failed_attempts(attempts)
+        yield self._manual_interventions()
+        yield self._failure_ratio(handoffs)
+        yield from self._acknowledgement(handoffs, now)
+        yield from self._reconciliation()
 
+    def _by_state(self, handoffs):
         states = GaugeMetricFamily("handoff_handoffs", "Handoffs by state now.", labels=[*WF_WS, "state"])
         completed = CounterMetricFamily("handoff_completed", "Handoffs delivered with a validated receipt.",
                                         labels=WF_WS)
@@ -59,15 +78,14 @@ class HandoffCollector(Collector):
         yield completed
         yield person
 
+    def _needs_attention(self, handoffs):
         attention = GaugeMetricFamily("handoff_needs_attention", "Handoffs that need a person, by failure class.",
                                       labels=[*WF_WS, "failure_class"])
-        for workflow, ws, failure_class, n in handoffs.filter(state=S.NEEDS_ATTENTION).values_list(
+        return _add_counts(attention, handoffs.filter(state=S.NEEDS_ATTENTION).values_list(
             "workflow", "workspace_id", "failure_class"
-        ).annotate(n=Count("id")):
-            attention.add_metric(_labels(workflow, ws, failure_class), n)
-        yield attention
+        ).annotate(n=Count("id")))
 
-
+    def _oldest_age(self, handoffs, now):
         oldest = GaugeMetricFamily("handoff_oldest_age_seconds",
                                    "Age of the oldest pending (since recorded) or in-flight (since claimed) handoff.",
                                    labels=[*WF_WS, "state"])
@@ -76,44 +94,40 @@ class HandoffCollector(Collector):
                 first=Min(field)
             ):
                 oldest.add_metric(_labels(workflow, ws, state), max((now - first).total_seconds(), 0.0))
-        yield oldest
+        return oldest
 
+    def _retries_exhausted(self, handoffs):
         exhausted = GaugeMetricFamily("handoff_retries_exhausted", "Handoffs whose automatic retries ran out.",
                                       labels=WF_WS)
-        for workflow, ws, n in handoffs.filter(reason_code="retries_exhausted").values_list(
+        return _add_counts(exhausted, handoffs.filter(reason_code="retries_exhausted").values_list(
             "workflow", "workspace_id"
-        ).annotate(n=Count("id")):
-            exhausted.add_metric(_labels(workflow, ws), n)
-        yield exhausted
+        ).annotate(n=Count("id")))
 
-        attempts = Attempt.objects.order_by()
+    def _duplicate_preventions(self, attempts):
         duplicates = CounterMetricFamily("handoff_duplicate_effect_preventions",
                                          "Attempts answered with the existing task: a second effect prevented.",
                                          labels=WF_WS)
-        for workflow, ws, n in attempts.filter(outcome=AttemptOutcome.DUPLICATE).values_list(
+        return _add_counts(duplicates, attempts.filter(outcome=AttemptOutcome.DUPLICATE).values_list(
             "handoff__workflow", "handoff__workspace_id"
-        ).annotate(n=Count("id")):
-            duplicates.add_metric(_labels(workflow, ws), n)
-        yield duplicates
+        ).annotate(n=Count("id")))
 
+    def _failed_attempts(self, attempts):
         failures = CounterMetricFamily("handoff_failed_attempts",
                                        "Attempts that failed or ended with no known outcome.",
                                        labels=[*WF_WS, "failure_class"])
-        for workflow, ws, failure_class, n in attempts.filter(outcome__in=FAILED_OUTCOMES).values_list(
+        return _add_counts(failures, attempts.filter(outcome__in=FAILED_OUTCOMES).values_list(
             "handoff__workflow", "handoff__workspace_id", "failure_class"
-        ).annotate(n=Count("id")):
-            failures.add_metric(_labels(workflow, ws, failure_class), n)
-        yield failures
+        ).annotate(n=Count("id")))
 
+    def _manual_interventions(self):
         manual = CounterMetricFamily("handoff_manual_interventions",
                                      "Operator actions on handoffs (retry, cancel, correct, assign, acknowledge...).",
                                      labels=WF_WS)
-        for workflow, ws, n in HandoffEvent.objects.order_by().exclude(action="").values_list(
+        return _add_counts(manual, HandoffEvent.objects.order_by().exclude(action="").values_list(
             "handoff__workflow", "handoff__workspace_id"
-        ).annotate(n=Count("id")):
-            manual.add_metric(_labels(workflow, ws), n)
-        yield manual
+        ).annotate(n=Count("id")))
 
+    def _failure_ratio(self, handoffs):
         rate = GaugeMetricFamily("handoff_failure_ratio",
                                  "Share of handoffs that ever needed attention, by workflow and rule version.",
                                  labels=[*WF_WS, "rule_version"])
@@ -121,10 +135,7 @@ class HandoffCollector(Collector):
             "workflow", "workspace_id", "rule_version"
         ).annotate(total=Count("id"), failed=Count("id", filter=Q(attention_since__isnull=False))):
             rate.add_metric(_labels(workflow, ws, version), failed / total if total else 0.0)
-        yield rate
-
-        yield from self._acknowledgement(handoffs, now)
-        yield from self._reconciliation()
+        return rate
 
     def _acknowledgement(self, handoffs, now):
         samples: dict[tuple, list[float]] = defaultdict(list)

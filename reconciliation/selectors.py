@@ -171,81 +171,97 @@ def _state_counts(handoffs: QuerySet[Handoff]) -> tuple[dict[str, int], int]:
     return {state: n for state, n, _needing in rows}, sum(needing for _state, _n, needing in rows)
 
 
+def _figure(value, link: str) -> dict:
+    return {"value": value, "link": link}
+
+
+def _age_seconds(since: datetime | None, now: datetime) -> float | None:
+    return (now - since).total_seconds() if since else None
+
+
+def _drilldown_url(name: str, workspace: int | None) -> str:
+    return reverse("reconciliation:drilldown", args=[name]) + (f"?workspace={workspace}" if workspace else "")
+
+
+def _handoff_figures(handoffs: QuerySet[Handoff], *, now: datetime, ws: int | None) -> dict:
+    """The figures read from the handoffs themselves: states, the oldest waiting, retries exhausted."""
+    by_state, needing = _state_counts(handoffs)
+    oldest_pending = handoffs.filter(state=S.PENDING).aggregate(m=Min("created_at"))["m"]
+    oldest_in_flight = handoffs.filter(state=S.IN_FLIGHT).aggregate(m=Min("updated_at"))["m"]
+
+    def of_state(state: str) -> dict:
+        return _figure(by_state.get(state, 0), handoff_list_url(state=state, workspace=ws))
+
+    return {
+        "completed": of_state(S.DELIVERED),
+        "pending": of_state(S.PENDING),
+        "oldest_pending_seconds": _figure(_age_seconds(oldest_pending, now),
+                                          handoff_list_url(state=S.PENDING, workspace=ws)),
+        "in_flight": of_state(S.IN_FLIGHT),
+        "oldest_in_flight_seconds": _figure(_age_seconds(oldest_in_flight, now),
+                                            handoff_list_url(state=S.IN_FLIGHT, workspace=ws)),
+        "uncertain": of_state(S.UNCERTAIN),
+        "needs_attention": of_state(S.NEEDS_ATTENTION),
+        "needing_person": _figure(needing, handoff_list_url(state=NEEDS_PERSON_FILTER, workspace=ws)),
+        "retry_exhausted": _figure(handoffs.filter(reason_code="retries_exhausted").count(),
+                                   handoff_list_url(reason_code="retries_exhausted", workspace=ws)),
+    }
+
+
+def _activity_figures(scope: Iterable[int], *, ws: int | None) -> dict:
+    """The figures read from attempts, operator events and findings."""
+    duplicates = _scoped(Attempt.objects.all(), scope, "handoff__workspace_id").filter(
+        outcome=AttemptOutcome.DUPLICATE).count()
+    interventions = _scoped(HandoffEvent.objects.all(), scope, "handoff__workspace_id").exclude(action="").count()
+    return {
+        "duplicate_preventions": _figure(duplicates, _drilldown_url("duplicates", ws)),
+        "outcome_validation_failures": _figure(live_findings(scope).filter(outcome_validation=True).count(),
+                                               findings_url(outcome_validation=1, workspace=ws)),
+        "manual_interventions": _figure(interventions, _drilldown_url("interventions", ws)),
+    }
+
+
+def _ack_figures(ack: AckTimes, *, ws: int | None) -> dict:
+    link = handoff_list_url(state=S.NEEDS_ATTENTION, workspace=ws)
+    return {
+        "ack_median_seconds": _figure(ack.median_seconds, link),
+        "ack_worst_seconds": _figure(ack.worst_seconds, link),
+        "unacknowledged": _figure(ack.unacknowledged, link),
+    }
+
+
+def _failure_rates_linked(scope: Iterable[int], *, ws: int | None) -> list[dict]:
+    return [
+        {**r, "link": handoff_list_url(state=S.NEEDS_ATTENTION, q=f"{r['workflow']}:", workspace=ws)}
+        for r in failure_rates(scope)
+    ]
+
+
+def _findings_linked(kinds: dict[str, int], *, ws: int | None) -> list[dict]:
+    return [
+        {"kind": kind, "label": FindingKind(kind).label, "value": n, "link": findings_url(kind=kind, workspace=ws)}
+        for kind, n in kinds.items()
+    ]
+
+
 def health_summary(workspace_ids: list[int], *, now: datetime | None = None, workspace: int | None = None) -> dict:
     """Every figure of the health dashboard, each with the link to the list behind it."""
     now = now or timezone.now()
     scope = [workspace] if workspace is not None else workspace_ids
     ws = workspace
-    handoffs = handoffs_scoped(scope)
-    by_state, needing = _state_counts(handoffs)
-    oldest_pending = handoffs.filter(state=S.PENDING).aggregate(m=Min("created_at"))["m"]
-    oldest_in_flight = handoffs.filter(state=S.IN_FLIGHT).aggregate(m=Min("updated_at"))["m"]
-    duplicates = _scoped(Attempt.objects.all(), scope, "handoff__workspace_id").filter(
-        outcome=AttemptOutcome.DUPLICATE).count()
-    interventions = _scoped(HandoffEvent.objects.all(), scope, "handoff__workspace_id").exclude(action="").count()
-    findings = live_findings(scope)
     kinds = findings_by_kind(scope)
     ack = time_to_acknowledge(scope, now=now)
     figures = {
-        "completed": {"value": by_state.get(S.DELIVERED, 0), "link": handoff_list_url(state=S.DELIVERED, workspace=ws)},
-        "pending": {"value": by_state.get(S.PENDING, 0), "link": handoff_list_url(state=S.PENDING, workspace=ws)},
-        "oldest_pending_seconds": {
-            "value": (now - oldest_pending).total_seconds() if oldest_pending else None,
-            "link": handoff_list_url(state=S.PENDING, workspace=ws),
-        },
-        "in_flight": {"value": by_state.get(S.IN_FLIGHT, 0), "link": handoff_list_url(state=S.IN_FLIGHT, workspace=ws)},
-        "oldest_in_flight_seconds": {
-            "value": (now - oldest_in_flight).total_seconds() if oldest_in_flight else None,
-            "link": handoff_list_url(state=S.IN_FLIGHT, workspace=ws),
-        },
-        "uncertain": {"value": by_state.get(S.UNCERTAIN, 0), "link": handoff_list_url(state=S.UNCERTAIN, workspace=ws)},
-        "needs_attention": {
-            "value": by_state.get(S.NEEDS_ATTENTION, 0),
-            "link": handoff_list_url(state=S.NEEDS_ATTENTION, workspace=ws),
-        },
-        "needing_person": {
-            "value": needing,
-            "link": handoff_list_url(state=NEEDS_PERSON_FILTER, workspace=ws),
-        },
-        "retry_exhausted": {
-            "value": handoffs.filter(reason_code="retries_exhausted").count(),
-            "link": handoff_list_url(reason_code="retries_exhausted", workspace=ws),
-        },
-        "duplicate_preventions": {
-            "value": duplicates,
-            "link": reverse("reconciliation:drilldown", args=["duplicates"]) + (f"?workspace={ws}" if ws else ""),
-        },
-        "outcome_validation_failures": {
-            "value": findings.filter(outcome_validation=True).count(),
-            "link": findings_url(outcome_validation=1, workspace=ws),
-        },
-        "manual_interventions": {
-            "value": interventions,
-            "link": reverse("reconciliation:drilldown", args=["interventions"]) + (f"?workspace={ws}" if ws else ""),
-        },
-        "ack_median_seconds": {
-            "value": ack.median_seconds, "link": handoff_list_url(state=S.NEEDS_ATTENTION, workspace=ws),
-        },
-        "ack_worst_seconds": {
-            "value": ack.worst_seconds, "link": handoff_list_url(state=S.NEEDS_ATTENTION, workspace=ws),
-        },
-        "unacknowledged": {
-            "value": ack.unacknowledged, "link": handoff_list_url(state=S.NEEDS_ATTENTION, workspace=ws),
-        },
+        **_handoff_figures(handoffs_scoped(scope), now=now, ws=ws),
+        **_activity_figures(scope, ws=ws),
+        **_ack_figures(ack, ws=ws),
     }
-    rates = [
-        {**r, "link": handoff_list_url(state=S.NEEDS_ATTENTION, q=f"{r['workflow']}:", workspace=ws)}
-        for r in failure_rates(scope)
-    ]
     return {
         "now": now,
         "figures": figures,
         "ack": ack,
-        "failure_rates": rates,
-        "findings": [
-            {"kind": kind, "label": FindingKind(kind).label, "value": n, "link": findings_url(kind=kind, workspace=ws)}
-            for kind, n in kinds.items()
-        ],
+        "failure_rates": _failure_rates_linked(scope, ws=ws),
+        "findings": _findings_linked(kinds, ws=ws),
         "findings_total": sum(kinds.values()),
         "last_run": last_run(ws),
         "series": hourly_series(scope, now=now),
@@ -272,3 +288,21 @@ def findings_visible_to(workspace_ids: list[int], *, include_unscoped: bool = Fa
     if include_unscoped:
         condition |= Q(workspace_id__isnull=True)
     return Finding.objects.filter(condition).select_related("acknowledged_by", "resolved_by", "last_run")
+
+
+def findings_filtered(findings: QuerySet, *, status: str = "live", kind: str = "", workspace: int | None = None,
+                      text: str = "", outcome_validation: bool = False) -> QuerySet:
+    """The findings list's filter, newest first: "live" is everything not resolved; unknown values are ignored."""
+    if status == "live":
+        findings = findings.exclude(status=FindingStatus.RESOLVED)
+    elif status in FindingStatus.values:
+        findings = findings.filter(status=status)
+    if kind in FindingKind.values:
+        findings = findings.filter(kind=kind)
+    if outcome_validation:
+        findings = findings.filter(outcome_validation=True)
+    if workspace:
+        findings = findings.filter(workspace_id=workspace)
+    if text.strip():
+        findings = findings.filter(action_key__icontains=text.strip())
+    return findings.order_by("-last_seen_at", "-id")

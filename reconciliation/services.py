@@ -1,7 +1,7 @@
 """Reconciliation: compare every approved source action with the receiver's tasks, and keep findings.
 
 The receiver is read only through the destination interface (`list_keys`, `lookup`); the source
-is the outbox. Both are streamed in key order and merged (reconciliation/sweep.py). Because the two
+is the outbox. Both are streamed in key order and merged (reconciliation/merge.py). Because the two
 listings are read at different moments, every cross-side problem is confirmed with a point lookup on
 both sides before it is recorded: a handoff delivered while the run was between pages is not a
 false `missing_at_receiver`, and a task created for a handoff approved mid-run is not an orphan.
@@ -31,16 +31,7 @@ from reconciliation.errors import (
     RepairDetailsRequired,
     RepairNotConfirmed,
 )
-from reconciliation.models import (
-    Finding,
-    FindingEvent,
-    FindingKind,
-    FindingStatus,
-    ManualRepair,
-    ReconciliationRun,
-    RunStatus,
-)
-from reconciliation.sweep import (
+from reconciliation.merge import (
     SourceKey,
     SourceRow,
     StreamStats,
@@ -50,6 +41,15 @@ from reconciliation.sweep import (
     source_row,
     source_stream,
     workspace_prefixes,
+)
+from reconciliation.models import (
+    Finding,
+    FindingEvent,
+    FindingKind,
+    FindingStatus,
+    ManualRepair,
+    ReconciliationRun,
+    RunStatus,
 )
 
 log = logging.getLogger(__name__)
@@ -413,6 +413,50 @@ def _finish(run: ReconciliationRun, merge: _Merge, resolved: int) -> None:
     run.save(using=DB)
 
 
+def _checked_batch_size(batch_size: int | None, run: ReconciliationRun | None) -> int:
+    batch_size = batch_size or (run.batch_size if run else settings.RECONCILIATION_BATCH_SIZE)
+    if batch_size < 1:
+        raise ValueError("batch_size must be at least 1")
+    return batch_size
+
+
+def _new_merge(run: ReconciliationRun, destination: Destination, *, batch_size: int, confirm_limit: int) -> _Merge:
+    now = timezone.now()
+    return _Merge(destination=destination, recorder=_Recorder(run=run, now=now, batch_size=batch_size),
+                  confirm_limit=confirm_limit, now=now,
+                  stuck_before=now - timedelta(minutes=settings.HANDOFF_STUCK_MINUTES))
+
+
+def _compare(run: ReconciliationRun, merge: _Merge, *, batch_size: int,
+             progress: Callable[[RunProgress], None] | None) -> int:
+    """Merge both sides key by key, record the problems, and resolve the findings not seen again (their count)."""
+    pairs = merge_streams(
+        source_stream(batch_size=batch_size, stats=merge.source_stats, now=merge.now,
+                      stuck_before=merge.stuck_before, workspace_id=run.workspace_id),
+        _receiver_side(merge.destination, run, merge.receiver_stats),
+    )
+    for key, src, task in pairs:
+        merge.key(key, src, task)
+        if progress is not None and merge.compared % batch_size == 0:
+            progress(merge.progress())
+    merge.recorder.add(_unhanded_approvals(batch_size=batch_size, workspace_id=run.workspace_id))
+    merge.recorder.flush()
+    return _resolve_unseen(run, batch_size=batch_size, now=merge.now)
+
+
+def _compare_or_fail(run: ReconciliationRun, merge: _Merge, *, batch_size: int,
+                     progress: Callable[[RunProgress], None] | None) -> int:
+    """A run that breaks is stored as failed with its error, not raised: the run row is the report."""
+    try:
+        resolved = _compare(run, merge, batch_size=batch_size, progress=progress)
+    except Exception as exc:
+        log.exception("reconciliation run %s failed", run.pk)
+        run.status, run.error = RunStatus.FAILED, f"{type(exc).__name__}: {exc}"[:2000]
+        return 0
+    run.status = RunStatus.COMPLETED
+    return resolved
+
+
 def reconciliation_run(
     *,
     destination: Destination | None = None,
@@ -428,36 +472,13 @@ def reconciliation_run(
 
     Returns the stored run (completed or failed). `run` continues a run queued from the console."""
     destination = destination or get_destination()
-    batch_size = batch_size or (run.batch_size if run else settings.RECONCILIATION_BATCH_SIZE)
+    batch_size = _checked_batch_size(batch_size, run)
     confirm_limit = settings.RECONCILIATION_CONFIRM_LIMIT if confirm_limit is None else confirm_limit
-    if batch_size < 1:
-        raise ValueError("batch_size must be at least 1")
     if run is None:
         run = ReconciliationRun.objects.using(DB).create(trigger=trigger, batch_size=batch_size,
                                                          workspace_id=workspace_id, started_by=started_by)
-    now = timezone.now()
-    merge = _Merge(destination=destination, recorder=_Recorder(run=run, now=now, batch_size=batch_size),
-                   confirm_limit=confirm_limit, now=now,
-                   stuck_before=now - timedelta(minutes=settings.HANDOFF_STUCK_MINUTES))
-    resolved = 0
-    try:
-        pairs = merge_streams(
-            source_stream(batch_size=batch_size, stats=merge.source_stats, now=now, stuck_before=merge.stuck_before,
-                          workspace_id=run.workspace_id),
-            _receiver_side(destination, run, merge.receiver_stats),
-        )
-        for key, src, task in pairs:
-            merge.key(key, src, task)
-            if progress is not None and merge.compared % batch_size == 0:
-                progress(merge.progress())
-        merge.recorder.add(_unhanded_approvals(batch_size=batch_size, workspace_id=run.workspace_id))
-        merge.recorder.flush()
-        resolved = _resolve_unseen(run, batch_size=batch_size, now=now)
-    except Exception as exc:
-        log.exception("reconciliation run %s failed", run.pk)
-        run.status, run.error = RunStatus.FAILED, f"{type(exc).__name__}: {exc}"[:2000]
-    else:
-        run.status = RunStatus.COMPLETED
+    merge = _new_merge(run, destination, batch_size=batch_size, confirm_limit=confirm_limit)
+    resolved = _compare_or_fail(run, merge, batch_size=batch_size, progress=progress)
     if progress is not None:
         progress(merge.progress())
     _finish(run, merge, resolved)

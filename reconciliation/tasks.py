@@ -14,7 +14,7 @@ def reconcile_queued(run_id: int) -> dict:
     return {"run": run.pk, "status": run.status, "workspace": run.workspace_id, "findings": run.findings_by_kind}
 
 
-def alert_sweep() -> dict:
-    result = alerts.alert_sweep()
+def alerts_send_due() -> dict:
+    result = alerts.alerts_send_due()
     return {"recorded": result.recorded, "messages_sent": result.messages_sent,
             "webhooks_sent": result.webhooks_sent, "failed": result.failed}

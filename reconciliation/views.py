@@ -8,30 +8,32 @@ import hmac
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 
 from approvals.models import Role
 from approvals.selectors import workspace_ids_for
+from config.htmx import HtmxHttpRequest
 from outbox.redaction import redact
 from reconciliation import metrics, selectors, services
 from reconciliation.charts import bar_chart
 from reconciliation.errors import InvalidFindingTransition, NoteRequired
 from reconciliation.models import FindingKind, FindingStatus
+from reconciliation.paging import paused_destinations
 
 FINDINGS_PAGE = 200
 
 
-def _operator_scope(request: HttpRequest) -> list[int]:
+def _operator_scope(request: HtmxHttpRequest) -> list[int]:
     ids = workspace_ids_for(request.user, Role.OPERATOR)
     if not ids:
         raise PermissionDenied("the health dashboard is for operators of a workspace")
     return ids
 
 
-def _workspace_param(request: HttpRequest, scope: list[int]) -> int | None:
+def _workspace_param(request: HtmxHttpRequest, scope: list[int]) -> int | None:
     raw = request.GET.get("workspace", "")
     if not raw:
         return None
@@ -42,7 +44,7 @@ def _workspace_param(request: HttpRequest, scope: list[int]) -> int | None:
 
 @require_GET
 @login_required
-def health(request: HttpRequest) -> HttpResponse:
+def health(request: HtmxHttpRequest) -> HttpResponse:
     scope = _operator_scope(request)
     workspace = _workspace_param(request, scope)
     summary = selectors.health_summary(scope, workspace=workspace)
@@ -52,12 +54,13 @@ def health(request: HttpRequest) -> HttpResponse:
         "workspace": workspace,
         "delivered_chart": bar_chart(summary["series"], "delivered"),
         "failed_chart": bar_chart(summary["series"], "failed"),
+        "paused_destinations": paused_destinations(),
     })
 
 
 @require_GET
 @login_required
-def drilldown(request: HttpRequest, figure: str) -> HttpResponse:
+def drilldown(request: HtmxHttpRequest, figure: str) -> HttpResponse:
     scope = _operator_scope(request)
     workspace = _workspace_param(request, scope)
     ids = [workspace] if workspace else scope
@@ -71,32 +74,22 @@ def drilldown(request: HttpRequest, figure: str) -> HttpResponse:
                   {"figure": figure, "title": title, "rows": rows, "workspace": workspace})
 
 
-def _findings_scope(request: HttpRequest):
+def _findings_scope(request: HtmxHttpRequest):
     scope = _operator_scope(request)
     return selectors.findings_visible_to(scope, include_unscoped=request.user.is_staff), scope
 
 
 @require_GET
 @login_required
-def findings(request: HttpRequest) -> HttpResponse:
+def findings(request: HtmxHttpRequest) -> HttpResponse:
     visible, scope = _findings_scope(request)
     workspace = _workspace_param(request, scope)
     status = request.GET.get("status", "live")
     kind = request.GET.get("kind", "")
-    rows = visible
-    if status == "live":
-        rows = rows.exclude(status=FindingStatus.RESOLVED)
-    elif status in FindingStatus.values:
-        rows = rows.filter(status=status)
-    if kind in FindingKind.values:
-        rows = rows.filter(kind=kind)
-    if request.GET.get("outcome_validation"):
-        rows = rows.filter(outcome_validation=True)
-    if workspace:
-        rows = rows.filter(workspace_id=workspace)
-    if q := request.GET.get("q", "").strip():
-        rows = rows.filter(action_key__icontains=q)
-    rows = rows.order_by("-last_seen_at", "-id")[:FINDINGS_PAGE]
+    rows = selectors.findings_filtered(
+        visible, status=status, kind=kind, workspace=workspace, text=request.GET.get("q", ""),
+        outcome_validation=bool(request.GET.get("outcome_validation")),
+    )[:FINDINGS_PAGE]
     return render(request, "reconciliation/findings.html", {
         "findings": [_row(f) for f in rows], "kinds": FindingKind.choices, "kind": kind, "status": status,
         "statuses": FindingStatus.choices, "last_run": selectors.last_run(), "page_size": FINDINGS_PAGE,
@@ -108,7 +101,7 @@ def _row(finding) -> dict:
             "receiver": redact(finding.receiver_evidence)}
 
 
-def _finding_action(request: HttpRequest, pk: int, service) -> HttpResponse:
+def _finding_action(request: HtmxHttpRequest, pk: int, service) -> HttpResponse:
     visible, _scope = _findings_scope(request)
     finding = get_object_or_404(visible, pk=pk)
     error = ""
@@ -124,19 +117,19 @@ def _finding_action(request: HttpRequest, pk: int, service) -> HttpResponse:
 
 @require_POST
 @login_required
-def finding_acknowledge(request: HttpRequest, pk: int) -> HttpResponse:
+def finding_acknowledge(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     return _finding_action(request, pk, services.finding_acknowledge)
 
 
 @require_POST
 @login_required
-def finding_resolve(request: HttpRequest, pk: int) -> HttpResponse:
+def finding_resolve(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     return _finding_action(request, pk, services.finding_resolve)
 
 
 @require_POST
 @login_required
-def workspace_reconcile(request: HttpRequest) -> HttpResponse:
+def workspace_reconcile(request: HtmxHttpRequest) -> HttpResponse:
     """Reconcile now, for one workspace: runs at once when small (the answer says what it found), else queued."""
     raw = request.POST.get("workspace", "")
     if not raw.isdigit() or int(raw) not in workspace_ids_for(request.user):
@@ -151,7 +144,7 @@ def workspace_reconcile(request: HttpRequest) -> HttpResponse:
 
 @require_GET
 @login_required
-def runs(request: HttpRequest) -> HttpResponse:
+def runs(request: HtmxHttpRequest) -> HttpResponse:
     scope = _operator_scope(request)
     return render(request, "reconciliation/runs.html",
                   {"runs": selectors.runs_visible_to(scope).order_by("-started_at", "-id")[:50]})
@@ -159,7 +152,7 @@ def runs(request: HttpRequest) -> HttpResponse:
 
 @require_GET
 @login_required
-def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
+def run_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     visible, scope = _findings_scope(request)
     run = get_object_or_404(selectors.runs_visible_to(scope), pk=pk)
     rows = visible.filter(last_run=run).order_by("kind", "action_key")[:FINDINGS_PAGE]
@@ -167,7 +160,7 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
 
 
 @require_GET
-def metrics_view(request: HttpRequest) -> HttpResponse:
+def metrics_view(request: HtmxHttpRequest) -> HttpResponse:
     """Prometheus exposition, behind a bearer token. With no token configured it serves nothing."""
     token = settings.METRICS_TOKEN
     if not token:

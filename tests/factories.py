@@ -1,9 +1,21 @@
-"""Plain builders for test data: each returns saved objects with sensible defaults."""
+"""Factories for test data (factory_boy): each builds saved rows with sensible defaults.
 
+The `make_*` functions and `onboarding_world` are the short forms most tests use; they build through the
+factories below, so every workspace, user, request and handoff of the suite is made in one place.
+"""
+
+import factory
 from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Permission
+from django.utils import timezone
 
 from approvals.models import Membership, Request, RequestEvent, RequestState, Role, Workspace
+from delivery.models import ReceiverTask
+from delivery.services import payload_hash as receiver_payload_hash
+from outbox.clock import db_now
+from outbox.models import Handoff, HandoffState
 from outbox.payloads import payload_hash
+from reconciliation.models import Finding, FindingKind, ReconciliationRun, RunStatus
 
 ONBOARDING_PAYLOAD = {
     "client_name": "Northwind Traders",
@@ -12,30 +24,151 @@ ONBOARDING_PAYLOAD = {
 }
 
 
+class WorkspaceFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = Workspace
+
+    name = factory.Sequence(lambda n: f"Workspace {n}")
+
+
+class UserFactory(factory.django.DjangoModelFactory):
+    """A user whose password is `pw-<username>`. `memberships=[(workspace, role), ...]` gives it roles,
+    `permissions=["app_label.codename", ...]` Django permissions of its own."""
+
+    class Meta:
+        model = get_user_model()
+        skip_postgeneration_save = True
+
+    username = factory.Sequence(lambda n: f"user{n}")
+    password = factory.LazyAttribute(lambda o: f"pw-{o.username}")
+
+    @classmethod
+    def _create(cls, model_class, *args, **kwargs):
+        return model_class.objects.create_user(*args, **kwargs)
+
+    @factory.post_generation
+    def memberships(self, create, extracted, **kwargs):
+        for workspace, role in extracted or ():
+            MembershipFactory(user=self, workspace=workspace, role=role)
+
+    @factory.post_generation
+    def permissions(self, create, extracted, **kwargs):
+        for name in extracted or ():
+            app_label, codename = name.split(".")
+            self.user_permissions.add(Permission.objects.get(content_type__app_label=app_label, codename=codename))
+
+
+class MembershipFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = Membership
+
+    user = factory.SubFactory(UserFactory)
+    workspace = factory.SubFactory(WorkspaceFactory)
+    role = Role.REQUESTER
+
+
+class RequestFactory(factory.django.DjangoModelFactory):
+    """A request revision with its first history row, as if submitted by `requested_by`."""
+
+    class Meta:
+        model = Request
+        skip_postgeneration_save = True
+
+    workflow = "onboarding"
+    workspace = factory.SubFactory(WorkspaceFactory)
+    number = factory.Sequence(lambda n: 10_000 + n)
+    revision = 1
+    payload = factory.LazyFunction(lambda: dict(ONBOARDING_PAYLOAD))
+    payload_hash = factory.LazyAttribute(lambda o: payload_hash(o.payload))
+    state = RequestState.AWAITING_APPROVAL
+    requested_by = factory.SubFactory(UserFactory)
+
+    @factory.post_generation
+    def submitted(self, create, extracted, **kwargs):
+        if create:
+            RequestEvent.objects.create(request=self, to_state=self.state, actor=self.requested_by,
+                                        reason="submitted")
+
+
+class HandoffFactory(factory.django.DjangoModelFactory):
+    """An outbox row of request `number` revision 1 in workspace 7, written directly (no service, no event).
+
+    A pending handoff is due now on the database clock (due times are compared there); one in any other
+    state has no due time, as the state machine leaves it."""
+
+    class Meta:
+        model = Handoff
+
+    class Params:
+        number = factory.Sequence(lambda n: 100_000 + n)
+
+    workflow = "onboarding"
+    workspace_id = 7
+    action_key = factory.LazyAttribute(lambda o: f"{o.workflow}:{o.workspace_id}:{o.number}:1")
+    source_ref = factory.LazyAttribute(lambda o: f"request {o.number} revision 1")
+    source_id = factory.LazyAttribute(lambda o: o.number)
+    payload = factory.LazyAttribute(lambda o: {**ONBOARDING_PAYLOAD, "client_name": f"Client {o.number}"})
+    payload_hash = factory.LazyAttribute(lambda o: payload_hash(o.payload))
+    state = HandoffState.PENDING
+    next_attempt_at = factory.LazyAttribute(lambda o: db_now() if o.state == HandoffState.PENDING else None)
+
+
+class ReceiverTaskFactory(factory.django.DjangoModelFactory):
+    """A task at the receiver, in its own database, written directly (not through the receiver's API)."""
+
+    class Meta:
+        model = ReceiverTask
+        database = "delivery"
+
+    action_key = factory.Sequence(lambda n: f"onboarding:7:{200_000 + n}:1")
+    payload = factory.LazyFunction(lambda: dict(ONBOARDING_PAYLOAD))
+    payload_hash = factory.LazyAttribute(lambda o: receiver_payload_hash(o.payload))
+
+
+class ReconciliationRunFactory(factory.django.DjangoModelFactory):
+    """A finished full reconciliation run (no workspace)."""
+
+    class Meta:
+        model = ReconciliationRun
+
+    trigger = "command"
+    status = RunStatus.COMPLETED
+    batch_size = 100
+    finished_at = factory.LazyFunction(timezone.now)
+
+
+class FindingFactory(factory.django.DjangoModelFactory):
+    """An open finding of workspace 7, first and last seen by one run."""
+
+    class Meta:
+        model = Finding
+
+    kind = FindingKind.MISSING_AT_RECEIVER
+    action_key = factory.Sequence(lambda n: f"onboarding:7:{300_000 + n}:1")
+    workspace_id = 7
+    workflow = "onboarding"
+    next_action = "look the key up at the receiver"
+    first_run = factory.SubFactory(ReconciliationRunFactory)
+    last_run = factory.SelfAttribute("first_run")
+    last_seen_at = factory.LazyFunction(timezone.now)
+
+
 def make_user(username: str, *, workspace: Workspace | None = None, roles: tuple[str, ...] = (), **extra):
-    user = get_user_model().objects.create_user(username=username, password="pw-" + username, **extra)
-    for role in roles:
-        Membership.objects.create(user=user, workspace=workspace, role=role)
-    return user
+    return UserFactory(username=username, memberships=[(workspace, role) for role in roles], **extra)
 
 
 def make_workspace(pk: int, name: str | None = None) -> Workspace:
-    return Workspace.objects.create(pk=pk, name=name or f"Workspace {pk}")
+    return WorkspaceFactory(pk=pk, name=name or f"Workspace {pk}")
 
 
 def make_request(workspace: Workspace, number: int, requested_by, payload: dict | None = None,
                  revision: int = 1, state: str = RequestState.AWAITING_APPROVAL) -> Request:
-    payload = dict(ONBOARDING_PAYLOAD if payload is None else payload)
-    request = Request.objects.create(
-        workflow="onboarding", workspace=workspace, number=number, revision=revision, payload=payload,
-        payload_hash=payload_hash(payload), state=state, requested_by=requested_by,
-    )
-    RequestEvent.objects.create(request=request, to_state=state, actor=requested_by, reason="submitted")
-    return request
+    return RequestFactory(workspace=workspace, number=number, requested_by=requested_by, revision=revision,
+                          state=state, payload=dict(ONBOARDING_PAYLOAD if payload is None else payload))
 
 
 def onboarding_world():
-    """Workspace 7 (alice approver, bob requester, olga operator, carol requester) and 8 (mallory approver),
+    """Workspace 7 (alice approver, bob requester, olga operator) and 8 (mallory approver),
     with request 42 revision 1 of workspace 7 awaiting approval."""
     w7, w8 = make_workspace(7, "Client onboarding"), make_workspace(8, "Supplier onboarding")
     users = {

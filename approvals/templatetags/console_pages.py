@@ -27,10 +27,3 @@ def refused_page(context) -> dict | None:
     request = context.get("request")
     return selectors.page_named(getattr(getattr(request, "resolver_match", None), "view_name", None))
 
-
-@register.filter
-def is_open(handoff) -> bool:
-    """Not finished yet: the outbox's one definition of an open handoff (its pending age is shown)."""
-    from outbox.models import OPEN_STATES
-
-    return handoff.state in OPEN_STATES

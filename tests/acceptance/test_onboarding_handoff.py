@@ -172,7 +172,7 @@ def test_g_retry_with_same_key_returns_same_task(world):
 
 
 def test_g_settlement_finds_the_task_without_sending_again(world):
-    from outbox.dispatcher import handoff_settle
+    from outbox.services import handoff_settle
 
     handoff = approve_42(world)
     destination = deliver_with_lost_ack(handoff)

@@ -99,7 +99,7 @@ def test_receiver_tasks_and_replay_records_cannot_be_changed_or_deleted_even_by_
 
 
 def test_admin_shows_payloads_redacted_like_the_console(world, support):
-    from tests.console.conftest import approve
+    from tests.builders import approve
 
     handoff = approve(world, number=60, payload={"client_name": "Acme", "contact_email": "ceo@acme.example",
                                                  "plan": "starter", "api_key": "k-123", "notes": "whsec_QUJD"})

@@ -6,7 +6,7 @@ from django.test import Client
 from approvals.models import Approval, Membership, Request, RequestState, Role
 from approvals.services import request_revise
 from outbox.models import Handoff
-from tests.console.conftest import HTMX, client_for
+from tests.console.clients import HTMX, client_for
 from tests.factories import make_request
 
 pytestmark = pytest.mark.django_db(databases=["default", "delivery"])

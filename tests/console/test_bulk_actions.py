@@ -5,8 +5,8 @@ import re
 import pytest
 
 from outbox.models import FailureClass, Handoff, HandoffEvent, HandoffState
-from tests.console.conftest import HTMX, client_for
-from tests.console.test_handoff_screens import make_handoffs
+from tests.console.clients import HTMX, client_for
+from tests.factories import HandoffFactory
 
 pytestmark = pytest.mark.django_db(databases=["default", "delivery"])
 S = HandoffState
@@ -21,8 +21,9 @@ def bulk(user, data):
 
 
 def test_bulk_retry_counts_then_applies_to_every_match_beyond_the_page(world):
-    rows = make_handoffs(60, failure_class=FailureClass.TRANSIENT, reason_code="retries_exhausted")
-    make_handoffs(3, state=S.DELIVERED)
+    rows = HandoffFactory.create_batch(60, state=S.NEEDS_ATTENTION, failure_class=FailureClass.TRANSIENT,
+                                       reason_code="retries_exhausted")
+    HandoffFactory.create_batch(3, state=S.DELIVERED)
     filters = {"state": "needs_attention"}
     preview = bulk(world["olga"], {**filters, "bulk_action": "retry"})
     body = preview.content.decode()
@@ -32,7 +33,8 @@ def test_bulk_retry_counts_then_applies_to_every_match_beyond_the_page(world):
     upto = shown_upto(preview)
     assert upto == max(h.pk for h in rows)
 
-    make_handoffs(1, failure_class=FailureClass.TRANSIENT)  # arrives after the preview: left alone
+    # Arrives after the preview: left alone.
+    HandoffFactory.create_batch(1, state=S.NEEDS_ATTENTION, failure_class=FailureClass.TRANSIENT)
     applied = bulk(world["olga"], {**filters, "bulk_action": "retry", "bulk_confirm": "60", "bulk_upto": str(upto),
                                    "bulk_reason": "receiver restored"})
     assert applied.status_code == 200
@@ -67,7 +69,7 @@ def test_bulk_reconcile_settles_every_matching_uncertain_handoff(world, uncertai
 
 
 def test_bulk_assign_to_an_operator(world):
-    rows = make_handoffs(4)
+    rows = HandoffFactory.create_batch(4, state=S.NEEDS_ATTENTION)
     owner = str(world["oscar"].pk)
     preview = bulk(world["olga"], {"bulk_action": "assign", "bulk_owner": owner})
     assert "can be assigned to oscar" in preview.content.decode()
@@ -81,8 +83,8 @@ def test_bulk_assign_skips_workspaces_where_the_owner_is_no_operator(world):
     from approvals.models import Membership, Role
 
     Membership.objects.create(user=world["olga"], workspace=world["w8"], role=Role.OPERATOR)
-    make_handoffs(2, workspace_id=7)
-    rows = make_handoffs(1, workspace_id=8)
+    HandoffFactory.create_batch(2, state=S.NEEDS_ATTENTION, workspace_id=7)
+    rows = HandoffFactory.create_batch(1, state=S.NEEDS_ATTENTION, workspace_id=8)
     applied = bulk(world["olga"], {"bulk_action": "assign", "bulk_owner": str(world["oscar"].pk),
                                    "bulk_confirm": "3", "bulk_upto": str(rows[-1].pk)})
     assert b"Assigned 2 of 3" in applied.content
@@ -93,7 +95,7 @@ def test_bulk_refuses_more_than_the_limit_instead_of_doing_a_part(world, monkeyp
     from outbox import views
 
     monkeypatch.setattr(views, "BULK_LIMIT", 5)
-    make_handoffs(6)
+    HandoffFactory.create_batch(6, state=S.NEEDS_ATTENTION)
     preview = bulk(world["olga"], {"bulk_action": "assign"})
     assert b"More than 5 handoffs match" in preview.content
     assert b"bulk_confirm" not in preview.content

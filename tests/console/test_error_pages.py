@@ -1,6 +1,6 @@
 """Refusals explain themselves in the console's own layout."""
 
-from tests.console.conftest import client_for
+from tests.console.clients import client_for
 
 
 def test_forbidden_page_says_why_and_offers_a_way_back(world):

@@ -10,7 +10,8 @@ from outbox.dispatcher import handoff_deliver
 from outbox.models import FailureClass, Handoff, HandoffEvent, HandoffState
 from reconciliation.models import Finding, FindingKind, FindingStatus, ManualRepair, ReconciliationRun
 from reconciliation.services import reconciliation_run
-from tests.console.conftest import HTMX, approve, client_for
+from tests.builders import approve
+from tests.console.clients import HTMX, client_for
 
 pytestmark = pytest.mark.django_db(databases=["default", "delivery"])
 S = HandoffState

@@ -8,7 +8,7 @@ from django.utils import timezone
 from approvals.models import Request, RequestState
 from delivery.models import ReceiverTask
 from outbox.models import FailureClass, Handoff, HandoffEvent, HandoffState
-from tests.console.conftest import HTMX, client_for
+from tests.console.clients import HTMX, client_for
 
 pytestmark = pytest.mark.django_db(databases=["default", "delivery"])
 S = HandoffState
@@ -186,3 +186,17 @@ def test_member_without_operator_role_gets_403_and_nothing_changes(world, reject
 @pytest.mark.parametrize("action", ["retry", "reconcile", "correct", "cancel", "assign", "acknowledge"])
 def test_actions_refuse_get(world, rejected, action):
     assert client_for(world["olga"]).get(f"/handoffs/{rejected.pk}/{action}").status_code == 405
+
+
+def test_correct_is_refused_when_the_handoff_left_needs_attention_before_the_lock(world, rejected):
+    """The state is checked under the row lock: a handoff an operator retried meanwhile is not superseded."""
+    from approvals.errors import InvalidRequestState
+    from approvals.services import handoff_correct
+
+    Handoff.objects.filter(pk=rejected.pk).update(state=S.PENDING)
+    with pytest.raises(InvalidRequestState, match="only a handoff that needs attention"):
+        handoff_correct(handoff_id=rejected.pk, actor=world["olga"], edits={"client_name": "Fabrikam"},
+                        reason="name")
+    rejected.refresh_from_db()
+    assert rejected.state == S.PENDING
+    assert not Request.objects.filter(workspace_id=7, number=50, revision=2).exists()

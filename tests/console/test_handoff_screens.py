@@ -1,37 +1,82 @@
 """Handoff list and detail: filters, keyset pages, pinned query counts, what each row and panel shows."""
 
+import re
 from datetime import timedelta
+from html.parser import HTMLParser
 
 import pytest
 from django.utils import timezone
 
 from outbox.models import Attempt, FailureClass, Handoff, HandoffState
-from tests.console.conftest import HTMX, client_for
+from tests.builders import approve
+from tests.console.clients import HTMX, client_for
+from tests.factories import HandoffFactory
 
 pytestmark = pytest.mark.django_db(databases=["default", "delivery"])
-
-
-def make_handoffs(n: int, *, workspace_id: int = 7, state: str = HandoffState.NEEDS_ATTENTION, **fields):
-    start = Handoff.objects.count()
-    rows = [
-        Handoff(action_key=f"onboarding:{workspace_id}:{1000 + start + i}:1", workflow="onboarding",
-                workspace_id=workspace_id, source_ref=f"request {1000 + start + i} revision 1", source_id=1,
-                payload={"client_name": f"Client {i}"}, payload_hash="0" * 64, state=state, **fields)
-        for i in range(n)
-    ]
-    return Handoff.objects.bulk_create(rows)
 
 
 def listed(response) -> list[str]:
     return [h.action_key for h in response.context["handoffs"]]
 
 
+class _RowCells(HTMLParser):
+    """Text of each cell of the table row with a given id, whitespace collapsed."""
+
+    def __init__(self, row_id: str):
+        super().__init__()
+        self.row_id, self.in_row, self.cell, self.cells = row_id, False, None, []
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "tr" and dict(attrs).get("id") == self.row_id:
+            self.in_row = True
+        elif tag == "td" and self.in_row:
+            self.cell = []
+
+    def handle_endtag(self, tag):
+        if tag == "td" and self.in_row and self.cell is not None:
+            self.cells.append(" ".join("".join(self.cell).split()))
+            self.cell = None
+        elif tag == "tr" and self.in_row:
+            self.in_row = False
+
+    def handle_data(self, data):
+        if self.cell is not None:
+            self.cell.append(data)
+
+
+def row_cells(body: str, handoff) -> dict[str, str]:
+    parser = _RowCells(f"handoff-{handoff.pk}")
+    parser.feed(body)
+    columns = ("key", "state", "attempts", "failure", "destination", "age", "owner", "actions")
+    assert len(parser.cells) == len(columns), parser.cells
+    return dict(zip(columns, parser.cells, strict=True))
+
+
 def test_row_shows_key_state_attempts_failure_destination_and_age(world, rejected):
-    body = client_for(world["olga"]).get("/handoffs/").content.decode()
-    assert "onboarding:7:50:1" in body
-    assert "Needs attention" in body
-    assert "Permanent: payload_invalid" in body
-    assert "request 50 revision 1" in body
+    from outbox.dispatcher import handoff_deliver
+
+    delivered = approve(world)
+    handoff_deliver(handoff_id=delivered.pk)
+    delivered.refresh_from_db()
+    assert delivered.state == HandoffState.DELIVERED and delivered.destination_id
+    Handoff.objects.filter(pk=rejected.pk).update(attempts=3, created_at=timezone.now() - timedelta(hours=2))
+    response = client_for(world["olga"]).get("/handoffs/")
+    assert response.status_code == 200
+    body = response.content.decode()
+
+    rejected_row = row_cells(body, rejected)
+    assert rejected_row["key"] == "onboarding:7:50:1 workspace 7 · request 50 revision 1"
+    assert rejected_row["state"] == "Needs attention"
+    assert rejected_row["attempts"] == "3"
+    assert rejected_row["failure"] == "Permanent: payload_invalid"
+    assert rejected_row["destination"] == "—", "a rejected handoff has no task at the receiver"
+    assert rejected_row["age"] == "2 hours"
+
+    delivered_row = row_cells(body, delivered)
+    assert delivered_row["state"] == "Delivered"
+    assert delivered_row["attempts"] == "1"
+    assert delivered_row["destination"] == delivered.destination_id
+    assert delivered_row["age"] == "—", "a delivered handoff is not pending"
 
 
 @pytest.mark.parametrize(
@@ -66,8 +111,8 @@ def test_age_filter_keeps_old_ones(world, rejected, uncertain):
 
 
 def test_retrying_filter_shows_only_handoffs_waiting_in_backoff(world, pending):
-    make_handoffs(1, state=HandoffState.PENDING, attempts=2, next_attempt_at=timezone.now() + timedelta(minutes=5),
-                  failure_class=FailureClass.TRANSIENT, reason_code="http_503")
+    HandoffFactory(state=HandoffState.PENDING, attempts=2, next_attempt_at=timezone.now() + timedelta(minutes=5),
+                   failure_class=FailureClass.TRANSIENT, reason_code="http_503")
     response = client_for(world["olga"]).get("/handoffs/", {"state": "retrying"})
     assert len(listed(response)) == 1 and listed(response)[0] != pending.action_key
     assert "Transient: http_503" in response.content.decode()
@@ -79,7 +124,7 @@ def test_list_never_shows_other_workspaces(world, foreign, pending):
 
 
 def test_keyset_pages_walk_every_row_once_even_with_equal_timestamps(world):
-    make_handoffs(120)
+    HandoffFactory.create_batch(120, state=HandoffState.NEEDS_ATTENTION)
     same = timezone.now() - timedelta(minutes=1)
     Handoff.objects.filter(pk__in=list(Handoff.objects.order_by("id").values_list("id", flat=True)[40:70])).update(
         created_at=same)
@@ -95,25 +140,32 @@ def test_keyset_pages_walk_every_row_once_even_with_equal_timestamps(world):
 
 
 def test_list_is_paged_by_keyset_without_count(world):
-    make_handoffs(60)
+    HandoffFactory.create_batch(60, state=HandoffState.NEEDS_ATTENTION)
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
     with CaptureQueriesContext(connection) as queries:
-        client_for(world["olga"]).get("/handoffs/")
+        response = client_for(world["olga"]).get("/handoffs/")
+    assert response.status_code == 200
+    assert len(listed(response)) == 50 and response.context["next_url"], "a full first page and a link on"
     assert not [q for q in queries.captured_queries if "COUNT(" in q["sql"].upper()
                 and "handoff" in q["sql"].lower() and "GROUP BY" not in q["sql"].upper()]
 
 
 @pytest.mark.parametrize("rows", [3, 80])
 def test_list_query_count_is_pinned_and_does_not_grow(world, rows, django_assert_max_num_queries):
-    make_handoffs(rows)
+    HandoffFactory.create_batch(rows, state=HandoffState.NEEDS_ATTENTION)
     client = client_for(world["olga"])
     with django_assert_max_num_queries(11):
         full = client.get("/handoffs/", {"state": "needs_attention"})
     assert len(listed(full)) == min(rows, 50)
     with django_assert_max_num_queries(8):
-        client.get("/handoffs/", {"state": "needs_attention"}, **HTMX)
+        partial = client.get("/handoffs/", {"state": "needs_attention"}, **HTMX)
+    assert partial.status_code == 200
+    assert partial.content.decode().lstrip().startswith('<section id="handoff-results">')
+    # The partial is rendered without a context to inspect: compare the rows it holds.
+    assert re.findall(r'<tr id="handoff-(\d+)">', partial.content.decode()) == [
+        str(h.pk) for h in full.context["handoffs"]]
 
 
 def test_htmx_filter_returns_the_results_region_only(world, pending):

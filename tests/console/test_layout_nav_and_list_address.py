@@ -6,7 +6,8 @@ import re
 import pytest
 
 from approvals.models import Role
-from tests.console.conftest import HTMX, approve, client_for
+from tests.builders import approve
+from tests.console.clients import HTMX, client_for
 from tests.factories import make_user
 
 pytestmark = pytest.mark.django_db(databases=["default", "delivery"])

@@ -1,6 +1,6 @@
 """Payloads on screen: the JSON that is sent, after redaction."""
 
-from tests.console.conftest import client_for
+from tests.console.clients import client_for
 
 
 def test_handoff_detail_shows_redacted_payload_as_json(world, pending):

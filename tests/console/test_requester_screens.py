@@ -5,7 +5,7 @@ import pytest
 from approvals.models import Request, RequestState, Role
 from approvals.services import request_approve
 from outbox.dispatcher import handoff_deliver
-from tests.console.conftest import client_for
+from tests.console.clients import client_for
 from tests.factories import make_request, make_user
 
 pytestmark = pytest.mark.django_db(databases=["default", "delivery"])

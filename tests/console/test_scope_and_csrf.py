@@ -5,7 +5,7 @@ from django.test import Client
 
 from approvals.models import Approval
 from outbox.models import Handoff, HandoffEvent, HandoffState
-from tests.console.conftest import HTMX, client_for
+from tests.console.clients import HTMX, client_for
 
 pytestmark = pytest.mark.django_db(databases=["default", "delivery"])
 

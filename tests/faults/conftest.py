@@ -4,12 +4,17 @@ They share the test databases on PostgreSQL, so every test here is transactional
 and the processes are stopped before the databases are flushed.
 """
 
+import contextlib
+import getpass
 import json
 import os
+import shlex
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -53,15 +58,17 @@ class Processes:
 
     def _spawn(self, args: list[str], env: dict, log_name: str) -> subprocess.Popen:
         log = open(self.tmp_path / log_name, "wb")  # noqa: SIM115 - closed with the process
-        proc = subprocess.Popen(args, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+        # Its own process group: a qcluster's children go with it when the test kills the group.
+        proc = subprocess.Popen(args, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                start_new_session=True)
         proc.log_path = self.tmp_path / log_name
         self.procs.append(proc)
         return proc
 
-    def start_receiver(self, *, faults: dict | None = None, threads: int = 16) -> str:
-        port = _free_port()
+    def start_receiver(self, *, faults: dict | None = None, threads: int = 16, port: int | None = None) -> str:
+        port = port or _free_port()
         env = {**self.base_env, "RECEIVER_FAULTS": json.dumps(faults) if faults else ""}
-        self._spawn(
+        self.receiver = self._spawn(
             [str(Path(sys.executable).with_name("gunicorn")), "config.wsgi", "--bind", f"127.0.0.1:{port}",
              "--workers", "1", "--worker-class", "gthread", "--threads", str(threads), "--timeout", "120"],
             env, "receiver.log",
@@ -78,6 +85,14 @@ class Processes:
             time.sleep(0.2)
         raise RuntimeError("receiver did not start:\n" + (self.tmp_path / "receiver.log").read_text()[-3000:])
 
+    def stop_receiver(self) -> int:
+        """Stop the receiver process (an outage); returns its port so that it can come back on it."""
+        port = int(self.receiver_url.rsplit(":", 1)[1].split("/", 1)[0])
+        self.receiver.send_signal(signal.SIGTERM)
+        self.receiver.wait(timeout=30)
+        self.procs.remove(self.receiver)
+        return port
+
     def dispatcher_env(self, **overrides: str) -> dict:
         env = {
             **self.base_env,
@@ -88,6 +103,9 @@ class Processes:
             "HANDOFF_BACKOFF_BASE": "0.05",
             "HANDOFF_BACKOFF_CAP": "0.5",
             "HANDOFF_MAX_ATTEMPTS": "8",
+            # A paused destination is probed soon, so that tests see it resume within seconds.
+            "HANDOFF_BREAKER_PROBE_BASE": "0.2",
+            "HANDOFF_BREAKER_PROBE_CAP": "2",
         }
         env.update(overrides)
         return env
@@ -96,6 +114,16 @@ class Processes:
         args = [sys.executable, "manage.py", "dispatch", "--worker", name, "--maintain-every", "0.5",
                 "--idle-sleep", "0.1"]
         return self._spawn(args, self.dispatcher_env(**overrides), f"dispatcher-{name}.log")
+
+    def start_qcluster(self, **overrides: str) -> subprocess.Popen:
+        env = {**self.dispatcher_env(**overrides), "Q_WORKERS": "1"}
+        return self._spawn([sys.executable, "manage.py", "qcluster"], env, "qcluster.log")
+
+    def manage(self, *args: str, **overrides: str) -> str:
+        done = subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=self.dispatcher_env(**overrides),
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stdout + done.stderr
+        return done.stdout
 
     def dispatch_once(self, name: str, **overrides: str) -> str:
         done = subprocess.run(
@@ -113,7 +141,8 @@ class Processes:
             try:
                 proc.wait(timeout=10)
             except subprocess.TimeoutExpired:
-                proc.kill()
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
         self.procs.clear()
 
@@ -128,3 +157,94 @@ def processes(transactional_db, tmp_path):
     # Let go of the test connections' view of what the subprocesses wrote before the flush.
     for alias in ("default", "delivery"):
         connections[alias].close()
+
+
+def _postgres_bindir() -> Path:
+    """The newest installed PostgreSQL's binaries (the version is whatever this machine has)."""
+    candidates = [p.parent for p in Path("/usr/lib/postgresql").glob("*/bin/initdb")]
+    if not candidates:
+        pytest.fail("no PostgreSQL server binaries found to start a private server")
+    return max(candidates, key=lambda p: int(p.parent.name) if p.parent.name.isdigit() else 0)
+
+
+class PrivateServer:
+    """A throwaway PostgreSQL server with its own data directory, port and socket directory, so that a test
+    may restart it without touching the cluster that other test runs share."""
+
+    def __init__(self, root: Path):
+        self.bindir = _postgres_bindir()
+        self.root, self.data, self.sockets = root, root / "data", root / "sockets"
+        self.port = _free_port()
+        # initdb and postgres refuse to run as root: run them as the postgres user then.
+        self.as_root = os.geteuid() == 0
+        self.user = getpass.getuser()
+
+    def _run(self, *args: str) -> None:
+        cmd = [str(self.bindir / args[0]), *args[1:]]
+        if self.as_root:
+            cmd = ["su", "postgres", "-c", shlex.join(cmd)]
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, f"{args[0]} failed:\n{done.stdout}\n{done.stderr}"
+
+    def _pg_ctl(self, *args: str) -> None:
+        options = f"-p {self.port} -k {self.sockets} -c listen_addresses='' -c fsync=off"
+        self._run("pg_ctl", "-D", str(self.data), "-l", str(self.root / "server.log"), "-w", "-t", "60",
+                  "-o", options, *args)
+
+    def start(self) -> None:
+        self.sockets.mkdir(parents=True)
+        if self.as_root:
+            shutil.chown(self.root, "postgres")
+            shutil.chown(self.sockets, "postgres")
+        self._run("initdb", "-D", str(self.data), "-A", "trust", "-U", "postgres", "--no-sync")
+        self._pg_ctl("start")
+        self.sql(f'CREATE ROLE "{self.user}" SUPERUSER LOGIN' if self.user != "postgres" else "SELECT 1",
+                 dbname="postgres", user="postgres")
+        for name in ("handoff", "handoff_delivery"):
+            self.sql(f'CREATE DATABASE "{name}"', dbname="postgres")
+
+    def url(self, dbname: str) -> str:
+        return f"postgres://{self.user}@:{self.port}/{dbname}?host={self.sockets}"
+
+    def connect(self, dbname: str, user: str | None = None):
+        import psycopg
+
+        return psycopg.connect(host=str(self.sockets), port=self.port, dbname=dbname, user=user or self.user,
+                               autocommit=True, connect_timeout=10)
+
+    def sql(self, statement: str, *, dbname: str, user: str | None = None, params=None) -> list[tuple]:
+        with self.connect(dbname, user) as conn:
+            cursor = conn.execute(statement, params)
+            return cursor.fetchall() if cursor.description else []
+
+    def restart(self) -> None:
+        self._pg_ctl("-m", "fast", "restart")
+
+    def stop(self) -> None:
+        if (self.data / "postmaster.pid").exists():
+            self._pg_ctl("-m", "immediate", "stop")
+
+
+@pytest.fixture
+def private_postgres():
+    root = Path(tempfile.mkdtemp(prefix="handoff-faults-pg-"))
+    server = PrivateServer(root)
+    try:
+        server.start()
+        yield server
+    finally:
+        with contextlib.suppress(AssertionError, subprocess.SubprocessError):
+            server.stop()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture
+def private_processes(private_postgres, tmp_path):
+    """Processes against the private server, its two databases migrated."""
+    procs = Processes(tmp_path)
+    procs.base_env.update(DATABASE_URL=private_postgres.url("handoff"),
+                          DELIVERY_DATABASE_URL=private_postgres.url("handoff_delivery"))
+    procs.manage("migrate", "--no-input")
+    procs.manage("migrate", "--no-input", "--database", "delivery")
+    yield procs
+    procs.stop_all()

@@ -70,7 +70,8 @@ def test_lost_response_after_receiver_commits_ends_delivered_with_the_one_task(p
 def test_dispatcher_killed_mid_call_then_another_settles_without_a_duplicate(processes):
     [key] = make_handoffs(1)
     processes.start_receiver(faults={"keys": {key: "slow"}, "slow_seconds": 4})
-    victim = processes.start_dispatcher("victim", HANDOFF_LEASE_SECONDS="2", RECEIVER_READ_TIMEOUT="30")
+    # A lease must outlast one call (settings refuse less), so the lease is short and the read timeout shorter.
+    victim = processes.start_dispatcher("victim", HANDOFF_LEASE_SECONDS="7", RECEIVER_READ_TIMEOUT="5")
     # The receiver has committed the task and is still answering: the victim is in its call.
     wait_until(lambda: ReceiverTask.objects.filter(action_key=key).exists()
                and Attempt.objects.filter(outcome=AttemptOutcome.IN_PROGRESS).exists(),
@@ -81,7 +82,7 @@ def test_dispatcher_killed_mid_call_then_another_settles_without_a_duplicate(pro
     assert Handoff.objects.get(action_key=key).state == S.IN_FLIGHT
 
     wait_until(lambda: Handoff.objects.lease_expired().filter(action_key=key).exists(),
-               timeout=10, what="the victim's lease to expire")
+               timeout=20, what="the victim's lease to expire")
     processes.dispatch_once("rescuer")
 
     handoff = Handoff.objects.get(action_key=key)
@@ -95,19 +96,37 @@ def test_dispatcher_killed_mid_call_then_another_settles_without_a_duplicate(pro
         S.IN_FLIGHT, S.UNCERTAIN, S.DELIVERED]
 
 
-def test_wrong_signing_secret_needs_attention_as_credential_without_a_retry_storm(processes):
+def test_wrong_signing_secret_pauses_the_destination_with_one_alert_and_no_retry_storm(processes, settings):
+    from outbox.models import DestinationHealth, DestinationState, PauseReason
+    from reconciliation.alerts import alerts_send_due
+    from reconciliation.models import AlertKind, AlertRecord
+
+    settings.ALERT_EMAILS = ["oncall@example.com"]
     keys = make_handoffs(20)
     processes.start_receiver()
     wrong = "whsec_" + "d3Jvbmctc2VjcmV0LXdyb25nLXNlY3JldC13cm9uZyE="
-    processes.dispatch_once("d1", RECEIVER_SIGNING_SECRET=wrong)
-    processes.dispatch_once("d1", RECEIVER_SIGNING_SECRET=wrong)
+    processes.dispatch_once("d1", RECEIVER_SIGNING_SECRET=wrong, HANDOFF_BREAKER_PROBE_BASE="3600")
+    processes.dispatch_once("d1", RECEIVER_SIGNING_SECRET=wrong, HANDOFF_BREAKER_PROBE_BASE="3600")
+    alerts_send_due()
+    alerts_send_due()
 
+    health = DestinationHealth.objects.get(name="receiver")
+    assert (health.state, health.pause_reason) == (DestinationState.PAUSED, PauseReason.CREDENTIAL)
     handoffs = Handoff.objects.filter(action_key__in=keys)
-    assert set(handoffs.values_list("state", "failure_class", "reason_code")) == {
-        (S.NEEDS_ATTENTION, FailureClass.CREDENTIAL, "credential_rejected")}
-    assert set(handoffs.values_list("attempts", flat=True)) == {1}, "one call per handoff, then a person"
+    sent = Attempt.objects.exclude(outcome=AttemptOutcome.SKIPPED)
+    assert sent.count() <= 2, "a handful of refused calls, not one per handoff"
+    assert set(handoffs.values_list("attempts_in_run", flat=True)) <= {0, 1}, "no retry budget spent"
+    assert not handoffs.filter(state=S.NEEDS_ATTENTION).exists()
+    assert AlertRecord.objects.filter(kind=AlertKind.DESTINATION_PAUSED).count() == 1
     assert ReceiverTask.objects.count() == 0
     assert SeenMessage.objects.count() == 0
+
+    # The secret is fixed: the next probe succeeds, the destination resumes and everything is delivered.
+    DestinationHealth.objects.filter(name="receiver").update(next_probe_at=db_now())
+    processes.dispatch_once("d1")
+    assert DestinationHealth.objects.get(name="receiver").state == DestinationState.ACTIVE
+    assert set(handoffs.values_list("state", flat=True)) == {S.DELIVERED}
+    assert ReceiverTask.objects.count() == 20
 
 
 def test_four_dispatchers_two_thousand_handoffs_mixed_faults_end_delivered_once_or_with_a_person(processes):

@@ -8,7 +8,7 @@ import pytest
 from approvals.models import RuleVersion, TriggerRecord, WorkflowMode, WorkflowModeChange
 from approvals.rules import ONBOARDING_V1, rules_for
 from tests.factories import make_user
-from tests.intake.conftest import trigger_document
+from tests.intake.triggers import trigger_document
 
 pytestmark = pytest.mark.django_db
 

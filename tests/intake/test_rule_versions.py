@@ -7,7 +7,7 @@ from approvals.models import Approval, RuleVersion
 from approvals.rules import ONBOARDING_V1, payload_problems, rules_for
 from approvals.services import request_approve, rule_version_publish
 from tests.factories import ONBOARDING_PAYLOAD, make_request, make_user
-from tests.intake.conftest import trigger_document
+from tests.intake.triggers import trigger_document
 
 pytestmark = pytest.mark.django_db
 

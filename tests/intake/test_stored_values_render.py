@@ -4,10 +4,9 @@
 import pytest
 
 from approvals.models import TriggerOutcome, TriggerRecord
-from outbox.models import Handoff, HandoffState
-from outbox.payloads import payload_hash
+from outbox.models import HandoffState
 from outbox.redaction import MAX_DEPTH, TOO_DEEP, redact
-from tests.factories import ONBOARDING_PAYLOAD, make_request, onboarding_world
+from tests.factories import ONBOARDING_PAYLOAD, HandoffFactory, make_request, onboarding_world
 
 pytestmark = pytest.mark.django_db
 
@@ -76,10 +75,7 @@ def test_request_page_renders_a_stored_payload_nested_600_deep(world, client):
 
 def test_handoff_page_renders_a_stored_payload_nested_600_deep(world, client):
     payload = deep_payload()
-    handoff = Handoff.objects.create(
-        action_key="onboarding:7:43:1", workflow="onboarding", workspace_id=7, source_ref="request 43 revision 1",
-        source_id=43, payload=payload, payload_hash=payload_hash(payload), state=HandoffState.NEEDS_ATTENTION,
-    )
+    handoff = HandoffFactory(number=43, payload=payload, state=HandoffState.NEEDS_ATTENTION)
     client.force_login(world["olga"])
     page = client.get(f"/handoffs/{handoff.pk}/")
     assert page.status_code == 200

@@ -17,7 +17,7 @@ from approvals.models import (
 from approvals.services import request_approve
 from outbox.models import Handoff, HandoffState
 from tests.factories import ONBOARDING_PAYLOAD
-from tests.intake.conftest import trigger_document
+from tests.intake.triggers import trigger_document
 
 pytestmark = pytest.mark.django_db
 

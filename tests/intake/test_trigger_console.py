@@ -1,12 +1,13 @@
 """The triggers screen: every outcome with its reasons, searchable by sender reference, scoped to my workspaces."""
 
 from datetime import UTC, datetime, timedelta
+from urllib.parse import unquote
 
 import pytest
 
 from approvals.models import TriggerOutcome, TriggerRecord
 from tests.factories import make_user
-from tests.intake.conftest import trigger_document
+from tests.intake.triggers import trigger_document
 
 pytestmark = pytest.mark.django_db
 
@@ -88,7 +89,7 @@ def test_triggers_screen_pages_by_keyset(received, client, monkeypatch):
     client.force_login(received["alice"])
     first = client.get("/approvals/api/triggers/").content.decode()
     assert "Older triggers" in first
-    cursor = first.split("before=")[1].split('"')[0]
+    cursor = unquote(first.split("before=")[1].split('"')[0])
     second = client.get("/approvals/api/triggers/", {"before": cursor}).content.decode()
     rows = first.count('<tr class="trigger') + second.count('<tr class="trigger')
     assert rows == 4, "four triggers in workspace 7, none twice"

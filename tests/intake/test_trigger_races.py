@@ -14,7 +14,7 @@ from django.db import connections
 from approvals.intake import SignedMessage, trigger_receive
 from approvals.models import Request, RequestState, TriggerOutcome, TriggerRecord
 from tests.factories import ONBOARDING_PAYLOAD, onboarding_world
-from tests.intake.conftest import trigger_document
+from tests.intake.triggers import trigger_document
 
 pytestmark = pytest.mark.django_db(databases=["default", "delivery"], transaction=True)
 

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from approvals.models import Request, RequestEvent, RequestReference, TriggerRecord
-from tests.intake.conftest import sign, trigger_document
+from tests.intake.triggers import sign, trigger_document
 
 pytestmark = pytest.mark.django_db
 

@@ -19,7 +19,7 @@ from outbox.models import (
     PauseReason,
 )
 from outbox.retry import RetryPolicy
-from tests.outbox.conftest import ScriptedDestination
+from tests.outbox.scripted_destination import ScriptedDestination
 
 pytestmark = pytest.mark.django_db(databases=["default", "delivery"])
 S = HandoffState
@@ -148,7 +148,7 @@ class StealingDestination(ScriptedDestination):
             other = Handoff.objects.exclude(action_key=outgoing.action_key).get()
             Handoff.objects.filter(pk=other.pk).update(state=S.PENDING, lease_owner="", lease_expires_at=None,
                                                        next_attempt_at=timezone.now() - timedelta(seconds=1))
-            from outbox.dispatcher import handoff_claim_due
+            from outbox.services import handoff_claim_due
 
             assert len(handoff_claim_due(worker="w2", handoff_id=other.pk)) == 1
         return super().deliver(outgoing)
@@ -163,3 +163,25 @@ def test_no_call_leaves_after_its_lease_passed_to_another_worker(make_handoff, s
     assert destination.calls == 1
     assert stats.lease_lost == 1
     assert Handoff.objects.filter(state=S.IN_FLIGHT, lease_owner="w2").count() == 1
+
+
+def test_the_rest_of_a_claimed_batch_is_given_back_unsent_when_the_destination_is_paused(make_handoff):
+    handoffs = [make_handoff(n) for n in range(1, 6)]
+    destination = ScriptedDestination(refused())
+    stats = dispatch_batch(destination=destination)
+    assert stats.claimed == 5 and destination.calls == 1 and stats.released == 4
+    rest = Handoff.objects.filter(pk__in=[h.pk for h in handoffs]).exclude(attempt_set__outcome="failed")
+    assert rest.count() == 4
+    assert set(rest.values_list("state", "attempts_in_run")) == {(S.PENDING, 0)}
+    assert set(rest.values_list("attempt_set__outcome", flat=True)) == {"skipped"}
+
+
+def test_the_destinations_outage_does_not_spend_a_handoffs_attempts(make_handoff):
+    handoff = make_handoff()
+    destination = ScriptedDestination(unreachable(), unreachable(), unreachable(), unreachable(),
+                                      policy=RetryPolicy(max_attempts=2, base_delay=0, max_delay=0))
+    for _ in range(4):
+        open_probe_now()
+        dispatch_batch(destination=destination)
+    handoff.refresh_from_db()
+    assert (handoff.state, handoff.attempts, handoff.attempts_in_run) == (S.PENDING, 4, 0)

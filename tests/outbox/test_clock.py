@@ -9,12 +9,12 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from outbox.dispatcher import handoff_claim_due, handoff_deliver, handoff_expire_leases
+from outbox.dispatcher import handoff_deliver
 from outbox.failures import DeliveryResult
 from outbox.models import FailureClass, Handoff, HandoffState
 from outbox.retry import RetryPolicy
-from outbox.services import handoff_record
-from tests.outbox.conftest import ScriptedDestination
+from outbox.services import handoff_claim_due, handoff_expire_leases, handoff_record
+from tests.outbox.scripted_destination import ScriptedDestination
 
 pytestmark = pytest.mark.django_db(databases=["default", "delivery"])
 S = HandoffState

@@ -8,28 +8,27 @@ from django.db import connection
 from django.utils import timezone
 
 from delivery.models import ReceiverTask
-from outbox.dispatcher import (
-    handoff_claim_due,
-    handoff_deliver,
-    handoff_expire_leases,
-    handoff_record_outcome,
-    handoff_settle,
-    sweep,
-)
+from outbox.dispatcher import handoff_deliver, sweep
 from outbox.errors import LeaseLost, RiskNotConfirmed
 from outbox.failures import DeliveryResult
 from outbox.models import Attempt, AttemptOutcome, FailureClass, Handoff, HandoffEvent, HandoffState
 from outbox.retry import RetryPolicy
-from outbox.services import handoff_retry
+from outbox.services import (
+    handoff_claim_due,
+    handoff_expire_leases,
+    handoff_record_outcome,
+    handoff_retry,
+    handoff_settle,
+)
 from tests.factories import make_user
-from tests.outbox.conftest import ScriptedDestination
+from tests.outbox.scripted_destination import ScriptedDestination
 
 pytestmark = pytest.mark.django_db(databases=["default", "delivery"])
 S = HandoffState
 
 
-def transient(code="http_503", **kw):
-    return DeliveryResult.failed(FailureClass.TRANSIENT, code, "try later", status_code=503, **kw)
+def transient(code="http_503", status_code=503, **kw):
+    return DeliveryResult.failed(FailureClass.TRANSIENT, code, "try later", status_code=status_code, **kw)
 
 
 def test_delivery_records_task_id_attempt_and_events(make_handoff):
@@ -70,7 +69,9 @@ def test_backoff_keeps_the_handoff_out_of_claims_until_due(make_handoff):
 def test_exhausted_retries_need_attention_with_reason_and_owner(make_handoff):
     owner = make_user("olga")
     handoff = make_handoff(owner=owner)
-    destination = ScriptedDestination(transient(), transient(), transient())
+    # 429 is about this handoff's calls; a 503 (the destination's outage) would count only against the window.
+    limited = [transient("rate_limited", status_code=429) for _ in range(3)]
+    destination = ScriptedDestination(*limited)
     states = [handoff_deliver(handoff_id=handoff.pk, destination=destination) for _ in range(3)]
     assert states == [S.PENDING, S.PENDING, S.NEEDS_ATTENTION]
     handoff.refresh_from_db()
@@ -149,6 +150,11 @@ def test_destination_without_idempotency_hands_an_unknown_outcome_to_a_person_af
     assert (handoff.state, handoff.reason_code) == (S.NEEDS_ATTENTION, "uncertain_not_idempotent")
     assert handoff.attention_since is not None and handoff.sla_due_at is not None
     assert handoff.action_key in handoff.last_error and "settle by hand" in handoff.last_error
+    from reconciliation.alerts import alerts_send_due
+    from reconciliation.models import AlertKind, AlertRecord
+
+    alerts_send_due()
+    assert AlertRecord.objects.filter(kind=AlertKind.NEEDS_ATTENTION, handoff_id=handoff.pk).count() == 1
 
 
 def test_a_person_who_found_nothing_at_the_receiver_lets_it_be_sent_once_more(make_handoff):

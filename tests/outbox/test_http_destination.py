@@ -8,8 +8,9 @@ import pytest
 from delivery import faults
 from delivery.models import ReceiverTask
 from outbox.destinations import HttpDestination
-from outbox.dispatcher import handoff_deliver, handoff_settle
+from outbox.dispatcher import handoff_deliver
 from outbox.models import Attempt, FailureClass, HandoffState
+from outbox.services import handoff_settle
 
 pytestmark = pytest.mark.django_db(databases=["default", "delivery"], transaction=True)
 S = HandoffState

@@ -1,27 +1,7 @@
-"""Builders for reconciliation tests: real handoffs, really delivered through the in-process destination."""
-
 import pytest
 
-from outbox.destinations import InProcessDestination
-from outbox.dispatcher import handoff_deliver
-from outbox.models import Handoff
-from outbox.services import handoff_record
-from tests.factories import ONBOARDING_PAYLOAD, onboarding_world
-
-
-def record(number: int, *, workspace_id: int = 7, payload: dict | None = None, owner=None,
-           rule_version: str = "onboarding-v1") -> Handoff:
-    return handoff_record(
-        workflow="onboarding", workspace_id=workspace_id, source_ref=f"request {number} revision 1",
-        source_id=number, action_key=f"onboarding:{workspace_id}:{number}:1",
-        payload=dict(ONBOARDING_PAYLOAD if payload is None else payload), rule_version=rule_version, owner=owner,
-    )
-
-
-def deliver(handoff: Handoff) -> Handoff:
-    state = handoff_deliver(handoff_id=handoff.pk, destination=InProcessDestination())
-    assert state == "delivered"
-    return Handoff.objects.get(pk=handoff.pk)
+from tests.factories import onboarding_world
+from tests.reconciliation.health_world import build_health_world
 
 
 @pytest.fixture
@@ -31,69 +11,5 @@ def world():
 
 @pytest.fixture
 def health_world(world):
-    """Handoffs in every state in workspace 7 (olga operates it) and a few in workspace 8, with known times.
-
-    Hand-computed figures for workspace 7 are in HEALTH_7 below.
-    """
-    from datetime import timedelta
-
-    from django.utils import timezone
-
-    from delivery.models import ReceiverTask
-    from delivery.services import task_create_idempotent
-    from outbox.models import Handoff
-    from outbox.services import handoff_acknowledge, handoff_assign
-    from reconciliation.services import reconciliation_run
-
-    now = timezone.now()
-    h = {}
-    h["delivered"] = deliver(record(1))
-    # The receiver already has the task (a lost acknowledgement earlier): the attempt returns it.
-    task_create_idempotent(action_key="onboarding:7:2:1", payload=dict(ONBOARDING_PAYLOAD))
-    h["duplicate"] = deliver(record(2))
-    h["pending_old"], h["pending_new"] = record(3), record(4)
-    Handoff.objects.filter(pk=h["pending_old"].pk).update(created_at=now - timedelta(minutes=30))
-    Handoff.objects.filter(pk=h["pending_new"].pk).update(created_at=now - timedelta(minutes=10))
-    h["in_flight"], h["uncertain"] = record(5), record(6)
-    Handoff.objects.filter(pk=h["in_flight"].pk).update(state="in_flight", updated_at=now - timedelta(minutes=5))
-    Handoff.objects.filter(pk=h["uncertain"].pk).update(state="uncertain", failure_class="uncertain",
-                                                         reason_code="read_timeout")
-    h["rejected"] = record(7, payload={"client_name": " "})
-    from outbox.dispatcher import handoff_deliver
-
-    assert handoff_deliver(handoff_id=h["rejected"].pk, destination=InProcessDestination()) == "needs_attention"
-    handoff_acknowledge(handoff_id=h["rejected"].pk, actor=world["olga"])
-    handoff_assign(handoff_id=h["rejected"].pk, actor=world["olga"], owner=world["olga"])
-    # Failure -> acknowledgement: 60 s, 300 s, 180 s; one not acknowledged.
-    for name, number, minutes_ago, ack_after, failure, reason in (
-        ("rejected", None, 60, 60, None, None),
-        ("exhausted", 8, 120, 300, "transient", "retries_exhausted"),
-        ("credential", 9, 180, 180, "credential", "credential_rejected"),
-        ("unacknowledged", 10, 30, None, "conflict", "key_conflict"),
-    ):
-        if number is not None:
-            h[name] = record(number)
-        since = now - timedelta(minutes=minutes_ago)
-        changes = {"state": "needs_attention", "attention_since": since, "sla_due_at": now + timedelta(hours=1),
-                   "acknowledged_at": since + timedelta(seconds=ack_after) if ack_after else None}
-        if failure:
-            changes.update(failure_class=failure, reason_code=reason)
-        Handoff.objects.filter(pk=h[name].pk).update(**changes)
-    # Workspace 8: must never show in workspace 7's figures.
-    deliver(record(1, workspace_id=8))
-    other = record(2, workspace_id=8)
-    Handoff.objects.filter(pk=other.pk).update(state="needs_attention", failure_class="permanent",
-                                               reason_code="retries_exhausted", attention_since=now)
-    # An outcome validation failure: a delivered handoff's task deleted at the receiver.
-    ReceiverTask.objects.using("delivery").filter(action_key=h["delivered"].action_key).delete()
-    run = reconciliation_run()
-    return {"now": now, "handoffs": h, "run": run, **world}
-
-
-HEALTH_7 = {
-    "completed": 2, "pending": 2, "in_flight": 1, "uncertain": 1, "needs_attention": 4, "retry_exhausted": 1,
-    "duplicate_preventions": 1, "outcome_validation_failures": 1,
-    # handoff_acknowledge (action "acknowledge") and handoff_assign (action "assign") on the rejected one.
-    "manual_interventions": 2,
-    "ack_median_seconds": 180.0, "ack_worst_seconds": 300.0, "unacknowledged": 1,
-}
+    """Handoffs in every state, with known times; workspace 7's figures are `HEALTH_7` of its module."""
+    return build_health_world(world)

@@ -14,10 +14,10 @@ from outbox.destinations import InProcessDestination
 from outbox.dispatcher import handoff_deliver
 from outbox.failures import DeliveryResult
 from outbox.models import FailureClass
-from reconciliation.alerts import alert_sweep
+from reconciliation.alerts import alerts_send_due
 from reconciliation.models import AlertKind, AlertRecord, AlertSeverity
+from tests.builders import record
 from tests.factories import make_user
-from tests.reconciliation.conftest import record
 
 pytestmark = pytest.mark.django_db(databases=["default", "delivery"])
 PAGE_SECRET = "whsec_cGFnZS13ZWJob29rLXNlY3JldC0zMi1ieXRlcyEhIQ=="
@@ -60,8 +60,8 @@ def rejected(number: int, workspace_id: int = 7) -> None:
 def test_a_paused_destination_pages_once_per_pause(world, pager):
     record(42)
     refuse_credentials()
-    alert_sweep(http_client=pager)
-    alert_sweep(http_client=pager)
+    alerts_send_due(http_client=pager)
+    alerts_send_due(http_client=pager)
     [page] = AlertRecord.objects.filter(kind=AlertKind.DESTINATION_PAUSED)
     assert page.severity == AlertSeverity.PAGE and page.sent_at is not None
     [request] = pager.received
@@ -77,7 +77,7 @@ def test_a_paused_destination_pages_once_per_pause(world, pager):
 
 def test_one_handoffs_problem_goes_to_the_grouped_email_and_does_not_page(world, pager):
     rejected(42)
-    alert_sweep(http_client=pager)
+    alerts_send_due(http_client=pager)
     assert pager.received == []
     [message] = mail.outbox
     assert message.subject == "[handoff] 1 handoff(s) need attention: onboarding, permanent"
@@ -92,7 +92,7 @@ def test_each_workspace_gets_its_own_message_and_no_other_workspaces_keys(world,
     assert Membership.objects.filter(user=w8_operator).exists()
     rejected(42, workspace_id=7)
     rejected(43, workspace_id=8)
-    alert_sweep(http_client=pager)
+    alerts_send_due(http_client=pager)
     to_olga = [m for m in mail.outbox if "olga@example.com" in m.to]
     to_oscar = [m for m in mail.outbox if "oscar@example.com" in m.to]
     assert len(to_olga) == 1 and len(to_oscar) == 1
@@ -103,7 +103,7 @@ def test_each_workspace_gets_its_own_message_and_no_other_workspaces_keys(world,
 def test_many_handoffs_failing_at_once_page(world, pager):
     for number in range(50, 55):
         rejected(number)
-    alert_sweep(http_client=pager)
+    alerts_send_due(http_client=pager)
     [page] = AlertRecord.objects.filter(kind=AlertKind.WIDESPREAD)
     assert page.severity == AlertSeverity.PAGE
     document = json.loads(pager.received[0].content)

@@ -14,10 +14,10 @@ from outbox.destinations import InProcessDestination
 from outbox.dispatcher import handoff_deliver
 from outbox.models import Handoff
 from outbox.services import handoff_retry
-from reconciliation.alerts import alert_sweep
+from reconciliation.alerts import alerts_send_due
 from reconciliation.models import AlertRecord
 from reconciliation.services import reconciliation_run
-from tests.reconciliation.conftest import deliver, record
+from tests.builders import deliver, record
 
 pytestmark = pytest.mark.django_db(databases=["default", "delivery"])
 REJECTED = {"client_name": " ", "plan": "standard"}
@@ -41,7 +41,7 @@ def test_needs_attention_alert_names_what_on_call_needs(world):
     handoff = rejected(42, owner=world["olga"])
     world["olga"].email = "olga@example.com"
     world["olga"].save()
-    result = alert_sweep()
+    result = alerts_send_due()
     assert result.recorded["needs_attention"] == 1 and result.messages_sent == 1
     [message] = mail.outbox
     assert message.subject == "[handoff] 1 handoff(s) need attention: onboarding, permanent"
@@ -52,7 +52,7 @@ def test_needs_attention_alert_names_what_on_call_needs(world):
     assert "Failure class:         permanent (payload_invalid)" in body
     assert "Affected record:       request 42 revision 1, workspace 7" in body
     assert "Last successful step:  sent: attempt 1 reached the receiver" in body and "HTTP 422" in body
-    assert "Safest next action:    The receiver rejected the content: correct the request" in body
+    assert "Safest next action:    The receiver rejected the content: correct it. Sending the same payload" in body
     assert f"Open:                  https://console.example/handoffs/{handoff.pk}/" in body
 
 
@@ -60,7 +60,7 @@ def test_alert_text_is_redacted(world):
     handoff = rejected(42)
     Handoff.objects.filter(pk=handoff.pk).update(
         last_error="receiver said: contact jane.doe@client.example, Authorization: Bearer abc.def.ghi")
-    alert_sweep()
+    alerts_send_due()
     body = mail.outbox[0].body
     assert "jane.doe@client.example" not in body and "abc.def.ghi" not in body
     assert "[redacted]" in body
@@ -68,8 +68,8 @@ def test_alert_text_is_redacted(world):
 
 def test_a_handoff_that_stays_broken_is_alerted_once(world):
     rejected(42)
-    alert_sweep()
-    again = alert_sweep()
+    alerts_send_due()
+    again = alerts_send_due()
     assert sum(again.recorded.values()) == 0 and again.messages_sent == 0
     assert len(mail.outbox) == 1
     assert AlertRecord.objects.filter(kind="needs_attention").count() == 1
@@ -78,7 +78,7 @@ def test_a_handoff_that_stays_broken_is_alerted_once(world):
 def test_handoffs_failing_together_are_grouped_in_one_message(world):
     for number in (42, 43, 44):
         rejected(number)
-    alert_sweep()
+    alerts_send_due()
     [message] = mail.outbox
     assert message.subject.startswith("[handoff] 3 handoff(s) need attention")
     assert all(f"onboarding:7:{n}:1" in message.body for n in (42, 43, 44))
@@ -89,7 +89,7 @@ def test_more_handoffs_than_a_message_holds_are_summarised_with_a_link(world, se
     settings.ALERT_MAX_ITEMS_PER_MESSAGE = 2
     for number in (42, 43, 44):
         rejected(number)
-    alert_sweep()
+    alerts_send_due()
     body = mail.outbox[0].body
     assert body.count("Instance:") == 2
     assert "... and 1 more: https://console.example/handoffs/?state=needs_attention&failure_class=permanent" in body
@@ -97,22 +97,22 @@ def test_more_handoffs_than_a_message_holds_are_summarised_with_a_link(world, se
 
 def test_failing_again_after_a_retry_is_a_new_episode(world):
     handoff = rejected(42)
-    alert_sweep()
+    alerts_send_due()
     handoff_retry(handoff_id=handoff.pk, actor=world["olga"])
     assert handoff_deliver(handoff_id=handoff.pk, destination=InProcessDestination()) == "needs_attention"
-    result = alert_sweep()
+    result = alerts_send_due()
     assert result.recorded["needs_attention"] == 1
     assert len(mail.outbox) == 2
 
 
 def test_sla_breach_is_alerted_once(world):
     handoff = rejected(42)
-    alert_sweep()
+    alerts_send_due()
     Handoff.objects.filter(pk=handoff.pk).update(sla_due_at=timezone.now() - timedelta(minutes=1))
-    result = alert_sweep()
+    result = alerts_send_due()
     assert result.recorded["sla_breach"] == 1
     assert mail.outbox[-1].subject == "[handoff] SLA breached for 1 handoff(s): onboarding, permanent"
-    alert_sweep()
+    alerts_send_due()
     assert len(mail.outbox) == 2
 
 
@@ -120,7 +120,7 @@ def test_reconciliation_problems_are_alerted_once_per_finding(world):
     handoff = deliver(record(42))
     ReceiverTask.objects.using("delivery").filter(action_key=handoff.action_key).delete()
     reconciliation_run()
-    alert_sweep()
+    alerts_send_due()
     [message] = mail.outbox
     assert message.subject == "[handoff] Reconciliation found 1 new problem(s)"
     assert "Instance:              onboarding:7:42:1" in message.body
@@ -128,19 +128,19 @@ def test_reconciliation_problems_are_alerted_once_per_finding(world):
     assert "Do not resend" in message.body
     assert f"https://console.example/handoffs/{handoff.pk}/" in message.body
     reconciliation_run()  # still missing: the same finding, not a new alert
-    alert_sweep()
+    alerts_send_due()
     assert len(mail.outbox) == 1
 
 
 def test_alert_without_any_recipient_is_kept_and_sent_once_configured(world, settings):
     settings.ALERT_EMAILS = []
     rejected(42)
-    result = alert_sweep()
+    result = alerts_send_due()
     assert result.failed == 1 and not mail.outbox
     record_ = AlertRecord.objects.get()
     assert record_.sent_at is None and "no alert recipient" in record_.last_error
     settings.ALERT_EMAILS = ["oncall@example.com"]
-    alert_sweep()
+    alerts_send_due()
     assert len(mail.outbox) == 1
     assert AlertRecord.objects.get().sent_at is not None
 
@@ -156,7 +156,7 @@ def test_webhook_is_signed_in_the_standard_webhooks_format(world, settings):
 
     rejected(42)
     with httpx.Client(transport=httpx.MockTransport(handler)) as client:
-        result = alert_sweep(http_client=client)
+        result = alerts_send_due(http_client=client)
     assert result.webhooks_sent == 1
     [request] = received
     body = request.content.decode()

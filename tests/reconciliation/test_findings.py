@@ -19,8 +19,8 @@ from outbox.services import handoff_cancel
 from reconciliation.errors import InvalidFindingTransition, NoteRequired
 from reconciliation.models import Finding, FindingEvent, FindingKind, FindingStatus, RunStatus
 from reconciliation.services import finding_acknowledge, finding_resolve, reconciliation_run
+from tests.builders import deliver, record
 from tests.factories import ONBOARDING_PAYLOAD, make_request
-from tests.reconciliation.conftest import deliver, record
 
 pytestmark = pytest.mark.django_db(databases=["default", "delivery"])
 K = FindingKind
@@ -130,7 +130,7 @@ def test_needs_attention_past_its_sla_is_stuck(world):
     Handoff.objects.filter(pk=handoff.pk).update(sla_due_at=timezone.now() - timedelta(minutes=1))
     finding = only_finding(reconciliation_run(), K.STUCK)
     assert "past its SLA" in finding.source_evidence["why"]
-    assert "correct the request" in finding.next_action
+    assert "The receiver rejected the content: correct it." in finding.next_action
 
 
 def test_approved_request_without_outbox_row_is_not_handed_off(world):

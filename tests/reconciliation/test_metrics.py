@@ -74,4 +74,7 @@ def test_metric_values_equal_the_database(client, health_world):
 def test_metrics_run_a_fixed_number_of_queries(client, health_world, django_assert_max_num_queries):
     # The queries do not grow with the number of handoffs, workflows or workspaces.
     with django_assert_max_num_queries(12):
-        client.get(reverse("reconciliation:metrics"), **AUTH)
+        response = client.get(reverse("reconciliation:metrics"), **AUTH)
+    assert response.status_code == 200
+    families = {family.name for family in text_string_to_metric_families(response.content.decode())}
+    assert {"handoff_handoffs", "handoff_needs_attention", "handoff_reconciliation_findings"} <= families

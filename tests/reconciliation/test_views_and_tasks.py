@@ -76,4 +76,4 @@ def test_schedule_command_creates_both_schedules_once(capsys):
     call_command("schedule_reconciliation")
     schedules = dict(Schedule.objects.values_list("name", "func"))
     assert schedules == {"reconciliation": "reconciliation.tasks.reconcile",
-                         "alert-sweep": "reconciliation.tasks.alert_sweep"}
+                         "send-alerts": "reconciliation.tasks.alerts_send_due"}

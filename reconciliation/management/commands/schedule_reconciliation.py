@@ -4,12 +4,12 @@ from django_q.models import Schedule
 
 
 class Command(BaseCommand):
-    help = "Create or update the django-q2 schedules of reconciliation and the alert sweep. Safe to run again."
+    help = "Create or update the django-q2 schedules of reconciliation and the sending of alerts. Safe to run again."
 
     def handle(self, *args, **options):
         for name, func, minutes in (
             ("reconciliation", "reconciliation.tasks.reconcile", settings.RECONCILIATION_EVERY_MINUTES),
-            ("alert-sweep", "reconciliation.tasks.alert_sweep", settings.ALERT_SWEEP_EVERY_MINUTES),
+            ("send-alerts", "reconciliation.tasks.alerts_send_due", settings.ALERT_SEND_EVERY_MINUTES),
         ):
             Schedule.objects.update_or_create(
                 name=name,

@@ -1,0 +1,29 @@
+"""A paused destination is visible where on-call people look: the health page and every waiting handoff."""
+
+import pytest
+from django.test import Client
+
+from outbox.breaker import destination_record_results
+from outbox.failures import DeliveryResult
+from outbox.models import FailureClass
+from tests.builders import approve
+
+pytestmark = pytest.mark.django_db(databases=["default", "delivery"])
+
+
+def refuse_credentials() -> None:
+    destination_record_results(name="receiver", results=[
+        DeliveryResult.failed(FailureClass.CREDENTIAL, "credential_rejected", "HTTP 401", status_code=401)])
+
+
+def test_a_paused_destination_shows_on_the_health_page_and_on_a_waiting_handoff(world):
+    handoff = approve(world)
+    client = Client()
+    client.force_login(world["olga"])
+    assert "is paused" not in client.get("/health/").content.decode()
+    refuse_credentials()
+    health = client.get("/health/").content.decode()
+    assert "Destination receiver is paused since" in health and "credentials refused" in health
+    detail = client.get(f"/handoffs/{handoff.pk}/").content.decode()
+    assert "Waiting: destination receiver is paused." in detail
+    assert "Rotate or restore the signing secret" in detail
