@@ -27,3 +27,12 @@ def refused_page(context) -> dict | None:
     request = context.get("request")
     return selectors.page_named(getattr(getattr(request, "resolver_match", None), "view_name", None))
 
+
+
+@register.filter
+def redacted(value):
+    """A payload value shown outside the payload itself (a client name in a row) goes through the same
+    redaction as the payload: an e-mail address or a secret inside it is masked."""
+    from outbox.redaction import redact
+
+    return redact(value)

@@ -116,3 +116,14 @@ def test_server_error_page_is_the_consoles_own_and_says_nothing_was_half_applied
     assert response.status_code == 500
     assert "Something went wrong" in body and "half-applied" in body
     assert "Traceback" not in body
+
+
+def test_client_names_in_rows_go_through_the_payload_redaction(world):
+    from tests.factories import make_request
+
+    make_request(world["w7"], 44, world["bob"], payload={"client_name": "Ann ann@private.example",
+                                                          "contact_email": "a@b.example", "plan": "starter"})
+    queue = client_for(world["alice"]).get("/approvals/").content.decode()
+    mine = client_for(world["bob"]).get("/approvals/mine/").content.decode()
+    assert "Ann " in queue and "ann@private.example" not in queue
+    assert "Ann " in mine and "ann@private.example" not in mine
