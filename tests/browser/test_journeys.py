@@ -159,6 +159,16 @@ def test_operator_triages_from_the_list_with_the_address_always_the_filter(page,
     expect(page.locator(f"#handoff-{uncertain.pk}")).to_be_visible()
     expect(page.locator(f"#handoff-{rejected.pk}")).to_have_count(0)
 
+    # Triage from the list: the rejected one is acknowledged in its row (the row is re-rendered in place).
+    page.go_forward()
+    expect(page).to_have_url(re.compile(r"/handoffs/\?state=needs_attention$"))
+    rejected_row = page.locator(f"#handoff-{rejected.pk}")
+    rejected_row.get_by_role("button", name="Acknowledge").click()
+    expect(page.locator(f"#handoff-{rejected.pk}")).to_contain_text("Acknowledged by olga.")
+    expect(page).to_have_url(re.compile(r"/handoffs/\?state=needs_attention$"))
+    page.go_back()
+    expect(page).to_have_url(re.compile(r"/handoffs/\?state=uncertain$"))
+
     # Triage: the uncertain one is reconciled from its page, and it is delivered.
     page.locator(f"#handoff-{uncertain.pk}").get_by_role("link", name=uncertain.action_key).click()
     expect(page.locator("#next-step")).to_contain_text("Outcome unknown: reconcile first.")
