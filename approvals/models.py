@@ -152,6 +152,8 @@ class RuleVersion(models.Model):
     number = models.PositiveIntegerField()
     version = models.CharField(max_length=40, help_text="The label stored on decisions and handoffs.")
     schema = models.JSONField(help_text="JSON Schema (draft 2020-12) the request payload must satisfy.")
+    steps = models.JSONField(default=list, blank=True,
+                             help_text='Ordered steps, each {"name", "operation", "compensation"}; none: one handoff.')
     notes = models.TextField(blank=True)
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"

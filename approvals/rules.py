@@ -19,6 +19,9 @@ class RuleSet:
     workflow: str
     version: str
     schema: dict
+    # The workflow's ordered steps, each {"name", "operation"?, "compensation"?}; none: a single handoff
+    # under the instance key.
+    steps: tuple = ()
 
 
 ONBOARDING_V1 = RuleSet(
@@ -51,13 +54,23 @@ def rules_for(workflow: str) -> RuleSet:
     """The rules in force for the workflow: its newest stored version, else its built-in rules."""
     from approvals.models import RuleVersion
 
-    stored = RuleVersion.objects.filter(workflow=workflow).order_by("-number").values("version", "schema").first()
+    stored = (RuleVersion.objects.filter(workflow=workflow).order_by("-number")
+              .values("version", "schema", "steps").first())
     if stored is not None:
-        return RuleSet(workflow=workflow, version=stored["version"], schema=stored["schema"])
+        return RuleSet(workflow=workflow, version=stored["version"], schema=stored["schema"],
+                       steps=tuple(stored["steps"] or ()))
     try:
         return BUILT_IN_RULES[workflow]
     except KeyError:
         raise LookupError(f"no rules for workflow {workflow!r}") from None
+
+
+def steps_of(version: str) -> tuple:
+    """The steps of the rule version a decision was made under (the built-in versions have none)."""
+    from approvals.models import RuleVersion
+
+    stored = RuleVersion.objects.filter(version=version).values_list("steps", flat=True).first()
+    return tuple(stored or ())
 
 
 # --- Regular expressions in rules ------------------------------------------------------------
@@ -180,3 +193,33 @@ def schema_problems(schema: dict, document: object, *, root: str = "payload", pr
 def payload_problems(workflow: str, payload: object, rules: RuleSet | None = None) -> list[str]:
     """Every reason the payload fails the workflow's rules (current ones unless given); empty when it passes."""
     return schema_problems((rules or rules_for(workflow)).schema, payload)
+
+
+# --- Steps of a workflow ---------------------------------------------------------------------------
+
+STEP_NAME = re2.compile(r"[a-z][a-z0-9_]{0,39}")
+MAX_STEPS = 10
+
+
+def _step_problems(index: int, step: object) -> list[str]:
+    if not isinstance(step, dict) or not isinstance(step.get("name"), str):
+        return [f"step {index + 1} must be an object with a name"]
+    problems = []
+    for part in ("name", "operation", "compensation"):
+        value = step.get(part)
+        if value not in (None, "") and not (isinstance(value, str) and STEP_NAME.fullmatch(value)):
+            problems.append(f"step {index + 1} {part} must be lowercase letters, digits and _ (at most 40)")
+    if unknown := sorted(set(step) - {"name", "operation", "compensation"}):
+        problems.append(f"step {index + 1} has unknown parts: {', '.join(unknown)}")
+    return problems
+
+
+def steps_problems(steps: object) -> list[str]:
+    """Why a list of steps cannot be published (empty list: fine)."""
+    if not isinstance(steps, list) or len(steps) > MAX_STEPS:
+        return [f"steps must be a list of at most {MAX_STEPS} steps"]
+    problems = [p for index, step in enumerate(steps) for p in _step_problems(index, step)]
+    names = [step.get("name") for step in steps if isinstance(step, dict)]
+    if len(names) != len(set(names)):
+        problems.append("step names must be unique")
+    return problems

@@ -141,8 +141,8 @@ def requests_of(user, *, limit: int = 100) -> list[Request]:
                                    number=OuterRef("number"), revision__gt=OuterRef("revision"))
     rows = list(Request.objects.filter(requested_by=user, workspace_id__in=workspace_ids_for(user))
                 .filter(~Exists(newer)).select_related("workspace").order_by("-created_at", "-id")[:limit])
-    handoffs = {h.source_id: h for h in Handoff.objects.filter(source_id__in=[r.pk for r in rows])
-                .only("id", "source_id", "state", "destination_id", "reason_code", "workspace_id", "action_key")}
+    # With several steps, a request has several handoffs: the newest is the step it has reached.
+    handoffs = {h.source_id: h for h in Handoff.objects.filter(source_id__in=[r.pk for r in rows]).order_by("id")}
     for row in rows:
         row.handoff = handoffs.get(row.pk)
         row.progress = request_progress(row, row.handoff)
@@ -177,8 +177,12 @@ def request_progress(request: Request, handoff) -> list[dict]:
             H.SUPERSEDED: ("no: replaced by a correction", "no"),
         }.get(handoff.state, (handoff.get_state_display(), "unknown"))
     if handoff is not None and handoff.state == H.DELIVERED:
-        # The receiver does not report its tasks' status back to the console yet.
-        done = ("unknown: the receiver does not report task status yet", "unknown")
+        # The task's status as the receiver last reported it (read back by reconciliation).
+        from reconciliation.selectors import work_outcome
+
+        work = work_outcome(handoff).work_done
+        tone = {"yes": "yes", "failed": "no", "no": "waiting"}.get(work.value, "unknown")
+        done = (f"{work.label}: {work.detail}", tone)
     else:
         done = ("not started", "waiting") if created[1] != "no" else ("no", "no")
     return [

@@ -36,7 +36,7 @@ from approvals.models import (
     WorkflowModeChange,
     Workspace,
 )
-from approvals.rules import BUILT_IN_RULES, payload_problems, publish_problems, rules_for
+from approvals.rules import BUILT_IN_RULES, payload_problems, publish_problems, rules_for, steps_of, steps_problems
 from approvals.selectors import REQUESTER_REVISABLE_STATES
 from outbox import services as outbox_services
 from outbox.errors import InvalidTransition
@@ -177,6 +177,7 @@ def request_approve(*, workspace_id: int, number: int, revision: int, actor, pay
             owner=_on_call_owner(request.workspace),
             actor=actor,
             observe_only=not sends,
+            steps=steps_of(approval.rule_version),
         )
 
 
@@ -282,11 +283,13 @@ def handoff_correct(*, handoff_id: int, actor, edits: dict[str, str], reason: st
 # --- Rule versions and delivery modes ---------------------------------------------------------
 
 
-def rule_version_publish(*, workflow: str, schema: dict, actor, notes: str = "") -> RuleVersion:
-    """New rules for a workflow: a new version, in force from now on. Earlier decisions keep theirs."""
+def rule_version_publish(*, workflow: str, schema: dict, actor, notes: str = "",
+                         steps: list[dict] | None = None) -> RuleVersion:
+    """New rules for a workflow: a new version, in force from now on. Earlier decisions keep theirs.
+    `steps` make it a workflow of several steps, each its own handoff (see outbox/steps.py)."""
     if not actor.has_perm("approvals.add_ruleversion"):
         raise ApprovalDenied(f"{actor} may not publish rules")
-    if problems := publish_problems(schema):
+    if problems := publish_problems(schema) + steps_problems(steps or []):
         raise InvalidPayload(problems)
     with transaction.atomic(using=DB):
         latest = (RuleVersion.objects.select_for_update().filter(workflow=workflow)
@@ -298,7 +301,7 @@ def rule_version_publish(*, workflow: str, schema: dict, actor, notes: str = "")
                                                 schema=built_in.schema, notes="built-in rules")
         number = latest.number + 1 if latest else 1
         return RuleVersion.objects.create(workflow=workflow, number=number, version=f"{workflow}-v{number}",
-                                          schema=schema, notes=notes, created_by=actor)
+                                          schema=schema, steps=steps or [], notes=notes, created_by=actor)
 
 
 def workflow_mode_set(*, workflow: str, mode: str, actor, reason: str,

@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/console_bench.py [--rows 100000] [--repeat 30]
 
-Creates its own databases (bench_console_source / bench_console_delivery), fills the outbox with
+Creates its own databases (`<BENCH_DB_PREFIX>_console_source` and `_delivery`), fills the outbox with
 `--rows` handoffs spread over 30 days and several states (one event each; the measured handoff has a
 full timeline), then requests each page through Django's full middleware stack in-process (the test
 client: no network, no browser) and prints the median and 95th percentile per page in milliseconds.
@@ -72,7 +72,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=30)
     args = parser.parse_args()
 
-    bench = Bench(prefix="bench_console", DJANGO_ALLOWED_HOSTS="testserver").setup()
+    bench = Bench(prefix="console", DJANGO_ALLOWED_HOSTS="testserver").setup()
     os.environ.update(bench.env)
     import django
 

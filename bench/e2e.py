@@ -5,6 +5,13 @@
 Everything runs on this machine: PostgreSQL through its unix socket, the receiver under gunicorn,
 dispatchers as `manage.py dispatch` processes, the alternative as a django-q2 cluster. Each
 delivered run is checked afterwards: every handoff delivered, exactly one receiver task per key.
+
+In order: pgbench `-N` at 1, 2, 4 and 8 clients; the receiver's own capacity (plain clients); the
+batched path at 1, 2, 4 and 8 dispatchers (the scaling curve); one call per handoff, and the lever of
+bench/concurrent_dispatch.py; commit-to-receiver latency at half the best rate (and with the lever of
+an attempt right after commit) and at 20/s; the `on_commit` + django-q2 alternative and its latency;
+every worker killed mid-run, both designs; throughput with delivered rows preloaded (growth); a backlog
+queued while the receiver is down, drained after it returns.
 """
 
 import argparse
@@ -22,20 +29,22 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import contextlib
 
-from harness import PGHOST, PYTHON, ROOT, Bench, insert_handoffs_sql, recreate_database  # noqa: E402
+import receiver_capacity  # noqa: E402
+from harness import PGHOST, PYTHON, ROOT, Bench, db_name, insert_handoffs_sql, recreate_database  # noqa: E402
 
-CLIENTS = (1, 2, 4)
+# Client counts for pgbench and dispatcher counts for the batched path: the scaling curve.
+CLIENTS = (1, 2, 4, 8)
 
 
 def pgbench_ceiling(seconds: int) -> dict[int, float]:
     """pgbench's built-in simple-update script (-N) at each client count: the commits/s ceiling."""
-    recreate_database("bench_pgbench")
-    subprocess.run(["pgbench", "-h", PGHOST, "-i", "-q", "-s", "10", "bench_pgbench"], check=True,
+    recreate_database(db_name("pgbench"))
+    subprocess.run(["pgbench", "-h", PGHOST, "-i", "-q", "-s", "10", db_name("pgbench")], check=True,
                    capture_output=True)
     ceiling = {}
     for clients in CLIENTS:
         out = subprocess.run(["pgbench", "-h", PGHOST, "-N", "-c", str(clients), "-j", str(clients), "-T",
-                              str(seconds), "bench_pgbench"], check=True, capture_output=True, text=True).stdout
+                              str(seconds), db_name("pgbench")], check=True, capture_output=True, text=True).stdout
         ceiling[clients] = float(re.search(r"tps = ([0-9.]+)", out).group(1))
     return ceiling
 
@@ -79,8 +88,10 @@ def peak_rss_mb(procs) -> float:
     return round(peak / 1024, 1)
 
 
-def throughput(bench: Bench, handoffs: int, dispatchers: int, tag: str, preload: int = 0) -> dict:
-    """Handoffs created up front (one commit), delivered by `dispatchers` processes over HTTP."""
+def throughput(bench: Bench, handoffs: int, dispatchers: int, tag: str, preload: int = 0,
+               concurrent_calls: bool = False) -> dict:
+    """Handoffs created up front (one commit), delivered by `dispatchers` processes over HTTP.
+    `concurrent_calls`: the lever measured by bench/concurrent_dispatch.py instead of `manage.py dispatch`."""
     reset(bench)
     if preload:
         with bench.sql() as conn:
@@ -88,7 +99,11 @@ def throughput(bench: Bench, handoffs: int, dispatchers: int, tag: str, preload:
             conn.execute("VACUUM ANALYZE outbox_handoff")
             # Write the preload's dirty pages out now, so the measured run does not pay for them.
             conn.execute("CHECKPOINT")
-    procs = bench.start_dispatchers(dispatchers, tag)
+    if concurrent_calls:
+        procs = [bench.spawn([PYTHON, "bench/concurrent_dispatch.py", f"{tag}-{n}"], f"dispatcher-{tag}-{n}.log")
+                 for n in range(dispatchers)]
+    else:
+        procs = bench.start_dispatchers(dispatchers, tag)
     time.sleep(2.5)  # started and idle, listening for wake-ups
     with bench.sql() as conn:
         conn.execute(insert_handoffs_sql(1, handoffs))
@@ -109,30 +124,42 @@ import os, sys, time
 import django
 django.setup()
 from django.db import transaction
+from concurrent.futures import ThreadPoolExecutor
+from outbox.dispatcher import handoff_deliver
 from outbox.services import handoff_record
 rate, seconds, first = float(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3])
+# "inline": the lever of attempting delivery right after commit in the committing process (a small
+# thread pool, so the approval itself does not wait); the dispatchers pick up whatever it did not finish.
+inline = ThreadPoolExecutor(max_workers=4) if sys.argv[4:] == ["inline"] else None
 interval, start, n = 1.0 / rate, time.monotonic(), 0
 while time.monotonic() - start < seconds:
     payload = {"client_name": f"Client {first + n}", "plan": "standard"}
     with transaction.atomic():  # the approval's transaction: outbox row + NOTIFY, one commit
-        handoff_record(workflow="onboarding", workspace_id=7, source_ref=f"request {first + n}",
-                       source_id=first + n, action_key=f"onboarding:7:{first + n}:1", payload=payload)
+        handoff = handoff_record(workflow="onboarding", workspace_id=7, source_ref=f"request {first + n}",
+                                 source_id=first + n, action_key=f"onboarding:7:{first + n}:1", payload=payload)
+        if inline is not None:
+            transaction.on_commit(lambda pk=handoff.pk: inline.submit(handoff_deliver, handoff_id=pk))
     n += 1
     delay = start + n * interval - time.monotonic()
     if delay > 0:
         time.sleep(delay)
+if inline is not None:
+    inline.shutdown(wait=True)
 print(n)
 """
 
 
-def latency(bench: Bench, rate: float, dispatchers: int, seconds: float) -> dict:
-    """Handoffs approved at a steady rate; approval commit to receiver commit, per key."""
+def latency(bench: Bench, rate: float, dispatchers: int, seconds: float, producers: int = 1,
+            inline: bool = False) -> dict:
+    """Handoffs approved at a steady rate by `producers` processes (each rate/producers, own keys);
+    approval commit to receiver commit, per key."""
     reset(bench)
     procs = bench.start_dispatchers(dispatchers, "lat")
     time.sleep(2.5)
-    done = subprocess.run([PYTHON, "-c", PRODUCER, str(rate), str(seconds), "1"], cwd=ROOT, env=bench.env,
-                          capture_output=True, text=True, check=True)
-    produced = int(done.stdout.strip().splitlines()[-1])
+    running = [subprocess.Popen([PYTHON, "-c", PRODUCER, str(rate / producers), str(seconds), str(1 + n * 10_000_000),
+                                 *(["inline"] if inline else [])],
+                                cwd=ROOT, env=bench.env, stdout=subprocess.PIPE, text=True) for n in range(producers)]
+    produced = sum(int(p.communicate()[0].strip().splitlines()[-1]) for p in running)
     wait_for(bench, "SELECT count(*) FROM outbox_handoff WHERE state = 'delivered'", produced, timeout=120)
     bench.stop(procs)
     with bench.sql() as src, bench.sql("delivery") as dst:
@@ -144,11 +171,14 @@ def latency(bench: Bench, rate: float, dispatchers: int, seconds: float) -> dict
             "JOIN outbox_handoff h ON h.id = a.handoff_id WHERE a.number = 1").fetchall(), strict=True)
     ms = sorted((received[k] - approved[k]).total_seconds() * 1000 for k in approved)
     return {"rate": rate, "achieved_rate": round(produced / seconds, 1), "seconds": seconds, "handoffs": produced,
+            "producers": producers, "inline_attempt": inline,
             "dispatchers": dispatchers, "median_ms": round(statistics.median(ms), 1),
             "p99_ms": round(ms[int(len(ms) * 0.99) - 1], 1),
             "median_wait_to_claim_ms": round(float(statistics.median(waited)), 1),
             "median_receiver_call_ms": round(float(statistics.median(called)), 1),
-            "wake_up": "PostgreSQL NOTIFY sent in the approval transaction; 0.5 s poll as fallback"}
+            "wake_up": ("delivery attempted after commit by the committing process; NOTIFY and the dispatchers "
+                        "for the rest" if inline else
+                        "PostgreSQL NOTIFY sent in the approval transaction; 0.5 s poll as fallback")}
 
 
 ALT_PRODUCER = """
@@ -230,6 +260,10 @@ def _kill_tree(pid: int) -> None:
         os.kill(pid, signal.SIGKILL)
 
 
+# Short leases, so that a killed worker's rows are noticed quickly; one call must still fit in a lease.
+CRASH_ENV = {"HANDOFF_LEASE_SECONDS": "5", "RECEIVER_CONNECT_TIMEOUT": "1", "RECEIVER_READ_TIMEOUT": "3"}
+
+
 def crash_comparison(bench: Bench, handoffs: int, grace: float = 30.0) -> dict:
     """Every worker process killed with SIGKILL a third of the way through, then started again: what did
     each design lose or duplicate `grace` seconds after the restarted workers drained the queue?"""
@@ -237,14 +271,14 @@ def crash_comparison(bench: Bench, handoffs: int, grace: float = 30.0) -> dict:
     reset(bench)
     with bench.sql() as conn:
         conn.execute(insert_handoffs_sql(1, handoffs))
-    procs = bench.start_dispatchers(4, "crash", HANDOFF_LEASE_SECONDS="5")
+    procs = bench.start_dispatchers(4, "crash", **CRASH_ENV)
     wait_for(bench, "SELECT count(*) FROM delivery_receivertask", handoffs // 3, timeout=120, which="delivery")
     for proc in procs:
         _kill_tree(proc.pid)
         proc.wait()
     bench.procs = [p for p in bench.procs if p not in procs]
     in_flight = bench.scalar("SELECT count(*) FROM outbox_handoff WHERE state = 'in_flight'")
-    procs = bench.start_dispatchers(4, "crash-restart", HANDOFF_LEASE_SECONDS="5")
+    procs = bench.start_dispatchers(4, "crash-restart", **CRASH_ENV)
     started = time.monotonic()
     with contextlib.suppress(RuntimeError):
         wait_for(bench, "SELECT count(*) FROM outbox_handoff WHERE state = 'delivered'", handoffs, timeout=grace + 60)
@@ -290,13 +324,44 @@ def crash_comparison(bench: Bench, handoffs: int, grace: float = 30.0) -> dict:
     return results
 
 
+def backlog_after_outage(bench: Bench, handoffs: int, dispatchers: int, outage: float) -> dict:
+    """The receiver is down while `handoffs` are queued and the dispatchers keep trying; it comes back
+    after `outage` seconds. Time to drain from its return, and whether the outage handed anything to a
+    person (it must not: the breaker pauses the destination instead of spending attempts)."""
+    reset(bench)
+    port = bench.receiver_port
+    bench.stop([bench.receiver])
+    procs = bench.start_dispatchers(dispatchers, "backlog")
+    with bench.sql() as conn:
+        conn.execute(insert_handoffs_sql(1, handoffs))
+        conn.execute("NOTIFY handoff_due")
+    time.sleep(outage)
+    failed_during_outage = bench.scalar("SELECT count(*) FROM outbox_attempt")
+    bench.start_receiver(port=port)
+    back = time.monotonic()
+    first = wait_for(bench, "SELECT count(*) FROM outbox_handoff WHERE state = 'delivered'", 1, timeout=120)
+    wait_for(bench, "SELECT count(*) FROM outbox_handoff WHERE state = 'delivered'", handoffs, timeout=900)
+    elapsed = time.monotonic() - back  # from the receiver's return to the last delivery
+    rss = peak_rss_mb(procs)
+    bench.stop(procs)
+    return {"handoffs": handoffs, "dispatchers": dispatchers, "outage_seconds": outage,
+            "attempts_during_outage": failed_during_outage,
+            "seconds_to_first_delivery": round(first, 1), "seconds_to_drain": round(elapsed, 1),
+            "per_second": round(handoffs / elapsed, 1), "peak_rss_mb": rss,
+            "needs_attention": bench.scalar("SELECT count(*) FROM outbox_handoff WHERE state = 'needs_attention'"),
+            "check": verify(bench, handoffs)}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--handoffs", type=int, default=5000)
     parser.add_argument("--pgbench-seconds", type=int, default=10)
     parser.add_argument("--latency-seconds", type=float, default=15)
     parser.add_argument("--growth-rows", type=int, nargs="*", default=[10_000, 1_000_000])
-    parser.add_argument("--memory-handoffs", type=int, default=100_000)
+    parser.add_argument("--backlog-handoffs", type=int, default=100_000)
+    parser.add_argument("--outage-seconds", type=float, default=15)
+    parser.add_argument("--alternative-handoffs", type=int, default=1000)
+    parser.add_argument("--crash-handoffs", type=int, default=1500)
     parser.add_argument("--json", default=str(ROOT / "var" / "bench" / "e2e.json"))
     args = parser.parse_args()
 
@@ -305,8 +370,13 @@ def main() -> None:
     report["pgbench_tps"] = pgbench_ceiling(args.pgbench_seconds)
     print(f"  {report['pgbench_tps']}", flush=True)
 
-    bench = Bench("bench_e2e", RECEIVER_SUPPORTS_BATCH="1", HANDOFF_CLAIM_BATCH="50").setup()
+    bench = Bench("e2e", RECEIVER_SUPPORTS_BATCH="1", HANDOFF_CLAIM_BATCH="50").setup()
     bench.start_receiver()
+    # The receiver's own capacity: plain clients, no outbox. The one-call path is divided by the best.
+    report["receiver_capacity"] = [receiver_capacity.measure(bench.receiver_url, bench.env["RECEIVER_SIGNING_SECRET"],
+                                                             clients=c, seconds=8) for c in (2, 4)]
+    capacity = max(row["per_second"] for row in report["receiver_capacity"])
+    print(f"  receiver capacity {report['receiver_capacity']}", flush=True)
     report["throughput"] = []
     for dispatchers in CLIENTS:
         row = throughput(bench, args.handoffs, dispatchers, f"t{dispatchers}")
@@ -315,23 +385,33 @@ def main() -> None:
         print(f"  throughput {row}", flush=True)
     best = max(report["throughput"], key=lambda r: r["per_second"])
 
-    single = Bench("bench_e2e", RECEIVER_SUPPORTS_BATCH="0", HANDOFF_CLAIM_BATCH="20")
+    single = Bench("e2e", RECEIVER_SUPPORTS_BATCH="0", HANDOFF_CLAIM_BATCH="20")
     single.receiver_url, single.env["RECEIVER_URL"] = bench.receiver_url, bench.receiver_url
     row = throughput(single, args.handoffs // 2, 4, "single")
+    row["ratio_to_receiver_capacity"] = round(row["per_second"] / capacity, 3)
     report["throughput_single_calls"] = row
     print(f"  single calls {row}", flush=True)
+    row = throughput(single, args.handoffs // 2, 4, "concurrent", concurrent_calls=True)
+    row["ratio_to_receiver_capacity"] = round(row["per_second"] / capacity, 3)
+    report["throughput_concurrent_single_calls"] = row
+    print(f"  single calls, all of a claim batch in flight at once (lever) {row}", flush=True)
 
-    report["latency"] = latency(bench, round(best["per_second"] / 2), best["dispatchers"], args.latency_seconds)
+    report["latency"] = latency(bench, round(best["per_second"] / 2), best["dispatchers"], args.latency_seconds,
+                                producers=2)
     print(f"  latency {report['latency']}", flush=True)
+    report["latency_inline"] = latency(bench, round(best["per_second"] / 2), best["dispatchers"],
+                                       args.latency_seconds, producers=2, inline=True)
+    print(f"  latency, delivery attempted after commit by the committing process (lever) "
+          f"{report['latency_inline']}", flush=True)
     report["latency_low_rate"] = latency(bench, 20, 2, args.latency_seconds)
     print(f"  latency at a low rate {report['latency_low_rate']}", flush=True)
 
-    report["alternative"] = alternative_throughput(bench, args.handoffs // 2, 4)
+    report["alternative"] = alternative_throughput(bench, args.alternative_handoffs, 4)
     print(f"  alternative {report['alternative']}", flush=True)
     report["alternative_latency"] = alternative_latency(
         bench, min(round(report["alternative"]["per_second"] / 2), round(best["per_second"] / 2)), 10, 4)
     print(f"  alternative latency {report['alternative_latency']}", flush=True)
-    report["crash"] = crash_comparison(bench, 1500)
+    report["crash"] = crash_comparison(bench, args.crash_handoffs)
     print(f"  crash {report['crash']}", flush=True)
 
     report["growth"] = []
@@ -339,8 +419,13 @@ def main() -> None:
         row = throughput(bench, args.handoffs, 4, f"g{rows}", preload=rows)
         report["growth"].append(row)
         print(f"  growth {row}", flush=True)
-    report["memory"] = throughput(bench, args.memory_handoffs, 4, "mem")
-    print(f"  memory {report['memory']}", flush=True)
+    if len(report["growth"]) > 1:
+        small = report["growth"][0]["per_second"]
+        for row in report["growth"]:
+            row["ratio_to_small_table"] = round(row["per_second"] / small, 3)
+    report["backlog"] = backlog_after_outage(bench, args.backlog_handoffs, 4, args.outage_seconds)
+    report["backlog"]["ratio_to_receiver_capacity"] = round(report["backlog"]["per_second"] / capacity, 3)
+    print(f"  backlog {report['backlog']}", flush=True)
     bench.stop()
     Path(args.json).parent.mkdir(parents=True, exist_ok=True)
     Path(args.json).write_text(json.dumps(report, indent=2, default=str))

@@ -20,6 +20,13 @@ ROOT = Path(__file__).resolve().parents[1]
 PGHOST = os.environ.get("PGHOST", "/var/run/postgresql")
 PYTHON = sys.executable
 SECRET = "whsec_" + base64.b64encode(secrets.token_bytes(32)).decode()
+# Every database the benchmarks create starts with this prefix, so that a bench run never touches the
+# development or test databases, nor another bench run's on the same cluster (BENCH_DB_PREFIX=handoff_bench).
+DB_PREFIX = os.environ.get("BENCH_DB_PREFIX", "bench")
+
+
+def db_name(suffix: str) -> str:
+    return f"{DB_PREFIX}_{suffix}"
 
 
 def dsn(name: str) -> str:
@@ -39,8 +46,8 @@ def recreate_database(name: str) -> None:
 class Bench:
     """One pair of benchmark databases with the schema migrated, and the processes started on them."""
 
-    def __init__(self, prefix: str = "bench", log_dir: Path | None = None, **env: str):
-        self.source, self.delivery = f"{prefix}_source", f"{prefix}_delivery"
+    def __init__(self, prefix: str = "e2e", log_dir: Path | None = None, **env: str):
+        self.source, self.delivery = db_name(f"{prefix}_source"), db_name(f"{prefix}_delivery")
         self.log_dir = log_dir or ROOT / "var" / "bench"
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self.procs: list[subprocess.Popen] = []
@@ -60,6 +67,8 @@ class Bench:
             **env,
         }
         self.receiver_url = ""
+        self.receiver_port = 0
+        self.receiver: subprocess.Popen | None = None
 
     def setup(self) -> "Bench":
         for name in (self.source, self.delivery):
@@ -74,13 +83,16 @@ class Bench:
         self.procs.append(proc)
         return proc
 
-    def start_receiver(self, workers: int = 2, threads: int = 8) -> str:
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            port = sock.getsockname()[1]
-        self.spawn([str(Path(PYTHON).with_name("gunicorn")), "config.wsgi", "--bind", f"127.0.0.1:{port}",
-                    "--workers", str(workers), "--worker-class", "gthread", "--threads", str(threads)],
-                   "receiver.log")
+    def start_receiver(self, workers: int = 2, threads: int = 8, port: int = 0) -> str:
+        """The receiver under gunicorn on `port` (a free one when 0); waits until it answers."""
+        if not port:
+            with socket.socket() as sock:
+                sock.bind(("127.0.0.1", 0))
+                port = sock.getsockname()[1]
+        self.receiver_port = port
+        self.receiver = self.spawn([str(Path(PYTHON).with_name("gunicorn")), "config.wsgi", "--bind",
+                                    f"127.0.0.1:{port}", "--workers", str(workers), "--worker-class", "gthread",
+                                    "--threads", str(threads)], f"receiver-{port}.log")
         self.receiver_url = f"http://127.0.0.1:{port}/delivery/api"
         self.env["RECEIVER_URL"] = self.receiver_url
         for _ in range(150):
@@ -90,7 +102,7 @@ class Bench:
             except httpx.HTTPError:
                 pass
             time.sleep(0.2)
-        raise RuntimeError("receiver did not start; see " + str(self.log_dir / "receiver.log"))
+        raise RuntimeError(f"receiver did not start; see {self.log_dir / f'receiver-{port}.log'}")
 
     def start_dispatchers(self, count: int, tag: str, **env: str) -> list[subprocess.Popen]:
         return [

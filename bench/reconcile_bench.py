@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/reconcile_bench.py 1000000 [--batch-size 5000] [--destination in_process|http|both]
 
-Creates its own databases (bench_recon_source / bench_recon_delivery), fills both sides with N
+Creates its own databases (`<BENCH_DB_PREFIX>_recon_source` and `_delivery`), fills both sides with N
 delivered handoffs and the N receiver tasks that match them (same key, payload hash and task id),
 runs one full reconciliation through the destination interface and prints keys compared per second.
 `in_process` reads the receiver through its services (the merge and the two databases);
@@ -12,6 +12,7 @@ must report no findings: the data agree, so any finding is a bug and the benchma
 
 import argparse
 import os
+import resource
 import sys
 import time
 from pathlib import Path
@@ -70,7 +71,8 @@ def main() -> None:
     parser.add_argument("--keep", action="store_true", help="keep the benchmark databases afterwards")
     args = parser.parse_args()
 
-    bench = Bench(prefix="bench_recon").setup()
+    bench = Bench(prefix="recon").setup()
+    baseline = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     try:
         print(f"filling {args.n:,} handoffs and {args.n:,} receiver tasks ...", flush=True)
         print(f"  filled in {fill(bench, args.n):.1f} s", flush=True)
@@ -80,6 +82,9 @@ def main() -> None:
         import django
 
         django.setup()
+        print(f"peak RSS before reconciling (Django loaded, nothing read): "
+              f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB (at start {baseline:.0f} MB)",
+              flush=True)
         from outbox.destinations import HttpDestination, InProcessDestination
 
         kinds = ["in_process", "http"] if args.destination == "both" else [args.destination]
@@ -87,8 +92,11 @@ def main() -> None:
             destination = InProcessDestination() if kind == "in_process" else HttpDestination(
                 url=bench.receiver_url, read_timeout=60.0, signing_secret=bench.env["RECEIVER_SIGNING_SECRET"])
             elapsed = measure(args.n, args.batch_size, destination)
+            # ru_maxrss is the process's peak so far (KiB on Linux): bounded memory shows as a peak that
+            # does not grow with N.
+            peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
             print(f"{kind:>10}: {args.n:,} keys compared in {elapsed:.1f} s = {args.n / elapsed:,.0f} keys/s "
-                  f"(pages of {args.batch_size})", flush=True)
+                  f"(pages of {args.batch_size}); peak RSS of the reconciling process {peak:.0f} MB", flush=True)
     finally:
         bench.stop()
         if not args.keep:

@@ -1,19 +1,41 @@
 #!/usr/bin/env bash
 # `make bench`: every figure in docs/benchmarks.md, from one command, on PostgreSQL started like `make test`.
+# Sizes are chosen so that the whole run stays under 20 minutes on a 2-core machine; override them here.
+# Databases are named "${BENCH_DB_PREFIX:-bench}_*" (set BENCH_DB_PREFIX to keep runs on one cluster apart).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=.venv/bin/python
 # The pages are measured without collectstatic; whitenoise's notice about it is not a figure.
 export PYTHONWARNINGS="ignore::UserWarning"
+CONSOLE_ROWS=${BENCH_CONSOLE_ROWS:-1000000}
+CONSOLE_REPEAT=${BENCH_CONSOLE_REPEAT:-10}
+RECONCILE_KEYS=${BENCH_RECONCILE_KEYS:-1000000}
+E2E_ARGS=${BENCH_E2E_ARGS:-}
 out=var/bench
 mkdir -p "$out"
 started=$(date +%s)
-echo "== end-to-end throughput, latency, the alternative, growth, memory =="
-$PY bench/e2e.py --json "$out/e2e.json" | tee "$out/e2e.log"
-echo "== console pages with 100,000 handoffs =="
-$PY bench/console_bench.py --rows 100000 --repeat 20 | tee "$out/console.log"
-echo "== reconciliation of 1,000,000 handoffs =="
-$PY bench/reconcile_bench.py 1000000 | tee "$out/reconcile.log"
-$PY bench/report.py --e2e "$out/e2e.json" --console "$out/console.log" --reconcile "$out/reconcile.log" \
+commands=(
+  "$PY bench/e2e.py --json $out/e2e.json $E2E_ARGS"
+  "$PY bench/console_bench.py --rows $CONSOLE_ROWS --repeat $CONSOLE_REPEAT"
+  "$PY bench/reconcile_bench.py $RECONCILE_KEYS"
+)
+printf '%s\n' "${commands[@]}" | sed 's/ *$//' > "$out/commands.txt"
+echo "== end-to-end: receiver capacity, scaling curve, one call per handoff, latency, the alternative, growth, backlog =="
+${commands[0]} | tee "$out/e2e.log"
+echo "== console pages with $CONSOLE_ROWS handoffs =="
+${commands[1]} | tee "$out/console.log"
+echo "== reconciliation of $RECONCILE_KEYS keys =="
+${commands[2]} | tee "$out/reconcile.log"
+levers=()
+if [[ "${BENCH_LEVERS:-0}" == 1 ]]; then
+  # About 6 more minutes: over the 20-minute budget on a loaded 2-core machine, so not by default.
+  echo "== levers: where the one-call path loses, inline attempt vs dispatchers =="
+  $PY bench/lever_single_calls.py | tee "$out/levers.log"
+  echo "== growth, small and large table alternated =="
+  $PY bench/growth_repeat.py | tee "$out/growth-repeat.log"
+  levers=(--levers "$out/levers.log" --growth-repeat "$out/growth-repeat.log")
+fi
+$PY bench/report.py "${levers[@]}" --e2e "$out/e2e.json" --console "$out/console.log" --console-rows "$CONSOLE_ROWS" \
+  --reconcile "$out/reconcile.log" --reconcile-keys "$RECONCILE_KEYS" --commands "$out/commands.txt" \
   --seconds $(( $(date +%s) - started )) --output docs/benchmarks.md
-echo "written: docs/benchmarks.md"
+echo "written: docs/benchmarks.md ($(( ($(date +%s) - started) / 60 )) min)"

@@ -7,7 +7,7 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from delivery import services
-from delivery.errors import ActionKeyConflict, InvalidTaskPayload, TaskNotFound
+from delivery.errors import ActionKeyConflict, InvalidTaskPayload, InvalidTaskStatus, TaskNotFound
 from delivery.faults import Item, ItemAnswer, ItemsAnswerer, injects_faults
 from delivery.signing import SignatureRejected, verify_signed_request
 from httpapi.body import BodyRejected, read_json_body
@@ -166,3 +166,30 @@ def task_detail(request: HttpRequest, action_key: str) -> JsonResponse:
             "created_at": task.created_at.isoformat(),
         }
     )
+
+
+@csrf_exempt
+@require_http_methods(["GET", "POST"])
+def task_status(request: HttpRequest, action_key: str) -> JsonResponse:
+    """`POST /tasks/<key>/status` with {"status": "in_progress" | "done" | "failed"}: the people doing the task
+    move its status forward. Read like every other POST: body checks, then the signature, then the JSON."""
+    if request.method == "GET":
+        # Keys may hold "/": a GET here is the lookup of a key that ends in "/status".
+        return task_detail(request, f"{action_key}/status")
+    # The replay record and the status change commit together.
+    with transaction.atomic(using=services.DB):
+        try:
+            document = _signed_document(request)
+        except _REFUSALS as exc:
+            return _refusal(exc)
+        try:
+            if "\x00" in action_key:
+                raise TaskNotFound(action_key)
+            change = services.task_status_set(action_key=action_key, status=document.get("status"))
+        except TaskNotFound:
+            return _error(404, "not_found", action_key=action_key, detail="no task has this action key")
+        except InvalidTaskStatus as exc:
+            return _error(422, exc.code, detail=exc.detail, action_key=action_key)
+    task = change.task
+    return JsonResponse({"task_id": str(task.task_id), "action_key": task.action_key, "status": task.status,
+                         "previous_status": change.previous_status, "changed": change.changed})

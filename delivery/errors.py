@@ -19,3 +19,12 @@ class InvalidTaskPayload(DeliveryError):
 
 class TaskNotFound(DeliveryError):
     pass
+
+
+class InvalidTaskStatus(DeliveryError):
+    """Not a status, or a move the task's status cannot make (it only moves forward); nothing changed."""
+
+    def __init__(self, code: str, detail: str):
+        super().__init__(detail)
+        self.code = code
+        self.detail = detail

@@ -9,6 +9,17 @@ class TaskStatus(models.TextChoices):
     OPEN = "open", "Open"
     IN_PROGRESS = "in_progress", "In progress"
     DONE = "done", "Done"
+    FAILED = "failed", "Failed"
+
+
+# Every allowed move of a task's status, set by the people doing the task: forward only. Done and failed
+# are final, so the sender's "work done?" answer never goes back.
+TASK_STATUS_TRANSITIONS: dict[str, frozenset[str]] = {
+    TaskStatus.OPEN: frozenset({TaskStatus.IN_PROGRESS, TaskStatus.DONE, TaskStatus.FAILED}),
+    TaskStatus.IN_PROGRESS: frozenset({TaskStatus.DONE, TaskStatus.FAILED}),
+    TaskStatus.DONE: frozenset(),
+    TaskStatus.FAILED: frozenset(),
+}
 
 
 class ReceiverTask(models.Model):
@@ -19,6 +30,7 @@ class ReceiverTask(models.Model):
     payload = models.JSONField()
     payload_hash = models.CharField(max_length=64)
     status = models.CharField(max_length=16, choices=TaskStatus.choices, default=TaskStatus.OPEN)
+    status_changed_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

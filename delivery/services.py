@@ -5,9 +5,10 @@ import json
 from dataclasses import dataclass, field
 
 from django.db import IntegrityError, transaction
+from django.utils import timezone
 
-from delivery.errors import ActionKeyConflict, InvalidTaskPayload, TaskNotFound
-from delivery.models import ReceiverTask
+from delivery.errors import ActionKeyConflict, InvalidTaskPayload, InvalidTaskStatus, TaskNotFound
+from delivery.models import TASK_STATUS_TRANSITIONS, ReceiverTask, TaskStatus
 
 DB = "delivery"
 MAX_KEY_LENGTH = 200
@@ -38,6 +39,8 @@ def task_validate(*, action_key: object, payload: object) -> None:
         name = payload.get("client_name")
         if not isinstance(name, str) or not name.strip():
             reasons.append("payload.client_name is required and must be a non-empty string")
+        if payload.get("operation") == "send_welcome_pack" and not payload.get("contact_email"):
+            reasons.append("payload.contact_email is required to send the welcome pack")
     if reasons:
         raise InvalidTaskPayload(reasons)
 
@@ -123,15 +126,54 @@ def task_get(*, action_key: str) -> ReceiverTask:
     return task
 
 
+# What the people doing a task may report: a task is created open, and "open" is never a move forward.
+SETTABLE_STATUSES = (TaskStatus.IN_PROGRESS, TaskStatus.DONE, TaskStatus.FAILED)
+
+
+@dataclass(frozen=True)
+class TaskStatusChange:
+    task: ReceiverTask
+    previous_status: str
+    changed: bool
+
+
+def task_status_set(*, action_key: str, status: object) -> TaskStatusChange:
+    """Move the task's status forward (open -> in_progress -> done | failed), as the people doing it report.
+
+    Reporting the status the task already has changes nothing and is not an error (a repeated report).
+    Raises TaskNotFound for an unknown key, InvalidTaskStatus for an unknown status or a backward move.
+    """
+    if status not in SETTABLE_STATUSES:
+        raise InvalidTaskStatus("status_invalid", f"status must be one of {', '.join(SETTABLE_STATUSES)}")
+    while True:
+        task = ReceiverTask.objects.using(DB).filter(action_key=action_key).first()
+        if task is None:
+            raise TaskNotFound(action_key)
+        if task.status == status:
+            return TaskStatusChange(task=task, previous_status=task.status, changed=False)
+        if status not in TASK_STATUS_TRANSITIONS[task.status]:
+            raise InvalidTaskStatus("status_not_forward",
+                                    f"a task that is {task.status} cannot become {status}: status only moves forward")
+        # Conditional on the status just read, so two reports racing cannot move it backwards on any
+        # backend (no row lock needed, SQLite included). A lost race reads again: the status only moves
+        # forward, so this ends after at most two rounds.
+        now = timezone.now()
+        moved = ReceiverTask.objects.using(DB).filter(pk=task.pk, status=task.status).update(
+            status=status, status_changed_at=now)
+        if moved:
+            previous, task.status, task.status_changed_at = task.status, status, now
+            return TaskStatusChange(task=task, previous_status=previous, changed=True)
+
+
 def task_list_keys(*, after: str = "", limit: int = 500) -> list[dict]:
-    """One page of (action_key, task_id, payload_hash) in action-key order, after `after`."""
+    """One page of (action_key, task_id, payload_hash, status) in action-key order, after `after`."""
     rows = (
         ReceiverTask.objects.using(DB)
         .filter(action_key__gt=after)
         .order_by("action_key")
-        .values_list("action_key", "task_id", "payload_hash")[:limit]
+        .values_list("action_key", "task_id", "payload_hash", "status")[:limit]
     )
-    return [{"action_key": k, "task_id": str(t), "payload_hash": h} for k, t, h in rows]
+    return [{"action_key": k, "task_id": str(t), "payload_hash": h, "status": s} for k, t, h, s in rows]
 
 
 def task_as_receipt(outcome: TaskOutcome) -> dict:

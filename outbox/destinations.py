@@ -34,6 +34,8 @@ class RemoteTask:
     action_key: str
     task_id: str
     payload_hash: str
+    # The work's state as the receiver reports it (open, in_progress, done, failed); "" when not reported.
+    status: str = ""
 
 
 class LookupFailed(Exception):
@@ -101,7 +103,8 @@ class InProcessDestination(Destination):
             task_id, created = validate_receipt(receipt, outgoing)
         except MalformedReceipt as exc:
             return DeliveryResult.failed(FailureClass.MALFORMED, "malformed_receipt", str(exc))
-        return DeliveryResult.ok(task_id=task_id, created=created, status_code=201 if created else 200)
+        return DeliveryResult.ok(task_id=task_id, created=created, status_code=201 if created else 200,
+                                 receipt=receipt)
 
     def lookup(self, action_key: str) -> RemoteTask | None:
         from delivery import services
@@ -111,12 +114,13 @@ class InProcessDestination(Destination):
             task = services.task_get(action_key=action_key)
         except TaskNotFound:
             return None
-        return RemoteTask(action_key=task.action_key, task_id=str(task.task_id), payload_hash=task.payload_hash)
+        return RemoteTask(action_key=task.action_key, task_id=str(task.task_id), payload_hash=task.payload_hash,
+                          status=task.status)
 
     def list_keys(self, *, after: str = "", limit: int = 500) -> list[RemoteTask]:
         from delivery import services
 
-        return [RemoteTask(**item) for item in services.task_list_keys(after=after, limit=limit)]
+        return [_remote_task(item) for item in services.task_list_keys(after=after, limit=limit)]
 
 
 class HttpDestination(Destination):
@@ -242,7 +246,8 @@ class HttpDestination(Destination):
             raise LookupFailed(f"lookup answered HTTP {response.status_code}")
         try:
             body = response.json()
-            return RemoteTask(action_key=body["action_key"], task_id=body["task_id"], payload_hash=body["payload_hash"])
+            return RemoteTask(action_key=body["action_key"], task_id=body["task_id"], payload_hash=body["payload_hash"],
+                              status=str(body.get("status", "")))
         except (ValueError, KeyError, TypeError) as exc:
             raise LookupFailed("lookup answer is not a valid task") from exc
 
@@ -250,7 +255,7 @@ class HttpDestination(Destination):
         response = self._get("/tasks", {"after": after, "limit": limit})
         if response.status_code != 200:
             raise LookupFailed(f"key listing answered HTTP {response.status_code}")
-        return [RemoteTask(**item) for item in response.json()["items"]]
+        return [_remote_task(item) for item in response.json()["items"]]
 
 
 def _item_result(status: object, body: object, retry_after: str | None, outgoing: Outgoing, latency_ms: int,
@@ -264,12 +269,17 @@ def _item_result(status: object, body: object, retry_after: str | None, outgoing
             return DeliveryResult.failed(
                 FailureClass.MALFORMED, "malformed_receipt", f"HTTP {status} without a valid receipt: {exc}", **common
             )
-        return DeliveryResult.ok(task_id=task_id, created=created, **common)
+        return DeliveryResult.ok(task_id=task_id, created=created, receipt=body, **common)
     if not isinstance(status, int):
         return DeliveryResult.failed(FailureClass.MALFORMED, "malformed_receipt", "answer without a status", **common)
     failure_class, reason_code = classify_status(status)
     return DeliveryResult.failed(failure_class, reason_code, describe, retry_after=parse_retry_after(retry_after),
                                  **common)
+
+
+def _remote_task(item: dict) -> RemoteTask:
+    return RemoteTask(action_key=item["action_key"], task_id=item["task_id"], payload_hash=item["payload_hash"],
+                      status=str(item.get("status", "")))
 
 
 def _batch_results(response: httpx.Response, expected: int) -> tuple[list, str]:

@@ -39,3 +39,7 @@ class ReasonRequired(InvalidActionInput):
 
 class AssigneeNotOperator(InvalidActionInput):
     pass
+
+
+class CompensationBlocked(OutboxError):
+    """The instance cannot be compensated now (a step's outcome is unknown, or it is being compensated)."""

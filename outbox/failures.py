@@ -29,6 +29,8 @@ class DeliveryResult:
     detail: str = ""
     retry_after: float | None = None
     latency_ms: int | None = None
+    # The validated receipt as received (kept for replay and audit), and the work status it reports.
+    receipt: dict | None = None
 
     @classmethod
     def ok(cls, *, task_id: str, created: bool, status_code: int | None = None, **extra) -> "DeliveryResult":

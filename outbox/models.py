@@ -90,8 +90,52 @@ class HandoffQuerySet(models.QuerySet):
         return self.filter(created_at__lt=timezone.now() - HANDOFF_AGES[age_code][1])
 
 
+class HandoffKind(models.TextChoices):
+    ACTION = "action", "Step"
+    COMPENSATION = "compensation", "Compensation"
+
+
+class CompensationState(models.TextChoices):
+    NONE = "", "—"
+    PLANNED = "planned", "Compensation planned"
+    COMPENSATED = "compensated", "Compensated"
+    RESIDUAL = "residual", "Residual: cannot be undone automatically"
+    REPAIRED = "repaired", "Residual closed by a manual repair"
+
+
+# Every allowed move of a delivered step once its workflow instance is compensated: reversed by its
+# compensating handoff, or a residual that only a manual-repair record closes.
+COMPENSATION_TRANSITIONS: dict[str, frozenset[str]] = {
+    CompensationState.NONE: frozenset({CompensationState.PLANNED, CompensationState.RESIDUAL}),
+    CompensationState.PLANNED: frozenset({CompensationState.COMPENSATED}),
+    CompensationState.RESIDUAL: frozenset({CompensationState.REPAIRED}),
+    CompensationState.COMPENSATED: frozenset(),
+    CompensationState.REPAIRED: frozenset(),
+}
+
+
 class Handoff(models.Model):
     action_key = models.CharField(max_length=200)
+    # A workflow instance (one approved request revision) runs as one handoff per step, each with its own
+    # key `<instance>:<step>`; a workflow of one step keeps the instance key itself.
+    instance_key = models.CharField(max_length=200, blank=True,
+                                    help_text="The workflow instance, e.g. onboarding:7:42:1.")
+    step = models.CharField(max_length=60, blank=True, help_text="The logical step; blank for a one-step workflow.")
+    step_index = models.PositiveSmallIntegerField(default=0)
+    kind = models.CharField(max_length=16, choices=HandoffKind.choices, default=HandoffKind.ACTION)
+    # What to record when this handoff is delivered, in the same transaction: the following steps (or, for
+    # a compensation, the compensations of the earlier steps), each {"step", "operation", "compensation"}.
+    plan = models.JSONField(default=list, blank=True)
+    compensates = models.ForeignKey("self", null=True, blank=True, on_delete=models.PROTECT,
+                                    related_name="compensations")
+    compensation_state = models.CharField(max_length=12, choices=CompensationState.choices, blank=True)
+    compensation_operation = models.CharField(
+        max_length=60, blank=True, help_text="The operation that reverses this step; blank if nothing can.")
+    # The business outcome, owned by the people doing the task: the receiver task's status as last read back
+    # through the destination (open, in_progress, done, failed). "Task created" is not "work done".
+    work_status = models.CharField(max_length=16, blank=True)
+    work_checked_at = models.DateTimeField(null=True, blank=True)
+    receipt = models.JSONField(default=dict, blank=True, help_text="The validated receipt, as received.")
     workflow = models.CharField(max_length=40)
     workspace_id = models.PositiveIntegerField(db_index=True)
     source_ref = models.CharField(max_length=120, help_text="The source record, e.g. request 42 revision 1.")
@@ -154,6 +198,7 @@ class Handoff(models.Model):
             # Console search by request number ("request 42 …" prefix) and reconciliation's source check.
             models.Index(fields=["source_ref"], name="handoff_source_ref_idx", opclasses=["varchar_pattern_ops"]),
             models.Index(fields=["source_id"], name="handoff_source_id_idx"),
+            models.Index(fields=["instance_key", "step_index"], name="handoff_instance_idx"),
         ]
 
     def __str__(self) -> str:

@@ -32,7 +32,8 @@ def _delivered_plan(result: DeliveryResult) -> Plan:
     return Plan(
         S.DELIVERED,
         {"destination_id": result.task_id, "delivered_at": timezone.now(), "failure_class": "",
-         "reason_code": "", "last_error": ""},
+         "reason_code": "", "last_error": "", "receipt": result.receipt or {},
+         "work_status": str((result.receipt or {}).get("status", ""))},
         "receipt validated: task created" if result.created
         else "receipt validated: receiver returned the existing task (duplicate prevented)",
         AttemptOutcome.CREATED if result.created else AttemptOutcome.DUPLICATE,
@@ -62,7 +63,8 @@ def plan_outcome(handoff: Handoff, result: DeliveryResult, destination: Destinat
         return _unknown_outcome_plan(handoff, result, destination, common)
     if result.failure_class == FailureClass.CREDENTIAL:
         # A refused credential is the destination's problem: its breaker pauses it, the handoff waits.
-        return Plan(S.PENDING, {**common, "next_attempt_at": db_now()},
+        return Plan(S.PENDING, {**common, "next_attempt_at": db_now(),
+                                "attempts_in_run": max(handoff.attempts_in_run - 1, 0)},
                     "credential refused: the destination is paused until a probe succeeds", AttemptOutcome.FAILED)
     policy = destination.retry_policy
     if result.failure_class == FailureClass.TRANSIENT:
@@ -102,7 +104,10 @@ def settlement_for(handoff: Handoff, remote: RemoteTask | None, destination: Des
     if remote is not None and remote.payload_hash == handoff.payload_hash:
         return Settlement(S.DELIVERED, f"receiver has task {remote.task_id} for this key with the same payload",
                           {"destination_id": remote.task_id, "delivered_at": timezone.now(), "failure_class": "",
-                           "reason_code": "", "last_error": ""})
+                           "reason_code": "", "last_error": "", "work_status": remote.status,
+                           "receipt": {"task_id": remote.task_id, "action_key": remote.action_key,
+                                       "payload_hash": remote.payload_hash, "status": remote.status,
+                                       "found_by": "lookup"}})
     if remote is not None:
         return Settlement(S.NEEDS_ATTENTION, f"receiver has task {remote.task_id} for this key with another payload",
                           {"failure_class": FailureClass.CONFLICT, "reason_code": "key_conflict",

@@ -4,7 +4,7 @@ from collections.abc import Iterable
 
 from django.db.models import QuerySet
 
-from outbox.models import Attempt, Handoff, HandoffEvent
+from outbox.models import NEEDS_PERSON_STATES, Attempt, Handoff, HandoffEvent
 
 # Console reads, not the outbox core: the rule that spans findings is reconciliation's.
 from reconciliation.selectors import needing_person_counts
@@ -71,3 +71,28 @@ def correction_fields(handoff: Handoff) -> list[dict]:
         sensitive = shown.get(key) == REDACTED and value != REDACTED
         fields.append({"name": key, "value": "" if sensitive else shown.get(key, ""), "sensitive": sensitive})
     return fields
+
+
+def instance_handoffs(instance_key: str) -> list[Handoff]:
+    """Every handoff of a workflow instance: its steps in order, then their compensations (latest first)."""
+    rows = list(Handoff.objects.filter(instance_key=instance_key).select_related("owner"))
+    return sorted(rows, key=lambda h: (h.kind != "action", h.step_index if h.kind == "action" else -h.step_index))
+
+
+def instance_status(handoffs: list[Handoff]) -> str:
+    """Where a workflow instance stands, from its handoffs: complete only when every step's work is done."""
+    from outbox.models import CompensationState, HandoffKind, HandoffState
+
+    if any(h.state in NEEDS_PERSON_STATES or h.compensation_state == CompensationState.RESIDUAL for h in handoffs):
+        return "needs a person"
+    compensations = [h for h in handoffs if h.kind == HandoffKind.COMPENSATION]
+    steps = [h for h in handoffs if h.kind == HandoffKind.ACTION]
+    if compensations or any(h.compensation_state for h in steps):
+        planned = any(h.compensation_state == CompensationState.PLANNED for h in steps)
+        return "compensating" if planned else "compensated"
+    if steps and all(h.state == HandoffState.CANCELLED for h in steps):
+        return "cancelled"
+    last = max(steps, key=lambda h: h.step_index, default=None)
+    if last is None or last.state != HandoffState.DELIVERED or last.plan:
+        return "running"
+    return "complete" if all(h.work_status == "done" for h in steps) else "delivered, work not done yet"

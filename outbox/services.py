@@ -2,6 +2,7 @@
 lease renewal, lease expiry and settlement. Each transition locks the row, checks the state under the
 lock and writes the event, all or nothing. What an answer means is decided in `outbox/outcomes.py`."""
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 
@@ -18,6 +19,7 @@ from outbox.destinations import Destination, LookupFailed, RemoteTask, get_desti
 from outbox.errors import (
     ActionKeyExists,
     AssigneeNotOperator,
+    CompensationBlocked,
     HandoffNotFound,
     InvalidActionInput,
     InvalidTransition,
@@ -28,17 +30,28 @@ from outbox.errors import (
 )
 from outbox.failures import DeliveryResult, Outgoing
 from outbox.models import (
+    COMPENSATION_TRANSITIONS,
     NEEDS_PERSON_STATES,
     Attempt,
     AttemptOutcome,
+    CompensationState,
     FailureClass,
     Handoff,
     HandoffEvent,
+    HandoffKind,
     HandoffState,
 )
 from outbox.outcomes import plan_outcome, settlement_for, settlement_without_answer
 from outbox.payloads import payload_hash
 from outbox.redaction import redact_text
+from outbox.steps import (
+    CompensationPlan,
+    base_payload,
+    compensation_plan,
+    plan_compensations,
+    plan_steps,
+    step_payload,
+)
 from outbox.wakeups import wake_dispatcher_on_commit
 
 DB = "default"
@@ -89,7 +102,7 @@ def handoff_transition(
     for name, value in changes.items():
         setattr(handoff, name, value)
     handoff.save(using=DB, update_fields=[*changes, "updated_at"])
-    return HandoffEvent.objects.using(DB).create(
+    event = HandoffEvent.objects.using(DB).create(
         handoff=handoff,
         from_state=from_state,
         to_state=to_state,
@@ -98,6 +111,9 @@ def handoff_transition(
         action=action,
         reason=reason,
     )
+    if to_state == S.DELIVERED and from_state != S.DELIVERED:
+        _record_successors([handoff], actor_label=event.actor_label)
+    return event
 
 
 def handoff_record(
@@ -112,27 +128,24 @@ def handoff_record(
     owner=None,
     actor=None,
     observe_only: bool = False,
+    steps: Sequence[dict] = (),
 ) -> Handoff:
-    """Write the outbox row for an approved action. Meant to run inside the caller's transaction."""
+    """Write the outbox row for an approved action. Meant to run inside the caller's transaction.
+
+    `action_key` is the instance's key. A workflow of several `steps` records only its first step now, with
+    its own key `<instance>:<step>` and the rest of the plan; each later step is recorded when the one
+    before it is delivered (`_record_successors`)."""
+    fields = {"action_key": action_key, "payload": payload}
+    if steps:
+        [first, *_rest] = plan_steps(action_key, steps, start=0)
+        fields = {"action_key": first["key"], "payload": step_payload(payload, first["operation"]),
+                  "step": first["step"], "compensation_operation": first["compensation"],
+                  "plan": plan_steps(action_key, steps)}
     with transaction.atomic(using=DB):
-        try:
-            with transaction.atomic(using=DB):
-                handoff = Handoff.objects.using(DB).create(
-                    action_key=action_key,
-                    workflow=workflow,
-                    workspace_id=workspace_id,
-                    source_ref=source_ref,
-                    source_id=source_id,
-                    rule_version=rule_version,
-                    payload=payload,
-                    payload_hash=payload_hash(payload),
-                    state=S.OBSERVED if observe_only else S.PENDING,
-                    next_attempt_at=None if observe_only else db_now(),
-                    run_started_at=None if observe_only else db_now(),
-                    owner=owner,
-                )
-        except IntegrityError as exc:
-            raise ActionKeyExists(action_key) from exc
+        handoff = _create_handoff(
+            workflow=workflow, workspace_id=workspace_id, source_ref=source_ref, source_id=source_id,
+            rule_version=rule_version, owner=owner, instance_key=action_key, observe_only=observe_only, **fields,
+        )
         HandoffEvent.objects.using(DB).create(
             handoff=handoff,
             from_state="",
@@ -144,6 +157,61 @@ def handoff_record(
     if not observe_only:
         wake_dispatcher_on_commit()
     return handoff
+
+
+def _create_handoff(*, observe_only: bool = False, payload: dict, action_key: str, **fields) -> Handoff:
+    """Insert one outbox row, due at once (or observed only); a key that exists is ActionKeyExists."""
+    try:
+        with transaction.atomic(using=DB):
+            return Handoff.objects.using(DB).create(
+                action_key=action_key, payload=payload, payload_hash=payload_hash(payload),
+                state=S.OBSERVED if observe_only else S.PENDING,
+                next_attempt_at=None if observe_only else db_now(),
+                run_started_at=None if observe_only else db_now(),
+                reason_code="observe_mode" if observe_only else "",
+                **fields,
+            )
+    except IntegrityError as exc:
+        raise ActionKeyExists(action_key) from exc
+
+
+def _record_successors(delivered: Iterable[Handoff], *, actor_label: str) -> None:
+    """In the transaction that records these handoffs delivered: the next step of each (or the next
+    compensation), and a delivered compensation marks the step it reversed. Never earlier."""
+    for handoff in delivered:
+        if handoff.kind == HandoffKind.COMPENSATION and handoff.compensates_id:
+            _mark_compensation(handoff.compensates_id, CompensationState.COMPENSATED, actor_label=actor_label,
+                               reason=f"reversed by {handoff.action_key}")
+        if not handoff.plan:
+            continue
+        entry, rest = handoff.plan[0], handoff.plan[1:]
+        try:
+            successor = _create_handoff(
+                workflow=handoff.workflow, workspace_id=handoff.workspace_id, source_ref=handoff.source_ref,
+                source_id=handoff.source_id, rule_version=handoff.rule_version, owner_id=handoff.owner_id,
+                destination=handoff.destination, instance_key=handoff.instance_key, action_key=entry["key"],
+                payload=step_payload(base_payload(handoff.payload), entry["operation"]), step=entry["step"],
+                step_index=entry["index"], kind=entry["kind"], compensation_operation=entry.get("compensation", ""),
+                compensates_id=entry.get("compensates"), plan=rest,
+            )
+        except ActionKeyExists:
+            continue  # recorded before (a repeated delivery of its predecessor): nothing to add
+        HandoffEvent.objects.using(DB).create(
+            handoff=successor, from_state="", to_state=successor.state, actor_label=actor_label,
+            reason=f"recorded when {handoff.action_key} was delivered",
+        )
+        wake_dispatcher_on_commit()
+
+
+def _mark_compensation(handoff_id: int, to_state: str, *, actor=None, actor_label: str = "", reason: str) -> None:
+    step = Handoff.objects.using(DB).select_for_update(no_key=True).get(pk=handoff_id)
+    if to_state not in COMPENSATION_TRANSITIONS[step.compensation_state]:
+        raise InvalidTransition(step.action_key, step.compensation_state or "not compensated", to_state)
+    step.compensation_state = to_state
+    step.save(using=DB, update_fields=["compensation_state", "updated_at"])
+    HandoffEvent.objects.using(DB).create(handoff=step, from_state=step.state, to_state=step.state, actor=actor,
+                                          actor_label=actor_label or (actor.get_username() if actor else "system"),
+                                          action="compensate", reason=f"{to_state}: {reason}")
 
 
 # --- The dispatcher's writes: claim, record, renew, expire, settle ----------------------------------
@@ -316,6 +384,7 @@ def handoff_record_outcomes(
             update_many(changed, sorted(fields), using=DB)
             HandoffEvent.objects.using(DB).bulk_create(events)
             _finish_attempts(attempts)
+            _record_successors([h for h in changed if h.state == S.DELIVERED], actor_label=outcomes[0][0].worker)
     return states
 
 
@@ -456,7 +525,7 @@ def handoff_supersede(*, handoff_id: int, actor=None, reason: str, only_from: tu
         handoff = _lock(handoff_id)
         if only_from is not None and handoff.state not in only_from:
             raise InvalidTransition(handoff.action_key, handoff.state, S.SUPERSEDED)
-        handoff_transition(handoff, S.SUPERSEDED, actor=actor, reason=reason, action="correct")
+        handoff_transition(handoff, S.SUPERSEDED, actor=actor, reason=reason, action="correct", reason_code="corrected")
     return handoff
 
 
@@ -465,7 +534,8 @@ def handoff_cancel(*, handoff_id: int, actor, reason: str) -> Handoff:
         raise ReasonRequired("a reason is required to cancel a handoff")
     with transaction.atomic(using=DB):
         handoff = _lock(handoff_id)
-        handoff_transition(handoff, S.CANCELLED, actor=actor, reason=reason, action="cancel")
+        handoff_transition(handoff, S.CANCELLED, actor=actor, reason=reason, action="cancel",
+                           reason_code="cancelled_by_operator")
     return handoff
 
 
@@ -655,3 +725,78 @@ def handoffs_bulk_apply(*, action: str, handoff_ids: list[int], actor, owner=Non
         else:
             result.done += 1
     return result
+
+
+# --- The business outcome -------------------------------------------------------------------------
+
+WORK_STATUSES = ("open", "in_progress", "done", "failed")
+
+
+def handoffs_record_work_status(*, statuses: dict[str, str]) -> int:
+    """Store the work status the receiver reported for delivered handoffs ({action_key: status}); returns
+    how many changed. Not a state transition: the handoff stays delivered, its work moves on."""
+    changed = 0
+    for status in set(statuses.values()) & set(WORK_STATUSES):
+        keys = [key for key, value in statuses.items() if value == status]
+        changed += (Handoff.objects.using(DB).filter(action_key__in=keys, state=S.DELIVERED)
+                    .exclude(work_status=status).update(work_status=status, work_checked_at=timezone.now()))
+    return changed
+
+
+# --- Compensation -------------------------------------------------------------------------------------
+
+def _instance_locked(instance_key: str) -> list[Handoff]:
+    # Locked in id order, as every multi-row lock here.
+    return list(Handoff.objects.using(DB).select_for_update(no_key=True).filter(instance_key=instance_key)
+                .order_by("pk"))
+
+
+def instance_compensate(*, instance_key: str, actor, reason: str) -> CompensationPlan:
+    """Reverse what an instance did: cancel its steps not sent yet, record the compensation of its delivered
+    steps (latest first; each next one when the previous is delivered), and mark the steps that nothing can
+    undo as residuals for a manual repair. All checked and written under the instance's row locks."""
+    if not reason.strip():
+        raise ReasonRequired("a reason is required to compensate")
+    with transaction.atomic(using=DB):
+        handoffs = _instance_locked(instance_key)
+        if not handoffs:
+            raise HandoffNotFound(instance_key)
+        plan = compensation_plan(handoffs)
+        if plan.blockers:
+            raise CompensationBlocked("; ".join(plan.blockers))
+        if plan.empty:
+            raise CompensationBlocked(f"{instance_key}: nothing was delivered or is waiting; nothing to compensate")
+        for step in plan.cancel:
+            handoff_transition(step, S.CANCELLED, actor=actor, action="compensate", reason_code="compensated",
+                               reason=f"not sent: the instance is compensated ({reason})")
+        for step in plan.residual:
+            _mark_compensation(step.pk, CompensationState.RESIDUAL, actor=actor,
+                               reason=f"no compensating operation; a person repairs it ({reason})")
+        for step in plan.reverse:
+            _mark_compensation(step.pk, CompensationState.PLANNED, actor=actor, reason=reason)
+        if plan.reverse:
+            _record_first_compensation(plan, actor=actor)
+    return plan
+
+
+def _record_first_compensation(plan: CompensationPlan, *, actor) -> None:
+    latest = plan.reverse[0]
+    [first, *rest] = plan_compensations(plan.reverse)
+    compensation = _create_handoff(
+        workflow=latest.workflow, workspace_id=latest.workspace_id, source_ref=latest.source_ref,
+        source_id=latest.source_id, rule_version=latest.rule_version, owner_id=latest.owner_id,
+        destination=latest.destination, instance_key=latest.instance_key, action_key=first["key"],
+        payload=step_payload(base_payload(latest.payload), first["operation"]), step=first["step"],
+        step_index=first["index"], kind=HandoffKind.COMPENSATION, compensates_id=first["compensates"], plan=rest,
+    )
+    HandoffEvent.objects.using(DB).create(handoff=compensation, from_state="", to_state=compensation.state,
+                                          actor=actor, actor_label=actor.get_username(), action="compensate",
+                                          reason=f"compensation of {latest.action_key}")
+    wake_dispatcher_on_commit()
+
+
+def handoff_residual_repaired(*, handoff_id: int, actor, reason: str) -> Handoff:
+    """A person undid by hand what a step without a compensating operation did (manual-repair record)."""
+    with transaction.atomic(using=DB):
+        _mark_compensation(handoff_id, CompensationState.REPAIRED, actor=actor, reason=reason)
+        return Handoff.objects.using(DB).get(pk=handoff_id)

@@ -16,4 +16,5 @@ urlpatterns = [
     path("<int:pk>/acknowledge", views.handoff_acknowledge, name="acknowledge"),
     path("<int:pk>/reconcile-now", views.handoff_reconcile_now, name="reconcile_now"),
     path("<int:pk>/repair", views.handoff_repair, name="repair"),
+    path("<int:pk>/compensate", views.handoff_compensate, name="compensate"),
 ]

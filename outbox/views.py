@@ -24,7 +24,7 @@ from approvals.querystring import BadQueryValue, keyset_cursor, parse_keyset_cur
 from approvals.selectors import console_nav, is_operator_of, operators_of, revision_by_id, workspace_ids_for
 from config.htmx import HtmxHttpRequest
 from outbox import dispatcher, services
-from outbox.errors import AssigneeNotOperator, InvalidActionInput, OutboxError, RiskNotConfirmed
+from outbox.errors import AssigneeNotOperator, CompensationBlocked, InvalidActionInput, OutboxError, RiskNotConfirmed
 from outbox.filters import HandoffFilter
 from outbox.guidance import BULK_ELIGIBLE_STATES, available_actions, in_backoff, next_step, retry_is_risky
 from outbox.models import Handoff, HandoffState
@@ -35,8 +35,11 @@ from outbox.selectors import (
     handoff_timeline,
     handoff_visible,
     handoffs_in,
+    instance_handoffs,
+    instance_status,
     keyset_page,
 )
+from outbox.steps import compensation_plan
 from reconciliation import services as reconciliation_services
 from reconciliation.errors import FindingNotOnHandoff, InvalidRepairInput, ReconciliationError
 from reconciliation.selectors import live_findings_of, repairs_of
@@ -238,7 +241,19 @@ def _panel_context(request: HtmxHttpRequest, handoff: Handoff, result: dict | No
         "poll": handoff.with_dispatcher,
         "version": handoff.updated_at.isoformat(),
         "result": result,
+        "instance": _instance_context(handoff, is_operator),
     }
+
+
+def _instance_context(handoff: Handoff, is_operator: bool) -> dict | None:
+    """The workflow instance a step belongs to: its steps side by side, where it stands, and what
+    compensating it would do (shown before an operator confirms)."""
+    if not handoff.step:
+        return None
+    steps = instance_handoffs(handoff.instance_key)
+    plan = compensation_plan(steps)
+    return {"key": handoff.instance_key, "steps": steps, "status": instance_status(steps), "plan": plan,
+            "can_compensate": is_operator and not plan.empty and not plan.blockers}
 
 
 @require_GET
@@ -380,6 +395,20 @@ def handoff_correct(request: HtmxHttpRequest, handoff: Handoff) -> dict:
     return {"level": "success", "link": url, "link_text": f"revision {revision.revision}",
             "text": f"Corrected: request {revision.number} revision {revision.revision} awaits a new approval "
                     "and will get a new action key. This handoff is superseded."}
+
+
+@handoff_action
+def handoff_compensate(request: HtmxHttpRequest, handoff: Handoff) -> dict:
+    if not handoff.step:
+        raise CompensationBlocked("this handoff is not a step of a workflow")
+    plan = services.instance_compensate(instance_key=handoff.instance_key, actor=request.user,
+                                        reason=request.POST.get("reason", "").strip())
+    reversed_steps = ", ".join(step.step for step in plan.reverse) or "none"
+    residuals = ", ".join(step.step for step in plan.residual)
+    text = f"Compensating {handoff.instance_key}: reversing {reversed_steps}, latest first."
+    if residuals:
+        text += f" Nothing can undo {residuals}: record a manual repair for each."
+    return {"level": "warning" if residuals else "success", "text": text}
 
 
 @handoff_action

@@ -21,8 +21,14 @@ DB = "default"
 SOURCE_FIELDS = (
     "action_key", "id", "state", "payload_hash", "destination_id", "workflow", "workspace_id", "source_ref",
     "created_at", "updated_at", "next_attempt_at", "sla_due_at", "delivered_at", "attempts", "failure_class",
-    "reason_code",
+    "reason_code", "work_status",
 )
+
+# The business outcome as the receiver reports a task's status. Unfinished work past the deadline and
+# failed work are findings; "done" closes them. Defined once: the merge, the checks and the selectors use it.
+WORK_UNFINISHED = frozenset({"open", "in_progress"})
+WORK_DONE = "done"
+WORK_FAILED = "failed"
 
 
 @dataclass(frozen=True)
@@ -43,6 +49,7 @@ class SourceRow:
     attempts: int
     failure_class: str
     reason_code: str
+    work_status: str
 
 
 @dataclass(frozen=True)
@@ -56,6 +63,9 @@ class SourceKey:
     payload_hash: str
     destination_id: str
     stuck: bool
+    work_status: str
+    # Delivered before the work deadline: unfinished work at the receiver is then a finding.
+    work_late: bool
 
 
 def stuck_condition(*, now: datetime, stuck_before: datetime) -> Q:
@@ -67,6 +77,22 @@ def stuck_condition(*, now: datetime, stuck_before: datetime) -> Q:
         | Q(state=S.PENDING, next_attempt_at__isnull=True, created_at__lt=stuck_before)
         | Q(state__in=(S.IN_FLIGHT, S.UNCERTAIN), updated_at__lt=stuck_before)
     )
+
+
+def work_late_condition(*, work_before: datetime) -> Q:
+    """Delivered before `work_before` (now minus the work deadline, on the clock that wrote delivered_at)."""
+    return Q(state=HandoffState.DELIVERED, delivered_at__lt=work_before)
+
+
+def reports_work(state: str, payload_hash: str, task: RemoteTask | None) -> bool:
+    """Whether the receiver's task speaks for this handoff's work: delivered, same content, a status reported."""
+    return (task is not None and bool(task.status) and state == HandoffState.DELIVERED
+            and task.payload_hash == payload_hash)
+
+
+def work_problem(task: RemoteTask, *, work_late: bool) -> bool:
+    """Failed work, or work still unfinished past the deadline (for a task that `reports_work`)."""
+    return task.status == WORK_FAILED or (task.status in WORK_UNFINISHED and work_late)
 
 
 @dataclass
@@ -95,14 +121,16 @@ def source_row(action_key: str) -> SourceRow | None:
 
 
 def source_stream(*, batch_size: int, stats: StreamStats, now: datetime, stuck_before: datetime,
-                  workspace_id: int | None = None) -> Iterator[SourceKey]:
+                  work_before: datetime, workspace_id: int | None = None) -> Iterator[SourceKey]:
     """Every handoff in action-key order, `batch_size` rows per query (keyset: no OFFSET, no long cursor)."""
     handoffs = Handoff.objects.using(DB)
     if workspace_id is not None:
         handoffs = handoffs.filter(workspace_id=workspace_id)
     rows = handoffs.annotate(
-        is_stuck=ExpressionWrapper(stuck_condition(now=now, stuck_before=stuck_before), output_field=BooleanField())
-    ).order_by("action_key").values_list("action_key", "id", "state", "payload_hash", "destination_id", "is_stuck")
+        is_stuck=ExpressionWrapper(stuck_condition(now=now, stuck_before=stuck_before), output_field=BooleanField()),
+        is_work_late=ExpressionWrapper(work_late_condition(work_before=work_before), output_field=BooleanField()),
+    ).order_by("action_key").values_list("action_key", "id", "state", "payload_hash", "destination_id", "is_stuck",
+                                         "work_status", "is_work_late")
     after = ""
     while True:
         page = list(rows.filter(action_key__gt=after)[:batch_size])

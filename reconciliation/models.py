@@ -45,6 +45,9 @@ class ReconciliationRun(models.Model):
     covered_by_repairs = models.PositiveIntegerField(
         default=0, help_text="Problems seen again exactly as a manual repair accounted for: not reopened."
     )
+    work_statuses_recorded = models.PositiveBigIntegerField(
+        default=0, help_text="Delivered handoffs whose work status the receiver reported differently than stored."
+    )
     error = models.TextField(blank=True)
 
     class Meta:
@@ -65,6 +68,9 @@ class FindingKind(models.TextChoices):
     DESTINATION_MISMATCH = "destination_mismatch", "Destination id mismatch"
     STUCK = "stuck", "Stuck"
     NOT_HANDED_OFF = "not_handed_off", "Approved, not handed off"
+    # The business outcome, reported by the people doing the task: the task exists, the work is not finished.
+    WORK_NOT_DONE = "work_not_done", "Work not done by the deadline"
+    WORK_FAILED = "work_failed", "Work failed at the receiver"
 
 
 class FindingStatus(models.TextChoices):
@@ -96,6 +102,10 @@ class Finding(models.Model):
         default=False, help_text="A delivered handoff whose task at the receiver does not prove the outcome."
     )
     status = models.CharField(max_length=16, choices=FindingStatus.choices, default=FindingStatus.OPEN)
+    # Who should act on it, set when it opens: the handoff's owner, else the workspace's on-call operator.
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     first_run = models.ForeignKey(ReconciliationRun, on_delete=models.PROTECT, related_name="+")
     last_run = models.ForeignKey(ReconciliationRun, on_delete=models.PROTECT, related_name="findings")
     first_seen_at = models.DateTimeField(auto_now_add=True)

@@ -75,6 +75,23 @@ def _not_handed_off(source: dict, receiver: dict) -> str:
     )
 
 
+def _work_not_done(source: dict, receiver: dict) -> str:
+    return (
+        f"The task exists ({receiver.get('task_id')}), but the work is still {receiver.get('status', 'open')} past "
+        "its deadline. Do not resend: nothing is missing at the receiver. Ask the receiving team who is doing it and "
+        "by when; the finding closes by itself once they mark the task done."
+    )
+
+
+def _work_failed(source: dict, receiver: dict) -> str:
+    return (
+        f"The receiving team marked task {receiver.get('task_id')} failed: the work was attempted and did not "
+        "succeed. Do not resend under the same key (the receiver would return the failed task). Ask them why; if "
+        "the request itself must change, correct it (new revision, new key); if the work was finished another "
+        "way, record a manual repair saying how."
+    )
+
+
 _ADVICE_BY_KIND: dict[str, Callable[[dict, dict], str]] = {
     FindingKind.MISSING_AT_RECEIVER: _missing_at_receiver,
     FindingKind.ORPHAN_AT_RECEIVER: _orphan_at_receiver,
@@ -82,6 +99,8 @@ _ADVICE_BY_KIND: dict[str, Callable[[dict, dict], str]] = {
     FindingKind.DESTINATION_MISMATCH: _destination_mismatch,
     FindingKind.STUCK: _stuck,
     FindingKind.NOT_HANDED_OFF: _not_handed_off,
+    FindingKind.WORK_NOT_DONE: _work_not_done,
+    FindingKind.WORK_FAILED: _work_failed,
 }
 
 

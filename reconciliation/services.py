@@ -19,10 +19,15 @@ from django.db import transaction
 from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
-from approvals.models import Request, RequestState
+from approvals.models import Request, RequestState, Workspace
 from outbox.destinations import Destination, LookupFailed, RemoteTask, get_destination
 from outbox.models import OPEN_STATES, Handoff, HandoffState
-from outbox.services import handoff_note_check, handoff_settle_manually, manual_settle_applies
+from outbox.services import (
+    handoff_note_check,
+    handoff_settle_manually,
+    handoffs_record_work_status,
+    manual_settle_applies,
+)
 from reconciliation import next_actions
 from reconciliation.errors import (
     FindingNotFound,
@@ -32,14 +37,17 @@ from reconciliation.errors import (
     RepairNotConfirmed,
 )
 from reconciliation.merge import (
+    WORK_FAILED,
     SourceKey,
     SourceRow,
     StreamStats,
     merge_streams,
     receiver_stream,
     receiver_stream_of_workspace,
+    reports_work,
     source_row,
     source_stream,
+    work_problem,
     workspace_prefixes,
 )
 from reconciliation.models import (
@@ -101,13 +109,36 @@ def source_evidence(row: SourceRow) -> dict:
         "created_at": _iso(row.created_at),
         "delivered_at": _iso(row.delivered_at),
         "sla_due_at": _iso(row.sla_due_at),
+        "work_status": row.work_status,
     }
 
 
 def receiver_evidence(task: RemoteTask | None) -> dict:
     if task is None:
         return {"found": False}
-    return {"found": True, "task_id": task.task_id, "payload_hash": task.payload_hash}
+    evidence = {"found": True, "task_id": task.task_id, "payload_hash": task.payload_hash}
+    if task.status:
+        evidence["status"] = task.status
+    return evidence
+
+
+def work_before(now: datetime) -> datetime:
+    """Delivered before this, a task still open or in progress is late (HANDOFF_WORK_DEADLINE_HOURS)."""
+    return now - timedelta(hours=settings.HANDOFF_WORK_DEADLINE_HOURS)
+
+
+def _work_reason(row: SourceRow, task: RemoteTask | None, *, now: datetime) -> tuple[str, str]:
+    """(finding kind, why) for the business outcome of a delivered handoff, or ("", "") when there is none."""
+    if not reports_work(row.state, row.payload_hash, task):
+        return "", ""
+    late = row.delivered_at is not None and row.delivered_at < work_before(now)
+    if not work_problem(task, work_late=late):
+        return "", ""
+    if task.status == WORK_FAILED:
+        return K.WORK_FAILED, f"the receiver reports the work on task {task.task_id} failed"
+    hours = (now - row.delivered_at).total_seconds() / 3600
+    return K.WORK_NOT_DONE, (
+        f"work still {task.status} {hours:.0f} h after delivery (deadline {settings.HANDOFF_WORK_DEADLINE_HOURS:g} h)")
 
 
 def _key_parts(action_key: str) -> tuple[str, int | None]:
@@ -161,6 +192,9 @@ def classify(
     stuck = _stuck_reason(src, now=now, stuck_before=stuck_before)
     if stuck:
         problems.append(_problem(K.STUCK, action_key, {**source, "why": stuck}, rcv, **common))
+    work_kind, why = _work_reason(src, task, now=now)
+    if work_kind:
+        problems.append(_problem(work_kind, action_key, {**source, "why": why}, rcv, **common))
     return problems
 
 
@@ -174,7 +208,10 @@ def may_have_problems(src: SourceKey | None, task: RemoteTask | None) -> bool:
         return src.state == S.DELIVERED
     if src.state in NOT_SENT_STATES or task.payload_hash != src.payload_hash:
         return True
-    return src.state == S.DELIVERED and task.task_id != src.destination_id
+    if src.state != S.DELIVERED:
+        return False
+    return task.task_id != src.destination_id or (
+        reports_work(src.state, src.payload_hash, task) and work_problem(task, work_late=src.work_late))
 
 
 def _problem(kind: str, action_key: str, source: dict, receiver: dict, **extra) -> Problem:
@@ -253,6 +290,7 @@ class _Recorder:
             if updated:
                 Finding.objects.using(DB).bulk_update(updated, [*values.keys()])
             if created:
+                _set_owners(created)
                 Finding.objects.using(DB).bulk_create(created)
                 FindingEvent.objects.using(DB).bulk_create(
                     FindingEvent(finding=f, action="opened", to_status=FindingStatus.OPEN, actor_label=label,
@@ -260,6 +298,16 @@ class _Recorder:
                     for f in created
                 )
             self.new += len(created)
+
+
+def _set_owners(findings: list[Finding]) -> None:
+    """Who acts on a new finding: its handoff's owner, else its workspace's on-call operator."""
+    handoff_owners = dict(Handoff.objects.using(DB).filter(pk__in={f.handoff_id for f in findings if f.handoff_id})
+                          .exclude(owner=None).values_list("pk", "owner_id"))
+    on_call = dict(Workspace.objects.using(DB).filter(pk__in={f.workspace_id for f in findings if f.workspace_id})
+                   .exclude(on_call=None).values_list("pk", "on_call_id"))
+    for finding in findings:
+        finding.owner_id = handoff_owners.get(finding.handoff_id) or on_call.get(finding.workspace_id)
 
 
 def facts_fingerprint(source: dict, receiver: dict) -> str:
@@ -372,10 +420,15 @@ class _Merge:
     confirm_limit: int
     now: datetime
     stuck_before: datetime
+    work_before: datetime
+    batch_size: int
     source_stats: StreamStats = field(default_factory=StreamStats)
     receiver_stats: StreamStats = field(default_factory=StreamStats)
     compared: int = 0
     confirmed: int = 0
+    # Work statuses the receiver reported that differ from the stored ones, written one page at a time.
+    work_statuses: dict[str, str] = field(default_factory=dict)
+    work_statuses_recorded: int = 0
 
     def progress(self) -> RunProgress:
         return RunProgress(self.compared, self.source_stats.rows, self.receiver_stats.rows,
@@ -383,6 +436,10 @@ class _Merge:
 
     def key(self, key: str, src: SourceKey | None, task: RemoteTask | None) -> None:
         self.compared += 1
+        if src is not None and reports_work(src.state, src.payload_hash, task) and task.status != src.work_status:
+            self.work_statuses[key] = task.status
+            if len(self.work_statuses) >= self.batch_size:
+                self.record_work()
         if not may_have_problems(src, task):
             return
         full = source_row(key) if src is not None else None
@@ -394,6 +451,11 @@ class _Merge:
             else:
                 problems = [_unconfirmed(p, "over the confirmation limit of this run") for p in problems]
         self.recorder.add(problems)
+
+    def record_work(self) -> None:
+        if self.work_statuses:
+            self.work_statuses_recorded += handoffs_record_work_status(statuses=self.work_statuses)
+            self.work_statuses = {}
 
 
 def _finish(run: ReconciliationRun, merge: _Merge, resolved: int) -> None:
@@ -408,6 +470,7 @@ def _finish(run: ReconciliationRun, merge: _Merge, resolved: int) -> None:
     run.new_findings, run.resolved_findings = recorder.new, resolved
     run.outcome_validation_failures = recorder.outcome_validation
     run.covered_by_repairs = recorder.covered
+    run.work_statuses_recorded = merge.work_statuses_recorded
     # The page sizes actually asked of each side: what keeps memory bounded.
     run.page_limits = sorted(merge.source_stats.limits_requested | merge.receiver_stats.limits_requested)
     run.save(using=DB)
@@ -424,7 +487,8 @@ def _new_merge(run: ReconciliationRun, destination: Destination, *, batch_size: 
     now = timezone.now()
     return _Merge(destination=destination, recorder=_Recorder(run=run, now=now, batch_size=batch_size),
                   confirm_limit=confirm_limit, now=now,
-                  stuck_before=now - timedelta(minutes=settings.HANDOFF_STUCK_MINUTES))
+                  stuck_before=now - timedelta(minutes=settings.HANDOFF_STUCK_MINUTES),
+                  work_before=work_before(now), batch_size=batch_size)
 
 
 def _compare(run: ReconciliationRun, merge: _Merge, *, batch_size: int,
@@ -432,13 +496,14 @@ def _compare(run: ReconciliationRun, merge: _Merge, *, batch_size: int,
     """Merge both sides key by key, record the problems, and resolve the findings not seen again (their count)."""
     pairs = merge_streams(
         source_stream(batch_size=batch_size, stats=merge.source_stats, now=merge.now,
-                      stuck_before=merge.stuck_before, workspace_id=run.workspace_id),
+                      stuck_before=merge.stuck_before, work_before=merge.work_before, workspace_id=run.workspace_id),
         _receiver_side(merge.destination, run, merge.receiver_stats),
     )
     for key, src, task in pairs:
         merge.key(key, src, task)
         if progress is not None and merge.compared % batch_size == 0:
             progress(merge.progress())
+    merge.record_work()
     merge.recorder.add(_unhanded_approvals(batch_size=batch_size, workspace_id=run.workspace_id))
     merge.recorder.flush()
     return _resolve_unseen(run, batch_size=batch_size, now=merge.now)
@@ -567,8 +632,11 @@ def handoff_reconcile_now(*, handoff_id: int, actor, destination: Destination | 
     run = ReconciliationRun.objects.using(DB).create(trigger="console_key", batch_size=1, started_by=actor,
                                                      workspace_id=handoff.workspace_id)
     now = timezone.now()
-    problems = [] if error else classify(key, source_row(key), task, now=now,
-                                         stuck_before=now - timedelta(minutes=settings.HANDOFF_STUCK_MINUTES))
+    src = None if error else source_row(key)
+    problems = [] if error else classify(
+        key, src, task, now=now, stuck_before=now - timedelta(minutes=settings.HANDOFF_STUCK_MINUTES))
+    if src is not None and reports_work(src.state, src.payload_hash, task) and task.status != src.work_status:
+        run.work_statuses_recorded = handoffs_record_work_status(statuses={key: task.status})
     recorder = _Recorder(run=run, now=now, batch_size=1)
     recorder.add(problems)
     recorder.flush()

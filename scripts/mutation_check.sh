@@ -1,28 +1,42 @@
 #!/usr/bin/env bash
-# Proves the acceptance tests detect the duplicate-delivery fault: copy the tree, remove the
-# receiver's lookup and its unique constraint (mutations/receiver_without_idempotency.patch), run
-# the acceptance tests there, and succeed only if they fail at outcome (g) with a second task.
+# Proves the acceptance tests detect the faults they are written against. For each mutant in mutations/:
+# copy the tree, apply the patch, run the acceptance tests there, and succeed only if they fail where
+# they must, with the message that names the fault.
+#   receiver_without_idempotency: the receiver's lookup and unique key removed -> outcome (g) fails with
+#     "retry returns same task: expected 1, got 2".
+#   step_recorded_before_predecessor_delivered: step n+1 recorded when step n is claimed -> the step
+#     ordering test fails.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-git ls-files -z | xargs -0 -I{} cp --parents {} "$work"/ 2>/dev/null || tar cf - --exclude=.venv --exclude=var . | tar xf - -C "$work"
-cd "$work"
-if ! patch -p1 --quiet < "$root/mutations/receiver_without_idempotency.patch"; then
-  echo "mutation-check: the patch no longer applies; update mutations/receiver_without_idempotency.patch"
-  exit 1
-fi
-out=$(env -u DATABASE_URL -u DELIVERY_DATABASE_URL HANDOFF_VAR_DIR="$work/var" \
-  "$root/.venv/bin/python" -m pytest tests/acceptance -q -p no:randomly -p no:cacheprovider 2>&1)
-status=$?
-line=$(grep -m1 -E "retry returns same task: expected 1, got [0-9]+" <<<"$out")
-if [ $status -ne 0 ] && grep -q "FAILED tests/acceptance/test_onboarding_handoff.py::test_g_retry_with_same_key_returns_same_task" <<<"$out" && [ -n "$line" ]; then
-  echo "mutation-check: receiver without lookup and unique key -> acceptance FAILS as it must:"
-  echo "  FAIL: ${line#*AssertionError: }"
-  grep -E "^FAILED" <<<"$out" | sed 's/^/  /'
-  exit 0
-fi
-echo "mutation-check: the acceptance tests did NOT detect the removed idempotency (exit $status)"
-echo "$out" | tail -30
-exit 1
+
+run_mutant() {  # patch, test that must fail, text its failure must show
+  local patch=$1 test=$2 expected=$3 work out status line
+  work=$(mktemp -d)
+  git ls-files -z | xargs -0 -I{} cp --parents {} "$work"/ 2>/dev/null || tar cf - --exclude=.venv --exclude=var . | tar xf - -C "$work"
+  if ! (cd "$work" && patch -p1 --quiet < "$root/mutations/$patch.patch"); then
+    echo "mutation-check: $patch no longer applies; update mutations/$patch.patch"
+    rm -rf "$work"; return 1
+  fi
+  out=$(cd "$work" && env -u DATABASE_URL -u DELIVERY_DATABASE_URL HANDOFF_VAR_DIR="$work/var" \
+    "$root/.venv/bin/python" -m pytest tests/acceptance -q -p no:randomly -p no:cacheprovider 2>&1)
+  status=$?
+  rm -rf "$work"
+  line=$(grep -m1 -E "$expected" <<<"$out")
+  if [ $status -ne 0 ] && grep -q "FAILED $test" <<<"$out" && [ -n "$line" ]; then
+    echo "mutation-check: $patch -> acceptance FAILS as it must:"
+    echo "  FAIL: ${line#*AssertionError: }"
+    grep -E "^FAILED" <<<"$out" | sed 's/^/  /'
+    return 0
+  fi
+  echo "mutation-check: the acceptance tests did NOT detect $patch (exit $status)"
+  echo "$out" | tail -30
+  return 1
+}
+
+run_mutant receiver_without_idempotency \
+  "tests/acceptance/test_onboarding_handoff.py::test_g_retry_with_same_key_returns_same_task" \
+  "retry returns same task: expected 1, got [0-9]+" || exit 1
+run_mutant step_recorded_before_predecessor_delivered \
+  "tests/acceptance/test_workflow_compensation.py::test_three_steps_each_with_its_own_key_recorded_one_after_another" \
+  "a step is never recorded before its predecessor is delivered|step 2 is recorded only when step 1 is delivered" || exit 1

@@ -8,9 +8,11 @@ from playwright.sync_api import expect
 
 from approvals.models import Request, RequestState, Role
 from approvals.services import request_approve, request_revise
+from delivery.services import task_status_set
 from outbox.destinations import InProcessDestination
 from outbox.dispatcher import drain, handoff_deliver
 from outbox.models import Handoff, HandoffState
+from reconciliation.services import reconciliation_run
 from tests.factories import ONBOARDING_PAYLOAD, make_request, make_user, onboarding_world
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(databases=["default", "delivery"], transaction=True)]
@@ -25,7 +27,7 @@ def no_csp_violations(page):
     assert not refused, refused
 
 
-def test_requester_submits_a_request_and_follows_it_to_its_task(page, live_server, sign_in, axe_check,
+def test_requester_submits_a_request_and_follows_it_to_work_done(page, live_server, sign_in, axe_check,
                                                                docs_screenshot):
     world = onboarding_world()
     sign_in("bob")
@@ -60,8 +62,14 @@ def test_requester_submits_a_request_and_follows_it_to_its_task(page, live_serve
     page.reload()
     expect(row.locator('[data-question="Approved?"]')).to_have_text("yes")
     expect(row.locator('[data-question="Task created?"]')).to_have_text(f"yes: receiver task {handoff.destination_id}")
-    # The receiver does not report its tasks' status yet: the console says so instead of guessing.
-    expect(row.locator('[data-question="Work done?"]')).to_contain_text("unknown")
+    # A created task is not finished work: the receipt says the task is open.
+    expect(row.locator('[data-question="Work done?"]')).to_have_text("no: task open")
+
+    # The people doing the task finish it; reconciliation reads the status back.
+    task_status_set(action_key=handoff.action_key, status="done")
+    assert reconciliation_run().work_statuses_recorded == 1
+    page.reload()
+    expect(row.locator('[data-question="Work done?"]')).to_contain_text("yes: the receiver reports the task done")
     axe_check("my requests")
     docs_screenshot("requester-my-requests")
 

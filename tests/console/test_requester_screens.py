@@ -4,7 +4,9 @@ import pytest
 
 from approvals.models import Request, RequestState, Role
 from approvals.services import request_approve
+from delivery.services import task_status_set
 from outbox.dispatcher import handoff_deliver
+from reconciliation.services import reconciliation_run
 from tests.console.clients import client_for
 from tests.factories import make_request, make_user
 
@@ -57,7 +59,7 @@ def test_requester_cannot_submit_into_a_workspace_where_they_are_not_requester(w
     assert not Request.objects.filter(workspace_id=8).exists()
 
 
-def test_my_requests_shows_each_owners_answer_and_work_done_unknown_until_reported(world):
+def test_my_requests_shows_each_owners_answer_up_to_the_work_reported_done(world):
     bob = client_for(world["bob"])
     waiting = bob.get("/approvals/mine/").content.decode()
     row = waiting[waiting.index('id="my-request-7-42"'):].split("</tr>")[0]
@@ -71,7 +73,15 @@ def test_my_requests_shows_each_owners_answer_and_work_done_unknown_until_report
     row = delivered[delivered.index('id="my-request-7-42"'):].split("</tr>")[0]
     assert 'data-question="Approved?">yes<' in row
     assert f"yes: receiver task {handoff.destination_id}" in row
-    assert "unknown: the receiver does not report task status yet" in row
+    # The receipt says the task is open: the work is not done yet.
+    assert 'data-question="Work done?">no: task open' in row
+
+    # The people doing the task report it done; reconciliation reads the status back.
+    task_status_set(action_key=handoff.action_key, status="done")
+    assert reconciliation_run().work_statuses_recorded == 1
+    done = bob.get("/approvals/mine/").content.decode()
+    row = done[done.index('id="my-request-7-42"'):].split("</tr>")[0]
+    assert 'data-question="Work done?">yes: the receiver reports the task done' in row
 
 
 def test_my_requests_lists_only_my_own_requests(world):

@@ -68,7 +68,7 @@ def test_a_refused_credential_pauses_at_once_and_the_handoff_waits_instead_of_ne
     dispatch_batch(destination=destination, limit=1)
     assert (health().state, health().pause_reason) == (D.PAUSED, PauseReason.CREDENTIAL)
     first.refresh_from_db()
-    assert (first.state, first.failure_class) == (S.PENDING, FailureClass.CREDENTIAL)
+    assert (first.state, first.failure_class, first.attempts_in_run) == (S.PENDING, FailureClass.CREDENTIAL, 0)
     assert first.attention_since is None
     drain(destination=destination)
     assert destination.calls == 1

@@ -1,0 +1,49 @@
+"""A measurement of a lever, not a product path: the dispatcher loop with every claim of a batch sent as
+its own single call, all in flight at once, and the outcomes recorded in one commit.
+
+    .venv/bin/python bench/concurrent_dispatch.py WORKER
+
+It runs the product's own loop (`outbox.runner.run_forever`) with a destination that tells the
+dispatcher it takes a batch, and answers a batch with concurrent single calls to `POST /tasks` (the
+receiver's batch endpoint is not used). So the dispatcher's batched path (lease check before the
+calls, one outcome commit) carries a receiver that has no batch endpoint. Every call of a batch is in
+flight at once, so the batch takes as long as its slowest call: the one-call-per-lease rule holds.
+"""
+
+import os
+import signal
+import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+
+def main() -> None:
+    import django
+
+    django.setup()
+    from django.conf import settings
+
+    from outbox import runner
+    from outbox.destinations import HttpDestination
+
+    class ConcurrentSingleCalls(HttpDestination):
+        def __init__(self, **config):
+            super().__init__(**config)
+            self.supports_batch = True  # to the dispatcher: "give me the whole claim batch"
+            self._pool = ThreadPoolExecutor(max_workers=int(os.environ.get("BENCH_CALLS_IN_FLIGHT", "20")))
+
+        def deliver_batch(self, outgoings):
+            return list(self._pool.map(self.deliver, outgoings))
+
+    config = {k: v for k, v in settings.HANDOFF_DESTINATION.items() if k not in ("kind", "supports_batch")}
+    destination = ConcurrentSingleCalls(**config)
+    stopping = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stopping.set())
+    runner.run_forever(destination=destination, worker=sys.argv[1], idle_sleep=0.5, maintain_every=5.0, stop=stopping)
+
+
+if __name__ == "__main__":
+    main()
