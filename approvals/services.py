@@ -3,6 +3,8 @@
 An approval writes the decision, the request state and the outbox row in one transaction.
 """
 
+from collections.abc import Iterable
+
 from django.apps import apps
 from django.conf import settings
 from django.contrib.auth.models import Group, Permission
@@ -35,6 +37,7 @@ from approvals.models import (
     Workspace,
 )
 from approvals.rules import BUILT_IN_RULES, payload_problems, publish_problems, rules_for, steps_of, steps_problems
+from approvals.selectors import REQUESTER_REVISABLE_STATES
 from outbox import services as outbox_services
 from outbox.errors import InvalidTransition
 from outbox.models import Handoff, HandoffState
@@ -215,6 +218,30 @@ def request_revise(*, workspace_id: int, number: int, payload: dict, actor, reas
         if current is None:
             raise RequestNotFound(f"no {workflow} request {number} in workspace {workspace_id}")
         return revision_add_locked(current, payload=payload, actor=actor, reason=reason)
+
+
+def request_revise_by_requester(*, workspace_id: int, number: int, payload: dict, actor, reason: str = "",
+                                keep_if_missing: Iterable[str] = (), workflow: str = "onboarding") -> Request:
+    """The requester's own change to their request: a new revision that needs a new approval.
+
+    Only the requester who submitted it, still a requester of the workspace, may revise it, and only while
+    nothing was handed off for it: an approved request is changed by an operator's correction. Fields named in
+    `keep_if_missing` (shown hidden, e.g. an e-mail address) keep their current value unless given."""
+    _require_member(actor, workspace_id, Role.REQUESTER)
+    with transaction.atomic(using=DB):
+        # Locked, so that an approval cannot slip in between this check and the new revision.
+        current = (Request.objects.select_for_update(no_key=True)
+                   .filter(workspace_id=workspace_id, workflow=workflow, number=number).order_by("-revision").first())
+        if current is None:
+            raise RequestNotFound(f"no {workflow} request {number} in workspace {workspace_id}")
+        if current.requested_by_id != actor.pk:
+            raise ApprovalDenied(f"request {number} was submitted by someone else; only its requester revises it")
+        if current.state not in REQUESTER_REVISABLE_STATES:
+            raise InvalidRequestState(f"request {number} is {current.get_state_display().lower()}; "
+                                      "only a request awaiting approval or rejected can be revised")
+        kept = {k: current.payload[k] for k in keep_if_missing if k in current.payload and k not in payload}
+        return request_revise(workspace_id=workspace_id, number=number, payload={**payload, **kept}, actor=actor,
+                              reason=reason or f"revised by {actor}", workflow=workflow)
 
 
 def _corrected_payload(handoff: Handoff, edits: dict[str, str]) -> dict:

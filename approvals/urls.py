@@ -7,6 +7,9 @@ app_name = "approvals"
 urlpatterns = [
     path("", views.queue, name="queue"),
     path("roles/", views.role_changes, name="role_changes"),
+    path("new/", views.request_new, name="new"),
+    path("mine/", views.my_requests, name="mine"),
+    path("<int:workspace_id>/<int:number>/revise/", views.request_revise, name="revise"),
     path("<int:workspace_id>/<int:number>/<int:revision>/", views.detail, name="detail"),
     path("<int:workspace_id>/<int:number>/<int:revision>/decide", views.decide, name="decide"),
 ]

@@ -6,18 +6,22 @@ workspace is a 404; deciding needs the approver role (403 with a message otherwi
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpResponse, HttpResponseBadRequest
 from django.shortcuts import redirect, render
 from django.urls import reverse
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import push_url
 
 from approvals import selectors, services
 from approvals.errors import ApprovalDenied, ApprovalsError, InvalidPayload, StaleRevision
+from approvals.forms import RequestForm
 from approvals.models import Request, RequestState, Role
 from approvals.querystring import BadQueryValue, parse_id, parse_keyset_cursor
+from approvals.rules import rules_for
 from outbox.redaction import redact
 from outbox.selectors import handoffs_in, keyset_page
+from reconciliation.selectors import needing_person
 
 PAGE_SIZE = 50
 
@@ -26,8 +30,8 @@ PAGE_SIZE = 50
 @login_required
 def home(request) -> HttpResponse:
     visible = selectors.workspace_ids_for(request.user)
-    attention = (handoffs_in(visible).filter(state__in=("needs_attention", "uncertain"))
-                 .order_by("created_at", "id")[:20])
+    # The one "needs a person" rule: needs attention, uncertain, or with an open reconciliation finding.
+    attention = needing_person(handoffs_in(visible)).order_by("created_at", "id")[:20]
     return render(
         request,
         "approvals/home.html",
@@ -79,8 +83,13 @@ def _visible_revision(request, workspace_id: int, number: int, revision: int) ->
     return obj
 
 
-def _detail_context(request, obj: Request, result: dict | None = None) -> dict:
+def _detail_context(request, obj: Request, result: dict | None = None, replaced: Request | None = None) -> dict:
+    """`replaced`: the revision the approver had on screen when this one replaced it (its diff is shown)."""
     newest = selectors.current_revision(workspace_id=obj.workspace_id, number=obj.number, workflow=obj.workflow)
+    if replaced is None and obj.revision > 1 and obj.state == RequestState.AWAITING_APPROVAL:
+        # What changed since the revision before: an approver decides on the difference too.
+        replaced = (Request.objects.filter(workspace_id=obj.workspace_id, workflow=obj.workflow,
+                                           number=obj.number, revision=obj.revision - 1).first())
     is_approver = selectors.user_has_role(request.user, obj.workspace_id, Role.APPROVER)
     handoff = handoffs_in([obj.workspace_id]).filter(source_id=obj.pk).first()
     return {
@@ -94,7 +103,13 @@ def _detail_context(request, obj: Request, result: dict | None = None) -> dict:
         "is_approver": is_approver,
         "can_decide": is_approver and obj.requested_by_id != request.user.pk
         and obj.state == RequestState.AWAITING_APPROVAL,
+        "can_revise": obj.requested_by_id == request.user.pk and newest is not None and newest.pk == obj.pk
+        and obj.state in selectors.REQUESTER_REVISABLE_STATES,
         "result": result,
+        "replaced": replaced,
+        "changes": selectors.revision_changes(replaced, obj) if replaced is not None else [],
+        "newer_changes": selectors.revision_changes(obj, newest) if newest is not None and newest.pk != obj.pk
+        else [],
     }
 
 
@@ -126,6 +141,14 @@ def decide(request, workspace_id: int, number: int, revision: int) -> HttpRespon
     elif decision not in ("approve", "reject"):
         result = {"level": "error", "text": "Choose approve or reject."}
         status = 422
+    elif decision == "reject" and not request.POST.get("confirm"):
+        # Rejecting ends the request: ask once more, naming what is rejected and why.
+        if reason:
+            result = {"level": "warning", "confirm_reject": True, "reason": reason,
+                      "text": f"Reject request {number} revision {revision}? The requester sees your reason."}
+        else:
+            result = {"level": "error", "text": "Not decided: a reason is required to reject a request."}
+            status = 422
     else:
         try:
             if decision == "approve":
@@ -157,13 +180,103 @@ def decide(request, workspace_id: int, number: int, revision: int) -> HttpRespon
             result = {"level": "error", "text": f"Not decided: {exc}."}
             status = 409
     shown = Request.objects.select_related("workspace", "requested_by").get(pk=shown.pk)
-    if request.htmx:
-        response = render(request, "approvals/detail.html#request-detail",
-                          _detail_context(request, shown, result), status=status)
-        return push_url(response, _detail_url(shown)) if shown.pk != obj.pk else response
+    replaced = obj if shown.pk != obj.pk else None
+    if request.htmx or result.get("confirm_reject") or replaced is not None:
+        context = _detail_context(request, shown, result, replaced=replaced)
+        if request.htmx:
+            response = render(request, "approvals/detail.html#request-detail", context, status=status)
+            return push_url(response, _detail_url(shown)) if replaced is not None else response
+        # Without htmx: the confirmation, or the current revision with its differences, as a whole page.
+        return render(request, "approvals/detail.html", {**context, "nav": selectors.console_nav(request.user)},
+                      status=status)
     level = {"success": messages.SUCCESS, "warning": messages.WARNING}.get(result["level"], messages.ERROR)
     messages.add_message(request, level, result["text"])
     if status == 403:
         return render(request, "approvals/detail.html",
                       {**_detail_context(request, shown), "nav": selectors.console_nav(request.user)}, status=403)
     return redirect(_detail_url(shown))
+
+
+# --- Requesters: submit, follow and revise their requests ------------------------------------------
+
+def _requester_workspaces_or_403(request, page: str) -> list[tuple[int, str]]:
+    workspaces = selectors.requester_workspaces(request.user)
+    if not workspaces:
+        raise PermissionDenied(f"{page} is for requesters: you are not a requester in any workspace")
+    return workspaces
+
+
+def _form_context(request, form: RequestForm, **extra) -> dict:
+    return {"form": form, "nav": selectors.console_nav(request.user), **extra}
+
+
+@require_http_methods(["GET", "POST"])
+@login_required
+def request_new(request) -> HttpResponse:
+    """A new request, its form generated from the rules in force; the rules' reasons shown at their fields."""
+    workspaces = _requester_workspaces_or_403(request, "New request")
+    rules = rules_for("onboarding")
+    form = RequestForm(request.POST or None, schema=rules.schema, workspaces=workspaces)
+    status = 200
+    if request.method == "POST":
+        if form.is_valid():
+            try:
+                created = services.request_submit(workspace_id=form.cleaned_data["workspace"],
+                                                  payload=form.payload(), requested_by=request.user)
+            except InvalidPayload as exc:
+                form.add_reasons(exc.reasons)
+            except ApprovalsError as exc:
+                form.add_error(None, f"Not submitted: {exc}.")
+            else:
+                messages.success(request, f"Submitted request {created.number}: it awaits an approver.")
+                return redirect(_detail_url(created))
+        status = 422
+    return render(request, "approvals/request_form.html",
+                  _form_context(request, form, rules=rules, title="New request"), status=status)
+
+
+@require_GET
+@login_required
+def my_requests(request) -> HttpResponse:
+    _requester_workspaces_or_403(request, "My requests")
+    return render(request, "approvals/mine.html", {"requests": selectors.requests_of(request.user),
+                                                   "nav": selectors.console_nav(request.user)})
+
+
+def _revision_initial(current: Request) -> tuple[dict, list[str]]:
+    """The form's starting values: the current payload, redacted; hidden fields start blank and are kept."""
+    shown = redact(current.payload)
+    hidden = [k for k, v in current.payload.items() if shown.get(k) != v]
+    return {k: ("" if k in hidden else v) for k, v in shown.items()}, hidden
+
+
+@require_http_methods(["GET", "POST"])
+@login_required
+def request_revise(request, workspace_id: int, number: int) -> HttpResponse:
+    """The requester's new revision of their request (it needs a new approval)."""
+    current = selectors.current_revision(workspace_id=workspace_id, number=number)
+    if current is None or workspace_id not in selectors.workspace_ids_for(request.user):
+        raise Http404("no such request")
+    if current.requested_by_id != request.user.pk:
+        raise PermissionDenied(f"Revise request {number}: only its requester revises it")
+    rules = rules_for(current.workflow)
+    initial, hidden = _revision_initial(current)
+    form = RequestForm(request.POST or None, schema=rules.schema, initial=initial, with_reason=True)
+    status = 200
+    if request.method == "POST":
+        if form.is_valid():
+            try:
+                revised = services.request_revise_by_requester(
+                    workspace_id=workspace_id, number=number, payload=form.payload(), actor=request.user,
+                    reason=form.cleaned_data.get("reason", ""), keep_if_missing=hidden, workflow=current.workflow)
+            except InvalidPayload as exc:
+                form.add_reasons(exc.reasons)
+            except ApprovalsError as exc:
+                form.add_error(None, f"Not revised: {exc}.")
+            else:
+                messages.success(request, f"Revision {revised.revision} of request {number} awaits an approver.")
+                return redirect(_detail_url(revised))
+        status = 422
+    return render(request, "approvals/request_form.html",
+                  _form_context(request, form, rules=rules, current=current, hidden=hidden,
+                                title=f"Revise request {number}"), status=status)

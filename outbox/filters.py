@@ -1,8 +1,11 @@
 """The handoff list filter: workspace, state (with "retrying"), failure class, owner, age and text."""
 
 
+import re
+
 import django_filters
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet, TextField
+from django.db.models.functions import Cast
 
 from approvals.models import Membership, Role, Workspace
 from outbox.models import AGE_CHOICES, FailureClass, HandoffState
@@ -28,7 +31,7 @@ class HandoffFilter(django_filters.FilterSet):
     reason_code = django_filters.CharFilter(field_name="reason_code", label="Reason code")
     owner = django_filters.ChoiceFilter(method="filter_owner", label="Owner", empty_label="anyone")
     age = django_filters.ChoiceFilter(choices=AGE_CHOICES, method="filter_age", label="Age", empty_label="any")
-    q = django_filters.CharFilter(method="filter_text", label="Action key or request number")
+    q = django_filters.CharFilter(method="filter_text", label="Search: client, any payload field, key or request")
 
     def __init__(self, data=None, queryset=None, *, request=None, workspace_ids: list[int] | None = None, **kwargs):
         super().__init__(data, queryset, request=request, **kwargs)
@@ -68,6 +71,15 @@ class HandoffFilter(django_filters.FilterSet):
         text = value.strip()
         if not text:
             return queryset
-        if text.isdigit():
-            return queryset.filter(source_ref__startswith=f"request {text} ")
-        return queryset.filter(action_key__icontains=text)
+        number = _REQUEST_NUMBER.fullmatch(text)
+        if number:
+            return queryset.filter(source_ref__startswith=f"request {number.group(1)} ")
+        # The payload as JSON text finds any field's value; client_name is also matched as a value, so
+        # a name with accents is found on SQLite too (which stores JSON with \u escapes).
+        return (queryset.annotate(payload_text=Cast("payload", TextField()))
+                .filter(Q(action_key__icontains=text) | Q(payload__client_name__icontains=text)
+                        | Q(payload_text__icontains=text)))
+
+
+# "42" or "request 42": a request number, matched against the source reference, never inside other ids.
+_REQUEST_NUMBER = re.compile(r"(?:request\s+)?(\d+)", re.IGNORECASE)

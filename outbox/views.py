@@ -15,6 +15,7 @@ from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
+from django_htmx.http import push_url
 
 from approvals import services as approval_services
 from approvals.errors import ApprovalsError, InvalidPayload
@@ -91,12 +92,24 @@ def _list_context(request: HtmxHttpRequest, data: dict[str, str]) -> dict:
     }
 
 
+# Sent by static/js/console.js when it refreshes the list in the background: the address stays as it is.
+REFRESH_HEADER = "X-Console-Refresh"
+
+
 @require_GET
 @login_required
 def handoff_list(request: HtmxHttpRequest) -> HttpResponse:
-    context = _list_context(request, _filter_data(request.GET))
-    if request.htmx:
-        return render(request, "outbox/list.html#results", context)
+    data = _filter_data(request.GET)
+    context = _list_context(request, data)
+    if request.htmx and not request.htmx.history_restore_request:
+        response = render(request, "outbox/list.html#results", context)
+        if not request.headers.get(REFRESH_HEADER):
+            # The address bar always holds the filter on screen: the server names it, so Back and a
+            # reload show exactly these results.
+            after = {"after": request.GET["after"]} if request.GET.get("after") else {}
+            query = urlencode({**data, **after})
+            push_url(response, reverse("outbox:list") + (f"?{query}" if query else ""))
+        return response
     return render(request, "outbox/list.html", {**context, "nav": console_nav(request.user)})
 
 

@@ -47,3 +47,45 @@ def sign_in(page, live_server):
         expect(page.locator("header .who")).to_have_text(username)
 
     return go
+
+
+DOCS_SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
+
+
+@pytest.fixture
+def docs_screenshot(page):
+    """Save what the screen shows now as the README's picture of it (docs/screenshots/, committed)."""
+    DOCS_SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+
+    def save(name: str) -> Path:
+        path = DOCS_SCREENSHOTS / f"{name}.png"
+        page.screenshot(path=str(path), full_page=False)
+        assert path.stat().st_size > 0
+        return path
+
+    return save
+
+
+@pytest.fixture
+def axe_check(page):
+    """Run axe-core on the page as it is now; fail on any serious or critical violation, naming each."""
+    from axe_playwright_python.sync_playwright import Axe
+
+    axe = Axe()
+
+    def check(screen: str) -> None:
+        violations = axe.run(page).response["violations"]
+        bad = [v for v in violations if v.get("impact") in ("serious", "critical")]
+        assert not bad, f"{screen} ({page.url}): " + "; ".join(
+            f"{v['id']} ({v['impact']}): {v['help']} at {[n['target'] for n in v['nodes']][:3]}" for v in bad)
+
+    return check
+
+
+@pytest.fixture
+def no_horizontal_scroll(page):
+    def check(screen: str) -> None:
+        widths = page.evaluate("() => [document.documentElement.scrollWidth, window.innerWidth]")
+        assert widths[0] <= widths[1], f"{screen} is {widths[0]} px wide in a {widths[1]} px viewport"
+
+    return check

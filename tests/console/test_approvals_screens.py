@@ -121,8 +121,8 @@ def test_reject_needs_a_reason(world):
                           **HTMX)
     assert refused.status_code == 422 and b"reason is required" in refused.content
     assert Request.objects.get(pk=req.pk).state == RequestState.AWAITING_APPROVAL
-    done = client.post("/approvals/7/42/1/decide",
-                       {"decision": "reject", "payload_hash": req.payload_hash, "reason": "duplicate client"}, **HTMX)
+    done = client.post("/approvals/7/42/1/decide", {"decision": "reject", "payload_hash": req.payload_hash,
+                                                     "reason": "duplicate client", "confirm": "1"}, **HTMX)
     assert done.status_code == 200
     assert Approval.objects.get(request=req).reason == "duplicate client"
     assert Request.objects.get(pk=req.pk).state == RequestState.REJECTED
@@ -195,3 +195,63 @@ def test_home_query_count_is_pinned_and_does_not_grow(world, extra, django_asser
 def test_approved_request_links_its_handoff(world, pending):
     body = client_for(world["alice"]).get("/approvals/7/42/1/").content.decode()
     assert f'href="/handoffs/{pending.pk}/"' in body and "Pending" in body
+
+
+def test_reject_asks_for_confirmation_before_deciding(world):
+    req = world["request"]
+    client = client_for(world["alice"])
+    asked = client.post("/approvals/7/42/1/decide",
+                        {"decision": "reject", "payload_hash": req.payload_hash, "reason": "duplicate client"}, **HTMX)
+    body = asked.content.decode()
+    assert asked.status_code == 200
+    assert "Yes, reject request 42" in body and "duplicate client" in body
+    assert not Approval.objects.filter(request=req).exists()
+    assert Request.objects.get(pk=req.pk).state == RequestState.AWAITING_APPROVAL
+
+
+def test_reject_confirmation_works_without_javascript(world):
+    req = world["request"]
+    client = client_for(world["alice"])
+    asked = client.post("/approvals/7/42/1/decide",
+                        {"decision": "reject", "payload_hash": req.payload_hash, "reason": "duplicate client"})
+    assert asked.status_code == 200 and b'id="confirm-reject"' in asked.content
+    done = client.post("/approvals/7/42/1/decide", {"decision": "reject", "payload_hash": req.payload_hash,
+                                                     "reason": "duplicate client", "confirm": "1"})
+    assert done.status_code == 302
+    assert Request.objects.get(pk=req.pk).state == RequestState.REJECTED
+
+
+def test_queue_rows_show_client_plan_requester_and_age_oldest_first(world):
+    make_request(world["w7"], 43, world["bob"], payload={"client_name": "Contoso", "contact_email": "a@b.example",
+                                                          "plan": "enterprise"})
+    response = client_for(world["alice"]).get("/approvals/")
+    body = response.content.decode()
+    row42 = body[body.index('id="request-7-42-1"'):body.index('id="request-7-43-1"')]
+    assert "Northwind Traders" in row42 and "standard" in row42 and "bob" in row42
+    row43 = body[body.index('id="request-7-43-1"'):]
+    assert "Contoso" in row43.split("</tr>")[0] and "enterprise" in row43.split("</tr>")[0]
+    # Oldest first: request 42 was received before 43.
+    assert body.index('id="request-7-42-1"') < body.index('id="request-7-43-1"')
+
+
+def test_replaced_revision_shows_the_difference_field_by_field(world):
+    shown_hash = world["request"].payload_hash
+    request_revise(workspace_id=7, number=42, payload={**world["request"].payload, "plan": "enterprise"},
+                   actor=world["bob"])
+    response = client_for(world["alice"]).post(
+        "/approvals/7/42/1/decide", {"decision": "approve", "payload_hash": shown_hash}, **HTMX)
+    body = response.content.decode()
+    assert response.status_code == 409
+    assert "What changed from revision 1 to revision 2" in body
+    change = body[body.index('data-field="plan"'):].split("</tr>")[0]
+    assert "<del>standard</del>" in change and "<ins>enterprise</ins>" in change
+    assert 'data-field="client_name"' not in body
+
+
+def test_opening_a_revision_that_replaced_another_shows_what_changed(world):
+    request_revise(workspace_id=7, number=42, payload={**world["request"].payload, "client_name": "Northwind Ltd"},
+                   actor=world["bob"])
+    body = client_for(world["alice"]).get("/approvals/7/42/2/").content.decode()
+    assert "What changed from revision 1 to revision 2" in body
+    change = body[body.index('data-field="client_name"'):].split("</tr>")[0]
+    assert "<del>Northwind Traders</del>" in change and "<ins>Northwind Ltd</ins>" in change

@@ -35,7 +35,8 @@ class Command(BaseCommand):
     def handle(self, *args, password=None, **options):
         User = get_user_model()
         if User.objects.filter(username="alice").exists():
-            self.stdout.write("demo data already loaded; nothing changed (passwords unchanged)")
+            self.stdout.write("demo data already loaded; nothing changed (passwords unchanged; "
+                              "`DJANGO_DEBUG=1 .venv/bin/python manage.py demo_passwords` sets new ones)")
             return
         password = password or secrets.token_urlsafe(9)
         w7 = Workspace.objects.create(pk=7, name="Client onboarding")
@@ -58,4 +59,5 @@ class Command(BaseCommand):
         self.stdout.write(self.style.SUCCESS("Demo data loaded."))
         self.stdout.write("Users: alice (approver, ws 7), bob (requester, ws 7), olga (operator, ws 7), "
                           "mallory (approver, ws 8), support (staff: read-only admin, reconcile and assign)")
-        self.stdout.write(f"Password for every demo user (shown once): {password}")
+        self.stdout.write(f"Password for every demo user: {password} (shown once; "
+                          "`manage.py demo_passwords` sets new ones)")

@@ -1,0 +1,38 @@
+"""The nav's links (only the pages the user may use) and the page a 403 refuses."""
+
+from django import template
+from django.urls import reverse
+
+from approvals import selectors
+
+register = template.Library()
+
+
+@register.simple_tag(takes_context=True)
+def console_links(context) -> list[dict]:
+    request = context.get("request")
+    user = context.get("user")
+    if request is None or user is None or not user.is_authenticated:
+        return []
+    nav = context.get("nav")
+    # The workspace summary, when the view passed one, already holds the roles: no extra query.
+    roles = {role for ws in nav for role in ws["roles"]} if nav else None
+    current = getattr(getattr(request, "resolver_match", None), "view_name", None)
+    return [{**page, "url": reverse(page["url_name"]), "current": page["url_name"] == current}
+            for page in selectors.pages_for(user, roles)]
+
+
+@register.simple_tag(takes_context=True)
+def refused_page(context) -> dict | None:
+    request = context.get("request")
+    return selectors.page_named(getattr(getattr(request, "resolver_match", None), "view_name", None))
+
+
+
+@register.filter
+def redacted(value):
+    """A payload value shown outside the payload itself (a client name in a row) goes through the same
+    redaction as the payload: an e-mail address or a secret inside it is masked."""
+    from outbox.redaction import redact
+
+    return redact(value)
