@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 PGHOST ?= /var/run/postgresql
 export PGHOST
 
-.PHONY: run test test-sqlite test-postgres lint mutation-check postgres chromium bench venv clean
+.PHONY: run test test-sqlite test-postgres lint mutation-check postgres chromium bench venv clean screenshots
 
 $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "$(PYTHON) is required"; exit 1; }
@@ -38,6 +38,11 @@ test-postgres: $(STAMP) postgres chromium
 	@echo "== test suite on PostgreSQL (incl. fault and browser tests) =="
 	DATABASE_URL="postgres:///handoff?host=$(PGHOST)" DELIVERY_DATABASE_URL="postgres:///handoff_delivery?host=$(PGHOST)" \
 		$(VENV)/bin/pytest --durations=15
+
+# The README's screenshots, taken by the browser tests in a real Chromium.
+screenshots: $(STAMP) postgres chromium
+	SCREENSHOT_DIR=docs/screenshots DATABASE_URL="postgres:///handoff?host=$(PGHOST)" \
+		DELIVERY_DATABASE_URL="postgres:///handoff_delivery?host=$(PGHOST)" $(VENV)/bin/pytest -m browser -p no:randomly
 
 mutation-check: $(STAMP)
 	@bash scripts/mutation_check.sh
