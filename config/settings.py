@@ -222,7 +222,7 @@ if env_bool("DJANGO_SECURE", not DEBUG):
 
 # --- The receiver (delivery app) -------------------------------------------------------
 RECEIVER_SIGNING_SECRET = os.environ.get("RECEIVER_SIGNING_SECRET", "")
-# Accepted besides RECEIVER_SIGNING_SECRET during a rotation (docs/security-api.md); senders sign with the newest.
+# Accepted besides RECEIVER_SIGNING_SECRET during a rotation (docs/security.md); senders sign with the newest.
 RECEIVER_SIGNING_SECRET_PREVIOUS = os.environ.get("RECEIVER_SIGNING_SECRET_PREVIOUS", "")
 RECEIVER_MAX_BODY_BYTES = env_int("RECEIVER_MAX_BODY_BYTES", 256 * 1024)
 RECEIVER_MAX_JSON_DEPTH = env_int("RECEIVER_MAX_JSON_DEPTH", 32)

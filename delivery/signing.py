@@ -17,7 +17,7 @@ class SignatureRejected(Exception):
 
 
 def receiver_secrets() -> list[str]:
-    """The current secret and, during a rotation, the previous one (docs/security-api.md)."""
+    """The current secret and, during a rotation, the previous one (docs/security.md, "Secret rotation")."""
     return secrets_in_force(settings.RECEIVER_SIGNING_SECRET, settings.RECEIVER_SIGNING_SECRET_PREVIOUS,
                             name="RECEIVER_SIGNING_SECRET")
 
