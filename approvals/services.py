@@ -286,8 +286,9 @@ def handoff_correct(*, handoff_id: int, actor, edits: dict[str, str], reason: st
 def rule_version_publish(*, workflow: str, schema: dict, actor, notes: str = "",
                          steps: list[dict] | None = None) -> RuleVersion:
     """New rules for a workflow: a new version, in force from now on. Earlier decisions keep theirs.
-    `steps` make it a workflow of several steps, each its own handoff (see outbox/steps.py)."""
-    if not actor.has_perm("approvals.add_ruleversion"):
+    `steps` make it a workflow of several steps, each its own handoff (see outbox/steps.py). `actor` None is
+    a management command acting for whoever runs the deployment (the demo); people need the permission."""
+    if actor is not None and not actor.has_perm("approvals.add_ruleversion"):
         raise ApprovalDenied(f"{actor} may not publish rules")
     if problems := publish_problems(schema) + steps_problems(steps or []):
         raise InvalidPayload(problems)

@@ -5,7 +5,8 @@ from django.core.management.base import BaseCommand
 from django.db import transaction
 
 from approvals.models import Membership, Request, RequestEvent, RequestState, Role, Workspace
-from approvals.services import support_staff_enroll
+from approvals.rules import ONBOARDING_V1
+from approvals.services import rule_version_publish, support_staff_enroll
 from outbox.payloads import payload_hash
 
 DEMO_USERS = {
@@ -22,6 +23,18 @@ REQUEST_42 = {
     "contact_email": "onboarding@northwind.example",
     "plan": "standard",
     "notes": "Kick-off call booked for Monday.",
+}
+
+
+# The demo's onboarding runs in three steps; the receiver refuses the welcome pack without a contact
+# e-mail, which is optional here, so a request without one shows a failed step 3 and its compensation.
+ONBOARDING_STEPS = [
+    {"name": "create_client", "compensation": "delete_client"},
+    {"name": "provision_account", "compensation": "deprovision_account"},
+    {"name": "send_welcome_pack"},
+]
+ONBOARDING_THREE_STEPS_SCHEMA = {
+    **ONBOARDING_V1.schema, "required": [name for name in ONBOARDING_V1.schema["required"] if name != "contact_email"],
 }
 
 
@@ -56,6 +69,8 @@ class Command(BaseCommand):
             payload_hash=payload_hash(REQUEST_42), state=RequestState.AWAITING_APPROVAL, requested_by=users["bob"],
         )
         RequestEvent.objects.create(request=request, to_state=request.state, actor=users["bob"], reason="submitted")
+        rule_version_publish(workflow="onboarding", schema=ONBOARDING_THREE_STEPS_SCHEMA, steps=ONBOARDING_STEPS,
+                             actor=None, notes="demo: three steps; the welcome pack needs a contact e-mail")
         self.stdout.write(self.style.SUCCESS("Demo data loaded."))
         self.stdout.write("Users: alice (approver, ws 7), bob (requester, ws 7), olga (operator, ws 7), "
                           "mallory (approver, ws 8), support (staff: read-only admin, reconcile and assign)")
