@@ -11,6 +11,7 @@ from django_q.models import Failure, OrmQ, Schedule, Success
 from approvals.admin import ReadOnlyAdmin
 from approvals.selectors import operators_of
 from outbox import services
+from outbox.filters import request_number
 from outbox.models import AGE_CHOICES, HANDOFF_AGES, Attempt, Handoff, HandoffEvent
 
 
@@ -61,6 +62,14 @@ class HandoffAdmin(ReadOnlyAdmin):
     list_filter = ("state", RetryingFilter, "failure_class", "workspace_id", "owner", AgeFilter, "workflow",
                    "rule_version")
     search_fields = ("action_key", "source_ref", "destination_id")
+
+    def get_search_results(self, request, queryset, search_term):
+        # "request 42" (or "42") means that request, as in the console: Django's word-by-word search would
+        # also match "42" inside task ids.
+        number = request_number(search_term)
+        if number is not None:
+            return queryset.filter(source_ref__startswith=f"request {number} "), False
+        return super().get_search_results(request, queryset, search_term)
     show_full_result_count = False  # no COUNT(*) over the whole outbox on every page
     inlines = [AttemptInline]
     actions = ["reconcile", "assign"]

@@ -68,6 +68,10 @@ class Destination:
     def close(self) -> None:
         pass
 
+    def describe(self) -> str:
+        """Where handoffs of this destination go, for the people watching them."""
+        return f"{self.name} (in process)"
+
 
 @dataclass
 class InProcessDestination(Destination):
@@ -159,6 +163,9 @@ class HttpDestination(Destination):
             client = httpx.Client(timeout=self._timeout, limits=httpx.Limits(max_keepalive_connections=8))
             self._local.client = client
         return client
+
+    def describe(self) -> str:
+        return f"{self.name} at {self.base_url}"
 
     def close(self) -> None:
         client = getattr(self._local, "client", None)

@@ -31,6 +31,7 @@ class HandoffFilter(django_filters.FilterSet):
     reason_code = django_filters.CharFilter(field_name="reason_code", label="Reason code")
     owner = django_filters.ChoiceFilter(method="filter_owner", label="Owner", empty_label="anyone")
     age = django_filters.ChoiceFilter(choices=AGE_CHOICES, method="filter_age", label="Age", empty_label="any")
+    step = django_filters.CharFilter(field_name="step", label="Workflow step")
     q = django_filters.CharFilter(method="filter_text", label="Search: client, any payload field, key or request")
 
     def __init__(self, data=None, queryset=None, *, request=None, workspace_ids: list[int] | None = None, **kwargs):
@@ -71,9 +72,9 @@ class HandoffFilter(django_filters.FilterSet):
         text = value.strip()
         if not text:
             return queryset
-        number = _REQUEST_NUMBER.fullmatch(text)
-        if number:
-            return queryset.filter(source_ref__startswith=f"request {number.group(1)} ")
+        number = request_number(text)
+        if number is not None:
+            return queryset.filter(source_ref__startswith=f"request {number} ")
         # The payload as JSON text finds any field's value; client_name is also matched as a value, so
         # a name with accents is found on SQLite too (which stores JSON with \u escapes).
         return (queryset.annotate(payload_text=Cast("payload", TextField()))
@@ -83,3 +84,9 @@ class HandoffFilter(django_filters.FilterSet):
 
 # "42" or "request 42": a request number, matched against the source reference, never inside other ids.
 _REQUEST_NUMBER = re.compile(r"(?:request\s+)?(\d+)", re.IGNORECASE)
+
+
+def request_number(text: str) -> int | None:
+    """The request number a search names ("42" or "request 42"), else None; the list and admin share it."""
+    match = _REQUEST_NUMBER.fullmatch(text.strip())
+    return int(match.group(1)) if match else None

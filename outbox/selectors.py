@@ -4,7 +4,7 @@ from collections.abc import Iterable
 
 from django.db.models import QuerySet
 
-from outbox.models import NEEDS_PERSON_STATES, Attempt, Handoff, HandoffEvent
+from outbox.models import NEEDS_PERSON_STATES, Attempt, AttemptOutcome, Handoff, HandoffEvent, HandoffState
 
 # Console reads, not the outbox core: the rule that spans findings is reconciliation's.
 from reconciliation.selectors import needing_person_counts
@@ -96,3 +96,18 @@ def instance_status(handoffs: list[Handoff]) -> str:
     if last is None or last.state != HandoffState.DELIVERED or last.plan:
         return "running"
     return "complete" if all(h.work_status == "done" for h in steps) else "delivered, work not done yet"
+
+
+def last_successful_step(handoff: Handoff) -> str:
+    """The furthest step of approve -> record -> send -> validated receipt that the handoff completed."""
+    if handoff.state == HandoffState.DELIVERED:
+        return f"receipt validated at {handoff.delivered_at:%Y-%m-%d %H:%M} UTC: task {handoff.destination_id}"
+    answered = (
+        Attempt.objects.filter(handoff_id=handoff.pk, status_code__isnull=False)
+        .exclude(outcome__in=(AttemptOutcome.IN_PROGRESS, AttemptOutcome.SKIPPED)).order_by("-number").first()
+    )
+    if answered is not None:
+        return (f"sent: attempt {answered.number} reached the receiver at {answered.started_at:%Y-%m-%d %H:%M} UTC "
+                f"and was answered HTTP {answered.status_code}")
+    return (f"approved and recorded in the outbox at {handoff.created_at:%Y-%m-%d %H:%M} UTC; "
+            f"{handoff.attempts} attempt(s), none answered by the receiver")

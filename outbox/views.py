@@ -24,6 +24,7 @@ from approvals.querystring import BadQueryValue, keyset_cursor, parse_keyset_cur
 from approvals.selectors import console_nav, is_operator_of, operators_of, revision_by_id, workspace_ids_for
 from config.htmx import HtmxHttpRequest
 from outbox import dispatcher, services
+from outbox.destinations import get_destination
 from outbox.errors import AssigneeNotOperator, CompensationBlocked, InvalidActionInput, OutboxError, RiskNotConfirmed
 from outbox.filters import HandoffFilter
 from outbox.guidance import BULK_ELIGIBLE_STATES, available_actions, in_backoff, next_step, retry_is_risky
@@ -38,6 +39,7 @@ from outbox.selectors import (
     instance_handoffs,
     instance_status,
     keyset_page,
+    last_successful_step,
 )
 from outbox.steps import compensation_plan
 from reconciliation import services as reconciliation_services
@@ -47,7 +49,7 @@ from reconciliation.selectors import live_findings_of, repairs_of
 PAGE_SIZE = 50
 # A bulk action runs inside the web request; above this many matches it asks for a narrower filter.
 BULK_LIMIT = 1000
-FILTER_FIELDS = ("workspace", "state", "failure_class", "owner", "age", "q")
+FILTER_FIELDS = ("workspace", "state", "failure_class", "owner", "age", "step", "q")
 
 
 # --- list ---------------------------------------------------------------------------------
@@ -242,6 +244,9 @@ def _panel_context(request: HtmxHttpRequest, handoff: Handoff, result: dict | No
         "version": handoff.updated_at.isoformat(),
         "result": result,
         "instance": _instance_context(handoff, is_operator),
+        "destination": get_destination().describe() if handoff.destination == get_destination().name
+        else handoff.destination,
+        "last_successful_step": last_successful_step(handoff),
     }
 
 

@@ -27,8 +27,9 @@ from django.urls import reverse
 from django.utils import timezone
 
 from approvals.models import Membership, Role
-from outbox.models import OPEN_STATES, Attempt, AttemptOutcome, Handoff, HandoffState
+from outbox.models import OPEN_STATES, Handoff, HandoffState
 from outbox.redaction import redact_text
+from outbox.selectors import last_successful_step
 from outbox.signing import signed_headers
 from reconciliation import next_actions
 from reconciliation.models import AlertKind, AlertRecord, AlertSeverity, Finding, FindingStatus
@@ -66,21 +67,6 @@ def _absolute(path: str) -> str:
 
 def handoff_link(handoff_id: int) -> str:
     return _absolute(reverse("outbox:detail", args=[handoff_id]))
-
-
-def last_successful_step(handoff: Handoff) -> str:
-    """The furthest step of approve -> record -> send -> validated receipt that the handoff completed."""
-    if handoff.state == S.DELIVERED:
-        return f"receipt validated at {handoff.delivered_at:%Y-%m-%d %H:%M} UTC: task {handoff.destination_id}"
-    answered = (
-        Attempt.objects.using(DB).filter(handoff_id=handoff.pk, status_code__isnull=False)
-        .exclude(outcome__in=(AttemptOutcome.IN_PROGRESS, AttemptOutcome.SKIPPED)).order_by("-number").first()
-    )
-    if answered is not None:
-        return (f"sent: attempt {answered.number} reached the receiver at {answered.started_at:%Y-%m-%d %H:%M} UTC "
-                f"and was answered HTTP {answered.status_code}")
-    return (f"approved and recorded in the outbox at {handoff.created_at:%Y-%m-%d %H:%M} UTC; "
-            f"{handoff.attempts} attempt(s), none answered by the receiver")
 
 
 def handoff_item(handoff: Handoff) -> AlertItem:

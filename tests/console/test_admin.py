@@ -115,3 +115,16 @@ def test_admin_shows_payloads_redacted_like_the_console(world, support):
                                        payload_hash="h")
     task_page = support.get(f"/admin/delivery/receivertask/{task.pk}/change/")
     assert task_page.status_code == 200 and b"ceo@acme.example" not in task_page.content
+
+
+def test_admin_search_for_request_42_finds_request_42_only_not_task_ids_containing_42(world, support):
+    from outbox.models import Handoff
+    from tests.factories import HandoffFactory
+
+    HandoffFactory(number=42, state=HandoffState.DELIVERED, destination_id="f00d-4200-beef")
+    HandoffFactory(number=7, state=HandoffState.DELIVERED, destination_id="aa42aa-0000-4242")
+    HandoffFactory(number=420, state=HandoffState.DELIVERED, destination_id="bb-1111")
+    body = support.get("/admin/outbox/handoff/", {"q": "request 42"}).content.decode()
+    keys = set(Handoff.objects.values_list("action_key", flat=True))
+    shown = {key for key in keys if key in body}
+    assert shown == {"onboarding:7:42:1"}

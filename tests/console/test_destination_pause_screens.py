@@ -27,3 +27,18 @@ def test_a_paused_destination_shows_on_the_health_page_and_on_a_waiting_handoff(
     detail = client.get(f"/handoffs/{handoff.pk}/").content.decode()
     assert "Waiting: destination receiver is paused." in detail
     assert "Rotate or restore the signing secret" in detail
+
+
+def test_the_handoff_page_names_its_destination_and_the_last_successful_step(world):
+    from outbox.dispatcher import drain
+
+    handoff = approve(world)
+    client = Client()
+    client.force_login(world["olga"])
+    before = client.get(f"/handoffs/{handoff.pk}/").content.decode()
+    assert "receiver (in process)" in before
+    assert "approved and recorded in the outbox" in before and "none answered by the receiver" in before
+    drain()
+    handoff.refresh_from_db()
+    after = client.get(f"/handoffs/{handoff.pk}/").content.decode()
+    assert "receipt validated at" in after and f"task {handoff.destination_id}" in after
