@@ -50,12 +50,15 @@ class RequestState(models.TextChoices):
 
 # The allowed moves of a request revision, readable in one place.
 REQUEST_TRANSITIONS: dict[str, frozenset[str]] = {
-    RequestState.RECEIVED: frozenset({RequestState.VALIDATED, RequestState.REJECTED, RequestState.SUPERSEDED}),
-    RequestState.VALIDATED: frozenset({RequestState.AWAITING_APPROVAL, RequestState.SUPERSEDED}),
+    RequestState.RECEIVED: frozenset(
+        {RequestState.VALIDATED, RequestState.REJECTED, RequestState.SUPERSEDED, RequestState.CANCELLED}),
+    RequestState.VALIDATED: frozenset(
+        {RequestState.AWAITING_APPROVAL, RequestState.SUPERSEDED, RequestState.CANCELLED}),
     RequestState.AWAITING_APPROVAL: frozenset(
         {RequestState.APPROVED, RequestState.REJECTED, RequestState.CANCELLED, RequestState.SUPERSEDED}
     ),
-    RequestState.APPROVED: frozenset({RequestState.SUPERSEDED}),
+    # An approved request is cancelled only while nothing of it was delivered (else it is compensated).
+    RequestState.APPROVED: frozenset({RequestState.SUPERSEDED, RequestState.CANCELLED}),
     RequestState.REJECTED: frozenset(),
     RequestState.CANCELLED: frozenset(),
     RequestState.SUPERSEDED: frozenset(),
@@ -73,6 +76,11 @@ class Request(models.Model):
     payload_hash = models.CharField(max_length=64)
     state = models.CharField(max_length=24, choices=RequestState.choices, default=RequestState.AWAITING_APPROVAL)
     requested_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    # An approver who corrected the request made this revision: a fresh approval by someone else decides it.
+    corrected_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT,
+                                     related_name="+")
+    # Why a request ended without being carried out (cancelled, rejected, superseded): searchable.
+    reason_code = models.CharField(max_length=40, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

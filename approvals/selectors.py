@@ -247,3 +247,12 @@ def page_named(view_name: str | None) -> dict | None:
         if name == view_name:
             return {"title": title, "audience": AUDIENCE_LABELS[who]}
     return None
+
+
+def may_cancel(user, request: Request) -> bool:
+    """Operators cancel any request of their workspace; a requester their own, before it is decided."""
+    if request.state in (RequestState.CANCELLED, RequestState.REJECTED, RequestState.SUPERSEDED):
+        return False
+    if user_has_role(user, request.workspace_id, Role.OPERATOR):
+        return True
+    return request.requested_by_id == user.pk and request.state == RequestState.AWAITING_APPROVAL

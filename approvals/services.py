@@ -37,7 +37,7 @@ from approvals.models import (
     Workspace,
 )
 from approvals.rules import BUILT_IN_RULES, payload_problems, publish_problems, rules_for, steps_of, steps_problems
-from approvals.selectors import REQUESTER_REVISABLE_STATES
+from approvals.selectors import REQUESTER_REVISABLE_STATES, may_cancel
 from outbox import services as outbox_services
 from outbox.errors import InvalidTransition
 from outbox.models import Handoff, HandoffState
@@ -47,14 +47,16 @@ from outbox.selectors import correction_fields
 DB = "default"
 
 
-def _move(request: Request, to_state: str, *, actor=None, reason: str = "") -> None:
+def _move(request: Request, to_state: str, *, actor=None, reason: str = "", reason_code: str = "") -> None:
     if not request.can_move_to(to_state):
         raise InvalidRequestState(f"{request} is {request.state}; it cannot become {to_state}")
     RequestEvent.objects.create(
-        request=request, from_state=request.state, to_state=to_state, actor=actor, reason=reason
+        request=request, from_state=request.state, to_state=to_state, actor=actor,
+        reason=f"[{reason_code}] {reason}" if reason_code else reason,
     )
     request.state = to_state
-    request.save(update_fields=["state", "updated_at"])
+    request.reason_code = reason_code or request.reason_code
+    request.save(update_fields=["state", "reason_code", "updated_at"])
 
 
 def _validated_payload(workflow: str, payload: object) -> dict:
@@ -70,13 +72,14 @@ def _require_member(user, workspace_id: int, role: str) -> None:
 
 
 def revision_create(*, workflow: str, workspace_id: int, number: int, revision: int, payload: dict,
-                     requested_by, actor, reason: str) -> Request:
+                     requested_by, actor, reason: str, corrected_by=None) -> Request:
     """A new request revision, moved received -> validated -> awaiting approval, each move in its history.
 
     The caller has checked the payload against the rules in force; call inside its transaction."""
     request = Request.objects.create(
         workflow=workflow, workspace_id=workspace_id, number=number, revision=revision, payload=payload,
         payload_hash=payload_hash(payload), state=RequestState.RECEIVED, requested_by=requested_by,
+        corrected_by=corrected_by,
     )
     RequestEvent.objects.create(request=request, from_state="", to_state=request.state, actor=actor, reason=reason)
     _move(request, RequestState.VALIDATED, actor=actor, reason=f"payload passes rules {rules_for(workflow).version}")
@@ -128,6 +131,8 @@ def _decide(*, workspace_id: int, number: int, revision: int, actor, payload_has
     _require_member(actor, request.workspace_id, Role.APPROVER)
     if request.requested_by_id == actor.pk:
         raise ApprovalDenied("a requester cannot decide their own request")
+    if request.corrected_by_id == actor.pk:
+        raise ApprovalDenied("the approver who corrected a request cannot also approve it: another approver decides")
     _require_newest(request)
     if request.payload_hash != payload_hash:
         raise StaleRevision(f"{request} changed since it was shown: the payload hash does not match")
@@ -193,7 +198,7 @@ def request_reject(*, workspace_id: int, number: int, revision: int, actor, payl
     return request
 
 
-def revision_add_locked(current: Request, *, payload: dict, actor, reason: str = "") -> Request:
+def revision_add_locked(current: Request, *, payload: dict, actor, reason: str = "", corrected_by=None) -> Request:
     """The next revision after `current`, the newest revision, locked by the caller inside its transaction.
 
     One still undecided is superseded; a decided one (approved, rejected, cancelled) stays exactly as it
@@ -203,7 +208,7 @@ def revision_add_locked(current: Request, *, payload: dict, actor, reason: str =
     return revision_create(
         workflow=current.workflow, workspace_id=current.workspace_id, number=current.number,
         revision=current.revision + 1, payload=payload, requested_by=current.requested_by, actor=actor,
-        reason=reason or f"revision {current.revision + 1}",
+        reason=reason or f"revision {current.revision + 1}", corrected_by=corrected_by,
     )
 
 
@@ -423,3 +428,51 @@ def support_staff_enroll(*, user) -> None:
         user.is_superuser = False
         user.save(update_fields=["is_staff", "is_superuser"])
         user.groups.set([group])
+
+
+# --- Approvers correct, anyone entitled cancels ------------------------------------------------------
+
+def request_correct_by_approver(*, workspace_id: int, number: int, revision: int, actor, payload_hash: str,
+                                edits: dict[str, str], reason: str, workflow: str = "onboarding") -> Request:
+    """An approver sends the request back changed: a new revision with the approver's change and reason,
+    which needs a fresh approval by another approver (the corrector may not approve it)."""
+    if not reason.strip():
+        raise InvalidPayload(["a reason is required to correct a request"])
+    with transaction.atomic(using=DB):
+        current = _locked_revision(workspace_id=workspace_id, number=number, revision=revision, workflow=workflow)
+        _require_member(actor, workspace_id, Role.APPROVER)
+        if current.requested_by_id == actor.pk:
+            raise ApprovalDenied("a requester cannot correct their own request as its approver")
+        _require_newest(current)
+        if current.payload_hash != payload_hash:
+            raise StaleRevision(f"{current} changed since it was shown: the payload hash does not match")
+        if current.state != RequestState.AWAITING_APPROVAL:
+            raise InvalidRequestState(f"{current} is {current.get_state_display().lower()}, not awaiting approval")
+        payload = _validated_payload(workflow, {**current.payload, **{k: v for k, v in edits.items() if v != ""}})
+        return revision_add_locked(current, payload=payload, actor=actor, corrected_by=actor,
+                                   reason=f"corrected by approver {actor}: {reason}")
+
+
+def _may_cancel(actor, request: Request) -> None:
+    if not may_cancel(actor, request):
+        raise ApprovalDenied("a request is cancelled by its requester before it is decided, or by an operator")
+
+
+def request_cancel(*, workspace_id: int, number: int, actor, reason: str, workflow: str = "onboarding") -> Request:
+    """Cancel a request, whatever its state: before approval it is cancelled; approved with nothing delivered,
+    its waiting handoffs are cancelled with it; once a step was delivered, cancelling means compensating
+    (`outbox.services.instance_compensate`), which this refuses to do silently."""
+    if not reason.strip():
+        raise InvalidPayload(["a reason is required to cancel a request"])
+    with transaction.atomic(using=DB):
+        current = (Request.objects.select_for_update(no_key=True)
+                   .filter(workspace_id=workspace_id, workflow=workflow, number=number).order_by("-revision").first())
+        if current is None:
+            raise RequestNotFound(f"no {workflow} request {number} in workspace {workspace_id}")
+        _may_cancel(actor, current)
+        code = "cancelled_by_requester" if current.requested_by_id == actor.pk else "cancelled_by_operator"
+        if current.state == RequestState.APPROVED:
+            outbox_services.instance_cancel(instance_key=current.action_key, actor=actor, reason=reason,
+                                            reason_code=code)
+        _move(current, RequestState.CANCELLED, actor=actor, reason=reason, reason_code=code)
+        return current

@@ -19,7 +19,8 @@ from approvals.forms import RequestForm
 from approvals.models import Request, RequestState, Role
 from approvals.querystring import BadQueryValue, parse_id, parse_keyset_cursor
 from approvals.rules import rules_for
-from outbox.redaction import redact
+from outbox.errors import OutboxError
+from outbox.redaction import REDACTED, redact
 from outbox.selectors import handoffs_in, keyset_page
 from reconciliation.selectors import needing_person
 
@@ -106,6 +107,8 @@ def _detail_context(request, obj: Request, result: dict | None = None, replaced:
         "can_revise": obj.requested_by_id == request.user.pk and newest is not None and newest.pk == obj.pk
         and obj.state in selectors.REQUESTER_REVISABLE_STATES,
         "result": result,
+        "can_cancel": newest is not None and newest.pk == obj.pk and selectors.may_cancel(request.user, obj),
+        "correctable": [(k, v) for k, v in redact(obj.payload).items() if isinstance(v, str) and v != REDACTED],
         "replaced": replaced,
         "changes": selectors.revision_changes(replaced, obj) if replaced is not None else [],
         "newer_changes": selectors.revision_changes(obj, newest) if newest is not None and newest.pk != obj.pk
@@ -280,3 +283,44 @@ def request_revise(request, workspace_id: int, number: int) -> HttpResponse:
     return render(request, "approvals/request_form.html",
                   _form_context(request, form, rules=rules, current=current, hidden=hidden,
                                 title=f"Revise request {number}"), status=status)
+
+
+# --- Correct (approvers) and cancel ---------------------------------------------------------------------
+
+@require_POST
+@login_required
+def request_correct(request, workspace_id: int, number: int, revision: int) -> HttpResponse:
+    obj = _visible_revision(request, workspace_id, number, revision)
+    edits = {key.removeprefix("field_"): value for key, value in request.POST.items() if key.startswith("field_")}
+    try:
+        corrected = services.request_correct_by_approver(
+            workspace_id=workspace_id, number=number, revision=revision, actor=request.user, edits=edits,
+            payload_hash=request.POST.get("payload_hash", ""), reason=request.POST.get("reason", ""))
+    except ApprovalsError as exc:
+        return _refused(request, obj, exc)
+    messages.success(request, f"Sent back as revision {corrected.revision}: another approver decides it.")
+    return redirect(_detail_url(corrected))
+
+
+@require_POST
+@login_required
+def request_cancel(request, workspace_id: int, number: int) -> HttpResponse:
+    obj = selectors.current_revision(workspace_id=workspace_id, number=number, workflow="onboarding")
+    if obj is None or workspace_id not in selectors.workspace_ids_for(request.user):
+        raise Http404("no such request")
+    try:
+        services.request_cancel(workspace_id=workspace_id, number=number, actor=request.user,
+                                reason=request.POST.get("reason", ""))
+    except (ApprovalsError, OutboxError) as exc:
+        return _refused(request, obj, exc)
+    messages.success(request, f"Request {number} cancelled.")
+    return redirect(_detail_url(obj))
+
+
+def _refused(request, obj: Request, exc: Exception) -> HttpResponse:
+    """The request page again, saying why nothing was done (403, 409 or 422)."""
+    status = 403 if isinstance(exc, ApprovalDenied) else 422 if isinstance(exc, InvalidPayload) else 409
+    text = "; ".join(exc.reasons) if isinstance(exc, InvalidPayload) else str(exc)
+    context = _detail_context(request, obj, {"level": "error", "text": f"Not done: {text}."})
+    return render(request, "approvals/detail.html", {**context, "nav": selectors.console_nav(request.user)},
+                  status=status)

@@ -800,3 +800,20 @@ def handoff_residual_repaired(*, handoff_id: int, actor, reason: str) -> Handoff
     with transaction.atomic(using=DB):
         _mark_compensation(handoff_id, CompensationState.REPAIRED, actor=actor, reason=reason)
         return Handoff.objects.using(DB).get(pk=handoff_id)
+
+
+def instance_cancel(*, instance_key: str, actor, reason: str, reason_code: str) -> int:
+    """Cancel the handoffs of an instance that nothing was delivered for (its request is cancelled): each
+    one waiting is cancelled with the reason code. Refused when a step was delivered (compensate instead)
+    or when an outcome is unknown. Returns how many were cancelled."""
+    with transaction.atomic(using=DB):
+        handoffs = _instance_locked(instance_key)
+        plan = compensation_plan(handoffs)
+        if plan.blockers:
+            raise CompensationBlocked("; ".join(plan.blockers))
+        if plan.reverse or plan.residual:
+            raise CompensationBlocked(f"{instance_key}: a step was already delivered; compensate it instead")
+        for handoff in plan.cancel:
+            handoff_transition(handoff, S.CANCELLED, actor=actor, action="cancel", reason=reason,
+                               reason_code=reason_code)
+        return len(plan.cancel)
