@@ -65,6 +65,13 @@ def awaiting_counts_by_workspace(workspace_ids: list[int]) -> dict[int, int]:
     return dict(rows)
 
 
+def _counts_where(roles: dict[int, set], role: str, counts_of) -> dict[int, int]:
+    """The count for each workspace where the user holds `role` (0 when nothing waits); none elsewhere."""
+    ids = [ws for ws, held in roles.items() if role in held]
+    counts = counts_of(ids) if ids else {}
+    return {ws: counts.get(ws, 0) for ws in ids}
+
+
 def console_nav(user) -> list[dict]:
     """The user's workspaces with their roles and what waits for them there (three queries)."""
     from outbox.selectors import open_counts_by_workspace
@@ -73,19 +80,12 @@ def console_nav(user) -> list[dict]:
     if not roles:
         return []
     names = dict(Workspace.objects.filter(id__in=list(roles)).values_list("id", "name"))
-    approver_ws = [ws for ws, rs in roles.items() if Role.APPROVER in rs]
-    operator_ws = [ws for ws, rs in roles.items() if Role.OPERATOR in rs]
-    awaiting = awaiting_counts_by_workspace(approver_ws) if approver_ws else {}
-    attention = open_counts_by_workspace(operator_ws) if operator_ws else {}
+    awaiting = _counts_where(roles, Role.APPROVER, awaiting_counts_by_workspace)
+    attention = _counts_where(roles, Role.OPERATOR, open_counts_by_workspace)
     return [
-        {
-            "id": ws,
-            "name": names.get(ws, f"Workspace {ws}"),
-            "roles": rs,
-            "awaiting": awaiting.get(ws, 0) if ws in approver_ws else None,
-            "attention": attention.get(ws, 0) if ws in operator_ws else None,
-        }
-        for ws, rs in sorted(roles.items())
+        {"id": ws, "name": names.get(ws, f"Workspace {ws}"), "roles": held, "awaiting": awaiting.get(ws),
+         "attention": attention.get(ws)}
+        for ws, held in sorted(roles.items())
     ]
 
 

@@ -79,23 +79,43 @@ def instance_handoffs(instance_key: str) -> list[Handoff]:
     return sorted(rows, key=lambda h: (h.kind != "action", h.step_index if h.kind == "action" else -h.step_index))
 
 
-def instance_status(handoffs: list[Handoff]) -> str:
-    """Where a workflow instance stands, from its handoffs: complete only when every step's work is done."""
-    from outbox.models import CompensationState, HandoffKind, HandoffState
+def _compensation_status(steps: list[Handoff]) -> str:
+    from outbox.models import CompensationState
 
-    if any(h.state in NEEDS_PERSON_STATES or h.compensation_state == CompensationState.RESIDUAL for h in handoffs):
-        return "needs a person"
-    compensations = [h for h in handoffs if h.kind == HandoffKind.COMPENSATION]
-    steps = [h for h in handoffs if h.kind == HandoffKind.ACTION]
-    if compensations or any(h.compensation_state for h in steps):
-        planned = any(h.compensation_state == CompensationState.PLANNED for h in steps)
-        return "compensating" if planned else "compensated"
-    if steps and all(h.state == HandoffState.CANCELLED for h in steps):
-        return "cancelled"
+    return "compensating" if any(h.compensation_state == CompensationState.PLANNED for h in steps) else "compensated"
+
+
+def _progress_status(steps: list[Handoff]) -> str:
     last = max(steps, key=lambda h: h.step_index, default=None)
     if last is None or last.state != HandoffState.DELIVERED or last.plan:
         return "running"
     return "complete" if all(h.work_status == "done" for h in steps) else "delivered, work not done yet"
+
+
+def _needs_person(handoff: Handoff) -> bool:
+    from outbox.models import CompensationState
+
+    return handoff.state in NEEDS_PERSON_STATES or handoff.compensation_state == CompensationState.RESIDUAL
+
+
+def _compensated(handoffs: list[Handoff], steps: list[Handoff]) -> bool:
+    return len(steps) < len(handoffs) or any(h.compensation_state for h in steps)
+
+
+def _cancelled(steps: list[Handoff]) -> bool:
+    return bool(steps) and all(h.state == HandoffState.CANCELLED for h in steps)
+
+
+def instance_status(handoffs: list[Handoff]) -> str:
+    """Where a workflow instance stands, from its handoffs: complete only when every step's work is done."""
+    from outbox.models import HandoffKind
+
+    if any(_needs_person(h) for h in handoffs):
+        return "needs a person"
+    steps = [h for h in handoffs if h.kind == HandoffKind.ACTION]
+    if _compensated(handoffs, steps):
+        return _compensation_status(steps)
+    return "cancelled" if _cancelled(steps) else _progress_status(steps)
 
 
 def last_successful_step(handoff: Handoff) -> str:
