@@ -162,35 +162,42 @@ def _stuck_reason(row: SourceRow, *, now: datetime, stuck_before: datetime) -> s
     return ""
 
 
+def _side_problem(src: SourceRow, task: RemoteTask | None) -> tuple[str, bool] | None:
+    """The kind of disagreement between the handoff and the receiver's task, if any, and whether it is an
+    outcome-validation failure (a delivered handoff whose receipt the receiver no longer backs)."""
+    delivered = src.state == S.DELIVERED
+    if task is None:
+        return (K.MISSING_AT_RECEIVER, True) if delivered else None
+    if src.state in NOT_SENT_STATES:
+        return K.ORPHAN_AT_RECEIVER, False
+    if task.payload_hash != src.payload_hash:
+        return K.PAYLOAD_MISMATCH, delivered
+    if delivered and task.task_id != src.destination_id:
+        return K.DESTINATION_MISMATCH, True
+    return None
+
+
+def _orphan(action_key: str, task: RemoteTask | None) -> list[Problem]:
+    if task is None:
+        return []
+    workflow, workspace = _key_parts(action_key)
+    return [_problem(K.ORPHAN_AT_RECEIVER, action_key, {"found": False}, receiver_evidence(task), workflow=workflow,
+                     workspace_id=workspace)]
+
+
 def classify(
     action_key: str, src: SourceRow | None, task: RemoteTask | None, *, now: datetime, stuck_before: datetime
 ) -> list[Problem]:
     """Every problem one key has, given what each side says about it."""
-    rcv = receiver_evidence(task)
     if src is None:
-        if task is None:
-            return []
-        workflow, workspace = _key_parts(action_key)
-        return [_problem(K.ORPHAN_AT_RECEIVER, action_key, {"found": False}, rcv, workflow=workflow,
-                         workspace_id=workspace)]
-    source = source_evidence(src)
+        return _orphan(action_key, task)
+    rcv, source = receiver_evidence(task), source_evidence(src)
     common = {"handoff_id": src.id, "workspace_id": src.workspace_id, "workflow": src.workflow}
-    delivered = src.state == S.DELIVERED
     problems = []
-    if task is None:
-        if delivered:
-            problems.append(_problem(K.MISSING_AT_RECEIVER, action_key, source, rcv, outcome_validation=True,
-                                     **common))
-    elif src.state in NOT_SENT_STATES:
-        problems.append(_problem(K.ORPHAN_AT_RECEIVER, action_key, source, rcv, **common))
-    elif task.payload_hash != src.payload_hash:
-        problems.append(_problem(K.PAYLOAD_MISMATCH, action_key, source, rcv, outcome_validation=delivered,
-                                 **common))
-    elif delivered and task.task_id != src.destination_id:
-        problems.append(_problem(K.DESTINATION_MISMATCH, action_key, source, rcv, outcome_validation=True,
-                                 **common))
-    stuck = _stuck_reason(src, now=now, stuck_before=stuck_before)
-    if stuck:
+    if side := _side_problem(src, task):
+        kind, validation = side
+        problems.append(_problem(kind, action_key, source, rcv, outcome_validation=validation, **common))
+    if stuck := _stuck_reason(src, now=now, stuck_before=stuck_before):
         problems.append(_problem(K.STUCK, action_key, {**source, "why": stuck}, rcv, **common))
     work_kind, why = _work_reason(src, task, now=now)
     if work_kind:
@@ -436,21 +443,29 @@ class _Merge:
 
     def key(self, key: str, src: SourceKey | None, task: RemoteTask | None) -> None:
         self.compared += 1
-        if src is not None and reports_work(src.state, src.payload_hash, task) and task.status != src.work_status:
-            self.work_statuses[key] = task.status
-            if len(self.work_statuses) >= self.batch_size:
-                self.record_work()
+        self._note_work(key, src, task)
         if not may_have_problems(src, task):
             return
         full = source_row(key) if src is not None else None
         problems = classify(key, full, task, now=self.now, stuck_before=self.stuck_before)
         if any(p.kind in CROSS_SIDE for p in problems):
-            if self.confirmed < self.confirm_limit:
-                self.confirmed += 1
-                problems = _confirm(problems, key, self.destination, now=self.now, stuck_before=self.stuck_before)
-            else:
-                problems = [_unconfirmed(p, "over the confirmation limit of this run") for p in problems]
+            problems = self._confirmed(problems, key)
         self.recorder.add(problems)
+
+    def _note_work(self, key: str, src: SourceKey | None, task: RemoteTask | None) -> None:
+        """Keep the work status the receiver reports for a delivered handoff, written one page at a time."""
+        if src is None or not reports_work(src.state, src.payload_hash, task) or task.status == src.work_status:
+            return
+        self.work_statuses[key] = task.status
+        if len(self.work_statuses) >= self.batch_size:
+            self.record_work()
+
+    def _confirmed(self, problems: list[Problem], key: str) -> list[Problem]:
+        """A cross-side problem is checked on both sides again before it is stored, up to the run's limit."""
+        if self.confirmed >= self.confirm_limit:
+            return [_unconfirmed(p, "over the confirmation limit of this run") for p in problems]
+        self.confirmed += 1
+        return _confirm(problems, key, self.destination, now=self.now, stuck_before=self.stuck_before)
 
     def record_work(self) -> None:
         if self.work_statuses:
@@ -620,6 +635,15 @@ def _lookup(destination: Destination, key: str) -> tuple[RemoteTask | None, str]
         return None, str(exc)
 
 
+def _finish_key_run(run: ReconciliationRun, recorder, *, found: bool, error: str, resolved: int) -> None:
+    run.status = RunStatus.FAILED if error else RunStatus.COMPLETED
+    run.error, run.finished_at = error, timezone.now()
+    run.source_keys, run.receiver_keys, run.keys_compared = 1, int(found), 0 if error else 1
+    run.findings_by_kind, run.new_findings, run.resolved_findings = recorder.by_kind, recorder.new, resolved
+    run.outcome_validation_failures, run.covered_by_repairs = recorder.outcome_validation, recorder.covered
+    run.save(using=DB)
+
+
 def handoff_reconcile_now(*, handoff_id: int, actor, destination: Destination | None = None) -> KeyCheck:
     """Compare one handoff's key with the receiver now; open, update or close its findings at once.
 
@@ -641,12 +665,7 @@ def handoff_reconcile_now(*, handoff_id: int, actor, destination: Destination | 
     recorder.add(problems)
     recorder.flush()
     resolved = 0 if error else _resolve_unseen(run, batch_size=100, now=now, action_key=key)
-    run.status = RunStatus.FAILED if error else RunStatus.COMPLETED
-    run.error, run.finished_at = error, timezone.now()
-    run.source_keys, run.receiver_keys, run.keys_compared = 1, int(task is not None), 0 if error else 1
-    run.findings_by_kind, run.new_findings, run.resolved_findings = recorder.by_kind, recorder.new, resolved
-    run.outcome_validation_failures, run.covered_by_repairs = recorder.outcome_validation, recorder.covered
-    run.save(using=DB)
+    _finish_key_run(run, recorder, found=task is not None, error=error, resolved=resolved)
     check = KeyCheck(run=run, found=None if error else task is not None, lookup_error=error,
                      problems=tuple(FindingKind(k).label.lower() for k in recorder.by_kind))
     handoff_note_check(handoff_id=handoff_id, actor=actor, reason=f"reconcile now: {check.summary()}")
