@@ -2,32 +2,14 @@
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import httpx
-from django.db import connections
 
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def database_url(alias: str) -> str:
-    s = connections[alias].settings_dict
-    host = s.get("HOST") or "/var/run/postgresql"
-    auth = f"{s['USER']}@" if s.get("USER") else ""
-    port = f":{s['PORT']}" if s.get("PORT") else ""
-    if host.startswith("/"):
-        return f"postgres://{auth}{port}/{s['NAME']}?host={host}"
-    return f"postgres://{auth}{host}{port}/{s['NAME']}"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+from tests.processes import ROOT, database_url, free_port
 
 
 class Receiver:

@@ -11,7 +11,6 @@ import os
 import shlex
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -22,23 +21,7 @@ import httpx
 import pytest
 from django.db import connections
 
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def _url(alias: str) -> str:
-    s = connections[alias].settings_dict
-    host = s.get("HOST") or "/var/run/postgresql"
-    auth = f"{s['USER']}@" if s.get("USER") else ""
-    port = f":{s['PORT']}" if s.get("PORT") else ""
-    if host.startswith("/"):
-        return f"postgres://{auth}{port}/{s['NAME']}?host={host}"
-    return f"postgres://{auth}{host}{port}/{s['NAME']}"
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+from tests.processes import ROOT, database_url, free_port
 
 
 class Processes:
@@ -48,8 +31,8 @@ class Processes:
         self.base_env = {
             **os.environ,
             "DJANGO_SETTINGS_MODULE": "config.test_settings",
-            "DATABASE_URL": _url("default"),
-            "DELIVERY_DATABASE_URL": _url("delivery"),
+            "DATABASE_URL": database_url("default"),
+            "DELIVERY_DATABASE_URL": database_url("delivery"),
             "HANDOFF_DESTINATION": "http",
             "HANDOFF_WAKE_ON_COMMIT": "0",
             "PYTHONUNBUFFERED": "1",
@@ -66,7 +49,7 @@ class Processes:
         return proc
 
     def start_receiver(self, *, faults: dict | None = None, threads: int = 16, port: int | None = None) -> str:
-        port = port or _free_port()
+        port = port or free_port()
         env = {**self.base_env, "RECEIVER_FAULTS": json.dumps(faults) if faults else ""}
         self.receiver = self._spawn(
             [str(Path(sys.executable).with_name("gunicorn")), "config.wsgi", "--bind", f"127.0.0.1:{port}",
@@ -174,7 +157,7 @@ class PrivateServer:
     def __init__(self, root: Path):
         self.bindir = _postgres_bindir()
         self.root, self.data, self.sockets = root, root / "data", root / "sockets"
-        self.port = _free_port()
+        self.port = free_port()
         # initdb and postgres refuse to run as root: run them as the postgres user then.
         self.as_root = os.geteuid() == 0
         self.user = getpass.getuser()
