@@ -21,7 +21,7 @@ from approvals.querystring import BadQueryValue, parse_id, parse_keyset_cursor
 from approvals.rules import rules_for
 from outbox.errors import OutboxError
 from outbox.redaction import REDACTED, redact
-from outbox.selectors import handoffs_in, keyset_page
+from outbox.selectors import handoffs_in, instance_handoffs, instance_status, keyset_page
 from reconciliation.selectors import needing_person
 
 PAGE_SIZE = 50
@@ -103,6 +103,14 @@ def _what_the_user_may_do(user, obj: Request, newest: Request | None, is_approve
     }
 
 
+def _steps_of(obj: Request) -> dict:
+    """The handoffs of an approved request's workflow instance, as a timeline, and where it stands."""
+    if obj.state != RequestState.APPROVED:
+        return {"steps": [], "instance_status": ""}
+    steps = instance_handoffs(obj.action_key)
+    return {"steps": steps, "instance_status": instance_status(steps) if steps else ""}
+
+
 def _detail_context(request, obj: Request, result: dict | None = None, replaced: Request | None = None) -> dict:
     """`replaced`: the revision the approver had on screen when this one replaced it (its diff is shown)."""
     newest = selectors.current_revision(workspace_id=obj.workspace_id, number=obj.number, workflow=obj.workflow)
@@ -117,6 +125,7 @@ def _detail_context(request, obj: Request, result: dict | None = None, replaced:
         "events": obj.events.select_related("actor").order_by("at", "id"),
         "decisions": obj.decisions.select_related("decided_by"),
         "handoff": handoffs_in([obj.workspace_id]).filter(source_id=obj.pk).first(),
+        **_steps_of(obj),
         "is_approver": is_approver,
         **_what_the_user_may_do(request.user, obj, newest, is_approver),
         "result": result,

@@ -149,3 +149,16 @@ def test_the_operator_sees_the_steps_and_compensates_from_the_console(world):
         other = Client()
         other.force_login(world[user])
         assert other.post(f"/handoffs/{failed.pk}/compensate", {"reason": "x"}).status_code == status
+
+
+def test_the_request_page_shows_the_steps_as_a_timeline(world):
+    from django.test import Client
+
+    approve_43(world)
+    drain(destination=InProcessDestination())
+    client = Client()
+    client.force_login(world["olga"])
+    page = client.get("/approvals/7/43/1/").content.decode()
+    assert "Steps: needs a person" in page
+    positions = [page.index(f"<code>{INSTANCE}:{step['name']}</code>") for step in STEPS]
+    assert positions == sorted(positions), "the steps in their order"
