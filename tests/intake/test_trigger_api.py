@@ -21,7 +21,9 @@ from tests.intake.triggers import trigger_document
 
 pytestmark = pytest.mark.django_db
 
-EARLIER = datetime.now(tz=UTC) - timedelta(seconds=30)
+def earlier() -> datetime:
+    """Half a minute before now, when the message is signed (not when the module was imported)."""
+    return datetime.now(tz=UTC) - timedelta(seconds=30)
 
 
 def requests_of(reference: str = "crm-1001") -> list[Request]:
@@ -53,7 +55,7 @@ def test_new_trigger_is_accepted_and_awaits_approval_through_received_and_valida
 
 def test_same_trigger_twice_makes_one_request_and_second_answer_is_duplicate(world, send):
     document = trigger_document()
-    first = send(document, msg_id="evt_1", timestamp=EARLIER)
+    first = send(document, msg_id="evt_1", timestamp=earlier())
     events_after_first = RequestEvent.objects.count()
     second = send(document, msg_id="evt_1")
     assert first.status_code == 202
@@ -72,7 +74,7 @@ def test_same_trigger_twice_makes_one_request_and_second_answer_is_duplicate(wor
 
 def test_duplicate_of_a_rejected_trigger_repeats_the_rejection(world, send):
     document = trigger_document(payload={"client_name": ""})
-    first = send(document, msg_id="evt_bad", timestamp=EARLIER)
+    first = send(document, msg_id="evt_bad", timestamp=earlier())
     second = send(document, msg_id="evt_bad")
     assert first.status_code == second.status_code == 422
     assert second.json()["duplicate"] is True
@@ -81,7 +83,7 @@ def test_duplicate_of_a_rejected_trigger_repeats_the_rejection(world, send):
 
 
 def test_reused_webhook_id_with_another_body_is_a_conflict_and_changes_nothing(world, send):
-    send(trigger_document(), msg_id="evt_1", timestamp=EARLIER)
+    send(trigger_document(), msg_id="evt_1", timestamp=earlier())
     before = list(Request.objects.values_list("pk", "state", "payload_hash"))
     response = send(trigger_document(revision=2, payload={**ONBOARDING_PAYLOAD, "plan": "enterprise"}),
                     msg_id="evt_1")

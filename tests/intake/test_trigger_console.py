@@ -11,13 +11,15 @@ from tests.intake.triggers import trigger_document
 
 pytestmark = pytest.mark.django_db
 
-EARLIER = datetime.now(tz=UTC) - timedelta(seconds=30)
+def earlier() -> datetime:
+    """Half a minute before now, when the message is signed (not when the module was imported)."""
+    return datetime.now(tz=UTC) - timedelta(seconds=30)
 
 
 @pytest.fixture
 def received(world, send):
     """One trigger of each outcome in workspace 7, and one accepted in workspace 8."""
-    send(trigger_document(reference="crm-1001", revision=2), msg_id="evt_a", timestamp=EARLIER)
+    send(trigger_document(reference="crm-1001", revision=2), msg_id="evt_a", timestamp=earlier())
     send(trigger_document(reference="crm-1001", revision=2), msg_id="evt_a")
     send(trigger_document(reference="crm-1001", revision=1))
     send(trigger_document(reference="erp-77", payload={"plan": "gold"}))

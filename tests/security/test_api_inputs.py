@@ -46,7 +46,7 @@ class Case:
     method: str = "POST"
     # How the request departs from a well-formed signed JSON call.
     secret: str | None = None
-    signed_at: datetime | None = None
+    signed_at: timedelta | None = None
     headers: dict = field(default_factory=dict)
     content_type: str = "application/json"
     without_length: bool = False
@@ -83,8 +83,9 @@ def raw_trigger(name: str, value: str) -> str:
 
 NAN_PAYLOAD = '{"client_name": "Northwind", "score": NaN}'
 TOO_LONG_ID = "evt_" + "x" * 300
-STALE = datetime.now(tz=UTC) - timedelta(minutes=10)
-FUTURE = datetime.now(tz=UTC) + timedelta(minutes=10)
+# Offsets from the moment of signing, never instants fixed at import: a long run must not age them.
+STALE = timedelta(minutes=-10)
+FUTURE = timedelta(minutes=10)
 ITEMS_OVER_LIMIT = json.dumps({"items": [{"action_key": f"k:{n}", "payload": {"client_name": "n"}}
                                          for n in range(101)]})
 
@@ -177,7 +178,7 @@ def row_counts() -> dict[str, int]:
 def signature_headers(case: Case, text: str) -> dict[str, str]:
     if case.unsigned:
         return {}
-    at = case.signed_at or datetime.now(tz=UTC)
+    at = datetime.now(tz=UTC) + (case.signed_at or timedelta(0))
     message_id = case.headers.get("webhook-id", f"msg_{case.api}_{case.name}")
     signature = Webhook(case.secret_to_sign_with()).sign(message_id, at, text)
     return {"webhook-id": message_id, "webhook-timestamp": str(int(at.timestamp())), "webhook-signature": signature}
@@ -212,7 +213,7 @@ def test_bad_input_gets_a_4xx_with_a_reason_and_writes_nothing_beyond_the_contra
         setattr(settings, *case.setting)
     if case.replay:
         # The very same message twice: one id, one signed timestamp, one signature.
-        case = replace(case, signed_at=datetime.now(tz=UTC))
+        case = replace(case, signed_at=timedelta(0))
         first = send(client, replace(case, replay=False))
         assert first.status_code in (201, 202), first.content
     before = row_counts()
