@@ -21,6 +21,8 @@ BULK_ELIGIBLE_STATES: dict[str, tuple[str, ...]] = {
     "retry": (S.NEEDS_ATTENTION, S.PENDING),
     "reconcile": tuple(NEEDS_PERSON_STATES),
     "assign": tuple(OPEN_STATES),
+    "cancel": (S.PENDING, S.NEEDS_ATTENTION),
+    "acknowledge": (S.NEEDS_ATTENTION,),
 }
 
 

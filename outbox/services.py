@@ -34,6 +34,8 @@ from outbox.models import (
     NEEDS_PERSON_STATES,
     Attempt,
     AttemptOutcome,
+    BulkJob,
+    BulkJobState,
     CompensationState,
     FailureClass,
     Handoff,
@@ -684,7 +686,10 @@ def handoff_note_check(*, handoff_id: int, actor, reason: str, action: str = "re
 
 # --- Bulk actions ---------------------------------------------------------------------------------
 
-BULK_ACTIONS = ("retry", "reconcile", "assign")
+BULK_ACTIONS = ("retry", "reconcile", "assign", "cancel", "acknowledge")
+# More matches than this run as a background job (BulkJob) with visible progress, not in the web request.
+BULK_INLINE_LIMIT = 1000
+BULK_JOB_CHUNK = 100
 
 
 @dataclass
@@ -705,15 +710,81 @@ def _bulk_one(action: str, pk: int, *, actor, owner, reason: str) -> None:
         handoff_retry(handoff_id=pk, actor=actor, reason=reason or "bulk retry")
     elif action == "reconcile":
         handoff_settle(handoff_id=pk, actor=actor)
+    elif action == "cancel":
+        handoff_cancel(handoff_id=pk, actor=actor, reason=reason)
+    elif action == "acknowledge":
+        handoff_acknowledge(handoff_id=pk, actor=actor, reason=reason or "bulk acknowledge")
     else:
         handoff_assign(handoff_id=pk, actor=actor, owner=owner, reason=reason)
+
+
+def _check_bulk(action: str, reason: str) -> None:
+    if action not in BULK_ACTIONS:
+        raise InvalidActionInput(f"unknown bulk action {action!r}")
+    if action == "cancel" and not reason.strip():
+        raise ReasonRequired("a reason is required to cancel handoffs")
+
+
+def bulk_job_start(*, action: str, handoff_ids: list[int], actor, owner=None, reason: str = "") -> BulkJob:
+    """Queue a bulk action over many handoffs for the workers; the operator watches its progress."""
+    _check_bulk(action, reason)
+    with transaction.atomic(using=DB):
+        job = BulkJob.objects.using(DB).create(action=action, actor=actor, owner=owner, reason=reason,
+                                               handoff_ids=list(handoff_ids))
+        transaction.on_commit(lambda: _enqueue_bulk_job_not_rollback_safe(job.pk), using=DB)
+    return job
+
+
+def _enqueue_bulk_job_not_rollback_safe(job_id: int) -> None:
+    if not settings.HANDOFF_WAKE_ON_COMMIT:
+        return  # no cluster to wake (tests run the job themselves)
+    from django_q.tasks import async_task
+
+    async_task("outbox.tasks.bulk_job_run", job_id, q_options={"task_name": f"bulk-job-{job_id}"})
+
+
+def bulk_job_run(*, job_id: int, chunk: int = BULK_JOB_CHUNK) -> BulkJob:
+    """Work through a bulk job from where it stopped, a chunk at a time, writing its progress after each."""
+    claimed = BulkJob.objects.using(DB).filter(pk=job_id).exclude(state=BulkJobState.DONE).update(
+        state=BulkJobState.RUNNING)
+    job = BulkJob.objects.using(DB).get(pk=job_id)
+    while claimed and job.position < job.total:
+        ids = job.handoff_ids[job.position:job.position + chunk]
+        result = handoffs_bulk_apply(action=job.action, handoff_ids=ids, actor=job.actor, owner=job.owner,
+                                     reason=job.reason)
+        job.position += len(ids)
+        job.done += result.done
+        for why, count in result.skipped.items():
+            job.skipped[why] = job.skipped.get(why, 0) + count
+        job.save(using=DB, update_fields=["position", "done", "skipped", "updated_at"])
+    if claimed:
+        job.state, job.finished_at = BulkJobState.DONE, timezone.now()
+        job.save(using=DB, update_fields=["state", "finished_at"])
+    return job
+
+
+BULK_JOB_STALLED_SECONDS = 120
+
+
+def bulk_jobs_resume() -> int:
+    """Run the bulk jobs whose wake-up was lost or whose worker died (not moved for a while); returns how
+    many. Their position makes each continue where it stopped."""
+    stalled = BulkJob.objects.using(DB).exclude(state=BulkJobState.DONE).filter(
+        updated_at__lt=timezone.now() - timedelta(seconds=BULK_JOB_STALLED_SECONDS)).values_list("pk", flat=True)
+    resumed = 0
+    for pk in list(stalled):
+        # Touch it first (a conditional update): of two sweeps, one resumes it.
+        if BulkJob.objects.using(DB).filter(pk=pk, updated_at__lt=timezone.now() - timedelta(
+                seconds=BULK_JOB_STALLED_SECONDS)).update(updated_at=timezone.now()):
+            bulk_job_run(job_id=pk)
+            resumed += 1
+    return resumed
 
 
 def handoffs_bulk_apply(*, action: str, handoff_ids: list[int], actor, owner=None, reason: str = "") -> BulkResult:
     """Apply one action to each handoff, each in its own transaction through the same service as the single
     action; a handoff the action does not fit is skipped with the reason, never half done."""
-    if action not in BULK_ACTIONS:
-        raise InvalidActionInput(f"unknown bulk action {action!r}")
+    _check_bulk(action, reason)
     result = BulkResult(action=action, total=len(handoff_ids))
     for pk in handoff_ids:
         try:

@@ -1,6 +1,6 @@
 """django-q2 tasks. Thin, and safe to run twice: the outbox rows are the truth, not the messages."""
 
-from outbox import dispatcher
+from outbox import dispatcher, services
 
 
 def dispatch_due() -> dict:
@@ -10,9 +10,15 @@ def dispatch_due() -> dict:
 
 def sweep() -> dict:
     stats = dispatcher.sweep()
+    services.bulk_jobs_resume()
     return {
         "expired_leases": stats.expired_leases,
         "settled": stats.settled,
         "claimed": stats.claimed,
         "delivered": stats.delivered,
     }
+
+
+def bulk_job_run(job_id: int) -> dict:
+    job = services.bulk_job_run(job_id=job_id)
+    return {"job": job.pk, "done": job.done, "position": job.position, "total": job.total}

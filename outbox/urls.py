@@ -7,6 +7,7 @@ app_name = "outbox"
 urlpatterns = [
     path("", views.handoff_list, name="list"),
     path("bulk", views.handoff_bulk, name="bulk"),
+    path("bulk/<int:pk>/", views.bulk_job_progress, name="bulk_job"),
     path("<int:pk>/", views.handoff_detail, name="detail"),
     path("<int:pk>/retry", views.handoff_retry, name="retry"),
     path("<int:pk>/reconcile", views.handoff_reconcile, name="reconcile"),
