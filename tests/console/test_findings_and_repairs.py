@@ -283,7 +283,7 @@ def test_detail_with_findings_query_count_is_pinned(world, delivered, django_ass
     delete_receiver_task(delivered)
     reconciliation_run()
     olga = client_for(world["olga"])
-    with django_assert_max_num_queries(16):
+    with django_assert_max_num_queries(17):
         page = olga.get(f"/handoffs/{delivered.pk}/")
     assert page.status_code == 200 and b"handoff-findings" in page.content
 

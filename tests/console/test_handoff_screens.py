@@ -156,7 +156,7 @@ def test_list_is_paged_by_keyset_without_count(world):
 def test_list_query_count_is_pinned_and_does_not_grow(world, rows, django_assert_max_num_queries):
     HandoffFactory.create_batch(rows, state=HandoffState.NEEDS_ATTENTION)
     client = client_for(world["olga"])
-    with django_assert_max_num_queries(11):
+    with django_assert_max_num_queries(12):
         full = client.get("/handoffs/", {"state": "needs_attention"})
     assert len(listed(full)) == min(rows, 50)
     with django_assert_max_num_queries(8):
