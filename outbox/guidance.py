@@ -58,6 +58,9 @@ def available_actions(handoff: Handoff, findings: Sequence = ()) -> list[str]:
     if "reconcile" not in actions and not handoff.with_dispatcher:
         # A read of the receiver; it sends nothing, so it is offered wherever a task may exist.
         actions.insert(0, "reconcile_now")
+    if handoff.step_index > 0:
+        # A later step is not cancelled alone: its workflow is compensated (offered with the steps).
+        actions = [action for action in actions if action != "cancel"]
     return actions
 
 

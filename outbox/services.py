@@ -536,6 +536,11 @@ def handoff_cancel(*, handoff_id: int, actor, reason: str) -> Handoff:
         raise ReasonRequired("a reason is required to cancel a handoff")
     with transaction.atomic(using=DB):
         handoff = _lock(handoff_id)
+        if handoff.kind == HandoffKind.ACTION and handoff.step_index > 0:
+            # Its earlier steps were delivered: cancelling it alone would leave the workflow half done with
+            # nobody asked to finish or reverse it.
+            raise CompensationBlocked(f"{handoff.action_key} is a later step of a partly done workflow: "
+                                      "compensate the workflow instead")
         handoff_transition(handoff, S.CANCELLED, actor=actor, reason=reason, action="cancel",
                            reason_code="cancelled_by_operator")
     return handoff

@@ -10,9 +10,8 @@ every instance is complete, compensated, cancelled, or in front of a person with
 Real services and the in-process receiver, every write committed, both backends. The rows of both
 databases are cleared at the start of each example (the users, workspaces and rules are kept).
 
-Known gap, pinned by a strict xfail at the end: a bare cancel of a later step (its predecessors delivered)
-leaves the instance "running" with nothing left to run and nobody asked; the machine follows such a cancel
-with the compensation the console offers, and drops that when the gap is closed."""
+A later step (its predecessors delivered) cannot be cancelled on its own: the workflow is compensated
+instead, which cancels what was not sent and reverses what was."""
 
 import pytest
 from django.contrib.auth import get_user_model
@@ -224,12 +223,14 @@ class WorkflowMachine(RuleBasedStateMachine):
         instance: the operator stops it and compensates, as the console offers. A bare cancel of a later
         step leaves the instance "running" for nobody: pinned by the strict xfail test below."""
         handoff = self._pick(data, Handoff.objects.filter(kind=HandoffKind.ACTION, state=S.PENDING), "cancelled")
-        handoff_cancel(handoff_id=handoff.pk, actor=self.olga, reason="client withdrew")
-        assert Handoff.objects.get(pk=handoff.pk).state == S.CANCELLED
         if handoff.step_index > 0:
+            with pytest.raises(CompensationBlocked, match="compensate the workflow instead"):
+                handoff_cancel(handoff_id=handoff.pk, actor=self.olga, reason="client withdrew")
+            assert Handoff.objects.get(pk=handoff.pk).state == S.PENDING
             plan = instance_compensate(instance_key=handoff.instance_key, actor=self.olga, reason="client withdrew")
-            assert plan.cancel == [] and plan.reverse, "the delivered steps before it are reversed"
+            assert [h.pk for h in plan.cancel] == [handoff.pk] and plan.reverse, "the delivered steps are reversed"
         else:
+            handoff_cancel(handoff_id=handoff.pk, actor=self.olga, reason="client withdrew")
             assert instance_status(instance_handoffs(handoff.instance_key)) == "cancelled"
 
     @precondition(lambda self: self.approved)
@@ -358,14 +359,14 @@ def test_workflow_instances_keep_their_invariants_in_any_order_of_faults_and_act
     )
 
 
-@pytest.mark.xfail(strict=True, reason="a bare cancel of a later step leaves a partly done instance 'running': "
-                   "nothing moves it on and nobody is asked to (instance_status, handoff_cancel)")
-def test_cancelling_a_later_step_puts_the_partly_done_instance_in_front_of_a_person(world):
+def test_a_later_step_of_a_partly_done_instance_is_not_cancelled_alone(world):
     request = make_request(world["w7"], 51, world["bob"], payload=dict(ONBOARDING_PAYLOAD))
     first = request_approve(workspace_id=7, number=51, revision=1, actor=world["alice"],
                             payload_hash=request.payload_hash)
     dispatch_batch(destination=receiver(), limit=1, handoff_id=first.pk)
     second = Handoff.objects.get(action_key=f"{instance_key(51)}:provision_account")
-    handoff_cancel(handoff_id=second.pk, actor=world["olga"], reason="client withdrew")
+    with pytest.raises(CompensationBlocked, match="compensate the workflow instead"):
+        handoff_cancel(handoff_id=second.pk, actor=world["olga"], reason="client withdrew")
+    instance_compensate(instance_key=instance_key(51), actor=world["olga"], reason="client withdrew")
     sweep(destination=receiver())
-    assert instance_status(instance_handoffs(instance_key(51))) in ENDINGS
+    assert instance_status(instance_handoffs(instance_key(51))) == "compensated"
