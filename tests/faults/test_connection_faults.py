@@ -20,7 +20,9 @@ pytestmark = [pytest.mark.postgres, pytest.mark.faults]
 S = HandoffState
 LEASE = "3"
 KILL_ROUNDS = 8
-KILL_EVERY = 2.0
+# Each kill waits until the dispatchers have reconnected and delivered this many more: the rounds follow
+# the run's progress, not a clock, so a fast machine cannot finish the run between two kills.
+PROGRESS_BETWEEN_KILLS = 20
 
 
 def _terminate(cursor, app_prefix: str) -> int:
@@ -45,17 +47,19 @@ def test_dispatcher_connections_terminated_repeatedly_mid_run_all_delivered_once
     dispatchers = start_two_dispatchers(processes, app_prefix)
 
     kills_mid_run = []  # (backends terminated, handoffs not yet delivered) per round
-    deadline = time.monotonic() + 60
+    delivered_at_last_kill = -PROGRESS_BETWEEN_KILLS
+    deadline = time.monotonic() + 120
     while len(kills_mid_run) < KILL_ROUNDS and time.monotonic() < deadline:
-        undelivered = Handoff.objects.exclude(state=S.DELIVERED).count()
-        if undelivered == 0:
+        delivered = Handoff.objects.filter(state=S.DELIVERED).count()
+        if delivered == len(keys):
             break
-        with connections["default"].cursor() as cursor:
-            terminated = _terminate(cursor, app_prefix)
-        if terminated:
-            kills_mid_run.append((terminated, undelivered))
-        # Pacing of the fault, not synchronisation: the dispatchers reconnect and deliver a little between kills.
-        time.sleep(KILL_EVERY)
+        if delivered >= delivered_at_last_kill + PROGRESS_BETWEEN_KILLS:
+            with connections["default"].cursor() as cursor:
+                terminated = _terminate(cursor, app_prefix)
+            if terminated:
+                kills_mid_run.append((terminated, len(keys) - delivered))
+                delivered_at_last_kill = delivered
+        time.sleep(0.02)
     assert len(kills_mid_run) == KILL_ROUNDS, f"connections terminated mid-run only {len(kills_mid_run)} times"
     wait_until(lambda: not Handoff.objects.exclude(state=S.DELIVERED).exists(), timeout=120,
                what="every handoff delivered after the kills", procs=dispatchers)
