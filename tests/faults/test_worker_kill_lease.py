@@ -30,7 +30,9 @@ def held_by(worker: str, ids) -> Q:
 
 def test_killed_dispatchers_claims_are_expired_and_settled_within_lease_plus_5s_while_the_drain_goes_on(processes):
     keys = make_handoffs(2000)
-    processes.start_receiver()
+    # Every answer takes 10 ms more: the drain lasts at least 20 s however fast the machine, so the
+    # settlement below is measured while it goes on.
+    processes.start_receiver(faults={"fraction": 1.0, "kinds": ["slow"], "slow_seconds": 0.01, "seed": 1})
     overrides = {"HANDOFF_LEASE_SECONDS": str(LEASE_SECONDS)}
     survivor = processes.start_dispatcher("survivor", **overrides)
     victim = processes.start_dispatcher("victim", **overrides)
