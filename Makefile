@@ -32,7 +32,7 @@ chromium:
 
 test-sqlite: $(STAMP)
 	@echo "== test suite on SQLite (embedded default) =="
-	env -u DATABASE_URL -u DELIVERY_DATABASE_URL $(VENV)/bin/pytest -m "not postgres and not browser"
+	env -u DATABASE_URL -u DELIVERY_DATABASE_URL $(VENV)/bin/pytest -m "not postgres and not browser and not demo"
 
 test-postgres: $(STAMP) postgres chromium
 	@echo "== test suite on PostgreSQL (incl. fault and browser tests) =="

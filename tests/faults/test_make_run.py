@@ -1,0 +1,96 @@
+"""`make run` as a newcomer meets it, in a copy of the tree: it serves on the PORT asked for, with the
+console's own pages; Ctrl-C (SIGINT) stops everything and ends with status 0; a second run serves the same
+data; the documented command resets the demo passwords."""
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.processes import ROOT, free_port
+
+pytestmark = [pytest.mark.demo]
+
+
+@pytest.fixture
+def checkout(tmp_path) -> Path:
+    """The tracked files, as a fresh clone has them, with the project's virtualenv."""
+    copy = tmp_path / "checkout"
+    files = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True).stdout
+    for name in filter(None, files.decode().split("\0")):
+        target = copy / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        source = ROOT / name
+        if source.is_file():
+            target.write_bytes(source.read_bytes())
+    (copy / ".venv").symlink_to(Path(sys.prefix))
+    return copy
+
+
+def clean_env() -> dict[str, str]:
+    keep = ("PATH", "HOME", "LANG", "PGHOST")
+    return {name: os.environ[name] for name in keep if name in os.environ}
+
+
+def start(checkout: Path, port: int, log: Path) -> subprocess.Popen:
+    return subprocess.Popen(["bash", "scripts/run_local.sh"], cwd=checkout, env={**clean_env(), "PORT": str(port)},
+                            stdout=log.open("wb"), stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+
+
+def wait_for_login_page(port: int, proc: subprocess.Popen, log: Path) -> httpx.Response:
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, log.read_text()[-3000:]
+        try:
+            response = httpx.get(f"http://127.0.0.1:{port}/accounts/login/", timeout=2)
+            if response.status_code == 200:
+                return response
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.3)
+    raise AssertionError("make run never served the login page:\n" + log.read_text()[-3000:])
+
+
+def stop_with_ctrl_c(proc: subprocess.Popen) -> int:
+    proc.send_signal(signal.SIGINT)
+    return proc.wait(timeout=60)
+
+
+def password_works(checkout: Path, username: str, password: str) -> bool:
+    code = ("from django.contrib.auth import get_user_model; "
+            f"print(get_user_model().objects.get(username={username!r}).check_password({password!r}))")
+    env = {**clean_env(), **dict(line.split("=", 1) for line in (checkout / "var/run.env").read_text().split())}
+    done = subprocess.run([".venv/bin/python", "manage.py", "shell", "-c", code], cwd=checkout, env=env,
+                          capture_output=True, text=True, timeout=60)
+    return done.stdout.strip().splitlines()[-1:] == ["True"]
+
+
+def test_make_run_twice_on_a_port_stops_cleanly_and_keeps_its_data(checkout, tmp_path):
+    port = free_port()
+    first = start(checkout, port, tmp_path / "first.log")
+    login = wait_for_login_page(port, first, tmp_path / "first.log")
+    assert "Sign in" in login.text
+    missing = httpx.get(f"http://127.0.0.1:{port}/no-such-page/", timeout=5)
+    assert missing.status_code == 404 and "URLconf" not in missing.text, "the console's own 404, DEBUG off"
+    assert stop_with_ctrl_c(first) == 0
+    first_log = (tmp_path / "first.log").read_text()
+    password = re.search(r"Password for every demo user: (\S+)", first_log).group(1)
+
+    second = start(checkout, port, tmp_path / "second.log")
+    wait_for_login_page(port, second, tmp_path / "second.log")
+    assert stop_with_ctrl_c(second) == 0
+    assert "demo data already loaded" in (tmp_path / "second.log").read_text()
+    assert password_works(checkout, "alice", password), "the second run serves the same data"
+
+    env = {**clean_env(), **dict(line.split("=", 1) for line in (checkout / "var/run.env").read_text().split())}
+    reset = subprocess.run([".venv/bin/python", "manage.py", "demo_passwords", "--password", "new-demo-pass-1234"],
+                           cwd=checkout, env=env, capture_output=True, text=True, timeout=60)
+    assert reset.returncode == 0, reset.stderr
+    assert password_works(checkout, "alice", "new-demo-pass-1234")
+    assert not password_works(checkout, "alice", password)
