@@ -27,7 +27,8 @@ def handoff(state, failure_class="", **fields) -> Handoff:
         (handoff(S.NEEDS_ATTENTION, F.CONFLICT), "correct", "do not send again"),
         (handoff(S.NEEDS_ATTENTION, F.CREDENTIAL), "retry", "credentials"),
         (handoff(S.NEEDS_ATTENTION, F.TRANSIENT, reason_code="retries_exhausted"), "retry", "Retries ran out"),
-        (handoff(S.PENDING, F.TRANSIENT, attempts=2, next_attempt_at=timezone.now() + timedelta(minutes=3)),
+        # Built when the test runs (not at collection), so that "in three minutes" is still ahead.
+        (lambda: handoff(S.PENDING, F.TRANSIENT, attempts=2, next_attempt_at=timezone.now() + timedelta(minutes=3)),
          "run_now", "temporary failure"),
         (handoff(S.PENDING), "", "Queued"),
         (handoff(S.IN_FLIGHT), "", "Being sent"),
@@ -37,6 +38,7 @@ def handoff(state, failure_class="", **fields) -> Handoff:
     ],
 )
 def test_next_step_for_each_state(h, recommended, headline_has):
+    h = h() if callable(h) else h
     guidance = next_step(h)
     assert guidance.recommended == recommended
     assert headline_has in guidance.headline
