@@ -23,7 +23,8 @@ from bench.harness import Bench  # noqa: E402
 FILL_SQL = """
 INSERT INTO outbox_handoff (action_key, workflow, workspace_id, source_ref, source_id, rule_version, payload,
     payload_hash, destination, state, attempts, attempts_in_run, next_attempt_at, lease_owner, fencing_epoch,
-    destination_id, failure_class, reason_code, last_error, created_at, updated_at, delivered_at, owner_id)
+    destination_id, failure_class, reason_code, last_error, created_at, updated_at, delivered_at, owner_id,
+    instance_key, step, step_index, kind, plan, compensation_state, compensation_operation, work_status, receipt)
 SELECT 'onboarding:' || ws || ':' || n || ':1', 'onboarding', ws, 'request ' || n || ' revision 1', n,
     'onboarding-v1', ('{"client_name":"Client ' || n || '","plan":"standard"}')::jsonb, md5(n::text) || md5(n::text),
     'receiver', st,
@@ -36,7 +37,8 @@ SELECT 'onboarding:' || ws || ':' || n || ':1', 'onboarding', ws, 'request ' || 
     CASE st WHEN 'needs_attention' THEN 'retries_exhausted' WHEN 'uncertain' THEN 'response_lost'
             WHEN 'pending' THEN 'http_503' ELSE '' END,
     '', created, created, CASE WHEN st = 'delivered' THEN created ELSE NULL END,
-    CASE WHEN n %% 3 = 0 THEN %(owner)s ELSE NULL END
+    CASE WHEN n %% 3 = 0 THEN %(owner)s ELSE NULL END,
+    '', '', 0, 'action', '[]'::jsonb, '', '', '', '{}'::jsonb
 FROM (
     SELECT n, CASE WHEN n %% 10 = 0 THEN 8 ELSE 7 END AS ws,
         CASE WHEN n %% 100 < 90 THEN 'delivered' WHEN n %% 100 < 95 THEN 'needs_attention'

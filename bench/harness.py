@@ -142,12 +142,15 @@ def insert_handoffs_sql(first: int, count: int, *, state: str = "pending", works
         INSERT INTO outbox_handoff (action_key, workflow, workspace_id, source_ref, source_id, rule_version,
             payload, payload_hash, destination, state, attempts, attempts_in_run, next_attempt_at, lease_owner,
             fencing_epoch, destination_id, failure_class, reason_code, last_error, created_at, updated_at,
-            delivered_at)
+            delivered_at,
+            instance_key, step, step_index, kind, plan, compensation_state, compensation_operation, work_status,
+            receipt)
         SELECT 'onboarding:{workspace}:' || n || ':1', 'onboarding', {workspace}, 'request ' || n, n,
             'onboarding-v1', p.canonical::jsonb, encode(sha256(convert_to(p.canonical, 'UTF8')), 'hex'), 'receiver',
             '{state}', {1 if delivered else 0}, {1 if delivered else 0}, clock_timestamp(), '', 0,
             {"gen_random_uuid()::text" if delivered else "''"}, '', '', '', clock_timestamp(), clock_timestamp(),
-            {"clock_timestamp()" if delivered else "NULL"}
+            {"clock_timestamp()" if delivered else "NULL"},
+            '', '', 0, 'action', '[]'::jsonb, '', '', '', '{{}}'::jsonb
         FROM generate_series({first}, {first + count - 1}) AS n,
              -- The payload's canonical JSON (sorted keys, compact), so the hash is the one the receiver computes.
              LATERAL (SELECT '{{"client_name":"Client ' || n || '","plan":"standard"}}' AS canonical) p

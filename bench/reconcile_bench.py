@@ -26,10 +26,12 @@ HASH = "0" * 64
 SOURCE_SQL = """
 INSERT INTO outbox_handoff (action_key, workflow, workspace_id, source_ref, source_id, rule_version, payload,
     payload_hash, destination, state, attempts, attempts_in_run, next_attempt_at, lease_owner, fencing_epoch,
-    destination_id, failure_class, reason_code, last_error, created_at, updated_at, delivered_at)
+    destination_id, failure_class, reason_code, last_error, created_at, updated_at, delivered_at,
+    instance_key, step, step_index, kind, plan, compensation_state, compensation_operation, work_status, receipt)
 SELECT 'onboarding:7:' || lpad(i::text, 9, '0') || ':1', 'onboarding', 7, 'request ' || i || ' revision 1', i + 1,
     'onboarding-v1', '{"client_name": "Northwind Traders"}'::jsonb, %(hash)s, 'receiver', 'delivered', 1, 1, now(),
-    '', 1, lpad(to_hex(i + 1), 32, '0')::uuid::text, '', '', '', now(), now(), now()
+    '', 1, lpad(to_hex(i + 1), 32, '0')::uuid::text, '', '', '', now(), now(), now(),
+    '', '', 0, 'action', '[]'::jsonb, '', '', '', '{}'::jsonb
 FROM generate_series(0, %(last)s) AS i
 """
 RECEIVER_SQL = """
