@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Proves the acceptance tests detect the faults they are written against. For each mutant in mutations/:
-# copy the tree, apply the patch, run the acceptance tests there, and succeed only if they fail where
-# they must, with the message that names the fault.
+# copy the tree, apply the patch, run the acceptance test file that names the fault there, and succeed only
+# if it fails where it must, with the message that names the fault.
 #   receiver_without_idempotency: the receiver's lookup and unique key removed -> outcome (g) fails with
 #     "retry returns same task: expected 1, got 2".
 #   step_recorded_before_predecessor_delivered: step n+1 recorded when step n is claimed -> the step
@@ -19,7 +19,7 @@ run_mutant() {  # patch, test that must fail, text its failure must show
     rm -rf "$work"; return 1
   fi
   out=$(cd "$work" && env -u DATABASE_URL -u DELIVERY_DATABASE_URL HANDOFF_VAR_DIR="$work/var" \
-    "$root/.venv/bin/python" -m pytest tests/acceptance -q -p no:randomly -p no:cacheprovider 2>&1)
+    "$root/.venv/bin/python" -m pytest "${test%%::*}" -q -p no:randomly -p no:cacheprovider 2>&1)
   status=$?
   rm -rf "$work"
   line=$(grep -m1 -E "$expected" <<<"$out")
