@@ -78,6 +78,7 @@ def test_make_run_twice_on_a_port_stops_cleanly_and_keeps_its_data(checkout, tmp
     assert "Sign in" in login.text
     missing = httpx.get(f"http://127.0.0.1:{port}/no-such-page/", timeout=5)
     assert missing.status_code == 404 and "URLconf" not in missing.text, "the console's own 404, DEBUG off"
+    assert "server" not in {name.lower() for name in missing.headers}, "no software banner"
     assert stop_with_ctrl_c(first) == 0
     first_log = (tmp_path / "first.log").read_text()
     password = re.search(r"Password for every demo user: (\S+)", first_log).group(1)
