@@ -38,9 +38,26 @@ def clean_env() -> dict[str, str]:
     return {name: os.environ[name] for name in keep if name in os.environ}
 
 
-def start(checkout: Path, port: int, log: Path) -> subprocess.Popen:
-    return subprocess.Popen(["bash", "scripts/run_local.sh"], cwd=checkout, env={**clean_env(), "PORT": str(port)},
-                            stdout=log.open("wb"), stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+@pytest.fixture
+def started():
+    """Start `make run`'s script; whatever a failing test leaves running is stopped (servers and all)."""
+    procs = []
+
+    def start(checkout: Path, port: int, log: Path) -> subprocess.Popen:
+        proc = subprocess.Popen(["bash", "scripts/run_local.sh"], cwd=checkout,
+                                env={**clean_env(), "PORT": str(port)}, stdout=log.open("wb"),
+                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        procs.append(proc)
+        return proc
+
+    yield start
+    for proc in procs:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+            try:
+                proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
 
 
 def wait_for_login_page(port: int, proc: subprocess.Popen, log: Path) -> httpx.Response:
@@ -71,9 +88,9 @@ def password_works(checkout: Path, username: str, password: str) -> bool:
     return done.stdout.strip().splitlines()[-1:] == ["True"]
 
 
-def test_make_run_twice_on_a_port_stops_cleanly_and_keeps_its_data(checkout, tmp_path):
+def test_make_run_twice_on_a_port_stops_cleanly_and_keeps_its_data(checkout, started, tmp_path):
     port = free_port()
-    first = start(checkout, port, tmp_path / "first.log")
+    first = started(checkout, port, tmp_path / "first.log")
     login = wait_for_login_page(port, first, tmp_path / "first.log")
     assert "Sign in" in login.text
     missing = httpx.get(f"http://127.0.0.1:{port}/no-such-page/", timeout=5)
@@ -83,7 +100,7 @@ def test_make_run_twice_on_a_port_stops_cleanly_and_keeps_its_data(checkout, tmp
     first_log = (tmp_path / "first.log").read_text()
     password = re.search(r"Password for every demo user: (\S+)", first_log).group(1)
 
-    second = start(checkout, port, tmp_path / "second.log")
+    second = started(checkout, port, tmp_path / "second.log")
     wait_for_login_page(port, second, tmp_path / "second.log")
     assert stop_with_ctrl_c(second) == 0
     assert "demo data already loaded" in (tmp_path / "second.log").read_text()
