@@ -42,7 +42,7 @@ test-postgres: $(STAMP) postgres chromium
 # The README's screenshots, taken by the browser tests in a real Chromium.
 screenshots: $(STAMP) postgres chromium
 	SCREENSHOT_DIR=docs/screenshots DATABASE_URL="postgres:///handoff?host=$(PGHOST)" \
-		DELIVERY_DATABASE_URL="postgres:///handoff_delivery?host=$(PGHOST)" $(VENV)/bin/pytest -m browser -p no:randomly
+		DELIVERY_DATABASE_URL="postgres:///handoff_delivery?host=$(PGHOST)" $(VENV)/bin/pytest -m browser
 
 mutation-check: $(STAMP)
 	@bash scripts/mutation_check.sh

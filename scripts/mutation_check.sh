@@ -19,7 +19,7 @@ run_mutant() {  # patch, test that must fail, text its failure must show
     rm -rf "$work"; return 1
   fi
   out=$(cd "$work" && env -u DATABASE_URL -u DELIVERY_DATABASE_URL HANDOFF_VAR_DIR="$work/var" \
-    "$root/.venv/bin/python" -m pytest "${test%%::*}" -q -p no:randomly -p no:cacheprovider 2>&1)
+    "$root/.venv/bin/python" -m pytest "${test%%::*}" -q -p no:cacheprovider 2>&1)
   status=$?
   rm -rf "$work"
   line=$(grep -m1 -E "$expected" <<<"$out")

@@ -219,9 +219,9 @@ class WorkflowMachine(RuleBasedStateMachine):
     @precondition(lambda self: Handoff.objects.filter(kind=HandoffKind.ACTION, state=S.PENDING).exists())
     @rule(data=st.data())
     def cancel(self, data):
-        """The operator cancels a pending step. A later step (its predecessors delivered) is a partly done
-        instance: the operator stops it and compensates, as the console offers. A bare cancel of a later
-        step leaves the instance "running" for nobody: pinned by the strict xfail test below."""
+        """The operator cancels a pending step. A first step is cancelled and its instance with it; a later
+        step (its predecessors delivered) is refused alone, so the operator compensates the workflow, as the
+        console offers (test_a_later_step_of_a_partly_done_instance_is_not_cancelled_alone below)."""
         handoff = self._pick(data, Handoff.objects.filter(kind=HandoffKind.ACTION, state=S.PENDING), "cancelled")
         if handoff.step_index > 0:
             with pytest.raises(CompensationBlocked, match="compensate the workflow instead"):
