@@ -256,3 +256,10 @@ def may_cancel(user, request: Request) -> bool:
     if user_has_role(user, request.workspace_id, Role.OPERATOR):
         return True
     return request.requested_by_id == user.pk and request.state == RequestState.AWAITING_APPROVAL
+
+
+def user_by_id(raw: str):
+    """The user a posted id names, or None (also for an id that is not a number)."""
+    from django.contrib.auth import get_user_model
+
+    return get_user_model().objects.filter(pk=raw).first() if raw.isascii() and raw.isdigit() else None

@@ -125,19 +125,29 @@ def _require_newest(request: Request) -> None:
         raise StaleRevision(f"request {request.number} revision {request.revision} was replaced by revision {newest}")
 
 
-def _decide(*, workspace_id: int, number: int, revision: int, actor, payload_hash: str, decision: str,
-            reason: str, workflow: str) -> tuple[Request, Approval]:
+def _locked_for_review(*, workspace_id: int, number: int, revision: int, workflow: str, actor, payload_hash: str,
+                       as_decider: bool) -> Request:
+    """The revision an approver acts on (decides, or corrects), locked: the newest, awaiting approval, exactly
+    as shown to them, and not their own request (nor, to decide it, one they corrected)."""
     request = _locked_revision(workspace_id=workspace_id, number=number, revision=revision, workflow=workflow)
     _require_member(actor, request.workspace_id, Role.APPROVER)
     if request.requested_by_id == actor.pk:
-        raise ApprovalDenied("a requester cannot decide their own request")
-    if request.corrected_by_id == actor.pk:
+        raise ApprovalDenied("a requester cannot decide their own request" if as_decider
+                             else "a requester cannot correct their own request as its approver")
+    if as_decider and request.corrected_by_id == actor.pk:
         raise ApprovalDenied("the approver who corrected a request cannot also approve it: another approver decides")
     _require_newest(request)
     if request.payload_hash != payload_hash:
         raise StaleRevision(f"{request} changed since it was shown: the payload hash does not match")
     if request.state != RequestState.AWAITING_APPROVAL:
         raise InvalidRequestState(f"{request} is {request.get_state_display().lower()}, not awaiting approval")
+    return request
+
+
+def _decide(*, workspace_id: int, number: int, revision: int, actor, payload_hash: str, decision: str,
+            reason: str, workflow: str) -> tuple[Request, Approval]:
+    request = _locked_for_review(workspace_id=workspace_id, number=number, revision=revision, workflow=workflow,
+                                 actor=actor, payload_hash=payload_hash, as_decider=True)
     rules = rules_for(workflow)
     if decision == Decision.APPROVE and (problems := payload_problems(workflow, request.payload, rules)):
         # The rules changed since the request was validated: approving it would break the rules in force.
@@ -439,15 +449,8 @@ def request_correct_by_approver(*, workspace_id: int, number: int, revision: int
     if not reason.strip():
         raise InvalidPayload(["a reason is required to correct a request"])
     with transaction.atomic(using=DB):
-        current = _locked_revision(workspace_id=workspace_id, number=number, revision=revision, workflow=workflow)
-        _require_member(actor, workspace_id, Role.APPROVER)
-        if current.requested_by_id == actor.pk:
-            raise ApprovalDenied("a requester cannot correct their own request as its approver")
-        _require_newest(current)
-        if current.payload_hash != payload_hash:
-            raise StaleRevision(f"{current} changed since it was shown: the payload hash does not match")
-        if current.state != RequestState.AWAITING_APPROVAL:
-            raise InvalidRequestState(f"{current} is {current.get_state_display().lower()}, not awaiting approval")
+        current = _locked_for_review(workspace_id=workspace_id, number=number, revision=revision, workflow=workflow,
+                                     actor=actor, payload_hash=payload_hash, as_decider=False)
         payload = _validated_payload(workflow, {**current.payload, **{k: v for k, v in edits.items() if v != ""}})
         return revision_add_locked(current, payload=payload, actor=actor, corrected_by=actor,
                                    reason=f"corrected by approver {actor}: {reason}")

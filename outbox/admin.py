@@ -4,12 +4,11 @@ go through the same services as the console and are written to the event history
 
 from django.contrib import admin, messages
 from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
-from django.contrib.auth import get_user_model
 from django.shortcuts import render
 from django_q.models import Failure, OrmQ, Schedule, Success
 
 from approvals.admin import ReadOnlyAdmin
-from approvals.selectors import operators_of
+from approvals.selectors import operators_of, user_by_id
 from outbox import services
 from outbox.filters import request_number
 from outbox.models import AGE_CHOICES, HANDOFF_AGES, Attempt, Handoff, HandoffEvent
@@ -96,7 +95,7 @@ class HandoffAdmin(ReadOnlyAdmin):
     def assign(self, request, queryset):
         if request.POST.get("apply"):
             raw = request.POST.get("owner", "")
-            owner = get_user_model().objects.filter(pk=raw).first() if raw.isdigit() else None
+            owner = user_by_id(raw)
             reason = request.POST.get("reason", "").strip()
             ids = list(queryset.values_list("pk", flat=True))
             result = services.handoffs_bulk_apply(action="assign", handoff_ids=ids, actor=request.user, owner=owner,

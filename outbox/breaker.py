@@ -57,12 +57,12 @@ def _health(name: str) -> DestinationHealth:
 
 def destination_admit(*, name: str) -> Admission:
     """May this worker claim handoffs for the destination now, and how many."""
-    health = DestinationHealth.objects.using(DB).filter(name=name).values_list("state", flat=True).first()
-    if health != D.PAUSED:
+    state, made = DestinationHealth.objects.using(DB).filter(name=name).values_list("state", "probes").first() or (
+        D.ACTIVE, 0)
+    if state != D.PAUSED:
         return Admission.OPEN
-    # The probe slot is taken by a conditional update on the database clock, so that one worker probes.
-    probes = DestinationHealth.objects.using(DB).filter(name=name, state=D.PAUSED).values_list("probes", flat=True)
-    made = probes.first() or 0
+    # The probe slot is taken by a conditional update on the database clock (and on the probe count read
+    # here), so that one worker probes.
     taken = DestinationHealth.objects.using(DB).filter(
         name=name, state=D.PAUSED, probes=made, next_probe_at__lte=db_now()
     ).update(probes=F("probes") + 1, next_probe_at=db_now_plus(_probe_delay(made + 1)))
@@ -94,15 +94,28 @@ def _verdict(results: list[DeliveryResult]) -> Verdict:
     return Verdict(succeeded, failures, reason, detail)
 
 
+def pause_threshold(reason: str) -> int:
+    """Consecutive failures that pause a destination: one refused credential, or the configured outage count."""
+    return 1 if reason == PauseReason.CREDENTIAL else settings.HANDOFF_BREAKER_THRESHOLD
+
+
+def would_pause(results: list[DeliveryResult]) -> bool:
+    """Whether these answers, in order, show a destination the breaker pauses (counted from a healthy one)."""
+    verdict = _verdict(results)
+    return verdict.failures > 0 and verdict.failures >= pause_threshold(verdict.reason)
+
+
 def destination_record_results(*, name: str, results: list[DeliveryResult]) -> str:
     """Count the results against the destination; pause or resume it. Returns its state afterwards."""
     verdict = _verdict(results)
     if not verdict.succeeded and not verdict.failures:
         return ""
+    if not verdict.failures and DestinationHealth.objects.using(DB).filter(
+            name=name, state=D.ACTIVE, consecutive_failures=0).exists():
+        # The common case, after every batch: a healthy destination answered. Nothing to reset, no lock taken.
+        return D.ACTIVE
     with transaction.atomic(using=DB):
         health = DestinationHealth.objects.using(DB).select_for_update(no_key=True).filter(pk=_health(name).pk).get()
-        if verdict.succeeded and health.consecutive_failures == 0 and health.state == D.ACTIVE and not verdict.failures:
-            return health.state
         if verdict.succeeded:
             _resume(health)
         if verdict.failures:
@@ -131,8 +144,7 @@ def _count_failures(health: DestinationHealth, verdict: Verdict) -> None:
         health.failing_since = db_now()
     health.consecutive_failures += verdict.failures
     health.last_error = verdict.detail
-    threshold = 1 if verdict.reason == PauseReason.CREDENTIAL else settings.HANDOFF_BREAKER_THRESHOLD
-    if health.state == D.ACTIVE and health.consecutive_failures >= threshold:
+    if health.state == D.ACTIVE and health.consecutive_failures >= pause_threshold(verdict.reason):
         _move(health, D.PAUSED, f"{health.consecutive_failures} consecutive failure(s): {verdict.detail}")
         health.pause_reason = verdict.reason
         health.paused_at = db_now()

@@ -11,10 +11,10 @@ from dataclasses import dataclass, field
 
 from django.conf import settings
 
-from outbox.breaker import Admission, destination_admit, destination_failure, destination_record_results
+from outbox.breaker import Admission, destination_admit, destination_record_results, would_pause
 from outbox.destinations import Destination, get_destination
 from outbox.failures import DeliveryResult
-from outbox.models import Attempt, AttemptOutcome, DestinationState, FailureClass, Handoff, HandoffState, PauseReason
+from outbox.models import Attempt, AttemptOutcome, DestinationState, FailureClass, Handoff, HandoffState
 from outbox.selectors import destination_pause
 from outbox.services import (
     Claim,
@@ -121,36 +121,21 @@ class LeaseKeeper:
             self.held = {pk: c for pk, c in self.held.items() if pk in kept}
         return claim.handoff_id in self.held
 
-    def done(self, claim: Claim) -> None:
-        self.held.pop(claim.handoff_id, None)
-
-
-def _stops_the_batch(result: DeliveryResult, streak: int) -> tuple[bool, int]:
-    """Whether the rest of a batch of single calls should not be sent, and the streak of the destination's
-    failures so far: a refused credential stops at once, an outage once it would pause the destination."""
-    kind = destination_failure(result)
-    if kind == PauseReason.CREDENTIAL:
-        return True, streak + 1
-    if kind:
-        return streak + 1 >= settings.HANDOFF_BREAKER_THRESHOLD, streak + 1
-    return False, 0 if (result.delivered or result.status_code) else streak
-
 
 def deliver_claims_one_by_one(claims: list[Claim], destination: Destination, stats: RunStats,
-                              keeper: LeaseKeeper | None = None) -> None:
+                              keeper: LeaseKeeper) -> None:
     """One call per claim, the batch's outcomes written in one commit afterwards (the claims stay leased,
     and renewed, until then). When an answer shows the destination down or refusing our credentials, the
     rest are given back unsent: such a receiver is not called once per handoff."""
-    outcomes, streak, rest = [], 0, []
+    outcomes, rest = [], []
     for index, claim in enumerate(claims):
-        if keeper is not None and not keeper.still_held(claim):
+        if not keeper.still_held(claim):
             stats.lease_lost += 1
             log.warning("%s not sent: its lease was taken over before the call", claim.action_key)
             continue
         result = _resend_blocked(claim, destination) or destination.deliver(claim.outgoing)
         outcomes.append((claim, result))
-        stop, streak = _stops_the_batch(result, streak)
-        if stop:
+        if would_pause([answer for _claim, answer in outcomes]):
             rest = claims[index + 1:]
             break
     state = _record(outcomes, destination, stats) if outcomes else ""
@@ -160,16 +145,14 @@ def deliver_claims_one_by_one(claims: list[Claim], destination: Destination, sta
         stats.paused = state == DestinationState.PAUSED
 
 
-def _held(claims: list[Claim], keeper: LeaseKeeper | None, stats: RunStats) -> list[Claim]:
-    if keeper is None:
-        return claims
+def _held(claims: list[Claim], keeper: LeaseKeeper, stats: RunStats) -> list[Claim]:
     kept = [claim for claim in claims if keeper.still_held(claim)]
     stats.lease_lost += len(claims) - len(kept)
     return kept
 
 
 def deliver_claims_batched(claims: list[Claim], destination: Destination, stats: RunStats,
-                           keeper: LeaseKeeper | None = None) -> None:
+                           keeper: LeaseKeeper) -> None:
     """One batch call for every claim the destination may take in a batch, one commit for the outcomes."""
     outcomes, sendable = [], []
     for claim in _held(claims, keeper, stats):

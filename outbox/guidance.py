@@ -6,8 +6,6 @@ Kept out of templates so that the advice for each state can be read, and tested,
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from django.utils import timezone
-
 from outbox.models import NEEDS_PERSON_STATES, OPEN_STATES, FailureClass, Handoff, HandoffState
 from outbox.services import manual_settle_applies
 
@@ -34,15 +32,6 @@ class Guidance:
     avoid: tuple[str, ...] = field(default_factory=tuple)
 
 
-def in_backoff(handoff: Handoff) -> bool:
-    return (
-        handoff.state == S.PENDING
-        and handoff.attempts > 0
-        and handoff.next_attempt_at is not None
-        and handoff.next_attempt_at > timezone.now()
-    )
-
-
 def retry_is_risky(handoff: Handoff) -> bool:
     """Sending again may create a second effect: the last outcome is unknown."""
     return handoff.state == S.UNCERTAIN or (
@@ -58,8 +47,7 @@ def available_actions(handoff: Handoff, findings: Sequence = ()) -> list[str]:
     if "reconcile" not in actions and not handoff.with_dispatcher:
         # A read of the receiver; it sends nothing, so it is offered wherever a task may exist.
         actions.insert(0, "reconcile_now")
-    if handoff.step_index > 0:
-        # A later step is not cancelled alone: its workflow is compensated (offered with the steps).
+    if not handoff.cancellable_alone:
         actions = [action for action in actions if action != "cancel"]
     return actions
 
@@ -67,7 +55,7 @@ def available_actions(handoff: Handoff, findings: Sequence = ()) -> list[str]:
 def _state_actions(handoff: Handoff) -> list[str]:
     state = handoff.state
     if state == S.PENDING:
-        return ["run_now", "assign", "cancel"] if in_backoff(handoff) else ["assign", "cancel"]
+        return ["run_now", "assign", "cancel"] if handoff.in_backoff else ["assign", "cancel"]
     if state == S.IN_FLIGHT:
         return ["assign"]
     if state == S.UNCERTAIN:
@@ -140,7 +128,7 @@ def _moving_guidance(handoff: Handoff) -> Guidance:
             recommended="reconcile",
             avoid=("retry",),
         )
-    if in_backoff(handoff):
+    if handoff.in_backoff:
         return Guidance(
             "Waiting to retry after a temporary failure.",
             f"The last attempt failed ({handoff.reason_code or 'temporary error'}). The dispatcher tries again "

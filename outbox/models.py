@@ -76,11 +76,8 @@ class HandoffQuerySet(models.QuerySet):
         return self.filter(state=S.IN_FLIGHT, lease_expires_at__lt=db_now())
 
     def retrying(self):
-        """Pending after a failed attempt, waiting for its backoff to pass."""
+        """Pending after a failed attempt, waiting for its backoff to pass (`Handoff.in_backoff`, per row)."""
         return self.filter(state=S.PENDING, attempts__gt=0, next_attempt_at__gt=db_now())
-
-    def needing_person(self):
-        return self.filter(state__in=NEEDS_PERSON_STATES)
 
     def open(self):
         return self.filter(state__in=OPEN_STATES)
@@ -214,6 +211,18 @@ class Handoff(models.Model):
     @property
     def with_dispatcher(self) -> bool:
         return self.state in DISPATCHER_STATES
+
+    @property
+    def cancellable_alone(self) -> bool:
+        """A later step of a workflow (its predecessors delivered) is not cancelled alone: cancelling it would
+        leave the workflow half done with nobody asked to finish or reverse it; the workflow is compensated."""
+        return not (self.kind == HandoffKind.ACTION and self.step_index > 0)
+
+    @property
+    def in_backoff(self) -> bool:
+        """`HandoffQuerySet.retrying` for a row already read, measured on the clock that renders the page."""
+        return (self.state == S.PENDING and self.attempts > 0 and self.next_attempt_at is not None
+                and self.next_attempt_at > timezone.now())
 
 
 class AttemptOutcome(models.TextChoices):

@@ -2,6 +2,7 @@
 lease renewal, lease expiry and settlement. Each transition locks the row, checks the state under the
 lock and writes the event, all or nothing. What an answer means is decided in `outbox/outcomes.py`."""
 
+import contextlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -177,6 +178,27 @@ def _create_handoff(*, observe_only: bool = False, payload: dict, action_key: st
         raise ActionKeyExists(action_key) from exc
 
 
+def _record_planned(after: Handoff, entry: dict, rest: list[dict], *, reason: str, actor=None,
+                    actor_label: str = "") -> Handoff:
+    """The handoff a plan entry names (a later step, or a compensation), of the same instance as `after`, with
+    the rest of the plan; its event says why. ActionKeyExists when it was recorded before."""
+    planned = _create_handoff(
+        workflow=after.workflow, workspace_id=after.workspace_id, source_ref=after.source_ref,
+        source_id=after.source_id, rule_version=after.rule_version, owner_id=after.owner_id,
+        destination=after.destination, instance_key=after.instance_key, action_key=entry["key"],
+        payload=step_payload(base_payload(after.payload), entry["operation"]), step=entry["step"],
+        step_index=entry["index"], kind=entry["kind"], compensation_operation=entry.get("compensation", ""),
+        compensates_id=entry.get("compensates"), plan=rest,
+    )
+    HandoffEvent.objects.using(DB).create(
+        handoff=planned, from_state="", to_state=planned.state, actor=actor,
+        actor_label=actor_label or (actor.get_username() if actor else "system"),
+        action="compensate" if entry["kind"] == HandoffKind.COMPENSATION and actor else "", reason=reason,
+    )
+    wake_dispatcher_on_commit()
+    return planned
+
+
 def _record_successors(delivered: Iterable[Handoff], *, actor_label: str) -> None:
     """In the transaction that records these handoffs delivered: the next step of each (or the next
     compensation), and a delivered compensation marks the step it reversed. Never earlier."""
@@ -186,23 +208,9 @@ def _record_successors(delivered: Iterable[Handoff], *, actor_label: str) -> Non
                                reason=f"reversed by {handoff.action_key}")
         if not handoff.plan:
             continue
-        entry, rest = handoff.plan[0], handoff.plan[1:]
-        try:
-            successor = _create_handoff(
-                workflow=handoff.workflow, workspace_id=handoff.workspace_id, source_ref=handoff.source_ref,
-                source_id=handoff.source_id, rule_version=handoff.rule_version, owner_id=handoff.owner_id,
-                destination=handoff.destination, instance_key=handoff.instance_key, action_key=entry["key"],
-                payload=step_payload(base_payload(handoff.payload), entry["operation"]), step=entry["step"],
-                step_index=entry["index"], kind=entry["kind"], compensation_operation=entry.get("compensation", ""),
-                compensates_id=entry.get("compensates"), plan=rest,
-            )
-        except ActionKeyExists:
-            continue  # recorded before (a repeated delivery of its predecessor): nothing to add
-        HandoffEvent.objects.using(DB).create(
-            handoff=successor, from_state="", to_state=successor.state, actor_label=actor_label,
-            reason=f"recorded when {handoff.action_key} was delivered",
-        )
-        wake_dispatcher_on_commit()
+        with contextlib.suppress(ActionKeyExists):  # recorded before (its predecessor delivered again)
+            _record_planned(handoff, handoff.plan[0], handoff.plan[1:], actor_label=actor_label,
+                            reason=f"recorded when {handoff.action_key} was delivered")
 
 
 def _mark_compensation(handoff_id: int, to_state: str, *, actor=None, actor_label: str = "", reason: str) -> None:
@@ -536,9 +544,7 @@ def handoff_cancel(*, handoff_id: int, actor, reason: str) -> Handoff:
         raise ReasonRequired("a reason is required to cancel a handoff")
     with transaction.atomic(using=DB):
         handoff = _lock(handoff_id)
-        if handoff.kind == HandoffKind.ACTION and handoff.step_index > 0:
-            # Its earlier steps were delivered: cancelling it alone would leave the workflow half done with
-            # nobody asked to finish or reverse it.
+        if not handoff.cancellable_alone:
             raise CompensationBlocked(f"{handoff.action_key} is a later step of a partly done workflow: "
                                       "compensate the workflow instead")
         handoff_transition(handoff, S.CANCELLED, actor=actor, reason=reason, action="cancel",
@@ -858,17 +864,7 @@ def instance_compensate(*, instance_key: str, actor, reason: str) -> Compensatio
 def _record_first_compensation(plan: CompensationPlan, *, actor) -> None:
     latest = plan.reverse[0]
     [first, *rest] = plan_compensations(plan.reverse)
-    compensation = _create_handoff(
-        workflow=latest.workflow, workspace_id=latest.workspace_id, source_ref=latest.source_ref,
-        source_id=latest.source_id, rule_version=latest.rule_version, owner_id=latest.owner_id,
-        destination=latest.destination, instance_key=latest.instance_key, action_key=first["key"],
-        payload=step_payload(base_payload(latest.payload), first["operation"]), step=first["step"],
-        step_index=first["index"], kind=HandoffKind.COMPENSATION, compensates_id=first["compensates"], plan=rest,
-    )
-    HandoffEvent.objects.using(DB).create(handoff=compensation, from_state="", to_state=compensation.state,
-                                          actor=actor, actor_label=actor.get_username(), action="compensate",
-                                          reason=f"compensation of {latest.action_key}")
-    wake_dispatcher_on_commit()
+    _record_planned(latest, first, rest, actor=actor, reason=f"compensation of {latest.action_key}")
 
 
 def handoff_residual_repaired(*, handoff_id: int, actor, reason: str) -> Handoff:

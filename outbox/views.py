@@ -21,13 +21,20 @@ from approvals import services as approval_services
 from approvals.errors import ApprovalsError, InvalidPayload
 from approvals.models import Role
 from approvals.querystring import BadQueryValue, keyset_cursor, parse_keyset_cursor
-from approvals.selectors import console_nav, is_operator_of, operators_of, revision_by_id, workspace_ids_for
+from approvals.selectors import (
+    console_nav,
+    is_operator_of,
+    operators_of,
+    revision_by_id,
+    user_by_id,
+    workspace_ids_for,
+)
 from config.htmx import HtmxHttpRequest
 from outbox import dispatcher, services
 from outbox.destinations import get_destination
 from outbox.errors import AssigneeNotOperator, CompensationBlocked, InvalidActionInput, OutboxError, RiskNotConfirmed
 from outbox.filters import HandoffFilter
-from outbox.guidance import BULK_ELIGIBLE_STATES, available_actions, in_backoff, next_step, retry_is_risky
+from outbox.guidance import BULK_ELIGIBLE_STATES, available_actions, next_step, retry_is_risky
 from outbox.models import BulkJob, Handoff, HandoffState
 from outbox.redaction import redact
 from outbox.selectors import (
@@ -178,7 +185,7 @@ def _bulk_confirm(request, action: str, matching) -> dict:
     owner_raw, reason = request.POST.get("bulk_owner", ""), request.POST.get("bulk_reason", "").strip()
     if len(ids) <= BULK_INLINE_LIMIT:
         return {"action": action, **_bulk_apply(request, action, ids, owner_raw, reason)}
-    owner = _user_or_none(owner_raw) if owner_raw else None
+    owner = user_by_id(owner_raw) if owner_raw else None
     try:
         job = services.bulk_job_start(action=action, handoff_ids=ids, actor=request.user, owner=owner,
                                       reason=reason)
@@ -215,14 +222,14 @@ def _verb(action: str) -> str:
 def _owner_name(owner_raw: str) -> str:
     if not owner_raw:
         return "nobody"
-    user = _user_or_none(owner_raw)
+    user = user_by_id(owner_raw)
     return user.get_username() if user else "unknown user"
 
 
 def _bulk_apply(request: HtmxHttpRequest, action: str, ids: list[int], owner_raw: str, reason: str) -> dict:
     owner = None
     if action == "assign" and owner_raw:
-        owner = _user_or_none(owner_raw)
+        owner = user_by_id(owner_raw)
         if owner is None:
             return {"level": "error", "text": "Choose an operator to assign to."}
     try:
@@ -235,12 +242,6 @@ def _bulk_apply(request: HtmxHttpRequest, action: str, ids: list[int], owner_raw
         text += " The dispatcher sends them with their same action keys."
     return {"level": "warning" if result.skipped else "success", "text": text,
             "skipped": sorted(result.skipped.items())}
-
-
-def _user_or_none(raw: str):
-    from django.contrib.auth import get_user_model
-
-    return get_user_model().objects.filter(pk=raw).first() if raw.isdigit() else None
 
 
 # --- detail and actions ---------------------------------------------------------------
@@ -269,7 +270,7 @@ def _panel_context(request: HtmxHttpRequest, handoff: Handoff, result: dict | No
         "guidance": next_step(handoff, findings, paused_destination=destination_pause(handoff.destination)),
         "actions": available_actions(handoff, findings) if is_operator else [],
         "risky_retry": retry_is_risky(handoff),
-        "in_backoff": in_backoff(handoff),
+        "in_backoff": handoff.in_backoff,
         "is_operator": is_operator,
         "operators": operators_of([handoff.workspace_id]) if is_operator else [],
         "correction_fields": correction_fields(handoff) if is_operator else [],
@@ -278,10 +279,14 @@ def _panel_context(request: HtmxHttpRequest, handoff: Handoff, result: dict | No
         "version": handoff.updated_at.isoformat(),
         "result": result,
         "instance": _instance_context(handoff, is_operator),
-        "destination": get_destination().describe() if handoff.destination == get_destination().name
-        else handoff.destination,
+        "destination": _destination_label(handoff),
         "last_successful_step": last_successful_step(handoff),
     }
+
+
+def _destination_label(handoff: Handoff) -> str:
+    destination = get_destination()
+    return destination.describe() if handoff.destination == destination.name else handoff.destination
 
 
 def _instance_context(handoff: Handoff, is_operator: bool) -> dict | None:
@@ -410,7 +415,7 @@ def handoff_cancel(request: HtmxHttpRequest, handoff: Handoff) -> dict:
 @handoff_action
 def handoff_assign(request: HtmxHttpRequest, handoff: Handoff) -> dict:
     raw = request.POST.get("owner", "")
-    owner = _user_or_none(raw) if raw else None
+    owner = user_by_id(raw) if raw else None
     if raw and owner is None:
         raise AssigneeNotOperator("the new owner must be an operator of this workspace")
     services.handoff_assign(handoff_id=handoff.pk, actor=request.user, owner=owner,

@@ -26,7 +26,7 @@ from django.db.models import Exists, F, OuterRef
 from django.urls import reverse
 from django.utils import timezone
 
-from approvals.models import Membership, Role
+from approvals.selectors import operators_of
 from outbox.models import OPEN_STATES, Handoff, HandoffState
 from outbox.redaction import redact_text
 from outbox.selectors import last_successful_step
@@ -191,10 +191,7 @@ def _items_for(records: list[AlertRecord]) -> list[AlertItem]:
 
 
 def _operator_emails(workspace_id: int) -> set[str]:
-    return set(
-        Membership.objects.using(DB).filter(workspace_id=workspace_id, role=Role.OPERATOR, user__is_active=True)
-        .exclude(user__email="").values_list("user__email", flat=True)
-    )
+    return {user.email for user in operators_of([workspace_id]) if user.is_active and user.email}
 
 
 def _recipients(records: list[AlertRecord]) -> list[str]:

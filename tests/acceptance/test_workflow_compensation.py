@@ -162,3 +162,4 @@ def test_the_request_page_shows_the_steps_as_a_timeline(world):
     assert "Steps: needs a person" in page
     positions = [page.index(f"<code>{INSTANCE}:{step['name']}</code>") for step in STEPS]
     assert positions == sorted(positions), "the steps in their order"
+
