@@ -214,9 +214,10 @@ class Handoff(models.Model):
 
     @property
     def cancellable_alone(self) -> bool:
-        """A later step of a workflow (its predecessors delivered) is not cancelled alone: cancelling it would
-        leave the workflow half done with nobody asked to finish or reverse it; the workflow is compensated."""
-        return not (self.kind == HandoffKind.ACTION and self.step_index > 0)
+        """Only a workflow's first step (or a one-step handoff) is cancelled alone. Cancelling a later step, or a
+        compensation, would leave the workflow half done or half reversed with nobody asked to finish it: the
+        workflow is compensated instead, and a compensation that cannot go through gets a manual repair."""
+        return self.kind == HandoffKind.ACTION and self.step_index == 0
 
     @property
     def in_backoff(self) -> bool:

@@ -545,7 +545,7 @@ def handoff_cancel(*, handoff_id: int, actor, reason: str) -> Handoff:
     with transaction.atomic(using=DB):
         handoff = _lock(handoff_id)
         if not handoff.cancellable_alone:
-            raise CompensationBlocked(f"{handoff.action_key} is a later step of a partly done workflow: "
+            raise CompensationBlocked(f"{handoff.action_key} is a later step or a compensation of a workflow: "
                                       "compensate the workflow instead")
         handoff_transition(handoff, S.CANCELLED, actor=actor, reason=reason, action="cancel",
                            reason_code="cancelled_by_operator")

@@ -163,3 +163,15 @@ def test_the_request_page_shows_the_steps_as_a_timeline(world):
     positions = [page.index(f"<code>{INSTANCE}:{step['name']}</code>") for step in STEPS]
     assert positions == sorted(positions), "the steps in their order"
 
+
+def test_a_compensation_on_its_way_is_not_cancelled_alone(world):
+    """Cancelling it would leave the step it reverses 'planned' for good and the workflow half reversed."""
+    from outbox.services import handoff_cancel
+
+    approve_43(world)
+    drain(destination=InProcessDestination())
+    instance_compensate(instance_key=INSTANCE, actor=world["olga"], reason="client withdrew")
+    compensation = Handoff.objects.get(kind=HandoffKind.COMPENSATION)
+    with pytest.raises(CompensationBlocked, match="compensate the workflow instead"):
+        handoff_cancel(handoff_id=compensation.pk, actor=world["olga"], reason="changed my mind")
+    assert Handoff.objects.get(pk=compensation.pk).state == S.PENDING
