@@ -187,6 +187,17 @@ def deliver_claims_batched(claims: list[Claim], destination: Destination, stats:
         _record(outcomes, destination, stats)
 
 
+def _permit(destination: Destination, worker: str, limit: int, lease_seconds: float, stats: RunStats) -> Permit | None:
+    """The destination's limits for this batch (a batch call is one request, single calls one each), or None
+    when they refuse: `stats` then say how long to wait."""
+    try:
+        return destination_acquire(name=destination.name, worker=worker, lease_seconds=lease_seconds,
+                                   requests=1 if destination.supports_batch else limit)
+    except DestinationLimited as refused:
+        stats.limited, stats.wait_seconds = True, refused.wait_seconds
+        return None
+
+
 def dispatch_batch(*, destination: Destination | None = None, worker: str | None = None, limit: int | None = None,
                    handoff_id: int | None = None) -> RunStats:
     """Claim what is due for the destination and deliver it: nothing while it is paused (one handoff as its
@@ -201,11 +212,8 @@ def dispatch_batch(*, destination: Destination | None = None, worker: str | None
         return stats
     limit = 1 if admission is Admission.PROBE else (limit or settings.HANDOFF_CLAIM_BATCH)
     lease_seconds = settings.HANDOFF_LEASE_SECONDS
-    try:
-        permit = destination_acquire(name=destination.name, worker=worker, lease_seconds=lease_seconds,
-                                     requests=1 if destination.supports_batch else limit)
-    except DestinationLimited as refused:
-        stats.limited, stats.wait_seconds = True, refused.wait_seconds
+    permit = _permit(destination, worker, limit, lease_seconds, stats)
+    if permit is None:
         return stats
     try:
         claims = handoff_claim_due(worker=worker, limit=limit if destination.supports_batch else permit.requests,
@@ -214,10 +222,9 @@ def dispatch_batch(*, destination: Destination | None = None, worker: str | None
         stats.claimed = len(claims)
         keeper = LeaseKeeper(claims, lease_seconds=lease_seconds, call_seconds=destination.call_seconds,
                              permit=permit)
-        if destination.supports_batch and len(claims) > 1:
-            deliver_claims_batched(claims, destination, stats, keeper)
-        else:
-            deliver_claims_one_by_one(claims, destination, stats, keeper)
+        deliver = deliver_claims_batched if destination.supports_batch and len(claims) > 1 else \
+            deliver_claims_one_by_one
+        deliver(claims, destination, stats, keeper)
     finally:
         # Given back right after the calls already; this covers no claims, and an error before the calls.
         destination_release(permit=permit)

@@ -28,8 +28,13 @@ def set_limits():
     actor = make_user("olga")
 
     def set_(*, concurrency=None, rate=None, name="receiver"):
-        destination_set_limits(name=name, max_concurrency=concurrency, max_requests_per_second=rate, actor=actor,
-                               reason="receiver team asked")
+        destination_set_limits(
+            name=name,
+            max_concurrency=concurrency,
+            max_requests_per_second=rate,
+            actor=actor,
+            reason="receiver team asked",
+        )
 
     return set_
 
@@ -135,8 +140,11 @@ def test_a_dead_holders_slot_comes_back_when_its_lease_runs_out(make_handoff, se
     # A dispatcher takes its permit and is SIGKILLed before it gives it back.
     destination_acquire(name="receiver", worker="dead", requests=1, lease_seconds=settings.HANDOFF_LEASE_SECONDS)
     held = slots(SlotKind.CONCURRENCY).get(holder__startswith="dead:")
-    assert DestinationSlot.objects.filter(pk=held.pk, free_at__gt=db_now_plus(settings.HANDOFF_LEASE_SECONDS - 5),
-                                          free_at__lte=db_now_plus(settings.HANDOFF_LEASE_SECONDS)).exists()
+    assert DestinationSlot.objects.filter(
+        pk=held.pk,
+        free_at__gt=db_now_plus(settings.HANDOFF_LEASE_SECONDS - 5),
+        free_at__lte=db_now_plus(settings.HANDOFF_LEASE_SECONDS),
+    ).exists()
     refused = dispatch_batch(destination=ScriptedDestination())
     assert refused.limited and refused.claimed == 0
     # Its lease runs out on the database clock.
@@ -158,8 +166,13 @@ def test_a_slot_renewed_with_the_leases_stays_with_its_holder(set_limits):
 
 
 def rate_limited(retry_after: float, status: int = 429) -> DeliveryResult:
-    return DeliveryResult.failed(FailureClass.TRANSIENT, "rate_limited" if status == 429 else f"http_{status}",
-                                 "slow down", status_code=status, retry_after=retry_after)
+    return DeliveryResult.failed(
+        FailureClass.TRANSIENT,
+        "rate_limited" if status == 429 else f"http_{status}",
+        "slow down",
+        status_code=status,
+        retry_after=retry_after,
+    )
 
 
 def test_a_retry_after_holds_the_whole_destination_and_no_handoff_spends_an_attempt(make_handoff):
