@@ -2,6 +2,8 @@
 dispatcher through the database. Time is moved by writing the slots' and the hold's times on the database
 clock, never by sleeping."""
 
+import threading
+
 import pytest
 
 from outbox.clock import db_now, db_now_plus
@@ -233,3 +235,35 @@ def test_a_destination_first_seen_gets_the_configured_default_limits(make_handof
     with pytest.raises(DestinationLimited):
         destination_acquire(name="receiver", worker="w2", requests=1, lease_seconds=30)
     assert dispatch_batch(destination=ScriptedDestination()).limited
+
+
+class RecordingStop(threading.Event):
+    """The runner's stop event: records how long the delivery loop waits, and stops it after the first wait."""
+
+    def __init__(self):
+        super().__init__()
+        self.waits = []
+
+    def wait(self, timeout=None):
+        if threading.current_thread() is threading.main_thread():
+            self.waits.append(timeout)
+            self.set()
+            return True
+        return super().wait(timeout)
+
+
+def test_a_refused_dispatcher_waits_for_the_next_slot_instead_of_spinning(monkeypatch):
+    from outbox import runner
+    from outbox.dispatcher import RunStats
+
+    batches = []
+
+    def refused(**_kwargs):
+        batches.append(1)
+        return RunStats(limited=True, wait_seconds=0.25)
+
+    monkeypatch.setattr(runner, "dispatch_batch", refused)
+    monkeypatch.setattr(runner, "maintain", lambda **_kwargs: RunStats())
+    stop = RecordingStop()
+    runner.run_forever(destination=ScriptedDestination(), worker="w1", idle_sleep=5.0, stop=stop)
+    assert batches == [1] and stop.waits == [0.25]
