@@ -214,13 +214,14 @@ def destination_renew(*, permit: Permit, lease_seconds: float) -> bool:
         if renewed < len(permit.slot_ids):
             return False
     if permit.rate_ids:
-        unused = permit.rate_ids[permit.requests_made :]
+        # The used ones too: each stays taken until a second after its answer, which `destination_release`
+        # writes; a lease that ran out before the release would let it go sooner.
         renewed = (
             DestinationSlot.objects.using(DB)
-            .filter(pk__in=unused, holder=permit.holder)
+            .filter(pk__in=permit.rate_ids, holder=permit.holder)
             .update(free_at=db_now_plus(lease_seconds + RATE_WINDOW_SECONDS))
         )
-        if renewed < len(unused):
+        if renewed < len(permit.rate_ids):
             return False
     return True
 

@@ -267,3 +267,21 @@ def test_a_refused_dispatcher_waits_for_the_next_slot_instead_of_spinning(monkey
     stop = RecordingStop()
     runner.run_forever(destination=ScriptedDestination(), worker="w1", idle_sleep=5.0, stop=stop)
     assert batches == [1] and stop.waits == [0.25]
+
+
+def test_a_renewal_keeps_the_used_rate_slots_too(set_limits):
+    from outbox.limits import destination_renew
+
+    set_limits(rate=2)
+    permit = destination_acquire(name="receiver", worker="w1", requests=2, lease_seconds=5)
+    permit.made([DeliveryResult.ok(task_id="t1", created=True)])
+    assert destination_renew(permit=permit, lease_seconds=30)
+    # Both stay taken for the new lease: the used one must not come free before a second after its answer.
+    assert slots(SlotKind.RATE).filter(free_at__gt=db_now_plus(25)).count() == 2
+    answered = DestinationSlot.objects.annotate(now=db_now()).values_list("now", flat=True).first()
+    destination_release(permit=permit)
+    assert slots(SlotKind.RATE).filter(free_at__isnull=True).count() == 1
+    # The used one: free a second after the answer, on the database clock, never sooner.
+    [used] = slots(SlotKind.RATE).exclude(free_at__isnull=True)
+    assert (used.free_at - answered).total_seconds() >= 1.0
+    assert slots(SlotKind.RATE).filter(pk=used.pk, free_at__lte=db_now_plus(1.0)).exists()
