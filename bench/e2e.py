@@ -324,11 +324,26 @@ def crash_comparison(bench: Bench, handoffs: int, grace: float = 30.0) -> dict:
     return results
 
 
-def backlog_after_outage(bench: Bench, handoffs: int, dispatchers: int, outage: float) -> dict:
+def backlog_after_outage(bench: Bench, handoffs: int, dispatchers: int, outage: float, *, max_concurrency: int = 2,
+                         max_per_second: int = 20) -> dict:
     """The receiver is down while `handoffs` are queued and the dispatchers keep trying; it comes back
-    after `outage` seconds. Time to drain from its return, and whether the outage handed anything to a
-    person (it must not: the breaker pauses the destination instead of spending attempts)."""
+    after `outage` seconds. The operator has limited the destination to `max_concurrency` calls in flight and
+    `max_per_second` requests per second (a batch call of 50 is one request). Time to drain from its return,
+    whether the outage handed anything to a person (it must not: the breaker pauses the destination instead of
+    spending attempts), and the limit as the receiver saw it: the most calls in flight at once and the most
+    that arrived within one second (every create call logged by the receiver, RECEIVER_FAULTS "observe")."""
     reset(bench)
+    with bench.sql() as conn:
+        # What the console's limits form writes (outbox.limits.destination_set_limits), set directly here.
+        conn.execute("DELETE FROM outbox_destinationslot")
+        conn.execute(
+            "INSERT INTO outbox_destinationhealth (name, state, pause_reason, consecutive_failures, probes, "
+            "last_error, hold_reason, updated_at, max_concurrency, max_requests_per_second) "
+            "VALUES ('receiver', 'active', '', 0, 0, '', '', now(), %s, %s) ON CONFLICT (name) DO UPDATE SET "
+            "max_concurrency = EXCLUDED.max_concurrency, max_requests_per_second = EXCLUDED.max_requests_per_second, "
+            "hold_until = NULL", (max_concurrency, max_per_second))
+    observed = bench.log_dir / "backlog-receiver-calls.log"
+    observed.unlink(missing_ok=True)
     port = bench.receiver_port
     bench.stop([bench.receiver])
     procs = bench.start_dispatchers(dispatchers, "backlog")
@@ -337,18 +352,40 @@ def backlog_after_outage(bench: Bench, handoffs: int, dispatchers: int, outage: 
         conn.execute("NOTIFY handoff_due")
     time.sleep(outage)
     failed_during_outage = bench.scalar("SELECT count(*) FROM outbox_attempt")
+    bench.env["RECEIVER_FAULTS"] = json.dumps({"observe": str(observed)})
     bench.start_receiver(port=port)
+    del bench.env["RECEIVER_FAULTS"]
     back = time.monotonic()
     first = wait_for(bench, "SELECT count(*) FROM outbox_handoff WHERE state = 'delivered'", 1, timeout=120)
     wait_for(bench, "SELECT count(*) FROM outbox_handoff WHERE state = 'delivered'", handoffs, timeout=900)
     elapsed = time.monotonic() - back  # from the receiver's return to the last delivery
     rss = peak_rss_mb(procs)
     bench.stop(procs)
+    calls = sorted((float(arrived), float(answered)) for method, arrived, answered
+                   in (line.split() for line in observed.read_text().splitlines()) if method == "POST")
+    edges = sorted([(arrived, 1) for arrived, _ in calls] + [(answered, -1) for _, answered in calls])
+    in_flight = most_in_flight = 0
+    for _, step in edges:
+        in_flight += step
+        most_in_flight = max(most_in_flight, in_flight)
+    most_in_one_second, first_in_window = 0, 0
+    for last, (arrived, _) in enumerate(calls):
+        while calls[first_in_window][0] <= arrived - 1.0:
+            first_in_window += 1
+        most_in_one_second = max(most_in_one_second, last - first_in_window + 1)
+    with bench.sql() as conn:
+        conn.execute("UPDATE outbox_destinationhealth SET max_concurrency = NULL, max_requests_per_second = NULL")
+    bench.stop([bench.receiver])
+    bench.start_receiver(port=port)  # the other stages' receiver, without the call log
     return {"handoffs": handoffs, "dispatchers": dispatchers, "outage_seconds": outage,
             "attempts_during_outage": failed_during_outage,
             "seconds_to_first_delivery": round(first, 1), "seconds_to_drain": round(elapsed, 1),
             "per_second": round(handoffs / elapsed, 1), "peak_rss_mb": rss,
             "needs_attention": bench.scalar("SELECT count(*) FROM outbox_handoff WHERE state = 'needs_attention'"),
+            "limit": {"max_concurrency": max_concurrency, "max_requests_per_second": max_per_second},
+            "observed": {"calls": len(calls), "max_in_flight": most_in_flight,
+                         "max_requests_in_one_second": most_in_one_second},
+            "limit_held": most_in_flight <= max_concurrency and most_in_one_second <= max_per_second,
             "check": verify(bench, handoffs)}
 
 
@@ -423,7 +460,8 @@ def main() -> None:
         small = report["growth"][0]["per_second"]
         for row in report["growth"]:
             row["ratio_to_small_table"] = round(row["per_second"] / small, 3)
-    report["backlog"] = backlog_after_outage(bench, args.backlog_handoffs, 4, args.outage_seconds)
+    report["backlog"] = backlog_after_outage(bench, args.backlog_handoffs, 4, args.outage_seconds, max_concurrency=2,
+                                             max_per_second=20)
     report["backlog"]["ratio_to_receiver_capacity"] = round(report["backlog"]["per_second"] / capacity, 3)
     print(f"  backlog {report['backlog']}", flush=True)
     bench.stop()

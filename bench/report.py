@@ -219,9 +219,14 @@ def main() -> None:
                      "(not the product path yet) |")
     lines.append(f"| backlog after an outage: nothing handed to a person | {backlog['needs_attention']} in "
                  f"`needs_attention` | {verdict(backlog['needs_attention'] == 0 and backlog['check']['ok'])} |")
+    limit, seen = backlog["limit"], backlog["observed"]
+    backlog_met = (backlog["ratio_to_receiver_capacity"] >= AIM_RATIO_TO_RECEIVER and backlog["limit_held"]
+                   and backlog["check"]["ok"])
     lines.append(f"| backlog drained at ≥ {AIM_RATIO_TO_RECEIVER} of the receiver's capacity, under an "
-                 "operator-set per-destination limit | no per-destination concurrency or rate limit exists in the "
-                 "product yet; drained through the batch API, see below | missed (not built) |")
+                 f"operator-set per-destination limit | {backlog['ratio_to_receiver_capacity']:.2f} under "
+                 f"{limit['max_concurrency']} calls in flight and {limit['max_requests_per_second']} requests/s; the "
+                 f"receiver saw at most {seen['max_in_flight']} in flight and {seen['max_requests_in_one_second']} "
+                 f"within one second | {verdict(backlog_met)} |")
     same_size = four["per_second"] if four and four["handoffs"] == growth[0]["handoffs"] else None
     for row in growth[1:]:
         noisy = same_size is not None and growth[0]["per_second"] < 0.8 * same_size
@@ -317,11 +322,16 @@ def main() -> None:
     lines.append(
         f"| backlog: {backlog['handoffs']:,} handoffs queued while the receiver was down for "
         f"{backlog['outage_seconds']:.0f} s ({backlog['attempts_during_outage']} attempts spent before the breaker "
-        f"paused the destination), 4 dispatchers, batch API | drained {backlog['seconds_to_drain']} s after the "
+        f"paused the destination), 4 dispatchers, batch API, limited by the operator to "
+        f"{limit['max_concurrency']} calls in flight and {limit['max_requests_per_second']} requests/s (a batch call "
+        f"is one request) | drained {backlog['seconds_to_drain']} s after the "
         f"receiver came back (first delivery after {backlog['seconds_to_first_delivery']} s: the breaker's next "
         f"probe), {backlog['per_second']:,.0f} handoffs/s; {backlog['needs_attention']} handed to a person; peak "
         f"RSS {backlog['peak_rss_mb']} MB per dispatcher | {backlog['ratio_to_receiver_capacity']:.2f} of the "
-        f"receiver's single-call capacity (the batch API carries 50 per call); {check_mark(backlog)} |")
+        f"receiver's single-call capacity (the batch API carries 50 per call); the receiver saw "
+        f"{seen['calls']:,} create calls, at most {seen['max_in_flight']} in flight and "
+        f"{seen['max_requests_in_one_second']} within one second: the limit "
+        f"{'held' if backlog['limit_held'] else 'was exceeded'}; {check_mark(backlog)} |")
     lines += [
         "",
         "## Scaling curve, 1 to 8 dispatcher processes on one machine",

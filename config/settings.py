@@ -259,6 +259,12 @@ HANDOFF_DESTINATION = {
 HANDOFF_BREAKER_THRESHOLD = env_int("HANDOFF_BREAKER_THRESHOLD", 5)
 HANDOFF_BREAKER_PROBE_BASE = env_float("HANDOFF_BREAKER_PROBE_BASE", 2.0)
 HANDOFF_BREAKER_PROBE_CAP = env_float("HANDOFF_BREAKER_PROBE_CAP", 60.0)
+# Per-destination limits (docs/console.md "Destination limits"): what a destination gets when it is first seen;
+# operators change them on the health page. 0 or empty = unlimited. A 429 or 503 answer with Retry-After holds
+# the whole destination (no claims) for at most MAX_HOLD_SECONDS.
+HANDOFF_DESTINATION_MAX_CONCURRENCY = env_int("HANDOFF_DESTINATION_MAX_CONCURRENCY", 0) or None
+HANDOFF_DESTINATION_MAX_REQUESTS_PER_SECOND = env_int("HANDOFF_DESTINATION_MAX_REQUESTS_PER_SECOND", 0) or None
+HANDOFF_DESTINATION_MAX_HOLD_SECONDS = env_float("HANDOFF_DESTINATION_MAX_HOLD_SECONDS", 600.0)
 # The lease of a claimed handoff, on the database clock. The one rule that ties lease, timeouts and
 # batch size together: one call must end within a lease. The dispatcher renews the leases of the
 # claims it still holds before any call that could outlive them, so the claim batch size does not

@@ -3,7 +3,8 @@
 RECEIVER_FAULTS is JSON:
     {"keys": {"onboarding:7:42:1": "drop_after_commit"},   # a fault for chosen action keys
      "fraction": 0.1, "kinds": ["http_503", "slow"],        # and/or for a share of all keys
-     "seed": 1, "slow_seconds": 10, "retry_after": 2}
+     "seed": 1, "slow_seconds": 10, "retry_after": 2,
+     "observe": "receiver-calls.log"}                       # and/or a line per request, to measure the load
 
 Each fault fires once per action key, across every process of the receiver (the claim is a row in the
 receiver's database), so the handoff can then recover.
@@ -14,6 +15,10 @@ Kinds that act after it is committed (the sender cannot know it exists): drop_af
 
 The API opts in with `@injects_faults`: the wrapper stands between the API and the receiver's store
 for each item, and acts on the connection once the view has committed. The API itself knows no fault.
+
+"observe" names a file to which the wrapper appends one line per create call, `<method> <arrived> <answered>`
+(Unix times): what a receiver sees of its senders' load (calls in flight at once, requests per second), for
+tests of the senders' limits. The lines are written by every receiver process (appends of one short line).
 """
 
 import contextlib
@@ -161,6 +166,11 @@ class _RequestFaults:
         return response
 
 
+def _observe(path: str, method: str, arrived: float) -> None:
+    with open(path, "a", encoding="ascii") as log:
+        log.write(f"{method} {arrived:.6f} {time.time():.6f}\n")
+
+
 def injects_faults(view):
     """View decorator: while RECEIVER_FAULTS is set, the view's item answers pass through the configured
     faults (request.wrap_item_answers), and connection faults act after the view has returned."""
@@ -169,9 +179,14 @@ def injects_faults(view):
     def view_with_faults(request: HttpRequest, *args, **kwargs) -> HttpResponse:
         if not settings.RECEIVER_FAULTS:
             return view(request, *args, **kwargs)
+        arrived = time.time()
         faults = _RequestFaults()
         request.wrap_item_answers = faults.wrap
-        return faults.after_commit(request, view(request, *args, **kwargs))
+        try:
+            return faults.after_commit(request, view(request, *args, **kwargs))
+        finally:
+            if settings.RECEIVER_FAULTS.get("observe"):
+                _observe(settings.RECEIVER_FAULTS["observe"], request.method, arrived)
 
     return view_with_faults
 

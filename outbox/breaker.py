@@ -44,7 +44,8 @@ def _probe_delay(probes_made: int) -> float:
     return min(settings.HANDOFF_BREAKER_PROBE_CAP, settings.HANDOFF_BREAKER_PROBE_BASE * 2 ** min(probes_made, 20))
 
 
-def _health(name: str) -> DestinationHealth:
+def destination_health_get_or_create(name: str) -> DestinationHealth:
+    """The destination's row, written (with the configured default limits) the first time it is needed."""
     health = DestinationHealth.objects.using(DB).filter(name=name).first()
     if health is not None:
         return health
@@ -115,7 +116,8 @@ def destination_record_results(*, name: str, results: list[DeliveryResult]) -> s
         # The common case, after every batch: a healthy destination answered. Nothing to reset, no lock taken.
         return D.ACTIVE
     with transaction.atomic(using=DB):
-        health = DestinationHealth.objects.using(DB).select_for_update(no_key=True).filter(pk=_health(name).pk).get()
+        health = DestinationHealth.objects.using(DB).select_for_update(no_key=True).filter(
+            pk=destination_health_get_or_create(name).pk).get()
         if verdict.succeeded:
             _resume(health)
         if verdict.failures:
@@ -155,7 +157,8 @@ def _count_failures(health: DestinationHealth, verdict: Verdict) -> None:
 def destination_resume(*, name: str, actor_label: str) -> str:
     """An operator lets the destination be tried again at once (after fixing a credential, say)."""
     with transaction.atomic(using=DB):
-        health = DestinationHealth.objects.using(DB).select_for_update(no_key=True).filter(pk=_health(name).pk).get()
+        health = DestinationHealth.objects.using(DB).select_for_update(no_key=True).filter(
+            pk=destination_health_get_or_create(name).pk).get()
         if health.state == D.PAUSED:
             # The next claim is a probe: the destination resumes only when a call really succeeds.
             health.next_probe_at = db_now()

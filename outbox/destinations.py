@@ -226,7 +226,8 @@ class HttpDestination(Destination):
             return super().deliver_batch(outgoings)
         if response.status_code != 200:
             failure_class, reason_code = classify_status(response.status_code)
-            return [DeliveryResult.failed(failure_class, reason_code, _describe(response),
+            retry_after = parse_retry_after(response.headers.get("Retry-After"))
+            return [DeliveryResult.failed(failure_class, reason_code, _describe(response), retry_after=retry_after,
                                           status_code=response.status_code, latency_ms=latency_ms)] * len(outgoings)
         results, problem = _batch_results(response, len(outgoings))
         if problem:

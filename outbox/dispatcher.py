@@ -1,5 +1,6 @@
-"""The dispatcher orchestrates: claim due handoffs, call the destination outside any transaction, record
-the outcome, count it against the destination's circuit breaker. Every write it makes is a service of
+"""The dispatcher orchestrates: ask the destination's breaker and limits, claim due handoffs, call the
+destination outside any transaction, give the limits' slots back, record the outcome, count it against the
+destination's circuit breaker. Every write it makes is a service of
 `outbox/services.py`; the periodic passes (`maintain`, `sweep`, `drain`) are here.
 """
 
@@ -14,6 +15,7 @@ from django.conf import settings
 from outbox.breaker import Admission, destination_admit, destination_record_results, would_pause
 from outbox.destinations import Destination, get_destination
 from outbox.failures import DeliveryResult
+from outbox.limits import DestinationLimited, Permit, destination_acquire, destination_release, destination_renew
 from outbox.models import Attempt, AttemptOutcome, DestinationState, FailureClass, Handoff, HandoffState
 from outbox.selectors import destination_pause
 from outbox.services import (
@@ -48,6 +50,9 @@ class RunStats:
     expired_leases: int = 0
     released: int = 0
     paused: bool = False
+    # Refused by the destination's limits or its Retry-After hold: nothing claimed; ask again after wait_seconds.
+    limited: bool = False
+    wait_seconds: float = 0.0
     settled: dict = field(default_factory=dict)
 
     def add(self, other: "RunStats") -> None:
@@ -56,6 +61,8 @@ class RunStats:
             setattr(self, name, getattr(self, name) + getattr(other, name))
         for key, value in other.settled.items():
             self.settled[key] = self.settled.get(key, 0) + value
+        # Whether the last batch was refused by the destination's limits, and how long it asked to wait.
+        self.limited, self.wait_seconds = other.limited, other.wait_seconds
 
 
 def _tally(stats: RunStats, state: str, result: DeliveryResult) -> None:
@@ -104,19 +111,25 @@ class LeaseKeeper:
 
     Before each call it checks, on the local monotonic clock, whether the claims' leases (renewed on the
     database clock) certainly outlast one more call; if not, it renews them in one conditional UPDATE
-    that also proves they are still this worker's. A claim whose lease was lost is dropped unsent.
+    that also proves they are still this worker's. A claim whose lease was lost is dropped unsent. The
+    permit's slots (the destination's limits) are leased alike and renewed first: no call leaves on a slot
+    that could have passed to another worker.
     """
 
     MARGIN = 1.0
 
-    def __init__(self, claims: list[Claim], *, lease_seconds: float, call_seconds: float):
+    def __init__(self, claims: list[Claim], *, lease_seconds: float, call_seconds: float, permit: Permit):
         self.held = {claim.handoff_id: claim for claim in claims}
         self.lease_seconds, self.call_seconds = lease_seconds, call_seconds
+        self.permit = permit
         self.renewed_at = time.monotonic()
 
     def still_held(self, claim: Claim) -> bool:
         if time.monotonic() - self.renewed_at + self.call_seconds + self.MARGIN > self.lease_seconds:
             self.renewed_at = time.monotonic()
+            if not destination_renew(permit=self.permit, lease_seconds=self.lease_seconds):
+                log.warning("the destination's slot was taken over: %d claim(s) not sent", len(self.held))
+                self.held = {}
             kept = handoff_renew_leases(claims=list(self.held.values()), lease_seconds=self.lease_seconds)
             self.held = {pk: c for pk, c in self.held.items() if pk in kept}
         return claim.handoff_id in self.held
@@ -133,11 +146,15 @@ def deliver_claims_one_by_one(claims: list[Claim], destination: Destination, sta
             stats.lease_lost += 1
             log.warning("%s not sent: its lease was taken over before the call", claim.action_key)
             continue
-        result = _resend_blocked(claim, destination) or destination.deliver(claim.outgoing)
+        result = _resend_blocked(claim, destination)
+        if result is None:
+            result = destination.deliver(claim.outgoing)
+            keeper.permit.made([result])
         outcomes.append((claim, result))
         if would_pause([answer for _claim, answer in outcomes]):
             rest = claims[index + 1:]
             break
+    destination_release(permit=keeper.permit)
     state = _record(outcomes, destination, stats) if outcomes else ""
     if rest:
         stats.released += handoff_release_claims(claims=rest, reason=f"not sent: destination {destination.name} "
@@ -162,15 +179,30 @@ def deliver_claims_batched(claims: list[Claim], destination: Destination, stats:
         else:
             outcomes.append((claim, blocked))
     if sendable:
-        outcomes += zip(sendable, destination.deliver_batch([c.outgoing for c in sendable]), strict=True)
+        results = destination.deliver_batch([c.outgoing for c in sendable])
+        keeper.permit.made(results)
+        outcomes += zip(sendable, results, strict=True)
+    destination_release(permit=keeper.permit)
     if outcomes:
         _record(outcomes, destination, stats)
 
 
+def _permit(destination: Destination, worker: str, limit: int, lease_seconds: float, stats: RunStats) -> Permit | None:
+    """The destination's limits for this batch (a batch call is one request, single calls one each), or None
+    when they refuse: `stats` then say how long to wait."""
+    try:
+        return destination_acquire(name=destination.name, worker=worker, lease_seconds=lease_seconds,
+                                   requests=1 if destination.supports_batch else limit)
+    except DestinationLimited as refused:
+        stats.limited, stats.wait_seconds = True, refused.wait_seconds
+        return None
+
+
 def dispatch_batch(*, destination: Destination | None = None, worker: str | None = None, limit: int | None = None,
                    handoff_id: int | None = None) -> RunStats:
-    """Claim what is due for the destination (nothing while it is paused, one handoff as its probe) and
-    deliver it."""
+    """Claim what is due for the destination and deliver it: nothing while it is paused (one handoff as its
+    probe), nothing while its limits or a Retry-After hold refuse a permit (`stats.limited`, and how long to
+    wait), and no more requests than the permit allows (a batch call is one request)."""
     destination = destination or get_destination()
     worker = worker or default_worker_name()
     stats = RunStats()
@@ -180,14 +212,22 @@ def dispatch_batch(*, destination: Destination | None = None, worker: str | None
         return stats
     limit = 1 if admission is Admission.PROBE else (limit or settings.HANDOFF_CLAIM_BATCH)
     lease_seconds = settings.HANDOFF_LEASE_SECONDS
-    claims = handoff_claim_due(worker=worker, limit=limit, handoff_id=handoff_id, lease_seconds=lease_seconds,
-                               destination_name=destination.name)
-    stats.claimed = len(claims)
-    keeper = LeaseKeeper(claims, lease_seconds=lease_seconds, call_seconds=destination.call_seconds)
-    if destination.supports_batch and len(claims) > 1:
-        deliver_claims_batched(claims, destination, stats, keeper)
-    else:
-        deliver_claims_one_by_one(claims, destination, stats, keeper)
+    permit = _permit(destination, worker, limit, lease_seconds, stats)
+    if permit is None:
+        return stats
+    try:
+        claims = handoff_claim_due(worker=worker, limit=limit if destination.supports_batch else permit.requests,
+                                   handoff_id=handoff_id, lease_seconds=lease_seconds,
+                                   destination_name=destination.name)
+        stats.claimed = len(claims)
+        keeper = LeaseKeeper(claims, lease_seconds=lease_seconds, call_seconds=destination.call_seconds,
+                             permit=permit)
+        deliver = deliver_claims_batched if destination.supports_batch and len(claims) > 1 else \
+            deliver_claims_one_by_one
+        deliver(claims, destination, stats, keeper)
+    finally:
+        # Given back right after the calls already; this covers no claims, and an error before the calls.
+        destination_release(permit=permit)
     return stats
 
 

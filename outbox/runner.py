@@ -1,7 +1,8 @@
 """The long-running dispatcher process (`manage.py dispatch`): two loops that survive the database.
 
 - The delivery loop claims and delivers due handoffs, and when idle waits for a wake-up (PostgreSQL
-  NOTIFY) or `idle_sleep` seconds.
+  NOTIFY) or `idle_sleep` seconds. Refused by the destination's limits (`outbox/limits.py`) it waits until
+  the next slot is likely free, at most a second, instead of spinning.
 - The maintenance loop, in its own thread with its own database connection, expires leases and settles
   uncertain outcomes every `maintain_every` seconds. It never waits behind a drain or a slow call: a
   dead worker's rows are noticed within a lease, whatever the backlog.
@@ -97,7 +98,10 @@ def run_forever(*, destination: Destination | None = None, worker: str | None = 
                 listener.reconnect()
                 continue
             total.add(batch)
-            if batch.claimed == 0:
+            if batch.limited:
+                # The destination's limits or its Retry-After hold: wait for the next slot (bounded), not a wake-up.
+                stop.wait(batch.wait_seconds)
+            elif batch.claimed == 0:
                 listener.wait(idle_sleep)
     finally:
         stop.set()

@@ -9,6 +9,7 @@ app_name = "reconciliation"
 urlpatterns = [
     path("health/", views.health, name="health"),
     path("health/<slug:figure>/", views.drilldown, name="drilldown"),
+    path("health/destinations/<slug:name>/limits", views.destination_limits, name="destination_limits"),
     path("reconciliation/findings/", views.findings, name="findings"),
     path("reconciliation/findings/<int:pk>/acknowledge", views.finding_acknowledge, name="finding_acknowledge"),
     path("reconciliation/findings/<int:pk>/resolve", views.finding_resolve, name="finding_resolve"),

@@ -16,6 +16,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 from approvals.models import Role
 from approvals.selectors import workspace_ids_for
 from config.htmx import HtmxHttpRequest
+from outbox.limits import InvalidLimit, destination_set_limits
 from outbox.redaction import redact
 from reconciliation import metrics, selectors, services
 from reconciliation.charts import bar_chart
@@ -55,7 +56,35 @@ def health(request: HtmxHttpRequest) -> HttpResponse:
         "delivered_chart": bar_chart(summary["series"], "delivered"),
         "failed_chart": bar_chart(summary["series"], "failed"),
         "paused_destinations": paused_destinations(),
+        "destinations": selectors.destinations_overview(),
     })
+
+
+@require_POST
+@login_required
+def destination_limits(request: HtmxHttpRequest, name: str) -> HttpResponse:
+    """An operator sets a destination's limits (blank = unlimited). Bad input: 422 with the reason, nothing
+    written."""
+    _operator_scope(request)
+    if name not in selectors.destination_names():
+        raise Http404("no such destination")
+    error = ""
+    try:
+        destination_set_limits(name=name, max_concurrency=request.POST.get("max_concurrency", ""),
+                               max_requests_per_second=request.POST.get("max_requests_per_second", ""),
+                               actor=request.user, reason=request.POST.get("reason", ""))
+    except InvalidLimit as exc:
+        error = str(exc)
+    status = 422 if error else 200
+    if request.htmx:
+        [destination] = selectors.destinations_overview(name)
+        return render(request, "reconciliation/health.html#destination-limits",
+                      {"destination": destination, "error": error, "saved": not error, "posted": request.POST},
+                      status=status)
+    if error:
+        return render(request, "reconciliation/destination_limits_refused.html", {"name": name, "error": error},
+                      status=status)
+    return redirect("reconciliation:health")
 
 
 @require_GET

@@ -137,3 +137,31 @@ def test_batch_delivery_records_every_outcome_in_one_call(batch_receiver, settin
 def handoff_state(handoff):
     handoff.refresh_from_db()
     return handoff.state, handoff.failure_class
+
+
+def test_a_429_with_retry_after_holds_the_whole_destination(receiver, settings, make_handoff):
+    from outbox.clock import db_now_plus
+    from outbox.dispatcher import dispatch_batch
+    from outbox.models import DestinationHealth
+
+    first, second = make_handoff(1), make_handoff(2)
+    inject(settings, first.action_key, "http_429")
+    assert handoff_deliver(handoff_id=first.pk, destination=receiver) == S.PENDING
+    assert DestinationHealth.objects.filter(hold_until__gt=db_now_plus(25), hold_reason__contains="429").exists()
+    held = dispatch_batch(destination=receiver, worker="w2")
+    assert held.limited and held.claimed == 0
+    second.refresh_from_db()
+    assert (second.state, second.attempts) == (S.PENDING, 0)
+
+
+def test_a_batch_items_429_with_retry_after_holds_the_destination(batch_receiver, settings, make_handoff):
+    from outbox.clock import db_now_plus
+    from outbox.dispatcher import dispatch_batch
+    from outbox.models import DestinationHealth
+
+    handoffs = [make_handoff(n) for n in range(1, 4)]
+    inject(settings, handoffs[1].action_key, "http_429")
+    stats = dispatch_batch(destination=batch_receiver, worker="w1", limit=10)
+    assert (stats.claimed, stats.delivered, stats.retrying) == (3, 2, 1)
+    assert DestinationHealth.objects.filter(hold_until__gt=db_now_plus(25)).exists()
+    assert dispatch_batch(destination=batch_receiver, worker="w1").limited

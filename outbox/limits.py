@@ -1,0 +1,308 @@
+"""Per-destination limits the operator sets: calls in flight at once, requests per second, and the hold a
+`Retry-After` answer puts on the whole destination. They hold across dispatcher processes and hosts, so
+their state lives in the database and every time is the database's (`outbox/clock.py`).
+
+A dispatcher asks for a permit before it claims anything (`destination_acquire`). Refused, it claims nothing,
+spends no handoff's attempt or retry window, and waits `DestinationLimited.wait_seconds` (bounded).
+
+- Concurrency: a `DestinationSlot` of kind "concurrency" per call in flight, taken by a conditional UPDATE
+  (its `free_at` is empty or past) and given back right after the call. Its lease (`free_at`) is renewed
+  with the handoffs' leases, so that a slot whose holder was SIGKILLed comes back after one lease.
+- Requests per second: a slot of kind "rate" per request; free again one second after the request's answer
+  came back. A request reaches the receiver after its slot was taken and before its answer comes back, so
+  two requests on the same slot reach the receiver more than a second apart, whatever the network did with
+  them: no more than the limit ever arrive within one second. (A GCRA on the sender's clock spaces the sends,
+  but the receiver counts arrivals, and a delayed request can arrive next to the following one.) The price:
+  a slot serves one request per (1 s + call time).
+- Hold: a 429 or 503 answer with `Retry-After` sets `hold_until` (capped by
+  HANDOFF_DESTINATION_MAX_HOLD_SECONDS); no permit is given before it.
+
+One call is one HTTP request: a batch call carrying 50 handoffs takes one rate slot.
+"""
+
+import uuid
+from dataclasses import dataclass, field
+
+from django.conf import settings
+from django.db import connections, transaction
+from django.db.models import BooleanField, ExpressionWrapper, Q
+from django.db.models.functions import Coalesce, Greatest
+
+from outbox.breaker import destination_health_get_or_create
+from outbox.clock import db_now, db_now_plus
+from outbox.errors import InvalidActionInput, OutboxError
+from outbox.failures import DeliveryResult
+from outbox.models import DestinationEvent, DestinationHealth, DestinationSlot, SlotKind
+
+DB = "default"
+# A rate slot is free again this long after its request's answer came back: the limit is per second.
+RATE_WINDOW_SECONDS = 1.0
+# How long a refused dispatcher waits before asking again: at most this long (a hold or a rate slot may be
+# free sooner than its computed time when another holder gives it back), and a concurrency slot is polled.
+MAX_WAIT_SECONDS = 1.0
+CONCURRENCY_POLL_SECONDS = 0.02
+# Answers whose Retry-After speaks for the whole destination.
+HOLDING_STATUSES = frozenset({429, 503})
+LIMIT_CEILING = 10_000
+
+
+class DestinationLimited(OutboxError):
+    """No permit now: the destination is held (Retry-After) or at its limit. Nothing was claimed."""
+
+    def __init__(self, reason: str, wait_seconds: float):
+        super().__init__(reason)
+        self.reason = reason
+        self.wait_seconds = max(0.0, min(wait_seconds, MAX_WAIT_SECONDS))
+
+
+class InvalidLimit(InvalidActionInput):
+    pass
+
+
+@dataclass
+class Permit:
+    """What one dispatcher may send now: `requests` requests, one call in flight at a time. Given back with
+    `destination_release` right after the calls, with what they answered."""
+
+    destination: str
+    holder: str
+    requests: int
+    slot_ids: list[int] = field(default_factory=list)
+    rate_ids: list[int] = field(default_factory=list)
+    requests_made: int = 0
+    retry_after: float | None = None
+    hold_reason: str = ""
+    released: bool = False
+
+    def made(self, results: list[DeliveryResult]) -> None:
+        """One request was made; these are the answers it carried (one per handoff of a batch call)."""
+        self.requests_made += 1
+        for result in results:
+            if result.status_code not in HOLDING_STATUSES or result.retry_after is None:
+                continue
+            if self.retry_after is None or result.retry_after > self.retry_after:
+                self.retry_after = result.retry_after
+                self.hold_reason = f"HTTP {result.status_code} with Retry-After {result.retry_after:g} s"
+
+
+@dataclass(frozen=True)
+class Limits:
+    max_concurrency: int | None
+    max_requests_per_second: int | None
+    held: bool
+
+
+def _limits(name: str) -> Limits:
+    held = ExpressionWrapper(Q(hold_until__gt=db_now()), output_field=BooleanField())
+    row = (
+        DestinationHealth.objects.using(DB)
+        .filter(name=name)
+        .annotate(held=held)
+        .values_list("max_concurrency", "max_requests_per_second", "held")
+        .first()
+    )
+    if row is None:
+        # A destination not seen yet has the configured defaults (its row is written with them when needed).
+        return Limits(
+            settings.HANDOFF_DESTINATION_MAX_CONCURRENCY, settings.HANDOFF_DESTINATION_MAX_REQUESTS_PER_SECOND, False
+        )
+    return Limits(row[0], row[1], bool(row[2]))
+
+
+def _free(name: str, kind: str, limit: int):
+    return (
+        DestinationSlot.objects.using(DB)
+        .filter(destination=name, kind=kind, number__lt=limit)
+        .filter(Q(free_at__isnull=True) | Q(free_at__lte=db_now()))
+    )
+
+
+def _ensure_slots(name: str, kind: str, limit: int) -> None:
+    have = set(
+        DestinationSlot.objects.using(DB)
+        .filter(destination=name, kind=kind, number__lt=limit)
+        .values_list("number", flat=True)
+    )
+    missing = [DestinationSlot(destination=name, kind=kind, number=n) for n in range(limit) if n not in have]
+    if missing:
+        DestinationSlot.objects.using(DB).bulk_create(missing, ignore_conflicts=True)
+
+
+def _take(name: str, kind: str, limit: int, count: int, holder: str, lease_seconds: float) -> list[int]:
+    """Take up to `count` free slots for `holder`. PostgreSQL skips the rows another worker is taking
+    (FOR UPDATE SKIP LOCKED); on both backends the UPDATE takes only rows still free when it runs, so two
+    workers never hold one slot."""
+    free = _free(name, kind, limit)
+    with transaction.atomic(using=DB):
+        candidates = free.order_by("number")
+        if connections[DB].features.has_select_for_update_skip_locked:
+            candidates = candidates.select_for_update(skip_locked=True, no_key=True)
+        ids = list(candidates.values_list("pk", flat=True)[:count])
+        if not ids:
+            return []
+        free.filter(pk__in=ids).update(free_at=db_now_plus(lease_seconds), holder=holder)
+        return list(DestinationSlot.objects.using(DB).filter(pk__in=ids, holder=holder).values_list("pk", flat=True))
+
+
+def _take_or_create(name: str, kind: str, limit: int, count: int, holder: str, lease_seconds: float) -> list[int]:
+    taken = _take(name, kind, limit, count, holder, lease_seconds)
+    if (
+        not taken
+        and DestinationSlot.objects.using(DB).filter(destination=name, kind=kind, number__lt=limit).count() < limit
+    ):
+        # The limit was raised, or set by default: its slots are written the first time they are missing.
+        _ensure_slots(name, kind, limit)
+        taken = _take(name, kind, limit, count, holder, lease_seconds)
+    return taken
+
+
+def _seconds_until_free(name: str, kind: str, limit: int) -> float:
+    """Seconds until the next slot of a kind is free again, both times read from the database clock."""
+    row = (
+        DestinationSlot.objects.using(DB)
+        .filter(destination=name, kind=kind, number__lt=limit)
+        .exclude(free_at__isnull=True)
+        .annotate(now=db_now())
+        .order_by("free_at")
+        .values_list("free_at", "now")
+        .first()
+    )
+    if row is None or row[1] is None:
+        return CONCURRENCY_POLL_SECONDS
+    return max((row[0] - row[1]).total_seconds(), CONCURRENCY_POLL_SECONDS)
+
+
+def destination_acquire(*, name: str, worker: str, requests: int, lease_seconds: float) -> Permit:
+    """A permit for up to `requests` requests to the destination, one call in flight. Raises
+    DestinationLimited (nothing taken) while the destination is held or at its limits.
+
+    The slots are leased for `lease_seconds` on the database clock (renewed with the handoffs' leases by
+    `destination_renew`): a dispatcher that dies gives them back when the lease runs out."""
+    limits = _limits(name)
+    holder = f"{worker}:{uuid.uuid4().hex[:12]}"
+    permit = Permit(destination=name, holder=holder, requests=requests)
+    if limits.held:
+        raise DestinationLimited(f"destination {name} is held (Retry-After)", MAX_WAIT_SECONDS)
+    if limits.max_concurrency:
+        permit.slot_ids = _take_or_create(name, SlotKind.CONCURRENCY, limits.max_concurrency, 1, holder, lease_seconds)
+        if not permit.slot_ids:
+            raise DestinationLimited(
+                f"destination {name} has {limits.max_concurrency} call(s) in flight", CONCURRENCY_POLL_SECONDS
+            )
+    if limits.max_requests_per_second:
+        permit.rate_ids = _take_or_create(
+            name, SlotKind.RATE, limits.max_requests_per_second, requests, holder, lease_seconds + RATE_WINDOW_SECONDS
+        )
+        if not permit.rate_ids:
+            destination_release(permit=permit)
+            raise DestinationLimited(
+                f"destination {name} had {limits.max_requests_per_second} request(s) in the last second",
+                _seconds_until_free(name, SlotKind.RATE, limits.max_requests_per_second),
+            )
+        permit.requests = len(permit.rate_ids)
+    return permit
+
+
+def destination_renew(*, permit: Permit, lease_seconds: float) -> bool:
+    """Extend the leases of the permit's slots; False when one of them was taken over (it ran out)."""
+    if permit.slot_ids:
+        renewed = (
+            DestinationSlot.objects.using(DB)
+            .filter(pk__in=permit.slot_ids, holder=permit.holder)
+            .update(free_at=db_now_plus(lease_seconds))
+        )
+        if renewed < len(permit.slot_ids):
+            return False
+    if permit.rate_ids:
+        # The used ones too: each stays taken until a second after its answer, which `destination_release`
+        # writes; a lease that ran out before the release would let it go sooner.
+        renewed = (
+            DestinationSlot.objects.using(DB)
+            .filter(pk__in=permit.rate_ids, holder=permit.holder)
+            .update(free_at=db_now_plus(lease_seconds + RATE_WINDOW_SECONDS))
+        )
+        if renewed < len(permit.rate_ids):
+            return False
+    return True
+
+
+def _hold(name: str, seconds: float, reason: str) -> None:
+    seconds = min(seconds, settings.HANDOFF_DESTINATION_MAX_HOLD_SECONDS)
+    if seconds <= 0:
+        return
+    health = destination_health_get_or_create(name)
+    # Never shorten a longer hold another worker set meanwhile.
+    DestinationHealth.objects.using(DB).filter(pk=health.pk).update(
+        hold_until=Greatest(Coalesce("hold_until", db_now()), db_now_plus(seconds)), hold_reason=reason[:200]
+    )
+
+
+def destination_release(*, permit: Permit) -> None:
+    """Give the permit back right after its calls: the concurrency slot at once, each used rate slot one
+    second from now, the unused ones at once. A Retry-After among the answers holds the destination."""
+    if permit.released:
+        return
+    permit.released = True
+    if permit.retry_after is not None:
+        _hold(permit.destination, permit.retry_after, permit.hold_reason)
+    slots = DestinationSlot.objects.using(DB).filter(holder=permit.holder)
+    used = permit.rate_ids[: permit.requests_made]
+    if used:
+        slots.filter(pk__in=used).update(free_at=db_now_plus(RATE_WINDOW_SECONDS), holder="")
+    unused = permit.slot_ids + permit.rate_ids[permit.requests_made :]
+    if unused:
+        slots.filter(pk__in=unused).update(free_at=None, holder="")
+
+
+def _parse_limit(raw: object, label: str) -> int | None:
+    if raw is None or (isinstance(raw, str) and not raw.strip()):
+        return None
+    text = str(raw).strip()
+    if not text.isascii() or not text.isdigit() or not 1 <= int(text) <= LIMIT_CEILING:
+        raise InvalidLimit(
+            f"{label} must be a whole number from 1 to {LIMIT_CEILING:,}, or empty for no limit; got {text[:20]!r}"
+        )
+    return int(text)
+
+
+def _describe(value: int | None) -> str:
+    return "unlimited" if value is None else str(value)
+
+
+def destination_set_limits(
+    *, name: str, max_concurrency: object, max_requests_per_second: object, actor, reason: str
+) -> DestinationHealth:
+    """An operator sets the destination's limits (empty = unlimited). Checked first, nothing written on bad
+    input (InvalidLimit); the change is a DestinationEvent with the actor and the reason."""
+    concurrency = _parse_limit(max_concurrency, "Maximum concurrency")
+    rate = _parse_limit(max_requests_per_second, "Maximum requests per second")
+    if not reason.strip():
+        raise InvalidLimit("a reason is required to change a destination's limits")
+    with transaction.atomic(using=DB):
+        health = (
+            DestinationHealth.objects.using(DB)
+            .select_for_update(no_key=True)
+            .filter(pk=destination_health_get_or_create(name).pk)
+            .get()
+        )
+        before = (health.max_concurrency, health.max_requests_per_second)
+        if before == (concurrency, rate):
+            return health
+        health.max_concurrency, health.max_requests_per_second = concurrency, rate
+        health.save(using=DB, update_fields=["max_concurrency", "max_requests_per_second", "updated_at"])
+        for kind, limit in ((SlotKind.CONCURRENCY, concurrency), (SlotKind.RATE, rate)):
+            if limit:
+                _ensure_slots(name, kind, limit)
+        DestinationEvent.objects.using(DB).create(
+            destination=name,
+            from_state=health.state,
+            to_state=health.state,
+            actor=actor,
+            actor_label=actor.get_username(),
+            action="set_limits",
+            reason=(
+                f"limits set: concurrency {_describe(before[0])} -> {_describe(concurrency)}, requests per "
+                f"second {_describe(before[1])} -> {_describe(rate)}; {reason.strip()}"
+            )[:2000],
+        )
+    return health
