@@ -36,21 +36,6 @@ class DbNow(Func):
         return POSTGRES_NOW_PLUS.replace("%s", sql), params
 
 
-class Unindexed(Func):
-    """A datetime column, as an expression PostgreSQL does not match to an index on the column.
-
-    For a comparison that an index on the column would answer badly: the planner then filters the rows of
-    the index that the rest of the query picks instead of range-scanning the column's own index. The value
-    is unchanged (plus a zero interval); SQLite gets the plain column (its plans do not depend on it)."""
-
-    output_field = DateTimeField()
-    template = "%(expressions)s"
-
-    def as_postgresql(self, compiler, connection, **extra_context):
-        sql, params = compiler.compile(self.source_expressions[0])
-        return f"({sql} + INTERVAL '0')", params
-
-
 def db_now() -> DbNow:
     return DbNow()
 
@@ -60,4 +45,4 @@ def db_now_plus(seconds: float) -> DbNow:
     return DbNow(seconds)
 
 
-__all__ = ["DbNow", "Unindexed", "db_now", "db_now_plus"]
+__all__ = ["DbNow", "db_now", "db_now_plus"]

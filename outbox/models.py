@@ -10,7 +10,7 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
-from outbox.clock import Unindexed, db_now
+from outbox.clock import db_now
 
 
 class HandoffState(models.TextChoices):
@@ -76,13 +76,8 @@ class HandoffQuerySet(models.QuerySet):
         return self.filter(state=S.IN_FLIGHT, lease_expires_at__lt=db_now())
 
     def retrying(self):
-        """Pending after a failed attempt, waiting for its backoff to pass (`Handoff.in_backoff`, per row).
-
-        Read through `handoff_retrying_idx` (newest first, as the console lists them). The due time is compared
-        as an expression: PostgreSQL cannot tell that rows due later are mostly these, and would otherwise
-        range-scan the claim index over every row in backoff and sort them all for one page."""
-        return self.filter(state=S.PENDING, attempts__gt=0).alias(
-            due_at=Unindexed("next_attempt_at")).filter(due_at__gt=db_now())
+        """Pending after a failed attempt, waiting for its backoff to pass (`Handoff.in_backoff`, per row)."""
+        return self.filter(state=S.PENDING, attempts__gt=0, next_attempt_at__gt=db_now())
 
     def open(self):
         return self.filter(state__in=OPEN_STATES)
@@ -205,12 +200,15 @@ class Handoff(models.Model):
             models.Index(fields=["updated_at"], name="handoff_uncertain_idx", condition=models.Q(state=S.UNCERTAIN)),
             # Console lists: keyset pagination, per workspace.
             models.Index(fields=["workspace_id", "created_at", "id"], name="handoff_ws_keyset_idx"),
-            # The console's state lists (and the header's count of handoffs needing a person): every state but
-            # delivered, which the keyset index serves as well as the bulk of the rows.
-            models.Index(fields=["workspace_id", "state", "created_at", "id"], name="handoff_ws_state_open_idx",
+            # Every state but delivered, which the keyset index serves as well as the bulk of the rows: the
+            # console's state lists and the header's count of handoffs needing a person (per workspace, newest
+            # first), and the reads of one state across workspaces (alerts, /metrics, the health page).
+            models.Index(fields=["state", "workspace_id", "created_at", "id"], name="handoff_state_open_idx",
                          condition=~models.Q(state=S.DELIVERED)),
-            # The console's "retrying" list (`HandoffQuerySet.retrying`): pending after a failed attempt.
-            models.Index(fields=["workspace_id", "created_at", "id"], name="handoff_retrying_idx",
+            # The console's "retrying" list (`HandoffQuerySet.retrying`): pending after a failed attempt, newest
+            # first. The due time is a key too, so the index itself skips the rows whose backoff has passed: the
+            # planner then prefers it to range-scanning the claim index over every row in backoff and sorting.
+            models.Index(fields=["workspace_id", "created_at", "id", "next_attempt_at"], name="handoff_retrying_idx",
                          condition=models.Q(state=S.PENDING, attempts__gt=0)),
             # Console search by request number ("request 42 …" prefix) and reconciliation's source check.
             models.Index(fields=["source_ref"], name="handoff_source_ref_idx", opclasses=["varchar_pattern_ops"]),

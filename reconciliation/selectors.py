@@ -90,7 +90,7 @@ def needing_person_counts_bounded(workspace_ids: Iterable[int], *, cap: int = CO
     A workspace where nobody needs a person is left out.
 
     Per workspace, the same two parts as `needing_person_counts`, each read no further than `cap + 1` rows:
-    the handoffs in a person's states (through `handoff_ws_state_open_idx`), and the others whose key has a
+    the handoffs in a person's states (through `handoff_state_open_idx`), and the others whose key has a
     live finding (driven from the few findings)."""
     from approvals.models import Workspace
 

@@ -39,15 +39,15 @@ class Migration(migrations.Migration):
             model_name="handoff",
             index=models.Index(
                 condition=models.Q(("state", "delivered"), _negated=True),
-                fields=["workspace_id", "state", "created_at", "id"],
-                name="handoff_ws_state_open_idx",
+                fields=["state", "workspace_id", "created_at", "id"],
+                name="handoff_state_open_idx",
             ),
         ),
         migrations.AddIndex(
             model_name="handoff",
             index=models.Index(
                 condition=models.Q(("attempts__gt", 0), ("state", "pending")),
-                fields=["workspace_id", "created_at", "id"],
+                fields=["workspace_id", "created_at", "id", "next_attempt_at"],
                 name="handoff_retrying_idx",
             ),
         ),

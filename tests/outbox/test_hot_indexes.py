@@ -12,9 +12,12 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from outbox.clock import db_now_plus
 from outbox.destinations import InProcessDestination
 from outbox.dispatcher import settle_uncertain
+from outbox.filters import HandoffFilter
 from outbox.models import Handoff, HandoffState
+from outbox.selectors import handoffs_in, keyset_page
 from outbox.services import handoff_claim_due, handoff_expire_leases
 from tests.factories import HandoffFactory
 
@@ -49,6 +52,10 @@ def large_outbox(db):
         HandoffFactory(number=n)  # pending, due now
     for n in range(22, 27):
         HandoffFactory(number=n, state=S.UNCERTAIN)
+    for n in range(27, 57):  # retried: half still in backoff, half due again
+        HandoffFactory(number=n, attempts=2, next_attempt_at=db_now_plus(600 if n % 2 else -60))
+    for n in range(57, 67):  # in flight, leased to a worker
+        HandoffFactory(number=n, state=S.IN_FLIGHT, lease_owner="test:0", lease_expires_at=db_now_plus(30))
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE outbox_handoff")
 
@@ -92,7 +99,6 @@ def test_the_claim_reads_the_partial_claim_index_not_the_delivered_rows(large_ou
 
 
 def test_lease_expiry_reads_the_partial_lease_index(large_outbox):
-    handoff_claim_due(worker="test:1", limit=5, destination_name="receiver")
     sql = _captured(handoff_expire_leases, '"lease_expires_at" <')
     assert _reads_of_outbox(sql) == [("Index Scan", "handoff_lease_expiry_idx")]
 
@@ -102,3 +108,9 @@ def test_settlement_reads_the_uncertain_ones_through_their_partial_index(large_o
         lambda: settle_uncertain(destination=InProcessDestination(), limit=3), 'ORDER BY "outbox_handoff"."updated_at"'
     )
     assert _reads_of_outbox(sql) == [("Index Scan", "handoff_uncertain_idx")]
+
+
+def test_the_console_retrying_list_reads_the_partial_retrying_index(large_outbox):
+    retrying = HandoffFilter({"state": "retrying"}, queryset=handoffs_in([7]), workspace_ids=[7]).qs
+    sql = _captured(lambda: keyset_page(retrying, after=None, size=50), '"attempts" >')
+    assert _reads_of_outbox(sql) == [("Index Scan", "handoff_retrying_idx")]
