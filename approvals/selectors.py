@@ -73,7 +73,8 @@ def _counts_where(roles: dict[int, set], role: str, counts_of) -> dict[int, int]
 
 
 def console_nav(user) -> list[dict]:
-    """The user's workspaces with their roles and what waits for them there (five queries, whatever the outbox size)."""
+    """The user's workspaces with their roles and what waits for them there (four queries, whatever the outbox size;
+    the count of handoffs needing a person stops past `COUNT_CAP`)."""
     from outbox.selectors import open_counts_by_workspace
 
     roles = roles_by_workspace(user)

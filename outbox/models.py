@@ -184,14 +184,32 @@ class Handoff(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["action_key"], name="handoff_unique_action_key"),
         ]
+        # Rows in a working state are few; delivered ones pile up for ever. Every state change rewrites the row
+        # (state is indexed, so no HOT update) and adds an entry to every full index, so the indexes that only
+        # the dispatcher and the console's state lists read are partial: a row leaves them when it leaves the
+        # states they cover, and they stay small however many rows are delivered. A query reaches a partial
+        # index only when its WHERE implies the index's condition (`HandoffQuerySet` writes them so).
         indexes = [
-            # The claim: due pending rows, oldest due first.
-            models.Index(fields=["state", "next_attempt_at"], name="handoff_due_idx"),
-            # Expired leases.
-            models.Index(fields=["state", "lease_expires_at"], name="handoff_lease_idx"),
+            # The claim (`HandoffQuerySet.due`, per destination): due pending rows, oldest due first.
+            models.Index(fields=["destination", "next_attempt_at", "id"], name="handoff_claim_idx",
+                         condition=models.Q(state=S.PENDING)),
+            # Expired leases (`HandoffQuerySet.lease_expired`).
+            models.Index(fields=["lease_expires_at"], name="handoff_lease_expiry_idx",
+                         condition=models.Q(state=S.IN_FLIGHT)),
+            # Settlement of unknown outcomes, longest unsettled first (`dispatcher.settle_uncertain`).
+            models.Index(fields=["updated_at"], name="handoff_uncertain_idx", condition=models.Q(state=S.UNCERTAIN)),
             # Console lists: keyset pagination, per workspace.
             models.Index(fields=["workspace_id", "created_at", "id"], name="handoff_ws_keyset_idx"),
-            models.Index(fields=["workspace_id", "state", "created_at", "id"], name="handoff_ws_state_idx"),
+            # Every state but delivered, which the keyset index serves as well as the bulk of the rows: the
+            # console's state lists and the header's count of handoffs needing a person (per workspace, newest
+            # first), and the reads of one state across workspaces (alerts, /metrics, the health page).
+            models.Index(fields=["state", "workspace_id", "created_at", "id"], name="handoff_state_open_idx",
+                         condition=~models.Q(state=S.DELIVERED)),
+            # The console's "retrying" list (`HandoffQuerySet.retrying`): pending after a failed attempt, newest
+            # first. The due time is a key too, so the index itself skips the rows whose backoff has passed: the
+            # planner then prefers it to range-scanning the claim index over every row in backoff and sorting.
+            models.Index(fields=["workspace_id", "created_at", "id", "next_attempt_at"], name="handoff_retrying_idx",
+                         condition=models.Q(state=S.PENDING, attempts__gt=0)),
             # Console search by request number ("request 42 …" prefix) and reconciliation's source check.
             models.Index(fields=["source_ref"], name="handoff_source_ref_idx", opclasses=["varchar_pattern_ops"]),
             models.Index(fields=["source_id"], name="handoff_source_id_idx"),

@@ -7,7 +7,7 @@ from django.db.models import QuerySet
 from outbox.models import NEEDS_PERSON_STATES, Attempt, AttemptOutcome, Handoff, HandoffEvent, HandoffState
 
 # Console reads, not the outbox core: the rule that spans findings is reconciliation's.
-from reconciliation.selectors import needing_person_counts
+from reconciliation.selectors import needing_person_counts_bounded
 
 
 def handoffs_in(workspace_ids: Iterable[int]) -> QuerySet[Handoff]:
@@ -48,8 +48,9 @@ def keyset_page(queryset: QuerySet, *, after: tuple | None, size: int, newest_fi
 
 
 def open_counts_by_workspace(workspace_ids: Iterable[int]) -> dict[int, int]:
-    """Handoffs that need a person, per workspace: the one rule, which counts open findings too."""
-    return dict(needing_person_counts(list(workspace_ids), "workspace_id"))
+    """Handoffs that need a person, per workspace: the one rule, which counts open findings too. Shown on every
+    page, so each count stops past `COUNT_CAP` (`bounded_count` shows "999+")."""
+    return needing_person_counts_bounded(workspace_ids)
 
 
 def destination_pause(name: str):

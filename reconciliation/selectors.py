@@ -12,7 +12,18 @@ from datetime import datetime, timedelta
 from urllib.parse import urlencode
 
 from django.conf import settings
-from django.db.models import BooleanField, Count, Exists, ExpressionWrapper, Min, OuterRef, Q, QuerySet
+from django.db.models import (
+    BooleanField,
+    Count,
+    Exists,
+    ExpressionWrapper,
+    IntegerField,
+    Min,
+    OuterRef,
+    Q,
+    QuerySet,
+    Subquery,
+)
 from django.db.models.functions import TruncHour
 from django.urls import reverse
 from django.utils import timezone
@@ -82,6 +93,42 @@ def needing_person_counts(workspace_ids: Iterable[int] | None, *by: str) -> list
         for *group, n in rows.values_list(*by).annotate(n=Count("id")):
             totals[tuple(group)] = totals.get(tuple(group), 0) + n
     return [(*group, n) for group, n in totals.items()]
+
+
+# A count shown on every page stops here: "999+" says as much to a person as the exact figure, and counting
+# every open row of a large outbox on each page view would cost more the larger the backlog.
+COUNT_CAP = 999
+
+
+class _CountOf(Subquery):
+    """COUNT(*) of the rows of a (sliced) subquery, as a scalar: with a slice, a count that stops."""
+
+    template = "(SELECT COUNT(*) FROM (%(subquery)s) AS bounded)"
+    output_field = IntegerField()
+
+
+def needing_person_counts_bounded(workspace_ids: Iterable[int], *, cap: int = COUNT_CAP) -> dict[int, int]:
+    """`needing_person` per workspace (of the workspaces that exist), each count stopped past `cap` (a figure
+    above `cap` means "more than `cap`"), in one query whose cost does not grow with the outbox or the backlog.
+    A workspace where nobody needs a person is left out.
+
+    Per workspace, the same two parts as `needing_person_counts`, each read no further than `cap + 1` rows:
+    the handoffs in a person's states (through `handoff_state_open_idx`), and the others whose key has a
+    live finding (driven from the few findings)."""
+    from approvals.models import Workspace
+
+    ids = list(workspace_ids)
+    if not ids:
+        return {}
+    of_workspace = Handoff.objects.filter(workspace_id=OuterRef("id")).order_by()
+    live_keys = Finding.objects.exclude(status=FindingStatus.RESOLVED).values("action_key")
+    in_states = of_workspace.filter(state__in=NEEDS_PERSON_STATES).values("id")[: cap + 1]
+    with_finding = of_workspace.exclude(state__in=NEEDS_PERSON_STATES).filter(action_key__in=live_keys).values(
+        "id")[: cap + 1]
+    rows = Workspace.objects.filter(id__in=ids).order_by().values_list("id").annotate(
+        n=_CountOf(in_states) + _CountOf(with_finding))
+    counts = {ws: min(n, cap + 1) for ws, n in rows}
+    return {ws: counts[ws] for ws in ids if counts.get(ws)}
 
 
 def live_findings_of(action_key: str) -> QuerySet[Finding]:

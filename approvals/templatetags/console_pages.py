@@ -36,3 +36,11 @@ def redacted(value):
     from outbox.redaction import redact
 
     return redact(value)
+
+
+@register.filter
+def bounded_count(value):
+    """A count that stopped past the cap (`reconciliation.selectors.COUNT_CAP`): "999+" above it."""
+    from reconciliation.selectors import COUNT_CAP
+
+    return f"{COUNT_CAP}+" if isinstance(value, int) and value > COUNT_CAP else value

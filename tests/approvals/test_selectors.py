@@ -64,12 +64,12 @@ def test_awaiting_counts_by_workspace_counts_undecided_requests_only(world):
     assert selectors.awaiting_counts_by_workspace([7, 8]) == {7: 2}
 
 
-def test_console_nav_shows_awaiting_to_approvers_and_attention_to_operators_in_five_queries(
+def test_console_nav_shows_awaiting_to_approvers_and_attention_to_operators_in_four_queries(
         world, django_assert_num_queries):
     HandoffFactory(state=HandoffState.NEEDS_ATTENTION)
     world["rita"].memberships.create(workspace=world["w7"], role=Role.OPERATOR)
     world["rita"].memberships.create(workspace=world["w8"], role=Role.REQUESTER)
-    with django_assert_num_queries(5):
+    with django_assert_num_queries(4):
         nav = selectors.console_nav(world["rita"])
     assert nav == [
         {"id": 7, "name": "Client onboarding", "roles": [Role.APPROVER, Role.OPERATOR, Role.REQUESTER],

@@ -148,8 +148,9 @@ def test_list_is_paged_by_keyset_without_count(world):
         response = client_for(world["olga"]).get("/handoffs/")
     assert response.status_code == 200
     assert len(listed(response)) == 50 and response.context["next_url"], "a full first page and a link on"
+    # The one count over handoffs is the header's, and it is bounded: each part stops at a LIMIT.
     assert not [q for q in queries.captured_queries if "COUNT(" in q["sql"].upper()
-                and "handoff" in q["sql"].lower() and "GROUP BY" not in q["sql"].upper()]
+                and "handoff" in q["sql"].lower() and "LIMIT" not in q["sql"].upper()]
 
 
 @pytest.mark.parametrize("rows", [3, 80])

@@ -7,7 +7,7 @@ from django.utils import timezone
 
 from outbox.models import Attempt, Handoff, HandoffEvent, HandoffState
 from outbox.selectors import handoff_timeline, handoff_visible, handoffs_in, keyset_page, open_counts_by_workspace
-from tests.factories import FindingFactory, HandoffFactory
+from tests.factories import FindingFactory, HandoffFactory, make_workspace
 
 pytestmark = pytest.mark.django_db(databases=["default", "delivery"])
 S = HandoffState
@@ -56,6 +56,7 @@ def test_keyset_page_says_whether_another_page_follows(db):
 
 
 def test_open_counts_are_handoffs_needing_a_person_per_workspace_including_live_findings(db):
+    make_workspace(7), make_workspace(8)
     HandoffFactory(state=S.NEEDS_ATTENTION)
     HandoffFactory(state=S.UNCERTAIN)
     HandoffFactory(state=S.PENDING)

@@ -10,7 +10,7 @@ from django.utils import timezone
 from outbox.models import Attempt, AttemptOutcome, Handoff, HandoffEvent, HandoffState
 from reconciliation import selectors
 from reconciliation.models import FindingKind, FindingStatus, ManualRepair, RunStatus
-from tests.factories import FindingFactory, HandoffFactory, ReconciliationRunFactory
+from tests.factories import FindingFactory, HandoffFactory, ReconciliationRunFactory, make_workspace
 
 pytestmark = pytest.mark.django_db(databases=["default", "delivery"])
 S = HandoffState
@@ -126,3 +126,24 @@ def test_findings_without_a_workspace_are_visible_to_staff_only(db):
     FindingFactory(workspace_id=8)
     assert list(selectors.findings_visible_to([7])) == [mine]
     assert set(selectors.findings_visible_to([7], include_unscoped=True)) == {mine, unscoped}
+
+
+def test_needing_person_counts_bounded_stop_past_the_cap_per_workspace(db):
+    make_workspace(7), make_workspace(8), make_workspace(9)
+    HandoffFactory.create_batch(3, state=S.NEEDS_ATTENTION)
+    HandoffFactory(state=S.UNCERTAIN)
+    with_finding = HandoffFactory(state=S.DELIVERED)
+    FindingFactory(action_key=with_finding.action_key)
+    HandoffFactory(state=S.NEEDS_ATTENTION, workspace_id=8)
+    HandoffFactory(state=S.PENDING, workspace_id=9)
+    assert selectors.needing_person_counts_bounded([7, 8, 9]) == {7: 5, 8: 1}
+    # Past the cap each part stops at cap + 1 rows, and the figure says "more than cap".
+    assert selectors.needing_person_counts_bounded([7, 8], cap=2) == {7: 3, 8: 1}
+    assert selectors.needing_person_counts_bounded([]) == {}
+
+
+def test_a_count_past_the_cap_reads_999_plus():
+    from approvals.templatetags.console_pages import bounded_count
+
+    assert selectors.COUNT_CAP == 999
+    assert [bounded_count(n) for n in (0, 999, 1000, None)] == [0, 999, "999+", None]
