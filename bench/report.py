@@ -218,11 +218,14 @@ def main() -> None:
         "",
         "```sh",
         Path(args.commands).read_text().strip(),
+        *([f"# run by bench/e2e.py right after its {r['reconcile_after_growth']['preloaded_rows']:,}-row growth run, "
+           "over the same outbox:", r["reconcile_after_growth"]["command"]] if r.get("reconcile_after_growth") else []),
         "```",
         "",
         "After every delivered run the bench checks that every handoff is `delivered`, that the receiver holds "
         "exactly one task per action key and as many tasks as handoffs, and that each handoff's stored task id "
-        "is the receiver's (\"every handoff delivered once\" below).",
+        "is the receiver's (\"every handoff delivered once\" below); for a growth run, whose preloaded rows have no "
+        "task at its receiver, the same for the run's own handoffs, with every preloaded row still `delivered`.",
         "",
         "## Aims",
         "",
