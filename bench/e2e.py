@@ -10,8 +10,9 @@ In order: pgbench `-N` at 1, 2, 4 and 8 clients; the receiver's own capacity (pl
 batched path at 1, 2, 4 and 8 dispatchers (the scaling curve); one call per handoff, and the lever of
 bench/concurrent_dispatch.py; commit-to-receiver latency at half the best rate (and with the lever of
 an attempt right after commit) and at 20/s; the `on_commit` + django-q2 alternative and its latency;
-every worker killed mid-run, both designs; throughput with delivered rows preloaded (growth); a backlog
-queued while the receiver is down, drained after it returns.
+every worker killed mid-run, both designs; throughput with delivered rows preloaded (growth), and one
+reconciliation over the rows of the largest growth run (bench/reconcile_bench.py, http destination); a
+backlog queued while the receiver is down, drained after it returns.
 """
 
 import argparse
@@ -29,8 +30,22 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import contextlib
 
+import psycopg  # noqa: E402
 import receiver_capacity  # noqa: E402
-from harness import PGHOST, PYTHON, ROOT, Bench, db_name, insert_handoffs_sql, recreate_database  # noqa: E402
+from harness import (  # noqa: E402
+    PGHOST,
+    PRELOAD_FIRST,
+    PYTHON,
+    ROOT,
+    Bench,
+    bulk_fill_concurrently,
+    db_name,
+    dsn,
+    insert_handoffs_sql,
+    insert_receiver_tasks_sql,
+    recreate_database,
+    url,
+)
 
 # Client counts for pgbench and dispatcher counts for the batched path: the scaling curve.
 CLIENTS = (1, 2, 4, 8)
@@ -89,16 +104,21 @@ def peak_rss_mb(procs) -> float:
 
 
 def throughput(bench: Bench, handoffs: int, dispatchers: int, tag: str, preload: int = 0,
-               concurrent_calls: bool = False) -> dict:
+               concurrent_calls: bool = False, also_fill: tuple = ()) -> dict:
     """Handoffs created up front (one commit), delivered by `dispatchers` processes over HTTP.
-    `concurrent_calls`: the lever measured by bench/concurrent_dispatch.py instead of `manage.py dispatch`."""
+    `concurrent_calls`: the lever measured by bench/concurrent_dispatch.py instead of `manage.py dispatch`.
+    `preload`: delivered rows in the outbox first (growth), filled set-based with the outbox's secondary
+    indexes built after, vacuumed, analyzed and checkpointed (`harness.bulk_fill`), so the measured run pays
+    for none of it; `also_fill`: more `bulk_fill` arguments run at the same time as the preload."""
     reset(bench)
+    fill_seconds = None
     if preload:
-        with bench.sql() as conn:
-            conn.execute(insert_handoffs_sql(1_000_000_000, preload, state="delivered"))
-            conn.execute("VACUUM ANALYZE outbox_handoff")
-            # Write the preload's dirty pages out now, so the measured run does not pay for them.
-            conn.execute("CHECKPOINT")
+        fill_seconds = round(bulk_fill_concurrently(
+            (dsn(bench.source), "outbox_handoff", insert_handoffs_sql(PRELOAD_FIRST, preload, state="delivered")),
+            *also_fill), 1)
+        sizes = {"table_mb": round(bench.scalar("SELECT pg_table_size('outbox_handoff')") / 2**20),
+                 "indexes_mb": round(bench.scalar("SELECT pg_indexes_size('outbox_handoff')") / 2**20)}
+        print(f"  filled {preload:,} delivered rows in {fill_seconds} s: {sizes}", flush=True)
     if concurrent_calls:
         procs = [bench.spawn([PYTHON, "bench/concurrent_dispatch.py", f"{tag}-{n}"], f"dispatcher-{tag}-{n}.log")
                  for n in range(dispatchers)]
@@ -112,11 +132,106 @@ def throughput(bench: Bench, handoffs: int, dispatchers: int, tag: str, preload:
                        handoffs + preload, timeout=900)
     rss = peak_rss_mb(procs)
     bench.stop(procs)
-    check = verify(bench, handoffs + preload) if not preload else {"ok": bench.scalar(
-        "SELECT count(*) FROM delivery_receivertask", "delivery") == handoffs}
+    check = verify(bench, handoffs + preload) if not preload else verify_after_preload(bench, handoffs, preload)
     return {"handoffs": handoffs, "dispatchers": dispatchers, "preloaded_rows": preload,
             "seconds": round(elapsed, 2), "per_second": round(handoffs / elapsed, 1), "peak_rss_mb": rss,
-            "check": check}
+            "check": check, **({"fill_seconds": fill_seconds, "outbox_sizes": sizes} if preload else {})}
+
+
+def verify_after_preload(bench: Bench, handoffs: int, preload: int) -> dict:
+    """`verify` for a run over preloaded delivered rows (which have no receiver task here): every row
+    delivered, and the run's own handoffs each delivered once, with the receiver's task id stored."""
+    delivered = bench.scalar("SELECT count(*) FROM outbox_handoff WHERE state = 'delivered'")
+    tasks = bench.scalar("SELECT count(*) FROM delivery_receivertask", "delivery")
+    keys = bench.scalar("SELECT count(DISTINCT action_key) FROM delivery_receivertask", "delivery")
+    with bench.sql() as src, bench.sql("delivery") as dst:
+        ours = dict(src.execute("SELECT action_key, destination_id FROM outbox_handoff WHERE source_id < %s",
+                                (PRELOAD_FIRST,)).fetchall())
+        theirs = dict(dst.execute("SELECT action_key, task_id::text FROM delivery_receivertask").fetchall())
+    mismatched = sum(1 for key, task in ours.items() if theirs.get(key) != task)
+    ok = delivered == handoffs + preload and len(ours) == tasks == keys == handoffs and mismatched == 0
+    return {"delivered": delivered, "tasks": tasks, "distinct_keys": keys, "mismatched": mismatched, "ok": ok}
+
+
+# The receiver's task columns a copy carries (not its id: each database numbers its own rows).
+TASK_COLUMNS = "task_id, action_key, payload, payload_hash, status, status_changed_at, created_at"
+
+
+def growth_then_reconcile(bench: Bench, handoffs: int, rows: int, batch_size: int) -> tuple[dict, dict]:
+    """A growth run over `rows` preloaded delivered rows, then one reconciliation over the same outbox, so one
+    fill serves both figures. The receiver side of the reconciliation (a matching task for every preloaded
+    row) fills into a database of its own at the same time as the preload, so the growth run's receiver is
+    as small as in the other growth runs; after the run, the tasks it delivered are copied over, and
+    bench/reconcile_bench.py compares every key through the http destination: it must find nothing."""
+    recon = db_name("e2e_recon_delivery")
+    recreate_database(recon)
+    subprocess.run([PYTHON, "manage.py", "migrate", "--database", "delivery", "-v0"], cwd=ROOT, check=True,
+                   env={**bench.env, "DELIVERY_DATABASE_URL": url(recon)})
+    row = throughput(bench, handoffs, 4, f"g{rows}", preload=rows,
+                     also_fill=((dsn(recon), "delivery_receivertask", insert_receiver_tasks_sql(PRELOAD_FIRST, rows)),))
+    with bench.sql("delivery") as src, psycopg.connect(dsn(recon), autocommit=True) as dst:
+        with src.cursor().copy(f"COPY (SELECT {TASK_COLUMNS} FROM delivery_receivertask) TO STDOUT") as out, \
+                dst.cursor().copy(f"COPY delivery_receivertask ({TASK_COLUMNS}) FROM STDIN") as into:
+            for chunk in out:
+                into.write(chunk)
+        dst.execute("ANALYZE delivery_receivertask")
+    with bench.sql() as conn:
+        # The alternative's approvals (no outbox, by design) are not this outbox's to reconcile.
+        conn.execute("TRUNCATE approvals_request CASCADE")
+    keys = rows + handoffs
+    args = ["bench/reconcile_bench.py", str(keys), "--destination", "http", "--batch-size", str(batch_size),
+            "--source-db", bench.source, "--delivery-db", recon]
+    print(f"  reconciling the growth run's {keys:,} keys ...", flush=True)
+    try:
+        done = subprocess.run([PYTHON, *args], cwd=ROOT, capture_output=True, text=True)
+    finally:
+        with psycopg.connect(dsn("postgres"), autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{recon}" WITH (FORCE)')
+    print(done.stdout, done.stderr, sep="", end="", flush=True)
+    if done.returncode:
+        raise SystemExit(f"the reconciliation after the growth run failed: {done.stderr.strip()[-2000:]}")
+    return row, {"keys": keys, "preloaded_rows": rows, "handoffs": handoffs, "fill_seconds": row["fill_seconds"],
+                 "command": " ".join([".venv/bin/python", *args]), "output": done.stdout.strip()}
+
+
+def dispatch_figures(bench: Bench, args: argparse.Namespace, report: dict, capacity: float) -> None:
+    """The scaling curve, one call per handoff, latency, the alternative and the crash, into `report`."""
+    report["throughput"] = []
+    for dispatchers in CLIENTS:
+        row = throughput(bench, args.handoffs, dispatchers, f"t{dispatchers}")
+        row["ratio_to_pgbench"] = round(row["per_second"] / report["pgbench_tps"][dispatchers], 3)
+        report["throughput"].append(row)
+        print(f"  throughput {row}", flush=True)
+    best = max(report["throughput"], key=lambda r: r["per_second"])
+
+    single = Bench("e2e", RECEIVER_SUPPORTS_BATCH="0", HANDOFF_CLAIM_BATCH="20")
+    single.receiver_url, single.env["RECEIVER_URL"] = bench.receiver_url, bench.receiver_url
+    row = throughput(single, args.handoffs // 2, 4, "single")
+    row["ratio_to_receiver_capacity"] = round(row["per_second"] / capacity, 3)
+    report["throughput_single_calls"] = row
+    print(f"  single calls {row}", flush=True)
+    row = throughput(single, args.handoffs // 2, 4, "concurrent", concurrent_calls=True)
+    row["ratio_to_receiver_capacity"] = round(row["per_second"] / capacity, 3)
+    report["throughput_concurrent_single_calls"] = row
+    print(f"  single calls, all of a claim batch in flight at once (lever) {row}", flush=True)
+
+    report["latency"] = latency(bench, round(best["per_second"] / 2), best["dispatchers"], args.latency_seconds,
+                                producers=2)
+    print(f"  latency {report['latency']}", flush=True)
+    report["latency_inline"] = latency(bench, round(best["per_second"] / 2), best["dispatchers"],
+                                       args.latency_seconds, producers=2, inline=True)
+    print(f"  latency, delivery attempted after commit by the committing process (lever) "
+          f"{report['latency_inline']}", flush=True)
+    report["latency_low_rate"] = latency(bench, 20, 2, args.latency_seconds)
+    print(f"  latency at a low rate {report['latency_low_rate']}", flush=True)
+
+    report["alternative"] = alternative_throughput(bench, args.alternative_handoffs, 4)
+    print(f"  alternative {report['alternative']}", flush=True)
+    report["alternative_latency"] = alternative_latency(
+        bench, min(round(report["alternative"]["per_second"] / 2), round(best["per_second"] / 2)), 10, 4)
+    print(f"  alternative latency {report['alternative_latency']}", flush=True)
+    report["crash"] = crash_comparison(bench, args.crash_handoffs)
+    print(f"  crash {report['crash']}", flush=True)
 
 
 PRODUCER = """
@@ -394,7 +509,14 @@ def main() -> None:
     parser.add_argument("--handoffs", type=int, default=5000)
     parser.add_argument("--pgbench-seconds", type=int, default=10)
     parser.add_argument("--latency-seconds", type=float, default=15)
-    parser.add_argument("--growth-rows", type=int, nargs="*", default=[10_000, 1_000_000])
+    parser.add_argument("--growth-rows", type=int, nargs="*", default=[10_000, 1_000_000, 10_000_000],
+                        help="delivered rows preloaded, one growth run each; the first is the small table")
+    parser.add_argument("--reconcile-after-growth", action=argparse.BooleanOptionalAction, default=True,
+                        help="reconcile the rows of the largest growth run afterwards (http destination)")
+    parser.add_argument("--reconcile-batch-size", type=int, default=5000)
+    parser.add_argument("--growth-only", action="store_true",
+                        help="skip everything before growth but the receiver's capacity (for timing the growth "
+                             "and backlog parts; the report needs a full run)")
     parser.add_argument("--backlog-handoffs", type=int, default=100_000)
     parser.add_argument("--outage-seconds", type=float, default=15)
     parser.add_argument("--alternative-handoffs", type=int, default=1000)
@@ -403,9 +525,10 @@ def main() -> None:
     args = parser.parse_args()
 
     report: dict = {}
-    print("pgbench -N ceiling ...", flush=True)
-    report["pgbench_tps"] = pgbench_ceiling(args.pgbench_seconds)
-    print(f"  {report['pgbench_tps']}", flush=True)
+    if not args.growth_only:
+        print("pgbench -N ceiling ...", flush=True)
+        report["pgbench_tps"] = pgbench_ceiling(args.pgbench_seconds)
+        print(f"  {report['pgbench_tps']}", flush=True)
 
     bench = Bench("e2e", RECEIVER_SUPPORTS_BATCH="1", HANDOFF_CLAIM_BATCH="50").setup()
     bench.start_receiver()
@@ -414,46 +537,16 @@ def main() -> None:
                                                              clients=c, seconds=8) for c in (2, 4)]
     capacity = max(row["per_second"] for row in report["receiver_capacity"])
     print(f"  receiver capacity {report['receiver_capacity']}", flush=True)
-    report["throughput"] = []
-    for dispatchers in CLIENTS:
-        row = throughput(bench, args.handoffs, dispatchers, f"t{dispatchers}")
-        row["ratio_to_pgbench"] = round(row["per_second"] / report["pgbench_tps"][dispatchers], 3)
-        report["throughput"].append(row)
-        print(f"  throughput {row}", flush=True)
-    best = max(report["throughput"], key=lambda r: r["per_second"])
-
-    single = Bench("e2e", RECEIVER_SUPPORTS_BATCH="0", HANDOFF_CLAIM_BATCH="20")
-    single.receiver_url, single.env["RECEIVER_URL"] = bench.receiver_url, bench.receiver_url
-    row = throughput(single, args.handoffs // 2, 4, "single")
-    row["ratio_to_receiver_capacity"] = round(row["per_second"] / capacity, 3)
-    report["throughput_single_calls"] = row
-    print(f"  single calls {row}", flush=True)
-    row = throughput(single, args.handoffs // 2, 4, "concurrent", concurrent_calls=True)
-    row["ratio_to_receiver_capacity"] = round(row["per_second"] / capacity, 3)
-    report["throughput_concurrent_single_calls"] = row
-    print(f"  single calls, all of a claim batch in flight at once (lever) {row}", flush=True)
-
-    report["latency"] = latency(bench, round(best["per_second"] / 2), best["dispatchers"], args.latency_seconds,
-                                producers=2)
-    print(f"  latency {report['latency']}", flush=True)
-    report["latency_inline"] = latency(bench, round(best["per_second"] / 2), best["dispatchers"],
-                                       args.latency_seconds, producers=2, inline=True)
-    print(f"  latency, delivery attempted after commit by the committing process (lever) "
-          f"{report['latency_inline']}", flush=True)
-    report["latency_low_rate"] = latency(bench, 20, 2, args.latency_seconds)
-    print(f"  latency at a low rate {report['latency_low_rate']}", flush=True)
-
-    report["alternative"] = alternative_throughput(bench, args.alternative_handoffs, 4)
-    print(f"  alternative {report['alternative']}", flush=True)
-    report["alternative_latency"] = alternative_latency(
-        bench, min(round(report["alternative"]["per_second"] / 2), round(best["per_second"] / 2)), 10, 4)
-    print(f"  alternative latency {report['alternative_latency']}", flush=True)
-    report["crash"] = crash_comparison(bench, args.crash_handoffs)
-    print(f"  crash {report['crash']}", flush=True)
+    if not args.growth_only:
+        dispatch_figures(bench, args, report, capacity)
 
     report["growth"] = []
     for rows in args.growth_rows:
-        row = throughput(bench, args.handoffs, 4, f"g{rows}", preload=rows)
+        if args.reconcile_after_growth and rows == max(args.growth_rows):
+            row, report["reconcile_after_growth"] = growth_then_reconcile(bench, args.handoffs, rows,
+                                                                          args.reconcile_batch_size)
+        else:
+            row = throughput(bench, args.handoffs, 4, f"g{rows}", preload=rows)
         report["growth"].append(row)
         print(f"  growth {row}", flush=True)
     if len(report["growth"]) > 1:

@@ -46,8 +46,11 @@ def recreate_database(name: str) -> None:
 class Bench:
     """One pair of benchmark databases with the schema migrated, and the processes started on them."""
 
-    def __init__(self, prefix: str = "e2e", log_dir: Path | None = None, **env: str):
-        self.source, self.delivery = db_name(f"{prefix}_source"), db_name(f"{prefix}_delivery")
+    def __init__(self, prefix: str = "e2e", log_dir: Path | None = None, *, source: str | None = None,
+                 delivery: str | None = None, **env: str):
+        """Databases `<BENCH_DB_PREFIX>_<prefix>_source` and `_delivery`, unless named by `source`/`delivery`."""
+        self.source = source or db_name(f"{prefix}_source")
+        self.delivery = delivery or db_name(f"{prefix}_delivery")
         self.log_dir = log_dir or ROOT / "var" / "bench"
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self.procs: list[subprocess.Popen] = []
@@ -134,8 +137,27 @@ class Bench:
             return conn.execute(query, params).fetchone()[0]
 
 
+# Delivered rows preloaded by the growth runs and by reconciliation get numbers from here up, so they never
+# meet the keys of the handoffs a run creates (numbered from 1).
+PRELOAD_FIRST = 1_000_000_000
+
+
+def key_sql(workspace: int = 7) -> str:
+    """The action key of row `n`, as SQL."""
+    return f"'onboarding:{workspace}:' || n || ':1'"
+
+
+# The payload's canonical JSON (sorted keys, compact), so the hash is the one the receiver computes.
+CANONICAL_SQL = """'{"client_name":"Client ' || n || '","plan":"standard"}'"""
+HASH_SQL = "encode(sha256(convert_to(p.canonical, 'UTF8')), 'hex')"
+# The receiver's task id of delivered row `n`: a function of n, so both sides can be filled apart and agree.
+TASK_ID_SQL = "lpad(to_hex(n), 32, '0')::uuid"
+
+
 def insert_handoffs_sql(first: int, count: int, *, state: str = "pending", workspace: int = 7) -> str:
-    """One INSERT … SELECT generate_series: `count` handoffs with distinct keys, due now."""
+    """One INSERT … SELECT generate_series: `count` handoffs with distinct keys, due now. Delivered rows
+    carry the task id and work status ('open') that `insert_receiver_tasks_sql` gives their receiver tasks,
+    as if an earlier reconciliation had recorded it."""
     delivered = state == "delivered"
     # Only integers and fixed words are formatted in; this builds benchmark data, never user input.
     return f"""
@@ -145,16 +167,84 @@ def insert_handoffs_sql(first: int, count: int, *, state: str = "pending", works
             delivered_at,
             instance_key, step, step_index, kind, plan, compensation_state, compensation_operation, work_status,
             receipt)
-        SELECT 'onboarding:{workspace}:' || n || ':1', 'onboarding', {workspace}, 'request ' || n, n,
-            'onboarding-v1', p.canonical::jsonb, encode(sha256(convert_to(p.canonical, 'UTF8')), 'hex'), 'receiver',
-            '{state}', {1 if delivered else 0}, {1 if delivered else 0}, clock_timestamp(), '', 0,
-            {"gen_random_uuid()::text" if delivered else "''"}, '', '', '', clock_timestamp(), clock_timestamp(),
-            {"clock_timestamp()" if delivered else "NULL"},
-            '', '', 0, 'action', '[]'::jsonb, '', '', '', '{{}}'::jsonb
+        SELECT {key_sql(workspace)}, 'onboarding', {workspace}, 'request ' || n, n,
+            'onboarding-v1', p.canonical::jsonb, {HASH_SQL}, 'receiver',
+            '{state}', {1 if delivered else 0}, {1 if delivered else 0}, t.at, '', 0,
+            {TASK_ID_SQL + "::text" if delivered else "''"}, '', '', '', t.at, t.at, {"t.at" if delivered else "NULL"},
+            '', '', 0, 'action', '[]'::jsonb, '', '', '{"open" if delivered else ""}', '{{}}'::jsonb
         FROM generate_series({first}, {first + count - 1}) AS n,
-             -- The payload's canonical JSON (sorted keys, compact), so the hash is the one the receiver computes.
-             LATERAL (SELECT '{{"client_name":"Client ' || n || '","plan":"standard"}}' AS canonical) p
+             LATERAL (SELECT {CANONICAL_SQL} AS canonical) p,
+             -- One microsecond apart, the last at the transaction's start: distinct and cheap (clock_timestamp()
+             -- per column was a third of a 10,000,000-row fill).
+             LATERAL (SELECT now() - ({first + count - 1} - n) * interval '1 microsecond' AS at) t
     """
+
+
+def insert_receiver_tasks_sql(first: int, count: int, *, workspace: int = 7) -> str:
+    """The receiver tasks that match `insert_handoffs_sql(first, count, state="delivered")` row for row:
+    same action key, payload hash and task id, status 'open'."""
+    return f"""
+        INSERT INTO delivery_receivertask (task_id, action_key, payload, payload_hash, status, created_at)
+        SELECT {TASK_ID_SQL}, {key_sql(workspace)}, p.canonical::jsonb, {HASH_SQL}, 'open', now()
+        FROM generate_series({first}, {first + count - 1}) AS n,
+             LATERAL (SELECT {CANONICAL_SQL} AS canonical) p
+    """
+
+
+def secondary_indexes(conn: psycopg.Connection, table: str) -> list[tuple[str, str, str]]:
+    """(index, its CREATE INDEX statement, the unique constraint it backs or '') for every index of `table`
+    that a bulk fill may drop and recreate, read from the catalog: whatever the migrations made, partial
+    indexes included. Kept in place: the primary key, and indexes that back any other kind of constraint
+    (deferrable, exclusion) or that a foreign key depends on."""
+    return conn.execute("""
+        SELECT i.indexname, i.indexdef, coalesce(c.conname, '')
+        FROM pg_indexes i
+        JOIN pg_class ic ON ic.relname = i.indexname AND ic.relnamespace = to_regnamespace(i.schemaname)
+        JOIN pg_index x ON x.indexrelid = ic.oid
+        LEFT JOIN pg_constraint c ON c.conindid = ic.oid AND c.conrelid = x.indrelid AND c.contype <> 'f'
+        WHERE i.schemaname = current_schema() AND i.tablename = %s AND NOT x.indisprimary
+          AND (c.oid IS NULL OR (c.contype = 'u' AND NOT c.condeferrable))
+          AND NOT EXISTS (SELECT 1 FROM pg_constraint f WHERE f.contype = 'f' AND f.conindid = ic.oid)
+        ORDER BY i.indexname
+    """, (table,)).fetchall()
+
+
+def bulk_fill(dsn_: str, table: str, statement: str) -> float:
+    """Run one INSERT … SELECT into `table` the fast way, then leave the table as a long-lived one would be:
+    its secondary indexes dropped for the fill and recreated after from the statements the catalog held
+    (the same indexes, built by sorting instead of one entry at a time), vacuumed (visibility map set, and
+    nothing left for autovacuum to start during a measurement), analyzed and checkpointed.
+    `synchronous_commit` off and a large `maintenance_work_mem` for this session only. Returns seconds."""
+    started = time.monotonic()
+    with psycopg.connect(dsn_, autocommit=True) as conn:
+        conn.execute("SET synchronous_commit = off")
+        conn.execute("SET maintenance_work_mem = '1GB'")
+        indexes = secondary_indexes(conn, table)
+        for name, _, constraint in indexes:
+            conn.execute(f'ALTER TABLE "{table}" DROP CONSTRAINT "{constraint}"' if constraint
+                         else f'DROP INDEX "{name}"')
+        try:
+            conn.execute(statement)
+        finally:  # the schema under test is put back even when the fill fails
+            for name, definition, constraint in indexes:
+                conn.execute(definition)
+                if constraint:
+                    conn.execute(f'ALTER TABLE "{table}" ADD CONSTRAINT "{constraint}" UNIQUE USING INDEX "{name}"')
+        conn.execute(f'VACUUM (ANALYZE) "{table}"')
+        conn.execute("CHECKPOINT")
+    return time.monotonic() - started
+
+
+def bulk_fill_concurrently(*fills: tuple[str, str, str]) -> float:
+    """Several `bulk_fill(dsn, table, statement)` at once, one connection each (the source and the receiver
+    databases fill side by side). Returns the seconds until the last is done."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    started = time.monotonic()
+    with ThreadPoolExecutor(max_workers=len(fills)) as pool:
+        for future in [pool.submit(bulk_fill, *fill) for fill in fills]:
+            future.result()
+    return time.monotonic() - started
 
 
 def write_json(path: Path, data: dict) -> None:

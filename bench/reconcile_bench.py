@@ -1,17 +1,24 @@
 """Keys compared per second by reconciliation, for N matching handoffs and receiver tasks on PostgreSQL.
 
     .venv/bin/python bench/reconcile_bench.py 1000000 [--batch-size 5000] [--destination in_process|http|both]
+    .venv/bin/python bench/reconcile_bench.py N --source-db NAME --delivery-db NAME [--destination http]
 
-Creates its own databases (`<BENCH_DB_PREFIX>_recon_source` and `_delivery`), fills both sides with N
-delivered handoffs and the N receiver tasks that match them (same key, payload hash and task id),
-runs one full reconciliation through the destination interface and prints keys compared per second.
-`in_process` reads the receiver through its services (the merge and the two databases);
-`http` reads it through its signed HTTP API served by gunicorn (what production does). The run
-must report no findings: the data agree, so any finding is a bug and the benchmark fails.
+Creates its own databases (`<BENCH_DB_PREFIX>_recon_source` and `_delivery`), fills both sides at once
+with N delivered handoffs and the N receiver tasks that match them (same key, payload hash and task id;
+`bench/harness.py`, the fill the growth runs use), runs one full reconciliation through the destination
+interface and prints keys compared per second, with the reconciling process's memory: its RSS sampled as
+the run goes (after each tenth of the keys) and its peak. `in_process` reads the receiver through its
+services (the merge and the two databases); `http` reads it through its signed HTTP API served by gunicorn
+(what production does). With `--source-db` and `--delivery-db` it fills nothing and reconciles those
+databases as they are (`bench/e2e.py` hands over its largest growth run this way: N must then be every key).
+The source rows carry the work status the receiver reports ('open'), as after an earlier run: a run
+records only changes, so the figure is the steady state, not a first run writing every row.
+The run must report no findings: the data agree, so any finding is a bug and the benchmark fails.
 """
 
 import argparse
 import os
+import re
 import resource
 import sys
 import time
@@ -19,50 +26,46 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.harness import Bench  # noqa: E402
-
-HASH = "0" * 64
-# Keys and task ids are functions of i, so both sides agree without passing anything between them.
-SOURCE_SQL = """
-INSERT INTO outbox_handoff (action_key, workflow, workspace_id, source_ref, source_id, rule_version, payload,
-    payload_hash, destination, state, attempts, attempts_in_run, next_attempt_at, lease_owner, fencing_epoch,
-    destination_id, failure_class, reason_code, last_error, created_at, updated_at, delivered_at,
-    instance_key, step, step_index, kind, plan, compensation_state, compensation_operation, work_status, receipt)
-SELECT 'onboarding:7:' || lpad(i::text, 9, '0') || ':1', 'onboarding', 7, 'request ' || i || ' revision 1', i + 1,
-    'onboarding-v1', '{"client_name": "Northwind Traders"}'::jsonb, %(hash)s, 'receiver', 'delivered', 1, 1, now(),
-    '', 1, lpad(to_hex(i + 1), 32, '0')::uuid::text, '', '', '', now(), now(), now(),
-    '', '', 0, 'action', '[]'::jsonb, '', '', '', '{}'::jsonb
-FROM generate_series(0, %(last)s) AS i
-"""
-RECEIVER_SQL = """
-INSERT INTO delivery_receivertask (task_id, action_key, payload, payload_hash, status, created_at)
-SELECT lpad(to_hex(i + 1), 32, '0')::uuid, 'onboarding:7:' || lpad(i::text, 9, '0') || ':1',
-    '{"client_name": "Northwind Traders"}'::jsonb, %(hash)s, 'open', now()
-FROM generate_series(0, %(last)s) AS i
-"""
+from bench.harness import (  # noqa: E402
+    PRELOAD_FIRST,
+    Bench,
+    bulk_fill_concurrently,
+    dsn,
+    insert_handoffs_sql,
+    insert_receiver_tasks_sql,
+)
 
 
 def fill(bench: Bench, n: int) -> float:
-    started = time.monotonic()
-    with bench.sql("source") as conn:
-        conn.execute(SOURCE_SQL, {"last": n - 1, "hash": HASH})
-        conn.execute("ANALYZE outbox_handoff")
-    with bench.sql("delivery") as conn:
-        conn.execute(RECEIVER_SQL, {"last": n - 1, "hash": HASH})
-        conn.execute("ANALYZE delivery_receivertask")
-    return time.monotonic() - started
+    """Both sides at once, each a set-based INSERT with its secondary indexes built after."""
+    return bulk_fill_concurrently(
+        (dsn(bench.source), "outbox_handoff", insert_handoffs_sql(PRELOAD_FIRST, n, state="delivered")),
+        (dsn(bench.delivery), "delivery_receivertask", insert_receiver_tasks_sql(PRELOAD_FIRST, n)))
 
 
-def measure(n: int, batch_size: int, destination) -> float:
+def rss_mb() -> float:
+    return int(re.search(r"VmRSS:\s+(\d+)", Path("/proc/self/status").read_text()).group(1)) / 1024
+
+
+def measure(n: int, batch_size: int, destination) -> tuple[float, list[tuple[int, float]]]:
+    """Seconds for one full run, and the process's RSS after each tenth of the keys."""
     from reconciliation.services import reconciliation_run
 
+    samples: list[tuple[int, float]] = []
+    step = max(n // 10, 1)
+
+    def progress(p) -> None:
+        # Called after every page of keys and once at the end: the first call past each tenth is sampled.
+        if p.keys_compared >= (len(samples) + 1) * step and (not samples or samples[-1][0] != p.keys_compared):
+            samples.append((p.keys_compared, rss_mb()))
+
     started = time.monotonic()
-    run = reconciliation_run(destination=destination, batch_size=batch_size, trigger="bench")
+    run = reconciliation_run(destination=destination, batch_size=batch_size, trigger="bench", progress=progress)
     elapsed = time.monotonic() - started
     if run.status != "completed" or run.keys_compared != n or run.findings_by_kind:
         raise SystemExit(f"reconciliation disagreed with the data: {run.status} {run.error} "
                          f"compared {run.keys_compared} findings {run.findings_by_kind}")
-    return elapsed
+    return elapsed, samples
 
 
 def main() -> None:
@@ -71,13 +74,23 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=5000)
     parser.add_argument("--destination", choices=["in_process", "http", "both"], default="both")
     parser.add_argument("--keep", action="store_true", help="keep the benchmark databases afterwards")
+    parser.add_argument("--source-db", help="reconcile this source database as it is (no fill, kept)")
+    parser.add_argument("--delivery-db", help="the receiver's database that goes with --source-db")
     args = parser.parse_args()
+    if bool(args.source_db) != bool(args.delivery_db):
+        parser.error("--source-db and --delivery-db go together")
 
-    bench = Bench(prefix="recon").setup()
+    given = bool(args.source_db)
+    bench = Bench(prefix="recon", source=args.source_db, delivery=args.delivery_db)
     baseline = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     try:
-        print(f"filling {args.n:,} handoffs and {args.n:,} receiver tasks ...", flush=True)
-        print(f"  filled in {fill(bench, args.n):.1f} s", flush=True)
+        if given:
+            print(f"reconciling {args.n:,} keys of {bench.source} and {bench.delivery} as they are", flush=True)
+        else:
+            bench.setup()
+            print(f"filling {args.n:,} handoffs and {args.n:,} receiver tasks (both databases at once) ...",
+                  flush=True)
+            print(f"  filled in {fill(bench, args.n):.1f} s", flush=True)
         if args.destination in ("http", "both"):
             bench.start_receiver(workers=1, threads=2)
         os.environ.update(bench.env)
@@ -93,23 +106,23 @@ def main() -> None:
         for kind in kinds:
             destination = InProcessDestination() if kind == "in_process" else HttpDestination(
                 url=bench.receiver_url, read_timeout=60.0, signing_secret=bench.env["RECEIVER_SIGNING_SECRET"])
-            elapsed = measure(args.n, args.batch_size, destination)
+            elapsed, samples = measure(args.n, args.batch_size, destination)
             # ru_maxrss is the process's peak so far (KiB on Linux): bounded memory shows as a peak that
-            # does not grow with N.
+            # does not grow with N, and as an RSS that stays flat from the first tenth of the keys to the last.
             peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
             print(f"{kind:>10}: {args.n:,} keys compared in {elapsed:.1f} s = {args.n / elapsed:,.0f} keys/s "
                   f"(pages of {args.batch_size}); peak RSS of the reconciling process {peak:.0f} MB", flush=True)
+            print(f"{kind:>10}: RSS after " + ", ".join(f"{keys:,} keys {mb:.0f} MB" for keys, mb in samples),
+                  flush=True)
     finally:
         bench.stop()
-        if not args.keep:
+        if not args.keep and not given:
             drop_databases(bench)
 
 
 def drop_databases(bench: Bench) -> None:
     import psycopg
     from django.db import connections
-
-    from bench.harness import dsn
 
     connections.close_all()
     with psycopg.connect(dsn("postgres"), autocommit=True) as conn:
