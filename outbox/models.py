@@ -124,7 +124,7 @@ class Handoff(models.Model):
     # a compensation, the compensations of the earlier steps), each {"step", "operation", "compensation"}.
     plan = models.JSONField(default=list, blank=True)
     compensates = models.ForeignKey("self", null=True, blank=True, on_delete=models.PROTECT,
-                                    related_name="compensations")
+                                    related_name="compensations", db_index=False)
     compensation_state = models.CharField(max_length=12, choices=CompensationState.choices, blank=True)
     compensation_operation = models.CharField(
         max_length=60, blank=True, help_text="The operation that reverses this step; blank if nothing can.")
@@ -134,7 +134,7 @@ class Handoff(models.Model):
     work_checked_at = models.DateTimeField(null=True, blank=True)
     receipt = models.JSONField(default=dict, blank=True, help_text="The validated receipt, as received.")
     workflow = models.CharField(max_length=40)
-    workspace_id = models.PositiveIntegerField(db_index=True)
+    workspace_id = models.PositiveIntegerField()  # indexed first in handoff_ws_keyset_idx
     source_ref = models.CharField(max_length=120, help_text="The source record, e.g. request 42 revision 1.")
     source_id = models.PositiveBigIntegerField(help_text="Primary key of the source request revision.")
     rule_version = models.CharField(max_length=40, blank=True)
@@ -165,13 +165,13 @@ class Handoff(models.Model):
     last_error = models.TextField(blank=True)
 
     owner = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+", db_index=False
     )
     sla_due_at = models.DateTimeField(null=True, blank=True)
     attention_since = models.DateTimeField(null=True, blank=True)
     acknowledged_at = models.DateTimeField(null=True, blank=True)
     acknowledged_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+", db_index=False
     )
 
     created_at = models.DateTimeField(auto_now_add=True)
@@ -214,6 +214,14 @@ class Handoff(models.Model):
             models.Index(fields=["source_ref"], name="handoff_source_ref_idx", opclasses=["varchar_pattern_ops"]),
             models.Index(fields=["source_id"], name="handoff_source_id_idx"),
             models.Index(fields=["instance_key", "step_index"], name="handoff_instance_idx"),
+            # Rarely set references (an owner, an acknowledgement, the step a compensation reverses): indexed only
+            # where set, so that the millions of rows without one (every delivered handoff) are not in them.
+            # Every claim and outcome writes a new row version and so an entry in every full index.
+            models.Index(fields=["owner"], name="handoff_owner_idx", condition=models.Q(owner__isnull=False)),
+            models.Index(fields=["acknowledged_by"], name="handoff_acknowledged_by_idx",
+                         condition=models.Q(acknowledged_by__isnull=False)),
+            models.Index(fields=["compensates"], name="handoff_compensates_idx",
+                         condition=models.Q(compensates__isnull=False)),
         ]
 
     def __str__(self) -> str:
