@@ -54,15 +54,29 @@ the figures of this run say:
   failed batch calls (each failed batch call spends an attempt on each of its up to 50 handoffs, which
   only moves their next try; none went to a person). The first delivery after the receiver's return
   waits for the breaker's next probe (2 s doubling up to `HANDOFF_BREAKER_PROBE_CAP`, 60 s): the
-  "first delivery after" figure. The drain then runs at the batched rate. No per-destination concurrency
-  or rate limit exists yet, so "never above the operator's limit" cannot be shown.
+  "first delivery after" figure. The drain then runs under the limit the operator set for the destination
+  (`outbox/limits.py`, set on the health page): calls in flight are leased slots on the database clock,
+  requests per second are rate slots that are free again one second after their request's answer came
+  back, and a 429 or 503 with `Retry-After` holds the whole destination. The receiver logs each call's
+  arrival and answer (the `observe` option of its fault wrapper); the row reports the most calls in flight
+  and the most arrivals within one second it saw, against the limit.
 - **Growth.** Once delivered rows make the outbox and its indexes larger than `shared_buffers` (128 MB
   here; each fill's sizes are in its growth row above), every claim and outcome, which rewrite indexed
   columns, reads index pages back from the OS cache. Each growth figure is one 5,000-handoff run, minutes
   apart from its small-table reference, and this shared machine's load can move as much as the effect.
   Repeated with the small and the large table alternated, twice, 10,000 handoffs each
-  (`bench/growth_repeat.py`, after an earlier `make bench`): 0.77 both times at 1,000,000 rows. A partial
-  index on the open states, or archiving delivered rows, is the lever. The preloads are filled set-based
+  (`bench/growth_repeat.py`, before the partial indexes): 0.77 both times at 1,000,000 rows. Since then
+  the claim, lease, settlement, retrying and console-state indexes are partial on the working states
+  (migration `0007_partial_indexes`) and the rarely set references (owner, acknowledgement, compensated
+  step) are indexed only where set (`0008`): a delivered row leaves them when it is delivered. Every
+  claim and outcome still writes an entry into each full index (primary key, action key, workspace keyset,
+  source reference, source id, workflow instance), because an update of an indexed column writes a new
+  row version; archiving delivered rows (or partitioning the outbox by state) is the lever after this
+  one. `bench/growth_repeat.py` after both migrations, on an idle machine: 1,690/s with 10,000 delivered
+  rows against 1,704/s with 1,000,000 (1.01), then 1,731/s against 1,739/s (1.00), every handoff
+  delivered once. The bench waits for the end of a run by asking whether any handoff is still in a working state,
+  through the partial index (a count of the delivered rows every 20 ms took 0.1-0.3 s a poll at
+  1,000,000 rows, on the cores the measured run needs). The preloads are filled set-based
   (`INSERT … SELECT generate_series`, `bench/harness.py`) with the outbox's secondary indexes dropped and
   then recreated from the statements the catalog held (so the runs measure whatever indexes the
   migrations define), vacuumed, analyzed and checkpointed before the measured run starts.
@@ -74,13 +88,16 @@ the figures of this run say:
   status: 19,004 keys/s at 1,000,000, not comparable with `http`'s figure.) At 10,000,000 keys only the
   production destination, `http`, is run (over the rows of the largest growth run, one fill for both
   figures); `in_process`, for tests and the embedded demo, is measured at 1,000,000.
-- **Console at 1,000,000 handoffs.** Every page carries the header's "need attention" count, defined as
-  `state IN (needs_attention, uncertain) OR EXISTS (live finding for the key)`. The OR with EXISTS keeps
-  PostgreSQL from using an index: `EXPLAIN ANALYZE` shows a sequential scan of the whole outbox
-  (1.5 s on 1,000,000 rows under load). Counted as two indexed parts (the states through
-  `handoff_ws_state_idx`, plus the handoffs whose key has a live finding, driven from the findings table)
-  the same figure takes 48 ms, most of it counting the 60,000 open rows of this fill; a bounded count
-  ("999+") would make it constant.
+- **Console at 1,000,000 handoffs.** Each page paid for two things. The header's "need attention"
+  figure counted every open row of the workspace on every view (8-12 ms for the fill's 63,000 open rows);
+  it now stops at 1,000 per part in one query (0.6 ms) and shows "999+" past the cap
+  (`needing_person_counts_bounded`). The retrying list read every row in backoff (10,000) through the full
+  `(state, next_attempt_at)` index and sorted them for one page (58-437 ms); it now reads
+  `handoff_retrying_idx (workspace_id, created_at, id, next_attempt_at) WHERE state = 'pending' AND
+  attempts > 0` newest first (0.3 ms). The state index is partial on the states that are not delivered
+  (86 MB to 5.3 MB on this fill). Query counts are pinned flat from 5 to 50 rows
+  (`tests/console/test_query_counts_flat.py`). What remains of a page's time is mostly rendering its 50
+  rows.
 """
 
 
@@ -102,30 +119,27 @@ GROWTH_COMMAND = ".venv/bin/python bench/growth_repeat.py"
 LEVER_COMMAND = ".venv/bin/python bench/lever_single_calls.py"
 NEXT_LEVERS = """\
 1. **Concurrent calls per dispatcher** (`outbox/dispatcher.py`, `deliver_claims_one_by_one`): the first
-   half of this lever is built: single calls now record a claim batch's outcomes in one commit after its
+   half of this lever is built: single calls record a claim batch's outcomes in one commit after its
    calls (the split measured 0.27 -> 0.68 and 0.32 -> 0.78 of the receiver's capacity). The second half,
-   for receivers far away: the calls of a batch in flight at once (a thread pool of the destination's
-   concurrency limit; `HttpDestination` already keeps one pooled keep-alive client per thread), at most as
-   many claims per batch as calls in flight so the batch lasts one call and the one-call-per-lease rule
-   holds. On this machine it added nothing over the single commit (0.55 and 0.77 in the two splits).
-2. **The header's needs-a-person count without a sequential scan** (`reconciliation/selectors.py`,
-   `needing_person_counts`): count `state IN (…)` through `handoff_ws_state_idx` and add the handoffs in
-   other states whose key has a live finding, driven from the findings table; or show a bounded count.
-   Evidence: `EXPLAIN ANALYZE` on the 1,000,000-row console fill, 1,497 ms (sequential scan, 930,000
-   subplan loops) against 48 ms for the two indexed counts. Every console page pays it.
-3. **Partial indexes on open states** (`outbox/models.py` and a migration): the claim index
-   `(next_attempt_at) WHERE state = 'pending'`, the lease index `(lease_expires_at) WHERE state =
-   'in_flight'`, and the console's state index limited to the states a person acts on. Delivered rows then
-   leave the hot indexes when they are delivered. Evidence: 0.77 of the small-table figure at 1,000,000
-   delivered rows in two alternated pairs (`bench/growth_repeat.py`); run it before and after the
-   migration, the aim is 0.9.
-4. **A per-destination concurrency and rate limit** (settings, `outbox/breaker.py` or the dispatcher):
-   needed for the backlog aim ("never above the operator's limit"); the breaker and `Retry-After` are all
-   that hold the rate today.
-5. **Delivery attempted after commit in the committing process**: not worth it here (the lever row:
-   producers reached a third of the rate, latency doubled; at an equal 20/s, lost once and tied once).
-   The latency that remains is half waiting to be claimed, half the receiver call: a shorter idle wait
-   (the dispatcher already wakes on NOTIFY) and the receiver's own request time are where it is.
+   for receivers far away: the calls of a batch in flight at once (a thread pool no larger than the
+   destination's concurrency limit; `HttpDestination` already keeps one pooled keep-alive client per
+   thread), at most as many claims per batch as calls in flight so that the batch lasts one call and the
+   one-call-per-lease rule holds. On this machine it added nothing over the single commit (0.55 and 0.77
+   in the two splits).
+2. **Delivered rows out of the outbox** (growth at 1,000,000 and 10,000,000 rows): move delivered rows past
+   a retention setting to an archive table, or partition the outbox by state, so that claims and outcomes
+   no longer write into full indexes sized by history. The console, reconciliation and the admin then read
+   both (reconciliation's keyset merge already pages by action key).
+3. **Latency at half the maximum rate**: with one dispatcher cycling (claim, call, record) at this rate,
+   a handoff approved mid-cycle waits for the next claim. More dispatchers shorten that wait on a machine
+   with cores to spare; here they take the cores of the producers and the receiver.
+4. **The limits on every call**: settlement lookups and reconciliation's key listing do not take a
+   permit yet, and a batch call the receiver refuses with 413 falls back to single calls that are not
+   counted against the requests per second. A dispatcher refused a call slot polls every 20 ms; a
+   NOTIFY when a slot is freed would cost less.
+5. **Delivery attempted after commit in the committing process**: not worth it here (producers reached a
+   third of the rate, latency doubled; at an equal 20/s, lost once and tied once). The latency that
+   remains is half waiting to be claimed, half the receiver call.
 """
 LEVER_INLINE = " (lever: delivery attempted after commit in the committing process)"
 
