@@ -280,6 +280,9 @@ HANDOFF_ASSIGNEE_CHECK = "approvals.selectors.is_operator_of"
 HANDOFF_SLA_MINUTES = env_int("HANDOFF_SLA_MINUTES", 60)
 HANDOFF_STUCK_MINUTES = env_int("HANDOFF_STUCK_MINUTES", 15)
 HANDOFF_WAKE_ON_COMMIT = env_bool("HANDOFF_WAKE_ON_COMMIT", True)
+# Where the dispatcher LISTENs for wake-ups, when not through DATABASE_URL: a direct route to PostgreSQL past
+# a pooler in transaction mode (LISTEN belongs to a server session, which such a pooler does not keep).
+HANDOFF_LISTEN_DATABASE_URL = os.environ.get("HANDOFF_LISTEN_DATABASE_URL", "")
 
 METRICS_TOKEN = os.environ.get("METRICS_TOKEN", "")
 INTAKE_SIGNING_SECRET = os.environ.get("INTAKE_SIGNING_SECRET", "")

@@ -55,16 +55,22 @@ class WakeListener:
             return
         import psycopg
 
-        params = connections[self._using].get_connection_params()
-        keep = {"dbname", "host", "port", "user", "password", "sslmode", "options"}
         try:
-            self._conn = psycopg.connect(**{k: v for k, v in params.items() if k in keep}, autocommit=True,
-                                         connect_timeout=5)
+            self._conn = self._connect(psycopg)
             self._conn.execute(f"LISTEN {CHANNEL}")
         except psycopg.Error:
             log.warning("cannot LISTEN for wake-ups; polling until it can", exc_info=True)
             self.close()
             self._next_connect = time.monotonic() + self.RECONNECT_EVERY
+
+    def _connect(self, psycopg):
+        """A session of its own: HANDOFF_LISTEN_DATABASE_URL (a route past a transaction-mode pooler) when
+        set, else the database's own connection parameters."""
+        if settings.HANDOFF_LISTEN_DATABASE_URL:
+            return psycopg.connect(settings.HANDOFF_LISTEN_DATABASE_URL, autocommit=True, connect_timeout=5)
+        params = connections[self._using].get_connection_params()
+        keep = {"dbname", "host", "port", "user", "password", "sslmode", "options"}
+        return psycopg.connect(**{k: v for k, v in params.items() if k in keep}, autocommit=True, connect_timeout=5)
 
     def wait(self, timeout: float) -> bool:
         """True when woken by a notification, False after the timeout."""
