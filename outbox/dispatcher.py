@@ -138,8 +138,9 @@ class LeaseKeeper:
 def deliver_claims_one_by_one(claims: list[Claim], destination: Destination, stats: RunStats,
                               keeper: LeaseKeeper) -> None:
     """One call per claim, the batch's outcomes written in one commit afterwards (the claims stay leased,
-    and renewed, until then). When an answer shows the destination down or refusing our credentials, the
-    rest are given back unsent: such a receiver is not called once per handoff."""
+    and renewed, until then). When an answer shows the destination down or refusing our credentials, or asks
+    it to be left alone for a while (429/503 with Retry-After: the whole destination is held), the rest are
+    given back unsent: such a receiver is not called once per handoff."""
     outcomes, rest = [], []
     for index, claim in enumerate(claims):
         if not keeper.still_held(claim):
@@ -151,15 +152,25 @@ def deliver_claims_one_by_one(claims: list[Claim], destination: Destination, sta
             result = destination.deliver(claim.outgoing)
             keeper.permit.made([result])
         outcomes.append((claim, result))
-        if would_pause([answer for _claim, answer in outcomes]):
+        if _stop_sending(keeper.permit, outcomes):
             rest = claims[index + 1:]
             break
     destination_release(permit=keeper.permit)
     state = _record(outcomes, destination, stats) if outcomes else ""
     if rest:
-        stats.released += handoff_release_claims(claims=rest, reason=f"not sent: destination {destination.name} "
-                                                 f"{'was paused' if state == DestinationState.PAUSED else 'failing'}")
-        stats.paused = state == DestinationState.PAUSED
+        _give_back(rest, destination, state, keeper.permit, stats)
+
+
+def _stop_sending(permit: Permit, outcomes: list[tuple[Claim, DeliveryResult]]) -> bool:
+    """The answers so far ask for no more calls: the destination is held (Retry-After) or would be paused."""
+    return permit.retry_after is not None or would_pause([answer for _claim, answer in outcomes])
+
+
+def _give_back(rest: list[Claim], destination: Destination, state: str, permit: Permit, stats: RunStats) -> None:
+    why = ("was paused" if state == DestinationState.PAUSED else
+           "asked to wait (Retry-After)" if permit.retry_after is not None else "failing")
+    stats.released += handoff_release_claims(claims=rest, reason=f"not sent: destination {destination.name} {why}")
+    stats.paused = state == DestinationState.PAUSED
 
 
 def _held(claims: list[Claim], keeper: LeaseKeeper, stats: RunStats) -> list[Claim]:

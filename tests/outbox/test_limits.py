@@ -285,3 +285,38 @@ def test_a_renewal_keeps_the_used_rate_slots_too(set_limits):
     [used] = slots(SlotKind.RATE).exclude(free_at__isnull=True)
     assert (used.free_at - answered).total_seconds() >= 1.0
     assert slots(SlotKind.RATE).filter(pk=used.pk, free_at__lte=db_now_plus(1.0)).exists()
+
+
+def test_a_hold_written_while_a_slot_is_being_taken_sends_nothing(set_limits, monkeypatch):
+    # Another worker's 429 writes the hold after this worker read the limits and before it took its slots
+    # (the race a real drain met: a call arrived during the hold through the slot freed by the 429's worker).
+    from outbox import limits
+
+    set_limits(concurrency=2, rate=10)
+    take = limits._take_or_create
+
+    def held_meanwhile(*args, **kwargs):
+        DestinationHealth.objects.filter(name="receiver").update(
+            hold_until=db_now_plus(30), hold_reason="HTTP 429 with Retry-After 30 s"
+        )
+        return take(*args, **kwargs)
+
+    monkeypatch.setattr(limits, "_take_or_create", held_meanwhile)
+    with pytest.raises(DestinationLimited, match="held"):
+        destination_acquire(name="receiver", worker="w1", requests=1, lease_seconds=30)
+    assert not slots(SlotKind.CONCURRENCY).exclude(holder="").exists()
+    assert not slots(SlotKind.RATE).exclude(holder="").exists()
+
+
+def test_one_call_per_handoff_stops_at_the_first_retry_after_and_gives_the_rest_back(make_handoff):
+    for n in range(1, 6):
+        make_handoff(n)
+    destination = ScriptedDestination(rate_limited(30), supports_batch=False)
+    stats = dispatch_batch(destination=destination, limit=5)
+    # One call, not five: the 429 holds the whole destination, so the other four claims go back unsent.
+    assert destination.calls == 1
+    assert stats.claimed == 5 and stats.retrying == 1 and stats.released == 4
+    # Only the call made counts against a handoff's run; the four given back are marked not sent.
+    assert sorted(Handoff.objects.values_list("attempts_in_run", flat=True)) == [0, 0, 0, 0, 1]
+    assert DestinationHealth.objects.filter(name="receiver", hold_until__gt=db_now_plus(25)).exists()
+    assert Handoff.objects.filter(state=S.PENDING).count() == 5
