@@ -27,29 +27,31 @@ writes went from one transaction per handoff to one `UPDATE … FROM (VALUES …
 (`outbox/bulk_writes.py`), and the receiver commits once per call, its batch in three statements. What
 the figures of this run say:
 
-- **Batched path, 1 to 8 dispatchers.** Two dispatchers are worth about 1.6 of one; beyond two the two
-  cores are shared by PostgreSQL, gunicorn, the dispatchers and the load generator, so the curve goes
-  flat while pgbench (one small C process per client) keeps climbing. That is why the ratio to pgbench
-  falls with the client count; on more cores (or more hosts) the dispatchers stop taking turns.
-- **One call per handoff** runs far below the receiver's own capacity. Each dispatcher makes its calls
-  one after another and commits each outcome on its own (a transaction per handoff, on the same two
-  cores as the receiver). The lever row (`bench/concurrent_dispatch.py`: the same dispatcher loop, every
-  call of a claim batch in flight at once, one outcome commit per batch) nearly doubles it.
-  `bench/lever_single_calls.py` splits the gain (see "Next levers"; two runs, load average 8 to 10):
-  with the calls still one after another, one outcome commit per claim batch alone took the ratio from
-  0.27 to 0.68 and from 0.32 to 0.78; putting the 20 calls in flight at once added nothing on two
-  saturated cores (0.55 and 0.77). The commits are the cost here; concurrency is for a receiver that
-  is far away or slow, not for one on the same two cores.
-- **Latency.** Two producer processes writing approvals through Django cannot reach half of the maximum
-  batched rate on two cores (see "approvals at … (asked …)"). The median splits into waiting to be
-  claimed (commit, NOTIFY, wake-up, claim transaction) and the receiver call, about half each. Attempting
-  delivery in the committing process right after commit (the lever row) lost here: its calls take the
-  producer's CPU, so the producers reached a third of the rate and the latency doubled. At an equal
-  rate of 20/s (`bench/lever_single_calls.py`, one call per handoff, two runs) it lost once (median
-  118 ms against 39 ms) and tied once (120 ms against 129 ms); at 60/s asked, the inline producer did
-  not reach the rate. No evidence that it helps here. With NOTIFY in the approval transaction a
-  dispatcher is already woken at commit; the inline attempt adds a second claimant and the committing
-  process's CPU, not a shorter path.
+- **Batched path, 1 to 8 dispatchers.** Two dispatchers are worth about 1.5 of one and four about 1.6;
+  beyond that the two cores are shared by PostgreSQL, gunicorn, the dispatchers and the load generator,
+  so the curve goes flat while pgbench (one small C process per client) keeps climbing. That is why the
+  ratio to pgbench falls with the client count; on more cores (or more hosts) the dispatchers stop taking
+  turns. The partial indexes (see "Growth") raised the batched rate itself: 4 dispatchers delivered 716 to
+  954 handoffs/s in the runs before them, 1,622/s in this one.
+- **One call per handoff** reaches 0.68 of the receiver's own capacity; the aim is 0.8. Each dispatcher
+  makes its claim batch's calls one after another and records their outcomes in one commit (built; in
+  `bench/lever_single_calls.py`'s two splits this alone took the ratio from 0.27 to 0.68 and from 0.32 to
+  0.78). The reference is 4 plain client processes that only sign and send; our 4 dispatchers also claim,
+  keep leases, and write attempts and outcomes, on the same two cores as the receiver and PostgreSQL, so
+  each millisecond of dispatcher CPU is one the receiver does not get. Every call of a claim batch in
+  flight at once (the lever row, `bench/concurrent_dispatch.py`) did not help here (0.63): concurrency is
+  for a receiver that is far away or slow, not one on the same two cores.
+- **Latency.** Two producer processes writing approvals through Django reach about a third of the rate
+  asked (half the best batched rate) on two cores (see "approvals at … (asked …)"), so the aim's rate is
+  not reached at all here; at the rate reached the median is about 33 ms. It splits into waiting to be
+  claimed (commit, NOTIFY, wake-up, and the rest of the cycle a dispatcher is in when the approval
+  commits) and the receiver call, about half each; at 20/s the median is about 11 ms. Attempting
+  delivery in the committing process right after commit (the lever row) lost again: its calls take the
+  producer's CPU, so the producers reached less than half their rate and the latency rose. At an equal
+  rate of 20/s (`bench/lever_single_calls.py`, one call per handoff, two earlier runs) it lost once
+  (median 118 ms against 39 ms) and tied once (120 ms against 129 ms). With NOTIFY in the approval
+  transaction a dispatcher is already woken at commit; the inline attempt adds a second claimant and the
+  committing process's CPU, not a shorter path.
 - **Backlog after an outage.** While the receiver is down the breaker pauses the destination after a few
   failed batch calls (each failed batch call spends an attempt on each of its up to 50 handoffs, which
   only moves their next try; none went to a person). The first delivery after the receiver's return
