@@ -79,22 +79,6 @@ def needing_person(handoffs: QuerySet[Handoff]) -> QuerySet[Handoff]:
     return handoffs.filter(needing_person_condition())
 
 
-def needing_person_counts(workspace_ids: Iterable[int] | None, *by: str) -> list[tuple]:
-    """Counts of `needing_person`, grouped by the given handoff fields.
-
-    Two counts that each use an index, added up: the handoffs in a person's states (by state), and the
-    others that have a live finding (driven from the few findings, by action key). One query with the OR
-    of both would scan the whole outbox, and it runs on every page (the header)."""
-    scoped = handoffs_scoped(workspace_ids).order_by()
-    live_keys = Finding.objects.exclude(status=FindingStatus.RESOLVED).values("action_key")
-    totals: dict[tuple, int] = {}
-    for rows in (scoped.filter(state__in=NEEDS_PERSON_STATES),
-                 scoped.exclude(state__in=NEEDS_PERSON_STATES).filter(action_key__in=live_keys)):
-        for *group, n in rows.values_list(*by).annotate(n=Count("id")):
-            totals[tuple(group)] = totals.get(tuple(group), 0) + n
-    return [(*group, n) for group, n in totals.items()]
-
-
 # A count shown on every page stops here: "999+" says as much to a person as the exact figure, and counting
 # every open row of a large outbox on each page view would cost more the larger the backlog.
 COUNT_CAP = 999
@@ -112,9 +96,9 @@ def needing_person_counts_bounded(workspace_ids: Iterable[int], *, cap: int = CO
     above `cap` means "more than `cap`"), in one query whose cost does not grow with the outbox or the backlog.
     A workspace where nobody needs a person is left out.
 
-    Per workspace, the same two parts as `needing_person_counts`, each read no further than `cap + 1` rows:
-    the handoffs in a person's states (through `handoff_state_open_idx`), and the others whose key has a
-    live finding (driven from the few findings)."""
+    Per workspace two parts, each read no further than `cap + 1` rows: the handoffs in a person's states
+    (through `handoff_state_open_idx`), and the others whose key has a live finding (driven from the few
+    findings). One query with the OR of both would scan the whole outbox, and this runs on every page."""
     from approvals.models import Workspace
 
     ids = list(workspace_ids)
