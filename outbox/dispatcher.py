@@ -15,7 +15,14 @@ from django.conf import settings
 from outbox.breaker import Admission, destination_admit, destination_record_results, would_pause
 from outbox.destinations import Destination, get_destination
 from outbox.failures import DeliveryResult
-from outbox.limits import DestinationLimited, Permit, destination_acquire, destination_release, destination_renew
+from outbox.limits import (
+    DestinationLimited,
+    Permit,
+    destination_acquire,
+    destination_held,
+    destination_release,
+    destination_renew,
+)
 from outbox.models import Attempt, AttemptOutcome, DestinationState, FailureClass, Handoff, HandoffState
 from outbox.selectors import destination_pause
 from outbox.services import (
@@ -107,32 +114,65 @@ def _record(outcomes: list[tuple[Claim, DeliveryResult]], destination: Destinati
 
 
 class LeaseKeeper:
-    """Makes sure no call leaves after its lease could have passed to another worker.
+    """Makes sure no call leaves after its lease could have passed to another worker, nor into a hold.
 
     Before each call it checks, on the local monotonic clock, whether the claims' leases (renewed on the
     database clock) certainly outlast one more call; if not, it renews them in one conditional UPDATE
     that also proves they are still this worker's. A claim whose lease was lost is dropped unsent. The
-    permit's slots (the destination's limits) are leased alike and renewed first: no call leaves on a slot
-    that could have passed to another worker.
+    permit's slots (the destination's limits) are leased alike, from before the claim, and renewed first:
+    no call leaves on a slot that could have passed to another worker. At most every `HOLD_CHECK_SECONDS`
+    it also asks whether another worker's Retry-After answer put the destination on hold. A lost slot or a
+    hold gives the claims not sent yet back (pending, due at once, no attempt counted): `given_back`.
     """
 
     MARGIN = 1.0
+    HOLD_CHECK_SECONDS = 1.0
 
-    def __init__(self, claims: list[Claim], *, lease_seconds: float, call_seconds: float, permit: Permit):
+    def __init__(self, claims: list[Claim], *, lease_seconds: float, call_seconds: float, permit: Permit,
+                 leased_at: float):
         self.held = {claim.handoff_id: claim for claim in claims}
         self.lease_seconds, self.call_seconds = lease_seconds, call_seconds
         self.permit = permit
-        self.renewed_at = time.monotonic()
+        # Monotonic time taken before the permit's slots were leased: the earliest any lease began.
+        self.renewed_at = self.hold_checked_at = leased_at
+        self.given_back: set[int] = set()
+        self.sent: set[int] = set()  # passed by `still_held`: sent (or about to be); kept to record outcomes
+        self.released = 0
+        self.stopped = ""
+
+    def _give_back(self, reason: str) -> None:
+        self.give_back([claim for pk, claim in self.held.items() if pk not in self.sent], reason)
+        self.stopped = reason
+
+    def give_back(self, claims: list[Claim], reason: str) -> None:
+        """Claims not sent after all: pending again, due at once, no attempt counted."""
+        self.released += handoff_release_claims(claims=claims, reason=reason)
+        for claim in claims:
+            self.held.pop(claim.handoff_id, None)
+            self.sent.discard(claim.handoff_id)
+            self.given_back.add(claim.handoff_id)
 
     def still_held(self, claim: Claim) -> bool:
-        if time.monotonic() - self.renewed_at + self.call_seconds + self.MARGIN > self.lease_seconds:
-            self.renewed_at = time.monotonic()
+        now = time.monotonic()
+        if self.held and now - self.hold_checked_at > self.HOLD_CHECK_SECONDS:
+            self.hold_checked_at = now
+            if destination_held(name=self.permit.destination):
+                self._give_back(f"not sent: destination {self.permit.destination} asked to wait (Retry-After)")
+        if self.held and now - self.renewed_at + self.call_seconds + self.MARGIN > self.lease_seconds:
+            self.renewed_at = now
             if not destination_renew(permit=self.permit, lease_seconds=self.lease_seconds):
-                log.warning("the destination's slot was taken over: %d claim(s) not sent", len(self.held))
-                self.held = {}
+                log.warning("the destination's slot was taken over: claims not sent yet are given back")
+                self._give_back(f"not sent: the slot of destination {self.permit.destination} ran out")
             kept = handoff_renew_leases(claims=list(self.held.values()), lease_seconds=self.lease_seconds)
             self.held = {pk: c for pk, c in self.held.items() if pk in kept}
-        return claim.handoff_id in self.held
+        if claim.handoff_id in self.held:
+            self.sent.add(claim.handoff_id)
+            return True
+        return False
+
+    def lost(self, claim: Claim) -> bool:
+        """Not sent because its lease was taken over (not given back by this worker)."""
+        return claim.handoff_id not in self.given_back
 
 
 def deliver_claims_one_by_one(claims: list[Claim], destination: Destination, stats: RunStats,
@@ -144,8 +184,9 @@ def deliver_claims_one_by_one(claims: list[Claim], destination: Destination, sta
     outcomes, rest = [], []
     for index, claim in enumerate(claims):
         if not keeper.still_held(claim):
-            stats.lease_lost += 1
-            log.warning("%s not sent: its lease was taken over before the call", claim.action_key)
+            if keeper.lost(claim):
+                stats.lease_lost += 1
+                log.warning("%s not sent: its lease was taken over before the call", claim.action_key)
             continue
         result = _resend_blocked(claim, destination)
         if result is None:
@@ -158,7 +199,7 @@ def deliver_claims_one_by_one(claims: list[Claim], destination: Destination, sta
     destination_release(permit=keeper.permit)
     state = _record(outcomes, destination, stats) if outcomes else ""
     if rest:
-        _give_back(rest, destination, state, keeper.permit, stats)
+        _give_back_unsent(rest, destination, state, keeper.permit, stats)
 
 
 def _stop_sending(permit: Permit, outcomes: list[tuple[Claim, DeliveryResult]]) -> bool:
@@ -166,7 +207,7 @@ def _stop_sending(permit: Permit, outcomes: list[tuple[Claim, DeliveryResult]]) 
     return permit.retry_after is not None or would_pause([answer for _claim, answer in outcomes])
 
 
-def _give_back(rest: list[Claim], destination: Destination, state: str, permit: Permit, stats: RunStats) -> None:
+def _give_back_unsent(rest: list[Claim], destination: Destination, state: str, permit: Permit, stats: RunStats) -> None:
     why = ("was paused" if state == DestinationState.PAUSED else
            "asked to wait (Retry-After)" if permit.retry_after is not None else "failing")
     stats.released += handoff_release_claims(claims=rest, reason=f"not sent: destination {destination.name} {why}")
@@ -175,7 +216,11 @@ def _give_back(rest: list[Claim], destination: Destination, state: str, permit: 
 
 def _held(claims: list[Claim], keeper: LeaseKeeper, stats: RunStats) -> list[Claim]:
     kept = [claim for claim in claims if keeper.still_held(claim)]
-    stats.lease_lost += len(claims) - len(kept)
+    if keeper.stopped and kept:
+        # One call carries them all: none goes once the slot is lost or a hold began.
+        keeper.give_back(kept, keeper.stopped)
+        kept = []
+    stats.lease_lost += sum(1 for claim in claims if claim not in kept and keeper.lost(claim))
     return kept
 
 
@@ -217,29 +262,35 @@ def dispatch_batch(*, destination: Destination | None = None, worker: str | None
     destination = destination or get_destination()
     worker = worker or default_worker_name()
     stats = RunStats()
-    admission = destination_admit(name=destination.name)
-    if admission is Admission.PAUSED:
-        stats.paused = True
-        return stats
-    limit = 1 if admission is Admission.PROBE else (limit or settings.HANDOFF_CLAIM_BATCH)
-    lease_seconds = settings.HANDOFF_LEASE_SECONDS
-    permit = _permit(destination, worker, limit, lease_seconds, stats)
+    lease_seconds, leased_at = settings.HANDOFF_LEASE_SECONDS, time.monotonic()
+    # The limits first: a probe of a paused destination is spent only on a call that can be made.
+    permit = _permit(destination, worker, limit or settings.HANDOFF_CLAIM_BATCH, lease_seconds, stats)
     if permit is None:
         return stats
     try:
-        claims = handoff_claim_due(worker=worker, limit=limit if destination.supports_batch else permit.requests,
-                                   handoff_id=handoff_id, lease_seconds=lease_seconds,
+        admission = destination_admit(name=destination.name)
+        if admission is Admission.PAUSED:
+            stats.paused = True
+            return stats
+        limit = 1 if admission is Admission.PROBE else (limit or settings.HANDOFF_CLAIM_BATCH)
+        claims = handoff_claim_due(worker=worker, limit=limit if destination.supports_batch else
+                                   min(limit, permit.requests), handoff_id=handoff_id, lease_seconds=lease_seconds,
                                    destination_name=destination.name)
-        stats.claimed = len(claims)
-        keeper = LeaseKeeper(claims, lease_seconds=lease_seconds, call_seconds=destination.call_seconds,
-                             permit=permit)
-        deliver = deliver_claims_batched if destination.supports_batch and len(claims) > 1 else \
-            deliver_claims_one_by_one
-        deliver(claims, destination, stats, keeper)
+        _deliver(claims, destination, stats, LeaseKeeper(claims, lease_seconds=lease_seconds, permit=permit,
+                                                         call_seconds=destination.call_seconds, leased_at=leased_at))
     finally:
-        # Given back right after the calls already; this covers no claims, and an error before the calls.
+        # Given back right after the calls already; this covers no claims, a pause, and an error before the calls.
         destination_release(permit=permit)
     return stats
+
+
+def _deliver(claims: list[Claim], destination: Destination, stats: RunStats, keeper: LeaseKeeper) -> None:
+    stats.claimed = len(claims)
+    if destination.supports_batch and len(claims) > 1:
+        deliver_claims_batched(claims, destination, stats, keeper)
+    else:
+        deliver_claims_one_by_one(claims, destination, stats, keeper)
+    stats.released += keeper.released
 
 
 def handoff_deliver(*, handoff_id: int, destination: Destination | None = None, worker: str | None = None) -> str:
@@ -270,12 +321,17 @@ def maintain(*, destination: Destination | None = None, settle_limit: int = 50) 
     """Expire leases that ran out and settle uncertain outcomes. Runs on its own cadence, never behind a
     drain: a dead worker's rows are noticed within a lease, whatever the backlog. A pass is short (at most
     `settle_limit` lookups), so that it completes between connection losses; a paused destination is not
-    asked at all (it cannot answer; its probes resume it first)."""
+    asked at all (it cannot answer; its probes resume it first), nor one that asked to be left alone for a
+    while (a Retry-After hold)."""
     destination = destination or get_destination()
     stats = RunStats(expired_leases=handoff_expire_leases())
-    if destination_pause(destination.name) is None:
+    if _may_be_asked(destination):
         stats.settled = settle_uncertain(destination=destination, limit=settle_limit)
     return stats
+
+
+def _may_be_asked(destination: Destination) -> bool:
+    return destination_pause(destination.name) is None and not destination_held(name=destination.name)
 
 
 def sweep(*, destination: Destination | None = None, worker: str | None = None) -> RunStats:
@@ -284,7 +340,7 @@ def sweep(*, destination: Destination | None = None, worker: str | None = None) 
     destination = destination or get_destination()
     stats = maintain(destination=destination)
     stats.add(drain(destination=destination, worker=worker))
-    for state, count in settle_uncertain(destination=destination).items():
+    for state, count in (settle_uncertain(destination=destination) if _may_be_asked(destination) else {}).items():
         stats.settled[state] = stats.settled.get(state, 0) + count
     return stats
 

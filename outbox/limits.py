@@ -172,6 +172,11 @@ def _seconds_until_free(name: str, kind: str, limit: int) -> float:
     return max((row[0] - row[1]).total_seconds(), CONCURRENCY_POLL_SECONDS)
 
 
+def destination_held(*, name: str) -> bool:
+    """Whether a Retry-After answer holds the destination now (database clock)."""
+    return _limits(name).held
+
+
 def destination_acquire(*, name: str, worker: str, requests: int, lease_seconds: float) -> Permit:
     """A permit for up to `requests` requests to the destination, one call in flight. Raises
     DestinationLimited (nothing taken) while the destination is held or at its limits.

@@ -3,6 +3,7 @@ dispatcher through the database. Time is moved by writing the slots' and the hol
 clock, never by sleeping."""
 
 import threading
+from collections import Counter
 
 import pytest
 
@@ -320,3 +321,72 @@ def test_one_call_per_handoff_stops_at_the_first_retry_after_and_gives_the_rest_
     assert sorted(Handoff.objects.values_list("attempts_in_run", flat=True)) == [0, 0, 0, 0, 1]
     assert DestinationHealth.objects.filter(name="receiver", hold_until__gt=db_now_plus(25)).exists()
     assert Handoff.objects.filter(state=S.PENDING).count() == 5
+
+
+class FirstCallThen(ScriptedDestination):
+    """One call per handoff; right after the first call, `then()` runs: what another worker does meanwhile."""
+
+    def __init__(self, then, **flags):
+        super().__init__(supports_batch=False, **flags)
+        self.then = then
+
+    def deliver(self, outgoing):
+        result = super().deliver(outgoing)
+        if self.calls == 1:
+            self.then()
+        return result
+
+
+def in_run_attempts() -> list[int]:
+    return sorted(Handoff.objects.values_list("attempts_in_run", flat=True))
+
+
+def test_a_slot_lost_mid_batch_gives_the_rest_back_unsent_not_stranded_in_flight(make_handoff, set_limits, settings):
+    for n in range(1, 4):
+        make_handoff(n)
+    set_limits(concurrency=1)
+    settings.HANDOFF_LEASE_SECONDS = 1  # every call renews first
+    destination = FirstCallThen(lambda: slots(SlotKind.CONCURRENCY).update(holder="another-worker"))
+    stats = dispatch_batch(destination=destination, worker="w1", limit=3)
+    assert destination.calls == 1 and stats.delivered == 1 and stats.released == 2
+    # The two not sent are pending again, due, with no attempt counted: none waits out a lease to become uncertain.
+    assert Counter(Handoff.objects.values_list("state", flat=True)) == {S.DELIVERED: 1, S.PENDING: 2}
+    assert in_run_attempts() == [0, 0, 1]
+
+
+def test_a_hold_written_by_another_worker_mid_batch_stops_this_one_too(make_handoff, monkeypatch):
+    from outbox.dispatcher import LeaseKeeper
+
+    for n in range(1, 4):
+        make_handoff(n)
+    monkeypatch.setattr(LeaseKeeper, "HOLD_CHECK_SECONDS", 0.0)
+    destination_health = DestinationHealth.objects.filter(name="receiver")
+
+    def another_worker_was_told_to_wait():
+        DestinationHealth.objects.get_or_create(name="receiver")
+        destination_health.update(hold_until=db_now_plus(30), hold_reason="HTTP 429 with Retry-After 30 s")
+
+    destination = FirstCallThen(another_worker_was_told_to_wait)
+    stats = dispatch_batch(destination=destination, worker="w1", limit=3)
+    assert destination.calls == 1 and stats.released == 2
+    assert Counter(Handoff.objects.values_list("state", flat=True)) == {S.DELIVERED: 1, S.PENDING: 2}
+
+
+def test_a_paused_destinations_probe_is_not_spent_while_a_hold_refuses_every_call(make_handoff):
+    make_handoff(1)
+    DestinationHealth.objects.create(name="receiver", state="paused", pause_reason="unreachable",
+                                     next_probe_at=db_now_plus(-1), hold_until=db_now_plus(30))
+    destination = ScriptedDestination()
+    stats = dispatch_batch(destination=destination)
+    assert stats.limited and stats.claimed == 0 and destination.calls == 0
+    assert DestinationHealth.objects.get(name="receiver").probes == 0
+
+
+def test_settlement_does_not_ask_a_destination_on_hold(make_handoff):
+    from outbox.dispatcher import maintain
+
+    make_handoff(1, state=S.UNCERTAIN)
+    DestinationHealth.objects.create(name="receiver", hold_until=db_now_plus(30))
+    destination = ScriptedDestination()
+    assert maintain(destination=destination).settled == {}
+    assert Handoff.objects.get().state == S.UNCERTAIN
