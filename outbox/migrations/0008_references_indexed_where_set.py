@@ -4,6 +4,14 @@ import django.db.models.deletion
 from django.conf import settings
 from django.db import migrations, models
 
+# The indexes Django made for these columns (db_index=True), named as it names them on every backend.
+OLD_INDEXES = [
+    ("outbox_handoff_acknowledged_by_id_eeb2a12e", "acknowledged_by_id"),
+    ("outbox_handoff_compensates_id_2e198c3f", "compensates_id"),
+    ("outbox_handoff_owner_id_9a2be975", "owner_id"),
+    ("outbox_handoff_workspace_id_0d8573d5", "workspace_id"),
+]
+
 
 class Migration(migrations.Migration):
 
@@ -26,24 +34,35 @@ class Migration(migrations.Migration):
             model_name='handoff',
             index=models.Index(condition=models.Q(('compensates__isnull', False)), fields=['compensates'], name='handoff_compensates_idx'),
         ),
-        migrations.AlterField(
-            model_name='handoff',
-            name='acknowledged_by',
-            field=models.ForeignKey(blank=True, db_index=False, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL),
-        ),
-        migrations.AlterField(
-            model_name='handoff',
-            name='compensates',
-            field=models.ForeignKey(blank=True, db_index=False, null=True, on_delete=django.db.models.deletion.PROTECT, related_name='compensations', to='outbox.handoff'),
-        ),
-        migrations.AlterField(
-            model_name='handoff',
-            name='owner',
-            field=models.ForeignKey(blank=True, db_index=False, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL),
-        ),
-        migrations.AlterField(
-            model_name='handoff',
-            name='workspace_id',
-            field=models.PositiveIntegerField(),
+        # The old single-column indexes go by name. Altering the fields in the database instead would make
+        # Django drop and re-add each foreign key constraint, and re-adding one validates the whole outbox
+        # under a lock that blocks the console and the dispatchers; only the state changes here.
+        migrations.SeparateDatabaseAndState(
+            database_operations=[
+                migrations.RunSQL(f'DROP INDEX IF EXISTS "{name}"', f'CREATE INDEX "{name}" ON "outbox_handoff" ("{column}")')
+                for name, column in OLD_INDEXES
+            ],
+            state_operations=[
+                migrations.AlterField(
+                    model_name='handoff',
+                    name='acknowledged_by',
+                    field=models.ForeignKey(blank=True, db_index=False, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL),
+                ),
+                migrations.AlterField(
+                    model_name='handoff',
+                    name='compensates',
+                    field=models.ForeignKey(blank=True, db_index=False, null=True, on_delete=django.db.models.deletion.PROTECT, related_name='compensations', to='outbox.handoff'),
+                ),
+                migrations.AlterField(
+                    model_name='handoff',
+                    name='owner',
+                    field=models.ForeignKey(blank=True, db_index=False, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL),
+                ),
+                migrations.AlterField(
+                    model_name='handoff',
+                    name='workspace_id',
+                    field=models.PositiveIntegerField(),
+                ),
+            ],
         ),
     ]
