@@ -10,6 +10,7 @@ import contextlib
 import logging
 import time
 
+import dj_database_url
 from django.conf import settings
 from django.db import connections, transaction
 
@@ -58,19 +59,26 @@ class WakeListener:
         try:
             self._conn = self._connect(psycopg)
             self._conn.execute(f"LISTEN {CHANNEL}")
-        except psycopg.Error:
-            log.warning("cannot LISTEN for wake-ups; polling until it can", exc_info=True)
+        except psycopg.Error as exc:
+            # Not the message: libpq may quote the connection string, password included.
+            log.warning("cannot LISTEN for wake-ups (%s); polling until it can", type(exc).__name__)
             self.close()
             self._next_connect = time.monotonic() + self.RECONNECT_EVERY
 
     def _connect(self, psycopg):
         """A session of its own: HANDOFF_LISTEN_DATABASE_URL (a route past a transaction-mode pooler) when
         set, else the database's own connection parameters."""
-        if settings.HANDOFF_LISTEN_DATABASE_URL:
-            return psycopg.connect(settings.HANDOFF_LISTEN_DATABASE_URL, autocommit=True, connect_timeout=5)
-        params = connections[self._using].get_connection_params()
         keep = {"dbname", "host", "port", "user", "password", "sslmode", "options"}
-        return psycopg.connect(**{k: v for k, v in params.items() if k in keep}, autocommit=True, connect_timeout=5)
+        if settings.HANDOFF_LISTEN_DATABASE_URL:
+            # Parsed like DATABASE_URL (any scheme dj-database-url takes), then passed as keywords.
+            config = dj_database_url.parse(settings.HANDOFF_LISTEN_DATABASE_URL)
+            params = {"dbname": config.get("NAME"), "host": config.get("HOST"), "port": config.get("PORT"),
+                      "user": config.get("USER"), "password": config.get("PASSWORD"),
+                      **config.get("OPTIONS", {})}
+        else:
+            params = connections[self._using].get_connection_params()
+        return psycopg.connect(**{k: v for k, v in params.items() if k in keep and v not in (None, "")},
+                               autocommit=True, connect_timeout=5)
 
     def wait(self, timeout: float) -> bool:
         """True when woken by a notification, False after the timeout."""

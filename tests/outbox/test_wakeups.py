@@ -45,10 +45,11 @@ def test_the_listener_uses_its_own_url_when_one_is_set(settings):
     assert _woken(listener) is True
 
 
-def test_a_listen_url_that_cannot_be_reached_falls_back_to_polling(settings):
-    settings.HANDOFF_LISTEN_DATABASE_URL = "postgresql://127.0.0.1:1/nowhere"
+def test_a_listen_url_that_cannot_be_reached_falls_back_to_polling_and_logs_no_password(settings, caplog):
+    settings.HANDOFF_LISTEN_DATABASE_URL = "pgsql://bob:s3cret-pw@127.0.0.1:1/nowhere"
     listener = WakeListener()
     assert listener._conn is None
+    assert "cannot LISTEN" in caplog.text and "s3cret-pw" not in caplog.text
     # Not woken, no exception: the loop polls every `timeout` seconds until the route is back.
     assert listener.wait(0.05) is False
     listener.close()
