@@ -133,11 +133,16 @@ def _take(name: str, kind: str, limit: int, count: int, holder: str, lease_secon
     (FOR UPDATE SKIP LOCKED); on both backends the UPDATE takes only rows still free when it runs, so two
     workers never hold one slot."""
     free = _free(name, kind, limit)
+    # Slots numbered past a limit an operator lowered may still be busy: they count against the new limit
+    # until they are free (they only go from busy to free, so counting them first is safe).
+    beyond = DestinationSlot.objects.using(DB).filter(destination=name, kind=kind, number__gte=limit,
+                                                      free_at__gt=db_now()).count()
     with transaction.atomic(using=DB):
         candidates = free.order_by("number")
         if connections[DB].features.has_select_for_update_skip_locked:
             candidates = candidates.select_for_update(skip_locked=True, no_key=True)
-        ids = list(candidates.values_list("pk", flat=True)[:count])
+        ids = list(candidates.values_list("pk", flat=True)[: count + beyond])
+        ids = ids[: min(count, max(0, len(ids) - beyond))]
         if not ids:
             return []
         free.filter(pk__in=ids).update(free_at=db_now_plus(lease_seconds), holder=holder)

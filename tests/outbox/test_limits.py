@@ -390,3 +390,16 @@ def test_settlement_does_not_ask_a_destination_on_hold(make_handoff):
     destination = ScriptedDestination()
     assert maintain(destination=destination).settled == {}
     assert Handoff.objects.get().state == S.UNCERTAIN
+
+
+def test_a_lowered_limit_counts_the_calls_still_in_flight_on_the_slots_past_it(set_limits):
+    set_limits(concurrency=4)
+    # Three calls in flight on slots 1-3; slot 0 free. The operator lowers the limit to 2.
+    slots(SlotKind.CONCURRENCY).filter(number__in=(1, 2, 3)).update(holder="others", free_at=db_now_plus(30))
+    set_limits(concurrency=2)
+    with pytest.raises(DestinationLimited):
+        destination_acquire(name="receiver", worker="w1", requests=1, lease_seconds=30)
+    # Two of them end: one call in flight (slot 1, within the limit), so one more may start.
+    slots(SlotKind.CONCURRENCY).filter(number__in=(2, 3)).update(holder="", free_at=None)
+    permit = destination_acquire(name="receiver", worker="w1", requests=1, lease_seconds=30)
+    assert len(permit.slot_ids) == 1
