@@ -20,6 +20,7 @@ spends no handoff's attempt or retry window, and waits `DestinationLimited.wait_
 One call is one HTTP request: a batch call carrying 50 handoffs takes one rate slot.
 """
 
+import contextlib
 import uuid
 from dataclasses import dataclass, field
 
@@ -193,6 +194,20 @@ def destination_acquire(*, name: str, worker: str, requests: int, lease_seconds:
     permit = Permit(destination=name, holder=holder, requests=requests)
     if limits.held:
         raise DestinationLimited(f"destination {name} is held (Retry-After)", MAX_WAIT_SECONDS)
+    try:
+        _take_slots(permit, limits, lease_seconds)
+    except DestinationLimited:
+        raise
+    except Exception:
+        # A database error after a slot was taken: give it back now rather than after its lease, if we can.
+        with contextlib.suppress(Exception):
+            destination_release(permit=permit)
+        raise
+    return permit
+
+
+def _take_slots(permit: Permit, limits: Limits, lease_seconds: float) -> None:
+    name, holder = permit.destination, permit.holder
     if limits.max_concurrency:
         permit.slot_ids = _take_or_create(name, SlotKind.CONCURRENCY, limits.max_concurrency, 1, holder, lease_seconds)
         if not permit.slot_ids:
@@ -200,9 +215,8 @@ def destination_acquire(*, name: str, worker: str, requests: int, lease_seconds:
                 f"destination {name} has {limits.max_concurrency} call(s) in flight", CONCURRENCY_POLL_SECONDS
             )
     if limits.max_requests_per_second:
-        permit.rate_ids = _take_or_create(
-            name, SlotKind.RATE, limits.max_requests_per_second, requests, holder, lease_seconds + RATE_WINDOW_SECONDS
-        )
+        permit.rate_ids = _take_or_create(name, SlotKind.RATE, limits.max_requests_per_second, permit.requests,
+                                          holder, lease_seconds + RATE_WINDOW_SECONDS)
         if not permit.rate_ids:
             destination_release(permit=permit)
             raise DestinationLimited(
@@ -215,7 +229,6 @@ def destination_acquire(*, name: str, worker: str, requests: int, lease_seconds:
         # it gives the slot back, so whoever takes that slot sees the hold here and sends nothing.
         destination_release(permit=permit)
         raise DestinationLimited(f"destination {name} is held (Retry-After)", MAX_WAIT_SECONDS)
-    return permit
 
 
 def destination_renew(*, permit: Permit, lease_seconds: float) -> bool:

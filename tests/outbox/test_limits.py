@@ -403,3 +403,23 @@ def test_a_lowered_limit_counts_the_calls_still_in_flight_on_the_slots_past_it(s
     slots(SlotKind.CONCURRENCY).filter(number__in=(2, 3)).update(holder="", free_at=None)
     permit = destination_acquire(name="receiver", worker="w1", requests=1, lease_seconds=30)
     assert len(permit.slot_ids) == 1
+
+
+def test_a_database_error_after_a_slot_was_taken_gives_the_slot_back_at_once(set_limits, monkeypatch):
+    from django.db import OperationalError
+
+    from outbox import limits
+
+    set_limits(concurrency=1, rate=5)
+    take = limits._take_or_create
+
+    def rate_slots_fail(name, kind, *args):
+        if kind == SlotKind.RATE:
+            raise OperationalError("connection lost")
+        return take(name, kind, *args)
+
+    monkeypatch.setattr(limits, "_take_or_create", rate_slots_fail)
+    with pytest.raises(OperationalError):
+        destination_acquire(name="receiver", worker="w1", requests=1, lease_seconds=30)
+    # Not held for a lease (30 s): the next dispatcher may call at once.
+    assert not slots(SlotKind.CONCURRENCY).exclude(holder="").exists()
