@@ -177,7 +177,10 @@ def injects_faults(view):
 
     @wraps(view)
     def view_with_faults(request: HttpRequest, *args, **kwargs) -> HttpResponse:
-        if not settings.RECEIVER_FAULTS:
+        # Read once: the setting may change while a request is being answered (a test's override ending while
+        # a live server's thread still answers a call that outlived the test).
+        config = settings.RECEIVER_FAULTS
+        if not config:
             return view(request, *args, **kwargs)
         arrived = time.time()
         faults = _RequestFaults()
@@ -185,8 +188,8 @@ def injects_faults(view):
         try:
             return faults.after_commit(request, view(request, *args, **kwargs))
         finally:
-            if settings.RECEIVER_FAULTS.get("observe"):
-                _observe(settings.RECEIVER_FAULTS["observe"], request.method, arrived)
+            if config.get("observe"):
+                _observe(config["observe"], request.method, arrived)
 
     return view_with_faults
 
