@@ -32,15 +32,17 @@ the figures of this run say:
   so the curve goes flat while pgbench (one small C process per client) keeps climbing. That is why the
   ratio to pgbench falls with the client count; on more cores (or more hosts) the dispatchers stop taking
   turns. The partial indexes (see "Growth") raised the batched rate itself: 4 dispatchers delivered 716 to
-  954 handoffs/s in the runs before them, 1,622/s in this one.
-- **One call per handoff** reaches 0.68 of the receiver's own capacity; the aim is 0.8. Each dispatcher
+  954 handoffs/s in the runs before them, 1,622/s and 1,652/s in the two runs after.
+- **One call per handoff** reaches about two thirds of the receiver's own capacity (0.68 and 0.62 in the
+  last two runs); the aim is 0.8. Each dispatcher
   makes its claim batch's calls one after another and records their outcomes in one commit (built; in
   `bench/lever_single_calls.py`'s two splits this alone took the ratio from 0.27 to 0.68 and from 0.32 to
   0.78). The reference is 4 plain client processes that only sign and send; our 4 dispatchers also claim,
   keep leases, and write attempts and outcomes, on the same two cores as the receiver and PostgreSQL, so
-  each millisecond of dispatcher CPU is one the receiver does not get. Every call of a claim batch in
-  flight at once (the lever row, `bench/concurrent_dispatch.py`) did not help here (0.63): concurrency is
-  for a receiver that is far away or slow, not one on the same two cores.
+  each millisecond of dispatcher CPU is one the receiver does not get. Per handoff, measured from `/proc`
+  in one profiling run: 2.2 ms of CPU in the dispatchers, 2.7 ms in gunicorn, 1.2 ms in PostgreSQL. Every
+  call of a claim batch in flight at once (the lever row, `bench/concurrent_dispatch.py`) did not help here
+  (0.63 and 0.59): concurrency is for a receiver that is far away or slow, not one on the same two cores.
 - **Latency.** Two producer processes writing approvals through Django reach about a third of the rate
   asked (half the best batched rate) on two cores (see "approvals at … (asked …)"), so the aim's rate is
   not reached at all here; at the rate reached the median is about 33 ms. It splits into waiting to be
