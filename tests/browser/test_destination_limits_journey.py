@@ -11,6 +11,16 @@ from tests.factories import onboarding_world
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(databases=["default", "delivery"], transaction=True)]
 
 
+def set_limits(page, reason: str, **values: str):
+    """Fill the receiver's limits form (by label) and send it; the block as it was swapped in."""
+    block = page.locator("#destination-receiver")
+    for label, value in values.items():
+        block.get_by_label(label).fill(value)
+    block.get_by_label("Reason").fill(reason)
+    block.get_by_role("button", name="Set limits").click()
+    return page.locator("#destination-receiver")
+
+
 def test_operator_sets_the_destinations_limits_and_a_bad_value_is_refused_in_place(page, live_server, sign_in,
                                                                                   axe_check):
     onboarding_world()
@@ -19,11 +29,8 @@ def test_operator_sets_the_destinations_limits_and_a_bad_value_is_refused_in_pla
     block = page.locator("#destination-receiver")
     expect(block.locator("#destination-receiver-in-flight")).to_contain_text("of unlimited")
 
-    block.get_by_label("Maximum concurrency").fill("2")
-    block.get_by_label("Maximum requests per second").fill("20")
-    block.get_by_label("Reason").fill("the receiver's team asked for 2 and 20/s")
-    block.get_by_role("button", name="Set limits").click()
-    block = page.locator("#destination-receiver")
+    block = set_limits(page, "the receiver's team asked for 2 and 20/s",
+                       **{"Maximum concurrency": "2", "Maximum requests per second": "20"})
     expect(block.get_by_role("status")).to_have_text("Limits of receiver saved.")
     expect(block.locator("#destination-receiver-in-flight")).to_contain_text("of 2")
     expect(block.locator("#destination-receiver-rate")).to_contain_text("of 20")
@@ -32,10 +39,7 @@ def test_operator_sets_the_destinations_limits_and_a_bad_value_is_refused_in_pla
     assert (health.max_concurrency, health.max_requests_per_second) == (2, 20)
     assert DestinationEvent.objects.filter(destination="receiver", action="set_limits", actor_label="olga").count() == 1
 
-    block.get_by_label("Maximum concurrency").fill("two")
-    block.get_by_label("Reason").fill("typo")
-    block.get_by_role("button", name="Set limits").click()
-    block = page.locator("#destination-receiver")
+    block = set_limits(page, "typo", **{"Maximum concurrency": "two"})
     expect(block.get_by_role("alert")).to_contain_text("Maximum concurrency must be a whole number")
     # What was typed stays in the form to be corrected; the saved limits are unchanged.
     expect(block.get_by_label("Maximum concurrency")).to_have_value("two")
