@@ -9,7 +9,9 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Permission
 from django.utils import timezone
 
+from approvals.management.commands.demo import ONBOARDING_STEPS, ONBOARDING_THREE_STEPS_SCHEMA
 from approvals.models import Membership, Request, RequestEvent, RequestState, Role, Workspace
+from approvals.services import rule_version_publish
 from delivery.models import ReceiverTask
 from delivery.services import payload_hash as receiver_payload_hash
 from outbox.clock import db_now
@@ -181,3 +183,13 @@ def onboarding_world():
     w7.save()
     request = make_request(w7, 42, users["bob"])
     return {"w7": w7, "w8": w8, "request": request, **users}
+
+
+def three_step_onboarding_world():
+    """`onboarding_world` with the demo's three-step onboarding published by a rules admin (the receiver
+    refuses step 3, the welcome pack, without a contact e-mail). The admin is `world["rules_admin"]`."""
+    world = onboarding_world()
+    world["rules_admin"] = get_user_model().objects.create_superuser("rules-admin", password="x-long-enough-pw")
+    rule_version_publish(workflow="onboarding", schema=ONBOARDING_THREE_STEPS_SCHEMA, steps=ONBOARDING_STEPS,
+                         actor=world["rules_admin"], notes="three steps")
+    return world

@@ -4,9 +4,9 @@ delivered exactly once even when its acknowledgement is lost; a step nothing can
 manual repair closes. Both backends, every write committed."""
 
 import pytest
-from django.contrib.auth import get_user_model
 from django.db.models import Count
 
+from approvals.management.commands.demo import ONBOARDING_STEPS, ONBOARDING_THREE_STEPS_SCHEMA
 from approvals.services import request_approve, rule_version_publish
 from delivery.models import ReceiverTask
 from outbox.destinations import InProcessDestination
@@ -15,28 +15,18 @@ from outbox.errors import CompensationBlocked
 from outbox.models import CompensationState, FailureClass, Handoff, HandoffEvent, HandoffKind, HandoffState
 from outbox.selectors import instance_handoffs, instance_status
 from outbox.services import handoff_residual_repaired, instance_compensate
-from tests.factories import ONBOARDING_PAYLOAD, make_request, onboarding_world
+from tests.factories import ONBOARDING_PAYLOAD, make_request, three_step_onboarding_world
 
 pytestmark = pytest.mark.django_db(databases=["default", "delivery"], transaction=True)
 S = HandoffState
 INSTANCE = "onboarding:7:43:1"
-STEPS = [
-    {"name": "create_client", "compensation": "delete_client"},
-    {"name": "provision_account", "compensation": "deprovision_account"},
-    {"name": "send_welcome_pack"},
-]
 # No contact e-mail: the receiver rejects the welcome pack (a permanent failure of step 3 only).
 PAYLOAD = {key: value for key, value in ONBOARDING_PAYLOAD.items() if key != "contact_email"}
-SCHEMA = {"type": "object", "required": ["client_name", "plan"],
-          "properties": {"client_name": {"type": "string", "minLength": 1}, "plan": {"type": "string"}}}
 
 
 @pytest.fixture
 def world():
-    world = onboarding_world()
-    admin = get_user_model().objects.create_superuser("rules-admin", password="x-long-enough-pw")
-    rule_version_publish(workflow="onboarding", schema=SCHEMA, actor=admin, steps=STEPS, notes="three steps")
-    return world
+    return three_step_onboarding_world()
 
 
 def approve_43(world, payload=PAYLOAD) -> Handoff:
@@ -63,7 +53,7 @@ def test_three_steps_each_with_its_own_key_recorded_one_after_another(world):
         recorded = HandoffEvent.objects.get(handoff=later, from_state="")
         assert recorded.id > delivered.id, "a step is never recorded before its predecessor is delivered"
         assert f"recorded when {earlier.action_key} was delivered" == recorded.reason
-    assert {t.payload["operation"] for t in ReceiverTask.objects.all()} == {s["name"] for s in STEPS}
+    assert {t.payload["operation"] for t in ReceiverTask.objects.all()} == {s["name"] for s in ONBOARDING_STEPS}
     assert instance_status(steps) == "delivered, work not done yet"
 
 
@@ -102,8 +92,8 @@ def test_failed_last_step_is_compensated_in_reverse_order_exactly_once_despite_a
 
 
 def test_a_step_nothing_can_undo_is_a_residual_until_a_manual_repair_closes_it(world):
-    admin = get_user_model().objects.get(username="rules-admin")
-    rule_version_publish(workflow="onboarding", schema=SCHEMA, actor=admin, notes="first step irreversible",
+    rule_version_publish(workflow="onboarding", schema=ONBOARDING_THREE_STEPS_SCHEMA, actor=world["rules_admin"],
+                         notes="first step irreversible",
                          steps=[{"name": "create_client"}, {"name": "send_welcome_pack"}])
     approve_43(world)
     drain(destination=InProcessDestination())
@@ -160,7 +150,7 @@ def test_the_request_page_shows_the_steps_as_a_timeline(world):
     client.force_login(world["olga"])
     page = client.get("/approvals/7/43/1/").content.decode()
     assert "Steps: needs a person" in page
-    positions = [page.index(f"<code>{INSTANCE}:{step['name']}</code>") for step in STEPS]
+    positions = [page.index(f"<code>{INSTANCE}:{step['name']}</code>") for step in ONBOARDING_STEPS]
     assert positions == sorted(positions), "the steps in their order"
 
 

@@ -14,14 +14,14 @@ A later step (its predecessors delivered) cannot be cancelled on its own: the wo
 instead, which cancels what was not sent and reverses what was."""
 
 import pytest
-from django.contrib.auth import get_user_model
 from django.db.models import Count
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule, run_state_machine_as_test
 
+from approvals.management.commands.demo import ONBOARDING_STEPS
 from approvals.models import Approval, Request
-from approvals.services import request_approve, rule_version_publish
+from approvals.services import request_approve
 from delivery.models import ReceiverTask, SeenMessage
 from outbox.clock import db_now_plus
 from outbox.destinations import InProcessDestination
@@ -50,18 +50,11 @@ from outbox.services import (
     instance_compensate,
 )
 from outbox.steps import OPERATION_FIELD, compensation_key
-from tests.factories import ONBOARDING_PAYLOAD, make_request, onboarding_world
+from tests.factories import ONBOARDING_PAYLOAD, make_request, three_step_onboarding_world
 
 pytestmark = pytest.mark.django_db(databases=["default", "delivery"], transaction=True)
 S = HandoffState
 C = CompensationState
-STEPS = [
-    {"name": "create_client", "compensation": "delete_client"},
-    {"name": "provision_account", "compensation": "deprovision_account"},
-    {"name": "send_welcome_pack"},
-]
-SCHEMA = {"type": "object", "required": ["client_name", "plan"],
-          "properties": {"client_name": {"type": "string", "minLength": 1}, "plan": {"type": "string"}}}
 # Request numbers of workspace 7 the machine may approve (42 is the world's own request, left alone).
 NUMBERS = (51, 52, 53)
 # Where an instance may end: done (or delivered with the work still with the receiver's people), reversed,
@@ -286,7 +279,7 @@ class WorkflowMachine(RuleBasedStateMachine):
                                                      f"{predecessor.state}"
             delivered = first_event_into(predecessor, S.DELIVERED)
             assert delivered is not None and recorded_event(step).id > delivered.id, step.action_key
-            assert step.payload[OPERATION_FIELD] == STEPS[step.step_index]["name"]
+            assert step.payload[OPERATION_FIELD] == ONBOARDING_STEPS[step.step_index]["name"]
 
     @invariant()
     def compensation_only_of_delivered_steps_latest_first(self):
@@ -340,10 +333,7 @@ class WorkflowMachine(RuleBasedStateMachine):
 
 @pytest.fixture
 def world():
-    world = onboarding_world()
-    admin = get_user_model().objects.create_superuser("rules-admin", password="x-long-enough-pw")
-    rule_version_publish(workflow="onboarding", schema=SCHEMA, actor=admin, steps=STEPS, notes="three steps")
-    return world
+    return three_step_onboarding_world()
 
 
 def test_workflow_instances_keep_their_invariants_in_any_order_of_faults_and_actions(world):

@@ -7,15 +7,15 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from approvals.management.commands.demo import ONBOARDING_STEPS, ONBOARDING_THREE_STEPS_SCHEMA
-from approvals.services import request_approve, rule_version_publish
+from approvals.management.commands.demo import ONBOARDING_STEPS
+from approvals.services import request_approve
 from delivery.models import ReceiverTask
 from delivery.services import task_status_set
 from outbox.dispatcher import drain
 from outbox.models import Handoff, HandoffKind, HandoffState
 from outbox.selectors import instance_handoffs, instance_status
 from reconciliation.services import reconciliation_run
-from tests.factories import ONBOARDING_PAYLOAD, make_request, onboarding_world
+from tests.factories import ONBOARDING_PAYLOAD, make_request, three_step_onboarding_world
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(databases=["default", "delivery"], transaction=True)]
 STEP_NAMES = [step["name"] for step in ONBOARDING_STEPS]
@@ -31,9 +31,7 @@ def no_csp_violations(page):
 
 @pytest.fixture
 def world():
-    world = onboarding_world()
-    rule_version_publish(workflow="onboarding", schema=ONBOARDING_THREE_STEPS_SCHEMA, steps=ONBOARDING_STEPS,
-                         actor=None, notes="three steps")
+    world = three_step_onboarding_world()
     return world
 
 

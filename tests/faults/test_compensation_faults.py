@@ -9,13 +9,13 @@ import signal
 import pytest
 from django.db.models import Count
 
-from approvals.management.commands.demo import ONBOARDING_STEPS, ONBOARDING_THREE_STEPS_SCHEMA
-from approvals.services import request_approve, rule_version_publish
+from approvals.management.commands.demo import ONBOARDING_STEPS
+from approvals.services import request_approve
 from delivery.models import ReceiverTask
 from outbox.models import Attempt, AttemptOutcome, CompensationState, FailureClass, Handoff, HandoffKind, HandoffState
 from outbox.selectors import instance_handoffs, instance_status
 from outbox.services import instance_compensate
-from tests.factories import ONBOARDING_PAYLOAD, make_request, onboarding_world
+from tests.factories import ONBOARDING_PAYLOAD, make_request, three_step_onboarding_world
 from tests.faults.test_dispatch_faults import wait_until
 
 pytestmark = [
@@ -40,9 +40,7 @@ def reasons(key: str) -> list[str]:
 
 
 def test_compensation_delivered_once_despite_a_lost_answer_and_a_dispatcher_killed_mid_call(processes):
-    world = onboarding_world()
-    rule_version_publish(workflow="onboarding", schema=ONBOARDING_THREE_STEPS_SCHEMA, steps=ONBOARDING_STEPS,
-                         actor=None, notes="three steps")
+    world = three_step_onboarding_world()
     # No contact e-mail: the receiver refuses the welcome pack, so step 3 fails for good.
     payload = {key: value for key, value in ONBOARDING_PAYLOAD.items() if key != "contact_email"}
     request = make_request(world["w7"], 43, world["bob"], payload=payload)
