@@ -175,19 +175,20 @@ def row_counts() -> dict[str, int]:
     return counts
 
 
-def signature_headers(case: Case, text: str) -> dict[str, str]:
+def signature_headers(case: Case, text: str, now: datetime | None = None) -> dict[str, str]:
     if case.unsigned:
         return {}
-    at = datetime.now(tz=UTC) + (case.signed_at or timedelta(0))
+    at = (now or datetime.now(tz=UTC)) + (case.signed_at or timedelta(0))
     message_id = case.headers.get("webhook-id", f"msg_{case.api}_{case.name}")
     signature = Webhook(case.secret_to_sign_with()).sign(message_id, at, text)
     return {"webhook-id": message_id, "webhook-timestamp": str(int(at.timestamp())), "webhook-signature": signature}
 
 
-def send(client, case: Case):
+def send(client, case: Case, now: datetime | None = None):
+    """Send the case, signed at `now` (default: this instant) shifted by the case's `signed_at`."""
     body = case.body.encode("utf-8", "surrogatepass") if isinstance(case.body, str) else case.body
     text = body.decode("utf-8", "replace")
-    headers = {**signature_headers(case, text),
+    headers = {**signature_headers(case, text, now),
                **{k: v for k, v in case.headers.items() if not k.isupper()}}
     if case.url == RECEIVER and case.method == "POST":
         headers.setdefault("Idempotency-Key", KEY)
@@ -211,13 +212,16 @@ def world():
 def test_bad_input_gets_a_4xx_with_a_reason_and_writes_nothing_beyond_the_contract(case, world, client, settings):
     if case.setting:
         setattr(settings, *case.setting)
+    now = datetime.now(tz=UTC)
     if case.replay:
-        # The very same message twice: one id, one signed timestamp, one signature.
+        # The very same message twice: one id, one signed timestamp, one signature. Both are signed
+        # at the one instant `now`: signing each at its own now() sent two different messages
+        # whenever the two straddled a second boundary, and the "replay" was a fair duplicate.
         case = replace(case, signed_at=timedelta(0))
-        first = send(client, replace(case, replay=False))
+        first = send(client, replace(case, replay=False), now)
         assert first.status_code in (201, 202), first.content
     before = row_counts()
-    response = send(client, case)
+    response = send(client, case, now)
     after = row_counts()
     assert response.status_code == case.status, response.content[:300]
     body = response.json()
