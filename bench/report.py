@@ -137,10 +137,9 @@ NEXT_LEVERS = """\
 3. **Latency at half the maximum rate**: with one dispatcher cycling (claim, call, record) at this rate,
    a handoff approved mid-cycle waits for the next claim. More dispatchers shorten that wait on a machine
    with cores to spare; here they take the cores of the producers and the receiver.
-4. **The limits on every call**: settlement lookups and reconciliation's key listing do not take a
-   permit yet, and a batch call the receiver refuses with 413 falls back to single calls that are not
-   counted against the requests per second. A dispatcher refused a call slot polls every 20 ms; a
-   NOTIFY when a slot is freed would cost less.
+4. **Waiting for a call slot**: every request now takes a permit (deliveries, settlement lookups,
+   reconciliation's key listing, a batch refused with 413 then sent one call per handoff), but a
+   dispatcher refused a call slot polls every 20 ms; a NOTIFY when a slot is freed would cost less.
 5. **Delivery attempted after commit in the committing process**: not worth it here (producers reached a
    third of the rate, latency doubled; at an equal 20/s, lost once and tied once). The latency that
    remains is half waiting to be claimed, half the receiver call.

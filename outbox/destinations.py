@@ -42,6 +42,15 @@ class LookupFailed(Exception):
     """The receiver could not be asked (network, credentials): nothing is known."""
 
 
+class BatchRefused(Exception):
+    """The receiver refused a batch call as too large (HTTP 413) before reading it: nothing was created. The
+    destination sends one call per handoff for a while (`batching()` is False); the caller gives the claims back."""
+
+
+# How long a destination that refused a batch as too large gets one call per handoff instead.
+BATCH_REFUSED_SECONDS = 600.0
+
+
 class Destination:
     name = "receiver"
     supports_idempotency = True
@@ -57,6 +66,10 @@ class Destination:
     def deliver_batch(self, outgoings: list[Outgoing]) -> list[DeliveryResult]:
         """One result per item, in order. Destinations that declare `supports_batch` do it in one call."""
         return [self.deliver(outgoing) for outgoing in outgoings]
+
+    def batching(self) -> bool:
+        """Whether a claim batch goes in one call now (declared, and not refused as too large lately)."""
+        return self.supports_batch
 
     def lookup(self, action_key: str) -> RemoteTask | None:
         """The receiver's task for the key, None when it has none; LookupFailed when unknown."""
@@ -154,6 +167,7 @@ class HttpDestination(Destination):
         self.signing_secret = signing_secret
         self._timeout = httpx.Timeout(read_timeout, connect=connect_timeout)
         self._local = threading.local()
+        self._batch_refused_until = 0.0  # monotonic
 
     @property
     def _client(self) -> httpx.Client:
@@ -166,6 +180,9 @@ class HttpDestination(Destination):
 
     def describe(self) -> str:
         return f"{self.name} at {self.base_url}"
+
+    def batching(self) -> bool:
+        return self.supports_batch and time.monotonic() >= self._batch_refused_until
 
     def close(self) -> None:
         client = getattr(self._local, "client", None)
@@ -222,8 +239,11 @@ class HttpDestination(Destination):
         if failure is not None:
             return [failure] * len(outgoings)
         if response.status_code == 413:
-            # Too many or too large for one call: the single call gives each item its own answer.
-            return super().deliver_batch(outgoings)
+            # Too many or too large for one call, and nothing read. Single calls from here would be requests the
+            # caller's permit does not cover: the caller gives the claims back, and the next batches go one
+            # call per handoff, each counted against the destination's limits.
+            self._batch_refused_until = time.monotonic() + BATCH_REFUSED_SECONDS
+            raise BatchRefused(_describe(response))
         if response.status_code != 200:
             failure_class, reason_code = classify_status(response.status_code)
             retry_after = parse_retry_after(response.headers.get("Retry-After"))

@@ -13,10 +13,11 @@ from dataclasses import dataclass, field
 from django.conf import settings
 
 from outbox.breaker import Admission, destination_admit, destination_record_results, would_pause
-from outbox.destinations import Destination, get_destination
+from outbox.destinations import BatchRefused, Destination, get_destination
 from outbox.failures import DeliveryResult
 from outbox.limits import (
     DestinationLimited,
+    LimitedLookups,
     Permit,
     destination_acquire,
     destination_held,
@@ -235,20 +236,29 @@ def deliver_claims_batched(claims: list[Claim], destination: Destination, stats:
         else:
             outcomes.append((claim, blocked))
     if sendable:
-        results = destination.deliver_batch([c.outgoing for c in sendable])
-        keeper.permit.made(results)
-        outcomes += zip(sendable, results, strict=True)
+        try:
+            results = destination.deliver_batch([c.outgoing for c in sendable])
+        except BatchRefused as refused:
+            # Nothing was read: the claims go back unsent, and the next batches are one call per handoff.
+            keeper.permit.made([])
+            log.warning("%s refused a batch of %d as too large: one call per handoff for a while", destination.name,
+                        len(sendable))
+            keeper.give_back(sendable, f"not sent: {destination.name} refused the batch as too large ({refused})")
+        else:
+            keeper.permit.made(results)
+            outcomes += zip(sendable, results, strict=True)
     destination_release(permit=keeper.permit)
     if outcomes:
         _record(outcomes, destination, stats)
 
 
-def _permit(destination: Destination, worker: str, limit: int, lease_seconds: float, stats: RunStats) -> Permit | None:
+def _permit(destination: Destination, batching: bool, worker: str, limit: int, lease_seconds: float,
+            stats: RunStats) -> Permit | None:
     """The destination's limits for this batch (a batch call is one request, single calls one each), or None
     when they refuse: `stats` then say how long to wait."""
     try:
         return destination_acquire(name=destination.name, worker=worker, lease_seconds=lease_seconds,
-                                   requests=1 if destination.supports_batch else limit)
+                                   requests=1 if batching else limit)
     except DestinationLimited as refused:
         stats.limited, stats.wait_seconds = True, refused.wait_seconds
         return None
@@ -263,8 +273,9 @@ def dispatch_batch(*, destination: Destination | None = None, worker: str | None
     worker = worker or default_worker_name()
     stats = RunStats()
     lease_seconds, leased_at = settings.HANDOFF_LEASE_SECONDS, time.monotonic()
+    batching = destination.batching()
     # The limits first: a probe of a paused destination is spent only on a call that can be made.
-    permit = _permit(destination, worker, limit or settings.HANDOFF_CLAIM_BATCH, lease_seconds, stats)
+    permit = _permit(destination, batching, worker, limit or settings.HANDOFF_CLAIM_BATCH, lease_seconds, stats)
     if permit is None:
         return stats
     try:
@@ -273,20 +284,22 @@ def dispatch_batch(*, destination: Destination | None = None, worker: str | None
             stats.paused = True
             return stats
         limit = 1 if admission is Admission.PROBE else (limit or settings.HANDOFF_CLAIM_BATCH)
-        claims = handoff_claim_due(worker=worker, limit=limit if destination.supports_batch else
-                                   min(limit, permit.requests), handoff_id=handoff_id, lease_seconds=lease_seconds,
+        claims = handoff_claim_due(worker=worker, limit=limit if batching else min(limit, permit.requests),
+                                   handoff_id=handoff_id, lease_seconds=lease_seconds,
                                    destination_name=destination.name)
-        _deliver(claims, destination, stats, LeaseKeeper(claims, lease_seconds=lease_seconds, permit=permit,
-                                                         call_seconds=destination.call_seconds, leased_at=leased_at))
+        keeper = LeaseKeeper(claims, lease_seconds=lease_seconds, permit=permit,
+                             call_seconds=destination.call_seconds, leased_at=leased_at)
+        _deliver(claims, destination, batching, stats, keeper)
     finally:
         # Given back right after the calls already; this covers no claims, a pause, and an error before the calls.
         destination_release(permit=permit)
     return stats
 
 
-def _deliver(claims: list[Claim], destination: Destination, stats: RunStats, keeper: LeaseKeeper) -> None:
+def _deliver(claims: list[Claim], destination: Destination, batching: bool, stats: RunStats,
+             keeper: LeaseKeeper) -> None:
     stats.claimed = len(claims)
-    if destination.supports_batch and len(claims) > 1:
+    if batching and len(claims) > 1:
         deliver_claims_batched(claims, destination, stats, keeper)
     else:
         deliver_claims_one_by_one(claims, destination, stats, keeper)
@@ -307,12 +320,16 @@ def handoff_retry_now(*, handoff_id: int, actor, reason: str = "", confirm_risk:
 
 
 def settle_uncertain(*, destination: Destination | None = None, limit: int = 200) -> dict[str, int]:
-    destination = destination or get_destination()
+    """Ask the receiver about uncertain outcomes, oldest first. Each lookup is a request under the destination's
+    limits; the pass ends at the first one they refuse (the rest wait for the next pass)."""
+    asked = LimitedLookups(destination or get_destination(), worker=default_worker_name())
     outcomes: dict[str, int] = {}
     for pk in Handoff.objects.using(DB).filter(state=S.UNCERTAIN).order_by("updated_at").values_list(
         "id", flat=True
     )[:limit]:
-        state = handoff_settle(handoff_id=pk, destination=destination)
+        state = handoff_settle(handoff_id=pk, destination=asked)
+        if asked.refused:
+            break
         outcomes[state] = outcomes.get(state, 0) + 1
     return outcomes
 

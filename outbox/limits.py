@@ -17,10 +17,12 @@ spends no handoff's attempt or retry window, and waits `DestinationLimited.wait_
 - Hold: a 429 or 503 answer with `Retry-After` sets `hold_until` (capped by
   HANDOFF_DESTINATION_MAX_HOLD_SECONDS); no permit is given before it.
 
-One call is one HTTP request: a batch call carrying 50 handoffs takes one rate slot.
+One call is one HTTP request: a batch call carrying 50 handoffs takes one rate slot. Lookups and key listings
+(settlement, reconciliation, an operator's reconcile) are requests too: `LimitedLookups` takes a permit for each.
 """
 
 import contextlib
+import time
 import uuid
 from dataclasses import dataclass, field
 
@@ -31,6 +33,7 @@ from django.db.models.functions import Coalesce, Greatest
 
 from outbox.breaker import destination_health_get_or_create
 from outbox.clock import db_now, db_now_plus
+from outbox.destinations import Destination, LookupFailed, RemoteTask
 from outbox.errors import InvalidActionInput, OutboxError
 from outbox.failures import DeliveryResult
 from outbox.models import DestinationEvent, DestinationHealth, DestinationSlot, SlotKind
@@ -280,6 +283,55 @@ def destination_release(*, permit: Permit) -> None:
     unused = permit.slot_ids + permit.rate_ids[permit.requests_made :]
     if unused:
         slots.filter(pk__in=unused).update(free_at=None, holder="")
+
+
+class DestinationBusy(LookupFailed):
+    """No permit in time: the destination is held (Retry-After) or at its limits. Nothing was asked."""
+
+
+class LimitedLookups:
+    """The destination, with each lookup and key listing one request under its limits: a permit for one request
+    (waiting at most `wait_seconds` for it; refused: DestinationBusy, and `refused` says why), given back after
+    the answer. Everything else is the destination's own. Deliveries are not wrapped: the dispatcher takes a
+    permit per claim batch."""
+
+    def __init__(self, destination: Destination, *, worker: str, wait_seconds: float = 0.0):
+        self.destination = destination
+        self.worker = worker
+        self.wait_seconds = wait_seconds
+        self.refused = ""
+
+    def __getattr__(self, name: str):
+        return getattr(self.destination, name)
+
+    def lookup(self, action_key: str) -> RemoteTask | None:
+        return self._asked(lambda: self.destination.lookup(action_key))
+
+    def list_keys(self, *, after: str = "", limit: int = 500) -> list[RemoteTask]:
+        return self._asked(lambda: self.destination.list_keys(after=after, limit=limit))
+
+    def _asked(self, call):
+        permit = self._permit()
+        try:
+            return call()
+        finally:
+            permit.made([])
+            destination_release(permit=permit)
+
+    def _permit(self) -> Permit:
+        deadline = time.monotonic() + self.wait_seconds
+        while True:
+            try:
+                permit = destination_acquire(name=self.destination.name, worker=self.worker, requests=1,
+                                             lease_seconds=settings.HANDOFF_LEASE_SECONDS)
+            except DestinationLimited as refused:
+                if time.monotonic() + refused.wait_seconds > deadline:
+                    self.refused = refused.reason
+                    raise DestinationBusy(f"not asked: {refused.reason}") from refused
+                time.sleep(refused.wait_seconds)
+            else:
+                self.refused = ""
+                return permit
 
 
 def _parse_limit(raw: object, label: str) -> int | None:

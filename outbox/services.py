@@ -30,6 +30,7 @@ from outbox.errors import (
     RiskNotConfirmed,
 )
 from outbox.failures import DeliveryResult, Outgoing
+from outbox.limits import LimitedLookups
 from outbox.models import (
     COMPENSATION_TRANSITIONS,
     NEEDS_PERSON_STATES,
@@ -484,6 +485,11 @@ def handoff_expire_leases(*, actor_label: str = "sweep") -> int:
     return count
 
 
+# How long a person's reconcile waits for the destination's limits (or its Retry-After hold) before it reports
+# that the receiver could not be asked.
+PERSON_LOOKUP_WAIT_SECONDS = 5.0
+
+
 def _ask_receiver(destination: Destination, action_key: str) -> tuple[RemoteTask | None, str]:
     """The receiver's task for the key and "", or None and why nothing is known."""
     if not destination.supports_lookup:
@@ -497,8 +503,10 @@ def _ask_receiver(destination: Destination, action_key: str) -> tuple[RemoteTask
 def handoff_settle(*, handoff_id: int, destination: Destination | None = None, actor=None,
                    actor_label: str = "settlement", reason: str = "") -> str:
     """Settle an unknown outcome by asking the receiver about the action key, before any new attempt.
-    Also serves an operator's `reconcile` on a handoff that needs attention. Returns the state after."""
-    destination = destination or get_destination()
+    Also serves an operator's `reconcile` on a handoff that needs attention. Returns the state after.
+    Without a `destination`, the configured one is asked under its limits (waiting a few seconds for them)."""
+    destination = destination or LimitedLookups(get_destination(), worker=actor_label,
+                                                wait_seconds=PERSON_LOOKUP_WAIT_SECONDS)
     handoff = Handoff.objects.using(DB).get(pk=handoff_id)
     if handoff.state not in NEEDS_PERSON_STATES:
         return handoff.state

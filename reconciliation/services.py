@@ -21,6 +21,7 @@ from django.utils import timezone
 
 from approvals.models import Request, RequestState, Workspace
 from outbox.destinations import Destination, LookupFailed, RemoteTask, get_destination
+from outbox.limits import LimitedLookups
 from outbox.models import OPEN_STATES, Handoff, HandoffState
 from outbox.services import (
     handoff_note_check,
@@ -537,6 +538,17 @@ def _compare_or_fail(run: ReconciliationRun, merge: _Merge, *, batch_size: int,
     return resolved
 
 
+# Listings and lookups are requests to the receiver like any other: each takes a permit under the destination's
+# limits, and waits for one at most this long (a run waits out a short Retry-After hold; a person's click does not
+# wait long). Refused: the run fails with the reason, a person's check says the receiver was not asked.
+RUN_LIMITS_WAIT_SECONDS = 30.0
+PERSON_LIMITS_WAIT_SECONDS = 5.0
+
+
+def _under_limits(destination: Destination | None, worker: str, wait_seconds: float) -> LimitedLookups:
+    return LimitedLookups(destination or get_destination(), worker=worker, wait_seconds=wait_seconds)
+
+
 def reconciliation_run(
     *,
     destination: Destination | None = None,
@@ -551,7 +563,7 @@ def reconciliation_run(
     """One comparison of source and receiver, of everything or of one workspace's keys.
 
     Returns the stored run (completed or failed). `run` continues a run queued from the console."""
-    destination = destination or get_destination()
+    destination = _under_limits(destination, "reconciliation", RUN_LIMITS_WAIT_SECONDS)
     batch_size = _checked_batch_size(batch_size, run)
     confirm_limit = settings.RECONCILIATION_CONFIRM_LIMIT if confirm_limit is None else confirm_limit
     if run is None:
@@ -649,7 +661,7 @@ def handoff_reconcile_now(*, handoff_id: int, actor, destination: Destination | 
 
     The same rules as a full run (classify, repairs that cover the facts), for one key. Sends nothing.
     """
-    destination = destination or get_destination()
+    destination = _under_limits(destination, "reconcile-key", PERSON_LIMITS_WAIT_SECONDS)
     handoff = Handoff.objects.using(DB).only("action_key", "workspace_id").get(pk=handoff_id)
     key = handoff.action_key
     task, error = _lookup(destination, key)
@@ -746,7 +758,8 @@ def manual_repair_record(
     if receiver_task_id:
         key = _subject_key(finding_id, handoff_id)
         if key:
-            _check_task_at_receiver(key, receiver_task_id, destination or get_destination())
+            _check_task_at_receiver(key, receiver_task_id,
+                                    _under_limits(destination, "repair-check", PERSON_LIMITS_WAIT_SECONDS))
     with transaction.atomic(using=DB):
         finding, handoff = _repair_target(finding_id, handoff_id)
         state = _repair_handoff(handoff, finding, actor=actor, receiver_task_id=receiver_task_id,

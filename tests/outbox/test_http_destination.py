@@ -165,3 +165,33 @@ def test_a_batch_items_429_with_retry_after_holds_the_destination(batch_receiver
     assert (stats.claimed, stats.delivered, stats.retrying) == (3, 2, 1)
     assert DestinationHealth.objects.filter(hold_until__gt=db_now_plus(25)).exists()
     assert dispatch_batch(destination=batch_receiver, worker="w1").limited
+
+
+def test_a_batch_refused_as_too_large_is_given_back_and_single_calls_stay_within_the_rate_limit(
+        batch_receiver, settings, make_handoff):
+    """A 413 to a batch call means nothing was read. Falling back to single calls there and then would send
+    requests the permit (one request for the batch call) does not cover, past the operator's limit."""
+    from outbox.dispatcher import dispatch_batch
+    from outbox.limits import destination_set_limits
+    from outbox.models import DestinationSlot
+    from tests.factories import make_user
+
+    destination_set_limits(name=batch_receiver.name, max_concurrency=None, max_requests_per_second=3,
+                           actor=make_user("olga"), reason="receiver team asked")
+    settings.RECEIVER_BATCH_LIMIT = 2
+    handoffs = [make_handoff(n) for n in range(1, 6)]
+
+    refused = dispatch_batch(destination=batch_receiver, worker="w1", limit=10)
+    assert (refused.claimed, refused.delivered, refused.released) == (5, 0, 5)
+    assert ReceiverTask.objects.count() == 0
+    for handoff in handoffs:
+        handoff.refresh_from_db()
+        assert (handoff.state, handoff.attempts_in_run) == (S.PENDING, 0)
+    assert set(Attempt.objects.values_list("outcome", flat=True)) == {"skipped"}
+    assert not batch_receiver.batching()
+
+    # One call per handoff now, each taking one of the 3 rate slots of a second (the batch call took one).
+    DestinationSlot.objects.filter(free_at__isnull=False).update(free_at=None)  # the batch call's second passed
+    single = dispatch_batch(destination=batch_receiver, worker="w1", limit=10)
+    assert (single.claimed, single.delivered) == (3, 3)
+    assert ReceiverTask.objects.count() == 3

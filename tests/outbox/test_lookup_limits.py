@@ -1,0 +1,97 @@
+"""Lookups and key listings are requests to the receiver too: settlement, reconciliation and a person's reconcile
+each take a permit under the destination's limits, and say so when the limits (or a Retry-After hold) refuse."""
+
+import pytest
+
+from outbox.clock import db_now, db_now_plus
+from outbox.dispatcher import settle_uncertain
+from outbox.limits import destination_set_limits
+from outbox.models import DestinationHealth, DestinationSlot, Handoff, HandoffEvent, HandoffState, SlotKind
+from outbox.services import handoff_settle
+from reconciliation.services import reconciliation_run
+from tests.factories import make_user
+from tests.outbox.scripted_destination import ScriptedDestination
+
+pytestmark = pytest.mark.django_db(databases=["default", "delivery"])
+S = HandoffState
+
+
+class CountingReceiver(ScriptedDestination):
+    """The in-process receiver, counting the requests a real one would receive."""
+
+    def __init__(self):
+        super().__init__()
+        self.lookups = self.listings = 0
+
+    def lookup(self, action_key):
+        self.lookups += 1
+        return super().lookup(action_key)
+
+    def list_keys(self, *, after="", limit=500):
+        self.listings += 1
+        return super().list_keys(after=after, limit=limit)
+
+
+def set_limits(*, concurrency=None, rate=None):
+    destination_set_limits(name="receiver", max_concurrency=concurrency, max_requests_per_second=rate,
+                           actor=make_user("olga"), reason="receiver team asked")
+
+
+def rate_slots_used() -> int:
+    return DestinationSlot.objects.filter(destination="receiver", kind=SlotKind.RATE, free_at__gt=db_now()).count()
+
+
+def test_settlement_asks_no_more_than_the_requests_per_second_and_leaves_the_rest_for_the_next_pass(make_handoff):
+    set_limits(rate=2)
+    for n in range(1, 6):
+        make_handoff(n, state=S.UNCERTAIN)
+    receiver = CountingReceiver()
+    settled = settle_uncertain(destination=receiver)
+    # Nothing at the receiver for those keys: each one asked is safe to send again.
+    assert settled == {S.PENDING: 2}
+    assert receiver.lookups == 2 and rate_slots_used() == 2
+    assert Handoff.objects.filter(state=S.UNCERTAIN).count() == 3
+
+
+def test_settlement_waits_while_every_call_slot_is_taken_by_another_worker(make_handoff):
+    set_limits(concurrency=1)
+    make_handoff(1, state=S.UNCERTAIN)
+    DestinationSlot.objects.filter(kind=SlotKind.CONCURRENCY).update(holder="others", free_at=db_now_plus(30))
+    receiver = CountingReceiver()
+    assert settle_uncertain(destination=receiver) == {}
+    assert receiver.lookups == 0
+    assert Handoff.objects.get().state == S.UNCERTAIN
+
+
+def test_a_reconciliation_run_lists_keys_one_permit_per_page(make_handoff):
+    set_limits(rate=10)
+    for n in range(1, 4):
+        make_handoff(n, state=S.DELIVERED)
+    receiver = CountingReceiver()
+    run = reconciliation_run(destination=receiver, batch_size=2)
+    assert run.status == "completed", run.error
+    assert receiver.listings >= 1 and rate_slots_used() == receiver.listings + receiver.lookups
+
+
+def test_a_reconciliation_run_refused_by_a_hold_fails_with_the_reason_and_asks_nothing(make_handoff, monkeypatch):
+    from reconciliation import services
+
+    monkeypatch.setattr(services, "RUN_LIMITS_WAIT_SECONDS", 0.0)
+    make_handoff(1, state=S.DELIVERED)
+    DestinationHealth.objects.create(name="receiver", hold_until=db_now_plus(30), hold_reason="HTTP 429")
+    receiver = CountingReceiver()
+    run = reconciliation_run(destination=receiver)
+    assert run.status == "failed"
+    assert "not asked: destination receiver is held (Retry-After)" in run.error
+    assert receiver.listings == receiver.lookups == 0
+
+
+def test_a_persons_reconcile_on_a_held_destination_says_the_receiver_was_not_asked(make_handoff, monkeypatch):
+    from outbox import services
+
+    monkeypatch.setattr(services, "PERSON_LOOKUP_WAIT_SECONDS", 0.0)
+    handoff = make_handoff(1, state=S.NEEDS_ATTENTION)
+    DestinationHealth.objects.create(name="receiver", hold_until=db_now_plus(30), hold_reason="HTTP 429")
+    assert handoff_settle(handoff_id=handoff.pk, actor=make_user("olga")) == S.NEEDS_ATTENTION
+    event = HandoffEvent.objects.filter(handoff=handoff).latest("id")
+    assert "could not ask the receiver: not asked: destination receiver is held (Retry-After)" in event.reason
