@@ -51,8 +51,26 @@ def _insert_and_hold(payload: dict, inserted: threading.Event, release: threadin
             out["task"] = ReceiverTask.objects.using("delivery").create(
                 action_key=KEY, payload=payload, payload_hash=payload_hash(payload))
             inserted.set()
-            release.wait(10)
+            release.wait(30)
     finally:
+        connections["delivery"].close()
+
+
+def _release_once_another_waits(release: threading.Event, seen: dict) -> None:
+    """Let the holder commit once another session of the receiver's database waits on a lock (the call, at
+    the unique index), or after 30 s: a release after a fixed time could come before the call got there."""
+    try:
+        deadline = time.monotonic() + 30
+        with connections["delivery"].cursor() as cursor:
+            while time.monotonic() < deadline:
+                cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+                               " AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()")
+                if cursor.fetchone()[0]:
+                    seen["waiting"] = True
+                    return
+                time.sleep(0.01)
+    finally:
+        release.set()
         connections["delivery"].close()
 
 
@@ -64,12 +82,12 @@ def test_concurrent_insert_of_the_same_key_resolves_at_the_unique_constraint(sam
     unique index: it waits there, gets IntegrityError, and must end as if it had seen the row."""
     if connections["delivery"].vendor != "postgresql":
         pytest.fail("needs PostgreSQL (row-level waits at the unique index); `make test` runs it there")
-    inserted, release, out = threading.Event(), threading.Event(), {}
+    inserted, release, out, seen = threading.Event(), threading.Event(), {}, {}
     holder = threading.Thread(target=_insert_and_hold, args=(PAYLOAD, inserted, release, out))
     holder.start()
-    assert inserted.wait(10)
-    threading.Timer(0.5, release.set).start()
-    started = time.monotonic()
+    assert inserted.wait(30)
+    releaser = threading.Thread(target=_release_once_another_waits, args=(release, seen))
+    releaser.start()
     try:
         if same_payload:
             outcome = task_create_idempotent(action_key=KEY, payload=PAYLOAD)
@@ -80,7 +98,8 @@ def test_concurrent_insert_of_the_same_key_resolves_at_the_unique_constraint(sam
                 task_create_idempotent(action_key=KEY, payload={"client_name": "Contoso"})
     finally:
         release.set()
-        holder.join(10)
-    assert time.monotonic() - started >= 0.4, "the call must have waited on the other insert"
+        holder.join(30)
+        releaser.join(30)
+    assert seen.get("waiting"), "the call must have waited on the other insert"
     assert ReceiverTask.objects.count() == 1
     assert ReceiverTask.objects.get().payload == PAYLOAD

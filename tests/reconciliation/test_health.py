@@ -5,7 +5,7 @@ from datetime import timedelta
 import pytest
 from django.urls import reverse
 
-from outbox.models import Handoff
+from outbox.models import Attempt, Handoff
 from reconciliation.charts import bar_chart
 from reconciliation.selectors import health_summary
 from tests.reconciliation.health_world import HEALTH_7
@@ -52,7 +52,12 @@ def test_other_workspaces_do_not_count(health_world):
 
 def test_deliveries_and_failures_per_hour_over_24_hours(health_world):
     now = health_world["now"]
-    Handoff.objects.filter(pk=health_world["handoffs"]["duplicate"].pk).update(delivered_at=now - timedelta(hours=3))
+    handoffs = health_world["handoffs"]
+    # The series is bucketed by the hour of `now`, taken before the world was built: the delivery and the
+    # failed attempt, stamped a moment later, fell into the next hour whenever the build straddled the hour.
+    Handoff.objects.filter(pk=handoffs["delivered"].pk).update(delivered_at=now)
+    Attempt.objects.filter(handoff=handoffs["rejected"]).update(started_at=now)
+    Handoff.objects.filter(pk=handoffs["duplicate"].pk).update(delivered_at=now - timedelta(hours=3))
     series = health_summary([7], now=now)["series"]
     assert len(series) == 24
     assert [p["delivered"] for p in series][-1] == 1 and series[-4]["delivered"] == 1
