@@ -40,6 +40,7 @@ from approvals.rules import BUILT_IN_RULES, payload_problems, publish_problems, 
 from approvals.selectors import REQUESTER_REVISABLE_STATES, may_cancel
 from outbox import services as outbox_services
 from outbox.errors import InvalidTransition
+from outbox.limits import SET_LIMITS_PERMISSION
 from outbox.models import Handoff, HandoffState
 from outbox.payloads import payload_hash
 from outbox.selectors import correction_fields
@@ -438,6 +439,28 @@ def support_staff_enroll(*, user) -> None:
         user.is_superuser = False
         user.save(update_fields=["is_staff", "is_superuser"])
         user.groups.set([group])
+
+
+DESTINATION_ADMINS_GROUP = "Destination admins"
+
+
+def destination_admins_group_sync() -> Group:
+    """The group whose members may set destinations' limits (they still need an operator role): exactly the
+    `outbox.set_destination_limits` permission (extra ones are removed). Safe to run again."""
+    app_label, codename = SET_LIMITS_PERMISSION.split(".")
+    model = apps.get_model(app_label, "destinationhealth")
+    with transaction.atomic(using=DB):
+        permission, _ = Permission.objects.get_or_create(
+            content_type=ContentType.objects.get_for_model(model), codename=codename,
+            defaults={"name": dict(model._meta.permissions)[codename]})
+        group, _ = Group.objects.get_or_create(name=DESTINATION_ADMINS_GROUP)
+        group.permissions.set([permission])
+    return group
+
+
+def destination_admin_enroll(*, user) -> None:
+    """Put `user` in the destination admins group (other groups and roles unchanged). Safe to run again."""
+    user.groups.add(destination_admins_group_sync())
 
 
 # --- Approvers correct, anyone entitled cancels ------------------------------------------------------

@@ -48,6 +48,8 @@ CONCURRENCY_POLL_SECONDS = 0.02
 # Answers whose Retry-After speaks for the whole destination.
 HOLDING_STATUSES = frozenset({429, 503})
 LIMIT_CEILING = 10_000
+# Who may set limits (with an operator role in some workspace): the Meta permission of DestinationHealth.
+SET_LIMITS_PERMISSION = "outbox.set_destination_limits"
 
 
 class DestinationLimited(OutboxError):

@@ -366,6 +366,9 @@ class DestinationHealth(models.Model):
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["name"], name="destination_health_unique_name")]
+        # Limits bind every workspace's deliveries, so an operator role in one workspace is not enough to set
+        # them (reconciliation/views.py::destination_limits asks for both).
+        permissions = [("set_destination_limits", "Can set a destination's limits (they apply to every workspace)")]
 
     def __str__(self) -> str:
         return f"{self.name} ({self.state})"

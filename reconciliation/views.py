@@ -16,7 +16,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 from approvals.models import Role
 from approvals.selectors import workspace_ids_for
 from config.htmx import HtmxHttpRequest
-from outbox.limits import InvalidLimit, destination_set_limits
+from outbox.limits import SET_LIMITS_PERMISSION, InvalidLimit, destination_set_limits
 from outbox.redaction import redact
 from reconciliation import metrics, selectors, services
 from reconciliation.charts import bar_chart
@@ -57,15 +57,20 @@ def health(request: HtmxHttpRequest) -> HttpResponse:
         "failed_chart": bar_chart(summary["series"], "failed"),
         "paused_destinations": paused_destinations(),
         "destinations": selectors.destinations_overview(),
+        "may_set_limits": request.user.has_perm(SET_LIMITS_PERMISSION),
     })
 
 
 @require_POST
 @login_required
 def destination_limits(request: HtmxHttpRequest, name: str) -> HttpResponse:
-    """An operator sets a destination's limits (blank = unlimited). Bad input: 422 with the reason, nothing
-    written."""
+    """An operator with the set_destination_limits permission sets a destination's limits (blank = unlimited).
+    A destination serves every workspace, so an operator role alone is not enough: 403. Bad input: 422 with the
+    reason, nothing written."""
     _operator_scope(request)
+    if not request.user.has_perm(SET_LIMITS_PERMISSION):
+        raise PermissionDenied("a destination's limits apply to every workspace: only people with the "
+                               "'set destination limits' permission change them")
     if name not in selectors.destination_names():
         raise Http404("no such destination")
     error = ""
@@ -79,7 +84,8 @@ def destination_limits(request: HtmxHttpRequest, name: str) -> HttpResponse:
     if request.htmx:
         [destination] = selectors.destinations_overview(name)
         return render(request, "reconciliation/health.html#destination-limits",
-                      {"destination": destination, "error": error, "saved": not error, "posted": request.POST},
+                      {"destination": destination, "error": error, "saved": not error, "posted": request.POST,
+                       "may_set_limits": True},  # checked above
                       status=status)
     if error:
         return render(request, "reconciliation/destination_limits_refused.html", {"name": name, "error": error},

@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from approvals.management.commands.demo import ONBOARDING_STEPS, ONBOARDING_THREE_STEPS_SCHEMA
 from approvals.models import Membership, Request, RequestEvent, RequestState, Role, Workspace
-from approvals.services import rule_version_publish
+from approvals.services import destination_admin_enroll, rule_version_publish
 from delivery.models import ReceiverTask
 from delivery.services import payload_hash as receiver_payload_hash
 from outbox.clock import db_now
@@ -157,6 +157,13 @@ class FindingFactory(factory.django.DjangoModelFactory):
 
 def make_user(username: str, *, workspace: Workspace | None = None, roles: tuple[str, ...] = (), **extra):
     return UserFactory(username=username, memberships=[(workspace, role) for role in roles], **extra)
+
+
+def grant_destination_admin(user):
+    """Put `user` in the destination admins group, as the demo does for olga: with an operator role, the user
+    may set destinations' limits. Returns the user."""
+    destination_admin_enroll(user=user)
+    return user
 
 
 def make_workspace(pk: int, name: str | None = None) -> Workspace:

@@ -1,12 +1,12 @@
-"""An on-call operator in a real Chromium sets a destination's limits on the health page: the htmx form
-(with its CSRF token) saves them and the block shows them; a bad value is refused with its reason in place,
-and nothing changes."""
+"""An on-call operator who is a destination admin (as olga is in the demo) in a real Chromium sets a
+destination's limits on the health page: the htmx form (with its CSRF token) saves them and the block shows
+them; a bad value is refused with its reason in place, and nothing changes."""
 
 import pytest
 from playwright.sync_api import expect
 
 from outbox.models import DestinationEvent, DestinationHealth
-from tests.factories import onboarding_world
+from tests.factories import grant_destination_admin, onboarding_world
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(databases=["default", "delivery"], transaction=True)]
 
@@ -23,7 +23,7 @@ def set_limits(page, reason: str, **values: str):
 
 def test_operator_sets_the_destinations_limits_and_a_bad_value_is_refused_in_place(page, live_server, sign_in,
                                                                                   axe_check):
-    onboarding_world()
+    grant_destination_admin(onboarding_world()["olga"])
     sign_in("olga")
     page.goto(f"{live_server.url}/health/")
     block = page.locator("#destination-receiver")

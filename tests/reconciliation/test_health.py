@@ -102,7 +102,8 @@ def test_dashboard_and_findings_pages_run_a_fixed_number_of_queries(client, heal
     client.force_login(health_world["olga"])
     # 19: the paused destinations are one more query, whatever the number of rows; the nav's roles another.
     # 21: the destinations' limits and holds, and their slots in use, are two more, whatever their number.
-    with django_assert_max_num_queries(21):
+    # 23: whether the user may set limits (`has_perm`: the user's own permissions, then their groups').
+    with django_assert_max_num_queries(23):
         assert client.get(reverse("reconciliation:health")).status_code == 200
     with django_assert_max_num_queries(6):
         assert client.get(reverse("reconciliation:findings")).status_code == 200

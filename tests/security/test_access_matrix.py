@@ -1,69 +1,84 @@
 """The access-control matrix of docs/security.md, cell by cell: each role against each screen, action and
 admin model. Roles are the demo's: bob (requester), alice (approver), olga (operator) of workspace 7, and
-support staff (staff in the least-privilege group, no workspace role). One request per cell."""
+support staff (staff in the least-privilege group, no workspace role). Here olga is an operator only; the
+destination admin, dora, is an operator of workspace 7 in the destination admins group (the demo puts olga
+there). One request per cell."""
 
 import pytest
 from django.test import Client
 
-from approvals.models import Request
+from approvals.models import Request, Role
 from approvals.services import request_approve, support_staff_enroll
-from tests.factories import make_user, onboarding_world
+from tests.factories import grant_destination_admin, make_user, onboarding_world
 
 pytestmark = pytest.mark.django_db(databases=["default", "delivery"])
 
-ROLES = ("requester", "approver", "operator", "support")
+ROLES = ("requester", "approver", "operator", "destination_admin", "support")
 LOGIN = "login"  # redirected to a sign-in page: not allowed before signing in as someone else
 
 # (name, method, url, {role: expected status or LOGIN}). `{h}` is a handoff of workspace 7.
 MATRIX = [
-    ("approvals queue", "get", "/approvals/", dict(requester=200, approver=200, operator=200, support=200)),
-    ("request 42 detail", "get", "/approvals/7/42/1/", dict(requester=200, approver=200, operator=200, support=404)),
+    ("approvals queue", "get", "/approvals/",
+     dict(requester=200, approver=200, operator=200, destination_admin=200, support=200)),
+    ("request 42 detail", "get", "/approvals/7/42/1/",
+     dict(requester=200, approver=200, operator=200, destination_admin=200, support=404)),
     ("approve request 42", "post", "/approvals/7/42/1/decide",
-     dict(requester=403, approver=302, operator=403, support=404)),
-    ("handoff list", "get", "/handoffs/", dict(requester=200, approver=200, operator=200, support=200)),
-    ("handoff detail", "get", "/handoffs/{h}/", dict(requester=200, approver=200, operator=200, support=404)),
+     dict(requester=403, approver=302, operator=403, destination_admin=403, support=404)),
+    ("handoff list", "get", "/handoffs/",
+     dict(requester=200, approver=200, operator=200, destination_admin=200, support=200)),
+    ("handoff detail", "get", "/handoffs/{h}/",
+     dict(requester=200, approver=200, operator=200, destination_admin=200, support=404)),
     ("reconcile a handoff", "post", "/handoffs/{h}/reconcile",
-     dict(requester=403, approver=403, operator=302, support=404)),
-    ("assign a handoff", "post", "/handoffs/{h}/assign", dict(requester=403, approver=403, operator=302, support=404)),
-    ("cancel a handoff", "post", "/handoffs/{h}/cancel", dict(requester=403, approver=403, operator=302, support=404)),
-    ("bulk reconcile", "post", "/handoffs/bulk", dict(requester=403, approver=403, operator=200, support=403)),
-    ("triggers", "get", "/approvals/api/triggers/", dict(requester=200, approver=200, operator=200, support=200)),
-    ("health", "get", "/health/", dict(requester=403, approver=403, operator=200, support=403)),
+     dict(requester=403, approver=403, operator=302, destination_admin=302, support=404)),
+    ("assign a handoff", "post", "/handoffs/{h}/assign",
+     dict(requester=403, approver=403, operator=302, destination_admin=302, support=404)),
+    ("cancel a handoff", "post", "/handoffs/{h}/cancel",
+     dict(requester=403, approver=403, operator=302, destination_admin=302, support=404)),
+    ("bulk reconcile", "post", "/handoffs/bulk",
+     dict(requester=403, approver=403, operator=200, destination_admin=200, support=403)),
+    ("triggers", "get", "/approvals/api/triggers/",
+     dict(requester=200, approver=200, operator=200, destination_admin=200, support=200)),
+    ("health", "get", "/health/", dict(requester=403, approver=403, operator=200, destination_admin=200, support=403)),
     ("set a destination's limits", "post", "/health/destinations/receiver/limits",
-     dict(requester=403, approver=403, operator=302, support=403)),
-    ("findings", "get", "/reconciliation/findings/", dict(requester=403, approver=403, operator=200, support=403)),
-    ("role changes", "get", "/approvals/roles/", dict(requester=200, approver=200, operator=200, support=200)),
-    ("admin index", "get", "/admin/", dict(requester=LOGIN, approver=LOGIN, operator=LOGIN, support=200)),
-    ("admin handoffs", "get", "/admin/outbox/handoff/", dict(requester=LOGIN, approver=LOGIN, operator=LOGIN,
-                                                             support=200)),
+     dict(requester=403, approver=403, operator=403, destination_admin=302, support=403)),
+    ("findings", "get", "/reconciliation/findings/",
+     dict(requester=403, approver=403, operator=200, destination_admin=200, support=403)),
+    ("role changes", "get", "/approvals/roles/",
+     dict(requester=200, approver=200, operator=200, destination_admin=200, support=200)),
+    ("admin index", "get", "/admin/",
+     dict(requester=LOGIN, approver=LOGIN, operator=LOGIN, destination_admin=LOGIN, support=200)),
+    ("admin handoffs", "get", "/admin/outbox/handoff/",
+     dict(requester=LOGIN, approver=LOGIN, operator=LOGIN, destination_admin=LOGIN, support=200)),
     ("admin handoff detail", "get", "/admin/outbox/handoff/{h}/change/",
-     dict(requester=LOGIN, approver=LOGIN, operator=LOGIN, support=200)),
+     dict(requester=LOGIN, approver=LOGIN, operator=LOGIN, destination_admin=LOGIN, support=200)),
     ("admin handoff edit", "post", "/admin/outbox/handoff/{h}/change/",
-     dict(requester=LOGIN, approver=LOGIN, operator=LOGIN, support=403)),
+     dict(requester=LOGIN, approver=LOGIN, operator=LOGIN, destination_admin=LOGIN, support=403)),
     ("admin handoff delete", "post", "/admin/outbox/handoff/{h}/delete/",
-     dict(requester=LOGIN, approver=LOGIN, operator=LOGIN, support=403)),
+     dict(requester=LOGIN, approver=LOGIN, operator=LOGIN, destination_admin=LOGIN, support=403)),
     ("admin reconcile action", "post", "/admin/outbox/handoff/",
-     dict(requester=LOGIN, approver=LOGIN, operator=LOGIN, support=302)),
+     dict(requester=LOGIN, approver=LOGIN, operator=LOGIN, destination_admin=LOGIN, support=302)),
     ("admin receiver tasks", "get", "/admin/delivery/receivertask/",
-     dict(requester=LOGIN, approver=LOGIN, operator=LOGIN, support=200)),
+     dict(requester=LOGIN, approver=LOGIN, operator=LOGIN, destination_admin=LOGIN, support=200)),
     ("admin replay records", "get", "/admin/delivery/seenmessage/",
-     dict(requester=LOGIN, approver=LOGIN, operator=LOGIN, support=200)),
+     dict(requester=LOGIN, approver=LOGIN, operator=LOGIN, destination_admin=LOGIN, support=200)),
     ("admin grant a role", "get", "/admin/approvals/membership/add/",
-     dict(requester=LOGIN, approver=LOGIN, operator=LOGIN, support=403)),
+     dict(requester=LOGIN, approver=LOGIN, operator=LOGIN, destination_admin=LOGIN, support=403)),
     ("admin role changes", "get", "/admin/approvals/rolechange/",
-     dict(requester=LOGIN, approver=LOGIN, operator=LOGIN, support=200)),
+     dict(requester=LOGIN, approver=LOGIN, operator=LOGIN, destination_admin=LOGIN, support=200)),
     ("admin publish rules", "get", "/admin/approvals/ruleversion/add/",
-     dict(requester=LOGIN, approver=LOGIN, operator=LOGIN, support=403)),
+     dict(requester=LOGIN, approver=LOGIN, operator=LOGIN, destination_admin=LOGIN, support=403)),
     ("admin delivery modes", "get", "/admin/approvals/workflowmode/add/",
-     dict(requester=LOGIN, approver=LOGIN, operator=LOGIN, support=403)),
-    ("admin users", "get", "/admin/auth/user/", dict(requester=LOGIN, approver=LOGIN, operator=LOGIN, support=403)),
-    ("admin groups", "get", "/admin/auth/group/", dict(requester=LOGIN, approver=LOGIN, operator=LOGIN, support=403)),
+     dict(requester=LOGIN, approver=LOGIN, operator=LOGIN, destination_admin=LOGIN, support=403)),
+    ("admin users", "get", "/admin/auth/user/",
+     dict(requester=LOGIN, approver=LOGIN, operator=LOGIN, destination_admin=LOGIN, support=403)),
+    ("admin groups", "get", "/admin/auth/group/",
+     dict(requester=LOGIN, approver=LOGIN, operator=LOGIN, destination_admin=LOGIN, support=403)),
     ("admin django-q2 schedules", "get", "/admin/django_q/schedule/",
-     dict(requester=LOGIN, approver=LOGIN, operator=LOGIN, support=403)),
+     dict(requester=LOGIN, approver=LOGIN, operator=LOGIN, destination_admin=LOGIN, support=403)),
     ("admin django-q2 new schedule", "get", "/admin/django_q/schedule/add/",
-     dict(requester=LOGIN, approver=LOGIN, operator=LOGIN, support=403)),
+     dict(requester=LOGIN, approver=LOGIN, operator=LOGIN, destination_admin=LOGIN, support=403)),
     ("admin login lockouts", "get", "/admin/axes/accessattempt/",
-     dict(requester=LOGIN, approver=LOGIN, operator=LOGIN, support=403)),
+     dict(requester=LOGIN, approver=LOGIN, operator=LOGIN, destination_admin=LOGIN, support=403)),
 ]
 
 FORMS = {
@@ -83,6 +98,8 @@ def world():
     world = onboarding_world()
     make_user("carol")
     world["requester"], world["approver"], world["operator"] = world["bob"], world["alice"], world["olga"]
+    world["destination_admin"] = grant_destination_admin(make_user("dora", workspace=world["w7"],
+                                                                   roles=(Role.OPERATOR,)))
     world["support"] = make_user("support")
     support_staff_enroll(user=world["support"])
     # A second request approved now, so that request 42 stays undecided for the approve cell.
@@ -120,4 +137,5 @@ def test_role_changes_are_listed_for_operators_only(world):
         client = Client()
         client.force_login(world[role])
         seen[role] = b"cover for alice" in client.get("/approvals/roles/").content
-    assert seen == {"requester": False, "approver": False, "operator": True, "support": False}
+    assert seen == {"requester": False, "approver": False, "operator": True, "destination_admin": True,
+                    "support": False}

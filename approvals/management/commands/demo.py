@@ -6,7 +6,12 @@ from django.db import transaction
 
 from approvals.models import Membership, Request, RequestEvent, RequestState, Role, Workspace
 from approvals.rules import ONBOARDING_V1
-from approvals.services import rule_version_publish, support_staff_enroll
+from approvals.services import (
+    DESTINATION_ADMINS_GROUP,
+    destination_admin_enroll,
+    rule_version_publish,
+    support_staff_enroll,
+)
 from outbox.payloads import payload_hash
 
 DEMO_USERS = {
@@ -48,7 +53,13 @@ class Command(BaseCommand):
     def handle(self, *args, password=None, **options):
         User = get_user_model()
         if User.objects.filter(username="alice").exists():
-            self.stdout.write("demo data already loaded; nothing changed (passwords unchanged; "
+            # Demo data loaded before destination limits needed a permission: olga, who sets them in the demo,
+            # joins the group now (a no-op when she is in it).
+            olga = User.objects.filter(username="olga").first()
+            if olga is not None:
+                destination_admin_enroll(user=olga)
+            self.stdout.write("demo data already loaded; nothing changed, except that olga is put in the "
+                              f"{DESTINATION_ADMINS_GROUP} group if she was not in it (passwords unchanged; "
                               "`DJANGO_DEBUG=1 .venv/bin/python manage.py demo_passwords` sets new ones)")
             return
         password = password or secrets.token_urlsafe(9)
@@ -62,6 +73,8 @@ class Command(BaseCommand):
             for workspace_id, role in memberships:
                 Membership.objects.create(user=user, workspace_id=workspace_id, role=role)
             users[username] = user
+        # A destination serves every workspace: its limits need a permission beyond olga's operator role.
+        destination_admin_enroll(user=users["olga"])
         w7.on_call = users["olga"]
         w7.save()
         request = Request.objects.create(
@@ -72,7 +85,8 @@ class Command(BaseCommand):
         rule_version_publish(workflow="onboarding", schema=ONBOARDING_THREE_STEPS_SCHEMA, steps=ONBOARDING_STEPS,
                              actor=None, notes="demo: three steps; the welcome pack needs a contact e-mail")
         self.stdout.write(self.style.SUCCESS("Demo data loaded."))
-        self.stdout.write("Users: alice (approver, ws 7), bob (requester, ws 7), olga (operator, ws 7), "
-                          "mallory (approver, ws 8), support (staff: read-only admin, reconcile and assign)")
+        self.stdout.write("Users: alice (approver, ws 7), bob (requester, ws 7), olga (operator, ws 7; in the "
+                          f"{DESTINATION_ADMINS_GROUP} group: sets destinations' limits), mallory (approver, ws 8), "
+                          "support (staff: read-only admin, reconcile and assign)")
         self.stdout.write(f"Password for every demo user: {password} (shown once; "
                           "`manage.py demo_passwords` sets new ones)")
