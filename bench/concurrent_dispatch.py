@@ -30,16 +30,16 @@ def main() -> None:
     from outbox.destinations import HttpDestination
 
     class ConcurrentSingleCalls(HttpDestination):
-        def __init__(self, **config):
-            super().__init__(**config)
+        def __init__(self, *, calls_in_flight: int, **config):
+            super().__init__(max_connections=calls_in_flight, **config)
             self.supports_batch = True  # to the dispatcher: "give me the whole claim batch"
-            self._pool = ThreadPoolExecutor(max_workers=int(os.environ.get("BENCH_CALLS_IN_FLIGHT", "20")))
+            self._threads = ThreadPoolExecutor(max_workers=calls_in_flight)
 
         def deliver_batch(self, outgoings):
-            return list(self._pool.map(self.deliver, outgoings))
+            return list(self._threads.map(self.deliver, outgoings))
 
     config = {k: v for k, v in settings.HANDOFF_DESTINATION.items() if k not in ("kind", "supports_batch")}
-    destination = ConcurrentSingleCalls(**config)
+    destination = ConcurrentSingleCalls(calls_in_flight=int(os.environ.get("BENCH_CALLS_IN_FLIGHT", "20")), **config)
     stopping = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stopping.set())
     runner.run_forever(destination=destination, worker=sys.argv[1], idle_sleep=0.5, maintain_every=5.0, stop=stopping)

@@ -4,7 +4,9 @@
 
 Each client is its own process with one keep-alive HTTP connection, posting one new action key per
 request in the Standard Webhooks format, as fast as the receiver answers. No outbox, no dispatcher:
-this is the ceiling the one-call-per-handoff path is divided by. Prints one JSON line.
+this is the ceiling the one-call-per-handoff path is divided by. The clients use the HTTP library the
+dispatchers use (urllib3), so that neither side spends more of the shared cores per request on its client
+than the other. Prints one JSON line.
 """
 
 import argparse
@@ -14,14 +16,15 @@ import time
 import uuid
 from datetime import UTC, datetime
 
-import httpx
+import urllib3
 from standardwebhooks.webhooks import Webhook
 
 
 def client(url: str, secret: str, seconds: float, index: int, results) -> None:
     signer = Webhook(secret)
     ok = other = 0
-    with httpx.Client(timeout=10) as http:
+    with urllib3.connection_from_url(url, maxsize=1, retries=False, timeout=10) as http:
+        path = urllib3.util.parse_url(url).path
         deadline = time.monotonic() + seconds
         n = 0
         while time.monotonic() < deadline:
@@ -33,7 +36,7 @@ def client(url: str, secret: str, seconds: float, index: int, results) -> None:
             headers = {"webhook-id": message_id, "webhook-timestamp": str(int(now.timestamp())),
                        "webhook-signature": signer.sign(message_id, now, body), "Content-Type": "application/json",
                        "Idempotency-Key": key}
-            status = http.post(f"{url}/tasks", content=body.encode(), headers=headers).status_code
+            status = http.urlopen("POST", f"{path}/tasks", body=body.encode(), headers=headers, retries=False).status
             if status == 201:
                 ok += 1
             else:

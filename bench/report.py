@@ -33,16 +33,23 @@ the figures of this run say:
   ratio to pgbench falls with the client count; on more cores (or more hosts) the dispatchers stop taking
   turns. The partial indexes (see "Growth") raised the batched rate itself: 4 dispatchers delivered 716 to
   954 handoffs/s in the runs before them, 1,622/s and 1,652/s in the two runs after.
-- **One call per handoff** reaches about two thirds of the receiver's own capacity (0.68 and 0.62 in the
-  last two runs); the aim is 0.8. Each dispatcher
-  makes its claim batch's calls one after another and records their outcomes in one commit (built; in
-  `bench/lever_single_calls.py`'s two splits this alone took the ratio from 0.27 to 0.68 and from 0.32 to
-  0.78). The reference is 4 plain client processes that only sign and send; our 4 dispatchers also claim,
-  keep leases, and write attempts and outcomes, on the same two cores as the receiver and PostgreSQL, so
-  each millisecond of dispatcher CPU is one the receiver does not get. Per handoff, measured from `/proc`
-  in one profiling run: 2.2 ms of CPU in the dispatchers, 2.7 ms in gunicorn, 1.2 ms in PostgreSQL. Every
-  call of a claim batch in flight at once (the lever row, `bench/concurrent_dispatch.py`) did not help here
-  (0.63 and 0.59): concurrency is for a receiver that is far away or slow, not one on the same two cores.
+- **One call per handoff** reaches about two thirds of the receiver's own capacity; the aim is 0.8. Each
+  dispatcher makes its claim batch's calls one after another and records their outcomes in one commit
+  (built; in `bench/lever_single_calls.py`'s two splits this alone took the ratio from 0.27 to 0.68 and
+  from 0.32 to 0.78). The reference is 4 plain client processes that only sign and send; our 4 dispatchers
+  also claim, keep leases, and write attempts and outcomes, on the same two cores as the receiver and
+  PostgreSQL, so each millisecond of dispatcher CPU is one the receiver does not get. Per handoff, measured
+  from `/proc` in one profiling run (httpx then): 2.2 ms of CPU in the dispatchers, 2.7 ms in gunicorn,
+  1.2 ms in PostgreSQL. The HTTP client was the largest part of the dispatchers' share: httpx spent about
+  0.75 ms of CPU per call, urllib3 (now the destination's client) about 0.45 ms, the standard library's
+  `http.client` 0.29 ms, all on one keep-alive connection to this receiver. Switching took the product's
+  one-call rate from 0.65 to 0.73 and 0.82 of reference clients that still used httpx (two same-run
+  pairs); the reference clients now use urllib3 too, so that neither side pays more for its client
+  (0.63 and 0.66 in two pairs). A dispatcher's CPU per handoff on this path went from 1.92 ms to 1.66 ms
+  (`manage.py dispatch --once` over 2,000 handoffs, start-up included); what remains is the outbox's own
+  writes (claim, attempt, events, outcome) through the ORM. Every call of a claim batch in flight at once
+  (the lever row, `bench/concurrent_dispatch.py`) did not help here (0.63 and 0.59 in earlier runs):
+  concurrency is for a receiver that is far away or slow, not one on the same two cores.
 - **Latency.** Two producer processes writing approvals through Django reach about a third of the rate
   asked (half the best batched rate) on two cores (see "approvals at … (asked …)"), so the aim's rate is
   not reached at all here; at the rate reached the median is about 33 ms. It splits into waiting to be
@@ -126,8 +133,8 @@ NEXT_LEVERS = """\
    half of this lever is built: single calls record a claim batch's outcomes in one commit after its
    calls (the split measured 0.27 -> 0.68 and 0.32 -> 0.78 of the receiver's capacity). The second half,
    for receivers far away: the calls of a batch in flight at once (a thread pool no larger than the
-   destination's concurrency limit; `HttpDestination` already keeps one pooled keep-alive client per
-   thread), at most as many claims per batch as calls in flight so that the batch lasts one call and the
+   destination's concurrency limit; `HttpDestination` already keeps one thread-safe pool of keep-alive
+   connections), at most as many claims per batch as calls in flight so that the batch lasts one call and the
    one-call-per-lease rule holds. On this machine it added nothing over the single commit (0.55 and 0.77
    in the two splits).
 2. **Delivered rows out of the outbox** (growth at 1,000,000 and 10,000,000 rows): move delivered rows past
@@ -143,6 +150,10 @@ NEXT_LEVERS = """\
 5. **Delivery attempted after commit in the committing process**: not worth it here (producers reached a
    third of the rate, latency doubled; at an equal 20/s, lost once and tied once). The latency that
    remains is half waiting to be claimed, half the receiver call.
+6. **Fewer ORM objects per handoff** (one call per handoff, and latency): the claim writes its attempt and
+   event rows through `bulk_create` and the outcome through model instances; on PostgreSQL the claim's
+   `UPDATE … RETURNING` could insert both in the same statement (`WITH claimed AS (…) INSERT …`), saving two
+   round trips per batch and about a tenth of a dispatcher's CPU per handoff (pyinstrument). Not built.
 """
 LEVER_INLINE = " (lever: delivery attempted after commit in the committing process)"
 

@@ -177,6 +177,7 @@ class HttpDestination(Destination):
         supports_batch: bool = False,
         retry: dict | None = None,
         signing_secret: str | None = None,
+        max_connections: int = 8,
         **_ignored,
     ):
         self.base_url = url.rstrip("/")
@@ -192,7 +193,7 @@ class HttpDestination(Destination):
         # urllib3 rather than httpx here: the same pooled keep-alive HTTP at about half the client CPU per
         # call, which on a shared machine is CPU the receiver gets (docs/benchmarks.md).
         self._pool = urllib3.connection_from_url(
-            self.base_url, maxsize=8, block=False, retries=False,
+            self.base_url, maxsize=max_connections, block=False, retries=False,
             timeout=urllib3.Timeout(connect=connect_timeout, read=read_timeout),
         )
         self._path = urlsplit(self.base_url).path
