@@ -252,29 +252,44 @@ def _due():
 
 
 def _claim_skip_locked(due, *, worker: str, limit: int, lease_seconds: int) -> list[tuple]:
-    """PostgreSQL: lock due rows (skipping those another worker holds), lease them and read them back,
-    in one statement: `WITH due AS (SELECT … FOR NO KEY UPDATE SKIP LOCKED) UPDATE … RETURNING`."""
+    """PostgreSQL, one statement and one round trip: lock due rows (skipping those another worker holds), lease
+    them, open an attempt and write the claim event for each, and read them back with their attempt ids:
+    `WITH due AS (SELECT … FOR NO KEY UPDATE SKIP LOCKED), claimed AS (UPDATE … RETURNING), attempt AS
+    (INSERT … RETURNING), event AS (INSERT …) SELECT …`. Committed on its own (autocommit): a claim is
+    all of it or none of it. The attempt's start and the event's time are the dispatcher's clock, as for
+    every other attempt and event."""
     connection = connections[DB]
-    select_sql, select_params = (
-        due.select_for_update(skip_locked=True, no_key=True).order_by("next_attempt_at", "id")
-        .values("id")[:limit].query.sql_with_params()
-    )
-    table = connection.ops.quote_name(Handoff._meta.db_table)
+    qn = connection.ops.quote_name
+    select_sql, select_params = due.order_by("next_attempt_at", "id").values("id")[:limit].query.sql_with_params()
+    # The row locks are written here, not by select_for_update(): Django compiles that only inside a
+    # transaction, and this statement is its own.
+    select_sql += " FOR NO KEY UPDATE SKIP LOCKED"
+    handoffs, attempts, events = (qn(model._meta.db_table) for model in (Handoff, Attempt, HandoffEvent))
     sql = (
-        f"WITH due AS ({select_sql}) "  # noqa: S608 - the inner query is Django's, every value a parameter
-        f"UPDATE {table} AS h SET state = %s, lease_owner = %s, "
+        f"WITH due AS ({select_sql}), "  # noqa: S608 - the inner query is Django's, every value a parameter
+        f"claimed AS (UPDATE {handoffs} AS h SET state = %s, lease_owner = %s, "
         f"lease_expires_at = {POSTGRES_NOW_PLUS}, fencing_epoch = h.fencing_epoch + 1, "
         "attempts = h.attempts + 1, attempts_in_run = h.attempts_in_run + 1, updated_at = now() "
         "FROM due WHERE h.id = due.id "
-        "RETURNING h.id, h.action_key, h.payload, h.payload_hash, h.attempts, h.fencing_epoch, h.attempts_in_run"
+        "RETURNING h.id, h.action_key, h.payload, h.payload_hash, h.attempts, h.fencing_epoch, h.attempts_in_run), "
+        f"attempt AS (INSERT INTO {attempts} (handoff_id, number, fencing_epoch, worker, started_at, outcome, "
+        "failure_class, reason_code, detail) "
+        "SELECT id, attempts, fencing_epoch, %s, %s, %s, '', '', '' FROM claimed RETURNING id, handoff_id), "
+        f"event AS (INSERT INTO {events} (handoff_id, from_state, to_state, actor_label, action, reason, at) "
+        "SELECT id, %s, %s, %s, '', 'claimed for attempt ' || attempts, %s FROM claimed) "
+        "SELECT c.id, c.action_key, c.payload, c.payload_hash, c.attempts, c.fencing_epoch, c.attempts_in_run, "
+        "a.id FROM claimed c JOIN attempt a ON a.handoff_id = c.id"
     )
+    now = timezone.now()
+    params = [*select_params, S.IN_FLIGHT, worker, lease_seconds, worker, now, AttemptOutcome.IN_PROGRESS,
+              S.PENDING, S.IN_FLIGHT, worker, now]
     with connection.cursor() as cursor:
-        cursor.execute(sql, [*select_params, S.IN_FLIGHT, worker, lease_seconds])
+        cursor.execute(sql, params)
         fetched = cursor.fetchall()
     payload_field = Handoff._meta.get_field("payload")
     return [
-        (pk, key, payload_field.from_db_value(payload, None, connection), digest, attempts, epoch, in_run)
-        for pk, key, payload, digest, attempts, epoch, in_run in fetched
+        (pk, key, payload_field.from_db_value(payload, None, connection), digest, attempts, epoch, in_run, attempt)
+        for pk, key, payload, digest, attempts, epoch, in_run, attempt in fetched
     ]
 
 
@@ -314,9 +329,21 @@ def handoff_claim_due(
         due = due.filter(destination=destination_name)
     if handoff_id is not None:
         due = due.filter(pk=handoff_id)
-    claim = _claim_skip_locked if connections[DB].features.has_select_for_update_skip_locked else _claim_row_count
+    if connections[DB].features.has_select_for_update_skip_locked:
+        rows = _claim_skip_locked(due, worker=worker, limit=limit, lease_seconds=lease_seconds)
+    else:
+        rows = _claim_and_record_row_count(due, worker=worker, limit=limit, lease_seconds=lease_seconds)
+    return [
+        Claim(handoff_id=pk, action_key=key, payload=payload, payload_hash=digest, attempt_number=number,
+              worker=worker, epoch=epoch, attempt_id=attempt_id, run_attempt=in_run)
+        for pk, key, payload, digest, number, epoch, in_run, attempt_id in rows
+    ]
+
+
+def _claim_and_record_row_count(due, *, worker: str, limit: int, lease_seconds: int) -> list[tuple]:
+    """Elsewhere (SQLite): the claim, then an attempt and a claim event per row, in one transaction."""
     with transaction.atomic(using=DB):
-        rows = claim(due, worker=worker, limit=limit, lease_seconds=lease_seconds)
+        rows = _claim_row_count(due, worker=worker, limit=limit, lease_seconds=lease_seconds)
         if not rows:
             return []
         now = timezone.now()
@@ -332,11 +359,7 @@ def handoff_claim_due(
             for pk, _key, _payload, _hash, attempts, _epoch, _in_run in rows
         )
     attempt_ids = {attempt.handoff_id: attempt.pk for attempt in attempts}
-    return [
-        Claim(handoff_id=pk, action_key=key, payload=payload, payload_hash=digest, attempt_number=number,
-              worker=worker, epoch=epoch, attempt_id=attempt_ids.get(pk), run_attempt=in_run)
-        for pk, key, payload, digest, number, epoch, in_run in rows
-    ]
+    return [(*row, attempt_ids.get(row[0])) for row in rows]
 
 
 def _attempt_fields(outcome: str, result: DeliveryResult | None, detail: str = "") -> dict:

@@ -44,6 +44,28 @@ def test_delivery_records_task_id_attempt_and_events(make_handoff):
         ("pending", "in_flight"), ("in_flight", "delivered")]
 
 
+def test_a_claim_leases_opens_the_attempt_and_writes_the_event_together(make_handoff):
+    from django.test.utils import CaptureQueriesContext
+
+    first, second = make_handoff(1), make_handoff(2)
+    with CaptureQueriesContext(connection) as statements:
+        claims = handoff_claim_due(worker="w1", limit=5)
+    if connection.vendor == "postgresql":
+        # One statement: one round trip on the dispatcher's critical path, all of it or none of it.
+        assert len(statements) == 1, [q["sql"][:80] for q in statements]
+    assert sorted(claim.handoff_id for claim in claims) == [first.pk, second.pk]
+    for claim in claims:
+        handoff = Handoff.objects.get(pk=claim.handoff_id)
+        assert (handoff.state, handoff.lease_owner, handoff.attempts) == (S.IN_FLIGHT, "w1", 1)
+        assert (claim.epoch, claim.attempt_number, claim.payload) == (handoff.fencing_epoch, 1, handoff.payload)
+        attempt = Attempt.objects.get(pk=claim.attempt_id)
+        assert (attempt.handoff_id, attempt.number, attempt.worker, attempt.outcome) == (
+            handoff.pk, 1, "w1", AttemptOutcome.IN_PROGRESS)
+        assert attempt.fencing_epoch == handoff.fencing_epoch and attempt.started_at is not None
+        assert list(handoff.events.values_list("from_state", "to_state", "actor_label", "reason")) == [
+            ("pending", "in_flight", "w1", "claimed for attempt 1")]
+
+
 def test_transient_failure_backs_off_then_succeeds_with_same_key(make_handoff):
     handoff = make_handoff()
     destination = ScriptedDestination(transient())
