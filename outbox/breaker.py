@@ -56,10 +56,13 @@ def destination_health_get_or_create(name: str) -> DestinationHealth:
         return DestinationHealth.objects.using(DB).get(name=name)
 
 
-def destination_admit(*, name: str) -> Admission:
-    """May this worker claim handoffs for the destination now, and how many."""
-    state, made = DestinationHealth.objects.using(DB).filter(name=name).values_list("state", "probes").first() or (
-        D.ACTIVE, 0)
+def destination_admit(*, name: str, seen: tuple[str, int] | None = None) -> Admission:
+    """May this worker claim handoffs for the destination now, and how many. `seen`: the (state, probes) the
+    caller has just read (with the destination's limits), a moment before it would be read here; read here
+    otherwise. Either read may be overtaken by another worker's pause; the probe slot itself is taken by a
+    conditional update."""
+    state, made = seen or DestinationHealth.objects.using(DB).filter(name=name).values_list(
+        "state", "probes").first() or (D.ACTIVE, 0)
     if state != D.PAUSED:
         return Admission.OPEN
     # The probe slot is taken by a conditional update on the database clock (and on the probe count read

@@ -279,7 +279,7 @@ def dispatch_batch(*, destination: Destination | None = None, worker: str | None
     if permit is None:
         return stats
     try:
-        admission = destination_admit(name=destination.name)
+        admission = destination_admit(name=destination.name, seen=permit.breaker)
         if admission is Admission.PAUSED:
             stats.paused = True
             return stats

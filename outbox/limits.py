@@ -73,6 +73,8 @@ class Permit:
     destination: str
     holder: str
     requests: int
+    # The breaker's (state, probes) as read with the limits; None for a destination without a row yet.
+    breaker: tuple[str, int] | None = None
     slot_ids: list[int] = field(default_factory=list)
     rate_ids: list[int] = field(default_factory=list)
     requests_made: int = 0
@@ -96,6 +98,9 @@ class Limits:
     max_concurrency: int | None
     max_requests_per_second: int | None
     held: bool
+    # The circuit breaker's state and probe count, read in the same query: the dispatcher asks the breaker
+    # right after the permit (`destination_admit(seen=…)`), and one read per claim batch is a round trip less.
+    breaker: tuple[str, int] | None = None
 
 
 def _limits(name: str) -> Limits:
@@ -104,7 +109,7 @@ def _limits(name: str) -> Limits:
         DestinationHealth.objects.using(DB)
         .filter(name=name)
         .annotate(held=held)
-        .values_list("max_concurrency", "max_requests_per_second", "held")
+        .values_list("max_concurrency", "max_requests_per_second", "held", "state", "probes")
         .first()
     )
     if row is None:
@@ -112,7 +117,7 @@ def _limits(name: str) -> Limits:
         return Limits(
             settings.HANDOFF_DESTINATION_MAX_CONCURRENCY, settings.HANDOFF_DESTINATION_MAX_REQUESTS_PER_SECOND, False
         )
-    return Limits(row[0], row[1], bool(row[2]))
+    return Limits(row[0], row[1], bool(row[2]), (row[3], row[4]))
 
 
 def _free(name: str, kind: str, limit: int):
@@ -196,7 +201,7 @@ def destination_acquire(*, name: str, worker: str, requests: int, lease_seconds:
     `destination_renew`): a dispatcher that dies gives them back when the lease runs out."""
     limits = _limits(name)
     holder = f"{worker}:{uuid.uuid4().hex[:12]}"
-    permit = Permit(destination=name, holder=holder, requests=requests)
+    permit = Permit(destination=name, holder=holder, requests=requests, breaker=limits.breaker)
     if limits.held:
         raise DestinationLimited(f"destination {name} is held (Retry-After)", MAX_WAIT_SECONDS)
     try:

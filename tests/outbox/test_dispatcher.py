@@ -5,13 +5,22 @@ from datetime import timedelta
 
 import pytest
 from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from delivery.models import ReceiverTask
-from outbox.dispatcher import handoff_deliver, sweep
+from outbox.dispatcher import dispatch_batch, handoff_deliver, sweep
 from outbox.errors import LeaseLost, RiskNotConfirmed
 from outbox.failures import DeliveryResult
-from outbox.models import Attempt, AttemptOutcome, FailureClass, Handoff, HandoffEvent, HandoffState
+from outbox.models import (
+    Attempt,
+    AttemptOutcome,
+    DestinationHealth,
+    FailureClass,
+    Handoff,
+    HandoffEvent,
+    HandoffState,
+)
 from outbox.retry import RetryPolicy
 from outbox.services import (
     handoff_claim_due,
@@ -45,8 +54,6 @@ def test_delivery_records_task_id_attempt_and_events(make_handoff):
 
 
 def test_a_claim_leases_opens_the_attempt_and_writes_the_event_together(make_handoff):
-    from django.test.utils import CaptureQueriesContext
-
     first, second = make_handoff(1), make_handoff(2)
     with CaptureQueriesContext(connection) as statements:
         claims = handoff_claim_due(worker="w1", limit=5)
@@ -64,6 +71,17 @@ def test_a_claim_leases_opens_the_attempt_and_writes_the_event_together(make_han
         assert attempt.fencing_epoch == handoff.fencing_epoch and attempt.started_at is not None
         assert list(handoff.events.values_list("from_state", "to_state", "actor_label", "reason")) == [
             ("pending", "in_flight", "w1", "claimed for attempt 1")]
+
+
+def test_a_claim_batch_reads_the_destinations_limits_and_breaker_in_one_query(make_handoff):
+    DestinationHealth.objects.create(name="receiver")  # as after the destination's first batch
+    make_handoff(1), make_handoff(2)
+    with CaptureQueriesContext(connection) as statements:
+        assert dispatch_batch(destination=ScriptedDestination(), worker="w1").delivered == 2
+    sql = [q["sql"] for q in statements]
+    claim = next(i for i, text in enumerate(sql) if "outbox_attempt" in text or "UPDATE" in text)
+    before_claim = [text for text in sql[:claim] if "outbox_destinationhealth" in text]
+    assert len(before_claim) == 1, before_claim
 
 
 def test_transient_failure_backs_off_then_succeeds_with_same_key(make_handoff):
