@@ -52,9 +52,14 @@ the figures of this run say:
   concurrency is for a receiver that is far away or slow, not one on the same two cores.
 - **Latency.** Two producer processes writing approvals through Django reach about a third of the rate
   asked (half the best batched rate) on two cores (see "approvals at … (asked …)"), so the aim's rate is
-  not reached at all here; at the rate reached the median is about 33 ms. It splits into waiting to be
-  claimed (commit, NOTIFY, wake-up, and the rest of the cycle a dispatcher is in when the approval
-  commits) and the receiver call, about half each; at 20/s the median is about 11 ms. Attempting
+  not reached at all here. The median splits into waiting to be claimed (commit, NOTIFY, wake-up, and
+  the rest of the cycle a dispatcher is in when the approval commits) and the receiver call, about half
+  each. At this rate the dispatchers are busy nearly all the time (counted in one run: about 85% of their
+  cycles claimed something, 4 handoffs a cycle), so the wait is mostly the rest of a cycle, and a cycle
+  is mostly round trips to a PostgreSQL that shares the cores. A cycle took 14 round trips; the claim is now
+  one statement that also writes the attempt and the claim event (`WITH … UPDATE … RETURNING, INSERT`,
+  4 fewer) and the destination's row is read once for the limits and the breaker (1 fewer): in same-machine
+  runs of the latency scenario the median went from 32.6 ms to 27.6 ms, then 24.7 ms. Attempting
   delivery in the committing process right after commit (the lever row) lost again: its calls take the
   producer's CPU, so the producers reached less than half their rate and the latency rose. At an equal
   rate of 20/s (`bench/lever_single_calls.py`, one call per handoff, two earlier runs) it lost once
@@ -150,10 +155,11 @@ NEXT_LEVERS = """\
 5. **Delivery attempted after commit in the committing process**: not worth it here (producers reached a
    third of the rate, latency doubled; at an equal 20/s, lost once and tied once). The latency that
    remains is half waiting to be claimed, half the receiver call.
-6. **Fewer ORM objects per handoff** (one call per handoff, and latency): the claim writes its attempt and
-   event rows through `bulk_create` and the outcome through model instances; on PostgreSQL the claim's
-   `UPDATE … RETURNING` could insert both in the same statement (`WITH claimed AS (…) INSERT …`), saving two
-   round trips per batch and about a tenth of a dispatcher's CPU per handoff (pyinstrument). Not built.
+6. **Fewer round trips per cycle** (latency): built for the claim (one statement) and the destination's
+   row (one read). The outcome is still six round trips (BEGIN, the locked read the plan needs, the
+   handoffs' UPDATE, the events' INSERT, the attempts' UPDATE, COMMIT); the three writes could be one
+   statement of data-modifying CTEs. The breaker's "nothing to reset" check after a healthy batch is one
+   more.
 """
 LEVER_INLINE = " (lever: delivery attempted after commit in the committing process)"
 
