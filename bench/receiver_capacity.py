@@ -24,7 +24,7 @@ def client(url: str, secret: str, seconds: float, index: int, results) -> None:
     signer = Webhook(secret)
     ok = other = 0
     with urllib3.connection_from_url(url, maxsize=1, retries=False, timeout=10) as http:
-        path = urllib3.util.parse_url(url).path
+        path = urllib3.util.parse_url(url).path or ""
         deadline = time.monotonic() + seconds
         n = 0
         while time.monotonic() < deadline:

@@ -18,6 +18,7 @@ from urllib3.exceptions import (
     NewConnectionError,
     ProtocolError,
     ReadTimeoutError,
+    SSLError,
 )
 
 from outbox.failures import (
@@ -192,10 +193,9 @@ class HttpDestination(Destination):
         # A connection the receiver closed while idle is noticed and replaced before a request is written on it.
         # urllib3 rather than httpx here: the same pooled keep-alive HTTP at about half the client CPU per
         # call, which on a shared machine is CPU the receiver gets (docs/benchmarks.md).
-        self._pool = urllib3.connection_from_url(
-            self.base_url, maxsize=max_connections, block=False, retries=False,
-            timeout=urllib3.Timeout(connect=connect_timeout, read=read_timeout),
-        )
+        self._pool_options = {"maxsize": max_connections, "block": False, "retries": False,
+                              "timeout": urllib3.Timeout(connect=connect_timeout, read=read_timeout)}
+        self._pool = urllib3.connection_from_url(self.base_url, **self._pool_options)
         self._path = urlsplit(self.base_url).path
         self._batch_refused_until = 0.0  # monotonic
 
@@ -206,7 +206,9 @@ class HttpDestination(Destination):
         return self.supports_batch and time.monotonic() >= self._batch_refused_until
 
     def close(self) -> None:
-        self._pool.close()
+        """Close the pooled connections. The destination stays usable: a fresh pool opens connections again."""
+        pool, self._pool = self._pool, urllib3.connection_from_url(self.base_url, **self._pool_options)
+        pool.close()
 
     def _signed(self, body: str) -> dict[str, str]:
         return signed_headers(body, secret=self.signing_secret)
@@ -228,6 +230,11 @@ class HttpDestination(Destination):
             failure = DeliveryResult.failed(FailureClass.TRANSIENT, "connect_failed", redact_text(str(exc)))
         except ConnectTimeoutError as exc:
             failure = DeliveryResult.failed(FailureClass.TRANSIENT, "connect_timeout", redact_text(str(exc)))
+        except SSLError as exc:
+            # TLS refused before the request was written (an expired or untrusted certificate): a failed connect,
+            # which the breaker counts. (A TLS handshake that times out comes back as a read timeout: uncertain,
+            # the safe side, settled by lookup.)
+            failure = DeliveryResult.failed(FailureClass.TRANSIENT, "connect_failed", redact_text(str(exc)))
         except ReadTimeoutError as exc:
             failure = DeliveryResult.failed(
                 FailureClass.UNCERTAIN, "read_timeout", f"no answer in time after sending: {type(exc).__name__}"

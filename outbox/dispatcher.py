@@ -319,10 +319,17 @@ def handoff_retry_now(*, handoff_id: int, actor, reason: str = "", confirm_risk:
     return handoff_deliver(handoff_id=handoff_id, destination=destination)
 
 
+# How long settlement waits for a permit before it ends its pass: long enough to get a slot between the
+# dispatchers' claim batches while a backlog holds the destination at its limits.
+SETTLEMENT_WAIT_SECONDS = 1.0
+
+
 def settle_uncertain(*, destination: Destination | None = None, limit: int = 200) -> dict[str, int]:
     """Ask the receiver about uncertain outcomes, oldest first. Each lookup is a request under the destination's
-    limits; the pass ends at the first one they refuse (the rest wait for the next pass)."""
-    asked = LimitedLookups(destination or get_destination(), worker=default_worker_name())
+    limits; the pass ends at the first one they refuse within SETTLEMENT_WAIT_SECONDS (the rest wait for the
+    next pass)."""
+    asked = LimitedLookups(destination or get_destination(), worker=default_worker_name(),
+                           wait_seconds=SETTLEMENT_WAIT_SECONDS)
     outcomes: dict[str, int] = {}
     for pk in Handoff.objects.using(DB).filter(state=S.UNCERTAIN).order_by("updated_at").values_list(
         "id", flat=True

@@ -234,11 +234,14 @@ def _take_slots(permit: Permit, limits: Limits, lease_seconds: float) -> None:
                 _seconds_until_free(name, SlotKind.RATE, limits.max_requests_per_second),
             )
         permit.requests = len(permit.rate_ids)
-    if (permit.slot_ids or permit.rate_ids) and _limits(name).held:
-        # The hold may have been written after the first read: a worker holding a slot writes its hold before
-        # it gives the slot back, so whoever takes that slot sees the hold here and sends nothing.
-        destination_release(permit=permit)
-        raise DestinationLimited(f"destination {name} is held (Retry-After)", MAX_WAIT_SECONDS)
+    if permit.slot_ids or permit.rate_ids:
+        fresh = _limits(name)
+        permit.breaker = fresh.breaker  # the newer read, for the breaker's admission
+        if fresh.held:
+            # The hold may have been written after the first read: a worker holding a slot writes its hold
+            # before it gives the slot back, so whoever takes that slot sees the hold here and sends nothing.
+            destination_release(permit=permit)
+            raise DestinationLimited(f"destination {name} is held (Retry-After)", MAX_WAIT_SECONDS)
 
 
 def destination_renew(*, permit: Permit, lease_seconds: float) -> bool:

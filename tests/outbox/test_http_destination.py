@@ -60,6 +60,12 @@ def test_delivers_over_signed_http_and_validates_the_receipt(receiver, make_hand
     assert attempt.status_code == 201 and attempt.latency_ms is not None
 
 
+def test_a_closed_destination_opens_connections_again(receiver, make_handoff):
+    receiver.close()  # as reset_destination() does
+    handoff = make_handoff()
+    assert handoff_deliver(handoff_id=handoff.pk, destination=receiver) == S.DELIVERED
+
+
 @pytest.mark.parametrize(
     ("kind", "state", "failure_class", "reason", "task_created"),
     [

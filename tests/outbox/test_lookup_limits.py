@@ -41,7 +41,16 @@ def rate_slots_used() -> int:
     return DestinationSlot.objects.filter(destination="receiver", kind=SlotKind.RATE, free_at__gt=db_now()).count()
 
 
-def test_settlement_asks_no_more_than_the_requests_per_second_and_leaves_the_rest_for_the_next_pass(make_handoff):
+@pytest.fixture
+def no_wait(monkeypatch):
+    """Settlement gives up at the first refusal (it waits a second for a slot in production)."""
+    from outbox import dispatcher
+
+    monkeypatch.setattr(dispatcher, "SETTLEMENT_WAIT_SECONDS", 0.0)
+
+
+def test_settlement_asks_no_more_than_the_requests_per_second_and_leaves_the_rest_for_the_next_pass(make_handoff,
+                                                                                                     no_wait):
     set_limits(rate=2)
     for n in range(1, 6):
         make_handoff(n, state=S.UNCERTAIN)
@@ -53,7 +62,7 @@ def test_settlement_asks_no_more_than_the_requests_per_second_and_leaves_the_res
     assert Handoff.objects.filter(state=S.UNCERTAIN).count() == 3
 
 
-def test_settlement_waits_while_every_call_slot_is_taken_by_another_worker(make_handoff):
+def test_settlement_asks_nothing_while_every_call_slot_is_taken_by_another_worker(make_handoff, no_wait):
     set_limits(concurrency=1)
     make_handoff(1, state=S.UNCERTAIN)
     DestinationSlot.objects.filter(kind=SlotKind.CONCURRENCY).update(holder="others", free_at=db_now_plus(30))
@@ -61,6 +70,19 @@ def test_settlement_waits_while_every_call_slot_is_taken_by_another_worker(make_
     assert settle_uncertain(destination=receiver) == {}
     assert receiver.lookups == 0
     assert Handoff.objects.get().state == S.UNCERTAIN
+
+
+def test_settlement_waits_for_a_call_slot_another_worker_gives_back(make_handoff, monkeypatch):
+    from outbox import dispatcher
+
+    monkeypatch.setattr(dispatcher, "SETTLEMENT_WAIT_SECONDS", 30.0)  # a deadline, not a pause
+    set_limits(concurrency=1)
+    make_handoff(1, state=S.UNCERTAIN)
+    # The other worker's call ends a moment from now (database clock): its slot is free again then.
+    DestinationSlot.objects.filter(kind=SlotKind.CONCURRENCY).update(holder="others", free_at=db_now_plus(0.2))
+    receiver = CountingReceiver()
+    assert settle_uncertain(destination=receiver) == {S.PENDING: 1}
+    assert receiver.lookups == 1
 
 
 def test_a_reconciliation_run_lists_keys_one_permit_per_page(make_handoff):
