@@ -200,19 +200,15 @@ def deliver_claims_one_by_one(claims: list[Claim], destination: Destination, sta
     destination_release(permit=keeper.permit)
     state = _record(outcomes, destination, stats) if outcomes else ""
     if rest:
-        _give_back_unsent(rest, destination, state, keeper.permit, stats)
+        why = ("was paused" if state == DestinationState.PAUSED else
+               "asked to wait (Retry-After)" if keeper.permit.retry_after is not None else "failing")
+        keeper.give_back(rest, f"not sent: destination {destination.name} {why}")
+        stats.paused = state == DestinationState.PAUSED
 
 
 def _stop_sending(permit: Permit, outcomes: list[tuple[Claim, DeliveryResult]]) -> bool:
     """The answers so far ask for no more calls: the destination is held (Retry-After) or would be paused."""
     return permit.retry_after is not None or would_pause([answer for _claim, answer in outcomes])
-
-
-def _give_back_unsent(rest: list[Claim], destination: Destination, state: str, permit: Permit, stats: RunStats) -> None:
-    why = ("was paused" if state == DestinationState.PAUSED else
-           "asked to wait (Retry-After)" if permit.retry_after is not None else "failing")
-    stats.released += handoff_release_claims(claims=rest, reason=f"not sent: destination {destination.name} {why}")
-    stats.paused = state == DestinationState.PAUSED
 
 
 def _held(claims: list[Claim], keeper: LeaseKeeper, stats: RunStats) -> list[Claim]:
@@ -272,10 +268,11 @@ def dispatch_batch(*, destination: Destination | None = None, worker: str | None
     destination = destination or get_destination()
     worker = worker or default_worker_name()
     stats = RunStats()
+    limit = limit or settings.HANDOFF_CLAIM_BATCH
     lease_seconds, leased_at = settings.HANDOFF_LEASE_SECONDS, time.monotonic()
     batching = destination.batching()
     # The limits first: a probe of a paused destination is spent only on a call that can be made.
-    permit = _permit(destination, batching, worker, limit or settings.HANDOFF_CLAIM_BATCH, lease_seconds, stats)
+    permit = _permit(destination, batching, worker, limit, lease_seconds, stats)
     if permit is None:
         return stats
     try:
@@ -283,7 +280,7 @@ def dispatch_batch(*, destination: Destination | None = None, worker: str | None
         if admission is Admission.PAUSED:
             stats.paused = True
             return stats
-        limit = 1 if admission is Admission.PROBE else (limit or settings.HANDOFF_CLAIM_BATCH)
+        limit = 1 if admission is Admission.PROBE else limit
         claims = handoff_claim_due(worker=worker, limit=limit if batching else min(limit, permit.requests),
                                    handoff_id=handoff_id, lease_seconds=lease_seconds,
                                    destination_name=destination.name)
@@ -345,8 +342,8 @@ def maintain(*, destination: Destination | None = None, settle_limit: int = 50) 
     """Expire leases that ran out and settle uncertain outcomes. Runs on its own cadence, never behind a
     drain: a dead worker's rows are noticed within a lease, whatever the backlog. A pass is short (at most
     `settle_limit` lookups), so that it completes between connection losses; a paused destination is not
-    asked at all (it cannot answer; its probes resume it first), nor one that asked to be left alone for a
-    while (a Retry-After hold)."""
+    asked at all (it cannot answer; its probes resume it first). One that asked to be left alone for a while
+    (a Retry-After hold) refuses settlement's permit, like any other call's."""
     destination = destination or get_destination()
     stats = RunStats(expired_leases=handoff_expire_leases())
     if _may_be_asked(destination):
@@ -355,7 +352,7 @@ def maintain(*, destination: Destination | None = None, settle_limit: int = 50) 
 
 
 def _may_be_asked(destination: Destination) -> bool:
-    return destination_pause(destination.name) is None and not destination_held(name=destination.name)
+    return destination_pause(destination.name) is None
 
 
 def sweep(*, destination: Destination | None = None, worker: str | None = None) -> RunStats:

@@ -24,6 +24,7 @@ from outbox.destinations import Destination, LookupFailed, RemoteTask, get_desti
 from outbox.limits import LimitedLookups
 from outbox.models import OPEN_STATES, Handoff, HandoffState
 from outbox.services import (
+    PERSON_LOOKUP_WAIT_SECONDS,
     handoff_note_check,
     handoff_settle_manually,
     handoffs_record_work_status,
@@ -539,10 +540,10 @@ def _compare_or_fail(run: ReconciliationRun, merge: _Merge, *, batch_size: int,
 
 
 # Listings and lookups are requests to the receiver like any other: each takes a permit under the destination's
-# limits, and waits for one at most this long (a run waits out a short Retry-After hold; a person's click does not
-# wait long). Refused: the run fails with the reason, a person's check says the receiver was not asked.
+# limits, and waits for one at most this long (a run waits out a short Retry-After hold; a person's click waits as
+# long as a person's reconcile, PERSON_LOOKUP_WAIT_SECONDS). Refused: the run fails with the reason, a person's
+# check says the receiver was not asked.
 RUN_LIMITS_WAIT_SECONDS = 30.0
-PERSON_LIMITS_WAIT_SECONDS = 5.0
 
 
 def _under_limits(destination: Destination | None, worker: str, wait_seconds: float) -> LimitedLookups:
@@ -661,7 +662,7 @@ def handoff_reconcile_now(*, handoff_id: int, actor, destination: Destination | 
 
     The same rules as a full run (classify, repairs that cover the facts), for one key. Sends nothing.
     """
-    destination = _under_limits(destination, "reconcile-key", PERSON_LIMITS_WAIT_SECONDS)
+    destination = _under_limits(destination, "reconcile-key", PERSON_LOOKUP_WAIT_SECONDS)
     handoff = Handoff.objects.using(DB).only("action_key", "workspace_id").get(pk=handoff_id)
     key = handoff.action_key
     task, error = _lookup(destination, key)
@@ -759,7 +760,7 @@ def manual_repair_record(
         key = _subject_key(finding_id, handoff_id)
         if key:
             _check_task_at_receiver(key, receiver_task_id,
-                                    _under_limits(destination, "repair-check", PERSON_LIMITS_WAIT_SECONDS))
+                                    _under_limits(destination, "repair-check", PERSON_LOOKUP_WAIT_SECONDS))
     with transaction.atomic(using=DB):
         finding, handoff = _repair_target(finding_id, handoff_id)
         state = _repair_handoff(handoff, finding, actor=actor, receiver_task_id=receiver_task_id,
