@@ -109,13 +109,15 @@ def would_pause(results: list[DeliveryResult]) -> bool:
     return verdict.failures > 0 and verdict.failures >= pause_threshold(verdict.reason)
 
 
-def destination_record_results(*, name: str, results: list[DeliveryResult]) -> str:
-    """Count the results against the destination; pause or resume it. Returns its state afterwards."""
+def destination_record_results(*, name: str, results: list[DeliveryResult], seen_healthy: bool | None = None) -> str:
+    """Count the results against the destination; pause or resume it. Returns its state afterwards.
+    `seen_healthy`: the caller has just read (with the outcomes' write) that the destination is active with no
+    failure streak; read here otherwise."""
     verdict = _verdict(results)
     if not verdict.succeeded and not verdict.failures:
         return ""
-    if not verdict.failures and DestinationHealth.objects.using(DB).filter(
-            name=name, state=D.ACTIVE, consecutive_failures=0).exists():
+    if not verdict.failures and (seen_healthy or DestinationHealth.objects.using(DB).filter(
+            name=name, state=D.ACTIVE, consecutive_failures=0).exists()):
         # The common case, after every batch: a healthy destination answered. Nothing to reset, no lock taken.
         return D.ACTIVE
     with transaction.atomic(using=DB):

@@ -1,4 +1,4 @@
-"""One UPDATE for many rows with different values: `UPDATE … FROM (VALUES …)` on PostgreSQL.
+"""Statements for many rows at once on PostgreSQL: `VALUES` lists and `UPDATE … FROM (VALUES …)`.
 
 Django's bulk_update builds a CASE expression per field and row, which costs more Python time than
 the dispatcher's whole HTTP call per batch; the VALUES form is a single flat statement. Other
@@ -6,9 +6,28 @@ backends use bulk_update.
 """
 
 from django.db import connections
-from django.db.models import Model
+from django.db.models import Field, Model
 
 from outbox.clock import POSTGRES_NOW_PLUS, DbNow
+
+
+def values_sql(connection, columns: list[Field], rows: list[list]) -> tuple[str, list]:
+    """`(…), (…)` for a VALUES list: one row per entry of `rows`, each value cast to its field's column type
+    (read once per column, not per cell) and sent as a parameter. A `DbNow` is a time on the database clock,
+    computed by the statement, not sent from Python."""
+    types = [field.db_type(connection) for field in columns]
+    cells, params = [], []
+    for row in rows:
+        parts = []
+        for field, db_type, value in zip(columns, types, row, strict=True):
+            if isinstance(value, DbNow):
+                parts.append(f"{POSTGRES_NOW_PLUS}::{db_type}")
+                params.append(value.seconds)
+            else:
+                parts.append(f"%s::{db_type}")
+                params.append(field.get_db_prep_save(value, connection))
+        cells.append("(" + ", ".join(parts) + ")")
+    return ", ".join(cells), params
 
 
 def update_many(objs: list[Model], fields: list[str], *, using: str = "default") -> None:
@@ -25,24 +44,12 @@ def update_many(objs: list[Model], fields: list[str], *, using: str = "default")
     pk = meta.pk
     names = ", ".join(qn(f.column) for f in [pk, *columns])
     assignments = ", ".join(f"{qn(f.column)} = v.{qn(f.column)}" for f in columns)
-    rows, params = [], []
-    for obj in objs:
-        cells = [f"%s::{pk.db_type(connection)}"]
-        params.append(obj.pk)
-        for field in columns:
-            value = getattr(obj, field.attname)
-            if isinstance(value, DbNow):
-                # A time on the database clock (a due time): computed by the statement, not sent from Python.
-                cells.append(f"{POSTGRES_NOW_PLUS}::{field.db_type(connection)}")
-                params.append(value.seconds)
-            else:
-                cells.append(f"%s::{field.db_type(connection)}")
-                params.append(field.get_db_prep_save(value, connection))
-        rows.append("(" + ", ".join(cells) + ")")
+    rows, params = values_sql(connection, [pk, *columns],
+                              [[obj.pk, *(getattr(obj, field.attname) for field in columns)] for obj in objs])
     # Identifiers come from the model and are quoted by the backend; every value is a parameter.
     sql = (
         f"UPDATE {qn(meta.db_table)} AS t SET {assignments} "  # noqa: S608
-        f"FROM (VALUES {', '.join(rows)}) AS v({names}) "
+        f"FROM (VALUES {rows}) AS v({names}) "
         f"WHERE t.{qn(pk.column)} = v.{qn(pk.column)}"
     )
     with connection.cursor() as cursor:

@@ -103,15 +103,16 @@ def _resend_blocked(claim: Claim, destination: Destination) -> DeliveryResult | 
 
 def _record(outcomes: list[tuple[Claim, DeliveryResult]], destination: Destination, stats: RunStats) -> str:
     """Write the outcomes, count them against the destination; returns the destination's state after."""
-    states = handoff_record_outcomes(outcomes=outcomes, destination=destination)
-    for (claim, result), state in zip(outcomes, states, strict=True):
+    recorded = handoff_record_outcomes(outcomes=outcomes, destination=destination)
+    for (claim, result), state in zip(outcomes, recorded.states, strict=True):
         if state is None:
             stats.lease_lost += 1
             log.warning("outcome of %s refused: lease taken over (result was %s)", claim.action_key,
                         result.reason_code or "delivered")
         else:
             _tally(stats, state, result)
-    return destination_record_results(name=destination.name, results=[result for _claim, result in outcomes])
+    return destination_record_results(name=destination.name, results=[result for _claim, result in outcomes],
+                                      seen_healthy=recorded.destination_healthy)
 
 
 class LeaseKeeper:

@@ -28,7 +28,7 @@ class Plan:
     attempt_outcome: str
 
 
-def _delivered_plan(result: DeliveryResult) -> Plan:
+def delivered_plan(result: DeliveryResult) -> Plan:
     return Plan(
         S.DELIVERED,
         {"destination_id": result.task_id, "delivered_at": timezone.now(), "failure_class": "",
@@ -56,7 +56,7 @@ def _unknown_outcome_plan(handoff: Handoff, result: DeliveryResult, destination:
 def plan_outcome(handoff: Handoff, result: DeliveryResult, destination: Destination, *,
                  past_window: bool = False) -> Plan:
     if result.delivered:
-        return _delivered_plan(result)
+        return delivered_plan(result)
     detail = redact_text(result.detail)[:2000]
     common = {"failure_class": result.failure_class, "reason_code": result.reason_code, "last_error": detail}
     if result.failure_class in (FailureClass.UNCERTAIN, FailureClass.MALFORMED):

@@ -16,6 +16,7 @@ from django.utils.module_loading import import_string
 
 from outbox.bulk_writes import update_many
 from outbox.clock import POSTGRES_NOW_PLUS, db_now, db_now_plus
+from outbox.delivered import DeliveredRow, record_delivered
 from outbox.destinations import Destination, LookupFailed, RemoteTask, get_destination
 from outbox.errors import (
     ActionKeyExists,
@@ -33,6 +34,7 @@ from outbox.failures import DeliveryResult, Outgoing
 from outbox.limits import LimitedLookups
 from outbox.models import (
     COMPENSATION_TRANSITIONS,
+    HANDOFF_TRANSITIONS,
     NEEDS_PERSON_STATES,
     Attempt,
     AttemptOutcome,
@@ -45,7 +47,7 @@ from outbox.models import (
     HandoffKind,
     HandoffState,
 )
-from outbox.outcomes import plan_outcome, settlement_for, settlement_without_answer
+from outbox.outcomes import delivered_plan, plan_outcome, settlement_for, settlement_without_answer
 from outbox.payloads import payload_hash
 from outbox.redaction import redact_text
 from outbox.steps import (
@@ -71,9 +73,13 @@ def _lock(handoff_id: int) -> Handoff:
 
 def transition_changes(handoff: Handoff, to_state: str, changes: dict) -> dict:
     """Check the move and return every field it sets (the state's own defaults added). Changes nothing."""
-    from_state = handoff.state
-    if to_state != from_state and not handoff.can_move_to(to_state):
-        raise InvalidTransition(handoff.action_key, from_state, to_state)
+    return move_changes(handoff.state, to_state, changes, action_key=handoff.action_key)
+
+
+def move_changes(from_state: str, to_state: str, changes: dict, *, action_key: str = "") -> dict:
+    """`transition_changes` for a row known to be in `from_state` (locked, or written under its fencing token)."""
+    if to_state != from_state and to_state not in HANDOFF_TRANSITIONS[from_state]:
+        raise InvalidTransition(action_key, from_state, to_state)
     changes = dict(changes)
     now = timezone.now()
     if to_state == S.NEEDS_ATTENTION and from_state != S.NEEDS_ATTENTION:
@@ -241,6 +247,9 @@ class Claim:
     attempt_id: int | None = None
     # The attempt's number within its run (the handoff was recorded, retried or settled by a person since).
     run_attempt: int = 1
+    # Its delivery records more than itself (a workflow's next step, or marks the step a compensation
+    # reversed): its outcome is written on the locked path, which reads the row. True unless the claim said.
+    follow_up: bool = True
 
     @property
     def outgoing(self) -> Outgoing:
@@ -271,14 +280,15 @@ def _claim_skip_locked(due, *, worker: str, limit: int, lease_seconds: int) -> l
         f"lease_expires_at = {POSTGRES_NOW_PLUS}, fencing_epoch = h.fencing_epoch + 1, "
         "attempts = h.attempts + 1, attempts_in_run = h.attempts_in_run + 1, updated_at = now() "
         "FROM due WHERE h.id = due.id "
-        "RETURNING h.id, h.action_key, h.payload, h.payload_hash, h.attempts, h.fencing_epoch, h.attempts_in_run), "
+        "RETURNING h.id, h.action_key, h.payload, h.payload_hash, h.attempts, h.fencing_epoch, h.attempts_in_run, "
+        "jsonb_array_length(h.plan) > 0 OR h.compensates_id IS NOT NULL AS follow_up), "
         f"attempt AS (INSERT INTO {attempts} (handoff_id, number, fencing_epoch, worker, started_at, outcome, "
         "failure_class, reason_code, detail) "
         "SELECT id, attempts, fencing_epoch, %s, %s, %s, '', '', '' FROM claimed RETURNING id, handoff_id), "
         f"event AS (INSERT INTO {events} (handoff_id, from_state, to_state, actor_label, action, reason, at) "
         "SELECT id, %s, %s, %s, '', 'claimed for attempt ' || attempts, %s FROM claimed) "
         "SELECT c.id, c.action_key, c.payload, c.payload_hash, c.attempts, c.fencing_epoch, c.attempts_in_run, "
-        "a.id FROM claimed c JOIN attempt a ON a.handoff_id = c.id"
+        "a.id, c.follow_up FROM claimed c JOIN attempt a ON a.handoff_id = c.id"
     )
     now = timezone.now()
     params = [*select_params, S.IN_FLIGHT, worker, lease_seconds, worker, now, AttemptOutcome.IN_PROGRESS,
@@ -288,8 +298,9 @@ def _claim_skip_locked(due, *, worker: str, limit: int, lease_seconds: int) -> l
         fetched = cursor.fetchall()
     payload_field = Handoff._meta.get_field("payload")
     return [
-        (pk, key, payload_field.from_db_value(payload, None, connection), digest, attempts, epoch, in_run, attempt)
-        for pk, key, payload, digest, attempts, epoch, in_run, attempt in fetched
+        (pk, key, payload_field.from_db_value(payload, None, connection), digest, attempts, epoch, in_run, attempt,
+         follow_up)
+        for pk, key, payload, digest, attempts, epoch, in_run, attempt, follow_up in fetched
     ]
 
 
@@ -335,8 +346,8 @@ def handoff_claim_due(
         rows = _claim_and_record_row_count(due, worker=worker, limit=limit, lease_seconds=lease_seconds)
     return [
         Claim(handoff_id=pk, action_key=key, payload=payload, payload_hash=digest, attempt_number=number,
-              worker=worker, epoch=epoch, attempt_id=attempt_id, run_attempt=in_run)
-        for pk, key, payload, digest, number, epoch, in_run, attempt_id in rows
+              worker=worker, epoch=epoch, attempt_id=attempt_id, run_attempt=in_run, follow_up=follow_up)
+        for pk, key, payload, digest, number, epoch, in_run, attempt_id, follow_up in rows
     ]
 
 
@@ -359,7 +370,7 @@ def _claim_and_record_row_count(due, *, worker: str, limit: int, lease_seconds: 
             for pk, _key, _payload, _hash, attempts, _epoch, _in_run in rows
         )
     attempt_ids = {attempt.handoff_id: attempt.pk for attempt in attempts}
-    return [(*row, attempt_ids.get(row[0])) for row in rows]
+    return [(*row, attempt_ids.get(row[0]), True) for row in rows]
 
 
 def _attempt_fields(outcome: str, result: DeliveryResult | None, detail: str = "") -> dict:
@@ -385,12 +396,22 @@ def _locked_in_flight(ids: list[int], window_seconds: float) -> dict[int, Handof
     return {h.pk: h for h in rows}
 
 
-def handoff_record_outcomes(
-    *, outcomes: list[tuple[Claim, DeliveryResult]], destination: Destination
-) -> list[str | None]:
-    """Record several outcomes in one transaction, with one statement per table for the whole batch.
+@dataclass(frozen=True)
+class Recorded:
+    """Each outcome's state afterwards (None: refused, its lease was taken over), in the order given."""
+
+    states: list[str | None]
+    # Whether the destination's breaker has nothing to reset, when the write could tell (None otherwise).
+    destination_healthy: bool | None = None
+
+
+def handoff_record_outcomes(*, outcomes: list[tuple[Claim, DeliveryResult]], destination: Destination) -> Recorded:
+    """Record several outcomes in one transaction, with one statement per table for the whole batch (on
+    PostgreSQL one statement in all when every outcome is a plain delivery: `outbox/delivered.py`).
     A claim whose fencing token is stale (lease taken over) is refused: its entry is None and nothing
     is written for it."""
+    if _delivered_in_one_statement(outcomes):
+        return _record_delivered(outcomes, destination)
     ids = sorted(claim.handoff_id for claim, _ in outcomes)
     states: list[str | None] = []
     with transaction.atomic(using=DB):
@@ -419,7 +440,27 @@ def handoff_record_outcomes(
             HandoffEvent.objects.using(DB).bulk_create(events)
             _finish_attempts(attempts)
             _record_successors([h for h in changed if h.state == S.DELIVERED], actor_label=outcomes[0][0].worker)
-    return states
+    return Recorded(states)
+
+
+def _delivered_in_one_statement(outcomes: list[tuple[Claim, DeliveryResult]]) -> bool:
+    """Every outcome a delivery whose changes do not depend on its row and that records nothing else."""
+    return connections[DB].vendor == "postgresql" and all(
+        result.delivered and claim.attempt_id is not None and not claim.follow_up for claim, result in outcomes)
+
+
+def _record_delivered(outcomes: list[tuple[Claim, DeliveryResult]], destination: Destination) -> Recorded:
+    rows = []
+    for claim, result in outcomes:
+        plan = delivered_plan(result)
+        rows.append(DeliveredRow(
+            handoff_id=claim.handoff_id, epoch=claim.epoch, attempt_id=claim.attempt_id,
+            changes=move_changes(S.IN_FLIGHT, plan.to_state, plan.changes, action_key=claim.action_key),
+            reason=plan.reason, attempt=_attempt_fields(plan.attempt_outcome, result),
+        ))
+    written = record_delivered(rows, worker=outcomes[0][0].worker, destination=destination.name)
+    return Recorded([S.DELIVERED if claim.handoff_id in written.ids else None for claim, _result in outcomes],
+                    written.destination_healthy)
 
 
 def _finish_attempts(finished: list[tuple[Claim, str, DeliveryResult]]) -> None:
@@ -438,7 +479,7 @@ def _finish_attempts(finished: list[tuple[Claim, str, DeliveryResult]]) -> None:
 
 def handoff_record_outcome(*, claim: Claim, result: DeliveryResult, destination: Destination) -> str:
     """Record one attempt's outcome. Refuses (LeaseLost) when the claim's fencing token is stale."""
-    [state] = handoff_record_outcomes(outcomes=[(claim, result)], destination=destination)
+    [state] = handoff_record_outcomes(outcomes=[(claim, result)], destination=destination).states
     if state is None:
         raise LeaseLost(f"{claim.action_key}: lease of {claim.worker} epoch {claim.epoch} was taken over")
     return state

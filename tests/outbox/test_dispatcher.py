@@ -5,6 +5,7 @@ from datetime import timedelta
 
 import pytest
 from django.db import connection
+from django.db.models import F
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
@@ -26,6 +27,7 @@ from outbox.services import (
     handoff_claim_due,
     handoff_expire_leases,
     handoff_record_outcome,
+    handoff_record_outcomes,
     handoff_retry,
     handoff_settle,
 )
@@ -82,6 +84,52 @@ def test_a_claim_batch_reads_the_destinations_limits_and_breaker_in_one_query(ma
     claim = next(i for i, text in enumerate(sql) if "outbox_attempt" in text or "UPDATE" in text)
     before_claim = [text for text in sql[:claim] if "outbox_destinationhealth" in text]
     assert len(before_claim) == 1, before_claim
+
+
+def test_a_healthy_batch_of_deliveries_costs_three_statements_and_records_everything(make_handoff):
+    """The limits' read, the claim, and the outcomes in one statement (which also answers the breaker's
+    "nothing to reset"): each outcome moves its handoff, writes its event and finishes its attempt."""
+    DestinationHealth.objects.create(name="receiver")
+    handoffs = [make_handoff(n) for n in (1, 2, 3)]
+    ReceiverTask.objects.create(action_key=handoffs[2].action_key, payload=handoffs[2].payload,
+                                payload_hash=handoffs[2].payload_hash)
+    with CaptureQueriesContext(connection) as statements:
+        stats = dispatch_batch(destination=ScriptedDestination(), worker="w1")
+    assert (stats.delivered, stats.duplicates) == (3, 1)
+    if connection.vendor == "postgresql":
+        assert len(statements) == 3, [q["sql"][:80] for q in statements]
+    for handoff in handoffs:
+        handoff.refresh_from_db()
+        task = ReceiverTask.objects.get(action_key=handoff.action_key)
+        assert (handoff.state, handoff.destination_id, handoff.lease_owner, handoff.lease_expires_at) == (
+            S.DELIVERED, str(task.task_id), "", None)
+        assert handoff.receipt["task_id"] == str(task.task_id) and handoff.delivered_at is not None
+        assert handoff.updated_at >= handoff.delivered_at - timedelta(seconds=1)
+        attempt = Attempt.objects.get(handoff=handoff)
+        assert attempt.finished_at is not None and attempt.detail == ""
+        assert list(handoff.events.order_by("id").values_list("from_state", "to_state", "actor_label")) == [
+            ("pending", "in_flight", "w1"), ("in_flight", "delivered", "w1")]
+    outcomes = [Attempt.objects.values_list("outcome", "status_code").get(handoff=h) for h in handoffs]
+    assert outcomes == [(AttemptOutcome.CREATED, 201), (AttemptOutcome.CREATED, 201), (AttemptOutcome.DUPLICATE, 200)]
+    assert handoffs[2].events.get(to_state=S.DELIVERED).reason.endswith("(duplicate prevented)")
+
+
+def test_recording_a_batch_refuses_only_the_claim_whose_lease_was_taken_over(make_handoff):
+    kept, taken = make_handoff(1), make_handoff(2)
+    claims = {claim.handoff_id: claim for claim in handoff_claim_due(worker="w1")}
+    # Claimed again since, by the same worker name (a restarted worker on a fixed name): only the epoch differs.
+    Handoff.objects.filter(pk=taken.pk).update(fencing_epoch=F("fencing_epoch") + 1)
+    destination = ScriptedDestination()
+    recorded = handoff_record_outcomes(outcomes=[
+        (claims[kept.pk], DeliveryResult.ok(task_id="t-kept", created=True)),
+        (claims[taken.pk], DeliveryResult.ok(task_id="t-taken", created=True)),
+    ], destination=destination)
+    assert recorded.states == [S.DELIVERED, None]
+    kept.refresh_from_db(), taken.refresh_from_db()
+    assert (kept.state, kept.destination_id) == (S.DELIVERED, "t-kept")
+    assert (taken.state, taken.fencing_epoch, taken.destination_id) == (S.IN_FLIGHT, claims[taken.pk].epoch + 1, "")
+    assert not taken.events.filter(to_state=S.DELIVERED).exists()
+    assert Attempt.objects.get(pk=claims[taken.pk].attempt_id).outcome == AttemptOutcome.IN_PROGRESS
 
 
 def test_transient_failure_backs_off_then_succeeds_with_same_key(make_handoff):
