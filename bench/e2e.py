@@ -213,19 +213,23 @@ def dispatch_figures(bench: Bench, args: argparse.Namespace, report: dict, capac
 
     single = Bench("e2e", RECEIVER_SUPPORTS_BATCH="0", HANDOFF_CLAIM_BATCH="20")
     single.receiver_url, single.env["RECEIVER_URL"] = bench.receiver_url, bench.receiver_url
-    row = throughput(single, args.handoffs // 2, 4, "single")
-    row["ratio_to_receiver_capacity"] = round(row["per_second"] / capacity, 3)
-    report["throughput_single_calls"] = row
-    print(f"  single calls {row}", flush=True)
+    report["throughput_single_calls"] = one_call_pairs(single, args.handoffs // 2, args.one_call_pairs)
+    print(f"  single calls {report['throughput_single_calls']}", flush=True)
     row = throughput(single, args.handoffs // 2, 4, "concurrent", concurrent_calls=True)
     row["ratio_to_receiver_capacity"] = round(row["per_second"] / capacity, 3)
     report["throughput_concurrent_single_calls"] = row
     print(f"  single calls, all of a claim batch in flight at once (lever) {row}", flush=True)
 
-    report["latency"] = latency(bench, round(best["per_second"] / 2), best["dispatchers"], args.latency_seconds,
-                                producers=2)
+    # Latency with one dispatcher per core (every dispatcher is woken by each commit's NOTIFY, and on a small
+    # machine more of them only share its cores), at half the best batched rate; the best count for comparison.
+    per_core = min(os.cpu_count() or 1, best["dispatchers"])
+    report["latency"] = latency(bench, round(best["per_second"] / 2), per_core, args.latency_seconds, producers=2)
     print(f"  latency {report['latency']}", flush=True)
-    report["latency_inline"] = latency(bench, round(best["per_second"] / 2), best["dispatchers"],
+    if per_core != best["dispatchers"]:
+        report["latency_best_count"] = latency(bench, round(best["per_second"] / 2), best["dispatchers"],
+                                               args.latency_seconds, producers=2)
+        print(f"  latency with {best['dispatchers']} dispatchers {report['latency_best_count']}", flush=True)
+    report["latency_inline"] = latency(bench, round(best["per_second"] / 2), per_core,
                                        args.latency_seconds, producers=2, inline=True)
     print(f"  latency, delivery attempted after commit by the committing process (lever) "
           f"{report['latency_inline']}", flush=True)
@@ -269,6 +273,20 @@ if inline is not None:
     inline.shutdown(wait=True)
 print(n)
 """
+
+
+def one_call_pairs(bench: Bench, handoffs: int, pairs: int) -> dict:
+    """One call per handoff (4 dispatchers) against the receiver's capacity measured right before it (4 plain
+    clients), `pairs` times back to back: on a shared machine the two drift together within a pair, not across
+    the run. The pair with the median ratio is the figure; every pair is kept."""
+    runs = []
+    for n in range(pairs):
+        capacity = receiver_capacity.measure(bench.receiver_url, bench.env["RECEIVER_SIGNING_SECRET"], clients=4,
+                                             seconds=5)["per_second"]
+        row = throughput(bench, handoffs, 4, f"single{n}")
+        runs.append({**row, "capacity": capacity, "ratio_to_receiver_capacity": round(row["per_second"] / capacity, 3)})
+    ordered = sorted(runs, key=lambda run: run["ratio_to_receiver_capacity"])
+    return {**ordered[len(ordered) // 2], "pairs": runs}
 
 
 def latency(bench: Bench, rate: float, dispatchers: int, seconds: float, producers: int = 1,
@@ -516,6 +534,8 @@ def main() -> None:
     parser.add_argument("--handoffs", type=int, default=5000)
     parser.add_argument("--pgbench-seconds", type=int, default=10)
     parser.add_argument("--latency-seconds", type=float, default=15)
+    parser.add_argument("--one-call-pairs", type=int, default=3,
+                        help="back-to-back pairs of the receiver's capacity and the one-call run; the median counts")
     parser.add_argument("--growth-rows", type=int, nargs="*", default=[10_000, 1_000_000, 10_000_000],
                         help="delivered rows preloaded, one growth run each; the first is the small table")
     parser.add_argument("--reconcile-after-growth", action=argparse.BooleanOptionalAction, default=True,

@@ -208,8 +208,11 @@ def deliver_claims_one_by_one(claims: list[Claim], destination: Destination, sta
 
 
 def _stop_sending(permit: Permit, outcomes: list[tuple[Claim, DeliveryResult]]) -> bool:
-    """The answers so far ask for no more calls: the destination is held (Retry-After) or would be paused."""
-    return permit.retry_after is not None or would_pause([answer for _claim, answer in outcomes])
+    """The answers so far ask for no more calls: the destination is held (Retry-After) or would be paused. Only
+    a failure can make the streak long enough to pause, so after a delivery the answers are not counted again."""
+    if permit.retry_after is not None:
+        return True
+    return not outcomes[-1][1].delivered and would_pause([answer for _claim, answer in outcomes])
 
 
 def _held(claims: list[Claim], keeper: LeaseKeeper, stats: RunStats) -> list[Claim]:
