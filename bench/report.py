@@ -46,9 +46,15 @@ the figures of this run say:
   one-call rate from 0.65 to 0.73 and 0.82 of reference clients that still used httpx (two same-run
   pairs); the reference clients now use urllib3 too, so that neither side pays more for its client
   (0.63 and 0.66 in two pairs). A dispatcher's CPU per handoff on this path went from 1.92 ms to 1.66 ms
-  (`manage.py dispatch --once` over 2,000 handoffs, start-up included); what remains is the outbox's own
-  writes (claim, attempt, events, outcome) through the ORM. Every call of a claim batch in flight at once
-  (the lever row, `bench/concurrent_dispatch.py`) did not help here (0.63 and 0.59 in earlier runs):
+  (`manage.py dispatch --once` over 2,000 handoffs, start-up included), then to 1.17 ms when a batch of
+  deliveries became one statement (`outbox/delivered.py`, below); in two same-machine pairs the ratio went
+  from 0.63 to 0.68 and 0.70. What remains is the outbox's own row writes in PostgreSQL (per handoff: the
+  claim's lease, attempt and event, the outcome's state, event and attempt), on the cores the receiver
+  needs. The capacity itself moved between 315/s and 528/s within minutes on this shared machine, so the
+  figure is now the median of three back-to-back pairs, each divided by the capacity measured right before
+  it. In alternated runs outside the bench, 6 dispatchers delivered 367-372/s where 4 delivered 337-342/s;
+  the aim's figure stays at 4 dispatchers against 4 plain clients. Every call of a claim batch in flight at
+  once (the lever row, `bench/concurrent_dispatch.py`) did not help here (0.63 and 0.59 in earlier runs):
   concurrency is for a receiver that is far away or slow, not one on the same two cores.
 - **Latency.** Two producer processes writing approvals through Django reach about a third of the rate
   asked (half the best batched rate) on two cores (see "approvals at … (asked …)"), so the aim's rate is
@@ -59,7 +65,15 @@ the figures of this run say:
   is mostly round trips to a PostgreSQL that shares the cores. A cycle took 14 round trips; the claim is now
   one statement that also writes the attempt and the claim event (`WITH … UPDATE … RETURNING, INSERT`,
   4 fewer) and the destination's row is read once for the limits and the breaker (1 fewer): in same-machine
-  runs of the latency scenario the median went from 32.6 ms to 27.6 ms, then 24.7 ms. Attempting
+  runs of the latency scenario the median went from 32.6 ms to 27.6 ms, then 24.7 ms. A batch of plain
+  deliveries is now recorded by one statement too (`outbox/delivered.py`: the rows still carrying the
+  claims' fencing tokens locked in id order, moved to delivered, their events written and attempts
+  finished, and the breaker's "nothing to reset" answered), so a healthy cycle is 3 round trips instead
+  of 9: with 4 dispatchers the median went to 21.5 ms. Each commit's NOTIFY wakes every dispatcher, and on
+  two cores the extra wake-ups of 4 dispatchers take CPU from the producers and the receiver: in
+  alternated same-machine runs 2 dispatchers measured 16.5 and 17.1 ms (at 366/s and 341/s), 4 measured
+  21.5 and 21.7 ms (at 231/s and 270/s), 1 measured 17.6 ms (at 489/s). So the aim's figure is taken with
+  one dispatcher per core, and the best batched count is the comparison row. Attempting
   delivery in the committing process right after commit (the lever row) lost again: its calls take the
   producer's CPU, so the producers reached less than half their rate and the latency rose. At an equal
   rate of 20/s (`bench/lever_single_calls.py`, one call per handoff, two earlier runs) it lost once
@@ -146,20 +160,23 @@ NEXT_LEVERS = """\
    a retention setting to an archive table, or partition the outbox by state, so that claims and outcomes
    no longer write into full indexes sized by history. The console, reconciliation and the admin then read
    both (reconciliation's keyset merge already pages by action key).
-3. **Latency at half the maximum rate**: with one dispatcher cycling (claim, call, record) at this rate,
-   a handoff approved mid-cycle waits for the next claim. More dispatchers shorten that wait on a machine
-   with cores to spare; here they take the cores of the producers and the receiver.
+3. **Wake one dispatcher, not all** (`outbox/wakeups.py`): every commit's NOTIFY wakes every listening
+   dispatcher, and all but one find nothing to claim (two round trips each). With more dispatchers than
+   cores that costs latency (see above); a wake-up that reaches one idle dispatcher (a channel per
+   dispatcher, or the woken one claiming for the others) would let a host run more of them for one-call
+   throughput without paying for it in latency.
 4. **Waiting for a call slot**: every request now takes a permit (deliveries, settlement lookups,
    reconciliation's key listing, a batch refused with 413 then sent one call per handoff), but a
    dispatcher refused a call slot polls every 20 ms; a NOTIFY when a slot is freed would cost less.
 5. **Delivery attempted after commit in the committing process**: not worth it here (producers reached a
    third of the rate, latency doubled; at an equal 20/s, lost once and tied once). The latency that
    remains is half waiting to be claimed, half the receiver call.
-6. **Fewer round trips per cycle** (latency): built for the claim (one statement) and the destination's
-   row (one read). The outcome is still six round trips (BEGIN, the locked read the plan needs, the
-   handoffs' UPDATE, the events' INSERT, the attempts' UPDATE, COMMIT); the three writes could be one
-   statement of data-modifying CTEs. The breaker's "nothing to reset" check after a healthy batch is one
-   more.
+6. **Fewer round trips per cycle** (latency): built. The claim is one statement, the destination's row one
+   read, a batch of plain deliveries one statement that also answers the breaker: 3 round trips a healthy
+   cycle, from 14. Outcomes that are not plain deliveries (a retry's backoff, a failure, a workflow's next
+   step) keep the locked path, which reads the row the plan needs: six round trips, only on those batches.
+   The receiver's batch is five (BEGIN, the replay record, the insert, the read-back, COMMIT); an insert
+   that returns what it wrote would spare the read-back on a batch of new keys.
 """
 LEVER_INLINE = " (lever: delivery attempted after commit in the committing process)"
 
