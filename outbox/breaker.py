@@ -116,8 +116,8 @@ def destination_record_results(*, name: str, results: list[DeliveryResult], seen
     verdict = _verdict(results)
     if not verdict.succeeded and not verdict.failures:
         return ""
-    if not verdict.failures and (seen_healthy or DestinationHealth.objects.using(DB).filter(
-            name=name, state=D.ACTIVE, consecutive_failures=0).exists()):
+    if not verdict.failures and (seen_healthy if seen_healthy is not None else DestinationHealth.objects.using(DB)
+                                 .filter(name=name, state=D.ACTIVE, consecutive_failures=0).exists()):
         # The common case, after every batch: a healthy destination answered. Nothing to reset, no lock taken.
         return D.ACTIVE
     with transaction.atomic(using=DB):

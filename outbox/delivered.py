@@ -78,8 +78,9 @@ def record_delivered(rows: list[DeliveredRow], *, worker: str, destination: str)
         f"mine AS (SELECT h.id FROM {handoffs} h JOIN v ON v.id = h.id "
         "WHERE h.state = %s AND h.lease_owner = %s AND h.fencing_epoch = v.epoch "
         "ORDER BY h.id FOR NO KEY UPDATE OF h), "
+        # The token again: the row `mine` locked is the one written, whatever PostgreSQL re-read meanwhile.
         f"done AS (UPDATE {handoffs} h SET {handoff_set}, updated_at = %s FROM v JOIN mine ON mine.id = v.id "
-        "WHERE h.id = v.id RETURNING h.id), "
+        "WHERE h.id = v.id AND h.state = %s AND h.lease_owner = %s AND h.fencing_epoch = v.epoch RETURNING h.id), "
         f"event AS (INSERT INTO {events} (handoff_id, from_state, to_state, actor_label, action, reason, at) "
         "SELECT v.id, %s, %s, %s, '', v.reason, %s FROM v JOIN done ON done.id = v.id), "
         f"finished AS (UPDATE {attempts} a SET {attempt_set} FROM v JOIN done ON done.id = v.id "
@@ -88,8 +89,8 @@ def record_delivered(rows: list[DeliveredRow], *, worker: str, destination: str)
         f"(SELECT state = %s AND consecutive_failures = 0 FROM {health} WHERE name = %s)"
     )
     now = timezone.now()
-    params = [*value_params, HandoffState.IN_FLIGHT, worker, now, HandoffState.IN_FLIGHT, HandoffState.DELIVERED,
-              worker, now, DestinationState.ACTIVE, destination]
+    params = [*value_params, HandoffState.IN_FLIGHT, worker, now, HandoffState.IN_FLIGHT, worker,
+              HandoffState.IN_FLIGHT, HandoffState.DELIVERED, worker, now, DestinationState.ACTIVE, destination]
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         ids, healthy = cursor.fetchone()

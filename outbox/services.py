@@ -281,7 +281,7 @@ def _claim_skip_locked(due, *, worker: str, limit: int, lease_seconds: int) -> l
         "attempts = h.attempts + 1, attempts_in_run = h.attempts_in_run + 1, updated_at = now() "
         "FROM due WHERE h.id = due.id "
         "RETURNING h.id, h.action_key, h.payload, h.payload_hash, h.attempts, h.fencing_epoch, h.attempts_in_run, "
-        "jsonb_array_length(h.plan) > 0 OR h.compensates_id IS NOT NULL AS follow_up), "
+        "h.plan <> '[]'::jsonb OR h.compensates_id IS NOT NULL AS follow_up), "
         f"attempt AS (INSERT INTO {attempts} (handoff_id, number, fencing_epoch, worker, started_at, outcome, "
         "failure_class, reason_code, detail) "
         "SELECT id, attempts, fencing_epoch, %s, %s, %s, '', '', '' FROM claimed RETURNING id, handoff_id), "
@@ -444,8 +444,10 @@ def handoff_record_outcomes(*, outcomes: list[tuple[Claim, DeliveryResult]], des
 
 
 def _delivered_in_one_statement(outcomes: list[tuple[Claim, DeliveryResult]]) -> bool:
-    """Every outcome a delivery whose changes do not depend on its row and that records nothing else."""
-    return connections[DB].vendor == "postgresql" and all(
+    """Every outcome a delivery whose changes do not depend on its row and that records nothing else, all claimed
+    by one worker (the statement checks one lease owner)."""
+    return bool(outcomes) and connections[DB].vendor == "postgresql" and len(
+        {claim.worker for claim, _result in outcomes}) == 1 and all(
         result.delivered and claim.attempt_id is not None and not claim.follow_up for claim, result in outcomes)
 
 

@@ -1,0 +1,77 @@
+"""The one-statement record of deliveries (`outbox/delivered.py`) against a lease taken over while it waits.
+
+Another session takes the handoff over (new owner, next fencing epoch) and holds its row lock; the record
+of the old claim's delivery waits for that lock. Once the other session commits, PostgreSQL re-reads the row
+under READ COMMITTED, and the record must see the new token and write nothing: no delivered state, no task
+id, no event, the attempt left as it was."""
+
+import threading
+import time
+
+import pytest
+from django.db import connections, transaction
+from django.db.models import F
+
+from outbox.destinations import InProcessDestination
+from outbox.failures import DeliveryResult
+from outbox.models import Attempt, AttemptOutcome, Handoff, HandoffState
+from outbox.services import handoff_claim_due, handoff_record_outcomes
+from tests.factories import HandoffFactory
+
+S = HandoffState
+
+
+def _take_over_and_hold(handoff_id: int, held: threading.Event, release: threading.Event) -> None:
+    try:
+        with transaction.atomic():
+            Handoff.objects.filter(pk=handoff_id).update(lease_owner="w2", fencing_epoch=F("fencing_epoch") + 1)
+            held.set()
+            release.wait(30)
+    finally:
+        connections["default"].close()
+
+
+def _release_once_another_waits(release: threading.Event, seen: dict) -> None:
+    """Let the holder commit once another session waits on a lock (the record, at the row), or after 30 s."""
+    try:
+        deadline = time.monotonic() + 30
+        with connections["default"].cursor() as cursor:
+            while time.monotonic() < deadline:
+                cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+                               " AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()")
+                if cursor.fetchone()[0]:
+                    seen["waiting"] = True
+                    return
+                time.sleep(0.01)
+    finally:
+        release.set()
+        connections["default"].close()
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(databases=["default", "delivery"], transaction=True)
+def test_a_lease_taken_over_while_the_record_waits_for_the_row_is_refused():
+    if connections["default"].vendor != "postgresql":
+        pytest.fail("needs PostgreSQL (row locks re-checked under READ COMMITTED); `make test` runs it there")
+    handoff = HandoffFactory(number=1, workspace_id=7)
+    [claim] = handoff_claim_due(worker="w1")
+    held, release, seen = threading.Event(), threading.Event(), {}
+    holder = threading.Thread(target=_take_over_and_hold, args=(handoff.pk, held, release))
+    holder.start()
+    assert held.wait(30)
+    releaser = threading.Thread(target=_release_once_another_waits, args=(release, seen))
+    releaser.start()
+    try:
+        recorded = handoff_record_outcomes(outcomes=[(claim, DeliveryResult.ok(task_id="late", created=True))],
+                                           destination=InProcessDestination())
+    finally:
+        release.set()
+        holder.join(30)
+        releaser.join(30)
+    assert seen.get("waiting"), "the record did not wait for the row: the race was not run"
+    assert recorded.states == [None]
+    handoff.refresh_from_db()
+    assert (handoff.state, handoff.lease_owner, handoff.fencing_epoch, handoff.destination_id) == (
+        S.IN_FLIGHT, "w2", claim.epoch + 1, "")
+    assert not handoff.events.filter(to_state=S.DELIVERED).exists()
+    assert Attempt.objects.get(pk=claim.attempt_id).outcome == AttemptOutcome.IN_PROGRESS
