@@ -22,6 +22,8 @@ from urllib3.exceptions import (
 )
 
 from outbox.failures import (
+    STATUS_MAX,
+    TASK_ID_MAX,
     DeliveryResult,
     MalformedReceipt,
     Outgoing,
@@ -304,17 +306,18 @@ class HttpDestination(Destination):
         if response.status_code != 200:
             raise LookupFailed(f"lookup answered HTTP {response.status_code}")
         try:
-            body = response.json()
-            return RemoteTask(action_key=body["action_key"], task_id=body["task_id"], payload_hash=body["payload_hash"],
-                              status=str(body.get("status", "")))
+            return _remote_task(response.json())
         except (ValueError, KeyError, TypeError) as exc:
-            raise LookupFailed("lookup answer is not a valid task") from exc
+            raise LookupFailed(f"lookup answer is not a valid task: {exc}") from exc
 
     def list_keys(self, *, after: str = "", limit: int = 500) -> list[RemoteTask]:
         response = self._get("/tasks", {"after": after, "limit": limit})
         if response.status_code != 200:
             raise LookupFailed(f"key listing answered HTTP {response.status_code}")
-        return [_remote_task(item) for item in response.json()["items"]]
+        try:
+            return [_remote_task(item) for item in response.json()["items"]]
+        except (ValueError, KeyError, TypeError) as exc:
+            raise LookupFailed(f"key listing holds an item that is not a valid task: {exc}") from exc
 
 
 def _item_result(status: object, body: object, retry_after: str | None, outgoing: Outgoing, latency_ms: int,
@@ -337,8 +340,13 @@ def _item_result(status: object, body: object, retry_after: str | None, outgoing
 
 
 def _remote_task(item: dict) -> RemoteTask:
-    return RemoteTask(action_key=item["action_key"], task_id=item["task_id"], payload_hash=item["payload_hash"],
-                      status=str(item.get("status", "")))
+    """A task as the receiver reports it; ValueError when it is more than the outbox row can hold."""
+    task_id, status = item["task_id"], item.get("status") or ""
+    if not isinstance(task_id, str) or len(task_id) > TASK_ID_MAX:
+        raise ValueError(f"task_id is not a text of at most {TASK_ID_MAX} characters")
+    if not isinstance(status, str) or len(status) > STATUS_MAX:
+        raise ValueError(f"status is not a text of at most {STATUS_MAX} characters")
+    return RemoteTask(action_key=item["action_key"], task_id=task_id, payload_hash=item["payload_hash"], status=status)
 
 
 def _batch_results(response: "Answer", expected: int) -> tuple[list, str]:

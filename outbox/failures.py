@@ -6,7 +6,12 @@ evidence. Everything that does not prove the outcome either way is `uncertain`.
 
 from dataclasses import dataclass
 
-from outbox.models import FailureClass
+from outbox.models import FailureClass, Handoff
+
+# What the outbox row holds of a receipt: a longer task id or work status would be cut short by the database
+# (or refused by it), and a stored task id that is not the receiver's is worse than none.
+TASK_ID_MAX = Handoff._meta.get_field("destination_id").max_length
+STATUS_MAX = Handoff._meta.get_field("work_status").max_length
 
 
 @dataclass(frozen=True)
@@ -57,6 +62,11 @@ def validate_receipt(body: object, sent: Outgoing) -> tuple[str, bool]:
     task_id = body.get("task_id")
     if not isinstance(task_id, str) or not task_id.strip():
         raise MalformedReceipt("receipt has no task_id")
+    if len(task_id) > TASK_ID_MAX:
+        raise MalformedReceipt(f"receipt task_id is longer than {TASK_ID_MAX} characters")
+    status = body.get("status")
+    if status is not None and (not isinstance(status, str) or len(status) > STATUS_MAX):
+        raise MalformedReceipt(f"receipt status is not a text of at most {STATUS_MAX} characters")
     if body.get("action_key") != sent.action_key:
         raise MalformedReceipt("receipt action_key does not echo the key sent")
     if body.get("payload_hash") != sent.payload_hash:

@@ -35,6 +35,8 @@ def test_status_classes_follow_the_design_table(status, expected):
 def test_valid_receipt_gives_task_id_and_created():
     body = {"task_id": "t-1", "action_key": SENT.action_key, "payload_hash": SENT.payload_hash, "created": True}
     assert validate_receipt(body, SENT) == ("t-1", True)
+    longest = {**body, "task_id": "t" * 120, "status": "s" * 16}
+    assert validate_receipt(longest, SENT) == ("t" * 120, True)
 
 
 @pytest.mark.parametrize(
@@ -47,6 +49,12 @@ def test_valid_receipt_gives_task_id_and_created():
         {"task_id": "t-1", "action_key": "onboarding:7:42:2", "payload_hash": SENT.payload_hash, "created": True},
         {"task_id": "t-1", "action_key": SENT.action_key, "payload_hash": "0" * 64, "created": True},
         {"task_id": "t-1", "action_key": SENT.action_key, "payload_hash": SENT.payload_hash},
+        # More than the outbox row holds: stored cut short, it would not be the receiver's task id or status.
+        {"task_id": "t" * 121, "action_key": SENT.action_key, "payload_hash": SENT.payload_hash, "created": True},
+        {"task_id": "t-1", "action_key": SENT.action_key, "payload_hash": SENT.payload_hash, "created": True,
+         "status": "s" * 17},
+        {"task_id": "t-1", "action_key": SENT.action_key, "payload_hash": SENT.payload_hash, "created": True,
+         "status": 3},
     ],
 )
 def test_receipt_that_does_not_prove_the_outcome_is_malformed(body):
