@@ -50,8 +50,12 @@ class DeliveredWritten:
     destination_healthy: bool | None
 
 
-def record_delivered(rows: list[DeliveredRow], *, worker: str, destination: str) -> DeliveredWritten:
-    connection = connections[DB]
+def _assignments(qn, fields: list, columns: list[str]) -> str:
+    return ", ".join(f"{qn(field.column)} = v.{qn(column)}" for field, column in zip(fields, columns, strict=True))
+
+
+def _values(connection, rows: list[DeliveredRow]) -> tuple[str, str, list, str, str]:
+    """The VALUES list's column names, rows and parameters, and the SET lists of the handoffs and attempts."""
     qn = connection.ops.quote_name
     handoff_fields = [Handoff._meta.get_field(name) for name in sorted(rows[0].changes)]
     attempt_fields = [Attempt._meta.get_field(name) for name in sorted(rows[0].attempt)]
@@ -61,15 +65,19 @@ def record_delivered(rows: list[DeliveredRow], *, worker: str, destination: str)
     attempt_columns = [f"a_{field.column}" for field in attempt_fields]
     names = ", ".join(qn(name) for name in ["id", "epoch", "attempt_id", "reason", *handoff_columns,
                                             *attempt_columns])
-    values, value_params = values_sql(connection, [*token_fields, *handoff_fields, *attempt_fields], [
+    values, params = values_sql(connection, [*token_fields, *handoff_fields, *attempt_fields], [
         [row.handoff_id, row.epoch, row.attempt_id, row.reason,
          *(row.changes[field.name] for field in handoff_fields), *(row.attempt[field.name] for field in attempt_fields)]
         for row in rows
     ])
-    handoff_set = ", ".join(f"{qn(field.column)} = v.{qn(column)}"
-                            for field, column in zip(handoff_fields, handoff_columns, strict=True))
-    attempt_set = ", ".join(f"{qn(field.column)} = v.{qn(column)}"
-                            for field, column in zip(attempt_fields, attempt_columns, strict=True))
+    return (names, values, params, _assignments(qn, handoff_fields, handoff_columns),
+            _assignments(qn, attempt_fields, attempt_columns))
+
+
+def record_delivered(rows: list[DeliveredRow], *, worker: str, destination: str) -> DeliveredWritten:
+    connection = connections[DB]
+    qn = connection.ops.quote_name
+    names, values, value_params, handoff_set, attempt_set = _values(connection, rows)
     handoffs, events, attempts, health = (qn(model._meta.db_table)
                                           for model in (Handoff, HandoffEvent, Attempt, DestinationHealth))
     # Identifiers come from the models and are quoted by the backend; every value is a parameter.

@@ -55,18 +55,21 @@ class MalformedReceipt(Exception):
     pass
 
 
+def _check_what_is_stored(task_id: object, status: object) -> None:
+    if not isinstance(task_id, str) or not task_id.strip():
+        raise MalformedReceipt("receipt has no task_id")
+    if len(task_id) > TASK_ID_MAX:
+        raise MalformedReceipt(f"receipt task_id is longer than {TASK_ID_MAX} characters")
+    if status is not None and (not isinstance(status, str) or len(status) > STATUS_MAX):
+        raise MalformedReceipt(f"receipt status is not a text of at most {STATUS_MAX} characters")
+
+
 def validate_receipt(body: object, sent: Outgoing) -> tuple[str, bool]:
     """Return (task_id, created) from a receipt, or raise MalformedReceipt saying what is wrong."""
     if not isinstance(body, dict):
         raise MalformedReceipt("receipt is not a JSON object")
     task_id = body.get("task_id")
-    if not isinstance(task_id, str) or not task_id.strip():
-        raise MalformedReceipt("receipt has no task_id")
-    if len(task_id) > TASK_ID_MAX:
-        raise MalformedReceipt(f"receipt task_id is longer than {TASK_ID_MAX} characters")
-    status = body.get("status")
-    if status is not None and (not isinstance(status, str) or len(status) > STATUS_MAX):
-        raise MalformedReceipt(f"receipt status is not a text of at most {STATUS_MAX} characters")
+    _check_what_is_stored(task_id, body.get("status"))
     if body.get("action_key") != sent.action_key:
         raise MalformedReceipt("receipt action_key does not echo the key sent")
     if body.get("payload_hash") != sent.payload_hash:

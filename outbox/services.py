@@ -47,7 +47,7 @@ from outbox.models import (
     HandoffKind,
     HandoffState,
 )
-from outbox.outcomes import delivered_plan, plan_outcome, settlement_for, settlement_without_answer
+from outbox.outcomes import Plan, delivered_plan, plan_outcome, settlement_for, settlement_without_answer
 from outbox.payloads import payload_hash
 from outbox.redaction import redact_text
 from outbox.steps import (
@@ -423,24 +423,34 @@ def handoff_record_outcomes(*, outcomes: list[tuple[Claim, DeliveryResult]], des
                 states.append(None)
                 continue
             plan = plan_outcome(handoff, result, destination, past_window=bool(handoff.past_window))
-            changes = transition_changes(handoff, plan.to_state, plan.changes)
-            for name, value in changes.items():
-                setattr(handoff, name, value)
+            fields.update(_apply(handoff, plan))
             changed.append(handoff)
-            fields.update(changes)
             events.append(HandoffEvent(handoff_id=handoff.pk, from_state=S.IN_FLIGHT, to_state=plan.to_state,
                                        actor_label=claim.worker, reason=plan.reason))
             attempts.append((claim, plan.attempt_outcome, result))
             states.append(plan.to_state)
         if changed:
-            now = timezone.now()
-            for handoff in changed:
-                handoff.updated_at = now
-            update_many(changed, sorted(fields), using=DB)
-            HandoffEvent.objects.using(DB).bulk_create(events)
-            _finish_attempts(attempts)
-            _record_successors([h for h in changed if h.state == S.DELIVERED], actor_label=outcomes[0][0].worker)
+            _write_outcomes(changed, sorted(fields), events, attempts, actor_label=outcomes[0][0].worker)
     return Recorded(states)
+
+
+def _apply(handoff: Handoff, plan: Plan) -> dict:
+    """Set the plan's move on the locked row (not saved); return the fields it sets."""
+    changes = transition_changes(handoff, plan.to_state, plan.changes)
+    for name, value in changes.items():
+        setattr(handoff, name, value)
+    return changes
+
+
+def _write_outcomes(changed: list[Handoff], fields: list[str], events: list[HandoffEvent],
+                    attempts: list[tuple[Claim, str, DeliveryResult]], *, actor_label: str) -> None:
+    now = timezone.now()
+    for handoff in changed:
+        handoff.updated_at = now
+    update_many(changed, fields, using=DB)
+    HandoffEvent.objects.using(DB).bulk_create(events)
+    _finish_attempts(attempts)
+    _record_successors([h for h in changed if h.state == S.DELIVERED], actor_label=actor_label)
 
 
 def _delivered_in_one_statement(outcomes: list[tuple[Claim, DeliveryResult]]) -> bool:
