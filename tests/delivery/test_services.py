@@ -1,7 +1,6 @@
 """The receiver's rules, including the race two deliveries of one key run into at the unique constraint."""
 
 import threading
-import time
 
 import pytest
 from django.db import connections, transaction
@@ -9,6 +8,7 @@ from django.db import connections, transaction
 from delivery.errors import ActionKeyConflict, InvalidTaskPayload
 from delivery.models import ReceiverTask
 from delivery.services import payload_hash, task_create_idempotent, task_create_many
+from tests.locks import release_once_another_waits
 
 PAYLOAD = {"client_name": "Northwind"}
 KEY = "onboarding:7:42:1"
@@ -56,24 +56,6 @@ def _insert_and_hold(payload: dict, inserted: threading.Event, release: threadin
         connections["delivery"].close()
 
 
-def _release_once_another_waits(release: threading.Event, seen: dict) -> None:
-    """Let the holder commit once another session of the receiver's database waits on a lock (the call, at
-    the unique index), or after 30 s: a release after a fixed time could come before the call got there."""
-    try:
-        deadline = time.monotonic() + 30
-        with connections["delivery"].cursor() as cursor:
-            while time.monotonic() < deadline:
-                cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
-                               " AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()")
-                if cursor.fetchone()[0]:
-                    seen["waiting"] = True
-                    return
-                time.sleep(0.01)
-    finally:
-        release.set()
-        connections["delivery"].close()
-
-
 @pytest.mark.postgres
 @pytest.mark.django_db(databases=["default", "delivery"], transaction=True)
 @pytest.mark.parametrize("same_payload", [True, False])
@@ -86,7 +68,7 @@ def test_concurrent_insert_of_the_same_key_resolves_at_the_unique_constraint(sam
     holder = threading.Thread(target=_insert_and_hold, args=(PAYLOAD, inserted, release, out))
     holder.start()
     assert inserted.wait(30)
-    releaser = threading.Thread(target=_release_once_another_waits, args=(release, seen))
+    releaser = threading.Thread(target=release_once_another_waits, args=("delivery", release, seen))
     releaser.start()
     try:
         if same_payload:

@@ -6,7 +6,6 @@ under READ COMMITTED, and the record must see the new token and write nothing: n
 id, no event, the attempt left as it was."""
 
 import threading
-import time
 
 import pytest
 from django.db import connections, transaction
@@ -17,6 +16,7 @@ from outbox.failures import DeliveryResult
 from outbox.models import Attempt, AttemptOutcome, Handoff, HandoffState
 from outbox.services import handoff_claim_due, handoff_record_outcomes
 from tests.factories import HandoffFactory
+from tests.locks import release_once_another_waits
 
 S = HandoffState
 
@@ -31,23 +31,6 @@ def _take_over_and_hold(handoff_id: int, held: threading.Event, release: threadi
         connections["default"].close()
 
 
-def _release_once_another_waits(release: threading.Event, seen: dict) -> None:
-    """Let the holder commit once another session waits on a lock (the record, at the row), or after 30 s."""
-    try:
-        deadline = time.monotonic() + 30
-        with connections["default"].cursor() as cursor:
-            while time.monotonic() < deadline:
-                cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
-                               " AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()")
-                if cursor.fetchone()[0]:
-                    seen["waiting"] = True
-                    return
-                time.sleep(0.01)
-    finally:
-        release.set()
-        connections["default"].close()
-
-
 @pytest.mark.postgres
 @pytest.mark.django_db(databases=["default", "delivery"], transaction=True)
 def test_a_lease_taken_over_while_the_record_waits_for_the_row_is_refused():
@@ -59,7 +42,7 @@ def test_a_lease_taken_over_while_the_record_waits_for_the_row_is_refused():
     holder = threading.Thread(target=_take_over_and_hold, args=(handoff.pk, held, release))
     holder.start()
     assert held.wait(30)
-    releaser = threading.Thread(target=_release_once_another_waits, args=(release, seen))
+    releaser = threading.Thread(target=release_once_another_waits, args=("default", release, seen))
     releaser.start()
     try:
         recorded = handoff_record_outcomes(outcomes=[(claim, DeliveryResult.ok(task_id="late", created=True))],

@@ -1,0 +1,25 @@
+"""Helpers for tests that run a real lock race on PostgreSQL: one session holds a row or a key, another waits."""
+
+import threading
+import time
+
+from django.db import connections
+
+
+def release_once_another_waits(alias: str, release: threading.Event, seen: dict) -> None:
+    """Let the holder commit once another session of the `alias` database waits on a lock, or after 30 s: a
+    release after a fixed time could come before the waiting session got there. `seen["waiting"]` says
+    whether the wait was seen, so that a test can assert the race was really run."""
+    try:
+        deadline = time.monotonic() + 30
+        with connections[alias].cursor() as cursor:
+            while time.monotonic() < deadline:
+                cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+                               " AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()")
+                if cursor.fetchone()[0]:
+                    seen["waiting"] = True
+                    return
+                time.sleep(0.01)
+    finally:
+        release.set()
+        connections[alias].close()
