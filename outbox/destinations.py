@@ -22,11 +22,10 @@ from urllib3.exceptions import (
 )
 
 from outbox.failures import (
-    STATUS_MAX,
-    TASK_ID_MAX,
     DeliveryResult,
     MalformedReceipt,
     Outgoing,
+    check_storable,
     classify_status,
     parse_retry_after,
     validate_receipt,
@@ -342,10 +341,7 @@ def _item_result(status: object, body: object, retry_after: str | None, outgoing
 def _remote_task(item: dict) -> RemoteTask:
     """A task as the receiver reports it; ValueError when it is more than the outbox row can hold."""
     task_id, status = item["task_id"], item.get("status") or ""
-    if not isinstance(task_id, str) or len(task_id) > TASK_ID_MAX:
-        raise ValueError(f"task_id is not a text of at most {TASK_ID_MAX} characters")
-    if not isinstance(status, str) or len(status) > STATUS_MAX:
-        raise ValueError(f"status is not a text of at most {STATUS_MAX} characters")
+    check_storable(task_id, status)
     return RemoteTask(action_key=item["action_key"], task_id=task_id, payload_hash=item["payload_hash"], status=status)
 
 

@@ -51,17 +51,19 @@ class DeliveryResult:
 UNREACHABLE_REASONS = frozenset({"connect_failed", "connect_timeout", "http_500", "http_502", "http_503", "http_504"})
 
 
-class MalformedReceipt(Exception):
+class MalformedReceipt(ValueError):
     pass
 
 
-def _check_what_is_stored(task_id: object, status: object) -> None:
-    if not isinstance(task_id, str) or not task_id.strip():
-        raise MalformedReceipt("receipt has no task_id")
+def check_storable(task_id: object, status: object) -> None:
+    """A receiver's task id and work status (None: none given) fit the outbox row; MalformedReceipt (a
+    ValueError) says which does not. For receipts, lookups and key listings alike."""
+    if not isinstance(task_id, str):
+        raise MalformedReceipt("task_id is not a text")
     if len(task_id) > TASK_ID_MAX:
-        raise MalformedReceipt(f"receipt task_id is longer than {TASK_ID_MAX} characters")
+        raise MalformedReceipt(f"task_id is longer than {TASK_ID_MAX} characters")
     if status is not None and (not isinstance(status, str) or len(status) > STATUS_MAX):
-        raise MalformedReceipt(f"receipt status is not a text of at most {STATUS_MAX} characters")
+        raise MalformedReceipt(f"status is not a text of at most {STATUS_MAX} characters")
 
 
 def validate_receipt(body: object, sent: Outgoing) -> tuple[str, bool]:
@@ -69,7 +71,9 @@ def validate_receipt(body: object, sent: Outgoing) -> tuple[str, bool]:
     if not isinstance(body, dict):
         raise MalformedReceipt("receipt is not a JSON object")
     task_id = body.get("task_id")
-    _check_what_is_stored(task_id, body.get("status"))
+    if not isinstance(task_id, str) or not task_id.strip():
+        raise MalformedReceipt("receipt has no task_id")
+    check_storable(task_id, body.get("status"))
     if body.get("action_key") != sent.action_key:
         raise MalformedReceipt("receipt action_key does not echo the key sent")
     if body.get("payload_hash") != sent.payload_hash:

@@ -3,7 +3,7 @@
 import threading
 import time
 
-from django.db import connections
+from django.db import connections, transaction
 
 
 def release_once_another_waits(alias: str, release: threading.Event, seen: dict) -> None:
@@ -22,4 +22,16 @@ def release_once_another_waits(alias: str, release: threading.Event, seen: dict)
                 time.sleep(0.01)
     finally:
         release.set()
+        connections[alias].close()
+
+
+def write_and_hold(alias: str, write, held: threading.Event, release: threading.Event) -> None:
+    """In a transaction on `alias`: run `write()`, say so (`held`), and keep its locks until `release` (at
+    most 30 s); then commit and close this thread's connection."""
+    try:
+        with transaction.atomic(using=alias):
+            write()
+            held.set()
+            release.wait(30)
+    finally:
         connections[alias].close()

@@ -8,7 +8,7 @@ from django.db import connections, transaction
 from delivery.errors import ActionKeyConflict, InvalidTaskPayload
 from delivery.models import ReceiverTask
 from delivery.services import payload_hash, task_create_idempotent, task_create_many
-from tests.locks import release_once_another_waits
+from tests.locks import release_once_another_waits, write_and_hold
 
 PAYLOAD = {"client_name": "Northwind"}
 KEY = "onboarding:7:42:1"
@@ -45,17 +45,6 @@ def test_batch_creates_returns_and_conflicts_like_the_single_call():
     assert ReceiverTask.objects.get(action_key=KEY).payload_hash == payload_hash(PAYLOAD)
 
 
-def _insert_and_hold(payload: dict, inserted: threading.Event, release: threading.Event, out: dict) -> None:
-    try:
-        with transaction.atomic(using="delivery"):
-            out["task"] = ReceiverTask.objects.using("delivery").create(
-                action_key=KEY, payload=payload, payload_hash=payload_hash(payload))
-            inserted.set()
-            release.wait(30)
-    finally:
-        connections["delivery"].close()
-
-
 @pytest.mark.postgres
 @pytest.mark.django_db(databases=["default", "delivery"], transaction=True)
 @pytest.mark.parametrize("same_payload", [True, False])
@@ -65,7 +54,11 @@ def test_concurrent_insert_of_the_same_key_resolves_at_the_unique_constraint(sam
     if connections["delivery"].vendor != "postgresql":
         pytest.fail("needs PostgreSQL (row-level waits at the unique index); `make test` runs it there")
     inserted, release, out, seen = threading.Event(), threading.Event(), {}, {}
-    holder = threading.Thread(target=_insert_and_hold, args=(PAYLOAD, inserted, release, out))
+    def insert():
+        out["task"] = ReceiverTask.objects.using("delivery").create(action_key=KEY, payload=PAYLOAD,
+                                                                    payload_hash=payload_hash(PAYLOAD))
+
+    holder = threading.Thread(target=write_and_hold, args=("delivery", insert, inserted, release))
     holder.start()
     assert inserted.wait(30)
     releaser = threading.Thread(target=release_once_another_waits, args=("delivery", release, seen))

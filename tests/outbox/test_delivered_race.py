@@ -8,7 +8,7 @@ id, no event, the attempt left as it was."""
 import threading
 
 import pytest
-from django.db import connections, transaction
+from django.db import connections
 from django.db.models import F
 
 from outbox.destinations import InProcessDestination
@@ -16,19 +16,9 @@ from outbox.failures import DeliveryResult
 from outbox.models import Attempt, AttemptOutcome, Handoff, HandoffState
 from outbox.services import handoff_claim_due, handoff_record_outcomes
 from tests.factories import HandoffFactory
-from tests.locks import release_once_another_waits
+from tests.locks import release_once_another_waits, write_and_hold
 
 S = HandoffState
-
-
-def _take_over_and_hold(handoff_id: int, held: threading.Event, release: threading.Event) -> None:
-    try:
-        with transaction.atomic():
-            Handoff.objects.filter(pk=handoff_id).update(lease_owner="w2", fencing_epoch=F("fencing_epoch") + 1)
-            held.set()
-            release.wait(30)
-    finally:
-        connections["default"].close()
 
 
 @pytest.mark.postgres
@@ -39,7 +29,10 @@ def test_a_lease_taken_over_while_the_record_waits_for_the_row_is_refused():
     handoff = HandoffFactory(number=1, workspace_id=7)
     [claim] = handoff_claim_due(worker="w1")
     held, release, seen = threading.Event(), threading.Event(), {}
-    holder = threading.Thread(target=_take_over_and_hold, args=(handoff.pk, held, release))
+    def take_over():
+        Handoff.objects.filter(pk=handoff.pk).update(lease_owner="w2", fencing_epoch=F("fencing_epoch") + 1)
+
+    holder = threading.Thread(target=write_and_hold, args=("default", take_over, held, release))
     holder.start()
     assert held.wait(30)
     releaser = threading.Thread(target=release_once_another_waits, args=("default", release, seen))
