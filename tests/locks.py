@@ -1,5 +1,6 @@
 """Helpers for tests that run a real lock race on PostgreSQL: one session holds a row or a key, another waits."""
 
+import contextlib
 import threading
 import time
 
@@ -35,3 +36,22 @@ def write_and_hold(alias: str, write, held: threading.Event, release: threading.
             release.wait(30)
     finally:
         connections[alias].close()
+
+
+@contextlib.contextmanager
+def held_by_another_session(alias: str, write):
+    """Run `write()` in another session of `alias` and hold its locks while the body runs; they are released
+    (committed) once the body's session waits on a lock. Yields a dict whose "waiting" says whether that wait
+    was seen, so that the test can assert the race really ran."""
+    held, release, seen = threading.Event(), threading.Event(), {}
+    holder = threading.Thread(target=write_and_hold, args=(alias, write, held, release))
+    holder.start()
+    assert held.wait(30), "the other session did not get its locks"
+    releaser = threading.Thread(target=release_once_another_waits, args=(alias, release, seen))
+    releaser.start()
+    try:
+        yield seen
+    finally:
+        release.set()
+        holder.join(30)
+        releaser.join(30)

@@ -1,6 +1,5 @@
 """The receiver's rules, including the race two deliveries of one key run into at the unique constraint."""
 
-import threading
 
 import pytest
 from django.db import connections, transaction
@@ -8,7 +7,7 @@ from django.db import connections, transaction
 from delivery.errors import ActionKeyConflict, InvalidTaskPayload
 from delivery.models import ReceiverTask
 from delivery.services import payload_hash, task_create_idempotent, task_create_many
-from tests.locks import release_once_another_waits, write_and_hold
+from tests.locks import held_by_another_session
 
 PAYLOAD = {"client_name": "Northwind"}
 KEY = "onboarding:7:42:1"
@@ -53,17 +52,13 @@ def test_concurrent_insert_of_the_same_key_resolves_at_the_unique_constraint(sam
     unique index: it waits there, gets IntegrityError, and must end as if it had seen the row."""
     if connections["delivery"].vendor != "postgresql":
         pytest.fail("needs PostgreSQL (row-level waits at the unique index); `make test` runs it there")
-    inserted, release, out, seen = threading.Event(), threading.Event(), {}, {}
+    out = {}
+
     def insert():
         out["task"] = ReceiverTask.objects.using("delivery").create(action_key=KEY, payload=PAYLOAD,
                                                                     payload_hash=payload_hash(PAYLOAD))
 
-    holder = threading.Thread(target=write_and_hold, args=("delivery", insert, inserted, release))
-    holder.start()
-    assert inserted.wait(30)
-    releaser = threading.Thread(target=release_once_another_waits, args=("delivery", release, seen))
-    releaser.start()
-    try:
+    with held_by_another_session("delivery", insert) as seen:
         if same_payload:
             outcome = task_create_idempotent(action_key=KEY, payload=PAYLOAD)
             assert outcome.created is False
@@ -71,10 +66,6 @@ def test_concurrent_insert_of_the_same_key_resolves_at_the_unique_constraint(sam
         else:
             with pytest.raises(ActionKeyConflict):
                 task_create_idempotent(action_key=KEY, payload={"client_name": "Contoso"})
-    finally:
-        release.set()
-        holder.join(30)
-        releaser.join(30)
     assert seen.get("waiting"), "the call must have waited on the other insert"
     assert ReceiverTask.objects.count() == 1
     assert ReceiverTask.objects.get().payload == PAYLOAD

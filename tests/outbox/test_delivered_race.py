@@ -5,7 +5,6 @@ of the old claim's delivery waits for that lock. Once the other session commits,
 under READ COMMITTED, and the record must see the new token and write nothing: no delivered state, no task
 id, no event, the attempt left as it was."""
 
-import threading
 
 import pytest
 from django.db import connections
@@ -16,7 +15,7 @@ from outbox.failures import DeliveryResult
 from outbox.models import Attempt, AttemptOutcome, Handoff, HandoffState
 from outbox.services import handoff_claim_due, handoff_record_outcomes
 from tests.factories import HandoffFactory
-from tests.locks import release_once_another_waits, write_and_hold
+from tests.locks import held_by_another_session
 
 S = HandoffState
 
@@ -28,22 +27,13 @@ def test_a_lease_taken_over_while_the_record_waits_for_the_row_is_refused():
         pytest.fail("needs PostgreSQL (row locks re-checked under READ COMMITTED); `make test` runs it there")
     handoff = HandoffFactory(number=1, workspace_id=7)
     [claim] = handoff_claim_due(worker="w1")
-    held, release, seen = threading.Event(), threading.Event(), {}
+
     def take_over():
         Handoff.objects.filter(pk=handoff.pk).update(lease_owner="w2", fencing_epoch=F("fencing_epoch") + 1)
 
-    holder = threading.Thread(target=write_and_hold, args=("default", take_over, held, release))
-    holder.start()
-    assert held.wait(30)
-    releaser = threading.Thread(target=release_once_another_waits, args=("default", release, seen))
-    releaser.start()
-    try:
+    with held_by_another_session("default", take_over) as seen:
         recorded = handoff_record_outcomes(outcomes=[(claim, DeliveryResult.ok(task_id="late", created=True))],
                                            destination=InProcessDestination())
-    finally:
-        release.set()
-        holder.join(30)
-        releaser.join(30)
     assert seen.get("waiting"), "the record did not wait for the row: the race was not run"
     assert recorded.states == [None]
     handoff.refresh_from_db()
