@@ -1,8 +1,14 @@
-"""Statements for many rows at once on PostgreSQL: `VALUES` lists and `UPDATE … FROM (VALUES …)`.
+"""Statements for many rows at once on PostgreSQL: `VALUES` lists, `UPDATE … FROM (VALUES …)`, and
+`unnest` of one array per column.
 
 Django's bulk_update builds a CASE expression per field and row, which costs more Python time than
 the dispatcher's whole HTTP call per batch; the VALUES form is a single flat statement. Other
 backends use bulk_update.
+
+A VALUES list's text grows with its rows, so psycopg converts it anew on every execution (it caches the
+conversion of statements up to 4 kB and 50 parameters) and PostgreSQL parses one cast per cell. `unnest`
+takes one array parameter per column: the statement's text is the same for any number of rows, and is
+converted once per process. The hot path (a batch of deliveries, `outbox/delivered.py`) uses it.
 """
 
 from django.db import connections
@@ -28,6 +34,18 @@ def values_sql(connection, columns: list[Field], rows: list[list]) -> tuple[str,
                 params.append(field.get_db_prep_save(value, connection))
         cells.append("(" + ", ".join(parts) + ")")
     return ", ".join(cells), params
+
+
+def unnest_sql(connection, columns: list[Field], rows: list[list]) -> tuple[str, list]:
+    """`unnest(%s::type[], …)`: one array parameter per column of `rows`, each value prepared by its field. A time
+    on the database clock (`DbNow`) cannot travel in an array: use `values_sql` for those."""
+    arrays: list[list] = [[] for _ in columns]
+    for row in rows:
+        for field, array, value in zip(columns, arrays, row, strict=True):
+            if isinstance(value, DbNow):
+                raise TypeError(f"{field.name}: a time on the database clock cannot be sent in an array")
+            array.append(field.get_db_prep_save(value, connection))
+    return "unnest(" + ", ".join(f"%s::{field.db_type(connection)}[]" for field in columns) + ")", arrays
 
 
 def update_many(objs: list[Model], fields: list[str], *, using: str = "default") -> None:

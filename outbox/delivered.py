@@ -4,7 +4,7 @@ A delivered outcome's changes do not depend on the handoff's row: the validated 
 the locked read that the other outcomes need (`outbox/outcomes.py` plans a retry from the row's attempts
 and retry window) is not needed, and the whole record is one round trip instead of six:
 
-    WITH v AS (VALUES …),
+    WITH v AS (SELECT * FROM unnest(an array per field that differs between rows)),
          mine AS (SELECT … WHERE the row still carries the claim's fencing token
                   ORDER BY id FOR NO KEY UPDATE),
          done AS (UPDATE handoff … RETURNING id),
@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from django.db import connections
 from django.utils import timezone
 
-from outbox.bulk_writes import values_sql
+from outbox.bulk_writes import unnest_sql
 from outbox.models import Attempt, DestinationHealth, DestinationState, Handoff, HandoffEvent, HandoffState
 
 DB = "default"
@@ -50,39 +50,60 @@ class DeliveredWritten:
     destination_healthy: bool | None
 
 
-def _assignments(qn, fields: list, columns: list[str]) -> str:
-    return ", ".join(f"{qn(field.column)} = v.{qn(column)}" for field, column in zip(fields, columns, strict=True))
+def _same_in_every_row(rows: list[DeliveredRow], get) -> bool:
+    first = get(rows[0])
+    return all(get(row) == first for row in rows[1:])
 
 
-def _values(connection, rows: list[DeliveredRow]) -> tuple[str, str, list, str, str]:
-    """The VALUES list's column names, rows and parameters, and the SET lists of the handoffs and attempts."""
+def _columns(connection, rows: list[DeliveredRow]) -> tuple[str, list, dict[str, tuple[str, list]]]:
+    """`unnest` of the arrays of what differs between rows, its parameters, and for every written column its
+    SQL (`v.<column>`, or one cast parameter when every row holds the same value: a batch of deliveries clears
+    the same failure fields in every row) with that parameter. The rows' ids, fencing tokens and attempts are
+    always arrays. The statement's text depends only on which fields differ, never on how many rows there are,
+    so psycopg converts it once per process."""
     qn = connection.ops.quote_name
-    handoff_fields = [Handoff._meta.get_field(name) for name in sorted(rows[0].changes)]
-    attempt_fields = [Attempt._meta.get_field(name) for name in sorted(rows[0].attempt)]
-    token_fields = [Handoff._meta.pk, Handoff._meta.get_field("fencing_epoch"), Attempt._meta.pk,
-                    HandoffEvent._meta.get_field("reason")]
-    handoff_columns = [f"h_{field.column}" for field in handoff_fields]
-    attempt_columns = [f"a_{field.column}" for field in attempt_fields]
-    names = ", ".join(qn(name) for name in ["id", "epoch", "attempt_id", "reason", *handoff_columns,
-                                            *attempt_columns])
-    values, params = values_sql(connection, [*token_fields, *handoff_fields, *attempt_fields], [
-        [row.handoff_id, row.epoch, row.attempt_id, row.reason,
-         *(row.changes[field.name] for field in handoff_fields), *(row.attempt[field.name] for field in attempt_fields)]
-        for row in rows
-    ])
-    return (names, values, params, _assignments(qn, handoff_fields, handoff_columns),
-            _assignments(qn, attempt_fields, attempt_columns))
+    token_fields = [Handoff._meta.pk, Handoff._meta.get_field("fencing_epoch"), Attempt._meta.pk]
+    arrays = [("id", token_fields[0], lambda row: row.handoff_id), ("epoch", token_fields[1], lambda row: row.epoch),
+              ("attempt_id", token_fields[2], lambda row: row.attempt_id)]
+    written: dict[str, tuple[str, list]] = {}
+    columns = [("reason", HandoffEvent._meta.get_field("reason"), lambda row: row.reason)]
+    columns += [(f"h_{name}", Handoff._meta.get_field(name), lambda row, name=name: row.changes[name])
+                for name in sorted(rows[0].changes)]
+    columns += [(f"a_{name}", Attempt._meta.get_field(name), lambda row, name=name: row.attempt[name])
+                for name in sorted(rows[0].attempt)]
+    for column, field, get in columns:
+        if _same_in_every_row(rows, get):
+            written[column] = (f"%s::{field.db_type(connection)}", [field.get_db_prep_save(get(rows[0]), connection)])
+        else:
+            arrays.append((column, field, get))
+            written[column] = (f"v.{qn(column)}", [])
+    values, params = unnest_sql(connection, [field for _column, field, _get in arrays],
+                                [[get(row) for _column, _field, get in arrays] for row in rows])
+    return f"{values} AS v ({', '.join(qn(column) for column, _field, _get in arrays)})", params, written
+
+
+def _assignments(connection, written: dict[str, tuple[str, list]], prefix: str, model) -> tuple[str, list]:
+    qn = connection.ops.quote_name
+    parts, params = [], []
+    for column, (sql, column_params) in written.items():
+        if column.startswith(prefix):
+            parts.append(f"{qn(model._meta.get_field(column[len(prefix):]).column)} = {sql}")
+            params += column_params
+    return ", ".join(parts), params
 
 
 def record_delivered(rows: list[DeliveredRow], *, worker: str, destination: str) -> DeliveredWritten:
     connection = connections[DB]
     qn = connection.ops.quote_name
-    names, values, value_params, handoff_set, attempt_set = _values(connection, rows)
+    values, value_params, written = _columns(connection, rows)
+    handoff_set, handoff_params = _assignments(connection, written, "h_", Handoff)
+    attempt_set, attempt_params = _assignments(connection, written, "a_", Attempt)
+    reason, reason_params = written["reason"]
     handoffs, events, attempts, health = (qn(model._meta.db_table)
                                           for model in (Handoff, HandoffEvent, Attempt, DestinationHealth))
     # Identifiers come from the models and are quoted by the backend; every value is a parameter.
     sql = (
-        f"WITH v ({names}) AS (VALUES {values}), "  # noqa: S608
+        f"WITH v AS (SELECT * FROM {values}), "  # noqa: S608
         f"mine AS (SELECT h.id FROM {handoffs} h JOIN v ON v.id = h.id "
         "WHERE h.state = %s AND h.lease_owner = %s AND h.fencing_epoch = v.epoch "
         "ORDER BY h.id FOR NO KEY UPDATE OF h), "
@@ -90,15 +111,16 @@ def record_delivered(rows: list[DeliveredRow], *, worker: str, destination: str)
         f"done AS (UPDATE {handoffs} h SET {handoff_set}, updated_at = %s FROM v JOIN mine ON mine.id = v.id "
         "WHERE h.id = v.id AND h.state = %s AND h.lease_owner = %s AND h.fencing_epoch = v.epoch RETURNING h.id), "
         f"event AS (INSERT INTO {events} (handoff_id, from_state, to_state, actor_label, action, reason, at) "
-        "SELECT v.id, %s, %s, %s, '', v.reason, %s FROM v JOIN done ON done.id = v.id), "
+        f"SELECT v.id, %s, %s, %s, '', {reason}, %s FROM v JOIN done ON done.id = v.id), "
         f"finished AS (UPDATE {attempts} a SET {attempt_set} FROM v JOIN done ON done.id = v.id "
         "WHERE a.id = v.attempt_id) "
         "SELECT ARRAY(SELECT id FROM done), "
         f"(SELECT state = %s AND consecutive_failures = 0 FROM {health} WHERE name = %s)"
     )
     now = timezone.now()
-    params = [*value_params, HandoffState.IN_FLIGHT, worker, now, HandoffState.IN_FLIGHT, worker,
-              HandoffState.IN_FLIGHT, HandoffState.DELIVERED, worker, now, DestinationState.ACTIVE, destination]
+    params = [*value_params, HandoffState.IN_FLIGHT, worker, *handoff_params, now, HandoffState.IN_FLIGHT, worker,
+              HandoffState.IN_FLIGHT, HandoffState.DELIVERED, worker, *reason_params, now, *attempt_params,
+              DestinationState.ACTIVE, destination]
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         ids, healthy = cursor.fetchone()

@@ -8,6 +8,7 @@ dispatcher, settlement, reconciliation) works through this interface.
 import json
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from urllib.parse import quote, urlencode, urlsplit
 
@@ -260,7 +261,7 @@ class HttpDestination(Destination):
         except ValueError:
             parsed = None
         return _item_result(response.status_code, parsed, response.headers.get("Retry-After"), outgoing,
-                            latency_ms, describe=_describe(response))
+                            latency_ms, describe=lambda: _describe(response))
 
     def deliver_batch(self, outgoings: list[Outgoing]) -> list[DeliveryResult]:
         if not self.supports_batch or len(outgoings) < 2:
@@ -320,8 +321,9 @@ class HttpDestination(Destination):
 
 
 def _item_result(status: object, body: object, retry_after: str | None, outgoing: Outgoing, latency_ms: int,
-                 *, describe: str) -> DeliveryResult:
-    """What one answer (a single call's, or one batch item's) means for its handoff."""
+                 *, describe: Callable[[], str]) -> DeliveryResult:
+    """What one answer (a single call's, or one batch item's) means for its handoff. `describe` words the answer
+    for a failure's detail; a delivery has its receipt, and does not pay for the wording."""
     common = {"status_code": status if isinstance(status, int) else None, "latency_ms": latency_ms}
     if status in (200, 201):
         try:
@@ -334,7 +336,7 @@ def _item_result(status: object, body: object, retry_after: str | None, outgoing
     if not isinstance(status, int):
         return DeliveryResult.failed(FailureClass.MALFORMED, "malformed_receipt", "answer without a status", **common)
     failure_class, reason_code = classify_status(status)
-    return DeliveryResult.failed(failure_class, reason_code, describe, retry_after=parse_retry_after(retry_after),
+    return DeliveryResult.failed(failure_class, reason_code, describe(), retry_after=parse_retry_after(retry_after),
                                  **common)
 
 
@@ -360,7 +362,7 @@ def _batch_item_result(item: object, outgoing: Outgoing, latency_ms: int) -> Del
     fields = item if isinstance(item, dict) else {}
     retry_after = fields.get("retry_after")
     return _item_result(fields.get("http_status"), item, str(retry_after) if retry_after else None, outgoing,
-                        latency_ms, describe=redact_text(json.dumps(item)[:500]))
+                        latency_ms, describe=lambda: redact_text(json.dumps(item)[:500]))
 
 
 def _describe(response: "Answer") -> str:

@@ -1,11 +1,18 @@
 """Signs outgoing receiver calls in the Standard Webhooks format."""
 
 import uuid
+from functools import lru_cache
 
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.utils import timezone
 from standardwebhooks.webhooks import Webhook
+
+
+@lru_cache(maxsize=4)
+def _signer(secret: str) -> Webhook:
+    """One signer per secret: building one decodes the secret, which every call would otherwise repeat."""
+    return Webhook(secret)
 
 
 def signed_headers(body: str, *, secret: str | None = None) -> dict[str, str]:
@@ -18,5 +25,5 @@ def signed_headers(body: str, *, secret: str | None = None) -> dict[str, str]:
     return {
         "webhook-id": message_id,
         "webhook-timestamp": str(int(now.timestamp())),
-        "webhook-signature": Webhook(secret).sign(message_id, now, body),
+        "webhook-signature": _signer(secret).sign(message_id, now, body),
     }

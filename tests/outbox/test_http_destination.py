@@ -60,6 +60,19 @@ def test_delivers_over_signed_http_and_validates_the_receipt(receiver, make_hand
     assert attempt.status_code == 201 and attempt.latency_ms is not None
 
 
+def test_a_delivery_does_not_word_its_answer_as_a_failure_would(receiver, make_handoff, monkeypatch):
+    """The answer's wording (parsed, dumped and redacted again) is for a failure's detail; a delivery has its
+    receipt. A failure is still worded (`test_each_injected_fault_is_classified`)."""
+    import outbox.destinations
+
+    def worded(_response):
+        raise AssertionError("a delivery's answer was worded as a failure's detail")
+
+    monkeypatch.setattr(outbox.destinations, "_describe", worded)
+    handoff = make_handoff()
+    assert handoff_deliver(handoff_id=handoff.pk, destination=receiver) == S.DELIVERED
+
+
 def test_a_closed_destination_opens_connections_again(receiver, make_handoff):
     receiver.close()  # as reset_destination() does
     handoff = make_handoff()
@@ -87,6 +100,8 @@ def test_each_injected_fault_is_classified(receiver, impatient, settings, make_h
     assert (handoff.failure_class, handoff.reason_code) == (failure_class, reason)
     assert handoff.destination_id == ""
     assert ReceiverTask.objects.filter(action_key=handoff.action_key).exists() == task_created
+    if kind.startswith("http_"):  # the answer, worded for the person who reads the failure
+        assert handoff.last_error.startswith(f"HTTP {kind[5:]}: "), handoff.last_error
 
 
 def test_retry_after_is_honoured(receiver, settings, make_handoff):
