@@ -36,6 +36,8 @@ from harness import (  # noqa: E402
     PGHOST,
     PRELOAD_FIRST,
     PYTHON,
+    RECEIVER_THREADS,
+    RECEIVER_WORKERS,
     ROOT,
     Bench,
     bulk_fill_concurrently,
@@ -537,8 +539,9 @@ def main() -> None:
     parser.add_argument("--handoffs", type=int, default=5000)
     parser.add_argument("--pgbench-seconds", type=int, default=10)
     parser.add_argument("--latency-seconds", type=float, default=15)
-    parser.add_argument("--one-call-pairs", type=int, default=3,
-                        help="back-to-back pairs of the receiver's capacity and the one-call run; the median counts")
+    parser.add_argument("--one-call-pairs", type=int, default=5,
+                        help="back-to-back pairs of the receiver's capacity and the one-call run; the median of "
+                             "the pairs' ratios counts")
     parser.add_argument("--growth-rows", type=int, nargs="*", default=[10_000, 1_000_000, 10_000_000],
                         help="delivered rows preloaded, one growth run each; the first is the small table")
     parser.add_argument("--reconcile-after-growth", action=argparse.BooleanOptionalAction, default=True,
@@ -562,8 +565,10 @@ def main() -> None:
 
     bench = Bench("e2e", RECEIVER_SUPPORTS_BATCH="1", HANDOFF_CLAIM_BATCH="50").setup()
     bench.start_receiver()
+    report["receiver_workers"], report["receiver_threads"] = RECEIVER_WORKERS, RECEIVER_THREADS
     # The receiver's own capacity: plain clients, no outbox. The report divides every figure against the receiver's
-    # capacity by the most it answered in any measurement of the run (`bench/report.py`, `one_call_figure`).
+    # capacity by the most it answered in any measurement of the run (`bench/report.py`, `one_call_figure`), except
+    # the one-call aim, read pair by pair (`one_call_paired`).
     report["receiver_capacity"] = [receiver_capacity.measure(bench.receiver_url, bench.env["RECEIVER_SIGNING_SECRET"],
                                                              clients=c, seconds=8) for c in (2, 4)]
     print(f"  receiver capacity {report['receiver_capacity']}", flush=True)
