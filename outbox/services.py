@@ -64,11 +64,28 @@ DB = "default"
 S = HandoffState
 
 
-def _lock(handoff_id: int) -> Handoff:
+def _lock_with_compensated_steps(ids: list[int]) -> None:
+    """A delivered compensation marks the step it reversed (`_mark_compensation`), under that step's row lock.
+    Take those locks first, with the rows themselves and in one id order: the step's id is below its compensation's,
+    and `instance_compensate` locks an instance's rows in id order, so taking the step after the rows
+    could deadlock against it. A row's `compensates_id` never changes, so it is read before the lock."""
+    steps = set(Handoff.objects.using(DB).filter(pk__in=ids, compensates_id__isnull=False)
+                .values_list("compensates_id", flat=True))
+    if steps:
+        list(Handoff.objects.using(DB).select_for_update(no_key=True).filter(pk__in=sorted(set(ids) | steps))
+             .order_by("pk").values_list("pk", flat=True))
+
+
+def handoff_lock(handoff_id: int) -> Handoff:
+    """The handoff's row, locked for a write in the caller's transaction; a compensation's step is locked
+    first (a compensation settled as delivered marks it). Every service that writes one handoff locks it
+    here, and so must any other app that locks a handoff before calling them. HandoffNotFound when absent."""
+    _lock_with_compensated_steps([handoff_id])
     handoff = Handoff.objects.using(DB).select_for_update(no_key=True).filter(pk=handoff_id).first()
     if handoff is None:
         raise HandoffNotFound(handoff_id)
     return handoff
+
 
 
 def transition_changes(handoff: Handoff, to_state: str, changes: dict) -> dict:
@@ -415,6 +432,8 @@ def handoff_record_outcomes(*, outcomes: list[tuple[Claim, DeliveryResult]], des
     ids = sorted(claim.handoff_id for claim, _ in outcomes)
     states: list[str | None] = []
     with transaction.atomic(using=DB):
+        if any(claim.follow_up for claim, _ in outcomes):
+            _lock_with_compensated_steps(ids)
         locked = _locked_in_flight(ids, destination.retry_policy.window_seconds)
         changed, fields, events, attempts = [], {"updated_at"}, [], []
         for claim, result in outcomes:
@@ -616,7 +635,7 @@ def _apply_settlement(locked: Handoff | None, handoff_id: int, destination: Dest
 def handoff_supersede(*, handoff_id: int, actor=None, reason: str, only_from: tuple[str, ...] | None = None) -> Handoff:
     """A correction replaced the handoff. `only_from` names the states it may be in, checked under the lock."""
     with transaction.atomic(using=DB):
-        handoff = _lock(handoff_id)
+        handoff = handoff_lock(handoff_id)
         if only_from is not None and handoff.state not in only_from:
             raise InvalidTransition(handoff.action_key, handoff.state, S.SUPERSEDED)
         handoff_transition(handoff, S.SUPERSEDED, actor=actor, reason=reason, action="correct", reason_code="corrected")
@@ -627,7 +646,7 @@ def handoff_cancel(*, handoff_id: int, actor, reason: str) -> Handoff:
     if not reason.strip():
         raise ReasonRequired("a reason is required to cancel a handoff")
     with transaction.atomic(using=DB):
-        handoff = _lock(handoff_id)
+        handoff = handoff_lock(handoff_id)
         if not handoff.cancellable_alone:
             raise CompensationBlocked(f"{handoff.action_key} is a later step or a compensation of a workflow: "
                                       "compensate the workflow instead")
@@ -643,7 +662,7 @@ def handoff_retry(*, handoff_id: int, actor, reason: str = "", confirm_risk: boo
     without reconciling first needs `confirm_risk`.
     """
     with transaction.atomic(using=DB):
-        handoff = _lock(handoff_id)
+        handoff = handoff_lock(handoff_id)
         if handoff.state == S.UNCERTAIN or (
             handoff.state == S.NEEDS_ATTENTION
             and handoff.failure_class in (FailureClass.UNCERTAIN, FailureClass.MALFORMED)
@@ -687,7 +706,7 @@ def _may_own(user_id: int, workspace_id: int) -> bool:
 def handoff_assign(*, handoff_id: int, actor, owner, reason: str = "") -> Handoff:
     """Give the handoff an owner (or none). The owner must be an operator of the handoff's workspace."""
     with transaction.atomic(using=DB):
-        handoff = _lock(handoff_id)
+        handoff = handoff_lock(handoff_id)
         if owner is not None and not _may_own(owner.pk, handoff.workspace_id):
             raise AssigneeNotOperator(f"{owner.get_username()} is not an operator of workspace {handoff.workspace_id}")
         previous = handoff.owner.get_username() if handoff.owner else "nobody"
@@ -705,7 +724,7 @@ def handoff_assign(*, handoff_id: int, actor, owner, reason: str = "") -> Handof
 def handoff_acknowledge(*, handoff_id: int, actor, reason: str = "") -> Handoff:
     """The failure is seen by a person: records who and when (time to acknowledgement is a metric)."""
     with transaction.atomic(using=DB):
-        handoff = _lock(handoff_id)
+        handoff = handoff_lock(handoff_id)
         if handoff.state != S.NEEDS_ATTENTION:
             raise InvalidTransition(handoff.action_key, handoff.state, "acknowledged")
         handoff_transition(
@@ -764,7 +783,7 @@ def handoff_settle_manually(*, handoff_id: int, actor, receiver_task_id: str, re
     if not reason.strip():
         raise ReasonRequired("say what was checked or done at the receiver")
     with transaction.atomic(using=DB):
-        handoff = _lock(handoff_id)
+        handoff = handoff_lock(handoff_id)
         to_state, changes = _settle_changes(handoff, receiver_task_id)
         handoff_transition(handoff, to_state, actor=actor, action="manual_repair", reason=reason, **changes)
         if to_state == S.PENDING:
@@ -775,7 +794,7 @@ def handoff_settle_manually(*, handoff_id: int, actor, receiver_task_id: str, re
 def handoff_note_check(*, handoff_id: int, actor, reason: str, action: str = "reconcile_now") -> HandoffEvent:
     """Write an operator's check or repair of a handoff into its history without changing its state."""
     with transaction.atomic(using=DB):
-        handoff = _lock(handoff_id)
+        handoff = handoff_lock(handoff_id)
         return handoff_transition(handoff, handoff.state, actor=actor, action=action, reason=reason)
 
 

@@ -7,6 +7,7 @@ both sides before it is recorded: a handoff delivered while the run was between 
 false `missing_at_receiver`, and a task created for a handoff approved mid-run is not an orphan.
 """
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -21,10 +22,12 @@ from django.utils import timezone
 
 from approvals.models import Request, RequestState, Workspace
 from outbox.destinations import Destination, LookupFailed, RemoteTask, get_destination
+from outbox.errors import HandoffNotFound
 from outbox.limits import LimitedLookups
 from outbox.models import OPEN_STATES, Handoff, HandoffState
 from outbox.services import (
     PERSON_LOOKUP_WAIT_SECONDS,
+    handoff_lock,
     handoff_note_check,
     handoff_settle_manually,
     handoffs_record_work_status,
@@ -722,7 +725,8 @@ def _repair_target(finding_id: int | None, handoff_id: int | None) -> tuple[Find
     handoff_id = handoff_id if handoff_id is not None else (finding.handoff_id if finding else None)
     handoff = None
     if handoff_id is not None:
-        handoff = Handoff.objects.using(DB).select_for_update(no_key=True).filter(pk=handoff_id).first()
+        with contextlib.suppress(HandoffNotFound):
+            handoff = handoff_lock(handoff_id)
     if finding is None and handoff is None:
         raise FindingNotFound(finding_id)
     return finding, handoff
