@@ -97,3 +97,24 @@ def test_redaction_masks_personal_data_and_secrets_everywhere():
     assert "northwind.example" not in out["notes"] and "whsec_" not in out["notes"]
     assert redact_text("Authorization: Bearer abc.def") == "Authorization: Bearer " + REDACTED
     assert payload["contact_email"] == "a@b.example", "redaction must not change the original"
+
+
+def test_redaction_patterns_are_linear_time_re2():
+    """With backtracking (`re`) the e-mail pattern took time quadratic in a long run of address characters, and
+    redaction runs on receivers' answers and stored payloads before every page and log line: RE2 cannot
+    backtrack."""
+    import re
+
+    import re2
+
+    from outbox import redaction
+
+    patterns = [value for value in vars(redaction).values() if isinstance(value, re.Pattern | re2._Regexp)]
+    assert patterns, "the redaction module has no patterns to check"
+    assert not [p.pattern for p in patterns if isinstance(p, re.Pattern)]
+
+
+def test_redaction_finds_an_address_after_a_long_run_of_address_characters():
+    text = "a." * 50_000 + " reach ops@northwind.example"
+    out = redact_text(text)
+    assert out.endswith("reach " + REDACTED) and "northwind" not in out
