@@ -5,12 +5,14 @@ idempotency key and whether it can be asked about a key. Everything else in the 
 dispatcher, settlement, reconciliation) works through this interface.
 """
 
+import ipaddress
 import json
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from urllib.parse import quote, urlencode, urlsplit
+from urllib.request import getproxies_environment, proxy_bypass_environment
 
 import urllib3
 from django.conf import settings
@@ -18,6 +20,7 @@ from urllib3.exceptions import (
     ConnectTimeoutError,
     NewConnectionError,
     ProtocolError,
+    ProxyError,
     ReadTimeoutError,
     SSLError,
 )
@@ -165,6 +168,57 @@ class Answer:
         return self.content.decode("utf-8", "replace")
 
 
+def proxy_for(url: str) -> str | None:
+    """The proxy the environment names for `url`, read as curl and requests read it (`HTTP_PROXY`,
+    `HTTPS_PROXY`, `NO_PROXY`, upper or lower case), or None for a direct connection. A receiver on this
+    machine (localhost, a loopback address) is always called directly, as Go's HTTP client does: a proxy
+    set for the way out must not carry a local receiver's calls (the demo's, the tests', the bench's)."""
+    proxies = getproxies_environment()
+    parts = urlsplit(url)
+    proxy = proxies.get(parts.scheme)
+    if not proxy or _on_this_machine(parts.hostname or "") or proxy_bypass_environment(parts.netloc, proxies):
+        return None
+    return proxy
+
+
+def _on_this_machine(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+class _Direct:
+    """Keep-alive connections straight to the receiver; requests name a path."""
+
+    def __init__(self, base_url: str, options: dict):
+        self.pool = urllib3.connection_from_url(base_url, **options)
+        self.prefix = urlsplit(base_url).path
+
+    def urlopen(self, method: str, path: str, **kw):
+        return self.pool.urlopen(method, f"{self.prefix}{path}", **kw)
+
+    def close(self) -> None:
+        self.pool.close()
+
+
+class _Proxied:
+    """Keep-alive connections through an HTTP proxy: a plain request goes to the proxy in absolute form, an
+    HTTPS one through a CONNECT tunnel (urllib3's ProxyManager does both)."""
+
+    def __init__(self, base_url: str, proxy: str, options: dict):
+        self.manager = urllib3.ProxyManager(proxy, num_pools=1, **options)
+        self.prefix = base_url
+
+    def urlopen(self, method: str, path: str, **kw):
+        return self.manager.urlopen(method, f"{self.prefix}{path}", **kw)
+
+    def close(self) -> None:
+        self.manager.clear()
+
+
 class HttpDestination(Destination):
     """A receiver reached over its signed HTTP API with a pooled client."""
 
@@ -197,8 +251,10 @@ class HttpDestination(Destination):
         # call, which on a shared machine is CPU the receiver gets (docs/benchmarks.md).
         self._pool_options = {"maxsize": max_connections, "block": False, "retries": False,
                               "timeout": urllib3.Timeout(connect=connect_timeout, read=read_timeout)}
-        self._pool = urllib3.connection_from_url(self.base_url, **self._pool_options)
-        self._path = urlsplit(self.base_url).path
+        # An egress proxy named in the environment is honoured (NO_PROXY for receivers reached directly);
+        # read once, when the destination is built.
+        self.proxy = proxy_for(self.base_url)
+        self._pool = self._connections()
         self._batch_refused_until = 0.0  # monotonic
 
     def describe(self) -> str:
@@ -207,16 +263,21 @@ class HttpDestination(Destination):
     def batching(self) -> bool:
         return self.supports_batch and time.monotonic() >= self._batch_refused_until
 
+    def _connections(self) -> "_Direct | _Proxied":
+        if self.proxy:
+            return _Proxied(self.base_url, self.proxy, self._pool_options)
+        return _Direct(self.base_url, self._pool_options)
+
     def close(self) -> None:
         """Close the pooled connections. The destination stays usable: a fresh pool opens connections again."""
-        pool, self._pool = self._pool, urllib3.connection_from_url(self.base_url, **self._pool_options)
+        pool, self._pool = self._pool, self._connections()
         pool.close()
 
     def _signed(self, body: str) -> dict[str, str]:
         return signed_headers(body, secret=self.signing_secret)
 
     def _request(self, method: str, path: str, body: bytes | None, headers: dict[str, str]) -> "Answer":
-        response = self._pool.urlopen(method, f"{self._path}{path}", body=body, headers=headers, retries=False,
+        response = self._pool.urlopen(method, path, body=body, headers=headers, retries=False,
                                       redirect=False, preload_content=True)
         return Answer(status_code=response.status, headers=response.headers, content=response.data)
 
@@ -230,6 +291,11 @@ class HttpDestination(Destination):
         except NewConnectionError as exc:
             # Nothing reached the receiver: safe to try again. (A subclass of ConnectTimeoutError: first.)
             failure = DeliveryResult.failed(FailureClass.TRANSIENT, "connect_failed", redact_text(str(exc)))
+        except ProxyError as exc:
+            # The proxy was not reached (urllib3 raises this only before it has connected to the proxy): nothing
+            # was sent. A proxy that refuses a CONNECT tunnel is an OSError below: uncertain, the safe side.
+            failure = DeliveryResult.failed(FailureClass.TRANSIENT, "connect_failed",
+                                            f"proxy {self.proxy} not reached: {redact_text(str(exc))}")
         except ConnectTimeoutError as exc:
             failure = DeliveryResult.failed(FailureClass.TRANSIENT, "connect_timeout", redact_text(str(exc)))
         except SSLError as exc:
