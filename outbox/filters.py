@@ -82,8 +82,10 @@ class HandoffFilter(django_filters.FilterSet):
                         | Q(payload_text__icontains=text)))
 
 
-# "42" or "request 42": a request number, matched against the source reference, never inside other ids.
-_REQUEST_NUMBER = re.compile(r"(?:request\s+)?(\d+)", re.IGNORECASE)
+# "42" or "request 42": a request number, matched against the source reference, never inside other ids. ASCII
+# digits, at most 18 of them: int() refuses other digits and numbers of more than 4,300 digits, and no
+# request number is longer (the text is then searched for as text).
+_REQUEST_NUMBER = re.compile(r"(?:request\s+)?([0-9]{1,18})", re.IGNORECASE)
 
 
 def request_number(text: str) -> int | None:

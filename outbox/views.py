@@ -58,7 +58,9 @@ PAGE_SIZE = 50
 # A bulk action runs inside the web request; above this many matches it asks for a narrower filter.
 # The most handoffs one bulk action may cover; above BULK_INLINE_LIMIT it runs as a background job.
 BULK_JOB_LIMIT = 100_000
-FILTER_FIELDS = ("workspace", "state", "failure_class", "owner", "age", "step", "q")
+# Every field the list's filter offers, taken from the filter itself: a field missing here was shown and then
+# dropped, so a bulk action applied to more handoffs than the operator's filter named.
+FILTER_FIELDS = tuple(HandoffFilter.base_filters)
 
 
 # --- list ---------------------------------------------------------------------------------

@@ -109,3 +109,24 @@ def test_bulk_needs_the_operator_role(world, rejected):
 
 def test_bulk_unknown_action_is_refused(world):
     assert bulk(world["olga"], {"bulk_action": "delete"}).status_code == 422
+
+
+def test_bulk_applies_only_to_the_reason_code_the_filter_names(world):
+    """The list offers a reason-code filter; a bulk action once dropped it and acted on every handoff."""
+    named = HandoffFactory(state=S.NEEDS_ATTENTION, failure_class=FailureClass.PERMANENT, reason_code="payload_invalid")
+    other = HandoffFactory(state=S.NEEDS_ATTENTION, failure_class=FailureClass.TRANSIENT,
+                           reason_code="retries_exhausted")
+    filters = {"reason_code": "payload_invalid", "bulk_action": "acknowledge"}
+    preview = bulk(world["olga"], filters)
+    assert b"<strong>1</strong> handoff matches" in preview.content
+    applied = bulk(world["olga"], {**filters, "bulk_confirm": "1", "bulk_upto": str(max(named.pk, other.pk))})
+    assert applied.status_code == 200
+    assert HandoffEvent.objects.filter(action="acknowledge").count() == 1
+    assert HandoffEvent.objects.get(action="acknowledge").handoff_id == named.pk
+
+
+def test_every_filter_the_list_offers_is_kept_by_bulk_actions():
+    from outbox.filters import HandoffFilter
+    from outbox.views import FILTER_FIELDS
+
+    assert set(HandoffFilter.base_filters) <= set(FILTER_FIELDS)

@@ -88,6 +88,10 @@ def test_row_shows_key_state_attempts_failure_destination_and_age(world, rejecte
         ({"failure_class": "permanent"}, ["onboarding:7:50:1"]),
         ({"q": "50"}, ["onboarding:7:50:1"]),
         ({"q": "7:42"}, ["onboarding:7:42:1"]),
+        ({"reason_code": "payload_invalid"}, ["onboarding:7:50:1"]),
+        # Not request numbers (int() refuses them): searched for as text, never a 500.
+        ({"q": "9" * 5000}, []),
+        ({"q": "\u0664\u0662"}, []),
         ({"workspace": "7", "state": "delivered"}, []),
         ({"owner": "nobody"}, []),
         ({"age": "1h"}, []),
