@@ -21,9 +21,20 @@ def parse_id(raw: str, *, name: str) -> int | None:
     """An id in the database's range, or None when the value is empty."""
     if raw == "":
         return None
-    if not (raw.isascii() and raw.isdigit()) or not 0 < int(raw) <= MAX_ID:
+    # ASCII digits only, and no more than MAX_ID has: int() refuses other digits ("²") and numbers of more
+    # than 4,300 digits, and a larger id would fail in the query.
+    if not (raw.isascii() and raw.isdigit()) or len(raw) > len(str(MAX_ID)) or not 0 < int(raw) <= MAX_ID:
         raise BadQueryValue(f"{name} must be a whole number between 1 and {MAX_ID}")
     return int(raw)
+
+
+def id_or_none(raw: str) -> int | None:
+    """A posted or linked id, or None for anything that cannot be one (empty, not ASCII digits, out of range):
+    for the callers that answer "no such thing" themselves."""
+    try:
+        return parse_id(raw, name="id")
+    except BadQueryValue:
+        return None
 
 
 def parse_keyset_cursor(raw: str, *, name: str) -> tuple[datetime, int] | None:

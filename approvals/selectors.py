@@ -3,6 +3,7 @@
 from django.db.models import QuerySet
 
 from approvals.models import Membership, Request, RequestState, Role, Workspace
+from approvals.querystring import id_or_none
 
 
 def workspace_ids_for(user, role: str | None = None) -> list[int]:
@@ -263,4 +264,5 @@ def user_by_id(raw: str):
     """The user a posted id names, or None (also for an id that is not a number)."""
     from django.contrib.auth import get_user_model
 
-    return get_user_model().objects.filter(pk=raw).first() if raw.isascii() and raw.isdigit() else None
+    pk = id_or_none(raw)
+    return get_user_model().objects.filter(pk=pk).first() if pk else None

@@ -348,7 +348,9 @@ def _parse_limit(raw: object, label: str) -> int | None:
     if raw is None or (isinstance(raw, str) and not raw.strip()):
         return None
     text = str(raw).strip()
-    if not text.isascii() or not text.isdigit() or not 1 <= int(text) <= LIMIT_CEILING:
+    # The length first: int() refuses more than 4,300 digits.
+    if not (text.isascii() and text.isdigit()) or len(text) > len(str(LIMIT_CEILING)) \
+            or not 1 <= int(text) <= LIMIT_CEILING:
         raise InvalidLimit(
             f"{label} must be a whole number from 1 to {LIMIT_CEILING:,}, or empty for no limit; got {text[:20]!r}"
         )

@@ -20,7 +20,7 @@ from django_htmx.http import push_url
 from approvals import services as approval_services
 from approvals.errors import ApprovalsError, InvalidPayload
 from approvals.models import Role
-from approvals.querystring import BadQueryValue, keyset_cursor, parse_keyset_cursor
+from approvals.querystring import BadQueryValue, id_or_none, keyset_cursor, parse_keyset_cursor
 from approvals.selectors import (
     console_nav,
     is_operator_of,
@@ -181,8 +181,8 @@ def _bulk_preview(request, action: str, matching) -> dict:
 
 
 def _bulk_confirm(request, action: str, matching) -> dict:
-    upto = request.POST.get("bulk_upto", "")
-    ids = list(matching.filter(id__lte=int(upto) if upto.isdigit() else 0).order_by("id")
+    upto = id_or_none(request.POST.get("bulk_upto", ""))
+    ids = list(matching.filter(id__lte=upto or 0).order_by("id")
                .values_list("id", flat=True)[:BULK_JOB_LIMIT])
     owner_raw, reason = request.POST.get("bulk_owner", ""), request.POST.get("bulk_reason", "").strip()
     if len(ids) <= BULK_INLINE_LIMIT:
@@ -470,7 +470,8 @@ def handoff_repair(request: HtmxHttpRequest, handoff: Handoff) -> dict:
     finding_id = None
     if raw:
         # Only a live finding of this handoff's key: the handoff's scope check then covers the finding.
-        finding = live_findings_of(handoff.action_key).filter(pk=raw).first() if raw.isdigit() else None
+        finding_pk = id_or_none(raw)
+        finding = live_findings_of(handoff.action_key).filter(pk=finding_pk).first() if finding_pk else None
         if finding is None:
             raise FindingNotOnHandoff("that finding is not open on this handoff")
         finding_id = finding.pk

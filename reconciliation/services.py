@@ -21,6 +21,7 @@ from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
 from approvals.models import Request, RequestState, Workspace
+from approvals.querystring import id_or_none
 from outbox.destinations import Destination, LookupFailed, RemoteTask, get_destination
 from outbox.errors import HandoffNotFound
 from outbox.limits import LimitedLookups
@@ -149,7 +150,8 @@ def _work_reason(row: SourceRow, task: RemoteTask | None, *, now: datetime) -> t
 def _key_parts(action_key: str) -> tuple[str, int | None]:
     """Workflow and workspace of an action key `<workflow>:<workspace>:<request>:<revision>`, when it has them."""
     parts = action_key.split(":")
-    workspace = int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else None
+    # The key may be the receiver's (an orphan task): whatever it holds, never int() on it unchecked.
+    workspace = id_or_none(parts[1]) if len(parts) > 1 else None
     return parts[0], workspace
 
 

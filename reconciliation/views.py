@@ -14,6 +14,7 @@ from django.views.decorators.http import require_GET, require_POST
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 
 from approvals.models import Role
+from approvals.querystring import id_or_none
 from approvals.selectors import workspace_ids_for
 from config.htmx import HtmxHttpRequest
 from outbox.limits import SET_LIMITS_PERMISSION, InvalidLimit, destination_set_limits
@@ -38,9 +39,10 @@ def _workspace_param(request: HtmxHttpRequest, scope: list[int]) -> int | None:
     raw = request.GET.get("workspace", "")
     if not raw:
         return None
-    if not raw.isdigit() or int(raw) not in scope:
+    workspace = id_or_none(raw)
+    if workspace not in scope:
         raise Http404("no such workspace")
-    return int(raw)
+    return workspace
 
 
 @require_GET
@@ -166,12 +168,12 @@ def finding_resolve(request: HtmxHttpRequest, pk: int) -> HttpResponse:
 @login_required
 def workspace_reconcile(request: HtmxHttpRequest) -> HttpResponse:
     """Reconcile now, for one workspace: runs at once when small (the answer says what it found), else queued."""
-    raw = request.POST.get("workspace", "")
-    if not raw.isdigit() or int(raw) not in workspace_ids_for(request.user):
+    workspace = id_or_none(request.POST.get("workspace", ""))
+    if workspace is None or workspace not in workspace_ids_for(request.user):
         raise Http404("no such workspace")
-    if int(raw) not in workspace_ids_for(request.user, Role.OPERATOR):
-        raise PermissionDenied(f"reconciling workspace {raw} needs the operator role there")
-    run = services.reconciliation_start_for_workspace(workspace_id=int(raw), actor=request.user)
+    if workspace not in workspace_ids_for(request.user, Role.OPERATOR):
+        raise PermissionDenied(f"reconciling workspace {workspace} needs the operator role there")
+    run = services.reconciliation_start_for_workspace(workspace_id=workspace, actor=request.user)
     if request.htmx:
         return render(request, "reconciliation/health.html#reconcile-result", {"started": run})
     return redirect("reconciliation:run", pk=run.pk)
