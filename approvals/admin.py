@@ -2,7 +2,9 @@ import json
 
 from django import forms
 from django.contrib import admin, messages
+from django.contrib.admin import helpers
 from django.db import models
+from django.http import HttpResponseRedirect
 from django.utils.html import format_html
 
 from approvals.errors import ApprovalsError
@@ -20,6 +22,7 @@ from approvals.models import (
     Workspace,
     WorkspaceWorkflow,
 )
+from approvals.querystring import id_or_none
 from approvals.rules import publish_problems
 from outbox.redaction import redact
 
@@ -52,6 +55,15 @@ class RedactedJsonMixin:
 
 class ReadOnlyAdmin(RedactedJsonMixin, admin.ModelAdmin):
     """History is evidence: support staff may read it, never edit or delete it."""
+
+    def response_action(self, request, queryset):
+        # A selection edited into something that is not an id was a 500 in Django's pk__in filter: refused,
+        # with nothing changed, as Django refuses an empty one.
+        if any(id_or_none(value) is None for value in request.POST.getlist(helpers.ACTION_CHECKBOX_NAME)):
+            self.message_user(request, "The selection is not a list of rows of this list; nothing was changed.",
+                              messages.WARNING)
+            return HttpResponseRedirect(request.get_full_path())
+        return super().response_action(request, queryset)
 
     def has_add_permission(self, request):
         return False

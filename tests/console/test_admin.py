@@ -6,7 +6,7 @@ from django.test import Client
 
 from approvals.services import SUPPORT_VIEWS, support_staff_enroll
 from delivery.models import ReceiverTask, SeenMessage
-from outbox.models import HandoffEvent, HandoffState
+from outbox.models import Handoff, HandoffEvent, HandoffState
 from tests.factories import make_user
 
 pytestmark = pytest.mark.django_db(databases=["default", "delivery"])
@@ -128,3 +128,25 @@ def test_admin_search_for_request_42_finds_request_42_only_not_task_ids_containi
     keys = set(Handoff.objects.values_list("action_key", flat=True))
     shown = {key for key in keys if key in body}
     assert shown == {"onboarding:7:42:1"}
+
+
+@pytest.mark.parametrize("owner", ["abc", "9999", "9" * 5000])
+def test_assign_admin_action_refuses_an_owner_that_names_no_user_and_keeps_the_owner(world, support, rejected,
+                                                                                     owner):
+    """Only the empty choice means nobody; a posted owner naming no user once unassigned the handoffs."""
+    Handoff.objects.filter(pk=rejected.pk).update(owner=world["oscar"])
+    done = support.post("/admin/outbox/handoff/", {"action": "assign", "_selected_action": [rejected.pk],
+                                                   "apply": "Assign", "owner": owner}, follow=True)
+    assert b"No such operator: nothing was assigned." in done.content
+    assert Handoff.objects.get(pk=rejected.pk).owner == world["oscar"]
+    assert not HandoffEvent.objects.filter(action="assign").exists()
+
+
+@pytest.mark.parametrize("selected", ["abc", "\u00b2", "9" * 5000])
+def test_an_admin_action_on_a_selection_that_is_not_ids_changes_nothing(world, support, rejected, selected):
+    response = support.post("/admin/outbox/handoff/", {"action": "assign", "_selected_action": [selected],
+                                                       "apply": "Assign", "owner": str(world["oscar"].pk)},
+                            follow=True)
+    assert response.status_code == 200
+    assert b"nothing was changed" in response.content
+    assert not HandoffEvent.objects.filter(action="assign").exists()
