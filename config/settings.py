@@ -77,6 +77,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "config.nul_guard.RefuseNulMiddleware",
     # Last, as django-axes asks: it turns a lockout raised during authentication into the lockout answer.
     "axes.middleware.AxesMiddleware",
 ]
