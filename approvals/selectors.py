@@ -266,3 +266,13 @@ def user_by_id(raw: str):
 
     pk = id_or_none(raw)
     return get_user_model().objects.filter(pk=pk).first() if pk else None
+
+
+def approver_correctable(payload: dict) -> dict[str, str]:
+    """The fields an approver may correct, with their values: the payload's text fields shown as they are
+    stored. A field hidden or partly hidden by redaction (an e-mail, a secret inside a note) is not offered:
+    nobody overwrites what they cannot see, and a form sent back unchanged must not store the mask."""
+    from outbox.redaction import redact
+
+    shown = redact(payload)
+    return {name: value for name, value in shown.items() if isinstance(value, str) and value == payload.get(name)}

@@ -37,7 +37,7 @@ from approvals.models import (
     Workspace,
 )
 from approvals.rules import BUILT_IN_RULES, payload_problems, publish_problems, rules_for, steps_of, steps_problems
-from approvals.selectors import REQUESTER_REVISABLE_STATES, may_cancel
+from approvals.selectors import REQUESTER_REVISABLE_STATES, approver_correctable, may_cancel
 from outbox import services as outbox_services
 from outbox.errors import InvalidTransition
 from outbox.limits import SET_LIMITS_PERMISSION
@@ -474,6 +474,10 @@ def request_correct_by_approver(*, workspace_id: int, number: int, revision: int
     with transaction.atomic(using=DB):
         current = _locked_for_review(workspace_id=workspace_id, number=number, revision=revision, workflow=workflow,
                                      actor=actor, payload_hash=payload_hash, as_decider=False)
+        offered = approver_correctable(current.payload)
+        if not_offered := sorted(set(edits) - set(offered)):
+            raise InvalidPayload([f"{name} cannot be corrected here; the fields offered are "
+                                  f"{', '.join(sorted(offered)) or 'none'}" for name in not_offered])
         payload = _validated_payload(workflow, {**current.payload, **{k: v for k, v in edits.items() if v != ""}})
         return revision_add_locked(current, payload=payload, actor=actor, corrected_by=actor,
                                    reason=f"corrected by approver {actor}: {reason}")

@@ -20,7 +20,7 @@ from approvals.models import Request, RequestState, Role
 from approvals.querystring import BadQueryValue, parse_id, parse_keyset_cursor
 from approvals.rules import rules_for
 from outbox.errors import OutboxError
-from outbox.redaction import REDACTED, redact
+from outbox.redaction import redact
 from outbox.selectors import handoffs_in, instance_handoffs, instance_status, keyset_page
 from reconciliation.selectors import needing_person
 
@@ -129,7 +129,7 @@ def _detail_context(request, obj: Request, result: dict | None = None, replaced:
         "is_approver": is_approver,
         **_what_the_user_may_do(request.user, obj, newest, is_approver),
         "result": result,
-        "correctable": [(k, v) for k, v in shown.items() if isinstance(v, str) and v != REDACTED],
+        "correctable": list(selectors.approver_correctable(obj.payload).items()),
         "replaced": replaced,
         "changes": selectors.revision_changes(replaced, obj) if replaced is not None else [],
         "newer_changes": selectors.revision_changes(obj, newest) if newest and newest.pk != obj.pk else [],

@@ -93,3 +93,29 @@ def test_the_request_page_cancels_and_corrects_and_refuses_with_the_reason(world
     assert client("mallory").post("/approvals/7/42/cancel", {"reason": "x"}).status_code == 404
     assert client("bob").post("/approvals/7/42/cancel", {"reason": "no longer needed"}).status_code == 302
     assert Request.objects.get(workspace_id=7, number=42, revision=2).reason_code == "cancelled_by_requester"
+
+
+def test_an_approver_corrects_only_the_fields_shown_as_stored(world):
+    """A hidden field (the e-mail), a field not in the payload and a field partly hidden (a note holding an
+    address) are refused: an approver once overwrote the hidden e-mail and added keys the form never offered."""
+    req = world["request"]
+    Request.objects.filter(pk=req.pk).update(payload={**req.payload, "notes": "call ops@northwind.example"})
+    req.refresh_from_db()
+    for edits in ({"contact_email": "attacker@evil.example"}, {"operation": "send_welcome_pack"},
+                  {"notes": "call [redacted]"}):
+        with pytest.raises(InvalidPayload, match="cannot be corrected here"):
+            request_correct_by_approver(workspace_id=7, number=42, revision=1, actor=world["alice"],
+                                        payload_hash=req.payload_hash, edits=edits, reason="fix")
+    assert not Request.objects.filter(workspace_id=7, number=42, revision=2).exists()
+
+
+def test_the_correct_form_offers_only_the_fields_shown_as_stored(world):
+    from django.test import Client
+
+    req = world["request"]
+    Request.objects.filter(pk=req.pk).update(payload={**req.payload, "notes": "call ops@northwind.example"})
+    alice = Client()
+    alice.force_login(world["alice"])
+    page = alice.get("/approvals/7/42/1/").content.decode()
+    assert 'name="field_plan"' in page and 'name="field_client_name"' in page
+    assert 'name="field_contact_email"' not in page and 'name="field_notes"' not in page
