@@ -44,6 +44,7 @@ from outbox.limits import SET_LIMITS_PERMISSION
 from outbox.models import Handoff, HandoffState
 from outbox.payloads import payload_hash
 from outbox.selectors import correction_fields
+from outbox.steps import base_payload
 
 DB = "default"
 
@@ -261,12 +262,13 @@ def request_revise_by_requester(*, workspace_id: int, number: int, payload: dict
 
 
 def _corrected_payload(handoff: Handoff, edits: dict[str, str]) -> dict:
-    """The handoff's payload with the operator's edits: a sensitive field shown blank and left blank keeps
-    its value (nobody retypes a secret they cannot see); fields not offered for editing are kept."""
-    payload = dict(handoff.payload)
+    """The approved payload with the operator's edits: a sensitive field shown blank and left blank keeps
+    its value (nobody retypes a secret they cannot see), a missing field left blank stays missing; fields
+    not offered for editing are kept. A step's `operation` belongs to the workflow, not to the request."""
+    payload = base_payload(handoff.payload)
     for field in correction_fields(handoff):
         value = edits.get(field["name"])
-        if value is None or (field["sensitive"] and value == ""):
+        if value is None or ((field["sensitive"] or field["missing"]) and value == ""):
             continue
         payload[field["name"]] = value
     return payload
@@ -281,6 +283,11 @@ def handoff_correct(*, handoff_id: int, actor, edits: dict[str, str], reason: st
     _require_member(actor, handoff.workspace_id, Role.OPERATOR)
     if not reason.strip():
         raise InvalidPayload(["a reason is required to correct a handoff"])
+    if not handoff.correctable_alone:
+        raise InvalidRequestState(
+            f"{handoff.action_key} is a later step of workflow {handoff.instance_key}, whose earlier steps were "
+            "delivered: a corrected revision would run them again under new keys. Compensate the workflow "
+            "instead, then submit a new request")
     payload = _corrected_payload(handoff, edits)
     _validated_payload(handoff.workflow, payload)
     with transaction.atomic(using=DB):

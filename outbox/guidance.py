@@ -49,6 +49,8 @@ def available_actions(handoff: Handoff, findings: Sequence = ()) -> list[str]:
         actions.insert(0, "reconcile_now")
     if not handoff.cancellable_alone:
         actions = [action for action in actions if action != "cancel"]
+    if not handoff.correctable_alone:
+        actions = [action for action in actions if action != "correct"]
     return actions
 
 
@@ -142,6 +144,15 @@ def _moving_guidance(handoff: Handoff) -> Guidance:
 def _attention_guidance(handoff: Handoff) -> Guidance:
     ack = "" if handoff.acknowledged_at else " Acknowledge it first so others see that someone is on it."
     key, fc = handoff.action_key, handoff.failure_class
+    if fc in (F.PERMANENT, F.CONFLICT) and not handoff.correctable_alone:
+        return Guidance(
+            "The receiver refused this step: compensate the workflow.",
+            f"The steps before {handoff.step or 'this one'} were delivered. Correcting would run the workflow "
+            "again from its first step under new keys and do them twice; sending the same payload again fails "
+            f"the same way ({handoff.reason_code}). Compensate the workflow (its delivered steps are undone, "
+            f"latest first), then submit a new request with the right data.{ack}",
+            recommended="compensate", avoid=("retry",),
+        )
     if fc in RISKY_RETRY_CLASSES:
         return Guidance(
             "Outcome unknown and not settled automatically: reconcile.",

@@ -246,6 +246,14 @@ class Handoff(models.Model):
         return self.kind == HandoffKind.ACTION and self.step_index == 0
 
     @property
+    def correctable_alone(self) -> bool:
+        """A correction is a new request revision, whose approval runs the workflow again from its first step
+        under new keys. A later step's predecessors were delivered (it was recorded when they were), so
+        correcting it would do them twice: that workflow is compensated instead. The same rows as
+        `cancellable_alone`: a workflow's first step or a one-step handoff."""
+        return self.cancellable_alone
+
+    @property
     def in_backoff(self) -> bool:
         """`HandoffQuerySet.retrying` for a row already read, measured on the clock that renders the page."""
         return (self.state == S.PENDING and self.attempts > 0 and self.next_attempt_at is not None
