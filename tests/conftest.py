@@ -1,3 +1,6 @@
+import asyncio
+import time
+
 import pytest
 from django.db import connections
 from hypothesis import settings as hypothesis_settings
@@ -16,6 +19,52 @@ def _fresh_destination():
     reset_destination()
     yield
     reset_destination()
+
+
+# How long the last test's own helpers (a live-server thread still answering, a child process exiting) get
+# to let go of the test databases before the run fails: a poll with a deadline, not a measurement.
+RELEASE_DEADLINE_SECONDS = 30.0
+
+
+def _sessions_on(names: list[str]) -> list[tuple]:
+    import psycopg
+
+    from tests.processes import database_url
+
+    with psycopg.connect(database_url("default"), autocommit=True) as conn:
+        return conn.execute(
+            "SELECT datname, pid, state, left(query, 80) FROM pg_stat_activity WHERE datname = ANY(%s) "
+            "AND pid <> pg_backend_pid()", [names]).fetchall()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _test_databases_released(django_db_setup):
+    """The run fails when something still uses a test database once every test is done: pytest-django could
+    not drop it and said so only in a warning, which is how connections left open under Playwright went
+    unnoticed."""
+    yield
+    if connections["default"].vendor != "postgresql":
+        return
+    names = [connections[alias].settings_dict["NAME"] for alias in connections]
+    connections.close_all()
+    deadline = time.monotonic() + RELEASE_DEADLINE_SECONDS
+    while (left := _sessions_on(names)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not left, f"test databases still in use after the last test: {left}"
+
+
+@pytest.fixture(autouse=True)
+def _close_connections_opened_under_playwright():
+    """While Playwright's sync API is active its event loop counts as running in this thread, and Django then
+    keeps the thread's connections per context (asgiref's Local), apart from the ones pytest-django closes
+    before it drops the test databases: left open, they made that drop fail ("database ... is being accessed
+    by other users") whenever a browser test had run. Closed after each test that ran under that loop."""
+    yield
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return
+    connections.close_all()
 
 
 @pytest.fixture
