@@ -129,7 +129,9 @@ def findings(request: HtmxHttpRequest) -> HttpResponse:
     )[:FINDINGS_PAGE]
     return render(request, "reconciliation/findings.html", {
         "findings": [_row(f) for f in rows], "kinds": FindingKind.choices, "kind": kind, "status": status,
-        "statuses": FindingStatus.choices, "last_run": selectors.last_run(), "page_size": FINDINGS_PAGE,
+        "statuses": FindingStatus.choices, "page_size": FINDINGS_PAGE,
+        # The last run that covered what the page shows: the chosen workspace's, as on the health page.
+        "last_run": selectors.last_run(workspace),
     })
 
 
