@@ -1,6 +1,7 @@
 """Strict JSON: only documents that every later step (hashing, storing, rendering) can handle.
 
-Python's `json` accepts what RFC 8259 does not (NaN, Infinity), turns 1e999 into an infinite float,
+Python's `json` accepts what RFC 8259 does not (NaN, Infinity), keeps the last of a key given twice,
+turns 1e999 into an infinite float,
 lets lone surrogates and NUL through (PostgreSQL refuses both in jsonb) and recurses once per nesting
 level. Each of these used to surface as a 500 somewhere later; here it is a refusal with a reason.
 """
@@ -41,6 +42,18 @@ def _finite_float(text: str) -> float:
     return value
 
 
+def _object_without_duplicate_keys(pairs: list[tuple[str, object]]) -> dict:
+    """An object whose keys are unique. With a key twice, parsers disagree on which value counts (Python's
+    takes the last, others the first): `{"workspace_id": 8, "workspace_id": 7}` must not mean 7 here and 8
+    to whoever reads the same signed body next."""
+    document = dict(pairs)
+    if len(document) != len(pairs):
+        seen: set[str] = set()
+        twice = next(key for key, _ in pairs if key in seen or seen.add(key))
+        raise JSONRejected("malformed_json", f"the key {twice[:40]!r} appears twice in one object")
+    return document
+
+
 def _check_string(text: str) -> None:
     if _UNSTORABLE.search(text):
         raise JSONRejected("malformed_json", "strings must be valid Unicode without NUL characters")
@@ -73,7 +86,8 @@ def parse_json_object(text: str, *, max_depth: int) -> dict:
     if nesting_depth(text) > max_depth:
         raise JSONRejected("json_too_deep", f"JSON may nest at most {max_depth} levels")
     try:
-        document = json.loads(text, parse_constant=_no_constant, parse_float=_finite_float)
+        document = json.loads(text, parse_constant=_no_constant, parse_float=_finite_float,
+                               object_pairs_hook=_object_without_duplicate_keys)
     except ValueError as exc:
         # Includes integers longer than Python converts (sys.get_int_max_str_digits).
         raise JSONRejected("malformed_json", str(exc)[:200]) from None

@@ -103,6 +103,8 @@ RECEIVER_CASES = [
     Case("nesting-10000", RECEIVER, task(deep(10_000)), status=422, may_write=REPLAY_RECORD),
     Case("nesting-33", RECEIVER, task(deep(33)), status=422, may_write=REPLAY_RECORD),
     Case("not-an-object", RECEIVER, "[1, 2]", may_write=REPLAY_RECORD),
+    Case("duplicate-key-in-payload", RECEIVER, task('{"client_name": "A", "client_name": "B"}'),
+         may_write=REPLAY_RECORD),
     Case("malformed", RECEIVER, "{not json", may_write=REPLAY_RECORD),
     Case("empty-body", RECEIVER, "", may_write=REPLAY_RECORD),
     Case("idempotency-key-mismatch", RECEIVER, task(), headers={"Idempotency-Key": "other"},
@@ -144,6 +146,8 @@ INTAKE_CASES = [
     Case("workspace-infinity", INTAKE, raw_trigger("workspace_id", "Infinity")),
     Case("lone-surrogate", INTAKE, raw_trigger("reference", '"\\ud800"')),
     Case("nul-in-reference", INTAKE, raw_trigger("reference", '"crm\\u0000"')),
+    # Which workspace? Python's json keeps the last value, other parsers the first.
+    Case("duplicate-workspace", INTAKE, trigger()[:-1] + ', "workspace_id": 8}'),
     Case("field-nested-600", INTAKE, raw_trigger("payload", '{"client_name": "N", "x": ' + deep(600) + "}"),
          status=422),
     Case("nesting-10000", INTAKE, deep(10_000), status=422),
