@@ -30,10 +30,12 @@ def _field_for(name: str, spec: dict, required: bool) -> forms.Field:
         return forms.FloatField(widget=forms.NumberInput(attrs=attrs), **common)
     if kind == "boolean":
         return forms.BooleanField(**common)
+    if "email" in name:
+        # Before the length: an address may be 254 characters long and is still one line.
+        return forms.CharField(widget=forms.EmailInput(attrs=attrs), strip=True, **common)
     if (spec.get("maxLength") or 0) > 200:
         return forms.CharField(widget=forms.Textarea(attrs={**attrs, "rows": 3}), strip=True, **common)
-    widget = forms.EmailInput if "email" in name else forms.TextInput
-    return forms.CharField(widget=widget(attrs=attrs), strip=True, **common)
+    return forms.CharField(widget=forms.TextInput(attrs=attrs), strip=True, **common)
 
 
 class RequestForm(forms.Form):
