@@ -47,11 +47,9 @@ def available_actions(handoff: Handoff, findings: Sequence = ()) -> list[str]:
     if "reconcile" not in actions and not handoff.with_dispatcher:
         # A read of the receiver; it sends nothing, so it is offered wherever a task may exist.
         actions.insert(0, "reconcile_now")
-    if not handoff.cancellable_alone:
-        actions = [action for action in actions if action != "cancel"]
-    if not handoff.correctable_alone:
-        actions = [action for action in actions if action != "correct"]
-    return actions
+    # A later step of a workflow is neither cancelled nor corrected alone: the workflow is compensated.
+    alone = {"cancel": handoff.cancellable_alone, "correct": handoff.correctable_alone}
+    return [action for action in actions if alone.get(action, True)]
 
 
 def _state_actions(handoff: Handoff) -> list[str]:
