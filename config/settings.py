@@ -309,9 +309,12 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "filters": {"refusals_on_one_line": {"()": "config.logging_filters.RefusalsOnOneLine"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
-    "loggers": {"django.db.backends": {"level": "WARNING"}},
+    "loggers": {"django.db.backends": {"level": "WARNING"},
+                "django.request": {"filters": ["refusals_on_one_line"]},
+                "django.security": {"filters": ["refusals_on_one_line"]}},
 }
 
 # --- Intake (approvals app) ------------------------------------------------------------
