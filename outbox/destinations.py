@@ -11,7 +11,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from urllib.parse import quote, urlencode, urlsplit
+from urllib.parse import quote, unquote, urlencode, urlsplit, urlunsplit
 from urllib.request import getproxies_environment, proxy_bypass_environment
 
 import urllib3
@@ -204,12 +204,30 @@ class _Direct:
         self.pool.close()
 
 
+def without_credentials(url: str) -> str:
+    """`url` without its user and password: what may be shown, stored or logged."""
+    parts = urlsplit(url)
+    netloc = parts.hostname or ""
+    if ":" in netloc:
+        netloc = f"[{netloc}]"
+    if parts.port:
+        netloc = f"{netloc}:{parts.port}"
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
 class _Proxied:
     """Keep-alive connections through an HTTP proxy: a plain request goes to the proxy in absolute form, an
-    HTTPS one through a CONNECT tunnel (urllib3's ProxyManager does both)."""
+    HTTPS one through a CONNECT tunnel (urllib3's ProxyManager does both). A user and password in the proxy's
+    URL become its Proxy-Authorization header, as curl and requests send it (urllib3 does not)."""
 
     def __init__(self, base_url: str, proxy: str, options: dict):
-        self.manager = urllib3.ProxyManager(proxy, num_pools=1, **options)
+        parts = urlsplit(proxy)
+        headers = None
+        if parts.username:
+            headers = urllib3.make_headers(
+                proxy_basic_auth=f"{unquote(parts.username)}:{unquote(parts.password or '')}")
+        self.manager = urllib3.ProxyManager(without_credentials(proxy), proxy_headers=headers, num_pools=1,
+                                            **options)
         self.prefix = base_url
 
     def urlopen(self, method: str, path: str, **kw):
@@ -252,8 +270,9 @@ class HttpDestination(Destination):
         self._pool_options = {"maxsize": max_connections, "block": False, "retries": False,
                               "timeout": urllib3.Timeout(connect=connect_timeout, read=read_timeout)}
         # An egress proxy named in the environment is honoured (NO_PROXY for receivers reached directly);
-        # read once, when the destination is built.
-        self.proxy = proxy_for(self.base_url)
+        # read once, when the destination is built. `proxy` is what may be shown: no credentials.
+        self._proxy_url = proxy_for(self.base_url)
+        self.proxy = without_credentials(self._proxy_url) if self._proxy_url else None
         self._pool = self._connections()
         self._batch_refused_until = 0.0  # monotonic
 
@@ -264,8 +283,8 @@ class HttpDestination(Destination):
         return self.supports_batch and time.monotonic() >= self._batch_refused_until
 
     def _connections(self) -> "_Direct | _Proxied":
-        if self.proxy:
-            return _Proxied(self.base_url, self.proxy, self._pool_options)
+        if self._proxy_url:
+            return _Proxied(self.base_url, self._proxy_url, self._pool_options)
         return _Direct(self.base_url, self._pool_options)
 
     def close(self) -> None:

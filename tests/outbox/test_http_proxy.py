@@ -24,8 +24,8 @@ from tests.processes import free_port
 
 RECEIVER_NAME = "receiver.test"
 PROXY_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "ALL_PROXY")
-UNSENT_HEADERS = {"connection", "proxy-connection", "keep-alive", "transfer-encoding", "server", "date",
-                  "content-length"}
+UNSENT_HEADERS = {"connection", "proxy-connection", "proxy-authorization", "keep-alive", "transfer-encoding",
+                  "server", "date", "content-length"}
 
 
 class _ForwardingProxy(http.server.BaseHTTPRequestHandler):
@@ -38,6 +38,7 @@ class _ForwardingProxy(http.server.BaseHTTPRequestHandler):
 
     def do_CONNECT(self):
         self.server.seen.append(("CONNECT", self.path))
+        self.server.authorizations.append(self.headers.get("Proxy-Authorization"))
         host, port = self.path.rsplit(":", 1)
         with socket.create_connection((resolve(host), int(port)), timeout=5) as upstream:
             self.send_response(200, "Connection established")
@@ -55,6 +56,7 @@ class _ForwardingProxy(http.server.BaseHTTPRequestHandler):
 
     def forward(self):
         self.server.seen.append((self.command, self.path))
+        self.server.authorizations.append(self.headers.get("Proxy-Authorization"))
         target = urlsplit(self.path)
         body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
         headers = {k: v for k, v in self.headers.items() if k.lower() not in UNSENT_HEADERS}
@@ -86,6 +88,7 @@ def proxy():
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _ForwardingProxy)
     server.daemon_threads = True
     server.seen = []
+    server.authorizations = []
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     yield server
@@ -172,3 +175,33 @@ def test_an_unreachable_proxy_is_a_failed_connect_not_an_unknown_outcome(environ
         destination.close()
     assert (result.failure_class, result.reason_code) == (FailureClass.TRANSIENT, "connect_failed"), result
     assert "proxy" in result.detail
+
+
+def test_a_proxy_password_is_sent_as_proxy_authorization_and_never_shown(environment, proxy,
+                                                                         untrusted_https_port):  # noqa: F811
+    """urllib3 does not read credentials from the proxy's URL; curl and requests send them as Basic auth. The
+    destination's shown proxy and a failure's detail carry no password."""
+    import base64
+
+    port = proxy.server_address[1]
+    environment.setenv("HTTPS_PROXY", f"http://egress%40corp:s3cr%3At@127.0.0.1:{port}")
+    destination = HttpDestination(url=f"https://{RECEIVER_NAME}:{untrusted_https_port}/delivery/api",
+                                  signing_secret=SECRET, connect_timeout=5, read_timeout=5)
+    try:
+        result = destination.deliver(Outgoing(action_key="onboarding:7:1:1", payload={"a": 1}, payload_hash="h"))
+    finally:
+        destination.close()
+    assert proxy.authorizations == ["Basic " + base64.b64encode(b"egress@corp:s3cr:t").decode()]
+    assert destination.proxy == f"http://127.0.0.1:{port}"
+    assert "s3cr" not in result.detail and "s3cr" not in destination.describe()
+
+
+def test_an_unreachable_proxy_failure_names_it_without_its_password(environment):
+    environment.setenv("HTTP_PROXY", f"http://user:hunter2@127.0.0.1:{free_port()}")
+    destination = HttpDestination(url=f"http://{RECEIVER_NAME}/delivery/api", connect_timeout=2, read_timeout=2)
+    try:
+        result = destination.deliver(Outgoing(action_key="onboarding:7:1:1", payload={"a": 1}, payload_hash="h"))
+    finally:
+        destination.close()
+    assert result.reason_code == "connect_failed" and "127.0.0.1" in result.detail
+    assert "hunter2" not in result.detail
