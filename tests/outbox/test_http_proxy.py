@@ -107,6 +107,16 @@ def environment(monkeypatch):
     return monkeypatch
 
 
+def deliver_once(url: str, **options) -> tuple:
+    """One delivery of a fixed handoff to `url` by a destination built now (the environment read now)."""
+    destination = HttpDestination(url=url, signing_secret=SECRET, connect_timeout=5, read_timeout=5, **options)
+    try:
+        return destination.deliver(Outgoing(action_key="onboarding:7:1:1", payload={"a": 1}, payload_hash="h")), \
+            destination
+    finally:
+        destination.close()
+
+
 def proxy_url(server) -> str:
     return f"http://127.0.0.1:{server.server_address[1]}"
 
@@ -156,23 +166,14 @@ def test_a_delivery_and_a_lookup_go_through_the_http_proxy(environment, proxy, l
 def test_https_goes_through_a_connect_tunnel(environment, proxy, untrusted_https_port):  # noqa: F811
     """The tunnel reaches the receiver's TLS server, whose certificate is refused: nothing was sent."""
     environment.setenv("HTTPS_PROXY", proxy_url(proxy))
-    destination = HttpDestination(url=f"https://{RECEIVER_NAME}:{untrusted_https_port}/delivery/api",
-                                  signing_secret=SECRET, connect_timeout=5, read_timeout=5)
-    try:
-        result = destination.deliver(Outgoing(action_key="onboarding:7:1:1", payload={"a": 1}, payload_hash="h"))
-    finally:
-        destination.close()
+    result, destination = deliver_once(f"https://{RECEIVER_NAME}:{untrusted_https_port}/delivery/api")
     assert proxy.seen == [("CONNECT", f"{RECEIVER_NAME}:{untrusted_https_port}")]
     assert (result.failure_class, result.reason_code) == (FailureClass.TRANSIENT, "connect_failed"), result
 
 
 def test_an_unreachable_proxy_is_a_failed_connect_not_an_unknown_outcome(environment):
     environment.setenv("HTTP_PROXY", f"http://127.0.0.1:{free_port()}")
-    destination = HttpDestination(url=f"http://{RECEIVER_NAME}/delivery/api", connect_timeout=2, read_timeout=2)
-    try:
-        result = destination.deliver(Outgoing(action_key="onboarding:7:1:1", payload={"a": 1}, payload_hash="h"))
-    finally:
-        destination.close()
+    result, _ = deliver_once(f"http://{RECEIVER_NAME}/delivery/api")
     assert (result.failure_class, result.reason_code) == (FailureClass.TRANSIENT, "connect_failed"), result
     assert "proxy" in result.detail
 
@@ -185,12 +186,7 @@ def test_a_proxy_password_is_sent_as_proxy_authorization_and_never_shown(environ
 
     port = proxy.server_address[1]
     environment.setenv("HTTPS_PROXY", f"http://egress%40corp:s3cr%3At@127.0.0.1:{port}")
-    destination = HttpDestination(url=f"https://{RECEIVER_NAME}:{untrusted_https_port}/delivery/api",
-                                  signing_secret=SECRET, connect_timeout=5, read_timeout=5)
-    try:
-        result = destination.deliver(Outgoing(action_key="onboarding:7:1:1", payload={"a": 1}, payload_hash="h"))
-    finally:
-        destination.close()
+    result, destination = deliver_once(f"https://{RECEIVER_NAME}:{untrusted_https_port}/delivery/api")
     assert proxy.authorizations == ["Basic " + base64.b64encode(b"egress@corp:s3cr:t").decode()]
     assert destination.proxy == f"http://127.0.0.1:{port}"
     assert "s3cr" not in result.detail and "s3cr" not in destination.describe()
@@ -198,10 +194,6 @@ def test_a_proxy_password_is_sent_as_proxy_authorization_and_never_shown(environ
 
 def test_an_unreachable_proxy_failure_names_it_without_its_password(environment):
     environment.setenv("HTTP_PROXY", f"http://user:hunter2@127.0.0.1:{free_port()}")
-    destination = HttpDestination(url=f"http://{RECEIVER_NAME}/delivery/api", connect_timeout=2, read_timeout=2)
-    try:
-        result = destination.deliver(Outgoing(action_key="onboarding:7:1:1", payload={"a": 1}, payload_hash="h"))
-    finally:
-        destination.close()
+    result, _ = deliver_once(f"http://{RECEIVER_NAME}/delivery/api")
     assert result.reason_code == "connect_failed" and "127.0.0.1" in result.detail
     assert "hunter2" not in result.detail
