@@ -17,24 +17,29 @@ class BadQueryValue(ValueError):
     """A query-string value that no link of the console produces; the message says which and why."""
 
 
+def whole_number(raw: str, *, high: int) -> int | None:
+    """`raw` as a whole number from 1 to `high`, or None for anything else. ASCII digits only, and the length
+    checked before int(): int() refuses other digits ("²") and numbers of more than 4,300 digits."""
+    if not (raw.isascii() and raw.isdigit()) or len(raw) > len(str(high)):
+        return None
+    value = int(raw)
+    return value if 0 < value <= high else None
+
+
+def id_or_none(raw: str) -> int | None:
+    """A posted or linked id in the database's range, or None for anything that cannot be one: for the callers
+    that answer "no such thing" themselves."""
+    return whole_number(raw, high=MAX_ID)
+
+
 def parse_id(raw: str, *, name: str) -> int | None:
     """An id in the database's range, or None when the value is empty."""
     if raw == "":
         return None
-    # ASCII digits only, and no more than MAX_ID has: int() refuses other digits ("²") and numbers of more
-    # than 4,300 digits, and a larger id would fail in the query.
-    if not (raw.isascii() and raw.isdigit()) or len(raw) > len(str(MAX_ID)) or not 0 < int(raw) <= MAX_ID:
+    value = id_or_none(raw)
+    if value is None:
         raise BadQueryValue(f"{name} must be a whole number between 1 and {MAX_ID}")
-    return int(raw)
-
-
-def id_or_none(raw: str) -> int | None:
-    """A posted or linked id, or None for anything that cannot be one (empty, not ASCII digits, out of range):
-    for the callers that answer "no such thing" themselves."""
-    try:
-        return parse_id(raw, name="id")
-    except BadQueryValue:
-        return None
+    return value
 
 
 def parse_keyset_cursor(raw: str, *, name: str) -> tuple[datetime, int] | None:

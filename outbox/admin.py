@@ -95,7 +95,7 @@ class HandoffAdmin(ReadOnlyAdmin):
     def assign(self, request, queryset):
         if request.POST.get("apply"):
             raw = request.POST.get("owner", "")
-            owner = user_by_id(raw) if raw else None
+            owner = user_by_id(raw)
             if raw and owner is None:
                 # Only the empty choice means nobody: an owner that names no user is refused, not an unassign.
                 self.message_user(request, "No such operator: nothing was assigned.", messages.ERROR)

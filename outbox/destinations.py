@@ -11,7 +11,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from urllib.parse import quote, unquote, urlencode, urlsplit, urlunsplit
+from urllib.parse import quote, unquote, urlencode, urlsplit
 from urllib.request import getproxies_environment, proxy_bypass_environment
 
 import urllib3
@@ -24,6 +24,7 @@ from urllib3.exceptions import (
     ReadTimeoutError,
     SSLError,
 )
+from urllib3.util import parse_url
 
 from outbox.failures import (
     DeliveryResult,
@@ -206,13 +207,7 @@ class _Direct:
 
 def without_credentials(url: str) -> str:
     """`url` without its user and password: what may be shown, stored or logged."""
-    parts = urlsplit(url)
-    netloc = parts.hostname or ""
-    if ":" in netloc:
-        netloc = f"[{netloc}]"
-    if parts.port:
-        netloc = f"{netloc}:{parts.port}"
-    return urlunsplit(parts._replace(netloc=netloc))
+    return str(parse_url(url)._replace(auth=None))
 
 
 class _Proxied:
@@ -221,11 +216,8 @@ class _Proxied:
     URL become its Proxy-Authorization header, as curl and requests send it (urllib3 does not)."""
 
     def __init__(self, base_url: str, proxy: str, options: dict):
-        parts = urlsplit(proxy)
-        headers = None
-        if parts.username:
-            headers = urllib3.make_headers(
-                proxy_basic_auth=f"{unquote(parts.username)}:{unquote(parts.password or '')}")
+        auth = parse_url(proxy).auth
+        headers = urllib3.make_headers(proxy_basic_auth=unquote(auth)) if auth else None
         self.manager = urllib3.ProxyManager(without_credentials(proxy), proxy_headers=headers, num_pools=1,
                                             **options)
         self.prefix = base_url

@@ -31,6 +31,7 @@ from django.db import connections, transaction
 from django.db.models import BooleanField, ExpressionWrapper, Q
 from django.db.models.functions import Coalesce, Greatest
 
+from approvals.querystring import whole_number
 from outbox.breaker import destination_health_get_or_create
 from outbox.clock import db_now, db_now_plus
 from outbox.destinations import Destination, LookupFailed, RemoteTask
@@ -348,13 +349,12 @@ def _parse_limit(raw: object, label: str) -> int | None:
     if raw is None or (isinstance(raw, str) and not raw.strip()):
         return None
     text = str(raw).strip()
-    # The length first: int() refuses more than 4,300 digits.
-    if not (text.isascii() and text.isdigit()) or len(text) > len(str(LIMIT_CEILING)) \
-            or not 1 <= int(text) <= LIMIT_CEILING:
+    value = whole_number(text, high=LIMIT_CEILING)
+    if value is None:
         raise InvalidLimit(
             f"{label} must be a whole number from 1 to {LIMIT_CEILING:,}, or empty for no limit; got {text[:20]!r}"
         )
-    return int(text)
+    return value
 
 
 def _describe(value: int | None) -> str:

@@ -171,7 +171,7 @@ def finding_resolve(request: HtmxHttpRequest, pk: int) -> HttpResponse:
 def workspace_reconcile(request: HtmxHttpRequest) -> HttpResponse:
     """Reconcile now, for one workspace: runs at once when small (the answer says what it found), else queued."""
     workspace = id_or_none(request.POST.get("workspace", ""))
-    if workspace is None or workspace not in workspace_ids_for(request.user):
+    if workspace not in workspace_ids_for(request.user):
         raise Http404("no such workspace")
     if workspace not in workspace_ids_for(request.user, Role.OPERATOR):
         raise PermissionDenied(f"reconciling workspace {workspace} needs the operator role there")
