@@ -23,6 +23,7 @@ run: $(STAMP)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
 
 postgres:
 	@bash scripts/postgres.sh

@@ -31,7 +31,9 @@ def redacted_json_display(field: models.Field):
     """A read-only admin field that shows a stored JSON value the way the console does: redacted."""
 
     def show(obj) -> str:
-        shown = json.dumps(redact(getattr(obj, field.name)), indent=2, ensure_ascii=False, sort_keys=True)
+        shown = json.dumps(
+            redact(getattr(obj, field.name)), indent=2, ensure_ascii=False, sort_keys=True
+        )
         return format_html("<pre>{}</pre>", shown)
 
     show.__name__ = f"{field.name}_redacted"
@@ -50,7 +52,10 @@ class RedactedJsonMixin:
         return [*(super().get_exclude(request, obj) or ()), *(f.name for f in self._json_fields())]
 
     def get_readonly_fields(self, request, obj=None):
-        return [*super().get_readonly_fields(request, obj), *(redacted_json_display(f) for f in self._json_fields())]
+        return [
+            *super().get_readonly_fields(request, obj),
+            *(redacted_json_display(f) for f in self._json_fields()),
+        ]
 
 
 class ReadOnlyAdmin(RedactedJsonMixin, admin.ModelAdmin):
@@ -59,9 +64,15 @@ class ReadOnlyAdmin(RedactedJsonMixin, admin.ModelAdmin):
     def response_action(self, request, queryset):
         # A selection edited into something that is not an id was a 500 in Django's pk__in filter: refused,
         # with nothing changed, as Django refuses an empty one.
-        if any(id_or_none(value) is None for value in request.POST.getlist(helpers.ACTION_CHECKBOX_NAME)):
-            self.message_user(request, "The selection is not a list of rows of this list; nothing was changed.",
-                              messages.WARNING)
+        if any(
+            id_or_none(value) is None
+            for value in request.POST.getlist(helpers.ACTION_CHECKBOX_NAME)
+        ):
+            self.message_user(
+                request,
+                "The selection is not a list of rows of this list; nothing was changed.",
+                messages.WARNING,
+            )
             return HttpResponseRedirect(request.get_full_path())
         return super().response_action(request, queryset)
 
@@ -82,7 +93,9 @@ class WorkspaceAdmin(admin.ModelAdmin):
 
 
 class MembershipForm(forms.ModelForm):
-    reason = forms.CharField(widget=forms.Textarea, help_text="Why the role is granted; kept in the audit trail.")
+    reason = forms.CharField(
+        widget=forms.Textarea, help_text="Why the role is granted; kept in the audit trail."
+    )
 
     class Meta:
         model = Membership
@@ -105,8 +118,13 @@ class MembershipAdmin(admin.ModelAdmin):
         from approvals.services import membership_grant
 
         data = form.cleaned_data
-        stored = membership_grant(workspace_id=data["workspace"].pk, user=data["user"], role=data["role"],
-                                  actor=request.user, reason=data["reason"])
+        stored = membership_grant(
+            workspace_id=data["workspace"].pk,
+            user=data["user"],
+            role=data["role"],
+            actor=request.user,
+            reason=data["reason"],
+        )
         obj.pk = stored.pk
 
     def delete_model(self, request, obj):
@@ -120,8 +138,13 @@ class MembershipAdmin(admin.ModelAdmin):
 
         for membership in memberships:
             try:
-                membership_revoke(workspace_id=membership.workspace_id, user=membership.user, role=membership.role,
-                                  actor=request.user, reason=f"revoked in Django admin by {request.user}")
+                membership_revoke(
+                    workspace_id=membership.workspace_id,
+                    user=membership.user,
+                    role=membership.role,
+                    actor=request.user,
+                    reason=f"revoked in Django admin by {request.user}",
+                )
             except ApprovalsError as exc:
                 self.message_user(request, f"Not revoked: {exc}", messages.ERROR)
 
@@ -135,7 +158,15 @@ class RoleChangeAdmin(ReadOnlyAdmin):
 
 @admin.register(Request)
 class RequestAdmin(ReadOnlyAdmin):
-    list_display = ("workflow", "workspace", "number", "revision", "state", "requested_by", "created_at")
+    list_display = (
+        "workflow",
+        "workspace",
+        "number",
+        "revision",
+        "state",
+        "requested_by",
+        "created_at",
+    )
     list_filter = ("state", "workspace", "workflow")
     search_fields = ("=number", "payload_hash")
 
@@ -158,8 +189,16 @@ class ApprovalAdmin(ReadOnlyAdmin):
 
 @admin.register(TriggerRecord)
 class TriggerRecordAdmin(ReadOnlyAdmin):
-    list_display = ("received_at", "webhook_id", "reference", "sender_revision", "workspace_ref", "outcome",
-                    "status_code", "request")
+    list_display = (
+        "received_at",
+        "webhook_id",
+        "reference",
+        "sender_revision",
+        "workspace_ref",
+        "outcome",
+        "status_code",
+        "request",
+    )
     list_filter = ("outcome", "workflow")
     search_fields = ("reference", "=webhook_id")
     raw_id_fields = ("request", "duplicate_of")
@@ -200,13 +239,19 @@ class RuleVersionAdmin(admin.ModelAdmin):
     def save_model(self, request, obj, form, change):
         from approvals.services import rule_version_publish
 
-        stored = rule_version_publish(workflow=form.cleaned_data["workflow"], schema=form.cleaned_data["schema"],
-                                      actor=request.user, notes=form.cleaned_data.get("notes", ""))
+        stored = rule_version_publish(
+            workflow=form.cleaned_data["workflow"],
+            schema=form.cleaned_data["schema"],
+            actor=request.user,
+            notes=form.cleaned_data.get("notes", ""),
+        )
         obj.pk, obj.number, obj.version = stored.pk, stored.number, stored.version
 
 
 class WorkflowModeForm(forms.ModelForm):
-    reason = forms.CharField(widget=forms.Textarea, help_text="Why the mode changes; kept in the audit trail.")
+    reason = forms.CharField(
+        widget=forms.Textarea, help_text="Why the mode changes; kept in the audit trail."
+    )
 
     class Meta:
         model = WorkflowMode
@@ -232,7 +277,10 @@ class WorkflowModeAdmin(admin.ModelAdmin):
 
         data = form.cleaned_data
         stored = workflow_mode_set(
-            workflow=obj.workflow, mode=data["mode"], actor=request.user, reason=data["reason"],
+            workflow=obj.workflow,
+            mode=data["mode"],
+            actor=request.user,
+            reason=data["reason"],
             allowed_workspace_ids=[w.pk for w in data["allowed_workspaces"]],
         )
         obj.pk = stored.pk
@@ -244,8 +292,16 @@ class WorkflowModeAdmin(admin.ModelAdmin):
 
 @admin.register(WorkflowModeChange)
 class WorkflowModeChangeAdmin(ReadOnlyAdmin):
-    list_display = ("changed_at", "workflow", "from_mode", "to_mode", "from_allowed", "to_allowed", "changed_by",
-                    "reason")
+    list_display = (
+        "changed_at",
+        "workflow",
+        "from_mode",
+        "to_mode",
+        "from_allowed",
+        "to_allowed",
+        "changed_by",
+        "reason",
+    )
     list_filter = ("workflow", "to_mode")
 
 

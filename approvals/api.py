@@ -30,8 +30,12 @@ def _signed_trigger(request: HttpRequest) -> tuple[intake.SignedMessage, dict]:
     headers = {k: v for k, v in request.headers.items() if k.lower().startswith("webhook-")}
     message = intake.trigger_signature_verify(body=text, headers=headers)
     if len(message.webhook_id) > intake.WEBHOOK_ID_MAX_LENGTH:
-        raise BodyRejected(400, "webhook_id_too_long", f"at most {intake.WEBHOOK_ID_MAX_LENGTH} characters",
-                           intake.WEBHOOK_ID_MAX_LENGTH)
+        raise BodyRejected(
+            400,
+            "webhook_id_too_long",
+            f"at most {intake.WEBHOOK_ID_MAX_LENGTH} characters",
+            intake.WEBHOOK_ID_MAX_LENGTH,
+        )
     return message, parse_json_object(text, max_depth=settings.INTAKE_MAX_JSON_DEPTH)
 
 

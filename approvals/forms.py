@@ -34,32 +34,53 @@ def _field_for(name: str, spec: dict, required: bool) -> forms.Field:
         # Before the length: an address may be 254 characters long and is still one line.
         return forms.CharField(widget=forms.EmailInput(attrs=attrs), strip=True, **common)
     if (spec.get("maxLength") or 0) > 200:
-        return forms.CharField(widget=forms.Textarea(attrs={**attrs, "rows": 3}), strip=True, **common)
+        return forms.CharField(
+            widget=forms.Textarea(attrs={**attrs, "rows": 3}), strip=True, **common
+        )
     return forms.CharField(widget=forms.TextInput(attrs=attrs), strip=True, **common)
 
 
 class RequestForm(forms.Form):
     """A workspace (for a new request), the payload's fields and, for a revision, why it changed."""
 
-    def __init__(self, *args, schema: dict, workspaces: list[tuple[int, str]] | None = None,
-                 with_reason: bool = False, **kwargs):
+    def __init__(
+        self,
+        *args,
+        schema: dict,
+        workspaces: list[tuple[int, str]] | None = None,
+        with_reason: bool = False,
+        **kwargs,
+    ):
         super().__init__(*args, **kwargs)
         if workspaces is not None:
             self.fields["workspace"] = forms.TypedChoiceField(
-                label="Workspace", coerce=int, choices=[(pk, f"{name} (#{pk})") for pk, name in workspaces])
+                label="Workspace",
+                coerce=int,
+                choices=[(pk, f"{name} (#{pk})") for pk, name in workspaces],
+            )
         required = set(schema.get("required", []))
         self.payload_fields = []
         for name, spec in schema.get("properties", {}).items():
-            if isinstance(spec, dict) and spec.get("type") in ("string", "integer", "number", "boolean", None):
+            if isinstance(spec, dict) and spec.get("type") in (
+                "string",
+                "integer",
+                "number",
+                "boolean",
+                None,
+            ):
                 self.fields[name] = _field_for(name, spec, name in required)
                 self.payload_fields.append(name)
         if with_reason:
-            self.fields["reason"] = forms.CharField(label="What changed and why", required=False, max_length=500)
+            self.fields["reason"] = forms.CharField(
+                label="What changed and why", required=False, max_length=500
+            )
 
     def payload(self) -> dict:
         """The fields filled in; an empty one is left out, so the rules can say that it is required."""
         data = self.cleaned_data
-        return {name: data[name] for name in self.payload_fields if data.get(name) not in (None, "")}
+        return {
+            name: data[name] for name in self.payload_fields if data.get(name) not in (None, "")
+        }
 
     def add_reasons(self, reasons: list[str]) -> None:
         """Attach each reason of the rules to the field it names; the others go above the form."""

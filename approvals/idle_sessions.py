@@ -34,6 +34,9 @@ class IdleSessionTimeoutMiddleware:
             if isinstance(last, int) and now - last > settings.SESSION_IDLE_SECONDS:
                 logout(request)
                 return redirect_to_login(request.get_full_path())
-            if not isinstance(last, int) or now - last >= settings.SESSION_ACTIVITY_RESOLUTION_SECONDS:
+            if (
+                not isinstance(last, int)
+                or now - last >= settings.SESSION_ACTIVITY_RESOLUTION_SECONDS
+            ):
                 request.session[LAST_ACTIVITY] = now
         return self.get_response(request)

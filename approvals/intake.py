@@ -85,8 +85,11 @@ def trigger_signature_verify(*, body: str, headers: Mapping[str, str]) -> Signed
 
     During a secret rotation both INTAKE_SIGNING_SECRET and INTAKE_SIGNING_SECRET_PREVIOUS verify.
     """
-    secrets = secrets_in_force(settings.INTAKE_SIGNING_SECRET, settings.INTAKE_SIGNING_SECRET_PREVIOUS,
-                               name="INTAKE_SIGNING_SECRET")
+    secrets = secrets_in_force(
+        settings.INTAKE_SIGNING_SECRET,
+        settings.INTAKE_SIGNING_SECRET_PREVIOUS,
+        name="INTAKE_SIGNING_SECRET",
+    )
     headers = {k.lower(): v for k, v in headers.items()}
     try:
         verify_signature(secrets=secrets, body=body, headers=headers)
@@ -152,9 +155,12 @@ def _workspace_problems(workspace_id: int, workflow: str | None) -> list[str]:
     """Whether the workspace exists and takes triggers of this workflow (None: the workflow is unknown)."""
     if not Workspace.objects.filter(pk=workspace_id).exists():
         return [f"workspace_id: workspace {workspace_id} does not exist"]
-    if workflow is not None and WorkspaceWorkflow.objects.filter(
-        workspace_id=workspace_id, workflow=workflow, accepts_triggers=False
-    ).exists():
+    if (
+        workflow is not None
+        and WorkspaceWorkflow.objects.filter(
+            workspace_id=workspace_id, workflow=workflow, accepts_triggers=False
+        ).exists()
+    ):
         return [f"workspace_id: workspace {workspace_id} does not accept {workflow} requests"]
     return []
 
@@ -186,62 +192,110 @@ def _check(document: dict) -> _Checked:
     workflow_known = _read_workflow(checked, workflow)
     if (workspace_id := _whole_number(workspace_id)) is not None and 1 <= workspace_id <= 2**63 - 1:
         checked.workspace_id = workspace_id
-        checked.problems.extend(_workspace_problems(workspace_id, workflow if workflow_known else None))
+        checked.problems.extend(
+            _workspace_problems(workspace_id, workflow if workflow_known else None)
+        )
     if workflow_known and isinstance(payload, dict):
         rules = rules_for(workflow)
         checked.rule_version = rules.version
-        checked.problems.extend(schema_problems(rules.schema, payload, root="payload", prefix="payload."))
+        checked.problems.extend(
+            schema_problems(rules.schema, payload, root="payload", prefix="payload.")
+        )
     return checked
 
 
-def _apply(checked: _Checked, document: dict, webhook_id: str) -> tuple[str, list[str], int, Request | None, dict]:
+def _apply(
+    checked: _Checked, document: dict, webhook_id: str
+) -> tuple[str, list[str], int, Request | None, dict]:
     """Apply a valid trigger as a revision of the sender's request. Inside the caller's transaction."""
     workspace_id, workflow, reference, revision = (
-        checked.workspace_id, checked.workflow, checked.reference, checked.revision
+        checked.workspace_id,
+        checked.workflow,
+        checked.reference,
+        checked.revision,
     )
     sender = _intake_user()
     why = f"trigger {webhook_id}: {reference} revision {revision}"
-    ref = (RequestReference.objects.select_for_update()
-           .filter(workspace_id=workspace_id, workflow=workflow, reference=reference).first())
+    ref = (
+        RequestReference.objects.select_for_update()
+        .filter(workspace_id=workspace_id, workflow=workflow, reference=reference)
+        .first()
+    )
     if ref is None:
-        number = (Request.objects.filter(workspace_id=workspace_id, workflow=workflow)
-                  .aggregate(n=Max("number"))["n"] or 0) + 1
-        RequestReference.objects.create(workspace_id=workspace_id, workflow=workflow, reference=reference,
-                                        number=number, latest_revision=revision)
+        number = (
+            Request.objects.filter(workspace_id=workspace_id, workflow=workflow).aggregate(
+                n=Max("number")
+            )["n"]
+            or 0
+        ) + 1
+        RequestReference.objects.create(
+            workspace_id=workspace_id,
+            workflow=workflow,
+            reference=reference,
+            number=number,
+            latest_revision=revision,
+        )
         request = services.revision_create(
-            workflow=workflow, workspace_id=workspace_id, number=number, revision=1, payload=document["payload"],
-            requested_by=sender, actor=sender, reason=why,
+            workflow=workflow,
+            workspace_id=workspace_id,
+            number=number,
+            revision=1,
+            payload=document["payload"],
+            requested_by=sender,
+            actor=sender,
+            reason=why,
         )
         return TriggerOutcome.ACCEPTED, [], 202, request, {"request": _request_summary(request)}
 
-    current = (Request.objects.select_for_update(no_key=True)
-               .filter(workspace_id=workspace_id, workflow=workflow, number=ref.number)
-               .order_by("-revision").first())
+    current = (
+        Request.objects.select_for_update(no_key=True)
+        .filter(workspace_id=workspace_id, workflow=workflow, number=ref.number)
+        .order_by("-revision")
+        .first()
+    )
     if revision <= ref.latest_revision:
         relation = "older than" if revision < ref.latest_revision else "the same as"
-        reasons = [f"revision {revision} of {reference} is {relation} revision {ref.latest_revision}, "
-                   "the newest recorded; ignored"]
-        return TriggerOutcome.STALE, reasons, 202, None, {"current_request": _request_summary(current)}
+        reasons = [
+            f"revision {revision} of {reference} is {relation} revision {ref.latest_revision}, "
+            "the newest recorded; ignored"
+        ]
+        return (
+            TriggerOutcome.STALE,
+            reasons,
+            202,
+            None,
+            {"current_request": _request_summary(current)},
+        )
 
-    request = services.revision_add_locked(current, payload=document["payload"], actor=sender, reason=why)
+    request = services.revision_add_locked(
+        current, payload=document["payload"], actor=sender, reason=why
+    )
     ref.latest_revision = revision
     ref.save(update_fields=["latest_revision"])
     reasons = []
     if current.state == "superseded":
         reasons.append(f"replaces revision {current.revision}, which was awaiting approval")
     else:
-        reasons.append(f"revision {current.revision} is {current.state} and stays so; "
-                       "this revision needs its own approval")
+        reasons.append(
+            f"revision {current.revision} is {current.state} and stays so; "
+            "this revision needs its own approval"
+        )
     return TriggerOutcome.ACCEPTED, reasons, 202, request, {"request": _request_summary(request)}
 
 
-def _repeat(original: TriggerRecord, message: SignedMessage, document: dict, document_hash: str) -> TriggerAnswer:
+def _repeat(
+    original: TriggerRecord, message: SignedMessage, document: dict, document_hash: str
+) -> TriggerAnswer:
     """A webhook id seen before: the original answer again, recorded as a duplicate; nothing else changes."""
-    if TriggerRecord.objects.filter(webhook_id=message.webhook_id, signed_at=message.signed_at).exists():
+    if TriggerRecord.objects.filter(
+        webhook_id=message.webhook_id, signed_at=message.signed_at
+    ).exists():
         raise TriggerReplayed("replayed message: this id and timestamp were already received")
     if original.document_hash != document_hash:
-        reasons = [f"webhook-id {message.webhook_id} was already used for a different trigger "
-                   f"(received {original.received_at:%Y-%m-%d %H:%M:%S}); nothing changed"]
+        reasons = [
+            f"webhook-id {message.webhook_id} was already used for a different trigger "
+            f"(received {original.received_at:%Y-%m-%d %H:%M:%S}); nothing changed"
+        ]
         outcome, status = TriggerOutcome.REJECTED_AT_INTAKE, 409
         body = {"outcome": "conflict", "webhook_id": message.webhook_id, "reasons": reasons}
     else:
@@ -249,13 +303,28 @@ def _repeat(original: TriggerRecord, message: SignedMessage, document: dict, doc
         outcome = TriggerOutcome.DUPLICATE
         # A sender that retries after a lost answer must read the same verdict: only a success becomes 200.
         status = 200 if original.status_code < 300 else original.status_code
-        body = {**original.response, "outcome": TriggerOutcome.DUPLICATE, "duplicate": True,
-                "original_outcome": original.outcome, "original_status": original.status_code}
+        body = {
+            **original.response,
+            "outcome": TriggerOutcome.DUPLICATE,
+            "duplicate": True,
+            "original_outcome": original.outcome,
+            "original_status": original.status_code,
+        }
     record = TriggerRecord.objects.create(
-        webhook_id=message.webhook_id, signed_at=message.signed_at, duplicate_of=original,
-        workflow=original.workflow, workspace_ref=original.workspace_ref, reference=original.reference,
-        sender_revision=original.sender_revision, document=document, document_hash=document_hash,
-        outcome=outcome, reasons=reasons, status_code=status, response=body, rule_version=original.rule_version,
+        webhook_id=message.webhook_id,
+        signed_at=message.signed_at,
+        duplicate_of=original,
+        workflow=original.workflow,
+        workspace_ref=original.workspace_ref,
+        reference=original.reference,
+        sender_revision=original.sender_revision,
+        document=document,
+        document_hash=document_hash,
+        outcome=outcome,
+        reasons=reasons,
+        status_code=status,
+        response=body,
+        rule_version=original.rule_version,
         request=original.request,
     )
     return TriggerAnswer(status_code=status, body=body, record=record)
@@ -263,24 +332,47 @@ def _repeat(original: TriggerRecord, message: SignedMessage, document: dict, doc
 
 def _receive_once(message: SignedMessage, document: dict) -> TriggerAnswer:
     document_hash = payload_hash(document)
-    original = TriggerRecord.objects.filter(webhook_id=message.webhook_id, duplicate_of__isnull=True).first()
+    original = TriggerRecord.objects.filter(
+        webhook_id=message.webhook_id, duplicate_of__isnull=True
+    ).first()
     if original is not None:
         return _repeat(original, message, document, document_hash)
     checked = _check(document)
     request = None
     if checked.problems:
-        outcome, reasons, status, extra = TriggerOutcome.REJECTED_AT_INTAKE, checked.problems, 422, {}
+        outcome, reasons, status, extra = (
+            TriggerOutcome.REJECTED_AT_INTAKE,
+            checked.problems,
+            422,
+            {},
+        )
     else:
         outcome, reasons, status, request, extra = _apply(checked, document, message.webhook_id)
-    body = {"outcome": outcome, "webhook_id": message.webhook_id, "reference": checked.reference,
-            "revision": checked.revision, "reasons": reasons, **extra}
+    body = {
+        "outcome": outcome,
+        "webhook_id": message.webhook_id,
+        "reference": checked.reference,
+        "revision": checked.revision,
+        "reasons": reasons,
+        **extra,
+    }
     # Inserted last: a concurrent trigger with the same id waits on this row's unique index, then
     # fails, is rolled back and answered as a duplicate of this one.
     record = TriggerRecord.objects.create(
-        webhook_id=message.webhook_id, signed_at=message.signed_at, workflow=checked.workflow,
-        workspace_ref=checked.workspace_id, reference=checked.reference, sender_revision=checked.revision,
-        document=document, document_hash=document_hash, outcome=outcome, reasons=reasons, status_code=status,
-        response=body, rule_version=checked.rule_version, request=request,
+        webhook_id=message.webhook_id,
+        signed_at=message.signed_at,
+        workflow=checked.workflow,
+        workspace_ref=checked.workspace_id,
+        reference=checked.reference,
+        sender_revision=checked.revision,
+        document=document,
+        document_hash=document_hash,
+        outcome=outcome,
+        reasons=reasons,
+        status_code=status,
+        response=body,
+        rule_version=checked.rule_version,
+        request=request,
     )
     return TriggerAnswer(status_code=status, body=body, record=record)
 
@@ -295,8 +387,13 @@ def trigger_receive(*, message: SignedMessage, document: dict) -> TriggerAnswer:
             if attempt == CONTENDED_RETRIES:
                 raise
             continue
-        log.info("trigger %s for %r: %s (%s)", message.webhook_id, answer.record.reference,
-                 answer.record.outcome, answer.status_code)
+        log.info(
+            "trigger %s for %r: %s (%s)",
+            message.webhook_id,
+            answer.record.reference,
+            answer.record.outcome,
+            answer.status_code,
+        )
         return answer
     raise AssertionError("unreachable")
 
@@ -304,13 +401,21 @@ def trigger_receive(*, message: SignedMessage, document: dict) -> TriggerAnswer:
 # --- Reads for the console -------------------------------------------------------------------------
 
 
-def triggers_visible_to(user, *, reference: str = "", outcome: str = "", before: tuple[datetime, int] | None = None,
-                        limit: int = 50) -> tuple[list[TriggerRecord], bool]:
+def triggers_visible_to(
+    user,
+    *,
+    reference: str = "",
+    outcome: str = "",
+    before: tuple[datetime, int] | None = None,
+    limit: int = 50,
+) -> tuple[list[TriggerRecord], bool]:
     """Triggers of the user's workspaces, newest first, one keyset page at a time (and whether more follow)."""
     from approvals.selectors import workspace_ids_for
     from outbox.selectors import keyset_page
 
-    rows = TriggerRecord.objects.filter(workspace_ref__in=workspace_ids_for(user)).select_related("request")
+    rows = TriggerRecord.objects.filter(workspace_ref__in=workspace_ids_for(user)).select_related(
+        "request"
+    )
     if reference:
         rows = rows.filter(reference__icontains=reference)
     if outcome:
@@ -321,5 +426,8 @@ def triggers_visible_to(user, *, reference: str = "", outcome: str = "", before:
 def trigger_visible_to(user, pk: int) -> TriggerRecord | None:
     from approvals.selectors import workspace_ids_for
 
-    return (TriggerRecord.objects.filter(pk=pk, workspace_ref__in=workspace_ids_for(user))
-            .select_related("request", "duplicate_of").first())
+    return (
+        TriggerRecord.objects.filter(pk=pk, workspace_ref__in=workspace_ids_for(user))
+        .select_related("request", "duplicate_of")
+        .first()
+    )

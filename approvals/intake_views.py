@@ -1,6 +1,5 @@
 """Console screen of the triggers received: accepted, duplicate, stale and rejected at intake, with reasons."""
 
-
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpResponse, HttpResponseBadRequest
 from django.shortcuts import render
@@ -15,6 +14,8 @@ from config.htmx import HtmxHttpRequest
 from outbox.redaction import redact
 
 PAGE_SIZE = 50
+
+
 @require_GET
 @login_required
 def triggers(request: HtmxHttpRequest) -> HttpResponse:
@@ -25,9 +26,12 @@ def triggers(request: HtmxHttpRequest) -> HttpResponse:
     try:
         before = parse_keyset_cursor(request.GET.get("before", ""), name="before")
     except BadQueryValue as exc:
-        return HttpResponseBadRequest(f"Bad request: {exc}.", content_type="text/plain; charset=utf-8")
-    rows, more = intake.triggers_visible_to(request.user, reference=reference, outcome=outcome, before=before,
-                                            limit=PAGE_SIZE)
+        return HttpResponseBadRequest(
+            f"Bad request: {exc}.", content_type="text/plain; charset=utf-8"
+        )
+    rows, more = intake.triggers_visible_to(
+        request.user, reference=reference, outcome=outcome, before=before, limit=PAGE_SIZE
+    )
     next_cursor = keyset_cursor(rows[-1], field="received_at") if more else ""
     context = {
         "triggers": rows,
@@ -38,7 +42,11 @@ def triggers(request: HtmxHttpRequest) -> HttpResponse:
         "workspaces": workspaces_for(request.user),
         "workflows": sorted(known_workflows()),
     }
-    template = "approvals/triggers_results.html" if getattr(request, "htmx", False) else "approvals/triggers.html"
+    template = (
+        "approvals/triggers_results.html"
+        if getattr(request, "htmx", False)
+        else "approvals/triggers.html"
+    )
     return render(request, template, context)
 
 
@@ -49,5 +57,8 @@ def trigger_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     if record is None:
         raise Http404("no such trigger")
     repeats = record.repeats.order_by("received_at", "id") if record.duplicate_of_id is None else []
-    return render(request, "approvals/triggers_detail.html",
-                  {"t": record, "document": redact(record.document), "repeats": repeats})
+    return render(
+        request,
+        "approvals/triggers_detail.html",
+        {"t": record, "document": redact(record.document), "repeats": repeats},
+    )

@@ -25,13 +25,17 @@ class Role(models.TextChoices):
 
 
 class Membership(models.Model):
-    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships"
+    )
     workspace = models.ForeignKey(Workspace, on_delete=models.CASCADE, related_name="memberships")
     role = models.CharField(max_length=16, choices=Role.choices)
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(fields=["user", "workspace", "role"], name="membership_unique_role"),
+            models.UniqueConstraint(
+                fields=["user", "workspace", "role"], name="membership_unique_role"
+            ),
         ]
 
     def __str__(self) -> str:
@@ -51,11 +55,23 @@ class RequestState(models.TextChoices):
 # The allowed moves of a request revision, readable in one place.
 REQUEST_TRANSITIONS: dict[str, frozenset[str]] = {
     RequestState.RECEIVED: frozenset(
-        {RequestState.VALIDATED, RequestState.REJECTED, RequestState.SUPERSEDED, RequestState.CANCELLED}),
+        {
+            RequestState.VALIDATED,
+            RequestState.REJECTED,
+            RequestState.SUPERSEDED,
+            RequestState.CANCELLED,
+        }
+    ),
     RequestState.VALIDATED: frozenset(
-        {RequestState.AWAITING_APPROVAL, RequestState.SUPERSEDED, RequestState.CANCELLED}),
+        {RequestState.AWAITING_APPROVAL, RequestState.SUPERSEDED, RequestState.CANCELLED}
+    ),
     RequestState.AWAITING_APPROVAL: frozenset(
-        {RequestState.APPROVED, RequestState.REJECTED, RequestState.CANCELLED, RequestState.SUPERSEDED}
+        {
+            RequestState.APPROVED,
+            RequestState.REJECTED,
+            RequestState.CANCELLED,
+            RequestState.SUPERSEDED,
+        }
     ),
     # An approved request is cancelled only while nothing of it was delivered (else it is compensated).
     RequestState.APPROVED: frozenset({RequestState.SUPERSEDED, RequestState.CANCELLED}),
@@ -74,11 +90,16 @@ class Request(models.Model):
     revision = models.PositiveIntegerField(default=1)
     payload = models.JSONField()
     payload_hash = models.CharField(max_length=64)
-    state = models.CharField(max_length=24, choices=RequestState.choices, default=RequestState.AWAITING_APPROVAL)
-    requested_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    state = models.CharField(
+        max_length=24, choices=RequestState.choices, default=RequestState.AWAITING_APPROVAL
+    )
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+"
+    )
     # An approver who corrected the request made this revision: a fresh approval by someone else decides it.
-    corrected_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT,
-                                     related_name="+")
+    corrected_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
     # Why a request ended without being carried out (cancelled, rejected, superseded): searchable.
     reason_code = models.CharField(max_length=40, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -87,7 +108,8 @@ class Request(models.Model):
     class Meta:
         constraints = [
             models.UniqueConstraint(
-                fields=["workspace", "workflow", "number", "revision"], name="request_unique_revision"
+                fields=["workspace", "workflow", "number", "revision"],
+                name="request_unique_revision",
             ),
         ]
         indexes = [
@@ -112,7 +134,9 @@ class RequestEvent(models.Model):
     request = models.ForeignKey(Request, on_delete=models.CASCADE, related_name="events")
     from_state = models.CharField(max_length=24, blank=True)
     to_state = models.CharField(max_length=24)
-    actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
+    )
     reason = models.TextField(blank=True)
     at = models.DateTimeField(auto_now_add=True)
 
@@ -135,7 +159,9 @@ class Approval(models.Model):
     revision = models.PositiveIntegerField()
     decision = models.CharField(max_length=8, choices=Decision.choices)
     reason = models.TextField(blank=True)
-    decided_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    decided_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+"
+    )
     payload_hash = models.CharField(max_length=64)
     rule_version = models.CharField(max_length=40)
     decided_at = models.DateTimeField(auto_now_add=True)
@@ -158,10 +184,17 @@ class RuleVersion(models.Model):
 
     workflow = models.CharField(max_length=40)
     number = models.PositiveIntegerField()
-    version = models.CharField(max_length=40, help_text="The label stored on decisions and handoffs.")
-    schema = models.JSONField(help_text="JSON Schema (draft 2020-12) the request payload must satisfy.")
-    steps = models.JSONField(default=list, blank=True,
-                             help_text='Ordered steps, each {"name", "operation", "compensation"}; none: one handoff.')
+    version = models.CharField(
+        max_length=40, help_text="The label stored on decisions and handoffs."
+    )
+    schema = models.JSONField(
+        help_text="JSON Schema (draft 2020-12) the request payload must satisfy."
+    )
+    steps = models.JSONField(
+        default=list,
+        blank=True,
+        help_text='Ordered steps, each {"name", "operation", "compensation"}; none: one handoff.',
+    )
     notes = models.TextField(blank=True)
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
@@ -170,7 +203,9 @@ class RuleVersion(models.Model):
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(fields=["workflow", "number"], name="rule_version_unique_number"),
+            models.UniqueConstraint(
+                fields=["workflow", "number"], name="rule_version_unique_number"
+            ),
             models.UniqueConstraint(fields=["version"], name="rule_version_unique_label"),
         ]
 
@@ -188,7 +223,9 @@ class WorkspaceWorkflow(models.Model):
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(fields=["workspace", "workflow"], name="workspace_workflow_unique"),
+            models.UniqueConstraint(
+                fields=["workspace", "workflow"], name="workspace_workflow_unique"
+            ),
         ]
 
     def __str__(self) -> str:
@@ -225,7 +262,10 @@ class WorkflowMode(models.Model):
     workflow = models.CharField(max_length=40)
     mode = models.CharField(max_length=12, choices=Mode.choices)
     allowed_workspaces = models.ManyToManyField(
-        Workspace, blank=True, related_name="+", help_text="Workspaces whose handoffs are sent in limited mode."
+        Workspace,
+        blank=True,
+        related_name="+",
+        help_text="Workspaces whose handoffs are sent in limited mode.",
     )
     updated_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
@@ -235,7 +275,9 @@ class WorkflowMode(models.Model):
     objects = WorkflowModeQuerySet.as_manager()
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["workflow"], name="workflow_mode_unique_workflow")]
+        constraints = [
+            models.UniqueConstraint(fields=["workflow"], name="workflow_mode_unique_workflow")
+        ]
 
     def __str__(self) -> str:
         return f"{self.workflow}: {self.mode}"
@@ -247,9 +289,13 @@ class WorkflowModeChange(models.Model):
     workflow = models.CharField(max_length=40)
     from_mode = models.CharField(max_length=12, blank=True)
     to_mode = models.CharField(max_length=12, choices=Mode.choices)
-    from_allowed = models.JSONField(default=list, help_text="Allowed workspace ids before the change.")
+    from_allowed = models.JSONField(
+        default=list, help_text="Allowed workspace ids before the change."
+    )
     to_allowed = models.JSONField(default=list, help_text="Allowed workspace ids after the change.")
-    changed_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    changed_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+"
+    )
     reason = models.TextField()
     changed_at = models.DateTimeField(auto_now_add=True)
 
@@ -274,8 +320,12 @@ class RequestReference(models.Model):
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(fields=["workspace", "workflow", "reference"], name="request_reference_unique"),
-            models.UniqueConstraint(fields=["workspace", "workflow", "number"], name="request_reference_number"),
+            models.UniqueConstraint(
+                fields=["workspace", "workflow", "reference"], name="request_reference_unique"
+            ),
+            models.UniqueConstraint(
+                fields=["workspace", "workflow", "number"], name="request_reference_number"
+            ),
         ]
 
     def __str__(self) -> str:
@@ -300,8 +350,12 @@ class TriggerRecord(models.Model):
         "self", null=True, blank=True, on_delete=models.PROTECT, related_name="repeats"
     )
     workflow = models.CharField(max_length=40, blank=True)
-    workspace_ref = models.BigIntegerField(null=True, blank=True, help_text="The workspace id the trigger named.")
-    reference = models.CharField(max_length=120, blank=True, help_text="The sender's request reference.")
+    workspace_ref = models.BigIntegerField(
+        null=True, blank=True, help_text="The workspace id the trigger named."
+    )
+    reference = models.CharField(
+        max_length=120, blank=True, help_text="The sender's request reference."
+    )
     sender_revision = models.PositiveIntegerField(null=True, blank=True)
     document = models.JSONField(help_text="The trigger body as received.")
     document_hash = models.CharField(max_length=64)
@@ -311,20 +365,30 @@ class TriggerRecord(models.Model):
     response = models.JSONField(help_text="The answer sent; a duplicate gets the original's again.")
     rule_version = models.CharField(max_length=40, blank=True)
     request = models.ForeignKey(
-        Request, null=True, blank=True, on_delete=models.PROTECT, related_name="triggers",
+        Request,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="triggers",
         help_text="The request revision this trigger created.",
     )
 
     class Meta:
         constraints = [
             models.UniqueConstraint(
-                fields=["webhook_id"], condition=models.Q(duplicate_of__isnull=True), name="trigger_unique_webhook_id"
+                fields=["webhook_id"],
+                condition=models.Q(duplicate_of__isnull=True),
+                name="trigger_unique_webhook_id",
             ),
             # The same id signed at the same second is the same signed message again: a replay.
-            models.UniqueConstraint(fields=["webhook_id", "signed_at"], name="trigger_unique_signed_message"),
+            models.UniqueConstraint(
+                fields=["webhook_id", "signed_at"], name="trigger_unique_signed_message"
+            ),
         ]
         indexes = [
-            models.Index(fields=["workspace_ref", "received_at", "id"], name="trigger_ws_keyset_idx"),
+            models.Index(
+                fields=["workspace_ref", "received_at", "id"], name="trigger_ws_keyset_idx"
+            ),
             models.Index(fields=["reference"], name="trigger_reference_idx"),
             models.Index(fields=["outcome", "received_at"], name="trigger_outcome_idx"),
         ]
@@ -346,12 +410,16 @@ class RoleChange(models.Model):
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
     role = models.CharField(max_length=16, choices=Role.choices)
     action = models.CharField(max_length=8, choices=Action.choices)
-    changed_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    changed_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+"
+    )
     reason = models.TextField()
     changed_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
-        indexes = [models.Index(fields=["workspace", "changed_at", "id"], name="role_change_ws_idx")]
+        indexes = [
+            models.Index(fields=["workspace", "changed_at", "id"], name="role_change_ws_idx")
+        ]
 
     def __str__(self) -> str:
         return f"{self.changed_by} {self.action}ed {self.role} of {self.user} in workspace {self.workspace_id}"

@@ -47,18 +47,28 @@ BUILT_IN_RULES = {ONBOARDING_V1.workflow: ONBOARDING_V1}
 def known_workflows() -> set[str]:
     from approvals.models import RuleVersion
 
-    return set(BUILT_IN_RULES) | set(RuleVersion.objects.values_list("workflow", flat=True).distinct())
+    return set(BUILT_IN_RULES) | set(
+        RuleVersion.objects.values_list("workflow", flat=True).distinct()
+    )
 
 
 def rules_for(workflow: str) -> RuleSet:
     """The rules in force for the workflow: its newest stored version, else its built-in rules."""
     from approvals.models import RuleVersion
 
-    stored = (RuleVersion.objects.filter(workflow=workflow).order_by("-number")
-              .values("version", "schema", "steps").first())
+    stored = (
+        RuleVersion.objects.filter(workflow=workflow)
+        .order_by("-number")
+        .values("version", "schema", "steps")
+        .first()
+    )
     if stored is not None:
-        return RuleSet(workflow=workflow, version=stored["version"], schema=stored["schema"],
-                       steps=tuple(stored["steps"] or ()))
+        return RuleSet(
+            workflow=workflow,
+            version=stored["version"],
+            schema=stored["schema"],
+            steps=tuple(stored["steps"] or ()),
+        )
     try:
         return BUILT_IN_RULES[workflow]
     except KeyError:
@@ -106,13 +116,16 @@ def _extra_keys(instance: dict, schema: dict) -> list:
     """The keys neither named in `properties` nor matched by a `patternProperties` pattern, sorted."""
     named = schema.get("properties", {})
     patterns = [_compiled(p) for p in schema.get("patternProperties", {})]
-    return sorted((k for k in instance if k not in named and not any(p.search(k) for p in patterns)), key=str)
+    return sorted(
+        (k for k in instance if k not in named and not any(p.search(k) for p in patterns)), key=str
+    )
 
 
 def _extras_refused(extras: list) -> ValidationError:
     verb = "was" if len(extras) == 1 else "were"
-    return ValidationError(f"Additional properties are not allowed ({', '.join(map(repr, extras))} {verb} "
-                           "unexpected)")
+    return ValidationError(
+        f"Additional properties are not allowed ({', '.join(map(repr, extras))} {verb} unexpected)"
+    )
 
 
 def _additional_properties(validator, additional, instance, schema):
@@ -126,11 +139,14 @@ def _additional_properties(validator, additional, instance, schema):
         yield _extras_refused(extras)
 
 
-RulesValidator = jsonschema.validators.extend(jsonschema.Draft202012Validator, {
-    "pattern": _pattern,
-    "patternProperties": _pattern_properties,
-    "additionalProperties": _additional_properties,
-})
+RulesValidator = jsonschema.validators.extend(
+    jsonschema.Draft202012Validator,
+    {
+        "pattern": _pattern,
+        "patternProperties": _pattern_properties,
+        "additionalProperties": _additional_properties,
+    },
+)
 
 
 def _schema_patterns(node: object) -> Iterator[str]:
@@ -159,13 +175,19 @@ def pattern_problems(schema: dict) -> list[str]:
         try:
             _compiled(pattern)
         except re2.error as exc:
-            detail = exc.args[0].decode() if exc.args and isinstance(exc.args[0], bytes) else str(exc)
-            problems.append(f"pattern {pattern!r} cannot be evaluated in linear time ({detail}); "
-                            "back-references and look-around are not supported")
+            detail = (
+                exc.args[0].decode() if exc.args and isinstance(exc.args[0], bytes) else str(exc)
+            )
+            problems.append(
+                f"pattern {pattern!r} cannot be evaluated in linear time ({detail}); "
+                "back-references and look-around are not supported"
+            )
     if _has_keyword(schema, "patternProperties") and _has_keyword(schema, "unevaluatedProperties"):
         # jsonschema matches patternProperties with Python's `re` when it works out unevaluated properties.
-        problems.append("unevaluatedProperties cannot be combined with patternProperties; "
-                        "use additionalProperties")
+        problems.append(
+            "unevaluatedProperties cannot be combined with patternProperties; "
+            "use additionalProperties"
+        )
     return problems
 
 
@@ -180,12 +202,18 @@ def publish_problems(schema: object) -> list[str]:
     return pattern_problems(schema)
 
 
-def schema_problems(schema: dict, document: object, *, root: str = "payload", prefix: str = "") -> list[str]:
+def schema_problems(
+    schema: dict, document: object, *, root: str = "payload", prefix: str = ""
+) -> list[str]:
     """Every way `document` fails `schema`, each named by where it is (`root` for the document itself)."""
     validator = RulesValidator(schema)
     problems = []
-    for error in sorted(validator.iter_errors(document), key=lambda e: [str(p) for p in e.absolute_path]):
-        where = prefix + ".".join(str(p) for p in error.absolute_path) if error.absolute_path else root
+    for error in sorted(
+        validator.iter_errors(document), key=lambda e: [str(p) for p in e.absolute_path]
+    ):
+        where = (
+            prefix + ".".join(str(p) for p in error.absolute_path) if error.absolute_path else root
+        )
         problems.append(f"{where}: {error.message}")
     return problems
 
@@ -208,7 +236,9 @@ def _step_problems(index: int, step: object) -> list[str]:
     for part in ("name", "operation", "compensation"):
         value = step.get(part)
         if value not in (None, "") and not (isinstance(value, str) and STEP_NAME.fullmatch(value)):
-            problems.append(f"step {index + 1} {part} must be lowercase letters, digits and _ (at most 40)")
+            problems.append(
+                f"step {index + 1} {part} must be lowercase letters, digits and _ (at most 40)"
+            )
     if unknown := sorted(set(step) - {"name", "operation", "compensation"}):
         problems.append(f"step {index + 1} has unknown parts: {', '.join(unknown)}")
     return problems

@@ -26,14 +26,17 @@ def workspaces_for(user) -> QuerySet[Workspace]:
 def requests_awaiting_decision(user) -> QuerySet[Request]:
     return (
         Request.objects.filter(
-            workspace_id__in=workspace_ids_for(user, Role.APPROVER), state=RequestState.AWAITING_APPROVAL
+            workspace_id__in=workspace_ids_for(user, Role.APPROVER),
+            state=RequestState.AWAITING_APPROVAL,
         )
         .select_related("workspace", "requested_by")
         .order_by("created_at", "id")
     )
 
 
-def current_revision(*, workspace_id: int, number: int, workflow: str = "onboarding") -> Request | None:
+def current_revision(
+    *, workspace_id: int, number: int, workflow: str = "onboarding"
+) -> Request | None:
     return (
         Request.objects.filter(workspace_id=workspace_id, workflow=workflow, number=number)
         .order_by("-revision")
@@ -43,12 +46,15 @@ def current_revision(*, workspace_id: int, number: int, workflow: str = "onboard
 
 # --- Console reads: navigation, evidence ------------------------------------------------
 
+
 def roles_by_workspace(user) -> dict[int, list[str]]:
     if not user.is_authenticated:
         return {}
     roles: dict[int, list[str]] = {}
-    for workspace_id, role in Membership.objects.filter(user=user).order_by("workspace_id", "role").values_list(
-        "workspace_id", "role"
+    for workspace_id, role in (
+        Membership.objects.filter(user=user)
+        .order_by("workspace_id", "role")
+        .values_list("workspace_id", "role")
     ):
         roles.setdefault(workspace_id, []).append(role)
     return roles
@@ -85,8 +91,13 @@ def console_nav(user) -> list[dict]:
     awaiting = _counts_where(roles, Role.APPROVER, awaiting_counts_by_workspace)
     attention = _counts_where(roles, Role.OPERATOR, open_counts_by_workspace)
     return [
-        {"id": ws, "name": names.get(ws, f"Workspace {ws}"), "roles": held, "awaiting": awaiting.get(ws),
-         "attention": attention.get(ws)}
+        {
+            "id": ws,
+            "name": names.get(ws, f"Workspace {ws}"),
+            "roles": held,
+            "awaiting": awaiting.get(ws),
+            "attention": attention.get(ws),
+        }
         for ws, held in sorted(roles.items())
     ]
 
@@ -95,8 +106,10 @@ def request_evidence(request: Request) -> dict:
     """What the approver decides on besides the payload: the rules that apply and whether it passes them."""
     from approvals.rules import payload_problems, rules_for
 
-    return {"rule_version": rules_for(request.workflow).version,
-            "problems": payload_problems(request.workflow, request.payload)}
+    return {
+        "rule_version": rules_for(request.workflow).version,
+        "problems": payload_problems(request.workflow, request.payload),
+    }
 
 
 def operators_of(workspace_ids: list[int]) -> list:
@@ -104,25 +117,38 @@ def operators_of(workspace_ids: list[int]) -> list:
     from django.contrib.auth import get_user_model
 
     return list(
-        get_user_model().objects.filter(memberships__workspace_id__in=workspace_ids,
-                                        memberships__role=Role.OPERATOR).distinct().order_by("username")
+        get_user_model()
+        .objects.filter(
+            memberships__workspace_id__in=workspace_ids, memberships__role=Role.OPERATOR
+        )
+        .distinct()
+        .order_by("username")
     )
 
 
 def is_operator_of(user_id: int, workspace_id: int) -> bool:
-    return Membership.objects.filter(user_id=user_id, workspace_id=workspace_id, role=Role.OPERATOR).exists()
+    return Membership.objects.filter(
+        user_id=user_id, workspace_id=workspace_id, role=Role.OPERATOR
+    ).exists()
 
 
 def revision_by_id(pk: int) -> Request | None:
-    return Request.objects.filter(pk=pk).only("id", "workspace_id", "number", "revision", "workflow").first()
+    return (
+        Request.objects.filter(pk=pk)
+        .only("id", "workspace_id", "number", "revision", "workflow")
+        .first()
+    )
 
 
 def role_changes_visible_to(user, *, limit: int = 200) -> QuerySet:
     """Role grants and revocations in the workspaces where the user is an operator, newest first."""
     from approvals.models import RoleChange
 
-    return (RoleChange.objects.filter(workspace_id__in=workspace_ids_for(user, Role.OPERATOR))
-            .select_related("workspace", "user", "changed_by").order_by("-changed_at", "-id")[:limit])
+    return (
+        RoleChange.objects.filter(workspace_id__in=workspace_ids_for(user, Role.OPERATOR))
+        .select_related("workspace", "user", "changed_by")
+        .order_by("-changed_at", "-id")[:limit]
+    )
 
 
 # --- Requesters: their requests and where each stands with its three owners ---------------------
@@ -139,12 +165,23 @@ def requests_of(user, *, limit: int = 100) -> list[Request]:
 
     from outbox.models import Handoff
 
-    newer = Request.objects.filter(workspace_id=OuterRef("workspace_id"), workflow=OuterRef("workflow"),
-                                   number=OuterRef("number"), revision__gt=OuterRef("revision"))
-    rows = list(Request.objects.filter(requested_by=user, workspace_id__in=workspace_ids_for(user))
-                .filter(~Exists(newer)).select_related("workspace").order_by("-created_at", "-id")[:limit])
+    newer = Request.objects.filter(
+        workspace_id=OuterRef("workspace_id"),
+        workflow=OuterRef("workflow"),
+        number=OuterRef("number"),
+        revision__gt=OuterRef("revision"),
+    )
+    rows = list(
+        Request.objects.filter(requested_by=user, workspace_id__in=workspace_ids_for(user))
+        .filter(~Exists(newer))
+        .select_related("workspace")
+        .order_by("-created_at", "-id")[:limit]
+    )
     # With several steps, a request has several handoffs: the newest is the step it has reached.
-    handoffs = {h.source_id: h for h in Handoff.objects.filter(source_id__in=[r.pk for r in rows]).order_by("id")}
+    handoffs = {
+        h.source_id: h
+        for h in Handoff.objects.filter(source_id__in=[r.pk for r in rows]).order_by("id")
+    }
     for row in rows:
         row.handoff = handoffs.get(row.pk)
         row.progress = request_progress(row, row.handoff)
@@ -207,9 +244,18 @@ def revision_changes(old: Request, new: Request) -> list[dict]:
     before, after = redact(old.payload), redact(new.payload)
     changes = []
     for field in sorted(set(old.payload) | set(new.payload)):
-        if old.payload.get(field) != new.payload.get(field) or (field in old.payload) != (field in new.payload):
-            changes.append({"field": field, "before": before.get(field), "after": after.get(field),
-                            "added": field not in before, "removed": field not in after})
+        if old.payload.get(field) != new.payload.get(field) or (field in old.payload) != (
+            field in new.payload
+        ):
+            changes.append(
+                {
+                    "field": field,
+                    "before": before.get(field),
+                    "after": after.get(field),
+                    "added": field not in before,
+                    "removed": field not in after,
+                }
+            )
     return changes
 
 
@@ -228,8 +274,13 @@ CONSOLE_PAGES: list[tuple[str, str, str]] = [
     ("approvals:role_changes", "Role changes", Role.OPERATOR),
     ("admin:index", "Admin", "staff"),
 ]
-AUDIENCE_LABELS = {Role.REQUESTER: "requesters", Role.APPROVER: "approvers", Role.OPERATOR: "operators",
-                   "member": "members", "staff": "support staff"}
+AUDIENCE_LABELS = {
+    Role.REQUESTER: "requesters",
+    Role.APPROVER: "approvers",
+    Role.OPERATOR: "operators",
+    "member": "members",
+    "staff": "support staff",
+}
 
 
 def pages_for(user, roles: set[str] | None = None) -> list[dict]:
@@ -240,7 +291,9 @@ def pages_for(user, roles: set[str] | None = None) -> list[dict]:
     if roles is None:
         roles = set(Membership.objects.filter(user=user).values_list("role", flat=True).distinct())
     allowed = roles | ({"member"} if roles else set()) | ({"staff"} if user.is_staff else set())
-    return [{"url_name": name, "title": title} for name, title, who in CONSOLE_PAGES if who in allowed]
+    return [
+        {"url_name": name, "title": title} for name, title, who in CONSOLE_PAGES if who in allowed
+    ]
 
 
 def page_named(view_name: str | None) -> dict | None:
@@ -275,4 +328,8 @@ def approver_correctable(payload: dict) -> dict[str, str]:
     from outbox.redaction import redact
 
     shown = redact(payload)
-    return {name: value for name, value in shown.items() if isinstance(value, str) and value == payload.get(name)}
+    return {
+        name: value
+        for name, value in shown.items()
+        if isinstance(value, str) and value == payload.get(name)
+    }

@@ -36,7 +36,14 @@ from approvals.models import (
     WorkflowModeChange,
     Workspace,
 )
-from approvals.rules import BUILT_IN_RULES, payload_problems, publish_problems, rules_for, steps_of, steps_problems
+from approvals.rules import (
+    BUILT_IN_RULES,
+    payload_problems,
+    publish_problems,
+    rules_for,
+    steps_of,
+    steps_problems,
+)
 from approvals.selectors import REQUESTER_REVISABLE_STATES, approver_correctable, may_cancel
 from outbox import services as outbox_services
 from outbox.errors import InvalidTransition
@@ -49,11 +56,16 @@ from outbox.steps import base_payload
 DB = "default"
 
 
-def _move(request: Request, to_state: str, *, actor=None, reason: str = "", reason_code: str = "") -> None:
+def _move(
+    request: Request, to_state: str, *, actor=None, reason: str = "", reason_code: str = ""
+) -> None:
     if not request.can_move_to(to_state):
         raise InvalidRequestState(f"{request} is {request.state}; it cannot become {to_state}")
     RequestEvent.objects.create(
-        request=request, from_state=request.state, to_state=to_state, actor=actor,
+        request=request,
+        from_state=request.state,
+        to_state=to_state,
+        actor=actor,
         reason=f"[{reason_code}] {reason}" if reason_code else reason,
     )
     request.state = to_state
@@ -73,24 +85,58 @@ def _require_member(user, workspace_id: int, role: str) -> None:
         raise ApprovalDenied(f"{user} is not {role} in workspace {workspace_id}")
 
 
-def revision_create(*, workflow: str, workspace_id: int, number: int, revision: int, payload: dict,
-                     requested_by, actor, reason: str, corrected_by=None) -> Request:
+def revision_create(
+    *,
+    workflow: str,
+    workspace_id: int,
+    number: int,
+    revision: int,
+    payload: dict,
+    requested_by,
+    actor,
+    reason: str,
+    corrected_by=None,
+) -> Request:
     """A new request revision, moved received -> validated -> awaiting approval, each move in its history.
 
     The caller has checked the payload against the rules in force; call inside its transaction."""
     request = Request.objects.create(
-        workflow=workflow, workspace_id=workspace_id, number=number, revision=revision, payload=payload,
-        payload_hash=payload_hash(payload), state=RequestState.RECEIVED, requested_by=requested_by,
+        workflow=workflow,
+        workspace_id=workspace_id,
+        number=number,
+        revision=revision,
+        payload=payload,
+        payload_hash=payload_hash(payload),
+        state=RequestState.RECEIVED,
+        requested_by=requested_by,
         corrected_by=corrected_by,
     )
-    RequestEvent.objects.create(request=request, from_state="", to_state=request.state, actor=actor, reason=reason)
-    _move(request, RequestState.VALIDATED, actor=actor, reason=f"payload passes rules {rules_for(workflow).version}")
-    _move(request, RequestState.AWAITING_APPROVAL, actor=actor, reason="awaiting an approver's decision")
+    RequestEvent.objects.create(
+        request=request, from_state="", to_state=request.state, actor=actor, reason=reason
+    )
+    _move(
+        request,
+        RequestState.VALIDATED,
+        actor=actor,
+        reason=f"payload passes rules {rules_for(workflow).version}",
+    )
+    _move(
+        request,
+        RequestState.AWAITING_APPROVAL,
+        actor=actor,
+        reason="awaiting an approver's decision",
+    )
     return request
 
 
-def request_submit(*, workspace_id: int, payload: dict, requested_by, number: int | None = None,
-                   workflow: str = "onboarding") -> Request:
+def request_submit(
+    *,
+    workspace_id: int,
+    payload: dict,
+    requested_by,
+    number: int | None = None,
+    workflow: str = "onboarding",
+) -> Request:
     """Record a new request (revision 1) awaiting approval."""
     if not Workspace.objects.filter(pk=workspace_id).exists():
         raise WorkspaceNotFound(workspace_id)
@@ -98,12 +144,28 @@ def request_submit(*, workspace_id: int, payload: dict, requested_by, number: in
     _validated_payload(workflow, payload)
     with transaction.atomic(using=DB):
         if number is None:
-            number = (Request.objects.filter(workspace_id=workspace_id, workflow=workflow)
-                      .aggregate(n=Max("number"))["n"] or 0) + 1
-        elif Request.objects.filter(workspace_id=workspace_id, workflow=workflow, number=number).exists():
-            raise InvalidRequestState(f"request {number} already exists in workspace {workspace_id}")
-        request = revision_create(workflow=workflow, workspace_id=workspace_id, number=number, revision=1,
-                                   payload=payload, requested_by=requested_by, actor=requested_by, reason="submitted")
+            number = (
+                Request.objects.filter(workspace_id=workspace_id, workflow=workflow).aggregate(
+                    n=Max("number")
+                )["n"]
+                or 0
+            ) + 1
+        elif Request.objects.filter(
+            workspace_id=workspace_id, workflow=workflow, number=number
+        ).exists():
+            raise InvalidRequestState(
+                f"request {number} already exists in workspace {workspace_id}"
+            )
+        request = revision_create(
+            workflow=workflow,
+            workspace_id=workspace_id,
+            number=number,
+            revision=1,
+            payload=payload,
+            requested_by=requested_by,
+            actor=requested_by,
+            reason="submitted",
+        )
     return request
 
 
@@ -114,73 +176,142 @@ def _locked_revision(*, workspace_id: int, number: int, revision: int, workflow:
         .first()
     )
     if request is None:
-        if Request.objects.filter(workspace_id=workspace_id, workflow=workflow, number=number).exists():
+        if Request.objects.filter(
+            workspace_id=workspace_id, workflow=workflow, number=number
+        ).exists():
             raise StaleRevision(f"request {number} has no revision {revision}")
         raise RequestNotFound(f"no {workflow} request {number} in workspace {workspace_id}")
     return request
 
 
 def _require_newest(request: Request) -> None:
-    newest = (Request.objects.filter(workspace_id=request.workspace_id, workflow=request.workflow,
-                                     number=request.number).aggregate(n=Max("revision"))["n"])
+    newest = Request.objects.filter(
+        workspace_id=request.workspace_id, workflow=request.workflow, number=request.number
+    ).aggregate(n=Max("revision"))["n"]
     if newest != request.revision:
-        raise StaleRevision(f"request {request.number} revision {request.revision} was replaced by revision {newest}")
+        raise StaleRevision(
+            f"request {request.number} revision {request.revision} was replaced by revision {newest}"
+        )
 
 
-def _locked_for_review(*, workspace_id: int, number: int, revision: int, workflow: str, actor, payload_hash: str,
-                       as_decider: bool) -> Request:
+def _locked_for_review(
+    *,
+    workspace_id: int,
+    number: int,
+    revision: int,
+    workflow: str,
+    actor,
+    payload_hash: str,
+    as_decider: bool,
+) -> Request:
     """The revision an approver acts on (decides, or corrects), locked: the newest, awaiting approval, exactly
     as shown to them, and not their own request (nor, to decide it, one they corrected)."""
-    request = _locked_revision(workspace_id=workspace_id, number=number, revision=revision, workflow=workflow)
+    request = _locked_revision(
+        workspace_id=workspace_id, number=number, revision=revision, workflow=workflow
+    )
     _require_member(actor, request.workspace_id, Role.APPROVER)
     if request.requested_by_id == actor.pk:
-        raise ApprovalDenied("a requester cannot decide their own request" if as_decider
-                             else "a requester cannot correct their own request as its approver")
+        raise ApprovalDenied(
+            "a requester cannot decide their own request"
+            if as_decider
+            else "a requester cannot correct their own request as its approver"
+        )
     if as_decider and request.corrected_by_id == actor.pk:
-        raise ApprovalDenied("the approver who corrected a request cannot also approve it: another approver decides")
+        raise ApprovalDenied(
+            "the approver who corrected a request cannot also approve it: another approver decides"
+        )
     _require_newest(request)
     if request.payload_hash != payload_hash:
-        raise StaleRevision(f"{request} changed since it was shown: the payload hash does not match")
+        raise StaleRevision(
+            f"{request} changed since it was shown: the payload hash does not match"
+        )
     if request.state != RequestState.AWAITING_APPROVAL:
-        raise InvalidRequestState(f"{request} is {request.get_state_display().lower()}, not awaiting approval")
+        raise InvalidRequestState(
+            f"{request} is {request.get_state_display().lower()}, not awaiting approval"
+        )
     return request
 
 
-def _decide(*, workspace_id: int, number: int, revision: int, actor, payload_hash: str, decision: str,
-            reason: str, workflow: str) -> tuple[Request, Approval]:
-    request = _locked_for_review(workspace_id=workspace_id, number=number, revision=revision, workflow=workflow,
-                                 actor=actor, payload_hash=payload_hash, as_decider=True)
+def _decide(
+    *,
+    workspace_id: int,
+    number: int,
+    revision: int,
+    actor,
+    payload_hash: str,
+    decision: str,
+    reason: str,
+    workflow: str,
+) -> tuple[Request, Approval]:
+    request = _locked_for_review(
+        workspace_id=workspace_id,
+        number=number,
+        revision=revision,
+        workflow=workflow,
+        actor=actor,
+        payload_hash=payload_hash,
+        as_decider=True,
+    )
     rules = rules_for(workflow)
-    if decision == Decision.APPROVE and (problems := payload_problems(workflow, request.payload, rules)):
+    if decision == Decision.APPROVE and (
+        problems := payload_problems(workflow, request.payload, rules)
+    ):
         # The rules changed since the request was validated: approving it would break the rules in force.
         raise InvalidPayload([f"under rules {rules.version}: {p}" for p in problems])
     approval = Approval.objects.create(
-        request=request, revision=request.revision, decision=decision, reason=reason, decided_by=actor,
-        payload_hash=request.payload_hash, rule_version=rules.version,
+        request=request,
+        revision=request.revision,
+        decision=decision,
+        reason=reason,
+        decided_by=actor,
+        payload_hash=request.payload_hash,
+        rule_version=rules.version,
     )
-    _move(request, RequestState.APPROVED if decision == Decision.APPROVE else RequestState.REJECTED,
-          actor=actor, reason=reason)
+    _move(
+        request,
+        RequestState.APPROVED if decision == Decision.APPROVE else RequestState.REJECTED,
+        actor=actor,
+        reason=reason,
+    )
     return request, approval
 
 
 def _on_call_owner(workspace: Workspace):
     if workspace.on_call_id:
         return workspace.on_call
-    membership = (Membership.objects.filter(workspace=workspace, role=Role.OPERATOR)
-                  .select_related("user").order_by("id").first())
+    membership = (
+        Membership.objects.filter(workspace=workspace, role=Role.OPERATOR)
+        .select_related("user")
+        .order_by("id")
+        .first()
+    )
     return membership.user if membership else None
 
 
-def request_approve(*, workspace_id: int, number: int, revision: int, actor, payload_hash: str,
-                    reason: str = "", workflow: str = "onboarding") -> Handoff:
+def request_approve(
+    *,
+    workspace_id: int,
+    number: int,
+    revision: int,
+    actor,
+    payload_hash: str,
+    reason: str = "",
+    workflow: str = "onboarding",
+) -> Handoff:
     """Approve exactly the revision and payload the approver saw, and record its handoff with it.
 
     The handoff is sent only when the workflow's mode sends for this workspace; otherwise it is recorded
     as observed (what would have been sent, never sent)."""
     with transaction.atomic(using=DB):
         request, approval = _decide(
-            workspace_id=workspace_id, number=number, revision=revision, actor=actor, payload_hash=payload_hash,
-            decision=Decision.APPROVE, reason=reason, workflow=workflow,
+            workspace_id=workspace_id,
+            number=number,
+            revision=revision,
+            actor=actor,
+            payload_hash=payload_hash,
+            decision=Decision.APPROVE,
+            reason=reason,
+            workflow=workflow,
         )
         _, sends = WorkflowMode.objects.effective(workflow, request.workspace_id)
         return outbox_services.handoff_record(
@@ -198,47 +329,96 @@ def request_approve(*, workspace_id: int, number: int, revision: int, actor, pay
         )
 
 
-def request_reject(*, workspace_id: int, number: int, revision: int, actor, payload_hash: str, reason: str,
-                   workflow: str = "onboarding") -> Request:
+def request_reject(
+    *,
+    workspace_id: int,
+    number: int,
+    revision: int,
+    actor,
+    payload_hash: str,
+    reason: str,
+    workflow: str = "onboarding",
+) -> Request:
     if not reason.strip():
         raise InvalidPayload(["a reason is required to reject a request"])
     with transaction.atomic(using=DB):
         request, _ = _decide(
-            workspace_id=workspace_id, number=number, revision=revision, actor=actor, payload_hash=payload_hash,
-            decision=Decision.REJECT, reason=reason, workflow=workflow,
+            workspace_id=workspace_id,
+            number=number,
+            revision=revision,
+            actor=actor,
+            payload_hash=payload_hash,
+            decision=Decision.REJECT,
+            reason=reason,
+            workflow=workflow,
         )
     return request
 
 
-def revision_add_locked(current: Request, *, payload: dict, actor, reason: str = "", corrected_by=None) -> Request:
+def revision_add_locked(
+    current: Request, *, payload: dict, actor, reason: str = "", corrected_by=None
+) -> Request:
     """The next revision after `current`, the newest revision, locked by the caller inside its transaction.
 
     One still undecided is superseded; a decided one (approved, rejected, cancelled) stays exactly as it
     was, with its handoff: the new revision needs its own approval and gets its own action key."""
-    if current.state in (RequestState.RECEIVED, RequestState.VALIDATED, RequestState.AWAITING_APPROVAL):
-        _move(current, RequestState.SUPERSEDED, actor=actor, reason=reason or "replaced by a newer revision")
+    if current.state in (
+        RequestState.RECEIVED,
+        RequestState.VALIDATED,
+        RequestState.AWAITING_APPROVAL,
+    ):
+        _move(
+            current,
+            RequestState.SUPERSEDED,
+            actor=actor,
+            reason=reason or "replaced by a newer revision",
+        )
     return revision_create(
-        workflow=current.workflow, workspace_id=current.workspace_id, number=current.number,
-        revision=current.revision + 1, payload=payload, requested_by=current.requested_by, actor=actor,
-        reason=reason or f"revision {current.revision + 1}", corrected_by=corrected_by,
+        workflow=current.workflow,
+        workspace_id=current.workspace_id,
+        number=current.number,
+        revision=current.revision + 1,
+        payload=payload,
+        requested_by=current.requested_by,
+        actor=actor,
+        reason=reason or f"revision {current.revision + 1}",
+        corrected_by=corrected_by,
     )
 
 
-def request_revise(*, workspace_id: int, number: int, payload: dict, actor, reason: str = "",
-                   workflow: str = "onboarding") -> Request:
+def request_revise(
+    *,
+    workspace_id: int,
+    number: int,
+    payload: dict,
+    actor,
+    reason: str = "",
+    workflow: str = "onboarding",
+) -> Request:
     """A new revision of a request. One awaiting approval is replaced; a decided one stays as it was."""
     _validated_payload(workflow, payload)
     with transaction.atomic(using=DB):
-        current = (Request.objects.select_for_update(no_key=True)
-                   .filter(workspace_id=workspace_id, workflow=workflow, number=number)
-                   .order_by("-revision").first())
+        current = (
+            Request.objects.select_for_update(no_key=True)
+            .filter(workspace_id=workspace_id, workflow=workflow, number=number)
+            .order_by("-revision")
+            .first()
+        )
         if current is None:
             raise RequestNotFound(f"no {workflow} request {number} in workspace {workspace_id}")
         return revision_add_locked(current, payload=payload, actor=actor, reason=reason)
 
 
-def request_revise_by_requester(*, workspace_id: int, number: int, payload: dict, actor, reason: str = "",
-                                keep_if_missing: Iterable[str] = (), workflow: str = "onboarding") -> Request:
+def request_revise_by_requester(
+    *,
+    workspace_id: int,
+    number: int,
+    payload: dict,
+    actor,
+    reason: str = "",
+    keep_if_missing: Iterable[str] = (),
+    workflow: str = "onboarding",
+) -> Request:
     """The requester's own change to their request: a new revision that needs a new approval.
 
     Only the requester who submitted it, still a requester of the workspace, may revise it, and only while
@@ -247,18 +427,36 @@ def request_revise_by_requester(*, workspace_id: int, number: int, payload: dict
     _require_member(actor, workspace_id, Role.REQUESTER)
     with transaction.atomic(using=DB):
         # Locked, so that an approval cannot slip in between this check and the new revision.
-        current = (Request.objects.select_for_update(no_key=True)
-                   .filter(workspace_id=workspace_id, workflow=workflow, number=number).order_by("-revision").first())
+        current = (
+            Request.objects.select_for_update(no_key=True)
+            .filter(workspace_id=workspace_id, workflow=workflow, number=number)
+            .order_by("-revision")
+            .first()
+        )
         if current is None:
             raise RequestNotFound(f"no {workflow} request {number} in workspace {workspace_id}")
         if current.requested_by_id != actor.pk:
-            raise ApprovalDenied(f"request {number} was submitted by someone else; only its requester revises it")
+            raise ApprovalDenied(
+                f"request {number} was submitted by someone else; only its requester revises it"
+            )
         if current.state not in REQUESTER_REVISABLE_STATES:
-            raise InvalidRequestState(f"request {number} is {current.get_state_display().lower()}; "
-                                      "only a request awaiting approval or rejected can be revised")
-        kept = {k: current.payload[k] for k in keep_if_missing if k in current.payload and k not in payload}
-        return request_revise(workspace_id=workspace_id, number=number, payload={**payload, **kept}, actor=actor,
-                              reason=reason or f"revised by {actor}", workflow=workflow)
+            raise InvalidRequestState(
+                f"request {number} is {current.get_state_display().lower()}; "
+                "only a request awaiting approval or rejected can be revised"
+            )
+        kept = {
+            k: current.payload[k]
+            for k in keep_if_missing
+            if k in current.payload and k not in payload
+        }
+        return request_revise(
+            workspace_id=workspace_id,
+            number=number,
+            payload={**payload, **kept},
+            actor=actor,
+            reason=reason or f"revised by {actor}",
+            workflow=workflow,
+        )
 
 
 def _corrected_payload(handoff: Handoff, edits: dict[str, str]) -> dict:
@@ -287,27 +485,46 @@ def handoff_correct(*, handoff_id: int, actor, edits: dict[str, str], reason: st
         raise InvalidRequestState(
             f"{handoff.action_key} is a later step of workflow {handoff.instance_key}, whose earlier steps were "
             "delivered: a corrected revision would run them again under new keys. Compensate the workflow "
-            "instead, then submit a new request")
+            "instead, then submit a new request"
+        )
     payload = _corrected_payload(handoff, edits)
     _validated_payload(handoff.workflow, payload)
     with transaction.atomic(using=DB):
         old = Request.objects.select_for_update(no_key=True).get(pk=handoff.source_id)
         try:
-            outbox_services.handoff_supersede(handoff_id=handoff.pk, actor=actor, reason=f"corrected: {reason}",
-                                              only_from=(HandoffState.NEEDS_ATTENTION,))
+            outbox_services.handoff_supersede(
+                handoff_id=handoff.pk,
+                actor=actor,
+                reason=f"corrected: {reason}",
+                only_from=(HandoffState.NEEDS_ATTENTION,),
+            )
         except InvalidTransition as exc:
-            raise InvalidRequestState(f"{handoff.action_key} is {exc.from_state}; only a handoff that needs "
-                                      "attention can be corrected") from exc
-        _move(old, RequestState.SUPERSEDED, actor=actor, reason=f"corrected after handoff failure: {reason}")
-        return request_revise(workspace_id=old.workspace_id, number=old.number, payload=payload, actor=actor,
-                              reason=f"correction of revision {old.revision}: {reason}", workflow=old.workflow)
+            raise InvalidRequestState(
+                f"{handoff.action_key} is {exc.from_state}; only a handoff that needs "
+                "attention can be corrected"
+            ) from exc
+        _move(
+            old,
+            RequestState.SUPERSEDED,
+            actor=actor,
+            reason=f"corrected after handoff failure: {reason}",
+        )
+        return request_revise(
+            workspace_id=old.workspace_id,
+            number=old.number,
+            payload=payload,
+            actor=actor,
+            reason=f"correction of revision {old.revision}: {reason}",
+            workflow=old.workflow,
+        )
 
 
 # --- Rule versions and delivery modes ---------------------------------------------------------
 
 
-def rule_version_publish(*, workflow: str, schema: dict, actor, notes: str = "",
-                         steps: list[dict] | None = None) -> RuleVersion:
+def rule_version_publish(
+    *, workflow: str, schema: dict, actor, notes: str = "", steps: list[dict] | None = None
+) -> RuleVersion:
     """New rules for a workflow: a new version, in force from now on. Earlier decisions keep theirs.
     `steps` make it a workflow of several steps, each its own handoff (see outbox/steps.py). `actor` None is
     a management command acting for whoever runs the deployment (the demo); people need the permission."""
@@ -316,20 +533,37 @@ def rule_version_publish(*, workflow: str, schema: dict, actor, notes: str = "",
     if problems := publish_problems(schema) + steps_problems(steps or []):
         raise InvalidPayload(problems)
     with transaction.atomic(using=DB):
-        latest = (RuleVersion.objects.select_for_update().filter(workflow=workflow)
-                  .order_by("-number").first())
+        latest = (
+            RuleVersion.objects.select_for_update()
+            .filter(workflow=workflow)
+            .order_by("-number")
+            .first()
+        )
         if latest is None and workflow in BUILT_IN_RULES:
             # The built-in rules are version 1; store them so that their number is never reused.
             built_in = BUILT_IN_RULES[workflow]
-            latest = RuleVersion.objects.create(workflow=workflow, number=1, version=built_in.version,
-                                                schema=built_in.schema, notes="built-in rules")
+            latest = RuleVersion.objects.create(
+                workflow=workflow,
+                number=1,
+                version=built_in.version,
+                schema=built_in.schema,
+                notes="built-in rules",
+            )
         number = latest.number + 1 if latest else 1
-        return RuleVersion.objects.create(workflow=workflow, number=number, version=f"{workflow}-v{number}",
-                                          schema=schema, steps=steps or [], notes=notes, created_by=actor)
+        return RuleVersion.objects.create(
+            workflow=workflow,
+            number=number,
+            version=f"{workflow}-v{number}",
+            schema=schema,
+            steps=steps or [],
+            notes=notes,
+            created_by=actor,
+        )
 
 
-def workflow_mode_set(*, workflow: str, mode: str, actor, reason: str,
-                      allowed_workspace_ids: list[int] | None = None) -> WorkflowMode:
+def workflow_mode_set(
+    *, workflow: str, mode: str, actor, reason: str, allowed_workspace_ids: list[int] | None = None
+) -> WorkflowMode:
     """Change how far a workflow acts, and audit the change (who, when, from, to, why).
 
     `allowed_workspace_ids` is the allow-list of limited mode; it is kept as given for the other modes
@@ -344,7 +578,9 @@ def workflow_mode_set(*, workflow: str, mode: str, actor, reason: str,
         current = WorkflowMode.objects.select_for_update().filter(workflow=workflow).first()
         before = sorted(current.allowed_workspaces.values_list("id", flat=True)) if current else []
         after = before if allowed_workspace_ids is None else sorted(set(allowed_workspace_ids))
-        missing = set(after) - set(Workspace.objects.filter(id__in=after).values_list("id", flat=True))
+        missing = set(after) - set(
+            Workspace.objects.filter(id__in=after).values_list("id", flat=True)
+        )
         if missing:
             raise WorkspaceNotFound(", ".join(str(w) for w in sorted(missing)))
         from_mode = current.mode if current else settings.WORKFLOW_DEFAULT_MODE
@@ -355,8 +591,15 @@ def workflow_mode_set(*, workflow: str, mode: str, actor, reason: str,
             current.updated_by = actor
             current.save(update_fields=["mode", "updated_by", "updated_at"])
         current.allowed_workspaces.set(after)
-        WorkflowModeChange.objects.create(workflow=workflow, from_mode=from_mode, to_mode=mode,
-                                          from_allowed=before, to_allowed=after, changed_by=actor, reason=reason)
+        WorkflowModeChange.objects.create(
+            workflow=workflow,
+            from_mode=from_mode,
+            to_mode=mode,
+            from_allowed=before,
+            to_allowed=after,
+            changed_by=actor,
+            reason=reason,
+        )
     return current
 
 
@@ -376,42 +619,86 @@ def _role_change_checks(*, workspace_id: int, role: str, actor, reason: str, per
 
 def membership_grant(*, workspace_id: int, user, role: str, actor, reason: str) -> Membership:
     """Give `user` a role in a workspace, with its audit record (who, whose, which role, why)."""
-    _role_change_checks(workspace_id=workspace_id, role=role, actor=actor, reason=reason,
-                        perm="approvals.add_membership")
+    _role_change_checks(
+        workspace_id=workspace_id,
+        role=role,
+        actor=actor,
+        reason=reason,
+        perm="approvals.add_membership",
+    )
     with transaction.atomic(using=DB):
         if Membership.objects.filter(user=user, workspace_id=workspace_id, role=role).exists():
             raise RoleChangeRefused(f"{user} is already {role} in workspace {workspace_id}")
         membership = Membership.objects.create(user=user, workspace_id=workspace_id, role=role)
-        RoleChange.objects.create(workspace_id=workspace_id, user=user, role=role, action=RoleChange.Action.GRANT,
-                                  changed_by=actor, reason=reason)
+        RoleChange.objects.create(
+            workspace_id=workspace_id,
+            user=user,
+            role=role,
+            action=RoleChange.Action.GRANT,
+            changed_by=actor,
+            reason=reason,
+        )
     return membership
 
 
 def membership_revoke(*, workspace_id: int, user, role: str, actor, reason: str) -> None:
     """Take a role away, with its audit record."""
-    _role_change_checks(workspace_id=workspace_id, role=role, actor=actor, reason=reason,
-                        perm="approvals.delete_membership")
+    _role_change_checks(
+        workspace_id=workspace_id,
+        role=role,
+        actor=actor,
+        reason=reason,
+        perm="approvals.delete_membership",
+    )
     with transaction.atomic(using=DB):
-        deleted, _ = Membership.objects.filter(user=user, workspace_id=workspace_id, role=role).delete()
+        deleted, _ = Membership.objects.filter(
+            user=user, workspace_id=workspace_id, role=role
+        ).delete()
         if not deleted:
             raise RoleChangeRefused(f"{user} is not {role} in workspace {workspace_id}")
-        RoleChange.objects.create(workspace_id=workspace_id, user=user, role=role, action=RoleChange.Action.REVOKE,
-                                  changed_by=actor, reason=reason)
+        RoleChange.objects.create(
+            workspace_id=workspace_id,
+            user=user,
+            role=role,
+            action=RoleChange.Action.REVOKE,
+            changed_by=actor,
+            reason=reason,
+        )
 
 
 SUPPORT_GROUP = "support staff"
 # Support staff read the records below in Django admin and may run two safe actions on handoffs
 # (reconcile, assign); nothing else. Each entry is (app label, model, permission codename).
 SUPPORT_VIEWS = {
-    "approvals": ("workspace", "membership", "rolechange", "request", "requestevent", "approval", "triggerrecord",
-                  "requestreference", "ruleversion", "workflowmode", "workflowmodechange", "workspaceworkflow"),
+    "approvals": (
+        "workspace",
+        "membership",
+        "rolechange",
+        "request",
+        "requestevent",
+        "approval",
+        "triggerrecord",
+        "requestreference",
+        "ruleversion",
+        "workflowmode",
+        "workflowmodechange",
+        "workspaceworkflow",
+    ),
     "outbox": ("handoff", "attempt", "handoffevent"),
     "reconciliation": ("reconciliationrun", "finding", "findingevent", "alertrecord"),
     "delivery": ("receivertask", "seenmessage"),
 }
 SUPPORT_ACTIONS = {
-    ("outbox", "handoff", "reconcile_handoff"): "Can reconcile handoffs (asks the receiver, sends nothing)",
-    ("outbox", "handoff", "assign_handoff"): "Can assign handoffs to an operator of their workspace",
+    (
+        "outbox",
+        "handoff",
+        "reconcile_handoff",
+    ): "Can reconcile handoffs (asks the receiver, sends nothing)",
+    (
+        "outbox",
+        "handoff",
+        "assign_handoff",
+    ): "Can assign handoffs to an operator of their workspace",
 }
 
 
@@ -420,13 +707,22 @@ def _support_permissions() -> list[Permission]:
     for app_label, models in SUPPORT_VIEWS.items():
         for model in models:
             content_type = ContentType.objects.get_for_model(apps.get_model(app_label, model))
-            wanted.append(Permission.objects.get_or_create(
-                content_type=content_type, codename=f"view_{model}",
-                defaults={"name": f"Can view {apps.get_model(app_label, model)._meta.verbose_name}"})[0])
+            wanted.append(
+                Permission.objects.get_or_create(
+                    content_type=content_type,
+                    codename=f"view_{model}",
+                    defaults={
+                        "name": f"Can view {apps.get_model(app_label, model)._meta.verbose_name}"
+                    },
+                )[0]
+            )
     for (app_label, model, codename), name in SUPPORT_ACTIONS.items():
         content_type = ContentType.objects.get_for_model(apps.get_model(app_label, model))
-        wanted.append(Permission.objects.get_or_create(content_type=content_type, codename=codename,
-                                                       defaults={"name": name})[0])
+        wanted.append(
+            Permission.objects.get_or_create(
+                content_type=content_type, codename=codename, defaults={"name": name}
+            )[0]
+        )
     return wanted
 
 
@@ -458,8 +754,10 @@ def destination_admins_group_sync() -> Group:
     model = apps.get_model(app_label, "destinationhealth")
     with transaction.atomic(using=DB):
         permission, _ = Permission.objects.get_or_create(
-            content_type=ContentType.objects.get_for_model(model), codename=codename,
-            defaults={"name": dict(model._meta.permissions)[codename]})
+            content_type=ContentType.objects.get_for_model(model),
+            codename=codename,
+            defaults={"name": dict(model._meta.permissions)[codename]},
+        )
         group, _ = Group.objects.get_or_create(name=DESTINATION_ADMINS_GROUP)
         group.permissions.set([permission])
     return group
@@ -472,44 +770,86 @@ def destination_admin_enroll(*, user) -> None:
 
 # --- Approvers correct, anyone entitled cancels ------------------------------------------------------
 
-def request_correct_by_approver(*, workspace_id: int, number: int, revision: int, actor, payload_hash: str,
-                                edits: dict[str, str], reason: str, workflow: str = "onboarding") -> Request:
+
+def request_correct_by_approver(
+    *,
+    workspace_id: int,
+    number: int,
+    revision: int,
+    actor,
+    payload_hash: str,
+    edits: dict[str, str],
+    reason: str,
+    workflow: str = "onboarding",
+) -> Request:
     """An approver sends the request back changed: a new revision with the approver's change and reason,
     which needs a fresh approval by another approver (the corrector may not approve it)."""
     if not reason.strip():
         raise InvalidPayload(["a reason is required to correct a request"])
     with transaction.atomic(using=DB):
-        current = _locked_for_review(workspace_id=workspace_id, number=number, revision=revision, workflow=workflow,
-                                     actor=actor, payload_hash=payload_hash, as_decider=False)
+        current = _locked_for_review(
+            workspace_id=workspace_id,
+            number=number,
+            revision=revision,
+            workflow=workflow,
+            actor=actor,
+            payload_hash=payload_hash,
+            as_decider=False,
+        )
         offered = approver_correctable(current.payload)
         if not_offered := sorted(set(edits) - set(offered)):
-            raise InvalidPayload([f"{name} cannot be corrected here; the fields offered are "
-                                  f"{', '.join(sorted(offered)) or 'none'}" for name in not_offered])
-        payload = _validated_payload(workflow, {**current.payload, **{k: v for k, v in edits.items() if v != ""}})
-        return revision_add_locked(current, payload=payload, actor=actor, corrected_by=actor,
-                                   reason=f"corrected by approver {actor}: {reason}")
+            raise InvalidPayload(
+                [
+                    f"{name} cannot be corrected here; the fields offered are "
+                    f"{', '.join(sorted(offered)) or 'none'}"
+                    for name in not_offered
+                ]
+            )
+        payload = _validated_payload(
+            workflow, {**current.payload, **{k: v for k, v in edits.items() if v != ""}}
+        )
+        return revision_add_locked(
+            current,
+            payload=payload,
+            actor=actor,
+            corrected_by=actor,
+            reason=f"corrected by approver {actor}: {reason}",
+        )
 
 
 def _may_cancel(actor, request: Request) -> None:
     if not may_cancel(actor, request):
-        raise ApprovalDenied("a request is cancelled by its requester before it is decided, or by an operator")
+        raise ApprovalDenied(
+            "a request is cancelled by its requester before it is decided, or by an operator"
+        )
 
 
-def request_cancel(*, workspace_id: int, number: int, actor, reason: str, workflow: str = "onboarding") -> Request:
+def request_cancel(
+    *, workspace_id: int, number: int, actor, reason: str, workflow: str = "onboarding"
+) -> Request:
     """Cancel a request, whatever its state: before approval it is cancelled; approved with nothing delivered,
     its waiting handoffs are cancelled with it; once a step was delivered, cancelling means compensating
     (`outbox.services.instance_compensate`), which this refuses to do silently."""
     if not reason.strip():
         raise InvalidPayload(["a reason is required to cancel a request"])
     with transaction.atomic(using=DB):
-        current = (Request.objects.select_for_update(no_key=True)
-                   .filter(workspace_id=workspace_id, workflow=workflow, number=number).order_by("-revision").first())
+        current = (
+            Request.objects.select_for_update(no_key=True)
+            .filter(workspace_id=workspace_id, workflow=workflow, number=number)
+            .order_by("-revision")
+            .first()
+        )
         if current is None:
             raise RequestNotFound(f"no {workflow} request {number} in workspace {workspace_id}")
         _may_cancel(actor, current)
-        code = "cancelled_by_requester" if current.requested_by_id == actor.pk else "cancelled_by_operator"
+        code = (
+            "cancelled_by_requester"
+            if current.requested_by_id == actor.pk
+            else "cancelled_by_operator"
+        )
         if current.state == RequestState.APPROVED:
-            outbox_services.instance_cancel(instance_key=current.action_key, actor=actor, reason=reason,
-                                            reason_code=code)
+            outbox_services.instance_cancel(
+                instance_key=current.action_key, actor=actor, reason=reason, reason_code=code
+            )
         _move(current, RequestState.CANCELLED, actor=actor, reason=reason, reason_code=code)
         return current

@@ -12,6 +12,10 @@ urlpatterns = [
     path("<int:workspace_id>/<int:number>/revise/", views.request_revise, name="revise"),
     path("<int:workspace_id>/<int:number>/<int:revision>/", views.detail, name="detail"),
     path("<int:workspace_id>/<int:number>/<int:revision>/decide", views.decide, name="decide"),
-    path("<int:workspace_id>/<int:number>/<int:revision>/correct", views.request_correct, name="correct"),
+    path(
+        "<int:workspace_id>/<int:number>/<int:revision>/correct",
+        views.request_correct,
+        name="correct",
+    ),
     path("<int:workspace_id>/<int:number>/cancel", views.request_cancel, name="cancel"),
 ]

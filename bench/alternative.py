@@ -10,7 +10,9 @@ def deliver_request(request_id: int) -> str:
 
     request = Request.objects.get(pk=request_id)
     key = f"onboarding:{request.workspace_id}:{request.number}:{request.revision}"
-    result = get_destination().deliver(Outgoing(key, request.payload, payload_hash(request.payload)))
+    result = get_destination().deliver(
+        Outgoing(key, request.payload, payload_hash(request.payload))
+    )
     if not result.delivered:
         raise RuntimeError(f"{key}: {result.failure_class} {result.reason_code}")
     return result.task_id

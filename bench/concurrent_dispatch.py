@@ -38,11 +38,21 @@ def main() -> None:
         def deliver_batch(self, outgoings):
             return list(self._threads.map(self.deliver, outgoings))
 
-    config = {k: v for k, v in settings.HANDOFF_DESTINATION.items() if k not in ("kind", "supports_batch")}
-    destination = ConcurrentSingleCalls(calls_in_flight=int(os.environ.get("BENCH_CALLS_IN_FLIGHT", "20")), **config)
+    config = {
+        k: v for k, v in settings.HANDOFF_DESTINATION.items() if k not in ("kind", "supports_batch")
+    }
+    destination = ConcurrentSingleCalls(
+        calls_in_flight=int(os.environ.get("BENCH_CALLS_IN_FLIGHT", "20")), **config
+    )
     stopping = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stopping.set())
-    runner.run_forever(destination=destination, worker=sys.argv[1], idle_sleep=0.5, maintain_every=5.0, stop=stopping)
+    runner.run_forever(
+        destination=destination,
+        worker=sys.argv[1],
+        idle_sleep=0.5,
+        maintain_every=5.0,
+        stop=stopping,
+    )
 
 
 if __name__ == "__main__":

@@ -88,8 +88,10 @@ def main() -> None:
     from outbox.models import Attempt, Handoff, HandoffEvent
 
     # No collectstatic for a benchmark: plain static URLs.
-    settings.STORAGES = {**settings.STORAGES,
-                         "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"}}
+    settings.STORAGES = {
+        **settings.STORAGES,
+        "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+    }
     User = get_user_model()
     w7 = Workspace.objects.create(pk=7, name="Client onboarding")
     Workspace.objects.create(pk=8, name="Supplier onboarding")
@@ -99,40 +101,86 @@ def main() -> None:
     Membership.objects.create(user=olga, workspace=w7, role=Role.OPERATOR)
     Membership.objects.create(user=alice, workspace=w7, role=Role.APPROVER)
     for number in range(1, 201):
-        Request.objects.create(workspace=w7, number=100_000 + number, payload={"client_name": "c", "plan": "starter"},
-                               payload_hash="0" * 64, state=RequestState.AWAITING_APPROVAL, requested_by=bob)
+        Request.objects.create(
+            workspace=w7,
+            number=100_000 + number,
+            payload={"client_name": "c", "plan": "starter"},
+            payload_hash="0" * 64,
+            state=RequestState.AWAITING_APPROVAL,
+            requested_by=bob,
+        )
 
     started = time.perf_counter()
     with connection.cursor() as cursor:
         cursor.execute(FILL_SQL, {"rows": args.rows, "owner": olga.pk})
         cursor.execute(EVENTS_SQL)
         cursor.execute("ANALYZE")
-    print(f"filled {Handoff.objects.count()} handoffs and {HandoffEvent.objects.count()} events "
-          f"in {time.perf_counter() - started:.1f}s")
+    print(
+        f"filled {Handoff.objects.count()} handoffs and {HandoffEvent.objects.count()} events "
+        f"in {time.perf_counter() - started:.1f}s"
+    )
 
-    target = Handoff.objects.filter(workspace_id=7, state="needs_attention").order_by("-created_at").first()
+    target = (
+        Handoff.objects.filter(workspace_id=7, state="needs_attention")
+        .order_by("-created_at")
+        .first()
+    )
     for number in range(1, 7):
-        Attempt.objects.create(handoff=target, number=number, fencing_epoch=number, worker="bench:1",
-                               started_at=target.created_at, finished_at=target.created_at, outcome="failed",
-                               failure_class="transient", reason_code="http_503", status_code=503, latency_ms=40)
-        HandoffEvent.objects.create(handoff=target, from_state="in_flight", to_state="pending",
-                                    actor_label="bench:1", reason="transient failure (http_503)")
+        Attempt.objects.create(
+            handoff=target,
+            number=number,
+            fencing_epoch=number,
+            worker="bench:1",
+            started_at=target.created_at,
+            finished_at=target.created_at,
+            outcome="failed",
+            failure_class="transient",
+            reason_code="http_503",
+            status_code=503,
+            latency_ms=40,
+        )
+        HandoffEvent.objects.create(
+            handoff=target,
+            from_state="in_flight",
+            to_state="pending",
+            actor_label="bench:1",
+            reason="transient failure (http_503)",
+        )
 
     operator, approver = Client(), Client()
     operator.force_login(olga)
     approver.force_login(alice)
-    newest_first = Handoff.objects.filter(workspace_id=7).order_by("-created_at", "-id").values_list("created_at", "id")
+    newest_first = (
+        Handoff.objects.filter(workspace_id=7)
+        .order_by("-created_at", "-id")
+        .values_list("created_at", "id")
+    )
     page_2 = newest_first[49]
     deep = newest_first[int(args.rows * 0.8)]
     pages = [
         ("list, no filter", operator, "/handoffs/", {}),
-        ("list, page 2", operator, f"/handoffs/?after={quote(page_2[0].isoformat())}_{page_2[1]}", {}),
-        ("list, deep page (80% down)", operator, f"/handoffs/?after={quote(deep[0].isoformat())}_{deep[1]}", {}),
+        (
+            "list, page 2",
+            operator,
+            f"/handoffs/?after={quote(page_2[0].isoformat())}_{page_2[1]}",
+            {},
+        ),
+        (
+            "list, deep page (80% down)",
+            operator,
+            f"/handoffs/?after={quote(deep[0].isoformat())}_{deep[1]}",
+            {},
+        ),
         ("list, needs attention", operator, "/handoffs/?state=needs_attention", {}),
         ("list, retrying", operator, "/handoffs/?state=retrying", {}),
         ("list, owner=me, older than 1 day", operator, "/handoffs/?owner=me&age=1d", {}),
         ("list, request number", operator, "/handoffs/?q=54321", {}),
-        ("list, htmx results only", operator, "/handoffs/?state=attention", {"HTTP_HX_REQUEST": "true"}),
+        (
+            "list, htmx results only",
+            operator,
+            "/handoffs/?state=attention",
+            {"HTTP_HX_REQUEST": "true"},
+        ),
         ("detail", operator, f"/handoffs/{target.pk}/", {}),
         ("detail, htmx panel", operator, f"/handoffs/{target.pk}/", {"HTTP_HX_REQUEST": "true"}),
         ("approvals queue", approver, "/approvals/", {}),
@@ -141,9 +189,11 @@ def main() -> None:
     for name, client, url, headers in pages:
         median, p95, status = measure(client, url, args.repeat, **headers)
         print(f"{name:40} {median:10.1f} {p95:10.1f}  {status}")
-    print(f"\n{args.rows} handoffs, {args.repeat} requests per page, PostgreSQL "
-          f"{connection.cursor().connection.info.server_version}, in-process (no network); "
-          f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")
+    print(
+        f"\n{args.rows} handoffs, {args.repeat} requests per page, PostgreSQL "
+        f"{connection.cursor().connection.info.server_version}, in-process (no network); "
+        f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores"
+    )
 
 
 if __name__ == "__main__":

@@ -56,19 +56,40 @@ CLIENTS = (1, 2, 4, 8)
 def pgbench_ceiling(seconds: int) -> dict[int, float]:
     """pgbench's built-in simple-update script (-N) at each client count: the commits/s ceiling."""
     recreate_database(db_name("pgbench"))
-    subprocess.run(["pgbench", "-h", PGHOST, "-i", "-q", "-s", "10", db_name("pgbench")], check=True,
-                   capture_output=True)
+    subprocess.run(
+        ["pgbench", "-h", PGHOST, "-i", "-q", "-s", "10", db_name("pgbench")],
+        check=True,
+        capture_output=True,
+    )
     ceiling = {}
     for clients in CLIENTS:
-        out = subprocess.run(["pgbench", "-h", PGHOST, "-N", "-c", str(clients), "-j", str(clients), "-T",
-                              str(seconds), db_name("pgbench")], check=True, capture_output=True, text=True).stdout
+        out = subprocess.run(
+            [
+                "pgbench",
+                "-h",
+                PGHOST,
+                "-N",
+                "-c",
+                str(clients),
+                "-j",
+                str(clients),
+                "-T",
+                str(seconds),
+                db_name("pgbench"),
+            ],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout
         ceiling[clients] = float(re.search(r"tps = ([0-9.]+)", out).group(1))
     return ceiling
 
 
 def reset(bench: Bench) -> None:
     with bench.sql() as conn:
-        conn.execute("TRUNCATE outbox_attempt, outbox_handoffevent, outbox_handoff RESTART IDENTITY CASCADE")
+        conn.execute(
+            "TRUNCATE outbox_attempt, outbox_handoffevent, outbox_handoff RESTART IDENTITY CASCADE"
+        )
     with bench.sql("delivery") as conn:
         conn.execute("TRUNCATE delivery_receivertask, delivery_seenmessage")
 
@@ -79,10 +100,18 @@ def verify(bench: Bench, expected: int) -> dict:
     keys = bench.scalar("SELECT count(DISTINCT action_key) FROM delivery_receivertask", "delivery")
     with bench.sql() as src, bench.sql("delivery") as dst:
         ours = dict(src.execute("SELECT action_key, destination_id FROM outbox_handoff").fetchall())
-        theirs = dict(dst.execute("SELECT action_key, task_id::text FROM delivery_receivertask").fetchall())
+        theirs = dict(
+            dst.execute("SELECT action_key, task_id::text FROM delivery_receivertask").fetchall()
+        )
     mismatched = sum(1 for key, task in ours.items() if theirs.get(key) != task)
     ok = delivered == expected == tasks == keys and mismatched == 0
-    return {"delivered": delivered, "tasks": tasks, "distinct_keys": keys, "mismatched": mismatched, "ok": ok}
+    return {
+        "delivered": delivered,
+        "tasks": tasks,
+        "distinct_keys": keys,
+        "mismatched": mismatched,
+        "ok": ok,
+    }
 
 
 def wait_for(bench: Bench, query: str, target: int, timeout: float, which: str = "source") -> float:
@@ -101,8 +130,12 @@ def wait_until_all_delivered(bench: Bench, timeout: float) -> float:
     """Wait until no handoff is in a working state. Read through the partial index on those states, so that
     the poll (every 20 ms) costs the same with 10,000 or 10,000,000 delivered rows; a count of the delivered
     ones would scan them all and take the cores the measured run needs."""
-    return wait_for(bench, "SELECT (NOT EXISTS (SELECT 1 FROM outbox_handoff WHERE NOT state = 'delivered'))::int",
-                    1, timeout=timeout)
+    return wait_for(
+        bench,
+        "SELECT (NOT EXISTS (SELECT 1 FROM outbox_handoff WHERE NOT state = 'delivered'))::int",
+        1,
+        timeout=timeout,
+    )
 
 
 def peak_rss_mb(procs) -> float:
@@ -116,8 +149,15 @@ def peak_rss_mb(procs) -> float:
     return round(peak / 1024, 1)
 
 
-def throughput(bench: Bench, handoffs: int, dispatchers: int, tag: str, preload: int = 0,
-               concurrent_calls: bool = False, also_fill: tuple = ()) -> dict:
+def throughput(
+    bench: Bench,
+    handoffs: int,
+    dispatchers: int,
+    tag: str,
+    preload: int = 0,
+    concurrent_calls: bool = False,
+    also_fill: tuple = (),
+) -> dict:
     """Handoffs created up front (one commit), delivered by `dispatchers` processes over HTTP.
     `concurrent_calls`: the lever measured by bench/concurrent_dispatch.py instead of `manage.py dispatch`.
     `preload`: delivered rows in the outbox first (growth), filled set-based with the outbox's secondary
@@ -126,15 +166,29 @@ def throughput(bench: Bench, handoffs: int, dispatchers: int, tag: str, preload:
     reset(bench)
     fill_seconds = None
     if preload:
-        fill_seconds = round(bulk_fill_concurrently(
-            (dsn(bench.source), "outbox_handoff", insert_handoffs_sql(PRELOAD_FIRST, preload, state="delivered")),
-            *also_fill), 1)
-        sizes = {"table_mb": round(bench.scalar("SELECT pg_table_size('outbox_handoff')") / 2**20),
-                 "indexes_mb": round(bench.scalar("SELECT pg_indexes_size('outbox_handoff')") / 2**20)}
+        fill_seconds = round(
+            bulk_fill_concurrently(
+                (
+                    dsn(bench.source),
+                    "outbox_handoff",
+                    insert_handoffs_sql(PRELOAD_FIRST, preload, state="delivered"),
+                ),
+                *also_fill,
+            ),
+            1,
+        )
+        sizes = {
+            "table_mb": round(bench.scalar("SELECT pg_table_size('outbox_handoff')") / 2**20),
+            "indexes_mb": round(bench.scalar("SELECT pg_indexes_size('outbox_handoff')") / 2**20),
+        }
         print(f"  filled {preload:,} delivered rows in {fill_seconds} s: {sizes}", flush=True)
     if concurrent_calls:
-        procs = [bench.spawn([PYTHON, "bench/concurrent_dispatch.py", f"{tag}-{n}"], f"dispatcher-{tag}-{n}.log")
-                 for n in range(dispatchers)]
+        procs = [
+            bench.spawn(
+                [PYTHON, "bench/concurrent_dispatch.py", f"{tag}-{n}"], f"dispatcher-{tag}-{n}.log"
+            )
+            for n in range(dispatchers)
+        ]
     else:
         procs = bench.start_dispatchers(dispatchers, tag)
     time.sleep(2.5)  # started and idle, listening for wake-ups
@@ -144,10 +198,21 @@ def throughput(bench: Bench, handoffs: int, dispatchers: int, tag: str, preload:
     elapsed = wait_until_all_delivered(bench, timeout=900)
     rss = peak_rss_mb(procs)
     bench.stop(procs)
-    check = verify(bench, handoffs + preload) if not preload else verify_after_preload(bench, handoffs, preload)
-    return {"handoffs": handoffs, "dispatchers": dispatchers, "preloaded_rows": preload,
-            "seconds": round(elapsed, 2), "per_second": round(handoffs / elapsed, 1), "peak_rss_mb": rss,
-            "check": check, **({"fill_seconds": fill_seconds, "outbox_sizes": sizes} if preload else {})}
+    check = (
+        verify(bench, handoffs + preload)
+        if not preload
+        else verify_after_preload(bench, handoffs, preload)
+    )
+    return {
+        "handoffs": handoffs,
+        "dispatchers": dispatchers,
+        "preloaded_rows": preload,
+        "seconds": round(elapsed, 2),
+        "per_second": round(handoffs / elapsed, 1),
+        "peak_rss_mb": rss,
+        "check": check,
+        **({"fill_seconds": fill_seconds, "outbox_sizes": sizes} if preload else {}),
+    }
 
 
 def verify_after_preload(bench: Bench, handoffs: int, preload: int) -> dict:
@@ -157,19 +222,37 @@ def verify_after_preload(bench: Bench, handoffs: int, preload: int) -> dict:
     tasks = bench.scalar("SELECT count(*) FROM delivery_receivertask", "delivery")
     keys = bench.scalar("SELECT count(DISTINCT action_key) FROM delivery_receivertask", "delivery")
     with bench.sql() as src, bench.sql("delivery") as dst:
-        ours = dict(src.execute("SELECT action_key, destination_id FROM outbox_handoff WHERE source_id < %s",
-                                (PRELOAD_FIRST,)).fetchall())
-        theirs = dict(dst.execute("SELECT action_key, task_id::text FROM delivery_receivertask").fetchall())
+        ours = dict(
+            src.execute(
+                "SELECT action_key, destination_id FROM outbox_handoff WHERE source_id < %s",
+                (PRELOAD_FIRST,),
+            ).fetchall()
+        )
+        theirs = dict(
+            dst.execute("SELECT action_key, task_id::text FROM delivery_receivertask").fetchall()
+        )
     mismatched = sum(1 for key, task in ours.items() if theirs.get(key) != task)
-    ok = delivered == handoffs + preload and len(ours) == tasks == keys == handoffs and mismatched == 0
-    return {"delivered": delivered, "tasks": tasks, "distinct_keys": keys, "mismatched": mismatched, "ok": ok}
+    ok = (
+        delivered == handoffs + preload
+        and len(ours) == tasks == keys == handoffs
+        and mismatched == 0
+    )
+    return {
+        "delivered": delivered,
+        "tasks": tasks,
+        "distinct_keys": keys,
+        "mismatched": mismatched,
+        "ok": ok,
+    }
 
 
 # The receiver's task columns a copy carries (not its id: each database numbers its own rows).
 TASK_COLUMNS = "task_id, action_key, payload, payload_hash, status, status_changed_at, created_at"
 
 
-def growth_then_reconcile(bench: Bench, handoffs: int, rows: int, batch_size: int) -> tuple[dict, dict]:
+def growth_then_reconcile(
+    bench: Bench, handoffs: int, rows: int, batch_size: int
+) -> tuple[dict, dict]:
     """A growth run over `rows` preloaded delivered rows, then one reconciliation over the same outbox, so one
     fill serves both figures. The receiver side of the reconciliation (a matching task for every preloaded
     row) fills into a database of its own at the same time as the preload, so the growth run's receiver is
@@ -177,13 +260,29 @@ def growth_then_reconcile(bench: Bench, handoffs: int, rows: int, batch_size: in
     bench/reconcile_bench.py compares every key through the http destination: it must find nothing."""
     recon = db_name("e2e_recon_delivery")
     recreate_database(recon)
-    subprocess.run([PYTHON, "manage.py", "migrate", "--database", "delivery", "-v0"], cwd=ROOT, check=True,
-                   env={**bench.env, "DELIVERY_DATABASE_URL": url(recon)})
-    row = throughput(bench, handoffs, 4, f"g{rows}", preload=rows,
-                     also_fill=((dsn(recon), "delivery_receivertask", insert_receiver_tasks_sql(PRELOAD_FIRST, rows)),))
+    subprocess.run(
+        [PYTHON, "manage.py", "migrate", "--database", "delivery", "-v0"],
+        cwd=ROOT,
+        check=True,
+        env={**bench.env, "DELIVERY_DATABASE_URL": url(recon)},
+    )
+    row = throughput(
+        bench,
+        handoffs,
+        4,
+        f"g{rows}",
+        preload=rows,
+        also_fill=(
+            (dsn(recon), "delivery_receivertask", insert_receiver_tasks_sql(PRELOAD_FIRST, rows)),
+        ),
+    )
     with bench.sql("delivery") as src, psycopg.connect(dsn(recon), autocommit=True) as dst:
-        with src.cursor().copy(f"COPY (SELECT {TASK_COLUMNS} FROM delivery_receivertask) TO STDOUT") as out, \
-                dst.cursor().copy(f"COPY delivery_receivertask ({TASK_COLUMNS}) FROM STDIN") as into:
+        with (
+            src.cursor().copy(
+                f"COPY (SELECT {TASK_COLUMNS} FROM delivery_receivertask) TO STDOUT"
+            ) as out,
+            dst.cursor().copy(f"COPY delivery_receivertask ({TASK_COLUMNS}) FROM STDIN") as into,
+        ):
             for chunk in out:
                 into.write(chunk)
         dst.execute("ANALYZE delivery_receivertask")
@@ -191,8 +290,18 @@ def growth_then_reconcile(bench: Bench, handoffs: int, rows: int, batch_size: in
         # The alternative's approvals (no outbox, by design) are not this outbox's to reconcile.
         conn.execute("TRUNCATE approvals_request CASCADE")
     keys = rows + handoffs
-    args = ["bench/reconcile_bench.py", str(keys), "--destination", "http", "--batch-size", str(batch_size),
-            "--source-db", bench.source, "--delivery-db", recon]
+    args = [
+        "bench/reconcile_bench.py",
+        str(keys),
+        "--destination",
+        "http",
+        "--batch-size",
+        str(batch_size),
+        "--source-db",
+        bench.source,
+        "--delivery-db",
+        recon,
+    ]
     print(f"  reconciling the growth run's {keys:,} keys ...", flush=True)
     try:
         done = subprocess.run([PYTHON, *args], cwd=ROOT, capture_output=True, text=True)
@@ -201,9 +310,17 @@ def growth_then_reconcile(bench: Bench, handoffs: int, rows: int, batch_size: in
             conn.execute(f'DROP DATABASE IF EXISTS "{recon}" WITH (FORCE)')
     print(done.stdout, done.stderr, sep="", end="", flush=True)
     if done.returncode:
-        raise SystemExit(f"the reconciliation after the growth run failed: {done.stderr.strip()[-2000:]}")
-    return row, {"keys": keys, "preloaded_rows": rows, "handoffs": handoffs, "fill_seconds": row["fill_seconds"],
-                 "command": " ".join([".venv/bin/python", *args]), "output": done.stdout.strip()}
+        raise SystemExit(
+            f"the reconciliation after the growth run failed: {done.stderr.strip()[-2000:]}"
+        )
+    return row, {
+        "keys": keys,
+        "preloaded_rows": rows,
+        "handoffs": handoffs,
+        "fill_seconds": row["fill_seconds"],
+        "command": " ".join([".venv/bin/python", *args]),
+        "output": done.stdout.strip(),
+    }
 
 
 def dispatch_figures(bench: Bench, args: argparse.Namespace, report: dict) -> None:
@@ -218,7 +335,9 @@ def dispatch_figures(bench: Bench, args: argparse.Namespace, report: dict) -> No
 
     single = Bench("e2e", RECEIVER_SUPPORTS_BATCH="0", HANDOFF_CLAIM_BATCH="20")
     single.receiver_url, single.env["RECEIVER_URL"] = bench.receiver_url, bench.receiver_url
-    report["throughput_single_calls"] = one_call_pairs(single, args.handoffs // 2, args.one_call_pairs)
+    report["throughput_single_calls"] = one_call_pairs(
+        single, args.handoffs // 2, args.one_call_pairs
+    )
     print(f"  single calls {report['throughput_single_calls']}", flush=True)
     row = throughput(single, args.handoffs // 2, 4, "concurrent", concurrent_calls=True)
     report["throughput_concurrent_single_calls"] = row
@@ -229,25 +348,51 @@ def dispatch_figures(bench: Bench, args: argparse.Namespace, report: dict) -> No
     per_core = min(os.cpu_count() or 1, best["dispatchers"])
     # Three runs, the one with the median median stands for them (one 15-second run on a shared machine swung by a
     # fifth from one bench to the next); every run is kept.
-    runs = [latency(bench, round(best["per_second"] / 2), per_core, args.latency_seconds, producers=2)
-            for _ in range(args.latency_runs)]
-    report["latency"] = {**sorted(runs, key=lambda run: run["median_ms"])[len(runs) // 2], "runs": runs}
+    runs = [
+        latency(bench, round(best["per_second"] / 2), per_core, args.latency_seconds, producers=2)
+        for _ in range(args.latency_runs)
+    ]
+    report["latency"] = {
+        **sorted(runs, key=lambda run: run["median_ms"])[len(runs) // 2],
+        "runs": runs,
+    }
     print(f"  latency {report['latency']}", flush=True)
     if per_core != best["dispatchers"]:
-        report["latency_best_count"] = latency(bench, round(best["per_second"] / 2), best["dispatchers"],
-                                               args.latency_seconds, producers=2)
-        print(f"  latency with {best['dispatchers']} dispatchers {report['latency_best_count']}", flush=True)
-    report["latency_inline"] = latency(bench, round(best["per_second"] / 2), per_core,
-                                       args.latency_seconds, producers=2, inline=True)
-    print(f"  latency, delivery attempted after commit by the committing process (lever) "
-          f"{report['latency_inline']}", flush=True)
+        report["latency_best_count"] = latency(
+            bench,
+            round(best["per_second"] / 2),
+            best["dispatchers"],
+            args.latency_seconds,
+            producers=2,
+        )
+        print(
+            f"  latency with {best['dispatchers']} dispatchers {report['latency_best_count']}",
+            flush=True,
+        )
+    report["latency_inline"] = latency(
+        bench,
+        round(best["per_second"] / 2),
+        per_core,
+        args.latency_seconds,
+        producers=2,
+        inline=True,
+    )
+    print(
+        f"  latency, delivery attempted after commit by the committing process (lever) "
+        f"{report['latency_inline']}",
+        flush=True,
+    )
     report["latency_low_rate"] = latency(bench, 20, 2, args.latency_seconds)
     print(f"  latency at a low rate {report['latency_low_rate']}", flush=True)
 
     report["alternative"] = alternative_throughput(bench, args.alternative_handoffs, 4)
     print(f"  alternative {report['alternative']}", flush=True)
     report["alternative_latency"] = alternative_latency(
-        bench, min(round(report["alternative"]["per_second"] / 2), round(best["per_second"] / 2)), 10, 4)
+        bench,
+        min(round(report["alternative"]["per_second"] / 2), round(best["per_second"] / 2)),
+        10,
+        4,
+    )
     print(f"  alternative latency {report['alternative_latency']}", flush=True)
     report["crash"] = crash_comparison(bench, args.crash_handoffs)
     print(f"  crash {report['crash']}", flush=True)
@@ -290,44 +435,87 @@ def one_call_pairs(bench: Bench, handoffs: int, pairs: int) -> dict:
     (`bench/report.py`, `one_call_figure`)."""
     runs = []
     for n in range(pairs):
-        capacity = receiver_capacity.measure(bench.receiver_url, bench.env["RECEIVER_SIGNING_SECRET"], clients=4,
-                                             seconds=5)["per_second"]
+        capacity = receiver_capacity.measure(
+            bench.receiver_url, bench.env["RECEIVER_SIGNING_SECRET"], clients=4, seconds=5
+        )["per_second"]
         row = throughput(bench, handoffs, 4, f"single{n}")
         runs.append({**row, "capacity": capacity})
     ordered = sorted(runs, key=lambda run: run["per_second"])
     return {**ordered[len(ordered) // 2], "pairs": runs}
 
 
-def latency(bench: Bench, rate: float, dispatchers: int, seconds: float, producers: int = 1,
-            inline: bool = False) -> dict:
+def latency(
+    bench: Bench,
+    rate: float,
+    dispatchers: int,
+    seconds: float,
+    producers: int = 1,
+    inline: bool = False,
+) -> dict:
     """Handoffs approved at a steady rate by `producers` processes (each rate/producers, own keys);
     approval commit to receiver commit, per key."""
     reset(bench)
     procs = bench.start_dispatchers(dispatchers, "lat")
     time.sleep(2.5)
-    running = [subprocess.Popen([PYTHON, "-c", PRODUCER, str(rate / producers), str(seconds), str(1 + n * 10_000_000),
-                                 *(["inline"] if inline else [])],
-                                cwd=ROOT, env=bench.env, stdout=subprocess.PIPE, text=True) for n in range(producers)]
+    running = [
+        subprocess.Popen(
+            [
+                PYTHON,
+                "-c",
+                PRODUCER,
+                str(rate / producers),
+                str(seconds),
+                str(1 + n * 10_000_000),
+                *(["inline"] if inline else []),
+            ],
+            cwd=ROOT,
+            env=bench.env,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for n in range(producers)
+    ]
     produced = sum(int(p.communicate()[0].strip().splitlines()[-1]) for p in running)
-    wait_for(bench, "SELECT count(*) FROM outbox_handoff WHERE state = 'delivered'", produced, timeout=120)
+    wait_for(
+        bench,
+        "SELECT count(*) FROM outbox_handoff WHERE state = 'delivered'",
+        produced,
+        timeout=120,
+    )
     bench.stop(procs)
     with bench.sql() as src, bench.sql("delivery") as dst:
         approved = dict(src.execute("SELECT action_key, created_at FROM outbox_handoff").fetchall())
-        received = dict(dst.execute("SELECT action_key, created_at FROM delivery_receivertask").fetchall())
+        received = dict(
+            dst.execute("SELECT action_key, created_at FROM delivery_receivertask").fetchall()
+        )
         # Where the time goes: waiting to be claimed, then the receiver call (first attempt of each).
-        waited, called = zip(*src.execute(
-            "SELECT extract(epoch FROM a.started_at - h.created_at) * 1000, a.latency_ms FROM outbox_attempt a "
-            "JOIN outbox_handoff h ON h.id = a.handoff_id WHERE a.number = 1").fetchall(), strict=True)
+        waited, called = zip(
+            *src.execute(
+                "SELECT extract(epoch FROM a.started_at - h.created_at) * 1000, a.latency_ms FROM outbox_attempt a "
+                "JOIN outbox_handoff h ON h.id = a.handoff_id WHERE a.number = 1"
+            ).fetchall(),
+            strict=True,
+        )
     ms = sorted((received[k] - approved[k]).total_seconds() * 1000 for k in approved)
-    return {"rate": rate, "achieved_rate": round(produced / seconds, 1), "seconds": seconds, "handoffs": produced,
-            "producers": producers, "inline_attempt": inline,
-            "dispatchers": dispatchers, "median_ms": round(statistics.median(ms), 1),
-            "p99_ms": round(ms[int(len(ms) * 0.99) - 1], 1),
-            "median_wait_to_claim_ms": round(float(statistics.median(waited)), 1),
-            "median_receiver_call_ms": round(float(statistics.median(called)), 1),
-            "wake_up": ("delivery attempted after commit by the committing process; NOTIFY and the dispatchers "
-                        "for the rest" if inline else
-                        "PostgreSQL NOTIFY sent in the approval transaction; 0.5 s poll as fallback")}
+    return {
+        "rate": rate,
+        "achieved_rate": round(produced / seconds, 1),
+        "seconds": seconds,
+        "handoffs": produced,
+        "producers": producers,
+        "inline_attempt": inline,
+        "dispatchers": dispatchers,
+        "median_ms": round(statistics.median(ms), 1),
+        "p99_ms": round(ms[int(len(ms) * 0.99) - 1], 1),
+        "median_wait_to_claim_ms": round(float(statistics.median(waited)), 1),
+        "median_receiver_call_ms": round(float(statistics.median(called)), 1),
+        "wake_up": (
+            "delivery attempted after commit by the committing process; NOTIFY and the dispatchers "
+            "for the rest"
+            if inline
+            else "PostgreSQL NOTIFY sent in the approval transaction; 0.5 s poll as fallback"
+        ),
+    }
 
 
 ALT_PRODUCER = """
@@ -354,11 +542,15 @@ print(count)
 
 def alternative_setup(bench: Bench) -> None:
     with bench.sql() as conn:
-        conn.execute("INSERT INTO auth_user (id, password, is_superuser, username, first_name, last_name, email, "
-                      "is_staff, is_active, date_joined) VALUES (1, '!', false, 'bench', '', '', '', false, true, "
-                      "now()) ON CONFLICT DO NOTHING")
-        conn.execute("INSERT INTO approvals_workspace (id, name, created_at) VALUES (7, 'bench', now()) "
-                     "ON CONFLICT DO NOTHING")
+        conn.execute(
+            "INSERT INTO auth_user (id, password, is_superuser, username, first_name, last_name, email, "
+            "is_staff, is_active, date_joined) VALUES (1, '!', false, 'bench', '', '', '', false, true, "
+            "now()) ON CONFLICT DO NOTHING"
+        )
+        conn.execute(
+            "INSERT INTO approvals_workspace (id, name, created_at) VALUES (7, 'bench', now()) "
+            "ON CONFLICT DO NOTHING"
+        )
 
 
 def alternative_reset(bench: Bench) -> None:
@@ -373,36 +565,72 @@ def alternative_throughput(bench: Bench, handoffs: int, workers: int) -> dict:
     """on_commit(async_task(deliver, id)) with django-q2 and no outbox: one task per handoff."""
     alternative_setup(bench)
     alternative_reset(bench)
-    subprocess.run([PYTHON, "-c", ALT_PRODUCER, "0", str(handoffs), "1"], cwd=ROOT, env=bench.env, check=True,
-                   capture_output=True)
-    cluster = bench.spawn([PYTHON, "manage.py", "qcluster"], "alt-qcluster.log", Q_WORKERS=str(workers))
-    elapsed = wait_for(bench, "SELECT count(*) FROM delivery_receivertask", handoffs, timeout=900, which="delivery")
+    subprocess.run(
+        [PYTHON, "-c", ALT_PRODUCER, "0", str(handoffs), "1"],
+        cwd=ROOT,
+        env=bench.env,
+        check=True,
+        capture_output=True,
+    )
+    cluster = bench.spawn(
+        [PYTHON, "manage.py", "qcluster"], "alt-qcluster.log", Q_WORKERS=str(workers)
+    )
+    elapsed = wait_for(
+        bench, "SELECT count(*) FROM delivery_receivertask", handoffs, timeout=900, which="delivery"
+    )
     bench.stop([cluster])
-    return {"handoffs": handoffs, "workers": workers, "seconds": round(elapsed, 2),
-            "per_second": round(handoffs / elapsed, 1)}
+    return {
+        "handoffs": handoffs,
+        "workers": workers,
+        "seconds": round(elapsed, 2),
+        "per_second": round(handoffs / elapsed, 1),
+    }
 
 
 def alternative_latency(bench: Bench, rate: float, seconds: float, workers: int) -> dict:
     alternative_setup(bench)
     alternative_reset(bench)
-    cluster = bench.spawn([PYTHON, "manage.py", "qcluster"], "alt-qcluster-lat.log", Q_WORKERS=str(workers))
+    cluster = bench.spawn(
+        [PYTHON, "manage.py", "qcluster"], "alt-qcluster-lat.log", Q_WORKERS=str(workers)
+    )
     time.sleep(3)
     count = int(rate * seconds)
-    subprocess.run([PYTHON, "-c", ALT_PRODUCER, str(rate), str(count), "1"], cwd=ROOT, env=bench.env, check=True,
-                   capture_output=True)
-    wait_for(bench, "SELECT count(*) FROM delivery_receivertask", count, timeout=300, which="delivery")
+    subprocess.run(
+        [PYTHON, "-c", ALT_PRODUCER, str(rate), str(count), "1"],
+        cwd=ROOT,
+        env=bench.env,
+        check=True,
+        capture_output=True,
+    )
+    wait_for(
+        bench, "SELECT count(*) FROM delivery_receivertask", count, timeout=300, which="delivery"
+    )
     bench.stop([cluster])
     with bench.sql() as src, bench.sql("delivery") as dst:
-        approved = dict(src.execute("SELECT 'onboarding:7:' || number || ':1', created_at FROM approvals_request"))
-        received = dict(dst.execute("SELECT action_key, created_at FROM delivery_receivertask").fetchall())
-    ms = sorted((received[k] - approved[k]).total_seconds() * 1000 for k in approved if k in received)
-    return {"rate": rate, "handoffs": count, "median_ms": round(statistics.median(ms), 1),
-            "p99_ms": round(ms[int(len(ms) * 0.99) - 1], 1)}
+        approved = dict(
+            src.execute(
+                "SELECT 'onboarding:7:' || number || ':1', created_at FROM approvals_request"
+            )
+        )
+        received = dict(
+            dst.execute("SELECT action_key, created_at FROM delivery_receivertask").fetchall()
+        )
+    ms = sorted(
+        (received[k] - approved[k]).total_seconds() * 1000 for k in approved if k in received
+    )
+    return {
+        "rate": rate,
+        "handoffs": count,
+        "median_ms": round(statistics.median(ms), 1),
+        "p99_ms": round(ms[int(len(ms) * 0.99) - 1], 1),
+    }
 
 
 def _kill_tree(pid: int) -> None:
     """SIGKILL a process and all its descendants (a django-q2 cluster is three levels deep)."""
-    children = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout.split()
+    children = subprocess.run(
+        ["pgrep", "-P", str(pid)], capture_output=True, text=True
+    ).stdout.split()
     for child in children:
         _kill_tree(int(child))
     with contextlib.suppress(ProcessLookupError):
@@ -410,7 +638,11 @@ def _kill_tree(pid: int) -> None:
 
 
 # Short leases, so that a killed worker's rows are noticed quickly; one call must still fit in a lease.
-CRASH_ENV = {"HANDOFF_LEASE_SECONDS": "5", "RECEIVER_CONNECT_TIMEOUT": "1", "RECEIVER_READ_TIMEOUT": "3"}
+CRASH_ENV = {
+    "HANDOFF_LEASE_SECONDS": "5",
+    "RECEIVER_CONNECT_TIMEOUT": "1",
+    "RECEIVER_READ_TIMEOUT": "3",
+}
 
 
 def crash_comparison(bench: Bench, handoffs: int, grace: float = 30.0) -> dict:
@@ -421,7 +653,13 @@ def crash_comparison(bench: Bench, handoffs: int, grace: float = 30.0) -> dict:
     with bench.sql() as conn:
         conn.execute(insert_handoffs_sql(1, handoffs))
     procs = bench.start_dispatchers(4, "crash", **CRASH_ENV)
-    wait_for(bench, "SELECT count(*) FROM delivery_receivertask", handoffs // 3, timeout=120, which="delivery")
+    wait_for(
+        bench,
+        "SELECT count(*) FROM delivery_receivertask",
+        handoffs // 3,
+        timeout=120,
+        which="delivery",
+    )
     for proc in procs:
         _kill_tree(proc.pid)
         proc.wait()
@@ -430,26 +668,50 @@ def crash_comparison(bench: Bench, handoffs: int, grace: float = 30.0) -> dict:
     procs = bench.start_dispatchers(4, "crash-restart", **CRASH_ENV)
     started = time.monotonic()
     with contextlib.suppress(RuntimeError):
-        wait_for(bench, "SELECT count(*) FROM outbox_handoff WHERE state = 'delivered'", handoffs, timeout=grace + 60)
+        wait_for(
+            bench,
+            "SELECT count(*) FROM outbox_handoff WHERE state = 'delivered'",
+            handoffs,
+            timeout=grace + 60,
+        )
     recovered = time.monotonic() - started
     bench.stop(procs)
     tasks = bench.scalar("SELECT count(*) FROM delivery_receivertask", "delivery")
     results["outbox"] = {
-        "approved": handoffs, "in_flight_at_kill": in_flight, "receiver_tasks": tasks, "lost": handoffs - tasks,
-        "duplicated": tasks - bench.scalar("SELECT count(DISTINCT action_key) FROM delivery_receivertask",
-                                           "delivery"),
-        "seconds_to_complete_after_restart": round(recovered, 1)}
+        "approved": handoffs,
+        "in_flight_at_kill": in_flight,
+        "receiver_tasks": tasks,
+        "lost": handoffs - tasks,
+        "duplicated": tasks
+        - bench.scalar("SELECT count(DISTINCT action_key) FROM delivery_receivertask", "delivery"),
+        "seconds_to_complete_after_restart": round(recovered, 1),
+    }
 
     alternative_setup(bench)
     alternative_reset(bench)
-    subprocess.run([PYTHON, "-c", ALT_PRODUCER, "0", str(handoffs), "1"], cwd=ROOT, env=bench.env, check=True,
-                   capture_output=True)
-    cluster = bench.spawn([PYTHON, "manage.py", "qcluster"], "alt-qcluster-crash.log", Q_WORKERS="4")
-    wait_for(bench, "SELECT count(*) FROM delivery_receivertask", handoffs // 3, timeout=300, which="delivery")
+    subprocess.run(
+        [PYTHON, "-c", ALT_PRODUCER, "0", str(handoffs), "1"],
+        cwd=ROOT,
+        env=bench.env,
+        check=True,
+        capture_output=True,
+    )
+    cluster = bench.spawn(
+        [PYTHON, "manage.py", "qcluster"], "alt-qcluster-crash.log", Q_WORKERS="4"
+    )
+    wait_for(
+        bench,
+        "SELECT count(*) FROM delivery_receivertask",
+        handoffs // 3,
+        timeout=300,
+        which="delivery",
+    )
     _kill_tree(cluster.pid)
     cluster.wait()
     bench.procs = [p for p in bench.procs if p is not cluster]
-    cluster = bench.spawn([PYTHON, "manage.py", "qcluster"], "alt-qcluster-crash2.log", Q_WORKERS="4")
+    cluster = bench.spawn(
+        [PYTHON, "manage.py", "qcluster"], "alt-qcluster-crash2.log", Q_WORKERS="4"
+    )
     started = time.monotonic()
     last, still = -1, time.monotonic()
     while time.monotonic() - started < 600:
@@ -465,16 +727,26 @@ def crash_comparison(bench: Bench, handoffs: int, grace: float = 30.0) -> dict:
     bench.stop([cluster])
     tasks = bench.scalar("SELECT count(*) FROM delivery_receivertask", "delivery")
     results["on_commit_django_q2"] = {
-        "approved": handoffs, "receiver_tasks": tasks, "lost": handoffs - tasks,
-        "duplicated": tasks - bench.scalar("SELECT count(DISTINCT action_key) FROM delivery_receivertask",
-                                           "delivery"),
+        "approved": handoffs,
+        "receiver_tasks": tasks,
+        "lost": handoffs - tasks,
+        "duplicated": tasks
+        - bench.scalar("SELECT count(DISTINCT action_key) FROM delivery_receivertask", "delivery"),
         "seconds_to_complete_after_restart": round(recovered, 1),
-        "queued_still": bench.scalar("SELECT count(*) FROM django_q_ormq")}
+        "queued_still": bench.scalar("SELECT count(*) FROM django_q_ormq"),
+    }
     return results
 
 
-def backlog_after_outage(bench: Bench, handoffs: int, dispatchers: int, outage: float, *, max_concurrency: int = 2,
-                         max_per_second: int = 20) -> dict:
+def backlog_after_outage(
+    bench: Bench,
+    handoffs: int,
+    dispatchers: int,
+    outage: float,
+    *,
+    max_concurrency: int = 2,
+    max_per_second: int = 20,
+) -> dict:
     """The receiver is down while `handoffs` are queued and the dispatchers keep trying; it comes back
     after `outage` seconds. The operator has limited the destination to `max_concurrency` calls in flight and
     `max_per_second` requests per second (a batch call of 50 is one request). Time to drain from its return,
@@ -490,7 +762,9 @@ def backlog_after_outage(bench: Bench, handoffs: int, dispatchers: int, outage: 
             "last_error, hold_reason, updated_at, max_concurrency, max_requests_per_second) "
             "VALUES ('receiver', 'active', '', 0, 0, '', '', now(), %s, %s) ON CONFLICT (name) DO UPDATE SET "
             "max_concurrency = EXCLUDED.max_concurrency, max_requests_per_second = EXCLUDED.max_requests_per_second, "
-            "hold_until = NULL", (max_concurrency, max_per_second))
+            "hold_until = NULL",
+            (max_concurrency, max_per_second),
+        )
     observed = bench.log_dir / "backlog-receiver-calls.log"
     observed.unlink(missing_ok=True)
     port = bench.receiver_port
@@ -505,14 +779,23 @@ def backlog_after_outage(bench: Bench, handoffs: int, dispatchers: int, outage: 
     bench.start_receiver(port=port)
     del bench.env["RECEIVER_FAULTS"]
     back = time.monotonic()
-    first = wait_for(bench, "SELECT count(*) FROM outbox_handoff WHERE state = 'delivered'", 1, timeout=120)
+    first = wait_for(
+        bench, "SELECT count(*) FROM outbox_handoff WHERE state = 'delivered'", 1, timeout=120
+    )
     wait_until_all_delivered(bench, timeout=900)
     elapsed = time.monotonic() - back  # from the receiver's return to the last delivery
     rss = peak_rss_mb(procs)
     bench.stop(procs)
-    calls = sorted((float(arrived), float(answered)) for method, arrived, answered
-                   in (line.split() for line in observed.read_text().splitlines()) if method == "POST")
-    edges = sorted([(arrived, 1) for arrived, _ in calls] + [(answered, -1) for _, answered in calls])
+    calls = sorted(
+        (float(arrived), float(answered))
+        for method, arrived, answered in (
+            line.split() for line in observed.read_text().splitlines()
+        )
+        if method == "POST"
+    )
+    edges = sorted(
+        [(arrived, 1) for arrived, _ in calls] + [(answered, -1) for _, answered in calls]
+    )
     in_flight = most_in_flight = 0
     for _, step in edges:
         in_flight += step
@@ -523,19 +806,32 @@ def backlog_after_outage(bench: Bench, handoffs: int, dispatchers: int, outage: 
             first_in_window += 1
         most_in_one_second = max(most_in_one_second, last - first_in_window + 1)
     with bench.sql() as conn:
-        conn.execute("UPDATE outbox_destinationhealth SET max_concurrency = NULL, max_requests_per_second = NULL")
+        conn.execute(
+            "UPDATE outbox_destinationhealth SET max_concurrency = NULL, max_requests_per_second = NULL"
+        )
     bench.stop([bench.receiver])
     bench.start_receiver(port=port)  # the other stages' receiver, without the call log
-    return {"handoffs": handoffs, "dispatchers": dispatchers, "outage_seconds": outage,
-            "attempts_during_outage": failed_during_outage,
-            "seconds_to_first_delivery": round(first, 1), "seconds_to_drain": round(elapsed, 1),
-            "per_second": round(handoffs / elapsed, 1), "peak_rss_mb": rss,
-            "needs_attention": bench.scalar("SELECT count(*) FROM outbox_handoff WHERE state = 'needs_attention'"),
-            "limit": {"max_concurrency": max_concurrency, "max_requests_per_second": max_per_second},
-            "observed": {"calls": len(calls), "max_in_flight": most_in_flight,
-                         "max_requests_in_one_second": most_in_one_second},
-            "limit_held": most_in_flight <= max_concurrency and most_in_one_second <= max_per_second,
-            "check": verify(bench, handoffs)}
+    return {
+        "handoffs": handoffs,
+        "dispatchers": dispatchers,
+        "outage_seconds": outage,
+        "attempts_during_outage": failed_during_outage,
+        "seconds_to_first_delivery": round(first, 1),
+        "seconds_to_drain": round(elapsed, 1),
+        "per_second": round(handoffs / elapsed, 1),
+        "peak_rss_mb": rss,
+        "needs_attention": bench.scalar(
+            "SELECT count(*) FROM outbox_handoff WHERE state = 'needs_attention'"
+        ),
+        "limit": {"max_concurrency": max_concurrency, "max_requests_per_second": max_per_second},
+        "observed": {
+            "calls": len(calls),
+            "max_in_flight": most_in_flight,
+            "max_requests_in_one_second": most_in_one_second,
+        },
+        "limit_held": most_in_flight <= max_concurrency and most_in_one_second <= max_per_second,
+        "check": verify(bench, handoffs),
+    }
 
 
 def main() -> None:
@@ -543,19 +839,39 @@ def main() -> None:
     parser.add_argument("--handoffs", type=int, default=5000)
     parser.add_argument("--pgbench-seconds", type=int, default=10)
     parser.add_argument("--latency-seconds", type=float, default=15)
-    parser.add_argument("--latency-runs", type=int, default=3,
-                        help="runs of the latency at half the best rate; the one with the median median counts")
-    parser.add_argument("--one-call-pairs", type=int, default=5,
-                        help="back-to-back pairs of the receiver's capacity and the one-call run; the median of "
-                             "the pairs' ratios counts")
-    parser.add_argument("--growth-rows", type=int, nargs="*", default=[10_000, 1_000_000, 10_000_000],
-                        help="delivered rows preloaded, one growth run each; the first is the small table")
-    parser.add_argument("--reconcile-after-growth", action=argparse.BooleanOptionalAction, default=True,
-                        help="reconcile the rows of the largest growth run afterwards (http destination)")
+    parser.add_argument(
+        "--latency-runs",
+        type=int,
+        default=3,
+        help="runs of the latency at half the best rate; the one with the median median counts",
+    )
+    parser.add_argument(
+        "--one-call-pairs",
+        type=int,
+        default=5,
+        help="back-to-back pairs of the receiver's capacity and the one-call run; the median of "
+        "the pairs' ratios counts",
+    )
+    parser.add_argument(
+        "--growth-rows",
+        type=int,
+        nargs="*",
+        default=[10_000, 1_000_000, 10_000_000],
+        help="delivered rows preloaded, one growth run each; the first is the small table",
+    )
+    parser.add_argument(
+        "--reconcile-after-growth",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="reconcile the rows of the largest growth run afterwards (http destination)",
+    )
     parser.add_argument("--reconcile-batch-size", type=int, default=5000)
-    parser.add_argument("--growth-only", action="store_true",
-                        help="skip everything before growth but the receiver's capacity (for timing the growth "
-                             "and backlog parts; the report needs a full run)")
+    parser.add_argument(
+        "--growth-only",
+        action="store_true",
+        help="skip everything before growth but the receiver's capacity (for timing the growth "
+        "and backlog parts; the report needs a full run)",
+    )
     parser.add_argument("--backlog-handoffs", type=int, default=100_000)
     parser.add_argument("--outage-seconds", type=float, default=15)
     parser.add_argument("--alternative-handoffs", type=int, default=1000)
@@ -575,8 +891,12 @@ def main() -> None:
     # The receiver's own capacity: plain clients, no outbox. The report divides every figure against the receiver's
     # capacity by the most it answered in any measurement of the run (`bench/report.py`, `one_call_figure`), except
     # the one-call aim, read pair by pair (`one_call_paired`).
-    report["receiver_capacity"] = [receiver_capacity.measure(bench.receiver_url, bench.env["RECEIVER_SIGNING_SECRET"],
-                                                             clients=c, seconds=8) for c in (2, 4)]
+    report["receiver_capacity"] = [
+        receiver_capacity.measure(
+            bench.receiver_url, bench.env["RECEIVER_SIGNING_SECRET"], clients=c, seconds=8
+        )
+        for c in (2, 4)
+    ]
     print(f"  receiver capacity {report['receiver_capacity']}", flush=True)
     if not args.growth_only:
         dispatch_figures(bench, args, report)
@@ -584,8 +904,9 @@ def main() -> None:
     report["growth"] = []
     for rows in args.growth_rows:
         if args.reconcile_after_growth and rows == max(args.growth_rows):
-            row, report["reconcile_after_growth"] = growth_then_reconcile(bench, args.handoffs, rows,
-                                                                          args.reconcile_batch_size)
+            row, report["reconcile_after_growth"] = growth_then_reconcile(
+                bench, args.handoffs, rows, args.reconcile_batch_size
+            )
         else:
             row = throughput(bench, args.handoffs, 4, f"g{rows}", preload=rows)
         report["growth"].append(row)
@@ -594,8 +915,9 @@ def main() -> None:
         small = report["growth"][0]["per_second"]
         for row in report["growth"]:
             row["ratio_to_small_table"] = round(row["per_second"] / small, 3)
-    report["backlog"] = backlog_after_outage(bench, args.backlog_handoffs, 4, args.outage_seconds, max_concurrency=2,
-                                             max_per_second=20)
+    report["backlog"] = backlog_after_outage(
+        bench, args.backlog_handoffs, 4, args.outage_seconds, max_concurrency=2, max_per_second=20
+    )
     print(f"  backlog {report['backlog']}", flush=True)
     bench.stop()
     Path(args.json).parent.mkdir(parents=True, exist_ok=True)

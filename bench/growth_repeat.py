@@ -30,9 +30,12 @@ def main() -> None:
             small = throughput(bench, args.handoffs, 4, f"gs{pair}", preload=10_000)
             large = throughput(bench, args.handoffs, 4, f"gl{pair}", preload=args.rows)
             ratio = large["per_second"] / small["per_second"]
-            print(f"pair {pair + 1}: {small['per_second']:,.0f}/s with 10,000 delivered rows, "
-                  f"{large['per_second']:,.0f}/s with {args.rows:,}: ratio {ratio:.2f}"
-                  f"; checked: {small['check']['ok'] and large['check']['ok']}", flush=True)
+            print(
+                f"pair {pair + 1}: {small['per_second']:,.0f}/s with 10,000 delivered rows, "
+                f"{large['per_second']:,.0f}/s with {args.rows:,}: ratio {ratio:.2f}"
+                f"; checked: {small['check']['ok'] and large['check']['ok']}",
+                flush=True,
+            )
     finally:
         bench.stop()
 

@@ -51,8 +51,15 @@ def recreate_database(name: str) -> None:
 class Bench:
     """One pair of benchmark databases with the schema migrated, and the processes started on them."""
 
-    def __init__(self, prefix: str = "e2e", log_dir: Path | None = None, *, source: str | None = None,
-                 delivery: str | None = None, **env: str):
+    def __init__(
+        self,
+        prefix: str = "e2e",
+        log_dir: Path | None = None,
+        *,
+        source: str | None = None,
+        delivery: str | None = None,
+        **env: str,
+    ):
         """Databases `<BENCH_DB_PREFIX>_<prefix>_source` and `_delivery`, unless named by `source`/`delivery`."""
         self.source = source or db_name(f"{prefix}_source")
         self.delivery = delivery or db_name(f"{prefix}_delivery")
@@ -87,11 +94,15 @@ class Bench:
 
     def spawn(self, args: list[str], log_name: str, **env: str) -> subprocess.Popen:
         log = open(self.log_dir / log_name, "wb")  # noqa: SIM115 - lives as long as the process
-        proc = subprocess.Popen(args, cwd=ROOT, env={**self.env, **env}, stdout=log, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(
+            args, cwd=ROOT, env={**self.env, **env}, stdout=log, stderr=subprocess.STDOUT
+        )
         self.procs.append(proc)
         return proc
 
-    def start_receiver(self, workers: int = 0, threads: int = RECEIVER_THREADS, port: int = 0) -> str:
+    def start_receiver(
+        self, workers: int = 0, threads: int = RECEIVER_THREADS, port: int = 0
+    ) -> str:
         """The receiver under gunicorn on `port` (a free one when 0); waits until it answers. `workers` defaults to
         gunicorn's own recommendation, 2 × cores + 1. With only as many workers as cores, the receiver's rate
         depended on which worker process each client's keep-alive connection happened to land on (3 of 4 on one
@@ -104,9 +115,21 @@ class Bench:
                 sock.bind(("127.0.0.1", 0))
                 port = sock.getsockname()[1]
         self.receiver_port = port
-        self.receiver = self.spawn([str(Path(PYTHON).with_name("gunicorn")), "config.wsgi", "--bind",
-                                    f"127.0.0.1:{port}", "--workers", str(workers), "--worker-class", "gthread",
-                                    "--threads", str(threads)], f"receiver-{port}.log")
+        self.receiver = self.spawn(
+            [
+                str(Path(PYTHON).with_name("gunicorn")),
+                "config.wsgi",
+                "--bind",
+                f"127.0.0.1:{port}",
+                "--workers",
+                str(workers),
+                "--worker-class",
+                "gthread",
+                "--threads",
+                str(threads),
+            ],
+            f"receiver-{port}.log",
+        )
         self.receiver_url = f"http://127.0.0.1:{port}/delivery/api"
         self.env["RECEIVER_URL"] = self.receiver_url
         for _ in range(150):
@@ -120,8 +143,21 @@ class Bench:
 
     def start_dispatchers(self, count: int, tag: str, **env: str) -> list[subprocess.Popen]:
         return [
-            self.spawn([PYTHON, "manage.py", "dispatch", "--worker", f"{tag}-{n}", "--idle-sleep", "0.5",
-                        "--maintain-every", "5"], f"dispatcher-{tag}-{n}.log", **env)
+            self.spawn(
+                [
+                    PYTHON,
+                    "manage.py",
+                    "dispatch",
+                    "--worker",
+                    f"{tag}-{n}",
+                    "--idle-sleep",
+                    "0.5",
+                    "--maintain-every",
+                    "5",
+                ],
+                f"dispatcher-{tag}-{n}.log",
+                **env,
+            )
             for n in range(count)
         ]
 
@@ -140,7 +176,9 @@ class Bench:
 
     @contextmanager
     def sql(self, which: str = "source"):
-        with psycopg.connect(dsn(self.source if which == "source" else self.delivery), autocommit=True) as conn:
+        with psycopg.connect(
+            dsn(self.source if which == "source" else self.delivery), autocommit=True
+        ) as conn:
             yield conn
 
     def scalar(self, query: str, which: str = "source", params=None):
@@ -165,7 +203,9 @@ HASH_SQL = "encode(sha256(convert_to(p.canonical, 'UTF8')), 'hex')"
 TASK_ID_SQL = "lpad(to_hex(n), 32, '0')::uuid"
 
 
-def insert_handoffs_sql(first: int, count: int, *, state: str = "pending", workspace: int = 7) -> str:
+def insert_handoffs_sql(
+    first: int, count: int, *, state: str = "pending", workspace: int = 7
+) -> str:
     """One INSERT … SELECT generate_series: `count` handoffs with distinct keys, due now. Delivered rows
     carry the task id and work status ('open') that `insert_receiver_tasks_sql` gives their receiver tasks,
     as if an earlier reconciliation had recorded it."""
@@ -207,7 +247,8 @@ def secondary_indexes(conn: psycopg.Connection, table: str) -> list[tuple[str, s
     that a bulk fill may drop and recreate, read from the catalog: whatever the migrations made, partial
     indexes included. Kept in place: the primary key, and indexes that back any other kind of constraint
     (deferrable, exclusion) or that a foreign key depends on."""
-    return conn.execute("""
+    return conn.execute(
+        """
         SELECT i.indexname, i.indexdef, coalesce(c.conname, '')
         FROM pg_indexes i
         JOIN pg_class ic ON ic.relname = i.indexname AND ic.relnamespace = to_regnamespace(i.schemaname)
@@ -217,7 +258,9 @@ def secondary_indexes(conn: psycopg.Connection, table: str) -> list[tuple[str, s
           AND (c.oid IS NULL OR (c.contype = 'u' AND NOT c.condeferrable))
           AND NOT EXISTS (SELECT 1 FROM pg_constraint f WHERE f.contype = 'f' AND f.conindid = ic.oid)
         ORDER BY i.indexname
-    """, (table,)).fetchall()
+    """,
+        (table,),
+    ).fetchall()
 
 
 def bulk_fill(dsn_: str, table: str, statement: str) -> float:
@@ -232,15 +275,20 @@ def bulk_fill(dsn_: str, table: str, statement: str) -> float:
         conn.execute("SET maintenance_work_mem = '1GB'")
         indexes = secondary_indexes(conn, table)
         for name, _, constraint in indexes:
-            conn.execute(f'ALTER TABLE "{table}" DROP CONSTRAINT "{constraint}"' if constraint
-                         else f'DROP INDEX "{name}"')
+            conn.execute(
+                f'ALTER TABLE "{table}" DROP CONSTRAINT "{constraint}"'
+                if constraint
+                else f'DROP INDEX "{name}"'
+            )
         try:
             conn.execute(statement)
         finally:  # the schema under test is put back even when the fill fails
             for name, definition, constraint in indexes:
                 conn.execute(definition)
                 if constraint:
-                    conn.execute(f'ALTER TABLE "{table}" ADD CONSTRAINT "{constraint}" UNIQUE USING INDEX "{name}"')
+                    conn.execute(
+                        f'ALTER TABLE "{table}" ADD CONSTRAINT "{constraint}" UNIQUE USING INDEX "{name}"'
+                    )
         conn.execute(f'VACUUM (ANALYZE) "{table}"')
         conn.execute("CHECKPOINT")
     return time.monotonic() - started

@@ -31,14 +31,26 @@ def run(bench: Bench, handoffs: int, tag: str, command: list[str] | None, **env:
     if command is None:
         procs = bench.start_dispatchers(4, tag, **env)
     else:
-        procs = [bench.spawn([*command, f"{tag}-{n}"], f"dispatcher-{tag}-{n}.log", **env) for n in range(4)]
+        procs = [
+            bench.spawn([*command, f"{tag}-{n}"], f"dispatcher-{tag}-{n}.log", **env)
+            for n in range(4)
+        ]
     time.sleep(2.5)
     with bench.sql() as conn:
         conn.execute(insert_handoffs_sql(1, handoffs))
         conn.execute("NOTIFY handoff_due")
-    elapsed = wait_for(bench, "SELECT count(*) FROM outbox_handoff WHERE state = 'delivered'", handoffs, timeout=600)
+    elapsed = wait_for(
+        bench,
+        "SELECT count(*) FROM outbox_handoff WHERE state = 'delivered'",
+        handoffs,
+        timeout=600,
+    )
     bench.stop(procs)
-    return {"what": tag, "per_second": round(handoffs / elapsed, 1), "check": verify(bench, handoffs)["ok"]}
+    return {
+        "what": tag,
+        "per_second": round(handoffs / elapsed, 1),
+        "check": verify(bench, handoffs)["ok"],
+    }
 
 
 def main() -> None:
@@ -48,27 +60,47 @@ def main() -> None:
     bench = Bench("lever", RECEIVER_SUPPORTS_BATCH="0", HANDOFF_CLAIM_BATCH="20").setup()
     bench.start_receiver()
     try:
-        capacity = receiver_capacity.measure(bench.receiver_url, bench.env["RECEIVER_SIGNING_SECRET"], clients=4)
+        capacity = receiver_capacity.measure(
+            bench.receiver_url, bench.env["RECEIVER_SIGNING_SECRET"], clients=4
+        )
         rows = [
             run(bench, args.handoffs, "product", None),
-            run(bench, args.handoffs, "one-commit-per-batch", [PYTHON, "bench/concurrent_dispatch.py"],
-                BENCH_CALLS_IN_FLIGHT="1"),
-            run(bench, args.handoffs, "one-commit-per-batch-20-in-flight", [PYTHON, "bench/concurrent_dispatch.py"],
-                BENCH_CALLS_IN_FLIGHT="20"),
+            run(
+                bench,
+                args.handoffs,
+                "one-commit-per-batch",
+                [PYTHON, "bench/concurrent_dispatch.py"],
+                BENCH_CALLS_IN_FLIGHT="1",
+            ),
+            run(
+                bench,
+                args.handoffs,
+                "one-commit-per-batch-20-in-flight",
+                [PYTHON, "bench/concurrent_dispatch.py"],
+                BENCH_CALLS_IN_FLIGHT="20",
+            ),
         ]
         # The other lever, at rates one producer process reaches: delivery attempted after commit by the
         # committing process, against the dispatchers alone (same rate, same dispatchers).
-        latencies = [latency(bench, rate, 2, 10, inline=inline) for rate in (20, 60) for inline in (False, True)]
+        latencies = [
+            latency(bench, rate, 2, 10, inline=inline)
+            for rate in (20, 60)
+            for inline in (False, True)
+        ]
     finally:
         bench.stop()
     print(f"receiver capacity, 4 plain clients: {capacity['per_second']:,.0f} creates/s")
     for row in rows:
         ratio = row["per_second"] / capacity["per_second"]
-        print(f"{row['what']:>36}: {row['per_second']:7,.0f} handoffs/s = {ratio:.2f} of capacity; "
-              f"every handoff delivered once: {'ok' if row['check'] else 'FAILED'}")
+        print(
+            f"{row['what']:>36}: {row['per_second']:7,.0f} handoffs/s = {ratio:.2f} of capacity; "
+            f"every handoff delivered once: {'ok' if row['check'] else 'FAILED'}"
+        )
     for row in latencies:
-        print(f"latency at {row['achieved_rate']:,.0f}/s (asked {row['rate']}), inline {row['inline_attempt']}: "
-              f"median {row['median_ms']} ms, p99 {row['p99_ms']} ms")
+        print(
+            f"latency at {row['achieved_rate']:,.0f}/s (asked {row['rate']}), inline {row['inline_attempt']}: "
+            f"median {row['median_ms']} ms, p99 {row['p99_ms']} ms"
+        )
     print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores at the end")
     print(json.dumps({"capacity": capacity, "rows": rows, "latency": latencies}))
 

@@ -30,13 +30,22 @@ def client(url: str, secret: str, seconds: float, index: int, results) -> None:
         while time.monotonic() < deadline:
             n += 1
             key = f"capacity:{index}:{n}:{uuid.uuid4().hex[:8]}"
-            body = json.dumps({"action_key": key, "payload": {"client_name": f"Client {n}", "plan": "standard"}},
-                              separators=(",", ":"), sort_keys=True)
+            body = json.dumps(
+                {"action_key": key, "payload": {"client_name": f"Client {n}", "plan": "standard"}},
+                separators=(",", ":"),
+                sort_keys=True,
+            )
             message_id, now = f"msg_{uuid.uuid4().hex}", datetime.now(tz=UTC)
-            headers = {"webhook-id": message_id, "webhook-timestamp": str(int(now.timestamp())),
-                       "webhook-signature": signer.sign(message_id, now, body), "Content-Type": "application/json",
-                       "Idempotency-Key": key}
-            status = http.urlopen("POST", f"{path}/tasks", body=body.encode(), headers=headers, retries=False).status
+            headers = {
+                "webhook-id": message_id,
+                "webhook-timestamp": str(int(now.timestamp())),
+                "webhook-signature": signer.sign(message_id, now, body),
+                "Content-Type": "application/json",
+                "Idempotency-Key": key,
+            }
+            status = http.urlopen(
+                "POST", f"{path}/tasks", body=body.encode(), headers=headers, retries=False
+            ).status
             if status == 201:
                 ok += 1
             else:
@@ -46,7 +55,10 @@ def client(url: str, secret: str, seconds: float, index: int, results) -> None:
 
 def measure(url: str, secret: str, *, clients: int = 4, seconds: float = 8.0) -> dict:
     results = multiprocessing.Queue()
-    procs = [multiprocessing.Process(target=client, args=(url, secret, seconds, i, results)) for i in range(clients)]
+    procs = [
+        multiprocessing.Process(target=client, args=(url, secret, seconds, i, results))
+        for i in range(clients)
+    ]
     started = time.monotonic()
     for proc in procs:
         proc.start()
@@ -55,8 +67,13 @@ def measure(url: str, secret: str, *, clients: int = 4, seconds: float = 8.0) ->
         proc.join()
     elapsed = time.monotonic() - started
     created = sum(ok for ok, _ in answers)
-    return {"clients": clients, "seconds": round(elapsed, 2), "created": created,
-            "not_created": sum(other for _, other in answers), "per_second": round(created / elapsed, 1)}
+    return {
+        "clients": clients,
+        "seconds": round(elapsed, 2),
+        "created": created,
+        "not_created": sum(other for _, other in answers),
+        "per_second": round(created / elapsed, 1),
+    }
 
 
 def main() -> None:

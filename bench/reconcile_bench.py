@@ -39,8 +39,13 @@ from bench.harness import (  # noqa: E402
 def fill(bench: Bench, n: int) -> float:
     """Both sides at once, each a set-based INSERT with its secondary indexes built after."""
     return bulk_fill_concurrently(
-        (dsn(bench.source), "outbox_handoff", insert_handoffs_sql(PRELOAD_FIRST, n, state="delivered")),
-        (dsn(bench.delivery), "delivery_receivertask", insert_receiver_tasks_sql(PRELOAD_FIRST, n)))
+        (
+            dsn(bench.source),
+            "outbox_handoff",
+            insert_handoffs_sql(PRELOAD_FIRST, n, state="delivered"),
+        ),
+        (dsn(bench.delivery), "delivery_receivertask", insert_receiver_tasks_sql(PRELOAD_FIRST, n)),
+    )
 
 
 def rss_mb() -> float:
@@ -56,25 +61,39 @@ def measure(n: int, batch_size: int, destination) -> tuple[float, list[tuple[int
 
     def progress(p) -> None:
         # Called after every page of keys and once at the end: the first call past each tenth is sampled.
-        if p.keys_compared >= (len(samples) + 1) * step and (not samples or samples[-1][0] != p.keys_compared):
+        if p.keys_compared >= (len(samples) + 1) * step and (
+            not samples or samples[-1][0] != p.keys_compared
+        ):
             samples.append((p.keys_compared, rss_mb()))
 
     started = time.monotonic()
-    run = reconciliation_run(destination=destination, batch_size=batch_size, trigger="bench", progress=progress)
+    run = reconciliation_run(
+        destination=destination, batch_size=batch_size, trigger="bench", progress=progress
+    )
     elapsed = time.monotonic() - started
     if run.status != "completed" or run.keys_compared != n or run.findings_by_kind:
-        raise SystemExit(f"reconciliation disagreed with the data: {run.status} {run.error} "
-                         f"compared {run.keys_compared} findings {run.findings_by_kind}")
+        raise SystemExit(
+            f"reconciliation disagreed with the data: {run.status} {run.error} "
+            f"compared {run.keys_compared} findings {run.findings_by_kind}"
+        )
     return elapsed, samples
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("n", type=int, nargs="?", default=1_000_000, help="handoffs (and receiver tasks)")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "n", type=int, nargs="?", default=1_000_000, help="handoffs (and receiver tasks)"
+    )
     parser.add_argument("--batch-size", type=int, default=5000)
     parser.add_argument("--destination", choices=["in_process", "http", "both"], default="both")
-    parser.add_argument("--keep", action="store_true", help="keep the benchmark databases afterwards")
-    parser.add_argument("--source-db", help="reconcile this source database as it is (no fill, kept)")
+    parser.add_argument(
+        "--keep", action="store_true", help="keep the benchmark databases afterwards"
+    )
+    parser.add_argument(
+        "--source-db", help="reconcile this source database as it is (no fill, kept)"
+    )
     parser.add_argument("--delivery-db", help="the receiver's database that goes with --source-db")
     args = parser.parse_args()
     if bool(args.source_db) != bool(args.delivery_db):
@@ -85,11 +104,16 @@ def main() -> None:
     baseline = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     try:
         if given:
-            print(f"reconciling {args.n:,} keys of {bench.source} and {bench.delivery} as they are", flush=True)
+            print(
+                f"reconciling {args.n:,} keys of {bench.source} and {bench.delivery} as they are",
+                flush=True,
+            )
         else:
             bench.setup()
-            print(f"filling {args.n:,} handoffs and {args.n:,} receiver tasks (both databases at once) ...",
-                  flush=True)
+            print(
+                f"filling {args.n:,} handoffs and {args.n:,} receiver tasks (both databases at once) ...",
+                flush=True,
+            )
             print(f"  filled in {fill(bench, args.n):.1f} s", flush=True)
         if args.destination in ("http", "both"):
             bench.start_receiver(workers=1, threads=2)
@@ -97,23 +121,38 @@ def main() -> None:
         import django
 
         django.setup()
-        print(f"peak RSS before reconciling (Django loaded, nothing read): "
-              f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB (at start {baseline:.0f} MB)",
-              flush=True)
+        print(
+            f"peak RSS before reconciling (Django loaded, nothing read): "
+            f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB (at start {baseline:.0f} MB)",
+            flush=True,
+        )
         from outbox.destinations import HttpDestination, InProcessDestination
 
         kinds = ["in_process", "http"] if args.destination == "both" else [args.destination]
         for kind in kinds:
-            destination = InProcessDestination() if kind == "in_process" else HttpDestination(
-                url=bench.receiver_url, read_timeout=60.0, signing_secret=bench.env["RECEIVER_SIGNING_SECRET"])
+            destination = (
+                InProcessDestination()
+                if kind == "in_process"
+                else HttpDestination(
+                    url=bench.receiver_url,
+                    read_timeout=60.0,
+                    signing_secret=bench.env["RECEIVER_SIGNING_SECRET"],
+                )
+            )
             elapsed, samples = measure(args.n, args.batch_size, destination)
             # ru_maxrss is the process's peak so far (KiB on Linux): bounded memory shows as a peak that
             # does not grow with N, and as an RSS that stays flat from the first tenth of the keys to the last.
             peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-            print(f"{kind:>10}: {args.n:,} keys compared in {elapsed:.1f} s = {args.n / elapsed:,.0f} keys/s "
-                  f"(pages of {args.batch_size}); peak RSS of the reconciling process {peak:.0f} MB", flush=True)
-            print(f"{kind:>10}: RSS after " + ", ".join(f"{keys:,} keys {mb:.0f} MB" for keys, mb in samples),
-                  flush=True)
+            print(
+                f"{kind:>10}: {args.n:,} keys compared in {elapsed:.1f} s = {args.n / elapsed:,.0f} keys/s "
+                f"(pages of {args.batch_size}); peak RSS of the reconciling process {peak:.0f} MB",
+                flush=True,
+            )
+            print(
+                f"{kind:>10}: RSS after "
+                + ", ".join(f"{keys:,} keys {mb:.0f} MB" for keys, mb in samples),
+                flush=True,
+            )
     finally:
         bench.stop()
         if not args.keep and not given:

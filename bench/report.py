@@ -138,10 +138,23 @@ def machine() -> str:
     cores = os.cpu_count()
     mem_kb = int(re.search(r"MemTotal:\s+(\d+)", Path("/proc/meminfo").read_text()).group(1))
     model = re.search(r"model name\s*:\s*(.+)", Path("/proc/cpuinfo").read_text())
-    pg = subprocess.run(["psql", "-h", os.environ.get("PGHOST", "/var/run/postgresql"), "-d", "postgres", "-Atc",
-                         "show server_version"], capture_output=True, text=True).stdout.strip()
-    return (f"{cores} cores ({model.group(1).strip() if model else 'unknown CPU'}), "
-            f"{mem_kb / 1024 / 1024:.0f} GiB memory, PostgreSQL {pg}")
+    pg = subprocess.run(
+        [
+            "psql",
+            "-h",
+            os.environ.get("PGHOST", "/var/run/postgresql"),
+            "-d",
+            "postgres",
+            "-Atc",
+            "show server_version",
+        ],
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    return (
+        f"{cores} cores ({model.group(1).strip() if model else 'unknown CPU'}), "
+        f"{mem_kb / 1024 / 1024:.0f} GiB memory, PostgreSQL {pg}"
+    )
 
 
 def verdict(ok: bool) -> str:
@@ -191,7 +204,10 @@ def one_call_figure(r: dict) -> tuple[float, float, float]:
     single = r["throughput_single_calls"]
     runs = single.get("pairs") or [single]
     per_second = statistics.median(run["per_second"] for run in runs)
-    reference = max([row["per_second"] for row in r["receiver_capacity"]] + [run.get("capacity", 0) for run in runs])
+    reference = max(
+        [row["per_second"] for row in r["receiver_capacity"]]
+        + [run.get("capacity", 0) for run in runs]
+    )
     return per_second, reference, per_second / reference
 
 
@@ -204,16 +220,20 @@ def one_call_paired(r: dict) -> float:
     with gunicorn's recommended 2 × cores + 1 workers (`bench/harness.py`) it no longer does."""
     single = r["throughput_single_calls"]
     runs = single.get("pairs") or [single]
-    return statistics.median(run["per_second"] / run["capacity"] for run in runs if run.get("capacity"))
+    return statistics.median(
+        run["per_second"] / run["capacity"] for run in runs if run.get("capacity")
+    )
 
 
 def single_pairs(r: dict) -> str:
     per_second, reference, ratio = one_call_figure(r)
     runs = r["throughput_single_calls"].get("pairs") or [r["throughput_single_calls"]]
     each = ", ".join(f"{run['per_second']:,.0f}/s against {run['capacity']:,.0f}/s" for run in runs)
-    return (f"median of {len(runs)} pairs' ratios, each one-call run divided by the receiver's capacity measured just "
-            f"before it: {each}. Conservatively, the median run {per_second:,.0f}/s divided by {reference:,.0f}/s, "
-            f"the most the receiver answered in any capacity measurement of the run: {ratio:.2f}")
+    return (
+        f"median of {len(runs)} pairs' ratios, each one-call run divided by the receiver's capacity measured just "
+        f"before it: {each}. Conservatively, the median run {per_second:,.0f}/s divided by {reference:,.0f}/s, "
+        f"the most the receiver answered in any capacity measurement of the run: {ratio:.2f}"
+    )
 
 
 def latency_runs(lat: dict) -> str:
@@ -226,7 +246,9 @@ def latency_runs(lat: dict) -> str:
 
 
 def check_mark(row: dict) -> str:
-    return "every handoff delivered once: ok" if row["check"]["ok"] else f"CHECK FAILED {row['check']}"
+    return (
+        "every handoff delivered once: ok" if row["check"]["ok"] else f"CHECK FAILED {row['check']}"
+    )
 
 
 def console_pages(text: str) -> list[tuple[str, float, float]]:
@@ -242,8 +264,10 @@ def reconcile_samples(text: str) -> dict[str, list[tuple[int, float]]]:
     """The RSS samples `bench/reconcile_bench.py` prints per destination: [(keys compared, MB), ...]."""
     samples = {}
     for match in re.finditer(r"(\w+): RSS after (.+)", text):
-        samples[match.group(1)] = [(int(keys.replace(",", "")), float(mb)) for keys, mb in
-                                   re.findall(r"([0-9,]+) keys ([0-9.]+) MB", match.group(2))]
+        samples[match.group(1)] = [
+            (int(keys.replace(",", "")), float(mb))
+            for keys, mb in re.findall(r"([0-9,]+) keys ([0-9.]+) MB", match.group(2))
+        ]
     return samples
 
 
@@ -255,14 +279,19 @@ def bounded(samples: list[tuple[int, float]]) -> bool:
 def rss_summary(samples: list[tuple[int, float]], peak: float) -> str:
     if not samples:
         return f"peak RSS {peak:.0f} MB"
-    return (f"RSS {samples[0][1]:.0f} MB after {samples[0][0]:,} keys, {samples[-1][1]:.0f} MB after "
-            f"{samples[-1][0]:,}; peak {peak:.0f} MB")
+    return (
+        f"RSS {samples[0][1]:.0f} MB after {samples[0][0]:,} keys, {samples[-1][1]:.0f} MB after "
+        f"{samples[-1][0]:,}; peak {peak:.0f} MB"
+    )
 
 
 def reconcile_rates(text: str) -> dict[str, tuple[float, float]]:
     rates = {}
-    for match in re.finditer(r"(\w+): ([0-9,]+) keys compared in [0-9.]+ s = ([0-9,]+) keys/s .*?peak RSS of the "
-                             r"reconciling process (\d+) MB", text):
+    for match in re.finditer(
+        r"(\w+): ([0-9,]+) keys compared in [0-9.]+ s = ([0-9,]+) keys/s .*?peak RSS of the "
+        r"reconciling process (\d+) MB",
+        text,
+    ):
         rates[match.group(1)] = (float(match.group(3).replace(",", "")), float(match.group(4)))
     return rates
 
@@ -274,10 +303,16 @@ def main() -> None:
     parser.add_argument("--console-rows", type=int, required=True)
     parser.add_argument("--reconcile", required=True)
     parser.add_argument("--reconcile-keys", type=int, required=True)
-    parser.add_argument("--commands", required=True, help="file with the commands this run used, one a line")
+    parser.add_argument(
+        "--commands", required=True, help="file with the commands this run used, one a line"
+    )
     parser.add_argument("--seconds", type=int, required=True)
-    parser.add_argument("--levers", help="output of bench/lever_single_calls.py, when it was run (BENCH_LEVERS=1)")
-    parser.add_argument("--growth-repeat", help="output of bench/growth_repeat.py, when it was run (BENCH_LEVERS=1)")
+    parser.add_argument(
+        "--levers", help="output of bench/lever_single_calls.py, when it was run (BENCH_LEVERS=1)"
+    )
+    parser.add_argument(
+        "--growth-repeat", help="output of bench/growth_repeat.py, when it was run (BENCH_LEVERS=1)"
+    )
     parser.add_argument("--output", required=True)
     args = parser.parse_args()
     r = json.loads(Path(args.e2e).read_text())
@@ -316,13 +351,21 @@ def main() -> None:
         "",
         "```sh",
         Path(args.commands).read_text().strip(),
-        *([f"# run by bench/e2e.py right after its {r['reconcile_after_growth']['preloaded_rows']:,}-row growth run, "
-           "over the same outbox:", r["reconcile_after_growth"]["command"]] if r.get("reconcile_after_growth") else []),
+        *(
+            [
+                "# run by bench/e2e.py right after its "
+                f"{r['reconcile_after_growth']['preloaded_rows']:,}-row growth run, "
+                "over the same outbox:",
+                r["reconcile_after_growth"]["command"],
+            ]
+            if r.get("reconcile_after_growth")
+            else []
+        ),
         "```",
         "",
         "After every delivered run the bench checks that every handoff is `delivered`, that the receiver holds "
         "exactly one task per action key and as many tasks as handoffs, and that each handoff's stored task id "
-        "is the receiver's (\"every handoff delivered once\" below); for a growth run, whose preloaded rows have no "
+        'is the receiver\'s ("every handoff delivered once" below); for a growth run, whose preloaded rows have no '
         "task at its receiver, the same for the run's own handoffs, with every preloaded row still `delivered`.",
         "",
         "## Aims",
@@ -331,97 +374,145 @@ def main() -> None:
         "| --- | --- | --- |",
     ]
     four = by_count.get(4)
-    lines.append(f"| ≥ {AIM_RATIO_TO_PGBENCH} of pgbench `-N` at 4 dispatchers (batch API) | "
-                 f"{four['ratio_to_pgbench']:.2f} | {verdict(four['ratio_to_pgbench'] >= AIM_RATIO_TO_PGBENCH)} |")
-    lines.append(f"| ≥ {AIM_TIMES_ALTERNATIVE:.0f}× the `on_commit` + django-q2 alternative | {times_alt:.1f}× | "
-                 f"{verdict(times_alt >= AIM_TIMES_ALTERNATIVE)} |")
-    lines.append(f"| median commit-to-receiver latency < {AIM_MEDIAN_LATENCY_MS:.0f} ms at half the maximum rate | "
-                 f"{lat['median_ms']} ms at {lat['achieved_rate']:,.0f}/s ({lat['dispatchers']} dispatchers"
-                 f"{', one per core' if lat['dispatchers'] == os.cpu_count() else ''}{latency_runs(lat)}) | "
-                 f"{verdict(lat['median_ms'] < AIM_MEDIAN_LATENCY_MS)} |")
-    lines.append(f"| p99 commit-to-receiver latency < {AIM_P99_LATENCY_MS:.0f} ms at half the maximum rate | "
-                 f"{lat['p99_ms']} ms | {verdict(lat['p99_ms'] < AIM_P99_LATENCY_MS)} |")
-    lines.append(f"| one call per handoff ≥ {AIM_RATIO_TO_RECEIVER} of the receiver's capacity | "
-                 f"{one_call_ratio:.2f} ({single_pairs(r)}) | "
-                 f"{verdict(one_call_ratio >= AIM_RATIO_TO_RECEIVER)} |")
+    lines.append(
+        f"| ≥ {AIM_RATIO_TO_PGBENCH} of pgbench `-N` at 4 dispatchers (batch API) | "
+        f"{four['ratio_to_pgbench']:.2f} | {verdict(four['ratio_to_pgbench'] >= AIM_RATIO_TO_PGBENCH)} |"
+    )
+    lines.append(
+        f"| ≥ {AIM_TIMES_ALTERNATIVE:.0f}× the `on_commit` + django-q2 alternative | {times_alt:.1f}× | "
+        f"{verdict(times_alt >= AIM_TIMES_ALTERNATIVE)} |"
+    )
+    lines.append(
+        f"| median commit-to-receiver latency < {AIM_MEDIAN_LATENCY_MS:.0f} ms at half the maximum rate | "
+        f"{lat['median_ms']} ms at {lat['achieved_rate']:,.0f}/s ({lat['dispatchers']} dispatchers"
+        f"{', one per core' if lat['dispatchers'] == os.cpu_count() else ''}{latency_runs(lat)}) | "
+        f"{verdict(lat['median_ms'] < AIM_MEDIAN_LATENCY_MS)} |"
+    )
+    lines.append(
+        f"| p99 commit-to-receiver latency < {AIM_P99_LATENCY_MS:.0f} ms at half the maximum rate | "
+        f"{lat['p99_ms']} ms | {verdict(lat['p99_ms'] < AIM_P99_LATENCY_MS)} |"
+    )
+    lines.append(
+        f"| one call per handoff ≥ {AIM_RATIO_TO_RECEIVER} of the receiver's capacity | "
+        f"{one_call_ratio:.2f} ({single_pairs(r)}) | "
+        f"{verdict(one_call_ratio >= AIM_RATIO_TO_RECEIVER)} |"
+    )
     if r.get("latency_inline"):
         inl = r["latency_inline"]
-        lines.append(f"| (lever) the same latency with delivery attempted after commit by the committing process | "
-                     f"median {inl['median_ms']} ms, p99 {inl['p99_ms']} ms at {inl['achieved_rate']:,.0f}/s | "
-                     f"{verdict(inl['median_ms'] < AIM_MEDIAN_LATENCY_MS and inl['p99_ms'] < AIM_P99_LATENCY_MS)} "
-                     "(not the product path yet) |")
+        lines.append(
+            f"| (lever) the same latency with delivery attempted after commit by the committing process | "
+            f"median {inl['median_ms']} ms, p99 {inl['p99_ms']} ms at {inl['achieved_rate']:,.0f}/s | "
+            f"{verdict(inl['median_ms'] < AIM_MEDIAN_LATENCY_MS and inl['p99_ms'] < AIM_P99_LATENCY_MS)} "
+            "(not the product path yet) |"
+        )
     if concurrent:
-        lines.append(f"| (lever) one call per handoff, a claim batch's calls in flight at once | "
-                     f"{(concurrent['per_second'] / reference):.2f} | "
-                     f"{verdict((concurrent['per_second'] / reference) >= AIM_RATIO_TO_RECEIVER)} "
-                     "(not the product path yet) |")
-    lines.append(f"| backlog after an outage: nothing handed to a person | {backlog['needs_attention']} in "
-                 f"`needs_attention` | {verdict(backlog['needs_attention'] == 0 and backlog['check']['ok'])} |")
+        lines.append(
+            f"| (lever) one call per handoff, a claim batch's calls in flight at once | "
+            f"{(concurrent['per_second'] / reference):.2f} | "
+            f"{verdict((concurrent['per_second'] / reference) >= AIM_RATIO_TO_RECEIVER)} "
+            "(not the product path yet) |"
+        )
+    lines.append(
+        f"| backlog after an outage: nothing handed to a person | {backlog['needs_attention']} in "
+        f"`needs_attention` | {verdict(backlog['needs_attention'] == 0 and backlog['check']['ok'])} |"
+    )
     limit, seen = backlog["limit"], backlog["observed"]
-    backlog_met = ((backlog["per_second"] / reference) >= AIM_RATIO_TO_RECEIVER and backlog["limit_held"]
-                   and backlog["check"]["ok"])
-    lines.append(f"| backlog drained at ≥ {AIM_RATIO_TO_RECEIVER} of the receiver's capacity, under an "
-                 f"operator-set per-destination limit | {(backlog['per_second'] / reference):.2f} under "
-                 f"{limit['max_concurrency']} calls in flight and {limit['max_requests_per_second']} requests/s; the "
-                 f"receiver saw at most {seen['max_in_flight']} in flight and {seen['max_requests_in_one_second']} "
-                 f"within one second | {verdict(backlog_met)} |")
+    backlog_met = (
+        (backlog["per_second"] / reference) >= AIM_RATIO_TO_RECEIVER
+        and backlog["limit_held"]
+        and backlog["check"]["ok"]
+    )
+    lines.append(
+        f"| backlog drained at ≥ {AIM_RATIO_TO_RECEIVER} of the receiver's capacity, under an "
+        f"operator-set per-destination limit | {(backlog['per_second'] / reference):.2f} under "
+        f"{limit['max_concurrency']} calls in flight and {limit['max_requests_per_second']} requests/s; the "
+        f"receiver saw at most {seen['max_in_flight']} in flight and {seen['max_requests_in_one_second']} "
+        f"within one second | {verdict(backlog_met)} |"
+    )
     same_size = four["per_second"] if four and four["handoffs"] == growth[0]["handoffs"] else None
     for row in growth[1:]:
         noisy = same_size is not None and growth[0]["per_second"] < 0.8 * same_size
-        caveat = (f", but not conclusive: the small-table reference ({growth[0]['per_second']:,.0f}/s) is "
-                  f"{growth[0]['per_second'] / same_size:.2f} of the same-size 4-dispatcher run earlier in this run "
-                  f"({same_size:,.0f}/s), so the machine's load moved more than the effect" if noisy else "")
-        lines.append(f"| ≥ {AIM_GROWTH_RATIO} of the small-table figure with {row['preloaded_rows']:,} delivered "
-                     f"rows | {row['ratio_to_small_table']:.2f} ({row['per_second']:,.0f}/s against "
-                     f"{growth[0]['per_second']:,.0f}/s with {growth[0]['preloaded_rows']:,} rows, same run) | "
-                     f"{verdict(row['ratio_to_small_table'] >= AIM_GROWTH_RATIO)}{caveat} |")
+        caveat = (
+            f", but not conclusive: the small-table reference ({growth[0]['per_second']:,.0f}/s) is "
+            f"{growth[0]['per_second'] / same_size:.2f} of the same-size 4-dispatcher run earlier in this run "
+            f"({same_size:,.0f}/s), so the machine's load moved more than the effect"
+            if noisy
+            else ""
+        )
+        lines.append(
+            f"| ≥ {AIM_GROWTH_RATIO} of the small-table figure with {row['preloaded_rows']:,} delivered "
+            f"rows | {row['ratio_to_small_table']:.2f} ({row['per_second']:,.0f}/s against "
+            f"{growth[0]['per_second']:,.0f}/s with {growth[0]['preloaded_rows']:,} rows, same run) | "
+            f"{verdict(row['ratio_to_small_table'] >= AIM_GROWTH_RATIO)}{caveat} |"
+        )
     if args.growth_repeat:
         pairs = re.findall(r"ratio ([0-9.]+)", Path(args.growth_repeat).read_text())
-        lines.append(f"| the same, repeated: small and large table alternated, {len(pairs)} pairs of 10,000 handoffs "
-                     f"(`{GROWTH_COMMAND}`) | {', '.join(pairs)} | "
-                     f"{verdict(bool(pairs) and min(float(p) for p in pairs) >= AIM_GROWTH_RATIO)} |")
+        lines.append(
+            f"| the same, repeated: small and large table alternated, {len(pairs)} pairs of 10,000 handoffs "
+            f"(`{GROWTH_COMMAND}`) | {', '.join(pairs)} | "
+            f"{verdict(bool(pairs) and min(float(p) for p in pairs) >= AIM_GROWTH_RATIO)} |"
+        )
     if pages:
         worst_median = max(pages, key=lambda p: p[1])
         worst_p95 = max(pages, key=lambda p: p[2])
         ok = worst_median[1] < AIM_CONSOLE_MEDIAN_MS and worst_p95[2] < AIM_CONSOLE_P95_MS
-        lines.append(f"| console at {args.console_rows:,} handoffs: every page median < "
-                     f"{AIM_CONSOLE_MEDIAN_MS:.0f} ms, p95 < {AIM_CONSOLE_P95_MS:.0f} ms | worst median "
-                     f"{worst_median[1]} ms ({worst_median[0]}), worst p95 {worst_p95[2]} ms ({worst_p95[0]}) | "
-                     f"{verdict(ok)} |")
+        lines.append(
+            f"| console at {args.console_rows:,} handoffs: every page median < "
+            f"{AIM_CONSOLE_MEDIAN_MS:.0f} ms, p95 < {AIM_CONSOLE_P95_MS:.0f} ms | worst median "
+            f"{worst_median[1]} ms ({worst_median[0]}), worst p95 {worst_p95[2]} ms ({worst_p95[0]}) | "
+            f"{verdict(ok)} |"
+        )
     big = r.get("reconcile_after_growth")
     if big:
         for kind, (rate, mb) in reconcile_rates(big["output"]).items():
             samples = reconcile_samples(big["output"]).get(kind, [])
             fast, flat = rate >= AIM_RECONCILE_KEYS_PER_S, bounded(samples)
-            parts = [f"keys/s {verdict(fast)}", f"memory {'bounded' if flat else 'grew with the keys'} (RSS at "
-                     f"the end within {MEMORY_SLACK:.0%} of RSS after the first tenth: "
-                     f"{'yes' if flat else 'no'})"]
-            lines.append(f"| reconciliation ≥ {AIM_RECONCILE_KEYS_PER_S:,} keys/s with bounded memory at "
-                         f"{AIM_RECONCILE_KEYS:,} keys, {kind} ({big['keys']:,} keys: the largest growth run's "
-                         f"rows; no findings) | {rate:,.0f} keys/s; {rss_summary(samples, mb)} | "
-                         f"{verdict(fast and flat and big['keys'] >= AIM_RECONCILE_KEYS)}: {'; '.join(parts)} |")
+            parts = [
+                f"keys/s {verdict(fast)}",
+                f"memory {'bounded' if flat else 'grew with the keys'} (RSS at "
+                f"the end within {MEMORY_SLACK:.0%} of RSS after the first tenth: "
+                f"{'yes' if flat else 'no'})",
+            ]
+            lines.append(
+                f"| reconciliation ≥ {AIM_RECONCILE_KEYS_PER_S:,} keys/s with bounded memory at "
+                f"{AIM_RECONCILE_KEYS:,} keys, {kind} ({big['keys']:,} keys: the largest growth run's "
+                f"rows; no findings) | {rate:,.0f} keys/s; {rss_summary(samples, mb)} | "
+                f"{verdict(fast and flat and big['keys'] >= AIM_RECONCILE_KEYS)}: {'; '.join(parts)} |"
+            )
     else:
-        lines.append(f"| reconciliation ≥ {AIM_RECONCILE_KEYS_PER_S:,} keys/s with bounded memory at "
-                     f"{AIM_RECONCILE_KEYS:,} keys | not run (`bench/e2e.py --no-reconcile-after-growth`) | missed |")
+        lines.append(
+            f"| reconciliation ≥ {AIM_RECONCILE_KEYS_PER_S:,} keys/s with bounded memory at "
+            f"{AIM_RECONCILE_KEYS:,} keys | not run (`bench/e2e.py --no-reconcile-after-growth`) | missed |"
+        )
     samples_1m = reconcile_samples(reconcile_text)
     for kind, (rate, mb) in recon.items():
         samples = samples_1m.get(kind, [])
-        lines.append(f"| the same at {args.reconcile_keys:,} keys, {kind} (own fill; no findings) | {rate:,.0f} "
-                     f"keys/s; {rss_summary(samples, mb)} | {verdict(rate >= AIM_RECONCILE_KEYS_PER_S)} (keys/s; "
-                     f"{AIM_RECONCILE_KEYS:,} keys is the aim's size)"
-                     f"{' (memory grew with the keys)' if samples and not bounded(samples) else ''} |")
+        lines.append(
+            f"| the same at {args.reconcile_keys:,} keys, {kind} (own fill; no findings) | {rate:,.0f} "
+            f"keys/s; {rss_summary(samples, mb)} | {verdict(rate >= AIM_RECONCILE_KEYS_PER_S)} (keys/s; "
+            f"{AIM_RECONCILE_KEYS:,} keys is the aim's size)"
+            f"{' (memory grew with the keys)' if samples and not bounded(samples) else ''} |"
+        )
     lines += [
         "",
         "Sizes: the issue asks for growth at 1,000,000 and 10,000,000 delivered rows, the console at 1,000,000 "
         "handoffs, reconciliation at 10,000,000 keys and a 100,000-handoff backlog. This run: growth at "
         + ", ".join(f"{row['preloaded_rows']:,}" for row in growth)
         + " delivered rows (the first the small-table reference); reconciliation at "
-        + (f"{big['keys']:,} keys through `http` (the rows of the {big['preloaded_rows']:,}-row growth run and "
-           f"its {big['handoffs']:,} handoffs, one fill for both figures) and " if big else "")
+        + (
+            f"{big['keys']:,} keys through `http` (the rows of the {big['preloaded_rows']:,}-row growth run and "
+            f"its {big['handoffs']:,} handoffs, one fill for both figures) and "
+            if big
+            else ""
+        )
         + f"{args.reconcile_keys:,} through `in_process` and `http`; console at {args.console_rows:,}; backlog "
         f"{backlog['handoffs']:,}."
-        + (f" The largest fill ({big['preloaded_rows']:,} delivered rows, and the matching receiver tasks in their "
-           f"own database alongside) took {big['fill_seconds']:.0f} s." if big else ""),
+        + (
+            f" The largest fill ({big['preloaded_rows']:,} delivered rows, and the matching receiver tasks in their "
+            f"own database alongside) took {big['fill_seconds']:.0f} s."
+            if big
+            else ""
+        ),
         "",
         "## Dispatcher, end to end over HTTP",
         "",
@@ -429,65 +520,96 @@ def main() -> None:
         "| --- | --- | --- |",
     ]
     for row in capacity_rows:
-        lines.append(f"| the receiver's own capacity: signed single creates from {row['clients']} plain clients "
-                     f"(own processes, keep-alive, no outbox) | {row['per_second']:,.0f} creates/s | "
-                     "measured at the start of the run |")
+        lines.append(
+            f"| the receiver's own capacity: signed single creates from {row['clients']} plain clients "
+            f"(own processes, keep-alive, no outbox) | {row['per_second']:,.0f} creates/s | "
+            "measured at the start of the run |"
+        )
     for clients in sorted(pg):
-        lines.append(f"| pgbench `-N` (simple update), {clients} client(s) | {pg[clients]:,.0f} commits/s | "
-                     "ceiling of this PostgreSQL |")
+        lines.append(
+            f"| pgbench `-N` (simple update), {clients} client(s) | {pg[clients]:,.0f} commits/s | "
+            "ceiling of this PostgreSQL |"
+        )
     for row in r["throughput"]:
         lines.append(
             f"| {row['handoffs']:,} handoffs created up front, {row['dispatchers']} dispatcher(s), batch API "
             f"| {row['per_second']:,.0f} handoffs/s | {row['ratio_to_pgbench']:.2f} of pgbench at "
-            f"{row['dispatchers']} client(s); {check_mark(row)} |")
+            f"{row['dispatchers']} client(s); {check_mark(row)} |"
+        )
     for pair in single.get("pairs") or [single]:
-        lines.append(f"| {pair['handoffs']:,} handoffs, 4 dispatchers, one call per handoff, right after the "
-                     f"receiver's capacity was measured at {pair.get('capacity', 0):,.0f} creates/s "
-                     "(4 plain clients, 5 s) | "
-                     f"{pair['per_second']:,.0f} handoffs/s | {pair['per_second'] / pair['capacity']:.2f} of that "
-                     f"capacity; {check_mark(pair)} |")
+        lines.append(
+            f"| {pair['handoffs']:,} handoffs, 4 dispatchers, one call per handoff, right after the "
+            f"receiver's capacity was measured at {pair.get('capacity', 0):,.0f} creates/s "
+            "(4 plain clients, 5 s) | "
+            f"{pair['per_second']:,.0f} handoffs/s | {pair['per_second'] / pair['capacity']:.2f} of that "
+            f"capacity; {check_mark(pair)} |"
+        )
     concurrent = r.get("throughput_concurrent_single_calls")
     if concurrent:
-        lines.append(f"| lever, not the product path (`bench/concurrent_dispatch.py`): {concurrent['handoffs']:,} "
-                     "handoffs, 4 dispatchers, one call per handoff with every call of a claim batch (20) in "
-                     f"flight at once and one outcome commit per batch | {concurrent['per_second']:,.0f} "
-                     f"handoffs/s | {(concurrent['per_second'] / reference):.2f} of the receiver's capacity; "
-                     f"{check_mark(concurrent)} |")
-    for row in (*(lat.get("runs") or [lat]), r.get("latency_best_count"), r.get("latency_inline"),
-                r.get("latency_low_rate")):
+        lines.append(
+            f"| lever, not the product path (`bench/concurrent_dispatch.py`): {concurrent['handoffs']:,} "
+            "handoffs, 4 dispatchers, one call per handoff with every call of a claim batch (20) in "
+            f"flight at once and one outcome commit per batch | {concurrent['per_second']:,.0f} "
+            f"handoffs/s | {(concurrent['per_second'] / reference):.2f} of the receiver's capacity; "
+            f"{check_mark(concurrent)} |"
+        )
+    for row in (
+        *(lat.get("runs") or [lat]),
+        r.get("latency_best_count"),
+        r.get("latency_inline"),
+        r.get("latency_low_rate"),
+    ):
         if not row:
             continue
-        breakdown = (f"; of which waiting to be claimed {row['median_wait_to_claim_ms']} ms, receiver call "
-                     f"{row['median_receiver_call_ms']} ms (medians)")
-        lines.append(f"| approval commit to receiver commit, approvals at {row['achieved_rate']:,.0f}/s "
-                     f"(asked {row['rate']:,.0f}/s from {row.get('producers', 1)} producer process(es)), "
-                     f"{row['handoffs']:,} handoffs, {row['dispatchers']} dispatchers, batch API"
-                     f"{LEVER_INLINE if row.get('inline_attempt') else ''}"
-                     f" | median "
-                     f"{row['median_ms']} ms, p99 {row['p99_ms']} ms{breakdown} | wake-up: {row['wake_up']} |")
+        breakdown = (
+            f"; of which waiting to be claimed {row['median_wait_to_claim_ms']} ms, receiver call "
+            f"{row['median_receiver_call_ms']} ms (medians)"
+        )
+        lines.append(
+            f"| approval commit to receiver commit, approvals at {row['achieved_rate']:,.0f}/s "
+            f"(asked {row['rate']:,.0f}/s from {row.get('producers', 1)} producer process(es)), "
+            f"{row['handoffs']:,} handoffs, {row['dispatchers']} dispatchers, batch API"
+            f"{LEVER_INLINE if row.get('inline_attempt') else ''}"
+            f" | median "
+            f"{row['median_ms']} ms, p99 {row['p99_ms']} ms{breakdown} | wake-up: {row['wake_up']} |"
+        )
     alat = r["alternative_latency"]
-    lines.append(f"| the alternative: `on_commit(async_task(deliver, id))`, django-q2, 4 workers, no outbox, "
-                 f"{alt['handoffs']:,} handoffs | {alt['per_second']:,.0f} handoffs/s | ours (best batched) is "
-                 f"{times_alt:.1f}× |")
-    lines.append(f"| the alternative's latency at {alat['rate']:,.0f}/s | median {alat['median_ms']} ms, "
-                 f"p99 {alat['p99_ms']} ms | its ORM broker polls every 0.2 s |")
+    lines.append(
+        f"| the alternative: `on_commit(async_task(deliver, id))`, django-q2, 4 workers, no outbox, "
+        f"{alt['handoffs']:,} handoffs | {alt['per_second']:,.0f} handoffs/s | ours (best batched) is "
+        f"{times_alt:.1f}× |"
+    )
+    lines.append(
+        f"| the alternative's latency at {alat['rate']:,.0f}/s | median {alat['median_ms']} ms, "
+        f"p99 {alat['p99_ms']} ms | its ORM broker polls every 0.2 s |"
+    )
     ours, theirs = r["crash"]["outbox"], r["crash"]["on_commit_django_q2"]
-    lines.append(f"| every worker killed with SIGKILL a third of the way through, restarted: ours | "
-                 f"{ours['approved']:,} approved, {ours['receiver_tasks']:,} tasks: {ours['lost']} lost, "
-                 f"{ours['duplicated']} duplicated; complete {ours['seconds_to_complete_after_restart']} s after "
-                 f"restart | {ours['in_flight_at_kill']} were in flight: leases expired, settled by lookup |")
-    lines.append(f"| the same kill: the alternative | {theirs['approved']:,} approved, "
-                 f"{theirs['receiver_tasks']:,} tasks: {theirs['lost']} not delivered when the queue went quiet, "
-                 f"{theirs['duplicated']} duplicated | tasks the killed cluster had taken are re-delivered only "
-                 "after django-q2's retry timeout (120 s) |")
+    lines.append(
+        f"| every worker killed with SIGKILL a third of the way through, restarted: ours | "
+        f"{ours['approved']:,} approved, {ours['receiver_tasks']:,} tasks: {ours['lost']} lost, "
+        f"{ours['duplicated']} duplicated; complete {ours['seconds_to_complete_after_restart']} s after "
+        f"restart | {ours['in_flight_at_kill']} were in flight: leases expired, settled by lookup |"
+    )
+    lines.append(
+        f"| the same kill: the alternative | {theirs['approved']:,} approved, "
+        f"{theirs['receiver_tasks']:,} tasks: {theirs['lost']} not delivered when the queue went quiet, "
+        f"{theirs['duplicated']} duplicated | tasks the killed cluster had taken are re-delivered only "
+        "after django-q2's retry timeout (120 s) |"
+    )
     for row in growth:
         sizes = row.get("outbox_sizes")
-        filled = (f" (table {sizes['table_mb']:,} MB, indexes {sizes['indexes_mb']:,} MB; filled in "
-                  f"{row['fill_seconds']:.0f} s)" if sizes else "")
-        lines.append(f"| {row['handoffs']:,} handoffs with {row['preloaded_rows']:,} delivered rows already in the "
-                     f"outbox{filled}, 4 dispatchers, batch API | {row['per_second']:,.0f} handoffs/s | "
-                     f"{row.get('ratio_to_small_table', 1):.2f} of the small-table figure "
-                     f"({growth[0]['per_second']:,.0f}/s); {check_mark(row)} |")
+        filled = (
+            f" (table {sizes['table_mb']:,} MB, indexes {sizes['indexes_mb']:,} MB; filled in "
+            f"{row['fill_seconds']:.0f} s)"
+            if sizes
+            else ""
+        )
+        lines.append(
+            f"| {row['handoffs']:,} handoffs with {row['preloaded_rows']:,} delivered rows already in the "
+            f"outbox{filled}, 4 dispatchers, batch API | {row['per_second']:,.0f} handoffs/s | "
+            f"{row.get('ratio_to_small_table', 1):.2f} of the small-table figure "
+            f"({growth[0]['per_second']:,.0f}/s); {check_mark(row)} |"
+        )
     lines.append(
         f"| backlog: {backlog['handoffs']:,} handoffs queued while the receiver was down for "
         f"{backlog['outage_seconds']:.0f} s ({backlog['attempts_during_outage']} attempts spent before the breaker "
@@ -500,7 +622,8 @@ def main() -> None:
         f"receiver's single-call capacity (the batch API carries 50 per call); the receiver saw "
         f"{seen['calls']:,} create calls, at most {seen['max_in_flight']} in flight and "
         f"{seen['max_requests_in_one_second']} within one second: the limit "
-        f"{'held' if backlog['limit_held'] else 'was exceeded'}; {check_mark(backlog)} |")
+        f"{'held' if backlog['limit_held'] else 'was exceeded'}; {check_mark(backlog)} |"
+    )
     lines += [
         "",
         "## Scaling curve, 1 to 8 dispatcher processes on one machine",
@@ -510,8 +633,10 @@ def main() -> None:
     ]
     one = by_count[min(by_count)]["per_second"]
     for count, row in sorted(by_count.items()):
-        lines.append(f"| {count} | {row['per_second']:,.0f} | {pg[count]:,.0f} | {row['ratio_to_pgbench']:.2f} | "
-                     f"{row['per_second'] / one:.2f}× |")
+        lines.append(
+            f"| {count} | {row['per_second']:,.0f} | {pg[count]:,.0f} | {row['ratio_to_pgbench']:.2f} | "
+            f"{row['per_second'] / one:.2f}× |"
+        )
     lines += [
         "",
         "Two cores carry PostgreSQL, the receiver, the dispatchers and the load generator: past two processes "
@@ -523,9 +648,19 @@ def main() -> None:
         "## Next levers (changes outside the files the bench owns)",
         "",
         NEXT_LEVERS,
-        *([f"Measured by `{LEVER_COMMAND}` (`BENCH_LEVERS=1 make bench` runs it too) in the same session, \
-right after `make bench`, against its own receiver and databases:", "",
-           "```", Path(args.levers).read_text().strip().split("\n{")[0], "```", ""] if args.levers else []),
+        *(
+            [
+                f"Measured by `{LEVER_COMMAND}` (`BENCH_LEVERS=1 make bench` runs it too) in the same session, \
+right after `make bench`, against its own receiver and databases:",
+                "",
+                "```",
+                Path(args.levers).read_text().strip().split("\n{")[0],
+                "```",
+                "",
+            ]
+            if args.levers
+            else []
+        ),
         f"## Console pages ({args.console_rows:,} handoffs, server time through the full middleware stack)",
         "",
         "```",
@@ -534,10 +669,24 @@ right after `make bench`, against its own receiver and databases:", "",
         "",
         "## Reconciliation",
         "",
-        *([f"{big['keys']:,} keys: the rows of the {big['preloaded_rows']:,}-row growth run and its "
-           f"{big['handoffs']:,} delivered handoffs, with a matching receiver task for each preloaded row filled "
-           "alongside the preload; run by `bench/e2e.py` right after that growth run as:", "",
-           "```sh", big["command"], "```", "", "```", big["output"], "```", ""] if big else []),
+        *(
+            [
+                f"{big['keys']:,} keys: the rows of the {big['preloaded_rows']:,}-row growth run and its "
+                f"{big['handoffs']:,} delivered handoffs, with a matching receiver task for each preloaded row filled "
+                "alongside the preload; run by `bench/e2e.py` right after that growth run as:",
+                "",
+                "```sh",
+                big["command"],
+                "```",
+                "",
+                "```",
+                big["output"],
+                "```",
+                "",
+            ]
+            if big
+            else []
+        ),
         f"{args.reconcile_keys:,} handoffs and receiver tasks (`bench/reconcile_bench.py {args.reconcile_keys}`):",
         "",
         "```",

@@ -18,9 +18,16 @@ while bench.scalar("select count(*) from outbox_handoff where state = 'delivered
     if time.monotonic() - start > 300:
         break
 elapsed = time.monotonic() - start
-print(f"{n} handoffs, {k} dispatchers: {elapsed:.2f}s, {n / elapsed:.0f}/s",
-      bench.scalar("select count(*) from receiver_task", "delivery") if False else "")
-print("states", bench.scalar("select json_object_agg(state, c) from (select state, count(*) c from outbox_handoff "
-                              "group by state) s"))
+print(
+    f"{n} handoffs, {k} dispatchers: {elapsed:.2f}s, {n / elapsed:.0f}/s",
+    bench.scalar("select count(*) from receiver_task", "delivery") if False else "",
+)
+print(
+    "states",
+    bench.scalar(
+        "select json_object_agg(state, c) from (select state, count(*) c from outbox_handoff "
+        "group by state) s"
+    ),
+)
 print("tasks", bench.scalar("select count(*) from delivery_receivertask", "delivery"))
 bench.stop()

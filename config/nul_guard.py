@@ -7,12 +7,16 @@ The signed APIs (CSRF-exempt views) check their own input and answer in their ow
 from django.http import HttpResponse
 from django.utils.html import escape
 
-REASON = ("A value you sent contains a NUL character (\\0), which cannot be stored. "
-          "Nothing was done: remove it and send again.")
+REASON = (
+    "A value you sent contains a NUL character (\\0), which cannot be stored. "
+    "Nothing was done: remove it and send again."
+)
 
 
 def _holds_nul(values) -> bool:
-    return any("\x00" in key or any("\x00" in value for value in items) for key, items in values.lists())
+    return any(
+        "\x00" in key or any("\x00" in value for value in items) for key, items in values.lists()
+    )
 
 
 class RefuseNulMiddleware:
@@ -27,5 +31,7 @@ class RefuseNulMiddleware:
             return None
         # request.POST holds form fields only (empty for other methods and content types): nothing else is read.
         if _holds_nul(request.GET) or _holds_nul(request.POST):
-            return HttpResponse(f'<p class="message error" role="alert">{escape(REASON)}</p>', status=422)
+            return HttpResponse(
+                f'<p class="message error" role="alert">{escape(REASON)}</p>', status=422
+            )
         return None

@@ -37,12 +37,18 @@ DEBUG = env_bool("DJANGO_DEBUG", False)
 SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "")
 if not SECRET_KEY:
     if not DEBUG and not env_bool("HANDOFF_ALLOW_EPHEMERAL_SECRETS", False):
-        raise ImproperlyConfigured("DJANGO_SECRET_KEY must be set (or DJANGO_DEBUG=1 for local work).")
+        raise ImproperlyConfigured(
+            "DJANGO_SECRET_KEY must be set (or DJANGO_DEBUG=1 for local work)."
+        )
     # A per-process random key: sessions do not survive a restart, which is fine locally.
     SECRET_KEY = os.urandom(32).hex()
 
-ALLOWED_HOSTS = [h for h in os.environ.get("DJANGO_ALLOWED_HOSTS", "127.0.0.1,localhost").split(",") if h]
-CSRF_TRUSTED_ORIGINS = [o for o in os.environ.get("DJANGO_CSRF_TRUSTED_ORIGINS", "").split(",") if o]
+ALLOWED_HOSTS = [
+    h for h in os.environ.get("DJANGO_ALLOWED_HOSTS", "127.0.0.1,localhost").split(",") if h
+]
+CSRF_TRUSTED_ORIGINS = [
+    o for o in os.environ.get("DJANGO_CSRF_TRUSTED_ORIGINS", "").split(",") if o
+]
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -106,8 +112,9 @@ def _database(url_env: str, sqlite_name: str) -> dict:
     if url:
         # Health checks: a persistent connection that the server closed (restart, failover) is replaced
         # before a request uses it, instead of failing that request.
-        config = dj_database_url.parse(url, conn_max_age=env_int("DATABASE_CONN_MAX_AGE", 60),
-                                       conn_health_checks=True)
+        config = dj_database_url.parse(
+            url, conn_max_age=env_int("DATABASE_CONN_MAX_AGE", 60), conn_health_checks=True
+        )
         config.setdefault("OPTIONS", {})
         return config
     VAR_DIR.mkdir(parents=True, exist_ok=True)
@@ -134,7 +141,10 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
-    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator", "OPTIONS": {"min_length": 10}},
+    {
+        "NAME": "django.contrib.auth.password_validation.MinimumLengthValidator",
+        "OPTIONS": {"min_length": 10},
+    },
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
@@ -202,10 +212,25 @@ CONTENT_SECURITY_POLICY = {
 }
 # Browser features the console never uses are switched off for it and anything it might embed.
 PERMISSIONS_POLICY = {
-    feature: [] for feature in (
-        "accelerometer", "autoplay", "camera", "display-capture", "encrypted-media", "fullscreen", "geolocation",
-        "gyroscope", "magnetometer", "microphone", "midi", "payment", "picture-in-picture", "publickey-credentials-get",
-        "screen-wake-lock", "usb", "xr-spatial-tracking",
+    feature: []
+    for feature in (
+        "accelerometer",
+        "autoplay",
+        "camera",
+        "display-capture",
+        "encrypted-media",
+        "fullscreen",
+        "geolocation",
+        "gyroscope",
+        "magnetometer",
+        "microphone",
+        "midi",
+        "payment",
+        "picture-in-picture",
+        "publickey-credentials-get",
+        "screen-wake-lock",
+        "usb",
+        "xr-spatial-tracking",
     )
 }
 
@@ -264,14 +289,19 @@ HANDOFF_BREAKER_PROBE_CAP = env_float("HANDOFF_BREAKER_PROBE_CAP", 60.0)
 # operators change them on the health page. 0 or empty = unlimited. A 429 or 503 answer with Retry-After holds
 # the whole destination (no claims) for at most MAX_HOLD_SECONDS.
 HANDOFF_DESTINATION_MAX_CONCURRENCY = env_int("HANDOFF_DESTINATION_MAX_CONCURRENCY", 0) or None
-HANDOFF_DESTINATION_MAX_REQUESTS_PER_SECOND = env_int("HANDOFF_DESTINATION_MAX_REQUESTS_PER_SECOND", 0) or None
+HANDOFF_DESTINATION_MAX_REQUESTS_PER_SECOND = (
+    env_int("HANDOFF_DESTINATION_MAX_REQUESTS_PER_SECOND", 0) or None
+)
 HANDOFF_DESTINATION_MAX_HOLD_SECONDS = env_float("HANDOFF_DESTINATION_MAX_HOLD_SECONDS", 600.0)
 # The lease of a claimed handoff, on the database clock. The one rule that ties lease, timeouts and
 # batch size together: one call must end within a lease. The dispatcher renews the leases of the
 # claims it still holds before any call that could outlive them, so the claim batch size does not
 # enter the rule; a lease shorter than one call could pass to another worker while the call is out.
 HANDOFF_LEASE_SECONDS = env_int("HANDOFF_LEASE_SECONDS", 30)
-if HANDOFF_DESTINATION["connect_timeout"] + HANDOFF_DESTINATION["read_timeout"] >= HANDOFF_LEASE_SECONDS:
+if (
+    HANDOFF_DESTINATION["connect_timeout"] + HANDOFF_DESTINATION["read_timeout"]
+    >= HANDOFF_LEASE_SECONDS
+):
     raise ImproperlyConfigured(
         "HANDOFF_LEASE_SECONDS must exceed RECEIVER_CONNECT_TIMEOUT + RECEIVER_READ_TIMEOUT (one call per lease)"
     )
@@ -312,9 +342,11 @@ LOGGING = {
     "filters": {"refusals_on_one_line": {"()": "config.logging_filters.RefusalsOnOneLine"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
-    "loggers": {"django.db.backends": {"level": "WARNING"},
-                "django.request": {"filters": ["refusals_on_one_line"]},
-                "django.security": {"filters": ["refusals_on_one_line"]}},
+    "loggers": {
+        "django.db.backends": {"level": "WARNING"},
+        "django.request": {"filters": ["refusals_on_one_line"]},
+        "django.security": {"filters": ["refusals_on_one_line"]},
+    },
 }
 
 # --- Intake (approvals app) ------------------------------------------------------------
@@ -358,5 +390,7 @@ ALERT_WIDESPREAD_MINUTES = env_int("ALERT_WIDESPREAD_MINUTES", 10)
 CONSOLE_BASE_URL = os.environ.get("CONSOLE_BASE_URL", "http://127.0.0.1:8000").rstrip("/")
 EMAIL_BACKEND = os.environ.get(
     "EMAIL_BACKEND",
-    "django.core.mail.backends.console.EmailBackend" if DEBUG else "django.core.mail.backends.smtp.EmailBackend",
+    "django.core.mail.backends.console.EmailBackend"
+    if DEBUG
+    else "django.core.mail.backends.smtp.EmailBackend",
 )

@@ -8,14 +8,18 @@ import os
 
 os.environ.setdefault("DJANGO_SECRET_KEY", "test-only-" + "x" * 40)
 os.environ.setdefault("DJANGO_SECURE", "0")
-for _name, _raw in (("RECEIVER_SIGNING_SECRET", b"receiver-test-secret-32-bytes!!!"),
-                   ("INTAKE_SIGNING_SECRET", b"intake-test-secret-32-bytes!!!!!")):
+for _name, _raw in (
+    ("RECEIVER_SIGNING_SECRET", b"receiver-test-secret-32-bytes!!!"),
+    ("INTAKE_SIGNING_SECRET", b"intake-test-secret-32-bytes!!!!!"),
+):
     os.environ.setdefault(_name, "whsec_" + base64.b64encode(_raw).decode())
 os.environ.setdefault("METRICS_TOKEN", "metrics-test-token")
 os.environ.setdefault("HANDOFF_DESTINATION", "in_process")
 os.environ.setdefault("HANDOFF_WAKE_ON_COMMIT", "0")
 os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-os.environ.setdefault("HANDOFF_VAR_DIR", os.path.join(os.path.dirname(os.path.dirname(__file__)), "var", "test"))
+os.environ.setdefault(
+    "HANDOFF_VAR_DIR", os.path.join(os.path.dirname(os.path.dirname(__file__)), "var", "test")
+)
 
 from config.settings import *  # noqa: E402,F403
 

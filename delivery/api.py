@@ -50,8 +50,11 @@ def _outcome_answer(outcome: object) -> ItemAnswer:
     if isinstance(outcome, InvalidTaskPayload):
         return 422, {"error": "payload_invalid", "reasons": outcome.reasons}
     if isinstance(outcome, ActionKeyConflict):
-        return 409, {"error": "action_key_conflict", "task_id": outcome.existing_task_id,
-                     "action_key": outcome.action_key}
+        return 409, {
+            "error": "action_key_conflict",
+            "task_id": outcome.existing_task_id,
+            "action_key": outcome.action_key,
+        }
     return (201 if outcome.created else 200), services.task_as_receipt(outcome)
 
 
@@ -89,7 +92,9 @@ def tasks(request: HttpRequest) -> JsonResponse:
         action_key = document.get("action_key")
         idempotency_key = request.headers.get("Idempotency-Key")
         if idempotency_key is not None and idempotency_key != action_key:
-            return _error(400, "idempotency_key_mismatch", detail="Idempotency-Key must equal action_key")
+            return _error(
+                400, "idempotency_key_mismatch", detail="Idempotency-Key must equal action_key"
+            )
         [(status, body)] = _answerer(request, _answer_one)([(action_key, document.get("payload"))])
     return JsonResponse(body, status=status)
 
@@ -100,8 +105,12 @@ def _batch_items(document: dict) -> list:
     if not isinstance(items, list) or not items:
         raise BodyRejected(400, "malformed_json", "items must be a non-empty list")
     if len(items) > settings.RECEIVER_BATCH_LIMIT:
-        raise BodyRejected(413, "too_many_items", f"at most {settings.RECEIVER_BATCH_LIMIT} items",
-                           settings.RECEIVER_BATCH_LIMIT)
+        raise BodyRejected(
+            413,
+            "too_many_items",
+            f"at most {settings.RECEIVER_BATCH_LIMIT} items",
+            settings.RECEIVER_BATCH_LIMIT,
+        )
     return items
 
 
@@ -187,9 +196,18 @@ def task_status(request: HttpRequest, action_key: str) -> JsonResponse:
                 raise TaskNotFound(action_key)
             change = services.task_status_set(action_key=action_key, status=document.get("status"))
         except TaskNotFound:
-            return _error(404, "not_found", action_key=action_key, detail="no task has this action key")
+            return _error(
+                404, "not_found", action_key=action_key, detail="no task has this action key"
+            )
         except InvalidTaskStatus as exc:
             return _error(422, exc.code, detail=exc.detail, action_key=action_key)
     task = change.task
-    return JsonResponse({"task_id": str(task.task_id), "action_key": task.action_key, "status": task.status,
-                         "previous_status": change.previous_status, "changed": change.changed})
+    return JsonResponse(
+        {
+            "task_id": str(task.task_id),
+            "action_key": task.action_key,
+            "status": task.status,
+            "previous_status": change.previous_status,
+            "changed": change.changed,
+        }
+    )

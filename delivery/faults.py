@@ -137,7 +137,11 @@ class _RequestFaults:
             self.fired.extend(f for f in faults if f is not None)
             passed = [i for i, f in enumerate(faults) if f is None or not f.before_commit]
             # Items whose fault answers for them never reach the store (the API may not be called at all).
-            answers = dict(zip(passed, answer_items([items[i] for i in passed]), strict=True)) if passed else {}
+            answers = (
+                dict(zip(passed, answer_items([items[i] for i in passed]), strict=True))
+                if passed
+                else {}
+            )
             return [self._answer(faults[i], answers.get(i)) for i in range(len(items))]
 
         return answer_with_faults

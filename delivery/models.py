@@ -37,7 +37,9 @@ class ReceiverTask(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["action_key"], name="receiver_task_unique_action_key"),
             models.UniqueConstraint(fields=["task_id"], name="receiver_task_unique_task_id"),
-            models.CheckConstraint(condition=~models.Q(action_key=""), name="receiver_task_action_key_not_empty"),
+            models.CheckConstraint(
+                condition=~models.Q(action_key=""), name="receiver_task_action_key_not_empty"
+            ),
         ]
 
     def __str__(self) -> str:
@@ -51,7 +53,9 @@ class SeenMessage(models.Model):
     received_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["message_id"], name="seen_message_unique_id")]
+        constraints = [
+            models.UniqueConstraint(fields=["message_id"], name="seen_message_unique_id")
+        ]
         indexes = [models.Index(fields=["received_at"], name="seen_message_age_idx")]
 
     def __str__(self) -> str:
@@ -67,7 +71,11 @@ class FiredFault(models.Model):
     fired_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["action_key", "kind"], name="fired_fault_unique_key_kind")]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["action_key", "kind"], name="fired_fault_unique_key_kind"
+            )
+        ]
 
     def __str__(self) -> str:
         return f"{self.kind} for {self.action_key}"

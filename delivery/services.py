@@ -64,10 +64,14 @@ def task_create_idempotent(*, action_key: str, payload: dict) -> TaskOutcome:
         return _existing_or_conflict(existing, digest)
     try:
         with transaction.atomic(using=DB):
-            task = ReceiverTask.objects.using(DB).create(action_key=action_key, payload=payload, payload_hash=digest)
+            task = ReceiverTask.objects.using(DB).create(
+                action_key=action_key, payload=payload, payload_hash=digest
+            )
     except IntegrityError:
         # Another request created the key between our read and our insert.
-        return _existing_or_conflict(ReceiverTask.objects.using(DB).get(action_key=action_key), digest)
+        return _existing_or_conflict(
+            ReceiverTask.objects.using(DB).get(action_key=action_key), digest
+        )
     return TaskOutcome(task=task, created=True)
 
 
@@ -108,14 +112,19 @@ def task_create_many(items: list[tuple[object, object]]) -> list[TaskOutcome | E
     # Keys that exist already (or are inserted concurrently) are skipped here, found below.
     ReceiverTask.objects.using(DB).bulk_create(fresh, ignore_conflicts=True)
     ours = {task.action_key: task.task_id for task in fresh}
-    stored = {t.action_key: t for t in ReceiverTask.objects.using(DB).filter(action_key__in=list(plan.wanted))}
+    stored = {
+        t.action_key: t
+        for t in ReceiverTask.objects.using(DB).filter(action_key__in=list(plan.wanted))
+    }
     for key, (digest, _payload, indexes) in plan.wanted.items():
         task = stored[key]
         for index in indexes:
             if task.payload_hash != digest or index in plan.conflicting:
                 plan.results[index] = ActionKeyConflict(key, str(task.task_id))
             else:
-                plan.results[index] = TaskOutcome(task=task, created=task.task_id == ours[key] and index == indexes[0])
+                plan.results[index] = TaskOutcome(
+                    task=task, created=task.task_id == ours[key] and index == indexes[0]
+                )
     return plan.results
 
 
@@ -144,7 +153,9 @@ def task_status_set(*, action_key: str, status: object) -> TaskStatusChange:
     Raises TaskNotFound for an unknown key, InvalidTaskStatus for an unknown status or a backward move.
     """
     if status not in SETTABLE_STATUSES:
-        raise InvalidTaskStatus("status_invalid", f"status must be one of {', '.join(SETTABLE_STATUSES)}")
+        raise InvalidTaskStatus(
+            "status_invalid", f"status must be one of {', '.join(SETTABLE_STATUSES)}"
+        )
     while True:
         task = ReceiverTask.objects.using(DB).filter(action_key=action_key).first()
         if task is None:
@@ -152,14 +163,19 @@ def task_status_set(*, action_key: str, status: object) -> TaskStatusChange:
         if task.status == status:
             return TaskStatusChange(task=task, previous_status=task.status, changed=False)
         if status not in TASK_STATUS_TRANSITIONS[task.status]:
-            raise InvalidTaskStatus("status_not_forward",
-                                    f"a task that is {task.status} cannot become {status}: status only moves forward")
+            raise InvalidTaskStatus(
+                "status_not_forward",
+                f"a task that is {task.status} cannot become {status}: status only moves forward",
+            )
         # Conditional on the status just read, so two reports racing cannot move it backwards on any
         # backend (no row lock needed, SQLite included). A lost race reads again: the status only moves
         # forward, so this ends after at most two rounds.
         now = timezone.now()
-        moved = ReceiverTask.objects.using(DB).filter(pk=task.pk, status=task.status).update(
-            status=status, status_changed_at=now)
+        moved = (
+            ReceiverTask.objects.using(DB)
+            .filter(pk=task.pk, status=task.status)
+            .update(status=status, status_changed_at=now)
+        )
         if moved:
             previous, task.status, task.status_changed_at = task.status, status, now
             return TaskStatusChange(task=task, previous_status=previous, changed=True)
@@ -173,7 +189,9 @@ def task_list_keys(*, after: str = "", limit: int = 500) -> list[dict]:
         .order_by("action_key")
         .values_list("action_key", "task_id", "payload_hash", "status")[:limit]
     )
-    return [{"action_key": k, "task_id": str(t), "payload_hash": h, "status": s} for k, t, h, s in rows]
+    return [
+        {"action_key": k, "task_id": str(t), "payload_hash": h, "status": s} for k, t, h, s in rows
+    ]
 
 
 def task_as_receipt(outcome: TaskOutcome) -> dict:

@@ -18,8 +18,11 @@ class SignatureRejected(Exception):
 
 def receiver_secrets() -> list[str]:
     """The current secret and, during a rotation, the previous one (docs/security.md, "Secret rotation")."""
-    return secrets_in_force(settings.RECEIVER_SIGNING_SECRET, settings.RECEIVER_SIGNING_SECRET_PREVIOUS,
-                            name="RECEIVER_SIGNING_SECRET")
+    return secrets_in_force(
+        settings.RECEIVER_SIGNING_SECRET,
+        settings.RECEIVER_SIGNING_SECRET_PREVIOUS,
+        name="RECEIVER_SIGNING_SECRET",
+    )
 
 
 def verify_signed_request(*, body: str, headers: dict[str, str]) -> str:
@@ -40,7 +43,12 @@ def verify_signed_request(*, body: str, headers: dict[str, str]) -> str:
     with connection.cursor() as cursor:
         cursor.execute(
             f"INSERT INTO {table} (message_id, received_at) VALUES (%s, %s) ON CONFLICT DO NOTHING",  # noqa: S608
-            [message_id, SeenMessage._meta.get_field("received_at").get_db_prep_value(timezone.now(), connection)],
+            [
+                message_id,
+                SeenMessage._meta.get_field("received_at").get_db_prep_value(
+                    timezone.now(), connection
+                ),
+            ],
         )
         if cursor.rowcount != 1:
             raise SignatureRejected("replayed message id")

@@ -36,7 +36,9 @@ def _declared_length(request: HttpRequest) -> int:
     try:
         declared = int(raw)
     except ValueError:
-        raise BodyRejected(400, "bad_content_length", "Content-Length must be a whole number") from None
+        raise BodyRejected(
+            400, "bad_content_length", "Content-Length must be a whole number"
+        ) from None
     if declared < 0:
         raise BodyRejected(400, "bad_content_length", "Content-Length must not be negative")
     return declared
@@ -47,7 +49,7 @@ def _check_media_type(request: HttpRequest) -> None:
     if media_type.strip().lower() != JSON_MEDIA_TYPE:
         raise BodyRejected(415, "unsupported_media_type", f"Content-Type must be {JSON_MEDIA_TYPE}")
     charset = params.strip().lower()
-    if charset and charset.replace(" ", "") not in ("charset=utf-8", "charset=\"utf-8\""):
+    if charset and charset.replace(" ", "") not in ("charset=utf-8", 'charset="utf-8"'):
         raise BodyRejected(415, "unsupported_media_type", "the only charset accepted is utf-8")
 
 

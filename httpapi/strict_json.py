@@ -86,8 +86,12 @@ def parse_json_object(text: str, *, max_depth: int) -> dict:
     if nesting_depth(text) > max_depth:
         raise JSONRejected("json_too_deep", f"JSON may nest at most {max_depth} levels")
     try:
-        document = json.loads(text, parse_constant=_no_constant, parse_float=_finite_float,
-                               object_pairs_hook=_object_without_duplicate_keys)
+        document = json.loads(
+            text,
+            parse_constant=_no_constant,
+            parse_float=_finite_float,
+            object_pairs_hook=_object_without_duplicate_keys,
+        )
     except ValueError as exc:
         # Includes integers longer than Python converts (sys.get_int_max_str_digits).
         raise JSONRejected("malformed_json", str(exc)[:200]) from None

@@ -1,7 +1,6 @@
 """Django admin for support staff: outbox records are read-only; the safe actions (reconcile, assign)
 go through the same services as the console and are written to the event history."""
 
-
 from django.contrib import admin, messages
 from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
 from django.shortcuts import render
@@ -18,8 +17,18 @@ class AttemptInline(admin.TabularInline):
     model = Attempt
     extra = 0
     can_delete = False
-    readonly_fields = ("number", "worker", "started_at", "finished_at", "outcome", "failure_class", "reason_code",
-                       "status_code", "latency_ms", "detail")
+    readonly_fields = (
+        "number",
+        "worker",
+        "started_at",
+        "finished_at",
+        "outcome",
+        "failure_class",
+        "reason_code",
+        "status_code",
+        "latency_ms",
+        "detail",
+    )
 
     def has_add_permission(self, request, obj=None):
         return False
@@ -56,10 +65,27 @@ class RetryingFilter(admin.SimpleListFilter):
 
 @admin.register(Handoff)
 class HandoffAdmin(ReadOnlyAdmin):
-    list_display = ("action_key", "state", "attempts", "failure_class", "reason_code", "destination_id",
-                    "workspace_id", "owner", "created_at")
-    list_filter = ("state", RetryingFilter, "failure_class", "workspace_id", "owner", AgeFilter, "workflow",
-                   "rule_version")
+    list_display = (
+        "action_key",
+        "state",
+        "attempts",
+        "failure_class",
+        "reason_code",
+        "destination_id",
+        "workspace_id",
+        "owner",
+        "created_at",
+    )
+    list_filter = (
+        "state",
+        RetryingFilter,
+        "failure_class",
+        "workspace_id",
+        "owner",
+        AgeFilter,
+        "workflow",
+        "rule_version",
+    )
     search_fields = ("action_key", "source_ref", "destination_id")
 
     def get_search_results(self, request, queryset, search_term):
@@ -69,6 +95,7 @@ class HandoffAdmin(ReadOnlyAdmin):
         if number is not None:
             return queryset.filter(source_ref__startswith=f"request {number} "), False
         return super().get_search_results(request, queryset, search_term)
+
     show_full_result_count = False  # no COUNT(*) over the whole outbox on every page
     inlines = [AttemptInline]
     actions = ["reconcile", "assign"]
@@ -81,49 +108,75 @@ class HandoffAdmin(ReadOnlyAdmin):
     def has_assign_permission(self, request) -> bool:
         return request.user.has_perm("outbox.assign_handoff")
 
-    @admin.action(description="Reconcile: ask the receiver about each key and settle (sends nothing)",
-                  permissions=["reconcile"])
+    @admin.action(
+        description="Reconcile: ask the receiver about each key and settle (sends nothing)",
+        permissions=["reconcile"],
+    )
     def reconcile(self, request, queryset):
         outcomes: dict[str, int] = {}
         for pk in queryset.values_list("pk", flat=True):
             state = services.handoff_settle(handoff_id=pk, actor=request.user)
             outcomes[state] = outcomes.get(state, 0) + 1
-        summary = ", ".join(f"{n} {state.replace('_', ' ')}" for state, n in sorted(outcomes.items()))
-        self.message_user(request, f"Reconciled {sum(outcomes.values())} handoff(s); now: {summary}.")
+        summary = ", ".join(
+            f"{n} {state.replace('_', ' ')}" for state, n in sorted(outcomes.items())
+        )
+        self.message_user(
+            request, f"Reconciled {sum(outcomes.values())} handoff(s); now: {summary}."
+        )
 
-    @admin.action(description="Assign to an operator of the handoff's workspace", permissions=["assign"])
+    @admin.action(
+        description="Assign to an operator of the handoff's workspace", permissions=["assign"]
+    )
     def assign(self, request, queryset):
         if request.POST.get("apply"):
             raw = request.POST.get("owner", "")
             owner = user_by_id(raw)
             if raw and owner is None:
                 # Only the empty choice means nobody: an owner that names no user is refused, not an unassign.
-                self.message_user(request, "No such operator: nothing was assigned.", messages.ERROR)
+                self.message_user(
+                    request, "No such operator: nothing was assigned.", messages.ERROR
+                )
                 return None
             reason = request.POST.get("reason", "").strip()
             ids = list(queryset.values_list("pk", flat=True))
-            result = services.handoffs_bulk_apply(action="assign", handoff_ids=ids, actor=request.user, owner=owner,
-                                                  reason=reason)
+            result = services.handoffs_bulk_apply(
+                action="assign", handoff_ids=ids, actor=request.user, owner=owner, reason=reason
+            )
             name = owner.get_username() if owner else "nobody"
             skipped = sum(result.skipped.values())
-            self.message_user(request, f"Assigned {result.done} handoff(s) to {name}."
-                              + (f" Skipped {skipped}: {name} is not an operator there." if skipped else ""),
-                              messages.WARNING if skipped else messages.SUCCESS)
+            self.message_user(
+                request,
+                f"Assigned {result.done} handoff(s) to {name}."
+                + (f" Skipped {skipped}: {name} is not an operator there." if skipped else ""),
+                messages.WARNING if skipped else messages.SUCCESS,
+            )
             return None
         workspaces = sorted(set(queryset.values_list("workspace_id", flat=True)))
-        return render(request, "outbox/admin_assign.html", {
-            **self.admin_site.each_context(request),
-            "title": "Assign handoffs",
-            "opts": self.model._meta,
-            "handoffs": queryset,
-            "operators": operators_of(workspaces),
-            "action_checkbox_name": ACTION_CHECKBOX_NAME,
-        })
+        return render(
+            request,
+            "outbox/admin_assign.html",
+            {
+                **self.admin_site.each_context(request),
+                "title": "Assign handoffs",
+                "opts": self.model._meta,
+                "handoffs": queryset,
+                "operators": operators_of(workspaces),
+                "action_checkbox_name": ACTION_CHECKBOX_NAME,
+            },
+        )
 
 
 @admin.register(Attempt)
 class AttemptAdmin(ReadOnlyAdmin):
-    list_display = ("handoff", "number", "outcome", "failure_class", "status_code", "worker", "started_at")
+    list_display = (
+        "handoff",
+        "number",
+        "outcome",
+        "failure_class",
+        "status_code",
+        "worker",
+        "started_at",
+    )
     list_filter = ("outcome", "failure_class")
     search_fields = ("handoff__action_key", "handoff__source_ref")
 
@@ -163,8 +216,10 @@ def _superuser_only(model) -> None:
     if registered is None:
         return
     admin.site.unregister(model)
-    admin.site.register(model, type(f"SuperuserOnly{type(registered).__name__}", (SuperuserOnly, type(registered)),
-                                    {}))
+    admin.site.register(
+        model,
+        type(f"SuperuserOnly{type(registered).__name__}", (SuperuserOnly, type(registered)), {}),
+    )
 
 
 for _model in (Schedule, Success, Failure, OrmQ):

@@ -16,11 +16,16 @@ from django.db.models import F
 
 from outbox.clock import db_now, db_now_plus
 from outbox.failures import UNREACHABLE_REASONS, DeliveryResult
-from outbox.models import DestinationEvent, DestinationHealth, DestinationState, FailureClass, PauseReason
+from outbox.models import (
+    DestinationEvent,
+    DestinationHealth,
+    DestinationState,
+    FailureClass,
+    PauseReason,
+)
 
 DB = "default"
 D = DestinationState
-
 
 
 class Admission(Enum):
@@ -41,7 +46,10 @@ def destination_failure(result: DeliveryResult) -> str:
 
 
 def _probe_delay(probes_made: int) -> float:
-    return min(settings.HANDOFF_BREAKER_PROBE_CAP, settings.HANDOFF_BREAKER_PROBE_BASE * 2 ** min(probes_made, 20))
+    return min(
+        settings.HANDOFF_BREAKER_PROBE_CAP,
+        settings.HANDOFF_BREAKER_PROBE_BASE * 2 ** min(probes_made, 20),
+    )
 
 
 def destination_health_get_or_create(name: str) -> DestinationHealth:
@@ -61,15 +69,23 @@ def destination_admit(*, name: str, seen: tuple[str, int] | None = None) -> Admi
     caller has just read (with the destination's limits), a moment before it would be read here; read here
     otherwise. Either read may be overtaken by another worker's pause; the probe slot itself is taken by a
     conditional update."""
-    state, made = seen or DestinationHealth.objects.using(DB).filter(name=name).values_list(
-        "state", "probes").first() or (D.ACTIVE, 0)
+    state, made = (
+        seen
+        or DestinationHealth.objects.using(DB)
+        .filter(name=name)
+        .values_list("state", "probes")
+        .first()
+        or (D.ACTIVE, 0)
+    )
     if state != D.PAUSED:
         return Admission.OPEN
     # The probe slot is taken by a conditional update on the database clock (and on the probe count read
     # here), so that one worker probes.
-    taken = DestinationHealth.objects.using(DB).filter(
-        name=name, state=D.PAUSED, probes=made, next_probe_at__lte=db_now()
-    ).update(probes=F("probes") + 1, next_probe_at=db_now_plus(_probe_delay(made + 1)))
+    taken = (
+        DestinationHealth.objects.using(DB)
+        .filter(name=name, state=D.PAUSED, probes=made, next_probe_at__lte=db_now())
+        .update(probes=F("probes") + 1, next_probe_at=db_now_plus(_probe_delay(made + 1)))
+    )
     return Admission.PROBE if taken else Admission.PAUSED
 
 
@@ -109,20 +125,31 @@ def would_pause(results: list[DeliveryResult]) -> bool:
     return verdict.failures > 0 and verdict.failures >= pause_threshold(verdict.reason)
 
 
-def destination_record_results(*, name: str, results: list[DeliveryResult], seen_healthy: bool | None = None) -> str:
+def destination_record_results(
+    *, name: str, results: list[DeliveryResult], seen_healthy: bool | None = None
+) -> str:
     """Count the results against the destination; pause or resume it. Returns its state afterwards.
     `seen_healthy`: the caller has just read (with the outcomes' write) that the destination is active with no
     failure streak; read here otherwise."""
     verdict = _verdict(results)
     if not verdict.succeeded and not verdict.failures:
         return ""
-    if not verdict.failures and (seen_healthy if seen_healthy is not None else DestinationHealth.objects.using(DB)
-                                 .filter(name=name, state=D.ACTIVE, consecutive_failures=0).exists()):
+    if not verdict.failures and (
+        seen_healthy
+        if seen_healthy is not None
+        else DestinationHealth.objects.using(DB)
+        .filter(name=name, state=D.ACTIVE, consecutive_failures=0)
+        .exists()
+    ):
         # The common case, after every batch: a healthy destination answered. Nothing to reset, no lock taken.
         return D.ACTIVE
     with transaction.atomic(using=DB):
-        health = DestinationHealth.objects.using(DB).select_for_update(no_key=True).filter(
-            pk=destination_health_get_or_create(name).pk).get()
+        health = (
+            DestinationHealth.objects.using(DB)
+            .select_for_update(no_key=True)
+            .filter(pk=destination_health_get_or_create(name).pk)
+            .get()
+        )
         if verdict.succeeded:
             _resume(health)
         if verdict.failures:
@@ -134,8 +161,9 @@ def destination_record_results(*, name: str, results: list[DeliveryResult], seen
 def _move(health: DestinationHealth, to_state: str, reason: str) -> None:
     if not health.can_move_to(to_state):
         return
-    DestinationEvent.objects.using(DB).create(destination=health.name, from_state=health.state, to_state=to_state,
-                                              reason=reason)
+    DestinationEvent.objects.using(DB).create(
+        destination=health.name, from_state=health.state, to_state=to_state, reason=reason
+    )
     health.state = to_state
 
 
@@ -152,7 +180,11 @@ def _count_failures(health: DestinationHealth, verdict: Verdict) -> None:
     health.consecutive_failures += verdict.failures
     health.last_error = verdict.detail
     if health.state == D.ACTIVE and health.consecutive_failures >= pause_threshold(verdict.reason):
-        _move(health, D.PAUSED, f"{health.consecutive_failures} consecutive failure(s): {verdict.detail}")
+        _move(
+            health,
+            D.PAUSED,
+            f"{health.consecutive_failures} consecutive failure(s): {verdict.detail}",
+        )
         health.pause_reason = verdict.reason
         health.paused_at = db_now()
         health.probes = 0
@@ -162,12 +194,20 @@ def _count_failures(health: DestinationHealth, verdict: Verdict) -> None:
 def destination_resume(*, name: str, actor_label: str) -> str:
     """An operator lets the destination be tried again at once (after fixing a credential, say)."""
     with transaction.atomic(using=DB):
-        health = DestinationHealth.objects.using(DB).select_for_update(no_key=True).filter(
-            pk=destination_health_get_or_create(name).pk).get()
+        health = (
+            DestinationHealth.objects.using(DB)
+            .select_for_update(no_key=True)
+            .filter(pk=destination_health_get_or_create(name).pk)
+            .get()
+        )
         if health.state == D.PAUSED:
             # The next claim is a probe: the destination resumes only when a call really succeeds.
             health.next_probe_at = db_now()
             health.save(using=DB, update_fields=["next_probe_at", "updated_at"])
-            DestinationEvent.objects.using(DB).create(destination=name, from_state=D.PAUSED, to_state=D.PAUSED,
-                                                      reason=f"{actor_label} asked for a probe now")
+            DestinationEvent.objects.using(DB).create(
+                destination=name,
+                from_state=D.PAUSED,
+                to_state=D.PAUSED,
+                reason=f"{actor_label} asked for a probe now",
+            )
     return health.state

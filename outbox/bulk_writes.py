@@ -43,9 +43,13 @@ def unnest_sql(connection, columns: list[Field], rows: list[list]) -> tuple[str,
     for row in rows:
         for field, array, value in zip(columns, arrays, row, strict=True):
             if isinstance(value, DbNow):
-                raise TypeError(f"{field.name}: a time on the database clock cannot be sent in an array")
+                raise TypeError(
+                    f"{field.name}: a time on the database clock cannot be sent in an array"
+                )
             array.append(field.get_db_prep_save(value, connection))
-    return "unnest(" + ", ".join(f"%s::{field.db_type(connection)}[]" for field in columns) + ")", arrays
+    return "unnest(" + ", ".join(
+        f"%s::{field.db_type(connection)}[]" for field in columns
+    ) + ")", arrays
 
 
 def update_many(objs: list[Model], fields: list[str], *, using: str = "default") -> None:
@@ -62,8 +66,11 @@ def update_many(objs: list[Model], fields: list[str], *, using: str = "default")
     pk = meta.pk
     names = ", ".join(qn(f.column) for f in [pk, *columns])
     assignments = ", ".join(f"{qn(f.column)} = v.{qn(f.column)}" for f in columns)
-    rows, params = values_sql(connection, [pk, *columns],
-                              [[obj.pk, *(getattr(obj, field.attname) for field in columns)] for obj in objs])
+    rows, params = values_sql(
+        connection,
+        [pk, *columns],
+        [[obj.pk, *(getattr(obj, field.attname) for field in columns)] for obj in objs],
+    )
     # Identifiers come from the model and are quoted by the backend; every value is a parameter.
     sql = (
         f"UPDATE {qn(meta.db_table)} AS t SET {assignments} "  # noqa: S608

@@ -25,7 +25,14 @@ from django.db import connections
 from django.utils import timezone
 
 from outbox.bulk_writes import unnest_sql
-from outbox.models import Attempt, DestinationHealth, DestinationState, Handoff, HandoffEvent, HandoffState
+from outbox.models import (
+    Attempt,
+    DestinationHealth,
+    DestinationState,
+    Handoff,
+    HandoffEvent,
+    HandoffState,
+)
 
 DB = "default"
 
@@ -63,44 +70,66 @@ def _columns(connection, rows: list[DeliveredRow]) -> tuple[str, list, dict[str,
     so psycopg converts it once per process."""
     qn = connection.ops.quote_name
     token_fields = [Handoff._meta.pk, Handoff._meta.get_field("fencing_epoch"), Attempt._meta.pk]
-    arrays = [("id", token_fields[0], lambda row: row.handoff_id), ("epoch", token_fields[1], lambda row: row.epoch),
-              ("attempt_id", token_fields[2], lambda row: row.attempt_id)]
+    arrays = [
+        ("id", token_fields[0], lambda row: row.handoff_id),
+        ("epoch", token_fields[1], lambda row: row.epoch),
+        ("attempt_id", token_fields[2], lambda row: row.attempt_id),
+    ]
     written: dict[str, tuple[str, list]] = {}
     columns = [("reason", HandoffEvent._meta.get_field("reason"), lambda row: row.reason)]
-    columns += [(f"h_{name}", Handoff._meta.get_field(name), lambda row, name=name: row.changes[name])
-                for name in sorted(rows[0].changes)]
-    columns += [(f"a_{name}", Attempt._meta.get_field(name), lambda row, name=name: row.attempt[name])
-                for name in sorted(rows[0].attempt)]
+    columns += [
+        (f"h_{name}", Handoff._meta.get_field(name), lambda row, name=name: row.changes[name])
+        for name in sorted(rows[0].changes)
+    ]
+    columns += [
+        (f"a_{name}", Attempt._meta.get_field(name), lambda row, name=name: row.attempt[name])
+        for name in sorted(rows[0].attempt)
+    ]
     for column, field, get in columns:
         if _same_in_every_row(rows, get):
-            written[column] = (f"%s::{field.db_type(connection)}", [field.get_db_prep_save(get(rows[0]), connection)])
+            written[column] = (
+                f"%s::{field.db_type(connection)}",
+                [field.get_db_prep_save(get(rows[0]), connection)],
+            )
         else:
             arrays.append((column, field, get))
             written[column] = (f"v.{qn(column)}", [])
-    values, params = unnest_sql(connection, [field for _column, field, _get in arrays],
-                                [[get(row) for _column, _field, get in arrays] for row in rows])
-    return f"{values} AS v ({', '.join(qn(column) for column, _field, _get in arrays)})", params, written
+    values, params = unnest_sql(
+        connection,
+        [field for _column, field, _get in arrays],
+        [[get(row) for _column, _field, get in arrays] for row in rows],
+    )
+    return (
+        f"{values} AS v ({', '.join(qn(column) for column, _field, _get in arrays)})",
+        params,
+        written,
+    )
 
 
-def _assignments(connection, written: dict[str, tuple[str, list]], prefix: str, model) -> tuple[str, list]:
+def _assignments(
+    connection, written: dict[str, tuple[str, list]], prefix: str, model
+) -> tuple[str, list]:
     qn = connection.ops.quote_name
     parts, params = [], []
     for column, (sql, column_params) in written.items():
         if column.startswith(prefix):
-            parts.append(f"{qn(model._meta.get_field(column[len(prefix):]).column)} = {sql}")
+            parts.append(f"{qn(model._meta.get_field(column[len(prefix) :]).column)} = {sql}")
             params += column_params
     return ", ".join(parts), params
 
 
-def record_delivered(rows: list[DeliveredRow], *, worker: str, destination: str) -> DeliveredWritten:
+def record_delivered(
+    rows: list[DeliveredRow], *, worker: str, destination: str
+) -> DeliveredWritten:
     connection = connections[DB]
     qn = connection.ops.quote_name
     values, value_params, written = _columns(connection, rows)
     handoff_set, handoff_params = _assignments(connection, written, "h_", Handoff)
     attempt_set, attempt_params = _assignments(connection, written, "a_", Attempt)
     reason, reason_params = written["reason"]
-    handoffs, events, attempts, health = (qn(model._meta.db_table)
-                                          for model in (Handoff, HandoffEvent, Attempt, DestinationHealth))
+    handoffs, events, attempts, health = (
+        qn(model._meta.db_table) for model in (Handoff, HandoffEvent, Attempt, DestinationHealth)
+    )
     # Identifiers come from the models and are quoted by the backend; every value is a parameter.
     sql = (
         f"WITH v AS (SELECT * FROM {values}), "  # noqa: S608
@@ -118,9 +147,23 @@ def record_delivered(rows: list[DeliveredRow], *, worker: str, destination: str)
         f"(SELECT state = %s AND consecutive_failures = 0 FROM {health} WHERE name = %s)"
     )
     now = timezone.now()
-    params = [*value_params, HandoffState.IN_FLIGHT, worker, *handoff_params, now, HandoffState.IN_FLIGHT, worker,
-              HandoffState.IN_FLIGHT, HandoffState.DELIVERED, worker, *reason_params, now, *attempt_params,
-              DestinationState.ACTIVE, destination]
+    params = [
+        *value_params,
+        HandoffState.IN_FLIGHT,
+        worker,
+        *handoff_params,
+        now,
+        HandoffState.IN_FLIGHT,
+        worker,
+        HandoffState.IN_FLIGHT,
+        HandoffState.DELIVERED,
+        worker,
+        *reason_params,
+        now,
+        *attempt_params,
+        DestinationState.ACTIVE,
+        destination,
+    ]
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         ids, healthy = cursor.fetchone()

@@ -118,23 +118,32 @@ class InProcessDestination(Destination):
         from delivery.errors import ActionKeyConflict, InvalidTaskPayload
 
         try:
-            outcome = services.task_create_idempotent(action_key=outgoing.action_key, payload=outgoing.payload)
+            outcome = services.task_create_idempotent(
+                action_key=outgoing.action_key, payload=outgoing.payload
+            )
         except ActionKeyConflict as exc:
-            return DeliveryResult.failed(FailureClass.CONFLICT, "key_conflict", str(exc), status_code=409)
+            return DeliveryResult.failed(
+                FailureClass.CONFLICT, "key_conflict", str(exc), status_code=409
+            )
         except InvalidTaskPayload as exc:
-            return DeliveryResult.failed(FailureClass.PERMANENT, "payload_invalid", str(exc), status_code=422)
+            return DeliveryResult.failed(
+                FailureClass.PERMANENT, "payload_invalid", str(exc), status_code=422
+            )
         if outgoing.action_key in self.lose_ack_for:
             self.lose_ack_for.discard(outgoing.action_key)
             return DeliveryResult.failed(
-                FailureClass.UNCERTAIN, "response_lost", "acknowledgement lost after the receiver committed"
+                FailureClass.UNCERTAIN,
+                "response_lost",
+                "acknowledgement lost after the receiver committed",
             )
         receipt = services.task_as_receipt(outcome)
         try:
             task_id, created = validate_receipt(receipt, outgoing)
         except MalformedReceipt as exc:
             return DeliveryResult.failed(FailureClass.MALFORMED, "malformed_receipt", str(exc))
-        return DeliveryResult.ok(task_id=task_id, created=created, status_code=201 if created else 200,
-                                 receipt=receipt)
+        return DeliveryResult.ok(
+            task_id=task_id, created=created, status_code=201 if created else 200, receipt=receipt
+        )
 
     def lookup(self, action_key: str) -> RemoteTask | None:
         from delivery import services
@@ -144,8 +153,12 @@ class InProcessDestination(Destination):
             task = services.task_get(action_key=action_key)
         except TaskNotFound:
             return None
-        return RemoteTask(action_key=task.action_key, task_id=str(task.task_id), payload_hash=task.payload_hash,
-                          status=task.status)
+        return RemoteTask(
+            action_key=task.action_key,
+            task_id=str(task.task_id),
+            payload_hash=task.payload_hash,
+            status=task.status,
+        )
 
     def list_keys(self, *, after: str = "", limit: int = 500) -> list[RemoteTask]:
         from delivery import services
@@ -177,7 +190,11 @@ def proxy_for(url: str) -> str | None:
     proxies = getproxies_environment()
     parts = urlsplit(url)
     proxy = proxies.get(parts.scheme)
-    if not proxy or _on_this_machine(parts.hostname or "") or proxy_bypass_environment(parts.netloc, proxies):
+    if (
+        not proxy
+        or _on_this_machine(parts.hostname or "")
+        or proxy_bypass_environment(parts.netloc, proxies)
+    ):
         return None
     return proxy
 
@@ -218,8 +235,9 @@ class _Proxied:
     def __init__(self, base_url: str, proxy: str, options: dict):
         auth = parse_url(proxy).auth
         headers = urllib3.make_headers(proxy_basic_auth=unquote(auth)) if auth else None
-        self.manager = urllib3.ProxyManager(without_credentials(proxy), proxy_headers=headers, num_pools=1,
-                                            **options)
+        self.manager = urllib3.ProxyManager(
+            without_credentials(proxy), proxy_headers=headers, num_pools=1, **options
+        )
         self.prefix = base_url
 
     def urlopen(self, method: str, path: str, **kw):
@@ -259,8 +277,12 @@ class HttpDestination(Destination):
         # A connection the receiver closed while idle is noticed and replaced before a request is written on it.
         # urllib3 rather than httpx here: the same pooled keep-alive HTTP at about half the client CPU per
         # call, which on a shared machine is CPU the receiver gets (docs/benchmarks.md).
-        self._pool_options = {"maxsize": max_connections, "block": False, "retries": False,
-                              "timeout": urllib3.Timeout(connect=connect_timeout, read=read_timeout)}
+        self._pool_options = {
+            "maxsize": max_connections,
+            "block": False,
+            "retries": False,
+            "timeout": urllib3.Timeout(connect=connect_timeout, read=read_timeout),
+        }
         # An egress proxy named in the environment is honoured (NO_PROXY for receivers reached directly);
         # read once, when the destination is built. `proxy` is what may be shown: no credentials.
         self._proxy_url = proxy_for(self.base_url)
@@ -287,63 +309,102 @@ class HttpDestination(Destination):
     def _signed(self, body: str) -> dict[str, str]:
         return signed_headers(body, secret=self.signing_secret)
 
-    def _request(self, method: str, path: str, body: bytes | None, headers: dict[str, str]) -> "Answer":
-        response = self._pool.urlopen(method, path, body=body, headers=headers, retries=False,
-                                      redirect=False, preload_content=True)
+    def _request(
+        self, method: str, path: str, body: bytes | None, headers: dict[str, str]
+    ) -> "Answer":
+        response = self._pool.urlopen(
+            method,
+            path,
+            body=body,
+            headers=headers,
+            retries=False,
+            redirect=False,
+            preload_content=True,
+        )
         return Answer(status_code=response.status, headers=response.headers, content=response.data)
 
-    def _post(self, path: str, body: str, extra_headers: dict | None = None) -> tuple["Answer | None",
-                                                                                      DeliveryResult | None, int]:
+    def _post(
+        self, path: str, body: str, extra_headers: dict | None = None
+    ) -> tuple["Answer | None", DeliveryResult | None, int]:
         """The answer, or the failure that stands for every item sent, and the latency in ms."""
-        headers = {**self._signed(body), "Content-Type": "application/json", **(extra_headers or {})}
+        headers = {
+            **self._signed(body),
+            "Content-Type": "application/json",
+            **(extra_headers or {}),
+        }
         started = time.monotonic()
         try:
             response = self._request("POST", path, body.encode(), headers)
         except NewConnectionError as exc:
             # Nothing reached the receiver: safe to try again. (A subclass of ConnectTimeoutError: first.)
-            failure = DeliveryResult.failed(FailureClass.TRANSIENT, "connect_failed", redact_text(str(exc)))
+            failure = DeliveryResult.failed(
+                FailureClass.TRANSIENT, "connect_failed", redact_text(str(exc))
+            )
         except ProxyError as exc:
             # The proxy was not reached (urllib3 raises this only before it has connected to the proxy): nothing
             # was sent. A proxy that refuses a CONNECT tunnel is an OSError below: uncertain, the safe side.
-            failure = DeliveryResult.failed(FailureClass.TRANSIENT, "connect_failed",
-                                            f"proxy {self.proxy} not reached: {redact_text(str(exc))}")
+            failure = DeliveryResult.failed(
+                FailureClass.TRANSIENT,
+                "connect_failed",
+                f"proxy {self.proxy} not reached: {redact_text(str(exc))}",
+            )
         except ConnectTimeoutError as exc:
-            failure = DeliveryResult.failed(FailureClass.TRANSIENT, "connect_timeout", redact_text(str(exc)))
+            failure = DeliveryResult.failed(
+                FailureClass.TRANSIENT, "connect_timeout", redact_text(str(exc))
+            )
         except SSLError as exc:
             # TLS refused before the request was written (an expired or untrusted certificate): a failed connect,
             # which the breaker counts. (A TLS handshake that times out comes back as a read timeout: uncertain,
             # the safe side, settled by lookup.)
-            failure = DeliveryResult.failed(FailureClass.TRANSIENT, "connect_failed", redact_text(str(exc)))
+            failure = DeliveryResult.failed(
+                FailureClass.TRANSIENT, "connect_failed", redact_text(str(exc))
+            )
         except ReadTimeoutError as exc:
             failure = DeliveryResult.failed(
-                FailureClass.UNCERTAIN, "read_timeout", f"no answer in time after sending: {type(exc).__name__}"
+                FailureClass.UNCERTAIN,
+                "read_timeout",
+                f"no answer in time after sending: {type(exc).__name__}",
             )
         except ProtocolError as exc:
             failure = DeliveryResult.failed(
-                FailureClass.UNCERTAIN, "connection_lost", f"connection lost after sending: {type(exc).__name__}"
+                FailureClass.UNCERTAIN,
+                "connection_lost",
+                f"connection lost after sending: {type(exc).__name__}",
             )
         except (urllib3.exceptions.HTTPError, OSError) as exc:
-            failure = DeliveryResult.failed(FailureClass.UNCERTAIN, "http_error", redact_text(str(exc)))
+            failure = DeliveryResult.failed(
+                FailureClass.UNCERTAIN, "http_error", redact_text(str(exc))
+            )
         else:
             return response, None, int((time.monotonic() - started) * 1000)
         return None, failure, int((time.monotonic() - started) * 1000)
 
     def deliver(self, outgoing: Outgoing) -> DeliveryResult:
         body = canonical_json({"action_key": outgoing.action_key, "payload": outgoing.payload})
-        response, failure, latency_ms = self._post("/tasks", body, {"Idempotency-Key": outgoing.action_key})
+        response, failure, latency_ms = self._post(
+            "/tasks", body, {"Idempotency-Key": outgoing.action_key}
+        )
         if failure is not None:
             return failure
         try:
             parsed = response.json()
         except ValueError:
             parsed = None
-        return _item_result(response.status_code, parsed, response.headers.get("Retry-After"), outgoing,
-                            latency_ms, describe=lambda: _describe(response))
+        return _item_result(
+            response.status_code,
+            parsed,
+            response.headers.get("Retry-After"),
+            outgoing,
+            latency_ms,
+            describe=lambda: _describe(response),
+        )
 
     def deliver_batch(self, outgoings: list[Outgoing]) -> list[DeliveryResult]:
         if not self.supports_batch or len(outgoings) < 2:
             return super().deliver_batch(outgoings)
-        body = canonical_json({"items": [{"action_key": o.action_key, "payload": o.payload} for o in outgoings]})
+        body = canonical_json(
+            {"items": [{"action_key": o.action_key, "payload": o.payload} for o in outgoings]}
+        )
         response, failure, latency_ms = self._post("/tasks/batch", body)
         if failure is not None:
             return [failure] * len(outgoings)
@@ -356,20 +417,37 @@ class HttpDestination(Destination):
         if response.status_code != 200:
             failure_class, reason_code = classify_status(response.status_code)
             retry_after = parse_retry_after(response.headers.get("Retry-After"))
-            return [DeliveryResult.failed(failure_class, reason_code, _describe(response), retry_after=retry_after,
-                                          status_code=response.status_code, latency_ms=latency_ms)] * len(outgoings)
+            return [
+                DeliveryResult.failed(
+                    failure_class,
+                    reason_code,
+                    _describe(response),
+                    retry_after=retry_after,
+                    status_code=response.status_code,
+                    latency_ms=latency_ms,
+                )
+            ] * len(outgoings)
         results, problem = _batch_results(response, len(outgoings))
         if problem:
-            return [DeliveryResult.failed(FailureClass.MALFORMED, "malformed_receipt",
-                                          f"batch answer without a result per item: {problem}",
-                                          status_code=200, latency_ms=latency_ms)] * len(outgoings)
-        return [_batch_item_result(item, outgoing, latency_ms)
-                for item, outgoing in zip(results, outgoings, strict=True)]
+            return [
+                DeliveryResult.failed(
+                    FailureClass.MALFORMED,
+                    "malformed_receipt",
+                    f"batch answer without a result per item: {problem}",
+                    status_code=200,
+                    latency_ms=latency_ms,
+                )
+            ] * len(outgoings)
+        return [
+            _batch_item_result(item, outgoing, latency_ms)
+            for item, outgoing in zip(results, outgoings, strict=True)
+        ]
 
     def _get(self, path: str, params: dict | None = None) -> "Answer":
         try:
-            response = self._request("GET", f"{path}?{urlencode(params)}" if params else path, None,
-                                     self._signed(""))
+            response = self._request(
+                "GET", f"{path}?{urlencode(params)}" if params else path, None, self._signed("")
+            )
         except (urllib3.exceptions.HTTPError, OSError) as exc:
             raise LookupFailed(f"receiver not reachable: {type(exc).__name__}") from exc
         if response.status_code in (401, 403):
@@ -394,11 +472,20 @@ class HttpDestination(Destination):
         try:
             return [_remote_task(item) for item in response.json()["items"]]
         except (ValueError, KeyError, TypeError) as exc:
-            raise LookupFailed(f"key listing holds an item that is not a valid task: {exc}") from exc
+            raise LookupFailed(
+                f"key listing holds an item that is not a valid task: {exc}"
+            ) from exc
 
 
-def _item_result(status: object, body: object, retry_after: str | None, outgoing: Outgoing, latency_ms: int,
-                 *, describe: Callable[[], str]) -> DeliveryResult:
+def _item_result(
+    status: object,
+    body: object,
+    retry_after: str | None,
+    outgoing: Outgoing,
+    latency_ms: int,
+    *,
+    describe: Callable[[], str],
+) -> DeliveryResult:
     """What one answer (a single call's, or one batch item's) means for its handoff. `describe` words the answer
     for a failure's detail; a delivery has its receipt, and does not pay for the wording."""
     common = {"status_code": status if isinstance(status, int) else None, "latency_ms": latency_ms}
@@ -407,21 +494,32 @@ def _item_result(status: object, body: object, retry_after: str | None, outgoing
             task_id, created = validate_receipt(body, outgoing)
         except MalformedReceipt as exc:
             return DeliveryResult.failed(
-                FailureClass.MALFORMED, "malformed_receipt", f"HTTP {status} without a valid receipt: {exc}", **common
+                FailureClass.MALFORMED,
+                "malformed_receipt",
+                f"HTTP {status} without a valid receipt: {exc}",
+                **common,
             )
         return DeliveryResult.ok(task_id=task_id, created=created, receipt=body, **common)
     if not isinstance(status, int):
-        return DeliveryResult.failed(FailureClass.MALFORMED, "malformed_receipt", "answer without a status", **common)
+        return DeliveryResult.failed(
+            FailureClass.MALFORMED, "malformed_receipt", "answer without a status", **common
+        )
     failure_class, reason_code = classify_status(status)
-    return DeliveryResult.failed(failure_class, reason_code, describe(), retry_after=parse_retry_after(retry_after),
-                                 **common)
+    return DeliveryResult.failed(
+        failure_class, reason_code, describe(), retry_after=parse_retry_after(retry_after), **common
+    )
 
 
 def _remote_task(item: dict) -> RemoteTask:
     """A task as the receiver reports it; ValueError when it is more than the outbox row can hold."""
     task_id, status = item["task_id"], item.get("status") or ""
     check_storable(task_id, status)
-    return RemoteTask(action_key=item["action_key"], task_id=task_id, payload_hash=item["payload_hash"], status=status)
+    return RemoteTask(
+        action_key=item["action_key"],
+        task_id=task_id,
+        payload_hash=item["payload_hash"],
+        status=status,
+    )
 
 
 def _batch_results(response: "Answer", expected: int) -> tuple[list, str]:
@@ -438,8 +536,14 @@ def _batch_results(response: "Answer", expected: int) -> tuple[list, str]:
 def _batch_item_result(item: object, outgoing: Outgoing, latency_ms: int) -> DeliveryResult:
     fields = item if isinstance(item, dict) else {}
     retry_after = fields.get("retry_after")
-    return _item_result(fields.get("http_status"), item, str(retry_after) if retry_after else None, outgoing,
-                        latency_ms, describe=lambda: redact_text(json.dumps(item)[:500]))
+    return _item_result(
+        fields.get("http_status"),
+        item,
+        str(retry_after) if retry_after else None,
+        outgoing,
+        latency_ms,
+        describe=lambda: redact_text(json.dumps(item)[:500]),
+    )
 
 
 def _describe(response: "Answer") -> str:
@@ -458,7 +562,8 @@ def destination_from_config(config: dict) -> Destination:
     kind = config.get("kind", "http")
     if kind == "in_process":
         return InProcessDestination(
-            retry_policy=RetryPolicy.from_config(config.get("retry")), name=config.get("name", "receiver"),
+            retry_policy=RetryPolicy.from_config(config.get("retry")),
+            name=config.get("name", "receiver"),
             supports_idempotency=config.get("supports_idempotency", True),
             supports_lookup=config.get("supports_lookup", True),
         )

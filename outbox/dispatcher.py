@@ -24,7 +24,14 @@ from outbox.limits import (
     destination_release,
     destination_renew,
 )
-from outbox.models import Attempt, AttemptOutcome, DestinationState, FailureClass, Handoff, HandoffState
+from outbox.models import (
+    Attempt,
+    AttemptOutcome,
+    DestinationState,
+    FailureClass,
+    Handoff,
+    HandoffState,
+)
 from outbox.selectors import destination_pause
 from outbox.services import (
     Claim,
@@ -64,8 +71,16 @@ class RunStats:
     settled: dict = field(default_factory=dict)
 
     def add(self, other: "RunStats") -> None:
-        for name in ("claimed", "delivered", "duplicates", "retrying", "uncertain", "needs_attention",
-                     "lease_lost", "expired_leases"):
+        for name in (
+            "claimed",
+            "delivered",
+            "duplicates",
+            "retrying",
+            "uncertain",
+            "needs_attention",
+            "lease_lost",
+            "expired_leases",
+        ):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         for key, value in other.settled.items():
             self.settled[key] = self.settled.get(key, 0) + value
@@ -89,30 +104,42 @@ def _resend_blocked(claim: Claim, destination: Destination) -> DeliveryResult | 
     if destination.supports_idempotency:
         return None
     # Only this run's attempts: a person who checked the receiver and let it be sent again started a new run.
-    earlier = Attempt.objects.using(DB).filter(handoff_id=claim.handoff_id, number__lt=claim.attempt_number,
-                                               number__gt=claim.attempt_number - claim.run_attempt)
+    earlier = Attempt.objects.using(DB).filter(
+        handoff_id=claim.handoff_id,
+        number__lt=claim.attempt_number,
+        number__gt=claim.attempt_number - claim.run_attempt,
+    )
     if not earlier.exclude(outcome=AttemptOutcome.FAILED).exists():
         return None
     # Without idempotency, an earlier attempt that may have reached the receiver means a person must
     # check there first: nothing is sent twice automatically.
     return DeliveryResult.failed(
-        FailureClass.UNCERTAIN, "not_idempotent_resend_blocked",
+        FailureClass.UNCERTAIN,
+        "not_idempotent_resend_blocked",
         "the destination does not honour idempotency keys and an earlier attempt may have reached it",
     )
 
 
-def _record(outcomes: list[tuple[Claim, DeliveryResult]], destination: Destination, stats: RunStats) -> str:
+def _record(
+    outcomes: list[tuple[Claim, DeliveryResult]], destination: Destination, stats: RunStats
+) -> str:
     """Write the outcomes, count them against the destination; returns the destination's state after."""
     recorded = handoff_record_outcomes(outcomes=outcomes, destination=destination)
     for (claim, result), state in zip(outcomes, recorded.states, strict=True):
         if state is None:
             stats.lease_lost += 1
-            log.warning("outcome of %s refused: lease taken over (result was %s)", claim.action_key,
-                        result.reason_code or "delivered")
+            log.warning(
+                "outcome of %s refused: lease taken over (result was %s)",
+                claim.action_key,
+                result.reason_code or "delivered",
+            )
         else:
             _tally(stats, state, result)
-    return destination_record_results(name=destination.name, results=[result for _claim, result in outcomes],
-                                      seen_healthy=recorded.destination_healthy)
+    return destination_record_results(
+        name=destination.name,
+        results=[result for _claim, result in outcomes],
+        seen_healthy=recorded.destination_healthy,
+    )
 
 
 class LeaseKeeper:
@@ -130,15 +157,24 @@ class LeaseKeeper:
     MARGIN = 1.0
     HOLD_CHECK_SECONDS = 1.0
 
-    def __init__(self, claims: list[Claim], *, lease_seconds: float, call_seconds: float, permit: Permit,
-                 leased_at: float):
+    def __init__(
+        self,
+        claims: list[Claim],
+        *,
+        lease_seconds: float,
+        call_seconds: float,
+        permit: Permit,
+        leased_at: float,
+    ):
         self.held = {claim.handoff_id: claim for claim in claims}
         self.lease_seconds, self.call_seconds = lease_seconds, call_seconds
         self.permit = permit
         # Monotonic time taken before the permit's slots were leased: the earliest any lease began.
         self.renewed_at = self.hold_checked_at = leased_at
         self.given_back: set[int] = set()
-        self.sent: set[int] = set()  # passed by `still_held`: sent (or about to be); kept to record outcomes
+        self.sent: set[int] = (
+            set()
+        )  # passed by `still_held`: sent (or about to be); kept to record outcomes
         self.released = 0
         self.stopped = ""
 
@@ -159,13 +195,24 @@ class LeaseKeeper:
         if self.held and now - self.hold_checked_at > self.HOLD_CHECK_SECONDS:
             self.hold_checked_at = now
             if destination_held(name=self.permit.destination):
-                self._give_back(f"not sent: destination {self.permit.destination} asked to wait (Retry-After)")
-        if self.held and now - self.renewed_at + self.call_seconds + self.MARGIN > self.lease_seconds:
+                self._give_back(
+                    f"not sent: destination {self.permit.destination} asked to wait (Retry-After)"
+                )
+        if (
+            self.held
+            and now - self.renewed_at + self.call_seconds + self.MARGIN > self.lease_seconds
+        ):
             self.renewed_at = now
             if not destination_renew(permit=self.permit, lease_seconds=self.lease_seconds):
-                log.warning("the destination's slot was taken over: claims not sent yet are given back")
-                self._give_back(f"not sent: the slot of destination {self.permit.destination} ran out")
-            kept = handoff_renew_leases(claims=list(self.held.values()), lease_seconds=self.lease_seconds)
+                log.warning(
+                    "the destination's slot was taken over: claims not sent yet are given back"
+                )
+                self._give_back(
+                    f"not sent: the slot of destination {self.permit.destination} ran out"
+                )
+            kept = handoff_renew_leases(
+                claims=list(self.held.values()), lease_seconds=self.lease_seconds
+            )
             self.held = {pk: c for pk, c in self.held.items() if pk in kept}
         if claim.handoff_id in self.held:
             self.sent.add(claim.handoff_id)
@@ -177,8 +224,9 @@ class LeaseKeeper:
         return claim.handoff_id not in self.given_back
 
 
-def deliver_claims_one_by_one(claims: list[Claim], destination: Destination, stats: RunStats,
-                              keeper: LeaseKeeper) -> None:
+def deliver_claims_one_by_one(
+    claims: list[Claim], destination: Destination, stats: RunStats, keeper: LeaseKeeper
+) -> None:
     """One call per claim, the batch's outcomes written in one commit afterwards (the claims stay leased,
     and renewed, until then). When an answer shows the destination down or refusing our credentials, or asks
     it to be left alone for a while (429/503 with Retry-After: the whole destination is held), the rest are
@@ -188,7 +236,9 @@ def deliver_claims_one_by_one(claims: list[Claim], destination: Destination, sta
         if not keeper.still_held(claim):
             if keeper.lost(claim):
                 stats.lease_lost += 1
-                log.warning("%s not sent: its lease was taken over before the call", claim.action_key)
+                log.warning(
+                    "%s not sent: its lease was taken over before the call", claim.action_key
+                )
             continue
         result = _resend_blocked(claim, destination)
         if result is None:
@@ -196,13 +246,18 @@ def deliver_claims_one_by_one(claims: list[Claim], destination: Destination, sta
             keeper.permit.made([result])
         outcomes.append((claim, result))
         if _stop_sending(keeper.permit, outcomes):
-            rest = claims[index + 1:]
+            rest = claims[index + 1 :]
             break
     destination_release(permit=keeper.permit)
     state = _record(outcomes, destination, stats) if outcomes else ""
     if rest:
-        why = ("was paused" if state == DestinationState.PAUSED else
-               "asked to wait (Retry-After)" if keeper.permit.retry_after is not None else "failing")
+        why = (
+            "was paused"
+            if state == DestinationState.PAUSED
+            else "asked to wait (Retry-After)"
+            if keeper.permit.retry_after is not None
+            else "failing"
+        )
         keeper.give_back(rest, f"not sent: destination {destination.name} {why}")
         stats.paused = state == DestinationState.PAUSED
 
@@ -225,8 +280,9 @@ def _held(claims: list[Claim], keeper: LeaseKeeper, stats: RunStats) -> list[Cla
     return kept
 
 
-def deliver_claims_batched(claims: list[Claim], destination: Destination, stats: RunStats,
-                           keeper: LeaseKeeper) -> None:
+def deliver_claims_batched(
+    claims: list[Claim], destination: Destination, stats: RunStats, keeper: LeaseKeeper
+) -> None:
     """One batch call for every claim the destination may take in a batch, one commit for the outcomes."""
     outcomes, sendable = [], []
     for claim in _held(claims, keeper, stats):
@@ -241,9 +297,14 @@ def deliver_claims_batched(claims: list[Claim], destination: Destination, stats:
         except BatchRefused as refused:
             # Nothing was read: the claims go back unsent, and the next batches are one call per handoff.
             keeper.permit.made([])
-            log.warning("%s refused a batch of %d as too large: one call per handoff for a while", destination.name,
-                        len(sendable))
-            keeper.give_back(sendable, f"not sent: {destination.name} refused the batch as too large ({refused})")
+            log.warning(
+                "%s refused a batch of %d as too large: one call per handoff for a while",
+                destination.name,
+                len(sendable),
+            )
+            keeper.give_back(
+                sendable, f"not sent: {destination.name} refused the batch as too large ({refused})"
+            )
         else:
             keeper.permit.made(results)
             outcomes += zip(sendable, results, strict=True)
@@ -252,20 +313,35 @@ def deliver_claims_batched(claims: list[Claim], destination: Destination, stats:
         _record(outcomes, destination, stats)
 
 
-def _permit(destination: Destination, batching: bool, worker: str, limit: int, lease_seconds: float,
-            stats: RunStats) -> Permit | None:
+def _permit(
+    destination: Destination,
+    batching: bool,
+    worker: str,
+    limit: int,
+    lease_seconds: float,
+    stats: RunStats,
+) -> Permit | None:
     """The destination's limits for this batch (a batch call is one request, single calls one each), or None
     when they refuse: `stats` then say how long to wait."""
     try:
-        return destination_acquire(name=destination.name, worker=worker, lease_seconds=lease_seconds,
-                                   requests=1 if batching else limit)
+        return destination_acquire(
+            name=destination.name,
+            worker=worker,
+            lease_seconds=lease_seconds,
+            requests=1 if batching else limit,
+        )
     except DestinationLimited as refused:
         stats.limited, stats.wait_seconds = True, refused.wait_seconds
         return None
 
 
-def dispatch_batch(*, destination: Destination | None = None, worker: str | None = None, limit: int | None = None,
-                   handoff_id: int | None = None) -> RunStats:
+def dispatch_batch(
+    *,
+    destination: Destination | None = None,
+    worker: str | None = None,
+    limit: int | None = None,
+    handoff_id: int | None = None,
+) -> RunStats:
     """Claim what is due for the destination and deliver it: nothing while it is paused (one handoff as its
     probe), nothing while its limits or a Retry-After hold refuse a permit (`stats.limited`, and how long to
     wait), and no more requests than the permit allows (a batch call is one request)."""
@@ -285,11 +361,20 @@ def dispatch_batch(*, destination: Destination | None = None, worker: str | None
             stats.paused = True
             return stats
         limit = 1 if admission is Admission.PROBE else limit
-        claims = handoff_claim_due(worker=worker, limit=limit if batching else min(limit, permit.requests),
-                                   handoff_id=handoff_id, lease_seconds=lease_seconds,
-                                   destination_name=destination.name)
-        keeper = LeaseKeeper(claims, lease_seconds=lease_seconds, permit=permit,
-                             call_seconds=destination.call_seconds, leased_at=leased_at)
+        claims = handoff_claim_due(
+            worker=worker,
+            limit=limit if batching else min(limit, permit.requests),
+            handoff_id=handoff_id,
+            lease_seconds=lease_seconds,
+            destination_name=destination.name,
+        )
+        keeper = LeaseKeeper(
+            claims,
+            lease_seconds=lease_seconds,
+            permit=permit,
+            call_seconds=destination.call_seconds,
+            leased_at=leased_at,
+        )
         _deliver(claims, destination, batching, stats, keeper)
     finally:
         # Given back right after the calls already; this covers no claims, a pause, and an error before the calls.
@@ -297,8 +382,13 @@ def dispatch_batch(*, destination: Destination | None = None, worker: str | None
     return stats
 
 
-def _deliver(claims: list[Claim], destination: Destination, batching: bool, stats: RunStats,
-             keeper: LeaseKeeper) -> None:
+def _deliver(
+    claims: list[Claim],
+    destination: Destination,
+    batching: bool,
+    stats: RunStats,
+    keeper: LeaseKeeper,
+) -> None:
     stats.claimed = len(claims)
     if batching and len(claims) > 1:
         deliver_claims_batched(claims, destination, stats, keeper)
@@ -307,14 +397,22 @@ def _deliver(claims: list[Claim], destination: Destination, batching: bool, stat
     stats.released += keeper.released
 
 
-def handoff_deliver(*, handoff_id: int, destination: Destination | None = None, worker: str | None = None) -> str:
+def handoff_deliver(
+    *, handoff_id: int, destination: Destination | None = None, worker: str | None = None
+) -> str:
     """Deliver one handoff now if it is due; return its state afterwards."""
     dispatch_batch(destination=destination, worker=worker, limit=1, handoff_id=handoff_id)
     return Handoff.objects.using(DB).values_list("state", flat=True).get(pk=handoff_id)
 
 
-def handoff_retry_now(*, handoff_id: int, actor, reason: str = "", confirm_risk: bool = False,
-                      destination: Destination | None = None) -> str:
+def handoff_retry_now(
+    *,
+    handoff_id: int,
+    actor,
+    reason: str = "",
+    confirm_risk: bool = False,
+    destination: Destination | None = None,
+) -> str:
     """An operator's retry (same action key), sent at once so that the operator sees the real result."""
     handoff_retry(handoff_id=handoff_id, actor=actor, reason=reason, confirm_risk=confirm_risk)
     return handoff_deliver(handoff_id=handoff_id, destination=destination)
@@ -329,12 +427,18 @@ def settle_uncertain(*, destination: Destination | None = None, limit: int = 200
     """Ask the receiver about uncertain outcomes, oldest first. Each lookup is a request under the destination's
     limits; the pass ends at the first one they refuse within SETTLEMENT_WAIT_SECONDS (the rest wait for the
     next pass)."""
-    asked = LimitedLookups(destination or get_destination(), worker=default_worker_name(),
-                           wait_seconds=SETTLEMENT_WAIT_SECONDS)
+    asked = LimitedLookups(
+        destination or get_destination(),
+        worker=default_worker_name(),
+        wait_seconds=SETTLEMENT_WAIT_SECONDS,
+    )
     outcomes: dict[str, int] = {}
-    for pk in Handoff.objects.using(DB).filter(state=S.UNCERTAIN).order_by("updated_at").values_list(
-        "id", flat=True
-    )[:limit]:
+    for pk in (
+        Handoff.objects.using(DB)
+        .filter(state=S.UNCERTAIN)
+        .order_by("updated_at")
+        .values_list("id", flat=True)[:limit]
+    ):
         state = handoff_settle(handoff_id=pk, destination=asked)
         if asked.refused:
             break
@@ -365,12 +469,16 @@ def sweep(*, destination: Destination | None = None, worker: str | None = None) 
     destination = destination or get_destination()
     stats = maintain(destination=destination)
     stats.add(drain(destination=destination, worker=worker))
-    for state, count in (settle_uncertain(destination=destination) if _may_be_asked(destination) else {}).items():
+    for state, count in (
+        settle_uncertain(destination=destination) if _may_be_asked(destination) else {}
+    ).items():
         stats.settled[state] = stats.settled.get(state, 0) + count
     return stats
 
 
-def drain(*, destination: Destination | None = None, worker: str | None = None, max_batches: int = 1000) -> RunStats:
+def drain(
+    *, destination: Destination | None = None, worker: str | None = None, max_batches: int = 1000
+) -> RunStats:
     """Dispatch batches until nothing is due (or `max_batches`)."""
     stats = RunStats()
     for _ in range(max_batches):

@@ -38,17 +38,31 @@ class DeliveryResult:
     receipt: dict | None = None
 
     @classmethod
-    def ok(cls, *, task_id: str, created: bool, status_code: int | None = None, **extra) -> "DeliveryResult":
-        return cls(delivered=True, task_id=task_id, created=created, status_code=status_code, **extra)
+    def ok(
+        cls, *, task_id: str, created: bool, status_code: int | None = None, **extra
+    ) -> "DeliveryResult":
+        return cls(
+            delivered=True, task_id=task_id, created=created, status_code=status_code, **extra
+        )
 
     @classmethod
-    def failed(cls, failure_class: str, reason_code: str, detail: str = "", **extra) -> "DeliveryResult":
-        return cls(delivered=False, failure_class=failure_class, reason_code=reason_code, detail=detail, **extra)
+    def failed(
+        cls, failure_class: str, reason_code: str, detail: str = "", **extra
+    ) -> "DeliveryResult":
+        return cls(
+            delivered=False,
+            failure_class=failure_class,
+            reason_code=reason_code,
+            detail=detail,
+            **extra,
+        )
 
 
 # Answers that say the destination itself cannot take calls: nothing about the handoff is wrong. They count
 # towards pausing the destination, and against a handoff's retry window but not its attempts.
-UNREACHABLE_REASONS = frozenset({"connect_failed", "connect_timeout", "http_500", "http_502", "http_503", "http_504"})
+UNREACHABLE_REASONS = frozenset(
+    {"connect_failed", "connect_timeout", "http_500", "http_502", "http_503", "http_504"}
+)
 
 
 class MalformedReceipt(ValueError):
@@ -111,7 +125,11 @@ def classify_status(status: int) -> tuple[str, str]:
     if status == 429:
         return FailureClass.TRANSIENT, "rate_limited"
     if status in (400, 413, 422):
-        return FailureClass.PERMANENT, {400: "bad_request", 413: "payload_too_large", 422: "payload_invalid"}[status]
+        return FailureClass.PERMANENT, {
+            400: "bad_request",
+            413: "payload_too_large",
+            422: "payload_invalid",
+        }[status]
     if status in (502, 503, 504):
         return FailureClass.TRANSIENT, f"http_{status}"
     if status >= 500:

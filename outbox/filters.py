@@ -1,6 +1,5 @@
 """The handoff list filter: workspace, state (with "retrying"), failure class, owner, age and text."""
 
-
 import re
 
 import django_filters
@@ -23,27 +22,48 @@ STATE_CHOICES = [
 ]
 
 
-
 class HandoffFilter(django_filters.FilterSet):
-    workspace = django_filters.ChoiceFilter(field_name="workspace_id", label="Workspace", empty_label="all")
-    state = django_filters.ChoiceFilter(choices=STATE_CHOICES, method="filter_state", empty_label="any")
-    failure_class = django_filters.ChoiceFilter(choices=FailureClass.choices, label="Failure", empty_label="any")
+    workspace = django_filters.ChoiceFilter(
+        field_name="workspace_id", label="Workspace", empty_label="all"
+    )
+    state = django_filters.ChoiceFilter(
+        choices=STATE_CHOICES, method="filter_state", empty_label="any"
+    )
+    failure_class = django_filters.ChoiceFilter(
+        choices=FailureClass.choices, label="Failure", empty_label="any"
+    )
     reason_code = django_filters.CharFilter(field_name="reason_code", label="Reason code")
     owner = django_filters.ChoiceFilter(method="filter_owner", label="Owner", empty_label="anyone")
-    age = django_filters.ChoiceFilter(choices=AGE_CHOICES, method="filter_age", label="Age", empty_label="any")
+    age = django_filters.ChoiceFilter(
+        choices=AGE_CHOICES, method="filter_age", label="Age", empty_label="any"
+    )
     step = django_filters.CharFilter(field_name="step", label="Workflow step")
-    q = django_filters.CharFilter(method="filter_text", label="Search: client, any payload field, key or request")
+    q = django_filters.CharFilter(
+        method="filter_text", label="Search: client, any payload field, key or request"
+    )
 
-    def __init__(self, data=None, queryset=None, *, request=None, workspace_ids: list[int] | None = None, **kwargs):
+    def __init__(
+        self,
+        data=None,
+        queryset=None,
+        *,
+        request=None,
+        workspace_ids: list[int] | None = None,
+        **kwargs,
+    ):
         super().__init__(data, queryset, request=request, **kwargs)
         ids = list(workspace_ids or [])
         self.filters["workspace"].extra["choices"] = [
-            (str(pk), f"{name} (#{pk})") for pk, name in Workspace.objects.filter(id__in=ids).order_by("id")
+            (str(pk), f"{name} (#{pk})")
+            for pk, name in Workspace.objects.filter(id__in=ids)
+            .order_by("id")
             .values_list("id", "name")
         ]
         operators = (
             Membership.objects.filter(workspace_id__in=ids, role=Role.OPERATOR)
-            .order_by("user__username").values_list("user_id", "user__username").distinct()
+            .order_by("user__username")
+            .values_list("user_id", "user__username")
+            .distinct()
         )
         self.filters["owner"].extra["choices"] = [("me", "me"), ("nobody", "nobody")] + [
             (str(pk), name) for pk, name in operators
@@ -77,9 +97,11 @@ class HandoffFilter(django_filters.FilterSet):
             return queryset.filter(source_ref__startswith=f"request {number} ")
         # The payload as JSON text finds any field's value; client_name is also matched as a value, so
         # a name with accents is found on SQLite too (which stores JSON with \u escapes).
-        return (queryset.annotate(payload_text=Cast("payload", TextField()))
-                .filter(Q(action_key__icontains=text) | Q(payload__client_name__icontains=text)
-                        | Q(payload_text__icontains=text)))
+        return queryset.annotate(payload_text=Cast("payload", TextField())).filter(
+            Q(action_key__icontains=text)
+            | Q(payload__client_name__icontains=text)
+            | Q(payload_text__icontains=text)
+        )
 
 
 # "42" or "request 42": a request number, matched against the source reference, never inside other ids. ASCII

@@ -87,13 +87,20 @@ def _finding_guidance(findings: Sequence) -> Guidance:
 def _paused_guidance(handoff: Handoff, pause) -> Guidance:
     since = f"{pause.paused_at:%Y-%m-%d %H:%M} UTC" if pause.paused_at else "a moment ago"
     if pause.pause_reason == "credential":
-        why = (f"The receiver refused our credentials since {since}. Rotate or restore the signing secret with the "
-               "receiver's owners; the next probe call then resumes deliveries.")
+        why = (
+            f"The receiver refused our credentials since {since}. Rotate or restore the signing secret with the "
+            "receiver's owners; the next probe call then resumes deliveries."
+        )
     else:
-        why = (f"The receiver has been unreachable since {since}. Probe calls test it on a growing interval and "
-               "resume deliveries by themselves once one succeeds.")
-    return Guidance(f"Waiting: destination {pause.name} is paused.",
-                    f"{why} No attempt or retry time of this handoff is spent meanwhile.", avoid=("retry",))
+        why = (
+            f"The receiver has been unreachable since {since}. Probe calls test it on a growing interval and "
+            "resume deliveries by themselves once one succeeds."
+        )
+    return Guidance(
+        f"Waiting: destination {pause.name} is paused.",
+        f"{why} No attempt or retry time of this handoff is spent meanwhile.",
+        avoid=("retry",),
+    )
 
 
 def _closed_guidance(handoff: Handoff) -> Guidance:
@@ -104,11 +111,17 @@ def _closed_guidance(handoff: Handoff) -> Guidance:
             "This proves the task exists at the receiver; it does not mean the onboarding work is finished.",
         )
     return {
-        S.SUPERSEDED: Guidance("Replaced by a correction. Nothing to do here.",
-                               "A corrected revision of the request got its own approval and its own action key."),
-        S.CANCELLED: Guidance("Cancelled. Nothing to do here.", "It will never be sent. The history says who and why."),
-        S.OBSERVED: Guidance("Recorded in observe-only mode. Nothing was sent.",
-                             "The workflow does not send to the receiver in this workspace yet."),
+        S.SUPERSEDED: Guidance(
+            "Replaced by a correction. Nothing to do here.",
+            "A corrected revision of the request got its own approval and its own action key.",
+        ),
+        S.CANCELLED: Guidance(
+            "Cancelled. Nothing to do here.", "It will never be sent. The history says who and why."
+        ),
+        S.OBSERVED: Guidance(
+            "Recorded in observe-only mode. Nothing was sent.",
+            "The workflow does not send to the receiver in this workspace yet.",
+        ),
     }[handoff.state]
 
 
@@ -136,11 +149,17 @@ def _moving_guidance(handoff: Handoff) -> Guidance:
             "receiver will not create a second task.",
             recommended="run_now",
         )
-    return Guidance("Queued for delivery. Nothing to do.", "The dispatcher sends it within seconds.")
+    return Guidance(
+        "Queued for delivery. Nothing to do.", "The dispatcher sends it within seconds."
+    )
 
 
 def _attention_guidance(handoff: Handoff) -> Guidance:
-    ack = "" if handoff.acknowledged_at else " Acknowledge it first so others see that someone is on it."
+    ack = (
+        ""
+        if handoff.acknowledged_at
+        else " Acknowledge it first so others see that someone is on it."
+    )
     key, fc = handoff.action_key, handoff.failure_class
     if fc in (F.PERMANENT, F.CONFLICT) and not handoff.correctable_alone:
         return Guidance(
@@ -149,7 +168,8 @@ def _attention_guidance(handoff: Handoff) -> Guidance:
             "again from its first step under new keys and do them twice; sending the same payload again fails "
             f"the same way ({handoff.reason_code}). Compensate the workflow (its delivered steps are undone, "
             f"latest first), then submit a new request with the right data.{ack}",
-            recommended="compensate", avoid=("retry",),
+            recommended="compensate",
+            avoid=("retry",),
         )
     if fc in RISKY_RETRY_CLASSES:
         return Guidance(
@@ -157,7 +177,8 @@ def _attention_guidance(handoff: Handoff) -> Guidance:
             f"\u201cReconcile\u201d asks the receiver whether it has a task for {key}. If the receiver cannot be "
             "asked, check there by hand for this key, then \u201cRecord a manual repair\u201d with what you found: "
             f"its task id (the handoff becomes delivered) or that it has none (sent again with the same key).{ack}",
-            recommended="reconcile", avoid=("retry",),
+            recommended="reconcile",
+            avoid=("retry",),
         )
     if fc == F.PERMANENT:
         return Guidance(
@@ -165,14 +186,16 @@ def _attention_guidance(handoff: Handoff) -> Guidance:
             f"Sending the same payload again fails the same way ({handoff.reason_code}). \u201cCorrect\u201d creates "
             "a new revision of the request that needs a new approval and gets a new action key; or cancel with a "
             f"reason.{ack}",
-            recommended="correct", avoid=("retry",),
+            recommended="correct",
+            avoid=("retry",),
         )
     if fc == F.CONFLICT:
         return Guidance(
             "The receiver holds a different task under this key: do not send again.",
             "Compare the receiver's task with this payload. If this payload is right, correct the request "
             f"(new revision, new key); otherwise cancel with a reason.{ack}",
-            recommended="correct", avoid=("retry",),
+            recommended="correct",
+            avoid=("retry",),
         )
     if fc == F.CREDENTIAL:
         return Guidance(

@@ -91,7 +91,9 @@ class Permit:
                 continue
             if self.retry_after is None or result.retry_after > self.retry_after:
                 self.retry_after = result.retry_after
-                self.hold_reason = f"HTTP {result.status_code} with Retry-After {result.retry_after:g} s"
+                self.hold_reason = (
+                    f"HTTP {result.status_code} with Retry-After {result.retry_after:g} s"
+                )
 
 
 @dataclass(frozen=True)
@@ -116,7 +118,9 @@ def _limits(name: str) -> Limits:
     if row is None:
         # A destination not seen yet has the configured defaults (its row is written with them when needed).
         return Limits(
-            settings.HANDOFF_DESTINATION_MAX_CONCURRENCY, settings.HANDOFF_DESTINATION_MAX_REQUESTS_PER_SECOND, False
+            settings.HANDOFF_DESTINATION_MAX_CONCURRENCY,
+            settings.HANDOFF_DESTINATION_MAX_REQUESTS_PER_SECOND,
+            False,
         )
     return Limits(row[0], row[1], bool(row[2]), (row[3], row[4]))
 
@@ -135,20 +139,29 @@ def _ensure_slots(name: str, kind: str, limit: int) -> None:
         .filter(destination=name, kind=kind, number__lt=limit)
         .values_list("number", flat=True)
     )
-    missing = [DestinationSlot(destination=name, kind=kind, number=n) for n in range(limit) if n not in have]
+    missing = [
+        DestinationSlot(destination=name, kind=kind, number=n)
+        for n in range(limit)
+        if n not in have
+    ]
     if missing:
         DestinationSlot.objects.using(DB).bulk_create(missing, ignore_conflicts=True)
 
 
-def _take(name: str, kind: str, limit: int, count: int, holder: str, lease_seconds: float) -> list[int]:
+def _take(
+    name: str, kind: str, limit: int, count: int, holder: str, lease_seconds: float
+) -> list[int]:
     """Take up to `count` free slots for `holder`. PostgreSQL skips the rows another worker is taking
     (FOR UPDATE SKIP LOCKED); on both backends the UPDATE takes only rows still free when it runs, so two
     workers never hold one slot."""
     free = _free(name, kind, limit)
     # Slots numbered past a limit an operator lowered may still be busy: they count against the new limit
     # until they are free (they only go from busy to free, so counting them first is safe).
-    beyond = DestinationSlot.objects.using(DB).filter(destination=name, kind=kind, number__gte=limit,
-                                                      free_at__gt=db_now()).count()
+    beyond = (
+        DestinationSlot.objects.using(DB)
+        .filter(destination=name, kind=kind, number__gte=limit, free_at__gt=db_now())
+        .count()
+    )
     with transaction.atomic(using=DB):
         candidates = free.order_by("number")
         if connections[DB].features.has_select_for_update_skip_locked:
@@ -158,14 +171,23 @@ def _take(name: str, kind: str, limit: int, count: int, holder: str, lease_secon
         if not ids:
             return []
         free.filter(pk__in=ids).update(free_at=db_now_plus(lease_seconds), holder=holder)
-        return list(DestinationSlot.objects.using(DB).filter(pk__in=ids, holder=holder).values_list("pk", flat=True))
+        return list(
+            DestinationSlot.objects.using(DB)
+            .filter(pk__in=ids, holder=holder)
+            .values_list("pk", flat=True)
+        )
 
 
-def _take_or_create(name: str, kind: str, limit: int, count: int, holder: str, lease_seconds: float) -> list[int]:
+def _take_or_create(
+    name: str, kind: str, limit: int, count: int, holder: str, lease_seconds: float
+) -> list[int]:
     taken = _take(name, kind, limit, count, holder, lease_seconds)
     if (
         not taken
-        and DestinationSlot.objects.using(DB).filter(destination=name, kind=kind, number__lt=limit).count() < limit
+        and DestinationSlot.objects.using(DB)
+        .filter(destination=name, kind=kind, number__lt=limit)
+        .count()
+        < limit
     ):
         # The limit was raised, or set by default: its slots are written the first time they are missing.
         _ensure_slots(name, kind, limit)
@@ -220,14 +242,23 @@ def destination_acquire(*, name: str, worker: str, requests: int, lease_seconds:
 def _take_slots(permit: Permit, limits: Limits, lease_seconds: float) -> None:
     name, holder = permit.destination, permit.holder
     if limits.max_concurrency:
-        permit.slot_ids = _take_or_create(name, SlotKind.CONCURRENCY, limits.max_concurrency, 1, holder, lease_seconds)
+        permit.slot_ids = _take_or_create(
+            name, SlotKind.CONCURRENCY, limits.max_concurrency, 1, holder, lease_seconds
+        )
         if not permit.slot_ids:
             raise DestinationLimited(
-                f"destination {name} has {limits.max_concurrency} call(s) in flight", CONCURRENCY_POLL_SECONDS
+                f"destination {name} has {limits.max_concurrency} call(s) in flight",
+                CONCURRENCY_POLL_SECONDS,
             )
     if limits.max_requests_per_second:
-        permit.rate_ids = _take_or_create(name, SlotKind.RATE, limits.max_requests_per_second, permit.requests,
-                                          holder, lease_seconds + RATE_WINDOW_SECONDS)
+        permit.rate_ids = _take_or_create(
+            name,
+            SlotKind.RATE,
+            limits.max_requests_per_second,
+            permit.requests,
+            holder,
+            lease_seconds + RATE_WINDOW_SECONDS,
+        )
         if not permit.rate_ids:
             destination_release(permit=permit)
             raise DestinationLimited(
@@ -275,7 +306,8 @@ def _hold(name: str, seconds: float, reason: str) -> None:
     health = destination_health_get_or_create(name)
     # Never shorten a longer hold another worker set meanwhile.
     DestinationHealth.objects.using(DB).filter(pk=health.pk).update(
-        hold_until=Greatest(Coalesce("hold_until", db_now()), db_now_plus(seconds)), hold_reason=reason[:200]
+        hold_until=Greatest(Coalesce("hold_until", db_now()), db_now_plus(seconds)),
+        hold_reason=reason[:200],
     )
 
 
@@ -333,8 +365,12 @@ class LimitedLookups:
         deadline = time.monotonic() + self.wait_seconds
         while True:
             try:
-                permit = destination_acquire(name=self.destination.name, worker=self.worker, requests=1,
-                                             lease_seconds=settings.HANDOFF_LEASE_SECONDS)
+                permit = destination_acquire(
+                    name=self.destination.name,
+                    worker=self.worker,
+                    requests=1,
+                    lease_seconds=settings.HANDOFF_LEASE_SECONDS,
+                )
             except DestinationLimited as refused:
                 if time.monotonic() + refused.wait_seconds > deadline:
                     self.refused = refused.reason
@@ -381,7 +417,9 @@ def destination_set_limits(
         if before == (concurrency, rate):
             return health
         health.max_concurrency, health.max_requests_per_second = concurrency, rate
-        health.save(using=DB, update_fields=["max_concurrency", "max_requests_per_second", "updated_at"])
+        health.save(
+            using=DB, update_fields=["max_concurrency", "max_requests_per_second", "updated_at"]
+        )
         for kind, limit in ((SlotKind.CONCURRENCY, concurrency), (SlotKind.RATE, rate)):
             if limit:
                 _ensure_slots(name, kind, limit)

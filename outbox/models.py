@@ -115,41 +115,67 @@ class Handoff(models.Model):
     action_key = models.CharField(max_length=200)
     # A workflow instance (one approved request revision) runs as one handoff per step, each with its own
     # key `<instance>:<step>`; a workflow of one step keeps the instance key itself.
-    instance_key = models.CharField(max_length=200, blank=True,
-                                    help_text="The workflow instance, e.g. onboarding:7:42:1.")
-    step = models.CharField(max_length=60, blank=True, help_text="The logical step; blank for a one-step workflow.")
+    instance_key = models.CharField(
+        max_length=200, blank=True, help_text="The workflow instance, e.g. onboarding:7:42:1."
+    )
+    step = models.CharField(
+        max_length=60, blank=True, help_text="The logical step; blank for a one-step workflow."
+    )
     step_index = models.PositiveSmallIntegerField(default=0)
     kind = models.CharField(max_length=16, choices=HandoffKind.choices, default=HandoffKind.ACTION)
     # What to record when this handoff is delivered, in the same transaction: the following steps (or, for
     # a compensation, the compensations of the earlier steps), each {"step", "operation", "compensation"}.
     plan = models.JSONField(default=list, blank=True)
-    compensates = models.ForeignKey("self", null=True, blank=True, on_delete=models.PROTECT,
-                                    related_name="compensations", db_index=False)
-    compensation_state = models.CharField(max_length=12, choices=CompensationState.choices, blank=True)
+    compensates = models.ForeignKey(
+        "self",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="compensations",
+        db_index=False,
+    )
+    compensation_state = models.CharField(
+        max_length=12, choices=CompensationState.choices, blank=True
+    )
     compensation_operation = models.CharField(
-        max_length=60, blank=True, help_text="The operation that reverses this step; blank if nothing can.")
+        max_length=60,
+        blank=True,
+        help_text="The operation that reverses this step; blank if nothing can.",
+    )
     # The business outcome, owned by the people doing the task: the receiver task's status as last read back
     # through the destination (open, in_progress, done, failed). "Task created" is not "work done".
     work_status = models.CharField(max_length=16, blank=True)
     work_checked_at = models.DateTimeField(null=True, blank=True)
-    receipt = models.JSONField(default=dict, blank=True, help_text="The validated receipt, as received.")
+    receipt = models.JSONField(
+        default=dict, blank=True, help_text="The validated receipt, as received."
+    )
     workflow = models.CharField(max_length=40)
     workspace_id = models.PositiveIntegerField()  # indexed first in handoff_ws_keyset_idx
-    source_ref = models.CharField(max_length=120, help_text="The source record, e.g. request 42 revision 1.")
-    source_id = models.PositiveBigIntegerField(help_text="Primary key of the source request revision.")
+    source_ref = models.CharField(
+        max_length=120, help_text="The source record, e.g. request 42 revision 1."
+    )
+    source_id = models.PositiveBigIntegerField(
+        help_text="Primary key of the source request revision."
+    )
     rule_version = models.CharField(max_length=40, blank=True)
     payload = models.JSONField()
     payload_hash = models.CharField(max_length=64)
     destination = models.CharField(max_length=40, default="receiver")
 
-    state = models.CharField(max_length=20, choices=HandoffState.choices, default=HandoffState.PENDING)
-    attempts = models.PositiveIntegerField(default=0, help_text="Every attempt ever made; numbers the attempts.")
+    state = models.CharField(
+        max_length=20, choices=HandoffState.choices, default=HandoffState.PENDING
+    )
+    attempts = models.PositiveIntegerField(
+        default=0, help_text="Every attempt ever made; numbers the attempts."
+    )
     attempts_in_run = models.PositiveIntegerField(
-        default=0, help_text="Automatic attempts since the handoff was recorded or an operator retried it."
+        default=0,
+        help_text="Automatic attempts since the handoff was recorded or an operator retried it.",
     )
     next_attempt_at = models.DateTimeField(null=True, blank=True)
     run_started_at = models.DateTimeField(
-        null=True, blank=True,
+        null=True,
+        blank=True,
         help_text="Start of the retry window: when the handoff was recorded or an operator last retried it.",
     )
 
@@ -159,19 +185,31 @@ class Handoff(models.Model):
     lease_expires_at = models.DateTimeField(null=True, blank=True)
     fencing_epoch = models.PositiveBigIntegerField(default=0)
 
-    destination_id = models.CharField(max_length=120, blank=True, help_text="Task id the receiver returned.")
+    destination_id = models.CharField(
+        max_length=120, blank=True, help_text="Task id the receiver returned."
+    )
     failure_class = models.CharField(max_length=16, choices=FailureClass.choices, blank=True)
     reason_code = models.CharField(max_length=60, blank=True)
     last_error = models.TextField(blank=True)
 
     owner = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+", db_index=False
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        db_index=False,
     )
     sla_due_at = models.DateTimeField(null=True, blank=True)
     attention_since = models.DateTimeField(null=True, blank=True)
     acknowledged_at = models.DateTimeField(null=True, blank=True)
     acknowledged_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+", db_index=False
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        db_index=False,
     )
 
     created_at = models.DateTimeField(auto_now_add=True)
@@ -191,37 +229,65 @@ class Handoff(models.Model):
         # index only when its WHERE implies the index's condition (`HandoffQuerySet` writes them so).
         indexes = [
             # The claim (`HandoffQuerySet.due`, per destination): due pending rows, oldest due first.
-            models.Index(fields=["destination", "next_attempt_at", "id"], name="handoff_claim_idx",
-                         condition=models.Q(state=S.PENDING)),
+            models.Index(
+                fields=["destination", "next_attempt_at", "id"],
+                name="handoff_claim_idx",
+                condition=models.Q(state=S.PENDING),
+            ),
             # Expired leases (`HandoffQuerySet.lease_expired`).
-            models.Index(fields=["lease_expires_at"], name="handoff_lease_expiry_idx",
-                         condition=models.Q(state=S.IN_FLIGHT)),
+            models.Index(
+                fields=["lease_expires_at"],
+                name="handoff_lease_expiry_idx",
+                condition=models.Q(state=S.IN_FLIGHT),
+            ),
             # Settlement of unknown outcomes, longest unsettled first (`dispatcher.settle_uncertain`).
-            models.Index(fields=["updated_at"], name="handoff_uncertain_idx", condition=models.Q(state=S.UNCERTAIN)),
+            models.Index(
+                fields=["updated_at"],
+                name="handoff_uncertain_idx",
+                condition=models.Q(state=S.UNCERTAIN),
+            ),
             # Console lists: keyset pagination, per workspace.
             models.Index(fields=["workspace_id", "created_at", "id"], name="handoff_ws_keyset_idx"),
             # Every state but delivered, which the keyset index serves as well as the bulk of the rows: the
             # console's state lists and the header's count of handoffs needing a person (per workspace, newest
             # first), and the reads of one state across workspaces (alerts, /metrics, the health page).
-            models.Index(fields=["state", "workspace_id", "created_at", "id"], name="handoff_state_open_idx",
-                         condition=~models.Q(state=S.DELIVERED)),
+            models.Index(
+                fields=["state", "workspace_id", "created_at", "id"],
+                name="handoff_state_open_idx",
+                condition=~models.Q(state=S.DELIVERED),
+            ),
             # The console's "retrying" list (`HandoffQuerySet.retrying`): pending after a failed attempt, newest
             # first. The due time is a key too, so the index itself skips the rows whose backoff has passed: the
             # planner then prefers it to range-scanning the claim index over every row in backoff and sorting.
-            models.Index(fields=["workspace_id", "created_at", "id", "next_attempt_at"], name="handoff_retrying_idx",
-                         condition=models.Q(state=S.PENDING, attempts__gt=0)),
+            models.Index(
+                fields=["workspace_id", "created_at", "id", "next_attempt_at"],
+                name="handoff_retrying_idx",
+                condition=models.Q(state=S.PENDING, attempts__gt=0),
+            ),
             # Console search by request number ("request 42 …" prefix) and reconciliation's source check.
-            models.Index(fields=["source_ref"], name="handoff_source_ref_idx", opclasses=["varchar_pattern_ops"]),
+            models.Index(
+                fields=["source_ref"],
+                name="handoff_source_ref_idx",
+                opclasses=["varchar_pattern_ops"],
+            ),
             models.Index(fields=["source_id"], name="handoff_source_id_idx"),
             models.Index(fields=["instance_key", "step_index"], name="handoff_instance_idx"),
             # Rarely set references (an owner, an acknowledgement, the step a compensation reverses): indexed only
             # where set, so that the millions of rows without one (every delivered handoff) are not in them.
             # Every claim and outcome writes a new row version and so an entry in every full index.
-            models.Index(fields=["owner"], name="handoff_owner_idx", condition=models.Q(owner__isnull=False)),
-            models.Index(fields=["acknowledged_by"], name="handoff_acknowledged_by_idx",
-                         condition=models.Q(acknowledged_by__isnull=False)),
-            models.Index(fields=["compensates"], name="handoff_compensates_idx",
-                         condition=models.Q(compensates__isnull=False)),
+            models.Index(
+                fields=["owner"], name="handoff_owner_idx", condition=models.Q(owner__isnull=False)
+            ),
+            models.Index(
+                fields=["acknowledged_by"],
+                name="handoff_acknowledged_by_idx",
+                condition=models.Q(acknowledged_by__isnull=False),
+            ),
+            models.Index(
+                fields=["compensates"],
+                name="handoff_compensates_idx",
+                condition=models.Q(compensates__isnull=False),
+            ),
         ]
 
     def __str__(self) -> str:
@@ -256,8 +322,12 @@ class Handoff(models.Model):
     @property
     def in_backoff(self) -> bool:
         """`HandoffQuerySet.retrying` for a row already read, measured on the clock that renders the page."""
-        return (self.state == S.PENDING and self.attempts > 0 and self.next_attempt_at is not None
-                and self.next_attempt_at > timezone.now())
+        return (
+            self.state == S.PENDING
+            and self.attempts > 0
+            and self.next_attempt_at is not None
+            and self.next_attempt_at > timezone.now()
+        )
 
 
 class AttemptOutcome(models.TextChoices):
@@ -275,13 +345,17 @@ class Attempt(models.Model):
 
     # No index of its own: `attempt_unique_number (handoff, number)` leads with it (one index fewer to write per
     # attempt).
-    handoff = models.ForeignKey(Handoff, on_delete=models.CASCADE, related_name="attempt_set", db_index=False)
+    handoff = models.ForeignKey(
+        Handoff, on_delete=models.CASCADE, related_name="attempt_set", db_index=False
+    )
     number = models.PositiveIntegerField()
     fencing_epoch = models.PositiveBigIntegerField()
     worker = models.CharField(max_length=120)
     started_at = models.DateTimeField()
     finished_at = models.DateTimeField(null=True, blank=True)
-    outcome = models.CharField(max_length=16, choices=AttemptOutcome.choices, default=AttemptOutcome.IN_PROGRESS)
+    outcome = models.CharField(
+        max_length=16, choices=AttemptOutcome.choices, default=AttemptOutcome.IN_PROGRESS
+    )
     failure_class = models.CharField(max_length=16, choices=FailureClass.choices, blank=True)
     reason_code = models.CharField(max_length=60, blank=True)
     status_code = models.PositiveSmallIntegerField(null=True, blank=True)
@@ -303,13 +377,24 @@ class HandoffEvent(models.Model):
 
     # Indexed by `handoff_event_idx (handoff, at)` and, only where a person acted, `handoff_event_actor_idx`:
     # most events are the dispatcher's, and each index is one more write per event.
-    handoff = models.ForeignKey(Handoff, on_delete=models.CASCADE, related_name="events", db_index=False)
+    handoff = models.ForeignKey(
+        Handoff, on_delete=models.CASCADE, related_name="events", db_index=False
+    )
     from_state = models.CharField(max_length=20, blank=True)
     to_state = models.CharField(max_length=20)
-    actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+",
-                              db_index=False)
-    actor_label = models.CharField(max_length=120, help_text="A user name or a process (dispatcher, sweep).")
-    action = models.CharField(max_length=30, blank=True, help_text="Manual action, if any (retry, cancel...).")
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        db_index=False,
+    )
+    actor_label = models.CharField(
+        max_length=120, help_text="A user name or a process (dispatcher, sweep)."
+    )
+    action = models.CharField(
+        max_length=30, blank=True, help_text="Manual action, if any (retry, cancel...)."
+    )
     reason = models.TextField(blank=True)
     at = models.DateTimeField(auto_now_add=True)
 
@@ -317,11 +402,17 @@ class HandoffEvent(models.Model):
         indexes = [
             models.Index(fields=["handoff", "at"], name="handoff_event_idx"),
             models.Index(fields=["action", "at"], name="handoff_event_action_idx"),
-            models.Index(fields=["actor"], name="handoff_event_actor_idx", condition=models.Q(actor__isnull=False)),
+            models.Index(
+                fields=["actor"],
+                name="handoff_event_actor_idx",
+                condition=models.Q(actor__isnull=False),
+            ),
         ]
 
     def __str__(self) -> str:
-        return f"{self.handoff_id}: {self.from_state or '-'} -> {self.to_state} by {self.actor_label}"
+        return (
+            f"{self.handoff_id}: {self.from_state or '-'} -> {self.to_state} by {self.actor_label}"
+        )
 
 
 class DestinationState(models.TextChoices):
@@ -358,31 +449,49 @@ class DestinationHealth(models.Model):
     tests it. The limits and the hold are enforced by `outbox/limits.py` across every dispatcher."""
 
     name = models.CharField(max_length=40)
-    state = models.CharField(max_length=10, choices=DestinationState.choices, default=DestinationState.ACTIVE)
+    state = models.CharField(
+        max_length=10, choices=DestinationState.choices, default=DestinationState.ACTIVE
+    )
     pause_reason = models.CharField(max_length=16, choices=PauseReason.choices, blank=True)
     consecutive_failures = models.PositiveIntegerField(default=0)
-    failing_since = models.DateTimeField(null=True, blank=True, help_text="First failure of the current run.")
+    failing_since = models.DateTimeField(
+        null=True, blank=True, help_text="First failure of the current run."
+    )
     paused_at = models.DateTimeField(null=True, blank=True)
     next_probe_at = models.DateTimeField(null=True, blank=True, help_text="On the database clock.")
     probes = models.PositiveIntegerField(default=0, help_text="Probe calls since the pause.")
     last_error = models.TextField(blank=True)
     # Operator-set limits (empty = unlimited), and the hold a Retry-After answer puts on the whole destination.
     max_concurrency = models.PositiveIntegerField(
-        null=True, blank=True, default=default_max_concurrency,
-        help_text="Calls in flight at once, across every dispatcher; empty = unlimited.")
+        null=True,
+        blank=True,
+        default=default_max_concurrency,
+        help_text="Calls in flight at once, across every dispatcher; empty = unlimited.",
+    )
     max_requests_per_second = models.PositiveIntegerField(
-        null=True, blank=True, default=default_max_requests_per_second,
-        help_text="Requests that reach the receiver in any one second; empty = unlimited.")
-    hold_until = models.DateTimeField(null=True, blank=True,
-                                      help_text="Retry-After: no call before this time (database clock).")
+        null=True,
+        blank=True,
+        default=default_max_requests_per_second,
+        help_text="Requests that reach the receiver in any one second; empty = unlimited.",
+    )
+    hold_until = models.DateTimeField(
+        null=True, blank=True, help_text="Retry-After: no call before this time (database clock)."
+    )
     hold_reason = models.CharField(max_length=200, blank=True)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["name"], name="destination_health_unique_name")]
+        constraints = [
+            models.UniqueConstraint(fields=["name"], name="destination_health_unique_name")
+        ]
         # Limits bind every workspace's deliveries, so an operator role in one workspace is not enough to set
         # them (reconciliation/views.py::destination_limits asks for both).
-        permissions = [("set_destination_limits", "Can set a destination's limits (they apply to every workspace)")]
+        permissions = [
+            (
+                "set_destination_limits",
+                "Can set a destination's limits (they apply to every workspace)",
+            )
+        ]
 
     def __str__(self) -> str:
         return f"{self.name} ({self.state})"
@@ -398,10 +507,15 @@ class DestinationEvent(models.Model):
     destination = models.CharField(max_length=40)
     from_state = models.CharField(max_length=10)
     to_state = models.CharField(max_length=10)
-    actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
-                              related_name="+")
-    actor_label = models.CharField(max_length=120, blank=True, help_text="A user name, or blank for the dispatcher.")
-    action = models.CharField(max_length=30, blank=True, help_text="Operator action, if any (set_limits).")
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    actor_label = models.CharField(
+        max_length=120, blank=True, help_text="A user name, or blank for the dispatcher."
+    )
+    action = models.CharField(
+        max_length=30, blank=True, help_text="Operator action, if any (set_limits)."
+    )
     reason = models.TextField(blank=True)
     at = models.DateTimeField(auto_now_add=True)
 
@@ -429,14 +543,20 @@ class DestinationSlot(models.Model):
 
     destination = models.CharField(max_length=40)
     kind = models.CharField(max_length=12, choices=SlotKind.choices)
-    number = models.PositiveIntegerField(help_text="Slots numbered at or above the limit are not used.")
-    free_at = models.DateTimeField(null=True, blank=True, help_text="Free from this time (database clock); "
-                                   "empty = free.")
+    number = models.PositiveIntegerField(
+        help_text="Slots numbered at or above the limit are not used."
+    )
+    free_at = models.DateTimeField(
+        null=True, blank=True, help_text="Free from this time (database clock); empty = free."
+    )
     holder = models.CharField(max_length=160, blank=True)
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["destination", "kind", "number"],
-                                               name="destination_slot_unique_number")]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["destination", "kind", "number"], name="destination_slot_unique_number"
+            )
+        ]
 
     def __str__(self) -> str:
         return f"{self.destination} {self.kind} slot {self.number}"
@@ -455,17 +575,27 @@ class BulkJob(models.Model):
 
     action = models.CharField(max_length=16)
     actor = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
-    owner = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT,
-                              related_name="+")
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
     reason = models.TextField(blank=True)
     handoff_ids = models.JSONField(default=list)
-    state = models.CharField(max_length=10, choices=BulkJobState.choices, default=BulkJobState.QUEUED)
-    position = models.PositiveIntegerField(default=0, help_text="How many of the ids were processed.")
+    state = models.CharField(
+        max_length=10, choices=BulkJobState.choices, default=BulkJobState.QUEUED
+    )
+    position = models.PositiveIntegerField(
+        default=0, help_text="How many of the ids were processed."
+    )
     done = models.PositiveIntegerField(default=0)
-    skipped = models.JSONField(default=dict, blank=True, help_text="Why handoffs were skipped: reason -> count.")
+    skipped = models.JSONField(
+        default=dict, blank=True, help_text="Why handoffs were skipped: reason -> count."
+    )
     created_at = models.DateTimeField(auto_now_add=True)
-    updated_at = models.DateTimeField(auto_now=True, help_text="Written with every chunk: a job whose worker died "
-                                      "stops moving, and the sweep resumes it.")
+    updated_at = models.DateTimeField(
+        auto_now=True,
+        help_text="Written with every chunk: a job whose worker died "
+        "stops moving, and the sweep resumes it.",
+    )
     finished_at = models.DateTimeField(null=True, blank=True)
 
     def __str__(self) -> str:

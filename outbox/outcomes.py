@@ -31,54 +31,95 @@ class Plan:
 def delivered_plan(result: DeliveryResult) -> Plan:
     return Plan(
         S.DELIVERED,
-        {"destination_id": result.task_id, "delivered_at": timezone.now(), "failure_class": "",
-         "reason_code": "", "last_error": "", "receipt": result.receipt or {},
-         "work_status": str((result.receipt or {}).get("status", ""))},
-        "receipt validated: task created" if result.created
+        {
+            "destination_id": result.task_id,
+            "delivered_at": timezone.now(),
+            "failure_class": "",
+            "reason_code": "",
+            "last_error": "",
+            "receipt": result.receipt or {},
+            "work_status": str((result.receipt or {}).get("status", "")),
+        },
+        "receipt validated: task created"
+        if result.created
         else "receipt validated: receiver returned the existing task (duplicate prevented)",
         AttemptOutcome.CREATED if result.created else AttemptOutcome.DUPLICATE,
     )
 
 
-def _unknown_outcome_plan(handoff: Handoff, result: DeliveryResult, destination: Destination, common: dict) -> Plan:
+def _unknown_outcome_plan(
+    handoff: Handoff, result: DeliveryResult, destination: Destination, common: dict
+) -> Plan:
     if destination.supports_idempotency:
-        return Plan(S.UNCERTAIN, common, f"outcome unknown ({result.reason_code}); to be settled by looking the key up",
-                    AttemptOutcome.UNCERTAIN)
+        return Plan(
+            S.UNCERTAIN,
+            common,
+            f"outcome unknown ({result.reason_code}); to be settled by looking the key up",
+            AttemptOutcome.UNCERTAIN,
+        )
     # Nothing may be sent twice to a receiver that ignores the key: a person checks there and records it.
-    evidence = (f"attempt {handoff.attempts} sent key {handoff.action_key} (payload hash {handoff.payload_hash[:12]}) "
-                f"and the outcome is unknown ({result.reason_code}: {common['last_error']}). The destination does not "
-                "honour idempotency keys: check at the receiver whether the task exists, then settle by hand.")
-    return Plan(S.NEEDS_ATTENTION, {**common, "reason_code": "uncertain_not_idempotent", "last_error": evidence[:2000]},
-                f"outcome unknown ({result.reason_code}) at a destination without idempotency: a person checks",
-                AttemptOutcome.UNCERTAIN)
+    evidence = (
+        f"attempt {handoff.attempts} sent key {handoff.action_key} (payload hash {handoff.payload_hash[:12]}) "
+        f"and the outcome is unknown ({result.reason_code}: {common['last_error']}). The destination does not "
+        "honour idempotency keys: check at the receiver whether the task exists, then settle by hand."
+    )
+    return Plan(
+        S.NEEDS_ATTENTION,
+        {**common, "reason_code": "uncertain_not_idempotent", "last_error": evidence[:2000]},
+        f"outcome unknown ({result.reason_code}) at a destination without idempotency: a person checks",
+        AttemptOutcome.UNCERTAIN,
+    )
 
 
-def plan_outcome(handoff: Handoff, result: DeliveryResult, destination: Destination, *,
-                 past_window: bool = False) -> Plan:
+def plan_outcome(
+    handoff: Handoff, result: DeliveryResult, destination: Destination, *, past_window: bool = False
+) -> Plan:
     if result.delivered:
         return delivered_plan(result)
     detail = redact_text(result.detail)[:2000]
-    common = {"failure_class": result.failure_class, "reason_code": result.reason_code, "last_error": detail}
+    common = {
+        "failure_class": result.failure_class,
+        "reason_code": result.reason_code,
+        "last_error": detail,
+    }
     if result.failure_class in (FailureClass.UNCERTAIN, FailureClass.MALFORMED):
         return _unknown_outcome_plan(handoff, result, destination, common)
     if result.failure_class == FailureClass.CREDENTIAL:
         # A refused credential is the destination's problem: its breaker pauses it, the handoff waits.
-        return Plan(S.PENDING, {**common, "next_attempt_at": db_now(),
-                                "attempts_in_run": max(handoff.attempts_in_run - 1, 0)},
-                    "credential refused: the destination is paused until a probe succeeds", AttemptOutcome.FAILED)
+        return Plan(
+            S.PENDING,
+            {
+                **common,
+                "next_attempt_at": db_now(),
+                "attempts_in_run": max(handoff.attempts_in_run - 1, 0),
+            },
+            "credential refused: the destination is paused until a probe succeeds",
+            AttemptOutcome.FAILED,
+        )
     policy = destination.retry_policy
     if result.failure_class == FailureClass.TRANSIENT:
         if result.reason_code in UNREACHABLE_REASONS:
             # The destination's outage, not this handoff's problem: only the retry window limits it.
             common["attempts_in_run"] = max(handoff.attempts_in_run - 1, 0)
-        if not policy.exhausted(common.get("attempts_in_run", handoff.attempts_in_run), past_window=past_window):
+        if not policy.exhausted(
+            common.get("attempts_in_run", handoff.attempts_in_run), past_window=past_window
+        ):
             delay = policy.delay(handoff.attempts_in_run, result.retry_after)
-            return Plan(S.PENDING, {**common, "next_attempt_at": db_now_plus(delay)},
-                        f"transient failure ({result.reason_code}); retry in {delay:.1f}s", AttemptOutcome.FAILED)
+            return Plan(
+                S.PENDING,
+                {**common, "next_attempt_at": db_now_plus(delay)},
+                f"transient failure ({result.reason_code}); retry in {delay:.1f}s",
+                AttemptOutcome.FAILED,
+            )
         common["reason_code"] = "retries_exhausted"
         spent = "retry window" if past_window else f"{handoff.attempts_in_run} attempts"
         common["last_error"] = f"{spent} exhausted; last: {result.reason_code}: {detail}"[:2000]
-    return Plan(S.NEEDS_ATTENTION, common, f"{result.failure_class}: {common['reason_code']}", AttemptOutcome.FAILED)
+    return Plan(
+        S.NEEDS_ATTENTION,
+        common,
+        f"{result.failure_class}: {common['reason_code']}",
+        AttemptOutcome.FAILED,
+    )
 
 
 @dataclass(frozen=True)
@@ -91,34 +132,65 @@ class Settlement:
     changes: dict = field(default_factory=dict)
 
 
-def settlement_without_answer(handoff: Handoff, destination: Destination, lookup_error: str) -> Settlement:
+def settlement_without_answer(
+    handoff: Handoff, destination: Destination, lookup_error: str
+) -> Settlement:
     if handoff.state == S.UNCERTAIN and not destination.supports_lookup:
-        return Settlement(S.NEEDS_ATTENTION, lookup_error,
-                          {"failure_class": FailureClass.UNCERTAIN, "reason_code": "lookup_unsupported"})
+        return Settlement(
+            S.NEEDS_ATTENTION,
+            lookup_error,
+            {"failure_class": FailureClass.UNCERTAIN, "reason_code": "lookup_unsupported"},
+        )
     return Settlement(None, f"reconcile could not ask the receiver: {lookup_error}")
 
 
-def settlement_for(handoff: Handoff, remote: RemoteTask | None, destination: Destination) -> Settlement:
+def settlement_for(
+    handoff: Handoff, remote: RemoteTask | None, destination: Destination
+) -> Settlement:
     """found, same payload hash -> delivered; found, other hash -> needs_attention (conflict);
     not found -> pending (same key, safe to send), or a person where the receiver ignores the key."""
     if remote is not None and remote.payload_hash == handoff.payload_hash:
-        return Settlement(S.DELIVERED, f"receiver has task {remote.task_id} for this key with the same payload",
-                          {"destination_id": remote.task_id, "delivered_at": timezone.now(), "failure_class": "",
-                           "reason_code": "", "last_error": "", "work_status": remote.status,
-                           "receipt": {"task_id": remote.task_id, "action_key": remote.action_key,
-                                       "payload_hash": remote.payload_hash, "status": remote.status,
-                                       "found_by": "lookup"}})
+        return Settlement(
+            S.DELIVERED,
+            f"receiver has task {remote.task_id} for this key with the same payload",
+            {
+                "destination_id": remote.task_id,
+                "delivered_at": timezone.now(),
+                "failure_class": "",
+                "reason_code": "",
+                "last_error": "",
+                "work_status": remote.status,
+                "receipt": {
+                    "task_id": remote.task_id,
+                    "action_key": remote.action_key,
+                    "payload_hash": remote.payload_hash,
+                    "status": remote.status,
+                    "found_by": "lookup",
+                },
+            },
+        )
     if remote is not None:
-        return Settlement(S.NEEDS_ATTENTION, f"receiver has task {remote.task_id} for this key with another payload",
-                          {"failure_class": FailureClass.CONFLICT, "reason_code": "key_conflict",
-                           "last_error": f"receiver payload hash {remote.payload_hash} differs from ours"})
+        return Settlement(
+            S.NEEDS_ATTENTION,
+            f"receiver has task {remote.task_id} for this key with another payload",
+            {
+                "failure_class": FailureClass.CONFLICT,
+                "reason_code": "key_conflict",
+                "last_error": f"receiver payload hash {remote.payload_hash} differs from ours",
+            },
+        )
     if handoff.state != S.UNCERTAIN:
         return Settlement(None, "receiver has no task for this key: retry is safe")
     if not destination.supports_idempotency:
         # Not there now does not prove the call will never land, and a receiver that ignores the key
         # would create a second task: a person decides.
-        return Settlement(S.NEEDS_ATTENTION,
-                          "receiver has no task for this key yet, and it does not honour idempotency keys",
-                          {"failure_class": FailureClass.UNCERTAIN, "reason_code": "uncertain_not_idempotent"})
-    return Settlement(S.PENDING, "receiver has no task for this key: safe to send again with the same key",
-                      {"next_attempt_at": db_now()})
+        return Settlement(
+            S.NEEDS_ATTENTION,
+            "receiver has no task for this key yet, and it does not honour idempotency keys",
+            {"failure_class": FailureClass.UNCERTAIN, "reason_code": "uncertain_not_idempotent"},
+        )
+    return Settlement(
+        S.PENDING,
+        "receiver has no task for this key: safe to send again with the same key",
+        {"next_attempt_at": db_now()},
+    )

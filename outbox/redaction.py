@@ -56,8 +56,10 @@ def redact(value: Any, *, max_depth: int = MAX_DEPTH) -> Any:
     if isinstance(value, dict | list | tuple) and max_depth < 1:
         return TOO_DEEP
     if isinstance(value, dict):
-        return {k: (REDACTED if _is_sensitive(str(k)) else redact(v, max_depth=max_depth - 1))
-                for k, v in value.items()}
+        return {
+            k: (REDACTED if _is_sensitive(str(k)) else redact(v, max_depth=max_depth - 1))
+            for k, v in value.items()
+        }
     if isinstance(value, list | tuple):
         return [redact(v, max_depth=max_depth - 1) for v in value]
     if isinstance(value, str):

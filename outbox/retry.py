@@ -24,7 +24,9 @@ class RetryPolicy:
     def exhausted(self, attempts_made: int, *, past_window: bool = False) -> bool:
         return past_window or (self.max_attempts is not None and attempts_made >= self.max_attempts)
 
-    def delay(self, attempts_made: int, retry_after: float | None = None, rng: random.Random | None = None) -> float:
+    def delay(
+        self, attempts_made: int, retry_after: float | None = None, rng: random.Random | None = None
+    ) -> float:
         """Seconds to wait before the next attempt, after `attempts_made` attempts (>= 1)."""
         ceiling = min(self.max_delay, self.base_delay * (2 ** min(max(attempts_made - 1, 0), 30)))
         delay = (rng or random).uniform(0, ceiling)

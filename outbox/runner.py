@@ -45,8 +45,13 @@ def _guarded(step, *, what: str, backoff: Backoff, stop: threading.Event):
         result = step()
     except DatabaseError:
         delay = backoff.failed()
-        log.warning("%s: database unavailable (failure %d); reconnecting in %.1fs", what, backoff.failures, delay,
-                    exc_info=True)
+        log.warning(
+            "%s: database unavailable (failure %d); reconnecting in %.1fs",
+            what,
+            backoff.failures,
+            delay,
+            exc_info=True,
+        )
     except Exception:  # noqa: BLE001 - a worker that dies stops delivery; log loudly and go on.
         delay = backoff.failed()
         log.exception("%s failed (failure %d); going on in %.1fs", what, backoff.failures, delay)
@@ -67,33 +72,55 @@ def _maintenance_loop(destination: Destination, every: float, stop: threading.Ev
     backoff = Backoff()
     try:
         while not stop.is_set():
-            stats = _guarded(lambda: maintain(destination=destination), what="maintenance", backoff=backoff,
-                             stop=stop)
+            stats = _guarded(
+                lambda: maintain(destination=destination),
+                what="maintenance",
+                backoff=backoff,
+                stop=stop,
+            )
             if stats is not None and (stats.expired_leases or stats.settled):
-                log.info("maintenance: expired %d leases, settled %s", stats.expired_leases, stats.settled)
+                log.info(
+                    "maintenance: expired %d leases, settled %s",
+                    stats.expired_leases,
+                    stats.settled,
+                )
             stop.wait(every)
     finally:
         connections.close_all()
 
 
-def run_forever(*, destination: Destination | None = None, worker: str | None = None, idle_sleep: float = 0.5,
-                maintain_every: float = 5.0, stop: threading.Event | None = None) -> RunStats:
+def run_forever(
+    *,
+    destination: Destination | None = None,
+    worker: str | None = None,
+    idle_sleep: float = 0.5,
+    maintain_every: float = 5.0,
+    stop: threading.Event | None = None,
+) -> RunStats:
     """Deliver and maintain until `stop` is set (SIGTERM or Ctrl-C in `manage.py dispatch`)."""
     from outbox.wakeups import WakeListener
 
     destination = destination or get_destination()
     worker = worker or default_worker_name()
     stop = stop or threading.Event()
-    maintenance = threading.Thread(target=_maintenance_loop, args=(destination, maintain_every, stop),
-                                   name="maintenance", daemon=True)
+    maintenance = threading.Thread(
+        target=_maintenance_loop,
+        args=(destination, maintain_every, stop),
+        name="maintenance",
+        daemon=True,
+    )
     maintenance.start()
     listener = WakeListener()
     total = RunStats()
     backoff = Backoff()
     try:
         while not stop.is_set():
-            batch = _guarded(lambda: dispatch_batch(destination=destination, worker=worker), what="delivery",
-                             backoff=backoff, stop=stop)
+            batch = _guarded(
+                lambda: dispatch_batch(destination=destination, worker=worker),
+                what="delivery",
+                backoff=backoff,
+                stop=stop,
+            )
             if batch is None:
                 listener.reconnect()
                 continue

@@ -4,7 +4,14 @@ from collections.abc import Iterable
 
 from django.db.models import QuerySet
 
-from outbox.models import NEEDS_PERSON_STATES, Attempt, AttemptOutcome, Handoff, HandoffEvent, HandoffState
+from outbox.models import (
+    NEEDS_PERSON_STATES,
+    Attempt,
+    AttemptOutcome,
+    Handoff,
+    HandoffEvent,
+    HandoffState,
+)
 
 # Console reads, not the outbox core: the rule that spans findings is reconciliation's.
 from reconciliation.selectors import needing_person_counts_bounded
@@ -26,8 +33,14 @@ def handoff_visible(workspace_ids: Iterable[int], pk: int) -> Handoff | None:
     return handoffs_in(workspace_ids).filter(pk=pk).first()
 
 
-def keyset_page(queryset: QuerySet, *, after: tuple | None, size: int, newest_first: bool = True,
-                field: str = "created_at") -> tuple[list, bool]:
+def keyset_page(
+    queryset: QuerySet,
+    *,
+    after: tuple | None,
+    size: int,
+    newest_first: bool = True,
+    field: str = "created_at",
+) -> tuple[list, bool]:
     """One page ordered on (`field`, id), starting after the (`field`, id) cursor. The one keyset pager of
     the console's lists; its cursors are written by `approvals.querystring.keyset_cursor`.
 
@@ -41,8 +54,10 @@ def keyset_page(queryset: QuerySet, *, after: tuple | None, size: int, newest_fi
     if after is not None:
         # The plain bound lets the (workspace, field, id) index start at the cursor; the OR alone would
         # make PostgreSQL scan and filter every row before it.
-        queryset = queryset.filter(Q(**{f"{field}__{bound}": after[0]}),
-                                   Q(**{f"{field}__{strict}": after[0]}) | Q(**{f"id__{strict}": after[1]}))
+        queryset = queryset.filter(
+            Q(**{f"{field}__{bound}": after[0]}),
+            Q(**{f"{field}__{strict}": after[0]}) | Q(**{f"id__{strict}": after[1]}),
+        )
     rows = list(queryset[: size + 1])
     return rows[:size], len(rows) > size
 
@@ -76,8 +91,14 @@ def correction_fields(handoff: Handoff) -> list[dict]:
         if not isinstance(value, str):
             continue
         sensitive = shown.get(key) == REDACTED and value != REDACTED
-        fields.append({"name": key, "value": "" if sensitive else shown.get(key, ""), "sensitive": sensitive,
-                       "missing": False})
+        fields.append(
+            {
+                "name": key,
+                "value": "" if sensitive else shown.get(key, ""),
+                "sensitive": sensitive,
+                "missing": False,
+            }
+        )
     for key, rule in rules_for(handoff.workflow).schema.get("properties", {}).items():
         if key not in payload and isinstance(rule, dict) and rule.get("type") == "string":
             fields.append({"name": key, "value": "", "sensitive": False, "missing": True})
@@ -87,26 +108,40 @@ def correction_fields(handoff: Handoff) -> list[dict]:
 def instance_handoffs(instance_key: str) -> list[Handoff]:
     """Every handoff of a workflow instance: its steps in order, then their compensations (latest first)."""
     rows = list(Handoff.objects.filter(instance_key=instance_key).select_related("owner"))
-    return sorted(rows, key=lambda h: (h.kind != "action", h.step_index if h.kind == "action" else -h.step_index))
+    return sorted(
+        rows,
+        key=lambda h: (h.kind != "action", h.step_index if h.kind == "action" else -h.step_index),
+    )
 
 
 def _compensation_status(steps: list[Handoff]) -> str:
     from outbox.models import CompensationState
 
-    return "compensating" if any(h.compensation_state == CompensationState.PLANNED for h in steps) else "compensated"
+    return (
+        "compensating"
+        if any(h.compensation_state == CompensationState.PLANNED for h in steps)
+        else "compensated"
+    )
 
 
 def _progress_status(steps: list[Handoff]) -> str:
     last = max(steps, key=lambda h: h.step_index, default=None)
     if last is None or last.state != HandoffState.DELIVERED or last.plan:
         return "running"
-    return "complete" if all(h.work_status == "done" for h in steps) else "delivered, work not done yet"
+    return (
+        "complete"
+        if all(h.work_status == "done" for h in steps)
+        else "delivered, work not done yet"
+    )
 
 
 def _needs_person(handoff: Handoff) -> bool:
     from outbox.models import CompensationState
 
-    return handoff.state in NEEDS_PERSON_STATES or handoff.compensation_state == CompensationState.RESIDUAL
+    return (
+        handoff.state in NEEDS_PERSON_STATES
+        or handoff.compensation_state == CompensationState.RESIDUAL
+    )
 
 
 def _compensated(handoffs: list[Handoff], steps: list[Handoff]) -> bool:
@@ -135,10 +170,16 @@ def last_successful_step(handoff: Handoff) -> str:
         return f"receipt validated at {handoff.delivered_at:%Y-%m-%d %H:%M} UTC: task {handoff.destination_id}"
     answered = (
         Attempt.objects.filter(handoff_id=handoff.pk, status_code__isnull=False)
-        .exclude(outcome__in=(AttemptOutcome.IN_PROGRESS, AttemptOutcome.SKIPPED)).order_by("-number").first()
+        .exclude(outcome__in=(AttemptOutcome.IN_PROGRESS, AttemptOutcome.SKIPPED))
+        .order_by("-number")
+        .first()
     )
     if answered is not None:
-        return (f"sent: attempt {answered.number} reached the receiver at {answered.started_at:%Y-%m-%d %H:%M} UTC "
-                f"and was answered HTTP {answered.status_code}")
-    return (f"approved and recorded in the outbox at {handoff.created_at:%Y-%m-%d %H:%M} UTC; "
-            f"{handoff.attempts} attempt(s), none answered by the receiver")
+        return (
+            f"sent: attempt {answered.number} reached the receiver at {answered.started_at:%Y-%m-%d %H:%M} UTC "
+            f"and was answered HTTP {answered.status_code}"
+        )
+    return (
+        f"approved and recorded in the outbox at {handoff.created_at:%Y-%m-%d %H:%M} UTC; "
+        f"{handoff.attempts} attempt(s), none answered by the receiver"
+    )

@@ -39,19 +39,30 @@ def base_payload(payload: dict) -> dict:
 def plan_steps(instance_key: str, steps: Sequence[dict], *, start: int = 1) -> list[dict]:
     """The plan entries of steps[start:], in order. A step is {"name", "operation"?, "compensation"?}."""
     return [
-        {"kind": HandoffKind.ACTION, "index": index, "step": step["name"],
-         "key": step_key(instance_key, step["name"]), "operation": step.get("operation") or step["name"],
-         "compensation": step.get("compensation") or ""}
-        for index, step in enumerate(steps) if index >= start
+        {
+            "kind": HandoffKind.ACTION,
+            "index": index,
+            "step": step["name"],
+            "key": step_key(instance_key, step["name"]),
+            "operation": step.get("operation") or step["name"],
+            "compensation": step.get("compensation") or "",
+        }
+        for index, step in enumerate(steps)
+        if index >= start
     ]
 
 
 def plan_compensations(delivered: Iterable[Handoff]) -> list[dict]:
     """Compensation entries for delivered steps, latest step first."""
     return [
-        {"kind": HandoffKind.COMPENSATION, "index": step.step_index, "step": step.step,
-         "key": compensation_key(step.action_key), "operation": step.compensation_operation,
-         "compensates": step.pk}
+        {
+            "kind": HandoffKind.COMPENSATION,
+            "index": step.step_index,
+            "step": step.step,
+            "key": compensation_key(step.action_key),
+            "operation": step.compensation_operation,
+            "compensates": step.pk,
+        }
         for step in sorted(delivered, key=lambda h: h.step_index, reverse=True)
     ]
 
@@ -60,8 +71,10 @@ def plan_compensations(delivered: Iterable[Handoff]) -> list[dict]:
 def _blocker(handoff: Handoff) -> str:
     if handoff.state in (S.IN_FLIGHT, S.UNCERTAIN):
         return f"{handoff.action_key} is {handoff.get_state_display().lower()}: settle it first"
-    if handoff.state == S.NEEDS_ATTENTION and handoff.failure_class in (FailureClass.UNCERTAIN,
-                                                                        FailureClass.MALFORMED):
+    if handoff.state == S.NEEDS_ATTENTION and handoff.failure_class in (
+        FailureClass.UNCERTAIN,
+        FailureClass.MALFORMED,
+    ):
         return f"{handoff.action_key}: its outcome is unknown; reconcile it or record what the receiver has"
     if handoff.kind == HandoffKind.COMPENSATION:
         return "this instance is already being compensated"

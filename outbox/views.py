@@ -32,7 +32,13 @@ from approvals.selectors import (
 from config.htmx import HtmxHttpRequest
 from outbox import dispatcher, services
 from outbox.destinations import get_destination
-from outbox.errors import AssigneeNotOperator, CompensationBlocked, InvalidActionInput, OutboxError, RiskNotConfirmed
+from outbox.errors import (
+    AssigneeNotOperator,
+    CompensationBlocked,
+    InvalidActionInput,
+    OutboxError,
+    RiskNotConfirmed,
+)
 from outbox.filters import HandoffFilter
 from outbox.guidance import BULK_ELIGIBLE_STATES, available_actions, next_step, retry_is_risky
 from outbox.models import BulkJob, Handoff, HandoffState
@@ -65,6 +71,7 @@ FILTER_FIELDS = tuple(HandoffFilter.base_filters)
 
 # --- list ---------------------------------------------------------------------------------
 
+
 def _parse_cursor(raw: str | None) -> tuple[datetime, int] | None:
     # A malformed cursor (impossible date, id past the integer range) restarts at the first page
     # instead of reaching the query.
@@ -82,12 +89,19 @@ def _list_context(request: HtmxHttpRequest, data: dict[str, str]) -> dict:
     user = request.user
     visible = workspace_ids_for(user)
     operator_ws = set(workspace_ids_for(user, Role.OPERATOR))
-    handoff_filter = HandoffFilter(data or None, queryset=handoffs_in(visible), request=request,
-                                   workspace_ids=visible)
-    rows, more = keyset_page(handoff_filter.qs, after=_parse_cursor(request.GET.get("after")), size=PAGE_SIZE)
+    handoff_filter = HandoffFilter(
+        data or None, queryset=handoffs_in(visible), request=request, workspace_ids=visible
+    )
+    rows, more = keyset_page(
+        handoff_filter.qs, after=_parse_cursor(request.GET.get("after")), size=PAGE_SIZE
+    )
     for h in rows:
-        h.quick_actions = [a for a in available_actions(h) if a in ("acknowledge", "reconcile", "run_now")
-                           or (a == "retry" and not retry_is_risky(h))]
+        h.quick_actions = [
+            a
+            for a in available_actions(h)
+            if a in ("acknowledge", "reconcile", "run_now")
+            or (a == "retry" and not retry_is_risky(h))
+        ]
     query = urlencode(data)
     next_url = ""
     if more:
@@ -144,57 +158,105 @@ def handoff_bulk(request: HtmxHttpRequest) -> HttpResponse:
         matching = HandoffFilter(
             data or None,
             queryset=handoffs_in(operator_ws).filter(state__in=BULK_ELIGIBLE_STATES[action]),
-            request=request, workspace_ids=operator_ws,
+            request=request,
+            workspace_ids=operator_ws,
         ).qs
-        bulk = (_bulk_confirm if request.POST.get("bulk_confirm") else _bulk_preview)(request, action, matching)
+        bulk = (_bulk_confirm if request.POST.get("bulk_confirm") else _bulk_preview)(
+            request, action, matching
+        )
     context = {**_list_context(request, data), "bulk": bulk}
     if request.htmx:
         return render(request, "outbox/list.html#results", context, status=status)
-    return render(request, "outbox/list.html", {**context, "nav": console_nav(request.user)}, status=status)
+    return render(
+        request, "outbox/list.html", {**context, "nav": console_nav(request.user)}, status=status
+    )
 
 
-def _bulk_refusal(request, action: str, data: dict[str, str], operator_ws: list[int]) -> tuple[dict, int]:
+def _bulk_refusal(
+    request, action: str, data: dict[str, str], operator_ws: list[int]
+) -> tuple[dict, int]:
     """Why a bulk action cannot be considered as posted ({…}, 4xx), or ({"action"}, 200) to go on."""
     bulk = {"action": action}
     if not operator_ws:
-        return {**bulk, "level": "error",
-                "text": "Bulk actions need the operator role in a workspace; you have none."}, 403
+        return {
+            **bulk,
+            "level": "error",
+            "text": "Bulk actions need the operator role in a workspace; you have none.",
+        }, 403
     if action not in BULK_ELIGIBLE_STATES:
-        return {**bulk, "level": "error", "text": "Choose retry, reconcile, assign, cancel or acknowledge."}, 422
+        return {
+            **bulk,
+            "level": "error",
+            "text": "Choose retry, reconcile, assign, cancel or acknowledge.",
+        }, 422
     if problems := _filter_problems(request, data, operator_ws):
         # A filter value that is not allowed must never be dropped silently: the action would then
         # apply to more handoffs than the operator asked for.
-        return {**bulk, "level": "error", "text": "Nothing was done: " + "; ".join(problems) + "."}, 422
+        return {
+            **bulk,
+            "level": "error",
+            "text": "Nothing was done: " + "; ".join(problems) + ".",
+        }, 422
     return bulk, 200
 
 
 def _bulk_preview(request, action: str, matching) -> dict:
-    owner_raw, reason = request.POST.get("bulk_owner", ""), request.POST.get("bulk_reason", "").strip()
+    owner_raw, reason = (
+        request.POST.get("bulk_owner", ""),
+        request.POST.get("bulk_reason", "").strip(),
+    )
     ids = list(matching.order_by("id").values_list("id", flat=True)[: BULK_JOB_LIMIT + 1])
     if len(ids) > BULK_JOB_LIMIT:
-        return {"action": action, "level": "warning", "text": f"More than {BULK_JOB_LIMIT} handoffs match. Narrow "
-                "the filter first: a bulk action applies to every match or to none."}
+        return {
+            "action": action,
+            "level": "warning",
+            "text": f"More than {BULK_JOB_LIMIT} handoffs match. Narrow "
+            "the filter first: a bulk action applies to every match or to none.",
+        }
     if not ids:
-        return {"action": action, "level": "info", "text": f"No handoff matching this filter can be {_verb(action)}."}
-    return {"action": action, "confirm": True, "count": len(ids), "upto": max(ids), "owner": owner_raw,
-            "reason": reason, "owner_name": _owner_name(owner_raw), "background": len(ids) > BULK_INLINE_LIMIT}
+        return {
+            "action": action,
+            "level": "info",
+            "text": f"No handoff matching this filter can be {_verb(action)}.",
+        }
+    return {
+        "action": action,
+        "confirm": True,
+        "count": len(ids),
+        "upto": max(ids),
+        "owner": owner_raw,
+        "reason": reason,
+        "owner_name": _owner_name(owner_raw),
+        "background": len(ids) > BULK_INLINE_LIMIT,
+    }
 
 
 def _bulk_confirm(request, action: str, matching) -> dict:
     upto = id_or_none(request.POST.get("bulk_upto", ""))
-    ids = list(matching.filter(id__lte=upto or 0).order_by("id")
-               .values_list("id", flat=True)[:BULK_JOB_LIMIT])
-    owner_raw, reason = request.POST.get("bulk_owner", ""), request.POST.get("bulk_reason", "").strip()
+    ids = list(
+        matching.filter(id__lte=upto or 0)
+        .order_by("id")
+        .values_list("id", flat=True)[:BULK_JOB_LIMIT]
+    )
+    owner_raw, reason = (
+        request.POST.get("bulk_owner", ""),
+        request.POST.get("bulk_reason", "").strip(),
+    )
     if len(ids) <= BULK_INLINE_LIMIT:
         return {"action": action, **_bulk_apply(request, action, ids, owner_raw, reason)}
     owner = user_by_id(owner_raw) if owner_raw else None
     try:
-        job = services.bulk_job_start(action=action, handoff_ids=ids, actor=request.user, owner=owner,
-                                      reason=reason)
+        job = services.bulk_job_start(
+            action=action, handoff_ids=ids, actor=request.user, owner=owner, reason=reason
+        )
     except InvalidActionInput as exc:
         return {"action": action, "level": "error", "text": f"Nothing was done: {exc}."}
-    return {"action": action, "job": job, "level": "info",
-            "text": f"{len(ids)} handoffs: running in the background; the progress shows below."}
+    return {
+        "action": action,
+        "job": job,
+        "level": "info",
+        "text": f"{len(ids)} handoffs: running in the background; the progress shows below.",
+    }
 
 
 @require_GET
@@ -207,14 +269,19 @@ def bulk_job_progress(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     return render(request, "outbox/list.html#bulk-job", {"job": job})
 
 
-def _filter_problems(request: HtmxHttpRequest, data: dict[str, str], workspace_ids: list[int]) -> list[str]:
+def _filter_problems(
+    request: HtmxHttpRequest, data: dict[str, str], workspace_ids: list[int]
+) -> list[str]:
     """Why the posted filter cannot be used as given: each refused value with its field, else nothing."""
-    handoff_filter = HandoffFilter(data, queryset=Handoff.objects.none(), request=request,
-                                   workspace_ids=workspace_ids)
+    handoff_filter = HandoffFilter(
+        data, queryset=Handoff.objects.none(), request=request, workspace_ids=workspace_ids
+    )
     if handoff_filter.is_valid():
         return []
-    return [f"{field} {data.get(field, '')!r}: {' '.join(errors)}" for field, errors in
-            sorted(handoff_filter.errors.items())]
+    return [
+        f"{field} {data.get(field, '')!r}: {' '.join(errors)}"
+        for field, errors in sorted(handoff_filter.errors.items())
+    ]
 
 
 def _verb(action: str) -> str:
@@ -228,25 +295,32 @@ def _owner_name(owner_raw: str) -> str:
     return user.get_username() if user else "unknown user"
 
 
-def _bulk_apply(request: HtmxHttpRequest, action: str, ids: list[int], owner_raw: str, reason: str) -> dict:
+def _bulk_apply(
+    request: HtmxHttpRequest, action: str, ids: list[int], owner_raw: str, reason: str
+) -> dict:
     owner = None
     if action == "assign" and owner_raw:
         owner = user_by_id(owner_raw)
         if owner is None:
             return {"level": "error", "text": "Choose an operator to assign to."}
     try:
-        result = services.handoffs_bulk_apply(action=action, handoff_ids=ids, actor=request.user, owner=owner,
-                                              reason=reason)
+        result = services.handoffs_bulk_apply(
+            action=action, handoff_ids=ids, actor=request.user, owner=owner, reason=reason
+        )
     except InvalidActionInput as exc:
         return {"level": "error", "text": f"Nothing was done: {exc}."}
     text = f"{_verb(action).capitalize()} {result.done} of {result.total} matching handoffs."
     if action == "retry" and result.done:
         text += " The dispatcher sends them with their same action keys."
-    return {"level": "warning" if result.skipped else "success", "text": text,
-            "skipped": sorted(result.skipped.items())}
+    return {
+        "level": "warning" if result.skipped else "success",
+        "text": text,
+        "skipped": sorted(result.skipped.items()),
+    }
 
 
 # --- detail and actions ---------------------------------------------------------------
+
 
 def _visible_or_404(request: HtmxHttpRequest, pk: int) -> Handoff:
     handoff = handoff_visible(workspace_ids_for(request.user), pk)
@@ -266,10 +340,18 @@ def _panel_context(request: HtmxHttpRequest, handoff: Handoff, result: dict | No
         "payload": redact(handoff.payload),
         "attempts": attempts,
         "events": events,
-        "findings": [{"finding": f, "source": redact(f.source_evidence), "receiver": redact(f.receiver_evidence)}
-                     for f in findings],
+        "findings": [
+            {
+                "finding": f,
+                "source": redact(f.source_evidence),
+                "receiver": redact(f.receiver_evidence),
+            }
+            for f in findings
+        ],
         "repairs": repairs_of(handoff),
-        "guidance": next_step(handoff, findings, paused_destination=destination_pause(handoff.destination)),
+        "guidance": next_step(
+            handoff, findings, paused_destination=destination_pause(handoff.destination)
+        ),
         "actions": available_actions(handoff, findings) if is_operator else [],
         "risky_retry": retry_is_risky(handoff),
         "in_backoff": handoff.in_backoff,
@@ -288,7 +370,9 @@ def _panel_context(request: HtmxHttpRequest, handoff: Handoff, result: dict | No
 
 def _destination_label(handoff: Handoff) -> str:
     destination = get_destination()
-    return destination.describe() if handoff.destination == destination.name else handoff.destination
+    return (
+        destination.describe() if handoff.destination == destination.name else handoff.destination
+    )
 
 
 def _instance_context(handoff: Handoff, is_operator: bool) -> dict | None:
@@ -298,8 +382,13 @@ def _instance_context(handoff: Handoff, is_operator: bool) -> dict | None:
         return None
     steps = instance_handoffs(handoff.instance_key)
     plan = compensation_plan(steps)
-    return {"key": handoff.instance_key, "steps": steps, "status": instance_status(steps), "plan": plan,
-            "can_compensate": is_operator and not plan.empty and not plan.blockers}
+    return {
+        "key": handoff.instance_key,
+        "steps": steps,
+        "status": instance_status(steps),
+        "plan": plan,
+        "can_compensate": is_operator and not plan.empty and not plan.blockers,
+    }
 
 
 @require_GET
@@ -311,8 +400,11 @@ def handoff_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
         if request.GET.get("since") == handoff.updated_at.isoformat():
             return HttpResponse(status=204)
         return render(request, "outbox/detail.html#handoff-panel", _panel_context(request, handoff))
-    return render(request, "outbox/detail.html",
-                  {**_panel_context(request, handoff), "nav": console_nav(request.user)})
+    return render(
+        request,
+        "outbox/detail.html",
+        {**_panel_context(request, handoff), "nav": console_nav(request.user)},
+    )
 
 
 def handoff_action(view):
@@ -325,8 +417,11 @@ def handoff_action(view):
     def wrapper(request: HtmxHttpRequest, pk: int) -> HttpResponse:
         handoff = _visible_or_404(request, pk)
         if not is_operator_of(request.user.pk, handoff.workspace_id):
-            result = {"level": "error", "text": "Not allowed: handoff actions need the operator role in workspace "
-                      f"{handoff.workspace_id}. Ask an operator, or an administrator for the role."}
+            result = {
+                "level": "error",
+                "text": "Not allowed: handoff actions need the operator role in workspace "
+                f"{handoff.workspace_id}. Ask an operator, or an administrator for the role.",
+            }
             return _respond(request, handoff.pk, result, status=403)
         try:
             result = view(request, handoff)
@@ -351,21 +446,36 @@ def handoff_action(view):
 def _respond(request: HtmxHttpRequest, pk: int, result: dict, *, status: int = 200) -> HttpResponse:
     handoff = Handoff.objects.select_related("owner").get(pk=pk)
     if request.htmx and request.POST.get("render") == "row":
-        handoff.quick_actions = [a for a in available_actions(handoff)
-                                 if a in ("acknowledge", "reconcile", "run_now")
-                                 or (a == "retry" and not retry_is_risky(handoff))]
-        context = {"h": handoff, "operator_ws": set(workspace_ids_for(request.user, Role.OPERATOR)),
-                   "row_result": result}
+        handoff.quick_actions = [
+            a
+            for a in available_actions(handoff)
+            if a in ("acknowledge", "reconcile", "run_now")
+            or (a == "retry" and not retry_is_risky(handoff))
+        ]
+        context = {
+            "h": handoff,
+            "operator_ws": set(workspace_ids_for(request.user, Role.OPERATOR)),
+            "row_result": result,
+        }
         return render(request, "outbox/list.html#handoff-row", context, status=status)
     if request.htmx:
-        return render(request, "outbox/detail.html#handoff-panel", _panel_context(request, handoff, result),
-                      status=status)
+        return render(
+            request,
+            "outbox/detail.html#handoff-panel",
+            _panel_context(request, handoff, result),
+            status=status,
+        )
     level = {"success": messages.SUCCESS, "warning": messages.WARNING, "error": messages.ERROR}.get(
-        result.get("level"), messages.INFO)
+        result.get("level"), messages.INFO
+    )
     messages.add_message(request, level, result["text"])
     if status == 403:
-        return render(request, "outbox/detail.html",
-                      {**_panel_context(request, handoff), "nav": console_nav(request.user)}, status=403)
+        return render(
+            request,
+            "outbox/detail.html",
+            {**_panel_context(request, handoff), "nav": console_nav(request.user)},
+            status=403,
+        )
     return redirect("outbox:detail", pk=pk)
 
 
@@ -373,31 +483,47 @@ def _after_send(handoff: Handoff, state: str) -> dict:
     """Say what actually happened when the handoff was sent again right away."""
     handoff.refresh_from_db()
     if state == HandoffState.DELIVERED:
-        return {"level": "success", "text": f"Sent: delivered as receiver task {handoff.destination_id}."}
+        return {
+            "level": "success",
+            "text": f"Sent: delivered as receiver task {handoff.destination_id}.",
+        }
     if state == HandoffState.PENDING and handoff.attempts and handoff.failure_class:
-        return {"level": "warning", "text": f"Sent, and it failed again ({handoff.failure_class}: "
-                f"{handoff.reason_code}). It will be retried automatically."}
+        return {
+            "level": "warning",
+            "text": f"Sent, and it failed again ({handoff.failure_class}: "
+            f"{handoff.reason_code}). It will be retried automatically.",
+        }
     if state == HandoffState.NEEDS_ATTENTION:
-        return {"level": "error", "text": f"Sent, and it failed again ({handoff.failure_class}: "
-                f"{handoff.reason_code}). It still needs attention."}
+        return {
+            "level": "error",
+            "text": f"Sent, and it failed again ({handoff.failure_class}: "
+            f"{handoff.reason_code}). It still needs attention.",
+        }
     if state == HandoffState.UNCERTAIN:
-        return {"level": "warning", "text": "Sent, but the outcome is unknown again. Reconcile before anything else."}
+        return {
+            "level": "warning",
+            "text": "Sent, but the outcome is unknown again. Reconcile before anything else.",
+        }
     return {"level": "info", "text": "Queued with the same action key; a worker is sending it."}
 
 
 @handoff_action
 def handoff_retry(request: HtmxHttpRequest, handoff: Handoff) -> dict:
     # Sent at once, so that the operator sees the actual result instead of "queued".
-    state = dispatcher.handoff_retry_now(handoff_id=handoff.pk, actor=request.user,
-                                         reason=request.POST.get("reason", "").strip(),
-                                         confirm_risk=request.POST.get("confirm_risk") == "yes")
+    state = dispatcher.handoff_retry_now(
+        handoff_id=handoff.pk,
+        actor=request.user,
+        reason=request.POST.get("reason", "").strip(),
+        confirm_risk=request.POST.get("confirm_risk") == "yes",
+    )
     return _after_send(handoff, state)
 
 
 @handoff_action
 def handoff_reconcile(request: HtmxHttpRequest, handoff: Handoff) -> dict:
-    state = services.handoff_settle(handoff_id=handoff.pk, actor=request.user,
-                                      reason=request.POST.get("reason", "").strip())
+    state = services.handoff_settle(
+        handoff_id=handoff.pk, actor=request.user, reason=request.POST.get("reason", "").strip()
+    )
     latest = handoff.events.order_by("-at", "-id").values_list("reason", flat=True).first() or ""
     if state == HandoffState.DELIVERED:
         return {"level": "success", "text": f"Reconciled: {latest}. Delivered."}
@@ -405,12 +531,17 @@ def handoff_reconcile(request: HtmxHttpRequest, handoff: Handoff) -> dict:
         return {"level": "info", "text": f"Reconciled: {latest}. Queued to send with the same key."}
     if state in (HandoffState.UNCERTAIN, HandoffState.NEEDS_ATTENTION):
         return {"level": "warning", "text": f"Reconciled: {latest}."}
-    return {"level": "info", "text": f"Nothing to reconcile: the handoff is {state.replace('_', ' ')}."}
+    return {
+        "level": "info",
+        "text": f"Nothing to reconcile: the handoff is {state.replace('_', ' ')}.",
+    }
 
 
 @handoff_action
 def handoff_cancel(request: HtmxHttpRequest, handoff: Handoff) -> dict:
-    services.handoff_cancel(handoff_id=handoff.pk, actor=request.user, reason=request.POST.get("reason", "").strip())
+    services.handoff_cancel(
+        handoff_id=handoff.pk, actor=request.user, reason=request.POST.get("reason", "").strip()
+    )
     return {"level": "success", "text": "Cancelled. It will never be sent."}
 
 
@@ -420,35 +551,60 @@ def handoff_assign(request: HtmxHttpRequest, handoff: Handoff) -> dict:
     owner = user_by_id(raw) if raw else None
     if raw and owner is None:
         raise AssigneeNotOperator("the new owner must be an operator of this workspace")
-    services.handoff_assign(handoff_id=handoff.pk, actor=request.user, owner=owner,
-                            reason=request.POST.get("reason", "").strip())
-    return {"level": "success", "text": f"Assigned to {owner.get_username() if owner else 'nobody'}."}
+    services.handoff_assign(
+        handoff_id=handoff.pk,
+        actor=request.user,
+        owner=owner,
+        reason=request.POST.get("reason", "").strip(),
+    )
+    return {
+        "level": "success",
+        "text": f"Assigned to {owner.get_username() if owner else 'nobody'}.",
+    }
 
 
 @handoff_action
 def handoff_acknowledge(request: HtmxHttpRequest, handoff: Handoff) -> dict:
-    services.handoff_acknowledge(handoff_id=handoff.pk, actor=request.user,
-                                 reason=request.POST.get("reason", "").strip())
+    services.handoff_acknowledge(
+        handoff_id=handoff.pk, actor=request.user, reason=request.POST.get("reason", "").strip()
+    )
     return {"level": "success", "text": f"Acknowledged by {request.user.get_username()}."}
 
 
 @handoff_action
 def handoff_correct(request: HtmxHttpRequest, handoff: Handoff) -> dict:
-    edits = {key.removeprefix("field_"): value for key, value in request.POST.items() if key.startswith("field_")}
-    revision = approval_services.handoff_correct(handoff_id=handoff.pk, actor=request.user, edits=edits,
-                                                 reason=request.POST.get("reason", "").strip())
-    url = reverse("approvals:detail", args=(revision.workspace_id, revision.number, revision.revision))
-    return {"level": "success", "link": url, "link_text": f"revision {revision.revision}",
-            "text": f"Corrected: request {revision.number} revision {revision.revision} awaits a new approval "
-                    "and will get a new action key. This handoff is superseded."}
+    edits = {
+        key.removeprefix("field_"): value
+        for key, value in request.POST.items()
+        if key.startswith("field_")
+    }
+    revision = approval_services.handoff_correct(
+        handoff_id=handoff.pk,
+        actor=request.user,
+        edits=edits,
+        reason=request.POST.get("reason", "").strip(),
+    )
+    url = reverse(
+        "approvals:detail", args=(revision.workspace_id, revision.number, revision.revision)
+    )
+    return {
+        "level": "success",
+        "link": url,
+        "link_text": f"revision {revision.revision}",
+        "text": f"Corrected: request {revision.number} revision {revision.revision} awaits a new approval "
+        "and will get a new action key. This handoff is superseded.",
+    }
 
 
 @handoff_action
 def handoff_compensate(request: HtmxHttpRequest, handoff: Handoff) -> dict:
     if not handoff.step:
         raise CompensationBlocked("this handoff is not a step of a workflow")
-    plan = services.instance_compensate(instance_key=handoff.instance_key, actor=request.user,
-                                        reason=request.POST.get("reason", "").strip())
+    plan = services.instance_compensate(
+        instance_key=handoff.instance_key,
+        actor=request.user,
+        reason=request.POST.get("reason", "").strip(),
+    )
     reversed_steps = ", ".join(step.step for step in plan.reverse) or "none"
     residuals = ", ".join(step.step for step in plan.residual)
     text = f"Compensating {handoff.instance_key}: reversing {reversed_steps}, latest first."
@@ -471,13 +627,20 @@ def handoff_repair(request: HtmxHttpRequest, handoff: Handoff) -> dict:
     if raw:
         # Only a live finding of this handoff's key: the handoff's scope check then covers the finding.
         finding_pk = id_or_none(raw)
-        finding = live_findings_of(handoff.action_key).filter(pk=finding_pk).first() if finding_pk else None
+        finding = (
+            live_findings_of(handoff.action_key).filter(pk=finding_pk).first()
+            if finding_pk
+            else None
+        )
         if finding is None:
             raise FindingNotOnHandoff("that finding is not open on this handoff")
         finding_id = finding.pk
     repair = reconciliation_services.manual_repair_record(
-        actor=request.user, finding_id=finding_id, handoff_id=handoff.pk,
-        what_was_done=request.POST.get("what_was_done", ""), evidence=request.POST.get("evidence", ""),
+        actor=request.user,
+        finding_id=finding_id,
+        handoff_id=handoff.pk,
+        what_was_done=request.POST.get("what_was_done", ""),
+        evidence=request.POST.get("evidence", ""),
         receiver_task_id=request.POST.get("receiver_task_id", ""),
     )
     closed = " The finding is closed." if finding_id else ""

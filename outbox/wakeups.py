@@ -24,7 +24,10 @@ def _enqueue_dispatch_not_rollback_safe() -> None:
     try:
         async_task("outbox.tasks.dispatch_due", q_options={"task_name": "dispatch_due"})
     except Exception:  # noqa: BLE001 - a lost hint is harmless; the sweep delivers the row anyway.
-        log.warning("dispatcher wake-up could not be queued; the sweep will pick the handoff up", exc_info=True)
+        log.warning(
+            "dispatcher wake-up could not be queued; the sweep will pick the handoff up",
+            exc_info=True,
+        )
 
 
 def wake_dispatcher_on_commit(using: str = "default") -> None:
@@ -72,13 +75,21 @@ class WakeListener:
         if settings.HANDOFF_LISTEN_DATABASE_URL:
             # Parsed like DATABASE_URL (any scheme dj-database-url takes), then passed as keywords.
             config = dj_database_url.parse(settings.HANDOFF_LISTEN_DATABASE_URL)
-            params = {"dbname": config.get("NAME"), "host": config.get("HOST"), "port": config.get("PORT"),
-                      "user": config.get("USER"), "password": config.get("PASSWORD"),
-                      **config.get("OPTIONS", {})}
+            params = {
+                "dbname": config.get("NAME"),
+                "host": config.get("HOST"),
+                "port": config.get("PORT"),
+                "user": config.get("USER"),
+                "password": config.get("PASSWORD"),
+                **config.get("OPTIONS", {}),
+            }
         else:
             params = connections[self._using].get_connection_params()
-        return psycopg.connect(**{k: v for k, v in params.items() if k in keep and v not in (None, "")},
-                               autocommit=True, connect_timeout=5)
+        return psycopg.connect(
+            **{k: v for k, v in params.items() if k in keep and v not in (None, "")},
+            autocommit=True,
+            connect_timeout=5,
+        )
 
     def wait(self, timeout: float) -> bool:
         """True when woken by a notification, False after the timeout."""

@@ -6,8 +6,17 @@ from reconciliation.models import AlertRecord, Finding, FindingEvent, Reconcilia
 
 @admin.register(ReconciliationRun)
 class ReconciliationRunAdmin(ReadOnlyAdmin):
-    list_display = ("pk", "trigger", "status", "started_at", "finished_at", "keys_compared", "new_findings",
-                    "resolved_findings", "outcome_validation_failures")
+    list_display = (
+        "pk",
+        "trigger",
+        "status",
+        "started_at",
+        "finished_at",
+        "keys_compared",
+        "new_findings",
+        "resolved_findings",
+        "outcome_validation_failures",
+    )
     list_filter = ("status", "trigger")
 
 
@@ -23,8 +32,15 @@ class FindingEventInline(admin.TabularInline):
 
 @admin.register(Finding)
 class FindingAdmin(ReadOnlyAdmin):
-    list_display = ("action_key", "kind", "status", "workspace_id", "outcome_validation", "first_seen_at",
-                    "last_seen_at")
+    list_display = (
+        "action_key",
+        "kind",
+        "status",
+        "workspace_id",
+        "outcome_validation",
+        "first_seen_at",
+        "last_seen_at",
+    )
     list_filter = ("kind", "status", "outcome_validation", "workflow")
     search_fields = ("action_key",)
     inlines = [FindingEventInline]
@@ -32,7 +48,15 @@ class FindingAdmin(ReadOnlyAdmin):
 
 @admin.register(AlertRecord)
 class AlertRecordAdmin(ReadOnlyAdmin):
-    list_display = ("group_key", "kind", "action_key", "failure_class", "created_at", "sent_at", "send_attempts",
-                    "webhook_status")
+    list_display = (
+        "group_key",
+        "kind",
+        "action_key",
+        "failure_class",
+        "created_at",
+        "sent_at",
+        "send_attempts",
+        "webhook_status",
+    )
     list_filter = ("kind", "workflow")
     search_fields = ("action_key", "group_key")

@@ -87,14 +87,19 @@ def handoff_item(handoff: Handoff) -> AlertItem:
 
 def finding_item(finding: Finding, handoff: Handoff | None) -> AlertItem:
     if handoff is not None:
-        step, record, link = last_successful_step(handoff), f"{handoff.source_ref}, workspace {handoff.workspace_id}", \
-            handoff_link(handoff.pk)
+        step, record, link = (
+            last_successful_step(handoff),
+            f"{handoff.source_ref}, workspace {handoff.workspace_id}",
+            handoff_link(handoff.pk),
+        )
     else:
         task = finding.receiver_evidence.get("task_id")
         step = f"receiver holds task {task}" if task else "approved at the source; no outbox row"
         request_id = finding.source_evidence.get("request_id")
         record = f"request id {request_id}" if request_id else f"receiver task {task}"
-        link = _absolute(reverse("reconciliation:findings") + "?" + urlencode({"q": finding.action_key}))
+        link = _absolute(
+            reverse("reconciliation:findings") + "?" + urlencode({"q": finding.action_key})
+        )
     why = finding.source_evidence.get("why", "")
     return AlertItem(
         workflow=finding.workflow or "unknown",
@@ -110,6 +115,7 @@ def finding_item(finding: Finding, handoff: Handoff | None) -> AlertItem:
 
 # --- Finding what to alert on --------------------------------------------------------------
 
+
 def _claim_episode(**fields) -> bool:
     """Record one episode; False when it was recorded before (by this or a concurrent sweep)."""
     try:
@@ -124,29 +130,49 @@ def _record_handoff_episodes(kind: str, handoffs, episode_field: str, *, limit: 
     already = AlertRecord.objects.using(DB).filter(
         kind=kind, handoff_id=OuterRef("pk"), episode_at=OuterRef(episode_field)
     )
-    candidates = handoffs.filter(~Exists(already)).order_by(episode_field, "pk").values_list(
-        "pk", episode_field, "action_key", "workflow", "failure_class", "workspace_id"
-    )[:limit]
+    candidates = (
+        handoffs.filter(~Exists(already))
+        .order_by(episode_field, "pk")
+        .values_list(
+            "pk", episode_field, "action_key", "workflow", "failure_class", "workspace_id"
+        )[:limit]
+    )
     recorded = 0
     for pk, episode, key, workflow, failure_class, workspace_id in candidates:
         recorded += _claim_episode(
-            kind=kind, handoff_id=pk, episode_at=episode, group_key=f"{kind}:{pk}:{episode.isoformat()}",
-            action_key=key, workflow=workflow, failure_class=failure_class, workspace_id=workspace_id,
+            kind=kind,
+            handoff_id=pk,
+            episode_at=episode,
+            group_key=f"{kind}:{pk}:{episode.isoformat()}",
+            action_key=key,
+            workflow=workflow,
+            failure_class=failure_class,
+            workspace_id=workspace_id,
         )
     return recorded
 
 
 def _record_findings(*, limit: int) -> int:
-    already = AlertRecord.objects.using(DB).filter(kind=AlertKind.RECONCILIATION, finding_id=OuterRef("pk"))
+    already = AlertRecord.objects.using(DB).filter(
+        kind=AlertKind.RECONCILIATION, finding_id=OuterRef("pk")
+    )
     candidates = (
-        Finding.objects.using(DB).filter(status=FindingStatus.OPEN).filter(~Exists(already))
-        .order_by("pk").values_list("pk", "action_key", "workflow", "kind", "workspace_id")[:limit]
+        Finding.objects.using(DB)
+        .filter(status=FindingStatus.OPEN)
+        .filter(~Exists(already))
+        .order_by("pk")
+        .values_list("pk", "action_key", "workflow", "kind", "workspace_id")[:limit]
     )
     recorded = 0
     for pk, key, workflow, kind, workspace_id in candidates:
         recorded += _claim_episode(
-            kind=AlertKind.RECONCILIATION, finding_id=pk, group_key=f"finding:{pk}", action_key=key,
-            workflow=workflow, failure_class=kind, workspace_id=workspace_id,
+            kind=AlertKind.RECONCILIATION,
+            finding_id=pk,
+            group_key=f"finding:{pk}",
+            action_key=key,
+            workflow=workflow,
+            failure_class=kind,
+            workspace_id=workspace_id,
         )
     return recorded
 
@@ -155,15 +181,21 @@ def record_episodes(*, now: datetime, limit: int = 500) -> dict[str, int]:
     handoffs = Handoff.objects.using(DB)
     return {
         AlertKind.NEEDS_ATTENTION: _record_handoff_episodes(
-            AlertKind.NEEDS_ATTENTION, handoffs.filter(state=S.NEEDS_ATTENTION, attention_since__isnull=False),
-            "attention_since", limit=limit,
+            AlertKind.NEEDS_ATTENTION,
+            handoffs.filter(state=S.NEEDS_ATTENTION, attention_since__isnull=False),
+            "attention_since",
+            limit=limit,
         ),
         AlertKind.SLA_BREACH: _record_handoff_episodes(
-            AlertKind.SLA_BREACH, handoffs.filter(state__in=OPEN_STATES, sla_due_at__lt=now), "sla_due_at",
+            AlertKind.SLA_BREACH,
+            handoffs.filter(state__in=OPEN_STATES, sla_due_at__lt=now),
+            "sla_due_at",
             limit=limit,
         ),
         AlertKind.RECONCILIATION: _record_findings(limit=limit),
-        "pages": sum(_claim_episode(**page_record_fields(episode)) for episode in page_episodes(now=now)),
+        "pages": sum(
+            _claim_episode(**page_record_fields(episode)) for episode in page_episodes(now=now)
+        ),
     }
 
 
@@ -204,16 +236,23 @@ def _recipients(records: list[AlertRecord]) -> list[str]:
         r.finding.handoff_id for r in records if r.finding_id and r.finding.handoff_id
     ]
     owners = (
-        Handoff.objects.using(DB).filter(pk__in=handoff_ids, workspace_id=first.workspace_id, owner__isnull=False)
-        .exclude(owner__email="").values_list("owner__email", flat=True).distinct()
+        Handoff.objects.using(DB)
+        .filter(pk__in=handoff_ids, workspace_id=first.workspace_id, owner__isnull=False)
+        .exclude(owner__email="")
+        .values_list("owner__email", flat=True)
+        .distinct()
     )
     return sorted(set(settings.ALERT_EMAILS) | set(owners) | _operator_emails(first.workspace_id))
 
 
-def render_message(kind: str, records: list[AlertRecord], items: list[AlertItem]) -> tuple[str, str]:
+def render_message(
+    kind: str, records: list[AlertRecord], items: list[AlertItem]
+) -> tuple[str, str]:
     first = records[0]
     subject = "[handoff] " + SUBJECTS[kind].format(
-        n=len(records), workflow=first.workflow or "unknown workflow", failure=first.failure_class or "no class"
+        n=len(records),
+        workflow=first.workflow or "unknown workflow",
+        failure=first.failure_class or "no class",
     )
     lines = [subject.removeprefix("[handoff] "), ""]
     shown = items[: settings.ALERT_MAX_ITEMS_PER_MESSAGE]
@@ -233,7 +272,9 @@ def render_message(kind: str, records: list[AlertRecord], items: list[AlertItem]
     if len(items) > len(shown):
         lines.append(f"... and {len(items) - len(shown)} more: {_more_link(kind, first)}")
         lines.append("")
-    lines.append("This alert is sent once per failure episode; a handoff that stays broken is not alerted again.")
+    lines.append(
+        "This alert is sent once per failure episode; a handoff that stays broken is not alerted again."
+    )
     return subject, "\n".join(lines)
 
 
@@ -263,8 +304,12 @@ def _post_webhook(severity: str, payload: dict, client: httpx.Client) -> str:
 def _compose(kind: str, records: list[AlertRecord], message_id: str) -> tuple[str, str, dict]:
     """Subject, body and webhook payload of one message."""
     first = records[0]
-    base = {"type": f"handoff.alert.{kind}", "id": message_id, "severity": first.severity,
-            "workspace_id": first.workspace_id}
+    base = {
+        "type": f"handoff.alert.{kind}",
+        "id": message_id,
+        "severity": first.severity,
+        "workspace_id": first.workspace_id,
+    }
     if first.severity == AlertSeverity.PAGE:
         subject, body, fields = render_page(first, now=timezone.now())
         return subject, body, {**base, "subject": subject, **fields}
@@ -276,14 +321,18 @@ def _compose(kind: str, records: list[AlertRecord], message_id: str) -> tuple[st
 def _claim_for_sending(records: list[AlertRecord]) -> list[AlertRecord]:
     claimed = []
     for record in records:
-        if AlertRecord.objects.using(DB).filter(
-            pk=record.pk, sent_at__isnull=True, send_attempts=record.send_attempts
-        ).update(send_attempts=F("send_attempts") + 1):
+        if (
+            AlertRecord.objects.using(DB)
+            .filter(pk=record.pk, sent_at__isnull=True, send_attempts=record.send_attempts)
+            .update(send_attempts=F("send_attempts") + 1)
+        ):
             claimed.append(record)
     return claimed
 
 
-def _send_webhook(severity: str, payload: dict, http_client: httpx.Client | None) -> tuple[str, str]:
+def _send_webhook(
+    severity: str, payload: dict, http_client: httpx.Client | None
+) -> tuple[str, str]:
     """(status, error) of the webhook for this severity; ("", "") when none is configured."""
     url, secret = _webhook(severity)
     if not (url and secret):
@@ -300,40 +349,57 @@ def _send_webhook(severity: str, payload: dict, http_client: httpx.Client | None
 
 
 def _send_email(kind: str, subject: str, body: str, recipients: list[str]) -> str:
-    """"" when sent, else the error."""
+    """ "" when sent, else the error."""
     try:
-        EmailMessage(subject=subject, body=body, from_email=settings.ALERT_FROM_EMAIL, to=recipients,
-                     headers={"X-Handoff-Alert": kind}).send(fail_silently=False)
+        EmailMessage(
+            subject=subject,
+            body=body,
+            from_email=settings.ALERT_FROM_EMAIL,
+            to=recipients,
+            headers={"X-Handoff-Alert": kind},
+        ).send(fail_silently=False)
     except Exception as exc:  # noqa: BLE001 - any mail failure is recorded and retried next sweep
         return f"email: {type(exc).__name__}: {redact_text(str(exc))}"
     return ""
 
 
-def _deliver(kind: str, severity: str, message: tuple[str, str, dict], recipients: list[str],
-             http_client: httpx.Client | None) -> tuple[bool, str, list[str]]:
+def _deliver(
+    kind: str,
+    severity: str,
+    message: tuple[str, str, dict],
+    recipients: list[str],
+    http_client: httpx.Client | None,
+) -> tuple[bool, str, list[str]]:
     """Send by e-mail and webhook: (e-mailed, webhook status, errors)."""
     subject, body, payload = message
     email_error = _send_email(kind, subject, body, recipients) if recipients else ""
     webhook_status, webhook_error = _send_webhook(severity, payload, http_client)
     errors = [error for error in (email_error, webhook_error) if error]
     if not recipients and not webhook_status:
-        errors.append("no alert recipient configured (ALERT_EMAILS, ALERT_WEBHOOK_URL, ALERT_PAGE_WEBHOOK_URL)")
+        errors.append(
+            "no alert recipient configured (ALERT_EMAILS, ALERT_WEBHOOK_URL, ALERT_PAGE_WEBHOOK_URL)"
+        )
     return bool(recipients) and not email_error, webhook_status, errors
 
 
-def send_group(kind: str, records: list[AlertRecord], *, http_client: httpx.Client | None = None) -> tuple[bool, bool]:
+def send_group(
+    kind: str, records: list[AlertRecord], *, http_client: httpx.Client | None = None
+) -> tuple[bool, bool]:
     """Send one message for the records; returns (email sent, webhook sent). Call outside transactions."""
     records = _claim_for_sending(records)
     if not records:
         return False, False
     message_id = uuid.uuid4().hex
     recipients = _recipients(records)
-    emailed, webhook_status, errors = _deliver(kind, records[0].severity, _compose(kind, records, message_id),
-                                               recipients, http_client)
+    emailed, webhook_status, errors = _deliver(
+        kind, records[0].severity, _compose(kind, records, message_id), recipients, http_client
+    )
     webhooked = webhook_status.startswith("HTTP 2")
     AlertRecord.objects.using(DB).filter(pk__in=[r.pk for r in records]).update(
         sent_at=timezone.now() if emailed or webhooked else None,
-        message_id=message_id, recipients=", ".join(recipients), webhook_status=webhook_status,
+        message_id=message_id,
+        recipients=", ".join(recipients),
+        webhook_status=webhook_status,
         last_error="; ".join(errors)[:2000],
     )
     return emailed, webhooked
@@ -348,15 +414,18 @@ def _group_key(record: AlertRecord) -> tuple:
     return (record.kind, record.workspace_id, record.workflow, record.failure_class)
 
 
-def alerts_send_due(*, now: datetime | None = None, limit: int = 500, http_client: httpx.Client | None = None
-                ) -> SweepResult:
+def alerts_send_due(
+    *, now: datetime | None = None, limit: int = 500, http_client: httpx.Client | None = None
+) -> SweepResult:
     """Record new episodes, then send every unsent one: each page alone, the rest grouped by workspace, kind,
     workflow and failure class."""
     now = now or timezone.now()
     result = SweepResult(recorded=record_episodes(now=now, limit=limit))
     unsent = list(
-        AlertRecord.objects.using(DB).filter(sent_at__isnull=True, send_attempts__lt=MAX_SEND_ATTEMPTS)
-        .select_related("finding").order_by("created_at", "pk")[:limit]
+        AlertRecord.objects.using(DB)
+        .filter(sent_at__isnull=True, send_attempts__lt=MAX_SEND_ATTEMPTS)
+        .select_related("finding")
+        .order_by("created_at", "pk")[:limit]
     )
     groups: dict[tuple, list[AlertRecord]] = {}
     for record in unsent:
@@ -368,4 +437,3 @@ def alerts_send_due(*, now: datetime | None = None, limit: int = 500, http_clien
         if not (emailed or webhooked):
             result.failed += 1
     return result
-

@@ -30,8 +30,16 @@ def bar_chart(series: list[dict], key: str, *, width: int = 480, height: int = 9
     for i, point in enumerate(series):
         value = point[key]
         bar_height = (value / peak) * (height - 2) if peak else 0.0
-        bars.append(Bar(
-            x=round(i * slot + 1, 2), y=round(height - bar_height, 2), width=round(max(slot - 2, 1), 2),
-            height=round(bar_height, 2), value=value, label=f"{point['hour']:%H:00} UTC: {value}",
-        ))
-    return BarChart(width=width, height=height, bars=bars, peak=peak, total=sum(p[key] for p in series))
+        bars.append(
+            Bar(
+                x=round(i * slot + 1, 2),
+                y=round(height - bar_height, 2),
+                width=round(max(slot - 2, 1), 2),
+                height=round(bar_height, 2),
+                value=value,
+                label=f"{point['hour']:%H:00} UTC: {value}",
+            )
+        )
+    return BarChart(
+        width=width, height=height, bars=bars, peak=peak, total=sum(p[key] for p in series)
+    )

@@ -19,9 +19,23 @@ from outbox.models import OPEN_STATES, Handoff, HandoffState
 DB = "default"
 
 SOURCE_FIELDS = (
-    "action_key", "id", "state", "payload_hash", "destination_id", "workflow", "workspace_id", "source_ref",
-    "created_at", "updated_at", "next_attempt_at", "sla_due_at", "delivered_at", "attempts", "failure_class",
-    "reason_code", "work_status",
+    "action_key",
+    "id",
+    "state",
+    "payload_hash",
+    "destination_id",
+    "workflow",
+    "workspace_id",
+    "source_ref",
+    "created_at",
+    "updated_at",
+    "next_attempt_at",
+    "sla_due_at",
+    "delivered_at",
+    "attempts",
+    "failure_class",
+    "reason_code",
+    "work_status",
 )
 
 # The business outcome as the receiver reports a task's status. Unfinished work past the deadline and
@@ -86,8 +100,12 @@ def work_late_condition(*, work_before: datetime) -> Q:
 
 def reports_work(state: str, payload_hash: str, task: RemoteTask | None) -> bool:
     """Whether the receiver's task speaks for this handoff's work: delivered, same content, a status reported."""
-    return (task is not None and bool(task.status) and state == HandoffState.DELIVERED
-            and task.payload_hash == payload_hash)
+    return (
+        task is not None
+        and bool(task.status)
+        and state == HandoffState.DELIVERED
+        and task.payload_hash == payload_hash
+    )
 
 
 def work_problem(task: RemoteTask, *, work_late: bool) -> bool:
@@ -116,21 +134,46 @@ class KeyOrderError(Exception):
 
 
 def source_row(action_key: str) -> SourceRow | None:
-    row = Handoff.objects.using(DB).filter(action_key=action_key).values_list(*SOURCE_FIELDS).first()
+    row = (
+        Handoff.objects.using(DB).filter(action_key=action_key).values_list(*SOURCE_FIELDS).first()
+    )
     return SourceRow(*row) if row else None
 
 
-def source_stream(*, batch_size: int, stats: StreamStats, now: datetime, stuck_before: datetime,
-                  work_before: datetime, workspace_id: int | None = None) -> Iterator[SourceKey]:
+def source_stream(
+    *,
+    batch_size: int,
+    stats: StreamStats,
+    now: datetime,
+    stuck_before: datetime,
+    work_before: datetime,
+    workspace_id: int | None = None,
+) -> Iterator[SourceKey]:
     """Every handoff in action-key order, `batch_size` rows per query (keyset: no OFFSET, no long cursor)."""
     handoffs = Handoff.objects.using(DB)
     if workspace_id is not None:
         handoffs = handoffs.filter(workspace_id=workspace_id)
-    rows = handoffs.annotate(
-        is_stuck=ExpressionWrapper(stuck_condition(now=now, stuck_before=stuck_before), output_field=BooleanField()),
-        is_work_late=ExpressionWrapper(work_late_condition(work_before=work_before), output_field=BooleanField()),
-    ).order_by("action_key").values_list("action_key", "id", "state", "payload_hash", "destination_id", "is_stuck",
-                                         "work_status", "is_work_late")
+    rows = (
+        handoffs.annotate(
+            is_stuck=ExpressionWrapper(
+                stuck_condition(now=now, stuck_before=stuck_before), output_field=BooleanField()
+            ),
+            is_work_late=ExpressionWrapper(
+                work_late_condition(work_before=work_before), output_field=BooleanField()
+            ),
+        )
+        .order_by("action_key")
+        .values_list(
+            "action_key",
+            "id",
+            "state",
+            "payload_hash",
+            "destination_id",
+            "is_stuck",
+            "work_status",
+            "is_work_late",
+        )
+    )
     after = ""
     while True:
         page = list(rows.filter(action_key__gt=after)[:batch_size])
@@ -142,8 +185,9 @@ def source_stream(*, batch_size: int, stats: StreamStats, now: datetime, stuck_b
         after = page[-1][0]
 
 
-def receiver_stream(destination: Destination, *, batch_size: int, stats: StreamStats,
-                    prefix: str = "") -> Iterator[RemoteTask]:
+def receiver_stream(
+    destination: Destination, *, batch_size: int, stats: StreamStats, prefix: str = ""
+) -> Iterator[RemoteTask]:
     """Every task at the receiver (or those whose key starts with `prefix`), through the destination
     interface only, one page at a time."""
     after = prefix
@@ -171,8 +215,9 @@ def workspace_prefixes(workflows: Iterable[str], workspace_id: int) -> list[str]
     return sorted(f"{workflow}:{workspace_id}:" for workflow in set(workflows))
 
 
-def receiver_stream_of_workspace(destination: Destination, *, batch_size: int, stats: StreamStats,
-                                 prefixes: list[str]) -> Iterator[RemoteTask]:
+def receiver_stream_of_workspace(
+    destination: Destination, *, batch_size: int, stats: StreamStats, prefixes: list[str]
+) -> Iterator[RemoteTask]:
     for prefix in prefixes:
         yield from receiver_stream(destination, batch_size=batch_size, stats=stats, prefix=prefix)
 

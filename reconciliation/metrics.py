@@ -57,17 +57,23 @@ class HandoffCollector(Collector):
         yield from self._reconciliation()
 
     def _by_state(self, handoffs):
-        states = GaugeMetricFamily("handoff_handoffs", "Handoffs by state now.", labels=[*WF_WS, "state"])
-        completed = CounterMetricFamily("handoff_completed", "Handoffs delivered with a validated receipt.",
-                                        labels=WF_WS)
-        person = GaugeMetricFamily("handoff_needing_person",
-                                   "Handoffs that need a person: needs attention, uncertain, or with an open finding "
-                                   "(the rule of the console's header, list filter and health page).", labels=WF_WS)
+        states = GaugeMetricFamily(
+            "handoff_handoffs", "Handoffs by state now.", labels=[*WF_WS, "state"]
+        )
+        completed = CounterMetricFamily(
+            "handoff_completed", "Handoffs delivered with a validated receipt.", labels=WF_WS
+        )
+        person = GaugeMetricFamily(
+            "handoff_needing_person",
+            "Handoffs that need a person: needs attention, uncertain, or with an open finding "
+            "(the rule of the console's header, list filter and health page).",
+            labels=WF_WS,
+        )
         per_person: dict[tuple, int] = defaultdict(int)
         # One GROUP BY for three families: the needs-a-person count rides along as a filtered count.
-        for workflow, ws, state, n, needing in handoffs.values_list("workflow", "workspace_id", "state").annotate(
-            n=Count("id"), needing=Count("id", filter=needing_person_condition())
-        ):
+        for workflow, ws, state, n, needing in handoffs.values_list(
+            "workflow", "workspace_id", "state"
+        ).annotate(n=Count("id"), needing=Count("id", filter=needing_person_condition())):
             states.add_metric(_labels(workflow, ws, state), n)
             per_person[(workflow, ws)] += needing
             if state == S.DELIVERED:
@@ -79,61 +85,99 @@ class HandoffCollector(Collector):
         yield person
 
     def _needs_attention(self, handoffs):
-        attention = GaugeMetricFamily("handoff_needs_attention", "Handoffs that need a person, by failure class.",
-                                      labels=[*WF_WS, "failure_class"])
-        return _add_counts(attention, handoffs.filter(state=S.NEEDS_ATTENTION).values_list(
-            "workflow", "workspace_id", "failure_class"
-        ).annotate(n=Count("id")))
+        attention = GaugeMetricFamily(
+            "handoff_needs_attention",
+            "Handoffs that need a person, by failure class.",
+            labels=[*WF_WS, "failure_class"],
+        )
+        return _add_counts(
+            attention,
+            handoffs.filter(state=S.NEEDS_ATTENTION)
+            .values_list("workflow", "workspace_id", "failure_class")
+            .annotate(n=Count("id")),
+        )
 
     def _oldest_age(self, handoffs, now):
-        oldest = GaugeMetricFamily("handoff_oldest_age_seconds",
-                                   "Age of the oldest pending (since recorded) or in-flight (since claimed) handoff.",
-                                   labels=[*WF_WS, "state"])
+        oldest = GaugeMetricFamily(
+            "handoff_oldest_age_seconds",
+            "Age of the oldest pending (since recorded) or in-flight (since claimed) handoff.",
+            labels=[*WF_WS, "state"],
+        )
         for state, field in ((S.PENDING, "created_at"), (S.IN_FLIGHT, "updated_at")):
-            for workflow, ws, first in handoffs.filter(state=state).values_list("workflow", "workspace_id").annotate(
-                first=Min(field)
+            for workflow, ws, first in (
+                handoffs.filter(state=state)
+                .values_list("workflow", "workspace_id")
+                .annotate(first=Min(field))
             ):
-                oldest.add_metric(_labels(workflow, ws, state), max((now - first).total_seconds(), 0.0))
+                oldest.add_metric(
+                    _labels(workflow, ws, state), max((now - first).total_seconds(), 0.0)
+                )
         return oldest
 
     def _retries_exhausted(self, handoffs):
-        exhausted = GaugeMetricFamily("handoff_retries_exhausted", "Handoffs whose automatic retries ran out.",
-                                      labels=WF_WS)
-        return _add_counts(exhausted, handoffs.filter(reason_code="retries_exhausted").values_list(
-            "workflow", "workspace_id"
-        ).annotate(n=Count("id")))
+        exhausted = GaugeMetricFamily(
+            "handoff_retries_exhausted", "Handoffs whose automatic retries ran out.", labels=WF_WS
+        )
+        return _add_counts(
+            exhausted,
+            handoffs.filter(reason_code="retries_exhausted")
+            .values_list("workflow", "workspace_id")
+            .annotate(n=Count("id")),
+        )
 
     def _duplicate_preventions(self, attempts):
-        duplicates = CounterMetricFamily("handoff_duplicate_effect_preventions",
-                                         "Attempts answered with the existing task: a second effect prevented.",
-                                         labels=WF_WS)
-        return _add_counts(duplicates, attempts.filter(outcome=AttemptOutcome.DUPLICATE).values_list(
-            "handoff__workflow", "handoff__workspace_id"
-        ).annotate(n=Count("id")))
+        duplicates = CounterMetricFamily(
+            "handoff_duplicate_effect_preventions",
+            "Attempts answered with the existing task: a second effect prevented.",
+            labels=WF_WS,
+        )
+        return _add_counts(
+            duplicates,
+            attempts.filter(outcome=AttemptOutcome.DUPLICATE)
+            .values_list("handoff__workflow", "handoff__workspace_id")
+            .annotate(n=Count("id")),
+        )
 
     def _failed_attempts(self, attempts):
-        failures = CounterMetricFamily("handoff_failed_attempts",
-                                       "Attempts that failed or ended with no known outcome.",
-                                       labels=[*WF_WS, "failure_class"])
-        return _add_counts(failures, attempts.filter(outcome__in=FAILED_OUTCOMES).values_list(
-            "handoff__workflow", "handoff__workspace_id", "failure_class"
-        ).annotate(n=Count("id")))
+        failures = CounterMetricFamily(
+            "handoff_failed_attempts",
+            "Attempts that failed or ended with no known outcome.",
+            labels=[*WF_WS, "failure_class"],
+        )
+        return _add_counts(
+            failures,
+            attempts.filter(outcome__in=FAILED_OUTCOMES)
+            .values_list("handoff__workflow", "handoff__workspace_id", "failure_class")
+            .annotate(n=Count("id")),
+        )
 
     def _manual_interventions(self):
-        manual = CounterMetricFamily("handoff_manual_interventions",
-                                     "Operator actions on handoffs (retry, cancel, correct, assign, acknowledge...).",
-                                     labels=WF_WS)
-        return _add_counts(manual, HandoffEvent.objects.order_by().exclude(action="").values_list(
-            "handoff__workflow", "handoff__workspace_id"
-        ).annotate(n=Count("id")))
+        manual = CounterMetricFamily(
+            "handoff_manual_interventions",
+            "Operator actions on handoffs (retry, cancel, correct, assign, acknowledge...).",
+            labels=WF_WS,
+        )
+        return _add_counts(
+            manual,
+            HandoffEvent.objects.order_by()
+            .exclude(action="")
+            .values_list("handoff__workflow", "handoff__workspace_id")
+            .annotate(n=Count("id")),
+        )
 
     def _failure_ratio(self, handoffs):
-        rate = GaugeMetricFamily("handoff_failure_ratio",
-                                 "Share of handoffs that ever needed attention, by workflow and rule version.",
-                                 labels=[*WF_WS, "rule_version"])
-        for workflow, ws, version, total, failed in handoffs.exclude(state=S.OBSERVED).values_list(
-            "workflow", "workspace_id", "rule_version"
-        ).annotate(total=Count("id"), failed=Count("id", filter=Q(attention_since__isnull=False))):
+        rate = GaugeMetricFamily(
+            "handoff_failure_ratio",
+            "Share of handoffs that ever needed attention, by workflow and rule version.",
+            labels=[*WF_WS, "rule_version"],
+        )
+        for workflow, ws, version, total, failed in (
+            handoffs.exclude(state=S.OBSERVED)
+            .values_list("workflow", "workspace_id", "rule_version")
+            .annotate(
+                total=Count("id"), failed=Count("id", filter=Q(attention_since__isnull=False))
+            )
+        ):
             rate.add_metric(_labels(workflow, ws, version), failed / total if total else 0.0)
         return rate
 
@@ -142,31 +186,47 @@ class HandoffCollector(Collector):
         for workflow, ws, failed, ack in (
             handoffs.filter(attention_since__gte=now - ACK_WINDOW, acknowledged_at__isnull=False)
             .order_by("-attention_since")
-            .values_list("workflow", "workspace_id", "attention_since", "acknowledged_at")[:ACK_SAMPLE_CAP]
+            .values_list("workflow", "workspace_id", "attention_since", "acknowledged_at")[
+                :ACK_SAMPLE_CAP
+            ]
         ):
             samples[(workflow, ws)].append(max((ack - failed).total_seconds(), 0.0))
-        median = GaugeMetricFamily("handoff_time_to_acknowledge_median_seconds",
-                                   "Median time from needs_attention to acknowledgement (last 30 days).",
-                                   labels=WF_WS)
-        worst = GaugeMetricFamily("handoff_time_to_acknowledge_max_seconds",
-                                  "Worst time from needs_attention to acknowledgement (last 30 days).",
-                                  labels=WF_WS)
-        for (workflow, ws), values in sorted(samples.items(), key=lambda item: (item[0][0], item[0][1])):
+        median = GaugeMetricFamily(
+            "handoff_time_to_acknowledge_median_seconds",
+            "Median time from needs_attention to acknowledgement (last 30 days).",
+            labels=WF_WS,
+        )
+        worst = GaugeMetricFamily(
+            "handoff_time_to_acknowledge_max_seconds",
+            "Worst time from needs_attention to acknowledgement (last 30 days).",
+            labels=WF_WS,
+        )
+        for (workflow, ws), values in sorted(
+            samples.items(), key=lambda item: (item[0][0], item[0][1])
+        ):
             median.add_metric(_labels(workflow, ws), statistics.median(values))
             worst.add_metric(_labels(workflow, ws), max(values))
         yield median
         yield worst
 
     def _reconciliation(self):
-        findings = GaugeMetricFamily("handoff_reconciliation_findings", "Open reconciliation findings by kind.",
-                                     labels=[*WF_WS, "kind"])
-        validation = GaugeMetricFamily("handoff_outcome_validation_failures",
-                                       "Delivered handoffs whose receiver task does not prove the outcome.",
-                                       labels=WF_WS)
+        findings = GaugeMetricFamily(
+            "handoff_reconciliation_findings",
+            "Open reconciliation findings by kind.",
+            labels=[*WF_WS, "kind"],
+        )
+        validation = GaugeMetricFamily(
+            "handoff_outcome_validation_failures",
+            "Delivered handoffs whose receiver task does not prove the outcome.",
+            labels=WF_WS,
+        )
         per_validation: dict[tuple, int] = defaultdict(int)
-        for workflow, ws, kind, is_validation, n in live_findings(None).order_by().values_list(
-            "workflow", "workspace_id", "kind", "outcome_validation"
-        ).annotate(n=Count("id")):
+        for workflow, ws, kind, is_validation, n in (
+            live_findings(None)
+            .order_by()
+            .values_list("workflow", "workspace_id", "kind", "outcome_validation")
+            .annotate(n=Count("id"))
+        ):
             findings.add_metric(_labels(workflow, ws, kind), n)
             if is_validation:
                 per_validation[(workflow, ws)] += n
@@ -176,10 +236,15 @@ class HandoffCollector(Collector):
         yield validation
 
         run = last_run()
-        last_finished = GaugeMetricFamily("handoff_reconciliation_last_run_timestamp_seconds",
-                                          "When the last reconciliation run finished (Unix time).", labels=["status"])
-        compared = GaugeMetricFamily("handoff_reconciliation_last_run_keys_compared",
-                                     "Keys compared by the last reconciliation run.")
+        last_finished = GaugeMetricFamily(
+            "handoff_reconciliation_last_run_timestamp_seconds",
+            "When the last reconciliation run finished (Unix time).",
+            labels=["status"],
+        )
+        compared = GaugeMetricFamily(
+            "handoff_reconciliation_last_run_keys_compared",
+            "Keys compared by the last reconciliation run.",
+        )
         if run is not None and run.finished_at is not None:
             last_finished.add_metric([run.status], run.finished_at.timestamp())
             compared.add_metric([], run.keys_compared)
@@ -198,4 +263,3 @@ def registry() -> CollectorRegistry:
         reg.register(HandoffCollector())
         _registry = reg
     return _registry
-

@@ -21,7 +21,9 @@ class RunStatus(models.TextChoices):
 class ReconciliationRun(models.Model):
     trigger = models.CharField(max_length=30, help_text="command, schedule, console...")
     workspace_id = models.PositiveIntegerField(
-        null=True, blank=True, help_text="Set when the run compared one workspace only (Reconcile now)."
+        null=True,
+        blank=True,
+        help_text="Set when the run compared one workspace only (Reconcile now).",
     )
     started_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
@@ -32,21 +34,31 @@ class ReconciliationRun(models.Model):
     batch_size = models.PositiveIntegerField()
     source_keys = models.PositiveBigIntegerField(default=0)
     receiver_keys = models.PositiveBigIntegerField(default=0)
-    keys_compared = models.PositiveBigIntegerField(default=0, help_text="Distinct keys seen on either side.")
+    keys_compared = models.PositiveBigIntegerField(
+        default=0, help_text="Distinct keys seen on either side."
+    )
     source_pages = models.PositiveIntegerField(default=0)
     receiver_pages = models.PositiveIntegerField(default=0)
-    largest_page = models.PositiveIntegerField(default=0, help_text="Most rows held from one page of either side.")
-    page_limits = models.JSONField(default=list, blank=True, help_text="Every page size asked of either side.")
+    largest_page = models.PositiveIntegerField(
+        default=0, help_text="Most rows held from one page of either side."
+    )
+    page_limits = models.JSONField(
+        default=list, blank=True, help_text="Every page size asked of either side."
+    )
     approved_requests_checked = models.PositiveBigIntegerField(default=0)
-    findings_by_kind = models.JSONField(default=dict, blank=True, help_text="Problems seen in this run, by kind.")
+    findings_by_kind = models.JSONField(
+        default=dict, blank=True, help_text="Problems seen in this run, by kind."
+    )
     new_findings = models.PositiveIntegerField(default=0)
     resolved_findings = models.PositiveIntegerField(default=0)
     outcome_validation_failures = models.PositiveIntegerField(default=0)
     covered_by_repairs = models.PositiveIntegerField(
-        default=0, help_text="Problems seen again exactly as a manual repair accounted for: not reopened."
+        default=0,
+        help_text="Problems seen again exactly as a manual repair accounted for: not reopened.",
     )
     work_statuses_recorded = models.PositiveBigIntegerField(
-        default=0, help_text="Delivered handoffs whose work status the receiver reported differently than stored."
+        default=0,
+        help_text="Delivered handoffs whose work status the receiver reported differently than stored.",
     )
     error = models.TextField(blank=True)
 
@@ -99,15 +111,20 @@ class Finding(models.Model):
     receiver_evidence = models.JSONField(default=dict, blank=True)
     next_action = models.TextField()
     outcome_validation = models.BooleanField(
-        default=False, help_text="A delivered handoff whose task at the receiver does not prove the outcome."
+        default=False,
+        help_text="A delivered handoff whose task at the receiver does not prove the outcome.",
     )
-    status = models.CharField(max_length=16, choices=FindingStatus.choices, default=FindingStatus.OPEN)
+    status = models.CharField(
+        max_length=16, choices=FindingStatus.choices, default=FindingStatus.OPEN
+    )
     # Who should act on it, set when it opens: the handoff's owner, else the workspace's on-call operator.
     owner = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
     first_run = models.ForeignKey(ReconciliationRun, on_delete=models.PROTECT, related_name="+")
-    last_run = models.ForeignKey(ReconciliationRun, on_delete=models.PROTECT, related_name="findings")
+    last_run = models.ForeignKey(
+        ReconciliationRun, on_delete=models.PROTECT, related_name="findings"
+    )
     first_seen_at = models.DateTimeField(auto_now_add=True)
     last_seen_at = models.DateTimeField()
     acknowledged_at = models.DateTimeField(null=True, blank=True)
@@ -146,10 +163,14 @@ class FindingEvent(models.Model):
     """Who did what to a finding, when, and why: operators and runs alike."""
 
     finding = models.ForeignKey(Finding, on_delete=models.CASCADE, related_name="events")
-    action = models.CharField(max_length=20, help_text="opened, acknowledged, resolved, auto_resolved")
+    action = models.CharField(
+        max_length=20, help_text="opened, acknowledged, resolved, auto_resolved"
+    )
     from_status = models.CharField(max_length=16, blank=True)
     to_status = models.CharField(max_length=16)
-    actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
+    )
     actor_label = models.CharField(max_length=120)
     note = models.TextField(blank=True)
     at = models.DateTimeField(auto_now_add=True)
@@ -175,16 +196,28 @@ class ManualRepair(models.Model):
     workspace_id = models.PositiveIntegerField()
     action_key = models.CharField(max_length=200)
     handoff_id = models.BigIntegerField(null=True, blank=True)
-    finding = models.ForeignKey(Finding, null=True, blank=True, on_delete=models.PROTECT, related_name="repairs")
-    actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    finding = models.ForeignKey(
+        Finding, null=True, blank=True, on_delete=models.PROTECT, related_name="repairs"
+    )
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
+    )
     actor_label = models.CharField(max_length=120)
     at = models.DateTimeField(auto_now_add=True)
-    what_was_done = models.TextField(help_text="What was done outside the system, in the person's words.")
-    evidence = models.TextField(blank=True, help_text="Ticket, message or screenshot reference that proves it.")
-    receiver_task_id = models.CharField(
-        max_length=120, blank=True, help_text="The receiver's task id, where one exists or was re-created."
+    what_was_done = models.TextField(
+        help_text="What was done outside the system, in the person's words."
     )
-    resulting_state = models.CharField(max_length=20, blank=True, help_text="The handoff's state afterwards.")
+    evidence = models.TextField(
+        blank=True, help_text="Ticket, message or screenshot reference that proves it."
+    )
+    receiver_task_id = models.CharField(
+        max_length=120,
+        blank=True,
+        help_text="The receiver's task id, where one exists or was re-created.",
+    )
+    resulting_state = models.CharField(
+        max_length=20, blank=True, help_text="The handoff's state afterwards."
+    )
     covered_kind = models.CharField(max_length=24, blank=True)
     covered_fingerprint = models.CharField(max_length=64, blank=True)
 
@@ -203,7 +236,10 @@ class AlertKind(models.TextChoices):
     NEEDS_ATTENTION = "needs_attention", "Handoff needs attention"
     SLA_BREACH = "sla_breach", "SLA breached"
     RECONCILIATION = "reconciliation", "Reconciliation found problems"
-    DESTINATION_PAUSED = "destination_paused", "Destination paused (unreachable or credentials refused)"
+    DESTINATION_PAUSED = (
+        "destination_paused",
+        "Destination paused (unreachable or credentials refused)",
+    )
     WIDESPREAD = "widespread", "Many handoffs failing at once"
 
 
@@ -223,19 +259,27 @@ class AlertRecord(models.Model):
     """
 
     kind = models.CharField(max_length=20, choices=AlertKind.choices)
-    severity = models.CharField(max_length=8, choices=AlertSeverity.choices, default=AlertSeverity.EMAIL)
+    severity = models.CharField(
+        max_length=8, choices=AlertSeverity.choices, default=AlertSeverity.EMAIL
+    )
     workspace_id = models.PositiveIntegerField(
-        null=True, blank=True, help_text="The one workspace whose items this alert may carry; none for a destination."
+        null=True,
+        blank=True,
+        help_text="The one workspace whose items this alert may carry; none for a destination.",
     )
     destination = models.CharField(max_length=40, blank=True)
     handoff_id = models.BigIntegerField(null=True, blank=True)
-    finding = models.ForeignKey(Finding, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    finding = models.ForeignKey(
+        Finding, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     episode_at = models.DateTimeField(null=True, blank=True)
     group_key = models.CharField(max_length=200)
     action_key = models.CharField(max_length=200, blank=True)
     workflow = models.CharField(max_length=40, blank=True)
     failure_class = models.CharField(max_length=24, blank=True)
-    message_id = models.CharField(max_length=64, blank=True, help_text="The notification this was sent in.")
+    message_id = models.CharField(
+        max_length=64, blank=True, help_text="The notification this was sent in."
+    )
     recipients = models.TextField(blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     sent_at = models.DateTimeField(null=True, blank=True)

@@ -63,9 +63,14 @@ def _stuck(source: dict, receiver: dict) -> str:
     state = source.get("state", "")
     if state in _STUCK_WHILE:
         return _STUCK_WHILE[state]
-    return for_handoff(Handoff(action_key=source.get("action_key", "this key"), state=state,
-                               failure_class=source.get("failure_class", ""),
-                               reason_code=source.get("reason_code", "")))
+    return for_handoff(
+        Handoff(
+            action_key=source.get("action_key", "this key"),
+            state=state,
+            failure_class=source.get("failure_class", ""),
+            reason_code=source.get("reason_code", ""),
+        )
+    )
 
 
 def _not_handed_off(source: dict, receiver: dict) -> str:

@@ -28,27 +28,43 @@ class PageEpisode:
 
 def paused_destinations() -> list[DestinationHealth]:
     """Destinations paused right now (the health page and every affected handoff show them too)."""
-    return list(DestinationHealth.objects.using(DB).filter(state=DestinationState.PAUSED).order_by("name"))
+    return list(
+        DestinationHealth.objects.using(DB).filter(state=DestinationState.PAUSED).order_by("name")
+    )
 
 
 def page_episodes(*, now: datetime) -> list[PageEpisode]:
     """One episode per pause of a destination, and one per window in which many handoffs failed."""
     episodes = [
-        PageEpisode(AlertKind.DESTINATION_PAUSED, f"destination:{h.name}:{h.paused_at.isoformat()}", h.name,
-                    h.paused_at, h.pause_reason)
-        for h in paused_destinations() if h.paused_at is not None
+        PageEpisode(
+            AlertKind.DESTINATION_PAUSED,
+            f"destination:{h.name}:{h.paused_at.isoformat()}",
+            h.name,
+            h.paused_at,
+            h.pause_reason,
+        )
+        for h in paused_destinations()
+        if h.paused_at is not None
     ]
     window = timedelta(minutes=settings.ALERT_WIDESPREAD_MINUTES)
-    failing = Handoff.objects.using(DB).filter(state=HandoffState.NEEDS_ATTENTION, attention_since__gte=now - window)
+    failing = Handoff.objects.using(DB).filter(
+        state=HandoffState.NEEDS_ATTENTION, attention_since__gte=now - window
+    )
     if failing.count() >= settings.ALERT_WIDESPREAD_THRESHOLD:
         bucket = int(now.timestamp() // window.total_seconds())
         start = datetime.fromtimestamp(bucket * window.total_seconds(), tz=now.tzinfo)
-        episodes.append(PageEpisode(AlertKind.WIDESPREAD, f"widespread:{bucket}", "", start, "many"))
+        episodes.append(
+            PageEpisode(AlertKind.WIDESPREAD, f"widespread:{bucket}", "", start, "many")
+        )
     return episodes
 
 
 def _waiting(destination: str) -> int:
-    return Handoff.objects.using(DB).filter(destination=destination, state=HandoffState.PENDING).count()
+    return (
+        Handoff.objects.using(DB)
+        .filter(destination=destination, state=HandoffState.PENDING)
+        .count()
+    )
 
 
 def render_page(record: AlertRecord, *, now: datetime) -> tuple[str, str, dict]:
@@ -59,31 +75,56 @@ def render_page(record: AlertRecord, *, now: datetime) -> tuple[str, str, dict]:
         why = "unreachable" if record.failure_class == "unreachable" else "credentials refused"
         subject = f"[handoff] PAGE: destination {record.destination} {why} since {record.episode_at:%Y-%m-%d %H:%M} UTC"
         fields = {
-            "destination": record.destination, "reason": record.failure_class,
-            "since": record.episode_at.isoformat(), "handoffs_waiting": _waiting(record.destination),
+            "destination": record.destination,
+            "reason": record.failure_class,
+            "since": record.episode_at.isoformat(),
+            "handoffs_waiting": _waiting(record.destination),
             "still_paused": bool(health and health.state == DestinationState.PAUSED),
             "last_error": redact_text(health.last_error if health else "")[:500],
         }
-        next_step = ("check the receiver's credentials (the signing secret) and rotate them if needed"
-                     if record.failure_class == "credential" else "check that the receiver is up and reachable")
-        lines = [subject.removeprefix("[handoff] "), "", "Deliveries wait while it is paused; no handoff spends "
-                 "an attempt. Probes resume it by themselves once a call succeeds.", "",
-                 f"Handoffs waiting:  {fields['handoffs_waiting']}", f"Last error:        {fields['last_error']}",
-                 f"Next step:         {next_step}", f"Open:              {link}"]
+        next_step = (
+            "check the receiver's credentials (the signing secret) and rotate them if needed"
+            if record.failure_class == "credential"
+            else "check that the receiver is up and reachable"
+        )
+        lines = [
+            subject.removeprefix("[handoff] "),
+            "",
+            "Deliveries wait while it is paused; no handoff spends "
+            "an attempt. Probes resume it by themselves once a call succeeds.",
+            "",
+            f"Handoffs waiting:  {fields['handoffs_waiting']}",
+            f"Last error:        {fields['last_error']}",
+            f"Next step:         {next_step}",
+            f"Open:              {link}",
+        ]
         return subject, "\n".join(lines), fields
     by_class = dict(
-        Handoff.objects.using(DB).filter(state=HandoffState.NEEDS_ATTENTION, attention_since__gte=record.episode_at)
-        .order_by().values_list("failure_class").annotate(n=Count("id"))
+        Handoff.objects.using(DB)
+        .filter(state=HandoffState.NEEDS_ATTENTION, attention_since__gte=record.episode_at)
+        .order_by()
+        .values_list("failure_class")
+        .annotate(n=Count("id"))
     )
     total = sum(by_class.values())
     subject = f"[handoff] PAGE: {total} handoffs need attention since {record.episode_at:%Y-%m-%d %H:%M} UTC"
-    lines = [subject.removeprefix("[handoff] "), ""] + [f"{cls or 'none'}: {n}" for cls, n in sorted(by_class.items())]
+    lines = [subject.removeprefix("[handoff] "), ""] + [
+        f"{cls or 'none'}: {n}" for cls, n in sorted(by_class.items())
+    ]
     lines += ["", f"Open: {link}"]
-    return subject, "\n".join(lines), {"since": record.episode_at.isoformat(), "by_failure_class": by_class,
-                                       "link": link}
+    return (
+        subject,
+        "\n".join(lines),
+        {"since": record.episode_at.isoformat(), "by_failure_class": by_class, "link": link},
+    )
 
 
 def page_record_fields(episode: PageEpisode) -> dict:
-    return {"kind": episode.kind, "severity": AlertSeverity.PAGE, "group_key": episode.group_key,
-            "destination": episode.destination, "episode_at": episode.episode_at,
-            "failure_class": episode.failure_class}
+    return {
+        "kind": episode.kind,
+        "severity": AlertSeverity.PAGE,
+        "group_key": episode.group_key,
+        "destination": episode.destination,
+        "episode_at": episode.episode_at,
+        "failure_class": episode.failure_class,
+    }

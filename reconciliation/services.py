@@ -72,7 +72,9 @@ S = HandoffState
 K = FindingKind
 
 # Kinds that compare the two sides and so are confirmed by a point lookup before they are recorded.
-CROSS_SIDE = frozenset({K.MISSING_AT_RECEIVER, K.ORPHAN_AT_RECEIVER, K.PAYLOAD_MISMATCH, K.DESTINATION_MISMATCH})
+CROSS_SIDE = frozenset(
+    {K.MISSING_AT_RECEIVER, K.ORPHAN_AT_RECEIVER, K.PAYLOAD_MISMATCH, K.DESTINATION_MISMATCH}
+)
 # Source states for which no task at the receiver is expected.
 NOT_SENT_STATES = frozenset({S.CANCELLED, S.SUPERSEDED, S.OBSERVED})
 
@@ -144,7 +146,8 @@ def _work_reason(row: SourceRow, task: RemoteTask | None, *, now: datetime) -> t
         return K.WORK_FAILED, f"the receiver reports the work on task {task.task_id} failed"
     hours = (now - row.delivered_at).total_seconds() / 3600
     return K.WORK_NOT_DONE, (
-        f"work still {task.status} {hours:.0f} h after delivery (deadline {settings.HANDOFF_WORK_DEADLINE_HOURS:g} h)")
+        f"work still {task.status} {hours:.0f} h after delivery (deadline {settings.HANDOFF_WORK_DEADLINE_HOURS:g} h)"
+    )
 
 
 def _key_parts(action_key: str) -> tuple[str, int | None]:
@@ -188,12 +191,25 @@ def _orphan(action_key: str, task: RemoteTask | None) -> list[Problem]:
     if task is None:
         return []
     workflow, workspace = _key_parts(action_key)
-    return [_problem(K.ORPHAN_AT_RECEIVER, action_key, {"found": False}, receiver_evidence(task), workflow=workflow,
-                     workspace_id=workspace)]
+    return [
+        _problem(
+            K.ORPHAN_AT_RECEIVER,
+            action_key,
+            {"found": False},
+            receiver_evidence(task),
+            workflow=workflow,
+            workspace_id=workspace,
+        )
+    ]
 
 
 def classify(
-    action_key: str, src: SourceRow | None, task: RemoteTask | None, *, now: datetime, stuck_before: datetime
+    action_key: str,
+    src: SourceRow | None,
+    task: RemoteTask | None,
+    *,
+    now: datetime,
+    stuck_before: datetime,
 ) -> list[Problem]:
     """Every problem one key has, given what each side says about it."""
     if src is None:
@@ -203,7 +219,9 @@ def classify(
     problems = []
     if side := _side_problem(src, task):
         kind, validation = side
-        problems.append(_problem(kind, action_key, source, rcv, outcome_validation=validation, **common))
+        problems.append(
+            _problem(kind, action_key, source, rcv, outcome_validation=validation, **common)
+        )
     if stuck := _stuck_reason(src, now=now, stuck_before=stuck_before):
         problems.append(_problem(K.STUCK, action_key, {**source, "why": stuck}, rcv, **common))
     work_kind, why = _work_reason(src, task, now=now)
@@ -225,7 +243,9 @@ def may_have_problems(src: SourceKey | None, task: RemoteTask | None) -> bool:
     if src.state != S.DELIVERED:
         return False
     return task.task_id != src.destination_id or (
-        reports_work(src.state, src.payload_hash, task) and work_problem(task, work_late=src.work_late))
+        reports_work(src.state, src.payload_hash, task)
+        and work_problem(task, work_late=src.work_late)
+    )
 
 
 def _problem(kind: str, action_key: str, source: dict, receiver: dict, **extra) -> Problem:
@@ -267,7 +287,10 @@ class _Recorder:
         kept = []
         for p in problems:
             if (p.kind, p.action_key) not in live and (
-                    p.kind, p.action_key, facts_fingerprint(p.source, p.receiver)) in repaired:
+                p.kind,
+                p.action_key,
+                facts_fingerprint(p.source, p.receiver),
+            ) in repaired:
                 self._covered(p)
             else:
                 kept.append(p)
@@ -281,7 +304,8 @@ class _Recorder:
         with transaction.atomic(using=DB):
             live = {
                 (f.kind, f.action_key): f
-                for f in Finding.objects.using(DB).select_for_update()
+                for f in Finding.objects.using(DB)
+                .select_for_update()
                 .filter(action_key__in={p.action_key for p in problems})
                 .exclude(status=FindingStatus.RESOLVED)
             }
@@ -290,13 +314,20 @@ class _Recorder:
             for p in problems:
                 finding = live.get((p.kind, p.action_key))
                 values = {
-                    "handoff_id": p.handoff_id, "workspace_id": p.workspace_id, "workflow": p.workflow,
-                    "source_evidence": p.source, "receiver_evidence": p.receiver, "outcome_validation":
-                    p.outcome_validation, "next_action": next_actions.for_finding(p.kind, p.source, p.receiver),
-                    "last_run": self.run, "last_seen_at": self.now,
+                    "handoff_id": p.handoff_id,
+                    "workspace_id": p.workspace_id,
+                    "workflow": p.workflow,
+                    "source_evidence": p.source,
+                    "receiver_evidence": p.receiver,
+                    "outcome_validation": p.outcome_validation,
+                    "next_action": next_actions.for_finding(p.kind, p.source, p.receiver),
+                    "last_run": self.run,
+                    "last_seen_at": self.now,
                 }
                 if finding is None:
-                    created.append(Finding(kind=p.kind, action_key=p.action_key, first_run=self.run, **values))
+                    created.append(
+                        Finding(kind=p.kind, action_key=p.action_key, first_run=self.run, **values)
+                    )
                 else:
                     for name, value in values.items():
                         setattr(finding, name, value)
@@ -307,8 +338,13 @@ class _Recorder:
                 _set_owners(created)
                 Finding.objects.using(DB).bulk_create(created)
                 FindingEvent.objects.using(DB).bulk_create(
-                    FindingEvent(finding=f, action="opened", to_status=FindingStatus.OPEN, actor_label=label,
-                                 note=f"found by {label}")
+                    FindingEvent(
+                        finding=f,
+                        action="opened",
+                        to_status=FindingStatus.OPEN,
+                        actor_label=label,
+                        note=f"found by {label}",
+                    )
                     for f in created
                 )
             self.new += len(created)
@@ -316,12 +352,22 @@ class _Recorder:
 
 def _set_owners(findings: list[Finding]) -> None:
     """Who acts on a new finding: its handoff's owner, else its workspace's on-call operator."""
-    handoff_owners = dict(Handoff.objects.using(DB).filter(pk__in={f.handoff_id for f in findings if f.handoff_id})
-                          .exclude(owner=None).values_list("pk", "owner_id"))
-    on_call = dict(Workspace.objects.using(DB).filter(pk__in={f.workspace_id for f in findings if f.workspace_id})
-                   .exclude(on_call=None).values_list("pk", "on_call_id"))
+    handoff_owners = dict(
+        Handoff.objects.using(DB)
+        .filter(pk__in={f.handoff_id for f in findings if f.handoff_id})
+        .exclude(owner=None)
+        .values_list("pk", "owner_id")
+    )
+    on_call = dict(
+        Workspace.objects.using(DB)
+        .filter(pk__in={f.workspace_id for f in findings if f.workspace_id})
+        .exclude(on_call=None)
+        .values_list("pk", "on_call_id")
+    )
     for finding in findings:
-        finding.owner_id = handoff_owners.get(finding.handoff_id) or on_call.get(finding.workspace_id)
+        finding.owner_id = handoff_owners.get(finding.handoff_id) or on_call.get(
+            finding.workspace_id
+        )
 
 
 def facts_fingerprint(source: dict, receiver: dict) -> str:
@@ -336,17 +382,30 @@ def facts_fingerprint(source: dict, receiver: dict) -> str:
 def _repaired_facts(action_keys: set[str]) -> set[tuple[str, str, str]]:
     """(kind, key, facts) that a manual repair accounted for: seen again exactly so, they stay closed."""
     return set(
-        ManualRepair.objects.using(DB).filter(action_key__in=action_keys).exclude(covered_kind="")
+        ManualRepair.objects.using(DB)
+        .filter(action_key__in=action_keys)
+        .exclude(covered_kind="")
         .values_list("covered_kind", "action_key", "covered_fingerprint")
     )
 
 
 def _unconfirmed(problem: Problem, why: str) -> Problem:
-    return Problem(**{**problem.__dict__, "receiver": {**problem.receiver, "confirmed": False, "not_confirmed": why}})
+    return Problem(
+        **{
+            **problem.__dict__,
+            "receiver": {**problem.receiver, "confirmed": False, "not_confirmed": why},
+        }
+    )
 
 
-def _confirm(problems: list[Problem], key: str, destination: Destination, *, now: datetime,
-             stuck_before: datetime) -> list[Problem]:
+def _confirm(
+    problems: list[Problem],
+    key: str,
+    destination: Destination,
+    *,
+    now: datetime,
+    stuck_before: datetime,
+) -> list[Problem]:
     """Re-read both sides for one key and classify again: the listings were read at different moments."""
     if not destination.supports_lookup:
         return problems
@@ -373,14 +432,25 @@ def _unhanded_approvals(*, batch_size: int, workspace_id: int | None = None) -> 
         .order_by("pk")
     )
     while True:
-        page = list(without_handoff.filter(pk__gt=last).values(
-            "pk", "workflow", "workspace_id", "number", "revision", "payload_hash", "updated_at")[:batch_size])
+        page = list(
+            without_handoff.filter(pk__gt=last).values(
+                "pk", "workflow", "workspace_id", "number", "revision", "payload_hash", "updated_at"
+            )[:batch_size]
+        )
         for r in page:
             key = f"{r['workflow']}:{r['workspace_id']}:{r['number']}:{r['revision']}"
             yield Problem(
-                kind=K.NOT_HANDED_OFF, action_key=key, workspace_id=r["workspace_id"], workflow=r["workflow"],
-                source={"request_id": r["pk"], "state": RequestState.APPROVED, "payload_hash": r["payload_hash"],
-                        "approved_at": _iso(r["updated_at"]), "outbox_row": None},
+                kind=K.NOT_HANDED_OFF,
+                action_key=key,
+                workspace_id=r["workspace_id"],
+                workflow=r["workflow"],
+                source={
+                    "request_id": r["pk"],
+                    "state": RequestState.APPROVED,
+                    "payload_hash": r["payload_hash"],
+                    "approved_at": _iso(r["updated_at"]),
+                    "outbox_row": None,
+                },
                 receiver={"checked": False},
             )
         if len(page) < batch_size:
@@ -388,7 +458,9 @@ def _unhanded_approvals(*, batch_size: int, workspace_id: int | None = None) -> 
         last = page[-1]["pk"]
 
 
-def _resolve_unseen(run: ReconciliationRun, *, batch_size: int, now: datetime, action_key: str = "") -> int:
+def _resolve_unseen(
+    run: ReconciliationRun, *, batch_size: int, now: datetime, action_key: str = ""
+) -> int:
     """Live findings this run did not see again are resolved by the run, with an event saying so.
 
     A workspace run resolves only that workspace's findings, a one-key check only that key's."""
@@ -408,21 +480,41 @@ def _resolve_unseen(run: ReconciliationRun, *, batch_size: int, now: datetime, a
                 status=FindingStatus.RESOLVED, resolved_at=now
             )
             FindingEvent.objects.using(DB).bulk_create(
-                FindingEvent(finding_id=pk, action="auto_resolved", from_status=status,
-                             to_status=FindingStatus.RESOLVED, actor_label=label, note=f"not found again by {label}")
+                FindingEvent(
+                    finding_id=pk,
+                    action="auto_resolved",
+                    from_status=status,
+                    to_status=FindingStatus.RESOLVED,
+                    actor_label=label,
+                    note=f"not found again by {label}",
+                )
                 for pk, status in rows
             )
             resolved += len(rows)
 
 
-def _receiver_side(destination: Destination, run: ReconciliationRun, stats: StreamStats) -> Iterator[RemoteTask]:
+def _receiver_side(
+    destination: Destination, run: ReconciliationRun, stats: StreamStats
+) -> Iterator[RemoteTask]:
     if run.workspace_id is None:
         return receiver_stream(destination, batch_size=run.batch_size, stats=stats)
     ws = run.workspace_id
-    workflows = {*Handoff.objects.using(DB).filter(workspace_id=ws).values_list("workflow", flat=True).distinct(),
-                 *Request.objects.using(DB).filter(workspace_id=ws).values_list("workflow", flat=True).distinct()}
-    return receiver_stream_of_workspace(destination, batch_size=run.batch_size, stats=stats,
-                                        prefixes=workspace_prefixes(workflows, ws))
+    workflows = {
+        *Handoff.objects.using(DB)
+        .filter(workspace_id=ws)
+        .values_list("workflow", flat=True)
+        .distinct(),
+        *Request.objects.using(DB)
+        .filter(workspace_id=ws)
+        .values_list("workflow", flat=True)
+        .distinct(),
+    }
+    return receiver_stream_of_workspace(
+        destination,
+        batch_size=run.batch_size,
+        stats=stats,
+        prefixes=workspace_prefixes(workflows, ws),
+    )
 
 
 @dataclass
@@ -445,8 +537,12 @@ class _Merge:
     work_statuses_recorded: int = 0
 
     def progress(self) -> RunProgress:
-        return RunProgress(self.compared, self.source_stats.rows, self.receiver_stats.rows,
-                           sum(self.recorder.by_kind.values()))
+        return RunProgress(
+            self.compared,
+            self.source_stats.rows,
+            self.receiver_stats.rows,
+            sum(self.recorder.by_kind.values()),
+        )
 
     def key(self, key: str, src: SourceKey | None, task: RemoteTask | None) -> None:
         self.compared += 1
@@ -461,7 +557,11 @@ class _Merge:
 
     def _note_work(self, key: str, src: SourceKey | None, task: RemoteTask | None) -> None:
         """Keep the work status the receiver reports for a delivered handoff, written one page at a time."""
-        if src is None or not reports_work(src.state, src.payload_hash, task) or task.status == src.work_status:
+        if (
+            src is None
+            or not reports_work(src.state, src.payload_hash, task)
+            or task.status == src.work_status
+        ):
             return
         self.work_statuses[key] = task.status
         if len(self.work_statuses) >= self.batch_size:
@@ -472,7 +572,9 @@ class _Merge:
         if self.confirmed >= self.confirm_limit:
             return [_unconfirmed(p, "over the confirmation limit of this run") for p in problems]
         self.confirmed += 1
-        return _confirm(problems, key, self.destination, now=self.now, stuck_before=self.stuck_before)
+        return _confirm(
+            problems, key, self.destination, now=self.now, stuck_before=self.stuck_before
+        )
 
     def record_work(self) -> None:
         if self.work_statuses:
@@ -494,7 +596,9 @@ def _finish(run: ReconciliationRun, merge: _Merge, resolved: int) -> None:
     run.covered_by_repairs = recorder.covered
     run.work_statuses_recorded = merge.work_statuses_recorded
     # The page sizes actually asked of each side: what keeps memory bounded.
-    run.page_limits = sorted(merge.source_stats.limits_requested | merge.receiver_stats.limits_requested)
+    run.page_limits = sorted(
+        merge.source_stats.limits_requested | merge.receiver_stats.limits_requested
+    )
     run.save(using=DB)
 
 
@@ -505,20 +609,38 @@ def _checked_batch_size(batch_size: int | None, run: ReconciliationRun | None) -
     return batch_size
 
 
-def _new_merge(run: ReconciliationRun, destination: Destination, *, batch_size: int, confirm_limit: int) -> _Merge:
+def _new_merge(
+    run: ReconciliationRun, destination: Destination, *, batch_size: int, confirm_limit: int
+) -> _Merge:
     now = timezone.now()
-    return _Merge(destination=destination, recorder=_Recorder(run=run, now=now, batch_size=batch_size),
-                  confirm_limit=confirm_limit, now=now,
-                  stuck_before=now - timedelta(minutes=settings.HANDOFF_STUCK_MINUTES),
-                  work_before=work_before(now), batch_size=batch_size)
+    return _Merge(
+        destination=destination,
+        recorder=_Recorder(run=run, now=now, batch_size=batch_size),
+        confirm_limit=confirm_limit,
+        now=now,
+        stuck_before=now - timedelta(minutes=settings.HANDOFF_STUCK_MINUTES),
+        work_before=work_before(now),
+        batch_size=batch_size,
+    )
 
 
-def _compare(run: ReconciliationRun, merge: _Merge, *, batch_size: int,
-             progress: Callable[[RunProgress], None] | None) -> int:
+def _compare(
+    run: ReconciliationRun,
+    merge: _Merge,
+    *,
+    batch_size: int,
+    progress: Callable[[RunProgress], None] | None,
+) -> int:
     """Merge both sides key by key, record the problems, and resolve the findings not seen again (their count)."""
     pairs = merge_streams(
-        source_stream(batch_size=batch_size, stats=merge.source_stats, now=merge.now,
-                      stuck_before=merge.stuck_before, work_before=merge.work_before, workspace_id=run.workspace_id),
+        source_stream(
+            batch_size=batch_size,
+            stats=merge.source_stats,
+            now=merge.now,
+            stuck_before=merge.stuck_before,
+            work_before=merge.work_before,
+            workspace_id=run.workspace_id,
+        ),
         _receiver_side(merge.destination, run, merge.receiver_stats),
     )
     for key, src, task in pairs:
@@ -531,8 +653,13 @@ def _compare(run: ReconciliationRun, merge: _Merge, *, batch_size: int,
     return _resolve_unseen(run, batch_size=batch_size, now=merge.now)
 
 
-def _compare_or_fail(run: ReconciliationRun, merge: _Merge, *, batch_size: int,
-                     progress: Callable[[RunProgress], None] | None) -> int:
+def _compare_or_fail(
+    run: ReconciliationRun,
+    merge: _Merge,
+    *,
+    batch_size: int,
+    progress: Callable[[RunProgress], None] | None,
+) -> int:
     """A run that breaks is stored as failed with its error, not raised: the run row is the report."""
     try:
         resolved = _compare(run, merge, batch_size=batch_size, progress=progress)
@@ -551,8 +678,12 @@ def _compare_or_fail(run: ReconciliationRun, merge: _Merge, *, batch_size: int,
 RUN_LIMITS_WAIT_SECONDS = 30.0
 
 
-def _under_limits(destination: Destination | None, worker: str, wait_seconds: float) -> LimitedLookups:
-    return LimitedLookups(destination or get_destination(), worker=worker, wait_seconds=wait_seconds)
+def _under_limits(
+    destination: Destination | None, worker: str, wait_seconds: float
+) -> LimitedLookups:
+    return LimitedLookups(
+        destination or get_destination(), worker=worker, wait_seconds=wait_seconds
+    )
 
 
 def reconciliation_run(
@@ -571,10 +702,13 @@ def reconciliation_run(
     Returns the stored run (completed or failed). `run` continues a run queued from the console."""
     destination = _under_limits(destination, "reconciliation", RUN_LIMITS_WAIT_SECONDS)
     batch_size = _checked_batch_size(batch_size, run)
-    confirm_limit = settings.RECONCILIATION_CONFIRM_LIMIT if confirm_limit is None else confirm_limit
+    confirm_limit = (
+        settings.RECONCILIATION_CONFIRM_LIMIT if confirm_limit is None else confirm_limit
+    )
     if run is None:
-        run = ReconciliationRun.objects.using(DB).create(trigger=trigger, batch_size=batch_size,
-                                                         workspace_id=workspace_id, started_by=started_by)
+        run = ReconciliationRun.objects.using(DB).create(
+            trigger=trigger, batch_size=batch_size, workspace_id=workspace_id, started_by=started_by
+        )
     merge = _new_merge(run, destination, batch_size=batch_size, confirm_limit=confirm_limit)
     resolved = _compare_or_fail(run, merge, batch_size=batch_size, progress=progress)
     if progress is not None:
@@ -583,7 +717,9 @@ def reconciliation_run(
     return run
 
 
-def _move(finding: Finding, to_status: str, *, actor, event_note: str, action: str, **changes) -> None:
+def _move(
+    finding: Finding, to_status: str, *, actor, event_note: str, action: str, **changes
+) -> None:
     if not finding.can_move_to(to_status):
         raise InvalidFindingTransition(finding.pk, finding.status, to_status)
     from_status = finding.status
@@ -592,8 +728,13 @@ def _move(finding: Finding, to_status: str, *, actor, event_note: str, action: s
         setattr(finding, name, value)
     finding.save(using=DB)
     FindingEvent.objects.using(DB).create(
-        finding=finding, action=action, from_status=from_status, to_status=to_status, actor=actor,
-        actor_label=actor.get_username() if actor else "system", note=event_note,
+        finding=finding,
+        action=action,
+        from_status=from_status,
+        to_status=to_status,
+        actor=actor,
+        actor_label=actor.get_username() if actor else "system",
+        note=event_note,
     )
 
 
@@ -608,8 +749,16 @@ def finding_acknowledge(*, finding_id: int, actor, note: str = "") -> Finding:
     """A person has seen the finding and owns it; the next runs keep it acknowledged while it persists."""
     with transaction.atomic(using=DB):
         finding = _lock(finding_id)
-        _move(finding, FindingStatus.ACKNOWLEDGED, actor=actor, action="acknowledged", event_note=note,
-              acknowledged_at=timezone.now(), acknowledged_by=actor, note=note or finding.note)
+        _move(
+            finding,
+            FindingStatus.ACKNOWLEDGED,
+            actor=actor,
+            action="acknowledged",
+            event_note=note,
+            acknowledged_at=timezone.now(),
+            acknowledged_by=actor,
+            note=note or finding.note,
+        )
     return finding
 
 
@@ -619,8 +768,16 @@ def finding_resolve(*, finding_id: int, actor, note: str) -> Finding:
         raise NoteRequired("say what was done to resolve the finding")
     with transaction.atomic(using=DB):
         finding = _lock(finding_id)
-        _move(finding, FindingStatus.RESOLVED, actor=actor, action="resolved", event_note=note,
-              resolved_at=timezone.now(), resolved_by=actor, note=note)
+        _move(
+            finding,
+            FindingStatus.RESOLVED,
+            actor=actor,
+            action="resolved",
+            event_note=note,
+            resolved_at=timezone.now(),
+            resolved_by=actor,
+            note=note,
+        )
     return finding
 
 
@@ -638,7 +795,11 @@ class KeyCheck:
     def summary(self) -> str:
         if self.lookup_error:
             return f"the receiver could not be asked: {self.lookup_error}"
-        seen = "the receiver has a task for this key" if self.found else "the receiver has no task for this key"
+        seen = (
+            "the receiver has a task for this key"
+            if self.found
+            else "the receiver has no task for this key"
+        )
         if not self.problems:
             return f"{seen}; source and receiver agree"
         return f"{seen}; open: {', '.join(self.problems)}"
@@ -653,16 +814,27 @@ def _lookup(destination: Destination, key: str) -> tuple[RemoteTask | None, str]
         return None, str(exc)
 
 
-def _finish_key_run(run: ReconciliationRun, recorder, *, found: bool, error: str, resolved: int) -> None:
+def _finish_key_run(
+    run: ReconciliationRun, recorder, *, found: bool, error: str, resolved: int
+) -> None:
     run.status = RunStatus.FAILED if error else RunStatus.COMPLETED
     run.error, run.finished_at = error, timezone.now()
     run.source_keys, run.receiver_keys, run.keys_compared = 1, int(found), 0 if error else 1
-    run.findings_by_kind, run.new_findings, run.resolved_findings = recorder.by_kind, recorder.new, resolved
-    run.outcome_validation_failures, run.covered_by_repairs = recorder.outcome_validation, recorder.covered
+    run.findings_by_kind, run.new_findings, run.resolved_findings = (
+        recorder.by_kind,
+        recorder.new,
+        resolved,
+    )
+    run.outcome_validation_failures, run.covered_by_repairs = (
+        recorder.outcome_validation,
+        recorder.covered,
+    )
     run.save(using=DB)
 
 
-def handoff_reconcile_now(*, handoff_id: int, actor, destination: Destination | None = None) -> KeyCheck:
+def handoff_reconcile_now(
+    *, handoff_id: int, actor, destination: Destination | None = None
+) -> KeyCheck:
     """Compare one handoff's key with the receiver now; open, update or close its findings at once.
 
     The same rules as a full run (classify, repairs that cover the facts), for one key. Sends nothing.
@@ -671,33 +843,60 @@ def handoff_reconcile_now(*, handoff_id: int, actor, destination: Destination | 
     handoff = Handoff.objects.using(DB).only("action_key", "workspace_id").get(pk=handoff_id)
     key = handoff.action_key
     task, error = _lookup(destination, key)
-    run = ReconciliationRun.objects.using(DB).create(trigger="console_key", batch_size=1, started_by=actor,
-                                                     workspace_id=handoff.workspace_id)
+    run = ReconciliationRun.objects.using(DB).create(
+        trigger="console_key", batch_size=1, started_by=actor, workspace_id=handoff.workspace_id
+    )
     now = timezone.now()
     src = None if error else source_row(key)
-    problems = [] if error else classify(
-        key, src, task, now=now, stuck_before=now - timedelta(minutes=settings.HANDOFF_STUCK_MINUTES))
-    if src is not None and reports_work(src.state, src.payload_hash, task) and task.status != src.work_status:
+    problems = (
+        []
+        if error
+        else classify(
+            key,
+            src,
+            task,
+            now=now,
+            stuck_before=now - timedelta(minutes=settings.HANDOFF_STUCK_MINUTES),
+        )
+    )
+    if (
+        src is not None
+        and reports_work(src.state, src.payload_hash, task)
+        and task.status != src.work_status
+    ):
         run.work_statuses_recorded = handoffs_record_work_status(statuses={key: task.status})
     recorder = _Recorder(run=run, now=now, batch_size=1)
     recorder.add(problems)
     recorder.flush()
     resolved = 0 if error else _resolve_unseen(run, batch_size=100, now=now, action_key=key)
     _finish_key_run(run, recorder, found=task is not None, error=error, resolved=resolved)
-    check = KeyCheck(run=run, found=None if error else task is not None, lookup_error=error,
-                     problems=tuple(FindingKind(k).label.lower() for k in recorder.by_kind))
-    handoff_note_check(handoff_id=handoff_id, actor=actor, reason=f"reconcile now: {check.summary()}")
+    check = KeyCheck(
+        run=run,
+        found=None if error else task is not None,
+        lookup_error=error,
+        problems=tuple(FindingKind(k).label.lower() for k in recorder.by_kind),
+    )
+    handoff_note_check(
+        handoff_id=handoff_id, actor=actor, reason=f"reconcile now: {check.summary()}"
+    )
     return check
 
 
 def reconciliation_start_for_workspace(*, workspace_id: int, actor) -> ReconciliationRun:
     """An operator's "Reconcile now" for a whole workspace: at once when small, else on the cluster."""
-    size = Handoff.objects.using(DB).filter(workspace_id=workspace_id)[:CONSOLE_SYNC_LIMIT + 1].count()
+    size = (
+        Handoff.objects.using(DB)
+        .filter(workspace_id=workspace_id)[: CONSOLE_SYNC_LIMIT + 1]
+        .count()
+    )
     if size <= CONSOLE_SYNC_LIMIT:
         return reconciliation_run(trigger="console", workspace_id=workspace_id, started_by=actor)
     run = ReconciliationRun.objects.using(DB).create(
-        trigger="console", workspace_id=workspace_id, started_by=actor,
-        batch_size=settings.RECONCILIATION_BATCH_SIZE, status=RunStatus.QUEUED,
+        trigger="console",
+        workspace_id=workspace_id,
+        started_by=actor,
+        batch_size=settings.RECONCILIATION_BATCH_SIZE,
+        status=RunStatus.QUEUED,
     )
     transaction.on_commit(lambda: _enqueue_run_not_rollback_safe(run.pk), using=DB)
     return run
@@ -706,20 +905,29 @@ def reconciliation_start_for_workspace(*, workspace_id: int, actor) -> Reconcili
 def _enqueue_run_not_rollback_safe(run_id: int) -> None:
     from django_q.tasks import async_task
 
-    async_task("reconciliation.tasks.reconcile_queued", run_id, q_options={"task_name": f"reconcile run {run_id}"})
+    async_task(
+        "reconciliation.tasks.reconcile_queued",
+        run_id,
+        q_options={"task_name": f"reconcile run {run_id}"},
+    )
 
 
 def reconciliation_run_queued(*, run_id: int) -> ReconciliationRun:
     """Run a queued console run. Claimed by a conditional update, so a doubled task runs it once."""
-    claimed = ReconciliationRun.objects.using(DB).filter(pk=run_id, status=RunStatus.QUEUED).update(
-        status=RunStatus.RUNNING)
+    claimed = (
+        ReconciliationRun.objects.using(DB)
+        .filter(pk=run_id, status=RunStatus.QUEUED)
+        .update(status=RunStatus.RUNNING)
+    )
     run = ReconciliationRun.objects.using(DB).get(pk=run_id)
     if not claimed:
         return run
     return reconciliation_run(run=run)
 
 
-def _repair_target(finding_id: int | None, handoff_id: int | None) -> tuple[Finding | None, Handoff | None]:
+def _repair_target(
+    finding_id: int | None, handoff_id: int | None
+) -> tuple[Finding | None, Handoff | None]:
     """The locked finding and the handoff a repair is about (the handoff locks in its own service)."""
     finding = _lock(finding_id) if finding_id is not None else None
     if finding is not None and finding.status == FindingStatus.RESOLVED:
@@ -759,57 +967,104 @@ def manual_repair_record(
     The repair remembers the facts it accounted for (kind, key, what each side held), so a later run
     that sees exactly those facts does not reopen the finding; any other discrepancy opens a new one.
     """
-    what_was_done, evidence, receiver_task_id = what_was_done.strip(), evidence.strip(), receiver_task_id.strip()
+    what_was_done, evidence, receiver_task_id = (
+        what_was_done.strip(),
+        evidence.strip(),
+        receiver_task_id.strip(),
+    )
     if not what_was_done:
         raise RepairDetailsRequired("say what was done outside the system")
     if receiver_task_id:
         key = _subject_key(finding_id, handoff_id)
         if key:
-            _check_task_at_receiver(key, receiver_task_id,
-                                    _under_limits(destination, "repair-check", PERSON_LOOKUP_WAIT_SECONDS))
+            _check_task_at_receiver(
+                key,
+                receiver_task_id,
+                _under_limits(destination, "repair-check", PERSON_LOOKUP_WAIT_SECONDS),
+            )
     with transaction.atomic(using=DB):
         finding, handoff = _repair_target(finding_id, handoff_id)
-        state = _repair_handoff(handoff, finding, actor=actor, receiver_task_id=receiver_task_id,
-                                reason=_repair_reason(what_was_done, evidence, finding))
+        state = _repair_handoff(
+            handoff,
+            finding,
+            actor=actor,
+            receiver_task_id=receiver_task_id,
+            reason=_repair_reason(what_was_done, evidence, finding),
+        )
         repair = ManualRepair.objects.using(DB).create(
-            **_subject_fields(finding, handoff), actor=actor, actor_label=actor.get_username(),
-            what_was_done=what_was_done, evidence=evidence, receiver_task_id=receiver_task_id, resulting_state=state,
+            **_subject_fields(finding, handoff),
+            actor=actor,
+            actor_label=actor.get_username(),
+            what_was_done=what_was_done,
+            evidence=evidence,
+            receiver_task_id=receiver_task_id,
+            resulting_state=state,
         )
         if finding is not None:
-            _move(finding, FindingStatus.RESOLVED, actor=actor, action="repaired", event_note=what_was_done,
-                  resolved_at=timezone.now(), resolved_by=actor, note=what_was_done)
+            _move(
+                finding,
+                FindingStatus.RESOLVED,
+                actor=actor,
+                action="repaired",
+                event_note=what_was_done,
+                resolved_at=timezone.now(),
+                resolved_by=actor,
+                note=what_was_done,
+            )
     return repair
 
 
 def _subject_fields(finding: Finding | None, handoff: Handoff | None) -> dict:
     """What a repair is about, and the facts it accounted for (a finding's kind, key and evidence)."""
     if finding is None:
-        return {"workspace_id": handoff.workspace_id, "action_key": handoff.action_key, "handoff_id": handoff.pk}
+        return {
+            "workspace_id": handoff.workspace_id,
+            "action_key": handoff.action_key,
+            "handoff_id": handoff.pk,
+        }
     return {
-        "workspace_id": finding.workspace_id, "action_key": finding.action_key, "finding": finding,
-        "handoff_id": handoff.pk if handoff else None, "covered_kind": finding.kind,
-        "covered_fingerprint": facts_fingerprint(finding.source_evidence, finding.receiver_evidence),
+        "workspace_id": finding.workspace_id,
+        "action_key": finding.action_key,
+        "finding": finding,
+        "handoff_id": handoff.pk if handoff else None,
+        "covered_kind": finding.kind,
+        "covered_fingerprint": facts_fingerprint(
+            finding.source_evidence, finding.receiver_evidence
+        ),
     }
 
 
 def _subject_key(finding_id: int | None, handoff_id: int | None) -> str:
     if handoff_id is not None:
-        return Handoff.objects.using(DB).values_list("action_key", flat=True).filter(pk=handoff_id).first() or ""
-    return Finding.objects.using(DB).values_list("action_key", flat=True).filter(pk=finding_id).first() or ""
+        return (
+            Handoff.objects.using(DB)
+            .values_list("action_key", flat=True)
+            .filter(pk=handoff_id)
+            .first()
+            or ""
+        )
+    return (
+        Finding.objects.using(DB).values_list("action_key", flat=True).filter(pk=finding_id).first()
+        or ""
+    )
 
 
-def _repair_handoff(handoff: Handoff | None, finding: Finding | None, *, actor, receiver_task_id: str,
-                    reason: str) -> str:
+def _repair_handoff(
+    handoff: Handoff | None, finding: Finding | None, *, actor, receiver_task_id: str, reason: str
+) -> str:
     """Settle the handoff where the repair says what the receiver holds; else write it into its history."""
     if handoff is None:
         return ""
     if finding is None or receiver_task_id or manual_settle_applies(handoff):
-        return handoff_settle_manually(handoff_id=handoff.pk, actor=actor, receiver_task_id=receiver_task_id,
-                                       reason=reason).state
+        return handoff_settle_manually(
+            handoff_id=handoff.pk, actor=actor, receiver_task_id=receiver_task_id, reason=reason
+        ).state
     handoff_note_check(handoff_id=handoff.pk, actor=actor, reason=reason, action="manual_repair")
     return handoff.state
 
 
 def _repair_reason(what_was_done: str, evidence: str, finding: Finding | None) -> str:
-    about = f"manual repair of {finding.get_kind_display().lower()}: " if finding else "manual repair: "
+    about = (
+        f"manual repair of {finding.get_kind_display().lower()}: " if finding else "manual repair: "
+    )
     return about + what_was_done + (f" (evidence: {evidence})" if evidence else "")

@@ -5,16 +5,30 @@ from reconciliation import alerts, services
 
 def reconcile() -> dict:
     run = services.reconciliation_run(trigger="schedule")
-    return {"run": run.pk, "status": run.status, "keys_compared": run.keys_compared,
-            "findings": run.findings_by_kind, "error": run.error}
+    return {
+        "run": run.pk,
+        "status": run.status,
+        "keys_compared": run.keys_compared,
+        "findings": run.findings_by_kind,
+        "error": run.error,
+    }
 
 
 def reconcile_queued(run_id: int) -> dict:
     run = services.reconciliation_run_queued(run_id=run_id)
-    return {"run": run.pk, "status": run.status, "workspace": run.workspace_id, "findings": run.findings_by_kind}
+    return {
+        "run": run.pk,
+        "status": run.status,
+        "workspace": run.workspace_id,
+        "findings": run.findings_by_kind,
+    }
 
 
 def alerts_send_due() -> dict:
     result = alerts.alerts_send_due()
-    return {"recorded": result.recorded, "messages_sent": result.messages_sent,
-            "webhooks_sent": result.webhooks_sent, "failed": result.failed}
+    return {
+        "recorded": result.recorded,
+        "messages_sent": result.messages_sent,
+        "webhooks_sent": result.webhooks_sent,
+        "failed": result.failed,
+    }

@@ -9,9 +9,17 @@ app_name = "reconciliation"
 urlpatterns = [
     path("health/", views.health, name="health"),
     path("health/<slug:figure>/", views.drilldown, name="drilldown"),
-    path("health/destinations/<slug:name>/limits", views.destination_limits, name="destination_limits"),
+    path(
+        "health/destinations/<slug:name>/limits",
+        views.destination_limits,
+        name="destination_limits",
+    ),
     path("reconciliation/findings/", views.findings, name="findings"),
-    path("reconciliation/findings/<int:pk>/acknowledge", views.finding_acknowledge, name="finding_acknowledge"),
+    path(
+        "reconciliation/findings/<int:pk>/acknowledge",
+        views.finding_acknowledge,
+        name="finding_acknowledge",
+    ),
     path("reconciliation/findings/<int:pk>/resolve", views.finding_resolve, name="finding_resolve"),
     path("reconciliation/runs/", views.runs, name="runs"),
     path("reconciliation/runs/workspace", views.workspace_reconcile, name="workspace_reconcile"),

@@ -51,16 +51,20 @@ def health(request: HtmxHttpRequest) -> HttpResponse:
     scope = _operator_scope(request)
     workspace = _workspace_param(request, scope)
     summary = selectors.health_summary(scope, workspace=workspace)
-    return render(request, "reconciliation/health.html", {
-        **summary,
-        "scope": scope,
-        "workspace": workspace,
-        "delivered_chart": bar_chart(summary["series"], "delivered"),
-        "failed_chart": bar_chart(summary["series"], "failed"),
-        "paused_destinations": paused_destinations(),
-        "destinations": selectors.destinations_overview(),
-        "may_set_limits": request.user.has_perm(SET_LIMITS_PERMISSION),
-    })
+    return render(
+        request,
+        "reconciliation/health.html",
+        {
+            **summary,
+            "scope": scope,
+            "workspace": workspace,
+            "delivered_chart": bar_chart(summary["series"], "delivered"),
+            "failed_chart": bar_chart(summary["series"], "failed"),
+            "paused_destinations": paused_destinations(),
+            "destinations": selectors.destinations_overview(),
+            "may_set_limits": request.user.has_perm(SET_LIMITS_PERMISSION),
+        },
+    )
 
 
 @require_POST
@@ -71,27 +75,45 @@ def destination_limits(request: HtmxHttpRequest, name: str) -> HttpResponse:
     reason, nothing written."""
     _operator_scope(request)
     if not request.user.has_perm(SET_LIMITS_PERMISSION):
-        raise PermissionDenied("a destination's limits apply to every workspace: only people with the "
-                               "'set destination limits' permission change them")
+        raise PermissionDenied(
+            "a destination's limits apply to every workspace: only people with the "
+            "'set destination limits' permission change them"
+        )
     if name not in selectors.destination_names():
         raise Http404("no such destination")
     error = ""
     try:
-        destination_set_limits(name=name, max_concurrency=request.POST.get("max_concurrency", ""),
-                               max_requests_per_second=request.POST.get("max_requests_per_second", ""),
-                               actor=request.user, reason=request.POST.get("reason", ""))
+        destination_set_limits(
+            name=name,
+            max_concurrency=request.POST.get("max_concurrency", ""),
+            max_requests_per_second=request.POST.get("max_requests_per_second", ""),
+            actor=request.user,
+            reason=request.POST.get("reason", ""),
+        )
     except InvalidLimit as exc:
         error = str(exc)
     status = 422 if error else 200
     if request.htmx:
         [destination] = selectors.destinations_overview(name)
-        return render(request, "reconciliation/health.html#destination-limits",
-                      {"destination": destination, "error": error, "saved": not error, "posted": request.POST,
-                       "may_set_limits": True},  # checked above
-                      status=status)
+        return render(
+            request,
+            "reconciliation/health.html#destination-limits",
+            {
+                "destination": destination,
+                "error": error,
+                "saved": not error,
+                "posted": request.POST,
+                "may_set_limits": True,
+            },  # checked above
+            status=status,
+        )
     if error:
-        return render(request, "reconciliation/destination_limits_refused.html", {"name": name, "error": error},
-                      status=status)
+        return render(
+            request,
+            "reconciliation/destination_limits_refused.html",
+            {"name": name, "error": error},
+            status=status,
+        )
     return redirect("reconciliation:health")
 
 
@@ -107,8 +129,11 @@ def drilldown(request: HtmxHttpRequest, figure: str) -> HttpResponse:
         rows, title = selectors.manual_interventions(ids), "Manual interventions"
     else:
         raise Http404("no such figure")
-    return render(request, "reconciliation/drilldown.html",
-                  {"figure": figure, "title": title, "rows": rows, "workspace": workspace})
+    return render(
+        request,
+        "reconciliation/drilldown.html",
+        {"figure": figure, "title": title, "rows": rows, "workspace": workspace},
+    )
 
 
 def _findings_scope(request: HtmxHttpRequest):
@@ -124,20 +149,35 @@ def findings(request: HtmxHttpRequest) -> HttpResponse:
     status = request.GET.get("status", "live")
     kind = request.GET.get("kind", "")
     rows = selectors.findings_filtered(
-        visible, status=status, kind=kind, workspace=workspace, text=request.GET.get("q", ""),
+        visible,
+        status=status,
+        kind=kind,
+        workspace=workspace,
+        text=request.GET.get("q", ""),
         outcome_validation=bool(request.GET.get("outcome_validation")),
     )[:FINDINGS_PAGE]
-    return render(request, "reconciliation/findings.html", {
-        "findings": [_row(f) for f in rows], "kinds": FindingKind.choices, "kind": kind, "status": status,
-        "statuses": FindingStatus.choices, "page_size": FINDINGS_PAGE,
-        # The last run that covered what the page shows: the chosen workspace's, as on the health page.
-        "last_run": selectors.last_run(workspace),
-    })
+    return render(
+        request,
+        "reconciliation/findings.html",
+        {
+            "findings": [_row(f) for f in rows],
+            "kinds": FindingKind.choices,
+            "kind": kind,
+            "status": status,
+            "statuses": FindingStatus.choices,
+            "page_size": FINDINGS_PAGE,
+            # The last run that covered what the page shows: the chosen workspace's, as on the health page.
+            "last_run": selectors.last_run(workspace),
+        },
+    )
 
 
 def _row(finding) -> dict:
-    return {"finding": finding, "source": redact(finding.source_evidence),
-            "receiver": redact(finding.receiver_evidence)}
+    return {
+        "finding": finding,
+        "source": redact(finding.source_evidence),
+        "receiver": redact(finding.receiver_evidence),
+    }
 
 
 def _finding_action(request: HtmxHttpRequest, pk: int, service) -> HttpResponse:
@@ -145,13 +185,22 @@ def _finding_action(request: HtmxHttpRequest, pk: int, service) -> HttpResponse:
     finding = get_object_or_404(visible, pk=pk)
     error = ""
     try:
-        finding = service(finding_id=finding.pk, actor=request.user, note=request.POST.get("note", "").strip())
+        finding = service(
+            finding_id=finding.pk, actor=request.user, note=request.POST.get("note", "").strip()
+        )
     except (InvalidFindingTransition, NoteRequired) as exc:
         error = str(exc)
     context = {"row": _row(finding), "error": error}
     if request.htmx:
-        return render(request, "reconciliation/findings.html#finding-row", context, status=400 if error else 200)
-    return render(request, "reconciliation/finding_done.html", context, status=400 if error else 200)
+        return render(
+            request,
+            "reconciliation/findings.html#finding-row",
+            context,
+            status=400 if error else 200,
+        )
+    return render(
+        request, "reconciliation/finding_done.html", context, status=400 if error else 200
+    )
 
 
 @require_POST
@@ -185,8 +234,11 @@ def workspace_reconcile(request: HtmxHttpRequest) -> HttpResponse:
 @login_required
 def runs(request: HtmxHttpRequest) -> HttpResponse:
     scope = _operator_scope(request)
-    return render(request, "reconciliation/runs.html",
-                  {"runs": selectors.runs_visible_to(scope).order_by("-started_at", "-id")[:50]})
+    return render(
+        request,
+        "reconciliation/runs.html",
+        {"runs": selectors.runs_visible_to(scope).order_by("-started_at", "-id")[:50]},
+    )
 
 
 @require_GET
@@ -195,7 +247,9 @@ def run_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     visible, scope = _findings_scope(request)
     run = get_object_or_404(selectors.runs_visible_to(scope), pk=pk)
     rows = visible.filter(last_run=run).order_by("kind", "action_key")[:FINDINGS_PAGE]
-    return render(request, "reconciliation/run.html", {"run": run, "findings": [_row(f) for f in rows]})
+    return render(
+        request, "reconciliation/run.html", {"run": run, "findings": [_row(f) for f in rows]}
+    )
 
 
 @require_GET
@@ -203,11 +257,17 @@ def metrics_view(request: HtmxHttpRequest) -> HttpResponse:
     """Prometheus exposition, behind a bearer token. With no token configured it serves nothing."""
     token = settings.METRICS_TOKEN
     if not token:
-        return HttpResponse("metrics disabled: METRICS_TOKEN is not set\n", status=503, content_type="text/plain")
+        return HttpResponse(
+            "metrics disabled: METRICS_TOKEN is not set\n", status=503, content_type="text/plain"
+        )
     header = request.headers.get("Authorization", "")
     scheme, _, offered = header.partition(" ")
-    if scheme.lower() != "bearer" or not hmac.compare_digest(offered.strip().encode(), token.encode()):
-        response = HttpResponse("a bearer token is required\n", status=401, content_type="text/plain")
+    if scheme.lower() != "bearer" or not hmac.compare_digest(
+        offered.strip().encode(), token.encode()
+    ):
+        response = HttpResponse(
+            "a bearer token is required\n", status=401, content_type="text/plain"
+        )
         response["WWW-Authenticate"] = 'Bearer realm="metrics"'
         return response
     return HttpResponse(generate_latest(metrics.registry()), content_type=CONTENT_TYPE_LATEST)

@@ -11,13 +11,24 @@ from outbox.services import handoff_record
 from tests.factories import ONBOARDING_PAYLOAD, make_request
 
 
-def record(number: int, *, workspace_id: int = 7, payload: dict | None = None, owner=None,
-           rule_version: str = "onboarding-v1") -> Handoff:
+def record(
+    number: int,
+    *,
+    workspace_id: int = 7,
+    payload: dict | None = None,
+    owner=None,
+    rule_version: str = "onboarding-v1",
+) -> Handoff:
     """The pending handoff of request `number` revision 1, recorded with its event as an approval records it."""
     return handoff_record(
-        workflow="onboarding", workspace_id=workspace_id, source_ref=f"request {number} revision 1",
-        source_id=number, action_key=f"onboarding:{workspace_id}:{number}:1",
-        payload=dict(ONBOARDING_PAYLOAD if payload is None else payload), rule_version=rule_version, owner=owner,
+        workflow="onboarding",
+        workspace_id=workspace_id,
+        source_ref=f"request {number} revision 1",
+        source_id=number,
+        action_key=f"onboarding:{workspace_id}:{number}:1",
+        payload=dict(ONBOARDING_PAYLOAD if payload is None else payload),
+        rule_version=rule_version,
+        owner=owner,
     )
 
 
@@ -35,5 +46,10 @@ def approve(world, number: int = 42, workspace=None, requested_by=None, payload=
         make_request(workspace, number, requested_by or world["bob"], payload=payload)
     req = Request.objects.get(workspace=workspace, number=number, revision=1)
     approver = world["alice"] if workspace.pk == 7 else world["mallory"]
-    return request_approve(workspace_id=workspace.pk, number=number, revision=1, actor=approver,
-                           payload_hash=req.payload_hash)
+    return request_approve(
+        workspace_id=workspace.pk,
+        number=number,
+        revision=1,
+        actor=approver,
+        payload_hash=req.payload_hash,
+    )

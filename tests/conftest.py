@@ -34,7 +34,9 @@ def _sessions_on(names: list[str]) -> list[tuple]:
     with psycopg.connect(database_url("default"), autocommit=True) as conn:
         return conn.execute(
             "SELECT datname, pid, state, left(query, 80) FROM pg_stat_activity WHERE datname = ANY(%s) "
-            "AND pid <> pg_backend_pid()", [names]).fetchall()
+            "AND pid <> pg_backend_pid()",
+            [names],
+        ).fetchall()
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -57,7 +57,9 @@ class UserFactory(factory.django.DjangoModelFactory):
     def permissions(self, create, extracted, **kwargs):
         for name in extracted or ():
             app_label, codename = name.split(".")
-            self.user_permissions.add(Permission.objects.get(content_type__app_label=app_label, codename=codename))
+            self.user_permissions.add(
+                Permission.objects.get(content_type__app_label=app_label, codename=codename)
+            )
 
 
 class MembershipFactory(factory.django.DjangoModelFactory):
@@ -88,8 +90,9 @@ class RequestFactory(factory.django.DjangoModelFactory):
     @factory.post_generation
     def submitted(self, create, extracted, **kwargs):
         if create:
-            RequestEvent.objects.create(request=self, to_state=self.state, actor=self.requested_by,
-                                        reason="submitted")
+            RequestEvent.objects.create(
+                request=self, to_state=self.state, actor=self.requested_by, reason="submitted"
+            )
 
 
 class HandoffFactory(factory.django.DjangoModelFactory):
@@ -109,10 +112,14 @@ class HandoffFactory(factory.django.DjangoModelFactory):
     action_key = factory.LazyAttribute(lambda o: f"{o.workflow}:{o.workspace_id}:{o.number}:1")
     source_ref = factory.LazyAttribute(lambda o: f"request {o.number} revision 1")
     source_id = factory.LazyAttribute(lambda o: o.number)
-    payload = factory.LazyAttribute(lambda o: {**ONBOARDING_PAYLOAD, "client_name": f"Client {o.number}"})
+    payload = factory.LazyAttribute(
+        lambda o: {**ONBOARDING_PAYLOAD, "client_name": f"Client {o.number}"}
+    )
     payload_hash = factory.LazyAttribute(lambda o: payload_hash(o.payload))
     state = HandoffState.PENDING
-    next_attempt_at = factory.LazyAttribute(lambda o: db_now() if o.state == HandoffState.PENDING else None)
+    next_attempt_at = factory.LazyAttribute(
+        lambda o: db_now() if o.state == HandoffState.PENDING else None
+    )
 
 
 class ReceiverTaskFactory(factory.django.DjangoModelFactory):
@@ -155,8 +162,12 @@ class FindingFactory(factory.django.DjangoModelFactory):
     last_seen_at = factory.LazyFunction(timezone.now)
 
 
-def make_user(username: str, *, workspace: Workspace | None = None, roles: tuple[str, ...] = (), **extra):
-    return UserFactory(username=username, memberships=[(workspace, role) for role in roles], **extra)
+def make_user(
+    username: str, *, workspace: Workspace | None = None, roles: tuple[str, ...] = (), **extra
+):
+    return UserFactory(
+        username=username, memberships=[(workspace, role) for role in roles], **extra
+    )
 
 
 def grant_destination_admin(user):
@@ -170,10 +181,22 @@ def make_workspace(pk: int, name: str | None = None) -> Workspace:
     return WorkspaceFactory(pk=pk, name=name or f"Workspace {pk}")
 
 
-def make_request(workspace: Workspace, number: int, requested_by, payload: dict | None = None,
-                 revision: int = 1, state: str = RequestState.AWAITING_APPROVAL) -> Request:
-    return RequestFactory(workspace=workspace, number=number, requested_by=requested_by, revision=revision,
-                          state=state, payload=dict(ONBOARDING_PAYLOAD if payload is None else payload))
+def make_request(
+    workspace: Workspace,
+    number: int,
+    requested_by,
+    payload: dict | None = None,
+    revision: int = 1,
+    state: str = RequestState.AWAITING_APPROVAL,
+) -> Request:
+    return RequestFactory(
+        workspace=workspace,
+        number=number,
+        requested_by=requested_by,
+        revision=revision,
+        state=state,
+        payload=dict(ONBOARDING_PAYLOAD if payload is None else payload),
+    )
 
 
 def onboarding_world():
@@ -196,7 +219,14 @@ def three_step_onboarding_world():
     """`onboarding_world` with the demo's three-step onboarding published by a rules admin (the receiver
     refuses step 3, the welcome pack, without a contact e-mail). The admin is `world["rules_admin"]`."""
     world = onboarding_world()
-    world["rules_admin"] = get_user_model().objects.create_superuser("rules-admin", password="x-long-enough-pw")
-    rule_version_publish(workflow="onboarding", schema=ONBOARDING_THREE_STEPS_SCHEMA, steps=ONBOARDING_STEPS,
-                         actor=world["rules_admin"], notes="three steps")
+    world["rules_admin"] = get_user_model().objects.create_superuser(
+        "rules-admin", password="x-long-enough-pw"
+    )
+    rule_version_publish(
+        workflow="onboarding",
+        schema=ONBOARDING_THREE_STEPS_SCHEMA,
+        steps=ONBOARDING_STEPS,
+        actor=world["rules_admin"],
+        notes="three steps",
+    )
     return world

@@ -15,8 +15,10 @@ def release_once_another_waits(alias: str, release: threading.Event, seen: dict)
         deadline = time.monotonic() + 30
         with connections[alias].cursor() as cursor:
             while time.monotonic() < deadline:
-                cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
-                               " AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()")
+                cursor.execute(
+                    "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+                    " AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()"
+                )
                 if cursor.fetchone()[0]:
                     seen["waiting"] = True
                     return

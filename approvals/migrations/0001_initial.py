@@ -6,7 +6,6 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
@@ -15,85 +14,223 @@ class Migration(migrations.Migration):
 
     operations = [
         migrations.CreateModel(
-            name='Workspace',
+            name="Workspace",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.CharField(max_length=120)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('on_call', models.ForeignKey(blank=True, help_text='Operator who owns handoffs of this workspace that need attention.', null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("name", models.CharField(max_length=120)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                (
+                    "on_call",
+                    models.ForeignKey(
+                        blank=True,
+                        help_text="Operator who owns handoffs of this workspace that need attention.",
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
         ),
         migrations.CreateModel(
-            name='Request',
+            name="Request",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('workflow', models.CharField(default='onboarding', max_length=40)),
-                ('number', models.PositiveIntegerField(help_text="The request's number within its workspace.")),
-                ('revision', models.PositiveIntegerField(default=1)),
-                ('payload', models.JSONField()),
-                ('payload_hash', models.CharField(max_length=64)),
-                ('state', models.CharField(choices=[('received', 'Received'), ('validated', 'Validated'), ('awaiting_approval', 'Awaiting approval'), ('approved', 'Approved'), ('rejected', 'Rejected'), ('cancelled', 'Cancelled'), ('superseded', 'Superseded')], default='awaiting_approval', max_length=24)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('requested_by', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='+', to=settings.AUTH_USER_MODEL)),
-                ('workspace', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='requests', to='approvals.workspace')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("workflow", models.CharField(default="onboarding", max_length=40)),
+                (
+                    "number",
+                    models.PositiveIntegerField(
+                        help_text="The request's number within its workspace."
+                    ),
+                ),
+                ("revision", models.PositiveIntegerField(default=1)),
+                ("payload", models.JSONField()),
+                ("payload_hash", models.CharField(max_length=64)),
+                (
+                    "state",
+                    models.CharField(
+                        choices=[
+                            ("received", "Received"),
+                            ("validated", "Validated"),
+                            ("awaiting_approval", "Awaiting approval"),
+                            ("approved", "Approved"),
+                            ("rejected", "Rejected"),
+                            ("cancelled", "Cancelled"),
+                            ("superseded", "Superseded"),
+                        ],
+                        default="awaiting_approval",
+                        max_length=24,
+                    ),
+                ),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                (
+                    "requested_by",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
+                (
+                    "workspace",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="requests",
+                        to="approvals.workspace",
+                    ),
+                ),
             ],
         ),
         migrations.CreateModel(
-            name='Membership',
+            name="Membership",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('role', models.CharField(choices=[('requester', 'Requester'), ('approver', 'Approver'), ('operator', 'Operator')], max_length=16)),
-                ('user', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='memberships', to=settings.AUTH_USER_MODEL)),
-                ('workspace', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='memberships', to='approvals.workspace')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "role",
+                    models.CharField(
+                        choices=[
+                            ("requester", "Requester"),
+                            ("approver", "Approver"),
+                            ("operator", "Operator"),
+                        ],
+                        max_length=16,
+                    ),
+                ),
+                (
+                    "user",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="memberships",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
+                (
+                    "workspace",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="memberships",
+                        to="approvals.workspace",
+                    ),
+                ),
             ],
         ),
         migrations.CreateModel(
-            name='Approval',
+            name="Approval",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('revision', models.PositiveIntegerField()),
-                ('decision', models.CharField(choices=[('approve', 'Approve'), ('reject', 'Reject')], max_length=8)),
-                ('reason', models.TextField(blank=True)),
-                ('payload_hash', models.CharField(max_length=64)),
-                ('rule_version', models.CharField(max_length=40)),
-                ('decided_at', models.DateTimeField(auto_now_add=True)),
-                ('decided_by', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='+', to=settings.AUTH_USER_MODEL)),
-                ('request', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='decisions', to='approvals.request')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("revision", models.PositiveIntegerField()),
+                (
+                    "decision",
+                    models.CharField(
+                        choices=[("approve", "Approve"), ("reject", "Reject")], max_length=8
+                    ),
+                ),
+                ("reason", models.TextField(blank=True)),
+                ("payload_hash", models.CharField(max_length=64)),
+                ("rule_version", models.CharField(max_length=40)),
+                ("decided_at", models.DateTimeField(auto_now_add=True)),
+                (
+                    "decided_by",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
+                (
+                    "request",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="decisions",
+                        to="approvals.request",
+                    ),
+                ),
             ],
             options={
-                'constraints': [models.UniqueConstraint(fields=('request',), name='approval_one_decision_per_revision')],
+                "constraints": [
+                    models.UniqueConstraint(
+                        fields=("request",), name="approval_one_decision_per_revision"
+                    )
+                ],
             },
         ),
         migrations.CreateModel(
-            name='RequestEvent',
+            name="RequestEvent",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('from_state', models.CharField(blank=True, max_length=24)),
-                ('to_state', models.CharField(max_length=24)),
-                ('reason', models.TextField(blank=True)),
-                ('at', models.DateTimeField(auto_now_add=True)),
-                ('actor', models.ForeignKey(null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
-                ('request', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='events', to='approvals.request')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("from_state", models.CharField(blank=True, max_length=24)),
+                ("to_state", models.CharField(max_length=24)),
+                ("reason", models.TextField(blank=True)),
+                ("at", models.DateTimeField(auto_now_add=True)),
+                (
+                    "actor",
+                    models.ForeignKey(
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
+                (
+                    "request",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="events",
+                        to="approvals.request",
+                    ),
+                ),
             ],
             options={
-                'indexes': [models.Index(fields=['request', 'at'], name='request_event_idx')],
+                "indexes": [models.Index(fields=["request", "at"], name="request_event_idx")],
             },
         ),
         migrations.AddIndex(
-            model_name='request',
-            index=models.Index(fields=['state', 'created_at', 'id'], name='request_state_age_idx'),
+            model_name="request",
+            index=models.Index(fields=["state", "created_at", "id"], name="request_state_age_idx"),
         ),
         migrations.AddIndex(
-            model_name='request',
-            index=models.Index(fields=['workspace', 'state', 'created_at'], name='request_ws_state_idx'),
+            model_name="request",
+            index=models.Index(
+                fields=["workspace", "state", "created_at"], name="request_ws_state_idx"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='request',
-            constraint=models.UniqueConstraint(fields=('workspace', 'workflow', 'number', 'revision'), name='request_unique_revision'),
+            model_name="request",
+            constraint=models.UniqueConstraint(
+                fields=("workspace", "workflow", "number", "revision"),
+                name="request_unique_revision",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='membership',
-            constraint=models.UniqueConstraint(fields=('user', 'workspace', 'role'), name='membership_unique_role'),
+            model_name="membership",
+            constraint=models.UniqueConstraint(
+                fields=("user", "workspace", "role"), name="membership_unique_role"
+            ),
         ),
     ]

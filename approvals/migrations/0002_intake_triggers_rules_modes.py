@@ -6,111 +6,316 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('approvals', '0001_initial'),
+        ("approvals", "0001_initial"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='RequestReference',
+            name="RequestReference",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('workflow', models.CharField(max_length=40)),
-                ('reference', models.CharField(max_length=120)),
-                ('number', models.PositiveIntegerField()),
-                ('latest_revision', models.PositiveIntegerField(help_text="The sender's newest revision applied.")),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('workspace', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='+', to='approvals.workspace')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("workflow", models.CharField(max_length=40)),
+                ("reference", models.CharField(max_length=120)),
+                ("number", models.PositiveIntegerField()),
+                (
+                    "latest_revision",
+                    models.PositiveIntegerField(help_text="The sender's newest revision applied."),
+                ),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                (
+                    "workspace",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="+",
+                        to="approvals.workspace",
+                    ),
+                ),
             ],
             options={
-                'constraints': [models.UniqueConstraint(fields=('workspace', 'workflow', 'reference'), name='request_reference_unique'), models.UniqueConstraint(fields=('workspace', 'workflow', 'number'), name='request_reference_number')],
+                "constraints": [
+                    models.UniqueConstraint(
+                        fields=("workspace", "workflow", "reference"),
+                        name="request_reference_unique",
+                    ),
+                    models.UniqueConstraint(
+                        fields=("workspace", "workflow", "number"), name="request_reference_number"
+                    ),
+                ],
             },
         ),
         migrations.CreateModel(
-            name='RuleVersion',
+            name="RuleVersion",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('workflow', models.CharField(max_length=40)),
-                ('number', models.PositiveIntegerField()),
-                ('version', models.CharField(help_text='The label stored on decisions and handoffs.', max_length=40)),
-                ('schema', models.JSONField(help_text='JSON Schema (draft 2020-12) the request payload must satisfy.')),
-                ('notes', models.TextField(blank=True)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('created_by', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("workflow", models.CharField(max_length=40)),
+                ("number", models.PositiveIntegerField()),
+                (
+                    "version",
+                    models.CharField(
+                        help_text="The label stored on decisions and handoffs.", max_length=40
+                    ),
+                ),
+                (
+                    "schema",
+                    models.JSONField(
+                        help_text="JSON Schema (draft 2020-12) the request payload must satisfy."
+                    ),
+                ),
+                ("notes", models.TextField(blank=True)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                (
+                    "created_by",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
             options={
-                'constraints': [models.UniqueConstraint(fields=('workflow', 'number'), name='rule_version_unique_number'), models.UniqueConstraint(fields=('version',), name='rule_version_unique_label')],
+                "constraints": [
+                    models.UniqueConstraint(
+                        fields=("workflow", "number"), name="rule_version_unique_number"
+                    ),
+                    models.UniqueConstraint(fields=("version",), name="rule_version_unique_label"),
+                ],
             },
         ),
         migrations.CreateModel(
-            name='TriggerRecord',
+            name="TriggerRecord",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('webhook_id', models.CharField(max_length=200)),
-                ('signed_at', models.DateTimeField(help_text='The webhook-timestamp the sender signed.')),
-                ('received_at', models.DateTimeField(auto_now_add=True)),
-                ('workflow', models.CharField(blank=True, max_length=40)),
-                ('workspace_ref', models.BigIntegerField(blank=True, help_text='The workspace id the trigger named.', null=True)),
-                ('reference', models.CharField(blank=True, help_text="The sender's request reference.", max_length=120)),
-                ('sender_revision', models.PositiveIntegerField(blank=True, null=True)),
-                ('document', models.JSONField(help_text='The trigger body as received.')),
-                ('document_hash', models.CharField(max_length=64)),
-                ('outcome', models.CharField(choices=[('accepted', 'Accepted'), ('duplicate', 'Duplicate'), ('stale', 'Stale (ignored)'), ('rejected_at_intake', 'Rejected at intake')], max_length=20)),
-                ('reasons', models.JSONField(default=list)),
-                ('status_code', models.PositiveSmallIntegerField()),
-                ('response', models.JSONField(help_text="The answer sent; a duplicate gets the original's again.")),
-                ('rule_version', models.CharField(blank=True, max_length=40)),
-                ('duplicate_of', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.PROTECT, related_name='repeats', to='approvals.triggerrecord')),
-                ('request', models.ForeignKey(blank=True, help_text='The request revision this trigger created.', null=True, on_delete=django.db.models.deletion.PROTECT, related_name='triggers', to='approvals.request')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("webhook_id", models.CharField(max_length=200)),
+                (
+                    "signed_at",
+                    models.DateTimeField(help_text="The webhook-timestamp the sender signed."),
+                ),
+                ("received_at", models.DateTimeField(auto_now_add=True)),
+                ("workflow", models.CharField(blank=True, max_length=40)),
+                (
+                    "workspace_ref",
+                    models.BigIntegerField(
+                        blank=True, help_text="The workspace id the trigger named.", null=True
+                    ),
+                ),
+                (
+                    "reference",
+                    models.CharField(
+                        blank=True, help_text="The sender's request reference.", max_length=120
+                    ),
+                ),
+                ("sender_revision", models.PositiveIntegerField(blank=True, null=True)),
+                ("document", models.JSONField(help_text="The trigger body as received.")),
+                ("document_hash", models.CharField(max_length=64)),
+                (
+                    "outcome",
+                    models.CharField(
+                        choices=[
+                            ("accepted", "Accepted"),
+                            ("duplicate", "Duplicate"),
+                            ("stale", "Stale (ignored)"),
+                            ("rejected_at_intake", "Rejected at intake"),
+                        ],
+                        max_length=20,
+                    ),
+                ),
+                ("reasons", models.JSONField(default=list)),
+                ("status_code", models.PositiveSmallIntegerField()),
+                (
+                    "response",
+                    models.JSONField(
+                        help_text="The answer sent; a duplicate gets the original's again."
+                    ),
+                ),
+                ("rule_version", models.CharField(blank=True, max_length=40)),
+                (
+                    "duplicate_of",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="repeats",
+                        to="approvals.triggerrecord",
+                    ),
+                ),
+                (
+                    "request",
+                    models.ForeignKey(
+                        blank=True,
+                        help_text="The request revision this trigger created.",
+                        null=True,
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="triggers",
+                        to="approvals.request",
+                    ),
+                ),
             ],
             options={
-                'indexes': [models.Index(fields=['workspace_ref', 'received_at', 'id'], name='trigger_ws_keyset_idx'), models.Index(fields=['reference'], name='trigger_reference_idx'), models.Index(fields=['outcome', 'received_at'], name='trigger_outcome_idx')],
-                'constraints': [models.UniqueConstraint(condition=models.Q(('duplicate_of__isnull', True)), fields=('webhook_id',), name='trigger_unique_webhook_id'), models.UniqueConstraint(fields=('webhook_id', 'signed_at'), name='trigger_unique_signed_message')],
+                "indexes": [
+                    models.Index(
+                        fields=["workspace_ref", "received_at", "id"], name="trigger_ws_keyset_idx"
+                    ),
+                    models.Index(fields=["reference"], name="trigger_reference_idx"),
+                    models.Index(fields=["outcome", "received_at"], name="trigger_outcome_idx"),
+                ],
+                "constraints": [
+                    models.UniqueConstraint(
+                        condition=models.Q(("duplicate_of__isnull", True)),
+                        fields=("webhook_id",),
+                        name="trigger_unique_webhook_id",
+                    ),
+                    models.UniqueConstraint(
+                        fields=("webhook_id", "signed_at"), name="trigger_unique_signed_message"
+                    ),
+                ],
             },
         ),
         migrations.CreateModel(
-            name='WorkflowMode',
+            name="WorkflowMode",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('workflow', models.CharField(max_length=40)),
-                ('mode', models.CharField(choices=[('observe', 'Observe only'), ('limited', 'Limited to allowed workspaces'), ('live', 'Live')], max_length=12)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('allowed_workspaces', models.ManyToManyField(blank=True, help_text='Workspaces whose handoffs are sent in limited mode.', related_name='+', to='approvals.workspace')),
-                ('updated_by', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("workflow", models.CharField(max_length=40)),
+                (
+                    "mode",
+                    models.CharField(
+                        choices=[
+                            ("observe", "Observe only"),
+                            ("limited", "Limited to allowed workspaces"),
+                            ("live", "Live"),
+                        ],
+                        max_length=12,
+                    ),
+                ),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                (
+                    "allowed_workspaces",
+                    models.ManyToManyField(
+                        blank=True,
+                        help_text="Workspaces whose handoffs are sent in limited mode.",
+                        related_name="+",
+                        to="approvals.workspace",
+                    ),
+                ),
+                (
+                    "updated_by",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
             options={
-                'constraints': [models.UniqueConstraint(fields=('workflow',), name='workflow_mode_unique_workflow')],
+                "constraints": [
+                    models.UniqueConstraint(
+                        fields=("workflow",), name="workflow_mode_unique_workflow"
+                    )
+                ],
             },
         ),
         migrations.CreateModel(
-            name='WorkflowModeChange',
+            name="WorkflowModeChange",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('workflow', models.CharField(max_length=40)),
-                ('from_mode', models.CharField(blank=True, max_length=12)),
-                ('to_mode', models.CharField(choices=[('observe', 'Observe only'), ('limited', 'Limited to allowed workspaces'), ('live', 'Live')], max_length=12)),
-                ('from_allowed', models.JSONField(default=list, help_text='Allowed workspace ids before the change.')),
-                ('to_allowed', models.JSONField(default=list, help_text='Allowed workspace ids after the change.')),
-                ('reason', models.TextField()),
-                ('changed_at', models.DateTimeField(auto_now_add=True)),
-                ('changed_by', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='+', to=settings.AUTH_USER_MODEL)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("workflow", models.CharField(max_length=40)),
+                ("from_mode", models.CharField(blank=True, max_length=12)),
+                (
+                    "to_mode",
+                    models.CharField(
+                        choices=[
+                            ("observe", "Observe only"),
+                            ("limited", "Limited to allowed workspaces"),
+                            ("live", "Live"),
+                        ],
+                        max_length=12,
+                    ),
+                ),
+                (
+                    "from_allowed",
+                    models.JSONField(
+                        default=list, help_text="Allowed workspace ids before the change."
+                    ),
+                ),
+                (
+                    "to_allowed",
+                    models.JSONField(
+                        default=list, help_text="Allowed workspace ids after the change."
+                    ),
+                ),
+                ("reason", models.TextField()),
+                ("changed_at", models.DateTimeField(auto_now_add=True)),
+                (
+                    "changed_by",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
             options={
-                'indexes': [models.Index(fields=['workflow', 'changed_at'], name='mode_change_idx')],
+                "indexes": [
+                    models.Index(fields=["workflow", "changed_at"], name="mode_change_idx")
+                ],
             },
         ),
         migrations.CreateModel(
-            name='WorkspaceWorkflow',
+            name="WorkspaceWorkflow",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('workflow', models.CharField(max_length=40)),
-                ('accepts_triggers', models.BooleanField(default=True)),
-                ('workspace', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='workflows', to='approvals.workspace')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("workflow", models.CharField(max_length=40)),
+                ("accepts_triggers", models.BooleanField(default=True)),
+                (
+                    "workspace",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="workflows",
+                        to="approvals.workspace",
+                    ),
+                ),
             ],
             options={
-                'constraints': [models.UniqueConstraint(fields=('workspace', 'workflow'), name='workspace_workflow_unique')],
+                "constraints": [
+                    models.UniqueConstraint(
+                        fields=("workspace", "workflow"), name="workspace_workflow_unique"
+                    )
+                ],
             },
         ),
     ]

@@ -19,8 +19,13 @@ ONBOARDING_V1_SCHEMA = {
 def store_v1(apps, schema_editor):
     RuleVersion = apps.get_model("approvals", "RuleVersion")
     RuleVersion.objects.using(schema_editor.connection.alias).get_or_create(
-        workflow="onboarding", number=1,
-        defaults={"version": "onboarding-v1", "schema": ONBOARDING_V1_SCHEMA, "notes": "built-in rules"},
+        workflow="onboarding",
+        number=1,
+        defaults={
+            "version": "onboarding-v1",
+            "schema": ONBOARDING_V1_SCHEMA,
+            "notes": "built-in rules",
+        },
     )
 
 

@@ -6,27 +6,71 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('approvals', '0003_rule_version_onboarding_v1'),
+        ("approvals", "0003_rule_version_onboarding_v1"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='RoleChange',
+            name="RoleChange",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('role', models.CharField(choices=[('requester', 'Requester'), ('approver', 'Approver'), ('operator', 'Operator')], max_length=16)),
-                ('action', models.CharField(choices=[('grant', 'Granted'), ('revoke', 'Revoked')], max_length=8)),
-                ('reason', models.TextField()),
-                ('changed_at', models.DateTimeField(auto_now_add=True)),
-                ('changed_by', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='+', to=settings.AUTH_USER_MODEL)),
-                ('user', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='+', to=settings.AUTH_USER_MODEL)),
-                ('workspace', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='role_changes', to='approvals.workspace')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "role",
+                    models.CharField(
+                        choices=[
+                            ("requester", "Requester"),
+                            ("approver", "Approver"),
+                            ("operator", "Operator"),
+                        ],
+                        max_length=16,
+                    ),
+                ),
+                (
+                    "action",
+                    models.CharField(
+                        choices=[("grant", "Granted"), ("revoke", "Revoked")], max_length=8
+                    ),
+                ),
+                ("reason", models.TextField()),
+                ("changed_at", models.DateTimeField(auto_now_add=True)),
+                (
+                    "changed_by",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
+                (
+                    "user",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
+                (
+                    "workspace",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="role_changes",
+                        to="approvals.workspace",
+                    ),
+                ),
             ],
             options={
-                'indexes': [models.Index(fields=['workspace', 'changed_at', 'id'], name='role_change_ws_idx')],
+                "indexes": [
+                    models.Index(
+                        fields=["workspace", "changed_at", "id"], name="role_change_ws_idx"
+                    )
+                ],
             },
         ),
     ]

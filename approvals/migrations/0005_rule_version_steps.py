@@ -4,15 +4,18 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('approvals', '0004_role_change'),
+        ("approvals", "0004_role_change"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='ruleversion',
-            name='steps',
-            field=models.JSONField(blank=True, default=list, help_text='Ordered steps, each {"name", "operation", "compensation"}; none: one handoff.'),
+            model_name="ruleversion",
+            name="steps",
+            field=models.JSONField(
+                blank=True,
+                default=list,
+                help_text='Ordered steps, each {"name", "operation", "compensation"}; none: one handoff.',
+            ),
         ),
     ]

@@ -18,15 +18,18 @@ def console_links(context) -> list[dict]:
     # The workspace summary, when the view passed one, already holds the roles: no extra query.
     roles = {role for ws in nav for role in ws["roles"]} if nav else None
     current = getattr(getattr(request, "resolver_match", None), "view_name", None)
-    return [{**page, "url": reverse(page["url_name"]), "current": page["url_name"] == current}
-            for page in selectors.pages_for(user, roles)]
+    return [
+        {**page, "url": reverse(page["url_name"]), "current": page["url_name"] == current}
+        for page in selectors.pages_for(user, roles)
+    ]
 
 
 @register.simple_tag(takes_context=True)
 def refused_page(context) -> dict | None:
     request = context.get("request")
-    return selectors.page_named(getattr(getattr(request, "resolver_match", None), "view_name", None))
-
+    return selectors.page_named(
+        getattr(getattr(request, "resolver_match", None), "view_name", None)
+    )
 
 
 @register.filter

@@ -6,38 +6,70 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
-    dependencies = [
-    ]
+    dependencies = []
 
     operations = [
         migrations.CreateModel(
-            name='ReceiverTask',
+            name="ReceiverTask",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('task_id', models.UUIDField(default=uuid.uuid4, editable=False)),
-                ('action_key', models.CharField(max_length=200)),
-                ('payload', models.JSONField()),
-                ('payload_hash', models.CharField(max_length=64)),
-                ('status', models.CharField(choices=[('open', 'Open'), ('in_progress', 'In progress'), ('done', 'Done')], default='open', max_length=16)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("task_id", models.UUIDField(default=uuid.uuid4, editable=False)),
+                ("action_key", models.CharField(max_length=200)),
+                ("payload", models.JSONField()),
+                ("payload_hash", models.CharField(max_length=64)),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("open", "Open"),
+                            ("in_progress", "In progress"),
+                            ("done", "Done"),
+                        ],
+                        default="open",
+                        max_length=16,
+                    ),
+                ),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
             ],
             options={
-                'constraints': [models.UniqueConstraint(fields=('action_key',), name='receiver_task_unique_action_key'), models.UniqueConstraint(fields=('task_id',), name='receiver_task_unique_task_id'), models.CheckConstraint(condition=models.Q(('action_key', ''), _negated=True), name='receiver_task_action_key_not_empty')],
+                "constraints": [
+                    models.UniqueConstraint(
+                        fields=("action_key",), name="receiver_task_unique_action_key"
+                    ),
+                    models.UniqueConstraint(
+                        fields=("task_id",), name="receiver_task_unique_task_id"
+                    ),
+                    models.CheckConstraint(
+                        condition=models.Q(("action_key", ""), _negated=True),
+                        name="receiver_task_action_key_not_empty",
+                    ),
+                ],
             },
         ),
         migrations.CreateModel(
-            name='SeenMessage',
+            name="SeenMessage",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('message_id', models.CharField(max_length=120)),
-                ('received_at', models.DateTimeField(auto_now_add=True)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("message_id", models.CharField(max_length=120)),
+                ("received_at", models.DateTimeField(auto_now_add=True)),
             ],
             options={
-                'indexes': [models.Index(fields=['received_at'], name='seen_message_age_idx')],
-                'constraints': [models.UniqueConstraint(fields=('message_id',), name='seen_message_unique_id')],
+                "indexes": [models.Index(fields=["received_at"], name="seen_message_age_idx")],
+                "constraints": [
+                    models.UniqueConstraint(fields=("message_id",), name="seen_message_unique_id")
+                ],
             },
         ),
     ]

@@ -4,22 +4,30 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('delivery', '0001_initial'),
+        ("delivery", "0001_initial"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='FiredFault',
+            name="FiredFault",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('action_key', models.CharField(max_length=200)),
-                ('kind', models.CharField(max_length=32)),
-                ('fired_at', models.DateTimeField(auto_now_add=True)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("action_key", models.CharField(max_length=200)),
+                ("kind", models.CharField(max_length=32)),
+                ("fired_at", models.DateTimeField(auto_now_add=True)),
             ],
             options={
-                'constraints': [models.UniqueConstraint(fields=('action_key', 'kind'), name='fired_fault_unique_key_kind')],
+                "constraints": [
+                    models.UniqueConstraint(
+                        fields=("action_key", "kind"), name="fired_fault_unique_key_kind"
+                    )
+                ],
             },
         ),
     ]

@@ -4,20 +4,28 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('delivery', '0002_fired_fault'),
+        ("delivery", "0002_fired_fault"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='receivertask',
-            name='status_changed_at',
+            model_name="receivertask",
+            name="status_changed_at",
             field=models.DateTimeField(blank=True, null=True),
         ),
         migrations.AlterField(
-            model_name='receivertask',
-            name='status',
-            field=models.CharField(choices=[('open', 'Open'), ('in_progress', 'In progress'), ('done', 'Done'), ('failed', 'Failed')], default='open', max_length=16),
+            model_name="receivertask",
+            name="status",
+            field=models.CharField(
+                choices=[
+                    ("open", "Open"),
+                    ("in_progress", "In progress"),
+                    ("done", "Done"),
+                    ("failed", "Failed"),
+                ],
+                default="open",
+                max_length=16,
+            ),
         ),
     ]

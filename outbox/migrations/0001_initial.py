@@ -6,7 +6,6 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
@@ -15,105 +14,265 @@ class Migration(migrations.Migration):
 
     operations = [
         migrations.CreateModel(
-            name='Handoff',
+            name="Handoff",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('action_key', models.CharField(max_length=200)),
-                ('workflow', models.CharField(max_length=40)),
-                ('workspace_id', models.PositiveIntegerField(db_index=True)),
-                ('source_ref', models.CharField(help_text='The source record, e.g. request 42 revision 1.', max_length=120)),
-                ('source_id', models.PositiveBigIntegerField(help_text='Primary key of the source request revision.')),
-                ('rule_version', models.CharField(blank=True, max_length=40)),
-                ('payload', models.JSONField()),
-                ('payload_hash', models.CharField(max_length=64)),
-                ('destination', models.CharField(default='receiver', max_length=40)),
-                ('state', models.CharField(choices=[('pending', 'Pending'), ('in_flight', 'In flight'), ('delivered', 'Delivered'), ('uncertain', 'Uncertain'), ('needs_attention', 'Needs attention'), ('superseded', 'Superseded'), ('cancelled', 'Cancelled'), ('observed', 'Observed (not sent)')], default='pending', max_length=20)),
-                ('attempts', models.PositiveIntegerField(default=0, help_text='Every attempt ever made; numbers the attempts.')),
-                ('attempts_in_run', models.PositiveIntegerField(default=0, help_text='Automatic attempts since the handoff was recorded or an operator retried it.')),
-                ('next_attempt_at', models.DateTimeField(blank=True, null=True)),
-                ('lease_owner', models.CharField(blank=True, max_length=120)),
-                ('lease_expires_at', models.DateTimeField(blank=True, null=True)),
-                ('fencing_epoch', models.PositiveBigIntegerField(default=0)),
-                ('destination_id', models.CharField(blank=True, help_text='Task id the receiver returned.', max_length=120)),
-                ('failure_class', models.CharField(blank=True, choices=[('transient', 'Transient'), ('uncertain', 'Uncertain'), ('permanent', 'Permanent'), ('credential', 'Credential'), ('conflict', 'Conflict'), ('malformed', 'Malformed receipt')], max_length=16)),
-                ('reason_code', models.CharField(blank=True, max_length=60)),
-                ('last_error', models.TextField(blank=True)),
-                ('sla_due_at', models.DateTimeField(blank=True, null=True)),
-                ('attention_since', models.DateTimeField(blank=True, null=True)),
-                ('acknowledged_at', models.DateTimeField(blank=True, null=True)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('delivered_at', models.DateTimeField(blank=True, null=True)),
-                ('acknowledged_by', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
-                ('owner', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("action_key", models.CharField(max_length=200)),
+                ("workflow", models.CharField(max_length=40)),
+                ("workspace_id", models.PositiveIntegerField(db_index=True)),
+                (
+                    "source_ref",
+                    models.CharField(
+                        help_text="The source record, e.g. request 42 revision 1.", max_length=120
+                    ),
+                ),
+                (
+                    "source_id",
+                    models.PositiveBigIntegerField(
+                        help_text="Primary key of the source request revision."
+                    ),
+                ),
+                ("rule_version", models.CharField(blank=True, max_length=40)),
+                ("payload", models.JSONField()),
+                ("payload_hash", models.CharField(max_length=64)),
+                ("destination", models.CharField(default="receiver", max_length=40)),
+                (
+                    "state",
+                    models.CharField(
+                        choices=[
+                            ("pending", "Pending"),
+                            ("in_flight", "In flight"),
+                            ("delivered", "Delivered"),
+                            ("uncertain", "Uncertain"),
+                            ("needs_attention", "Needs attention"),
+                            ("superseded", "Superseded"),
+                            ("cancelled", "Cancelled"),
+                            ("observed", "Observed (not sent)"),
+                        ],
+                        default="pending",
+                        max_length=20,
+                    ),
+                ),
+                (
+                    "attempts",
+                    models.PositiveIntegerField(
+                        default=0, help_text="Every attempt ever made; numbers the attempts."
+                    ),
+                ),
+                (
+                    "attempts_in_run",
+                    models.PositiveIntegerField(
+                        default=0,
+                        help_text="Automatic attempts since the handoff was recorded or an operator retried it.",
+                    ),
+                ),
+                ("next_attempt_at", models.DateTimeField(blank=True, null=True)),
+                ("lease_owner", models.CharField(blank=True, max_length=120)),
+                ("lease_expires_at", models.DateTimeField(blank=True, null=True)),
+                ("fencing_epoch", models.PositiveBigIntegerField(default=0)),
+                (
+                    "destination_id",
+                    models.CharField(
+                        blank=True, help_text="Task id the receiver returned.", max_length=120
+                    ),
+                ),
+                (
+                    "failure_class",
+                    models.CharField(
+                        blank=True,
+                        choices=[
+                            ("transient", "Transient"),
+                            ("uncertain", "Uncertain"),
+                            ("permanent", "Permanent"),
+                            ("credential", "Credential"),
+                            ("conflict", "Conflict"),
+                            ("malformed", "Malformed receipt"),
+                        ],
+                        max_length=16,
+                    ),
+                ),
+                ("reason_code", models.CharField(blank=True, max_length=60)),
+                ("last_error", models.TextField(blank=True)),
+                ("sla_due_at", models.DateTimeField(blank=True, null=True)),
+                ("attention_since", models.DateTimeField(blank=True, null=True)),
+                ("acknowledged_at", models.DateTimeField(blank=True, null=True)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                ("delivered_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "acknowledged_by",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
+                (
+                    "owner",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
         ),
         migrations.CreateModel(
-            name='Attempt',
+            name="Attempt",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('number', models.PositiveIntegerField()),
-                ('fencing_epoch', models.PositiveBigIntegerField()),
-                ('worker', models.CharField(max_length=120)),
-                ('started_at', models.DateTimeField()),
-                ('finished_at', models.DateTimeField(blank=True, null=True)),
-                ('outcome', models.CharField(choices=[('in_progress', 'In progress'), ('created', 'Created'), ('duplicate', 'Existing task returned'), ('failed', 'Failed'), ('uncertain', 'Outcome unknown'), ('abandoned', 'Lease expired mid-call'), ('skipped', 'Not sent')], default='in_progress', max_length=16)),
-                ('failure_class', models.CharField(blank=True, choices=[('transient', 'Transient'), ('uncertain', 'Uncertain'), ('permanent', 'Permanent'), ('credential', 'Credential'), ('conflict', 'Conflict'), ('malformed', 'Malformed receipt')], max_length=16)),
-                ('reason_code', models.CharField(blank=True, max_length=60)),
-                ('status_code', models.PositiveSmallIntegerField(blank=True, null=True)),
-                ('latency_ms', models.PositiveIntegerField(blank=True, null=True)),
-                ('detail', models.TextField(blank=True)),
-                ('handoff', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='attempt_set', to='outbox.handoff')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("number", models.PositiveIntegerField()),
+                ("fencing_epoch", models.PositiveBigIntegerField()),
+                ("worker", models.CharField(max_length=120)),
+                ("started_at", models.DateTimeField()),
+                ("finished_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "outcome",
+                    models.CharField(
+                        choices=[
+                            ("in_progress", "In progress"),
+                            ("created", "Created"),
+                            ("duplicate", "Existing task returned"),
+                            ("failed", "Failed"),
+                            ("uncertain", "Outcome unknown"),
+                            ("abandoned", "Lease expired mid-call"),
+                            ("skipped", "Not sent"),
+                        ],
+                        default="in_progress",
+                        max_length=16,
+                    ),
+                ),
+                (
+                    "failure_class",
+                    models.CharField(
+                        blank=True,
+                        choices=[
+                            ("transient", "Transient"),
+                            ("uncertain", "Uncertain"),
+                            ("permanent", "Permanent"),
+                            ("credential", "Credential"),
+                            ("conflict", "Conflict"),
+                            ("malformed", "Malformed receipt"),
+                        ],
+                        max_length=16,
+                    ),
+                ),
+                ("reason_code", models.CharField(blank=True, max_length=60)),
+                ("status_code", models.PositiveSmallIntegerField(blank=True, null=True)),
+                ("latency_ms", models.PositiveIntegerField(blank=True, null=True)),
+                ("detail", models.TextField(blank=True)),
+                (
+                    "handoff",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="attempt_set",
+                        to="outbox.handoff",
+                    ),
+                ),
             ],
         ),
         migrations.CreateModel(
-            name='HandoffEvent',
+            name="HandoffEvent",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('from_state', models.CharField(blank=True, max_length=20)),
-                ('to_state', models.CharField(max_length=20)),
-                ('actor_label', models.CharField(help_text='A user name or a process (dispatcher, sweep).', max_length=120)),
-                ('action', models.CharField(blank=True, help_text='Manual action, if any (retry, cancel...).', max_length=30)),
-                ('reason', models.TextField(blank=True)),
-                ('at', models.DateTimeField(auto_now_add=True)),
-                ('actor', models.ForeignKey(null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
-                ('handoff', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='events', to='outbox.handoff')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("from_state", models.CharField(blank=True, max_length=20)),
+                ("to_state", models.CharField(max_length=20)),
+                (
+                    "actor_label",
+                    models.CharField(
+                        help_text="A user name or a process (dispatcher, sweep).", max_length=120
+                    ),
+                ),
+                (
+                    "action",
+                    models.CharField(
+                        blank=True,
+                        help_text="Manual action, if any (retry, cancel...).",
+                        max_length=30,
+                    ),
+                ),
+                ("reason", models.TextField(blank=True)),
+                ("at", models.DateTimeField(auto_now_add=True)),
+                (
+                    "actor",
+                    models.ForeignKey(
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
+                (
+                    "handoff",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="events",
+                        to="outbox.handoff",
+                    ),
+                ),
             ],
         ),
         migrations.AddIndex(
-            model_name='handoff',
-            index=models.Index(fields=['state', 'next_attempt_at'], name='handoff_due_idx'),
+            model_name="handoff",
+            index=models.Index(fields=["state", "next_attempt_at"], name="handoff_due_idx"),
         ),
         migrations.AddIndex(
-            model_name='handoff',
-            index=models.Index(fields=['state', 'lease_expires_at'], name='handoff_lease_idx'),
+            model_name="handoff",
+            index=models.Index(fields=["state", "lease_expires_at"], name="handoff_lease_idx"),
         ),
         migrations.AddIndex(
-            model_name='handoff',
-            index=models.Index(fields=['workspace_id', 'created_at', 'id'], name='handoff_ws_keyset_idx'),
+            model_name="handoff",
+            index=models.Index(
+                fields=["workspace_id", "created_at", "id"], name="handoff_ws_keyset_idx"
+            ),
         ),
         migrations.AddIndex(
-            model_name='handoff',
-            index=models.Index(fields=['workspace_id', 'state', 'created_at', 'id'], name='handoff_ws_state_idx'),
+            model_name="handoff",
+            index=models.Index(
+                fields=["workspace_id", "state", "created_at", "id"], name="handoff_ws_state_idx"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='handoff',
-            constraint=models.UniqueConstraint(fields=('action_key',), name='handoff_unique_action_key'),
+            model_name="handoff",
+            constraint=models.UniqueConstraint(
+                fields=("action_key",), name="handoff_unique_action_key"
+            ),
         ),
         migrations.AddIndex(
-            model_name='attempt',
-            index=models.Index(fields=['outcome', 'started_at'], name='attempt_outcome_idx'),
+            model_name="attempt",
+            index=models.Index(fields=["outcome", "started_at"], name="attempt_outcome_idx"),
         ),
         migrations.AddConstraint(
-            model_name='attempt',
-            constraint=models.UniqueConstraint(fields=('handoff', 'number'), name='attempt_unique_number'),
+            model_name="attempt",
+            constraint=models.UniqueConstraint(
+                fields=("handoff", "number"), name="attempt_unique_number"
+            ),
         ),
         migrations.AddIndex(
-            model_name='handoffevent',
-            index=models.Index(fields=['handoff', 'at'], name='handoff_event_idx'),
+            model_name="handoffevent",
+            index=models.Index(fields=["handoff", "at"], name="handoff_event_idx"),
         ),
         migrations.AddIndex(
-            model_name='handoffevent',
-            index=models.Index(fields=['action', 'at'], name='handoff_event_action_idx'),
+            model_name="handoffevent",
+            index=models.Index(fields=["action", "at"], name="handoff_event_action_idx"),
         ),
     ]

@@ -5,19 +5,22 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('outbox', '0001_initial'),
+        ("outbox", "0001_initial"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.AddIndex(
-            model_name='handoff',
-            index=models.Index(fields=['source_ref'], name='handoff_source_ref_idx', opclasses=['varchar_pattern_ops']),
+            model_name="handoff",
+            index=models.Index(
+                fields=["source_ref"],
+                name="handoff_source_ref_idx",
+                opclasses=["varchar_pattern_ops"],
+            ),
         ),
         migrations.AddIndex(
-            model_name='handoff',
-            index=models.Index(fields=['source_id'], name='handoff_source_id_idx'),
+            model_name="handoff",
+            index=models.Index(fields=["source_id"], name="handoff_source_id_idx"),
         ),
     ]

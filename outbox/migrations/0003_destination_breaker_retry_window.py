@@ -4,48 +4,95 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('outbox', '0002_handoff_source_indexes'),
+        ("outbox", "0002_handoff_source_indexes"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='handoff',
-            name='run_started_at',
-            field=models.DateTimeField(blank=True, help_text='Start of the retry window: when the handoff was recorded or an operator last retried it.', null=True),
+            model_name="handoff",
+            name="run_started_at",
+            field=models.DateTimeField(
+                blank=True,
+                help_text="Start of the retry window: when the handoff was recorded or an operator last retried it.",
+                null=True,
+            ),
         ),
         migrations.CreateModel(
-            name='DestinationEvent',
+            name="DestinationEvent",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('destination', models.CharField(max_length=40)),
-                ('from_state', models.CharField(max_length=10)),
-                ('to_state', models.CharField(max_length=10)),
-                ('reason', models.TextField(blank=True)),
-                ('at', models.DateTimeField(auto_now_add=True)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("destination", models.CharField(max_length=40)),
+                ("from_state", models.CharField(max_length=10)),
+                ("to_state", models.CharField(max_length=10)),
+                ("reason", models.TextField(blank=True)),
+                ("at", models.DateTimeField(auto_now_add=True)),
             ],
             options={
-                'indexes': [models.Index(fields=['destination', 'at'], name='destination_event_idx')],
+                "indexes": [
+                    models.Index(fields=["destination", "at"], name="destination_event_idx")
+                ],
             },
         ),
         migrations.CreateModel(
-            name='DestinationHealth',
+            name="DestinationHealth",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.CharField(max_length=40)),
-                ('state', models.CharField(choices=[('active', 'Active'), ('paused', 'Paused')], default='active', max_length=10)),
-                ('pause_reason', models.CharField(blank=True, choices=[('unreachable', 'Unreachable (connection failures or 5xx)'), ('credential', 'Credentials refused (401/403)')], max_length=16)),
-                ('consecutive_failures', models.PositiveIntegerField(default=0)),
-                ('failing_since', models.DateTimeField(blank=True, help_text='First failure of the current run.', null=True)),
-                ('paused_at', models.DateTimeField(blank=True, null=True)),
-                ('next_probe_at', models.DateTimeField(blank=True, help_text='On the database clock.', null=True)),
-                ('probes', models.PositiveIntegerField(default=0, help_text='Probe calls since the pause.')),
-                ('last_error', models.TextField(blank=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("name", models.CharField(max_length=40)),
+                (
+                    "state",
+                    models.CharField(
+                        choices=[("active", "Active"), ("paused", "Paused")],
+                        default="active",
+                        max_length=10,
+                    ),
+                ),
+                (
+                    "pause_reason",
+                    models.CharField(
+                        blank=True,
+                        choices=[
+                            ("unreachable", "Unreachable (connection failures or 5xx)"),
+                            ("credential", "Credentials refused (401/403)"),
+                        ],
+                        max_length=16,
+                    ),
+                ),
+                ("consecutive_failures", models.PositiveIntegerField(default=0)),
+                (
+                    "failing_since",
+                    models.DateTimeField(
+                        blank=True, help_text="First failure of the current run.", null=True
+                    ),
+                ),
+                ("paused_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "next_probe_at",
+                    models.DateTimeField(blank=True, help_text="On the database clock.", null=True),
+                ),
+                (
+                    "probes",
+                    models.PositiveIntegerField(
+                        default=0, help_text="Probe calls since the pause."
+                    ),
+                ),
+                ("last_error", models.TextField(blank=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
             ],
             options={
-                'constraints': [models.UniqueConstraint(fields=('name',), name='destination_health_unique_name')],
+                "constraints": [
+                    models.UniqueConstraint(fields=("name",), name="destination_health_unique_name")
+                ],
             },
         ),
     ]

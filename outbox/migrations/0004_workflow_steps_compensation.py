@@ -9,75 +9,109 @@ def one_step_instances(apps, schema_editor):
     # Every handoff recorded before steps existed is a one-step instance: its key is the instance key.
     Handoff = apps.get_model("outbox", "Handoff")
     Handoff.objects.using(schema_editor.connection.alias).filter(instance_key="").update(
-        instance_key=models.F("action_key"))
+        instance_key=models.F("action_key")
+    )
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('outbox', '0003_destination_breaker_retry_window'),
+        ("outbox", "0003_destination_breaker_retry_window"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='handoff',
-            name='compensates',
-            field=models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.PROTECT, related_name='compensations', to='outbox.handoff'),
+            model_name="handoff",
+            name="compensates",
+            field=models.ForeignKey(
+                blank=True,
+                null=True,
+                on_delete=django.db.models.deletion.PROTECT,
+                related_name="compensations",
+                to="outbox.handoff",
+            ),
         ),
         migrations.AddField(
-            model_name='handoff',
-            name='compensation_operation',
-            field=models.CharField(blank=True, help_text='The operation that reverses this step; blank if nothing can.', max_length=60),
+            model_name="handoff",
+            name="compensation_operation",
+            field=models.CharField(
+                blank=True,
+                help_text="The operation that reverses this step; blank if nothing can.",
+                max_length=60,
+            ),
         ),
         migrations.AddField(
-            model_name='handoff',
-            name='compensation_state',
-            field=models.CharField(blank=True, choices=[('', '—'), ('planned', 'Compensation planned'), ('compensated', 'Compensated'), ('residual', 'Residual: cannot be undone automatically'), ('repaired', 'Residual closed by a manual repair')], max_length=12),
+            model_name="handoff",
+            name="compensation_state",
+            field=models.CharField(
+                blank=True,
+                choices=[
+                    ("", "—"),
+                    ("planned", "Compensation planned"),
+                    ("compensated", "Compensated"),
+                    ("residual", "Residual: cannot be undone automatically"),
+                    ("repaired", "Residual closed by a manual repair"),
+                ],
+                max_length=12,
+            ),
         ),
         migrations.AddField(
-            model_name='handoff',
-            name='instance_key',
-            field=models.CharField(blank=True, help_text='The workflow instance, e.g. onboarding:7:42:1.', max_length=200),
+            model_name="handoff",
+            name="instance_key",
+            field=models.CharField(
+                blank=True,
+                help_text="The workflow instance, e.g. onboarding:7:42:1.",
+                max_length=200,
+            ),
         ),
         migrations.AddField(
-            model_name='handoff',
-            name='kind',
-            field=models.CharField(choices=[('action', 'Step'), ('compensation', 'Compensation')], default='action', max_length=16),
+            model_name="handoff",
+            name="kind",
+            field=models.CharField(
+                choices=[("action", "Step"), ("compensation", "Compensation")],
+                default="action",
+                max_length=16,
+            ),
         ),
         migrations.AddField(
-            model_name='handoff',
-            name='plan',
+            model_name="handoff",
+            name="plan",
             field=models.JSONField(blank=True, default=list),
         ),
         migrations.AddField(
-            model_name='handoff',
-            name='receipt',
-            field=models.JSONField(blank=True, default=dict, help_text='The validated receipt, as received.'),
+            model_name="handoff",
+            name="receipt",
+            field=models.JSONField(
+                blank=True, default=dict, help_text="The validated receipt, as received."
+            ),
         ),
         migrations.AddField(
-            model_name='handoff',
-            name='step',
-            field=models.CharField(blank=True, help_text='The logical step; blank for a one-step workflow.', max_length=60),
+            model_name="handoff",
+            name="step",
+            field=models.CharField(
+                blank=True,
+                help_text="The logical step; blank for a one-step workflow.",
+                max_length=60,
+            ),
         ),
         migrations.AddField(
-            model_name='handoff',
-            name='step_index',
+            model_name="handoff",
+            name="step_index",
             field=models.PositiveSmallIntegerField(default=0),
         ),
         migrations.AddField(
-            model_name='handoff',
-            name='work_checked_at',
+            model_name="handoff",
+            name="work_checked_at",
             field=models.DateTimeField(blank=True, null=True),
         ),
         migrations.AddField(
-            model_name='handoff',
-            name='work_status',
+            model_name="handoff",
+            name="work_status",
             field=models.CharField(blank=True, max_length=16),
         ),
         migrations.AddIndex(
-            model_name='handoff',
-            index=models.Index(fields=['instance_key', 'step_index'], name='handoff_instance_idx'),
+            model_name="handoff",
+            index=models.Index(fields=["instance_key", "step_index"], name="handoff_instance_idx"),
         ),
         migrations.RunPython(one_step_instances, migrations.RunPython.noop),
     ]

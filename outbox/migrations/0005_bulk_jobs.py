@@ -6,29 +6,74 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('outbox', '0004_workflow_steps_compensation'),
+        ("outbox", "0004_workflow_steps_compensation"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='BulkJob',
+            name="BulkJob",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('action', models.CharField(max_length=16)),
-                ('reason', models.TextField(blank=True)),
-                ('handoff_ids', models.JSONField(default=list)),
-                ('state', models.CharField(choices=[('queued', 'Queued'), ('running', 'Running'), ('done', 'Done')], default='queued', max_length=10)),
-                ('position', models.PositiveIntegerField(default=0, help_text='How many of the ids were processed.')),
-                ('done', models.PositiveIntegerField(default=0)),
-                ('skipped', models.JSONField(blank=True, default=dict, help_text='Why handoffs were skipped: reason -> count.')),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('updated_at', models.DateTimeField(auto_now=True, help_text='Written with every chunk: a job whose worker died stops moving, and the sweep resumes it.')),
-                ('finished_at', models.DateTimeField(blank=True, null=True)),
-                ('actor', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='+', to=settings.AUTH_USER_MODEL)),
-                ('owner', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.PROTECT, related_name='+', to=settings.AUTH_USER_MODEL)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("action", models.CharField(max_length=16)),
+                ("reason", models.TextField(blank=True)),
+                ("handoff_ids", models.JSONField(default=list)),
+                (
+                    "state",
+                    models.CharField(
+                        choices=[("queued", "Queued"), ("running", "Running"), ("done", "Done")],
+                        default="queued",
+                        max_length=10,
+                    ),
+                ),
+                (
+                    "position",
+                    models.PositiveIntegerField(
+                        default=0, help_text="How many of the ids were processed."
+                    ),
+                ),
+                ("done", models.PositiveIntegerField(default=0)),
+                (
+                    "skipped",
+                    models.JSONField(
+                        blank=True,
+                        default=dict,
+                        help_text="Why handoffs were skipped: reason -> count.",
+                    ),
+                ),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                (
+                    "updated_at",
+                    models.DateTimeField(
+                        auto_now=True,
+                        help_text="Written with every chunk: a job whose worker died stops moving, and the sweep resumes it.",
+                    ),
+                ),
+                ("finished_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "actor",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
+                (
+                    "owner",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
         ),
     ]

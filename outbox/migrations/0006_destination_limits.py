@@ -17,7 +17,9 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name="destinationevent",
             name="action",
-            field=models.CharField(blank=True, help_text="Operator action, if any (set_limits).", max_length=30),
+            field=models.CharField(
+                blank=True, help_text="Operator action, if any (set_limits).", max_length=30
+            ),
         ),
         migrations.AddField(
             model_name="destinationevent",
@@ -33,7 +35,9 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name="destinationevent",
             name="actor_label",
-            field=models.CharField(blank=True, help_text="A user name, or blank for the dispatcher.", max_length=120),
+            field=models.CharField(
+                blank=True, help_text="A user name, or blank for the dispatcher.", max_length=120
+            ),
         ),
         migrations.AddField(
             model_name="destinationhealth",
@@ -44,7 +48,9 @@ class Migration(migrations.Migration):
             model_name="destinationhealth",
             name="hold_until",
             field=models.DateTimeField(
-                blank=True, help_text="Retry-After: no call before this time (database clock).", null=True
+                blank=True,
+                help_text="Retry-After: no call before this time (database clock).",
+                null=True,
             ),
         ),
         migrations.AddField(
@@ -70,20 +76,35 @@ class Migration(migrations.Migration):
         migrations.CreateModel(
             name="DestinationSlot",
             fields=[
-                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
                 ("destination", models.CharField(max_length=40)),
                 (
                     "kind",
                     models.CharField(
-                        choices=[("concurrency", "Call in flight"), ("rate", "Request in the last second")],
+                        choices=[
+                            ("concurrency", "Call in flight"),
+                            ("rate", "Request in the last second"),
+                        ],
                         max_length=12,
                     ),
                 ),
-                ("number", models.PositiveIntegerField(help_text="Slots numbered at or above the limit are not used.")),
+                (
+                    "number",
+                    models.PositiveIntegerField(
+                        help_text="Slots numbered at or above the limit are not used."
+                    ),
+                ),
                 (
                     "free_at",
                     models.DateTimeField(
-                        blank=True, help_text="Free from this time (database clock); empty = free.", null=True
+                        blank=True,
+                        help_text="Free from this time (database clock); empty = free.",
+                        null=True,
                     ),
                 ),
                 ("holder", models.CharField(blank=True, max_length=160)),
@@ -91,7 +112,8 @@ class Migration(migrations.Migration):
             options={
                 "constraints": [
                     models.UniqueConstraint(
-                        fields=("destination", "kind", "number"), name="destination_slot_unique_number"
+                        fields=("destination", "kind", "number"),
+                        name="destination_slot_unique_number",
                     )
                 ],
             },

@@ -26,13 +26,17 @@ class Migration(migrations.Migration):
         migrations.AddIndex(
             model_name="handoff",
             index=models.Index(
-                condition=models.Q(("state", "in_flight")), fields=["lease_expires_at"], name="handoff_lease_expiry_idx"
+                condition=models.Q(("state", "in_flight")),
+                fields=["lease_expires_at"],
+                name="handoff_lease_expiry_idx",
             ),
         ),
         migrations.AddIndex(
             model_name="handoff",
             index=models.Index(
-                condition=models.Q(("state", "uncertain")), fields=["updated_at"], name="handoff_uncertain_idx"
+                condition=models.Q(("state", "uncertain")),
+                fields=["updated_at"],
+                name="handoff_uncertain_idx",
             ),
         ),
         migrations.AddIndex(

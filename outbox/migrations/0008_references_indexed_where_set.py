@@ -14,53 +14,88 @@ OLD_INDEXES = [
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('outbox', '0007_partial_indexes'),
+        ("outbox", "0007_partial_indexes"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         # The partial indexes first, then the full ones go (with db_index=False): never a moment without one.
         migrations.AddIndex(
-            model_name='handoff',
-            index=models.Index(condition=models.Q(('owner__isnull', False)), fields=['owner'], name='handoff_owner_idx'),
+            model_name="handoff",
+            index=models.Index(
+                condition=models.Q(("owner__isnull", False)),
+                fields=["owner"],
+                name="handoff_owner_idx",
+            ),
         ),
         migrations.AddIndex(
-            model_name='handoff',
-            index=models.Index(condition=models.Q(('acknowledged_by__isnull', False)), fields=['acknowledged_by'], name='handoff_acknowledged_by_idx'),
+            model_name="handoff",
+            index=models.Index(
+                condition=models.Q(("acknowledged_by__isnull", False)),
+                fields=["acknowledged_by"],
+                name="handoff_acknowledged_by_idx",
+            ),
         ),
         migrations.AddIndex(
-            model_name='handoff',
-            index=models.Index(condition=models.Q(('compensates__isnull', False)), fields=['compensates'], name='handoff_compensates_idx'),
+            model_name="handoff",
+            index=models.Index(
+                condition=models.Q(("compensates__isnull", False)),
+                fields=["compensates"],
+                name="handoff_compensates_idx",
+            ),
         ),
         # The old single-column indexes go by name. Altering the fields in the database instead would make
         # Django drop and re-add each foreign key constraint, and re-adding one validates the whole outbox
         # under a lock that blocks the console and the dispatchers; only the state changes here.
         migrations.SeparateDatabaseAndState(
             database_operations=[
-                migrations.RunSQL(f'DROP INDEX IF EXISTS "{name}"', f'CREATE INDEX "{name}" ON "outbox_handoff" ("{column}")')
+                migrations.RunSQL(
+                    f'DROP INDEX IF EXISTS "{name}"',
+                    f'CREATE INDEX "{name}" ON "outbox_handoff" ("{column}")',
+                )
                 for name, column in OLD_INDEXES
             ],
             state_operations=[
                 migrations.AlterField(
-                    model_name='handoff',
-                    name='acknowledged_by',
-                    field=models.ForeignKey(blank=True, db_index=False, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL),
+                    model_name="handoff",
+                    name="acknowledged_by",
+                    field=models.ForeignKey(
+                        blank=True,
+                        db_index=False,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
                 ),
                 migrations.AlterField(
-                    model_name='handoff',
-                    name='compensates',
-                    field=models.ForeignKey(blank=True, db_index=False, null=True, on_delete=django.db.models.deletion.PROTECT, related_name='compensations', to='outbox.handoff'),
+                    model_name="handoff",
+                    name="compensates",
+                    field=models.ForeignKey(
+                        blank=True,
+                        db_index=False,
+                        null=True,
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="compensations",
+                        to="outbox.handoff",
+                    ),
                 ),
                 migrations.AlterField(
-                    model_name='handoff',
-                    name='owner',
-                    field=models.ForeignKey(blank=True, db_index=False, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL),
+                    model_name="handoff",
+                    name="owner",
+                    field=models.ForeignKey(
+                        blank=True,
+                        db_index=False,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
                 ),
                 migrations.AlterField(
-                    model_name='handoff',
-                    name='workspace_id',
+                    model_name="handoff",
+                    name="workspace_id",
                     field=models.PositiveIntegerField(),
                 ),
             ],

@@ -4,14 +4,20 @@ from django.db import migrations
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('outbox', '0008_references_indexed_where_set'),
+        ("outbox", "0008_references_indexed_where_set"),
     ]
 
     operations = [
         migrations.AlterModelOptions(
-            name='destinationhealth',
-            options={'permissions': [('set_destination_limits', "Can set a destination's limits (they apply to every workspace)")]},
+            name="destinationhealth",
+            options={
+                "permissions": [
+                    (
+                        "set_destination_limits",
+                        "Can set a destination's limits (they apply to every workspace)",
+                    )
+                ]
+            },
         ),
     ]

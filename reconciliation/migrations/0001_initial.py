@@ -6,7 +6,6 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
@@ -15,113 +14,284 @@ class Migration(migrations.Migration):
 
     operations = [
         migrations.CreateModel(
-            name='ReconciliationRun',
+            name="ReconciliationRun",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('trigger', models.CharField(help_text='command, schedule, console...', max_length=30)),
-                ('status', models.CharField(choices=[('running', 'Running'), ('completed', 'Completed'), ('failed', 'Failed')], default='running', max_length=16)),
-                ('started_at', models.DateTimeField(auto_now_add=True)),
-                ('finished_at', models.DateTimeField(blank=True, null=True)),
-                ('batch_size', models.PositiveIntegerField()),
-                ('source_keys', models.PositiveBigIntegerField(default=0)),
-                ('receiver_keys', models.PositiveBigIntegerField(default=0)),
-                ('keys_compared', models.PositiveBigIntegerField(default=0, help_text='Distinct keys seen on either side.')),
-                ('source_pages', models.PositiveIntegerField(default=0)),
-                ('receiver_pages', models.PositiveIntegerField(default=0)),
-                ('largest_page', models.PositiveIntegerField(default=0, help_text='Most rows held from one page of either side.')),
-                ('page_limits', models.JSONField(blank=True, default=list, help_text='Every page size asked of either side.')),
-                ('approved_requests_checked', models.PositiveBigIntegerField(default=0)),
-                ('findings_by_kind', models.JSONField(blank=True, default=dict, help_text='Problems seen in this run, by kind.')),
-                ('new_findings', models.PositiveIntegerField(default=0)),
-                ('resolved_findings', models.PositiveIntegerField(default=0)),
-                ('outcome_validation_failures', models.PositiveIntegerField(default=0)),
-                ('error', models.TextField(blank=True)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "trigger",
+                    models.CharField(help_text="command, schedule, console...", max_length=30),
+                ),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("running", "Running"),
+                            ("completed", "Completed"),
+                            ("failed", "Failed"),
+                        ],
+                        default="running",
+                        max_length=16,
+                    ),
+                ),
+                ("started_at", models.DateTimeField(auto_now_add=True)),
+                ("finished_at", models.DateTimeField(blank=True, null=True)),
+                ("batch_size", models.PositiveIntegerField()),
+                ("source_keys", models.PositiveBigIntegerField(default=0)),
+                ("receiver_keys", models.PositiveBigIntegerField(default=0)),
+                (
+                    "keys_compared",
+                    models.PositiveBigIntegerField(
+                        default=0, help_text="Distinct keys seen on either side."
+                    ),
+                ),
+                ("source_pages", models.PositiveIntegerField(default=0)),
+                ("receiver_pages", models.PositiveIntegerField(default=0)),
+                (
+                    "largest_page",
+                    models.PositiveIntegerField(
+                        default=0, help_text="Most rows held from one page of either side."
+                    ),
+                ),
+                (
+                    "page_limits",
+                    models.JSONField(
+                        blank=True, default=list, help_text="Every page size asked of either side."
+                    ),
+                ),
+                ("approved_requests_checked", models.PositiveBigIntegerField(default=0)),
+                (
+                    "findings_by_kind",
+                    models.JSONField(
+                        blank=True, default=dict, help_text="Problems seen in this run, by kind."
+                    ),
+                ),
+                ("new_findings", models.PositiveIntegerField(default=0)),
+                ("resolved_findings", models.PositiveIntegerField(default=0)),
+                ("outcome_validation_failures", models.PositiveIntegerField(default=0)),
+                ("error", models.TextField(blank=True)),
             ],
             options={
-                'indexes': [models.Index(fields=['status', '-started_at'], name='recon_run_status_idx')],
+                "indexes": [
+                    models.Index(fields=["status", "-started_at"], name="recon_run_status_idx")
+                ],
             },
         ),
         migrations.CreateModel(
-            name='Finding',
+            name="Finding",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('kind', models.CharField(choices=[('missing_at_receiver', 'Missing at the receiver'), ('orphan_at_receiver', 'Orphan at the receiver'), ('payload_mismatch', 'Payload mismatch'), ('destination_mismatch', 'Destination id mismatch'), ('stuck', 'Stuck'), ('not_handed_off', 'Approved, not handed off')], max_length=24)),
-                ('action_key', models.CharField(max_length=200)),
-                ('handoff_id', models.BigIntegerField(blank=True, null=True)),
-                ('workspace_id', models.PositiveIntegerField(blank=True, null=True)),
-                ('workflow', models.CharField(blank=True, max_length=40)),
-                ('source_evidence', models.JSONField(blank=True, default=dict)),
-                ('receiver_evidence', models.JSONField(blank=True, default=dict)),
-                ('next_action', models.TextField()),
-                ('outcome_validation', models.BooleanField(default=False, help_text='A delivered handoff whose task at the receiver does not prove the outcome.')),
-                ('status', models.CharField(choices=[('open', 'Open'), ('acknowledged', 'Acknowledged'), ('resolved', 'Resolved')], default='open', max_length=16)),
-                ('first_seen_at', models.DateTimeField(auto_now_add=True)),
-                ('last_seen_at', models.DateTimeField()),
-                ('acknowledged_at', models.DateTimeField(blank=True, null=True)),
-                ('resolved_at', models.DateTimeField(blank=True, null=True)),
-                ('note', models.TextField(blank=True)),
-                ('acknowledged_by', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
-                ('resolved_by', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
-                ('first_run', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='+', to='reconciliation.reconciliationrun')),
-                ('last_run', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='findings', to='reconciliation.reconciliationrun')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "kind",
+                    models.CharField(
+                        choices=[
+                            ("missing_at_receiver", "Missing at the receiver"),
+                            ("orphan_at_receiver", "Orphan at the receiver"),
+                            ("payload_mismatch", "Payload mismatch"),
+                            ("destination_mismatch", "Destination id mismatch"),
+                            ("stuck", "Stuck"),
+                            ("not_handed_off", "Approved, not handed off"),
+                        ],
+                        max_length=24,
+                    ),
+                ),
+                ("action_key", models.CharField(max_length=200)),
+                ("handoff_id", models.BigIntegerField(blank=True, null=True)),
+                ("workspace_id", models.PositiveIntegerField(blank=True, null=True)),
+                ("workflow", models.CharField(blank=True, max_length=40)),
+                ("source_evidence", models.JSONField(blank=True, default=dict)),
+                ("receiver_evidence", models.JSONField(blank=True, default=dict)),
+                ("next_action", models.TextField()),
+                (
+                    "outcome_validation",
+                    models.BooleanField(
+                        default=False,
+                        help_text="A delivered handoff whose task at the receiver does not prove the outcome.",
+                    ),
+                ),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("open", "Open"),
+                            ("acknowledged", "Acknowledged"),
+                            ("resolved", "Resolved"),
+                        ],
+                        default="open",
+                        max_length=16,
+                    ),
+                ),
+                ("first_seen_at", models.DateTimeField(auto_now_add=True)),
+                ("last_seen_at", models.DateTimeField()),
+                ("acknowledged_at", models.DateTimeField(blank=True, null=True)),
+                ("resolved_at", models.DateTimeField(blank=True, null=True)),
+                ("note", models.TextField(blank=True)),
+                (
+                    "acknowledged_by",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
+                (
+                    "resolved_by",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
+                (
+                    "first_run",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="+",
+                        to="reconciliation.reconciliationrun",
+                    ),
+                ),
+                (
+                    "last_run",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="findings",
+                        to="reconciliation.reconciliationrun",
+                    ),
+                ),
             ],
         ),
         migrations.CreateModel(
-            name='AlertRecord',
+            name="AlertRecord",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('kind', models.CharField(choices=[('needs_attention', 'Handoff needs attention'), ('sla_breach', 'SLA breached'), ('reconciliation', 'Reconciliation found problems')], max_length=20)),
-                ('handoff_id', models.BigIntegerField(blank=True, null=True)),
-                ('episode_at', models.DateTimeField(blank=True, null=True)),
-                ('group_key', models.CharField(max_length=200)),
-                ('action_key', models.CharField(blank=True, max_length=200)),
-                ('workflow', models.CharField(blank=True, max_length=40)),
-                ('failure_class', models.CharField(blank=True, max_length=24)),
-                ('message_id', models.CharField(blank=True, help_text='The notification this was sent in.', max_length=64)),
-                ('recipients', models.TextField(blank=True)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('sent_at', models.DateTimeField(blank=True, null=True)),
-                ('send_attempts', models.PositiveSmallIntegerField(default=0)),
-                ('webhook_status', models.CharField(blank=True, max_length=40)),
-                ('last_error', models.TextField(blank=True)),
-                ('finding', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='reconciliation.finding')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "kind",
+                    models.CharField(
+                        choices=[
+                            ("needs_attention", "Handoff needs attention"),
+                            ("sla_breach", "SLA breached"),
+                            ("reconciliation", "Reconciliation found problems"),
+                        ],
+                        max_length=20,
+                    ),
+                ),
+                ("handoff_id", models.BigIntegerField(blank=True, null=True)),
+                ("episode_at", models.DateTimeField(blank=True, null=True)),
+                ("group_key", models.CharField(max_length=200)),
+                ("action_key", models.CharField(blank=True, max_length=200)),
+                ("workflow", models.CharField(blank=True, max_length=40)),
+                ("failure_class", models.CharField(blank=True, max_length=24)),
+                (
+                    "message_id",
+                    models.CharField(
+                        blank=True, help_text="The notification this was sent in.", max_length=64
+                    ),
+                ),
+                ("recipients", models.TextField(blank=True)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("sent_at", models.DateTimeField(blank=True, null=True)),
+                ("send_attempts", models.PositiveSmallIntegerField(default=0)),
+                ("webhook_status", models.CharField(blank=True, max_length=40)),
+                ("last_error", models.TextField(blank=True)),
+                (
+                    "finding",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to="reconciliation.finding",
+                    ),
+                ),
             ],
             options={
-                'indexes': [models.Index(fields=['kind', 'handoff_id'], name='alert_kind_handoff_idx'), models.Index(fields=['sent_at', 'created_at'], name='alert_unsent_idx')],
-                'constraints': [models.UniqueConstraint(fields=('group_key',), name='alert_unique_group_key')],
+                "indexes": [
+                    models.Index(fields=["kind", "handoff_id"], name="alert_kind_handoff_idx"),
+                    models.Index(fields=["sent_at", "created_at"], name="alert_unsent_idx"),
+                ],
+                "constraints": [
+                    models.UniqueConstraint(fields=("group_key",), name="alert_unique_group_key")
+                ],
             },
         ),
         migrations.CreateModel(
-            name='FindingEvent',
+            name="FindingEvent",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('action', models.CharField(help_text='opened, acknowledged, resolved, auto_resolved', max_length=20)),
-                ('from_status', models.CharField(blank=True, max_length=16)),
-                ('to_status', models.CharField(max_length=16)),
-                ('actor_label', models.CharField(max_length=120)),
-                ('note', models.TextField(blank=True)),
-                ('at', models.DateTimeField(auto_now_add=True)),
-                ('actor', models.ForeignKey(null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
-                ('finding', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='events', to='reconciliation.finding')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "action",
+                    models.CharField(
+                        help_text="opened, acknowledged, resolved, auto_resolved", max_length=20
+                    ),
+                ),
+                ("from_status", models.CharField(blank=True, max_length=16)),
+                ("to_status", models.CharField(max_length=16)),
+                ("actor_label", models.CharField(max_length=120)),
+                ("note", models.TextField(blank=True)),
+                ("at", models.DateTimeField(auto_now_add=True)),
+                (
+                    "actor",
+                    models.ForeignKey(
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
+                (
+                    "finding",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="events",
+                        to="reconciliation.finding",
+                    ),
+                ),
             ],
             options={
-                'indexes': [models.Index(fields=['finding', 'at'], name='finding_event_idx')],
+                "indexes": [models.Index(fields=["finding", "at"], name="finding_event_idx")],
             },
         ),
         migrations.AddIndex(
-            model_name='finding',
-            index=models.Index(fields=['last_run', 'kind'], name='finding_run_kind_idx'),
+            model_name="finding",
+            index=models.Index(fields=["last_run", "kind"], name="finding_run_kind_idx"),
         ),
         migrations.AddIndex(
-            model_name='finding',
-            index=models.Index(fields=['status', 'action_key'], name='finding_status_key_idx'),
+            model_name="finding",
+            index=models.Index(fields=["status", "action_key"], name="finding_status_key_idx"),
         ),
         migrations.AddIndex(
-            model_name='finding',
-            index=models.Index(fields=['workspace_id', 'status'], name='finding_ws_status_idx'),
+            model_name="finding",
+            index=models.Index(fields=["workspace_id", "status"], name="finding_ws_status_idx"),
         ),
         migrations.AddConstraint(
-            model_name='finding',
-            constraint=models.UniqueConstraint(condition=models.Q(('status', 'resolved'), _negated=True), fields=('kind', 'action_key'), name='finding_one_live_per_kind_key'),
+            model_name="finding",
+            constraint=models.UniqueConstraint(
+                condition=models.Q(("status", "resolved"), _negated=True),
+                fields=("kind", "action_key"),
+                name="finding_one_live_per_kind_key",
+            ),
         ),
     ]

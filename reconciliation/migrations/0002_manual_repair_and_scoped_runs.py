@@ -6,53 +6,123 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('reconciliation', '0001_initial'),
+        ("reconciliation", "0001_initial"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='reconciliationrun',
-            name='covered_by_repairs',
-            field=models.PositiveIntegerField(default=0, help_text='Problems seen again exactly as a manual repair accounted for: not reopened.'),
+            model_name="reconciliationrun",
+            name="covered_by_repairs",
+            field=models.PositiveIntegerField(
+                default=0,
+                help_text="Problems seen again exactly as a manual repair accounted for: not reopened.",
+            ),
         ),
         migrations.AddField(
-            model_name='reconciliationrun',
-            name='started_by',
-            field=models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL),
+            model_name="reconciliationrun",
+            name="started_by",
+            field=models.ForeignKey(
+                blank=True,
+                null=True,
+                on_delete=django.db.models.deletion.SET_NULL,
+                related_name="+",
+                to=settings.AUTH_USER_MODEL,
+            ),
         ),
         migrations.AddField(
-            model_name='reconciliationrun',
-            name='workspace_id',
-            field=models.PositiveIntegerField(blank=True, help_text='Set when the run compared one workspace only (Reconcile now).', null=True),
+            model_name="reconciliationrun",
+            name="workspace_id",
+            field=models.PositiveIntegerField(
+                blank=True,
+                help_text="Set when the run compared one workspace only (Reconcile now).",
+                null=True,
+            ),
         ),
         migrations.AlterField(
-            model_name='reconciliationrun',
-            name='status',
-            field=models.CharField(choices=[('queued', 'Queued'), ('running', 'Running'), ('completed', 'Completed'), ('failed', 'Failed')], default='running', max_length=16),
+            model_name="reconciliationrun",
+            name="status",
+            field=models.CharField(
+                choices=[
+                    ("queued", "Queued"),
+                    ("running", "Running"),
+                    ("completed", "Completed"),
+                    ("failed", "Failed"),
+                ],
+                default="running",
+                max_length=16,
+            ),
         ),
         migrations.CreateModel(
-            name='ManualRepair',
+            name="ManualRepair",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('workspace_id', models.PositiveIntegerField()),
-                ('action_key', models.CharField(max_length=200)),
-                ('handoff_id', models.BigIntegerField(blank=True, null=True)),
-                ('actor_label', models.CharField(max_length=120)),
-                ('at', models.DateTimeField(auto_now_add=True)),
-                ('what_was_done', models.TextField(help_text="What was done outside the system, in the person's words.")),
-                ('evidence', models.TextField(blank=True, help_text='Ticket, message or screenshot reference that proves it.')),
-                ('receiver_task_id', models.CharField(blank=True, help_text="The receiver's task id, where one exists or was re-created.", max_length=120)),
-                ('resulting_state', models.CharField(blank=True, help_text="The handoff's state afterwards.", max_length=20)),
-                ('covered_kind', models.CharField(blank=True, max_length=24)),
-                ('covered_fingerprint', models.CharField(blank=True, max_length=64)),
-                ('actor', models.ForeignKey(null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
-                ('finding', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.PROTECT, related_name='repairs', to='reconciliation.finding')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("workspace_id", models.PositiveIntegerField()),
+                ("action_key", models.CharField(max_length=200)),
+                ("handoff_id", models.BigIntegerField(blank=True, null=True)),
+                ("actor_label", models.CharField(max_length=120)),
+                ("at", models.DateTimeField(auto_now_add=True)),
+                (
+                    "what_was_done",
+                    models.TextField(
+                        help_text="What was done outside the system, in the person's words."
+                    ),
+                ),
+                (
+                    "evidence",
+                    models.TextField(
+                        blank=True,
+                        help_text="Ticket, message or screenshot reference that proves it.",
+                    ),
+                ),
+                (
+                    "receiver_task_id",
+                    models.CharField(
+                        blank=True,
+                        help_text="The receiver's task id, where one exists or was re-created.",
+                        max_length=120,
+                    ),
+                ),
+                (
+                    "resulting_state",
+                    models.CharField(
+                        blank=True, help_text="The handoff's state afterwards.", max_length=20
+                    ),
+                ),
+                ("covered_kind", models.CharField(blank=True, max_length=24)),
+                ("covered_fingerprint", models.CharField(blank=True, max_length=64)),
+                (
+                    "actor",
+                    models.ForeignKey(
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
+                (
+                    "finding",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="repairs",
+                        to="reconciliation.finding",
+                    ),
+                ),
             ],
             options={
-                'indexes': [models.Index(fields=['action_key', 'covered_kind'], name='repair_key_kind_idx'), models.Index(fields=['handoff_id', 'at'], name='repair_handoff_idx'), models.Index(fields=['workspace_id', 'at'], name='repair_ws_idx')],
+                "indexes": [
+                    models.Index(fields=["action_key", "covered_kind"], name="repair_key_kind_idx"),
+                    models.Index(fields=["handoff_id", "at"], name="repair_handoff_idx"),
+                    models.Index(fields=["workspace_id", "at"], name="repair_ws_idx"),
+                ],
             },
         ),
     ]

@@ -4,30 +4,47 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('reconciliation', '0002_manual_repair_and_scoped_runs'),
+        ("reconciliation", "0002_manual_repair_and_scoped_runs"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='alertrecord',
-            name='destination',
+            model_name="alertrecord",
+            name="destination",
             field=models.CharField(blank=True, max_length=40),
         ),
         migrations.AddField(
-            model_name='alertrecord',
-            name='severity',
-            field=models.CharField(choices=[('page', 'Page'), ('email', 'E-mail')], default='email', max_length=8),
+            model_name="alertrecord",
+            name="severity",
+            field=models.CharField(
+                choices=[("page", "Page"), ("email", "E-mail")], default="email", max_length=8
+            ),
         ),
         migrations.AddField(
-            model_name='alertrecord',
-            name='workspace_id',
-            field=models.PositiveIntegerField(blank=True, help_text='The one workspace whose items this alert may carry; none for a destination.', null=True),
+            model_name="alertrecord",
+            name="workspace_id",
+            field=models.PositiveIntegerField(
+                blank=True,
+                help_text="The one workspace whose items this alert may carry; none for a destination.",
+                null=True,
+            ),
         ),
         migrations.AlterField(
-            model_name='alertrecord',
-            name='kind',
-            field=models.CharField(choices=[('needs_attention', 'Handoff needs attention'), ('sla_breach', 'SLA breached'), ('reconciliation', 'Reconciliation found problems'), ('destination_paused', 'Destination paused (unreachable or credentials refused)'), ('widespread', 'Many handoffs failing at once')], max_length=20),
+            model_name="alertrecord",
+            name="kind",
+            field=models.CharField(
+                choices=[
+                    ("needs_attention", "Handoff needs attention"),
+                    ("sla_breach", "SLA breached"),
+                    ("reconciliation", "Reconciliation found problems"),
+                    (
+                        "destination_paused",
+                        "Destination paused (unreachable or credentials refused)",
+                    ),
+                    ("widespread", "Many handoffs failing at once"),
+                ],
+                max_length=20,
+            ),
         ),
     ]

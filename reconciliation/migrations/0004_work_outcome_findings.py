@@ -6,26 +6,46 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('reconciliation', '0003_alert_severity_workspace'),
+        ("reconciliation", "0003_alert_severity_workspace"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='finding',
-            name='owner',
-            field=models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL),
+            model_name="finding",
+            name="owner",
+            field=models.ForeignKey(
+                blank=True,
+                null=True,
+                on_delete=django.db.models.deletion.SET_NULL,
+                related_name="+",
+                to=settings.AUTH_USER_MODEL,
+            ),
         ),
         migrations.AddField(
-            model_name='reconciliationrun',
-            name='work_statuses_recorded',
-            field=models.PositiveBigIntegerField(default=0, help_text='Delivered handoffs whose work status the receiver reported differently than stored.'),
+            model_name="reconciliationrun",
+            name="work_statuses_recorded",
+            field=models.PositiveBigIntegerField(
+                default=0,
+                help_text="Delivered handoffs whose work status the receiver reported differently than stored.",
+            ),
         ),
         migrations.AlterField(
-            model_name='finding',
-            name='kind',
-            field=models.CharField(choices=[('missing_at_receiver', 'Missing at the receiver'), ('orphan_at_receiver', 'Orphan at the receiver'), ('payload_mismatch', 'Payload mismatch'), ('destination_mismatch', 'Destination id mismatch'), ('stuck', 'Stuck'), ('not_handed_off', 'Approved, not handed off'), ('work_not_done', 'Work not done by the deadline'), ('work_failed', 'Work failed at the receiver')], max_length=24),
+            model_name="finding",
+            name="kind",
+            field=models.CharField(
+                choices=[
+                    ("missing_at_receiver", "Missing at the receiver"),
+                    ("orphan_at_receiver", "Orphan at the receiver"),
+                    ("payload_mismatch", "Payload mismatch"),
+                    ("destination_mismatch", "Destination id mismatch"),
+                    ("stuck", "Stuck"),
+                    ("not_handed_off", "Approved, not handed off"),
+                    ("work_not_done", "Work not done by the deadline"),
+                    ("work_failed", "Work failed at the receiver"),
+                ],
+                max_length=24,
+            ),
         ),
     ]

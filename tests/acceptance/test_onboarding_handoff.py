@@ -31,7 +31,9 @@ def world():
 
 def approve_42(world) -> Handoff:
     req = world["request"]
-    return request_approve(workspace_id=7, number=42, revision=1, actor=world["alice"], payload_hash=req.payload_hash)
+    return request_approve(
+        workspace_id=7, number=42, revision=1, actor=world["alice"], payload_hash=req.payload_hash
+    )
 
 
 def assert_untouched(world):
@@ -49,15 +51,25 @@ def deliver_with_lost_ack(handoff: Handoff) -> InProcessDestination:
 
 def test_a_approver_from_another_workspace_is_denied(world):
     with pytest.raises(ApprovalDenied):
-        request_approve(workspace_id=7, number=42, revision=1, actor=world["mallory"],
-                        payload_hash=world["request"].payload_hash)
+        request_approve(
+            workspace_id=7,
+            number=42,
+            revision=1,
+            actor=world["mallory"],
+            payload_hash=world["request"].payload_hash,
+        )
     assert_untouched(world)
 
 
 def test_b_member_without_approver_role_is_denied(world):
     with pytest.raises(ApprovalDenied):
-        request_approve(workspace_id=7, number=42, revision=1, actor=world["olga"],
-                        payload_hash=world["request"].payload_hash)
+        request_approve(
+            workspace_id=7,
+            number=42,
+            revision=1,
+            actor=world["olga"],
+            payload_hash=world["request"].payload_hash,
+        )
     assert_untouched(world)
 
 
@@ -66,31 +78,51 @@ def test_b_requester_cannot_approve_own_request(world):
 
     Membership.objects.create(user=world["bob"], workspace=world["w7"], role=Role.APPROVER)
     with pytest.raises(ApprovalDenied, match="own request"):
-        request_approve(workspace_id=7, number=42, revision=1, actor=world["bob"],
-                        payload_hash=world["request"].payload_hash)
+        request_approve(
+            workspace_id=7,
+            number=42,
+            revision=1,
+            actor=world["bob"],
+            payload_hash=world["request"].payload_hash,
+        )
     assert_untouched(world)
 
 
 def test_c_stale_payload_hash_is_refused(world):
     shown_hash = world["request"].payload_hash
     # The request changes after the approver saw it: a new revision replaces the one awaiting approval.
-    request_revise(workspace_id=7, number=42, payload={**world["request"].payload, "plan": "enterprise"},
-                   actor=world["bob"])
+    request_revise(
+        workspace_id=7,
+        number=42,
+        payload={**world["request"].payload, "plan": "enterprise"},
+        actor=world["bob"],
+    )
     with pytest.raises(StaleRevision):
-        request_approve(workspace_id=7, number=42, revision=1, actor=world["alice"], payload_hash=shown_hash)
+        request_approve(
+            workspace_id=7, number=42, revision=1, actor=world["alice"], payload_hash=shown_hash
+        )
     # The newest revision cannot be approved with the hash of the old payload either.
     with pytest.raises(StaleRevision, match="payload hash"):
-        request_approve(workspace_id=7, number=42, revision=2, actor=world["alice"], payload_hash=shown_hash)
+        request_approve(
+            workspace_id=7, number=42, revision=2, actor=world["alice"], payload_hash=shown_hash
+        )
     assert Approval.objects.count() == 0
     assert Handoff.objects.count() == 0
 
 
 def test_c_unknown_request_and_wrong_revision_are_named_errors(world):
     with pytest.raises(RequestNotFound):
-        request_approve(workspace_id=7, number=4242, revision=1, actor=world["alice"], payload_hash="x")
+        request_approve(
+            workspace_id=7, number=4242, revision=1, actor=world["alice"], payload_hash="x"
+        )
     with pytest.raises(StaleRevision):
-        request_approve(workspace_id=7, number=42, revision=9, actor=world["alice"],
-                        payload_hash=world["request"].payload_hash)
+        request_approve(
+            workspace_id=7,
+            number=42,
+            revision=9,
+            actor=world["alice"],
+            payload_hash=world["request"].payload_hash,
+        )
     assert_untouched(world)
 
 
@@ -131,8 +163,15 @@ def test_e_outbox_write_failure_rolls_back_the_decision(world):
     from outbox.errors import ActionKeyExists
 
     other = make_request(world["w8"], 1, world["mallory"])
-    Handoff.objects.create(action_key=KEY, workflow="onboarding", workspace_id=8, source_ref="leftover",
-                           source_id=other.pk, payload={}, payload_hash="0" * 64)
+    Handoff.objects.create(
+        action_key=KEY,
+        workflow="onboarding",
+        workspace_id=8,
+        source_ref="leftover",
+        source_id=other.pk,
+        payload={},
+        payload_hash="0" * 64,
+    )
     with pytest.raises(ActionKeyExists):
         approve_42(world)
     req = Request.objects.get(pk=world["request"].pk)
@@ -167,8 +206,10 @@ def test_g_retry_with_same_key_returns_same_task(world):
     assert state == HandoffState.DELIVERED
     assert handoff.destination_id == str(original.task_id)
     assert handoff.action_key == KEY
-    assert list(handoff.attempt_set.order_by("number").values_list("outcome", flat=True)) == ["uncertain",
-                                                                                              "duplicate"]
+    assert list(handoff.attempt_set.order_by("number").values_list("outcome", flat=True)) == [
+        "uncertain",
+        "duplicate",
+    ]
 
 
 def test_g_settlement_finds_the_task_without_sending_again(world):
@@ -200,9 +241,15 @@ def test_h_reusing_the_key_with_a_different_payload_is_a_conflict(world):
 def test_i_later_distinct_request_gets_distinct_key_and_task(world):
     first = approve_42(world)
     handoff_deliver(handoff_id=first.pk, destination=InProcessDestination())
-    later = make_request(world["w7"], 43, world["bob"], payload={**world["request"].payload, "client_name": "Contoso"})
-    second = request_approve(workspace_id=7, number=43, revision=1, actor=world["alice"],
-                             payload_hash=later.payload_hash)
+    later = make_request(
+        world["w7"],
+        43,
+        world["bob"],
+        payload={**world["request"].payload, "client_name": "Contoso"},
+    )
+    second = request_approve(
+        workspace_id=7, number=43, revision=1, actor=world["alice"], payload_hash=later.payload_hash
+    )
     assert second.action_key == "onboarding:7:43:1" != first.action_key
     handoff_deliver(handoff_id=second.pk, destination=InProcessDestination())
     first.refresh_from_db()
@@ -211,12 +258,20 @@ def test_i_later_distinct_request_gets_distinct_key_and_task(world):
     assert first.state == second.state == HandoffState.DELIVERED
     assert first.destination_id != second.destination_id
     assert {str(t) for t in ReceiverTask.objects.values_list("task_id", flat=True)} == {
-        first.destination_id, second.destination_id}
+        first.destination_id,
+        second.destination_id,
+    }
 
 
 def test_j_rejected_request_creates_no_handoff(world):
-    request_reject(workspace_id=7, number=42, revision=1, actor=world["alice"],
-                   payload_hash=world["request"].payload_hash, reason="client is a duplicate")
+    request_reject(
+        workspace_id=7,
+        number=42,
+        revision=1,
+        actor=world["alice"],
+        payload_hash=world["request"].payload_hash,
+        reason="client is a duplicate",
+    )
     req = Request.objects.get(pk=world["request"].pk)
     assert req.state == RequestState.REJECTED
     assert Approval.objects.get(request=req).decision == "reject"

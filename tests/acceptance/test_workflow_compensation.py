@@ -12,7 +12,14 @@ from delivery.models import ReceiverTask
 from outbox.destinations import InProcessDestination
 from outbox.dispatcher import drain, sweep
 from outbox.errors import CompensationBlocked
-from outbox.models import CompensationState, FailureClass, Handoff, HandoffEvent, HandoffKind, HandoffState
+from outbox.models import (
+    CompensationState,
+    FailureClass,
+    Handoff,
+    HandoffEvent,
+    HandoffKind,
+    HandoffState,
+)
 from outbox.selectors import instance_handoffs, instance_status
 from outbox.services import handoff_residual_repaired, instance_compensate
 from tests.factories import ONBOARDING_PAYLOAD, make_request, three_step_onboarding_world
@@ -31,8 +38,13 @@ def world():
 
 def approve_43(world, payload=PAYLOAD) -> Handoff:
     request = make_request(world["w7"], 43, world["bob"], payload=payload)
-    return request_approve(workspace_id=7, number=43, revision=1, actor=world["alice"],
-                           payload_hash=request.payload_hash)
+    return request_approve(
+        workspace_id=7,
+        number=43,
+        revision=1,
+        actor=world["alice"],
+        payload_hash=request.payload_hash,
+    )
 
 
 def keys_in_order(instance: str) -> list[str]:
@@ -44,16 +56,23 @@ def test_three_steps_each_with_its_own_key_recorded_one_after_another(world):
     assert first.action_key == f"{INSTANCE}:create_client"
     assert Handoff.objects.count() == 1, "step 2 is recorded only when step 1 is delivered"
     drain(destination=InProcessDestination())
-    assert keys_in_order(INSTANCE) == [f"{INSTANCE}:create_client", f"{INSTANCE}:provision_account",
-                                       f"{INSTANCE}:send_welcome_pack"]
+    assert keys_in_order(INSTANCE) == [
+        f"{INSTANCE}:create_client",
+        f"{INSTANCE}:provision_account",
+        f"{INSTANCE}:send_welcome_pack",
+    ]
     steps = instance_handoffs(INSTANCE)
     assert {h.state for h in steps} == {S.DELIVERED}
     for earlier, later in zip(steps, steps[1:], strict=False):
         delivered = HandoffEvent.objects.get(handoff=earlier, to_state=S.DELIVERED)
         recorded = HandoffEvent.objects.get(handoff=later, from_state="")
-        assert recorded.id > delivered.id, "a step is never recorded before its predecessor is delivered"
+        assert recorded.id > delivered.id, (
+            "a step is never recorded before its predecessor is delivered"
+        )
         assert f"recorded when {earlier.action_key} was delivered" == recorded.reason
-    assert {t.payload["operation"] for t in ReceiverTask.objects.all()} == {s["name"] for s in ONBOARDING_STEPS}
+    assert {t.payload["operation"] for t in ReceiverTask.objects.all()} == {
+        s["name"] for s in ONBOARDING_STEPS
+    }
     assert instance_status(steps) == "delivered, work not done yet"
 
 
@@ -61,29 +80,42 @@ def test_failed_last_step_is_compensated_in_reverse_order_exactly_once_despite_a
     approve_43(world)
     drain(destination=InProcessDestination())
     steps = instance_handoffs(INSTANCE)
-    assert [(h.step, h.state) for h in steps] == [("create_client", S.DELIVERED), ("provision_account", S.DELIVERED),
-                                                  ("send_welcome_pack", S.NEEDS_ATTENTION)]
+    assert [(h.step, h.state) for h in steps] == [
+        ("create_client", S.DELIVERED),
+        ("provision_account", S.DELIVERED),
+        ("send_welcome_pack", S.NEEDS_ATTENTION),
+    ]
     assert steps[2].failure_class == FailureClass.PERMANENT
 
-    plan = instance_compensate(instance_key=INSTANCE, actor=world["olga"], reason="welcome pack cannot go out")
+    plan = instance_compensate(
+        instance_key=INSTANCE, actor=world["olga"], reason="welcome pack cannot go out"
+    )
     assert [h.step for h in plan.reverse] == ["provision_account", "create_client"]
     assert [h.step for h in plan.cancel] == ["send_welcome_pack"] and plan.residual == []
     compensations = Handoff.objects.filter(kind=HandoffKind.COMPENSATION)
-    assert list(compensations.values_list("action_key", flat=True)) == [f"{INSTANCE}:provision_account:compensate"]
+    assert list(compensations.values_list("action_key", flat=True)) == [
+        f"{INSTANCE}:provision_account:compensate"
+    ]
 
     # The receiver commits the compensation of step 2 and its answer is lost: settled by lookup, not resent.
     lossy = InProcessDestination(lose_ack_for={f"{INSTANCE}:provision_account:compensate"})
     drain(destination=lossy)
     assert compensations.get().state == S.UNCERTAIN
-    assert compensations.count() == 1, "the next compensation waits until this one is known to be delivered"
+    assert compensations.count() == 1, (
+        "the next compensation waits until this one is known to be delivered"
+    )
     sweep(destination=InProcessDestination())
     drain(destination=InProcessDestination())
 
-    assert keys_in_order(INSTANCE)[3:] == [f"{INSTANCE}:provision_account:compensate",
-                                           f"{INSTANCE}:create_client:compensate"]
+    assert keys_in_order(INSTANCE)[3:] == [
+        f"{INSTANCE}:provision_account:compensate",
+        f"{INSTANCE}:create_client:compensate",
+    ]
     assert set(compensations.values_list("state", flat=True)) == {S.DELIVERED}
     reversed_steps = Handoff.objects.filter(kind=HandoffKind.ACTION, state=S.DELIVERED)
-    assert set(reversed_steps.values_list("compensation_state", flat=True)) == {CompensationState.COMPENSATED}
+    assert set(reversed_steps.values_list("compensation_state", flat=True)) == {
+        CompensationState.COMPENSATED
+    }
     assert Handoff.objects.get(step="send_welcome_pack").reason_code == "compensated"
     duplicates = ReceiverTask.objects.values("action_key").annotate(n=Count("id")).filter(n__gt=1)
     assert not duplicates.exists()
@@ -92,9 +124,13 @@ def test_failed_last_step_is_compensated_in_reverse_order_exactly_once_despite_a
 
 
 def test_a_step_nothing_can_undo_is_a_residual_until_a_manual_repair_closes_it(world):
-    rule_version_publish(workflow="onboarding", schema=ONBOARDING_THREE_STEPS_SCHEMA, actor=world["rules_admin"],
-                         notes="first step irreversible",
-                         steps=[{"name": "create_client"}, {"name": "send_welcome_pack"}])
+    rule_version_publish(
+        workflow="onboarding",
+        schema=ONBOARDING_THREE_STEPS_SCHEMA,
+        actor=world["rules_admin"],
+        notes="first step irreversible",
+        steps=[{"name": "create_client"}, {"name": "send_welcome_pack"}],
+    )
     approve_43(world)
     drain(destination=InProcessDestination())
     plan = instance_compensate(instance_key=INSTANCE, actor=world["olga"], reason="cannot welcome")
@@ -102,8 +138,11 @@ def test_a_step_nothing_can_undo_is_a_residual_until_a_manual_repair_closes_it(w
     assert plan.reverse == [] and residual.step == "create_client"
     assert Handoff.objects.filter(kind=HandoffKind.COMPENSATION).count() == 0
     assert instance_status(instance_handoffs(INSTANCE)) == "needs a person"
-    handoff_residual_repaired(handoff_id=residual.pk, actor=world["olga"],
-                              reason="client record deleted by hand at the receiver")
+    handoff_residual_repaired(
+        handoff_id=residual.pk,
+        actor=world["olga"],
+        reason="client record deleted by hand at the receiver",
+    )
     assert Handoff.objects.get(pk=residual.pk).compensation_state == CompensationState.REPAIRED
     assert instance_status(instance_handoffs(INSTANCE)) == "compensated"
 
@@ -126,19 +165,34 @@ def test_the_operator_sees_the_steps_and_compensates_from_the_console(world):
     client.force_login(world["olga"])
     page = client.get(f"/handoffs/{failed.pk}/").content.decode()
     assert f"Workflow <code>{INSTANCE}</code>: needs a person" in page
-    assert "Reversed, in this order: <code>provision_account</code>, then <code>create_client</code>." in page
+    assert (
+        "Reversed, in this order: <code>provision_account</code>, then <code>create_client</code>."
+        in page
+    )
     assert "Not sent yet, so cancelled: <code>send_welcome_pack</code>." in page
-    refused = client.post(f"/handoffs/{failed.pk}/compensate", {"reason": " "}, HTTP_HX_REQUEST="true")
-    assert refused.status_code == 422 and not Handoff.objects.filter(kind=HandoffKind.COMPENSATION).exists()
-    done = client.post(f"/handoffs/{failed.pk}/compensate", {"reason": "client withdrew"}, HTTP_HX_REQUEST="true")
+    refused = client.post(
+        f"/handoffs/{failed.pk}/compensate", {"reason": " "}, HTTP_HX_REQUEST="true"
+    )
+    assert (
+        refused.status_code == 422
+        and not Handoff.objects.filter(kind=HandoffKind.COMPENSATION).exists()
+    )
+    done = client.post(
+        f"/handoffs/{failed.pk}/compensate", {"reason": "client withdrew"}, HTTP_HX_REQUEST="true"
+    )
     assert done.status_code == 200
     assert "reversing provision_account, create_client, latest first" in done.content.decode()
     drain(destination=InProcessDestination())
     assert instance_status(instance_handoffs(INSTANCE)) == "compensated"
-    for user, status in (("bob", 403), ("mallory", 404)):  # a requester of workspace 7; another workspace
+    for user, status in (
+        ("bob", 403),
+        ("mallory", 404),
+    ):  # a requester of workspace 7; another workspace
         other = Client()
         other.force_login(world[user])
-        assert other.post(f"/handoffs/{failed.pk}/compensate", {"reason": "x"}).status_code == status
+        assert (
+            other.post(f"/handoffs/{failed.pk}/compensate", {"reason": "x"}).status_code == status
+        )
 
 
 def test_the_request_page_shows_the_steps_as_a_timeline(world):

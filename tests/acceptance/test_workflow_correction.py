@@ -32,7 +32,13 @@ def world():
 @pytest.fixture
 def failed_last_step(world) -> Handoff:
     request = make_request(world["w7"], 43, world["bob"], payload=PAYLOAD)
-    request_approve(workspace_id=7, number=43, revision=1, actor=world["alice"], payload_hash=request.payload_hash)
+    request_approve(
+        workspace_id=7,
+        number=43,
+        revision=1,
+        actor=world["alice"],
+        payload_hash=request.payload_hash,
+    )
     drain(destination=InProcessDestination())
     step = Handoff.objects.get(action_key="onboarding:7:43:1:send_welcome_pack")
     assert (step.state, step.failure_class) == (S.NEEDS_ATTENTION, FailureClass.PERMANENT)
@@ -42,38 +48,59 @@ def failed_last_step(world) -> Handoff:
 def test_a_later_step_is_not_corrected_and_nothing_is_written(world, failed_last_step):
     tasks = ReceiverTask.objects.count()
     with pytest.raises(InvalidRequestState, match="Compensate the workflow"):
-        handoff_correct(handoff_id=failed_last_step.pk, actor=world["olga"], reason="add the e-mail",
-                        edits={"contact_email": "ops@northwind.example"})
+        handoff_correct(
+            handoff_id=failed_last_step.pk,
+            actor=world["olga"],
+            reason="add the e-mail",
+            edits={"contact_email": "ops@northwind.example"},
+        )
     assert Handoff.objects.get(pk=failed_last_step.pk).state == S.NEEDS_ATTENTION
     assert not Request.objects.filter(workspace_id=7, number=43, revision=2).exists()
     drain(destination=InProcessDestination())
     assert ReceiverTask.objects.count() == tasks, "nothing was delivered twice"
 
 
-def test_the_console_recommends_compensating_a_later_step_not_correcting_it(world, failed_last_step):
+def test_the_console_recommends_compensating_a_later_step_not_correcting_it(
+    world, failed_last_step
+):
     assert "correct" not in available_actions(failed_last_step)
     guidance = next_step(failed_last_step)
     assert guidance.recommended == "compensate" and "do them twice" in guidance.detail
     page = client_for(world["olga"]).get(f"/handoffs/{failed_last_step.pk}/").content.decode()
     assert '<details id="compensate" open>' in page
     assert 'id="correct"' not in page
-    refused = client_for(world["olga"]).post(f"/handoffs/{failed_last_step.pk}/correct",
-                                             {"field_contact_email": "ops@northwind.example", "reason": "fix"},
-                                             HTTP_HX_REQUEST="true")
+    refused = client_for(world["olga"]).post(
+        f"/handoffs/{failed_last_step.pk}/correct",
+        {"field_contact_email": "ops@northwind.example", "reason": "fix"},
+        HTTP_HX_REQUEST="true",
+    )
     assert refused.status_code in (409, 422)
     assert Handoff.objects.get(pk=failed_last_step.pk).state == S.NEEDS_ATTENTION
 
 
 def test_the_first_step_is_corrected_with_a_missing_field_added_and_no_operation_copied(world):
     request = make_request(world["w7"], 44, world["bob"], payload={**PAYLOAD, "client_name": "   "})
-    request_approve(workspace_id=7, number=44, revision=1, actor=world["alice"], payload_hash=request.payload_hash)
+    request_approve(
+        workspace_id=7,
+        number=44,
+        revision=1,
+        actor=world["alice"],
+        payload_hash=request.payload_hash,
+    )
     drain(destination=InProcessDestination())
     first = Handoff.objects.get(action_key="onboarding:7:44:1:create_client")
     assert first.state == S.NEEDS_ATTENTION
     offered = {f["name"]: f for f in correction_fields(first)}
     assert "operation" not in offered
     assert offered["contact_email"]["missing"] and offered["contact_email"]["value"] == ""
-    revision = handoff_correct(handoff_id=first.pk, actor=world["olga"], reason="name and e-mail",
-                               edits={"client_name": "Northwind", "contact_email": "ops@northwind.example",
-                                      "notes": ""})
-    assert revision.payload == {**PAYLOAD, "client_name": "Northwind", "contact_email": "ops@northwind.example"}
+    revision = handoff_correct(
+        handoff_id=first.pk,
+        actor=world["olga"],
+        reason="name and e-mail",
+        edits={"client_name": "Northwind", "contact_email": "ops@northwind.example", "notes": ""},
+    )
+    assert revision.payload == {
+        **PAYLOAD,
+        "client_name": "Northwind",
+        "contact_email": "ops@northwind.example",
+    }

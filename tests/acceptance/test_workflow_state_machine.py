@@ -17,7 +17,13 @@ import pytest
 from django.db.models import Count
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule, run_state_machine_as_test
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    invariant,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
 
 from approvals.management.commands.demo import ONBOARDING_STEPS
 from approvals.models import Approval, Request
@@ -85,8 +91,12 @@ def clear_both_databases() -> None:
 
 
 def first_event_into(handoff: Handoff, state: str) -> HandoffEvent | None:
-    return (HandoffEvent.objects.filter(handoff=handoff, to_state=state).exclude(from_state=state)
-            .order_by("id").first())
+    return (
+        HandoffEvent.objects.filter(handoff=handoff, to_state=state)
+        .exclude(from_state=state)
+        .order_by("id")
+        .first()
+    )
 
 
 def recorded_event(handoff: Handoff) -> HandoffEvent:
@@ -119,14 +129,21 @@ class WorkflowMachine(RuleBasedStateMachine):
     @precondition(lambda self: len(self.approved) < len(NUMBERS))
     @rule(data=st.data(), with_email=st.booleans())
     def approve(self, data, with_email):
-        number = data.draw(st.sampled_from([n for n in NUMBERS if n not in self.approved]), label="number")
+        number = data.draw(
+            st.sampled_from([n for n in NUMBERS if n not in self.approved]), label="number"
+        )
         payload = dict(ONBOARDING_PAYLOAD, client_name=f"Client {number}")
         if not with_email:
             # The receiver rejects the welcome pack without it: step 3 fails for good.
             payload.pop("contact_email")
         request = make_request(self.world["w7"], number, self.world["bob"], payload=payload)
-        first = request_approve(workspace_id=7, number=number, revision=1, actor=self.world["alice"],
-                                payload_hash=request.payload_hash)
+        first = request_approve(
+            workspace_id=7,
+            number=number,
+            revision=1,
+            actor=self.world["alice"],
+            payload_hash=request.payload_hash,
+        )
         self.approved[number] = with_email
         assert first.action_key == f"{instance_key(number)}:create_client"
         assert Handoff.objects.filter(instance_key=instance_key(number)).count() == 1
@@ -140,13 +157,19 @@ class WorkflowMachine(RuleBasedStateMachine):
     def lost_acknowledgement(self):
         """The receiver commits the next due key and its answer is lost on the way back."""
         handoff = self._due().order_by("next_attempt_at", "id").first()
-        dispatch_batch(destination=InProcessDestination(lose_ack_for={handoff.action_key}), limit=1,
-                       handoff_id=handoff.pk)
+        dispatch_batch(
+            destination=InProcessDestination(lose_ack_for={handoff.action_key}),
+            limit=1,
+            handoff_id=handoff.pk,
+        )
         handoff.refresh_from_db()
         if ReceiverTask.objects.filter(action_key=handoff.action_key).exists():
             assert handoff.state in (S.UNCERTAIN, S.DELIVERED), handoff.state
         else:
-            assert (handoff.state, handoff.failure_class) == (S.NEEDS_ATTENTION, FailureClass.PERMANENT)
+            assert (handoff.state, handoff.failure_class) == (
+                S.NEEDS_ATTENTION,
+                FailureClass.PERMANENT,
+            )
 
     @precondition(lambda self: self._due().exists())
     @rule(data=st.data(), reached_receiver=st.booleans())
@@ -154,7 +177,9 @@ class WorkflowMachine(RuleBasedStateMachine):
         """A worker claims a due handoff and dies before recording anything, after or before its call
         reached the receiver."""
         handoff = self._pick(data, self._due(), "claimed")
-        [claim] = handoff_claim_due(worker=f"doomed-{len(self.crashed)}", limit=1, handoff_id=handoff.pk)
+        [claim] = handoff_claim_due(
+            worker=f"doomed-{len(self.crashed)}", limit=1, handoff_id=handoff.pk
+        )
         result = receiver().deliver(claim.outgoing) if reached_receiver else None
         self.crashed.append((claim, result))
 
@@ -175,8 +200,11 @@ class WorkflowMachine(RuleBasedStateMachine):
         index = data.draw(st.integers(0, len(self.crashed) - 1), label="late claim")
         claim, result = self.crashed.pop(index)
         handoff = Handoff.objects.get(pk=claim.handoff_id)
-        still_holds = (handoff.state, handoff.lease_owner, handoff.fencing_epoch) == (S.IN_FLIGHT, claim.worker,
-                                                                                      claim.epoch)
+        still_holds = (handoff.state, handoff.lease_owner, handoff.fencing_epoch) == (
+            S.IN_FLIGHT,
+            claim.worker,
+            claim.epoch,
+        )
         result = result or receiver().deliver(claim.outgoing)
         if still_holds:
             handoff_record_outcome(claim=claim, result=result, destination=receiver())
@@ -197,7 +225,9 @@ class WorkflowMachine(RuleBasedStateMachine):
                 handoff_retry(handoff_id=handoff.pk, actor=self.olga, reason="try again")
             assert Handoff.objects.get(pk=handoff.pk).state == handoff.state
             return
-        handoff_retry(handoff_id=handoff.pk, actor=self.olga, reason="try again", confirm_risk=confirm_risk)
+        handoff_retry(
+            handoff_id=handoff.pk, actor=self.olga, reason="try again", confirm_risk=confirm_risk
+        )
         assert Handoff.objects.get(pk=handoff.pk).state == S.PENDING
 
     @rule(data=st.data(), one=st.booleans())
@@ -209,19 +239,27 @@ class WorkflowMachine(RuleBasedStateMachine):
         else:
             sweep(destination=receiver())
 
-    @precondition(lambda self: Handoff.objects.filter(kind=HandoffKind.ACTION, state=S.PENDING).exists())
+    @precondition(
+        lambda self: Handoff.objects.filter(kind=HandoffKind.ACTION, state=S.PENDING).exists()
+    )
     @rule(data=st.data())
     def cancel(self, data):
         """The operator cancels a pending step. A first step is cancelled and its instance with it; a later
         step (its predecessors delivered) is refused alone, so the operator compensates the workflow, as the
         console offers (test_a_later_step_of_a_partly_done_instance_is_not_cancelled_alone below)."""
-        handoff = self._pick(data, Handoff.objects.filter(kind=HandoffKind.ACTION, state=S.PENDING), "cancelled")
+        handoff = self._pick(
+            data, Handoff.objects.filter(kind=HandoffKind.ACTION, state=S.PENDING), "cancelled"
+        )
         if handoff.step_index > 0:
             with pytest.raises(CompensationBlocked, match="compensate the workflow instead"):
                 handoff_cancel(handoff_id=handoff.pk, actor=self.olga, reason="client withdrew")
             assert Handoff.objects.get(pk=handoff.pk).state == S.PENDING
-            plan = instance_compensate(instance_key=handoff.instance_key, actor=self.olga, reason="client withdrew")
-            assert [h.pk for h in plan.cancel] == [handoff.pk] and plan.reverse, "the delivered steps are reversed"
+            plan = instance_compensate(
+                instance_key=handoff.instance_key, actor=self.olga, reason="client withdrew"
+            )
+            assert [h.pk for h in plan.cancel] == [handoff.pk] and plan.reverse, (
+                "the delivered steps are reversed"
+            )
         else:
             handoff_cancel(handoff_id=handoff.pk, actor=self.olga, reason="client withdrew")
             assert instance_status(instance_handoffs(handoff.instance_key)) == "cancelled"
@@ -233,20 +271,30 @@ class WorkflowMachine(RuleBasedStateMachine):
         key = instance_key(number)
         handoffs = instance_handoffs(key)
         steps = [h for h in handoffs if h.kind == HandoffKind.ACTION]
-        unknown = [h for h in steps if h.state in (S.IN_FLIGHT, S.UNCERTAIN)
-                   or (h.state == S.NEEDS_ATTENTION and h.failure_class in UNKNOWN_OUTCOME)]
+        unknown = [
+            h
+            for h in steps
+            if h.state in (S.IN_FLIGHT, S.UNCERTAIN)
+            or (h.state == S.NEEDS_ATTENTION and h.failure_class in UNKNOWN_OUTCOME)
+        ]
         delivered = [h for h in steps if h.state == S.DELIVERED]
         waiting = [h for h in steps if h.state in (S.PENDING, S.NEEDS_ATTENTION)]
         started = any(h.kind == HandoffKind.COMPENSATION for h in handoffs)
         try:
             plan = instance_compensate(instance_key=key, actor=self.olga, reason="client withdrew")
         except CompensationBlocked:
-            assert unknown or started or not (delivered or waiting), [(h.action_key, h.state) for h in handoffs]
+            assert unknown or started or not (delivered or waiting), [
+                (h.action_key, h.state) for h in handoffs
+            ]
             return
         assert not unknown and not started
-        compensable = sorted((h for h in delivered if h.compensation_operation), key=lambda h: -h.step_index)
+        compensable = sorted(
+            (h for h in delivered if h.compensation_operation), key=lambda h: -h.step_index
+        )
         assert [h.pk for h in plan.reverse] == [h.pk for h in compensable]
-        assert {h.pk for h in plan.residual} == {h.pk for h in delivered if not h.compensation_operation}
+        assert {h.pk for h in plan.residual} == {
+            h.pk for h in delivered if not h.compensation_operation
+        }
         assert {h.pk for h in plan.cancel} == {h.pk for h in waiting}
         recorded = Handoff.objects.filter(instance_key=key, kind=HandoffKind.COMPENSATION)
         assert [h.compensates_id for h in recorded] == [h.pk for h in compensable[:1]]
@@ -254,8 +302,12 @@ class WorkflowMachine(RuleBasedStateMachine):
     @precondition(lambda self: Handoff.objects.filter(compensation_state=C.RESIDUAL).exists())
     @rule(data=st.data())
     def residual_repaired(self, data):
-        handoff = self._pick(data, Handoff.objects.filter(compensation_state=C.RESIDUAL), "repaired")
-        handoff_residual_repaired(handoff_id=handoff.pk, actor=self.olga, reason="undone by hand at the receiver")
+        handoff = self._pick(
+            data, Handoff.objects.filter(compensation_state=C.RESIDUAL), "repaired"
+        )
+        handoff_residual_repaired(
+            handoff_id=handoff.pk, actor=self.olga, reason="undone by hand at the receiver"
+        )
 
     # --- invariants -------------------------------------------------------------------------------
 
@@ -267,16 +319,22 @@ class WorkflowMachine(RuleBasedStateMachine):
         keys = set(Handoff.objects.values_list("action_key", flat=True))
         assert set(task_ids) <= keys, f"tasks for keys never recorded: {set(task_ids) - keys}"
         for handoff in Handoff.objects.filter(state=S.DELIVERED):
-            assert handoff.action_key in task_ids, f"{handoff.action_key} delivered, no task at the receiver"
+            assert handoff.action_key in task_ids, (
+                f"{handoff.action_key} delivered, no task at the receiver"
+            )
             assert handoff.destination_id == str(task_ids[handoff.action_key]), handoff.action_key
 
     @invariant()
     def no_step_recorded_before_its_predecessor_was_delivered(self):
         for step in Handoff.objects.filter(kind=HandoffKind.ACTION, step_index__gt=0):
-            predecessor = Handoff.objects.get(instance_key=step.instance_key, kind=HandoffKind.ACTION,
-                                              step_index=step.step_index - 1)
-            assert predecessor.state == S.DELIVERED, f"{step.action_key} exists, {predecessor.action_key} is " \
-                                                     f"{predecessor.state}"
+            predecessor = Handoff.objects.get(
+                instance_key=step.instance_key,
+                kind=HandoffKind.ACTION,
+                step_index=step.step_index - 1,
+            )
+            assert predecessor.state == S.DELIVERED, (
+                f"{step.action_key} exists, {predecessor.action_key} is {predecessor.state}"
+            )
             delivered = first_event_into(predecessor, S.DELIVERED)
             assert delivered is not None and recorded_event(step).id > delivered.id, step.action_key
             assert step.payload[OPERATION_FIELD] == ONBOARDING_STEPS[step.step_index]["name"]
@@ -286,10 +344,14 @@ class WorkflowMachine(RuleBasedStateMachine):
         for number in self.approved:
             handoffs = instance_handoffs(instance_key(number))
             steps = {h.pk: h for h in handoffs if h.kind == HandoffKind.ACTION}
-            compensations = sorted((h for h in handoffs if h.kind == HandoffKind.COMPENSATION), key=lambda h: h.pk)
+            compensations = sorted(
+                (h for h in handoffs if h.kind == HandoffKind.COMPENSATION), key=lambda h: h.pk
+            )
             for compensation in compensations:
                 step = steps.get(compensation.compensates_id)
-                assert step is not None, f"{compensation.action_key} reverses no step of its instance"
+                assert step is not None, (
+                    f"{compensation.action_key} reverses no step of its instance"
+                )
                 assert step.state == S.DELIVERED and step.compensation_operation, step.action_key
                 assert compensation.action_key == compensation_key(step.action_key)
                 assert compensation.payload[OPERATION_FIELD] == step.compensation_operation
@@ -297,15 +359,25 @@ class WorkflowMachine(RuleBasedStateMachine):
                 reversed_by_it = compensation.state == S.DELIVERED
                 assert (step.compensation_state == C.COMPENSATED) == reversed_by_it, step.action_key
             for earlier, later in zip(compensations, compensations[1:], strict=False):
-                assert later.step_index < earlier.step_index, "compensation in reverse order of the steps"
+                assert later.step_index < earlier.step_index, (
+                    "compensation in reverse order of the steps"
+                )
                 delivered = first_event_into(earlier, S.DELIVERED)
-                assert delivered is not None and recorded_event(later).id > delivered.id, later.action_key
+                assert delivered is not None and recorded_event(later).id > delivered.id, (
+                    later.action_key
+                )
             if compensations:
                 # Compensation started: nothing of the instance is sent forward again.
-                assert not [h.action_key for h in steps.values() if h.state in (S.PENDING, S.IN_FLIGHT)]
-                reversible = [h for h in steps.values() if h.state == S.DELIVERED and h.compensation_operation]
+                assert not [
+                    h.action_key for h in steps.values() if h.state in (S.PENDING, S.IN_FLIGHT)
+                ]
+                reversible = [
+                    h for h in steps.values() if h.state == S.DELIVERED and h.compensation_operation
+                ]
                 latest = max(reversible, key=lambda h: h.step_index)
-                assert compensations[0].compensates_id == latest.pk, "the latest delivered step is reversed first"
+                assert compensations[0].compensates_id == latest.pk, (
+                    "the latest delivered step is reversed first"
+                )
 
     def teardown(self):
         """The dispatcher and the sweep run until nothing moves; then each instance has an ending."""
@@ -314,7 +386,9 @@ class WorkflowMachine(RuleBasedStateMachine):
             handoff_expire_leases()
             for _ in range(10):
                 sweep(destination=receiver())
-                if not Handoff.objects.filter(state__in=(S.PENDING, S.IN_FLIGHT, S.UNCERTAIN)).exists():
+                if not Handoff.objects.filter(
+                    state__in=(S.PENDING, S.IN_FLIGHT, S.UNCERTAIN)
+                ).exists():
                     break
             self.one_receiver_task_per_key_and_delivered_handoffs_carry_its_id()
             self.no_step_recorded_before_its_predecessor_was_delivered()
@@ -322,11 +396,15 @@ class WorkflowMachine(RuleBasedStateMachine):
             for number in self.approved:
                 handoffs = instance_handoffs(instance_key(number))
                 status = instance_status(handoffs)
-                states = [(h.action_key, h.state, h.failure_class, h.compensation_state) for h in handoffs]
+                states = [
+                    (h.action_key, h.state, h.failure_class, h.compensation_state) for h in handoffs
+                ]
                 assert status in ENDINGS, f"{instance_key(number)} ends {status!r}: {states}"
                 if status == "needs a person":
-                    assert any(h.state in NEEDS_PERSON_STATES or h.compensation_state == C.RESIDUAL
-                               for h in handoffs), states
+                    assert any(
+                        h.state in NEEDS_PERSON_STATES or h.compensation_state == C.RESIDUAL
+                        for h in handoffs
+                    ), states
         finally:
             super().teardown()
 
@@ -343,20 +421,31 @@ def test_workflow_instances_keep_their_invariants_in_any_order_of_faults_and_act
         # Modest and random (no derandomize): each run explores other orders; a failure found is replayed
         # first next time from the local example database. The explain phase is left out: it reruns the
         # failing case many times over both databases and adds minutes to a failure without a new fact.
-        settings=settings(max_examples=40, stateful_step_count=25, deadline=None,
-                          phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.shrink],
-                          suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much]),
+        settings=settings(
+            max_examples=40,
+            stateful_step_count=25,
+            deadline=None,
+            phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.shrink],
+            suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+        ),
     )
 
 
 def test_a_later_step_of_a_partly_done_instance_is_not_cancelled_alone(world):
     request = make_request(world["w7"], 51, world["bob"], payload=dict(ONBOARDING_PAYLOAD))
-    first = request_approve(workspace_id=7, number=51, revision=1, actor=world["alice"],
-                            payload_hash=request.payload_hash)
+    first = request_approve(
+        workspace_id=7,
+        number=51,
+        revision=1,
+        actor=world["alice"],
+        payload_hash=request.payload_hash,
+    )
     dispatch_batch(destination=receiver(), limit=1, handoff_id=first.pk)
     second = Handoff.objects.get(action_key=f"{instance_key(51)}:provision_account")
     with pytest.raises(CompensationBlocked, match="compensate the workflow instead"):
         handoff_cancel(handoff_id=second.pk, actor=world["olga"], reason="client withdrew")
-    instance_compensate(instance_key=instance_key(51), actor=world["olga"], reason="client withdrew")
+    instance_compensate(
+        instance_key=instance_key(51), actor=world["olga"], reason="client withdrew"
+    )
     sweep(destination=receiver())
     assert instance_status(instance_handoffs(instance_key(51))) == "compensated"

@@ -22,7 +22,9 @@ def test_an_id_that_no_link_produces_is_refused_with_its_name(raw):
 def test_an_empty_cursor_is_none_and_a_cursor_is_its_timestamp_and_id():
     assert parse_keyset_cursor("", name="after") is None
     assert parse_keyset_cursor("2026-01-02T03:04:05+00:00_17", name="after") == (
-        datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC), 17)
+        datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC),
+        17,
+    )
 
 
 @pytest.mark.parametrize("raw", ["17", "yesterday_17", "2026-13-45T00:00:00_17"])
@@ -31,8 +33,14 @@ def test_a_cursor_without_a_real_timestamp_is_refused(raw):
         parse_keyset_cursor(raw, name="after")
 
 
-@pytest.mark.parametrize("raw", ["2026-01-02T03:04:05+00:00_0", "2026-01-02T03:04:05+00:00_x",
-                                 f"2026-01-02T03:04:05+00:00_{MAX_ID + 1}"])
+@pytest.mark.parametrize(
+    "raw",
+    [
+        "2026-01-02T03:04:05+00:00_0",
+        "2026-01-02T03:04:05+00:00_x",
+        f"2026-01-02T03:04:05+00:00_{MAX_ID + 1}",
+    ],
+)
 def test_a_cursor_with_an_impossible_id_is_refused(raw):
     with pytest.raises(BadQueryValue, match="^after must be a whole number"):
         parse_keyset_cursor(raw, name="after")

@@ -42,12 +42,19 @@ def test_requests_awaiting_decision_are_undecided_ones_where_the_user_approves_o
     make_request(world["w7"], 44, world["bob"], state=RequestState.APPROVED)
     make_request(world["w8"], 1, world["mallory"])
     assert [r.number for r in selectors.requests_awaiting_decision(world["alice"])] == [42, 43]
-    assert selectors.requests_awaiting_decision(world["olga"]).count() == 0, "operators decide nothing"
+    assert selectors.requests_awaiting_decision(world["olga"]).count() == 0, (
+        "operators decide nothing"
+    )
 
 
 def test_current_revision_is_the_newest_revision_or_none(world):
     assert selectors.current_revision(workspace_id=7, number=42).revision == 1
-    request_revise(workspace_id=7, number=42, payload={**ONBOARDING_PAYLOAD, "plan": "starter"}, actor=world["bob"])
+    request_revise(
+        workspace_id=7,
+        number=42,
+        payload={**ONBOARDING_PAYLOAD, "plan": "starter"},
+        actor=world["bob"],
+    )
     assert selectors.current_revision(workspace_id=7, number=42).revision == 2
     assert selectors.current_revision(workspace_id=8, number=42) is None
     assert selectors.current_revision(workspace_id=7, number=42, workflow="offboarding") is None
@@ -55,7 +62,10 @@ def test_current_revision_is_the_newest_revision_or_none(world):
 
 def test_roles_by_workspace_groups_roles_sorted(world):
     world["rita"].memberships.create(workspace=world["w8"], role=Role.OPERATOR)
-    assert selectors.roles_by_workspace(world["rita"]) == {7: [Role.APPROVER, Role.REQUESTER], 8: [Role.OPERATOR]}
+    assert selectors.roles_by_workspace(world["rita"]) == {
+        7: [Role.APPROVER, Role.REQUESTER],
+        8: [Role.OPERATOR],
+    }
 
 
 def test_awaiting_counts_by_workspace_counts_undecided_requests_only(world):
@@ -65,23 +75,40 @@ def test_awaiting_counts_by_workspace_counts_undecided_requests_only(world):
 
 
 def test_console_nav_shows_awaiting_to_approvers_and_attention_to_operators_in_four_queries(
-        world, django_assert_num_queries):
+    world, django_assert_num_queries
+):
     HandoffFactory(state=HandoffState.NEEDS_ATTENTION)
     world["rita"].memberships.create(workspace=world["w7"], role=Role.OPERATOR)
     world["rita"].memberships.create(workspace=world["w8"], role=Role.REQUESTER)
     with django_assert_num_queries(4):
         nav = selectors.console_nav(world["rita"])
     assert nav == [
-        {"id": 7, "name": "Client onboarding", "roles": [Role.APPROVER, Role.OPERATOR, Role.REQUESTER],
-         "awaiting": 1, "attention": 1},
-        {"id": 8, "name": "Supplier onboarding", "roles": [Role.REQUESTER], "awaiting": None, "attention": None},
+        {
+            "id": 7,
+            "name": "Client onboarding",
+            "roles": [Role.APPROVER, Role.OPERATOR, Role.REQUESTER],
+            "awaiting": 1,
+            "attention": 1,
+        },
+        {
+            "id": 8,
+            "name": "Supplier onboarding",
+            "roles": [Role.REQUESTER],
+            "awaiting": None,
+            "attention": None,
+        },
     ]
     assert selectors.console_nav(world["olga"])[0]["awaiting"] is None
 
 
 def test_request_evidence_names_the_rules_in_force_and_the_payload_problems(world):
-    assert selectors.request_evidence(world["request"]) == {"rule_version": "onboarding-v1", "problems": []}
-    bad = make_request(world["w7"], 43, world["bob"], payload={"client_name": "X", "contact_email": "x@y.z"})
+    assert selectors.request_evidence(world["request"]) == {
+        "rule_version": "onboarding-v1",
+        "problems": [],
+    }
+    bad = make_request(
+        world["w7"], 43, world["bob"], payload={"client_name": "X", "contact_email": "x@y.z"}
+    )
     evidence = selectors.request_evidence(bad)
     assert evidence["rule_version"] == "onboarding-v1"
     assert len(evidence["problems"]) == 1 and "plan" in evidence["problems"][0]
@@ -103,18 +130,43 @@ def test_is_operator_of_checks_the_operator_role_in_that_workspace(world):
 
 def test_revision_by_id_returns_the_revision_or_none(world):
     found = selectors.revision_by_id(world["request"].pk)
-    assert (found.workspace_id, found.number, found.revision, found.workflow) == (7, 42, 1, "onboarding")
+    assert (found.workspace_id, found.number, found.revision, found.workflow) == (
+        7,
+        42,
+        1,
+        "onboarding",
+    )
     assert selectors.revision_by_id(987654) is None
 
 
 def test_role_changes_visible_to_are_those_of_workspaces_the_user_operates_newest_first(world):
     admin = make_user("root", is_superuser=True)
-    first = RoleChange.objects.create(workspace=world["w7"], user=world["bob"], role=Role.APPROVER,
-                                      action=RoleChange.Action.GRANT, changed_by=admin, reason="one")
-    second = RoleChange.objects.create(workspace=world["w7"], user=world["bob"], role=Role.APPROVER,
-                                       action=RoleChange.Action.REVOKE, changed_by=admin, reason="two")
-    RoleChange.objects.create(workspace=world["w8"], user=world["mallory"], role=Role.OPERATOR,
-                              action=RoleChange.Action.GRANT, changed_by=admin, reason="elsewhere")
+    first = RoleChange.objects.create(
+        workspace=world["w7"],
+        user=world["bob"],
+        role=Role.APPROVER,
+        action=RoleChange.Action.GRANT,
+        changed_by=admin,
+        reason="one",
+    )
+    second = RoleChange.objects.create(
+        workspace=world["w7"],
+        user=world["bob"],
+        role=Role.APPROVER,
+        action=RoleChange.Action.REVOKE,
+        changed_by=admin,
+        reason="two",
+    )
+    RoleChange.objects.create(
+        workspace=world["w8"],
+        user=world["mallory"],
+        role=Role.OPERATOR,
+        action=RoleChange.Action.GRANT,
+        changed_by=admin,
+        reason="elsewhere",
+    )
     assert list(selectors.role_changes_visible_to(world["olga"])) == [second, first]
     assert list(selectors.role_changes_visible_to(world["olga"], limit=1)) == [second]
-    assert list(selectors.role_changes_visible_to(world["alice"])) == [], "approvers do not see role changes"
+    assert list(selectors.role_changes_visible_to(world["alice"])) == [], (
+        "approvers do not see role changes"
+    )

@@ -16,8 +16,15 @@ ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 def browser_type_launch_args():
     return {
         "executable_path": "/usr/bin/chromium",
-        "args": ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync", "--no-first-run", "--disable-quic"],
+        "args": [
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--no-first-run",
+            "--disable-quic",
+        ],
     }
 
 
@@ -79,7 +86,9 @@ def axe_check(page):
         violations = axe.run(page).response["violations"]
         bad = [v for v in violations if v.get("impact") in ("serious", "critical")]
         assert not bad, f"{screen} ({page.url}): " + "; ".join(
-            f"{v['id']} ({v['impact']}): {v['help']} at {[n['target'] for n in v['nodes']][:3]}" for v in bad)
+            f"{v['id']} ({v['impact']}): {v['help']} at {[n['target'] for n in v['nodes']][:3]}"
+            for v in bad
+        )
 
     return check
 
@@ -88,6 +97,8 @@ def axe_check(page):
 def no_horizontal_scroll(page):
     def check(screen: str) -> None:
         widths = page.evaluate("() => [document.documentElement.scrollWidth, window.innerWidth]")
-        assert widths[0] <= widths[1], f"{screen} is {widths[0]} px wide in a {widths[1]} px viewport"
+        assert widths[0] <= widths[1], (
+            f"{screen} is {widths[0]} px wide in a {widths[1]} px viewport"
+        )
 
     return check

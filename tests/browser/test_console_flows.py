@@ -11,11 +11,15 @@ from outbox.dispatcher import drain, handoff_deliver
 from outbox.models import FailureClass, Handoff, HandoffState
 from tests.factories import ONBOARDING_PAYLOAD, make_request, onboarding_world
 
-pytestmark = [pytest.mark.browser, pytest.mark.django_db(databases=["default", "delivery"], transaction=True)]
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.django_db(databases=["default", "delivery"], transaction=True),
+]
 
 
-def test_approver_approves_request_42_and_sees_it_delivered_with_its_destination_id(page, live_server, sign_in,
-                                                                                  screenshot):
+def test_approver_approves_request_42_and_sees_it_delivered_with_its_destination_id(
+    page, live_server, sign_in, screenshot
+):
     world = onboarding_world()
     sign_in("alice")
     page.get_by_role("link", name="Approvals").click()
@@ -23,7 +27,9 @@ def test_approver_approves_request_42_and_sees_it_delivered_with_its_destination
     expect(page.locator("#payload-hash")).to_have_text(world["request"].payload_hash)
 
     page.get_by_role("button", name="Approve exactly this payload").click()
-    expect(page.get_by_role("status")).to_contain_text("Approved. Handoff onboarding:7:42:1 is recorded")
+    expect(page.get_by_role("status")).to_contain_text(
+        "Approved. Handoff onboarding:7:42:1 is recorded"
+    )
     expect(page.locator("#request-state")).to_have_text("Approved")
 
     # The dispatcher's work, done here while the browser waits on a page that does not poll: one
@@ -35,15 +41,26 @@ def test_approver_approves_request_42_and_sees_it_delivered_with_its_destination
     page.get_by_role("link", name="Open the handoff").click()
     expect(page.locator("#handoff-state")).to_have_text("Delivered")
     expect(page.locator("#destination-id")).to_have_text(handoff.destination_id)
-    assert handoff.destination_id == str(ReceiverTask.objects.get(action_key=handoff.action_key).task_id)
+    assert handoff.destination_id == str(
+        ReceiverTask.objects.get(action_key=handoff.action_key).task_id
+    )
     screenshot("approver-sees-request-42-delivered")
 
 
-def test_operator_reconciles_an_uncertain_handoff_and_sees_it_delivered(page, live_server, sign_in, screenshot):
+def test_operator_reconciles_an_uncertain_handoff_and_sees_it_delivered(
+    page, live_server, sign_in, screenshot
+):
     world = onboarding_world()
-    handoff = request_approve(workspace_id=7, number=42, revision=1, actor=world["alice"],
-                              payload_hash=world["request"].payload_hash)
-    handoff_deliver(handoff_id=handoff.pk, destination=InProcessDestination(lose_ack_for={handoff.action_key}))
+    handoff = request_approve(
+        workspace_id=7,
+        number=42,
+        revision=1,
+        actor=world["alice"],
+        payload_hash=world["request"].payload_hash,
+    )
+    handoff_deliver(
+        handoff_id=handoff.pk, destination=InProcessDestination(lose_ack_for={handoff.action_key})
+    )
     assert Handoff.objects.get(pk=handoff.pk).state == HandoffState.UNCERTAIN
 
     sign_in("olga")
@@ -63,25 +80,40 @@ def test_operator_reconciles_an_uncertain_handoff_and_sees_it_delivered(page, li
     screenshot("operator-reconciled-uncertain-handoff")
 
 
-def test_operator_corrects_a_rejected_handoff_and_the_new_revision_awaits_approval(page, live_server, sign_in,
-                                                                                   screenshot):
+def test_operator_corrects_a_rejected_handoff_and_the_new_revision_awaits_approval(
+    page, live_server, sign_in, screenshot
+):
     world = onboarding_world()
     # The source rules accept a blank-looking client name; the receiver rejects it: permanent failure.
-    request = make_request(world["w7"], 50, world["bob"], payload={**ONBOARDING_PAYLOAD, "client_name": "   "})
-    handoff = request_approve(workspace_id=7, number=50, revision=1, actor=world["alice"],
-                              payload_hash=request.payload_hash)
+    request = make_request(
+        world["w7"], 50, world["bob"], payload={**ONBOARDING_PAYLOAD, "client_name": "   "}
+    )
+    handoff = request_approve(
+        workspace_id=7,
+        number=50,
+        revision=1,
+        actor=world["alice"],
+        payload_hash=request.payload_hash,
+    )
     handoff_deliver(handoff_id=handoff.pk)
     handoff.refresh_from_db()
-    assert (handoff.state, handoff.failure_class) == (HandoffState.NEEDS_ATTENTION, FailureClass.PERMANENT)
+    assert (handoff.state, handoff.failure_class) == (
+        HandoffState.NEEDS_ATTENTION,
+        FailureClass.PERMANENT,
+    )
 
     sign_in("olga")
     page.goto(f"{live_server.url}/handoffs/{handoff.pk}/")
-    expect(page.locator("#next-step")).to_contain_text("The receiver rejected the content: correct it.")
+    expect(page.locator("#next-step")).to_contain_text(
+        "The receiver rejected the content: correct it."
+    )
     correct = page.locator("#correct")
     correct.get_by_label("client_name").fill("Fabrikam Ltd")
     correct.get_by_label("Why (required)").fill("client name was blank")
     correct.get_by_role("button", name="Create corrected revision").click()
-    expect(page.get_by_role("status")).to_contain_text("request 50 revision 2 awaits a new approval")
+    expect(page.get_by_role("status")).to_contain_text(
+        "request 50 revision 2 awaits a new approval"
+    )
     expect(page.locator("#handoff-state")).to_have_text("Superseded")
 
     page.get_by_role("button", name="Sign out").click()

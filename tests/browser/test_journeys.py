@@ -15,20 +15,26 @@ from outbox.models import Handoff, HandoffState
 from reconciliation.services import reconciliation_run
 from tests.factories import ONBOARDING_PAYLOAD, make_request, make_user, onboarding_world
 
-pytestmark = [pytest.mark.browser, pytest.mark.django_db(databases=["default", "delivery"], transaction=True)]
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.django_db(databases=["default", "delivery"], transaction=True),
+]
 
 
 @pytest.fixture(autouse=True)
 def no_csp_violations(page):
     """Every journey ends without the browser refusing anything under the Content-Security-Policy."""
     refused = []
-    page.on("console", lambda m: refused.append(m.text) if "Content Security Policy" in m.text else None)
+    page.on(
+        "console", lambda m: refused.append(m.text) if "Content Security Policy" in m.text else None
+    )
     yield
     assert not refused, refused
 
 
-def test_requester_submits_a_request_and_follows_it_to_work_done(page, live_server, sign_in, axe_check,
-                                                               docs_screenshot):
+def test_requester_submits_a_request_and_follows_it_to_work_done(
+    page, live_server, sign_in, axe_check, docs_screenshot
+):
     world = onboarding_world()
     sign_in("bob")
     page.get_by_role("link", name="Submit a new request").click()
@@ -55,13 +61,20 @@ def test_requester_submits_a_request_and_follows_it_to_work_done(page, live_serv
     expect(row.locator('[data-question="Approved?"]')).to_have_text("not yet: awaiting an approver")
 
     # An approver decides and the dispatcher delivers, as the django-q2 cluster would.
-    request_approve(workspace_id=7, number=created.number, revision=1, actor=world["alice"],
-                    payload_hash=created.payload_hash)
+    request_approve(
+        workspace_id=7,
+        number=created.number,
+        revision=1,
+        actor=world["alice"],
+        payload_hash=created.payload_hash,
+    )
     assert drain().delivered == 1
     handoff = Handoff.objects.get(source_id=created.pk)
     page.reload()
     expect(row.locator('[data-question="Approved?"]')).to_have_text("yes")
-    expect(row.locator('[data-question="Task created?"]')).to_have_text(f"yes: receiver task {handoff.destination_id}")
+    expect(row.locator('[data-question="Task created?"]')).to_have_text(
+        f"yes: receiver task {handoff.destination_id}"
+    )
     # A created task is not finished work: the receipt says the task is open.
     expect(row.locator('[data-question="Work done?"]')).to_have_text("no: task open")
 
@@ -69,15 +82,20 @@ def test_requester_submits_a_request_and_follows_it_to_work_done(page, live_serv
     task_status_set(action_key=handoff.action_key, status="done")
     assert reconciliation_run().work_statuses_recorded == 1
     page.reload()
-    expect(row.locator('[data-question="Work done?"]')).to_contain_text("yes: the receiver reports the task done")
+    expect(row.locator('[data-question="Work done?"]')).to_contain_text(
+        "yes: the receiver reports the task done"
+    )
     axe_check("my requests")
     docs_screenshot("requester-my-requests")
 
 
-def test_approver_rejects_with_confirmation_and_meets_a_replaced_revision_with_its_diff(page, live_server, sign_in,
-                                                                                      axe_check, docs_screenshot):
+def test_approver_rejects_with_confirmation_and_meets_a_replaced_revision_with_its_diff(
+    page, live_server, sign_in, axe_check, docs_screenshot
+):
     world = onboarding_world()
-    make_request(world["w7"], 43, world["bob"], payload={**ONBOARDING_PAYLOAD, "client_name": "Contoso Ltd"})
+    make_request(
+        world["w7"], 43, world["bob"], payload={**ONBOARDING_PAYLOAD, "client_name": "Contoso Ltd"}
+    )
     sign_in("alice")
     page.get_by_role("link", name="Approvals").click()
     first = page.locator("table.queue tbody tr").first
@@ -99,8 +117,12 @@ def test_approver_rejects_with_confirmation_and_meets_a_replaced_revision_with_i
 
     # Request 43 changes while it is on screen: approving shows the new revision and what changed.
     page.goto(f"{live_server.url}/approvals/7/43/1/")
-    request_revise(workspace_id=7, number=43, payload={**ONBOARDING_PAYLOAD, "client_name": "Contoso Ltd",
-                                                       "plan": "enterprise"}, actor=world["bob"])
+    request_revise(
+        workspace_id=7,
+        number=43,
+        payload={**ONBOARDING_PAYLOAD, "client_name": "Contoso Ltd", "plan": "enterprise"},
+        actor=world["bob"],
+    )
     page.get_by_role("button", name="Approve exactly this payload").click()
     diff = page.locator("table.diff")
     expect(diff.locator('[data-field="plan"] del')).to_have_text("standard")
@@ -116,21 +138,42 @@ def test_approver_rejects_with_confirmation_and_meets_a_replaced_revision_with_i
 
 def _failed_world():
     world = onboarding_world()
-    uncertain = request_approve(workspace_id=7, number=42, revision=1, actor=world["alice"],
-                                payload_hash=world["request"].payload_hash)
-    handoff_deliver(handoff_id=uncertain.pk, destination=InProcessDestination(lose_ack_for={uncertain.action_key}))
-    request = make_request(world["w7"], 50, world["bob"], payload={**ONBOARDING_PAYLOAD, "client_name": "   ",
-                                                                   "notes": "Fabrikam onboarding"})
-    rejected = request_approve(workspace_id=7, number=50, revision=1, actor=world["alice"],
-                               payload_hash=request.payload_hash)
+    uncertain = request_approve(
+        workspace_id=7,
+        number=42,
+        revision=1,
+        actor=world["alice"],
+        payload_hash=world["request"].payload_hash,
+    )
+    handoff_deliver(
+        handoff_id=uncertain.pk,
+        destination=InProcessDestination(lose_ack_for={uncertain.action_key}),
+    )
+    request = make_request(
+        world["w7"],
+        50,
+        world["bob"],
+        payload={**ONBOARDING_PAYLOAD, "client_name": "   ", "notes": "Fabrikam onboarding"},
+    )
+    rejected = request_approve(
+        workspace_id=7,
+        number=50,
+        revision=1,
+        actor=world["alice"],
+        payload_hash=request.payload_hash,
+    )
     handoff_deliver(handoff_id=rejected.pk)
     states = dict(Handoff.objects.values_list("pk", "state"))
-    assert (states[uncertain.pk], states[rejected.pk]) == (HandoffState.UNCERTAIN, HandoffState.NEEDS_ATTENTION)
+    assert (states[uncertain.pk], states[rejected.pk]) == (
+        HandoffState.UNCERTAIN,
+        HandoffState.NEEDS_ATTENTION,
+    )
     return world, uncertain, rejected
 
 
-def test_operator_triages_from_the_list_with_the_address_always_the_filter(page, live_server, sign_in, axe_check,
-                                                                          docs_screenshot):
+def test_operator_triages_from_the_list_with_the_address_always_the_filter(
+    page, live_server, sign_in, axe_check, docs_screenshot
+):
     _world, uncertain, rejected = _failed_world()
     sign_in("olga")
     page.get_by_role("link", name="Handoffs", exact=True).click()
@@ -192,8 +235,13 @@ def test_list_refreshes_itself_while_the_tab_is_visible(page, live_server, sign_
     sign_in("olga")
     page.goto(f"{live_server.url}/handoffs/?state=pending")
     expect(page.locator("table.handoffs")).to_contain_text("No handoffs match.")
-    handoff = request_approve(workspace_id=7, number=42, revision=1, actor=world["alice"],
-                              payload_hash=world["request"].payload_hash)
+    handoff = request_approve(
+        workspace_id=7,
+        number=42,
+        revision=1,
+        actor=world["alice"],
+        payload_hash=world["request"].payload_hash,
+    )
     page.clock.fast_forward("00:16")
     expect(page.locator(f"#handoff-{handoff.pk}")).to_be_visible()
     expect(page).to_have_url(re.compile(r"/handoffs/\?state=pending$"))
@@ -203,8 +251,13 @@ def test_list_refreshes_itself_while_the_tab_is_visible(page, live_server, sign_
 def test_every_screen_of_each_person_passes_axe(page, live_server, sign_in, axe_check, username):
     world = onboarding_world()
     make_user("support", is_staff=True)
-    handoff = request_approve(workspace_id=7, number=42, revision=1, actor=world["alice"],
-                              payload_hash=world["request"].payload_hash)
+    handoff = request_approve(
+        workspace_id=7,
+        number=42,
+        revision=1,
+        actor=world["alice"],
+        payload_hash=world["request"].payload_hash,
+    )
     sign_in(username)
     axe_check(f"home ({username})")
     links = page.locator('nav[aria-label="Main"] a')
@@ -229,7 +282,9 @@ def test_every_screen_of_each_person_passes_axe(page, live_server, sign_in, axe_
     axe_check(f"404 ({username})")
 
 
-def test_refusals_name_their_page_and_pass_axe(page, live_server, sign_in, axe_check, docs_screenshot):
+def test_refusals_name_their_page_and_pass_axe(
+    page, live_server, sign_in, axe_check, docs_screenshot
+):
     onboarding_world()
     sign_in("alice")
     page.goto(f"{live_server.url}/reconciliation/findings/")
@@ -246,8 +301,9 @@ def test_sign_in_page_passes_axe(page, live_server, axe_check, docs_screenshot):
     axe_check("sign in")
 
 
-def test_list_and_detail_fit_a_390px_phone_with_a_collapsing_nav(page, live_server, sign_in, axe_check,
-                                                                 no_horizontal_scroll, docs_screenshot):
+def test_list_and_detail_fit_a_390px_phone_with_a_collapsing_nav(
+    page, live_server, sign_in, axe_check, no_horizontal_scroll, docs_screenshot
+):
     _world, uncertain, _rejected = _failed_world()
     page.set_viewport_size({"width": 390, "height": 844})
     sign_in("olga")

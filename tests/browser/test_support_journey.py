@@ -8,7 +8,10 @@ from approvals.services import support_staff_enroll
 from outbox.models import HandoffState
 from tests.factories import HandoffFactory, make_user
 
-pytestmark = [pytest.mark.browser, pytest.mark.django_db(databases=["default", "delivery"], transaction=True)]
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.django_db(databases=["default", "delivery"], transaction=True),
+]
 
 
 def test_support_finds_request_42_in_the_admin_and_only_it(page, live_server):

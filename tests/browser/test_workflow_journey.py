@@ -17,14 +17,19 @@ from outbox.selectors import instance_handoffs, instance_status
 from reconciliation.services import reconciliation_run
 from tests.factories import ONBOARDING_PAYLOAD, make_request, three_step_onboarding_world
 
-pytestmark = [pytest.mark.browser, pytest.mark.django_db(databases=["default", "delivery"], transaction=True)]
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.django_db(databases=["default", "delivery"], transaction=True),
+]
 STEP_NAMES = [step["name"] for step in ONBOARDING_STEPS]
 
 
 @pytest.fixture(autouse=True)
 def no_csp_violations(page):
     refused = []
-    page.on("console", lambda m: refused.append(m.text) if "Content Security Policy" in m.text else None)
+    page.on(
+        "console", lambda m: refused.append(m.text) if "Content Security Policy" in m.text else None
+    )
     yield
     assert not refused, refused
 
@@ -39,7 +44,9 @@ def step_rows(page):
     return page.locator("#workflow-instance table.steps tbody tr")
 
 
-def expect_step(page, index: int, *, step: str, state: str, work: str = "", compensation: str = "") -> None:
+def expect_step(
+    page, index: int, *, step: str, state: str, work: str = "", compensation: str = ""
+) -> None:
     cells = step_rows(page).nth(index).locator("td")
     expect(cells.nth(0)).to_contain_text(step)
     expect(cells.nth(2)).to_have_text(state)
@@ -55,15 +62,17 @@ def sign_out(page):
 
 
 def test_approved_in_the_browser_three_steps_delivered_then_work_done_makes_the_workflow_complete(
-        page, live_server, sign_in, axe_check, world):
+    page, live_server, sign_in, axe_check, world
+):
     instance = "onboarding:7:43:1"
     request = make_request(world["w7"], 43, world["bob"], payload=dict(ONBOARDING_PAYLOAD))
     sign_in("alice")
     page.goto(f"{live_server.url}/approvals/7/43/1/")
     page.get_by_role("button", name="Approve exactly this payload").click()
     expect(page.locator("#request-state")).to_have_text("Approved")
-    assert list(Handoff.objects.values_list("action_key", flat=True)) == [f"{instance}:create_client"], (
-        "only the first step is recorded with the approval")
+    assert list(Handoff.objects.values_list("action_key", flat=True)) == [
+        f"{instance}:create_client"
+    ], "only the first step is recorded with the approval"
     first = Handoff.objects.get()
     assert first.source_id == request.pk
 
@@ -105,13 +114,20 @@ def test_approved_in_the_browser_three_steps_delivered_then_work_done_makes_the_
     assert instance_status(instance_handoffs(instance)) == "complete"
 
 
-def test_failed_last_step_compensated_from_its_page_after_the_plan_is_shown(page, live_server, sign_in,
-                                                                          axe_check, world):
+def test_failed_last_step_compensated_from_its_page_after_the_plan_is_shown(
+    page, live_server, sign_in, axe_check, world
+):
     instance = "onboarding:7:43:1"
     # No contact e-mail: the receiver refuses the welcome pack, so step 3 fails for good.
     payload = {key: value for key, value in ONBOARDING_PAYLOAD.items() if key != "contact_email"}
     request = make_request(world["w7"], 43, world["bob"], payload=payload)
-    request_approve(workspace_id=7, number=43, revision=1, actor=world["alice"], payload_hash=request.payload_hash)
+    request_approve(
+        workspace_id=7,
+        number=43,
+        revision=1,
+        actor=world["alice"],
+        payload_hash=request.payload_hash,
+    )
     drain()
     failed = Handoff.objects.get(action_key=f"{instance}:send_welcome_pack")
     assert failed.state == HandoffState.NEEDS_ATTENTION
@@ -132,18 +148,23 @@ def test_failed_last_step_compensated_from_its_page_after_the_plan_is_shown(page
     # A later step refused for good: compensating is the recommended action, so its section is open.
     expect(compensate).to_have_attribute("open", "")
     expect(page.locator("#correct")).to_have_count(0)
-    expect(compensate).to_contain_text("Reversed, in this order: provision_account, then create_client.")
+    expect(compensate).to_contain_text(
+        "Reversed, in this order: provision_account, then create_client."
+    )
     expect(compensate).to_contain_text("Not sent yet, so cancelled: send_welcome_pack.")
     axe_check("compensation plan")
     # A reason is required: without one the browser sends nothing.
     compensate.get_by_role("button", name="Compensate").click()
-    expect(compensate.get_by_label("Why (required)")).to_have_js_property("validity.valueMissing", True)
+    expect(compensate.get_by_label("Why (required)")).to_have_js_property(
+        "validity.valueMissing", True
+    )
     assert not Handoff.objects.filter(kind=HandoffKind.COMPENSATION).exists()
 
     compensate.get_by_label("Why (required)").fill("client withdrew before the welcome pack")
     compensate.get_by_role("button", name="Compensate").click()
     expect(page.get_by_role("status")).to_contain_text(
-        f"Compensating {instance}: reversing provision_account, create_client, latest first.")
+        f"Compensating {instance}: reversing provision_account, create_client, latest first."
+    )
     expect(heading).to_have_text(f"Workflow {instance}: compensating")
     expect(page.locator("#handoff-state")).to_have_text("Cancelled")
     expect(page.locator("#compensate")).to_have_count(0)
@@ -159,10 +180,19 @@ def test_failed_last_step_compensated_from_its_page_after_the_plan_is_shown(page
     expect_step(page, 2, step="send_welcome_pack", state="Cancelled")
     expect_step(page, 3, step="provision_account (compensation)", state="Delivered")
     expect_step(page, 4, step="create_client (compensation)", state="Delivered")
-    expect(step_rows(page).nth(3).locator("td").nth(1)).to_have_text(f"{instance}:provision_account:compensate")
-    expect(step_rows(page).nth(4).locator("td").nth(1)).to_have_text(f"{instance}:create_client:compensate")
+    expect(step_rows(page).nth(3).locator("td").nth(1)).to_have_text(
+        f"{instance}:provision_account:compensate"
+    )
+    expect(step_rows(page).nth(4).locator("td").nth(1)).to_have_text(
+        f"{instance}:create_client:compensate"
+    )
     axe_check("compensated workflow")
     assert instance_status(instance_handoffs(instance)) == "compensated"
-    assert sorted(ReceiverTask.objects.values_list("action_key", flat=True)) == sorted([
-        f"{instance}:create_client", f"{instance}:provision_account",
-        f"{instance}:provision_account:compensate", f"{instance}:create_client:compensate"])
+    assert sorted(ReceiverTask.objects.values_list("action_key", flat=True)) == sorted(
+        [
+            f"{instance}:create_client",
+            f"{instance}:provision_account",
+            f"{instance}:provision_account:compensate",
+            f"{instance}:create_client:compensate",
+        ]
+    )

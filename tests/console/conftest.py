@@ -25,7 +25,9 @@ def pending(world) -> Handoff:
 @pytest.fixture
 def uncertain(world) -> Handoff:
     handoff = approve(world)
-    handoff_deliver(handoff_id=handoff.pk, destination=InProcessDestination(lose_ack_for={handoff.action_key}))
+    handoff_deliver(
+        handoff_id=handoff.pk, destination=InProcessDestination(lose_ack_for={handoff.action_key})
+    )
     handoff.refresh_from_db()
     assert handoff.state == HandoffState.UNCERTAIN
     return handoff

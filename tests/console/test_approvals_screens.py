@@ -29,7 +29,9 @@ def test_wrong_password_is_refused_with_a_message(world):
     assert b"did not match" in response.content
 
 
-@pytest.mark.parametrize("url", ["/", "/approvals/", "/approvals/7/42/1/", "/handoffs/", "/handoffs/1/"])
+@pytest.mark.parametrize(
+    "url", ["/", "/approvals/", "/approvals/7/42/1/", "/handoffs/", "/handoffs/1/"]
+)
 def test_anonymous_is_sent_to_sign_in(world, url):
     response = Client().get(url)
     assert response.status_code == 302
@@ -77,7 +79,9 @@ def test_queue_pages_by_keyset_without_counting(world, django_assert_max_num_que
         first = client.get("/approvals/")
     assert len(first.context["requests"]) == 50
     second = client.get("/approvals/", {"after": first.context["next_after"]})
-    numbers = [r.number for r in first.context["requests"]] + [r.number for r in second.context["requests"]]
+    numbers = [r.number for r in first.context["requests"]] + [
+        r.number for r in second.context["requests"]
+    ]
     assert sorted(numbers) == [42, *range(100, 160)]
     assert second.context["next_after"] == ""
 
@@ -89,7 +93,9 @@ def test_detail_shows_payload_hash_rules_requester_history_and_mode(world):
     assert "onboarding-v1" in body and "passes every rule" in body
     assert "bob" in body and "submitted" in body
     assert "Northwind Traders" in body
-    assert "onboarding@northwind.example" not in body, "the contact e-mail is personal data: redacted"
+    assert "onboarding@northwind.example" not in body, (
+        "the contact e-mail is personal data: redacted"
+    )
     assert "mode: live" in body
     assert "Approve exactly this payload" in body
 
@@ -97,11 +103,16 @@ def test_detail_shows_payload_hash_rules_requester_history_and_mode(world):
 def test_approve_with_htmx_records_the_handoff_and_links_to_it(world):
     req = world["request"]
     response = client_for(world["alice"]).post(
-        "/approvals/7/42/1/decide", {"decision": "approve", "payload_hash": req.payload_hash}, **HTMX)
+        "/approvals/7/42/1/decide",
+        {"decision": "approve", "payload_hash": req.payload_hash},
+        **HTMX,
+    )
     assert response.status_code == 200
     handoff = Handoff.objects.get(action_key="onboarding:7:42:1")
     body = response.content.decode()
-    assert 'id="request-detail"' in body and "<html" not in body, "htmx gets the region, not the page"
+    assert 'id="request-detail"' in body and "<html" not in body, (
+        "htmx gets the region, not the page"
+    )
     assert "Approved" in body and f"/handoffs/{handoff.pk}/" in body
     assert Request.objects.get(pk=req.pk).state == RequestState.APPROVED
 
@@ -109,7 +120,9 @@ def test_approve_with_htmx_records_the_handoff_and_links_to_it(world):
 def test_approve_without_htmx_redirects_with_a_message(world):
     req = world["request"]
     client = client_for(world["alice"])
-    response = client.post("/approvals/7/42/1/decide", {"decision": "approve", "payload_hash": req.payload_hash})
+    response = client.post(
+        "/approvals/7/42/1/decide", {"decision": "approve", "payload_hash": req.payload_hash}
+    )
     assert response.status_code == 302
     assert b"Approved" in client.get(response["Location"]).content
 
@@ -117,12 +130,21 @@ def test_approve_without_htmx_redirects_with_a_message(world):
 def test_reject_needs_a_reason(world):
     req = world["request"]
     client = client_for(world["alice"])
-    refused = client.post("/approvals/7/42/1/decide", {"decision": "reject", "payload_hash": req.payload_hash},
-                          **HTMX)
+    refused = client.post(
+        "/approvals/7/42/1/decide", {"decision": "reject", "payload_hash": req.payload_hash}, **HTMX
+    )
     assert refused.status_code == 422 and b"reason is required" in refused.content
     assert Request.objects.get(pk=req.pk).state == RequestState.AWAITING_APPROVAL
-    done = client.post("/approvals/7/42/1/decide", {"decision": "reject", "payload_hash": req.payload_hash,
-                                                     "reason": "duplicate client", "confirm": "1"}, **HTMX)
+    done = client.post(
+        "/approvals/7/42/1/decide",
+        {
+            "decision": "reject",
+            "payload_hash": req.payload_hash,
+            "reason": "duplicate client",
+            "confirm": "1",
+        },
+        **HTMX,
+    )
     assert done.status_code == 200
     assert Approval.objects.get(request=req).reason == "duplicate client"
     assert Request.objects.get(pk=req.pk).state == RequestState.REJECTED
@@ -130,10 +152,15 @@ def test_reject_needs_a_reason(world):
 
 def test_changed_request_shows_the_new_version_instead_of_deciding(world):
     shown_hash = world["request"].payload_hash
-    request_revise(workspace_id=7, number=42, payload={**world["request"].payload, "plan": "enterprise"},
-                   actor=world["bob"])
+    request_revise(
+        workspace_id=7,
+        number=42,
+        payload={**world["request"].payload, "plan": "enterprise"},
+        actor=world["bob"],
+    )
     response = client_for(world["alice"]).post(
-        "/approvals/7/42/1/decide", {"decision": "approve", "payload_hash": shown_hash}, **HTMX)
+        "/approvals/7/42/1/decide", {"decision": "approve", "payload_hash": shown_hash}, **HTMX
+    )
     assert response.status_code == 409
     body = response.content.decode()
     assert "changed since you saw it" in body
@@ -145,18 +172,27 @@ def test_changed_request_shows_the_new_version_instead_of_deciding(world):
 def test_member_without_approver_role_gets_403_and_nothing_is_decided(world):
     req = world["request"]
     response = client_for(world["olga"]).post(
-        "/approvals/7/42/1/decide", {"decision": "approve", "payload_hash": req.payload_hash}, **HTMX)
+        "/approvals/7/42/1/decide",
+        {"decision": "approve", "payload_hash": req.payload_hash},
+        **HTMX,
+    )
     assert response.status_code == 403
     assert b"approver role" in response.content
     assert Approval.objects.count() == 0
-    assert b"Approve exactly this payload" not in client_for(world["olga"]).get("/approvals/7/42/1/").content
+    assert (
+        b"Approve exactly this payload"
+        not in client_for(world["olga"]).get("/approvals/7/42/1/").content
+    )
 
 
 def test_requester_cannot_decide_own_request_even_as_approver(world):
     Membership.objects.create(user=world["bob"], workspace=world["w7"], role=Role.APPROVER)
     req = world["request"]
     response = client_for(world["bob"]).post(
-        "/approvals/7/42/1/decide", {"decision": "approve", "payload_hash": req.payload_hash}, **HTMX)
+        "/approvals/7/42/1/decide",
+        {"decision": "approve", "payload_hash": req.payload_hash},
+        **HTMX,
+    )
     assert response.status_code == 403
     assert b"own request" in response.content
     assert Approval.objects.count() == 0
@@ -166,8 +202,12 @@ def test_request_of_another_workspace_is_404(world):
     client = client_for(world["mallory"])
     req = world["request"]
     assert client.get("/approvals/7/42/1/").status_code == 404
-    assert client.post("/approvals/7/42/1/decide",
-                       {"decision": "approve", "payload_hash": req.payload_hash}).status_code == 404
+    assert (
+        client.post(
+            "/approvals/7/42/1/decide", {"decision": "approve", "payload_hash": req.payload_hash}
+        ).status_code
+        == 404
+    )
     assert Approval.objects.count() == 0
 
 
@@ -182,8 +222,16 @@ def test_home_query_count_is_pinned_and_does_not_grow(world, extra, django_asser
     for number in range(200, 200 + extra):
         make_request(world["w7"], number, world["bob"])
     Handoff.objects.bulk_create(
-        Handoff(action_key=f"onboarding:7:{n}:1", workflow="onboarding", workspace_id=7, source_ref=f"request {n}",
-                source_id=1, payload={}, payload_hash="0" * 64, state=HandoffState.NEEDS_ATTENTION)
+        Handoff(
+            action_key=f"onboarding:7:{n}:1",
+            workflow="onboarding",
+            workspace_id=7,
+            source_ref=f"request {n}",
+            source_id=1,
+            payload={},
+            payload_hash="0" * 64,
+            state=HandoffState.NEEDS_ATTENTION,
+        )
         for n in range(500, 500 + extra)
     )
     client = client_for(world["alice"])
@@ -200,8 +248,11 @@ def test_approved_request_links_its_handoff(world, pending):
 def test_reject_asks_for_confirmation_before_deciding(world):
     req = world["request"]
     client = client_for(world["alice"])
-    asked = client.post("/approvals/7/42/1/decide",
-                        {"decision": "reject", "payload_hash": req.payload_hash, "reason": "duplicate client"}, **HTMX)
+    asked = client.post(
+        "/approvals/7/42/1/decide",
+        {"decision": "reject", "payload_hash": req.payload_hash, "reason": "duplicate client"},
+        **HTMX,
+    )
     body = asked.content.decode()
     assert asked.status_code == 200
     assert "Yes, reject request 42" in body and "duplicate client" in body
@@ -212,23 +263,36 @@ def test_reject_asks_for_confirmation_before_deciding(world):
 def test_reject_confirmation_works_without_javascript(world):
     req = world["request"]
     client = client_for(world["alice"])
-    asked = client.post("/approvals/7/42/1/decide",
-                        {"decision": "reject", "payload_hash": req.payload_hash, "reason": "duplicate client"})
+    asked = client.post(
+        "/approvals/7/42/1/decide",
+        {"decision": "reject", "payload_hash": req.payload_hash, "reason": "duplicate client"},
+    )
     assert asked.status_code == 200 and b'id="confirm-reject"' in asked.content
-    done = client.post("/approvals/7/42/1/decide", {"decision": "reject", "payload_hash": req.payload_hash,
-                                                     "reason": "duplicate client", "confirm": "1"})
+    done = client.post(
+        "/approvals/7/42/1/decide",
+        {
+            "decision": "reject",
+            "payload_hash": req.payload_hash,
+            "reason": "duplicate client",
+            "confirm": "1",
+        },
+    )
     assert done.status_code == 302
     assert Request.objects.get(pk=req.pk).state == RequestState.REJECTED
 
 
 def test_queue_rows_show_client_plan_requester_and_age_oldest_first(world):
-    make_request(world["w7"], 43, world["bob"], payload={"client_name": "Contoso", "contact_email": "a@b.example",
-                                                          "plan": "enterprise"})
+    make_request(
+        world["w7"],
+        43,
+        world["bob"],
+        payload={"client_name": "Contoso", "contact_email": "a@b.example", "plan": "enterprise"},
+    )
     response = client_for(world["alice"]).get("/approvals/")
     body = response.content.decode()
-    row42 = body[body.index('id="request-7-42-1"'):body.index('id="request-7-43-1"')]
+    row42 = body[body.index('id="request-7-42-1"') : body.index('id="request-7-43-1"')]
     assert "Northwind Traders" in row42 and "standard" in row42 and "bob" in row42
-    row43 = body[body.index('id="request-7-43-1"'):]
+    row43 = body[body.index('id="request-7-43-1"') :]
     assert "Contoso" in row43.split("</tr>")[0] and "enterprise" in row43.split("</tr>")[0]
     # Oldest first: request 42 was received before 43.
     assert body.index('id="request-7-42-1"') < body.index('id="request-7-43-1"')
@@ -236,22 +300,31 @@ def test_queue_rows_show_client_plan_requester_and_age_oldest_first(world):
 
 def test_replaced_revision_shows_the_difference_field_by_field(world):
     shown_hash = world["request"].payload_hash
-    request_revise(workspace_id=7, number=42, payload={**world["request"].payload, "plan": "enterprise"},
-                   actor=world["bob"])
+    request_revise(
+        workspace_id=7,
+        number=42,
+        payload={**world["request"].payload, "plan": "enterprise"},
+        actor=world["bob"],
+    )
     response = client_for(world["alice"]).post(
-        "/approvals/7/42/1/decide", {"decision": "approve", "payload_hash": shown_hash}, **HTMX)
+        "/approvals/7/42/1/decide", {"decision": "approve", "payload_hash": shown_hash}, **HTMX
+    )
     body = response.content.decode()
     assert response.status_code == 409
     assert "What changed from revision 1 to revision 2" in body
-    change = body[body.index('data-field="plan"'):].split("</tr>")[0]
+    change = body[body.index('data-field="plan"') :].split("</tr>")[0]
     assert "<del>standard</del>" in change and "<ins>enterprise</ins>" in change
     assert 'data-field="client_name"' not in body
 
 
 def test_opening_a_revision_that_replaced_another_shows_what_changed(world):
-    request_revise(workspace_id=7, number=42, payload={**world["request"].payload, "client_name": "Northwind Ltd"},
-                   actor=world["bob"])
+    request_revise(
+        workspace_id=7,
+        number=42,
+        payload={**world["request"].payload, "client_name": "Northwind Ltd"},
+        actor=world["bob"],
+    )
     body = client_for(world["alice"]).get("/approvals/7/42/2/").content.decode()
     assert "What changed from revision 1 to revision 2" in body
-    change = body[body.index('data-field="client_name"'):].split("</tr>")[0]
+    change = body[body.index('data-field="client_name"') :].split("</tr>")[0]
     assert "<del>Northwind Traders</del>" in change and "<ins>Northwind Ltd</ins>" in change

@@ -19,21 +19,34 @@ def bulk(user, data):
 
 
 def test_acknowledging_5000_matches_runs_as_a_background_job_with_visible_progress(world):
-    Handoff.objects.bulk_create(HandoffFactory.build_batch(5000, state=S.NEEDS_ATTENTION, failure_class="permanent",
-                                                           reason_code="payload_invalid"))
+    Handoff.objects.bulk_create(
+        HandoffFactory.build_batch(
+            5000, state=S.NEEDS_ATTENTION, failure_class="permanent", reason_code="payload_invalid"
+        )
+    )
     filters = {"state": "needs_attention"}
     preview = bulk(world["olga"], {**filters, "bulk_action": "acknowledge"})
     assert "<strong>5000</strong> handoffs match" in preview.content.decode()
     assert "That many run in the background" in preview.content.decode()
     upto = re.search(r'name="bulk_upto" value="(\d+)"', preview.content.decode()).group(1)
 
-    started = bulk(world["olga"], {**filters, "bulk_action": "acknowledge", "bulk_confirm": "5000",
-                                   "bulk_upto": upto, "bulk_reason": "seen by the night shift"})
+    started = bulk(
+        world["olga"],
+        {
+            **filters,
+            "bulk_action": "acknowledge",
+            "bulk_confirm": "5000",
+            "bulk_upto": upto,
+            "bulk_reason": "seen by the night shift",
+        },
+    )
     job = BulkJob.objects.get()
     body = started.content.decode()
     assert "5000 handoffs: running in the background" in body
     assert f'hx-get="/handoffs/bulk/{job.pk}/"' in body and "0 of 5000 processed" in body
-    assert HandoffEvent.objects.filter(action="acknowledge").count() == 0, "nothing done in the web request"
+    assert HandoffEvent.objects.filter(action="acknowledge").count() == 0, (
+        "nothing done in the web request"
+    )
 
     tasks.bulk_job_run(job.pk)
 
@@ -41,27 +54,41 @@ def test_acknowledging_5000_matches_runs_as_a_background_job_with_visible_progre
     assert "done, 5000 of 5000 processed (5000 done)" in progress and "hx-get" not in progress
     assert Handoff.objects.filter(acknowledged_at__isnull=False).count() == 5000
     assert HandoffEvent.objects.filter(action="acknowledge", actor=world["olga"]).count() == 5000
-    assert client_for(world["alice"]).get(f"/handoffs/bulk/{job.pk}/").status_code == 404, "only its operator"
+    assert client_for(world["alice"]).get(f"/handoffs/bulk/{job.pk}/").status_code == 404, (
+        "only its operator"
+    )
 
 
 def test_an_interrupted_bulk_job_continues_where_it_stopped(world):
     rows = HandoffFactory.create_batch(5, state=S.PENDING)
     from outbox.services import bulk_job_start
 
-    job = bulk_job_start(action="cancel", handoff_ids=[h.pk for h in rows], actor=world["olga"], reason="withdrawn")
+    job = bulk_job_start(
+        action="cancel", handoff_ids=[h.pk for h in rows], actor=world["olga"], reason="withdrawn"
+    )
     BulkJob.objects.filter(pk=job.pk).update(state=BulkJobState.RUNNING, position=2, done=2)
     Handoff.objects.filter(pk__in=[rows[0].pk, rows[1].pk]).update(state=S.CANCELLED)
     tasks.bulk_job_run(job.pk)
     job.refresh_from_db()
     assert (job.state, job.position, job.done) == (BulkJobState.DONE, 5, 5)
     assert set(Handoff.objects.values_list("state", flat=True)) == {S.CANCELLED}
-    assert HandoffEvent.objects.filter(action="cancel").count() == 3, "the first two were not done twice"
+    assert HandoffEvent.objects.filter(action="cancel").count() == 3, (
+        "the first two were not done twice"
+    )
 
 
 def test_bulk_cancel_needs_a_reason(world):
     HandoffFactory.create_batch(2, state=S.PENDING)
-    refused = bulk(world["olga"], {"state": "pending", "bulk_action": "cancel", "bulk_confirm": "2",
-                                   "bulk_upto": "999999999", "bulk_reason": ""})
+    refused = bulk(
+        world["olga"],
+        {
+            "state": "pending",
+            "bulk_action": "cancel",
+            "bulk_confirm": "2",
+            "bulk_upto": "999999999",
+            "bulk_reason": "",
+        },
+    )
     assert b"a reason is required to cancel" in refused.content
     assert not Handoff.objects.filter(state=S.CANCELLED).exists()
 
@@ -74,9 +101,13 @@ def test_the_sweep_resumes_a_bulk_job_whose_wake_up_was_lost(world):
     from outbox.services import bulk_job_start
 
     rows = HandoffFactory.create_batch(3, state=S.NEEDS_ATTENTION)
-    job = bulk_job_start(action="acknowledge", handoff_ids=[h.pk for h in rows], actor=world["olga"])
+    job = bulk_job_start(
+        action="acknowledge", handoff_ids=[h.pk for h in rows], actor=world["olga"]
+    )
     tasks.sweep()
-    assert BulkJob.objects.get(pk=job.pk).state == BulkJobState.QUEUED, "a fresh job is left to its own wake-up"
+    assert BulkJob.objects.get(pk=job.pk).state == BulkJobState.QUEUED, (
+        "a fresh job is left to its own wake-up"
+    )
     BulkJob.objects.filter(pk=job.pk).update(updated_at=timezone.now() - timedelta(minutes=5))
     tasks.sweep()
     assert BulkJob.objects.get(pk=job.pk).state == BulkJobState.DONE

@@ -33,7 +33,12 @@ def limits() -> tuple:
 
 
 def post(client, **fields):
-    data = {"max_concurrency": "2", "max_requests_per_second": "20", "reason": "receiver team asked", **fields}
+    data = {
+        "max_concurrency": "2",
+        "max_requests_per_second": "20",
+        "reason": "receiver team asked",
+        **fields,
+    }
     return client.post(URL, data, **HTMX)
 
 
@@ -48,7 +53,9 @@ def test_an_operator_sets_the_limits_and_the_change_is_recorded_with_the_actor(o
     assert response.status_code == 200
     html = response.content.decode()
     assert 'id="destination-receiver"' in html and "Limits of receiver saved." in html
-    assert 'hx-post="/health/destinations/receiver/limits"' in html, "the swapped-in block keeps its form"
+    assert 'hx-post="/health/destinations/receiver/limits"' in html, (
+        "the swapped-in block keeps its form"
+    )
     assert "0 of 2" in html and "0 of 20" in html
     assert limits() == (2, 20)
     event = DestinationEvent.objects.get(action="set_limits")
@@ -122,7 +129,9 @@ def test_only_operators_may_set_limits_even_with_the_permission(world, who):
 
 
 @pytest.mark.parametrize("htmx", [True, False], ids=["htmx", "plain"])
-def test_an_operator_without_the_permission_gets_a_403_with_the_reason_and_nothing_changes(world, olga, htmx):
+def test_an_operator_without_the_permission_gets_a_403_with_the_reason_and_nothing_changes(
+    world, olga, htmx
+):
     post(client_for(olga))
     # oscar is an operator of workspace 7, as olga is, without the permission.
     client = client_for(world["oscar"])
@@ -136,30 +145,47 @@ def test_an_operator_without_the_permission_gets_a_403_with_the_reason_and_nothi
     assert not DestinationEvent.objects.filter(actor=world["oscar"]).exists()
 
 
-def test_an_operator_without_the_permission_sees_the_limits_read_only_and_who_changes_them(world, olga):
+def test_an_operator_without_the_permission_sees_the_limits_read_only_and_who_changes_them(
+    world, olga
+):
     post(client_for(olga))
     page = client_for(world["oscar"]).get("/health/").content.decode()
     block = page.split('id="destination-receiver"')[1].split("</section>")[0]
     assert "0 of 2" in block and "0 of 20" in block and "none" in block.split('-hold"')[1]
-    assert "Limits apply to every workspace; people with the" in block and "permission change them." in block
-    assert "<form" not in block and "Set limits" not in block and 'name="max_concurrency"' not in block
+    assert (
+        "Limits apply to every workspace; people with the" in block
+        and "permission change them." in block
+    )
+    assert (
+        "<form" not in block and "Set limits" not in block and 'name="max_concurrency"' not in block
+    )
     assert "/health/destinations/receiver/limits" not in page
 
 
 def test_an_operator_of_another_workspace_with_the_permission_of_their_own_may_set_them(world):
     # A destination serves every workspace: the permission, given to the user or through the group, with an
     # operator role in any workspace; the event names who did it.
-    petra = make_user("petra", workspace=world["w8"], roles=(Role.OPERATOR,),
-                      permissions=["outbox.set_destination_limits"])
+    petra = make_user(
+        "petra",
+        workspace=world["w8"],
+        roles=(Role.OPERATOR,),
+        permissions=["outbox.set_destination_limits"],
+    )
     response = post(client_for(petra))
-    assert response.status_code == 200 and 'hx-post="/health/destinations/receiver/limits"' in response.content.decode()
+    assert (
+        response.status_code == 200
+        and 'hx-post="/health/destinations/receiver/limits"' in response.content.decode()
+    )
     assert limits() == (2, 20)
     assert DestinationEvent.objects.get().actor == petra
 
 
 def test_an_unknown_destination_is_a_404_and_a_get_a_405(olga):
     client = client_for(olga)
-    assert client.post("/health/destinations/elsewhere/limits", {"reason": "x"}, **HTMX).status_code == 404
+    assert (
+        client.post("/health/destinations/elsewhere/limits", {"reason": "x"}, **HTMX).status_code
+        == 404
+    )
     assert client.get(URL).status_code == 405
     assert not DestinationHealth.objects.exists()
 
@@ -197,7 +223,8 @@ def test_the_demo_puts_olga_in_the_destination_admins_group_and_a_second_run_kee
     olga = get_user_model().objects.get(username="olga")
     group = Group.objects.get(name=DESTINATION_ADMINS_GROUP)
     assert list(group.permissions.values_list("content_type__app_label", "codename")) == [
-        ("outbox", "set_destination_limits")]
+        ("outbox", "set_destination_limits")
+    ]
     assert list(group.user_set.all()) == [olga]
     assert not olga.is_superuser and not olga.is_staff
     # Demo data loaded before the permission existed: the second run puts olga in the group, once.

@@ -12,8 +12,14 @@ pytestmark = pytest.mark.django_db(databases=["default", "delivery"])
 
 
 def refuse_credentials() -> None:
-    destination_record_results(name="receiver", results=[
-        DeliveryResult.failed(FailureClass.CREDENTIAL, "credential_rejected", "HTTP 401", status_code=401)])
+    destination_record_results(
+        name="receiver",
+        results=[
+            DeliveryResult.failed(
+                FailureClass.CREDENTIAL, "credential_rejected", "HTTP 401", status_code=401
+            )
+        ],
+    )
 
 
 def test_a_paused_destination_shows_on_the_health_page_and_on_a_waiting_handoff(world):
@@ -37,7 +43,10 @@ def test_the_handoff_page_names_its_destination_and_the_last_successful_step(wor
     client.force_login(world["olga"])
     before = client.get(f"/handoffs/{handoff.pk}/").content.decode()
     assert "receiver (in process)" in before
-    assert "approved and recorded in the outbox" in before and "none answered by the receiver" in before
+    assert (
+        "approved and recorded in the outbox" in before
+        and "none answered by the receiver" in before
+    )
     drain()
     handoff.refresh_from_db()
     after = client.get(f"/handoffs/{handoff.pk}/").content.decode()

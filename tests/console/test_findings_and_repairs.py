@@ -8,7 +8,13 @@ from delivery.models import ReceiverTask
 from delivery.services import task_create_idempotent
 from outbox.dispatcher import handoff_deliver
 from outbox.models import FailureClass, Handoff, HandoffEvent, HandoffState
-from reconciliation.models import Finding, FindingKind, FindingStatus, ManualRepair, ReconciliationRun
+from reconciliation.models import (
+    Finding,
+    FindingKind,
+    FindingStatus,
+    ManualRepair,
+    ReconciliationRun,
+)
 from reconciliation.services import reconciliation_run
 from tests.builders import approve
 from tests.console.clients import HTMX, client_for
@@ -27,7 +33,10 @@ def delivered(world) -> Handoff:
 
 
 def delete_receiver_task(handoff: Handoff) -> None:
-    assert ReceiverTask.objects.using("delivery").filter(action_key=handoff.action_key).delete()[0] == 1
+    assert (
+        ReceiverTask.objects.using("delivery").filter(action_key=handoff.action_key).delete()[0]
+        == 1
+    )
 
 
 def header_count(client, workspace: int = 7) -> str:
@@ -45,7 +54,9 @@ def metric(client, name: str, workspace: str = "7") -> float:
     return 0.0
 
 
-def test_deleted_receiver_task_reconcile_now_shows_finding_and_repair_keeps_it_closed(world, delivered):
+def test_deleted_receiver_task_reconcile_now_shows_finding_and_repair_keeps_it_closed(
+    world, delivered
+):
     """The done-when scenario, through the console views end to end."""
     olga = client_for(world["olga"])
     delete_receiver_task(delivered)
@@ -54,12 +65,17 @@ def test_deleted_receiver_task_reconcile_now_shows_finding_and_repair_keeps_it_c
     response = olga.post(f"/handoffs/{delivered.pk}/reconcile-now", **HTMX)
     assert response.status_code == 200
     body = response.content.decode()
-    assert "Reconciled now: the receiver has no task for this key; open: missing at the receiver." in body
+    assert (
+        "Reconciled now: the receiver has no task for this key; open: missing at the receiver."
+        in body
+    )
     assert 'id="handoff-findings"' in body and "Nothing to do" not in body
     assert "Reconciliation found a problem: missing at the receiver." in body
     finding = Finding.objects.get(action_key=delivered.action_key, status=FindingStatus.OPEN)
     assert finding.kind == FindingKind.MISSING_AT_RECEIVER
-    assert HandoffEvent.objects.filter(handoff=delivered, action="reconcile_now", actor=world["olga"]).exists()
+    assert HandoffEvent.objects.filter(
+        handoff=delivered, action="reconcile_now", actor=world["olga"]
+    ).exists()
 
     page = olga.get(f"/handoffs/{delivered.pk}/").content.decode()
     assert "Missing at the receiver" in page and "Delivered. Nothing to do here." not in page
@@ -67,22 +83,40 @@ def test_deleted_receiver_task_reconcile_now_shows_finding_and_repair_keeps_it_c
     listed = olga.get("/handoffs/", {"state": "attention", "workspace": 7}).content.decode()
     assert delivered.action_key in listed
 
-    response = olga.post(f"/handoffs/{delivered.pk}/repair", {
-        "finding": finding.pk, "what_was_done": "receiving team confirmed the client withdrew; no task needed",
-        "evidence": "ticket RCV-7",
-    }, **HTMX)
+    response = olga.post(
+        f"/handoffs/{delivered.pk}/repair",
+        {
+            "finding": finding.pk,
+            "what_was_done": "receiving team confirmed the client withdrew; no task needed",
+            "evidence": "ticket RCV-7",
+        },
+        **HTMX,
+    )
     assert response.status_code == 200
-    assert "Manual repair recorded; the handoff is delivered. The finding is closed." in response.content.decode()
+    assert (
+        "Manual repair recorded; the handoff is delivered. The finding is closed."
+        in response.content.decode()
+    )
     finding.refresh_from_db()
     assert finding.status == FindingStatus.RESOLVED
     repair = ManualRepair.objects.get(finding=finding)
-    assert (repair.actor, repair.evidence, repair.workspace_id) == (world["olga"], "ticket RCV-7", 7)
-    assert HandoffEvent.objects.filter(handoff=delivered, action="manual_repair", actor=world["olga"]).exists()
+    assert (repair.actor, repair.evidence, repair.workspace_id) == (
+        world["olga"],
+        "ticket RCV-7",
+        7,
+    )
+    assert HandoffEvent.objects.filter(
+        handoff=delivered, action="manual_repair", actor=world["olga"]
+    ).exists()
     assert header_count(olga) == "0"
 
     run = reconciliation_run()
     assert run.covered_by_repairs == 1 and run.findings_by_kind == {}
-    assert not Finding.objects.filter(action_key=delivered.action_key).exclude(status=FindingStatus.RESOLVED).exists()
+    assert (
+        not Finding.objects.filter(action_key=delivered.action_key)
+        .exclude(status=FindingStatus.RESOLVED)
+        .exists()
+    )
     page = olga.get(f"/handoffs/{delivered.pk}/").content.decode()
     assert 'id="handoff-findings"' not in page and "ticket RCV-7" in page
 
@@ -93,9 +127,15 @@ def test_repair_with_recreated_task_records_the_new_destination_id(world, delive
     finding = Finding.objects.get(action_key=delivered.action_key)
     outcome = task_create_idempotent(action_key=delivered.action_key, payload=delivered.payload)
     new_id = str(outcome.task.task_id)
-    response = client_for(world["olga"]).post(f"/handoffs/{delivered.pk}/repair", {
-        "finding": finding.pk, "what_was_done": "receiving team re-created the task", "receiver_task_id": new_id,
-    }, **HTMX)
+    response = client_for(world["olga"]).post(
+        f"/handoffs/{delivered.pk}/repair",
+        {
+            "finding": finding.pk,
+            "what_was_done": "receiving team re-created the task",
+            "receiver_task_id": new_id,
+        },
+        **HTMX,
+    )
     assert response.status_code == 200
     delivered.refresh_from_db()
     assert delivered.destination_id == new_id
@@ -107,9 +147,15 @@ def test_repair_naming_a_task_the_receiver_does_not_hold_is_refused(world, deliv
     delete_receiver_task(delivered)
     reconciliation_run()
     finding = Finding.objects.get(action_key=delivered.action_key)
-    response = client_for(world["olga"]).post(f"/handoffs/{delivered.pk}/repair", {
-        "finding": finding.pk, "what_was_done": "re-created", "receiver_task_id": "no-such-task",
-    }, **HTMX)
+    response = client_for(world["olga"]).post(
+        f"/handoffs/{delivered.pk}/repair",
+        {
+            "finding": finding.pk,
+            "what_was_done": "re-created",
+            "receiver_task_id": "no-such-task",
+        },
+        **HTMX,
+    )
     assert response.status_code == 422
     assert "the receiver holds no task" in response.content.decode()
     finding.refresh_from_db()
@@ -120,21 +166,30 @@ def test_a_new_discrepancy_after_a_repair_opens_a_new_finding(world, delivered):
     delete_receiver_task(delivered)
     reconciliation_run()
     finding = Finding.objects.get(action_key=delivered.action_key)
-    client_for(world["olga"]).post(f"/handoffs/{delivered.pk}/repair",
-                                   {"finding": finding.pk, "what_was_done": "left as is"}, **HTMX)
+    client_for(world["olga"]).post(
+        f"/handoffs/{delivered.pk}/repair",
+        {"finding": finding.pk, "what_was_done": "left as is"},
+        **HTMX,
+    )
     # Someone creates a task with other content under the key: not what the repair accounted for.
-    task_create_idempotent(action_key=delivered.action_key, payload={**delivered.payload, "plan": "premium"})
+    task_create_idempotent(
+        action_key=delivered.action_key, payload={**delivered.payload, "plan": "premium"}
+    )
     run = reconciliation_run()
     assert run.findings_by_kind == {FindingKind.PAYLOAD_MISMATCH: 1}
-    assert Finding.objects.filter(action_key=delivered.action_key, status=FindingStatus.OPEN).count() == 1
+    assert (
+        Finding.objects.filter(action_key=delivered.action_key, status=FindingStatus.OPEN).count()
+        == 1
+    )
 
 
 def test_repair_without_what_was_done_is_a_422_and_writes_nothing(world, delivered):
     delete_receiver_task(delivered)
     reconciliation_run()
     finding = Finding.objects.get(action_key=delivered.action_key)
-    response = client_for(world["olga"]).post(f"/handoffs/{delivered.pk}/repair",
-                                              {"finding": finding.pk, "what_was_done": "  "}, **HTMX)
+    response = client_for(world["olga"]).post(
+        f"/handoffs/{delivered.pk}/repair", {"finding": finding.pk, "what_was_done": "  "}, **HTMX
+    )
     assert response.status_code == 422
     assert "say what was done outside the system" in response.content.decode()
     assert not ManualRepair.objects.exists()
@@ -144,8 +199,12 @@ def test_repair_without_what_was_done_is_a_422_and_writes_nothing(world, deliver
 def unknown_outcome(world) -> Handoff:
     """Needs attention because the destination cannot be asked about a key (lookup_unsupported)."""
     handoff = approve(world)
-    Handoff.objects.filter(pk=handoff.pk).update(state=S.NEEDS_ATTENTION, failure_class=FailureClass.UNCERTAIN,
-                                                 reason_code="lookup_unsupported", attempts=1)
+    Handoff.objects.filter(pk=handoff.pk).update(
+        state=S.NEEDS_ATTENTION,
+        failure_class=FailureClass.UNCERTAIN,
+        reason_code="lookup_unsupported",
+        attempts=1,
+    )
     return Handoff.objects.get(pk=handoff.pk)
 
 
@@ -153,9 +212,15 @@ def test_manual_settle_naming_a_task_a_lookup_capable_receiver_lacks_is_refused(
     handoff = unknown_outcome(world)
     page = client_for(world["olga"]).get(f"/handoffs/{handoff.pk}/").content.decode()
     assert "Record a manual repair" in page
-    response = client_for(world["olga"]).post(f"/handoffs/{handoff.pk}/repair", {
-        "what_was_done": "checked the receiver's admin screen", "receiver_task_id": "T-77",
-        "evidence": "screenshot in RCV-9"}, **HTMX)
+    response = client_for(world["olga"]).post(
+        f"/handoffs/{handoff.pk}/repair",
+        {
+            "what_was_done": "checked the receiver's admin screen",
+            "receiver_task_id": "T-77",
+            "evidence": "screenshot in RCV-9",
+        },
+        **HTMX,
+    )
     assert response.status_code == 422
     handoff.refresh_from_db()
     # The in-process receiver can be asked: it holds no T-77, so a lookup-capable destination refuses it.
@@ -168,28 +233,50 @@ def test_manual_settle_both_ways_where_the_destination_cannot_be_asked(world):
     from reconciliation.services import manual_repair_record
 
     found = unknown_outcome(world)
-    repair = manual_repair_record(actor=world["olga"], handoff_id=found.pk, what_was_done="receiver has it",
-                                  receiver_task_id="T-77", destination=InProcessDestination(supports_lookup=False))
+    repair = manual_repair_record(
+        actor=world["olga"],
+        handoff_id=found.pk,
+        what_was_done="receiver has it",
+        receiver_task_id="T-77",
+        destination=InProcessDestination(supports_lookup=False),
+    )
     found.refresh_from_db()
-    assert (found.state, found.destination_id, repair.resulting_state) == (S.DELIVERED, "T-77", S.DELIVERED)
+    assert (found.state, found.destination_id, repair.resulting_state) == (
+        S.DELIVERED,
+        "T-77",
+        S.DELIVERED,
+    )
 
     nothing = approve(world, number=43)
-    Handoff.objects.filter(pk=nothing.pk).update(state=S.NEEDS_ATTENTION, failure_class=FailureClass.UNCERTAIN,
-                                                 reason_code="uncertain_not_idempotent")
-    response = client_for(world["olga"]).post(f"/handoffs/{nothing.pk}/repair",
-                                              {"what_was_done": "receiver has nothing for this key"}, **HTMX)
+    Handoff.objects.filter(pk=nothing.pk).update(
+        state=S.NEEDS_ATTENTION,
+        failure_class=FailureClass.UNCERTAIN,
+        reason_code="uncertain_not_idempotent",
+    )
+    response = client_for(world["olga"]).post(
+        f"/handoffs/{nothing.pk}/repair",
+        {"what_was_done": "receiver has nothing for this key"},
+        **HTMX,
+    )
     assert response.status_code == 200
     nothing.refresh_from_db()
-    assert nothing.state == S.PENDING and nothing.action_key == "onboarding:7:43:1" and nothing.failure_class == ""
+    assert (
+        nothing.state == S.PENDING
+        and nothing.action_key == "onboarding:7:43:1"
+        and nothing.failure_class == ""
+    )
     assert ManualRepair.objects.get(handoff_id=nothing.pk).resulting_state == S.PENDING
 
 
 def test_manual_settle_of_a_handoff_whose_outcome_is_known_is_refused(world, rejected):
-    response = client_for(world["olga"]).post(f"/handoffs/{rejected.pk}/repair",
-                                              {"what_was_done": "receiver has nothing"}, **HTMX)
+    response = client_for(world["olga"]).post(
+        f"/handoffs/{rejected.pk}/repair", {"what_was_done": "receiver has nothing"}, **HTMX
+    )
     assert response.status_code == 409
-    assert "a manual settle applies to a delivered handoff or to one whose outcome is unknown" in \
-        response.content.decode()
+    assert (
+        "a manual settle applies to a delivered handoff or to one whose outcome is unknown"
+        in response.content.decode()
+    )
     rejected.refresh_from_db()
     assert rejected.state == S.NEEDS_ATTENTION and not ManualRepair.objects.exists()
 
@@ -201,7 +288,11 @@ def test_reconcile_now_closes_a_finding_the_receiver_no_longer_shows(world, deli
     Handoff.objects.filter(pk=delivered.pk).update(destination_id=str(task.task_id))
     response = client_for(world["olga"]).post(f"/handoffs/{delivered.pk}/reconcile-now", **HTMX)
     assert "source and receiver agree" in response.content.decode()
-    assert not Finding.objects.filter(action_key=delivered.action_key).exclude(status=FindingStatus.RESOLVED).exists()
+    assert (
+        not Finding.objects.filter(action_key=delivered.action_key)
+        .exclude(status=FindingStatus.RESOLVED)
+        .exists()
+    )
 
 
 def test_needs_a_person_agrees_on_header_list_health_and_metrics(world, delivered, rejected):
@@ -217,17 +308,23 @@ def test_needs_a_person_agrees_on_header_list_health_and_metrics(world, delivere
     assert metric(olga, "handoff_needing_person") == 2.0
 
 
-def test_workspace_reconcile_now_runs_one_workspace_and_says_what_it_found(world, delivered, foreign):
+def test_workspace_reconcile_now_runs_one_workspace_and_says_what_it_found(
+    world, delivered, foreign
+):
     handoff_deliver(handoff_id=foreign.pk)
     delete_receiver_task(delivered)
     delete_receiver_task(Handoff.objects.get(pk=foreign.pk))
-    response = client_for(world["olga"]).post("/reconciliation/runs/workspace", {"workspace": 7}, **HTMX)
+    response = client_for(world["olga"]).post(
+        "/reconciliation/runs/workspace", {"workspace": 7}, **HTMX
+    )
     assert response.status_code == 200
     body = response.content.decode()
     run = ReconciliationRun.objects.get(workspace_id=7)
     assert run.started_by == world["olga"] and run.trigger == "console"
-    assert f"Run <a href=\"/reconciliation/runs/{run.pk}/\">#{run.pk}</a> of workspace 7: 1 keys compared, 1 problem" \
+    assert (
+        f'Run <a href="/reconciliation/runs/{run.pk}/">#{run.pk}</a> of workspace 7: 1 keys compared, 1 problem'
         in body
+    )
     # Workspace 8's deleted task is not workspace 7's business: no finding for it.
     assert list(Finding.objects.values_list("action_key", flat=True)) == [delivered.action_key]
 
@@ -239,9 +336,24 @@ def test_workspace_reconcile_without_javascript_redirects_to_the_run(world, deli
 
 
 def test_workspace_reconcile_of_another_workspace_is_404_and_needs_operator_role(world):
-    assert client_for(world["olga"]).post("/reconciliation/runs/workspace", {"workspace": 8}).status_code == 404
-    assert client_for(world["olga"]).post("/reconciliation/runs/workspace", {"workspace": "x"}).status_code == 404
-    assert client_for(world["alice"]).post("/reconciliation/runs/workspace", {"workspace": 7}).status_code == 403
+    assert (
+        client_for(world["olga"])
+        .post("/reconciliation/runs/workspace", {"workspace": 8})
+        .status_code
+        == 404
+    )
+    assert (
+        client_for(world["olga"])
+        .post("/reconciliation/runs/workspace", {"workspace": "x"})
+        .status_code
+        == 404
+    )
+    assert (
+        client_for(world["alice"])
+        .post("/reconciliation/runs/workspace", {"workspace": 7})
+        .status_code
+        == 403
+    )
     assert not ReconciliationRun.objects.exists()
 
 
@@ -255,7 +367,10 @@ def test_reconcile_now_and_repair_of_another_workspace_are_404(world, foreign):
 def test_reconcile_now_and_repair_need_the_operator_role(world, delivered):
     alice = client_for(world["alice"])
     assert alice.post(f"/handoffs/{delivered.pk}/reconcile-now", **HTMX).status_code == 403
-    assert alice.post(f"/handoffs/{delivered.pk}/repair", {"what_was_done": "x"}, **HTMX).status_code == 403
+    assert (
+        alice.post(f"/handoffs/{delivered.pk}/repair", {"what_was_done": "x"}, **HTMX).status_code
+        == 403
+    )
     assert not ReconciliationRun.objects.exists() and not ManualRepair.objects.exists()
 
 
@@ -263,8 +378,9 @@ def test_repair_of_a_finding_of_another_key_is_refused(world, delivered, rejecte
     delete_receiver_task(delivered)
     reconciliation_run()
     finding = Finding.objects.get(action_key=delivered.action_key)
-    response = client_for(world["olga"]).post(f"/handoffs/{rejected.pk}/repair",
-                                              {"finding": finding.pk, "what_was_done": "x"}, **HTMX)
+    response = client_for(world["olga"]).post(
+        f"/handoffs/{rejected.pk}/repair", {"finding": finding.pk, "what_was_done": "x"}, **HTMX
+    )
     assert response.status_code == 422
     assert Finding.objects.get(pk=finding.pk).status == FindingStatus.OPEN
 
@@ -279,7 +395,9 @@ def test_actions_refuse_posts_without_csrf(world, delivered):
     assert not ReconciliationRun.objects.exists()
 
 
-def test_detail_with_findings_query_count_is_pinned(world, delivered, django_assert_max_num_queries):
+def test_detail_with_findings_query_count_is_pinned(
+    world, delivered, django_assert_max_num_queries
+):
     delete_receiver_task(delivered)
     reconciliation_run()
     olga = client_for(world["olga"])
@@ -296,10 +414,19 @@ def test_same_kind_with_other_facts_after_a_repair_opens_a_new_finding(world, de
     recreate_task()  # the receiver's task id is no longer the one the handoff recorded
     assert reconciliation_run().findings_by_kind == {FindingKind.DESTINATION_MISMATCH: 1}
     finding = Finding.objects.get(action_key=delivered.action_key)
-    client_for(world["olga"]).post(f"/handoffs/{delivered.pk}/repair",
-                                   {"finding": finding.pk, "what_was_done": "receiver keeps its copy"}, **HTMX)
+    client_for(world["olga"]).post(
+        f"/handoffs/{delivered.pk}/repair",
+        {"finding": finding.pk, "what_was_done": "receiver keeps its copy"},
+        **HTMX,
+    )
     assert reconciliation_run().covered_by_repairs == 1
     recreate_task()  # yet another task id: not the facts the repair accounted for
     run = reconciliation_run()
-    assert run.findings_by_kind == {FindingKind.DESTINATION_MISMATCH: 1} and run.covered_by_repairs == 0
-    assert Finding.objects.filter(action_key=delivered.action_key, status=FindingStatus.OPEN).count() == 1
+    assert (
+        run.findings_by_kind == {FindingKind.DESTINATION_MISMATCH: 1}
+        and run.covered_by_repairs == 0
+    )
+    assert (
+        Finding.objects.filter(action_key=delivered.action_key, status=FindingStatus.OPEN).count()
+        == 1
+    )

@@ -13,8 +13,13 @@ F = FailureClass
 
 
 def handoff(state, failure_class="", **fields) -> Handoff:
-    return Handoff(action_key="onboarding:7:42:1", state=state, failure_class=failure_class,
-                   destination_id=fields.pop("destination_id", ""), **fields)
+    return Handoff(
+        action_key="onboarding:7:42:1",
+        state=state,
+        failure_class=failure_class,
+        destination_id=fields.pop("destination_id", ""),
+        **fields,
+    )
 
 
 @pytest.mark.parametrize(
@@ -23,13 +28,29 @@ def handoff(state, failure_class="", **fields) -> Handoff:
         (handoff(S.UNCERTAIN, F.UNCERTAIN), "reconcile", "reconcile first"),
         (handoff(S.NEEDS_ATTENTION, F.UNCERTAIN), "reconcile", "reconcile"),
         (handoff(S.NEEDS_ATTENTION, F.MALFORMED), "reconcile", "reconcile"),
-        (handoff(S.NEEDS_ATTENTION, F.PERMANENT, reason_code="payload_invalid"), "correct", "correct it"),
+        (
+            handoff(S.NEEDS_ATTENTION, F.PERMANENT, reason_code="payload_invalid"),
+            "correct",
+            "correct it",
+        ),
         (handoff(S.NEEDS_ATTENTION, F.CONFLICT), "correct", "do not send again"),
         (handoff(S.NEEDS_ATTENTION, F.CREDENTIAL), "retry", "credentials"),
-        (handoff(S.NEEDS_ATTENTION, F.TRANSIENT, reason_code="retries_exhausted"), "retry", "Retries ran out"),
+        (
+            handoff(S.NEEDS_ATTENTION, F.TRANSIENT, reason_code="retries_exhausted"),
+            "retry",
+            "Retries ran out",
+        ),
         # Built when the test runs (not at collection), so that "in three minutes" is still ahead.
-        (lambda: handoff(S.PENDING, F.TRANSIENT, attempts=2, next_attempt_at=timezone.now() + timedelta(minutes=3)),
-         "run_now", "temporary failure"),
+        (
+            lambda: handoff(
+                S.PENDING,
+                F.TRANSIENT,
+                attempts=2,
+                next_attempt_at=timezone.now() + timedelta(minutes=3),
+            ),
+            "run_now",
+            "temporary failure",
+        ),
         (handoff(S.PENDING), "", "Queued"),
         (handoff(S.IN_FLIGHT), "", "Being sent"),
         (handoff(S.DELIVERED, destination_id="t-1"), "", "Delivered"),
@@ -48,7 +69,10 @@ def test_next_step_for_each_state(h, recommended, headline_has):
 
 def test_delivered_says_the_task_exists_not_that_the_work_is_done():
     guidance = next_step(handoff(S.DELIVERED, destination_id="task-9"))
-    assert "task-9" in guidance.detail and "does not mean the onboarding work is finished" in guidance.detail
+    assert (
+        "task-9" in guidance.detail
+        and "does not mean the onboarding work is finished" in guidance.detail
+    )
 
 
 def test_uncertain_warns_against_sending_again():
@@ -89,5 +113,7 @@ def test_an_open_finding_overrides_nothing_to_do_and_offers_the_repair():
 
 
 def test_unknown_outcome_offers_the_manual_settle():
-    assert "repair" in available_actions(handoff(S.NEEDS_ATTENTION, F.UNCERTAIN, reason_code="lookup_unsupported"))
+    assert "repair" in available_actions(
+        handoff(S.NEEDS_ATTENTION, F.UNCERTAIN, reason_code="lookup_unsupported")
+    )
     assert "repair" not in available_actions(handoff(S.NEEDS_ATTENTION, F.PERMANENT))

@@ -15,7 +15,9 @@ S = HandoffState
 
 
 def post(user, handoff, action, data=None, htmx=True):
-    return client_for(user).post(f"/handoffs/{handoff.pk}/{action}", data or {}, **(HTMX if htmx else {}))
+    return client_for(user).post(
+        f"/handoffs/{handoff.pk}/{action}", data or {}, **(HTMX if htmx else {})
+    )
 
 
 def last_event(handoff) -> HandoffEvent:
@@ -23,8 +25,12 @@ def last_event(handoff) -> HandoffEvent:
 
 
 def exhausted(world, pending) -> Handoff:
-    Handoff.objects.filter(pk=pending.pk).update(state=S.NEEDS_ATTENTION, failure_class=FailureClass.TRANSIENT,
-                                                 reason_code="retries_exhausted", attempts=6)
+    Handoff.objects.filter(pk=pending.pk).update(
+        state=S.NEEDS_ATTENTION,
+        failure_class=FailureClass.TRANSIENT,
+        reason_code="retries_exhausted",
+        attempts=6,
+    )
     return Handoff.objects.get(pk=pending.pk)
 
 
@@ -51,13 +57,19 @@ def test_retry_that_fails_again_says_so(world, rejected):
 
 
 def test_run_now_for_a_handoff_waiting_in_backoff(world, pending):
-    Handoff.objects.filter(pk=pending.pk).update(attempts=1, next_attempt_at=timezone.now() + timedelta(minutes=10),
-                                                 failure_class=FailureClass.TRANSIENT, reason_code="http_503")
+    Handoff.objects.filter(pk=pending.pk).update(
+        attempts=1,
+        next_attempt_at=timezone.now() + timedelta(minutes=10),
+        failure_class=FailureClass.TRANSIENT,
+        reason_code="http_503",
+    )
     page = client_for(world["olga"]).get(f"/handoffs/{pending.pk}/").content.decode()
     assert "Run now" in page and "Waiting to retry after a temporary failure" in page
     response = post(world["olga"], pending, "retry")
     assert b"Sent: delivered" in response.content
-    assert HandoffEvent.objects.filter(handoff=pending, action="run_now", actor=world["olga"]).exists()
+    assert HandoffEvent.objects.filter(
+        handoff=pending, action="run_now", actor=world["olga"]
+    ).exists()
 
 
 def test_retry_while_uncertain_needs_an_explicit_confirmation_naming_the_risk(world, uncertain):
@@ -70,7 +82,9 @@ def test_retry_while_uncertain_needs_an_explicit_confirmation_naming_the_risk(wo
     assert uncertain.state == S.UNCERTAIN
     assert not HandoffEvent.objects.filter(handoff=uncertain, action="retry").exists()
 
-    confirmed = post(world["olga"], uncertain, "retry", {"confirm_risk": "yes", "reason": "checked by phone"})
+    confirmed = post(
+        world["olga"], uncertain, "retry", {"confirm_risk": "yes", "reason": "checked by phone"}
+    )
     assert b"Sent: delivered" in confirmed.content
     uncertain.refresh_from_db()
     assert uncertain.state == S.DELIVERED
@@ -89,9 +103,17 @@ def test_reconcile_settles_an_uncertain_handoff_without_sending(world, uncertain
 
 
 def test_correct_creates_a_new_revision_and_supersedes_the_handoff(world, rejected):
-    response = post(world["olga"], rejected, "correct",
-                    {"field_client_name": "Fabrikam", "field_plan": "standard", "field_contact_email": "",
-                     "reason": "client name was blank"})
+    response = post(
+        world["olga"],
+        rejected,
+        "correct",
+        {
+            "field_client_name": "Fabrikam",
+            "field_plan": "standard",
+            "field_contact_email": "",
+            "reason": "client name was blank",
+        },
+    )
     assert response.status_code == 200, response.content
     assert b"revision 2 awaits a new approval" in response.content
     rejected.refresh_from_db()
@@ -102,11 +124,15 @@ def test_correct_creates_a_new_revision_and_supersedes_the_handoff(world, reject
     # The e-mail was hidden in the form and left blank: the original value is kept.
     assert new.payload["contact_email"] == "onboarding@northwind.example"
     assert last_event(rejected).action == "correct" and last_event(rejected).actor == world["olga"]
-    assert [r.number for r in client_for(world["alice"]).get("/approvals/").context["requests"]] == [42, 50]
+    assert [
+        r.number for r in client_for(world["alice"]).get("/approvals/").context["requests"]
+    ] == [42, 50]
 
 
 def test_correct_with_invalid_payload_explains_and_changes_nothing(world, rejected):
-    response = post(world["olga"], rejected, "correct", {"field_plan": "platinum", "reason": "upgrade"})
+    response = post(
+        world["olga"], rejected, "correct", {"field_plan": "platinum", "reason": "upgrade"}
+    )
     assert response.status_code == 422
     assert b"plan" in response.content
     rejected.refresh_from_db()
@@ -125,11 +151,18 @@ def test_cancel_needs_a_reason_and_records_it(world, rejected):
 
 
 def test_assign_to_an_operator_of_the_workspace(world, rejected):
-    response = post(world["olga"], rejected, "assign", {"owner": str(world["oscar"].pk), "reason": "my shift ends"})
+    response = post(
+        world["olga"],
+        rejected,
+        "assign",
+        {"owner": str(world["oscar"].pk), "reason": "my shift ends"},
+    )
     assert response.status_code == 200 and b"Assigned to oscar" in response.content
     rejected.refresh_from_db()
     assert rejected.owner == world["oscar"]
-    assert last_event(rejected).action == "assign" and last_event(rejected).reason == "my shift ends"
+    assert (
+        last_event(rejected).action == "assign" and last_event(rejected).reason == "my shift ends"
+    )
 
 
 def test_assign_to_someone_outside_the_workspace_is_refused(world, rejected):
@@ -172,7 +205,9 @@ def test_action_without_htmx_redirects_to_the_detail_with_a_message(world, rejec
     assert b"Acknowledged by olga" in client.get(response["Location"]).content
 
 
-@pytest.mark.parametrize("action", ["retry", "reconcile", "correct", "cancel", "assign", "acknowledge"])
+@pytest.mark.parametrize(
+    "action", ["retry", "reconcile", "correct", "cancel", "assign", "acknowledge"]
+)
 def test_member_without_operator_role_gets_403_and_nothing_changes(world, rejected, action):
     before = HandoffEvent.objects.filter(handoff=rejected).count()
     response = post(world["alice"], rejected, action, {"reason": "x", "field_client_name": "Y"})
@@ -183,7 +218,9 @@ def test_member_without_operator_role_gets_403_and_nothing_changes(world, reject
     assert HandoffEvent.objects.filter(handoff=rejected).count() == before
 
 
-@pytest.mark.parametrize("action", ["retry", "reconcile", "correct", "cancel", "assign", "acknowledge"])
+@pytest.mark.parametrize(
+    "action", ["retry", "reconcile", "correct", "cancel", "assign", "acknowledge"]
+)
 def test_actions_refuse_get(world, rejected, action):
     assert client_for(world["olga"]).get(f"/handoffs/{rejected.pk}/{action}").status_code == 405
 
@@ -195,8 +232,12 @@ def test_correct_is_refused_when_the_handoff_left_needs_attention_before_the_loc
 
     Handoff.objects.filter(pk=rejected.pk).update(state=S.PENDING)
     with pytest.raises(InvalidRequestState, match="only a handoff that needs attention"):
-        handoff_correct(handoff_id=rejected.pk, actor=world["olga"], edits={"client_name": "Fabrikam"},
-                        reason="name")
+        handoff_correct(
+            handoff_id=rejected.pk,
+            actor=world["olga"],
+            edits={"client_name": "Fabrikam"},
+            reason="name",
+        )
     rejected.refresh_from_db()
     assert rejected.state == S.PENDING
     assert not Request.objects.filter(workspace_id=7, number=50, revision=2).exists()

@@ -59,7 +59,9 @@ def test_row_shows_key_state_attempts_failure_destination_and_age(world, rejecte
     handoff_deliver(handoff_id=delivered.pk)
     delivered.refresh_from_db()
     assert delivered.state == HandoffState.DELIVERED and delivered.destination_id
-    Handoff.objects.filter(pk=rejected.pk).update(attempts=3, created_at=timezone.now() - timedelta(hours=2))
+    Handoff.objects.filter(pk=rejected.pk).update(
+        attempts=3, created_at=timezone.now() - timedelta(hours=2)
+    )
     response = client_for(world["olga"]).get("/handoffs/")
     assert response.status_code == 200
     body = response.content.decode()
@@ -104,19 +106,29 @@ def test_filters(world, rejected, uncertain, params, expected):
 
 def test_owner_filter_me_and_named_operator(world, rejected, uncertain):
     Handoff.objects.filter(pk=rejected.pk).update(owner=world["oscar"])
-    assert listed(client_for(world["oscar"]).get("/handoffs/", {"owner": "me"})) == ["onboarding:7:50:1"]
-    assert listed(client_for(world["olga"]).get("/handoffs/", {"owner": str(world["olga"].pk)})) == [
-        "onboarding:7:42:1"]
+    assert listed(client_for(world["oscar"]).get("/handoffs/", {"owner": "me"})) == [
+        "onboarding:7:50:1"
+    ]
+    assert listed(
+        client_for(world["olga"]).get("/handoffs/", {"owner": str(world["olga"].pk)})
+    ) == ["onboarding:7:42:1"]
 
 
 def test_age_filter_keeps_old_ones(world, rejected, uncertain):
     Handoff.objects.filter(pk=rejected.pk).update(created_at=timezone.now() - timedelta(days=2))
-    assert listed(client_for(world["olga"]).get("/handoffs/", {"age": "1d"})) == ["onboarding:7:50:1"]
+    assert listed(client_for(world["olga"]).get("/handoffs/", {"age": "1d"})) == [
+        "onboarding:7:50:1"
+    ]
 
 
 def test_retrying_filter_shows_only_handoffs_waiting_in_backoff(world, pending):
-    HandoffFactory(state=HandoffState.PENDING, attempts=2, next_attempt_at=timezone.now() + timedelta(minutes=5),
-                   failure_class=FailureClass.TRANSIENT, reason_code="http_503")
+    HandoffFactory(
+        state=HandoffState.PENDING,
+        attempts=2,
+        next_attempt_at=timezone.now() + timedelta(minutes=5),
+        failure_class=FailureClass.TRANSIENT,
+        reason_code="http_503",
+    )
     response = client_for(world["olga"]).get("/handoffs/", {"state": "retrying"})
     assert len(listed(response)) == 1 and listed(response)[0] != pending.action_key
     assert "Transient: http_503" in response.content.decode()
@@ -124,14 +136,17 @@ def test_retrying_filter_shows_only_handoffs_waiting_in_backoff(world, pending):
 
 def test_list_never_shows_other_workspaces(world, foreign, pending):
     assert listed(client_for(world["olga"]).get("/handoffs/")) == [pending.action_key]
-    assert listed(client_for(world["olga"]).get("/handoffs/", {"workspace": "8"})) == [pending.action_key]
+    assert listed(client_for(world["olga"]).get("/handoffs/", {"workspace": "8"})) == [
+        pending.action_key
+    ]
 
 
 def test_keyset_pages_walk_every_row_once_even_with_equal_timestamps(world):
     HandoffFactory.create_batch(120, state=HandoffState.NEEDS_ATTENTION)
     same = timezone.now() - timedelta(minutes=1)
-    Handoff.objects.filter(pk__in=list(Handoff.objects.order_by("id").values_list("id", flat=True)[40:70])).update(
-        created_at=same)
+    Handoff.objects.filter(
+        pk__in=list(Handoff.objects.order_by("id").values_list("id", flat=True)[40:70])
+    ).update(created_at=same)
     client = client_for(world["olga"])
     seen, url, pages = [], "/handoffs/", 0
     while url:
@@ -151,10 +166,17 @@ def test_list_is_paged_by_keyset_without_count(world):
     with CaptureQueriesContext(connection) as queries:
         response = client_for(world["olga"]).get("/handoffs/")
     assert response.status_code == 200
-    assert len(listed(response)) == 50 and response.context["next_url"], "a full first page and a link on"
+    assert len(listed(response)) == 50 and response.context["next_url"], (
+        "a full first page and a link on"
+    )
     # The one count over handoffs is the header's, and it is bounded: each part stops at a LIMIT.
-    assert not [q for q in queries.captured_queries if "COUNT(" in q["sql"].upper()
-                and "handoff" in q["sql"].lower() and "LIMIT" not in q["sql"].upper()]
+    assert not [
+        q
+        for q in queries.captured_queries
+        if "COUNT(" in q["sql"].upper()
+        and "handoff" in q["sql"].lower()
+        and "LIMIT" not in q["sql"].upper()
+    ]
 
 
 @pytest.mark.parametrize("rows", [3, 80])
@@ -170,7 +192,8 @@ def test_list_query_count_is_pinned_and_does_not_grow(world, rows, django_assert
     assert partial.content.decode().lstrip().startswith('<section id="handoff-results">')
     # The partial is rendered without a context to inspect: compare the rows it holds.
     assert re.findall(r'<tr id="handoff-(\d+)">', partial.content.decode()) == [
-        str(h.pk) for h in full.context["handoffs"]]
+        str(h.pk) for h in full.context["handoffs"]
+    ]
 
 
 def test_htmx_filter_returns_the_results_region_only(world, pending):
@@ -221,7 +244,9 @@ def test_rows_offer_quick_actions_to_operators_only(world, rejected, uncertain):
     assert f'hx-post="/handoffs/{rejected.pk}/acknowledge"' in olga
     assert f'hx-post="/handoffs/{rejected.pk}/retry"' in olga
     assert f'hx-post="/handoffs/{uncertain.pk}/reconcile"' in olga
-    assert f'hx-post="/handoffs/{uncertain.pk}/retry"' not in olga, "a risky retry is never one click from the list"
+    assert f'hx-post="/handoffs/{uncertain.pk}/retry"' not in olga, (
+        "a risky retry is never one click from the list"
+    )
     alice = client_for(world["alice"]).get("/handoffs/").content.decode()
-    assert "hx-post=\"/handoffs/" not in alice.split('id="bulk-panel"')[0]
+    assert 'hx-post="/handoffs/' not in alice.split('id="bulk-panel"')[0]
     assert 'id="bulk-panel"' not in alice

@@ -13,8 +13,9 @@ pytestmark = pytest.mark.django_db(databases=["default", "delivery"])
 REFUSED = "contains a NUL character"
 
 
-@pytest.mark.parametrize("path", ["/approvals/api/triggers/", "/reconciliation/findings/", "/handoffs/",
-                                  "/approvals/"])
+@pytest.mark.parametrize(
+    "path", ["/approvals/api/triggers/", "/reconciliation/findings/", "/handoffs/", "/approvals/"]
+)
 def test_a_search_with_nul_is_refused_with_its_reason(world, path):
     response = client_for(world["olga"]).get(path, {"q": "a\x00zzzz"})
     assert response.status_code == 422
@@ -23,28 +24,34 @@ def test_a_search_with_nul_is_refused_with_its_reason(world, path):
 
 def test_a_finding_note_with_nul_is_refused_and_nothing_is_written(world):
     finding = FindingFactory()
-    response = client_for(world["olga"]).post(f"/reconciliation/findings/{finding.pk}/acknowledge",
-                                              {"note": "ack \x00 nul"}, **HTMX)
+    response = client_for(world["olga"]).post(
+        f"/reconciliation/findings/{finding.pk}/acknowledge", {"note": "ack \x00 nul"}, **HTMX
+    )
     assert response.status_code == 422 and REFUSED in response.content.decode()
     assert Finding.objects.get(pk=finding.pk).status == FindingStatus.OPEN
     assert not FindingEvent.objects.exists()
 
 
 def test_a_cancel_reason_with_nul_is_refused_and_nothing_is_written(world, rejected):
-    response = client_for(world["olga"]).post(f"/handoffs/{rejected.pk}/cancel", {"reason": "dup\x00"}, **HTMX)
+    response = client_for(world["olga"]).post(
+        f"/handoffs/{rejected.pk}/cancel", {"reason": "dup\x00"}, **HTMX
+    )
     assert response.status_code == 422 and REFUSED in response.content.decode()
     assert Handoff.objects.get(pk=rejected.pk).state == rejected.state
     assert not HandoffEvent.objects.filter(action="cancel").exists()
 
 
 def test_a_field_name_with_nul_is_refused(world, rejected):
-    response = client_for(world["olga"]).post(f"/handoffs/{rejected.pk}/correct",
-                                              {"field_client\x00name": "x", "reason": "fix"}, **HTMX)
+    response = client_for(world["olga"]).post(
+        f"/handoffs/{rejected.pk}/correct", {"field_client\x00name": "x", "reason": "fix"}, **HTMX
+    )
     assert response.status_code == 422
     assert Handoff.objects.get(pk=rejected.pk).state == rejected.state
 
 
 def test_a_form_without_nul_still_goes_through(world, rejected):
-    response = client_for(world["olga"]).post(f"/handoffs/{rejected.pk}/cancel", {"reason": "duplicate"}, **HTMX)
+    response = client_for(world["olga"]).post(
+        f"/handoffs/{rejected.pk}/cancel", {"reason": "duplicate"}, **HTMX
+    )
     assert response.status_code == 200
     assert HandoffEvent.objects.filter(action="cancel").exists()

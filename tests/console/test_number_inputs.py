@@ -21,15 +21,20 @@ def test_a_workspace_that_is_not_an_id_is_not_found(world, path, raw):
 
 @pytest.mark.parametrize("raw", NOT_NUMBERS)
 def test_reconciling_a_workspace_that_is_not_an_id_is_not_found(world, raw):
-    response = client_for(world["olga"]).post("/reconciliation/runs/workspace", {"workspace": raw}, **HTMX)
+    response = client_for(world["olga"]).post(
+        "/reconciliation/runs/workspace", {"workspace": raw}, **HTMX
+    )
     assert response.status_code == 404
     assert not ReconciliationRun.objects.exists()
 
 
 @pytest.mark.parametrize("raw", NOT_NUMBERS)
 def test_a_bulk_confirmation_up_to_no_id_applies_to_nothing(world, rejected, raw):
-    response = client_for(world["olga"]).post("/handoffs/bulk", {
-        "bulk_action": "acknowledge", "bulk_confirm": "1", "bulk_upto": raw}, **HTMX)
+    response = client_for(world["olga"]).post(
+        "/handoffs/bulk",
+        {"bulk_action": "acknowledge", "bulk_confirm": "1", "bulk_upto": raw},
+        **HTMX,
+    )
     assert response.status_code == 200
     assert "Acknowledge 0 of 0 matching handoffs." in response.content.decode()
     assert not HandoffEvent.objects.filter(action="acknowledge").exists()
@@ -38,15 +43,20 @@ def test_a_bulk_confirmation_up_to_no_id_applies_to_nothing(world, rejected, raw
 @pytest.mark.parametrize("raw", NOT_NUMBERS)
 def test_assigning_to_an_owner_that_is_not_an_id_is_refused(world, rejected, raw):
     owner = rejected.owner_id
-    response = client_for(world["olga"]).post(f"/handoffs/{rejected.pk}/assign", {"owner": raw}, **HTMX)
+    response = client_for(world["olga"]).post(
+        f"/handoffs/{rejected.pk}/assign", {"owner": raw}, **HTMX
+    )
     assert response.status_code == 422
     assert Handoff.objects.get(pk=rejected.pk).owner_id == owner
 
 
 @pytest.mark.parametrize("raw", NOT_NUMBERS)
 def test_a_repair_naming_a_finding_that_is_not_an_id_is_refused(world, rejected, raw):
-    response = client_for(world["olga"]).post(f"/handoffs/{rejected.pk}/repair", {
-        "finding": raw, "what_was_done": "fixed by hand", "evidence": "ticket 1"}, **HTMX)
+    response = client_for(world["olga"]).post(
+        f"/handoffs/{rejected.pk}/repair",
+        {"finding": raw, "what_was_done": "fixed by hand", "evidence": "ticket 1"},
+        **HTMX,
+    )
     assert 400 <= response.status_code < 500
     assert not HandoffEvent.objects.filter(action="manual_repair").exists()
 
@@ -54,8 +64,11 @@ def test_a_repair_naming_a_finding_that_is_not_an_id_is_refused(world, rejected,
 @pytest.mark.parametrize("raw", ["\u00b2", "9" * 5000])
 def test_a_destination_limit_that_is_not_a_number_is_refused(world, raw):
     olga = grant_destination_admin(world["olga"])
-    response = client_for(olga).post("/health/destinations/receiver/limits", {
-        "max_concurrency": raw, "max_requests_per_second": "", "reason": "x"}, **HTMX)
+    response = client_for(olga).post(
+        "/health/destinations/receiver/limits",
+        {"max_concurrency": raw, "max_requests_per_second": "", "reason": "x"},
+        **HTMX,
+    )
     assert response.status_code == 422
     assert "whole number" in response.content.decode()
     assert not DestinationEvent.objects.filter(action="set_limits").exists()

@@ -45,7 +45,12 @@ def add_handoffs(world, count: int) -> None:
                 owner=owners[i % 3],
             )
         elif kind == 1:
-            h = HandoffFactory(state=S.UNCERTAIN, failure_class=FailureClass.UNCERTAIN, attempts=1, owner=owners[i % 3])
+            h = HandoffFactory(
+                state=S.UNCERTAIN,
+                failure_class=FailureClass.UNCERTAIN,
+                attempts=1,
+                owner=owners[i % 3],
+            )
         elif kind == 2:
             h = HandoffFactory(
                 attempts=2,
@@ -55,7 +60,9 @@ def add_handoffs(world, count: int) -> None:
                 owner=owners[i % 3],
             )
         elif kind == 3:
-            h = HandoffFactory(state=S.DELIVERED, attempts=1, destination_id=f"task-{i}", owner=owners[i % 3])
+            h = HandoffFactory(
+                state=S.DELIVERED, attempts=1, destination_id=f"task-{i}", owner=owners[i % 3]
+            )
             FindingFactory(action_key=h.action_key)
         else:
             h = HandoffFactory(owner=owners[i % 3])
@@ -114,7 +121,9 @@ def test_list_runs_the_same_queries_with_5_and_50_handoffs(world, page):
         queries_of(client, "/handoffs/", LIST_PAGES[page]),
         queries_of(client, "/handoffs/", LIST_PAGES[page], **HTMX),
     )
-    assert many == few, f"{page}: full page and htmx results {few} queries with 5 handoffs, {many} with 50"
+    assert many == few, (
+        f"{page}: full page and htmx results {few} queries with 5 handoffs, {many} with 50"
+    )
 
 
 def test_detail_runs_the_same_queries_with_5_and_50_handoffs_and_timeline_rows(world):
@@ -135,4 +144,6 @@ def test_detail_runs_the_same_queries_with_5_and_50_handoffs_and_timeline_rows(w
     add_timeline(shown, 45)
     FindingFactory(action_key=shown.action_key, kind="payload_mismatch")
     many = (queries_of(client, url), queries_of(client, url, **HTMX))
-    assert many == few, f"detail and panel: {few} queries with 5 handoffs and attempts, {many} with 50"
+    assert many == few, (
+        f"detail and panel: {few} queries with 5 handoffs and attempts, {many} with 50"
+    )

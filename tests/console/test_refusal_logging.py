@@ -20,8 +20,15 @@ def test_a_refusal_is_logged_on_one_line(world, caplog):
 
 
 def test_a_server_error_keeps_its_traceback():
-    record = logging.LogRecord("django.request", logging.ERROR, __file__, 1, "Internal Server Error: /x", (),
-                               (RuntimeError, RuntimeError("boom"), None))
+    record = logging.LogRecord(
+        "django.request",
+        logging.ERROR,
+        __file__,
+        1,
+        "Internal Server Error: /x",
+        (),
+        (RuntimeError, RuntimeError("boom"), None),
+    )
     record.status_code = 500
     logger = logging.getLogger("django.request")
     assert all(f.filter(record) for f in logger.filters)

@@ -12,8 +12,13 @@ from tests.factories import make_request, make_user
 
 pytestmark = pytest.mark.django_db(databases=["default", "delivery"])
 
-FILLED = {"workspace": "7", "client_name": "Contoso Ltd", "contact_email": "ops@contoso.example",
-          "plan": "enterprise", "notes": ""}
+FILLED = {
+    "workspace": "7",
+    "client_name": "Contoso Ltd",
+    "contact_email": "ops@contoso.example",
+    "plan": "enterprise",
+    "notes": "",
+}
 
 
 def test_new_request_form_is_generated_from_the_rules_in_force(world):
@@ -29,16 +34,22 @@ def test_new_request_form_is_generated_from_the_rules_in_force(world):
 def test_submitting_a_request_records_revision_1_awaiting_approval(world):
     response = client_for(world["bob"]).post("/approvals/new/", FILLED)
     created = Request.objects.get(workspace_id=7, payload__client_name="Contoso Ltd")
-    assert response.status_code == 302 and response["Location"] == f"/approvals/7/{created.number}/1/"
+    assert (
+        response.status_code == 302 and response["Location"] == f"/approvals/7/{created.number}/1/"
+    )
     assert created.state == RequestState.AWAITING_APPROVAL and created.requested_by == world["bob"]
-    assert created.payload == {"client_name": "Contoso Ltd", "contact_email": "ops@contoso.example",
-                               "plan": "enterprise"}
+    assert created.payload == {
+        "client_name": "Contoso Ltd",
+        "contact_email": "ops@contoso.example",
+        "plan": "enterprise",
+    }
 
 
 def test_invalid_request_shows_each_reason_at_its_field_and_records_nothing(world):
     before = Request.objects.count()
-    response = client_for(world["bob"]).post("/approvals/new/", {**FILLED, "client_name": "", "contact_email": "x@",
-                                                               "plan": "platinum"})
+    response = client_for(world["bob"]).post(
+        "/approvals/new/", {**FILLED, "client_name": "", "contact_email": "x@", "plan": "platinum"}
+    )
     body = response.content.decode()
     assert response.status_code == 422
     assert 'id="id_client_name-error">required<' in body
@@ -62,15 +73,20 @@ def test_requester_cannot_submit_into_a_workspace_where_they_are_not_requester(w
 def test_my_requests_shows_each_owners_answer_up_to_the_work_reported_done(world):
     bob = client_for(world["bob"])
     waiting = bob.get("/approvals/mine/").content.decode()
-    row = waiting[waiting.index('id="my-request-7-42"'):].split("</tr>")[0]
+    row = waiting[waiting.index('id="my-request-7-42"') :].split("</tr>")[0]
     assert "not yet: awaiting an approver" in row and "Northwind Traders" in row
 
-    handoff = request_approve(workspace_id=7, number=42, revision=1, actor=world["alice"],
-                              payload_hash=world["request"].payload_hash)
+    handoff = request_approve(
+        workspace_id=7,
+        number=42,
+        revision=1,
+        actor=world["alice"],
+        payload_hash=world["request"].payload_hash,
+    )
     handoff_deliver(handoff_id=handoff.pk)
     handoff.refresh_from_db()
     delivered = bob.get("/approvals/mine/").content.decode()
-    row = delivered[delivered.index('id="my-request-7-42"'):].split("</tr>")[0]
+    row = delivered[delivered.index('id="my-request-7-42"') :].split("</tr>")[0]
     assert 'data-question="Approved?">yes<' in row
     assert f"yes: receiver task {handoff.destination_id}" in row
     # The receipt says the task is open: the work is not done yet.
@@ -80,7 +96,7 @@ def test_my_requests_shows_each_owners_answer_up_to_the_work_reported_done(world
     task_status_set(action_key=handoff.action_key, status="done")
     assert reconciliation_run().work_statuses_recorded == 1
     done = bob.get("/approvals/mine/").content.decode()
-    row = done[done.index('id="my-request-7-42"'):].split("</tr>")[0]
+    row = done[done.index('id="my-request-7-42"') :].split("</tr>")[0]
     assert 'data-question="Work done?">yes: the receiver reports the task done' in row
 
 
@@ -96,8 +112,15 @@ def test_requester_revises_a_request_awaiting_approval_into_a_new_revision(world
     form = bob.get("/approvals/7/42/revise/").content.decode()
     # The e-mail address is redacted on screen: shown blank and kept unless retyped.
     assert "onboarding@northwind.example" not in form and "Northwind Traders" in form
-    response = bob.post("/approvals/7/42/revise/", {"client_name": "Northwind Traders", "contact_email": "",
-                                                     "plan": "enterprise", "reason": "bigger plan"})
+    response = bob.post(
+        "/approvals/7/42/revise/",
+        {
+            "client_name": "Northwind Traders",
+            "contact_email": "",
+            "plan": "enterprise",
+            "reason": "bigger plan",
+        },
+    )
     assert response.status_code == 302 and response["Location"] == "/approvals/7/42/2/"
     revised = Request.objects.get(workspace_id=7, number=42, revision=2)
     assert revised.payload["plan"] == "enterprise"
@@ -107,12 +130,21 @@ def test_requester_revises_a_request_awaiting_approval_into_a_new_revision(world
 
 def test_only_the_requester_may_revise_and_an_approved_request_is_refused(world):
     assert client_for(world["alice"]).get("/approvals/7/42/revise/").status_code == 403
-    request_approve(workspace_id=7, number=42, revision=1, actor=world["alice"],
-                    payload_hash=world["request"].payload_hash)
-    response = client_for(world["bob"]).post("/approvals/7/42/revise/", {
-        "client_name": "X", "contact_email": "", "plan": "starter", "reason": "late change"})
+    request_approve(
+        workspace_id=7,
+        number=42,
+        revision=1,
+        actor=world["alice"],
+        payload_hash=world["request"].payload_hash,
+    )
+    response = client_for(world["bob"]).post(
+        "/approvals/7/42/revise/",
+        {"client_name": "X", "contact_email": "", "plan": "starter", "reason": "late change"},
+    )
     assert response.status_code == 422
-    assert "only a request awaiting approval or rejected can be revised" in response.content.decode()
+    assert (
+        "only a request awaiting approval or rejected can be revised" in response.content.decode()
+    )
     assert not Request.objects.filter(workspace_id=7, number=42, revision=2).exists()
 
 
@@ -123,6 +155,6 @@ def test_revise_of_another_workspaces_request_is_404(world):
 
 def test_requester_home_leads_to_submitting_and_following_requests(world):
     body = client_for(world["bob"]).get("/").content.decode()
-    main = body[body.index('<main'):]
+    main = body[body.index("<main") :]
     assert 'href="/approvals/new/">Submit a new request</a>' in main
     assert 'href="/approvals/mine/">follow my requests</a>' in main

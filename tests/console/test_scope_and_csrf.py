@@ -18,13 +18,22 @@ def handoff_urls(pk: int) -> list[tuple[str, str]]:
 
 @pytest.mark.parametrize("htmx", [False, True])
 def test_every_handoff_url_is_404_for_another_workspace(world, foreign, htmx):
-    Handoff.objects.filter(pk=foreign.pk).update(state=HandoffState.NEEDS_ATTENTION, failure_class="transient")
+    Handoff.objects.filter(pk=foreign.pk).update(
+        state=HandoffState.NEEDS_ATTENTION, failure_class="transient"
+    )
     before = HandoffEvent.objects.filter(handoff=foreign).count()
     # olga is an operator, but of workspace 7; the handoff belongs to workspace 8.
     client = client_for(world["olga"])
     for method, url in handoff_urls(foreign.pk):
-        data = {"reason": "x", "owner": str(world["olga"].pk), "confirm_risk": "yes", "field_client_name": "X"}
-        response = getattr(client, method)(url, data if method == "post" else {}, **(HTMX if htmx else {}))
+        data = {
+            "reason": "x",
+            "owner": str(world["olga"].pk),
+            "confirm_risk": "yes",
+            "field_client_name": "X",
+        }
+        response = getattr(client, method)(
+            url, data if method == "post" else {}, **(HTMX if htmx else {})
+        )
         assert response.status_code == 404, url
         assert b"onboarding:8:1:1" not in response.content
     assert HandoffEvent.objects.filter(handoff=foreign).count() == before
@@ -44,17 +53,29 @@ def test_every_request_url_is_404_for_another_workspace(world, foreign):
     # An approver of workspace 8 cannot see or decide request 42 of workspace 7.
     mallory = client_for(world["mallory"])
     assert mallory.get("/approvals/7/42/1/").status_code == 404
-    assert mallory.post("/approvals/7/42/1/decide", {"decision": "approve",
-                                                     "payload_hash": world["request"].payload_hash}).status_code == 404
+    assert (
+        mallory.post(
+            "/approvals/7/42/1/decide",
+            {"decision": "approve", "payload_hash": world["request"].payload_hash},
+        ).status_code
+        == 404
+    )
     assert Approval.objects.filter(request=world["request"]).count() == 0
 
 
 def test_bulk_never_touches_another_workspace(world, foreign):
-    Handoff.objects.filter(pk=foreign.pk).update(state=HandoffState.NEEDS_ATTENTION, failure_class="transient")
-    response = client_for(world["olga"]).post("/handoffs/bulk", {"bulk_action": "retry", "workspace": "8"}, **HTMX)
+    Handoff.objects.filter(pk=foreign.pk).update(
+        state=HandoffState.NEEDS_ATTENTION, failure_class="transient"
+    )
+    response = client_for(world["olga"]).post(
+        "/handoffs/bulk", {"bulk_action": "retry", "workspace": "8"}, **HTMX
+    )
     assert response.status_code == 422 and b"Nothing was done" in response.content
     applied = client_for(world["olga"]).post(
-        "/handoffs/bulk", {"bulk_action": "retry", "bulk_confirm": "1", "bulk_upto": str(foreign.pk)}, **HTMX)
+        "/handoffs/bulk",
+        {"bulk_action": "retry", "bulk_confirm": "1", "bulk_upto": str(foreign.pk)},
+        **HTMX,
+    )
     assert applied.status_code == 200
     assert Handoff.objects.get(pk=foreign.pk).state == HandoffState.NEEDS_ATTENTION
 
@@ -68,8 +89,9 @@ def csrf_client(user) -> Client:
 @pytest.mark.parametrize("action", HANDOFF_POSTS)
 def test_handoff_action_without_csrf_token_is_refused(world, rejected, action):
     before = HandoffEvent.objects.filter(handoff=rejected).count()
-    response = csrf_client(world["olga"]).post(f"/handoffs/{rejected.pk}/{action}",
-                                               {"reason": "x", "field_client_name": "Y"}, **HTMX)
+    response = csrf_client(world["olga"]).post(
+        f"/handoffs/{rejected.pk}/{action}", {"reason": "x", "field_client_name": "Y"}, **HTMX
+    )
     assert response.status_code == 403
     assert b"CSRF" in response.content
     assert HandoffEvent.objects.filter(handoff=rejected).count() == before
@@ -77,12 +99,18 @@ def test_handoff_action_without_csrf_token_is_refused(world, rejected, action):
 
 def test_decision_and_bulk_without_csrf_token_are_refused(world, rejected):
     client = csrf_client(world["alice"])
-    response = client.post("/approvals/7/42/1/decide",
-                           {"decision": "approve", "payload_hash": world["request"].payload_hash}, **HTMX)
+    response = client.post(
+        "/approvals/7/42/1/decide",
+        {"decision": "approve", "payload_hash": world["request"].payload_hash},
+        **HTMX,
+    )
     assert response.status_code == 403
     assert Approval.objects.filter(request=world["request"]).count() == 0
-    bulk = csrf_client(world["olga"]).post("/handoffs/bulk", {"bulk_action": "retry", "bulk_confirm": "1",
-                                                              "bulk_upto": str(rejected.pk)}, **HTMX)
+    bulk = csrf_client(world["olga"]).post(
+        "/handoffs/bulk",
+        {"bulk_action": "retry", "bulk_confirm": "1", "bulk_upto": str(rejected.pk)},
+        **HTMX,
+    )
     assert bulk.status_code == 403
 
 
@@ -90,7 +118,11 @@ def test_htmx_post_with_the_token_header_from_the_page_is_accepted(world, reject
     client = csrf_client(world["olga"])
     page = client.get(f"/handoffs/{rejected.pk}/")
     token = page.context["csrf_token"]
-    assert f'"x-csrftoken": "{token}"' in page.content.decode(), "base.html sends the token on every htmx request"
-    response = client.post(f"/handoffs/{rejected.pk}/acknowledge", {}, HTTP_X_CSRFTOKEN=str(token), **HTMX)
+    assert f'"x-csrftoken": "{token}"' in page.content.decode(), (
+        "base.html sends the token on every htmx request"
+    )
+    response = client.post(
+        f"/handoffs/{rejected.pk}/acknowledge", {}, HTTP_X_CSRFTOKEN=str(token), **HTMX
+    )
     assert response.status_code == 200
     assert HandoffEvent.objects.filter(handoff=rejected, action="acknowledge").exists()

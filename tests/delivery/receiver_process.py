@@ -22,14 +22,34 @@ class Receiver:
         self.access_log = tmp_path / "access.log"
         self.error_log = tmp_path / "receiver.log"
         full_env = {
-            **os.environ, "DJANGO_SETTINGS_MODULE": "config.test_settings", "PYTHONUNBUFFERED": "1",
-            "DATABASE_URL": database_url("default"), "DELIVERY_DATABASE_URL": database_url("delivery"), **env,
+            **os.environ,
+            "DJANGO_SETTINGS_MODULE": "config.test_settings",
+            "PYTHONUNBUFFERED": "1",
+            "DATABASE_URL": database_url("default"),
+            "DELIVERY_DATABASE_URL": database_url("delivery"),
+            **env,
         }
         self.proc = subprocess.Popen(
-            [str(Path(sys.executable).with_name("gunicorn")), "config.wsgi", "--bind", f"127.0.0.1:{self.port}",
-             "--workers", str(workers), "--timeout", "60", "--access-logfile", str(self.access_log),
-             "--access-logformat", "%(p)s %(s)s", "--error-logfile", str(self.error_log)],
-            cwd=ROOT, env=full_env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            [
+                str(Path(sys.executable).with_name("gunicorn")),
+                "config.wsgi",
+                "--bind",
+                f"127.0.0.1:{self.port}",
+                "--workers",
+                str(workers),
+                "--timeout",
+                "60",
+                "--access-logfile",
+                str(self.access_log),
+                "--access-logformat",
+                "%(p)s %(s)s",
+                "--error-logfile",
+                str(self.error_log),
+            ],
+            cwd=ROOT,
+            env=full_env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
         )
 
     def wait_until_up(self, timeout: float = 30) -> None:
@@ -47,7 +67,9 @@ class Receiver:
     def worker_pids_that_answered(self) -> set[str]:
         if not self.access_log.exists():
             return set()
-        return {line.split()[0] for line in self.access_log.read_text().splitlines() if line.strip()}
+        return {
+            line.split()[0] for line in self.access_log.read_text().splitlines() if line.strip()
+        }
 
     def stop(self) -> None:
         if self.proc.poll() is None:

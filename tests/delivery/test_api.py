@@ -42,8 +42,13 @@ def test_new_key_creates_task_and_answers_201_with_receipt(client):
     assert response.status_code == 201
     body = response.json()
     task = ReceiverTask.objects.get(action_key=KEY)
-    assert body == {"task_id": str(task.task_id), "action_key": KEY, "payload_hash": payload_hash(PAYLOAD),
-                    "status": "open", "created": True}
+    assert body == {
+        "task_id": str(task.task_id),
+        "action_key": KEY,
+        "payload_hash": payload_hash(PAYLOAD),
+        "status": "open",
+        "created": True,
+    }
 
 
 def test_same_key_same_payload_answers_200_with_original_task(client):
@@ -179,19 +184,25 @@ def post_batch(client, items: list[dict]):
 
 def test_batch_answers_item_by_item_and_one_failure_does_not_fail_the_others(client):
     existing = post(client, task_body()).json()
-    response = post_batch(client, [
-        {"action_key": "onboarding:7:1:1", "payload": PAYLOAD},
-        {"action_key": KEY, "payload": PAYLOAD},
-        {"action_key": KEY, "payload": {**PAYLOAD, "plan": "enterprise"}},
-        {"action_key": "onboarding:7:2:1", "payload": {"plan": "standard"}},
-        "not an object",
-    ])
+    response = post_batch(
+        client,
+        [
+            {"action_key": "onboarding:7:1:1", "payload": PAYLOAD},
+            {"action_key": KEY, "payload": PAYLOAD},
+            {"action_key": KEY, "payload": {**PAYLOAD, "plan": "enterprise"}},
+            {"action_key": "onboarding:7:2:1", "payload": {"plan": "standard"}},
+            "not an object",
+        ],
+    )
     assert response.status_code == 200
     statuses = [r["http_status"] for r in response.json()["results"]]
     assert statuses == [201, 200, 409, 422, 400]
     results = response.json()["results"]
     assert results[1]["task_id"] == existing["task_id"] and results[1]["created"] is False
-    assert set(ReceiverTask.objects.values_list("action_key", flat=True)) == {KEY, "onboarding:7:1:1"}
+    assert set(ReceiverTask.objects.values_list("action_key", flat=True)) == {
+        KEY,
+        "onboarding:7:1:1",
+    }
 
 
 def test_batch_over_the_item_limit_answers_413_and_writes_nothing(client, settings):

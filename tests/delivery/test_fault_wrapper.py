@@ -13,7 +13,9 @@ def test_the_fault_wrapper_reads_its_setting_once_per_request(settings, tmp_path
 
     @injects_faults
     def view(request):
-        live_settings.RECEIVER_FAULTS = None  # the override ends while the request is being answered
+        live_settings.RECEIVER_FAULTS = (
+            None  # the override ends while the request is being answered
+        )
         return HttpResponse("created", status=201)
 
     assert view(rf.post("/delivery/api/tasks")).status_code == 201

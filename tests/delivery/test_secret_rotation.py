@@ -20,15 +20,23 @@ def secret(seed: bytes) -> str:
     return "whsec_" + base64.b64encode(seed.ljust(32, b"!")).decode()
 
 
-NEW, PREVIOUS, UNKNOWN = secret(b"rotation-new"), secret(b"rotation-previous"), secret(b"rotation-unknown")
+NEW, PREVIOUS, UNKNOWN = (
+    secret(b"rotation-new"),
+    secret(b"rotation-previous"),
+    secret(b"rotation-unknown"),
+)
 
 
 def post_signed_with(client, signing_secret: str, n: int):
     key = f"onboarding:7:{n}:1"
     body = json.dumps({"action_key": key, "payload": {"client_name": "Northwind"}})
     message_id, now = f"msg_{uuid.uuid4().hex}", datetime.now(tz=UTC)
-    headers = {"webhook-id": message_id, "webhook-timestamp": str(int(now.timestamp())),
-               "webhook-signature": Webhook(signing_secret).sign(message_id, now, body), "Idempotency-Key": key}
+    headers = {
+        "webhook-id": message_id,
+        "webhook-timestamp": str(int(now.timestamp())),
+        "webhook-signature": Webhook(signing_secret).sign(message_id, now, body),
+        "Idempotency-Key": key,
+    }
     return client.post(URL, data=body, content_type="application/json", headers=headers)
 
 

@@ -1,6 +1,5 @@
 """The receiver's rules, including the race two deliveries of one key run into at the unique constraint."""
 
-
 import pytest
 from django.db import connections, transaction
 
@@ -26,14 +25,16 @@ def test_batch_creates_returns_and_conflicts_like_the_single_call():
     existing = task_create_idempotent(action_key=KEY, payload=PAYLOAD).task
     other = {"client_name": "Contoso"}
     with transaction.atomic(using="delivery"):
-        results = task_create_many([
-            ("onboarding:7:1:1", PAYLOAD),
-            (KEY, PAYLOAD),
-            (KEY, other),
-            ("onboarding:7:2:1", other),
-            ("onboarding:7:2:1", other),
-            ("onboarding:7:3:1", {"plan": "x"}),
-        ])
+        results = task_create_many(
+            [
+                ("onboarding:7:1:1", PAYLOAD),
+                (KEY, PAYLOAD),
+                (KEY, other),
+                ("onboarding:7:2:1", other),
+                ("onboarding:7:2:1", other),
+                ("onboarding:7:3:1", {"plan": "x"}),
+            ]
+        )
     assert results[0].created is True
     assert (results[1].created, results[1].task.task_id) == (False, existing.task_id)
     assert isinstance(results[2], ActionKeyConflict)
@@ -51,12 +52,15 @@ def test_concurrent_insert_of_the_same_key_resolves_at_the_unique_constraint(sam
     """The other insert is not yet committed when this call reads, so the call only meets it at the
     unique index: it waits there, gets IntegrityError, and must end as if it had seen the row."""
     if connections["delivery"].vendor != "postgresql":
-        pytest.fail("needs PostgreSQL (row-level waits at the unique index); `make test` runs it there")
+        pytest.fail(
+            "needs PostgreSQL (row-level waits at the unique index); `make test` runs it there"
+        )
     out = {}
 
     def insert():
-        out["task"] = ReceiverTask.objects.using("delivery").create(action_key=KEY, payload=PAYLOAD,
-                                                                    payload_hash=payload_hash(PAYLOAD))
+        out["task"] = ReceiverTask.objects.using("delivery").create(
+            action_key=KEY, payload=PAYLOAD, payload_hash=payload_hash(PAYLOAD)
+        )
 
     with held_by_another_session("delivery", insert) as seen:
         if same_payload:

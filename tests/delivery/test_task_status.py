@@ -20,11 +20,19 @@ def _extra(headers: dict) -> dict:
     return {f"HTTP_{k.upper().replace('-', '_')}": v for k, v in headers.items()}
 
 
-def post_status(client, status: object, key: str = KEY, headers: dict | None = None, body: str | None = None,
-                content_type: str = "application/json"):
+def post_status(
+    client,
+    status: object,
+    key: str = KEY,
+    headers: dict | None = None,
+    body: str | None = None,
+    content_type: str = "application/json",
+):
     text = json.dumps({"status": status}) if body is None else body
     signed = signed_headers(text) if headers is None else headers
-    return client.post(f"{URL}/{key}/status", data=text, content_type=content_type, **_extra(signed))
+    return client.post(
+        f"{URL}/{key}/status", data=text, content_type=content_type, **_extra(signed)
+    )
 
 
 def get(client, path: str):
@@ -43,8 +51,13 @@ def task():
 def test_status_report_moves_task_forward_and_answers_with_the_task(client, task):
     response = post_status(client, "in_progress")
     assert response.status_code == 200, response.json()
-    assert response.json() == {"task_id": str(task.task_id), "action_key": KEY, "status": "in_progress",
-                               "previous_status": "open", "changed": True}
+    assert response.json() == {
+        "task_id": str(task.task_id),
+        "action_key": KEY,
+        "status": "in_progress",
+        "previous_status": "open",
+        "changed": True,
+    }
     assert stored_status() == "in_progress"
     assert ReceiverTask.objects.get(action_key=KEY).status_changed_at is not None
 
@@ -56,15 +69,23 @@ def test_open_task_may_go_straight_to_done_or_failed(client, task):
     assert (stored_status(), stored_status("onboarding:7:43:1")) == ("done", "failed")
 
 
-@pytest.mark.parametrize(("reached", "back"), [
-    ("in_progress", "open"), ("done", "in_progress"), ("done", "failed"), ("failed", "done"),
-    ("failed", "in_progress"),
-])
+@pytest.mark.parametrize(
+    ("reached", "back"),
+    [
+        ("in_progress", "open"),
+        ("done", "in_progress"),
+        ("done", "failed"),
+        ("failed", "done"),
+        ("failed", "in_progress"),
+    ],
+)
 def test_status_never_moves_backwards_or_between_final_states(client, task, reached, back):
     task_status_set(action_key=KEY, status=reached)
     response = post_status(client, back)
     assert response.status_code == 422
-    assert response.json()["error"] == ("status_invalid" if back == "open" else "status_not_forward")
+    assert response.json()["error"] == (
+        "status_invalid" if back == "open" else "status_not_forward"
+    )
     assert stored_status() == reached
 
 
@@ -98,7 +119,9 @@ def test_status_report_needs_a_signature(client, task):
 
 
 def test_status_report_signed_over_another_body_answers_401(client, task):
-    response = post_status(client, "done", headers=signed_headers(json.dumps({"status": "in_progress"})))
+    response = post_status(
+        client, "done", headers=signed_headers(json.dumps({"status": "in_progress"}))
+    )
     assert response.status_code == 401
     assert stored_status() == "open"
 
@@ -112,13 +135,18 @@ def test_replayed_status_report_answers_401(client, task):
     assert replay.json()["detail"] == "replayed message id"
 
 
-@pytest.mark.parametrize(("body", "content_type", "status", "error"), [
-    ("{not json", "application/json", 400, "malformed_json"),
-    ('["done"]', "application/json", 400, None),
-    ('{"status": NaN}', "application/json", 400, None),
-    ('{"status": "done"}', "text/plain", 415, "unsupported_media_type"),
-])
-def test_unreadable_status_report_is_refused_and_changes_nothing(client, task, body, content_type, status, error):
+@pytest.mark.parametrize(
+    ("body", "content_type", "status", "error"),
+    [
+        ("{not json", "application/json", 400, "malformed_json"),
+        ('["done"]', "application/json", 400, None),
+        ('{"status": NaN}', "application/json", 400, None),
+        ('{"status": "done"}', "text/plain", 415, "unsupported_media_type"),
+    ],
+)
+def test_unreadable_status_report_is_refused_and_changes_nothing(
+    client, task, body, content_type, status, error
+):
     response = post_status(client, None, body=body, content_type=content_type)
     assert response.status_code == status, response.json()
     if error:
@@ -144,7 +172,10 @@ def test_key_listing_carries_each_tasks_status(client, task):
     task_create_idempotent(action_key="onboarding:7:43:1", payload=dict(PAYLOAD))
     task_status_set(action_key="onboarding:7:43:1", status="failed")
     items = get(client, f"{URL}?limit=10").json()["items"]
-    assert [(i["action_key"], i["status"]) for i in items] == [(KEY, "open"), ("onboarding:7:43:1", "failed")]
+    assert [(i["action_key"], i["status"]) for i in items] == [
+        (KEY, "open"),
+        ("onboarding:7:43:1", "failed"),
+    ]
 
 
 def test_lookup_of_a_key_ending_in_status_is_still_a_lookup(client):

@@ -42,19 +42,35 @@ class Processes:
     def _spawn(self, args: list[str], env: dict, log_name: str) -> subprocess.Popen:
         log = open(self.tmp_path / log_name, "wb")  # noqa: SIM115 - closed with the process
         # Its own process group: a qcluster's children go with it when the test kills the group.
-        proc = subprocess.Popen(args, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                start_new_session=True)
+        proc = subprocess.Popen(
+            args, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
         proc.log_path = self.tmp_path / log_name
         self.procs.append(proc)
         return proc
 
-    def start_receiver(self, *, faults: dict | None = None, threads: int = 16, port: int | None = None) -> str:
+    def start_receiver(
+        self, *, faults: dict | None = None, threads: int = 16, port: int | None = None
+    ) -> str:
         port = port or free_port()
         env = {**self.base_env, "RECEIVER_FAULTS": json.dumps(faults) if faults else ""}
         self.receiver = self._spawn(
-            [str(Path(sys.executable).with_name("gunicorn")), "config.wsgi", "--bind", f"127.0.0.1:{port}",
-             "--workers", "1", "--worker-class", "gthread", "--threads", str(threads), "--timeout", "120"],
-            env, "receiver.log",
+            [
+                str(Path(sys.executable).with_name("gunicorn")),
+                "config.wsgi",
+                "--bind",
+                f"127.0.0.1:{port}",
+                "--workers",
+                "1",
+                "--worker-class",
+                "gthread",
+                "--threads",
+                str(threads),
+                "--timeout",
+                "120",
+            ],
+            env,
+            "receiver.log",
         )
         self.receiver_url = f"http://127.0.0.1:{port}/delivery/api"
         deadline = time.monotonic() + 30
@@ -66,7 +82,9 @@ class Processes:
             except httpx.HTTPError:
                 pass
             time.sleep(0.2)
-        raise RuntimeError("receiver did not start:\n" + (self.tmp_path / "receiver.log").read_text()[-3000:])
+        raise RuntimeError(
+            "receiver did not start:\n" + (self.tmp_path / "receiver.log").read_text()[-3000:]
+        )
 
     def stop_receiver(self) -> int:
         """Stop the receiver process (an outage); returns its port so that it can come back on it."""
@@ -94,8 +112,17 @@ class Processes:
         return env
 
     def start_dispatcher(self, name: str, **overrides: str) -> subprocess.Popen:
-        args = [sys.executable, "manage.py", "dispatch", "--worker", name, "--maintain-every", "0.5",
-                "--idle-sleep", "0.1"]
+        args = [
+            sys.executable,
+            "manage.py",
+            "dispatch",
+            "--worker",
+            name,
+            "--maintain-every",
+            "0.5",
+            "--idle-sleep",
+            "0.1",
+        ]
         return self._spawn(args, self.dispatcher_env(**overrides), f"dispatcher-{name}.log")
 
     def start_qcluster(self, **overrides: str) -> subprocess.Popen:
@@ -103,15 +130,25 @@ class Processes:
         return self._spawn([sys.executable, "manage.py", "qcluster"], env, "qcluster.log")
 
     def manage(self, *args: str, **overrides: str) -> str:
-        done = subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=self.dispatcher_env(**overrides),
-                              capture_output=True, text=True, timeout=120)
+        done = subprocess.run(
+            [sys.executable, "manage.py", *args],
+            cwd=ROOT,
+            env=self.dispatcher_env(**overrides),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert done.returncode == 0, done.stdout + done.stderr
         return done.stdout
 
     def dispatch_once(self, name: str, **overrides: str) -> str:
         done = subprocess.run(
             [sys.executable, "manage.py", "dispatch", "--once", "--worker", name],
-            cwd=ROOT, env=self.dispatcher_env(**overrides), capture_output=True, text=True, timeout=120,
+            cwd=ROOT,
+            env=self.dispatcher_env(**overrides),
+            capture_output=True,
+            text=True,
+            timeout=120,
         )
         assert done.returncode == 0, done.stdout + done.stderr
         return done.stdout
@@ -133,7 +170,9 @@ class Processes:
 @pytest.fixture
 def processes(transactional_db, tmp_path):
     if connections["default"].vendor != "postgresql":
-        pytest.fail("fault tests need PostgreSQL: run them with DATABASE_URL and DELIVERY_DATABASE_URL set")
+        pytest.fail(
+            "fault tests need PostgreSQL: run them with DATABASE_URL and DELIVERY_DATABASE_URL set"
+        )
     procs = Processes(tmp_path)
     yield procs
     procs.stop_all()
@@ -171,8 +210,19 @@ class PrivateServer:
 
     def _pg_ctl(self, *args: str) -> None:
         options = f"-p {self.port} -k {self.sockets} -c listen_addresses='' -c fsync=off"
-        self._run("pg_ctl", "-D", str(self.data), "-l", str(self.root / "server.log"), "-w", "-t", "60",
-                  "-o", options, *args)
+        self._run(
+            "pg_ctl",
+            "-D",
+            str(self.data),
+            "-l",
+            str(self.root / "server.log"),
+            "-w",
+            "-t",
+            "60",
+            "-o",
+            options,
+            *args,
+        )
 
     def start(self) -> None:
         self.sockets.mkdir(parents=True)
@@ -181,8 +231,11 @@ class PrivateServer:
             shutil.chown(self.sockets, "postgres")
         self._run("initdb", "-D", str(self.data), "-A", "trust", "-U", "postgres", "--no-sync")
         self._pg_ctl("start")
-        self.sql(f'CREATE ROLE "{self.user}" SUPERUSER LOGIN' if self.user != "postgres" else "SELECT 1",
-                 dbname="postgres", user="postgres")
+        self.sql(
+            f'CREATE ROLE "{self.user}" SUPERUSER LOGIN' if self.user != "postgres" else "SELECT 1",
+            dbname="postgres",
+            user="postgres",
+        )
         for name in ("handoff", "handoff_delivery"):
             self.sql(f'CREATE DATABASE "{name}"', dbname="postgres")
 
@@ -192,10 +245,18 @@ class PrivateServer:
     def connect(self, dbname: str, user: str | None = None):
         import psycopg
 
-        return psycopg.connect(host=str(self.sockets), port=self.port, dbname=dbname, user=user or self.user,
-                               autocommit=True, connect_timeout=10)
+        return psycopg.connect(
+            host=str(self.sockets),
+            port=self.port,
+            dbname=dbname,
+            user=user or self.user,
+            autocommit=True,
+            connect_timeout=10,
+        )
 
-    def sql(self, statement: str, *, dbname: str, user: str | None = None, params=None) -> list[tuple]:
+    def sql(
+        self, statement: str, *, dbname: str, user: str | None = None, params=None
+    ) -> list[tuple]:
         with self.connect(dbname, user) as conn:
             cursor = conn.execute(statement, params)
             return cursor.fetchall() if cursor.description else []
@@ -225,8 +286,10 @@ def private_postgres():
 def private_processes(private_postgres, tmp_path):
     """Processes against the private server, its two databases migrated."""
     procs = Processes(tmp_path)
-    procs.base_env.update(DATABASE_URL=private_postgres.url("handoff"),
-                          DELIVERY_DATABASE_URL=private_postgres.url("handoff_delivery"))
+    procs.base_env.update(
+        DATABASE_URL=private_postgres.url("handoff"),
+        DELIVERY_DATABASE_URL=private_postgres.url("handoff_delivery"),
+    )
     procs.manage("migrate", "--no-input")
     procs.manage("migrate", "--no-input", "--database", "delivery")
     yield procs

@@ -35,13 +35,17 @@ HELD_BY = f"onboarding:7:{25}:1"
 def calls_seen(path: Path) -> list[tuple[float, float]]:
     """(arrived, answered) of every create call the receiver saw, in arrival order."""
     lines = [line.split() for line in path.read_text().splitlines()]
-    return sorted((float(arrived), float(answered)) for method, arrived, answered in lines if method == "POST")
+    return sorted(
+        (float(arrived), float(answered)) for method, arrived, answered in lines if method == "POST"
+    )
 
 
 def most_in_flight(calls: list[tuple[float, float]]) -> int:
     # An answer sent at the very instant another call arrives is counted as over first: the safe side here,
     # since the receiver's answered time is earlier than the sender's release of its slot.
-    edges = sorted([(arrived, 1) for arrived, _ in calls] + [(answered, -1) for _, answered in calls])
+    edges = sorted(
+        [(arrived, 1) for arrived, _ in calls] + [(answered, -1) for _, answered in calls]
+    )
     most = current = 0
     for _, step in edges:
         current += step
@@ -51,10 +55,14 @@ def most_in_flight(calls: list[tuple[float, float]]) -> int:
 
 def most_in_one_second(calls: list[tuple[float, float]]) -> int:
     arrivals = [arrived for arrived, _ in calls]
-    return max(sum(1 for other in arrivals[i:] if other < start + 1.0) for i, start in enumerate(arrivals))
+    return max(
+        sum(1 for other in arrivals[i:] if other < start + 1.0) for i, start in enumerate(arrivals)
+    )
 
 
-def test_a_backlog_drains_under_the_operators_limits_and_a_retry_after_holds_the_destination(processes, tmp_path):
+def test_a_backlog_drains_under_the_operators_limits_and_a_retry_after_holds_the_destination(
+    processes, tmp_path
+):
     observed = tmp_path / "receiver-calls.log"
     processes.start_receiver(
         faults={"observe": str(observed), "keys": {HELD_BY: "http_429"}, "retry_after": RETRY_AFTER}
@@ -68,7 +76,11 @@ def test_a_backlog_drains_under_the_operators_limits_and_a_retry_after_holds_the
     )
     for n in range(1, HANDOFFS + 1):
         approve(n)
-    overrides = {"RECEIVER_SUPPORTS_BATCH": "1", "HANDOFF_CLAIM_BATCH": "10", "HANDOFF_MAX_ATTEMPTS": ""}
+    overrides = {
+        "RECEIVER_SUPPORTS_BATCH": "1",
+        "HANDOFF_CLAIM_BATCH": "10",
+        "HANDOFF_MAX_ATTEMPTS": "",
+    }
     dispatchers = [processes.start_dispatcher(f"d{n}", **overrides) for n in (1, 2, 3)]
     wait_until(
         lambda: not Handoff.objects.exclude(state__in=(S.DELIVERED, S.NEEDS_ATTENTION)).exists(),
@@ -80,20 +92,31 @@ def test_a_backlog_drains_under_the_operators_limits_and_a_retry_after_holds_the
     states = Counter(Handoff.objects.values_list("state", flat=True))
     assert states == {S.DELIVERED: HANDOFFS}, states
     assert ReceiverTask.objects.count() == HANDOFFS
-    assert not ReceiverTask.objects.values("action_key").annotate(c=Count("id")).filter(c__gt=1).exists()
+    assert (
+        not ReceiverTask.objects.values("action_key")
+        .annotate(c=Count("id"))
+        .filter(c__gt=1)
+        .exists()
+    )
     assert all(proc.poll() is None for proc in dispatchers), "no dispatcher exited"
 
     calls = calls_seen(observed)
     # Batches of up to 10: at least 40 calls, and the receiver saw each of them.
     assert len(calls) >= HANDOFFS // 10
-    report = {"calls": len(calls), "in_flight": most_in_flight(calls), "per_second": most_in_one_second(calls)}
+    report = {
+        "calls": len(calls),
+        "in_flight": most_in_flight(calls),
+        "per_second": most_in_one_second(calls),
+    }
     assert report["in_flight"] <= MAX_CONCURRENCY, json.dumps(report)
     assert report["per_second"] <= MAX_PER_SECOND, json.dumps(report)
 
     health = DestinationHealth.objects.get(name="receiver")
     assert health.hold_until is not None and "HTTP 429 with Retry-After 3 s" in health.hold_reason
     held_until = health.hold_until.timestamp()
-    held_from = held_until - RETRY_AFTER  # when the hold was written (database clock, this machine's)
+    held_from = (
+        held_until - RETRY_AFTER
+    )  # when the hold was written (database clock, this machine's)
     during = [arrived for arrived, _ in calls if held_from < arrived < held_until]
     # A call admitted before the hold was written may still arrive: at most the other slot's. Nothing else.
     assert len(during) <= MAX_CONCURRENCY - 1, (during, held_from, held_until)

@@ -8,7 +8,13 @@ import pytest
 from django.db.models import Count
 
 from delivery.models import ReceiverTask
-from outbox.models import DestinationEvent, DestinationHealth, DestinationState, Handoff, HandoffState
+from outbox.models import (
+    DestinationEvent,
+    DestinationHealth,
+    DestinationState,
+    Handoff,
+    HandoffState,
+)
 from outbox.services import handoff_record
 from reconciliation.alerts import alerts_send_due
 from reconciliation.models import AlertKind, AlertRecord
@@ -25,11 +31,19 @@ OUTAGE_SECONDS = 60
 
 def approve(n: int) -> None:
     payload = {"client_name": f"Client {n}", "plan": "standard"}
-    handoff_record(workflow="onboarding", workspace_id=7, source_ref=f"request {n} revision 1", source_id=n,
-                   action_key=f"onboarding:7:{n}:1", payload=payload)
+    handoff_record(
+        workflow="onboarding",
+        workspace_id=7,
+        source_ref=f"request {n} revision 1",
+        source_id=n,
+        action_key=f"onboarding:7:{n}:1",
+        payload=payload,
+    )
 
 
-def approvals_for(seconds: float, start: int, *, every: float = 0.5, sweep_alerts: bool = False) -> int:
+def approvals_for(
+    seconds: float, start: int, *, every: float = 0.5, sweep_alerts: bool = False
+) -> int:
     """Approve one handoff every `every` seconds for `seconds` (and send alerts as their schedule would)."""
     n, until = start, time.monotonic() + seconds
     while time.monotonic() < until:
@@ -41,11 +55,18 @@ def approvals_for(seconds: float, start: int, *, every: float = 0.5, sweep_alert
     return n
 
 
-def test_a_minute_long_receiver_outage_pauses_once_and_ends_with_everything_delivered(processes, settings):
+def test_a_minute_long_receiver_outage_pauses_once_and_ends_with_everything_delivered(
+    processes, settings
+):
     settings.ALERT_EMAILS = ["oncall@example.com"]
     processes.start_receiver()
-    overrides = {"HANDOFF_MAX_ATTEMPTS": "", "RECEIVER_CONNECT_TIMEOUT": "0.5", "RECEIVER_READ_TIMEOUT": "2",
-                 "HANDOFF_BREAKER_PROBE_BASE": "1", "HANDOFF_BREAKER_PROBE_CAP": "5"}
+    overrides = {
+        "HANDOFF_MAX_ATTEMPTS": "",
+        "RECEIVER_CONNECT_TIMEOUT": "0.5",
+        "RECEIVER_READ_TIMEOUT": "2",
+        "HANDOFF_BREAKER_PROBE_BASE": "1",
+        "HANDOFF_BREAKER_PROBE_CAP": "5",
+    }
     dispatchers = [processes.start_dispatcher(f"d{n}", **overrides) for n in (1, 2)]
     n = approvals_for(5, 1)
     port = processes.stop_receiver()
@@ -53,14 +74,23 @@ def test_a_minute_long_receiver_outage_pauses_once_and_ends_with_everything_deli
     assert DestinationHealth.objects.get(name="receiver").state == DestinationState.PAUSED
     processes.start_receiver(port=port)
     n = approvals_for(5, n)
-    wait_until(lambda: not Handoff.objects.exclude(state__in=(S.DELIVERED, S.NEEDS_ATTENTION)).exists(),
-               timeout=240, what="every handoff to be delivered after the outage", procs=dispatchers)
+    wait_until(
+        lambda: not Handoff.objects.exclude(state__in=(S.DELIVERED, S.NEEDS_ATTENTION)).exists(),
+        timeout=240,
+        what="every handoff to be delivered after the outage",
+        procs=dispatchers,
+    )
     alerts_send_due()
 
     states = Counter(Handoff.objects.values_list("state", flat=True))
     assert states == {S.DELIVERED: n - 1}, states
     assert all(proc.poll() is None for proc in dispatchers), "no dispatcher exited"
-    assert not ReceiverTask.objects.values("action_key").annotate(c=Count("id")).filter(c__gt=1).exists()
+    assert (
+        not ReceiverTask.objects.values("action_key")
+        .annotate(c=Count("id"))
+        .filter(c__gt=1)
+        .exists()
+    )
     assert ReceiverTask.objects.count() == n - 1
     assert DestinationHealth.objects.get(name="receiver").state == DestinationState.ACTIVE
     assert DestinationEvent.objects.filter(to_state=DestinationState.PAUSED).count() == 1

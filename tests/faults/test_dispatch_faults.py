@@ -29,11 +29,19 @@ def make_handoffs(count: int, workspace_id: int = 7) -> list[str]:
     rows = []
     for n in range(1, count + 1):
         payload = {"client_name": f"Client {n}", "plan": "standard"}
-        rows.append(Handoff(
-            action_key=f"onboarding:{workspace_id}:{n}:1", workflow="onboarding", workspace_id=workspace_id,
-            source_ref=f"request {n} revision 1", source_id=n, payload=payload, payload_hash=payload_hash(payload),
-            state=S.PENDING, next_attempt_at=db_now(),
-        ))
+        rows.append(
+            Handoff(
+                action_key=f"onboarding:{workspace_id}:{n}:1",
+                workflow="onboarding",
+                workspace_id=workspace_id,
+                source_ref=f"request {n} revision 1",
+                source_id=n,
+                payload=payload,
+                payload_hash=payload_hash(payload),
+                state=S.PENDING,
+                next_attempt_at=db_now(),
+            )
+        )
     Handoff.objects.bulk_create(rows, batch_size=1000)
     return [row.action_key for row in rows]
 
@@ -62,7 +70,10 @@ def test_lost_response_after_receiver_commits_ends_delivered_with_the_one_task(p
     assert handoff.destination_id == str(task.task_id)
     first = Attempt.objects.get(handoff=handoff, number=1)
     assert (first.outcome, first.failure_class, first.reason_code) == (
-        AttemptOutcome.UNCERTAIN, FailureClass.UNCERTAIN, "connection_lost")
+        AttemptOutcome.UNCERTAIN,
+        FailureClass.UNCERTAIN,
+        "connection_lost",
+    )
     assert handoff.attempt_set.count() == 1, "settled by lookup, not by sending again"
     assert handoff.events.filter(from_state=S.UNCERTAIN, to_state=S.DELIVERED).exists()
 
@@ -71,18 +82,29 @@ def test_dispatcher_killed_mid_call_then_another_settles_without_a_duplicate(pro
     [key] = make_handoffs(1)
     processes.start_receiver(faults={"keys": {key: "slow"}, "slow_seconds": 4})
     # A lease must outlast one call (settings refuse less), so the lease is short and the read timeout shorter.
-    victim = processes.start_dispatcher("victim", HANDOFF_LEASE_SECONDS="7", RECEIVER_READ_TIMEOUT="5")
+    victim = processes.start_dispatcher(
+        "victim", HANDOFF_LEASE_SECONDS="7", RECEIVER_READ_TIMEOUT="5"
+    )
     # The receiver has committed the task and is still answering: the victim is in its call.
-    wait_until(lambda: ReceiverTask.objects.filter(action_key=key).exists()
-               and Attempt.objects.filter(outcome=AttemptOutcome.IN_PROGRESS).exists(),
-               timeout=30, what="the victim's call to reach the receiver", procs=[victim])
+    wait_until(
+        lambda: (
+            ReceiverTask.objects.filter(action_key=key).exists()
+            and Attempt.objects.filter(outcome=AttemptOutcome.IN_PROGRESS).exists()
+        ),
+        timeout=30,
+        what="the victim's call to reach the receiver",
+        procs=[victim],
+    )
     os.kill(victim.pid, signal.SIGKILL)
     victim.wait(timeout=10)
     assert victim.returncode == -signal.SIGKILL
     assert Handoff.objects.get(action_key=key).state == S.IN_FLIGHT
 
-    wait_until(lambda: Handoff.objects.lease_expired().filter(action_key=key).exists(),
-               timeout=20, what="the victim's lease to expire")
+    wait_until(
+        lambda: Handoff.objects.lease_expired().filter(action_key=key).exists(),
+        timeout=20,
+        what="the victim's lease to expire",
+    )
     processes.dispatch_once("rescuer")
 
     handoff = Handoff.objects.get(action_key=key)
@@ -90,13 +112,21 @@ def test_dispatcher_killed_mid_call_then_another_settles_without_a_duplicate(pro
     assert handoff.state == S.DELIVERED
     assert handoff.destination_id == str(ReceiverTask.objects.get().task_id)
     attempt = Attempt.objects.get(handoff=handoff)
-    assert (attempt.worker, attempt.outcome, attempt.reason_code) == ("victim", AttemptOutcome.ABANDONED,
-                                                                     "lease_expired")
+    assert (attempt.worker, attempt.outcome, attempt.reason_code) == (
+        "victim",
+        AttemptOutcome.ABANDONED,
+        "lease_expired",
+    )
     assert list(handoff.events.order_by("id").values_list("to_state", flat=True)) == [
-        S.IN_FLIGHT, S.UNCERTAIN, S.DELIVERED]
+        S.IN_FLIGHT,
+        S.UNCERTAIN,
+        S.DELIVERED,
+    ]
 
 
-def test_wrong_signing_secret_pauses_the_destination_with_one_alert_and_no_retry_storm(processes, settings):
+def test_wrong_signing_secret_pauses_the_destination_with_one_alert_and_no_retry_storm(
+    processes, settings
+):
     from outbox.models import DestinationHealth, DestinationState, PauseReason
     from reconciliation.alerts import alerts_send_due
     from reconciliation.models import AlertKind, AlertRecord
@@ -130,17 +160,38 @@ def test_wrong_signing_secret_pauses_the_destination_with_one_alert_and_no_retry
     assert ReceiverTask.objects.count() == 20
 
 
-def test_four_dispatchers_two_thousand_handoffs_mixed_faults_end_delivered_once_or_with_a_person(processes):
+def test_four_dispatchers_two_thousand_handoffs_mixed_faults_end_delivered_once_or_with_a_person(
+    processes,
+):
     keys = make_handoffs(2000)
-    processes.start_receiver(faults={
-        "fraction": 0.10, "seed": 20261130,
-        "kinds": ["drop_after_commit", "slow", "malformed", "http_500", "http_503", "http_429", "http_401"],
-        "slow_seconds": 2, "retry_after": 1,
-    }, threads=24)
+    processes.start_receiver(
+        faults={
+            "fraction": 0.10,
+            "seed": 20261130,
+            "kinds": [
+                "drop_after_commit",
+                "slow",
+                "malformed",
+                "http_500",
+                "http_503",
+                "http_429",
+                "http_401",
+            ],
+            "slow_seconds": 2,
+            "retry_after": 1,
+        },
+        threads=24,
+    )
     started = time.monotonic()
-    dispatchers = [processes.start_dispatcher(f"d{n}", RECEIVER_READ_TIMEOUT="1") for n in range(1, 5)]
-    wait_until(lambda: not Handoff.objects.filter(state__in=OPEN).exists(), timeout=420,
-               what="every handoff to settle", procs=dispatchers)
+    dispatchers = [
+        processes.start_dispatcher(f"d{n}", RECEIVER_READ_TIMEOUT="1") for n in range(1, 5)
+    ]
+    wait_until(
+        lambda: not Handoff.objects.filter(state__in=OPEN).exists(),
+        timeout=420,
+        what="every handoff to settle",
+        procs=dispatchers,
+    )
     elapsed = time.monotonic() - started
     processes.stop_all()
 
@@ -148,31 +199,55 @@ def test_four_dispatchers_two_thousand_handoffs_mixed_faults_end_delivered_once_
     assert set(states) <= {S.DELIVERED, S.NEEDS_ATTENTION}, states
     assert sum(states.values()) == len(keys)
 
-    tasks = {key: (str(tid), digest) for key, tid, digest in
-             ReceiverTask.objects.values_list("action_key", "task_id", "payload_hash")}
+    tasks = {
+        key: (str(tid), digest)
+        for key, tid, digest in ReceiverTask.objects.values_list(
+            "action_key", "task_id", "payload_hash"
+        )
+    }
     duplicates = ReceiverTask.objects.values("action_key").annotate(n=Count("id")).filter(n__gt=1)
     assert not duplicates.exists()
     assert set(tasks) <= set(keys), "no task without a handoff"
     for key, destination_id, digest in Handoff.objects.filter(state=S.DELIVERED).values_list(
-            "action_key", "destination_id", "payload_hash"):
+        "action_key", "destination_id", "payload_hash"
+    ):
         assert tasks[key] == (destination_id, digest), key
     attention = Handoff.objects.filter(state=S.NEEDS_ATTENTION)
     for handoff in attention:
-        assert handoff.failure_class and handoff.reason_code and handoff.last_error, handoff.action_key
-        assert handoff.attempt_set.exists() and handoff.events.filter(to_state=S.NEEDS_ATTENTION).exists()
+        assert handoff.failure_class and handoff.reason_code and handoff.last_error, (
+            handoff.action_key
+        )
+        assert (
+            handoff.attempt_set.exists()
+            and handoff.events.filter(to_state=S.NEEDS_ATTENTION).exists()
+        )
     # Every kind of fault was really injected and met.
     reasons = Counter(Attempt.objects.exclude(reason_code="").values_list("reason_code", flat=True))
-    for code in ("connection_lost", "read_timeout", "malformed_receipt", "http_500", "http_503", "rate_limited",
-                 "credential_rejected"):
+    for code in (
+        "connection_lost",
+        "read_timeout",
+        "malformed_receipt",
+        "http_500",
+        "http_503",
+        "rate_limited",
+        "credential_rejected",
+    ):
         assert reasons[code] > 0, (code, reasons)
     outcomes = Counter(Attempt.objects.values_list("outcome", flat=True))
     assert outcomes[AttemptOutcome.IN_PROGRESS] == 0
 
     summary = {
-        "handoffs": len(keys), "dispatchers": 4, "seconds": round(elapsed, 1),
-        "final_states": dict(states), "receiver_tasks": len(tasks), "duplicate_tasks": duplicates.count(),
-        "attempts_by_outcome": dict(outcomes), "failure_reasons": dict(reasons),
-        "needs_attention_by_class": dict(Counter(attention.values_list("failure_class", flat=True))),
+        "handoffs": len(keys),
+        "dispatchers": 4,
+        "seconds": round(elapsed, 1),
+        "final_states": dict(states),
+        "receiver_tasks": len(tasks),
+        "duplicate_tasks": duplicates.count(),
+        "attempts_by_outcome": dict(outcomes),
+        "failure_reasons": dict(reasons),
+        "needs_attention_by_class": dict(
+            Counter(attention.values_list("failure_class", flat=True))
+        ),
     }
     artifacts = Path(__file__).resolve().parents[2] / "test-artifacts"
     artifacts.mkdir(exist_ok=True)

@@ -22,8 +22,13 @@ pytestmark = [
 def approve_request_42() -> Handoff:
     world = onboarding_world()
     request = world["request"]
-    return request_approve(workspace_id=7, number=42, revision=1, actor=world["alice"],
-                           payload_hash=request.payload_hash)
+    return request_approve(
+        workspace_id=7,
+        number=42,
+        revision=1,
+        actor=world["alice"],
+        payload_hash=request.payload_hash,
+    )
 
 
 def assert_delivered_once(handoff: Handoff) -> None:
@@ -43,12 +48,20 @@ def test_approval_is_delivered_by_the_qcluster_woken_on_commit(processes, settin
     handoff = approve_request_42()
     assert OrmQ.objects.exists(), "the approval's commit queued a wake-up for the cluster"
 
-    wait_until(lambda: Handoff.objects.filter(pk=handoff.pk, state=HandoffState.DELIVERED).exists(),
-               timeout=60, what="the cluster to deliver the approved handoff", procs=[cluster])
+    wait_until(
+        lambda: Handoff.objects.filter(pk=handoff.pk, state=HandoffState.DELIVERED).exists(),
+        timeout=60,
+        what="the cluster to deliver the approved handoff",
+        procs=[cluster],
+    )
     assert_delivered_once(handoff)
     assert not Schedule.objects.exists(), "nothing but the wake-up could have delivered it"
-    wait_until(lambda: Task.objects.filter(func="outbox.tasks.dispatch_due", success=True).exists(),
-               timeout=30, what="the cluster to record the dispatch task", procs=[cluster])
+    wait_until(
+        lambda: Task.objects.filter(func="outbox.tasks.dispatch_due", success=True).exists(),
+        timeout=30,
+        what="the cluster to record the dispatch task",
+        procs=[cluster],
+    )
     assert cluster.poll() is None
 
 
@@ -57,12 +70,19 @@ def test_schedule_sweeps_installs_one_sweep_every_minute_idempotently(processes)
     processes.manage("schedule_sweeps")
 
     schedule = Schedule.objects.get()
-    assert (schedule.name, schedule.func, schedule.schedule_type, schedule.minutes, schedule.repeats) == (
-        "outbox-sweep", "outbox.tasks.sweep", Schedule.MINUTES, 1, -1)
+    assert (
+        schedule.name,
+        schedule.func,
+        schedule.schedule_type,
+        schedule.minutes,
+        schedule.repeats,
+    ) == ("outbox-sweep", "outbox.tasks.sweep", Schedule.MINUTES, 1, -1)
 
 
 def test_scheduled_sweep_delivers_a_handoff_whose_wake_up_was_lost(processes, settings):
-    settings.HANDOFF_WAKE_ON_COMMIT = False  # the wake-up is lost: only the schedule can find the row
+    settings.HANDOFF_WAKE_ON_COMMIT = (
+        False  # the wake-up is lost: only the schedule can find the row
+    )
     processes.start_receiver()
     processes.manage("schedule_sweeps")
     handoff = approve_request_42()
@@ -70,10 +90,18 @@ def test_scheduled_sweep_delivers_a_handoff_whose_wake_up_was_lost(processes, se
 
     # A 30 s guard cycle makes django-q2 run its scheduler as the cluster starts (see config/test_settings).
     cluster = processes.start_qcluster(HANDOFF_WAKE_ON_COMMIT="0", Q_GUARD_CYCLE="30")
-    wait_until(lambda: Handoff.objects.filter(pk=handoff.pk, state=HandoffState.DELIVERED).exists(),
-               timeout=60, what="the scheduled sweep to deliver the handoff", procs=[cluster])
+    wait_until(
+        lambda: Handoff.objects.filter(pk=handoff.pk, state=HandoffState.DELIVERED).exists(),
+        timeout=60,
+        what="the scheduled sweep to deliver the handoff",
+        procs=[cluster],
+    )
     assert_delivered_once(handoff)
-    wait_until(lambda: Task.objects.filter(func="outbox.tasks.sweep", success=True).exists(),
-               timeout=30, what="the cluster to record the sweep task", procs=[cluster])
+    wait_until(
+        lambda: Task.objects.filter(func="outbox.tasks.sweep", success=True).exists(),
+        timeout=30,
+        what="the cluster to record the sweep task",
+        procs=[cluster],
+    )
     assert not Task.objects.filter(func="outbox.tasks.dispatch_due").exists()
     assert cluster.poll() is None

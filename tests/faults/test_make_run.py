@@ -22,7 +22,9 @@ pytestmark = [pytest.mark.demo]
 def checkout(tmp_path) -> Path:
     """The tracked files, as a fresh clone has them, with the project's virtualenv."""
     copy = tmp_path / "checkout"
-    files = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True).stdout
+    files = subprocess.run(
+        ["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True
+    ).stdout
     for name in filter(None, files.decode().split("\0")):
         target = copy / name
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -44,9 +46,14 @@ def started():
     procs = []
 
     def start(checkout: Path, port: int, log: Path) -> subprocess.Popen:
-        proc = subprocess.Popen(["bash", "scripts/run_local.sh"], cwd=checkout,
-                                env={**clean_env(), "PORT": str(port)}, stdout=log.open("wb"),
-                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        proc = subprocess.Popen(
+            ["bash", "scripts/run_local.sh"],
+            cwd=checkout,
+            env={**clean_env(), "PORT": str(port)},
+            stdout=log.open("wb"),
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+        )
         procs.append(proc)
         return proc
 
@@ -80,11 +87,22 @@ def stop_with_ctrl_c(proc: subprocess.Popen) -> int:
 
 
 def password_works(checkout: Path, username: str, password: str) -> bool:
-    code = ("from django.contrib.auth import get_user_model; "
-            f"print(get_user_model().objects.get(username={username!r}).check_password({password!r}))")
-    env = {**clean_env(), **dict(line.split("=", 1) for line in (checkout / "var/run.env").read_text().split())}
-    done = subprocess.run([".venv/bin/python", "manage.py", "shell", "-c", code], cwd=checkout, env=env,
-                          capture_output=True, text=True, timeout=60)
+    code = (
+        "from django.contrib.auth import get_user_model; "
+        f"print(get_user_model().objects.get(username={username!r}).check_password({password!r}))"
+    )
+    env = {
+        **clean_env(),
+        **dict(line.split("=", 1) for line in (checkout / "var/run.env").read_text().split()),
+    }
+    done = subprocess.run(
+        [".venv/bin/python", "manage.py", "shell", "-c", code],
+        cwd=checkout,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     return done.stdout.strip().splitlines()[-1:] == ["True"]
 
 
@@ -94,7 +112,9 @@ def test_make_run_twice_on_a_port_stops_cleanly_and_keeps_its_data(checkout, sta
     login = wait_for_login_page(port, first, tmp_path / "first.log")
     assert "Sign in" in login.text
     missing = httpx.get(f"http://127.0.0.1:{port}/no-such-page/", timeout=5)
-    assert missing.status_code == 404 and "URLconf" not in missing.text, "the console's own 404, DEBUG off"
+    assert missing.status_code == 404 and "URLconf" not in missing.text, (
+        "the console's own 404, DEBUG off"
+    )
     assert "server" not in {name.lower() for name in missing.headers}, "no software banner"
     assert stop_with_ctrl_c(first) == 0
     first_log = (tmp_path / "first.log").read_text()
@@ -106,9 +126,18 @@ def test_make_run_twice_on_a_port_stops_cleanly_and_keeps_its_data(checkout, sta
     assert "demo data already loaded" in (tmp_path / "second.log").read_text()
     assert password_works(checkout, "alice", password), "the second run serves the same data"
 
-    env = {**clean_env(), **dict(line.split("=", 1) for line in (checkout / "var/run.env").read_text().split())}
-    reset = subprocess.run([".venv/bin/python", "manage.py", "demo_passwords", "--password", "new-demo-pass-1234"],
-                           cwd=checkout, env=env, capture_output=True, text=True, timeout=60)
+    env = {
+        **clean_env(),
+        **dict(line.split("=", 1) for line in (checkout / "var/run.env").read_text().split()),
+    }
+    reset = subprocess.run(
+        [".venv/bin/python", "manage.py", "demo_passwords", "--password", "new-demo-pass-1234"],
+        cwd=checkout,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert reset.returncode == 0, reset.stderr
     assert password_works(checkout, "alice", "new-demo-pass-1234")
     assert not password_works(checkout, "alice", password)

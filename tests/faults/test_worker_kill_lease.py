@@ -28,39 +28,63 @@ def held_by(worker: str, ids) -> Q:
     return Q(pk__in=ids) & (Q(state=S.UNCERTAIN) | Q(state=S.IN_FLIGHT, lease_owner=worker))
 
 
-def test_killed_dispatchers_claims_are_expired_and_settled_within_lease_plus_5s_while_the_drain_goes_on(processes):
+def test_killed_dispatchers_claims_are_expired_and_settled_within_lease_plus_5s_while_the_drain_goes_on(
+    processes,
+):
     keys = make_handoffs(2000)
     # Every answer takes 10 ms more: the drain lasts at least 20 s however fast the machine, so the
     # settlement below is measured while it goes on.
-    processes.start_receiver(faults={"fraction": 1.0, "kinds": ["slow"], "slow_seconds": 0.01, "seed": 1})
+    processes.start_receiver(
+        faults={"fraction": 1.0, "kinds": ["slow"], "slow_seconds": 0.01, "seed": 1}
+    )
     overrides = {"HANDOFF_LEASE_SECONDS": str(LEASE_SECONDS)}
     survivor = processes.start_dispatcher("survivor", **overrides)
     victim = processes.start_dispatcher("victim", **overrides)
-    wait_until(lambda: Handoff.objects.filter(state=S.IN_FLIGHT, lease_owner="victim").exists(), timeout=60,
-               what="the victim to claim handoffs", procs=[victim])
+    wait_until(
+        lambda: Handoff.objects.filter(state=S.IN_FLIGHT, lease_owner="victim").exists(),
+        timeout=60,
+        what="the victim to claim handoffs",
+        procs=[victim],
+    )
     os.kill(victim.pid, signal.SIGKILL)
     killed_at = time.monotonic()
     victim.wait(timeout=10)
 
     # What the victim held when it died; its uncommitted work died with its connections.
-    claimed = list(Handoff.objects.filter(state=S.IN_FLIGHT, lease_owner="victim").values_list("id", flat=True))
+    claimed = list(
+        Handoff.objects.filter(state=S.IN_FLIGHT, lease_owner="victim").values_list("id", flat=True)
+    )
     assert claimed, "the victim died holding claimed handoffs"
-    deadline = killed_at + SETTLE_WITHIN + 30  # generous for a loaded machine; the bound is asserted below
+    deadline = (
+        killed_at + SETTLE_WITHIN + 30
+    )  # generous for a loaded machine; the bound is asserted below
     while Handoff.objects.filter(held_by("victim", claimed)).exists():
         assert time.monotonic() < deadline, "the dead dispatcher's rows were never settled"
         time.sleep(0.1)
     settled_after = time.monotonic() - killed_at
     pending_then = Handoff.objects.filter(state=S.PENDING).count()
 
-    print(f"victim's {len(claimed)} rows settled {settled_after:.2f}s after the kill, {pending_then} pending")
-    assert settled_after <= SETTLE_WITHIN, f"settled {settled_after:.1f}s after the kill, bound {SETTLE_WITHIN}s"
+    print(
+        f"victim's {len(claimed)} rows settled {settled_after:.2f}s after the kill, {pending_then} pending"
+    )
+    assert settled_after <= SETTLE_WITHIN, (
+        f"settled {settled_after:.1f}s after the kill, bound {SETTLE_WITHIN}s"
+    )
     assert pending_then > 0, "measured while the survivor was still draining"
     assert survivor.poll() is None
 
-    wait_until(lambda: not Handoff.objects.exclude(state=S.DELIVERED).exists(), timeout=150,
-               what="every handoff delivered", procs=[survivor])
+    wait_until(
+        lambda: not Handoff.objects.exclude(state=S.DELIVERED).exists(),
+        timeout=150,
+        what="every handoff delivered",
+        procs=[survivor],
+    )
     assert Counter(Handoff.objects.values_list("state", flat=True)) == {S.DELIVERED: len(keys)}
     tasks = list(ReceiverTask.objects.values_list("action_key", flat=True))
-    assert len(tasks) == len(set(tasks)) == len(keys) and set(tasks) == set(keys), "exactly one task per key"
-    expired = Handoff.objects.filter(pk__in=claimed, events__from_state=S.IN_FLIGHT, events__to_state=S.UNCERTAIN)
+    assert len(tasks) == len(set(tasks)) == len(keys) and set(tasks) == set(keys), (
+        "exactly one task per key"
+    )
+    expired = Handoff.objects.filter(
+        pk__in=claimed, events__from_state=S.IN_FLIGHT, events__to_state=S.UNCERTAIN
+    )
     assert expired.distinct().count() == len(claimed), "every claimed row went through lease expiry"

@@ -15,11 +15,18 @@ def world():
 def post_signed(client):
     """POST a body with the given headers (or signed now with the intake secret)."""
 
-    def _post(document=None, *, body: str | None = None, headers: dict | None = None, **sign_kwargs):
+    def _post(
+        document=None, *, body: str | None = None, headers: dict | None = None, **sign_kwargs
+    ):
         body = json.dumps(document) if body is None else body
         headers = sign(body, **sign_kwargs) if headers is None else headers
-        return client.generic("POST", TRIGGERS_URL, data=body.encode("utf-8"), content_type="application/json",
-                              headers=headers)
+        return client.generic(
+            "POST",
+            TRIGGERS_URL,
+            data=body.encode("utf-8"),
+            content_type="application/json",
+            headers=headers,
+        )
 
     return _post
 

@@ -20,16 +20,31 @@ def root_client(client, world):
 
 
 def test_mode_set_in_admin_is_audited(root_client):
-    response = root_client.post("/admin/approvals/workflowmode/add/", {
-        "workflow": "onboarding", "mode": "limited", "allowed_workspaces": ["7"], "reason": "pilot in 7"})
+    response = root_client.post(
+        "/admin/approvals/workflowmode/add/",
+        {
+            "workflow": "onboarding",
+            "mode": "limited",
+            "allowed_workspaces": ["7"],
+            "reason": "pilot in 7",
+        },
+    )
     assert response.status_code == 302, response.content.decode()[:2000]
     mode = WorkflowMode.objects.get()
-    assert (mode.mode, list(mode.allowed_workspaces.values_list("id", flat=True))) == ("limited", [7])
-    response = root_client.post(f"/admin/approvals/workflowmode/{mode.pk}/change/", {
-        "mode": "live", "allowed_workspaces": ["7", "8"], "reason": "all in"})
+    assert (mode.mode, list(mode.allowed_workspaces.values_list("id", flat=True))) == (
+        "limited",
+        [7],
+    )
+    response = root_client.post(
+        f"/admin/approvals/workflowmode/{mode.pk}/change/",
+        {"mode": "live", "allowed_workspaces": ["7", "8"], "reason": "all in"},
+    )
     assert response.status_code == 302
-    assert list(WorkflowModeChange.objects.order_by("id").values_list("from_mode", "to_mode", "to_allowed",
-                                                                       "changed_by__username", "reason")) == [
+    assert list(
+        WorkflowModeChange.objects.order_by("id").values_list(
+            "from_mode", "to_mode", "to_allowed", "changed_by__username", "reason"
+        )
+    ) == [
         ("live", "limited", [7], "root", "pilot in 7"),
         ("limited", "live", [7, 8], "root", "all in"),
     ]
@@ -37,8 +52,10 @@ def test_mode_set_in_admin_is_audited(root_client):
 
 def test_rules_published_in_admin_become_the_next_version(root_client):
     schema = {**ONBOARDING_V1.schema, "required": ["client_name"]}
-    response = root_client.post("/admin/approvals/ruleversion/add/", {
-        "workflow": "onboarding", "schema": json.dumps(schema), "notes": "looser"})
+    response = root_client.post(
+        "/admin/approvals/ruleversion/add/",
+        {"workflow": "onboarding", "schema": json.dumps(schema), "notes": "looser"},
+    )
     assert response.status_code == 302, response.content.decode()[:2000]
     assert rules_for("onboarding").version == "onboarding-v2"
     assert RuleVersion.objects.get(version="onboarding-v2").created_by.username == "root"
@@ -47,10 +64,17 @@ def test_rules_published_in_admin_become_the_next_version(root_client):
 def test_admin_lists_of_intake_records_load(root_client, send):
     send(trigger_document())
     record = TriggerRecord.objects.get()
-    for url in ("/admin/approvals/triggerrecord/", f"/admin/approvals/triggerrecord/{record.pk}/change/",
-                "/admin/approvals/requestreference/", "/admin/approvals/ruleversion/",
-                "/admin/approvals/workflowmode/", "/admin/approvals/workflowmodechange/",
-                "/admin/approvals/workspaceworkflow/"):
+    for url in (
+        "/admin/approvals/triggerrecord/",
+        f"/admin/approvals/triggerrecord/{record.pk}/change/",
+        "/admin/approvals/requestreference/",
+        "/admin/approvals/ruleversion/",
+        "/admin/approvals/workflowmode/",
+        "/admin/approvals/workflowmodechange/",
+        "/admin/approvals/workspaceworkflow/",
+    ):
         assert root_client.get(url).status_code == 200, url
-    delete = root_client.post(f"/admin/approvals/triggerrecord/{record.pk}/delete/", {"post": "yes"})
+    delete = root_client.post(
+        f"/admin/approvals/triggerrecord/{record.pk}/delete/", {"post": "yes"}
+    )
     assert delete.status_code == 403

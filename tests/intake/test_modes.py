@@ -33,16 +33,29 @@ def support(db):
 
 
 def approve(world, request, approver_key="alice"):
-    return request_approve(workspace_id=request.workspace_id, number=request.number, revision=request.revision,
-                           actor=world[approver_key], payload_hash=request.payload_hash)
+    return request_approve(
+        workspace_id=request.workspace_id,
+        number=request.number,
+        revision=request.revision,
+        actor=world[approver_key],
+        payload_hash=request.payload_hash,
+    )
 
 
 def test_observe_mode_records_the_handoff_and_never_calls_the_receiver(world, support):
-    workflow_mode_set(workflow="onboarding", mode=Mode.OBSERVE, actor=support, reason="compare with manual process")
+    workflow_mode_set(
+        workflow="onboarding",
+        mode=Mode.OBSERVE,
+        actor=support,
+        reason="compare with manual process",
+    )
     handoff = approve(world, world["request"])
     assert handoff.state == HandoffState.OBSERVED
     assert (handoff.action_key, handoff.payload, handoff.destination) == (
-        "onboarding:7:42:1", world["request"].payload, "receiver")
+        "onboarding:7:42:1",
+        world["request"].payload,
+        "receiver",
+    )
     destination = CountingDestination()
     drain(destination=destination)
     assert destination.calls == []
@@ -56,12 +69,19 @@ def test_live_mode_sends_to_the_receiver(world, support):
     destination = CountingDestination()
     drain(destination=destination)
     assert destination.calls == ["onboarding:7:42:1"]
-    assert list(ReceiverTask.objects.using("delivery").values_list("action_key", flat=True)) == [handoff.action_key]
+    assert list(ReceiverTask.objects.using("delivery").values_list("action_key", flat=True)) == [
+        handoff.action_key
+    ]
 
 
 def test_limited_mode_sends_only_for_allowed_workspaces(world, support):
-    workflow_mode_set(workflow="onboarding", mode=Mode.LIMITED, actor=support, reason="pilot in 7",
-                      allowed_workspace_ids=[7])
+    workflow_mode_set(
+        workflow="onboarding",
+        mode=Mode.LIMITED,
+        actor=support,
+        reason="pilot in 7",
+        allowed_workspace_ids=[7],
+    )
     requester8 = make_user("rita", workspace=world["w8"], roles=("requester",))
     request8 = make_request(world["w8"], 5, requester8)
     sent = approve(world, world["request"])
@@ -71,7 +91,9 @@ def test_limited_mode_sends_only_for_allowed_workspaces(world, support):
     destination = CountingDestination()
     drain(destination=destination)
     assert destination.calls == ["onboarding:7:42:1"]
-    assert list(ReceiverTask.objects.using("delivery").values_list("action_key", flat=True)) == ["onboarding:7:42:1"]
+    assert list(ReceiverTask.objects.using("delivery").values_list("action_key", flat=True)) == [
+        "onboarding:7:42:1"
+    ]
     assert Handoff.objects.get(pk=observed.pk).state == HandoffState.OBSERVED
 
 
@@ -81,12 +103,22 @@ def test_without_a_stored_mode_the_default_applies(world, settings):
 
 
 def test_mode_changes_are_audited(world, support):
-    workflow_mode_set(workflow="onboarding", mode=Mode.OBSERVE, actor=support, reason="start watching")
-    workflow_mode_set(workflow="onboarding", mode=Mode.LIMITED, actor=support, reason="pilot",
-                      allowed_workspace_ids=[7, 8])
+    workflow_mode_set(
+        workflow="onboarding", mode=Mode.OBSERVE, actor=support, reason="start watching"
+    )
+    workflow_mode_set(
+        workflow="onboarding",
+        mode=Mode.LIMITED,
+        actor=support,
+        reason="pilot",
+        allowed_workspace_ids=[7, 8],
+    )
     workflow_mode_set(workflow="onboarding", mode=Mode.LIVE, actor=support, reason="all in")
-    changes = list(WorkflowModeChange.objects.order_by("id").values_list(
-        "from_mode", "to_mode", "from_allowed", "to_allowed", "changed_by__username", "reason"))
+    changes = list(
+        WorkflowModeChange.objects.order_by("id").values_list(
+            "from_mode", "to_mode", "from_allowed", "to_allowed", "changed_by__username", "reason"
+        )
+    )
     assert changes == [
         ("live", "observe", [], [], "support", "start watching"),
         ("observe", "limited", [], [7, 8], "support", "pilot"),
@@ -98,7 +130,9 @@ def test_mode_changes_are_audited(world, support):
 
 def test_mode_change_needs_permission_a_reason_and_a_known_mode(world, support):
     with pytest.raises(ApprovalDenied):
-        workflow_mode_set(workflow="onboarding", mode=Mode.OBSERVE, actor=world["olga"], reason="why not")
+        workflow_mode_set(
+            workflow="onboarding", mode=Mode.OBSERVE, actor=world["olga"], reason="why not"
+        )
     with pytest.raises(InvalidPayload):
         workflow_mode_set(workflow="onboarding", mode=Mode.OBSERVE, actor=support, reason=" ")
     with pytest.raises(InvalidPayload):
@@ -109,13 +143,19 @@ def test_mode_change_needs_permission_a_reason_and_a_known_mode(world, support):
 
 def render_badge(workspace_id: int) -> str:
     return Template("{% load workflow_modes %}{% workflow_mode wf ws %}").render(
-        Context({"wf": "onboarding", "ws": workspace_id}))
+        Context({"wf": "onboarding", "ws": workspace_id})
+    )
 
 
 def test_mode_badge_shows_mode_and_whether_this_workspace_sends(world, support):
     assert 'data-mode="live" data-sends="true"' in render_badge(7)
-    workflow_mode_set(workflow="onboarding", mode=Mode.LIMITED, actor=support, reason="pilot",
-                      allowed_workspace_ids=[7])
+    workflow_mode_set(
+        workflow="onboarding",
+        mode=Mode.LIMITED,
+        actor=support,
+        reason="pilot",
+        allowed_workspace_ids=[7],
+    )
     assert "limited (sent here)" in render_badge(7)
     assert "limited (observed here)" in render_badge(8)
     assert 'data-sends="false"' in render_badge(8)

@@ -12,15 +12,24 @@ pytestmark = pytest.mark.django_db
 
 
 def trigger_document(reference: str = "crm-1") -> dict:
-    return {"workflow": "onboarding", "workspace_id": 7, "reference": reference, "revision": 1,
-            "payload": ONBOARDING_PAYLOAD}
+    return {
+        "workflow": "onboarding",
+        "workspace_id": 7,
+        "reference": reference,
+        "revision": 1,
+        "payload": ONBOARDING_PAYLOAD,
+    }
 
 
 def secret(seed: bytes) -> str:
     return "whsec_" + base64.b64encode(seed.ljust(32, b"!")).decode()
 
 
-NEW, PREVIOUS, UNKNOWN = secret(b"intake-new"), secret(b"intake-previous"), secret(b"intake-unknown")
+NEW, PREVIOUS, UNKNOWN = (
+    secret(b"intake-new"),
+    secret(b"intake-previous"),
+    secret(b"intake-unknown"),
+)
 
 
 @pytest.fixture

@@ -55,9 +55,18 @@ def world():
 
 def test_trigger_page_renders_a_stored_document_nested_600_deep(world, client):
     record = TriggerRecord.objects.create(
-        webhook_id="evt_deep", signed_at="2026-01-01T00:00:00Z", workflow="onboarding", workspace_ref=7,
-        reference="crm-deep", sender_revision=1, document={"payload": deep_payload()}, document_hash="x" * 64,
-        outcome=TriggerOutcome.ACCEPTED, reasons=[], status_code=202, response={},
+        webhook_id="evt_deep",
+        signed_at="2026-01-01T00:00:00Z",
+        workflow="onboarding",
+        workspace_ref=7,
+        reference="crm-deep",
+        sender_revision=1,
+        document={"payload": deep_payload()},
+        document_hash="x" * 64,
+        outcome=TriggerOutcome.ACCEPTED,
+        reasons=[],
+        status_code=202,
+        response={},
     )
     client.force_login(world["alice"])
     page = client.get(f"/approvals/api/triggers/{record.pk}/")

@@ -11,6 +11,7 @@ from tests.intake.triggers import trigger_document
 
 pytestmark = pytest.mark.django_db
 
+
 def earlier() -> datetime:
     """Half a minute before now, when the message is signed (not when the module was imported)."""
     return datetime.now(tz=UTC) - timedelta(seconds=30)
@@ -24,11 +25,15 @@ def received(world, send):
     send(trigger_document(reference="crm-1001", revision=1))
     send(trigger_document(reference="erp-77", payload={"plan": "gold"}))
     send(trigger_document(reference="secret-8", workspace_id=8))
-    assert set(TriggerRecord.objects.values_list("outcome", flat=True)) == set(TriggerOutcome.values)
+    assert set(TriggerRecord.objects.values_list("outcome", flat=True)) == set(
+        TriggerOutcome.values
+    )
     return world
 
 
-def test_triggers_screen_lists_every_outcome_with_reasons(received, client, django_assert_max_num_queries):
+def test_triggers_screen_lists_every_outcome_with_reasons(
+    received, client, django_assert_max_num_queries
+):
     client.force_login(received["alice"])
     with django_assert_max_num_queries(12):
         page = client.get("/approvals/api/triggers/")
@@ -46,13 +51,17 @@ def test_triggers_screen_searches_by_sender_reference(received, client):
     client.force_login(received["alice"])
     html = client.get("/approvals/api/triggers/", {"q": "erp"}).content.decode()
     assert "<td>erp-77</td>" in html and "<td>crm-1001</td>" not in html
-    html = client.get("/approvals/api/triggers/", {"q": "CRM-1001", "outcome": "stale"}).content.decode()
+    html = client.get(
+        "/approvals/api/triggers/", {"q": "CRM-1001", "outcome": "stale"}
+    ).content.decode()
     assert html.count('class="trigger stale"') == 1 and 'class="trigger accepted"' not in html
 
 
 def test_triggers_screen_htmx_request_gets_only_the_results(received, client):
     client.force_login(received["alice"])
-    html = client.get("/approvals/api/triggers/", {"q": "erp"}, headers={"HX-Request": "true"}).content.decode()
+    html = client.get(
+        "/approvals/api/triggers/", {"q": "erp"}, headers={"HX-Request": "true"}
+    ).content.decode()
     assert "<table" in html and "<html" not in html and "erp-77" in html
 
 
@@ -72,7 +81,9 @@ def test_trigger_detail_shows_reasons_and_a_redacted_body(received, client):
     record = TriggerRecord.objects.get(reference="erp-77")
     html = client.get(f"/approvals/api/triggers/{record.pk}/").content.decode()
     assert "Rejected at intake" in html and "is not one of" in html
-    accepted = TriggerRecord.objects.filter(reference="crm-1001", outcome=TriggerOutcome.ACCEPTED).get()
+    accepted = TriggerRecord.objects.filter(
+        reference="crm-1001", outcome=TriggerOutcome.ACCEPTED
+    ).get()
     html = client.get(f"/approvals/api/triggers/{accepted.pk}/").content.decode()
     assert "Northwind Traders" in html
     assert "onboarding@northwind.example" not in html and "[redacted]" in html

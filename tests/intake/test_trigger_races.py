@@ -47,11 +47,16 @@ def test_same_trigger_at_once_makes_one_request():
     onboarding_world()
     now = datetime.now(tz=UTC).replace(microsecond=0)
     document = trigger_document()
-    answers = race(*[
-        (lambda n=n: trigger_receive(message=SignedMessage("evt_race", now - timedelta(seconds=n)),
-                                     document=document))
-        for n in range(3)
-    ])
+    answers = race(
+        *[
+            (
+                lambda n=n: trigger_receive(
+                    message=SignedMessage("evt_race", now - timedelta(seconds=n)), document=document
+                )
+            )
+            for n in range(3)
+        ]
+    )
     assert sorted(a.status_code for a in answers) == [200, 200, 202]
     assert Request.objects.filter(number=43).count() == 1
     assert TriggerRecord.objects.filter(outcome=TriggerOutcome.ACCEPTED).count() == 1
@@ -62,13 +67,22 @@ def test_two_revisions_at_once_leave_one_awaiting_approval():
     onboarding_world()
     now = datetime.now(tz=UTC)
     trigger_receive(message=SignedMessage("evt_r1", now), document=trigger_document(revision=1))
-    answers = race(*[
-        (lambda n=n: trigger_receive(
-            message=SignedMessage(f"evt_r{n}", now),
-            document=trigger_document(revision=n, payload={**ONBOARDING_PAYLOAD, "notes": f"rev {n}"})))
-        for n in (2, 3)
-    ])
+    answers = race(
+        *[
+            (
+                lambda n=n: trigger_receive(
+                    message=SignedMessage(f"evt_r{n}", now),
+                    document=trigger_document(
+                        revision=n, payload={**ONBOARDING_PAYLOAD, "notes": f"rev {n}"}
+                    ),
+                )
+            )
+            for n in (2, 3)
+        ]
+    )
     assert all(a.status_code == 202 for a in answers)
     awaiting = Request.objects.filter(number=43, state=RequestState.AWAITING_APPROVAL)
     assert awaiting.count() == 1
-    assert awaiting.get().payload["notes"] == "rev 3", "the newest sender revision wins, whatever the order"
+    assert awaiting.get().payload["notes"] == "rev 3", (
+        "the newest sender revision wins, whatever the order"
+    )

@@ -15,8 +15,12 @@ OTHER_SECRET = "whsec_" + base64.b64encode(b"not-the-intake-secret-32-bytes!!").
 
 
 def snapshot() -> tuple:
-    return (TriggerRecord.objects.count(), Request.objects.count(), RequestEvent.objects.count(),
-            RequestReference.objects.count())
+    return (
+        TriggerRecord.objects.count(),
+        Request.objects.count(),
+        RequestEvent.objects.count(),
+        RequestReference.objects.count(),
+    )
 
 
 def assert_refused(response, snapshot_before):
@@ -34,7 +38,9 @@ def test_signature_of_another_body_is_refused(world, post_signed):
     signed_body = json.dumps(trigger_document(revision=1))
     headers = sign(signed_body)
     before = snapshot()
-    assert_refused(post_signed(body=json.dumps(trigger_document(revision=9)), headers=headers), before)
+    assert_refused(
+        post_signed(body=json.dumps(trigger_document(revision=9)), headers=headers), before
+    )
 
 
 def test_missing_or_garbled_headers_are_refused(world, post_signed):
@@ -43,7 +49,9 @@ def test_missing_or_garbled_headers_are_refused(world, post_signed):
     before = snapshot()
     assert_refused(post_signed(body=body, headers={}), before)
     assert_refused(post_signed(body=body, headers={**good, "webhook-signature": "v1"}), before)
-    assert_refused(post_signed(body=body, headers={**good, "webhook-timestamp": "yesterday"}), before)
+    assert_refused(
+        post_signed(body=body, headers={**good, "webhook-timestamp": "yesterday"}), before
+    )
     assert_refused(post_signed(body=body, headers={**good, "webhook-id": "evt_other"}), before)
 
 

@@ -9,7 +9,9 @@ class ScriptedDestination(InProcessDestination):
     """The real in-process receiver, with scripted failures answered first (one per call)."""
 
     def __init__(self, *failures: DeliveryResult, policy: RetryPolicy | None = None, **flags):
-        super().__init__(retry_policy=policy or RetryPolicy(max_attempts=3, base_delay=0.0, max_delay=0.0))
+        super().__init__(
+            retry_policy=policy or RetryPolicy(max_attempts=3, base_delay=0.0, max_delay=0.0)
+        )
         self.script = list(failures)
         self.calls = 0
         for name, value in flags.items():

@@ -38,18 +38,24 @@ def unreachable():
 
 
 def refused():
-    return DeliveryResult.failed(FailureClass.CREDENTIAL, "credential_rejected", "HTTP 401", status_code=401)
+    return DeliveryResult.failed(
+        FailureClass.CREDENTIAL, "credential_rejected", "HTTP 401", status_code=401
+    )
 
 
 def open_probe_now():
-    DestinationHealth.objects.filter(name="receiver").update(next_probe_at=timezone.now() - timedelta(seconds=1))
+    DestinationHealth.objects.filter(name="receiver").update(
+        next_probe_at=timezone.now() - timedelta(seconds=1)
+    )
 
 
 def health() -> DestinationHealth:
     return DestinationHealth.objects.get(name="receiver")
 
 
-def test_consecutive_unreachable_failures_pause_the_destination_and_no_attempt_is_spent(make_handoff):
+def test_consecutive_unreachable_failures_pause_the_destination_and_no_attempt_is_spent(
+    make_handoff,
+):
     handoffs = [make_handoff(n) for n in range(1, 6)]
     destination = ScriptedDestination(unreachable(), unreachable(), unreachable())
     stats = dispatch_batch(destination=destination, limit=3)
@@ -62,13 +68,19 @@ def test_consecutive_unreachable_failures_pause_the_destination_and_no_attempt_i
     assert DestinationEvent.objects.filter(to_state=D.PAUSED).count() == 1
 
 
-def test_a_refused_credential_pauses_at_once_and_the_handoff_waits_instead_of_needing_a_person(make_handoff):
+def test_a_refused_credential_pauses_at_once_and_the_handoff_waits_instead_of_needing_a_person(
+    make_handoff,
+):
     first, second = make_handoff(1), make_handoff(2)
     destination = ScriptedDestination(refused())
     dispatch_batch(destination=destination, limit=1)
     assert (health().state, health().pause_reason) == (D.PAUSED, PauseReason.CREDENTIAL)
     first.refresh_from_db()
-    assert (first.state, first.failure_class, first.attempts_in_run) == (S.PENDING, FailureClass.CREDENTIAL, 0)
+    assert (first.state, first.failure_class, first.attempts_in_run) == (
+        S.PENDING,
+        FailureClass.CREDENTIAL,
+        0,
+    )
     assert first.attention_since is None
     drain(destination=destination)
     assert destination.calls == 1
@@ -88,7 +100,10 @@ def test_one_probe_call_at_a_time_and_its_success_resumes_the_destination(make_h
     drain(destination=destination)
     assert Handoff.objects.filter(state=S.DELIVERED).count() == 4
     assert ReceiverTask.objects.count() == 4
-    assert list(DestinationEvent.objects.order_by("id").values_list("to_state", flat=True)) == [D.PAUSED, D.ACTIVE]
+    assert list(DestinationEvent.objects.order_by("id").values_list("to_state", flat=True)) == [
+        D.PAUSED,
+        D.ACTIVE,
+    ]
 
 
 def test_a_failed_probe_keeps_the_destination_paused_and_waits_longer(make_handoff):
@@ -110,7 +125,9 @@ def test_an_outage_hands_no_handoff_to_a_person(make_handoff):
     destination = ScriptedDestination(*[unreachable() for _ in range(6)])
     for _ in range(20):
         open_probe_now()
-        Handoff.objects.filter(state=S.PENDING).update(next_attempt_at=timezone.now() - timedelta(seconds=1))
+        Handoff.objects.filter(state=S.PENDING).update(
+            next_attempt_at=timezone.now() - timedelta(seconds=1)
+        )
         drain(destination=destination)
     assert Handoff.objects.filter(state=S.NEEDS_ATTENTION).count() == 0
     assert Handoff.objects.filter(state=S.DELIVERED).count() == 10
@@ -120,7 +137,9 @@ def test_an_outage_hands_no_handoff_to_a_person(make_handoff):
 def test_transient_failures_go_on_within_the_retry_window_however_many(make_handoff):
     handoff = make_handoff()
     policy = RetryPolicy(window_seconds=3600, base_delay=0, max_delay=0)
-    failures = [DeliveryResult.failed(FailureClass.TRANSIENT, "rate_limited", "slow down", status_code=429)] * 12
+    failures = [
+        DeliveryResult.failed(FailureClass.TRANSIENT, "rate_limited", "slow down", status_code=429)
+    ] * 12
     destination = ScriptedDestination(*failures, policy=policy)
     drain(destination=destination)
     handoff.refresh_from_db()
@@ -132,7 +151,9 @@ def test_a_handoff_past_its_retry_window_needs_a_person(make_handoff):
     Handoff.objects.filter(pk=handoff.pk).update(run_started_at=timezone.now() - timedelta(hours=2))
     policy = RetryPolicy(window_seconds=3600, base_delay=0, max_delay=0)
     destination = ScriptedDestination(
-        DeliveryResult.failed(FailureClass.TRANSIENT, "rate_limited", "slow down", status_code=429), policy=policy)
+        DeliveryResult.failed(FailureClass.TRANSIENT, "rate_limited", "slow down", status_code=429),
+        policy=policy,
+    )
     dispatch_batch(destination=destination)
     handoff.refresh_from_db()
     assert (handoff.state, handoff.reason_code) == (S.NEEDS_ATTENTION, "retries_exhausted")
@@ -146,8 +167,12 @@ class StealingDestination(ScriptedDestination):
     def deliver(self, outgoing):
         if self.calls == 0:
             other = Handoff.objects.exclude(action_key=outgoing.action_key).get()
-            Handoff.objects.filter(pk=other.pk).update(state=S.PENDING, lease_owner="", lease_expires_at=None,
-                                                       next_attempt_at=timezone.now() - timedelta(seconds=1))
+            Handoff.objects.filter(pk=other.pk).update(
+                state=S.PENDING,
+                lease_owner="",
+                lease_expires_at=None,
+                next_attempt_at=timezone.now() - timedelta(seconds=1),
+            )
             from outbox.services import handoff_claim_due
 
             assert len(handoff_claim_due(worker="w2", handoff_id=other.pk)) == 1
@@ -165,12 +190,16 @@ def test_no_call_leaves_after_its_lease_passed_to_another_worker(make_handoff, s
     assert Handoff.objects.filter(state=S.IN_FLIGHT, lease_owner="w2").count() == 1
 
 
-def test_the_rest_of_a_claimed_batch_is_given_back_unsent_when_the_destination_is_paused(make_handoff):
+def test_the_rest_of_a_claimed_batch_is_given_back_unsent_when_the_destination_is_paused(
+    make_handoff,
+):
     handoffs = [make_handoff(n) for n in range(1, 6)]
     destination = ScriptedDestination(refused())
     stats = dispatch_batch(destination=destination)
     assert stats.claimed == 5 and destination.calls == 1 and stats.released == 4
-    rest = Handoff.objects.filter(pk__in=[h.pk for h in handoffs]).exclude(attempt_set__outcome="failed")
+    rest = Handoff.objects.filter(pk__in=[h.pk for h in handoffs]).exclude(
+        attempt_set__outcome="failed"
+    )
     assert rest.count() == 4
     assert set(rest.values_list("state", "attempts_in_run")) == {(S.PENDING, 0)}
     assert set(rest.values_list("attempt_set__outcome", flat=True)) == {"skipped"}
@@ -178,8 +207,13 @@ def test_the_rest_of_a_claimed_batch_is_given_back_unsent_when_the_destination_i
 
 def test_the_destinations_outage_does_not_spend_a_handoffs_attempts(make_handoff):
     handoff = make_handoff()
-    destination = ScriptedDestination(unreachable(), unreachable(), unreachable(), unreachable(),
-                                      policy=RetryPolicy(max_attempts=2, base_delay=0, max_delay=0))
+    destination = ScriptedDestination(
+        unreachable(),
+        unreachable(),
+        unreachable(),
+        unreachable(),
+        policy=RetryPolicy(max_attempts=2, base_delay=0, max_delay=0),
+    )
     for _ in range(4):
         open_probe_now()
         dispatch_batch(destination=destination)

@@ -32,11 +32,19 @@ def python_clock_skew(monkeypatch):
 
 def record(n: int = 1) -> Handoff:
     payload = {"client_name": f"Client {n}", "plan": "standard"}
-    return handoff_record(workflow="onboarding", workspace_id=7, source_ref=f"request {n} revision 1", source_id=n,
-                          action_key=f"onboarding:7:{n}:1", payload=payload)
+    return handoff_record(
+        workflow="onboarding",
+        workspace_id=7,
+        source_ref=f"request {n} revision 1",
+        source_id=n,
+        action_key=f"onboarding:7:{n}:1",
+        payload=payload,
+    )
 
 
-@pytest.mark.parametrize("delta", [timedelta(hours=1), timedelta(0)], ids=["python-clock-ahead", "same-instant"])
+@pytest.mark.parametrize(
+    "delta", [timedelta(hours=1), timedelta(0)], ids=["python-clock-ahead", "same-instant"]
+)
 def test_a_new_handoff_is_due_the_moment_it_is_recorded(python_clock_skew, delta):
     python_clock_skew(delta)
     handoff = record()
@@ -47,8 +55,12 @@ def test_a_new_handoff_is_due_the_moment_it_is_recorded(python_clock_skew, delta
 def test_a_backoff_of_zero_is_due_at_once_whatever_the_python_clock_says(python_clock_skew):
     python_clock_skew(timedelta(hours=1))
     handoff = record()
-    failure = DeliveryResult.failed(FailureClass.TRANSIENT, "http_503", "try later", status_code=503)
-    destination = ScriptedDestination(failure, policy=RetryPolicy(max_attempts=5, base_delay=0.0, max_delay=0.0))
+    failure = DeliveryResult.failed(
+        FailureClass.TRANSIENT, "http_503", "try later", status_code=503
+    )
+    destination = ScriptedDestination(
+        failure, policy=RetryPolicy(max_attempts=5, base_delay=0.0, max_delay=0.0)
+    )
     assert handoff_deliver(handoff_id=handoff.pk, destination=destination) == S.PENDING
     assert handoff_deliver(handoff_id=handoff.pk, destination=destination) == S.DELIVERED
 
@@ -56,14 +68,20 @@ def test_a_backoff_of_zero_is_due_at_once_whatever_the_python_clock_says(python_
 def test_a_backoff_is_measured_on_the_database_clock(python_clock_skew):
     python_clock_skew(timedelta(hours=-1))
     handoff = record()
-    failure = DeliveryResult.failed(FailureClass.TRANSIENT, "rate_limited", "slow down", retry_after=600)
-    destination = ScriptedDestination(failure, policy=RetryPolicy(max_attempts=5, max_retry_after=600))
+    failure = DeliveryResult.failed(
+        FailureClass.TRANSIENT, "rate_limited", "slow down", retry_after=600
+    )
+    destination = ScriptedDestination(
+        failure, policy=RetryPolicy(max_attempts=5, max_retry_after=600)
+    )
     assert handoff_deliver(handoff_id=handoff.pk, destination=destination) == S.PENDING
     assert handoff_claim_due(worker="w2") == []
     assert Handoff.objects.retrying().filter(pk=handoff.pk).exists()
 
 
-@pytest.mark.parametrize("delta", [timedelta(hours=1), timedelta(hours=-1)], ids=["ahead", "behind"])
+@pytest.mark.parametrize(
+    "delta", [timedelta(hours=1), timedelta(hours=-1)], ids=["ahead", "behind"]
+)
 def test_a_live_lease_does_not_expire_whatever_the_python_clock_says(python_clock_skew, delta):
     record()
     [claim] = handoff_claim_due(worker="w1", lease_seconds=600)

@@ -24,7 +24,10 @@ from outbox.services import (
 )
 from tests.factories import ONBOARDING_PAYLOAD, make_request, three_step_onboarding_world
 
-pytestmark = [pytest.mark.postgres, pytest.mark.django_db(databases=["default", "delivery"], transaction=True)]
+pytestmark = [
+    pytest.mark.postgres,
+    pytest.mark.django_db(databases=["default", "delivery"], transaction=True),
+]
 S = HandoffState
 INSTANCE = "onboarding:7:43:1"
 CREATE, PROVISION, WELCOME = (f"{INSTANCE}:{step['name']}" for step in ONBOARDING_STEPS)
@@ -39,11 +42,22 @@ def compensating():
     world = three_step_onboarding_world()
     payload = {key: value for key, value in ONBOARDING_PAYLOAD.items() if key != "contact_email"}
     request = make_request(world["w7"], 43, world["bob"], payload=payload)
-    request_approve(workspace_id=7, number=43, revision=1, actor=world["alice"], payload_hash=request.payload_hash)
+    request_approve(
+        workspace_id=7,
+        number=43,
+        revision=1,
+        actor=world["alice"],
+        payload_hash=request.payload_hash,
+    )
     sweep(destination=InProcessDestination())
     assert Handoff.objects.get(action_key=WELCOME).state == S.NEEDS_ATTENTION
-    instance_compensate(instance_key=INSTANCE, actor=world["olga"], reason="welcome pack cannot go out")
-    step, undo = Handoff.objects.get(action_key=PROVISION), Handoff.objects.get(action_key=UNDO_PROVISION)
+    instance_compensate(
+        instance_key=INSTANCE, actor=world["olga"], reason="welcome pack cannot go out"
+    )
+    step, undo = (
+        Handoff.objects.get(action_key=PROVISION),
+        Handoff.objects.get(action_key=UNDO_PROVISION),
+    )
     assert step.pk < undo.pk and undo.compensates_id == step.pk
     return step, undo
 
@@ -52,15 +66,19 @@ def _wait_for_another_session_to_wait(seconds: float = 30) -> bool:
     deadline = time.monotonic() + seconds
     with connections["default"].cursor() as cursor:
         while time.monotonic() < deadline:
-            cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
-                           " AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()")
+            cursor.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+                " AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()"
+            )
             if cursor.fetchone()[0]:
                 return True
             time.sleep(0.01)
     return False
 
 
-def test_recording_a_compensation_while_the_instance_is_locked_in_id_order_is_no_deadlock(compensating):
+def test_recording_a_compensation_while_the_instance_is_locked_in_id_order_is_no_deadlock(
+    compensating,
+):
     step, undo = compensating
     [claim] = handoff_claim_due(worker="w1")
     assert claim.handoff_id == undo.pk and claim.follow_up
@@ -84,8 +102,10 @@ def test_recording_a_compensation_while_the_instance_is_locked_in_id_order_is_no
     other.start()
     assert held.wait(30)
     try:
-        recorded = handoff_record_outcomes(outcomes=[(claim, DeliveryResult.ok(task_id="undo-2", created=True))],
-                                           destination=InProcessDestination())
+        recorded = handoff_record_outcomes(
+            outcomes=[(claim, DeliveryResult.ok(task_id="undo-2", created=True))],
+            destination=InProcessDestination(),
+        )
     except OperationalError as exc:
         errors["recorder"] = exc
         recorded = None
@@ -104,7 +124,10 @@ def test_locking_a_compensation_locks_the_step_it_reversed_first(compensating):
     def try_the_step():
         try:
             with transaction.atomic(), connections["default"].cursor() as cursor:
-                cursor.execute("SELECT id FROM outbox_handoff WHERE id = %s FOR NO KEY UPDATE NOWAIT", [step.pk])
+                cursor.execute(
+                    "SELECT id FROM outbox_handoff WHERE id = %s FOR NO KEY UPDATE NOWAIT",
+                    [step.pk],
+                )
                 answer["free"] = True
         except OperationalError:
             answer["free"] = False

@@ -25,9 +25,15 @@ def _record(claims, created) -> tuple[str, int]:
         seen.append((sql, len(params or ())))
         return execute(sql, params, many, context)
 
-    outcomes = [(claim, DeliveryResult.ok(task_id=f"t{claim.handoff_id}", created=is_new, status_code=201,
-                                          latency_ms=3 + n))
-                for n, (claim, is_new) in enumerate(zip(claims, created, strict=True))]
+    outcomes = [
+        (
+            claim,
+            DeliveryResult.ok(
+                task_id=f"t{claim.handoff_id}", created=is_new, status_code=201, latency_ms=3 + n
+            ),
+        )
+        for n, (claim, is_new) in enumerate(zip(claims, created, strict=True))
+    ]
     with connection.execute_wrapper(capture):
         recorded = handoff_record_outcomes(outcomes=outcomes, destination=ScriptedDestination())
     assert recorded.states == [S.DELIVERED] * len(claims)
@@ -45,25 +51,43 @@ def test_the_statement_is_the_same_text_for_any_number_of_rows(make_handoff):
     small = _record(two, [True, False])
     large = _record(five, [True, False, True, True, False])
     assert small == large, "the text or the parameter count grew with the rows"
-    assert len(small[0]) < 4096 and small[1] <= 50, "too long or too many parameters for psycopg's cache"
+    assert len(small[0]) < 4096 and small[1] <= 50, (
+        "too long or too many parameters for psycopg's cache"
+    )
 
 
 def test_values_shared_by_every_row_are_sent_once_and_the_rest_per_row(make_handoff):
     if connection.vendor != "postgresql":
         pytest.fail("needs PostgreSQL; `make test` runs it there")
-    handoffs = [make_handoff(n, failure_class="transient", reason_code="http_503", last_error="boom")
-                for n in (1, 2, 3)]
+    handoffs = [
+        make_handoff(n, failure_class="transient", reason_code="http_503", last_error="boom")
+        for n in (1, 2, 3)
+    ]
     claims = handoff_claim_due(worker="w1")
     sql, _params = _record(claims, [True, False, True])
     assert '"h_failure_class"' not in sql and '"a_outcome"' in sql, sql
-    for handoff, outcome in zip(handoffs, [AttemptOutcome.CREATED, AttemptOutcome.DUPLICATE, AttemptOutcome.CREATED],
-                                strict=True):
+    for handoff, outcome in zip(
+        handoffs,
+        [AttemptOutcome.CREATED, AttemptOutcome.DUPLICATE, AttemptOutcome.CREATED],
+        strict=True,
+    ):
         row = Handoff.objects.get(pk=handoff.pk)
-        assert (row.state, row.destination_id, row.failure_class, row.reason_code, row.last_error) == (
-            S.DELIVERED, f"t{handoff.pk}", "", "", "")
+        assert (
+            row.state,
+            row.destination_id,
+            row.failure_class,
+            row.reason_code,
+            row.last_error,
+        ) == (S.DELIVERED, f"t{handoff.pk}", "", "", "")
         attempt = Attempt.objects.get(handoff=handoff)
         assert (attempt.outcome, attempt.status_code) == (outcome, 201)
-    latencies = sorted(Attempt.objects.filter(handoff__in=handoffs).values_list("latency_ms", flat=True))
+    latencies = sorted(
+        Attempt.objects.filter(handoff__in=handoffs).values_list("latency_ms", flat=True)
+    )
     assert latencies == [3, 4, 5]
-    reasons = [Handoff.objects.get(pk=h.pk).events.get(to_state=S.DELIVERED).reason for h in handoffs]
-    assert reasons[1].endswith("(duplicate prevented)") and not reasons[0].endswith("(duplicate prevented)")
+    reasons = [
+        Handoff.objects.get(pk=h.pk).events.get(to_state=S.DELIVERED).reason for h in handoffs
+    ]
+    assert reasons[1].endswith("(duplicate prevented)") and not reasons[0].endswith(
+        "(duplicate prevented)"
+    )

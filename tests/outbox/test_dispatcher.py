@@ -40,7 +40,9 @@ S = HandoffState
 
 
 def transient(code="http_503", status_code=503, **kw):
-    return DeliveryResult.failed(FailureClass.TRANSIENT, code, "try later", status_code=status_code, **kw)
+    return DeliveryResult.failed(
+        FailureClass.TRANSIENT, code, "try later", status_code=status_code, **kw
+    )
 
 
 def test_delivery_records_task_id_attempt_and_events(make_handoff):
@@ -53,7 +55,9 @@ def test_delivery_records_task_id_attempt_and_events(make_handoff):
     attempt = Attempt.objects.get(handoff=handoff)
     assert attempt.outcome == AttemptOutcome.CREATED and attempt.finished_at is not None
     assert list(handoff.events.order_by("id").values_list("from_state", "to_state")) == [
-        ("pending", "in_flight"), ("in_flight", "delivered")]
+        ("pending", "in_flight"),
+        ("in_flight", "delivered"),
+    ]
 
 
 def test_a_claim_leases_opens_the_attempt_and_writes_the_event_together(make_handoff):
@@ -67,13 +71,22 @@ def test_a_claim_leases_opens_the_attempt_and_writes_the_event_together(make_han
     for claim in claims:
         handoff = Handoff.objects.get(pk=claim.handoff_id)
         assert (handoff.state, handoff.lease_owner, handoff.attempts) == (S.IN_FLIGHT, "w1", 1)
-        assert (claim.epoch, claim.attempt_number, claim.payload) == (handoff.fencing_epoch, 1, handoff.payload)
+        assert (claim.epoch, claim.attempt_number, claim.payload) == (
+            handoff.fencing_epoch,
+            1,
+            handoff.payload,
+        )
         attempt = Attempt.objects.get(pk=claim.attempt_id)
         assert (attempt.handoff_id, attempt.number, attempt.worker, attempt.outcome) == (
-            handoff.pk, 1, "w1", AttemptOutcome.IN_PROGRESS)
+            handoff.pk,
+            1,
+            "w1",
+            AttemptOutcome.IN_PROGRESS,
+        )
         assert attempt.fencing_epoch == handoff.fencing_epoch and attempt.started_at is not None
-        assert list(handoff.events.values_list("from_state", "to_state", "actor_label", "reason")) == [
-            ("pending", "in_flight", "w1", "claimed for attempt 1")]
+        assert list(
+            handoff.events.values_list("from_state", "to_state", "actor_label", "reason")
+        ) == [("pending", "in_flight", "w1", "claimed for attempt 1")]
 
 
 def test_a_claim_batch_reads_the_destinations_limits_and_breaker_in_one_query(make_handoff):
@@ -92,8 +105,11 @@ def test_a_healthy_batch_of_deliveries_costs_three_statements_and_records_everyt
     "nothing to reset"): each outcome moves its handoff, writes its event and finishes its attempt."""
     DestinationHealth.objects.create(name="receiver")
     handoffs = [make_handoff(n) for n in (1, 2, 3)]
-    ReceiverTask.objects.create(action_key=handoffs[2].action_key, payload=handoffs[2].payload,
-                                payload_hash=handoffs[2].payload_hash)
+    ReceiverTask.objects.create(
+        action_key=handoffs[2].action_key,
+        payload=handoffs[2].payload,
+        payload_hash=handoffs[2].payload_hash,
+    )
     with CaptureQueriesContext(connection) as statements:
         stats = dispatch_batch(destination=ScriptedDestination(), worker="w1")
     assert (stats.delivered, stats.duplicates) == (3, 1)
@@ -102,16 +118,29 @@ def test_a_healthy_batch_of_deliveries_costs_three_statements_and_records_everyt
     for handoff in handoffs:
         handoff.refresh_from_db()
         task = ReceiverTask.objects.get(action_key=handoff.action_key)
-        assert (handoff.state, handoff.destination_id, handoff.lease_owner, handoff.lease_expires_at) == (
-            S.DELIVERED, str(task.task_id), "", None)
+        assert (
+            handoff.state,
+            handoff.destination_id,
+            handoff.lease_owner,
+            handoff.lease_expires_at,
+        ) == (S.DELIVERED, str(task.task_id), "", None)
         assert handoff.receipt["task_id"] == str(task.task_id) and handoff.delivered_at is not None
-        assert handoff.updated_at >= handoff.delivered_at  # written by the outcome, not left from the claim
+        assert (
+            handoff.updated_at >= handoff.delivered_at
+        )  # written by the outcome, not left from the claim
         attempt = Attempt.objects.get(handoff=handoff)
         assert attempt.finished_at is not None and attempt.detail == ""
-        assert list(handoff.events.order_by("id").values_list("from_state", "to_state", "actor_label")) == [
-            ("pending", "in_flight", "w1"), ("in_flight", "delivered", "w1")]
-    outcomes = [Attempt.objects.values_list("outcome", "status_code").get(handoff=h) for h in handoffs]
-    assert outcomes == [(AttemptOutcome.CREATED, 201), (AttemptOutcome.CREATED, 201), (AttemptOutcome.DUPLICATE, 200)]
+        assert list(
+            handoff.events.order_by("id").values_list("from_state", "to_state", "actor_label")
+        ) == [("pending", "in_flight", "w1"), ("in_flight", "delivered", "w1")]
+    outcomes = [
+        Attempt.objects.values_list("outcome", "status_code").get(handoff=h) for h in handoffs
+    ]
+    assert outcomes == [
+        (AttemptOutcome.CREATED, 201),
+        (AttemptOutcome.CREATED, 201),
+        (AttemptOutcome.DUPLICATE, 200),
+    ]
     assert handoffs[2].events.get(to_state=S.DELIVERED).reason.endswith("(duplicate prevented)")
 
 
@@ -122,50 +151,91 @@ def test_recording_a_batch_refuses_only_the_claim_whose_lease_was_taken_over(mak
     Handoff.objects.filter(pk=taken.pk).update(fencing_epoch=F("fencing_epoch") + 1)
     destination = ScriptedDestination()
     with CaptureQueriesContext(connection) as statements:
-        recorded = handoff_record_outcomes(outcomes=[  # not in id order: the answer follows the order given
-            (claims[taken.pk], DeliveryResult.ok(task_id="t-taken", created=True)),
-            (claims[kept.pk], DeliveryResult.ok(task_id="t-kept", created=True)),
-        ], destination=destination)
+        recorded = handoff_record_outcomes(
+            outcomes=[  # not in id order: the answer follows the order given
+                (claims[taken.pk], DeliveryResult.ok(task_id="t-taken", created=True)),
+                (claims[kept.pk], DeliveryResult.ok(task_id="t-kept", created=True)),
+            ],
+            destination=destination,
+        )
     if connection.vendor == "postgresql":
         assert len(statements) == 1, "plain deliveries take the one-statement path"
     assert recorded.states == [None, S.DELIVERED]
     kept.refresh_from_db(), taken.refresh_from_db()
     assert (kept.state, kept.destination_id) == (S.DELIVERED, "t-kept")
-    assert (taken.state, taken.fencing_epoch, taken.destination_id) == (S.IN_FLIGHT, claims[taken.pk].epoch + 1, "")
+    assert (taken.state, taken.fencing_epoch, taken.destination_id) == (
+        S.IN_FLIGHT,
+        claims[taken.pk].epoch + 1,
+        "",
+    )
     assert not taken.events.filter(to_state=S.DELIVERED).exists()
     assert Attempt.objects.get(pk=claims[taken.pk].attempt_id).outcome == AttemptOutcome.IN_PROGRESS
 
 
 def test_a_delivery_after_failures_clears_what_the_failures_left(make_handoff):
-    handoff = make_handoff(1, failure_class=FailureClass.TRANSIENT, reason_code="http_503", last_error="boom",
-                           sla_due_at=timezone.now())
+    handoff = make_handoff(
+        1,
+        failure_class=FailureClass.TRANSIENT,
+        reason_code="http_503",
+        last_error="boom",
+        sla_due_at=timezone.now(),
+    )
     assert dispatch_batch(destination=ScriptedDestination(), worker="w1").delivered == 1
     handoff.refresh_from_db()
-    assert (handoff.failure_class, handoff.reason_code, handoff.last_error, handoff.sla_due_at) == ("", "", "", None)
+    assert (handoff.failure_class, handoff.reason_code, handoff.last_error, handoff.sla_due_at) == (
+        "",
+        "",
+        "",
+        None,
+    )
     assert handoff.work_status == ReceiverTask.objects.get(action_key=handoff.action_key).status
 
 
 def test_a_delivered_batch_resets_the_destinations_failure_streak(make_handoff):
-    DestinationHealth.objects.create(name="receiver", consecutive_failures=2, failing_since=timezone.now(),
-                                     last_error="connect_failed: refused")
+    DestinationHealth.objects.create(
+        name="receiver",
+        consecutive_failures=2,
+        failing_since=timezone.now(),
+        last_error="connect_failed: refused",
+    )
     make_handoff(1)
     assert dispatch_batch(destination=ScriptedDestination(), worker="w1").delivered == 1
     health = DestinationHealth.objects.get(name="receiver")
     assert (health.state, health.consecutive_failures, health.failing_since, health.last_error) == (
-        "active", 0, None, "")
+        "active",
+        0,
+        None,
+        "",
+    )
 
 
 def test_a_workflow_step_in_a_batch_of_plain_handoffs_still_records_its_next_step(make_handoff):
     plain = make_handoff(1)
-    first = handoff_record(workflow="onboarding", workspace_id=7, source_ref="request 2", source_id=2,
-                           action_key="onboarding:7:2:1", payload={"client_name": "Two", "plan": "standard"},
-                           steps=[{"name": "create_client"}, {"name": "provision_account"}])
+    first = handoff_record(
+        workflow="onboarding",
+        workspace_id=7,
+        source_ref="request 2",
+        source_id=2,
+        action_key="onboarding:7:2:1",
+        payload={"client_name": "Two", "plan": "standard"},
+        steps=[{"name": "create_client"}, {"name": "provision_account"}],
+    )
     claims = handoff_claim_due(worker="w1")
     if connection.vendor == "postgresql":
-        assert {claim.handoff_id: claim.follow_up for claim in claims} == {plain.pk: False, first.pk: True}
-    outcomes = [(claim, DeliveryResult.ok(task_id=f"t{claim.handoff_id}", created=True)) for claim in claims]
-    assert handoff_record_outcomes(outcomes=outcomes, destination=ScriptedDestination()).states == [S.DELIVERED] * 2
-    assert Handoff.objects.filter(action_key="onboarding:7:2:1:provision_account", state=S.PENDING).exists()
+        assert {claim.handoff_id: claim.follow_up for claim in claims} == {
+            plain.pk: False,
+            first.pk: True,
+        }
+    outcomes = [
+        (claim, DeliveryResult.ok(task_id=f"t{claim.handoff_id}", created=True)) for claim in claims
+    ]
+    assert (
+        handoff_record_outcomes(outcomes=outcomes, destination=ScriptedDestination()).states
+        == [S.DELIVERED] * 2
+    )
+    assert Handoff.objects.filter(
+        action_key="onboarding:7:2:1:provision_account", state=S.PENDING
+    ).exists()
     assert Handoff.objects.get(pk=plain.pk).state == S.DELIVERED
 
 
@@ -185,8 +255,10 @@ def test_transient_failure_backs_off_then_succeeds_with_same_key(make_handoff):
 
 def test_backoff_keeps_the_handoff_out_of_claims_until_due(make_handoff):
     handoff = make_handoff()
-    destination = ScriptedDestination(transient(), policy=RetryPolicy(max_attempts=5, base_delay=600, max_delay=600,
-                                                                       max_retry_after=600))
+    destination = ScriptedDestination(
+        transient(),
+        policy=RetryPolicy(max_attempts=5, base_delay=600, max_delay=600, max_retry_after=600),
+    )
     # Full jitter may pick a tiny delay; Retry-After pins a floor so the row is certainly not yet due.
     destination.script = [transient(retry_after=300)]
     handoff_deliver(handoff_id=handoff.pk, destination=destination)
@@ -206,7 +278,11 @@ def test_exhausted_retries_need_attention_with_reason_and_owner(make_handoff):
     handoff.refresh_from_db()
     assert handoff.reason_code == "retries_exhausted"
     assert handoff.failure_class == FailureClass.TRANSIENT
-    assert handoff.owner == owner and handoff.sla_due_at is not None and handoff.attention_since is not None
+    assert (
+        handoff.owner == owner
+        and handoff.sla_due_at is not None
+        and handoff.attention_since is not None
+    )
     assert ReceiverTask.objects.count() == 0
 
 
@@ -220,13 +296,19 @@ def test_non_retryable_failures_need_attention_after_one_attempt(make_handoff, f
     assert handoff_deliver(handoff_id=handoff.pk, destination=destination) == S.NEEDS_ATTENTION
     sweep(destination=destination)
     handoff.refresh_from_db()
-    assert (handoff.failure_class, handoff.reason_code, handoff.attempts) == (failure_class, code, 1)
+    assert (handoff.failure_class, handoff.reason_code, handoff.attempts) == (
+        failure_class,
+        code,
+        1,
+    )
     assert destination.calls == 1, "never retried automatically"
 
 
 def test_malformed_receipt_is_uncertain_never_delivered(make_handoff):
     handoff = make_handoff()
-    destination = ScriptedDestination(DeliveryResult.failed(FailureClass.MALFORMED, "malformed_receipt", "200 {}"))
+    destination = ScriptedDestination(
+        DeliveryResult.failed(FailureClass.MALFORMED, "malformed_receipt", "200 {}")
+    )
     assert handoff_deliver(handoff_id=handoff.pk, destination=destination) == S.UNCERTAIN
     handoff.refresh_from_db()
     assert handoff.destination_id == "" and handoff.delivered_at is None
@@ -234,7 +316,9 @@ def test_malformed_receipt_is_uncertain_never_delivered(make_handoff):
 
 def test_uncertain_with_no_task_at_receiver_goes_back_to_pending_with_same_key(make_handoff):
     handoff = make_handoff()
-    destination = ScriptedDestination(DeliveryResult.failed(FailureClass.UNCERTAIN, "read_timeout", "timeout"))
+    destination = ScriptedDestination(
+        DeliveryResult.failed(FailureClass.UNCERTAIN, "read_timeout", "timeout")
+    )
     handoff_deliver(handoff_id=handoff.pk, destination=destination)
     assert handoff_settle(handoff_id=handoff.pk, destination=destination) == S.PENDING
     assert handoff_deliver(handoff_id=handoff.pk, destination=destination) == S.DELIVERED
@@ -248,7 +332,9 @@ def test_uncertain_with_other_payload_at_receiver_is_a_conflict(make_handoff):
     from delivery.services import task_create_idempotent
 
     task_create_idempotent(action_key=handoff.action_key, payload={"client_name": "Someone else"})
-    destination = ScriptedDestination(DeliveryResult.failed(FailureClass.UNCERTAIN, "connection_lost", "reset"))
+    destination = ScriptedDestination(
+        DeliveryResult.failed(FailureClass.UNCERTAIN, "connection_lost", "reset")
+    )
     handoff_deliver(handoff_id=handoff.pk, destination=destination)
     assert handoff_settle(handoff_id=handoff.pk, destination=destination) == S.NEEDS_ATTENTION
     handoff.refresh_from_db()
@@ -258,8 +344,9 @@ def test_uncertain_with_other_payload_at_receiver_is_a_conflict(make_handoff):
 
 def test_destination_without_lookup_sends_uncertain_to_a_person(make_handoff):
     handoff = make_handoff()
-    destination = ScriptedDestination(DeliveryResult.failed(FailureClass.UNCERTAIN, "read_timeout", "t"),
-                                      supports_lookup=False)
+    destination = ScriptedDestination(
+        DeliveryResult.failed(FailureClass.UNCERTAIN, "read_timeout", "t"), supports_lookup=False
+    )
     handoff_deliver(handoff_id=handoff.pk, destination=destination)
     sweep(destination=destination)
     handoff.refresh_from_db()
@@ -268,10 +355,14 @@ def test_destination_without_lookup_sends_uncertain_to_a_person(make_handoff):
     assert destination.calls == 1
 
 
-def test_destination_without_idempotency_hands_an_unknown_outcome_to_a_person_after_one_call(make_handoff):
+def test_destination_without_idempotency_hands_an_unknown_outcome_to_a_person_after_one_call(
+    make_handoff,
+):
     handoff = make_handoff()
-    destination = ScriptedDestination(DeliveryResult.failed(FailureClass.UNCERTAIN, "read_timeout", "t"),
-                                      supports_idempotency=False)
+    destination = ScriptedDestination(
+        DeliveryResult.failed(FailureClass.UNCERTAIN, "read_timeout", "t"),
+        supports_idempotency=False,
+    )
     assert handoff_deliver(handoff_id=handoff.pk, destination=destination) == S.NEEDS_ATTENTION
     sweep(destination=destination)
     assert destination.calls == 1
@@ -283,18 +374,27 @@ def test_destination_without_idempotency_hands_an_unknown_outcome_to_a_person_af
     from reconciliation.models import AlertKind, AlertRecord
 
     alerts_send_due()
-    assert AlertRecord.objects.filter(kind=AlertKind.NEEDS_ATTENTION, handoff_id=handoff.pk).count() == 1
+    assert (
+        AlertRecord.objects.filter(kind=AlertKind.NEEDS_ATTENTION, handoff_id=handoff.pk).count()
+        == 1
+    )
 
 
 def test_a_person_who_found_nothing_at_the_receiver_lets_it_be_sent_once_more(make_handoff):
     from outbox.services import handoff_settle_manually
 
     handoff = make_handoff()
-    destination = ScriptedDestination(DeliveryResult.failed(FailureClass.UNCERTAIN, "read_timeout", "t"),
-                                      supports_idempotency=False)
+    destination = ScriptedDestination(
+        DeliveryResult.failed(FailureClass.UNCERTAIN, "read_timeout", "t"),
+        supports_idempotency=False,
+    )
     assert handoff_deliver(handoff_id=handoff.pk, destination=destination) == S.NEEDS_ATTENTION
-    handoff_settle_manually(handoff_id=handoff.pk, actor=make_user("olga"), receiver_task_id="",
-                            reason="nothing at the receiver for this key")
+    handoff_settle_manually(
+        handoff_id=handoff.pk,
+        actor=make_user("olga"),
+        receiver_task_id="",
+        reason="nothing at the receiver for this key",
+    )
     assert handoff_deliver(handoff_id=handoff.pk, destination=destination) == S.DELIVERED
     assert destination.calls == 2
     assert ReceiverTask.objects.filter(action_key=handoff.action_key).count() == 1
@@ -304,7 +404,9 @@ def test_destination_without_idempotency_never_resends_after_a_lease_expired(mak
     handoff = make_handoff()
     destination = ScriptedDestination(supports_idempotency=False)
     handoff_claim_due(worker="dead", lease_seconds=1)
-    Handoff.objects.filter(pk=handoff.pk).update(lease_expires_at=timezone.now() - timedelta(seconds=5))
+    Handoff.objects.filter(pk=handoff.pk).update(
+        lease_expires_at=timezone.now() - timedelta(seconds=5)
+    )
     sweep(destination=destination)
     assert destination.calls == 0
     handoff.refresh_from_db()
@@ -314,14 +416,19 @@ def test_destination_without_idempotency_never_resends_after_a_lease_expired(mak
 def test_outcome_from_a_worker_whose_lease_was_taken_over_is_refused(make_handoff):
     handoff = make_handoff()
     [stale_claim] = handoff_claim_due(worker="w1", lease_seconds=1)
-    Handoff.objects.filter(pk=handoff.pk).update(lease_expires_at=timezone.now() - timedelta(seconds=5))
+    Handoff.objects.filter(pk=handoff.pk).update(
+        lease_expires_at=timezone.now() - timedelta(seconds=5)
+    )
     assert handoff_expire_leases() == 1
     handoff.refresh_from_db()
     assert handoff.state == S.UNCERTAIN and handoff.reason_code == "lease_expired"
     assert Attempt.objects.get(handoff=handoff).outcome == AttemptOutcome.ABANDONED
     with pytest.raises(LeaseLost):
-        handoff_record_outcome(claim=stale_claim, result=DeliveryResult.ok(task_id="t", created=True),
-                               destination=ScriptedDestination())
+        handoff_record_outcome(
+            claim=stale_claim,
+            result=DeliveryResult.ok(task_id="t", created=True),
+            destination=ScriptedDestination(),
+        )
     handoff.refresh_from_db()
     assert handoff.state == S.UNCERTAIN and handoff.destination_id == ""
 
@@ -329,11 +436,15 @@ def test_outcome_from_a_worker_whose_lease_was_taken_over_is_refused(make_handof
 def test_expired_lease_makes_in_flight_uncertain_never_pending(make_handoff):
     handoff = make_handoff()
     handoff_claim_due(worker="w1")
-    Handoff.objects.filter(pk=handoff.pk).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
+    Handoff.objects.filter(pk=handoff.pk).update(
+        lease_expires_at=timezone.now() - timedelta(seconds=1)
+    )
     handoff_expire_leases()
     handoff.refresh_from_db()
     assert handoff.state == S.UNCERTAIN
-    assert not HandoffEvent.objects.filter(handoff=handoff, from_state=S.IN_FLIGHT, to_state=S.PENDING).exists()
+    assert not HandoffEvent.objects.filter(
+        handoff=handoff, from_state=S.IN_FLIGHT, to_state=S.PENDING
+    ).exists()
 
 
 def test_claim_gives_each_row_to_one_worker(make_handoff):
@@ -378,13 +489,17 @@ def test_delivered_handoff_is_never_sent_again(make_handoff):
 def test_retry_of_uncertain_needs_confirmation_of_the_risk(make_handoff):
     handoff = make_handoff()
     olga = make_user("olga")
-    destination = ScriptedDestination(DeliveryResult.failed(FailureClass.UNCERTAIN, "read_timeout", "t"))
+    destination = ScriptedDestination(
+        DeliveryResult.failed(FailureClass.UNCERTAIN, "read_timeout", "t")
+    )
     handoff_deliver(handoff_id=handoff.pk, destination=destination)
     with pytest.raises(RiskNotConfirmed):
         handoff_retry(handoff_id=handoff.pk, actor=olga)
     handoff.refresh_from_db()
     assert handoff.state == S.UNCERTAIN
-    handoff_retry(handoff_id=handoff.pk, actor=olga, confirm_risk=True, reason="receiver team confirmed")
+    handoff_retry(
+        handoff_id=handoff.pk, actor=olga, confirm_risk=True, reason="receiver team confirmed"
+    )
     handoff.refresh_from_db()
     assert handoff.state == S.PENDING and handoff.attempts_in_run == 0
     assert HandoffEvent.objects.filter(handoff=handoff, action="retry", actor=olga).exists()
@@ -395,7 +510,9 @@ def test_stale_worker_cannot_record_over_the_worker_that_took_the_handoff_over(m
     again. w1's late answer must be refused: only the current lease holder (epoch 2) may record."""
     handoff = make_handoff()
     [stale] = handoff_claim_due(worker="w1")
-    Handoff.objects.filter(pk=handoff.pk).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
+    Handoff.objects.filter(pk=handoff.pk).update(
+        lease_expires_at=timezone.now() - timedelta(seconds=1)
+    )
     handoff_expire_leases()
     destination = ScriptedDestination()
     assert handoff_settle(handoff_id=handoff.pk, destination=destination) == S.PENDING
@@ -403,12 +520,18 @@ def test_stale_worker_cannot_record_over_the_worker_that_took_the_handoff_over(m
     assert (current.epoch, stale.epoch) == (2, 1)
 
     with pytest.raises(LeaseLost):
-        handoff_record_outcome(claim=stale, result=DeliveryResult.ok(task_id="from-w1", created=True),
-                               destination=destination)
+        handoff_record_outcome(
+            claim=stale,
+            result=DeliveryResult.ok(task_id="from-w1", created=True),
+            destination=destination,
+        )
     handoff.refresh_from_db()
     assert (handoff.state, handoff.lease_owner, handoff.destination_id) == (S.IN_FLIGHT, "w2", "")
 
-    handoff_record_outcome(claim=current, result=DeliveryResult.ok(task_id="from-w2", created=True),
-                           destination=destination)
+    handoff_record_outcome(
+        claim=current,
+        result=DeliveryResult.ok(task_id="from-w2", created=True),
+        destination=destination,
+    )
     handoff.refresh_from_db()
     assert (handoff.state, handoff.destination_id) == (S.DELIVERED, "from-w2")

@@ -55,7 +55,9 @@ def large_outbox(db):
     for n in range(27, 57):  # retried: half still in backoff, half due again
         HandoffFactory(number=n, attempts=2, next_attempt_at=db_now_plus(600 if n % 2 else -60))
     for n in range(57, 67):  # in flight, leased to a worker
-        HandoffFactory(number=n, state=S.IN_FLIGHT, lease_owner="test:0", lease_expires_at=db_now_plus(30))
+        HandoffFactory(
+            number=n, state=S.IN_FLIGHT, lease_owner="test:0", lease_expires_at=db_now_plus(30)
+        )
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE outbox_handoff")
 
@@ -91,7 +93,10 @@ def _captured(run, marker: str) -> str:
 
 
 def test_the_claim_reads_the_partial_claim_index_not_the_delivered_rows(large_outbox):
-    sql = _captured(lambda: handoff_claim_due(worker="test:1", limit=5, destination_name="receiver"), "SKIP LOCKED")
+    sql = _captured(
+        lambda: handoff_claim_due(worker="test:1", limit=5, destination_name="receiver"),
+        "SKIP LOCKED",
+    )
     reads = _reads_of_outbox(sql)
     # The due rows come from the claim index; the UPDATE then finds each claimed row by its key.
     assert ("Index Scan", "handoff_claim_idx") in reads, reads
@@ -105,7 +110,8 @@ def test_lease_expiry_reads_the_partial_lease_index(large_outbox):
 
 def test_settlement_reads_the_uncertain_ones_through_their_partial_index(large_outbox):
     sql = _captured(
-        lambda: settle_uncertain(destination=InProcessDestination(), limit=3), 'ORDER BY "outbox_handoff"."updated_at"'
+        lambda: settle_uncertain(destination=InProcessDestination(), limit=3),
+        'ORDER BY "outbox_handoff"."updated_at"',
     )
     assert _reads_of_outbox(sql) == [("Index Scan", "handoff_uncertain_idx")]
 

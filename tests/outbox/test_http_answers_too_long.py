@@ -15,7 +15,12 @@ from outbox.models import FailureClass
 
 SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 SENT = Outgoing(action_key="onboarding:7:1:1", payload={"client_name": "A"}, payload_hash="h" * 64)
-TASK = {"task_id": "t" * 121, "action_key": SENT.action_key, "payload_hash": SENT.payload_hash, "status": "open"}
+TASK = {
+    "task_id": "t" * 121,
+    "action_key": SENT.action_key,
+    "payload_hash": SENT.payload_hash,
+    "status": "open",
+}
 
 
 class CannedAnswers(BaseHTTPRequestHandler):
@@ -46,8 +51,12 @@ def destination():
     server = ThreadingHTTPServer(("127.0.0.1", 0), CannedAnswers)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
-    destination = HttpDestination(url=f"http://127.0.0.1:{server.server_address[1]}/delivery/api",
-                                  signing_secret=SECRET, connect_timeout=5, read_timeout=5)
+    destination = HttpDestination(
+        url=f"http://127.0.0.1:{server.server_address[1]}/delivery/api",
+        signing_secret=SECRET,
+        connect_timeout=5,
+        read_timeout=5,
+    )
     yield destination
     destination.close()
     server.shutdown()
@@ -58,7 +67,10 @@ def destination():
 def test_a_receipt_with_a_task_id_longer_than_the_row_holds_is_malformed(destination):
     result = destination.deliver(SENT)
     assert (result.delivered, result.failure_class, result.reason_code) == (
-        False, FailureClass.MALFORMED, "malformed_receipt")
+        False,
+        FailureClass.MALFORMED,
+        "malformed_receipt",
+    )
     assert "longer than 120" in result.detail
 
 

@@ -25,8 +25,12 @@ SLOW_SECONDS = IMPATIENT_READ_TIMEOUT + 0.5
 
 
 def http_destination(live_server, read_timeout: float) -> HttpDestination:
-    return HttpDestination(url=f"{live_server.url}/delivery/api", read_timeout=read_timeout, connect_timeout=1,
-                           retry={"max_attempts": 3, "base_delay": 0, "max_delay": 0})
+    return HttpDestination(
+        url=f"{live_server.url}/delivery/api",
+        read_timeout=read_timeout,
+        connect_timeout=1,
+        retry={"max_attempts": 3, "base_delay": 0, "max_delay": 0},
+    )
 
 
 @pytest.fixture
@@ -48,19 +52,27 @@ def impatient(receiver, live_server):
 
 
 def inject(settings, key: str, kind: str):
-    settings.RECEIVER_FAULTS = {"keys": {key: kind}, "slow_seconds": SLOW_SECONDS, "retry_after": 30}
+    settings.RECEIVER_FAULTS = {
+        "keys": {key: kind},
+        "slow_seconds": SLOW_SECONDS,
+        "retry_after": 30,
+    }
 
 
 def test_delivers_over_signed_http_and_validates_the_receipt(receiver, make_handoff):
     handoff = make_handoff()
     assert handoff_deliver(handoff_id=handoff.pk, destination=receiver) == S.DELIVERED
     handoff.refresh_from_db()
-    assert handoff.destination_id == str(ReceiverTask.objects.get(action_key=handoff.action_key).task_id)
+    assert handoff.destination_id == str(
+        ReceiverTask.objects.get(action_key=handoff.action_key).task_id
+    )
     attempt = Attempt.objects.get(handoff=handoff)
     assert attempt.status_code == 201 and attempt.latency_ms is not None
 
 
-def test_a_delivery_does_not_word_its_answer_as_a_failure_would(receiver, make_handoff, monkeypatch):
+def test_a_delivery_does_not_word_its_answer_as_a_failure_would(
+    receiver, make_handoff, monkeypatch
+):
     """The answer's wording (parsed, dumped and redacted again) is for a failure's detail; a delivery has its
     receipt. A failure is still worded (`test_each_injected_fault_is_classified`)."""
     import outbox.destinations
@@ -90,8 +102,9 @@ def test_a_closed_destination_opens_connections_again(receiver, make_handoff):
         ("slow", S.UNCERTAIN, FailureClass.UNCERTAIN, "read_timeout", True),
     ],
 )
-def test_each_injected_fault_is_classified(receiver, impatient, settings, make_handoff, kind, state, failure_class,
-                                           reason, task_created):
+def test_each_injected_fault_is_classified(
+    receiver, impatient, settings, make_handoff, kind, state, failure_class, reason, task_created
+):
     handoff = make_handoff()
     inject(settings, handoff.action_key, kind)
     destination = impatient if kind == "slow" else receiver
@@ -115,8 +128,9 @@ def test_retry_after_is_honoured(receiver, settings, make_handoff):
 
 
 @pytest.mark.parametrize("kind", ["malformed", "slow"])
-def test_unknown_outcome_settles_by_lookup_to_the_task_already_created(receiver, impatient, settings, make_handoff,
-                                                                       kind):
+def test_unknown_outcome_settles_by_lookup_to_the_task_already_created(
+    receiver, impatient, settings, make_handoff, kind
+):
     handoff = make_handoff()
     inject(settings, handoff.action_key, kind)
     handoff_deliver(handoff_id=handoff.pk, destination=impatient if kind == "slow" else receiver)
@@ -126,7 +140,9 @@ def test_unknown_outcome_settles_by_lookup_to_the_task_already_created(receiver,
     assert handoff.destination_id == str(ReceiverTask.objects.get().task_id)
 
 
-def test_http_500_before_commit_settles_to_pending_then_delivers_once(receiver, settings, make_handoff):
+def test_http_500_before_commit_settles_to_pending_then_delivers_once(
+    receiver, settings, make_handoff
+):
     handoff = make_handoff()
     inject(settings, handoff.action_key, "http_500")
     handoff_deliver(handoff_id=handoff.pk, destination=receiver)
@@ -140,7 +156,10 @@ def test_receiver_down_is_transient(make_handoff):
     closed = HttpDestination(url="http://127.0.0.1:9/delivery/api", connect_timeout=0.5)
     assert handoff_deliver(handoff_id=handoff.pk, destination=closed) == S.PENDING
     handoff.refresh_from_db()
-    assert (handoff.failure_class, handoff.reason_code) == (FailureClass.TRANSIENT, "connect_failed")
+    assert (handoff.failure_class, handoff.reason_code) == (
+        FailureClass.TRANSIENT,
+        "connect_failed",
+    )
 
 
 def test_iterating_keys_pages_through_the_receiver(receiver, make_handoff):
@@ -164,15 +183,25 @@ def test_batch_delivery_records_every_outcome_in_one_call(batch_receiver, settin
     from outbox.dispatcher import dispatch_batch
 
     handoffs = [make_handoff(n) for n in range(1, 6)]
-    task_create_idempotent(action_key=handoffs[1].action_key, payload=handoffs[1].payload)  # already there
-    task_create_idempotent(action_key=handoffs[2].action_key, payload={"client_name": "other"})  # conflict
-    settings.RECEIVER_FAULTS = {"keys": {handoffs[3].action_key: "http_503", handoffs[4].action_key: "malformed"}}
+    task_create_idempotent(
+        action_key=handoffs[1].action_key, payload=handoffs[1].payload
+    )  # already there
+    task_create_idempotent(
+        action_key=handoffs[2].action_key, payload={"client_name": "other"}
+    )  # conflict
+    settings.RECEIVER_FAULTS = {
+        "keys": {handoffs[3].action_key: "http_503", handoffs[4].action_key: "malformed"}
+    }
     stats = dispatch_batch(destination=batch_receiver, worker="w1", limit=10)
     states = {h.action_key: handoff_state(h) for h in handoffs}
     assert stats.claimed == 5
     assert [states[h.action_key] for h in handoffs] == [
-        (S.DELIVERED, ""), (S.DELIVERED, ""), (S.NEEDS_ATTENTION, FailureClass.CONFLICT),
-        (S.PENDING, FailureClass.TRANSIENT), (S.UNCERTAIN, FailureClass.MALFORMED)]
+        (S.DELIVERED, ""),
+        (S.DELIVERED, ""),
+        (S.NEEDS_ATTENTION, FailureClass.CONFLICT),
+        (S.PENDING, FailureClass.TRANSIENT),
+        (S.UNCERTAIN, FailureClass.MALFORMED),
+    ]
     assert stats.duplicates == 1
     assert Attempt.objects.filter(latency_ms__isnull=False).count() == 5
 
@@ -190,14 +219,18 @@ def test_a_429_with_retry_after_holds_the_whole_destination(receiver, settings, 
     first, second = make_handoff(1), make_handoff(2)
     inject(settings, first.action_key, "http_429")
     assert handoff_deliver(handoff_id=first.pk, destination=receiver) == S.PENDING
-    assert DestinationHealth.objects.filter(hold_until__gt=db_now_plus(25), hold_reason__contains="429").exists()
+    assert DestinationHealth.objects.filter(
+        hold_until__gt=db_now_plus(25), hold_reason__contains="429"
+    ).exists()
     held = dispatch_batch(destination=receiver, worker="w2")
     assert held.limited and held.claimed == 0
     second.refresh_from_db()
     assert (second.state, second.attempts) == (S.PENDING, 0)
 
 
-def test_a_batch_items_429_with_retry_after_holds_the_destination(batch_receiver, settings, make_handoff):
+def test_a_batch_items_429_with_retry_after_holds_the_destination(
+    batch_receiver, settings, make_handoff
+):
     from outbox.clock import db_now_plus
     from outbox.dispatcher import dispatch_batch
     from outbox.models import DestinationHealth
@@ -211,7 +244,8 @@ def test_a_batch_items_429_with_retry_after_holds_the_destination(batch_receiver
 
 
 def test_a_batch_refused_as_too_large_is_given_back_and_single_calls_stay_within_the_rate_limit(
-        batch_receiver, settings, make_handoff):
+    batch_receiver, settings, make_handoff
+):
     """A 413 to a batch call means nothing was read. Falling back to single calls there and then would send
     requests the permit (one request for the batch call) does not cover, past the operator's limit."""
     from outbox.dispatcher import dispatch_batch
@@ -219,8 +253,13 @@ def test_a_batch_refused_as_too_large_is_given_back_and_single_calls_stay_within
     from outbox.models import DestinationSlot
     from tests.factories import make_user
 
-    destination_set_limits(name=batch_receiver.name, max_concurrency=None, max_requests_per_second=3,
-                           actor=make_user("olga"), reason="receiver team asked")
+    destination_set_limits(
+        name=batch_receiver.name,
+        max_concurrency=None,
+        max_requests_per_second=3,
+        actor=make_user("olga"),
+        reason="receiver team asked",
+    )
     settings.RECEIVER_BATCH_LIMIT = 2
     handoffs = [make_handoff(n) for n in range(1, 6)]
 
@@ -234,7 +273,9 @@ def test_a_batch_refused_as_too_large_is_given_back_and_single_calls_stay_within
     assert not batch_receiver.batching()
 
     # One call per handoff now, each taking one of the 3 rate slots of a second (the batch call took one).
-    DestinationSlot.objects.filter(free_at__isnull=False).update(free_at=None)  # the batch call's second passed
+    DestinationSlot.objects.filter(free_at__isnull=False).update(
+        free_at=None
+    )  # the batch call's second passed
     single = dispatch_batch(destination=batch_receiver, worker="w1", limit=10)
     assert (single.claimed, single.delivered) == (3, 3)
     assert ReceiverTask.objects.count() == 3

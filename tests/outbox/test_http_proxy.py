@@ -24,8 +24,16 @@ from tests.processes import free_port
 
 RECEIVER_NAME = "receiver.test"
 PROXY_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "ALL_PROXY")
-UNSENT_HEADERS = {"connection", "proxy-connection", "proxy-authorization", "keep-alive", "transfer-encoding",
-                  "server", "date", "content-length"}
+UNSENT_HEADERS = {
+    "connection",
+    "proxy-connection",
+    "proxy-authorization",
+    "keep-alive",
+    "transfer-encoding",
+    "server",
+    "date",
+    "content-length",
+}
 
 
 class _ForwardingProxy(http.server.BaseHTTPRequestHandler):
@@ -62,8 +70,12 @@ class _ForwardingProxy(http.server.BaseHTTPRequestHandler):
         headers = {k: v for k, v in self.headers.items() if k.lower() not in UNSENT_HEADERS}
         upstream = http.client.HTTPConnection(resolve(target.hostname), target.port, timeout=10)
         try:
-            upstream.request(self.command, target.path + (f"?{target.query}" if target.query else ""),
-                             body=body or None, headers=headers)
+            upstream.request(
+                self.command,
+                target.path + (f"?{target.query}" if target.query else ""),
+                body=body or None,
+                headers=headers,
+            )
             answer = upstream.getresponse()
             content = answer.read()
         finally:
@@ -109,10 +121,13 @@ def environment(monkeypatch):
 
 def deliver_once(url: str, **options) -> tuple:
     """One delivery of a fixed handoff to `url` by a destination built now (the environment read now)."""
-    destination = HttpDestination(url=url, signing_secret=SECRET, connect_timeout=5, read_timeout=5, **options)
+    destination = HttpDestination(
+        url=url, signing_secret=SECRET, connect_timeout=5, read_timeout=5, **options
+    )
     try:
-        return destination.deliver(Outgoing(action_key="onboarding:7:1:1", payload={"a": 1}, payload_hash="h")), \
-            destination
+        return destination.deliver(
+            Outgoing(action_key="onboarding:7:1:1", payload={"a": 1}, payload_hash="h")
+        ), destination
     finally:
         destination.close()
 
@@ -133,15 +148,20 @@ def test_the_proxy_is_read_from_the_environment_and_no_proxy_is_honoured(environ
 def test_a_receiver_on_this_machine_is_never_proxied(environment):
     environment.setenv("HTTP_PROXY", "http://egress.internal:3128")
     environment.setenv("HTTPS_PROXY", "http://egress.internal:3128")
-    for url in ("http://127.0.0.1:8000/delivery/api", "https://localhost/delivery/api", "http://[::1]:8000/api",
-                "http://127.0.0.2/api"):
+    for url in (
+        "http://127.0.0.1:8000/delivery/api",
+        "https://localhost/delivery/api",
+        "http://[::1]:8000/api",
+        "http://127.0.0.2/api",
+    ):
         assert proxy_for(url) is None, url
     assert proxy_for("http://10.0.0.1/api") == "http://egress.internal:3128"
 
 
 @pytest.mark.django_db(databases=["default", "delivery"], transaction=True)
-def test_a_delivery_and_a_lookup_go_through_the_http_proxy(environment, proxy, live_server, settings,
-                                                            make_handoff):
+def test_a_delivery_and_a_lookup_go_through_the_http_proxy(
+    environment, proxy, live_server, settings, make_handoff
+):
     faults.reset()
     settings.RECEIVER_FAULTS = None
     settings.ALLOWED_HOSTS = [*settings.ALLOWED_HOSTS, RECEIVER_NAME]
@@ -151,7 +171,10 @@ def test_a_delivery_and_a_lookup_go_through_the_http_proxy(environment, proxy, l
     handoff = make_handoff()
     try:
         assert destination.proxy == proxy_url(proxy)
-        assert handoff_deliver(handoff_id=handoff.pk, destination=destination) == HandoffState.DELIVERED
+        assert (
+            handoff_deliver(handoff_id=handoff.pk, destination=destination)
+            == HandoffState.DELIVERED
+        )
         found = destination.lookup(handoff.action_key)
     finally:
         destination.close()
@@ -166,27 +189,40 @@ def test_a_delivery_and_a_lookup_go_through_the_http_proxy(environment, proxy, l
 def test_https_goes_through_a_connect_tunnel(environment, proxy, untrusted_https_port):  # noqa: F811
     """The tunnel reaches the receiver's TLS server, whose certificate is refused: nothing was sent."""
     environment.setenv("HTTPS_PROXY", proxy_url(proxy))
-    result, destination = deliver_once(f"https://{RECEIVER_NAME}:{untrusted_https_port}/delivery/api")
+    result, destination = deliver_once(
+        f"https://{RECEIVER_NAME}:{untrusted_https_port}/delivery/api"
+    )
     assert proxy.seen == [("CONNECT", f"{RECEIVER_NAME}:{untrusted_https_port}")]
-    assert (result.failure_class, result.reason_code) == (FailureClass.TRANSIENT, "connect_failed"), result
+    assert (result.failure_class, result.reason_code) == (
+        FailureClass.TRANSIENT,
+        "connect_failed",
+    ), result
 
 
 def test_an_unreachable_proxy_is_a_failed_connect_not_an_unknown_outcome(environment):
     environment.setenv("HTTP_PROXY", f"http://127.0.0.1:{free_port()}")
     result, _ = deliver_once(f"http://{RECEIVER_NAME}/delivery/api")
-    assert (result.failure_class, result.reason_code) == (FailureClass.TRANSIENT, "connect_failed"), result
+    assert (result.failure_class, result.reason_code) == (
+        FailureClass.TRANSIENT,
+        "connect_failed",
+    ), result
     assert "proxy" in result.detail
 
 
-def test_a_proxy_password_is_sent_as_proxy_authorization_and_never_shown(environment, proxy,
-                                                                         untrusted_https_port):  # noqa: F811
+def test_a_proxy_password_is_sent_as_proxy_authorization_and_never_shown(
+    environment,
+    proxy,
+    untrusted_https_port,  # noqa: F811
+):
     """urllib3 does not read credentials from the proxy's URL; curl and requests send them as Basic auth. The
     destination's shown proxy and a failure's detail carry no password."""
     import base64
 
     port = proxy.server_address[1]
     environment.setenv("HTTPS_PROXY", f"http://egress%40corp:s3cr%3At@127.0.0.1:{port}")
-    result, destination = deliver_once(f"https://{RECEIVER_NAME}:{untrusted_https_port}/delivery/api")
+    result, destination = deliver_once(
+        f"https://{RECEIVER_NAME}:{untrusted_https_port}/delivery/api"
+    )
     assert proxy.authorizations == ["Basic " + base64.b64encode(b"egress@corp:s3cr:t").decode()]
     assert destination.proxy == f"http://127.0.0.1:{port}"
     assert "s3cr" not in result.detail and "s3cr" not in destination.describe()

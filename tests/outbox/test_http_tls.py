@@ -19,8 +19,26 @@ SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 def untrusted_https_port(tmp_path):
     """A TLS server on localhost with a self-signed certificate, accepting connections until the test ends."""
     cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=localhost",
-                    "-keyout", str(key), "-out", str(cert)], check=True, capture_output=True)
+    subprocess.run(
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "1",
+            "-subj",
+            "/CN=localhost",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+        ],
+        check=True,
+        capture_output=True,
+    )
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.load_cert_chain(cert, key)
     server = socket.create_server(("127.0.0.1", 0))
@@ -52,10 +70,19 @@ def untrusted_https_port(tmp_path):
 
 
 def test_an_untrusted_certificate_is_a_failed_connect_not_an_unknown_outcome(untrusted_https_port):
-    destination = HttpDestination(url=f"https://127.0.0.1:{untrusted_https_port}/delivery/api", signing_secret=SECRET,
-                                  connect_timeout=5, read_timeout=5)
+    destination = HttpDestination(
+        url=f"https://127.0.0.1:{untrusted_https_port}/delivery/api",
+        signing_secret=SECRET,
+        connect_timeout=5,
+        read_timeout=5,
+    )
     try:
-        result = destination.deliver(Outgoing(action_key="onboarding:7:1:1", payload={"a": 1}, payload_hash="h"))
+        result = destination.deliver(
+            Outgoing(action_key="onboarding:7:1:1", payload={"a": 1}, payload_hash="h")
+        )
     finally:
         destination.close()
-    assert (result.failure_class, result.reason_code) == (FailureClass.TRANSIENT, "connect_failed"), result
+    assert (result.failure_class, result.reason_code) == (
+        FailureClass.TRANSIENT,
+        "connect_failed",
+    ), result

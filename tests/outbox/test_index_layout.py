@@ -15,7 +15,11 @@ MODELS = (Handoff, Attempt, HandoffEvent)
 def _indexes(model) -> list[list[str]]:
     with connection.cursor() as cursor:
         constraints = connection.introspection.get_constraints(cursor, model._meta.db_table)
-    return [spec["columns"] for spec in constraints.values() if spec["index"] or spec["unique"] or spec["primary_key"]]
+    return [
+        spec["columns"]
+        for spec in constraints.values()
+        if spec["index"] or spec["unique"] or spec["primary_key"]
+    ]
 
 
 @pytest.mark.parametrize("model", MODELS, ids=lambda model: model.__name__)
@@ -30,4 +34,6 @@ def test_every_foreign_key_leads_an_index(model):
 def test_no_single_column_index_repeats_the_start_of_a_wider_one(model):
     indexes = _indexes(model)
     wider_starts = {columns[0] for columns in indexes if len(columns) > 1}
-    assert [columns for columns in indexes if len(columns) == 1 and columns[0] in wider_starts] == []
+    assert [
+        columns for columns in indexes if len(columns) == 1 and columns[0] in wider_starts
+    ] == []

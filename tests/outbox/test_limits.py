@@ -10,7 +10,12 @@ import pytest
 from outbox.clock import db_now, db_now_plus
 from outbox.dispatcher import dispatch_batch, drain
 from outbox.failures import DeliveryResult
-from outbox.limits import DestinationLimited, destination_acquire, destination_release, destination_set_limits
+from outbox.limits import (
+    DestinationLimited,
+    destination_acquire,
+    destination_release,
+    destination_set_limits,
+)
 from outbox.models import (
     DestinationHealth,
     DestinationSlot,
@@ -114,7 +119,9 @@ class NestedDispatch(ScriptedDestination):
 
     def deliver(self, outgoing):
         if not self.inner:
-            self.inner.append(dispatch_batch(destination=ScriptedDestination(), worker="w2", limit=1))
+            self.inner.append(
+                dispatch_batch(destination=ScriptedDestination(), worker="w2", limit=1)
+            )
         return super().deliver(outgoing)
 
 
@@ -144,7 +151,9 @@ def test_a_dead_holders_slot_comes_back_when_its_lease_runs_out(make_handoff, se
     make_handoff(1)
     set_limits(concurrency=1, rate=5)
     # A dispatcher takes its permit and is SIGKILLed before it gives it back.
-    destination_acquire(name="receiver", worker="dead", requests=1, lease_seconds=settings.HANDOFF_LEASE_SECONDS)
+    destination_acquire(
+        name="receiver", worker="dead", requests=1, lease_seconds=settings.HANDOFF_LEASE_SECONDS
+    )
     held = slots(SlotKind.CONCURRENCY).get(holder__startswith="dead:")
     assert DestinationSlot.objects.filter(
         pk=held.pk,
@@ -322,7 +331,9 @@ def test_one_call_per_handoff_stops_at_the_first_retry_after_and_gives_the_rest_
     assert stats.claimed == 5 and stats.retrying == 1 and stats.released == 4
     # Only the call made counts against a handoff's run; the four given back are marked not sent.
     assert sorted(Handoff.objects.values_list("attempts_in_run", flat=True)) == [0, 0, 0, 0, 1]
-    assert DestinationHealth.objects.filter(name="receiver", hold_until__gt=db_now_plus(25)).exists()
+    assert DestinationHealth.objects.filter(
+        name="receiver", hold_until__gt=db_now_plus(25)
+    ).exists()
     assert Handoff.objects.filter(state=S.PENDING).count() == 5
 
 
@@ -344,7 +355,9 @@ def in_run_attempts() -> list[int]:
     return sorted(Handoff.objects.values_list("attempts_in_run", flat=True))
 
 
-def test_a_slot_lost_mid_batch_gives_the_rest_back_unsent_not_stranded_in_flight(make_handoff, set_limits, settings):
+def test_a_slot_lost_mid_batch_gives_the_rest_back_unsent_not_stranded_in_flight(
+    make_handoff, set_limits, settings
+):
     for n in range(1, 4):
         make_handoff(n)
     set_limits(concurrency=1)
@@ -353,7 +366,10 @@ def test_a_slot_lost_mid_batch_gives_the_rest_back_unsent_not_stranded_in_flight
     stats = dispatch_batch(destination=destination, worker="w1", limit=3)
     assert destination.calls == 1 and stats.delivered == 1 and stats.released == 2
     # The two not sent are pending again, due, with no attempt counted: none waits out a lease to become uncertain.
-    assert Counter(Handoff.objects.values_list("state", flat=True)) == {S.DELIVERED: 1, S.PENDING: 2}
+    assert Counter(Handoff.objects.values_list("state", flat=True)) == {
+        S.DELIVERED: 1,
+        S.PENDING: 2,
+    }
     assert in_run_attempts() == [0, 0, 1]
 
 
@@ -367,18 +383,28 @@ def test_a_hold_written_by_another_worker_mid_batch_stops_this_one_too(make_hand
 
     def another_worker_was_told_to_wait():
         DestinationHealth.objects.get_or_create(name="receiver")
-        destination_health.update(hold_until=db_now_plus(30), hold_reason="HTTP 429 with Retry-After 30 s")
+        destination_health.update(
+            hold_until=db_now_plus(30), hold_reason="HTTP 429 with Retry-After 30 s"
+        )
 
     destination = FirstCallThen(another_worker_was_told_to_wait)
     stats = dispatch_batch(destination=destination, worker="w1", limit=3)
     assert destination.calls == 1 and stats.released == 2
-    assert Counter(Handoff.objects.values_list("state", flat=True)) == {S.DELIVERED: 1, S.PENDING: 2}
+    assert Counter(Handoff.objects.values_list("state", flat=True)) == {
+        S.DELIVERED: 1,
+        S.PENDING: 2,
+    }
 
 
 def test_a_paused_destinations_probe_is_not_spent_while_a_hold_refuses_every_call(make_handoff):
     make_handoff(1)
-    DestinationHealth.objects.create(name="receiver", state="paused", pause_reason="unreachable",
-                                     next_probe_at=db_now_plus(-1), hold_until=db_now_plus(30))
+    DestinationHealth.objects.create(
+        name="receiver",
+        state="paused",
+        pause_reason="unreachable",
+        next_probe_at=db_now_plus(-1),
+        hold_until=db_now_plus(30),
+    )
     destination = ScriptedDestination()
     stats = dispatch_batch(destination=destination)
     assert stats.limited and stats.claimed == 0 and destination.calls == 0
@@ -398,7 +424,9 @@ def test_settlement_does_not_ask_a_destination_on_hold(make_handoff):
 def test_a_lowered_limit_counts_the_calls_still_in_flight_on_the_slots_past_it(set_limits):
     set_limits(concurrency=4)
     # Three calls in flight on slots 1-3; slot 0 free. The operator lowers the limit to 2.
-    slots(SlotKind.CONCURRENCY).filter(number__in=(1, 2, 3)).update(holder="others", free_at=db_now_plus(30))
+    slots(SlotKind.CONCURRENCY).filter(number__in=(1, 2, 3)).update(
+        holder="others", free_at=db_now_plus(30)
+    )
     set_limits(concurrency=2)
     with pytest.raises(DestinationLimited):
         destination_acquire(name="receiver", worker="w1", requests=1, lease_seconds=30)
@@ -408,7 +436,9 @@ def test_a_lowered_limit_counts_the_calls_still_in_flight_on_the_slots_past_it(s
     assert len(permit.slot_ids) == 1
 
 
-def test_a_database_error_after_a_slot_was_taken_gives_the_slot_back_at_once(set_limits, monkeypatch):
+def test_a_database_error_after_a_slot_was_taken_gives_the_slot_back_at_once(
+    set_limits, monkeypatch
+):
     from django.db import OperationalError
 
     from outbox import limits

@@ -6,7 +6,14 @@ import pytest
 from outbox.clock import db_now, db_now_plus
 from outbox.dispatcher import settle_uncertain
 from outbox.limits import destination_set_limits
-from outbox.models import DestinationHealth, DestinationSlot, Handoff, HandoffEvent, HandoffState, SlotKind
+from outbox.models import (
+    DestinationHealth,
+    DestinationSlot,
+    Handoff,
+    HandoffEvent,
+    HandoffState,
+    SlotKind,
+)
 from outbox.services import handoff_settle
 from reconciliation.services import reconciliation_run
 from tests.factories import make_user
@@ -33,12 +40,19 @@ class CountingReceiver(ScriptedDestination):
 
 
 def set_limits(*, concurrency=None, rate=None):
-    destination_set_limits(name="receiver", max_concurrency=concurrency, max_requests_per_second=rate,
-                           actor=make_user("olga"), reason="receiver team asked")
+    destination_set_limits(
+        name="receiver",
+        max_concurrency=concurrency,
+        max_requests_per_second=rate,
+        actor=make_user("olga"),
+        reason="receiver team asked",
+    )
 
 
 def rate_slots_used() -> int:
-    return DestinationSlot.objects.filter(destination="receiver", kind=SlotKind.RATE, free_at__gt=db_now()).count()
+    return DestinationSlot.objects.filter(
+        destination="receiver", kind=SlotKind.RATE, free_at__gt=db_now()
+    ).count()
 
 
 @pytest.fixture
@@ -49,8 +63,9 @@ def no_wait(monkeypatch):
     monkeypatch.setattr(dispatcher, "SETTLEMENT_WAIT_SECONDS", 0.0)
 
 
-def test_settlement_asks_no_more_than_the_requests_per_second_and_leaves_the_rest_for_the_next_pass(make_handoff,
-                                                                                                     no_wait):
+def test_settlement_asks_no_more_than_the_requests_per_second_and_leaves_the_rest_for_the_next_pass(
+    make_handoff, no_wait
+):
     set_limits(rate=2)
     for n in range(1, 6):
         make_handoff(n, state=S.UNCERTAIN)
@@ -62,10 +77,14 @@ def test_settlement_asks_no_more_than_the_requests_per_second_and_leaves_the_res
     assert Handoff.objects.filter(state=S.UNCERTAIN).count() == 3
 
 
-def test_settlement_asks_nothing_while_every_call_slot_is_taken_by_another_worker(make_handoff, no_wait):
+def test_settlement_asks_nothing_while_every_call_slot_is_taken_by_another_worker(
+    make_handoff, no_wait
+):
     set_limits(concurrency=1)
     make_handoff(1, state=S.UNCERTAIN)
-    DestinationSlot.objects.filter(kind=SlotKind.CONCURRENCY).update(holder="others", free_at=db_now_plus(30))
+    DestinationSlot.objects.filter(kind=SlotKind.CONCURRENCY).update(
+        holder="others", free_at=db_now_plus(30)
+    )
     receiver = CountingReceiver()
     assert settle_uncertain(destination=receiver) == {}
     assert receiver.lookups == 0
@@ -79,7 +98,9 @@ def test_settlement_waits_for_a_call_slot_another_worker_gives_back(make_handoff
     set_limits(concurrency=1)
     make_handoff(1, state=S.UNCERTAIN)
     # The other worker's call ends a moment from now (database clock): its slot is free again then.
-    DestinationSlot.objects.filter(kind=SlotKind.CONCURRENCY).update(holder="others", free_at=db_now_plus(0.2))
+    DestinationSlot.objects.filter(kind=SlotKind.CONCURRENCY).update(
+        holder="others", free_at=db_now_plus(0.2)
+    )
     receiver = CountingReceiver()
     assert settle_uncertain(destination=receiver) == {S.PENDING: 1}
     assert receiver.lookups == 1
@@ -95,12 +116,16 @@ def test_a_reconciliation_run_lists_keys_one_permit_per_page(make_handoff):
     assert receiver.listings >= 1 and rate_slots_used() == receiver.listings + receiver.lookups
 
 
-def test_a_reconciliation_run_refused_by_a_hold_fails_with_the_reason_and_asks_nothing(make_handoff, monkeypatch):
+def test_a_reconciliation_run_refused_by_a_hold_fails_with_the_reason_and_asks_nothing(
+    make_handoff, monkeypatch
+):
     from reconciliation import services
 
     monkeypatch.setattr(services, "RUN_LIMITS_WAIT_SECONDS", 0.0)
     make_handoff(1, state=S.DELIVERED)
-    DestinationHealth.objects.create(name="receiver", hold_until=db_now_plus(30), hold_reason="HTTP 429")
+    DestinationHealth.objects.create(
+        name="receiver", hold_until=db_now_plus(30), hold_reason="HTTP 429"
+    )
     receiver = CountingReceiver()
     run = reconciliation_run(destination=receiver)
     assert run.status == "failed"
@@ -108,12 +133,19 @@ def test_a_reconciliation_run_refused_by_a_hold_fails_with_the_reason_and_asks_n
     assert receiver.listings == receiver.lookups == 0
 
 
-def test_a_persons_reconcile_on_a_held_destination_says_the_receiver_was_not_asked(make_handoff, monkeypatch):
+def test_a_persons_reconcile_on_a_held_destination_says_the_receiver_was_not_asked(
+    make_handoff, monkeypatch
+):
     from outbox import services
 
     monkeypatch.setattr(services, "PERSON_LOOKUP_WAIT_SECONDS", 0.0)
     handoff = make_handoff(1, state=S.NEEDS_ATTENTION)
-    DestinationHealth.objects.create(name="receiver", hold_until=db_now_plus(30), hold_reason="HTTP 429")
+    DestinationHealth.objects.create(
+        name="receiver", hold_until=db_now_plus(30), hold_reason="HTTP 429"
+    )
     assert handoff_settle(handoff_id=handoff.pk, actor=make_user("olga")) == S.NEEDS_ATTENTION
     event = HandoffEvent.objects.filter(handoff=handoff).latest("id")
-    assert "could not ask the receiver: not asked: destination receiver is held (Retry-After)" in event.reason
+    assert (
+        "could not ask the receiver: not asked: destination receiver is held (Retry-After)"
+        in event.reason
+    )

@@ -6,24 +6,37 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from outbox.failures import MalformedReceipt, Outgoing, classify_status, parse_retry_after, validate_receipt
+from outbox.failures import (
+    MalformedReceipt,
+    Outgoing,
+    classify_status,
+    parse_retry_after,
+    validate_receipt,
+)
 from outbox.models import FailureClass
 from outbox.payloads import payload_hash
 from outbox.redaction import REDACTED, redact, redact_text
 from outbox.retry import RetryPolicy
 
 SENT = Outgoing(
-    action_key="onboarding:7:42:1", payload={"client_name": "N"}, payload_hash=payload_hash({"client_name": "N"})
+    action_key="onboarding:7:42:1",
+    payload={"client_name": "N"},
+    payload_hash=payload_hash({"client_name": "N"}),
 )
 
 
 @pytest.mark.parametrize(
     ("status", "expected"),
     [
-        (400, FailureClass.PERMANENT), (413, FailureClass.PERMANENT), (422, FailureClass.PERMANENT),
-        (401, FailureClass.CREDENTIAL), (403, FailureClass.CREDENTIAL),
+        (400, FailureClass.PERMANENT),
+        (413, FailureClass.PERMANENT),
+        (422, FailureClass.PERMANENT),
+        (401, FailureClass.CREDENTIAL),
+        (403, FailureClass.CREDENTIAL),
         (409, FailureClass.CONFLICT),
-        (429, FailureClass.TRANSIENT), (502, FailureClass.TRANSIENT), (503, FailureClass.TRANSIENT),
+        (429, FailureClass.TRANSIENT),
+        (502, FailureClass.TRANSIENT),
+        (503, FailureClass.TRANSIENT),
         (504, FailureClass.TRANSIENT),
         (500, FailureClass.UNCERTAIN),
     ],
@@ -33,7 +46,12 @@ def test_status_classes_follow_the_design_table(status, expected):
 
 
 def test_valid_receipt_gives_task_id_and_created():
-    body = {"task_id": "t-1", "action_key": SENT.action_key, "payload_hash": SENT.payload_hash, "created": True}
+    body = {
+        "task_id": "t-1",
+        "action_key": SENT.action_key,
+        "payload_hash": SENT.payload_hash,
+        "created": True,
+    }
     assert validate_receipt(body, SENT) == ("t-1", True)
     longest = {**body, "task_id": "t" * 120, "status": "s" * 16}
     assert validate_receipt(longest, SENT) == ("t" * 120, True)
@@ -45,16 +63,46 @@ def test_valid_receipt_gives_task_id_and_created():
         None,
         [],
         {"ok": True},
-        {"task_id": "", "action_key": SENT.action_key, "payload_hash": SENT.payload_hash, "created": True},
-        {"task_id": "t-1", "action_key": "onboarding:7:42:2", "payload_hash": SENT.payload_hash, "created": True},
-        {"task_id": "t-1", "action_key": SENT.action_key, "payload_hash": "0" * 64, "created": True},
+        {
+            "task_id": "",
+            "action_key": SENT.action_key,
+            "payload_hash": SENT.payload_hash,
+            "created": True,
+        },
+        {
+            "task_id": "t-1",
+            "action_key": "onboarding:7:42:2",
+            "payload_hash": SENT.payload_hash,
+            "created": True,
+        },
+        {
+            "task_id": "t-1",
+            "action_key": SENT.action_key,
+            "payload_hash": "0" * 64,
+            "created": True,
+        },
         {"task_id": "t-1", "action_key": SENT.action_key, "payload_hash": SENT.payload_hash},
         # More than the outbox row holds: stored cut short, it would not be the receiver's task id or status.
-        {"task_id": "t" * 121, "action_key": SENT.action_key, "payload_hash": SENT.payload_hash, "created": True},
-        {"task_id": "t-1", "action_key": SENT.action_key, "payload_hash": SENT.payload_hash, "created": True,
-         "status": "s" * 17},
-        {"task_id": "t-1", "action_key": SENT.action_key, "payload_hash": SENT.payload_hash, "created": True,
-         "status": 3},
+        {
+            "task_id": "t" * 121,
+            "action_key": SENT.action_key,
+            "payload_hash": SENT.payload_hash,
+            "created": True,
+        },
+        {
+            "task_id": "t-1",
+            "action_key": SENT.action_key,
+            "payload_hash": SENT.payload_hash,
+            "created": True,
+            "status": "s" * 17,
+        },
+        {
+            "task_id": "t-1",
+            "action_key": SENT.action_key,
+            "payload_hash": SENT.payload_hash,
+            "created": True,
+            "status": 3,
+        },
     ],
 )
 def test_receipt_that_does_not_prove_the_outcome_is_malformed(body):
@@ -76,7 +124,10 @@ def test_backoff_is_full_jitter_under_the_cap(attempts, seed):
     assert 0 <= delay <= min(300.0, 2.0 * 2 ** (attempts - 1))
 
 
-@given(attempts=st.integers(min_value=1, max_value=20), retry_after=st.floats(min_value=0, max_value=10_000))
+@given(
+    attempts=st.integers(min_value=1, max_value=20),
+    retry_after=st.floats(min_value=0, max_value=10_000),
+)
 def test_retry_after_is_honoured_within_its_bound(attempts, retry_after):
     policy = RetryPolicy(max_retry_after=3600.0)
     assert policy.delay(attempts, retry_after) >= min(retry_after, 3600.0)
@@ -88,8 +139,12 @@ def test_attempts_are_bounded():
 
 
 def test_redaction_masks_personal_data_and_secrets_everywhere():
-    payload = {"client_name": "Northwind", "contact_email": "a@b.example", "nested": [{"api_token": "t"}],
-               "notes": "call ops@northwind.example, key whsec_abc123="}
+    payload = {
+        "client_name": "Northwind",
+        "contact_email": "a@b.example",
+        "nested": [{"api_token": "t"}],
+        "notes": "call ops@northwind.example, key whsec_abc123=",
+    }
     out = redact(payload)
     assert out["client_name"] == "Northwind"
     assert out["contact_email"] == REDACTED
@@ -109,7 +164,9 @@ def test_redaction_patterns_are_linear_time_re2():
 
     from outbox import redaction
 
-    patterns = [value for value in vars(redaction).values() if isinstance(value, re.Pattern | re2._Regexp)]
+    patterns = [
+        value for value in vars(redaction).values() if isinstance(value, re.Pattern | re2._Regexp)
+    ]
     assert patterns, "the redaction module has no patterns to check"
     assert not [p.pattern for p in patterns if isinstance(p, re.Pattern)]
 

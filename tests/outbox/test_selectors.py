@@ -6,7 +6,13 @@ import pytest
 from django.utils import timezone
 
 from outbox.models import Attempt, Handoff, HandoffEvent, HandoffState
-from outbox.selectors import handoff_timeline, handoff_visible, handoffs_in, keyset_page, open_counts_by_workspace
+from outbox.selectors import (
+    handoff_timeline,
+    handoff_visible,
+    handoffs_in,
+    keyset_page,
+    open_counts_by_workspace,
+)
 from tests.factories import FindingFactory, HandoffFactory, make_workspace
 
 pytestmark = pytest.mark.django_db(databases=["default", "delivery"])
@@ -25,7 +31,9 @@ def test_timeline_is_attempts_by_number_and_events_in_order(db):
     handoff = HandoffFactory()
     now = timezone.now()
     for number in (2, 1):
-        Attempt.objects.create(handoff=handoff, number=number, fencing_epoch=number, worker="w1", started_at=now)
+        Attempt.objects.create(
+            handoff=handoff, number=number, fencing_epoch=number, worker="w1", started_at=now
+        )
     later = HandoffEvent.objects.create(handoff=handoff, to_state=S.IN_FLIGHT, actor_label="system")
     earlier = HandoffEvent.objects.create(handoff=handoff, to_state=S.PENDING, actor_label="system")
     HandoffEvent.objects.filter(pk=earlier.pk).update(at=now - timedelta(seconds=1))
@@ -38,10 +46,13 @@ def test_timeline_is_attempts_by_number_and_events_in_order(db):
 def test_keyset_pages_walk_every_row_once_in_order_with_equal_timestamps(db, newest_first):
     HandoffFactory.create_batch(7)
     Handoff.objects.filter(pk__in=list(Handoff.objects.values_list("pk", flat=True)[2:5])).update(
-        created_at=timezone.now())
+        created_at=timezone.now()
+    )
     seen, after, more = [], None, True
     while more:
-        rows, more = keyset_page(Handoff.objects.all(), after=after, size=3, newest_first=newest_first)
+        rows, more = keyset_page(
+            Handoff.objects.all(), after=after, size=3, newest_first=newest_first
+        )
         seen += rows
         after = (rows[-1].created_at, rows[-1].pk)
     keys = [(h.created_at, h.pk) for h in seen]

@@ -15,7 +15,9 @@ def _test_database_url() -> str:
     host = params.get("host") or "localhost"
     port = f":{params['port']}" if params.get("port") else ""
     if host.startswith("/"):
-        return f"postgresql:///{params['dbname']}?host={host}" + (f"&port={params['port']}" if port else "")
+        return f"postgresql:///{params['dbname']}?host={host}" + (
+            f"&port={params['port']}" if port else ""
+        )
     return f"postgresql://{host}{port}/{params['dbname']}"
 
 
@@ -45,7 +47,9 @@ def test_the_listener_uses_its_own_url_when_one_is_set(settings):
     assert _woken(listener) is True
 
 
-def test_a_listen_url_that_cannot_be_reached_falls_back_to_polling_and_logs_no_password(settings, caplog):
+def test_a_listen_url_that_cannot_be_reached_falls_back_to_polling_and_logs_no_password(
+    settings, caplog
+):
     settings.HANDOFF_LISTEN_DATABASE_URL = "pgsql://bob:s3cret-pw@127.0.0.1:1/nowhere"
     listener = WakeListener()
     assert listener._conn is None

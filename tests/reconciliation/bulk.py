@@ -24,13 +24,26 @@ def bulk_matching_sqlite(n: int, *, chunk: int = 1000) -> None:
     for start in range(0, n, chunk):
         ids = range(start, min(start + chunk, n))
         Handoff.objects.bulk_create(
-            Handoff(action_key=key(i), workflow="onboarding", workspace_id=7, source_ref=f"request {i} revision 1",
-                    source_id=i + 1, payload=ONBOARDING_PAYLOAD, payload_hash=PAYLOAD_HASH, state="delivered",
-                    destination_id=str(task_id(i)))
+            Handoff(
+                action_key=key(i),
+                workflow="onboarding",
+                workspace_id=7,
+                source_ref=f"request {i} revision 1",
+                source_id=i + 1,
+                payload=ONBOARDING_PAYLOAD,
+                payload_hash=PAYLOAD_HASH,
+                state="delivered",
+                destination_id=str(task_id(i)),
+            )
             for i in ids
         )
         ReceiverTask.objects.using("delivery").bulk_create(
-            ReceiverTask(action_key=key(i), task_id=task_id(i), payload=ONBOARDING_PAYLOAD, payload_hash=PAYLOAD_HASH)
+            ReceiverTask(
+                action_key=key(i),
+                task_id=task_id(i),
+                payload=ONBOARDING_PAYLOAD,
+                payload_hash=PAYLOAD_HASH,
+            )
             for i in ids
         )
 
@@ -48,7 +61,11 @@ def _insert_select(alias: str, model, n: int, overrides: dict[str, str]) -> None
         if f.name in overrides:
             expressions.append(overrides[f.name])
         else:
-            value = f.pre_save(template, add=True) if hasattr(f, "pre_save") else getattr(template, f.attname)
+            value = (
+                f.pre_save(template, add=True)
+                if hasattr(f, "pre_save")
+                else getattr(template, f.attname)
+            )
             expressions.append("%s")
             params.append(f.get_db_prep_save(value, connection))
     table = connection.ops.quote_name(model._meta.db_table)
@@ -63,13 +80,30 @@ def bulk_matching_postgres(n: int) -> None:
     """The same data as bulk_matching_sqlite, generated inside PostgreSQL (200,000 rows in seconds)."""
     key_sql = "'onboarding:7:' || lpad(i::text, 9, '0') || ':1'"
     task_sql = "lpad(to_hex(i + 1), 32, '0')::uuid"
-    _insert_select("default", Handoff, n, {
-        "action_key": key_sql, "workflow": "'onboarding'", "workspace_id": "7",
-        "source_ref": "'request ' || i || ' revision 1'", "source_id": "i + 1",
-        "payload": "'{\"client_name\": \"Northwind Traders\"}'::jsonb", "payload_hash": f"'{PAYLOAD_HASH}'",
-        "state": "'delivered'", "destination_id": f"{task_sql}::text",
-    })
-    _insert_select("delivery", ReceiverTask, n, {
-        "action_key": key_sql, "task_id": task_sql,
-        "payload": "'{\"client_name\": \"Northwind Traders\"}'::jsonb", "payload_hash": f"'{PAYLOAD_HASH}'",
-    })
+    _insert_select(
+        "default",
+        Handoff,
+        n,
+        {
+            "action_key": key_sql,
+            "workflow": "'onboarding'",
+            "workspace_id": "7",
+            "source_ref": "'request ' || i || ' revision 1'",
+            "source_id": "i + 1",
+            "payload": '\'{"client_name": "Northwind Traders"}\'::jsonb',
+            "payload_hash": f"'{PAYLOAD_HASH}'",
+            "state": "'delivered'",
+            "destination_id": f"{task_sql}::text",
+        },
+    )
+    _insert_select(
+        "delivery",
+        ReceiverTask,
+        n,
+        {
+            "action_key": key_sql,
+            "task_id": task_sql,
+            "payload": '\'{"client_name": "Northwind Traders"}\'::jsonb',
+            "payload_hash": f"'{PAYLOAD_HASH}'",
+        },
+    )

@@ -30,12 +30,18 @@ def build_health_world(world) -> dict:
     Handoff.objects.filter(pk=h["pending_old"].pk).update(created_at=now - timedelta(minutes=30))
     Handoff.objects.filter(pk=h["pending_new"].pk).update(created_at=now - timedelta(minutes=10))
     h["in_flight"], h["uncertain"] = record(5), record(6)
-    Handoff.objects.filter(pk=h["in_flight"].pk).update(state="in_flight", updated_at=now - timedelta(minutes=5))
-    Handoff.objects.filter(pk=h["uncertain"].pk).update(state="uncertain", failure_class="uncertain",
-                                                         reason_code="read_timeout")
+    Handoff.objects.filter(pk=h["in_flight"].pk).update(
+        state="in_flight", updated_at=now - timedelta(minutes=5)
+    )
+    Handoff.objects.filter(pk=h["uncertain"].pk).update(
+        state="uncertain", failure_class="uncertain", reason_code="read_timeout"
+    )
     h["rejected"] = record(7, payload={"client_name": " "})
 
-    assert handoff_deliver(handoff_id=h["rejected"].pk, destination=InProcessDestination()) == "needs_attention"
+    assert (
+        handoff_deliver(handoff_id=h["rejected"].pk, destination=InProcessDestination())
+        == "needs_attention"
+    )
     handoff_acknowledge(handoff_id=h["rejected"].pk, actor=world["olga"])
     handoff_assign(handoff_id=h["rejected"].pk, actor=world["olga"], owner=world["olga"])
     # Failure -> acknowledgement: 60 s, 300 s, 180 s; one not acknowledged.
@@ -48,16 +54,24 @@ def build_health_world(world) -> dict:
         if number is not None:
             h[name] = record(number)
         since = now - timedelta(minutes=minutes_ago)
-        changes = {"state": "needs_attention", "attention_since": since, "sla_due_at": now + timedelta(hours=1),
-                   "acknowledged_at": since + timedelta(seconds=ack_after) if ack_after else None}
+        changes = {
+            "state": "needs_attention",
+            "attention_since": since,
+            "sla_due_at": now + timedelta(hours=1),
+            "acknowledged_at": since + timedelta(seconds=ack_after) if ack_after else None,
+        }
         if failure:
             changes.update(failure_class=failure, reason_code=reason)
         Handoff.objects.filter(pk=h[name].pk).update(**changes)
     # Workspace 8: must never show in workspace 7's figures.
     deliver(record(1, workspace_id=8))
     other = record(2, workspace_id=8)
-    Handoff.objects.filter(pk=other.pk).update(state="needs_attention", failure_class="permanent",
-                                               reason_code="retries_exhausted", attention_since=now)
+    Handoff.objects.filter(pk=other.pk).update(
+        state="needs_attention",
+        failure_class="permanent",
+        reason_code="retries_exhausted",
+        attention_since=now,
+    )
     # An outcome validation failure: a delivered handoff's task deleted at the receiver.
     ReceiverTask.objects.using("delivery").filter(action_key=h["delivered"].action_key).delete()
     run = reconciliation_run()
@@ -65,9 +79,17 @@ def build_health_world(world) -> dict:
 
 
 HEALTH_7 = {
-    "completed": 2, "pending": 2, "in_flight": 1, "uncertain": 1, "needs_attention": 4, "retry_exhausted": 1,
-    "duplicate_preventions": 1, "outcome_validation_failures": 1,
+    "completed": 2,
+    "pending": 2,
+    "in_flight": 1,
+    "uncertain": 1,
+    "needs_attention": 4,
+    "retry_exhausted": 1,
+    "duplicate_preventions": 1,
+    "outcome_validation_failures": 1,
     # handoff_acknowledge (action "acknowledge") and handoff_assign (action "assign") on the rejected one.
     "manual_interventions": 2,
-    "ack_median_seconds": 180.0, "ack_worst_seconds": 300.0, "unacknowledged": 1,
+    "ack_median_seconds": 180.0,
+    "ack_worst_seconds": 300.0,
+    "unacknowledged": 1,
 }

@@ -48,13 +48,22 @@ def pager():
 
 
 def refuse_credentials() -> None:
-    destination_record_results(name="receiver", results=[
-        DeliveryResult.failed(FailureClass.CREDENTIAL, "credential_rejected", "HTTP 401", status_code=401)])
+    destination_record_results(
+        name="receiver",
+        results=[
+            DeliveryResult.failed(
+                FailureClass.CREDENTIAL, "credential_rejected", "HTTP 401", status_code=401
+            )
+        ],
+    )
 
 
 def rejected(number: int, workspace_id: int = 7) -> None:
     handoff = record(number, workspace_id=workspace_id, payload=REJECTED)
-    assert handoff_deliver(handoff_id=handoff.pk, destination=InProcessDestination()) == "needs_attention"
+    assert (
+        handoff_deliver(handoff_id=handoff.pk, destination=InProcessDestination())
+        == "needs_attention"
+    )
 
 
 def test_a_paused_destination_pages_once_per_pause(world, pager):
@@ -66,12 +75,20 @@ def test_a_paused_destination_pages_once_per_pause(world, pager):
     assert page.severity == AlertSeverity.PAGE and page.sent_at is not None
     [request] = pager.received
     body = request.content.decode()
-    Webhook(PAGE_SECRET).verify(body, {k: v for k, v in request.headers.items() if k.startswith("webhook-")})
+    Webhook(PAGE_SECRET).verify(
+        body, {k: v for k, v in request.headers.items() if k.startswith("webhook-")}
+    )
     document = json.loads(body)
-    assert (document["severity"], document["destination"], document["reason"]) == ("page", "receiver", "credential")
+    assert (document["severity"], document["destination"], document["reason"]) == (
+        "page",
+        "receiver",
+        "credential",
+    )
     assert document["handoffs_waiting"] == 1 and "onboarding:7:42:1" not in body
     [message] = mail.outbox
-    assert message.subject.startswith("[handoff] PAGE: destination receiver credentials refused since ")
+    assert message.subject.startswith(
+        "[handoff] PAGE: destination receiver credentials refused since "
+    )
     assert message.to == ["oncall@example.com"]
 
 
@@ -88,7 +105,9 @@ def test_each_workspace_gets_its_own_message_and_no_other_workspaces_keys(world,
     w7_operator = world["olga"]
     w7_operator.email = "olga@example.com"
     w7_operator.save()
-    w8_operator = make_user("oscar", workspace=world["w8"], roles=(Role.OPERATOR,), email="oscar@example.com")
+    w8_operator = make_user(
+        "oscar", workspace=world["w8"], roles=(Role.OPERATOR,), email="oscar@example.com"
+    )
     assert Membership.objects.filter(user=w8_operator).exists()
     rejected(42, workspace_id=7)
     rejected(43, workspace_id=8)

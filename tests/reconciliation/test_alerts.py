@@ -33,7 +33,10 @@ def _recipients(settings):
 
 def rejected(number: int, **kw) -> Handoff:
     handoff = record(number, payload=REJECTED, **kw)
-    assert handoff_deliver(handoff_id=handoff.pk, destination=InProcessDestination()) == "needs_attention"
+    assert (
+        handoff_deliver(handoff_id=handoff.pk, destination=InProcessDestination())
+        == "needs_attention"
+    )
     return Handoff.objects.get(pk=handoff.pk)
 
 
@@ -51,15 +54,21 @@ def test_needs_attention_alert_names_what_on_call_needs(world):
     assert "Workflow:              onboarding" in body
     assert "Failure class:         permanent (payload_invalid)" in body
     assert "Affected record:       request 42 revision 1, workspace 7" in body
-    assert "Last successful step:  sent: attempt 1 reached the receiver" in body and "HTTP 422" in body
-    assert "Safest next action:    The receiver rejected the content: correct it. Sending the same payload" in body
+    assert (
+        "Last successful step:  sent: attempt 1 reached the receiver" in body and "HTTP 422" in body
+    )
+    assert (
+        "Safest next action:    The receiver rejected the content: correct it. Sending the same payload"
+        in body
+    )
     assert f"Open:                  https://console.example/handoffs/{handoff.pk}/" in body
 
 
 def test_alert_text_is_redacted(world):
     handoff = rejected(42)
     Handoff.objects.filter(pk=handoff.pk).update(
-        last_error="receiver said: contact jane.doe@client.example, Authorization: Bearer abc.def.ghi")
+        last_error="receiver said: contact jane.doe@client.example, Authorization: Bearer abc.def.ghi"
+    )
     alerts_send_due()
     body = mail.outbox[0].body
     assert "jane.doe@client.example" not in body and "abc.def.ghi" not in body
@@ -92,14 +101,20 @@ def test_more_handoffs_than_a_message_holds_are_summarised_with_a_link(world, se
     alerts_send_due()
     body = mail.outbox[0].body
     assert body.count("Instance:") == 2
-    assert "... and 1 more: https://console.example/handoffs/?state=needs_attention&failure_class=permanent" in body
+    assert (
+        "... and 1 more: https://console.example/handoffs/?state=needs_attention&failure_class=permanent"
+        in body
+    )
 
 
 def test_failing_again_after_a_retry_is_a_new_episode(world):
     handoff = rejected(42)
     alerts_send_due()
     handoff_retry(handoff_id=handoff.pk, actor=world["olga"])
-    assert handoff_deliver(handoff_id=handoff.pk, destination=InProcessDestination()) == "needs_attention"
+    assert (
+        handoff_deliver(handoff_id=handoff.pk, destination=InProcessDestination())
+        == "needs_attention"
+    )
     result = alerts_send_due()
     assert result.recorded["needs_attention"] == 1
     assert len(mail.outbox) == 2
@@ -111,7 +126,9 @@ def test_sla_breach_is_alerted_once(world):
     Handoff.objects.filter(pk=handoff.pk).update(sla_due_at=timezone.now() - timedelta(minutes=1))
     result = alerts_send_due()
     assert result.recorded["sla_breach"] == 1
-    assert mail.outbox[-1].subject == "[handoff] SLA breached for 1 handoff(s): onboarding, permanent"
+    assert (
+        mail.outbox[-1].subject == "[handoff] SLA breached for 1 handoff(s): onboarding, permanent"
+    )
     alerts_send_due()
     assert len(mail.outbox) == 2
 
@@ -160,7 +177,9 @@ def test_webhook_is_signed_in_the_standard_webhooks_format(world, settings):
     assert result.webhooks_sent == 1
     [request] = received
     body = request.content.decode()
-    Webhook(WEBHOOK_SECRET).verify(body, {k: v for k, v in request.headers.items() if k.startswith("webhook-")})
+    Webhook(WEBHOOK_SECRET).verify(
+        body, {k: v for k, v in request.headers.items() if k.startswith("webhook-")}
+    )
     document = json.loads(body)
     assert document["type"] == "handoff.alert.needs_attention"
     assert document["items"][0]["instance"] == "onboarding:7:42:1"

@@ -28,13 +28,18 @@ class CountingDestination(InProcessDestination):
 
 
 def source_page_queries(captured) -> list[str]:
-    return [q["sql"] for q in captured.captured_queries
-            if 'FROM "outbox_handoff" WHERE "outbox_handoff"."action_key" >' in q["sql"]]
+    return [
+        q["sql"]
+        for q in captured.captured_queries
+        if 'FROM "outbox_handoff" WHERE "outbox_handoff"."action_key" >' in q["sql"]
+    ]
 
 
 def test_many_handoffs_are_merged_in_pages_of_the_batch_size():
     n, batch = 2_500, 100
-    bulk_matching_sqlite(n) if connections["default"].vendor != "postgresql" else bulk_matching_postgres(n)
+    bulk_matching_sqlite(n) if connections[
+        "default"
+    ].vendor != "postgresql" else bulk_matching_postgres(n)
     destination = CountingDestination()
     with CaptureQueriesContext(connections["default"]) as captured:
         run = reconciliation_run(destination=destination, batch_size=batch)
@@ -58,7 +63,9 @@ def test_a_problem_on_a_page_boundary_is_found():
     from delivery.models import ReceiverTask
 
     n, batch = 300, 100
-    bulk_matching_sqlite(n) if connections["default"].vendor != "postgresql" else bulk_matching_postgres(n)
+    bulk_matching_sqlite(n) if connections[
+        "default"
+    ].vendor != "postgresql" else bulk_matching_postgres(n)
     ReceiverTask.objects.using("delivery").filter(action_key__in=[key(99), key(100)]).delete()
     run = reconciliation_run(destination=CountingDestination(), batch_size=batch)
     assert run.findings_by_kind == {"missing_at_receiver": 2}
@@ -68,7 +75,9 @@ def test_a_problem_on_a_page_boundary_is_found():
 
 @pytest.mark.postgres
 def test_100000_handoffs_reconcile_in_bounded_memory_on_postgres():
-    assert connections["default"].vendor == "postgresql", "this test needs PostgreSQL (run with DATABASE_URL)"
+    assert connections["default"].vendor == "postgresql", (
+        "this test needs PostgreSQL (run with DATABASE_URL)"
+    )
     n, batch = 100_000, 1_000
     bulk_matching_postgres(n)
     destination = CountingDestination()
@@ -91,7 +100,9 @@ def test_100000_handoffs_reconcile_in_bounded_memory_on_postgres():
 
 def test_a_receiver_that_caps_the_page_size_is_still_listed_to_the_end():
     n = 250
-    bulk_matching_sqlite(n) if connections["default"].vendor != "postgresql" else bulk_matching_postgres(n)
+    bulk_matching_sqlite(n) if connections[
+        "default"
+    ].vendor != "postgresql" else bulk_matching_postgres(n)
 
     class Capped(CountingDestination):
         def list_keys(self, *, after="", limit=500):

@@ -33,8 +33,13 @@ def only_finding(run, kind):
 
 
 def test_clean_state_gives_no_findings(world):
-    handoff = request_approve(workspace_id=7, number=42, revision=1, actor=world["alice"],
-                              payload_hash=world["request"].payload_hash)
+    handoff = request_approve(
+        workspace_id=7,
+        number=42,
+        revision=1,
+        actor=world["alice"],
+        payload_hash=world["request"].payload_hash,
+    )
     deliver(handoff)
     deliver(record(43))
     record(44)  # pending, just recorded: not stuck, not at the receiver yet
@@ -82,7 +87,8 @@ def test_receiver_payload_altered_is_payload_mismatch(world):
     handoff = deliver(record(42))
     other = {**ONBOARDING_PAYLOAD, "plan": "enterprise"}
     ReceiverTask.objects.using("delivery").filter(action_key=handoff.action_key).update(
-        payload=other, payload_hash=receiver_hash(other))
+        payload=other, payload_hash=receiver_hash(other)
+    )
     finding = only_finding(reconciliation_run(), K.PAYLOAD_MISMATCH)
     assert finding.source_evidence["payload_hash"] == handoff.payload_hash
     assert finding.receiver_evidence["payload_hash"] == receiver_hash(other)
@@ -93,7 +99,9 @@ def test_receiver_payload_altered_is_payload_mismatch(world):
 def test_receiver_task_id_differs_from_stored_destination_id(world):
     handoff = deliver(record(42))
     new_id = uuid.uuid4()
-    ReceiverTask.objects.using("delivery").filter(action_key=handoff.action_key).update(task_id=new_id)
+    ReceiverTask.objects.using("delivery").filter(action_key=handoff.action_key).update(
+        task_id=new_id
+    )
     finding = only_finding(reconciliation_run(), K.DESTINATION_MISMATCH)
     assert finding.source_evidence["destination_id"] == handoff.destination_id
     assert finding.receiver_evidence["task_id"] == str(new_id)
@@ -103,8 +111,12 @@ def test_receiver_task_id_differs_from_stored_destination_id(world):
 def test_pending_handoff_due_long_ago_is_stuck(world, settings):
     settings.HANDOFF_STUCK_MINUTES = 15
     stuck, fresh = record(42), record(43)
-    Handoff.objects.filter(pk=stuck.pk).update(next_attempt_at=timezone.now() - timedelta(minutes=16))
-    Handoff.objects.filter(pk=fresh.pk).update(next_attempt_at=timezone.now() - timedelta(minutes=14))
+    Handoff.objects.filter(pk=stuck.pk).update(
+        next_attempt_at=timezone.now() - timedelta(minutes=16)
+    )
+    Handoff.objects.filter(pk=fresh.pk).update(
+        next_attempt_at=timezone.now() - timedelta(minutes=14)
+    )
     finding = only_finding(reconciliation_run(), K.STUCK)
     assert finding.action_key == stuck.action_key
     assert "without being claimed" in finding.source_evidence["why"]
@@ -115,7 +127,9 @@ def test_uncertain_handoff_left_unsettled_is_stuck(world):
     handoff = record(42)
     handoff_state = Handoff.objects.filter(pk=handoff.pk)
     # A lost acknowledgement, never settled: the receiver has the task, the source does not know.
-    handoff_deliver(handoff_id=handoff.pk, destination=InProcessDestination(lose_ack_for={handoff.action_key}))
+    handoff_deliver(
+        handoff_id=handoff.pk, destination=InProcessDestination(lose_ack_for={handoff.action_key})
+    )
     assert handoff_state.get().state == HandoffState.UNCERTAIN
     handoff_state.update(updated_at=timezone.now() - timedelta(hours=1))
     finding = only_finding(reconciliation_run(), K.STUCK)
@@ -126,7 +140,10 @@ def test_uncertain_handoff_left_unsettled_is_stuck(world):
 
 def test_needs_attention_past_its_sla_is_stuck(world):
     handoff = record(42, payload={"client_name": " "})  # the receiver rejects it: permanent failure
-    assert handoff_deliver(handoff_id=handoff.pk, destination=InProcessDestination()) == "needs_attention"
+    assert (
+        handoff_deliver(handoff_id=handoff.pk, destination=InProcessDestination())
+        == "needs_attention"
+    )
     Handoff.objects.filter(pk=handoff.pk).update(sla_due_at=timezone.now() - timedelta(minutes=1))
     finding = only_finding(reconciliation_run(), K.STUCK)
     assert "past its SLA" in finding.source_evidence["why"]
@@ -147,7 +164,11 @@ def test_listing_read_before_a_delivery_does_not_report_a_false_missing(world):
 
     class StaleListing(InProcessDestination):
         def list_keys(self, *, after="", limit=500):
-            return [t for t in super().list_keys(after=after, limit=limit) if t.action_key != handoff.action_key]
+            return [
+                t
+                for t in super().list_keys(after=after, limit=limit)
+                if t.action_key != handoff.action_key
+            ]
 
     run = reconciliation_run(destination=StaleListing())
     assert run.findings_by_kind == {}
@@ -171,14 +192,22 @@ def test_receiver_listing_out_of_key_order_fails_the_run(world):
 def test_finding_stays_acknowledged_across_runs_and_is_resolved_when_repaired(world):
     handoff = deliver(record(42))
     task = ReceiverTask.objects.using("delivery").get(action_key=handoff.action_key)
-    task_values = {"task_id": task.task_id, "payload": task.payload, "payload_hash": task.payload_hash}
+    task_values = {
+        "task_id": task.task_id,
+        "payload": task.payload,
+        "payload_hash": task.payload_hash,
+    }
     task.delete()
     first = reconciliation_run()
     finding = Finding.objects.get()
     finding_acknowledge(finding_id=finding.pk, actor=world["olga"], note="asked the receiving team")
     second = reconciliation_run()
     finding.refresh_from_db()
-    assert (finding.status, finding.first_run_id, finding.last_run_id) == ("acknowledged", first.pk, second.pk)
+    assert (finding.status, finding.first_run_id, finding.last_run_id) == (
+        "acknowledged",
+        first.pk,
+        second.pk,
+    )
     assert second.new_findings == 0
     ReceiverTask.objects.using("delivery").create(action_key=handoff.action_key, **task_values)
     third = reconciliation_run()
@@ -192,12 +221,18 @@ def test_acknowledging_a_finding_writes_the_event(world):
     task_create_idempotent(action_key="onboarding:7:99:1", payload=dict(ONBOARDING_PAYLOAD))
     reconciliation_run()
     finding = Finding.objects.get()
-    finding_acknowledge(finding_id=finding.pk, actor=world["olga"], note="checking with the receiver")
+    finding_acknowledge(
+        finding_id=finding.pk, actor=world["olga"], note="checking with the receiver"
+    )
     finding.refresh_from_db()
     assert finding.status == "acknowledged" and finding.acknowledged_by == world["olga"]
     event = finding.events.get(action="acknowledged")
     assert (event.actor, event.from_status, event.to_status, event.note) == (
-        world["olga"], "open", "acknowledged", "checking with the receiver")
+        world["olga"],
+        "open",
+        "acknowledged",
+        "checking with the receiver",
+    )
     with pytest.raises(InvalidFindingTransition):
         finding_acknowledge(finding_id=finding.pk, actor=world["olga"])
 
@@ -208,10 +243,15 @@ def test_resolving_a_finding_needs_a_note_and_records_who(world):
     finding = Finding.objects.get()
     with pytest.raises(NoteRequired):
         finding_resolve(finding_id=finding.pk, actor=world["olga"], note=" ")
-    finding_resolve(finding_id=finding.pk, actor=world["olga"], note="receiver closed the test task")
+    finding_resolve(
+        finding_id=finding.pk, actor=world["olga"], note="receiver closed the test task"
+    )
     finding.refresh_from_db()
     assert (finding.status, finding.resolved_by, finding.note) == (
-        "resolved", world["olga"], "receiver closed the test task")
+        "resolved",
+        world["olga"],
+        "receiver closed the test task",
+    )
     assert finding.events.filter(action="resolved", actor=world["olga"]).count() == 1
     # Still there at the next run: a new finding, not the resolved one reopened.
     reconciliation_run()

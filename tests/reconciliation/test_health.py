@@ -22,8 +22,14 @@ def test_figures_match_hand_computed_values(health_world):
     assert figures["oldest_in_flight_seconds"] == pytest.approx(5 * 60, abs=5)
     # 10 handoffs of workflow onboarding, rule version onboarding-v1; 4 ever needed attention.
     assert summary["failure_rates"] == [
-        {"workflow": "onboarding", "rule_version": "onboarding-v1", "total": 10, "failed": 4, "rate": 0.4,
-         "link": "/handoffs/?state=needs_attention&q=onboarding%3A"},
+        {
+            "workflow": "onboarding",
+            "rule_version": "onboarding-v1",
+            "total": 10,
+            "failed": 4,
+            "rate": 0.4,
+            "link": "/handoffs/?state=needs_attention&q=onboarding%3A",
+        },
     ]
     kinds = {f["kind"]: f["value"] for f in summary["findings"]}
     assert kinds["missing_at_receiver"] == 1
@@ -35,19 +41,30 @@ def test_every_figure_links_to_the_filtered_list_behind_it(health_world):
     assert figures["completed"]["link"] == "/handoffs/?state=delivered&workspace=7"
     assert figures["pending"]["link"] == "/handoffs/?state=pending&workspace=7"
     assert figures["uncertain"]["link"] == "/handoffs/?state=uncertain&workspace=7"
-    assert figures["retry_exhausted"]["link"] == "/handoffs/?reason_code=retries_exhausted&workspace=7"
+    assert (
+        figures["retry_exhausted"]["link"] == "/handoffs/?reason_code=retries_exhausted&workspace=7"
+    )
     assert figures["duplicate_preventions"]["link"] == "/health/duplicates/?workspace=7"
     assert figures["manual_interventions"]["link"] == "/health/interventions/?workspace=7"
     assert figures["outcome_validation_failures"]["link"] == (
-        "/reconciliation/findings/?outcome_validation=1&workspace=7")
+        "/reconciliation/findings/?outcome_validation=1&workspace=7"
+    )
 
 
 def test_other_workspaces_do_not_count(health_world):
-    both = {n: f["value"] for n, f in health_summary([7, 8], now=health_world["now"])["figures"].items()}
+    both = {
+        n: f["value"] for n, f in health_summary([7, 8], now=health_world["now"])["figures"].items()
+    }
     assert both["completed"] == HEALTH_7["completed"] + 1
     assert both["retry_exhausted"] == HEALTH_7["retry_exhausted"] + 1
-    only_8 = {n: f["value"] for n, f in health_summary([8], now=health_world["now"])["figures"].items()}
-    assert (only_8["completed"], only_8["needs_attention"], only_8["duplicate_preventions"]) == (1, 1, 0)
+    only_8 = {
+        n: f["value"] for n, f in health_summary([8], now=health_world["now"])["figures"].items()
+    }
+    assert (only_8["completed"], only_8["needs_attention"], only_8["duplicate_preventions"]) == (
+        1,
+        1,
+        0,
+    )
 
 
 def test_deliveries_and_failures_per_hour_over_24_hours(health_world):
@@ -57,7 +74,9 @@ def test_deliveries_and_failures_per_hour_over_24_hours(health_world):
     # failed attempt, stamped a moment later, fell into the next hour whenever the build straddled the hour.
     Handoff.objects.filter(pk=handoffs["delivered"].pk).update(delivered_at=now)
     Attempt.objects.filter(handoff=handoffs["rejected"]).update(started_at=now)
-    Handoff.objects.filter(pk=handoffs["duplicate"].pk).update(delivered_at=now - timedelta(hours=3))
+    Handoff.objects.filter(pk=handoffs["duplicate"].pk).update(
+        delivered_at=now - timedelta(hours=3)
+    )
     series = health_summary([7], now=now)["series"]
     assert len(series) == 24
     assert [p["delivered"] for p in series][-1] == 1 and series[-4]["delivered"] == 1
@@ -74,7 +93,9 @@ def test_dashboard_page_shows_the_figures_with_links(client, health_world):
     response = client.get(reverse("reconciliation:health"))
     assert response.status_code == 200
     html = response.content.decode()
-    assert '<div class="figure" id="fig-completed"><a href="/handoffs/?state=delivered">2</a>' in html
+    assert (
+        '<div class="figure" id="fig-completed"><a href="/handoffs/?state=delivered">2</a>' in html
+    )
     assert '<a href="/handoffs/?reason_code=retries_exhausted">1</a>' in html
     assert "3 min" in html  # median time to acknowledgement
     assert "5 min" in html  # worst
@@ -97,8 +118,9 @@ def test_drilldowns_list_the_rows_behind_the_numbers(client, health_world):
     assert "onboarding:7:2:1" in html and "onboarding:8:" not in html
 
 
-def test_dashboard_and_findings_pages_run_a_fixed_number_of_queries(client, health_world,
-                                                                    django_assert_max_num_queries):
+def test_dashboard_and_findings_pages_run_a_fixed_number_of_queries(
+    client, health_world, django_assert_max_num_queries
+):
     client.force_login(health_world["olga"])
     # 19: the paused destinations are one more query, whatever the number of rows; the nav's roles another.
     # 21: the destinations' limits and holds, and their slots in use, are two more, whatever their number.

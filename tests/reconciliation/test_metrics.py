@@ -40,35 +40,93 @@ def test_metrics_need_the_bearer_token(client, settings):
 
 def test_metric_values_equal_the_database(client, health_world):
     samples = scrape(client)
-    by_state = Handoff.objects.values_list("workflow", "workspace_id", "state").annotate(n=Count("id"))
+    by_state = Handoff.objects.values_list("workflow", "workspace_id", "state").annotate(
+        n=Count("id")
+    )
     for workflow, ws, state, n in by_state:
-        assert samples[("handoff_handoffs", labels(workflow=workflow, workspace=str(ws), state=state))] == n
-    assert samples[("handoff_completed_total", labels(workflow="onboarding", workspace="7"))] == \
-        Handoff.objects.filter(workspace_id=7, state="delivered").count() == 2
-    assert samples[("handoff_needs_attention", labels(workflow="onboarding", workspace="7",
-                                                       failure_class="credential"))] == 1
+        assert (
+            samples[("handoff_handoffs", labels(workflow=workflow, workspace=str(ws), state=state))]
+            == n
+        )
+    assert (
+        samples[("handoff_completed_total", labels(workflow="onboarding", workspace="7"))]
+        == Handoff.objects.filter(workspace_id=7, state="delivered").count()
+        == 2
+    )
+    assert (
+        samples[
+            (
+                "handoff_needs_attention",
+                labels(workflow="onboarding", workspace="7", failure_class="credential"),
+            )
+        ]
+        == 1
+    )
     assert samples[("handoff_retries_exhausted", labels(workflow="onboarding", workspace="8"))] == 1
-    assert samples[("handoff_duplicate_effect_preventions_total", labels(workflow="onboarding", workspace="7"))] == \
-        Attempt.objects.filter(outcome="duplicate", handoff__workspace_id=7).count() == 1
-    assert samples[("handoff_failed_attempts_total", labels(workflow="onboarding", workspace="7",
-                                                            failure_class="permanent"))] == 1
-    assert samples[("handoff_manual_interventions_total", labels(workflow="onboarding", workspace="7"))] == 2
-    assert samples[("handoff_failure_ratio", labels(workflow="onboarding", workspace="7",
-                                                    rule_version="onboarding-v1"))] == pytest.approx(0.4)
-    assert samples[("handoff_time_to_acknowledge_median_seconds", labels(workflow="onboarding", workspace="7"))] \
-        == pytest.approx(180)
-    assert samples[("handoff_time_to_acknowledge_max_seconds", labels(workflow="onboarding", workspace="7"))] \
-        == pytest.approx(300)
-    assert samples[("handoff_oldest_age_seconds", labels(workflow="onboarding", workspace="7", state="pending"))] \
-        == pytest.approx(30 * 60, abs=30)
-    assert samples[("handoff_reconciliation_findings", labels(workflow="onboarding", workspace="7",
-                                                              kind="missing_at_receiver"))] == 1
-    assert samples[("handoff_outcome_validation_failures", labels(workflow="onboarding", workspace="7"))] == \
-        Finding.objects.filter(outcome_validation=True).count() == 1
+    assert (
+        samples[
+            (
+                "handoff_duplicate_effect_preventions_total",
+                labels(workflow="onboarding", workspace="7"),
+            )
+        ]
+        == Attempt.objects.filter(outcome="duplicate", handoff__workspace_id=7).count()
+        == 1
+    )
+    assert (
+        samples[
+            (
+                "handoff_failed_attempts_total",
+                labels(workflow="onboarding", workspace="7", failure_class="permanent"),
+            )
+        ]
+        == 1
+    )
+    assert (
+        samples[
+            ("handoff_manual_interventions_total", labels(workflow="onboarding", workspace="7"))
+        ]
+        == 2
+    )
+    assert samples[
+        (
+            "handoff_failure_ratio",
+            labels(workflow="onboarding", workspace="7", rule_version="onboarding-v1"),
+        )
+    ] == pytest.approx(0.4)
+    assert samples[
+        ("handoff_time_to_acknowledge_median_seconds", labels(workflow="onboarding", workspace="7"))
+    ] == pytest.approx(180)
+    assert samples[
+        ("handoff_time_to_acknowledge_max_seconds", labels(workflow="onboarding", workspace="7"))
+    ] == pytest.approx(300)
+    assert samples[
+        (
+            "handoff_oldest_age_seconds",
+            labels(workflow="onboarding", workspace="7", state="pending"),
+        )
+    ] == pytest.approx(30 * 60, abs=30)
+    assert (
+        samples[
+            (
+                "handoff_reconciliation_findings",
+                labels(workflow="onboarding", workspace="7", kind="missing_at_receiver"),
+            )
+        ]
+        == 1
+    )
+    assert (
+        samples[
+            ("handoff_outcome_validation_failures", labels(workflow="onboarding", workspace="7"))
+        ]
+        == Finding.objects.filter(outcome_validation=True).count()
+        == 1
+    )
     run = health_world["run"]
     assert samples[("handoff_reconciliation_last_run_keys_compared", ())] == run.keys_compared
-    assert samples[("handoff_reconciliation_last_run_timestamp_seconds", labels(status="completed"))] == \
-        pytest.approx(run.finished_at.timestamp())
+    assert samples[
+        ("handoff_reconciliation_last_run_timestamp_seconds", labels(status="completed"))
+    ] == pytest.approx(run.finished_at.timestamp())
 
 
 def test_metrics_run_a_fixed_number_of_queries(client, health_world, django_assert_max_num_queries):
@@ -77,4 +135,8 @@ def test_metrics_run_a_fixed_number_of_queries(client, health_world, django_asse
         response = client.get(reverse("reconciliation:metrics"), **AUTH)
     assert response.status_code == 200
     families = {family.name for family in text_string_to_metric_families(response.content.decode())}
-    assert {"handoff_handoffs", "handoff_needs_attention", "handoff_reconciliation_findings"} <= families
+    assert {
+        "handoff_handoffs",
+        "handoff_needs_attention",
+        "handoff_reconciliation_findings",
+    } <= families

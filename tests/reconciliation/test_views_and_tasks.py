@@ -19,8 +19,10 @@ def orphans(world):
     task_create_idempotent(action_key="onboarding:7:99:1", payload=dict(ONBOARDING_PAYLOAD))
     task_create_idempotent(action_key="onboarding:8:99:1", payload=dict(ONBOARDING_PAYLOAD))
     reconciliation_run()
-    return {key.split(":")[1]: Finding.objects.get(action_key=key)
-            for key in ("onboarding:7:99:1", "onboarding:8:99:1")}
+    return {
+        key.split(":")[1]: Finding.objects.get(action_key=key)
+        for key in ("onboarding:7:99:1", "onboarding:8:99:1")
+    }
 
 
 def test_findings_list_shows_only_the_operators_workspaces(client, world, orphans):
@@ -33,11 +35,17 @@ def test_findings_list_shows_only_the_operators_workspaces(client, world, orphan
 def test_acknowledge_over_htmx_rerenders_the_row_and_writes_the_event(client, world, orphans):
     client.force_login(world["olga"])
     finding = orphans["7"]
-    response = client.post(reverse("reconciliation:finding_acknowledge", args=[finding.pk]),
-                           {"note": "asking the receiver"}, HTTP_HX_REQUEST="true")
+    response = client.post(
+        reverse("reconciliation:finding_acknowledge", args=[finding.pk]),
+        {"note": "asking the receiver"},
+        HTTP_HX_REQUEST="true",
+    )
     assert response.status_code == 200
     html = response.content.decode()
-    assert html.lstrip().startswith(f'<tr id="finding-{finding.pk}">') and "acknowledged by olga" in html
+    assert (
+        html.lstrip().startswith(f'<tr id="finding-{finding.pk}">')
+        and "acknowledged by olga" in html
+    )
     event = FindingEvent.objects.get(finding=finding, action="acknowledged")
     assert (event.actor, event.note) == (world["olga"], "asking the receiver")
 
@@ -51,7 +59,9 @@ def test_finding_of_another_workspace_is_a_404(client, world, orphans):
 
 def test_resolve_without_a_note_is_refused(client, world, orphans):
     client.force_login(world["olga"])
-    response = client.post(reverse("reconciliation:finding_resolve", args=[orphans["7"].pk]), {"note": ""})
+    response = client.post(
+        reverse("reconciliation:finding_resolve", args=[orphans["7"].pk]), {"note": ""}
+    )
     assert response.status_code == 400
     assert Finding.objects.get(pk=orphans["7"].pk).status == "open"
 
@@ -75,5 +85,7 @@ def test_schedule_command_creates_both_schedules_once(capsys):
     call_command("schedule_reconciliation")
     call_command("schedule_reconciliation")
     schedules = dict(Schedule.objects.values_list("name", "func"))
-    assert schedules == {"reconciliation": "reconciliation.tasks.reconcile",
-                         "send-alerts": "reconciliation.tasks.alerts_send_due"}
+    assert schedules == {
+        "reconciliation": "reconciliation.tasks.reconcile",
+        "send-alerts": "reconciliation.tasks.alerts_send_due",
+    }

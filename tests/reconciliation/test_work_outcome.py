@@ -27,7 +27,9 @@ K = FindingKind
 def delivered(number: int, *, workspace_id: int = 7, hours_ago: float = 0, owner=None) -> Handoff:
     handoff = deliver(record(number, workspace_id=workspace_id, owner=owner))
     if hours_ago:
-        Handoff.objects.filter(pk=handoff.pk).update(delivered_at=timezone.now() - timedelta(hours=hours_ago))
+        Handoff.objects.filter(pk=handoff.pk).update(
+            delivered_at=timezone.now() - timedelta(hours=hours_ago)
+        )
     return Handoff.objects.get(pk=handoff.pk)
 
 
@@ -51,7 +53,12 @@ def test_run_records_the_work_status_the_receiver_reports(world):
     report(done, "in_progress", "done")
     report(failed, "failed")
     run = completed(reconciliation_run(batch_size=2))
-    assert [work_status(h) for h in (started, done, failed, untouched)] == ["in_progress", "done", "failed", "open"]
+    assert [work_status(h) for h in (started, done, failed, untouched)] == [
+        "in_progress",
+        "done",
+        "failed",
+        "open",
+    ]
     assert run.work_statuses_recorded == 3
     assert Handoff.objects.get(pk=done.pk).work_checked_at is not None
     assert Handoff.objects.get(pk=done.pk).state == "delivered"
@@ -63,8 +70,11 @@ def test_work_statuses_are_written_one_page_at_a_time(world):
         report(handoff, "done")
     with CaptureQueriesContext(connections["default"]) as queries:
         run = completed(reconciliation_run(batch_size=2))
-    writes = [q["sql"] for q in queries.captured_queries
-              if q["sql"].startswith('UPDATE "outbox_handoff"') and "work_status" in q["sql"]]
+    writes = [
+        q["sql"]
+        for q in queries.captured_queries
+        if q["sql"].startswith('UPDATE "outbox_handoff"') and "work_status" in q["sql"]
+    ]
     assert len(writes) == 3  # pages of 2, 2 and 1 changed statuses: never all of them at once
     assert run.work_statuses_recorded == 5
     assert {work_status(h) for h in handoffs} == {"done"}
@@ -91,7 +101,11 @@ def test_work_open_past_the_deadline_is_a_work_not_done_finding_owned_by_on_call
     handoff = delivered(42, hours_ago=73)
     completed(reconciliation_run())
     finding = Finding.objects.get(kind=K.WORK_NOT_DONE)
-    assert (finding.action_key, finding.handoff_id, finding.workspace_id) == (handoff.action_key, handoff.pk, 7)
+    assert (finding.action_key, finding.handoff_id, finding.workspace_id) == (
+        handoff.action_key,
+        handoff.pk,
+        7,
+    )
     assert finding.owner == world["olga"]  # no handoff owner: the workspace's on-call operator
     assert finding.receiver_evidence["status"] == "open"
     assert "73 h after delivery" in finding.source_evidence["why"]
@@ -130,7 +144,9 @@ def test_work_not_done_finding_closes_when_the_work_is_done(world):
     assert work_outcome(Handoff.objects.get(pk=handoff.pk)).complete
 
 
-def test_failed_work_is_a_work_failed_finding_before_any_deadline_owned_by_the_handoffs_owner(world):
+def test_failed_work_is_a_work_failed_finding_before_any_deadline_owned_by_the_handoffs_owner(
+    world,
+):
     owner = make_user("oscar", workspace=world["w7"], roles=(Role.OPERATOR,))
     handoff = delivered(42, owner=owner)
     report(handoff, "failed")
@@ -156,7 +172,8 @@ def test_reconcile_now_opens_and_closes_the_work_finding_of_its_handoff(world):
 def test_status_of_a_task_with_other_content_is_not_recorded_as_the_handoffs_work(world):
     handoff = delivered(42)
     ReceiverTask.objects.using("delivery").filter(action_key=handoff.action_key).update(
-        payload_hash="0" * 64, status="done")
+        payload_hash="0" * 64, status="done"
+    )
     run = completed(reconciliation_run())
     assert run.findings_by_kind == {K.PAYLOAD_MISMATCH: 1}
     assert work_status(handoff) == "open"
@@ -164,9 +181,15 @@ def test_status_of_a_task_with_other_content_is_not_recorded_as_the_handoffs_wor
 
 def _record_key(action_key: str, *, step: str = "", kind: str = HandoffKind.ACTION) -> Handoff:
     instance = "onboarding:7:42:1"
-    handoff = handoff_record(workflow="onboarding", workspace_id=7, source_ref="request 42 revision 1",
-                             source_id=42, action_key=action_key, payload=dict(ONBOARDING_PAYLOAD),
-                             rule_version="onboarding-v2")
+    handoff = handoff_record(
+        workflow="onboarding",
+        workspace_id=7,
+        source_ref="request 42 revision 1",
+        source_id=42,
+        action_key=action_key,
+        payload=dict(ONBOARDING_PAYLOAD),
+        rule_version="onboarding-v2",
+    )
     Handoff.objects.filter(pk=handoff.pk).update(instance_key=instance, step=step, kind=kind)
     return handoff
 
@@ -174,14 +197,23 @@ def _record_key(action_key: str, *, step: str = "", kind: str = HandoffKind.ACTI
 @pytest.mark.parametrize("workspace_id", [None, 7], ids=["full run", "workspace run"])
 def test_step_and_compensation_keys_are_compared_like_any_other_key(world, workspace_id):
     create = deliver(_record_key("onboarding:7:42:1:create_client", step="create_client"))
-    provision = deliver(_record_key("onboarding:7:42:1:provision_account", step="provision_account"))
-    undo = deliver(_record_key("onboarding:7:42:1:provision_account:compensate", step="provision_account",
-                               kind=HandoffKind.COMPENSATION))
+    provision = deliver(
+        _record_key("onboarding:7:42:1:provision_account", step="provision_account")
+    )
+    undo = deliver(
+        _record_key(
+            "onboarding:7:42:1:provision_account:compensate",
+            step="provision_account",
+            kind=HandoffKind.COMPENSATION,
+        )
+    )
     # Neighbours in key order: the instance key itself and one that sorts between the steps' keys.
     deliver(record(42))
     deliver(record(420))
     ReceiverTask.objects.using("delivery").filter(action_key=provision.action_key).delete()
-    task_create_idempotent(action_key="onboarding:7:42:1:send_welcome_pack", payload=dict(ONBOARDING_PAYLOAD))
+    task_create_idempotent(
+        action_key="onboarding:7:42:1:send_welcome_pack", payload=dict(ONBOARDING_PAYLOAD)
+    )
     report(undo, "failed")
     report(create, "done")
     run = completed(reconciliation_run(batch_size=2, workspace_id=workspace_id))
@@ -199,13 +231,17 @@ def test_step_and_compensation_keys_are_compared_like_any_other_key(world, works
 def test_work_status_is_read_back_over_the_signed_http_api(world, live_server):
     handoff = delivered(42, hours_ago=80)
     report(handoff, "in_progress")
-    destination = HttpDestination(url=f"{live_server.url}/delivery/api", read_timeout=5, connect_timeout=1)
+    destination = HttpDestination(
+        url=f"{live_server.url}/delivery/api", read_timeout=5, connect_timeout=1
+    )
     try:
         run = completed(reconciliation_run(destination=destination))
         assert run.findings_by_kind == {K.WORK_NOT_DONE: 1}
         assert work_status(handoff) == "in_progress"
         report(handoff, "done")
-        check = handoff_reconcile_now(handoff_id=handoff.pk, actor=world["olga"], destination=destination)
+        check = handoff_reconcile_now(
+            handoff_id=handoff.pk, actor=world["olga"], destination=destination
+        )
     finally:
         destination.close()
     assert check.problems == () and work_status(handoff) == "done"

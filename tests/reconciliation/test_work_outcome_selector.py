@@ -21,8 +21,15 @@ def answers(handoff: Handoff) -> list[tuple[str, str]]:
 def test_recorded_handoff_is_approved_with_no_task_and_no_work_yet(world):
     outcome = work_outcome(record(42))
     assert [(a.question, a.value) for a in outcome] == [
-        ("Approved?", "yes"), ("Task created?", "no"), ("Work done?", "no")]
-    assert [a.owner for a in outcome] == ["source application", "receiving application", "people doing the task"]
+        ("Approved?", "yes"),
+        ("Task created?", "no"),
+        ("Work done?", "no"),
+    ]
+    assert [a.owner for a in outcome] == [
+        "source application",
+        "receiving application",
+        "people doing the task",
+    ]
     assert outcome.approved.detail == "request 42 revision 1 approved under onboarding-v1"
     assert not outcome.complete
 
@@ -30,7 +37,11 @@ def test_recorded_handoff_is_approved_with_no_task_and_no_work_yet(world):
 def test_delivered_handoff_has_a_task_whose_work_is_open(world):
     handoff = deliver(record(42))
     outcome = work_outcome(handoff)
-    assert answers(handoff) == [("Approved?", "yes"), ("Task created?", "yes"), ("Work done?", "no")]
+    assert answers(handoff) == [
+        ("Approved?", "yes"),
+        ("Task created?", "yes"),
+        ("Work done?", "no"),
+    ]
     assert outcome.task_created.detail == f"task {handoff.destination_id} (receipt validated)"
     assert handoff.receipt["task_id"] == handoff.destination_id
     assert outcome.work_done.detail == "task open"
@@ -57,9 +68,14 @@ def test_work_reported_failed_is_failed_not_done(world):
 
 
 def test_delivered_handoff_without_a_reported_status_says_not_reported_yet():
-    handoff = HandoffFactory(state=S.DELIVERED, destination_id="t-1", delivered_at=timezone.now(), work_status="")
+    handoff = HandoffFactory(
+        state=S.DELIVERED, destination_id="t-1", delivered_at=timezone.now(), work_status=""
+    )
     outcome = work_outcome(handoff)
-    assert (outcome.work_done.value, outcome.work_done.label) == ("not_reported", "not reported yet")
+    assert (outcome.work_done.value, outcome.work_done.label) == (
+        "not_reported",
+        "not reported yet",
+    )
     assert outcome.task_created.value == "yes"
 
 

@@ -63,7 +63,11 @@ class Case:
     def secret_to_sign_with(self) -> str:
         if self.secret is not None:
             return self.secret
-        return settings.INTAKE_SIGNING_SECRET if self.api == "intake" else settings.RECEIVER_SIGNING_SECRET
+        return (
+            settings.INTAKE_SIGNING_SECRET
+            if self.api == "intake"
+            else settings.RECEIVER_SIGNING_SECRET
+        )
 
 
 def task(payload_json: str = '{"client_name": "Northwind"}', key: str = KEY) -> str:
@@ -71,8 +75,14 @@ def task(payload_json: str = '{"client_name": "Northwind"}', key: str = KEY) -> 
 
 
 def trigger(**fields) -> str:
-    document = {"workflow": "onboarding", "workspace_id": 7, "reference": "crm-1", "revision": 1,
-                "payload": ONBOARDING_PAYLOAD, **fields}
+    document = {
+        "workflow": "onboarding",
+        "workspace_id": 7,
+        "reference": "crm-1",
+        "revision": 1,
+        "payload": ONBOARDING_PAYLOAD,
+        **fields,
+    }
     return json.dumps(document)
 
 
@@ -86,39 +96,79 @@ TOO_LONG_ID = "evt_" + "x" * 300
 # Offsets from the moment of signing, never instants fixed at import: a long run must not age them.
 STALE = timedelta(minutes=-10)
 FUTURE = timedelta(minutes=10)
-ITEMS_OVER_LIMIT = json.dumps({"items": [{"action_key": f"k:{n}", "payload": {"client_name": "n"}}
-                                         for n in range(101)]})
+ITEMS_OVER_LIMIT = json.dumps(
+    {"items": [{"action_key": f"k:{n}", "payload": {"client_name": "n"}} for n in range(101)]}
+)
 
 RECEIVER_CASES = [
     Case("nan", RECEIVER, task(NAN_PAYLOAD), may_write=REPLAY_RECORD),
-    Case("infinity", RECEIVER, task('{"client_name": "N", "n": Infinity}'), may_write=REPLAY_RECORD),
-    Case("minus-infinity", RECEIVER, task('{"client_name": "N", "n": -Infinity}'), may_write=REPLAY_RECORD),
+    Case(
+        "infinity", RECEIVER, task('{"client_name": "N", "n": Infinity}'), may_write=REPLAY_RECORD
+    ),
+    Case(
+        "minus-infinity",
+        RECEIVER,
+        task('{"client_name": "N", "n": -Infinity}'),
+        may_write=REPLAY_RECORD,
+    ),
     Case("1e999", RECEIVER, task('{"client_name": "N", "n": 1e999}'), may_write=REPLAY_RECORD),
     Case("lone-surrogate", RECEIVER, task('{"client_name": "\\ud800"}'), may_write=REPLAY_RECORD),
-    Case("lone-surrogate-key", RECEIVER, task('{"client_name": "N", "\\udfff": 1}'), may_write=REPLAY_RECORD),
+    Case(
+        "lone-surrogate-key",
+        RECEIVER,
+        task('{"client_name": "N", "\\udfff": 1}'),
+        may_write=REPLAY_RECORD,
+    ),
     Case("nul-in-string", RECEIVER, task('{"client_name": "a\\u0000b"}'), may_write=REPLAY_RECORD),
     Case("nul-in-key", RECEIVER, task(key="onboarding:7:\x00:1"), may_write=REPLAY_RECORD),
-    Case("huge-integer-text", RECEIVER, task('{"client_name": "N", "n": ' + "9" * 5000 + "}"),
-         may_write=REPLAY_RECORD),
+    Case(
+        "huge-integer-text",
+        RECEIVER,
+        task('{"client_name": "N", "n": ' + "9" * 5000 + "}"),
+        may_write=REPLAY_RECORD,
+    ),
     Case("nesting-10000", RECEIVER, task(deep(10_000)), status=422, may_write=REPLAY_RECORD),
     Case("nesting-33", RECEIVER, task(deep(33)), status=422, may_write=REPLAY_RECORD),
     Case("not-an-object", RECEIVER, "[1, 2]", may_write=REPLAY_RECORD),
-    Case("duplicate-key-in-payload", RECEIVER, task('{"client_name": "A", "client_name": "B"}'),
-         may_write=REPLAY_RECORD),
+    Case(
+        "duplicate-key-in-payload",
+        RECEIVER,
+        task('{"client_name": "A", "client_name": "B"}'),
+        may_write=REPLAY_RECORD,
+    ),
     Case("malformed", RECEIVER, "{not json", may_write=REPLAY_RECORD),
     Case("empty-body", RECEIVER, "", may_write=REPLAY_RECORD),
-    Case("idempotency-key-mismatch", RECEIVER, task(), headers={"Idempotency-Key": "other"},
-         may_write=REPLAY_RECORD),
+    Case(
+        "idempotency-key-mismatch",
+        RECEIVER,
+        task(),
+        headers={"Idempotency-Key": "other"},
+        may_write=REPLAY_RECORD,
+    ),
     Case("payload-invalid", RECEIVER, task('{"plan": "x"}'), status=422, may_write=REPLAY_RECORD),
     Case("non-utf8", RECEIVER, b'{"action_key": "\xff\xfe", "payload": {}}'),
     Case("chunked-without-length", RECEIVER, task(), without_length=True),
     Case("bad-content-length", RECEIVER, task(), headers={"CONTENT_LENGTH": "ten"}),
     Case("negative-content-length", RECEIVER, task(), headers={"CONTENT_LENGTH": "-1"}),
     Case("text-plain", RECEIVER, task(), status=415, content_type="text/plain"),
-    Case("form-encoded", RECEIVER, "action_key=x", status=415, content_type="application/x-www-form-urlencoded"),
-    Case("latin1-charset", RECEIVER, task(), status=415, content_type="application/json; charset=latin-1"),
+    Case(
+        "form-encoded",
+        RECEIVER,
+        "action_key=x",
+        status=415,
+        content_type="application/x-www-form-urlencoded",
+    ),
+    Case(
+        "latin1-charset",
+        RECEIVER,
+        task(),
+        status=415,
+        content_type="application/json; charset=latin-1",
+    ),
     Case("oversized", RECEIVER, task('{"client_name": "' + "x" * 300_000 + '"}'), status=413),
-    Case("oversized-declared", RECEIVER, task(), status=413, headers={"CONTENT_LENGTH": str(10**12)}),
+    Case(
+        "oversized-declared", RECEIVER, task(), status=413, headers={"CONTENT_LENGTH": str(10**12)}
+    ),
     Case("forged", RECEIVER, task(), status=401, secret=OTHER_SECRET),
     Case("stale", RECEIVER, task(), status=401, signed_at=STALE),
     Case("from-the-future", RECEIVER, task(), status=401, signed_at=FUTURE),
@@ -128,18 +178,39 @@ RECEIVER_CASES = [
     Case("garbled-timestamp", RECEIVER, task(), status=401, headers={"webhook-timestamp": "soon"}),
     Case("batch-not-a-list", BATCH, '{"items": {"a": 1}}', may_write=REPLAY_RECORD),
     Case("batch-too-many", BATCH, ITEMS_OVER_LIMIT, status=413, may_write=REPLAY_RECORD),
-    Case("batch-nesting-10000", BATCH, '{"items": [' + deep(10_000) + "]}", status=422, may_write=REPLAY_RECORD),
+    Case(
+        "batch-nesting-10000",
+        BATCH,
+        '{"items": [' + deep(10_000) + "]}",
+        status=422,
+        may_write=REPLAY_RECORD,
+    ),
     Case("batch-nan", BATCH, '{"items": [' + task(NAN_PAYLOAD) + "]}", may_write=REPLAY_RECORD),
     Case("batch-forged", BATCH, '{"items": []}', status=401, secret=OTHER_SECRET),
     Case("list-after-nul", RECEIVER + "?after=%00", method="GET", may_write=REPLAY_RECORD),
-    Case("list-limit-not-a-number", RECEIVER + "?limit=" + "9" * 5000, method="GET", may_write=REPLAY_RECORD),
-    Case("detail-nul-key", RECEIVER + "/onboarding%00key", status=404, method="GET", may_write=REPLAY_RECORD),
+    Case(
+        "list-limit-not-a-number",
+        RECEIVER + "?limit=" + "9" * 5000,
+        method="GET",
+        may_write=REPLAY_RECORD,
+    ),
+    Case(
+        "detail-nul-key",
+        RECEIVER + "/onboarding%00key",
+        status=404,
+        method="GET",
+        may_write=REPLAY_RECORD,
+    ),
     Case("list-forged", RECEIVER, status=401, method="GET", secret=OTHER_SECRET),
 ]
 
 INTAKE_CASES = [
-    Case("workspace-2^63", INTAKE, trigger(workspace_id=2**63), status=422, may_write=TRIGGER_RECORD),
-    Case("workspace-as-text", INTAKE, trigger(workspace_id="7"), status=422, may_write=TRIGGER_RECORD),
+    Case(
+        "workspace-2^63", INTAKE, trigger(workspace_id=2**63), status=422, may_write=TRIGGER_RECORD
+    ),
+    Case(
+        "workspace-as-text", INTAKE, trigger(workspace_id="7"), status=422, may_write=TRIGGER_RECORD
+    ),
     Case("revision-zero", INTAKE, trigger(revision=0), status=422, may_write=TRIGGER_RECORD),
     Case("revision-1e999", INTAKE, raw_trigger("revision", "1e999")),
     Case("revision-nan", INTAKE, raw_trigger("revision", "NaN")),
@@ -148,11 +219,21 @@ INTAKE_CASES = [
     Case("nul-in-reference", INTAKE, raw_trigger("reference", '"crm\\u0000"')),
     # Which workspace? Python's json keeps the last value, other parsers the first.
     Case("duplicate-workspace", INTAKE, trigger()[:-1] + ', "workspace_id": 8}'),
-    Case("field-nested-600", INTAKE, raw_trigger("payload", '{"client_name": "N", "x": ' + deep(600) + "}"),
-         status=422),
+    Case(
+        "field-nested-600",
+        INTAKE,
+        raw_trigger("payload", '{"client_name": "N", "x": ' + deep(600) + "}"),
+        status=422,
+    ),
     Case("nesting-10000", INTAKE, deep(10_000), status=422),
-    Case("payload-over-size-limit", INTAKE, trigger(payload={**ONBOARDING_PAYLOAD, "notes": "x" * 2000}),
-         status=422, setting=("INTAKE_MAX_PAYLOAD_BYTES", 1000), may_write=TRIGGER_RECORD),
+    Case(
+        "payload-over-size-limit",
+        INTAKE,
+        trigger(payload={**ONBOARDING_PAYLOAD, "notes": "x" * 2000}),
+        status=422,
+        setting=("INTAKE_MAX_PAYLOAD_BYTES", 1000),
+        may_write=TRIGGER_RECORD,
+    ),
     Case("not-an-object", INTAKE, "[1]"),
     Case("malformed", INTAKE, "{not json"),
     Case("non-utf8", INTAKE, b'{"reference": "\xc3\x28"}'),
@@ -163,7 +244,9 @@ INTAKE_CASES = [
     Case("stale", INTAKE, trigger(), status=401, signed_at=STALE),
     Case("replayed", INTAKE, trigger(), status=401, replay=True),
     Case("unsigned", INTAKE, trigger(), status=401, unsigned=True),
-    Case("garbled-signature", INTAKE, trigger(), status=401, headers={"webhook-signature": "v1,%%%"}),
+    Case(
+        "garbled-signature", INTAKE, trigger(), status=401, headers={"webhook-signature": "v1,%%%"}
+    ),
     Case("webhook-id-too-long", INTAKE, trigger(), headers={"webhook-id": TOO_LONG_ID}),
 ]
 
@@ -185,22 +268,29 @@ def signature_headers(case: Case, text: str, now: datetime | None = None) -> dic
     at = (now or datetime.now(tz=UTC)) + (case.signed_at or timedelta(0))
     message_id = case.headers.get("webhook-id", f"msg_{case.api}_{case.name}")
     signature = Webhook(case.secret_to_sign_with()).sign(message_id, at, text)
-    return {"webhook-id": message_id, "webhook-timestamp": str(int(at.timestamp())), "webhook-signature": signature}
+    return {
+        "webhook-id": message_id,
+        "webhook-timestamp": str(int(at.timestamp())),
+        "webhook-signature": signature,
+    }
 
 
 def send(client, case: Case, now: datetime | None = None):
     """Send the case, signed at `now` (default: this instant) shifted by the case's `signed_at`."""
     body = case.body.encode("utf-8", "surrogatepass") if isinstance(case.body, str) else case.body
     text = body.decode("utf-8", "replace")
-    headers = {**signature_headers(case, text, now),
-               **{k: v for k, v in case.headers.items() if not k.isupper()}}
+    headers = {
+        **signature_headers(case, text, now),
+        **{k: v for k, v in case.headers.items() if not k.isupper()},
+    }
     if case.url == RECEIVER and case.method == "POST":
         headers.setdefault("Idempotency-Key", KEY)
     extra = {k: v for k, v in case.headers.items() if k.isupper()}
     if case.without_length:
         extra.update(CONTENT_LENGTH="", HTTP_TRANSFER_ENCODING="chunked")
-    return client.generic(case.method, case.url, data=body, content_type=case.content_type,
-                          headers=headers, **extra)
+    return client.generic(
+        case.method, case.url, data=body, content_type=case.content_type, headers=headers, **extra
+    )
 
 
 def reason_of(body: dict) -> object:
@@ -213,7 +303,9 @@ def world():
 
 
 @pytest.mark.parametrize("case", RECEIVER_CASES + INTAKE_CASES, ids=lambda c: f"{c.api}-{c.name}")
-def test_bad_input_gets_a_4xx_with_a_reason_and_writes_nothing_beyond_the_contract(case, world, client, settings):
+def test_bad_input_gets_a_4xx_with_a_reason_and_writes_nothing_beyond_the_contract(
+    case, world, client, settings
+):
     if case.setting:
         setattr(settings, *case.setting)
     now = datetime.now(tz=UTC)
@@ -231,8 +323,14 @@ def test_bad_input_gets_a_4xx_with_a_reason_and_writes_nothing_beyond_the_contra
     body = response.json()
     assert body.get("error") or body.get("outcome") == "rejected_at_intake", body
     assert reason_of(body), body
-    grown = {table: after[table] - count for table, count in before.items() if after[table] != count}
-    allowed = {f"{alias}.{case.may_write}": 1 for alias in ("default", "delivery")} if case.may_write else {}
+    grown = {
+        table: after[table] - count for table, count in before.items() if after[table] != count
+    }
+    allowed = (
+        {f"{alias}.{case.may_write}": 1 for alias in ("default", "delivery")}
+        if case.may_write
+        else {}
+    )
     assert all(allowed.get(table) == delta for table, delta in grown.items()), grown
 
 
@@ -241,19 +339,30 @@ def test_chunked_body_over_real_http_is_400_not_a_credential_failure(live_server
     def chunks():
         yield task().encode()
 
-    response = httpx.post(f"{live_server.url}{RECEIVER}", content=chunks(),
-                          headers={**signature_headers(Case("c", RECEIVER), task()),
-                                   "Content-Type": "application/json"}, timeout=10)
+    response = httpx.post(
+        f"{live_server.url}{RECEIVER}",
+        content=chunks(),
+        headers={
+            **signature_headers(Case("c", RECEIVER), task()),
+            "Content-Type": "application/json",
+        },
+        timeout=10,
+    )
     assert response.request.headers.get("transfer-encoding") == "chunked"
     assert response.status_code == 400, response.text
     assert response.json()["error"] == "length_required"
 
 
 JSON_VALUES = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False)
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
     | st.text(alphabet=st.sampled_from('ab"\\[]{}:,')),
-    lambda children: st.lists(children, max_size=3)
-    | st.dictionaries(st.text(alphabet=st.sampled_from('k"\\[]{}')), children, max_size=3),
+    lambda children: (
+        st.lists(children, max_size=3)
+        | st.dictionaries(st.text(alphabet=st.sampled_from('k"\\[]{}')), children, max_size=3)
+    ),
     max_leaves=20,
 )
 

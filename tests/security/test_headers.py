@@ -13,8 +13,17 @@ from tests.factories import onboarding_world
 pytestmark = pytest.mark.django_db
 
 ROOT = Path(__file__).resolve().parents[2]
-CONSOLE_PAGES = ["/", "/approvals/", "/approvals/7/42/1/", "/handoffs/", "/approvals/api/triggers/", "/health/",
-                 "/reconciliation/findings/", "/reconciliation/runs/", "/approvals/roles/"]
+CONSOLE_PAGES = [
+    "/",
+    "/approvals/",
+    "/approvals/7/42/1/",
+    "/handoffs/",
+    "/approvals/api/triggers/",
+    "/health/",
+    "/reconciliation/findings/",
+    "/reconciliation/runs/",
+    "/approvals/roles/",
+]
 
 
 @pytest.fixture
@@ -69,34 +78,58 @@ def test_console_pages_have_no_inline_script_or_style(alice_client, url):
 
 
 def production_env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "HANDOFF_", "PYTEST"))}
-    env.update({"DJANGO_SETTINGS_MODULE": "config.settings", "DJANGO_DEBUG": "0",
-                "DJANGO_ALLOWED_HOSTS": "console.example.com", "HANDOFF_VAR_DIR": str(ROOT / "var" / "test")})
+    env = {
+        k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "HANDOFF_", "PYTEST"))
+    }
+    env.update(
+        {
+            "DJANGO_SETTINGS_MODULE": "config.settings",
+            "DJANGO_DEBUG": "0",
+            "DJANGO_ALLOWED_HOSTS": "console.example.com",
+            "HANDOFF_VAR_DIR": str(ROOT / "var" / "test"),
+        }
+    )
     env.update(extra)
     return env
 
 
 def run_manage(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=120)
+    return subprocess.run(
+        [sys.executable, "manage.py", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def test_check_deploy_is_clean_with_production_settings():
     secret = "prod-" + "k3y-" * 15
-    result = run_manage("check", "--deploy", "--fail-level", "WARNING", env=production_env(DJANGO_SECRET_KEY=secret))
+    result = run_manage(
+        "check", "--deploy", "--fail-level", "WARNING", env=production_env(DJANGO_SECRET_KEY=secret)
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "System check identified no issues" in result.stdout
 
 
-PRINT_SECURE = ("import django; django.setup(); from django.conf import settings as s; "
-                "print(s.SESSION_COOKIE_SECURE, s.CSRF_COOKIE_SECURE, s.SECURE_SSL_REDIRECT, "
-                "s.SECURE_HSTS_SECONDS > 0)")
+PRINT_SECURE = (
+    "import django; django.setup(); from django.conf import settings as s; "
+    "print(s.SESSION_COOKIE_SECURE, s.CSRF_COOKIE_SECURE, s.SECURE_SSL_REDIRECT, "
+    "s.SECURE_HSTS_SECONDS > 0)"
+)
 
 
 def test_ephemeral_secrets_do_not_switch_off_secure_settings():
     env = production_env(HANDOFF_ALLOW_EPHEMERAL_SECRETS="1")
-    result = subprocess.run([sys.executable, "-c", PRINT_SECURE], cwd=ROOT, env=env, capture_output=True, text=True,
-                            timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-c", PRINT_SECURE],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 0, result.stderr
     assert result.stdout.split()[-4:] == ["True", "True", "True", "True"]
 

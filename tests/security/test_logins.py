@@ -58,7 +58,9 @@ def test_a_failed_sign_in_is_logged_and_recorded_without_the_password(caplog):
     with caplog.at_level(logging.WARNING, logger="axes"):
         response = sign_in("alice", "wrong-guess-123")
     assert response.status_code == 200
-    assert any("login failure" in r.getMessage() for r in caplog.records if r.name.startswith("axes"))
+    assert any(
+        "login failure" in r.getMessage() for r in caplog.records if r.name.startswith("axes")
+    )
     attempt = AccessAttempt.objects.get(username="alice")
     assert attempt.failures_since_start == 1 and attempt.ip_address == "192.0.2.10"
     assert AccessFailureLog.objects.filter(username="alice").exists()

@@ -39,7 +39,8 @@ ONBOARDING_STEPS = [
     {"name": "send_welcome_pack"},
 ]
 ONBOARDING_THREE_STEPS_SCHEMA = {
-    **ONBOARDING_V1.schema, "required": [name for name in ONBOARDING_V1.schema["required"] if name != "contact_email"],
+    **ONBOARDING_V1.schema,
+    "required": [name for name in ONBOARDING_V1.schema["required"] if name != "contact_email"],
 }
 
 
@@ -47,7 +48,9 @@ class Command(BaseCommand):
     help = "Load the demo: workspace 7 with request 42 revision 1 awaiting approval, workspace 8, demo users."
 
     def add_arguments(self, parser):
-        parser.add_argument("--password", default=None, help="Password for every demo user (default: random).")
+        parser.add_argument(
+            "--password", default=None, help="Password for every demo user (default: random)."
+        )
 
     @transaction.atomic
     def handle(self, *args, password=None, **options):
@@ -58,16 +61,20 @@ class Command(BaseCommand):
             olga = User.objects.filter(username="olga").first()
             if olga is not None:
                 destination_admin_enroll(user=olga)
-            self.stdout.write("demo data already loaded; nothing changed, except that olga is put in the "
-                              f"{DESTINATION_ADMINS_GROUP} group if she was not in it (passwords unchanged; "
-                              "`DJANGO_DEBUG=1 .venv/bin/python manage.py demo_passwords` sets new ones)")
+            self.stdout.write(
+                "demo data already loaded; nothing changed, except that olga is put in the "
+                f"{DESTINATION_ADMINS_GROUP} group if she was not in it (passwords unchanged; "
+                "`DJANGO_DEBUG=1 .venv/bin/python manage.py demo_passwords` sets new ones)"
+            )
             return
         password = password or secrets.token_urlsafe(9)
         w7 = Workspace.objects.create(pk=7, name="Client onboarding")
         Workspace.objects.create(pk=8, name="Supplier onboarding")
         users = {}
         for username, memberships in DEMO_USERS.items():
-            user = User.objects.create_user(username=username, password=password, email=f"{username}@example.com")
+            user = User.objects.create_user(
+                username=username, password=password, email=f"{username}@example.com"
+            )
             if username == "support":
                 support_staff_enroll(user=user)
             for workspace_id, role in memberships:
@@ -78,15 +85,32 @@ class Command(BaseCommand):
         w7.on_call = users["olga"]
         w7.save()
         request = Request.objects.create(
-            workflow="onboarding", workspace=w7, number=42, revision=1, payload=REQUEST_42,
-            payload_hash=payload_hash(REQUEST_42), state=RequestState.AWAITING_APPROVAL, requested_by=users["bob"],
+            workflow="onboarding",
+            workspace=w7,
+            number=42,
+            revision=1,
+            payload=REQUEST_42,
+            payload_hash=payload_hash(REQUEST_42),
+            state=RequestState.AWAITING_APPROVAL,
+            requested_by=users["bob"],
         )
-        RequestEvent.objects.create(request=request, to_state=request.state, actor=users["bob"], reason="submitted")
-        rule_version_publish(workflow="onboarding", schema=ONBOARDING_THREE_STEPS_SCHEMA, steps=ONBOARDING_STEPS,
-                             actor=None, notes="demo: three steps; the welcome pack needs a contact e-mail")
+        RequestEvent.objects.create(
+            request=request, to_state=request.state, actor=users["bob"], reason="submitted"
+        )
+        rule_version_publish(
+            workflow="onboarding",
+            schema=ONBOARDING_THREE_STEPS_SCHEMA,
+            steps=ONBOARDING_STEPS,
+            actor=None,
+            notes="demo: three steps; the welcome pack needs a contact e-mail",
+        )
         self.stdout.write(self.style.SUCCESS("Demo data loaded."))
-        self.stdout.write("Users: alice (approver, ws 7), bob (requester, ws 7), olga (operator, ws 7; in the "
-                          f"{DESTINATION_ADMINS_GROUP} group: sets destinations' limits), mallory (approver, ws 8), "
-                          "support (staff: read-only admin, reconcile and assign)")
-        self.stdout.write(f"Password for every demo user: {password} (shown once; "
-                          "`manage.py demo_passwords` sets new ones)")
+        self.stdout.write(
+            "Users: alice (approver, ws 7), bob (requester, ws 7), olga (operator, ws 7; in the "
+            f"{DESTINATION_ADMINS_GROUP} group: sets destinations' limits), mallory (approver, ws 8), "
+            "support (staff: read-only admin, reconcile and assign)"
+        )
+        self.stdout.write(
+            f"Password for every demo user: {password} (shown once; "
+            "`manage.py demo_passwords` sets new ones)"
+        )

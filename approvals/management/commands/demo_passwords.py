@@ -12,7 +12,9 @@ class Command(BaseCommand):
     help = "Give every demo user a new password (random unless --password) and print it; lifts sign-in lockouts."
 
     def add_arguments(self, parser):
-        parser.add_argument("--password", default=None, help="The new password for every demo user.")
+        parser.add_argument(
+            "--password", default=None, help="The new password for every demo user."
+        )
 
     def handle(self, *args, password=None, **options):
         User = get_user_model()

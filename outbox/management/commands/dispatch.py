@@ -10,11 +10,19 @@ class Command(BaseCommand):
     help = "Deliver due handoffs in the foreground (the same loop the workers run)."
 
     def add_arguments(self, parser):
-        parser.add_argument("--once", action="store_true", help="Sweep, drain what is due, print a summary, exit.")
-        parser.add_argument("--worker", default=None, help="Worker name recorded on claims and attempts.")
+        parser.add_argument(
+            "--once", action="store_true", help="Sweep, drain what is due, print a summary, exit."
+        )
+        parser.add_argument(
+            "--worker", default=None, help="Worker name recorded on claims and attempts."
+        )
         parser.add_argument("--idle-sleep", type=float, default=0.5)
-        parser.add_argument("--maintain-every", type=float, default=5.0,
-                            help="Seconds between passes that expire leases and settle uncertain outcomes.")
+        parser.add_argument(
+            "--maintain-every",
+            type=float,
+            default=5.0,
+            help="Seconds between passes that expire leases and settle uncertain outcomes.",
+        )
 
     def handle(self, *args, once=False, worker=None, idle_sleep=0.5, maintain_every=5.0, **options):
         if once:
@@ -28,7 +36,10 @@ class Command(BaseCommand):
         stopping = threading.Event()
         signal.signal(signal.SIGTERM, lambda *_: stopping.set())
         signal.signal(signal.SIGINT, lambda *_: stopping.set())
-        self.stdout.write(f"dispatching as {worker or dispatcher.default_worker_name()}; Ctrl-C to stop")
-        stats = runner.run_forever(worker=worker, idle_sleep=idle_sleep, maintain_every=maintain_every,
-                                   stop=stopping)
+        self.stdout.write(
+            f"dispatching as {worker or dispatcher.default_worker_name()}; Ctrl-C to stop"
+        )
+        stats = runner.run_forever(
+            worker=worker, idle_sleep=idle_sleep, maintain_every=maintain_every, stop=stopping
+        )
         self.stdout.write(f"stopped: claimed={stats.claimed} delivered={stats.delivered}")

@@ -8,6 +8,11 @@ class Command(BaseCommand):
     def handle(self, *args, **options):
         Schedule.objects.update_or_create(
             name="outbox-sweep",
-            defaults={"func": "outbox.tasks.sweep", "schedule_type": Schedule.MINUTES, "minutes": 1, "repeats": -1},
+            defaults={
+                "func": "outbox.tasks.sweep",
+                "schedule_type": Schedule.MINUTES,
+                "minutes": 1,
+                "repeats": -1,
+            },
         )
         self.stdout.write("schedule outbox-sweep: every minute")

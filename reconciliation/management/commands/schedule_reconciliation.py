@@ -8,11 +8,24 @@ class Command(BaseCommand):
 
     def handle(self, *args, **options):
         for name, func, minutes in (
-            ("reconciliation", "reconciliation.tasks.reconcile", settings.RECONCILIATION_EVERY_MINUTES),
-            ("send-alerts", "reconciliation.tasks.alerts_send_due", settings.ALERT_SEND_EVERY_MINUTES),
+            (
+                "reconciliation",
+                "reconciliation.tasks.reconcile",
+                settings.RECONCILIATION_EVERY_MINUTES,
+            ),
+            (
+                "send-alerts",
+                "reconciliation.tasks.alerts_send_due",
+                settings.ALERT_SEND_EVERY_MINUTES,
+            ),
         ):
             Schedule.objects.update_or_create(
                 name=name,
-                defaults={"func": func, "schedule_type": Schedule.MINUTES, "minutes": minutes, "repeats": -1},
+                defaults={
+                    "func": func,
+                    "schedule_type": Schedule.MINUTES,
+                    "minutes": minutes,
+                    "repeats": -1,
+                },
             )
             self.stdout.write(f"schedule {name}: every {minutes} minute(s)")

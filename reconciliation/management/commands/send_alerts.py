@@ -9,5 +9,7 @@ class Command(BaseCommand):
     def handle(self, *args, **options):
         result = alerts_send_due()
         recorded = ", ".join(f"{kind} {n}" for kind, n in result.recorded.items())
-        self.stdout.write(f"new episodes: {recorded}; messages sent {result.messages_sent}, "
-                          f"webhooks {result.webhooks_sent}, groups not delivered {result.failed}")
+        self.stdout.write(
+            f"new episodes: {recorded}; messages sent {result.messages_sent}, "
+            f"webhooks {result.webhooks_sent}, groups not delivered {result.failed}"
+        )
