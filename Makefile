@@ -24,6 +24,7 @@ run: $(STAMP)
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/lint-imports
 
 postgres:
 	@bash scripts/postgres.sh

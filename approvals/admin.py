@@ -22,8 +22,8 @@ from approvals.models import (
     Workspace,
     WorkspaceWorkflow,
 )
-from approvals.querystring import id_or_none
 from approvals.rules import publish_problems
+from lib.querystring import id_or_none
 from outbox.redaction import redact
 
 

@@ -411,7 +411,7 @@ def triggers_visible_to(
 ) -> tuple[list[TriggerRecord], bool]:
     """Triggers of the user's workspaces, newest first, one keyset page at a time (and whether more follow)."""
     from approvals.selectors import workspace_ids_for
-    from outbox.selectors import keyset_page
+    from lib.paging import keyset_page
 
     rows = TriggerRecord.objects.filter(workspace_ref__in=workspace_ids_for(user)).select_related(
         "request"

@@ -7,10 +7,10 @@ from django.views.decorators.http import require_GET
 
 from approvals import intake
 from approvals.models import TriggerOutcome
-from approvals.querystring import BadQueryValue, keyset_cursor, parse_keyset_cursor
 from approvals.rules import known_workflows
 from approvals.selectors import workspaces_for
-from config.htmx import HtmxHttpRequest
+from lib.htmx import HtmxHttpRequest
+from lib.querystring import BadQueryValue, keyset_cursor, parse_keyset_cursor
 from outbox.redaction import redact
 
 PAGE_SIZE = 50

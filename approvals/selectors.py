@@ -3,7 +3,7 @@
 from django.db.models import QuerySet
 
 from approvals.models import Membership, Request, RequestState, Role, Workspace
-from approvals.querystring import id_or_none
+from lib.querystring import id_or_none
 
 
 def workspace_ids_for(user, role: str | None = None) -> list[int]:

@@ -17,11 +17,12 @@ from approvals import selectors, services
 from approvals.errors import ApprovalDenied, ApprovalsError, InvalidPayload, StaleRevision
 from approvals.forms import RequestForm
 from approvals.models import Request, RequestState, Role
-from approvals.querystring import BadQueryValue, parse_id, parse_keyset_cursor
 from approvals.rules import rules_for
+from lib.paging import keyset_page
+from lib.querystring import BadQueryValue, parse_id, parse_keyset_cursor
 from outbox.errors import OutboxError
 from outbox.redaction import redact
-from outbox.selectors import handoffs_in, instance_handoffs, instance_status, keyset_page
+from outbox.selectors import handoffs_in, instance_handoffs, instance_status
 from reconciliation.selectors import needing_person
 
 PAGE_SIZE = 50

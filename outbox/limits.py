@@ -31,7 +31,7 @@ from django.db import connections, transaction
 from django.db.models import BooleanField, ExpressionWrapper, Q
 from django.db.models.functions import Coalesce, Greatest
 
-from approvals.querystring import whole_number
+from lib.querystring import whole_number
 from outbox.breaker import destination_health_get_or_create
 from outbox.clock import db_now, db_now_plus
 from outbox.destinations import Destination, LookupFailed, RemoteTask

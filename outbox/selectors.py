@@ -33,35 +33,6 @@ def handoff_visible(workspace_ids: Iterable[int], pk: int) -> Handoff | None:
     return handoffs_in(workspace_ids).filter(pk=pk).first()
 
 
-def keyset_page(
-    queryset: QuerySet,
-    *,
-    after: tuple | None,
-    size: int,
-    newest_first: bool = True,
-    field: str = "created_at",
-) -> tuple[list, bool]:
-    """One page ordered on (`field`, id), starting after the (`field`, id) cursor. The one keyset pager of
-    the console's lists; its cursors are written by `approvals.querystring.keyset_cursor`.
-
-    Returns the rows and whether another page follows. Fetches one row more than it shows and
-    never counts the whole set.
-    """
-    from django.db.models import Q
-
-    direction, strict, bound = ("-", "lt", "lte") if newest_first else ("", "gt", "gte")
-    queryset = queryset.order_by(f"{direction}{field}", f"{direction}id")
-    if after is not None:
-        # The plain bound lets the (workspace, field, id) index start at the cursor; the OR alone would
-        # make PostgreSQL scan and filter every row before it.
-        queryset = queryset.filter(
-            Q(**{f"{field}__{bound}": after[0]}),
-            Q(**{f"{field}__{strict}": after[0]}) | Q(**{f"id__{strict}": after[1]}),
-        )
-    rows = list(queryset[: size + 1])
-    return rows[:size], len(rows) > size
-
-
 def open_counts_by_workspace(workspace_ids: Iterable[int]) -> dict[int, int]:
     """Handoffs that need a person, per workspace: the one rule, which counts open findings too. Shown on every
     page, so each count stops past `COUNT_CAP` (`bounded_count` shows "999+")."""

@@ -20,7 +20,6 @@ from django_htmx.http import push_url
 from approvals import services as approval_services
 from approvals.errors import ApprovalsError, InvalidPayload
 from approvals.models import Role
-from approvals.querystring import BadQueryValue, id_or_none, keyset_cursor, parse_keyset_cursor
 from approvals.selectors import (
     console_nav,
     is_operator_of,
@@ -29,7 +28,9 @@ from approvals.selectors import (
     user_by_id,
     workspace_ids_for,
 )
-from config.htmx import HtmxHttpRequest
+from lib.htmx import HtmxHttpRequest
+from lib.paging import keyset_page
+from lib.querystring import BadQueryValue, id_or_none, keyset_cursor, parse_keyset_cursor
 from outbox import dispatcher, services
 from outbox.destinations import get_destination
 from outbox.errors import (
@@ -51,7 +52,6 @@ from outbox.selectors import (
     handoffs_in,
     instance_handoffs,
     instance_status,
-    keyset_page,
     last_successful_step,
 )
 from outbox.services import BULK_INLINE_LIMIT

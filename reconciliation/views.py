@@ -14,9 +14,9 @@ from django.views.decorators.http import require_GET, require_POST
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 
 from approvals.models import Role
-from approvals.querystring import id_or_none
 from approvals.selectors import workspace_ids_for
-from config.htmx import HtmxHttpRequest
+from lib.htmx import HtmxHttpRequest
+from lib.querystring import id_or_none
 from outbox.limits import SET_LIMITS_PERMISSION, InvalidLimit, destination_set_limits
 from outbox.redaction import redact
 from reconciliation import metrics, selectors, services

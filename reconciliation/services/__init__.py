@@ -21,7 +21,7 @@ from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
 from approvals.models import Request, RequestState, Workspace
-from approvals.querystring import id_or_none
+from lib.querystring import id_or_none
 from outbox.destinations import Destination, LookupFailed, RemoteTask, get_destination
 from outbox.errors import HandoffNotFound
 from outbox.limits import LimitedLookups

@@ -4,7 +4,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from approvals.querystring import MAX_ID, BadQueryValue, parse_id, parse_keyset_cursor
+from lib.querystring import MAX_ID, BadQueryValue, parse_id, parse_keyset_cursor
 
 
 def test_an_empty_id_is_none_and_a_whole_number_in_range_is_that_number():

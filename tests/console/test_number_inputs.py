@@ -76,7 +76,7 @@ def test_a_destination_limit_that_is_not_a_number_is_refused(world, raw):
 
 @pytest.mark.parametrize("raw", NOT_NUMBERS)
 def test_parse_id_refuses_what_int_cannot_read_or_the_database_cannot_hold(raw):
-    from approvals.querystring import BadQueryValue, id_or_none, parse_id
+    from lib.querystring import BadQueryValue, id_or_none, parse_id
 
     with pytest.raises(BadQueryValue):
         parse_id(raw, name="after")

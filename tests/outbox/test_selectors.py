@@ -5,12 +5,12 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from lib.paging import keyset_page
 from outbox.models import Attempt, Handoff, HandoffEvent, HandoffState
 from outbox.selectors import (
     handoff_timeline,
     handoff_visible,
     handoffs_in,
-    keyset_page,
     open_counts_by_workspace,
 )
 from tests.factories import FindingFactory, HandoffFactory, make_workspace
