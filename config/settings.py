@@ -68,6 +68,7 @@ INSTALLED_APPS = [
     "outbox",
     "delivery",
     "reconciliation",
+    "console",
 ]
 
 MIDDLEWARE = [
@@ -101,6 +102,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "console.context_processors.nav",
             ],
         },
     }

@@ -1,7 +1,7 @@
 """The request form's widgets follow the rules' fields: an e-mail address is one line (an e-mail input) even
 though it may be 254 characters long (it was a three-row text area); long free text is a text area."""
 
-from approvals.forms import RequestForm
+from console.forms import RequestForm
 from approvals.rules import BUILT_IN_RULES
 
 

@@ -98,7 +98,7 @@ def test_triggers_screen_needs_sign_in_and_shows_nothing_without_membership(rece
 
 
 def test_triggers_screen_pages_by_keyset(received, client, monkeypatch):
-    monkeypatch.setattr("approvals.intake_views.PAGE_SIZE", 2)
+    monkeypatch.setattr("console.views.triggers.PAGE_SIZE", 2)
     client.force_login(received["alice"])
     first = client.get("/approvals/api/triggers/").content.decode()
     assert "Older triggers" in first

@@ -203,7 +203,7 @@ def test_needing_person_counts_bounded_stop_past_the_cap_per_workspace(db):
 
 
 def test_a_count_past_the_cap_reads_999_plus():
-    from approvals.templatetags.console_pages import bounded_count
+    from console.templatetags.console_pages import bounded_count
 
     assert selectors.COUNT_CAP == 999
     assert [bounded_count(n) for n in (0, 999, 1000, None)] == [0, 999, "999+", None]

@@ -2,7 +2,8 @@
 
 from django.urls import path
 
-from approvals import api, intake_views
+from approvals import api
+from console.views import triggers as intake_views
 
 app_name = "intake"
 

@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from reconciliation import views
+from console.views import health as views
 
 app_name = "reconciliation"
 

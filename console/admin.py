@@ -8,8 +8,8 @@ from django_q.models import Failure, OrmQ, Schedule, Success
 
 from approvals.admin import ReadOnlyAdmin
 from approvals.selectors import operators_of, user_by_id
+from console.filters import request_number
 from outbox import services
-from outbox.filters import request_number
 from outbox.models import AGE_CHOICES, HANDOFF_AGES, Attempt, Handoff, HandoffEvent
 
 

@@ -15,9 +15,9 @@ from django_htmx.http import push_url
 
 from approvals import selectors, services
 from approvals.errors import ApprovalDenied, ApprovalsError, InvalidPayload, StaleRevision
-from approvals.forms import RequestForm
 from approvals.models import Request, RequestState, Role
 from approvals.rules import rules_for
+from console.forms import RequestForm
 from lib.paging import keyset_page
 from lib.querystring import BadQueryValue, parse_id, parse_keyset_cursor
 from outbox.errors import OutboxError
@@ -38,7 +38,6 @@ def home(request) -> HttpResponse:
         request,
         "approvals/home.html",
         {
-            "nav": selectors.console_nav(request.user),
             "awaiting": selectors.requests_awaiting_decision(request.user)[:10],
             "handoffs": attention,
         },
@@ -67,7 +66,6 @@ def queue(request) -> HttpResponse:
             "requests": rows,
             "next_after": next_after,
             "workspace": workspace or "",
-            "nav": selectors.console_nav(request.user),
         },
     )
 
@@ -82,7 +80,6 @@ def role_changes(request) -> HttpResponse:
         {
             "changes": selectors.role_changes_visible_to(request.user),
             "is_operator": bool(selectors.workspace_ids_for(request.user, Role.OPERATOR)),
-            "nav": selectors.console_nav(request.user),
         },
     )
 
@@ -173,7 +170,7 @@ def detail(request, workspace_id: int, number: int, revision: int) -> HttpRespon
     return render(
         request,
         "approvals/detail.html",
-        {**_detail_context(request, obj), "nav": selectors.console_nav(request.user)},
+        _detail_context(request, obj),
     )
 
 
@@ -288,7 +285,7 @@ def _decision_response(
         return render(
             request,
             "approvals/detail.html",
-            {**context, "nav": selectors.console_nav(request.user)},
+            context,
             status=status,
         )
     level = {"success": messages.SUCCESS, "warning": messages.WARNING}.get(
@@ -299,7 +296,7 @@ def _decision_response(
         return render(
             request,
             "approvals/detail.html",
-            {**_detail_context(request, shown), "nav": selectors.console_nav(request.user)},
+            _detail_context(request, shown),
             status=403,
         )
     return redirect(_detail_url(shown))
@@ -318,7 +315,7 @@ def _requester_workspaces_or_403(request, page: str) -> list[tuple[int, str]]:
 
 
 def _form_context(request, form: RequestForm, **extra) -> dict:
-    return {"form": form, "nav": selectors.console_nav(request.user), **extra}
+    return {"form": form, **extra}
 
 
 @require_http_methods(["GET", "POST"])
@@ -364,7 +361,6 @@ def my_requests(request) -> HttpResponse:
         "approvals/mine.html",
         {
             "requests": selectors.requests_of(request.user),
-            "nav": selectors.console_nav(request.user),
         },
     )
 
@@ -487,6 +483,6 @@ def _refused(request, obj: Request, exc: Exception) -> HttpResponse:
     return render(
         request,
         "approvals/detail.html",
-        {**context, "nav": selectors.console_nav(request.user)},
+        context,
         status=status,
     )

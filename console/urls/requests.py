@@ -1,6 +1,6 @@
 from django.urls import path
 
-from approvals import views
+from console.views import requests as views
 
 app_name = "approvals"
 

@@ -21,13 +21,13 @@ from approvals import services as approval_services
 from approvals.errors import ApprovalsError, InvalidPayload
 from approvals.models import Role
 from approvals.selectors import (
-    console_nav,
     is_operator_of,
     operators_of,
     revision_by_id,
     user_by_id,
     workspace_ids_for,
 )
+from console.filters import HandoffFilter
 from lib.htmx import HtmxHttpRequest
 from lib.paging import keyset_page
 from lib.querystring import BadQueryValue, id_or_none, keyset_cursor, parse_keyset_cursor
@@ -40,7 +40,6 @@ from outbox.errors import (
     OutboxError,
     RiskNotConfirmed,
 )
-from outbox.filters import HandoffFilter
 from outbox.guidance import BULK_ELIGIBLE_STATES, available_actions, next_step, retry_is_risky
 from outbox.models import BulkJob, Handoff, HandoffState
 from outbox.redaction import redact
@@ -137,7 +136,7 @@ def handoff_list(request: HtmxHttpRequest) -> HttpResponse:
             query = urlencode({**data, **after})
             push_url(response, reverse("outbox:list") + (f"?{query}" if query else ""))
         return response
-    return render(request, "outbox/list.html", {**context, "nav": console_nav(request.user)})
+    return render(request, "outbox/list.html", context)
 
 
 @require_POST
@@ -167,9 +166,7 @@ def handoff_bulk(request: HtmxHttpRequest) -> HttpResponse:
     context = {**_list_context(request, data), "bulk": bulk}
     if request.htmx:
         return render(request, "outbox/list.html#results", context, status=status)
-    return render(
-        request, "outbox/list.html", {**context, "nav": console_nav(request.user)}, status=status
-    )
+    return render(request, "outbox/list.html", context, status=status)
 
 
 def _bulk_refusal(
@@ -403,7 +400,7 @@ def handoff_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     return render(
         request,
         "outbox/detail.html",
-        {**_panel_context(request, handoff), "nav": console_nav(request.user)},
+        _panel_context(request, handoff),
     )
 
 
@@ -473,7 +470,7 @@ def _respond(request: HtmxHttpRequest, pk: int, result: dict, *, status: int = 2
         return render(
             request,
             "outbox/detail.html",
-            {**_panel_context(request, handoff), "nav": console_nav(request.user)},
+            _panel_context(request, handoff),
             status=403,
         )
     return redirect("outbox:detail", pk=pk)

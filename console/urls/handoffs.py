@@ -1,6 +1,6 @@
 from django.urls import path
 
-from outbox import views
+from console.views import handoffs as views
 
 app_name = "outbox"
 
