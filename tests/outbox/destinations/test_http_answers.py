@@ -9,7 +9,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from outbox.destinations import HttpDestination, LookupFailed
+from outbox.destinations.base import LookupFailed
+from outbox.destinations.http import HttpDestination
 from outbox.failures import Outgoing
 from outbox.models import FailureClass
 

@@ -15,11 +15,12 @@ import pytest
 
 from delivery import faults
 from delivery.models import ReceiverTask
-from outbox.destinations import HttpDestination, proxy_for
+from outbox.destinations.http import HttpDestination
+from outbox.destinations.http_connections import proxy_for
 from outbox.dispatcher import handoff_deliver
 from outbox.failures import Outgoing
 from outbox.models import FailureClass, HandoffState
-from tests.outbox.test_http_tls import SECRET, untrusted_https_port  # noqa: F401 (a fixture)
+from tests.outbox.destinations.test_http_tls import SECRET, untrusted_https_port  # noqa: F401 (a fixture)
 from tests.processes import free_port
 
 RECEIVER_NAME = "receiver.test"

@@ -1,0 +1,102 @@
+"""What every destination kind offers, and what its answers about keys are.
+
+A destination offers `deliver`, `lookup` and `list_keys`, and declares whether it honours the
+idempotency key and whether it can be asked about a key. Everything else in the product (the
+dispatcher, settlement, reconciliation) works through this interface; each kind's module says how
+its receiver is reached.
+"""
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Protocol
+
+from outbox.failures import DeliveryResult, Outgoing, check_storable
+from outbox.retry import RetryPolicy
+
+
+@dataclass(frozen=True)
+class RemoteTask:
+    action_key: str
+    task_id: str
+    payload_hash: str
+    # The work's state as the receiver reports it (open, in_progress, done, failed); "" when not reported.
+    status: str = ""
+
+
+class LookupFailed(Exception):
+    """The receiver could not be asked (network, credentials): nothing is known."""
+
+
+class BatchRefused(Exception):
+    """The receiver refused a batch call as too large (HTTP 413) before reading it: nothing was created. The
+    destination sends one call per handoff for a while (`batching()` is False); the caller gives the claims back."""
+
+
+def remote_task(item: dict) -> RemoteTask:
+    """A task as the receiver reports it; ValueError when it is more than the outbox row can hold."""
+    task_id, status = item["task_id"], item.get("status") or ""
+    check_storable(task_id, status)
+    return RemoteTask(
+        action_key=item["action_key"],
+        task_id=task_id,
+        payload_hash=item["payload_hash"],
+        status=status,
+    )
+
+
+class Lookups(Protocol):
+    """What settlement and reconciliation ask a receiver: a key's task (with its work status) and the listing
+    of keys, and what the destination's answers are worth (idempotency, whether it can be asked at all). A
+    `Destination` is one; so is `outbox.services.lookup_limits.LimitedLookups`, which asks one under its limits."""
+
+    name: str
+    supports_idempotency: bool
+    supports_lookup: bool
+
+    def lookup(self, action_key: str) -> RemoteTask | None: ...
+
+    def list_keys(self, *, after: str = "", limit: int = 500) -> list[RemoteTask]: ...
+
+    def describe(self) -> str: ...
+
+
+class Destination(ABC):
+    """A receiving system, reached by one kind (a module of this package, registered in `registry.KINDS`)."""
+
+    name = "receiver"
+    supports_idempotency = True
+    supports_lookup = True
+    supports_batch = False
+    retry_policy = RetryPolicy()
+    # The longest one call can take (connect + read timeout): what a lease must outlast.
+    call_seconds = 0.0
+
+    @classmethod
+    @abstractmethod
+    def from_config(cls, config: dict) -> "Destination":
+        """The destination a configuration (settings.HANDOFF_DESTINATION without its `kind`) describes."""
+
+    @abstractmethod
+    def deliver(self, outgoing: Outgoing) -> DeliveryResult: ...
+
+    def deliver_batch(self, outgoings: list[Outgoing]) -> list[DeliveryResult]:
+        """One result per item, in order. Destinations that declare `supports_batch` do it in one call."""
+        return [self.deliver(outgoing) for outgoing in outgoings]
+
+    def batching(self) -> bool:
+        """Whether a claim batch goes in one call now (declared, and not refused as too large lately)."""
+        return self.supports_batch
+
+    @abstractmethod
+    def lookup(self, action_key: str) -> RemoteTask | None:
+        """The receiver's task for the key, None when it has none; LookupFailed when unknown."""
+
+    @abstractmethod
+    def list_keys(self, *, after: str = "", limit: int = 500) -> list[RemoteTask]: ...
+
+    def close(self) -> None:  # noqa: B027 - optional: most kinds hold nothing open
+        pass
+
+    @abstractmethod
+    def describe(self) -> str:
+        """Where handoffs of this destination go, for the people watching them."""

@@ -1,0 +1,215 @@
+"""The HTTP kind: a receiver reached over its signed HTTP API (`POST /tasks`, `POST /tasks/batch`,
+`GET /tasks/<key>`, `GET /tasks?after=`), signed as standard webhooks are, with a pooled client.
+
+Its contract: the action key is the idempotency key (in the body and the `Idempotency-Key` header); a
+receipt proves the outcome only when it names the key and payload sent (`validate_receipt`); a status
+that is not a receipt means what `classify_status` says; a 413 to a batch means nothing was read.
+"""
+
+import time
+from urllib.parse import quote, urlencode
+
+import urllib3
+
+from outbox.destinations.base import (
+    BatchRefused,
+    Destination,
+    LookupFailed,
+    RemoteTask,
+    remote_task,
+)
+from outbox.destinations.http_answers import (
+    CALL_FAILURES,
+    batch_failure,
+    batch_item_results,
+    call_failure,
+    describe_answer,
+    item_result,
+)
+from outbox.destinations.http_connections import (
+    Answer,
+    Direct,
+    Proxied,
+    proxy_for,
+    without_credentials,
+)
+from outbox.failures import DeliveryResult, Outgoing
+from outbox.payloads import canonical_json
+from outbox.retry import RetryPolicy
+from outbox.signing import signed_headers
+
+# How long a destination that refused a batch as too large gets one call per handoff instead.
+BATCH_REFUSED_SECONDS = 600.0
+
+
+class HttpDestination(Destination):
+    """A receiver reached over its signed HTTP API with a pooled client."""
+
+    def __init__(
+        self,
+        *,
+        url: str,
+        name: str = "receiver",
+        connect_timeout: float = 2.0,
+        read_timeout: float = 5.0,
+        supports_idempotency: bool = True,
+        supports_lookup: bool = True,
+        supports_batch: bool = False,
+        retry: dict | None = None,
+        signing_secret: str | None = None,
+        max_connections: int = 8,
+        **_ignored,
+    ):
+        self.base_url = url.rstrip("/")
+        self.name = name
+        self.call_seconds = connect_timeout + read_timeout
+        self.supports_idempotency = supports_idempotency
+        self.supports_lookup = supports_lookup
+        self.supports_batch = supports_batch
+        self.retry_policy = RetryPolicy.from_config(retry)
+        self.signing_secret = signing_secret
+        # One pool of keep-alive connections, shared by the threads that call (urllib3's pools are thread-safe).
+        # A connection the receiver closed while idle is noticed and replaced before a request is written on it.
+        # urllib3 rather than httpx here: the same pooled keep-alive HTTP at about half the client CPU per
+        # call, which on a shared machine is CPU the receiver gets (docs/benchmarks.md).
+        self._pool_options = {
+            "maxsize": max_connections,
+            "block": False,
+            "retries": False,
+            "timeout": urllib3.Timeout(connect=connect_timeout, read=read_timeout),
+        }
+        # An egress proxy named in the environment is honoured (NO_PROXY for receivers reached directly);
+        # read once, when the destination is built. `proxy` is what may be shown: no credentials.
+        self._proxy_url = proxy_for(self.base_url)
+        self.proxy = without_credentials(self._proxy_url) if self._proxy_url else None
+        self._pool = self._connections()
+        self._batch_refused_until = 0.0  # monotonic
+
+    @classmethod
+    def from_config(cls, config: dict) -> "HttpDestination":
+        return cls(**config)
+
+    def describe(self) -> str:
+        return f"{self.name} at {self.base_url}"
+
+    def batching(self) -> bool:
+        return self.supports_batch and time.monotonic() >= self._batch_refused_until
+
+    def _connections(self) -> Direct | Proxied:
+        if self._proxy_url:
+            return Proxied(self.base_url, self._proxy_url, self._pool_options)
+        return Direct(self.base_url, self._pool_options)
+
+    def close(self) -> None:
+        """Close the pooled connections. The destination stays usable: a fresh pool opens connections again."""
+        pool, self._pool = self._pool, self._connections()
+        pool.close()
+
+    def _signed(self, body: str) -> dict[str, str]:
+        return signed_headers(body, secret=self.signing_secret)
+
+    def _request(
+        self, method: str, path: str, body: bytes | None, headers: dict[str, str]
+    ) -> Answer:
+        response = self._pool.urlopen(
+            method,
+            path,
+            body=body,
+            headers=headers,
+            retries=False,
+            redirect=False,
+            preload_content=True,
+        )
+        return Answer(status_code=response.status, headers=response.headers, content=response.data)
+
+    def _post(
+        self, path: str, body: str, extra_headers: dict | None = None
+    ) -> tuple[Answer | None, DeliveryResult | None, int]:
+        """The answer, or the failure that stands for every item sent, and the latency in ms."""
+        headers = {
+            **self._signed(body),
+            "Content-Type": "application/json",
+            **(extra_headers or {}),
+        }
+        started = time.monotonic()
+        try:
+            response = self._request("POST", path, body.encode(), headers)
+        except CALL_FAILURES as exc:
+            return None, call_failure(exc, proxy=self.proxy), _ms_since(started)
+        return response, None, _ms_since(started)
+
+    def deliver(self, outgoing: Outgoing) -> DeliveryResult:
+        body = canonical_json({"action_key": outgoing.action_key, "payload": outgoing.payload})
+        response, failure, latency_ms = self._post(
+            "/tasks", body, {"Idempotency-Key": outgoing.action_key}
+        )
+        if failure is not None:
+            return failure
+        try:
+            parsed = response.json()
+        except ValueError:
+            parsed = None
+        return item_result(
+            response.status_code,
+            parsed,
+            response.headers.get("Retry-After"),
+            outgoing,
+            latency_ms,
+            describe=lambda: describe_answer(response),
+        )
+
+    def deliver_batch(self, outgoings: list[Outgoing]) -> list[DeliveryResult]:
+        if not self.supports_batch or len(outgoings) < 2:
+            return super().deliver_batch(outgoings)
+        body = canonical_json(
+            {"items": [{"action_key": o.action_key, "payload": o.payload} for o in outgoings]}
+        )
+        response, failure, latency_ms = self._post("/tasks/batch", body)
+        if failure is not None:
+            return [failure] * len(outgoings)
+        if response.status_code == 413:
+            # Too many or too large for one call, and nothing read. Single calls from here would be requests the
+            # caller's permit does not cover: the caller gives the claims back, and the next batches go one
+            # call per handoff, each counted against the destination's limits.
+            self._batch_refused_until = time.monotonic() + BATCH_REFUSED_SECONDS
+            raise BatchRefused(describe_answer(response))
+        if response.status_code != 200:
+            return batch_failure(response, len(outgoings), latency_ms)
+        return batch_item_results(response, outgoings, latency_ms)
+
+    def _get(self, path: str, params: dict | None = None) -> Answer:
+        try:
+            response = self._request(
+                "GET", f"{path}?{urlencode(params)}" if params else path, None, self._signed("")
+            )
+        except CALL_FAILURES as exc:
+            raise LookupFailed(f"receiver not reachable: {type(exc).__name__}") from exc
+        if response.status_code in (401, 403):
+            raise LookupFailed(f"receiver refused the credentials (HTTP {response.status_code})")
+        return response
+
+    def lookup(self, action_key: str) -> RemoteTask | None:
+        response = self._get(f"/tasks/{quote(action_key, safe=':')}")
+        if response.status_code == 404:
+            return None
+        if response.status_code != 200:
+            raise LookupFailed(f"lookup answered HTTP {response.status_code}")
+        try:
+            return remote_task(response.json())
+        except (ValueError, KeyError, TypeError) as exc:
+            raise LookupFailed(f"lookup answer is not a valid task: {exc}") from exc
+
+    def list_keys(self, *, after: str = "", limit: int = 500) -> list[RemoteTask]:
+        response = self._get("/tasks", {"after": after, "limit": limit})
+        if response.status_code != 200:
+            raise LookupFailed(f"key listing answered HTTP {response.status_code}")
+        try:
+            return [remote_task(item) for item in response.json()["items"]]
+        except (ValueError, KeyError, TypeError) as exc:
+            raise LookupFailed(
+                f"key listing holds an item that is not a valid task: {exc}"
+            ) from exc
+
+
+def _ms_since(started: float) -> int:
+    return int((time.monotonic() - started) * 1000)
