@@ -17,6 +17,7 @@ from approvals import selectors, services
 from approvals.errors import ApprovalDenied, ApprovalsError, InvalidPayload, StaleRevision
 from approvals.models import Request, RequestState, Role
 from approvals.rules import rules_for
+from console import selectors as console_selectors
 from console.forms import RequestForm
 from lib.paging import keyset_page
 from lib.querystring import BadQueryValue, parse_id, parse_keyset_cursor
@@ -360,7 +361,7 @@ def my_requests(request) -> HttpResponse:
         request,
         "approvals/mine.html",
         {
-            "requests": selectors.requests_of(request.user),
+            "requests": console_selectors.requests_of(request.user),
         },
     )
 

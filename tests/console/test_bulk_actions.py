@@ -139,7 +139,7 @@ def test_bulk_assign_skips_workspaces_where_the_owner_is_no_operator(world):
 
 
 def test_bulk_refuses_more_than_the_limit_instead_of_doing_a_part(world, monkeypatch):
-    from console.views import handoffs as views
+    from console.views import handoff_bulk as views
 
     monkeypatch.setattr(views, "BULK_JOB_LIMIT", 5)
     HandoffFactory.create_batch(6, state=S.NEEDS_ATTENTION)
@@ -183,6 +183,6 @@ def test_bulk_applies_only_to_the_reason_code_the_filter_names(world):
 
 def test_every_filter_the_list_offers_is_kept_by_bulk_actions():
     from console.filters import HandoffFilter
-    from console.views.handoffs import FILTER_FIELDS
+    from console.views.handoff_list import FILTER_FIELDS
 
     assert set(HandoffFilter.base_filters) <= set(FILTER_FIELDS)

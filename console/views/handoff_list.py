@@ -1,0 +1,105 @@
+"""The handoff list: filters, keyset pages, and the quick actions of a row."""
+
+from datetime import datetime
+from urllib.parse import urlencode
+
+from django.contrib.auth.decorators import login_required
+from django.http import HttpResponse
+from django.shortcuts import render
+from django.urls import reverse
+from django.views.decorators.http import require_GET
+from django_htmx.http import push_url
+
+from approvals.models import Role
+from approvals.selectors import (
+    operators_of,
+    workspace_ids_for,
+)
+from console.filters import HandoffFilter
+from lib.htmx import HtmxHttpRequest
+from lib.paging import keyset_page
+from lib.querystring import BadQueryValue, keyset_cursor, parse_keyset_cursor
+from outbox.guidance import available_actions, retry_is_risky
+from outbox.models import Handoff
+from outbox.selectors import (
+    handoffs_in,
+)
+
+PAGE_SIZE = 50
+# Every field the list's filter offers, taken from the filter itself: a field missing here was shown and then
+# dropped, so a bulk action applied to more handoffs than the operator's filter named.
+FILTER_FIELDS = tuple(HandoffFilter.base_filters)
+
+
+def _parse_cursor(raw: str | None) -> tuple[datetime, int] | None:
+    # A malformed cursor (impossible date, id past the integer range) restarts at the first page
+    # instead of reaching the query.
+    try:
+        return parse_keyset_cursor(raw or "", name="after")
+    except BadQueryValue:
+        return None
+
+
+def quick_actions(handoff: Handoff) -> list[str]:
+    """The actions a list row offers in place: the safe ones of `available_actions` (a risky retry is
+    offered only on the handoff's page, where its risk is explained)."""
+    return [
+        a
+        for a in available_actions(handoff)
+        if a in ("acknowledge", "reconcile", "run_now")
+        or (a == "retry" and not retry_is_risky(handoff))
+    ]
+
+
+def _filter_data(source) -> dict[str, str]:
+    return {name: source.get(name, "") for name in FILTER_FIELDS if source.get(name, "")}
+
+
+def _list_context(request: HtmxHttpRequest, data: dict[str, str]) -> dict:
+    user = request.user
+    visible = workspace_ids_for(user)
+    operator_ws = set(workspace_ids_for(user, Role.OPERATOR))
+    handoff_filter = HandoffFilter(
+        data or None, queryset=handoffs_in(visible), request=request, workspace_ids=visible
+    )
+    rows, more = keyset_page(
+        handoff_filter.qs, after=_parse_cursor(request.GET.get("after")), size=PAGE_SIZE
+    )
+    for h in rows:
+        h.quick_actions = quick_actions(h)
+    query = urlencode(data)
+    next_url = ""
+    if more:
+        last = rows[-1]
+        next_url = "?" + urlencode({**data, "after": keyset_cursor(last)})
+    return {
+        "filter": handoff_filter,
+        "handoffs": rows,
+        "operator_ws": operator_ws,
+        "filter_data": data,
+        "filter_query": query,
+        "next_url": next_url,
+        "first_url": "?" + query if request.GET.get("after") else "",
+        "operators": operators_of(sorted(operator_ws)) if operator_ws else [],
+    }
+
+
+# Sent by static/js/console.js when it refreshes the list in the background: the address stays as it is.
+REFRESH_HEADER = "X-Console-Refresh"
+
+
+@require_GET
+@login_required
+def handoff_list(request: HtmxHttpRequest) -> HttpResponse:
+    data = _filter_data(request.GET)
+    context = _list_context(request, data)
+    if request.htmx and not request.htmx.history_restore_request:
+        response = render(request, "outbox/list.html#results", context)
+        if not request.headers.get(REFRESH_HEADER):
+            # The address bar always holds the filter on screen: the server names it, so Back and a
+            # reload show exactly these results.
+            after = {"after": request.GET["after"]} if request.GET.get("after") else {}
+            query = urlencode({**data, **after})
+            push_url(response, reverse("outbox:list") + (f"?{query}" if query else ""))
+        return response
+    return render(request, "outbox/list.html", context)
