@@ -1,21 +1,28 @@
+"""The requests' screens: the approvals queue, a revision's page and decision, and changes to a request."""
+
 from django.urls import path
 
-from console.views import requests as views
+from console.views import request_changes as changes
+from console.views import request_detail, requests
 
 app_name = "approvals"
 
 urlpatterns = [
-    path("", views.queue, name="queue"),
-    path("roles/", views.role_changes, name="role_changes"),
-    path("new/", views.request_new, name="new"),
-    path("mine/", views.my_requests, name="mine"),
-    path("<int:workspace_id>/<int:number>/revise/", views.request_revise, name="revise"),
-    path("<int:workspace_id>/<int:number>/<int:revision>/", views.detail, name="detail"),
-    path("<int:workspace_id>/<int:number>/<int:revision>/decide", views.decide, name="decide"),
+    path("", requests.queue, name="queue"),
+    path("roles/", requests.role_changes, name="role_changes"),
+    path("new/", requests.request_new, name="new"),
+    path("mine/", requests.my_requests, name="mine"),
+    path("<int:workspace_id>/<int:number>/revise/", changes.request_revise, name="revise"),
+    path("<int:workspace_id>/<int:number>/<int:revision>/", request_detail.detail, name="detail"),
+    path(
+        "<int:workspace_id>/<int:number>/<int:revision>/decide",
+        request_detail.decide,
+        name="decide",
+    ),
     path(
         "<int:workspace_id>/<int:number>/<int:revision>/correct",
-        views.request_correct,
+        changes.request_correct,
         name="correct",
     ),
-    path("<int:workspace_id>/<int:number>/cancel", views.request_cancel, name="cancel"),
+    path("<int:workspace_id>/<int:number>/cancel", changes.request_cancel, name="cancel"),
 ]
