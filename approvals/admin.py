@@ -23,6 +23,9 @@ from approvals.models import (
     WorkspaceWorkflow,
 )
 from approvals.rules import publish_problems
+from approvals.services.memberships import membership_grant, membership_revoke
+from approvals.services.rule_versions import rule_version_publish
+from approvals.services.workflow_modes import workflow_mode_set
 from lib.querystring import id_or_none
 from outbox.redaction import redact
 
@@ -115,8 +118,6 @@ class MembershipAdmin(admin.ModelAdmin):
         return False
 
     def save_model(self, request, obj, form, change):
-        from approvals.services import membership_grant
-
         data = form.cleaned_data
         stored = membership_grant(
             workspace_id=data["workspace"].pk,
@@ -134,8 +135,6 @@ class MembershipAdmin(admin.ModelAdmin):
         self._revoke(request, list(queryset))
 
     def _revoke(self, request, memberships: list[Membership]) -> None:
-        from approvals.services import membership_revoke
-
         for membership in memberships:
             try:
                 membership_revoke(
@@ -237,8 +236,6 @@ class RuleVersionAdmin(admin.ModelAdmin):
         return False
 
     def save_model(self, request, obj, form, change):
-        from approvals.services import rule_version_publish
-
         stored = rule_version_publish(
             workflow=form.cleaned_data["workflow"],
             schema=form.cleaned_data["schema"],
@@ -273,8 +270,6 @@ class WorkflowModeAdmin(admin.ModelAdmin):
         return False
 
     def save_model(self, request, obj, form, change):
-        from approvals.services import workflow_mode_set
-
         data = form.cleaned_data
         stored = workflow_mode_set(
             workflow=obj.workflow,

@@ -13,6 +13,8 @@ import jsonschema
 import re2
 from jsonschema import ValidationError
 
+from approvals.models import RuleVersion
+
 
 @dataclass(frozen=True)
 class RuleSet:
@@ -45,8 +47,6 @@ BUILT_IN_RULES = {ONBOARDING_V1.workflow: ONBOARDING_V1}
 
 
 def known_workflows() -> set[str]:
-    from approvals.models import RuleVersion
-
     return set(BUILT_IN_RULES) | set(
         RuleVersion.objects.values_list("workflow", flat=True).distinct()
     )
@@ -54,8 +54,6 @@ def known_workflows() -> set[str]:
 
 def rules_for(workflow: str) -> RuleSet:
     """The rules in force for the workflow: its newest stored version, else its built-in rules."""
-    from approvals.models import RuleVersion
-
     stored = (
         RuleVersion.objects.filter(workflow=workflow)
         .order_by("-number")
@@ -77,8 +75,6 @@ def rules_for(workflow: str) -> RuleSet:
 
 def steps_of(version: str) -> tuple:
     """The steps of the rule version a decision was made under (the built-in versions have none)."""
-    from approvals.models import RuleVersion
-
     stored = RuleVersion.objects.filter(version=version).values_list("steps", flat=True).first()
     return tuple(stored or ())
 

@@ -1,9 +1,14 @@
 """Reads the console shares. Every query is scoped to the workspaces the user belongs to."""
 
-from django.db.models import QuerySet
+from django.contrib.auth import get_user_model
+from django.db.models import Count, QuerySet
 
-from approvals.models import Membership, Request, RequestState, Role, Workspace
+from approvals.models import Membership, Request, RequestState, Role, RoleChange, Workspace
+from approvals.rules import payload_problems, rules_for
 from lib.querystring import id_or_none
+from outbox.models import Handoff
+from outbox.redaction import REDACTED, redact
+from outbox.steps import base_payload
 
 
 def workspace_ids_for(user, role: str | None = None) -> list[int]:
@@ -61,8 +66,6 @@ def roles_by_workspace(user) -> dict[int, list[str]]:
 
 
 def awaiting_counts_by_workspace(workspace_ids: list[int]) -> dict[int, int]:
-    from django.db.models import Count
-
     rows = (
         Request.objects.filter(workspace_id__in=workspace_ids, state=RequestState.AWAITING_APPROVAL)
         .order_by()
@@ -72,40 +75,8 @@ def awaiting_counts_by_workspace(workspace_ids: list[int]) -> dict[int, int]:
     return dict(rows)
 
 
-def _counts_where(roles: dict[int, set], role: str, counts_of) -> dict[int, int]:
-    """The count for each workspace where the user holds `role` (0 when nothing waits); none elsewhere."""
-    ids = [ws for ws, held in roles.items() if role in held]
-    counts = counts_of(ids) if ids else {}
-    return {ws: counts.get(ws, 0) for ws in ids}
-
-
-def console_nav(user) -> list[dict]:
-    """The user's workspaces with their roles and what waits for them there (four queries, whatever the outbox size;
-    the count of handoffs needing a person stops past `COUNT_CAP`)."""
-    from outbox.selectors import open_counts_by_workspace
-
-    roles = roles_by_workspace(user)
-    if not roles:
-        return []
-    names = dict(Workspace.objects.filter(id__in=list(roles)).values_list("id", "name"))
-    awaiting = _counts_where(roles, Role.APPROVER, awaiting_counts_by_workspace)
-    attention = _counts_where(roles, Role.OPERATOR, open_counts_by_workspace)
-    return [
-        {
-            "id": ws,
-            "name": names.get(ws, f"Workspace {ws}"),
-            "roles": held,
-            "awaiting": awaiting.get(ws),
-            "attention": attention.get(ws),
-        }
-        for ws, held in sorted(roles.items())
-    ]
-
-
 def request_evidence(request: Request) -> dict:
     """What the approver decides on besides the payload: the rules that apply and whether it passes them."""
-    from approvals.rules import payload_problems, rules_for
-
     return {
         "rule_version": rules_for(request.workflow).version,
         "problems": payload_problems(request.workflow, request.payload),
@@ -114,8 +85,6 @@ def request_evidence(request: Request) -> dict:
 
 def operators_of(workspace_ids: list[int]) -> list:
     """Users who hold the operator role in any of the workspaces, by name (assign targets)."""
-    from django.contrib.auth import get_user_model
-
     return list(
         get_user_model()
         .objects.filter(
@@ -142,8 +111,6 @@ def revision_by_id(pk: int) -> Request | None:
 
 def role_changes_visible_to(user, *, limit: int = 200) -> QuerySet:
     """Role grants and revocations in the workspaces where the user is an operator, newest first."""
-    from approvals.models import RoleChange
-
     return (
         RoleChange.objects.filter(workspace_id__in=workspace_ids_for(user, Role.OPERATOR))
         .select_related("workspace", "user", "changed_by")
@@ -157,80 +124,6 @@ def role_changes_visible_to(user, *, limit: int = 200) -> QuerySet:
 REQUESTER_REVISABLE_STATES = frozenset({RequestState.AWAITING_APPROVAL, RequestState.REJECTED})
 
 
-def requests_of(user, *, limit: int = 100) -> list[Request]:
-    """The newest revision of each request the user submitted in their workspaces, newest first (two queries).
-
-    Each carries `.handoff` (its handoff or None) and `.progress` (see `request_progress`)."""
-    from django.db.models import Exists, OuterRef
-
-    from outbox.models import Handoff
-
-    newer = Request.objects.filter(
-        workspace_id=OuterRef("workspace_id"),
-        workflow=OuterRef("workflow"),
-        number=OuterRef("number"),
-        revision__gt=OuterRef("revision"),
-    )
-    rows = list(
-        Request.objects.filter(requested_by=user, workspace_id__in=workspace_ids_for(user))
-        .filter(~Exists(newer))
-        .select_related("workspace")
-        .order_by("-created_at", "-id")[:limit]
-    )
-    # With several steps, a request has several handoffs: the newest is the step it has reached.
-    handoffs = {
-        h.source_id: h
-        for h in Handoff.objects.filter(source_id__in=[r.pk for r in rows]).order_by("id")
-    }
-    for row in rows:
-        row.handoff = handoffs.get(row.pk)
-        row.progress = request_progress(row, row.handoff)
-        row.revisable = row.state in REQUESTER_REVISABLE_STATES
-    return rows
-
-
-def request_progress(request: Request, handoff) -> list[dict]:
-    """The three answers about a request, each from its owner: approved? (the source), task created?
-    (the receiver's validated receipt), work done? (the receiver task's status).
-
-    Each answer is {question, answer, tone} with tone one of yes, no, waiting, unknown."""
-    from outbox.models import HandoffState as H
-
-    approved = {
-        RequestState.APPROVED: ("yes", "yes"),
-        RequestState.REJECTED: ("no: rejected", "no"),
-        RequestState.CANCELLED: ("no: cancelled", "no"),
-        RequestState.SUPERSEDED: ("replaced by a newer revision", "no"),
-    }.get(request.state, ("not yet: awaiting an approver", "waiting"))
-    if handoff is None:
-        created = ("no", "no") if approved[1] == "no" else ("not yet", "waiting")
-    else:
-        created = {
-            H.DELIVERED: (f"yes: receiver task {handoff.destination_id}", "yes"),
-            H.PENDING: ("not yet: being sent", "waiting"),
-            H.IN_FLIGHT: ("not yet: being sent", "waiting"),
-            H.UNCERTAIN: ("unknown: being checked with the receiver", "unknown"),
-            H.NEEDS_ATTENTION: ("not yet: an operator is on it", "waiting"),
-            H.OBSERVED: ("no: recorded in observe-only mode, not sent", "no"),
-            H.CANCELLED: ("no: cancelled by an operator", "no"),
-            H.SUPERSEDED: ("no: replaced by a correction", "no"),
-        }.get(handoff.state, (handoff.get_state_display(), "unknown"))
-    if handoff is not None and handoff.state == H.DELIVERED:
-        # The task's status as the receiver last reported it (read back by reconciliation).
-        from reconciliation.selectors import work_outcome
-
-        work = work_outcome(handoff).work_done
-        tone = {"yes": "yes", "failed": "no", "no": "waiting"}.get(work.value, "unknown")
-        done = (f"{work.label}: {work.detail}", tone)
-    else:
-        done = ("not started", "waiting") if created[1] != "no" else ("no", "no")
-    return [
-        {"question": "Approved?", "answer": approved[0], "tone": approved[1]},
-        {"question": "Task created?", "answer": created[0], "tone": created[1]},
-        {"question": "Work done?", "answer": done[0], "tone": done[1]},
-    ]
-
-
 def requester_workspaces(user) -> list[tuple[int, str]]:
     """(id, name) of the workspaces where the user may submit requests."""
     ids = workspace_ids_for(user, Role.REQUESTER)
@@ -239,8 +132,6 @@ def requester_workspaces(user) -> list[tuple[int, str]]:
 
 def revision_changes(old: Request, new: Request) -> list[dict]:
     """Field by field, what differs between two revisions' payloads (redacted: secrets stay hidden)."""
-    from outbox.redaction import redact
-
     before, after = redact(old.payload), redact(new.payload)
     changes = []
     for field in sorted(set(old.payload) | set(new.payload)):
@@ -315,8 +206,6 @@ def may_cancel(user, request: Request) -> bool:
 
 def user_by_id(raw: str):
     """The user a posted id names, or None (also for an id that is not a number)."""
-    from django.contrib.auth import get_user_model
-
     pk = id_or_none(raw)
     return get_user_model().objects.filter(pk=pk).first() if pk else None
 
@@ -325,11 +214,35 @@ def approver_correctable(payload: dict) -> dict[str, str]:
     """The fields an approver may correct, with their values: the payload's text fields shown as they are
     stored. A field hidden or partly hidden by redaction (an e-mail, a secret inside a note) is not offered:
     nobody overwrites what they cannot see, and a form sent back unchanged must not store the mask."""
-    from outbox.redaction import redact
-
     shown = redact(payload)
     return {
         name: value
         for name, value in shown.items()
         if isinstance(value, str) and value == payload.get(name)
     }
+
+
+def correction_fields(handoff: Handoff) -> list[dict]:
+    """The editable fields of the approved payload (a step's `operation` is the workflow's, not the request's);
+    sensitive ones are shown blank and kept unless retyped. Then, blank, the text fields the workflow's rules
+    name that the payload lacks: a receiver may require one the rules let through (the usual permanent
+    failure), and the correction must be able to add it."""
+    payload = base_payload(handoff.payload)
+    shown = redact(payload)
+    fields = []
+    for key, value in payload.items():
+        if not isinstance(value, str):
+            continue
+        sensitive = shown.get(key) == REDACTED and value != REDACTED
+        fields.append(
+            {
+                "name": key,
+                "value": "" if sensitive else shown.get(key, ""),
+                "sensitive": sensitive,
+                "missing": False,
+            }
+        )
+    for key, rule in rules_for(handoff.workflow).schema.get("properties", {}).items():
+        if key not in payload and isinstance(rule, dict) and rule.get("type") == "string":
+            fields.append({"name": key, "value": "", "sensitive": False, "missing": True})
+    return fields

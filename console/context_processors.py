@@ -3,7 +3,7 @@
 from django.http import HttpRequest
 from django.utils.functional import SimpleLazyObject
 
-from approvals.selectors import console_nav
+from console.selectors import console_nav
 
 
 def nav(request: HttpRequest) -> dict:

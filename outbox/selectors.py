@@ -46,36 +46,6 @@ def destination_pause(name: str):
     return DestinationHealth.objects.filter(name=name, state=DestinationState.PAUSED).first()
 
 
-def correction_fields(handoff: Handoff) -> list[dict]:
-    """The editable fields of the approved payload (a step's `operation` is the workflow's, not the request's);
-    sensitive ones are shown blank and kept unless retyped. Then, blank, the text fields the workflow's rules
-    name that the payload lacks: a receiver may require one the rules let through (the usual permanent
-    failure), and the correction must be able to add it."""
-    from approvals.rules import rules_for
-    from outbox.redaction import REDACTED, redact
-    from outbox.steps import base_payload
-
-    payload = base_payload(handoff.payload)
-    shown = redact(payload)
-    fields = []
-    for key, value in payload.items():
-        if not isinstance(value, str):
-            continue
-        sensitive = shown.get(key) == REDACTED and value != REDACTED
-        fields.append(
-            {
-                "name": key,
-                "value": "" if sensitive else shown.get(key, ""),
-                "sensitive": sensitive,
-                "missing": False,
-            }
-        )
-    for key, rule in rules_for(handoff.workflow).schema.get("properties", {}).items():
-        if key not in payload and isinstance(rule, dict) and rule.get("type") == "string":
-            fields.append({"name": key, "value": "", "sensitive": False, "missing": True})
-    return fields
-
-
 def instance_handoffs(instance_key: str) -> list[Handoff]:
     """Every handoff of a workflow instance: its steps in order, then their compensations (latest first)."""
     rows = list(Handoff.objects.filter(instance_key=instance_key).select_related("owner"))

@@ -8,13 +8,13 @@ import pytest
 
 from approvals.errors import InvalidRequestState
 from approvals.models import Request
+from approvals.selectors import correction_fields
 from approvals.services import handoff_correct, request_approve
 from delivery.models import ReceiverTask
 from outbox.destinations import InProcessDestination
 from outbox.dispatcher import drain
 from outbox.guidance import available_actions, next_step
 from outbox.models import FailureClass, Handoff, HandoffState
-from outbox.selectors import correction_fields
 from tests.console.clients import client_for
 from tests.factories import ONBOARDING_PAYLOAD, make_request, three_step_onboarding_world
 

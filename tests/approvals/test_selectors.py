@@ -6,8 +6,8 @@ from django.contrib.auth.models import AnonymousUser
 from approvals import selectors
 from approvals.models import RequestState, Role, RoleChange
 from approvals.services import request_revise
-from outbox.models import HandoffState
-from tests.factories import ONBOARDING_PAYLOAD, HandoffFactory, make_request, make_user
+from console.selectors import console_nav
+from tests.factories import ONBOARDING_PAYLOAD, make_request, make_user
 
 pytestmark = pytest.mark.django_db(databases=["default", "delivery"])
 
@@ -23,7 +23,7 @@ def test_workspace_ids_for_lists_the_user_workspaces_optionally_for_one_role(wor
 def test_anonymous_users_have_no_workspaces_and_no_roles(world):
     assert selectors.workspace_ids_for(AnonymousUser()) == []
     assert selectors.roles_by_workspace(AnonymousUser()) == {}
-    assert selectors.console_nav(AnonymousUser()) == []
+    assert console_nav(AnonymousUser()) == []
 
 
 def test_user_has_role_only_for_that_workspace_and_role(world):
@@ -72,33 +72,6 @@ def test_awaiting_counts_by_workspace_counts_undecided_requests_only(world):
     make_request(world["w7"], 43, world["bob"])
     make_request(world["w7"], 44, world["bob"], state=RequestState.REJECTED)
     assert selectors.awaiting_counts_by_workspace([7, 8]) == {7: 2}
-
-
-def test_console_nav_shows_awaiting_to_approvers_and_attention_to_operators_in_four_queries(
-    world, django_assert_num_queries
-):
-    HandoffFactory(state=HandoffState.NEEDS_ATTENTION)
-    world["rita"].memberships.create(workspace=world["w7"], role=Role.OPERATOR)
-    world["rita"].memberships.create(workspace=world["w8"], role=Role.REQUESTER)
-    with django_assert_num_queries(4):
-        nav = selectors.console_nav(world["rita"])
-    assert nav == [
-        {
-            "id": 7,
-            "name": "Client onboarding",
-            "roles": [Role.APPROVER, Role.OPERATOR, Role.REQUESTER],
-            "awaiting": 1,
-            "attention": 1,
-        },
-        {
-            "id": 8,
-            "name": "Supplier onboarding",
-            "roles": [Role.REQUESTER],
-            "awaiting": None,
-            "attention": None,
-        },
-    ]
-    assert selectors.console_nav(world["olga"])[0]["awaiting"] is None
 
 
 def test_request_evidence_names_the_rules_in_force_and_the_payload_problems(world):

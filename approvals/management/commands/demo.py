@@ -6,12 +6,12 @@ from django.db import transaction
 
 from approvals.models import Membership, Request, RequestEvent, RequestState, Role, Workspace
 from approvals.rules import ONBOARDING_V1
-from approvals.services import (
+from approvals.services.groups import (
     DESTINATION_ADMINS_GROUP,
     destination_admin_enroll,
-    rule_version_publish,
     support_staff_enroll,
 )
+from approvals.services.rule_versions import rule_version_publish
 from outbox.payloads import payload_hash
 
 DEMO_USERS = {
@@ -56,47 +56,17 @@ class Command(BaseCommand):
     def handle(self, *args, password=None, **options):
         User = get_user_model()
         if User.objects.filter(username="alice").exists():
-            # Demo data loaded before destination limits needed a permission: olga, who sets them in the demo,
-            # joins the group now (a no-op when she is in it).
-            olga = User.objects.filter(username="olga").first()
-            if olga is not None:
-                destination_admin_enroll(user=olga)
-            self.stdout.write(
-                "demo data already loaded; nothing changed, except that olga is put in the "
-                f"{DESTINATION_ADMINS_GROUP} group if she was not in it (passwords unchanged; "
-                "`DJANGO_DEBUG=1 .venv/bin/python manage.py demo_passwords` sets new ones)"
-            )
+            self._enroll_olga_if_loaded_before(User)
             return
         password = password or secrets.token_urlsafe(9)
         w7 = Workspace.objects.create(pk=7, name="Client onboarding")
         Workspace.objects.create(pk=8, name="Supplier onboarding")
-        users = {}
-        for username, memberships in DEMO_USERS.items():
-            user = User.objects.create_user(
-                username=username, password=password, email=f"{username}@example.com"
-            )
-            if username == "support":
-                support_staff_enroll(user=user)
-            for workspace_id, role in memberships:
-                Membership.objects.create(user=user, workspace_id=workspace_id, role=role)
-            users[username] = user
+        users = _create_users(User, password)
         # A destination serves every workspace: its limits need a permission beyond olga's operator role.
         destination_admin_enroll(user=users["olga"])
         w7.on_call = users["olga"]
         w7.save()
-        request = Request.objects.create(
-            workflow="onboarding",
-            workspace=w7,
-            number=42,
-            revision=1,
-            payload=REQUEST_42,
-            payload_hash=payload_hash(REQUEST_42),
-            state=RequestState.AWAITING_APPROVAL,
-            requested_by=users["bob"],
-        )
-        RequestEvent.objects.create(
-            request=request, to_state=request.state, actor=users["bob"], reason="submitted"
-        )
+        _create_request_42(w7, users["bob"])
         rule_version_publish(
             workflow="onboarding",
             schema=ONBOARDING_THREE_STEPS_SCHEMA,
@@ -104,6 +74,21 @@ class Command(BaseCommand):
             actor=None,
             notes="demo: three steps; the welcome pack needs a contact e-mail",
         )
+        self._report(password)
+
+    def _enroll_olga_if_loaded_before(self, User) -> None:
+        # Demo data loaded before destination limits needed a permission: olga, who sets them in the demo,
+        # joins the group now (a no-op when she is in it).
+        olga = User.objects.filter(username="olga").first()
+        if olga is not None:
+            destination_admin_enroll(user=olga)
+        self.stdout.write(
+            "demo data already loaded; nothing changed, except that olga is put in the "
+            f"{DESTINATION_ADMINS_GROUP} group if she was not in it (passwords unchanged; "
+            "`DJANGO_DEBUG=1 .venv/bin/python manage.py demo_passwords` sets new ones)"
+        )
+
+    def _report(self, password: str) -> None:
         self.stdout.write(self.style.SUCCESS("Demo data loaded."))
         self.stdout.write(
             "Users: alice (approver, ws 7), bob (requester, ws 7), olga (operator, ws 7; in the "
@@ -114,3 +99,33 @@ class Command(BaseCommand):
             f"Password for every demo user: {password} (shown once; "
             "`manage.py demo_passwords` sets new ones)"
         )
+
+
+def _create_users(User, password: str) -> dict:
+    users = {}
+    for username, memberships in DEMO_USERS.items():
+        user = User.objects.create_user(
+            username=username, password=password, email=f"{username}@example.com"
+        )
+        if username == "support":
+            support_staff_enroll(user=user)
+        for workspace_id, role in memberships:
+            Membership.objects.create(user=user, workspace_id=workspace_id, role=role)
+        users[username] = user
+    return users
+
+
+def _create_request_42(workspace: Workspace, requester) -> None:
+    request = Request.objects.create(
+        workflow="onboarding",
+        workspace=workspace,
+        number=42,
+        revision=1,
+        payload=REQUEST_42,
+        payload_hash=payload_hash(REQUEST_42),
+        state=RequestState.AWAITING_APPROVAL,
+        requested_by=requester,
+    )
+    RequestEvent.objects.create(
+        request=request, to_state=request.state, actor=requester, reason="submitted"
+    )

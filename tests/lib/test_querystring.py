@@ -1,4 +1,4 @@
-"""approvals/querystring.py: only values a console link could have produced are accepted."""
+"""lib/querystring.py: only values a console link could have produced are accepted."""
 
 from datetime import UTC, datetime
 

@@ -1,0 +1,42 @@
+"""The source application's models, one module per subject; re-exported here (Django finds them here)."""
+
+from approvals.models.requests import (
+    REQUEST_TRANSITIONS,
+    Approval,
+    Decision,
+    Request,
+    RequestEvent,
+    RequestState,
+)
+from approvals.models.triggers import RequestReference, TriggerOutcome, TriggerRecord
+from approvals.models.workflows import (
+    Mode,
+    RuleVersion,
+    WorkflowMode,
+    WorkflowModeChange,
+    WorkflowModeQuerySet,
+    WorkspaceWorkflow,
+)
+from approvals.models.workspaces import Membership, Role, RoleChange, Workspace
+
+__all__ = [
+    "REQUEST_TRANSITIONS",
+    "Approval",
+    "Decision",
+    "Membership",
+    "Mode",
+    "Request",
+    "RequestEvent",
+    "RequestReference",
+    "RequestState",
+    "Role",
+    "RoleChange",
+    "RuleVersion",
+    "TriggerOutcome",
+    "TriggerRecord",
+    "WorkflowMode",
+    "WorkflowModeChange",
+    "WorkflowModeQuerySet",
+    "Workspace",
+    "WorkspaceWorkflow",
+]

@@ -1,0 +1,139 @@
+"""Requests, their revisions and history, and the approvers' decisions."""
+
+from django.conf import settings
+from django.db import models
+
+from approvals.models.workspaces import Workspace
+
+
+class RequestState(models.TextChoices):
+    RECEIVED = "received", "Received"
+    VALIDATED = "validated", "Validated"
+    AWAITING_APPROVAL = "awaiting_approval", "Awaiting approval"
+    APPROVED = "approved", "Approved"
+    REJECTED = "rejected", "Rejected"
+    CANCELLED = "cancelled", "Cancelled"
+    SUPERSEDED = "superseded", "Superseded"
+
+
+# The allowed moves of a request revision, readable in one place.
+REQUEST_TRANSITIONS: dict[str, frozenset[str]] = {
+    RequestState.RECEIVED: frozenset(
+        {
+            RequestState.VALIDATED,
+            RequestState.REJECTED,
+            RequestState.SUPERSEDED,
+            RequestState.CANCELLED,
+        }
+    ),
+    RequestState.VALIDATED: frozenset(
+        {RequestState.AWAITING_APPROVAL, RequestState.SUPERSEDED, RequestState.CANCELLED}
+    ),
+    RequestState.AWAITING_APPROVAL: frozenset(
+        {
+            RequestState.APPROVED,
+            RequestState.REJECTED,
+            RequestState.CANCELLED,
+            RequestState.SUPERSEDED,
+        }
+    ),
+    # An approved request is cancelled only while nothing of it was delivered (else it is compensated).
+    RequestState.APPROVED: frozenset({RequestState.SUPERSEDED, RequestState.CANCELLED}),
+    RequestState.REJECTED: frozenset(),
+    RequestState.CANCELLED: frozenset(),
+    RequestState.SUPERSEDED: frozenset(),
+}
+
+
+class Request(models.Model):
+    """One revision of a business request. A new revision is a new row; decided rows never change."""
+
+    workflow = models.CharField(max_length=40, default="onboarding")
+    workspace = models.ForeignKey(Workspace, on_delete=models.PROTECT, related_name="requests")
+    number = models.PositiveIntegerField(help_text="The request's number within its workspace.")
+    revision = models.PositiveIntegerField(default=1)
+    payload = models.JSONField()
+    payload_hash = models.CharField(max_length=64)
+    state = models.CharField(
+        max_length=24, choices=RequestState.choices, default=RequestState.AWAITING_APPROVAL
+    )
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+"
+    )
+    # An approver who corrected the request made this revision: a fresh approval by someone else decides it.
+    corrected_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    # Why a request ended without being carried out (cancelled, rejected, superseded): searchable.
+    reason_code = models.CharField(max_length=40, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["workspace", "workflow", "number", "revision"],
+                name="request_unique_revision",
+            ),
+        ]
+        indexes = [
+            models.Index(fields=["state", "created_at", "id"], name="request_state_age_idx"),
+            models.Index(fields=["workspace", "state", "created_at"], name="request_ws_state_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.workflow} request {self.number} rev {self.revision} (workspace {self.workspace_id})"
+
+    @property
+    def action_key(self) -> str:
+        return f"{self.workflow}:{self.workspace_id}:{self.number}:{self.revision}"
+
+    def can_move_to(self, state: str) -> bool:
+        return state in REQUEST_TRANSITIONS[self.state]
+
+
+class RequestEvent(models.Model):
+    """History of a request: every state move, who made it and why."""
+
+    request = models.ForeignKey(Request, on_delete=models.CASCADE, related_name="events")
+    from_state = models.CharField(max_length=24, blank=True)
+    to_state = models.CharField(max_length=24)
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    reason = models.TextField(blank=True)
+    at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["request", "at"], name="request_event_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.request}: {self.from_state or '-'} -> {self.to_state}"
+
+
+class Decision(models.TextChoices):
+    APPROVE = "approve", "Approve"
+    REJECT = "reject", "Reject"
+
+
+class Approval(models.Model):
+    """The decision on one request revision, bound to the payload hash the approver saw."""
+
+    request = models.ForeignKey(Request, on_delete=models.PROTECT, related_name="decisions")
+    revision = models.PositiveIntegerField()
+    decision = models.CharField(max_length=8, choices=Decision.choices)
+    reason = models.TextField(blank=True)
+    decided_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+"
+    )
+    payload_hash = models.CharField(max_length=64)
+    rule_version = models.CharField(max_length=40)
+    decided_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["request"], name="approval_one_decision_per_revision"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.decision} of {self.request}"

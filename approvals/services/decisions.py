@@ -1,0 +1,216 @@
+"""Decisions: an approver approves (and the handoff is recorded in the same transaction) or rejects exactly
+the revision and payload they saw."""
+
+from django.db import transaction
+from django.db.models import Max
+
+from approvals.errors import (
+    ApprovalDenied,
+    InvalidPayload,
+    InvalidRequestState,
+    RequestNotFound,
+    StaleRevision,
+)
+from approvals.models import (
+    Approval,
+    Decision,
+    Membership,
+    Request,
+    RequestState,
+    Role,
+    WorkflowMode,
+    Workspace,
+)
+from approvals.rules import payload_problems, rules_for, steps_of
+from approvals.services.memberships import require_member
+from approvals.services.requests import request_move
+from outbox import services as outbox_services
+from outbox.models import Handoff
+
+DB = "default"
+
+
+def _locked_revision(*, workspace_id: int, number: int, revision: int, workflow: str) -> Request:
+    request = (
+        Request.objects.select_for_update(no_key=True)
+        .filter(workspace_id=workspace_id, workflow=workflow, number=number, revision=revision)
+        .first()
+    )
+    if request is None:
+        if Request.objects.filter(
+            workspace_id=workspace_id, workflow=workflow, number=number
+        ).exists():
+            raise StaleRevision(f"request {number} has no revision {revision}")
+        raise RequestNotFound(f"no {workflow} request {number} in workspace {workspace_id}")
+    return request
+
+
+def _require_newest(request: Request) -> None:
+    newest = Request.objects.filter(
+        workspace_id=request.workspace_id, workflow=request.workflow, number=request.number
+    ).aggregate(n=Max("revision"))["n"]
+    if newest != request.revision:
+        raise StaleRevision(
+            f"request {request.number} revision {request.revision} was replaced by revision {newest}"
+        )
+
+
+def revision_locked_for_review(
+    *,
+    workspace_id: int,
+    number: int,
+    revision: int,
+    workflow: str,
+    actor,
+    payload_hash: str,
+    as_decider: bool,
+) -> Request:
+    """The revision an approver acts on (decides, or corrects), locked: the newest, awaiting approval, exactly
+    as shown to them, and not their own request (nor, to decide it, one they corrected)."""
+    request = _locked_revision(
+        workspace_id=workspace_id, number=number, revision=revision, workflow=workflow
+    )
+    require_member(actor, request.workspace_id, Role.APPROVER)
+    if request.requested_by_id == actor.pk:
+        raise ApprovalDenied(
+            "a requester cannot decide their own request"
+            if as_decider
+            else "a requester cannot correct their own request as its approver"
+        )
+    if as_decider and request.corrected_by_id == actor.pk:
+        raise ApprovalDenied(
+            "the approver who corrected a request cannot also approve it: another approver decides"
+        )
+    _require_newest(request)
+    if request.payload_hash != payload_hash:
+        raise StaleRevision(
+            f"{request} changed since it was shown: the payload hash does not match"
+        )
+    if request.state != RequestState.AWAITING_APPROVAL:
+        raise InvalidRequestState(
+            f"{request} is {request.get_state_display().lower()}, not awaiting approval"
+        )
+    return request
+
+
+def _decide(
+    *,
+    workspace_id: int,
+    number: int,
+    revision: int,
+    actor,
+    payload_hash: str,
+    decision: str,
+    reason: str,
+    workflow: str,
+) -> tuple[Request, Approval]:
+    request = revision_locked_for_review(
+        workspace_id=workspace_id,
+        number=number,
+        revision=revision,
+        workflow=workflow,
+        actor=actor,
+        payload_hash=payload_hash,
+        as_decider=True,
+    )
+    rules = rules_for(workflow)
+    if decision == Decision.APPROVE and (
+        problems := payload_problems(workflow, request.payload, rules)
+    ):
+        # The rules changed since the request was validated: approving it would break the rules in force.
+        raise InvalidPayload([f"under rules {rules.version}: {p}" for p in problems])
+    approval = Approval.objects.create(
+        request=request,
+        revision=request.revision,
+        decision=decision,
+        reason=reason,
+        decided_by=actor,
+        payload_hash=request.payload_hash,
+        rule_version=rules.version,
+    )
+    request_move(
+        request,
+        RequestState.APPROVED if decision == Decision.APPROVE else RequestState.REJECTED,
+        actor=actor,
+        reason=reason,
+    )
+    return request, approval
+
+
+def _on_call_owner(workspace: Workspace):
+    if workspace.on_call_id:
+        return workspace.on_call
+    membership = (
+        Membership.objects.filter(workspace=workspace, role=Role.OPERATOR)
+        .select_related("user")
+        .order_by("id")
+        .first()
+    )
+    return membership.user if membership else None
+
+
+def request_approve(
+    *,
+    workspace_id: int,
+    number: int,
+    revision: int,
+    actor,
+    payload_hash: str,
+    reason: str = "",
+    workflow: str = "onboarding",
+) -> Handoff:
+    """Approve exactly the revision and payload the approver saw, and record its handoff with it.
+
+    The handoff is sent only when the workflow's mode sends for this workspace; otherwise it is recorded
+    as observed (what would have been sent, never sent)."""
+    with transaction.atomic(using=DB):
+        request, approval = _decide(
+            workspace_id=workspace_id,
+            number=number,
+            revision=revision,
+            actor=actor,
+            payload_hash=payload_hash,
+            decision=Decision.APPROVE,
+            reason=reason,
+            workflow=workflow,
+        )
+        _, sends = WorkflowMode.objects.effective(workflow, request.workspace_id)
+        return outbox_services.handoff_record(
+            workflow=workflow,
+            workspace_id=request.workspace_id,
+            source_ref=f"request {request.number} revision {request.revision}",
+            source_id=request.pk,
+            action_key=request.action_key,
+            payload=request.payload,
+            rule_version=approval.rule_version,
+            owner=_on_call_owner(request.workspace),
+            actor=actor,
+            observe_only=not sends,
+            steps=steps_of(approval.rule_version),
+        )
+
+
+def request_reject(
+    *,
+    workspace_id: int,
+    number: int,
+    revision: int,
+    actor,
+    payload_hash: str,
+    reason: str,
+    workflow: str = "onboarding",
+) -> Request:
+    if not reason.strip():
+        raise InvalidPayload(["a reason is required to reject a request"])
+    with transaction.atomic(using=DB):
+        request, _ = _decide(
+            workspace_id=workspace_id,
+            number=number,
+            revision=revision,
+            actor=actor,
+            payload_hash=payload_hash,
+            decision=Decision.REJECT,
+            reason=reason,
+            workflow=workflow,
+        )
+    return request

@@ -1,0 +1,48 @@
+"""Rule versions: publishing the rules a workflow's payloads must follow (and its steps)."""
+
+from django.db import transaction
+
+from approvals.errors import ApprovalDenied, InvalidPayload
+from approvals.models import RuleVersion
+from approvals.rules import BUILT_IN_RULES, publish_problems, steps_problems
+
+DB = "default"
+
+
+def rule_version_publish(
+    *, workflow: str, schema: dict, actor, notes: str = "", steps: list[dict] | None = None
+) -> RuleVersion:
+    """New rules for a workflow: a new version, in force from now on. Earlier decisions keep theirs.
+    `steps` make it a workflow of several steps, each its own handoff (see outbox/steps.py). `actor` None is
+    a management command acting for whoever runs the deployment (the demo); people need the permission."""
+    if actor is not None and not actor.has_perm("approvals.add_ruleversion"):
+        raise ApprovalDenied(f"{actor} may not publish rules")
+    if problems := publish_problems(schema) + steps_problems(steps or []):
+        raise InvalidPayload(problems)
+    with transaction.atomic(using=DB):
+        latest = (
+            RuleVersion.objects.select_for_update()
+            .filter(workflow=workflow)
+            .order_by("-number")
+            .first()
+        )
+        if latest is None and workflow in BUILT_IN_RULES:
+            # The built-in rules are version 1; store them so that their number is never reused.
+            built_in = BUILT_IN_RULES[workflow]
+            latest = RuleVersion.objects.create(
+                workflow=workflow,
+                number=1,
+                version=built_in.version,
+                schema=built_in.schema,
+                notes="built-in rules",
+            )
+        number = latest.number + 1 if latest else 1
+        return RuleVersion.objects.create(
+            workflow=workflow,
+            number=number,
+            version=f"{workflow}-v{number}",
+            schema=schema,
+            steps=steps or [],
+            notes=notes,
+            created_by=actor,
+        )
