@@ -3,9 +3,9 @@
 import pytest
 from django.test import Client
 
-from outbox.breaker import destination_record_results
 from outbox.failures import DeliveryResult
 from outbox.models import FailureClass
+from outbox.services.breaker import destination_record_results
 from tests.builders import approve
 
 pytestmark = pytest.mark.django_db(databases=["default", "delivery"])

@@ -11,8 +11,8 @@ import pytest
 from django.db.models import Count
 
 from delivery.models import ReceiverTask
-from outbox.limits import destination_set_limits
 from outbox.models import DestinationHealth, Handoff, HandoffState
+from outbox.services.limits import destination_set_limits
 from tests.factories import make_user
 from tests.faults.test_destination_outage import approve
 from tests.faults.test_dispatch_faults import wait_until

@@ -9,11 +9,11 @@ from django.core import mail
 from standardwebhooks.webhooks import Webhook
 
 from approvals.models import Membership, Role
-from outbox.breaker import destination_record_results
 from outbox.destinations import InProcessDestination
 from outbox.dispatcher import handoff_deliver
 from outbox.failures import DeliveryResult
 from outbox.models import FailureClass
+from outbox.services.breaker import destination_record_results
 from reconciliation.alerts import alerts_send_due
 from reconciliation.models import AlertKind, AlertRecord, AlertSeverity
 from tests.builders import record

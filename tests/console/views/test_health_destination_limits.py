@@ -14,8 +14,8 @@ from django.test import Client
 from approvals.models import Role
 from approvals.services import DESTINATION_ADMINS_GROUP
 from outbox.clock import db_now_plus
-from outbox.limits import destination_acquire
 from outbox.models import DestinationEvent, DestinationHealth
+from outbox.services.limits import destination_acquire
 from tests.console.clients import HTMX, client_for
 from tests.factories import grant_destination_admin, make_user
 

@@ -249,8 +249,8 @@ def test_a_batch_refused_as_too_large_is_given_back_and_single_calls_stay_within
     """A 413 to a batch call means nothing was read. Falling back to single calls there and then would send
     requests the permit (one request for the batch call) does not cover, past the operator's limit."""
     from outbox.dispatcher import dispatch_batch
-    from outbox.limits import destination_set_limits
     from outbox.models import DestinationSlot
+    from outbox.services.limits import destination_set_limits
     from tests.factories import make_user
 
     destination_set_limits(

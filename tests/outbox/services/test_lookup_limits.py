@@ -5,7 +5,6 @@ import pytest
 
 from outbox.clock import db_now, db_now_plus
 from outbox.dispatcher import settle_uncertain
-from outbox.limits import destination_set_limits
 from outbox.models import (
     DestinationHealth,
     DestinationSlot,
@@ -15,6 +14,7 @@ from outbox.models import (
     SlotKind,
 )
 from outbox.services import handoff_settle
+from outbox.services.limits import destination_set_limits
 from reconciliation.services import reconciliation_run
 from tests.factories import make_user
 from tests.outbox.scripted_destination import ScriptedDestination
@@ -119,9 +119,9 @@ def test_a_reconciliation_run_lists_keys_one_permit_per_page(make_handoff):
 def test_a_reconciliation_run_refused_by_a_hold_fails_with_the_reason_and_asks_nothing(
     make_handoff, monkeypatch
 ):
-    from reconciliation import services
+    from reconciliation.services import runs
 
-    monkeypatch.setattr(services, "RUN_LIMITS_WAIT_SECONDS", 0.0)
+    monkeypatch.setattr(runs, "RUN_LIMITS_WAIT_SECONDS", 0.0)
     make_handoff(1, state=S.DELIVERED)
     DestinationHealth.objects.create(
         name="receiver", hold_until=db_now_plus(30), hold_reason="HTTP 429"
@@ -136,9 +136,9 @@ def test_a_reconciliation_run_refused_by_a_hold_fails_with_the_reason_and_asks_n
 def test_a_persons_reconcile_on_a_held_destination_says_the_receiver_was_not_asked(
     make_handoff, monkeypatch
 ):
-    from outbox import services
+    from outbox.services import settlement
 
-    monkeypatch.setattr(services, "PERSON_LOOKUP_WAIT_SECONDS", 0.0)
+    monkeypatch.setattr(settlement, "PERSON_LOOKUP_WAIT_SECONDS", 0.0)
     handoff = make_handoff(1, state=S.NEEDS_ATTENTION)
     DestinationHealth.objects.create(
         name="receiver", hold_until=db_now_plus(30), hold_reason="HTTP 429"

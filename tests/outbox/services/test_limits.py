@@ -10,12 +10,7 @@ import pytest
 from outbox.clock import db_now, db_now_plus
 from outbox.dispatcher import dispatch_batch, drain
 from outbox.failures import DeliveryResult
-from outbox.limits import (
-    DestinationLimited,
-    destination_acquire,
-    destination_release,
-    destination_set_limits,
-)
+from outbox.limit_rules import DestinationLimited
 from outbox.models import (
     DestinationHealth,
     DestinationSlot,
@@ -23,6 +18,11 @@ from outbox.models import (
     Handoff,
     HandoffState,
     SlotKind,
+)
+from outbox.services.limits import (
+    destination_acquire,
+    destination_release,
+    destination_set_limits,
 )
 from tests.factories import make_user
 from tests.outbox.scripted_destination import ScriptedDestination
@@ -169,7 +169,7 @@ def test_a_dead_holders_slot_comes_back_when_its_lease_runs_out(make_handoff, se
 
 def test_a_slot_renewed_with_the_leases_stays_with_its_holder(set_limits):
     set_limits(concurrency=1)
-    from outbox.limits import destination_renew
+    from outbox.services.limits import destination_renew
 
     permit = destination_acquire(name="receiver", worker="w1", requests=1, lease_seconds=30)
     assert destination_renew(permit=permit, lease_seconds=30)
@@ -223,7 +223,7 @@ def test_a_hold_is_capped_and_never_shortened(make_handoff, settings):
     health.update(hold_until=db_now_plus(40))
     Handoff.objects.filter(state=S.PENDING).update(next_attempt_at=db_now())
     # A shorter Retry-After seen meanwhile by another worker leaves the longer hold as it is.
-    from outbox.limits import _hold
+    from outbox.services.limits import _hold
 
     _hold("receiver", 5, "HTTP 429 with Retry-After 5 s")
     assert health.filter(hold_until__gt=db_now_plus(35)).exists()
@@ -283,7 +283,7 @@ def test_a_refused_dispatcher_waits_for_the_next_slot_instead_of_spinning(monkey
 
 
 def test_a_renewal_keeps_the_used_rate_slots_too(set_limits):
-    from outbox.limits import destination_renew
+    from outbox.services.limits import destination_renew
 
     set_limits(rate=2)
     permit = destination_acquire(name="receiver", worker="w1", requests=2, lease_seconds=5)
@@ -303,7 +303,7 @@ def test_a_renewal_keeps_the_used_rate_slots_too(set_limits):
 def test_a_hold_written_while_a_slot_is_being_taken_sends_nothing(set_limits, monkeypatch):
     # Another worker's 429 writes the hold after this worker read the limits and before it took its slots
     # (the race a real drain met: a call arrived during the hold through the slot freed by the 429's worker).
-    from outbox import limits
+    from outbox.services import limits
 
     set_limits(concurrency=2, rate=10)
     take = limits._take_or_create
@@ -374,7 +374,7 @@ def test_a_slot_lost_mid_batch_gives_the_rest_back_unsent_not_stranded_in_flight
 
 
 def test_a_hold_written_by_another_worker_mid_batch_stops_this_one_too(make_handoff, monkeypatch):
-    from outbox.dispatcher import LeaseKeeper
+    from outbox.lease_keeper import LeaseKeeper
 
     for n in range(1, 4):
         make_handoff(n)
@@ -441,7 +441,7 @@ def test_a_database_error_after_a_slot_was_taken_gives_the_slot_back_at_once(
 ):
     from django.db import OperationalError
 
-    from outbox import limits
+    from outbox.services import limits
 
     set_limits(concurrency=1, rate=5)
     take = limits._take_or_create

@@ -18,92 +18,35 @@ spends no handoff's attempt or retry window, and waits `DestinationLimited.wait_
   HANDOFF_DESTINATION_MAX_HOLD_SECONDS); no permit is given before it.
 
 One call is one HTTP request: a batch call carrying 50 handoffs takes one rate slot. Lookups and key listings
-(settlement, reconciliation, an operator's reconcile) are requests too: `LimitedLookups` takes a permit for each.
+(settlement, reconciliation, an operator's reconcile) are requests too: `LimitedLookups`
+(`outbox/services/lookup_limits.py`) takes a permit for each. The numbers and the permit itself are
+`outbox/limit_rules.py`.
 """
 
 import contextlib
-import time
 import uuid
-from dataclasses import dataclass, field
 
 from django.conf import settings
 from django.db import connections, transaction
 from django.db.models import BooleanField, ExpressionWrapper, Q
 from django.db.models.functions import Coalesce, Greatest
 
-from lib.querystring import whole_number
-from outbox.breaker import destination_health_get_or_create
 from outbox.clock import db_now, db_now_plus
-from outbox.destinations import Destination, LookupFailed, RemoteTask
-from outbox.errors import InvalidActionInput, OutboxError
-from outbox.failures import DeliveryResult
+from outbox.limit_rules import (
+    CONCURRENCY_POLL_SECONDS,
+    MAX_WAIT_SECONDS,
+    RATE_WINDOW_SECONDS,
+    DestinationLimited,
+    InvalidLimit,
+    Limits,
+    Permit,
+    describe_limit,
+    parse_limit,
+)
 from outbox.models import DestinationEvent, DestinationHealth, DestinationSlot, SlotKind
+from outbox.services.breaker import destination_health_get_or_create
 
 DB = "default"
-# A rate slot is free again this long after its request's answer came back: the limit is per second.
-RATE_WINDOW_SECONDS = 1.0
-# How long a refused dispatcher waits before asking again: at most this long (a hold or a rate slot may be
-# free sooner than its computed time when another holder gives it back), and a concurrency slot is polled.
-MAX_WAIT_SECONDS = 1.0
-CONCURRENCY_POLL_SECONDS = 0.02
-# Answers whose Retry-After speaks for the whole destination.
-HOLDING_STATUSES = frozenset({429, 503})
-LIMIT_CEILING = 10_000
-# Who may set limits (with an operator role in some workspace): the Meta permission of DestinationHealth.
-SET_LIMITS_PERMISSION = "outbox.set_destination_limits"
-
-
-class DestinationLimited(OutboxError):
-    """No permit now: the destination is held (Retry-After) or at its limit. Nothing was claimed."""
-
-    def __init__(self, reason: str, wait_seconds: float):
-        super().__init__(reason)
-        self.reason = reason
-        self.wait_seconds = max(0.0, min(wait_seconds, MAX_WAIT_SECONDS))
-
-
-class InvalidLimit(InvalidActionInput):
-    pass
-
-
-@dataclass
-class Permit:
-    """What one dispatcher may send now: `requests` requests, one call in flight at a time. Given back with
-    `destination_release` right after the calls, with what they answered."""
-
-    destination: str
-    holder: str
-    requests: int
-    # The breaker's (state, probes) as read with the limits; None for a destination without a row yet.
-    breaker: tuple[str, int] | None = None
-    slot_ids: list[int] = field(default_factory=list)
-    rate_ids: list[int] = field(default_factory=list)
-    requests_made: int = 0
-    retry_after: float | None = None
-    hold_reason: str = ""
-    released: bool = False
-
-    def made(self, results: list[DeliveryResult]) -> None:
-        """One request was made; these are the answers it carried (one per handoff of a batch call)."""
-        self.requests_made += 1
-        for result in results:
-            if result.status_code not in HOLDING_STATUSES or result.retry_after is None:
-                continue
-            if self.retry_after is None or result.retry_after > self.retry_after:
-                self.retry_after = result.retry_after
-                self.hold_reason = (
-                    f"HTTP {result.status_code} with Retry-After {result.retry_after:g} s"
-                )
-
-
-@dataclass(frozen=True)
-class Limits:
-    max_concurrency: int | None
-    max_requests_per_second: int | None
-    held: bool
-    # The circuit breaker's state and probe count, read in the same query: the dispatcher asks the breaker
-    # right after the permit (`destination_admit(seen=…)`), and one read per claim batch is a round trip less.
-    breaker: tuple[str, int] | None = None
 
 
 def _limits(name: str) -> Limits:
@@ -328,82 +271,13 @@ def destination_release(*, permit: Permit) -> None:
         slots.filter(pk__in=unused).update(free_at=None, holder="")
 
 
-class DestinationBusy(LookupFailed):
-    """No permit in time: the destination is held (Retry-After) or at its limits. Nothing was asked."""
-
-
-class LimitedLookups:
-    """The destination, with each lookup and key listing one request under its limits: a permit for one request
-    (waiting at most `wait_seconds` for it; refused: DestinationBusy, and `refused` says why), given back after
-    the answer. Everything else is the destination's own. Deliveries are not wrapped: the dispatcher takes a
-    permit per claim batch."""
-
-    def __init__(self, destination: Destination, *, worker: str, wait_seconds: float = 0.0):
-        self.destination = destination
-        self.worker = worker
-        self.wait_seconds = wait_seconds
-        self.refused = ""
-
-    def __getattr__(self, name: str):
-        return getattr(self.destination, name)
-
-    def lookup(self, action_key: str) -> RemoteTask | None:
-        return self._asked(lambda: self.destination.lookup(action_key))
-
-    def list_keys(self, *, after: str = "", limit: int = 500) -> list[RemoteTask]:
-        return self._asked(lambda: self.destination.list_keys(after=after, limit=limit))
-
-    def _asked(self, call):
-        permit = self._permit()
-        try:
-            return call()
-        finally:
-            permit.made([])
-            destination_release(permit=permit)
-
-    def _permit(self) -> Permit:
-        deadline = time.monotonic() + self.wait_seconds
-        while True:
-            try:
-                permit = destination_acquire(
-                    name=self.destination.name,
-                    worker=self.worker,
-                    requests=1,
-                    lease_seconds=settings.HANDOFF_LEASE_SECONDS,
-                )
-            except DestinationLimited as refused:
-                if time.monotonic() + refused.wait_seconds > deadline:
-                    self.refused = refused.reason
-                    raise DestinationBusy(f"not asked: {refused.reason}") from refused
-                time.sleep(refused.wait_seconds)
-            else:
-                self.refused = ""
-                return permit
-
-
-def _parse_limit(raw: object, label: str) -> int | None:
-    if raw is None or (isinstance(raw, str) and not raw.strip()):
-        return None
-    text = str(raw).strip()
-    value = whole_number(text, high=LIMIT_CEILING)
-    if value is None:
-        raise InvalidLimit(
-            f"{label} must be a whole number from 1 to {LIMIT_CEILING:,}, or empty for no limit; got {text[:20]!r}"
-        )
-    return value
-
-
-def _describe(value: int | None) -> str:
-    return "unlimited" if value is None else str(value)
-
-
 def destination_set_limits(
     *, name: str, max_concurrency: object, max_requests_per_second: object, actor, reason: str
 ) -> DestinationHealth:
     """An operator sets the destination's limits (empty = unlimited). Checked first, nothing written on bad
     input (InvalidLimit); the change is a DestinationEvent with the actor and the reason."""
-    concurrency = _parse_limit(max_concurrency, "Maximum concurrency")
-    rate = _parse_limit(max_requests_per_second, "Maximum requests per second")
+    concurrency = parse_limit(max_concurrency, "Maximum concurrency")
+    rate = parse_limit(max_requests_per_second, "Maximum requests per second")
     if not reason.strip():
         raise InvalidLimit("a reason is required to change a destination's limits")
     with transaction.atomic(using=DB):
@@ -431,8 +305,8 @@ def destination_set_limits(
             actor_label=actor.get_username(),
             action="set_limits",
             reason=(
-                f"limits set: concurrency {_describe(before[0])} -> {_describe(concurrency)}, requests per "
-                f"second {_describe(before[1])} -> {_describe(rate)}; {reason.strip()}"
+                f"limits set: concurrency {describe_limit(before[0])} -> {describe_limit(concurrency)}, requests per "
+                f"second {describe_limit(before[1])} -> {describe_limit(rate)}; {reason.strip()}"
             )[:2000],
         )
     return health

@@ -4,52 +4,20 @@ An outage or a refused credential is the destination's problem, not each handoff
 `HANDOFF_BREAKER_THRESHOLD` consecutive connection/5xx failures across handoffs (or one 401/403) the
 destination is paused: no handoff is claimed for it, so none spends an attempt or its retry window on a
 receiver that cannot answer. One worker at a time makes a single probe call on a backoff schedule; the
-first success resumes the destination. Pauses and resumes are events; alerts read them.
+first success resumes the destination. Pauses and resumes are events; alerts read them. What the answers
+say (the verdict, the thresholds, the probe delays) is `outbox/breaker_rules.py`.
 """
 
-from dataclasses import dataclass
-from enum import Enum
-
-from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import F
 
+from outbox.breaker_rules import Admission, Verdict, pause_threshold, probe_delay, verdict_of
 from outbox.clock import db_now, db_now_plus
-from outbox.failures import UNREACHABLE_REASONS, DeliveryResult
-from outbox.models import (
-    DestinationEvent,
-    DestinationHealth,
-    DestinationState,
-    FailureClass,
-    PauseReason,
-)
+from outbox.failures import DeliveryResult
+from outbox.models import DestinationEvent, DestinationHealth, DestinationState
 
 DB = "default"
 D = DestinationState
-
-
-class Admission(Enum):
-    OPEN = "open"  # claim as usual
-    PROBE = "probe"  # paused: this worker makes the one probe call
-    PAUSED = "paused"  # paused: claim nothing
-
-
-def destination_failure(result: DeliveryResult) -> str:
-    """The pause reason this result stands for, or "" when it says nothing about the destination."""
-    if result.delivered:
-        return ""
-    if result.failure_class == FailureClass.CREDENTIAL:
-        return PauseReason.CREDENTIAL
-    if result.reason_code in UNREACHABLE_REASONS:
-        return PauseReason.UNREACHABLE
-    return ""
-
-
-def _probe_delay(probes_made: int) -> float:
-    return min(
-        settings.HANDOFF_BREAKER_PROBE_CAP,
-        settings.HANDOFF_BREAKER_PROBE_BASE * 2 ** min(probes_made, 20),
-    )
 
 
 def destination_health_get_or_create(name: str) -> DestinationHealth:
@@ -84,45 +52,9 @@ def destination_admit(*, name: str, seen: tuple[str, int] | None = None) -> Admi
     taken = (
         DestinationHealth.objects.using(DB)
         .filter(name=name, state=D.PAUSED, probes=made, next_probe_at__lte=db_now())
-        .update(probes=F("probes") + 1, next_probe_at=db_now_plus(_probe_delay(made + 1)))
+        .update(probes=F("probes") + 1, next_probe_at=db_now_plus(probe_delay(made + 1)))
     )
     return Admission.PROBE if taken else Admission.PAUSED
-
-
-@dataclass(frozen=True)
-class Verdict:
-    """What a run of results says about the destination."""
-
-    succeeded: bool
-    failures: int
-    reason: str
-    detail: str
-
-
-def _verdict(results: list[DeliveryResult]) -> Verdict:
-    # Only the failures after the last success count: the streak is of consecutive failures.
-    failures, reason, detail, succeeded = 0, "", "", False
-    for result in results:
-        kind = destination_failure(result)
-        if result.delivered or (not kind and result.status_code is not None):
-            # Any answer about the handoff itself proves the destination is up and takes our credentials.
-            succeeded, failures, reason, detail = True, 0, "", ""
-        elif kind:
-            failures += 1
-            reason = PauseReason.CREDENTIAL if PauseReason.CREDENTIAL in (kind, reason) else kind
-            detail = f"{result.reason_code}: {result.detail}"[:500]
-    return Verdict(succeeded, failures, reason, detail)
-
-
-def pause_threshold(reason: str) -> int:
-    """Consecutive failures that pause a destination: one refused credential, or the configured outage count."""
-    return 1 if reason == PauseReason.CREDENTIAL else settings.HANDOFF_BREAKER_THRESHOLD
-
-
-def would_pause(results: list[DeliveryResult]) -> bool:
-    """Whether these answers, in order, show a destination the breaker pauses (counted from a healthy one)."""
-    verdict = _verdict(results)
-    return verdict.failures > 0 and verdict.failures >= pause_threshold(verdict.reason)
 
 
 def destination_record_results(
@@ -131,7 +63,7 @@ def destination_record_results(
     """Count the results against the destination; pause or resume it. Returns its state afterwards.
     `seen_healthy`: the caller has just read (with the outcomes' write) that the destination is active with no
     failure streak; read here otherwise."""
-    verdict = _verdict(results)
+    verdict = verdict_of(results)
     if not verdict.succeeded and not verdict.failures:
         return ""
     if not verdict.failures and (
@@ -188,7 +120,7 @@ def _count_failures(health: DestinationHealth, verdict: Verdict) -> None:
         health.pause_reason = verdict.reason
         health.paused_at = db_now()
         health.probes = 0
-        health.next_probe_at = db_now_plus(_probe_delay(0))
+        health.next_probe_at = db_now_plus(probe_delay(0))
 
 
 def destination_resume(*, name: str, actor_label: str) -> str:

@@ -1,0 +1,91 @@
+"""What a destination's limits are and what a permit under them carries: the operator's numbers (checked
+here), the waits, and which answers hold the whole destination. Pure: the slots and the hold are written by
+`outbox/services/limits.py`."""
+
+from dataclasses import dataclass, field
+
+from lib.querystring import whole_number
+from outbox.errors import InvalidActionInput, OutboxError
+from outbox.failures import DeliveryResult
+
+# A rate slot is free again this long after its request's answer came back: the limit is per second.
+RATE_WINDOW_SECONDS = 1.0
+# How long a refused dispatcher waits before asking again: at most this long (a hold or a rate slot may be
+# free sooner than its computed time when another holder gives it back), and a concurrency slot is polled.
+MAX_WAIT_SECONDS = 1.0
+CONCURRENCY_POLL_SECONDS = 0.02
+# Answers whose Retry-After speaks for the whole destination.
+HOLDING_STATUSES = frozenset({429, 503})
+LIMIT_CEILING = 10_000
+# Who may set limits (with an operator role in some workspace): the Meta permission of DestinationHealth.
+SET_LIMITS_PERMISSION = "outbox.set_destination_limits"
+
+
+class DestinationLimited(OutboxError):
+    """No permit now: the destination is held (Retry-After) or at its limit. Nothing was claimed."""
+
+    def __init__(self, reason: str, wait_seconds: float):
+        super().__init__(reason)
+        self.reason = reason
+        self.wait_seconds = max(0.0, min(wait_seconds, MAX_WAIT_SECONDS))
+
+
+class InvalidLimit(InvalidActionInput):
+    pass
+
+
+@dataclass
+class Permit:
+    """What one dispatcher may send now: `requests` requests, one call in flight at a time. Given back with
+    `destination_release` right after the calls, with what they answered."""
+
+    destination: str
+    holder: str
+    requests: int
+    # The breaker's (state, probes) as read with the limits; None for a destination without a row yet.
+    breaker: tuple[str, int] | None = None
+    slot_ids: list[int] = field(default_factory=list)
+    rate_ids: list[int] = field(default_factory=list)
+    requests_made: int = 0
+    retry_after: float | None = None
+    hold_reason: str = ""
+    released: bool = False
+
+    def made(self, results: list[DeliveryResult]) -> None:
+        """One request was made; these are the answers it carried (one per handoff of a batch call)."""
+        self.requests_made += 1
+        for result in results:
+            if result.status_code not in HOLDING_STATUSES or result.retry_after is None:
+                continue
+            if self.retry_after is None or result.retry_after > self.retry_after:
+                self.retry_after = result.retry_after
+                self.hold_reason = (
+                    f"HTTP {result.status_code} with Retry-After {result.retry_after:g} s"
+                )
+
+
+@dataclass(frozen=True)
+class Limits:
+    max_concurrency: int | None
+    max_requests_per_second: int | None
+    held: bool
+    # The circuit breaker's state and probe count, read in the same query: the dispatcher asks the breaker
+    # right after the permit (`destination_admit(seen=…)`), and one read per claim batch is a round trip less.
+    breaker: tuple[str, int] | None = None
+
+
+def parse_limit(raw: object, label: str) -> int | None:
+    """A limit as an operator typed it: a whole number up to LIMIT_CEILING, or None (empty) for no limit."""
+    if raw is None or (isinstance(raw, str) and not raw.strip()):
+        return None
+    text = str(raw).strip()
+    value = whole_number(text, high=LIMIT_CEILING)
+    if value is None:
+        raise InvalidLimit(
+            f"{label} must be a whole number from 1 to {LIMIT_CEILING:,}, or empty for no limit; got {text[:20]!r}"
+        )
+    return value
+
+
+def describe_limit(value: int | None) -> str:
+    return "unlimited" if value is None else str(value)

@@ -1,0 +1,95 @@
+"""Lookups and key listings under the destination's limits: each is one request to the receiver, like a
+delivery call, so each takes a permit (`outbox/services/limits.py`) and gives it back after the answer.
+
+The rule: every lookup and key listing the product makes (settlement, reconciliation runs, a person's
+reconcile or check) asks through `lookups_under_limits`, whether or not its caller passed a destination.
+Deliveries are not asked here: the dispatcher takes a permit per claim batch.
+"""
+
+import time
+from collections.abc import Callable
+from typing import TypeVar
+
+from django.conf import settings
+
+from outbox.destinations import Destination, LookupFailed, Lookups, RemoteTask, get_destination
+from outbox.limit_rules import DestinationLimited, Permit
+from outbox.services.limits import destination_acquire, destination_release
+
+T = TypeVar("T")
+
+
+class DestinationBusy(LookupFailed):
+    """No permit in time: the destination is held (Retry-After) or at its limits. Nothing was asked."""
+
+
+class LimitedLookups(Lookups):
+    """A destination's lookups, each one request under its limits: a permit for one request (waiting at most
+    `wait_seconds` for it; refused: DestinationBusy, and `refused` says why), given back after the answer.
+    What the answers are worth (idempotency, whether the destination can be asked) is the destination's."""
+
+    def __init__(self, destination: Destination, *, worker: str, wait_seconds: float = 0.0):
+        self.destination = destination
+        self.worker = worker
+        self.wait_seconds = wait_seconds
+        self.refused = ""
+
+    @property
+    def name(self) -> str:
+        return self.destination.name
+
+    @property
+    def supports_idempotency(self) -> bool:
+        return self.destination.supports_idempotency
+
+    @property
+    def supports_lookup(self) -> bool:
+        return self.destination.supports_lookup
+
+    def describe(self) -> str:
+        return self.destination.describe()
+
+    def lookup(self, action_key: str) -> RemoteTask | None:
+        return self._asked(lambda: self.destination.lookup(action_key))
+
+    def list_keys(self, *, after: str = "", limit: int = 500) -> list[RemoteTask]:
+        return self._asked(lambda: self.destination.list_keys(after=after, limit=limit))
+
+    def _asked(self, call: Callable[[], T]) -> T:
+        permit = self._permit()
+        try:
+            return call()
+        finally:
+            permit.made([])
+            destination_release(permit=permit)
+
+    def _permit(self) -> Permit:
+        deadline = time.monotonic() + self.wait_seconds
+        while True:
+            try:
+                permit = destination_acquire(
+                    name=self.destination.name,
+                    worker=self.worker,
+                    requests=1,
+                    lease_seconds=settings.HANDOFF_LEASE_SECONDS,
+                )
+            except DestinationLimited as refused:
+                if time.monotonic() + refused.wait_seconds > deadline:
+                    self.refused = refused.reason
+                    raise DestinationBusy(f"not asked: {refused.reason}") from refused
+                time.sleep(refused.wait_seconds)
+            else:
+                self.refused = ""
+                return permit
+
+
+def lookups_under_limits(
+    destination: Destination | LimitedLookups | None, *, worker: str, wait_seconds: float
+) -> LimitedLookups:
+    """The destination (the configured one when None) asked under its limits. Already under them, it is
+    returned as it is: a caller that asks many times (settlement's pass) keeps its own wait and `refused`."""
+    if isinstance(destination, LimitedLookups):
+        return destination
+    return LimitedLookups(
+        destination or get_destination(), worker=worker, wait_seconds=wait_seconds
+    )
