@@ -1,7 +1,12 @@
-"""The dispatcher orchestrates: ask the destination's breaker and limits, claim due handoffs, call the
-destination outside any transaction, give the limits' slots back, record the outcome, count it against the
-destination's circuit breaker. Every write it makes is a service of
-`outbox/services.py`; the periodic passes (`maintain`, `sweep`, `drain`) are here.
+"""The dispatcher orchestrates; every write it makes is a service of `outbox/services/`.
+
+One handoff's way through `dispatch_batch`, in the order of this file: admit (the destination's breaker,
+`outbox/services/breaker.py`), take a permit (its limits, `outbox/services/limits.py`), claim
+(`outbox/services/claims.py`), call the destination outside any transaction (`outbox/destinations/`, which
+reads its answer with `outbox/failures.py`; `outbox/lease_keeper.py` checks the lease before each call),
+give the permit back, record the outcome (`outbox/services/outcomes.py`: planned by `outbox/outcomes.py`,
+written there or by `outbox/delivered.py`), count it against the breaker. The periodic passes (`drain`,
+`maintain`, `sweep`) are at the end.
 """
 
 import logging
@@ -12,37 +17,20 @@ from dataclasses import dataclass, field
 
 from django.conf import settings
 
-from outbox.breaker import Admission, destination_admit, destination_record_results, would_pause
+from outbox.breaker_rules import Admission, would_pause
 from outbox.destinations import BatchRefused, Destination, get_destination
 from outbox.failures import DeliveryResult
-from outbox.limits import (
-    DestinationLimited,
-    LimitedLookups,
-    Permit,
-    destination_acquire,
-    destination_held,
-    destination_release,
-    destination_renew,
-)
-from outbox.models import (
-    Attempt,
-    AttemptOutcome,
-    DestinationState,
-    FailureClass,
-    Handoff,
-    HandoffState,
-)
+from outbox.lease_keeper import LeaseKeeper
+from outbox.limit_rules import DestinationLimited, Permit
+from outbox.models import DestinationState, Handoff, HandoffState
 from outbox.selectors import destination_pause
-from outbox.services import (
-    Claim,
-    handoff_claim_due,
-    handoff_expire_leases,
-    handoff_record_outcomes,
-    handoff_release_claims,
-    handoff_renew_leases,
-    handoff_retry,
-    handoff_settle,
-)
+from outbox.services.breaker import destination_admit, destination_record_results
+from outbox.services.claims import Claim, claim_resend_blocked, handoff_claim_due
+from outbox.services.leases import handoff_expire_leases
+from outbox.services.limits import destination_acquire, destination_release
+from outbox.services.lookup_limits import lookups_under_limits
+from outbox.services.outcomes import handoff_record_outcomes
+from outbox.services.settlement import handoff_settle
 
 log = logging.getLogger(__name__)
 DB = "default"
@@ -86,253 +74,6 @@ class RunStats:
             self.settled[key] = self.settled.get(key, 0) + value
         # Whether the last batch was refused by the destination's limits, and how long it asked to wait.
         self.limited, self.wait_seconds = other.limited, other.wait_seconds
-
-
-def _tally(stats: RunStats, state: str, result: DeliveryResult) -> None:
-    if state == S.DELIVERED:
-        stats.delivered += 1
-        stats.duplicates += 0 if result.created else 1
-    elif state == S.PENDING:
-        stats.retrying += 1
-    elif state == S.UNCERTAIN:
-        stats.uncertain += 1
-    else:
-        stats.needs_attention += 1
-
-
-def _resend_blocked(claim: Claim, destination: Destination) -> DeliveryResult | None:
-    if destination.supports_idempotency:
-        return None
-    # Only this run's attempts: a person who checked the receiver and let it be sent again started a new run.
-    earlier = Attempt.objects.using(DB).filter(
-        handoff_id=claim.handoff_id,
-        number__lt=claim.attempt_number,
-        number__gt=claim.attempt_number - claim.run_attempt,
-    )
-    if not earlier.exclude(outcome=AttemptOutcome.FAILED).exists():
-        return None
-    # Without idempotency, an earlier attempt that may have reached the receiver means a person must
-    # check there first: nothing is sent twice automatically.
-    return DeliveryResult.failed(
-        FailureClass.UNCERTAIN,
-        "not_idempotent_resend_blocked",
-        "the destination does not honour idempotency keys and an earlier attempt may have reached it",
-    )
-
-
-def _record(
-    outcomes: list[tuple[Claim, DeliveryResult]], destination: Destination, stats: RunStats
-) -> str:
-    """Write the outcomes, count them against the destination; returns the destination's state after."""
-    recorded = handoff_record_outcomes(outcomes=outcomes, destination=destination)
-    for (claim, result), state in zip(outcomes, recorded.states, strict=True):
-        if state is None:
-            stats.lease_lost += 1
-            log.warning(
-                "outcome of %s refused: lease taken over (result was %s)",
-                claim.action_key,
-                result.reason_code or "delivered",
-            )
-        else:
-            _tally(stats, state, result)
-    return destination_record_results(
-        name=destination.name,
-        results=[result for _claim, result in outcomes],
-        seen_healthy=recorded.destination_healthy,
-    )
-
-
-class LeaseKeeper:
-    """Makes sure no call leaves after its lease could have passed to another worker, nor into a hold.
-
-    Before each call it checks, on the local monotonic clock, whether the claims' leases (renewed on the
-    database clock) certainly outlast one more call; if not, it renews them in one conditional UPDATE
-    that also proves they are still this worker's. A claim whose lease was lost is dropped unsent. The
-    permit's slots (the destination's limits) are leased alike, from before the claim, and renewed first:
-    no call leaves on a slot that could have passed to another worker. At most every `HOLD_CHECK_SECONDS`
-    it also asks whether another worker's Retry-After answer put the destination on hold. A lost slot or a
-    hold gives the claims not sent yet back (pending, due at once, no attempt counted): `given_back`.
-    """
-
-    MARGIN = 1.0
-    HOLD_CHECK_SECONDS = 1.0
-
-    def __init__(
-        self,
-        claims: list[Claim],
-        *,
-        lease_seconds: float,
-        call_seconds: float,
-        permit: Permit,
-        leased_at: float,
-    ):
-        self.held = {claim.handoff_id: claim for claim in claims}
-        self.lease_seconds, self.call_seconds = lease_seconds, call_seconds
-        self.permit = permit
-        # Monotonic time taken before the permit's slots were leased: the earliest any lease began.
-        self.renewed_at = self.hold_checked_at = leased_at
-        self.given_back: set[int] = set()
-        self.sent: set[int] = (
-            set()
-        )  # passed by `still_held`: sent (or about to be); kept to record outcomes
-        self.released = 0
-        self.stopped = ""
-
-    def _give_back(self, reason: str) -> None:
-        self.give_back([claim for pk, claim in self.held.items() if pk not in self.sent], reason)
-        self.stopped = reason
-
-    def give_back(self, claims: list[Claim], reason: str) -> None:
-        """Claims not sent after all: pending again, due at once, no attempt counted."""
-        self.released += handoff_release_claims(claims=claims, reason=reason)
-        for claim in claims:
-            self.held.pop(claim.handoff_id, None)
-            self.sent.discard(claim.handoff_id)
-            self.given_back.add(claim.handoff_id)
-
-    def still_held(self, claim: Claim) -> bool:
-        now = time.monotonic()
-        if self.held and now - self.hold_checked_at > self.HOLD_CHECK_SECONDS:
-            self.hold_checked_at = now
-            if destination_held(name=self.permit.destination):
-                self._give_back(
-                    f"not sent: destination {self.permit.destination} asked to wait (Retry-After)"
-                )
-        if (
-            self.held
-            and now - self.renewed_at + self.call_seconds + self.MARGIN > self.lease_seconds
-        ):
-            self.renewed_at = now
-            if not destination_renew(permit=self.permit, lease_seconds=self.lease_seconds):
-                log.warning(
-                    "the destination's slot was taken over: claims not sent yet are given back"
-                )
-                self._give_back(
-                    f"not sent: the slot of destination {self.permit.destination} ran out"
-                )
-            kept = handoff_renew_leases(
-                claims=list(self.held.values()), lease_seconds=self.lease_seconds
-            )
-            self.held = {pk: c for pk, c in self.held.items() if pk in kept}
-        if claim.handoff_id in self.held:
-            self.sent.add(claim.handoff_id)
-            return True
-        return False
-
-    def lost(self, claim: Claim) -> bool:
-        """Not sent because its lease was taken over (not given back by this worker)."""
-        return claim.handoff_id not in self.given_back
-
-
-def deliver_claims_one_by_one(
-    claims: list[Claim], destination: Destination, stats: RunStats, keeper: LeaseKeeper
-) -> None:
-    """One call per claim, the batch's outcomes written in one commit afterwards (the claims stay leased,
-    and renewed, until then). When an answer shows the destination down or refusing our credentials, or asks
-    it to be left alone for a while (429/503 with Retry-After: the whole destination is held), the rest are
-    given back unsent: such a receiver is not called once per handoff."""
-    outcomes, rest = [], []
-    for index, claim in enumerate(claims):
-        if not keeper.still_held(claim):
-            if keeper.lost(claim):
-                stats.lease_lost += 1
-                log.warning(
-                    "%s not sent: its lease was taken over before the call", claim.action_key
-                )
-            continue
-        result = _resend_blocked(claim, destination)
-        if result is None:
-            result = destination.deliver(claim.outgoing)
-            keeper.permit.made([result])
-        outcomes.append((claim, result))
-        if _stop_sending(keeper.permit, outcomes):
-            rest = claims[index + 1 :]
-            break
-    destination_release(permit=keeper.permit)
-    state = _record(outcomes, destination, stats) if outcomes else ""
-    if rest:
-        why = (
-            "was paused"
-            if state == DestinationState.PAUSED
-            else "asked to wait (Retry-After)"
-            if keeper.permit.retry_after is not None
-            else "failing"
-        )
-        keeper.give_back(rest, f"not sent: destination {destination.name} {why}")
-        stats.paused = state == DestinationState.PAUSED
-
-
-def _stop_sending(permit: Permit, outcomes: list[tuple[Claim, DeliveryResult]]) -> bool:
-    """The answers so far ask for no more calls: the destination is held (Retry-After) or would be paused. Only
-    a failure can make the streak long enough to pause, so after a delivery the answers are not counted again."""
-    if permit.retry_after is not None:
-        return True
-    return not outcomes[-1][1].delivered and would_pause([answer for _claim, answer in outcomes])
-
-
-def _held(claims: list[Claim], keeper: LeaseKeeper, stats: RunStats) -> list[Claim]:
-    kept = [claim for claim in claims if keeper.still_held(claim)]
-    if keeper.stopped and kept:
-        # One call carries them all: none goes once the slot is lost or a hold began.
-        keeper.give_back(kept, keeper.stopped)
-        kept = []
-    stats.lease_lost += sum(1 for claim in claims if claim not in kept and keeper.lost(claim))
-    return kept
-
-
-def deliver_claims_batched(
-    claims: list[Claim], destination: Destination, stats: RunStats, keeper: LeaseKeeper
-) -> None:
-    """One batch call for every claim the destination may take in a batch, one commit for the outcomes."""
-    outcomes, sendable = [], []
-    for claim in _held(claims, keeper, stats):
-        blocked = _resend_blocked(claim, destination)
-        if blocked is None:
-            sendable.append(claim)
-        else:
-            outcomes.append((claim, blocked))
-    if sendable:
-        try:
-            results = destination.deliver_batch([c.outgoing for c in sendable])
-        except BatchRefused as refused:
-            # Nothing was read: the claims go back unsent, and the next batches are one call per handoff.
-            keeper.permit.made([])
-            log.warning(
-                "%s refused a batch of %d as too large: one call per handoff for a while",
-                destination.name,
-                len(sendable),
-            )
-            keeper.give_back(
-                sendable, f"not sent: {destination.name} refused the batch as too large ({refused})"
-            )
-        else:
-            keeper.permit.made(results)
-            outcomes += zip(sendable, results, strict=True)
-    destination_release(permit=keeper.permit)
-    if outcomes:
-        _record(outcomes, destination, stats)
-
-
-def _permit(
-    destination: Destination,
-    batching: bool,
-    worker: str,
-    limit: int,
-    lease_seconds: float,
-    stats: RunStats,
-) -> Permit | None:
-    """The destination's limits for this batch (a batch call is one request, single calls one each), or None
-    when they refuse: `stats` then say how long to wait."""
-    try:
-        return destination_acquire(
-            name=destination.name,
-            worker=worker,
-            lease_seconds=lease_seconds,
-            requests=1 if batching else limit,
-        )
-    except DestinationLimited as refused:
-        stats.limited, stats.wait_seconds = True, refused.wait_seconds
-        return None
 
 
 def dispatch_batch(
@@ -382,6 +123,28 @@ def dispatch_batch(
     return stats
 
 
+def _permit(
+    destination: Destination,
+    batching: bool,
+    worker: str,
+    limit: int,
+    lease_seconds: float,
+    stats: RunStats,
+) -> Permit | None:
+    """The destination's limits for this batch (a batch call is one request, single calls one each), or None
+    when they refuse: `stats` then say how long to wait."""
+    try:
+        return destination_acquire(
+            name=destination.name,
+            worker=worker,
+            lease_seconds=lease_seconds,
+            requests=1 if batching else limit,
+        )
+    except DestinationLimited as refused:
+        stats.limited, stats.wait_seconds = True, refused.wait_seconds
+        return None
+
+
 def _deliver(
     claims: list[Claim],
     destination: Destination,
@@ -397,6 +160,129 @@ def _deliver(
     stats.released += keeper.released
 
 
+def deliver_claims_one_by_one(
+    claims: list[Claim], destination: Destination, stats: RunStats, keeper: LeaseKeeper
+) -> None:
+    """One call per claim, the batch's outcomes written in one commit afterwards (the claims stay leased,
+    and renewed, until then). When an answer shows the destination down or refusing our credentials, or asks
+    it to be left alone for a while (429/503 with Retry-After: the whole destination is held), the rest are
+    given back unsent: such a receiver is not called once per handoff."""
+    outcomes, rest = [], []
+    for index, claim in enumerate(claims):
+        if not keeper.still_held(claim):
+            if keeper.lost(claim):
+                stats.lease_lost += 1
+                log.warning(
+                    "%s not sent: its lease was taken over before the call", claim.action_key
+                )
+            continue
+        result = claim_resend_blocked(claim, destination)
+        if result is None:
+            result = destination.deliver(claim.outgoing)
+            keeper.permit.made([result])
+        outcomes.append((claim, result))
+        if _stop_sending(keeper.permit, outcomes):
+            rest = claims[index + 1 :]
+            break
+    destination_release(permit=keeper.permit)
+    state = _record(outcomes, destination, stats) if outcomes else ""
+    if rest:
+        why = (
+            "was paused"
+            if state == DestinationState.PAUSED
+            else "asked to wait (Retry-After)"
+            if keeper.permit.retry_after is not None
+            else "failing"
+        )
+        keeper.give_back(rest, f"not sent: destination {destination.name} {why}")
+        stats.paused = state == DestinationState.PAUSED
+
+
+def _stop_sending(permit: Permit, outcomes: list[tuple[Claim, DeliveryResult]]) -> bool:
+    """The answers so far ask for no more calls: the destination is held (Retry-After) or would be paused. Only
+    a failure can make the streak long enough to pause, so after a delivery the answers are not counted again."""
+    if permit.retry_after is not None:
+        return True
+    return not outcomes[-1][1].delivered and would_pause([answer for _claim, answer in outcomes])
+
+
+def _held(claims: list[Claim], keeper: LeaseKeeper, stats: RunStats) -> list[Claim]:
+    kept = [claim for claim in claims if keeper.still_held(claim)]
+    if keeper.stopped and kept:
+        # One call carries them all: none goes once the slot is lost or a hold began.
+        keeper.give_back(kept, keeper.stopped)
+        kept = []
+    stats.lease_lost += sum(1 for claim in claims if claim not in kept and keeper.lost(claim))
+    return kept
+
+
+def deliver_claims_batched(
+    claims: list[Claim], destination: Destination, stats: RunStats, keeper: LeaseKeeper
+) -> None:
+    """One batch call for every claim the destination may take in a batch, one commit for the outcomes."""
+    outcomes, sendable = [], []
+    for claim in _held(claims, keeper, stats):
+        blocked = claim_resend_blocked(claim, destination)
+        if blocked is None:
+            sendable.append(claim)
+        else:
+            outcomes.append((claim, blocked))
+    if sendable:
+        try:
+            results = destination.deliver_batch([c.outgoing for c in sendable])
+        except BatchRefused as refused:
+            # Nothing was read: the claims go back unsent, and the next batches are one call per handoff.
+            keeper.permit.made([])
+            log.warning(
+                "%s refused a batch of %d as too large: one call per handoff for a while",
+                destination.name,
+                len(sendable),
+            )
+            keeper.give_back(
+                sendable, f"not sent: {destination.name} refused the batch as too large ({refused})"
+            )
+        else:
+            keeper.permit.made(results)
+            outcomes += zip(sendable, results, strict=True)
+    destination_release(permit=keeper.permit)
+    if outcomes:
+        _record(outcomes, destination, stats)
+
+
+def _record(
+    outcomes: list[tuple[Claim, DeliveryResult]], destination: Destination, stats: RunStats
+) -> str:
+    """Write the outcomes, count them against the destination; returns the destination's state after."""
+    recorded = handoff_record_outcomes(outcomes=outcomes, destination=destination)
+    for (claim, result), state in zip(outcomes, recorded.states, strict=True):
+        if state is None:
+            stats.lease_lost += 1
+            log.warning(
+                "outcome of %s refused: lease taken over (result was %s)",
+                claim.action_key,
+                result.reason_code or "delivered",
+            )
+        else:
+            _tally(stats, state, result)
+    return destination_record_results(
+        name=destination.name,
+        results=[result for _claim, result in outcomes],
+        seen_healthy=recorded.destination_healthy,
+    )
+
+
+def _tally(stats: RunStats, state: str, result: DeliveryResult) -> None:
+    if state == S.DELIVERED:
+        stats.delivered += 1
+        stats.duplicates += 0 if result.created else 1
+    elif state == S.PENDING:
+        stats.retrying += 1
+    elif state == S.UNCERTAIN:
+        stats.uncertain += 1
+    else:
+        stats.needs_attention += 1
+
+
 def handoff_deliver(
     *, handoff_id: int, destination: Destination | None = None, worker: str | None = None
 ) -> str:
@@ -405,17 +291,17 @@ def handoff_deliver(
     return Handoff.objects.using(DB).values_list("state", flat=True).get(pk=handoff_id)
 
 
-def handoff_retry_now(
-    *,
-    handoff_id: int,
-    actor,
-    reason: str = "",
-    confirm_risk: bool = False,
-    destination: Destination | None = None,
-) -> str:
-    """An operator's retry (same action key), sent at once so that the operator sees the real result."""
-    handoff_retry(handoff_id=handoff_id, actor=actor, reason=reason, confirm_risk=confirm_risk)
-    return handoff_deliver(handoff_id=handoff_id, destination=destination)
+def drain(
+    *, destination: Destination | None = None, worker: str | None = None, max_batches: int = 1000
+) -> RunStats:
+    """Dispatch batches until nothing is due (or `max_batches`)."""
+    stats = RunStats()
+    for _ in range(max_batches):
+        batch = dispatch_batch(destination=destination, worker=worker)
+        stats.add(batch)
+        if batch.claimed == 0:
+            break
+    return stats
 
 
 # How long settlement waits for a permit before it ends its pass: long enough to get a slot between the
@@ -427,10 +313,8 @@ def settle_uncertain(*, destination: Destination | None = None, limit: int = 200
     """Ask the receiver about uncertain outcomes, oldest first. Each lookup is a request under the destination's
     limits; the pass ends at the first one they refuse within SETTLEMENT_WAIT_SECONDS (the rest wait for the
     next pass)."""
-    asked = LimitedLookups(
-        destination or get_destination(),
-        worker=default_worker_name(),
-        wait_seconds=SETTLEMENT_WAIT_SECONDS,
+    asked = lookups_under_limits(
+        destination, worker=default_worker_name(), wait_seconds=SETTLEMENT_WAIT_SECONDS
     )
     outcomes: dict[str, int] = {}
     for pk in (
@@ -473,17 +357,4 @@ def sweep(*, destination: Destination | None = None, worker: str | None = None) 
         settle_uncertain(destination=destination) if _may_be_asked(destination) else {}
     ).items():
         stats.settled[state] = stats.settled.get(state, 0) + count
-    return stats
-
-
-def drain(
-    *, destination: Destination | None = None, worker: str | None = None, max_batches: int = 1000
-) -> RunStats:
-    """Dispatch batches until nothing is due (or `max_batches`)."""
-    stats = RunStats()
-    for _ in range(max_batches):
-        batch = dispatch_batch(destination=destination, worker=worker)
-        stats.add(batch)
-        if batch.claimed == 0:
-            break
     return stats

@@ -41,5 +41,9 @@ class AssigneeNotOperator(InvalidActionInput):
     pass
 
 
+class AssigneeNotFound(InvalidActionInput):
+    """The owner named for an assign is no user: nothing was assigned."""
+
+
 class CompensationBlocked(OutboxError):
     """The instance cannot be compensated now (a step's outcome is unknown, or it is being compensated)."""

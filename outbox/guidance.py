@@ -7,12 +7,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from outbox.models import NEEDS_PERSON_STATES, OPEN_STATES, FailureClass, Handoff, HandoffState
-from outbox.services import manual_settle_applies
 
 S = HandoffState
 F = FailureClass
-
-RISKY_RETRY_CLASSES = frozenset({F.UNCERTAIN, F.MALFORMED})
 
 # Which handoffs each bulk action considers (the services still check every row).
 BULK_ELIGIBLE_STATES: dict[str, tuple[str, ...]] = {
@@ -34,15 +31,13 @@ class Guidance:
 
 def retry_is_risky(handoff: Handoff) -> bool:
     """Sending again may create a second effect: the last outcome is unknown."""
-    return handoff.state == S.UNCERTAIN or (
-        handoff.state == S.NEEDS_ATTENTION and handoff.failure_class in RISKY_RETRY_CLASSES
-    )
+    return handoff.outcome_unknown
 
 
 def available_actions(handoff: Handoff, findings: Sequence = ()) -> list[str]:
     """The manual actions that make sense for the handoff's state and its open findings, safest first."""
     actions = _state_actions(handoff)
-    if findings or (manual_settle_applies(handoff) and handoff.state != S.DELIVERED):
+    if findings or handoff.awaits_receiver_check:
         actions.insert(0, "repair")
     if "reconcile" not in actions and not handoff.with_dispatcher:
         # A read of the receiver; it sends nothing, so it is offered wherever a task may exist.
@@ -171,7 +166,7 @@ def _attention_guidance(handoff: Handoff) -> Guidance:
             recommended="compensate",
             avoid=("retry",),
         )
-    if fc in RISKY_RETRY_CLASSES:
+    if handoff.outcome_unknown:
         return Guidance(
             "Outcome unknown and not settled automatically: reconcile.",
             f"\u201cReconcile\u201d asks the receiver whether it has a task for {key}. If the receiver cannot be "
@@ -180,6 +175,13 @@ def _attention_guidance(handoff: Handoff) -> Guidance:
             recommended="reconcile",
             avoid=("retry",),
         )
+    return _failure_guidance(handoff, ack)
+
+
+def _failure_guidance(handoff: Handoff, ack: str) -> Guidance:
+    """A failure whose outcome is known: the receiver refused the content, the key or our credentials, or
+    retries ran out."""
+    fc = handoff.failure_class
     if fc == F.PERMANENT:
         return Guidance(
             "The receiver rejected the content: correct it.",
@@ -224,7 +226,7 @@ def next_step(handoff: Handoff, findings: Sequence = (), *, paused_destination=N
         return _finding_guidance(findings)
     if paused_destination is not None and handoff.state == S.PENDING:
         return _paused_guidance(handoff, paused_destination)
-    if handoff.state in (S.DELIVERED, S.SUPERSEDED, S.CANCELLED, S.OBSERVED):
+    if not handoff.is_open:
         return _closed_guidance(handoff)
     if handoff.state == S.NEEDS_ATTENTION:
         return _attention_guidance(handoff)

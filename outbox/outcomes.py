@@ -1,8 +1,9 @@
 """What an answer means for a handoff, decided before anything is written.
 
-`plan_outcome` reads one delivery result (a receipt, or a failure with its class), `settlement_for` reads
-the receiver's answer about a key (found with the same payload, found with another, not found). Both only
-decide; `outbox/services.py` writes the move, with its event, under the row lock.
+`plan_outcome` reads one delivery result (a receipt, or a failure with its class) and `attempt_fields` what
+its attempt records; `settlement_for` reads the receiver's answer about a key (found with the same payload,
+found with another, not found). They only decide; `outbox/services/outcomes.py` and
+`outbox/services/settlement.py` write the move, with its event, under the row lock.
 """
 
 from dataclasses import dataclass, field
@@ -10,9 +11,15 @@ from dataclasses import dataclass, field
 from django.utils import timezone
 
 from outbox.clock import db_now, db_now_plus
-from outbox.destinations import Destination, RemoteTask
+from outbox.destinations import Destination, Lookups, RemoteTask
 from outbox.failures import UNREACHABLE_REASONS, DeliveryResult
-from outbox.models import AttemptOutcome, FailureClass, Handoff, HandoffState
+from outbox.models import (
+    UNKNOWN_OUTCOME_CLASSES,
+    AttemptOutcome,
+    FailureClass,
+    Handoff,
+    HandoffState,
+)
 from outbox.redaction import redact_text
 
 S = HandoffState
@@ -82,7 +89,7 @@ def plan_outcome(
         "reason_code": result.reason_code,
         "last_error": detail,
     }
-    if result.failure_class in (FailureClass.UNCERTAIN, FailureClass.MALFORMED):
+    if result.failure_class in UNKNOWN_OUTCOME_CLASSES:
         return _unknown_outcome_plan(handoff, result, destination, common)
     if result.failure_class == FailureClass.CREDENTIAL:
         # A refused credential is the destination's problem: its breaker pauses it, the handoff waits.
@@ -122,6 +129,20 @@ def plan_outcome(
     )
 
 
+def attempt_fields(outcome: str, result: DeliveryResult | None, detail: str = "") -> dict:
+    """What the attempt row records of an answer: its outcome, failure class, status, latency and the
+    detail, redacted and cut to what is kept."""
+    return {
+        "finished_at": timezone.now(),
+        "outcome": outcome,
+        "failure_class": result.failure_class if result else "",
+        "reason_code": result.reason_code if result else "",
+        "status_code": result.status_code if result else None,
+        "latency_ms": result.latency_ms if result else None,
+        "detail": redact_text(detail or (result.detail if result else ""))[:2000],
+    }
+
+
 @dataclass(frozen=True)
 class Settlement:
     """What the receiver's answer about a key means for the handoff: a move (or a note, when `to_state`
@@ -133,7 +154,7 @@ class Settlement:
 
 
 def settlement_without_answer(
-    handoff: Handoff, destination: Destination, lookup_error: str
+    handoff: Handoff, destination: Lookups, lookup_error: str
 ) -> Settlement:
     if handoff.state == S.UNCERTAIN and not destination.supports_lookup:
         return Settlement(
@@ -144,9 +165,7 @@ def settlement_without_answer(
     return Settlement(None, f"reconcile could not ask the receiver: {lookup_error}")
 
 
-def settlement_for(
-    handoff: Handoff, remote: RemoteTask | None, destination: Destination
-) -> Settlement:
+def settlement_for(handoff: Handoff, remote: RemoteTask | None, destination: Lookups) -> Settlement:
     """found, same payload hash -> delivered; found, other hash -> needs_attention (conflict);
     not found -> pending (same key, safe to send), or a person where the receiver ignores the key."""
     if remote is not None and remote.payload_hash == handoff.payload_hash:

@@ -11,7 +11,7 @@ the latest step first; a delivered step without one is a residual for a person.
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from outbox.models import FailureClass, Handoff, HandoffKind, HandoffState
+from outbox.models import Handoff, HandoffKind, HandoffState
 
 S = HandoffState
 COMPENSATE = "compensate"
@@ -71,10 +71,7 @@ def plan_compensations(delivered: Iterable[Handoff]) -> list[dict]:
 def _blocker(handoff: Handoff) -> str:
     if handoff.state in (S.IN_FLIGHT, S.UNCERTAIN):
         return f"{handoff.action_key} is {handoff.get_state_display().lower()}: settle it first"
-    if handoff.state == S.NEEDS_ATTENTION and handoff.failure_class in (
-        FailureClass.UNCERTAIN,
-        FailureClass.MALFORMED,
-    ):
+    if handoff.awaits_receiver_check:
         return f"{handoff.action_key}: its outcome is unknown; reconcile it or record what the receiver has"
     if handoff.kind == HandoffKind.COMPENSATION:
         return "this instance is already being compensated"

@@ -9,12 +9,13 @@ from approvals.selectors import (
 from console.views.handoffs import handoff_action
 from lib.htmx import HtmxHttpRequest
 from lib.querystring import id_or_none
-from outbox import dispatcher, services
+from outbox import services
 from outbox.errors import (
     AssigneeNotOperator,
     CompensationBlocked,
 )
 from outbox.models import Handoff, HandoffState
+from outbox.services.retry_now import handoff_retry_now
 from reconciliation import services as reconciliation_services
 from reconciliation.errors import FindingNotOnHandoff
 from reconciliation.selectors import live_findings_of
@@ -51,7 +52,7 @@ def _after_send(handoff: Handoff, state: str) -> dict:
 @handoff_action
 def handoff_retry(request: HtmxHttpRequest, handoff: Handoff) -> dict:
     # Sent at once, so that the operator sees the actual result instead of "queued".
-    state = dispatcher.handoff_retry_now(
+    state = handoff_retry_now(
         handoff_id=handoff.pk,
         actor=request.user,
         reason=request.POST.get("reason", "").strip(),

@@ -15,13 +15,10 @@ from outbox.destinations import InProcessDestination
 from outbox.dispatcher import sweep
 from outbox.failures import DeliveryResult
 from outbox.models import CompensationState, Handoff, HandoffState
-from outbox.services import (
-    _instance_locked,
-    handoff_claim_due,
-    handoff_lock,
-    handoff_record_outcomes,
-    instance_compensate,
-)
+from outbox.services.claims import handoff_claim_due
+from outbox.services.compensation import _instance_locked, instance_compensate
+from outbox.services.outcomes import handoff_record_outcomes
+from outbox.services.transitions import handoff_lock
 from tests.factories import ONBOARDING_PAYLOAD, make_request, three_step_onboarding_world
 
 pytestmark = [

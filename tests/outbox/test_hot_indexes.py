@@ -12,11 +12,11 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from console.filters import HandoffFilter
 from lib.paging import keyset_page
 from outbox.clock import db_now_plus
 from outbox.destinations import InProcessDestination
 from outbox.dispatcher import settle_uncertain
-from console.filters import HandoffFilter
 from outbox.models import Handoff, HandoffState
 from outbox.selectors import handoffs_in
 from outbox.services import handoff_claim_due, handoff_expire_leases

@@ -1,0 +1,93 @@
+"""The dispatcher's guard before each call: no call leaves after its lease could have passed to another
+worker, nor on a slot of the destination's limits that ran out, nor into a Retry-After hold."""
+
+import logging
+import time
+
+from outbox.limit_rules import Permit
+from outbox.services.claims import Claim
+from outbox.services.leases import handoff_release_claims, handoff_renew_leases
+from outbox.services.limits import destination_held, destination_renew
+
+log = logging.getLogger(__name__)
+
+
+class LeaseKeeper:
+    """Makes sure no call leaves after its lease could have passed to another worker, nor into a hold.
+
+    Before each call it checks, on the local monotonic clock, whether the claims' leases (renewed on the
+    database clock) certainly outlast one more call; if not, it renews them in one conditional UPDATE
+    that also proves they are still this worker's. A claim whose lease was lost is dropped unsent. The
+    permit's slots (the destination's limits) are leased alike, from before the claim, and renewed first:
+    no call leaves on a slot that could have passed to another worker. At most every `HOLD_CHECK_SECONDS`
+    it also asks whether another worker's Retry-After answer put the destination on hold. A lost slot or a
+    hold gives the claims not sent yet back (pending, due at once, no attempt counted): `given_back`.
+    """
+
+    MARGIN = 1.0
+    HOLD_CHECK_SECONDS = 1.0
+
+    def __init__(
+        self,
+        claims: list[Claim],
+        *,
+        lease_seconds: float,
+        call_seconds: float,
+        permit: Permit,
+        leased_at: float,
+    ):
+        self.held = {claim.handoff_id: claim for claim in claims}
+        self.lease_seconds, self.call_seconds = lease_seconds, call_seconds
+        self.permit = permit
+        # Monotonic time taken before the permit's slots were leased: the earliest any lease began.
+        self.renewed_at = self.hold_checked_at = leased_at
+        self.given_back: set[int] = set()
+        # Passed by `still_held`: sent (or about to be); kept to record outcomes.
+        self.sent: set[int] = set()
+        self.released = 0
+        self.stopped = ""
+
+    def _give_back(self, reason: str) -> None:
+        self.give_back([claim for pk, claim in self.held.items() if pk not in self.sent], reason)
+        self.stopped = reason
+
+    def give_back(self, claims: list[Claim], reason: str) -> None:
+        """Claims not sent after all: pending again, due at once, no attempt counted."""
+        self.released += handoff_release_claims(claims=claims, reason=reason)
+        for claim in claims:
+            self.held.pop(claim.handoff_id, None)
+            self.sent.discard(claim.handoff_id)
+            self.given_back.add(claim.handoff_id)
+
+    def still_held(self, claim: Claim) -> bool:
+        now = time.monotonic()
+        if self.held and now - self.hold_checked_at > self.HOLD_CHECK_SECONDS:
+            self.hold_checked_at = now
+            if destination_held(name=self.permit.destination):
+                self._give_back(
+                    f"not sent: destination {self.permit.destination} asked to wait (Retry-After)"
+                )
+        if (
+            self.held
+            and now - self.renewed_at + self.call_seconds + self.MARGIN > self.lease_seconds
+        ):
+            self.renewed_at = now
+            if not destination_renew(permit=self.permit, lease_seconds=self.lease_seconds):
+                log.warning(
+                    "the destination's slot was taken over: claims not sent yet are given back"
+                )
+                self._give_back(
+                    f"not sent: the slot of destination {self.permit.destination} ran out"
+                )
+            kept = handoff_renew_leases(
+                claims=list(self.held.values()), lease_seconds=self.lease_seconds
+            )
+            self.held = {pk: c for pk, c in self.held.items() if pk in kept}
+        if claim.handoff_id in self.held:
+            self.sent.add(claim.handoff_id)
+            return True
+        return False
+
+    def lost(self, claim: Claim) -> bool:
+        """Not sent because its lease was taken over (not given back by this worker)."""
+        return claim.handoff_id not in self.given_back

@@ -1,0 +1,66 @@
+"""The outbox's models: one row per approved action to hand off (`handoffs`), its attempts and history
+(`history`), the destinations' breakers and limits (`destinations`), bulk jobs (`bulk`), and the states
+with every allowed move (`states`). Every model is imported here, so Django and callers find them in
+`outbox.models`."""
+
+from outbox.models.bulk import BulkJob
+from outbox.models.destinations import (
+    DestinationEvent,
+    DestinationHealth,
+    DestinationSlot,
+    default_max_concurrency,
+    default_max_requests_per_second,
+)
+from outbox.models.handoffs import Handoff, HandoffQuerySet
+from outbox.models.history import Attempt, HandoffEvent
+from outbox.models.states import (
+    AGE_CHOICES,
+    COMPENSATION_TRANSITIONS,
+    DESTINATION_TRANSITIONS,
+    DISPATCHER_STATES,
+    HANDOFF_AGES,
+    HANDOFF_TRANSITIONS,
+    NEEDS_PERSON_STATES,
+    OPEN_STATES,
+    UNKNOWN_OUTCOME_CLASSES,
+    AttemptOutcome,
+    BulkJobState,
+    CompensationState,
+    DestinationState,
+    FailureClass,
+    HandoffKind,
+    HandoffState,
+    PauseReason,
+    SlotKind,
+)
+
+__all__ = [
+    "AGE_CHOICES",
+    "COMPENSATION_TRANSITIONS",
+    "DESTINATION_TRANSITIONS",
+    "DISPATCHER_STATES",
+    "HANDOFF_AGES",
+    "HANDOFF_TRANSITIONS",
+    "NEEDS_PERSON_STATES",
+    "OPEN_STATES",
+    "UNKNOWN_OUTCOME_CLASSES",
+    "Attempt",
+    "AttemptOutcome",
+    "BulkJob",
+    "BulkJobState",
+    "CompensationState",
+    "DestinationEvent",
+    "DestinationHealth",
+    "DestinationSlot",
+    "DestinationState",
+    "FailureClass",
+    "Handoff",
+    "HandoffEvent",
+    "HandoffKind",
+    "HandoffQuerySet",
+    "HandoffState",
+    "PauseReason",
+    "SlotKind",
+    "default_max_concurrency",
+    "default_max_requests_per_second",
+]

@@ -1,0 +1,131 @@
+"""A destination's circuit breaker, the limits its operator set, their history, and the slots that enforce
+the limits across every dispatcher."""
+
+from django.conf import settings
+from django.db import models
+
+from outbox.models.states import DESTINATION_TRANSITIONS, DestinationState, PauseReason, SlotKind
+
+
+def default_max_concurrency() -> int | None:
+    """The concurrency limit a destination gets when it is first seen (HANDOFF_DESTINATION_MAX_CONCURRENCY)."""
+    return settings.HANDOFF_DESTINATION_MAX_CONCURRENCY
+
+
+def default_max_requests_per_second() -> int | None:
+    """The rate limit a destination gets when it is first seen (HANDOFF_DESTINATION_MAX_REQUESTS_PER_SECOND)."""
+    return settings.HANDOFF_DESTINATION_MAX_REQUESTS_PER_SECOND
+
+
+class DestinationHealth(models.Model):
+    """The circuit breaker of one destination, and the limits its operator set. An outage is the destination's
+    problem, not each handoff's: while it is paused no handoff spends an attempt on it; one probe call at a time
+    tests it. The limits and the hold are enforced by `outbox/limits.py` across every dispatcher."""
+
+    name = models.CharField(max_length=40)
+    state = models.CharField(
+        max_length=10, choices=DestinationState.choices, default=DestinationState.ACTIVE
+    )
+    pause_reason = models.CharField(max_length=16, choices=PauseReason.choices, blank=True)
+    consecutive_failures = models.PositiveIntegerField(default=0)
+    failing_since = models.DateTimeField(
+        null=True, blank=True, help_text="First failure of the current run."
+    )
+    paused_at = models.DateTimeField(null=True, blank=True)
+    next_probe_at = models.DateTimeField(null=True, blank=True, help_text="On the database clock.")
+    probes = models.PositiveIntegerField(default=0, help_text="Probe calls since the pause.")
+    last_error = models.TextField(blank=True)
+    # Operator-set limits (empty = unlimited), and the hold a Retry-After answer puts on the whole destination.
+    max_concurrency = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        default=default_max_concurrency,
+        help_text="Calls in flight at once, across every dispatcher; empty = unlimited.",
+    )
+    max_requests_per_second = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        default=default_max_requests_per_second,
+        help_text="Requests that reach the receiver in any one second; empty = unlimited.",
+    )
+    hold_until = models.DateTimeField(
+        null=True, blank=True, help_text="Retry-After: no call before this time (database clock)."
+    )
+    hold_reason = models.CharField(max_length=200, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["name"], name="destination_health_unique_name")
+        ]
+        # Limits bind every workspace's deliveries, so an operator role in one workspace is not enough to set
+        # them (console/views/health.py::destination_limits asks for both).
+        permissions = [
+            (
+                "set_destination_limits",
+                "Can set a destination's limits (they apply to every workspace)",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.state})"
+
+    def can_move_to(self, state: str) -> bool:
+        return state in DESTINATION_TRANSITIONS[self.state]
+
+
+class DestinationEvent(models.Model):
+    """Every pause and resume of a destination, and every change of its limits: who or what, when, from, to,
+    why."""
+
+    destination = models.CharField(max_length=40)
+    from_state = models.CharField(max_length=10)
+    to_state = models.CharField(max_length=10)
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    actor_label = models.CharField(
+        max_length=120, blank=True, help_text="A user name, or blank for the dispatcher."
+    )
+    action = models.CharField(
+        max_length=30, blank=True, help_text="Operator action, if any (set_limits)."
+    )
+    reason = models.TextField(blank=True)
+    at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["destination", "at"], name="destination_event_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.destination}: {self.from_state} -> {self.to_state}"
+
+
+class DestinationSlot(models.Model):
+    """One unit of a destination's limit, shared by every dispatcher through the database.
+
+    A concurrency slot is held for the length of one call (or of a claim batch's calls one after another)
+    and free again right after it. A rate slot is held for one request and free again one second after its
+    answer came back, so that however the network delays requests, no more than the limit can reach the
+    receiver within any one second. A holder that dies gives its slots back when their lease
+    (`free_at`, on the database clock) runs out.
+    """
+
+    destination = models.CharField(max_length=40)
+    kind = models.CharField(max_length=12, choices=SlotKind.choices)
+    number = models.PositiveIntegerField(
+        help_text="Slots numbered at or above the limit are not used."
+    )
+    free_at = models.DateTimeField(
+        null=True, blank=True, help_text="Free from this time (database clock); empty = free."
+    )
+    holder = models.CharField(max_length=160, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["destination", "kind", "number"], name="destination_slot_unique_number"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.destination} {self.kind} slot {self.number}"

@@ -1,0 +1,281 @@
+"""The outbox row: one per approved action to hand off, and the derived rules over handoffs.
+
+A handoff carries everything it needs (workspace id, source reference, action key, payload)
+so that this app depends on no other app of the product.
+"""
+
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+
+from outbox.clock import db_now
+from outbox.models.states import (
+    DISPATCHER_STATES,
+    HANDOFF_AGES,
+    HANDOFF_TRANSITIONS,
+    OPEN_STATES,
+    UNKNOWN_OUTCOME_CLASSES,
+    CompensationState,
+    FailureClass,
+    HandoffKind,
+    HandoffState,
+)
+
+S = HandoffState
+
+
+class HandoffQuerySet(models.QuerySet):
+    """The derived rules over handoffs, each defined once. Times are compared on the database clock."""
+
+    def due(self):
+        return self.filter(state=S.PENDING, next_attempt_at__lte=db_now())
+
+    def lease_expired(self):
+        return self.filter(state=S.IN_FLIGHT, lease_expires_at__lt=db_now())
+
+    def retrying(self):
+        """Pending after a failed attempt, waiting for its backoff to pass (`Handoff.in_backoff`, per row)."""
+        return self.filter(state=S.PENDING, attempts__gt=0, next_attempt_at__gt=db_now())
+
+    def open(self):
+        return self.filter(state__in=OPEN_STATES)
+
+    def older_than(self, age_code: str):
+        # created_at is written from Python (auto_now_add), so the age is measured on the same clock.
+        return self.filter(created_at__lt=timezone.now() - HANDOFF_AGES[age_code][1])
+
+
+class Handoff(models.Model):
+    action_key = models.CharField(max_length=200)
+    # A workflow instance (one approved request revision) runs as one handoff per step, each with its own
+    # key `<instance>:<step>`; a workflow of one step keeps the instance key itself.
+    instance_key = models.CharField(
+        max_length=200, blank=True, help_text="The workflow instance, e.g. onboarding:7:42:1."
+    )
+    step = models.CharField(
+        max_length=60, blank=True, help_text="The logical step; blank for a one-step workflow."
+    )
+    step_index = models.PositiveSmallIntegerField(default=0)
+    kind = models.CharField(max_length=16, choices=HandoffKind.choices, default=HandoffKind.ACTION)
+    # What to record when this handoff is delivered, in the same transaction: the following steps (or, for
+    # a compensation, the compensations of the earlier steps), each {"step", "operation", "compensation"}.
+    plan = models.JSONField(default=list, blank=True)
+    compensates = models.ForeignKey(
+        "self",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="compensations",
+        db_index=False,
+    )
+    compensation_state = models.CharField(
+        max_length=12, choices=CompensationState.choices, blank=True
+    )
+    compensation_operation = models.CharField(
+        max_length=60,
+        blank=True,
+        help_text="The operation that reverses this step; blank if nothing can.",
+    )
+    # The business outcome, owned by the people doing the task: the receiver task's status as last read back
+    # through the destination (open, in_progress, done, failed). "Task created" is not "work done".
+    work_status = models.CharField(max_length=16, blank=True)
+    work_checked_at = models.DateTimeField(null=True, blank=True)
+    receipt = models.JSONField(
+        default=dict, blank=True, help_text="The validated receipt, as received."
+    )
+    workflow = models.CharField(max_length=40)
+    workspace_id = models.PositiveIntegerField()  # indexed first in handoff_ws_keyset_idx
+    source_ref = models.CharField(
+        max_length=120, help_text="The source record, e.g. request 42 revision 1."
+    )
+    source_id = models.PositiveBigIntegerField(
+        help_text="Primary key of the source request revision."
+    )
+    rule_version = models.CharField(max_length=40, blank=True)
+    payload = models.JSONField()
+    payload_hash = models.CharField(max_length=64)
+    destination = models.CharField(max_length=40, default="receiver")
+
+    state = models.CharField(
+        max_length=20, choices=HandoffState.choices, default=HandoffState.PENDING
+    )
+    attempts = models.PositiveIntegerField(
+        default=0, help_text="Every attempt ever made; numbers the attempts."
+    )
+    attempts_in_run = models.PositiveIntegerField(
+        default=0,
+        help_text="Automatic attempts since the handoff was recorded or an operator retried it.",
+    )
+    next_attempt_at = models.DateTimeField(null=True, blank=True)
+    run_started_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="Start of the retry window: when the handoff was recorded or an operator last retried it.",
+    )
+
+    # The lease: who holds the row, until when, and a fencing epoch that grows with every claim so
+    # that an outcome from a worker whose lease was taken over is refused.
+    lease_owner = models.CharField(max_length=120, blank=True)
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    fencing_epoch = models.PositiveBigIntegerField(default=0)
+
+    destination_id = models.CharField(
+        max_length=120, blank=True, help_text="Task id the receiver returned."
+    )
+    failure_class = models.CharField(max_length=16, choices=FailureClass.choices, blank=True)
+    reason_code = models.CharField(max_length=60, blank=True)
+    last_error = models.TextField(blank=True)
+
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        db_index=False,
+    )
+    sla_due_at = models.DateTimeField(null=True, blank=True)
+    attention_since = models.DateTimeField(null=True, blank=True)
+    acknowledged_at = models.DateTimeField(null=True, blank=True)
+    acknowledged_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        db_index=False,
+    )
+
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    delivered_at = models.DateTimeField(null=True, blank=True)
+
+    objects = HandoffQuerySet.as_manager()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["action_key"], name="handoff_unique_action_key"),
+        ]
+        # Rows in a working state are few; delivered ones pile up for ever. Every state change rewrites the row
+        # (state is indexed, so no HOT update) and adds an entry to every full index, so the indexes that only
+        # the dispatcher and the console's state lists read are partial: a row leaves them when it leaves the
+        # states they cover, and they stay small however many rows are delivered. A query reaches a partial
+        # index only when its WHERE implies the index's condition (`HandoffQuerySet` writes them so).
+        indexes = [
+            # The claim (`HandoffQuerySet.due`, per destination): due pending rows, oldest due first.
+            models.Index(
+                fields=["destination", "next_attempt_at", "id"],
+                name="handoff_claim_idx",
+                condition=models.Q(state=S.PENDING),
+            ),
+            # Expired leases (`HandoffQuerySet.lease_expired`).
+            models.Index(
+                fields=["lease_expires_at"],
+                name="handoff_lease_expiry_idx",
+                condition=models.Q(state=S.IN_FLIGHT),
+            ),
+            # Settlement of unknown outcomes, longest unsettled first (`dispatcher.settle_uncertain`).
+            models.Index(
+                fields=["updated_at"],
+                name="handoff_uncertain_idx",
+                condition=models.Q(state=S.UNCERTAIN),
+            ),
+            # Console lists: keyset pagination, per workspace.
+            models.Index(fields=["workspace_id", "created_at", "id"], name="handoff_ws_keyset_idx"),
+            # Every state but delivered, which the keyset index serves as well as the bulk of the rows: the
+            # console's state lists and the header's count of handoffs needing a person (per workspace, newest
+            # first), and the reads of one state across workspaces (alerts, /metrics, the health page).
+            models.Index(
+                fields=["state", "workspace_id", "created_at", "id"],
+                name="handoff_state_open_idx",
+                condition=~models.Q(state=S.DELIVERED),
+            ),
+            # The console's "retrying" list (`HandoffQuerySet.retrying`): pending after a failed attempt, newest
+            # first. The due time is a key too, so the index itself skips the rows whose backoff has passed: the
+            # planner then prefers it to range-scanning the claim index over every row in backoff and sorting.
+            models.Index(
+                fields=["workspace_id", "created_at", "id", "next_attempt_at"],
+                name="handoff_retrying_idx",
+                condition=models.Q(state=S.PENDING, attempts__gt=0),
+            ),
+            # Console search by request number ("request 42 …" prefix) and reconciliation's source check.
+            models.Index(
+                fields=["source_ref"],
+                name="handoff_source_ref_idx",
+                opclasses=["varchar_pattern_ops"],
+            ),
+            models.Index(fields=["source_id"], name="handoff_source_id_idx"),
+            models.Index(fields=["instance_key", "step_index"], name="handoff_instance_idx"),
+            # Rarely set references (an owner, an acknowledgement, the step a compensation reverses): indexed only
+            # where set, so that the millions of rows without one (every delivered handoff) are not in them.
+            # Every claim and outcome writes a new row version and so an entry in every full index.
+            models.Index(
+                fields=["owner"], name="handoff_owner_idx", condition=models.Q(owner__isnull=False)
+            ),
+            models.Index(
+                fields=["acknowledged_by"],
+                name="handoff_acknowledged_by_idx",
+                condition=models.Q(acknowledged_by__isnull=False),
+            ),
+            models.Index(
+                fields=["compensates"],
+                name="handoff_compensates_idx",
+                condition=models.Q(compensates__isnull=False),
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.action_key} ({self.state})"
+
+    def can_move_to(self, state: str) -> bool:
+        return state in HANDOFF_TRANSITIONS[self.state]
+
+    @property
+    def is_open(self) -> bool:
+        return self.state in OPEN_STATES
+
+    @property
+    def with_dispatcher(self) -> bool:
+        return self.state in DISPATCHER_STATES
+
+    @property
+    def cancellable_alone(self) -> bool:
+        """Only a workflow's first step (or a one-step handoff) is cancelled alone. Cancelling a later step, or a
+        compensation, would leave the workflow half done or half reversed with nobody asked to finish it: the
+        workflow is compensated instead, and a compensation that cannot go through gets a manual repair."""
+        return self.kind == HandoffKind.ACTION and self.step_index == 0
+
+    @property
+    def correctable_alone(self) -> bool:
+        """A correction is a new request revision, whose approval runs the workflow again from its first step
+        under new keys. A later step's predecessors were delivered (it was recorded when they were), so
+        correcting it would do them twice: that workflow is compensated instead. The same rows as
+        `cancellable_alone`: a workflow's first step or a one-step handoff."""
+        return self.cancellable_alone
+
+    @property
+    def in_backoff(self) -> bool:
+        """`HandoffQuerySet.retrying` for a row already read, measured on the clock that renders the page."""
+        return (
+            self.state == S.PENDING
+            and self.attempts > 0
+            and self.next_attempt_at is not None
+            and self.next_attempt_at > timezone.now()
+        )
+
+    @property
+    def outcome_unknown(self) -> bool:
+        """Nobody knows whether the receiver has its task: uncertain (settlement may still find out), or
+        `awaits_receiver_check`. Sending it again may create a second effect, so a retry asks to confirm."""
+        return self.state == S.UNCERTAIN or self.awaits_receiver_check
+
+    @property
+    def awaits_receiver_check(self) -> bool:
+        """Needs attention after an answer that proved nothing (no valid receipt, or the receiver could not be
+        asked): nothing automatic settles it; a person checks at the receiver and records what is there."""
+        return self.state == S.NEEDS_ATTENTION and self.failure_class in UNKNOWN_OUTCOME_CLASSES
+
+    @property
+    def manual_settle_applies(self) -> bool:
+        """A person's check at the receiver can settle it: delivered, or `awaits_receiver_check`."""
+        return self.state == S.DELIVERED or self.awaits_receiver_check

@@ -1,0 +1,125 @@
+"""The states of the outbox's rows and every allowed move between them, each table readable in one screen."""
+
+from datetime import timedelta
+
+from django.db import models
+
+
+class HandoffState(models.TextChoices):
+    PENDING = "pending", "Pending"
+    IN_FLIGHT = "in_flight", "In flight"
+    DELIVERED = "delivered", "Delivered"
+    UNCERTAIN = "uncertain", "Uncertain"
+    NEEDS_ATTENTION = "needs_attention", "Needs attention"
+    SUPERSEDED = "superseded", "Superseded"
+    CANCELLED = "cancelled", "Cancelled"
+    OBSERVED = "observed", "Observed (not sent)"
+
+
+S = HandoffState
+
+# Every allowed move of a handoff. A delivered handoff is never sent again; an expired lease
+# makes an in-flight handoff uncertain, never pending; only settlement moves an uncertain one.
+HANDOFF_TRANSITIONS: dict[str, frozenset[str]] = {
+    S.PENDING: frozenset({S.IN_FLIGHT, S.SUPERSEDED, S.CANCELLED, S.NEEDS_ATTENTION, S.OBSERVED}),
+    S.IN_FLIGHT: frozenset({S.DELIVERED, S.PENDING, S.UNCERTAIN, S.NEEDS_ATTENTION}),
+    S.UNCERTAIN: frozenset({S.DELIVERED, S.PENDING, S.NEEDS_ATTENTION}),
+    S.NEEDS_ATTENTION: frozenset({S.PENDING, S.DELIVERED, S.SUPERSEDED, S.CANCELLED}),
+    S.DELIVERED: frozenset(),
+    S.SUPERSEDED: frozenset(),
+    S.CANCELLED: frozenset(),
+    S.OBSERVED: frozenset(),
+}
+
+OPEN_STATES = frozenset({S.PENDING, S.IN_FLIGHT, S.UNCERTAIN, S.NEEDS_ATTENTION})
+# Handoffs a person has to look at: nothing automatic will move them on (uncertain ones are settled
+# automatically when the destination can be asked, but until then nobody can say what happened).
+NEEDS_PERSON_STATES = frozenset({S.NEEDS_ATTENTION, S.UNCERTAIN})
+# The dispatcher is working on these: no person's action is needed, screens watch them change.
+DISPATCHER_STATES = frozenset({S.PENDING, S.IN_FLIGHT})
+
+
+class FailureClass(models.TextChoices):
+    TRANSIENT = "transient", "Transient"
+    UNCERTAIN = "uncertain", "Uncertain"
+    PERMANENT = "permanent", "Permanent"
+    CREDENTIAL = "credential", "Credential"
+    CONFLICT = "conflict", "Conflict"
+    MALFORMED = "malformed", "Malformed receipt"
+
+
+# Failure classes that leave the outcome unknown: the call may or may not have created the task.
+UNKNOWN_OUTCOME_CLASSES = frozenset({FailureClass.UNCERTAIN, FailureClass.MALFORMED})
+
+
+# The age choices of every handoff list (console filter, admin filter): code, label, age.
+HANDOFF_AGES: dict[str, tuple[str, timedelta]] = {
+    "15m": ("older than 15 minutes", timedelta(minutes=15)),
+    "1h": ("older than 1 hour", timedelta(hours=1)),
+    "1d": ("older than 1 day", timedelta(days=1)),
+    "7d": ("older than 7 days", timedelta(days=7)),
+}
+AGE_CHOICES = [(code, label) for code, (label, _age) in HANDOFF_AGES.items()]
+
+
+class HandoffKind(models.TextChoices):
+    ACTION = "action", "Step"
+    COMPENSATION = "compensation", "Compensation"
+
+
+class CompensationState(models.TextChoices):
+    NONE = "", "—"
+    PLANNED = "planned", "Compensation planned"
+    COMPENSATED = "compensated", "Compensated"
+    RESIDUAL = "residual", "Residual: cannot be undone automatically"
+    REPAIRED = "repaired", "Residual closed by a manual repair"
+
+
+# Every allowed move of a delivered step once its workflow instance is compensated: reversed by its
+# compensating handoff, or a residual that only a manual-repair record closes.
+COMPENSATION_TRANSITIONS: dict[str, frozenset[str]] = {
+    CompensationState.NONE: frozenset({CompensationState.PLANNED, CompensationState.RESIDUAL}),
+    CompensationState.PLANNED: frozenset({CompensationState.COMPENSATED}),
+    CompensationState.RESIDUAL: frozenset({CompensationState.REPAIRED}),
+    CompensationState.COMPENSATED: frozenset(),
+    CompensationState.REPAIRED: frozenset(),
+}
+
+
+class AttemptOutcome(models.TextChoices):
+    IN_PROGRESS = "in_progress", "In progress"
+    CREATED = "created", "Created"
+    DUPLICATE = "duplicate", "Existing task returned"
+    FAILED = "failed", "Failed"
+    UNCERTAIN = "uncertain", "Outcome unknown"
+    ABANDONED = "abandoned", "Lease expired mid-call"
+    SKIPPED = "skipped", "Not sent"
+
+
+class DestinationState(models.TextChoices):
+    ACTIVE = "active", "Active"
+    PAUSED = "paused", "Paused"
+
+
+class PauseReason(models.TextChoices):
+    UNREACHABLE = "unreachable", "Unreachable (connection failures or 5xx)"
+    CREDENTIAL = "credential", "Credentials refused (401/403)"
+
+
+# Every allowed move of a destination's circuit breaker: paused after consecutive failures across
+# handoffs (or one refused credential), active again when a single probe call succeeds.
+DESTINATION_TRANSITIONS: dict[str, frozenset[str]] = {
+    DestinationState.ACTIVE: frozenset({DestinationState.PAUSED}),
+    DestinationState.PAUSED: frozenset({DestinationState.ACTIVE}),
+}
+
+
+class SlotKind(models.TextChoices):
+    CONCURRENCY = "concurrency", "Call in flight"
+    RATE = "rate", "Request in the last second"
+
+
+class BulkJobState(models.TextChoices):
+    QUEUED = "queued", "Queued"
+    RUNNING = "running", "Running"
+    DONE = "done", "Done"

@@ -1,0 +1,260 @@
+"""The dispatcher's claim: due handoffs leased to one worker, an attempt opened and the claim event written
+for each, all or nothing.
+
+A claim and its outcome are two short transactions with the network call between them. A claim carries a
+fencing token (lease owner + epoch); an outcome whose token no longer matches is refused
+(`outbox/services/outcomes.py`).
+"""
+
+from dataclasses import dataclass
+from typing import NamedTuple
+
+from django.conf import settings
+from django.db import connections, transaction
+from django.db.models import F
+from django.utils import timezone
+
+from outbox.clock import POSTGRES_NOW_PLUS, db_now, db_now_plus
+from outbox.destinations import Destination
+from outbox.failures import DeliveryResult, Outgoing
+from outbox.models import (
+    Attempt,
+    AttemptOutcome,
+    FailureClass,
+    Handoff,
+    HandoffEvent,
+    HandoffState,
+)
+
+DB = "default"
+S = HandoffState
+
+
+@dataclass(frozen=True)
+class Claim:
+    handoff_id: int
+    action_key: str
+    payload: dict
+    payload_hash: str
+    attempt_number: int
+    worker: str
+    epoch: int
+    attempt_id: int | None = None
+    # The attempt's number within its run (the handoff was recorded, retried or settled by a person since).
+    run_attempt: int = 1
+    # Its delivery records more than itself (a workflow's next step, or marks the step a compensation
+    # reversed): its outcome is written on the locked path, which reads the row. True unless the claim said.
+    follow_up: bool = True
+
+    @property
+    def outgoing(self) -> Outgoing:
+        return Outgoing(
+            action_key=self.action_key, payload=self.payload, payload_hash=self.payload_hash
+        )
+
+
+class ClaimedRow(NamedTuple):
+    """One claimed row, as both claims below read it back, by column name: the handoff's columns after the
+    claim, its new attempt's id (None when not read back), and whether its delivery records more than itself
+    (`Claim.follow_up`)."""
+
+    id: int
+    action_key: str
+    payload: dict
+    payload_hash: str
+    attempts: int
+    fencing_epoch: int
+    attempts_in_run: int
+    attempt_id: int | None
+    follow_up: bool
+
+
+# The handoff's columns a claim reads back, in `ClaimedRow`'s order.
+CLAIMED_COLUMNS = ClaimedRow._fields[:7]
+
+
+def handoff_claim_due(
+    *,
+    worker: str,
+    limit: int = 20,
+    lease_seconds: int | None = None,
+    handoff_id: int | None = None,
+    destination_name: str | None = None,
+) -> list[Claim]:
+    """Claim up to `limit` due handoffs for `worker` and open an attempt for each."""
+    lease_seconds = lease_seconds or settings.HANDOFF_LEASE_SECONDS
+    due = Handoff.objects.using(DB).due()
+    if destination_name is not None:
+        due = due.filter(destination=destination_name)
+    if handoff_id is not None:
+        due = due.filter(pk=handoff_id)
+    if connections[DB].features.has_select_for_update_skip_locked:
+        rows = _claim_skip_locked(due, worker=worker, limit=limit, lease_seconds=lease_seconds)
+    else:
+        rows = _claim_and_record_row_count(
+            due, worker=worker, limit=limit, lease_seconds=lease_seconds
+        )
+    return [
+        Claim(
+            handoff_id=row.id,
+            action_key=row.action_key,
+            payload=row.payload,
+            payload_hash=row.payload_hash,
+            attempt_number=row.attempts,
+            worker=worker,
+            epoch=row.fencing_epoch,
+            attempt_id=row.attempt_id,
+            run_attempt=row.attempts_in_run,
+            follow_up=row.follow_up,
+        )
+        for row in rows
+    ]
+
+
+def _claim_sql(due, *, limit: int) -> tuple[str, list]:
+    """The claim statement's text and the due query's parameters. The row locks are written here, not by
+    select_for_update(): Django compiles that only inside a transaction, and this statement is its own."""
+    connection = connections[DB]
+    qn = connection.ops.quote_name
+    select_sql, select_params = (
+        due.order_by("next_attempt_at", "id").values("id")[:limit].query.sql_with_params()
+    )
+    select_sql += " FOR NO KEY UPDATE SKIP LOCKED"
+    handoffs, attempts, events = (
+        qn(model._meta.db_table) for model in (Handoff, Attempt, HandoffEvent)
+    )
+    returned = ", ".join(f"h.{column}" for column in CLAIMED_COLUMNS)
+    read_back = ", ".join(f"c.{column}" for column in CLAIMED_COLUMNS)
+    sql = (
+        f"WITH due AS ({select_sql}), "  # noqa: S608 - the inner query is Django's, every value a parameter
+        f"claimed AS (UPDATE {handoffs} AS h SET state = %s, lease_owner = %s, "
+        f"lease_expires_at = {POSTGRES_NOW_PLUS}, fencing_epoch = h.fencing_epoch + 1, "
+        "attempts = h.attempts + 1, attempts_in_run = h.attempts_in_run + 1, updated_at = now() "
+        "FROM due WHERE h.id = due.id "
+        f"RETURNING {returned}, "
+        "h.plan <> '[]'::jsonb OR h.compensates_id IS NOT NULL AS follow_up), "
+        f"attempt AS (INSERT INTO {attempts} (handoff_id, number, fencing_epoch, worker, started_at, outcome, "
+        "failure_class, reason_code, detail) "
+        "SELECT id, attempts, fencing_epoch, %s, %s, %s, '', '', '' FROM claimed RETURNING id, handoff_id), "
+        f"event AS (INSERT INTO {events} (handoff_id, from_state, to_state, actor_label, action, reason, at) "
+        "SELECT id, %s, %s, %s, '', 'claimed for attempt ' || attempts, %s FROM claimed) "
+        f"SELECT {read_back}, a.id AS attempt_id, c.follow_up "
+        "FROM claimed c JOIN attempt a ON a.handoff_id = c.id"
+    )
+    return sql, select_params
+
+
+def _claim_skip_locked(due, *, worker: str, limit: int, lease_seconds: int) -> list[ClaimedRow]:
+    """PostgreSQL, one statement and one round trip: lock due rows (skipping those another worker holds), lease
+    them, open an attempt and write the claim event for each, and read them back with their attempt ids:
+    `WITH due AS (SELECT … FOR NO KEY UPDATE SKIP LOCKED), claimed AS (UPDATE … RETURNING), attempt AS
+    (INSERT … RETURNING), event AS (INSERT …) SELECT …`. Committed on its own (autocommit): a claim is
+    all of it or none of it. The attempt's start and the event's time are the dispatcher's clock, as for
+    every other attempt and event."""
+    connection = connections[DB]
+    sql, select_params = _claim_sql(due, limit=limit)
+    now = timezone.now()
+    params = [
+        *select_params,
+        S.IN_FLIGHT,
+        worker,
+        lease_seconds,
+        worker,
+        now,
+        AttemptOutcome.IN_PROGRESS,
+        S.PENDING,
+        S.IN_FLIGHT,
+        worker,
+        now,
+    ]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        names = [column.name for column in cursor.description]
+        fetched = [ClaimedRow(**dict(zip(names, row, strict=True))) for row in cursor.fetchall()]
+    payload_field = Handoff._meta.get_field("payload")
+    return [
+        row._replace(payload=payload_field.from_db_value(row.payload, None, connection))
+        for row in fetched
+    ]
+
+
+def _claim_row_count(due, *, worker: str, limit: int, lease_seconds: int) -> list[dict]:
+    """SQLite has no row locks: claim each row with an update that only succeeds while the row is still
+    pending, checked by its row count. The claimed rows' `CLAIMED_COLUMNS`, by name."""
+    changes = {
+        "state": S.IN_FLIGHT,
+        "lease_owner": worker,
+        # The lease is measured on the database clock, so workers on other machines agree on it.
+        "lease_expires_at": db_now_plus(lease_seconds),
+        "fencing_epoch": F("fencing_epoch") + 1,
+        "attempts": F("attempts") + 1,
+        "attempts_in_run": F("attempts_in_run") + 1,
+        "updated_at": db_now(),
+    }
+    candidates = list(due.order_by("next_attempt_at", "id").values_list("id", flat=True)[:limit])
+    still_pending = Handoff.objects.using(DB).filter(state=S.PENDING)
+    ids = [pk for pk in candidates if still_pending.filter(pk=pk).update(**changes)]
+    if not ids:
+        return []
+    return list(
+        Handoff.objects.using(DB)
+        .filter(pk__in=ids, lease_owner=worker, state=S.IN_FLIGHT)
+        .values(*CLAIMED_COLUMNS)
+    )
+
+
+def _claim_and_record_row_count(
+    due, *, worker: str, limit: int, lease_seconds: int
+) -> list[ClaimedRow]:
+    """Elsewhere (SQLite): the claim, then an attempt and a claim event per row, in one transaction."""
+    with transaction.atomic(using=DB):
+        rows = _claim_row_count(due, worker=worker, limit=limit, lease_seconds=lease_seconds)
+        if not rows:
+            return []
+        now = timezone.now()
+        attempts = Attempt.objects.using(DB).bulk_create(
+            Attempt(
+                handoff_id=row["id"],
+                number=row["attempts"],
+                fencing_epoch=row["fencing_epoch"],
+                worker=worker,
+                started_at=now,
+            )
+            for row in rows
+        )
+        HandoffEvent.objects.using(DB).bulk_create(
+            HandoffEvent(
+                handoff_id=row["id"],
+                from_state=S.PENDING,
+                to_state=S.IN_FLIGHT,
+                actor_label=worker,
+                reason=f"claimed for attempt {row['attempts']}",
+            )
+            for row in rows
+        )
+    attempt_ids = {attempt.handoff_id: attempt.pk for attempt in attempts}
+    return [
+        ClaimedRow(**row, attempt_id=attempt_ids.get(row["id"]), follow_up=True) for row in rows
+    ]
+
+
+def claim_resend_blocked(claim: Claim, destination: Destination) -> DeliveryResult | None:
+    """The answer that stands in for the call when this claim may not be sent: a destination without
+    idempotency where an earlier attempt of this run may have reached the receiver. None: send it."""
+    if destination.supports_idempotency:
+        return None
+    # Only this run's attempts: a person who checked the receiver and let it be sent again started a new run.
+    earlier = Attempt.objects.using(DB).filter(
+        handoff_id=claim.handoff_id,
+        number__lt=claim.attempt_number,
+        number__gt=claim.attempt_number - claim.run_attempt,
+    )
+    if not earlier.exclude(outcome=AttemptOutcome.FAILED).exists():
+        return None
+    # Without idempotency, an earlier attempt that may have reached the receiver means a person must
+    # check there first: nothing is sent twice automatically.
+    return DeliveryResult.failed(
+        FailureClass.UNCERTAIN,
+        "not_idempotent_resend_blocked",
+        "the destination does not honour idempotency keys and an earlier attempt may have reached it",
+    )

@@ -1,0 +1,96 @@
+"""Recording a handoff: the outbox row of an approved action, written in the caller's transaction."""
+
+from collections.abc import Sequence
+
+from django.db import IntegrityError, transaction
+
+from outbox.clock import db_now
+from outbox.errors import ActionKeyExists
+from outbox.models import Handoff, HandoffEvent, HandoffState
+from outbox.payloads import payload_hash
+from outbox.steps import plan_steps, step_payload
+from outbox.wakeups import wake_dispatcher_on_commit
+
+DB = "default"
+S = HandoffState
+
+
+def handoff_record(
+    *,
+    workflow: str,
+    workspace_id: int,
+    source_ref: str,
+    source_id: int,
+    action_key: str,
+    payload: dict,
+    rule_version: str = "",
+    owner=None,
+    actor=None,
+    observe_only: bool = False,
+    steps: Sequence[dict] = (),
+) -> Handoff:
+    """Write the outbox row for an approved action. Meant to run inside the caller's transaction.
+
+    `action_key` is the instance's key. A workflow of several `steps` records only its first step now, with
+    its own key `<instance>:<step>` and the rest of the plan; each later step is recorded when the one
+    before it is delivered (`record_successors`)."""
+    fields = _first_step(action_key, payload, steps)
+    with transaction.atomic(using=DB):
+        handoff = create_handoff(
+            workflow=workflow,
+            workspace_id=workspace_id,
+            source_ref=source_ref,
+            source_id=source_id,
+            rule_version=rule_version,
+            owner=owner,
+            instance_key=action_key,
+            observe_only=observe_only,
+            **fields,
+        )
+        HandoffEvent.objects.using(DB).create(
+            handoff=handoff,
+            from_state="",
+            to_state=handoff.state,
+            actor=actor,
+            actor_label=actor.get_username() if actor else "system",
+            reason="observe-only: recorded, not sent"
+            if observe_only
+            else "approved; handoff recorded",
+        )
+    if not observe_only:
+        wake_dispatcher_on_commit()
+    return handoff
+
+
+def _first_step(action_key: str, payload: dict, steps: Sequence[dict]) -> dict:
+    """The row's key and payload: the instance's own, or its first step's with the rest of the plan."""
+    if not steps:
+        return {"action_key": action_key, "payload": payload}
+    [first, *_rest] = plan_steps(action_key, steps, start=0)
+    return {
+        "action_key": first["key"],
+        "payload": step_payload(payload, first["operation"]),
+        "step": first["step"],
+        "compensation_operation": first["compensation"],
+        "plan": plan_steps(action_key, steps),
+    }
+
+
+def create_handoff(
+    *, observe_only: bool = False, payload: dict, action_key: str, **fields
+) -> Handoff:
+    """Insert one outbox row, due at once (or observed only); a key that exists is ActionKeyExists."""
+    try:
+        with transaction.atomic(using=DB):
+            return Handoff.objects.using(DB).create(
+                action_key=action_key,
+                payload=payload,
+                payload_hash=payload_hash(payload),
+                state=S.OBSERVED if observe_only else S.PENDING,
+                next_attempt_at=None if observe_only else db_now(),
+                run_started_at=None if observe_only else db_now(),
+                reason_code="observe_mode" if observe_only else "",
+                **fields,
+            )
+    except IntegrityError as exc:
+        raise ActionKeyExists(action_key) from exc

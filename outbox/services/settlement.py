@@ -1,0 +1,98 @@
+"""Settlement of an unknown outcome: ask the receiver about the action key, before any new attempt, and move
+the handoff as its answer says (`outbox/outcomes.py` `settlement_for` decides)."""
+
+from django.db import transaction
+
+from outbox.destinations import Destination, LookupFailed, Lookups, RemoteTask
+from outbox.models import NEEDS_PERSON_STATES, Handoff
+from outbox.outcomes import settlement_for, settlement_without_answer
+from outbox.services.lookup_limits import LimitedLookups, lookups_under_limits
+from outbox.services.transitions import handoff_transition
+
+DB = "default"
+
+
+# How long a person's reconcile waits for the destination's limits (or its Retry-After hold) before it reports
+# that the receiver could not be asked.
+PERSON_LOOKUP_WAIT_SECONDS = 5.0
+
+
+def _ask_receiver(destination: Lookups, action_key: str) -> tuple[RemoteTask | None, str]:
+    """The receiver's task for the key and "", or None and why nothing is known."""
+    if not destination.supports_lookup:
+        return None, "the destination cannot be asked about a key; check at the receiver by hand"
+    try:
+        return destination.lookup(action_key), ""
+    except LookupFailed as exc:
+        return None, str(exc)
+
+
+def handoff_settle(
+    *,
+    handoff_id: int,
+    destination: Destination | LimitedLookups | None = None,
+    actor=None,
+    actor_label: str = "settlement",
+    reason: str = "",
+) -> str:
+    """Settle an unknown outcome by asking the receiver about the action key, before any new attempt.
+    Also serves an operator's `reconcile` on a handoff that needs attention. Returns the state after.
+    The destination (the configured one without a `destination`) is asked under its limits, waiting a few
+    seconds for them unless the caller's are already applied (`lookups_under_limits`)."""
+    destination = lookups_under_limits(
+        destination, worker=actor_label, wait_seconds=PERSON_LOOKUP_WAIT_SECONDS
+    )
+    handoff = Handoff.objects.using(DB).get(pk=handoff_id)
+    if handoff.state not in NEEDS_PERSON_STATES:
+        return handoff.state
+    remote, lookup_error = _ask_receiver(destination, handoff.action_key)
+    with transaction.atomic(using=DB):
+        # Only if nothing moved the handoff while the receiver was asked (no lock was held meanwhile).
+        locked = (
+            Handoff.objects.using(DB)
+            .select_for_update(no_key=True)
+            .filter(pk=handoff_id, state=handoff.state, fencing_epoch=handoff.fencing_epoch)
+            .first()
+        )
+        return _apply_settlement(
+            locked,
+            handoff_id,
+            destination,
+            remote,
+            lookup_error,
+            actor=actor,
+            actor_label=actor_label,
+            note=reason,
+        )
+
+
+def _apply_settlement(
+    locked: Handoff | None,
+    handoff_id: int,
+    destination: Lookups,
+    remote: RemoteTask | None,
+    lookup_error: str,
+    *,
+    actor,
+    actor_label: str,
+    note: str,
+) -> str:
+    if locked is None:
+        return Handoff.objects.using(DB).values_list("state", flat=True).get(pk=handoff_id)
+    settled = (
+        settlement_without_answer(locked, destination, lookup_error)
+        if lookup_error
+        else settlement_for(locked, remote, destination)
+    )
+    if settled.to_state is None and lookup_error and actor is None:
+        return locked.state  # nothing learnt, nobody asked: no event
+    handoff_transition(
+        locked,
+        settled.to_state or locked.state,
+        actor=actor,
+        actor_label=actor_label if actor is None else "",
+        action="reconcile" if actor is not None else "",
+        reason=f"{settled.reason} (note: {note})" if note else settled.reason,
+        **settled.changes,
+    )
+    return locked.state

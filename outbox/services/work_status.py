@@ -1,0 +1,26 @@
+"""The business outcome: the receiver's task status (the work), read back for delivered handoffs."""
+
+from django.utils import timezone
+
+from outbox.models import Handoff, HandoffState
+
+DB = "default"
+S = HandoffState
+
+
+WORK_STATUSES = ("open", "in_progress", "done", "failed")
+
+
+def handoffs_record_work_status(*, statuses: dict[str, str]) -> int:
+    """Store the work status the receiver reported for delivered handoffs ({action_key: status}); returns
+    how many changed. Not a state transition: the handoff stays delivered, its work moves on."""
+    changed = 0
+    for status in set(statuses.values()) & set(WORK_STATUSES):
+        keys = [key for key, value in statuses.items() if value == status]
+        changed += (
+            Handoff.objects.using(DB)
+            .filter(action_key__in=keys, state=S.DELIVERED)
+            .exclude(work_status=status)
+            .update(work_status=status, work_checked_at=timezone.now())
+        )
+    return changed

@@ -1,0 +1,102 @@
+"""A workflow's later steps and compensations: each recorded in the transaction that records its
+predecessor delivered (never earlier), and the mark a delivered compensation leaves on the step it
+reversed. The plans themselves are decided in `outbox/steps.py`."""
+
+import contextlib
+from collections.abc import Iterable
+
+from outbox.errors import ActionKeyExists, InvalidTransition
+from outbox.models import (
+    COMPENSATION_TRANSITIONS,
+    CompensationState,
+    Handoff,
+    HandoffEvent,
+    HandoffKind,
+)
+from outbox.services.recording import create_handoff
+from outbox.steps import base_payload, step_payload
+from outbox.wakeups import wake_dispatcher_on_commit
+
+DB = "default"
+
+
+def record_planned(
+    after: Handoff, entry: dict, rest: list[dict], *, reason: str, actor=None, actor_label: str = ""
+) -> Handoff:
+    """The handoff a plan entry names (a later step, or a compensation), of the same instance as `after`, with
+    the rest of the plan; its event says why. ActionKeyExists when it was recorded before."""
+    planned = create_handoff(
+        workflow=after.workflow,
+        workspace_id=after.workspace_id,
+        source_ref=after.source_ref,
+        source_id=after.source_id,
+        rule_version=after.rule_version,
+        owner_id=after.owner_id,
+        destination=after.destination,
+        instance_key=after.instance_key,
+        action_key=entry["key"],
+        payload=step_payload(base_payload(after.payload), entry["operation"]),
+        step=entry["step"],
+        step_index=entry["index"],
+        kind=entry["kind"],
+        compensation_operation=entry.get("compensation", ""),
+        compensates_id=entry.get("compensates"),
+        plan=rest,
+    )
+    HandoffEvent.objects.using(DB).create(
+        handoff=planned,
+        from_state="",
+        to_state=planned.state,
+        actor=actor,
+        actor_label=actor_label or (actor.get_username() if actor else "system"),
+        action="compensate" if entry["kind"] == HandoffKind.COMPENSATION and actor else "",
+        reason=reason,
+    )
+    wake_dispatcher_on_commit()
+    return planned
+
+
+def record_successors(delivered: Iterable[Handoff], *, actor_label: str) -> None:
+    """In the transaction that records these handoffs delivered: the next step of each (or the next
+    compensation), and a delivered compensation marks the step it reversed. Never earlier."""
+    for handoff in delivered:
+        if handoff.kind == HandoffKind.COMPENSATION and handoff.compensates_id:
+            mark_compensation(
+                handoff.compensates_id,
+                CompensationState.COMPENSATED,
+                actor_label=actor_label,
+                reason=f"reversed by {handoff.action_key}",
+            )
+        if not handoff.plan:
+            continue
+        with contextlib.suppress(
+            ActionKeyExists
+        ):  # recorded before (its predecessor delivered again)
+            record_planned(
+                handoff,
+                handoff.plan[0],
+                handoff.plan[1:],
+                actor_label=actor_label,
+                reason=f"recorded when {handoff.action_key} was delivered",
+            )
+
+
+def mark_compensation(
+    handoff_id: int, to_state: str, *, actor=None, actor_label: str = "", reason: str
+) -> None:
+    step = Handoff.objects.using(DB).select_for_update(no_key=True).get(pk=handoff_id)
+    if to_state not in COMPENSATION_TRANSITIONS[step.compensation_state]:
+        raise InvalidTransition(
+            step.action_key, step.compensation_state or "not compensated", to_state
+        )
+    step.compensation_state = to_state
+    step.save(using=DB, update_fields=["compensation_state", "updated_at"])
+    HandoffEvent.objects.using(DB).create(
+        handoff=step,
+        from_state=step.state,
+        to_state=step.state,
+        actor=actor,
+        actor_label=actor_label or (actor.get_username() if actor else "system"),
+        action="compensate",
+        reason=f"{to_state}: {reason}",
+    )
