@@ -10,20 +10,26 @@ Counters (`*_total`) are counts of rows that only grow (attempts, events); gauge
 import statistics
 from collections import defaultdict
 
-from django.db.models import Count, Min, Q
+from django.db.models import Count, Min
 from django.utils import timezone
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector, CollectorRegistry
 
-from outbox.models import Attempt, AttemptOutcome, Handoff, HandoffEvent, HandoffState
-from reconciliation.selectors import (
+from outbox.models import Attempt, Handoff, HandoffEvent, HandoffState
+from reconciliation.selectors.figures import (
     ACK_SAMPLE_CAP,
-    ACK_WINDOW,
-    FAILED_OUTCOMES,
-    last_run,
-    live_findings,
-    needing_person_condition,
+    ack_seconds,
+    acknowledged_recently,
+    duplicate_preventions,
+    failed_attempts,
+    failure_counts,
+    failure_rate_base,
+    interventions,
+    rate,
+    retries_exhausted,
 )
+from reconciliation.selectors.findings import last_run, live_findings
+from reconciliation.selectors.needing_person import needing_person_condition
 
 S = HandoffState
 WF_WS = ["workflow", "workspace"]
@@ -120,7 +126,7 @@ class HandoffCollector(Collector):
         )
         return _add_counts(
             exhausted,
-            handoffs.filter(reason_code="retries_exhausted")
+            retries_exhausted(handoffs)
             .values_list("workflow", "workspace_id")
             .annotate(n=Count("id")),
         )
@@ -133,7 +139,7 @@ class HandoffCollector(Collector):
         )
         return _add_counts(
             duplicates,
-            attempts.filter(outcome=AttemptOutcome.DUPLICATE)
+            duplicate_preventions(attempts)
             .values_list("handoff__workflow", "handoff__workspace_id")
             .annotate(n=Count("id")),
         )
@@ -146,7 +152,7 @@ class HandoffCollector(Collector):
         )
         return _add_counts(
             failures,
-            attempts.filter(outcome__in=FAILED_OUTCOMES)
+            failed_attempts(attempts)
             .values_list("handoff__workflow", "handoff__workspace_id", "failure_class")
             .annotate(n=Count("id")),
         )
@@ -159,38 +165,31 @@ class HandoffCollector(Collector):
         )
         return _add_counts(
             manual,
-            HandoffEvent.objects.order_by()
-            .exclude(action="")
+            interventions(HandoffEvent.objects.order_by())
             .values_list("handoff__workflow", "handoff__workspace_id")
             .annotate(n=Count("id")),
         )
 
     def _failure_ratio(self, handoffs):
-        rate = GaugeMetricFamily(
+        ratio = GaugeMetricFamily(
             "handoff_failure_ratio",
             "Share of handoffs that ever needed attention, by workflow and rule version.",
             labels=[*WF_WS, "rule_version"],
         )
         for workflow, ws, version, total, failed in (
-            handoffs.exclude(state=S.OBSERVED)
+            failure_rate_base(handoffs)
             .values_list("workflow", "workspace_id", "rule_version")
-            .annotate(
-                total=Count("id"), failed=Count("id", filter=Q(attention_since__isnull=False))
-            )
+            .annotate(**failure_counts())
         ):
-            rate.add_metric(_labels(workflow, ws, version), failed / total if total else 0.0)
-        return rate
+            ratio.add_metric(_labels(workflow, ws, version), rate(failed, total))
+        return ratio
 
     def _acknowledgement(self, handoffs, now):
         samples: dict[tuple, list[float]] = defaultdict(list)
-        for workflow, ws, failed, ack in (
-            handoffs.filter(attention_since__gte=now - ACK_WINDOW, acknowledged_at__isnull=False)
-            .order_by("-attention_since")
-            .values_list("workflow", "workspace_id", "attention_since", "acknowledged_at")[
-                :ACK_SAMPLE_CAP
-            ]
-        ):
-            samples[(workflow, ws)].append(max((ack - failed).total_seconds(), 0.0))
+        for workflow, ws, failed, ack in acknowledged_recently(handoffs, now=now).values_list(
+            "workflow", "workspace_id", "attention_since", "acknowledged_at"
+        )[:ACK_SAMPLE_CAP]:
+            samples[(workflow, ws)].append(ack_seconds(failed, ack))
         median = GaugeMetricFamily(
             "handoff_time_to_acknowledge_median_seconds",
             "Median time from needs_attention to acknowledgement (last 30 days).",

@@ -99,6 +99,12 @@ FINDING_TRANSITIONS: dict[str, frozenset[str]] = {
 }
 
 
+class FindingQuerySet(models.QuerySet):
+    def live(self):
+        """Not resolved (open or acknowledged): what the last run still sees, and a person may act on."""
+        return self.exclude(status=FindingStatus.RESOLVED)
+
+
 class Finding(models.Model):
     kind = models.CharField(max_length=24, choices=FindingKind.choices)
     action_key = models.CharField(max_length=200)
@@ -136,6 +142,8 @@ class Finding(models.Model):
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
     note = models.TextField(blank=True)
+
+    objects = FindingQuerySet.as_manager()
 
     class Meta:
         constraints = [

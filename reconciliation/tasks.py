@@ -1,10 +1,11 @@
 """django-q2 tasks. Thin: call one service and return a small summary for the task result."""
 
-from reconciliation import alerts, services
+from reconciliation import alerts
+from reconciliation.services import runs
 
 
 def reconcile() -> dict:
-    run = services.reconciliation_run(trigger="schedule")
+    run = runs.reconciliation_run(trigger="schedule")
     return {
         "run": run.pk,
         "status": run.status,
@@ -15,7 +16,7 @@ def reconcile() -> dict:
 
 
 def reconcile_queued(run_id: int) -> dict:
-    run = services.reconciliation_run_queued(run_id=run_id)
+    run = runs.reconciliation_run_queued(run_id=run_id)
     return {
         "run": run.pk,
         "status": run.status,

@@ -17,13 +17,14 @@ from approvals.models import Role
 from approvals.selectors import workspace_ids_for
 from lib.htmx import HtmxHttpRequest
 from lib.querystring import id_or_none
-from outbox.limits import SET_LIMITS_PERMISSION, InvalidLimit, destination_set_limits
+from outbox.limit_rules import SET_LIMITS_PERMISSION, InvalidLimit
 from outbox.redaction import redact
+from outbox.services.limits import destination_set_limits
 from reconciliation import metrics, selectors, services
 from reconciliation.charts import bar_chart
 from reconciliation.errors import InvalidFindingTransition, NoteRequired
 from reconciliation.models import FindingKind, FindingStatus
-from reconciliation.paging import paused_destinations
+from reconciliation.alerts.pages import paused_destinations
 
 FINDINGS_PAGE = 200
 

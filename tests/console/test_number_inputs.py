@@ -85,7 +85,7 @@ def test_parse_id_refuses_what_int_cannot_read_or_the_database_cannot_hold(raw):
 
 def test_a_receivers_key_with_odd_digits_has_no_workspace():
     """Orphan tasks' keys come from the receiver: reconciliation reads their workspace without int() failing."""
-    from reconciliation.services import _key_parts
+    from reconciliation.classification import key_parts as _key_parts
 
     assert _key_parts("onboarding:\u00b2:42:1") == ("onboarding", None)
     assert _key_parts("onboarding:7:42:1") == ("onboarding", 7)

@@ -4,7 +4,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from outbox.models import Handoff
 from reconciliation.models import FindingKind, RunStatus
-from reconciliation.services import RunProgress, reconciliation_run
+from reconciliation.services.runs import RunProgress, reconciliation_run
 
 
 class Command(BaseCommand):

@@ -12,6 +12,7 @@ from django.urls import reverse
 
 from outbox.models import DestinationHealth, DestinationState, Handoff, HandoffState
 from outbox.redaction import redact_text
+from reconciliation.alerts.items import absolute
 from reconciliation.models import AlertKind, AlertRecord, AlertSeverity
 
 DB = "default"
@@ -67,38 +68,42 @@ def _waiting(destination: str) -> int:
     )
 
 
-def render_page(record: AlertRecord, *, now: datetime) -> tuple[str, str, dict]:
-    """Subject, body and webhook fields of one page."""
-    link = f"{settings.CONSOLE_BASE_URL}{reverse('reconciliation:health')}"
-    if record.kind == AlertKind.DESTINATION_PAUSED:
-        health = DestinationHealth.objects.using(DB).filter(name=record.destination).first()
-        why = "unreachable" if record.failure_class == "unreachable" else "credentials refused"
-        subject = f"[handoff] PAGE: destination {record.destination} {why} since {record.episode_at:%Y-%m-%d %H:%M} UTC"
-        fields = {
-            "destination": record.destination,
-            "reason": record.failure_class,
-            "since": record.episode_at.isoformat(),
-            "handoffs_waiting": _waiting(record.destination),
-            "still_paused": bool(health and health.state == DestinationState.PAUSED),
-            "last_error": redact_text(health.last_error if health else "")[:500],
-        }
-        next_step = (
-            "check the receiver's credentials (the signing secret) and rotate them if needed"
-            if record.failure_class == "credential"
-            else "check that the receiver is up and reachable"
-        )
-        lines = [
-            subject.removeprefix("[handoff] "),
-            "",
-            "Deliveries wait while it is paused; no handoff spends "
-            "an attempt. Probes resume it by themselves once a call succeeds.",
-            "",
-            f"Handoffs waiting:  {fields['handoffs_waiting']}",
-            f"Last error:        {fields['last_error']}",
-            f"Next step:         {next_step}",
-            f"Open:              {link}",
-        ]
-        return subject, "\n".join(lines), fields
+def health_link() -> str:
+    return absolute(reverse("reconciliation:health"))
+
+
+def _render_destination_page(record: AlertRecord, link: str) -> tuple[str, str, dict]:
+    health = DestinationHealth.objects.using(DB).filter(name=record.destination).first()
+    why = "unreachable" if record.failure_class == "unreachable" else "credentials refused"
+    subject = f"[handoff] PAGE: destination {record.destination} {why} since {record.episode_at:%Y-%m-%d %H:%M} UTC"
+    fields = {
+        "destination": record.destination,
+        "reason": record.failure_class,
+        "since": record.episode_at.isoformat(),
+        "handoffs_waiting": _waiting(record.destination),
+        "still_paused": bool(health and health.state == DestinationState.PAUSED),
+        "last_error": redact_text(health.last_error if health else "")[:500],
+    }
+    next_step = (
+        "check the receiver's credentials (the signing secret) and rotate them if needed"
+        if record.failure_class == "credential"
+        else "check that the receiver is up and reachable"
+    )
+    lines = [
+        subject.removeprefix("[handoff] "),
+        "",
+        "Deliveries wait while it is paused; no handoff spends "
+        "an attempt. Probes resume it by themselves once a call succeeds.",
+        "",
+        f"Handoffs waiting:  {fields['handoffs_waiting']}",
+        f"Last error:        {fields['last_error']}",
+        f"Next step:         {next_step}",
+        f"Open:              {link}",
+    ]
+    return subject, "\n".join(lines), fields
+
+
+def _render_widespread_page(record: AlertRecord, link: str) -> tuple[str, str, dict]:
     by_class = dict(
         Handoff.objects.using(DB)
         .filter(state=HandoffState.NEEDS_ATTENTION, attention_since__gte=record.episode_at)
@@ -117,6 +122,13 @@ def render_page(record: AlertRecord, *, now: datetime) -> tuple[str, str, dict]:
         "\n".join(lines),
         {"since": record.episode_at.isoformat(), "by_failure_class": by_class, "link": link},
     )
+
+
+def render_page(record: AlertRecord, *, now: datetime) -> tuple[str, str, dict]:
+    """Subject, body and webhook fields of one page."""
+    if record.kind == AlertKind.DESTINATION_PAUSED:
+        return _render_destination_page(record, health_link())
+    return _render_widespread_page(record, health_link())
 
 
 def page_record_fields(episode: PageEpisode) -> dict:

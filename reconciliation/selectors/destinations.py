@@ -1,0 +1,60 @@
+"""The destinations on the health page: breaker, limits, Retry-After hold, slots in use."""
+
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.db.models import BooleanField, Count, ExpressionWrapper, Q
+
+from outbox.clock import db_now
+from outbox.models import DestinationHealth, DestinationSlot, SlotKind
+
+
+@dataclass(frozen=True)
+class DestinationOverview:
+    """One destination on the health page: its breaker, the limits its operators set, the Retry-After hold,
+    and the slots in use now (calls in flight, requests within the last second)."""
+
+    health: DestinationHealth
+    held: bool
+    calls_in_flight: int
+    requests_last_second: int
+
+    @property
+    def name(self) -> str:
+        return self.health.name
+
+
+def _configured_name() -> str:
+    return settings.HANDOFF_DESTINATION.get("name", "receiver")
+
+
+def destination_names() -> set[str]:
+    """The destinations operators may set limits for: the configured one and every one seen so far."""
+    return {_configured_name(), *DestinationHealth.objects.values_list("name", flat=True)}
+
+
+def destinations_overview(name: str | None = None) -> list[DestinationOverview]:
+    """Every destination (or one), in name order, in two queries whatever their number. A destination not seen
+    yet shows the configured default limits."""
+    held = ExpressionWrapper(Q(hold_until__gt=db_now()), output_field=BooleanField())
+    rows = DestinationHealth.objects.annotate(held=held).order_by("name")
+    slots = DestinationSlot.objects.filter(
+        free_at__gt=db_now(),
+    ).order_by()
+    if name is not None:
+        rows, slots = rows.filter(name=name), slots.filter(destination=name)
+    health = {row.name: row for row in rows}
+    in_use = {
+        (d, kind): n
+        for d, kind, n in slots.values_list("destination", "kind").annotate(n=Count("id"))
+    }
+    names = sorted({name} if name is not None else {*health, _configured_name()})
+    return [
+        DestinationOverview(
+            health=health.get(n) or DestinationHealth(name=n),
+            held=bool(getattr(health.get(n), "held", False)),
+            calls_in_flight=in_use.get((n, SlotKind.CONCURRENCY), 0),
+            requests_last_second=in_use.get((n, SlotKind.RATE), 0),
+        )
+        for n in names
+    ]
