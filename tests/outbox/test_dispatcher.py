@@ -5,13 +5,12 @@ from datetime import timedelta
 
 import pytest
 from django.db import connection
-from django.db.models import F
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from delivery.models import ReceiverTask
 from outbox.dispatcher import dispatch_batch, handoff_deliver, sweep
-from outbox.errors import LeaseLost, RiskNotConfirmed
+from outbox.errors import RiskNotConfirmed
 from outbox.failures import DeliveryResult
 from outbox.models import (
     Attempt,
@@ -25,10 +24,6 @@ from outbox.models import (
 from outbox.retry import RetryPolicy
 from outbox.services import (
     handoff_claim_due,
-    handoff_expire_leases,
-    handoff_record,
-    handoff_record_outcome,
-    handoff_record_outcomes,
     handoff_retry,
     handoff_settle,
 )
@@ -58,35 +53,6 @@ def test_delivery_records_task_id_attempt_and_events(make_handoff):
         ("pending", "in_flight"),
         ("in_flight", "delivered"),
     ]
-
-
-def test_a_claim_leases_opens_the_attempt_and_writes_the_event_together(make_handoff):
-    first, second = make_handoff(1), make_handoff(2)
-    with CaptureQueriesContext(connection) as statements:
-        claims = handoff_claim_due(worker="w1", limit=5)
-    if connection.vendor == "postgresql":
-        # One statement: one round trip on the dispatcher's critical path, all of it or none of it.
-        assert len(statements) == 1, [q["sql"][:80] for q in statements]
-    assert sorted(claim.handoff_id for claim in claims) == [first.pk, second.pk]
-    for claim in claims:
-        handoff = Handoff.objects.get(pk=claim.handoff_id)
-        assert (handoff.state, handoff.lease_owner, handoff.attempts) == (S.IN_FLIGHT, "w1", 1)
-        assert (claim.epoch, claim.attempt_number, claim.payload) == (
-            handoff.fencing_epoch,
-            1,
-            handoff.payload,
-        )
-        attempt = Attempt.objects.get(pk=claim.attempt_id)
-        assert (attempt.handoff_id, attempt.number, attempt.worker, attempt.outcome) == (
-            handoff.pk,
-            1,
-            "w1",
-            AttemptOutcome.IN_PROGRESS,
-        )
-        assert attempt.fencing_epoch == handoff.fencing_epoch and attempt.started_at is not None
-        assert list(
-            handoff.events.values_list("from_state", "to_state", "actor_label", "reason")
-        ) == [("pending", "in_flight", "w1", "claimed for attempt 1")]
 
 
 def test_a_claim_batch_reads_the_destinations_limits_and_breaker_in_one_query(make_handoff):
@@ -144,34 +110,6 @@ def test_a_healthy_batch_of_deliveries_costs_three_statements_and_records_everyt
     assert handoffs[2].events.get(to_state=S.DELIVERED).reason.endswith("(duplicate prevented)")
 
 
-def test_recording_a_batch_refuses_only_the_claim_whose_lease_was_taken_over(make_handoff):
-    kept, taken = make_handoff(1), make_handoff(2)
-    claims = {claim.handoff_id: claim for claim in handoff_claim_due(worker="w1")}
-    # Claimed again since, by the same worker name (a restarted worker on a fixed name): only the epoch differs.
-    Handoff.objects.filter(pk=taken.pk).update(fencing_epoch=F("fencing_epoch") + 1)
-    destination = ScriptedDestination()
-    with CaptureQueriesContext(connection) as statements:
-        recorded = handoff_record_outcomes(
-            outcomes=[  # not in id order: the answer follows the order given
-                (claims[taken.pk], DeliveryResult.ok(task_id="t-taken", created=True)),
-                (claims[kept.pk], DeliveryResult.ok(task_id="t-kept", created=True)),
-            ],
-            destination=destination,
-        )
-    if connection.vendor == "postgresql":
-        assert len(statements) == 1, "plain deliveries take the one-statement path"
-    assert recorded.states == [None, S.DELIVERED]
-    kept.refresh_from_db(), taken.refresh_from_db()
-    assert (kept.state, kept.destination_id) == (S.DELIVERED, "t-kept")
-    assert (taken.state, taken.fencing_epoch, taken.destination_id) == (
-        S.IN_FLIGHT,
-        claims[taken.pk].epoch + 1,
-        "",
-    )
-    assert not taken.events.filter(to_state=S.DELIVERED).exists()
-    assert Attempt.objects.get(pk=claims[taken.pk].attempt_id).outcome == AttemptOutcome.IN_PROGRESS
-
-
 def test_a_delivery_after_failures_clears_what_the_failures_left(make_handoff):
     handoff = make_handoff(
         1,
@@ -207,40 +145,6 @@ def test_a_delivered_batch_resets_the_destinations_failure_streak(make_handoff):
         None,
         "",
     )
-
-
-def test_a_workflow_step_in_a_batch_of_plain_handoffs_still_records_its_next_step(make_handoff):
-    plain = make_handoff(1)
-    first = handoff_record(
-        workflow="onboarding",
-        workspace_id=7,
-        source_ref="request 2",
-        source_id=2,
-        action_key="onboarding:7:2:1",
-        payload={"client_name": "Two", "plan": "standard"},
-        steps=[{"name": "create_client"}, {"name": "provision_account"}],
-    )
-    claims = handoff_claim_due(worker="w1")
-    if connection.vendor == "postgresql":
-        assert {claim.handoff_id: claim.follow_up for claim in claims} == {
-            plain.pk: False,
-            first.pk: True,
-        }
-    outcomes = [
-        (claim, DeliveryResult.ok(task_id=f"t{claim.handoff_id}", created=True)) for claim in claims
-    ]
-    assert (
-        handoff_record_outcomes(outcomes=outcomes, destination=ScriptedDestination()).states
-        == [S.DELIVERED] * 2
-    )
-    assert Handoff.objects.filter(
-        action_key="onboarding:7:2:1:provision_account", state=S.PENDING
-    ).exists()
-    assert Handoff.objects.get(pk=plain.pk).state == S.DELIVERED
-
-
-def test_recording_no_outcomes_writes_nothing():
-    assert handoff_record_outcomes(outcomes=[], destination=ScriptedDestination()).states == []
 
 
 def test_transient_failure_backs_off_then_succeeds_with_same_key(make_handoff):
@@ -413,66 +317,6 @@ def test_destination_without_idempotency_never_resends_after_a_lease_expired(mak
     assert (handoff.state, handoff.reason_code) == (S.NEEDS_ATTENTION, "uncertain_not_idempotent")
 
 
-def test_outcome_from_a_worker_whose_lease_was_taken_over_is_refused(make_handoff):
-    handoff = make_handoff()
-    [stale_claim] = handoff_claim_due(worker="w1", lease_seconds=1)
-    Handoff.objects.filter(pk=handoff.pk).update(
-        lease_expires_at=timezone.now() - timedelta(seconds=5)
-    )
-    assert handoff_expire_leases() == 1
-    handoff.refresh_from_db()
-    assert handoff.state == S.UNCERTAIN and handoff.reason_code == "lease_expired"
-    assert Attempt.objects.get(handoff=handoff).outcome == AttemptOutcome.ABANDONED
-    with pytest.raises(LeaseLost):
-        handoff_record_outcome(
-            claim=stale_claim,
-            result=DeliveryResult.ok(task_id="t", created=True),
-            destination=ScriptedDestination(),
-        )
-    handoff.refresh_from_db()
-    assert handoff.state == S.UNCERTAIN and handoff.destination_id == ""
-
-
-def test_expired_lease_makes_in_flight_uncertain_never_pending(make_handoff):
-    handoff = make_handoff()
-    handoff_claim_due(worker="w1")
-    Handoff.objects.filter(pk=handoff.pk).update(
-        lease_expires_at=timezone.now() - timedelta(seconds=1)
-    )
-    handoff_expire_leases()
-    handoff.refresh_from_db()
-    assert handoff.state == S.UNCERTAIN
-    assert not HandoffEvent.objects.filter(
-        handoff=handoff, from_state=S.IN_FLIGHT, to_state=S.PENDING
-    ).exists()
-
-
-def test_claim_gives_each_row_to_one_worker(make_handoff):
-    for n in range(1, 6):
-        make_handoff(n)
-    first = handoff_claim_due(worker="w1", limit=3)
-    second = handoff_claim_due(worker="w2", limit=10)
-    third = handoff_claim_due(worker="w3", limit=10)
-    assert len(first) == 3 and len(second) == 2 and third == []
-    assert not {c.handoff_id for c in first} & {c.handoff_id for c in second}
-    assert all(c.epoch == 1 and c.attempt_number == 1 for c in first + second)
-    assert Attempt.objects.filter(outcome=AttemptOutcome.IN_PROGRESS).count() == 5
-
-
-def test_claim_uses_skip_locked_on_postgresql_and_row_count_on_sqlite(make_handoff):
-    make_handoff()
-    from django.test.utils import CaptureQueriesContext
-
-    with CaptureQueriesContext(connection) as queries:
-        handoff_claim_due(worker="w1")
-    sql = " ".join(q["sql"] for q in queries.captured_queries).upper()
-    if connection.vendor == "postgresql":
-        assert "FOR NO KEY UPDATE SKIP LOCKED" in sql
-    else:
-        assert "FOR UPDATE" not in sql
-        assert 'WHERE ("OUTBOX_HANDOFF"."STATE" = \'PENDING\' AND "OUTBOX_HANDOFF"."ID" = ' in sql
-
-
 def test_delivered_handoff_is_never_sent_again(make_handoff):
     handoff = make_handoff()
     destination = ScriptedDestination()
@@ -503,35 +347,3 @@ def test_retry_of_uncertain_needs_confirmation_of_the_risk(make_handoff):
     handoff.refresh_from_db()
     assert handoff.state == S.PENDING and handoff.attempts_in_run == 0
     assert HandoffEvent.objects.filter(handoff=handoff, action="retry", actor=olga).exists()
-
-
-def test_stale_worker_cannot_record_over_the_worker_that_took_the_handoff_over(make_handoff):
-    """w1's lease expires mid-call; settlement finds nothing at the receiver and w2 claims the handoff
-    again. w1's late answer must be refused: only the current lease holder (epoch 2) may record."""
-    handoff = make_handoff()
-    [stale] = handoff_claim_due(worker="w1")
-    Handoff.objects.filter(pk=handoff.pk).update(
-        lease_expires_at=timezone.now() - timedelta(seconds=1)
-    )
-    handoff_expire_leases()
-    destination = ScriptedDestination()
-    assert handoff_settle(handoff_id=handoff.pk, destination=destination) == S.PENDING
-    [current] = handoff_claim_due(worker="w2")
-    assert (current.epoch, stale.epoch) == (2, 1)
-
-    with pytest.raises(LeaseLost):
-        handoff_record_outcome(
-            claim=stale,
-            result=DeliveryResult.ok(task_id="from-w1", created=True),
-            destination=destination,
-        )
-    handoff.refresh_from_db()
-    assert (handoff.state, handoff.lease_owner, handoff.destination_id) == (S.IN_FLIGHT, "w2", "")
-
-    handoff_record_outcome(
-        claim=current,
-        result=DeliveryResult.ok(task_id="from-w2", created=True),
-        destination=destination,
-    )
-    handoff.refresh_from_db()
-    assert (handoff.state, handoff.destination_id) == (S.DELIVERED, "from-w2")
