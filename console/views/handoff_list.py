@@ -1,6 +1,7 @@
 """The handoff list: filters, keyset pages, and the quick actions of a row."""
 
 from datetime import datetime
+from typing import NamedTuple
 from urllib.parse import urlencode
 
 from django.contrib.auth.decorators import login_required
@@ -40,14 +41,33 @@ def _parse_cursor(raw: str | None) -> tuple[datetime, int] | None:
         return None
 
 
-def quick_actions(handoff: Handoff) -> list[str]:
+class QuickAction(NamedTuple):
+    """A button of a list row: what it says and where it posts (named URLs, never pasted together)."""
+
+    label: str
+    url: str
+
+
+# The URL each quick action posts to: "run now" is a retry of a handoff waiting for its next attempt.
+QUICK_ACTION_URLS = {
+    "acknowledge": ("Acknowledge", "outbox:acknowledge"),
+    "reconcile": ("Reconcile", "outbox:reconcile"),
+    "retry": ("Retry", "outbox:retry"),
+    "run_now": ("Run now", "outbox:retry"),
+}
+
+
+def quick_actions(handoff: Handoff) -> list[QuickAction]:
     """The actions a list row offers in place: the safe ones of `available_actions` (a risky retry is
     offered only on the handoff's page, where its risk is explained)."""
     return [
-        a
-        for a in available_actions(handoff)
-        if a in ("acknowledge", "reconcile", "run_now")
-        or (a == "retry" and not retry_is_risky(handoff))
+        QuickAction(label, reverse(url_name, args=(handoff.pk,)))
+        for label, url_name in (
+            QUICK_ACTION_URLS[a]
+            for a in available_actions(handoff)
+            if a in ("acknowledge", "reconcile", "run_now")
+            or (a == "retry" and not retry_is_risky(handoff))
+        )
     ]
 
 

@@ -21,10 +21,10 @@ from outbox.limit_rules import SET_LIMITS_PERMISSION, InvalidLimit
 from outbox.redaction import redact
 from outbox.services.limits import destination_set_limits
 from reconciliation import metrics, selectors, services
+from reconciliation.alerts.pages import paused_destinations
 from reconciliation.charts import bar_chart
 from reconciliation.errors import InvalidFindingTransition, NoteRequired
 from reconciliation.models import FindingKind, FindingStatus
-from reconciliation.alerts.pages import paused_destinations
 
 FINDINGS_PAGE = 200
 

@@ -17,6 +17,7 @@ from approvals.models import Role
 from approvals.rules import rules_for
 from console import selectors as console_selectors
 from console.forms import RequestForm
+from console.views.handoff_list import quick_actions
 from console.views.request_detail import detail_url
 from lib.paging import keyset_page
 from lib.querystring import BadQueryValue, parse_id, parse_keyset_cursor
@@ -29,15 +30,20 @@ PAGE_SIZE = 50
 @require_GET
 @login_required
 def home(request) -> HttpResponse:
-    visible = selectors.workspace_ids_for(request.user)
+    # One query for both: the workspaces in scope, and those where the rows offer an operator's actions.
+    roles = selectors.roles_by_workspace(request.user)
+    visible = sorted(roles)
     # The one "needs a person" rule: needs attention, uncertain, or with an open reconciliation finding.
-    attention = needing_person(handoffs_in(visible)).order_by("created_at", "id")[:20]
+    attention = list(needing_person(handoffs_in(visible)).order_by("created_at", "id")[:20])
+    for h in attention:
+        h.quick_actions = quick_actions(h)
     return render(
         request,
         "approvals/home.html",
         {
             "awaiting": selectors.requests_awaiting_decision(request.user)[:10],
             "handoffs": attention,
+            "operator_ws": {ws for ws, held in roles.items() if Role.OPERATOR in held},
         },
     )
 

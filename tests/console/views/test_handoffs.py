@@ -250,3 +250,24 @@ def test_rows_offer_quick_actions_to_operators_only(world, rejected, uncertain):
     alice = client_for(world["alice"]).get("/handoffs/").content.decode()
     assert 'hx-post="/handoffs/' not in alice.split('id="bulk-panel"')[0]
     assert 'id="bulk-panel"' not in alice
+
+
+def test_home_draws_the_lists_own_row_with_its_quick_actions(world, rejected):
+    """One row template: the home page's handoffs that need a person are the list's rows (its own
+    table drew fewer columns and no actions)."""
+    home = client_for(world["olga"]).get("/").content.decode()
+    assert f'id="handoff-{rejected.pk}"' in home
+    assert f'hx-post="/handoffs/{rejected.pk}/acknowledge"' in home
+    assert home.count('<th scope="col">Owner</th>') == 1
+
+
+def test_every_quick_action_posts_to_a_handoff_action_view():
+    """A row's buttons post to named URLs: a renamed URL fails here instead of posting to a 404."""
+    from django.urls import resolve, reverse
+
+    from console.views.handoff_list import QUICK_ACTION_URLS
+
+    for action, (_label, url_name) in QUICK_ACTION_URLS.items():
+        match = resolve(reverse(url_name, args=(7,)))
+        assert match.func.__module__ == "console.views.handoff_actions", action
+        assert match.kwargs == {"pk": 7}
