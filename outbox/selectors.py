@@ -13,9 +13,6 @@ from outbox.models import (
     HandoffState,
 )
 
-# Console reads, not the outbox core: the rule that spans findings is reconciliation's.
-from reconciliation.selectors import needing_person_counts_bounded
-
 
 def handoffs_in(workspace_ids: Iterable[int]) -> QuerySet[Handoff]:
     return Handoff.objects.filter(workspace_id__in=list(workspace_ids)).select_related("owner")
@@ -31,12 +28,6 @@ def handoff_timeline(handoff: Handoff) -> tuple[QuerySet[Attempt], QuerySet[Hand
 def handoff_visible(workspace_ids: Iterable[int], pk: int) -> Handoff | None:
     """The handoff if it belongs to one of the workspaces, else None (the console answers 404)."""
     return handoffs_in(workspace_ids).filter(pk=pk).first()
-
-
-def open_counts_by_workspace(workspace_ids: Iterable[int]) -> dict[int, int]:
-    """Handoffs that need a person, per workspace: the one rule, which counts open findings too. Shown on every
-    page, so each count stops past `COUNT_CAP` (`bounded_count` shows "999+")."""
-    return needing_person_counts_bounded(workspace_ids)
 
 
 def destination_pause(name: str):
