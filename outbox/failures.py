@@ -5,6 +5,9 @@ evidence. Everything that does not prove the outcome either way is `uncertain`.
 """
 
 from dataclasses import dataclass
+from email.utils import parsedate_to_datetime
+
+from django.utils import timezone
 
 from outbox.models import FailureClass, Handoff
 
@@ -104,11 +107,7 @@ def parse_retry_after(value: str | None) -> float | None:
     try:
         seconds = float(value)
     except ValueError:
-        from email.utils import parsedate_to_datetime
-
         try:
-            from django.utils import timezone
-
             when = parsedate_to_datetime(value)
             seconds = (when - timezone.now()).total_seconds()
         except (TypeError, ValueError):

@@ -21,6 +21,7 @@ from django.db import connections
 
 from outbox.destinations import Destination, get_destination
 from outbox.dispatcher import RunStats, default_worker_name, dispatch_batch, maintain
+from outbox.wakeups import WakeListener
 
 log = logging.getLogger(__name__)
 
@@ -98,7 +99,6 @@ def run_forever(
     stop: threading.Event | None = None,
 ) -> RunStats:
     """Deliver and maintain until `stop` is set (SIGTERM or Ctrl-C in `manage.py dispatch`)."""
-    from outbox.wakeups import WakeListener
 
     destination = destination or get_destination()
     worker = worker or default_worker_name()

@@ -8,15 +8,16 @@ import pytest
 from django.db import transaction
 
 from approvals.errors import ApprovalDenied, RequestNotFound, StaleRevision
-from approvals.models import Approval, Request, RequestState
+from approvals.models import Approval, Membership, Request, RequestState, Role
 from approvals.services import request_approve, request_reject, request_revise
 from delivery.errors import ActionKeyConflict
 from delivery.models import ReceiverTask
 from delivery.services import task_create_idempotent
 from outbox.destinations import InProcessDestination
 from outbox.dispatcher import handoff_deliver
+from outbox.errors import ActionKeyExists
 from outbox.models import Handoff, HandoffState
-from outbox.services import handoff_retry
+from outbox.services import handoff_retry, handoff_settle
 from tests.factories import make_request, onboarding_world
 
 pytestmark = pytest.mark.django_db(databases=["default", "delivery"], transaction=True)
@@ -74,8 +75,6 @@ def test_b_member_without_approver_role_is_denied(world):
 
 
 def test_b_requester_cannot_approve_own_request(world):
-    from approvals.models import Membership, Role
-
     Membership.objects.create(user=world["bob"], workspace=world["w7"], role=Role.APPROVER)
     with pytest.raises(ApprovalDenied, match="own request"):
         request_approve(
@@ -160,7 +159,6 @@ def test_e_failure_inside_approval_transaction_leaves_nothing(world):
 
 def test_e_outbox_write_failure_rolls_back_the_decision(world):
     # A leftover outbox row with the same key makes the outbox insert fail inside the approval.
-    from outbox.errors import ActionKeyExists
 
     other = make_request(world["w8"], 1, world["mallory"])
     Handoff.objects.create(
@@ -213,8 +211,6 @@ def test_g_retry_with_same_key_returns_same_task(world):
 
 
 def test_g_settlement_finds_the_task_without_sending_again(world):
-    from outbox.services import handoff_settle
-
     handoff = approve_42(world)
     destination = deliver_with_lost_ack(handoff)
     original = ReceiverTask.objects.get(action_key=KEY)

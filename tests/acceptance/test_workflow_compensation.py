@@ -5,6 +5,7 @@ manual repair closes. Both backends, every write committed."""
 
 import pytest
 from django.db.models import Count
+from django.test import Client
 
 from approvals.management.commands.demo import ONBOARDING_STEPS, ONBOARDING_THREE_STEPS_SCHEMA
 from approvals.services import request_approve, rule_version_publish
@@ -21,7 +22,7 @@ from outbox.models import (
     HandoffState,
 )
 from outbox.selectors import instance_handoffs, instance_status
-from outbox.services import handoff_residual_repaired, instance_compensate
+from outbox.services import handoff_cancel, handoff_residual_repaired, instance_compensate
 from tests.factories import ONBOARDING_PAYLOAD, make_request, three_step_onboarding_world
 
 pytestmark = pytest.mark.django_db(databases=["default", "delivery"], transaction=True)
@@ -156,8 +157,6 @@ def test_an_instance_with_an_unknown_outcome_cannot_be_compensated(world):
 
 
 def test_the_operator_sees_the_steps_and_compensates_from_the_console(world):
-    from django.test import Client
-
     approve_43(world)
     drain(destination=InProcessDestination())
     failed = Handoff.objects.get(step="send_welcome_pack")
@@ -196,8 +195,6 @@ def test_the_operator_sees_the_steps_and_compensates_from_the_console(world):
 
 
 def test_the_request_page_shows_the_steps_as_a_timeline(world):
-    from django.test import Client
-
     approve_43(world)
     drain(destination=InProcessDestination())
     client = Client()
@@ -210,7 +207,6 @@ def test_the_request_page_shows_the_steps_as_a_timeline(world):
 
 def test_a_compensation_on_its_way_is_not_cancelled_alone(world):
     """Cancelling it would leave the step it reverses 'planned' for good and the workflow half reversed."""
-    from outbox.services import handoff_cancel
 
     approve_43(world)
     drain(destination=InProcessDestination())

@@ -9,8 +9,9 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from delivery.models import ReceiverTask
+from delivery.services import task_create_idempotent
 from outbox.dispatcher import dispatch_batch, handoff_deliver, sweep
-from outbox.errors import RiskNotConfirmed
+from outbox.errors import InvalidTransition, RiskNotConfirmed
 from outbox.failures import DeliveryResult
 from outbox.models import (
     Attempt,
@@ -26,7 +27,10 @@ from outbox.services import (
     handoff_claim_due,
     handoff_retry,
     handoff_settle,
+    handoff_settle_manually,
 )
+from reconciliation.alerts import alerts_send_due
+from reconciliation.models import AlertKind, AlertRecord
 from tests.factories import make_user
 from tests.outbox.scripted_destination import ScriptedDestination
 
@@ -233,7 +237,6 @@ def test_uncertain_with_no_task_at_receiver_goes_back_to_pending_with_same_key(m
 
 def test_uncertain_with_other_payload_at_receiver_is_a_conflict(make_handoff):
     handoff = make_handoff()
-    from delivery.services import task_create_idempotent
 
     task_create_idempotent(action_key=handoff.action_key, payload={"client_name": "Someone else"})
     destination = ScriptedDestination(
@@ -274,8 +277,6 @@ def test_destination_without_idempotency_hands_an_unknown_outcome_to_a_person_af
     assert (handoff.state, handoff.reason_code) == (S.NEEDS_ATTENTION, "uncertain_not_idempotent")
     assert handoff.attention_since is not None and handoff.sla_due_at is not None
     assert handoff.action_key in handoff.last_error and "settle by hand" in handoff.last_error
-    from reconciliation.alerts import alerts_send_due
-    from reconciliation.models import AlertKind, AlertRecord
 
     alerts_send_due()
     assert (
@@ -285,8 +286,6 @@ def test_destination_without_idempotency_hands_an_unknown_outcome_to_a_person_af
 
 
 def test_a_person_who_found_nothing_at_the_receiver_lets_it_be_sent_once_more(make_handoff):
-    from outbox.services import handoff_settle_manually
-
     handoff = make_handoff()
     destination = ScriptedDestination(
         DeliveryResult.failed(FailureClass.UNCERTAIN, "read_timeout", "t"),
@@ -322,7 +321,6 @@ def test_delivered_handoff_is_never_sent_again(make_handoff):
     destination = ScriptedDestination()
     handoff_deliver(handoff_id=handoff.pk, destination=destination)
     olga = make_user("olga")
-    from outbox.errors import InvalidTransition
 
     with pytest.raises(InvalidTransition):
         handoff_retry(handoff_id=handoff.pk, actor=olga)

@@ -1,11 +1,14 @@
 """Failure classes, receipts and the retry policy: pure rules, checked exhaustively or by property."""
 
 import random
+import re
 
 import pytest
+import re2
 from hypothesis import given
 from hypothesis import strategies as st
 
+from outbox import redaction
 from outbox.failures import (
     MalformedReceipt,
     Outgoing,
@@ -158,11 +161,6 @@ def test_redaction_patterns_are_linear_time_re2():
     """With backtracking (`re`) the e-mail pattern took time quadratic in a long run of address characters, and
     redaction runs on receivers' answers and stored payloads before every page and log line: RE2 cannot
     backtrack."""
-    import re
-
-    import re2
-
-    from outbox import redaction
 
     patterns = [
         value for value in vars(redaction).values() if isinstance(value, re.Pattern | re2._Regexp)

@@ -60,7 +60,6 @@ def test_claim_gives_each_row_to_one_worker(make_handoff):
 
 def test_claim_uses_skip_locked_on_postgresql_and_row_count_on_sqlite(make_handoff):
     make_handoff()
-    from django.test.utils import CaptureQueriesContext
 
     with CaptureQueriesContext(connection) as queries:
         handoff_claim_due(worker="w1")
