@@ -4,6 +4,7 @@ PYTHON ?= python3.11
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+APPS := approvals console config delivery httpapi lib outbox reconciliation
 PGHOST ?= /var/run/postgresql
 export PGHOST
 
@@ -25,6 +26,8 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/lint-imports --no-cache
+	$(PY) scripts/check_structure.py
+	@out=$$($(VENV)/bin/radon cc -n C $(APPS)); if [ -n "$$out" ]; then echo "$$out"; echo "radon: rank C or worse"; exit 1; fi
 
 postgres:
 	@bash scripts/postgres.sh

@@ -4,6 +4,8 @@ from django import template
 from django.urls import reverse
 
 from approvals import selectors
+from outbox.redaction import redact
+from reconciliation.selectors import COUNT_CAP
 
 register = template.Library()
 
@@ -36,14 +38,10 @@ def refused_page(context) -> dict | None:
 def redacted(value):
     """A payload value shown outside the payload itself (a client name in a row) goes through the same
     redaction as the payload: an e-mail address or a secret inside it is masked."""
-    from outbox.redaction import redact
-
     return redact(value)
 
 
 @register.filter
 def bounded_count(value):
     """A count that stopped past the cap (`reconciliation.selectors.COUNT_CAP`): "999+" above it."""
-    from reconciliation.selectors import COUNT_CAP
-
     return f"{COUNT_CAP}+" if isinstance(value, int) and value > COUNT_CAP else value

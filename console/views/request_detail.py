@@ -11,6 +11,7 @@ from django_htmx.http import push_url
 from approvals import selectors, services
 from approvals.errors import ApprovalDenied, ApprovalsError, InvalidPayload, StaleRevision
 from approvals.models import Request, RequestState, Role
+from outbox.models import Handoff, HandoffState
 from outbox.redaction import redact
 from outbox.selectors import handoffs_in, instance_handoffs, instance_status
 
@@ -133,6 +134,39 @@ def _decision_refused(
     return None
 
 
+def _approved(handoff: Handoff) -> dict:
+    where = (
+        "recorded in observe-only mode: it will not be sent"
+        if handoff.state == HandoffState.OBSERVED
+        else "recorded and queued for delivery"
+    )
+    return {
+        "level": "success",
+        "text": f"Approved. Handoff {handoff.action_key} is {where}.",
+        "link": reverse("outbox:detail", args=(handoff.pk,)),
+        "link_text": "the handoff",
+    }
+
+
+def _stale(obj: Request, exc: StaleRevision) -> tuple[dict, int, Request]:
+    """Show the current version instead of deciding: the approver must see what they approve."""
+    shown = (
+        selectors.current_revision(
+            workspace_id=obj.workspace_id, number=obj.number, workflow=obj.workflow
+        )
+        or obj
+    )
+    return (
+        {
+            "level": "warning",
+            "text": f"Not decided: the request changed since you saw it ({exc}). "
+            f"Here is the current version, revision {shown.revision}. Review it before deciding.",
+        },
+        409,
+        shown,
+    )
+
+
 def _take_decision(request, obj: Request, decision: str, reason: str) -> tuple[dict, int, Request]:
     """Approve or reject through the service: the result, its status and the revision to show after."""
     shown_hash = request.POST.get("payload_hash", "")
@@ -142,44 +176,12 @@ def _take_decision(request, obj: Request, decision: str, reason: str) -> tuple[d
             handoff = services.request_approve(
                 **ids, actor=request.user, payload_hash=shown_hash, reason=reason
             )
-            where = (
-                "recorded in observe-only mode: it will not be sent"
-                if handoff.state == "observed"
-                else "recorded and queued for delivery"
-            )
-            return (
-                {
-                    "level": "success",
-                    "text": f"Approved. Handoff {handoff.action_key} is {where}.",
-                    "link": reverse("outbox:detail", args=(handoff.pk,)),
-                    "link_text": "the handoff",
-                },
-                200,
-                obj,
-            )
+            return _approved(handoff), 200, obj
         services.request_reject(**ids, actor=request.user, payload_hash=shown_hash, reason=reason)
-        return (
-            {"level": "success", "text": f"Rejected request {obj.number} revision {obj.revision}."},
-            200,
-            obj,
-        )
+        rejected = f"Rejected request {obj.number} revision {obj.revision}."
+        return {"level": "success", "text": rejected}, 200, obj
     except StaleRevision as exc:
-        # Show the current version instead of deciding: the approver must see what they approve.
-        shown = (
-            selectors.current_revision(
-                workspace_id=obj.workspace_id, number=obj.number, workflow=obj.workflow
-            )
-            or obj
-        )
-        return (
-            {
-                "level": "warning",
-                "text": f"Not decided: the request changed since you saw it ({exc}). "
-                f"Here is the current version, revision {shown.revision}. Review it before deciding.",
-            },
-            409,
-            shown,
-        )
+        return _stale(obj, exc)
     except ApprovalDenied as exc:
         return {"level": "error", "text": f"Not allowed: {exc}. Nothing was decided."}, 403, obj
     except InvalidPayload as exc:
