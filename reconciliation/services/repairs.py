@@ -123,17 +123,21 @@ def manual_repair_record(
             resulting_state=state,
         )
         if finding is not None:
-            finding_move(
-                finding,
-                FindingStatus.RESOLVED,
-                actor=actor,
-                action="repaired",
-                event_note=what_was_done,
-                resolved_at=timezone.now(),
-                resolved_by=actor,
-                note=what_was_done,
-            )
+            _close_finding(finding, actor=actor, what_was_done=what_was_done)
     return repair
+
+
+def _close_finding(finding: Finding, *, actor, what_was_done: str) -> None:
+    finding_move(
+        finding,
+        FindingStatus.RESOLVED,
+        actor=actor,
+        action="repaired",
+        event_note=what_was_done,
+        resolved_at=timezone.now(),
+        resolved_by=actor,
+        note=what_was_done,
+    )
 
 
 def _subject_fields(finding: Finding | None, handoff: Handoff | None) -> dict:

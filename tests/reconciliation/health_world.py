@@ -10,7 +10,7 @@ from outbox.destinations import InProcessDestination
 from outbox.dispatcher import handoff_deliver
 from outbox.models import Handoff
 from outbox.services import handoff_acknowledge, handoff_assign
-from reconciliation.services import reconciliation_run
+from reconciliation.services.runs import reconciliation_run
 from tests.builders import deliver, record
 from tests.factories import ONBOARDING_PAYLOAD
 

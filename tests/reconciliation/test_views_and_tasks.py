@@ -8,7 +8,7 @@ from django_q.models import Schedule
 from delivery.services import task_create_idempotent
 from reconciliation import tasks
 from reconciliation.models import Finding, FindingEvent, ReconciliationRun
-from reconciliation.services import reconciliation_run
+from reconciliation.services.runs import reconciliation_run
 from tests.factories import ONBOARDING_PAYLOAD
 
 pytestmark = pytest.mark.django_db(databases=["default", "delivery"])

@@ -14,7 +14,7 @@ from outbox.dispatcher import handoff_deliver
 from outbox.failures import DeliveryResult
 from outbox.models import FailureClass
 from outbox.services.breaker import destination_record_results
-from reconciliation.alerts import alerts_send_due
+from reconciliation.alerts.sending import alerts_send_due
 from reconciliation.models import AlertKind, AlertRecord, AlertSeverity
 from tests.builders import record
 from tests.factories import make_user

@@ -8,7 +8,7 @@ from django.test.utils import CaptureQueriesContext
 
 from outbox.destinations import InProcessDestination
 from reconciliation.models import Finding, RunStatus
-from reconciliation.services import reconciliation_run
+from reconciliation.services.runs import reconciliation_run
 from tests.reconciliation.bulk import bulk_matching_postgres, bulk_matching_sqlite, key
 
 pytestmark = pytest.mark.django_db(databases=["default", "delivery"])

@@ -5,8 +5,8 @@ from django.utils import timezone
 
 from delivery.services import task_status_set
 from outbox.models import Handoff, HandoffState
-from reconciliation.selectors import work_outcome
-from reconciliation.services import reconciliation_run
+from reconciliation.selectors.work_outcome import work_outcome
+from reconciliation.services.runs import reconciliation_run
 from tests.builders import deliver, record
 from tests.factories import HandoffFactory
 

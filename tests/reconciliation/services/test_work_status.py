@@ -15,8 +15,10 @@ from outbox.destinations import HttpDestination
 from outbox.models import Handoff, HandoffKind
 from outbox.services import handoff_record
 from reconciliation.models import Finding, FindingEvent, FindingKind, FindingStatus, RunStatus
-from reconciliation.selectors import needing_person, work_outcome
-from reconciliation.services import handoff_reconcile_now, reconciliation_run
+from reconciliation.selectors.needing_person import needing_person
+from reconciliation.selectors.work_outcome import work_outcome
+from reconciliation.services.key_check import handoff_reconcile_now
+from reconciliation.services.runs import reconciliation_run
 from tests.builders import deliver, record
 from tests.factories import ONBOARDING_PAYLOAD, make_user
 

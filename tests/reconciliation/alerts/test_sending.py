@@ -14,9 +14,9 @@ from outbox.destinations import InProcessDestination
 from outbox.dispatcher import handoff_deliver
 from outbox.models import Handoff
 from outbox.services import handoff_retry
-from reconciliation.alerts import alerts_send_due
+from reconciliation.alerts.sending import alerts_send_due
 from reconciliation.models import AlertRecord
-from reconciliation.services import reconciliation_run
+from reconciliation.services.runs import reconciliation_run
 from tests.builders import deliver, record
 
 pytestmark = pytest.mark.django_db(databases=["default", "delivery"])

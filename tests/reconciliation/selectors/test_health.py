@@ -1,16 +1,21 @@
-"""The health dashboard: every figure against hand-computed values, scoped to the operator's workspaces."""
+"""reconciliation/selectors/health.py: the health dashboard, every figure against hand-computed values,
+scoped to the operator's workspaces; then each read on its own."""
 
 from datetime import timedelta
 
 import pytest
 from django.urls import reverse
+from django.utils import timezone
 
-from outbox.models import Attempt, Handoff
+from outbox.models import Attempt, AttemptOutcome, Handoff, HandoffEvent, HandoffState
+from reconciliation import selectors
 from reconciliation.charts import bar_chart
-from reconciliation.selectors import health_summary
+from reconciliation.selectors.health import health_summary
+from tests.factories import HandoffFactory
 from tests.reconciliation.health_world import HEALTH_7
 
 pytestmark = pytest.mark.django_db(databases=["default", "delivery"])
+S = HandoffState
 
 
 def test_figures_match_hand_computed_values(health_world):
@@ -131,3 +136,92 @@ def test_dashboard_and_findings_pages_run_a_fixed_number_of_queries(
         assert client.get(reverse("reconciliation:health")).status_code == 200
     with django_assert_max_num_queries(9):
         assert client.get(reverse("reconciliation:findings")).status_code == 200
+
+
+def test_time_to_acknowledge_over_the_last_30_days_and_the_oldest_unacknowledged(db):
+    now = timezone.now()
+    for minutes, ack_after in ((10, 60), (20, 180), (40 * 24 * 60, 5)):
+        since = now - timedelta(minutes=minutes)
+        HandoffFactory(
+            state=S.NEEDS_ATTENTION,
+            attention_since=since,
+            acknowledged_at=since + timedelta(seconds=ack_after),
+        )
+    oldest = now - timedelta(hours=2)
+    HandoffFactory(state=S.NEEDS_ATTENTION, attention_since=oldest)
+    ack = selectors.time_to_acknowledge([7], now=now)
+    assert (ack.count, ack.median_seconds, ack.worst_seconds) == (2, 120.0, 180.0)
+    assert (ack.unacknowledged, ack.oldest_unacknowledged) == (1, oldest)
+    assert selectors.time_to_acknowledge([8], now=now).median_seconds is None
+
+
+def test_failure_rates_per_workflow_and_rule_version_leave_observed_ones_out(db):
+    HandoffFactory(
+        rule_version="onboarding-v1", attention_since=timezone.now(), state=S.NEEDS_ATTENTION
+    )
+    HandoffFactory(rule_version="onboarding-v1", state=S.DELIVERED)
+    HandoffFactory(rule_version="onboarding-v2", state=S.DELIVERED)
+    HandoffFactory(rule_version="onboarding-v2", state=S.OBSERVED)
+    assert selectors.failure_rates([7]) == [
+        {
+            "workflow": "onboarding",
+            "rule_version": "onboarding-v1",
+            "total": 2,
+            "failed": 1,
+            "rate": 0.5,
+        },
+        {
+            "workflow": "onboarding",
+            "rule_version": "onboarding-v2",
+            "total": 1,
+            "failed": 0,
+            "rate": 0.0,
+        },
+    ]
+
+
+def test_hourly_series_counts_deliveries_and_failed_attempts_per_hour(db):
+    now = timezone.now()
+    hour = now.replace(minute=0, second=0, microsecond=0)
+    delivered = HandoffFactory(state=S.DELIVERED, delivered_at=hour)
+    Attempt.objects.create(
+        handoff=delivered,
+        number=1,
+        fencing_epoch=1,
+        worker="w1",
+        started_at=hour,
+        outcome=AttemptOutcome.FAILED,
+    )
+    Attempt.objects.create(
+        handoff=delivered,
+        number=2,
+        fencing_epoch=2,
+        worker="w1",
+        started_at=hour,
+        outcome=AttemptOutcome.CREATED,
+    )
+    series = selectors.hourly_series([7], now=now)
+    assert len(series) == 24
+    assert series[-1] == {"hour": hour, "delivered": 1, "failed": 1}
+    assert sum(row["delivered"] + row["failed"] for row in series[:-1]) == 0
+    assert selectors.hourly_series([8], now=now)[-1]["delivered"] == 0
+
+
+def test_duplicate_attempts_and_manual_interventions_are_scoped_and_newest_first(db):
+    mine, theirs = HandoffFactory(), HandoffFactory(workspace_id=8)
+    now = timezone.now()
+    for handoff in (mine, theirs):
+        Attempt.objects.create(
+            handoff=handoff,
+            number=1,
+            fencing_epoch=1,
+            worker="w1",
+            started_at=now,
+            outcome=AttemptOutcome.DUPLICATE,
+        )
+        HandoffEvent.objects.create(
+            handoff=handoff, to_state=S.PENDING, actor_label="olga", action="retry"
+        )
+    HandoffEvent.objects.create(handoff=mine, to_state=S.IN_FLIGHT, actor_label="dispatcher")
+    assert [a.handoff for a in selectors.duplicate_attempts([7])] == [mine]
+    assert [(e.handoff, e.action) for e in selectors.manual_interventions([7])] == [(mine, "retry")]
