@@ -4,11 +4,20 @@ Pure: the breaker's writes are `outbox/services/breaker.py`."""
 
 from dataclasses import dataclass
 from enum import Enum
+from typing import NamedTuple
 
 from django.conf import settings
 
 from outbox.failures import UNREACHABLE_REASONS, DeliveryResult
 from outbox.models import FailureClass, PauseReason
+
+
+class BreakerSeen(NamedTuple):
+    """A destination's breaker as a worker read it (with its limits, or on its own): the state, and the probes
+    made since it was paused."""
+
+    state: str
+    probes: int
 
 
 class Admission(Enum):

@@ -5,6 +5,7 @@ here), the waits, and which answers hold the whole destination. Pure: the slots 
 from dataclasses import dataclass, field
 
 from lib.querystring import whole_number
+from outbox.breaker_rules import BreakerSeen
 from outbox.errors import InvalidActionInput, OutboxError
 from outbox.failures import DeliveryResult
 
@@ -42,8 +43,8 @@ class Permit:
     destination: str
     holder: str
     requests: int
-    # The breaker's (state, probes) as read with the limits; None for a destination without a row yet.
-    breaker: tuple[str, int] | None = None
+    # The breaker as read with the limits; None for a destination without a row yet.
+    breaker: BreakerSeen | None = None
     slot_ids: list[int] = field(default_factory=list)
     rate_ids: list[int] = field(default_factory=list)
     requests_made: int = 0
@@ -71,7 +72,7 @@ class Limits:
     held: bool
     # The circuit breaker's state and probe count, read in the same query: the dispatcher asks the breaker
     # right after the permit (`destination_admit(seen=…)`), and one read per claim batch is a round trip less.
-    breaker: tuple[str, int] | None = None
+    breaker: BreakerSeen | None = None
 
 
 def parse_limit(raw: object, label: str) -> int | None:

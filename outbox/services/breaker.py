@@ -11,7 +11,14 @@ say (the verdict, the thresholds, the probe delays) is `outbox/breaker_rules.py`
 from django.db import IntegrityError, transaction
 from django.db.models import F
 
-from outbox.breaker_rules import Admission, Verdict, pause_threshold, probe_delay, verdict_of
+from outbox.breaker_rules import (
+    Admission,
+    BreakerSeen,
+    Verdict,
+    pause_threshold,
+    probe_delay,
+    verdict_of,
+)
 from outbox.clock import db_now, db_now_plus
 from outbox.failures import DeliveryResult
 from outbox.models import DestinationEvent, DestinationHealth, DestinationState
@@ -32,8 +39,8 @@ def destination_health_get_or_create(name: str) -> DestinationHealth:
         return DestinationHealth.objects.using(DB).get(name=name)
 
 
-def destination_admit(*, name: str, seen: tuple[str, int] | None = None) -> Admission:
-    """May this worker claim handoffs for the destination now, and how many. `seen`: the (state, probes) the
+def destination_admit(*, name: str, seen: BreakerSeen | None = None) -> Admission:
+    """May this worker claim handoffs for the destination now, and how many. `seen`: the breaker the
     caller has just read (with the destination's limits), a moment before it would be read here; read here
     otherwise. Either read may be overtaken by another worker's pause; the probe slot itself is taken by a
     conditional update."""
@@ -41,9 +48,9 @@ def destination_admit(*, name: str, seen: tuple[str, int] | None = None) -> Admi
         seen
         or DestinationHealth.objects.using(DB)
         .filter(name=name)
-        .values_list("state", "probes")
+        .values_list("state", "probes", named=True)
         .first()
-        or (D.ACTIVE, 0)
+        or BreakerSeen(D.ACTIVE, 0)
     )
     if state != D.PAUSED:
         return Admission.OPEN

@@ -31,6 +31,7 @@ from django.db import connections, transaction
 from django.db.models import BooleanField, ExpressionWrapper, Q
 from django.db.models.functions import Coalesce, Greatest
 
+from outbox.breaker_rules import BreakerSeen
 from outbox.clock import db_now, db_now_plus
 from outbox.limit_rules import (
     CONCURRENCY_POLL_SECONDS,
@@ -55,7 +56,9 @@ def _limits(name: str) -> Limits:
         DestinationHealth.objects.using(DB)
         .filter(name=name)
         .annotate(held=held)
-        .values_list("max_concurrency", "max_requests_per_second", "held", "state", "probes")
+        .values_list(
+            "max_concurrency", "max_requests_per_second", "held", "state", "probes", named=True
+        )
         .first()
     )
     if row is None:
@@ -65,7 +68,12 @@ def _limits(name: str) -> Limits:
             settings.HANDOFF_DESTINATION_MAX_REQUESTS_PER_SECOND,
             False,
         )
-    return Limits(row[0], row[1], bool(row[2]), (row[3], row[4]))
+    return Limits(
+        row.max_concurrency,
+        row.max_requests_per_second,
+        bool(row.held),
+        BreakerSeen(row.state, row.probes),
+    )
 
 
 def _free(name: str, kind: str, limit: int):
@@ -146,12 +154,12 @@ def _seconds_until_free(name: str, kind: str, limit: int) -> float:
         .exclude(free_at__isnull=True)
         .annotate(now=db_now())
         .order_by("free_at")
-        .values_list("free_at", "now")
+        .values_list("free_at", "now", named=True)
         .first()
     )
-    if row is None or row[1] is None:
+    if row is None or row.now is None:
         return CONCURRENCY_POLL_SECONDS
-    return max((row[0] - row[1]).total_seconds(), CONCURRENCY_POLL_SECONDS)
+    return max((row.free_at - row.now).total_seconds(), CONCURRENCY_POLL_SECONDS)
 
 
 def destination_held(*, name: str) -> bool:

@@ -149,3 +149,18 @@ def test_a_persons_reconcile_on_a_held_destination_says_the_receiver_was_not_ask
         "could not ask the receiver: not asked: destination receiver is held (Retry-After)"
         in event.reason
     )
+
+
+def test_settlement_with_a_destination_given_asks_it_under_its_limits_too(
+    make_handoff, monkeypatch
+):
+    from outbox.services import settlement
+
+    monkeypatch.setattr(settlement, "PERSON_LOOKUP_WAIT_SECONDS", 0.0)
+    handoff = make_handoff(1, state=S.UNCERTAIN)
+    DestinationHealth.objects.create(
+        name="receiver", hold_until=db_now_plus(30), hold_reason="HTTP 429"
+    )
+    receiver = CountingReceiver()
+    assert handoff_settle(handoff_id=handoff.pk, destination=receiver) == S.UNCERTAIN
+    assert receiver.lookups == 0
