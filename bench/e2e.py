@@ -755,7 +755,7 @@ def backlog_after_outage(
     that arrived within one second (every create call logged by the receiver, RECEIVER_FAULTS "observe")."""
     reset(bench)
     with bench.sql() as conn:
-        # What the console's limits form writes (outbox.limits.destination_set_limits), set directly here.
+        # What the console's limits form writes (outbox.services.limits.destination_set_limits), set directly here.
         conn.execute("DELETE FROM outbox_destinationslot")
         conn.execute(
             "INSERT INTO outbox_destinationhealth (name, state, pause_reason, consecutive_failures, probes, "

@@ -88,7 +88,7 @@ the figures of this run say:
   only moves their next try; none went to a person). The first delivery after the receiver's return
   waits for the breaker's next probe (2 s doubling up to `HANDOFF_BREAKER_PROBE_CAP`, 60 s): the
   "first delivery after" figure. The drain then runs under the limit the operator set for the destination
-  (`outbox/limits.py`, set on the health page): calls in flight are leased slots on the database clock,
+  (`outbox/services/limits.py`, set on the health page): calls in flight are leased slots on the database clock,
   requests per second are rate slots that are free again one second after their request's answer came
   back, and a 429 or 503 with `Retry-After` holds the whole destination. The receiver logs each call's
   arrival and answer (the `observe` option of its fault wrapper); the row reports the most calls in flight

@@ -15,7 +15,7 @@ and retry window) is not needed, and the whole record is one round trip instead 
 The rows are locked in id order, as every multi-row lock of the outbox, so two recorders cannot deadlock.
 A row whose token no longer matches (its lease was taken over) is neither locked nor written: its outcome
 is refused, as on the locked path. The statement is committed on its own (autocommit), all of it or none.
-The breaker's question (`outbox/breaker.py`, "nothing to reset after a healthy batch") is answered by the
+The breaker's question (`outbox/services/breaker.py`, "nothing to reset after a healthy batch") is answered by the
 same statement instead of one more query.
 """
 

@@ -1,7 +1,7 @@
 """The long-running dispatcher process (`manage.py dispatch`): two loops that survive the database.
 
 - The delivery loop claims and delivers due handoffs, and when idle waits for a wake-up (PostgreSQL
-  NOTIFY) or `idle_sleep` seconds. Refused by the destination's limits (`outbox/limits.py`) it waits until
+  NOTIFY) or `idle_sleep` seconds. Refused by the destination's limits (`outbox/services/limits.py`) it waits until
   the next slot is likely free, at most a second, instead of spinning.
 - The maintenance loop, in its own thread with its own database connection, expires leases and settles
   uncertain outcomes every `maintain_every` seconds. It never waits behind a drain or a slow call: a
