@@ -91,6 +91,15 @@ class Request(models.Model):
     def can_move_to(self, state: str) -> bool:
         return state in REQUEST_TRANSITIONS[self.state]
 
+    # What templates ask of a request's state (a template never spells a state's name).
+    @property
+    def is_awaiting_approval(self) -> bool:
+        return self.state == RequestState.AWAITING_APPROVAL
+
+    @property
+    def is_approved(self) -> bool:
+        return self.state == RequestState.APPROVED
+
 
 class RequestEvent(models.Model):
     """History of a request: every state move, who made it and why."""

@@ -3,7 +3,7 @@ in a workspace, for every screen where it matters."""
 
 from django import template
 
-from approvals.models import WorkflowMode
+from approvals.models import Mode, WorkflowMode
 
 register = template.Library()
 
@@ -13,4 +13,10 @@ def workflow_mode(workflow: str, workspace_id: int) -> dict:
     """`mode` is the workflow's mode; `sends` says whether approved handoffs of this workspace are sent
     (limited mode sends only for its allowed workspaces)."""
     mode, sends = WorkflowMode.objects.effective(workflow, workspace_id)
-    return {"mode": mode, "sends": sends, "workflow": workflow, "workspace_id": workspace_id}
+    return {
+        "mode": mode,
+        "limited": mode == Mode.LIMITED,
+        "sends": sends,
+        "workflow": workflow,
+        "workspace_id": workspace_id,
+    }
