@@ -72,6 +72,14 @@ class ReconciliationRun(models.Model):
     def findings_total(self) -> int:
         return sum(self.findings_by_kind.values())
 
+    @property
+    def is_queued(self) -> bool:
+        return self.status == RunStatus.QUEUED
+
+    @property
+    def is_failed(self) -> bool:
+        return self.status == RunStatus.FAILED
+
 
 class FindingKind(models.TextChoices):
     MISSING_AT_RECEIVER = "missing_at_receiver", "Missing at the receiver"
@@ -165,6 +173,16 @@ class Finding(models.Model):
 
     def can_move_to(self, status: str) -> bool:
         return status in FINDING_TRANSITIONS[self.status]
+
+    # What templates ask of a finding's status (a template never spells a status's name).
+    @property
+    def is_open(self) -> bool:
+        return self.status == FindingStatus.OPEN
+
+    @property
+    def is_live(self) -> bool:
+        """Not resolved: the rule of `FindingQuerySet.live`, for one row."""
+        return self.status != FindingStatus.RESOLVED
 
 
 class FindingEvent(models.Model):

@@ -25,6 +25,7 @@ from reconciliation.alerts.pages import paused_destinations
 from reconciliation.charts import bar_chart
 from reconciliation.errors import InvalidFindingTransition, NoteRequired
 from reconciliation.models import FindingKind, FindingStatus
+from reconciliation.selectors.findings import LIVE
 
 FINDINGS_PAGE = 200
 
@@ -147,7 +148,7 @@ def _findings_scope(request: HtmxHttpRequest):
 def findings(request: HtmxHttpRequest) -> HttpResponse:
     visible, scope = _findings_scope(request)
     workspace = _workspace_param(request, scope)
-    status = request.GET.get("status", "live")
+    status = request.GET.get("status", LIVE)
     kind = request.GET.get("kind", "")
     rows = selectors.findings_filtered(
         visible,
@@ -165,7 +166,7 @@ def findings(request: HtmxHttpRequest) -> HttpResponse:
             "kinds": FindingKind.choices,
             "kind": kind,
             "status": status,
-            "statuses": FindingStatus.choices,
+            "statuses": [(LIVE, "open or acknowledged"), *FindingStatus.choices],
             "page_size": FINDINGS_PAGE,
             # The last run that covered what the page shows: the chosen workspace's, as on the health page.
             "last_run": selectors.last_run(workspace),

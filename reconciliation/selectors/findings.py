@@ -15,6 +15,9 @@ from reconciliation.models import (
 )
 from reconciliation.selectors.scope import scoped
 
+# The findings filter's default: every finding not resolved (`FindingQuerySet.live`).
+LIVE = "live"
+
 
 def live_findings_of(action_key: str) -> QuerySet[Finding]:
     return Finding.objects.live().filter(action_key=action_key).order_by("kind", "id")
@@ -69,14 +72,14 @@ def findings_visible_to(
 def findings_filtered(
     findings: QuerySet,
     *,
-    status: str = "live",
+    status: str = LIVE,
     kind: str = "",
     workspace: int | None = None,
     text: str = "",
     outcome_validation: bool = False,
 ) -> QuerySet:
     """The findings list's filter, newest first: "live" is everything not resolved; unknown values are ignored."""
-    if status == "live":
+    if status == LIVE:
         findings = findings.live()
     elif status in FindingStatus.values:
         findings = findings.filter(status=status)
