@@ -11,23 +11,16 @@ from approvals.selectors import (
     workspace_ids_for,
 )
 from console.filters import HandoffFilter
-from console.views.handoff_list import _filter_data, _list_context
+from console.views.handoff_list import filter_data, list_context
 from lib.htmx import HtmxHttpRequest
 from lib.querystring import id_or_none
-from outbox import services
-from outbox.errors import (
-    InvalidActionInput,
-)
+from outbox.errors import AssigneeNotFound, InvalidActionInput
 from outbox.guidance import BULK_ELIGIBLE_STATES
 from outbox.models import BulkJob, Handoff
 from outbox.selectors import (
     handoffs_in,
 )
-from outbox.services import BULK_INLINE_LIMIT
-
-# A bulk action runs inside the web request; above this many matches it asks for a narrower filter.
-# The most handoffs one bulk action may cover; above BULK_INLINE_LIMIT it runs as a background job.
-BULK_JOB_LIMIT = 100_000
+from outbox.services import bulk as bulk_services
 
 
 @require_POST
@@ -40,21 +33,21 @@ def handoff_bulk(request: HtmxHttpRequest) -> HttpResponse:
     filter, bounded by the highest id seen at preview so rows created since are left alone; more than
     `BULK_INLINE_LIMIT` matches run as a background job whose progress the panel shows.
     """
-    data = _filter_data(request.POST)
+    data = filter_data(request.POST)
     action = request.POST.get("bulk_action", "")
     operator_ws = workspace_ids_for(request.user, Role.OPERATOR)
     bulk, status = _bulk_refusal(request, action, data, operator_ws)
     if status == 200:
         matching = HandoffFilter(
             data or None,
-            queryset=handoffs_in(operator_ws).filter(state__in=BULK_ELIGIBLE_STATES[action]),
+            queryset=handoffs_in(operator_ws),
             request=request,
             workspace_ids=operator_ws,
         ).qs
         bulk = (_bulk_confirm if request.POST.get("bulk_confirm") else _bulk_preview)(
             request, action, matching
         )
-    context = {**_list_context(request, data), "bulk": bulk}
+    context = {**list_context(request, data), "bulk": bulk}
     if request.htmx:
         return render(request, "outbox/list.html#results", context, status=status)
     return render(request, "outbox/list.html", context, status=status)
@@ -93,15 +86,15 @@ def _bulk_preview(request, action: str, matching) -> dict:
         request.POST.get("bulk_owner", ""),
         request.POST.get("bulk_reason", "").strip(),
     )
-    ids = list(matching.order_by("id").values_list("id", flat=True)[: BULK_JOB_LIMIT + 1])
-    if len(ids) > BULK_JOB_LIMIT:
+    preview = bulk_services.handoffs_bulk_preview(action=action, matching=matching)
+    if preview.too_many:
         return {
             "action": action,
             "level": "warning",
-            "text": f"More than {BULK_JOB_LIMIT} handoffs match. Narrow "
+            "text": f"More than {bulk_services.BULK_JOB_LIMIT} handoffs match. Narrow "
             "the filter first: a bulk action applies to every match or to none.",
         }
-    if not ids:
+    if not preview.count:
         return {
             "action": action,
             "level": "info",
@@ -110,41 +103,40 @@ def _bulk_preview(request, action: str, matching) -> dict:
     return {
         "action": action,
         "confirm": True,
-        "count": len(ids),
-        "upto": max(ids),
+        "count": preview.count,
+        "upto": preview.upto,
         "owner": owner_raw,
         "reason": reason,
         "owner_name": _owner_name(owner_raw),
-        "background": len(ids) > BULK_INLINE_LIMIT,
+        "background": preview.background,
     }
 
 
 def _bulk_confirm(request, action: str, matching) -> dict:
-    upto = id_or_none(request.POST.get("bulk_upto", ""))
-    ids = list(
-        matching.filter(id__lte=upto or 0)
-        .order_by("id")
-        .values_list("id", flat=True)[:BULK_JOB_LIMIT]
-    )
-    owner_raw, reason = (
-        request.POST.get("bulk_owner", ""),
-        request.POST.get("bulk_reason", "").strip(),
-    )
-    if len(ids) <= BULK_INLINE_LIMIT:
-        return {"action": action, **_bulk_apply(request, action, ids, owner_raw, reason)}
+    owner_raw = request.POST.get("bulk_owner", "")
     owner = user_by_id(owner_raw) if owner_raw else None
     try:
-        job = services.bulk_job_start(
-            action=action, handoff_ids=ids, actor=request.user, owner=owner, reason=reason
+        confirmed = bulk_services.handoffs_bulk_confirm(
+            action=action,
+            matching=matching,
+            upto=id_or_none(request.POST.get("bulk_upto", "")),
+            actor=request.user,
+            owner=owner,
+            reason=request.POST.get("bulk_reason", "").strip(),
+            owner_missing=bool(owner_raw) and owner is None,
         )
+    except AssigneeNotFound:
+        return {"action": action, "level": "error", "text": "Choose an operator to assign to."}
     except InvalidActionInput as exc:
         return {"action": action, "level": "error", "text": f"Nothing was done: {exc}."}
-    return {
-        "action": action,
-        "job": job,
-        "level": "info",
-        "text": f"{len(ids)} handoffs: running in the background; the progress shows below.",
-    }
+    if confirmed.job is not None:
+        return {
+            "action": action,
+            "job": confirmed.job,
+            "level": "info",
+            "text": f"{confirmed.total} handoffs: running in the background; the progress shows below.",
+        }
+    return {"action": action, **_applied(action, confirmed.result)}
 
 
 @require_GET
@@ -183,20 +175,7 @@ def _owner_name(owner_raw: str) -> str:
     return user.get_username() if user else "unknown user"
 
 
-def _bulk_apply(
-    request: HtmxHttpRequest, action: str, ids: list[int], owner_raw: str, reason: str
-) -> dict:
-    owner = None
-    if action == "assign" and owner_raw:
-        owner = user_by_id(owner_raw)
-        if owner is None:
-            return {"level": "error", "text": "Choose an operator to assign to."}
-    try:
-        result = services.handoffs_bulk_apply(
-            action=action, handoff_ids=ids, actor=request.user, owner=owner, reason=reason
-        )
-    except InvalidActionInput as exc:
-        return {"level": "error", "text": f"Nothing was done: {exc}."}
+def _applied(action: str, result) -> dict:
     text = f"{_verb(action).capitalize()} {result.done} of {result.total} matching handoffs."
     if action == "retry" and result.done:
         text += " The dispatcher sends them with their same action keys."

@@ -71,11 +71,11 @@ def quick_actions(handoff: Handoff) -> list[QuickAction]:
     ]
 
 
-def _filter_data(source) -> dict[str, str]:
+def filter_data(source) -> dict[str, str]:
     return {name: source.get(name, "") for name in FILTER_FIELDS if source.get(name, "")}
 
 
-def _list_context(request: HtmxHttpRequest, data: dict[str, str]) -> dict:
+def list_context(request: HtmxHttpRequest, data: dict[str, str]) -> dict:
     user = request.user
     visible = workspace_ids_for(user)
     operator_ws = set(workspace_ids_for(user, Role.OPERATOR))
@@ -111,8 +111,8 @@ REFRESH_HEADER = "X-Console-Refresh"
 @require_GET
 @login_required
 def handoff_list(request: HtmxHttpRequest) -> HttpResponse:
-    data = _filter_data(request.GET)
-    context = _list_context(request, data)
+    data = filter_data(request.GET)
+    context = list_context(request, data)
     if request.htmx and not request.htmx.history_restore_request:
         response = render(request, "outbox/list.html#results", context)
         if not request.headers.get(REFRESH_HEADER):

@@ -139,9 +139,9 @@ def test_bulk_assign_skips_workspaces_where_the_owner_is_no_operator(world):
 
 
 def test_bulk_refuses_more_than_the_limit_instead_of_doing_a_part(world, monkeypatch):
-    from console.views import handoff_bulk as views
+    from outbox.services import bulk as bulk_services
 
-    monkeypatch.setattr(views, "BULK_JOB_LIMIT", 5)
+    monkeypatch.setattr(bulk_services, "BULK_JOB_LIMIT", 5)
     HandoffFactory.create_batch(6, state=S.NEEDS_ATTENTION)
     preview = bulk(world["olga"], {"bulk_action": "assign"})
     assert b"More than 5 handoffs match" in preview.content
