@@ -20,7 +20,7 @@ def default_max_requests_per_second() -> int | None:
 class DestinationHealth(models.Model):
     """The circuit breaker of one destination, and the limits its operator set. An outage is the destination's
     problem, not each handoff's: while it is paused no handoff spends an attempt on it; one probe call at a time
-    tests it. The limits and the hold are enforced by `outbox/limits.py` across every dispatcher."""
+    tests it. The limits and the hold are enforced by `outbox/services/limits.py` across every dispatcher."""
 
     name = models.CharField(max_length=40)
     state = models.CharField(
