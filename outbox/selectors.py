@@ -60,11 +60,7 @@ def _progress_status(steps: list[Handoff]) -> str:
     last = max(steps, key=lambda h: h.step_index, default=None)
     if last is None or last.state != HandoffState.DELIVERED or last.plan:
         return "running"
-    return (
-        "complete"
-        if all(h.work_status == "done" for h in steps)
-        else "delivered, work not done yet"
-    )
+    return "complete" if all(h.work_done for h in steps) else "delivered, work not done yet"
 
 
 def _needs_person(handoff: Handoff) -> bool:

@@ -14,7 +14,8 @@ from django.conf import settings
 from lib.querystring import id_or_none
 from outbox.destinations import RemoteTask
 from outbox.models import OPEN_STATES, HandoffState
-from reconciliation.merge import WORK_FAILED, SourceKey, SourceRow, reports_work, work_problem
+from outbox.models.states import WORK_FAILED
+from reconciliation.merge import SourceKey, SourceRow, reports_work, work_problem
 from reconciliation.models import FindingKind
 
 S = HandoffState

@@ -15,6 +15,7 @@ from django.db.models import BooleanField, ExpressionWrapper, Q
 
 from outbox.destinations import Destination, RemoteTask
 from outbox.models import OPEN_STATES, Handoff, HandoffState
+from outbox.models.states import WORK_FAILED, WORK_UNFINISHED
 
 DB = "default"
 
@@ -38,11 +39,8 @@ SOURCE_FIELDS = (
     "work_status",
 )
 
-# The business outcome as the receiver reports a task's status. Unfinished work past the deadline and
-# failed work are findings; "done" closes them. Defined once: the merge, the checks and the selectors use it.
-WORK_UNFINISHED = frozenset({"open", "in_progress"})
-WORK_DONE = "done"
-WORK_FAILED = "failed"
+# The business outcome as the receiver reports a task's status (`outbox.models.states`): unfinished work past
+# the deadline and failed work are findings; done closes them.
 
 
 @dataclass(frozen=True)

@@ -42,3 +42,7 @@ class BulkJob(models.Model):
     @property
     def total(self) -> int:
         return len(self.handoff_ids)
+
+    @property
+    def is_finished(self) -> bool:
+        return self.state == BulkJobState.DONE

@@ -15,6 +15,7 @@ from outbox.models.states import (
     HANDOFF_TRANSITIONS,
     OPEN_STATES,
     UNKNOWN_OUTCOME_CLASSES,
+    WORK_DONE,
     CompensationState,
     FailureClass,
     HandoffKind,
@@ -233,6 +234,30 @@ class Handoff(models.Model):
     @property
     def is_open(self) -> bool:
         return self.state in OPEN_STATES
+
+    # What templates ask of a handoff (a template never spells a state's name).
+    @property
+    def is_delivered(self) -> bool:
+        return self.state == S.DELIVERED
+
+    @property
+    def needs_attention(self) -> bool:
+        return self.state == S.NEEDS_ATTENTION
+
+    @property
+    def is_compensation(self) -> bool:
+        return self.kind == HandoffKind.COMPENSATION
+
+    @property
+    def work_done(self) -> bool:
+        """The receiver reported the task's work done (a delivered handoff only proves the task exists)."""
+        return self.work_status == WORK_DONE
+
+    @property
+    def retry_scheduled(self) -> bool:
+        """Pending after a failed attempt, with its next attempt set (`in_backoff` also asks that it is later
+        than now)."""
+        return self.state == S.PENDING and self.attempts > 0 and self.next_attempt_at is not None
 
     @property
     def with_dispatcher(self) -> bool:

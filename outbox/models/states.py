@@ -119,6 +119,15 @@ class SlotKind(models.TextChoices):
     RATE = "rate", "Request in the last second"
 
 
+# The work a receiver's task stands for, as the receiver reports it (`Handoff.work_status`). Unfinished work
+# past the deadline and failed work are findings; "done" closes them. Defined once for the outbox, the
+# reconciliation merge, its checks and selectors.
+WORK_DONE = "done"
+WORK_FAILED = "failed"
+WORK_UNFINISHED = frozenset({"open", "in_progress"})
+WORK_STATUSES = ("open", "in_progress", WORK_DONE, WORK_FAILED)
+
+
 class BulkJobState(models.TextChoices):
     QUEUED = "queued", "Queued"
     RUNNING = "running", "Running"

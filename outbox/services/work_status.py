@@ -3,12 +3,10 @@
 from django.utils import timezone
 
 from outbox.models import Handoff, HandoffState
+from outbox.models.states import WORK_STATUSES
 
 DB = "default"
 S = HandoffState
-
-
-WORK_STATUSES = ("open", "in_progress", "done", "failed")
 
 
 def handoffs_record_work_status(*, statuses: dict[str, str]) -> int:

@@ -3,7 +3,7 @@
 from dataclasses import dataclass
 
 from outbox.models import Handoff, HandoffState
-from reconciliation.merge import WORK_DONE, WORK_FAILED, WORK_UNFINISHED
+from outbox.models.states import WORK_DONE, WORK_FAILED, WORK_UNFINISHED
 
 S = HandoffState
 
