@@ -14,6 +14,7 @@ converted once per process. The hot path (a batch of deliveries, `outbox/deliver
 from django.db import connections
 from django.db.models import Field, Model
 
+from lib.databases import DB
 from outbox.clock import POSTGRES_NOW_PLUS, DbNow
 
 
@@ -52,7 +53,7 @@ def unnest_sql(connection, columns: list[Field], rows: list[list]) -> tuple[str,
     ) + ")", arrays
 
 
-def update_many(objs: list[Model], fields: list[str], *, using: str = "default") -> None:
+def update_many(objs: list[Model], fields: list[str], *, using: str = DB) -> None:
     if not objs:
         return
     model = type(objs[0])

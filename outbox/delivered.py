@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from django.db import connections
 from django.utils import timezone
 
+from lib.databases import DB
 from outbox.bulk_writes import unnest_sql
 from outbox.models import (
     Attempt,
@@ -33,8 +34,6 @@ from outbox.models import (
     HandoffEvent,
     HandoffState,
 )
-
-DB = "default"
 
 
 @dataclass(frozen=True)

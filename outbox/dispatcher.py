@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from django.conf import settings
 
+from lib.databases import DB
 from outbox.breaker_rules import Admission, would_pause
 from outbox.destinations import BatchRefused, Destination, get_destination
 from outbox.failures import DeliveryResult
@@ -33,7 +34,6 @@ from outbox.services.outcomes import handoff_record_outcomes
 from outbox.services.settlement import handoff_settle
 
 log = logging.getLogger(__name__)
-DB = "default"
 S = HandoffState
 
 

@@ -14,6 +14,8 @@ import dj_database_url
 from django.conf import settings
 from django.db import connections, transaction
 
+from lib.databases import DB
+
 log = logging.getLogger(__name__)
 CHANNEL = "handoff_due"
 
@@ -30,7 +32,7 @@ def _enqueue_dispatch_not_rollback_safe() -> None:
         )
 
 
-def wake_dispatcher_on_commit(using: str = "default") -> None:
+def wake_dispatcher_on_commit(using: str = DB) -> None:
     connection = connections[using]
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
@@ -47,7 +49,7 @@ class WakeListener:
 
     RECONNECT_EVERY = 5.0
 
-    def __init__(self, using: str = "default"):
+    def __init__(self, using: str = DB):
         self._conn = None
         self._using = using
         self._next_connect = 0.0

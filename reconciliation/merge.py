@@ -13,11 +13,10 @@ from datetime import datetime
 
 from django.db.models import BooleanField, ExpressionWrapper, Q
 
+from lib.databases import DB
 from outbox.destinations import Destination, RemoteTask
 from outbox.models import OPEN_STATES, Handoff, HandoffState
 from outbox.models.states import WORK_FAILED, WORK_UNFINISHED
-
-DB = "default"
 
 SOURCE_FIELDS = (
     "action_key",

@@ -15,10 +15,10 @@ from approvals.intake.checks import CheckedTrigger, trigger_check
 from approvals.intake.signatures import SignedMessage, TriggerReplayed
 from approvals.models import Request, RequestReference, TriggerOutcome, TriggerRecord
 from approvals.services.requests import revision_add_locked, revision_create
+from lib.databases import DB
 from outbox.payloads import payload_hash
 
 log = logging.getLogger(__name__)
-DB = "default"
 # A trigger that loses a race (the same webhook id, or a new reference numbered at the same time)
 # is rolled back and applied again against what the winner committed.
 CONTENDED_RETRIES = 3

@@ -6,9 +6,8 @@ from approvals.errors import ApprovalDenied, InvalidPayload, RequestNotFound
 from approvals.models import Request, RequestState
 from approvals.selectors import may_cancel
 from approvals.services.requests import request_move
+from lib.databases import DB
 from outbox import services as outbox_services
-
-DB = "default"
 
 
 def _may_cancel(actor, request: Request) -> None:

@@ -14,12 +14,11 @@ from approvals.services.requests import (
     revision_add_locked,
     validated_payload,
 )
+from lib.databases import DB
 from outbox.errors import InvalidTransition
 from outbox.models import Handoff
 from outbox.services.corrections import handoff_supersede_corrected
 from outbox.steps import base_payload
-
-DB = "default"
 
 
 def _corrected_payload(handoff: Handoff, edits: dict[str, str]) -> dict:

@@ -24,10 +24,9 @@ from approvals.models import (
 from approvals.rules import payload_problems, rules_for, steps_of
 from approvals.services.memberships import require_member
 from approvals.services.requests import request_move
+from lib.databases import DB
 from outbox import services as outbox_services
 from outbox.models import Handoff
-
-DB = "default"
 
 
 def _locked_revision(*, workspace_id: int, number: int, revision: int, workflow: str) -> Request:

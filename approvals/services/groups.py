@@ -5,10 +5,8 @@ from django.contrib.auth.models import Group, Permission
 from django.contrib.contenttypes.models import ContentType
 from django.db import transaction
 
+from lib.databases import DB
 from outbox.limit_rules import SET_LIMITS_PERMISSION
-
-DB = "default"
-
 
 SUPPORT_GROUP = "support staff"
 # Support staff read the records below in Django admin and may run two safe actions on handoffs

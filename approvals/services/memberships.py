@@ -4,8 +4,7 @@ from django.db import transaction
 
 from approvals.errors import ApprovalDenied, InvalidPayload, RoleChangeRefused, WorkspaceNotFound
 from approvals.models import Membership, Role, RoleChange, Workspace
-
-DB = "default"
+from lib.databases import DB
 
 
 def require_member(user, workspace_id: int, role: str) -> None:

@@ -17,9 +17,8 @@ from approvals.models import Request, RequestEvent, RequestState, Role, Workspac
 from approvals.rules import payload_problems, rules_for
 from approvals.selectors import REQUESTER_REVISABLE_STATES
 from approvals.services.memberships import require_member
+from lib.databases import DB
 from outbox.payloads import payload_hash
-
-DB = "default"
 
 
 def request_move(

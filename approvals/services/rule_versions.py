@@ -5,8 +5,7 @@ from django.db import transaction
 from approvals.errors import ApprovalDenied, InvalidPayload
 from approvals.models import RuleVersion
 from approvals.rules import BUILT_IN_RULES, publish_problems, steps_problems
-
-DB = "default"
+from lib.databases import DB
 
 
 def rule_version_publish(

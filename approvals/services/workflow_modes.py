@@ -5,8 +5,7 @@ from django.db import transaction
 
 from approvals.errors import ApprovalDenied, InvalidPayload, WorkspaceNotFound
 from approvals.models import Mode, WorkflowMode, WorkflowModeChange, Workspace
-
-DB = "default"
+from lib.databases import DB
 
 
 def workflow_mode_set(

@@ -11,6 +11,7 @@ say (the verdict, the thresholds, the probe delays) is `outbox/breaker_rules.py`
 from django.db import IntegrityError, transaction
 from django.db.models import F
 
+from lib.databases import DB
 from outbox.breaker_rules import (
     Admission,
     BreakerSeen,
@@ -23,7 +24,6 @@ from outbox.clock import db_now, db_now_plus
 from outbox.failures import DeliveryResult
 from outbox.models import DestinationEvent, DestinationHealth, DestinationState
 
-DB = "default"
 D = DestinationState
 
 

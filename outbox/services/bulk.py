@@ -12,6 +12,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from lib.databases import DB
 from outbox.errors import (
     AssigneeNotFound,
     InvalidActionInput,
@@ -28,8 +29,6 @@ from outbox.services.operator import (
     handoff_retry,
 )
 from outbox.services.settlement import handoff_settle
-
-DB = "default"
 
 BULK_ACTIONS = ("retry", "reconcile", "assign", "cancel", "acknowledge")
 # More matches than this run as a background job (BulkJob) with visible progress, not in the web request.

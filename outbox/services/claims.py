@@ -14,6 +14,7 @@ from django.db import connections, transaction
 from django.db.models import F
 from django.utils import timezone
 
+from lib.databases import DB
 from outbox.clock import POSTGRES_NOW_PLUS, db_now, db_now_plus
 from outbox.destinations import Destination
 from outbox.failures import DeliveryResult, Outgoing
@@ -26,7 +27,6 @@ from outbox.models import (
     HandoffState,
 )
 
-DB = "default"
 S = HandoffState
 
 

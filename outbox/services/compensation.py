@@ -4,13 +4,13 @@ can undo are residuals for a manual repair. What to do is decided in `outbox/ste
 
 from django.db import transaction
 
+from lib.databases import DB
 from outbox.errors import CompensationBlocked, HandoffNotFound, ReasonRequired
 from outbox.models import CompensationState, Handoff, HandoffState
 from outbox.services.transitions import handoff_transition
 from outbox.services.workflows import mark_compensation, record_planned
 from outbox.steps import CompensationPlan, compensation_plan, plan_compensations
 
-DB = "default"
 S = HandoffState
 
 

@@ -7,11 +7,11 @@ transaction. Request first, then handoff: the order `request_cancel` takes too.
 
 from django.db import transaction
 
+from lib.databases import DB
 from outbox.errors import InvalidTransition
 from outbox.models import Handoff, HandoffState
 from outbox.services.transitions import handoff_lock, handoff_transition
 
-DB = "default"
 # A handoff still pending or in flight may yet be delivered: only one that waits for a person is corrected.
 CORRECTABLE_STATES = (HandoffState.NEEDS_ATTENTION,)
 

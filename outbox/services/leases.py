@@ -5,12 +5,12 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from lib.databases import DB
 from outbox.clock import db_now, db_now_plus
 from outbox.models import Attempt, AttemptOutcome, FailureClass, Handoff, HandoffState
 from outbox.services.claims import Claim
 from outbox.services.transitions import handoff_transition
 
-DB = "default"
 S = HandoffState
 
 

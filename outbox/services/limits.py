@@ -31,6 +31,7 @@ from django.db import connections, transaction
 from django.db.models import BooleanField, ExpressionWrapper, Q
 from django.db.models.functions import Coalesce, Greatest
 
+from lib.databases import DB
 from outbox.breaker_rules import BreakerSeen
 from outbox.clock import db_now, db_now_plus
 from outbox.limit_rules import (
@@ -46,8 +47,6 @@ from outbox.limit_rules import (
 )
 from outbox.models import DestinationEvent, DestinationHealth, DestinationSlot, SlotKind
 from outbox.services.breaker import destination_health_get_or_create
-
-DB = "default"
 
 
 def _limits(name: str) -> Limits:

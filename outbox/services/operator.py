@@ -7,6 +7,7 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
+from lib.databases import DB
 from outbox.clock import db_now
 from outbox.errors import (
     AssigneeNotOperator,
@@ -20,7 +21,6 @@ from outbox.models import Handoff, HandoffEvent, HandoffState
 from outbox.services.transitions import handoff_lock, handoff_transition
 from outbox.wakeups import wake_dispatcher_on_commit
 
-DB = "default"
 S = HandoffState
 
 

@@ -10,6 +10,7 @@ from django.db.models import BooleanField, ExpressionWrapper, Q
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
+from lib.databases import DB
 from outbox.bulk_writes import update_many
 from outbox.clock import db_now_plus
 from outbox.delivered import DeliveredRow, record_delivered
@@ -26,7 +27,6 @@ from outbox.services.transitions import (
 )
 from outbox.services.workflows import record_successors
 
-DB = "default"
 S = HandoffState
 
 

@@ -4,6 +4,7 @@ from collections.abc import Sequence
 
 from django.db import IntegrityError, transaction
 
+from lib.databases import DB
 from outbox.clock import db_now
 from outbox.errors import ActionKeyExists
 from outbox.models import Handoff, HandoffEvent, HandoffState
@@ -11,7 +12,6 @@ from outbox.payloads import payload_hash
 from outbox.steps import plan_steps, step_payload
 from outbox.wakeups import wake_dispatcher_on_commit
 
-DB = "default"
 S = HandoffState
 
 

@@ -3,14 +3,12 @@ the handoff as its answer says (`outbox/outcomes.py` `settlement_for` decides)."
 
 from django.db import transaction
 
+from lib.databases import DB
 from outbox.destinations import Destination, LookupFailed, Lookups, RemoteTask
 from outbox.models import NEEDS_PERSON_STATES, Handoff
 from outbox.outcomes import settlement_for, settlement_without_answer
 from outbox.services.lookup_limits import LimitedLookups, lookups_under_limits
 from outbox.services.transitions import handoff_transition
-
-DB = "default"
-
 
 # How long a person's reconcile waits for the destination's limits (or its Retry-After hold) before it reports
 # that the receiver could not be asked.

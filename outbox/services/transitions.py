@@ -7,11 +7,11 @@ from datetime import timedelta
 from django.conf import settings
 from django.utils import timezone
 
+from lib.databases import DB
 from outbox.errors import HandoffNotFound, InvalidTransition
 from outbox.models import HANDOFF_TRANSITIONS, Handoff, HandoffEvent, HandoffState
 from outbox.services.workflows import record_successors
 
-DB = "default"
 S = HandoffState
 
 

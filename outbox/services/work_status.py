@@ -2,10 +2,10 @@
 
 from django.utils import timezone
 
+from lib.databases import DB
 from outbox.models import Handoff, HandoffState
 from outbox.models.states import WORK_STATUSES
 
-DB = "default"
 S = HandoffState
 
 

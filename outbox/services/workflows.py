@@ -5,6 +5,7 @@ reversed. The plans themselves are decided in `outbox/steps.py`."""
 import contextlib
 from collections.abc import Iterable
 
+from lib.databases import DB
 from outbox.errors import ActionKeyExists, InvalidTransition
 from outbox.models import (
     COMPENSATION_TRANSITIONS,
@@ -16,8 +17,6 @@ from outbox.models import (
 from outbox.services.recording import create_handoff
 from outbox.steps import base_payload, step_payload
 from outbox.wakeups import wake_dispatcher_on_commit
-
-DB = "default"
 
 
 def record_planned(

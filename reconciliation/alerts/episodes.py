@@ -7,11 +7,10 @@ from datetime import datetime
 from django.db import IntegrityError, transaction
 from django.db.models import Exists, OuterRef
 
+from lib.databases import DB
 from outbox.models import OPEN_STATES, Handoff, HandoffState
 from reconciliation.alerts.pages import page_episodes, page_record_fields
 from reconciliation.models import AlertKind, AlertRecord, Finding, FindingStatus
-
-DB = "default"
 
 
 def _claim_episode(**fields) -> bool:

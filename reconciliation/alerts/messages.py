@@ -5,13 +5,12 @@ from dataclasses import asdict
 from django.conf import settings
 from django.utils import timezone
 
+from lib.databases import DB
 from outbox.models import Handoff, HandoffState
 from reconciliation.alerts.items import AlertItem, absolute, finding_item, handoff_item
 from reconciliation.alerts.pages import health_link, render_page
 from reconciliation.models import AlertKind, AlertRecord, AlertSeverity
 from reconciliation.selectors.links import handoff_list_url
-
-DB = "default"
 
 SUBJECTS = {
     AlertKind.NEEDS_ATTENTION: "{n} handoff(s) need attention: {workflow}, {failure}",

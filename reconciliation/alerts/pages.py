@@ -10,12 +10,11 @@ from django.conf import settings
 from django.db.models import Count
 from django.urls import reverse
 
+from lib.databases import DB
 from outbox.models import DestinationHealth, DestinationState, Handoff, HandoffState
 from outbox.redaction import redact_text
 from reconciliation.alerts.items import absolute
 from reconciliation.models import AlertKind, AlertRecord, AlertSeverity
-
-DB = "default"
 
 
 @dataclass(frozen=True)

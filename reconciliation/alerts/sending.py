@@ -17,6 +17,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from approvals.selectors import operators_of
+from lib.databases import DB
 from outbox.models import Handoff
 from outbox.redaction import redact_text
 from outbox.signing import signed_headers
@@ -24,7 +25,6 @@ from reconciliation.alerts.episodes import record_episodes
 from reconciliation.alerts.messages import compose
 from reconciliation.models import AlertKind, AlertRecord, AlertSeverity
 
-DB = "default"
 MAX_SEND_ATTEMPTS = 3
 
 

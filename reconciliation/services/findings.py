@@ -13,6 +13,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from approvals.models import Workspace
+from lib.databases import DB
 from outbox.models import Handoff
 from reconciliation import next_actions
 from reconciliation.classification import Problem, facts_fingerprint
@@ -24,8 +25,6 @@ from reconciliation.models import (
     ManualRepair,
     ReconciliationRun,
 )
-
-DB = "default"
 
 
 def _run_label(run: ReconciliationRun) -> str:

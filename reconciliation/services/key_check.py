@@ -5,6 +5,7 @@ from dataclasses import dataclass
 
 from django.utils import timezone
 
+from lib.databases import DB
 from outbox.destinations import Destination
 from outbox.models import Handoff
 from outbox.services import PERSON_LOOKUP_WAIT_SECONDS, handoff_note_check
@@ -15,8 +16,6 @@ from reconciliation.models import FindingKind, ReconciliationRun, RunStatus
 from reconciliation.services.findings import FindingRecorder, findings_resolve_unseen
 from reconciliation.services.lookups import lookup_key
 from reconciliation.services.work_status import WorkStatuses
-
-DB = "default"
 
 
 @dataclass(frozen=True)

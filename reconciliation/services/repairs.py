@@ -10,6 +10,7 @@ import contextlib
 from django.db import transaction
 from django.utils import timezone
 
+from lib.databases import DB
 from outbox.destinations import Destination
 from outbox.errors import HandoffNotFound
 from outbox.models import Handoff
@@ -30,8 +31,6 @@ from reconciliation.errors import (
 from reconciliation.models import Finding, FindingStatus, ManualRepair
 from reconciliation.services.findings import finding_lock, finding_move
 from reconciliation.services.lookups import lookup_key
-
-DB = "default"
 
 
 def _repair_target(

@@ -19,6 +19,7 @@ from django.utils import timezone
 from django_q.tasks import async_task
 
 from approvals.models import Request, RequestState
+from lib.databases import DB
 from outbox.destinations import Destination, LookupFailed, RemoteTask
 from outbox.models import Handoff
 from outbox.services.lookup_limits import lookups_under_limits
@@ -47,7 +48,6 @@ from reconciliation.services.findings import FindingRecorder, findings_resolve_u
 from reconciliation.services.work_status import WorkStatuses
 
 log = logging.getLogger(__name__)
-DB = "default"
 
 # A run's listings and lookups wait this long at most for a permit under the destination's limits
 # (outbox/services/lookup_limits.py): long enough to wait out a short Retry-After hold.
