@@ -20,7 +20,7 @@ def rule_version_publish(
         raise InvalidPayload(problems)
     with transaction.atomic(using=DB):
         latest = (
-            RuleVersion.objects.select_for_update()
+            RuleVersion.objects.select_for_update(no_key=True)
             .filter(workflow=workflow)
             .order_by("-number")
             .first()

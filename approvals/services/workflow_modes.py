@@ -22,7 +22,9 @@ def workflow_mode_set(
     if not actor.has_perm("approvals.change_workflowmode"):
         raise ApprovalDenied(f"{actor} may not change delivery modes")
     with transaction.atomic(using=DB):
-        current = WorkflowMode.objects.select_for_update().filter(workflow=workflow).first()
+        current = (
+            WorkflowMode.objects.select_for_update(no_key=True).filter(workflow=workflow).first()
+        )
         before = sorted(current.allowed_workspaces.values_list("id", flat=True)) if current else []
         after = before if allowed_workspace_ids is None else sorted(set(allowed_workspace_ids))
         missing = set(after) - set(
