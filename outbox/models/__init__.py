@@ -1,9 +1,10 @@
 """The outbox's models: one row per approved action to hand off (`handoffs`), its attempts and history
-(`history`), the destinations' breakers and limits (`destinations`), bulk jobs (`bulk`), and the states
-with every allowed move (`states`). Every model is imported here, so Django and callers find them in
-`outbox.models`."""
+(`history`), the receiving systems (`destination_configs`), their breakers and limits (`destinations`),
+bulk jobs (`bulk`), and the states with every allowed move (`states`). Every model is imported here, so
+Django and callers find them in `outbox.models`."""
 
 from outbox.models.bulk import BulkJob
+from outbox.models.destination_configs import DestinationConfig
 from outbox.models.destinations import (
     DestinationEvent,
     DestinationHealth,
@@ -49,6 +50,7 @@ __all__ = [
     "BulkJob",
     "BulkJobState",
     "CompensationState",
+    "DestinationConfig",
     "DestinationEvent",
     "DestinationHealth",
     "DestinationSlot",
