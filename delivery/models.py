@@ -79,3 +79,36 @@ class FiredFault(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind} for {self.action_key}"
+
+
+class AccountRequestState(models.TextChoices):
+    PROCESSING = "processing", "Processing"
+    DONE = "done", "Done"
+
+
+class Account(models.Model):
+    """An account of the bundled accounts service, a second receiving system that speaks the IETF
+    Idempotency-Key draft (the demo's `provision_account`): one account per key, the key unique and
+    non-null. A request is recorded as processing before its work and done after it, so a request with
+    the same key meanwhile is told the first one is still in progress (409)."""
+
+    account_id = models.CharField(max_length=40)
+    idempotency_key = models.CharField(max_length=200)
+    payload = models.JSONField()
+    fingerprint = models.CharField(max_length=64)
+    state = models.CharField(
+        max_length=12, choices=AccountRequestState.choices, default=AccountRequestState.PROCESSING
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["idempotency_key"], name="account_unique_key"),
+            models.UniqueConstraint(fields=["account_id"], name="account_unique_id"),
+            models.CheckConstraint(
+                condition=~models.Q(idempotency_key=""), name="account_key_not_empty"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"account {self.account_id} for {self.idempotency_key}"

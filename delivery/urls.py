@@ -1,6 +1,6 @@
 from django.urls import path
 
-from delivery import api
+from delivery import accounts_api, api
 
 app_name = "delivery"
 
@@ -10,4 +10,6 @@ urlpatterns = [
     # Before the lookup: its <path:> would take "<key>/status" for a key.
     path("api/tasks/<path:action_key>/status", api.task_status, name="task-status"),
     path("api/tasks/<path:action_key>", api.task_detail, name="task-detail"),
+    # The bundled accounts service: a second receiving system, on the IETF Idempotency-Key draft.
+    path("accounts/v1/accounts", accounts_api.account_collection, name="accounts"),
 ]

@@ -12,26 +12,11 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
-BASE_DIR = Path(__file__).resolve().parent.parent
+BASE_DIR = Path(__file__).resolve().parent.parent.parent
 VAR_DIR = Path(os.environ.get("HANDOFF_VAR_DIR", BASE_DIR / "var"))
 
 
-def env_bool(name: str, default: bool) -> bool:
-    raw = os.environ.get(name)
-    if raw is None:
-        return default
-    return raw.strip().lower() in {"1", "true", "yes", "on"}
-
-
-def env_int(name: str, default: int) -> int:
-    raw = os.environ.get(name)
-    return default if raw in (None, "") else int(raw)
-
-
-def env_float(name: str, default: float) -> float:
-    raw = os.environ.get(name)
-    return default if raw in (None, "") else float(raw)
-
+from config.env import env_bool, env_float, env_int  # noqa: E402
 
 DEBUG = env_bool("DJANGO_DEBUG", False)
 SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "")
@@ -252,6 +237,9 @@ if env_bool("DJANGO_SECURE", not DEBUG):
 RECEIVER_SIGNING_SECRET = os.environ.get("RECEIVER_SIGNING_SECRET", "")
 # Accepted besides RECEIVER_SIGNING_SECRET during a rotation (docs/security.md); senders sign with the newest.
 RECEIVER_SIGNING_SECRET_PREVIOUS = os.environ.get("RECEIVER_SIGNING_SECRET_PREVIOUS", "")
+# The bundled accounts service (delivery/accounts_api.py): the bearer tokens it accepts (a rotation's overlap).
+ACCOUNTS_API_TOKEN = os.environ.get("ACCOUNTS_API_TOKEN", "")
+ACCOUNTS_API_TOKEN_PREVIOUS = os.environ.get("ACCOUNTS_API_TOKEN_PREVIOUS", "")
 RECEIVER_MAX_BODY_BYTES = env_int("RECEIVER_MAX_BODY_BYTES", 256 * 1024)
 RECEIVER_MAX_JSON_DEPTH = env_int("RECEIVER_MAX_JSON_DEPTH", 32)
 RECEIVER_SIGNATURE_TOLERANCE_SECONDS = 300
@@ -351,48 +339,12 @@ LOGGING = {
     },
 }
 
-# --- Intake (approvals app) ------------------------------------------------------------
-# INTAKE_SIGNING_SECRET (above) verifies signed triggers at POST /approvals/api/triggers.
-INTAKE_SIGNING_SECRET_PREVIOUS = os.environ.get("INTAKE_SIGNING_SECRET_PREVIOUS", "")
-INTAKE_MAX_BODY_BYTES = env_int("INTAKE_MAX_BODY_BYTES", 256 * 1024)
-INTAKE_MAX_JSON_DEPTH = env_int("INTAKE_MAX_JSON_DEPTH", 32)
-INTAKE_MAX_PAYLOAD_BYTES = env_int("INTAKE_MAX_PAYLOAD_BYTES", 64 * 1024)
-# The account recorded as requester of requests that arrive as triggers (created inactive on first use).
-INTAKE_SENDER_USERNAME = os.environ.get("INTAKE_SENDER_USERNAME", "intake")
-# Mode of a workflow that has no stored mode: "observe", "limited" (nothing allowed yet) or "live".
-WORKFLOW_DEFAULT_MODE = os.environ.get("WORKFLOW_DEFAULT_MODE", "live")
-if WORKFLOW_DEFAULT_MODE not in {"observe", "limited", "live"}:
-    raise ImproperlyConfigured("WORKFLOW_DEFAULT_MODE must be observe, limited or live")
-
-# --- Reconciliation and alerts ---------------------------------------------------------
-# Rows per page on each side of the merge: memory is bounded by two pages, whatever the table size.
-RECONCILIATION_BATCH_SIZE = env_int("RECONCILIATION_BATCH_SIZE", 1000)
-# Point lookups per run to confirm cross-side findings (each is one receiver call).
-RECONCILIATION_CONFIRM_LIMIT = env_int("RECONCILIATION_CONFIRM_LIMIT", 1000)
-RECONCILIATION_EVERY_MINUTES = env_int("RECONCILIATION_EVERY_MINUTES", 15)
-# A delivered handoff whose task is still open or in progress this long after delivery is a finding.
-HANDOFF_WORK_DEADLINE_HOURS = env_float("HANDOFF_WORK_DEADLINE_HOURS", 72.0)
-ALERT_SEND_EVERY_MINUTES = env_int("ALERT_SEND_EVERY_MINUTES", 1)
-# Where alerts go: these addresses plus the owner of each handoff concerned.
-ALERT_EMAILS = [a.strip() for a in os.environ.get("ALERT_EMAILS", "").split(",") if a.strip()]
-ALERT_FROM_EMAIL = os.environ.get("ALERT_FROM_EMAIL", "handoff-console@localhost")
-# Handoffs listed in one alert message; the rest are summarised with a link to the filtered list.
-ALERT_MAX_ITEMS_PER_MESSAGE = env_int("ALERT_MAX_ITEMS_PER_MESSAGE", 20)
-# Optional outbound webhook, signed in the Standard Webhooks format with ALERT_WEBHOOK_SECRET (whsec_...).
-ALERT_WEBHOOK_URL = os.environ.get("ALERT_WEBHOOK_URL", "")
-ALERT_WEBHOOK_SECRET = os.environ.get("ALERT_WEBHOOK_SECRET", "")
-# Pages (a destination paused, many handoffs failing at once) go to this signed webhook, meant for a
-# paging service, and to ALERT_EMAILS; a single handoff's problem goes to its workspace's grouped e-mail.
-ALERT_PAGE_WEBHOOK_URL = os.environ.get("ALERT_PAGE_WEBHOOK_URL", "")
-ALERT_PAGE_WEBHOOK_SECRET = os.environ.get("ALERT_PAGE_WEBHOOK_SECRET", "")
-# "Many at once": this many handoffs entering needs_attention within this many minutes page.
-ALERT_WIDESPREAD_THRESHOLD = env_int("ALERT_WIDESPREAD_THRESHOLD", 20)
-ALERT_WIDESPREAD_MINUTES = env_int("ALERT_WIDESPREAD_MINUTES", 10)
-# Absolute base of the links in alerts (the console as on-call people reach it).
-CONSOLE_BASE_URL = os.environ.get("CONSOLE_BASE_URL", "http://127.0.0.1:8000").rstrip("/")
 EMAIL_BACKEND = os.environ.get(
     "EMAIL_BACKEND",
     "django.core.mail.backends.console.EmailBackend"
     if DEBUG
     else "django.core.mail.backends.smtp.EmailBackend",
 )
+
+# Intake, reconciliation and alerts: the settings of the product's later stages.
+from config.settings.intake_and_alerts import *  # noqa: E402,F403

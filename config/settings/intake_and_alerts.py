@@ -1,0 +1,47 @@
+"""Settings of intake (signed triggers), reconciliation and alerts; imported by `config.settings`."""
+
+import os
+
+from django.core.exceptions import ImproperlyConfigured
+
+from config.env import env_float, env_int
+
+# --- Intake (approvals app) ------------------------------------------------------------
+# INTAKE_SIGNING_SECRET (above) verifies signed triggers at POST /approvals/api/triggers.
+INTAKE_SIGNING_SECRET_PREVIOUS = os.environ.get("INTAKE_SIGNING_SECRET_PREVIOUS", "")
+INTAKE_MAX_BODY_BYTES = env_int("INTAKE_MAX_BODY_BYTES", 256 * 1024)
+INTAKE_MAX_JSON_DEPTH = env_int("INTAKE_MAX_JSON_DEPTH", 32)
+INTAKE_MAX_PAYLOAD_BYTES = env_int("INTAKE_MAX_PAYLOAD_BYTES", 64 * 1024)
+# The account recorded as requester of requests that arrive as triggers (created inactive on first use).
+INTAKE_SENDER_USERNAME = os.environ.get("INTAKE_SENDER_USERNAME", "intake")
+# Mode of a workflow that has no stored mode: "observe", "limited" (nothing allowed yet) or "live".
+WORKFLOW_DEFAULT_MODE = os.environ.get("WORKFLOW_DEFAULT_MODE", "live")
+if WORKFLOW_DEFAULT_MODE not in {"observe", "limited", "live"}:
+    raise ImproperlyConfigured("WORKFLOW_DEFAULT_MODE must be observe, limited or live")
+
+# --- Reconciliation and alerts ---------------------------------------------------------
+# Rows per page on each side of the merge: memory is bounded by two pages, whatever the table size.
+RECONCILIATION_BATCH_SIZE = env_int("RECONCILIATION_BATCH_SIZE", 1000)
+# Point lookups per run to confirm cross-side findings (each is one receiver call).
+RECONCILIATION_CONFIRM_LIMIT = env_int("RECONCILIATION_CONFIRM_LIMIT", 1000)
+RECONCILIATION_EVERY_MINUTES = env_int("RECONCILIATION_EVERY_MINUTES", 15)
+# A delivered handoff whose task is still open or in progress this long after delivery is a finding.
+HANDOFF_WORK_DEADLINE_HOURS = env_float("HANDOFF_WORK_DEADLINE_HOURS", 72.0)
+ALERT_SEND_EVERY_MINUTES = env_int("ALERT_SEND_EVERY_MINUTES", 1)
+# Where alerts go: these addresses plus the owner of each handoff concerned.
+ALERT_EMAILS = [a.strip() for a in os.environ.get("ALERT_EMAILS", "").split(",") if a.strip()]
+ALERT_FROM_EMAIL = os.environ.get("ALERT_FROM_EMAIL", "handoff-console@localhost")
+# Handoffs listed in one alert message; the rest are summarised with a link to the filtered list.
+ALERT_MAX_ITEMS_PER_MESSAGE = env_int("ALERT_MAX_ITEMS_PER_MESSAGE", 20)
+# Optional outbound webhook, signed in the Standard Webhooks format with ALERT_WEBHOOK_SECRET (whsec_...).
+ALERT_WEBHOOK_URL = os.environ.get("ALERT_WEBHOOK_URL", "")
+ALERT_WEBHOOK_SECRET = os.environ.get("ALERT_WEBHOOK_SECRET", "")
+# Pages (a destination paused, many handoffs failing at once) go to this signed webhook, meant for a
+# paging service, and to ALERT_EMAILS; a single handoff's problem goes to its workspace's grouped e-mail.
+ALERT_PAGE_WEBHOOK_URL = os.environ.get("ALERT_PAGE_WEBHOOK_URL", "")
+ALERT_PAGE_WEBHOOK_SECRET = os.environ.get("ALERT_PAGE_WEBHOOK_SECRET", "")
+# "Many at once": this many handoffs entering needs_attention within this many minutes page.
+ALERT_WIDESPREAD_THRESHOLD = env_int("ALERT_WIDESPREAD_THRESHOLD", 20)
+ALERT_WIDESPREAD_MINUTES = env_int("ALERT_WIDESPREAD_MINUTES", 10)
+# Absolute base of the links in alerts (the console as on-call people reach it).
+CONSOLE_BASE_URL = os.environ.get("CONSOLE_BASE_URL", "http://127.0.0.1:8000").rstrip("/")
