@@ -1,0 +1,231 @@
+"""The `idempotency_key_http` kind: a JSON-over-HTTP API on the IETF Idempotency-Key header draft, reached by
+configuration alone (docs/destinations/idempotency_key_http.md; checked by `idempotency_key_http_config`).
+
+Its contract: the action key goes in the configured header, the approved payload is the JSON body; a 2xx
+answer is a delivery when it holds a receipt id at the configured place (and echoes the key and payload sent,
+where it is configured to); any other answer means what `idempotency_key_contract.Contract` says. A lookup by
+a configured URL template, when there is one, settles an unknown outcome. Such an API has no listing of keys:
+`list_keys` raises LookupFailed, so a full reconciliation run of this destination is stored as failed with
+that reason, while its keys are still checked one by one (`lookup`).
+
+Connections, the proxy rules and the reading of a failed call are the HTTP kind's (`http_connections`,
+`http_answers`); credentials are read at each call (`idempotency_key_http_auth`).
+"""
+
+import json
+import time
+from urllib.parse import quote
+
+import urllib3
+
+from outbox.destinations.base import Destination, LookupFailed, RemoteTask
+from outbox.destinations.http_answers import CALL_FAILURES, call_failure, describe_answer
+from outbox.destinations.http_connections import (
+    Answer,
+    Direct,
+    Proxied,
+    proxy_for,
+    without_credentials,
+)
+from outbox.destinations.idempotency_key_contract import (
+    NOT_REPORTED,
+    FieldMissing,
+    NoEntry,
+    SeveralEntries,
+    receipt_entry,
+)
+from outbox.destinations.idempotency_key_http_auth import MissingSecret
+from outbox.destinations.idempotency_key_http_config import Config, parse_config
+from outbox.failures import DeliveryResult, MalformedReceipt, Outgoing, parse_retry_after
+from outbox.models import FailureClass
+from outbox.payloads import canonical_json
+
+# The answer kept with a receipt (for audit) when it is no larger than this, as canonical JSON.
+KEPT_ANSWER_CHARS = 8000
+
+
+class IdempotencyKeyHttpDestination(Destination):
+    """An API that honours an idempotency key header, reached over pooled HTTP connections."""
+
+    supports_idempotency = True
+    supports_batch = False
+
+    def __init__(self, config: Config):
+        self.config = config
+        self.name = config.name
+        self.base_url = config.url
+        self.supports_lookup = config.lookup is not None
+        self.retry_policy = config.retry
+        self.call_seconds = config.connect_timeout + config.read_timeout
+        self._pool_options = {
+            "maxsize": config.max_connections,
+            "block": False,
+            "retries": False,
+            "timeout": urllib3.Timeout(connect=config.connect_timeout, read=config.read_timeout),
+        }
+        self._proxy_url = proxy_for(self.base_url)
+        self.proxy = without_credentials(self._proxy_url) if self._proxy_url else None
+        self._pool = self._connections()
+
+    @classmethod
+    def from_config(cls, config: dict) -> "IdempotencyKeyHttpDestination":
+        return cls(parse_config(config))
+
+    def describe(self) -> str:
+        return f"{self.name} at {self.base_url}"
+
+    def describe_contract(self) -> str:
+        """The contract in words, for the people watching the destination."""
+        lookup = self.config.lookup
+        asked = f"lookup by {lookup.method} {lookup.path}" if lookup else "no lookup"
+        return (
+            f"idempotent by header {self.config.idempotency_header}; {asked}; no key listing; "
+            f"no batch; {self.config.credentials.describe()}"
+        )
+
+    def credentials_missing(self) -> list[str]:
+        """The secrets missing now, each naming its variable or file ([] when all are there)."""
+        return self.config.credentials.missing()
+
+    def _connections(self) -> Direct | Proxied:
+        if self._proxy_url:
+            return Proxied(self.base_url, self._proxy_url, self._pool_options)
+        return Direct(self.base_url, self._pool_options)
+
+    def close(self) -> None:
+        pool, self._pool = self._pool, self._connections()
+        pool.close()
+
+    def _request(self, method: str, path: str, body: bytes | None, headers: dict) -> Answer:
+        response = self._pool.urlopen(
+            method,
+            path,
+            body=body,
+            headers={**self.config.headers, "Accept": "application/json", **headers},
+            retries=False,
+            redirect=False,
+            preload_content=True,
+        )
+        return Answer(status_code=response.status, headers=response.headers, content=response.data)
+
+    def deliver(self, outgoing: Outgoing) -> DeliveryResult:
+        try:
+            auth = self.config.credentials.headers()
+        except MissingSecret as exc:
+            # Never a request without its credentials: the destination's problem, which pauses it.
+            return DeliveryResult.failed(FailureClass.CREDENTIAL, "credential_missing", str(exc))
+        create = self.config.create
+        headers = {
+            **auth,
+            "Content-Type": "application/json",
+            self.config.idempotency_header: outgoing.action_key,
+        }
+        if create.payload_hash_header:
+            headers[create.payload_hash_header] = outgoing.payload_hash
+        started = time.monotonic()
+        try:
+            response = self._request(
+                create.method, create.path, canonical_json(outgoing.payload).encode(), headers
+            )
+        except CALL_FAILURES as exc:
+            return call_failure(exc, proxy=self.proxy)
+        return self._result(response, outgoing, int((time.monotonic() - started) * 1000))
+
+    def _result(self, response: Answer, outgoing: Outgoing, latency_ms: int) -> DeliveryResult:
+        common = {"status_code": response.status_code, "latency_ms": latency_ms}
+        body = _json_or_none(response)
+        if 200 <= response.status_code < 300:
+            try:
+                entry = receipt_entry(self.config.receipt, body, outgoing)
+            except MalformedReceipt as exc:
+                return DeliveryResult.failed(
+                    FailureClass.MALFORMED,
+                    "malformed_receipt",
+                    f"HTTP {response.status_code} without a valid receipt: {exc}",
+                    **common,
+                )
+            replayed = response.headers.get(self.config.replayed_header, "").lower() == "true"
+            return DeliveryResult.ok(
+                task_id=entry.task_id,
+                created=not replayed,
+                receipt=_receipt(entry.task_id, outgoing, response.status_code, body),
+                **common,
+            )
+        failure_class, reason_code = self.config.contract.classify(response.status_code, body)
+        return DeliveryResult.failed(
+            failure_class,
+            reason_code,
+            describe_answer(response),
+            retry_after=parse_retry_after(response.headers.get("Retry-After")),
+            **common,
+        )
+
+    def lookup(self, action_key: str) -> RemoteTask | None:
+        """The entry the destination holds for the key, None when it holds none (a `not_found` status, or an
+        empty list where the id's path indexes one); LookupFailed when nothing is known."""
+        lookup = self.config.lookup
+        if lookup is None:
+            raise LookupFailed(f"{self.name} has no lookup configured: check at the destination")
+        try:
+            headers = self.config.credentials.headers()
+        except MissingSecret as exc:
+            raise LookupFailed(str(exc)) from exc
+        try:
+            response = self._request(
+                lookup.method, lookup.path_for(quote(action_key, safe="")), None, headers
+            )
+        except CALL_FAILURES as exc:
+            raise LookupFailed(f"{self.name} not reachable: {type(exc).__name__}") from exc
+        if response.status_code in lookup.not_found:
+            return None
+        if response.status_code in (401, 403):
+            raise LookupFailed(f"{self.name} refused the credentials (HTTP {response.status_code})")
+        if not 200 <= response.status_code < 300:
+            raise LookupFailed(f"lookup answered {describe_answer(response)}")
+        return self._remote_task(action_key, _json_or_none(response))
+
+    def _remote_task(self, action_key: str, body: object) -> RemoteTask | None:
+        fields = self.config.lookup.fields
+        try:
+            entry = fields.read(body, single=True)
+        except NoEntry:
+            return None
+        except (FieldMissing, SeveralEntries, MalformedReceipt) as exc:
+            raise LookupFailed(f"lookup answer holds no single valid entry: {exc}") from exc
+        if entry.key is not None and entry.key != action_key:
+            raise LookupFailed(f"lookup answered an entry for another key at {fields.key}")
+        # Without a comparable echo the entry is never taken for ours: `settlement_for` sends it to a person.
+        return RemoteTask(
+            action_key=action_key,
+            task_id=entry.task_id,
+            payload_hash=entry.payload_hash if entry.payload_hash is not None else NOT_REPORTED,
+        )
+
+    def list_keys(self, *, after: str = "", limit: int = 500) -> list[RemoteTask]:
+        raise LookupFailed(
+            f"{self.name} cannot list its keys: an Idempotency-Key API offers no listing of the keys "
+            "it holds, so a reconciliation run cannot compare this destination's side; each key is "
+            "checked by lookup instead"
+        )
+
+
+def _json_or_none(response: Answer) -> object:
+    try:
+        return response.json()
+    except ValueError:
+        return None
+
+
+def _receipt(task_id: str, outgoing: Outgoing, status: int, body: object) -> dict:
+    """What the handoff keeps of a receipt: the id, the key and payload hash sent, the answer if small."""
+    receipt = {
+        "task_id": task_id,
+        "action_key": outgoing.action_key,
+        "payload_hash_sent": outgoing.payload_hash,
+        "http_status": status,
+    }
+    if len(json.dumps(body)) <= KEPT_ANSWER_CHARS:
+        receipt["answer"] = body
+    else:
+        receipt["answer_omitted"] = f"larger than {KEPT_ANSWER_CHARS} characters"
+    return receipt

@@ -1,0 +1,189 @@
+"""The configuration of an `idempotency_key_http` destination, checked whole before anything is built: an
+unknown key or a missing one is a ValueError naming it. Every key is described in
+docs/destinations/idempotency_key_http.md."""
+
+from dataclasses import dataclass
+
+from outbox.destinations.idempotency_key_contract import Contract, Fields
+from outbox.destinations.idempotency_key_http_auth import (
+    Credentials,
+    check_keys,
+    credentials_from_config,
+)
+from outbox.models import Handoff
+from outbox.retry import RetryPolicy
+
+NAME_MAX = Handoff._meta.get_field("destination").max_length
+
+TOP_REQUIRED = {"name", "url", "create", "receipt", "auth"}
+TOP_OPTIONAL = {
+    "idempotency_header",
+    "replayed_header",
+    "headers",
+    "lookup",
+    "statuses",
+    "error_code",
+    "error_codes",
+    "connect_timeout",
+    "read_timeout",
+    "retry",
+    "max_connections",
+}
+CREATE_METHODS = {"POST", "PUT", "PATCH"}
+# Headers the destination sets itself: static `headers` may not carry them (a secret is named in `auth`).
+OWN_HEADERS = {"authorization", "content-type", "proxy-authorization"}
+
+
+@dataclass(frozen=True)
+class Create:
+    method: str
+    path: str
+    payload_hash_header: str | None
+
+
+@dataclass(frozen=True)
+class Lookup:
+    method: str
+    path: str  # with "{key}" where the action key goes, percent-encoded
+    fields: Fields
+    not_found: frozenset[int]
+
+    def path_for(self, quoted_key: str) -> str:
+        return self.path.replace("{key}", quoted_key)
+
+
+@dataclass(frozen=True)
+class Config:
+    name: str
+    url: str
+    create: Create
+    receipt: Fields
+    credentials: Credentials
+    idempotency_header: str
+    replayed_header: str
+    headers: dict[str, str]
+    lookup: Lookup | None
+    contract: Contract
+    connect_timeout: float
+    read_timeout: float
+    retry: RetryPolicy
+    max_connections: int
+
+
+def _text(where: str, value: object) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError(f"{where} must be a non-empty text, not {value!r}")
+    return value
+
+
+def _path(where: str, value: object) -> str:
+    if not _text(where, value).startswith("/"):
+        raise ValueError(f"{where} must start with '/': {value!r}")
+    return value
+
+
+def _positive(where: str, value: object, default: float) -> float:
+    value = default if value is None else value
+    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+        raise ValueError(f"{where} must be a positive number of seconds, not {value!r}")
+    return float(value)
+
+
+def _create(config: object) -> Create:
+    check_keys("create", config, {"path"}, {"method", "payload_hash_header"})
+    method = str(config.get("method", "POST")).upper()
+    if method not in CREATE_METHODS:
+        raise ValueError(f"create.method must be one of {', '.join(sorted(CREATE_METHODS))}")
+    header = config.get("payload_hash_header")
+    return Create(
+        method=method,
+        path=_path("create.path", config["path"]),
+        payload_hash_header=_text("create.payload_hash_header", header) if header else None,
+    )
+
+
+def _lookup(config: object) -> Lookup | None:
+    if config is None:
+        return None
+    check_keys(
+        "lookup", config, {"path", "id"}, {"method", "key", "payload", "payload_hash", "not_found"}
+    )
+    method = str(config.get("method", "GET")).upper()
+    if method not in {"GET", "POST"}:
+        raise ValueError("lookup.method must be GET or POST")
+    path = _path("lookup.path", config["path"])
+    if "{key}" not in path or path.replace("{key}", "").count("{"):
+        raise ValueError("lookup.path must hold '{key}' (where the key goes) and no other '{...}'")
+    not_found = config.get("not_found", [404])
+    if not isinstance(not_found, list) or not all(
+        isinstance(s, int) and 400 <= s <= 499 for s in not_found
+    ):
+        raise ValueError("lookup.not_found must be a list of 4xx statuses, such as [404]")
+    fields = {name: config.get(name) for name in ("id", "key", "payload", "payload_hash")}
+    return Lookup(
+        method=method,
+        path=path,
+        fields=Fields.from_config("lookup", fields),
+        not_found=frozenset(not_found),
+    )
+
+
+def _headers(config: object, idempotency_header: str) -> dict[str, str]:
+    config = config or {}
+    if not isinstance(config, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in config.items()
+    ):
+        raise ValueError("headers must be an object of texts")
+    taken = sorted(h for h in config if h.lower() in OWN_HEADERS | {idempotency_header.lower()})
+    if taken:
+        raise ValueError(f"headers: {', '.join(taken)} cannot be set here (secrets go in auth)")
+    return dict(config)
+
+
+def _retry(config: object) -> RetryPolicy:
+    try:
+        return RetryPolicy.from_config(config)
+    except TypeError as exc:
+        raise ValueError(f"retry: {exc}") from exc
+
+
+def parse_config(config: dict) -> Config:
+    """The checked configuration; ValueError naming what is unknown, missing or wrong."""
+    check_keys("idempotency_key_http destination", config, TOP_REQUIRED, TOP_OPTIONAL)
+    name = _text("name", config["name"])
+    if len(name) > NAME_MAX:
+        raise ValueError(f"name must be at most {NAME_MAX} characters")
+    url = _text("url", config["url"]).rstrip("/")
+    if not url.startswith(("http://", "https://")):
+        raise ValueError(f"url must be an http:// or https:// URL, not {url!r}")
+    idempotency_header = _text(
+        "idempotency_header", config.get("idempotency_header", "Idempotency-Key")
+    )
+    check_keys("receipt", config["receipt"], {"id"}, {"key", "payload", "payload_hash"})
+    max_connections = config.get("max_connections", 8)
+    if (
+        isinstance(max_connections, bool)
+        or not isinstance(max_connections, int)
+        or max_connections < 1
+    ):
+        raise ValueError("max_connections must be a positive whole number")
+    return Config(
+        name=name,
+        url=url,
+        create=_create(config["create"]),
+        receipt=Fields.from_config("receipt", config["receipt"]),
+        credentials=credentials_from_config(config["auth"]),
+        idempotency_header=idempotency_header,
+        replayed_header=_text(
+            "replayed_header", config.get("replayed_header", "Idempotent-Replayed")
+        ),
+        headers=_headers(config.get("headers"), idempotency_header),
+        lookup=_lookup(config.get("lookup")),
+        contract=Contract.from_config(
+            config.get("statuses"), config.get("error_code"), config.get("error_codes")
+        ),
+        connect_timeout=_positive("connect_timeout", config.get("connect_timeout"), 2.0),
+        read_timeout=_positive("read_timeout", config.get("read_timeout"), 5.0),
+        retry=_retry(config.get("retry")),
+        max_connections=max_connections,
+    )
