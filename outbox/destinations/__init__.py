@@ -2,7 +2,7 @@
 
 `base` holds the interface every kind offers (`Destination`, the `Lookups` it answers, `RemoteTask`);
 one module per kind says how its receiver is reached (`http`, `in_process`); `registry` names the kinds
-and builds the configured destination.
+and builds each destination from its row (`destination_named`).
 """
 
 from outbox.destinations.base import (
@@ -14,16 +14,25 @@ from outbox.destinations.base import (
 )
 from outbox.destinations.http import HttpDestination
 from outbox.destinations.in_process import InProcessDestination
-from outbox.destinations.registry import get_destination, reset_destination
+from outbox.destinations.registry import (
+    DestinationUnavailable,
+    destination_named,
+    enabled_destinations,
+    get_destination,
+    reset_destination,
+)
 
 __all__ = [
     "BatchRefused",
     "Destination",
+    "DestinationUnavailable",
     "HttpDestination",
     "InProcessDestination",
     "LookupFailed",
     "Lookups",
     "RemoteTask",
+    "destination_named",
+    "enabled_destinations",
     "get_destination",
     "reset_destination",
 ]

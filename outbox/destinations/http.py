@@ -4,12 +4,20 @@
 Its contract: the action key is the idempotency key (in the body and the `Idempotency-Key` header); a
 receipt proves the outcome only when it names the key and payload sent (`validate_receipt`); a status
 that is not a receipt means what `classify_status` says; a 413 to a batch means nothing was read.
+
+Its signing secret is never configuration: `secret_env` names the environment variable it is read from
+at each call (so a rotated secret is used without a restart), `previous_secret_env` the one a rotation
+keeps for a while. Without `secret_env`, the secret is settings.RECEIVER_SIGNING_SECRET (itself read from
+the variable of that name when the process starts), as before destinations were data.
 """
 
+import os
 import time
 from urllib.parse import quote, urlencode
 
 import urllib3
+from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 
 from outbox.destinations.base import (
     BatchRefused,
@@ -40,6 +48,17 @@ from outbox.signing import signed_headers
 
 # How long a destination that refused a batch as too large gets one call per handoff instead.
 BATCH_REFUSED_SECONDS = 600.0
+# Where the signing secrets come from when the configuration names no variable.
+DEFAULT_SECRET_ENV = "RECEIVER_SIGNING_SECRET"  # noqa: S105 - a variable name
+DEFAULT_PREVIOUS_SECRET_ENV = "RECEIVER_SIGNING_SECRET_PREVIOUS"  # noqa: S105
+
+
+def secret_named(variable: str | None, default: str) -> str:
+    """The secret a configuration names: the environment variable's value now, or (no variable named) the
+    setting of the default variable's name. "" when absent."""
+    if variable:
+        return os.environ.get(variable, "")
+    return getattr(settings, default, "")
 
 
 class HttpDestination(Destination):
@@ -57,8 +76,9 @@ class HttpDestination(Destination):
         supports_batch: bool = False,
         retry: dict | None = None,
         signing_secret: str | None = None,
+        secret_env: str | None = None,
+        previous_secret_env: str | None = None,
         max_connections: int = 8,
-        **_ignored,
     ):
         self.base_url = url.rstrip("/")
         self.name = name
@@ -67,7 +87,10 @@ class HttpDestination(Destination):
         self.supports_lookup = supports_lookup
         self.supports_batch = supports_batch
         self.retry_policy = RetryPolicy.from_config(retry)
+        # Given in code (tests, benchmarks) it is used as it is; otherwise read where secret_env says, per call.
         self.signing_secret = signing_secret
+        self.secret_env = secret_env
+        self.previous_secret_env = previous_secret_env
         # One pool of keep-alive connections, shared by the threads that call (urllib3's pools are thread-safe).
         # A connection the receiver closed while idle is noticed and replaced before a request is written on it.
         # urllib3 rather than httpx here: the same pooled keep-alive HTTP at about half the client CPU per
@@ -87,10 +110,42 @@ class HttpDestination(Destination):
 
     @classmethod
     def from_config(cls, config: dict) -> "HttpDestination":
-        return cls(**config)
+        """The destination a configuration describes; ValueError naming any key it does not take, a secret
+        given as a value, or a signing secret that is not where the configuration says."""
+        if unknown := sorted(set(config) - CONFIG_KEYS):
+            raise ValueError(
+                f"unknown configuration key(s) for the http kind: {', '.join(unknown)}"
+                + (
+                    " (a secret is never configuration: name its variable in secret_env)"
+                    if "signing_secret" in unknown
+                    else ""
+                )
+            )
+        if "url" not in config:
+            raise ValueError("the http kind needs a url")
+        destination = cls(**config)
+        if not destination.secret_present():
+            raise ValueError(f"{destination.secret_variable()} is not set (the signing secret)")
+        return destination
+
+    def secret_variable(self) -> str:
+        return self.secret_env or DEFAULT_SECRET_ENV
+
+    def secret_present(self) -> bool:
+        return bool(self.signing_secret or secret_named(self.secret_env, DEFAULT_SECRET_ENV))
 
     def describe(self) -> str:
-        return f"{self.name} at {self.base_url}"
+        batch = "batch by POST /tasks/batch" if self.supports_batch else "no batch"
+        idempotency = (
+            "idempotent by the action key (body and header Idempotency-Key)"
+            if self.supports_idempotency
+            else "not idempotent: the effect ledger decides"
+        )
+        lookup = "lookup by GET /tasks/<key>" if self.supports_lookup else "no lookup"
+        return (
+            f"{self.name} at {self.base_url}, signed with {self.secret_variable()}: "
+            f"{idempotency}; {lookup}; {batch}"
+        )
 
     def batching(self) -> bool:
         return self.supports_batch and time.monotonic() >= self._batch_refused_until
@@ -106,7 +161,12 @@ class HttpDestination(Destination):
         pool.close()
 
     def _signed(self, body: str) -> dict[str, str]:
-        return signed_headers(body, secret=self.signing_secret)
+        secret = self.signing_secret or secret_named(self.secret_env, DEFAULT_SECRET_ENV)
+        if not secret:
+            raise ImproperlyConfigured(
+                f"{self.secret_variable()} is not set (signing secret of destination {self.name})"
+            )
+        return signed_headers(body, secret=secret)
 
     def _request(
         self, method: str, path: str, body: bytes | None, headers: dict[str, str]
@@ -209,6 +269,21 @@ class HttpDestination(Destination):
             raise LookupFailed(
                 f"key listing holds an item that is not a valid task: {exc}"
             ) from exc
+
+
+CONFIG_KEYS = {
+    "url",
+    "name",
+    "connect_timeout",
+    "read_timeout",
+    "supports_idempotency",
+    "supports_lookup",
+    "supports_batch",
+    "retry",
+    "secret_env",
+    "previous_secret_env",
+    "max_connections",
+}
 
 
 def _ms_since(started: float) -> int:

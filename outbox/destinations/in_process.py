@@ -13,6 +13,8 @@ from outbox.failures import DeliveryResult, MalformedReceipt, Outgoing, validate
 from outbox.models import FailureClass
 from outbox.retry import RetryPolicy
 
+CONFIG_KEYS = {"name", "retry", "supports_idempotency", "supports_lookup"}
+
 
 @dataclass
 class InProcessDestination(Destination):
@@ -30,6 +32,10 @@ class InProcessDestination(Destination):
 
     @classmethod
     def from_config(cls, config: dict) -> "InProcessDestination":
+        if unknown := sorted(set(config) - CONFIG_KEYS):
+            raise ValueError(
+                f"unknown configuration key(s) for the in_process kind: {', '.join(unknown)}"
+            )
         return cls(
             retry_policy=RetryPolicy.from_config(config.get("retry")),
             name=config.get("name", "receiver"),

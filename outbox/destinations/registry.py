@@ -1,45 +1,158 @@
 """The kinds of destination, by the name a configuration gives them (healthchecks' `TRANSPORTS`), and the
-destination this process is configured with (`settings.HANDOFF_DESTINATION`, built once).
+destinations themselves: rows of `DestinationConfig`, each built by its kind and kept per process.
 
 A new kind is a module of this package with a `Destination` subclass (its `from_config` reads its
-configuration), named here."""
+configuration and refuses any key it does not take), named in KINDS.
 
+Settings only seed: while no row of the default destination's name exists, the default destination is
+built from `settings.HANDOFF_DESTINATION` (the environment's RECEIVER_URL and friends), so a fresh checkout,
+the test suite and the benchmarks run without any row. `manage.py destinations apply FILE` writes rows;
+once a row of that name exists, the row wins.
+"""
+
+import json
 import threading
+from dataclasses import dataclass
 
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 
+from lib.databases import DB
 from outbox.destinations.base import Destination
 from outbox.destinations.http import HttpDestination
+from outbox.destinations.idempotency_key_http import IdempotencyKeyHttpDestination
+from outbox.destinations.in_process import CONFIG_KEYS as IN_PROCESS_KEYS
 from outbox.destinations.in_process import InProcessDestination
+from outbox.errors import OutboxError
+from outbox.models import DestinationConfig
 
 KINDS: dict[str, type[Destination]] = {
     "http": HttpDestination,
+    "idempotency_key_http": IdempotencyKeyHttpDestination,
     "in_process": InProcessDestination,
 }
 
-_configured: Destination | None = None
-_configured_lock = threading.Lock()
+
+class DestinationUnavailable(OutboxError):
+    """A destination that cannot be used: the message says which and why."""
+
+
+class DestinationUnknown(DestinationUnavailable, LookupError):
+    pass
+
+
+class DestinationDisabled(DestinationUnavailable):
+    pass
+
+
+class DestinationInvalid(DestinationUnavailable, ValueError):
+    """Its configuration cannot be built: unknown kind, unknown or invalid key, missing secret."""
+
+
+def default_destination_name() -> str:
+    """The default destination: where handoffs go when their step names none (the seed's name)."""
+    return settings.HANDOFF_DESTINATION.get("name", "receiver")
+
+
+def seed_config() -> dict:
+    """settings.HANDOFF_DESTINATION as a whole configuration (kind, name and the kind's keys). The settings
+    carry the http kind's keys; the in-process kind (the fast tests') takes only its own of them."""
+    config = {"kind": "http", "name": "receiver", **settings.HANDOFF_DESTINATION}
+    if config["kind"] == "in_process":
+        config = {k: v for k, v in config.items() if k in IN_PROCESS_KEYS | {"kind"}}
+    return config
 
 
 def destination_from_config(config: dict) -> Destination:
+    """A destination from a whole configuration; DestinationInvalid naming what is wrong."""
     kind = config.get("kind", "http")
+    name = config.get("name", "")
     if kind not in KINDS:
-        raise ValueError(f"unknown destination kind {kind!r}")
-    return KINDS[kind].from_config({k: v for k, v in config.items() if k != "kind"})
+        raise DestinationInvalid(
+            f"destination {name!r}: unknown kind {kind!r} (known: {', '.join(sorted(KINDS))})"
+        )
+    try:
+        return KINDS[kind].from_config({k: v for k, v in config.items() if k != "kind"})
+    except (ValueError, TypeError, KeyError, ImproperlyConfigured) as exc:
+        raise DestinationInvalid(f"destination {name!r} ({kind}): {exc}") from exc
+
+
+def row_config(row: DestinationConfig) -> dict:
+    """A row as a whole configuration: its kind's keys, and its own name and kind."""
+    return {**row.config, "kind": row.kind, "name": row.name}
+
+
+def _config_of(name: str) -> dict:
+    row = DestinationConfig.objects.using(DB).filter(name=name).first()
+    if row is None:
+        if name == default_destination_name():
+            return seed_config()
+        raise DestinationUnknown(f"no destination named {name!r}")
+    if not row.enabled:
+        raise DestinationDisabled(f"destination {name!r} is disabled")
+    return row_config(row)
+
+
+@dataclass
+class _Built:
+    fingerprint: str
+    destination: Destination
+
+
+_built: dict[str, _Built] = {}
+_built_lock = threading.Lock()
+
+
+def destination_named(name: str) -> Destination:
+    """The destination of that name, built from its row (the seed for the default name without one). Built
+    once per process and rebuilt when its configuration changes; DestinationUnknown, DestinationDisabled or
+    DestinationInvalid otherwise."""
+    config = _config_of(name)
+    fingerprint = json.dumps(config, sort_keys=True, default=str)
+    with _built_lock:
+        built = _built.get(name)
+        if built is not None and built.fingerprint == fingerprint:
+            return built.destination
+        destination = destination_from_config(config)
+        if built is not None:
+            built.destination.close()
+        _built[name] = _Built(fingerprint, destination)
+        return destination
+
+
+def enabled_destination_names() -> list[str]:
+    """The destinations the dispatchers serve, by name: every enabled row, and the seed while no row of the
+    default name exists."""
+    enabled = dict(DestinationConfig.objects.using(DB).values_list("name", "enabled"))
+    names = {name for name, on in enabled.items() if on}
+    if default_destination_name() not in enabled:
+        names.add(default_destination_name())
+    return sorted(names)
+
+
+def enabled_destinations() -> list[Destination]:
+    return [destination_named(name) for name in enabled_destination_names()]
+
+
+def destination_problems() -> dict[str, str]:
+    """Why each enabled destination that cannot be built cannot (empty: all can), by name."""
+    problems = {}
+    for name in enabled_destination_names():
+        try:
+            destination_named(name)
+        except DestinationUnavailable as exc:
+            problems[name] = str(exc)
+    return problems
 
 
 def get_destination() -> Destination:
-    """The destination configured in settings.HANDOFF_DESTINATION, built once per process."""
-    global _configured
-    with _configured_lock:
-        if _configured is None:
-            _configured = destination_from_config(settings.HANDOFF_DESTINATION)
-        return _configured
+    """The default destination (`default_destination_name`), for callers that serve no handoff of their own."""
+    return destination_named(default_destination_name())
 
 
 def reset_destination() -> None:
-    global _configured
-    with _configured_lock:
-        if _configured is not None:
-            _configured.close()
-        _configured = None
+    """Forget every built destination (closing its connections): the next use builds it again."""
+    with _built_lock:
+        for built in _built.values():
+            built.destination.close()
+        _built.clear()
