@@ -1,6 +1,6 @@
 from django.urls import path
 
-from delivery import accounts_api, api
+from delivery import accounts_api, api, mailbox_views
 
 app_name = "delivery"
 
@@ -12,4 +12,6 @@ urlpatterns = [
     path("api/tasks/<path:action_key>", api.task_detail, name="task-detail"),
     # The bundled accounts service: a second receiving system, on the IETF Idempotency-Key draft.
     path("accounts/v1/accounts", accounts_api.account_collection, name="accounts"),
+    # The demo's mailbox (the e-mail destination's messages), when DEMO_MAILBOX_DIR is set.
+    path("mailbox/", mailbox_views.mailbox, name="mailbox"),
 ]

@@ -240,6 +240,9 @@ RECEIVER_SIGNING_SECRET_PREVIOUS = os.environ.get("RECEIVER_SIGNING_SECRET_PREVI
 # The bundled accounts service (delivery/accounts_api.py): the bearer tokens it accepts (a rotation's overlap).
 ACCOUNTS_API_TOKEN = os.environ.get("ACCOUNTS_API_TOKEN", "")
 ACCOUNTS_API_TOKEN_PREVIOUS = os.environ.get("ACCOUNTS_API_TOKEN_PREVIOUS", "")
+# The demo's SMTP server and its mailbox page (`manage.py demo_mailbox`, /delivery/mailbox/): off unless set.
+DEMO_MAILBOX_DIR = os.environ.get("DEMO_MAILBOX_DIR", "")
+DEMO_SMTP_PORT = env_int("DEMO_SMTP_PORT", 8025)
 RECEIVER_MAX_BODY_BYTES = env_int("RECEIVER_MAX_BODY_BYTES", 256 * 1024)
 RECEIVER_MAX_JSON_DEPTH = env_int("RECEIVER_MAX_JSON_DEPTH", 32)
 RECEIVER_SIGNATURE_TOLERANCE_SECONDS = 300

@@ -1,0 +1,73 @@
+"""The demo's mailbox: `manage.py demo_mailbox` is a real SMTP server in a process of its own, and the
+mailbox page shows what it accepted."""
+
+import os
+import smtplib
+import subprocess
+import sys
+from email.message import EmailMessage
+
+import pytest
+from django.test import override_settings
+
+from tests.factories import make_user
+from tests.processes import ROOT, free_port
+
+pytestmark = pytest.mark.django_db(databases=["default", "delivery"])
+
+
+@pytest.fixture
+def mailbox(tmp_path):
+    port = free_port()
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "config.test_settings",
+        "DEMO_MAILBOX_DIR": str(tmp_path),
+        "DEMO_SMTP_PORT": str(port),
+    }
+    server = subprocess.Popen(
+        [sys.executable, "manage.py", "demo_mailbox"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        # Ready when it says so (it prints its address once it listens).
+        assert "smtp://127.0.0.1" in server.stdout.readline()
+        yield tmp_path, port
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+
+
+def send(port: int, *, subject: str, message_id: str) -> None:
+    message = EmailMessage()
+    message["From"], message["To"], message["Subject"] = (
+        "demo@localhost",
+        "ops@example.com",
+        subject,
+    )
+    message["Message-ID"] = message_id
+    message.set_content("Welcome aboard.")
+    with smtplib.SMTP("127.0.0.1", port, timeout=10) as smtp:
+        smtp.send_message(message)
+
+
+def test_the_page_shows_each_message_the_mailbox_accepted(client, mailbox):
+    directory, port = mailbox
+    send(port, subject="Welcome, Northwind", message_id="<k1@handoff.local>")
+    # The mailbox stores the message before it answers 250, so it is there when `send` returns.
+    client.force_login(make_user("olga"))
+    with override_settings(DEMO_MAILBOX_DIR=str(directory)):
+        page = client.get("/delivery/mailbox/")
+    assert page.status_code == 200
+    assert b"Welcome, Northwind" in page.content
+    assert b"&lt;k1@handoff.local&gt;" in page.content
+
+
+def test_without_a_mailbox_the_page_is_404_and_anonymous_people_sign_in_first(client):
+    assert client.get("/delivery/mailbox/").status_code == 302
+    client.force_login(make_user("olga"))
+    with override_settings(DEMO_MAILBOX_DIR=""):
+        assert client.get("/delivery/mailbox/").status_code == 404
