@@ -23,6 +23,7 @@ from outbox.destinations.http import HttpDestination
 from outbox.destinations.idempotency_key_http import IdempotencyKeyHttpDestination
 from outbox.destinations.in_process import CONFIG_KEYS as IN_PROCESS_KEYS
 from outbox.destinations.in_process import InProcessDestination
+from outbox.destinations.smtp import SmtpDestination
 from outbox.errors import OutboxError
 from outbox.models import DestinationConfig
 
@@ -30,6 +31,7 @@ KINDS: dict[str, type[Destination]] = {
     "http": HttpDestination,
     "idempotency_key_http": IdempotencyKeyHttpDestination,
     "in_process": InProcessDestination,
+    "smtp": SmtpDestination,
 }
 
 

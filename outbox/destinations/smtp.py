@@ -1,0 +1,290 @@
+"""The smtp kind: one e-mail per handoff through a real SMTP server, with Django's mail machinery.
+
+Its contract. SMTP has no idempotency key and nothing can be asked about a message once sent
+(`supports_idempotency` and `supports_lookup` are False), so the attempts table is the effect ledger:
+`outbox/services/claims.py` `claim_resend_blocked` sends nothing again automatically after an attempt that
+may have reached the server, and an unknown outcome goes to a person (`outbox/outcomes.py`), who checks the
+mailbox and settles it by hand. The Message-ID is derived from the action key (`message_id_for`): every
+attempt of a handoff carries the same one, and a delivered handoff's task id is its Message-ID. Whether a
+failure came before or after the message data went out is read by `smtp_session.py`.
+
+Configuration keys: docs/destinations/smtp.md.
+"""
+
+import dataclasses
+import hashlib
+import os
+import re
+import string
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from django.core.exceptions import ValidationError
+from django.core.mail import EmailMessage, get_connection
+from django.core.validators import validate_email
+
+from outbox.destinations.base import Destination, LookupFailed, RemoteTask
+from outbox.destinations.smtp_session import Transcript, smtp_result
+from outbox.failures import TASK_ID_MAX, DeliveryResult, Outgoing
+from outbox.models import FailureClass
+from outbox.retry import RetryPolicy
+
+SECURITY = ("none", "starttls", "tls")
+REQUIRED_KEYS = frozenset(
+    {"name", "host", "port", "security", "from_address", "to", "subject", "body"}
+)
+OPTIONAL_KEYS = frozenset(
+    {
+        "username",
+        "username_env",
+        "password_env",
+        "password_file",
+        "timeout",
+        "message_id_domain",
+        "ca_file",
+        "retry",
+    }
+)
+DEFAULT_TIMEOUT = 10.0
+_DOMAIN = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9.-]{0,78}[A-Za-z0-9])?")
+# The dotted path `get_connection` imports: Django's SMTP backend, its sessions recorded in a `Transcript`.
+BACKEND = "outbox.destinations.smtp_session.TrackingEmailBackend"
+
+
+def message_id_for(action_key: str, domain: str) -> str:
+    """The Message-ID of the handoff with this key: the same for every attempt, unique per key."""
+    return f"<{hashlib.sha256(action_key.encode()).hexdigest()[:32]}@{domain}>"
+
+
+class Unsendable(ValueError):
+    """The handoff cannot become a message (a payload field missing, an invalid address): permanent."""
+
+    def __init__(self, reason_code: str, detail: str):
+        super().__init__(detail)
+        self.reason_code = reason_code
+
+
+@dataclass(frozen=True)
+class Secret:
+    """Where a credential comes from: an environment variable or a file, read at each use (a rotated one is
+    picked up without a restart)."""
+
+    env: str = ""
+    file: str = ""
+
+    def read(self) -> str:
+        """The value; ValueError naming where it should have come from when it is not there."""
+        if self.env:
+            value = os.environ.get(self.env, "")
+            if not value:
+                raise ValueError(f"environment variable {self.env} is not set")
+            return value
+        try:
+            value = Path(self.file).read_text().strip()
+        except OSError as exc:
+            raise ValueError(f"secrets file {self.file} cannot be read: {exc.strerror}") from exc
+        if not value:
+            raise ValueError(f"secrets file {self.file} is empty")
+        return value
+
+
+def _check_keys(config: dict) -> None:
+    unknown = sorted(set(config) - REQUIRED_KEYS - OPTIONAL_KEYS)
+    if unknown:
+        raise ValueError(f"smtp destination: unknown configuration keys {', '.join(unknown)}")
+    missing = sorted(REQUIRED_KEYS - set(config))
+    if missing:
+        raise ValueError(f"smtp destination: missing configuration keys {', '.join(missing)}")
+    for key in ("name", "host", "from_address", "to", "subject", "body"):
+        if not isinstance(config[key], str) or not config[key].strip():
+            raise ValueError(f"smtp destination: {key} must be a non-empty text")
+    if config["security"] not in SECURITY:
+        raise ValueError(f"smtp destination: security must be one of {', '.join(SECURITY)}")
+    port = config["port"]
+    if not isinstance(port, int) or isinstance(port, bool) or not 0 < port < 65536:
+        raise ValueError("smtp destination: port must be a number from 1 to 65535")
+
+
+def _template(config: dict, key: str) -> string.Template:
+    template = string.Template(config[key])
+    if not template.is_valid():
+        raise ValueError(f"smtp destination: {key} is not a valid template ($field or ${{field}})")
+    return template
+
+
+def _credentials(config: dict) -> tuple[str | Secret, Secret | None]:
+    """The username (a text, or a Secret from the environment) and the password's Secret; each checked
+    present now, so that an incomplete destination is refused when it is built."""
+    if "username" in config and "username_env" in config:
+        raise ValueError("smtp destination: give username or username_env, not both")
+    if "password_env" in config and "password_file" in config:
+        raise ValueError("smtp destination: give password_env or password_file, not both")
+    username = config.get("username") or Secret(env=config.get("username_env", ""))
+    password = Secret(env=config.get("password_env", ""), file=config.get("password_file", ""))
+    has_user = bool(config.get("username") or config.get("username_env"))
+    has_password = bool(password.env or password.file)
+    if has_user != has_password:
+        raise ValueError("smtp destination: SMTP AUTH needs both a username and a password source")
+    if not has_user:
+        return "", None
+    if config["security"] == "none":
+        raise ValueError(
+            "smtp destination: AUTH over security none would send the password in clear"
+        )
+    for secret in (username, password):
+        if isinstance(secret, Secret):
+            try:
+                secret.read()
+            except ValueError as exc:
+                raise ValueError(f"smtp destination {config['name']}: {exc}") from exc
+    return username, password
+
+
+def _domain(config: dict) -> str:
+    domain = config.get("message_id_domain") or config["from_address"].rpartition("@")[2]
+    if not _DOMAIN.fullmatch(domain) or len(message_id_for("", domain)) > TASK_ID_MAX:
+        raise ValueError(f"smtp destination: {domain!r} cannot be the domain of a Message-ID")
+    return domain
+
+
+def _timeout(config: dict) -> float:
+    timeout = config.get("timeout", DEFAULT_TIMEOUT)
+    if not isinstance(timeout, int | float) or isinstance(timeout, bool) or timeout <= 0:
+        raise ValueError("smtp destination: timeout must be a positive number of seconds")
+    return float(timeout)
+
+
+def _retry_policy(config: dict) -> RetryPolicy:
+    try:
+        return RetryPolicy.from_config(config.get("retry"))
+    except TypeError as exc:
+        raise ValueError(f"smtp destination: retry: {exc}") from exc
+
+
+def _ca_file(config: dict) -> str:
+    ca_file = config.get("ca_file", "")
+    if ca_file and not Path(ca_file).is_file():
+        raise ValueError(f"smtp destination: ca_file {ca_file} does not exist")
+    return ca_file
+
+
+def _field(payload: dict, name: str) -> str:
+    value = payload.get(name)
+    if value is None:
+        raise Unsendable("payload_field_missing", f"payload field {name!r} is missing")
+    if isinstance(value, dict | list):
+        raise Unsendable("payload_field_not_text", f"payload field {name!r} is not a text")
+    return str(value)
+
+
+def _fill(template: string.Template, payload: dict) -> str:
+    return template.substitute({name: _field(payload, name) for name in template.get_identifiers()})
+
+
+class SmtpDestination(Destination):
+    """E-mail through an SMTP server: one message per handoff, to the address in a payload field."""
+
+    supports_idempotency = False
+    supports_lookup = False
+    supports_batch = False
+
+    def __init__(self, config: dict):
+        _check_keys(config)
+        self.name, self.host, self.port = config["name"], config["host"], config["port"]
+        self.security = config["security"]
+        self.from_address, self.to_field = config["from_address"], config["to"]
+        try:
+            validate_email(self.from_address)
+        except ValidationError as exc:
+            raise ValueError(
+                f"smtp destination: from_address {self.from_address!r} is not an address"
+            ) from exc
+        self.subject, self.body = _template(config, "subject"), _template(config, "body")
+        self.username, self.password = _credentials(config)
+        self.domain = _domain(config)
+        self.timeout = _timeout(config)
+        # The whole session ends within `timeout` (each read and write gets what is left of it).
+        self.call_seconds = self.timeout
+        self.ca_file = _ca_file(config)
+        self.retry_policy = _retry_policy(config)
+
+    @classmethod
+    def from_config(cls, config: dict) -> "SmtpDestination":
+        return cls(config)
+
+    def describe(self) -> str:
+        return f"{self.name}: e-mail through {self.host}:{self.port} ({self.security})"
+
+    def message_id(self, action_key: str) -> str:
+        return message_id_for(action_key, self.domain)
+
+    def _message(self, outgoing: Outgoing, message_id: str) -> EmailMessage:
+        recipient = _field(outgoing.payload, self.to_field)
+        try:
+            validate_email(recipient)
+        except ValidationError as exc:
+            raise Unsendable(
+                "recipient_invalid", f"payload field {self.to_field!r} is not an e-mail address"
+            ) from exc
+        message = EmailMessage(
+            subject=_fill(self.subject, outgoing.payload),
+            body=_fill(self.body, outgoing.payload),
+            from_email=self.from_address,
+            to=[recipient],
+            headers={"Message-ID": message_id, "X-Handoff-Action-Key": outgoing.action_key},
+        )
+        try:
+            message.message()  # a header that cannot be written (a line break in the subject) fails here
+        except ValueError as exc:
+            raise Unsendable("message_invalid", str(exc)) from exc
+        return message
+
+    def _login(self) -> tuple[str, str]:
+        if self.password is None:
+            return "", ""
+        username = self.username.read() if isinstance(self.username, Secret) else self.username
+        return username, self.password.read()
+
+    def deliver(self, outgoing: Outgoing) -> DeliveryResult:
+        message_id = self.message_id(outgoing.action_key)
+        try:
+            message = self._message(outgoing, message_id)
+        except Unsendable as exc:
+            return DeliveryResult.failed(FailureClass.PERMANENT, exc.reason_code, str(exc))
+        try:
+            username, password = self._login()
+        except ValueError as exc:
+            return DeliveryResult.failed(FailureClass.CREDENTIAL, "credential_missing", str(exc))
+        started = time.monotonic()
+        transcript = Transcript(deadline=started + self.timeout)
+        connection = get_connection(
+            backend=BACKEND,
+            fail_silently=False,
+            host=self.host,
+            port=self.port,
+            username=username,
+            password=password,
+            use_tls=self.security == "starttls",
+            use_ssl=self.security == "tls",
+            timeout=self.timeout,
+            transcript=transcript,
+            ca_file=self.ca_file,
+        )
+        failure = None
+        try:
+            connection.send_messages([message])
+        except (OSError, ValueError) as exc:
+            failure = exc
+        result = smtp_result(failure, transcript, message_id, outgoing, f"{self.host}:{self.port}")
+        return _with_latency(result, started)
+
+    def lookup(self, action_key: str) -> RemoteTask | None:
+        raise LookupFailed("an SMTP server cannot be asked about a message: check the mailbox")
+
+    def list_keys(self, *, after: str = "", limit: int = 500) -> list[RemoteTask]:
+        raise LookupFailed("an SMTP server cannot list the messages it took")
+
+
+def _with_latency(result: DeliveryResult, started: float) -> DeliveryResult:
+    return dataclasses.replace(result, latency_ms=int((time.monotonic() - started) * 1000))
