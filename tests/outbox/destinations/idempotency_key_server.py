@@ -1,0 +1,236 @@
+"""A ledger API written for the tests, following the IETF Idempotency-Key header draft, with paths and field
+names unlike the bundled receiver's: run as a process of its own (`python -m` this module `--port N`), it keeps
+its entries in memory.
+
+    POST /v2/ledger/entries                   header X-Request-Key, JSON body -> 201 {"entry": {...}}
+    GET  /v2/ledger/entries?request_key=K     -> 200 {"entries": [...]}  (empty when none)
+    GET  /v2/ledger/entries/by-key/K          -> 200 {"entry": {...}} or 404
+    an entry: {"ref": "le_1", "request_key": K, "body": <the JSON sent>}
+
+The draft's answers: no key -> 400; the same key and body again -> the stored answer (header
+`Idempotent-Replayed: true`); the same key with another body -> 422; a request with a key still in progress ->
+409. In "stripe" mode both of the latter are 409, told apart by `error.code` (`idempotency_key_reused`,
+`idempotency_key_in_use`). A bearer token is required when one is set (from LEDGER_SERVER_TOKEN at start, or
+through the test-only endpoint).
+
+Test-only endpoints: GET /_test/state (entries and the requests received), POST /_test/faults (JSON:
+`drop_answer_for`: keys whose answer is dropped once after the entry is committed; `in_progress`: {key: n}, answer
+409 n times; `stripe`: bool; `token`: the bearer token required, null for none).
+"""
+
+import argparse
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs, unquote, urlsplit
+
+import httpx
+
+from tests.processes import ROOT, free_port
+
+ENTRIES = "/v2/ledger/entries"
+BY_KEY = "/v2/ledger/entries/by-key/"
+
+
+class Ledger:
+    def __init__(self, token: str | None):
+        self.lock = threading.Lock()
+        self.entries: dict[str, dict] = {}
+        self.fingerprints: dict[str, str] = {}
+        self.requests: list[dict] = []
+        self.drop_answer_for: set[str] = set()
+        self.in_progress: dict[str, int] = {}
+        self.stripe = False
+        self.token = token
+
+    def state(self) -> dict:
+        return {"entries": list(self.entries.values()), "requests": list(self.requests)}
+
+    def set_faults(self, faults: dict) -> None:
+        self.drop_answer_for |= set(faults.get("drop_answer_for", []))
+        self.in_progress.update(faults.get("in_progress", {}))
+        self.stripe = faults.get("stripe", self.stripe)
+        if "token" in faults:
+            self.token = faults["token"]
+
+    def create(self, key: str, body: object) -> tuple[int, dict, bool]:
+        """(status, answer, replayed) for a create with `key`; under the lock."""
+        fingerprint = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
+        if self.in_progress.get(key, 0) > 0:
+            self.in_progress[key] -= 1
+            code = "idempotency_key_in_use" if self.stripe else "request_in_progress"
+            return 409, _error(code, "a request with this key is being processed"), False
+        if key in self.entries:
+            if self.fingerprints[key] != fingerprint:
+                code = "idempotency_key_reused"
+                return (
+                    (409 if self.stripe else 422),
+                    _error(code, "key used with another body"),
+                    False,
+                )
+            return 201, {"entry": self.entries[key]}, True
+        entry = {"ref": f"le_{len(self.entries) + 1}", "request_key": key, "body": body}
+        self.entries[key], self.fingerprints[key] = entry, fingerprint
+        return 201, {"entry": entry}, False
+
+
+def _error(code: str, message: str) -> dict:
+    return {"error": {"code": code, "message": message}}
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    ledger: Ledger
+
+    def log_message(self, format, *args):  # noqa: A002 - the base class's name
+        pass
+
+    def _answer(self, status: int, body: dict, headers: dict | None = None) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _body(self) -> object:
+        raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        try:
+            return json.loads(raw)
+        except ValueError:
+            return None
+
+    def _authorized(self) -> bool:
+        token = self.ledger.token
+        if token is None or self.headers.get("Authorization") == f"Bearer {token}":
+            return True
+        self._answer(401, _error("unauthorized", "bearer token missing or wrong"))
+        return False
+
+    def _log(self) -> None:
+        self.ledger.requests.append(
+            {
+                "method": self.command,
+                "path": self.path,
+                "key": self.headers.get("X-Request-Key"),
+                "authorization": self.headers.get("Authorization"),
+            }
+        )
+
+    def do_GET(self):  # noqa: N802 - http.server's name
+        parts = urlsplit(self.path)
+        with self.ledger.lock:
+            if parts.path == "/_test/state":
+                return self._answer(200, self.ledger.state())
+            self._log()
+            if not self._authorized():
+                return None
+            if parts.path == ENTRIES:
+                keys = parse_qs(parts.query).get("request_key")
+                if not keys:
+                    return self._answer(400, _error("missing_request_key", "request_key needed"))
+                found = [e for e in self.ledger.entries.values() if e["request_key"] == keys[0]]
+                return self._answer(200, {"entries": found})
+            if parts.path.startswith(BY_KEY):
+                entry = self.ledger.entries.get(unquote(parts.path[len(BY_KEY) :]))
+                if entry is None:
+                    return self._answer(404, _error("not_found", "no entry for this key"))
+                return self._answer(200, {"entry": entry})
+            return self._answer(404, _error("no_route", self.path))
+
+    def do_POST(self):  # noqa: N802 - http.server's name
+        body = self._body()
+        with self.ledger.lock:
+            if self.path == "/_test/faults":
+                self.ledger.set_faults(body or {})
+                return self._answer(200, {"ok": True})
+            self._log()
+            if not self._authorized():
+                return None
+            if self.path != ENTRIES:
+                return self._answer(404, _error("no_route", self.path))
+            key = self.headers.get("X-Request-Key")
+            if not key:
+                return self._answer(400, _error("missing_key", "X-Request-Key is required"))
+            if not isinstance(body, dict):
+                return self._answer(400, _error("invalid_body", "a JSON object is required"))
+            status, answer, replayed = self.ledger.create(key, body)
+            if key in self.ledger.drop_answer_for and status == 201:
+                # The entry is committed; the answer is lost on the way back.
+                self.ledger.drop_answer_for.discard(key)
+                self.close_connection = True
+                return None
+            return self._answer(
+                status, answer, {"Idempotent-Replayed": "true"} if replayed else None
+            )
+
+
+class LedgerProcess:
+    """The ledger in a process of its own on a free local port; `token` is the bearer token it requires."""
+
+    def __init__(self, *, token: str | None = None):
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        env.pop("LEDGER_SERVER_TOKEN", None)
+        if token:
+            env["LEDGER_SERVER_TOKEN"] = token
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "tests.outbox.destinations.idempotency_key_server"]
+            + ["--port", str(self.port)],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+
+    def wait_until_up(self, timeout: float = 20) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"ledger exited: {self.proc.stderr.read().decode()[-2000:]}")
+            try:
+                self.state()
+                return
+            except httpx.HTTPError:
+                time.sleep(0.05)
+        raise RuntimeError("ledger did not start")
+
+    def state(self) -> dict:
+        return httpx.get(f"{self.url}/_test/state", timeout=5).json()
+
+    def entries(self) -> list[dict]:
+        return self.state()["entries"]
+
+    def creates(self) -> list[dict]:
+        """The create requests received (each with its X-Request-Key), in order."""
+        return [r for r in self.state()["requests"] if r["method"] == "POST"]
+
+    def faults(self, **faults) -> None:
+        httpx.post(f"{self.url}/_test/faults", json=faults, timeout=5).raise_for_status()
+
+    def stop(self) -> None:
+        self.proc.kill()
+        self.proc.wait(timeout=10)
+        self.proc.stderr.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--port", type=int, required=True)
+    args = parser.parse_args()
+    Handler.ledger = Ledger(os.environ.get("LEDGER_SERVER_TOKEN") or None)
+    server = ThreadingHTTPServer(("127.0.0.1", args.port), Handler)
+    server.daemon_threads = True
+    server.serve_forever()
+
+
+if __name__ == "__main__":
+    main()
