@@ -158,18 +158,20 @@ def _before_data(exc: Exception, transcript: Transcript) -> DeliveryResult:
         return DeliveryResult.failed(
             FailureClass.CREDENTIAL, "security_unavailable", redact_text(str(exc))
         )
-    if isinstance(exc, ValueError):
-        return DeliveryResult.failed(
-            FailureClass.PERMANENT, "message_invalid", redact_text(str(exc))
-        )
     if isinstance(exc, TimeoutError) and transcript.reply is None:
         return DeliveryResult.failed(
             FailureClass.TRANSIENT, "connect_timeout", redact_text(str(exc))
         )
     if transcript.reply is None or isinstance(exc, ssl.SSLError):
-        # Refused, unreachable, never greeted, or TLS refused before anything was written.
+        # Refused, unreachable, never greeted, or TLS refused (an untrusted certificate is an SSLError and a
+        # ValueError: first) before anything was written. Counted by the breaker as a failed connect.
         return DeliveryResult.failed(
             FailureClass.TRANSIENT, "connect_failed", redact_text(f"{type(exc).__name__}: {exc}")
+        )
+    if isinstance(exc, ValueError):
+        # What smtplib cannot write (an address it cannot encode): the message, not the server, is wrong.
+        return DeliveryResult.failed(
+            FailureClass.PERMANENT, "message_invalid", redact_text(str(exc))
         )
     return DeliveryResult.failed(
         FailureClass.TRANSIENT,

@@ -142,9 +142,6 @@ def serve(argv: list[str]) -> None:
         context.load_cert_chain(args.cert, args.key)
         options["ssl_context" if args.implicit_tls else "tls_context"] = context
     controller = Controller(FaultyMailbox(args.directory), ready_timeout=30, **options)
-    if args.implicit_tls:
-        # The controller's own readiness check speaks plain SMTP: with TLS from the start it cannot.
-        controller._trigger_server = lambda: None
     stopped = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stopped.set())
     controller.start()
@@ -153,13 +150,44 @@ def serve(argv: list[str]) -> None:
     controller.stop()
 
 
+def make_certificate(directory: Path) -> tuple[Path, Path]:
+    """A self-signed certificate for 127.0.0.1 (and its key): the CA file a client trusts is the cert."""
+    cert, key = directory / "cert.pem", directory / "key.pem"
+    subprocess.run(
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "1",
+            "-subj",
+            "/CN=127.0.0.1",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    return cert, key
+
+
 class SmtpServer:
     """The server process as a test sees it."""
 
-    def __init__(self, directory: Path, *, user: str = "", password: str = "", tls=None):
+    def __init__(
+        self, directory: Path, *, user: str = "", password: str = "", tls=None, port: int = 0
+    ):
+        """`port`: the port a stopped server listened on, to bring it back there (a free one by default)."""
         self.directory = directory
         self.mailbox = directory / "mailbox"
-        self.port = free_port()
+        self.port = port or free_port()
         args = [sys.executable, "-m", __name__, str(directory), str(self.port)]
         if user:
             args += ["--user", user, "--password", password]
