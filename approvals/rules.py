@@ -14,6 +14,7 @@ import re2
 from jsonschema import ValidationError
 
 from approvals.models import RuleVersion
+from outbox.models.destination_configs import DESTINATION_NAME, DESTINATION_NAME_RULE
 
 
 @dataclass(frozen=True)
@@ -21,8 +22,8 @@ class RuleSet:
     workflow: str
     version: str
     schema: dict
-    # The workflow's ordered steps, each {"name", "operation"?, "compensation"?}; none: a single handoff
-    # under the instance key.
+    # The workflow's ordered steps, each {"name", "operation"?, "compensation"?, "destination"?}; none: a
+    # single handoff under the instance key (to the default destination).
     steps: tuple = ()
 
 
@@ -223,6 +224,9 @@ def payload_problems(workflow: str, payload: object, rules: RuleSet | None = Non
 
 STEP_NAME = re2.compile(r"[a-z][a-z0-9_]{0,39}")
 MAX_STEPS = 10
+# A step may name the destination it goes to (the default destination otherwise). Only its shape is checked
+# here; whether it is a configured destination is checked when the version is published.
+STEP_PARTS = {"name", "operation", "compensation", "destination"}
 
 
 def _step_problems(index: int, step: object) -> list[str]:
@@ -235,7 +239,12 @@ def _step_problems(index: int, step: object) -> list[str]:
             problems.append(
                 f"step {index + 1} {part} must be lowercase letters, digits and _ (at most 40)"
             )
-    if unknown := sorted(set(step) - {"name", "operation", "compensation"}):
+    destination = step.get("destination")
+    if destination not in (None, "") and not (
+        isinstance(destination, str) and DESTINATION_NAME.fullmatch(destination)
+    ):
+        problems.append(f"step {index + 1} destination must be {DESTINATION_NAME_RULE}")
+    if unknown := sorted(set(step) - STEP_PARTS):
         problems.append(f"step {index + 1} has unknown parts: {', '.join(unknown)}")
     return problems
 

@@ -19,7 +19,13 @@ from django.conf import settings
 
 from lib.databases import DB
 from outbox.breaker_rules import Admission, would_pause
-from outbox.destinations import BatchRefused, Destination, get_destination
+from outbox.destinations import (
+    BatchRefused,
+    Destination,
+    destination_named,
+    enabled_destinations,
+    get_destination,
+)
 from outbox.failures import DeliveryResult
 from outbox.lease_keeper import LeaseKeeper
 from outbox.limit_rules import DestinationLimited, Permit
@@ -286,15 +292,31 @@ def _tally(stats: RunStats, state: str, result: DeliveryResult) -> None:
 def handoff_deliver(
     *, handoff_id: int, destination: Destination | None = None, worker: str | None = None
 ) -> str:
-    """Deliver one handoff now if it is due; return its state afterwards."""
+    """Deliver one handoff now if it is due (to its own destination unless one is given); return its state
+    afterwards."""
+    if destination is None:
+        name = Handoff.objects.using(DB).values_list("destination", flat=True).get(pk=handoff_id)
+        destination = destination_named(name)
     dispatch_batch(destination=destination, worker=worker, limit=1, handoff_id=handoff_id)
     return Handoff.objects.using(DB).values_list("state", flat=True).get(pk=handoff_id)
+
+
+def _each(destination: Destination | None) -> list[Destination]:
+    """The destination given, or every enabled one (django-q2's tasks and `dispatch --once` serve them all)."""
+    return [destination] if destination is not None else enabled_destinations()
 
 
 def drain(
     *, destination: Destination | None = None, worker: str | None = None, max_batches: int = 1000
 ) -> RunStats:
-    """Dispatch batches until nothing is due (or `max_batches`)."""
+    """Dispatch batches until nothing is due (or `max_batches`), for the destination or every enabled one."""
+    stats = RunStats()
+    for each in _each(destination):
+        stats.add(_drain_one(each, worker, max_batches))
+    return stats
+
+
+def _drain_one(destination: Destination, worker: str | None, max_batches: int) -> RunStats:
     stats = RunStats()
     for _ in range(max_batches):
         batch = dispatch_batch(destination=destination, worker=worker)
@@ -310,16 +332,16 @@ SETTLEMENT_WAIT_SECONDS = 1.0
 
 
 def settle_uncertain(*, destination: Destination | None = None, limit: int = 200) -> dict[str, int]:
-    """Ask the receiver about uncertain outcomes, oldest first. Each lookup is a request under the destination's
-    limits; the pass ends at the first one they refuse within SETTLEMENT_WAIT_SECONDS (the rest wait for the
-    next pass)."""
+    """Ask the destination (the default one without) about its own uncertain outcomes, oldest first. Each
+    lookup is a request under the destination's limits; the pass ends at the first one they refuse within
+    SETTLEMENT_WAIT_SECONDS (the rest wait for the next pass)."""
     asked = lookups_under_limits(
         destination, worker=default_worker_name(), wait_seconds=SETTLEMENT_WAIT_SECONDS
     )
     outcomes: dict[str, int] = {}
     for pk in (
         Handoff.objects.using(DB)
-        .filter(state=S.UNCERTAIN)
+        .filter(state=S.UNCERTAIN, destination=asked.name)
         .order_by("updated_at")
         .values_list("id", flat=True)[:limit]
     ):
@@ -330,16 +352,19 @@ def settle_uncertain(*, destination: Destination | None = None, limit: int = 200
     return outcomes
 
 
-def maintain(*, destination: Destination | None = None, settle_limit: int = 50) -> RunStats:
-    """Expire leases that ran out and settle uncertain outcomes. Runs on its own cadence, never behind a
+def maintain(
+    *, destination: Destination | None = None, settle_limit: int = 50, expire_leases: bool = True
+) -> RunStats:
+    """Expire leases that ran out (every destination's: one statement, no call) and settle the uncertain
+    outcomes of the destination (of every enabled one without). Runs on its own cadence, never behind a
     drain: a dead worker's rows are noticed within a lease, whatever the backlog. A pass is short (at most
     `settle_limit` lookups), so that it completes between connection losses; a paused destination is not
     asked at all (it cannot answer; its probes resume it first). One that asked to be left alone for a while
     (a Retry-After hold) refuses settlement's permit, like any other call's."""
-    destination = destination or get_destination()
-    stats = RunStats(expired_leases=handoff_expire_leases())
-    if _may_be_asked(destination):
-        stats.settled = settle_uncertain(destination=destination, limit=settle_limit)
+    stats = RunStats(expired_leases=handoff_expire_leases() if expire_leases else 0)
+    for each in _each(destination):
+        if _may_be_asked(each):
+            stats.add(RunStats(settled=settle_uncertain(destination=each, limit=settle_limit)))
     return stats
 
 
@@ -348,13 +373,14 @@ def _may_be_asked(destination: Destination) -> bool:
 
 
 def sweep(*, destination: Destination | None = None, worker: str | None = None) -> RunStats:
-    """One pass of everything periodic (django-q2's schedule, `dispatch --once`): maintenance, then the
-    due rows, then settlement of what this pass itself left uncertain (a lost answer costs one pass)."""
-    destination = destination or get_destination()
-    stats = maintain(destination=destination)
-    stats.add(drain(destination=destination, worker=worker))
-    for state, count in (
-        settle_uncertain(destination=destination) if _may_be_asked(destination) else {}
-    ).items():
-        stats.settled[state] = stats.settled.get(state, 0) + count
+    """One pass of everything periodic (django-q2's schedule, `dispatch --once`), for the destination or every
+    enabled one: maintenance, then the due rows, then settlement of what this pass itself left uncertain (a
+    lost answer costs one pass)."""
+    destinations = _each(destination)
+    stats = RunStats(expired_leases=handoff_expire_leases())
+    for each in destinations:
+        stats.add(maintain(destination=each, expire_leases=False))
+        stats.add(drain(destination=each, worker=worker))
+        if _may_be_asked(each):
+            stats.add(RunStats(settled=settle_uncertain(destination=each)))
     return stats

@@ -5,7 +5,9 @@ each with its own key `<instance>:<step>`. Only the first step is recorded with 
 step is recorded in the transaction that records its predecessor as delivered, never earlier: the
 delivered handoff carries the rest of the plan. Compensation runs the same way in reverse: each
 delivered step with a compensating operation gets a compensation handoff `<instance>:<step>:compensate`,
-the latest step first; a delivered step without one is a residual for a person.
+the latest step first; a delivered step without one is a residual for a person. Each step goes to the
+destination its rule version names (the default destination when it names none); each compensation to the
+destination of the step it reverses.
 """
 
 from collections.abc import Iterable, Sequence
@@ -36,8 +38,11 @@ def base_payload(payload: dict) -> dict:
     return {name: value for name, value in payload.items() if name != OPERATION_FIELD}
 
 
-def plan_steps(instance_key: str, steps: Sequence[dict], *, start: int = 1) -> list[dict]:
-    """The plan entries of steps[start:], in order. A step is {"name", "operation"?, "compensation"?}."""
+def plan_steps(
+    instance_key: str, steps: Sequence[dict], *, default_destination: str, start: int = 1
+) -> list[dict]:
+    """The plan entries of steps[start:], in order. A step is {"name", "operation"?, "compensation"?,
+    "destination"?}; a step that names no destination goes to `default_destination`."""
     return [
         {
             "kind": HandoffKind.ACTION,
@@ -46,6 +51,7 @@ def plan_steps(instance_key: str, steps: Sequence[dict], *, start: int = 1) -> l
             "key": step_key(instance_key, step["name"]),
             "operation": step.get("operation") or step["name"],
             "compensation": step.get("compensation") or "",
+            "destination": step.get("destination") or default_destination,
         }
         for index, step in enumerate(steps)
         if index >= start
@@ -53,7 +59,8 @@ def plan_steps(instance_key: str, steps: Sequence[dict], *, start: int = 1) -> l
 
 
 def plan_compensations(delivered: Iterable[Handoff]) -> list[dict]:
-    """Compensation entries for delivered steps, latest step first."""
+    """Compensation entries for delivered steps, latest step first; each goes to the destination of the step
+    it reverses."""
     return [
         {
             "kind": HandoffKind.COMPENSATION,
@@ -62,6 +69,7 @@ def plan_compensations(delivered: Iterable[Handoff]) -> list[dict]:
             "key": compensation_key(step.action_key),
             "operation": step.compensation_operation,
             "compensates": step.pk,
+            "destination": step.destination,
         }
         for step in sorted(delivered, key=lambda h: h.step_index, reverse=True)
     ]

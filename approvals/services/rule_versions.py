@@ -6,6 +6,7 @@ from approvals.errors import ApprovalDenied, InvalidPayload
 from approvals.models import RuleVersion
 from approvals.rules import BUILT_IN_RULES, publish_problems, steps_problems
 from lib.databases import DB
+from outbox.destinations.registry import enabled_destination_names
 
 
 def rule_version_publish(
@@ -17,6 +18,8 @@ def rule_version_publish(
     if actor is not None and not actor.has_perm("approvals.add_ruleversion"):
         raise ApprovalDenied(f"{actor} may not publish rules")
     if problems := publish_problems(schema) + steps_problems(steps or []):
+        raise InvalidPayload(problems)
+    if problems := _destination_problems(steps or []):
         raise InvalidPayload(problems)
     with transaction.atomic(using=DB):
         latest = (
@@ -45,3 +48,20 @@ def rule_version_publish(
             notes=notes,
             created_by=actor,
         )
+
+
+def _destination_problems(steps: list[dict]) -> list[str]:
+    """The steps that name a destination the dispatchers do not serve (unknown or disabled): their handoffs
+    would wait forever."""
+    named = [
+        (index, step["destination"]) for index, step in enumerate(steps) if step.get("destination")
+    ]
+    if not named:
+        return []
+    served = set(enabled_destination_names())
+    return [
+        f"step {index + 1} destination {name!r} is not an enabled destination "
+        f"(enabled: {', '.join(sorted(served))})"
+        for index, name in named
+        if name not in served
+    ]

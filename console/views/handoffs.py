@@ -24,7 +24,7 @@ from approvals.selectors import (
 )
 from console.views.handoff_list import quick_actions
 from lib.htmx import HtmxHttpRequest
-from outbox.destinations import get_destination
+from outbox.destinations import DestinationUnavailable, destination_named
 from outbox.errors import (
     InvalidActionInput,
     OutboxError,
@@ -93,10 +93,10 @@ def _panel_context(request: HtmxHttpRequest, handoff: Handoff, result: dict | No
 
 
 def _destination_label(handoff: Handoff) -> str:
-    destination = get_destination()
-    return (
-        destination.describe() if handoff.destination == destination.name else handoff.destination
-    )
+    try:
+        return destination_named(handoff.destination).describe()
+    except DestinationUnavailable as exc:
+        return f"{handoff.destination} ({exc})"
 
 
 def _instance_context(handoff: Handoff, is_operator: bool) -> dict | None:

@@ -6,6 +6,7 @@ from django.db import IntegrityError, transaction
 
 from lib.databases import DB
 from outbox.clock import db_now
+from outbox.destinations.registry import default_destination_name
 from outbox.errors import ActionKeyExists
 from outbox.models import Handoff, HandoffEvent, HandoffState
 from outbox.payloads import payload_hash
@@ -33,8 +34,9 @@ def handoff_record(
 
     `action_key` is the instance's key. A workflow of several `steps` records only its first step now, with
     its own key `<instance>:<step>` and the rest of the plan; each later step is recorded when the one
-    before it is delivered (`record_successors`)."""
-    fields = _first_step(action_key, payload, steps)
+    before it is delivered (`record_successors`). Each handoff names its destination: its step's (from the
+    rule version), else the default destination."""
+    fields = _first_step(action_key, payload, steps, default_destination_name())
     with transaction.atomic(using=DB):
         handoff = create_handoff(
             workflow=workflow,
@@ -62,17 +64,19 @@ def handoff_record(
     return handoff
 
 
-def _first_step(action_key: str, payload: dict, steps: Sequence[dict]) -> dict:
-    """The row's key and payload: the instance's own, or its first step's with the rest of the plan."""
+def _first_step(action_key: str, payload: dict, steps: Sequence[dict], default: str) -> dict:
+    """The row's key, payload and destination: the instance's own (the default destination), or its first
+    step's with the rest of the plan. Always named: the model's default name is nobody's choice."""
     if not steps:
-        return {"action_key": action_key, "payload": payload}
-    [first, *_rest] = plan_steps(action_key, steps, start=0)
+        return {"action_key": action_key, "payload": payload, "destination": default}
+    [first, *_rest] = plan_steps(action_key, steps, default_destination=default, start=0)
     return {
         "action_key": first["key"],
         "payload": step_payload(payload, first["operation"]),
+        "destination": first["destination"],
         "step": first["step"],
         "compensation_operation": first["compensation"],
-        "plan": plan_steps(action_key, steps),
+        "plan": plan_steps(action_key, steps, default_destination=default),
     }
 
 

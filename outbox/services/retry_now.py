@@ -17,6 +17,7 @@ def handoff_retry_now(
     confirm_risk: bool = False,
     destination: Destination | None = None,
 ) -> str:
-    """An operator's retry (same action key), sent at once; returns the handoff's state afterwards."""
+    """An operator's retry (same action key), sent at once (to the handoff's own destination unless one is
+    given); returns the handoff's state afterwards."""
     handoff_retry(handoff_id=handoff_id, actor=actor, reason=reason, confirm_risk=confirm_risk)
     return handoff_deliver(handoff_id=handoff_id, destination=destination)

@@ -4,7 +4,7 @@ the handoff as its answer says (`outbox/outcomes.py` `settlement_for` decides)."
 from django.db import transaction
 
 from lib.databases import DB
-from outbox.destinations import Destination, LookupFailed, Lookups, RemoteTask
+from outbox.destinations import Destination, LookupFailed, Lookups, RemoteTask, destination_named
 from outbox.models import NEEDS_PERSON_STATES, Handoff
 from outbox.outcomes import settlement_for, settlement_without_answer
 from outbox.services.lookup_limits import LimitedLookups, lookups_under_limits
@@ -35,14 +35,17 @@ def handoff_settle(
 ) -> str:
     """Settle an unknown outcome by asking the receiver about the action key, before any new attempt.
     Also serves an operator's `reconcile` on a handoff that needs attention. Returns the state after.
-    The destination (the configured one without a `destination`) is asked under its limits, waiting a few
-    seconds for them unless the caller's are already applied (`lookups_under_limits`)."""
-    destination = lookups_under_limits(
-        destination, worker=actor_label, wait_seconds=PERSON_LOOKUP_WAIT_SECONDS
-    )
+    The destination (the handoff's own without a `destination`; DestinationUnavailable when it is unknown or
+    disabled) is asked under its limits, waiting a few seconds for them unless the caller's are already
+    applied (`lookups_under_limits`)."""
     handoff = Handoff.objects.using(DB).get(pk=handoff_id)
     if handoff.state not in NEEDS_PERSON_STATES:
         return handoff.state
+    destination = lookups_under_limits(
+        destination or destination_named(handoff.destination),
+        worker=actor_label,
+        wait_seconds=PERSON_LOOKUP_WAIT_SECONDS,
+    )
     remote, lookup_error = _ask_receiver(destination, handoff.action_key)
     with transaction.atomic(using=DB):
         # Only if nothing moved the handoff while the receiver was asked (no lock was held meanwhile).

@@ -31,7 +31,8 @@ def record_planned(
         source_id=after.source_id,
         rule_version=after.rule_version,
         owner_id=after.owner_id,
-        destination=after.destination,
+        # Plans recorded before steps named destinations carry none: the instance's destination then.
+        destination=entry.get("destination") or after.destination,
         instance_key=after.instance_key,
         action_key=entry["key"],
         payload=step_payload(base_payload(after.payload), entry["operation"]),

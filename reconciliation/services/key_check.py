@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from django.utils import timezone
 
 from lib.databases import DB
-from outbox.destinations import Destination
+from outbox.destinations import Destination, destination_named
 from outbox.models import Handoff
 from outbox.services import PERSON_LOOKUP_WAIT_SECONDS, handoff_note_check
 from outbox.services.lookup_limits import lookups_under_limits
@@ -63,10 +63,17 @@ def handoff_reconcile_now(
 
     The same rules as a full run (classify, repairs that cover the facts), for one key. Sends nothing.
     """
-    destination = lookups_under_limits(
-        destination, worker="reconcile-key", wait_seconds=PERSON_LOOKUP_WAIT_SECONDS
+    handoff = (
+        Handoff.objects.using(DB)
+        .only("action_key", "workspace_id", "destination")
+        .get(pk=handoff_id)
     )
-    handoff = Handoff.objects.using(DB).only("action_key", "workspace_id").get(pk=handoff_id)
+    # The handoff's own destination is asked (DestinationUnavailable when it is unknown or disabled).
+    destination = lookups_under_limits(
+        destination or destination_named(handoff.destination),
+        worker="reconcile-key",
+        wait_seconds=PERSON_LOOKUP_WAIT_SECONDS,
+    )
     key = handoff.action_key
     task, error = lookup_key(destination, key)
     run = ReconciliationRun.objects.using(DB).create(

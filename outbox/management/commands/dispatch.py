@@ -1,13 +1,16 @@
 import signal
 import threading
 
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 
 from outbox import dispatcher, runner
+from outbox.destinations.registry import destination_problems
 
 
 class Command(BaseCommand):
-    help = "Deliver due handoffs in the foreground (the same loop the workers run)."
+    help = (
+        "Deliver due handoffs of every enabled destination in the foreground (the workers' loops)."
+    )
 
     def add_arguments(self, parser):
         parser.add_argument(
@@ -25,6 +28,13 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args, once=False, worker=None, idle_sleep=0.5, maintain_every=5.0, **options):
+        # An enabled destination that cannot be built (unknown kind, invalid configuration, missing secret)
+        # stops the start: a dispatcher that serves the others and never this one fails silently.
+        if problems := destination_problems():
+            raise CommandError(
+                "cannot dispatch: "
+                + "; ".join(problem for _name, problem in sorted(problems.items()))
+            )
         if once:
             stats = dispatcher.sweep(worker=worker)
             self.stdout.write(

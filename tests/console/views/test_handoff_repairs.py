@@ -401,7 +401,8 @@ def test_detail_with_findings_query_count_is_pinned(
     delete_receiver_task(delivered)
     reconciliation_run()
     olga = client_for(world["olga"])
-    with django_assert_max_num_queries(17):
+    # 18: the handoff's destination is read from its row (destinations are data) to describe its contract.
+    with django_assert_max_num_queries(18):
         page = olga.get(f"/handoffs/{delivered.pk}/")
     assert page.status_code == 200 and b"handoff-findings" in page.content
 
