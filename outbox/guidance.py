@@ -6,7 +6,14 @@ Kept out of templates so that the advice for each state can be read, and tested,
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from outbox.models import NEEDS_PERSON_STATES, OPEN_STATES, FailureClass, Handoff, HandoffState
+from outbox.models import (
+    NEEDS_PERSON_STATES,
+    OPEN_STATES,
+    FailureClass,
+    Handoff,
+    HandoffState,
+    PauseReason,
+)
 
 S = HandoffState
 F = FailureClass
@@ -79,9 +86,26 @@ def _finding_guidance(findings: Sequence) -> Guidance:
     )
 
 
+def _window_guidance(pause) -> Guidance:
+    until = (
+        f"until {pause.window_ends_at:%Y-%m-%d %H:%M} UTC"
+        if pause.window_ends_at
+        else "until an operator resumes it"
+    )
+    by = f" by {pause.window_set_by}" if pause.window_set_by else ""
+    return Guidance(
+        f"Waiting: destination {pause.name} is paused{by} {until}.",
+        f"Reason: {pause.window_reason or 'none given'}. It is sent when the pause ends, by itself; "
+        "no attempt or retry time of this handoff is spent meanwhile.",
+        avoid=("retry",),
+    )
+
+
 def _paused_guidance(handoff: Handoff, pause) -> Guidance:
+    if getattr(pause, "in_window", False):
+        return _window_guidance(pause)
     since = f"{pause.paused_at:%Y-%m-%d %H:%M} UTC" if pause.paused_at else "a moment ago"
-    if pause.pause_reason == "credential":
+    if pause.pause_reason == PauseReason.CREDENTIAL:
         why = (
             f"The receiver refused our credentials since {since}. Rotate or restore the signing secret with the "
             "receiver's owners; the next probe call then resumes deliveries."

@@ -8,6 +8,7 @@ from outbox.models import (
     NEEDS_PERSON_STATES,
     Attempt,
     AttemptOutcome,
+    DestinationHealth,
     Handoff,
     HandoffEvent,
     HandoffState,
@@ -30,11 +31,10 @@ def handoff_visible(workspace_ids: Iterable[int], pk: int) -> Handoff | None:
     return handoffs_in(workspace_ids).filter(pk=pk).first()
 
 
-def destination_pause(name: str):
-    """The circuit breaker of the destination when it is paused, else None."""
-    from outbox.models import DestinationHealth, DestinationState
-
-    return DestinationHealth.objects.filter(name=name, state=DestinationState.PAUSED).first()
+def destination_pause(name: str) -> DestinationHealth | None:
+    """The destination's row when it takes no calls now (paused by its breaker, or in an operator's pause or
+    maintenance window: `in_window`), else None."""
+    return DestinationHealth.objects.held_back().filter(name=name).first()
 
 
 def instance_handoffs(instance_key: str) -> list[Handoff]:

@@ -4,6 +4,7 @@ the limits across every dispatcher."""
 from django.conf import settings
 from django.db import models
 
+from outbox.clock import db_now
 from outbox.models.states import DESTINATION_TRANSITIONS, DestinationState, PauseReason, SlotKind
 
 
@@ -15,6 +16,24 @@ def default_max_concurrency() -> int | None:
 def default_max_requests_per_second() -> int | None:
     """The rate limit a destination gets when it is first seen (HANDOFF_DESTINATION_MAX_REQUESTS_PER_SECOND)."""
     return settings.HANDOFF_DESTINATION_MAX_REQUESTS_PER_SECOND
+
+
+class DestinationHealthQuerySet(models.QuerySet):
+    def with_window(self):
+        """Annotated `in_window`: an operator's pause or maintenance window is on now (database clock)."""
+        now = db_now()
+        on = models.Q(window_starts_at__lte=now) & (
+            models.Q(window_ends_at__isnull=True) | models.Q(window_ends_at__gt=now)
+        )
+        return self.annotate(
+            in_window=models.ExpressionWrapper(on, output_field=models.BooleanField())
+        )
+
+    def held_back(self):
+        """Destinations that take no calls now: paused by their breaker, or in an operator's window."""
+        return self.with_window().filter(
+            models.Q(state=DestinationState.PAUSED) | models.Q(in_window=True)
+        )
 
 
 class DestinationHealth(models.Model):
@@ -52,7 +71,22 @@ class DestinationHealth(models.Model):
         null=True, blank=True, help_text="Retry-After: no call before this time (database clock)."
     )
     hold_reason = models.CharField(max_length=200, blank=True)
+    # An operator's pause or maintenance window (`outbox/services/destination_windows.py`): from its start
+    # until its end (no end: until an operator resumes), no permit is given, so nothing is claimed, no
+    # attempt or probe is spent and nothing pages; at its end the destination drains by itself.
+    window_starts_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="Operator pause or maintenance window: from (database clock).",
+    )
+    window_ends_at = models.DateTimeField(
+        null=True, blank=True, help_text="Until (empty with a start: until an operator resumes)."
+    )
+    window_reason = models.CharField(max_length=200, blank=True)
+    window_set_by = models.CharField(max_length=150, blank=True)
     updated_at = models.DateTimeField(auto_now=True)
+
+    objects = DestinationHealthQuerySet.as_manager()
 
     class Meta:
         constraints = [

@@ -54,9 +54,16 @@ def _limits(name: str) -> Limits:
     row = (
         DestinationHealth.objects.using(DB)
         .filter(name=name)
+        .with_window()
         .annotate(held=held)
         .values_list(
-            "max_concurrency", "max_requests_per_second", "held", "state", "probes", named=True
+            "max_concurrency",
+            "max_requests_per_second",
+            "held",
+            "state",
+            "probes",
+            "in_window",
+            named=True,
         )
         .first()
     )
@@ -72,6 +79,7 @@ def _limits(name: str) -> Limits:
         row.max_requests_per_second,
         bool(row.held),
         BreakerSeen(row.state, row.probes),
+        in_window=bool(row.in_window),
     )
 
 
@@ -162,8 +170,9 @@ def _seconds_until_free(name: str, kind: str, limit: int) -> float:
 
 
 def destination_held(*, name: str) -> bool:
-    """Whether a Retry-After answer holds the destination now (database clock)."""
-    return _limits(name).held
+    """Whether a Retry-After answer or an operator's window holds the destination now (database clock)."""
+    limits = _limits(name)
+    return limits.held or limits.in_window
 
 
 def destination_acquire(*, name: str, worker: str, requests: int, lease_seconds: float) -> Permit:
@@ -175,8 +184,7 @@ def destination_acquire(*, name: str, worker: str, requests: int, lease_seconds:
     limits = _limits(name)
     holder = f"{worker}:{uuid.uuid4().hex[:12]}"
     permit = Permit(destination=name, holder=holder, requests=requests, breaker=limits.breaker)
-    if limits.held:
-        raise DestinationLimited(f"destination {name} is held (Retry-After)", MAX_WAIT_SECONDS)
+    _refuse_if_held(name, limits)
     try:
         _take_slots(permit, limits, lease_seconds)
     except DestinationLimited:
@@ -187,6 +195,18 @@ def destination_acquire(*, name: str, worker: str, requests: int, lease_seconds:
             destination_release(permit=permit)
         raise
     return permit
+
+
+def _refuse_if_held(name: str, limits: Limits) -> None:
+    """No permit while a Retry-After holds the destination or an operator's window is on: asked again
+    within MAX_WAIT_SECONDS, so the destination drains as soon as either ends."""
+    if limits.in_window:
+        raise DestinationLimited(
+            f"destination {name} is paused by an operator (pause or maintenance window)",
+            MAX_WAIT_SECONDS,
+        )
+    if limits.held:
+        raise DestinationLimited(f"destination {name} is held (Retry-After)", MAX_WAIT_SECONDS)
 
 
 def _take_slots(permit: Permit, limits: Limits, lease_seconds: float) -> None:
@@ -219,11 +239,11 @@ def _take_slots(permit: Permit, limits: Limits, lease_seconds: float) -> None:
     if permit.slot_ids or permit.rate_ids:
         fresh = _limits(name)
         permit.breaker = fresh.breaker  # the newer read, for the breaker's admission
-        if fresh.held:
+        if fresh.held or fresh.in_window:
             # The hold may have been written after the first read: a worker holding a slot writes its hold
             # before it gives the slot back, so whoever takes that slot sees the hold here and sends nothing.
             destination_release(permit=permit)
-            raise DestinationLimited(f"destination {name} is held (Retry-After)", MAX_WAIT_SECONDS)
+            _refuse_if_held(name, fresh)
 
 
 def destination_renew(*, permit: Permit, lease_seconds: float) -> bool:

@@ -1,0 +1,135 @@
+"""An operator's pause and a maintenance window: no attempt, probe or call is spent while one is on, the
+waiting handoffs say why and until when, and the destination drains by itself at the end. Time is moved by
+writing the window's times on the database clock, never by sleeping."""
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from outbox.clock import db_now_plus
+from outbox.dispatcher import dispatch_batch
+from outbox.guidance import next_step
+from outbox.models import (
+    DestinationEvent,
+    DestinationHealth,
+    DestinationState,
+    Handoff,
+    HandoffState,
+)
+from outbox.selectors import destination_pause
+from outbox.services.destination_windows import (
+    InvalidWindow,
+    destination_pause_by_operator,
+    destination_resume_by_operator,
+    destination_schedule_window,
+)
+from tests.factories import make_user
+from tests.outbox.scripted_destination import ScriptedDestination
+
+pytestmark = pytest.mark.django_db(databases=["default", "delivery"])
+S = HandoffState
+
+
+@pytest.fixture
+def olga():
+    return make_user("olga")
+
+
+def test_while_paused_by_an_operator_nothing_is_claimed_called_or_spent(make_handoff, olga):
+    handoff = make_handoff(1)
+    destination_pause_by_operator(name="receiver", actor=olga, reason="receiver upgrade")
+    destination = ScriptedDestination()
+    stats = dispatch_batch(destination=destination)
+    assert (stats.claimed, destination.calls) == (0, 0)
+    assert stats.limited
+    handoff.refresh_from_db()
+    assert (handoff.state, handoff.attempts) == (S.PENDING, 0)
+    health = DestinationHealth.objects.get(name="receiver")
+    # The breaker is not involved: no pause of its own (so nothing pages), no probe spent.
+    assert (health.state, health.probes) == (DestinationState.ACTIVE, 0)
+
+
+def test_a_waiting_handoff_says_who_paused_it_why_and_until_when(make_handoff, olga):
+    handoff = make_handoff(1)
+    destination_pause_by_operator(name="receiver", actor=olga, reason="receiver upgrade")
+    guidance = next_step(handoff, paused_destination=destination_pause("receiver"))
+    assert guidance.headline == (
+        "Waiting: destination receiver is paused by olga until an operator resumes it."
+    )
+    assert "receiver upgrade" in guidance.detail
+    assert "retry" in guidance.avoid
+
+
+def test_after_a_resume_the_destination_drains_by_itself(make_handoff, olga):
+    make_handoff(1), make_handoff(2)
+    destination_pause_by_operator(name="receiver", actor=olga, reason="receiver upgrade")
+    assert dispatch_batch(destination=ScriptedDestination()).claimed == 0
+    destination_resume_by_operator(name="receiver", actor=olga, reason="upgrade done")
+    assert destination_pause("receiver") is None
+    assert dispatch_batch(destination=ScriptedDestination()).delivered == 2
+    actions = list(
+        DestinationEvent.objects.filter(destination="receiver").values_list("action", "actor_label")
+    )
+    assert actions == [("operator_pause", "olga"), ("operator_resume", "olga")]
+
+
+def test_a_maintenance_window_holds_only_while_it_is_on_and_ends_on_time(make_handoff, olga):
+    make_handoff(1)
+    now = timezone.now()
+    destination_schedule_window(
+        name="receiver",
+        actor=olga,
+        reason="receiver's database maintenance",
+        starts_at=now + timedelta(hours=1),
+        ends_at=now + timedelta(hours=2),
+    )
+    # Not started yet: deliveries go on.
+    assert dispatch_batch(destination=ScriptedDestination()).delivered == 1
+    make_handoff(2)
+    # The window starts (its start is moved to the database's past) ...
+    DestinationHealth.objects.filter(name="receiver").update(window_starts_at=db_now_plus(-1))
+    destination = ScriptedDestination()
+    assert dispatch_batch(destination=destination).claimed == 0 and destination.calls == 0
+    assert (
+        "until"
+        in next_step(
+            Handoff.objects.get(action_key__endswith=":2:1"),
+            paused_destination=destination_pause("receiver"),
+        ).headline
+    )
+    # ... and ends (its end is now the database's past): the destination drains without anyone.
+    DestinationHealth.objects.filter(name="receiver").update(window_ends_at=db_now_plus(-0.001))
+    assert dispatch_batch(destination=ScriptedDestination()).delivered == 1
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda olga: destination_pause_by_operator(name="receiver", actor=olga, reason="  "),
+        lambda olga: destination_pause_by_operator(
+            name="receiver", actor=olga, reason="x", for_seconds=0
+        ),
+        lambda olga: destination_schedule_window(
+            name="receiver",
+            actor=olga,
+            reason="x",
+            starts_at=timezone.now() + timedelta(hours=2),
+            ends_at=timezone.now() + timedelta(hours=1),
+        ),
+        lambda olga: destination_schedule_window(
+            name="receiver",
+            actor=olga,
+            reason="x",
+            starts_at=timezone.now() - timedelta(hours=2),
+            ends_at=timezone.now() - timedelta(hours=1),
+        ),
+        lambda olga: destination_resume_by_operator(name="receiver", actor=olga, reason="x"),
+    ],
+    ids=["no reason", "no length", "ends before it starts", "over already", "nothing to resume"],
+)
+def test_a_window_that_cannot_be_set_is_refused_and_writes_nothing(call, olga):
+    with pytest.raises(InvalidWindow):
+        call(olga)
+    assert not DestinationEvent.objects.exists()
+    assert not DestinationHealth.objects.filter(window_starts_at__isnull=False).exists()
