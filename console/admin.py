@@ -10,7 +10,14 @@ from approvals.admin import ReadOnlyAdmin
 from approvals.selectors import operators_of, user_by_id
 from console.filters import request_number
 from outbox import services
-from outbox.models import AGE_CHOICES, HANDOFF_AGES, Attempt, Handoff, HandoffEvent
+from outbox.models import (
+    AGE_CHOICES,
+    HANDOFF_AGES,
+    Attempt,
+    DestinationConfig,
+    Handoff,
+    HandoffEvent,
+)
 
 
 class AttemptInline(admin.TabularInline):
@@ -186,6 +193,15 @@ class HandoffEventAdmin(ReadOnlyAdmin):
     list_display = ("handoff", "from_state", "to_state", "actor_label", "action", "at")
     list_filter = ("to_state", "action")
     search_fields = ("handoff__action_key", "handoff__source_ref")
+
+
+@admin.register(DestinationConfig)
+class DestinationConfigAdmin(ReadOnlyAdmin):
+    # Changed by `manage.py destinations apply FILE` only (audited); the configuration names where each
+    # secret comes from and holds none.
+    list_display = ("name", "kind", "enabled", "updated_at")
+    list_filter = ("kind", "enabled")
+    search_fields = ("name",)
 
 
 # --- django-q2 ------------------------------------------------------------------------------

@@ -309,10 +309,16 @@ def _each(destination: Destination | None) -> list[Destination]:
 def drain(
     *, destination: Destination | None = None, worker: str | None = None, max_batches: int = 1000
 ) -> RunStats:
-    """Dispatch batches until nothing is due (or `max_batches`), for the destination or every enabled one."""
+    """Dispatch batches until nothing is due (or `max_batches` each), for the destination or every enabled
+    one: again while a round claimed anything, since a step delivered at one records the next at another."""
     stats = RunStats()
-    for each in _each(destination):
-        stats.add(_drain_one(each, worker, max_batches))
+    destinations = _each(destination)
+    for _ in range(max_batches):
+        claimed = stats.claimed
+        for each in destinations:
+            stats.add(_drain_one(each, worker, max_batches))
+        if stats.claimed == claimed or len(destinations) == 1:
+            break
     return stats
 
 

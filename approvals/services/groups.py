@@ -26,7 +26,7 @@ SUPPORT_VIEWS = {
         "workflowmodechange",
         "workspaceworkflow",
     ),
-    "outbox": ("handoff", "attempt", "handoffevent"),
+    "outbox": ("handoff", "attempt", "handoffevent", "destinationconfig"),
     "reconciliation": ("reconciliationrun", "finding", "findingevent", "alertrecord"),
     "delivery": ("receivertask", "seenmessage"),
 }

@@ -135,17 +135,22 @@ class HttpDestination(Destination):
         return bool(self.signing_secret or secret_named(self.secret_env, DEFAULT_SECRET_ENV))
 
     def describe(self) -> str:
-        batch = "batch by POST /tasks/batch" if self.supports_batch else "no batch"
+        return f"{self.name} at {self.base_url}"
+
+    def describe_contract(self) -> str:
+        """The contract in words, for the people watching the destination."""
         idempotency = (
-            "idempotent by the action key (body and header Idempotency-Key)"
+            "idempotent by the action key (in the body and header Idempotency-Key)"
             if self.supports_idempotency
             else "not idempotent: the effect ledger decides"
         )
         lookup = "lookup by GET /tasks/<key>" if self.supports_lookup else "no lookup"
-        return (
-            f"{self.name} at {self.base_url}, signed with {self.secret_variable()}: "
-            f"{idempotency}; {lookup}; {batch}"
-        )
+        batch = "batch by POST /tasks/batch" if self.supports_batch else "no batch"
+        return f"{idempotency}; {lookup}; {batch}; signed with {self.secret_variable()}"
+
+    def credentials_missing(self) -> list[str]:
+        """The secrets missing now, each naming its variable ([] when all are there)."""
+        return [] if self.secret_present() else [f"{self.secret_variable()} is not set"]
 
     def batching(self) -> bool:
         return self.supports_batch and time.monotonic() >= self._batch_refused_until

@@ -11,15 +11,17 @@ once a row of that name exists, the row wins.
 """
 
 import json
+import os
 import threading
 from dataclasses import dataclass
+from pathlib import Path
 
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
 from lib.databases import DB
 from outbox.destinations.base import Destination
-from outbox.destinations.http import HttpDestination
+from outbox.destinations.http import DEFAULT_SECRET_ENV, HttpDestination
 from outbox.destinations.idempotency_key_http import IdempotencyKeyHttpDestination
 from outbox.destinations.in_process import CONFIG_KEYS as IN_PROCESS_KEYS
 from outbox.destinations.in_process import InProcessDestination
@@ -136,12 +138,28 @@ def enabled_destinations() -> list[Destination]:
     return [destination_named(name) for name in enabled_destination_names()]
 
 
+def credentials_checked(destination: Destination) -> Destination:
+    """The destination, or DestinationInvalid naming each secret it cannot find now (a kind that can tell
+    says so by `credentials_missing()`)."""
+    missing = getattr(destination, "credentials_missing", list)()
+    if missing:
+        raise DestinationInvalid(f"destination {destination.name!r}: {'; '.join(missing)}")
+    return destination
+
+
+def describe_contract(destination: Destination) -> str:
+    """Where its handoffs go and its contract in words (idempotency, lookup, batch, credentials)."""
+    contract = getattr(destination, "describe_contract", None)
+    return f"{destination.describe()}: {contract()}" if contract else destination.describe()
+
+
 def destination_problems() -> dict[str, str]:
-    """Why each enabled destination that cannot be built cannot (empty: all can), by name."""
+    """Why each enabled destination cannot be used (unknown kind, invalid configuration, a secret missing);
+    empty when every one can. By name."""
     problems = {}
     for name in enabled_destination_names():
         try:
-            destination_named(name)
+            credentials_checked(destination_named(name))
         except DestinationUnavailable as exc:
             problems[name] = str(exc)
     return problems
@@ -158,3 +176,31 @@ def reset_destination() -> None:
         for built in _built.values():
             built.destination.close()
         _built.clear()
+
+
+@dataclass(frozen=True)
+class SecretSource:
+    """Where a destination's secret comes from, and whether it is there now (never its value)."""
+
+    where: str
+    present: bool
+
+
+def secret_sources(config: dict) -> list[SecretSource]:
+    """The secrets a whole configuration names: each `*_env` key an environment variable, each `*_file` key
+    a file; the http kind without `secret_env` signs with settings.RECEIVER_SIGNING_SECRET."""
+    sources = []
+    for key, value in sorted(config.items()):
+        if key.endswith("_env") and isinstance(value, str):
+            sources.append(SecretSource(f"${value}", bool(os.environ.get(value))))
+        elif key.endswith("_file") and isinstance(value, str):
+            path = Path(value)
+            sources.append(SecretSource(value, path.is_file() and path.stat().st_size > 0))
+    if config.get("kind", "http") == "http" and not config.get("secret_env"):
+        sources.insert(
+            0,
+            SecretSource(
+                f"settings.{DEFAULT_SECRET_ENV}", bool(getattr(settings, DEFAULT_SECRET_ENV, ""))
+            ),
+        )
+    return sources

@@ -1,0 +1,138 @@
+"""Destinations under version control: a file of destinations applied as rows (`manage.py destinations
+apply FILE`), all or nothing, each change audited as a destination event that says what changed (never a
+secret's value: the configuration holds none, only where each secret comes from)."""
+
+import re
+from dataclasses import dataclass
+
+from django.db import transaction
+
+from lib.databases import DB
+from outbox.destinations.registry import (
+    DestinationInvalid,
+    credentials_checked,
+    destination_from_config,
+)
+from outbox.errors import OutboxError
+from outbox.models import DestinationConfig, DestinationEvent
+from outbox.models.destination_configs import DESTINATION_NAME, DESTINATION_NAME_RULE
+
+# The parts of an entry that are the row's own; every other key is the kind's configuration.
+ROW_KEYS = {"name", "kind", "enabled"}
+# Values shown in a change's summary, except under a name that looks like a secret's (no kind takes one,
+# but a summary is no place to find out).
+_SECRET_LOOKING = re.compile(r"secret|token|password", re.IGNORECASE)
+_WHERE_A_SECRET_IS = ("_env", "_file")
+
+
+class DestinationsRefused(OutboxError):
+    """The file cannot be applied; nothing was written. `problems` names each."""
+
+    def __init__(self, problems: list[str]):
+        super().__init__("; ".join(problems))
+        self.problems = problems
+
+
+@dataclass(frozen=True)
+class DestinationChange:
+    name: str
+    summary: str
+
+
+def _entry_problems(index: int, entry: object, seen: set[str]) -> list[str]:
+    if not isinstance(entry, dict):
+        return [f"destination {index + 1} must be an object"]
+    name = entry.get("name")
+    if not isinstance(name, str) or not DESTINATION_NAME.fullmatch(name):
+        return [f"destination {index + 1}: name must be {DESTINATION_NAME_RULE}"]
+    if name in seen:
+        return [f"destination {name!r} appears twice"]
+    seen.add(name)
+    if not isinstance(entry.get("enabled", True), bool):
+        return [f"destination {name!r}: enabled must be true or false"]
+    if not isinstance(entry.get("kind"), str):
+        return [f"destination {name!r}: kind is required"]
+    try:
+        destination = destination_from_config({k: v for k, v in entry.items() if k != "enabled"})
+        try:
+            credentials_checked(destination)
+        finally:
+            destination.close()
+    except DestinationInvalid as exc:
+        return [str(exc)]
+    return []
+
+
+def destination_entries_problems(document: object) -> list[str]:
+    """Why a destinations file cannot be applied (each entry built as its kind would: unknown kind, unknown
+    or invalid key, missing secret); empty when it can."""
+    if not isinstance(document, dict) or set(document) != {"destinations"}:
+        return ['the file must be {"destinations": [...]}']
+    if not isinstance(document["destinations"], list):
+        return ["destinations must be a list"]
+    seen: set[str] = set()
+    return [
+        problem
+        for index, entry in enumerate(document["destinations"])
+        for problem in _entry_problems(index, entry, seen)
+    ]
+
+
+def _shown(key: str, value: object) -> str:
+    if _SECRET_LOOKING.search(key) and not key.endswith(_WHERE_A_SECRET_IS):
+        return "(not shown)"
+    return repr(value)
+
+
+def _summary(row: DestinationConfig | None, kind: str, enabled: bool, config: dict) -> str:
+    """What applying the entry changes, in words; "" when nothing."""
+    if row is None:
+        keys = ", ".join(f"{k}={_shown(k, v)}" for k, v in sorted(config.items()))
+        return f"created: kind {kind}, {'enabled' if enabled else 'disabled'}" + (
+            f"; {keys}" if keys else ""
+        )
+    changes = [f"kind {row.kind} -> {kind}"] if row.kind != kind else []
+    if row.enabled != enabled:
+        changes.append("enabled" if enabled else "disabled")
+    for key in sorted(set(row.config) | set(config)):
+        if key not in config:
+            changes.append(f"{key} removed")
+        elif key not in row.config:
+            changes.append(f"{key}={_shown(key, config[key])} added")
+        elif row.config[key] != config[key]:
+            was, now = _shown(key, row.config[key]), _shown(key, config[key])
+            changes.append(f"{key} {was} -> {now}")
+    return "; ".join(changes)
+
+
+def destination_configs_apply(*, document: object, actor_label: str) -> list[DestinationChange]:
+    """Create or update a row per entry of the file (rows it does not name are left as they are), each
+    change audited; DestinationsRefused with every problem, and nothing written, when any entry is wrong."""
+    if problems := destination_entries_problems(document):
+        raise DestinationsRefused(problems)
+    changes = []
+    with transaction.atomic(using=DB):
+        for entry in document["destinations"]:
+            name, kind, enabled = entry["name"], entry["kind"], entry.get("enabled", True)
+            config = {k: v for k, v in entry.items() if k not in ROW_KEYS}
+            row = (
+                DestinationConfig.objects.using(DB)
+                .select_for_update(no_key=True)
+                .filter(name=name)
+                .first()
+            )
+            if not (summary := _summary(row, kind, enabled, config)):
+                continue
+            DestinationConfig.objects.using(DB).update_or_create(
+                name=name, defaults={"kind": kind, "enabled": enabled, "config": config}
+            )
+            DestinationEvent.objects.using(DB).create(
+                destination=name,
+                from_state="",
+                to_state="",
+                actor_label=actor_label,
+                action="configure",
+                reason=summary,
+            )
+            changes.append(DestinationChange(name, summary))
+    return changes

@@ -1,0 +1,82 @@
+"""The dispatcher process serves every enabled destination, each in a loop of its own: a destination whose
+calls never come back holds up nobody else's handoffs."""
+
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from outbox import runner
+from outbox.models import DestinationConfig, Handoff, HandoffState
+from tests.builders import record
+from tests.processes import free_port
+
+pytestmark = pytest.mark.django_db(databases=["default", "delivery"], transaction=True)
+S = HandoffState
+DEADLINE_SECONDS = 60.0
+# A receiver that takes every connection and never answers, in a process of its own.
+SILENT = """
+import socket, sys
+server = socket.create_server(("127.0.0.1", int(sys.argv[1])))
+print("listening", flush=True)
+held = []
+while True:
+    held.append(server.accept())
+"""
+
+
+@pytest.fixture
+def silent_receiver():
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-c", SILENT, str(port)], stdout=subprocess.PIPE, text=True
+    )
+    assert process.stdout.readline().strip() == "listening"
+    yield f"http://127.0.0.1:{port}", process
+    process.kill()
+    process.wait(timeout=10)
+
+
+def wait_for(condition, what: str):
+    deadline = time.monotonic() + DEADLINE_SECONDS
+    while not condition():
+        assert time.monotonic() < deadline, f"not within {DEADLINE_SECONDS}s: {what}"
+        time.sleep(0.05)
+
+
+def test_a_destination_that_never_answers_does_not_hold_up_the_others(silent_receiver):
+    url, silent = silent_receiver
+    DestinationConfig.objects.create(
+        name="dead",
+        kind="http",
+        # Its one call waits 25 s for an answer that never comes (less than a lease).
+        config={"url": url, "connect_timeout": 1.0, "read_timeout": 25.0},
+    )
+    stuck = record(1)
+    Handoff.objects.filter(pk=stuck.pk).update(destination="dead")
+    stop = threading.Event()
+    dispatcher = threading.Thread(
+        target=runner.run_forever,
+        kwargs={"worker": "w1", "idle_sleep": 0.2, "maintain_every": 0.5, "stop": stop},
+    )
+    dispatcher.start()
+    try:
+        wait_for(
+            lambda: Handoff.objects.filter(pk=stuck.pk, state=S.IN_FLIGHT).exists(),
+            "the dead destination's call is under way",
+        )
+        # Recorded while the dead destination's call hangs: the default destination delivers it anyway.
+        healthy = record(2)
+        wait_for(
+            lambda: Handoff.objects.filter(pk=healthy.pk, state=S.DELIVERED).exists(),
+            "the healthy destination's handoff is delivered",
+        )
+        assert Handoff.objects.get(pk=stuck.pk).state == S.IN_FLIGHT
+    finally:
+        stop.set()
+        # The silent receiver's end makes the hanging call return, so the loops can end.
+        silent.kill()
+        dispatcher.join(timeout=60)
+    assert not dispatcher.is_alive()

@@ -1,0 +1,129 @@
+"""`manage.py destinations apply | list | check`, and `manage.py dispatch` refusing to start while an
+enabled destination cannot be built."""
+
+import json
+from io import StringIO
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from outbox.models import DestinationConfig, DestinationEvent
+
+pytestmark = pytest.mark.django_db
+SECRET_VALUE = "whsec_" + "dGhlLWNybS1zZWNyZXQtdmFsdWUtbmV2ZXItc2hvd24h"
+CRM = {
+    "name": "crm",
+    "kind": "http",
+    "enabled": True,
+    "url": "http://127.0.0.1:9/crm",
+    "secret_env": "CRM_SIGNING_SECRET",
+    "read_timeout": 4.0,
+}
+FAST = {"name": "fast", "kind": "in_process", "supports_lookup": False}
+
+
+@pytest.fixture(autouse=True)
+def crm_secret(monkeypatch):
+    monkeypatch.setenv("CRM_SIGNING_SECRET", SECRET_VALUE)
+
+
+def run(*args) -> str:
+    out = StringIO()
+    call_command("destinations", *args, stdout=out)
+    return out.getvalue()
+
+
+def apply(tmp_path, *entries) -> str:
+    path = tmp_path / "destinations.json"
+    path.write_text(json.dumps({"destinations": list(entries)}))
+    return run("apply", str(path))
+
+
+def test_apply_creates_the_rows_and_audits_each(tmp_path):
+    out = apply(tmp_path, CRM, FAST)
+    assert "2 destination(s) changed" in out
+    crm = DestinationConfig.objects.get(name="crm")
+    assert (crm.kind, crm.enabled) == ("http", True)
+    assert crm.config == {
+        "url": "http://127.0.0.1:9/crm",
+        "secret_env": "CRM_SIGNING_SECRET",
+        "read_timeout": 4.0,
+    }
+    events = {e.destination: e for e in DestinationEvent.objects.all()}
+    assert set(events) == {"crm", "fast"}
+    assert events["crm"].actor_label == "manage.py destinations"
+    assert events["crm"].reason.startswith("created: kind http, enabled")
+    assert "secret_env='CRM_SIGNING_SECRET'" in events["crm"].reason
+    assert SECRET_VALUE not in out + "".join(e.reason for e in events.values())
+
+
+def test_apply_again_changes_only_what_differs_and_says_what(tmp_path):
+    apply(tmp_path, CRM, FAST)
+    assert "0 destination(s) changed" in apply(tmp_path, CRM, FAST)
+    assert DestinationEvent.objects.count() == 2
+    apply(tmp_path, {**CRM, "url": "http://127.0.0.1:9/crm2", "enabled": False}, FAST)
+    [change] = DestinationEvent.objects.filter(destination="crm").order_by("-id")[:1]
+    assert change.reason == "disabled; url 'http://127.0.0.1:9/crm' -> 'http://127.0.0.1:9/crm2'"
+    assert DestinationConfig.objects.get(name="crm").enabled is False
+
+
+def test_a_refused_file_names_every_problem_and_writes_nothing(tmp_path, monkeypatch):
+    monkeypatch.delenv("BILLING_SECRET", raising=False)
+    apply(tmp_path, FAST)
+    before = list(DestinationConfig.objects.values_list("name", "kind", "config"))
+    with pytest.raises(CommandError) as refused:
+        apply(
+            tmp_path,
+            {**FAST, "supports_lookup": True},  # a valid change, not applied either
+            {"name": "fax", "kind": "fax_machine"},
+            {**CRM, "read_timout": 4.0},
+            {**CRM, "name": "billing", "secret_env": "BILLING_SECRET"},
+        )
+    message = str(refused.value)
+    assert "nothing applied" in message
+    assert "unknown kind 'fax_machine'" in message
+    assert "read_timout" in message
+    assert "BILLING_SECRET is not set" in message
+    assert list(DestinationConfig.objects.values_list("name", "kind", "config")) == before
+    assert DestinationEvent.objects.count() == 1
+
+
+def test_apply_refuses_a_secret_given_as_a_value(tmp_path):
+    with pytest.raises(CommandError, match="signing_secret"):
+        apply(tmp_path, {**CRM, "signing_secret": SECRET_VALUE})
+    assert not DestinationConfig.objects.exists()
+
+
+def test_list_shows_each_destination_its_secrets_presence_and_contract(tmp_path, monkeypatch):
+    apply(tmp_path, CRM, {**FAST, "enabled": False})
+    out = run("list")
+    assert "crm  kind=http  enabled  secrets: $CRM_SIGNING_SECRET present" in out
+    assert "lookup by GET /tasks/<key>" in out
+    assert "fast  kind=in_process  disabled" in out
+    assert "receiver (seed from settings)  kind=in_process  enabled" in out
+    monkeypatch.delenv("CRM_SIGNING_SECRET")
+    out = run("list")
+    assert "$CRM_SIGNING_SECRET MISSING" in out and "CRM_SIGNING_SECRET is not set" in out
+    assert SECRET_VALUE not in out
+
+
+def test_check_names_every_enabled_destination_that_cannot_be_built(tmp_path, monkeypatch):
+    apply(tmp_path, CRM, FAST)
+    assert "ok  crm at http://127.0.0.1:9/crm" in run("check")
+    DestinationConfig.objects.create(name="fax", kind="fax_machine")
+    DestinationConfig.objects.create(name="off", kind="fax_machine", enabled=False)
+    monkeypatch.delenv("CRM_SIGNING_SECRET")
+    with pytest.raises(CommandError) as refused:
+        run("check")
+    message = str(refused.value)
+    assert "2 destination(s) cannot be built" in message
+    assert "'fax'" in message and "CRM_SIGNING_SECRET is not set" in message
+    assert "'off'" not in message
+
+
+def test_dispatch_refuses_to_start_while_an_enabled_destination_cannot_be_built():
+    DestinationConfig.objects.create(
+        name="crm", kind="http", config={"url": "http://x", "retries": 3}
+    )
+    with pytest.raises(CommandError, match="cannot dispatch: .*'crm'.*retries"):
+        call_command("dispatch", "--once", stdout=StringIO())
