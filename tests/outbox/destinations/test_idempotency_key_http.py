@@ -5,6 +5,7 @@ through real handoffs, the dispatcher and settlement. Runs on both backends."""
 import pytest
 
 from outbox.clock import db_now
+from outbox.destinations import LookupFailed
 from outbox.destinations.registry import destination_from_config
 from outbox.dispatcher import dispatch_batch, settle_uncertain, sweep
 from outbox.failures import Outgoing
@@ -289,6 +290,24 @@ def test_a_path_lookup_finds_the_entry_and_a_404_means_none(ledger, outgoing):
     finally:
         destination.close()
     assert (found.task_id, found.payload_hash) == (delivered.task_id, sent.payload_hash)
+
+
+def test_a_lookup_answering_another_keys_entry_is_not_taken_for_ours(ledger, outgoing):
+    """An API that ignores the lookup's filter (here: a template whose filter names a fixed key) answers with
+    another key's entry; the echoed key shows it, and nothing is concluded."""
+    lookup = {
+        "path": f"/v2/ledger/entries?request_key={KEY}&also={{key}}",
+        "id": "entries.0.ref",
+        "key": "entries.0.request_key",
+        "payload": "entries.0.body",
+    }
+    destination = ledger_destination(ledger, lookup=lookup)
+    try:
+        assert destination.deliver(outgoing(KEY)).delivered
+        with pytest.raises(LookupFailed, match="another key"):
+            destination.lookup("onboarding:7:43:1")
+    finally:
+        destination.close()
 
 
 def test_a_query_lookup_answering_an_empty_list_means_none(destination):
