@@ -186,21 +186,25 @@ class SecretSource:
     present: bool
 
 
-def secret_sources(config: dict) -> list[SecretSource]:
-    """The secrets a whole configuration names: each `*_env` key an environment variable, each `*_file` key
-    a file; the http kind without `secret_env` signs with settings.RECEIVER_SIGNING_SECRET."""
+def _named_secrets(config: dict) -> list[SecretSource]:
     sources = []
     for key, value in sorted(config.items()):
-        if key.endswith("_env") and isinstance(value, str):
+        if isinstance(value, dict):
+            sources += _named_secrets(value)
+        elif key.endswith("_env") and isinstance(value, str):
             sources.append(SecretSource(f"${value}", bool(os.environ.get(value))))
-        elif key.endswith("_file") and isinstance(value, str):
+        elif key.endswith("_file") and not key.startswith("ca_") and isinstance(value, str):
             path = Path(value)
             sources.append(SecretSource(value, path.is_file() and path.stat().st_size > 0))
+    return sources
+
+
+def secret_sources(config: dict) -> list[SecretSource]:
+    """The secrets a whole configuration names, at any depth: each `*_env` key an environment variable,
+    each `*_file` key a file (a CA bundle's `ca_file` is no secret); the http kind without `secret_env`
+    signs with settings.RECEIVER_SIGNING_SECRET."""
+    sources = _named_secrets(config)
     if config.get("kind", "http") == "http" and not config.get("secret_env"):
-        sources.insert(
-            0,
-            SecretSource(
-                f"settings.{DEFAULT_SECRET_ENV}", bool(getattr(settings, DEFAULT_SECRET_ENV, ""))
-            ),
-        )
+        setting = f"settings.{DEFAULT_SECRET_ENV}"
+        sources.insert(0, SecretSource(setting, bool(getattr(settings, DEFAULT_SECRET_ENV, ""))))
     return sources

@@ -8,6 +8,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from outbox.models import DestinationConfig, DestinationEvent
+from tests.processes import ROOT
 
 pytestmark = pytest.mark.django_db
 SECRET_VALUE = "whsec_" + "dGhlLWNybS1zZWNyZXQtdmFsdWUtbmV2ZXItc2hvd24h"
@@ -127,3 +128,17 @@ def test_dispatch_refuses_to_start_while_an_enabled_destination_cannot_be_built(
     )
     with pytest.raises(CommandError, match="cannot dispatch: .*'crm'.*retries"):
         call_command("dispatch", "--once", stdout=StringIO())
+
+
+def test_the_documented_example_file_applies(tmp_path, monkeypatch):
+    doc = (ROOT / "docs" / "destinations" / "model.md").read_text()
+    example = doc.split("```json\n", 1)[1].split("```", 1)[0]
+    monkeypatch.setenv("ACCOUNTS_API_TOKEN", "token-of-the-test")
+    path = tmp_path / "example.json"
+    path.write_text(example)
+    assert "3 destination(s) changed" in run("apply", str(path))
+    assert sorted(DestinationConfig.objects.values_list("kind", flat=True)) == [
+        "http",
+        "idempotency_key_http",
+        "smtp",
+    ]
