@@ -113,18 +113,22 @@ def _template(config: dict, key: str) -> string.Template:
     return template
 
 
-def _credentials(config: dict) -> tuple[str | Secret, Secret | None]:
-    """The username (a text, or a Secret from the environment) and the password's Secret; each checked
-    present now, so that an incomplete destination is refused when it is built."""
-    if "username" in config and "username_env" in config:
-        raise ValueError("smtp destination: give username or username_env, not both")
-    if "password_env" in config and "password_file" in config:
-        raise ValueError("smtp destination: give password_env or password_file, not both")
+def _auth_sources(config: dict) -> tuple[str | Secret, Secret]:
+    """Where the username and the password come from, one source each."""
+    for one, other in (("username", "username_env"), ("password_env", "password_file")):
+        if one in config and other in config:
+            raise ValueError(f"smtp destination: give {one} or {other}, not both")
     username = config.get("username") or Secret(env=config.get("username_env", ""))
     password = Secret(env=config.get("password_env", ""), file=config.get("password_file", ""))
-    has_user = bool(config.get("username") or config.get("username_env"))
-    has_password = bool(password.env or password.file)
-    if has_user != has_password:
+    return username, password
+
+
+def _credentials(config: dict) -> tuple[str | Secret, Secret | None]:
+    """The username (a text, or a Secret from the environment) and the password's Secret (None: no AUTH);
+    each checked present now, so that an incomplete destination is refused when it is built."""
+    username, password = _auth_sources(config)
+    has_user = username != Secret()
+    if has_user != (password != Secret()):
         raise ValueError("smtp destination: SMTP AUTH needs both a username and a password source")
     if not has_user:
         return "", None
@@ -133,12 +137,16 @@ def _credentials(config: dict) -> tuple[str | Secret, Secret | None]:
             "smtp destination: AUTH over security none would send the password in clear"
         )
     for secret in (username, password):
-        if isinstance(secret, Secret):
-            try:
-                secret.read()
-            except ValueError as exc:
-                raise ValueError(f"smtp destination {config['name']}: {exc}") from exc
+        _check_present(secret, config["name"])
     return username, password
+
+
+def _check_present(secret: str | Secret, name: str) -> None:
+    if isinstance(secret, Secret):
+        try:
+            secret.read()
+        except ValueError as exc:
+            raise ValueError(f"smtp destination {name}: {exc}") from exc
 
 
 def _domain(config: dict) -> str:

@@ -137,27 +137,44 @@ _REFUSALS = (
 )
 
 
-def _before_data(exc: Exception, transcript: Transcript) -> DeliveryResult:
-    """A session that failed before the message was written: nothing was sent, safe to try again."""
+def _text(value: object) -> str:
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+
+
+def _refusal(exc: Exception) -> DeliveryResult | None:
+    """The server's answer refusing a command before the data, or None when `exc` carries no answer."""
     if isinstance(exc, smtplib.SMTPRecipientsRefused):
         code, text = next(iter(exc.recipients.values()))
-        text = text.decode("utf-8", "replace") if isinstance(text, bytes) else str(text)
-        return _answered(code, text, step="RCPT TO", permanent_reason="recipient_refused")
+        return _answered(code, _text(text), step="RCPT TO", permanent_reason="recipient_refused")
+    for kind, step, reason in _REFUSALS:
+        if isinstance(exc, kind):
+            return _answered(
+                exc.smtp_code, _text(exc.smtp_error), step=step, permanent_reason=reason
+            )
+    return None
+
+
+def _before_data(exc: Exception, transcript: Transcript) -> DeliveryResult:
+    """A session that failed before the message was written: nothing was sent, safe to try again."""
     if isinstance(exc, smtplib.SMTPConnectError):
-        # Not greeted with 220 (a 421 or 554 at connect): the server takes no mail now.
+        # Not greeted with 220 (a 421 or 554 at connect): the server takes no mail now. (A subclass of
+        # SMTPResponseException: before the refusals.)
         return DeliveryResult.failed(
             FailureClass.TRANSIENT, "connect_failed", redact_text(f"greeting: {exc}")
         )
-    for kind, step, reason in _REFUSALS:
-        if isinstance(exc, kind):
-            text = exc.smtp_error
-            text = text.decode("utf-8", "replace") if isinstance(text, bytes) else str(text)
-            return _answered(exc.smtp_code, text, step=step, permanent_reason=reason)
+    refusal = _refusal(exc)
+    if refusal is not None:
+        return refusal
     if isinstance(exc, smtplib.SMTPNotSupportedError):
         # STARTTLS or AUTH not offered: the destination is not as configured, nothing goes until it is.
         return DeliveryResult.failed(
             FailureClass.CREDENTIAL, "security_unavailable", redact_text(str(exc))
         )
+    return _unanswered(exc, transcript)
+
+
+def _unanswered(exc: Exception, transcript: Transcript) -> DeliveryResult:
+    """A session that broke off before the data without a refusal: a connect, TLS or the line failed."""
     if isinstance(exc, TimeoutError) and transcript.reply is None:
         return DeliveryResult.failed(
             FailureClass.TRANSIENT, "connect_timeout", redact_text(str(exc))
