@@ -239,14 +239,18 @@ def _step_problems(index: int, step: object) -> list[str]:
             problems.append(
                 f"step {index + 1} {part} must be lowercase letters, digits and _ (at most 40)"
             )
-    destination = step.get("destination")
-    if destination not in (None, "") and not (
-        isinstance(destination, str) and DESTINATION_NAME.fullmatch(destination)
-    ):
-        problems.append(f"step {index + 1} destination must be {DESTINATION_NAME_RULE}")
+    problems += _destination_part_problems(index, step.get("destination"))
     if unknown := sorted(set(step) - STEP_PARTS):
         problems.append(f"step {index + 1} has unknown parts: {', '.join(unknown)}")
     return problems
+
+
+def _destination_part_problems(index: int, destination: object) -> list[str]:
+    if destination in (None, "") or (
+        isinstance(destination, str) and DESTINATION_NAME.fullmatch(destination)
+    ):
+        return []
+    return [f"step {index + 1} destination must be {DESTINATION_NAME_RULE}"]
 
 
 def steps_problems(steps: object) -> list[str]:

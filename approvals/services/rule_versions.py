@@ -17,9 +17,7 @@ def rule_version_publish(
     a management command acting for whoever runs the deployment (the demo); people need the permission."""
     if actor is not None and not actor.has_perm("approvals.add_ruleversion"):
         raise ApprovalDenied(f"{actor} may not publish rules")
-    if problems := publish_problems(schema) + steps_problems(steps or []):
-        raise InvalidPayload(problems)
-    if problems := _destination_problems(steps or []):
+    if problems := _publish_problems(schema, steps or []):
         raise InvalidPayload(problems)
     with transaction.atomic(using=DB):
         latest = (
@@ -48,6 +46,11 @@ def rule_version_publish(
             notes=notes,
             created_by=actor,
         )
+
+
+def _publish_problems(schema: dict, steps: list[dict]) -> list[str]:
+    """Why the rules cannot be published: the schema, the steps' shape, then their destinations."""
+    return publish_problems(schema) + steps_problems(steps) or _destination_problems(steps)
 
 
 def _destination_problems(steps: list[dict]) -> list[str]:

@@ -84,25 +84,32 @@ def _shown(key: str, value: object) -> str:
     return repr(value)
 
 
+def _created(kind: str, enabled: bool, config: dict) -> str:
+    keys = "".join(f"; {k}={_shown(k, v)}" for k, v in sorted(config.items()))
+    return f"created: kind {kind}, {'enabled' if enabled else 'disabled'}{keys}"
+
+
+def _key_change(key: str, was: dict, now: dict) -> str:
+    if key not in now:
+        return f"{key} removed"
+    if key not in was:
+        return f"{key}={_shown(key, now[key])} added"
+    if was[key] != now[key]:
+        return f"{key} {_shown(key, was[key])} -> {_shown(key, now[key])}"
+    return ""
+
+
 def _summary(row: DestinationConfig | None, kind: str, enabled: bool, config: dict) -> str:
     """What applying the entry changes, in words; "" when nothing."""
     if row is None:
-        keys = ", ".join(f"{k}={_shown(k, v)}" for k, v in sorted(config.items()))
-        return f"created: kind {kind}, {'enabled' if enabled else 'disabled'}" + (
-            f"; {keys}" if keys else ""
-        )
+        return _created(kind, enabled, config)
     changes = [f"kind {row.kind} -> {kind}"] if row.kind != kind else []
     if row.enabled != enabled:
         changes.append("enabled" if enabled else "disabled")
-    for key in sorted(set(row.config) | set(config)):
-        if key not in config:
-            changes.append(f"{key} removed")
-        elif key not in row.config:
-            changes.append(f"{key}={_shown(key, config[key])} added")
-        elif row.config[key] != config[key]:
-            was, now = _shown(key, row.config[key]), _shown(key, config[key])
-            changes.append(f"{key} {was} -> {now}")
-    return "; ".join(changes)
+    changes += [
+        _key_change(key, row.config, config) for key in sorted(set(row.config) | set(config))
+    ]
+    return "; ".join(change for change in changes if change)
 
 
 def destination_configs_apply(*, document: object, actor_label: str) -> list[DestinationChange]:
