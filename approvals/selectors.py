@@ -160,6 +160,7 @@ CONSOLE_PAGES: list[tuple[str, str, str]] = [
     ("outbox:list", "Handoffs", "member"),
     ("intake:triggers", "Triggers", "member"),
     ("reconciliation:health", "Health", Role.OPERATOR),
+    ("destinations:list", "Destinations", Role.OPERATOR),
     ("reconciliation:findings", "Findings", Role.OPERATOR),
     ("reconciliation:runs", "Runs", Role.OPERATOR),
     ("approvals:role_changes", "Role changes", Role.OPERATOR),

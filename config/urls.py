@@ -12,6 +12,7 @@ urlpatterns = [
     path("approvals/api/", include("console.urls.intake")),
     path("approvals/", include("console.urls.requests")),
     path("handoffs/", include("console.urls.handoffs")),
+    path("destinations/", include("console.urls.destinations")),
     path("delivery/", include("delivery.urls")),
     # Reconciliation runs and findings, the health dashboard and /metrics.
     path("", include("console.urls.reconciliation")),

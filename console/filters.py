@@ -38,6 +38,7 @@ class HandoffFilter(django_filters.FilterSet):
         choices=AGE_CHOICES, method="filter_age", label="Age", empty_label="any"
     )
     step = django_filters.CharFilter(field_name="step", label="Workflow step")
+    destination = django_filters.CharFilter(field_name="destination", label="Destination")
     q = django_filters.CharFilter(
         method="filter_text", label="Search: client, any payload field, key or request"
     )

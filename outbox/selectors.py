@@ -1,14 +1,18 @@
 """Reads of the outbox shared by console views and metrics. Callers pass the workspaces in scope."""
 
 from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
 
-from django.db.models import QuerySet
+from django.db.models import BooleanField, Count, ExpressionWrapper, Min, Q, QuerySet
 
+from outbox.clock import db_now
 from outbox.models import (
     NEEDS_PERSON_STATES,
     Attempt,
     AttemptOutcome,
     DestinationHealth,
+    DestinationState,
     Handoff,
     HandoffEvent,
     HandoffState,
@@ -111,3 +115,69 @@ def last_successful_step(handoff: Handoff) -> str:
         f"approved and recorded in the outbox at {handoff.created_at:%Y-%m-%d %H:%M} UTC; "
         f"{handoff.attempts} attempt(s), none answered by the receiver"
     )
+
+
+@dataclass(frozen=True)
+class DestinationSummary:
+    """One destination as the Destinations page shows it: its health row (annotated `held` and
+    `in_window`), and the handoffs of the viewer's workspaces waiting for it."""
+
+    name: str
+    health: DestinationHealth
+    queued: int
+    in_flight: int
+    oldest_waiting: datetime | None
+
+    @property
+    def state_words(self) -> str:
+        health = self.health
+        if getattr(health, "in_window", False):
+            until = (
+                f"until {health.window_ends_at:%Y-%m-%d %H:%M} UTC"
+                if health.window_ends_at
+                else "until resumed"
+            )
+            return f"paused by an operator {until}"
+        if health.state == DestinationState.PAUSED:
+            return f"paused by its breaker: {health.get_pause_reason_display().lower()}"
+        if getattr(health, "held", False):
+            return f"held by Retry-After until {health.hold_until:%H:%M:%S} UTC"
+        if health.window_starts_at:
+            return f"active; maintenance window from {health.window_starts_at:%Y-%m-%d %H:%M} UTC"
+        return "active"
+
+
+def destination_summaries(
+    names: Iterable[str], workspace_ids: Iterable[int]
+) -> list[DestinationSummary]:
+    """The destinations named, in name order, in two queries whatever their number; the counts are of the
+    handoffs in `workspace_ids` only."""
+    names = sorted(set(names))
+    held = ExpressionWrapper(Q(hold_until__gt=db_now()), output_field=BooleanField())
+    health = {
+        row.name: row
+        for row in DestinationHealth.objects.with_window()
+        .annotate(held=held)
+        .filter(name__in=names)
+    }
+    waiting = (
+        Handoff.objects.filter(
+            workspace_id__in=list(workspace_ids),
+            destination__in=names,
+            state__in=(HandoffState.PENDING, HandoffState.IN_FLIGHT),
+        )
+        .order_by()
+        .values_list("destination", "state")
+        .annotate(n=Count("id"), oldest=Min("created_at"))
+    )
+    counts = {(d, state): (n, oldest) for d, state, n, oldest in waiting}
+    return [
+        DestinationSummary(
+            name=name,
+            health=health.get(name) or DestinationHealth(name=name),
+            queued=counts.get((name, HandoffState.PENDING), (0, None))[0],
+            in_flight=counts.get((name, HandoffState.IN_FLIGHT), (0, None))[0],
+            oldest_waiting=counts.get((name, HandoffState.PENDING), (0, None))[1],
+        )
+        for name in names
+    ]

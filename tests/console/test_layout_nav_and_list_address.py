@@ -34,6 +34,7 @@ def test_nav_shows_only_the_pages_each_role_may_use(world):
         "Handoffs",
         "Triggers",
         "Health",
+        "Destinations",
         "Findings",
         "Runs",
         "Role changes",

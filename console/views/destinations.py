@@ -1,0 +1,255 @@
+"""The Destinations page: each receiving system, its state, what waits for it, its contract in words; and one
+destination's page with its events, the operator's pause, resume and maintenance window, and a connection
+test.
+
+Operators of a workspace see every destination (a destination serves every workspace) and the counts of
+their own workspaces' handoffs. Pausing, resuming and scheduling a window stop or start deliveries for every
+workspace, so they need the destination permission too (the one that sets limits): 403 otherwise.
+"""
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpResponse
+from django.shortcuts import redirect, render
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
+from django.views.decorators.http import require_GET, require_POST
+
+from approvals.models import Role
+from approvals.selectors import workspace_ids_for
+from lib.htmx import HtmxHttpRequest
+from outbox.destinations import LookupFailed
+from outbox.destinations.registry import (
+    DestinationUnavailable,
+    default_destination_name,
+    describe_contract,
+    destination_named,
+    row_config,
+    secret_sources,
+    seed_config,
+)
+from outbox.limit_rules import SET_LIMITS_PERMISSION
+from outbox.models import DestinationConfig, DestinationEvent, DestinationHealth
+from outbox.selectors import DestinationSummary, destination_summaries
+from outbox.services.destination_windows import (
+    InvalidWindow,
+    destination_pause_by_operator,
+    destination_resume_by_operator,
+    destination_schedule_window,
+)
+from outbox.services.lookup_limits import lookups_under_limits
+from outbox.services.settlement import PERSON_LOOKUP_WAIT_SECONDS
+
+# A key no handoff has: a lookup of it tests the connection and the credentials, and creates nothing.
+CONNECTION_TEST_KEY = "handoff-console:connection-test"
+
+
+@dataclass(frozen=True)
+class DestinationView:
+    summary: DestinationSummary
+    kind: str
+    enabled: bool
+    contract: str
+    problem: str
+    secrets: list
+
+    @property
+    def name(self) -> str:
+        return self.summary.name
+
+
+def _scope(request: HtmxHttpRequest) -> list[int]:
+    ids = workspace_ids_for(request.user, Role.OPERATOR)
+    if not ids:
+        raise PermissionDenied("the destinations are for operators of a workspace")
+    return ids
+
+
+def _configs() -> dict[str, dict]:
+    configs = {row.name: row for row in DestinationConfig.objects.all()}
+    whole = {name: (row_config(row), row.enabled) for name, row in configs.items()}
+    whole.setdefault(default_destination_name(), (seed_config(), True))
+    return whole
+
+
+def _described(name: str, enabled: bool) -> tuple[str, str]:
+    """Its contract in words, or why it cannot be used."""
+    if not enabled:
+        return "", "disabled: the dispatchers do not serve it"
+    try:
+        return describe_contract(destination_named(name)), ""
+    except DestinationUnavailable as exc:
+        return "", str(exc)
+
+
+def _views(scope: list[int], names: list[str] | None = None) -> list[DestinationView]:
+    configs = _configs()
+    wanted = names if names is not None else sorted(configs)
+    views = []
+    for summary in destination_summaries(wanted, scope):
+        config, enabled = configs.get(summary.name, ({}, False))
+        contract, problem = _described(summary.name, enabled)
+        views.append(
+            DestinationView(
+                summary=summary,
+                kind=config.get("kind", "http"),
+                enabled=enabled,
+                contract=contract,
+                problem=problem,
+                secrets=secret_sources(config),
+            )
+        )
+    return views
+
+
+@require_GET
+@login_required
+def destination_list(request: HtmxHttpRequest) -> HttpResponse:
+    views = _views(_scope(request))
+    return render(request, "outbox/destinations.html", {"destinations": views})
+
+
+def _one(request: HtmxHttpRequest, name: str) -> DestinationView:
+    scope = _scope(request)
+    if name not in _configs():
+        raise Http404("no such destination")
+    [view] = _views(scope, [name])
+    return view
+
+
+def _detail_context(request: HtmxHttpRequest, view: DestinationView, result=None) -> dict:
+    return {
+        "destination": view,
+        "events": DestinationEvent.objects.filter(destination=view.name).order_by("-at", "-id")[
+            :50
+        ],
+        "may_pause": request.user.has_perm(SET_LIMITS_PERMISSION),
+        "result": result,
+    }
+
+
+@require_GET
+@login_required
+def destination_detail(request: HtmxHttpRequest, name: str) -> HttpResponse:
+    view = _one(request, name)
+    return render(request, "outbox/destination_detail.html", _detail_context(request, view))
+
+
+LEVELS = {"success": messages.SUCCESS, "warning": messages.WARNING, "info": messages.INFO}
+
+
+def _answer(request: HtmxHttpRequest, name: str, result: dict, status: int) -> HttpResponse:
+    if status == 200 and not request.htmx:
+        messages.add_message(request, LEVELS.get(result["level"], messages.ERROR), result["text"])
+        return redirect("destinations:detail", name=name)
+    context = _detail_context(request, _one(request, name), result)
+    return render(request, "outbox/destination_detail.html", context, status=status)
+
+
+def _may_pause(request: HtmxHttpRequest, name: str) -> None:
+    _one(request, name)
+    if not request.user.has_perm(SET_LIMITS_PERMISSION):
+        raise PermissionDenied(
+            "pausing a destination stops deliveries for every workspace: only people with the "
+            "'set destination limits' permission do it"
+        )
+
+
+def _parse_time(raw: str, label: str) -> datetime:
+    parsed = parse_datetime(raw.strip()) if raw else None
+    if parsed is None:
+        raise InvalidWindow(f"{label} must be a date and time, for example 2026-12-01 22:00")
+    return parsed if timezone.is_aware(parsed) else timezone.make_aware(parsed, UTC)
+
+
+def _minutes(raw: str) -> float | None:
+    if not raw.strip():
+        return None
+    if not raw.strip().isascii() or not raw.strip().isdigit() or len(raw.strip()) > 6:
+        raise InvalidWindow("minutes must be a whole number (empty: until resumed)")
+    return int(raw.strip()) * 60.0
+
+
+@require_POST
+@login_required
+def destination_pause(request: HtmxHttpRequest, name: str) -> HttpResponse:
+    _may_pause(request, name)
+    try:
+        destination_pause_by_operator(
+            name=name,
+            actor=request.user,
+            reason=request.POST.get("reason", ""),
+            for_seconds=_minutes(request.POST.get("minutes", "")),
+        )
+    except InvalidWindow as exc:
+        return _answer(request, name, {"level": "error", "text": f"Not paused: {exc}."}, 422)
+    return _answer(request, name, {"level": "success", "text": f"{name} is paused."}, 200)
+
+
+@require_POST
+@login_required
+def destination_resume(request: HtmxHttpRequest, name: str) -> HttpResponse:
+    _may_pause(request, name)
+    try:
+        destination_resume_by_operator(
+            name=name, actor=request.user, reason=request.POST.get("reason", "")
+        )
+    except InvalidWindow as exc:
+        return _answer(request, name, {"level": "error", "text": f"Not resumed: {exc}."}, 422)
+    text = f"{name} resumed: its waiting handoffs are sent now."
+    return _answer(request, name, {"level": "success", "text": text}, 200)
+
+
+@require_POST
+@login_required
+def destination_window(request: HtmxHttpRequest, name: str) -> HttpResponse:
+    _may_pause(request, name)
+    try:
+        destination_schedule_window(
+            name=name,
+            actor=request.user,
+            reason=request.POST.get("reason", ""),
+            starts_at=_parse_time(request.POST.get("starts_at", ""), "the start"),
+            ends_at=_parse_time(request.POST.get("ends_at", ""), "the end"),
+        )
+    except InvalidWindow as exc:
+        return _answer(request, name, {"level": "error", "text": f"Not scheduled: {exc}."}, 422)
+    return _answer(request, name, {"level": "success", "text": "Window scheduled."}, 200)
+
+
+def _test_result(name: str) -> dict:
+    try:
+        destination = destination_named(name)
+    except DestinationUnavailable as exc:
+        return {"level": "error", "text": f"Cannot be used: {exc}."}
+    if not destination.supports_lookup:
+        return {
+            "level": "warning",
+            "text": "This destination cannot be asked without sending something (it has no lookup): "
+            "nothing was sent.",
+        }
+    try:
+        lookups_under_limits(
+            destination, worker="connection-test", wait_seconds=PERSON_LOOKUP_WAIT_SECONDS
+        ).lookup(CONNECTION_TEST_KEY)
+    except LookupFailed as exc:
+        return {"level": "error", "text": f"The destination could not be asked: {exc}."}
+    return {
+        "level": "success",
+        "text": "Reachable: it answered a lookup with our credentials (nothing was created).",
+    }
+
+
+@require_POST
+@login_required
+def destination_test(request: HtmxHttpRequest, name: str) -> HttpResponse:
+    _one(request, name)
+    if not DestinationHealth.objects.held_back().filter(name=name).exists():
+        result = _test_result(name)
+    else:
+        result = {"level": "info", "text": "Paused: not asked. Resume it, or wait for its probe."}
+    return _answer(request, name, result, 200)

@@ -1,0 +1,93 @@
+"""The Destinations page and one destination's page: what an operator sees (only their workspaces'
+counts), who may pause, resume or schedule a window (the destination permission), refusals that write
+nothing, the connection test, and the handoff list filtered by destination."""
+
+import pytest
+
+from outbox.models import DestinationConfig, DestinationEvent, DestinationHealth, HandoffState
+from tests.console.clients import client_for
+from tests.factories import HandoffFactory, grant_destination_admin
+
+pytestmark = pytest.mark.django_db(databases=["default", "delivery"])
+
+
+@pytest.fixture
+def crm(world):
+    DestinationConfig.objects.create(name="crm", kind="in_process", config={})
+    return "crm"
+
+
+def test_operators_see_each_destination_with_their_own_workspaces_counts(world, crm):
+    HandoffFactory(number=1, workspace_id=7, destination="crm")
+    HandoffFactory(number=2, workspace_id=8, destination="crm")
+    page = client_for(world["olga"]).get("/destinations/")
+    assert page.status_code == 200
+    rows = {d.name: d for d in page.context["destinations"]}
+    assert set(rows) == {"receiver", "crm"}
+    assert (rows["crm"].summary.queued, rows["crm"].kind) == (1, "in_process")
+    assert rows["crm"].summary.state_words == "active"
+
+
+def test_requesters_and_strangers_are_refused(world, crm):
+    assert client_for(world["bob"]).get("/destinations/").status_code == 403
+    assert client_for(world["olga"]).get("/destinations/nowhere/").status_code == 404
+
+
+def test_pausing_needs_the_destination_permission_and_writes_nothing_without_it(world, crm):
+    refused = client_for(world["olga"]).post("/destinations/crm/pause", {"reason": "upgrade"})
+    assert refused.status_code == 403
+    assert not DestinationEvent.objects.exists()
+    assert not DestinationHealth.objects.filter(window_starts_at__isnull=False).exists()
+
+
+def test_an_admin_pauses_then_resumes_and_the_page_says_so(world, crm):
+    olga = client_for(grant_destination_admin(world["olga"]))
+    assert olga.post("/destinations/crm/pause", {"reason": "crm upgrade"}).status_code == 302
+    page = olga.get("/destinations/crm/")
+    assert page.context["destination"].summary.state_words == "paused by an operator until resumed"
+    assert b"crm upgrade" in page.content
+    assert olga.post("/destinations/crm/resume", {"reason": "done"}).status_code == 302
+    assert olga.get("/destinations/crm/").context["destination"].summary.state_words == "active"
+    assert list(DestinationEvent.objects.order_by("at", "id").values_list("action", flat=True)) == [
+        "operator_pause",
+        "operator_resume",
+    ]
+
+
+@pytest.mark.parametrize(
+    "path, data",
+    [
+        ("pause", {"reason": ""}),
+        ("pause", {"reason": "x", "minutes": "²"}),
+        ("window", {"reason": "x", "starts_at": "tomorrow", "ends_at": "2099-01-01 10:00"}),
+        ("window", {"reason": "x", "starts_at": "2099-01-01 11:00", "ends_at": "2099-01-01 10:00"}),
+        ("resume", {"reason": "nothing to resume"}),
+    ],
+)
+def test_bad_input_is_422_with_its_reason_and_writes_nothing(world, crm, path, data):
+    olga = client_for(grant_destination_admin(world["olga"]))
+    refused = olga.post(f"/destinations/crm/{path}", data)
+    assert refused.status_code == 422
+    assert b"Not " in refused.content
+    assert not DestinationEvent.objects.exists()
+
+
+def test_a_window_is_scheduled_and_shown(world, crm):
+    olga = client_for(grant_destination_admin(world["olga"]))
+    data = {"reason": "db upgrade", "starts_at": "2099-01-01 10:00", "ends_at": "2099-01-01 11:00"}
+    assert olga.post("/destinations/crm/window", data).status_code == 302
+    words = olga.get("/destinations/crm/").context["destination"].summary.state_words
+    assert words == "active; maintenance window from 2099-01-01 10:00 UTC"
+
+
+def test_the_connection_test_asks_the_destination_and_creates_nothing(world, crm):
+    answer = client_for(world["olga"]).post("/destinations/crm/test", follow=True)
+    assert b"Reachable" in answer.content
+
+
+def test_the_handoff_list_filters_by_destination(world, crm):
+    HandoffFactory(number=1, workspace_id=7, destination="crm")
+    HandoffFactory(number=2, workspace_id=7)
+    listed = client_for(world["olga"]).get("/handoffs/", {"destination": "crm"})
+    assert [h.destination for h in listed.context["handoffs"]] == ["crm"]
+    assert all(h.state == HandoffState.PENDING for h in listed.context["handoffs"])
