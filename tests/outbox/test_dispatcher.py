@@ -10,6 +10,7 @@ from django.utils import timezone
 
 from delivery.models import ReceiverTask
 from delivery.services import task_create_idempotent
+from outbox.clock import db_now_plus
 from outbox.dispatcher import dispatch_batch, handoff_deliver, sweep
 from outbox.errors import InvalidTransition, RiskNotConfirmed
 from outbox.failures import DeliveryResult
@@ -25,6 +26,7 @@ from outbox.models import (
 from outbox.retry import RetryPolicy
 from outbox.services import (
     handoff_claim_due,
+    handoff_release_claims,
     handoff_retry,
     handoff_settle,
     handoff_settle_manually,
@@ -345,3 +347,18 @@ def test_retry_of_uncertain_needs_confirmation_of_the_risk(make_handoff):
     handoff.refresh_from_db()
     assert handoff.state == S.PENDING and handoff.attempts_in_run == 0
     assert HandoffEvent.objects.filter(handoff=handoff, action="retry", actor=olga).exists()
+
+
+def test_without_idempotency_a_claim_given_back_unsent_does_not_block_the_next_send(make_handoff):
+    """An attempt that failed before anything was sent, then a claim given back unsent (its destination
+    paused meanwhile): nothing may have reached the receiver, so the next attempt is sent."""
+
+    handoff = make_handoff()
+    destination = ScriptedDestination(transient(), supports_idempotency=False)
+    assert handoff_deliver(handoff_id=handoff.pk, destination=destination) == S.PENDING
+    Handoff.objects.filter(pk=handoff.pk).update(next_attempt_at=db_now_plus(-1))
+    claims = handoff_claim_due(worker="w2", lease_seconds=30)
+    assert handoff_release_claims(claims=claims, reason="not sent: destination paused") == 1
+    assert handoff_deliver(handoff_id=handoff.pk, destination=destination) == S.DELIVERED
+    assert destination.calls == 2
+    assert ReceiverTask.objects.filter(action_key=handoff.action_key).count() == 1
