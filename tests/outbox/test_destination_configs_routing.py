@@ -11,8 +11,8 @@ from approvals.management.commands.demo import ONBOARDING_STEPS, ONBOARDING_THRE
 from approvals.rules import steps_problems
 from approvals.services import rule_version_publish
 from delivery.models import ReceiverTask
-from outbox.destinations.registry import DestinationUnavailable
-from outbox.dispatcher import drain, sweep
+from outbox.destinations.registry import DestinationUnavailable, destination_named
+from outbox.dispatcher import drain, settle_uncertain, sweep
 from outbox.models import DestinationConfig, Handoff, HandoffKind, HandoffState
 from outbox.selectors import instance_handoffs
 from outbox.services import handoff_settle, instance_compensate
@@ -144,3 +144,14 @@ def test_a_step_destination_must_be_a_destination_name():
         "(at most 40, starting with a letter or digit)"
     ]
     assert steps_problems([{"name": "a", "destination": "crm-eu_2"}]) == []
+
+
+def test_settlement_of_a_destination_asks_it_about_its_own_handoffs_only(routed):
+    first = approve_43(routed, dict(ONBOARDING_PAYLOAD))
+    drain()
+    Handoff.objects.filter(pk=first.pk).update(state=S.UNCERTAIN)
+    # The default destination's pass leaves the CRM's handoff alone (it is not the one to ask)...
+    assert settle_uncertain(destination=destination_named("receiver")) == {}
+    assert Handoff.objects.get(pk=first.pk).state == S.UNCERTAIN
+    # ...the CRM's own pass settles it.
+    assert settle_uncertain(destination=destination_named("crm")) == {S.DELIVERED: 1}
