@@ -11,6 +11,7 @@ once a row of that name exists, the row wins.
 """
 
 import json
+import logging
 import os
 import threading
 from dataclasses import dataclass
@@ -28,6 +29,8 @@ from outbox.destinations.in_process import InProcessDestination
 from outbox.destinations.smtp import SmtpDestination
 from outbox.errors import OutboxError
 from outbox.models import DestinationConfig
+
+log = logging.getLogger(__name__)
 
 KINDS: dict[str, type[Destination]] = {
     "http": HttpDestination,
@@ -135,7 +138,15 @@ def enabled_destination_names() -> list[str]:
 
 
 def enabled_destinations() -> list[Destination]:
-    return [destination_named(name) for name in enabled_destination_names()]
+    """Every enabled destination that can be built; one that cannot is logged and left out, so that it holds
+    up none of the others (`destination_problems` names them; `manage.py dispatch` refuses to start)."""
+    usable = []
+    for name in enabled_destination_names():
+        try:
+            usable.append(destination_named(name))
+        except DestinationUnavailable as exc:
+            log.error("destination %s not served: %s", name, exc)
+    return usable
 
 
 def credentials_checked(destination: Destination) -> Destination:

@@ -155,3 +155,11 @@ def test_settlement_of_a_destination_asks_it_about_its_own_handoffs_only(routed)
     assert Handoff.objects.get(pk=first.pk).state == S.UNCERTAIN
     # ...the CRM's own pass settles it.
     assert settle_uncertain(destination=destination_named("crm")) == {S.DELIVERED: 1}
+
+
+def test_a_destination_that_cannot_be_built_holds_up_no_other_in_a_sweep(world):
+    DestinationConfig.objects.create(name="fax", kind="fax_machine", config={})
+    handoff = approve(world)
+    sweep()
+    handoff.refresh_from_db()
+    assert handoff.state == S.DELIVERED
