@@ -31,6 +31,10 @@ print(f"INTAKE_SIGNING_SECRET=whsec_{base64.b64encode(secrets.token_bytes(32)).d
 print(f"METRICS_TOKEN={secrets.token_urlsafe(24)}")
 PYEOF
 fi
+if ! grep -q '^ACCOUNTS_API_TOKEN=' var/run.env; then
+  # The bundled accounts service's bearer token (a var/run.env from before it existed has none).
+  $PY -c 'import secrets; print(f"ACCOUNTS_API_TOKEN={secrets.token_urlsafe(24)}")' >> var/run.env
+fi
 set -a; source var/run.env; set +a
 export DJANGO_DEBUG=${DJANGO_DEBUG:-0}
 # Plain HTTP on localhost: no HTTPS redirect, no secure-only cookies (a deployment keeps the default, on).
@@ -39,10 +43,15 @@ export DJANGO_ALLOWED_HOSTS=${DJANGO_ALLOWED_HOSTS:-127.0.0.1,localhost}
 export EMAIL_BACKEND=${EMAIL_BACKEND:-django.core.mail.backends.console.EmailBackend}
 export RECEIVER_URL=${RECEIVER_URL:-http://127.0.0.1:$PORT/delivery/api}
 export CONSOLE_BASE_URL=${CONSOLE_BASE_URL:-http://127.0.0.1:$PORT}
+# The demo's three destinations (demo/destinations.json): the bundled receiver and accounts service on this
+# port, and the welcome pack by e-mail to the demo's SMTP server, whose mailbox /delivery/mailbox/ shows.
+export PORT
+export DEMO_SMTP_PORT=${DEMO_SMTP_PORT:-$((PORT + 25))}
+export DEMO_MAILBOX_DIR=${DEMO_MAILBOX_DIR:-$(pwd)/var/mailbox}
 $PY manage.py migrate --noinput -v0
 $PY manage.py migrate --database delivery --noinput -v0
 $PY manage.py collectstatic --noinput -v0
-$PY manage.py demo
+$PY manage.py demo --destinations demo/destinations.json
 $PY manage.py schedule_sweeps
 $PY manage.py schedule_reconciliation
 
@@ -53,27 +62,30 @@ setsid .venv/bin/gunicorn config.wsgi --bind "127.0.0.1:$PORT" --workers 2 --thr
 web=$!
 setsid $PY manage.py qcluster &
 workers=$!
+setsid $PY manage.py demo_mailbox &
+mailbox=$!
 
 stop() {
   trap - INT TERM
   echo
   echo "stopping the web app and the workers"
   # Each main process stops its own children (a signal to all of them at once leaves the cluster hanging).
-  kill -TERM "$web" "$workers" 2>/dev/null || true
+  kill -TERM "$web" "$workers" "$mailbox" 2>/dev/null || true
   # Whatever has not stopped in fifteen seconds (a worker stuck in a call) is ended.
-  ( sleep 15; kill -KILL -- "-$web" "-$workers" 2>/dev/null ) &
+  ( sleep 15; kill -KILL -- "-$web" "-$workers" "-$mailbox" 2>/dev/null ) &
   local deadline=$!
-  wait "$web" "$workers" 2>/dev/null || true
+  wait "$web" "$workers" "$mailbox" 2>/dev/null || true
   pkill -P "$deadline" 2>/dev/null || true
   kill "$deadline" 2>/dev/null || true
   # Children that outlived their server's main process.
-  kill -KILL -- "-$web" "-$workers" 2>/dev/null || true
+  kill -KILL -- "-$web" "-$workers" "-$mailbox" 2>/dev/null || true
   echo "stopped"
   exit 0
 }
 trap stop INT TERM
-echo "Console: http://127.0.0.1:$PORT/  ·  Admin: http://127.0.0.1:$PORT/admin/  ·  Ctrl-C stops both"
+echo "Console: http://127.0.0.1:$PORT/  ·  Admin: http://127.0.0.1:$PORT/admin/  ·  Ctrl-C stops everything"
+echo "Destinations: http://127.0.0.1:$PORT/destinations/  ·  Demo mailbox: http://127.0.0.1:$PORT/delivery/mailbox/"
 echo "Forgot the demo password? .venv/bin/python manage.py demo_passwords (in another terminal) sets new ones."
 # Either server ending on its own ends the other too; `wait` returns early when a signal arrives.
-wait -n "$web" "$workers" || true
+wait -n "$web" "$workers" "$mailbox" || true
 stop

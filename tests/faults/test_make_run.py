@@ -49,7 +49,7 @@ def started():
         proc = subprocess.Popen(
             ["bash", "scripts/run_local.sh"],
             cwd=checkout,
-            env={**clean_env(), "PORT": str(port)},
+            env={**clean_env(), "PORT": str(port), "DEMO_SMTP_PORT": str(free_port())},
             stdout=log.open("wb"),
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,

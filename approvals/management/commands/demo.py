@@ -1,11 +1,15 @@
+import json
+import os
 import secrets
+from pathlib import Path
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
 from approvals.models import Membership, Request, RequestEvent, RequestState, Role, Workspace
-from approvals.rules import ONBOARDING_V1
+from approvals.rules import ONBOARDING_V1, rules_for
 from approvals.services.groups import (
     DESTINATION_ADMINS_GROUP,
     destination_admin_enroll,
@@ -13,6 +17,7 @@ from approvals.services.groups import (
 )
 from approvals.services.rule_versions import rule_version_publish
 from outbox.payloads import payload_hash
+from outbox.services.destination_configs import DestinationsRefused, destination_configs_apply
 
 DEMO_USERS = {
     # username: [(workspace id, role), ...]
@@ -38,6 +43,13 @@ ONBOARDING_STEPS = [
     {"name": "provision_account", "compensation": "deprovision_account"},
     {"name": "send_welcome_pack"},
 ]
+# With the demo's destinations (`--destinations`, as `make run` loads it): each step goes to its own
+# receiving system, on its own contract.
+STEP_DESTINATIONS = {
+    "create_client": "receiver",
+    "provision_account": "accounts",
+    "send_welcome_pack": "welcome-mail",
+}
 ONBOARDING_THREE_STEPS_SCHEMA = {
     **ONBOARDING_V1.schema,
     "required": [name for name in ONBOARDING_V1.schema["required"] if name != "contact_email"],
@@ -51,12 +63,22 @@ class Command(BaseCommand):
         parser.add_argument(
             "--password", default=None, help="Password for every demo user (default: random)."
         )
+        parser.add_argument(
+            "--destinations",
+            default=None,
+            help="A destinations file (demo/destinations.json) to apply first, @PORT@ and "
+            "@DEMO_SMTP_PORT@ filled in; the onboarding's steps then go to them.",
+        )
 
     @transaction.atomic
-    def handle(self, *args, password=None, **options):
+    def handle(self, *args, password=None, destinations=None, **options):
         User = get_user_model()
+        if destinations:
+            self._apply_destinations(Path(destinations))
         if User.objects.filter(username="alice").exists():
             self._enroll_olga_if_loaded_before(User)
+            if destinations and not rules_for("onboarding").steps[0].get("destination"):
+                self._publish(routed=True, notes="demo: the steps go to their destinations")
             return
         password = password or secrets.token_urlsafe(9)
         w7 = Workspace.objects.create(pk=7, name="Client onboarding")
@@ -67,14 +89,38 @@ class Command(BaseCommand):
         w7.on_call = users["olga"]
         w7.save()
         _create_request_42(w7, users["bob"])
-        rule_version_publish(
-            workflow="onboarding",
-            schema=ONBOARDING_THREE_STEPS_SCHEMA,
-            steps=ONBOARDING_STEPS,
-            actor=None,
+        self._publish(
+            routed=bool(destinations),
             notes="demo: three steps; the welcome pack needs a contact e-mail",
         )
         self._report(password)
+
+    def _apply_destinations(self, path: Path) -> None:
+        text = (
+            path.read_text()
+            .replace("@PORT@", os.environ.get("PORT", "8000"))
+            .replace("@DEMO_SMTP_PORT@", str(settings.DEMO_SMTP_PORT))
+        )
+        try:
+            changes = destination_configs_apply(
+                document=json.loads(text), actor_label="manage.py demo"
+            )
+        except DestinationsRefused as exc:
+            raise CommandError(f"the demo's destinations were refused: {exc}") from exc
+        self.stdout.write(f"destinations: {len(changes)} change(s) from {path}")
+
+    def _publish(self, *, routed: bool, notes: str) -> None:
+        steps = [
+            {**step, "destination": STEP_DESTINATIONS[step["name"]]} if routed else step
+            for step in ONBOARDING_STEPS
+        ]
+        rule_version_publish(
+            workflow="onboarding",
+            schema=ONBOARDING_THREE_STEPS_SCHEMA,
+            steps=steps,
+            actor=None,
+            notes=notes,
+        )
 
     def _enroll_olga_if_loaded_before(self, User) -> None:
         # Demo data loaded before destination limits needed a permission: olga, who sets them in the demo,
