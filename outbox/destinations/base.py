@@ -100,3 +100,17 @@ class Destination(ABC):
     @abstractmethod
     def describe(self) -> str:
         """Where handoffs of this destination go, for the people watching them."""
+
+    def describe_contract(self) -> str:
+        """The contract in words (idempotency, lookup, batch); a kind says more of its own."""
+        idempotency = (
+            "idempotent by the action key"
+            if self.supports_idempotency
+            else "not idempotent: the effect ledger decides"
+        )
+        lookup = "lookup by key" if self.supports_lookup else "no lookup: a person checks"
+        return f"{idempotency}; {lookup}; {'batch' if self.supports_batch else 'no batch'}"
+
+    def credentials_missing(self) -> list[str]:
+        """The secrets it cannot find now, each naming its variable or file (never a value)."""
+        return []

@@ -150,9 +150,9 @@ def enabled_destinations() -> list[Destination]:
 
 
 def credentials_checked(destination: Destination) -> Destination:
-    """The destination, or DestinationInvalid naming each secret it cannot find now (a kind that can tell
-    says so by `credentials_missing()`)."""
-    missing = getattr(destination, "credentials_missing", list)()
+    """The destination, or DestinationInvalid naming each secret it cannot find now
+    (`credentials_missing()`)."""
+    missing = destination.credentials_missing()
     if missing:
         raise DestinationInvalid(f"destination {destination.name!r}: {'; '.join(missing)}")
     return destination
@@ -160,8 +160,7 @@ def credentials_checked(destination: Destination) -> Destination:
 
 def describe_contract(destination: Destination) -> str:
     """Where its handoffs go and its contract in words (idempotency, lookup, batch, credentials)."""
-    contract = getattr(destination, "describe_contract", None)
-    return f"{destination.describe()}: {contract()}" if contract else destination.describe()
+    return f"{destination.describe()}: {destination.describe_contract()}"
 
 
 def destination_problems() -> dict[str, str]:

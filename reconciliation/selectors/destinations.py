@@ -2,10 +2,10 @@
 
 from dataclasses import dataclass
 
-from django.conf import settings
 from django.db.models import BooleanField, Count, ExpressionWrapper, Q
 
 from outbox.clock import db_now
+from outbox.destinations.registry import enabled_destination_names
 from outbox.models import DestinationHealth, DestinationSlot, SlotKind
 
 
@@ -24,13 +24,9 @@ class DestinationOverview:
         return self.health.name
 
 
-def _configured_name() -> str:
-    return settings.HANDOFF_DESTINATION.get("name", "receiver")
-
-
 def destination_names() -> set[str]:
-    """The destinations operators may set limits for: the configured one and every one seen so far."""
-    return {_configured_name(), *DestinationHealth.objects.values_list("name", flat=True)}
+    """The destinations operators may set limits for: every enabled one and every one seen so far."""
+    return {*enabled_destination_names(), *DestinationHealth.objects.values_list("name", flat=True)}
 
 
 def destinations_overview(name: str | None = None) -> list[DestinationOverview]:
@@ -48,7 +44,7 @@ def destinations_overview(name: str | None = None) -> list[DestinationOverview]:
         (d, kind): n
         for d, kind, n in slots.values_list("destination", "kind").annotate(n=Count("id"))
     }
-    names = sorted({name} if name is not None else {*health, _configured_name()})
+    names = sorted({name} if name is not None else {*health, *enabled_destination_names()})
     return [
         DestinationOverview(
             health=health.get(n) or DestinationHealth(name=n),
