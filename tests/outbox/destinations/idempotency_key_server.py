@@ -14,8 +14,10 @@ The draft's answers: no key -> 400; the same key and body again -> the stored an
 through the test-only endpoint).
 
 Test-only endpoints: GET /_test/state (entries and the requests received), POST /_test/faults (JSON:
-`drop_answer_for`: keys whose answer is dropped once after the entry is committed; `in_progress`: {key: n}, answer
-409 n times; `stripe`: bool; `token`: the bearer token required, null for none).
+`drop_answer_for`: keys whose answer is dropped once after the entry is committed; `hold_answer_for`: keys whose
+answer is held once after the entry is committed, until `release` (or HOLD_SECONDS), while other requests are
+answered; `release`: true lets every held answer go; `in_progress`: {key: n}, answer 409 n times; `stripe`: bool;
+`token`: the bearer token required, null for none). The state's `held` lists the keys whose answer is held now.
 """
 
 import argparse
@@ -35,6 +37,8 @@ from tests.processes import ROOT, free_port
 
 ENTRIES = "/v2/ledger/entries"
 BY_KEY = "/v2/ledger/entries/by-key/"
+# The longest an answer is held when nobody releases it.
+HOLD_SECONDS = 120.0
 
 
 class Ledger:
@@ -44,19 +48,37 @@ class Ledger:
         self.fingerprints: dict[str, str] = {}
         self.requests: list[dict] = []
         self.drop_answer_for: set[str] = set()
+        self.hold_answer_for: set[str] = set()
+        self.holding: dict[str, threading.Event] = {}
         self.in_progress: dict[str, int] = {}
         self.stripe = False
         self.token = token
 
     def state(self) -> dict:
-        return {"entries": list(self.entries.values()), "requests": list(self.requests)}
+        return {
+            "entries": list(self.entries.values()),
+            "requests": list(self.requests),
+            "held": sorted(self.holding),
+        }
 
     def set_faults(self, faults: dict) -> None:
         self.drop_answer_for |= set(faults.get("drop_answer_for", []))
+        self.hold_answer_for |= set(faults.get("hold_answer_for", []))
+        if faults.get("release"):
+            for event in self.holding.values():
+                event.set()
         self.in_progress.update(faults.get("in_progress", {}))
         self.stripe = faults.get("stripe", self.stripe)
         if "token" in faults:
             self.token = faults["token"]
+
+    def hold(self, key: str) -> threading.Event | None:
+        """What a committed entry's answer waits for when its key's answer is held; under the lock."""
+        if key not in self.hold_answer_for:
+            return None
+        self.hold_answer_for.discard(key)
+        self.holding[key] = threading.Event()
+        return self.holding[key]
 
     def create(self, key: str, body: object) -> tuple[int, dict, bool]:
         """(status, answer, replayed) for a create with `key`; under the lock."""
@@ -167,9 +189,13 @@ class Handler(BaseHTTPRequestHandler):
                 self.ledger.drop_answer_for.discard(key)
                 self.close_connection = True
                 return None
-            return self._answer(
-                status, answer, {"Idempotent-Replayed": "true"} if replayed else None
-            )
+            held = self.ledger.hold(key) if status == 201 else None
+        if held is not None:
+            # The entry is committed; its answer waits outside the lock: lookups are answered meanwhile.
+            held.wait(timeout=HOLD_SECONDS)
+            with self.ledger.lock:
+                del self.ledger.holding[key]
+        return self._answer(status, answer, {"Idempotent-Replayed": "true"} if replayed else None)
 
 
 class LedgerProcess:
