@@ -9,6 +9,7 @@ workspace, so they need the destination permission too (the one that sets limits
 
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import wraps
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -22,6 +23,7 @@ from django.views.decorators.http import require_GET, require_POST
 from approvals.models import Role
 from approvals.selectors import workspace_ids_for
 from lib.htmx import HtmxHttpRequest
+from lib.querystring import whole_number
 from outbox.destinations import LookupFailed
 from outbox.destinations.registry import (
     DestinationUnavailable,
@@ -166,59 +168,71 @@ def _parse_time(raw: str, label: str) -> datetime:
     return parsed if timezone.is_aware(parsed) else timezone.make_aware(parsed, UTC)
 
 
+# The longest pause typed in minutes: a year (a longer one is "until resumed").
+MAX_PAUSE_MINUTES = 525_600
+
+
 def _minutes(raw: str) -> float | None:
     if not raw.strip():
         return None
-    if not raw.strip().isascii() or not raw.strip().isdigit() or len(raw.strip()) > 6:
-        raise InvalidWindow("minutes must be a whole number (empty: until resumed)")
-    return int(raw.strip()) * 60.0
-
-
-@require_POST
-@login_required
-def destination_pause(request: HtmxHttpRequest, name: str) -> HttpResponse:
-    _may_pause(request, name)
-    try:
-        destination_pause_by_operator(
-            name=name,
-            actor=request.user,
-            reason=request.POST.get("reason", ""),
-            for_seconds=_minutes(request.POST.get("minutes", "")),
+    minutes = whole_number(raw.strip(), high=MAX_PAUSE_MINUTES)
+    if minutes is None:
+        raise InvalidWindow(
+            f"minutes must be a whole number from 1 to {MAX_PAUSE_MINUTES} (empty: until resumed)"
         )
-    except InvalidWindow as exc:
-        return _answer(request, name, {"level": "error", "text": f"Not paused: {exc}."}, 422)
-    return _answer(request, name, {"level": "success", "text": f"{name} is paused."}, 200)
+    return minutes * 60.0
 
 
-@require_POST
-@login_required
-def destination_resume(request: HtmxHttpRequest, name: str) -> HttpResponse:
-    _may_pause(request, name)
-    try:
-        destination_resume_by_operator(
-            name=name, actor=request.user, reason=request.POST.get("reason", "")
-        )
-    except InvalidWindow as exc:
-        return _answer(request, name, {"level": "error", "text": f"Not resumed: {exc}."}, 422)
-    text = f"{name} resumed: its waiting handoffs are sent now."
-    return _answer(request, name, {"level": "success", "text": text}, 200)
+def operator_window_action(refused: str):
+    """The frame of pause, resume and window: POST, signed in, the destination exists (404), the
+    destination permission (403), the service's refusal a 422 with its reason (`refused`: "Not paused")."""
+
+    def decorate(view):
+        @wraps(view)
+        @require_POST
+        @login_required
+        def wrapper(request: HtmxHttpRequest, name: str) -> HttpResponse:
+            _may_pause(request, name)
+            try:
+                text = view(request, name)
+            except InvalidWindow as exc:
+                return _answer(request, name, {"level": "error", "text": f"{refused}: {exc}."}, 422)
+            return _answer(request, name, {"level": "success", "text": text}, 200)
+
+        return wrapper
+
+    return decorate
 
 
-@require_POST
-@login_required
-def destination_window(request: HtmxHttpRequest, name: str) -> HttpResponse:
-    _may_pause(request, name)
-    try:
-        destination_schedule_window(
-            name=name,
-            actor=request.user,
-            reason=request.POST.get("reason", ""),
-            starts_at=_parse_time(request.POST.get("starts_at", ""), "the start"),
-            ends_at=_parse_time(request.POST.get("ends_at", ""), "the end"),
-        )
-    except InvalidWindow as exc:
-        return _answer(request, name, {"level": "error", "text": f"Not scheduled: {exc}."}, 422)
-    return _answer(request, name, {"level": "success", "text": "Window scheduled."}, 200)
+@operator_window_action("Not paused")
+def destination_pause(request: HtmxHttpRequest, name: str) -> str:
+    destination_pause_by_operator(
+        name=name,
+        actor=request.user,
+        reason=request.POST.get("reason", ""),
+        for_seconds=_minutes(request.POST.get("minutes", "")),
+    )
+    return f"{name} is paused."
+
+
+@operator_window_action("Not resumed")
+def destination_resume(request: HtmxHttpRequest, name: str) -> str:
+    destination_resume_by_operator(
+        name=name, actor=request.user, reason=request.POST.get("reason", "")
+    )
+    return f"{name} resumed: its waiting handoffs are sent now."
+
+
+@operator_window_action("Not scheduled")
+def destination_window(request: HtmxHttpRequest, name: str) -> str:
+    destination_schedule_window(
+        name=name,
+        actor=request.user,
+        reason=request.POST.get("reason", ""),
+        starts_at=_parse_time(request.POST.get("starts_at", ""), "the start"),
+        ends_at=_parse_time(request.POST.get("ends_at", ""), "the end"),
+    )
+    return "Window scheduled."
 
 
 def _test_result(name: str) -> dict:
