@@ -83,10 +83,13 @@ def _render_destination_page(record: AlertRecord, link: str) -> tuple[str, str, 
         "still_paused": bool(health and health.state == DestinationState.PAUSED),
         "last_error": redact_text(health.last_error if health else "")[:500],
     }
+    # Each destination has credentials of its own kind (a signing secret, a bearer token, an SMTP password):
+    # the page names the destination, whose own page says where each of its secrets comes from.
     next_step = (
-        "check the receiver's credentials (the signing secret) and rotate them if needed"
+        f"check the credentials of destination {record.destination} (its page says where each "
+        "secret comes from) and restore or rotate them"
         if record.failure_class == "credential"
-        else "check that the receiver is up and reachable"
+        else f"check that destination {record.destination} is up and reachable"
     )
     lines = [
         subject.removeprefix("[handoff] "),

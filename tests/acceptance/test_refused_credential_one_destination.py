@@ -130,6 +130,9 @@ def test_a_refused_token_pauses_only_its_destination_with_one_page_and_drains_af
     [page] = pages()
     assert page.subject.startswith(f"[handoff] PAGE: destination {ACCOUNTS} credentials refused")
     assert page.to == ["oncall@example.com"]
+    # What to do names this destination's credentials, not the bundled receiver's signing secret.
+    assert f"check the credentials of destination {ACCOUNTS}" in page.body
+    assert "signing secret" not in page.body
     assert len(servers.ledger.creates()) == 2, "no call to the paused destination meanwhile"
 
     # The token is right again (read at the next call, nothing restarted); an operator asks for a probe.
