@@ -94,27 +94,43 @@ TEMPLATES = [
 ]
 
 
+# The web app, the receiver API and the workers share an SQLite file: wait for the lock instead of failing,
+# and take the write lock when a transaction starts. The same whether the file is the default one or named
+# by a sqlite:// DATABASE_URL.
+SQLITE_OPTIONS = {
+    "timeout": 30,
+    "transaction_mode": "IMMEDIATE",
+    "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+}
+
+
+def _from_url(url: str) -> dict:
+    # Health checks: a persistent connection that the server closed (restart, failover) is replaced
+    # before a request uses it, instead of failing that request.
+    config = dj_database_url.parse(
+        url, conn_max_age=env_int("DATABASE_CONN_MAX_AGE", 60), conn_health_checks=True
+    )
+    options = config.setdefault("OPTIONS", {})
+    if config["ENGINE"] == "django.db.backends.sqlite3":
+        for key, value in SQLITE_OPTIONS.items():
+            options.setdefault(key, value)
+    elif env_bool("DATABASE_TRANSACTION_POOLER", False):
+        # Behind a pooler in transaction mode (PgBouncer): a server session is not ours between
+        # transactions, so no server-side cursor and no prepared statement may outlive one.
+        config["DISABLE_SERVER_SIDE_CURSORS"] = True
+        options["prepare_threshold"] = None
+    return config
+
+
 def _database(url_env: str, sqlite_name: str) -> dict:
     url = os.environ.get(url_env)
     if url:
-        # Health checks: a persistent connection that the server closed (restart, failover) is replaced
-        # before a request uses it, instead of failing that request.
-        config = dj_database_url.parse(
-            url, conn_max_age=env_int("DATABASE_CONN_MAX_AGE", 60), conn_health_checks=True
-        )
-        config.setdefault("OPTIONS", {})
-        return config
+        return _from_url(url)
     VAR_DIR.mkdir(parents=True, exist_ok=True)
     return {
         "ENGINE": "django.db.backends.sqlite3",
         "NAME": VAR_DIR / sqlite_name,
-        # The web app, the receiver API and the workers share the file: wait for the
-        # lock instead of failing, and take the write lock when a transaction starts.
-        "OPTIONS": {
-            "timeout": 30,
-            "transaction_mode": "IMMEDIATE",
-            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
-        },
+        "OPTIONS": dict(SQLITE_OPTIONS),
         "TEST": {"NAME": None},
     }
 
