@@ -1,8 +1,10 @@
 """The one redaction function: everything shown to operators or written to logs goes through it."""
 
+import os
 from typing import Any
 
 import re2
+from django.conf import settings
 
 REDACTED = "[redacted]"
 TOO_DEEP = "[nested too deep to show]"
@@ -36,12 +38,61 @@ _BEARER = re2.compile(r"(?i)bearer\s+[A-Za-z0-9._~+/=-]+")
 _EMAIL = re2.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}")
 
 
+# Secrets come from the environment or a secrets file, never from the database: the exact value of every
+# configured one is masked wherever it appears, even typed verbatim into a payload's free text.
+SECRET_SETTINGS = (
+    "SECRET_KEY",
+    "METRICS_TOKEN",
+    "RECEIVER_SIGNING_SECRET",
+    "RECEIVER_SIGNING_SECRET_PREVIOUS",
+    "INTAKE_SIGNING_SECRET",
+    "INTAKE_SIGNING_SECRET_PREVIOUS",
+    "ALERT_WEBHOOK_SECRET",
+    "ALERT_PAGE_WEBHOOK_SECRET",
+    "ACCOUNTS_API_TOKEN",
+    "ACCOUNTS_API_TOKEN_PREVIOUS",
+)
+# Environment variables whose name says they hold a secret (a destination's token or password variable).
+_SECRET_NAME = re2.compile(r"(?i)(secret|token|password|passwd|api_?key|private_?key)")
+# Shorter values are not masked: they would mask ordinary words.
+MIN_SECRET_LENGTH = 8
+_secret_names: tuple[int, tuple[str, ...]] = (-1, ())
+
+
+def _environment_secret_names() -> tuple[str, ...]:
+    """The names of the environment's secret variables, read again only when the environment grows or
+    shrinks (a rotated value under the same name is read at every call)."""
+    global _secret_names
+    size = len(os.environ)
+    if _secret_names[0] != size:
+        _secret_names = (size, tuple(n for n in list(os.environ) if _SECRET_NAME.search(n)))
+    return _secret_names[1]
+
+
+def configured_secrets() -> list[str]:
+    """The exact values of the configured secrets (and of a whsec_ secret, its key without the prefix),
+    longest first so that a secret containing another is masked whole."""
+    values = {getattr(settings, name, "") for name in SECRET_SETTINGS}
+    values |= {os.environ.get(name, "") for name in _environment_secret_names()}
+    values |= {v.removeprefix("whsec_") for v in list(values) if isinstance(v, str)}
+    kept = {v for v in values if isinstance(v, str) and len(v) >= MIN_SECRET_LENGTH}
+    return sorted(kept, key=len, reverse=True)
+
+
+def _mask_configured(text: str) -> str:
+    for secret in configured_secrets():
+        if secret in text:
+            text = text.replace(secret, REDACTED)
+    return text
+
+
 def _is_sensitive(key: str) -> bool:
     lowered = key.lower()
     return any(part in lowered for part in SENSITIVE_KEY_PARTS)
 
 
 def redact_text(text: str) -> str:
+    text = _mask_configured(text)
     text = _WHSEC.sub(REDACTED, text)
     text = _BEARER.sub("Bearer " + REDACTED, text)
     return _EMAIL.sub(REDACTED, text)

@@ -271,3 +271,14 @@ def test_every_quick_action_posts_to_a_handoff_action_view():
         match = resolve(reverse(url_name, args=(7,)))
         assert match.func.__module__ == "console.views.handoff_actions", action
         assert match.kwargs == {"pk": 7}
+
+
+def test_the_handoff_page_never_shows_a_configured_secret_typed_into_a_payload(world):
+    from django.conf import settings
+
+    handoff = HandoffFactory(
+        number=1, workspace_id=7, payload={"client_name": "N", "notes": settings.METRICS_TOKEN}
+    )
+    page = client_for(world["olga"]).get(f"/handoffs/{handoff.pk}/")
+    assert page.status_code == 200
+    assert settings.METRICS_TOKEN.encode() not in page.content

@@ -1,0 +1,30 @@
+"""outbox/redaction.py: a configured secret's exact value is masked wherever it appears, even typed into a
+payload's free text (the METRICS_TOKEN value in a trigger's notes was shown on the handoff page)."""
+
+from django.conf import settings
+from django.test import override_settings
+
+from outbox.redaction import REDACTED, redact, redact_text
+
+
+def test_the_metrics_token_typed_verbatim_is_masked():
+    text = f"call me, the token is {settings.METRICS_TOKEN} ok"
+    assert settings.METRICS_TOKEN not in redact_text(text)
+    assert redact({"notes": text})["notes"] == f"call me, the token is {REDACTED} ok"
+
+
+def test_a_destinations_secret_variable_is_masked_and_a_rotated_value_too(monkeypatch):
+    monkeypatch.setenv("CRM_API_TOKEN", "crm-token-first-value")
+    assert "crm-token-first-value" not in redact_text("x crm-token-first-value y")
+    monkeypatch.setenv("CRM_API_TOKEN", "crm-token-after-rotation")
+    assert redact_text("crm-token-after-rotation") == REDACTED
+
+
+def test_a_signing_secrets_key_without_its_prefix_is_masked():
+    key = settings.RECEIVER_SIGNING_SECRET.removeprefix("whsec_")
+    assert key not in redact_text(f"the key is {key}")
+
+
+@override_settings(METRICS_TOKEN="short")
+def test_values_too_short_to_be_secrets_are_left_alone():
+    assert redact_text("a short note") == "a short note"
