@@ -171,7 +171,7 @@ def settlement_for(handoff: Handoff, remote: RemoteTask | None, destination: Loo
     if remote is not None and remote.payload_hash == handoff.payload_hash:
         return Settlement(
             S.DELIVERED,
-            f"receiver has task {remote.task_id} for this key with the same payload",
+            f"{destination.name} has task {remote.task_id} for this key with the same payload",
             {
                 "destination_id": remote.task_id,
                 "delivered_at": timezone.now(),
@@ -191,25 +191,25 @@ def settlement_for(handoff: Handoff, remote: RemoteTask | None, destination: Loo
     if remote is not None:
         return Settlement(
             S.NEEDS_ATTENTION,
-            f"receiver has task {remote.task_id} for this key with another payload",
+            f"{destination.name} has task {remote.task_id} for this key with another payload",
             {
                 "failure_class": FailureClass.CONFLICT,
                 "reason_code": "key_conflict",
-                "last_error": f"receiver payload hash {remote.payload_hash} differs from ours",
+                "last_error": f"{destination.name} payload hash {remote.payload_hash} differs from ours",
             },
         )
     if handoff.state != S.UNCERTAIN:
-        return Settlement(None, "receiver has no task for this key: retry is safe")
+        return Settlement(None, f"{destination.name} has no task for this key: retry is safe")
     if not destination.supports_idempotency:
         # Not there now does not prove the call will never land, and a receiver that ignores the key
         # would create a second task: a person decides.
         return Settlement(
             S.NEEDS_ATTENTION,
-            "receiver has no task for this key yet, and it does not honour idempotency keys",
+            f"{destination.name} has no task for this key yet, and it does not honour idempotency keys",
             {"failure_class": FailureClass.UNCERTAIN, "reason_code": "uncertain_not_idempotent"},
         )
     return Settlement(
         S.PENDING,
-        "receiver has no task for this key: safe to send again with the same key",
+        f"{destination.name} has no task for this key: safe to send again with the same key",
         {"next_attempt_at": db_now()},
     )

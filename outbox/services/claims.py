@@ -65,12 +65,13 @@ class ClaimedRow(NamedTuple):
     attempts: int
     fencing_epoch: int
     attempts_in_run: int
+    destination: str
     attempt_id: int | None
     follow_up: bool
 
 
 # The handoff's columns a claim reads back, in `ClaimedRow`'s order.
-CLAIMED_COLUMNS = ClaimedRow._fields[:7]
+CLAIMED_COLUMNS = ClaimedRow._fields[:8]
 
 
 def handoff_claim_due(
@@ -137,7 +138,8 @@ def _claim_sql(due, *, limit: int) -> tuple[str, list]:
         "failure_class, reason_code, detail) "
         "SELECT id, attempts, fencing_epoch, %s, %s, %s, '', '', '' FROM claimed RETURNING id, handoff_id), "
         f"event AS (INSERT INTO {events} (handoff_id, from_state, to_state, actor_label, action, reason, at) "
-        "SELECT id, %s, %s, %s, '', 'claimed for attempt ' || attempts, %s FROM claimed) "
+        "SELECT id, %s, %s, %s, '', 'claimed for attempt ' || attempts || ' at ' || destination, %s "
+        "FROM claimed) "
         f"SELECT {read_back}, a.id AS attempt_id, c.follow_up "
         "FROM claimed c JOIN attempt a ON a.handoff_id = c.id"
     )
@@ -228,7 +230,7 @@ def _claim_and_record_row_count(
                 from_state=S.PENDING,
                 to_state=S.IN_FLIGHT,
                 actor_label=worker,
-                reason=f"claimed for attempt {row['attempts']}",
+                reason=f"claimed for attempt {row['attempts']} at {row['destination']}",
             )
             for row in rows
         )

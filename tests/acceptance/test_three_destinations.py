@@ -118,13 +118,13 @@ def test_a_lost_answer_at_each_of_three_destinations_leaves_one_effect_per_key(w
     assert paused_destinations() == []
     # The history: each step's row names its destination (above), and its events and attempts say what
     # that destination answered or held (its own id for the effect, the SMTP server and the Message-ID).
-    assert (
-        history(steps[0])[-1] == f"receiver has task {task_id} for this key with the same payload"
-    )
+    assert history(steps[0])[-1] == f"crm has task {task_id} for this key with the same payload"
     assert (
         history(steps[1])[-1]
-        == f"receiver has task {entry['ref']} for this key with the same payload"
+        == f"accounts has task {entry['ref']} for this key with the same payload"
     )
+    for step, destination in zip(steps, ("crm", "accounts", "welcome-mail"), strict=True):
+        assert f"claimed for attempt 1 at {destination}" in history(step)
     [attempt] = Attempt.objects.filter(handoff=steps[2])
     local_part = message["Message-ID"].strip("<>").split("@")[0]
     assert f"127.0.0.1:{servers.mailbox.port}" in attempt.detail and local_part in attempt.detail
@@ -199,5 +199,5 @@ def test_a_failed_last_step_is_compensated_at_each_reversed_steps_destination_ex
     assert instance_status(handoffs) == "compensated"
     ref = servers.ledger_entries(undo_provision)[0]["ref"]
     assert history(compensations[0])[-1] == (
-        f"receiver has task {ref} for this key with the same payload"
+        f"accounts has task {ref} for this key with the same payload"
     )

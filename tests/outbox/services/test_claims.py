@@ -43,7 +43,7 @@ def test_a_claim_leases_opens_the_attempt_and_writes_the_event_together(make_han
         assert attempt.fencing_epoch == handoff.fencing_epoch and attempt.started_at is not None
         assert list(
             handoff.events.values_list("from_state", "to_state", "actor_label", "reason")
-        ) == [("pending", "in_flight", "w1", "claimed for attempt 1")]
+        ) == [("pending", "in_flight", "w1", "claimed for attempt 1 at receiver")]
 
 
 def test_claim_gives_each_row_to_one_worker(make_handoff):
