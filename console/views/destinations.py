@@ -35,7 +35,11 @@ from outbox.destinations.registry import (
     seed_config,
 )
 from outbox.limit_rules import SET_LIMITS_PERMISSION
-from outbox.models import DestinationConfig, DestinationEvent, DestinationHealth
+from outbox.models import (
+    DestinationConfig,
+    DestinationEvent,
+    DestinationHealth,
+)
 from outbox.selectors import DestinationSummary, destination_summaries
 from outbox.services.destination_windows import (
     InvalidWindow,
@@ -217,9 +221,11 @@ def destination_pause(request: HtmxHttpRequest, name: str) -> str:
 
 @operator_window_action("Not resumed")
 def destination_resume(request: HtmxHttpRequest, name: str) -> str:
-    destination_resume_by_operator(
+    health = destination_resume_by_operator(
         name=name, actor=request.user, reason=request.POST.get("reason", "")
     )
+    if health.paused_by_breaker:
+        return f"{name} is probed now: it resumes when that call succeeds."
     return f"{name} resumed: its waiting handoffs are sent now."
 
 

@@ -107,6 +107,10 @@ class DestinationHealth(models.Model):
     def can_move_to(self, state: str) -> bool:
         return state in DESTINATION_TRANSITIONS[self.state]
 
+    @property
+    def paused_by_breaker(self) -> bool:
+        return self.state == DestinationState.PAUSED
+
 
 class DestinationEvent(models.Model):
     """Every pause and resume of a destination, and every change of its limits: who or what, when, from, to,

@@ -16,8 +16,8 @@ from django.db import transaction
 from lib.databases import DB
 from outbox.clock import db_now, db_now_plus
 from outbox.errors import InvalidActionInput
-from outbox.models import DestinationEvent, DestinationHealth
-from outbox.services.breaker import destination_health_get_or_create
+from outbox.models import DestinationEvent, DestinationHealth, DestinationState
+from outbox.services.breaker import destination_health_get_or_create, destination_resume
 
 REASON_MAX = 200
 
@@ -119,10 +119,16 @@ def destination_schedule_window(
 
 
 def destination_resume_by_operator(*, name: str, actor, reason: str) -> DestinationHealth:
-    """End an operator's pause or window now (or cancel one scheduled ahead); the destination drains."""
+    """End an operator's pause or window now (or cancel one scheduled ahead); the destination drains. A
+    destination paused by its breaker (an outage, a refused credential) is probed at once instead: it
+    resumes when that call succeeds (`outbox/services/breaker.py`)."""
     reason = _checked_reason(reason)
     with transaction.atomic(using=DB):
         health = _locked(name)
+        if health.window_starts_at is None and health.state == DestinationState.PAUSED:
+            destination_resume(name=name, actor_label=actor.get_username() if actor else "system")
+            health.refresh_from_db(using=DB)
+            return health
         if health.window_starts_at is None:
             raise InvalidWindow(f"destination {name} has no pause or window to end")
         return _write_window(

@@ -129,7 +129,9 @@ def _render_widespread_page(record: AlertRecord, link: str) -> tuple[str, str, d
 def render_page(record: AlertRecord, *, now: datetime) -> tuple[str, str, dict]:
     """Subject, body and webhook fields of one page."""
     if record.kind == AlertKind.DESTINATION_PAUSED:
-        return _render_destination_page(record, health_link())
+        # The destination's own page: its state, events, probe-now and pause.
+        link = absolute(reverse("destinations:detail", args=(record.destination,)))
+        return _render_destination_page(record, link)
     return _render_widespread_page(record, health_link())
 
 

@@ -91,3 +91,20 @@ def test_the_handoff_list_filters_by_destination(world, crm):
     listed = client_for(world["olga"]).get("/handoffs/", {"destination": "crm"})
     assert [h.destination for h in listed.context["handoffs"]] == ["crm"]
     assert all(h.state == HandoffState.PENDING for h in listed.context["handoffs"])
+
+
+def test_a_destination_paused_by_its_breaker_is_probed_now_from_its_page(world, crm):
+    from outbox.clock import db_now_plus
+    from outbox.models import DestinationState
+
+    DestinationHealth.objects.create(
+        name="crm", state=DestinationState.PAUSED, next_probe_at=db_now_plus(600)
+    )
+    olga = client_for(grant_destination_admin(world["olga"]))
+    assert b"Probe now" in olga.get("/destinations/crm/").content
+    answer = olga.post("/destinations/crm/resume", {"reason": "token fixed"}, follow=True)
+    assert b"is probed now" in answer.content
+    health = DestinationHealth.objects.get(name="crm")
+    # The next claim is the probe: due now on the database clock, the breaker still paused until it succeeds.
+    assert health.state == DestinationState.PAUSED
+    assert DestinationHealth.objects.filter(name="crm", next_probe_at__lte=db_now_plus(0)).exists()

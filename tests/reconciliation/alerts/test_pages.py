@@ -86,6 +86,8 @@ def test_a_paused_destination_pages_once_per_pause(world, pager):
     )
     assert document["handoffs_waiting"] == 1 and "onboarding:7:42:1" not in body
     [message] = mail.outbox
+    # It opens on the destination's own page (its state, events, probe now), not the whole health page.
+    assert message.body.split("Open:", 1)[1].strip().endswith("/destinations/receiver/")
     assert message.subject.startswith(
         "[handoff] PAGE: destination receiver credentials refused since "
     )
