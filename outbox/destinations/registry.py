@@ -194,6 +194,14 @@ class SecretSource:
 
     where: str
     present: bool
+    # A rotation's previous secret (`previous_*`): only there during a rotation, so its absence is normal.
+    optional: bool = False
+
+    @property
+    def state(self) -> str:
+        if self.present:
+            return "present"
+        return "not set (used only during a rotation)" if self.optional else "MISSING"
 
 
 def _named_secrets(config: dict) -> list[SecretSource]:
@@ -202,7 +210,8 @@ def _named_secrets(config: dict) -> list[SecretSource]:
         if isinstance(value, dict):
             sources += _named_secrets(value)
         elif key.endswith("_env") and isinstance(value, str):
-            sources.append(SecretSource(f"${value}", bool(os.environ.get(value))))
+            present = bool(os.environ.get(value))
+            sources.append(SecretSource(f"${value}", present, optional=key.startswith("previous_")))
         elif key.endswith("_file") and not key.startswith("ca_") and isinstance(value, str):
             path = Path(value)
             sources.append(SecretSource(value, path.is_file() and path.stat().st_size > 0))

@@ -142,3 +142,22 @@ def test_the_documented_example_file_applies(tmp_path, monkeypatch):
         "idempotency_key_http",
         "smtp",
     ]
+
+
+def test_list_says_a_rotations_previous_secret_is_optional_when_unset(monkeypatch):
+    from outbox.destinations.registry import secret_sources
+
+    monkeypatch.setenv("CRM_SIGNING_SECRET", "whsec_c2VjcmV0LXNlY3JldC1zZWNyZXQtc2VjcmV0")
+    monkeypatch.delenv("CRM_SIGNING_SECRET_PREVIOUS", raising=False)
+    sources = secret_sources(
+        {
+            "kind": "http",
+            "secret_env": "CRM_SIGNING_SECRET",
+            "previous_secret_env": "CRM_SIGNING_SECRET_PREVIOUS",
+        }
+    )
+    states = {s.where: s.state for s in sources}
+    assert states == {
+        "$CRM_SIGNING_SECRET": "present",
+        "$CRM_SIGNING_SECRET_PREVIOUS": "not set (used only during a rotation)",
+    }

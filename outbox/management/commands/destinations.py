@@ -48,7 +48,7 @@ def _secrets(config: dict) -> str:
     sources = secret_sources(config)
     if not sources:
         return "no secret"
-    return ", ".join(f"{s.where} {'present' if s.present else 'MISSING'}" for s in sources)
+    return ", ".join(f"{s.where} {s.state}" for s in sources)
 
 
 class Command(BaseCommand):
