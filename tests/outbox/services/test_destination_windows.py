@@ -24,6 +24,8 @@ from outbox.services.destination_windows import (
     destination_resume_by_operator,
     destination_schedule_window,
 )
+from reconciliation.alerts import alerts_send_due
+from reconciliation.models import AlertKind, AlertRecord
 from tests.factories import make_user
 from tests.outbox.scripted_destination import ScriptedDestination
 
@@ -46,8 +48,10 @@ def test_while_paused_by_an_operator_nothing_is_claimed_called_or_spent(make_han
     handoff.refresh_from_db()
     assert (handoff.state, handoff.attempts) == (S.PENDING, 0)
     health = DestinationHealth.objects.get(name="receiver")
-    # The breaker is not involved: no pause of its own (so nothing pages), no probe spent.
+    # The breaker is not involved: no pause of its own, no probe spent, and nothing pages.
     assert (health.state, health.probes) == (DestinationState.ACTIVE, 0)
+    alerts_send_due()
+    assert not AlertRecord.objects.filter(kind=AlertKind.DESTINATION_PAUSED).exists()
 
 
 def test_a_waiting_handoff_says_who_paused_it_why_and_until_when(make_handoff, olga):
