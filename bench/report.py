@@ -19,6 +19,7 @@ AIM_CONSOLE_MEDIAN_MS = 50.0
 AIM_CONSOLE_P95_MS = 80.0
 AIM_RECONCILE_KEYS_PER_S = 50_000
 AIM_RECONCILE_KEYS = 10_000_000
+AIM_DESTINATIONS_RATIO = 0.9
 # Bounded memory: RSS at the end of a run at most this much above its RSS after the first tenth of the keys.
 MEMORY_SLACK = 0.10
 
@@ -313,6 +314,9 @@ def main() -> None:
     parser.add_argument(
         "--growth-repeat", help="output of bench/growth_repeat.py, when it was run (BENCH_LEVERS=1)"
     )
+    parser.add_argument(
+        "--destinations", help="the JSON bench/destinations_bench.py wrote, when it was run"
+    )
     parser.add_argument("--output", required=True)
     args = parser.parse_args()
     r = json.loads(Path(args.e2e).read_text())
@@ -492,6 +496,13 @@ def main() -> None:
             f"keys/s; {rss_summary(samples, mb)} | {verdict(rate >= AIM_RECONCILE_KEYS_PER_S)} (keys/s; "
             f"{AIM_RECONCILE_KEYS:,} keys is the aim's size)"
             f"{' (memory grew with the keys)' if samples and not bounded(samples) else ''} |"
+        )
+    dest = json.loads(Path(args.destinations).read_text()) if args.destinations else None
+    if dest:
+        lines.append(
+            f"| a healthy destination beside one down and one slow (one dispatcher) ≥ {AIM_DESTINATIONS_RATIO} "
+            f"of its rate alone | {dest['ratio']:.2f} (median of {len(dest['ratios'])} pairs) | "
+            f"{verdict(dest['met'])} |"
         )
     lines += [
         "",
@@ -693,8 +704,50 @@ right after `make bench`, against its own receiver and databases:",
         reconcile_text,
         "```",
         "",
+        *(destinations_section(dest) if dest else []),
     ]
     Path(args.output).write_text("\n".join(lines))
+
+
+def spread(values: list[int]) -> str:
+    return f"{min(values)}" if min(values) == max(values) else f"{min(values)}-{max(values)}"
+
+
+def destinations_section(dest: dict) -> list[str]:
+    """Destinations: one down, one slow (bench/destinations_bench.py)."""
+    cpu = dest["cpu_ms_per_handoff"]
+    failed = [pair["with_others"]["down_failed_calls"] for pair in dest["pairs"]]
+    slow = [pair["with_others"]["slow_in_flight"] for pair in dest["pairs"]]
+    return [
+        "## Destinations: one down, one slow",
+        "",
+        f'Three destinations served by one `manage.py dispatch` process: the receiver ("healthy", one call '
+        'per handoff), a port nothing listens on ("down": connection refused) and a server that waits '
+        f'{dest["slow_seconds"]:.0f} s before it passes each call on to the receiver ("slow"). Each pair is two '
+        "runs back to back, the order alternated: "
+        f"{dest['handoffs']:,} handoffs to the healthy destination alone (the others disabled), and the same "
+        f"{dest['handoffs']:,} committed while {dest['others_each']} handoffs wait for each of the others, the "
+        "slow one in a call and the down one failed. Rate: the healthy handoffs over the span from their first "
+        "to their last delivery.",
+        "",
+        "```sh",
+        dest["command"],
+        "```",
+        "",
+        "| figure | value |",
+        "| --- | --- |",
+        f"| healthy alone (median of the runs) | {dest['alone_per_second']:,.0f} handoffs/s |",
+        f"| healthy beside down and slow (median of the runs) | {dest['with_others_per_second']:,.0f} "
+        "handoffs/s |",
+        f"| ratio, median of the pairs' ratios (each pair's: {', '.join(f'{r:.2f}' for r in dest['ratios'])}) "
+        f"| {dest['ratio']:.2f}: aim ≥ {AIM_DESTINATIONS_RATIO}, {verdict(dest['met'])}"
+        f"{'' if dest['all_delivered_once'] else ' (a healthy handoff was not delivered exactly once)'} |",
+        f"| the dispatcher's CPU per healthy handoff, alone / beside the others (medians) | "
+        f"{cpu['alone']:.2f} ms / {cpu['with_others']:.2f} ms |",
+        f"| the others meanwhile, in each run beside them | down: {spread(failed)} failed calls (its "
+        f"breaker paused it); slow: {spread(slow)} claims held in its calls |",
+        "",
+    ]
 
 
 if __name__ == "__main__":
