@@ -82,8 +82,9 @@ class DestinationHealth(models.Model):
     window_ends_at = models.DateTimeField(
         null=True, blank=True, help_text="Until (empty with a start: until an operator resumes)."
     )
-    window_reason = models.CharField(max_length=200, blank=True)
-    window_set_by = models.CharField(max_length=150, blank=True)
+    # Defaults in the database too: a dispatcher of the release before writes rows without these columns.
+    window_reason = models.CharField(max_length=200, blank=True, default="", db_default="")
+    window_set_by = models.CharField(max_length=150, blank=True, default="", db_default="")
     updated_at = models.DateTimeField(auto_now=True)
 
     objects = DestinationHealthQuerySet.as_manager()
