@@ -4,30 +4,37 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('outbox', '0011_destination_configs'),
+        ("outbox", "0011_destination_configs"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='destinationhealth',
-            name='window_ends_at',
-            field=models.DateTimeField(blank=True, help_text='Until (empty with a start: until an operator resumes).', null=True),
+            model_name="destinationhealth",
+            name="window_ends_at",
+            field=models.DateTimeField(
+                blank=True,
+                help_text="Until (empty with a start: until an operator resumes).",
+                null=True,
+            ),
         ),
         migrations.AddField(
-            model_name='destinationhealth',
-            name='window_reason',
-            field=models.CharField(blank=True, db_default='', default='', max_length=200),
+            model_name="destinationhealth",
+            name="window_reason",
+            field=models.CharField(blank=True, db_default="", default="", max_length=200),
         ),
         migrations.AddField(
-            model_name='destinationhealth',
-            name='window_set_by',
-            field=models.CharField(blank=True, db_default='', default='', max_length=150),
+            model_name="destinationhealth",
+            name="window_set_by",
+            field=models.CharField(blank=True, db_default="", default="", max_length=150),
         ),
         migrations.AddField(
-            model_name='destinationhealth',
-            name='window_starts_at',
-            field=models.DateTimeField(blank=True, help_text='Operator pause or maintenance window: from (database clock).', null=True),
+            model_name="destinationhealth",
+            name="window_starts_at",
+            field=models.DateTimeField(
+                blank=True,
+                help_text="Operator pause or maintenance window: from (database clock).",
+                null=True,
+            ),
         ),
     ]
