@@ -69,14 +69,23 @@ def _environment_secret_names() -> tuple[str, ...]:
     return _secret_names[1]
 
 
+_secrets_cache: tuple[tuple, list[str]] = ((), [])
+
+
 def configured_secrets() -> list[str]:
     """The exact values of the configured secrets (and of a whsec_ secret, its key without the prefix),
-    longest first so that a secret containing another is masked whole."""
-    values = {getattr(settings, name, "") for name in SECRET_SETTINGS}
-    values |= {os.environ.get(name, "") for name in _environment_secret_names()}
-    values |= {v.removeprefix("whsec_") for v in list(values) if isinstance(v, str)}
-    kept = {v for v in values if isinstance(v, str) and len(v) >= MIN_SECRET_LENGTH}
-    return sorted(kept, key=len, reverse=True)
+    longest first so that a secret containing another is masked whole. Redaction runs on every string a
+    page or a log shows: the list is rebuilt only when one of the values changed (a rotation)."""
+    global _secrets_cache
+    raw = tuple(getattr(settings, name, "") for name in SECRET_SETTINGS) + tuple(
+        os.environ.get(name, "") for name in _environment_secret_names()
+    )
+    if raw != _secrets_cache[0]:
+        values = {v for v in raw if isinstance(v, str)}
+        values |= {v.removeprefix("whsec_") for v in values}
+        kept = sorted((v for v in values if len(v) >= MIN_SECRET_LENGTH), key=len, reverse=True)
+        _secrets_cache = (raw, kept)
+    return _secrets_cache[1]
 
 
 def _mask_configured(text: str) -> str:

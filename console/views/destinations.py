@@ -92,8 +92,10 @@ def _described(name: str, enabled: bool) -> tuple[str, str]:
         return "", str(exc)
 
 
-def _views(scope: list[int], names: list[str] | None = None) -> list[DestinationView]:
-    configs = _configs()
+def _views(
+    scope: list[int], names: list[str] | None = None, configs: dict | None = None
+) -> list[DestinationView]:
+    configs = configs if configs is not None else _configs()
     wanted = names if names is not None else sorted(configs)
     views = []
     for summary in destination_summaries(wanted, scope):
@@ -119,11 +121,17 @@ def destination_list(request: HtmxHttpRequest) -> HttpResponse:
     return render(request, "outbox/destinations.html", {"destinations": views})
 
 
-def _one(request: HtmxHttpRequest, name: str) -> DestinationView:
-    scope = _scope(request)
-    if name not in _configs():
+def _known_or_404(request: HtmxHttpRequest, name: str) -> tuple[list[int], dict]:
+    """The viewer's operator workspaces (403 without any) and the destinations (404 for another name)."""
+    scope, configs = _scope(request), _configs()
+    if name not in configs:
         raise Http404("no such destination")
-    [view] = _views(scope, [name])
+    return scope, configs
+
+
+def _one(request: HtmxHttpRequest, name: str) -> DestinationView:
+    scope, configs = _known_or_404(request, name)
+    [view] = _views(scope, [name], configs)
     return view
 
 
@@ -157,7 +165,7 @@ def _answer(request: HtmxHttpRequest, name: str, result: dict, status: int) -> H
 
 
 def _may_pause(request: HtmxHttpRequest, name: str) -> None:
-    _one(request, name)
+    _known_or_404(request, name)
     if not request.user.has_perm(SET_LIMITS_PERMISSION):
         raise PermissionDenied(
             "pausing a destination stops deliveries for every workspace: only people with the "
@@ -267,7 +275,7 @@ def _test_result(name: str) -> dict:
 @require_POST
 @login_required
 def destination_test(request: HtmxHttpRequest, name: str) -> HttpResponse:
-    _one(request, name)
+    _known_or_404(request, name)
     if not DestinationHealth.objects.held_back().filter(name=name).exists():
         result = _test_result(name)
     else:

@@ -44,7 +44,6 @@ from outbox.services.operator import (
     handoff_note_check,
     handoff_retry,
     handoff_settle_manually,
-    handoff_supersede,
 )
 from outbox.services.outcomes import Recorded, handoff_record_outcome, handoff_record_outcomes
 from outbox.services.recording import handoff_record
@@ -83,7 +82,6 @@ __all__ = [
     "handoff_retry",
     "handoff_settle",
     "handoff_settle_manually",
-    "handoff_supersede",
     "handoff_transition",
     "handoffs_bulk_apply",
     "handoffs_bulk_confirm",

@@ -24,25 +24,6 @@ from outbox.wakeups import wake_dispatcher_on_commit
 S = HandoffState
 
 
-def handoff_supersede(
-    *, handoff_id: int, actor=None, reason: str, only_from: tuple[str, ...] | None = None
-) -> Handoff:
-    """A correction replaced the handoff. `only_from` names the states it may be in, checked under the lock."""
-    with transaction.atomic(using=DB):
-        handoff = handoff_lock(handoff_id)
-        if only_from is not None and handoff.state not in only_from:
-            raise InvalidTransition(handoff.action_key, handoff.state, S.SUPERSEDED)
-        handoff_transition(
-            handoff,
-            S.SUPERSEDED,
-            actor=actor,
-            reason=reason,
-            action="correct",
-            reason_code="corrected",
-        )
-    return handoff
-
-
 def handoff_cancel(*, handoff_id: int, actor, reason: str) -> Handoff:
     if not reason.strip():
         raise ReasonRequired("a reason is required to cancel a handoff")
