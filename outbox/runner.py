@@ -32,7 +32,7 @@ from django.db import connections
 
 from lib.databases import DB
 from outbox.destinations import Destination, DestinationUnavailable, destination_named
-from outbox.destinations.registry import enabled_destination_names
+from outbox.destinations.registry import destination_problems, enabled_destination_names
 from outbox.dispatcher import RunStats, default_worker_name, dispatch_batch, maintain
 from outbox.services.leases import handoff_expire_leases
 from outbox.wakeups import WakeListener
@@ -273,6 +273,27 @@ class Served:
         for threads in self.threads.values():
             for thread in threads:
                 thread.join(timeout=30)
+
+
+def startup_problems(stop: threading.Event) -> dict[str, str] | None:
+    """Why enabled destinations cannot be served (`destination_problems`), asked again while the database is
+    unavailable: a dispatcher started during an outage, or whose first connection is cut, waits for the
+    database instead of exiting. None when stopped before the database answered."""
+    backoff = Backoff()
+    while not stop.is_set():
+        try:
+            return destination_problems()
+        except DatabaseError:
+            delay = backoff.failed()
+            log.warning(
+                "start: database unavailable (failure %d); trying again in %.1fs",
+                backoff.failures,
+                delay,
+                exc_info=True,
+            )
+            _close_connections()
+            stop.wait(delay)
+    return None
 
 
 def run_forever(

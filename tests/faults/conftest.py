@@ -264,6 +264,10 @@ class PrivateServer:
     def restart(self) -> None:
         self._pg_ctl("-m", "fast", "restart")
 
+    def resume(self) -> None:
+        """Start the stopped server again, its data kept."""
+        self._pg_ctl("start")
+
     def stop(self) -> None:
         if (self.data / "postmaster.pid").exists():
             self._pg_ctl("-m", "immediate", "stop")

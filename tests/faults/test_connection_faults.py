@@ -80,8 +80,9 @@ def test_dispatcher_connections_terminated_repeatedly_mid_run_all_delivered_once
 
     states = Counter(Handoff.objects.values_list("state", flat=True))
     assert states == {S.DELIVERED: len(keys)}, (states, kills_mid_run)
-    assert all(proc.poll() is None for proc in dispatchers), (
-        "a dispatcher exited on a lost connection"
+    exited = [proc for proc in dispatchers if proc.poll() is not None]
+    assert not exited, "a dispatcher exited on a lost connection:\n" + "\n".join(
+        proc.log_path.read_text()[-4000:] for proc in exited
     )
     assert_one_task_per_key(keys)
 
@@ -175,3 +176,48 @@ def test_server_restart_mid_run_all_delivered_once_and_the_receiver_answers_its_
         "SELECT count(*) FROM outbox_handoff WHERE destination_id = ''", dbname="handoff"
     )
     assert mismatched == [(0,)]
+
+
+def test_a_dispatcher_started_while_the_database_is_down_waits_for_it_and_then_delivers(
+    private_postgres, private_processes
+):
+    procs, server = private_processes, private_postgres
+    count = 30
+    procs.manage(
+        "shell",
+        "-c",
+        f"from tests.faults.test_dispatch_faults import make_handoffs; make_handoffs({count})",
+    )
+    procs.start_receiver()
+    server.stop()
+    dispatcher = procs.start_dispatcher("d1", HANDOFF_LEASE_SECONDS=LEASE)
+    # Its start-up check met the outage: it says so and keeps waiting instead of exiting.
+    wait_until(
+        lambda: (
+            dispatcher.poll() is not None
+            or "start: database unavailable (failure 2)" in dispatcher.log_path.read_text()
+        ),
+        timeout=60,
+        what="the dispatcher to meet the outage twice",
+        procs=[dispatcher],
+    )
+    assert dispatcher.poll() is None, "the dispatcher exited on a database that was down at start"
+    server.resume()
+
+    def delivered() -> int:
+        return server.sql(
+            "SELECT count(*) FROM outbox_handoff WHERE state = 'delivered'", dbname="handoff"
+        )[0][0]
+
+    wait_until(
+        lambda: delivered() == count,
+        timeout=120,
+        what="every handoff delivered once the database is back",
+        procs=[dispatcher],
+    )
+    assert dispatcher.poll() is None
+    tasks = server.sql(
+        "SELECT count(DISTINCT action_key), count(*) FROM delivery_receivertask",
+        dbname="handoff_delivery",
+    )
+    assert tasks == [(count, count)], "exactly one task per key"

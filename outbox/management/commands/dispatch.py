@@ -28,14 +28,8 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args, once=False, worker=None, idle_sleep=0.5, maintain_every=5.0, **options):
-        # An enabled destination that cannot be built (unknown kind, invalid configuration, missing secret)
-        # stops the start: a dispatcher that serves the others and never this one fails silently.
-        if problems := destination_problems():
-            raise CommandError(
-                "cannot dispatch: "
-                + "; ".join(problem for _name, problem in sorted(problems.items()))
-            )
         if once:
+            _refuse_on(destination_problems())
             stats = dispatcher.sweep(worker=worker)
             self.stdout.write(
                 f"claimed={stats.claimed} delivered={stats.delivered} duplicates_prevented={stats.duplicates} "
@@ -46,6 +40,13 @@ class Command(BaseCommand):
         stopping = threading.Event()
         signal.signal(signal.SIGTERM, lambda *_: stopping.set())
         signal.signal(signal.SIGINT, lambda *_: stopping.set())
+        # An enabled destination that cannot be built (unknown kind, invalid configuration, missing secret)
+        # stops the start: a dispatcher that serves the others and never this one fails silently. The
+        # database being unavailable does not: the check waits for it, as the loops do.
+        problems = runner.startup_problems(stopping)
+        if problems is None:
+            return
+        _refuse_on(problems)
         self.stdout.write(
             f"dispatching as {worker or dispatcher.default_worker_name()}; Ctrl-C to stop"
         )
@@ -53,3 +54,10 @@ class Command(BaseCommand):
             worker=worker, idle_sleep=idle_sleep, maintain_every=maintain_every, stop=stopping
         )
         self.stdout.write(f"stopped: claimed={stats.claimed} delivered={stats.delivered}")
+
+
+def _refuse_on(problems: dict[str, str]) -> None:
+    if problems:
+        raise CommandError(
+            "cannot dispatch: " + "; ".join(problem for _name, problem in sorted(problems.items()))
+        )
