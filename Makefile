@@ -8,16 +8,32 @@ APPS := approvals console config delivery httpapi lib outbox reconciliation
 PGHOST ?= /var/run/postgresql
 export PGHOST
 
-.PHONY: run test test-sqlite test-postgres lint mutation-check postgres chromium bench venv clean screenshots
+.PHONY: run test test-sqlite test-postgres lint mutation-check postgres chromium bench venv clean screenshots \
+	lock lock-check promtool monitoring-check
 
-$(STAMP): pyproject.toml
+# Installs come from the hashed lock only (runtime, test and build tools: pip refuses anything unhashed),
+# then the project itself without its dependencies. `make lock` refreshes the lock after pyproject.toml
+# changes (LOCK_ARGS=--upgrade, or --upgrade-package NAME, moves pins on); `make lock-check` says whether
+# the two agree, offline.
+LOCK := requirements/lock.txt
+LOCK_ARGS ?=
+
+$(STAMP): pyproject.toml $(LOCK)
 	@command -v $(PYTHON) >/dev/null || { echo "$(PYTHON) is required"; exit 1; }
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e ".[test]"
+	$(PY) -m pip install --quiet --require-hashes -r $(LOCK)
+	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
 	@touch $(STAMP)
 
 venv: $(STAMP)
+
+lock: $(STAMP)
+	$(VENV)/bin/uv pip compile pyproject.toml requirements/build.in --extra test --generate-hashes \
+		--universal --python-version 3.11 --quiet $(LOCK_ARGS) -o $(LOCK)
+	@$(PY) scripts/check_lock.py
+
+lock-check: $(STAMP)
+	$(PY) scripts/check_lock.py
 
 run: $(STAMP)
 	@bash scripts/run_local.sh
@@ -34,6 +50,14 @@ postgres:
 
 chromium:
 	@command -v chromium >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
+
+# promtool (Debian's prometheus package) checks monitoring/prometheus/alerts.yml and runs its unit tests.
+promtool:
+	@command -v promtool >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null; }
+
+monitoring-check: promtool
+	promtool check rules monitoring/prometheus/alerts.yml
+	promtool test rules monitoring/prometheus/alerts_test.yml
 
 test-sqlite: $(STAMP)
 	@echo "== test suite on SQLite (embedded default) =="
@@ -52,7 +76,7 @@ screenshots: $(STAMP) postgres chromium
 mutation-check: $(STAMP)
 	@bash scripts/mutation_check.sh
 
-test: lint test-sqlite test-postgres mutation-check
+test: lint lock-check monitoring-check test-sqlite test-postgres mutation-check
 
 # Under 20 minutes on 2 cores. BENCH_DB_PREFIX names its databases (default "bench");
 # BENCH_LEVERS=1 adds the lever and growth repeats (about 6 minutes more).
