@@ -85,7 +85,9 @@ def problems(pyproject: dict, build_in: str, lock_text: str) -> list[str]:
     for name, pin in sorted(pins.items()):
         from_us = [s for s in pin.sources if s.endswith(PROJECT_SOURCE) or s == BUILD_SOURCE]
         if from_us and name not in direct:
-            found.append(f"the lock pins {name}=={pin.version} for {from_us[0]}, which no longer asks")
+            found.append(
+                f"the lock pins {name}=={pin.version} for {from_us[0]}, which no longer asks"
+            )
         if pin.hashes == 0:
             found.append(f"the lock pins {name}=={pin.version} without a hash")
     return found
@@ -100,7 +102,9 @@ def main() -> int:
     for problem in found:
         print(f"lock: {problem}")
     if found:
-        print("pyproject.toml and requirements/lock.txt disagree: run `make lock` and commit the lock")
+        print(
+            "pyproject.toml and requirements/lock.txt disagree: run `make lock` and commit the lock"
+        )
         return 1
     print(f"lock: {LOCK.relative_to(ROOT)} matches pyproject.toml")
     return 0
