@@ -1,0 +1,52 @@
+"""Logging: plain text lines by default (`make run`), JSON lines with LOG_FORMAT=json for a log shipper.
+
+Both go to stderr through one handler whose filters add what the line is about (handoff id, action key,
+destination, workspace, trace id: `config/log_fields.py`) and redact the message as screens are redacted.
+A JSON line carries those fields by name; a plain line keeps Django's familiar shape.
+"""
+
+import os
+
+from django.core.exceptions import ImproperlyConfigured
+
+LOG_FORMATS = ("plain", "json")
+LOG_FORMAT = os.environ.get("LOG_FORMAT", "plain").strip().lower() or "plain"
+if LOG_FORMAT not in LOG_FORMATS:
+    raise ImproperlyConfigured(
+        f"LOG_FORMAT must be one of {', '.join(LOG_FORMATS)}, not {LOG_FORMAT!r}"
+    )
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {
+        "plain": {
+            "()": "config.log_fields.PlainLines",
+            "format": "%(asctime)s %(levelname)s %(name)s %(message)s",
+        },
+        "json": {
+            "()": "config.log_fields.JsonLines",
+            "format": "%(levelname)s %(name)s %(message)s",
+            "rename_fields": {"levelname": "level", "name": "logger"},
+            "timestamp": "time",
+        },
+    },
+    "filters": {
+        "refusals_on_one_line": {"()": "config.logging_filters.RefusalsOnOneLine"},
+        "context_fields": {"()": "config.log_fields.ContextFields"},
+        "redacted_message": {"()": "config.log_fields.RedactedMessage"},
+    },
+    "handlers": {
+        "console": {
+            "class": "logging.StreamHandler",
+            "formatter": LOG_FORMAT,
+            "filters": ["context_fields", "redacted_message"],
+        }
+    },
+    "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
+    "loggers": {
+        "django.db.backends": {"level": "WARNING"},
+        "django.request": {"filters": ["refusals_on_one_line"]},
+        "django.security": {"filters": ["refusals_on_one_line"]},
+    },
+}

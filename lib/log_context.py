@@ -1,0 +1,75 @@
+"""What a log line is about: the handoff, its action key, destination and workspace, where known.
+
+A log shipper groups lines by these fields, so they travel with the code path rather than in each
+message: the dispatcher's record step and the request middleware bind them in a context variable (one
+per thread and per asyncio task, so concurrent workers never mix them), and the log filter of
+`config/log_fields.py` copies them onto every record. A leaf module: the outbox binds, config reads.
+"""
+
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar, Token
+from typing import Any, Protocol
+
+FIELDS = ("handoff_id", "action_key", "destination", "workspace")
+
+_bound: ContextVar[dict[str, Any] | None] = ContextVar("handoff_log_fields", default=None)
+
+
+def current() -> dict[str, Any]:
+    """The fields bound now (a copy), without the unknown ones."""
+    return dict(_bound.get() or {})
+
+
+def bind(**fields: Any) -> Token:
+    """Add fields to the current context (None leaves a field out); returns the token to `reset`."""
+    unknown = set(fields) - set(FIELDS)
+    if unknown:
+        raise ValueError(f"not a log context field: {sorted(unknown)}")
+    merged = {**(_bound.get() or {}), **{k: v for k, v in fields.items() if v is not None}}
+    return _bound.set(merged)
+
+
+def reset(token: Token) -> None:
+    _bound.reset(token)
+
+
+@contextmanager
+def cleared() -> Iterator[None]:
+    """Nothing bound for the block: a request starts from no fields, whatever its thread served before."""
+    token = _bound.set(None)
+    try:
+        yield
+    finally:
+        _bound.reset(token)
+
+
+@contextmanager
+def bound(**fields: Any) -> Iterator[None]:
+    """The fields hold for the block only (a request, one handoff's recording)."""
+    token = bind(**fields)
+    try:
+        yield
+    finally:
+        reset(token)
+
+
+class RecordedClaim(Protocol):
+    handoff_id: int
+    action_key: str
+
+
+def log_recorded(logger: logging.Logger, claim: RecordedClaim, destination: str, state: str | None):
+    """The dispatcher's record step: one event per outcome written, carrying the handoff's fields (a
+    refused outcome, its lease taken over, is logged by the dispatcher itself as a warning). The
+    workspace is bound too when the claim carries one."""
+    if state is None:
+        return
+    with bound(
+        handoff_id=claim.handoff_id,
+        action_key=claim.action_key,
+        destination=destination,
+        workspace=getattr(claim, "workspace_id", None),
+    ):
+        logger.info("%s recorded %s at %s", claim.action_key, state, destination)
