@@ -8,7 +8,7 @@ APPS := approvals console config delivery httpapi lib outbox reconciliation
 PGHOST ?= /var/run/postgresql
 export PGHOST
 
-.PHONY: run test test-sqlite test-postgres lint mutation-check postgres chromium bench venv clean screenshots \
+.PHONY: run test test-sqlite test-postgres lint mutation-check postgres chromium pgbouncer bench venv clean screenshots \
 	lock lock-check promtool monitoring-check
 
 # Installs come from the hashed lock only (runtime, test and build tools: pip refuses anything unhashed),
@@ -38,18 +38,24 @@ lock-check: $(STAMP)
 run: $(STAMP)
 	@bash scripts/run_local.sh
 
-lint: $(STAMP)
+# The migration linter reads the SQL each migration runs on PostgreSQL: lint needs the local server.
+lint: $(STAMP) postgres
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/lint-imports --no-cache
 	$(PY) scripts/check_structure.py
 	@out=$$($(VENV)/bin/radon cc -n C $(APPS)); if [ -n "$$out" ]; then echo "$$out"; echo "radon: rank C or worse"; exit 1; fi
+	@for db in "default --include-apps approvals outbox reconciliation" "delivery --include-apps delivery"; do HANDOFF_ALLOW_EPHEMERAL_SECRETS=1 DJANGO_SETTINGS_MODULE=config.settings.migration_lint $(PY) manage.py lintmigrations --quiet ok ignore --database $$db || exit 1; done
 
 postgres:
 	@bash scripts/postgres.sh
 
 chromium:
 	@command -v chromium >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
+
+# The pooler stage (tests/faults/test_pgbouncer*.py) starts a PgBouncer of its own; only the binary is needed.
+pgbouncer:
+	@test -x /usr/sbin/pgbouncer || command -v pgbouncer >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq pgbouncer >/dev/null; }
 
 # promtool (Debian's prometheus package) checks monitoring/prometheus/alerts.yml and runs its unit tests.
 promtool:
@@ -63,7 +69,7 @@ test-sqlite: $(STAMP)
 	@echo "== test suite on SQLite (embedded default) =="
 	env -u DATABASE_URL -u DELIVERY_DATABASE_URL $(VENV)/bin/pytest -m "not postgres and not browser and not demo"
 
-test-postgres: $(STAMP) postgres chromium
+test-postgres: $(STAMP) postgres chromium pgbouncer
 	@echo "== test suite on PostgreSQL (incl. fault and browser tests) =="
 	DATABASE_URL="postgres:///handoff?host=$(PGHOST)" DELIVERY_DATABASE_URL="postgres:///handoff_delivery?host=$(PGHOST)" \
 		$(VENV)/bin/pytest --durations=15
