@@ -1,0 +1,14 @@
+"""Sign-in and sign-out, and the identity provider's two legs (404 while single sign-on is off).
+
+The provider's names are mozilla-django-oidc's, unnamespaced, because the library reverses them."""
+
+from django.urls import path
+
+from console.views import sign_in as views
+
+urlpatterns = [
+    path("login/", views.SignInView.as_view(), name="login"),
+    path("logout/", views.sign_out, name="logout"),
+    path("oidc/authenticate/", views.SignInRequestView.as_view(), name="oidc_authentication_init"),
+    path("oidc/callback/", views.SignInCallbackView.as_view(), name="oidc_authentication_callback"),
+]
