@@ -1,0 +1,152 @@
+"""Log lines as the settings build them: JSON with LOG_FORMAT=json, plain by default, each with the fields the
+code path bound (handoff, action key, destination, workspace, trace id) and redacted as screens are."""
+
+import copy
+import io
+import json
+import logging
+import logging.config
+import subprocess
+import sys
+
+import pytest
+from django.conf import settings
+from django.test import RequestFactory
+from django.urls import resolve, reverse
+
+from config.log_middleware import RequestLogContext
+from lib import log_context
+from tests.processes import ROOT
+
+SECRET = "metrics-test-token"  # the test settings' METRICS_TOKEN: a configured secret
+
+
+def handler_as_configured(formatter: str) -> tuple[logging.Handler, io.StringIO]:
+    """The settings' console handler (its filters and the named formatter), writing to a buffer."""
+    config = logging.config.DictConfigurator(copy.deepcopy(settings.LOGGING))
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(config.configure_formatter(config.config["formatters"][formatter]))
+    for name in config.config["handlers"]["console"]["filters"]:
+        handler.addFilter(config.configure_filter(config.config["filters"][name]))
+    return handler, stream
+
+
+@pytest.fixture
+def logged():
+    """Log through the configured handler; returns what it wrote."""
+
+    def write(formatter: str, emit) -> str:
+        handler, stream = handler_as_configured(formatter)
+        logger = logging.getLogger("tests.logging")
+        logger.addHandler(handler)
+        try:
+            emit(logger)
+        finally:
+            logger.removeHandler(handler)
+        return stream.getvalue()
+
+    return write
+
+
+class Claim:
+    def __init__(self, handoff_id, action_key, workspace_id=None):
+        self.handoff_id, self.action_key = handoff_id, action_key
+        if workspace_id is not None:
+            self.workspace_id = workspace_id
+
+
+def test_recorded_outcome_is_one_json_line_with_the_handoffs_fields(logged):
+    claim = Claim(12, "onboarding:7:42:1", workspace_id=7)
+    out = logged("json", lambda log: log_context.log_recorded(log, claim, "receiver", "delivered"))
+    [line] = out.splitlines()
+    event = json.loads(line)
+    assert event["message"] == "onboarding:7:42:1 recorded delivered at receiver"
+    assert event["level"] == "INFO" and event["logger"] == "tests.logging"
+    assert (event["handoff_id"], event["action_key"]) == (12, "onboarding:7:42:1")
+    assert (event["destination"], event["workspace"]) == ("receiver", 7)
+    assert event["trace_id"] == "" and "time" in event
+    # The fields held for that line only.
+    assert log_context.current() == {}
+
+
+def test_a_refused_outcome_is_not_logged_as_recorded(logged):
+    assert logged("json", lambda log: log_context.log_recorded(log, Claim(1, "k"), "r", None)) == ""
+
+
+def test_secrets_and_addresses_are_redacted_in_message_traceback_and_fields(logged):
+    def emit(log):
+        log.warning("answer: Bearer %s from ops@example.com", SECRET, extra={"note": SECRET})
+        try:
+            raise RuntimeError(f"refused {SECRET}")
+        except RuntimeError:
+            log.exception("call failed")
+
+    out = logged("json", emit)
+    assert SECRET not in out and "ops@example.com" not in out
+    first, second = (json.loads(line) for line in out.splitlines())
+    assert first["message"] == "answer: Bearer [redacted] from [redacted]"
+    assert first["note"] == "[redacted]"
+    assert "RuntimeError: refused [redacted]" in second["exc_info"]
+
+
+def test_plain_lines_are_redacted_too(logged):
+    def emit(log):
+        try:
+            raise RuntimeError(SECRET)
+        except RuntimeError:
+            log.exception("token %s", SECRET)
+
+    out = logged("plain", emit)
+    assert SECRET not in out
+    assert " ERROR tests.logging token [redacted]" in out.splitlines()[0]
+    assert "RuntimeError: [redacted]" in out
+
+
+def test_trace_id_is_the_current_spans(logged):
+    sdk = pytest.importorskip("opentelemetry.sdk.trace")
+    tracer = sdk.TracerProvider().get_tracer("tests")
+
+    def emit(log):
+        with tracer.start_as_current_span("work") as span:
+            log.info("inside")
+            emit.context = span.get_span_context()
+
+    event = json.loads(logged("json", emit))
+    assert event["trace_id"] == format(emit.context.trace_id, "032x")
+    assert event["span_id"] == format(emit.context.span_id, "016x")
+
+
+def test_a_request_binds_what_its_url_names_and_leaks_nothing_to_the_next():
+    path = reverse("outbox:detail", args=[5])
+    request = RequestFactory().get(path)
+    request.resolver_match = resolve(path)
+    seen = {}
+
+    def view(request):
+        middleware.process_view(request, None, (), request.resolver_match.kwargs)
+        seen.update(log_context.current())
+
+    middleware = RequestLogContext(view)
+    with log_context.bound(action_key="left:over"):
+        middleware(request)
+        assert log_context.current() == {"action_key": "left:over"}
+    assert seen == {"handoff_id": 5}
+
+
+def test_unknown_context_field_is_refused():
+    with pytest.raises(ValueError, match="not a log context field"):
+        log_context.bind(password="x")
+
+
+def test_an_unknown_log_format_stops_the_process_with_the_reason():
+    done = subprocess.run(
+        [sys.executable, "-c", "import django; django.setup()"],
+        cwd=ROOT,
+        env={"DJANGO_SETTINGS_MODULE": "config.test_settings", "LOG_FORMAT": "xml", "PATH": ""},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode != 0
+    assert "LOG_FORMAT must be one of plain, json, not 'xml'" in done.stderr

@@ -1,0 +1,89 @@
+"""JSON log lines from real processes: a `manage.py dispatch --once` delivering an approved handoff to the
+bundled receiver under gunicorn, both with LOG_FORMAT=json, and a process logging a configured secret."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from outbox.models import HandoffState
+from tests.faults.conftest import Processes
+from tests.faults.test_django_q import approve_request_42
+from tests.processes import ROOT
+
+pytestmark = [
+    pytest.mark.postgres,
+    pytest.mark.faults,
+    pytest.mark.django_db(databases=["default", "delivery"], transaction=True),
+]
+
+
+@pytest.fixture
+def processes(transactional_db, tmp_path):
+    procs = Processes(tmp_path)
+    yield procs
+    procs.stop_all()
+
+
+def json_lines(text: str) -> list[dict]:
+    """Every line parsed as one JSON object (a line that is not fails the test with the line)."""
+    events = []
+    for line in text.splitlines():
+        try:
+            events.append(json.loads(line))
+        except json.JSONDecodeError:
+            pytest.fail(f"not a JSON line: {line!r}")
+    return events
+
+
+def secrets_of(env: dict) -> list[str]:
+    return [
+        env[name]
+        for name in ("RECEIVER_SIGNING_SECRET", "METRICS_TOKEN", "DJANGO_SECRET_KEY")
+        if env.get(name)
+    ]
+
+
+def test_dispatch_process_writes_json_lines_with_the_handoffs_fields(processes):
+    processes.start_receiver()
+    handoff = approve_request_42()
+    env = processes.dispatcher_env(LOG_FORMAT="json")
+    done = subprocess.run(
+        [sys.executable, "manage.py", "dispatch", "--once", "--worker", "json-logs"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    handoff.refresh_from_db()
+    assert handoff.state == HandoffState.DELIVERED
+
+    events = json_lines(done.stderr)
+    recorded = [e for e in events if e.get("handoff_id") == handoff.pk]
+    assert recorded, done.stderr
+    [event] = recorded
+    assert event["action_key"] == handoff.action_key == "onboarding:7:42:1"
+    assert event["destination"] == handoff.destination
+    assert event["message"] == f"{handoff.action_key} recorded delivered at {handoff.destination}"
+    assert {"time", "level", "logger", "trace_id"} <= set(event)
+    for secret in secrets_of(env):
+        assert secret not in done.stdout + done.stderr
+
+
+def test_a_process_logging_a_secret_writes_it_redacted(processes):
+    env = processes.dispatcher_env(LOG_FORMAT="json")
+    code = (
+        "import django, logging, os; django.setup(); "
+        "logging.getLogger('outbox.runner').error('refused with %s', os.environ['METRICS_TOKEN'])"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    [event] = [e for e in json_lines(done.stderr) if e["logger"] == "outbox.runner"]
+    assert event["message"] == "refused with [redacted]"
+    for secret in secrets_of(env):
+        assert secret not in done.stderr
