@@ -19,6 +19,7 @@ from django.conf import settings
 
 from lib.databases import DB
 from lib.log_context import log_recorded
+from lib.telemetry import each_in_span
 from outbox.breaker_rules import Admission, would_pause
 from outbox.destinations import (
     BatchRefused,
@@ -175,7 +176,7 @@ def deliver_claims_one_by_one(
     it to be left alone for a while (429/503 with Retry-After: the whole destination is held), the rest are
     given back unsent: such a receiver is not called once per handoff."""
     outcomes, rest = [], []
-    for index, claim in enumerate(claims):
+    for index, claim in enumerate(each_in_span("handoff.dispatch", claims)):
         if not keeper.still_held(claim):
             if keeper.lost(claim):
                 stats.lease_lost += 1

@@ -25,6 +25,7 @@ from approvals.rules import payload_problems, rules_for, steps_of
 from approvals.services.memberships import require_member
 from approvals.services.requests import request_move
 from lib.databases import DB
+from lib.telemetry import approval_trace
 from outbox import services as outbox_services
 from outbox.models import Handoff
 
@@ -161,8 +162,8 @@ def request_approve(
     """Approve exactly the revision and payload the approver saw, and record its handoff with it.
 
     The handoff is sent only when the workflow's mode sends for this workspace; otherwise it is recorded
-    as observed (what would have been sent, never sent)."""
-    with transaction.atomic(using=DB):
+    as observed (what would have been sent, never sent). Traced as the root of the handoff's trace."""
+    with approval_trace() as traced, transaction.atomic(using=DB):
         request, approval = _decide(
             workspace_id=workspace_id,
             number=number,
@@ -174,7 +175,7 @@ def request_approve(
             workflow=workflow,
         )
         _, sends = WorkflowMode.objects.effective(workflow, request.workspace_id)
-        return outbox_services.handoff_record(
+        handoff = outbox_services.handoff_record(
             workflow=workflow,
             workspace_id=request.workspace_id,
             source_ref=f"request {request.number} revision {request.revision}",
@@ -187,6 +188,7 @@ def request_approve(
             observe_only=not sends,
             steps=steps_of(approval.rule_version),
         )
+        return traced(handoff)
 
 
 def request_reject(

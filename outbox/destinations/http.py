@@ -19,6 +19,7 @@ import urllib3
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
+from lib.telemetry import call_span, note, trace_headers
 from outbox.destinations.base import (
     BatchRefused,
     Destination,
@@ -166,12 +167,14 @@ class HttpDestination(Destination):
         pool.close()
 
     def _signed(self, body: str) -> dict[str, str]:
+        """The signature's headers, and the current span's `traceparent` when traced (a receiver's own
+        traces join ours)."""
         secret = self.signing_secret or secret_named(self.secret_env, DEFAULT_SECRET_ENV)
         if not secret:
             raise ImproperlyConfigured(
                 f"{self.secret_variable()} is not set (signing secret of destination {self.name})"
             )
-        return signed_headers(body, secret=secret)
+        return trace_headers(signed_headers(body, secret=secret))
 
     def _request(
         self, method: str, path: str, body: bytes | None, headers: dict[str, str]
@@ -204,6 +207,12 @@ class HttpDestination(Destination):
         return response, None, _ms_since(started)
 
     def deliver(self, outgoing: Outgoing) -> DeliveryResult:
+        with call_span(self.name, outgoing.action_key):
+            result = self._deliver(outgoing)
+            note(status_code=result.status_code or 0, failure_class=result.failure_class or "")
+        return result
+
+    def _deliver(self, outgoing: Outgoing) -> DeliveryResult:
         body = canonical_json({"action_key": outgoing.action_key, "payload": outgoing.payload})
         response, failure, latency_ms = self._post(
             "/tasks", body, {"Idempotency-Key": outgoing.action_key}

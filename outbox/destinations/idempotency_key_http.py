@@ -18,6 +18,7 @@ from urllib.parse import quote
 
 import urllib3
 
+from lib.telemetry import call_span, note, trace_headers
 from outbox.destinations.base import Destination, LookupFailed, RemoteTask
 from outbox.destinations.http_answers import CALL_FAILURES, call_failure, describe_answer
 from outbox.destinations.http_connections import (
@@ -101,7 +102,7 @@ class IdempotencyKeyHttpDestination(Destination):
             method,
             path,
             body=body,
-            headers={**self.config.headers, "Accept": "application/json", **headers},
+            headers=trace_headers({**self.config.headers, "Accept": "application/json", **headers}),
             retries=False,
             redirect=False,
             preload_content=True,
@@ -109,6 +110,12 @@ class IdempotencyKeyHttpDestination(Destination):
         return Answer(status_code=response.status, headers=response.headers, content=response.data)
 
     def deliver(self, outgoing: Outgoing) -> DeliveryResult:
+        with call_span(self.name, outgoing.action_key):
+            result = self._deliver(outgoing)
+            note(status_code=result.status_code or 0, failure_class=result.failure_class or "")
+        return result
+
+    def _deliver(self, outgoing: Outgoing) -> DeliveryResult:
         try:
             auth = self.config.credentials.headers()
         except MissingSecret as exc:

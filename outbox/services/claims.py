@@ -7,6 +7,7 @@ fencing token (lease owner + epoch); an outcome whose token no longer matches is
 """
 
 from dataclasses import dataclass
+from time import time_ns
 from typing import NamedTuple
 
 from django.conf import settings
@@ -15,6 +16,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from lib.databases import DB
+from lib.telemetry import past_spans
 from outbox.clock import POSTGRES_NOW_PLUS, db_now, db_now_plus
 from outbox.destinations import Destination
 from outbox.failures import DeliveryResult, Outgoing
@@ -82,7 +84,8 @@ def handoff_claim_due(
     handoff_id: int | None = None,
     destination_name: str | None = None,
 ) -> list[Claim]:
-    """Claim up to `limit` due handoffs for `worker` and open an attempt for each."""
+    """Claim up to `limit` due handoffs for `worker` and open an attempt for each (a span each, when traced)."""
+    started = time_ns()
     lease_seconds = lease_seconds or settings.HANDOFF_LEASE_SECONDS
     due = Handoff.objects.using(DB).due()
     if destination_name is not None:
@@ -95,7 +98,7 @@ def handoff_claim_due(
         rows = _claim_and_record_row_count(
             due, worker=worker, limit=limit, lease_seconds=lease_seconds
         )
-    return [
+    claims = [
         Claim(
             handoff_id=row.id,
             action_key=row.action_key,
@@ -110,6 +113,12 @@ def handoff_claim_due(
         )
         for row in rows
     ]
+    past_spans(
+        "handoff.claim",
+        started,
+        ((c.action_key, {"handoff.attempt": c.attempt_number}) for c in claims),
+    )
+    return claims
 
 
 def _claim_sql(due, *, limit: int) -> tuple[str, list]:

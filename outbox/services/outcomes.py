@@ -4,6 +4,7 @@ table for the whole batch; on PostgreSQL a batch of plain deliveries is one stat
 (`outbox/delivered.py`). A claim whose fencing token is stale (its lease was taken over) is refused."""
 
 from dataclasses import dataclass
+from time import time_ns
 
 from django.db import connections, transaction
 from django.db.models import BooleanField, ExpressionWrapper, Q
@@ -11,6 +12,7 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from lib.databases import DB
+from lib.telemetry import past_spans
 from outbox.bulk_writes import update_many
 from outbox.clock import db_now_plus
 from outbox.delivered import DeliveredRow, record_delivered
@@ -62,7 +64,27 @@ def handoff_record_outcomes(
     """Record several outcomes in one transaction, with one statement per table for the whole batch (on
     PostgreSQL one statement in all when every outcome is a plain delivery: `outbox/delivered.py`).
     A claim whose fencing token is stale (lease taken over) is refused: its entry is None and nothing
-    is written for it."""
+    is written for it. Each outcome gets a span in its handoff's trace, when traced."""
+    started = time_ns()
+    recorded = _record_outcomes(outcomes, destination)
+    past_spans("handoff.record", started, _spans(outcomes, recorded))
+    return recorded
+
+
+def _spans(outcomes: list[tuple[Claim, DeliveryResult]], recorded: Recorded):
+    for (claim, result), state in zip(outcomes, recorded.states, strict=True):
+        yield (
+            claim.action_key,
+            {
+                "handoff.state": state or "refused: lease taken over",
+                "handoff.reason_code": result.reason_code or "",
+            },
+        )
+
+
+def _record_outcomes(
+    outcomes: list[tuple[Claim, DeliveryResult]], destination: Destination
+) -> Recorded:
     if _delivered_in_one_statement(outcomes):
         return _record_delivered(outcomes, destination)
     ids = sorted(claim.handoff_id for claim, _ in outcomes)

@@ -4,6 +4,7 @@ the handoff as its answer says (`outbox/outcomes.py` `settlement_for` decides)."
 from django.db import transaction
 
 from lib.databases import DB
+from lib.telemetry import handoff_span
 from outbox.destinations import Destination, LookupFailed, Lookups, RemoteTask, destination_named
 from outbox.models import NEEDS_PERSON_STATES, Handoff
 from outbox.outcomes import settlement_for, settlement_without_answer
@@ -41,6 +42,19 @@ def handoff_settle(
     handoff = Handoff.objects.using(DB).get(pk=handoff_id)
     if handoff.state not in NEEDS_PERSON_STATES:
         return handoff.state
+    with handoff_span("handoff.settle", handoff.action_key, actor=actor_label):
+        return _settle(handoff, destination, actor=actor, actor_label=actor_label, reason=reason)
+
+
+def _settle(
+    handoff: Handoff,
+    destination: Destination | LimitedLookups | None,
+    *,
+    actor,
+    actor_label: str,
+    reason: str,
+) -> str:
+    handoff_id = handoff.pk
     destination = lookups_under_limits(
         destination or destination_named(handoff.destination),
         worker=actor_label,

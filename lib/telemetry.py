@@ -1,0 +1,184 @@
+"""Traces of a handoff's way from its approval to its receipt: the spans the apps open, and the W3C
+`traceparent` sent to destinations (docs/observability.md).
+
+One handoff is one trace. Its trace id and the id of its root span (the approval) are derived from the
+action key, so that every process that works on the handoff later (the dispatcher's claim, call and record,
+settlement, an operator's reconcile) joins the same trace without the approval's context being stored
+anywhere: the outbox row has no column for it, and none is needed. Spans written after the approval are
+children of that root (a remote parent made from the key).
+
+Off by default: with no exporter configured (`HANDOFF_TRACING_SETUP` empty, the default) no SDK is set up,
+every span call returns a shared no-op context manager and no header is added. `install` turns tracing on
+(by `config.telemetry.configure` on the first span of a process, or by a test) and off again.
+"""
+
+import hashlib
+from collections.abc import Iterable
+from contextlib import contextmanager, nullcontext
+from contextvars import ContextVar
+from time import time_ns
+
+from django.conf import settings
+from django.utils.module_loading import import_string
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.trace import Link, NonRecordingSpan, SpanContext, SpanKind, TraceFlags
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+TRACER_NAME = "handoff-console"
+# The attribute every span of a handoff carries: search a tracing tool by it.
+KEY_ATTRIBUTE = "handoff.action_key"
+
+# The ids the next root span takes (trace id, span id): set only while the approval's span is started, read
+# by the id generator `config.telemetry` installs (`KeyedIds`).
+FORCED_IDS: ContextVar[tuple[int, int] | None] = ContextVar("handoff_forced_ids", default=None)
+
+_OFF = nullcontext()
+_PROPAGATOR = TraceContextTextMapPropagator()
+_state: dict = {"tracer": None, "configured": False}
+
+
+def install(provider) -> None:
+    """Spans from here on go to `provider` (an SDK TracerProvider); None turns tracing off."""
+    _state["tracer"] = provider.get_tracer(TRACER_NAME) if provider is not None else None
+    _state["configured"] = True
+
+
+def _tracer():
+    if not _state["configured"]:
+        _state["configured"] = True
+        setup = getattr(settings, "HANDOFF_TRACING_SETUP", "")
+        if setup:
+            import_string(setup)()
+    return _state["tracer"]
+
+
+def enabled() -> bool:
+    return _tracer() is not None
+
+
+def handoff_ids(action_key: str) -> tuple[int, int]:
+    """The trace id and the root span's id of the handoff with this key (never zero, as W3C requires)."""
+    digest = hashlib.sha256(action_key.encode()).digest()
+    return int.from_bytes(digest[:16]) or 1, int.from_bytes(digest[16:24]) or 1
+
+
+def _handoff_root(action_key: str) -> otel_context.Context:
+    """A context whose current span is the handoff's root (the approval), whichever process wrote it."""
+    trace_id, span_id = handoff_ids(action_key)
+    root = SpanContext(
+        trace_id, span_id, is_remote=True, trace_flags=TraceFlags(TraceFlags.SAMPLED)
+    )
+    return trace.set_span_in_context(NonRecordingSpan(root), otel_context.Context())
+
+
+def _parent(action_key: str) -> otel_context.Context | None:
+    """The current span when it is already in this handoff's trace (a call inside the dispatch of the same
+    handoff), else the handoff's root."""
+    current = trace.get_current_span().get_span_context()
+    return None if current.trace_id == handoff_ids(action_key)[0] else _handoff_root(action_key)
+
+
+def handoff_span(name: str, action_key: str, *, kind: SpanKind = SpanKind.INTERNAL, **attributes):
+    """A context manager: the span `name` in the handoff's trace, current while the block runs (so that a log
+    line written inside carries its trace id)."""
+    tracer = _tracer()
+    if tracer is None:
+        return _OFF
+    return tracer.start_as_current_span(
+        name,
+        context=_parent(action_key),
+        kind=kind,
+        attributes={KEY_ATTRIBUTE: action_key, **attributes},
+    )
+
+
+def each_in_span(name: str, claims: list) -> Iterable:
+    """The claims (anything with an `action_key`) one by one, each inside its own current span `name` while
+    the loop's body works on it: the per-handoff work of a loop gets its trace without reindenting it. The
+    span of the last one ends when the loop ends (or breaks: the generator is closed with it)."""
+    if _tracer() is None:
+        return claims
+    return _each_in_span(name, claims)
+
+
+def _each_in_span(name: str, claims: list):
+    for claim in claims:
+        with handoff_span(name, claim.action_key):
+            yield claim
+
+
+def call_span(destination: str, action_key: str):
+    """The span of one call to a destination (kind CLIENT): `trace_headers` inside it names it as parent."""
+    return handoff_span(
+        "destination.call", action_key, kind=SpanKind.CLIENT, **{"handoff.destination": destination}
+    )
+
+
+def note(**attributes) -> None:
+    """Attributes of the outcome on the current span (the answer's status, the state after)."""
+    if _state["tracer"] is None:
+        return
+    span = trace.get_current_span()
+    if span.is_recording():
+        span.set_attributes({f"handoff.{name}": value for name, value in attributes.items()})
+
+
+def trace_headers(headers: dict[str, str]) -> dict[str, str]:
+    """`headers` with the current span's `traceparent` (and `tracestate`) added when tracing is on."""
+    if _tracer() is not None:
+        _PROPAGATOR.inject(headers)
+    return headers
+
+
+def past_spans(name: str, started_ns: int, items: Iterable[tuple[str, dict]]) -> None:
+    """One span per (action key, attributes) from `started_ns` to now: the work of a batch (claim, record) is
+    one statement for many handoffs, each of which gets its own span in its own trace."""
+    tracer = _tracer()
+    if tracer is None:
+        return
+    ended = time_ns()
+    for action_key, attributes in items:
+        span = tracer.start_span(
+            name,
+            context=_handoff_root(action_key),
+            start_time=started_ns,
+            attributes={KEY_ATTRIBUTE: action_key, **attributes},
+        )
+        span.end(end_time=ended)
+
+
+@contextmanager
+def approval_trace():
+    """Around an approval: yields `traced(handoff)`, which names the handoff it recorded and returns it.
+    On the way out the approval's span is written as the root of that handoff's trace (the ids its key
+    gives), from the start of the block; a trace the caller was in is linked."""
+    tracer = _tracer()
+    if tracer is None:
+        yield _same
+        return
+    started, recorded = time_ns(), []
+    caller = trace.get_current_span().get_span_context()
+
+    def traced(handoff):
+        recorded.append(handoff.action_key)
+        return handoff
+
+    yield traced
+    for action_key in recorded:
+        token = FORCED_IDS.set(handoff_ids(action_key))
+        try:
+            span = tracer.start_span(
+                "approval.approve",
+                context=otel_context.Context(),
+                start_time=started,
+                links=[Link(caller)] if caller.is_valid else (),
+                attributes={KEY_ATTRIBUTE: action_key},
+            )
+        finally:
+            FORCED_IDS.reset(token)
+        span.end()
+
+
+def _same(handoff):
+    return handoff

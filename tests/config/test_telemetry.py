@@ -1,0 +1,137 @@
+"""Tracing off by default (no SDK, no header, no span), switched on by the standard OTLP variables, and when
+on the dispatcher's per-handoff work runs inside a current span of that handoff's trace (log lines written
+there carry its trace id). Spans are read here from the SDK's in-memory exporter; the OTLP path across
+processes is `test_telemetry_trace.py`."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from django.conf import settings
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from config.telemetry import KeyedIds
+from lib import telemetry
+from outbox.destinations import InProcessDestination
+from outbox.destinations.http import HttpDestination
+from outbox.dispatcher import handoff_deliver
+from tests.builders import approve
+from tests.factories import onboarding_world
+from tests.processes import ROOT
+
+PRINT = (
+    "import django; django.setup(); from django.conf import settings; import json; "
+    "print(json.dumps([settings.TRACING_OTLP_ENDPOINT, settings.HANDOFF_TRACING_SETUP, "
+    "settings.TRACING_SERVICE_NAME]))"
+)
+
+
+def tracing_settings_with(**env) -> list[str]:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    result = subprocess.run(
+        [sys.executable, "-c", PRINT],
+        cwd=ROOT,
+        env={**clean, "DJANGO_SETTINGS_MODULE": "config.test_settings", **env},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def test_tracing_is_off_unless_an_endpoint_is_named():
+    assert tracing_settings_with() == ["", "", "handoff-console"]
+    assert tracing_settings_with(OTEL_EXPORTER_OTLP_ENDPOINT="http://otel:4318/") == [
+        "http://otel:4318/v1/traces",
+        "config.telemetry.configure",
+        "handoff-console",
+    ]
+    assert tracing_settings_with(
+        OTEL_EXPORTER_OTLP_ENDPOINT="http://otel:4318",
+        OTEL_EXPORTER_OTLP_TRACES_ENDPOINT="http://traces:4318/v1/traces",
+        OTEL_SERVICE_NAME="dispatcher",
+    ) == ["http://traces:4318/v1/traces", "config.telemetry.configure", "dispatcher"]
+    assert tracing_settings_with(
+        OTEL_EXPORTER_OTLP_ENDPOINT="http://otel:4318", OTEL_SDK_DISABLED="true"
+    ) == ["", "", "handoff-console"]
+
+
+@pytest.fixture
+def spans():
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider(id_generator=KeyedIds())
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    telemetry.install(provider)
+    yield exporter
+    telemetry.install(None)
+    provider.shutdown()
+
+
+@pytest.fixture
+def tracing_off():
+    telemetry.install(None)
+    yield
+    telemetry.install(None)
+
+
+def test_off_no_span_and_no_traceparent_is_sent(tracing_off):
+    assert settings.HANDOFF_TRACING_SETUP == ""
+    assert not telemetry.enabled()
+    with telemetry.handoff_span("handoff.dispatch", "onboarding:7:42:1"):
+        assert not trace.get_current_span().get_span_context().is_valid
+        headers = HttpDestination(
+            url="http://127.0.0.1:9", signing_secret="whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+        )._signed("")
+    assert "traceparent" not in headers and "webhook-signature" in headers
+    claims = [object()]
+    assert telemetry.each_in_span("handoff.dispatch", claims) is claims
+
+
+class SeesItsSpan(InProcessDestination):
+    """The in-process receiver, noting which span is current when it is called."""
+
+    def deliver(self, outgoing):
+        self.seen = trace.get_current_span().get_span_context()
+        return super().deliver(outgoing)
+
+
+@pytest.mark.django_db(databases=["default", "delivery"])
+def test_on_the_dispatchers_work_on_a_handoff_is_in_a_current_span_of_its_trace(spans):
+    handoff = approve(onboarding_world())
+    destination = SeesItsSpan()
+    assert handoff_deliver(handoff_id=handoff.pk, destination=destination) == "delivered"
+
+    trace_id, root_id = telemetry.handoff_ids(handoff.action_key)
+    finished = {s.name: s for s in spans.get_finished_spans()}
+    assert set(finished) == {
+        "approval.approve",
+        "handoff.claim",
+        "handoff.dispatch",
+        "handoff.record",
+    }
+    assert {s.context.trace_id for s in finished.values()} == {trace_id}
+    assert finished["approval.approve"].context.span_id == root_id
+    assert finished["approval.approve"].parent is None
+    dispatch = finished["handoff.dispatch"]
+    assert (
+        destination.seen.trace_id == trace_id
+        and destination.seen.span_id == dispatch.context.span_id
+    )
+    assert finished["handoff.record"].attributes["handoff.state"] == "delivered"
+
+
+@pytest.mark.django_db(databases=["default", "delivery"])
+def test_on_an_http_call_sends_the_traceparent_of_its_own_span(spans):
+    destination = HttpDestination(
+        url="http://127.0.0.1:9", signing_secret="whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+    )
+    with telemetry.call_span("receiver", "onboarding:7:42:1") as span:
+        headers = destination._signed("")
+    context = span.get_span_context()
+    assert headers["traceparent"] == f"00-{context.trace_id:032x}-{context.span_id:016x}-01"
+    assert context.trace_id == telemetry.handoff_ids("onboarding:7:42:1")[0]
