@@ -22,6 +22,7 @@ from outbox.models import (
 
 class AttemptInline(admin.TabularInline):
     model = Attempt
+    template = "outbox/admin_attempts_inline.html"
     extra = 0
     can_delete = False
     readonly_fields = (
@@ -188,10 +189,33 @@ class AttemptAdmin(ReadOnlyAdmin):
     search_fields = ("handoff__action_key", "handoff__source_ref")
 
 
+class EventActionFilter(admin.SimpleListFilter):
+    """The operator action of an event. Django's own filter lists the blank action (a change the dispatcher
+    made) as a link without text, which a screen reader cannot name: here it has one."""
+
+    title = "action"
+    parameter_name = "action"
+    NONE = "none"
+
+    def lookups(self, request, model_admin):
+        actions = (
+            model_admin.get_queryset(request)
+            .order_by("action")
+            .values_list("action", flat=True)
+            .distinct()
+        )
+        return [(a or self.NONE, a or "none (the dispatcher's own change)") for a in actions]
+
+    def queryset(self, request, queryset):
+        if self.value() is None:
+            return queryset
+        return queryset.filter(action="" if self.value() == self.NONE else self.value())
+
+
 @admin.register(HandoffEvent)
 class HandoffEventAdmin(ReadOnlyAdmin):
     list_display = ("handoff", "from_state", "to_state", "actor_label", "action", "at")
-    list_filter = ("to_state", "action")
+    list_filter = ("to_state", EventActionFilter)
     search_fields = ("handoff__action_key", "handoff__source_ref")
 
 

@@ -12,8 +12,15 @@ from delivery.services import task_status_set
 from outbox.destinations import InProcessDestination
 from outbox.dispatcher import drain, handoff_deliver
 from outbox.models import Handoff, HandoffState
+from reconciliation.models import FindingKind
 from reconciliation.services import reconciliation_run
-from tests.factories import ONBOARDING_PAYLOAD, make_request, make_user, onboarding_world
+from tests.factories import (
+    ONBOARDING_PAYLOAD,
+    FindingFactory,
+    make_request,
+    make_user,
+    onboarding_world,
+)
 
 pytestmark = [
     pytest.mark.browser,
@@ -247,39 +254,76 @@ def test_list_refreshes_itself_while_the_tab_is_visible(page, live_server, sign_
     expect(page).to_have_url(re.compile(r"/handoffs/\?state=pending$"))
 
 
-@pytest.mark.parametrize("username", ["alice", "bob", "olga", "support"])
-def test_every_screen_of_each_person_passes_axe(page, live_server, sign_in, axe_check, username):
-    world = onboarding_world()
-    make_user("support", is_staff=True)
-    handoff = request_approve(
+def sweep_world():
+    """Every kind of handoff page a person meets: waiting, uncertain, rejected by the receiver, and
+    delivered with an open reconciliation finding (its evidence shown side by side)."""
+    world, uncertain, rejected = _failed_world()
+    pending = request_approve(
         workspace_id=7,
-        number=42,
+        number=51,
         revision=1,
         actor=world["alice"],
-        payload_hash=world["request"].payload_hash,
+        payload_hash=make_request(
+            world["w7"],
+            51,
+            world["bob"],
+            # A long unbroken value (a link pasted into the notes) is wider than a phone.
+            payload={**ONBOARDING_PAYLOAD, "notes": "https://crm.example/" + "x" * 120},
+        ).payload_hash,
     )
+    delivered = request_approve(
+        workspace_id=7,
+        number=52,
+        revision=1,
+        actor=world["alice"],
+        payload_hash=make_request(world["w7"], 52, world["bob"]).payload_hash,
+    )
+    handoff_deliver(handoff_id=delivered.pk)
+    FindingFactory(
+        kind=FindingKind.PAYLOAD_MISMATCH,
+        action_key=delivered.action_key,
+        source_evidence={"client_name": "Northwind Traders", "plan": "standard"},
+        receiver_evidence={"client_name": "Northwind Trading", "plan": "enterprise"},
+        next_action="Compare the receiver's task with the approved payload, then repair at the "
+        "receiver and record the repair here.",
+    )
+    return world, [pending, uncertain, rejected, delivered]
+
+
+@pytest.mark.parametrize("width", [1280, 390])
+@pytest.mark.parametrize("username", ["alice", "bob", "olga", "support"])
+def test_every_screen_of_each_person_passes_axe(
+    page, live_server, sign_in, axe_check, username, width
+):
+    _world, handoffs = sweep_world()
+    make_user("support", is_staff=True)
+    page.set_viewport_size({"width": width, "height": 900})
     sign_in(username)
-    axe_check(f"home ({username})")
+    axe_check(f"home ({username}, {width} px)")
     links = page.locator('nav[aria-label="Main"] a')
-    names = [links.nth(i).inner_text() for i in range(links.count())]
-    for name in names:
+    pages = [
+        (links.nth(i).inner_text(), links.nth(i).get_attribute("href"))
+        for i in range(links.count())
+    ]
+    for name, href in pages:
         if name == "Admin":
             continue
-        page.locator('nav[aria-label="Main"]').get_by_role("link", name=name, exact=True).click()
+        page.goto(f"{live_server.url}{href}")
         expect(page.locator("h1")).to_be_visible()
-        axe_check(f"{name} ({username})")
-    page.goto(f"{live_server.url}/handoffs/{handoff.pk}/")
-    axe_check(f"handoff detail ({username})")
+        axe_check(f"{name} ({username}, {width} px)")
+    for handoff in handoffs:
+        page.goto(f"{live_server.url}/handoffs/{handoff.pk}/")
+        axe_check(f"handoff {handoff.action_key} ({username}, {width} px)")
     page.goto(f"{live_server.url}/approvals/7/42/1/")
-    axe_check(f"request detail ({username})")
+    axe_check(f"request detail ({username}, {width} px)")
     if username == "olga":
         page.goto(f"{live_server.url}/health/")
         page.locator(".figure a").first.click()
         expect(page.locator("h1")).to_be_visible()
-        axe_check(f"health drill-down ({username})")
+        axe_check(f"health drill-down ({username}, {width} px)")
     page.goto(f"{live_server.url}/no-such-page/")
     expect(page.locator("h1")).to_have_text("Not found")
-    axe_check(f"404 ({username})")
+    axe_check(f"404 ({username}, {width} px)")
 
 
 def test_refusals_name_their_page_and_pass_axe(

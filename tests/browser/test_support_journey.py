@@ -6,6 +6,7 @@ from playwright.sync_api import expect
 
 from approvals.services import support_staff_enroll
 from outbox.models import HandoffState
+from tests.browser.test_journeys import sweep_world
 from tests.factories import HandoffFactory, make_user
 
 pytestmark = [
@@ -33,3 +34,30 @@ def test_support_finds_request_42_in_the_admin_and_only_it(page, live_server):
     results.first.locator("a").first.click()
     expect(page.locator("body")).to_contain_text("onboarding:7:42:1")
     expect(page.locator('input[name="_save"]')).to_have_count(0)
+
+
+@pytest.mark.parametrize("width", [1280, 390])
+def test_admin_pages_support_uses_pass_axe(page, live_server, sign_in, axe_check, width):
+    """The admin pages support staff use pass axe (no serious or critical violation) on a desktop and a
+    phone: the outbox list, one handoff, its attempts and events, and the assign action's page."""
+    _world, handoffs = sweep_world()
+    support_staff_enroll(user=make_user("support", is_staff=True))
+    page.set_viewport_size({"width": width, "height": 900})
+    sign_in("support")
+    base = f"{live_server.url}/admin/outbox"
+    for name, url in (
+        ("admin handoff list", f"{base}/handoff/"),
+        ("admin handoff list, searched", f"{base}/handoff/?q=request+42"),
+        ("admin handoff", f"{base}/handoff/{handoffs[2].pk}/change/"),
+        ("admin attempts", f"{base}/attempt/"),
+        ("admin events", f"{base}/handoffevent/"),
+    ):
+        page.goto(url)
+        expect(page.locator("#content")).to_be_visible()
+        axe_check(f"{name} at {width} px")
+    page.goto(f"{base}/handoff/")
+    page.locator(f'input[name="_selected_action"][value="{handoffs[2].pk}"]').check()
+    page.locator('select[name="action"]').select_option("assign")
+    page.get_by_role("button", name="Go").click()
+    expect(page.get_by_role("button", name="Assign")).to_be_visible()
+    axe_check(f"admin assign at {width} px")
