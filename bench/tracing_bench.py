@@ -1,0 +1,183 @@
+"""What tracing costs: delivery throughput with OpenTelemetry tracing off and on, in the same run.
+
+    .venv/bin/python bench/tracing_bench.py [--handoffs 2000] [--pairs 4] [--json var/bench/tracing.json]
+
+One `manage.py dispatch` process per run delivers `--handoffs` pending handoffs (inserted in one statement)
+to the bundled receiver under gunicorn. "Off" is the default configuration (no OTLP endpoint: no SDK set up);
+"on" sets OTEL_EXPORTER_OTLP_ENDPOINT to a collector of this bench, an OTLP/HTTP server in a process of its
+own that decodes every ExportTraceServiceRequest and counts its spans (so the run also shows that the spans
+arrived: claim, dispatch, call and record, four per handoff).
+
+Each pair is two runs back to back, off and on, the order alternating from pair to pair so that a machine
+getting busier or quieter favours neither side. A run's rate: its handoffs over the span from the first to
+the last `delivered_at` (written by the dispatcher, on the database's host). The figure is the median of
+the pairs' ratios (on / off), against the aim of 0.95; every pair is kept.
+"""
+
+import argparse
+import json
+import os
+import socket
+import statistics
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from e2e import reset, wait_for  # noqa: E402
+from harness import PYTHON, ROOT, Bench, insert_handoffs_sql, write_json  # noqa: E402
+
+AIM = 0.95
+SPANS_PER_HANDOFF = 4  # handoff.claim, handoff.dispatch, destination.call, handoff.record
+
+# An OTLP/HTTP traces endpoint that decodes each export and counts its spans; GET /count reads the count.
+COLLECTOR = """
+import sys, threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest, ExportTraceServiceResponse)
+count, lock = [0], threading.Lock()
+ANSWER = ExportTraceServiceResponse().SerializeToString()
+
+class Collector(BaseHTTPRequestHandler):
+    def do_POST(self):
+        request = ExportTraceServiceRequest.FromString(self.rfile.read(int(self.headers["Content-Length"])))
+        spans = sum(len(s.spans) for r in request.resource_spans for s in r.scope_spans)
+        with lock:
+            count[0] += spans
+        self.send_response(200)
+        self.send_header("Content-Type", "application/x-protobuf")
+        self.send_header("Content-Length", str(len(ANSWER)))
+        self.end_headers()
+        self.wfile.write(ANSWER)
+
+    def do_GET(self):
+        body = str(count[0]).encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), Collector).serve_forever()
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def spans_received(collector: str) -> int:
+    with urllib.request.urlopen(f"{collector}/count", timeout=5) as answer:  # noqa: S310 - our own server
+        return int(answer.read())
+
+
+def start_collector(bench: Bench) -> str:
+    port = free_port()
+    bench.spawn([PYTHON, "-c", COLLECTOR, str(port)], "otlp-collector.log")
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            spans_received(base)
+            return base
+        except OSError:
+            time.sleep(0.1)
+    raise RuntimeError("the bench's OTLP collector did not start")
+
+
+def one_run(bench: Bench, handoffs: int, traced: bool, collector: str, index: int) -> dict:
+    reset(bench)
+    with bench.sql() as conn:
+        conn.execute(insert_handoffs_sql(1, handoffs))
+    spans_before = spans_received(collector)
+    env = {"OTEL_EXPORTER_OTLP_ENDPOINT": collector, "OTEL_SERVICE_NAME": "bench-dispatcher"}
+    [dispatcher] = bench.start_dispatchers(
+        1, f"{'on' if traced else 'off'}-{index}", **(env if traced else {})
+    )
+    cpu_before = _cpu_seconds(dispatcher.pid)
+    wait_for(
+        bench,
+        "SELECT count(*) FROM outbox_handoff WHERE state = 'delivered'",
+        handoffs,
+        timeout=600,
+    )
+    cpu = _cpu_seconds(dispatcher.pid) - cpu_before
+    bench.stop([dispatcher])  # SIGTERM: the SDK flushes what is left before the process exits
+    seconds = bench.scalar(
+        "SELECT EXTRACT(EPOCH FROM max(delivered_at) - min(delivered_at)) FROM outbox_handoff"
+    )
+    return {
+        "tracing": "on" if traced else "off",
+        "handoffs": handoffs,
+        "seconds": round(float(seconds), 3),
+        "per_second": round(handoffs / max(float(seconds), 1e-6), 1),
+        "dispatcher_cpu_ms_per_handoff": round(cpu * 1000 / handoffs, 3),
+        "spans_exported": spans_received(collector) - spans_before,
+    }
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User and system CPU of the process so far (Linux /proc), 0 when it is gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--handoffs", type=int, default=2000)
+    parser.add_argument("--pairs", type=int, default=4)
+    parser.add_argument("--json", type=Path, default=ROOT / "var" / "bench" / "tracing.json")
+    args = parser.parse_args()
+    bench = Bench("tracing").setup()
+    try:
+        bench.start_receiver()
+        collector = start_collector(bench)
+        pairs = []
+        for index in range(args.pairs):
+            order = (False, True) if index % 2 == 0 else (True, False)
+            runs = {}
+            for traced in order:
+                run = one_run(bench, args.handoffs, traced, collector, index)
+                runs[run["tracing"]] = run
+            ratio = runs["on"]["per_second"] / runs["off"]["per_second"]
+            pairs.append({"first": "on" if order[0] else "off", "ratio": round(ratio, 3), **runs})
+            print(
+                f"pair {index + 1}: off {runs['off']['per_second']}/s, on {runs['on']['per_second']}/s "
+                f"({runs['on']['spans_exported']} spans exported), ratio {ratio:.3f}",
+                flush=True,
+            )
+    finally:
+        bench.stop()
+    median = statistics.median(p["ratio"] for p in pairs)
+    exported_all = all(
+        p["on"]["spans_exported"] >= SPANS_PER_HANDOFF * args.handoffs for p in pairs
+    )
+    result = {
+        "aim": AIM,
+        "median_ratio": round(median, 3),
+        "met": median >= AIM,
+        "spans_exported_per_handoff": SPANS_PER_HANDOFF if exported_all else "fewer",
+        "pairs": pairs,
+        "command": " ".join([Path(sys.executable).name, *sys.argv]),
+    }
+    write_json(args.json, result)
+    print(json.dumps({k: v for k, v in result.items() if k != "pairs"}))
+    print(
+        f"tracing on / off, median of {len(pairs)} pairs: {median:.3f} "
+        f"(aim {AIM}: {'met' if result['met'] else 'missed'})"
+    )
+    return 0 if exported_all else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
