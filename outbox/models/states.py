@@ -21,7 +21,11 @@ S = HandoffState
 # Every allowed move of a handoff. A delivered handoff is never sent again; an expired lease
 # makes an in-flight handoff uncertain, never pending; only settlement moves an uncertain one.
 HANDOFF_TRANSITIONS: dict[str, frozenset[str]] = {
-    S.PENDING: frozenset({S.IN_FLIGHT, S.SUPERSEDED, S.CANCELLED, S.NEEDS_ATTENTION, S.OBSERVED}),
+    # pending -> uncertain: the source was restored from a backup (outbox/services/restore.py); the row may
+    # have been delivered since, so it is asked about before any new attempt.
+    S.PENDING: frozenset(
+        {S.IN_FLIGHT, S.UNCERTAIN, S.SUPERSEDED, S.CANCELLED, S.NEEDS_ATTENTION, S.OBSERVED}
+    ),
     S.IN_FLIGHT: frozenset({S.DELIVERED, S.PENDING, S.UNCERTAIN, S.NEEDS_ATTENTION}),
     S.UNCERTAIN: frozenset({S.DELIVERED, S.PENDING, S.NEEDS_ATTENTION}),
     S.NEEDS_ATTENTION: frozenset({S.PENDING, S.DELIVERED, S.SUPERSEDED, S.CANCELLED}),

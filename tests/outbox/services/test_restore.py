@@ -1,0 +1,50 @@
+"""After a restore from a backup (`outbox/services/restore.py`): every pending handoff is asked about at its
+destination before any new attempt. Against real processes and a real pg_dump: tests/faults/test_restore.py."""
+
+import pytest
+
+from delivery.models import ReceiverTask
+from delivery.services import task_create_idempotent
+from outbox.destinations import InProcessDestination
+from outbox.dispatcher import settle_uncertain
+from outbox.models import Attempt, HandoffEvent, HandoffState
+from outbox.services.restore import handoffs_mark_restored
+from tests.builders import deliver, record
+
+pytestmark = pytest.mark.django_db(databases=["default", "delivery"])
+S = HandoffState
+
+
+def test_pending_rows_become_uncertain_with_the_reason_and_others_stay():
+    forgotten, never_sent, done = record(1), record(2), deliver(record(3))
+    assert handoffs_mark_restored(backup_taken_at="2026-12-01T03:00Z", batch_size=1) == 2
+    for handoff in (forgotten, never_sent):
+        handoff.refresh_from_db()
+        assert (handoff.state, handoff.reason_code) == (S.UNCERTAIN, "restored_from_backup")
+        event = HandoffEvent.objects.filter(handoff=handoff).latest("id")
+        assert (event.from_state, event.to_state, event.actor_label) == (
+            S.PENDING,
+            S.UNCERTAIN,
+            "restore from backup",
+        )
+        assert "backup taken at 2026-12-01T03:00Z" in event.reason
+    done.refresh_from_db()
+    assert done.state == S.DELIVERED
+    assert handoffs_mark_restored(backup_taken_at="again") == 0
+
+
+def test_settlement_learns_the_task_back_without_a_call_and_sends_what_is_not_there():
+    forgotten, never_sent = record(1), record(2)
+    # Delivered after the backup: the receiver holds it, the restored copy does not know.
+    task = task_create_idempotent(action_key=forgotten.action_key, payload=forgotten.payload).task
+    handoffs_mark_restored(backup_taken_at="last night")
+
+    settle_uncertain(destination=InProcessDestination())
+
+    forgotten.refresh_from_db()
+    assert (forgotten.state, forgotten.destination_id) == (S.DELIVERED, str(task.task_id))
+    assert forgotten.receipt["found_by"] == "lookup"
+    assert not Attempt.objects.filter(handoff=forgotten).exists(), "learnt back, not sent again"
+    never_sent.refresh_from_db()
+    assert never_sent.state == S.PENDING, "not at the receiver: sent as usual"
+    assert ReceiverTask.objects.count() == 1
