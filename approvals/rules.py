@@ -226,7 +226,8 @@ STEP_NAME = re2.compile(r"[a-z][a-z0-9_]{0,39}")
 MAX_STEPS = 10
 # A step may name the destination it goes to (the default destination otherwise). Only its shape is checked
 # here; whether it is a configured destination is checked when the version is published.
-STEP_PARTS = {"name", "operation", "compensation", "destination"}
+# A step marked "high_impact": true (money movement, ...) pages on its first failure (docs/incidents.md).
+STEP_PARTS = {"name", "operation", "compensation", "destination", "high_impact"}
 
 
 def _step_problems(index: int, step: object) -> list[str]:
@@ -240,6 +241,8 @@ def _step_problems(index: int, step: object) -> list[str]:
                 f"step {index + 1} {part} must be lowercase letters, digits and _ (at most 40)"
             )
     problems += _destination_part_problems(index, step.get("destination"))
+    if not isinstance(step.get("high_impact", False), bool):
+        problems.append(f"step {index + 1} high_impact must be true or false")
     if unknown := sorted(set(step) - STEP_PARTS):
         problems.append(f"step {index + 1} has unknown parts: {', '.join(unknown)}")
     return problems

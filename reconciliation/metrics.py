@@ -16,6 +16,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from outbox.models import Attempt, Handoff, HandoffEvent, HandoffState
+from reconciliation.models import AlertRecord, Incident, Notification
 from reconciliation.selectors.figures import (
     ACK_SAMPLE_CAP,
     ack_seconds,
@@ -61,6 +62,7 @@ class HandoffCollector(Collector):
         yield self._failure_ratio(handoffs)
         yield from self._acknowledgement(handoffs, now)
         yield from self._reconciliation()
+        yield from self._incidents()
 
     def _by_state(self, handoffs):
         states = GaugeMetricFamily(
@@ -249,6 +251,36 @@ class HandoffCollector(Collector):
             compared.add_metric([], run.keys_compared)
         yield last_finished
         yield compared
+
+    def _incidents(self):
+        incidents = GaugeMetricFamily(
+            "handoff_incidents",
+            "Incidents not resolved, by kind, severity and state.",
+            labels=["kind", "severity", "state"],
+        )
+        for kind, severity, state, n in (
+            Incident.objects.live()
+            .order_by()
+            .values_list("kind", "severity", "state")
+            .annotate(n=Count("id"))
+        ):
+            incidents.add_metric([kind, severity, state], n)
+        yield incidents
+        notifications = GaugeMetricFamily(
+            "handoff_alert_notifications",
+            "Incident notifications by state (failed: retries exhausted, nobody was told).",
+            labels=["state"],
+        )
+        for state, n in (
+            Notification.objects.order_by().values_list("state").annotate(n=Count("id"))
+        ):
+            notifications.add_metric([state], n)
+        yield notifications
+        yield GaugeMetricFamily(
+            "handoff_alerts_failed",
+            "Alerts given up after every send failed.",
+            value=AlertRecord.objects.gave_up().count(),
+        )
 
 
 _registry: CollectorRegistry | None = None

@@ -21,6 +21,7 @@ from outbox.limit_rules import SET_LIMITS_PERMISSION, InvalidLimit
 from outbox.redaction import redact
 from outbox.services.limits import destination_set_limits
 from reconciliation import metrics, selectors, services
+from reconciliation.alerts.incident_selectors import incident_health
 from reconciliation.alerts.pages import paused_destinations
 from reconciliation.charts import bar_chart
 from reconciliation.errors import InvalidFindingTransition, NoteRequired
@@ -65,6 +66,7 @@ def health(request: HtmxHttpRequest) -> HttpResponse:
             "paused_destinations": paused_destinations(),
             "destinations": selectors.destinations_overview(),
             "may_set_limits": request.user.has_perm(SET_LIMITS_PERMISSION),
+            "incidents": incident_health([workspace] if workspace else scope),
         },
     )
 

@@ -10,7 +10,14 @@ from django.db.models import Exists, OuterRef
 from lib.databases import DB
 from outbox.models import OPEN_STATES, Handoff, HandoffState
 from reconciliation.alerts.pages import page_episodes, page_record_fields
-from reconciliation.models import AlertKind, AlertRecord, Finding, FindingStatus
+from reconciliation.models import (
+    AlertChannel,
+    AlertKind,
+    AlertRecord,
+    Finding,
+    FindingStatus,
+    IncidentSeverity,
+)
 
 
 def _claim_episode(**fields) -> bool:
@@ -74,6 +81,12 @@ def _record_findings(*, limit: int) -> int:
     return recorded
 
 
+def incident_channels_page() -> bool:
+    return (
+        AlertChannel.objects.using(DB).filter(enabled=True, severity=IncidentSeverity.PAGE).exists()
+    )
+
+
 def record_episodes(*, now: datetime, limit: int = 500) -> dict[str, int]:
     handoffs = Handoff.objects.using(DB)
     return {
@@ -90,7 +103,10 @@ def record_episodes(*, now: datetime, limit: int = 500) -> dict[str, int]:
             limit=limit,
         ),
         AlertKind.RECONCILIATION: _record_findings(limit=limit),
-        "pages": sum(
+        # Once paging channels are configured, incidents page (one per cause): these pages stop.
+        "pages": 0
+        if incident_channels_page()
+        else sum(
             _claim_episode(**page_record_fields(episode)) for episode in page_episodes(now=now)
         ),
     }

@@ -1,14 +1,15 @@
-"""What an alert says about one handoff or finding: workflow, instance, last successful step, failure
-class, affected record, safest next action, link. Everything shown goes through the redaction function."""
+"""What an alert says about one handoff or finding: workflow, instance, the workflow's last delivered step,
+failure class, affected record, safest next action, link. Everything shown goes through the redaction
+function."""
 
 from dataclasses import dataclass
 
 from django.conf import settings
 from django.urls import reverse
 
-from outbox.models import Handoff
+from lib.databases import DB
+from outbox.models import Handoff, HandoffKind, HandoffState
 from outbox.redaction import redact_text
-from outbox.selectors import last_successful_step
 from reconciliation import next_actions
 from reconciliation.models import Finding
 from reconciliation.selectors.links import findings_url
@@ -18,7 +19,7 @@ from reconciliation.selectors.links import findings_url
 class AlertItem:
     workflow: str
     instance: str
-    last_successful_step: str
+    last_delivered_step: str
     failure_class: str
     affected_record: str
     next_action: str
@@ -28,6 +29,28 @@ class AlertItem:
 
 def absolute(path: str) -> str:
     return f"{settings.CONSOLE_BASE_URL}{path}"
+
+
+def last_delivered_step(handoff: Handoff) -> str:
+    """The workflow instance's last step delivered with a validated receipt (`provision_account` when step 3
+    fails), not the failing handoff's own progress; "none yet" when no step was delivered."""
+    delivered = (
+        Handoff.objects.using(DB)
+        .filter(
+            instance_key=handoff.instance_key,
+            kind=HandoffKind.ACTION,
+            state=HandoffState.DELIVERED,
+        )
+        .order_by("-step_index")
+        .first()
+    )
+    if delivered is None:
+        return "none yet: no step of this instance has been delivered"
+    name = delivered.step or delivered.workflow
+    return (
+        f"{name} (delivered {delivered.delivered_at:%Y-%m-%d %H:%M} UTC, "
+        f"task {delivered.destination_id})"
+    )
 
 
 def handoff_link(handoff_id: int) -> str:
@@ -41,7 +64,7 @@ def handoff_item(handoff: Handoff) -> AlertItem:
     return AlertItem(
         workflow=handoff.workflow,
         instance=handoff.action_key,
-        last_successful_step=last_successful_step(handoff),
+        last_delivered_step=last_delivered_step(handoff),
         failure_class=failure,
         affected_record=f"{handoff.source_ref}, workspace {handoff.workspace_id}",
         next_action=next_actions.for_handoff(handoff),
@@ -53,7 +76,7 @@ def handoff_item(handoff: Handoff) -> AlertItem:
 def finding_item(finding: Finding, handoff: Handoff | None) -> AlertItem:
     if handoff is not None:
         step, record, link = (
-            last_successful_step(handoff),
+            last_delivered_step(handoff),
             f"{handoff.source_ref}, workspace {handoff.workspace_id}",
             handoff_link(handoff.pk),
         )
@@ -67,7 +90,7 @@ def finding_item(finding: Finding, handoff: Handoff | None) -> AlertItem:
     return AlertItem(
         workflow=finding.workflow or "unknown",
         instance=finding.action_key,
-        last_successful_step=step,
+        last_delivered_step=step,
         failure_class=f"reconciliation: {finding.kind}",
         affected_record=record,
         next_action=finding.next_action,

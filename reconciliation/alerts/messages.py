@@ -50,7 +50,7 @@ def render_message(
             f"Workflow:              {item.workflow}",
             f"Failure class:         {item.failure_class}",
             f"Affected record:       {item.affected_record}",
-            f"Last successful step:  {item.last_successful_step}",
+            f"Last delivered step:   {item.last_delivered_step}",
             f"Safest next action:    {item.next_action}",
             f"Open:                  {item.link}",
         ]

@@ -3,10 +3,18 @@ group (each page alone; the rest per workspace, kind, workflow and failure class
 
 Sending is not rollback-safe (an email cannot be unsent), so a record is claimed by a conditional
 update before it is sent: two sweeps running at once do not both send it.
+
+Every message has a stable id derived from the group keys of its records (`message_id_for`): a resend
+after a lost answer carries the same id (the webhook's `webhook-id` and payload `id`, the e-mail's
+Message-ID), so the receiver sees the same notification again, not a new one. A message whose sends keep
+failing stops after MAX_SEND_ATTEMPTS and is counted on Health and in /metrics (`alerts_failed`).
+
+The sweep then brings incidents in step with their causes, escalates unacknowledged pages and sends the
+incidents' notifications (`incidents`, `notifications`, `delivering`).
 """
 
+import hashlib
 import json
-import uuid
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -20,12 +28,13 @@ from approvals.selectors import operators_of
 from lib.databases import DB
 from outbox.models import Handoff
 from outbox.redaction import redact_text
-from outbox.signing import signed_headers
+from reconciliation.alerts.delivering import notifications_send_due
 from reconciliation.alerts.episodes import record_episodes
+from reconciliation.alerts.incidents import incidents_sync
 from reconciliation.alerts.messages import compose
+from reconciliation.alerts.notifications import incidents_escalate
+from reconciliation.alerts.signing import signed_headers
 from reconciliation.models import AlertKind, AlertRecord, AlertSeverity
-
-MAX_SEND_ATTEMPTS = 3
 
 
 @dataclass
@@ -34,6 +43,17 @@ class SweepResult:
     messages_sent: int = 0
     webhooks_sent: int = 0
     failed: int = 0
+    incidents: dict[str, int] = field(default_factory=dict)
+
+
+def message_id_for(records: list[AlertRecord]) -> str:
+    """The message's stable id: the one a record was already sent under (a resend), else derived from
+    the group keys of its records. Never random: the same alert sent twice is the same notification."""
+    earlier = sorted({r.message_id for r in records if r.message_id})
+    if earlier:
+        return earlier[0]
+    keys = "\n".join(sorted(r.group_key for r in records))
+    return f"alert_{hashlib.sha256(keys.encode()).hexdigest()[:32]}"
 
 
 def _operator_emails(workspace_id: int) -> set[str]:
@@ -68,7 +88,10 @@ def _webhook(severity: str) -> tuple[str, str]:
 def _post_webhook(severity: str, payload: dict, client: httpx.Client) -> str:
     url, secret = _webhook(severity)
     body = json.dumps(payload, sort_keys=True, default=str)
-    headers = {**signed_headers(body, secret=secret), "Content-Type": "application/json"}
+    headers = {
+        **signed_headers(body, secret=secret, message_id=payload["id"]),
+        "Content-Type": "application/json",
+    }
     response = client.post(url, content=body.encode(), headers=headers)
     return f"HTTP {response.status_code}"
 
@@ -103,15 +126,19 @@ def _send_webhook(
     return status, "" if status.startswith("HTTP 2") else f"webhook answered {status}"
 
 
-def _send_email(kind: str, subject: str, body: str, recipients: list[str]) -> str:
+def _send_email(kind: str, message: tuple[str, str, dict], recipients: list[str]) -> str:
     """ "" when sent, else the error."""
+    subject, body, payload = message
     try:
         EmailMessage(
             subject=subject,
             body=body,
             from_email=settings.ALERT_FROM_EMAIL,
             to=recipients,
-            headers={"X-Handoff-Alert": kind},
+            headers={
+                "X-Handoff-Alert": kind,
+                "Message-ID": f"<{payload['id']}@handoff-console>",
+            },
         ).send(fail_silently=False)
     except Exception as exc:  # noqa: BLE001 - any mail failure is recorded and retried next sweep
         return f"email: {type(exc).__name__}: {redact_text(str(exc))}"
@@ -126,8 +153,8 @@ def _deliver(
     http_client: httpx.Client | None,
 ) -> tuple[bool, str, list[str]]:
     """Send by e-mail and webhook: (e-mailed, webhook status, errors)."""
-    subject, body, payload = message
-    email_error = _send_email(kind, subject, body, recipients) if recipients else ""
+    _subject, _body, payload = message
+    email_error = _send_email(kind, message, recipients) if recipients else ""
     webhook_status, webhook_error = _send_webhook(severity, payload, http_client)
     errors = [error for error in (email_error, webhook_error) if error]
     if not recipients and not webhook_status:
@@ -144,7 +171,7 @@ def send_group(
     records = _claim_for_sending(records)
     if not records:
         return False, False
-    message_id = uuid.uuid4().hex
+    message_id = message_id_for(records)
     recipients = _recipients(records)
     emailed, webhook_status, errors = _deliver(
         kind, records[0].severity, compose(kind, records, message_id), recipients, http_client
@@ -178,7 +205,7 @@ def alerts_send_due(
     result = SweepResult(recorded=record_episodes(now=now, limit=limit))
     unsent = list(
         AlertRecord.objects.using(DB)
-        .filter(sent_at__isnull=True, send_attempts__lt=MAX_SEND_ATTEMPTS)
+        .unsent_due()
         .select_related("finding")
         .order_by("created_at", "pk")[:limit]
     )
@@ -191,4 +218,20 @@ def alerts_send_due(
         result.webhooks_sent += webhooked
         if not (emailed or webhooked):
             result.failed += 1
+    result.incidents = incidents_step(http_client=http_client)
     return result
+
+
+def incidents_step(*, http_client: httpx.Client | None = None) -> dict[str, int]:
+    """Incidents in step with their causes, unacknowledged pages escalated, notifications sent."""
+    synced = incidents_sync()
+    escalated = incidents_escalate()
+    sent = notifications_send_due(http_client=http_client)
+    return {
+        "opened": synced.opened,
+        "paged": synced.paged,
+        "resolved": synced.resolved,
+        "escalated": escalated,
+        "notifications_sent": sent.sent,
+        "notifications_failed": sent.failed,
+    }

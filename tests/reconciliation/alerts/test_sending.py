@@ -54,9 +54,8 @@ def test_needs_attention_alert_names_what_on_call_needs(world):
     assert "Workflow:              onboarding" in body
     assert "Failure class:         permanent (payload_invalid)" in body
     assert "Affected record:       request 42 revision 1, workspace 7" in body
-    assert (
-        "Last successful step:  sent: attempt 1 reached the receiver" in body and "HTTP 422" in body
-    )
+    # The workflow's last delivered step (none: its only step failed), not the handoff's own progress.
+    assert "Last delivered step:   none yet: no step of this instance has been delivered" in body
     assert (
         "Safest next action:    The receiver rejected the content: correct it. Sending the same payload"
         in body

@@ -1,4 +1,4 @@
-"""Reconciliation runs, the findings they keep open, and the alerts that were sent.
+"""Reconciliation runs, the findings they keep open, and the manual repairs that close them.
 
 A finding is a durable problem identified by (kind, action key): every run that sees it again
 updates it, a run that no longer sees it resolves it, and an operator can acknowledge or resolve it.
@@ -256,69 +256,3 @@ class ManualRepair(models.Model):
 
     def __str__(self) -> str:
         return f"manual repair of {self.action_key} by {self.actor_label}"
-
-
-class AlertKind(models.TextChoices):
-    NEEDS_ATTENTION = "needs_attention", "Handoff needs attention"
-    SLA_BREACH = "sla_breach", "SLA breached"
-    RECONCILIATION = "reconciliation", "Reconciliation found problems"
-    DESTINATION_PAUSED = (
-        "destination_paused",
-        "Destination paused (unreachable or credentials refused)",
-    )
-    WIDESPREAD = "widespread", "Many handoffs failing at once"
-
-
-class AlertSeverity(models.TextChoices):
-    # Pages go to the paging webhook and the on-call addresses: the destination or many handoffs are down.
-    PAGE = "page", "Page"
-    # One handoff's problem: the grouped e-mail of its workspace.
-    EMAIL = "email", "E-mail"
-
-
-class AlertRecord(models.Model):
-    """One alertable episode, recorded once: the unique key is what groups repeats.
-
-    For a handoff the episode is the moment it entered needs_attention (or its SLA due time), so a
-    handoff that stays broken is alerted once; one that fails again later is a new episode. For a
-    reconciliation finding the episode is the finding itself.
-    """
-
-    kind = models.CharField(max_length=20, choices=AlertKind.choices)
-    severity = models.CharField(
-        max_length=8, choices=AlertSeverity.choices, default=AlertSeverity.EMAIL
-    )
-    workspace_id = models.PositiveIntegerField(
-        null=True,
-        blank=True,
-        help_text="The one workspace whose items this alert may carry; none for a destination.",
-    )
-    destination = models.CharField(max_length=40, blank=True)
-    handoff_id = models.BigIntegerField(null=True, blank=True)
-    finding = models.ForeignKey(
-        Finding, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
-    )
-    episode_at = models.DateTimeField(null=True, blank=True)
-    group_key = models.CharField(max_length=200)
-    action_key = models.CharField(max_length=200, blank=True)
-    workflow = models.CharField(max_length=40, blank=True)
-    failure_class = models.CharField(max_length=24, blank=True)
-    message_id = models.CharField(
-        max_length=64, blank=True, help_text="The notification this was sent in."
-    )
-    recipients = models.TextField(blank=True)
-    created_at = models.DateTimeField(auto_now_add=True)
-    sent_at = models.DateTimeField(null=True, blank=True)
-    send_attempts = models.PositiveSmallIntegerField(default=0)
-    webhook_status = models.CharField(max_length=40, blank=True)
-    last_error = models.TextField(blank=True)
-
-    class Meta:
-        constraints = [models.UniqueConstraint(fields=["group_key"], name="alert_unique_group_key")]
-        indexes = [
-            models.Index(fields=["kind", "handoff_id"], name="alert_kind_handoff_idx"),
-            models.Index(fields=["sent_at", "created_at"], name="alert_unsent_idx"),
-        ]
-
-    def __str__(self) -> str:
-        return f"{self.kind} alert {self.group_key}"

@@ -1,0 +1,22 @@
+"""Settings of incidents and their notifications (docs/incidents.md); imported by `config.settings`."""
+
+from config.env import env_int
+
+# Live findings of a corruption kind (payload_mismatch, missing_at_receiver) at which their incident pages.
+ALERT_CORRUPTION_THRESHOLD = env_int("ALERT_CORRUPTION_THRESHOLD", 5)
+# Security events of one kind (refused signatures, replays, sign-in lockouts) within the window that page.
+ALERT_SECURITY_THRESHOLD = env_int("ALERT_SECURITY_THRESHOLD", 10)
+ALERT_SECURITY_WINDOW_MINUTES = env_int("ALERT_SECURITY_WINDOW_MINUTES", 5)
+# Rejected triggers this recent become an incident with an owner and an SLA.
+ALERT_REJECTED_TRIGGER_DAYS = env_int("ALERT_REJECTED_TRIGGER_DAYS", 7)
+# The SLA of an incident that does not page (a queue): hours from opening.
+ALERT_INCIDENT_SLA_HOURS = env_int("ALERT_INCIDENT_SLA_HOURS", 4)
+# Escalation, unless a workspace's EscalationPolicy row says otherwise: a page not acknowledged within
+# this many seconds goes to the next level; at most this many pages per incident.
+ALERT_ESCALATION_SECONDS = env_int("ALERT_ESCALATION_SECONDS", 900)
+ALERT_ESCALATION_MAX_PAGES = env_int("ALERT_ESCALATION_MAX_PAGES", 4)
+# A notification is retried with backoff (base doubling up to the cap) for this long, then it has failed.
+ALERT_NOTIFICATION_RETRY_BASE_SECONDS = env_int("ALERT_NOTIFICATION_RETRY_BASE_SECONDS", 10)
+ALERT_NOTIFICATION_RETRY_CAP_SECONDS = env_int("ALERT_NOTIFICATION_RETRY_CAP_SECONDS", 300)
+ALERT_NOTIFICATION_MAX_ATTEMPTS = env_int("ALERT_NOTIFICATION_MAX_ATTEMPTS", 8)
+ALERT_NOTIFICATION_TIMEOUT_SECONDS = env_int("ALERT_NOTIFICATION_TIMEOUT_SECONDS", 5)

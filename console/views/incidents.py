@@ -1,0 +1,103 @@
+"""Incidents: the list, one incident's page (what happened, the members, the timeline), acknowledge, resolve.
+
+Thin: parse, authorize (operators, scoped to their workspaces: an incident of no workspace of theirs is a
+404), call one selector or service, render. Members of other workspaces are neither listed nor counted.
+"""
+
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_GET, require_POST
+
+from approvals.models import Role
+from approvals.selectors import workspace_ids_for
+from lib.htmx import HtmxHttpRequest
+from lib.querystring import id_or_none
+from reconciliation.alerts.incident_selectors import (
+    incident_detail_for,
+    incident_visible,
+    incidents_for,
+)
+from reconciliation.alerts.operator import (
+    InvalidIncidentTransition,
+    incident_acknowledge,
+    incident_resolve_by_person,
+)
+
+LIST_SIZE = 100
+
+
+def _scope(request: HtmxHttpRequest) -> list[int]:
+    ids = workspace_ids_for(request.user, Role.OPERATOR)
+    if not ids and not request.user.is_staff:
+        raise PermissionDenied("incidents are for operators of a workspace")
+    return ids
+
+
+@require_GET
+@login_required
+def incident_list(request: HtmxHttpRequest) -> HttpResponse:
+    scope = _scope(request)
+    live_only = request.GET.get("state", "live") != "all"
+    rows = incidents_for(scope, staff=request.user.is_staff, live_only=live_only)[:LIST_SIZE]
+    return render(
+        request,
+        "reconciliation/incidents/list.html",
+        {"incidents": rows, "live_only": live_only, "list_size": LIST_SIZE},
+    )
+
+
+def _visible_or_404(request: HtmxHttpRequest, pk: int):
+    incident = incident_visible(_scope(request), pk, staff=request.user.is_staff)
+    if incident is None:
+        raise Http404("no such incident")
+    return incident
+
+
+@require_GET
+@login_required
+def incident_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
+    scope = _scope(request)
+    incident = _visible_or_404(request, pk)
+    after = id_or_none(request.GET.get("after", "")) or 0
+    context = incident_detail_for(incident, scope, staff=request.user.is_staff, after=after)
+    return render(request, "reconciliation/incidents/detail.html", context)
+
+
+def _act(request: HtmxHttpRequest, pk: int, service) -> HttpResponse:
+    incident = _visible_or_404(request, pk)
+    error = ""
+    try:
+        incident = service(
+            incident_id=incident.pk, actor=request.user, note=request.POST.get("note", "")[:2000]
+        )
+    except InvalidIncidentTransition as exc:
+        error = str(exc)
+    if request.htmx:
+        return render(
+            request,
+            "reconciliation/incidents/detail.html#incident-state",
+            {"incident": incident, "error": error},
+            status=409 if error else 200,
+        )
+    if error:
+        return render(
+            request,
+            "reconciliation/incidents/detail.html#incident-state",
+            {"incident": incident, "error": error},
+            status=409,
+        )
+    return redirect("incidents:detail", pk=incident.pk)
+
+
+@require_POST
+@login_required
+def incident_ack(request: HtmxHttpRequest, pk: int) -> HttpResponse:
+    return _act(request, pk, incident_acknowledge)
+
+
+@require_POST
+@login_required
+def incident_resolve(request: HtmxHttpRequest, pk: int) -> HttpResponse:
+    return _act(request, pk, incident_resolve_by_person)

@@ -1,0 +1,239 @@
+"""What groups failures into one incident: each source's causes seen now, with their members. Writes nothing.
+
+A cause is a string that names what the members have in common, so that the same cause seen again (by
+this pass or the next) finds the same live incident:
+- a destination paused by its breaker: `destination:<name>:<why>`; members: its open handoffs;
+- handoffs that need a person for the same reason: `failures:<destination>:<class>:<reason>:<rule version>:
+  <workflow>:<step>`; a step marked high-impact in its rule version pages on its first failure;
+- live reconciliation findings of one kind: `findings:<kind>`; corruption (payload mismatch, missing at the
+  receiver) pages above a threshold;
+- security events of one kind above a rate: `security:<kind>`;
+- triggers rejected at intake for one workflow and workspace: `rejected_triggers:<workspace>:<workflow>`.
+"""
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db.models import Count, Exists, OuterRef
+
+from approvals.models import RuleVersion, TriggerOutcome, TriggerRecord
+from lib.databases import DB
+from outbox.clock import DbNow
+from outbox.models import OPEN_STATES, FailureClass, Handoff, HandoffState
+from reconciliation.alerts.pages import paused_destinations
+from reconciliation.models import (
+    Finding,
+    FindingKind,
+    IncidentKind,
+    IncidentSeverity,
+    SecurityEvent,
+)
+
+PAGE, QUEUE = IncidentSeverity.PAGE, IncidentSeverity.QUEUE
+CORRUPTION = (FindingKind.PAYLOAD_MISMATCH, FindingKind.MISSING_AT_RECEIVER)
+# Members read per cause and pass: an incident of more is still one incident; the rest join next pass.
+MEMBER_CAP = 5000
+FAILURE_FIELDS = ("destination", "failure_class", "reason_code", "rule_version", "workflow", "step")
+
+
+@dataclass(frozen=True)
+class Member:
+    key: str
+    workspace_id: int | None
+    action_key: str = ""
+    handoff_id: int | None = None
+    finding_id: int | None = None
+    trigger_id: int | None = None
+    security_event_id: int | None = None
+
+
+@dataclass
+class Cause:
+    cause: str
+    kind: str
+    severity: str
+    title: str
+    members: list[Member] = field(default_factory=list)
+    details: dict = field(default_factory=dict)
+
+
+def _handoff_members(handoffs, *, by_episode: bool = False) -> list[Member]:
+    return [
+        Member(_handoff_key(pk, episode if by_episode else None), ws, key, handoff_id=pk)
+        for pk, ws, key, episode in handoffs.order_by("pk").values_list(
+            "pk", "workspace_id", "action_key", "attention_since"
+        )[:MEMBER_CAP]
+    ]
+
+
+def _handoff_key(pk: int, episode: datetime | None) -> str:
+    """A handoff's member key; with its failure episode, so that failing again later is a new member."""
+    return f"handoff:{pk}" if episode is None else f"handoff:{pk}:{int(episode.timestamp())}"
+
+
+def destination_causes() -> list[Cause]:
+    causes = []
+    for health in paused_destinations():
+        why = health.pause_reason or "paused"
+        members = _handoff_members(
+            Handoff.objects.using(DB).filter(destination=health.name, state__in=OPEN_STATES)
+        )
+        causes.append(
+            Cause(
+                f"destination:{health.name}:{why}",
+                IncidentKind.DESTINATION,
+                PAGE,
+                f"Destination {health.name} paused: {why}",
+                members,
+                {"destination": health.name, "failure_class": why},
+            )
+        )
+    return causes
+
+
+def high_impact_steps() -> set[tuple[str, str]]:
+    """(rule version, step) of every step its rule version marks high-impact (money movement...)."""
+    marked = set()
+    for version, steps in RuleVersion.objects.using(DB).values_list("version", "steps"):
+        for step in steps or []:
+            if isinstance(step, dict) and step.get("high_impact") is True:
+                marked.add((version, step.get("name", "")))
+    return marked
+
+
+def _failure_severity(fields: dict, count: int, high_impact: bool) -> str:
+    if high_impact or fields["failure_class"] == FailureClass.CREDENTIAL:
+        return PAGE
+    return PAGE if count >= settings.ALERT_WIDESPREAD_THRESHOLD else QUEUE
+
+
+def failure_causes() -> list[Cause]:
+    failing = Handoff.objects.using(DB).filter(state=HandoffState.NEEDS_ATTENTION)
+    marked = high_impact_steps()
+    causes = []
+    for group in failing.order_by().values(*FAILURE_FIELDS).annotate(n=Count("id")):
+        count = group.pop("n")
+        high_impact = (group["rule_version"], group["step"]) in marked
+        reason = group["reason_code"] or "no reason code"
+        where = f"step {group['step']} of " if group["step"] else ""
+        causes.append(
+            Cause(
+                "failures:" + ":".join(str(group[name]) for name in FAILURE_FIELDS),
+                IncidentKind.FAILURES,
+                _failure_severity(group, count, high_impact),
+                f"{where}{group['workflow']} failing at {group['destination']}: "
+                f"{group['failure_class'] or 'no class'} ({reason})",
+                _handoff_members(failing.filter(**group), by_episode=True),
+                {**group, "high_impact": high_impact},
+            )
+        )
+    return causes
+
+
+def finding_causes() -> list[Cause]:
+    live = Finding.objects.using(DB).live()
+    causes = []
+    for kind, count in live.order_by().values_list("kind").annotate(n=Count("id")):
+        corrupt = kind in CORRUPTION and count >= settings.ALERT_CORRUPTION_THRESHOLD
+        members = [
+            Member(f"finding:{pk}", ws, key, handoff_id=handoff, finding_id=pk)
+            for pk, ws, key, handoff in live.filter(kind=kind)
+            .order_by("pk")
+            .values_list("pk", "workspace_id", "action_key", "handoff_id")[:MEMBER_CAP]
+        ]
+        label = FindingKind(kind).label if kind in FindingKind.values else kind
+        causes.append(
+            Cause(
+                f"findings:{kind}",
+                IncidentKind.FINDINGS,
+                PAGE if corrupt else QUEUE,
+                f"Reconciliation: {count} finding(s) {label.lower()}",
+                members,
+                {"failure_class": f"reconciliation: {kind}"},
+            )
+        )
+    return causes
+
+
+def security_window_start() -> DbNow:
+    """The start of the rate window, on the database clock that stamped the events."""
+    return DbNow(-60.0 * settings.ALERT_SECURITY_WINDOW_MINUTES)
+
+
+def security_causes() -> list[Cause]:
+    recent = SecurityEvent.objects.using(DB).filter(at__gte=security_window_start())
+    causes = []
+    for kind, count in recent.order_by().values_list("kind").annotate(n=Count("id")):
+        if count < settings.ALERT_SECURITY_THRESHOLD:
+            continue
+        members = [
+            Member(f"security:{pk}", None, security_event_id=pk)
+            for pk in recent.filter(kind=kind)
+            .order_by("pk")
+            .values_list("pk", flat=True)[:MEMBER_CAP]
+        ]
+        causes.append(
+            Cause(
+                f"security:{kind}",
+                IncidentKind.SECURITY,
+                PAGE,
+                f"Security: {count} {kind.replace('_', ' ')} event(s) in "
+                f"{settings.ALERT_SECURITY_WINDOW_MINUTES} minutes",
+                members,
+                {"failure_class": f"security: {kind}"},
+            )
+        )
+    return causes
+
+
+def unanswered_rejections():
+    """Triggers rejected at intake that no later accepted trigger for the same reference replaced."""
+    accepted_later = TriggerRecord.objects.using(DB).filter(
+        outcome=TriggerOutcome.ACCEPTED,
+        workspace_ref=OuterRef("workspace_ref"),
+        workflow=OuterRef("workflow"),
+        reference=OuterRef("reference"),
+        received_at__gt=OuterRef("received_at"),
+    )
+    return (
+        TriggerRecord.objects.using(DB)
+        .filter(outcome=TriggerOutcome.REJECTED_AT_INTAKE, duplicate_of__isnull=True)
+        .filter(~Exists(accepted_later))
+    )
+
+
+def rejected_trigger_causes(*, now: datetime) -> list[Cause]:
+    since = now - timedelta(days=settings.ALERT_REJECTED_TRIGGER_DAYS)
+    rejected = unanswered_rejections().filter(received_at__gte=since)
+    causes = []
+    for ws, workflow, count in (
+        rejected.order_by().values_list("workspace_ref", "workflow").annotate(n=Count("id"))
+    ):
+        members = [
+            Member(f"trigger:{pk}", ws, reference, trigger_id=pk)
+            for pk, reference in rejected.filter(workspace_ref=ws, workflow=workflow)
+            .order_by("pk")
+            .values_list("pk", "reference")[:MEMBER_CAP]
+        ]
+        causes.append(
+            Cause(
+                f"rejected_triggers:{ws}:{workflow}",
+                IncidentKind.REJECTED_TRIGGERS,
+                QUEUE,
+                f"{count} trigger(s) of {workflow or 'unknown workflow'} rejected at intake",
+                members,
+                {"workflow": workflow, "failure_class": "rejected_at_intake"},
+            )
+        )
+    return causes
+
+
+def causes_now(*, now: datetime) -> list[Cause]:
+    return (
+        destination_causes()
+        + failure_causes()
+        + finding_causes()
+        + security_causes()
+        + rejected_trigger_causes(now=now)
+    )

@@ -1,0 +1,91 @@
+"""Reads of incidents for the console and Health, scoped to the viewer's workspaces: an incident is visible
+when one of its members is in them (staff also see incidents of no workspace: security events), and only
+the members in them are listed or counted."""
+
+from collections.abc import Iterable
+
+from django.db.models import Count, Q, QuerySet
+
+from lib.databases import DB
+from reconciliation.alerts.incident_text import incident_summary
+from reconciliation.models import (
+    AlertRecord,
+    Incident,
+    IncidentEvent,
+    IncidentKind,
+    IncidentMember,
+    Notification,
+    NotificationState,
+)
+
+MEMBERS_PAGE = 100
+
+
+def incidents_for(
+    workspace_ids: Iterable[int], *, staff: bool = False, live_only: bool = True
+) -> QuerySet[Incident]:
+    rows = Incident.objects.using(DB).visible_to(workspace_ids, include_unscoped=staff)
+    if live_only:
+        rows = rows.live()
+    return rows.select_related("owner").order_by("-opened_at", "-pk")
+
+
+def incident_visible(workspace_ids: Iterable[int], pk: int, *, staff: bool = False):
+    return incidents_for(workspace_ids, staff=staff, live_only=False).filter(pk=pk).first()
+
+
+def _members_in_view(incident: Incident, workspace_ids: list[int], staff: bool):
+    members = IncidentMember.objects.using(DB).filter(incident=incident)
+    if staff:
+        return members.filter(Q(workspace_id__in=workspace_ids) | Q(workspace_id__isnull=True))
+    return members.filter(workspace_id__in=workspace_ids)
+
+
+def incident_detail_for(
+    incident: Incident, workspace_ids: list[int], *, staff: bool, after: int = 0
+) -> dict:
+    """What the incident's page shows: the summary (the viewer's members only when they see one
+    workspace), the members in view (keyset by id), the timeline and the notifications."""
+    members = _members_in_view(incident, workspace_ids, staff)
+    page = list(members.filter(pk__gt=after).order_by("pk")[: MEMBERS_PAGE + 1])
+    counts = members.aggregate(
+        n=Count("id"), settled=Count("id", filter=Q(settled_at__isnull=False))
+    )
+    only = workspace_ids[0] if len(workspace_ids) == 1 and not staff else None
+    return {
+        "incident": incident,
+        "summary": incident_summary(incident, workspace_id=only),
+        "members": page[:MEMBERS_PAGE],
+        "next_after": page[MEMBERS_PAGE - 1].pk if len(page) > MEMBERS_PAGE else None,
+        "member_total": counts["n"],
+        "member_settled": counts["settled"],
+        "events": IncidentEvent.objects.using(DB)
+        .filter(incident=incident)
+        .select_related("actor")
+        .order_by("at", "pk"),
+        "notifications": Notification.objects.using(DB)
+        .filter(incident=incident)
+        .select_related("channel")
+        .order_by("number", "pk"),
+    }
+
+
+def incident_health(workspace_ids: Iterable[int]) -> dict:
+    """The Health page's incident figures: live incidents by severity, rejected triggers with their owner
+    and SLA, and notifications and alerts that could not be sent."""
+    live = incidents_for(workspace_ids).order_by()
+    by_severity = dict(live.values_list("severity").annotate(n=Count("id")))
+    rejected = list(incidents_for(workspace_ids).filter(kind=IncidentKind.REJECTED_TRIGGERS)[:20])
+    return {
+        "incidents_paging": by_severity.get("page", 0),
+        "incidents_queued": by_severity.get("queue", 0),
+        "rejected_trigger_incidents": rejected,
+        "notifications_failed": Notification.objects.using(DB)
+        .filter(state=NotificationState.FAILED, incident__in=live.values("pk"))
+        .count(),
+        # Alerts given up after every send failed: their workspace's, and pages (of no workspace).
+        "alerts_failed": AlertRecord.objects.using(DB)
+        .gave_up()
+        .filter(Q(workspace_id__in=list(workspace_ids)) | Q(workspace_id__isnull=True))
+        .count(),
+    }

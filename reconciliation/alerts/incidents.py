@@ -1,0 +1,248 @@
+"""Keeping incidents in step with their causes: open one per cause, add members, settle members, resolve
+by itself, and page once (`incidents_sync`, run by the alert sweep).
+
+An incident resolves by itself when its cause is not seen any more (the destination resumed, no handoff
+fails for that reason now) and every member is settled: a handoff delivered, cancelled or superseded; a
+finding resolved; a rejected trigger replaced by a later accepted one; a security event past the rate
+window. A resolved incident never reopens: the same cause seen later is a new incident.
+"""
+
+from dataclasses import dataclass, field
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.db.models import Count, Exists, OuterRef, Q
+from django.utils import timezone
+
+from approvals.models import Workspace
+from lib.databases import DB
+from outbox.clock import DbNow
+from outbox.models import OPEN_STATES, Handoff
+from reconciliation.alerts.causes import (
+    Cause,
+    causes_now,
+    security_window_start,
+    unanswered_rejections,
+)
+from reconciliation.alerts.notifications import incident_notify
+from reconciliation.models import (
+    Finding,
+    Incident,
+    IncidentEvent,
+    IncidentMember,
+    IncidentSeverity,
+    IncidentState,
+    NotificationEvent,
+    SecurityEvent,
+)
+
+SYSTEM = "incident sweep"
+DETAIL_FIELDS = ("destination", "failure_class", "reason_code", "workflow", "step", "rule_version")
+
+
+@dataclass
+class SyncResult:
+    opened: int = 0
+    members_added: int = 0
+    paged: int = 0
+    resolved: int = 0
+    escalated_to_page: list[int] = field(default_factory=list)
+
+
+def incident_event(
+    incident: Incident, action: str, *, actor=None, note: str = "", **states
+) -> None:
+    IncidentEvent.objects.using(DB).create(
+        incident=incident,
+        action=action,
+        actor=actor,
+        actor_label=actor.get_username() if actor is not None else SYSTEM,
+        note=note[:2000],
+        from_state=states.get("from_state", ""),
+        to_state=states.get("to_state", ""),
+    )
+
+
+def _on_call(cause: Cause):
+    workspaces = {m.workspace_id for m in cause.members if m.workspace_id is not None}
+    return (
+        Workspace.objects.using(DB)
+        .filter(pk__in=workspaces)
+        .exclude(on_call=None)
+        .order_by("pk")
+        .values_list("on_call_id", flat=True)
+        .first()
+    )
+
+
+def _open(cause: Cause) -> tuple[Incident, bool]:
+    """The live incident of this cause, opened now if there is none (a concurrent sweep may win)."""
+    live = Incident.objects.using(DB).live().filter(cause=cause.cause).first()
+    if live is not None:
+        return live, False
+    fields = {name: cause.details.get(name, "") for name in DETAIL_FIELDS}
+    queue = cause.severity == IncidentSeverity.QUEUE
+    try:
+        with transaction.atomic(using=DB):
+            incident = Incident.objects.using(DB).create(
+                cause=cause.cause,
+                kind=cause.kind,
+                severity=cause.severity,
+                title=cause.title[:300],
+                high_impact=bool(cause.details.get("high_impact")),
+                owner_id=_on_call(cause),
+                sla_due_at=DbNow(3600.0 * settings.ALERT_INCIDENT_SLA_HOURS) if queue else None,
+                **{name: str(value)[:60] for name, value in fields.items()},
+            )
+            incident_event(incident, "opened", to_state=IncidentState.OPEN, note=cause.title)
+    except IntegrityError:
+        return Incident.objects.using(DB).live().get(cause=cause.cause), False
+    return incident, True
+
+
+def _add_members(incident: Incident, cause: Cause) -> int:
+    before = IncidentMember.objects.using(DB).filter(incident=incident).count()
+    IncidentMember.objects.using(DB).bulk_create(
+        [
+            IncidentMember(
+                incident=incident,
+                member_key=m.key,
+                handoff_id=m.handoff_id,
+                finding_id=m.finding_id,
+                trigger_id=m.trigger_id,
+                security_event_id=m.security_event_id,
+                workspace_id=m.workspace_id,
+                action_key=m.action_key[:200],
+            )
+            for m in cause.members
+        ],
+        ignore_conflicts=True,
+        batch_size=500,
+    )
+    return IncidentMember.objects.using(DB).filter(incident=incident).count() - before
+
+
+def _raise_to_page(incident: Incident, cause: Cause) -> None:
+    """A queue incident whose cause now pages (many at once, a corruption threshold crossed) pages."""
+    if incident.severity == IncidentSeverity.QUEUE and cause.severity == IncidentSeverity.PAGE:
+        Incident.objects.using(DB).filter(pk=incident.pk).update(
+            severity=IncidentSeverity.PAGE, title=cause.title[:300]
+        )
+        incident_event(incident, "raised_to_page", note=cause.title)
+        incident.severity = IncidentSeverity.PAGE
+
+
+def settle_members() -> int:
+    """Mark settled every unsettled member whose row is no longer a problem. One statement per kind."""
+    unsettled = IncidentMember.objects.using(DB).filter(
+        settled_at__isnull=True,
+        incident__state__in=(IncidentState.OPEN, IncidentState.ACKNOWLEDGED),
+    )
+    open_handoffs = Handoff.objects.using(DB).filter(state__in=OPEN_STATES).values("pk")
+    live_findings = Finding.objects.using(DB).live().values("pk")
+    rejected = unanswered_rejections().values("pk")
+    recent = SecurityEvent.objects.using(DB).filter(at__gte=security_window_start()).values("pk")
+    settled = Q(finding_id__isnull=True, handoff_id__isnull=False) & ~Q(
+        handoff_id__in=open_handoffs
+    )
+    settled |= Q(finding_id__isnull=False) & ~Q(finding_id__in=live_findings)
+    settled |= Q(trigger_id__isnull=False) & ~Q(trigger_id__in=rejected)
+    settled |= Q(security_event_id__isnull=False) & ~Q(security_event_id__in=recent)
+    return unsettled.filter(settled).update(settled_at=DbNow())
+
+
+def _refresh_counts() -> None:
+    counts = (
+        IncidentMember.objects.using(DB)
+        .filter(incident__state__in=(IncidentState.OPEN, IncidentState.ACKNOWLEDGED))
+        .order_by()
+        .values_list("incident_id")
+        .annotate(n=Count("id"), settled=Count("id", filter=Q(settled_at__isnull=False)))
+    )
+    for pk, n, settled in counts:
+        Incident.objects.using(DB).filter(pk=pk).update(member_count=n, settled_count=settled)
+
+
+def incident_resolve(incident: Incident, *, actor=None, note: str = "") -> bool:
+    """Resolve the incident; True when this call resolved it (a person or the sweep)."""
+    with transaction.atomic(using=DB):
+        moved = (
+            Incident.objects.using(DB)
+            .filter(pk=incident.pk, state__in=(IncidentState.OPEN, IncidentState.ACKNOWLEDGED))
+            .update(
+                state=IncidentState.RESOLVED,
+                resolved_at=DbNow(),
+                resolved_by=actor,
+                next_escalation_at=None,
+            )
+        )
+        if moved:
+            incident_event(
+                incident,
+                "resolved" if actor is not None else "auto_resolved",
+                actor=actor,
+                note=note or "every member settled and the cause is gone",
+                from_state=incident.state,
+                to_state=IncidentState.RESOLVED,
+            )
+    if moved and incident.pages_sent:
+        incident_notify(incident, NotificationEvent.RESOLVE)
+    return bool(moved)
+
+
+def _resolve_settled(seen: set[str]) -> int:
+    has_unsettled = IncidentMember.objects.using(DB).filter(
+        incident=OuterRef("pk"), settled_at__isnull=True
+    )
+    candidates = (
+        Incident.objects.using(DB)
+        .live()
+        .exclude(cause__in=seen)
+        .filter(~Exists(has_unsettled))
+        .order_by("pk")
+    )
+    return sum(incident_resolve(incident) for incident in candidates)
+
+
+def _without_handled(causes: list[Cause]) -> list[Cause]:
+    """Drop members a person already resolved an incident about: resolving says "handled", so the same
+    rows do not open the next incident (a handoff that fails again later is a new member key)."""
+    keys = {m.key for cause in causes for m in cause.members}
+    handled = set(
+        IncidentMember.objects.using(DB)
+        .filter(incident__resolved_by__isnull=False, member_key__in=keys)
+        .values_list("member_key", flat=True)
+    )
+    kept = []
+    for cause in causes:
+        cause.members = [m for m in cause.members if m.key not in handled]
+        if cause.members:
+            kept.append(cause)
+    return kept
+
+
+def _page_new(result: SyncResult) -> None:
+    unpaged = Incident.objects.using(DB).filter(
+        state=IncidentState.OPEN, severity=IncidentSeverity.PAGE, pages_sent=0
+    )
+    for incident in unpaged.order_by("pk"):
+        if incident_notify(incident, NotificationEvent.TRIGGER):
+            result.paged += 1
+
+
+def incidents_sync() -> SyncResult:
+    """One pass: every cause seen now becomes (or joins) its live incident; settled incidents resolve;
+    new pages go out (as notifications, sent by `notifications_send_due`)."""
+    result = SyncResult()
+    causes = _without_handled(causes_now(now=timezone.now()))
+    for cause in causes:
+        incident, opened = _open(cause)
+        result.opened += opened
+        result.members_added += _add_members(incident, cause)
+        _raise_to_page(incident, cause)
+        Incident.objects.using(DB).filter(pk=incident.pk).update(last_seen_at=DbNow())
+    settle_members()
+    _refresh_counts()
+    result.resolved = _resolve_settled({cause.cause for cause in causes})
+    _page_new(result)
+    return result

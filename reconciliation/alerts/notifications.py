@@ -1,0 +1,163 @@
+"""Notifications about incidents, queued as rows and sent like handoffs: a stable id, retries with backoff,
+a visible failure.
+
+`incident_page` sends page n of an incident (the first page, or an escalation) to the channels of its
+level; `incident_notify` tells the channels that were paged that it was acknowledged or resolved (PagerDuty's
+acknowledge and resolve with the same dedup_key). Both only write rows; `notifications_send_due` (in
+`delivering`) sends them outside any transaction.
+
+The message id of a notification is `incident-<id>-<number>`, numbered per incident: every resend of it
+carries the same id (the Standard Webhooks `webhook-id`, the e-mail's Message-ID, the payload's `id`), so a
+receiver that sees it twice knows it is the same notification.
+"""
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Max, Q
+
+from lib.databases import DB
+from outbox.clock import DbNow
+from reconciliation.models import (
+    AlertChannel,
+    EscalationPolicy,
+    Incident,
+    IncidentEvent,
+    IncidentMember,
+    IncidentSeverity,
+    IncidentState,
+    Notification,
+    NotificationEvent,
+)
+
+
+def message_id(incident_id: int, number: int) -> str:
+    return f"incident-{incident_id}-{number}"
+
+
+def incident_workspaces(incident: Incident) -> list[int]:
+    return sorted(
+        set(
+            IncidentMember.objects.using(DB)
+            .filter(incident=incident, workspace_id__isnull=False)
+            .values_list("workspace_id", flat=True)
+        )
+    )
+
+
+def channels_for(incident: Incident, workspaces: list[int]):
+    """Enabled channels of the incident's workspaces (and the every-workspace ones) for its severity."""
+    severities = (
+        [IncidentSeverity.PAGE, IncidentSeverity.QUEUE]
+        if incident.severity == IncidentSeverity.PAGE
+        else [IncidentSeverity.QUEUE]
+    )
+    return AlertChannel.objects.using(DB).filter(
+        Q(workspace_id__isnull=True) | Q(workspace_id__in=workspaces),
+        enabled=True,
+        severity__in=severities,
+    )
+
+
+def channels_at_level(incident: Incident, workspaces: list[int], level: int) -> list[AlertChannel]:
+    """The channels of an escalation level; past the last level, the last level again (bounded repeats)."""
+    channels = list(channels_for(incident, workspaces))
+    levels = sorted({c.level for c in channels})
+    if not levels:
+        return []
+    chosen = max((lv for lv in levels if lv <= level), default=levels[0])
+    return [c for c in channels if c.level == chosen]
+
+
+def policy_for(workspaces: list[int]) -> tuple[int, int]:
+    """(seconds to wait for an acknowledgement, most pages): the strictest policy of the incident's
+    workspaces, else the every-workspace policy row, else the settings."""
+    rows = EscalationPolicy.objects.using(DB).filter(
+        Q(workspace_id__in=workspaces) | Q(workspace_id__isnull=True)
+    )
+    policy = rows.order_by("workspace_id", "ack_timeout_seconds").first()
+    if policy is None:
+        return settings.ALERT_ESCALATION_SECONDS, settings.ALERT_ESCALATION_MAX_PAGES
+    return policy.ack_timeout_seconds, policy.max_pages
+
+
+def _queue(incident: Incident, channels: list[AlertChannel], event: str) -> int:
+    """Rows for one notification (one number) to these channels. Inside the caller's transaction."""
+    latest = Notification.objects.using(DB).filter(incident=incident).aggregate(n=Max("number"))
+    number = (latest["n"] or 0) + 1
+    Notification.objects.using(DB).bulk_create(
+        Notification(
+            incident=incident,
+            channel=channel,
+            number=number,
+            event=event,
+            message_id=message_id(incident.pk, number),
+        )
+        for channel in channels
+    )
+    return number
+
+
+def _event(incident: Incident, action: str, note: str) -> None:
+    IncidentEvent.objects.using(DB).create(
+        incident=incident, action=action, actor_label="incident sweep", note=note
+    )
+
+
+def incident_page(incident: Incident) -> bool:
+    """Send the incident's next page (the first, or the next escalation level) if it is still open and
+    due; True when a page was queued. The incident row is locked so that two sweeps page once."""
+    workspaces = incident_workspaces(incident)
+    timeout, most = policy_for(workspaces)
+    with transaction.atomic(using=DB):
+        locked = (
+            Incident.objects.using(DB)
+            .select_for_update(no_key=True)
+            .filter(pk=incident.pk, state=IncidentState.OPEN, pages_sent=incident.pages_sent)
+            .first()
+        )
+        if locked is None or locked.pages_sent >= most:
+            return False
+        channels = channels_at_level(locked, workspaces, locked.pages_sent)
+        escalates = locked.severity == IncidentSeverity.PAGE and locked.pages_sent + 1 < most
+        Incident.objects.using(DB).filter(pk=locked.pk).update(
+            pages_sent=locked.pages_sent + 1,
+            next_escalation_at=DbNow(timeout) if escalates else None,
+        )
+        if not channels:
+            _event(locked, "not_paged", "no alert channel is configured for this incident")
+            return False
+        number = _queue(locked, channels, NotificationEvent.TRIGGER)
+        names = ", ".join(c.name for c in channels)
+        action = "paged" if locked.pages_sent == 0 else "escalated"
+        _event(locked, action, f"notification {message_id(locked.pk, number)} to {names}")
+    incident.pages_sent += 1
+    return True
+
+
+def incident_notify(incident: Incident, event: str) -> bool:
+    """Tell the channels that were sent a page about this incident that it was acknowledged or resolved."""
+    if event == NotificationEvent.TRIGGER:
+        return incident_page(incident)
+    with transaction.atomic(using=DB):
+        paged = AlertChannel.objects.using(DB).filter(
+            pk__in=Notification.objects.using(DB)
+            .filter(incident=incident, event=NotificationEvent.TRIGGER)
+            .values("channel_id")
+        )
+        channels = list(paged)
+        if not channels:
+            return False
+        number = _queue(incident, channels, event)
+        _event(incident, f"notified_{event}", f"notification {message_id(incident.pk, number)}")
+    return True
+
+
+def incidents_escalate() -> int:
+    """Page again every open incident whose page was not acknowledged in time. Quiet once acknowledged:
+    acknowledging clears `next_escalation_at`. Due times are compared on the database clock."""
+    due = (
+        Incident.objects.using(DB)
+        .filter(state=IncidentState.OPEN, next_escalation_at__lte=DbNow())
+        .order_by("next_escalation_at", "pk")
+    )
+    return sum(incident_page(incident) for incident in due)

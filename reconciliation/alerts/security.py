@@ -1,0 +1,75 @@
+"""Security events, recorded where they are refused so that a rate of them pages (docs/incidents.md).
+
+The signed APIs (triggers at intake, the receiver's API) answer a forged, stale or replayed signature
+with 401 `signature_rejected` and write nothing; django-axes refuses a locked-out sign-in. Neither told
+anyone. `SecurityEventMiddleware` records each refused signed call from the answer it got (the views stay
+as they are: a refusal writes nothing of theirs), and `record_lockout` each refused sign-in, from
+django-axes' `user_locked_out` signal. The incidents' sweep pages when one kind passes a rate.
+"""
+
+import json
+import logging
+
+from django.http import HttpRequest, HttpResponse
+
+from lib.databases import DB
+from outbox.redaction import redact_text
+from reconciliation.models import SecurityEvent, SecurityEventKind
+
+log = logging.getLogger(__name__)
+# The URL namespaces of the signed APIs, and the source each event is recorded under.
+SIGNED_APIS = {"intake": "intake", "delivery": "receiver"}
+
+
+def security_event_record(*, kind: str, source: str, detail: str = "") -> None:
+    SecurityEvent.objects.using(DB).create(
+        kind=kind, source=source, detail=redact_text(detail)[:300]
+    )
+
+
+def _refusal_detail(response: HttpResponse) -> str | None:
+    """The refusal's reason when the answer is a signature refusal, else None."""
+    if response.status_code != 401 or response.get("Content-Type", "") != "application/json":
+        return None
+    try:
+        document = json.loads(response.content)
+    except ValueError:
+        return None
+    if not isinstance(document, dict) or document.get("error") != "signature_rejected":
+        return None
+    return str(document.get("detail", ""))
+
+
+class SecurityEventMiddleware:
+    """Records every refused signature of the signed APIs as a security event (a replay as its own kind)."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        response = self.get_response(request)
+        match = getattr(request, "resolver_match", None)
+        source = SIGNED_APIS.get(match.namespace if match else "")
+        if source is None:
+            return response
+        detail = _refusal_detail(response)
+        if detail is not None:
+            kind = (
+                SecurityEventKind.REPLAY
+                if "replay" in detail
+                else SecurityEventKind.SIGNATURE_REJECTED
+            )
+            try:
+                security_event_record(kind=kind, source=source, detail=f"{request.path}: {detail}")
+            except Exception:  # noqa: BLE001 - the refusal is answered even if it cannot be recorded
+                log.exception("security event not recorded")
+        return response
+
+
+def record_lockout(sender, request=None, username=None, ip_address=None, **kwargs) -> None:
+    """django-axes' user_locked_out: a sign-in refused because the account or address is locked out."""
+    security_event_record(
+        kind=SecurityEventKind.LOCKOUT,
+        source="sign_in",
+        detail=f"user {username or '(none)'} from {ip_address or 'unknown address'}",
+    )

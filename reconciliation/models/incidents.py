@@ -1,0 +1,319 @@
+"""Incidents: failures grouped by cause, the channels that page about them, and the notifications sent.
+
+An on-call person meets one cause once: every handoff, finding, rejected trigger or security event that
+shares a cause (a destination paused; the same destination, failure class, reason, rule version and step;
+findings of one kind; one kind of security event; triggers rejected for one workflow) is a member of one
+incident, which pages once and resolves by itself when its cause is gone and every member is settled.
+
+A notification is a side effect like a handoff: it has a stable id (the incident and the notification's
+number) that a receiver of alerts sees again on a resend, and it is retried with backoff within a window;
+one that could not be sent stays visible (`NotificationState.FAILED`).
+"""
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+from django.db.models.functions import Now
+
+
+class IncidentKind(models.TextChoices):
+    DESTINATION = "destination", "Destination paused"
+    FAILURES = "failures", "Handoffs failing for one cause"
+    FINDINGS = "findings", "Reconciliation findings"
+    SECURITY = "security", "Security events"
+    REJECTED_TRIGGERS = "rejected_triggers", "Triggers rejected at intake"
+
+
+class IncidentSeverity(models.TextChoices):
+    # Pages someone now (outage, corruption, security, a high-impact step, many at once).
+    PAGE = "page", "Page"
+    # A queue with an owner and an SLA: nobody is woken up.
+    QUEUE = "queue", "Queue with an SLA"
+
+
+class IncidentState(models.TextChoices):
+    OPEN = "open", "Open"
+    ACKNOWLEDGED = "acknowledged", "Acknowledged"
+    RESOLVED = "resolved", "Resolved"
+
+
+# Every allowed move of an incident. A resolved incident whose cause comes back is a new incident.
+INCIDENT_TRANSITIONS: dict[str, frozenset[str]] = {
+    IncidentState.OPEN: frozenset({IncidentState.ACKNOWLEDGED, IncidentState.RESOLVED}),
+    IncidentState.ACKNOWLEDGED: frozenset({IncidentState.RESOLVED}),
+    IncidentState.RESOLVED: frozenset(),
+}
+
+
+class IncidentQuerySet(models.QuerySet):
+    def live(self):
+        """Not resolved: open or acknowledged."""
+        return self.exclude(state=IncidentState.RESOLVED)
+
+    def visible_to(self, workspace_ids, *, include_unscoped: bool = False):
+        """Incidents with a member in one of these workspaces (and, for staff, those of no workspace:
+        security events and causes that belong to no workspace)."""
+        members = IncidentMember.objects.filter(workspace_id__in=list(workspace_ids))
+        condition = Q(pk__in=members.values("incident_id"))
+        if include_unscoped:
+            condition |= ~Q(
+                pk__in=IncidentMember.objects.filter(workspace_id__isnull=False).values(
+                    "incident_id"
+                )
+            )
+        return self.filter(condition)
+
+
+class Incident(models.Model):
+    cause = models.CharField(
+        max_length=200, help_text="What groups the members: one live per cause."
+    )
+    kind = models.CharField(max_length=20, choices=IncidentKind.choices)
+    severity = models.CharField(max_length=8, choices=IncidentSeverity.choices)
+    state = models.CharField(
+        max_length=16, choices=IncidentState.choices, default=IncidentState.OPEN
+    )
+    title = models.CharField(max_length=300)
+    destination = models.CharField(max_length=40, blank=True)
+    failure_class = models.CharField(max_length=40, blank=True)
+    reason_code = models.CharField(max_length=60, blank=True)
+    workflow = models.CharField(max_length=40, blank=True)
+    step = models.CharField(max_length=40, blank=True)
+    rule_version = models.CharField(max_length=40, blank=True)
+    high_impact = models.BooleanField(default=False, db_default=False)
+    member_count = models.PositiveIntegerField(default=0, db_default=0)
+    settled_count = models.PositiveIntegerField(default=0, db_default=0)
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    sla_due_at = models.DateTimeField(null=True, blank=True)
+    opened_at = models.DateTimeField(db_default=Now())
+    last_seen_at = models.DateTimeField(db_default=Now())
+    acknowledged_at = models.DateTimeField(null=True, blank=True)
+    acknowledged_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    resolved_at = models.DateTimeField(null=True, blank=True)
+    resolved_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    # Escalation: pages sent so far (1 = the first page), and when the next is due without an
+    # acknowledgement (written and compared on the database clock; None: nothing more to send).
+    pages_sent = models.PositiveSmallIntegerField(default=0, db_default=0)
+    next_escalation_at = models.DateTimeField(null=True, blank=True)
+
+    objects = IncidentQuerySet.as_manager()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["cause"], condition=~Q(state="resolved"), name="incident_one_live_per_cause"
+            ),
+        ]
+        indexes = [
+            models.Index(fields=["state", "opened_at"], name="incident_state_idx"),
+            models.Index(
+                fields=["next_escalation_at"],
+                name="incident_escalation_idx",
+                condition=Q(next_escalation_at__isnull=False),
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"incident {self.pk}: {self.title} ({self.state})"
+
+    def can_move_to(self, state: str) -> bool:
+        return state in INCIDENT_TRANSITIONS[self.state]
+
+    @property
+    def dedup_key(self) -> str:
+        """The key every notification about this incident carries (PagerDuty's dedup_key)."""
+        return f"handoff-incident-{self.pk}"
+
+    # What templates ask of an incident (a template never spells a state's name).
+    @property
+    def is_open(self) -> bool:
+        return self.state == IncidentState.OPEN
+
+    @property
+    def is_live(self) -> bool:
+        return self.state != IncidentState.RESOLVED
+
+    @property
+    def pages(self) -> bool:
+        return self.severity == IncidentSeverity.PAGE
+
+
+class IncidentMember(models.Model):
+    """One handoff, finding, rejected trigger or security event grouped into an incident. Plain ids, as
+    findings keep them: the incident outlives the rows it is about."""
+
+    incident = models.ForeignKey(Incident, on_delete=models.CASCADE, related_name="members")
+    member_key = models.CharField(max_length=60, help_text="handoff:<id>, finding:<id>, ...")
+    handoff_id = models.BigIntegerField(null=True, blank=True)
+    finding_id = models.BigIntegerField(null=True, blank=True)
+    trigger_id = models.BigIntegerField(null=True, blank=True)
+    security_event_id = models.BigIntegerField(null=True, blank=True)
+    workspace_id = models.PositiveIntegerField(null=True, blank=True)
+    action_key = models.CharField(max_length=200, blank=True)
+    added_at = models.DateTimeField(db_default=Now())
+    settled_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["incident", "member_key"], name="incident_member_unique"
+            ),
+        ]
+        indexes = [
+            models.Index(fields=["incident", "settled_at"], name="incident_member_settled_idx"),
+            models.Index(fields=["workspace_id", "incident"], name="incident_member_ws_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.member_key} in incident {self.incident_id}"
+
+    @property
+    def is_settled(self) -> bool:
+        return self.settled_at is not None
+
+
+class IncidentEvent(models.Model):
+    """The incident's timeline: opened, paged, escalated, acknowledged, resolved, a notification failed."""
+
+    incident = models.ForeignKey(Incident, on_delete=models.CASCADE, related_name="events")
+    action = models.CharField(max_length=30)
+    from_state = models.CharField(max_length=16, blank=True)
+    to_state = models.CharField(max_length=16, blank=True)
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    actor_label = models.CharField(max_length=120)
+    note = models.TextField(blank=True)
+    at = models.DateTimeField(db_default=Now())
+
+    class Meta:
+        indexes = [models.Index(fields=["incident", "at"], name="incident_event_idx")]
+
+    def __str__(self) -> str:
+        return f"incident {self.incident_id}: {self.action} by {self.actor_label}"
+
+
+class ChannelKind(models.TextChoices):
+    EMAIL = "email", "E-mail"
+    WEBHOOK = "webhook", "Signed webhook (Standard Webhooks)"
+    SLACK = "slack", "Slack-compatible incoming webhook"
+    PAGERDUTY = "pagerduty", "PagerDuty Events API v2"
+
+
+class AlertChannel(models.Model):
+    """Where a workspace's incidents go, by severity and escalation level. The secret (a webhook's signing
+    secret, PagerDuty's routing key) is named, never stored: `secret_env` is an environment variable."""
+
+    workspace_id = models.PositiveIntegerField(
+        null=True, blank=True, help_text="None: the on-call team of every workspace."
+    )
+    name = models.CharField(max_length=60)
+    kind = models.CharField(max_length=12, choices=ChannelKind.choices)
+    target = models.CharField(max_length=300, help_text="An e-mail address or a URL.")
+    secret_env = models.CharField(max_length=80, blank=True)
+    severity = models.CharField(
+        max_length=8,
+        choices=IncidentSeverity.choices,
+        default=IncidentSeverity.PAGE,
+        help_text="Page: pages only; queue: every incident.",
+    )
+    level = models.PositiveSmallIntegerField(
+        default=0, help_text="Escalation level: 0 gets the first page, 1 the next, ..."
+    )
+    enabled = models.BooleanField(default=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["workspace_id", "name"], name="alert_channel_name"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} channel {self.name}"
+
+
+class EscalationPolicy(models.Model):
+    """How long a page waits for an acknowledgement before the next level, and how many pages at most."""
+
+    workspace_id = models.PositiveIntegerField(null=True, blank=True, unique=True)
+    ack_timeout_seconds = models.PositiveIntegerField(default=900)
+    max_pages = models.PositiveSmallIntegerField(default=4)
+
+    def __str__(self) -> str:
+        return f"escalation policy of workspace {self.workspace_id}"
+
+
+class NotificationState(models.TextChoices):
+    PENDING = "pending", "Pending"
+    SENT = "sent", "Sent"
+    FAILED = "failed", "Failed (retries exhausted)"
+
+
+class NotificationEvent(models.TextChoices):
+    TRIGGER = "trigger", "Page"
+    ACKNOWLEDGE = "acknowledge", "Acknowledged"
+    RESOLVE = "resolve", "Resolved"
+
+
+class Notification(models.Model):
+    """One message about an incident to one channel. `message_id` is the incident and the notification's
+    number: the same on every resend, so a receiver that sees it twice can tell."""
+
+    incident = models.ForeignKey(Incident, on_delete=models.CASCADE, related_name="notifications")
+    channel = models.ForeignKey(AlertChannel, on_delete=models.PROTECT, related_name="+")
+    number = models.PositiveSmallIntegerField()
+    event = models.CharField(max_length=12, choices=NotificationEvent.choices)
+    message_id = models.CharField(max_length=80)
+    state = models.CharField(
+        max_length=8, choices=NotificationState.choices, default=NotificationState.PENDING
+    )
+    attempts = models.PositiveSmallIntegerField(default=0, db_default=0)
+    created_at = models.DateTimeField(db_default=Now())
+    next_attempt_at = models.DateTimeField(db_default=Now())
+    sent_at = models.DateTimeField(null=True, blank=True)
+    last_status = models.CharField(max_length=40, blank=True)
+    last_error = models.TextField(blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["message_id", "channel"], name="notification_unique_per_channel"
+            ),
+        ]
+        indexes = [
+            models.Index(
+                fields=["next_attempt_at"],
+                name="notification_due_idx",
+                condition=Q(state="pending"),
+            ),
+            models.Index(fields=["incident", "number"], name="notification_incident_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"notification {self.message_id} to {self.channel_id} ({self.state})"
+
+
+class SecurityEventKind(models.TextChoices):
+    SIGNATURE_REJECTED = "signature_rejected", "Signature refused"
+    REPLAY = "replay", "Replayed message refused"
+    LOCKOUT = "lockout", "Sign-in locked out"
+
+
+class SecurityEvent(models.Model):
+    """A refused signed call (intake or receiver) or a sign-in lockout: counted for paging."""
+
+    kind = models.CharField(max_length=20, choices=SecurityEventKind.choices)
+    source = models.CharField(max_length=40, help_text="intake, receiver, sign_in")
+    detail = models.CharField(max_length=300, blank=True)
+    at = models.DateTimeField(db_default=Now())
+
+    class Meta:
+        indexes = [models.Index(fields=["kind", "at"], name="security_event_kind_at_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.kind} at {self.source}"
