@@ -12,14 +12,12 @@ written there or by `outbox/delivered.py`), count it against the breaker. The pe
 import logging
 import os
 import socket
+import threading
 import time
-from dataclasses import dataclass, field
 
 from django.conf import settings
 
 from lib.databases import DB
-from lib.log_context import log_recorded
-from lib.telemetry import each_in_span
 from outbox.breaker_rules import Admission, would_pause
 from outbox.destinations import (
     BatchRefused,
@@ -32,6 +30,7 @@ from outbox.failures import DeliveryResult
 from outbox.lease_keeper import LeaseKeeper
 from outbox.limit_rules import DestinationLimited, Permit
 from outbox.models import DestinationState, Handoff, HandoffState
+from outbox.run_stats import RunStats
 from outbox.selectors import destination_pause
 from outbox.services.breaker import destination_admit, destination_record_results
 from outbox.services.claims import Claim, claim_resend_blocked, handoff_claim_due
@@ -49,51 +48,18 @@ def default_worker_name() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
-@dataclass
-class RunStats:
-    claimed: int = 0
-    delivered: int = 0
-    duplicates: int = 0
-    retrying: int = 0
-    uncertain: int = 0
-    needs_attention: int = 0
-    lease_lost: int = 0
-    expired_leases: int = 0
-    released: int = 0
-    paused: bool = False
-    # Refused by the destination's limits or its Retry-After hold: nothing claimed; ask again after wait_seconds.
-    limited: bool = False
-    wait_seconds: float = 0.0
-    settled: dict = field(default_factory=dict)
-
-    def add(self, other: "RunStats") -> None:
-        for name in (
-            "claimed",
-            "delivered",
-            "duplicates",
-            "retrying",
-            "uncertain",
-            "needs_attention",
-            "lease_lost",
-            "expired_leases",
-        ):
-            setattr(self, name, getattr(self, name) + getattr(other, name))
-        for key, value in other.settled.items():
-            self.settled[key] = self.settled.get(key, 0) + value
-        # Whether the last batch was refused by the destination's limits, and how long it asked to wait.
-        self.limited, self.wait_seconds = other.limited, other.wait_seconds
-
-
 def dispatch_batch(
     *,
     destination: Destination | None = None,
     worker: str | None = None,
     limit: int | None = None,
     handoff_id: int | None = None,
+    stop: threading.Event | None = None,
 ) -> RunStats:
     """Claim what is due for the destination and deliver it: nothing while it is paused (one handoff as its
     probe), nothing while its limits or a Retry-After hold refuse a permit (`stats.limited`, and how long to
-    wait), and no more requests than the permit allows (a batch call is one request)."""
+    wait), and no more requests than the permit allows (a batch call is one request). Once `stop` is set
+    (the dispatcher is stopping) no further call starts: the claims not sent yet are given back."""
     destination = destination or get_destination()
     worker = worker or default_worker_name()
     stats = RunStats()
@@ -124,7 +90,7 @@ def dispatch_batch(
             call_seconds=destination.call_seconds,
             leased_at=leased_at,
         )
-        _deliver(claims, destination, batching, stats, keeper)
+        _deliver(claims, destination, batching, stats, keeper, stop)
     finally:
         # Given back right after the calls already; this covers no claims, a pause, and an error before the calls.
         destination_release(permit=permit)
@@ -159,24 +125,33 @@ def _deliver(
     batching: bool,
     stats: RunStats,
     keeper: LeaseKeeper,
+    stop: threading.Event | None,
 ) -> None:
     stats.claimed = len(claims)
     if batching and len(claims) > 1:
         deliver_claims_batched(claims, destination, stats, keeper)
     else:
-        deliver_claims_one_by_one(claims, destination, stats, keeper)
+        deliver_claims_one_by_one(claims, destination, stats, keeper, stop)
     stats.released += keeper.released
 
 
 def deliver_claims_one_by_one(
-    claims: list[Claim], destination: Destination, stats: RunStats, keeper: LeaseKeeper
+    claims: list[Claim],
+    destination: Destination,
+    stats: RunStats,
+    keeper: LeaseKeeper,
+    stop: threading.Event | None = None,
 ) -> None:
     """One call per claim, the batch's outcomes written in one commit afterwards (the claims stay leased,
     and renewed, until then). When an answer shows the destination down or refusing our credentials, or asks
     it to be left alone for a while (429/503 with Retry-After: the whole destination is held), the rest are
-    given back unsent: such a receiver is not called once per handoff."""
+    given back unsent: such a receiver is not called once per handoff. So are they when the dispatcher is
+    stopping: the calls made are recorded, the others are pending again at once for the next dispatcher."""
     outcomes, rest = [], []
-    for index, claim in enumerate(each_in_span("handoff.dispatch", claims)):
+    for index, claim in enumerate(claims):
+        if stop is not None and stop.is_set():
+            rest = claims[index:]
+            break
         if not keeper.still_held(claim):
             if keeper.lost(claim):
                 stats.lease_lost += 1
@@ -195,15 +170,20 @@ def deliver_claims_one_by_one(
     destination_release(permit=keeper.permit)
     state = _record(outcomes, destination, stats) if outcomes else ""
     if rest:
-        why = (
-            "was paused"
-            if state == DestinationState.PAUSED
-            else "asked to wait (Retry-After)"
-            if keeper.permit.retry_after is not None
-            else "failing"
-        )
-        keeper.give_back(rest, f"not sent: destination {destination.name} {why}")
+        keeper.give_back(rest, _why_not_sent(destination, state, keeper.permit, stop))
         stats.paused = state == DestinationState.PAUSED
+
+
+def _why_not_sent(
+    destination: Destination, state: str, permit: Permit, stop: threading.Event | None
+) -> str:
+    if stop is not None and stop.is_set():
+        return "not sent: the dispatcher was stopping"
+    if state == DestinationState.PAUSED:
+        return f"not sent: destination {destination.name} was paused"
+    if permit.retry_after is not None:
+        return f"not sent: destination {destination.name} asked to wait (Retry-After)"
+    return f"not sent: destination {destination.name} failing"
 
 
 def _stop_sending(permit: Permit, outcomes: list[tuple[Claim, DeliveryResult]]) -> bool:
@@ -263,7 +243,6 @@ def _record(
     """Write the outcomes, count them against the destination; returns the destination's state after."""
     recorded = handoff_record_outcomes(outcomes=outcomes, destination=destination)
     for (claim, result), state in zip(outcomes, recorded.states, strict=True):
-        log_recorded(log, claim, destination.name, state)
         if state is None:
             stats.lease_lost += 1
             log.warning(

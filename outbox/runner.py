@@ -1,23 +1,25 @@
-"""The long-running dispatcher process (`manage.py dispatch`): loops that survive the database, one set per
-destination, so that no destination holds up another.
+"""The long-running dispatcher process (`manage.py dispatch`): loops that survive the database, serving every
+enabled destination so that no destination holds up another.
 
-- Each enabled destination has a delivery loop of its own (a thread): it claims and delivers that
-  destination's due handoffs, and when idle waits for a wake-up (PostgreSQL NOTIFY, one listening connection
-  for the whole process) or `idle_sleep` seconds. Refused by the destination's limits
-  (`outbox/services/limits.py`) it waits until the next slot is likely free, at most a second, instead of
-  spinning. A slow or dead destination's calls and leases hold up only its own loop.
-- Each destination has a maintenance loop too (a thread with its own database connection, closed after each
-  pass): it settles that destination's uncertain outcomes every `maintain_every` seconds, never behind a
-  drain or a slow call of any destination.
+- A fixed pool of worker threads (one per destination, at most HANDOFF_DISPATCH_WORKERS, one database
+  connection each) takes turns from a schedule (`outbox/serving.py`): at most one worker on a destination at
+  a time, the destination due longest first. A turn claims and delivers that destination's due handoffs, or
+  settles its uncertain outcomes (every `maintain_every` seconds). An idle destination's next turn comes at a
+  wake-up naming it (PostgreSQL NOTIFY with the destination as payload, one listening connection for the
+  whole process) or `idle_sleep` seconds later, and first asks whether anything is due. Refused by its limits
+  (`outbox/services/limits.py`) a destination waits until the next slot is likely free. A slow or dead
+  destination's calls and leases hold up one worker, never the others' turns while workers remain.
 - The calling thread supervises: every `maintain_every` seconds it expires the leases that ran out (every
   destination's, one statement, no call: a dead worker's rows are noticed within a lease, whatever the
-  backlog), and starts the loops of a destination enabled meanwhile. A loop whose destination is disabled
-  or removed ends by itself; a changed configuration is picked up by the next batch.
+  backlog), serves the destinations enabled now (one disabled or removed meanwhile gets no more turns) and
+  starts the workers they need. A changed configuration is picked up by the next turn.
+- At the stop (SIGTERM) no new call starts: the call under way finishes, the outcomes are recorded, the
+  claims not sent yet are given back (pending again, no attempt spent), and the process exits within a lease.
 
 Given one `destination`, the process serves that one only, its delivery loop in the calling thread (the
 benchmarks' special destinations).
 
-A lost database connection (server restart, `pg_terminate_backend`, failover) is logged; the loop drops
+A lost database connection (server restart, `pg_terminate_backend`, failover) is logged; the worker drops
 its connections, backs off and goes on. Nothing is lost meanwhile: a row claimed when the connection
 went is in flight under a lease, and the leases expire once they have run out.
 """
@@ -27,6 +29,7 @@ import logging
 import threading
 from collections.abc import Callable
 
+from django.conf import settings
 from django.db import Error as DatabaseError
 from django.db import connections
 
@@ -34,7 +37,9 @@ from lib.databases import DB
 from outbox.destinations import Destination, DestinationUnavailable, destination_named
 from outbox.destinations.registry import destination_problems, enabled_destination_names
 from outbox.dispatcher import RunStats, default_worker_name, dispatch_batch, maintain
+from outbox.models import Handoff
 from outbox.services.leases import handoff_expire_leases
+from outbox.serving import Schedule, Turn
 from outbox.wakeups import WakeListener
 
 log = logging.getLogger(__name__)
@@ -89,28 +94,34 @@ def _guarded(step, *, what: str, backoff: Backoff, stop: threading.Event):
     return None
 
 
+def listen_for_wakeups(
+    wake: Callable[[set[str]], None], idle_sleep: float, stop: threading.Event
+) -> None:
+    """The listening thread's loop: one LISTEN connection for the whole process, each notification handed on
+    with the destinations it names (PostgreSQL only; elsewhere the loops just poll)."""
+    if connections[DB].vendor != "postgresql":
+        return
+    listener = WakeListener()
+    try:
+        while not stop.is_set():
+            if (names := listener.wait_names(idle_sleep)) is not None:
+                wake(names)
+    finally:
+        listener.close()
+        connections.close_all()
+
+
 class Wakeups:
-    """One LISTEN connection for every delivery loop of the process: a notification wakes them all. A loop
-    remembers the last wake-up it saw, so one that came during its batch is not missed."""
+    """The wake-ups of a process serving one destination: a loop remembers the last wake-up it saw, so one
+    that came during its batch is not missed."""
 
     def __init__(self, stop: threading.Event):
         self._stop = stop
         self._changed = threading.Condition()
         self.seen = 0
-        self._listens = connections[DB].vendor == "postgresql"
 
     def listen(self, idle_sleep: float) -> None:
-        """The listening thread's loop (PostgreSQL only; elsewhere the loops just poll)."""
-        if not self._listens:
-            return
-        listener = WakeListener()
-        try:
-            while not self._stop.is_set():
-                if listener.wait(idle_sleep):
-                    self.wake()
-        finally:
-            listener.close()
-            connections.close_all()
+        listen_for_wakeups(lambda _names: self.wake(), idle_sleep, self._stop)
 
     def wake(self) -> None:
         with self._changed:
@@ -135,7 +146,7 @@ def _delivery_loop(
     while not stop.is_set():
         seen = wakeups.seen
         batch = _guarded(
-            lambda: dispatch_batch(destination=resolve(), worker=worker),
+            lambda: dispatch_batch(destination=resolve(), worker=worker, stop=stop),
             what="delivery",
             backoff=backoff,
             stop=stop,
@@ -210,69 +221,76 @@ def _serve_one(
             thread.join(timeout=30)
 
 
-class Served:
-    """The loops of the destinations this process serves, by name: started when a destination is first
-    enabled, ended by themselves when it is disabled or removed."""
+def handoffs_due(name: str) -> bool:
+    """Whether anything is due for the destination now (one probe of the claim index)."""
+    return Handoff.objects.using(DB).due().filter(destination=name).exists()
 
-    def __init__(
-        self,
-        worker: str,
-        idle_sleep: float,
-        maintain_every: float,
-        stop: threading.Event,
-        wakeups: Wakeups,
-    ):
-        self.worker, self.idle_sleep, self.maintain_every = worker, idle_sleep, maintain_every
-        self.stop, self.wakeups = stop, wakeups
-        self.threads: dict[str, list[threading.Thread]] = {}
+
+def _serve_turn(name: str, turn: Turn, worker: str, stop: threading.Event) -> RunStats:
+    destination = destination_named(name)
+    if turn is Turn.MAINTAIN:
+        stats = maintain(destination=destination, expire_leases=False)
+        if stats.settled:
+            log.info("maintenance of %s: settled %s", name, stats.settled)
+        return RunStats()
+    if turn is Turn.POLL and not handoffs_due(name):
+        return RunStats()
+    return dispatch_batch(destination=destination, worker=worker, stop=stop)
+
+
+class Pool:
+    """The worker threads of a process serving every enabled destination (`outbox/serving.py`): as many as
+    there are destinations, at most HANDOFF_DISPATCH_WORKERS."""
+
+    def __init__(self, schedule: Schedule, worker: str, stop: threading.Event):
+        self.schedule, self.worker, self.stop = schedule, worker, stop
+        self.threads: list[threading.Thread] = []
         self.total = RunStats()
         self._total_lock = threading.Lock()
 
-    def start_new(self) -> None:
-        for name in enabled_destination_names():
-            if any(thread.is_alive() for thread in self.threads.get(name, [])):
-                continue
-            self.threads[name] = [
-                threading.Thread(
-                    target=self._deliver, args=(name,), name=f"deliver:{name}", daemon=True
-                ),
-                threading.Thread(
-                    target=_maintenance_loop,
-                    args=(
-                        lambda name=name: destination_named(name),
-                        self.maintain_every,
-                        self.stop,
-                    ),
-                    kwargs={"expire": False},
-                    name=f"maintain:{name}",
-                    daemon=True,
-                ),
-            ]
-            for thread in self.threads[name]:
-                thread.start()
-            log.info("serving destination %s", name)
-
-    def _deliver(self, name: str) -> None:
-        try:
-            stats = _delivery_loop(
-                lambda: destination_named(name),
-                self.worker,
-                self.idle_sleep,
-                self.stop,
-                self.wakeups,
+    def grow(self) -> None:
+        wanted = min(settings.HANDOFF_DISPATCH_WORKERS, len(self.schedule.names()))
+        while len(self.threads) < wanted:
+            thread = threading.Thread(
+                target=self._work, name=f"deliver:{len(self.threads) + 1}", daemon=True
             )
-        except DestinationUnavailable as exc:
-            log.warning("delivery to %s ends: %s", name, exc)
-            return
+            self.threads.append(thread)
+            thread.start()
+
+    def _work(self) -> None:
+        """Take a turn, serve it, say how it went; until the stop."""
+        backoff = Backoff()
+        try:
+            while (taken := self.schedule.take()) is not None:
+                name, turn = taken
+                self._serve(name, turn, backoff)
         finally:
             connections.close_all()
+
+    def _serve(self, name: str, turn: Turn, backoff: Backoff) -> None:
+        try:
+            stats = _guarded(
+                lambda: _serve_turn(name, turn, self.worker, self.stop),
+                what=f"{turn.value} {name}",
+                backoff=backoff,
+                stop=self.stop,
+            )
+        except DestinationUnavailable as exc:
+            log.warning("destination %s no longer served: %s", name, exc)
+            self.schedule.drop(name)
+            stats = None
+        if stats is None:
+            self.schedule.done(name, turn)
+            return
         with self._total_lock:
             self.total.add(stats)
+        wait = stats.wait_seconds if stats.limited else None
+        self.schedule.done(name, turn, claimed=stats.claimed, wait_seconds=wait)
 
-    def join(self) -> None:
-        for threads in self.threads.values():
-            for thread in threads:
-                thread.join(timeout=30)
+    def join(self, timeout: float) -> None:
+        self.schedule.release_all()
+        for thread in self.threads:
+            thread.join(timeout=timeout)
 
 
 def startup_problems(stop: threading.Event) -> dict[str, str] | None:
@@ -310,28 +328,34 @@ def run_forever(
     stop = stop or threading.Event()
     if destination is not None:
         return _serve_one(destination, worker, idle_sleep, maintain_every, stop)
-    wakeups = Wakeups(stop)
+    schedule = Schedule(idle_sleep=idle_sleep, maintain_every=maintain_every, stop=stop)
     listening = threading.Thread(
-        target=wakeups.listen, args=(idle_sleep,), name="wakeups", daemon=True
+        target=listen_for_wakeups,
+        args=(schedule.wake, idle_sleep, stop),
+        name="wakeups",
+        daemon=True,
     )
     listening.start()
-    served = Served(worker, idle_sleep, maintain_every, stop, wakeups)
+    pool = Pool(schedule, worker, stop)
     backoff = Backoff()
     try:
         while not stop.is_set():
-            _guarded(lambda: _supervise(served), what="supervision", backoff=backoff, stop=stop)
+            _guarded(lambda: _supervise(pool), what="supervision", backoff=backoff, stop=stop)
             stop.wait(maintain_every)
     finally:
         stop.set()
-        wakeups.wake()
-        served.join()
+        # A turn under way finishes its call under way; the claims not sent yet are given back.
+        pool.join(timeout=settings.HANDOFF_LEASE_SECONDS)
         listening.join(timeout=30)
         connections.close_all()
-    return served.total
+    return pool.total
 
 
-def _supervise(served: Served) -> None:
-    """Expire the leases that ran out (every destination's) and start the loops of newly enabled ones."""
+def _supervise(pool: Pool) -> None:
+    """Expire the leases that ran out (every destination's), serve the destinations enabled now, and start the
+    workers they need."""
     if expired := handoff_expire_leases():
         log.info("maintenance: expired %d leases", expired)
-    served.start_new()
+    for name in pool.schedule.serve(enabled_destination_names()):
+        log.info("serving destination %s", name)
+    pool.grow()

@@ -32,11 +32,13 @@ def _enqueue_dispatch_not_rollback_safe() -> None:
         )
 
 
-def wake_dispatcher_on_commit(using: str = DB) -> None:
+def wake_dispatcher_on_commit(using: str = DB, *, destination: str = "") -> None:
+    """Wake the dispatchers at commit: the loop of `destination` (its name is the notification's payload), or
+    every destination's when none is named."""
     connection = connections[using]
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_notify(%s, '')", [CHANNEL])
+            cursor.execute("SELECT pg_notify(%s, %s)", [CHANNEL, destination])
     if settings.HANDOFF_WAKE_ON_COMMIT:
         transaction.on_commit(_enqueue_dispatch_not_rollback_safe, using=using)
 
@@ -95,23 +97,30 @@ class WakeListener:
 
     def wait(self, timeout: float) -> bool:
         """True when woken by a notification, False after the timeout."""
+        return self.wait_names(timeout) is not None
+
+    def wait_names(self, timeout: float) -> set[str] | None:
+        """The destinations named by the notifications that woke it ("" for any destination), or None after
+        the timeout."""
         self.reconnect()
         if self._conn is None:
             time.sleep(timeout)
-            return False
+            return None
         import psycopg
 
         try:
-            woken = any(True for _ in self._conn.notifies(timeout=timeout, stop_after=1))
+            names = {n.payload for n in self._conn.notifies(timeout=timeout, stop_after=1)}
+            if not names:
+                return None
             # Several commits may have notified: drain them so one wake-up serves them all.
-            while any(True for _ in self._conn.notifies(timeout=0, stop_after=1)):
-                pass
-            return woken
+            while more := {n.payload for n in self._conn.notifies(timeout=0, stop_after=1)}:
+                names |= more
+            return names
         except psycopg.Error:
             log.warning("wake-up connection lost; polling until it is back", exc_info=True)
             self.close()
             self._next_connect = time.monotonic() + self.RECONNECT_EVERY
-            return False
+            return None
 
     def close(self) -> None:
         if self._conn is not None:

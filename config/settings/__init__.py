@@ -57,8 +57,6 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
-    # First: every log line of a request carries the workspace, handoff or action key its URL names.
-    "config.log_middleware.RequestLogContext",
     "django.middleware.security.SecurityMiddleware",
     "csp.middleware.CSPMiddleware",
     "django_permissions_policy.PermissionsPolicyMiddleware",
@@ -72,8 +70,6 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "config.nul_guard.RefuseNulMiddleware",
-    # A refused signature at intake or the receiver is a security event (paged above a rate).
-    "reconciliation.alerts.security.SecurityEventMiddleware",
     # Last, as django-axes asks: it turns a lockout raised during authentication into the lockout answer.
     "axes.middleware.AxesMiddleware",
 ]
@@ -158,9 +154,7 @@ AUTH_PASSWORD_VALIDATORS = [
 # django-axes counts failed logins before the model backend checks the password, so it comes first.
 AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",
-    # Passwords (break-glass only once single sign-on is on) and the identity provider: config/settings/oidc.py.
-    "approvals.auth.backends.LocalPasswordBackend",
-    "approvals.auth.backends.OIDCRoleBackend",
+    "django.contrib.auth.backends.ModelBackend",
 ]
 # Lockout: either the user name or the client address reaching the limit locks it out (guessing one
 # account from many addresses, or many accounts from one address), for the cool-off time.
@@ -321,6 +315,9 @@ if (
         "HANDOFF_LEASE_SECONDS must exceed RECEIVER_CONNECT_TIMEOUT + RECEIVER_READ_TIMEOUT (one call per lease)"
     )
 HANDOFF_CLAIM_BATCH = env_int("HANDOFF_CLAIM_BATCH", 20)
+# Worker threads of a `manage.py dispatch` process (one per destination, at most this many; one database
+# connection each): a slow or dead destination holds up one of them, never the others.
+HANDOFF_DISPATCH_WORKERS = env_int("HANDOFF_DISPATCH_WORKERS", 8)
 # Who may own a handoff: the source application's rule, named here so that the outbox imports nothing from it.
 HANDOFF_ASSIGNEE_CHECK = "approvals.selectors.is_operator_of"
 HANDOFF_SLA_MINUTES = env_int("HANDOFF_SLA_MINUTES", 60)
@@ -350,8 +347,19 @@ Q_CLUSTER = {
     "label": "Task queue",
 }
 
-# Plain text lines, or JSON lines with LOG_FORMAT=json; both redacted, with the handoff's fields.
-from config.settings.logging import LOG_FORMAT, LOGGING  # noqa: E402,F401
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "filters": {"refusals_on_one_line": {"()": "config.logging_filters.RefusalsOnOneLine"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
+    "loggers": {
+        "django.db.backends": {"level": "WARNING"},
+        "django.request": {"filters": ["refusals_on_one_line"]},
+        "django.security": {"filters": ["refusals_on_one_line"]},
+    },
+}
 
 EMAIL_BACKEND = os.environ.get(
     "EMAIL_BACKEND",
@@ -362,14 +370,3 @@ EMAIL_BACKEND = os.environ.get(
 
 # Intake, reconciliation and alerts: the settings of the product's later stages.
 from config.settings.intake_and_alerts import *  # noqa: E402,F403
-# Incidents, their channels, escalation and notifications (docs/incidents.md).
-from config.settings.incidents import *  # noqa: E402,F403
-
-# Single sign-on through OpenID Connect (off by default).
-from config.settings.oidc import *  # noqa: E402,F403
-
-# Probes under an orchestrator (docs/operations.md).
-from config.settings.operations import *  # noqa: E402,F403
-
-# Tracing: off unless an OTLP endpoint is named (docs/observability.md).
-from config.settings.telemetry import *  # noqa: E402,F403

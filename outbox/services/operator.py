@@ -80,7 +80,7 @@ def handoff_retry(
                 attempts_in_run=0,
                 run_started_at=db_now(),
             )
-    wake_dispatcher_on_commit()
+    wake_dispatcher_on_commit(destination=handoff.destination)
     return handoff
 
 
@@ -196,7 +196,7 @@ def handoff_settle_manually(
             handoff, to_state, actor=actor, action="manual_repair", reason=reason, **changes
         )
         if to_state == S.PENDING:
-            wake_dispatcher_on_commit()
+            wake_dispatcher_on_commit(destination=handoff.destination)
     return handoff
 
 

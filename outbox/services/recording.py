@@ -60,7 +60,7 @@ def handoff_record(
             else "approved; handoff recorded",
         )
     if not observe_only:
-        wake_dispatcher_on_commit()
+        wake_dispatcher_on_commit(destination=handoff.destination)
     return handoff
 
 

@@ -52,7 +52,7 @@ def record_planned(
         action="compensate" if entry["kind"] == HandoffKind.COMPENSATION and actor else "",
         reason=reason,
     )
-    wake_dispatcher_on_commit()
+    wake_dispatcher_on_commit(destination=planned.destination)
     return planned
 
 

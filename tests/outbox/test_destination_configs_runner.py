@@ -1,5 +1,6 @@
-"""The dispatcher process serves every enabled destination, each in a loop of its own: a destination whose
-calls never come back holds up nobody else's handoffs."""
+"""The dispatcher process serves every enabled destination with a pool of workers, one at a time per
+destination: a destination whose calls never come back holds up nobody else's handoffs, and many
+destinations need no more workers than configured."""
 
 import subprocess
 import sys
@@ -80,3 +81,34 @@ def test_a_destination_that_never_answers_does_not_hold_up_the_others(silent_rec
         silent.kill()
         dispatcher.join(timeout=60)
     assert not dispatcher.is_alive()
+
+
+# Three threads writing at once: SQLite's in-memory test database refuses them ("table is locked") at once.
+@pytest.mark.postgres
+def test_twelve_destinations_are_served_by_the_configured_three_workers_and_all_deliver(settings):
+    settings.HANDOFF_DISPATCH_WORKERS = 3
+    names = [f"system-{n}" for n in range(12)]
+    for name in names:
+        DestinationConfig.objects.create(name=name, kind="in_process", config={})
+    handoffs = [record(n) for n in range(1, 25)]
+    for n, handoff in enumerate(handoffs):
+        Handoff.objects.filter(pk=handoff.pk).update(destination=names[n % len(names)])
+    stop = threading.Event()
+    dispatcher = threading.Thread(
+        target=runner.run_forever,
+        kwargs={"worker": "w1", "idle_sleep": 0.2, "maintain_every": 0.5, "stop": stop},
+    )
+    dispatcher.start()
+    try:
+        wait_for(
+            lambda: not Handoff.objects.exclude(state=S.DELIVERED).exists(),
+            "every destination's handoffs delivered",
+        )
+        workers = [t for t in threading.enumerate() if t.name.startswith("deliver:")]
+        assert len(workers) == 3, [t.name for t in workers]
+    finally:
+        stop.set()
+        dispatcher.join(timeout=60)
+    assert not dispatcher.is_alive()
+    delivered_to = set(Handoff.objects.values_list("destination", flat=True))
+    assert delivered_to == set(names)

@@ -1,0 +1,93 @@
+"""The schedule of a dispatcher's workers (`outbox/serving.py`): one worker per destination at a time, turns in
+order of waiting, idle destinations woken by name, limits and maintenance kept. No database, no clock
+waits: every turn asked for here is due at once, or the test says it is not due."""
+
+import threading
+
+from outbox.serving import Schedule, Turn
+
+LONG = 3600.0  # an idle poll or a maintenance pass that never comes within a test
+
+
+def schedule(*names: str, idle_sleep: float = LONG, maintain_every: float = LONG) -> Schedule:
+    plan = Schedule(idle_sleep=idle_sleep, maintain_every=maintain_every, stop=threading.Event())
+    plan.serve(list(names))
+    return plan
+
+
+def test_a_destination_being_served_is_not_handed_to_a_second_worker():
+    plan = schedule("crm", "mail")
+    first, second = plan.take(), plan.take()
+    assert {first[0], second[0]} == {"crm", "mail"}
+    assert plan.due_now() == []
+    plan.done(first[0], first[1], claimed=20)
+    assert plan.due_now() == [first[0]]
+
+
+def test_a_destination_with_a_backlog_waits_behind_the_others_already_waiting():
+    plan = schedule("crm", "mail", "accounts")
+    name, turn = plan.take()
+    plan.done(name, turn, claimed=20)  # more may be due: back of the line
+    following = [plan.take()[0] for _ in range(2)]
+    assert name not in following
+    assert plan.take()[0] == name
+
+
+def test_an_idle_destination_is_woken_by_a_notification_naming_it_and_only_by_that():
+    plan = schedule("crm", "mail")
+    for _ in range(2):
+        name, turn = plan.take()
+        plan.done(name, turn, claimed=0)
+    assert plan.due_now() == []
+    plan.wake({"mail"})
+    assert plan.due_now() == ["mail"]
+    assert plan.take() == ("mail", Turn.DELIVER)
+    plan.wake({""})  # a notification naming no destination is for every one
+    assert plan.due_now() == ["crm"]
+
+
+def test_an_idle_destination_polls_first_when_its_idle_time_is_over():
+    plan = schedule("crm", idle_sleep=0.0)
+    plan.done(*plan.take(), claimed=0)
+    assert plan.take() == ("crm", Turn.POLL)
+
+
+def test_a_wake_up_during_a_turn_brings_the_next_turn_at_once_even_if_it_claimed_nothing():
+    plan = schedule("crm")
+    name, turn = plan.take()
+    plan.wake({"crm"})
+    plan.done(name, turn, claimed=0)
+    assert plan.take() == ("crm", Turn.DELIVER)
+
+
+def test_a_destination_held_by_its_limits_is_not_brought_forward_by_a_wake_up():
+    plan = schedule("crm")
+    plan.done(*plan.take(), wait_seconds=LONG)
+    plan.wake({"crm"})
+    assert plan.due_now() == []
+
+
+def test_maintenance_is_a_turn_of_its_own_when_it_is_due():
+    plan = schedule("crm", maintain_every=0.0)
+    assert plan.take() == ("crm", Turn.MAINTAIN)
+
+
+def test_a_destination_no_longer_served_gets_no_more_turns_once_its_turn_ends():
+    plan = schedule("crm", "mail")
+    name, turn = plan.take()
+    plan.serve(["mail"] if name == "crm" else ["crm"])
+    plan.done(name, turn, claimed=20)
+    assert name not in plan.names()
+    assert name not in plan.due_now()
+
+
+def test_take_returns_nothing_once_stopped():
+    plan = schedule("crm")
+    plan.done(*plan.take(), claimed=0)
+    taken = []
+    worker = threading.Thread(target=lambda: taken.append(plan.take()))
+    worker.start()
+    plan.stop.set()
+    plan.release_all()
+    worker.join(timeout=30)
+    assert not worker.is_alive() and taken == [None]
