@@ -12,6 +12,7 @@ urlpatterns = [
     path("approvals/", include("console.urls.requests")),
     path("handoffs/", include("console.urls.handoffs")),
     path("destinations/", include("console.urls.destinations")),
+    path("audit/", include("console.urls.audit")),
     path("incidents/", include("console.urls.incidents")),
     path("delivery/", include("delivery.urls")),
     # /healthz and /readyz for orchestrators: open, nothing secret (docs/operations.md).

@@ -1,5 +1,6 @@
 """The source application's models, one module per subject; re-exported here (Django finds them here)."""
 
+from approvals.models.audit_exports import AuditExport
 from approvals.models.requests import (
     REQUEST_TRANSITIONS,
     Approval,
@@ -22,6 +23,7 @@ from approvals.models.workspaces import Membership, Role, RoleChange, Workspace
 __all__ = [
     "REQUEST_TRANSITIONS",
     "Approval",
+    "AuditExport",
     "Decision",
     "Membership",
     "Mode",
