@@ -317,6 +317,10 @@ def main() -> None:
     parser.add_argument(
         "--destinations", help="the JSON bench/destinations_bench.py wrote, when it was run"
     )
+    parser.add_argument(
+        "--many-destinations",
+        help="the JSON bench/many_destinations_bench.py wrote, when it was run",
+    )
     parser.add_argument("--output", required=True)
     args = parser.parse_args()
     r = json.loads(Path(args.e2e).read_text())
@@ -498,6 +502,7 @@ def main() -> None:
             f"{' (memory grew with the keys)' if samples and not bounded(samples) else ''} |"
         )
     dest = json.loads(Path(args.destinations).read_text()) if args.destinations else None
+    many = json.loads(Path(args.many_destinations).read_text()) if args.many_destinations else None
     if dest:
         lines.append(
             f"| a healthy destination beside one down and one slow (one dispatcher) ≥ {AIM_DESTINATIONS_RATIO} "
@@ -705,6 +710,7 @@ right after `make bench`, against its own receiver and databases:",
         "```",
         "",
         *(destinations_section(dest) if dest else []),
+        *(many_destinations_section(many) if many else []),
     ]
     Path(args.output).write_text("\n".join(lines))
 
@@ -746,6 +752,39 @@ def destinations_section(dest: dict) -> list[str]:
         f"{cpu['alone']:.2f} ms / {cpu['with_others']:.2f} ms |",
         f"| the others meanwhile, in each run beside them | down: {spread(failed)} failed calls (its "
         f"breaker paused it); slow: {spread(slow)} claims held in its calls |",
+        "",
+    ]
+
+
+def many_destinations_section(many: dict) -> list[str]:
+    """Many destinations against one (bench/many_destinations_bench.py)."""
+    cpu, conns = many["cpu_ms_per_handoff"], many["connections"]
+    return [
+        f"## Many destinations: {many['destinations']} against one",
+        "",
+        f"{many['destinations']} destinations of the http kind, all pointing at the receiver, served by one "
+        "`manage.py dispatch` process (its pool of workers: one per destination, at most "
+        "HANDOFF_DISPATCH_WORKERS, 8 by default). Each pair is two runs back to back, the order alternated: "
+        f"{many['handoffs']:,} handoffs to one destination (the others disabled), and the same number spread "
+        f"evenly over all {many['destinations']}. Rate: the handoffs over the span from their first to their "
+        "last delivery. With many destinations more workers call at once, so the ratio may exceed 1.",
+        "",
+        "```sh",
+        many["command"],
+        "```",
+        "",
+        "| figure | value |",
+        "| --- | --- |",
+        f"| one destination (median of the runs) | {many['one_per_second']:,.0f} handoffs/s |",
+        f"| {many['destinations']} destinations (median of the runs) | {many['many_per_second']:,.0f} "
+        "handoffs/s |",
+        f"| ratio, median of the pairs' ratios (each pair's: {', '.join(f'{r:.2f}' for r in many['ratios'])}) "
+        f"| {many['ratio']:.2f}: aim ≥ {many['aim']}, {verdict(many['met'])}"
+        f"{'' if many['all_delivered_once'] else ' (a handoff was not delivered exactly once)'} |",
+        f"| the dispatcher's CPU per handoff, one / many (medians) | {cpu['one']:.2f} ms / "
+        f"{cpu['many']:.2f} ms |",
+        f"| the dispatcher's database connections, one / many (most in a run) | {conns['one']} / "
+        f"{conns['many']} |",
         "",
     ]
 
