@@ -154,7 +154,9 @@ AUTH_PASSWORD_VALIDATORS = [
 # django-axes counts failed logins before the model backend checks the password, so it comes first.
 AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",
-    "django.contrib.auth.backends.ModelBackend",
+    # Passwords (break-glass only once single sign-on is on) and the identity provider: config/settings/oidc.py.
+    "approvals.auth.backends.LocalPasswordBackend",
+    "approvals.auth.backends.OIDCRoleBackend",
 ]
 # Lockout: either the user name or the client address reaching the limit locks it out (guessing one
 # account from many addresses, or many accounts from one address), for the cool-off time.
@@ -370,3 +372,5 @@ EMAIL_BACKEND = os.environ.get(
 
 # Intake, reconciliation and alerts: the settings of the product's later stages.
 from config.settings.intake_and_alerts import *  # noqa: E402,F403
+# Single sign-on through OpenID Connect (off by default).
+from config.settings.oidc import *  # noqa: E402,F403
