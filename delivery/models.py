@@ -46,6 +46,40 @@ class ReceiverTask(models.Model):
         return f"task {self.task_id} for {self.action_key}"
 
 
+class TaskEventKind(models.TextChoices):
+    STATUS_CHANGED = "task.status_changed", "Status changed"
+    DELETED = "task.deleted", "Deleted"
+
+
+class TaskEvent(models.Model):
+    """What the receiver tells the sender about a task after creating it: its work status moved, or the task
+    was deleted. Written in the transaction of the change (so a committed change always has its event) and
+    sent afterwards (`delivery.status_events`); the row's id is the event's sequence, growing per task in
+    the order of the changes, so the sender keeps the newest whatever order the events arrive in."""
+
+    # The webhook-id of every sending of this event: the sender drops a repeat by it.
+    event_id = models.UUIDField(default=uuid.uuid4, editable=False, unique=True)
+    action_key = models.CharField(max_length=200)
+    task_id = models.UUIDField()
+    payload_hash = models.CharField(max_length=64)
+    kind = models.CharField(max_length=32, choices=TaskEventKind.choices)
+    status = models.CharField(max_length=16, blank=True)
+    occurred_at = models.DateTimeField()
+    sent_at = models.DateTimeField(null=True, blank=True)
+    attempts = models.PositiveIntegerField(default=0)
+    last_error = models.CharField(max_length=300, blank=True)
+
+    class Meta:
+        indexes = [
+            models.Index(
+                fields=["id"], name="task_event_unsent_idx", condition=models.Q(sent_at=None)
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} of {self.action_key} (#{self.pk})"
+
+
 class SeenMessage(models.Model):
     """Signed message ids already accepted, so that a replayed request is refused."""
 

@@ -8,7 +8,8 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from delivery.errors import ActionKeyConflict, InvalidTaskPayload, InvalidTaskStatus, TaskNotFound
-from delivery.models import TASK_STATUS_TRANSITIONS, ReceiverTask, TaskStatus
+from delivery.models import TASK_STATUS_TRANSITIONS, ReceiverTask, TaskEventKind, TaskStatus
+from delivery.status_events import task_event_record
 
 DB = "delivery"
 MAX_KEY_LENGTH = 200
@@ -170,15 +171,38 @@ def task_status_set(*, action_key: str, status: object) -> TaskStatusChange:
         # Conditional on the status just read, so two reports racing cannot move it backwards on any
         # backend (no row lock needed, SQLite included). A lost race reads again: the status only moves
         # forward, so this ends after at most two rounds.
-        now = timezone.now()
+        if change := _status_move(task, status):
+            return change
+
+
+def _status_move(task: ReceiverTask, status: str) -> TaskStatusChange | None:
+    """The move from the status just read, with its event in the same transaction; None when it lost."""
+    now = timezone.now()
+    with transaction.atomic(using=DB):
         moved = (
             ReceiverTask.objects.using(DB)
             .filter(pk=task.pk, status=task.status)
             .update(status=status, status_changed_at=now)
         )
-        if moved:
-            previous, task.status, task.status_changed_at = task.status, status, now
-            return TaskStatusChange(task=task, previous_status=previous, changed=True)
+        if not moved:
+            return None
+        previous, task.status, task.status_changed_at = task.status, status, now
+        task_event_record(task, TaskEventKind.STATUS_CHANGED)
+    return TaskStatusChange(task=task, previous_status=previous, changed=True)
+
+
+def task_delete(*, action_key: str) -> ReceiverTask:
+    """Delete the task of `action_key` (the receiver's people removed it), with its event in the same
+    transaction, so the sender hears of it. Raises TaskNotFound."""
+    with transaction.atomic(using=DB):
+        task = (
+            ReceiverTask.objects.using(DB).select_for_update().filter(action_key=action_key).first()
+        )
+        if task is None:
+            raise TaskNotFound(action_key)
+        task.delete(using=DB)
+        task_event_record(task, TaskEventKind.DELETED)
+    return task
 
 
 def task_list_keys(*, after: str = "", limit: int = 500) -> list[dict]:

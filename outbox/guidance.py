@@ -41,9 +41,15 @@ def retry_is_risky(handoff: Handoff) -> bool:
     return handoff.outcome_unknown
 
 
-def available_actions(handoff: Handoff, findings: Sequence = ()) -> list[str]:
-    """The manual actions that make sense for the handoff's state and its open findings, safest first."""
+def available_actions(
+    handoff: Handoff, findings: Sequence = (), *, destination_held: bool = False
+) -> list[str]:
+    """The manual actions that make sense for the handoff's state and its open findings, safest first.
+    `destination_held`: its destination takes no call now (paused, in a window, under a Retry-After hold), so
+    "Run now" could not send it sooner and is not offered."""
     actions = _state_actions(handoff)
+    if destination_held and "run_now" in actions:
+        actions.remove("run_now")
     if findings or handoff.awaits_receiver_check:
         actions.insert(0, "repair")
     if "reconcile" not in actions and not handoff.with_dispatcher:
@@ -67,7 +73,8 @@ def _state_actions(handoff: Handoff) -> list[str]:
         if retry_is_risky(handoff) or handoff.failure_class == F.CONFLICT:
             actions += ["reconcile", "correct", "assign", "cancel", "retry"]
         elif handoff.failure_class == F.PERMANENT:
-            actions += ["correct", "cancel", "assign", "reconcile", "retry"]
+            # No retry: the same payload is refused the same way (the guidance says so).
+            actions += ["correct", "cancel", "assign", "reconcile"]
         else:
             actions += ["retry", "reconcile", "assign", "correct", "cancel"]
         return actions
@@ -101,9 +108,20 @@ def _window_guidance(pause) -> Guidance:
     )
 
 
+def _hold_guidance(pause) -> Guidance:
+    return Guidance(
+        f"Waiting: destination {pause.name} asked us to wait until {pause.hold_until:%Y-%m-%d %H:%M:%S} UTC.",
+        f"It answered {pause.hold_reason or 'with Retry-After'}: no call reaches it before then. This handoff "
+        "is sent after that, by itself; no attempt or retry time of it is spent meanwhile.",
+        avoid=("retry",),
+    )
+
+
 def _paused_guidance(handoff: Handoff, pause) -> Guidance:
     if getattr(pause, "in_window", False):
         return _window_guidance(pause)
+    if not pause.paused_by_breaker:
+        return _hold_guidance(pause)
     since = f"{pause.paused_at:%Y-%m-%d %H:%M} UTC" if pause.paused_at else "a moment ago"
     if pause.pause_reason == PauseReason.CREDENTIAL:
         why = (
@@ -115,19 +133,33 @@ def _paused_guidance(handoff: Handoff, pause) -> Guidance:
             f"The receiver has been unreachable since {since}. Probe calls test it on a growing interval and "
             "resume deliveries by themselves once one succeeds."
         )
+    probe = (
+        f" The next probe is due at {pause.next_probe_at:%Y-%m-%d %H:%M:%S} UTC."
+        if pause.next_probe_at
+        else ""
+    )
     return Guidance(
         f"Waiting: destination {pause.name} is paused.",
-        f"{why} No attempt or retry time of this handoff is spent meanwhile.",
+        f"{why}{probe} No attempt or retry time of this handoff is spent meanwhile.",
         avoid=("retry",),
     )
 
 
 def _closed_guidance(handoff: Handoff) -> Guidance:
+    if handoff.state == S.DELIVERED and handoff.task_seen is False:
+        return Guidance(
+            "Delivered, but the receiver has no task for this key now.",
+            f"The receiver created task {handoff.destination_id or '(unknown id)'} for {handoff.action_key}, and "
+            f"since said it has none ({handoff.task_checked_by}, {handoff.task_checked_at:%Y-%m-%d %H:%M} UTC). "
+            "Nothing is sent by itself. If no manual repair below accounts for it, find out at the receiver "
+            "what happened to the task and record one.",
+        )
     if handoff.state == S.DELIVERED:
         return Guidance(
             "Delivered. Nothing to do here.",
-            f"The receiver created task {handoff.destination_id or '(unknown id)'} for {handoff.action_key}. "
-            "This proves the task exists at the receiver; it does not mean the onboarding work is finished.",
+            f"The receiver created task {handoff.destination_id or '(unknown id)'} for {handoff.action_key}; "
+            "“What the receiver has said” shows when it last confirmed the task. It does not "
+            "mean the onboarding work is finished.",
         )
     return {
         S.SUPERSEDED: Guidance(
@@ -244,7 +276,8 @@ def next_step(handoff: Handoff, findings: Sequence = (), *, paused_destination=N
 
     An open reconciliation finding comes first: a handoff the receiver disagrees with is never "fine",
     whatever its own state says. `findings` are the live findings of its key (kind label, next action);
-    `paused_destination` the circuit breaker of its destination when that is paused.
+    `paused_destination` the row of its destination when that takes no call now: paused by its breaker, in
+    an operator's pause or window (annotated `in_window`), or under a Retry-After hold.
     """
     if findings:
         return _finding_guidance(findings)

@@ -45,3 +45,6 @@ ALERT_WIDESPREAD_THRESHOLD = env_int("ALERT_WIDESPREAD_THRESHOLD", 20)
 ALERT_WIDESPREAD_MINUTES = env_int("ALERT_WIDESPREAD_MINUTES", 10)
 # Absolute base of the links in alerts (the console as on-call people reach it).
 CONSOLE_BASE_URL = os.environ.get("CONSOLE_BASE_URL", "http://127.0.0.1:8000").rstrip("/")
+
+# Status events: the receiver tells the source when a task's work changes (docs/reconciliation.md).
+from config.settings.status_events import *  # noqa: E402,F403

@@ -3,10 +3,17 @@
 from django.urls import path
 
 from console.views import health as views
+from reconciliation import api
 
 app_name = "reconciliation"
 
 urlpatterns = [
+    # A destination's signed status events about its tasks (docs/reconciliation.md, "Status events").
+    path(
+        "reconciliation/api/destinations/<slug:name>/status-events",
+        api.status_events,
+        name="status_events",
+    ),
     path("health/", views.health, name="health"),
     path("health/<slug:figure>/", views.drilldown, name="drilldown"),
     path(

@@ -34,6 +34,7 @@ from outbox.models.states import (
     PauseReason,
     SlotKind,
 )
+from outbox.models.status_events import StatusEvent, StatusEventResult
 
 __all__ = [
     "AGE_CHOICES",
@@ -63,6 +64,8 @@ __all__ = [
     "HandoffState",
     "PauseReason",
     "SlotKind",
+    "StatusEvent",
+    "StatusEventResult",
     "default_max_concurrency",
     "default_max_requests_per_second",
 ]

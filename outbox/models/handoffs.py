@@ -81,6 +81,15 @@ class Handoff(models.Model):
     # through the destination (open, in_progress, done, failed). "Task created" is not "work done".
     work_status = models.CharField(max_length=16, blank=True)
     work_checked_at = models.DateTimeField(null=True, blank=True)
+    # The receiver's own time of the stored work status, and the sequence of its newest status event applied:
+    # an event with a lower sequence arrives late and changes nothing (`outbox/services/status_events.py`).
+    work_reported_at = models.DateTimeField(null=True, blank=True)
+    receiver_event_sequence = models.BigIntegerField(null=True, blank=True)
+    # What the receiver last said about this key's task (True: it has it, False: it has none, None: not asked
+    # since the receipt), when (database clock) and through what (a status event, a check by a person).
+    task_seen = models.BooleanField(null=True, blank=True)
+    task_checked_at = models.DateTimeField(null=True, blank=True)
+    task_checked_by = models.CharField(max_length=120, blank=True, db_default="")
     receipt = models.JSONField(
         default=dict, blank=True, help_text="The validated receipt, as received."
     )

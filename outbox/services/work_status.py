@@ -8,6 +8,16 @@ from outbox.models.states import WORK_STATUSES
 
 S = HandoffState
 
+# The stored work statuses a reported one may replace. The receiver's status only moves forward, so a
+# report of an earlier status is older than what is stored (a run that read the task before a status event
+# arrived): it never overwrites the newer one.
+WORK_REPLACES: dict[str, tuple[str, ...]] = {
+    "open": ("",),
+    "in_progress": ("", "open"),
+    "done": ("", "open", "in_progress"),
+    "failed": ("", "open", "in_progress"),
+}
+
 
 def handoffs_record_work_status(*, statuses: dict[str, str]) -> int:
     """Store the work status the receiver reported for delivered handoffs ({action_key: status}); returns
@@ -17,8 +27,7 @@ def handoffs_record_work_status(*, statuses: dict[str, str]) -> int:
         keys = [key for key, value in statuses.items() if value == status]
         changed += (
             Handoff.objects.using(DB)
-            .filter(action_key__in=keys, state=S.DELIVERED)
-            .exclude(work_status=status)
+            .filter(action_key__in=keys, state=S.DELIVERED, work_status__in=WORK_REPLACES[status])
             .update(work_status=status, work_checked_at=timezone.now())
         )
     return changed

@@ -15,12 +15,14 @@ from django.utils import timezone
 from approvals.models import Workspace
 from lib.databases import DB
 from outbox.models import Handoff
+from outbox.services.status_events import handoffs_note_receiver_answer
 from reconciliation import next_actions
 from reconciliation.classification import Problem, facts_fingerprint
 from reconciliation.errors import FindingNotFound, InvalidFindingTransition, NoteRequired
 from reconciliation.models import (
     Finding,
     FindingEvent,
+    FindingKind,
     FindingStatus,
     ManualRepair,
     ReconciliationRun,
@@ -117,6 +119,7 @@ class FindingRecorder:
             if updated:
                 Finding.objects.using(DB).bulk_update(updated, [*values])
             self._open(created)
+            _note_missing_tasks(problems, self.run)
 
     def _open(self, created: list[Finding]) -> None:
         if not created:
@@ -135,6 +138,22 @@ class FindingRecorder:
             for f in created
         )
         self.new += len(created)
+
+
+def _note_missing_tasks(problems: list[Problem], run: ReconciliationRun) -> None:
+    """The handoff page says what the receiver said: a delivered handoff whose task it no longer has (seen
+    again, confirmed) stops being shown as one whose task exists, repaired or not."""
+    handoffs_note_receiver_answer(
+        ids=[
+            p.handoff_id
+            for p in problems
+            if p.kind == FindingKind.MISSING_AT_RECEIVER
+            and p.handoff_id
+            and p.receiver.get("confirmed", True)
+        ],
+        found=False,
+        source=_run_label(run),
+    )
 
 
 def _set_owners(findings: list[Finding]) -> None:

@@ -6,10 +6,11 @@ from dataclasses import dataclass
 from django.utils import timezone
 
 from lib.databases import DB
-from outbox.destinations import Destination, destination_named
+from outbox.destinations import Destination, RemoteTask, destination_named
 from outbox.models import Handoff
 from outbox.services import PERSON_LOOKUP_WAIT_SECONDS, handoff_note_check
 from outbox.services.lookup_limits import lookups_under_limits
+from outbox.services.status_events import handoffs_note_receiver_answer
 from reconciliation.classification import classify, stuck_before
 from reconciliation.merge import source_row
 from reconciliation.models import FindingKind, ReconciliationRun, RunStatus
@@ -24,6 +25,8 @@ class KeyCheck:
     found: bool | None
     problems: tuple[str, ...]
     lookup_error: str = ""
+    # Problems seen exactly as a manual repair accounted for them: not reopened, and not "agreement" either.
+    covered: int = 0
 
     def summary(self) -> str:
         if self.lookup_error:
@@ -33,6 +36,8 @@ class KeyCheck:
             if self.found
             else "the receiver has no task for this key"
         )
+        if not self.problems and self.covered:
+            return f"{seen}; a manual repair accounts for that, so no finding is reopened"
         if not self.problems:
             return f"{seen}; source and receiver agree"
         return f"{seen}; open: {', '.join(self.problems)}"
@@ -56,6 +61,47 @@ def _finish_key_run(
     run.save(using=DB)
 
 
+def key_check_record(
+    *,
+    handoff: Handoff,
+    task: RemoteTask | None,
+    error: str,
+    trigger: str,
+    actor=None,
+    source: str = "",
+) -> KeyCheck:
+    """Apply the rules of a full run (classify, repairs that cover the facts, the work read back) to one
+    key, given what the receiver said about it (`task`, or `error` when it could not be asked): open,
+    update or close its findings at once, and note the answer on the handoff. Sends nothing."""
+    key = handoff.action_key
+    run = ReconciliationRun.objects.using(DB).create(
+        trigger=trigger, batch_size=1, started_by=actor, workspace_id=handoff.workspace_id
+    )
+    now = timezone.now()
+    src = None if error else source_row(key)
+    problems = [] if error else classify(key, src, task, now=now, stuck_before=stuck_before(now))
+    work = WorkStatuses(batch_size=1)
+    work.note(key, src, task)
+    run.work_statuses_recorded = work.recorded
+    recorder = FindingRecorder(run=run, now=now, batch_size=1)
+    recorder.add(problems)
+    recorder.flush()
+    resolved = 0 if error else findings_resolve_unseen(run, batch_size=100, now=now, action_key=key)
+    _finish_key_run(run, recorder, found=task is not None, error=error, resolved=resolved)
+    if not error:
+        by = source or (
+            f"reconcile now by {actor.get_username()}" if actor else f"reconciliation run {run.pk}"
+        )
+        handoffs_note_receiver_answer(ids=[handoff.pk], found=task is not None, source=by)
+    return KeyCheck(
+        run=run,
+        found=None if error else task is not None,
+        lookup_error=error,
+        problems=tuple(FindingKind(k).label.lower() for k in recorder.by_kind),
+        covered=recorder.covered,
+    )
+
+
 def handoff_reconcile_now(
     *, handoff_id: int, actor, destination: Destination | None = None
 ) -> KeyCheck:
@@ -74,27 +120,9 @@ def handoff_reconcile_now(
         worker="reconcile-key",
         wait_seconds=PERSON_LOOKUP_WAIT_SECONDS,
     )
-    key = handoff.action_key
-    task, error = lookup_key(destination, key)
-    run = ReconciliationRun.objects.using(DB).create(
-        trigger="console_key", batch_size=1, started_by=actor, workspace_id=handoff.workspace_id
-    )
-    now = timezone.now()
-    src = None if error else source_row(key)
-    problems = [] if error else classify(key, src, task, now=now, stuck_before=stuck_before(now))
-    work = WorkStatuses(batch_size=1)
-    work.note(key, src, task)
-    run.work_statuses_recorded = work.recorded
-    recorder = FindingRecorder(run=run, now=now, batch_size=1)
-    recorder.add(problems)
-    recorder.flush()
-    resolved = 0 if error else findings_resolve_unseen(run, batch_size=100, now=now, action_key=key)
-    _finish_key_run(run, recorder, found=task is not None, error=error, resolved=resolved)
-    check = KeyCheck(
-        run=run,
-        found=None if error else task is not None,
-        lookup_error=error,
-        problems=tuple(FindingKind(k).label.lower() for k in recorder.by_kind),
+    task, error = lookup_key(destination, handoff.action_key)
+    check = key_check_record(
+        handoff=handoff, task=task, error=error, trigger="console_key", actor=actor
     )
     handoff_note_check(
         handoff_id=handoff_id, actor=actor, reason=f"reconcile now: {check.summary()}"

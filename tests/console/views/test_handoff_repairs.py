@@ -401,8 +401,9 @@ def test_detail_with_findings_query_count_is_pinned(
     delete_receiver_task(delivered)
     reconciliation_run()
     olga = client_for(world["olga"])
-    # 18: the handoff's destination is read from its row (destinations are data) to describe its contract.
-    with django_assert_max_num_queries(18):
+    # 18: the handoff's destination is read from its row (destinations are data) to describe its contract;
+    # 19: the last full reconciliation run, for what the receiver has said and when.
+    with django_assert_max_num_queries(19):
         page = olga.get(f"/handoffs/{delivered.pk}/")
     assert page.status_code == 200 and b"handoff-findings" in page.content
 

@@ -1,0 +1,180 @@
+"""The receiver tells the sender when a task's work changes or the task is deleted: a signed status event.
+
+Each change writes a `TaskEvent` row in its own transaction (`task_event_record`), so a committed change
+always has its event; the event is sent after the commit, by a thread of the process that made the change
+(`wake_sender_on_commit`), and again by `manage.py send_status_events` for any a failure left unsent.
+The sender (our source application) deduplicates by the event's webhook-id, which stays the same on every
+resend, and keeps the newest by `sequence`, so a resend or a late event changes nothing.
+
+Signed in the Standard Webhooks format with RECEIVER_EVENTS_SIGNING_SECRET. Without
+RECEIVER_STATUS_EVENTS_URL nothing is sent: a receiver that cannot send events, for which the sender's
+periodic reconciliation is the only source of news.
+"""
+
+import json
+import logging
+import threading
+from dataclasses import dataclass
+
+import httpx
+from django.conf import settings
+from django.db import connections, transaction
+from django.utils import timezone
+from standardwebhooks.webhooks import Webhook
+
+from delivery.models import ReceiverTask, TaskEvent, TaskEventKind
+
+DB = "delivery"
+logger = logging.getLogger(__name__)
+
+
+def task_event_record(task: ReceiverTask, kind: str) -> TaskEvent:
+    """Write the event of a change to `task` inside the change's transaction; it is sent after the commit."""
+    event = TaskEvent.objects.using(DB).create(
+        action_key=task.action_key,
+        task_id=task.task_id,
+        payload_hash=task.payload_hash,
+        kind=kind,
+        status=task.status if kind == TaskEventKind.STATUS_CHANGED else "",
+        occurred_at=timezone.now(),
+    )
+    wake_sender_on_commit()
+    return event
+
+
+def event_document(event: TaskEvent) -> dict:
+    """The event's body, in the Standard Webhooks shape (type, timestamp, data)."""
+    return {
+        "type": event.kind,
+        "timestamp": event.occurred_at.isoformat(),
+        "data": {
+            "action_key": event.action_key,
+            "task_id": str(event.task_id),
+            "payload_hash": event.payload_hash,
+            "status": event.status,
+            "sequence": event.pk,
+            "occurred_at": event.occurred_at.isoformat(),
+        },
+    }
+
+
+def _signed(event: TaskEvent, body: str) -> dict[str, str]:
+    secret = settings.RECEIVER_EVENTS_SIGNING_SECRET
+    message_id = f"evt_{event.event_id.hex}"
+    # A fresh timestamp on each sending (the signature's tolerance is minutes), the same id always.
+    now = timezone.now()
+    return {
+        "webhook-id": message_id,
+        "webhook-timestamp": str(int(now.timestamp())),
+        "webhook-signature": Webhook(secret).sign(message_id, now, body),
+        "content-type": "application/json",
+    }
+
+
+@dataclass(frozen=True)
+class SendResult:
+    sent: int
+    failed: int
+
+
+def _send_one(client: httpx.Client, event: TaskEvent) -> bool:
+    body = json.dumps(event_document(event), separators=(",", ":"))
+    error = ""
+    try:
+        answer = client.post(
+            settings.RECEIVER_STATUS_EVENTS_URL, content=body, headers=_signed(event, body)
+        )
+    except httpx.HTTPError as exc:
+        error = f"{type(exc).__name__}: {exc}"
+    else:
+        # 2xx: recorded (or a repeat the sender already has). 4xx other than 429: the sender will never
+        # take this event as it is, so it is kept with the answer and not sent again by itself.
+        if answer.is_success or (answer.is_client_error and answer.status_code != 429):
+            error = (
+                "" if answer.is_success else f"refused: {answer.status_code} {answer.text[:200]}"
+            )
+            TaskEvent.objects.using(DB).filter(pk=event.pk).update(
+                sent_at=timezone.now(), attempts=event.attempts + 1, last_error=error
+            )
+            return answer.is_success
+        error = f"{answer.status_code} {answer.text[:200]}"
+    TaskEvent.objects.using(DB).filter(pk=event.pk).update(
+        attempts=event.attempts + 1, last_error=error[:300]
+    )
+    logger.warning("status event %s not sent: %s", event.event_id, error)
+    return False
+
+
+def status_events_send_due(*, limit: int = 200, max_attempts: int | None = None) -> SendResult:
+    """Send unsent events, oldest first (at most `limit`; with `max_attempts`, only those tried fewer
+    times). Nothing is sent without RECEIVER_STATUS_EVENTS_URL."""
+    if not settings.RECEIVER_STATUS_EVENTS_URL:
+        return SendResult(0, 0)
+    due = TaskEvent.objects.using(DB).filter(sent_at=None).order_by("id")
+    if max_attempts is not None:
+        due = due.filter(attempts__lt=max_attempts)
+    sent = failed = 0
+    timeout = settings.RECEIVER_EVENTS_TIMEOUT_SECONDS
+    with httpx.Client(timeout=timeout, trust_env=False) as client:
+        for event in list(due[:limit]):
+            if _send_one(client, event):
+                sent += 1
+            else:
+                failed += 1
+    return SendResult(sent, failed)
+
+
+class _Sender:
+    """One thread per process sends what is due after each wake-up, retrying failures with a growing
+    pause up to RECEIVER_EVENTS_MAX_ATTEMPTS per event; it ends when nothing is due."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.woken = threading.Event()
+        self.thread: threading.Thread | None = None
+
+    def wake(self) -> None:
+        self.woken.set()
+        with self.lock:
+            if self.thread is None or not self.thread.is_alive():
+                self.thread = threading.Thread(target=self._run, name="status-events", daemon=True)
+                self.thread.start()
+
+    def _run(self) -> None:
+        pause = 0.5
+        try:
+            while True:
+                self.woken.clear()
+                result = status_events_send_due(max_attempts=settings.RECEIVER_EVENTS_MAX_ATTEMPTS)
+                if not result.failed and not self.woken.is_set():
+                    return
+                if result.failed:
+                    self.woken.wait(pause)
+                    pause = min(pause * 2, 30.0)
+        except Exception:
+            logger.exception(
+                "the status-event sender stopped; manage.py send_status_events resends"
+            )
+        finally:
+            with self.lock:
+                self.thread = None
+            # The thread's own connection, never left open for the process (or a test database) to trip on.
+            connections[DB].close()
+
+
+_sender = _Sender()
+
+
+def wake_sender_on_commit() -> None:
+    """After the change commits, wake this process's sender. A hint: a lost wake-up leaves the event for
+    `manage.py send_status_events`, and the sender's reconciliation finds the change anyway."""
+    if settings.RECEIVER_STATUS_EVENTS_URL:
+        transaction.on_commit(_sender.wake, using=DB)
+
+
+def sender_idle(timeout: float) -> bool:
+    """Wait up to `timeout` seconds for the sender thread to end (tests, shutdown). True when it has."""
+    thread = _sender.thread
+    if thread is not None:
+        thread.join(timeout)
+    return _sender.thread is None
