@@ -39,6 +39,33 @@ def requests_awaiting_decision(user) -> QuerySet[Request]:
     )
 
 
+def decider_refusal(user_id: int | None, request: Request) -> str:
+    """Why this person may not decide this revision, whatever their role: "own" (they requested it) or
+    "corrected" (they sent it back corrected: another approver decides); "" when nothing stands in the way.
+    One rule for the service that decides and for the screens that offer (or explain) the buttons."""
+    if request.requested_by_id == user_id:
+        return "own"
+    if request.corrected_by_id is not None and request.corrected_by_id == user_id:
+        return "corrected"
+    return ""
+
+
+def approvers_by_workspace(workspace_ids: list[int]) -> dict[int, list[tuple[int, str]]]:
+    """(user id, user name) of the approvers of each workspace, by name: who may decide a request there
+    (less its requester and the approver who corrected it, `decider_refusal`). One query."""
+    found: dict[int, list[tuple[int, str]]] = {}
+    rows = (
+        Membership.objects.filter(
+            workspace_id__in=workspace_ids, role=Role.APPROVER, user__is_active=True
+        )
+        .order_by("user__username")
+        .values_list("workspace_id", "user_id", "user__username")
+    )
+    for workspace_id, user_id, username in rows:
+        found.setdefault(workspace_id, []).append((user_id, username))
+    return found
+
+
 def current_revision(
     *, workspace_id: int, number: int, workflow: str = "onboarding"
 ) -> Request | None:

@@ -22,6 +22,7 @@ from approvals.models import (
     Workspace,
 )
 from approvals.rules import payload_problems, rules_for, steps_of
+from approvals.selectors import decider_refusal
 from approvals.services.memberships import require_member
 from approvals.services.requests import request_move
 from lib.databases import DB
@@ -71,13 +72,14 @@ def revision_locked_for_review(
         workspace_id=workspace_id, number=number, revision=revision, workflow=workflow
     )
     require_member(actor, request.workspace_id, Role.APPROVER)
-    if request.requested_by_id == actor.pk:
+    refusal = decider_refusal(actor.pk, request)
+    if refusal == "own":
         raise ApprovalDenied(
             "a requester cannot decide their own request"
             if as_decider
             else "a requester cannot correct their own request as its approver"
         )
-    if as_decider and request.corrected_by_id == actor.pk:
+    if as_decider and refusal == "corrected":
         raise ApprovalDenied(
             "the approver who corrected a request cannot also approve it: another approver decides"
         )

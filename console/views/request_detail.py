@@ -11,6 +11,9 @@ from django_htmx.http import push_url
 from approvals import selectors, services
 from approvals.errors import ApprovalDenied, ApprovalsError, InvalidPayload, StaleRevision
 from approvals.models import Request, RequestState, Role
+from approvals.rules import rules_for
+from console.correction_forms import CorrectionForm
+from console.request_evidence import statuses_of
 from outbox.models import Handoff, HandoffState
 from outbox.redaction import redact
 from outbox.selectors import handoffs_in, instance_handoffs, instance_status
@@ -20,7 +23,7 @@ def visible_revision(request, workspace_id: int, number: int, revision: int) -> 
     if workspace_id not in selectors.workspace_ids_for(request.user):
         raise Http404("no such request")
     obj = (
-        Request.objects.select_related("workspace", "requested_by")
+        Request.objects.select_related("workspace", "requested_by", "corrected_by")
         .filter(workspace_id=workspace_id, number=number, revision=revision)
         .first()
     )
@@ -41,12 +44,22 @@ def _previous_revision(obj: Request) -> Request | None:
     return None
 
 
+def _decider_refusal(user, obj: Request, is_approver: bool) -> str:
+    # The service's own rule: an Approve button is offered only where approving would be accepted.
+    if not is_approver or obj.state != RequestState.AWAITING_APPROVAL:
+        return ""
+    return selectors.decider_refusal(user.pk, obj)
+
+
 def _what_the_user_may_do(user, obj: Request, newest: Request | None, is_approver: bool) -> dict:
     is_newest = newest is not None and newest.pk == obj.pk
     awaiting = obj.state == RequestState.AWAITING_APPROVAL
     own = obj.requested_by_id == user.pk
+    refusal = _decider_refusal(user, obj, is_approver)
     return {
-        "can_decide": is_approver and not own and awaiting,
+        "can_decide": is_approver and awaiting and not refusal,
+        "can_correct": is_approver and awaiting and not own,
+        "decider_refusal": refusal,
         "can_revise": own and is_newest and obj.state in selectors.REQUESTER_REVISABLE_STATES,
         "can_cancel": is_newest and selectors.may_cancel(user, obj),
     }
@@ -58,6 +71,13 @@ def _steps_of(obj: Request) -> dict:
         return {"steps": [], "instance_status": ""}
     steps = instance_handoffs(obj.action_key)
     return {"steps": steps, "instance_status": instance_status(steps) if steps else ""}
+
+
+def _correction(obj: Request) -> CorrectionForm:
+    """The approver's correction form: the offered fields, labelled and typed by the rules' schema."""
+    return CorrectionForm(
+        schema=rules_for(obj.workflow).schema, offered=selectors.approver_correctable(obj.payload)
+    )
 
 
 def detail_context(
@@ -82,7 +102,8 @@ def detail_context(
         "is_approver": is_approver,
         **_what_the_user_may_do(request.user, obj, newest, is_approver),
         "result": result,
-        "correctable": list(selectors.approver_correctable(obj.payload).items()),
+        "correction": _correction(obj),
+        "status": statuses_of([obj])[obj.pk],
         "replaced": replaced,
         "changes": selectors.revision_changes(replaced, obj) if replaced is not None else [],
         "newer_changes": selectors.revision_changes(obj, newest)
@@ -205,7 +226,9 @@ def decide(request, workspace_id: int, number: int, revision: int) -> HttpRespon
 def _decision_response(
     request, obj: Request, shown: Request, result: dict, status: int
 ) -> HttpResponse:
-    shown = Request.objects.select_related("workspace", "requested_by").get(pk=shown.pk)
+    shown = Request.objects.select_related("workspace", "requested_by", "corrected_by").get(
+        pk=shown.pk
+    )
     replaced = obj if shown.pk != obj.pk else None
     if request.htmx or result.get("confirm_reject") or replaced is not None:
         context = detail_context(request, shown, result, replaced=replaced)

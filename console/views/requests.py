@@ -62,6 +62,9 @@ def queue(request) -> HttpResponse:
     if workspace is not None:
         awaiting = awaiting.filter(workspace_id=workspace)
     rows, more = keyset_page(awaiting, after=after, size=PAGE_SIZE, newest_first=False)
+    for row in rows:
+        # Say why a request here is not this approver's to decide, instead of a button that would refuse.
+        row.refusal = selectors.decider_refusal(request.user.pk, row)
     next_after = f"{rows[-1].created_at.isoformat()}_{rows[-1].pk}" if more else ""
     return render(
         request,

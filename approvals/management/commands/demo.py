@@ -22,6 +22,8 @@ from outbox.services.destination_configs import DestinationsRefused, destination
 DEMO_USERS = {
     # username: [(workspace id, role), ...]
     "alice": [(7, Role.APPROVER)],
+    # A second approver: a request alice corrects is decided by another approver (never by her).
+    "dana": [(7, Role.APPROVER)],
     "bob": [(7, Role.REQUESTER)],
     "olga": [(7, Role.OPERATOR)],
     "mallory": [(8, Role.APPROVER)],
@@ -77,6 +79,7 @@ class Command(BaseCommand):
             self._apply_destinations(Path(destinations))
         if User.objects.filter(username="alice").exists():
             self._enroll_olga_if_loaded_before(User)
+            self._add_users_missing_since(User, password)
             if destinations and not rules_for("onboarding").steps[0].get("destination"):
                 self._publish(routed=True, notes="demo: the steps go to their destinations")
             return
@@ -134,10 +137,25 @@ class Command(BaseCommand):
             "`DJANGO_DEBUG=1 .venv/bin/python manage.py demo_passwords` sets new ones)"
         )
 
+    def _add_users_missing_since(self, User, password: str | None) -> None:
+        # Demo data loaded before a demo user existed (dana, the second approver of workspace 7): add them,
+        # each with the password given or a new one, printed on its own line.
+        missing = {
+            name: roles
+            for name, roles in DEMO_USERS.items()
+            if not User.objects.filter(username=name).exists()
+        }
+        if not missing:
+            return
+        password = password or secrets.token_urlsafe(9)
+        _create_users(User, password, only=missing)
+        self.stdout.write(f"demo users added: {', '.join(missing)}; their password:")
+        self.stdout.write(password)
+
     def _report(self, password: str) -> None:
         self.stdout.write(self.style.SUCCESS("Demo data loaded."))
         self.stdout.write(
-            "Users: alice (approver, ws 7), bob (requester, ws 7), olga (operator, ws 7; in the "
+            "Users: alice and dana (approvers, ws 7), bob (requester, ws 7), olga (operator, ws 7; in the "
             f"{DESTINATION_ADMINS_GROUP} group: sets destinations' limits), mallory (approver, ws 8), "
             "support (staff: read-only admin, reconcile and assign)"
         )
@@ -147,9 +165,9 @@ class Command(BaseCommand):
         )
 
 
-def _create_users(User, password: str) -> dict:
+def _create_users(User, password: str, only: dict | None = None) -> dict:
     users = {}
-    for username, memberships in DEMO_USERS.items():
+    for username, memberships in (DEMO_USERS if only is None else only).items():
         user = User.objects.create_user(
             username=username, password=password, email=f"{username}@example.com"
         )

@@ -70,11 +70,16 @@ def test_requester_cannot_submit_into_a_workspace_where_they_are_not_requester(w
     assert not Request.objects.filter(workspace_id=8).exists()
 
 
-def test_my_requests_shows_each_owners_answer_up_to_the_work_reported_done(world):
+def _my_row(client) -> str:
+    body = client.get("/approvals/mine/").content.decode()
+    return body[body.index('id="my-request-7-42"') :].split("</tr>")[0]
+
+
+def test_my_requests_says_where_the_request_stands_up_to_the_work_reported_done(world):
     bob = client_for(world["bob"])
-    waiting = bob.get("/approvals/mine/").content.decode()
-    row = waiting[waiting.index('id="my-request-7-42"') :].split("</tr>")[0]
-    assert "not yet: awaiting an approver" in row and "Northwind Traders" in row
+    row = _my_row(bob)
+    assert "Awaiting an approver since" in row and "Northwind Traders" in row
+    assert "owner: the approvers who may decide it: alice" in row
 
     handoff = request_approve(
         workspace_id=7,
@@ -85,19 +90,19 @@ def test_my_requests_shows_each_owners_answer_up_to_the_work_reported_done(world
     )
     handoff_deliver(handoff_id=handoff.pk)
     handoff.refresh_from_db()
-    delivered = bob.get("/approvals/mine/").content.decode()
-    row = delivered[delivered.index('id="my-request-7-42"') :].split("</tr>")[0]
-    assert 'data-question="Approved?">yes<' in row
-    assert f"yes: receiver task {handoff.destination_id}" in row
-    # The receipt says the task is open: the work is not done yet.
-    assert 'data-question="Work done?">no: task open' in row
+    row = _my_row(bob)
+    assert "Approved by alice at" in row
+    # The receipt proves the task, with its time; the work is not reported done yet.
+    assert f"task {handoff.destination_id[:8]}… confirmed by the receiver at" in row
+    assert "the receiver reports it open (with its receipt at" in row
+    assert 'class="status-line yes"' not in row
 
     # The people doing the task report it done; reconciliation reads the status back.
     task_status_set(action_key=handoff.action_key, status="done")
     assert reconciliation_run().work_statuses_recorded == 1
-    done = bob.get("/approvals/mine/").content.decode()
-    row = done[done.index('id="my-request-7-42"') :].split("</tr>")[0]
-    assert 'data-question="Work done?">yes: the receiver reports the task done' in row
+    row = _my_row(bob)
+    assert "done: the receiver reports the work of every step done" in row
+    assert "the receiver reports the work done (read at" in row
 
 
 def test_my_requests_lists_only_my_own_requests(world):

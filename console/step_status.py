@@ -1,0 +1,328 @@
+"""One line per workflow step for the requester: what is known about the step, with who confirmed it and
+when, what happens next and who owns that. Pure: everything is read beforehand (`console/request_evidence.py`)
+and passed in as `Evidence`, so a page of requests costs the same few queries whatever it holds.
+
+Each line is derived from the step's own handoff, the compensation that reverses it (never the other way
+round: a compensation's task is not the step's task) and the step's live reconciliation findings. A line
+never says more than its source: a task "created" names the receipt and its time, work "done" names the
+receiver's report and when it was read, and a task reconciliation no longer finds is "unknown"."""
+
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from django.utils.timesince import timesince
+
+from outbox.models import CompensationState, Handoff, HandoffKind, HandoffState
+from outbox.models.states import WORK_DONE, WORK_FAILED, WORK_UNFINISHED
+from reconciliation.models import Finding, FindingKind
+
+S = HandoffState
+C = CompensationState
+
+# Tones, as the screen colours them: confirmed, on its way, nobody knows, will not happen, needs a person.
+YES, WAITING, UNKNOWN, NO, STUCK = "yes", "waiting", "unknown", "no", "stuck"
+SYSTEM = "the system (it retries and checks by itself)"
+WORKERS = "the people doing the task at the receiver"
+
+
+@dataclass(frozen=True)
+class StatusLine:
+    """What is known (`text`, with its evidence and time), what happens next, and who owns that."""
+
+    label: str
+    text: str
+    tone: str
+    next: str = ""
+    owner: str = ""
+
+
+@dataclass
+class Evidence:
+    """What the lines of one request revision are derived from, read beforehand.
+
+    `handoffs`: its steps and their compensations; `findings`: live findings by action key; `events`: per
+    handoff id, the event a person (or a compensation) cancelled it with; `now`: the clock of the page."""
+
+    handoffs: list[Handoff]
+    now: datetime
+    findings: dict[str, list[Finding]] = field(default_factory=dict)
+    events: dict[int, object] = field(default_factory=dict)
+
+    @property
+    def steps(self) -> list[Handoff]:
+        return sorted(
+            (h for h in self.handoffs if h.kind == HandoffKind.ACTION), key=lambda h: h.step_index
+        )
+
+    def compensation_of(self, step: Handoff) -> Handoff | None:
+        return next((h for h in self.handoffs if h.compensates_id == step.pk), None)
+
+
+def at(moment: datetime | None, now: datetime) -> str:
+    """A time of record as the screens write it: the hour on the day of `now`, else the date too."""
+    if moment is None:
+        return "an unknown time"
+    if moment.date() == now.date():
+        return f"{moment:%H:%M} UTC"
+    return f"{moment:%Y-%m-%d %H:%M} UTC"
+
+
+def ago(moment: datetime | None, now: datetime) -> str:
+    return f"{timesince(moment, now)} ago" if moment else "never"
+
+
+def task_words(handoff: Handoff, now: datetime) -> str:
+    """The task the receiver created and how that is known: its receipt, or a lookup of its key."""
+    task = handoff.destination_id or "?"
+    short = f"{task[:8]}…" if len(task) > 12 else task
+    how = (
+        "found at the receiver by a lookup"
+        if handoff.receipt.get("found_by") == "lookup"
+        else "confirmed by the receiver"
+    )
+    return f"task {short} {how} at {at(handoff.delivered_at, now)}"
+
+
+def operator_of(handoff: Handoff, finding: Finding | None = None) -> str:
+    person = (finding.owner if finding is not None else None) or handoff.owner
+    return (
+        f"{person.get_username()} (operator)"
+        if person
+        else f"the operators of workspace {handoff.workspace_id}"
+    )
+
+
+def step_labels(evidence: Evidence) -> list[tuple[str, Handoff | None, dict | None]]:
+    """Each step of the workflow in order, recorded or still to come: (label, its handoff, its plan entry).
+    A step not recorded yet is named by the plan of the last recorded one."""
+    steps = evidence.steps
+    planned = list(steps[-1].plan) if steps else []
+    total = len(steps) + len(planned)
+    rows = [(step.step, step, None) for step in steps] + [
+        (entry.get("step", ""), None, entry) for entry in planned
+    ]
+    if total == 1 and not rows[0][0]:
+        return [("The handoff", rows[0][1], rows[0][2])]
+    return [(f"Step {i} of {total}: {name}", h, e) for i, (name, h, e) in enumerate(rows, 1)]
+
+
+def step_lines(evidence: Evidence) -> list[StatusLine]:
+    return [
+        step_line(label, handoff, evidence)
+        if handoff is not None
+        else _not_started(label, evidence)
+        for label, handoff, _entry in step_labels(evidence)
+    ]
+
+
+def _not_started(label: str, evidence: Evidence) -> StatusLine:
+    steps = evidence.steps
+    stopped = any(h.compensation_state or h.state == S.CANCELLED for h in steps)
+    if stopped:
+        return StatusLine(label, "will not run: the workflow was stopped before it", NO)
+    return StatusLine(
+        label,
+        "not started: it is sent once the step before it has its task",
+        WAITING,
+        "the system sends it after the step before",
+        SYSTEM,
+    )
+
+
+def step_line(label: str, handoff: Handoff, evidence: Evidence) -> StatusLine:
+    if handoff.compensation_state:
+        return _reversal_line(label, handoff, evidence)
+    if handoff.state == S.DELIVERED:
+        return _delivered_line(label, handoff, evidence)
+    return _STATE_LINES.get(handoff.state, _unknown_state)(label, handoff, evidence)
+
+
+# --- A step that was reversed, or is being reversed --------------------------------------------------
+
+
+def _reversal_line(label: str, step: Handoff, evidence: Evidence) -> StatusLine:
+    now, undo = evidence.now, evidence.compensation_of(step)
+    made = task_words(step, now)
+    if step.compensation_state == C.COMPENSATED and undo is not None:
+        return StatusLine(
+            label,
+            f"reversed: {made}; its compensation, {task_words(undo, now)}",
+            NO,
+            "nothing more happens to this step",
+        )
+    if step.compensation_state == C.REPAIRED:
+        return StatusLine(label, f"reversed by hand (a manual repair was recorded); {made}", NO)
+    if step.compensation_state == C.RESIDUAL:
+        return StatusLine(
+            label,
+            f"cannot be reversed automatically: {made} and stays until undone by hand",
+            STUCK,
+            "an operator undoes it at the receiver and records the repair",
+            operator_of(step),
+        )
+    if undo is not None and undo.state in (S.NEEDS_ATTENTION, S.UNCERTAIN):
+        return StatusLine(
+            label,
+            f"being reversed, but its compensation is {undo.get_state_display().lower()}: {made}",
+            STUCK,
+            "an operator settles the compensation",
+            operator_of(undo),
+        )
+    return StatusLine(
+        label,
+        f"being reversed: {made}; its compensation is not confirmed yet",
+        WAITING,
+        "the system sends the compensation",
+        SYSTEM,
+    )
+
+
+# --- A delivered step: the task, then the work --------------------------------------------------------
+
+
+def _delivered_line(label: str, handoff: Handoff, evidence: Evidence) -> StatusLine:
+    now = evidence.now
+    findings = {f.kind: f for f in evidence.findings.get(handoff.action_key, [])}
+    missing = findings.get(FindingKind.MISSING_AT_RECEIVER)
+    if missing is not None:
+        return StatusLine(
+            label,
+            f"unknown: the receiver had a task ({task_words(handoff, now)}), but reconciliation found "
+            f"none for this key at {at(missing.last_seen_at, now)}: it may have been deleted there",
+            UNKNOWN,
+            "an operator checks at the receiver and re-creates the task or records what happened",
+            operator_of(handoff, missing),
+        )
+    failed = findings.get(FindingKind.WORK_FAILED)
+    if handoff.work_status == WORK_FAILED or failed is not None:
+        when = handoff.work_checked_at or (failed.first_seen_at if failed else None)
+        return StatusLine(
+            label,
+            f"failed at the receiver: {task_words(handoff, now)}; the receiver reported the work "
+            f"failed (read at {at(when, now)})",
+            STUCK,
+            "an operator decides: the work is redone at the receiver, or the workflow compensated",
+            operator_of(handoff, failed),
+        )
+    line = _work_line(label, handoff, now)
+    other = next(iter(findings.values()), None)
+    if other is not None and line.tone != STUCK:
+        return StatusLine(
+            label,
+            f"{line.text}; an operator is checking a finding: {other.get_kind_display().lower()}",
+            STUCK,
+            "an operator settles the finding",
+            operator_of(handoff, other),
+        )
+    return line
+
+
+def _work_line(label: str, handoff: Handoff, now: datetime) -> StatusLine:
+    made, status = task_words(handoff, now), handoff.work_status
+    checked = (
+        f"read at {at(handoff.work_checked_at, now)}, {ago(handoff.work_checked_at, now)}"
+        if handoff.work_checked_at
+        else f"with its receipt at {at(handoff.delivered_at, now)}"
+    )
+    if status == WORK_DONE:
+        return StatusLine(
+            label, f"done: {made}; the receiver reports the work done ({checked})", YES
+        )
+    if status in WORK_UNFINISHED:
+        return StatusLine(
+            label,
+            f"task created, work not done yet: {made}; the receiver reports it "
+            f"{status.replace('_', ' ')} ({checked})",
+            WAITING,
+            "the people doing the task finish the work; the receiver reports it",
+            WORKERS,
+        )
+    return StatusLine(
+        label,
+        f"task created, work unknown: {made}; the receiver has not reported the work yet",
+        WAITING,
+        "the receiver reports the work's status when it changes",
+        WORKERS,
+    )
+
+
+# --- A step not delivered: on its way, unknown, with an operator, or stopped -------------------------
+
+
+def _sending(label: str, handoff: Handoff, evidence: Evidence) -> StatusLine:
+    if handoff.retry_scheduled:
+        why = " · ".join(x for x in (handoff.get_failure_class_display(), handoff.reason_code) if x)
+        return StatusLine(
+            label,
+            f"not sent yet: attempt {handoff.attempts} to {handoff.destination} failed ({why}); "
+            f"next try at {at(handoff.next_attempt_at, evidence.now)}",
+            WAITING,
+            "the system tries again by itself",
+            SYSTEM,
+        )
+    return StatusLine(
+        label, f"being sent to {handoff.destination}", WAITING, "the system sends it", SYSTEM
+    )
+
+
+def _uncertain(label: str, handoff: Handoff, evidence: Evidence) -> StatusLine:
+    return StatusLine(
+        label,
+        f"unknown: {handoff.destination} may or may not have created the task; the answer was lost",
+        UNKNOWN,
+        "the system asks the receiver for this key before sending anything again",
+        SYSTEM,
+    )
+
+
+def _with_operator(label: str, handoff: Handoff, evidence: Evidence) -> StatusLine:
+    why = " · ".join(x for x in (handoff.get_failure_class_display(), handoff.reason_code) if x)
+    since = at(handoff.attention_since or handoff.updated_at, evidence.now)
+    return StatusLine(
+        label,
+        f"stuck with an operator since {since}: {handoff.destination} did not take it ({why})",
+        STUCK,
+        "the operator retries it, corrects the request (a new revision to approve) or cancels it",
+        operator_of(handoff),
+    )
+
+
+def _cancelled(label: str, handoff: Handoff, evidence: Evidence) -> StatusLine:
+    event = evidence.events.get(handoff.pk)
+    if event is None:
+        return StatusLine(label, "cancelled before it was sent", NO)
+    who = event.actor.get_username() if event.actor else event.actor_label
+    return StatusLine(
+        label,
+        f"cancelled before it was sent, by {who} at {at(event.at, evidence.now)}: {event.reason}",
+        NO,
+    )
+
+
+def _superseded(label: str, handoff: Handoff, evidence: Evidence) -> StatusLine:
+    return StatusLine(
+        label,
+        "replaced by a correction: a new revision of the request replaces it",
+        NO,
+        "the new revision is approved, then sent under a new key",
+        "the approvers",
+    )
+
+
+def _observed(label: str, handoff: Handoff, evidence: Evidence) -> StatusLine:
+    return StatusLine(label, "recorded in observe-only mode: it is not sent", NO)
+
+
+def _unknown_state(label: str, handoff: Handoff, evidence: Evidence) -> StatusLine:
+    return StatusLine(label, f"unknown ({handoff.get_state_display().lower()})", UNKNOWN)
+
+
+_STATE_LINES = {
+    S.PENDING: _sending,
+    S.IN_FLIGHT: _sending,
+    S.UNCERTAIN: _uncertain,
+    S.NEEDS_ATTENTION: _with_operator,
+    S.CANCELLED: _cancelled,
+    S.SUPERSEDED: _superseded,
+    S.OBSERVED: _observed,
+}

@@ -1,0 +1,200 @@
+"""The requester's status lines (`console/request_status.py`, `console/step_status.py`, read by
+`console/request_evidence.py`): one line per request and per step, each derived from that step's own handoff,
+its compensation and its live findings, reached through the product's own services. Both backends."""
+
+import pytest
+
+from approvals.models import Request, RequestState, Role
+from approvals.services import request_approve, request_cancel, request_correct_by_approver
+from console.request_evidence import statuses_of
+from console.selectors import requests_of
+from delivery.models import ReceiverTask
+from delivery.services import task_status_set
+from outbox.dispatcher import drain
+from outbox.models import Handoff, HandoffKind, HandoffState
+from outbox.services import instance_compensate
+from reconciliation.services import reconciliation_run
+from tests.factories import ONBOARDING_PAYLOAD, make_request, make_user, three_step_onboarding_world
+
+pytestmark = pytest.mark.django_db(databases=["default", "delivery"])
+INSTANCE = "onboarding:7:43:1"
+
+
+@pytest.fixture
+def world():
+    return three_step_onboarding_world()
+
+
+def approved_43(world, payload: dict | None = None) -> Request:
+    request = make_request(world["w7"], 43, world["bob"], payload=payload or ONBOARDING_PAYLOAD)
+    request_approve(
+        workspace_id=7,
+        number=43,
+        revision=1,
+        actor=world["alice"],
+        payload_hash=request.payload_hash,
+    )
+    return Request.objects.select_related("corrected_by").get(pk=request.pk)
+
+
+def status_of(request: Request):
+    return statuses_of([Request.objects.select_related("corrected_by").get(pk=request.pk)])[
+        request.pk
+    ]
+
+
+def tones(status) -> list[str]:
+    return [line.tone for line in status.steps]
+
+
+def test_a_compensated_failed_last_step_is_undone_and_no_line_claims_the_compensation_as_a_yes(
+    world,
+):
+    # No contact e-mail: the receiver refuses the welcome pack; the two delivered steps are compensated.
+    payload = {k: v for k, v in ONBOARDING_PAYLOAD.items() if k != "contact_email"}
+    request = approved_43(world, payload)
+    drain()
+    instance_compensate(instance_key=INSTANCE, actor=world["olga"], reason="client withdrew")
+    assert drain().delivered == 2
+    status = status_of(request)
+    undo = Handoff.objects.get(action_key=f"{INSTANCE}:create_client:compensate")
+    step = Handoff.objects.get(action_key=f"{INSTANCE}:create_client")
+
+    assert status.headline.tone == "no" and "undone: its delivered steps were reversed" in (
+        status.headline.text
+    )
+    assert tones(status) == ["no", "no", "no"], "nothing of a reversed workflow is a green yes"
+    first = status.steps[0]
+    assert first.label == "Step 1 of 3: create_client"
+    assert first.text.startswith(f"reversed: task {step.destination_id[:8]}… confirmed by the")
+    assert f"its compensation, task {undo.destination_id[:8]}…" in first.text
+    assert status.steps[2].text.startswith("cancelled before it was sent, by olga at")
+    assert "client withdrew" in status.steps[2].text
+
+
+def test_the_newest_handoff_is_not_taken_for_the_request_the_compensation_row_is_newest(world):
+    """The cause of the false "yes: receiver task …": the request's status was read from its newest handoff,
+    which after a compensation is the compensation."""
+    payload = {k: v for k, v in ONBOARDING_PAYLOAD.items() if k != "contact_email"}
+    request = approved_43(world, payload)
+    drain()
+    instance_compensate(instance_key=INSTANCE, actor=world["olga"], reason="client withdrew")
+    drain()
+    newest = Handoff.objects.filter(source_id=request.pk).order_by("-id").first()
+    assert newest.kind == HandoffKind.COMPENSATION
+    (row,) = [r for r in requests_of(world["bob"]) if r.pk == request.pk]
+    assert all(
+        newest.destination_id[:8] not in line.text.split("its compensation")[0]
+        for line in row.status.steps
+    )
+
+
+def test_work_failed_at_the_receiver_is_stuck_with_an_operator_not_task_open(world):
+    request = approved_43(world)
+    assert drain().delivered == 3
+    task_status_set(action_key=f"{INSTANCE}:create_client", status="failed")
+    reconciliation_run()
+    status = status_of(request)
+    assert tones(status) == ["stuck", "waiting", "waiting"]
+    assert status.steps[0].text.startswith("failed at the receiver: task ")
+    assert status.steps[0].owner == "olga (operator)"
+    assert status.headline.tone == "stuck"
+    assert "stuck with an operator at step 1 of 3: create_client" in status.headline.text
+
+
+def test_a_task_deleted_at_the_receiver_is_unknown_and_names_when_it_was_not_found(world):
+    request = approved_43(world)
+    drain()
+    ReceiverTask.objects.filter(action_key=f"{INSTANCE}:provision_account").delete()
+    reconciliation_run()
+    status = status_of(request)
+    line = status.steps[1]
+    assert line.tone == "unknown"
+    assert "reconciliation found none for this key at" in line.text
+    assert "may have been deleted there" in line.text
+    assert status.headline.tone == "stuck"
+
+
+def test_every_step_done_is_the_only_green_request(world):
+    request = approved_43(world)
+    drain()
+    for name in ("create_client", "provision_account", "send_welcome_pack"):
+        task_status_set(action_key=f"{INSTANCE}:{name}", status="done")
+    reconciliation_run()
+    status = status_of(request)
+    assert status.headline.tone == "yes" and tones(status) == ["yes", "yes", "yes"]
+    assert "the receiver reports the work done (read at" in status.steps[2].text
+    assert "approved by alice at" in status.headline.text
+
+
+def test_a_step_refused_by_the_receiver_is_stuck_with_its_operator_and_later_steps_wait(world):
+    payload = {k: v for k, v in ONBOARDING_PAYLOAD.items() if k != "contact_email"}
+    request = approved_43(world, payload)
+    drain()
+    assert Handoff.objects.get(step="send_welcome_pack").state == HandoffState.NEEDS_ATTENTION
+    status = status_of(request)
+    line = status.steps[2]
+    assert line.tone == "stuck" and line.text.startswith("stuck with an operator since")
+    assert "Permanent" in line.text and line.owner == "olga (operator)"
+    assert "retries it, corrects the request" in line.next
+
+
+def test_steps_not_recorded_yet_are_named_from_the_plan(world):
+    request = approved_43(world)
+    status = status_of(request)
+    assert [line.label for line in status.steps] == [
+        "Step 1 of 3: create_client",
+        "Step 2 of 3: provision_account",
+        "Step 3 of 3: send_welcome_pack",
+    ]
+    assert status.steps[0].text == "being sent to receiver"
+    assert status.steps[1].text.startswith("not started")
+
+
+def test_a_request_cancelled_by_its_requester_says_by_whom_and_why(world):
+    request_cancel(workspace_id=7, number=42, actor=world["bob"], reason="no longer needed")
+    status = status_of(world["request"])
+    assert status.headline.tone == "no" and status.steps == []
+    assert status.headline.text.startswith("cancelled by bob at")
+    assert status.headline.text.endswith(": no longer needed; nothing is sent")
+
+
+def test_a_corrected_request_waits_for_another_approver_and_is_stuck_when_there_is_none(world):
+    corrected = request_correct_by_approver(
+        workspace_id=7,
+        number=42,
+        revision=1,
+        actor=world["alice"],
+        payload_hash=world["request"].payload_hash,
+        edits={"plan": "enterprise"},
+        reason="contract says enterprise",
+    )
+    alone = status_of(corrected).headline
+    assert alone.tone == "stuck" and "nobody can approve it" in alone.text
+    assert "alice corrected it and may not also approve it" in alone.text
+    assert alone.owner == "the operators of workspace 7"
+
+    make_user("dana", workspace=world["w7"], roles=(Role.APPROVER,))
+    waiting = status_of(corrected).headline
+    assert waiting.tone == "waiting"
+    assert waiting.text.startswith("corrected by alice (an approver) at")
+    assert waiting.owner == "the approvers who may decide it: dana"
+
+
+def test_my_requests_reads_a_page_in_the_same_queries_whatever_it_holds(
+    world, django_assert_max_num_queries
+):
+    for number in range(60, 66):
+        approved = make_request(world["w7"], number, world["bob"])
+        request_approve(
+            workspace_id=7,
+            number=number,
+            revision=1,
+            actor=world["alice"],
+            payload_hash=approved.payload_hash,
+        )
+    drain()
+    reconciliation_run()
+    with django_assert_max_num_queries(8):
+        rows = requests_of(world["bob"])
+    assert len(rows) == 7 and all(r.status.steps for r in rows if r.state == RequestState.APPROVED)
