@@ -2,7 +2,9 @@
 
 - `ContextFields` copies what the code path bound (`lib/log_context.py`: handoff id, action key,
   destination, workspace) onto each record, and the trace id of OpenTelemetry's current span when that
-  package is installed and a span is recording (empty otherwise), so a log line joins its trace.
+  package is installed and a span is recording, so a log line joins its trace. Outside a span (the record
+  step writes its line after the batch's statement) a line about a handoff takes the handoff's own trace
+  id while tracing is on: `lib/telemetry.py` derives it from the action key. Empty otherwise.
 - `RedactedMessage` passes the message through the one redaction function, as screens do: a secret or an
   e-mail address in an exception's text or a receiver's answer never reaches a log shipper.
 - `JsonLines` is python-json-logger's formatter: one JSON object per line, every field redacted.
@@ -13,7 +15,7 @@ from typing import Any
 
 from pythonjsonlogger.json import JsonFormatter
 
-from lib import log_context
+from lib import log_context, telemetry
 from outbox.redaction import redact, redact_text
 
 try:  # The tracing engineer's dependency; logs work the same without it.
@@ -38,6 +40,9 @@ class ContextFields(logging.Filter):
             if not hasattr(record, name):
                 setattr(record, name, value)
         record.trace_id, record.span_id = current_trace_ids()
+        action_key = getattr(record, "action_key", None)
+        if not record.trace_id and action_key and telemetry.enabled():
+            record.trace_id = format(telemetry.handoff_ids(str(action_key))[0], "032x")
         return True
 
 

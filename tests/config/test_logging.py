@@ -15,7 +15,7 @@ from django.test import RequestFactory
 from django.urls import resolve, reverse
 
 from config.log_middleware import RequestLogContext
-from lib import log_context
+from lib import log_context, telemetry
 from tests.processes import ROOT
 
 SECRET = "metrics-test-token"  # the test settings' METRICS_TOKEN: a configured secret
@@ -115,6 +115,19 @@ def test_trace_id_is_the_current_spans(logged):
     event = json.loads(logged("json", emit))
     assert event["trace_id"] == format(emit.context.trace_id, "032x")
     assert event["span_id"] == format(emit.context.span_id, "016x")
+
+
+def test_a_handoffs_line_outside_a_span_takes_the_handoffs_trace_id_while_tracing_is_on(logged):
+    sdk = pytest.importorskip("opentelemetry.sdk.trace")
+    claim = Claim(12, "onboarding:7:42:1")
+    off = json.loads(logged("json", lambda log: log_context.log_recorded(log, claim, "r", "x")))
+    telemetry.install(sdk.TracerProvider())
+    try:
+        on = json.loads(logged("json", lambda log: log_context.log_recorded(log, claim, "r", "x")))
+    finally:
+        telemetry.install(None)
+    assert off["trace_id"] == ""
+    assert on["trace_id"] == format(telemetry.handoff_ids(claim.action_key)[0], "032x")
 
 
 def test_a_request_binds_what_its_url_names_and_leaks_nothing_to_the_next():
