@@ -372,5 +372,6 @@ EMAIL_BACKEND = os.environ.get(
 
 # Intake, reconciliation and alerts: the settings of the product's later stages.
 from config.settings.intake_and_alerts import *  # noqa: E402,F403
+
 # Single sign-on through OpenID Connect (off by default).
 from config.settings.oidc import *  # noqa: E402,F403
