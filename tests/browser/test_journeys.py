@@ -65,7 +65,7 @@ def test_requester_submits_a_request_and_follows_it_to_work_done(
 
     page.locator('nav[aria-label="Main"]').get_by_role("link", name="My requests").click()
     row = page.locator(f"#my-request-7-{created.number}")
-    expect(row.locator('[data-question="Approved?"]')).to_have_text("not yet: awaiting an approver")
+    expect(row.locator('[data-line="request"]')).to_contain_text("Awaiting an approver since")
 
     # An approver decides and the dispatcher delivers, as the django-q2 cluster would.
     request_approve(
@@ -78,19 +78,19 @@ def test_requester_submits_a_request_and_follows_it_to_work_done(
     assert drain().delivered == 1
     handoff = Handoff.objects.get(source_id=created.pk)
     page.reload()
-    expect(row.locator('[data-question="Approved?"]')).to_have_text("yes")
-    expect(row.locator('[data-question="Task created?"]')).to_have_text(
-        f"yes: receiver task {handoff.destination_id}"
+    expect(row.locator('[data-line="request"]')).to_contain_text("Approved by alice at")
+    # A created task is not finished work: the receipt proves the task, with its time; the work is open.
+    expect(row.locator('[data-line="step"]')).to_contain_text(
+        f"task {handoff.destination_id[:8]}… confirmed by the receiver at"
     )
-    # A created task is not finished work: the receipt says the task is open.
-    expect(row.locator('[data-question="Work done?"]')).to_have_text("no: task open")
+    expect(row.locator('[data-line="step"]')).to_contain_text("the receiver reports it open")
 
     # The people doing the task finish it; reconciliation reads the status back.
     task_status_set(action_key=handoff.action_key, status="done")
     assert reconciliation_run().work_statuses_recorded == 1
     page.reload()
-    expect(row.locator('[data-question="Work done?"]')).to_contain_text(
-        "yes: the receiver reports the task done"
+    expect(row.locator('[data-line="request"]')).to_contain_text(
+        "done: the receiver reports the work of every step done"
     )
     axe_check("my requests")
     docs_screenshot("requester-my-requests")
