@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
+from django.core.exceptions import ImproperlyConfigured
 from django.db import transaction
 
 from approvals.auth.role_mapping import (
@@ -37,6 +38,11 @@ def role_sync_actor():
     if created:
         actor.set_unusable_password()
         actor.save(update_fields=["password"])
+    elif actor.is_active or actor.has_usable_password():
+        # The audit would say a person changed the roles: refuse rather than borrow their name.
+        raise ImproperlyConfigured(
+            f"OIDC_ROLE_SYNC_ACTOR {actor.username!r} is a person's account; name an unused one"
+        )
     return actor
 
 

@@ -100,3 +100,10 @@ def test_a_mapped_workspace_that_does_not_exist_is_skipped(mapped, settings):
 def test_a_wrong_mapping_is_a_configuration_error_that_names_it(raw):
     with pytest.raises(ImproperlyConfigured, match="OIDC role mapping"):
         role_mapping_parse(raw)
+
+
+def test_a_sync_actor_that_is_a_persons_account_is_refused(mapped, settings):
+    make_user("identity-provider")  # active, with a password: someone's account
+    with pytest.raises(ImproperlyConfigured, match="a person's account"):
+        memberships_sync_from_claims(user=make_user("dana"), claims={"groups": []})
+    assert not RoleChange.objects.exists()
