@@ -6,7 +6,14 @@ from django.urls import reverse
 from prometheus_client.parser import text_string_to_metric_families
 
 from outbox.models import Attempt, Handoff
-from reconciliation.models import Finding
+from reconciliation.models import (
+    AlertChannel,
+    AlertRecord,
+    Finding,
+    Incident,
+    Notification,
+    NotificationState,
+)
 
 pytestmark = pytest.mark.django_db(databases=["default", "delivery"])
 AUTH = {"HTTP_AUTHORIZATION": "Bearer metrics-test-token"}
@@ -130,8 +137,9 @@ def test_metric_values_equal_the_database(client, health_world):
 
 
 def test_metrics_run_a_fixed_number_of_queries(client, health_world, django_assert_max_num_queries):
-    # The queries do not grow with the number of handoffs, workflows or workspaces.
-    with django_assert_max_num_queries(12):
+    # The queries do not grow with the number of handoffs, workflows or workspaces (3 of them: incidents,
+    # their notifications, alerts given up).
+    with django_assert_max_num_queries(15):
         response = client.get(reverse("reconciliation:metrics"), **AUTH)
     assert response.status_code == 200
     families = {family.name for family in text_string_to_metric_families(response.content.decode())}
@@ -140,3 +148,35 @@ def test_metrics_run_a_fixed_number_of_queries(client, health_world, django_asse
         "handoff_needs_attention",
         "handoff_reconciliation_findings",
     } <= families
+
+
+def test_a_notification_that_could_not_be_sent_and_an_alert_given_up_are_in_metrics(client, world):
+    incident = Incident.objects.create(
+        cause="security:replay", kind="security", severity="page", title="replays"
+    )
+    channel = AlertChannel.objects.create(
+        name="pager", kind="webhook", target="http://127.0.0.1:9/"
+    )
+    Notification.objects.create(
+        incident=incident,
+        channel=channel,
+        number=1,
+        event="trigger",
+        message_id="incident-1-1",
+        state=NotificationState.FAILED,
+    )
+    AlertRecord.objects.create(kind="widespread", group_key="widespread:1", send_attempts=3)
+    families = {
+        family.name: family
+        for family in text_string_to_metric_families(
+            client.get(reverse("reconciliation:metrics"), **AUTH).content.decode()
+        )
+    }
+    failed = [
+        s for s in families["handoff_alert_notifications"].samples if s.labels["state"] == "failed"
+    ]
+    assert [s.value for s in failed] == [1.0]
+    assert families["handoff_alerts_failed"].samples[0].value == 1.0
+    assert {
+        (s.labels["kind"], s.labels["state"]) for s in families["handoff_incidents"].samples
+    } == {("security", "open")}

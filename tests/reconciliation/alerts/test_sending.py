@@ -18,6 +18,7 @@ from reconciliation.alerts.sending import alerts_send_due
 from reconciliation.models import AlertRecord
 from reconciliation.services.runs import reconciliation_run
 from tests.builders import deliver, record
+from tests.reconciliation.alerts.alert_receiver import AlertReceiver
 
 pytestmark = pytest.mark.django_db(databases=["default", "delivery"])
 REJECTED = {"client_name": " ", "plan": "standard"}
@@ -185,3 +186,31 @@ def test_webhook_is_signed_in_the_standard_webhooks_format(world, settings):
     assert document["items"][0]["next_action"].startswith("The receiver rejected the content")
     with pytest.raises(Exception, match="signature"):
         Webhook(WEBHOOK_SECRET).verify(body.replace("42", "43"), dict(request.headers))
+
+
+@pytest.mark.django_db(databases=["default", "delivery"], transaction=True)
+def test_a_resent_alert_is_the_same_message_and_one_that_keeps_failing_shows_on_health(
+    world, settings, client
+):
+    settings.ALERT_EMAILS = []
+    settings.ALERT_WEBHOOK_SECRET = WEBHOOK_SECRET
+    rejected(42)
+    with AlertReceiver(lose_first=1) as receiver:
+        settings.ALERT_WEBHOOK_URL = receiver.url
+        assert alerts_send_due().failed == 1
+        assert alerts_send_due().webhooks_sent == 1
+        first, second = receiver.received
+    assert first.headers["webhook-id"] == second.headers["webhook-id"]
+    assert first.document["id"] == second.document["id"] == first.headers["webhook-id"]
+    assert AlertRecord.objects.get().message_id == first.headers["webhook-id"]
+
+    rejected(43)
+    with AlertReceiver(status=503) as receiver:
+        settings.ALERT_WEBHOOK_URL = receiver.url
+        for _ in range(5):
+            alerts_send_due()
+        assert len(receiver.received) == 3
+        assert len({r.headers["webhook-id"] for r in receiver.received}) == 1
+    client.force_login(world["olga"])
+    health = client.get("/health/").content.decode()
+    assert '<div class="figure" id="fig-alerts-failed">1<small>' in health
