@@ -14,7 +14,7 @@ periodic reconciliation is the only source of news.
 import json
 import logging
 import threading
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import httpx
 from django.conf import settings
@@ -26,6 +26,7 @@ from delivery.models import ReceiverTask, TaskEvent, TaskEventKind
 
 DB = "delivery"
 logger = logging.getLogger(__name__)
+REFUSED_FOR_GOOD = frozenset({400, 404, 413, 415, 422})
 
 
 def task_event_record(task: ReceiverTask, kind: str) -> TaskEvent:
@@ -71,8 +72,7 @@ def _signed(event: TaskEvent, body: str) -> dict[str, str]:
     }
 
 
-@dataclass(frozen=True)
-class SendResult:
+class SendResult(NamedTuple):
     sent: int
     failed: int
 
@@ -87,9 +87,10 @@ def _send_one(client: httpx.Client, event: TaskEvent) -> bool:
     except httpx.HTTPError as exc:
         error = f"{type(exc).__name__}: {exc}"
     else:
-        # 2xx: recorded (or a repeat the sender already has). 4xx other than 429: the sender will never
-        # take this event as it is, so it is kept with the answer and not sent again by itself.
-        if answer.is_success or (answer.is_client_error and answer.status_code != 429):
+        # 2xx: recorded (or a repeat the sender already has). A refusal of the event itself: the sender will
+        # never take it as it is, so it is kept with the answer and not sent again by itself. A refused
+        # signature (401) is a secret to fix, after which the event is still worth sending: retried.
+        if answer.is_success or answer.status_code in REFUSED_FOR_GOOD:
             error = (
                 "" if answer.is_success else f"refused: {answer.status_code} {answer.text[:200]}"
             )

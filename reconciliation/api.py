@@ -39,8 +39,6 @@ def _verified(request: HttpRequest, body: str) -> str:
 @csrf_exempt
 @require_POST
 def status_events(request: HttpRequest, name: str) -> JsonResponse:
-    if name not in enabled_destination_names():
-        return _error(404, "unknown_destination", detail="no enabled destination has this name")
     try:
         body = read_json_body(request, limit=settings.STATUS_EVENTS_MAX_BODY_BYTES)
         webhook_id = _verified(request, body)
@@ -51,6 +49,9 @@ def status_events(request: HttpRequest, name: str) -> JsonResponse:
         return _error(401, "signature_rejected", detail=exc.reason)
     except JSONRejected as exc:
         return _error(422 if exc.code == "json_too_deep" else 400, exc.code, detail=exc.detail)
+    # After the signature: who may not send events learns nothing of the destinations' names.
+    if name not in enabled_destination_names():
+        return _error(404, "unknown_destination", detail="no enabled destination has this name")
     if len(webhook_id) > WEBHOOK_ID_MAX_LENGTH:
         return _error(400, "webhook_id_too_long", limit=WEBHOOK_ID_MAX_LENGTH)
     try:
