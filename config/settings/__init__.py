@@ -375,3 +375,6 @@ from config.settings.intake_and_alerts import *  # noqa: E402,F403
 
 # Single sign-on through OpenID Connect (off by default).
 from config.settings.oidc import *  # noqa: E402,F403
+
+# Tracing: off unless an OTLP endpoint is named (docs/observability.md).
+from config.settings.telemetry import *  # noqa: E402,F403
