@@ -164,8 +164,11 @@ def test_sign_in_maps_groups_to_roles_and_a_removed_group_loses_its_role(page, l
     assert (revoke.workspace_id, revoke.role) == (7, "approver")
 
 
-def test_with_local_passwords_off_the_password_form_is_refused(page, live_server, sso_on):
+def test_with_local_passwords_off_the_password_form_is_refused(
+    page, live_server, sso_on, axe_check
+):
     page.goto(f"{live_server.url}/accounts/login/")
+    axe_check("sign-in page with single sign-on only")
     expect(page.locator('input[name="password"]')).to_have_count(0)
     expect(page.get_by_role("link", name="Sign in with Example Corp")).to_be_visible()
     token = next(c["value"] for c in page.context.cookies() if c["name"] == "csrftoken")
