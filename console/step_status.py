@@ -80,7 +80,11 @@ def task_words(handoff: Handoff, now: datetime) -> str:
         if handoff.receipt.get("found_by") == "lookup"
         else "confirmed by the receiver"
     )
-    return f"task {short} {how} at {at(handoff.delivered_at, now)}"
+    words = f"task {short} {how} at {at(handoff.delivered_at, now)}"
+    again = handoff.task_checked_at
+    if handoff.task_seen and again and handoff.delivered_at and again > handoff.delivered_at:
+        words += f", seen there again by {handoff.task_checked_by} at {at(again, now)} ({ago(again, now)})"
+    return words
 
 
 def operator_of(handoff: Handoff, finding: Finding | None = None) -> str:
@@ -180,30 +184,37 @@ def _reversal_line(label: str, step: Handoff, evidence: Evidence) -> StatusLine:
 # --- A delivered step: the task, then the work --------------------------------------------------------
 
 
+def _task_gone(handoff: Handoff, missing: Finding | None) -> tuple[str, datetime] | None:
+    """Who said last that the receiver has no task for this key, and when, if that is the newest word about
+    it: a reconciliation finding, a status event ("task deleted") or a person's check, against the receipt
+    and any later check that found it."""
+    said = [(True, "", handoff.delivered_at)] if handoff.delivered_at else []
+    if handoff.task_checked_at and handoff.task_seen is not None:
+        said.append((handoff.task_seen, handoff.task_checked_by, handoff.task_checked_at))
+    if missing is not None:
+        said.append((False, "reconciliation", missing.last_seen_at))
+    found, by, when = max(said, key=lambda s: s[2]) if said else (True, "", None)
+    return None if found else (by or "the receiver", when)
+
+
 def _delivered_line(label: str, handoff: Handoff, evidence: Evidence) -> StatusLine:
     now = evidence.now
     findings = {f.kind: f for f in evidence.findings.get(handoff.action_key, [])}
     missing = findings.get(FindingKind.MISSING_AT_RECEIVER)
-    if missing is not None:
+    gone = _task_gone(handoff, missing)
+    if gone is not None:
+        by, when = gone
         return StatusLine(
             label,
-            f"unknown: the receiver had a task ({task_words(handoff, now)}), but reconciliation found "
-            f"none for this key at {at(missing.last_seen_at, now)}: it may have been deleted there",
+            f"unknown: the receiver had a task ({task_words(handoff, now)}), but has none for this "
+            f"key now ({by}, at {at(when, now)}): it may have been deleted there",
             UNKNOWN,
             "an operator checks at the receiver and re-creates the task or records what happened",
             operator_of(handoff, missing),
         )
     failed = findings.get(FindingKind.WORK_FAILED)
     if handoff.work_status == WORK_FAILED or failed is not None:
-        when = handoff.work_checked_at or (failed.first_seen_at if failed else None)
-        return StatusLine(
-            label,
-            f"failed at the receiver: {task_words(handoff, now)}; the receiver reported the work "
-            f"failed (read at {at(when, now)})",
-            STUCK,
-            "an operator decides: the work is redone at the receiver, or the workflow compensated",
-            operator_of(handoff, failed),
-        )
+        return _failed_line(label, handoff, failed, now)
     line = _work_line(label, handoff, now)
     other = next(iter(findings.values()), None)
     if other is not None and line.tone != STUCK:
@@ -217,13 +228,22 @@ def _delivered_line(label: str, handoff: Handoff, evidence: Evidence) -> StatusL
     return line
 
 
+def _failed_line(label: str, handoff: Handoff, failed: Finding | None, now: datetime) -> StatusLine:
+    when = handoff.work_reported_at or handoff.work_checked_at
+    when = when or (failed.first_seen_at if failed else None)
+    return StatusLine(
+        label,
+        f"failed at the receiver: {task_words(handoff, now)}; the receiver reported the work "
+        f"failed at {at(when, now)}",
+        STUCK,
+        "an operator decides: the work is redone at the receiver, or the workflow compensated",
+        operator_of(handoff, failed),
+    )
+
+
 def _work_line(label: str, handoff: Handoff, now: datetime) -> StatusLine:
     made, status = task_words(handoff, now), handoff.work_status
-    checked = (
-        f"read at {at(handoff.work_checked_at, now)}, {ago(handoff.work_checked_at, now)}"
-        if handoff.work_checked_at
-        else f"with its receipt at {at(handoff.delivered_at, now)}"
-    )
+    checked = _work_evidence(handoff, now)
     if status == WORK_DONE:
         return StatusLine(
             label, f"done: {made}; the receiver reports the work done ({checked})", YES
@@ -244,6 +264,19 @@ def _work_line(label: str, handoff: Handoff, now: datetime) -> StatusLine:
         "the receiver reports the work's status when it changes",
         WORKERS,
     )
+
+
+def _work_evidence(handoff: Handoff, now: datetime) -> str:
+    """When the receiver said what the work is: its own time (a status event), when it was read back, or
+    with the receipt."""
+    if handoff.work_reported_at:
+        return (
+            f"at {at(handoff.work_reported_at, now)}, its time; recorded "
+            f"{ago(handoff.work_checked_at or handoff.work_reported_at, now)}"
+        )
+    if handoff.work_checked_at:
+        return f"read at {at(handoff.work_checked_at, now)}, {ago(handoff.work_checked_at, now)}"
+    return f"with its receipt at {at(handoff.delivered_at, now)}"
 
 
 # --- A step not delivered: on its way, unknown, with an operator, or stopped -------------------------

@@ -107,7 +107,7 @@ def test_my_requests_tells_a_compensated_a_failed_and_a_deleted_request_as_they_
         "unknown: the receiver had a task"
     )
     expect(deleted.locator('[data-line="step"]').nth(1)).to_contain_text(
-        "reconciliation found none for this key at"
+        "but has none for this key now (reconciliation run"
     )
     expect(deleted.locator(".status-line.yes")).to_have_count(0)
     axe_check("my requests with a compensated, a failed and a deleted request")

@@ -2,6 +2,8 @@
 `console/request_evidence.py`): one line per request and per step, each derived from that step's own handoff,
 its compensation and its live findings, reached through the product's own services. Both backends."""
 
+from datetime import UTC, datetime
+
 import pytest
 
 from approvals.models import Request, RequestState, Role
@@ -13,6 +15,12 @@ from delivery.services import task_status_set
 from outbox.dispatcher import drain
 from outbox.models import Handoff, HandoffKind, HandoffState
 from outbox.services import instance_compensate
+from outbox.services.status_events import (
+    STATUS_CHANGED,
+    TASK_DELETED,
+    ReceiverStatement,
+    handoff_record_status_event,
+)
 from reconciliation.services import reconciliation_run
 from tests.factories import ONBOARDING_PAYLOAD, make_request, make_user, three_step_onboarding_world
 
@@ -110,7 +118,7 @@ def test_a_task_deleted_at_the_receiver_is_unknown_and_names_when_it_was_not_fou
     status = status_of(request)
     line = status.steps[1]
     assert line.tone == "unknown"
-    assert "reconciliation found none for this key at" in line.text
+    assert "but has none for this key now (reconciliation run" in line.text
     assert "may have been deleted there" in line.text
     assert status.headline.tone == "stuck"
 
@@ -198,3 +206,47 @@ def test_my_requests_reads_a_page_in_the_same_queries_whatever_it_holds(
     with django_assert_max_num_queries(8):
         rows = requests_of(world["bob"])
     assert len(rows) == 7 and all(r.status.steps for r in rows if r.state == RequestState.APPROVED)
+
+
+def test_a_task_the_receiver_says_it_deleted_is_unknown_at_once_without_a_reconciliation_run(world):
+    request = approved_43(world)
+    drain()
+    step = Handoff.objects.get(action_key=f"{INSTANCE}:create_client")
+    handoff_record_status_event(
+        destination="receiver",
+        webhook_id="evt_1",
+        statement=ReceiverStatement(
+            kind=TASK_DELETED,
+            action_key=step.action_key,
+            task_id=step.destination_id,
+            status="",
+            sequence=1,
+            occurred_at=datetime(2026, 12, 1, 16, 25, tzinfo=UTC),
+        ),
+    )
+    line = status_of(request).steps[0]
+    assert line.tone == "unknown"
+    assert "but has none for this key now (status event from receiver, at" in line.text
+
+
+def test_work_reported_by_a_status_event_names_the_receivers_own_time(world):
+    request = approved_43(world)
+    drain()
+    step = Handoff.objects.get(action_key=f"{INSTANCE}:create_client")
+    handoff_record_status_event(
+        destination="receiver",
+        webhook_id="evt_2",
+        statement=ReceiverStatement(
+            kind=STATUS_CHANGED,
+            action_key=step.action_key,
+            task_id=step.destination_id,
+            status="done",
+            sequence=1,
+            occurred_at=datetime(2026, 11, 30, 16, 25, tzinfo=UTC),
+        ),
+    )
+    line = status_of(request).steps[0]
+    assert line.tone == "yes"
+    assert "the receiver reports the work done (at 2026-11-30 16:25 UTC, its time; recorded" in (
+        line.text
+    )
