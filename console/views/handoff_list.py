@@ -16,6 +16,7 @@ from approvals.selectors import (
     operators_of,
     workspace_ids_for,
 )
+from console.destination_holds import handoff_rows
 from console.filters import HandoffFilter
 from lib.htmx import HtmxHttpRequest
 from lib.paging import keyset_page
@@ -59,12 +60,14 @@ QUICK_ACTION_URLS = {
 
 def quick_actions(handoff: Handoff) -> list[QuickAction]:
     """The actions a list row offers in place: the safe ones of `available_actions` (a risky retry is
-    offered only on the handoff's page, where its risk is explained)."""
+    offered only on the handoff's page, where its risk is explained). A row read by `handoff_rows` carries
+    its destination's hold: no "Run now" while the destination takes no call."""
+    held = getattr(handoff, "destination_hold", None) is not None
     return [
         QuickAction(label, reverse(url_name, args=(handoff.pk,)))
         for label, url_name in (
             QUICK_ACTION_URLS[a]
-            for a in available_actions(handoff)
+            for a in available_actions(handoff, destination_held=held)
             if a in ("acknowledge", "reconcile", "run_now")
             or (a == "retry" and not retry_is_risky(handoff))
         )
@@ -85,7 +88,7 @@ def list_context(request: HtmxHttpRequest, data: dict[str, str]) -> dict:
     rows, more = keyset_page(
         handoff_filter.qs, after=_parse_cursor(request.GET.get("after")), size=PAGE_SIZE
     )
-    for h in rows:
+    for h in handoff_rows(rows, visible):
         h.quick_actions = quick_actions(h)
     query = urlencode(data)
     next_url = ""

@@ -22,6 +22,7 @@ from approvals.selectors import (
     revision_by_id,
     workspace_ids_for,
 )
+from console.destination_holds import destination_holds, handoff_rows
 from console.views.handoff_list import quick_actions
 from lib.htmx import HtmxHttpRequest
 from outbox.destinations import DestinationUnavailable, destination_named
@@ -34,7 +35,6 @@ from outbox.guidance import available_actions, next_step, retry_is_risky
 from outbox.models import Handoff
 from outbox.redaction import redact
 from outbox.selectors import (
-    destination_pause,
     handoff_timeline,
     handoff_visible,
     instance_handoffs,
@@ -59,6 +59,12 @@ def _panel_context(request: HtmxHttpRequest, handoff: Handoff, result: dict | No
     source = revision_by_id(handoff.source_id)
     # Findings carry a key of the handoff's own workspace, so the handoff's scope check covers them.
     findings = list(live_findings_of(handoff.action_key))
+    # Its destination's pause, window or Retry-After hold, while the handoff still waits to be sent.
+    hold = (
+        destination_holds([handoff.destination]).get(handoff.destination)
+        if handoff.is_open
+        else None
+    )
     return {
         "handoff": handoff,
         "payload": redact(handoff.payload),
@@ -73,10 +79,13 @@ def _panel_context(request: HtmxHttpRequest, handoff: Handoff, result: dict | No
             for f in findings
         ],
         "repairs": repairs_of(handoff),
-        "guidance": next_step(
-            handoff, findings, paused_destination=destination_pause(handoff.destination)
+        "guidance": next_step(handoff, findings, paused_destination=hold and hold.health),
+        "destination_hold": hold,
+        "actions": (
+            available_actions(handoff, findings, destination_held=hold is not None)
+            if is_operator
+            else []
         ),
-        "actions": available_actions(handoff, findings) if is_operator else [],
         "risky_retry": retry_is_risky(handoff),
         "in_backoff": handoff.in_backoff,
         "is_operator": is_operator,
@@ -170,6 +179,7 @@ def handoff_action(view):
 def _respond(request: HtmxHttpRequest, pk: int, result: dict, *, status: int = 200) -> HttpResponse:
     handoff = Handoff.objects.select_related("owner").get(pk=pk)
     if request.htmx and request.POST.get("render") == "row":
+        handoff_rows([handoff], [handoff.workspace_id])
         handoff.quick_actions = quick_actions(handoff)
         context = {
             "h": handoff,

@@ -1,0 +1,128 @@
+"""What a handoff table and a handoff's page say about the handoff's destination when it takes no call now:
+paused by its breaker (unreachable, credentials refused), paused by an operator or in a maintenance window, or
+under a Retry-After hold; and why a row needs a person when its own state does not say it (a live finding).
+
+Read once per page with the destination queryset's own annotations (`DestinationHealthQuerySet.with_window`,
+and the Retry-After hold on the database clock as the Destinations page reads it): a table of 50 rows costs
+the same two queries as one row, and counts nothing."""
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.db.models import BooleanField, ExpressionWrapper, Q
+
+from outbox.clock import db_now
+from outbox.models import DestinationHealth, DestinationState, Handoff, PauseReason
+from reconciliation.selectors import live_findings
+
+
+@dataclass(frozen=True)
+class DestinationHold:
+    """Why a destination takes no call now, since when and until when, as a handoff's row and page say it.
+    Every time is one the database's clock wrote (the breaker's pause and probe, a window, a Retry-After).
+
+    `health` is the destination's row annotated `in_window` and `held` (as `destination_summaries` reads it):
+    the handoff's guidance (`outbox.guidance.next_step`) takes it as the paused destination."""
+
+    name: str
+    cause: str
+    since: datetime | None
+    until: datetime | None
+    next_probe_at: datetime | None
+    reason: str
+    health: DestinationHealth
+
+    @property
+    def headline(self) -> str:
+        return {
+            "window": f"Destination {self.name} is paused by an operator",
+            "credential": f"Destination {self.name} is paused: it refused our credentials",
+            "unreachable": f"Destination {self.name} is paused: it cannot be reached",
+            "retry_after": f"Destination {self.name} asked us to wait (Retry-After)",
+        }[self.cause]
+
+    @property
+    def timing(self) -> str:
+        """'since 16:25:01 UTC · next probe 16:25:31 UTC', or the hold's end; 'unknown' where no time was
+        recorded."""
+        parts = [f"since {_utc(self.since)}"] if self.since else []
+        if self.cause == "retry_after":
+            parts.append(f"no call before {_utc(self.until)}")
+        elif self.cause == "window":
+            parts.append(
+                f"until {_utc(self.until)}" if self.until else "until an operator resumes it"
+            )
+        else:
+            probe = (
+                f"next probe {_utc(self.next_probe_at)}" if self.next_probe_at else "no probe due"
+            )
+            parts.append(f"{probe}; resumes by itself when a probe succeeds")
+        return " · ".join(parts)
+
+
+def _utc(at: datetime | None) -> str:
+    return f"{at:%Y-%m-%d %H:%M:%S} UTC" if at else "unknown"
+
+
+def _hold_of(health: DestinationHealth) -> DestinationHold | None:
+    common = {"name": health.name, "health": health}
+    if getattr(health, "in_window", False):
+        return DestinationHold(
+            cause="window",
+            since=health.window_starts_at,
+            until=health.window_ends_at,
+            next_probe_at=None,
+            reason=health.window_reason,
+            **common,
+        )
+    if health.state == DestinationState.PAUSED:
+        return DestinationHold(
+            cause="credential" if health.pause_reason == PauseReason.CREDENTIAL else "unreachable",
+            since=health.paused_at,
+            until=None,
+            next_probe_at=health.next_probe_at,
+            reason=health.last_error,
+            **common,
+        )
+    if getattr(health, "held", False):
+        # A hold's start is not recorded; its end and the answer that set it are.
+        return DestinationHold(
+            cause="retry_after",
+            since=None,
+            until=health.hold_until,
+            next_probe_at=None,
+            reason=health.hold_reason,
+            **common,
+        )
+    return None
+
+
+def destination_holds(names: Iterable[str]) -> dict[str, DestinationHold]:
+    """The destinations among `names` that take no call now, by name: one query whatever the number of rows
+    on the page (none without names)."""
+    names = sorted({n for n in names if n})
+    if not names:
+        return {}
+    held = ExpressionWrapper(Q(hold_until__gt=db_now()), output_field=BooleanField())
+    rows = DestinationHealth.objects.with_window().annotate(held=held).filter(name__in=names)
+    holds = (_hold_of(health) for health in rows)
+    return {hold.name: hold for hold in holds if hold is not None}
+
+
+def handoff_rows(handoffs: list[Handoff], workspace_ids: Iterable[int]) -> list[Handoff]:
+    """The rows of a handoff table, each with `.destination_hold` (its destination's hold, or None: only an
+    open handoff waits for it) and `.finding_kinds` (the kinds of its key's live findings, the reason a
+    delivered handoff needs a person). Two queries at most, whatever the number of rows."""
+    workspace_ids = list(workspace_ids)
+    # Every row's destination, open or not: the page runs the same queries whatever its rows' states.
+    holds = destination_holds({h.destination for h in handoffs})
+    kinds: dict[str, list[str]] = {}
+    keys = [h.action_key for h in handoffs]
+    if keys:
+        for finding in live_findings(workspace_ids).filter(action_key__in=keys).order_by("kind"):
+            kinds.setdefault(finding.action_key, []).append(finding.get_kind_display())
+    for h in handoffs:
+        h.destination_hold = holds.get(h.destination) if h.is_open else None
+        h.finding_kinds = kinds.get(h.action_key, [])
+    return handoffs

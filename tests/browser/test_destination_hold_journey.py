@@ -1,0 +1,135 @@
+"""An outage or a hold is visible where the operator looks first: the handoff list and the handoff's page
+say that the destination takes no call, since when and until when (the times the database's clock wrote),
+and neither offers "Run now" nor promises "sends it within seconds" while it could not."""
+
+import pytest
+from django.conf import settings
+from playwright.sync_api import expect
+
+from outbox.clock import db_now
+from outbox.failures import DeliveryResult
+from outbox.models import DestinationHealth, FailureClass, HandoffState
+from outbox.services.breaker import destination_record_results
+from outbox.services.destination_windows import destination_pause_by_operator
+from outbox.services.limits import destination_acquire, destination_release
+from tests.factories import HandoffFactory, onboarding_world
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.django_db(databases=["default", "delivery"], transaction=True),
+]
+
+
+def _utc(at) -> str:
+    return f"{at:%Y-%m-%d %H:%M:%S} UTC"
+
+
+def _waiting_after_a_failed_attempt():
+    """Pending after a connection failure, its next attempt due now: the list said "retry 0 minutes" and
+    offered "Run now"."""
+    return HandoffFactory(
+        number=60,
+        attempts=1,
+        failure_class=FailureClass.TRANSIENT,
+        reason_code="connect_failed",
+        next_attempt_at=db_now(),
+    )
+
+
+def _receiver_goes_down() -> DestinationHealth:
+    failures = [
+        DeliveryResult.failed(FailureClass.TRANSIENT, "connect_failed", "connection refused")
+    ] * settings.HANDOFF_BREAKER_THRESHOLD
+    destination_record_results(name="receiver", results=failures)
+    return DestinationHealth.objects.get(name="receiver")
+
+
+def _receiver_answers_retry_after(seconds: float) -> DestinationHealth:
+    permit = destination_acquire(name="receiver", worker="test", requests=1, lease_seconds=30)
+    permit.made(
+        [
+            DeliveryResult.failed(
+                FailureClass.TRANSIENT,
+                "http_429",
+                "too many requests",
+                status_code=429,
+                retry_after=seconds,
+            )
+        ]
+    )
+    destination_release(permit=permit)
+    return DestinationHealth.objects.get(name="receiver")
+
+
+def test_an_outage_shows_on_the_list_and_the_page_without_run_now(page, live_server, sign_in):
+    onboarding_world()
+    handoff = _waiting_after_a_failed_attempt()
+    health = _receiver_goes_down()
+    assert health.paused_at is not None and health.next_probe_at is not None
+    sign_in("olga")
+
+    page.goto(f"{live_server.url}/handoffs/?state=pending")
+    row = page.locator(f"#handoff-{handoff.pk}")
+    hold = row.locator(".hold")
+    expect(hold).to_contain_text("Destination receiver is paused: it cannot be reached")
+    expect(hold).to_contain_text(f"since {_utc(health.paused_at)}")
+    expect(hold).to_contain_text(f"next probe {_utc(health.next_probe_at)}")
+    expect(row).not_to_contain_text("retry 0 minutes")
+    expect(row.get_by_role("button", name="Run now")).to_have_count(0)
+
+    page.goto(f"{live_server.url}/handoffs/{handoff.pk}/")
+    expect(page.locator("#destination-hold")).to_contain_text(
+        f"since {_utc(health.paused_at)} · next probe {_utc(health.next_probe_at)}"
+    )
+    expect(page.locator("#next-step")).to_contain_text("Waiting: destination receiver is paused.")
+    expect(page.locator("#next-step")).to_contain_text(
+        f"The next probe is due at {_utc(health.next_probe_at)}"
+    )
+    expect(page.get_by_role("button", name="Run now")).to_have_count(0)
+
+
+def test_a_retry_after_hold_says_until_when_and_promises_no_seconds(page, live_server, sign_in):
+    onboarding_world()
+    queued = HandoffFactory(number=61)
+    health = _receiver_answers_retry_after(54)
+    assert health.hold_until is not None
+    sign_in("olga")
+
+    page.goto(f"{live_server.url}/handoffs/{queued.pk}/")
+    expect(page.locator("#destination-hold")).to_contain_text(
+        f"Destination receiver asked us to wait (Retry-After) · no call before {_utc(health.hold_until)}"
+    )
+    expect(page.locator("#destination-hold")).to_contain_text("HTTP 429 with Retry-After 54 s")
+    expect(page.locator("#next-step")).to_contain_text(
+        f"asked us to wait until {_utc(health.hold_until)}"
+    )
+    expect(page.locator("#next-step")).not_to_contain_text("within seconds")
+
+    page.goto(f"{live_server.url}/handoffs/?state=pending")
+    expect(page.locator(f"#handoff-{queued.pk} .hold")).to_contain_text(
+        f"no call before {_utc(health.hold_until)}"
+    )
+
+
+def test_an_operators_pause_shows_who_since_when_and_until_resumed(page, live_server, sign_in):
+    world = onboarding_world()
+    handoff = _waiting_after_a_failed_attempt()
+    health = destination_pause_by_operator(
+        name="receiver", actor=world["olga"], reason="receiver upgrade"
+    )
+    sign_in("olga")
+
+    page.goto(f"{live_server.url}/handoffs/")
+    row = page.locator(f"#handoff-{handoff.pk}")
+    expect(row.locator(".hold")).to_contain_text(
+        f"Destination receiver is paused by an operator · since {_utc(health.window_starts_at)} "
+        "· until an operator resumes it"
+    )
+    expect(row.get_by_role("button", name="Run now")).to_have_count(0)
+    page.goto(f"{live_server.url}/handoffs/{handoff.pk}/")
+    expect(page.locator("#destination-hold")).to_contain_text("receiver upgrade")
+    expect(page.locator("#next-step")).to_contain_text(
+        "is paused by olga until an operator resumes"
+    )
+    expect(page.get_by_role("button", name="Run now")).to_have_count(0)
+    assert handoff.state == HandoffState.PENDING
