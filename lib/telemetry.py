@@ -13,6 +13,7 @@ every span call returns a shared no-op context manager and no header is added. `
 """
 
 import hashlib
+import threading
 from collections.abc import Iterable
 from contextlib import contextmanager, nullcontext
 from contextvars import ContextVar
@@ -36,6 +37,7 @@ FORCED_IDS: ContextVar[tuple[int, int] | None] = ContextVar("handoff_forced_ids"
 _OFF = nullcontext()
 _PROPAGATOR = TraceContextTextMapPropagator()
 _state: dict = {"tracer": None, "configured": False}
+_setup_lock = threading.Lock()
 
 
 def install(provider) -> None:
@@ -46,11 +48,19 @@ def install(provider) -> None:
 
 def _tracer():
     if not _state["configured"]:
-        _state["configured"] = True
+        _configure_once()
+    return _state["tracer"]
+
+
+def _configure_once() -> None:
+    # The dispatcher's worker threads may all start their first span at once: one provider per process.
+    with _setup_lock:
+        if _state["configured"]:
+            return
         setup = getattr(settings, "HANDOFF_TRACING_SETUP", "")
         if setup:
             import_string(setup)()
-    return _state["tracer"]
+        _state["configured"] = True
 
 
 def enabled() -> bool:
