@@ -15,6 +15,8 @@ from django.utils import timezone
 from approvals.models import Approval, AuditExport, RequestEvent, Role
 from approvals.services import membership_grant, support_staff_enroll
 from approvals.services.workflow_modes import workflow_mode_set
+from console.audit_trail.export import audit_export
+from console.audit_trail.period import parse_period
 from outbox.models import HandoffEvent
 from outbox.services.destination_windows import destination_pause_by_operator
 from outbox.services.operator import handoff_cancel
@@ -225,3 +227,19 @@ def test_the_command_refuses_as_the_console_does(day):
     with pytest.raises(CommandError, match="needs the operator role"):
         call_command("audit_export", "--workspace=7", f"--from={since}", "--as=alice")
     assert not AuditExport.objects.exists()
+
+
+def test_the_export_reads_each_kind_in_one_query_however_many_events(
+    day, django_assert_max_num_queries
+):
+    for number in range(50, 60):
+        approve(
+            day, number=number
+        )  # submitted, approved, decided, recorded (observed): four events
+    start, end = parse_period(day["period"]["since"], day["period"]["until"])
+    # Workspace check, roles, one query per kind (nine), the export's insert, and the transaction.
+    with django_assert_max_num_queries(16):
+        result = audit_export(
+            actor=day["olga"], workspace_id=7, start=start, end=end, fmt="csv", channel="console"
+        )
+    assert len(result.records) == sum(EXPECTED_WS7.values()) + 10 * 4
