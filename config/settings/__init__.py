@@ -57,6 +57,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # First: every log line of a request carries the workspace, handoff or action key its URL names.
+    "config.log_middleware.RequestLogContext",
     "django.middleware.security.SecurityMiddleware",
     "csp.middleware.CSPMiddleware",
     "django_permissions_policy.PermissionsPolicyMiddleware",
@@ -349,19 +351,8 @@ Q_CLUSTER = {
     "label": "Task queue",
 }
 
-LOGGING = {
-    "version": 1,
-    "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "filters": {"refusals_on_one_line": {"()": "config.logging_filters.RefusalsOnOneLine"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
-    "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
-    "loggers": {
-        "django.db.backends": {"level": "WARNING"},
-        "django.request": {"filters": ["refusals_on_one_line"]},
-        "django.security": {"filters": ["refusals_on_one_line"]},
-    },
-}
+# Plain text lines, or JSON lines with LOG_FORMAT=json; both redacted, with the handoff's fields.
+from config.settings.logging import LOG_FORMAT, LOGGING  # noqa: E402,F401
 
 EMAIL_BACKEND = os.environ.get(
     "EMAIL_BACKEND",
