@@ -191,6 +191,7 @@ CONSOLE_PAGES: list[tuple[str, str, str]] = [
     ("reconciliation:findings", "Findings", Role.OPERATOR),
     ("reconciliation:runs", "Runs", Role.OPERATOR),
     ("approvals:role_changes", "Role changes", Role.OPERATOR),
+    ("audit:export", "Audit export", Role.OPERATOR),
     ("admin:index", "Admin", "staff"),
 ]
 AUDIENCE_LABELS = {

@@ -38,6 +38,7 @@ def test_nav_shows_only_the_pages_each_role_may_use(world):
         "Findings",
         "Runs",
         "Role changes",
+        "Audit export",
     ]
 
 
