@@ -69,7 +69,7 @@ def three_outcomes(world) -> None:
 
 
 def test_my_requests_tells_a_compensated_a_failed_and_a_deleted_request_as_they_are(
-    page, live_server, sign_in, axe_check, screenshot
+    page, live_server, sign_in, axe_check, screenshot, no_horizontal_scroll
 ):
     world = three_step_onboarding_world()
     three_outcomes(world)
@@ -112,6 +112,12 @@ def test_my_requests_tells_a_compensated_a_failed_and_a_deleted_request_as_they_
     expect(deleted.locator(".status-line.yes")).to_have_count(0)
     axe_check("my requests with a compensated, a failed and a deleted request")
     screenshot("requester-status-lines")
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.reload()
+    expect(page.locator("#my-request-7-43 [data-line='request']")).to_contain_text("undone")
+    axe_check("my requests at 390 px")
+    no_horizontal_scroll("my requests at 390 px")
+    page.set_viewport_size({"width": 1280, "height": 800})
 
     # The request's page says the same, line for line.
     compensated.get_by_role("link", name="onboarding request 43").click()
