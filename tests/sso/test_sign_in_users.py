@@ -72,3 +72,13 @@ def test_signing_out_of_a_password_session_stays_here(settings, db):
     answer = client.post("/accounts/logout/")
     assert (answer.status_code, answer["Location"]) == (302, "/accounts/login/")
     assert client.get("/accounts/logout/").status_code == 405
+
+
+def test_a_failed_provider_sign_in_comes_back_to_the_sign_in_page_saying_so(client, settings, db):
+    settings.OIDC_ENABLED = True
+    settings.OIDC_PROVIDER_NAME = "Example Corp"
+    answer = client.get("/accounts/oidc/callback/?code=stolen-code&state=unknown-state")
+    assert (answer.status_code, answer["Location"]) == (302, "/accounts/login/?sso=failed")
+    page = client.get(answer["Location"]).content.decode()
+    assert "Signing in through Example Corp did not succeed" in page
+    assert "_auth_user_id" not in client.session
