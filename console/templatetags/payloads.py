@@ -1,10 +1,12 @@
 """{{ value|json_pretty }}: a payload shown as the JSON that is sent, indented, keys sorted.
+{{ value|evidence_lines }}: what a finding's source or receiver says, as field: value lines a person reads.
 
 Callers pass values that went through the redaction function already."""
 
 import json
 
 from django import template
+from django.utils.dateparse import parse_datetime
 
 register = template.Library()
 
@@ -12,3 +14,37 @@ register = template.Library()
 @register.filter
 def json_pretty(value) -> str:
     return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False, default=str)
+
+
+def _shown(value) -> str:
+    if value is None or value == "":
+        return "—"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, dict | list):
+        return json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
+    at = _timestamp(value)
+    return f"{at:%Y-%m-%d %H:%M:%S} UTC" if at else str(value)
+
+
+def _timestamp(value):
+    """An ISO time the evidence recorded (UTC), or None for any other value."""
+    if not isinstance(value, str) or len(value) < 19 or value[10:11] != "T":
+        return None
+    try:
+        at = parse_datetime(value)
+    except ValueError:
+        return None
+    return at if at is not None and at.utcoffset() is not None and not at.utcoffset() else None
+
+
+@register.filter
+def evidence_lines(value) -> list[tuple[str, str]]:
+    """A finding's evidence as (field, value) lines in the order it was recorded: `payload_hash` reads
+    "payload hash", an empty value "—", an ISO time "2026-12-01 16:25:28 UTC", a nested value compact
+    JSON. Raw JSON in a table cell was unreadable and made the handoff page wider than the window."""
+    if isinstance(value, dict):
+        return [(str(key).replace("_", " "), _shown(item)) for key, item in value.items()]
+    if value is None or value in ("", []):
+        return []
+    return [("value", _shown(value))]

@@ -14,3 +14,30 @@ def test_approval_detail_shows_the_payload_as_json(world):
     body = client_for(world["alice"]).get("/approvals/7/42/1/").content.decode()
     assert "&quot;plan&quot;: &quot;standard&quot;" in body
     assert "onboarding@northwind.example" not in body
+
+
+def test_finding_evidence_reads_as_field_value_lines():
+    """A finding's "Source says" / "Receiver says" cells: one line per field, names without underscores,
+    times in UTC words, an empty value a dash, a nested value compact JSON; no JSON document."""
+    from console.templatetags.payloads import evidence_lines
+
+    lines = evidence_lines(
+        {
+            "payload_hash": "ab" * 32,
+            "created_at": "2026-12-01T16:25:28.123456+00:00",
+            "reason_code": "",
+            "found": True,
+            "extra": {"b": 2, "a": 1},
+            "note": "T-shirt 2026-12-01",
+        }
+    )
+    assert lines == [
+        ("payload hash", "ab" * 32),
+        ("created at", "2026-12-01 16:25:28 UTC"),
+        ("reason code", "—"),
+        ("found", "yes"),
+        ("extra", '{"a": 1, "b": 2}'),
+        ("note", "T-shirt 2026-12-01"),
+    ]
+    assert evidence_lines({}) == [] and evidence_lines(None) == []
+    assert evidence_lines("a bare value") == [("value", "a bare value")]
