@@ -43,12 +43,12 @@ def _pgbouncer_binary() -> str:
     )
     if found is None and os.geteuid() == 0:
         # As `make test` does for Chromium: install the Debian package where it is missing.
-        subprocess.run(
+        env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+        for args in (
+            ["apt-get", "update", "-qq"],
             ["apt-get", "install", "-y", "-qq", "pgbouncer"],
-            env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"},
-            capture_output=True,
-            timeout=600,
-        )
+        ):
+            subprocess.run(args, env=env, capture_output=True, timeout=600)
         found = "/usr/sbin/pgbouncer" if Path("/usr/sbin/pgbouncer").exists() else None
     if found is None:
         pytest.fail("PgBouncer is not installed: run `make pgbouncer` (Debian package pgbouncer)")
