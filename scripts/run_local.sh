@@ -42,6 +42,8 @@ export DJANGO_SECURE=${DJANGO_SECURE:-0}
 export DJANGO_ALLOWED_HOSTS=${DJANGO_ALLOWED_HOSTS:-127.0.0.1,localhost}
 export EMAIL_BACKEND=${EMAIL_BACKEND:-django.core.mail.backends.console.EmailBackend}
 export RECEIVER_URL=${RECEIVER_URL:-http://127.0.0.1:$PORT/delivery/api}
+# The bundled receiver tells the console when a task's work changes (docs/reconciliation.md, "Status events").
+export RECEIVER_STATUS_EVENTS_URL=${RECEIVER_STATUS_EVENTS_URL:-http://127.0.0.1:$PORT/reconciliation/api/destinations/receiver/status-events}
 export CONSOLE_BASE_URL=${CONSOLE_BASE_URL:-http://127.0.0.1:$PORT}
 # The demo's three destinations (demo/destinations.json): the bundled receiver and accounts service on this
 # port, and the welcome pack by e-mail to the demo's SMTP server, whose mailbox /delivery/mailbox/ shows.

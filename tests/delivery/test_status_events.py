@@ -2,11 +2,13 @@
 source over real HTTP after the commit, resent under the same webhook-id (a repeat there), and kept unsent
 with the reason when the source cannot be reached."""
 
+import io
 import socket
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+from django.core.management import call_command
 from django.db import transaction
 
 from delivery.models import ReceiverTask, TaskEvent, TaskEventKind
@@ -123,3 +125,14 @@ def test_an_unreachable_source_leaves_the_event_unsent_with_the_reason(settings)
     [event] = events()
     assert (result.sent, result.failed) == (0, 1)
     assert event.sent_at is None and event.attempts == 1 and "Connect" in event.last_error
+
+
+@pytest.mark.django_db(databases=["default", "delivery"], transaction=True)
+def test_the_demo_commands_return_once_the_source_has_their_event(live_server, settings):
+    settings.RECEIVER_STATUS_EVENTS_URL = f"{live_server.url}{EVENTS_PATH}"
+    handoff = deliver(record(42))
+    call_command("task_status", handoff.action_key, "done", stdout=io.StringIO())
+    assert Handoff.objects.get(pk=handoff.pk).work_status == "done"
+    call_command("task_delete", handoff.action_key, stdout=io.StringIO())
+    assert Handoff.objects.get(pk=handoff.pk).task_seen is False
+    assert all(e.sent_at is not None for e in events())

@@ -4,6 +4,9 @@ from django.core.management.base import BaseCommand, CommandError
 
 from delivery.errors import TaskNotFound
 from delivery.services import task_delete
+from delivery.status_events import sender_idle
+
+SEND_WAIT_SECONDS = 15
 
 
 class Command(BaseCommand):
@@ -17,4 +20,6 @@ class Command(BaseCommand):
             task = task_delete(action_key=action_key)
         except TaskNotFound as exc:
             raise CommandError(f"no task has the action key {action_key}") from exc
+        # The status event goes from this process's sender thread: wait for it before the process ends.
+        sender_idle(timeout=SEND_WAIT_SECONDS)
         self.stdout.write(f"{action_key}: task {task.task_id} deleted")

@@ -4,6 +4,9 @@ from django.core.management.base import BaseCommand, CommandError
 
 from delivery.errors import InvalidTaskStatus, TaskNotFound
 from delivery.services import SETTABLE_STATUSES, task_status_set
+from delivery.status_events import sender_idle
+
+SEND_WAIT_SECONDS = 15
 
 
 class Command(BaseCommand):
@@ -20,6 +23,8 @@ class Command(BaseCommand):
             raise CommandError(f"no task has the action key {action_key}") from exc
         except InvalidTaskStatus as exc:
             raise CommandError(exc.detail) from exc
+        # The status event goes from this process's sender thread: wait for it before the process ends.
+        sender_idle(timeout=SEND_WAIT_SECONDS)
         if change.changed:
             self.stdout.write(f"{action_key}: {change.previous_status} -> {change.task.status}")
         else:
