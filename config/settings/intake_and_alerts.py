@@ -24,7 +24,10 @@ if WORKFLOW_DEFAULT_MODE not in {"observe", "limited", "live"}:
 RECONCILIATION_BATCH_SIZE = env_int("RECONCILIATION_BATCH_SIZE", 1000)
 # Point lookups per run to confirm cross-side findings (each is one receiver call).
 RECONCILIATION_CONFIRM_LIMIT = env_int("RECONCILIATION_CONFIRM_LIMIT", 1000)
-RECONCILIATION_EVERY_MINUTES = env_int("RECONCILIATION_EVERY_MINUTES", 15)
+# The backstop's cadence (django-q2 schedule "reconciliation", `manage.py schedule_reconciliation`): a change
+# the receiver did not send as a status event is found within this long. A full pass at 1,000,000 keys
+# takes about 16 s (docs/benchmarks.md), so every 5 minutes costs little.
+RECONCILIATION_EVERY_MINUTES = env_int("RECONCILIATION_EVERY_MINUTES", 5)
 # A delivered handoff whose task is still open or in progress this long after delivery is a finding.
 HANDOFF_WORK_DEADLINE_HOURS = env_float("HANDOFF_WORK_DEADLINE_HOURS", 72.0)
 ALERT_SEND_EVERY_MINUTES = env_int("ALERT_SEND_EVERY_MINUTES", 1)
