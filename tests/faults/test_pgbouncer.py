@@ -23,7 +23,7 @@ from django.test import Client
 
 from approvals.models import Role
 from delivery.models import ReceiverTask
-from outbox.models import Attempt, Handoff, HandoffEvent, HandoffState
+from outbox.models import Attempt, AttemptOutcome, Handoff, HandoffEvent, HandoffState
 from tests.factories import make_user, make_workspace
 from tests.faults.test_dispatch_faults import make_handoffs, wait_until
 from tests.processes import database_url, free_port
@@ -228,3 +228,39 @@ def test_behind_pgbouncer_in_transaction_mode_everything_works_as_without_it(poo
     for proc in dispatchers:
         assert proc.poll() is None
         assert "cannot LISTEN" not in proc.log_path.read_text()
+
+
+def test_behind_pgbouncer_a_dispatcher_killed_mid_call_is_settled_by_another_without_a_duplicate(
+    pooled,
+):
+    procs, _bouncer = pooled
+    [key] = make_handoffs(1)
+    procs.start_receiver(faults={"keys": {key: "slow"}, "slow_seconds": 4})
+    victim = procs.start_dispatcher("victim", HANDOFF_LEASE_SECONDS="7", RECEIVER_READ_TIMEOUT="5")
+    wait_until(
+        lambda: (
+            ReceiverTask.objects.filter(action_key=key).exists()
+            and Attempt.objects.filter(outcome=AttemptOutcome.IN_PROGRESS).exists()
+        ),
+        timeout=30,
+        what="the victim's call to reach the receiver",
+        procs=[victim],
+    )
+    os.kill(victim.pid, signal.SIGKILL)
+    victim.wait(timeout=10)
+    rescuer = procs.start_dispatcher("rescuer", HANDOFF_LEASE_SECONDS="7")
+    wait_until(
+        lambda: Handoff.objects.filter(action_key=key, state=S.DELIVERED).exists(),
+        timeout=60,
+        what="the rescuer to settle the victim's handoff",
+        procs=[rescuer],
+    )
+    handoff = Handoff.objects.get(action_key=key)
+    assert ReceiverTask.objects.count() == 1
+    assert handoff.destination_id == str(ReceiverTask.objects.get().task_id)
+    attempt = Attempt.objects.get(handoff=handoff)
+    assert (attempt.worker, attempt.outcome, attempt.reason_code) == (
+        "victim",
+        AttemptOutcome.ABANDONED,
+        "lease_expired",
+    )
