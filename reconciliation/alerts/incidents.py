@@ -24,7 +24,7 @@ from reconciliation.alerts.causes import (
     security_window_start,
     unanswered_rejections,
 )
-from reconciliation.alerts.notifications import incident_notify
+from reconciliation.alerts.notifications import incident_notify, incident_queue_notice
 from reconciliation.models import (
     Finding,
     Incident,
@@ -222,11 +222,12 @@ def _without_handled(causes: list[Cause]) -> list[Cause]:
 
 
 def _page_new(result: SyncResult) -> None:
-    unpaged = Incident.objects.using(DB).filter(
-        state=IncidentState.OPEN, severity=IncidentSeverity.PAGE, pages_sent=0
-    )
+    """Page every open paging incident not paged yet; tell the queue channels about new queue incidents."""
+    unpaged = Incident.objects.using(DB).filter(state=IncidentState.OPEN, pages_sent=0)
     for incident in unpaged.order_by("pk"):
-        if incident_notify(incident, NotificationEvent.TRIGGER):
+        if incident.severity == IncidentSeverity.QUEUE:
+            incident_queue_notice(incident)
+        elif incident_notify(incident, NotificationEvent.TRIGGER):
             result.paged += 1
 
 

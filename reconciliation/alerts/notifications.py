@@ -134,6 +134,26 @@ def incident_page(incident: Incident) -> bool:
     return True
 
 
+def incident_queue_notice(incident: Incident) -> bool:
+    """Tell the queue channels (severity "queue") once about an incident that does not page: no
+    escalation, and it is not a page (a queue incident raised to a page later pages as usual)."""
+    workspaces = incident_workspaces(incident)
+    with transaction.atomic(using=DB):
+        locked = Incident.objects.using(DB).select_for_update(no_key=True).get(pk=incident.pk)
+        if Notification.objects.using(DB).filter(incident=locked).exists():
+            return False
+        channels = [
+            c
+            for c in channels_at_level(locked, workspaces, 0)
+            if c.severity == IncidentSeverity.QUEUE
+        ]
+        if not channels:
+            return False
+        number = _queue(locked, channels, NotificationEvent.TRIGGER)
+        _event(locked, "queued", f"notification {message_id(locked.pk, number)}")
+    return True
+
+
 def incident_notify(incident: Incident, event: str) -> bool:
     """Tell the channels that were sent a page about this incident that it was acknowledged or resolved."""
     if event == NotificationEvent.TRIGGER:

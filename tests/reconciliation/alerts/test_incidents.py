@@ -3,6 +3,7 @@ notification; what pages (corruption, security events, a high-impact step) and w
 triggers, with an owner and an SLA); the workflow's last delivered step in every alert."""
 
 import pytest
+from django.core import mail
 from django.test import Client
 from standardwebhooks.webhooks import Webhook
 
@@ -249,8 +250,21 @@ def test_rejected_triggers_are_an_incident_with_an_owner_and_an_sla_on_health(wo
         status_code=422,
         response={},
     )
+    AlertChannel.objects.create(
+        workspace_id=7,
+        name="intake queue",
+        kind=ChannelKind.EMAIL,
+        target="intake-team@example.com",
+        severity=IncidentSeverity.QUEUE,
+    )
     incidents_sync()
+    incidents_sync()
+    assert notifications_send_due().sent == 1
     [incident] = Incident.objects.all()
+    [message] = mail.outbox
+    assert message.to == ["intake-team@example.com"]
+    assert message.extra_headers["Message-ID"] == f"<incident-{incident.pk}-1@handoff-console>"
+    assert "Safest next action:   Read the reasons on the trigger's page" in message.body
     assert incident.kind == IncidentKind.REJECTED_TRIGGERS
     assert incident.severity == IncidentSeverity.QUEUE
     assert incident.owner == world["olga"] and incident.sla_due_at is not None
