@@ -17,7 +17,7 @@ from approvals.models import (
 )
 from console.audit_trail.records import AuditRecord
 from outbox.models import DestinationEvent, HandoffEvent
-from reconciliation.models import FindingEvent, ManualRepair
+from reconciliation.models import FindingEvent, IncidentEvent, ManualRepair
 
 
 @dataclass(frozen=True)
@@ -147,6 +147,30 @@ def _repairs(p: Period) -> Iterable[AuditRecord]:
         )
 
 
+def _incident_events(p: Period) -> Iterable[AuditRecord]:
+    """Acknowledged, resolved, paged...: of the incidents that hold something of this workspace."""
+    rows = (
+        IncidentEvent.objects.filter(
+            incident__members__workspace_id=p.workspace_id, at__gte=p.start, at__lt=p.end
+        )
+        .distinct()
+        .select_related("incident", "actor")
+    )
+    for e in rows:
+        yield AuditRecord(
+            at=e.at,
+            kind="incident_event",
+            record=f"incident_event:{e.pk}",
+            workspace=p.workspace_id,
+            actor=_who(e.actor, e.actor_label),
+            action=e.action,
+            subject=f"incident {e.incident_id} ({e.incident.kind})",
+            before=e.from_state,
+            after=e.to_state,
+            reason=e.note,
+        )
+
+
 def _destination_events(p: Period) -> Iterable[AuditRecord]:
     rows = DestinationEvent.objects.filter(at__gte=p.start, at__lt=p.end).select_related("actor")
     for e in rows:
@@ -221,6 +245,7 @@ SOURCES: dict[str, Source] = {
     "handoff_event": Source("outbox.view_handoffevent", _handoff_events),
     "finding_event": Source("reconciliation.view_findingevent", _finding_events),
     "repair": Source("reconciliation.view_manualrepair", _repairs),
+    "incident_event": Source("reconciliation.view_incidentevent", _incident_events),
     "destination_event": Source("outbox.view_destinationevent", _destination_events),
     "workflow_mode_change": Source("approvals.view_workflowmodechange", _mode_changes),
     "audit_export": Source("approvals.view_auditexport", _exports),

@@ -20,7 +20,14 @@ from console.audit_trail.period import parse_period
 from outbox.models import HandoffEvent
 from outbox.services.destination_windows import destination_pause_by_operator
 from outbox.services.operator import handoff_cancel
-from reconciliation.models import ManualRepair
+from reconciliation.alerts.incidents import incident_resolve
+from reconciliation.models import (
+    Incident,
+    IncidentKind,
+    IncidentMember,
+    IncidentSeverity,
+    ManualRepair,
+)
 from tests.builders import approve
 from tests.console.clients import client_for
 from tests.factories import make_user, onboarding_world
@@ -34,6 +41,7 @@ EXPECTED_WS7 = {
     "handoff_event": 2,  # the handoff recorded with the approval; cancelled by olga
     "role_change": 1,  # bob made operator by the admin
     "repair": 1,  # olga's manual repair record
+    "incident_event": 1,  # olga resolves an incident that holds the cancelled handoff
     "destination_event": 1,  # olga pauses the receiver: every workspace's trail
     "workflow_mode_change": 1,  # the admin sets onboarding to observe: every workspace's trail
 }
@@ -49,6 +57,24 @@ def _repair(*, workspace_id: int, key: str, actor) -> ManualRepair:
         evidence="ticket OPS-17",
         resulting_state="delivered",
     )
+
+
+def _resolved_incident(handoff, *, actor) -> Incident:
+    incident = Incident.objects.create(
+        cause=f"failures:{handoff.workspace_id}",
+        kind=IncidentKind.FAILURES,
+        severity=IncidentSeverity.QUEUE,
+        title="handoffs failing",
+    )
+    IncidentMember.objects.create(
+        incident=incident,
+        member_key=f"handoff:{handoff.pk}",
+        handoff_id=handoff.pk,
+        workspace_id=handoff.workspace_id,
+        action_key=handoff.action_key,
+    )
+    incident_resolve(incident, actor=actor, note=f"handled {handoff.action_key}")
+    return incident
 
 
 @pytest.fixture
@@ -70,6 +96,7 @@ def day():
         workspace_id=7, user=world["bob"], role=Role.OPERATOR, actor=admin, reason="covers nights"
     )
     _repair(workspace_id=7, key=handoff.action_key, actor=world["olga"])
+    _resolved_incident(handoff, actor=world["olga"])
     destination_pause_by_operator(name="receiver", actor=world["olga"], reason="CRM upgrade")
     workflow_mode_set(workflow="onboarding", mode="observe", actor=admin, reason="audit week")
 
@@ -80,6 +107,7 @@ def day():
         workspace_id=8, user=world["rex"], role=Role.OPERATOR, actor=admin, reason="ws8 change"
     )
     _repair(workspace_id=8, key=other.action_key, actor=world["mallory"])
+    _resolved_incident(other, actor=world["mallory"])
     world["other_key"] = other.action_key
     world["old_key"] = old.action_key
     world["period"] = {"since": start.isoformat(), "until": (start + timedelta(days=1)).isoformat()}
@@ -237,7 +265,7 @@ def test_the_export_reads_each_kind_in_one_query_however_many_events(
             day, number=number
         )  # submitted, approved, decided, recorded (observed): four events
     start, end = parse_period(day["period"]["since"], day["period"]["until"])
-    # Workspace check, roles, one query per kind (nine), the export's insert, and the transaction.
+    # Workspace check, roles, one query per kind (ten), the export's insert, and the transaction.
     with django_assert_max_num_queries(16):
         result = audit_export(
             actor=day["olga"], workspace_id=7, start=start, end=end, fmt="csv", channel="console"
