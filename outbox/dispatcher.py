@@ -18,6 +18,7 @@ import time
 from django.conf import settings
 
 from lib.databases import DB
+from lib.log_context import log_recorded
 from lib.telemetry import each_in_span
 from outbox.breaker_rules import Admission, would_pause
 from outbox.destinations import (
@@ -244,6 +245,7 @@ def _record(
     """Write the outcomes, count them against the destination; returns the destination's state after."""
     recorded = handoff_record_outcomes(outcomes=outcomes, destination=destination)
     for (claim, result), state in zip(outcomes, recorded.states, strict=True):
+        log_recorded(log, claim, destination.name, state)
         if state is None:
             stats.lease_lost += 1
             log.warning(
