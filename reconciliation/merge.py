@@ -145,9 +145,13 @@ def source_stream(
     stuck_before: datetime,
     work_before: datetime,
     workspace_id: int | None = None,
+    destination_name: str | None = None,
 ) -> Iterator[SourceKey]:
-    """Every handoff in action-key order, `batch_size` rows per query (keyset: no OFFSET, no long cursor)."""
+    """Every handoff in action-key order, `batch_size` rows per query (keyset: no OFFSET, no long cursor):
+    those sent to `destination_name` when one is given, since a destination's listing holds only its own."""
     handoffs = Handoff.objects.using(DB)
+    if destination_name is not None:
+        handoffs = handoffs.filter(destination=destination_name)
     if workspace_id is not None:
         handoffs = handoffs.filter(workspace_id=workspace_id)
     rows = (

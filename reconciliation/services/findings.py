@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from django.db import transaction
+from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
 from approvals.models import Workspace
@@ -187,14 +188,23 @@ def _repaired_facts(action_keys: set[str]) -> set[tuple[str, str, str]]:
 
 
 def findings_resolve_unseen(
-    run: ReconciliationRun, *, batch_size: int, now: datetime, action_key: str = ""
+    run: ReconciliationRun,
+    *,
+    batch_size: int,
+    now: datetime,
+    action_key: str = "",
+    destination_name: str | None = None,
 ) -> int:
     """Live findings this run did not see again are resolved by the run, with an event saying so.
 
-    A workspace run resolves only that workspace's findings, a one-key check only that key's."""
+    A workspace run resolves only that workspace's findings, a one-key check only that key's, and a run
+    that compared one destination none about a handoff sent to another."""
     label = _run_label(run)
     resolved = 0
     unseen = Finding.objects.using(DB).live().exclude(last_run=run)
+    if destination_name is not None:
+        elsewhere = Handoff.objects.using(DB).filter(pk=OuterRef("handoff_id"))
+        unseen = unseen.exclude(Exists(elsewhere.exclude(destination=destination_name)))
     if run.workspace_id is not None:
         unseen = unseen.filter(workspace_id=run.workspace_id)
     if action_key:

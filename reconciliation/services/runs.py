@@ -241,6 +241,7 @@ def _compare(
             stuck_before=merge.stuck_before,
             work_before=merge.work_before,
             workspace_id=run.workspace_id,
+            destination_name=merge.destination.name,
         ),
         _receiver_side(merge.destination, run, merge.receiver_stats),
     )
@@ -251,7 +252,9 @@ def _compare(
     merge.work.flush()
     merge.recorder.add(_unhanded_approvals(batch_size=batch_size, workspace_id=run.workspace_id))
     merge.recorder.flush()
-    return findings_resolve_unseen(run, batch_size=batch_size, now=merge.now)
+    return findings_resolve_unseen(
+        run, batch_size=batch_size, now=merge.now, destination_name=merge.destination.name
+    )
 
 
 def _compare_or_fail(

@@ -8,7 +8,7 @@ committed (the receiver answers from the live server's thread)."""
 
 import pytest
 
-from outbox.destinations.registry import destination_named
+from outbox.destinations.registry import default_destination_name, destination_named
 from outbox.models import (
     Attempt,
     AttemptOutcome,
@@ -21,6 +21,8 @@ from outbox.models import (
 )
 from outbox.selectors import instance_handoffs, instance_status
 from outbox.services import handoff_settle_manually, instance_compensate
+from reconciliation.models import Finding
+from reconciliation.services import reconciliation_run
 from tests.acceptance.three_destinations import (
     ACCOUNTS,
     CRM,
@@ -200,4 +202,21 @@ def test_a_failed_last_step_is_compensated_at_each_reversed_steps_destination_ex
     ref = servers.ledger_entries(undo_provision)[0]["ref"]
     assert history(compensations[0])[-1] == (
         f"accounts has task {ref} for this key with the same payload"
+    )
+
+
+def test_a_full_reconciliation_run_compares_each_destination_with_its_own_handoffs(world, servers):
+    """The receiver's listing holds only the steps sent to it: the steps delivered to the ledger and by
+    e-mail are not "missing" there (they were, when every handoff was compared with the default's list)."""
+    approve(world, 51)
+    drive()
+    steps = instance_handoffs(instance_key(51))
+    assert {h.state for h in steps} == {S.DELIVERED}
+
+    run = reconciliation_run(trigger="test")
+    assert run.status == "completed"
+    assert list(Finding.objects.values_list("kind", "action_key")) == []
+    compared = Handoff.objects.filter(destination=default_destination_name()).count()
+    assert run.source_keys == compared, (
+        "only the handoffs sent to the listed destination are compared"
     )

@@ -31,7 +31,8 @@ def source_page_queries(captured) -> list[str]:
     return [
         q["sql"]
         for q in captured.captured_queries
-        if 'FROM "outbox_handoff" WHERE "outbox_handoff"."action_key" >' in q["sql"]
+        if 'FROM "outbox_handoff" WHERE' in q["sql"]
+        and '"outbox_handoff"."action_key" >' in q["sql"]
     ]
 
 
