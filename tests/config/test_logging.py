@@ -11,11 +11,14 @@ import sys
 
 import pytest
 from django.conf import settings
+from django.core.management import call_command
 from django.test import RequestFactory
 from django.urls import resolve, reverse
 
 from config.log_middleware import RequestLogContext
 from lib import log_context, telemetry
+from tests.builders import approve
+from tests.factories import onboarding_world
 from tests.processes import ROOT
 
 SECRET = "metrics-test-token"  # the test settings' METRICS_TOKEN: a configured secret
@@ -36,9 +39,9 @@ def handler_as_configured(formatter: str) -> tuple[logging.Handler, io.StringIO]
 def logged():
     """Log through the configured handler; returns what it wrote."""
 
-    def write(formatter: str, emit) -> str:
+    def write(formatter: str, emit, name: str = "tests.logging") -> str:
         handler, stream = handler_as_configured(formatter)
-        logger = logging.getLogger("tests.logging")
+        logger = logging.getLogger(name)
         logger.addHandler(handler)
         try:
             emit(logger)
@@ -68,6 +71,19 @@ def test_recorded_outcome_is_one_json_line_with_the_handoffs_fields(logged):
     assert event["trace_id"] == "" and "time" in event
     # The fields held for that line only.
     assert log_context.current() == {}
+
+
+@pytest.mark.django_db(databases=["default", "delivery"], transaction=True)
+def test_the_dispatchers_record_step_writes_one_line_per_outcome(logged):
+    handoff = approve(onboarding_world())
+    out = logged(
+        "json",
+        lambda _log: call_command("dispatch", "--once", stdout=io.StringIO()),
+        name="outbox.dispatcher",
+    )
+    [event] = [json.loads(line) for line in out.splitlines() if '"handoff_id"' in line]
+    assert (event["handoff_id"], event["action_key"]) == (handoff.pk, handoff.action_key)
+    assert event["message"] == f"{handoff.action_key} recorded delivered at {handoff.destination}"
 
 
 def test_a_refused_outcome_is_not_logged_as_recorded(logged):
