@@ -1,7 +1,15 @@
 from django.contrib import admin
 
 from approvals.admin import ReadOnlyAdmin
-from reconciliation.models import AlertRecord, Finding, FindingEvent, ReconciliationRun
+from reconciliation.models import (
+    AlertChannel,
+    AlertRecord,
+    EscalationPolicy,
+    Finding,
+    FindingEvent,
+    Incident,
+    ReconciliationRun,
+)
 
 
 @admin.register(ReconciliationRun)
@@ -60,3 +68,23 @@ class AlertRecordAdmin(ReadOnlyAdmin):
     )
     list_filter = ("kind", "workflow")
     search_fields = ("action_key", "group_key")
+
+
+@admin.register(Incident)
+class IncidentAdmin(ReadOnlyAdmin):
+    list_display = ("pk", "title", "kind", "severity", "state", "member_count", "opened_at")
+    list_filter = ("kind", "severity", "state")
+    search_fields = ("cause", "title")
+
+
+# Where incidents page and how they escalate (docs/incidents.md). A channel names the environment variable
+# of its secret; the secret itself is never stored.
+@admin.register(AlertChannel)
+class AlertChannelAdmin(admin.ModelAdmin):
+    list_display = ("name", "kind", "workspace_id", "severity", "level", "enabled", "secret_env")
+    list_filter = ("kind", "severity", "enabled")
+
+
+@admin.register(EscalationPolicy)
+class EscalationPolicyAdmin(admin.ModelAdmin):
+    list_display = ("workspace_id", "ack_timeout_seconds", "max_pages")
