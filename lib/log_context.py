@@ -60,10 +60,12 @@ class RecordedClaim(Protocol):
     action_key: str
 
 
-def log_recorded(logger: logging.Logger, claim: RecordedClaim, destination: str, state: str | None):
+def log_recorded(
+    logger: logging.Logger, claim: RecordedClaim, destination: str, state: str | None
+) -> None:
     """The dispatcher's record step: one event per outcome written, carrying the handoff's fields (a
     refused outcome, its lease taken over, is logged by the dispatcher itself as a warning). The
-    workspace is bound too when the claim carries one."""
+    workspace is bound too once the claim carries it (a `workspace_id` attribute)."""
     if state is None:
         return
     with bound(
