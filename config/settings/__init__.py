@@ -367,5 +367,8 @@ from config.settings.intake_and_alerts import *  # noqa: E402,F403
 # Single sign-on through OpenID Connect (off by default).
 from config.settings.oidc import *  # noqa: E402,F403
 
+# Probes under an orchestrator (docs/operations.md).
+from config.settings.operations import *  # noqa: E402,F403
+
 # Tracing: off unless an OTLP endpoint is named (docs/observability.md).
 from config.settings.telemetry import *  # noqa: E402,F403
