@@ -5,6 +5,7 @@ described (an every-workspace channel is the on-call team's); everything goes th
 
 from dataclasses import dataclass
 
+from django.db.models import F
 from django.urls import reverse
 
 from lib.databases import DB
@@ -59,7 +60,8 @@ def _first_member(incident: Incident, workspace_id: int | None) -> IncidentMembe
     members = IncidentMember.objects.using(DB).filter(incident=incident)
     if workspace_id is not None:
         members = members.filter(workspace_id=workspace_id)
-    return members.order_by("settled_at", "pk").first()
+    # An unsettled member is the example, if there is one (NULL first on every backend).
+    return members.order_by(F("settled_at").asc(nulls_first=True), "pk").first()
 
 
 def _others(n: int) -> str:

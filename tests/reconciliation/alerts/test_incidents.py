@@ -272,3 +272,25 @@ def test_rejected_triggers_are_an_incident_with_an_owner_and_an_sla_on_health(wo
     client.force_login(world["olga"])
     page = client.get("/health/").content.decode()
     assert "1 trigger(s) of onboarding rejected at intake" in page and "olga" in page
+
+
+def test_a_slack_channel_of_a_workspace_gets_a_slack_payload_about_its_own_members(world):
+    with AlertReceiver(status=200) as receiver:
+        AlertChannel.objects.create(
+            workspace_id=8, name="suppliers slack", kind=ChannelKind.SLACK, target=receiver.url
+        )
+        for n in range(1000, 1019):
+            fail(n)
+        for n in range(2000, 2002):
+            record_ = record(n, payload=REJECTED, workspace_id=8)
+            handoff_deliver(handoff_id=record_.pk, destination=InProcessDestination())
+        alerts_send_due()
+        [slack] = receiver.received
+    incident = Incident.objects.get()
+    assert incident.member_count == 21
+    assert slack.headers["x-handoff-notification-id"] == f"incident-{incident.pk}-1"
+    message = slack.document
+    assert message["text"].startswith(f"PAGE: incident {incident.pk}:")
+    details = message["blocks"][1]["text"]["text"]
+    assert "onboarding:8:2000:1 and 1 more" in details and "onboarding:7:" not in details
+    assert "Last delivered step:" in details and "Safest next action:" in details
