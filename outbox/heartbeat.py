@@ -12,6 +12,7 @@ A beat costs no database statement.
 """
 
 import json
+import logging
 import os
 import re
 import time
@@ -19,6 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from django.conf import settings
+
+log = logging.getLogger(__name__)
+_failing = False
 
 
 @dataclass(frozen=True)
@@ -46,14 +50,25 @@ def _path(worker: str) -> Path:
     return heartbeat_dir() / (re.sub(r"[^A-Za-z0-9._-]", "_", worker) + ".json")
 
 
-def beat(worker: str) -> None:
-    """Record that `worker`'s loop turned just now. Written to a temporary file and renamed, so that a
-    probe never reads half a beat."""
+def beat(worker: str) -> bool:
+    """Record that `worker`'s loop turned just now; False when it could not be written. Written to a
+    temporary file and renamed, so that a probe never reads half a beat. A beat that cannot be written
+    (HANDOFF_VAR_DIR not writable) never stops the loop: the probe then says not ready, and the log says
+    why once until a beat is written again."""
+    global _failing
     path = _path(worker)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(f".{os.getpid()}.tmp")
-    tmp.write_text(json.dumps({"worker": worker, "pid": os.getpid(), "at": time.time()}))
-    os.replace(tmp, path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps({"worker": worker, "pid": os.getpid(), "at": time.time()}))
+        os.replace(tmp, path)
+    except OSError as exc:
+        if not _failing:
+            log.warning("heartbeat not written to %s (%s)", path.parent, type(exc).__name__)
+        _failing = True
+        return False
+    _failing = False
+    return True
 
 
 def _read(path: Path) -> Beat | None:

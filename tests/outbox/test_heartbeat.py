@@ -59,3 +59,15 @@ def test_the_probe_command_exits_1_with_the_reason(capsys):
     heartbeat.beat("w9")
     call_command("dispatcher_ready", "--worker", "w9", "--within", "5")
     assert "ready: dispatcher w9" in capsys.readouterr().out
+
+
+def test_a_beat_that_cannot_be_written_never_raises_and_is_logged_once(settings, tmp_path, caplog):
+    blocker = tmp_path / "not-a-directory"
+    blocker.write_text("")
+    settings.VAR_DIR = blocker  # heartbeats/ cannot be made under a file
+    assert heartbeat.beat("w1") is False
+    assert heartbeat.beat("w1") is False
+    assert caplog.text.count("heartbeat not written") == 1
+    settings.VAR_DIR = tmp_path
+    assert heartbeat.beat("w1") is True
+    assert heartbeat.readiness("w1", within=5).ready
