@@ -11,6 +11,7 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
+from django.template.loader import render_to_string
 from django.views.decorators.http import require_GET, require_POST
 
 from approvals.errors import ApprovalsError, InvalidPayload
@@ -188,12 +189,15 @@ def _respond(request: HtmxHttpRequest, pk: int, result: dict, *, status: int = 2
         }
         return render(request, "outbox/list.html#handoff-row", context, status=status)
     if request.htmx:
-        return render(
+        response = render(
             request,
             "outbox/detail.html#handoff-panel",
             _panel_context(request, handoff, result),
             status=status,
         )
+        # The header's counts, swapped out of band: a repair or a retry changes what needs a person.
+        response.write(render_to_string("_workspaces.html", {"oob": True}, request=request))
+        return response
     level = {"success": messages.SUCCESS, "warning": messages.WARNING, "error": messages.ERROR}.get(
         result.get("level"), messages.INFO
     )
