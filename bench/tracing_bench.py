@@ -1,12 +1,12 @@
 """What tracing costs: delivery throughput with OpenTelemetry tracing off and on, in the same run.
 
-    .venv/bin/python bench/tracing_bench.py [--handoffs 2000] [--pairs 4] [--json var/bench/tracing.json]
+    .venv/bin/python bench/tracing_bench.py [--handoffs 2000] [--pairs 6] [--json var/bench/tracing.json]
 
 One `manage.py dispatch` process per run delivers `--handoffs` pending handoffs (inserted in one statement)
 to the bundled receiver under gunicorn. "Off" is the default configuration (no OTLP endpoint: no SDK set up);
 "on" sets OTEL_EXPORTER_OTLP_ENDPOINT to a collector of this bench, an OTLP/HTTP server in a process of its
 own that decodes every ExportTraceServiceRequest and counts its spans (so the run also shows that the spans
-arrived: claim, dispatch, call and record, four per handoff).
+arrived: claim, call and record, three per handoff).
 
 Each pair is two runs back to back, off and on, the order alternating from pair to pair so that a machine
 getting busier or quieter favours neither side. A run's rate: its handoffs over the span from the first to
@@ -30,7 +30,7 @@ from e2e import reset, wait_for  # noqa: E402
 from harness import PYTHON, ROOT, Bench, insert_handoffs_sql, write_json  # noqa: E402
 
 AIM = 0.95
-SPANS_PER_HANDOFF = 4  # handoff.claim, handoff.dispatch, destination.call, handoff.record
+SPANS_PER_HANDOFF = 3  # handoff.claim, destination.call, handoff.record
 
 # An OTLP/HTTP traces endpoint that decodes each export and counts its spans; GET /count reads the count.
 COLLECTOR = """
@@ -135,7 +135,7 @@ def _cpu_seconds(pid: int) -> float:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--handoffs", type=int, default=2000)
-    parser.add_argument("--pairs", type=int, default=4)
+    parser.add_argument("--pairs", type=int, default=6)
     parser.add_argument("--json", type=Path, default=ROOT / "var" / "bench" / "tracing.json")
     args = parser.parse_args()
     bench = Bench("tracing").setup()

@@ -19,7 +19,7 @@ from django.conf import settings
 
 from lib.databases import DB
 from lib.log_context import log_recorded
-from lib.telemetry import each_in_span
+from lib.telemetry import each_in_trace
 from outbox.breaker_rules import Admission, would_pause
 from outbox.destinations import (
     BatchRefused,
@@ -150,7 +150,7 @@ def deliver_claims_one_by_one(
     given back unsent: such a receiver is not called once per handoff. So are they when the dispatcher is
     stopping: the calls made are recorded, the others are pending again at once for the next dispatcher."""
     outcomes, rest = [], []
-    for index, claim in enumerate(each_in_span("handoff.dispatch", claims)):
+    for index, claim in enumerate(each_in_trace(claims)):
         if stop is not None and stop.is_set():
             rest = claims[index:]
             break

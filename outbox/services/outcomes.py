@@ -73,13 +73,10 @@ def handoff_record_outcomes(
 
 def _spans(outcomes: list[tuple[Claim, DeliveryResult]], recorded: Recorded):
     for (claim, result), state in zip(outcomes, recorded.states, strict=True):
-        yield (
-            claim.action_key,
-            {
-                "handoff.state": state or "refused: lease taken over",
-                "handoff.reason_code": result.reason_code or "",
-            },
-        )
+        attributes = {"handoff.state": state or "refused: lease taken over"}
+        if result.reason_code:
+            attributes["handoff.reason_code"] = result.reason_code
+        yield claim.action_key, attributes
 
 
 def _record_outcomes(

@@ -82,14 +82,14 @@ def tracing_off():
 def test_off_no_span_and_no_traceparent_is_sent(tracing_off):
     assert settings.HANDOFF_TRACING_SETUP == ""
     assert not telemetry.enabled()
-    with telemetry.handoff_span("handoff.dispatch", "onboarding:7:42:1"):
+    with telemetry.handoff_span("handoff.settle", "onboarding:7:42:1"):
         assert not trace.get_current_span().get_span_context().is_valid
         headers = HttpDestination(
             url="http://127.0.0.1:9", signing_secret="whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
         )._signed("")
     assert "traceparent" not in headers and "webhook-signature" in headers
     claims = [object()]
-    assert telemetry.each_in_span("handoff.dispatch", claims) is claims
+    assert telemetry.each_in_trace(claims) is claims
 
 
 class SeesItsSpan(InProcessDestination):
@@ -111,17 +111,13 @@ def test_on_the_dispatchers_work_on_a_handoff_is_in_a_current_span_of_its_trace(
     assert set(finished) == {
         "approval.approve",
         "handoff.claim",
-        "handoff.dispatch",
         "handoff.record",
     }
     assert {s.context.trace_id for s in finished.values()} == {trace_id}
     assert finished["approval.approve"].context.span_id == root_id
     assert finished["approval.approve"].parent is None
-    dispatch = finished["handoff.dispatch"]
-    assert (
-        destination.seen.trace_id == trace_id
-        and destination.seen.span_id == dispatch.context.span_id
-    )
+    # Inside the call the handoff's trace is current (its root): a log line written there carries its id.
+    assert (destination.seen.trace_id, destination.seen.span_id) == (trace_id, root_id)
     assert finished["handoff.record"].attributes["handoff.state"] == "delivered"
 
 
