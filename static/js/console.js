@@ -54,7 +54,16 @@
     });
   }
 
+  // On a phone the filters start folded unless one is set: the first screen shows handoffs, not a form.
+  function foldFiltersOnPhones() {
+    var panel = document.querySelector("details[data-fold-on-phone]");
+    if (panel && !panel.hasAttribute("data-active") && window.matchMedia("(max-width: 760px)").matches) {
+      panel.open = false;
+    }
+  }
+
   function start() {
+    foldFiltersOnPhones();
     setUpMenu();
     setUpRefresh();
     makeScrollersFocusable();
