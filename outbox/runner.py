@@ -34,6 +34,7 @@ from django.db import Error as DatabaseError
 from django.db import connections
 
 from lib.databases import DB
+from outbox import heartbeat
 from outbox.destinations import Destination, DestinationUnavailable, destination_named
 from outbox.destinations.registry import destination_problems, enabled_destination_names
 from outbox.dispatcher import RunStats, default_worker_name, dispatch_batch, maintain
@@ -359,3 +360,5 @@ def _supervise(pool: Pool) -> None:
     for name in pool.schedule.serve(enabled_destination_names()):
         log.info("serving destination %s", name)
     pool.grow()
+    # Readiness (`manage.py dispatcher_ready`): the supervision turned, the database answering it.
+    heartbeat.beat(pool.worker)
