@@ -1,5 +1,6 @@
 """{{ value|json_pretty }}: a payload shown as the JSON that is sent, indented, keys sorted.
 {{ value|evidence_lines }}: what a finding's source or receiver says, as field: value lines a person reads.
+{% hidden_fields original shown as hidden %}: which fields redaction hid, what each is and why.
 
 Callers pass values that went through the redaction function already."""
 
@@ -7,6 +8,8 @@ import json
 
 from django import template
 from django.utils.dateparse import parse_datetime
+
+from outbox.redaction import SENSITIVE_KEY_PARTS
 
 register = template.Library()
 
@@ -48,3 +51,30 @@ def evidence_lines(value) -> list[tuple[str, str]]:
     if value is None or value in ("", []):
         return []
     return [("value", _shown(value))]
+
+
+# What a hidden field is, by the part of its name that hid it (`outbox.redaction.SENSITIVE_KEY_PARTS`).
+_SECRET_PARTS = ("password", "secret", "token", "authorization", "api_key", "apikey", "signature")
+
+
+def _why_hidden(key: str) -> str:
+    lowered = key.lower()
+    if any(part in lowered for part in _SECRET_PARTS):
+        return "a credential: never shown"
+    if any(part in lowered for part in SENSITIVE_KEY_PARTS):
+        return "personal data: hidden on screens and in logs"
+    return "its text holds an e-mail address or a secret, masked where it appears"
+
+
+@register.simple_tag
+def hidden_fields(original, shown) -> list[dict]:
+    """The top-level fields of a payload that redaction changed, each with what it is and why it is
+    hidden: a person approving or repairing "exactly this payload" is told what they do not see (the
+    receiver gets the real value, and the payload hash covers it). Names only, never a value."""
+    if not isinstance(original, dict) or not isinstance(shown, dict):
+        return []
+    return [
+        {"field": str(key), "why": _why_hidden(str(key))}
+        for key, value in original.items()
+        if shown.get(key) != value
+    ]

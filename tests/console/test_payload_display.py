@@ -41,3 +41,25 @@ def test_finding_evidence_reads_as_field_value_lines():
     ]
     assert evidence_lines({}) == [] and evidence_lines(None) == []
     assert evidence_lines("a bare value") == [("value", "a bare value")]
+
+
+def test_handoff_detail_says_which_fields_are_hidden_and_why(world, pending):
+    body = client_for(world["olga"]).get(f"/handoffs/{pending.pk}/").content.decode()
+    assert "<code>contact_email</code> (personal data: hidden on screens and in logs)" in body
+    assert "The receiver gets the real value, and the payload hash covers it." in body
+    assert "onboarding@northwind.example" not in body
+
+
+def test_hidden_fields_name_a_credential_and_a_masked_text_without_their_values():
+    from console.templatetags.payloads import hidden_fields
+    from outbox.redaction import redact
+
+    original = {"api_token": "abc", "notes": "call me at a@b.example", "plan": "standard"}
+    assert hidden_fields(original, redact(original)) == [
+        {"field": "api_token", "why": "a credential: never shown"},
+        {
+            "field": "notes",
+            "why": "its text holds an e-mail address or a secret, masked where it appears",
+        },
+    ]
+    assert hidden_fields("text", "text") == []
