@@ -3,6 +3,7 @@
 import uuid
 
 from django.db import connections
+from django.db.models.expressions import DatabaseDefault
 
 from delivery.models import ReceiverTask
 from outbox.models import Handoff
@@ -57,17 +58,20 @@ def _insert_select(alias: str, model, n: int, overrides: dict[str, str]) -> None
     for f in model._meta.concrete_fields:
         if f.primary_key:
             continue
-        columns.append(connection.ops.quote_name(f.column))
         if f.name in overrides:
+            columns.append(connection.ops.quote_name(f.column))
             expressions.append(overrides[f.name])
-        else:
-            value = (
-                f.pre_save(template, add=True)
-                if hasattr(f, "pre_save")
-                else getattr(template, f.attname)
-            )
-            expressions.append("%s")
-            params.append(f.get_db_prep_save(value, connection))
+            continue
+        value = (
+            f.pre_save(template, add=True)
+            if hasattr(f, "pre_save")
+            else getattr(template, f.attname)
+        )
+        if isinstance(value, DatabaseDefault):
+            continue  # a column with a database default: left out, the database fills it
+        columns.append(connection.ops.quote_name(f.column))
+        expressions.append("%s")
+        params.append(f.get_db_prep_save(value, connection))
     table = connection.ops.quote_name(model._meta.db_table)
     # Built from the model's own column names and fixed expressions, never from input.
     sql = f"INSERT INTO {table} ({', '.join(columns)}) SELECT {', '.join(expressions)} "  # noqa: S608
