@@ -117,3 +117,39 @@ def test_unknown_outcome_offers_the_manual_settle():
         handoff(S.NEEDS_ATTENTION, F.UNCERTAIN, reason_code="lookup_unsupported")
     )
     assert "repair" not in available_actions(handoff(S.NEEDS_ATTENTION, F.PERMANENT))
+
+
+def test_a_permanent_rejection_offers_no_retry():
+    """Sending the same payload again is refused the same way, as the guidance itself says."""
+    h = handoff(S.NEEDS_ATTENTION, F.PERMANENT, reason_code="payload_invalid")
+    assert "retry" not in available_actions(h)
+    assert "retry" in next_step(h).avoid
+
+
+def test_run_now_is_not_offered_while_the_destination_takes_no_call():
+    waiting = handoff(
+        S.PENDING,
+        F.TRANSIENT,
+        attempts=1,
+        reason_code="connect_failed",
+        next_attempt_at=timezone.now() + timedelta(minutes=5),
+    )
+    assert "run_now" in available_actions(waiting)
+    assert "run_now" not in available_actions(waiting, destination_held=True)
+
+
+def test_a_retry_after_hold_says_until_when_instead_of_within_seconds():
+    from outbox.models import DestinationHealth
+
+    queued = handoff(S.PENDING)
+    assert "within seconds" in next_step(queued).detail
+    hold = DestinationHealth(
+        name="receiver",
+        hold_until=timezone.now() + timedelta(seconds=54),
+        hold_reason="HTTP 429 with Retry-After 54 s",
+    )
+    hold.held = True
+    guidance = next_step(queued, paused_destination=hold)
+    assert guidance.headline.startswith("Waiting: destination receiver asked us to wait until ")
+    assert "HTTP 429 with Retry-After 54 s" in guidance.detail
+    assert "within seconds" not in guidance.detail
