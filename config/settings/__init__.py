@@ -164,7 +164,10 @@ AUTHENTICATION_BACKENDS = [
 # account from many addresses, or many accounts from one address), for the cool-off time.
 AXES_FAILURE_LIMIT = env_int("LOGIN_FAILURE_LIMIT", 5)
 AXES_COOLOFF_TIME = timedelta(minutes=env_int("LOGIN_COOLOFF_MINUTES", 15))
-AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]
+# A lockout holds one user at one address: five wrong passwords for one user from an office's NAT address
+# lock neither the others behind it nor that user elsewhere (docs/security.md: the trade-off, and how
+# guessing spread over users or addresses still reaches someone, as a security incident).
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
 AXES_ENABLE_ACCESS_FAILURE_LOG = True
 AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
