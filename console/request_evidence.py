@@ -12,7 +12,7 @@ from approvals.models import Approval, Decision, Request, RequestEvent, RequestS
 from approvals.selectors import approvers_by_workspace, decider_refusal
 from console.request_status import RequestContext, RequestStatus, request_status
 from console.step_status import Evidence
-from outbox.models import Handoff, HandoffEvent, HandoffState
+from outbox.models import DestinationHealth, Handoff, HandoffEvent, HandoffState
 from reconciliation.models import Finding
 
 # A reason stored with its code ("[cancelled_by_requester] no longer needed") is shown without the code.
@@ -57,6 +57,14 @@ def _cancel_events(handoffs: list[Handoff]) -> dict[int, HandoffEvent]:
     for event in events.values():
         event.reason = _CODE.sub("", event.reason)
     return events
+
+
+def _destinations(handoffs: list[Handoff]) -> dict[str, DestinationHealth]:
+    """The health rows (annotated `in_window`) of the destinations that steps not sent yet wait for."""
+    names = {h.destination for h in handoffs if h.state == HandoffState.PENDING}
+    if not names:
+        return {}
+    return {d.name: d for d in DestinationHealth.objects.with_window().filter(name__in=names)}
 
 
 def _closing_events(rows: list[Request]) -> dict[int, RequestEvent]:
@@ -106,7 +114,11 @@ def statuses_of(rows: list[Request]) -> dict[int, RequestStatus]:
     now = timezone.now()
     handoffs = _handoffs_by_request(rows)
     every = [h for group in handoffs.values() for h in group]
-    findings, events = _live_findings(every), _cancel_events(every)
+    findings, events, destinations = (
+        _live_findings(every),
+        _cancel_events(every),
+        _destinations(every),
+    )
     closing, approvals, deciders = _closing_events(rows), _approvals(rows), _deciders(rows)
     return {
         r.pk: request_status(
@@ -116,7 +128,13 @@ def statuses_of(rows: list[Request]) -> dict[int, RequestStatus]:
                 approval=approvals.get(r.pk),
                 approvers=deciders.get(r.pk, []),
             ),
-            Evidence(handoffs=handoffs.get(r.pk, []), now=now, findings=findings, events=events),
+            Evidence(
+                handoffs=handoffs.get(r.pk, []),
+                now=now,
+                findings=findings,
+                events=events,
+                destinations=destinations,
+            ),
         )
         for r in rows
     }

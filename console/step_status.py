@@ -12,6 +12,7 @@ from datetime import datetime
 
 from django.utils.timesince import timesince
 
+from console.waiting_status import held
 from outbox.models import CompensationState, Handoff, HandoffKind, HandoffState
 from outbox.models.states import WORK_DONE, WORK_FAILED, WORK_UNFINISHED
 from reconciliation.models import Finding, FindingKind
@@ -47,6 +48,7 @@ class Evidence:
     now: datetime
     findings: dict[str, list[Finding]] = field(default_factory=dict)
     events: dict[int, object] = field(default_factory=dict)
+    destinations: dict[str, object] = field(default_factory=dict)
 
     @property
     def steps(self) -> list[Handoff]:
@@ -283,6 +285,11 @@ def _work_evidence(handoff: Handoff, now: datetime) -> str:
 
 
 def _sending(label: str, handoff: Handoff, evidence: Evidence) -> StatusLine:
+    waits = held(evidence.destinations.get(handoff.destination), evidence.now)
+    if waits is not None and handoff.state == S.PENDING:
+        return StatusLine(
+            label, f"not sent yet, waiting: {waits.why}", WAITING, waits.next, waits.owner
+        )
     if handoff.retry_scheduled:
         why = " · ".join(x for x in (handoff.get_failure_class_display(), handoff.reason_code) if x)
         return StatusLine(

@@ -2,9 +2,10 @@
 `console/request_evidence.py`): one line per request and per step, each derived from that step's own handoff,
 its compensation and its live findings, reached through the product's own services. Both backends."""
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
+from django.utils import timezone
 
 from approvals.models import Request, RequestState, Role
 from approvals.services import request_approve, request_cancel, request_correct_by_approver
@@ -13,8 +14,17 @@ from console.selectors import requests_of
 from delivery.models import ReceiverTask
 from delivery.services import task_status_set
 from outbox.dispatcher import drain
-from outbox.models import Handoff, HandoffKind, HandoffState
+from outbox.models import (
+    DestinationHealth,
+    DestinationState,
+    Handoff,
+    HandoffKind,
+    HandoffState,
+    PauseReason,
+)
 from outbox.services import instance_compensate
+from outbox.services.breaker import destination_health_get_or_create
+from outbox.services.destination_windows import destination_pause_by_operator
 from outbox.services.status_events import (
     STATUS_CHANGED,
     TASK_DELETED,
@@ -250,3 +260,29 @@ def test_work_reported_by_a_status_event_names_the_receivers_own_time(world):
     assert "the receiver reports the work done (at 2026-11-30 16:25 UTC, its time; recorded" in (
         line.text
     )
+
+
+def test_a_step_waiting_for_a_paused_destination_says_so_with_until_when_not_being_sent(world):
+    request = approved_43(world)
+    destination_pause_by_operator(
+        name="receiver", actor=world["olga"], reason="receiver upgrade", for_seconds=600
+    )
+    line = status_of(request).steps[0]
+    assert line.text.startswith("not sent yet, waiting: receiver is paused by olga from ")
+    assert "until " in line.text and "(receiver upgrade)" in line.text
+    assert line.owner == "olga (operator)" and line.tone == "waiting"
+
+
+def test_a_step_waiting_for_a_destination_its_breaker_paused_names_the_next_probe(world):
+    request = approved_43(world)
+    health = destination_health_get_or_create("receiver")
+    DestinationHealth.objects.filter(pk=health.pk).update(
+        state=DestinationState.PAUSED,
+        pause_reason=PauseReason.UNREACHABLE,
+        paused_at=timezone.now(),
+        next_probe_at=timezone.now() + timedelta(seconds=30),
+    )
+    line = status_of(request).steps[0]
+    assert line.text.startswith("not sent yet, waiting: receiver takes no calls since ")
+    assert "unreachable" in line.text and "next probe at" in line.text
+    assert line.next == "the system probes receiver and sends the step when it answers"
