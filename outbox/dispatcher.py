@@ -32,6 +32,7 @@ from outbox.failures import DeliveryResult
 from outbox.lease_keeper import LeaseKeeper
 from outbox.limit_rules import DestinationLimited, Permit
 from outbox.models import DestinationState, Handoff, HandoffState
+from outbox.reconnect import retried_after_lost_connection
 from outbox.run_stats import RunStats
 from outbox.selectors import destination_pause
 from outbox.services.breaker import destination_admit, destination_record_results
@@ -243,7 +244,10 @@ def _record(
     outcomes: list[tuple[Claim, DeliveryResult]], destination: Destination, stats: RunStats
 ) -> str:
     """Write the outcomes, count them against the destination; returns the destination's state after."""
-    recorded = handoff_record_outcomes(outcomes=outcomes, destination=destination)
+    recorded = retried_after_lost_connection(
+        lambda: handoff_record_outcomes(outcomes=outcomes, destination=destination),
+        what=f"outcomes of {len(outcomes)} calls to {destination.name}",
+    )
     for (claim, result), state in zip(outcomes, recorded.states, strict=True):
         log_recorded(log, claim, destination.name, state)
         if state is None:
