@@ -317,6 +317,7 @@ def main() -> None:
     parser.add_argument(
         "--destinations", help="the JSON bench/destinations_bench.py wrote, when it was run"
     )
+    parser.add_argument("--tracing", help="the JSON bench/tracing_bench.py wrote, when it was run")
     parser.add_argument(
         "--many-destinations",
         help="the JSON bench/many_destinations_bench.py wrote, when it was run",
@@ -503,11 +504,23 @@ def main() -> None:
         )
     dest = json.loads(Path(args.destinations).read_text()) if args.destinations else None
     many = json.loads(Path(args.many_destinations).read_text()) if args.many_destinations else None
+    tracing = json.loads(Path(args.tracing).read_text()) if args.tracing else None
     if dest:
         lines.append(
             f"| a healthy destination beside one down and one slow (one dispatcher) ≥ {AIM_DESTINATIONS_RATIO} "
             f"of its rate alone | {dest['ratio']:.2f} (median of {len(dest['ratios'])} pairs) | "
             f"{verdict(dest['met'])} |"
+        )
+    if many:
+        lines.append(
+            f"| {many['destinations']} destinations with the traffic spread over them ≥ {many['aim']} of the "
+            f"one-destination rate | {many['ratio']:.2f} (median of {len(many['ratios'])} pairs) | "
+            f"{verdict(many['met'])} |"
+        )
+    if tracing:
+        lines.append(
+            f"| throughput with tracing on ≥ {tracing['aim']} of off | {tracing['median_ratio']:.2f} "
+            f"(median of {len(tracing['pairs'])} pairs) | {verdict(tracing['met'])} |"
         )
     lines += [
         "",
@@ -711,6 +724,7 @@ right after `make bench`, against its own receiver and databases:",
         "",
         *(destinations_section(dest) if dest else []),
         *(many_destinations_section(many) if many else []),
+        *(tracing_section(tracing) if tracing else []),
     ]
     Path(args.output).write_text("\n".join(lines))
 
@@ -785,6 +799,29 @@ def many_destinations_section(many: dict) -> list[str]:
         f"{cpu['many']:.2f} ms |",
         f"| the dispatcher's database connections, one / many (most in a run) | {conns['one']} / "
         f"{conns['many']} |",
+        "",
+    ]
+
+
+def tracing_section(tracing: dict) -> list[str]:
+    """Tracing on against off (bench/tracing_bench.py)."""
+    ratios = ", ".join(f"{p['ratio']:.2f}" for p in tracing["pairs"])
+    return [
+        "## Tracing: throughput with OpenTelemetry on against off",
+        "",
+        "One `manage.py dispatch` process delivers the same number of handoffs to the receiver with tracing off "
+        "(no OTLP endpoint: no SDK set up) and on (an OTLP/HTTP collector of the bench's own receiving every "
+        "span), pairs back to back in alternating order.",
+        "",
+        "```sh",
+        tracing["command"],
+        "```",
+        "",
+        "| figure | value |",
+        "| --- | --- |",
+        f"| on / off, median of the pairs' ratios (each pair's: {ratios}) | {tracing['median_ratio']:.2f}: "
+        f"aim ≥ {tracing['aim']}, {verdict(tracing['met'])} |",
+        f"| spans exported per handoff | {tracing['spans_exported_per_handoff']} |",
         "",
     ]
 

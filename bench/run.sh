@@ -23,6 +23,7 @@ commands=(
   "$PY bench/reconcile_bench.py $RECONCILE_KEYS"
   "$PY bench/destinations_bench.py --json $out/destinations.json"
   "$PY bench/many_destinations_bench.py --json $out/many_destinations.json"
+  "$PY bench/tracing_bench.py --pairs 4 --json $out/tracing.json"
 )
 printf '%s\n' "${commands[@]}" | sed 's/ *$//' > "$out/commands.txt"
 echo "== end-to-end: receiver capacity, scaling curve, one call per handoff, latency, the alternative, growth and"
@@ -36,6 +37,8 @@ echo "== destinations: a healthy one beside one down and one slow =="
 ${commands[3]} | tee "$out/destinations.log"
 echo "== many destinations: 100 with the traffic spread over them, against one =="
 ${commands[4]} | tee "$out/many_destinations.log"
+echo "== tracing: delivery throughput with OpenTelemetry off and on =="
+${commands[5]} | tee "$out/tracing.log"
 levers=()
 if [[ "${BENCH_LEVERS:-0}" == 1 ]]; then
   # About 6 more minutes: over the 20-minute budget on a loaded 2-core machine, so not by default.
@@ -48,5 +51,6 @@ fi
 $PY bench/report.py "${levers[@]}" --e2e "$out/e2e.json" --console "$out/console.log" --console-rows "$CONSOLE_ROWS" \
   --reconcile "$out/reconcile.log" --reconcile-keys "$RECONCILE_KEYS" --commands "$out/commands.txt" \
   --destinations "$out/destinations.json" --many-destinations "$out/many_destinations.json" \
+  --tracing "$out/tracing.json" \
   --seconds $(( $(date +%s) - started )) --output docs/benchmarks.md
 echo "written: docs/benchmarks.md ($(( ($(date +%s) - started) / 60 )) min)"
