@@ -72,6 +72,8 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "config.nul_guard.RefuseNulMiddleware",
+    # A refused signature at intake or the receiver is a security event (paged above a rate).
+    "reconciliation.alerts.security.SecurityEventMiddleware",
     # Last, as django-axes asks: it turns a lockout raised during authentication into the lockout answer.
     "axes.middleware.AxesMiddleware",
 ]
@@ -365,6 +367,8 @@ EMAIL_BACKEND = os.environ.get(
 )
 
 # Intake, reconciliation and alerts: the settings of the product's later stages.
+# Incidents, their channels, escalation and notifications (docs/incidents.md).
+from config.settings.incidents import *  # noqa: E402,F403
 from config.settings.intake_and_alerts import *  # noqa: E402,F403
 
 # Single sign-on through OpenID Connect (off by default).
