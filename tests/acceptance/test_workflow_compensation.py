@@ -200,7 +200,7 @@ def test_the_request_page_shows_the_steps_as_a_timeline(world):
     client = Client()
     client.force_login(world["olga"])
     page = client.get("/approvals/7/43/1/").content.decode()
-    assert "Steps: needs a person" in page
+    assert "stuck with an operator at step 3 of 3: send_welcome_pack" in page
     positions = [page.index(f"<code>{INSTANCE}:{step['name']}</code>") for step in ONBOARDING_STEPS]
     assert positions == sorted(positions), "the steps in their order"
 
