@@ -47,6 +47,8 @@ class Claim:
     # Its delivery records more than itself (a workflow's next step, or marks the step a compensation
     # reversed): its outcome is written on the locked path, which reads the row. True unless the claim said.
     follow_up: bool = True
+    # Its workspace, for the log lines written about it (`lib/log_context.py`).
+    workspace_id: int | None = None
 
     @property
     def outgoing(self) -> Outgoing:
@@ -68,12 +70,13 @@ class ClaimedRow(NamedTuple):
     fencing_epoch: int
     attempts_in_run: int
     destination: str
+    workspace_id: int
     attempt_id: int | None
     follow_up: bool
 
 
 # The handoff's columns a claim reads back, in `ClaimedRow`'s order.
-CLAIMED_COLUMNS = ClaimedRow._fields[:8]
+CLAIMED_COLUMNS = ClaimedRow._fields[:9]
 
 
 def handoff_claim_due(
@@ -110,6 +113,7 @@ def handoff_claim_due(
             attempt_id=row.attempt_id,
             run_attempt=row.attempts_in_run,
             follow_up=row.follow_up,
+            workspace_id=row.workspace_id,
         )
         for row in rows
     ]

@@ -67,6 +67,7 @@ def test_dispatch_process_writes_json_lines_with_the_handoffs_fields(processes):
     [event] = recorded
     assert event["action_key"] == handoff.action_key == "onboarding:7:42:1"
     assert event["destination"] == handoff.destination
+    assert event["workspace"] == handoff.workspace_id == 7
     assert event["message"] == f"{handoff.action_key} recorded delivered at {handoff.destination}"
     assert {"time", "level", "logger", "trace_id"} <= set(event)
     for secret in secrets_of(env):

@@ -47,6 +47,9 @@ def wait_for(condition, what: str):
         time.sleep(0.05)
 
 
+# Worker threads and the test's own reads at once: SQLite's in-memory test database (shared cache) refuses a
+# read while another connection writes ("table is locked"), where a file database would wait.
+@pytest.mark.postgres
 def test_a_destination_that_never_answers_does_not_hold_up_the_others(silent_receiver):
     url, silent = silent_receiver
     DestinationConfig.objects.create(
@@ -83,8 +86,7 @@ def test_a_destination_that_never_answers_does_not_hold_up_the_others(silent_rec
     assert not dispatcher.is_alive()
 
 
-# Three threads writing at once: SQLite's in-memory test database refuses them ("table is locked") at once.
-@pytest.mark.postgres
+@pytest.mark.postgres  # as above
 def test_twelve_destinations_are_served_by_the_configured_three_workers_and_all_deliver(settings):
     settings.HANDOFF_DISPATCH_WORKERS = 3
     names = [f"system-{n}" for n in range(12)]
