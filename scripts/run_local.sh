@@ -21,35 +21,9 @@ if [ -t 0 ] && [ -z "${HANDOFF_RUN_AS_JOB:-}" ]; then
 fi
 
 mkdir -p var
-if [ ! -f var/run.env ]; then
-  # Local secrets, generated once and kept out of git (var/ is ignored).
-  $PY - > var/run.env <<'PYEOF'
-import base64, secrets
-print(f"DJANGO_SECRET_KEY={secrets.token_urlsafe(48)}")
-print(f"RECEIVER_SIGNING_SECRET=whsec_{base64.b64encode(secrets.token_bytes(32)).decode()}")
-print(f"INTAKE_SIGNING_SECRET=whsec_{base64.b64encode(secrets.token_bytes(32)).decode()}")
-print(f"METRICS_TOKEN={secrets.token_urlsafe(24)}")
-PYEOF
-fi
-if ! grep -q '^ACCOUNTS_API_TOKEN=' var/run.env; then
-  # The bundled accounts service's bearer token (a var/run.env from before it existed has none).
-  $PY -c 'import secrets; print(f"ACCOUNTS_API_TOKEN={secrets.token_urlsafe(24)}")' >> var/run.env
-fi
-set -a; source var/run.env; set +a
-export DJANGO_DEBUG=${DJANGO_DEBUG:-0}
-# Plain HTTP on localhost: no HTTPS redirect, no secure-only cookies (a deployment keeps the default, on).
-export DJANGO_SECURE=${DJANGO_SECURE:-0}
-export DJANGO_ALLOWED_HOSTS=${DJANGO_ALLOWED_HOSTS:-127.0.0.1,localhost}
-export EMAIL_BACKEND=${EMAIL_BACKEND:-django.core.mail.backends.console.EmailBackend}
-export RECEIVER_URL=${RECEIVER_URL:-http://127.0.0.1:$PORT/delivery/api}
-# The bundled receiver tells the console when a task's work changes (docs/reconciliation.md, "Status events").
-export RECEIVER_STATUS_EVENTS_URL=${RECEIVER_STATUS_EVENTS_URL:-http://127.0.0.1:$PORT/reconciliation/api/destinations/receiver/status-events}
-export CONSOLE_BASE_URL=${CONSOLE_BASE_URL:-http://127.0.0.1:$PORT}
-# The demo's three destinations (demo/destinations.json): the bundled receiver and accounts service on this
-# port, and the welcome pack by e-mail to the demo's SMTP server, whose mailbox /delivery/mailbox/ shows.
-export PORT
-export DEMO_SMTP_PORT=${DEMO_SMTP_PORT:-$((PORT + 25))}
-export DEMO_MAILBOX_DIR=${DEMO_MAILBOX_DIR:-$(pwd)/var/mailbox}
+# The port this demo serves on, for `scripts/manage.sh` in another terminal.
+echo "$PORT" > var/run.port
+source scripts/local_env.sh
 $PY manage.py migrate --noinput -v0
 $PY manage.py migrate --database delivery --noinput -v0
 $PY manage.py collectstatic --noinput -v0
@@ -87,7 +61,7 @@ stop() {
 trap stop INT TERM
 echo "Console: http://127.0.0.1:$PORT/  ·  Admin: http://127.0.0.1:$PORT/admin/  ·  Ctrl-C stops everything"
 echo "Destinations: http://127.0.0.1:$PORT/destinations/  ·  Demo mailbox: http://127.0.0.1:$PORT/delivery/mailbox/"
-echo "Forgot the demo password? .venv/bin/python manage.py demo_passwords (in another terminal) sets new ones."
+echo "In another terminal: scripts/manage.sh demo_passwords   (new demo passwords, printed)"
 # Either server ending on its own ends the other too; `wait` returns early when a signal arrives.
 wait -n "$web" "$workers" "$mailbox" || true
 stop

@@ -1,6 +1,7 @@
 """`make run` as a newcomer meets it, in a copy of the tree: it serves on the PORT asked for, with the
 console's own pages; Ctrl-C (SIGINT) stops everything and ends with status 0; a second run serves the same
-data; the documented command resets the demo passwords."""
+data; every command the terminal prints works as printed in another terminal, and the README's resets the
+demo passwords."""
 
 import os
 import re
@@ -31,6 +32,7 @@ def checkout(tmp_path) -> Path:
         source = ROOT / name
         if source.is_file():
             target.write_bytes(source.read_bytes())
+            target.chmod(source.stat().st_mode)  # scripts keep their executable bit, as in a clone
     (copy / ".venv").symlink_to(Path(sys.prefix))
     return copy
 
@@ -118,7 +120,8 @@ def test_make_run_twice_on_a_port_stops_cleanly_and_keeps_its_data(checkout, sta
     assert "server" not in {name.lower() for name in missing.headers}, "no software banner"
     assert stop_with_ctrl_c(first) == 0
     first_log = (tmp_path / "first.log").read_text()
-    password = re.search(r"Password for every demo user: (\S+)", first_log).group(1)
+    # The password on a line of its own, under the line that says what it is.
+    password = re.search(r"Password for every demo user[^\n]*:\n +(\S+)\n", first_log).group(1)
 
     second = started(checkout, port, tmp_path / "second.log")
     wait_for_login_page(port, second, tmp_path / "second.log")
@@ -126,18 +129,27 @@ def test_make_run_twice_on_a_port_stops_cleanly_and_keeps_its_data(checkout, sta
     assert "demo data already loaded" in (tmp_path / "second.log").read_text()
     assert password_works(checkout, "alice", password), "the second run serves the same data"
 
-    env = {
-        **clean_env(),
-        **dict(line.split("=", 1) for line in (checkout / "var/run.env").read_text().split()),
-    }
+    # Every command the terminal printed works as printed, in another terminal (no environment of its own).
+    printed = re.findall(r"In another terminal: (scripts/\S+ [^(]+?) +\(", first_log)
+    assert printed == ["scripts/manage.sh demo_passwords"], printed
+    for command in printed:
+        done = subprocess.run(
+            ["bash", "-c", command], cwd=checkout, env=clean_env(), capture_output=True, text=True
+        )
+        assert done.returncode == 0, f"{command}: {done.stderr}"
+    new = re.search(r"New password for [^\n]*:\n +(\S+)", done.stdout).group(1)
+    assert password_works(checkout, "alice", new) and not password_works(
+        checkout, "alice", password
+    )
+
     reset = subprocess.run(
-        [".venv/bin/python", "manage.py", "demo_passwords", "--password", "new-demo-pass-1234"],
+        ["bash", "-c", "scripts/manage.sh demo_passwords --password new-demo-pass-1234"],
         cwd=checkout,
-        env=env,
+        env=clean_env(),
         capture_output=True,
         text=True,
         timeout=60,
     )
     assert reset.returncode == 0, reset.stderr
     assert password_works(checkout, "alice", "new-demo-pass-1234")
-    assert not password_works(checkout, "alice", password)
+    assert not password_works(checkout, "alice", new)

@@ -160,9 +160,9 @@ class Command(BaseCommand):
             "support (staff: read-only admin, reconcile and assign)"
         )
         self.stdout.write(
-            f"Password for every demo user: {password} (shown once; "
-            "`manage.py demo_passwords` sets new ones)"
+            "Password for every demo user (shown once; scripts/manage.sh demo_passwords sets new ones):"
         )
+        self.stdout.write(f"    {password}")
 
 
 def _create_users(User, password: str, only: dict | None = None) -> dict:

@@ -30,4 +30,5 @@ class Command(BaseCommand):
             # Failed sign-ins with the forgotten password may have locked the account out.
             axes_reset(username=user.get_username())
         names = ", ".join(u.get_username() for u in users)
-        self.stdout.write(self.style.SUCCESS(f"New password for {names}: {password}"))
+        self.stdout.write(self.style.SUCCESS(f"New password for {names}:"))
+        self.stdout.write(f"    {password}")

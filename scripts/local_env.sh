@@ -1,0 +1,32 @@
+# Sourced by `make run` (scripts/run_local.sh) and scripts/manage.sh: the demo's local settings. Expects the
+# repository as the working directory, PY and PORT set. Production sets its own environment instead.
+mkdir -p var
+if [ ! -f var/run.env ]; then
+  # Local secrets, generated once and kept out of git (var/ is ignored).
+  $PY - > var/run.env <<'PYEOF'
+import base64, secrets
+print(f"DJANGO_SECRET_KEY={secrets.token_urlsafe(48)}")
+print(f"RECEIVER_SIGNING_SECRET=whsec_{base64.b64encode(secrets.token_bytes(32)).decode()}")
+print(f"INTAKE_SIGNING_SECRET=whsec_{base64.b64encode(secrets.token_bytes(32)).decode()}")
+print(f"METRICS_TOKEN={secrets.token_urlsafe(24)}")
+PYEOF
+fi
+if ! grep -q '^ACCOUNTS_API_TOKEN=' var/run.env; then
+  # The bundled accounts service's bearer token (a var/run.env from before it existed has none).
+  $PY -c 'import secrets; print(f"ACCOUNTS_API_TOKEN={secrets.token_urlsafe(24)}")' >> var/run.env
+fi
+set -a; source var/run.env; set +a
+export DJANGO_DEBUG=${DJANGO_DEBUG:-0}
+# Plain HTTP on localhost: no HTTPS redirect, no secure-only cookies (a deployment keeps the default, on).
+export DJANGO_SECURE=${DJANGO_SECURE:-0}
+export DJANGO_ALLOWED_HOSTS=${DJANGO_ALLOWED_HOSTS:-127.0.0.1,localhost}
+export EMAIL_BACKEND=${EMAIL_BACKEND:-django.core.mail.backends.console.EmailBackend}
+export RECEIVER_URL=${RECEIVER_URL:-http://127.0.0.1:$PORT/delivery/api}
+# The bundled receiver tells the console when a task's work changes (docs/reconciliation.md, "Status events").
+export RECEIVER_STATUS_EVENTS_URL=${RECEIVER_STATUS_EVENTS_URL:-http://127.0.0.1:$PORT/reconciliation/api/destinations/receiver/status-events}
+export CONSOLE_BASE_URL=${CONSOLE_BASE_URL:-http://127.0.0.1:$PORT}
+# The demo's three destinations (demo/destinations.json): the bundled receiver and accounts service on this
+# port, and the welcome pack by e-mail to the demo's SMTP server, whose mailbox /delivery/mailbox/ shows.
+export PORT
+export DEMO_SMTP_PORT=${DEMO_SMTP_PORT:-$((PORT + 25))}
+export DEMO_MAILBOX_DIR=${DEMO_MAILBOX_DIR:-$(pwd)/var/mailbox}
