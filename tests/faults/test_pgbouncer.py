@@ -84,6 +84,8 @@ class PgBouncer:
             "pool_mode = transaction",
             "max_client_conn = 200",
             "default_pool_size = 2",
+            # SHOW STATS is refreshed every stats_period (60 s by default): the test reads it within seconds.
+            "stats_period = 1",
         ]
         return "\n".join(lines) + "\n"
 
@@ -220,8 +222,17 @@ def test_behind_pgbouncer_in_transaction_mode_everything_works_as_without_it(poo
     source = connections["default"].settings_dict["NAME"]
     [pool] = [p for p in bouncer.admin("SHOW POOLS") if p["database"] == source]
     assert pool["pool_mode"] == "transaction"
-    stats = {row["database"]: row for row in bouncer.admin("SHOW STATS")}
-    assert stats[source]["total_xact_count"] > COUNT
+
+    def pooled_transactions() -> int:
+        return {row["database"]: row for row in bouncer.admin("SHOW STATS")}[source][
+            "total_xact_count"
+        ]
+
+    wait_until(
+        lambda: pooled_transactions() > COUNT,
+        timeout=30,
+        what="PgBouncer's statistics to count the run's transactions",
+    )
     listening = _listen_backends()
     assert len(listening) >= len(dispatchers), "each dispatcher LISTENs on its direct route"
     assert not listening & _pooler_backends(bouncer)
