@@ -14,6 +14,7 @@ periodic reconciliation is the only source of news.
 import json
 import logging
 import threading
+from functools import partial
 from typing import NamedTuple
 
 import httpx
@@ -26,6 +27,7 @@ from delivery.models import ReceiverTask, TaskEvent, TaskEventKind
 
 DB = "delivery"
 logger = logging.getLogger(__name__)
+LINGER_SECONDS = 2.0
 REFUSED_FOR_GOOD = frozenset({400, 404, 413, 415, 422})
 
 
@@ -39,7 +41,7 @@ def task_event_record(task: ReceiverTask, kind: str) -> TaskEvent:
         status=task.status if kind == TaskEventKind.STATUS_CHANGED else "",
         occurred_at=timezone.now(),
     )
-    wake_sender_on_commit()
+    wake_sender_on_commit(event.pk)
     return event
 
 
@@ -106,71 +108,110 @@ def _send_one(client: httpx.Client, event: TaskEvent) -> bool:
     return False
 
 
-def status_events_send_due(*, limit: int = 200, max_attempts: int | None = None) -> SendResult:
-    """Send unsent events, oldest first (at most `limit`; with `max_attempts`, only those tried fewer
-    times). Nothing is sent without RECEIVER_STATUS_EVENTS_URL."""
+def _client() -> httpx.Client:
+    """Building a client builds a TLS context, tens of milliseconds: one per sender thread or sweep, kept
+    for its events (and closed with it, so that no connection outlives the thread)."""
+    return httpx.Client(timeout=settings.RECEIVER_EVENTS_TIMEOUT_SECONDS, trust_env=False)
+
+
+def _send(client: httpx.Client, events: list[TaskEvent]) -> tuple[SendResult, set[int]]:
+    """Send each event in order; the result and the ids that failed (still due)."""
+    failed: set[int] = set()
+    for event in events:
+        if not _send_one(client, event):
+            failed.add(event.pk)
+    return SendResult(len(events) - len(failed), len(failed)), failed
+
+
+def status_events_send_due(*, limit: int = 1000) -> SendResult:
+    """Send every unsent event, oldest first (at most `limit`): what a failure or a stopped process left.
+    Nothing is sent without RECEIVER_STATUS_EVENTS_URL."""
     if not settings.RECEIVER_STATUS_EVENTS_URL:
         return SendResult(0, 0)
-    due = TaskEvent.objects.using(DB).filter(sent_at=None).order_by("id")
-    if max_attempts is not None:
-        due = due.filter(attempts__lt=max_attempts)
-    sent = failed = 0
-    timeout = settings.RECEIVER_EVENTS_TIMEOUT_SECONDS
-    with httpx.Client(timeout=timeout, trust_env=False) as client:
-        for event in list(due[:limit]):
-            if _send_one(client, event):
-                sent += 1
-            else:
-                failed += 1
-    return SendResult(sent, failed)
+    due = TaskEvent.objects.using(DB).filter(sent_at=None).order_by("id")[:limit]
+    with _client() as client:
+        return _send(client, list(due))[0]
 
 
 class _Sender:
-    """One thread per process sends what is due after each wake-up, retrying failures with a growing
-    pause up to RECEIVER_EVENTS_MAX_ATTEMPTS per event; it ends when nothing is due."""
+    """One thread per process sends the events this process wrote, in order, after their commit; a failed
+    one is tried again after a growing pause, up to RECEIVER_EVENTS_MAX_ATTEMPTS sendings. Each process
+    sends only its own events, so several web workers never send the same event at once. The thread ends
+    when nothing of its own is due."""
 
     def __init__(self):
         self.lock = threading.Lock()
         self.woken = threading.Event()
+        self.due: set[int] = set()
         self.thread: threading.Thread | None = None
 
-    def wake(self) -> None:
-        self.woken.set()
+    def wake(self, event_id: int) -> None:
         with self.lock:
+            self.due.add(event_id)
+            self.woken.set()
             if self.thread is None or not self.thread.is_alive():
                 self.thread = threading.Thread(target=self._run, name="status-events", daemon=True)
                 self.thread.start()
 
+    def _take(self) -> tuple[set[int], list[TaskEvent]]:
+        """The ids due now, and those of them still unsent with sendings left (others were sent by
+        `send_status_events` meanwhile, or ran out of attempts)."""
+        with self.lock:
+            self.woken.clear()
+            ids = set(self.due)
+        events = (
+            TaskEvent.objects.using(DB)
+            .filter(pk__in=ids, sent_at=None, attempts__lt=settings.RECEIVER_EVENTS_MAX_ATTEMPTS)
+            .order_by("id")
+        )
+        return ids, list(events)
+
+    def _pass(self, client: httpx.Client) -> bool:
+        """One pass over what is due; True when something failed and stays due."""
+        ids, events = self._take()
+        _result, failed = _send(client, events)
+        with self.lock:
+            # Ids handed over during the pass stay due, as do the failed ones.
+            self.due -= ids - failed
+        return bool(failed)
+
     def _run(self) -> None:
         pause = 0.5
+        client = _client()
         try:
             while True:
-                self.woken.clear()
-                result = status_events_send_due(max_attempts=settings.RECEIVER_EVENTS_MAX_ATTEMPTS)
-                if not result.failed and not self.woken.is_set():
-                    return
-                if result.failed:
+                failed = self._pass(client)
+                if not failed and not self.due:
+                    # Changes come in bursts: wait a little for the next before ending the thread.
+                    self.woken.wait(LINGER_SECONDS)
+                with self.lock:
+                    if not self.due:
+                        # Under the lock: a wake-up after this starts a new thread.
+                        self.thread = None
+                        return
+                if failed:
                     self.woken.wait(pause)
                     pause = min(pause * 2, 30.0)
         except Exception:
             logger.exception(
                 "the status-event sender stopped; manage.py send_status_events resends"
             )
-        finally:
             with self.lock:
                 self.thread = None
-            # The thread's own connection, never left open for the process (or a test database) to trip on.
+        finally:
+            # The thread's own connections, never left open for the process (or a test database) to trip on.
+            client.close()
             connections[DB].close()
 
 
 _sender = _Sender()
 
 
-def wake_sender_on_commit() -> None:
-    """After the change commits, wake this process's sender. A hint: a lost wake-up leaves the event for
-    `manage.py send_status_events`, and the sender's reconciliation finds the change anyway."""
+def wake_sender_on_commit(event_id: int) -> None:
+    """After the change commits, hand its event to this process's sender. A hint: a lost wake-up leaves the
+    event for `manage.py send_status_events`, and the sender's reconciliation finds the change anyway."""
     if settings.RECEIVER_STATUS_EVENTS_URL:
-        transaction.on_commit(_sender.wake, using=DB)
+        transaction.on_commit(partial(_sender.wake, event_id), using=DB)
 
 
 def sender_idle(timeout: float) -> bool:

@@ -8,6 +8,7 @@ import pytest
 from playwright.sync_api import expect
 
 from delivery.services import task_delete, task_status_set
+from delivery.status_events import sender_idle
 from outbox.dispatcher import drain
 from outbox.models import Handoff
 from reconciliation.models import Finding, ReconciliationRun
@@ -33,12 +34,14 @@ def poll_until_shown(page, locator, text: str, *, since: float) -> float:
 
 
 @pytest.fixture
-def delivered(live_server, settings) -> Handoff:
+def delivered(live_server, settings):
     settings.RECEIVER_STATUS_EVENTS_URL = f"{live_server.url}{EVENTS_PATH}"
     world = onboarding_world()
     approve(world)
     assert drain().delivered == 1
-    return Handoff.objects.get(action_key="onboarding:7:42:1")
+    yield Handoff.objects.get(action_key="onboarding:7:42:1")
+    # The sender's thread ends (and closes its connections) before the databases are torn down.
+    assert sender_idle(timeout=SECONDS)
 
 
 def test_the_receivers_work_done_reaches_the_requester_within_10_s(
