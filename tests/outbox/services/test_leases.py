@@ -29,3 +29,22 @@ def test_expired_lease_makes_in_flight_uncertain_never_pending(make_handoff):
     assert not HandoffEvent.objects.filter(
         handoff=handoff, from_state=S.IN_FLIGHT, to_state=S.PENDING
     ).exists()
+
+
+def test_the_clusters_dispatch_task_expires_ran_out_leases_before_the_once_a_minute_sweep(
+    make_handoff,
+):
+    """With only the django-q2 cluster running, a wake-up's task notices a stranded row at once."""
+    from outbox import tasks
+
+    stranded = make_handoff()
+    handoff_claim_due(worker="lost-worker")
+    Handoff.objects.filter(pk=stranded.pk).update(
+        lease_expires_at=timezone.now() - timedelta(seconds=1)
+    )
+    assert tasks.dispatch_due()["expired_leases"] == 1
+    stranded.refresh_from_db()
+    assert stranded.state != S.IN_FLIGHT
+    assert HandoffEvent.objects.filter(
+        handoff=stranded, from_state=S.IN_FLIGHT, to_state=S.UNCERTAIN
+    ).exists()
