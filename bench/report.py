@@ -319,6 +319,9 @@ def main() -> None:
     )
     parser.add_argument("--tracing", help="the JSON bench/tracing_bench.py wrote, when it was run")
     parser.add_argument(
+        "--status-events", help="the JSON bench/status_events_bench.py wrote, when it was run"
+    )
+    parser.add_argument(
         "--many-destinations",
         help="the JSON bench/many_destinations_bench.py wrote, when it was run",
     )
@@ -505,6 +508,7 @@ def main() -> None:
     dest = json.loads(Path(args.destinations).read_text()) if args.destinations else None
     many = json.loads(Path(args.many_destinations).read_text()) if args.many_destinations else None
     tracing = json.loads(Path(args.tracing).read_text()) if args.tracing else None
+    events = json.loads(Path(args.status_events).read_text()) if args.status_events else None
     if dest:
         lines.append(
             f"| a healthy destination beside one down and one slow (one dispatcher) ≥ {AIM_DESTINATIONS_RATIO} "
@@ -725,6 +729,7 @@ right after `make bench`, against its own receiver and databases:",
         *(destinations_section(dest) if dest else []),
         *(many_destinations_section(many) if many else []),
         *(tracing_section(tracing) if tracing else []),
+        *(status_events_section(events) if events else []),
     ]
     Path(args.output).write_text("\n".join(lines))
 
@@ -822,6 +827,30 @@ def tracing_section(tracing: dict) -> list[str]:
         f"| on / off, median of the pairs' ratios (each pair's: {ratios}) | {tracing['median_ratio']:.2f}: "
         f"aim ≥ {tracing['aim']}, {verdict(tracing['met'])} |",
         f"| spans exported per handoff | {tracing['spans_exported_per_handoff']} |",
+        "",
+    ]
+
+
+def status_events_section(events: dict) -> list[str]:
+    """A receiver's status change to the source's record (bench/status_events_bench.py)."""
+    return [
+        "## Status events: a receiver's change to the source's record",
+        "",
+        f"{events['changes']} task status changes through the receiver's signed API at "
+        f"{events['rate_per_second']:g}/s, the whole product under gunicorn; a change's time is the event's "
+        "`occurred_at` (the receiver's clock), its record the source's `received_at` (the database's clock), "
+        "both of this one machine. No aim was set; the requester's screen follows within 10 s in the browser "
+        "test.",
+        "",
+        "```sh",
+        ".venv/bin/python bench/status_events_bench.py --json var/bench/status_events.json",
+        "```",
+        "",
+        "| figure | value |",
+        "| --- | --- |",
+        f"| events applied | {events['applied']} of {events['changes']} |",
+        f"| change to the source's record, median / p99 / max | {events['median_ms']:.1f} ms / "
+        f"{events['p99_ms']:.1f} ms / {events['max_ms']:.1f} ms |",
         "",
     ]
 

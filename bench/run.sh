@@ -24,6 +24,7 @@ commands=(
   "$PY bench/destinations_bench.py --json $out/destinations.json"
   "$PY bench/many_destinations_bench.py --json $out/many_destinations.json"
   "$PY bench/tracing_bench.py --pairs 4 --json $out/tracing.json"
+  "$PY bench/status_events_bench.py --json $out/status_events.json"
 )
 printf '%s\n' "${commands[@]}" | sed 's/ *$//' > "$out/commands.txt"
 echo "== end-to-end: receiver capacity, scaling curve, one call per handoff, latency, the alternative, growth and"
@@ -39,6 +40,8 @@ echo "== many destinations: 100 with the traffic spread over them, against one =
 ${commands[4]} | tee "$out/many_destinations.log"
 echo "== tracing: delivery throughput with OpenTelemetry off and on =="
 ${commands[5]} | tee "$out/tracing.log"
+echo "== status events: a receiver's change to the source's record =="
+${commands[6]} | tee "$out/status_events.log"
 levers=()
 if [[ "${BENCH_LEVERS:-0}" == 1 ]]; then
   # About 6 more minutes: over the 20-minute budget on a loaded 2-core machine, so not by default.
@@ -51,6 +54,6 @@ fi
 $PY bench/report.py "${levers[@]}" --e2e "$out/e2e.json" --console "$out/console.log" --console-rows "$CONSOLE_ROWS" \
   --reconcile "$out/reconcile.log" --reconcile-keys "$RECONCILE_KEYS" --commands "$out/commands.txt" \
   --destinations "$out/destinations.json" --many-destinations "$out/many_destinations.json" \
-  --tracing "$out/tracing.json" \
+  --tracing "$out/tracing.json" --status-events "$out/status_events.json" \
   --seconds $(( $(date +%s) - started )) --output docs/benchmarks.md
 echo "written: docs/benchmarks.md ($(( ($(date +%s) - started) / 60 )) min)"
