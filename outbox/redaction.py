@@ -56,16 +56,17 @@ SECRET_SETTINGS = (
 _SECRET_NAME = re2.compile(r"(?i)(secret|token|password|passwd|api_?key|private_?key)")
 # Shorter values are not masked: they would mask ordinary words.
 MIN_SECRET_LENGTH = 8
-_secret_names: tuple[int, tuple[str, ...]] = (-1, ())
+_secret_names: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())
 
 
 def _environment_secret_names() -> tuple[str, ...]:
-    """The names of the environment's secret variables, read again only when the environment grows or
-    shrinks (a rotated value under the same name is read at every call)."""
+    """The names of the environment's secret variables, searched again only when the environment's names
+    change (a rotated value under the same name is read at every call). Keyed on the names themselves: a
+    variable removed and another added keep the count, not the names."""
     global _secret_names
-    size = len(os.environ)
-    if _secret_names[0] != size:
-        _secret_names = (size, tuple(n for n in list(os.environ) if _SECRET_NAME.search(n)))
+    names = tuple(os.environ)
+    if _secret_names[0] != names:
+        _secret_names = (names, tuple(n for n in names if _SECRET_NAME.search(n)))
     return _secret_names[1]
 
 

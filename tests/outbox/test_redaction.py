@@ -28,3 +28,12 @@ def test_a_signing_secrets_key_without_its_prefix_is_masked():
 @override_settings(METRICS_TOKEN="short")
 def test_values_too_short_to_be_secrets_are_left_alone():
     assert redact_text("a short note") == "a short note"
+
+
+def test_a_secret_variable_added_as_another_variable_goes_is_masked(monkeypatch):
+    """The environment keeps its size (one variable removed, one added): the new one is still read."""
+    monkeypatch.setenv("HANDOFF_TEST_PLAIN_SETTING", "x")
+    redact_text("warm the cache")
+    monkeypatch.delenv("HANDOFF_TEST_PLAIN_SETTING")
+    monkeypatch.setenv("BILLING_API_TOKEN", "billing-token-value")
+    assert redact_text("x billing-token-value y") == f"x {REDACTED} y"
