@@ -8,7 +8,7 @@ APPS := approvals console config delivery httpapi lib outbox reconciliation
 PGHOST ?= /var/run/postgresql
 export PGHOST
 
-.PHONY: run test test-sqlite test-postgres lint mutation-check postgres chromium pgbouncer bench venv clean screenshots \
+.PHONY: run test test-suites test-sqlite test-postgres lint mutation-check postgres chromium pgbouncer bench venv clean screenshots \
 	lock lock-check promtool monitoring-check
 
 # Installs come from the hashed lock only (runtime, test and build tools: pip refuses anything unhashed),
@@ -67,7 +67,8 @@ monitoring-check: promtool
 
 test-sqlite: $(STAMP)
 	@echo "== test suite on SQLite (embedded default) =="
-	env -u DATABASE_URL -u DELIVERY_DATABASE_URL $(VENV)/bin/pytest -m "not postgres and not browser and not demo"
+	env -u DATABASE_URL -u DELIVERY_DATABASE_URL HANDOFF_VAR_DIR=var/test-sqlite \
+		$(VENV)/bin/pytest -m "not postgres and not browser and not demo"
 
 test-postgres: $(STAMP) postgres chromium pgbouncer
 	@echo "== test suite on PostgreSQL (incl. fault and browser tests) =="
@@ -82,7 +83,12 @@ screenshots: $(STAMP) postgres chromium
 mutation-check: $(STAMP)
 	@bash scripts/mutation_check.sh
 
-test: lint lock-check monitoring-check test-sqlite test-postgres mutation-check
+# The two suites run side by side (the PostgreSQL one waits on its processes and servers much of the time);
+# each one's output is printed whole when it ends.
+test-suites: $(STAMP) postgres chromium pgbouncer
+	$(MAKE) --no-print-directory -j2 --output-sync=target test-sqlite test-postgres
+
+test: lint lock-check monitoring-check test-suites mutation-check
 
 # Under 20 minutes on 2 cores. BENCH_DB_PREFIX names its databases (default "bench");
 # BENCH_LEVERS=1 adds the lever and growth repeats (about 6 minutes more).
