@@ -47,12 +47,6 @@ def test_web_probes_follow_the_database_and_say_nothing_secret(private_postgres,
     )
 
 
-def _runner_beats() -> bool:
-    """Whether the dispatcher process calls outbox.heartbeat.beat (its supervision loop does)."""
-    sources = [p for p in (ROOT / "outbox").glob("*.py") if p.name != "heartbeat.py"]
-    return any("heartbeat.beat(" in p.read_text() for p in sources)
-
-
 def _ready(procs, var_dir: Path, worker: str, within: float) -> subprocess.CompletedProcess:
     return subprocess.run(
         [
@@ -73,9 +67,6 @@ def _ready(procs, var_dir: Path, worker: str, within: float) -> subprocess.Compl
 
 
 @pytest.mark.django_db(databases=["default", "delivery"], transaction=True)
-@pytest.mark.skipif(
-    not _runner_beats(), reason="outbox/runner.py does not call outbox.heartbeat.beat yet"
-)
 def test_dispatcher_readiness_follows_its_loop(processes, tmp_path):
     var_dir, within = tmp_path / "var", 2.0
     processes.start_receiver()
