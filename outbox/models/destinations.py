@@ -71,6 +71,9 @@ class DestinationHealth(models.Model):
         null=True, blank=True, help_text="Retry-After: no call before this time (database clock)."
     )
     hold_reason = models.CharField(max_length=200, blank=True)
+    hold_since = models.DateTimeField(
+        null=True, blank=True, help_text="When the current Retry-After hold began (database clock)."
+    )
     # An operator's pause or maintenance window (`outbox/services/destination_windows.py`): from its start
     # until its end (no end: until an operator resumes), no permit is given, so nothing is claimed, no
     # attempt or probe is spent and nothing pages; at its end the destination drains by itself.
