@@ -303,6 +303,9 @@ HANDOFF_DESTINATION = {
 HANDOFF_BREAKER_THRESHOLD = env_int("HANDOFF_BREAKER_THRESHOLD", 5)
 HANDOFF_BREAKER_PROBE_BASE = env_float("HANDOFF_BREAKER_PROBE_BASE", 2.0)
 HANDOFF_BREAKER_PROBE_CAP = env_float("HANDOFF_BREAKER_PROBE_CAP", 60.0)
+# ... at most QUICK_PROBE_CAP apart when the receiver refused the connection or answered 500/502/503 (it is
+# restarting, or waits for its database): outbox/breaker_rules.py QUICK_RECOVERY_REASONS.
+HANDOFF_BREAKER_QUICK_PROBE_CAP = env_float("HANDOFF_BREAKER_QUICK_PROBE_CAP", 5.0)
 # Per-destination limits (docs/console.md "Destination limits"): what a destination gets when it is first seen;
 # operators change them on the health page. 0 or empty = unlimited. A 429 or 503 answer with Retry-After holds
 # the whole destination (no claims) for at most MAX_HOLD_SECONDS.
