@@ -3,6 +3,7 @@
 bulk jobs (`bulk`), and the states with every allowed move (`states`). Every model is imported here, so
 Django and callers find them in `outbox.models`."""
 
+from outbox.models.archive import ArchivedHandoff
 from outbox.models.bulk import BulkJob
 from outbox.models.destination_configs import DestinationConfig
 from outbox.models.destinations import (
@@ -23,6 +24,7 @@ from outbox.models.states import (
     HANDOFF_TRANSITIONS,
     NEEDS_PERSON_STATES,
     OPEN_STATES,
+    SETTLED_STATES,
     UNKNOWN_OUTCOME_CLASSES,
     AttemptOutcome,
     BulkJobState,
@@ -37,6 +39,7 @@ from outbox.models.states import (
 from outbox.models.status_events import StatusEvent, StatusEventResult
 
 __all__ = [
+    "ArchivedHandoff",
     "AGE_CHOICES",
     "COMPENSATION_TRANSITIONS",
     "DESTINATION_TRANSITIONS",
@@ -45,6 +48,7 @@ __all__ = [
     "HANDOFF_TRANSITIONS",
     "NEEDS_PERSON_STATES",
     "OPEN_STATES",
+    "SETTLED_STATES",
     "UNKNOWN_OUTCOME_CLASSES",
     "Attempt",
     "AttemptOutcome",

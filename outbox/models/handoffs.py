@@ -14,6 +14,7 @@ from outbox.models.states import (
     HANDOFF_AGES,
     HANDOFF_TRANSITIONS,
     OPEN_STATES,
+    SETTLED_STATES,
     UNKNOWN_OUTCOME_CLASSES,
     WORK_DONE,
     CompensationState,
@@ -231,6 +232,13 @@ class Handoff(models.Model):
                 fields=["compensates"],
                 name="handoff_compensates_idx",
                 condition=models.Q(compensates__isnull=False),
+            ),
+            # Retention (`outbox/services/retention.py`): settled rows, oldest change first. Rows leave it when
+            # they are archived, so it holds the retention window's settled rows, not every one ever.
+            models.Index(
+                fields=["updated_at", "id"],
+                name="handoff_settled_idx",
+                condition=models.Q(state__in=SETTLED_STATES),
             ),
         ]
 

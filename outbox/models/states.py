@@ -36,6 +36,10 @@ HANDOFF_TRANSITIONS: dict[str, frozenset[str]] = {
 }
 
 OPEN_STATES = frozenset({S.PENDING, S.IN_FLIGHT, S.UNCERTAIN, S.NEEDS_ATTENTION})
+# Final states that retention may move out of the hot tables once old enough (`outbox/services/retention.py`).
+# Observed handoffs (observation mode, never sent) are left alone: they are a trial run a person reviews. A
+# tuple, in a fixed order, so the partial index it defines has one SQL text.
+SETTLED_STATES = (S.CANCELLED, S.DELIVERED, S.SUPERSEDED)
 # Handoffs a person has to look at: nothing automatic will move them on (uncertain ones are settled
 # automatically when the destination can be asked, but until then nobody can say what happened).
 NEEDS_PERSON_STATES = frozenset({S.NEEDS_ATTENTION, S.UNCERTAIN})
