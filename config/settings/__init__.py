@@ -380,5 +380,8 @@ from config.settings.oidc import *  # noqa: E402,F403
 # Probes under an orchestrator (docs/operations.md).
 from config.settings.operations import *  # noqa: E402,F403
 
+# Retention: settled handoffs leave the hot tables for the archive (docs/operations.md).
+from config.settings.retention import *  # noqa: E402,F403
+
 # Tracing: off unless an OTLP endpoint is named (docs/observability.md).
 from config.settings.telemetry import *  # noqa: E402,F403

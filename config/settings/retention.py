@@ -1,0 +1,20 @@
+"""Retention: settled handoffs leave the hot tables for the archive (docs/operations.md, "Retention";
+imported by `config.settings`)."""
+
+from config.env import env_float, env_int
+
+# Age (days since a settled handoff's last change, database clock) after which it is archived.
+HANDOFF_RETENTION_DAYS = env_float("HANDOFF_RETENTION_DAYS", 30.0)
+# Rows moved per short transaction, and the pause between two of them (room for the dispatchers).
+HANDOFF_RETENTION_BATCH_SIZE = env_int("HANDOFF_RETENTION_BATCH_SIZE", 1000)
+HANDOFF_RETENTION_PAUSE_SECONDS = env_float("HANDOFF_RETENTION_PAUSE_SECONDS", 0.02)
+# PostgreSQL: the longest a batch's statement waits for a lock before the batch gives up (and is tried again
+# at the next run); rows locked by someone else are skipped, not waited for.
+HANDOFF_RETENTION_LOCK_TIMEOUT_MS = env_int("HANDOFF_RETENTION_LOCK_TIMEOUT_MS", 200)
+# Batches of one scheduled run (django-q2, every HANDOFF_RETENTION_EVERY_MINUTES), so that a run stays well
+# inside the cluster's task timeout; what is left goes at the next run.
+HANDOFF_RETENTION_MAX_BATCHES_PER_RUN = env_int("HANDOFF_RETENTION_MAX_BATCHES_PER_RUN", 50)
+HANDOFF_RETENTION_EVERY_MINUTES = env_int("HANDOFF_RETENTION_EVERY_MINUTES", 10)
+# What else keeps a settled handoff in the hot tables (a live finding, an unsettled incident member): the
+# source's rule, named here so that the outbox imports nothing from reconciliation.
+HANDOFF_RETENTION_HOLD_CHECK = "reconciliation.retention_holds.held_handoff_ids"
