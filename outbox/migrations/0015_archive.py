@@ -2,7 +2,8 @@
 "Retention" and "Upgrades").
 
 Not atomic: the index on `outbox_handoff` is built CONCURRENTLY on PostgreSQL (dispatchers keep writing during
-the build), which cannot run inside a transaction. The archive table is new and empty, so its indexes and
+the build), which cannot run inside a transaction; so is the index of status events by handoff, which
+retention deletes with their handoff (PostgreSQL checks that foreign key on every handoff deleted). The archive table is new and empty, so its indexes and
 unique constraint are created with it.
 """
 
@@ -73,6 +74,14 @@ class Migration(migrations.Migration):
                 condition=models.Q(("state__in", ("cancelled", "delivered", "superseded"))),
                 fields=["updated_at", "id"],
                 name="handoff_settled_idx",
+            ),
+        ),
+        AddIndexOnline(
+            model_name="statusevent",
+            index=models.Index(
+                condition=models.Q(("handoff__isnull", False)),
+                fields=["handoff"],
+                name="status_event_handoff_idx",
             ),
         ),
     ]

@@ -41,7 +41,16 @@ class StatusEvent(models.Model):
                 fields=["destination", "webhook_id"], name="status_event_unique_webhook_id"
             )
         ]
-        indexes = [models.Index(fields=["received_at"], name="status_event_age_idx")]
+        indexes = [
+            models.Index(fields=["received_at"], name="status_event_age_idx"),
+            # Retention deletes a handoff's status events with it (and PostgreSQL checks the foreign key on
+            # every handoff deleted): only the events that name a handoff are in it.
+            models.Index(
+                fields=["handoff"],
+                name="status_event_handoff_idx",
+                condition=models.Q(handoff__isnull=False),
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"{self.kind} of {self.action_key} from {self.destination}"
