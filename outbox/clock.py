@@ -7,10 +7,24 @@ has milliseconds while Python writes microseconds, so a row written "now" from P
 within the millisecond it was created.
 
 On SQLite datetimes are text compared as strings, so writes use the same `STRFTIME` format as the
-comparison (`YYYY-MM-DD HH:MM:SS.SSS`).
+comparison (`YYYY-MM-DD HH:MM:SS.SSS`). Django writes `YYYY-MM-DD HH:MM:SS.ffffff` from Python: the two
+compare as strings in time order to the millisecond (a shorter string that is a prefix sorts first), so rows
+written before the clock of record (or by Django itself) still sort and compare with these.
+
+The same holds for every time of record (an event's or an attempt's time, `updated_at`, `delivered_at`,
+`attention_since`, an SLA due time): a host whose clock is wrong must not store an event pair out of time
+order, nor move settlement's "oldest first". So they are written by the statement itself (`DbNow` as a
+value, or `DbClockDateTimeField` in place of `auto_now`/`auto_now_add`), and the times they are compared
+with are read from the database too (`db_time`, once per pass).
 """
 
+from datetime import UTC, datetime
+
+from django.db import connection, connections
 from django.db.models import DateTimeField, Func, Value
+from django.utils.dateparse import parse_datetime
+
+from lib.databases import DB
 
 SQLITE_FORMAT = "%%Y-%%m-%%d %%H:%%M:%%f"
 # Statement time plus a number of seconds given as the one parameter.
@@ -45,4 +59,42 @@ def db_now_plus(seconds: float) -> DbNow:
     return DbNow(seconds)
 
 
-__all__ = ["DbNow", "db_now", "db_now_plus"]
+def db_time(using: str = DB) -> datetime:
+    """The database's current time, read once (one query): for a pass that compares many stored times of
+    record with "now" (a deadline, an age), so that both sides of the comparison are the database's clock."""
+    db = connections[using]
+    with db.cursor() as cursor:
+        if db.vendor == "sqlite":
+            cursor.execute(f"SELECT STRFTIME('{SQLITE_FORMAT.replace('%%', '%')}', 'now')")
+            return parse_datetime(cursor.fetchone()[0]).replace(tzinfo=UTC)
+        cursor.execute("SELECT STATEMENT_TIMESTAMP()")
+        return cursor.fetchone()[0]
+
+
+class DbClockDateTimeField(DateTimeField):
+    """`DateTimeField(auto_now=True)` or `(auto_now_add=True)` on the database clock: the INSERT or UPDATE
+    writes `DbNow` instead of Python's `timezone.now()` (which `auto_now` sets in `pre_save`, on whatever clock
+    the host has). An insert reads the stored value back in the same statement (RETURNING), so the instance
+    holds the database's time; after an UPDATE by `save()` the attribute holds the `DbNow` expression until the
+    row is read again, as for any expression assigned to a field.
+
+    The column is the same as `DateTimeField`'s, so it deconstructs as one: no migration, and the historical
+    models of migrations keep the plain field."""
+
+    @property
+    def db_returning(self):
+        return connection.features.can_return_columns_from_insert
+
+    def pre_save(self, model_instance, add):
+        if self.auto_now or (self.auto_now_add and add):
+            value = db_now()
+            setattr(model_instance, self.attname, value)
+            return value
+        return super().pre_save(model_instance, add)
+
+    def deconstruct(self):
+        name, _path, args, kwargs = super().deconstruct()
+        return name, "django.db.models.DateTimeField", args, kwargs
+
+
+__all__ = ["DbClockDateTimeField", "DbNow", "db_now", "db_now_plus", "db_time"]

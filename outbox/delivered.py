@@ -22,10 +22,10 @@ same statement instead of one more query.
 from dataclasses import dataclass
 
 from django.db import connections
-from django.utils import timezone
 
 from lib.databases import DB
 from outbox.bulk_writes import unnest_sql
+from outbox.clock import POSTGRES_NOW_PLUS, DbNow
 from outbox.models import (
     Attempt,
     DestinationHealth,
@@ -85,7 +85,13 @@ def _columns(connection, rows: list[DeliveredRow]) -> tuple[str, list, dict[str,
         for name in sorted(rows[0].attempt)
     ]
     for column, field, get in columns:
-        if _same_in_every_row(rows, get):
+        if isinstance(get(rows[0]), DbNow) and _same_in_every_row(rows, get):
+            # A time of record (`delivered_at`, the attempt's end): the statement's own, on the database clock.
+            written[column] = (
+                f"{POSTGRES_NOW_PLUS}::{field.db_type(connection)}",
+                [get(rows[0]).seconds],
+            )
+        elif _same_in_every_row(rows, get):
             written[column] = (
                 f"%s::{field.db_type(connection)}",
                 [field.get_db_prep_save(get(rows[0]), connection)],
@@ -136,29 +142,27 @@ def record_delivered(
         "WHERE h.state = %s AND h.lease_owner = %s AND h.fencing_epoch = v.epoch "
         "ORDER BY h.id FOR NO KEY UPDATE OF h), "
         # The token again: the row `mine` locked is the one written, whatever PostgreSQL re-read meanwhile.
-        f"done AS (UPDATE {handoffs} h SET {handoff_set}, updated_at = %s FROM v JOIN mine ON mine.id = v.id "
+        f"done AS (UPDATE {handoffs} h SET {handoff_set}, updated_at = STATEMENT_TIMESTAMP() "
+        "FROM v JOIN mine ON mine.id = v.id "
         "WHERE h.id = v.id AND h.state = %s AND h.lease_owner = %s AND h.fencing_epoch = v.epoch RETURNING h.id), "
         f"event AS (INSERT INTO {events} (handoff_id, from_state, to_state, actor_label, action, reason, at) "
-        f"SELECT v.id, %s, %s, %s, '', {reason}, %s FROM v JOIN done ON done.id = v.id), "
+        f"SELECT v.id, %s, %s, %s, '', {reason}, STATEMENT_TIMESTAMP() FROM v JOIN done ON done.id = v.id), "
         f"finished AS (UPDATE {attempts} a SET {attempt_set} FROM v JOIN done ON done.id = v.id "
         "WHERE a.id = v.attempt_id) "
         "SELECT ARRAY(SELECT id FROM done), "
         f"(SELECT state = %s AND consecutive_failures = 0 FROM {health} WHERE name = %s)"
     )
-    now = timezone.now()
     params = [
         *value_params,
         HandoffState.IN_FLIGHT,
         worker,
         *handoff_params,
-        now,
         HandoffState.IN_FLIGHT,
         worker,
         HandoffState.IN_FLIGHT,
         HandoffState.DELIVERED,
         worker,
         *reason_params,
-        now,
         *attempt_params,
         DestinationState.ACTIVE,
         destination,

@@ -8,8 +8,6 @@ found with another, not found). They only decide; `outbox/services/outcomes.py` 
 
 from dataclasses import dataclass, field
 
-from django.utils import timezone
-
 from outbox.clock import db_now, db_now_plus
 from outbox.destinations import Destination, Lookups, RemoteTask
 from outbox.failures import UNREACHABLE_REASONS, DeliveryResult
@@ -40,7 +38,7 @@ def delivered_plan(result: DeliveryResult) -> Plan:
         S.DELIVERED,
         {
             "destination_id": result.task_id,
-            "delivered_at": timezone.now(),
+            "delivered_at": db_now(),
             "failure_class": "",
             "reason_code": "",
             "last_error": "",
@@ -133,7 +131,7 @@ def attempt_fields(outcome: str, result: DeliveryResult | None, detail: str = ""
     """What the attempt row records of an answer: its outcome, failure class, status, latency and the
     detail, redacted and cut to what is kept."""
     return {
-        "finished_at": timezone.now(),
+        "finished_at": db_now(),
         "outcome": outcome,
         "failure_class": result.failure_class if result else "",
         "reason_code": result.reason_code if result else "",
@@ -174,7 +172,7 @@ def settlement_for(handoff: Handoff, remote: RemoteTask | None, destination: Loo
             f"{destination.name} has task {remote.task_id} for this key with the same payload",
             {
                 "destination_id": remote.task_id,
-                "delivered_at": timezone.now(),
+                "delivered_at": db_now(),
                 "failure_class": "",
                 "reason_code": "",
                 "last_error": "",

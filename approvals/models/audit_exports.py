@@ -7,6 +7,7 @@ from django.conf import settings
 from django.db import models
 
 from approvals.models.workspaces import Workspace
+from outbox.clock import DbClockDateTimeField
 
 
 class AuditExport(models.Model):
@@ -18,7 +19,7 @@ class AuditExport(models.Model):
     exported_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+"
     )
-    exported_at = models.DateTimeField(auto_now_add=True)
+    exported_at = DbClockDateTimeField(auto_now_add=True)
     period_start = models.DateTimeField()
     period_end = models.DateTimeField(help_text="Exclusive.")
     format = models.CharField(max_length=8, choices=Format.choices)

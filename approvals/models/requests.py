@@ -4,6 +4,7 @@ from django.conf import settings
 from django.db import models
 
 from approvals.models.workspaces import Workspace
+from outbox.clock import DbClockDateTimeField
 
 
 class RequestState(models.TextChoices):
@@ -66,8 +67,8 @@ class Request(models.Model):
     )
     # Why a request ended without being carried out (cancelled, rejected, superseded): searchable.
     reason_code = models.CharField(max_length=40, blank=True)
-    created_at = models.DateTimeField(auto_now_add=True)
-    updated_at = models.DateTimeField(auto_now=True)
+    created_at = DbClockDateTimeField(auto_now_add=True)
+    updated_at = DbClockDateTimeField(auto_now=True)
 
     class Meta:
         constraints = [
@@ -111,7 +112,7 @@ class RequestEvent(models.Model):
         settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
     )
     reason = models.TextField(blank=True)
-    at = models.DateTimeField(auto_now_add=True)
+    at = DbClockDateTimeField(auto_now_add=True)
 
     class Meta:
         indexes = [models.Index(fields=["request", "at"], name="request_event_idx")]
@@ -137,7 +138,7 @@ class Approval(models.Model):
     )
     payload_hash = models.CharField(max_length=64)
     rule_version = models.CharField(max_length=40)
-    decided_at = models.DateTimeField(auto_now_add=True)
+    decided_at = DbClockDateTimeField(auto_now_add=True)
 
     class Meta:
         constraints = [

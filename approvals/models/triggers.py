@@ -4,6 +4,7 @@ from django.db import models
 
 from approvals.models.requests import Request
 from approvals.models.workspaces import Workspace
+from outbox.clock import DbClockDateTimeField
 
 
 class RequestReference(models.Model):
@@ -16,7 +17,7 @@ class RequestReference(models.Model):
     reference = models.CharField(max_length=120)
     number = models.PositiveIntegerField()
     latest_revision = models.PositiveIntegerField(help_text="The sender's newest revision applied.")
-    created_at = models.DateTimeField(auto_now_add=True)
+    created_at = DbClockDateTimeField(auto_now_add=True)
 
     class Meta:
         constraints = [
@@ -45,7 +46,7 @@ class TriggerRecord(models.Model):
 
     webhook_id = models.CharField(max_length=200)
     signed_at = models.DateTimeField(help_text="The webhook-timestamp the sender signed.")
-    received_at = models.DateTimeField(auto_now_add=True)
+    received_at = DbClockDateTimeField(auto_now_add=True)
     duplicate_of = models.ForeignKey(
         "self", null=True, blank=True, on_delete=models.PROTECT, related_name="repeats"
     )

@@ -4,6 +4,7 @@ from django.conf import settings
 from django.db import models
 
 from approvals.models.workspaces import Workspace
+from outbox.clock import DbClockDateTimeField
 
 
 class RuleVersion(models.Model):
@@ -27,7 +28,7 @@ class RuleVersion(models.Model):
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
-    created_at = models.DateTimeField(auto_now_add=True)
+    created_at = DbClockDateTimeField(auto_now_add=True)
 
     class Meta:
         constraints = [
@@ -98,7 +99,7 @@ class WorkflowMode(models.Model):
     updated_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
-    updated_at = models.DateTimeField(auto_now=True)
+    updated_at = DbClockDateTimeField(auto_now=True)
 
     objects = WorkflowModeQuerySet.as_manager()
 
@@ -125,7 +126,7 @@ class WorkflowModeChange(models.Model):
         settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+"
     )
     reason = models.TextField()
-    changed_at = models.DateTimeField(auto_now_add=True)
+    changed_at = DbClockDateTimeField(auto_now_add=True)
 
     class Meta:
         indexes = [models.Index(fields=["workflow", "changed_at"], name="mode_change_idx")]

@@ -3,6 +3,8 @@
 from django.conf import settings
 from django.db import models
 
+from outbox.clock import DbClockDateTimeField
+
 
 class Workspace(models.Model):
     name = models.CharField(max_length=120)
@@ -14,7 +16,7 @@ class Workspace(models.Model):
         related_name="+",
         help_text="Operator who owns handoffs of this workspace that need attention.",
     )
-    created_at = models.DateTimeField(auto_now_add=True)
+    created_at = DbClockDateTimeField(auto_now_add=True)
 
     def __str__(self) -> str:
         return f"{self.name} (#{self.pk})"
@@ -61,7 +63,7 @@ class RoleChange(models.Model):
         settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+"
     )
     reason = models.TextField()
-    changed_at = models.DateTimeField(auto_now_add=True)
+    changed_at = DbClockDateTimeField(auto_now_add=True)
 
     class Meta:
         indexes = [

@@ -3,6 +3,7 @@
 from django.conf import settings
 from django.db import models
 
+from outbox.clock import DbClockDateTimeField
 from outbox.models.states import BulkJobState
 
 
@@ -28,8 +29,8 @@ class BulkJob(models.Model):
     skipped = models.JSONField(
         default=dict, blank=True, help_text="Why handoffs were skipped: reason -> count."
     )
-    created_at = models.DateTimeField(auto_now_add=True)
-    updated_at = models.DateTimeField(
+    created_at = DbClockDateTimeField(auto_now_add=True)
+    updated_at = DbClockDateTimeField(
         auto_now=True,
         help_text="Written with every chunk: a job whose worker died "
         "stops moving, and the sweep resumes it.",

@@ -12,6 +12,8 @@ import re
 from django.core.validators import RegexValidator
 from django.db import models
 
+from outbox.clock import DbClockDateTimeField
+
 # A destination's name: what handoffs, breakers, limits and rule versions' steps refer to it by.
 DESTINATION_NAME = re.compile(r"\A[a-z0-9][a-z0-9_-]{0,39}\Z")
 DESTINATION_NAME_RULE = (
@@ -38,8 +40,8 @@ class DestinationConfig(models.Model):
     enabled = models.BooleanField(
         default=True, help_text="Served by the dispatchers; a disabled one is refused."
     )
-    created_at = models.DateTimeField(auto_now_add=True)
-    updated_at = models.DateTimeField(auto_now=True)
+    created_at = DbClockDateTimeField(auto_now_add=True)
+    updated_at = DbClockDateTimeField(auto_now=True)
 
     class Meta:
         constraints = [

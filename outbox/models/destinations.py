@@ -4,7 +4,7 @@ the limits across every dispatcher."""
 from django.conf import settings
 from django.db import models
 
-from outbox.clock import db_now
+from outbox.clock import DbClockDateTimeField, db_now
 from outbox.models.states import DESTINATION_TRANSITIONS, DestinationState, PauseReason, SlotKind
 
 
@@ -88,7 +88,7 @@ class DestinationHealth(models.Model):
     # Defaults in the database too: a dispatcher of the release before writes rows without these columns.
     window_reason = models.CharField(max_length=200, blank=True, default="", db_default="")
     window_set_by = models.CharField(max_length=150, blank=True, default="", db_default="")
-    updated_at = models.DateTimeField(auto_now=True)
+    updated_at = DbClockDateTimeField(auto_now=True)
 
     objects = DestinationHealthQuerySet.as_manager()
 
@@ -133,7 +133,7 @@ class DestinationEvent(models.Model):
         max_length=30, blank=True, help_text="Operator action, if any (set_limits)."
     )
     reason = models.TextField(blank=True)
-    at = models.DateTimeField(auto_now_add=True)
+    at = DbClockDateTimeField(auto_now_add=True)
 
     class Meta:
         indexes = [models.Index(fields=["destination", "at"], name="destination_event_idx")]

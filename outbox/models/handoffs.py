@@ -8,7 +8,7 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
-from outbox.clock import db_now
+from outbox.clock import DbClockDateTimeField, db_now, db_now_plus
 from outbox.models.states import (
     DISPATCHER_STATES,
     HANDOFF_AGES,
@@ -43,8 +43,8 @@ class HandoffQuerySet(models.QuerySet):
         return self.filter(state__in=OPEN_STATES)
 
     def older_than(self, age_code: str):
-        # created_at is written from Python (auto_now_add), so the age is measured on the same clock.
-        return self.filter(created_at__lt=timezone.now() - HANDOFF_AGES[age_code][1])
+        # created_at is written on the database clock, so the age is measured on it too.
+        return self.filter(created_at__lt=db_now_plus(-HANDOFF_AGES[age_code][1].total_seconds()))
 
 
 class Handoff(models.Model):
@@ -157,8 +157,8 @@ class Handoff(models.Model):
         db_index=False,
     )
 
-    created_at = models.DateTimeField(auto_now_add=True)
-    updated_at = models.DateTimeField(auto_now=True)
+    created_at = DbClockDateTimeField(auto_now_add=True)
+    updated_at = DbClockDateTimeField(auto_now=True)
     delivered_at = models.DateTimeField(null=True, blank=True)
 
     objects = HandoffQuerySet.as_manager()

@@ -3,6 +3,7 @@
 from django.conf import settings
 from django.db import models
 
+from outbox.clock import DbClockDateTimeField
 from outbox.models.handoffs import Handoff
 from outbox.models.states import AttemptOutcome, FailureClass
 
@@ -63,7 +64,7 @@ class HandoffEvent(models.Model):
         max_length=30, blank=True, help_text="Manual action, if any (retry, cancel...)."
     )
     reason = models.TextField(blank=True)
-    at = models.DateTimeField(auto_now_add=True)
+    at = DbClockDateTimeField(auto_now_add=True)
 
     class Meta:
         indexes = [

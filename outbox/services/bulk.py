@@ -6,13 +6,12 @@ A bulk action is previewed first (how many match, up to which id) and applied on
 filter bounded by that id, so rows created since are left alone."""
 
 from dataclasses import dataclass, field
-from datetime import timedelta
 
 from django.conf import settings
 from django.db import transaction
-from django.utils import timezone
 
 from lib.databases import DB
+from outbox.clock import db_now, db_now_plus
 from outbox.errors import (
     AssigneeNotFound,
     InvalidActionInput,
@@ -112,7 +111,7 @@ def bulk_job_run(*, job_id: int, chunk: int = BULK_JOB_CHUNK) -> BulkJob:
             job.skipped[why] = job.skipped.get(why, 0) + count
         job.save(using=DB, update_fields=["position", "done", "skipped", "updated_at"])
     if claimed:
-        job.state, job.finished_at = BulkJobState.DONE, timezone.now()
+        job.state, job.finished_at = BulkJobState.DONE, db_now()
         job.save(using=DB, update_fields=["state", "finished_at"])
     return job
 
@@ -126,7 +125,7 @@ def bulk_jobs_resume() -> int:
     stalled = (
         BulkJob.objects.using(DB)
         .exclude(state=BulkJobState.DONE)
-        .filter(updated_at__lt=timezone.now() - timedelta(seconds=BULK_JOB_STALLED_SECONDS))
+        .filter(updated_at__lt=db_now_plus(-BULK_JOB_STALLED_SECONDS))
         .values_list("pk", flat=True)
     )
     resumed = 0
@@ -134,10 +133,8 @@ def bulk_jobs_resume() -> int:
         # Touch it first (a conditional update): of two sweeps, one resumes it.
         if (
             BulkJob.objects.using(DB)
-            .filter(
-                pk=pk, updated_at__lt=timezone.now() - timedelta(seconds=BULK_JOB_STALLED_SECONDS)
-            )
-            .update(updated_at=timezone.now())
+            .filter(pk=pk, updated_at__lt=db_now_plus(-BULK_JOB_STALLED_SECONDS))
+            .update(updated_at=db_now())
         ):
             bulk_job_run(job_id=pk)
             resumed += 1

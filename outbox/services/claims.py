@@ -13,7 +13,6 @@ from typing import NamedTuple
 from django.conf import settings
 from django.db import connections, transaction
 from django.db.models import F
-from django.utils import timezone
 
 from lib.databases import DB
 from lib.telemetry import past_spans
@@ -143,15 +142,17 @@ def _claim_sql(due, *, limit: int) -> tuple[str, list]:
         f"WITH due AS ({select_sql}), "  # noqa: S608 - the inner query is Django's, every value a parameter
         f"claimed AS (UPDATE {handoffs} AS h SET state = %s, lease_owner = %s, "
         f"lease_expires_at = {POSTGRES_NOW_PLUS}, fencing_epoch = h.fencing_epoch + 1, "
-        "attempts = h.attempts + 1, attempts_in_run = h.attempts_in_run + 1, updated_at = now() "
+        "attempts = h.attempts + 1, attempts_in_run = h.attempts_in_run + 1, updated_at = STATEMENT_TIMESTAMP() "
         "FROM due WHERE h.id = due.id "
         f"RETURNING {returned}, "
         "h.plan <> '[]'::jsonb OR h.compensates_id IS NOT NULL AS follow_up), "
         f"attempt AS (INSERT INTO {attempts} (handoff_id, number, fencing_epoch, worker, started_at, outcome, "
         "failure_class, reason_code, detail) "
-        "SELECT id, attempts, fencing_epoch, %s, %s, %s, '', '', '' FROM claimed RETURNING id, handoff_id), "
+        "SELECT id, attempts, fencing_epoch, %s, STATEMENT_TIMESTAMP(), %s, '', '', '' FROM claimed "
+        "RETURNING id, handoff_id), "
         f"event AS (INSERT INTO {events} (handoff_id, from_state, to_state, actor_label, action, reason, at) "
-        "SELECT id, %s, %s, %s, '', 'claimed for attempt ' || attempts || ' at ' || destination, %s "
+        "SELECT id, %s, %s, %s, '', 'claimed for attempt ' || attempts || ' at ' || destination, "
+        "STATEMENT_TIMESTAMP() "
         "FROM claimed) "
         f"SELECT {read_back}, a.id AS attempt_id, c.follow_up "
         "FROM claimed c JOIN attempt a ON a.handoff_id = c.id"
@@ -164,23 +165,20 @@ def _claim_skip_locked(due, *, worker: str, limit: int, lease_seconds: int) -> l
     them, open an attempt and write the claim event for each, and read them back with their attempt ids:
     `WITH due AS (SELECT … FOR NO KEY UPDATE SKIP LOCKED), claimed AS (UPDATE … RETURNING), attempt AS
     (INSERT … RETURNING), event AS (INSERT …) SELECT …`. Committed on its own (autocommit): a claim is
-    all of it or none of it. The attempt's start and the event's time are the dispatcher's clock, as for
-    every other attempt and event."""
+    all of it or none of it. The lease, the attempt's start and the event's time are the database's clock
+    (the statement's time), as for every other time of record."""
     connection = connections[DB]
     sql, select_params = _claim_sql(due, limit=limit)
-    now = timezone.now()
     params = [
         *select_params,
         S.IN_FLIGHT,
         worker,
         lease_seconds,
         worker,
-        now,
         AttemptOutcome.IN_PROGRESS,
         S.PENDING,
         S.IN_FLIGHT,
         worker,
-        now,
     ]
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
@@ -226,14 +224,13 @@ def _claim_and_record_row_count(
         rows = _claim_row_count(due, worker=worker, limit=limit, lease_seconds=lease_seconds)
         if not rows:
             return []
-        now = timezone.now()
         attempts = Attempt.objects.using(DB).bulk_create(
             Attempt(
                 handoff_id=row["id"],
                 number=row["attempts"],
                 fencing_epoch=row["fencing_epoch"],
                 worker=worker,
-                started_at=now,
+                started_at=db_now(),
             )
             for row in rows
         )

@@ -3,7 +3,6 @@ all, and expired when a worker stopped reporting (the outcome is then unknown)."
 
 from django.db import transaction
 from django.db.models import Q
-from django.utils import timezone
 
 from lib.databases import DB
 from outbox.clock import db_now, db_now_plus
@@ -49,7 +48,7 @@ def handoff_release_claims(*, claims: list[Claim], reason: str) -> int:
                 continue
             Attempt.objects.using(DB).filter(
                 handoff_id=handoff.pk, number=claim.attempt_number
-            ).update(outcome=AttemptOutcome.SKIPPED, finished_at=timezone.now(), detail=reason)
+            ).update(outcome=AttemptOutcome.SKIPPED, finished_at=db_now(), detail=reason)
             handoff_transition(
                 handoff,
                 S.PENDING,
@@ -83,7 +82,7 @@ def handoff_expire_leases(*, actor_label: str = "sweep") -> int:
                 handoff_id=pk, fencing_epoch=epoch, outcome=AttemptOutcome.IN_PROGRESS
             ).update(
                 outcome=AttemptOutcome.ABANDONED,
-                finished_at=timezone.now(),
+                finished_at=db_now(),
                 failure_class=FailureClass.UNCERTAIN,
                 reason_code="lease_expired",
                 detail=f"worker {handoff.lease_owner} did not report back before its lease ran out",

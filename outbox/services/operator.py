@@ -4,7 +4,6 @@ checks the state under the lock and writes the move with its event."""
 
 from django.conf import settings
 from django.db import transaction
-from django.utils import timezone
 from django.utils.module_loading import import_string
 
 from lib.databases import DB
@@ -141,7 +140,7 @@ def handoff_acknowledge(*, handoff_id: int, actor, reason: str = "") -> Handoff:
             actor=actor,
             action="acknowledge",
             reason=reason or "failure acknowledged",
-            acknowledged_at=timezone.now(),
+            acknowledged_at=db_now(),
             acknowledged_by=actor,
         )
     return handoff
@@ -153,7 +152,7 @@ def _settle_changes(handoff: Handoff, receiver_task_id: str) -> tuple[str, dict]
     if unknown_outcome and receiver_task_id:
         return S.DELIVERED, {
             "destination_id": receiver_task_id,
-            "delivered_at": timezone.now(),
+            "delivered_at": db_now(),
             "failure_class": "",
             "reason_code": "",
             "last_error": "",

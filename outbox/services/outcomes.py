@@ -7,14 +7,13 @@ from dataclasses import dataclass
 from time import time_ns
 
 from django.db import connections, transaction
-from django.db.models import BooleanField, ExpressionWrapper, Q
+from django.db.models import BooleanField, DateTimeField, ExpressionWrapper, Q
 from django.db.models.functions import Coalesce
-from django.utils import timezone
 
 from lib.databases import DB
 from lib.telemetry import past_spans
 from outbox.bulk_writes import update_many
-from outbox.clock import db_now_plus
+from outbox.clock import db_now, db_now_plus
 from outbox.delivered import DeliveredRow, record_delivered
 from outbox.destinations import Destination
 from outbox.errors import LeaseLost
@@ -42,7 +41,7 @@ def _locked_in_flight(ids: list[int], window_seconds: float) -> dict[int, Handof
         Handoff.objects.using(DB)
         .select_for_update(no_key=True, of=("self",))
         .filter(pk__in=ids, state=S.IN_FLIGHT)
-        .annotate(run_start=Coalesce("run_started_at", "created_at"))
+        .annotate(run_start=Coalesce("run_started_at", "created_at", output_field=DateTimeField()))
         .annotate(past_window=past)
         .order_by("pk")
     )
@@ -136,9 +135,8 @@ def _write_outcomes(
     *,
     actor_label: str,
 ) -> None:
-    now = timezone.now()
     for handoff in changed:
-        handoff.updated_at = now
+        handoff.updated_at = db_now()
     update_many(changed, fields, using=DB)
     HandoffEvent.objects.using(DB).bulk_create(events)
     _finish_attempts(attempts)

@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from django.db import IntegrityError, transaction
-from django.utils import timezone
 
 from lib.databases import DB
+from outbox.clock import db_now
 from outbox.models import Handoff, HandoffState, StatusEvent, StatusEventResult
 from outbox.models.states import WORK_STATUSES
 from outbox.services.transitions import handoff_lock, handoff_transition
@@ -52,7 +52,7 @@ class StatusEventOutcome:
 def _changes(statement: ReceiverStatement, handoff: Handoff, *, source: str) -> dict:
     changes = {
         "receiver_event_sequence": statement.sequence,
-        "task_checked_at": timezone.now(),
+        "task_checked_at": db_now(),
         "task_checked_by": source,
         "task_seen": statement.kind != TASK_DELETED,
     }
@@ -146,5 +146,5 @@ def handoffs_note_receiver_answer(*, ids: list[int], found: bool, source: str) -
     return (
         Handoff.objects.using(DB)
         .filter(pk__in=ids)
-        .update(task_seen=found, task_checked_at=timezone.now(), task_checked_by=source[:120])
+        .update(task_seen=found, task_checked_at=db_now(), task_checked_by=source[:120])
     )

@@ -2,12 +2,10 @@
 reversed first), `handoff_transition` checks the move against `HANDOFF_TRANSITIONS`, writes it and its
 event, and records what a delivery leads to (`outbox/services/workflows.py`)."""
 
-from datetime import timedelta
-
 from django.conf import settings
-from django.utils import timezone
 
 from lib.databases import DB
+from outbox.clock import db_now, db_now_plus
 from outbox.errors import HandoffNotFound, InvalidTransition
 from outbox.models import HANDOFF_TRANSITIONS, Handoff, HandoffEvent, HandoffState
 from outbox.services.workflows import record_successors
@@ -56,10 +54,10 @@ def move_changes(from_state: str, to_state: str, changes: dict, *, action_key: s
     if to_state != from_state and to_state not in HANDOFF_TRANSITIONS[from_state]:
         raise InvalidTransition(action_key, from_state, to_state)
     changes = dict(changes)
-    now = timezone.now()
     if to_state == S.NEEDS_ATTENTION and from_state != S.NEEDS_ATTENTION:
-        changes.setdefault("attention_since", now)
-        changes.setdefault("sla_due_at", now + timedelta(minutes=settings.HANDOFF_SLA_MINUTES))
+        # On the database clock, as the event beside it: the SLA's breach is judged against it.
+        changes.setdefault("attention_since", db_now())
+        changes.setdefault("sla_due_at", db_now_plus(60.0 * settings.HANDOFF_SLA_MINUTES))
         changes.setdefault("acknowledged_at", None)
         changes.setdefault("acknowledged_by", None)
     if to_state in (S.DELIVERED, S.CANCELLED, S.SUPERSEDED):

@@ -1,8 +1,7 @@
 """The business outcome: the receiver's task status (the work), read back for delivered handoffs."""
 
-from django.utils import timezone
-
 from lib.databases import DB
+from outbox.clock import db_now
 from outbox.models import Handoff, HandoffState
 from outbox.models.states import WORK_STATUSES
 
@@ -28,6 +27,6 @@ def handoffs_record_work_status(*, statuses: dict[str, str]) -> int:
         changed += (
             Handoff.objects.using(DB)
             .filter(action_key__in=keys, state=S.DELIVERED, work_status__in=WORK_REPLACES[status])
-            .update(work_status=status, work_checked_at=timezone.now())
+            .update(work_status=status, work_checked_at=db_now())
         )
     return changed

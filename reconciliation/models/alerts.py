@@ -2,6 +2,7 @@
 
 from django.db import models
 
+from outbox.clock import DbClockDateTimeField
 from reconciliation.models.findings import Finding
 
 
@@ -67,7 +68,7 @@ class AlertRecord(models.Model):
         max_length=64, blank=True, help_text="The notification this was sent in."
     )
     recipients = models.TextField(blank=True)
-    created_at = models.DateTimeField(auto_now_add=True)
+    created_at = DbClockDateTimeField(auto_now_add=True)
     sent_at = models.DateTimeField(null=True, blank=True)
     send_attempts = models.PositiveSmallIntegerField(default=0)
     webhook_status = models.CharField(max_length=40, blank=True)

@@ -10,6 +10,8 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
+from outbox.clock import DbClockDateTimeField
+
 
 class RunStatus(models.TextChoices):
     QUEUED = "queued", "Queued"
@@ -29,7 +31,7 @@ class ReconciliationRun(models.Model):
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
     status = models.CharField(max_length=16, choices=RunStatus.choices, default=RunStatus.RUNNING)
-    started_at = models.DateTimeField(auto_now_add=True)
+    started_at = DbClockDateTimeField(auto_now_add=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     batch_size = models.PositiveIntegerField()
     source_keys = models.PositiveBigIntegerField(default=0)
@@ -139,7 +141,7 @@ class Finding(models.Model):
     last_run = models.ForeignKey(
         ReconciliationRun, on_delete=models.PROTECT, related_name="findings"
     )
-    first_seen_at = models.DateTimeField(auto_now_add=True)
+    first_seen_at = DbClockDateTimeField(auto_now_add=True)
     last_seen_at = models.DateTimeField()
     acknowledged_at = models.DateTimeField(null=True, blank=True)
     acknowledged_by = models.ForeignKey(
@@ -199,7 +201,7 @@ class FindingEvent(models.Model):
     )
     actor_label = models.CharField(max_length=120)
     note = models.TextField(blank=True)
-    at = models.DateTimeField(auto_now_add=True)
+    at = DbClockDateTimeField(auto_now_add=True)
 
     class Meta:
         indexes = [models.Index(fields=["finding", "at"], name="finding_event_idx")]
@@ -229,7 +231,7 @@ class ManualRepair(models.Model):
         settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
     )
     actor_label = models.CharField(max_length=120)
-    at = models.DateTimeField(auto_now_add=True)
+    at = DbClockDateTimeField(auto_now_add=True)
     what_was_done = models.TextField(
         help_text="What was done outside the system, in the person's words."
     )
