@@ -1,6 +1,7 @@
 """What a destination's answers say about it, for its circuit breaker: which failures are the destination's
-(unreachable, credentials refused), how many in a row pause it, how long a paused one waits between probes.
-Pure: the breaker's writes are `outbox/services/breaker.py`."""
+(unreachable, credentials refused), how many in a row pause it, how long a paused one waits between probes
+(shorter when the failure says the receiver is there and only waits for something it needs, such as its
+database). Pure: the breaker's writes are `outbox/services/breaker.py`."""
 
 from dataclasses import dataclass
 from enum import Enum
@@ -37,11 +38,23 @@ def destination_failure(result: DeliveryResult) -> str:
     return ""
 
 
-def probe_delay(probes_made: int) -> float:
-    return min(
-        settings.HANDOFF_BREAKER_PROBE_CAP,
-        settings.HANDOFF_BREAKER_PROBE_BASE * 2 ** min(probes_made, 20),
-    )
+# Failures of a receiver that is there but cannot serve for a moment: its process refused the connection (it is
+# restarting: nothing listens on the port for the seconds a deploy or a crash restart takes), or it answered
+# 500/502/503 at once (its web process is up; what it needs behind it, usually its database, is not). Such a
+# receiver comes back by itself within seconds, so its probes are spaced at most
+# HANDOFF_BREAKER_QUICK_PROBE_CAP apart. A connect timeout or a 504 (nothing answers: a host, a network or a
+# whole site is gone) and a refused credential (a person fixes it, then asks for a probe) keep the slower
+# schedule up to HANDOFF_BREAKER_PROBE_CAP.
+QUICK_RECOVERY_REASONS = frozenset({"connect_failed", "http_500", "http_502", "http_503"})
+
+
+def probe_delay(probes_made: int, reason_code: str = "") -> float:
+    """Seconds to the next probe after `probes_made` probes, for a pause whose latest failure was
+    `reason_code` (its cap is the quick one for QUICK_RECOVERY_REASONS)."""
+    cap = settings.HANDOFF_BREAKER_PROBE_CAP
+    if reason_code in QUICK_RECOVERY_REASONS:
+        cap = min(cap, settings.HANDOFF_BREAKER_QUICK_PROBE_CAP)
+    return min(cap, settings.HANDOFF_BREAKER_PROBE_BASE * 2 ** min(probes_made, 20))
 
 
 @dataclass(frozen=True)
@@ -52,21 +65,24 @@ class Verdict:
     failures: int
     reason: str
     detail: str
+    # The reason code of the latest failure counted: it sets how soon a paused destination is probed.
+    reason_code: str = ""
 
 
 def verdict_of(results: list[DeliveryResult]) -> Verdict:
     # Only the failures after the last success count: the streak is of consecutive failures.
-    failures, reason, detail, succeeded = 0, "", "", False
+    failures, reason, detail, succeeded, code = 0, "", "", False, ""
     for result in results:
         kind = destination_failure(result)
         if result.delivered or (not kind and result.status_code is not None):
             # Any answer about the handoff itself proves the destination is up and takes our credentials.
-            succeeded, failures, reason, detail = True, 0, "", ""
+            succeeded, failures, reason, detail, code = True, 0, "", "", ""
         elif kind:
             failures += 1
             reason = PauseReason.CREDENTIAL if PauseReason.CREDENTIAL in (kind, reason) else kind
             detail = f"{result.reason_code}: {result.detail}"[:500]
-    return Verdict(succeeded, failures, reason, detail)
+            code = result.reason_code
+    return Verdict(succeeded, failures, reason, detail, code)
 
 
 def pause_threshold(reason: str) -> int:

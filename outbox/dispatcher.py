@@ -34,8 +34,11 @@ from outbox.limit_rules import DestinationLimited, Permit
 from outbox.models import DestinationState, Handoff, HandoffState
 from outbox.reconnect import retried_after_lost_connection
 from outbox.run_stats import RunStats
-from outbox.selectors import destination_pause
-from outbox.services.breaker import destination_admit, destination_record_results
+from outbox.services.breaker import (
+    destination_admit,
+    destination_record_results,
+    destination_settlement_admission,
+)
 from outbox.services.claims import Claim, claim_resend_blocked, handoff_claim_due
 from outbox.services.leases import handoff_expire_leases
 from outbox.services.limits import destination_acquire, destination_release
@@ -353,18 +356,27 @@ def maintain(
     """Expire leases that ran out (every destination's: one statement, no call) and settle the uncertain
     outcomes of the destination (of every enabled one without). Runs on its own cadence, never behind a
     drain: a dead worker's rows are noticed within a lease, whatever the backlog. A pass is short (at most
-    `settle_limit` lookups), so that it completes between connection losses; a paused destination is not
-    asked at all (it cannot answer; its probes resume it first). One that asked to be left alone for a while
-    (a Retry-After hold) refuses settlement's permit, like any other call's."""
+    `settle_limit` lookups), so that it completes between connection losses. A destination paused by its
+    breaker is asked only when its probe is due, once: that lookup is the probe, and its answer resumes the
+    destination, after which the rest are asked in the same pass (`destination_settlement_admission`). One
+    in an operator's pause or window is not asked; one that asked to be left alone for a while (a
+    Retry-After hold) refuses settlement's permit, like any other call's."""
     stats = RunStats(expired_leases=handoff_expire_leases() if expire_leases else 0)
     for each in _each(destination):
-        if _may_be_asked(each):
-            stats.add(RunStats(settled=settle_uncertain(destination=each, limit=settle_limit)))
+        stats.add(_settle_as_admitted(each, settle_limit))
     return stats
 
 
-def _may_be_asked(destination: Destination) -> bool:
-    return destination_pause(destination.name) is None
+def _settle_as_admitted(destination: Destination, limit: int) -> RunStats:
+    admission = destination_settlement_admission(name=destination.name)
+    if admission is Admission.PAUSED:
+        return RunStats()
+    if admission is Admission.OPEN:
+        return RunStats(settled=settle_uncertain(destination=destination, limit=limit))
+    stats = RunStats(settled=settle_uncertain(destination=destination, limit=1))
+    if destination_settlement_admission(name=destination.name) is Admission.OPEN:
+        stats.add(RunStats(settled=settle_uncertain(destination=destination, limit=limit)))
+    return stats
 
 
 def sweep(*, destination: Destination | None = None, worker: str | None = None) -> RunStats:
@@ -376,6 +388,5 @@ def sweep(*, destination: Destination | None = None, worker: str | None = None) 
     for each in destinations:
         stats.add(maintain(destination=each, expire_leases=False))
         stats.add(drain(destination=each, worker=worker))
-        if _may_be_asked(each):
-            stats.add(RunStats(settled=settle_uncertain(destination=each)))
+        stats.add(_settle_as_admitted(each, 200))
     return stats

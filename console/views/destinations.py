@@ -48,10 +48,8 @@ from outbox.services.destination_windows import (
     destination_schedule_window,
 )
 from outbox.services.lookup_limits import lookups_under_limits
+from outbox.services.recovery import CONNECTION_TEST_KEY
 from outbox.services.settlement import PERSON_LOOKUP_WAIT_SECONDS
-
-# A key no handoff has: a lookup of it tests the connection and the credentials, and creates nothing.
-CONNECTION_TEST_KEY = "handoff-console:connection-test"
 
 
 @dataclass(frozen=True)
@@ -233,7 +231,8 @@ def destination_resume(request: HtmxHttpRequest, name: str) -> str:
         name=name, actor=request.user, reason=request.POST.get("reason", "")
     )
     if health.paused_by_breaker:
-        return f"{name} is probed now: it resumes when that call succeeds."
+        # Asked at once and not answered (the service says so in the destination's events).
+        return f"{name} did not answer yet: it is probed with the next handoff and resumes when that succeeds."
     return f"{name} resumed: its waiting handoffs are sent now."
 
 

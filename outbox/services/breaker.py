@@ -6,6 +6,14 @@ destination is paused: no handoff is claimed for it, so none spends an attempt o
 receiver that cannot answer. One worker at a time makes a single probe call on a backoff schedule; the
 first success resumes the destination. Pauses and resumes are events; alerts read them. What the answers
 say (the verdict, the thresholds, the probe delays) is `outbox/breaker_rules.py`.
+
+Recovery does not wait for the schedule when there is evidence sooner (issue 26): any answer from the
+destination to a lookup or a key listing (settlement, a person's reconcile, a reconciliation run, an
+operator's resume, which asks at once: `outbox/services/recovery.py`) resumes it on the spot
+(`destination_answered`, called by `outbox/services/lookup_limits.py`), and wakes its dispatchers. While it is
+paused, the maintenance pass may spend the probe on a lookup of one uncertain outcome instead of a delivery
+(`destination_settlement_admission`): a lookup creates nothing, and its answer both settles that handoff and
+resumes the destination.
 """
 
 from django.db import IntegrityError, transaction
@@ -22,7 +30,14 @@ from outbox.breaker_rules import (
 )
 from outbox.clock import db_now, db_now_plus
 from outbox.failures import DeliveryResult
-from outbox.models import DestinationEvent, DestinationHealth, DestinationState
+from outbox.models import (
+    DestinationEvent,
+    DestinationHealth,
+    DestinationState,
+    Handoff,
+    HandoffState,
+)
+from outbox.wakeups import wake_dispatcher_on_commit
 
 D = DestinationState
 
@@ -54,14 +69,65 @@ def destination_admit(*, name: str, seen: BreakerSeen | None = None) -> Admissio
     )
     if state != D.PAUSED:
         return Admission.OPEN
-    # The probe slot is taken by a conditional update on the database clock (and on the probe count read
-    # here), so that one worker probes.
-    taken = (
+    return Admission.PROBE if _take_probe_slot(name, made) else Admission.PAUSED
+
+
+def _take_probe_slot(name: str, made: int) -> bool:
+    # The probe slot is taken by a conditional update on the database clock (and on the probe count read by
+    # the caller), so that one worker probes. The next probe is set on the slower schedule here: the probe's
+    # own failure, once recorded, sets it by its cause (`_count_failures`); a prober that dies leaves this.
+    return bool(
         DestinationHealth.objects.using(DB)
         .filter(name=name, state=D.PAUSED, probes=made, next_probe_at__lte=db_now())
         .update(probes=F("probes") + 1, next_probe_at=db_now_plus(probe_delay(made + 1)))
     )
-    return Admission.PROBE if taken else Admission.PAUSED
+
+
+def destination_settlement_admission(*, name: str) -> Admission:
+    """May the maintenance pass ask the destination about its uncertain outcomes now. OPEN: neither paused by
+    its breaker nor in an operator's pause or window (a Retry-After hold refuses the lookups' permits by
+    itself). PROBE: paused by its breaker, its probe is due and an uncertain outcome waits: this pass makes the
+    probe as one lookup (and asks about the rest once that answer has resumed it). PAUSED: not now."""
+    seen = (
+        DestinationHealth.objects.using(DB)
+        .with_window()
+        .filter(name=name)
+        .values_list("state", "probes", "in_window", named=True)
+        .first()
+    )
+    if seen is None:
+        return Admission.OPEN
+    if seen.in_window:
+        return Admission.PAUSED  # an operator said no calls: not even a probe
+    if seen.state != D.PAUSED:
+        return Admission.OPEN
+    waiting = (
+        Handoff.objects.using(DB).filter(state=HandoffState.UNCERTAIN, destination=name).exists()
+    )
+    return Admission.PROBE if waiting and _take_probe_slot(name, seen.probes) else Admission.PAUSED
+
+
+def destination_answered(*, name: str, what: str) -> bool:
+    """The destination answered `what` (a lookup, a key listing): it is reachable and takes our credentials.
+    A destination paused by its breaker resumes now, without waiting for its next probe, and its
+    dispatchers are woken to drain it. Returns whether it was resumed. The caller knows it was paused (the
+    breaker as read with its permit): a healthy destination's answers cost nothing here."""
+    with transaction.atomic(using=DB):
+        health = (
+            DestinationHealth.objects.using(DB)
+            .select_for_update(no_key=True)
+            .filter(name=name, state=D.PAUSED)
+            .first()
+        )
+        if health is None:
+            return False  # resumed meanwhile (by a probe, or by another answer)
+        _resume(
+            health,
+            f"{what} answered after {health.probes} probe(s); resumed without waiting for the next probe",
+        )
+        health.save(using=DB)
+        wake_dispatcher_on_commit(DB, destination=name)
+    return True
 
 
 def destination_record_results(
@@ -106,9 +172,13 @@ def _move(health: DestinationHealth, to_state: str, reason: str) -> None:
     health.state = to_state
 
 
-def _resume(health: DestinationHealth) -> None:
+def _resume(health: DestinationHealth, reason: str = "") -> None:
     if health.state == D.PAUSED:
-        _move(health, D.ACTIVE, f"a call succeeded after {health.probes} probe(s); resumed")
+        _move(
+            health,
+            D.ACTIVE,
+            reason or f"a call succeeded after {health.probes} probe(s); resumed",
+        )
     health.consecutive_failures, health.failing_since, health.pause_reason = 0, None, ""
     health.paused_at, health.next_probe_at, health.probes, health.last_error = None, None, 0, ""
 
@@ -127,7 +197,11 @@ def _count_failures(health: DestinationHealth, verdict: Verdict) -> None:
         health.pause_reason = verdict.reason
         health.paused_at = db_now()
         health.probes = 0
-        health.next_probe_at = db_now_plus(probe_delay(0))
+        health.next_probe_at = db_now_plus(probe_delay(0, verdict.reason_code))
+    elif health.state == D.PAUSED:
+        # A probe failed: the next one by its cause (sooner for a receiver that is restarting or waits for
+        # its database) instead of the slower schedule its slot was taken with.
+        health.next_probe_at = db_now_plus(probe_delay(health.probes, verdict.reason_code))
 
 
 def destination_resume(*, name: str, actor_label: str) -> str:

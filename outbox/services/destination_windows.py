@@ -18,6 +18,7 @@ from outbox.clock import db_now, db_now_plus
 from outbox.errors import InvalidActionInput
 from outbox.models import DestinationEvent, DestinationHealth, DestinationState
 from outbox.services.breaker import destination_health_get_or_create, destination_resume
+from outbox.services.recovery import destination_probe_now
 
 REASON_MAX = 200
 
@@ -120,23 +121,29 @@ def destination_schedule_window(
 
 def destination_resume_by_operator(*, name: str, actor, reason: str) -> DestinationHealth:
     """End an operator's pause or window now (or cancel one scheduled ahead); the destination drains. A
-    destination paused by its breaker (an outage, a refused credential) is probed at once instead: it
-    resumes when that call succeeds (`outbox/services/breaker.py`)."""
+    destination paused by its breaker (an outage, a refused credential) is asked at once, after the commit
+    (`outbox/services/recovery.py`): it resumes on that answer, or else when its next probe succeeds, which
+    is the next claim (`outbox/services/breaker.py`)."""
     reason = _checked_reason(reason)
+    label = actor.get_username() if actor else "system"
     with transaction.atomic(using=DB):
         health = _locked(name)
         if health.window_starts_at is None and health.state == DestinationState.PAUSED:
-            destination_resume(name=name, actor_label=actor.get_username() if actor else "system")
-            health.refresh_from_db(using=DB)
-            return health
-        if health.window_starts_at is None:
+            destination_resume(name=name, actor_label=label)
+        elif health.window_starts_at is None:
             raise InvalidWindow(f"destination {name} has no pause or window to end")
-        return _write_window(
-            health,
-            starts=None,
-            ends=None,
-            reason="",
-            actor=actor,
-            action="operator_resume",
-            text=f"resumed by an operator: {reason}",
-        )
+        else:
+            _write_window(
+                health,
+                starts=None,
+                ends=None,
+                reason="",
+                actor=actor,
+                action="operator_resume",
+                text=f"resumed by an operator: {reason}",
+            )
+    health.refresh_from_db(using=DB)
+    if health.state == DestinationState.PAUSED:
+        destination_probe_now(name=name, asked_by=f"resume by {label}")
+        health.refresh_from_db(using=DB)
+    return health

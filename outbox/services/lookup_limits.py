@@ -4,6 +4,9 @@ delivery call, so each takes a permit (`outbox/services/limits.py`) and gives it
 The rule: every lookup and key listing the product makes (settlement, reconciliation runs, a person's
 reconcile or check) asks through `lookups_under_limits`, whether or not its caller passed a destination.
 Deliveries are not asked here: the dispatcher takes a permit per claim batch.
+
+An answer is also evidence that the destination is back: one paused by its breaker (as read with the
+permit) resumes at once (`outbox/services/breaker.py` `destination_answered`), not at its next probe.
 """
 
 import time
@@ -14,6 +17,8 @@ from django.conf import settings
 
 from outbox.destinations import Destination, LookupFailed, Lookups, RemoteTask, get_destination
 from outbox.limit_rules import DestinationLimited, Permit
+from outbox.models import DestinationState
+from outbox.services.breaker import destination_answered
 from outbox.services.limits import destination_acquire, destination_release
 
 T = TypeVar("T")
@@ -50,18 +55,23 @@ class LimitedLookups(Lookups):
         return self.destination.describe()
 
     def lookup(self, action_key: str) -> RemoteTask | None:
-        return self._asked(lambda: self.destination.lookup(action_key))
+        return self._asked(lambda: self.destination.lookup(action_key), "a lookup")
 
     def list_keys(self, *, after: str = "", limit: int = 500) -> list[RemoteTask]:
-        return self._asked(lambda: self.destination.list_keys(after=after, limit=limit))
+        return self._asked(
+            lambda: self.destination.list_keys(after=after, limit=limit), "a key listing"
+        )
 
-    def _asked(self, call: Callable[[], T]) -> T:
+    def _asked(self, call: Callable[[], T], what: str) -> T:
         permit = self._permit()
         try:
-            return call()
+            answer = call()  # LookupFailed when the destination did not answer: no evidence
         finally:
             permit.made([])
             destination_release(permit=permit)
+        if permit.breaker is not None and permit.breaker.state == DestinationState.PAUSED:
+            destination_answered(name=self.destination.name, what=f"{what} ({self.worker})")
+        return answer
 
     def _permit(self) -> Permit:
         deadline = time.monotonic() + self.wait_seconds

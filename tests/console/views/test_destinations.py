@@ -93,7 +93,7 @@ def test_the_handoff_list_filters_by_destination(world, crm):
     assert all(h.state == HandoffState.PENDING for h in listed.context["handoffs"])
 
 
-def test_a_destination_paused_by_its_breaker_is_probed_now_from_its_page(world, crm):
+def test_a_destination_paused_by_its_breaker_is_asked_at_once_from_its_page_and_resumes(world, crm):
     from outbox.clock import db_now_plus
     from outbox.models import DestinationState
 
@@ -103,8 +103,27 @@ def test_a_destination_paused_by_its_breaker_is_probed_now_from_its_page(world, 
     olga = client_for(grant_destination_admin(world["olga"]))
     assert b"Probe now" in olga.get("/destinations/crm/").content
     answer = olga.post("/destinations/crm/resume", {"reason": "token fixed"}, follow=True)
-    assert b"is probed now" in answer.content
-    health = DestinationHealth.objects.get(name="crm")
+    # The resume asked the destination (a lookup that creates nothing): it answered, so it is active now,
+    # ten minutes before its scheduled probe.
+    assert b"crm resumed" in answer.content
+    assert DestinationHealth.objects.get(name="crm").state == DestinationState.ACTIVE
+
+
+def test_a_destination_that_does_not_answer_the_resume_is_probed_with_the_next_claim(world):
+    from outbox.clock import db_now_plus
+    from outbox.models import DestinationState
+    from tests.processes import free_port
+
+    # Nothing listens on this port: the resume's lookup is refused.
+    url = f"http://127.0.0.1:{free_port()}/delivery/api"
+    DestinationConfig.objects.create(name="down", kind="http", config={"url": url})
+    DestinationHealth.objects.create(
+        name="down", state=DestinationState.PAUSED, next_probe_at=db_now_plus(600)
+    )
+    olga = client_for(grant_destination_admin(world["olga"]))
+    answer = olga.post("/destinations/down/resume", {"reason": "restarted"}, follow=True)
+    assert b"did not answer yet" in answer.content
+    health = DestinationHealth.objects.get(name="down")
     # The next claim is the probe: due now on the database clock, the breaker still paused until it succeeds.
     assert health.state == DestinationState.PAUSED
-    assert DestinationHealth.objects.filter(name="crm", next_probe_at__lte=db_now_plus(0)).exists()
+    assert DestinationHealth.objects.filter(name="down", next_probe_at__lte=db_now_plus(0)).exists()
