@@ -186,6 +186,7 @@ CONSOLE_PAGES: list[tuple[str, str, str]] = [
     ("approvals:queue", "Approvals", Role.APPROVER),
     ("outbox:list", "Handoffs", "member"),
     ("intake:triggers", "Triggers", "member"),
+    ("observation:index", "Observation", "member"),
     ("reconciliation:health", "Health", Role.OPERATOR),
     ("destinations:list", "Destinations", Role.OPERATOR),
     ("reconciliation:findings", "Findings", Role.OPERATOR),

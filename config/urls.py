@@ -14,6 +14,8 @@ urlpatterns = [
     path("destinations/", include("console.urls.destinations")),
     path("audit/", include("console.urls.audit")),
     path("incidents/", include("console.urls.incidents")),
+    # Observation mode: agreement with the current process, going live (docs/observation.md).
+    path("observation/", include("console.urls.observation")),
     path("delivery/", include("delivery.urls")),
     # /healthz and /readyz for orchestrators: open, nothing secret (docs/operations.md).
     path("", include("console.urls.health_probes")),

@@ -1,6 +1,12 @@
 """The source application's models, one module per subject; re-exported here (Django finds them here)."""
 
 from approvals.models.audit_exports import AuditExport
+from approvals.models.observation import (
+    ObservedOutcome,
+    ObservedOutcomeQuerySet,
+    OutcomeSource,
+    PilotBrief,
+)
 from approvals.models.requests import (
     REQUEST_TRANSITIONS,
     Approval,
@@ -27,6 +33,10 @@ __all__ = [
     "Decision",
     "Membership",
     "Mode",
+    "ObservedOutcome",
+    "ObservedOutcomeQuerySet",
+    "OutcomeSource",
+    "PilotBrief",
     "Request",
     "RequestEvent",
     "RequestReference",

@@ -8,9 +8,12 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
+from django.db.models import Q
+
 from approvals.models import (
     Approval,
     AuditExport,
+    ObservedOutcome,
     RequestEvent,
     RoleChange,
     WorkflowModeChange,
@@ -213,6 +216,44 @@ def _mode_changes(p: Period) -> Iterable[AuditRecord]:
         )
 
 
+def _observed_outcomes(p: Period) -> Iterable[AuditRecord]:
+    """What the current process did with an observed case, as recorded, and the owner's explanations."""
+    in_period = Q(recorded_at__gte=p.start, recorded_at__lt=p.end) | Q(
+        explained_at__gte=p.start, explained_at__lt=p.end
+    )
+    rows = ObservedOutcome.objects.filter(in_period, workspace_id=p.workspace_id).select_related(
+        "recorded_by", "explained_by"
+    )
+    for o in rows:
+        subject = f"{o.action_key} (rules {o.rule_version})"
+        if p.start <= o.recorded_at < p.end:
+            yield AuditRecord(
+                at=o.recorded_at,
+                kind="observed_outcome",
+                record=f"observed_outcome:{o.pk}",
+                workspace=p.workspace_id,
+                actor=_who(o.recorded_by),
+                action=f"record_outcome_{o.source}",
+                subject=subject,
+                before="",
+                after="agrees" if o.agrees else f"disagrees: {o.difference}",
+                reason=o.outcome,
+            )
+        if o.explained_at is not None and p.start <= o.explained_at < p.end:
+            yield AuditRecord(
+                at=o.explained_at,
+                kind="observed_outcome",
+                record=f"observed_outcome:{o.pk}:explained",
+                workspace=p.workspace_id,
+                actor=_who(o.explained_by),
+                action="explain_disagreement",
+                subject=subject,
+                before="not explained",
+                after="explained",
+                reason=o.explanation,
+            )
+
+
 def _exports(p: Period) -> Iterable[AuditRecord]:
     rows = AuditExport.objects.filter(
         workspace_id=p.workspace_id, exported_at__gte=p.start, exported_at__lt=p.end
@@ -248,5 +289,6 @@ SOURCES: dict[str, Source] = {
     "incident_event": Source("reconciliation.view_incidentevent", _incident_events),
     "destination_event": Source("outbox.view_destinationevent", _destination_events),
     "workflow_mode_change": Source("approvals.view_workflowmodechange", _mode_changes),
+    "observed_outcome": Source("approvals.view_observedoutcome", _observed_outcomes),
     "audit_export": Source("approvals.view_auditexport", _exports),
 }

@@ -24,15 +24,18 @@ def test_nav_shows_only_the_pages_each_role_may_use(world):
         "My requests",
         "Handoffs",
         "Triggers",
+        "Observation",
     ]
     assert _nav(client_for(world["alice"]).get("/").content.decode()) == [
         "Approvals",
         "Handoffs",
         "Triggers",
+        "Observation",
     ]
     assert _nav(client_for(world["olga"]).get("/").content.decode()) == [
         "Handoffs",
         "Triggers",
+        "Observation",
         "Health",
         "Destinations",
         "Findings",

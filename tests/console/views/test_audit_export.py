@@ -265,8 +265,8 @@ def test_the_export_reads_each_kind_in_one_query_however_many_events(
             day, number=number
         )  # submitted, approved, decided, recorded (observed): four events
     start, end = parse_period(day["period"]["since"], day["period"]["until"])
-    # Workspace check, roles, one query per kind (ten), the export's insert, and the transaction.
-    with django_assert_max_num_queries(16):
+    # Workspace check, roles, one query per kind (eleven), the export's insert, and the transaction.
+    with django_assert_max_num_queries(17):
         result = audit_export(
             actor=day["olga"], workspace_id=7, start=start, end=end, fmt="csv", channel="console"
         )
