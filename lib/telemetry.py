@@ -77,10 +77,7 @@ def handoff_ids(action_key: str) -> tuple[int, int]:
 
 def _handoff_root(action_key: str) -> otel_context.Context:
     """A context whose current span is the handoff's root (the approval), whichever process wrote it."""
-    trace_id, span_id = handoff_ids(action_key)
-    root = SpanContext(
-        trace_id, span_id, is_remote=True, trace_flags=TraceFlags(TraceFlags.SAMPLED)
-    )
+    root = _root_context(action_key)
     return trace.set_span_in_context(NonRecordingSpan(root), otel_context.Context())
 
 
@@ -129,6 +126,47 @@ def call_span(destination: str, action_key: str):
     """The span of one call to a destination (kind CLIENT): `trace_headers` inside it names it as parent."""
     return handoff_span(
         "destination.call", action_key, kind=SpanKind.CLIENT, **{"handoff.destination": destination}
+    )
+
+
+@contextmanager
+def batch_call_span(destination: str, action_keys: list[str]):
+    """Around one call that carries many handoffs (`POST /tasks/batch`): the call's own CLIENT span, current
+    while the block runs so that `trace_headers` sends its `traceparent`, linked to each handoff's trace; on
+    the way out each handoff's trace gets its `destination.call` span for the same interval, linked back to the
+    batch's span, so that a handoff's trace reads approval, claim, call, record whether its call was single or
+    batched, and the receiver's trace of the request finds every handoff it carried."""
+    tracer = _tracer()
+    if tracer is None:
+        yield
+        return
+    started = time_ns()
+    attributes = {"handoff.destination": destination, "handoff.batch_size": len(action_keys)}
+    with tracer.start_as_current_span(
+        "destination.call_batch",
+        context=otel_context.Context(),
+        kind=SpanKind.CLIENT,
+        links=[Link(_root_context(key)) for key in action_keys],
+        attributes=attributes,
+    ) as batch:
+        yield
+    ended, link = time_ns(), [Link(batch.get_span_context())]
+    for key in action_keys:
+        span = tracer.start_span(
+            "destination.call",
+            context=_handoff_root(key),
+            kind=SpanKind.CLIENT,
+            start_time=started,
+            links=link,
+            attributes={KEY_ATTRIBUTE: key, "handoff.destination": destination},
+        )
+        span.end(end_time=ended)
+
+
+def _root_context(action_key: str) -> SpanContext:
+    trace_id, span_id = handoff_ids(action_key)
+    return SpanContext(
+        trace_id, span_id, is_remote=True, trace_flags=TraceFlags(TraceFlags.SAMPLED)
     )
 
 

@@ -19,7 +19,7 @@ import urllib3
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
-from lib.telemetry import call_span, note, trace_headers
+from lib.telemetry import batch_call_span, call_span, note, trace_headers
 from outbox.destinations.base import (
     BatchRefused,
     Destination,
@@ -238,7 +238,8 @@ class HttpDestination(Destination):
         body = canonical_json(
             {"items": [{"action_key": o.action_key, "payload": o.payload} for o in outgoings]}
         )
-        response, failure, latency_ms = self._post("/tasks/batch", body)
+        with batch_call_span(self.name, [o.action_key for o in outgoings]):
+            response, failure, latency_ms = self._post("/tasks/batch", body)
         if failure is not None:
             return [failure] * len(outgoings)
         if response.status_code == 413:

@@ -24,6 +24,7 @@ from django.core.exceptions import ValidationError
 from django.core.mail import EmailMessage, get_connection
 from django.core.validators import validate_email
 
+from lib.telemetry import call_span, note, trace_headers
 from outbox.destinations.base import Destination, LookupFailed, RemoteTask
 from outbox.destinations.smtp_session import Transcript, smtp_result
 from outbox.failures import TASK_ID_MAX, DeliveryResult, Outgoing
@@ -240,7 +241,10 @@ class SmtpDestination(Destination):
             body=_fill(self.body, outgoing.payload),
             from_email=self.from_address,
             to=[recipient],
-            headers={"Message-ID": message_id, "X-Handoff-Action-Key": outgoing.action_key},
+            # The call's `traceparent` too (when tracing is on), for a mail system that traces what it takes.
+            headers=trace_headers(
+                {"Message-ID": message_id, "X-Handoff-Action-Key": outgoing.action_key}
+            ),
         )
         try:
             message.message()  # a header that cannot be written (a line break in the subject) fails here
@@ -255,6 +259,12 @@ class SmtpDestination(Destination):
         return username, self.password.read()
 
     def deliver(self, outgoing: Outgoing) -> DeliveryResult:
+        with call_span(self.name, outgoing.action_key):
+            result = self._deliver(outgoing)
+            note(smtp_code=result.status_code or 0, failure_class=result.failure_class or "")
+        return result
+
+    def _deliver(self, outgoing: Outgoing) -> DeliveryResult:
         message_id = self.message_id(outgoing.action_key)
         try:
             message = self._message(outgoing, message_id)

@@ -2,9 +2,11 @@
 bundled receiver under gunicorn, both with LOG_FORMAT=json, and a process logging a configured secret."""
 
 import json
+import signal
 import subprocess
 import sys
 
+import httpx
 import pytest
 
 from outbox.models import HandoffState
@@ -88,3 +90,19 @@ def test_a_process_logging_a_secret_writes_it_redacted(processes):
     assert event["message"] == "refused with [redacted]"
     for secret in secrets_of(env):
         assert secret not in done.stderr
+
+
+def test_gunicorn_writes_its_own_lines_as_json_too(processes):
+    """With LOG_FORMAT=json nothing of a gunicorn process is a plain line: its master's start and its
+    workers' boot (gunicorn's loggers), and the app's lines of a refused request."""
+    processes.base_env["LOG_FORMAT"] = "json"
+    receiver = processes.start_receiver()
+    assert httpx.get(f"{receiver}/tasks", timeout=10).status_code == 401
+    processes.receiver.send_signal(signal.SIGTERM)
+    processes.receiver.wait(timeout=60)
+
+    events = json_lines(processes.receiver.log_path.read_text())
+    loggers = {e["logger"] for e in events}
+    assert "gunicorn.error" in loggers, events
+    assert any(e["message"].startswith("Booting worker") for e in events), events
+    assert all({"time", "level", "logger", "message"} <= set(e) for e in events)
