@@ -8,6 +8,7 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
+from approvals.management.demo_observation import observation_demo_load
 from approvals.models import Membership, Request, RequestEvent, RequestState, Role, Workspace
 from approvals.rules import ONBOARDING_V1, rules_for
 from approvals.services.groups import (
@@ -82,6 +83,7 @@ class Command(BaseCommand):
             self._add_users_missing_since(User, password)
             if destinations and not rules_for("onboarding").steps[0].get("destination"):
                 self._publish(routed=True, notes="demo: the steps go to their destinations")
+            self._load_observed_pilot(User)
             return
         password = password or secrets.token_urlsafe(9)
         w7 = Workspace.objects.create(pk=7, name="Client onboarding")
@@ -96,6 +98,7 @@ class Command(BaseCommand):
             routed=bool(destinations),
             notes="demo: three steps; the welcome pack needs a contact e-mail",
         )
+        observation_demo_load(users=users)
         self._report(password)
 
     def _apply_destinations(self, path: Path) -> None:
@@ -151,6 +154,15 @@ class Command(BaseCommand):
         _create_users(User, password, only=missing)
         self.stdout.write(f"demo users added: {', '.join(missing)}; their password:")
         self.stdout.write(password)
+
+    def _load_observed_pilot(self, User) -> None:
+        # Demo data loaded before the observed pilot existed: add it (docs/observation.md).
+        users = {
+            u.username: u
+            for u in User.objects.filter(username__in=["alice", "bob", "dana", "olga"])
+        }
+        if len(users) == 4 and observation_demo_load(users=users):
+            self.stdout.write("observed pilot added: workspace 7's offboarding, in observe mode")
 
     def _report(self, password: str) -> None:
         self.stdout.write(self.style.SUCCESS("Demo data loaded."))
