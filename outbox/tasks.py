@@ -1,6 +1,9 @@
 """django-q2 tasks. Thin, and safe to run twice: the outbox rows are the truth, not the messages."""
 
+from django.conf import settings
+
 from outbox import dispatcher, services
+from outbox.services import retention
 
 
 def dispatch_due() -> dict:
@@ -26,3 +29,11 @@ def sweep() -> dict:
 def bulk_job_run(job_id: int) -> dict:
     job = services.bulk_job_run(job_id=job_id)
     return {"job": job.pk, "done": job.done, "position": job.position, "total": job.total}
+
+
+def archive_settled() -> dict:
+    """Retention's scheduled run: a bounded number of short batches (the rest goes at the next run)."""
+    run = retention.handoffs_archive_settled(
+        max_batches=settings.HANDOFF_RETENTION_MAX_BATCHES_PER_RUN
+    )
+    return {"archived": run.archived, "held": run.held, "batches": run.batches}

@@ -2,20 +2,25 @@
 
 The source side pages through the outbox by keyset on `action_key` (the unique index); the receiver
 side pages through the destination's `list_keys`. At most one page of each side is held, so memory
-does not grow with the table. Both sides must list keys in code-point order (C / binary collation,
-the default for SQLite and for a PostgreSQL database created with C or C.UTF-8); a stream that goes
-backwards stops the run instead of producing false findings.
+does not grow with the table. The source side includes the archive (settled handoffs that retention moved
+out of the outbox, `outbox.models.ArchivedHandoff`), merged in key order: an archived key the receiver
+lists is the source's, not an orphan, and an archived delivered key the receiver lost is still missing.
+Both sides must list keys in code-point order (C / binary collation, the default for SQLite and for a
+PostgreSQL database created with C or C.UTF-8); a stream that goes backwards stops the run instead of
+producing false findings.
 """
 
+import heapq
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
+from operator import attrgetter
 
 from django.db.models import BooleanField, ExpressionWrapper, Q
 
 from lib.databases import DB
 from outbox.destinations import Destination, RemoteTask
-from outbox.models import OPEN_STATES, Handoff, HandoffState
+from outbox.models import OPEN_STATES, ArchivedHandoff, Handoff, HandoffState
 from outbox.models.states import WORK_FAILED, WORK_UNFINISHED
 
 SOURCE_FIELDS = (
@@ -77,6 +82,8 @@ class SourceKey:
     work_status: str
     # Delivered before the work deadline: unfinished work at the receiver is then a finding.
     work_late: bool
+    # Read from the archive: the handoff left the outbox, settled, after the retention period.
+    archived: bool = False
 
 
 def stuck_condition(*, now: datetime, stuck_before: datetime) -> Q:
@@ -130,14 +137,101 @@ class KeyOrderError(Exception):
     """A stream listed keys out of code-point order: a merge would report false findings."""
 
 
+# The archive's columns in the order of SOURCE_FIELDS (what it does not keep is what a settled row has not).
+ARCHIVE_FIELDS = {
+    "id": "handoff_id",
+    "state": "final_state",
+    "destination_id": "task_id",
+    "updated_at": "settled_at",
+}
+_NOT_KEPT = {"next_attempt_at": None, "sla_due_at": None, "failure_class": "", "reason_code": ""}
+
+
 def source_row(action_key: str) -> SourceRow | None:
+    """The handoff of this key as the outbox holds it, else as the archive kept it, else None."""
     row = (
         Handoff.objects.using(DB).filter(action_key=action_key).values_list(*SOURCE_FIELDS).first()
     )
-    return SourceRow(*row) if row else None
+    if row:
+        return SourceRow(*row)
+    kept = [ARCHIVE_FIELDS.get(f, f) for f in SOURCE_FIELDS if f not in _NOT_KEPT]
+    archived = ArchivedHandoff.objects.using(DB).filter(action_key=action_key).values(*kept).first()
+    if archived is None:
+        return None
+    return SourceRow(
+        **{
+            f: _NOT_KEPT[f] if f in _NOT_KEPT else archived[ARCHIVE_FIELDS.get(f, f)]
+            for f in SOURCE_FIELDS
+        }
+    )
+
+
+def archive_stream(
+    *,
+    batch_size: int,
+    stats: StreamStats,
+    work_before: datetime,
+    workspace_id: int | None = None,
+    destination_name: str | None = None,
+) -> Iterator[SourceKey]:
+    """Every archived handoff in action-key order, `batch_size` rows per query (keyset on its unique key)."""
+    rows = ArchivedHandoff.objects.using(DB)
+    if destination_name is not None:
+        rows = rows.filter(destination=destination_name)
+    if workspace_id is not None:
+        rows = rows.filter(workspace_id=workspace_id)
+    rows = rows.order_by("action_key").values_list(
+        "action_key",
+        "handoff_id",
+        "final_state",
+        "payload_hash",
+        "task_id",
+        "work_status",
+        "delivered_at",
+    )
+    after = ""
+    while True:
+        page = list(rows.filter(action_key__gt=after)[:batch_size])
+        stats.page(batch_size, len(page))
+        for key, pk, state, payload_hash, task_id, work_status, delivered_at in page:
+            late = (
+                state == HandoffState.DELIVERED
+                and delivered_at is not None
+                and delivered_at < work_before
+            )
+            yield SourceKey(key, pk, state, payload_hash, task_id, False, work_status, late, True)
+        if len(page) < batch_size:
+            return
+        after = page[-1][0]
 
 
 def source_stream(
+    *,
+    batch_size: int,
+    stats: StreamStats,
+    now: datetime,
+    stuck_before: datetime,
+    work_before: datetime,
+    workspace_id: int | None = None,
+    destination_name: str | None = None,
+) -> Iterator[SourceKey]:
+    """The outbox's handoffs and the archive's, merged in action-key order (a key is in one of them)."""
+    scope = {"workspace_id": workspace_id, "destination_name": destination_name}
+    return heapq.merge(
+        outbox_stream(
+            batch_size=batch_size,
+            stats=stats,
+            now=now,
+            stuck_before=stuck_before,
+            work_before=work_before,
+            **scope,
+        ),
+        archive_stream(batch_size=batch_size, stats=stats, work_before=work_before, **scope),
+        key=attrgetter("action_key"),
+    )
+
+
+def outbox_stream(
     *,
     batch_size: int,
     stats: StreamStats,

@@ -29,6 +29,7 @@ class Migration(migrations.Migration):
                 ("step", models.CharField(blank=True, max_length=60)),
                 ("workflow", models.CharField(max_length=40)),
                 ("source_ref", models.CharField(max_length=120)),
+                ("source_id", models.PositiveBigIntegerField()),
                 ("rule_version", models.CharField(blank=True, max_length=40)),
                 ("destination", models.CharField(max_length=40)),
                 ("final_state", models.CharField(max_length=20)),
@@ -61,6 +62,7 @@ class Migration(migrations.Migration):
                         name="archived_handoff_ws_key_idx",
                         opclasses=["int4_ops", "varchar_pattern_ops"],
                     ),
+                    models.Index(fields=["source_id"], name="archived_handoff_source_idx"),
                     models.Index(
                         fields=["workspace_id", "archived_at", "handoff_id"],
                         name="archived_handoff_ws_time_idx",

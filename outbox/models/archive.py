@@ -22,6 +22,8 @@ class ArchivedHandoff(models.Model):
     step = models.CharField(max_length=60, blank=True)
     workflow = models.CharField(max_length=40)
     source_ref = models.CharField(max_length=120)
+    # The source request revision (reconciliation's check that every approval has its handoff reads it).
+    source_id = models.PositiveBigIntegerField()
     rule_version = models.CharField(max_length=40, blank=True)
     destination = models.CharField(max_length=40)
     final_state = models.CharField(max_length=20)
@@ -49,6 +51,7 @@ class ArchivedHandoff(models.Model):
                 name="archived_handoff_ws_key_idx",
                 opclasses=["int4_ops", "varchar_pattern_ops"],
             ),
+            models.Index(fields=["source_id"], name="archived_handoff_source_idx"),
             # The export of one workspace over a time range.
             models.Index(
                 fields=["workspace_id", "archived_at", "handoff_id"],

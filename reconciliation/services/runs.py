@@ -21,7 +21,7 @@ from django_q.tasks import async_task
 from approvals.models import Request, RequestState
 from lib.databases import DB
 from outbox.destinations import Destination, LookupFailed, RemoteTask
-from outbox.models import Handoff
+from outbox.models import ArchivedHandoff, Handoff
 from outbox.services.lookup_limits import lookups_under_limits
 from reconciliation.classification import (
     CROSS_SIDE,
@@ -76,6 +76,8 @@ def _unhanded_approvals(*, batch_size: int, workspace_id: int | None = None) -> 
     without_handoff = (
         _approved_requests(workspace_id)
         .filter(~Exists(Handoff.objects.using(DB).filter(source_id=OuterRef("pk"))))
+        # Nor in the archive: retention moved its settled handoffs there.
+        .filter(~Exists(ArchivedHandoff.objects.using(DB).filter(source_id=OuterRef("pk"))))
         .order_by("pk")
     )
     while True:

@@ -1,0 +1,271 @@
+"""Retention: settled handoffs leave the hot tables for the archive (docs/operations.md, "Retention").
+
+A handoff is archived when it is settled (delivered, cancelled or superseded) and its last change is older
+than HANDOFF_RETENTION_DAYS on the database clock, unless something still needs it there:
+
+- another handoff of its workflow instance is not settled (the workflow is unfinished), or a compensation
+  still names it (it leaves after that compensation does);
+- it is a delivered step whose compensation is planned or a residual not closed by a manual repair;
+- the receiver reports its work failed, or said it has no task for the key (work still open is the
+  receiver's business: past HANDOFF_WORK_DEADLINE_HOURS reconciliation opens a finding, which holds it);
+- the source's hold rule (HANDOFF_RETENTION_HOLD_CHECK: a live finding, an unsettled incident member).
+
+Each batch is one short transaction: pick up to `batch_size` eligible rows, oldest change first (the
+partial index `handoff_settled_idx`), write their archive rows with attempts, events and status events as
+one JSON document, and delete them from the hot tables. On PostgreSQL the pick is `FOR UPDATE SKIP LOCKED`
+(a row someone works on is left for the next run) and the batch sets `lock_timeout`, so no statement of it
+waits long for a lock and none of the dispatcher's waits on it for longer than a batch.
+"""
+
+import time
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from django.conf import settings
+from django.db import OperationalError, connection, transaction
+from django.db.models import Exists, OuterRef, Q
+from django.utils.module_loading import import_string
+
+from outbox.clock import DbNow
+from outbox.models import (
+    SETTLED_STATES,
+    ArchivedHandoff,
+    Attempt,
+    CompensationState,
+    Handoff,
+    HandoffEvent,
+    StatusEvent,
+)
+from outbox.models.states import WORK_FAILED
+
+# The columns of a handoff that its archive row keeps.
+_KEPT = (
+    "id",
+    "workspace_id",
+    "action_key",
+    "instance_key",
+    "step",
+    "workflow",
+    "source_ref",
+    "source_id",
+    "rule_version",
+    "destination",
+    "state",
+    "destination_id",
+    "receipt",
+    "payload_hash",
+    "work_status",
+    "attempts",
+    "created_at",
+    "updated_at",
+    "delivered_at",
+)
+
+
+@dataclass
+class RetentionRun:
+    """What one run did (or, dry, would do): rows archived, rows eligible by state and age but held."""
+
+    archived: int = 0
+    held: int = 0
+    batches: int = 0
+    gave_up_on_lock: int = 0
+    dry_run: bool = False
+    seconds: float = 0.0
+    archived_ids: list[int] = field(default_factory=list, repr=False)
+
+    @property
+    def rows_per_second(self) -> float:
+        return self.archived / self.seconds if self.seconds else 0.0
+
+
+def settled_candidates(*, older_than_days: float):
+    """Handoffs retention may move, by the outbox's own rules (the source's hold rule is asked per batch)."""
+    unsettled_sibling = Handoff.objects.filter(instance_key=OuterRef("instance_key")).exclude(
+        state__in=SETTLED_STATES
+    )
+    named_by_compensation = Handoff.objects.filter(compensates=OuterRef("pk"))
+    return (
+        Handoff.objects.filter(
+            state__in=SETTLED_STATES,
+            updated_at__lt=DbNow(-older_than_days * 86400),
+        )
+        .exclude(compensation_state__in=[CompensationState.PLANNED, CompensationState.RESIDUAL])
+        .exclude(work_status=WORK_FAILED)
+        .exclude(task_seen=False)
+        .exclude(Q(~Q(instance_key="")) & Exists(unsettled_sibling))
+        .exclude(Exists(named_by_compensation))
+        .order_by("updated_at", "id")
+    )
+
+
+def handoffs_archive_settled(
+    *,
+    older_than_days: float | None = None,
+    batch_size: int | None = None,
+    max_batches: int | None = None,
+    dry_run: bool = False,
+    pause_seconds: float | None = None,
+) -> RetentionRun:
+    """Archive every eligible handoff (or, with `max_batches`, that many batches of them). Safe to run
+    twice and beside itself: an archived row is gone from the hot tables, a locked one is skipped."""
+    days = settings.HANDOFF_RETENTION_DAYS if older_than_days is None else older_than_days
+    size = batch_size or settings.HANDOFF_RETENTION_BATCH_SIZE
+    pause = settings.HANDOFF_RETENTION_PAUSE_SECONDS if pause_seconds is None else pause_seconds
+    run = RetentionRun(dry_run=dry_run)
+    started = time.monotonic()
+    after: tuple[datetime, int] | None = None
+    while max_batches is None or run.batches < max_batches:
+        try:
+            picked, after = _batch(
+                run, older_than_days=days, size=size, after=after, dry_run=dry_run
+            )
+        except OperationalError:
+            # lock_timeout ran out: this batch is rolled back whole; the next run tries again.
+            run.gave_up_on_lock += 1
+            break
+        run.batches += 1
+        if picked < size:
+            break
+        if pause and not dry_run:
+            time.sleep(pause)
+    run.seconds = time.monotonic() - started
+    return run
+
+
+def _batch(
+    run: RetentionRun,
+    *,
+    older_than_days: float,
+    size: int,
+    after: tuple[datetime, int] | None,
+    dry_run: bool,
+) -> tuple[int, tuple[datetime, int] | None]:
+    """One short transaction. Returns how many rows it looked at and where the next batch starts."""
+    with transaction.atomic():
+        query = settled_candidates(older_than_days=older_than_days)
+        if after is not None:
+            query = query.filter(
+                Q(updated_at__gt=after[0]) | Q(updated_at=after[0], id__gt=after[1])
+            )
+        if connection.vendor == "postgresql" and not dry_run:
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    "SELECT set_config('lock_timeout', %s, true)",
+                    [f"{settings.HANDOFF_RETENTION_LOCK_TIMEOUT_MS}ms"],
+                )
+            query = query.select_for_update(skip_locked=True, of=("self",))
+        rows = list(query.values(*_KEPT)[:size])
+        if not rows:
+            return 0, after
+        held = import_string(settings.HANDOFF_RETENTION_HOLD_CHECK)(
+            [(row["id"], row["action_key"]) for row in rows]
+        )
+        moving = [row for row in rows if row["id"] not in held]
+        run.held += len(rows) - len(moving)
+        if moving and not dry_run:
+            _move(moving)
+            run.archived_ids.extend(row["id"] for row in moving)
+        run.archived += len(moving)
+        last = rows[-1]
+        return len(rows), (last["updated_at"], last["id"])
+
+
+def _move(rows: list[dict]) -> None:
+    """Write the archive rows and delete the handoffs with their attempts, events and status events."""
+    ids = [row["id"] for row in rows]
+    history = _histories(ids)
+    ArchivedHandoff.objects.bulk_create(
+        [_archived(row, history.get(row["id"], {})) for row in rows], ignore_conflicts=True
+    )
+    # Children first; plain deletes (no Python collector: nothing else points at these rows).
+    for model, column in (
+        (StatusEvent, "handoff_id"),
+        (Attempt, "handoff_id"),
+        (HandoffEvent, "handoff_id"),
+        (Handoff, "id"),
+    ):
+        _delete_where_in(model, column, ids)
+
+
+def _delete_where_in(model, column: str, ids: list[int]) -> None:
+    """One DELETE by id list. The table and column names come from the models, the ids are parameters."""
+    table = connection.ops.quote_name(model._meta.db_table)
+    where = f"{connection.ops.quote_name(column)} IN ({', '.join(['%s'] * len(ids))})"
+    with connection.cursor() as cursor:
+        cursor.execute(f"DELETE FROM {table} WHERE {where}", ids)  # noqa: S608
+
+
+def _iso(value: datetime | None) -> str | None:
+    return value.isoformat() if value else None
+
+
+def _histories(ids: list[int]) -> dict[int, dict]:
+    """Each handoff's attempts, events and status events, compact, in order. Three queries."""
+    out: dict[int, dict] = {pk: {"attempts": [], "events": [], "status_events": []} for pk in ids}
+    for a in Attempt.objects.filter(handoff_id__in=ids).order_by("handoff_id", "number").values():
+        out[a["handoff_id"]]["attempts"].append(
+            {
+                "number": a["number"],
+                "worker": a["worker"],
+                "started_at": _iso(a["started_at"]),
+                "finished_at": _iso(a["finished_at"]),
+                "outcome": a["outcome"],
+                "failure_class": a["failure_class"],
+                "reason_code": a["reason_code"],
+                "status_code": a["status_code"],
+                "latency_ms": a["latency_ms"],
+                "detail": a["detail"],
+            }
+        )
+    events = HandoffEvent.objects.filter(handoff_id__in=ids).order_by("handoff_id", "at", "id")
+    for e in events.values():
+        out[e["handoff_id"]]["events"].append(
+            {
+                "at": _iso(e["at"]),
+                "from": e["from_state"],
+                "to": e["to_state"],
+                "by": e["actor_label"],
+                "action": e["action"],
+                "reason": e["reason"],
+            }
+        )
+    statuses = StatusEvent.objects.filter(handoff_id__in=ids).order_by("handoff_id", "sequence")
+    for s in statuses.values():
+        out[s["handoff_id"]]["status_events"].append(
+            {
+                "webhook_id": s["webhook_id"],
+                "kind": s["kind"],
+                "status": s["status"],
+                "sequence": s["sequence"],
+                "occurred_at": _iso(s["occurred_at"]),
+                "received_at": _iso(s["received_at"]),
+                "result": s["result"],
+            }
+        )
+    return out
+
+
+def _archived(row: dict, history: dict) -> ArchivedHandoff:
+    return ArchivedHandoff(
+        handoff_id=row["id"],
+        workspace_id=row["workspace_id"],
+        action_key=row["action_key"],
+        instance_key=row["instance_key"],
+        step=row["step"],
+        workflow=row["workflow"],
+        source_ref=row["source_ref"],
+        source_id=row["source_id"],
+        rule_version=row["rule_version"],
+        destination=row["destination"],
+        final_state=row["state"],
+        task_id=row["destination_id"],
+        receipt=row["receipt"],
+        payload_hash=row["payload_hash"],
+        work_status=row["work_status"],
+        attempts=row["attempts"],
+        created_at=row["created_at"],
+        settled_at=row["updated_at"],
+        delivered_at=row["delivered_at"],
+        history=history,
+    )
