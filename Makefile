@@ -8,7 +8,7 @@ APPS := approvals console config delivery httpapi lib outbox reconciliation
 PGHOST ?= /var/run/postgresql
 export PGHOST
 
-.PHONY: run test test-suites test-sqlite test-postgres lint mutation-check postgres chromium pgbouncer bench venv clean screenshots \
+.PHONY: run test test-suites test-sqlite test-postgres test-postgres-processes test-postgres-rest lint mutation-check postgres chromium pgbouncer bench venv clean screenshots \
 	lock lock-check promtool monitoring-check
 
 # Installs come from the hashed lock only (runtime, test and build tools: pip refuses anything unhashed),
@@ -70,10 +70,19 @@ test-sqlite: $(STAMP)
 	env -u DATABASE_URL -u DELIVERY_DATABASE_URL HANDOFF_VAR_DIR=var/test-sqlite \
 		$(VENV)/bin/pytest -m "not postgres and not browser and not demo"
 
-test-postgres: $(STAMP) postgres chromium pgbouncer
-	@echo "== test suite on PostgreSQL (incl. fault and browser tests) =="
+# The PostgreSQL suite in two halves that run side by side: the tests of real processes, servers and
+# browsers (which wait on them much of the time), and the rest, each on databases of its own.
+test-postgres: test-postgres-processes test-postgres-rest
+
+test-postgres-processes: $(STAMP) postgres chromium pgbouncer
+	@echo "== test suite on PostgreSQL: fault, browser and demo tests (real processes) =="
 	DATABASE_URL="postgres:///handoff?host=$(PGHOST)" DELIVERY_DATABASE_URL="postgres:///handoff_delivery?host=$(PGHOST)" \
-		$(VENV)/bin/pytest --durations=15
+		$(VENV)/bin/pytest --durations=15 -m "faults or browser or demo"
+
+test-postgres-rest: $(STAMP) postgres
+	@echo "== test suite on PostgreSQL: everything else =="
+	DATABASE_URL="postgres:///handoff_rest?host=$(PGHOST)" DELIVERY_DATABASE_URL="postgres:///handoff_rest_delivery?host=$(PGHOST)" \
+		HANDOFF_VAR_DIR=var/test-postgres-rest $(VENV)/bin/pytest --durations=15 -m "not (faults or browser or demo)"
 
 # The README's screenshots, taken by the browser tests in a real Chromium.
 screenshots: $(STAMP) postgres chromium
@@ -83,10 +92,10 @@ screenshots: $(STAMP) postgres chromium
 mutation-check: $(STAMP)
 	@bash scripts/mutation_check.sh
 
-# The two suites run side by side (the PostgreSQL one waits on its processes and servers much of the time);
+# The suites run side by side (the PostgreSQL ones wait on their processes and servers much of the time);
 # each one's output is printed whole when it ends.
 test-suites: $(STAMP) postgres chromium pgbouncer
-	$(MAKE) --no-print-directory -j2 --output-sync=target test-sqlite test-postgres
+	$(MAKE) --no-print-directory -j3 --output-sync=target test-sqlite test-postgres-processes test-postgres-rest
 
 test: lint lock-check monitoring-check test-suites mutation-check
 
