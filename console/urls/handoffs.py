@@ -2,9 +2,9 @@
 
 from django.urls import path
 
+from console.views import archived, handoff_list, handoffs
 from console.views import handoff_actions as actions
 from console.views import handoff_bulk as bulk
-from console.views import handoff_list, handoffs
 
 app_name = "outbox"
 
@@ -13,6 +13,7 @@ urlpatterns = [
     path("bulk", bulk.handoff_bulk, name="bulk"),
     path("bulk/<int:pk>/", bulk.bulk_job_progress, name="bulk_job"),
     path("<int:pk>/", handoffs.handoff_detail, name="detail"),
+    path("archived/<int:pk>/", archived.archived_detail, name="archived"),
     path("<int:pk>/retry", actions.handoff_retry, name="retry"),
     path("<int:pk>/reconcile", actions.handoff_reconcile, name="reconcile"),
     path("<int:pk>/correct", actions.handoff_correct, name="correct"),

@@ -21,6 +21,7 @@ from console.filters import HandoffFilter
 from lib.htmx import HtmxHttpRequest
 from lib.paging import keyset_page
 from lib.querystring import BadQueryValue, keyset_cursor, parse_keyset_cursor
+from outbox.archive_search import archived_matching
 from outbox.guidance import available_actions, retry_is_risky
 from outbox.models import Handoff
 from outbox.selectors import (
@@ -104,7 +105,17 @@ def list_context(request: HtmxHttpRequest, data: dict[str, str]) -> dict:
         "next_url": next_url,
         "first_url": "?" + query if request.GET.get("after") else "",
         "operators": operators_of(sorted(operator_ws)) if operator_ws else [],
+        "archived": [] if request.GET.get("after") else _archived_matches(data, visible),
     }
+
+
+def _archived_matches(data: dict[str, str], visible: list[int]) -> list:
+    """Archived handoffs whose key the search names (first page only), in the filtered workspace if one is."""
+    if not data.get("q"):
+        return []
+    chosen = data.get("workspace", "")
+    ids = [ws for ws in visible if str(ws) == chosen] if chosen else visible
+    return archived_matching(workspace_ids=ids, text=data["q"])
 
 
 # Sent by static/js/console.js when it refreshes the list in the background: the address stays as it is.
