@@ -7,7 +7,12 @@ import os
 import re
 import statistics
 import subprocess
+import sys
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench import console_operators_report  # noqa: E402
 
 AIM_RATIO_TO_PGBENCH = 0.3
 AIM_TIMES_ALTERNATIVE = 3.0
@@ -325,6 +330,13 @@ def main() -> None:
         "--many-destinations",
         help="the JSON bench/many_destinations_bench.py wrote, when it was run",
     )
+    parser.add_argument(
+        "--console-operators",
+        help="the JSON bench/console_operators_bench.py wrote, when it was run",
+    )
+    parser.add_argument(
+        "--console-operators-command", default="", help="the command that ran it, as run.sh ran it"
+    )
     parser.add_argument("--output", required=True)
     args = parser.parse_args()
     r = json.loads(Path(args.e2e).read_text())
@@ -509,6 +521,11 @@ def main() -> None:
     many = json.loads(Path(args.many_destinations).read_text()) if args.many_destinations else None
     tracing = json.loads(Path(args.tracing).read_text()) if args.tracing else None
     events = json.loads(Path(args.status_events).read_text()) if args.status_events else None
+    operators = (
+        json.loads(Path(args.console_operators).read_text()) if args.console_operators else None
+    )
+    if operators:
+        lines.append(console_operators_report.aims_row(operators))
     if dest:
         lines.append(
             f"| a healthy destination beside one down and one slow (one dispatcher) ≥ {AIM_DESTINATIONS_RATIO} "
@@ -730,6 +747,11 @@ right after `make bench`, against its own receiver and databases:",
         *(many_destinations_section(many) if many else []),
         *(tracing_section(tracing) if tracing else []),
         *(status_events_section(events) if events else []),
+        *(
+            console_operators_report.section(operators, args.console_operators_command)
+            if operators
+            else []
+        ),
     ]
     Path(args.output).write_text("\n".join(lines))
 

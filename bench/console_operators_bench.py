@@ -1,0 +1,276 @@
+"""The console under 20 operators at once, against gunicorn as `make run` serves it, with a large outbox.
+
+    .venv/bin/python bench/console_operators_bench.py [--rows 10000000] [--operators 20] [--rounds 10]
+        [--json var/bench/console_operators.json]
+
+Creates its own databases (`<BENCH_DB_PREFIX>_console_ops_source` and `_delivery`), fills the outbox with
+`--rows` handoffs in the mix of `bench/console_bench.py` (90% delivered, the rest needing a person, retrying
+or uncertain, over two workspaces, one event each) the way the growth benches fill theirs
+(`harness.bulk_fill`: indexes rebuilt after, vacuumed, analyzed), and signs in `--operators` operators of
+workspace 7. Then it starts gunicorn with `make run`'s options (2 workers, 4 threads each) and measures each
+page twice in the same run:
+
+- reference: one operator alone, each page `--rounds` × 2 times;
+- concurrent: every operator in a thread of its own with its own session and keep-alive connection, each
+  going round the pages (list, filtered lists, a handoff page, health, incidents) `--rounds` times, the
+  order of the pages shifted per operator so that they do not walk in step.
+
+Times are the client's (request sent to last byte read, over a local socket): what an operator waits for,
+server queueing included. Prints median and p95 per page for both, and the figures as JSON for
+`bench/report.py`. The aim (issue 26): median < 50 ms and p95 < 150 ms per page with 20 operators at
+10,000,000 handoffs.
+"""
+
+import argparse
+import os
+import statistics
+import sys
+import threading
+import time
+from pathlib import Path
+from urllib.parse import quote
+
+import httpx
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.console_bench import EVENTS_SQL, FILL_SQL  # noqa: E402
+from bench.harness import PYTHON, ROOT, Bench, bulk_fill, dsn, write_json  # noqa: E402
+
+AIM_MEDIAN_MS, AIM_P95_MS = 50.0, 150.0
+
+
+def percentile(samples: list[float], share: float) -> float:
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, int(round(share * (len(ordered) - 1))))]
+
+
+def figures(samples: dict[str, list[float]]) -> dict[str, dict]:
+    return {
+        page: {
+            "median_ms": round(statistics.median(times), 1),
+            "p95_ms": round(percentile(times, 0.95), 1),
+            "requests": len(times),
+        }
+        for page, times in samples.items()
+    }
+
+
+def fill(bench: Bench, rows: int, owner_id: int) -> float:
+    """The console bench's mix of handoffs and their events, filled as the growth benches fill theirs."""
+    # Only integers are formatted in (the statement is the console bench's, with its %% escapes).
+    handoffs = bulk_fill(
+        dsn(bench.source), "outbox_handoff", FILL_SQL % {"rows": rows, "owner": owner_id}
+    )
+    events = bulk_fill(dsn(bench.source), "outbox_handoffevent", EVENTS_SQL)
+    return handoffs + events
+
+
+def start_web(bench: Bench) -> str:
+    """gunicorn with the options of `scripts/run_local.sh` (make run), static files collected as it does."""
+    import socket
+    import subprocess
+
+    subprocess.run(
+        [PYTHON, "manage.py", "collectstatic", "--noinput", "-v0"],
+        cwd=ROOT,
+        env=bench.env,
+        check=True,
+    )
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    bench.spawn(
+        [
+            str(Path(PYTHON).with_name("gunicorn")),
+            "config.wsgi",
+            "--bind",
+            f"127.0.0.1:{port}",
+            "--workers",
+            "2",
+            "--threads",
+            "4",
+            "--timeout",
+            "60",
+        ],
+        "console-operators-web.log",
+    )
+    base = f"http://127.0.0.1:{port}"
+    for _ in range(150):
+        try:
+            if httpx.get(f"{base}/healthz", timeout=1).status_code == 200:
+                return base
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    raise RuntimeError("the web app did not start; see var/bench/console-operators-web.log")
+
+
+def pages_for(handoff_id: int, page_2: str, request_number: int) -> list[tuple[str, str]]:
+    """What an operator on call opens: the list and its usual filters, a handoff, health, incidents."""
+    return [
+        ("list, no filter", "/handoffs/"),
+        ("list, page 2", f"/handoffs/?after={page_2}"),
+        ("list, needs attention", "/handoffs/?state=needs_attention"),
+        ("list, retrying", "/handoffs/?state=retrying"),
+        ("list, owner=me, older than 1 day", "/handoffs/?owner=me&age=1d"),
+        ("list, request number", f"/handoffs/?q={request_number}"),
+        ("handoff page", f"/handoffs/{handoff_id}/"),
+        ("health", "/health/"),
+        ("incidents", "/incidents/"),
+    ]
+
+
+# A page that takes longer is counted at this time (and the run goes on): it misses the aim either way.
+REQUEST_TIMEOUT_SECONDS = 60.0
+
+
+def timed_get(client: httpx.Client, url: str) -> float:
+    """Milliseconds from the request to the last byte of a 200 answer (REQUEST_TIMEOUT_SECONDS if none)."""
+    began = time.perf_counter()
+    try:
+        response = client.get(url)
+    except httpx.HTTPError:  # a timeout, or a worker gunicorn cut at its own timeout
+        return REQUEST_TIMEOUT_SECONDS * 1000
+    if response.status_code != 200:
+        raise RuntimeError(f"{url}: HTTP {response.status_code}")
+    return (time.perf_counter() - began) * 1000
+
+
+def operator_rounds(
+    base: str,
+    cookies: dict,
+    pages: list[tuple[str, str]],
+    rounds: int,
+    shift: int,
+    out: dict[str, list[float]],
+    lock: threading.Lock,
+    start: threading.Barrier | None = None,
+) -> None:
+    order = pages[shift % len(pages) :] + pages[: shift % len(pages)]
+    mine: dict[str, list[float]] = {}
+    with httpx.Client(base_url=base, cookies=cookies, timeout=REQUEST_TIMEOUT_SECONDS) as client:
+        for _name, url in order:  # warm: this operator's connection and session
+            timed_get(client, url)
+        if start is not None:
+            start.wait()
+        for _ in range(rounds):
+            for name, url in order:
+                mine.setdefault(name, []).append(timed_get(client, url))
+    with lock:
+        for name, times in mine.items():
+            out.setdefault(name, []).extend(times)
+
+
+def measure(base: str, sessions: list[dict], pages, rounds: int) -> dict[str, list[float]]:
+    samples: dict[str, list[float]] = {}
+    lock = threading.Lock()
+    start = threading.Barrier(len(sessions))
+    threads = [
+        threading.Thread(
+            target=operator_rounds,
+            args=(base, cookies, pages, rounds, n, samples, lock, start),
+        )
+        for n, cookies in enumerate(sessions)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return samples
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=10_000_000)
+    parser.add_argument("--operators", type=int, default=20)
+    parser.add_argument("--rounds", type=int, default=10)
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args()
+
+    bench = Bench(
+        prefix="console_ops",
+        DJANGO_ALLOWED_HOSTS="127.0.0.1,localhost",
+        LOGIN_FAILURE_LIMIT="1000",
+    ).setup()
+    os.environ.update(bench.env)
+    import django
+
+    django.setup()
+    from django.conf import settings
+    from django.contrib.auth import get_user_model
+    from django.db import connection
+    from django.test import Client
+
+    from approvals.models import Membership, Role, Workspace
+    from outbox.models import Handoff
+
+    User = get_user_model()
+    w7 = Workspace.objects.create(pk=7, name="Client onboarding")
+    Workspace.objects.create(pk=8, name="Supplier onboarding")
+    operators = [User.objects.create_user(f"operator{n}") for n in range(args.operators)]
+    Membership.objects.bulk_create(
+        Membership(user=user, workspace=w7, role=Role.OPERATOR) for user in operators
+    )
+    fill_seconds = fill(bench, args.rows, operators[0].pk)
+    print(f"filled {args.rows:,} handoffs and their events in {fill_seconds:.0f} s", flush=True)
+
+    sessions = []
+    for user in operators:
+        client = Client()
+        client.force_login(user)  # a database session, as a browser's sign-in leaves it
+        sessions.append(
+            {settings.SESSION_COOKIE_NAME: client.cookies[settings.SESSION_COOKIE_NAME].value}
+        )
+    target = (
+        Handoff.objects.filter(workspace_id=7, state="needs_attention")
+        .order_by("-created_at")
+        .values_list("id", flat=True)
+        .first()
+    )
+    at, pk = (
+        Handoff.objects.filter(workspace_id=7)
+        .order_by("-created_at", "-id")
+        .values_list("created_at", "id")[49]
+    )
+    pages = pages_for(target, f"{quote(at.isoformat())}_{pk}", args.rows // 2 + 1)
+
+    base = start_web(bench)
+    try:
+        alone = measure(base, sessions[:1], pages, args.rounds * 2)
+        together = measure(base, sessions, pages, args.rounds)
+    finally:
+        bench.stop()
+    report = {
+        "rows": args.rows,
+        "operators": args.operators,
+        "rounds": args.rounds,
+        "fill_seconds": round(fill_seconds),
+        "aim": {"median_ms": AIM_MEDIAN_MS, "p95_ms": AIM_P95_MS},
+        "alone": figures(alone),
+        "concurrent": figures(together),
+        "postgres": connection.cursor().connection.info.server_version,
+        "load_average": round(os.getloadavg()[0], 2),
+        "cores": os.cpu_count(),
+    }
+    print(
+        f"\n{'page':34} {'1 op median':>11} {'p95':>7} {args.operators:>5} ops median {'p95':>7}  aim"
+    )
+    for name, _url in pages:
+        one, many = report["alone"][name], report["concurrent"][name]
+        met = many["median_ms"] < AIM_MEDIAN_MS and many["p95_ms"] < AIM_P95_MS
+        print(
+            f"{name:34} {one['median_ms']:11.1f} {one['p95_ms']:7.1f} {many['median_ms']:16.1f} "
+            f"{many['p95_ms']:7.1f}  {'met' if met else 'missed'}"
+        )
+    print(
+        f"\n{args.rows:,} handoffs, {args.operators} operators × {args.rounds} rounds of "
+        f"{len(pages)} pages, gunicorn 2 workers × 4 threads, PostgreSQL {report['postgres']}; "
+        f"load average {report['load_average']} on {report['cores']} cores"
+    )
+    if args.json:
+        write_json(args.json, report)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,47 @@
+"""docs/benchmarks.md's lines for bench/console_operators_bench.py: its row in the aims table and its section
+(every page at one operator, the reference of the same run, and at many at once)."""
+
+
+def met(figure: dict, aim: dict) -> bool:
+    return figure["median_ms"] < aim["median_ms"] and figure["p95_ms"] < aim["p95_ms"]
+
+
+def aims_row(report: dict) -> str:
+    aim, pages = report["aim"], report["concurrent"]
+    missed = [name for name, figure in pages.items() if not met(figure, aim)]
+    worst = max(pages.values(), key=lambda figure: figure["p95_ms"])
+    return (
+        f"| console at {report['rows']:,} handoffs with {report['operators']} operators at once: every page "
+        f"median < {aim['median_ms']:g} ms, p95 < {aim['p95_ms']:g} ms | worst p95 {worst['p95_ms']:,.0f} ms; "
+        f"{len(pages) - len(missed)} of {len(pages)} pages within both | "
+        f"{'met' if not missed else 'missed: ' + '; '.join(missed)} |"
+    )
+
+
+def section(report: dict, command: str) -> list[str]:
+    aim = report["aim"]
+    lines = [
+        f"## Console pages with {report['operators']} operators at once "
+        f"({report['rows']:,} handoffs, gunicorn as `make run` serves it)",
+        "",
+        f"Each operator signed in with a session of its own, {report['rounds']} rounds of the pages below in a "
+        "thread of its own (the order shifted per operator); the reference is one operator alone in the same "
+        "run. Times are the client's: request sent to last byte read over a local socket, queueing in the "
+        f"server included. Load average {report['load_average']} on {report['cores']} cores at the end; the "
+        f"fill took {report['fill_seconds']} s.",
+        "",
+        "```sh",
+        command,
+        "```",
+        "",
+        f"| page | 1 operator median / p95 | {report['operators']} operators median / p95 | aim |",
+        "| --- | --- | --- | --- |",
+    ]
+    for name, many in report["concurrent"].items():
+        one = report["alone"][name]
+        lines.append(
+            f"| {name} | {one['median_ms']:,.1f} / {one['p95_ms']:,.1f} ms | "
+            f"{many['median_ms']:,.1f} / {many['p95_ms']:,.1f} ms | "
+            f"{'met' if met(many, aim) else 'missed'} |"
+        )
+    return [*lines, ""]
