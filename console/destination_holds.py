@@ -44,12 +44,14 @@ class DestinationHold:
 
     @property
     def timing(self) -> str:
-        """'since 16:25:01 UTC · next probe 16:25:31 UTC', or the hold's end; 'unknown' where no time was
-        recorded."""
-        parts = [f"since {_utc(self.since)}"] if self.since else []
+        """'since 16:25:01 UTC · next probe 16:25:31 UTC', a window's end, or a Retry-After hold's
+        'held since …, until …'; 'unknown' where no time was recorded."""
         if self.cause == "retry_after":
-            parts.append(f"no call before {_utc(self.until)}")
-        elif self.cause == "window":
+            # Extensions keep the hold's start (`outbox.services.limits`): since when it has been held.
+            since = _utc(self.since) if self.since else "a time not recorded"
+            return f"held since {since}, until {_utc(self.until)}: no call before then"
+        parts = [f"since {_utc(self.since)}"] if self.since else []
+        if self.cause == "window":
             parts.append(
                 f"until {_utc(self.until)}" if self.until else "until an operator resumes it"
             )
@@ -86,10 +88,10 @@ def _hold_of(health: DestinationHealth) -> DestinationHold | None:
             **common,
         )
     if getattr(health, "held", False):
-        # A hold's start is not recorded; its end and the answer that set it are.
+        # Its start (kept when the hold is extended), its end and the answer that set it.
         return DestinationHold(
             cause="retry_after",
-            since=None,
+            since=health.hold_since,
             until=health.hold_until,
             next_probe_at=None,
             reason=health.hold_reason,

@@ -15,7 +15,8 @@ spends no handoff's attempt or retry window, and waits `DestinationLimited.wait_
   but the receiver counts arrivals, and a delayed request can arrive next to the following one.) The price:
   a slot serves one request per (1 s + call time).
 - Hold: a 429 or 503 answer with `Retry-After` sets `hold_until` (capped by
-  HANDOFF_DESTINATION_MAX_HOLD_SECONDS); no permit is given before it.
+  HANDOFF_DESTINATION_MAX_HOLD_SECONDS); no permit is given before it. `hold_since` is when the hold in
+  force began (an extension keeps it).
 
 One call is one HTTP request: a batch call carrying 50 handoffs takes one rate slot. Lookups and key listings
 (settlement, reconciliation, an operator's reconcile) are requests too: `LimitedLookups`
@@ -28,7 +29,7 @@ import uuid
 
 from django.conf import settings
 from django.db import connections, transaction
-from django.db.models import BooleanField, ExpressionWrapper, Q
+from django.db.models import BooleanField, Case, ExpressionWrapper, F, Q, When
 from django.db.models.functions import Coalesce, Greatest
 
 from lib.databases import DB
@@ -274,8 +275,12 @@ def _hold(name: str, seconds: float, reason: str) -> None:
     if seconds <= 0:
         return
     health = destination_health_get_or_create(name)
+    # A hold still in force keeps its start: an extension is the same hold, and the screens say since when
+    # the destination has been held. One whose end passed is over; this one starts now.
+    in_force = Q(hold_until__gt=db_now())
     # Never shorten a longer hold another worker set meanwhile.
     DestinationHealth.objects.using(DB).filter(pk=health.pk).update(
+        hold_since=Case(When(in_force, then=F("hold_since")), default=db_now()),
         hold_until=Greatest(Coalesce("hold_until", db_now()), db_now_plus(seconds)),
         hold_reason=reason[:200],
     )

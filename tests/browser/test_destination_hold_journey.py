@@ -44,21 +44,29 @@ def _receiver_goes_down() -> DestinationHealth:
     return DestinationHealth.objects.get(name="receiver")
 
 
-def _receiver_answers_retry_after(seconds: float) -> DestinationHealth:
-    permit = destination_acquire(name="receiver", worker="test", requests=1, lease_seconds=30)
-    permit.made(
-        [
-            DeliveryResult.failed(
-                FailureClass.TRANSIENT,
-                "http_429",
-                "too many requests",
-                status_code=429,
-                retry_after=seconds,
-            )
-        ]
+def _retry_after(seconds: float) -> DeliveryResult:
+    return DeliveryResult.failed(
+        FailureClass.TRANSIENT,
+        "http_429",
+        "too many requests",
+        status_code=429,
+        retry_after=seconds,
     )
-    destination_release(permit=permit)
-    return DestinationHealth.objects.get(name="receiver")
+
+
+def _receiver_answers_retry_after(*seconds: float) -> list[DestinationHealth]:
+    """Calls in flight at once (their permits taken before any hold), each answered with a Retry-After in
+    turn: the destination's row after each answer."""
+    permits = [
+        destination_acquire(name="receiver", worker=f"test-{n}", requests=1, lease_seconds=30)
+        for n in range(len(seconds))
+    ]
+    seen = []
+    for permit, wait in zip(permits, seconds, strict=True):
+        permit.made([_retry_after(wait)])
+        destination_release(permit=permit)
+        seen.append(DestinationHealth.objects.get(name="receiver"))
+    return seen
 
 
 def test_an_outage_shows_on_the_list_and_the_page_without_run_now(page, live_server, sign_in):
@@ -88,16 +96,21 @@ def test_an_outage_shows_on_the_list_and_the_page_without_run_now(page, live_ser
     expect(page.get_by_role("button", name="Run now")).to_have_count(0)
 
 
-def test_a_retry_after_hold_says_until_when_and_promises_no_seconds(page, live_server, sign_in):
+def test_a_retry_after_hold_says_since_and_until_when_and_promises_no_seconds(
+    page, live_server, sign_in
+):
     onboarding_world()
     queued = HandoffFactory(number=61)
-    health = _receiver_answers_retry_after(54)
-    assert health.hold_until is not None
+    # A second call's answer extends the hold: the page says since when the destination has been held.
+    first, health = _receiver_answers_retry_after(30, 54)
+    assert health.hold_since == first.hold_since is not None
+    assert health.hold_until > first.hold_until
     sign_in("olga")
 
     page.goto(f"{live_server.url}/handoffs/{queued.pk}/")
     expect(page.locator("#destination-hold")).to_contain_text(
-        f"Destination receiver asked us to wait (Retry-After) · no call before {_utc(health.hold_until)}"
+        "Destination receiver asked us to wait (Retry-After) · "
+        f"held since {_utc(health.hold_since)}, until {_utc(health.hold_until)}"
     )
     expect(page.locator("#destination-hold")).to_contain_text("HTTP 429 with Retry-After 54 s")
     expect(page.locator("#next-step")).to_contain_text(
@@ -107,7 +120,7 @@ def test_a_retry_after_hold_says_until_when_and_promises_no_seconds(page, live_s
 
     page.goto(f"{live_server.url}/handoffs/?state=pending")
     expect(page.locator(f"#handoff-{queued.pk} .hold")).to_contain_text(
-        f"no call before {_utc(health.hold_until)}"
+        f"held since {_utc(health.hold_since)}, until {_utc(health.hold_until)}"
     )
 
 
