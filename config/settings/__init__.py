@@ -123,6 +123,12 @@ def _from_url(url: str) -> dict:
         # transactions, so no server-side cursor and no prepared statement may outlive one.
         config["DISABLE_SERVER_SIDE_CURSORS"] = True
         options["prepare_threshold"] = None
+    elif not env_bool("DATABASE_JIT", False):
+        # PostgreSQL's JIT compiles any query its planner costs high, such as the health page's counts over
+        # a large outbox: on a 100,000-handoff outbox it spent 2.3 s compiling a 0.6 s count (EXPLAIN
+        # ANALYZE, bench/console_operators_bench.py). Off for our sessions (a pooler refuses this startup
+        # option: there, ALTER DATABASE ... SET jit = off, docs/operations.md).
+        options.setdefault("options", "-c jit=off")
     return config
 
 
