@@ -11,10 +11,10 @@ import statistics
 from collections import defaultdict
 
 from django.db.models import Count, Min
-from django.utils import timezone
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector, CollectorRegistry
 
+from outbox.clock import db_time
 from outbox.models import Attempt, Handoff, HandoffEvent, HandoffState
 from reconciliation.models import AlertRecord, Incident, Notification
 from reconciliation.selectors.figures import (
@@ -49,7 +49,7 @@ def _add_counts(family, rows):
 
 class HandoffCollector(Collector):
     def collect(self):
-        now = timezone.now()
+        now = db_time()  # ages against the stored times' own clock
         handoffs = Handoff.objects.order_by()
         yield from self._by_state(handoffs)
         yield self._needs_attention(handoffs)

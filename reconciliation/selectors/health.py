@@ -12,8 +12,8 @@ from datetime import datetime, timedelta
 
 from django.db.models import Count, Min, QuerySet
 from django.db.models.functions import TruncHour
-from django.utils import timezone
 
+from outbox.clock import db_time
 from outbox.models import Attempt, Handoff, HandoffEvent, HandoffState
 from reconciliation.models import FindingKind
 from reconciliation.selectors.figures import (
@@ -210,7 +210,8 @@ def health_summary(
     workspace_ids: list[int], *, now: datetime | None = None, workspace: int | None = None
 ) -> dict:
     """Every figure of the health dashboard, each with the link to the list behind it."""
-    now = now or timezone.now()
+    # Ages and dwell times are measured against the stored times' own clock, the database's.
+    now = now or db_time()
     scope = [workspace] if workspace is not None else workspace_ids
     ws = workspace
     kinds = findings_by_kind(scope)

@@ -11,10 +11,10 @@ from datetime import datetime
 
 from django.db import transaction
 from django.db.models import Exists, OuterRef
-from django.utils import timezone
 
 from approvals.models import Workspace
 from lib.databases import DB
+from outbox.clock import db_now
 from outbox.models import Handoff
 from outbox.services.status_events import handoffs_note_receiver_answer
 from reconciliation import next_actions
@@ -272,7 +272,7 @@ def finding_acknowledge(*, finding_id: int, actor, note: str = "") -> Finding:
             actor=actor,
             action="acknowledged",
             event_note=note,
-            acknowledged_at=timezone.now(),
+            acknowledged_at=db_now(),
             acknowledged_by=actor,
             note=note or finding.note,
         )
@@ -291,7 +291,7 @@ def finding_resolve(*, finding_id: int, actor, note: str) -> Finding:
             actor=actor,
             action="resolved",
             event_note=note,
-            resolved_at=timezone.now(),
+            resolved_at=db_now(),
             resolved_by=actor,
             note=note,
         )

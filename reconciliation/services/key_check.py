@@ -3,9 +3,8 @@ the facts, the work read back), for one key, at once. Sends nothing."""
 
 from dataclasses import dataclass
 
-from django.utils import timezone
-
 from lib.databases import DB
+from outbox.clock import db_time
 from outbox.destinations import Destination, RemoteTask, destination_named
 from outbox.models import Handoff
 from outbox.services import PERSON_LOOKUP_WAIT_SECONDS, handoff_note_check
@@ -47,7 +46,7 @@ def _finish_key_run(
     run: ReconciliationRun, recorder: FindingRecorder, *, found: bool, error: str, resolved: int
 ) -> None:
     run.status = RunStatus.FAILED if error else RunStatus.COMPLETED
-    run.error, run.finished_at = error, timezone.now()
+    run.error, run.finished_at = error, db_time()
     run.source_keys, run.receiver_keys, run.keys_compared = 1, int(found), 0 if error else 1
     run.findings_by_kind, run.new_findings, run.resolved_findings = (
         recorder.by_kind,
@@ -77,7 +76,7 @@ def key_check_record(
     run = ReconciliationRun.objects.using(DB).create(
         trigger=trigger, batch_size=1, started_by=actor, workspace_id=handoff.workspace_id
     )
-    now = timezone.now()
+    now = db_time()  # the stored times it is compared with are the database's
     src = None if error else source_row(key)
     problems = [] if error else classify(key, src, task, now=now, stuck_before=stuck_before(now))
     work = WorkStatuses(batch_size=1)

@@ -8,9 +8,9 @@ exactly those facts does not reopen the finding; any other discrepancy opens a n
 import contextlib
 
 from django.db import transaction
-from django.utils import timezone
 
 from lib.databases import DB
+from outbox.clock import db_now
 from outbox.destinations import Destination
 from outbox.errors import HandoffNotFound
 from outbox.models import Handoff
@@ -133,7 +133,7 @@ def _close_finding(finding: Finding, *, actor, what_was_done: str) -> None:
         actor=actor,
         action="repaired",
         event_note=what_was_done,
-        resolved_at=timezone.now(),
+        resolved_at=db_now(),
         resolved_by=actor,
         note=what_was_done,
     )

@@ -15,11 +15,11 @@ from datetime import datetime
 from django.conf import settings
 from django.db import transaction
 from django.db.models import Exists, OuterRef
-from django.utils import timezone
 from django_q.tasks import async_task
 
 from approvals.models import Request, RequestState
 from lib.databases import DB
+from outbox.clock import db_time
 from outbox.destinations import Destination, LookupFailed, RemoteTask
 from outbox.models import ArchivedHandoff, Handoff
 from outbox.services.lookup_limits import lookups_under_limits
@@ -187,7 +187,7 @@ class _Merge:
 
 def _finish(run: ReconciliationRun, merge: _Merge, resolved: int) -> None:
     recorder = merge.recorder
-    run.finished_at = timezone.now()
+    run.finished_at = db_time()
     run.source_keys, run.receiver_keys = merge.source_stats.rows, merge.receiver_stats.rows
     run.keys_compared = merge.compared
     run.source_pages, run.receiver_pages = merge.source_stats.pages, merge.receiver_stats.pages
@@ -215,7 +215,9 @@ def _checked_batch_size(batch_size: int | None, run: ReconciliationRun | None) -
 def _new_merge(
     run: ReconciliationRun, destination: Destination, *, batch_size: int, confirm_limit: int
 ) -> _Merge:
-    now = timezone.now()
+    # The one "now" of the run, on the database clock: the stored times it is compared with (SLA due,
+    # delivered, updated) are the database's, and findings are seen at it.
+    now = db_time()
     return _Merge(
         destination=destination,
         recorder=FindingRecorder(run=run, now=now, batch_size=batch_size),
