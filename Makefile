@@ -8,7 +8,7 @@ APPS := approvals console config delivery httpapi lib outbox reconciliation
 PGHOST ?= /var/run/postgresql
 export PGHOST
 
-.PHONY: run test test-suites test-sqlite test-postgres test-postgres-processes test-postgres-rest lint mutation-check postgres chromium pgbouncer bench venv clean screenshots \
+.PHONY: run test test-suites test-sqlite test-postgres test-postgres-processes test-postgres-rest lint mutation-check postgres chromium pgbouncer faketime bench venv clean screenshots \
 	lock lock-check promtool monitoring-check
 
 # Installs come from the hashed lock only (runtime, test and build tools: pip refuses anything unhashed),
@@ -57,6 +57,10 @@ chromium:
 pgbouncer:
 	@test -x /usr/sbin/pgbouncer || command -v pgbouncer >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq pgbouncer >/dev/null; }
 
+# The skewed-host test (tests/faults/test_skewed_hosts.py) runs dispatchers on wrong clocks with libfaketime.
+faketime:
+	@ls /usr/lib/*/faketime/libfaketimeMT.so.1 >/dev/null 2>&1 || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq faketime >/dev/null; }
+
 # promtool (Debian's prometheus package) checks monitoring/prometheus/alerts.yml and runs its unit tests.
 promtool:
 	@command -v promtool >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null; }
@@ -74,7 +78,7 @@ test-sqlite: $(STAMP)
 # browsers (which wait on them much of the time), and the rest, each on databases of its own.
 test-postgres: test-postgres-processes test-postgres-rest
 
-test-postgres-processes: $(STAMP) postgres chromium pgbouncer
+test-postgres-processes: $(STAMP) postgres chromium pgbouncer faketime
 	@echo "== test suite on PostgreSQL: fault, browser and demo tests (real processes) =="
 	DATABASE_URL="postgres:///handoff?host=$(PGHOST)" DELIVERY_DATABASE_URL="postgres:///handoff_delivery?host=$(PGHOST)" \
 		$(VENV)/bin/pytest --durations=15 -m "faults or browser or demo"
@@ -94,7 +98,7 @@ mutation-check: $(STAMP)
 
 # The suites run side by side (the PostgreSQL ones wait on their processes and servers much of the time);
 # each one's output is printed whole when it ends.
-test-suites: $(STAMP) postgres chromium pgbouncer
+test-suites: $(STAMP) postgres chromium pgbouncer faketime
 	$(MAKE) --no-print-directory -j3 --output-sync=target test-sqlite test-postgres-processes test-postgres-rest
 
 test: lint lock-check monitoring-check test-suites mutation-check
