@@ -12,8 +12,8 @@ TOO_DEEP = "[nested too deep to show]"
 # stored before that limit are cut; the bound keeps every page renderable whatever is stored.
 MAX_DEPTH = 64
 
-# Keys whose values are personal data or secrets. Matched on the lower-cased key, by substring.
-SENSITIVE_KEY_PARTS = (
+# Keys whose values are secrets or personal data. Matched on the lower-cased key, by substring.
+CREDENTIAL_KEY_PARTS = (
     "password",
     "secret",
     "token",
@@ -21,6 +21,8 @@ SENSITIVE_KEY_PARTS = (
     "api_key",
     "apikey",
     "signature",
+)
+PERSONAL_KEY_PARTS = (
     "email",
     "phone",
     "iban",
@@ -30,6 +32,7 @@ SENSITIVE_KEY_PARTS = (
     "passport",
     "card",
 )
+SENSITIVE_KEY_PARTS = CREDENTIAL_KEY_PARTS + PERSONAL_KEY_PARTS
 
 # RE2, not `re`: the text is a receiver's answer or a stored payload, and with backtracking the e-mail pattern
 # took time quadratic in a long run of address characters (2 s for 40,000 of them). RE2 is linear.
@@ -96,33 +99,43 @@ def _mask_configured(text: str) -> str:
     return text
 
 
-def _is_sensitive(key: str) -> bool:
+def _is_sensitive(key: str, *, keep_personal: bool = False) -> bool:
     lowered = key.lower()
-    return any(part in lowered for part in SENSITIVE_KEY_PARTS)
+    parts = CREDENTIAL_KEY_PARTS if keep_personal else SENSITIVE_KEY_PARTS
+    return any(part in lowered for part in parts)
 
 
-def redact_text(text: str) -> str:
+def redact_text(text: str, *, keep_personal: bool = False) -> str:
     text = _mask_configured(text)
     text = _WHSEC.sub(REDACTED, text)
     text = _BEARER.sub("Bearer " + REDACTED, text)
-    return _EMAIL.sub(REDACTED, text)
+    return text if keep_personal else _EMAIL.sub(REDACTED, text)
 
 
-def redact(value: Any, *, max_depth: int = MAX_DEPTH) -> Any:
+def redact(value: Any, *, max_depth: int = MAX_DEPTH, keep_personal: bool = False) -> Any:
     """Return a copy of `value` with sensitive keys masked and secrets removed from strings.
+
+    `keep_personal`: personal data stays (an e-mail address, a phone number), secrets are masked as
+    everywhere. Only for showing a person what they typed themselves (`console/own_fields.py`): their own
+    e-mail address is theirs to read back, a token they pasted is still nobody's to see on a screen.
 
     Containers nested deeper than `max_depth` are replaced by a marker: the recursion is bounded, so
     no stored value can make a page fail.
     """
     if isinstance(value, dict | list | tuple) and max_depth < 1:
         return TOO_DEEP
+    deeper = {"max_depth": max_depth - 1, "keep_personal": keep_personal}
     if isinstance(value, dict):
         return {
-            k: (REDACTED if _is_sensitive(str(k)) else redact(v, max_depth=max_depth - 1))
+            k: (
+                REDACTED
+                if _is_sensitive(str(k), keep_personal=keep_personal)
+                else redact(v, **deeper)
+            )
             for k, v in value.items()
         }
     if isinstance(value, list | tuple):
-        return [redact(v, max_depth=max_depth - 1) for v in value]
+        return [redact(v, **deeper) for v in value]
     if isinstance(value, str):
-        return redact_text(value)
+        return redact_text(value, keep_personal=keep_personal)
     return value

@@ -1,6 +1,6 @@
 """{{ value|json_pretty }}: a payload shown as the JSON that is sent, indented, keys sorted.
 {{ value|evidence_lines }}: what a finding's source or receiver says, as field: value lines a person reads.
-{% hidden_fields original shown as hidden %}: which fields redaction hid, what each is and why.
+{% hidden_fields original shown as hidden %}: which fields redaction hid, what kind of value each is, why.
 
 Callers pass values that went through the redaction function already."""
 
@@ -9,7 +9,7 @@ import json
 from django import template
 from django.utils.dateparse import parse_datetime
 
-from outbox.redaction import SENSITIVE_KEY_PARTS
+from outbox.redaction import CREDENTIAL_KEY_PARTS, PERSONAL_KEY_PARTS
 
 register = template.Library()
 
@@ -53,28 +53,55 @@ def evidence_lines(value) -> list[tuple[str, str]]:
     return [("value", _shown(value))]
 
 
-# What a hidden field is, by the part of its name that hid it (`outbox.redaction.SENSITIVE_KEY_PARTS`).
-_SECRET_PARTS = ("password", "secret", "token", "authorization", "api_key", "apikey", "signature")
+# What a hidden field holds, by the part of its name that hid it (`outbox.redaction`), credentials first:
+# an `email_token` is a token.
+_KINDS = {
+    "password": "a password",
+    "secret": "a secret",
+    "token": "a secret token",
+    "authorization": "an authorization header",
+    "api_key": "an API key",
+    "apikey": "an API key",
+    "signature": "a signature",
+    "email": "an e-mail address",
+    "phone": "a phone number",
+    "iban": "a bank account number (IBAN)",
+    "tax": "a tax number",
+    "ssn": "a social security number",
+    "birth": "a date of birth",
+    "passport": "a passport number",
+    "card": "a card number",
+}
+CREDENTIAL_WHY = "a credential: hidden from every screen and log; the receiver gets it"
+PERSONAL_WHY = (
+    "personal data: shown only to the requester who typed it, hidden from every other screen and "
+    "log; the receiver gets it"
+)
+MASKED_TEXT_WHY = (
+    "its text holds an e-mail address or a secret, masked where it appears; the receiver gets the "
+    "whole text"
+)
 
 
-def _why_hidden(key: str) -> str:
+def _what_is_hidden(key: str) -> tuple[str, str]:
     lowered = key.lower()
-    if any(part in lowered for part in _SECRET_PARTS):
-        return "a credential: never shown"
-    if any(part in lowered for part in SENSITIVE_KEY_PARTS):
-        return "personal data: hidden on screens and in logs"
-    return "its text holds an e-mail address or a secret, masked where it appears"
+    for parts, why in ((CREDENTIAL_KEY_PARTS, CREDENTIAL_WHY), (PERSONAL_KEY_PARTS, PERSONAL_WHY)):
+        for part in parts:
+            if part in lowered:
+                return _KINDS[part], why
+    return "text", MASKED_TEXT_WHY
 
 
 @register.simple_tag
 def hidden_fields(original, shown) -> list[dict]:
-    """The top-level fields of a payload that redaction changed, each with what it is and why it is
-    hidden: a person approving or repairing "exactly this payload" is told what they do not see (the
-    receiver gets the real value, and the payload hash covers it). Names only, never a value."""
+    """The top-level fields of a payload that redaction changed, each with what kind of value it is and why
+    it is hidden: a person approving or repairing "exactly this payload" is told what they do not see (the
+    receiver gets the real value, and the payload hash covers it). Names and kinds only, never a value."""
     if not isinstance(original, dict) or not isinstance(shown, dict):
         return []
-    return [
-        {"field": str(key), "why": _why_hidden(str(key))}
-        for key, value in original.items()
-        if shown.get(key) != value
-    ]
+    hidden = []
+    for key, value in original.items():
+        if shown.get(key) != value:
+            kind, why = _what_is_hidden(str(key))
+            hidden.append({"field": str(key), "kind": kind, "why": why})
+    return hidden

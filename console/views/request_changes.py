@@ -13,15 +13,16 @@ from approvals.errors import ApprovalDenied, ApprovalsError, InvalidPayload
 from approvals.models import Request
 from approvals.rules import rules_for
 from console.forms import RequestForm
+from console.own_fields import payload_shown_to
 from console.views.request_detail import detail_context, detail_url, visible_revision
 from console.views.requests import form_context
 from outbox.errors import OutboxError
-from outbox.redaction import redact
 
 
-def _revision_initial(current: Request) -> tuple[dict, list[str]]:
-    """The form's starting values: the current payload, redacted; hidden fields start blank and are kept."""
-    shown = redact(current.payload)
+def _revision_initial(user, current: Request) -> tuple[dict, list[str]]:
+    """The form's starting values: the current payload as the requester may see it (what they typed
+    themselves, secrets masked); hidden fields start blank and are kept."""
+    shown = payload_shown_to(user, current)
     hidden = [k for k, v in current.payload.items() if shown.get(k) != v]
     return {k: ("" if k in hidden else v) for k, v in shown.items()}, hidden
 
@@ -36,7 +37,7 @@ def request_revise(request, workspace_id: int, number: int) -> HttpResponse:
     if current.requested_by_id != request.user.pk:
         raise PermissionDenied(f"Revise request {number}: only its requester revises it")
     rules = rules_for(current.workflow)
-    initial, hidden = _revision_initial(current)
+    initial, hidden = _revision_initial(request.user, current)
     form = RequestForm(request.POST or None, schema=rules.schema, initial=initial, with_reason=True)
     status = 200
     if request.method == "POST":

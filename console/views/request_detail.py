@@ -13,9 +13,9 @@ from approvals.errors import ApprovalDenied, ApprovalsError, InvalidPayload, Sta
 from approvals.models import Request, RequestState, Role
 from approvals.rules import rules_for
 from console.correction_forms import CorrectionForm
+from console.own_fields import payload_shown_to
 from console.request_evidence import statuses_of
 from outbox.models import Handoff, HandoffState
-from outbox.redaction import redact
 from outbox.selectors import handoffs_in, instance_handoffs, instance_status
 
 
@@ -89,7 +89,8 @@ def detail_context(
     )
     replaced = replaced or _previous_revision(obj)
     is_approver = selectors.user_has_role(request.user, obj.workspace_id, Role.APPROVER)
-    shown = redact(obj.payload)
+    # The requester reads back what they typed (their own e-mail); secrets and others' values stay hidden.
+    shown = payload_shown_to(request.user, obj)
     return {
         "req": obj,
         "payload": shown,

@@ -45,8 +45,11 @@ def test_finding_evidence_reads_as_field_value_lines():
 
 def test_handoff_detail_says_which_fields_are_hidden_and_why(world, pending):
     body = client_for(world["olga"]).get(f"/handoffs/{pending.pk}/").content.decode()
-    assert "<code>contact_email</code> (personal data: hidden on screens and in logs)" in body
-    assert "The receiver gets the real value, and the payload hash covers it." in body
+    assert (
+        "<code>contact_email</code>: an e-mail address, personal data: shown only to the requester "
+        "who typed it, hidden from every other screen and log; the receiver gets it."
+    ) in body
+    assert "The payload hash covers the real values." in body
     assert "onboarding@northwind.example" not in body
 
 
@@ -56,10 +59,16 @@ def test_hidden_fields_name_a_credential_and_a_masked_text_without_their_values(
 
     original = {"api_token": "abc", "notes": "call me at a@b.example", "plan": "standard"}
     assert hidden_fields(original, redact(original)) == [
-        {"field": "api_token", "why": "a credential: never shown"},
+        {
+            "field": "api_token",
+            "kind": "a secret token",
+            "why": "a credential: hidden from every screen and log; the receiver gets it",
+        },
         {
             "field": "notes",
-            "why": "its text holds an e-mail address or a secret, masked where it appears",
+            "kind": "text",
+            "why": "its text holds an e-mail address or a secret, masked where it appears; the "
+            "receiver gets the whole text",
         },
     ]
     assert hidden_fields("text", "text") == []
