@@ -12,7 +12,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench import console_operators_report  # noqa: E402
+from bench import console_operators_report, retention_report  # noqa: E402
 
 AIM_RATIO_TO_PGBENCH = 0.3
 AIM_TIMES_ALTERNATIVE = 3.0
@@ -302,6 +302,14 @@ def reconcile_rates(text: str) -> dict[str, tuple[float, float]]:
     return rates
 
 
+def reconcile_pass_seconds(text: str) -> dict[str, tuple[int, float]]:
+    """The cost of one full reconciliation pass per destination kind: (keys compared, seconds)."""
+    return {
+        match.group(1): (int(match.group(2).replace(",", "")), float(match.group(3)))
+        for match in re.finditer(r"(\w+): ([0-9,]+) keys compared in ([0-9.]+) s =", text)
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--e2e", required=True)
@@ -337,6 +345,10 @@ def main() -> None:
     parser.add_argument(
         "--console-operators-command", default="", help="the command that ran it, as run.sh ran it"
     )
+    parser.add_argument(
+        "--retention", help="the JSON bench/retention_bench.py wrote, when it was run"
+    )
+    parser.add_argument("--retention-command", default="", help="the command that ran it")
     parser.add_argument("--output", required=True)
     args = parser.parse_args()
     r = json.loads(Path(args.e2e).read_text())
@@ -517,6 +529,12 @@ def main() -> None:
             f"{AIM_RECONCILE_KEYS:,} keys is the aim's size)"
             f"{' (memory grew with the keys)' if samples and not bounded(samples) else ''} |"
         )
+    for kind, (keys, seconds) in reconcile_pass_seconds(reconcile_text).items():
+        # What each scheduled run (every RECONCILIATION_EVERY_MINUTES) costs at this size; no aim was set.
+        lines.append(
+            f"| cost of one full reconciliation pass at {keys:,} keys, {kind} (no aim; it runs every "
+            f"`RECONCILIATION_EVERY_MINUTES`) | {seconds:.1f} s | reported |"
+        )
     dest = json.loads(Path(args.destinations).read_text()) if args.destinations else None
     many = json.loads(Path(args.many_destinations).read_text()) if args.many_destinations else None
     tracing = json.loads(Path(args.tracing).read_text()) if args.tracing else None
@@ -526,6 +544,9 @@ def main() -> None:
     )
     if operators:
         lines.append(console_operators_report.aims_row(operators))
+    retention = json.loads(Path(args.retention).read_text()) if args.retention else None
+    if retention:
+        lines.append(retention_report.aims_row(retention))
     if dest:
         lines.append(
             f"| a healthy destination beside one down and one slow (one dispatcher) ≥ {AIM_DESTINATIONS_RATIO} "
@@ -752,6 +773,7 @@ right after `make bench`, against its own receiver and databases:",
             if operators
             else []
         ),
+        *(retention_report.section(retention, args.retention_command) if retention else []),
     ]
     Path(args.output).write_text("\n".join(lines))
 
