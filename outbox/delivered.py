@@ -61,6 +61,14 @@ def _same_in_every_row(rows: list[DeliveredRow], get) -> bool:
     return all(get(row) == first for row in rows[1:])
 
 
+def _one_value(connection, field, value) -> tuple[str, list]:
+    """The SQL of a value every row holds: one cast parameter, or for a time of record (`delivered_at`, the
+    attempt's end: a `DbNow`) the statement's own time, on the database clock."""
+    if isinstance(value, DbNow):
+        return f"{POSTGRES_NOW_PLUS}::{field.db_type(connection)}", [value.seconds]
+    return f"%s::{field.db_type(connection)}", [field.get_db_prep_save(value, connection)]
+
+
 def _columns(connection, rows: list[DeliveredRow]) -> tuple[str, list, dict[str, tuple[str, list]]]:
     """`unnest` of the arrays of what differs between rows, its parameters, and for every written column its
     SQL (`v.<column>`, or one cast parameter when every row holds the same value: a batch of deliveries clears
@@ -85,17 +93,8 @@ def _columns(connection, rows: list[DeliveredRow]) -> tuple[str, list, dict[str,
         for name in sorted(rows[0].attempt)
     ]
     for column, field, get in columns:
-        if isinstance(get(rows[0]), DbNow) and _same_in_every_row(rows, get):
-            # A time of record (`delivered_at`, the attempt's end): the statement's own, on the database clock.
-            written[column] = (
-                f"{POSTGRES_NOW_PLUS}::{field.db_type(connection)}",
-                [get(rows[0]).seconds],
-            )
-        elif _same_in_every_row(rows, get):
-            written[column] = (
-                f"%s::{field.db_type(connection)}",
-                [field.get_db_prep_save(get(rows[0]), connection)],
-            )
+        if _same_in_every_row(rows, get):
+            written[column] = _one_value(connection, field, get(rows[0]))
         else:
             arrays.append((column, field, get))
             written[column] = (f"v.{qn(column)}", [])

@@ -62,6 +62,13 @@ def test_hosts_30s_apart_store_every_event_in_time_order_and_lose_nothing(proces
     finished = db_time()
     processes.stop_all()
 
+    assert_nothing_lost_nor_refused(keys, (ahead, behind))
+    assert_both_hosts_wrote_the_same_handoffs()
+    assert_in_time_order()
+    assert_on_the_database_clock(started, finished)
+
+
+def assert_nothing_lost_nor_refused(keys: list[str], procs) -> None:
     # No loss, no second effect.
     assert Handoff.objects.filter(state=S.DELIVERED).count() == COUNT
     assert ReceiverTask.objects.filter(action_key__in=keys).count() == COUNT
@@ -69,9 +76,11 @@ def test_hosts_30s_apart_store_every_event_in_time_order_and_lose_nothing(proces
     # refused for a lease taken over (leases are on the database clock), nobody asked to look.
     assert not Attempt.objects.filter(failure_class=FailureClass.CREDENTIAL).exists()
     assert not HandoffEvent.objects.filter(to_state=S.NEEDS_ATTENTION).exists()
-    for proc in (ahead, behind):
+    for proc in procs:
         assert "taken over" not in Path(proc.log_path).read_text()
 
+
+def assert_both_hosts_wrote_the_same_handoffs() -> None:
     # Both hosts wrote events of the same handoffs: the case a skewed clock would have put out of order.
     shared = one_row(
         "SELECT count(*) FROM (SELECT handoff_id FROM outbox_handoffevent "
@@ -81,6 +90,8 @@ def test_hosts_30s_apart_store_every_event_in_time_order_and_lose_nothing(proces
     print(f"{shared} handoffs with events from both hosts, {settled} settled by lookup")
     assert shared > 100 and settled > 0
 
+
+def assert_in_time_order() -> None:
     # Every handoff's events in time order: no event stored earlier than the one before it.
     backwards = one_row(
         "SELECT count(*) FROM (SELECT at < lag(at) OVER (PARTITION BY handoff_id ORDER BY id) AS back "
@@ -94,6 +105,8 @@ def test_hosts_30s_apart_store_every_event_in_time_order_and_lose_nothing(proces
     )[0]
     assert attempts_backwards == 0, f"{attempts_backwards} attempts out of time order"
 
+
+def assert_on_the_database_clock(started, finished) -> None:
     # Every stored time is the database's: within the run, as the database measured it (a 30 s skew is not).
     outside = one_row(
         "SELECT "

@@ -78,18 +78,12 @@ def test_times_of_record_come_from_the_database_and_events_stay_in_order(host_cl
         handoff_id=handoff.pk, destination=failing("permanent", "invalid_payload")
     ) == (S.NEEDS_ATTENTION)
     now = db_time()
-
     handoff.refresh_from_db()
     for value in (handoff.created_at, handoff.updated_at, handoff.attention_since):
         assert_near_db(value, now)
     expected_due = now + timedelta(minutes=settings.HANDOFF_SLA_MINUTES)
     assert abs(handoff.sla_due_at - expected_due) < NEAR
-    for started, finished in Attempt.objects.filter(handoff=handoff).values_list(
-        "started_at", "finished_at"
-    ):
-        assert_near_db(started, now)
-        assert_near_db(finished, now)
-        assert started <= finished
+    assert_attempts_on_the_database_clock(handoff, now)
     events = list(HandoffEvent.objects.filter(handoff=handoff).order_by("pk"))
     assert [e.to_state for e in events] == [
         S.PENDING,
@@ -102,6 +96,15 @@ def test_times_of_record_come_from_the_database_and_events_stay_in_order(host_cl
     for at in times:
         assert_near_db(at, now)
     assert times == sorted(times), "events stored out of time order"
+
+
+def assert_attempts_on_the_database_clock(handoff: Handoff, now) -> None:
+    for started, finished in Attempt.objects.filter(handoff=handoff).values_list(
+        "started_at", "finished_at"
+    ):
+        assert_near_db(started, now)
+        assert_near_db(finished, now)
+        assert started <= finished
 
 
 def test_a_delivery_is_stamped_by_the_database_clock(host_clock):
