@@ -11,6 +11,8 @@ from approvals.errors import ApprovalsError
 from approvals.models import (
     Approval,
     Membership,
+    ObservedOutcome,
+    PilotBrief,
     Request,
     RequestEvent,
     RequestReference,
@@ -24,6 +26,7 @@ from approvals.models import (
 )
 from approvals.rules import publish_problems
 from approvals.services.memberships import membership_grant, membership_revoke
+from approvals.services.observation import pilot_brief_set
 from approvals.services.rule_versions import rule_version_publish
 from approvals.services.workflow_modes import workflow_mode_set
 from lib.querystring import id_or_none
@@ -304,3 +307,42 @@ class WorkflowModeChangeAdmin(ReadOnlyAdmin):
 class WorkspaceWorkflowAdmin(admin.ModelAdmin):
     list_display = ("workspace", "workflow", "accepts_triggers")
     list_filter = ("workflow", "accepts_triggers")
+
+
+@admin.register(PilotBrief)
+class PilotBriefAdmin(admin.ModelAdmin):
+    """A workflow's business owner and exception path (docs/observation.md); saved by `pilot_brief_set`."""
+
+    fields = ("workflow", "owner", "exception_path")
+    list_display = ("workflow", "owner", "exception_path", "updated_by", "updated_at")
+
+    def get_readonly_fields(self, request, obj=None):
+        return ("workflow",) if obj is not None else ()
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+    def save_model(self, request, obj, form, change):
+        data = form.cleaned_data
+        stored = pilot_brief_set(
+            workflow=obj.workflow,
+            owner=data["owner"],
+            exception_path=data["exception_path"],
+            actor=request.user,
+        )
+        obj.pk = stored.pk
+
+
+@admin.register(ObservedOutcome)
+class ObservedOutcomeAdmin(ReadOnlyAdmin):
+    list_display = (
+        "recorded_at",
+        "workspace",
+        "action_key",
+        "rule_version",
+        "task_created",
+        "agrees",
+        "recorded_by",
+        "explained_at",
+    )
+    list_filter = ("rule_version", "agrees", "current")

@@ -3,16 +3,18 @@ agreement with the product's plan, CSV imports (all or nothing), the owner's exp
 confirmation that the workflow goes live (audited)."""
 
 import pytest
+from django.contrib.auth import get_user_model
 
 from approvals.agreement import agreement_of, workflow_agreement
-from approvals.errors import InvalidPayload
-from approvals.models import Mode, ObservedOutcome, WorkflowMode, WorkflowModeChange
+from approvals.errors import ApprovalDenied, InvalidPayload
+from approvals.models import Mode, ObservedOutcome, PilotBrief, WorkflowMode, WorkflowModeChange
 from approvals.services.go_live import GoLiveRefused, workflow_go_live
 from approvals.services.observation import (
     CurrentProcessOutcome,
     ObservationRefused,
     observed_outcome_explain,
     observed_outcome_record,
+    pilot_brief_set,
 )
 from approvals.services.observation_import import MAX_BYTES, observed_outcomes_import
 from tests.approvals.observation_world import observed_world
@@ -190,3 +192,20 @@ def test_the_owner_confirms_and_the_switch_is_audited_with_the_results(world):
     )
     assert "4 case(s) observed, 1 compared, 1 agree, 0 disagree" in change.reason
     assert workflow_agreement("onboarding").observed == 4
+
+
+def test_the_pilot_brief_is_set_by_someone_who_may_change_modes_only(world):
+    root = get_user_model().objects.create_superuser("root", password="x-long-enough-pw")
+    brief = pilot_brief_set(
+        workflow="onboarding", owner=world["olga"], exception_path="olga, by hand", actor=root
+    )
+    assert (brief.owner, brief.exception_path, brief.updated_by) == (
+        world["olga"],
+        "olga, by hand",
+        root,
+    )
+    with pytest.raises(ApprovalDenied):
+        pilot_brief_set(
+            workflow="onboarding", owner=world["dana"], exception_path="", actor=world["dana"]
+        )
+    assert PilotBrief.objects.get(workflow="onboarding").owner == world["olga"]
