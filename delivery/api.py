@@ -9,6 +9,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from delivery import services
 from delivery.errors import ActionKeyConflict, InvalidTaskPayload, InvalidTaskStatus, TaskNotFound
 from delivery.faults import Item, ItemAnswer, ItemsAnswerer, injects_faults
+from delivery.outage import unavailable_during_outage
 from delivery.signing import SignatureRejected, verify_signed_request
 from httpapi.body import BodyRejected, read_json_body
 from httpapi.strict_json import JSONRejected, parse_json_object
@@ -79,6 +80,7 @@ def _answerer(request: HttpRequest, answer: ItemsAnswerer) -> ItemsAnswerer:
 
 @csrf_exempt
 @require_http_methods(["GET", "POST"])
+@unavailable_during_outage
 @injects_faults
 def tasks(request: HttpRequest) -> JsonResponse:
     if request.method == "GET":
@@ -116,6 +118,7 @@ def _batch_items(document: dict) -> list:
 
 @csrf_exempt
 @require_POST
+@unavailable_during_outage
 @injects_faults
 def tasks_batch(request: HttpRequest) -> JsonResponse:
     """Up to RECEIVER_BATCH_LIMIT items, each answered as the single call would answer it; one item's
@@ -133,6 +136,44 @@ def tasks_batch(request: HttpRequest) -> JsonResponse:
         for index, (status, body) in zip(readable, answers, strict=True):
             results[index] = {"http_status": status, **body}
     return JsonResponse({"results": results})
+
+
+def _lookup_keys(document: dict) -> list[str]:
+    """The keys of a batch lookup. Raises BodyRejected when there is no list of keys, or too many."""
+    keys = document.get("action_keys")
+    if not isinstance(keys, list) or not keys or not all(isinstance(key, str) for key in keys):
+        raise BodyRejected(400, "malformed_json", "action_keys must be a non-empty list of strings")
+    if len(keys) > settings.RECEIVER_BATCH_LIMIT:
+        raise BodyRejected(
+            413,
+            "too_many_items",
+            f"at most {settings.RECEIVER_BATCH_LIMIT} keys",
+            settings.RECEIVER_BATCH_LIMIT,
+        )
+    return keys
+
+
+@csrf_exempt
+@require_http_methods(["GET", "POST"])
+@unavailable_during_outage
+@injects_faults
+def tasks_lookup(request: HttpRequest) -> JsonResponse:
+    """`POST /tasks/lookup` with {"action_keys": [...]} (at most RECEIVER_BATCH_LIMIT): the tasks of those keys
+    that exist, each as `GET /tasks/<key>` reports it, and the keys that have none, in one request (a sender
+    settling many unknown outcomes asks once, not once per key). Signed like every POST; the replay record is
+    its only write."""
+    if request.method == "GET":
+        # Keys may be any text: a GET here is the lookup of the key "lookup".
+        return task_detail(request, "lookup")
+    with transaction.atomic(using=services.DB):
+        try:
+            keys = _lookup_keys(_signed_document(request))
+        except _REFUSALS as exc:
+            return _refusal(exc)
+    # A key with NUL cannot be stored (PostgreSQL text refuses it), so no task has it.
+    items = services.task_find_many(action_keys=[key for key in keys if "\x00" not in key])
+    found = {item["action_key"] for item in items}
+    return JsonResponse({"items": items, "missing": [key for key in keys if key not in found]})
 
 
 def _task_keys(request: HttpRequest) -> JsonResponse:
@@ -154,6 +195,7 @@ def _task_keys(request: HttpRequest) -> JsonResponse:
 
 @csrf_exempt
 @require_GET
+@unavailable_during_outage
 def task_detail(request: HttpRequest, action_key: str) -> JsonResponse:
     try:
         _authenticate(request, "")

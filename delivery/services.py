@@ -205,6 +205,20 @@ def task_delete(*, action_key: str) -> ReceiverTask:
     return task
 
 
+def task_find_many(*, action_keys: list[str]) -> list[dict]:
+    """The tasks of those keys that exist, as `task_list_keys` reports them (one query); a key with no task is
+    simply absent."""
+    rows = (
+        ReceiverTask.objects.using(DB)
+        .filter(action_key__in=action_keys)
+        .order_by("action_key")
+        .values_list("action_key", "task_id", "payload_hash", "status")
+    )
+    return [
+        {"action_key": k, "task_id": str(t), "payload_hash": h, "status": s} for k, t, h, s in rows
+    ]
+
+
 def task_list_keys(*, after: str = "", limit: int = 500) -> list[dict]:
     """One page of (action_key, task_id, payload_hash, status) in action-key order, after `after`."""
     rows = (

@@ -7,6 +7,7 @@ app_name = "delivery"
 urlpatterns = [
     path("api/tasks", api.tasks, name="tasks"),
     path("api/tasks/batch", api.tasks_batch, name="tasks-batch"),
+    path("api/tasks/lookup", api.tasks_lookup, name="tasks-lookup"),
     # Before the lookup: its <path:> would take "<key>/status" for a key.
     path("api/tasks/<path:action_key>/status", api.task_status, name="task-status"),
     path("api/tasks/<path:action_key>", api.task_detail, name="task-detail"),

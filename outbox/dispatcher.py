@@ -44,7 +44,7 @@ from outbox.services.leases import handoff_expire_leases
 from outbox.services.limits import destination_acquire, destination_release
 from outbox.services.lookup_limits import lookups_under_limits
 from outbox.services.outcomes import handoff_record_outcomes
-from outbox.services.settlement import handoff_settle
+from outbox.settling import SettlementPass, settle_pass
 
 log = logging.getLogger(__name__)
 S = HandoffState
@@ -327,27 +327,25 @@ def _drain_one(destination: Destination, worker: str | None, max_batches: int) -
 # How long settlement waits for a permit before it ends its pass: long enough to get a slot between the
 # dispatchers' claim batches while a backlog holds the destination at its limits.
 SETTLEMENT_WAIT_SECONDS = 1.0
+# How long a sweep (django-q2's schedule) goes on settling a backlog, pass after pass, before it ends.
+SWEEP_SETTLEMENT_SECONDS = 20.0
 
 
-def settle_uncertain(*, destination: Destination | None = None, limit: int = 200) -> dict[str, int]:
-    """Ask the destination (the default one without) about its own uncertain outcomes, oldest first. Each
-    lookup is a request under the destination's limits; the pass ends at the first one they refuse within
-    SETTLEMENT_WAIT_SECONDS (the rest wait for the next pass)."""
-    asked = lookups_under_limits(
-        destination, worker=default_worker_name(), wait_seconds=SETTLEMENT_WAIT_SECONDS
-    )
-    outcomes: dict[str, int] = {}
-    for pk in (
-        Handoff.objects.using(DB)
-        .filter(state=S.UNCERTAIN, destination=asked.name)
-        .order_by("updated_at")
-        .values_list("id", flat=True)[:limit]
-    ):
-        state = handoff_settle(handoff_id=pk, destination=asked)
-        if asked.refused:
-            break
-        outcomes[state] = outcomes.get(state, 0) + 1
-    return outcomes
+def settle_uncertain(
+    *, destination: Destination | None = None, limit: int = 200, worker: str | None = None
+) -> dict[str, int]:
+    """`settle_uncertain_pass`'s outcomes: the states its claims ended in, counted."""
+    return settle_uncertain_pass(destination=destination, limit=limit, worker=worker).outcomes
+
+
+def settle_uncertain_pass(
+    *, destination: Destination | None = None, limit: int = 200, worker: str | None = None
+) -> SettlementPass:
+    """Claim up to `limit` of the destination's (the default one's) uncertain outcomes, oldest first, and settle
+    them (`outbox/settling.py`), each request under its limits waiting at most SETTLEMENT_WAIT_SECONDS."""
+    worker = worker or default_worker_name()
+    asked = lookups_under_limits(destination, worker=worker, wait_seconds=SETTLEMENT_WAIT_SECONDS)
+    return settle_pass(destination=asked, worker=worker, limit=limit)
 
 
 def maintain(
@@ -356,11 +354,11 @@ def maintain(
     """Expire leases that ran out (every destination's: one statement, no call) and settle the uncertain
     outcomes of the destination (of every enabled one without). Runs on its own cadence, never behind a
     drain: a dead worker's rows are noticed within a lease, whatever the backlog. A pass is short (at most
-    `settle_limit` lookups), so that it completes between connection losses. A destination paused by its
-    breaker is asked only when its probe is due, once: that lookup is the probe, and its answer resumes the
-    destination, after which the rest are asked in the same pass (`destination_settlement_admission`). One
-    in an operator's pause or window is not asked; one that asked to be left alone for a while (a
-    Retry-After hold) refuses settlement's permit, like any other call's."""
+    `settle_limit` keys; `settle_backlog`: it took that many, more wait), so that it completes between
+    connection losses. A destination paused by its breaker is asked only when its probe is due, once: that
+    lookup is the probe, and its answer resumes the destination, after which the rest are asked in the same
+    pass (`destination_settlement_admission`). One in an operator's pause or window is not asked; one that
+    asked to be left alone (a Retry-After hold) refuses settlement's permit, like any other call's."""
     stats = RunStats(expired_leases=handoff_expire_leases() if expire_leases else 0)
     for each in _each(destination):
         stats.add(_settle_as_admitted(each, settle_limit))
@@ -372,21 +370,31 @@ def _settle_as_admitted(destination: Destination, limit: int) -> RunStats:
     if admission is Admission.PAUSED:
         return RunStats()
     if admission is Admission.OPEN:
-        return RunStats(settled=settle_uncertain(destination=destination, limit=limit))
+        return settle_uncertain_pass(destination=destination, limit=limit).stats()
     stats = RunStats(settled=settle_uncertain(destination=destination, limit=1))
     if destination_settlement_admission(name=destination.name) is Admission.OPEN:
-        stats.add(RunStats(settled=settle_uncertain(destination=destination, limit=limit)))
+        stats.add(settle_uncertain_pass(destination=destination, limit=limit).stats())
     return stats
+
+
+def _settle_backlog(destination: Destination) -> RunStats:
+    """Settlement passes while each claims a whole batch, for at most SWEEP_SETTLEMENT_SECONDS."""
+    stats, deadline = RunStats(), time.monotonic() + SWEEP_SETTLEMENT_SECONDS
+    while True:
+        settled = _settle_as_admitted(destination, 200)
+        stats.add(settled)  # its own `settle_backlog` decides: `add` keeps any pass's
+        if not settled.settle_backlog or time.monotonic() > deadline:
+            return stats
 
 
 def sweep(*, destination: Destination | None = None, worker: str | None = None) -> RunStats:
     """One pass of everything periodic (django-q2's schedule, `dispatch --once`), for the destination or every
     enabled one: maintenance, then the due rows, then settlement of what this pass itself left uncertain (a
-    lost answer costs one pass)."""
+    lost answer costs one pass) and of a backlog, pass after pass while each claims a whole batch (bounded)."""
     destinations = _each(destination)
     stats = RunStats(expired_leases=handoff_expire_leases())
     for each in destinations:
         stats.add(maintain(destination=each, expire_leases=False))
         stats.add(drain(destination=each, worker=worker))
-        stats.add(_settle_as_admitted(each, 200))
+        stats.add(_settle_backlog(each))
     return stats

@@ -19,6 +19,8 @@ class RunStats:
     limited: bool = False
     wait_seconds: float = 0.0
     settled: dict = field(default_factory=dict)
+    # A settlement pass claimed a whole batch: more uncertain outcomes are likely waiting (the next pass at once).
+    settle_backlog: bool = False
 
     def add(self, other: "RunStats") -> None:
         for name in (
@@ -34,5 +36,6 @@ class RunStats:
             setattr(self, name, getattr(self, name) + getattr(other, name))
         for key, value in other.settled.items():
             self.settled[key] = self.settled.get(key, 0) + value
+        self.settle_backlog = self.settle_backlog or other.settle_backlog
         # Whether the last batch was refused by the destination's limits, and how long it asked to wait.
         self.limited, self.wait_seconds = other.limited, other.wait_seconds

@@ -181,6 +181,8 @@ def _maintenance_loop(
                     stats.expired_leases,
                     stats.settled,
                 )
+            if stats is not None and stats.settle_backlog:
+                continue  # more uncertain outcomes are waiting: the next pass at once
             if not expire:
                 # Idle between passes, it holds no connection: a process serving many destinations would
                 # otherwise keep one open per destination for a pass every few seconds.
@@ -233,7 +235,7 @@ def _serve_turn(name: str, turn: Turn, worker: str, stop: threading.Event) -> Ru
         stats = maintain(destination=destination, expire_leases=False)
         if stats.settled:
             log.info("maintenance of %s: settled %s", name, stats.settled)
-        return RunStats()
+        return RunStats(settled=stats.settled, settle_backlog=stats.settle_backlog)
     if turn is Turn.POLL and not handoffs_due(name):
         return RunStats()
     return dispatch_batch(destination=destination, worker=worker, stop=stop)
@@ -286,7 +288,9 @@ class Pool:
         with self._total_lock:
             self.total.add(stats)
         wait = stats.wait_seconds if stats.limited else None
-        self.schedule.done(name, turn, claimed=stats.claimed, wait_seconds=wait)
+        self.schedule.done(
+            name, turn, claimed=stats.claimed, wait_seconds=wait, backlog=stats.settle_backlog
+        )
 
     def join(self, timeout: float) -> None:
         self.schedule.release_all()

@@ -9,7 +9,9 @@ its next turn:
 - after a batch refused by its limits or a Retry-After hold: when its next slot is likely free;
 - idle (its last batch claimed nothing): at a wake-up naming it (or naming none), else `idle_sleep` later,
   and that turn first asks whether anything is due (one probe of the claim index) before trying a batch;
-- its maintenance (settling its uncertain outcomes) every `maintain_every` seconds, as a turn of its own.
+- its maintenance (settling its uncertain outcomes) every `maintain_every` seconds, as a turn of its own; again
+  at once (behind the destinations already waiting) while each claims a whole batch of uncertain outcomes, so a
+  backlog settles at the receiver's speed, each dispatcher's turn claiming a batch of its own.
 
 Times are this process's monotonic clock: they only order this process's own turns. Every time of record
 (due, lease, delivered) is the database's.
@@ -125,8 +127,17 @@ class Schedule:
             return Turn.MAINTAIN
         return Turn.POLL if slot.idle else Turn.DELIVER
 
-    def done(self, name: str, turn: Turn, *, claimed: int = 0, wait_seconds: float | None = None):
-        """The turn is over: `claimed` handoffs, or `wait_seconds` asked by its limits (None: not limited)."""
+    def done(
+        self,
+        name: str,
+        turn: Turn,
+        *,
+        claimed: int = 0,
+        wait_seconds: float | None = None,
+        backlog: bool = False,
+    ):
+        """The turn is over: `claimed` handoffs, or `wait_seconds` asked by its limits (None: not limited);
+        a maintenance turn whose settlement found a `backlog` comes again at once."""
         now = time.monotonic()
         with self._changed:
             slot = self._slots[name]
@@ -134,7 +145,7 @@ class Schedule:
             if not slot.served:
                 del self._slots[name]
             elif turn is Turn.MAINTAIN:
-                slot.maintain_at = now + self.maintain_every
+                slot.maintain_at = now if backlog else now + self.maintain_every
             elif wait_seconds is not None:
                 slot.next_at, slot.idle = now + wait_seconds, False
             elif claimed or slot.woken:

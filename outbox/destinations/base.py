@@ -53,7 +53,12 @@ class Lookups(Protocol):
     supports_idempotency: bool
     supports_lookup: bool
 
+    # How many keys one request may ask about (`lookup_many`); 0: one key per request (`lookup`).
+    lookup_batch_size: int
+
     def lookup(self, action_key: str) -> RemoteTask | None: ...
+
+    def lookup_many(self, action_keys: list[str]) -> dict[str, RemoteTask | None]: ...
 
     def list_keys(self, *, after: str = "", limit: int = 500) -> list[RemoteTask]: ...
 
@@ -67,6 +72,9 @@ class Destination(ABC):
     supports_idempotency = True
     supports_lookup = True
     supports_batch = False
+    # A destination that answers for many keys in one request declares how many (its batch lookup's limit);
+    # 0: it is asked one key per request. Settlement asks in requests of this size (`outbox/settling.py`).
+    lookup_batch_size = 0
     retry_policy = RetryPolicy()
     # The longest one call can take (connect + read timeout): what a lease must outlast.
     call_seconds = 0.0
@@ -91,6 +99,11 @@ class Destination(ABC):
     def lookup(self, action_key: str) -> RemoteTask | None:
         """The receiver's task for the key, None when it has none; LookupFailed when unknown."""
 
+    def lookup_many(self, action_keys: list[str]) -> dict[str, RemoteTask | None]:
+        """Every key's task (None: the receiver has none), in one request where the kind answers for many keys
+        (`lookup_batch_size`, at most that many keys); here one `lookup` per key. LookupFailed when unknown."""
+        return {action_key: self.lookup(action_key) for action_key in action_keys}
+
     @abstractmethod
     def list_keys(self, *, after: str = "", limit: int = 500) -> list[RemoteTask]: ...
 
@@ -109,6 +122,8 @@ class Destination(ABC):
             else "not idempotent: the effect ledger decides"
         )
         lookup = "lookup by key" if self.supports_lookup else "no lookup: a person checks"
+        if self.supports_lookup and self.lookup_batch_size > 1:
+            lookup += f" (up to {self.lookup_batch_size} keys a request)"
         return f"{idempotency}; {lookup}; {'batch' if self.supports_batch else 'no batch'}"
 
     def credentials_missing(self) -> list[str]:

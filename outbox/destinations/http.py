@@ -35,6 +35,7 @@ from outbox.destinations.http_answers import (
     describe_answer,
     item_result,
 )
+from outbox.destinations.http_batch_lookup import batch_lookup_answer
 from outbox.destinations.http_connections import (
     Answer,
     Direct,
@@ -75,6 +76,7 @@ class HttpDestination(Destination):
         supports_idempotency: bool = True,
         supports_lookup: bool = True,
         supports_batch: bool = False,
+        lookup_batch_size: int = 0,
         retry: dict | None = None,
         signing_secret: str | None = None,
         secret_env: str | None = None,
@@ -87,6 +89,8 @@ class HttpDestination(Destination):
         self.supports_idempotency = supports_idempotency
         self.supports_lookup = supports_lookup
         self.supports_batch = supports_batch
+        # POST /tasks/lookup answers for up to this many keys at once (0: GET /tasks/<key>, one key a request).
+        self.lookup_batch_size = lookup_batch_size
         self.retry_policy = RetryPolicy.from_config(retry)
         # Given in code (tests, benchmarks) it is used as it is; otherwise read where secret_env says, per call.
         self.signing_secret = signing_secret
@@ -146,6 +150,8 @@ class HttpDestination(Destination):
             else "not idempotent: the effect ledger decides"
         )
         lookup = "lookup by GET /tasks/<key>" if self.supports_lookup else "no lookup"
+        if self.supports_lookup and self.lookup_batch_size > 1:
+            lookup += f" and POST /tasks/lookup (up to {self.lookup_batch_size} keys)"
         batch = "batch by POST /tasks/batch" if self.supports_batch else "no batch"
         return f"{idempotency}; {lookup}; {batch}; signed with {self.secret_variable()}"
 
@@ -274,6 +280,18 @@ class HttpDestination(Destination):
         except (ValueError, KeyError, TypeError) as exc:
             raise LookupFailed(f"lookup answer is not a valid task: {exc}") from exc
 
+    def lookup_many(self, action_keys: list[str]) -> dict[str, RemoteTask | None]:
+        """`POST /tasks/lookup` {"action_keys": [...]}: the tasks found, the rest None (one request), when the
+        destination declares `lookup_batch_size`; otherwise one GET per key."""
+        if self.lookup_batch_size < 2 or len(action_keys) < 2:
+            return super().lookup_many(action_keys)
+        response, failure, _latency_ms = self._post(
+            "/tasks/lookup", canonical_json({"action_keys": action_keys})
+        )
+        if failure is not None:
+            raise LookupFailed(f"receiver not reachable: {failure.reason_code}")
+        return batch_lookup_answer(response, action_keys)
+
     def list_keys(self, *, after: str = "", limit: int = 500) -> list[RemoteTask]:
         response = self._get("/tasks", {"after": after, "limit": limit})
         if response.status_code != 200:
@@ -294,6 +312,7 @@ CONFIG_KEYS = {
     "supports_idempotency",
     "supports_lookup",
     "supports_batch",
+    "lookup_batch_size",
     "retry",
     "secret_env",
     "previous_secret_env",

@@ -13,7 +13,7 @@ from outbox.failures import DeliveryResult, MalformedReceipt, Outgoing, validate
 from outbox.models import FailureClass
 from outbox.retry import RetryPolicy
 
-CONFIG_KEYS = {"name", "retry", "supports_idempotency", "supports_lookup"}
+CONFIG_KEYS = {"name", "retry", "supports_idempotency", "supports_lookup", "lookup_batch_size"}
 
 
 @dataclass
@@ -29,6 +29,8 @@ class InProcessDestination(Destination):
     name: str = "receiver"
     supports_idempotency: bool = True
     supports_lookup: bool = True
+    # Above 1: `lookup_many` answers that many keys in one call, as the http kind's POST /tasks/lookup does.
+    lookup_batch_size: int = 0
 
     @classmethod
     def from_config(cls, config: dict) -> "InProcessDestination":
@@ -41,6 +43,7 @@ class InProcessDestination(Destination):
             name=config.get("name", "receiver"),
             supports_idempotency=config.get("supports_idempotency", True),
             supports_lookup=config.get("supports_lookup", True),
+            lookup_batch_size=config.get("lookup_batch_size", 0),
         )
 
     def describe(self) -> str:
@@ -86,6 +89,15 @@ class InProcessDestination(Destination):
             payload_hash=task.payload_hash,
             status=task.status,
         )
+
+    def lookup_many(self, action_keys: list[str]) -> dict[str, RemoteTask | None]:
+        if self.lookup_batch_size < 2:
+            return super().lookup_many(action_keys)
+        found = {
+            task.action_key: task
+            for task in map(remote_task, services.task_find_many(action_keys=action_keys))
+        }
+        return {action_key: found.get(action_key) for action_key in action_keys}
 
     def list_keys(self, *, after: str = "", limit: int = 500) -> list[RemoteTask]:
         return [remote_task(item) for item in services.task_list_keys(after=after, limit=limit)]

@@ -51,11 +51,22 @@ class LimitedLookups(Lookups):
     def supports_lookup(self) -> bool:
         return self.destination.supports_lookup
 
+    @property
+    def lookup_batch_size(self) -> int:
+        return self.destination.lookup_batch_size
+
     def describe(self) -> str:
         return self.destination.describe()
 
     def lookup(self, action_key: str) -> RemoteTask | None:
         return self._asked(lambda: self.destination.lookup(action_key), "a lookup")
+
+    def lookup_many(self, action_keys: list[str]) -> dict[str, RemoteTask | None]:
+        """One permit for one request: callers split the keys into requests of `lookup_batch_size` (a
+        destination without a batch lookup is asked one `lookup` per key, each with its own permit)."""
+        if self.destination.lookup_batch_size < 2:
+            return {action_key: self.lookup(action_key) for action_key in action_keys}
+        return self._asked(lambda: self.destination.lookup_many(action_keys), "a batch lookup")
 
     def list_keys(self, *, after: str = "", limit: int = 500) -> list[RemoteTask]:
         return self._asked(

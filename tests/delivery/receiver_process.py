@@ -14,9 +14,17 @@ from tests.processes import ROOT, database_url, free_port
 
 class Receiver:
     """gunicorn with `workers` sync worker processes. Its access log names the worker (pid) that
-    answered each request, so a test can prove that more than one process served it."""
+    answered each request, so a test can prove that more than one process served it (`access_format`, in
+    gunicorn's access-log atoms, says more: the method and path, to count what was asked)."""
 
-    def __init__(self, tmp_path: Path, *, workers: int, env: dict[str, str]):
+    def __init__(
+        self,
+        tmp_path: Path,
+        *,
+        workers: int,
+        env: dict[str, str],
+        access_format: str = "%(p)s %(s)s",
+    ):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}/delivery/api"
         self.access_log = tmp_path / "access.log"
@@ -42,7 +50,7 @@ class Receiver:
                 "--access-logfile",
                 str(self.access_log),
                 "--access-logformat",
-                "%(p)s %(s)s",
+                access_format,
                 "--error-logfile",
                 str(self.error_log),
             ],

@@ -1,0 +1,201 @@
+"""Settlement's claims: a batch of one destination's uncertain handoffs leased to one settler, so that two
+dispatchers never ask the receiver about the same key at once, and each answer written under its claim's
+fencing token.
+
+A claimed row stays `uncertain`: the claim is its lease (`lease_owner`, `lease_expires_at` on the database
+clock) and a new `fencing_epoch`, the columns a delivery claim uses. An uncertain row holds no delivery lease
+(every move out of `in_flight` clears it), so a row is free for settlement while its lease is empty or has
+run out, and a settler that stopped (killed, lost its connection) holds its rows for one lease at most. A
+claim does not touch `updated_at`: the order "longest unsettled first" stays the order of the rows' last
+moves. The outcome is written only while the row is still uncertain and still carries the claim's owner and
+epoch: a settler whose lease ran out and was taken over by another writes nothing
+(`handoffs_record_settlements`).
+"""
+
+from dataclasses import dataclass
+from typing import NamedTuple
+
+from django.conf import settings
+from django.db import connections, transaction
+from django.db.models import F, Q
+
+from lib.databases import DB
+from outbox.clock import POSTGRES_NOW_PLUS, db_now, db_now_plus
+from outbox.destinations import Lookups, RemoteTask
+from outbox.models import Handoff, HandoffState
+from outbox.outcomes import settlement_for, settlement_without_answer
+from outbox.services.transitions import handoff_transition, lock_with_compensated_steps
+
+S = HandoffState
+
+
+@dataclass(frozen=True)
+class SettlementClaim:
+    """One uncertain handoff leased to `worker` for settlement; `epoch` is its fencing token."""
+
+    handoff_id: int
+    action_key: str
+    epoch: int
+    worker: str
+
+
+class SettlementAnswer(NamedTuple):
+    """What the receiver said about a claim's key: its task (None: it has none), or why nothing is known."""
+
+    claim: SettlementClaim
+    remote: RemoteTask | None
+    error: str = ""
+
+
+def _free_for_settlement(destination_name: str):
+    """The destination's uncertain rows no settler holds, longest unsettled first (the partial uncertain index)."""
+    lease_free = Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lt=db_now())
+    return (
+        Handoff.objects.using(DB)
+        .filter(lease_free, state=S.UNCERTAIN, destination=destination_name)
+        .order_by("updated_at", "id")
+    )
+
+
+def handoff_claim_uncertain(
+    *, destination_name: str, worker: str, limit: int, lease_seconds: float | None = None
+) -> list[SettlementClaim]:
+    """Lease up to `limit` of the destination's uncertain handoffs to `worker` for settlement."""
+    lease_seconds = lease_seconds or settings.HANDOFF_LEASE_SECONDS
+    free = _free_for_settlement(destination_name)
+    if connections[DB].features.has_select_for_update_skip_locked:
+        rows = _claim_skip_locked(free, worker=worker, limit=limit, lease_seconds=lease_seconds)
+    else:
+        rows = _claim_row_count(free, worker=worker, limit=limit, lease_seconds=lease_seconds)
+    return [
+        SettlementClaim(handoff_id=pk, action_key=key, epoch=epoch, worker=worker)
+        for pk, key, epoch in sorted(rows)
+    ]
+
+
+def _claim_skip_locked(free, *, worker: str, limit: int, lease_seconds: float) -> list[tuple]:
+    """PostgreSQL, one statement: `WITH free AS (SELECT … FOR NO KEY UPDATE SKIP LOCKED) UPDATE … RETURNING`.
+    SKIP LOCKED passes over the rows another settler is claiming this instant (or a person's reconcile is
+    writing) instead of queueing behind it; a row it waited for would be re-read and, leased meanwhile, left
+    out. Committed on its own (autocommit), like the delivery claim."""
+    connection = connections[DB]
+    select_sql, params = free.values("id")[:limit].query.sql_with_params()
+    table = connection.ops.quote_name(Handoff._meta.db_table)
+    sql = (
+        f"WITH free AS ({select_sql} FOR NO KEY UPDATE SKIP LOCKED) "  # noqa: S608 - Django's query, parameters
+        f"UPDATE {table} AS h SET lease_owner = %s, lease_expires_at = {POSTGRES_NOW_PLUS}, "
+        "fencing_epoch = h.fencing_epoch + 1 "
+        "FROM free WHERE h.id = free.id "
+        "RETURNING h.id, h.action_key, h.fencing_epoch"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [*params, worker, lease_seconds])
+        return cursor.fetchall()
+
+
+def _claim_row_count(free, *, worker: str, limit: int, lease_seconds: float) -> list[tuple]:
+    """SQLite (one writer at a time, no row locks): each row leased by an UPDATE that only succeeds while it is
+    still free and at the epoch read, checked by its row count."""
+    with transaction.atomic(using=DB):
+        candidates = list(free.values_list("id", "fencing_epoch")[:limit])
+        claimed = [
+            pk
+            for pk, epoch in candidates
+            if Handoff.objects.using(DB)
+            .filter(
+                Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lt=db_now()),
+                pk=pk,
+                state=S.UNCERTAIN,
+                fencing_epoch=epoch,
+            )
+            .update(
+                lease_owner=worker,
+                lease_expires_at=db_now_plus(lease_seconds),
+                fencing_epoch=F("fencing_epoch") + 1,
+            )
+        ]
+        return list(
+            Handoff.objects.using(DB)
+            .filter(pk__in=claimed, lease_owner=worker)
+            .values_list("id", "action_key", "fencing_epoch")
+        )
+
+
+def _held(claims: list[SettlementClaim]):
+    """The claims' rows that are still theirs: uncertain, same owner, same epoch."""
+    mine = Q(pk__in=[])
+    for claim in claims:
+        mine |= Q(pk=claim.handoff_id, fencing_epoch=claim.epoch)
+    return Handoff.objects.using(DB).filter(mine, state=S.UNCERTAIN, lease_owner=claims[0].worker)
+
+
+def handoff_renew_settlement_claims(
+    *, claims: list[SettlementClaim], lease_seconds: float
+) -> set[int]:
+    """Extend the leases of the claims still held; return their ids (the others were taken over or settled)."""
+    if not claims:
+        return set()
+    with transaction.atomic(using=DB):
+        held = _held(claims)
+        held.update(lease_expires_at=db_now_plus(lease_seconds))
+        return set(held.values_list("pk", flat=True))
+
+
+def handoff_release_settlement_claims(*, claims: list[SettlementClaim]) -> int:
+    """Give back claims that were not asked about (the destination's limits refused, the settler stops): free
+    for the next settler at once. The state does not change, so no event is written."""
+    if not claims:
+        return 0
+    return _held(claims).update(lease_owner="", lease_expires_at=None)
+
+
+def handoffs_record_settlements(
+    *, answers: list[SettlementAnswer], destination: Lookups
+) -> list[str | None]:
+    """Write what each answer means (`outbox/outcomes.py` `settlement_for`) in one transaction, each move with
+    its event; the rows locked in id order. A claim no longer held (taken over after its lease ran out, or
+    moved by a person meanwhile) writes nothing: None in its place. An answer that says nothing (the
+    receiver could not be asked) frees the row for the next pass, without an event."""
+    ids = sorted(answer.claim.handoff_id for answer in answers)
+    states: dict[int, str | None] = {}
+    with transaction.atomic(using=DB):
+        lock_with_compensated_steps(ids)
+        locked = {
+            handoff.pk: handoff
+            for handoff in Handoff.objects.using(DB)
+            .select_for_update(no_key=True)
+            .filter(pk__in=ids, state=S.UNCERTAIN)
+            .order_by("pk")
+        }
+        for answer in sorted(answers, key=lambda a: a.claim.handoff_id):
+            handoff = locked.get(answer.claim.handoff_id)
+            if handoff is None or (handoff.lease_owner, handoff.fencing_epoch) != (
+                answer.claim.worker,
+                answer.claim.epoch,
+            ):
+                states[answer.claim.handoff_id] = None
+                continue
+            states[handoff.pk] = _record_one(handoff, answer, destination)
+    return [states[answer.claim.handoff_id] for answer in answers]
+
+
+def _record_one(handoff: Handoff, answer: SettlementAnswer, destination: Lookups) -> str:
+    settled = (
+        settlement_without_answer(handoff, destination, answer.error)
+        if answer.error
+        else settlement_for(handoff, answer.remote, destination)
+    )
+    if settled.to_state is None:
+        # Nothing learnt, nobody asked: no event; the row is free for the next pass.
+        Handoff.objects.using(DB).filter(pk=handoff.pk).update(
+            lease_owner="", lease_expires_at=None
+        )
+        return handoff.state
+    handoff_transition(
+        handoff,
+        settled.to_state,
+        actor_label="settlement",
+        reason=settled.reason,
+        **settled.changes,
+    )
+    return handoff.state

@@ -1,0 +1,147 @@
+"""A settlement pass: claim a batch of one destination's uncertain outcomes, ask the receiver about their keys
+outside any transaction, record each answer under its claim's fencing token.
+
+- Claimed like deliveries (`outbox/services/settlement_claims.py`: PostgreSQL `FOR NO KEY UPDATE SKIP LOCKED`
+  with a lease; SQLite conditional updates): each dispatcher's pass takes its own batch, so settling scales
+  with the dispatchers and no key is asked about by two of them at once.
+- Asked at the receiver's speed: in requests of the destination's `lookup_batch_size` keys where it answers
+  for many keys at once (`Destination.lookup_many`), one key a request otherwise; every request under the
+  destination's limits (`outbox/services/lookup_limits.py`). Refused by them, the pass ends and gives the
+  claims not asked about back for the next pass (or another dispatcher).
+- Recorded after each request, one transaction for the keys it answered; before a request that could outlast
+  the leases they are renewed, and a claim lost meanwhile is not asked about.
+
+A destination that cannot be asked at all takes no request: its uncertain outcomes go to a person.
+"""
+
+import time
+from dataclasses import dataclass, field
+from time import time_ns
+
+from django.conf import settings
+
+from lib.telemetry import past_spans
+from outbox.destinations import LookupFailed
+from outbox.run_stats import RunStats
+from outbox.services.lookup_limits import DestinationBusy, LimitedLookups
+from outbox.services.settlement_claims import (
+    SettlementAnswer,
+    SettlementClaim,
+    handoff_claim_uncertain,
+    handoff_release_settlement_claims,
+    handoff_renew_settlement_claims,
+    handoffs_record_settlements,
+)
+
+NOT_ASKABLE = "the destination cannot be asked about a key; check at the receiver by hand"
+
+
+@dataclass
+class SettlementPass:
+    """What one pass did: the states its claims ended in (`outcomes`), how many it claimed, and whether it
+    claimed a whole batch (`backlog`: more are likely waiting, so the next pass should come at once)."""
+
+    outcomes: dict[str, int] = field(default_factory=dict)
+    claimed: int = 0
+    backlog: bool = False
+    lost: int = 0
+
+    def stats(self) -> RunStats:
+        return RunStats(settled=self.outcomes, settle_backlog=self.backlog)
+
+    def count(self, states: list[str | None]) -> None:
+        for state in states:
+            if state is None:
+                self.lost += 1
+            else:
+                self.outcomes[state] = self.outcomes.get(state, 0) + 1
+
+
+def settlement_batch_size(destination: LimitedLookups, limit: int) -> int:
+    """How many a pass claims: `limit`, rounded up to whole requests where the destination answers for many."""
+    per_request = max(destination.lookup_batch_size, 1)
+    return -(-max(limit, 1) // per_request) * per_request
+
+
+def settle_pass(*, destination: LimitedLookups, worker: str, limit: int) -> SettlementPass:
+    """Claim up to `limit` (whole requests) of the destination's uncertain handoffs for `worker` and settle
+    them. The destination is asked under its limits (`LimitedLookups`, with its own wait)."""
+    size = settlement_batch_size(destination, limit)
+    claims = handoff_claim_uncertain(destination_name=destination.name, worker=worker, limit=size)
+    result = SettlementPass(claimed=len(claims), backlog=len(claims) == size)
+    if claims:
+        _Settler(destination, claims).run(result)
+    return result
+
+
+class _Settler:
+    """One pass's claims, asked about request by request, their leases kept while the pass goes on."""
+
+    MARGIN = 1.0
+
+    def __init__(self, destination: LimitedLookups, claims: list[SettlementClaim]):
+        self.destination = destination
+        self.lease_seconds = float(settings.HANDOFF_LEASE_SECONDS)
+        # The longest one request can take: its wait for a permit and the call itself.
+        self.request_seconds = destination.wait_seconds + destination.destination.call_seconds
+        self.renewed_at = (
+            time.monotonic()
+        )  # taken after the claim: its lease began earlier, never later
+        self.held = claims
+
+    def run(self, result: SettlementPass) -> None:
+        per_request = max(self.destination.lookup_batch_size, 1)
+        if not self.destination.supports_lookup:
+            # Nothing to ask: each outcome goes to a person with the reason.
+            self._record([SettlementAnswer(c, None, NOT_ASKABLE) for c in self.held], result)
+            return
+        while self.held:
+            chunk = self._next_request(per_request)
+            if not chunk:
+                break
+            answers = self._ask(chunk)
+            if (
+                answers is None
+            ):  # refused by the destination's limits: the rest waits for the next pass
+                break
+            self._record(answers, result)
+        handoff_release_settlement_claims(claims=self.held)
+
+    def _next_request(self, per_request: int) -> list[SettlementClaim]:
+        """The next request's claims, the leases renewed first if the request could outlast them."""
+        now = time.monotonic()
+        if now - self.renewed_at + self.request_seconds + self.MARGIN > self.lease_seconds:
+            self.renewed_at = now
+            kept = handoff_renew_settlement_claims(
+                claims=self.held, lease_seconds=self.lease_seconds
+            )
+            self.held = [claim for claim in self.held if claim.handoff_id in kept]
+        chunk, self.held = self.held[:per_request], self.held[per_request:]
+        return chunk
+
+    def _ask(self, chunk: list[SettlementClaim]) -> list[SettlementAnswer] | None:
+        keys = [claim.action_key for claim in chunk]
+        try:
+            if len(chunk) == 1:
+                found = {keys[0]: self.destination.lookup(keys[0])}
+            else:
+                found = self.destination.lookup_many(keys)
+        except DestinationBusy:
+            self.held = chunk + self.held
+            return None
+        except LookupFailed as exc:
+            return [SettlementAnswer(claim, None, str(exc)) for claim in chunk]
+        return [SettlementAnswer(claim, found.get(claim.action_key)) for claim in chunk]
+
+    def _record(self, answers: list[SettlementAnswer], result: SettlementPass) -> None:
+        started = time_ns()
+        states = handoffs_record_settlements(answers=answers, destination=self.destination)
+        result.count(states)
+        past_spans(
+            "handoff.settle",
+            started,
+            (
+                (a.claim.action_key, {"handoff.state": s or ""})
+                for a, s in zip(answers, states, strict=True)
+            ),
+        )
