@@ -2,6 +2,7 @@
 reason), the CSV upload refused row by row with nothing written, and the audit export of what happened."""
 
 import json
+import re
 from datetime import timedelta
 
 import pytest
@@ -151,3 +152,33 @@ def test_the_audit_export_holds_the_recording_the_explanation_and_the_switch(wor
         ("observed_outcome", "explain_disagreement"),
         ("workflow_mode_change", "set_mode"),
     } <= actions
+
+
+def test_disagreements_are_paged_and_the_page_reads_a_fixed_number_of_queries(
+    world, django_assert_max_num_queries
+):
+    rows = [
+        ObservedOutcome(
+            workspace_id=7,
+            workflow="onboarding",
+            rule_version="onboarding-v1",
+            action_key=f"onboarding:7:{900 + n}:1",
+            task_created=False,
+            source="csv",
+            recorded_by=world["olga"],
+            agrees=False,
+            difference="none created",
+        )
+        for n in range(25)
+    ]
+    ObservedOutcome.objects.bulk_create(rows)
+    olga = client_for(world["olga"])
+    with django_assert_max_num_queries(20):
+        first = olga.get(_agreement_url())
+    body = first.content.decode()
+    assert body.count('id="disagreement-') == 20
+    after = re.search(r'href="\?after=([^"]+)">Older disagreements', body).group(1)
+    second = olga.get(_agreement_url() + f"?after={after}").content.decode()
+    assert second.count('id="disagreement-') == 5
+    assert "Older disagreements" not in second
+    assert olga.get(_agreement_url() + "?after=nonsense").status_code == 400
