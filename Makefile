@@ -21,8 +21,11 @@ LOCK_ARGS ?=
 $(STAMP): pyproject.toml $(LOCK)
 	@command -v $(PYTHON) >/dev/null || { echo "$(PYTHON) is required"; exit 1; }
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --require-hashes -r $(LOCK)
-	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
+	@echo "installing the locked dependencies into $(VENV) (the installer's output is shown only if it fails)"
+	@$(PY) -m pip install --quiet --require-hashes -r $(LOCK) > $(VENV)/install.log 2>&1 \
+	  || { cat $(VENV)/install.log; exit 1; }
+	@$(PY) -m pip install --quiet --no-deps --no-build-isolation -e . >> $(VENV)/install.log 2>&1 \
+	  || { cat $(VENV)/install.log; exit 1; }
 	@touch $(STAMP)
 
 venv: $(STAMP)
