@@ -1,6 +1,8 @@
 """django-q2 tasks. Thin: call one service and return a small summary for the task result."""
 
 from reconciliation import alerts
+from reconciliation.alerts.replay_preview import replay_preview_run
+from reconciliation.alerts.replay_run import replay_run as replay_items_run
 from reconciliation.services import runs
 
 
@@ -33,3 +35,13 @@ def alerts_send_due() -> dict:
         "webhooks_sent": result.webhooks_sent,
         "failed": result.failed,
     }
+
+
+def replay_preview(replay_id: int) -> dict:
+    replay = replay_preview_run(replay_id=replay_id)
+    return {"replay": replay.pk, "state": replay.state, "verdicts": replay.verdicts}
+
+
+def replay_run(replay_id: int) -> dict:
+    replay = replay_items_run(replay_id=replay_id)
+    return {"replay": replay.pk, "state": replay.state, "outcomes": replay.outcomes}

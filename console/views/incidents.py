@@ -24,6 +24,7 @@ from reconciliation.alerts.operator import (
     incident_acknowledge,
     incident_resolve_by_person,
 )
+from reconciliation.alerts.replay_selectors import replays_of_incident
 
 LIST_SIZE = 100
 
@@ -62,6 +63,7 @@ def incident_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     incident = _visible_or_404(request, pk)
     after = id_or_none(request.GET.get("after", "")) or 0
     context = incident_detail_for(incident, scope, staff=request.user.is_staff, after=after)
+    context["replays"] = replays_of_incident(incident, scope)
     return render(request, "reconciliation/incidents/detail.html", context)
 
 
@@ -101,3 +103,13 @@ def incident_ack(request: HtmxHttpRequest, pk: int) -> HttpResponse:
 @login_required
 def incident_resolve(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     return _act(request, pk, incident_resolve_by_person)
+
+
+@require_GET
+@login_required
+def incident_open_count(request: HtmxHttpRequest) -> HttpResponse:
+    """The nav's figure beside "Incidents": the open and acknowledged incidents of the person's
+    workspaces (fetched after the page, so that no page pays a query for it)."""
+    scope = workspace_ids_for(request.user, Role.OPERATOR)
+    count = incidents_for(scope, staff=request.user.is_staff).count() if scope else 0
+    return render(request, "reconciliation/incidents/_open_count.html", {"count": count})

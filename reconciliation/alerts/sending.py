@@ -33,6 +33,7 @@ from reconciliation.alerts.episodes import record_episodes
 from reconciliation.alerts.incidents import incidents_sync
 from reconciliation.alerts.messages import compose
 from reconciliation.alerts.notifications import incidents_escalate
+from reconciliation.alerts.replay_run import replays_resume
 from reconciliation.alerts.signing import signed_headers
 from reconciliation.models import AlertKind, AlertRecord, AlertSeverity
 
@@ -223,7 +224,8 @@ def alerts_send_due(
 
 
 def incidents_step(*, http_client: httpx.Client | None = None) -> dict[str, int]:
-    """Incidents in step with their causes, unacknowledged pages escalated, notifications sent."""
+    """Incidents in step with their causes, unacknowledged pages escalated, notifications sent, and replays
+    whose background job stalled continued."""
     synced = incidents_sync()
     escalated = incidents_escalate()
     sent = notifications_send_due(http_client=http_client)
@@ -234,4 +236,5 @@ def incidents_step(*, http_client: httpx.Client | None = None) -> dict[str, int]
         "escalated": escalated,
         "notifications_sent": sent.sent,
         "notifications_failed": sent.failed,
+        "replays_resumed": replays_resume(),
     }

@@ -1,5 +1,6 @@
 """Reconciliation's records: runs and findings (`findings`), alerts sent (`alerts`), incidents, their
-channels and notifications, and security events (`incidents`)."""
+channels and notifications, and security events (`incidents`), replays previewed item by item
+(`replays`)."""
 
 from reconciliation.models.alerts import (
     MAX_SEND_ATTEMPTS,
@@ -37,8 +38,24 @@ from reconciliation.models.incidents import (
     SecurityEvent,
     SecurityEventKind,
 )
+from reconciliation.models.replays import (
+    ACTED_ON,
+    REPLAY_TRANSITIONS,
+    Replay,
+    ReplayItem,
+    ReplayOutcome,
+    ReplayState,
+    ReplayVerdict,
+)
 
 __all__ = [
+    "ACTED_ON",
+    "REPLAY_TRANSITIONS",
+    "Replay",
+    "ReplayItem",
+    "ReplayOutcome",
+    "ReplayState",
+    "ReplayVerdict",
     "FINDING_TRANSITIONS",
     "INCIDENT_TRANSITIONS",
     "MAX_SEND_ATTEMPTS",

@@ -1,0 +1,152 @@
+"""Replays previewed item by item: start one for an incident's members (or a filter's), watch the preview,
+confirm the run, watch it, export the per-item results as CSV.
+
+Thin: parse, authorize (operators: the incident must be visible, and a replay is shown only to people whose
+operator workspaces include every workspace it was started for), call one service or selector, render.
+The preview and the run are background jobs; these requests only start them and read their progress.
+"""
+
+import csv
+from urllib.parse import urlencode
+
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpResponse, StreamingHttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_GET, require_POST
+
+from approvals.models import Role
+from approvals.selectors import workspace_ids_for
+from console.filters import HandoffFilter
+from console.views.handoff_list import filter_data
+from lib.htmx import HtmxHttpRequest
+from lib.querystring import id_or_none
+from outbox.selectors import handoffs_in
+from reconciliation.alerts.incident_selectors import incident_visible
+from reconciliation.alerts.replay_preview import (
+    NothingToReplay,
+    TooManyToReplay,
+    replay_start,
+    replay_start_for_incident,
+)
+from reconciliation.alerts.replay_run import ReplayNotConfirmable, replay_confirm
+from reconciliation.alerts.replay_selectors import (
+    replay_csv_rows,
+    replay_items_page,
+    replay_visible,
+)
+from reconciliation.models import Replay
+
+# A spreadsheet runs a cell that starts with one of these as a formula: such cells get a leading quote.
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def _operator_scope(request: HtmxHttpRequest) -> list[int]:
+    scope = workspace_ids_for(request.user, Role.OPERATOR)
+    if not scope:
+        raise PermissionDenied("a replay needs the operator role in a workspace")
+    return scope
+
+
+def _replay_or_404(request: HtmxHttpRequest, pk: int) -> Replay:
+    replay = replay_visible(_operator_scope(request), pk)
+    if replay is None:
+        raise Http404("no such replay")
+    return replay
+
+
+def _refused(request, text: str, status: int) -> HttpResponse:
+    return render(
+        request, "reconciliation/incidents/replay_refused.html", {"text": text}, status=status
+    )
+
+
+@require_POST
+@login_required
+def incident_replay_start(request: HtmxHttpRequest, pk: int) -> HttpResponse:
+    """Preview a replay of the incident's unsettled handoffs in the operator's workspaces."""
+    scope = _operator_scope(request)
+    incident = incident_visible(scope, pk, staff=request.user.is_staff)
+    if incident is None:
+        raise Http404("no such incident")
+    try:
+        replay = replay_start_for_incident(
+            incident_id=incident.pk, workspace_ids=scope, actor=request.user
+        )
+    except (NothingToReplay, TooManyToReplay) as exc:
+        return _refused(request, str(exc), 409)
+    return redirect("incidents:replay", pk=replay.pk)
+
+
+@require_POST
+@login_required
+def filter_replay_start(request: HtmxHttpRequest) -> HttpResponse:
+    """Preview a replay of every handoff the posted filter of the handoff list matches."""
+    scope = _operator_scope(request)
+    data = filter_data(request.POST)
+    handoff_filter = HandoffFilter(
+        data or None, queryset=handoffs_in(scope), request=request, workspace_ids=scope
+    )
+    if data and not handoff_filter.is_valid():
+        problems = "; ".join(
+            f"{f}: {' '.join(e)}" for f, e in sorted(handoff_filter.errors.items())
+        )
+        return _refused(request, f"Nothing was done: {problems}.", 422)
+    try:
+        replay = replay_start(
+            handoffs=handoff_filter.qs,
+            workspace_ids=scope,
+            actor=request.user,
+            description="handoffs matching " + (urlencode(data)[:250] or "every filter value"),
+        )
+    except (NothingToReplay, TooManyToReplay) as exc:
+        return _refused(request, str(exc), 409)
+    return redirect("incidents:replay", pk=replay.pk)
+
+
+@require_GET
+@login_required
+def replay_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
+    replay = _replay_or_404(request, pk)
+    items, next_after = replay_items_page(
+        replay, after=id_or_none(request.GET.get("after", "")) or 0
+    )
+    context = {"replay": replay, "items": items, "next_after": next_after}
+    if request.htmx:
+        return render(request, "reconciliation/incidents/replay.html#replay-progress", context)
+    return render(request, "reconciliation/incidents/replay.html", context)
+
+
+@require_POST
+@login_required
+def replay_run(request: HtmxHttpRequest, pk: int) -> HttpResponse:
+    """Confirm the preview: the run starts in the background; the page shows its progress."""
+    replay = _replay_or_404(request, pk)
+    try:
+        replay_confirm(replay_id=replay.pk, actor=request.user)
+    except ReplayNotConfirmable as exc:
+        return _refused(request, str(exc), 409)
+    return redirect("incidents:replay", pk=replay.pk)
+
+
+def _cell(value) -> str:
+    text = str(value)
+    return "'" + text if text.startswith(FORMULA_STARTS) else text
+
+
+class _Echo:
+    def write(self, value: str) -> str:
+        return value
+
+
+@require_GET
+@login_required
+def replay_items_csv(request: HtmxHttpRequest, pk: int) -> StreamingHttpResponse:
+    replay = _replay_or_404(request, pk)
+    writer = csv.writer(_Echo(), lineterminator="\n")
+    response = StreamingHttpResponse(
+        (writer.writerow([_cell(v) for v in row]) for row in replay_csv_rows(replay)),
+        content_type="text/csv",
+    )
+    response["Content-Disposition"] = f'attachment; filename="replay-{replay.pk}.csv"'
+    return response

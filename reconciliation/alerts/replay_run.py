@@ -1,0 +1,150 @@
+"""Running a previewed replay: each item does what its preview said, through the same services as a
+person's single action, each in its own transaction, and records what it did.
+
+- already there: settled by lookup (`handoff_settle` asks the receiver again and records the task it
+  holds); nothing is sent;
+- missing: sent again with the same action key (`handoff_retry`; an uncertain one through `handoff_settle`,
+  which finds the key missing and makes it due); the dispatcher sends it;
+- cannot be asked, or there with another payload: left for a person, as the preview said.
+A key whose answer changed since the preview is recorded as such, never acted on blindly: a settle that
+finds the task gone leaves the handoff as settlement decides, and the item says so.
+"""
+
+from django.db import transaction
+from django.db.models import Q
+
+from lib.databases import DB
+from outbox.clock import DbNow
+from outbox.errors import OutboxError
+from outbox.models import Handoff, HandoffState
+from outbox.services.operator import handoff_retry
+from outbox.services.settlement import handoff_settle
+from reconciliation.alerts.incidents import incident_event
+from reconciliation.alerts.replay_preview import (
+    CHUNK,
+    item_counts,
+    replay_enqueue,
+    replay_preview_run,
+)
+from reconciliation.errors import ReconciliationError
+from reconciliation.models import (
+    ACTED_ON,
+    Replay,
+    ReplayItem,
+    ReplayOutcome,
+    ReplayState,
+    ReplayVerdict,
+)
+
+STALLED_SECONDS = 120
+
+
+class ReplayNotConfirmable(ReconciliationError):
+    """The replay is not waiting for confirmation (still previewing, or already run)."""
+
+
+def replay_confirm(*, replay_id: int, actor) -> Replay:
+    """The person confirms the preview: the run is queued (a background job)."""
+    with transaction.atomic(using=DB):
+        replay = Replay.objects.using(DB).select_for_update(no_key=True).get(pk=replay_id)
+        if not replay.can_move_to(ReplayState.RUNNING):
+            raise ReplayNotConfirmable(
+                f"replay {replay.pk} is {replay.get_state_display().lower()}: nothing to confirm"
+            )
+        Replay.objects.using(DB).filter(pk=replay.pk).update(
+            state=ReplayState.RUNNING, confirmed_by=actor, updated_at=DbNow()
+        )
+        if replay.incident_id is not None:
+            incident_event(
+                replay.incident, "replay_started", actor=actor, note=f"replay {replay.pk}"
+            )
+        replay_enqueue("reconciliation.tasks.replay_run", replay.pk)
+    return Replay.objects.using(DB).get(pk=replay_id)
+
+
+def _settled(state: str) -> tuple[str, str]:
+    if state == HandoffState.DELIVERED:
+        return ReplayOutcome.SETTLED, "delivered: the receiver's task recorded, nothing sent"
+    if state == HandoffState.PENDING:
+        return ReplayOutcome.SENT, "the receiver had no task: due to be sent with the same key"
+    return ReplayOutcome.CHANGED, f"now {state}: the receiver's answer changed since the preview"
+
+
+def _send_again(item: ReplayItem, actor, reason: str) -> tuple[str, str]:
+    handoff = Handoff.objects.using(DB).get(pk=item.handoff_id)
+    if handoff.state == HandoffState.UNCERTAIN:
+        return _settled(handoff_settle(handoff_id=handoff.pk, actor=actor, reason=reason))
+    if handoff.state != HandoffState.NEEDS_ATTENTION:
+        return ReplayOutcome.SKIPPED, f"now {handoff.state}: moved since the preview"
+    # The preview asked the receiver: the key is not there, so the risk a retry asks to confirm is known.
+    handoff_retry(
+        handoff_id=handoff.pk, actor=actor, reason=reason, confirm_risk=handoff.outcome_unknown
+    )
+    return ReplayOutcome.SENT, "due to be sent with the same key"
+
+
+def _apply(item: ReplayItem, actor, replay_id: int) -> tuple[str, str]:
+    reason = f"replay {replay_id}: {item.get_verdict_display()}"
+    if item.verdict not in ACTED_ON:
+        return ReplayOutcome.LEFT, item.note or item.get_verdict_display()
+    try:
+        if item.verdict == ReplayVerdict.PRESENT:
+            return _settled(handoff_settle(handoff_id=item.handoff_id, actor=actor, reason=reason))
+        return _send_again(item, actor, reason)
+    except (OutboxError, Handoff.DoesNotExist) as exc:
+        return ReplayOutcome.SKIPPED, str(exc)[:500] or type(exc).__name__
+
+
+def replay_run(*, replay_id: int, chunk: int = CHUNK) -> Replay:
+    """Do every confirmed item not done yet, a chunk at a time, writing results and progress after each
+    chunk. Runs again safely: it continues with the items still without a result."""
+    replay = Replay.objects.using(DB).select_related("confirmed_by").get(pk=replay_id)
+    while replay.state == ReplayState.RUNNING:
+        items = list(
+            ReplayItem.objects.using(DB)
+            .filter(replay=replay, outcome="")
+            .order_by("position")[:chunk]
+        )
+        for item in items:
+            item.outcome, item.outcome_note = _apply(item, replay.confirmed_by, replay.pk)
+            item.state_after = (
+                Handoff.objects.using(DB)
+                .filter(pk=item.handoff_id)
+                .values_list("state", flat=True)
+                .first()
+                or ""
+            )
+            item.save(using=DB, update_fields=["outcome", "outcome_note", "state_after"])
+        outcomes = item_counts(replay, "outcome")
+        done = not items
+        Replay.objects.using(DB).filter(pk=replay.pk, state=ReplayState.RUNNING).update(
+            outcomes=outcomes,
+            applied=sum(outcomes.values()),
+            updated_at=DbNow(),
+            **({"state": ReplayState.DONE, "finished_at": DbNow()} if done else {}),
+        )
+        replay.refresh_from_db()
+        if done and replay.incident_id is not None:
+            words = ", ".join(f"{label}: {n}" for _, label, n in replay.outcome_rows() if n)
+            incident_event(replay.incident, "replay_done", note=f"replay {replay.pk}: {words}")
+    return replay
+
+
+def replays_resume() -> int:
+    """Continue the replays whose wake-up was lost or whose worker died (not moved for a while, on the
+    database clock); returns how many. Each is claimed by a conditional update first: of two sweeps, one
+    continues it."""
+    stalled = Replay.objects.using(DB).filter(
+        Q(state=ReplayState.PREVIEWING) | Q(state=ReplayState.RUNNING),
+        updated_at__lt=DbNow(-STALLED_SECONDS),
+    )
+    resumed = 0
+    for pk, state in list(stalled.values_list("pk", "state")):
+        if not stalled.filter(pk=pk, state=state).update(updated_at=DbNow()):
+            continue
+        if state == ReplayState.PREVIEWING:
+            replay_preview_run(replay_id=pk)
+        else:
+            replay_run(replay_id=pk)
+        resumed += 1
+    return resumed

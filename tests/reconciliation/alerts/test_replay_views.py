@@ -1,0 +1,111 @@
+"""A replay from the console, on both backends: an operator previews a replay of an incident's members (the
+preview, a background job, asks the receiver about each key), confirms it, and exports the per-item result
+list; people of other workspaces or roles can neither start nor see it; a filter of the handoff list starts
+one too. The scale and the receiver as a real process are `test_replay_at_scale.py`'s."""
+
+import csv
+import io
+
+import pytest
+from django.db.models.functions import Now
+from django.test import Client
+
+from approvals.models import Role
+from delivery.models import ReceiverTask
+from outbox.models import Handoff, HandoffState
+from reconciliation.alerts.incidents import incidents_sync
+from reconciliation.alerts.replay_preview import replay_preview_run
+from reconciliation.alerts.replay_run import replay_run
+from reconciliation.models import Incident, Replay, ReplayOutcome, ReplayState, ReplayVerdict
+from tests.builders import record
+from tests.factories import make_user
+
+pytestmark = pytest.mark.django_db(databases=["default", "delivery"])
+
+
+@pytest.fixture
+def failed(world, settings):
+    """Five handoffs of workspace 7 whose retries ran out; the receiver holds the first two."""
+    settings.ALERT_EMAILS = []
+    handoffs = [record(n) for n in range(60, 65)]
+    Handoff.objects.filter(pk__in=[h.pk for h in handoffs]).update(
+        state=HandoffState.NEEDS_ATTENTION,
+        failure_class="transient",
+        reason_code="retries_exhausted",
+        attention_since=Now(),
+    )
+    for h in handoffs[:2]:
+        ReceiverTask.objects.using("delivery").create(
+            action_key=h.action_key, payload=h.payload, payload_hash=h.payload_hash
+        )
+    incidents_sync()
+    return handoffs
+
+
+def client_of(user) -> Client:
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def test_an_operator_previews_confirms_and_exports_an_incident_replay(world, failed):
+    incident = Incident.objects.get()
+    olga = client_of(world["olga"])
+    replay = previewed(olga, incident)
+    assert olga.post(f"/incidents/replays/{replay.pk}/run").status_code == 302
+    assert olga.post(f"/incidents/replays/{replay.pk}/run").status_code == 409, "run once"
+    replay = replay_run(replay_id=replay.pk)
+    assert replay.state == ReplayState.DONE
+    assert replay.outcomes == {ReplayOutcome.SETTLED: 2, ReplayOutcome.SENT: 3}
+    states = dict(Handoff.objects.values_list("pk", "state"))
+    assert [states[h.pk] for h in failed] == ["delivered"] * 2 + ["pending"] * 3
+    assert incident.events.filter(action="replay_started", actor=world["olga"]).exists()
+    assert Handoff.objects.get(pk=failed[0].pk).events.filter(actor=world["olga"]).exists()
+    assert [r["result"] for r in exported_rows(olga, replay)] == [
+        "settled by lookup, not sent"
+    ] * 2 + ["sent again with the same key"] * 3
+
+
+def previewed(olga: Client, incident: Incident) -> Replay:
+    """The replay olga starts from the incident's page, after its preview ran (as the worker runs it)."""
+    started = olga.post(f"/incidents/{incident.pk}/replay")
+    assert started.status_code == 302
+    waiting = olga.get(started["Location"]).content.decode()
+    assert "Asking the destinations" in waiting and 'hx-trigger="every 1s"' in waiting
+    replay = replay_preview_run(replay_id=Replay.objects.get().pk)
+    assert replay.verdicts == {ReplayVerdict.PRESENT: 2, ReplayVerdict.MISSING: 3}
+    assert ReceiverTask.objects.using("delivery").count() == 2, "a preview only reads"
+    assert 'id="run-replay"' in olga.get(started["Location"]).content.decode()
+    return replay
+
+
+def exported_rows(client: Client, replay: Replay) -> list[dict]:
+    exported = client.get(f"/incidents/replays/{replay.pk}/items.csv")
+    assert exported["Content-Type"] == "text/csv"
+    return list(csv.DictReader(io.StringIO(b"".join(exported.streaming_content).decode())))
+
+
+def test_people_of_other_workspaces_or_roles_neither_start_nor_see_a_replay(world, failed):
+    incident = Incident.objects.get()
+    client_of(world["olga"]).post(f"/incidents/{incident.pk}/replay")
+    replay = Replay.objects.get()
+    oscar = make_user("oscar", workspace=world["w8"], roles=(Role.OPERATOR,))
+    for user in (world["bob"], world["mallory"], oscar):
+        other = client_of(user)
+        assert other.post(f"/incidents/{incident.pk}/replay").status_code in (403, 404)
+        assert other.get(f"/incidents/replays/{replay.pk}/").status_code in (403, 404)
+        assert other.get(f"/incidents/replays/{replay.pk}/items.csv").status_code in (403, 404)
+        assert other.post(f"/incidents/replays/{replay.pk}/run").status_code in (403, 404)
+    assert Replay.objects.count() == 1
+    assert Replay.objects.get().state == ReplayState.PREVIEWING
+
+
+def test_a_filter_of_the_handoff_list_starts_a_replay_of_its_matches(world, failed):
+    olga = client_of(world["olga"])
+    started = olga.post("/incidents/replays/from-filter", {"state": "needs_attention"})
+    assert started.status_code == 302
+    replay = replay_preview_run(replay_id=Replay.objects.get().pk)
+    assert replay.incident is None and replay.total == len(failed)
+    assert replay.verdicts == {ReplayVerdict.PRESENT: 2, ReplayVerdict.MISSING: 3}
+    refused = olga.post("/incidents/replays/from-filter", {"state": "delivered"})
+    assert refused.status_code == 409 and Replay.objects.count() == 1
