@@ -188,6 +188,7 @@ CONSOLE_PAGES: list[tuple[str, str, str]] = [
     ("intake:triggers", "Triggers", "member"),
     ("observation:index", "Observation", "member"),
     ("reconciliation:health", "Health", Role.OPERATOR),
+    ("incidents:list", "Incidents", Role.OPERATOR),
     ("destinations:list", "Destinations", Role.OPERATOR),
     ("reconciliation:findings", "Findings", Role.OPERATOR),
     ("reconciliation:runs", "Runs", Role.OPERATOR),

@@ -10,6 +10,9 @@ from reconciliation.selectors import COUNT_CAP
 
 register = template.Library()
 
+# Nav links with a live figure beside them: the URL that answers it.
+COUNTS = {"incidents:list": "incidents:open_count"}
+
 
 @register.simple_tag(takes_context=True)
 def console_links(context) -> list[dict]:
@@ -22,7 +25,13 @@ def console_links(context) -> list[dict]:
     roles = {role for ws in nav for role in ws["roles"]} if nav else None
     current = getattr(getattr(request, "resolver_match", None), "view_name", None)
     return [
-        {**page, "url": reverse(page["url_name"]), "current": page["url_name"] == current}
+        {
+            **page,
+            "url": reverse(page["url_name"]),
+            "current": page["url_name"] == current,
+            # A figure beside the link, fetched after the page (no query of its own on every page).
+            "count_url": reverse(COUNTS[page["url_name"]]) if page["url_name"] in COUNTS else "",
+        }
         for page in selectors.pages_for(user, roles)
     ]
 

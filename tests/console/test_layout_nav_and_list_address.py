@@ -37,6 +37,7 @@ def test_nav_shows_only_the_pages_each_role_may_use(world):
         "Triggers",
         "Observation",
         "Health",
+        "Incidents",
         "Destinations",
         "Findings",
         "Runs",
