@@ -15,6 +15,10 @@ if ! grep -q '^ACCOUNTS_API_TOKEN=' var/run.env; then
   # The bundled accounts service's bearer token (a var/run.env from before it existed has none).
   $PY -c 'import secrets; print(f"ACCOUNTS_API_TOKEN={secrets.token_urlsafe(24)}")' >> var/run.env
 fi
+if ! grep -q '^DEMO_ALERT_WEBHOOK_SECRET=' var/run.env; then
+  # The signing secret of the demo's page channel (docs/incidents.md, "The demo").
+  $PY -c 'import base64, secrets; print(f"DEMO_ALERT_WEBHOOK_SECRET=whsec_{base64.b64encode(secrets.token_bytes(32)).decode()}")' >> var/run.env
+fi
 set -a; source var/run.env; set +a
 export DJANGO_DEBUG=${DJANGO_DEBUG:-0}
 # Plain HTTP on localhost: no HTTPS redirect, no secure-only cookies (a deployment keeps the default, on).
@@ -30,3 +34,6 @@ export CONSOLE_BASE_URL=${CONSOLE_BASE_URL:-http://127.0.0.1:$PORT}
 export PORT
 export DEMO_SMTP_PORT=${DEMO_SMTP_PORT:-$((PORT + 25))}
 export DEMO_MAILBOX_DIR=${DEMO_MAILBOX_DIR:-$(pwd)/var/mailbox}
+# The demo's receiver of alerts (manage.py demo_alert_sink): workspace 7's page and queue channels send to it.
+export DEMO_ALERT_PORT=${DEMO_ALERT_PORT:-$((PORT + 26))}
+export DEMO_ALERT_DIR=${DEMO_ALERT_DIR:-$(pwd)/var/demo-alerts}
