@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# `make run`: migrate, load the demo, start the web app and the django-q2 cluster; Ctrl-C stops both and
+# ends with status 0. Runs as in production (DEBUG off: collected static files served by whitenoise, the
+# console's own 403/404/500 pages), over plain HTTP on 127.0.0.1:$PORT (default 8000).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=.venv/bin/python
+PORT=${PORT:-8000}
+case "$PORT" in
+  ''|*[!0-9]*) echo "PORT must be a number, not '$PORT'" >&2; exit 2 ;;
+esac
+
+if [ -t 0 ] && [ -z "${HANDOFF_RUN_AS_JOB:-}" ]; then
+  # Ctrl-C reaches the terminal's whole foreground process group, make included, and make then reports
+  # an interrupt and fails whatever this script does. With job control on, the server runs as a job of
+  # its own that owns the terminal: Ctrl-C reaches only that job, which stops everything and ends with 0.
+  set -m
+  status=0
+  HANDOFF_RUN_AS_JOB=1 bash "$0" "$@" || status=$?
+  exit "$status"
+fi
+
+mkdir -p var
+# The port this demo serves on, for `scripts/manage.sh` in another terminal.
+echo "$PORT" > var/run.port
+source scripts/local_env.sh
+$PY manage.py migrate --noinput -v0
+$PY manage.py migrate --database delivery --noinput -v0
+$PY manage.py collectstatic --noinput -v0
+$PY manage.py demo --destinations demo/destinations.json
+$PY manage.py demo_alert_channels
+$PY manage.py schedule_sweeps
+$PY manage.py schedule_reconciliation
+
+# Each server runs in a session of its own (its pid is its process group), so a Ctrl-C reaches this
+# script only, and stopping a server stops all of its children: gunicorn's workers, the cluster's.
+setsid .venv/bin/gunicorn config.wsgi --bind "127.0.0.1:$PORT" --workers 2 --threads 4 --timeout 60 \
+  --graceful-timeout 5 --access-logfile - --log-level warning &
+web=$!
+setsid $PY manage.py qcluster &
+workers=$!
+setsid $PY manage.py demo_mailbox &
+mailbox=$!
+setsid $PY manage.py demo_alert_sink &
+alerts=$!
+
+stop() {
+  trap - INT TERM
+  echo
+  echo "stopping the web app and the workers"
+  # Each main process stops its own children (a signal to all of them at once leaves the cluster hanging).
+  kill -TERM "$web" "$workers" "$mailbox" "$alerts" 2>/dev/null || true
+  # Whatever has not stopped in fifteen seconds (a worker stuck in a call) is ended.
+  ( sleep 15; kill -KILL -- "-$web" "-$workers" "-$mailbox" "-$alerts" 2>/dev/null ) &
+  local deadline=$!
+  wait "$web" "$workers" "$mailbox" "$alerts" 2>/dev/null || true
+  pkill -P "$deadline" 2>/dev/null || true
+  kill "$deadline" 2>/dev/null || true
+  # Children that outlived their server's main process.
+  kill -KILL -- "-$web" "-$workers" "-$mailbox" "-$alerts" 2>/dev/null || true
+  echo "stopped"
+  exit 0
+}
+trap stop INT TERM
+echo "Console: http://127.0.0.1:$PORT/  ·  Admin: http://127.0.0.1:$PORT/admin/  ·  Ctrl-C stops everything"
+echo "Destinations: http://127.0.0.1:$PORT/destinations/  ·  Demo mailbox: http://127.0.0.1:$PORT/delivery/mailbox/"
+echo "Incidents: http://127.0.0.1:$PORT/incidents/  ·  Demo alert sink (what the pager got): http://127.0.0.1:$DEMO_ALERT_PORT/"
+echo "In another terminal: scripts/manage.sh demo_passwords   (new demo passwords, printed)"
+# Either server ending on its own ends the other too; `wait` returns early when a signal arrives.
+wait -n "$web" "$workers" "$mailbox" "$alerts" || true
+stop
