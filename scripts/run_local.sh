@@ -27,7 +27,9 @@ source scripts/local_env.sh
 $PY manage.py migrate --noinput -v0
 $PY manage.py migrate --database delivery --noinput -v0
 $PY manage.py collectstatic --noinput -v0
-$PY manage.py demo --destinations demo/destinations.json
+# The demo's report (its password on a line of its own) is printed last, under the addresses, instead of
+# amid the start-up.
+demo_report=$($PY manage.py demo --destinations demo/destinations.json)
 $PY manage.py demo_alert_channels
 $PY manage.py schedule_sweeps
 $PY manage.py schedule_reconciliation
@@ -62,10 +64,14 @@ stop() {
   exit 0
 }
 trap stop INT TERM
-echo "Console: http://127.0.0.1:$PORT/  ·  Admin: http://127.0.0.1:$PORT/admin/  ·  Ctrl-C stops everything"
-echo "Destinations: http://127.0.0.1:$PORT/destinations/  ·  Demo mailbox: http://127.0.0.1:$PORT/delivery/mailbox/"
+echo
+echo "Console: http://127.0.0.1:$PORT/"
+echo "Admin: http://127.0.0.1:$PORT/admin/  ·  Destinations: http://127.0.0.1:$PORT/destinations/  ·  Demo mailbox: http://127.0.0.1:$PORT/delivery/mailbox/"
 echo "Incidents: http://127.0.0.1:$PORT/incidents/  ·  Demo alert sink (what the pager got): http://127.0.0.1:$DEMO_ALERT_PORT/"
 echo "In another terminal: scripts/manage.sh demo_passwords   (new demo passwords, printed)"
+echo "In another terminal: scripts/manage.sh demo_receiver_outage --seconds 60   (the receiver down for a minute: an outage as the console shows it)"
+echo "Ctrl-C stops everything."
+echo "$demo_report"
 # Either server ending on its own ends the other too; `wait` returns early when a signal arrives.
 wait -n "$web" "$workers" "$mailbox" "$alerts" || true
 stop

@@ -131,13 +131,22 @@ def test_make_run_twice_on_a_port_stops_cleanly_and_keeps_its_data(checkout, sta
 
     # Every command the terminal printed works as printed, in another terminal (no environment of its own).
     printed = re.findall(r"In another terminal: (scripts/\S+ [^(]+?) +\(", first_log)
-    assert printed == ["scripts/manage.sh demo_passwords"], printed
+    assert printed == [
+        "scripts/manage.sh demo_passwords",
+        "scripts/manage.sh demo_receiver_outage --seconds 60",
+    ], printed
+    outputs = {}
     for command in printed:
         done = subprocess.run(
             ["bash", "-c", command], cwd=checkout, env=clean_env(), capture_output=True, text=True
         )
         assert done.returncode == 0, f"{command}: {done.stderr}"
-    new = re.search(r"New password for [^\n]*:\n +(\S+)", done.stdout).group(1)
+        outputs[command] = done.stdout
+    assert "answers 503 to every call until" in outputs[printed[1]]
+    assert (checkout / "var" / "receiver-outage-until").exists(), (
+        "the outage's switch, in make run's var"
+    )
+    new = re.search(r"New password for [^\n]*:\n +(\S+)", outputs[printed[0]]).group(1)
     assert password_works(checkout, "alice", new) and not password_works(
         checkout, "alice", password
     )

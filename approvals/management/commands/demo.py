@@ -137,7 +137,7 @@ class Command(BaseCommand):
         self.stdout.write(
             "demo data already loaded; nothing changed, except that olga is put in the "
             f"{DESTINATION_ADMINS_GROUP} group if she was not in it (passwords unchanged; "
-            "`DJANGO_DEBUG=1 .venv/bin/python manage.py demo_passwords` sets new ones)"
+            "`scripts/manage.sh demo_passwords` sets new ones)"
         )
 
     def _add_users_missing_since(self, User, password: str | None) -> None:
