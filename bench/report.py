@@ -12,7 +12,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench import console_operators_report, retention_report  # noqa: E402
+from bench import console_operators_report, retention_report, settlement_report  # noqa: E402
 
 AIM_RATIO_TO_PGBENCH = 0.3
 AIM_TIMES_ALTERNATIVE = 3.0
@@ -349,6 +349,10 @@ def main() -> None:
         "--retention", help="the JSON bench/retention_bench.py wrote, when it was run"
     )
     parser.add_argument("--retention-command", default="", help="the command that ran it")
+    parser.add_argument(
+        "--settlement", help="the JSON bench/settlement_bench.py wrote, when it was run"
+    )
+    parser.add_argument("--settlement-command", default="", help="the command that ran it")
     parser.add_argument("--output", required=True)
     args = parser.parse_args()
     r = json.loads(Path(args.e2e).read_text())
@@ -547,6 +551,9 @@ def main() -> None:
     retention = json.loads(Path(args.retention).read_text()) if args.retention else None
     if retention:
         lines.append(retention_report.aims_row(retention))
+    settlement = json.loads(Path(args.settlement).read_text()) if args.settlement else None
+    if settlement:
+        lines.append(settlement_report.aims_row(settlement))
     if dest:
         lines.append(
             f"| a healthy destination beside one down and one slow (one dispatcher) ≥ {AIM_DESTINATIONS_RATIO} "
@@ -774,6 +781,7 @@ right after `make bench`, against its own receiver and databases:",
             else []
         ),
         *(retention_report.section(retention, args.retention_command) if retention else []),
+        *(settlement_report.section(settlement, args.settlement_command) if settlement else []),
     ]
     Path(args.output).write_text("\n".join(lines))
 

@@ -29,6 +29,8 @@ commands=(
   "$PY bench/status_events_bench.py --json $out/status_events.json"
   "$PY bench/console_operators_bench.py --rows $CONSOLE_OPERATORS_ROWS --operators 20 --rounds 2 --json $out/console_operators.json"
 )
+SETTLEMENT_COMMAND="$PY bench/settlement_bench.py --json $out/settlement.json"
+commands+=("$SETTLEMENT_COMMAND")
 printf '%s\n' "${commands[@]}" | sed 's/ *$//' > "$out/commands.txt"
 echo "== end-to-end: receiver capacity, scaling curve, one call per handoff, latency, the alternative, growth and"
 echo "   reconciliation of its largest outbox, backlog =="
@@ -47,6 +49,8 @@ echo "== status events: a receiver's change to the source's record =="
 ${commands[6]} | tee "$out/status_events.log"
 echo "== console pages with 20 operators at once, $CONSOLE_OPERATORS_ROWS handoffs =="
 ${commands[7]} | tee "$out/console_operators.log"
+echo "== settlement of 2,000 uncertain outcomes with 1, 2 and 4 dispatchers =="
+$SETTLEMENT_COMMAND | tee "$out/settlement.log"
 levers=()
 if [[ "${BENCH_LEVERS:-0}" == 1 ]]; then
   # About 6 more minutes: over the 20-minute budget on a loaded 2-core machine, so not by default.
@@ -61,5 +65,6 @@ $PY bench/report.py "${levers[@]}" --e2e "$out/e2e.json" --console "$out/console
   --destinations "$out/destinations.json" --many-destinations "$out/many_destinations.json" \
   --tracing "$out/tracing.json" --status-events "$out/status_events.json" \
   --console-operators "$out/console_operators.json" --console-operators-command "${commands[7]}" \
+  --settlement "$out/settlement.json" --settlement-command "$SETTLEMENT_COMMAND" \
   --seconds $(( $(date +%s) - started )) --output docs/benchmarks.md
 echo "written: docs/benchmarks.md ($(( ($(date +%s) - started) / 60 )) min)"

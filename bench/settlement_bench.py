@@ -1,0 +1,200 @@
+"""Settlement of a backlog of uncertain outcomes with 1, 2 and 4 dispatchers, against the receiver's own lookup
+capacity measured in the same run.
+
+    .venv/bin/python bench/settlement_bench.py [--outcomes 2000] [--batch 100] [--json FILE]
+
+The backlog is what a lost answer leaves: each task is at the receiver (same key, same payload hash) while its
+source row is `uncertain` (one attempt, `response_lost`), filled by SQL on both sides. `manage.py dispatch`
+processes (1, 2, 4) settle it through the bundled receiver under gunicorn, the destination a row of the http
+kind applied by `manage.py destinations apply`: once with `lookup_batch_size` = `--batch` (`POST
+/tasks/lookup`), once without (one `GET /tasks/<key>` per key). A run's rate: its outcomes over the span of
+their `delivered_at` (written by the settlers, on the database clock). The receiver's capacity for each kind of
+lookup is measured right before the runs with 4 plain client processes asking about the same keys as fast as
+it answers (keys per second); the figure is each run's rate over the capacity of the lookup it used.
+"""
+
+import argparse
+import json
+import multiprocessing
+import statistics
+import subprocess
+import sys
+import time
+import uuid
+from datetime import UTC, datetime
+from pathlib import Path
+
+import urllib3
+from standardwebhooks.webhooks import Webhook
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from e2e import reset, wait_for  # noqa: E402
+from harness import (  # noqa: E402
+    PYTHON,
+    ROOT,
+    SECRET,
+    Bench,
+    insert_handoffs_sql,
+    insert_receiver_tasks_sql,
+    write_json,
+)
+
+AIM = 0.8
+DISPATCHERS = (1, 2, 4)
+CAPACITY_CLIENTS = 4
+CAPACITY_SECONDS = 6.0
+
+
+def signed(signer: Webhook, body: str) -> dict:
+    message_id, now = f"msg_{uuid.uuid4().hex}", datetime.now(tz=UTC)
+    return {
+        "webhook-id": message_id,
+        "webhook-timestamp": str(int(now.timestamp())),
+        "webhook-signature": signer.sign(message_id, now, body),
+        "Content-Type": "application/json",
+    }
+
+
+def capacity_client(url: str, keys: list[str], batch: int, seconds: float, results) -> None:
+    """Ask about `keys`, `batch` a request (1: GET /tasks/<key>), round and round; put the keys answered."""
+    signer, answered, n = Webhook(SECRET), 0, 0
+    with urllib3.connection_from_url(url, maxsize=1, retries=False, timeout=10) as http:
+        path = urllib3.util.parse_url(url).path or ""
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            chunk = [keys[(n + i) % len(keys)] for i in range(batch)]
+            n += batch
+            if batch == 1:
+                response = http.urlopen(
+                    "GET", f"{path}/tasks/{chunk[0]}", headers=signed(signer, ""), retries=False
+                )
+            else:
+                body = json.dumps({"action_keys": chunk}, separators=(",", ":"))
+                response = http.urlopen(
+                    "POST",
+                    f"{path}/tasks/lookup",
+                    body=body.encode(),
+                    headers=signed(signer, body),
+                    retries=False,
+                )
+            if response.status == 200:
+                answered += len(chunk)
+    results.put(answered)
+
+
+def lookup_capacity(url: str, keys: list[str], batch: int) -> float:
+    """Keys per second the receiver answers to CAPACITY_CLIENTS plain clients (no outbox, no dispatcher)."""
+    results = multiprocessing.Queue()
+    share = len(keys) // CAPACITY_CLIENTS
+    procs = [
+        multiprocessing.Process(
+            target=capacity_client,
+            args=(url, keys[i * share : (i + 1) * share], batch, CAPACITY_SECONDS, results),
+        )
+        for i in range(CAPACITY_CLIENTS)
+    ]
+    for proc in procs:
+        proc.start()
+    answered = sum(results.get(timeout=CAPACITY_SECONDS + 60) for _ in procs)
+    for proc in procs:
+        proc.join()
+    return round(answered / CAPACITY_SECONDS, 1)
+
+
+def apply(bench: Bench, batch: int) -> None:
+    config = {"name": "receiver", "kind": "http", "url": bench.receiver_url, "read_timeout": 10.0}
+    if batch > 1:
+        config["lookup_batch_size"] = batch
+    path = bench.log_dir / "settlement-destination.json"
+    write_json(path, {"destinations": [config]})
+    done = subprocess.run(
+        [PYTHON, "manage.py", "destinations", "apply", str(path)],
+        cwd=ROOT,
+        env=bench.env,
+        capture_output=True,
+        text=True,
+    )
+    if done.returncode:
+        raise SystemExit(f"manage.py destinations apply {path} refused: {done.stderr.strip()}")
+
+
+def fill(bench: Bench, count: int) -> None:
+    """`count` outcomes delivered at the receiver whose answer was lost: uncertain at the source."""
+    reset(bench)
+    with bench.sql() as conn, conn.transaction():
+        conn.execute(insert_handoffs_sql(1, count, state="uncertain"))
+        conn.execute(
+            "UPDATE outbox_handoff SET attempts = 1, attempts_in_run = 1, next_attempt_at = NULL, "
+            "failure_class = 'uncertain', reason_code = 'response_lost', "
+            "last_error = 'the answer was lost after the receiver committed'"
+        )
+    with bench.sql("delivery") as conn:
+        conn.execute(insert_receiver_tasks_sql(1, count))
+
+
+def settle(bench: Bench, count: int, dispatchers: int, tag: str) -> dict:
+    fill(bench, count)
+    procs = bench.start_dispatchers(dispatchers, tag)
+    wait_for(
+        bench, "SELECT count(*) FROM outbox_handoff WHERE state = 'delivered'", count, timeout=900
+    )
+    bench.stop(procs)
+    with bench.sql() as conn:
+        span, uncertain = conn.execute(
+            "SELECT extract(epoch FROM max(delivered_at) - min(delivered_at)), "
+            "count(*) FILTER (WHERE state <> 'delivered') FROM outbox_handoff"
+        ).fetchone()
+        events = conn.execute(
+            "SELECT count(*) FROM outbox_handoffevent WHERE from_state = 'uncertain'"
+        ).fetchone()[0]
+    return {
+        "dispatchers": dispatchers,
+        "seconds": round(float(span), 2),
+        "per_second": round((count - 1) / float(span), 1),
+        "settled_once": events == count and uncertain == 0,
+    }
+
+
+def measure(bench: Bench, count: int, batch: int) -> dict:
+    """One kind of lookup: its capacity at the receiver, then the runs with 1, 2 and 4 dispatchers."""
+    apply(bench, batch)
+    fill(bench, count)
+    keys = [f"onboarding:7:{n}:1" for n in range(1, count + 1)]
+    capacity = lookup_capacity(bench.receiver_url, keys, batch)
+    runs = [settle(bench, count, n, f"settle-b{batch}-{n}") for n in DISPATCHERS]
+    for run in runs:
+        run["ratio"] = round(run["per_second"] / capacity, 3)
+        print(f"  batch {batch}: {json.dumps(run)}", flush=True)
+    return {"batch": batch, "capacity_keys_per_second": capacity, "runs": runs}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--outcomes", type=int, default=2000)
+    parser.add_argument("--batch", type=int, default=100)
+    parser.add_argument("--json", default=str(ROOT / "var" / "bench" / "settlement.json"))
+    args = parser.parse_args()
+    bench = Bench("settlement").setup()
+    try:
+        bench.start_receiver()
+        modes = [measure(bench, args.outcomes, args.batch), measure(bench, args.outcomes, 1)]
+    finally:
+        bench.stop()
+    batched = modes[0]["runs"][-1]
+    report = {
+        "outcomes": args.outcomes,
+        "batch": args.batch,
+        "modes": modes,
+        "aim": AIM,
+        "ratio_at_4": batched["ratio"],
+        "met": batched["ratio"] >= AIM and all(r["settled_once"] for m in modes for r in m["runs"]),
+        "median_per_second": statistics.median(r["per_second"] for m in modes for r in m["runs"]),
+        "command": " ".join([".venv/bin/python", "bench/settlement_bench.py", *sys.argv[1:]]),
+    }
+    write_json(Path(args.json), report)
+    print(json.dumps(report), flush=True)
+
+
+if __name__ == "__main__":
+    main()
