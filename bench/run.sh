@@ -14,6 +14,7 @@ CONSOLE_ROWS=${BENCH_CONSOLE_ROWS:-1000000}
 CONSOLE_REPEAT=${BENCH_CONSOLE_REPEAT:-10}
 # The console with 20 operators at once, against gunicorn (issue 26 asks for 10,000,000 handoffs).
 CONSOLE_OPERATORS_ROWS=${BENCH_CONSOLE_OPERATORS_ROWS:-10000000}
+RETENTION_ROWS=${BENCH_RETENTION_ROWS:-1000000}
 RECONCILE_KEYS=${BENCH_RECONCILE_KEYS:-1000000}
 E2E_ARGS=${BENCH_E2E_ARGS:-}
 out=var/bench
@@ -28,6 +29,7 @@ commands=(
   "$PY bench/tracing_bench.py --pairs 4 --json $out/tracing.json"
   "$PY bench/status_events_bench.py --json $out/status_events.json"
   "$PY bench/console_operators_bench.py --rows $CONSOLE_OPERATORS_ROWS --operators 20 --rounds 2 --json $out/console_operators.json"
+  "$PY bench/retention_bench.py --rows $RETENTION_ROWS --pairs 2 --json $out/retention.json"
 )
 SETTLEMENT_COMMAND="$PY bench/settlement_bench.py --json $out/settlement.json"
 commands+=("$SETTLEMENT_COMMAND")
@@ -49,6 +51,8 @@ echo "== status events: a receiver's change to the source's record =="
 ${commands[6]} | tee "$out/status_events.log"
 echo "== console pages with 20 operators at once, $CONSOLE_OPERATORS_ROWS handoffs =="
 ${commands[7]} | tee "$out/console_operators.log"
+echo "== retention beside 4 dispatchers, $RETENTION_ROWS settled handoffs =="
+${commands[8]} | tee "$out/retention.log"
 echo "== settlement of 2,000 uncertain outcomes with 1, 2 and 4 dispatchers =="
 $SETTLEMENT_COMMAND | tee "$out/settlement.log"
 levers=()
@@ -65,6 +69,7 @@ $PY bench/report.py "${levers[@]}" --e2e "$out/e2e.json" --console "$out/console
   --destinations "$out/destinations.json" --many-destinations "$out/many_destinations.json" \
   --tracing "$out/tracing.json" --status-events "$out/status_events.json" \
   --console-operators "$out/console_operators.json" --console-operators-command "${commands[7]}" \
+  --retention "$out/retention.json" --retention-command "${commands[8]}" \
   --settlement "$out/settlement.json" --settlement-command "$SETTLEMENT_COMMAND" \
   --seconds $(( $(date +%s) - started )) --output docs/benchmarks.md
 echo "written: docs/benchmarks.md ($(( ($(date +%s) - started) / 60 )) min)"

@@ -1,0 +1,43 @@
+"""docs/benchmarks.md's lines for bench/retention_bench.py: its row in the aims table and its section (four
+dispatchers' rate with retention running against without, and retention's rate beside it)."""
+
+
+def aims_row(report: dict) -> str:
+    return (
+        f"| delivery with retention running / without (4 dispatchers, {report['rows']:,} settled handoffs): "
+        f"≥ {report['aim']} | {report['median_ratio']:.2f}; retention {report['retention_rows_per_second']:,.0f} "
+        f"rows/s beside dispatch {report['dispatch_per_second_with']:,.0f}/s | "
+        f"{'met' if report['met'] else 'missed'} |"
+    )
+
+
+def section(report: dict, command: str) -> list[str]:
+    lines = [
+        f"## Retention beside delivery ({report['rows']:,} settled handoffs)",
+        "",
+        f"{report['dispatchers']} `manage.py dispatch` processes deliver {report['handoffs']:,} new handoffs to "
+        "the bundled receiver with nothing else running, and again with `manage.py archive_settled` moving the "
+        "settled ones (each with an attempt and an event, settled 40 days ago) to the archive in batches of "
+        "1,000; pairs back to back in alternating order. Rates over the span of the run's `delivered_at`; "
+        "retention's over the same span.",
+        "",
+        "```sh",
+        command or report["command"],
+        "```",
+        "",
+        "| pair | without: handoffs/s | with: handoffs/s | with / without | retention rows/s |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for n, pair in enumerate(report["pairs"], 1):
+        lines.append(
+            f"| {n} | {pair['without']['per_second']:,.0f} | {pair['with']['per_second']:,.0f} | "
+            f"{pair['ratio']:.2f} | {pair['with']['retention_rows_per_second']:,.0f} |"
+        )
+    lines += [
+        "",
+        f"Median ratio {report['median_ratio']:.2f} (aim ≥ {report['aim']}: "
+        f"{'met' if report['met'] else 'missed'}); retention {report['retention_rows_per_second']:,.0f} rows/s "
+        f"beside a dispatch rate of {report['dispatch_per_second_with']:,.0f} handoffs/s in the same runs.",
+        "",
+    ]
+    return lines
