@@ -12,11 +12,10 @@ from dataclasses import dataclass, field
 from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import Count, Exists, OuterRef, Q
-from django.utils import timezone
 
 from approvals.models import Workspace
 from lib.databases import DB
-from outbox.clock import DbNow
+from outbox.clock import DbNow, db_time
 from outbox.models import OPEN_STATES, Handoff
 from reconciliation.alerts.causes import (
     Cause,
@@ -235,7 +234,8 @@ def incidents_sync() -> SyncResult:
     """One pass: every cause seen now becomes (or joins) its live incident; settled incidents resolve;
     new pages go out (as notifications, sent by `notifications_send_due`)."""
     result = SyncResult()
-    causes = _without_handled(causes_now(now=timezone.now()))
+    # "Now" of the stored times it is compared with (attention since, SLA due, triggers received): the database's.
+    causes = _without_handled(causes_now(now=db_time()))
     for cause in causes:
         incident, opened = _open(cause)
         result.opened += opened
