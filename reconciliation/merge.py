@@ -192,7 +192,8 @@ def archive_stream(
     after = ""
     while True:
         page = list(rows.filter(action_key__gt=after)[:batch_size])
-        stats.page(batch_size, len(page))
+        # Its keys are the source's (the run's source count includes them); its pages are not the outbox's.
+        stats.rows += len(page)
         for key, pk, state, payload_hash, task_id, work_status, delivered_at in page:
             late = (
                 state == HandoffState.DELIVERED
@@ -215,8 +216,19 @@ def source_stream(
     workspace_id: int | None = None,
     destination_name: str | None = None,
 ) -> Iterator[SourceKey]:
-    """The outbox's handoffs and the archive's, merged in action-key order (a key is in one of them)."""
+    """The outbox's handoffs and the archive's, merged in action-key order. A key is in one of them, but
+    retention may move it between the two reads: seen in both, it is yielded once (the outbox's first); moved
+    the other way round, missed by both, a receiver's task for it is confirmed against `source_row`, which
+    reads the archive too."""
     scope = {"workspace_id": workspace_id, "destination_name": destination_name}
+    previous = None
+    for row in _merged(now, stuck_before, work_before, batch_size, stats, scope):
+        if row.action_key != previous:
+            yield row
+        previous = row.action_key
+
+
+def _merged(now, stuck_before, work_before, batch_size, stats, scope) -> Iterator[SourceKey]:
     return heapq.merge(
         outbox_stream(
             batch_size=batch_size,

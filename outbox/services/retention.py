@@ -143,19 +143,7 @@ def _batch(
 ) -> tuple[int, tuple[datetime, int] | None]:
     """One short transaction. Returns how many rows it looked at and where the next batch starts."""
     with transaction.atomic():
-        query = settled_candidates(older_than_days=older_than_days)
-        if after is not None:
-            query = query.filter(
-                Q(updated_at__gt=after[0]) | Q(updated_at=after[0], id__gt=after[1])
-            )
-        if connection.vendor == "postgresql" and not dry_run:
-            with connection.cursor() as cursor:
-                cursor.execute(
-                    "SELECT set_config('lock_timeout', %s, true)",
-                    [f"{settings.HANDOFF_RETENTION_LOCK_TIMEOUT_MS}ms"],
-                )
-            query = query.select_for_update(skip_locked=True, of=("self",))
-        rows = list(query.values(*_KEPT)[:size])
+        rows = _pick(older_than_days=older_than_days, size=size, after=after, lock=not dry_run)
         if not rows:
             return 0, after
         held = import_string(settings.HANDOFF_RETENTION_HOLD_CHECK)(
@@ -169,6 +157,28 @@ def _batch(
         run.archived += len(moving)
         last = rows[-1]
         return len(rows), (last["updated_at"], last["id"])
+
+
+def _pick(
+    *, older_than_days: float, size: int, after: tuple[datetime, int] | None, lock: bool
+) -> list[dict]:
+    """Up to `size` candidates after `after`, oldest change first; on PostgreSQL, locked unless someone
+    else holds them (skipped), with the transaction's lock_timeout set first."""
+    query = settled_candidates(older_than_days=older_than_days)
+    if after is not None:
+        # The >= bound is an index condition: the scan starts where the last batch stopped instead of
+        # stepping again over the index entries of the rows moved already (dead until a vacuum).
+        query = query.filter(updated_at__gte=after[0]).filter(
+            Q(updated_at__gt=after[0]) | Q(updated_at=after[0], id__gt=after[1])
+        )
+    if lock and connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT set_config('lock_timeout', %s, true)",
+                [f"{settings.HANDOFF_RETENTION_LOCK_TIMEOUT_MS}ms"],
+            )
+        query = query.select_for_update(skip_locked=True, of=("self",))
+    return list(query.values(*_KEPT)[:size])
 
 
 def _move(rows: list[dict]) -> None:
