@@ -89,7 +89,7 @@ class OldRelease:
             env=self.procs.dispatcher_env(),
             capture_output=True,
             text=True,
-            timeout=180,
+            timeout=600,
         )
         assert done.returncode == 0, f"old release: manage.py {args[0]}\n{done.stdout}{done.stderr}"
         return done.stdout

@@ -74,8 +74,9 @@ def assert_resumed_on_evidence_and_delivered_once(
     [pause] = [e for e in events if e.to_state == D.PAUSED and e.from_state == D.ACTIVE]
     [resume] = [e for e in events if e.to_state == D.ACTIVE]
     assert pause.at < resume.at < paused.next_probe_at, "resumed before its scheduled probe"
-    if how is not None:
-        assert how in resume.reason and "after 0 probe(s)" in resume.reason, resume.reason
+    assert how is None or (how in resume.reason and "after 0 probe(s)" in resume.reason), (
+        resume.reason
+    )
     assert ReceiverTask.objects.count() == HANDOFFS
     assert DestinationHealth.objects.get(name="receiver").state == D.ACTIVE
     return resume
