@@ -20,11 +20,13 @@ from django.db import connections, transaction
 from django.db.models import F, Q
 
 from lib.databases import DB
+from outbox.bulk_writes import update_many
 from outbox.clock import POSTGRES_NOW_PLUS, db_now, db_now_plus
 from outbox.destinations import Lookups, RemoteTask
-from outbox.models import Handoff, HandoffState
-from outbox.outcomes import settlement_for, settlement_without_answer
-from outbox.services.transitions import handoff_transition, lock_with_compensated_steps
+from outbox.models import Handoff, HandoffEvent, HandoffState
+from outbox.outcomes import Settlement, settlement_for, settlement_without_answer
+from outbox.services.transitions import lock_with_compensated_steps, transition_changes
+from outbox.services.workflows import record_successors
 
 S = HandoffState
 
@@ -167,7 +169,8 @@ def handoffs_record_settlements(
             .filter(pk__in=ids, state=S.UNCERTAIN)
             .order_by("pk")
         }
-        for answer in sorted(answers, key=lambda a: a.claim.handoff_id):
+        moves: list[tuple[Handoff, Settlement]] = []
+        for answer in answers:
             handoff = locked.get(answer.claim.handoff_id)
             if handoff is None or (handoff.lease_owner, handoff.fencing_epoch) != (
                 answer.claim.worker,
@@ -175,27 +178,46 @@ def handoffs_record_settlements(
             ):
                 states[answer.claim.handoff_id] = None
                 continue
-            states[handoff.pk] = _record_one(handoff, answer, destination)
+            moves.append((handoff, _meaning(handoff, answer, destination)))
+            states[handoff.pk] = moves[-1][1].to_state or handoff.state
+        _write_moves(moves)
     return [states[answer.claim.handoff_id] for answer in answers]
 
 
-def _record_one(handoff: Handoff, answer: SettlementAnswer, destination: Lookups) -> str:
-    settled = (
-        settlement_without_answer(handoff, destination, answer.error)
-        if answer.error
-        else settlement_for(handoff, answer.remote, destination)
-    )
-    if settled.to_state is None:
-        # Nothing learnt, nobody asked: no event; the row is free for the next pass.
-        Handoff.objects.using(DB).filter(pk=handoff.pk).update(
+def _meaning(handoff: Handoff, answer: SettlementAnswer, destination: Lookups) -> Settlement:
+    if answer.error:
+        return settlement_without_answer(handoff, destination, answer.error)
+    return settlement_for(handoff, answer.remote, destination)
+
+
+def _write_moves(moves: list[tuple[Handoff, Settlement]]) -> None:
+    """Each move and its event, as the delivery outcomes are written (the moves in one statement, the events
+    in another); a row about which nothing was learnt (nobody asked, no event) is only freed for the next pass."""
+    unmoved = [handoff.pk for handoff, settled in moves if settled.to_state is None]
+    if unmoved:
+        Handoff.objects.using(DB).filter(pk__in=unmoved).update(
             lease_owner="", lease_expires_at=None
         )
-        return handoff.state
-    handoff_transition(
-        handoff,
-        settled.to_state,
-        actor_label="settlement",
-        reason=settled.reason,
-        **settled.changes,
-    )
-    return handoff.state
+    changed, fields, events = [], {"updated_at"}, []
+    for handoff, settled in moves:
+        if settled.to_state is None:
+            continue
+        events.append(
+            HandoffEvent(
+                handoff_id=handoff.pk,
+                from_state=handoff.state,
+                to_state=settled.to_state,
+                actor_label="settlement",
+                reason=settled.reason,
+            )
+        )
+        changes = transition_changes(handoff, settled.to_state, settled.changes)
+        for name, value in changes.items():
+            setattr(handoff, name, value)
+        handoff.updated_at = db_now()
+        fields.update(changes)
+        changed.append(handoff)
+    if changed:
+        update_many(changed, sorted(fields), using=DB)
+        HandoffEvent.objects.using(DB).bulk_create(events)
+        record_successors([h for h in changed if h.state == S.DELIVERED], actor_label="settlement")
