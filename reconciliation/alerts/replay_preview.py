@@ -37,8 +37,9 @@ CHUNK = 100
 # Items asked per progress write: a few batch requests, or a few hundred single lookups at once.
 PREVIEW_CHUNK = 400
 # Lookups asked at once within a chunk (each still takes a permit of the destination's limits).
-LOOKUPS_AT_ONCE = 8
-LOOKUP_WAIT_SECONDS = 5.0
+LOOKUPS_AT_ONCE = 4
+# A background job may wait for the destination's limits longer than a person's reconcile does.
+LOOKUP_WAIT_SECONDS = 30.0
 WORKER = "replay preview"
 NO_LOOKUP = "the destination cannot be asked about a key: a person checks at the receiver"
 
@@ -178,7 +179,8 @@ def _ask_many(handoffs: list[Handoff], lookups) -> list[tuple[str, str, str]]:
     return answers
 
 
-def _in_thread(call, *args):
+def in_own_connection(call, *args):
+    """Run `call` in a worker thread, closing the thread's own database connections afterwards."""
     try:
         return call(*args)
     finally:
@@ -207,19 +209,25 @@ def _requests(asked: list[tuple]) -> list[tuple]:
     return requests
 
 
-def _answer_all(asked: list[tuple]) -> None:
-    """Ask every lookup of a chunk and write the answers on its items: a few requests at once on
-    PostgreSQL; one after another on SQLite, whose test database is one in-memory connection that threads
-    cannot share, and inside a transaction (whose rows and locks other connections would not see or would
-    wait for)."""
-    requests = _requests(asked)
+def threads_allowed() -> bool:
+    """Whether work may go to other threads (their own connections): on PostgreSQL, outside a transaction.
+    Not on SQLite, whose test database is one in-memory connection that threads cannot share, nor inside a
+    transaction, whose rows and locks other connections would not see or would wait for."""
     connection = connections[DB]
-    if len(requests) < 2 or connection.vendor != "postgresql" or connection.in_atomic_block:
+    return connection.vendor == "postgresql" and not connection.in_atomic_block
+
+
+def _answer_all(asked: list[tuple]) -> None:
+    """Ask every lookup of a chunk and write the answers on its items: a few requests at once where
+    `threads_allowed`, else one after another."""
+    requests = _requests(asked)
+    if len(requests) < 2 or not threads_allowed():
         answers = [call(arg, lookups) for call, arg, lookups, _ in requests]
     else:
         with ThreadPoolExecutor(max_workers=LOOKUPS_AT_ONCE) as pool:
             futures = [
-                pool.submit(_in_thread, call, arg, lookups) for call, arg, lookups, _ in requests
+                pool.submit(in_own_connection, call, arg, lookups)
+                for call, arg, lookups, _ in requests
             ]
             answers = [future.result() for future in futures]
     for (call, _, _, items), answer in zip(requests, answers, strict=True):

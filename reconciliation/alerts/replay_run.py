@@ -10,6 +10,8 @@ A key whose answer changed since the preview is recorded as such, never acted on
 finds the task gone leaves the handoff as settlement decides, and the item says so.
 """
 
+from concurrent.futures import ThreadPoolExecutor
+
 from django.db import transaction
 from django.db.models import Q
 
@@ -22,9 +24,11 @@ from outbox.services.settlement import handoff_settle
 from reconciliation.alerts.incidents import incident_event
 from reconciliation.alerts.replay_preview import (
     CHUNK,
+    in_own_connection,
     item_counts,
     replay_enqueue,
     replay_preview_run,
+    threads_allowed,
 )
 from reconciliation.errors import ReconciliationError
 from reconciliation.models import (
@@ -37,6 +41,8 @@ from reconciliation.models import (
 )
 
 STALLED_SECONDS = 120
+# Items done at once on PostgreSQL (each a settle or a retry of its own handoff).
+ITEMS_AT_ONCE = 4
 
 
 class ReplayNotConfirmable(ReconciliationError):
@@ -95,6 +101,31 @@ def _apply(item: ReplayItem, actor, replay_id: int) -> tuple[str, str]:
         return ReplayOutcome.SKIPPED, str(exc)[:500] or type(exc).__name__
 
 
+def _do(item: ReplayItem, actor, replay_id: int) -> None:
+    item.outcome, item.outcome_note = _apply(item, actor, replay_id)
+    item.state_after = (
+        Handoff.objects.using(DB).filter(pk=item.handoff_id).values_list("state", flat=True).first()
+        or ""
+    )
+    item.save(using=DB, update_fields=["outcome", "outcome_note", "state_after"])
+
+
+def _do_all(items: list[ReplayItem], replay: Replay) -> None:
+    """The items of a chunk, each in its own transactions: a few at once where `threads_allowed` (each item
+    is another handoff, so they never wait for each other), else one after another."""
+    if len(items) < 2 or not threads_allowed():
+        for item in items:
+            _do(item, replay.confirmed_by, replay.pk)
+        return
+    with ThreadPoolExecutor(max_workers=ITEMS_AT_ONCE) as pool:
+        futures = [
+            pool.submit(in_own_connection, _do, item, replay.confirmed_by, replay.pk)
+            for item in items
+        ]
+        for future in futures:
+            future.result()
+
+
 def replay_run(*, replay_id: int, chunk: int = CHUNK) -> Replay:
     """Do every confirmed item not done yet, a chunk at a time, writing results and progress after each
     chunk. Runs again safely: it continues with the items still without a result."""
@@ -105,16 +136,7 @@ def replay_run(*, replay_id: int, chunk: int = CHUNK) -> Replay:
             .filter(replay=replay, outcome="")
             .order_by("position")[:chunk]
         )
-        for item in items:
-            item.outcome, item.outcome_note = _apply(item, replay.confirmed_by, replay.pk)
-            item.state_after = (
-                Handoff.objects.using(DB)
-                .filter(pk=item.handoff_id)
-                .values_list("state", flat=True)
-                .first()
-                or ""
-            )
-            item.save(using=DB, update_fields=["outcome", "outcome_note", "state_after"])
+        _do_all(items, replay)
         outcomes = item_counts(replay, "outcome")
         done = not items
         Replay.objects.using(DB).filter(pk=replay.pk, state=ReplayState.RUNNING).update(
