@@ -189,7 +189,7 @@ def in_own_connection(call, *args):
 
 def _batch_size(lookups) -> int:
     # A destination kind that answers for many keys in one request says how many (`lookup_batch_size`).
-    return getattr(lookups, "lookup_batch_size", 0) or 0
+    return lookups.lookup_batch_size
 
 
 def _requests(asked: list[tuple]) -> list[tuple]:
