@@ -6,10 +6,11 @@ and the other from SQL. Two clocks disagree across machines, and even on one mac
 has milliseconds while Python writes microseconds, so a row written "now" from Python was not due
 within the millisecond it was created.
 
-On SQLite datetimes are text compared as strings, so writes use the same `STRFTIME` format as the
-comparison (`YYYY-MM-DD HH:MM:SS.SSS`). Django writes `YYYY-MM-DD HH:MM:SS.ffffff` from Python: the two
-compare as strings in time order to the millisecond (a shorter string that is a prefix sorts first), so rows
-written before the clock of record (or by Django itself) still sort and compare with these.
+On SQLite datetimes are text compared as strings, so the database's time is written in the format Django
+writes from Python (`YYYY-MM-DD HH:MM:SS.ffffff`, the fraction left out when it is zero; SQLite's clock has
+milliseconds, so the last three digits are zeros): a stored time then equals the same time read back and
+sent as a parameter (a keyset cursor), and compares in time order with times Django wrote. Rows written
+earlier as `YYYY-MM-DD HH:MM:SS.SSS` still compare in order to the millisecond (a prefix sorts first).
 
 The same holds for every time of record (an event's or an attempt's time, `updated_at`, `delivered_at`,
 `attention_since`, an SLA due time): a host whose clock is wrong must not store an event pair out of time
@@ -43,7 +44,10 @@ class DbNow(Func):
 
     def as_sqlite(self, compiler, connection, **extra_context):
         sql, params = compiler.compile(self.source_expressions[0])
-        return f"STRFTIME('{SQLITE_FORMAT}', 'now', printf('%%+.3f seconds', {sql}))", params
+        # Written as Django writes a datetime (`str(value)`: six digits of fraction, none when it is zero), so
+        # that a stored time equals the same time sent back as a parameter (a keyset cursor, a boundary).
+        now = f"STRFTIME('{SQLITE_FORMAT}', 'now', printf('%%+.3f seconds', {sql}))"
+        return f"REPLACE({now} || '000', '.000000', '')", params
 
     def as_postgresql(self, compiler, connection, **extra_context):
         sql, params = compiler.compile(self.source_expressions[0])
