@@ -70,7 +70,9 @@ def started():
 
 
 def wait_for_login_page(port: int, proc: subprocess.Popen, log: Path) -> httpx.Response:
-    deadline = time.monotonic() + 120
+    # A first start migrates both databases, collects the static files and loads the demo: over 120 s on a
+    # 2-core machine at load 16 (a fresh clone's first page took 647 s there, the installs included).
+    deadline = time.monotonic() + 600
     while time.monotonic() < deadline:
         assert proc.poll() is None, log.read_text()[-3000:]
         try:
