@@ -9,6 +9,7 @@ from django.conf import settings
 from django.db import models
 
 from approvals.models.workspaces import Workspace
+from outbox.clock import DbClockDateTimeField
 
 
 class PilotBrief(models.Model):
@@ -31,7 +32,7 @@ class PilotBrief(models.Model):
     updated_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
-    updated_at = models.DateTimeField(auto_now=True)
+    updated_at = DbClockDateTimeField(auto_now=True)
 
     class Meta:
         constraints = [
@@ -87,7 +88,7 @@ class ObservedOutcome(models.Model):
     recorded_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+"
     )
-    recorded_at = models.DateTimeField(auto_now_add=True)
+    recorded_at = DbClockDateTimeField(auto_now_add=True)
     # The comparison, made once when recorded (`approvals.agreement.compare`).
     agrees = models.BooleanField()
     difference = models.CharField(max_length=300, blank=True)

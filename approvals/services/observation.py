@@ -4,12 +4,12 @@ with an observed case, and the owner's explanation of a disagreement. docs/obser
 from dataclasses import dataclass
 
 from django.db import transaction
-from django.utils import timezone
 
 from approvals.agreement import compare, is_owner, may_record, observed_case, planned_steps
 from approvals.errors import ApprovalDenied, InvalidPayload
 from approvals.models import ObservedOutcome, OutcomeSource, PilotBrief
 from lib.databases import DB
+from outbox.clock import db_now
 
 MAX_TEXT = 2000
 
@@ -171,6 +171,7 @@ def observed_outcome_explain(
             raise ObservationRefused(f"only the owner of {row.workflow} explains its disagreements")
         row.explanation = explanation
         row.explained_by = actor
-        row.explained_at = timezone.now()
+        row.explained_at = db_now()
         row.save(update_fields=["explanation", "explained_by", "explained_at"])
+        row.refresh_from_db(fields=["explained_at"])
     return row
