@@ -31,7 +31,11 @@ from tests.factories import onboarding_world
 from tests.faults.test_dispatch_faults import wait_until
 from tests.processes import ROOT, database_url
 
-pytestmark = pytest.mark.django_db(transaction=True, databases=["default", "delivery"])
+pytestmark = [
+    pytest.mark.postgres,
+    pytest.mark.faults,
+    pytest.mark.django_db(transaction=True, databases=["default", "delivery"]),
+]
 
 ROWS = int(os.environ.get("HANDOFF_RETENTION_FAULT_ROWS", "100000"))
 DISPATCHERS = 4
