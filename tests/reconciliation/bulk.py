@@ -69,6 +69,11 @@ def _insert_select(alias: str, model, n: int, overrides: dict[str, str]) -> None
         )
         if isinstance(value, DatabaseDefault):
             continue  # a column with a database default: left out, the database fills it
+        if hasattr(value, "resolve_expression"):
+            # A time of record (DbClockDateTimeField writes the database's now): the statement's time here.
+            columns.append(connection.ops.quote_name(f.column))
+            expressions.append("STATEMENT_TIMESTAMP()")
+            continue
         columns.append(connection.ops.quote_name(f.column))
         expressions.append("%s")
         params.append(f.get_db_prep_save(value, connection))
