@@ -1,8 +1,8 @@
 """Retention in a real process beside four real dispatchers delivering to a real receiver (PostgreSQL).
 
-The outbox is filled with HANDOFF_RETENTION_FAULT_ROWS settled handoffs (default 20,000, for make test's time; the issue's
-1,000,000 is `bench/retention_bench.py`), each with an attempt, an event and its task at the receiver, all
-by INSERT … SELECT generate_series, their last change 40 days ago. `manage.py archive_settled` then runs
+The outbox is filled with HANDOFF_RETENTION_FAULT_ROWS settled handoffs (default 20,000, for make test's
+time; the issue's 1,000,000 is `bench/retention_bench.py`), each with an attempt, an event and its task at the
+receiver, all by INSERT … SELECT generate_series, their last change 40 days ago. `manage.py archive_settled` then runs
 while new handoffs are recorded and four `manage.py dispatch` processes deliver them. A sampler thread reads
 pg_locks every 50 ms: `waitstart` is when a backend began to wait for a lock it has not been granted.
 
