@@ -5,6 +5,7 @@ destination, workspace, trace id: `config/log_fields.py`) and redact the message
 A JSON line carries those fields by name; a plain line keeps Django's familiar shape.
 """
 
+import logging
 import os
 
 from django.core.exceptions import ImproperlyConfigured
@@ -15,6 +16,12 @@ if LOG_FORMAT not in LOG_FORMATS:
     raise ImproperlyConfigured(
         f"LOG_FORMAT must be one of {', '.join(LOG_FORMATS)}, not {LOG_FORMAT!r}"
     )
+
+if LOG_FORMAT == "json":
+    # Python's warnings (a missing static directory, a deprecation) are written by the warnings module
+    # straight to stderr as plain text; captured, they are records of the logger `py.warnings`, and so JSON
+    # lines like every other (seen as a plain line among gunicorn's JSON ones).
+    logging.captureWarnings(True)
 
 LOGGING = {
     "version": 1,

@@ -106,3 +106,20 @@ def test_gunicorn_writes_its_own_lines_as_json_too(processes):
     assert "gunicorn.error" in loggers, events
     assert any(e["message"].startswith("Booting worker") for e in events), events
     assert all({"time", "level", "logger", "message"} <= set(e) for e in events)
+
+
+def test_a_python_warning_is_a_json_line_too(processes):
+    """A warning (gunicorn's worker warned of a missing static directory on a fresh clone) is no plain line."""
+    env = processes.dispatcher_env(LOG_FORMAT="json")
+    code = "import django, warnings; django.setup(); warnings.warn('No directory at: static')"
+    done = subprocess.run(
+        [sys.executable, "-W", "always", "-c", code],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    [event] = [e for e in json_lines(done.stderr) if e["logger"] == "py.warnings"]
+    assert "UserWarning: No directory at: static" in event["message"]
