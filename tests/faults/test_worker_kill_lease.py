@@ -75,7 +75,9 @@ def test_killed_dispatchers_claims_are_expired_and_settled_within_lease_plus_5s_
 
     wait_until(
         lambda: not Handoff.objects.exclude(state=S.DELIVERED).exists(),
-        timeout=150,
+        # The drain's end, not its speed, is what is asserted here: on a 2-core machine running the other suites
+        # beside this one the survivor alone took over 150 s for the 2,000 slowed answers.
+        timeout=600,
         what="every handoff delivered",
         procs=[survivor],
     )
