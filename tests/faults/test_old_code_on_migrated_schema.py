@@ -1,8 +1,10 @@
 """Online migrations, the deploy as it happens (issue 26): the previous release's dispatchers keep working
 against the schema the new release migrated, while they run.
 
-The previous release is the tree at the parent of the newest commit that changed any migration
-(`git log -1 -- '*/migrations/*'`, then `^`), taken out of git with `git archive`. On a PostgreSQL server of
+The previous release is the last commit that was released (it passed CI and landed: `PREVIOUS_RELEASE`,
+moved on at each release; HANDOFF_PREVIOUS_RELEASE names another), taken out of git with `git archive`.
+Not "the commit before the newest migration": that is any commit of the work in progress, which may not even
+start (one was found that imported a module committed a commit later). On a PostgreSQL server of
 its own: the old code migrates its schema and records handoffs; its `manage.py dispatch` (run with this
 virtualenv's Python) starts against a real receiver; the current code migrates the database while it runs;
 then both the current code and the old code record more handoffs. Every handoff, from either release, must
@@ -11,6 +13,7 @@ table rewrite that blocks it, or a renamed column it reads fails this test.
 
 It needs the repository's history: in a shallow clone it fails and says how to get it (it never skips)."""
 
+import os
 import subprocess
 import sys
 import tarfile
@@ -54,17 +57,20 @@ def git(*args: str) -> str:
     return done.stdout.strip()
 
 
+# The release before this work: the commit stop 28 landed with (CI passed). Its schema ends at outbox 0013,
+# approvals 0007, reconciliation 0005, delivery 0005; every migration after those is deployed over it here.
+PREVIOUS_RELEASE = "c3da4e8c4e43af6f723419a91f66ffd1d96be994"
+
+
 def previous_release() -> str:
-    """The commit before the newest one that changed a migration: the schema the deploy starts from."""
+    """The commit of the release the deploy starts from."""
     if git("rev-parse", "--is-shallow-repository") == "true":
         pytest.fail(
             "the old-code-on-migrated-schema test needs the git history (this clone is shallow): "
             "run `git fetch --unshallow` (or clone without --depth) and run it again"
         )
-    newest = git("log", "-1", "--format=%H", "--", "*/migrations/*")
-    if not newest:
-        pytest.fail("no commit in the history changed a migration: nothing to deploy over")
-    return git("rev-parse", f"{newest}^")
+    rev = os.environ.get("HANDOFF_PREVIOUS_RELEASE", "") or PREVIOUS_RELEASE
+    return git("rev-parse", "--verify", f"{rev}^{{commit}}")
 
 
 def extract(rev: str, into: Path) -> Path:
