@@ -8,7 +8,7 @@ from lib.databases import DB
 from outbox.clock import db_now
 from outbox.destinations.registry import default_destination_name
 from outbox.errors import ActionKeyExists
-from outbox.models import Handoff, HandoffEvent, HandoffState
+from outbox.models import ArchivedHandoff, Handoff, HandoffEvent, HandoffState
 from outbox.payloads import payload_hash
 from outbox.steps import plan_steps, step_payload
 from outbox.wakeups import wake_dispatcher_on_commit
@@ -83,10 +83,18 @@ def _first_step(action_key: str, payload: dict, steps: Sequence[dict], default: 
 def create_handoff(
     *, observe_only: bool = False, payload: dict, action_key: str, **fields
 ) -> Handoff:
-    """Insert one outbox row, due at once (or observed only); a key that exists is ActionKeyExists."""
+    """Insert one outbox row, due at once (or observed only); a key that exists is ActionKeyExists, whether
+    its handoff is still in the outbox or was archived by retention (`outbox/services/retention.py`): a key is
+    recorded once for ever, so an archived one never gets a second handoff, nor a second effect.
+
+    The archive is asked after the insert, in the same savepoint, which closes the race with a retention batch
+    moving this very key: on PostgreSQL the insert waits on the unique index for a batch that deleted the hot
+    row and has not committed; once it commits, the insert goes through and the next statement (a new
+    snapshot under READ COMMITTED) sees its archive row; if it rolls back, the insert meets the row again.
+    On SQLite a transaction holds the write lock from its start (IMMEDIATE), so no batch runs in between."""
     try:
         with transaction.atomic(using=DB):
-            return Handoff.objects.using(DB).create(
+            handoff = Handoff.objects.using(DB).create(
                 action_key=action_key,
                 payload=payload,
                 payload_hash=payload_hash(payload),
@@ -96,5 +104,8 @@ def create_handoff(
                 reason_code="observe_mode" if observe_only else "",
                 **fields,
             )
+            if ArchivedHandoff.objects.using(DB).filter(action_key=action_key).exists():
+                raise ActionKeyExists(action_key)  # rolls the insert back with the savepoint
+            return handoff
     except IntegrityError as exc:
         raise ActionKeyExists(action_key) from exc
