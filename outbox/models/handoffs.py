@@ -6,7 +6,6 @@ so that this app depends on no other app of the product.
 
 from django.conf import settings
 from django.db import models
-from django.utils import timezone
 
 from outbox.clock import DbClockDateTimeField, db_now, db_now_plus
 from outbox.models.states import (
@@ -22,6 +21,7 @@ from outbox.models.states import (
     HandoffKind,
     HandoffState,
 )
+from outbox.page_clock import page_now
 
 S = HandoffState
 
@@ -297,13 +297,9 @@ class Handoff(models.Model):
 
     @property
     def in_backoff(self) -> bool:
-        """`HandoffQuerySet.retrying` for a row already read, measured on the clock that renders the page."""
-        return (
-            self.state == S.PENDING
-            and self.attempts > 0
-            and self.next_attempt_at is not None
-            and self.next_attempt_at > timezone.now()
-        )
+        """`HandoffQuerySet.retrying` for a row already read: its next attempt is later than now on the database
+        clock that wrote it (`page_now`: no query per row)."""
+        return self.retry_scheduled and self.next_attempt_at > page_now()
 
     @property
     def outcome_unknown(self) -> bool:
