@@ -1,8 +1,21 @@
 """Reads for the health dashboard.
 
-Every figure is an aggregate over indexed columns (GROUP BY state, workflow, workspace) or a capped
-list, so the cost of the dashboard does not grow with the history. Callers pass the workspaces in
-scope; `None` means every workspace (only /metrics, behind its token, does that).
+Its cost does not grow with the history: every figure reads a bounded part of the outbox, whatever the
+number of settled handoffs (issue 26: 10,000,000 of them).
+
+- Counts stop past `count_cap()` (setting `HEALTH_COUNT_CAP`, 10,000): each is `COUNT(*)` over a subquery
+  with `LIMIT cap + 1`, and the page shows "10,000+" above the cap. All of them are one query.
+- Counts of a working state read the partial index of open states; counts of operator events and duplicate
+  answers read their own indexes (an event with an action is `action > ''`, a range of its index).
+- Rates and the hourly series cover a window, read by an indexed time column: failure rates the handoffs
+  created in the last `WINDOW` (the keyset index, per workspace), deliveries per hour the settled rows
+  changed in the window (the retention index; `delivered_at` is never later than `updated_at`).
+- The oldest waiting row is found per workspace at the head of the state index (one row read each).
+- Time to acknowledgement reads the failures still needing attention (the backlog, not the history) and the
+  acknowledged ones (indexed where set).
+
+Callers pass the workspaces in scope; `None` means every workspace (only /metrics, behind its token, does
+that).
 """
 
 import statistics
@@ -10,7 +23,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from django.db.models import Count, Min, QuerySet
+from django.conf import settings
+from django.db import connections
+from django.db.models import Count, Min, Q, QuerySet
 from django.db.models.functions import TruncHour
 
 from outbox.clock import db_time
@@ -25,16 +40,54 @@ from reconciliation.selectors.figures import (
     failed_attempts,
     failure_counts,
     failure_rate_base,
-    interventions,
     rate,
-    retries_exhausted,
 )
 from reconciliation.selectors.findings import findings_by_kind, last_run, live_findings
 from reconciliation.selectors.links import drilldown_url, findings_url, handoff_list_url
-from reconciliation.selectors.needing_person import NEEDS_PERSON_FILTER, needing_person_condition
+from reconciliation.selectors.needing_person import (
+    NEEDS_PERSON_FILTER,
+    needing_person_counts_bounded,
+)
 from reconciliation.selectors.scope import handoffs_scoped, scoped
 
 S = HandoffState
+# A count on the dashboard stops past this many rows: "10,000+" tells an operator as much as the exact figure.
+HEALTH_COUNT_CAP = 10_000
+# Failure rates and the hourly series: what happened in this window, read by an indexed time column.
+WINDOW = timedelta(hours=24)
+
+
+def count_cap() -> int:
+    return getattr(settings, "HEALTH_COUNT_CAP", HEALTH_COUNT_CAP)
+
+
+def capped_counts(querysets: dict[str, QuerySet], *, cap: int | None = None) -> dict[str, int]:
+    """Each queryset's row count, stopped past `cap` (cap + 1 means "more than cap"), in one query:
+    `SELECT (SELECT COUNT(*) FROM (… LIMIT cap + 1)), …`, so no count reads more than cap + 1 rows."""
+    cap = count_cap() if cap is None else cap
+    parts, params = [], []
+    for queryset in querysets.values():
+        limited = queryset.order_by().values("pk")[: cap + 1]
+        sql, part_params = limited.query.get_compiler(using=limited.db).as_sql()
+        # Django compiled the SQL (values travel as parameters); only the wrapping is added here.
+        parts.append(f"(SELECT COUNT(*) FROM ({sql}) AS capped)")  # noqa: S608
+        params.extend(part_params)
+    if not parts:
+        return {}
+    with connections[Handoff.objects.db].cursor() as cursor:
+        cursor.execute("SELECT " + ", ".join(parts), params)
+        row = cursor.fetchone()
+    return dict(zip(querysets, row, strict=True))
+
+
+def count_text(value: int, cap: int) -> str:
+    """A capped count as the page shows it: "10,000+" past the cap."""
+    return f"{cap:,}+" if value > cap else f"{value:,}"
+
+
+def operator_events(events: QuerySet[HandoffEvent]) -> QuerySet[HandoffEvent]:
+    """`figures.interventions` as a range of the (action, at) index: an action is a non-empty string."""
+    return events.filter(action__gt="")
 
 
 @dataclass(frozen=True)
@@ -46,10 +99,16 @@ class AckTimes:
     oldest_unacknowledged: datetime | None
 
 
+def _acknowledged_candidates(handoffs: QuerySet[Handoff]) -> QuerySet[Handoff]:
+    """Where an acknowledged failure can be without reading the history: still needing attention (the
+    backlog, through the open-state index), or acknowledged by a person (indexed where set)."""
+    return handoffs.filter(Q(state=S.NEEDS_ATTENTION) | Q(acknowledged_by__isnull=False))
+
+
 def time_to_acknowledge(workspace_ids: Iterable[int] | None, *, now: datetime) -> AckTimes:
     """Failure (entering needs_attention) to acknowledgement, over failures of the last 30 days."""
     handoffs = handoffs_scoped(workspace_ids)
-    pairs = acknowledged_recently(handoffs, now=now).values_list(
+    pairs = acknowledged_recently(_acknowledged_candidates(handoffs), now=now).values_list(
         "attention_since", "acknowledged_at"
     )[:ACK_SAMPLE_CAP]
     durations = [ack_seconds(failed, ack) for failed, ack in pairs]
@@ -65,10 +124,14 @@ def time_to_acknowledge(workspace_ids: Iterable[int] | None, *, now: datetime) -
     )
 
 
-def failure_rates(workspace_ids: Iterable[int] | None) -> list[dict]:
-    """Per workflow and rule version: handoffs, how many ever needed attention, and the rate."""
+def failure_rates(
+    workspace_ids: Iterable[int] | None, *, now: datetime | None = None
+) -> list[dict]:
+    """Per workflow and rule version, over the handoffs created in the last `WINDOW`: how many, how many
+    ever needed attention, and the rate."""
+    since = (now or db_time()) - WINDOW
     rows = (
-        failure_rate_base(handoffs_scoped(workspace_ids))
+        failure_rate_base(handoffs_scoped(workspace_ids).filter(created_at__gte=since))
         .order_by()
         .values("workflow", "rule_version")
         .annotate(**failure_counts())
@@ -80,12 +143,14 @@ def failure_rates(workspace_ids: Iterable[int] | None) -> list[dict]:
 def hourly_series(
     workspace_ids: Iterable[int] | None, *, now: datetime, hours: int = 24
 ) -> list[dict]:
-    """Deliveries and failed attempts per hour over the last `hours` hours, oldest first (24 GROUP BY rows)."""
+    """Deliveries and failed attempts per hour over the last `hours` hours, oldest first (24 GROUP BY rows).
+    Deliveries are read from the delivered rows changed since the start (`updated_at`, never earlier than
+    `delivered_at`: the retention index), failed attempts through the (outcome, started_at) index."""
     end = now.replace(minute=0, second=0, microsecond=0)
     start = end - timedelta(hours=hours - 1)
     delivered = dict(
         handoffs_scoped(workspace_ids)
-        .filter(delivered_at__gte=start)
+        .filter(state=S.DELIVERED, updated_at__gte=start, delivered_at__gte=start)
         .annotate(hour=TruncHour("delivered_at"))
         .order_by()
         .values_list("hour")
@@ -108,32 +173,58 @@ def hourly_series(
     return series
 
 
-def _state_counts(handoffs: QuerySet[Handoff]) -> tuple[dict[str, int], int]:
-    """Handoffs by state, and how many need a person: one GROUP BY, the second as a filtered count."""
-    rows = list(
-        handoffs.order_by()
-        .values_list("state")
-        .annotate(n=Count("id"), needing=Count("id", filter=needing_person_condition()))
-    )
-    return {state: n for state, n, _needing in rows}, sum(needing for _state, _n, needing in rows)
+def _oldest(scope: Iterable[int], state: str, field: str) -> datetime | None:
+    """The earliest `field` of the rows in `state`, per workspace through the head of an index, then the
+    earliest of those (a MIN over `workspace_id IN (…)` reads every row of the state)."""
+    firsts = [
+        Handoff.objects.filter(workspace_id=ws, state=state).aggregate(m=Min(field))["m"]
+        for ws in scope
+    ]
+    return min((first for first in firsts if first is not None), default=None)
 
 
-def _figure(value, link: str) -> dict:
-    return {"value": value, "link": link}
+def _figure(value, link: str, *, cap: int | None = None) -> dict:
+    """A figure and the list behind it; a count read with a cap also carries its text ("10,000+")."""
+    text = count_text(value, cap) if cap is not None else value
+    return {"value": value, "link": link, "text": text, "capped": cap is not None and value > cap}
 
 
 def _age_seconds(since: datetime | None, now: datetime) -> float | None:
     return (now - since).total_seconds() if since else None
 
 
-def _handoff_figures(handoffs: QuerySet[Handoff], *, now: datetime, ws: int | None) -> dict:
+def _counted(scope: Iterable[int]) -> dict[str, QuerySet]:
+    """What the dashboard counts, each read no further than the cap (`capped_counts`)."""
+    handoffs = handoffs_scoped(scope)
+    return {
+        S.DELIVERED: handoffs.filter(state=S.DELIVERED),
+        S.PENDING: handoffs.filter(state=S.PENDING),
+        S.IN_FLIGHT: handoffs.filter(state=S.IN_FLIGHT),
+        S.UNCERTAIN: handoffs.filter(state=S.UNCERTAIN),
+        S.NEEDS_ATTENTION: handoffs.filter(state=S.NEEDS_ATTENTION),
+        # Retries exhausted and not delivered since: through the open-state index, not the history.
+        RETRIES_EXHAUSTED: handoffs.exclude(state=S.DELIVERED).filter(
+            reason_code=RETRIES_EXHAUSTED
+        ),
+        "duplicates": duplicate_preventions(
+            scoped(Attempt.objects.all(), scope, "handoff__workspace_id")
+        ),
+        "interventions": operator_events(
+            scoped(HandoffEvent.objects.all(), scope, "handoff__workspace_id")
+        ),
+    }
+
+
+def _handoff_figures(
+    scope: list[int], counts: dict[str, int], *, cap: int, now: datetime, ws: int | None
+) -> dict:
     """The figures read from the handoffs themselves: states, the oldest waiting, retries exhausted."""
-    by_state, needing = _state_counts(handoffs)
-    oldest_pending = handoffs.filter(state=S.PENDING).aggregate(m=Min("created_at"))["m"]
-    oldest_in_flight = handoffs.filter(state=S.IN_FLIGHT).aggregate(m=Min("updated_at"))["m"]
+    needing = sum(needing_person_counts_bounded(scope, cap=cap).values())
+    oldest_pending = _oldest(scope, S.PENDING, "created_at")
+    oldest_in_flight = _oldest(scope, S.IN_FLIGHT, "updated_at")
 
     def of_state(state: str) -> dict:
-        return _figure(by_state.get(state, 0), handoff_list_url(state=state, workspace=ws))
+        return _figure(counts[state], handoff_list_url(state=state, workspace=ws), cap=cap)
 
     return {
         "completed": of_state(S.DELIVERED),
@@ -148,30 +239,31 @@ def _handoff_figures(handoffs: QuerySet[Handoff], *, now: datetime, ws: int | No
         "uncertain": of_state(S.UNCERTAIN),
         "needs_attention": of_state(S.NEEDS_ATTENTION),
         "needing_person": _figure(
-            needing, handoff_list_url(state=NEEDS_PERSON_FILTER, workspace=ws)
+            needing, handoff_list_url(state=NEEDS_PERSON_FILTER, workspace=ws), cap=cap
         ),
         "retry_exhausted": _figure(
-            retries_exhausted(handoffs).count(),
+            counts[RETRIES_EXHAUSTED],
             handoff_list_url(reason_code=RETRIES_EXHAUSTED, workspace=ws),
+            cap=cap,
         ),
     }
 
 
-def _activity_figures(scope: Iterable[int], *, ws: int | None) -> dict:
+def _activity_figures(
+    scope: Iterable[int], counts: dict[str, int], *, cap: int, ws: int | None
+) -> dict:
     """The figures read from attempts, operator events and findings."""
-    duplicates = duplicate_preventions(
-        scoped(Attempt.objects.all(), scope, "handoff__workspace_id")
-    ).count()
-    operator_actions = interventions(
-        scoped(HandoffEvent.objects.all(), scope, "handoff__workspace_id")
-    ).count()
     return {
-        "duplicate_preventions": _figure(duplicates, drilldown_url("duplicates", ws)),
+        "duplicate_preventions": _figure(
+            counts["duplicates"], drilldown_url("duplicates", ws), cap=cap
+        ),
         "outcome_validation_failures": _figure(
             live_findings(scope).filter(outcome_validation=True).count(),
             findings_url(outcome_validation=1, workspace=ws),
         ),
-        "manual_interventions": _figure(operator_actions, drilldown_url("interventions", ws)),
+        "manual_interventions": _figure(
+            counts["interventions"], drilldown_url("interventions", ws), cap=cap
+        ),
     }
 
 
@@ -184,13 +276,13 @@ def _ack_figures(ack: AckTimes, *, ws: int | None) -> dict:
     }
 
 
-def _failure_rates_linked(scope: Iterable[int], *, ws: int | None) -> list[dict]:
+def _failure_rates_linked(scope: Iterable[int], *, now: datetime, ws: int | None) -> list[dict]:
     return [
         {
             **r,
             "link": handoff_list_url(state=S.NEEDS_ATTENTION, q=f"{r['workflow']}:", workspace=ws),
         }
-        for r in failure_rates(scope)
+        for r in failure_rates(scope, now=now)
     ]
 
 
@@ -216,16 +308,21 @@ def health_summary(
     ws = workspace
     kinds = findings_by_kind(scope)
     ack = time_to_acknowledge(scope, now=now)
+    cap = count_cap()
+    counts = capped_counts(_counted(scope), cap=cap)
     figures = {
-        **_handoff_figures(handoffs_scoped(scope), now=now, ws=ws),
-        **_activity_figures(scope, ws=ws),
+        **_handoff_figures(scope, counts, cap=cap, now=now, ws=ws),
+        **_activity_figures(scope, counts, cap=cap, ws=ws),
         **_ack_figures(ack, ws=ws),
     }
     return {
         "now": now,
         "figures": figures,
         "ack": ack,
-        "failure_rates": _failure_rates_linked(scope, ws=ws),
+        "count_cap": cap,
+        "count_cap_text": f"{cap:,}",
+        "window_hours": int(WINDOW.total_seconds() // 3600),
+        "failure_rates": _failure_rates_linked(scope, now=now, ws=ws),
         "findings": _findings_linked(kinds, ws=ws),
         "findings_total": sum(kinds.values()),
         "last_run": last_run(ws),
@@ -243,7 +340,7 @@ def duplicate_attempts(workspace_ids: list[int], *, limit: int = 100) -> QuerySe
 
 def manual_interventions(workspace_ids: list[int], *, limit: int = 100) -> QuerySet[HandoffEvent]:
     return (
-        interventions(HandoffEvent.objects.filter(handoff__workspace_id__in=workspace_ids))
+        operator_events(HandoffEvent.objects.filter(handoff__workspace_id__in=workspace_ids))
         .select_related("handoff")
         .order_by("-at", "-id")[:limit]
     )
