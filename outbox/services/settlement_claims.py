@@ -25,7 +25,12 @@ from outbox.clock import POSTGRES_NOW_PLUS, db_now, db_now_plus
 from outbox.destinations import Lookups, RemoteTask
 from outbox.models import Handoff, HandoffEvent, HandoffState
 from outbox.outcomes import Settlement, settlement_for, settlement_without_answer
-from outbox.services.transitions import lock_with_compensated_steps, transition_changes
+from outbox.services.settlement_found import record_found_delivered
+from outbox.services.transitions import (
+    lock_with_compensated_steps,
+    move_changes,
+    transition_changes,
+)
 from outbox.services.workflows import record_successors
 
 S = HandoffState
@@ -39,6 +44,10 @@ class SettlementClaim:
     action_key: str
     epoch: int
     worker: str
+    # The handoff's own, read back by the claim: an answer finding a task of this hash settles it as delivered.
+    payload_hash: str = ""
+    # Its delivery records more than itself (a next workflow step, a compensation): written on the locked path.
+    follow_up: bool = True
 
 
 class SettlementAnswer(NamedTuple):
@@ -70,8 +79,8 @@ def handoff_claim_uncertain(
     else:
         rows = _claim_row_count(free, worker=worker, limit=limit, lease_seconds=lease_seconds)
     return [
-        SettlementClaim(handoff_id=pk, action_key=key, epoch=epoch, worker=worker)
-        for pk, key, epoch in sorted(rows)
+        SettlementClaim(pk, key, epoch, worker, payload_hash=digest, follow_up=follow_up)
+        for pk, key, epoch, digest, follow_up in sorted(rows)
     ]
 
 
@@ -88,7 +97,8 @@ def _claim_skip_locked(free, *, worker: str, limit: int, lease_seconds: float) -
         f"UPDATE {table} AS h SET lease_owner = %s, lease_expires_at = {POSTGRES_NOW_PLUS}, "
         "fencing_epoch = h.fencing_epoch + 1 "
         "FROM free WHERE h.id = free.id "
-        "RETURNING h.id, h.action_key, h.fencing_epoch"
+        "RETURNING h.id, h.action_key, h.fencing_epoch, h.payload_hash, "
+        "h.plan <> '[]'::jsonb OR h.compensates_id IS NOT NULL"
     )
     with connection.cursor() as cursor:
         cursor.execute(sql, [*params, worker, lease_seconds])
@@ -116,11 +126,14 @@ def _claim_row_count(free, *, worker: str, limit: int, lease_seconds: float) -> 
                 fencing_epoch=F("fencing_epoch") + 1,
             )
         ]
-        return list(
+        rows = (
             Handoff.objects.using(DB)
             .filter(pk__in=claimed, lease_owner=worker)
-            .values_list("id", "action_key", "fencing_epoch")
+            .values_list(
+                "id", "action_key", "fencing_epoch", "payload_hash", "plan", "compensates_id"
+            )
         )
+        return [(*row[:4], bool(row[4]) or row[5] is not None) for row in rows]
 
 
 def _held(claims: list[SettlementClaim]):
@@ -154,10 +167,57 @@ def handoff_release_settlement_claims(*, claims: list[SettlementClaim]) -> int:
 def handoffs_record_settlements(
     *, answers: list[SettlementAnswer], destination: Lookups
 ) -> list[str | None]:
-    """Write what each answer means (`outbox/outcomes.py` `settlement_for`) in one transaction, each move with
-    its event; the rows locked in id order. A claim no longer held (taken over after its lease ran out, or
-    moved by a person meanwhile) writes nothing: None in its place. An answer that says nothing (the
-    receiver could not be asked) frees the row for the next pass, without an event."""
+    """Write what each answer means (`outbox/outcomes.py` `settlement_for`), each move with its event. A claim no
+    longer held (taken over after its lease ran out, or moved by a person meanwhile) writes nothing: None in its
+    place. On PostgreSQL the answers that found their task with the same payload hash, for claims that record
+    nothing else, are one statement (`outbox/services/settlement_found.py`); the others are one transaction with
+    the rows locked in id order. An answer that says nothing (the receiver could not be asked) frees the row for
+    the next pass, without an event."""
+    written = _record_found(answers, destination)
+    rest = [answer for answer in answers if answer.claim.handoff_id not in written]
+    states = _record_locked(rest, destination) if rest else {}
+    return [
+        S.DELIVERED if answer.claim.handoff_id in written else states[answer.claim.handoff_id]
+        for answer in answers
+    ]
+
+
+def _found_as_claimed(answer: SettlementAnswer) -> bool:
+    claim, remote = answer.claim, answer.remote
+    return (
+        not answer.error
+        and remote is not None
+        and not claim.follow_up
+        and bool(claim.payload_hash)
+        and remote.payload_hash == claim.payload_hash
+    )
+
+
+class _AsClaimed(NamedTuple):
+    """All `settlement_for` reads of a row whose answer found its task with the same hash: the row as its claim
+    read it (a model instance each costs more than the statement that writes them)."""
+
+    payload_hash: str
+    state: str = S.UNCERTAIN
+
+
+def _record_found(answers: list[SettlementAnswer], destination: Lookups) -> set[int]:
+    found = [answer for answer in answers if _found_as_claimed(answer)]
+    workers = {answer.claim.worker for answer in found}
+    if not found or len(workers) != 1 or connections[DB].vendor != "postgresql":
+        return set()
+    rows = []
+    for answer in found:
+        claim = answer.claim
+        settled = settlement_for(_AsClaimed(claim.payload_hash), answer.remote, destination)
+        changes = move_changes(
+            S.UNCERTAIN, settled.to_state, settled.changes, action_key=claim.action_key
+        )
+        rows.append((claim.handoff_id, claim.epoch, claim.payload_hash, settled.reason, changes))
+    return record_found_delivered(rows, worker=workers.pop())
+
+
+def _record_locked(answers: list[SettlementAnswer], destination: Lookups) -> dict[int, str | None]:
     ids = sorted(answer.claim.handoff_id for answer in answers)
     states: dict[int, str | None] = {}
     with transaction.atomic(using=DB):
@@ -181,7 +241,7 @@ def handoffs_record_settlements(
             moves.append((handoff, _meaning(handoff, answer, destination)))
             states[handoff.pk] = moves[-1][1].to_state or handoff.state
         _write_moves(moves)
-    return [states[answer.claim.handoff_id] for answer in answers]
+    return states
 
 
 def _meaning(handoff: Handoff, answer: SettlementAnswer, destination: Lookups) -> Settlement:
