@@ -6,13 +6,12 @@ number of queries whatever the page holds."""
 import re
 from collections import defaultdict
 
-from django.utils import timezone
-
 from approvals.models import Approval, Decision, Request, RequestEvent, RequestState
 from approvals.selectors import approvers_by_workspace, decider_refusal
 from console.request_status import RequestContext, RequestStatus, request_status
 from console.step_status import Evidence
 from outbox.models import DestinationHealth, Handoff, HandoffEvent, HandoffState
+from outbox.page_clock import page_now
 from reconciliation.models import Finding
 
 # A reason stored with its code ("[cancelled_by_requester] no longer needed") is shown without the code.
@@ -111,7 +110,7 @@ def statuses_of(rows: list[Request]) -> dict[int, RequestStatus]:
     `corrected_by` selected."""
     if not rows:
         return {}
-    now = timezone.now()
+    now = page_now()  # the stored times' own clock (the database's)
     handoffs = _handoffs_by_request(rows)
     every = [h for group in handoffs.values() for h in group]
     findings, events, destinations = (

@@ -5,6 +5,7 @@ evidence. Everything that does not prove the outcome either way is `uncertain`.
 """
 
 from dataclasses import dataclass
+from datetime import datetime
 from email.utils import parsedate_to_datetime
 
 from django.utils import timezone
@@ -101,7 +102,11 @@ def validate_receipt(body: object, sent: Outgoing) -> tuple[str, bool]:
     return task_id, created
 
 
-def parse_retry_after(value: str | None) -> float | None:
+def parse_retry_after(value: str | None, *, date: str | None = None) -> float | None:
+    """Seconds to wait from a `Retry-After` header: a number of seconds, or an HTTP date. A date is the
+    receiver's clock, so it is measured from the answer's own `Date` header when given (RFC 9110 §10.2.3: both
+    on the receiver's clock, whatever this host's clock says); without one, from this host's clock. The wait
+    is then added to the database's now where it is stored (`db_now_plus`)."""
     if not value:
         return None
     try:
@@ -109,10 +114,18 @@ def parse_retry_after(value: str | None) -> float | None:
     except ValueError:
         try:
             when = parsedate_to_datetime(value)
-            seconds = (when - timezone.now()).total_seconds()
+            seconds = (when - _answer_time(date)).total_seconds()
         except (TypeError, ValueError):
             return None
     return max(seconds, 0.0)
+
+
+def _answer_time(date: str | None) -> datetime:
+    """When the receiver answered, by its clock (its `Date` header), else this host's time."""
+    try:
+        return parsedate_to_datetime(date) if date else timezone.now()
+    except (TypeError, ValueError):
+        return timezone.now()
 
 
 def classify_status(status: int) -> tuple[str, str]:
