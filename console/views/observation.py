@@ -45,14 +45,35 @@ def _version_in(workspace_id: int, rule_version: str) -> str:
     return case["workflow"]
 
 
+def _index_filter(request) -> tuple[str, int | None]:
+    """`?workflow=…&workspace=…` (as the mode badge of every screen naming a workflow links here): one
+    workflow's rule versions, in one of the user's workspaces (another workspace, or a bad number, is a 404)."""
+    workflow = request.GET.get("workflow", "").strip()[:40]
+    raw = request.GET.get("workspace", "").strip()
+    if not raw:
+        return workflow, None
+    if not raw.isdigit():
+        raise Http404("no such workspace among yours")
+    return workflow, _member_workspace(request, int(raw))
+
+
 @login_required
 @require_GET
 def index(request):
-    """Every rule version with observed cases in the user's workspaces, with its counts and its owner."""
-    versions = agreement.observed_versions(workspace_ids_for(request.user))
+    """Every rule version with observed cases in the user's workspaces, with its counts, its owner and its
+    workflow's mode; one workflow's (in one workspace) with `?workflow=` (and `&workspace=`)."""
+    workflow, workspace_id = _index_filter(request)
+    scope = [workspace_id] if workspace_id is not None else workspace_ids_for(request.user)
+    versions = agreement.observed_versions(scope)
+    if workflow:
+        versions = [row for row in versions if row["workflow"] == workflow]
     for row in versions:
         row["brief"] = agreement.brief_of(row["workflow"])
-    return render(request, "console/observation_index.html", {"versions": versions})
+        row["mode"] = WorkflowMode.objects.effective(row["workflow"], row["workspace_id"])[0]
+    context = {"versions": versions, "workflow": workflow, "workspace_id": workspace_id}
+    if workflow:
+        context["mode"] = WorkflowMode.objects.effective(workflow, workspace_id)[0]
+    return render(request, "console/observation_index.html", context)
 
 
 def _agreement_context(request, workspace_id: int, rule_version: str, workflow: str) -> dict:
