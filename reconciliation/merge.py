@@ -189,9 +189,7 @@ def archive_stream(
         "work_status",
         "delivered_at",
     )
-    after = ""
-    while True:
-        page = list(rows.filter(action_key__gt=after)[:batch_size])
+    for page in keyset_pages(rows, batch_size):
         # Its keys are the source's (the run's source count includes them); its pages are not the outbox's.
         stats.rows += len(page)
         for key, pk, state, payload_hash, task_id, work_status, delivered_at in page:
@@ -201,6 +199,15 @@ def archive_stream(
                 and delivered_at < work_before
             )
             yield SourceKey(key, pk, state, payload_hash, task_id, False, work_status, late, True)
+
+
+def keyset_pages(rows, batch_size: int) -> Iterator[list[tuple]]:
+    """`rows` (values ordered by action key, the key first) `batch_size` at a time, keyset-paged: no OFFSET,
+    no long cursor. The last page is the first one shorter than `batch_size` (possibly empty)."""
+    after = ""
+    while True:
+        page = list(rows.filter(action_key__gt=after)[:batch_size])
+        yield page
         if len(page) < batch_size:
             return
         after = page[-1][0]
@@ -281,15 +288,10 @@ def outbox_stream(
             "is_work_late",
         )
     )
-    after = ""
-    while True:
-        page = list(rows.filter(action_key__gt=after)[:batch_size])
+    for page in keyset_pages(rows, batch_size):
         stats.page(batch_size, len(page))
         for row in page:
             yield SourceKey(*row)
-        if len(page) < batch_size:
-            return
-        after = page[-1][0]
 
 
 def receiver_stream(
