@@ -4,16 +4,18 @@
         [--json var/bench/console_operators.json]
 
 Creates its own databases (`<BENCH_DB_PREFIX>_console_ops_source` and `_delivery`), fills the outbox with
-`--rows` handoffs in the mix of `bench/console_bench.py` (90% delivered, the rest needing a person, retrying
-or uncertain, over two workspaces, one event each) the way the growth benches fill theirs
-(`harness.bulk_fill`: indexes rebuilt after, vacuumed, analyzed), and signs in `--operators` operators of
-workspace 7. Then it starts gunicorn with `make run`'s options (2 workers, 4 threads each) and measures each
-page twice in the same run:
+`--rows` handoffs spread over a year (`bench/console_operators_fill.py`: most delivered, some cancelled,
+superseded or needing attention, recent ones pending or uncertain; four workspaces, three destinations; their
+events and recent attempts), in SQL with the table's indexes rebuilt after, and signs in `--operators`
+operators of workspace 7. Then it starts gunicorn with `make run`'s options (2 workers, 4 threads each) and
+measures each page in the same run:
 
 - reference: one operator alone, each page `--rounds` × 2 times;
 - concurrent: every operator in a thread of its own with its own session and keep-alive connection, each
-  going round the pages (list, filtered lists, a handoff page, health, incidents) `--rounds` times, the
-  order of the pages shifted per operator so that they do not walk in step.
+  going round the pages (home, list, filtered lists, searches by request number and by action key, a handoff
+  page, health, incidents, destinations) `--rounds` times, the order shifted per operator so that they do not
+  walk in step, each opening the next page as soon as the last arrived;
+- with `--also-think-ms N`: the same again, each operator reading a page for 0.5 to 1.5 × N ms first.
 
 Times are the client's (request sent to last byte read, over a local socket): what an operator waits for,
 server queueing included. Prints median and p95 per page for both, and the figures as JSON for
@@ -23,6 +25,7 @@ server queueing included. Prints median and p95 per page for both, and the figur
 
 import argparse
 import os
+import random
 import statistics
 import sys
 import threading
@@ -34,8 +37,8 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.console_bench import EVENTS_SQL, FILL_SQL  # noqa: E402
-from bench.harness import PYTHON, ROOT, Bench, bulk_fill, dsn, write_json  # noqa: E402
+from bench.console_operators_fill import fill  # noqa: E402
+from bench.harness import PYTHON, ROOT, Bench, write_json  # noqa: E402
 
 AIM_MEDIAN_MS, AIM_P95_MS = 50.0, 150.0
 
@@ -54,16 +57,6 @@ def figures(samples: dict[str, list[float]]) -> dict[str, dict]:
         }
         for page, times in samples.items()
     }
-
-
-def fill(bench: Bench, rows: int, owner_id: int) -> float:
-    """The console bench's mix of handoffs and their events, filled as the growth benches fill theirs."""
-    # Only integers are formatted in (the statement is the console bench's, with its %% escapes).
-    handoffs = bulk_fill(
-        dsn(bench.source), "outbox_handoff", FILL_SQL % {"rows": rows, "owner": owner_id}
-    )
-    events = bulk_fill(dsn(bench.source), "outbox_handoffevent", EVENTS_SQL)
-    return handoffs + events
 
 
 def start_web(bench: Bench) -> str:
@@ -106,18 +99,24 @@ def start_web(bench: Bench) -> str:
     raise RuntimeError("the web app did not start; see var/bench/console-operators-web.log")
 
 
-def pages_for(handoff_id: int, page_2: str, request_number: int) -> list[tuple[str, str]]:
-    """What an operator on call opens: the list and its usual filters, a handoff, health, incidents."""
+def pages_for(
+    handoff_id: int, page_2: str, request_number: int, action_key: str
+) -> list[tuple[str, str]]:
+    """What an operator on call opens: home, the list and its usual filters, a search by request number and
+    by action key, a handoff, health, incidents, destinations."""
     return [
+        ("home", "/"),
         ("list, no filter", "/handoffs/"),
         ("list, page 2", f"/handoffs/?after={page_2}"),
         ("list, needs attention", "/handoffs/?state=needs_attention"),
         ("list, retrying", "/handoffs/?state=retrying"),
         ("list, owner=me, older than 1 day", "/handoffs/?owner=me&age=1d"),
         ("list, request number", f"/handoffs/?q={request_number}"),
+        ("search by action key", f"/handoffs/?q={quote(action_key)}"),
         ("handoff page", f"/handoffs/{handoff_id}/"),
         ("health", "/health/"),
         ("incidents", "/incidents/"),
+        ("destinations", "/destinations/"),
     ]
 
 
@@ -146,8 +145,11 @@ def operator_rounds(
     out: dict[str, list[float]],
     lock: threading.Lock,
     start: threading.Barrier | None = None,
+    think: float = 0.0,
 ) -> None:
+    """One operator's rounds; with `think` seconds, it reads each page for 0.5 to 1.5 × that before the next."""
     order = pages[shift % len(pages) :] + pages[: shift % len(pages)]
+    rng = random.Random(shift)
     mine: dict[str, list[float]] = {}
     with httpx.Client(base_url=base, cookies=cookies, timeout=REQUEST_TIMEOUT_SECONDS) as client:
         for _name, url in order:  # warm: this operator's connection and session
@@ -157,19 +159,23 @@ def operator_rounds(
         for _ in range(rounds):
             for name, url in order:
                 mine.setdefault(name, []).append(timed_get(client, url))
+                if think:
+                    time.sleep(think * (0.5 + rng.random()))
     with lock:
         for name, times in mine.items():
             out.setdefault(name, []).extend(times)
 
 
-def measure(base: str, sessions: list[dict], pages, rounds: int) -> dict[str, list[float]]:
+def measure(
+    base: str, sessions: list[dict], pages, rounds: int, think: float = 0.0
+) -> dict[str, list[float]]:
     samples: dict[str, list[float]] = {}
     lock = threading.Lock()
     start = threading.Barrier(len(sessions))
     threads = [
         threading.Thread(
             target=operator_rounds,
-            args=(base, cookies, pages, rounds, n, samples, lock, start),
+            args=(base, cookies, pages, rounds, n, samples, lock, start, think),
         )
         for n, cookies in enumerate(sessions)
     ]
@@ -186,6 +192,12 @@ def main() -> None:
     parser.add_argument("--operators", type=int, default=20)
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--json", type=Path)
+    parser.add_argument(
+        "--also-think-ms",
+        type=int,
+        default=0,
+        help="measure the operators once more, each reading a page for about this long before the next",
+    )
     args = parser.parse_args()
 
     bench = Bench(
@@ -208,6 +220,8 @@ def main() -> None:
     User = get_user_model()
     w7 = Workspace.objects.create(pk=7, name="Client onboarding")
     Workspace.objects.create(pk=8, name="Supplier onboarding")
+    Workspace.objects.create(pk=9, name="Partner onboarding")
+    Workspace.objects.create(pk=10, name="Staff onboarding")
     operators = [User.objects.create_user(f"operator{n}") for n in range(args.operators)]
     Membership.objects.bulk_create(
         Membership(user=user, workspace=w7, role=Role.OPERATOR) for user in operators
@@ -233,12 +247,24 @@ def main() -> None:
         .order_by("-created_at", "-id")
         .values_list("created_at", "id")[49]
     )
-    pages = pages_for(target, f"{quote(at.isoformat())}_{pk}", args.rows // 2 + 1)
+    # A key of workspace 7 from the middle of the year, as an operator pastes it from an alert or a ticket.
+    middle_key = (
+        Handoff.objects.filter(workspace_id=7, source_id__gte=args.rows // 2)
+        .order_by("source_id")
+        .values_list("action_key", flat=True)
+        .first()
+    )
+    pages = pages_for(target, f"{quote(at.isoformat())}_{pk}", args.rows // 2 + 1, middle_key)
 
     base = start_web(bench)
     try:
         alone = measure(base, sessions[:1], pages, args.rounds * 2)
         together = measure(base, sessions, pages, args.rounds)
+        thinking = (
+            measure(base, sessions, pages, args.rounds, args.also_think_ms / 1000)
+            if args.also_think_ms
+            else None
+        )
     finally:
         bench.stop()
     report = {
@@ -249,6 +275,11 @@ def main() -> None:
         "aim": {"median_ms": AIM_MEDIAN_MS, "p95_ms": AIM_P95_MS},
         "alone": figures(alone),
         "concurrent": figures(together),
+        **(
+            {"concurrent_thinking": {"think_ms": args.also_think_ms, "pages": figures(thinking)}}
+            if thinking
+            else {}
+        ),
         "postgres": connection.cursor().connection.info.server_version,
         "load_average": round(os.getloadavg()[0], 2),
         "cores": os.cpu_count(),
@@ -263,6 +294,12 @@ def main() -> None:
             f"{name:34} {one['median_ms']:11.1f} {one['p95_ms']:7.1f} {many['median_ms']:16.1f} "
             f"{many['p95_ms']:7.1f}  {'met' if met else 'missed'}"
         )
+    if thinking:
+        print(
+            f"\n{args.operators} operators each reading a page ~{args.also_think_ms} ms before the next:"
+        )
+        for name, figure in report["concurrent_thinking"]["pages"].items():
+            print(f"{name:34} median {figure['median_ms']:8.1f}  p95 {figure['p95_ms']:8.1f}")
     print(
         f"\n{args.rows:,} handoffs, {args.operators} operators × {args.rounds} rounds of "
         f"{len(pages)} pages, gunicorn 2 workers × 4 threads, PostgreSQL {report['postgres']}; "

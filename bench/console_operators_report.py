@@ -34,14 +34,31 @@ def section(report: dict, command: str) -> list[str]:
         command,
         "```",
         "",
-        f"| page | 1 operator median / p95 | {report['operators']} operators median / p95 | aim |",
-        "| --- | --- | --- | --- |",
+        f"| page | 1 operator median / p95 | {report['operators']} operators median / p95 | aim |"
+        + thinking_header(report),
+        "| --- | --- | --- | --- |" + (" --- |" if "concurrent_thinking" in report else ""),
     ]
     for name, many in report["concurrent"].items():
         one = report["alone"][name]
         lines.append(
             f"| {name} | {one['median_ms']:,.1f} / {one['p95_ms']:,.1f} ms | "
             f"{many['median_ms']:,.1f} / {many['p95_ms']:,.1f} ms | "
-            f"{'met' if met(many, aim) else 'missed'} |"
+            f"{'met' if met(many, aim) else 'missed'} |" + thinking_cell(report, name)
         )
     return [*lines, ""]
+
+
+def thinking_header(report: dict) -> str:
+    """The column of the run where each operator reads a page before opening the next (`--also-think-ms`)."""
+    thinking = report.get("concurrent_thinking")
+    if not thinking:
+        return ""
+    return f" {report['operators']} operators reading ~{thinking['think_ms']:,} ms per page: median / p95 |"
+
+
+def thinking_cell(report: dict, name: str) -> str:
+    thinking = report.get("concurrent_thinking")
+    if not thinking:
+        return ""
+    figure = thinking["pages"][name]
+    return f" {figure['median_ms']:,.1f} / {figure['p95_ms']:,.1f} ms |"
