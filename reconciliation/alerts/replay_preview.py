@@ -283,6 +283,26 @@ def item_counts(replay: Replay, field: str) -> dict[str, int]:
     return dict(rows)
 
 
+# What a chunk's end writes, per kind of item field: the counts' column, the total's, and (once done) the time.
+PROGRESS_COLUMNS = {"verdict": ("verdicts", "previewed"), "outcome": ("outcomes", "applied")}
+
+
+def record_progress(
+    replay: Replay, field: str, next_state: str, time_field: str, *, done: bool
+) -> None:
+    """After a chunk: the items' counts by `field` and their total on the replay, and once `done` its next
+    state and the time it got there; written only while the replay is still in the state it was read in
+    (a cancelled or taken-over replay is left alone), then read back."""
+    counts = item_counts(replay, field)
+    counts_column, total_column = PROGRESS_COLUMNS[field]
+    Replay.objects.using(DB).filter(pk=replay.pk, state=replay.state).update(
+        **{counts_column: counts, total_column: sum(counts.values())},
+        updated_at=DbNow(),
+        **({"state": next_state, time_field: DbNow()} if done else {}),
+    )
+    replay.refresh_from_db()
+
+
 def replay_preview_run(*, replay_id: int, chunk: int = PREVIEW_CHUNK) -> Replay:
     """Ask the destinations about every item not asked yet, a chunk at a time; then the replay waits for a
     person to confirm. Runs again safely: it continues with the items still without a verdict."""
@@ -296,15 +316,8 @@ def replay_preview_run(*, replay_id: int, chunk: int = PREVIEW_CHUNK) -> Replay:
         )
         if items:
             _preview_chunk(items, cache)
-        verdicts = item_counts(replay, "verdict")
         done = not items
-        Replay.objects.using(DB).filter(pk=replay.pk, state=ReplayState.PREVIEWING).update(
-            verdicts=verdicts,
-            previewed=sum(verdicts.values()),
-            updated_at=DbNow(),
-            **({"state": ReplayState.PREVIEWED, "previewed_at": DbNow()} if done else {}),
-        )
-        replay.refresh_from_db()
+        record_progress(replay, "verdict", ReplayState.PREVIEWED, "previewed_at", done=done)
         if done and replay.incident_id is not None:
             incident_event(replay.incident, "replay_previewed", note=preview_words(replay))
     return replay

@@ -25,7 +25,7 @@ from reconciliation.alerts.incidents import incident_event
 from reconciliation.alerts.replay_preview import (
     CHUNK,
     in_own_connection,
-    item_counts,
+    record_progress,
     replay_enqueue,
     replay_preview_run,
     threads_allowed,
@@ -137,15 +137,8 @@ def replay_run(*, replay_id: int, chunk: int = CHUNK) -> Replay:
             .order_by("position")[:chunk]
         )
         _do_all(items, replay)
-        outcomes = item_counts(replay, "outcome")
         done = not items
-        Replay.objects.using(DB).filter(pk=replay.pk, state=ReplayState.RUNNING).update(
-            outcomes=outcomes,
-            applied=sum(outcomes.values()),
-            updated_at=DbNow(),
-            **({"state": ReplayState.DONE, "finished_at": DbNow()} if done else {}),
-        )
-        replay.refresh_from_db()
+        record_progress(replay, "outcome", ReplayState.DONE, "finished_at", done=done)
         if done and replay.incident_id is not None:
             words = ", ".join(f"{label}: {n}" for _, label, n in replay.outcome_rows() if n)
             incident_event(replay.incident, "replay_done", note=f"replay {replay.pk}: {words}")
