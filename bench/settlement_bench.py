@@ -7,8 +7,10 @@ The backlog is what a lost answer leaves: each task is at the receiver (same key
 source row is `uncertain` (one attempt, `response_lost`), filled by SQL on both sides. `manage.py dispatch`
 processes (1, 2, 4) settle it through the bundled receiver under gunicorn, the destination a row of the http
 kind applied by `manage.py destinations apply`: once with `lookup_batch_size` = `--batch` (`POST
-/tasks/lookup`), once without (one `GET /tasks/<key>` per key). A run's rate: its outcomes over the span of
-their `delivered_at` (written by the settlers, on the database clock). The receiver's capacity for each kind of
+/tasks/lookup`), once without (one `GET /tasks/<key>` per key). The backlog is held by a lease of the bench's
+own until every dispatcher of the run has started, then released at once. A run's rate: its outcomes over the
+span of their `delivered_at` (written by the settlers, on the database clock); its requests: the message ids the
+receiver recorded (one per signed request), so a key asked twice shows. The receiver's capacity for each kind of
 lookup is measured right before the runs with 4 plain client processes asking about the same keys as fast as
 it answers (keys per second); the figure is each run's rate over the capacity of the lookup it used.
 """
@@ -44,6 +46,7 @@ AIM = 0.8
 DISPATCHERS = (1, 2, 4)
 CAPACITY_CLIENTS = 4
 CAPACITY_SECONDS = 6.0
+MAINTAIN_EVERY = 0.5
 
 
 def signed(signer: Webhook, body: str) -> dict:
@@ -119,23 +122,62 @@ def apply(bench: Bench, batch: int) -> None:
         raise SystemExit(f"manage.py destinations apply {path} refused: {done.stderr.strip()}")
 
 
+HOLD = "bench-hold"
+
+
 def fill(bench: Bench, count: int) -> None:
-    """`count` outcomes delivered at the receiver whose answer was lost: uncertain at the source."""
+    """`count` outcomes delivered at the receiver whose answer was lost: uncertain at the source, each held by
+    a settlement lease of the bench's own until `release`."""
     reset(bench)
     with bench.sql() as conn, conn.transaction():
         conn.execute(insert_handoffs_sql(1, count, state="uncertain"))
         conn.execute(
             "UPDATE outbox_handoff SET attempts = 1, attempts_in_run = 1, next_attempt_at = NULL, "
             "failure_class = 'uncertain', reason_code = 'response_lost', "
-            "last_error = 'the answer was lost after the receiver committed'"
+            "last_error = 'the answer was lost after the receiver committed', "
+            "lease_owner = %s, lease_expires_at = now() + interval '1 hour'",
+            [HOLD],
         )
     with bench.sql("delivery") as conn:
         conn.execute(insert_receiver_tasks_sql(1, count))
 
 
+def release(bench: Bench) -> None:
+    with bench.sql() as conn:
+        conn.execute(
+            "UPDATE outbox_handoff SET lease_owner = '', lease_expires_at = NULL "
+            "WHERE lease_owner = %s",
+            [HOLD],
+        )
+
+
+def start_settlers(bench: Bench, count: int, tag: str) -> list:
+    """`count` dispatcher processes, returned once each has started serving (its start line printed). Their
+    maintenance turns come every MAINTAIN_EVERY seconds while idle, so all of them begin within that of the
+    release: a process that boots later than the others (seconds, on a loaded machine) does not shorten the
+    span of the runs with more dispatchers into one with fewer."""
+    procs = [
+        bench.spawn(
+            [PYTHON, "manage.py", "dispatch", "--worker", f"{tag}-{n}", "--idle-sleep", "0.5"]
+            + ["--maintain-every", str(MAINTAIN_EVERY)],
+            f"dispatcher-{tag}-{n}.log",
+        )
+        for n in range(count)
+    ]
+    deadline = time.monotonic() + 300
+    logs = [bench.log_dir / f"dispatcher-{tag}-{n}.log" for n in range(count)]
+    while not all("dispatching as" in log.read_text() for log in logs):
+        if time.monotonic() > deadline or any(proc.poll() is not None for proc in procs):
+            raise SystemExit(f"dispatchers {tag} did not start; see {bench.log_dir}")
+        time.sleep(0.1)
+    time.sleep(2 * MAINTAIN_EVERY)  # each has had its first (empty) maintenance turn
+    return procs
+
+
 def settle(bench: Bench, count: int, dispatchers: int, tag: str) -> dict:
     fill(bench, count)
-    procs = bench.start_dispatchers(dispatchers, tag)
+    procs = start_settlers(bench, dispatchers, tag)
+    release(bench)
     wait_for(
         bench, "SELECT count(*) FROM outbox_handoff WHERE state = 'delivered'", count, timeout=900
     )
@@ -148,11 +190,14 @@ def settle(bench: Bench, count: int, dispatchers: int, tag: str) -> dict:
         events = conn.execute(
             "SELECT count(*) FROM outbox_handoffevent WHERE from_state = 'uncertain'"
         ).fetchone()[0]
+    # Every signed request leaves its message id at the receiver (replay protection): the run's requests.
+    requests = bench.scalar("SELECT count(*) FROM delivery_seenmessage", "delivery")
     return {
         "dispatchers": dispatchers,
         "seconds": round(float(span), 2),
         "per_second": round((count - 1) / float(span), 1),
         "settled_once": events == count and uncertain == 0,
+        "receiver_requests": requests,
     }
 
 
@@ -174,11 +219,17 @@ def main() -> None:
     parser.add_argument("--outcomes", type=int, default=2000)
     parser.add_argument("--batch", type=int, default=100)
     parser.add_argument("--json", default=str(ROOT / "var" / "bench" / "settlement.json"))
+    parser.add_argument(
+        "--only",
+        choices=("batch", "single"),
+        help="measure one kind of lookup (an investigation; the report wants both)",
+    )
     args = parser.parse_args()
     bench = Bench("settlement").setup()
     try:
         bench.start_receiver()
-        modes = [measure(bench, args.outcomes, args.batch), measure(bench, args.outcomes, 1)]
+        sizes = {"batch": [args.batch], "single": [1]}.get(args.only, [args.batch, 1])
+        modes = [measure(bench, args.outcomes, size) for size in sizes]
     finally:
         bench.stop()
     batched = modes[0]["runs"][-1]

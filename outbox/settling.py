@@ -8,8 +8,10 @@ outside any transaction, record each answer under its claim's fencing token.
   for many keys at once (`Destination.lookup_many`), one key a request otherwise; every request under the
   destination's limits (`outbox/services/lookup_limits.py`). Refused by them, the pass ends and gives the
   claims not asked about back for the next pass (or another dispatcher).
-- Recorded after each request, one transaction for the keys it answered; before a request that could outlast
-  the leases they are renewed, and a claim lost meanwhile is not asked about.
+- Recorded after each request of many keys, in one statement for the keys found as delivered
+  (`outbox/services/settlement_found.py`); requests of one key each are recorded RECORD_AT_ONCE answers at a
+  time, not one transaction per key. Before a request that could outlast the leases, the answers waiting are
+  recorded and the leases renewed, and a claim lost meanwhile is not asked about.
 
 A destination that cannot be asked at all takes no request: its uncertain outcomes go to a person.
 """
@@ -34,6 +36,9 @@ from outbox.services.settlement_claims import (
 )
 
 NOT_ASKABLE = "the destination cannot be asked about a key; check at the receiver by hand"
+# Answers of one-key requests recorded together: one write for this many keys instead of one per key. A settler
+# that stops before recording them leaves its claims to run out; they are asked about again (a lookup is a read).
+RECORD_AT_ONCE = 25
 
 
 @dataclass
@@ -88,6 +93,7 @@ class _Settler:
             time.monotonic()
         )  # taken after the claim: its lease began earlier, never later
         self.held = claims
+        self.answered: list[SettlementAnswer] = []  # asked about, not recorded yet
 
     def run(self, result: SettlementPass) -> None:
         per_request = max(self.destination.lookup_batch_size, 1)
@@ -96,7 +102,7 @@ class _Settler:
             self._record([SettlementAnswer(c, None, NOT_ASKABLE) for c in self.held], result)
             return
         while self.held:
-            chunk = self._next_request(per_request)
+            chunk = self._next_request(per_request, result)
             if not chunk:
                 break
             answers = self._ask(chunk)
@@ -104,13 +110,23 @@ class _Settler:
                 answers is None
             ):  # refused by the destination's limits: the rest waits for the next pass
                 break
-            self._record(answers, result)
+            self.answered += answers
+            if len(self.answered) >= max(per_request, RECORD_AT_ONCE):
+                self._flush(result)
+        self._flush(result)
         handoff_release_settlement_claims(claims=self.held)
 
-    def _next_request(self, per_request: int) -> list[SettlementClaim]:
-        """The next request's claims, the leases renewed first if the request could outlast them."""
+    def _flush(self, result: SettlementPass) -> None:
+        if self.answered:
+            self._record(self.answered, result)
+            self.answered = []
+
+    def _next_request(self, per_request: int, result: SettlementPass) -> list[SettlementClaim]:
+        """The next request's claims. If the request could outlast the leases, the answers waiting are recorded
+        first (their leases hold until now) and the other claims' leases renewed."""
         now = time.monotonic()
         if now - self.renewed_at + self.request_seconds + self.MARGIN > self.lease_seconds:
+            self._flush(result)
             self.renewed_at = now
             kept = handoff_renew_settlement_claims(
                 claims=self.held, lease_seconds=self.lease_seconds
