@@ -36,14 +36,17 @@ $PY manage.py schedule_reconciliation
 
 # Each server runs in a session of its own (its pid is its process group), so a Ctrl-C reaches this
 # script only, and stopping a server stops all of its children: gunicorn's workers, the cluster's.
+# Their logs go to files under var/log (truncated at each start), so that nothing scrolls the addresses and
+# the password away: the terminal ends with them.
+mkdir -p var/log
 setsid .venv/bin/gunicorn config.wsgi --bind "127.0.0.1:$PORT" --workers 2 --threads 4 --timeout 60 \
-  --graceful-timeout 5 --access-logfile - --log-level warning &
+  --graceful-timeout 5 --access-logfile - --log-level warning > var/log/web.log 2>&1 &
 web=$!
-setsid $PY manage.py qcluster &
+setsid $PY manage.py qcluster > var/log/workers.log 2>&1 &
 workers=$!
-setsid $PY manage.py demo_mailbox &
+setsid $PY manage.py demo_mailbox > var/log/mailbox.log 2>&1 &
 mailbox=$!
-setsid $PY manage.py demo_alert_sink &
+setsid $PY manage.py demo_alert_sink > var/log/alert-sink.log 2>&1 &
 alerts=$!
 
 stop() {
@@ -64,14 +67,42 @@ stop() {
   exit 0
 }
 trap stop INT TERM
+
+# The addresses and the password are printed once the web app answers, last: every server is started by
+# then and writes to its file, so these lines stay on screen.
+echo "starting the web app, the workers, the demo mailbox and the demo alert sink (logs: var/log/)"
+if ! $PY - "$PORT" "$web" <<'PYEOF'
+import os, signal, sys, time, urllib.request
+
+signal.signal(signal.SIGINT, signal.SIG_DFL)  # Ctrl-C while waiting: no traceback, the script stops all
+url, web = f"http://127.0.0.1:{sys.argv[1]}/accounts/login/", int(sys.argv[2])
+deadline = time.monotonic() + 300
+while time.monotonic() < deadline:
+    try:
+        os.kill(web, 0)
+    except OSError:
+        sys.exit(1)
+    try:
+        with urllib.request.urlopen(url, timeout=2) as answer:
+            if answer.status == 200:
+                sys.exit(0)
+    except Exception:
+        pass
+    time.sleep(0.3)
+sys.exit(1)
+PYEOF
+then
+  echo "The web app has not answered yet: see var/log/web.log"
+fi
 echo
-echo "Console: http://127.0.0.1:$PORT/"
+echo "Logs of the servers: var/log/ (web.log, workers.log, mailbox.log, alert-sink.log)"
 echo "Admin: http://127.0.0.1:$PORT/admin/  ·  Destinations: http://127.0.0.1:$PORT/destinations/  ·  Demo mailbox: http://127.0.0.1:$PORT/delivery/mailbox/"
 echo "Incidents: http://127.0.0.1:$PORT/incidents/  ·  Demo alert sink (what the pager got): http://127.0.0.1:$DEMO_ALERT_PORT/"
-echo "In another terminal: scripts/manage.sh demo_passwords   (new demo passwords, printed)"
 echo "In another terminal: scripts/manage.sh demo_receiver_outage --seconds 60   (the receiver down for a minute: an outage as the console shows it)"
-echo "Ctrl-C stops everything."
+echo "In another terminal: scripts/manage.sh demo_passwords   (new demo passwords, printed)"
 echo "$demo_report"
+echo "Console: http://127.0.0.1:$PORT/   (Ctrl-C stops everything)"
 # Either server ending on its own ends the other too; `wait` returns early when a signal arrives.
 wait -n "$web" "$workers" "$mailbox" "$alerts" || true
+echo "a server stopped on its own: its log is under var/log/"
 stop

@@ -1,7 +1,8 @@
 """`make run` as a newcomer meets it, in a copy of the tree: it serves on the PORT asked for, with the
 console's own pages; Ctrl-C (SIGINT) stops everything and ends with status 0; a second run serves the same
 data; every command the terminal prints works as printed in another terminal, and the README's resets the
-demo passwords."""
+demo passwords. The servers log to files under var/log: once the first page answers, the terminal's last lines
+are the console's address and the password (or how to set one), and no log line follows them."""
 
 import os
 import re
@@ -85,6 +86,31 @@ def wait_for_login_page(port: int, proc: subprocess.Popen, log: Path) -> httpx.R
     raise AssertionError("make run never served the login page:\n" + log.read_text()[-3000:])
 
 
+def terminal_ends_with_the_address(port: int, proc: subprocess.Popen, log: Path) -> list[str]:
+    """The terminal's last lines once the first page answered: they end with the console's address, under the
+    password (or how to set one), and nothing is printed after them while the page is used for a while (the
+    servers' logs, each request's access line among them, go to var/log)."""
+    address = f"Console: http://127.0.0.1:{port}/"
+    deadline = time.monotonic() + 120
+    while address not in log.read_text() and time.monotonic() < deadline:
+        assert proc.poll() is None, log.read_text()[-3000:]
+        time.sleep(0.3)
+    printed = log.read_text()
+    assert address in printed, printed[-3000:]
+    # A few seconds of use: every request would print an access log line, the workers their start-up.
+    quiet_until = time.monotonic() + 5
+    while time.monotonic() < quiet_until:
+        assert httpx.get(f"http://127.0.0.1:{port}/accounts/login/", timeout=5).status_code == 200
+        time.sleep(0.5)
+    assert log.read_text() == printed, (
+        "printed after the address:\n" + log.read_text()[len(printed) :]
+    )
+    last = printed.rstrip("\n").splitlines()[-6:]
+    assert last[-1].startswith(address), last
+    assert any("scripts/manage.sh demo_passwords" in line for line in last), last
+    return last
+
+
 def stop_with_ctrl_c(proc: subprocess.Popen) -> int:
     proc.send_signal(signal.SIGINT)
     return proc.wait(timeout=60)
@@ -120,13 +146,23 @@ def test_make_run_twice_on_a_port_stops_cleanly_and_keeps_its_data(checkout, sta
         "the console's own 404, DEBUG off"
     )
     assert "server" not in {name.lower() for name in missing.headers}, "no software banner"
+    last = terminal_ends_with_the_address(port, first, tmp_path / "first.log")
+    # The password on a line of its own, under the line that says what it is, just above the address.
+    password = re.search(r"Password for every demo user[^\n]*:\n +(\S+)\n", "\n".join(last) + "\n")
+    assert password, last
+    password = password.group(1)
+    web_log = (checkout / "var" / "log" / "web.log").read_text()
+    assert '"GET /accounts/login/ HTTP/1.1" 200' in web_log, "the access log is in var/log/web.log"
     assert stop_with_ctrl_c(first) == 0
     first_log = (tmp_path / "first.log").read_text()
-    # The password on a line of its own, under the line that says what it is.
-    password = re.search(r"Password for every demo user[^\n]*:\n +(\S+)\n", first_log).group(1)
 
     second = started(checkout, port, tmp_path / "second.log")
     wait_for_login_page(port, second, tmp_path / "second.log")
+    # No password on a second run: the line above the address says how to set new ones.
+    assert any(
+        "already loaded" in line
+        for line in terminal_ends_with_the_address(port, second, tmp_path / "second.log")
+    )
     assert stop_with_ctrl_c(second) == 0
     assert "demo data already loaded" in (tmp_path / "second.log").read_text()
     assert password_works(checkout, "alice", password), "the second run serves the same data"
@@ -134,8 +170,8 @@ def test_make_run_twice_on_a_port_stops_cleanly_and_keeps_its_data(checkout, sta
     # Every command the terminal printed works as printed, in another terminal (no environment of its own).
     printed = re.findall(r"In another terminal: (scripts/\S+ [^(]+?) +\(", first_log)
     assert printed == [
-        "scripts/manage.sh demo_passwords",
         "scripts/manage.sh demo_receiver_outage --seconds 60",
+        "scripts/manage.sh demo_passwords",
     ], printed
     outputs = {}
     for command in printed:
@@ -144,11 +180,11 @@ def test_make_run_twice_on_a_port_stops_cleanly_and_keeps_its_data(checkout, sta
         )
         assert done.returncode == 0, f"{command}: {done.stderr}"
         outputs[command] = done.stdout
-    assert "answers 503 to every call until" in outputs[printed[1]]
+    assert "answers 503 to every call until" in outputs[printed[0]]
     assert (checkout / "var" / "receiver-outage-until").exists(), (
         "the outage's switch, in make run's var"
     )
-    new = re.search(r"New password for [^\n]*:\n +(\S+)", outputs[printed[0]]).group(1)
+    new = re.search(r"New password for [^\n]*:\n +(\S+)", outputs[printed[1]]).group(1)
     assert password_works(checkout, "alice", new) and not password_works(
         checkout, "alice", password
     )
