@@ -59,12 +59,16 @@ class SettlementAnswer(NamedTuple):
 
 
 def _free_for_settlement(destination_name: str):
-    """The destination's uncertain rows no settler holds, longest unsettled first (the partial uncertain index)."""
+    """The destination's uncertain rows no settler holds, longest unsettled first, read in the order of the
+    partial uncertain index (`updated_at` alone). A tiebreak on `id` is not in that index: with many rows moved
+    in one statement (a lease expiry, an outage) they share `updated_at`, and PostgreSQL then read and sorted the
+    whole backlog for every claim (a sequential scan and a sort of 6,000 rows, 8.8 ms, against 0.1 ms by the
+    index), every dispatcher at once."""
     lease_free = Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lt=db_now())
     return (
         Handoff.objects.using(DB)
         .filter(lease_free, state=S.UNCERTAIN, destination=destination_name)
-        .order_by("updated_at", "id")
+        .order_by("updated_at")
     )
 
 
