@@ -6,9 +6,9 @@ import re
 
 import pytest
 
+from outbox.clock import db_now_plus
 from outbox.failures import DeliveryResult
 from outbox.models import DestinationHealth, FailureClass
-from outbox.clock import db_now_plus
 from outbox.services.limits import destination_acquire, destination_release
 from tests.console.clients import client_for
 
