@@ -45,6 +45,14 @@ def _version_in(workspace_id: int, rule_version: str) -> str:
     return case["workflow"]
 
 
+# What a workflow's mode means for its approved handoffs, as the observation of one workflow says it.
+MODE_MEANING = {
+    Mode.OBSERVE: "approved handoffs are recorded, not sent",
+    Mode.LIMITED: "approved handoffs are sent only for its allowed workspaces",
+    Mode.LIVE: "approved handoffs are sent to the receiver",
+}
+
+
 def _index_filter(request) -> tuple[str, int | None]:
     """`?workflow=…&workspace=…` (as the mode badge of every screen naming a workflow links here): one
     workflow's rule versions, in one of the user's workspaces (another workspace, or a bad number, is a 404)."""
@@ -73,6 +81,7 @@ def index(request):
     context = {"versions": versions, "workflow": workflow, "workspace_id": workspace_id}
     if workflow:
         context["mode"] = WorkflowMode.objects.effective(workflow, workspace_id)[0]
+        context["mode_meaning"] = MODE_MEANING.get(context["mode"], "")
     return render(request, "console/observation_index.html", context)
 
 
