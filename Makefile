@@ -8,7 +8,8 @@ APPS := approvals console config delivery httpapi lib outbox reconciliation
 PGHOST ?= /var/run/postgresql
 export PGHOST
 
-.PHONY: run test test-suites test-sqlite test-postgres test-postgres-processes test-postgres-rest lint mutation-check postgres chromium pgbouncer faketime bench venv clean screenshots \
+.PHONY: run test test-suites test-sqlite test-postgres test-postgres-processes test-postgres-drain test-postgres-faults \
+	test-postgres-browser test-postgres-rest lint mutation-check postgres chromium pgbouncer faketime bench venv clean screenshots \
 	lock lock-check promtool monitoring-check
 
 # Installs come from the hashed lock only (runtime, test and build tools: pip refuses anything unhashed),
@@ -77,14 +78,28 @@ test-sqlite: $(STAMP)
 	env -u DATABASE_URL -u DELIVERY_DATABASE_URL HANDOFF_VAR_DIR=var/test-sqlite \
 		$(VENV)/bin/pytest -m "not postgres and not browser and not demo"
 
-# The PostgreSQL suite in two halves that run side by side: the tests of real processes, servers and
-# browsers (which wait on them much of the time), and the rest, each on databases of its own.
-test-postgres: test-postgres-processes test-postgres-rest
+# The PostgreSQL suite in four streams that run side by side, each on databases and a var directory of its
+# own: the fault tests of real processes in two (those that drain a large backlog, marked `drain`, and the
+# others; they wait on their processes much of the time), the browser and demo tests, and the rest.
+# Together their markers select every test once.
+test-postgres: test-postgres-drain test-postgres-faults test-postgres-browser test-postgres-rest
 
-test-postgres-processes: $(STAMP) postgres chromium pgbouncer faketime
-	@echo "== test suite on PostgreSQL: fault, browser and demo tests (real processes) =="
+test-postgres-processes: test-postgres-drain test-postgres-faults test-postgres-browser
+
+test-postgres-drain: $(STAMP) postgres pgbouncer faketime
+	@echo "== test suite on PostgreSQL: fault tests that drain a large backlog (real processes) =="
+	DATABASE_URL="postgres:///handoff_drain?host=$(PGHOST)" DELIVERY_DATABASE_URL="postgres:///handoff_drain_delivery?host=$(PGHOST)" \
+		HANDOFF_VAR_DIR=var/test-postgres-drain $(VENV)/bin/pytest --durations=15 -m "faults and drain and not (browser or demo)"
+
+test-postgres-faults: $(STAMP) postgres pgbouncer faketime
+	@echo "== test suite on PostgreSQL: the other fault tests (real processes) =="
+	DATABASE_URL="postgres:///handoff_faults?host=$(PGHOST)" DELIVERY_DATABASE_URL="postgres:///handoff_faults_delivery?host=$(PGHOST)" \
+		HANDOFF_VAR_DIR=var/test-postgres-faults $(VENV)/bin/pytest --durations=15 -m "faults and not drain and not (browser or demo)"
+
+test-postgres-browser: $(STAMP) postgres chromium
+	@echo "== test suite on PostgreSQL: browser and demo tests =="
 	DATABASE_URL="postgres:///handoff?host=$(PGHOST)" DELIVERY_DATABASE_URL="postgres:///handoff_delivery?host=$(PGHOST)" \
-		$(VENV)/bin/pytest --durations=15 -m "faults or browser or demo"
+		HANDOFF_VAR_DIR=var/test-postgres-browser $(VENV)/bin/pytest --durations=15 -m "browser or demo"
 
 test-postgres-rest: $(STAMP) postgres
 	@echo "== test suite on PostgreSQL: everything else =="
@@ -99,12 +114,16 @@ screenshots: $(STAMP) postgres chromium
 mutation-check: $(STAMP)
 	@bash scripts/mutation_check.sh
 
-# The suites run side by side (the PostgreSQL ones wait on their processes and servers much of the time);
-# each one's output is printed whole when it ends.
-test-suites: $(STAMP) postgres chromium pgbouncer faketime
-	$(MAKE) --no-print-directory -j3 --output-sync=target test-sqlite test-postgres-processes test-postgres-rest
+# Everything runs side by side (the suites wait on their processes, servers and browsers much of the time):
+# the five suites, longest first, then the checks as slots free up; each one's output is printed whole
+# when it ends, and make fails if any of them fails.
+CHECKS := lint lock-check monitoring-check mutation-check
+SUITES := test-postgres-drain test-postgres-faults test-postgres-rest test-postgres-browser test-sqlite
+test-suites: $(STAMP) postgres chromium pgbouncer faketime promtool
+	$(MAKE) --no-print-directory -j$(TEST_JOBS) --output-sync=target $(SUITES) $(CHECKS)
 
-test: lint lock-check monitoring-check test-suites mutation-check
+TEST_JOBS ?= 5
+test: test-suites
 
 # Under 20 minutes on 2 cores. BENCH_DB_PREFIX names its databases (default "bench");
 # BENCH_LEVERS=1 adds the lever and growth repeats (about 6 minutes more).
