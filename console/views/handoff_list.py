@@ -20,7 +20,7 @@ from console.destination_holds import handoff_rows
 from console.filters import HandoffFilter
 from lib.htmx import HtmxHttpRequest
 from lib.paging import keyset_page
-from lib.querystring import BadQueryValue, keyset_cursor, parse_keyset_cursor
+from lib.querystring import BadQueryValue, id_or_none, keyset_cursor, parse_keyset_cursor
 from outbox.archive_search import archived_matching
 from outbox.guidance import available_actions, retry_is_risky
 from outbox.models import Handoff
@@ -105,6 +105,10 @@ def list_context(request: HtmxHttpRequest, data: dict[str, str]) -> dict:
         "next_url": next_url,
         "first_url": "?" + query if request.GET.get("after") else "",
         "operators": operators_of(sorted(operator_ws)) if operator_ws else [],
+        # A replay covers the operator's workspaces (POST /incidents/replays/from-filter): offered unless the
+        # filter names a workspace where the user is not an operator.
+        "may_replay": bool(operator_ws)
+        and (not data.get("workspace") or id_or_none(data["workspace"]) in operator_ws),
         "archived": [] if request.GET.get("after") else _archived_matches(data, visible),
     }
 

@@ -11,6 +11,7 @@ import pytest
 from django.db.models.functions import Now
 from django.test import Client
 
+from approvals.models import Membership, Role
 from outbox.models import Handoff, HandoffState
 from reconciliation.models import Replay, ReplayItem
 from tests.builders import record
@@ -101,3 +102,14 @@ def test_an_operator_of_another_workspace_cannot_replay_this_ones_handoffs(world
     otto.post("/incidents/replays/from-filter", {"state": "needs_attention"})
     items = ReplayItem.objects.filter(replay=Replay.objects.get())
     assert list(items.values_list("handoff_id", flat=True)) == [handoffs["failed_w8"].pk]
+
+
+def test_a_filter_naming_a_workspace_where_one_is_no_operator_offers_no_replay(world, handoffs):
+    """olga is an operator of workspace 7 and a requester of workspace 8: filtered to 8 the list offers no
+    replay (the endpoint would refuse it) and says why."""
+    Membership.objects.create(user=world["olga"], workspace=world["w8"], role=Role.REQUESTER)
+    olga = client_for(world["olga"])
+    body = olga.get("/handoffs/?state=needs_attention&workspace=8").content.decode()
+    assert _replay_form(body) is None
+    assert 'id="replay-from-filter-refused"' in body
+    assert _replay_form(olga.get(FILTER).content.decode()) is not None
