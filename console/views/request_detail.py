@@ -15,6 +15,7 @@ from approvals.rules import rules_for
 from console.correction_forms import CorrectionForm
 from console.own_fields import payload_shown_to
 from console.request_evidence import statuses_of
+from outbox.errors import ActionKeyExists
 from outbox.models import Handoff, HandoffState
 from outbox.selectors import handoffs_in, instance_handoffs, instance_status
 
@@ -210,6 +211,10 @@ def _take_decision(request, obj: Request, decision: str, reason: str) -> tuple[d
         return {"level": "error", "text": "Not decided: " + "; ".join(exc.reasons)}, 422, obj
     except ApprovalsError as exc:
         return {"level": "error", "text": f"Not decided: {exc}."}, 409, obj
+    except ActionKeyExists as exc:
+        # Its handoff is still in the outbox or was archived: a second one would be a second effect.
+        text = f"Not decided: action key {exc} was recorded before; nothing was written."
+        return {"level": "error", "text": text}, 409, obj
 
 
 @require_POST
