@@ -211,9 +211,9 @@ def test_the_health_page_shows_the_limits_the_hold_and_the_slots_in_use(olga):
     )
     page = client.get("/health/").content.decode()
     assert "1 of 2" in page and "1 of 20" in page.split('id="destination-receiver-rate"')[1]
-    assert "held until" in page and "HTTP 429 with Retry-After 30 s" in page
+    assert "held since" in page and ", until " in page and "HTTP 429 with Retry-After 30 s" in page
     DestinationHealth.objects.filter(name="receiver").update(hold_until=db_now_plus(-1))
-    assert "held until" not in client.get("/health/").content.decode()
+    assert "held since" not in client.get("/health/").content.decode()
 
 
 def test_the_demo_puts_olga_in_the_destination_admins_group_and_a_second_run_keeps_her_there():
