@@ -43,14 +43,12 @@ def silent_server():
         yield f"http://127.0.0.1:{sock.getsockname()[1]}/delivery/api"
 
 
-def test_a_paused_destination_with_an_uncertain_backlog_holds_up_no_other_destination(
-    processes, silent_server
-):
+def paused_with_a_backlog(url: str) -> list[Handoff]:
+    """The paused destination: a row of the http kind at `url`, paused by its breaker (probe due), and its
+    uncertain outcomes."""
     destination_configs_apply(
         document={
-            "destinations": [
-                {"name": PAUSED, "kind": "http", "url": silent_server, "read_timeout": 1.0}
-            ]
+            "destinations": [{"name": PAUSED, "kind": "http", "url": url, "read_timeout": 1.0}]
         },
         actor_label="fault test",
     )
@@ -61,19 +59,30 @@ def test_a_paused_destination_with_an_uncertain_backlog_holds_up_no_other_destin
         paused_at=db_now(),
         next_probe_at=db_now(),
     )
-    stuck = [
+    return [
         HandoffFactory(number=n, state=S.UNCERTAIN, destination=PAUSED)
         for n in range(1, PAUSED_BACKLOG + 1)
     ]
+
+
+def healthy_work() -> tuple[list[Handoff], list[Handoff]]:
+    """The healthy destination's uncertain outcomes (created at the receiver, the answer lost) and due rows."""
     lost = [
         HandoffFactory(number=1000 + n, state=S.UNCERTAIN, destination=HEALTHY)
         for n in range(HEALTHY_BACKLOG)
     ]
-    for handoff in lost:  # created at the receiver, the answer lost
+    for handoff in lost:
         receiver_services.task_create_idempotent(
             action_key=handoff.action_key, payload=handoff.payload
         )
-    due = [HandoffFactory(number=2000 + n, destination=HEALTHY) for n in range(HEALTHY_DUE)]
+    return lost, [HandoffFactory(number=2000 + n, destination=HEALTHY) for n in range(HEALTHY_DUE)]
+
+
+def test_a_paused_destination_with_an_uncertain_backlog_holds_up_no_other_destination(
+    processes, silent_server
+):
+    stuck = paused_with_a_backlog(silent_server)
+    lost, due = healthy_work()
     processes.start_receiver()
     dispatcher = processes.start_dispatcher("both")
 
@@ -87,19 +96,15 @@ def test_a_paused_destination_with_an_uncertain_backlog_holds_up_no_other_destin
     assert dispatcher.poll() is None
     # The paused destination was probed (its maintenance ran) and is still paused; nothing of it moved.
     health = DestinationHealth.objects.get(name=PAUSED)
-    assert health.state == DestinationState.PAUSED
-    assert health.probes >= 1
+    assert (health.state, health.probes > 0) == (DestinationState.PAUSED, True)
     processes.stop_all()
-    assert set(Handoff.objects.filter(destination=PAUSED).values_list("state", flat=True)) == {
-        S.UNCERTAIN
-    }
+    states = Handoff.objects.filter(destination=PAUSED).values_list("state", flat=True)
+    assert set(states) == {S.UNCERTAIN}
     assert not HandoffEvent.objects.filter(handoff__in=stuck).exists()
     # The healthy one's uncertain outcomes were settled by asking (no second task), its due rows sent once.
-    assert (
-        HandoffEvent.objects.filter(
-            handoff__in=lost, from_state=S.UNCERTAIN, to_state=S.DELIVERED
-        ).count()
-        == HEALTHY_BACKLOG
+    settled = HandoffEvent.objects.filter(
+        handoff__in=lost, from_state=S.UNCERTAIN, to_state=S.DELIVERED
     )
+    assert settled.count() == HEALTHY_BACKLOG
     keys = [h.action_key for h in [*lost, *due]]
     assert ReceiverTask.objects.filter(action_key__in=keys).count() == len(keys)

@@ -54,36 +54,36 @@ def test_a_found_answer_under_a_claim_taken_over_writes_nothing(make_handoff, de
     assert not HandoffEvent.objects.filter(handoff=handoff).exists()
 
 
+def assert_settled_by_lookup(handoff: Handoff) -> None:
+    handoff.refresh_from_db()
+    task = receiver.task_find_many(action_keys=[handoff.action_key])[0]
+    assert (handoff.state, handoff.destination_id) == (S.DELIVERED, str(task["task_id"]))
+    receipt = handoff.receipt
+    assert (receipt["found_by"], receipt["payload_hash"]) == ("lookup", handoff.payload_hash)
+    assert (handoff.lease_owner, handoff.lease_expires_at, handoff.sla_due_at) == ("", None, None)
+    assert handoff.delivered_at is not None
+    assert (handoff.failure_class, handoff.reason_code, handoff.last_error) == ("", "", "")
+    [event] = HandoffEvent.objects.filter(handoff=handoff)
+    assert (event.from_state, event.to_state, event.actor_label) == (
+        S.UNCERTAIN,
+        S.DELIVERED,
+        "settlement",
+    )
+    assert event.reason.endswith("for this key with the same payload")
+
+
 def test_found_answers_settle_delivered_with_the_receipt_and_one_event_each(
     make_handoff, destination
 ):
     handoffs = [lost_answer(make_handoff, n) for n in range(1, 6)]
     claims = handoff_claim_uncertain(destination_name="receiver", worker="a", limit=5)
-    assert all(c.payload_hash and not c.follow_up for c in claims)
+    assert [bool(c.payload_hash) and not c.follow_up for c in claims] == [True] * 5
     states = handoffs_record_settlements(
         answers=answers_for(claims, destination), destination=destination
     )
     assert states == [S.DELIVERED] * 5
     for handoff in handoffs:
-        handoff.refresh_from_db()
-        task = receiver.task_find_many(action_keys=[handoff.action_key])[0]
-        assert (handoff.state, handoff.destination_id) == (S.DELIVERED, str(task["task_id"]))
-        assert handoff.receipt["found_by"] == "lookup"
-        assert handoff.receipt["payload_hash"] == handoff.payload_hash
-        assert (handoff.lease_owner, handoff.lease_expires_at, handoff.sla_due_at) == (
-            "",
-            None,
-            None,
-        )
-        assert handoff.delivered_at is not None
-        assert (handoff.failure_class, handoff.reason_code, handoff.last_error) == ("", "", "")
-        [event] = HandoffEvent.objects.filter(handoff=handoff)
-        assert (event.from_state, event.to_state, event.actor_label) == (
-            S.UNCERTAIN,
-            S.DELIVERED,
-            "settlement",
-        )
-        assert event.reason.endswith("for this key with the same payload")
+        assert_settled_by_lookup(handoff)
 
 
 @pytest.mark.postgres
