@@ -45,14 +45,16 @@ from reconciliation.selectors.figures import (
 from reconciliation.selectors.findings import findings_by_kind, last_run, live_findings
 from reconciliation.selectors.links import drilldown_url, findings_url, handoff_list_url
 from reconciliation.selectors.needing_person import (
+    COUNT_CAP,
     NEEDS_PERSON_FILTER,
     needing_person_counts_bounded,
 )
 from reconciliation.selectors.scope import handoffs_scoped, scoped
 
 S = HandoffState
-# A count on the dashboard stops past this many rows: "10,000+" tells an operator as much as the exact figure.
-HEALTH_COUNT_CAP = 10_000
+# A count on the dashboard stops past this many rows, as the header's count does ("999+"): past it the
+# figure says "more than a person works through today" and reading further costs more the larger the backlog.
+HEALTH_COUNT_CAP = COUNT_CAP
 # Failure rates and the hourly series: what happened in this window, read by an indexed time column.
 WINDOW = timedelta(hours=24)
 
@@ -140,15 +142,14 @@ def failure_rates(
     return [{**r, "rate": rate(r["failed"], r["total"])} for r in rows]
 
 
-def hourly_series(
-    workspace_ids: Iterable[int] | None, *, now: datetime, hours: int = 24
-) -> list[dict]:
-    """Deliveries and failed attempts per hour over the last `hours` hours, oldest first (24 GROUP BY rows).
-    Deliveries are read from the delivered rows changed since the start (`updated_at`, never earlier than
-    `delivered_at`: the retention index), failed attempts through the (outcome, started_at) index."""
-    end = now.replace(minute=0, second=0, microsecond=0)
-    start = end - timedelta(hours=hours - 1)
-    delivered = dict(
+def series_start(now: datetime, hours: int = 24) -> datetime:
+    return now.replace(minute=0, second=0, microsecond=0) - timedelta(hours=hours - 1)
+
+
+def delivered_by_hour(workspace_ids: Iterable[int] | None, *, start: datetime) -> dict:
+    """Deliveries per hour since `start`, read from the delivered rows changed since then (`updated_at`, never
+    earlier than `delivered_at`: the retention index), not from every delivered row."""
+    return dict(
         handoffs_scoped(workspace_ids)
         .filter(state=S.DELIVERED, updated_at__gte=start, delivered_at__gte=start)
         .annotate(hour=TruncHour("delivered_at"))
@@ -156,6 +157,20 @@ def hourly_series(
         .values_list("hour")
         .annotate(n=Count("id"))
     )
+
+
+def hourly_series(
+    workspace_ids: Iterable[int] | None,
+    *,
+    now: datetime,
+    hours: int = 24,
+    delivered: dict | None = None,
+) -> list[dict]:
+    """Deliveries (`delivered_by_hour`, unless given) and failed attempts (through the (outcome, started_at)
+    index) per hour over the last `hours` hours, oldest first (24 GROUP BY rows)."""
+    start = series_start(now, hours)
+    if delivered is None:
+        delivered = delivered_by_hour(workspace_ids, start=start)
     failed = dict(
         failed_attempts(scoped(Attempt.objects.all(), workspace_ids, "handoff__workspace_id"))
         .filter(started_at__gte=start)
@@ -197,15 +212,12 @@ def _counted(scope: Iterable[int]) -> dict[str, QuerySet]:
     """What the dashboard counts, each read no further than the cap (`capped_counts`)."""
     handoffs = handoffs_scoped(scope)
     return {
-        S.DELIVERED: handoffs.filter(state=S.DELIVERED),
         S.PENDING: handoffs.filter(state=S.PENDING),
         S.IN_FLIGHT: handoffs.filter(state=S.IN_FLIGHT),
         S.UNCERTAIN: handoffs.filter(state=S.UNCERTAIN),
         S.NEEDS_ATTENTION: handoffs.filter(state=S.NEEDS_ATTENTION),
-        # Retries exhausted and not delivered since: through the open-state index, not the history.
-        RETRIES_EXHAUSTED: handoffs.exclude(state=S.DELIVERED).filter(
-            reason_code=RETRIES_EXHAUSTED
-        ),
+        # Retries exhausted and still needing attention: through the open-state index, not the history.
+        RETRIES_EXHAUSTED: handoffs.filter(state=S.NEEDS_ATTENTION, reason_code=RETRIES_EXHAUSTED),
         "duplicates": duplicate_preventions(
             scoped(Attempt.objects.all(), scope, "handoff__workspace_id")
         ),
@@ -216,9 +228,16 @@ def _counted(scope: Iterable[int]) -> dict[str, QuerySet]:
 
 
 def _handoff_figures(
-    scope: list[int], counts: dict[str, int], *, cap: int, now: datetime, ws: int | None
+    scope: list[int],
+    counts: dict[str, int],
+    *,
+    delivered: int,
+    cap: int,
+    now: datetime,
+    ws: int | None,
 ) -> dict:
-    """The figures read from the handoffs themselves: states, the oldest waiting, retries exhausted."""
+    """The figures read from the handoffs themselves: states, the oldest waiting, retries exhausted; the
+    completed ones are those delivered in the series' window (exact: the window bounds the read)."""
     needing = sum(needing_person_counts_bounded(scope, cap=cap).values())
     oldest_pending = _oldest(scope, S.PENDING, "created_at")
     oldest_in_flight = _oldest(scope, S.IN_FLIGHT, "updated_at")
@@ -227,7 +246,7 @@ def _handoff_figures(
         return _figure(counts[state], handoff_list_url(state=state, workspace=ws), cap=cap)
 
     return {
-        "completed": of_state(S.DELIVERED),
+        "completed": _figure(delivered, handoff_list_url(state=S.DELIVERED, workspace=ws)),
         "pending": of_state(S.PENDING),
         "oldest_pending_seconds": _figure(
             _age_seconds(oldest_pending, now), handoff_list_url(state=S.PENDING, workspace=ws)
@@ -310,8 +329,12 @@ def health_summary(
     ack = time_to_acknowledge(scope, now=now)
     cap = count_cap()
     counts = capped_counts(_counted(scope), cap=cap)
+    by_hour = delivered_by_hour(scope, start=series_start(now))
+    series = hourly_series(scope, now=now, delivered=by_hour)
+    # Every delivery since the series began, those of an hour after `now` too (the page's clock was read first).
+    delivered = sum(by_hour.values())
     figures = {
-        **_handoff_figures(scope, counts, cap=cap, now=now, ws=ws),
+        **_handoff_figures(scope, counts, delivered=delivered, cap=cap, now=now, ws=ws),
         **_activity_figures(scope, counts, cap=cap, ws=ws),
         **_ack_figures(ack, ws=ws),
     }
@@ -326,7 +349,7 @@ def health_summary(
         "findings": _findings_linked(kinds, ws=ws),
         "findings_total": sum(kinds.values()),
         "last_run": last_run(ws),
-        "series": hourly_series(scope, now=now),
+        "series": series,
     }
 
 

@@ -46,7 +46,6 @@ def test_counts_stop_past_the_cap_and_the_page_says_so(client, world, settings):
     _many(world, 3)
     figures = health_summary([7])["figures"]
     for name in (
-        "completed",
         "pending",
         "needs_attention",
         "needing_person",
@@ -60,10 +59,12 @@ def test_counts_stop_past_the_cap_and_the_page_says_so(client, world, settings):
             True,
         ), name
     assert (figures["uncertain"]["text"], figures["uncertain"]["capped"]) == ("0", False)
+    # Completed: the deliveries of the last 24 hours, exact (the window bounds the read).
+    assert figures["completed"]["value"] == 5
     client.force_login(world["olga"])
     html = client.get(reverse("reconciliation:health")).content.decode()
-    assert '<a href="/handoffs/?state=delivered">3+</a>' in html
     assert '<a href="/handoffs/?state=pending">3+</a>' in html
+    assert '<a href="/handoffs/?state=needs_attention">3+</a>' in html
     assert 'Counts stop at 3: "3+" means more' in html
     assert "cover the last 24 hours" in html
 
@@ -72,8 +73,8 @@ def test_a_count_below_the_cap_is_exact(world, settings):
     settings.HEALTH_COUNT_CAP = 10
     _many(world, 3)  # 5 of each
     figures = health_summary([7])["figures"]
-    assert (figures["completed"]["value"], figures["completed"]["text"]) == (5, "5")
-    assert figures["completed"]["capped"] is False
+    assert (figures["pending"]["value"], figures["pending"]["text"]) == (5, "5")
+    assert figures["pending"]["capped"] is False
 
 
 def test_failure_rates_cover_the_handoffs_created_in_the_last_24_hours(db):
@@ -85,6 +86,16 @@ def test_failure_rates_cover_the_handoffs_created_in_the_last_24_hours(db):
     assert recent.pk != old.pk
     [row] = failure_rates([7], now=now)
     assert (row["total"], row["failed"]) == (2, 1)
+
+
+def test_completed_counts_the_deliveries_of_the_last_24_hours(db):
+    now = db_time()
+    HandoffFactory(state=S.DELIVERED, delivered_at=now)
+    old = HandoffFactory(state=S.DELIVERED)
+    Handoff.objects.filter(pk=old.pk).update(
+        delivered_at=now - timedelta(days=2), updated_at=now - timedelta(days=2)
+    )
+    assert health_summary([7], now=now)["figures"]["completed"]["value"] == 1
 
 
 def test_a_delivery_is_in_the_hour_it_was_delivered_though_changed_since(db):
@@ -141,4 +152,4 @@ def test_the_counts_are_one_query_whatever_their_number(
         assert client.get(reverse("reconciliation:health")).status_code == 200
     capped = [q["sql"] for q in ctx.captured_queries if "AS capped" in q["sql"]]
     assert len(capped) == 1
-    assert capped[0].count("LIMIT 4") == 8  # cap + 1, for each of the eight counts
+    assert capped[0].count("LIMIT 4") == 7  # cap + 1, for each of the seven counts
