@@ -236,6 +236,7 @@ class HttpDestination(Destination):
             outgoing,
             latency_ms,
             describe=lambda: describe_answer(response),
+            date=response.headers.get("Date"),
         )
 
     def deliver_batch(self, outgoings: list[Outgoing]) -> list[DeliveryResult]:

@@ -80,6 +80,7 @@ def item_result(
     latency_ms: int,
     *,
     describe: Callable[[], str],
+    date: str | None = None,
 ) -> DeliveryResult:
     """What one answer (a single call's, or one batch item's) means for its handoff. `describe` words the answer
     for a failure's detail; a delivery has its receipt, and does not pay for the wording."""
@@ -101,14 +102,20 @@ def item_result(
         )
     failure_class, reason_code = classify_status(status)
     return DeliveryResult.failed(
-        failure_class, reason_code, describe(), retry_after=parse_retry_after(retry_after), **common
+        failure_class,
+        reason_code,
+        describe(),
+        retry_after=parse_retry_after(retry_after, date=date),
+        **common,
     )
 
 
 def batch_failure(response: Answer, count: int, latency_ms: int) -> list[DeliveryResult]:
     """A batch answered with another status than 200: the same failure for each of its `count` items."""
     failure_class, reason_code = classify_status(response.status_code)
-    retry_after = parse_retry_after(response.headers.get("Retry-After"))
+    retry_after = parse_retry_after(
+        response.headers.get("Retry-After"), date=response.headers.get("Date")
+    )
     return [
         DeliveryResult.failed(
             failure_class,

@@ -163,7 +163,9 @@ class IdempotencyKeyHttpDestination(Destination):
             failure_class,
             reason_code,
             describe_answer(response),
-            retry_after=parse_retry_after(response.headers.get("Retry-After")),
+            retry_after=parse_retry_after(
+                response.headers.get("Retry-After"), date=response.headers.get("Date")
+            ),
             **common,
         )
 
