@@ -186,6 +186,31 @@ def measure(
     return samples
 
 
+def print_report(report: dict, pages: list[tuple[str, str]], args) -> None:
+    """The figures as a table: each page alone, with every operator at once, and (if measured) reading."""
+    print(
+        f"\n{'page':34} {'1 op median':>11} {'p95':>7} {args.operators:>5} ops median {'p95':>7}  aim"
+    )
+    for name, _url in pages:
+        one, many = report["alone"][name], report["concurrent"][name]
+        met = many["median_ms"] < AIM_MEDIAN_MS and many["p95_ms"] < AIM_P95_MS
+        print(
+            f"{name:34} {one['median_ms']:11.1f} {one['p95_ms']:7.1f} {many['median_ms']:16.1f} "
+            f"{many['p95_ms']:7.1f}  {'met' if met else 'missed'}"
+        )
+    if "concurrent_thinking" in report:
+        print(
+            f"\n{args.operators} operators each reading a page ~{args.also_think_ms} ms before the next:"
+        )
+        for name, figure in report["concurrent_thinking"]["pages"].items():
+            print(f"{name:34} median {figure['median_ms']:8.1f}  p95 {figure['p95_ms']:8.1f}")
+    print(
+        f"\n{args.rows:,} handoffs, {args.operators} operators × {args.rounds} rounds of "
+        f"{len(pages)} pages, gunicorn 2 workers × 4 threads, PostgreSQL {report['postgres']}; "
+        f"load average {report['load_average']} on {report['cores']} cores"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=10_000_000)
@@ -284,27 +309,7 @@ def main() -> None:
         "load_average": round(os.getloadavg()[0], 2),
         "cores": os.cpu_count(),
     }
-    print(
-        f"\n{'page':34} {'1 op median':>11} {'p95':>7} {args.operators:>5} ops median {'p95':>7}  aim"
-    )
-    for name, _url in pages:
-        one, many = report["alone"][name], report["concurrent"][name]
-        met = many["median_ms"] < AIM_MEDIAN_MS and many["p95_ms"] < AIM_P95_MS
-        print(
-            f"{name:34} {one['median_ms']:11.1f} {one['p95_ms']:7.1f} {many['median_ms']:16.1f} "
-            f"{many['p95_ms']:7.1f}  {'met' if met else 'missed'}"
-        )
-    if thinking:
-        print(
-            f"\n{args.operators} operators each reading a page ~{args.also_think_ms} ms before the next:"
-        )
-        for name, figure in report["concurrent_thinking"]["pages"].items():
-            print(f"{name:34} median {figure['median_ms']:8.1f}  p95 {figure['p95_ms']:8.1f}")
-    print(
-        f"\n{args.rows:,} handoffs, {args.operators} operators × {args.rounds} rounds of "
-        f"{len(pages)} pages, gunicorn 2 workers × 4 threads, PostgreSQL {report['postgres']}; "
-        f"load average {report['load_average']} on {report['cores']} cores"
-    )
+    print_report(report, pages, args)
     if args.json:
         write_json(args.json, report)
 
