@@ -22,10 +22,10 @@ import httpx
 from django.conf import settings
 from django.core.mail import EmailMessage
 from django.db.models import F
-from django.utils import timezone
 
 from approvals.selectors import operators_of
 from lib.databases import DB
+from outbox.clock import DbNow, db_time
 from outbox.models import Handoff
 from outbox.redaction import redact_text
 from reconciliation.alerts.delivering import notifications_send_due
@@ -179,7 +179,7 @@ def send_group(
     )
     webhooked = webhook_status.startswith("HTTP 2")
     AlertRecord.objects.using(DB).filter(pk__in=[r.pk for r in records]).update(
-        sent_at=timezone.now() if emailed or webhooked else None,
+        sent_at=DbNow() if emailed or webhooked else None,
         message_id=message_id,
         recipients=", ".join(recipients),
         webhook_status=webhook_status,
@@ -202,7 +202,7 @@ def alerts_send_due(
 ) -> SweepResult:
     """Record new episodes, then send every unsent one: each page alone, the rest grouped by workspace, kind,
     workflow and failure class."""
-    now = now or timezone.now()
+    now = now or db_time()
     result = SweepResult(recorded=record_episodes(now=now, limit=limit))
     unsent = list(
         AlertRecord.objects.using(DB)
