@@ -96,6 +96,10 @@ class HandoffFilter(django_filters.FilterSet):
         number = request_number(text)
         if number is not None:
             return queryset.filter(source_ref__startswith=f"request {number} ")
+        if _ACTION_KEY.fullmatch(text):
+            # A key typed whole is that handoff, or every step of that instance: two index lookups, where
+            # the text search below reads every row (6.7 s at 10,000,000 handoffs).
+            return queryset.filter(Q(action_key=text) | Q(instance_key=text))
         # The payload as JSON text finds any field's value; client_name is also matched as a value, so
         # a name with accents is found on SQLite too (which stores JSON with \u escapes).
         return queryset.annotate(payload_text=Cast("payload", TextField())).filter(
@@ -109,6 +113,10 @@ class HandoffFilter(django_filters.FilterSet):
 # digits, at most 18 of them: int() refuses other digits and numbers of more than 4,300 digits, and no
 # request number is longer (the text is then searched for as text).
 _REQUEST_NUMBER = re.compile(r"(?:request\s+)?([0-9]{1,18})", re.IGNORECASE)
+
+
+# An action key or an instance key, `<workflow>:<workspace>:<number>:<revision>[:<step>[:compensate]]`.
+_ACTION_KEY = re.compile(r"[a-z][a-z0-9_-]*:[0-9]+:[0-9]+:[0-9]+(?::[A-Za-z0-9_-]+)*")
 
 
 def request_number(text: str) -> int | None:
