@@ -16,6 +16,14 @@ from prometheus_client.registry import Collector, CollectorRegistry
 
 from outbox.clock import db_time
 from outbox.models import Attempt, Handoff, HandoffEvent, HandoffState
+from reconciliation.metric_totals import (
+    COMPLETED,
+    DUPLICATE_PREVENTIONS,
+    FAILED_ATTEMPTS,
+    MANUAL_INTERVENTIONS,
+    archived_totals,
+    with_archived,
+)
 from reconciliation.models import AlertRecord, Incident, Notification
 from reconciliation.selectors.figures import (
     ACK_SAMPLE_CAP,
@@ -47,24 +55,36 @@ def _add_counts(family, rows):
     return family
 
 
+def _add_carried(family, rows, archived, *, labelled: bool = False):
+    """A counter: the hot rows' counts `(workflow, workspace_id[, label], n)` plus the archived ones; `labelled`
+    when the family has the further label."""
+    for (workflow, workspace, label), value in with_archived(rows, archived):
+        family.add_metric(
+            [workflow, workspace, label] if labelled else [workflow, workspace], value
+        )
+    return family
+
+
 class HandoffCollector(Collector):
     def collect(self):
         now = db_time()  # ages against the stored times' own clock
         handoffs = Handoff.objects.order_by()
-        yield from self._by_state(handoffs)
+        # Counters count the hot rows plus those retention moved out (never down when rows leave).
+        archived = archived_totals()
+        yield from self._by_state(handoffs, archived[COMPLETED])
         yield self._needs_attention(handoffs)
         yield self._oldest_age(handoffs, now)
         yield self._retries_exhausted(handoffs)
         attempts = Attempt.objects.order_by()
-        yield self._duplicate_preventions(attempts)
-        yield self._failed_attempts(attempts)
-        yield self._manual_interventions()
+        yield self._duplicate_preventions(attempts, archived[DUPLICATE_PREVENTIONS])
+        yield self._failed_attempts(attempts, archived[FAILED_ATTEMPTS])
+        yield self._manual_interventions(archived[MANUAL_INTERVENTIONS])
         yield self._failure_ratio(handoffs)
         yield from self._acknowledgement(handoffs, now)
         yield from self._reconciliation()
         yield from self._incidents()
 
-    def _by_state(self, handoffs):
+    def _by_state(self, handoffs, archived_completed):
         states = GaugeMetricFamily(
             "handoff_handoffs", "Handoffs by state now.", labels=[*WF_WS, "state"]
         )
@@ -78,6 +98,7 @@ class HandoffCollector(Collector):
             labels=WF_WS,
         )
         per_person: dict[tuple, int] = defaultdict(int)
+        delivered = []
         # One GROUP BY for three families: the needs-a-person count rides along as a filtered count.
         for workflow, ws, state, n, needing in handoffs.values_list(
             "workflow", "workspace_id", "state"
@@ -85,7 +106,8 @@ class HandoffCollector(Collector):
             states.add_metric(_labels(workflow, ws, state), n)
             per_person[(workflow, ws)] += needing
             if state == S.DELIVERED:
-                completed.add_metric(_labels(workflow, ws), n)
+                delivered.append((workflow, ws, n))
+        _add_carried(completed, delivered, archived_completed)
         for (workflow, ws), n in sorted(per_person.items()):
             person.add_metric(_labels(workflow, ws), n)
         yield states
@@ -133,43 +155,47 @@ class HandoffCollector(Collector):
             .annotate(n=Count("id")),
         )
 
-    def _duplicate_preventions(self, attempts):
+    def _duplicate_preventions(self, attempts, archived):
         duplicates = CounterMetricFamily(
             "handoff_duplicate_effect_preventions",
             "Attempts answered with the existing task: a second effect prevented.",
             labels=WF_WS,
         )
-        return _add_counts(
+        return _add_carried(
             duplicates,
             duplicate_preventions(attempts)
             .values_list("handoff__workflow", "handoff__workspace_id")
             .annotate(n=Count("id")),
+            archived,
         )
 
-    def _failed_attempts(self, attempts):
+    def _failed_attempts(self, attempts, archived):
         failures = CounterMetricFamily(
             "handoff_failed_attempts",
             "Attempts that failed or ended with no known outcome.",
             labels=[*WF_WS, "failure_class"],
         )
-        return _add_counts(
+        return _add_carried(
             failures,
             failed_attempts(attempts)
             .values_list("handoff__workflow", "handoff__workspace_id", "failure_class")
             .annotate(n=Count("id")),
+            archived,
+            labelled=True,
         )
 
-    def _manual_interventions(self):
+    def _manual_interventions(self, archived):
         manual = CounterMetricFamily(
             "handoff_manual_interventions",
             "Operator actions on handoffs (retry, cancel, correct, assign, acknowledge...).",
             labels=WF_WS,
         )
-        return _add_counts(
+        return _add_carried(
             manual,
             interventions(HandoffEvent.objects.order_by())
             .values_list("handoff__workflow", "handoff__workspace_id")
             .annotate(n=Count("id")),
+            archived,
         )
 
     def _failure_ratio(self, handoffs):

@@ -185,6 +185,8 @@ def _move(rows: list[dict]) -> None:
     """Write the archive rows and delete the handoffs with their attempts, events and status events."""
     ids = [row["id"] for row in rows]
     history = _histories(ids)
+    # What these rows count in /metrics' counters is carried over first (the source's rule, by name).
+    import_string(settings.HANDOFF_RETENTION_CARRY_OVER)(ids)
     ArchivedHandoff.objects.bulk_create(
         [_archived(row, history.get(row["id"], {})) for row in rows], ignore_conflicts=True
     )

@@ -38,6 +38,7 @@ from reconciliation.models.incidents import (
     SecurityEvent,
     SecurityEventKind,
 )
+from reconciliation.models.metric_totals import ArchivedTotal
 from reconciliation.models.replays import (
     ACTED_ON,
     REPLAY_TRANSITIONS,
@@ -49,6 +50,7 @@ from reconciliation.models.replays import (
 )
 
 __all__ = [
+    "ArchivedTotal",
     "ACTED_ON",
     "REPLAY_TRANSITIONS",
     "Replay",
