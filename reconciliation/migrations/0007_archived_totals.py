@@ -4,24 +4,33 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('reconciliation', '0006_replays'),
+        ("reconciliation", "0006_replays"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='ArchivedTotal',
+            name="ArchivedTotal",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('metric', models.CharField(max_length=40)),
-                ('workflow', models.CharField(max_length=40)),
-                ('workspace', models.CharField(max_length=20)),
-                ('label', models.CharField(blank=True, max_length=40)),
-                ('n', models.PositiveBigIntegerField(default=0)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("metric", models.CharField(max_length=40)),
+                ("workflow", models.CharField(max_length=40)),
+                ("workspace", models.CharField(max_length=20)),
+                ("label", models.CharField(blank=True, max_length=40)),
+                ("n", models.PositiveBigIntegerField(default=0)),
             ],
             options={
-                'constraints': [models.UniqueConstraint(fields=('metric', 'workflow', 'workspace', 'label'), name='archived_total_unique')],
+                "constraints": [
+                    models.UniqueConstraint(
+                        fields=("metric", "workflow", "workspace", "label"),
+                        name="archived_total_unique",
+                    )
+                ],
             },
         ),
     ]
