@@ -57,9 +57,9 @@ def git(*args: str) -> str:
     return done.stdout.strip()
 
 
-# The release before this work: the commit stop 28 landed with (CI passed). Its schema ends at outbox 0013,
-# approvals 0007, reconciliation 0005, delivery 0005; every migration after those is deployed over it here.
-PREVIOUS_RELEASE = "c3da4e8c4e43af6f723419a91f66ffd1d96be994"
+# The release before this work: the commit stop 29 landed with (CI passed). Its schema ends at outbox 0015,
+# approvals 0008, reconciliation 0006, delivery 0005; every migration after those is deployed over it here.
+PREVIOUS_RELEASE = "2962ba4bb6977c9defb43df1b62112850c4ee388"
 
 
 def previous_release() -> str:
