@@ -31,7 +31,8 @@ def _sessions_on(names: list[str]) -> list[tuple]:
 
     from tests.processes import database_url
 
-    with psycopg.connect(database_url("default"), autocommit=True) as conn:
+    # Through the maintenance database: a run of tests that use no database never created the test ones.
+    with psycopg.connect(database_url("default"), dbname="postgres", autocommit=True) as conn:
         return conn.execute(
             "SELECT datname, pid, state, left(query, 80) FROM pg_stat_activity WHERE datname = ANY(%s) "
             "AND pid <> pg_backend_pid()",

@@ -43,6 +43,10 @@ def clean_env() -> dict[str, str]:
     return {name: os.environ[name] for name in keep if name in os.environ}
 
 
+def _sigint_default() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @pytest.fixture
 def started():
     """Start `make run`'s script; whatever a failing test leaves running is stopped (servers and all)."""
@@ -56,6 +60,10 @@ def started():
             stdout=log.open("wb"),
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
+            # Ctrl-C as a terminal delivers it: a run started from a background job inherits SIGINT ignored,
+            # which bash cannot trap ("signals ignored upon entry cannot be trapped"), and the script would
+            # then never see the Ctrl-C this test sends.
+            preexec_fn=_sigint_default,
         )
         procs.append(proc)
         return proc
