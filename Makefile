@@ -8,7 +8,7 @@ APPS := approvals console config delivery httpapi lib outbox reconciliation
 PGHOST ?= /var/run/postgresql
 export PGHOST
 
-.PHONY: run test test-suites test-sqlite test-postgres test-postgres-processes test-postgres-drain test-postgres-faults \
+.PHONY: run test test-suites test-sqlite test-postgres test-postgres-processes test-postgres-long test-postgres-faults \
 	test-postgres-browser test-postgres-rest lint mutation-check postgres chromium pgbouncer faketime bench venv clean screenshots \
 	lock lock-check promtool monitoring-check
 
@@ -79,22 +79,22 @@ test-sqlite: $(STAMP)
 		$(VENV)/bin/pytest -m "not postgres and not browser and not demo"
 
 # The PostgreSQL suite in four streams that run side by side, each on databases and a var directory of its
-# own: the fault tests of real processes in two (those that drain a large backlog, marked `drain`, and the
-# others; they wait on their processes much of the time), the browser and demo tests, and the rest.
-# Together their markers select every test once.
-test-postgres: test-postgres-drain test-postgres-faults test-postgres-browser test-postgres-rest
+# own: the tests that run for a minute or more (marked `long`: large backlogs through real processes, the
+# property test, thousands of rows), the other fault tests of real processes (which wait on them much of
+# the time), the browser and demo tests, and the rest. Together their markers select every test once.
+test-postgres: test-postgres-long test-postgres-faults test-postgres-browser test-postgres-rest
 
-test-postgres-processes: test-postgres-drain test-postgres-faults test-postgres-browser
+test-postgres-processes: test-postgres-long test-postgres-faults test-postgres-browser
 
-test-postgres-drain: $(STAMP) postgres pgbouncer faketime
-	@echo "== test suite on PostgreSQL: fault tests that drain a large backlog (real processes) =="
-	DATABASE_URL="postgres:///handoff_drain?host=$(PGHOST)" DELIVERY_DATABASE_URL="postgres:///handoff_drain_delivery?host=$(PGHOST)" \
-		HANDOFF_VAR_DIR=var/test-postgres-drain $(VENV)/bin/pytest --durations=15 -m "faults and drain and not (browser or demo)"
+test-postgres-long: $(STAMP) postgres pgbouncer faketime
+	@echo "== test suite on PostgreSQL: the tests that run for a minute or more =="
+	DATABASE_URL="postgres:///handoff_long?host=$(PGHOST)" DELIVERY_DATABASE_URL="postgres:///handoff_long_delivery?host=$(PGHOST)" \
+		HANDOFF_VAR_DIR=var/test-postgres-long $(VENV)/bin/pytest --durations=15 -m "long and not (browser or demo)"
 
 test-postgres-faults: $(STAMP) postgres pgbouncer faketime
 	@echo "== test suite on PostgreSQL: the other fault tests (real processes) =="
 	DATABASE_URL="postgres:///handoff_faults?host=$(PGHOST)" DELIVERY_DATABASE_URL="postgres:///handoff_faults_delivery?host=$(PGHOST)" \
-		HANDOFF_VAR_DIR=var/test-postgres-faults $(VENV)/bin/pytest --durations=15 -m "faults and not drain and not (browser or demo)"
+		HANDOFF_VAR_DIR=var/test-postgres-faults $(VENV)/bin/pytest --durations=15 -m "faults and not long and not (browser or demo)"
 
 test-postgres-browser: $(STAMP) postgres chromium
 	@echo "== test suite on PostgreSQL: browser and demo tests =="
@@ -104,7 +104,7 @@ test-postgres-browser: $(STAMP) postgres chromium
 test-postgres-rest: $(STAMP) postgres
 	@echo "== test suite on PostgreSQL: everything else =="
 	DATABASE_URL="postgres:///handoff_rest?host=$(PGHOST)" DELIVERY_DATABASE_URL="postgres:///handoff_rest_delivery?host=$(PGHOST)" \
-		HANDOFF_VAR_DIR=var/test-postgres-rest $(VENV)/bin/pytest --durations=15 -m "not (faults or browser or demo)"
+		HANDOFF_VAR_DIR=var/test-postgres-rest $(VENV)/bin/pytest --durations=15 -m "not (faults or browser or demo or long)"
 
 # The README's screenshots, taken by the browser tests in a real Chromium.
 screenshots: $(STAMP) postgres chromium
@@ -118,7 +118,7 @@ mutation-check: $(STAMP)
 # the five suites, longest first, then the checks as slots free up; each one's output is printed whole
 # when it ends, and make fails if any of them fails.
 CHECKS := lint lock-check monitoring-check mutation-check
-SUITES := test-postgres-drain test-postgres-faults test-postgres-rest test-postgres-browser test-sqlite
+SUITES := test-postgres-long test-postgres-faults test-postgres-rest test-postgres-browser test-sqlite
 test-suites: $(STAMP) postgres chromium pgbouncer faketime promtool
 	$(MAKE) --no-print-directory -j$(TEST_JOBS) --output-sync=target $(SUITES) $(CHECKS)
 

@@ -414,6 +414,7 @@ def world():
     return three_step_onboarding_world()
 
 
+@pytest.mark.long
 def test_workflow_instances_keep_their_invariants_in_any_order_of_faults_and_actions(world):
     WorkflowMachine.world = world
     run_state_machine_as_test(

@@ -16,7 +16,7 @@ from outbox.models import Handoff, HandoffState
 from outbox.signing import signed_headers
 from tests.faults.test_dispatch_faults import make_handoffs, wait_until
 
-pytestmark = [pytest.mark.postgres, pytest.mark.faults, pytest.mark.drain]
+pytestmark = [pytest.mark.postgres, pytest.mark.faults, pytest.mark.long]
 S = HandoffState
 LEASE = "3"
 KILL_ROUNDS = 8

@@ -23,7 +23,7 @@ from tests.faults.test_dispatch_faults import wait_until
 pytestmark = [
     pytest.mark.postgres,
     pytest.mark.faults,
-    pytest.mark.drain,
+    pytest.mark.long,
     pytest.mark.django_db(databases=["default", "delivery"], transaction=True),
 ]
 S = HandoffState

@@ -160,7 +160,7 @@ def test_wrong_signing_secret_pauses_the_destination_with_one_alert_and_no_retry
     assert ReceiverTask.objects.count() == 20
 
 
-@pytest.mark.drain
+@pytest.mark.long
 def test_four_dispatchers_two_thousand_handoffs_mixed_faults_end_delivered_once_or_with_a_person(
     processes,
 ):

@@ -34,7 +34,7 @@ from tests.processes import ROOT, database_url
 pytestmark = [
     pytest.mark.postgres,
     pytest.mark.faults,
-    pytest.mark.drain,
+    pytest.mark.long,
     pytest.mark.django_db(transaction=True, databases=["default", "delivery"]),
 ]
 

@@ -19,7 +19,7 @@ from tests.faults.test_dispatch_faults import make_handoffs, wait_until
 pytestmark = [
     pytest.mark.postgres,
     pytest.mark.faults,
-    pytest.mark.drain,
+    pytest.mark.long,
     pytest.mark.django_db(databases=["default", "delivery"], transaction=True),
 ]
 S = HandoffState

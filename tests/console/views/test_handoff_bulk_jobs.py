@@ -18,6 +18,7 @@ def bulk(user, data):
     return client_for(user).post("/handoffs/bulk", data, **HTMX)
 
 
+@pytest.mark.long
 def test_acknowledging_5000_matches_runs_as_a_background_job_with_visible_progress(world):
     Handoff.objects.bulk_create(
         HandoffFactory.build_batch(

@@ -229,6 +229,7 @@ def _exported(olga: Client, replay: Replay) -> list[dict]:
     return list(csv.DictReader(io.StringIO(b"".join(exported.streaming_content).decode())))
 
 
+@pytest.mark.long
 def test_a_replay_of_a_thousand_previews_400_there_600_missing_and_sends_exactly_600(
     receiver, settings
 ):
