@@ -12,8 +12,9 @@ export PGHOST
 	test-postgres-browser test-postgres-rest lint mutation-check postgres chromium pgbouncer faketime bench venv clean screenshots \
 	lock lock-check promtool monitoring-check
 
-# Installs come from the hashed lock only (runtime, test and build tools: pip refuses anything unhashed),
-# then the project itself without its dependencies. `make lock` refreshes the lock after pyproject.toml
+# Installs come from the hashed lock only (runtime, test and build tools: anything unhashed is refused): pip
+# installs the locked uv, then uv the rest of the lock (about 10 times faster than pip: a fresh machine's first
+# page waits for it), then the project itself without its dependencies. `make lock` refreshes the lock after pyproject.toml
 # changes (LOCK_ARGS=--upgrade, or --upgrade-package NAME, moves pins on); `make lock-check` says whether
 # the two agree, offline.
 LOCK := requirements/lock.txt
@@ -23,9 +24,12 @@ $(STAMP): pyproject.toml $(LOCK)
 	@command -v $(PYTHON) >/dev/null || { echo "$(PYTHON) is required"; exit 1; }
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	@echo "installing the locked dependencies into $(VENV) (the installer's output is shown only if it fails)"
-	@$(PY) -m pip install --quiet --require-hashes -r $(LOCK) > $(VENV)/install.log 2>&1 \
+	@awk '/^uv==/{p=1} p{print} p && !/\\$$/{exit}' $(LOCK) > $(VENV)/uv-lock.txt
+	@$(PY) -m pip install --quiet --require-hashes -r $(VENV)/uv-lock.txt > $(VENV)/install.log 2>&1 \
 	  || { cat $(VENV)/install.log; exit 1; }
-	@$(PY) -m pip install --quiet --no-deps --no-build-isolation -e . >> $(VENV)/install.log 2>&1 \
+	@$(VENV)/bin/uv pip install --quiet --python $(PY) --require-hashes -r $(LOCK) >> $(VENV)/install.log 2>&1 \
+	  || { cat $(VENV)/install.log; exit 1; }
+	@$(VENV)/bin/uv pip install --quiet --python $(PY) --no-deps --no-build-isolation -e . >> $(VENV)/install.log 2>&1 \
 	  || { cat $(VENV)/install.log; exit 1; }
 	@touch $(STAMP)
 

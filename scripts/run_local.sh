@@ -24,15 +24,11 @@ mkdir -p var
 # The port this demo serves on, for `scripts/manage.sh` in another terminal.
 echo "$PORT" > var/run.port
 source scripts/local_env.sh
-$PY manage.py migrate --noinput -v0
-$PY manage.py migrate --database delivery --noinput -v0
-$PY manage.py collectstatic --noinput -v0
-# The demo's report (its password on a line of its own) is printed last, under the addresses, instead of
+# Migrations of both databases, static files, the demo, its alert channels and the schedules, in one
+# process (console/management/commands/run_setup.py: each manage.py start costs seconds). The demo's report
+# (its password on a line of its own), its only stdout, is printed last, under the addresses, instead of
 # amid the start-up.
-demo_report=$($PY manage.py demo --destinations demo/destinations.json)
-$PY manage.py demo_alert_channels
-$PY manage.py schedule_sweeps
-$PY manage.py schedule_reconciliation
+demo_report=$($PY manage.py run_setup --destinations demo/destinations.json)
 
 # Each server runs in a session of its own (its pid is its process group), so a Ctrl-C reaches this
 # script only, and stopping a server stops all of its children: gunicorn's workers, the cluster's.
