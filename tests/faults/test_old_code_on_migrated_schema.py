@@ -57,9 +57,9 @@ def git(*args: str) -> str:
     return done.stdout.strip()
 
 
-# The release before this work: the commit stop 29 landed with (CI passed). Its schema ends at outbox 0015,
-# approvals 0008, reconciliation 0006, delivery 0005; every migration after those is deployed over it here.
-PREVIOUS_RELEASE = "2962ba4bb6977c9defb43df1b62112850c4ee388"
+# The release before this work: the commit stop 30 landed with (CI passed). Its schema ends at outbox 0015,
+# approvals 0008, reconciliation 0007, delivery 0005; every migration after those is deployed over it here.
+PREVIOUS_RELEASE = "a9c5b0afb71ccaf59ec74fa0630ce75a8903f3f4"
 
 
 def previous_release() -> str:
