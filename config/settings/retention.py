@@ -21,3 +21,8 @@ HANDOFF_RETENTION_HOLD_CHECK = "reconciliation.retention_holds.held_handoff_ids"
 # Called with a batch's handoff ids before they leave, in the batch's transaction: /metrics' counters keep
 # what those rows counted (reconciliation.models.ArchivedTotal), so a counter never goes down.
 HANDOFF_RETENTION_CARRY_OVER = "reconciliation.metric_totals.carry_over"
+# The largest share of wall-clock time retention spends inside batches: after a batch of t seconds it rests
+# t × (1 − duty) / duty (and at least HANDOFF_RETENTION_PAUSE_SECONDS), so a background job yields to
+# delivery, and more so when the machine is busy (a batch then takes longer). 1 = only the fixed pause
+# (the default until a value is measured by bench/retention_bench.py).
+HANDOFF_RETENTION_DUTY_CYCLE = env_float("HANDOFF_RETENTION_DUTY_CYCLE", 1.0)
