@@ -5,7 +5,7 @@ by itself. Real processes: the receiver (gunicorn) and a dispatcher, against Pos
 
 import pytest
 
-from outbox.models import DestinationHealth, DestinationState, Handoff, HandoffState
+from outbox.models import DestinationEvent, DestinationHealth, DestinationState, Handoff, HandoffState
 from outbox.services import handoff_record
 from reconciliation.alerts import alerts_send_due
 from reconciliation.models import (
@@ -109,5 +109,8 @@ def test_two_hundred_handoffs_failing_for_one_cause_page_once_and_resolve_by_the
             r.headers["webhook-id"]
             for r in receiver.received
             if r.document["type"] == ("handoff.incident.trigger")
-        } == {f"incident-{incident.pk}-1"}
+        } == {f"incident-{incident.pk}-1"}, (
+            list(Incident.objects.values_list("pk", "cause", "title", "member_count")),
+            list(DestinationEvent.objects.values_list("pk", "from_state", "to_state", "reason")),
+        )
         assert receiver.documents()[-1]["type"] == "handoff.incident.resolve"

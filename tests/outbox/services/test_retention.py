@@ -18,7 +18,8 @@ from outbox.models import (
     HandoffState,
     StatusEvent,
 )
-from outbox.services.retention import handoffs_archive_settled
+from outbox.services import retention
+from outbox.services.retention import handoffs_archive_settled, pause_after
 from reconciliation.models import Incident, IncidentMember
 from tests.builders import deliver, record
 from tests.factories import FindingFactory, HandoffFactory
@@ -181,3 +182,37 @@ def test_a_step_named_by_a_compensation_leaves_after_its_compensation():
 
     assert (first.archived, second.archived) == (1, 1)
     assert archived_ids() == {step.pk, compensation.pk}
+
+
+def test_the_pause_after_a_batch_keeps_batches_to_the_duty_cycle_and_never_below_the_floor():
+    assert pause_after(0.3, duty_cycle=0.2, floor=0.0) == pytest.approx(1.2)
+    assert pause_after(0.3, duty_cycle=1.0, floor=0.0) == 0.0
+    assert pause_after(0.01, duty_cycle=0.5, floor=0.25) == 0.25
+    for bad in (0.0, -0.5, 1.5):
+        with pytest.raises(ValueError, match="duty cycle"):
+            pause_after(0.3, duty_cycle=bad, floor=0.0)
+
+
+def test_retention_rests_between_batches_as_the_duty_cycle_says_and_not_after_the_last(
+    monkeypatch,
+):
+    age(*(settled(n) for n in range(1, 4)))
+    slept: list[float] = []
+    monkeypatch.setattr(retention.time, "sleep", slept.append)
+    run = handoffs_archive_settled(batch_size=1, max_batches=3, duty_cycle=0.25, pause_seconds=0)
+    assert run.archived == 3 and run.batches == 3
+    assert len(slept) == 2, "a rest after each batch but the last"
+    # 0.25: three times the batch's own time; the three batches' time bounds the two rests.
+    assert all(s > 0 for s in slept)
+    assert sum(slept) == pytest.approx(run.paused_seconds)
+    assert sum(slept) <= 3 * run.working_seconds
+
+
+def test_a_bad_duty_cycle_fails_before_anything_moves_and_a_spent_time_budget_begins_no_batch():
+    age(settled(1))
+    with pytest.raises(ValueError):
+        handoffs_archive_settled(duty_cycle=0)
+    assert Handoff.objects.count() == 1
+    run = handoffs_archive_settled(max_seconds=0)
+    assert run.batches == 0 and Handoff.objects.count() == 1
+    assert handoffs_archive_settled().archived == 1
