@@ -3,7 +3,6 @@ source over real HTTP after the commit, resent under the same webhook-id (a repe
 with the reason when the source cannot be reached."""
 
 import io
-import socket
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -16,6 +15,7 @@ from delivery.services import task_delete, task_status_set
 from delivery.status_events import sender_idle, status_events_send_due
 from outbox.models import Handoff, StatusEvent
 from tests.builders import deliver, record
+from tests.processes import free_port
 
 EVENTS_PATH = "/reconciliation/api/destinations/receiver/status-events"
 
@@ -117,9 +117,7 @@ def test_an_event_the_source_refuses_for_good_is_kept_with_the_answer(live_serve
 def test_an_unreachable_source_leaves_the_event_unsent_with_the_reason(settings):
     key = deliver(record(42)).action_key
     task_status_set(action_key=key, status="done")
-    with socket.socket() as closed:
-        closed.bind(("127.0.0.1", 0))
-        port = closed.getsockname()[1]
+    port = free_port()
     settings.RECEIVER_STATUS_EVENTS_URL = f"http://127.0.0.1:{port}{EVENTS_PATH}"
     result = status_events_send_due()
     [event] = events()

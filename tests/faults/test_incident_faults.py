@@ -5,7 +5,13 @@ by itself. Real processes: the receiver (gunicorn) and a dispatcher, against Pos
 
 import pytest
 
-from outbox.models import DestinationEvent, DestinationHealth, DestinationState, Handoff, HandoffState
+from outbox.models import (
+    DestinationEvent,
+    DestinationHealth,
+    DestinationState,
+    Handoff,
+    HandoffState,
+)
 from outbox.services import handoff_record
 from reconciliation.alerts import alerts_send_due
 from reconciliation.models import (
