@@ -1,5 +1,8 @@
 """Keyset paging of the console's long lists: never a COUNT(*) over a table."""
 
+from collections.abc import Sequence
+
+from django.db import connections
 from django.db.models import Q, QuerySet
 
 
@@ -10,15 +13,24 @@ def keyset_page(
     size: int,
     newest_first: bool = True,
     field: str = "created_at",
+    merge_by: tuple[str, Sequence] | None = None,
 ) -> tuple[list, bool]:
     """One page ordered on (`field`, id), starting after the (`field`, id) cursor. The one keyset pager of
     the console's lists; its cursors are written by `lib.querystring.keyset_cursor`.
+
+    `merge_by=(column, values)` names the leading column of the list's (column, `field`, id) index and the
+    values the list covers (a person's workspaces). PostgreSQL reads `column IN (…) ORDER BY field, id` by
+    fetching every row of those values and sorting them (about 1 s for an operator of several workspaces at
+    10,000,000 handoffs); one ordered branch per value, each stopping after a page, merged by a UNION ALL,
+    reads at most a page per value from the index (a Merge Append). Where a database cannot order and limit
+    the branches of a UNION (SQLite), or there is one value, the plain query is used.
 
     Returns the rows and whether another page follows. Fetches one row more than it shows and
     never counts the whole set.
     """
     direction, strict, bound = ("-", "lt", "lte") if newest_first else ("", "gt", "gte")
-    queryset = queryset.order_by(f"{direction}{field}", f"{direction}id")
+    order = (f"{direction}{field}", f"{direction}id")
+    queryset = queryset.order_by(*order)
     if after is not None:
         # The plain bound lets the (workspace, field, id) index start at the cursor; the OR alone would
         # make PostgreSQL scan and filter every row before it.
@@ -26,5 +38,19 @@ def keyset_page(
             Q(**{f"{field}__{bound}": after[0]}),
             Q(**{f"{field}__{strict}": after[0]}) | Q(**{f"id__{strict}": after[1]}),
         )
-    rows = list(queryset[: size + 1])
+    rows = list(_merged(queryset, merge_by, order, size + 1))
     return rows[:size], len(rows) > size
+
+
+def _merged(queryset: QuerySet, merge_by: tuple[str, Sequence] | None, order, limit: int):
+    """The first `limit` rows of `queryset` (ordered), read one branch per value of `merge_by` where the
+    database can merge ordered branches."""
+    if merge_by is None:
+        return queryset[:limit]
+    column, values = merge_by
+    values = sorted(set(values))
+    features = connections[queryset.db].features
+    if len(values) < 2 or not features.supports_slicing_ordering_in_compound:
+        return queryset[:limit]
+    first, *rest = (queryset.filter(**{column: value})[:limit] for value in values)
+    return first.union(*rest, all=True).order_by(*order)[:limit]

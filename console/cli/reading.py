@@ -56,8 +56,12 @@ def handoff_list(user, data: dict[str, str], *, after: str, limit: int) -> dict:
         cursor = parse_keyset_cursor(after, name="after")
     except BadQueryValue as exc:
         raise Refused(f"Nothing was done: {exc}.", status=422) from exc
+    visible = workspace_ids_for(user)
     rows, more = keyset_page(
-        matching(user, data, workspace_ids_for(user)), after=cursor, size=limit
+        matching(user, data, visible),
+        after=cursor,
+        size=limit,
+        merge_by=None if data.get("workspace") else ("workspace_id", visible),
     )
     return {"handoffs": [row(h) for h in rows], "next": keyset_cursor(rows[-1]) if more else ""}
 

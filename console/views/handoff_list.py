@@ -87,7 +87,10 @@ def list_context(request: HtmxHttpRequest, data: dict[str, str]) -> dict:
         data or None, queryset=handoffs_in(visible), request=request, workspace_ids=visible
     )
     rows, more = keyset_page(
-        handoff_filter.qs, after=_parse_cursor(request.GET.get("after")), size=PAGE_SIZE
+        handoff_filter.qs,
+        after=_parse_cursor(request.GET.get("after")),
+        size=PAGE_SIZE,
+        merge_by=None if data.get("workspace") else ("workspace_id", visible),
     )
     for h in handoff_rows(rows, visible):
         h.quick_actions = quick_actions(h)
