@@ -112,6 +112,35 @@ def settled_candidates(*, older_than_days: float):
     )
 
 
+@dataclass
+class _Pacing:
+    """When retention stops and how long it rests between batches: the duty cycle's share of the wall clock
+    (`pause_after`) and a time budget after which no batch is begun."""
+
+    duty_cycle: float
+    floor: float
+    max_seconds: float | None
+    max_batches: int | None
+    started: float = field(default_factory=time.monotonic)
+
+    def __post_init__(self) -> None:
+        pause_after(
+            0.0, duty_cycle=self.duty_cycle, floor=self.floor
+        )  # a bad value fails before any batch
+
+    def may_begin(self, batches: int) -> bool:
+        """Whether another batch may begin after `batches` of them."""
+        if self.max_batches is not None and batches >= self.max_batches:
+            return False
+        return self.max_seconds is None or time.monotonic() - self.started < self.max_seconds
+
+    def rest(self, run: RetentionRun, worked: float) -> None:
+        rest = pause_after(worked, duty_cycle=self.duty_cycle, floor=self.floor)
+        if rest > 0:
+            run.paused_seconds += rest
+            time.sleep(rest)
+
+
 def handoffs_archive_settled(
     *,
     older_than_days: float | None = None,
@@ -128,15 +157,15 @@ def handoffs_archive_settled(
     beside itself: an archived row is gone from the hot tables, a locked one is skipped."""
     days = settings.HANDOFF_RETENTION_DAYS if older_than_days is None else older_than_days
     size = batch_size or settings.HANDOFF_RETENTION_BATCH_SIZE
-    floor = settings.HANDOFF_RETENTION_PAUSE_SECONDS if pause_seconds is None else pause_seconds
-    duty = settings.HANDOFF_RETENTION_DUTY_CYCLE if duty_cycle is None else duty_cycle
-    pause_after(0.0, duty_cycle=duty, floor=floor)  # a bad duty cycle fails before the first batch
+    pacing = _Pacing(
+        duty_cycle=settings.HANDOFF_RETENTION_DUTY_CYCLE if duty_cycle is None else duty_cycle,
+        floor=settings.HANDOFF_RETENTION_PAUSE_SECONDS if pause_seconds is None else pause_seconds,
+        max_seconds=max_seconds,
+        max_batches=max_batches,
+    )
     run = RetentionRun(dry_run=dry_run)
-    started = time.monotonic()
     after: tuple[datetime, int] | None = None
-    while max_batches is None or run.batches < max_batches:
-        if max_seconds is not None and time.monotonic() - started >= max_seconds:
-            break
+    while pacing.may_begin(run.batches):
         began = time.monotonic()
         try:
             picked, after = _batch(
@@ -151,13 +180,9 @@ def handoffs_archive_settled(
         run.working_seconds += worked
         if picked < size or max_batches == run.batches:
             break  # no pause after the last batch
-        if dry_run:
-            continue  # reads only: nothing to yield
-        rest = pause_after(worked, duty_cycle=duty, floor=floor)
-        if rest > 0:
-            run.paused_seconds += rest
-            time.sleep(rest)
-    run.seconds = time.monotonic() - started
+        if not dry_run:  # a dry run only reads: nothing to yield
+            pacing.rest(run, worked)
+    run.seconds = time.monotonic() - pacing.started
     return run
 
 
