@@ -18,6 +18,9 @@ os.environ.setdefault("ACCOUNTS_API_TOKEN", "accounts-test-token")
 os.environ.setdefault("HANDOFF_DESTINATION", "in_process")
 os.environ.setdefault("HANDOFF_WAKE_ON_COMMIT", "0")
 os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+# Retention runs flat out in tests (and in the processes they start), so that the suite stays in its time; its
+# pacing has tests of its own (tests/outbox/services/test_retention.py), which name their duty cycle.
+os.environ.setdefault("HANDOFF_RETENTION_DUTY_CYCLE", "1")
 os.environ.setdefault(
     "HANDOFF_VAR_DIR", os.path.join(os.path.dirname(os.path.dirname(__file__)), "var", "test")
 )
