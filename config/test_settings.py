@@ -21,6 +21,9 @@ os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 # Retention runs flat out in tests (and in the processes they start), so that the suite stays in its time; its
 # pacing has tests of its own (tests/outbox/services/test_retention.py), which name their duty cycle.
 os.environ.setdefault("HANDOFF_RETENTION_DUTY_CYCLE", "1")
+# Health's figures are computed on every request in tests, which change the data between two looks; their
+# sharing has tests of its own (tests/console/test_health_shared_figures.py), which turn it on.
+os.environ.setdefault("HEALTH_FIGURES_SECONDS", "0")
 os.environ.setdefault(
     "HANDOFF_VAR_DIR", os.path.join(os.path.dirname(os.path.dirname(__file__)), "var", "test")
 )

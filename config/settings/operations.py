@@ -4,4 +4,12 @@ The probes are answered over plain HTTP on the pod's own address: an HTTPS redir
 with a 301, which an orchestrator counts as success whatever the state, so they are exempt from it.
 """
 
+from config.env import env_float
+
 SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$"]
+
+# The health dashboard's figures are computed once per HEALTH_FIGURES_SECONDS for everyone who looks at the
+# same workspaces (per process: the local-memory cache), and the page says how old they are. At 10,000,000
+# handoffs a computation takes about 75 ms, and 20 operators reading the page at once queued behind each other's
+# (docs/benchmarks.md). 0 computes them on every request. Pauses, holds and incidents on the page stay live.
+HEALTH_FIGURES_SECONDS = env_float("HEALTH_FIGURES_SECONDS", 10.0)

@@ -31,3 +31,12 @@ def timeuntil_db(value, arg=None) -> str:
     if not value:
         return ""
     return timeuntil_filter(value, arg or page_now())
+
+
+@register.filter("seconds_ago", is_safe=False)
+def seconds_ago_db(value) -> int | str:
+    """Whole seconds since `value` on the database clock (0 for a time not yet reached), for ages a person
+    reads in seconds: how old a page's shared figures are."""
+    if not value:
+        return ""
+    return max(0, int((page_now() - value).total_seconds()))

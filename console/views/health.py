@@ -53,7 +53,7 @@ def _workspace_param(request: HtmxHttpRequest, scope: list[int]) -> int | None:
 def health(request: HtmxHttpRequest) -> HttpResponse:
     scope = _operator_scope(request)
     workspace = _workspace_param(request, scope)
-    summary = selectors.health_summary(scope, workspace=workspace)
+    summary = selectors.health_summary_shared(scope, workspace=workspace)
     return render(
         request,
         "reconciliation/health.html",
@@ -67,6 +67,7 @@ def health(request: HtmxHttpRequest) -> HttpResponse:
             "destinations": selectors.destinations_overview(),
             "may_set_limits": request.user.has_perm(SET_LIMITS_PERMISSION),
             "incidents": incident_health([workspace] if workspace else scope),
+            "figures_seconds": settings.HEALTH_FIGURES_SECONDS,
         },
     )
 

