@@ -16,6 +16,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from approvals.errors import ApprovalsError, InvalidPayload
 from approvals.models import Role
+from approvals.rules import rules_for
 from approvals.selectors import (
     correction_fields,
     is_operator_of,
@@ -23,6 +24,7 @@ from approvals.selectors import (
     revision_by_id,
     workspace_ids_for,
 )
+from console.correction_forms import HandoffCorrectionForm
 from console.destination_holds import destination_holds, handoff_rows
 from console.views.handoff_list import quick_actions
 from lib.htmx import HtmxHttpRequest
@@ -91,7 +93,7 @@ def _panel_context(request: HtmxHttpRequest, handoff: Handoff, result: dict | No
         "in_backoff": handoff.in_backoff,
         "is_operator": is_operator,
         "operators": operators_of([handoff.workspace_id]) if is_operator else [],
-        "correction_fields": correction_fields(handoff) if is_operator else [],
+        "correction": _correction(handoff) if is_operator else None,
         "source": source,
         "poll": handoff.with_dispatcher,
         "version": handoff.updated_at.isoformat(),
@@ -107,6 +109,13 @@ def _destination_label(handoff: Handoff) -> str:
         return destination_named(handoff.destination).describe()
     except DestinationUnavailable as exc:
         return f"{handoff.destination} ({exc})"
+
+
+def _correction(handoff: Handoff) -> HandoffCorrectionForm:
+    """The operator's correction form: the approved payload's editable fields, typed by the rules' schema."""
+    return HandoffCorrectionForm(
+        schema=rules_for(handoff.workflow).schema, fields=correction_fields(handoff)
+    )
 
 
 def _instance_context(handoff: Handoff, is_operator: bool) -> dict | None:

@@ -108,7 +108,7 @@ def test_operator_corrects_a_rejected_handoff_and_the_new_revision_awaits_approv
         "The receiver rejected the content: correct it."
     )
     correct = page.locator("#correct")
-    correct.get_by_label("client_name").fill("Fabrikam Ltd")
+    correct.get_by_label("Client name").fill("Fabrikam Ltd")
     correct.get_by_label("Why (required)").fill("client name was blank")
     correct.get_by_role("button", name="Create corrected revision").click()
     expect(page.get_by_role("status")).to_contain_text(
