@@ -144,6 +144,44 @@ def password_works(checkout: Path, username: str, password: str) -> bool:
     return done.stdout.strip().splitlines()[-1:] == ["True"]
 
 
+# The README's demo command for a task's work (inline in its text, so tests/scripts/test_readme_commands.py
+# names this test for it), run as printed once request 42 is approved and its first step delivered.
+README_TASK_STATUS = "scripts/manage.sh task_status onboarding:7:42:1:create_client done"
+APPROVE_42 = (
+    "from approvals.models import Request; from approvals.services import request_approve; "
+    "from django.contrib.auth import get_user_model; "
+    "r = Request.objects.get(workspace_id=7, number=42, revision=1); "
+    "request_approve(workspace_id=7, number=42, revision=1, payload_hash=r.payload_hash, "
+    "actor=get_user_model().objects.get(username='alice'))"
+)
+
+
+def the_readmes_task_status_works_once_the_first_step_is_delivered(checkout: Path) -> None:
+    def run(command: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            ["bash", "-c", command],
+            cwd=checkout,
+            env=clean_env(),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+
+    approved = run(f'scripts/manage.sh shell -c "{APPROVE_42}"')
+    assert approved.returncode == 0, approved.stderr[-2000:]
+    deadline = time.monotonic() + 60
+    while (
+        True
+    ):  # the dispatcher of make run delivers step 1; until then the receiver has no such task
+        done = run(README_TASK_STATUS)
+        if done.returncode == 0 or time.monotonic() > deadline:
+            break
+        assert "no task has the action key" in done.stderr, done.stderr[-2000:]
+        time.sleep(0.5)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "onboarding:7:42:1:create_client: open -> done" in done.stdout
+
+
 def test_make_run_twice_on_a_port_stops_cleanly_and_keeps_its_data(checkout, started, tmp_path):
     port = free_port()
     first = started(checkout, port, tmp_path / "first.log")
@@ -161,6 +199,7 @@ def test_make_run_twice_on_a_port_stops_cleanly_and_keeps_its_data(checkout, sta
     password = password.group(1)
     web_log = (checkout / "var" / "log" / "web.log").read_text()
     assert '"GET /accounts/login/ HTTP/1.1" 200' in web_log, "the access log is in var/log/web.log"
+    the_readmes_task_status_works_once_the_first_step_is_delivered(checkout)
     assert stop_with_ctrl_c(first) == 0
     first_log = (tmp_path / "first.log").read_text()
 
