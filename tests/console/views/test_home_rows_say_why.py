@@ -33,6 +33,8 @@ def test_a_delivered_row_with_a_finding_says_what_reconciliation_found(world):
         number=62, state=S.NEEDS_ATTENTION, failure_class="permanent", reason_code="invalid_payload"
     )
     page = client_for(world["olga"]).get("/").content.decode()
-    assert _last_failure(_row(page, delivered.pk)) == "Reconciliation found: missing at the receiver"
+    assert (
+        _last_failure(_row(page, delivered.pk)) == "Reconciliation found: missing at the receiver"
+    )
     assert _last_failure(_row(page, failed.pk)).endswith(": invalid_payload")
     assert "—" not in _last_failure(_row(page, delivered.pk))
