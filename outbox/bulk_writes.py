@@ -11,6 +11,9 @@ takes one array parameter per column: the statement's text is the same for any n
 converted once per process. The hot path (a batch of deliveries, `outbox/delivered.py`) uses it.
 """
 
+from collections.abc import Callable, Sequence
+from typing import NamedTuple
+
 from django.db import connections
 from django.db.models import Field, Model
 
@@ -51,6 +54,64 @@ def unnest_sql(connection, columns: list[Field], rows: list[list]) -> tuple[str,
     return "unnest(" + ", ".join(
         f"%s::{field.db_type(connection)}[]" for field in columns
     ) + ")", arrays
+
+
+class Column(NamedTuple):
+    """One column of a many-row statement: its name in the `v` row set, the model field that types it, and how
+    to read its value from one of the caller's rows."""
+
+    name: str
+    field: Field
+    get: Callable
+
+
+def one_value(connection, field: Field, value) -> tuple[str, list]:
+    """The SQL of a value every row holds: one cast parameter, or for a time of record (a `DbNow`) the
+    statement's own time, on the database clock."""
+    if isinstance(value, DbNow):
+        return f"{POSTGRES_NOW_PLUS}::{field.db_type(connection)}", [value.seconds]
+    return f"%s::{field.db_type(connection)}", [field.get_db_prep_save(value, connection)]
+
+
+def unnest_with_constants(
+    connection, rows: Sequence, arrays: list[Column], columns: list[Column]
+) -> tuple[str, list, dict[str, tuple[str, list]]]:
+    """`unnest(…) AS v (names)` of `arrays` (always one array each: ids, fencing tokens) and of each of
+    `columns` whose value differs between rows, its parameters, and for every one of `columns` its SQL:
+    `v.<name>`, or `one_value` when every row holds the same value (a batch clears the same failure fields
+    in every row). The statement's text depends only on which columns differ, never on how many rows there
+    are, so psycopg converts it once per process."""
+    qn = connection.ops.quote_name
+    arrays = list(arrays)
+    written: dict[str, tuple[str, list]] = {}
+    for column in columns:
+        first = column.get(rows[0])
+        if all(column.get(row) == first for row in rows[1:]):
+            written[column.name] = one_value(connection, column.field, first)
+        else:
+            arrays.append(column)
+            written[column.name] = (f"v.{qn(column.name)}", [])
+    values, params = unnest_sql(
+        connection,
+        [column.field for column in arrays],
+        [[column.get(row) for column in arrays] for row in rows],
+    )
+    names = ", ".join(qn(column.name) for column in arrays)
+    return f"{values} AS v ({names})", params, written
+
+
+def assignments(
+    connection, written: dict[str, tuple[str, list]], prefix: str, model: type[Model]
+) -> tuple[str, list]:
+    """`column = sql, …` for the entries of `written` (from `unnest_with_constants`) named `<prefix><field>`,
+    with their parameters in order."""
+    qn = connection.ops.quote_name
+    parts, params = [], []
+    for name, (sql, column_params) in written.items():
+        if name.startswith(prefix):
+            parts.append(f"{qn(model._meta.get_field(name[len(prefix) :]).column)} = {sql}")
+            params += column_params
+    return ", ".join(parts), params
 
 
 def update_many(objs: list[Model], fields: list[str], *, using: str = DB) -> None:

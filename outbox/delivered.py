@@ -24,8 +24,7 @@ from dataclasses import dataclass
 from django.db import connections
 
 from lib.databases import DB
-from outbox.bulk_writes import unnest_sql
-from outbox.clock import POSTGRES_NOW_PLUS, DbNow
+from outbox.bulk_writes import Column, assignments, unnest_with_constants
 from outbox.models import (
     Attempt,
     DestinationHealth,
@@ -56,70 +55,26 @@ class DeliveredWritten:
     destination_healthy: bool | None
 
 
-def _same_in_every_row(rows: list[DeliveredRow], get) -> bool:
-    first = get(rows[0])
-    return all(get(row) == first for row in rows[1:])
-
-
-def _one_value(connection, field, value) -> tuple[str, list]:
-    """The SQL of a value every row holds: one cast parameter, or for a time of record (`delivered_at`, the
-    attempt's end: a `DbNow`) the statement's own time, on the database clock."""
-    if isinstance(value, DbNow):
-        return f"{POSTGRES_NOW_PLUS}::{field.db_type(connection)}", [value.seconds]
-    return f"%s::{field.db_type(connection)}", [field.get_db_prep_save(value, connection)]
-
-
 def _columns(connection, rows: list[DeliveredRow]) -> tuple[str, list, dict[str, tuple[str, list]]]:
-    """`unnest` of the arrays of what differs between rows, its parameters, and for every written column its
-    SQL (`v.<column>`, or one cast parameter when every row holds the same value: a batch of deliveries clears
-    the same failure fields in every row) with that parameter. The rows' ids, fencing tokens and attempts are
-    always arrays. The statement's text depends only on which fields differ, never on how many rows there are,
-    so psycopg converts it once per process."""
-    qn = connection.ops.quote_name
-    token_fields = [Handoff._meta.pk, Handoff._meta.get_field("fencing_epoch"), Attempt._meta.pk]
+    """`unnest_with_constants` of a batch: the rows' ids, fencing tokens and attempts always arrays; the
+    event's reason, the handoffs' changes (`h_<field>`) and the attempts' fields (`a_<field>`) an array only
+    where they differ between rows."""
+    meta = Handoff._meta
     arrays = [
-        ("id", token_fields[0], lambda row: row.handoff_id),
-        ("epoch", token_fields[1], lambda row: row.epoch),
-        ("attempt_id", token_fields[2], lambda row: row.attempt_id),
+        Column("id", meta.pk, lambda row: row.handoff_id),
+        Column("epoch", meta.get_field("fencing_epoch"), lambda row: row.epoch),
+        Column("attempt_id", Attempt._meta.pk, lambda row: row.attempt_id),
     ]
-    written: dict[str, tuple[str, list]] = {}
-    columns = [("reason", HandoffEvent._meta.get_field("reason"), lambda row: row.reason)]
+    columns = [Column("reason", HandoffEvent._meta.get_field("reason"), lambda row: row.reason)]
     columns += [
-        (f"h_{name}", Handoff._meta.get_field(name), lambda row, name=name: row.changes[name])
+        Column(f"h_{name}", meta.get_field(name), lambda row, name=name: row.changes[name])
         for name in sorted(rows[0].changes)
     ]
     columns += [
-        (f"a_{name}", Attempt._meta.get_field(name), lambda row, name=name: row.attempt[name])
+        Column(f"a_{name}", Attempt._meta.get_field(name), lambda row, name=name: row.attempt[name])
         for name in sorted(rows[0].attempt)
     ]
-    for column, field, get in columns:
-        if _same_in_every_row(rows, get):
-            written[column] = _one_value(connection, field, get(rows[0]))
-        else:
-            arrays.append((column, field, get))
-            written[column] = (f"v.{qn(column)}", [])
-    values, params = unnest_sql(
-        connection,
-        [field for _column, field, _get in arrays],
-        [[get(row) for _column, _field, get in arrays] for row in rows],
-    )
-    return (
-        f"{values} AS v ({', '.join(qn(column) for column, _field, _get in arrays)})",
-        params,
-        written,
-    )
-
-
-def _assignments(
-    connection, written: dict[str, tuple[str, list]], prefix: str, model
-) -> tuple[str, list]:
-    qn = connection.ops.quote_name
-    parts, params = [], []
-    for column, (sql, column_params) in written.items():
-        if column.startswith(prefix):
-            parts.append(f"{qn(model._meta.get_field(column[len(prefix) :]).column)} = {sql}")
-            params += column_params
-    return ", ".join(parts), params
+    return unnest_with_constants(connection, rows, arrays, columns)
 
 
 def record_delivered(
@@ -128,8 +83,8 @@ def record_delivered(
     connection = connections[DB]
     qn = connection.ops.quote_name
     values, value_params, written = _columns(connection, rows)
-    handoff_set, handoff_params = _assignments(connection, written, "h_", Handoff)
-    attempt_set, attempt_params = _assignments(connection, written, "a_", Attempt)
+    handoff_set, handoff_params = assignments(connection, written, "h_", Handoff)
+    attempt_set, attempt_params = assignments(connection, written, "a_", Attempt)
     reason, reason_params = written["reason"]
     handoffs, events, attempts, health = (
         qn(model._meta.db_table) for model in (Handoff, HandoffEvent, Attempt, DestinationHealth)

@@ -24,18 +24,10 @@ from typing import NamedTuple
 from django.db import connections
 
 from lib.databases import DB
-from outbox.bulk_writes import unnest_sql
-from outbox.clock import POSTGRES_NOW_PLUS, DbNow
+from outbox.bulk_writes import Column, assignments, unnest_with_constants
 from outbox.models import Handoff, HandoffEvent, HandoffState
 
 S = HandoffState
-
-
-def _value(connection, field, value) -> tuple[str, list]:
-    """One value every row holds: a cast parameter, or for a time of record the statement's own time."""
-    if isinstance(value, DbNow):
-        return f"{POSTGRES_NOW_PLUS}::{field.db_type(connection)}", [value.seconds]
-    return f"%s::{field.db_type(connection)}", [field.get_db_prep_save(value, connection)]
 
 
 class _Row(NamedTuple):
@@ -46,51 +38,21 @@ class _Row(NamedTuple):
     changes: dict
 
 
-def _same(rows: list["_Row"], get) -> bool:
-    first = get(rows[0])
-    return all(get(row) == first for row in rows[1:])
-
-
-def _columns(connection, rows: list["_Row"]):
-    """The `unnest` of what differs between rows (ids, epochs and hashes always), its parameters, and for the
-    event's reason and each handoff column their SQL: `v.<column>`, or one parameter when every row holds the
-    same value (a request's answers clear the same failure fields in every row)."""
-    qn = connection.ops.quote_name
+def _columns(connection, rows: list[_Row]) -> tuple[str, list, dict[str, tuple[str, list]]]:
+    """`unnest_with_constants` of a request's answers: ids, epochs and hashes always arrays; the event's
+    reason and the handoffs' changes (`h_<field>`) an array only where they differ between rows."""
     meta = Handoff._meta
     arrays = [
-        ("id", meta.pk, lambda row: row.handoff_id),
-        ("epoch", meta.get_field("fencing_epoch"), lambda row: row.epoch),
-        ("hash", meta.get_field("payload_hash"), lambda row: row.payload_hash),
+        Column("id", meta.pk, lambda row: row.handoff_id),
+        Column("epoch", meta.get_field("fencing_epoch"), lambda row: row.epoch),
+        Column("hash", meta.get_field("payload_hash"), lambda row: row.payload_hash),
     ]
-    columns = [("reason", HandoffEvent._meta.get_field("reason"), lambda row: row.reason)]
+    columns = [Column("reason", HandoffEvent._meta.get_field("reason"), lambda row: row.reason)]
     columns += [
-        (f"h_{name}", meta.get_field(name), lambda row, name=name: row.changes[name])
+        Column(f"h_{name}", meta.get_field(name), lambda row, name=name: row.changes[name])
         for name in sorted(rows[0].changes)
     ]
-    written: dict[str, tuple[str, list]] = {}
-    for column, field, get in columns:
-        if _same(rows, get):
-            written[column] = _value(connection, field, get(rows[0]))
-        else:
-            arrays.append((column, field, get))
-            written[column] = (f"v.{qn(column)}", [])
-    values, params = unnest_sql(
-        connection,
-        [field for _column, field, _get in arrays],
-        [[get(row) for _column, _field, get in arrays] for row in rows],
-    )
-    names = ", ".join(qn(column) for column, _field, _get in arrays)
-    return f"{values} AS v ({names})", params, written
-
-
-def _assignments(connection, written: dict[str, tuple[str, list]]) -> tuple[str, list]:
-    qn = connection.ops.quote_name
-    parts, params = [], []
-    for column, (sql, column_params) in written.items():
-        if column.startswith("h_"):
-            parts.append(f"{qn(Handoff._meta.get_field(column[2:]).column)} = {sql}")
-            params += column_params
-    return ", ".join(parts), params
+    return unnest_with_constants(connection, rows, arrays, columns)
 
 
 def record_found_delivered(rows: list[tuple[int, int, str, str, dict]], *, worker: str) -> set[int]:
@@ -104,7 +66,7 @@ def record_found_delivered(rows: list[tuple[int, int, str, str, dict]], *, worke
     qn = connection.ops.quote_name
     rows = [_Row(*row) for row in rows]
     values, value_params, written = _columns(connection, rows)
-    assignments, set_params = _assignments(connection, written)
+    handoff_set, set_params = assignments(connection, written, "h_", Handoff)
     reason, reason_params = written["reason"]
     handoffs, events = qn(Handoff._meta.db_table), qn(HandoffEvent._meta.db_table)
     held = (
@@ -117,7 +79,7 @@ def record_found_delivered(rows: list[tuple[int, int, str, str, dict]], *, worke
         f"mine AS (SELECT h.id FROM {handoffs} h JOIN v ON v.id = h.id WHERE {held} "
         "ORDER BY h.id FOR NO KEY UPDATE OF h), "
         # The token again: the row `mine` locked is the one written, whatever PostgreSQL re-read meanwhile.
-        f"done AS (UPDATE {handoffs} h SET {assignments}, updated_at = STATEMENT_TIMESTAMP() "
+        f"done AS (UPDATE {handoffs} h SET {handoff_set}, updated_at = STATEMENT_TIMESTAMP() "
         f"FROM v JOIN mine ON mine.id = v.id WHERE h.id = v.id AND {held} RETURNING h.id), "
         f"event AS (INSERT INTO {events} (handoff_id, from_state, to_state, actor_label, action, reason, at) "
         f"SELECT v.id, %s, %s, 'settlement', '', {reason}, STATEMENT_TIMESTAMP() "
