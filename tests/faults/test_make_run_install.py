@@ -13,6 +13,8 @@ import pytest
 from tests.processes import ROOT
 
 pytestmark = [pytest.mark.demo]
+# This suite's settings, and the make that runs it (`make test` runs the suites under -j: its jobserver's
+# MAKEFLAGS made the inner make warn "jobserver unavailable"), are not a newcomer's shell.
 SUITE_PREFIXES = (
     "DJANGO",
     "DATABASE_URL",
@@ -20,6 +22,8 @@ SUITE_PREFIXES = (
     "HANDOFF",
     "PYTEST",
     "VIRTUAL_ENV",
+    "MAKE",
+    "MFLAGS",
 )
 ANNOUNCED = (
     "installing the locked dependencies into .venv "
