@@ -84,8 +84,9 @@ test-sqlite: $(STAMP)
 
 # The PostgreSQL suite in four streams that run side by side, each on databases, a var directory and ports
 # (TEST_PORTS: tests/processes.py says why) of its own: the tests that run for a minute or more (marked
-# `long`: large backlogs through real processes, the property test, thousands of rows), the other fault tests of real processes (which wait on them much of
-# the time), the browser and demo tests, and the rest. Together their markers select every test once.
+# `long`: large backlogs through real processes, the property test, thousands of rows), the other fault
+# tests of real processes (which wait on them much of the time), the browser and demo tests, and the rest.
+# Together their markers select every test once.
 test-postgres: test-postgres-long test-postgres-faults test-postgres-browser test-postgres-rest
 
 test-postgres-processes: test-postgres-long test-postgres-faults test-postgres-browser
