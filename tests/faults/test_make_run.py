@@ -20,10 +20,8 @@ from tests.processes import ROOT, free_port
 pytestmark = [pytest.mark.demo]
 
 
-@pytest.fixture
-def checkout(tmp_path) -> Path:
-    """The tracked files, as a fresh clone has them, with the project's virtualenv."""
-    copy = tmp_path / "checkout"
+def tracked_copy(copy: Path) -> Path:
+    """The tracked files copied to `copy`, as a fresh clone has them (no virtualenv, nothing untracked)."""
     files = subprocess.run(
         ["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True
     ).stdout
@@ -34,6 +32,13 @@ def checkout(tmp_path) -> Path:
         if source.is_file():
             target.write_bytes(source.read_bytes())
             target.chmod(source.stat().st_mode)  # scripts keep their executable bit, as in a clone
+    return copy
+
+
+@pytest.fixture
+def checkout(tmp_path) -> Path:
+    """The tracked files, as a fresh clone has them, with the project's virtualenv."""
+    copy = tracked_copy(tmp_path / "checkout")
     (copy / ".venv").symlink_to(Path(sys.prefix))
     return copy
 

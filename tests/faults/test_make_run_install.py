@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.processes import ROOT
+from tests.faults.test_make_run import tracked_copy
 
 pytestmark = [pytest.mark.demo]
 # This suite's settings, and the make that runs it (`make test` runs the suites under -j: its jobserver's
@@ -34,18 +34,7 @@ ANNOUNCED = (
 @pytest.fixture
 def fresh_copy(tmp_path) -> Path:
     """The tracked files as a fresh clone has them, with no virtualenv."""
-    copy = tmp_path / "checkout"
-    files = subprocess.run(
-        ["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True
-    ).stdout
-    for name in filter(None, files.decode().split("\0")):
-        target = copy / name
-        target.parent.mkdir(parents=True, exist_ok=True)
-        source = ROOT / name
-        if source.is_file():
-            target.write_bytes(source.read_bytes())
-            target.chmod(source.stat().st_mode)
-    return copy
+    return tracked_copy(tmp_path / "checkout")
 
 
 def make_venv(copy: Path) -> subprocess.CompletedProcess:
