@@ -98,6 +98,8 @@ def test_a_filter_and_a_chosen_workspace_still_apply_to_the_merged_list(operator
         Handoff.objects.filter(state="needs_attention").values_list("pk", flat=True)
     )
     assert len(attention) == 2
+    [searched] = _listed_pages(client, {"q": "onboarding:8:"})  # the text search, annotated
+    assert set(searched) == set(Handoff.objects.filter(workspace_id=8).values_list("pk", flat=True))
     [chosen] = _listed_pages(client, {"workspace": "9"})
     assert set(chosen) == set(Handoff.objects.filter(workspace_id=9).values_list("pk", flat=True))
 
