@@ -7,6 +7,7 @@ from django.db.models import Q, QuerySet, TextField
 from django.db.models.functions import Cast
 
 from approvals.models import Membership, Role, Workspace
+from lib.paging import keyset_page
 from outbox.models import AGE_CHOICES, FailureClass, HandoffState
 from reconciliation.selectors import needing_person
 
@@ -123,3 +124,16 @@ def request_number(text: str) -> int | None:
     """The request number a search names ("42" or "request 42"), else None; the list and admin share it."""
     match = _REQUEST_NUMBER.fullmatch(text.strip())
     return int(match.group(1)) if match else None
+
+
+def handoff_list_page(
+    queryset: QuerySet, *, data: dict[str, str], workspace_ids: list[int], after, size: int
+) -> tuple[list, bool]:
+    """One keyset page of the filtered handoff list (the console's and the CLI's). With no workspace chosen
+    it is read one workspace of the person's at a time and merged (`lib.paging.keyset_page` `merge_by`)."""
+    return keyset_page(
+        queryset,
+        after=after,
+        size=size,
+        merge_by=None if data.get("workspace") else ("workspace_id", workspace_ids),
+    )

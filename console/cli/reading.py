@@ -6,8 +6,7 @@ from types import SimpleNamespace
 
 from approvals.selectors import is_operator_of, workspace_ids_for
 from console.cli.frame import Refused, visible_handoff
-from console.filters import HandoffFilter
-from lib.paging import keyset_page
+from console.filters import HandoffFilter, handoff_list_page
 from lib.querystring import BadQueryValue, keyset_cursor, parse_keyset_cursor
 from outbox.guidance import available_actions, next_step
 from outbox.models import Handoff
@@ -57,11 +56,8 @@ def handoff_list(user, data: dict[str, str], *, after: str, limit: int) -> dict:
     except BadQueryValue as exc:
         raise Refused(f"Nothing was done: {exc}.", status=422) from exc
     visible = workspace_ids_for(user)
-    rows, more = keyset_page(
-        matching(user, data, visible),
-        after=cursor,
-        size=limit,
-        merge_by=None if data.get("workspace") else ("workspace_id", visible),
+    rows, more = handoff_list_page(
+        matching(user, data, visible), data=data, workspace_ids=visible, after=cursor, size=limit
     )
     return {"handoffs": [row(h) for h in rows], "next": keyset_cursor(rows[-1]) if more else ""}
 

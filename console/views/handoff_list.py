@@ -17,9 +17,8 @@ from approvals.selectors import (
     workspace_ids_for,
 )
 from console.destination_holds import handoff_rows
-from console.filters import HandoffFilter
+from console.filters import HandoffFilter, handoff_list_page
 from lib.htmx import HtmxHttpRequest
-from lib.paging import keyset_page
 from lib.querystring import BadQueryValue, id_or_none, keyset_cursor, parse_keyset_cursor
 from outbox.archive_search import archived_matching
 from outbox.guidance import available_actions, retry_is_risky
@@ -86,11 +85,12 @@ def list_context(request: HtmxHttpRequest, data: dict[str, str]) -> dict:
     handoff_filter = HandoffFilter(
         data or None, queryset=handoffs_in(visible), request=request, workspace_ids=visible
     )
-    rows, more = keyset_page(
+    rows, more = handoff_list_page(
         handoff_filter.qs,
+        data=data,
+        workspace_ids=visible,
         after=_parse_cursor(request.GET.get("after")),
         size=PAGE_SIZE,
-        merge_by=None if data.get("workspace") else ("workspace_id", visible),
     )
     for h in handoff_rows(rows, visible):
         h.quick_actions = quick_actions(h)
