@@ -124,9 +124,8 @@ class _Pacing:
     started: float = field(default_factory=time.monotonic)
 
     def __post_init__(self) -> None:
-        pause_after(
-            0.0, duty_cycle=self.duty_cycle, floor=self.floor
-        )  # a bad value fails before any batch
+        # A bad value fails here, before any batch.
+        pause_after(0.0, duty_cycle=self.duty_cycle, floor=self.floor)
 
     def may_begin(self, batches: int) -> bool:
         """Whether another batch may begin after `batches` of them."""
