@@ -7,9 +7,9 @@ answers need is not needed, and a request's answers are written in one round tri
 (`outbox/delivered.py`):
 
     WITH v AS (SELECT * FROM unnest(an array per field that differs between rows)),
-         mine AS (SELECT … WHERE the row still carries the claim's owner and fencing epoch, still uncertain,
+         mine AS (SELECT … WHERE the row, found by id, still carries the claim's owner and fencing epoch,
                   ORDER BY id FOR NO KEY UPDATE),
-         done AS (UPDATE handoff … RETURNING id),
+         done AS (UPDATE handoff … WHERE still uncertain and still the claim's … RETURNING id),
          event AS (INSERT INTO handoffevent …)
     SELECT the ids written
 
@@ -69,14 +69,14 @@ def record_found_delivered(rows: list[tuple[int, int, str, str, dict]], *, worke
     handoff_set, set_params = assignments(connection, written, "h_", Handoff)
     reason, reason_params = written["reason"]
     handoffs, events = qn(Handoff._meta.db_table), qn(HandoffEvent._meta.db_table)
-    held = (
-        "h.state = %s AND h.lease_owner = %s AND h.fencing_epoch = v.epoch "
-        "AND h.payload_hash = v.hash"
-    )
-    # Identifiers come from the models and are quoted by the backend; every value is a parameter.
+    token = "h.lease_owner = %s AND h.fencing_epoch = v.epoch AND h.payload_hash = v.hash"
+    held = f"h.state = %s AND {token}"
+    # Identifiers come from the models and are quoted by the backend; every value is a parameter. `mine` names no
+    # state: with one, PostgreSQL could (and did) read the rows through the partial uncertain index, the whole
+    # backlog for every request; without it the claimed rows are found by id. `done` checks the state.
     sql = (
         f"WITH v AS (SELECT * FROM {values}), "  # noqa: S608
-        f"mine AS (SELECT h.id FROM {handoffs} h JOIN v ON v.id = h.id WHERE {held} "
+        f"mine AS (SELECT h.id FROM {handoffs} h JOIN v ON v.id = h.id WHERE {token} "
         "ORDER BY h.id FOR NO KEY UPDATE OF h), "
         # The token again: the row `mine` locked is the one written, whatever PostgreSQL re-read meanwhile.
         f"done AS (UPDATE {handoffs} h SET {handoff_set}, updated_at = STATEMENT_TIMESTAMP() "
@@ -88,7 +88,6 @@ def record_found_delivered(rows: list[tuple[int, int, str, str, dict]], *, worke
     )
     params = [
         *value_params,
-        S.UNCERTAIN,
         worker,
         *set_params,
         S.UNCERTAIN,

@@ -6,11 +6,17 @@ the index, never reads and sorts the whole backlog (which every dispatcher's cla
 import json
 
 import pytest
-from django.db import connection
+from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 
+from outbox.destinations import InProcessDestination, RemoteTask
 from outbox.models import Handoff, HandoffState
-from outbox.services.settlement_claims import handoff_claim_uncertain
+from outbox.services.lookup_limits import LimitedLookups
+from outbox.services.settlement_claims import (
+    SettlementAnswer,
+    handoff_claim_uncertain,
+    handoffs_record_settlements,
+)
 from tests.factories import HandoffFactory
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(databases=["default", "delivery"])]
@@ -18,12 +24,16 @@ S = HandoffState
 BACKLOG = 3_000
 
 
-def _fill_uncertain_at_one_time(n: int) -> None:
-    """n copies of one uncertain row (distinct keys, the same `updated_at`), in one INSERT … SELECT."""
-    template = HandoffFactory(number=1, state=S.UNCERTAIN)
+def _fill_uncertain_at_one_time(n: int, *, state: str = S.UNCERTAIN, first: int = 1) -> None:
+    """n copies of one uncertain row (distinct keys, the same `updated_at`), in one INSERT … SELECT; numbered from
+    `first`, in `state`."""
+    template = HandoffFactory(number=first, state=state)
     columns = [f.column for f in Handoff._meta.concrete_fields if not f.primary_key]
     quoted = ", ".join(connection.ops.quote_name(c) for c in columns)
-    distinct = {"action_key": "'bulk:' || i", "source_ref": "'request ' || i || ' revision 1'"}
+    distinct = {
+        "action_key": f"'bulk:{first}:' || i",
+        "source_ref": f"'request {first}:' || i || ' revision 1'",
+    }
     copied = ", ".join(distinct.get(c, connection.ops.quote_name(c)) for c in columns)
     table = connection.ops.quote_name(Handoff._meta.db_table)
     with connection.cursor() as cursor:
@@ -36,9 +46,10 @@ def _fill_uncertain_at_one_time(n: int) -> None:
         cursor.execute(f"ANALYZE {table}")
 
 
-def _plan_nodes(sql: str) -> list[dict]:
+def _plan_nodes(sql: str, *, analyze: bool = False) -> list[dict]:
+    options = "ANALYZE, FORMAT JSON" if analyze else "FORMAT JSON"
     with connection.cursor() as cursor:
-        cursor.execute(f"EXPLAIN (FORMAT JSON) {sql}")
+        cursor.execute(f"EXPLAIN ({options}) {sql}")
         (raw,) = cursor.fetchone()
     plan = raw if isinstance(raw, list) else json.loads(raw)
     nodes, todo = [], [plan[0]["Plan"]]
@@ -66,3 +77,41 @@ def test_a_claim_takes_its_batch_from_the_uncertain_index_without_sorting_the_ba
     # PostgreSQL may read it whole for that join, so only the backlog's read is checked here).
     assert ("Index Scan", "handoff_uncertain_idx") in reads, reads
     assert not [node for node in nodes if "Sort" in node["Node Type"]], "the backlog was sorted"
+
+
+def _rows_read(nodes: list[dict], table: str) -> int:
+    """Rows a statement's plan read from `table`: those it kept and those its filters removed, every loop."""
+    return sum(
+        (node["Actual Rows"] + node.get("Rows Removed by Filter", 0)) * node["Actual Loops"]
+        + node.get("Rows Removed by Index Recheck", 0)
+        for node in nodes
+        if node.get("Relation Name") == table and "Scan" in node["Node Type"]
+    )
+
+
+def test_recording_a_requests_answers_reads_its_rows_by_id_not_the_backlog():
+    """The found answers of one request are written by one statement that finds the claimed rows by their ids.
+    It once joined them with every uncertain row of the destination (read through the partial index, filtered
+    by the settler's name): each request of 100 keys read the whole backlog, so settling a backlog of n rows
+    cost n² reads."""
+    assert connection.vendor == "postgresql", "plans are PostgreSQL's: run with DATABASE_URL"
+    # A year's delivered rows beside the backlog, as in production: a table read whole costs more than the
+    # backlog, so what the statement reads is the rows it names or the backlog.
+    _fill_uncertain_at_one_time(10 * BACKLOG, state=S.DELIVERED, first=2)
+    _fill_uncertain_at_one_time(BACKLOG)
+    claims = handoff_claim_uncertain(destination_name="receiver", worker="a", limit=100)
+    answers = [
+        SettlementAnswer(c, RemoteTask(c.action_key, f"task-{c.handoff_id}", c.payload_hash))
+        for c in claims
+    ]
+    destination = LimitedLookups(InProcessDestination(), worker="a")
+    # The statement is captured in a savepoint rolled back, then run again under EXPLAIN ANALYZE.
+    with transaction.atomic(), CaptureQueriesContext(connection) as captured:
+        handoffs_record_settlements(answers=answers, destination=destination)
+        transaction.set_rollback(True)
+    [sql] = [q["sql"] for q in captured.captured_queries if "FOR NO KEY UPDATE OF h" in q["sql"]]
+    nodes = _plan_nodes(sql, analyze=True)
+    # It did its work: the 100 claimed rows are delivered.
+    claimed = Handoff.objects.filter(pk__in=[c.handoff_id for c in claims])
+    assert claimed.filter(state=S.DELIVERED).count() == len(claims) == 100
+    assert _rows_read(nodes, Handoff._meta.db_table) <= 3 * len(claims), nodes
