@@ -26,6 +26,7 @@ import uuid
 from datetime import UTC, datetime
 from pathlib import Path
 
+import psycopg
 import urllib3
 from standardwebhooks.webhooks import Webhook
 
@@ -37,6 +38,7 @@ from harness import (  # noqa: E402
     ROOT,
     SECRET,
     Bench,
+    dsn,
     insert_handoffs_sql,
     insert_receiver_tasks_sql,
     write_json,
@@ -46,7 +48,7 @@ AIM = 0.8
 DISPATCHERS = (1, 2, 4)
 CAPACITY_CLIENTS = 4
 CAPACITY_SECONDS = 6.0
-MAINTAIN_EVERY = 0.5
+MAINTAIN_EVERY = 0.05
 
 
 def signed(signer: Webhook, body: str) -> dict:
@@ -103,6 +105,70 @@ def lookup_capacity(url: str, keys: list[str], batch: int) -> float:
     for proc in procs:
         proc.join()
     return round(answered / CAPACITY_SECONDS, 1)
+
+
+# The least a settlement writes, in a plain client's SQL: a claim of 100 (SKIP LOCKED, a lease and a new fencing
+# token), then each row delivered with its receipt and one event, in one statement per 100.
+WRITES_CLAIM = (
+    "WITH free AS (SELECT id FROM outbox_handoff WHERE state = 'uncertain' "
+    "AND (lease_expires_at IS NULL OR lease_expires_at < now()) ORDER BY updated_at LIMIT 100 "
+    "FOR NO KEY UPDATE SKIP LOCKED) "
+    "UPDATE outbox_handoff h SET lease_owner = %s, lease_expires_at = now() + interval '30 seconds', "
+    "fencing_epoch = h.fencing_epoch + 1 FROM free WHERE h.id = free.id RETURNING h.id"
+)
+WRITES_SETTLE = (
+    "WITH done AS (UPDATE outbox_handoff h SET state = 'delivered', delivered_at = now(), "
+    "destination_id = 'task-' || h.id, receipt = jsonb_build_object('found_by', 'lookup', 'payload_hash', "
+    "h.payload_hash), failure_class = '', reason_code = '', last_error = '', lease_owner = '', "
+    "lease_expires_at = NULL, sla_due_at = NULL, updated_at = now() "
+    "WHERE h.id = ANY(%s) AND h.lease_owner = %s AND h.state = 'uncertain' RETURNING h.id) "
+    "INSERT INTO outbox_handoffevent (handoff_id, from_state, to_state, actor_label, action, reason, at) "
+    "SELECT id, 'uncertain', 'delivered', 'settlement', '', 'found at the receiver', now() FROM done"
+)
+
+
+def writes_client(conninfo: str, name: str, ready, go, results) -> None:
+    written = 0
+    with psycopg.connect(conninfo, autocommit=True) as conn:
+        ready.release()
+        go.wait()
+        while ids := [row[0] for row in conn.execute(WRITES_CLAIM, [name]).fetchall()]:
+            conn.execute(WRITES_SETTLE, [ids, name])
+            written += len(ids)
+    results.put(written)
+
+
+def writes_alone(bench: Bench, count: int) -> float:
+    """Keys/s the database takes a settlement's writes at, from CAPACITY_CLIENTS plain SQL clients with no
+    lookup at all: what this machine's PostgreSQL allows, the other half of the ceiling."""
+    fill(bench, count)
+    release(bench)
+    with bench.sql() as conn:
+        conn.execute("VACUUM ANALYZE outbox_handoff")
+    results, ready, go = (
+        multiprocessing.Queue(),
+        multiprocessing.Semaphore(0),
+        multiprocessing.Event(),
+    )
+    procs = [
+        multiprocessing.Process(
+            target=writes_client, args=(dsn(bench.source), f"writer-{n}", ready, go, results)
+        )
+        for n in range(CAPACITY_CLIENTS)
+    ]
+    for proc in procs:
+        proc.start()
+    for _ in procs:  # every client connected before the clock starts
+        ready.acquire(timeout=60)
+    started = time.perf_counter()
+    go.set()
+    written = sum(results.get(timeout=600) for _ in procs)
+    seconds = time.perf_counter() - started
+    for proc in procs:
+        proc.join()
+    if written != count:
+        raise SystemExit(f"the plain writers settled {written} of {count}")
+    return round(written / seconds, 1)
 
 
 def apply(bench: Bench, batch: int) -> None:
@@ -207,11 +273,23 @@ def measure(bench: Bench, count: int, batch: int) -> dict:
     fill(bench, count)
     keys = [f"onboarding:7:{n}:1" for n in range(1, count + 1)]
     capacity = lookup_capacity(bench.receiver_url, keys, batch)
+    writes = writes_alone(bench, count)
+    # Both on the same cores: a key's share of the machine is its lookup at the receiver's full speed plus its
+    # writes at the database's; no settler on this machine can settle faster than that.
+    ceiling = round(1 / (1 / capacity + 1 / writes), 1)
     runs = [settle(bench, count, n, f"settle-b{batch}-{n}") for n in DISPATCHERS]
     for run in runs:
         run["ratio"] = round(run["per_second"] / capacity, 3)
+        run["of_ceiling"] = round(run["per_second"] / ceiling, 3)
         print(f"  batch {batch}: {json.dumps(run)}", flush=True)
-    return {"batch": batch, "capacity_keys_per_second": capacity, "runs": runs}
+    return {
+        "batch": batch,
+        "capacity_keys_per_second": capacity,
+        "writes_alone_keys_per_second": writes,
+        "ceiling_keys_per_second": ceiling,
+        "ceiling_ratio": round(ceiling / capacity, 3),
+        "runs": runs,
+    }
 
 
 def main() -> None:
