@@ -9,8 +9,9 @@ outside any transaction, record each answer under its claim's fencing token.
   destination's limits (`outbox/services/lookup_limits.py`). Refused by them, the pass ends and gives the
   claims not asked about back for the next pass (or another dispatcher).
 - Recorded after each request of many keys, in one statement for the keys found as delivered
-  (`outbox/services/settlement_found.py`); requests of one key each are recorded RECORD_AT_ONCE answers at a
-  time, not one transaction per key. Before a request that could outlast the leases, the answers waiting are
+  (`outbox/services/settlement_found.py`); requests of one key each are made RECORD_AT_ONCE one after another
+  under one permit (`LimitedLookups.lookup_each`) and recorded together, not one permit and one transaction
+  per key. Before a request that could outlast the leases, the answers waiting are
   recorded and the leases renewed, and a claim lost meanwhile is not asked about.
 
 A destination that cannot be asked at all takes no request: its uncertain outcomes go to a person.
@@ -102,10 +103,10 @@ class _Settler:
             self._record([SettlementAnswer(c, None, NOT_ASKABLE) for c in self.held], result)
             return
         while self.held:
-            chunk = self._next_request(per_request, result)
+            chunk = self._next_request(per_request if per_request > 1 else RECORD_AT_ONCE, result)
             if not chunk:
                 break
-            answers = self._ask(chunk)
+            answers = self._ask(chunk) if per_request > 1 else self._ask_each(chunk)
             if (
                 answers is None
             ):  # refused by the destination's limits: the rest waits for the next pass
@@ -136,6 +137,7 @@ class _Settler:
         return chunk
 
     def _ask(self, chunk: list[SettlementClaim]) -> list[SettlementAnswer] | None:
+        """One request about the chunk's keys."""
         keys = [claim.action_key for claim in chunk]
         try:
             if len(chunk) == 1:
@@ -148,6 +150,28 @@ class _Settler:
         except LookupFailed as exc:
             return [SettlementAnswer(claim, None, str(exc)) for claim in chunk]
         return [SettlementAnswer(claim, found.get(claim.action_key)) for claim in chunk]
+
+    def _ask_each(self, chunk: list[SettlementClaim]) -> list[SettlementAnswer] | None:
+        """One request a key, under one permit for the chunk (`LimitedLookups.lookup_each`): a permit per key cost
+        a dispatcher more than the lookup itself. No request starts unless it can end within the leases; the
+        keys not asked (the rate limit gave fewer slots, a lookup failed, time ran out) go back for the next
+        request or pass."""
+        until = self.renewed_at + self.lease_seconds - self.MARGIN - self.request_seconds
+        try:
+            asked = self.destination.lookup_each([c.action_key for c in chunk], until=until)
+        except DestinationBusy:
+            self.held = chunk + self.held
+            return None
+        answers = [
+            SettlementAnswer(c, asked.found[c.action_key])
+            for c in chunk
+            if c.action_key in asked.found
+        ]
+        failed_key, error = asked.failed or ("", "")
+        answers += [SettlementAnswer(c, None, error) for c in chunk if c.action_key == failed_key]
+        done = {answer.claim.action_key for answer in answers}
+        self.held = [c for c in chunk if c.action_key not in done] + self.held
+        return answers
 
     def _record(self, answers: list[SettlementAnswer], result: SettlementPass) -> None:
         started = time_ns()

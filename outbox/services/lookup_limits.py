@@ -11,7 +11,7 @@ permit) resumes at once (`outbox/services/breaker.py` `destination_answered`), n
 
 import time
 from collections.abc import Callable
-from typing import TypeVar
+from typing import NamedTuple, TypeVar
 
 from django.conf import settings
 
@@ -26,6 +26,14 @@ T = TypeVar("T")
 
 class DestinationBusy(LookupFailed):
     """No permit in time: the destination is held (Retry-After) or at its limits. Nothing was asked."""
+
+
+class EachAnswered(NamedTuple):
+    """What `lookup_each` learnt: the keys asked, each with its task or None, and the key whose lookup failed
+    with why (asking stopped there). A key in neither was not asked."""
+
+    found: dict[str, RemoteTask | None]
+    failed: tuple[str, str] | None = None
 
 
 class LimitedLookups(Lookups):
@@ -68,6 +76,31 @@ class LimitedLookups(Lookups):
             return {action_key: self.lookup(action_key) for action_key in action_keys}
         return self._asked(lambda: self.destination.lookup_many(action_keys), "a batch lookup")
 
+    def lookup_each(self, action_keys: list[str], *, until: float | None = None) -> EachAnswered:
+        """One key a request, one request after another, under one permit for them all, as the dispatcher takes
+        one per claim batch: one call in flight, a rate slot per request (fewer keys are asked when the rate
+        limit gives fewer slots), given back after the last answer. Stops at the first lookup that fails, and
+        asks no key after `until` (`time.monotonic()`) but the first: the caller's leases end after it.
+        DestinationBusy when no permit came in time: nothing was asked."""
+        permit = self._permit(requests=len(action_keys))
+        found: dict[str, RemoteTask | None] = {}
+        failed = None
+        try:
+            for action_key in action_keys[: permit.requests]:
+                if found and until is not None and time.monotonic() > until:
+                    break
+                permit.made([])
+                try:
+                    found[action_key] = self.destination.lookup(action_key)
+                except LookupFailed as exc:
+                    failed = (action_key, str(exc))
+                    break
+        finally:
+            destination_release(permit=permit)
+        if found and permit.breaker is not None and permit.breaker.state == DestinationState.PAUSED:
+            destination_answered(name=self.destination.name, what=f"a lookup ({self.worker})")
+        return EachAnswered(found, failed)
+
     def list_keys(self, *, after: str = "", limit: int = 500) -> list[RemoteTask]:
         return self._asked(
             lambda: self.destination.list_keys(after=after, limit=limit), "a key listing"
@@ -84,14 +117,14 @@ class LimitedLookups(Lookups):
             destination_answered(name=self.destination.name, what=f"{what} ({self.worker})")
         return answer
 
-    def _permit(self) -> Permit:
+    def _permit(self, requests: int = 1) -> Permit:
         deadline = time.monotonic() + self.wait_seconds
         while True:
             try:
                 permit = destination_acquire(
                     name=self.destination.name,
                     worker=self.worker,
-                    requests=1,
+                    requests=requests,
                     lease_seconds=settings.HANDOFF_LEASE_SECONDS,
                 )
             except DestinationLimited as refused:

@@ -69,14 +69,14 @@ def record_found_delivered(rows: list[tuple[int, int, str, str, dict]], *, worke
     handoff_set, set_params = assignments(connection, written, "h_", Handoff)
     reason, reason_params = written["reason"]
     handoffs, events = qn(Handoff._meta.db_table), qn(HandoffEvent._meta.db_table)
-    token = "h.lease_owner = %s AND h.fencing_epoch = v.epoch AND h.payload_hash = v.hash"
-    held = f"h.state = %s AND {token}"
+    claimed_by = "h.lease_owner = %s AND h.fencing_epoch = v.epoch AND h.payload_hash = v.hash"
+    held = f"h.state = %s AND {claimed_by}"
     # Identifiers come from the models and are quoted by the backend; every value is a parameter. `mine` names no
     # state: with one, PostgreSQL could (and did) read the rows through the partial uncertain index, the whole
     # backlog for every request; without it the claimed rows are found by id. `done` checks the state.
     sql = (
         f"WITH v AS (SELECT * FROM {values}), "  # noqa: S608
-        f"mine AS (SELECT h.id FROM {handoffs} h JOIN v ON v.id = h.id WHERE {token} "
+        f"mine AS (SELECT h.id FROM {handoffs} h JOIN v ON v.id = h.id WHERE {claimed_by} "
         "ORDER BY h.id FOR NO KEY UPDATE OF h), "
         # The token again: the row `mine` locked is the one written, whatever PostgreSQL re-read meanwhile.
         f"done AS (UPDATE {handoffs} h SET {handoff_set}, updated_at = STATEMENT_TIMESTAMP() "
