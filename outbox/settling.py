@@ -26,7 +26,7 @@ from django.conf import settings
 from lib.telemetry import past_spans
 from outbox.destinations import LookupFailed
 from outbox.run_stats import RunStats
-from outbox.services.lookup_limits import DestinationBusy, LimitedLookups
+from outbox.services.lookup_limits import DestinationBusy, EachAnswered, LimitedLookups
 from outbox.services.settlement_claims import (
     SettlementAnswer,
     SettlementClaim,
@@ -162,15 +162,8 @@ class _Settler:
         except DestinationBusy:
             self.held = chunk + self.held
             return None
-        answers = [
-            SettlementAnswer(c, asked.found[c.action_key])
-            for c in chunk
-            if c.action_key in asked.found
-        ]
-        failed_key, error = asked.failed or ("", "")
-        answers += [SettlementAnswer(c, None, error) for c in chunk if c.action_key == failed_key]
-        done = {answer.claim.action_key for answer in answers}
-        self.held = [c for c in chunk if c.action_key not in done] + self.held
+        answers, unasked = _answers_of(chunk, asked)
+        self.held = unasked + self.held
         return answers
 
     def _record(self, answers: list[SettlementAnswer], result: SettlementPass) -> None:
@@ -185,3 +178,19 @@ class _Settler:
                 for a, s in zip(answers, states, strict=True)
             ),
         )
+
+
+def _answers_of(
+    chunk: list[SettlementClaim], asked: EachAnswered
+) -> tuple[list[SettlementAnswer], list[SettlementClaim]]:
+    """The chunk's answers (a failed lookup's with its error), and the claims whose keys were not asked."""
+    failed_key, error = asked.failed or ("", "")
+    answers, unasked = [], []
+    for claim in chunk:
+        if claim.action_key in asked.found:
+            answers.append(SettlementAnswer(claim, asked.found[claim.action_key]))
+        elif claim.action_key == failed_key:
+            answers.append(SettlementAnswer(claim, None, error))
+        else:
+            unasked.append(claim)
+    return answers, unasked
