@@ -60,5 +60,39 @@ def section(report: dict, command: str) -> list[str]:
         f"At 4 dispatchers with batch lookups: {report['ratio_at_4']:.2f} of the receiver's capacity (aim ≥ "
         f"{report['aim']}: {'met' if report['met'] else 'missed'}){_ceiling(report['modes'][0])}.",
         "",
+        *_reading(report),
     ]
     return lines
+
+
+def _reading(report: dict) -> list[str]:
+    """What the figures say about the aim, from the figures themselves."""
+    batched = report["modes"][0]
+    if "ceiling_ratio" not in batched or batched["ceiling_ratio"] >= report["aim"]:
+        return []
+    single = [mode for mode in report["modes"] if mode["batch"] == 1]
+    per_request = ""
+    if single:
+        per_request = (
+            f" ({batched['capacity_keys_per_second'] / report['batch']:,.0f} requests of {report['batch']} keys a "
+            f"second against {single[0]['capacity_keys_per_second']:,.0f} of one key)"
+        )
+    lines = [
+        f"The receiver answers a request of {report['batch']} keys for little more than one of a single "
+        f"key{per_request}, so here the settlement's own writes (a claim, then each row and its event) cost more "
+        "than the lookups: on two cores shared by the "
+        "receiver, PostgreSQL and the settlers, no settler can reach "
+        f"{report['aim']} of the receiver's batch capacity; {batched['ceiling_ratio']:.2f} is the most. The "
+        "aim can hold only where the receiver does not share the database's and the settlers' cores (as in "
+        "production: see `docs/scaling.md`).",
+    ]
+    if single:
+        run = single[0]["runs"][-1]
+        lines.append("")
+        lines.append(
+            "One key a request, where the lookups are the cost, 4 dispatchers reach "
+            f"{run['ratio']:.2f} of the receiver's capacity ({run['of_ceiling']:.2f} of the ceiling): a "
+            "dispatcher asks a chunk of keys under one permit (`LimitedLookups.lookup_each`) and records their "
+            "answers in one statement."
+        )
+    return [*lines, ""]

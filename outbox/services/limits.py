@@ -20,7 +20,8 @@ spends no handoff's attempt or retry window, and waits `DestinationLimited.wait_
 
 One call is one HTTP request: a batch call carrying 50 handoffs takes one rate slot. Lookups and key listings
 (settlement, reconciliation, an operator's reconcile) are requests too: `LimitedLookups`
-(`outbox/services/lookup_limits.py`) takes a permit for each. The numbers and the permit itself are
+(`outbox/services/lookup_limits.py`) takes a permit for each, or one for a run of one-key lookups made one after
+another (a rate slot each, as a claim batch's calls). The numbers and the permit itself are
 `outbox/limit_rules.py`.
 """
 

@@ -1,5 +1,7 @@
 """Lookups and key listings under the destination's limits: each is one request to the receiver, like a
-delivery call, so each takes a permit (`outbox/services/limits.py`) and gives it back after the answer.
+delivery call, so each takes a permit (`outbox/services/limits.py`) and gives it back after the answer. One-key
+lookups made one after another (settlement's `lookup_each`) share one permit with a rate slot per request, as a
+claim batch's calls do.
 
 The rule: every lookup and key listing the product makes (settlement, reconciliation runs, a person's
 reconcile or check) asks through `lookups_under_limits`, whether or not its caller passed a destination.
