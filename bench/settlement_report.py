@@ -12,6 +12,16 @@ def _ceiling(mode: dict) -> str:
     )
 
 
+def _repeats(report: dict) -> str:
+    repeat = report["modes"][0].get("repeat", 1)
+    if repeat < 2:
+        return ""
+    return (
+        f" Each row is the median of {repeat} runs (every run's rate in the last column); the writes alone, "
+        f"the median of {repeat} measurements."
+    )
+
+
 def aims_row(report: dict) -> str:
     batched = report["modes"][0]
     return (
@@ -30,7 +40,8 @@ def section(report: dict, command: str) -> list[str]:
         f"{report['batch']} keys a request (`POST /tasks/lookup`), then one key a request (`GET /tasks/<key>`). "
         "The backlog is released once every dispatcher of the run has started. A run's rate is taken over the "
         "span of its `delivered_at`; its requests are the message ids the receiver recorded. The capacity is "
-        "what 4 plain client processes get from the receiver for the same kind of lookup in the same run.",
+        "what 4 plain client processes get from the receiver for the same kind of lookup in the same run."
+        + _repeats(report),
         "",
         "The ceiling is what this machine allows any settler: each key costs its lookup at the receiver's full "
         "speed and its writes at the database's, on the same two cores, so it is 1 / (1 / capacity + 1 / "
@@ -43,8 +54,9 @@ def section(report: dict, command: str) -> list[str]:
         "```",
         "",
         "| keys a request | receiver's capacity (keys/s) | writes alone (keys/s) | ceiling (keys/s) | "
-        "dispatchers | settled/s | / capacity | / ceiling | each once | requests to the receiver |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "dispatchers | settled/s | / capacity | / ceiling | each once | requests to the receiver | every run's "
+        "settled/s |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for mode in report["modes"]:
         for run in mode["runs"]:
@@ -53,7 +65,8 @@ def section(report: dict, command: str) -> list[str]:
                 f"{mode.get('writes_alone_keys_per_second', 0):,.0f} | {mode.get('ceiling_keys_per_second', 0):,.0f} | "
                 f"{run['dispatchers']} | {run['per_second']:,.0f} | {run['ratio']:.2f} | "
                 f"{run.get('of_ceiling', 0):.2f} | {'yes' if run['settled_once'] else 'no'} | "
-                f"{run.get('receiver_requests', '')} |"
+                f"{run.get('receiver_requests', '')} | "
+                f"{', '.join(f'{each:,.0f}' for each in run.get('each_per_second', [run['per_second']]))} |"
             )
     lines += [
         "",
