@@ -10,9 +10,13 @@ delivered with the destination's task id; not found, it is pending again and sen
 that cannot be asked or ignores the key sends it to a person. Rows `in_flight` in the copy need nothing: their
 leases have run out, and lease expiry makes them uncertain the same way. docs/operations.md, "Restore from a
 backup".
+
+`pg_restore` restores no planner statistics, and the marking turns much of the table uncertain at once: the
+outbox is analyzed after it, so that settlement's claims read the backlog through its index in order. Without
+statistics PostgreSQL read every uncertain row and sorted them all for each claim of each dispatcher.
 """
 
-from django.db import transaction
+from django.db import connections, transaction
 
 from lib.databases import DB
 from outbox.models import FailureClass, Handoff, HandoffState
@@ -50,6 +54,16 @@ def handoffs_mark_restored(*, backup_taken_at: str, batch_size: int = 500) -> in
                     last_error="restored from a backup: the destination may hold what this copy forgot",
                 )
         if not rows:
+            _analyze()
             return marked
         marked += len(rows)
         after = rows[-1].pk
+
+
+def _analyze() -> None:
+    """Fresh planner statistics of the outbox after the marking (PostgreSQL; SQLite plans without them)."""
+    connection = connections[DB]
+    if connection.vendor != "postgresql":
+        return
+    with connection.cursor() as cursor:
+        cursor.execute(f"ANALYZE {connection.ops.quote_name(Handoff._meta.db_table)}")

@@ -50,7 +50,7 @@ def _states(server) -> dict[str, int]:
 
 
 def _client_binary(server, name: str) -> str:
-    """pg_dump and pg_restore of the private server's own version."""
+    """pg_dump, pg_restore and vacuumdb of the private server's own version."""
     return str(server.bindir / name)
 
 
@@ -67,7 +67,8 @@ def _backup(server, path) -> str:
 
 
 def _restore(server, path) -> None:
-    """pg_restore of the backup over the source database (its tables dropped and made again)."""
+    """pg_restore of the backup over the source database (its tables dropped and made again), then
+    `vacuumdb --analyze-only`, as the runbook says (a dump carries no planner statistics)."""
     subprocess.run(
         [
             _client_binary(server, "pg_restore"),
@@ -80,6 +81,12 @@ def _restore(server, path) -> None:
             *_conn(server),
             str(path),
         ],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
+    subprocess.run(
+        [_client_binary(server, "vacuumdb"), "--analyze-only", "-d", "handoff", *_conn(server)],
         check=True,
         capture_output=True,
         timeout=120,

@@ -48,3 +48,22 @@ def test_settlement_learns_the_task_back_without_a_call_and_sends_what_is_not_th
     never_sent.refresh_from_db()
     assert never_sent.state == S.PENDING, "not at the receiver: sent as usual"
     assert ReceiverTask.objects.count() == 1
+
+
+@pytest.mark.postgres
+def test_the_outbox_is_analyzed_after_the_marking_so_claims_know_the_backlog():
+    """`pg_restore` brings no planner statistics back, and the marking turns the backlog uncertain at once: a
+    table planned without statistics had each settlement claim read and sort the whole backlog. Only an ANALYZE
+    in this (uncommitted) transaction can see its uncertain rows."""
+    from django.db import connection
+
+    for n in range(1, 6):
+        record(n)
+    handoffs_mark_restored(backup_taken_at="last night")
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT most_common_vals::text::text[] FROM pg_stats "
+            "WHERE tablename = 'outbox_handoff' AND attname = 'state'"
+        )
+        [(values,)] = cursor.fetchall()
+    assert S.UNCERTAIN in values
