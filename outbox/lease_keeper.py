@@ -4,7 +4,7 @@ worker, nor on a slot of the destination's limits that ran out, nor into a Retry
 import logging
 import time
 
-from outbox.limit_rules import Permit
+from outbox.limit_rules import HOLD_CHECK_SECONDS, Permit
 from outbox.services.claims import Claim
 from outbox.services.leases import handoff_release_claims, handoff_renew_leases
 from outbox.services.limits import destination_held, destination_renew
@@ -25,7 +25,7 @@ class LeaseKeeper:
     """
 
     MARGIN = 1.0
-    HOLD_CHECK_SECONDS = 1.0
+    HOLD_CHECK_SECONDS = HOLD_CHECK_SECONDS
 
     def __init__(
         self,

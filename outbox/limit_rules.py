@@ -15,6 +15,9 @@ RATE_WINDOW_SECONDS = 1.0
 # free sooner than its computed time when another holder gives it back), and a concurrency slot is polled.
 MAX_WAIT_SECONDS = 1.0
 CONCURRENCY_POLL_SECONDS = 0.02
+# A run of calls under one permit asks this often whether another worker's Retry-After answer, or an operator's
+# pause or window, now holds the destination (the permit was given before it).
+HOLD_CHECK_SECONDS = 1.0
 # Answers whose Retry-After speaks for the whole destination.
 HOLDING_STATUSES = frozenset({429, 503})
 LIMIT_CEILING = 10_000

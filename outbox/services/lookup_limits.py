@@ -18,10 +18,10 @@ from typing import NamedTuple, TypeVar
 from django.conf import settings
 
 from outbox.destinations import Destination, LookupFailed, Lookups, RemoteTask, get_destination
-from outbox.limit_rules import DestinationLimited, Permit
+from outbox.limit_rules import HOLD_CHECK_SECONDS, DestinationLimited, Permit
 from outbox.models import DestinationState
 from outbox.services.breaker import destination_answered
-from outbox.services.limits import destination_acquire, destination_release
+from outbox.services.limits import destination_acquire, destination_held, destination_release
 
 T = TypeVar("T")
 
@@ -42,6 +42,8 @@ class LimitedLookups(Lookups):
     """A destination's lookups, each one request under its limits: a permit for one request (waiting at most
     `wait_seconds` for it; refused: DestinationBusy, and `refused` says why), given back after the answer.
     What the answers are worth (idempotency, whether the destination can be asked) is the destination's."""
+
+    HOLD_CHECK_SECONDS = HOLD_CHECK_SECONDS
 
     def __init__(self, destination: Destination, *, worker: str, wait_seconds: float = 0.0):
         self.destination = destination
@@ -81,15 +83,17 @@ class LimitedLookups(Lookups):
     def lookup_each(self, action_keys: list[str], *, until: float | None = None) -> EachAnswered:
         """One key a request, one request after another, under one permit for them all, as the dispatcher takes
         one per claim batch: one call in flight, a rate slot per request (fewer keys are asked when the rate
-        limit gives fewer slots), given back after the last answer. Stops at the first lookup that fails, and
-        asks no key after `until` (`time.monotonic()`) but the first: the caller's leases end after it.
-        DestinationBusy when no permit came in time: nothing was asked."""
+        limit gives fewer slots), given back after the last answer. Stops at the first lookup that fails, when
+        a hold or an operator's pause begins meanwhile (asked at most every HOLD_CHECK_SECONDS, as a claim
+        batch's calls ask; `refused` then says so), and asks no key after `until` (`time.monotonic()`) but the
+        first: the caller's leases end after it. DestinationBusy when no permit came in time: nothing asked."""
         permit = self._permit(requests=len(action_keys))
         found: dict[str, RemoteTask | None] = {}
         failed = None
+        checks = _HoldChecks(self, until)
         try:
             for action_key in action_keys[: permit.requests]:
-                if found and until is not None and time.monotonic() > until:
+                if found and not checks.may_go_on():
                     break
                 permit.made([])
                 try:
@@ -149,3 +153,25 @@ def lookups_under_limits(
     return LimitedLookups(
         destination or get_destination(), worker=worker, wait_seconds=wait_seconds
     )
+
+
+class _HoldChecks:
+    """Whether a run of lookups under one permit may make its next request: before `until`, and not while a
+    hold or an operator's pause that began after the permit holds the destination (read at most every
+    HOLD_CHECK_SECONDS)."""
+
+    def __init__(self, lookups: LimitedLookups, until: float | None):
+        self.lookups, self.until = lookups, until
+        self.next_check = time.monotonic() + lookups.HOLD_CHECK_SECONDS
+
+    def may_go_on(self) -> bool:
+        now = time.monotonic()
+        if self.until is not None and now > self.until:
+            return False
+        if now < self.next_check:
+            return True
+        self.next_check = now + self.lookups.HOLD_CHECK_SECONDS
+        if destination_held(name=self.lookups.name):
+            self.lookups.refused = f"destination {self.lookups.name} is held or paused"
+            return False
+        return True

@@ -6,9 +6,10 @@ import pytest
 
 from delivery import services as receiver
 from outbox import settling
-from outbox.clock import db_now
+from outbox.clock import db_now_plus
 from outbox.destinations import InProcessDestination, LookupFailed
-from outbox.models import DestinationSlot, Handoff, HandoffEvent, HandoffState, SlotKind
+from outbox.limit_rules import DestinationLimited
+from outbox.models import DestinationHealth, Handoff, HandoffEvent, HandoffState
 from outbox.services import lookup_limits
 from outbox.services.limits import destination_set_limits
 from outbox.services.lookup_limits import LimitedLookups
@@ -99,7 +100,38 @@ def test_answers_waiting_are_recorded_before_the_leases_are_renewed(
     assert renewals == [3, 2, 1]
 
 
-def test_one_key_requests_share_a_permit_and_keep_the_rate_limit(make_handoff, monkeypatch):
+@pytest.fixture
+def permits(monkeypatch) -> list:
+    """Every permit settlement's lookups took (the real ones, observed): the requests each asked for, and the
+    permit itself, as it was given back."""
+    taken: list = []
+    real_acquire, real_release = (
+        lookup_limits.destination_acquire,
+        lookup_limits.destination_release,
+    )
+
+    def acquire(**kwargs):
+        permit = real_acquire(**kwargs)
+        taken.append((kwargs["requests"], permit))
+        return permit
+
+    def release(*, permit):
+        assert any(permit is each for _, each in taken), "a permit given back that was never taken"
+        return real_release(permit=permit)
+
+    def refused(**kwargs):
+        try:
+            return acquire(**kwargs)
+        except DestinationLimited:
+            taken.append((kwargs["requests"], None))
+            raise
+
+    monkeypatch.setattr(lookup_limits, "destination_acquire", refused)
+    monkeypatch.setattr(lookup_limits, "destination_release", release)
+    return taken
+
+
+def test_one_key_requests_share_a_permit_and_keep_the_rate_limit(make_handoff, permits):
     """A permit per key cost a dispatcher more than its lookup: the keys of a chunk are asked under one permit,
     one rate slot a request. With 10 requests a second allowed, a pass of 25 claims asks 10 keys under its one
     permit and gives the other 15 back, unasked and uncertain, with no lease and no event."""
@@ -110,22 +142,18 @@ def test_one_key_requests_share_a_permit_and_keep_the_rate_limit(make_handoff, m
         actor=make_user("olga"),
         reason="receiver team asked",
     )
-    permits: list[int] = []
-    real_acquire = lookup_limits.destination_acquire
-
-    def acquire(**kwargs):
-        permits.append(kwargs["requests"])
-        return real_acquire(**kwargs)
-
-    monkeypatch.setattr(lookup_limits, "destination_acquire", acquire)
     handoffs = lost_answers(make_handoff, settling.RECORD_AT_ONCE)
     destination = CountingLookups()  # waits for no permit: what one permit covers is what is asked
     settled = settling.settle_pass(destination=destination, worker="a", limit=len(handoffs))
     assert len(destination.asked) == 10 and settled.outcomes == {S.DELIVERED: 10}
-    # One permit for the chunk (a second one refused: every rate slot is taken for the next second).
-    assert permits == [settling.RECORD_AT_ONCE, settling.RECORD_AT_ONCE - 10]
-    used = DestinationSlot.objects.filter(kind=SlotKind.RATE, free_at__gt=db_now())
-    assert used.count() == 10
+    # One permit for the chunk, 10 rate slots, all used; a second one refused (every slot is taken).
+    [(asked_for, permit), (asked_again, refused)] = permits
+    assert (asked_for, len(permit.rate_ids), permit.requests_made) == (
+        settling.RECORD_AT_ONCE,
+        10,
+        10,
+    )
+    assert (asked_again, refused) == (settling.RECORD_AT_ONCE - 10, None)
     unasked = Handoff.objects.filter(state=S.UNCERTAIN)
     assert {h.action_key for h in unasked} == {h.action_key for h in handoffs} - set(
         destination.asked
@@ -134,15 +162,46 @@ def test_one_key_requests_share_a_permit_and_keep_the_rate_limit(make_handoff, m
     assert not HandoffEvent.objects.filter(handoff__in=unasked).exists()
 
 
-def test_a_failed_lookup_stops_the_chunk_and_the_keys_after_it_are_asked_again(make_handoff):
-    """The third key's lookup fails: asking stops there for that request's permit, the key freed for the next
-    pass without an event; the keys after it are asked under a new permit in the same pass."""
+def test_a_failed_lookup_stops_the_chunk_and_the_keys_after_it_are_asked_under_a_new_permit(
+    make_handoff, permits
+):
+    """The third key's lookup fails: asking stops there under that permit, the key freed for the next pass
+    without an event; the two keys after it are asked under a new permit in the same pass."""
     handoffs = lost_answers(make_handoff, 5)
     failing = handoffs[2].action_key
     destination = CountingLookups(failing=frozenset({failing}))
     settled = settling.settle_pass(destination=destination, worker="a", limit=5)
     assert settled.outcomes == {S.DELIVERED: 4, S.UNCERTAIN: 1}
-    assert sorted(destination.asked) == sorted(h.action_key for h in handoffs)
+    assert destination.asked == [h.action_key for h in handoffs]
+    assert [(requested, p.requests_made) for requested, p in permits] == [(5, 3), (2, 2)]
     failed = Handoff.objects.get(action_key=failing)
     assert (failed.state, failed.lease_owner) == (S.UNCERTAIN, "")
     assert not HandoffEvent.objects.filter(handoff=failed).exists()
+
+
+class HoldingDestination(CountingDestination):
+    """Answers, and while answering the second key another worker's call gets a Retry-After: 30 s hold."""
+
+    def lookup(self, action_key):
+        answer = super().lookup(action_key)
+        if len(self.asked) == 2:
+            DestinationHealth.objects.update_or_create(
+                name=self.name,
+                defaults={"hold_until": db_now_plus(30), "hold_reason": "HTTP 429"},
+            )
+        return answer
+
+
+def test_a_hold_that_begins_during_a_chunk_stops_it(make_handoff, permits, monkeypatch):
+    """A hold written by another worker after the permit was given stops the run of lookups at the next check,
+    as it stops a claim batch's calls: the keys not asked stay uncertain, with no lease and no event."""
+    monkeypatch.setattr(LimitedLookups, "HOLD_CHECK_SECONDS", 0.0)  # checked before every request
+    handoffs = lost_answers(make_handoff, 10)
+    destination = LimitedLookups(HoldingDestination(), worker="a")
+    settled = settling.settle_pass(destination=destination, worker="a", limit=10)
+    assert destination.destination.asked == [h.action_key for h in handoffs[:2]]
+    assert settled.outcomes == {S.DELIVERED: 2}
+    assert "held" in destination.refused
+    unasked = Handoff.objects.filter(state=S.UNCERTAIN)
+    assert unasked.count() == 8 and not unasked.exclude(lease_owner="").exists()
+    assert not HandoffEvent.objects.filter(handoff__in=unasked).exists()
