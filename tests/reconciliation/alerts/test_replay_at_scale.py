@@ -22,7 +22,7 @@ from django.db.models.functions import Now
 from django.test import Client
 
 from delivery.models import ReceiverTask
-from outbox.models import Attempt, DestinationConfig, Handoff, HandoffState
+from outbox.models import Attempt, DestinationConfig, Handoff, HandoffEvent, HandoffState
 from outbox.payloads import payload_hash
 from reconciliation.alerts.incidents import incidents_sync
 from reconciliation.alerts.replay_preview import replay_preview_run
@@ -219,6 +219,16 @@ def _notes(replay: Replay) -> list[str]:
     return list(replay.items.exclude(note="").values_list("note", flat=True).distinct()[:5])
 
 
+def _outcome_notes(replay: Replay) -> list[str]:
+    """What the items that did not settle or send said, and the handoffs' last events: a failure's reasons."""
+    odd = replay.items.exclude(outcome__in=[ReplayOutcome.SETTLED, ReplayOutcome.SENT])
+    return [
+        f"{item.outcome}: {item.outcome_note}; last event: "
+        + str(HandoffEvent.objects.filter(handoff_id=item.handoff_id).values_list("reason").last())
+        for item in odd[:5]
+    ]
+
+
 def _ran(olga: Client, replay: Replay) -> Replay:
     assert olga.post(f"/incidents/replays/{replay.pk}/run").status_code == 302
     return replay_run(replay_id=replay.pk)
@@ -256,7 +266,10 @@ def test_a_replay_of_a_thousand_previews_400_there_600_missing_and_sends_exactly
     asked_before = receiver.keys_asked()
     replay, blind_replay = _ran(olga, replay), _ran(olga, blind_replay)
     assert replay.state == ReplayState.DONE and replay.applied == MEMBERS
-    assert replay.outcomes == {ReplayOutcome.SETTLED: THERE, ReplayOutcome.SENT: MEMBERS - THERE}
+    assert replay.outcomes == {
+        ReplayOutcome.SETTLED: THERE,
+        ReplayOutcome.SENT: MEMBERS - THERE,
+    }, _outcome_notes(replay)
     assert receiver.keys_asked() - asked_before == THERE, "each settled by asking the receiver"
     assert blind_replay.outcomes == {ReplayOutcome.LEFT: len(blind)}
 
