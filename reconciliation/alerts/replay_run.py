@@ -7,7 +7,8 @@ person's single action, each in its own transaction, and records what it did.
   which finds the key missing and makes it due); the dispatcher sends it;
 - cannot be asked, or there with another payload: left for a person, as the preview said.
 A key whose answer changed since the preview is recorded as such, never acted on blindly: a settle that
-finds the task gone leaves the handoff as settlement decides, and the item says so.
+finds the task gone leaves the handoff as settlement decides, and the item says so. A settle that learnt
+nothing (the receiver could not be asked) is skipped, and says that, not that the answer changed.
 """
 
 from concurrent.futures import ThreadPoolExecutor
@@ -68,18 +69,29 @@ def replay_confirm(*, replay_id: int, actor) -> Replay:
     return Replay.objects.using(DB).get(pk=replay_id)
 
 
-def _settled(state: str) -> tuple[str, str]:
+def _settled(state: str, before: str) -> tuple[str, str]:
     if state == HandoffState.DELIVERED:
         return ReplayOutcome.SETTLED, "delivered: the receiver's task recorded, nothing sent"
     if state == HandoffState.PENDING:
         return ReplayOutcome.SENT, "the receiver had no task: due to be sent with the same key"
+    if state == before:
+        # Not "changed": a lookup that failed (a dropped connection, the destination's limits) learnt nothing.
+        return ReplayOutcome.SKIPPED, (
+            f"still {state}, nothing sent: the receiver could not be asked now, or its answer no longer "
+            "matches the preview (the handoff's history says which)"
+        )
     return ReplayOutcome.CHANGED, f"now {state}: the receiver's answer changed since the preview"
+
+
+def _settle(handoff_id: int, actor, reason: str) -> tuple[str, str]:
+    before = Handoff.objects.using(DB).values_list("state", flat=True).get(pk=handoff_id)
+    return _settled(handoff_settle(handoff_id=handoff_id, actor=actor, reason=reason), before)
 
 
 def _send_again(item: ReplayItem, actor, reason: str) -> tuple[str, str]:
     handoff = Handoff.objects.using(DB).get(pk=item.handoff_id)
     if handoff.state == HandoffState.UNCERTAIN:
-        return _settled(handoff_settle(handoff_id=handoff.pk, actor=actor, reason=reason))
+        return _settle(handoff.pk, actor, reason)
     if handoff.state != HandoffState.NEEDS_ATTENTION:
         return ReplayOutcome.SKIPPED, f"now {handoff.state}: moved since the preview"
     # The preview asked the receiver: the key is not there, so the risk a retry asks to confirm is known.
@@ -95,7 +107,7 @@ def _apply(item: ReplayItem, actor, replay_id: int) -> tuple[str, str]:
         return ReplayOutcome.LEFT, item.note or item.get_verdict_display()
     try:
         if item.verdict == ReplayVerdict.PRESENT:
-            return _settled(handoff_settle(handoff_id=item.handoff_id, actor=actor, reason=reason))
+            return _settle(item.handoff_id, actor, reason)
         return _send_again(item, actor, reason)
     except (OutboxError, Handoff.DoesNotExist) as exc:
         return ReplayOutcome.SKIPPED, str(exc)[:500] or type(exc).__name__

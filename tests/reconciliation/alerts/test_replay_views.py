@@ -12,7 +12,8 @@ from django.test import Client
 
 from approvals.models import Role
 from delivery.models import ReceiverTask
-from outbox.models import Handoff, HandoffState
+from outbox.clock import db_now_plus
+from outbox.models import DestinationHealth, Handoff, HandoffState
 from reconciliation.alerts.incidents import incidents_sync
 from reconciliation.alerts.replay_preview import replay_preview_run
 from reconciliation.alerts.replay_run import replay_run
@@ -83,6 +84,32 @@ def exported_rows(client: Client, replay: Replay) -> list[dict]:
     exported = client.get(f"/incidents/replays/{replay.pk}/items.csv")
     assert exported["Content-Type"] == "text/csv"
     return list(csv.DictReader(io.StringIO(b"".join(exported.streaming_content).decode())))
+
+
+def test_a_key_the_receiver_cannot_be_asked_about_at_run_time_is_skipped_not_said_changed(
+    world, failed, monkeypatch
+):
+    """Between the preview and the run the destination is held (a Retry-After) and a person's lookup does not
+    wait: the two keys the preview found are not asked. The result says that nothing was learnt, not that the
+    receiver's answer changed; the three missing ones are sent as previewed."""
+    from outbox.services import settlement
+
+    incident = Incident.objects.get()
+    olga = client_of(world["olga"])
+    replay = previewed(olga, incident)
+    monkeypatch.setattr(settlement, "PERSON_LOOKUP_WAIT_SECONDS", 0.0)
+    DestinationHealth.objects.update_or_create(
+        name="receiver", defaults={"hold_until": db_now_plus(30), "hold_reason": "HTTP 429"}
+    )
+    assert olga.post(f"/incidents/replays/{replay.pk}/run").status_code == 302
+    replay = replay_run(replay_id=replay.pk)
+    assert replay.outcomes == {ReplayOutcome.SKIPPED: 2, ReplayOutcome.SENT: 3}
+    notes = [i.outcome_note for i in replay.items.filter(outcome=ReplayOutcome.SKIPPED)]
+    assert all(
+        n.startswith("still needs_attention, nothing sent: the receiver could not") for n in notes
+    )
+    states = dict(Handoff.objects.values_list("pk", "state"))
+    assert [states[h.pk] for h in failed] == ["needs_attention"] * 2 + ["pending"] * 3
 
 
 def test_people_of_other_workspaces_or_roles_neither_start_nor_see_a_replay(world, failed):
