@@ -7,7 +7,7 @@ import time
 from outbox.limit_rules import HOLD_CHECK_SECONDS, Permit
 from outbox.services.claims import Claim
 from outbox.services.leases import handoff_release_claims, handoff_renew_leases
-from outbox.services.limits import destination_held, destination_renew
+from outbox.services.limits import HoldWatch, destination_renew
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +40,10 @@ class LeaseKeeper:
         self.lease_seconds, self.call_seconds = lease_seconds, call_seconds
         self.permit = permit
         # Monotonic time taken before the permit's slots were leased: the earliest any lease began.
-        self.renewed_at = self.hold_checked_at = leased_at
+        self.renewed_at = leased_at
+        self.hold_watch = HoldWatch(
+            permit.destination, since=leased_at, every=self.HOLD_CHECK_SECONDS
+        )
         self.given_back: set[int] = set()
         # Passed by `still_held`: sent (or about to be); kept to record outcomes.
         self.sent: set[int] = set()
@@ -61,12 +64,10 @@ class LeaseKeeper:
 
     def still_held(self, claim: Claim) -> bool:
         now = time.monotonic()
-        if self.held and now - self.hold_checked_at > self.HOLD_CHECK_SECONDS:
-            self.hold_checked_at = now
-            if destination_held(name=self.permit.destination):
-                self._give_back(
-                    f"not sent: destination {self.permit.destination} asked to wait (Retry-After)"
-                )
+        if self.held and self.hold_watch.held_now():
+            self._give_back(
+                f"not sent: destination {self.permit.destination} asked to wait (Retry-After)"
+            )
         if (
             self.held
             and now - self.renewed_at + self.call_seconds + self.MARGIN > self.lease_seconds

@@ -26,6 +26,7 @@ another (a rate slot each, as a claim batch's calls). The numbers and the permit
 """
 
 import contextlib
+import time
 import uuid
 
 from django.conf import settings
@@ -175,6 +176,22 @@ def destination_held(*, name: str) -> bool:
     """Whether a Retry-After answer or an operator's window holds the destination now (database clock)."""
     limits = _limits(name)
     return limits.held or limits.in_window
+
+
+class HoldWatch:
+    """For a run of calls under one permit (a claim batch's, a chunk of lookups): whether a hold or an
+    operator's pause that began after the permit now holds the destination. Read at most every `every`
+    seconds (HOLD_CHECK_SECONDS), from `since` (a `time.monotonic()` no later than the permit)."""
+
+    def __init__(self, name: str, *, since: float, every: float):
+        self.name, self.checked_at, self.every = name, since, every
+
+    def held_now(self) -> bool:
+        now = time.monotonic()
+        if now - self.checked_at <= self.every:
+            return False
+        self.checked_at = now
+        return destination_held(name=self.name)
 
 
 def destination_acquire(*, name: str, worker: str, requests: int, lease_seconds: float) -> Permit:

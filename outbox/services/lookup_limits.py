@@ -21,7 +21,7 @@ from outbox.destinations import Destination, LookupFailed, Lookups, RemoteTask, 
 from outbox.limit_rules import HOLD_CHECK_SECONDS, DestinationLimited, Permit
 from outbox.models import DestinationState
 from outbox.services.breaker import destination_answered
-from outbox.services.limits import destination_acquire, destination_held, destination_release
+from outbox.services.limits import HoldWatch, destination_acquire, destination_release
 
 T = TypeVar("T")
 
@@ -80,20 +80,24 @@ class LimitedLookups(Lookups):
             return {action_key: self.lookup(action_key) for action_key in action_keys}
         return self._asked(lambda: self.destination.lookup_many(action_keys), "a batch lookup")
 
-    def lookup_each(self, action_keys: list[str], *, until: float | None = None) -> EachAnswered:
+    def lookup_each(self, action_keys: list[str], *, until: float) -> EachAnswered:
         """One key a request, one request after another, under one permit for them all, as the dispatcher takes
         one per claim batch: one call in flight, a rate slot per request (fewer keys are asked when the rate
         limit gives fewer slots), given back after the last answer. Stops at the first lookup that fails, when
-        a hold or an operator's pause begins meanwhile (asked at most every HOLD_CHECK_SECONDS, as a claim
-        batch's calls ask; `refused` then says so), and asks no key after `until` (`time.monotonic()`) but the
-        first: the caller's leases end after it. DestinationBusy when no permit came in time: nothing asked."""
+        a hold or an operator's pause begins meanwhile (`HoldWatch`, as a claim batch's calls; `refused` then
+        says so), and asks no key after `until` (`time.monotonic()`) but the first: the caller's leases end
+        after it. DestinationBusy when no permit came in time: nothing asked."""
+        since = time.monotonic()
         permit = self._permit(requests=len(action_keys))
         found: dict[str, RemoteTask | None] = {}
         failed = None
-        checks = _HoldChecks(self, until)
+        hold = HoldWatch(self.destination.name, since=since, every=self.HOLD_CHECK_SECONDS)
         try:
             for action_key in action_keys[: permit.requests]:
-                if found and not checks.may_go_on():
+                if found and time.monotonic() > until:
+                    break
+                if found and hold.held_now():
+                    self.refused = f"destination {self.name} is held or paused"
                     break
                 permit.made([])
                 try:
@@ -153,25 +157,3 @@ def lookups_under_limits(
     return LimitedLookups(
         destination or get_destination(), worker=worker, wait_seconds=wait_seconds
     )
-
-
-class _HoldChecks:
-    """Whether a run of lookups under one permit may make its next request: before `until`, and not while a
-    hold or an operator's pause that began after the permit holds the destination (read at most every
-    HOLD_CHECK_SECONDS)."""
-
-    def __init__(self, lookups: LimitedLookups, until: float | None):
-        self.lookups, self.until = lookups, until
-        self.next_check = time.monotonic() + lookups.HOLD_CHECK_SECONDS
-
-    def may_go_on(self) -> bool:
-        now = time.monotonic()
-        if self.until is not None and now > self.until:
-            return False
-        if now < self.next_check:
-            return True
-        self.next_check = now + self.lookups.HOLD_CHECK_SECONDS
-        if destination_held(name=self.lookups.name):
-            self.lookups.refused = f"destination {self.lookups.name} is held or paused"
-            return False
-        return True
