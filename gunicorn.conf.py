@@ -1,13 +1,19 @@
 """gunicorn's settings for every process that serves the console or the receiver (gunicorn reads this file
 from its working directory).
 
+The access log, plain or JSON, writes a request's URL with every query parameter named like a credential
+masked (`/metrics?token=[redacted]`): a token refused in the URL must not be kept in the log.
+
 gunicorn writes a `Server: gunicorn` header on every response and has no setting to leave it out; the
 console names no software to whoever asks, so the header is dropped where gunicorn builds it.
 """
 
 import os
 
+import gunicorn.glogging
 import gunicorn.http.wsgi
+
+from outbox.redaction import redact_query_parameters
 
 _default_headers = gunicorn.http.wsgi.Response.default_headers
 
@@ -17,6 +23,23 @@ def _default_headers_without_server(self):
 
 
 gunicorn.http.wsgi.Response.default_headers = _default_headers_without_server
+
+
+class RedactedAccessLog(gunicorn.glogging.Logger):
+    """gunicorn's logger whose access-log atoms (request line, query string, referer, any header) have their
+    credential query parameters masked, before either format writes them."""
+
+    def atoms(self, resp, req, environ, request_time):
+        atoms = super().atoms(resp, req, environ, request_time)
+        for name, value in atoms.items():
+            if isinstance(value, str) and "=" in value:
+                atoms[name] = redact_query_parameters(value)
+        if atoms.get("q"):
+            atoms["q"] = redact_query_parameters(f"?{atoms['q']}")[1:]
+        return atoms
+
+
+logger_class = RedactedAccessLog
 
 
 def _json_logging() -> dict:

@@ -39,6 +39,25 @@ SENSITIVE_KEY_PARTS = CREDENTIAL_KEY_PARTS + PERSONAL_KEY_PARTS
 _WHSEC = re2.compile(r"whsec_[A-Za-z0-9+/=]+")
 _BEARER = re2.compile(r"(?i)bearer\s+[A-Za-z0-9._~+/=-]+")
 _EMAIL = re2.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}")
+# A URL's query parameter (after `?` or `&`): a credential passed in the URL (`/metrics?token=`, an OAuth
+# callback's code and state, a presigned link's signature) is masked in access logs and log lines.
+_QUERY_PARAMETER = re2.compile(r"([?&])([^=&?#\s\"'<>]+)=([^&#\s\"'<>]*)")
+# Named like a credential whatever else they are called (OAuth's code and state, a bare key or sig).
+_CREDENTIAL_PARAMETERS = {
+    "key",
+    "code",
+    "state",
+    "sig",
+    "pwd",
+    "passwd",
+    "auth",
+    "session",
+    "jwt",
+    "otp",
+}
+_CREDENTIAL_PARAMETER_PARTS = (*CREDENTIAL_KEY_PARTS, "credential", "passwd")
+# Keys that name a record, not a credential: our action keys, the accounts service's lookup.
+_NOT_CREDENTIAL_PARAMETERS = {"action_key", "idempotency_key"}
 
 
 # Secrets come from the environment or a secrets file, never from the database: the exact value of every
@@ -105,8 +124,32 @@ def _is_sensitive(key: str, *, keep_personal: bool = False) -> bool:
     return any(part in lowered for part in parts)
 
 
+def _is_credential_parameter(name: str) -> bool:
+    lowered = name.lower().replace("-", "_")
+    if lowered in _NOT_CREDENTIAL_PARAMETERS:
+        return False
+    return (
+        lowered in _CREDENTIAL_PARAMETERS
+        or lowered.endswith("_key")
+        or any(part in lowered for part in _CREDENTIAL_PARAMETER_PARTS)
+    )
+
+
+def _masked_parameter(match) -> str:
+    separator, name, _value = match.groups()
+    return f"{separator}{name}={REDACTED}" if _is_credential_parameter(name) else match.group(0)
+
+
+def redact_query_parameters(text: str) -> str:
+    """`text` with the value of every URL query parameter named like a credential replaced by [redacted]
+    (`/metrics?token=[redacted]&x=1`). Needs no settings: gunicorn's access log calls it too."""
+    if "=" not in text:
+        return text
+    return _QUERY_PARAMETER.sub(_masked_parameter, text)
+
+
 def redact_text(text: str, *, keep_personal: bool = False) -> str:
-    text = _mask_configured(text)
+    text = redact_query_parameters(_mask_configured(text))
     text = _WHSEC.sub(REDACTED, text)
     text = _BEARER.sub("Bearer " + REDACTED, text)
     return text if keep_personal else _EMAIL.sub(REDACTED, text)

@@ -179,3 +179,13 @@ def test_an_unknown_log_format_stops_the_process_with_the_reason():
     )
     assert done.returncode != 0
     assert "LOG_FORMAT must be one of plain, json, not 'xml'" in done.stderr
+
+
+@pytest.mark.parametrize("formatter", ["plain", "json"])
+def test_a_logged_url_has_its_credential_parameters_redacted_and_the_rest_kept(logged, formatter):
+    """httpx logs each request's URL: a token or an OAuth code in its query must not reach the log."""
+    url = "https://idp.example/callback?code=oauth-code-1&state=opaque-2&next=%2Fhome&api_key=k-3"
+    text = logged(formatter, lambda log: log.info("HTTP Request: GET %s", url))
+    for value in ("oauth-code-1", "opaque-2", "k-3"):
+        assert value not in text
+    assert "https://idp.example/callback?code=[redacted]&state=[redacted]&next=%2Fhome" in text

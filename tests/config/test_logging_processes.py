@@ -5,6 +5,8 @@ import json
 import signal
 import subprocess
 import sys
+import time
+from pathlib import Path
 
 import httpx
 import pytest
@@ -12,7 +14,7 @@ import pytest
 from outbox.models import HandoffState
 from tests.faults.conftest import Processes
 from tests.faults.test_django_q import approve_request_42
-from tests.processes import ROOT
+from tests.processes import ROOT, free_port
 
 pytestmark = [
     pytest.mark.postgres,
@@ -123,3 +125,55 @@ def test_a_python_warning_is_a_json_line_too(processes):
     assert done.returncode == 0, done.stderr
     [event] = [e for e in json_lines(done.stderr) if e["logger"] == "py.warnings"]
     assert "UserWarning: No directory at: static" in event["message"]
+
+
+# Not a configured secret: only the query-string rule can mask it.
+QUERY_TOKEN = "query-token-not-configured-4711"
+
+
+def _gunicorn_with_access_log(processes: Processes) -> tuple[str, "subprocess.Popen"]:
+    port = free_port()
+    web = processes._spawn(
+        [
+            str(Path(sys.executable).with_name("gunicorn")),
+            "config.wsgi",
+            "--bind",
+            f"127.0.0.1:{port}",
+            "--workers",
+            "1",
+            "--access-logfile",
+            "-",
+        ],
+        processes.base_env,
+        "web.log",
+    )
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            httpx.get(f"{base}/healthz", timeout=1)
+            return base, web
+        except httpx.HTTPError:
+            time.sleep(0.2)
+    pytest.fail("gunicorn did not start:\n" + web.log_path.read_text()[-3000:])
+
+
+@pytest.mark.parametrize("log_format", ["plain", "json"])
+def test_gunicorns_access_log_redacts_a_token_in_the_query_string(processes, log_format):
+    """`GET /metrics?token=` is refused, and the access log keeps the path and the other parameters but
+    not the token (gunicorn wrote the whole request line)."""
+    processes.base_env["LOG_FORMAT"] = log_format
+    base, web = _gunicorn_with_access_log(processes)
+    answer = httpx.get(
+        f"{base}/metrics?format=text&token={QUERY_TOKEN}&id_token=idt-99", timeout=10
+    )
+    assert answer.status_code == 401
+    web.send_signal(signal.SIGTERM)
+    web.wait(timeout=60)
+
+    log = web.log_path.read_text()
+    assert QUERY_TOKEN not in log and "idt-99" not in log
+    [line] = [line for line in log.splitlines() if "GET /metrics" in line]
+    assert "/metrics?format=text&token=[redacted]&id_token=[redacted]" in line
+    if log_format == "json":
+        assert json.loads(line)["logger"] == "gunicorn.access"
