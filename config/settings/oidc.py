@@ -6,13 +6,12 @@ administrators only (`OIDC_LOCAL_PASSWORDS=break_glass`, superusers) or nobody (
 secret comes from the environment only, like every other secret.
 """
 
-import json
 import os
-from pathlib import Path
 
 from django.core.exceptions import ImproperlyConfigured
 
 from config.env import env_bool, env_float
+from lib.json_config import JsonConfigRefused, load_json_config, parse_json_config
 
 OIDC_ENABLED = env_bool("OIDC_ENABLED", False)
 
@@ -57,15 +56,16 @@ LOGIN_REDIRECT_URL_FAILURE = "/accounts/login/?sso=failed"
 
 
 def _role_mapping() -> dict:
-    """The group-to-role mapping: JSON in OIDC_ROLE_MAPPING, or a file named by OIDC_ROLE_MAPPING_FILE."""
+    """The group-to-role mapping: JSON in OIDC_ROLE_MAPPING, or a file named by OIDC_ROLE_MAPPING_FILE,
+    read strictly (a group named twice is refused, not silently given the second list of roles)."""
     raw = os.environ.get("OIDC_ROLE_MAPPING", "")
     path = os.environ.get("OIDC_ROLE_MAPPING_FILE", "")
-    if path:
-        raw = Path(path).read_text(encoding="utf-8")
     try:
-        return json.loads(raw) if raw else {}
-    except json.JSONDecodeError as exc:
-        raise ImproperlyConfigured(f"the OIDC role mapping is not JSON: {exc}") from exc
+        if path:
+            return load_json_config(path)
+        return parse_json_config(raw, source="OIDC_ROLE_MAPPING") if raw else {}
+    except JsonConfigRefused as exc:
+        raise ImproperlyConfigured(f"the OIDC role mapping is refused: {exc}") from None
 
 
 OIDC_ROLE_MAPPING = _role_mapping()

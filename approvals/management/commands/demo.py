@@ -1,4 +1,3 @@
-import json
 import os
 import secrets
 from pathlib import Path
@@ -17,6 +16,7 @@ from approvals.services.groups import (
     support_staff_enroll,
 )
 from approvals.services.rule_versions import rule_version_publish
+from lib.json_config import JsonConfigRefused, parse_json_config
 from outbox.payloads import payload_hash
 from outbox.services.destination_configs import DestinationsRefused, destination_configs_apply
 
@@ -109,9 +109,9 @@ class Command(BaseCommand):
         )
         try:
             changes = destination_configs_apply(
-                document=json.loads(text), actor_label="manage.py demo"
+                document=parse_json_config(text, source=str(path)), actor_label="manage.py demo"
             )
-        except DestinationsRefused as exc:
+        except (JsonConfigRefused, DestinationsRefused) as exc:
             raise CommandError(f"the demo's destinations were refused: {exc}") from exc
         self.stdout.write(f"destinations: {len(changes)} change(s) from {path}")
 

@@ -2,19 +2,18 @@
 
     apply FILE   create or update a row per entry of FILE (JSON: {"destinations": [{"name", "kind",
                  "enabled", ...the kind's keys}]}), all or nothing, each change audited as a destination
-                 event; a file with any wrong entry (unknown kind, unknown key, missing secret) writes nothing
+                 event; a file with any wrong entry (unknown kind, unknown key, missing secret) writes nothing;
+                 the file itself is read strictly (lib/json_config.py: no key twice, no NaN, bounded)
     list         each destination: name, kind, enabled, whether its secrets are present, its contract
     check        build every enabled destination; exit 1 naming every one that cannot be built
 
 See docs/destinations/model.md.
 """
 
-import json
-from pathlib import Path
-
 from django.core.management.base import BaseCommand, CommandError
 
 from lib.databases import DB
+from lib.json_config import JsonConfigRefused, load_json_config
 from outbox.destinations.registry import (
     DestinationInvalid,
     default_destination_name,
@@ -68,9 +67,9 @@ class Command(BaseCommand):
 
     def _apply(self, *, file: str, **_options):
         try:
-            document = json.loads(Path(file).read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            raise CommandError(f"cannot read {file}: {exc}") from exc
+            document = load_json_config(file)
+        except JsonConfigRefused as exc:
+            raise CommandError(f"nothing applied: {exc}") from None
         try:
             changes = destination_configs_apply(document=document, actor_label=ACTOR)
         except DestinationsRefused as refused:
