@@ -18,6 +18,8 @@ from approvals.models import (
     RequestReference,
     RoleChange,
     RuleVersion,
+    SignOnIdentity,
+    SignOnIdentityEvent,
     TriggerRecord,
     WorkflowMode,
     WorkflowModeChange,
@@ -156,6 +158,21 @@ class RoleChangeAdmin(ReadOnlyAdmin):
     list_display = ("changed_at", "workspace", "user", "action", "role", "changed_by", "reason")
     list_filter = ("action", "role", "workspace")
     search_fields = ("user__username", "changed_by__username")
+
+
+@admin.register(SignOnIdentity)
+class SignOnIdentityAdmin(ReadOnlyAdmin):
+    """Read-only: a binding is made or removed by `manage.py sign_on_identities`, audited."""
+
+    list_display = ("user", "issuer", "subject", "created_at", "last_sign_in_at")
+    search_fields = ("user__username", "=subject")
+
+
+@admin.register(SignOnIdentityEvent)
+class SignOnIdentityEventAdmin(ReadOnlyAdmin):
+    list_display = ("at", "action", "user", "issuer", "subject", "actor", "reason")
+    list_filter = ("action",)
+    search_fields = ("user__username", "=subject")
 
 
 @admin.register(Request)

@@ -30,3 +30,13 @@ class InvalidPayload(ApprovalsError):
 
 class RoleChangeRefused(ApprovalsError):
     """A role grant or revocation that cannot be made: the role is already held, or is not held."""
+
+
+class IdentityRefused(ApprovalsError):
+    """A provider identity that is not signed in or not bound: the message says why, for the person.
+
+    `existing` names the account a first sign-on's user name belongs to, which its holder may link."""
+
+    def __init__(self, message: str, *, existing: str = ""):
+        super().__init__(message)
+        self.existing = existing

@@ -3,8 +3,9 @@
 mozilla-django-oidc runs the code flow (state, nonce, PKCE) and checks the ID token's signature against
 the provider's keys. It leaves the audience and the issuer unchecked and lets an expired token's error
 escape as a server error; `OIDCRoleBackend` checks both and the lifetime too, and refuses a bad token as a
-failed sign-in. A person is the console user named by `OIDC_USERNAME_CLAIM`; their workspace roles
-follow their groups at each sign-in (approvals/auth/role_sync.py).
+failed sign-in. A person is the console user bound to the token's issuer and subject
+(approvals/services/identities.py), never one found by name; their workspace roles follow their groups at
+each sign-in (approvals/auth/role_sync.py).
 """
 
 import logging
@@ -17,10 +18,11 @@ from django.core.exceptions import SuspiciousOperation
 from mozilla_django_oidc.auth import OIDCAuthenticationBackend
 
 from approvals.auth.role_sync import memberships_sync_from_claims
+from approvals.auth.sign_on_refusals import sign_on_refusal_remember
+from approvals.errors import IdentityRefused
+from approvals.services.identities import identity_sign_in
 
 log = logging.getLogger(__name__)
-
-USERNAME_MAX = 150
 
 
 def local_passwords_mode() -> str:
@@ -78,34 +80,42 @@ class OIDCRoleBackend(OIDCAuthenticationBackend):
         except (jwt.InvalidTokenError, KeyError) as exc:
             raise SuspiciousOperation(f"ID token refused: {exc!r}") from exc
 
-    def _username(self, claims) -> str:
-        value = claims.get(settings.OIDC_USERNAME_CLAIM)
-        return value if isinstance(value, str) and 0 < len(value) <= USERNAME_MAX else ""
+    def get_userinfo(self, access_token, id_token, payload):
+        """The ID token's claims, completed by the userinfo answer only where the token is silent.
+
+        OpenID Connect Core §5.3.2: a userinfo answer whose `sub` is not the ID token's must not be used;
+        it is refused, so a provider (or whoever answers for it) cannot speak for another person there."""
+        info = super().get_userinfo(access_token, id_token, payload) if self._has_userinfo() else {}
+        if not isinstance(info, dict):
+            raise SuspiciousOperation("userinfo answer refused: not a JSON object")
+        if info and info.get("sub") != payload.get("sub"):
+            raise SuspiciousOperation("userinfo answer refused: its sub is not the ID token's")
+        return {**info, **payload}
+
+    def _has_userinfo(self) -> bool:
+        return bool(self.OIDC_OP_USER_ENDPOINT)
 
     def verify_claims(self, claims):
-        return bool(self._username(claims))
+        return isinstance(claims.get("sub"), str) and bool(claims.get("iss"))
 
     def describe_user_by_claims(self, claims):
-        return f"{settings.OIDC_USERNAME_CLAIM} {self._username(claims)!r}"
+        return f"subject {claims.get('sub')!r} of {claims.get('iss')}"
 
-    def filter_users_by_claims(self, claims):
-        return self.UserModel.objects.filter(username=self._username(claims))
-
-    def create_user(self, claims):
-        user = self.UserModel.objects.create_user(
-            self._username(claims), email=claims.get("email") or ""
-        )
-        user.set_unusable_password()
-        user.save(update_fields=["password"])
-        return self.update_user(user, claims)
-
-    def update_user(self, user, claims):
-        if user.is_superuser:
-            # Break-glass accounts sign in with their password only: a name at the provider that
-            # happens to match one must not become a superuser's session.
-            raise SuspiciousOperation(
-                f"{user} is a break-glass account, not signed in by the provider"
+    def get_or_create_user(self, access_token, id_token, payload):
+        """The user bound to the token's (issuer, subject), or a new one; never one found by name."""
+        claims = self.get_userinfo(access_token, id_token, payload)
+        if not self.verify_claims(claims):
+            raise SuspiciousOperation("claims refused: no subject or issuer")
+        try:
+            user = identity_sign_in(
+                issuer=claims["iss"],
+                subject=claims["sub"],
+                username=claims.get(settings.OIDC_USERNAME_CLAIM),
+                email=claims.get("email") if isinstance(claims.get("email"), str) else "",
             )
+        except IdentityRefused as exc:
+            sign_on_refusal_remember(self.request, claims=claims, refusal=exc)
+            raise SuspiciousOperation(f"sign-on refused: {exc}") from exc
         if user.is_active:
             memberships_sync_from_claims(user=user, claims=claims)
         return user

@@ -1,6 +1,7 @@
 """The source application's models, one module per subject; re-exported here (Django finds them here)."""
 
 from approvals.models.audit_exports import AuditExport
+from approvals.models.identities import SignOnIdentity, SignOnIdentityEvent
 from approvals.models.observation import (
     ObservedOutcome,
     ObservedOutcomeQuerySet,
@@ -44,6 +45,8 @@ __all__ = [
     "Role",
     "RoleChange",
     "RuleVersion",
+    "SignOnIdentity",
+    "SignOnIdentityEvent",
     "TriggerOutcome",
     "TriggerRecord",
     "WorkflowMode",

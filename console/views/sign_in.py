@@ -7,8 +7,10 @@ password is checked, whatever the form holds: the form is not a way in.
 
 from urllib.parse import urlencode
 
+from axes.handlers.proxy import AxesProxyHandler
 from django.conf import settings
 from django.contrib import auth
+from django.contrib.auth import get_user_model
 from django.contrib.auth import views as auth_views
 from django.http import Http404, HttpResponseForbidden, HttpResponseRedirect
 from django.shortcuts import render, resolve_url
@@ -17,6 +19,10 @@ from django.views.decorators.http import require_POST
 from mozilla_django_oidc.views import OIDCAuthenticationCallbackView, OIDCAuthenticationRequestView
 
 from approvals.auth.backends import local_passwords_mode
+from approvals.auth.sign_on_refusals import sign_on_refusal, sign_on_refusal_forget
+from approvals.errors import ApprovalsError
+from approvals.models import SignOnIdentityEvent
+from approvals.services.identities import identity_link
 
 PASSWORDS_OFF = "Password sign-in is switched off: sign in through the identity provider."
 
@@ -33,6 +39,8 @@ class SignInView(auth_views.LoginView):
         context["sso_provider"] = settings.OIDC_PROVIDER_NAME
         context["passwords_mode"] = local_passwords_mode()
         context["sso_failed"] = self.request.GET.get("sso") == "failed"
+        context["sso_refusal"] = sign_on_refusal(self.request) if context["sso_failed"] else None
+        context["sso_linked"] = self.request.GET.get("sso") == "linked"
         return context
 
 
@@ -49,6 +57,50 @@ class SignInRequestView(_SsoOnly, OIDCAuthenticationRequestView):
 
 class SignInCallbackView(_SsoOnly, OIDCAuthenticationCallbackView):
     """The provider's answer: the code is exchanged and the ID token checked by OIDCRoleBackend."""
+
+
+def _password_holds(request, username: str, password: str):
+    """The account named `username` if `password` is its own; a failure counts as a failed sign-in
+    (django-axes' lockout applies, as on the sign-in form)."""
+    credentials = {"username": username}
+    if not AxesProxyHandler.is_allowed(request, credentials):
+        return None
+    user = get_user_model().objects.filter(username=username, is_active=True).first()
+    if user is not None and user.has_usable_password() and user.check_password(password):
+        return user
+    auth.user_login_failed.send(sender=__name__, credentials=credentials, request=request)
+    return None
+
+
+def link_account(request):
+    """A refused first sign-on named an existing account: its holder links it with its password.
+
+    The provider vouched for the identity minutes ago (the session's refusal); the password proves the
+    account. Both together bind them, audited; the person then signs in through the provider again."""
+    refusal = sign_on_refusal(request)
+    if not settings.OIDC_ENABLED or refusal is None or not refusal["existing"]:
+        raise Http404("no refused sign-on to link in this browser")
+    error = ""
+    if request.method == "POST":
+        user = _password_holds(request, refusal["existing"], request.POST.get("password", ""))
+        if user is None:
+            error = "That is not the password of this account, or it is locked for now."
+        else:
+            try:
+                identity_link(
+                    user=user,
+                    issuer=refusal["issuer"],
+                    subject=refusal["subject"],
+                    action=SignOnIdentityEvent.Action.LINKED_BY_PASSWORD,
+                    reason="the account's password, right after the provider's sign-on",
+                )
+            except ApprovalsError as exc:
+                error = str(exc)
+            else:
+                sign_on_refusal_forget(request)
+                return HttpResponseRedirect(f"{reverse('login')}?sso=linked")
+    context = {"refusal": refusal, "error": error, "sso_provider": settings.OIDC_PROVIDER_NAME}
+    return render(request, "registration/link_account.html", context, status=400 if error else 200)
 
 
 def _provider_logout_url(request) -> str | None:

@@ -1,15 +1,15 @@
-"""Who the provider signs in: the console user its username claim names (created the first time, without a
-usable password), never a break-glass superuser; and signing out ends the provider's session too."""
+"""Who the provider signs in: the console user bound to its (issuer, subject), never a break-glass
+superuser (tests/sso/test_hostile_identities.py runs the whole flow); signing out ends the provider's
+session too."""
 
 import pytest
-from django.core.exceptions import SuspiciousOperation
 
 from approvals.auth.backends import OIDCRoleBackend
-from approvals.models import Membership
+from approvals.errors import IdentityRefused
+from approvals.models import Membership, SignOnIdentity
+from approvals.services.identities import identity_sign_in
 from tests.console.clients import client_for
 from tests.factories import make_user, make_workspace
-
-CLAIMS = {"preferred_username": "dana", "email": "dana@example.test", "groups": ["approvers-7"]}
 
 
 @pytest.fixture
@@ -20,28 +20,19 @@ def backend(settings, db):
     return OIDCRoleBackend()
 
 
-def test_a_first_sign_in_creates_the_user_without_a_password_and_with_their_roles(backend):
-    assert backend.verify_claims(CLAIMS)
-    user = backend.create_user(CLAIMS)
-    assert (user.username, user.email, user.has_usable_password()) == (
-        "dana",
-        "dana@example.test",
-        False,
-    )
-    assert list(Membership.objects.filter(user=user).values_list("role", flat=True)) == ["approver"]
-    assert list(backend.filter_users_by_claims(CLAIMS)) == [user]
-
-
-@pytest.mark.parametrize("name", [None, "", 7, "x" * 151])
-def test_claims_without_a_usable_username_are_refused(backend, name):
-    assert not backend.verify_claims({**CLAIMS, "preferred_username": name})
-
-
 def test_the_provider_never_signs_anyone_into_a_break_glass_superuser(backend):
     root = make_user("dana", is_superuser=True)
-    with pytest.raises(SuspiciousOperation, match="break-glass"):
-        backend.update_user(root, CLAIMS)
+    SignOnIdentity.objects.create(issuer="https://idp.example.test", subject="s-dana", user=root)
+    with pytest.raises(IdentityRefused, match="break-glass"):
+        identity_sign_in(issuer="https://idp.example.test", subject="s-dana", username="dana")
     assert not Membership.objects.filter(user=root).exists()
+
+
+@pytest.mark.parametrize("subject", [None, "", 7, "x" * 256])
+def test_claims_without_a_usable_subject_are_refused(backend, subject):
+    with pytest.raises(IdentityRefused, match="no usable subject"):
+        identity_sign_in(issuer="https://idp.example.test", subject=subject, username="erin")
+    assert not SignOnIdentity.objects.exists()
 
 
 def test_the_backend_does_nothing_while_single_sign_on_is_off(settings, rf, db):

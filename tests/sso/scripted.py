@@ -1,0 +1,82 @@
+"""The scripted OpenID provider (tests/oidc_provider/scripted_provider.py) in a process of its own, and the
+code flow run through it with the Django test client: the console's own views and backend, real HTTP to
+the provider for the token, the keys and userinfo."""
+
+import json
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+from django.test import Client
+
+from tests.processes import ROOT
+
+CLIENT_ID = "handoff-console"
+CLIENT_SECRET = "scripted-client-secret"
+START_DEADLINE_SECONDS = 30.0
+
+
+@dataclass
+class ScriptedProvider:
+    issuer: str
+    script: Path
+    process: subprocess.Popen
+
+    def will_answer(self, id_token: dict, userinfo: dict | None = None) -> None:
+        """The claims of the next sign-on: the ID token's and, apart if given, the userinfo answer's."""
+        script = {"id_token": id_token}
+        if userinfo is not None:
+            script["userinfo"] = userinfo
+        self.script.write_text(json.dumps(script))
+
+    def configure(self, settings) -> None:
+        settings.OIDC_ENABLED = True
+        settings.OIDC_OP_ISSUER = self.issuer
+        settings.OIDC_OP_AUTHORIZATION_ENDPOINT = f"{self.issuer}/authorize"
+        settings.OIDC_OP_TOKEN_ENDPOINT = f"{self.issuer}/token"
+        settings.OIDC_OP_USER_ENDPOINT = f"{self.issuer}/userinfo"
+        settings.OIDC_OP_JWKS_ENDPOINT = f"{self.issuer}/jwks"
+        settings.OIDC_RP_CLIENT_ID = CLIENT_ID
+        settings.OIDC_RP_CLIENT_SECRET = CLIENT_SECRET
+        settings.OIDC_RP_SIGN_ALGO = "RS256"
+        settings.OIDC_RP_IDP_SIGN_KEY = None
+
+
+def scripted_provider_start(tmp: Path) -> ScriptedProvider:
+    script = tmp / "script.json"
+    script.write_text("{}")
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            str(ROOT / "tests" / "oidc_provider" / "scripted_provider.py"),
+            str(script),
+            CLIENT_ID,
+            CLIENT_SECRET,
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    # The provider prints its address once it is bound; a loaded machine may take a while to start it.
+    line = process.stdout.readline().strip()
+    if not line.startswith("listening on "):
+        process.kill()
+        raise RuntimeError(f"the scripted provider did not start: {line!r}")
+    return ScriptedProvider(line.removeprefix("listening on "), script, process)
+
+
+def sign_on(client: Client) -> str:
+    """One round trip: the console's redirect, the provider's code, the console's callback.
+
+    Returns where the callback sent the browser (the console's home, or the sign-in page saying why)."""
+    start = client.get("/accounts/oidc/authenticate/")
+    assert start.status_code == 302, start
+    at_provider = httpx.get(
+        start["Location"], follow_redirects=False, timeout=START_DEADLINE_SECONDS
+    )
+    assert at_provider.status_code == 302, at_provider.text
+    back = at_provider.headers["Location"].removeprefix("http://testserver")
+    answer = client.get(back)
+    assert answer.status_code == 302, answer
+    return answer["Location"]
