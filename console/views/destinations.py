@@ -4,7 +4,9 @@ test.
 
 Operators of a workspace see every destination (a destination serves every workspace) and the counts of
 their own workspaces' handoffs. Pausing, resuming and scheduling a window stop or start deliveries for every
-workspace, so they need the destination permission too (the one that sets limits): 403 otherwise.
+workspace, so they need the destination permission too (the one that sets limits): 403 otherwise. So does a
+connection test, a call to a system that serves every workspace (one per destination every few seconds:
+`outbox/services/connection_tests.py`).
 """
 
 from dataclasses import dataclass
@@ -24,7 +26,6 @@ from approvals.models import Role
 from approvals.selectors import workspace_ids_for
 from lib.htmx import HtmxHttpRequest
 from lib.querystring import whole_number
-from outbox.destinations import LookupFailed
 from outbox.destinations.registry import (
     DestinationUnavailable,
     default_destination_name,
@@ -35,21 +36,20 @@ from outbox.destinations.registry import (
     seed_config,
 )
 from outbox.limit_rules import SET_LIMITS_PERMISSION
-from outbox.models import (
-    DestinationConfig,
-    DestinationEvent,
-    DestinationHealth,
-)
+from outbox.models import DestinationConfig, DestinationEvent
 from outbox.selectors import DestinationSummary, destination_summaries
+from outbox.services.connection_tests import (
+    CONNECTION_TEST_EVERY_SECONDS,
+    ConnectionTestRefused,
+    ConnectionTestTooSoon,
+    destination_connection_test,
+)
 from outbox.services.destination_windows import (
     InvalidWindow,
     destination_pause_by_operator,
     destination_resume_by_operator,
     destination_schedule_window,
 )
-from outbox.services.lookup_limits import lookups_under_limits
-from outbox.services.recovery import CONNECTION_TEST_KEY
-from outbox.services.settlement import PERSON_LOOKUP_WAIT_SECONDS
 
 
 @dataclass(frozen=True)
@@ -140,6 +140,7 @@ def _detail_context(request: HtmxHttpRequest, view: DestinationView, result=None
             :50
         ],
         "may_pause": request.user.has_perm(SET_LIMITS_PERMISSION),
+        "test_every_seconds": CONNECTION_TEST_EVERY_SECONDS,
         "result": result,
     }
 
@@ -162,11 +163,11 @@ def _answer(request: HtmxHttpRequest, name: str, result: dict, status: int) -> H
     return render(request, "outbox/destination_detail.html", context, status=status)
 
 
-def _may_pause(request: HtmxHttpRequest, name: str) -> None:
+def _may_pause(request: HtmxHttpRequest, name: str, why: str = "pausing a destination") -> None:
     _known_or_404(request, name)
     if not request.user.has_perm(SET_LIMITS_PERMISSION):
         raise PermissionDenied(
-            "pausing a destination stops deliveries for every workspace: only people with the "
+            f"{why} acts on a system that serves every workspace: only people with the "
             "'set destination limits' permission do it"
         )
 
@@ -248,35 +249,16 @@ def destination_window(request: HtmxHttpRequest, name: str) -> str:
     return "Window scheduled."
 
 
-def _test_result(name: str) -> dict:
-    try:
-        destination = destination_named(name)
-    except DestinationUnavailable as exc:
-        return {"level": "error", "text": f"Cannot be used: {exc}."}
-    if not destination.supports_lookup:
-        return {
-            "level": "warning",
-            "text": "This destination cannot be asked without sending something (it has no lookup): "
-            "nothing was sent.",
-        }
-    try:
-        lookups_under_limits(
-            destination, worker="connection-test", wait_seconds=PERSON_LOOKUP_WAIT_SECONDS
-        ).lookup(CONNECTION_TEST_KEY)
-    except LookupFailed as exc:
-        return {"level": "error", "text": f"The destination could not be asked: {exc}."}
-    return {
-        "level": "success",
-        "text": "Reachable: it answered a lookup with our credentials (nothing was created).",
-    }
-
-
 @require_POST
 @login_required
 def destination_test(request: HtmxHttpRequest, name: str) -> HttpResponse:
-    _known_or_404(request, name)
-    if not DestinationHealth.objects.held_back().filter(name=name).exists():
-        result = _test_result(name)
-    else:
-        result = {"level": "info", "text": "Paused: not asked. Resume it, or wait for its probe."}
-    return _answer(request, name, result, 200)
+    _may_pause(request, name, why="a connection test")
+    try:
+        result = destination_connection_test(name=name, asked_by="connection-test")
+    except ConnectionTestRefused as exc:
+        return _answer(request, name, {"level": "error", "text": f"Not tested: {exc}."}, 409)
+    except ConnectionTestTooSoon as exc:
+        answer = _answer(request, name, {"level": "error", "text": f"Not tested: {exc}."}, 429)
+        answer["Retry-After"] = str(exc.retry_after)
+        return answer
+    return _answer(request, name, {"level": result.level, "text": result.text}, 200)

@@ -88,6 +88,9 @@ class DestinationHealth(models.Model):
     # Defaults in the database too: a dispatcher of the release before writes rows without these columns.
     window_reason = models.CharField(max_length=200, blank=True, default="", db_default="")
     window_set_by = models.CharField(max_length=150, blank=True, default="", db_default="")
+    # The last connection test asked of it, on the database clock: tests are one per
+    # CONNECTION_TEST_EVERY_SECONDS per destination, whoever asks and from whichever process.
+    connection_tested_at = models.DateTimeField(null=True, blank=True)
     updated_at = DbClockDateTimeField(auto_now=True)
 
     objects = DestinationHealthQuerySet.as_manager()

@@ -81,7 +81,51 @@ def test_a_window_is_scheduled_and_shown(world, crm):
 
 
 def test_the_connection_test_asks_the_destination_and_creates_nothing(world, crm):
-    answer = client_for(world["olga"]).post("/destinations/crm/test", follow=True)
+    olga = client_for(grant_destination_admin(world["olga"]))
+    assert b"Test connection" in olga.get("/destinations/crm/").content
+    answer = olga.post("/destinations/crm/test", follow=True)
+    assert b"Reachable" in answer.content
+
+
+def test_a_connection_test_without_the_destination_permission_is_403_and_has_no_button(world, crm):
+    olga = client_for(world["olga"])
+    assert b"Test connection" not in olga.get("/destinations/crm/").content
+    refused = olga.post("/destinations/crm/test")
+    assert refused.status_code == 403
+    assert b"set destination limits" in refused.content
+    assert not DestinationHealth.objects.filter(connection_tested_at__isnull=False).exists()
+
+
+def test_a_disabled_destination_is_not_tested_and_the_answer_says_why(world):
+    DestinationConfig.objects.create(name="old-crm", kind="in_process", config={}, enabled=False)
+    olga = client_for(grant_destination_admin(world["olga"]))
+    assert b"Test connection" not in olga.get("/destinations/old-crm/").content
+    refused = olga.post("/destinations/old-crm/test")
+    assert refused.status_code == 409
+    assert b"Not tested: destination &#x27;old-crm&#x27; is disabled" in refused.content
+    assert not DestinationHealth.objects.filter(connection_tested_at__isnull=False).exists()
+
+
+def test_a_second_test_within_ten_seconds_is_429_with_retry_after_whoever_asks(world, crm):
+    """The turn is the destination's, not the person's: another admin, in another session, waits too."""
+    olga = client_for(grant_destination_admin(world["olga"]))
+    oscar = client_for(grant_destination_admin(world["oscar"]))
+    assert olga.post("/destinations/crm/test").status_code == 302
+    refused = oscar.post("/destinations/crm/test")
+    assert refused.status_code == 429
+    retry_after = int(refused["Retry-After"])
+    assert 1 <= retry_after <= 10
+    assert f"try again in {retry_after} second".encode() in refused.content
+    assert olga.post("/destinations/crm/test").status_code == 429
+
+
+def test_the_turn_comes_back_ten_seconds_after_the_last_test(world, crm):
+    from outbox.clock import db_now_plus
+
+    olga = client_for(grant_destination_admin(world["olga"]))
+    assert olga.post("/destinations/crm/test").status_code == 302
+    DestinationHealth.objects.filter(name="crm").update(connection_tested_at=db_now_plus(-10.5))
+    answer = olga.post("/destinations/crm/test", follow=True)
     assert b"Reachable" in answer.content
 
 
