@@ -168,16 +168,20 @@ AUTHENTICATION_BACKENDS = [
     "approvals.auth.backends.LocalPasswordBackend",
     "approvals.auth.backends.OIDCRoleBackend",
 ]
-# Lockout: either the user name or the client address reaching the limit locks it out (guessing one
-# account from many addresses, or many accounts from one address), for the cool-off time.
+# Lockout (docs/security.md): one user name at one address, for the cool-off time. Five wrong passwords for
+# one user from an office's NAT address lock neither the others behind it nor that user elsewhere.
 AXES_FAILURE_LIMIT = env_int("LOGIN_FAILURE_LIMIT", 5)
 AXES_COOLOFF_TIME = timedelta(minutes=env_int("LOGIN_COOLOFF_MINUTES", 15))
-# A lockout holds one user at one address: five wrong passwords for one user from an office's NAT address
-# lock neither the others behind it nor that user elsewhere (docs/security.md: the trade-off, and how
-# guessing spread over users or addresses still reaches someone, as a security incident).
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
 AXES_ENABLE_ACCESS_FAILURE_LOG = True
+# Our handler: a failed provider callback (it names nobody) is logged but never locks an address, and many
+# user names failing from one address pause password sign-in from it (approvals/auth/lockout.py).
+AXES_HANDLER = "approvals.auth.lockout.SignInAttemptsHandler"
+SIGN_IN_SPRAY_USER_NAMES = env_int("LOGIN_SPRAY_USER_NAMES", 10)
+SIGN_IN_SPRAY_WINDOW = timedelta(minutes=env_int("LOGIN_SPRAY_WINDOW_MINUTES", 10))
+# Every refusal is a 429 with Retry-After saying which pause it is.
+AXES_LOCKOUT_CALLABLE = "console.views.sign_in_paused.sign_in_paused"
 AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
 # The client address is REMOTE_ADDR only (django-axes' default): a header a client can set must not
 # choose which address a failure is counted against.

@@ -7,7 +7,8 @@ this pass or the next) finds the same live incident:
   <workflow>:<step>`; a step marked high-impact in its rule version pages on its first failure;
 - live reconciliation findings of one kind: `findings:<kind>`; corruption (payload mismatch, missing at the
   receiver) pages above a threshold;
-- security events of one kind above a rate: `security:<kind>`;
+- security events of one kind above a rate: `security:<kind>` (password spraying is already a rate: its
+  first event pages);
 - triggers rejected at intake for one workflow and workspace: `rejected_triggers:<workspace>:<workflow>`.
 """
 
@@ -28,6 +29,7 @@ from reconciliation.models import (
     IncidentKind,
     IncidentSeverity,
     SecurityEvent,
+    SecurityEventKind,
 )
 
 PAGE, QUEUE = IncidentSeverity.PAGE, IncidentSeverity.QUEUE
@@ -161,11 +163,18 @@ def security_window_start() -> DbNow:
     return DbNow(-60.0 * settings.ALERT_SECURITY_WINDOW_MINUTES)
 
 
+def _security_page_threshold(kind: str) -> int:
+    """Events of `kind` in the window that page; a spraying event is itself a rate (names per window)."""
+    if kind == SecurityEventKind.PASSWORD_SPRAYING:
+        return 1
+    return settings.ALERT_SECURITY_THRESHOLD
+
+
 def security_causes() -> list[Cause]:
     recent = SecurityEvent.objects.using(DB).filter(at__gte=security_window_start())
     causes = []
     for kind, count in recent.order_by().values_list("kind").annotate(n=Count("id")):
-        if count < settings.ALERT_SECURITY_THRESHOLD:
+        if count < _security_page_threshold(kind):
             continue
         members = [
             Member(f"security:{pk}", None, security_event_id=pk)

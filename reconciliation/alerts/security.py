@@ -3,16 +3,20 @@
 The signed APIs (triggers at intake, the receiver's API) answer a forged, stale or replayed signature
 with 401 `signature_rejected` and write nothing; django-axes refuses a locked-out sign-in. Neither told
 anyone. `SecurityEventMiddleware` records each refused signed call from the answer it got (the views stay
-as they are: a refusal writes nothing of theirs), and `record_lockout` each refused sign-in, from
-django-axes' `user_locked_out` signal. The incidents' sweep pages when one kind passes a rate.
+as they are: a refusal writes nothing of theirs), `record_lockout` each refused sign-in, from
+django-axes' `user_locked_out` signal, and `record_spraying` one event per spraying episode of an address
+(approvals.auth.lockout). The incidents' sweep pages when one kind passes a rate.
 """
 
 import json
 import logging
 
+from django.conf import settings
+from django.db import connections, transaction
 from django.http import HttpRequest, HttpResponse
 
 from lib.databases import DB
+from outbox.clock import DbNow
 from outbox.redaction import redact_text
 from reconciliation.models import SecurityEvent, SecurityEventKind
 
@@ -73,3 +77,38 @@ def record_lockout(sender, request=None, username=None, ip_address=None, **kwarg
         source="sign_in",
         detail=f"user {username or '(none)'} from {ip_address or 'unknown address'}",
     )
+
+
+def _spraying_detail_prefix(ip_address: str) -> str:
+    return f"address {ip_address}: "
+
+
+def record_spraying(sender, ip_address: str, pause, **kwargs) -> None:
+    """approvals.auth.lockout's password_spraying_paused: one event per address and spraying window.
+
+    A pause that begins within a window of the address's last event continues its episode (the workers
+    that saw the threshold crossed at once, an attacker going on at the paused rate): no second event."""
+    prefix = _spraying_detail_prefix(ip_address)
+    window_seconds = settings.SIGN_IN_SPRAY_WINDOW.total_seconds()
+    with transaction.atomic(using=DB):
+        if connections[DB].vendor == "postgresql":
+            # Serializes the check and the insert across workers (SQLite's IMMEDIATE transactions do).
+            with connections[DB].cursor() as cursor:
+                cursor.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", [prefix])
+        episode_recorded = (
+            SecurityEvent.objects.using(DB)
+            .filter(
+                kind=SecurityEventKind.PASSWORD_SPRAYING,
+                detail__startswith=prefix,
+                at__gte=DbNow(-window_seconds),
+            )
+            .exists()
+        )
+        if not episode_recorded:
+            security_event_record(
+                kind=SecurityEventKind.PASSWORD_SPRAYING,
+                source="sign_in",
+                detail=f"{prefix}{pause.user_names} user names failed within "
+                f"{int(window_seconds // 60)} minutes; password sign-in from it paused until "
+                f"{pause.until.isoformat(timespec='seconds')}",
+            )

@@ -302,10 +302,12 @@ class SecurityEventKind(models.TextChoices):
     SIGNATURE_REJECTED = "signature_rejected", "Signature refused"
     REPLAY = "replay", "Replayed message refused"
     LOCKOUT = "lockout", "Sign-in locked out"
+    # Many user names failing from one address: already a rate, so its first event pages.
+    PASSWORD_SPRAYING = "password_spraying", "Password spraying paused"
 
 
 class SecurityEvent(models.Model):
-    """A refused signed call (intake or receiver) or a sign-in lockout: counted for paging."""
+    """A refused signed call (intake or receiver), a sign-in lockout or a spraying pause: for paging."""
 
     kind = models.CharField(max_length=20, choices=SecurityEventKind.choices)
     source = models.CharField(max_length=40, help_text="intake, receiver, sign_in")

@@ -28,13 +28,16 @@ def test_right_password_signs_in_before_any_failure():
     assert response.status_code == 302 and response["Location"] == "/"
 
 
-def test_after_the_failure_limit_the_right_password_is_refused():
+def test_after_the_failure_limit_the_right_password_is_refused_with_retry_after():
     make_user("alice")
     for _ in range(settings.AXES_FAILURE_LIMIT):
         sign_in("alice", "wrong-guess")
     response = sign_in("alice", "pw-alice")
     assert response.status_code == 429
-    assert b"Signing in is paused" in response.content
+    assert response["Retry-After"] == str(int(settings.AXES_COOLOFF_TIME.total_seconds()))
+    page = response.content.decode()
+    assert "Signing in is paused" in page
+    assert "Too many failed sign-ins for this account from your network address" in page
     assert "_auth_user_id" not in response.client.session
 
 
