@@ -7,7 +7,7 @@ a query (which would fail as a 500).
 
 from datetime import datetime
 
-from django.utils.dateparse import parse_datetime
+from lib.moments import BadMoment, parse_moment
 
 # Primary keys are 64-bit signed integers on every backend we run.
 MAX_ID = 2**63 - 1
@@ -48,11 +48,11 @@ def parse_keyset_cursor(raw: str, *, name: str) -> tuple[datetime, int] | None:
         return None
     stamp, _, pk = raw.rpartition("_")
     try:
-        created = parse_datetime(stamp)
-    except ValueError:
-        created = None
-    if created is None:
-        raise BadQueryValue(f"{name} is not a cursor of this list (expected <timestamp>_<id>)")
+        created = parse_moment(stamp, field=name)
+    except BadMoment as exc:
+        raise BadQueryValue(
+            f"{name} is not a cursor of this list (expected <timestamp>_<id>)"
+        ) from exc
     return created, parse_id(pk, name=name)
 
 

@@ -2,7 +2,6 @@
 export_archive`, docs/operations.md "Retention"). Streams in keyset pages of the archive's
 (workspace_id, archived_at, handoff_id) index; the history's texts go through the one redaction function."""
 
-import csv
 import json
 from collections.abc import Iterator
 from datetime import datetime
@@ -10,6 +9,7 @@ from typing import TextIO
 
 from django.db.models import Q
 
+from lib.csv_cells import csv_line
 from outbox.models import ArchivedHandoff
 from outbox.redaction import redact
 
@@ -84,10 +84,9 @@ def archive_export(
     rows = archived_rows(workspace_id=workspace_id, since=since, until=until)
     count = 0
     if fmt == "csv":
-        writer = csv.writer(out)
-        writer.writerow([*COLUMNS, "receipt", "history"])
+        out.write(csv_line([*COLUMNS, "receipt", "history"]))
         for row in rows:
-            writer.writerow([_text(row[c]) for c in (*COLUMNS, "receipt", "history")])
+            out.write(csv_line(_text(row[c]) for c in (*COLUMNS, "receipt", "history")))
             count += 1
         return count
     for row in rows:

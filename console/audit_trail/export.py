@@ -4,8 +4,6 @@ The export row is written in the same transaction as the read, so an export that
 and a recorded export is one that was produced. Reasons and subjects go through the one redaction function,
 as everything shown is."""
 
-import csv
-import io
 import json
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
@@ -17,6 +15,7 @@ from approvals.models import AuditExport
 from console.audit_trail.access import audit_kinds_for
 from console.audit_trail.records import FIELDS, AuditRecord
 from console.audit_trail.sources import SOURCES, Period
+from lib.csv_cells import csv_line
 from lib.databases import DB
 from outbox.redaction import redact_text
 
@@ -64,11 +63,8 @@ def audit_records(*, period: Period, kinds: list[str]) -> list[AuditRecord]:
 
 
 def render_csv(records: list[AuditRecord]) -> str:
-    out = io.StringIO()
-    writer = csv.DictWriter(out, fieldnames=FIELDS, lineterminator="\n")
-    writer.writeheader()
-    writer.writerows(r.as_row() for r in records)
-    return out.getvalue()
+    rows = (r.as_row() for r in records)
+    return csv_line(FIELDS) + "".join(csv_line(row[field] for field in FIELDS) for row in rows)
 
 
 def render_jsonl(records: list[AuditRecord]) -> str:

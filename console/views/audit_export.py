@@ -1,8 +1,8 @@
 """The Audit export page: choose a workspace, a period and a format; the file comes back as a download.
 
 Thin: parse, call `audit_export` (which authorizes, reads and records the export), answer. A workspace the
-user may not see is a 404 as everywhere; a member without the operator role gets a 403; bad input a 422 with
-the reasons, nothing recorded."""
+user may not see is a 404 as everywhere; a member without the operator role gets a 403; a date that cannot be
+read a 400 and a period or format the export refuses a 422, with the reasons, nothing recorded."""
 
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
@@ -15,6 +15,7 @@ from approvals.models import Role, Workspace
 from approvals.selectors import workspace_ids_for
 from console.audit_trail.export import audit_export
 from console.audit_trail.period import parse_period
+from lib.moments import BadMoment
 from lib.querystring import id_or_none
 
 TEMPLATE = "console/audit_export.html"
@@ -57,6 +58,8 @@ def audit_export_download(request):
             fmt=values["format"],
             channel="console",
         )
+    except BadMoment as exc:
+        return _page(request, status=400, reasons=[str(exc)], values=values)
     except InvalidPayload as exc:
         return _page(request, status=422, reasons=exc.reasons, values=values)
     except WorkspaceNotFound as exc:

@@ -10,7 +10,6 @@ connection test, a call to a system that serves every workspace (one per destina
 """
 
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from functools import wraps
 
 from django.contrib import messages
@@ -18,13 +17,12 @@ from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
-from django.utils import timezone
-from django.utils.dateparse import parse_datetime
 from django.views.decorators.http import require_GET, require_POST
 
 from approvals.models import Role
 from approvals.selectors import workspace_ids_for
 from lib.htmx import HtmxHttpRequest
+from lib.moments import BadMoment, parse_moment
 from lib.querystring import whole_number
 from outbox.destinations.registry import (
     DestinationUnavailable,
@@ -172,13 +170,6 @@ def _may_pause(request: HtmxHttpRequest, name: str, why: str = "pausing a destin
         )
 
 
-def _parse_time(raw: str, label: str) -> datetime:
-    parsed = parse_datetime(raw.strip()) if raw else None
-    if parsed is None:
-        raise InvalidWindow(f"{label} must be a date and time, for example 2026-12-01 22:00")
-    return parsed if timezone.is_aware(parsed) else timezone.make_aware(parsed, UTC)
-
-
 # The longest pause typed in minutes: a year (a longer one is "until resumed").
 MAX_PAUSE_MINUTES = 525_600
 
@@ -196,7 +187,8 @@ def _minutes(raw: str) -> float | None:
 
 def operator_window_action(refused: str):
     """The frame of pause, resume and window: POST, signed in, the destination exists (404), the
-    destination permission (403), the service's refusal a 422 with its reason (`refused`: "Not paused")."""
+    destination permission (403), a time that cannot be read a 400 and the service's refusal a 422, each
+    with its reason (`refused`: "Not paused")."""
 
     def decorate(view):
         @wraps(view)
@@ -206,6 +198,8 @@ def operator_window_action(refused: str):
             _may_pause(request, name)
             try:
                 text = view(request, name)
+            except BadMoment as exc:
+                return _answer(request, name, {"level": "error", "text": f"{refused}: {exc}."}, 400)
             except InvalidWindow as exc:
                 return _answer(request, name, {"level": "error", "text": f"{refused}: {exc}."}, 422)
             return _answer(request, name, {"level": "success", "text": text}, 200)
@@ -243,8 +237,8 @@ def destination_window(request: HtmxHttpRequest, name: str) -> str:
         name=name,
         actor=request.user,
         reason=request.POST.get("reason", ""),
-        starts_at=_parse_time(request.POST.get("starts_at", ""), "the start"),
-        ends_at=_parse_time(request.POST.get("ends_at", ""), "the end"),
+        starts_at=parse_moment(request.POST.get("starts_at", ""), field="starts_at"),
+        ends_at=parse_moment(request.POST.get("ends_at", ""), field="ends_at"),
     )
     return "Window scheduled."
 

@@ -6,7 +6,6 @@ operator workspaces include every workspace it was started for), call one servic
 The preview and the run are background jobs; these requests only start them and read their progress.
 """
 
-import csv
 from urllib.parse import urlencode
 
 from django.contrib.auth.decorators import login_required
@@ -19,6 +18,7 @@ from approvals.models import Role
 from approvals.selectors import workspace_ids_for
 from console.filters import HandoffFilter
 from console.views.handoff_list import filter_data
+from lib.csv_cells import csv_line
 from lib.htmx import HtmxHttpRequest
 from lib.querystring import id_or_none
 from outbox.selectors import handoffs_in
@@ -36,9 +36,6 @@ from reconciliation.alerts.replay_selectors import (
     replay_visible,
 )
 from reconciliation.models import Replay
-
-# A spreadsheet runs a cell that starts with one of these as a formula: such cells get a leading quote.
-FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 
 
 def _operator_scope(request: HtmxHttpRequest) -> list[int]:
@@ -129,23 +126,12 @@ def replay_run(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     return redirect("incidents:replay", pk=replay.pk)
 
 
-def _cell(value) -> str:
-    text = str(value)
-    return "'" + text if text.startswith(FORMULA_STARTS) else text
-
-
-class _Echo:
-    def write(self, value: str) -> str:
-        return value
-
-
 @require_GET
 @login_required
 def replay_items_csv(request: HtmxHttpRequest, pk: int) -> StreamingHttpResponse:
     replay = _replay_or_404(request, pk)
-    writer = csv.writer(_Echo(), lineterminator="\n")
     response = StreamingHttpResponse(
-        (writer.writerow([_cell(v) for v in row]) for row in replay_csv_rows(replay)),
+        (csv_line(row) for row in replay_csv_rows(replay)),
         content_type="text/csv",
     )
     response["Content-Disposition"] = f'attachment; filename="replay-{replay.pk}.csv"'

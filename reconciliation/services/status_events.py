@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from lib.databases import DB
+from lib.moments import BadMoment, parse_moment
 from outbox.destinations import RemoteTask
 from outbox.models import Handoff
 from outbox.models.states import WORK_FAILED, WORK_STATUSES
@@ -22,8 +23,11 @@ from outbox.services.status_events import (
     STATUS_CHANGED,
     TASK_DELETED,
     ReceiverStatement,
+    StatusEventForged,
     handoff_record_status_event,
 )
+from reconciliation.alerts.security import security_event_record
+from reconciliation.models import SecurityEventKind
 from reconciliation.services.key_check import key_check_record
 
 MAX_KEY_LENGTH = 200
@@ -47,14 +51,14 @@ def _text(data: dict, name: str, limit: int, reasons: list[str]) -> str:
 
 
 def _moment(value: object, reasons: list[str]) -> datetime | None:
+    field = "data.occurred_at"
     try:
-        moment = datetime.fromisoformat(value) if isinstance(value, str) else None
-    except ValueError:
-        moment = None
-    if moment is None or moment.tzinfo is None:
-        reasons.append("data.occurred_at must be an ISO 8601 time with its offset")
+        if not isinstance(value, str):
+            raise BadMoment(f"{field}: must be an ISO 8601 time with its offset")
+        return parse_moment(value, field=field, offset_required=True)
+    except BadMoment as exc:
+        reasons.append(str(exc))
         return None
-    return moment
 
 
 def _sequence(value: object, reasons: list[str]) -> int:
@@ -122,11 +126,21 @@ def _receiver_answer(statement: ReceiverStatement, payload_hash: str) -> RemoteT
 
 def status_event_receive(*, destination: str, webhook_id: str, document: dict) -> StatusEventAnswer:
     """Record one verified status event of `destination`, and check its key at once when it tells of a
-    problem. Raises StatusEventInvalid (nothing written) for an event that cannot be used."""
+    problem. Raises StatusEventInvalid (nothing written) for an event that cannot be used, and
+    StatusEventForged for one naming a task the receiver never gave: recorded as a security event, which
+    pages above a rate as a refused signature does."""
     statement = statement_from(document)
-    outcome = handoff_record_status_event(
-        destination=destination, webhook_id=webhook_id, statement=statement
-    )
+    try:
+        outcome = handoff_record_status_event(
+            destination=destination, webhook_id=webhook_id, statement=statement
+        )
+    except StatusEventForged as forged:
+        security_event_record(
+            kind=SecurityEventKind.SIGNATURE_REJECTED,
+            source="status_events",
+            detail=f"status event of {destination} about a task never given: {forged}",
+        )
+        raise
     answer = StatusEventAnswer(result=outcome.event.result, repeated=outcome.repeated)
     payload_hash = document["data"].get("payload_hash", "")
     # A failed task is compared as a run would compare it only when the event names its content.

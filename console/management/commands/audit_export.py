@@ -11,6 +11,7 @@ from django.core.management.base import BaseCommand, CommandError
 from approvals.errors import ApprovalDenied, InvalidPayload, WorkspaceNotFound
 from console.audit_trail.export import audit_export
 from console.audit_trail.period import parse_period
+from lib.moments import BadMoment
 
 
 class Command(BaseCommand):
@@ -38,6 +39,8 @@ class Command(BaseCommand):
                 fmt=options["format"],
                 channel="command",
             )
+        except BadMoment as exc:
+            raise CommandError(str(exc)) from exc
         except InvalidPayload as exc:
             raise CommandError("; ".join(exc.reasons)) from exc
         except (ApprovalDenied, WorkspaceNotFound) as exc:

@@ -4,21 +4,18 @@
 from datetime import datetime
 
 from django.core.management.base import BaseCommand, CommandError
-from django.utils.dateparse import parse_date, parse_datetime
-from django.utils.timezone import get_current_timezone, is_naive, make_aware
 
+from lib.moments import BadMoment, parse_moment
 from outbox.archive_export import FORMATS, archive_export
 
 
 def _moment(text: str | None, name: str) -> datetime | None:
     if not text:
         return None
-    value = parse_datetime(text)
-    if value is None and (day := parse_date(text)) is not None:
-        value = datetime(day.year, day.month, day.day)
-    if value is None:
-        raise CommandError(f"{name}: not a date or date-time (YYYY-MM-DD[THH:MM[:SS]]): {text!r}")
-    return make_aware(value, get_current_timezone()) if is_naive(value) else value
+    try:
+        return parse_moment(text, field=name)
+    except BadMoment as exc:
+        raise CommandError(str(exc)) from exc
 
 
 class Command(BaseCommand):

