@@ -26,10 +26,8 @@ from approvals.models import (
     Workspace,
     WorkspaceWorkflow,
 )
-from approvals.rules import publish_problems
 from approvals.services.memberships import membership_grant, membership_revoke
 from approvals.services.observation import pilot_brief_set
-from approvals.services.rule_versions import rule_version_publish
 from approvals.services.workflow_modes import workflow_mode_set
 from lib.querystring import id_or_none
 from outbox.redaction import redact
@@ -229,40 +227,28 @@ class RequestReferenceAdmin(ReadOnlyAdmin):
     search_fields = ("reference",)
 
 
-class RuleVersionForm(forms.ModelForm):
-    class Meta:
-        model = RuleVersion
-        fields = ("workflow", "schema", "notes")
-
-    def clean_schema(self):
-        schema = self.cleaned_data["schema"]
-        if problems := publish_problems(schema):
-            raise forms.ValidationError(problems)
-        return schema
-
-
 @admin.register(RuleVersion)
-class RuleVersionAdmin(admin.ModelAdmin):
-    """Rules are published (a new version), never edited: old decisions keep the version they stored."""
+class RuleVersionAdmin(ReadOnlyAdmin):
+    """Rules and their routed steps are published from a file, `manage.py workflows apply FILE`, never
+    here: a form without the steps dropped a workflow's steps when it published (docs/intake.md)."""
 
-    form = RuleVersionForm
-    list_display = ("version", "workflow", "number", "created_by", "created_at")
+    list_display = ("version", "workflow", "number", "step_routes", "created_by", "created_at")
     list_filter = ("workflow",)
 
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
-
-    def save_model(self, request, obj, form, change):
-        stored = rule_version_publish(
-            workflow=form.cleaned_data["workflow"],
-            schema=form.cleaned_data["schema"],
-            actor=request.user,
-            notes=form.cleaned_data.get("notes", ""),
+    def changelist_view(self, request, extra_context=None):
+        messages.info(
+            request,
+            "Rules are published with `manage.py workflows apply FILE` (a workflows file under version "
+            "control: schema, steps and each step's destination); this page only shows them.",
         )
-        obj.pk, obj.number, obj.version = stored.pk, stored.number, stored.version
+        return super().changelist_view(request, extra_context)
+
+    @admin.display(description="steps")
+    def step_routes(self, obj) -> str:
+        return (
+            ", ".join(f"{s['name']} → {s.get('destination') or 'default'}" for s in obj.steps)
+            or "-"
+        )
 
 
 class WorkflowModeForm(forms.ModelForm):

@@ -11,9 +11,14 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 
 from httpapi.body import BodyRejected, read_json_body
-from httpapi.signatures import SignatureInvalid, secrets_in_force, verify_signature
+from httpapi.signatures import SignatureInvalid, verify_signature
 from httpapi.strict_json import JSONRejected, parse_json_object
 from outbox.destinations.registry import enabled_destination_names
+from outbox.services.status_events import StatusEventForged
+from reconciliation.services.status_event_secrets import (
+    note_if_signed_with_single_secret,
+    status_event_secrets_of,
+)
 from reconciliation.services.status_events import StatusEventInvalid, status_event_receive
 
 WEBHOOK_ID_MAX_LENGTH = 200
@@ -23,14 +28,14 @@ def _error(status: int, code: str, **extra) -> JsonResponse:
     return JsonResponse({"error": code, **extra}, status=status)
 
 
-def _verified(request: HttpRequest, body: str) -> str:
-    """The webhook-id of a correctly signed event. Raises SignatureInvalid."""
+def _verified(request: HttpRequest, body: str, name: str) -> str:
+    """The webhook-id of an event signed with the named destination's own secret. Raises SignatureInvalid
+    (an unknown or disabled destination has no secret: nothing tells it from a wrong signature)."""
     headers = {k.lower(): v for k, v in request.headers.items() if k.lower().startswith("webhook-")}
-    secrets = secrets_in_force(
-        settings.RECEIVER_EVENTS_SIGNING_SECRET,
-        settings.RECEIVER_EVENTS_SIGNING_SECRET_PREVIOUS,
-        name="RECEIVER_EVENTS_SIGNING_SECRET",
-    )
+    secrets = status_event_secrets_of(name)
+    if not secrets:
+        note_if_signed_with_single_secret(name=name, body=body, headers=headers)
+        raise SignatureInvalid("no status-event secret of this destination verifies the event")
     verify_signature(secrets=secrets, body=body, headers=headers)
     return headers["webhook-id"]
 
@@ -41,7 +46,7 @@ def _verified(request: HttpRequest, body: str) -> str:
 def status_events(request: HttpRequest, name: str) -> JsonResponse:
     try:
         body = read_json_body(request, limit=settings.STATUS_EVENTS_MAX_BODY_BYTES)
-        webhook_id = _verified(request, body)
+        webhook_id = _verified(request, body, name)
         document = parse_json_object(body, max_depth=8)
     except BodyRejected as exc:
         return JsonResponse(exc.as_dict(), status=exc.status)
@@ -58,4 +63,6 @@ def status_events(request: HttpRequest, name: str) -> JsonResponse:
         answer = status_event_receive(destination=name, webhook_id=webhook_id, document=document)
     except StatusEventInvalid as exc:
         return _error(422, "event_invalid", reasons=exc.reasons)
+    except StatusEventForged as exc:
+        return _error(422, "task_not_given", detail=str(exc))
     return JsonResponse(answer.as_dict(), status=200)

@@ -19,7 +19,13 @@ if ! grep -q '^DEMO_ALERT_WEBHOOK_SECRET=' var/run.env; then
   # The signing secret of the demo's page channel (docs/incidents.md, "The demo").
   $PY -c 'import base64, secrets; print(f"DEMO_ALERT_WEBHOOK_SECRET=whsec_{base64.b64encode(secrets.token_bytes(32)).decode()}")' >> var/run.env
 fi
+if ! grep -q '^HANDOFF_DEST_RECEIVER_EVENTS_SECRET=' var/run.env; then
+  # The secret of the bundled receiver's status events: the demo's receiver destination names it.
+  $PY -c 'import base64, secrets; print(f"HANDOFF_DEST_RECEIVER_EVENTS_SECRET=whsec_{base64.b64encode(secrets.token_bytes(32)).decode()}")' >> var/run.env
+fi
 set -a; source var/run.env; set +a
+# The bundled receiver signs its status events with it (its own setting, delivery/status_events.py).
+export RECEIVER_EVENTS_SIGNING_SECRET=$HANDOFF_DEST_RECEIVER_EVENTS_SECRET
 export DJANGO_DEBUG=${DJANGO_DEBUG:-0}
 # Plain HTTP on localhost: no HTTPS redirect, no secure-only cookies (a deployment keeps the default, on).
 export DJANGO_SECURE=${DJANGO_SECURE:-0}

@@ -17,7 +17,7 @@ def rule_version_publish(
     a management command acting for whoever runs the deployment (the demo); people need the permission."""
     if actor is not None and not actor.has_perm("approvals.add_ruleversion"):
         raise ApprovalDenied(f"{actor} may not publish rules")
-    if problems := _publish_problems(schema, steps or []):
+    if problems := rule_version_problems(schema=schema, steps=steps or []):
         raise InvalidPayload(problems)
     with transaction.atomic(using=DB):
         latest = (
@@ -48,7 +48,7 @@ def rule_version_publish(
         )
 
 
-def _publish_problems(schema: dict, steps: list[dict]) -> list[str]:
+def rule_version_problems(*, schema: dict, steps: list[dict]) -> list[str]:
     """Why the rules cannot be published: the schema, the steps' shape, then their destinations."""
     return publish_problems(schema) + steps_problems(steps) or _destination_problems(steps)
 

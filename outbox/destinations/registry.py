@@ -27,6 +27,7 @@ from outbox.destinations.idempotency_key_http import IdempotencyKeyHttpDestinati
 from outbox.destinations.in_process import CONFIG_KEYS as IN_PROCESS_KEYS
 from outbox.destinations.in_process import InProcessDestination
 from outbox.destinations.smtp import SmtpDestination
+from outbox.destinations.status_events_config import STATUS_EVENTS_KEY, status_events_problem
 from outbox.errors import OutboxError
 from outbox.models import DestinationConfig
 
@@ -78,8 +79,13 @@ def destination_from_config(config: dict) -> Destination:
         raise DestinationInvalid(
             f"destination {name!r}: unknown kind {kind!r} (known: {', '.join(sorted(KINDS))})"
         )
+    # The status-event secret is any kind's (status_events_config.py): checked here, not by the kind.
+    if STATUS_EVENTS_KEY in config and (problem := status_events_problem(config[STATUS_EVENTS_KEY])):
+        raise DestinationInvalid(f"destination {name!r} ({kind}): {problem}")
     try:
-        return KINDS[kind].from_config({k: v for k, v in config.items() if k != "kind"})
+        return KINDS[kind].from_config(
+            {k: v for k, v in config.items() if k not in ("kind", STATUS_EVENTS_KEY)}
+        )
     except (ValueError, TypeError, KeyError, ImproperlyConfigured) as exc:
         raise DestinationInvalid(f"destination {name!r} ({kind}): {exc}") from exc
 

@@ -6,6 +6,10 @@ repeat sent concurrently waits for the first and is then answered as a repeat) a
 receiver numbers its events (`sequence`, growing per task), and an event numbered at or below the newest
 one applied is kept as `stale` and changes nothing. Not a state transition: the handoff keeps its state;
 its history says what the receiver said.
+
+An event must name the task the receiver gave for the key (the handoff's `destination_id`): one naming
+another task speaks for a task the receiver never gave this handoff, and is refused (`StatusEventForged`,
+nothing written). While no task id is known yet (the receiver's answer was lost), the event is taken.
 """
 
 from dataclasses import dataclass
@@ -15,6 +19,7 @@ from django.db import IntegrityError, transaction
 
 from lib.databases import DB
 from outbox.clock import db_now
+from outbox.errors import OutboxError
 from outbox.models import Handoff, HandoffState, StatusEvent, StatusEventResult
 from outbox.models.states import WORK_STATUSES
 from outbox.services.transitions import handoff_lock, handoff_transition
@@ -25,6 +30,10 @@ R = StatusEventResult
 TASK_DELETED = "task.deleted"
 STATUS_CHANGED = "task.status_changed"
 EVENT_KINDS = (STATUS_CHANGED, TASK_DELETED)
+
+
+class StatusEventForged(OutboxError):
+    """The event names a task the receiver never gave the key's handoff; the message says which."""
 
 
 @dataclass(frozen=True)
@@ -83,14 +92,20 @@ def _said(statement: ReceiverStatement) -> str:
 
 def _apply(statement: ReceiverStatement, *, destination: str) -> tuple[str, int | None]:
     """Lock the key's handoff and apply the statement unless a newer one is recorded; (result, handoff id)."""
-    handoff_id = (
+    found = (
         Handoff.objects.using(DB)
         .filter(action_key=statement.action_key, destination=destination)
-        .values_list("pk", flat=True)
+        .values_list("pk", "destination_id")
         .first()
     )
-    if handoff_id is None:
+    if found is None:
         return R.UNKNOWN_KEY, None
+    handoff_id, task_id = found
+    if task_id and task_id != statement.task_id:
+        raise StatusEventForged(
+            f"the event names task {statement.task_id} for {statement.action_key}, but {destination} "
+            f"gave that handoff task {task_id}, not {statement.task_id}"
+        )
     handoff = handoff_lock(handoff_id)
     newest = handoff.receiver_event_sequence
     if newest is not None and statement.sequence <= newest:
@@ -112,7 +127,8 @@ def handoff_record_status_event(
 ) -> StatusEventOutcome:
     """Record one status event of `destination` and apply it to the handoff of its key, in one transaction.
 
-    The same webhook-id again returns the first recording (`repeated`) and changes nothing.
+    The same webhook-id again returns the first recording (`repeated`) and changes nothing. Raises
+    StatusEventForged (nothing written) for an event naming a task the receiver never gave the handoff.
     """
     with transaction.atomic(using=DB):
         try:

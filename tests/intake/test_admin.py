@@ -1,9 +1,11 @@
-"""Administrators (superusers) change modes and publish rules in Django admin; both go through the audited
-services. Support staff may only read these (tests/security/test_access_matrix.py)."""
+"""Administrators (superusers) change modes in Django admin and publish rules from a workflows file; both
+go through the audited services. Support staff may only read these (tests/security/test_access_matrix.py)."""
 
 import json
+from io import StringIO
 
 import pytest
+from django.core.management import call_command
 
 from approvals.models import RuleVersion, TriggerRecord, WorkflowMode, WorkflowModeChange
 from approvals.rules import ONBOARDING_V1, rules_for
@@ -50,13 +52,16 @@ def test_mode_set_in_admin_is_audited(root_client):
     ]
 
 
-def test_rules_published_in_admin_become_the_next_version(root_client):
+def test_rules_are_published_from_a_workflows_file_not_in_admin(root_client, tmp_path):
     schema = {**ONBOARDING_V1.schema, "required": ["client_name"]}
-    response = root_client.post(
+    refused = root_client.post(
         "/admin/approvals/ruleversion/add/",
         {"workflow": "onboarding", "schema": json.dumps(schema), "notes": "looser"},
     )
-    assert response.status_code == 302, response.content.decode()[:2000]
+    assert refused.status_code == 403
+    path = tmp_path / "workflows.json"
+    path.write_text(json.dumps({"workflows": [{"name": "onboarding", "schema": schema}]}))
+    call_command("workflows", "apply", str(path), "--as", "root", stdout=StringIO())
     assert rules_for("onboarding").version == "onboarding-v2"
     assert RuleVersion.objects.get(version="onboarding-v2").created_by.username == "root"
 

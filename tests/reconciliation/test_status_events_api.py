@@ -7,7 +7,9 @@ from django.conf import settings
 from django.utils import timezone
 from standardwebhooks.webhooks import Webhook
 
-from outbox.models import Handoff, StatusEvent
+from outbox.models import DestinationConfig, Handoff, StatusEvent
+from reconciliation.alerts.causes import security_causes
+from reconciliation.models import SecurityEvent
 from tests.builders import deliver, record
 
 pytestmark = pytest.mark.django_db(databases=["default", "delivery"])
@@ -113,12 +115,82 @@ def test_a_body_that_is_not_json_or_too_large_is_refused_before_the_signature(cl
     assert nothing_written(delivered)
 
 
-def test_an_unknown_destination_is_a_404_after_the_signature(client, delivered):
+def test_an_unknown_destination_has_no_secret_so_any_event_for_it_is_a_401(client, delivered):
     body = json.dumps(event(delivered))
     url = "/reconciliation/api/destinations/nowhere/status-events"
     assert post(client, body, url=url).status_code == 401
-    assert post(client, body, url=url, **signed(body)).status_code == 404
+    assert post(client, body, url=url, **signed(body)).status_code == 401
     assert nothing_written(delivered)
+
+
+SECRET_A, SECRET_B = "whsec_" + "QUFB" * 11, "whsec_" + "QkJC" * 11
+
+
+@pytest.fixture
+def two_destinations(monkeypatch, delivered):
+    """crm-a and crm-b, each with its own status-event secret; the delivered handoff is crm-b's."""
+    monkeypatch.setenv("HANDOFF_DEST_CRM_A_EVENTS", SECRET_A)
+    monkeypatch.setenv("HANDOFF_DEST_CRM_B_EVENTS", SECRET_B)
+    for name, variable in (
+        ("crm-a", "HANDOFF_DEST_CRM_A_EVENTS"),
+        ("crm-b", "HANDOFF_DEST_CRM_B_EVENTS"),
+    ):
+        DestinationConfig.objects.create(
+            name=name, kind="in_process", config={"status_events": {"secret_env": variable}}
+        )
+    Handoff.objects.filter(pk=delivered.pk).update(destination="crm-b")
+    return delivered
+
+
+def url_of(name: str) -> str:
+    return f"/reconciliation/api/destinations/{name}/status-events"
+
+
+def test_an_event_signed_with_destination_as_secret_cannot_speak_for_bs_handoffs(
+    client, two_destinations
+):
+    body = json.dumps(event(two_destinations))
+    refused = post(client, body, url=url_of("crm-b"), **signed(body, secret=SECRET_A))
+    assert refused.status_code == 401
+    assert refused.json()["error"] == "signature_rejected"
+    # At A's own address the key is none of A's handoffs: recorded as unknown, B's handoff untouched.
+    at_a = post(client, body, url=url_of("crm-a"), **signed(body, secret=SECRET_A))
+    assert at_a.json()["result"] == "unknown_key"
+    assert Handoff.objects.get(pk=two_destinations.pk).work_status != "done"
+
+    applied = post(client, body, url=url_of("crm-b"), **signed(body, "evt_b", secret=SECRET_B))
+    assert applied.json()["result"] == "applied"
+    assert Handoff.objects.get(pk=two_destinations.pk).work_status == "done"
+
+
+def test_a_destination_naming_no_event_secret_refuses_the_single_secret_and_logs_why(
+    client, delivered, caplog
+):
+    DestinationConfig.objects.create(name="legacy", kind="in_process", config={})
+    Handoff.objects.filter(pk=delivered.pk).update(destination="legacy")
+    body = json.dumps(event(delivered))
+    refused = post(client, body, url=url_of("legacy"), **signed(body))
+    assert refused.status_code == 401
+    assert nothing_written(delivered)
+    assert any(
+        "legacy" in r.getMessage() and "RECEIVER_EVENTS_SIGNING_SECRET" in r.getMessage()
+        for r in caplog.records
+    )
+
+
+def test_an_event_naming_a_task_the_receiver_never_gave_is_refused_and_pages(
+    client, delivered, settings
+):
+    settings.ALERT_SECURITY_THRESHOLD = 1
+    body = json.dumps(event(delivered, task_id="task-forged-1"))
+    refused = post(client, body, **signed(body))
+    assert refused.status_code == 422
+    assert refused.json()["error"] == "task_not_given"
+    assert "task-forged-1" in refused.json()["detail"]
+    assert nothing_written(delivered)
+    [recorded] = SecurityEvent.objects.all()
+    assert (recorded.kind, recorded.source) == ("signature_rejected", "status_events")
+    assert [c.cause for c in security_causes()] == ["security:signature_rejected"]
 
 
 def test_get_is_not_allowed(client):

@@ -26,6 +26,10 @@ from outbox.destinations.registry import (
     secret_sources,
     seed_config,
 )
+from outbox.destinations.status_events_config import (
+    SINGLE_SECRET_ENV,
+    destinations_left_on_the_single_secret,
+)
 from outbox.models import DestinationConfig
 from outbox.services.destination_configs import DestinationsRefused, destination_configs_apply
 
@@ -97,6 +101,11 @@ class Command(BaseCommand):
         for name in enabled_destination_names():
             if name not in problems:
                 self.stdout.write(f"ok  {describe_contract(destination_named(name))}")
+        for name in destinations_left_on_the_single_secret():
+            self.stdout.write(
+                f"note  {name} names no status-event secret (status_events.secret_env): "
+                f"{SINGLE_SECRET_ENV} no longer verifies its status events, they are refused"
+            )
         if problems:
             raise CommandError(
                 f"{len(problems)} destination(s) cannot be built:\n"

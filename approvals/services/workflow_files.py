@@ -1,0 +1,159 @@
+"""Workflows as data: a file of workflows (their rules and routed steps) applied as new rule versions.
+
+`manage.py workflows apply FILE` publishes a workflow whose schema or steps differ from the version in
+force, through `rule_version_publish` (its checks: the schema, the steps, each step's destination enabled).
+A step the version in force has and the file lacks is never dropped silently: the file names it under
+`removes`, so the removal is in version control beside the change (docs/intake.md, "Workflows as data").
+"""
+
+import re
+from dataclasses import dataclass, field
+
+from django.db import transaction
+
+from approvals.errors import InvalidPayload
+from approvals.rules import rules_for
+from approvals.services.rule_versions import rule_version_problems, rule_version_publish
+from lib.databases import DB
+
+WORKFLOW_NAME = re.compile(r"[a-z][a-z0-9_]{0,39}")
+ENTRY_PARTS = {"name", "schema", "steps", "notes", "removes"}
+
+
+@dataclass(frozen=True)
+class WorkflowChange:
+    workflow: str
+    version: str
+    published: bool
+    added: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+    rerouted: list[str] = field(default_factory=list)
+
+    def describe(self) -> str:
+        if not self.published:
+            return f"{self.workflow}: unchanged ({self.version})"
+        parts = [f"{self.workflow}: published {self.version}"]
+        for words, names in (("added", self.added), ("removed", self.removed)):
+            if names:
+                parts.append(f"steps {words}: {', '.join(names)}")
+        if self.rerouted:
+            parts.append(f"steps changed: {', '.join(self.rerouted)}")
+        return "; ".join(parts)
+
+
+def _current(workflow: str) -> tuple[dict, list[dict]]:
+    """The schema and steps in force; none for a workflow that has no rules yet."""
+    try:
+        rules = rules_for(workflow)
+    except LookupError:
+        return {}, []
+    return rules.schema, list(rules.steps)
+
+
+def _entry_shape(index: int, entry: object) -> list[str]:
+    where = f"workflows[{index}]"
+    if not isinstance(entry, dict):
+        return [f"{where}: an object with a name, a schema and steps"]
+    problems = []
+    if unknown := sorted(set(entry) - ENTRY_PARTS):
+        problems.append(f"{where}: unknown parts {', '.join(unknown)}")
+    if not (isinstance(entry.get("name"), str) and WORKFLOW_NAME.fullmatch(entry["name"])):
+        problems.append(f"{where}.name: lowercase letters, digits and _, at most 40")
+    if not isinstance(entry.get("schema"), dict):
+        problems.append(f"{where}.schema: a JSON Schema object")
+    if not isinstance(entry.get("steps", []), list):
+        problems.append(f"{where}.steps: a list of steps")
+    removes = entry.get("removes", [])
+    if not (isinstance(removes, list) and all(isinstance(r, str) for r in removes)):
+        problems.append(f"{where}.removes: a list of step names")
+    if not isinstance(entry.get("notes", ""), str):
+        problems.append(f"{where}.notes: text")
+    return problems
+
+
+def _removal_problems(where: str, entry: dict, current_steps: list[dict]) -> list[str]:
+    now = [s["name"] for s in current_steps]
+    wanted = {s.get("name") for s in entry.get("steps", []) if isinstance(s, dict)}
+    removes = set(entry.get("removes", []))
+    problems = [
+        f"{where}.steps: step {name!r} is in force and missing from the file; name it in "
+        f"{where}.removes to remove it"
+        for name in now
+        if name not in wanted and name not in removes
+    ]
+    problems += [
+        f"{where}.removes: {name!r} is not a step in force" for name in removes if name not in now
+    ]
+    return problems
+
+
+def workflows_document_problems(document: object) -> list[str]:
+    """Why the file cannot be applied, each problem naming its place; empty when it can."""
+    if not isinstance(document, dict) or set(document) != {"workflows"}:
+        return ['the file is {"workflows": [...]}']
+    entries = document["workflows"]
+    if not isinstance(entries, list) or not entries:
+        return ["workflows: a list of at least one workflow"]
+    problems = [p for index, entry in enumerate(entries) for p in _entry_shape(index, entry)]
+    if problems:
+        return problems
+    names = [entry["name"] for entry in entries]
+    if len(names) != len(set(names)):
+        return ["workflows: each workflow once"]
+    for index, entry in enumerate(entries):
+        where = f"workflows[{index}] ({entry['name']})"
+        problems += [
+            f"{where}: {p}"
+            for p in rule_version_problems(schema=entry["schema"], steps=entry.get("steps", []))
+        ]
+        problems += _removal_problems(where, entry, _current(entry["name"])[1])
+    return problems
+
+
+def _change(entry: dict, current: tuple[dict, list[dict]]) -> WorkflowChange | None:
+    schema, steps = current
+    wanted = entry.get("steps", [])
+    if schema == entry["schema"] and steps == wanted:
+        return None
+    before = {s["name"]: s for s in steps}
+    after = {s["name"]: s for s in wanted}
+    return WorkflowChange(
+        workflow=entry["name"],
+        version="",
+        published=True,
+        added=[n for n in after if n not in before],
+        removed=[n for n in before if n not in after],
+        rerouted=[n for n in after if n in before and after[n] != before[n]],
+    )
+
+
+def workflows_apply(*, document: object, actor, notes: str = "") -> list[WorkflowChange]:
+    """Publish every workflow of the file that differs from the version in force, all or nothing."""
+    if problems := workflows_document_problems(document):
+        raise InvalidPayload(problems)
+    changes = []
+    with transaction.atomic(using=DB):
+        for entry in document["workflows"]:
+            change = _change(entry, _current(entry["name"]))
+            if change is None:
+                latest = rules_for(entry["name"]).version
+                changes.append(WorkflowChange(entry["name"], latest, published=False))
+                continue
+            stored = rule_version_publish(
+                workflow=entry["name"],
+                schema=entry["schema"],
+                steps=entry.get("steps", []),
+                actor=actor,
+                notes=entry.get("notes") or notes,
+            )
+            changes.append(
+                WorkflowChange(
+                    entry["name"],
+                    stored.version,
+                    True,
+                    change.added,
+                    change.removed,
+                    change.rerouted,
+                )
+            )
+    return changes
