@@ -80,7 +80,9 @@ def destination_from_config(config: dict) -> Destination:
             f"destination {name!r}: unknown kind {kind!r} (known: {', '.join(sorted(KINDS))})"
         )
     # The status-event secret is any kind's (status_events_config.py): checked here, not by the kind.
-    if STATUS_EVENTS_KEY in config and (problem := status_events_problem(config[STATUS_EVENTS_KEY])):
+    if STATUS_EVENTS_KEY in config and (
+        problem := status_events_problem(config[STATUS_EVENTS_KEY])
+    ):
         raise DestinationInvalid(f"destination {name!r} ({kind}): {problem}")
     try:
         return KINDS[kind].from_config(
