@@ -88,6 +88,10 @@ def test_spraying_from_one_address_is_paused_with_429_and_retry_after():
     assert "Too many different user names failed to sign in from your network address" in page
     assert "even with the right password" in page
     assert sign_in("alice", "pw-alice", OFFICE).status_code == 429, "the whole address waits"
+    admin = Client(REMOTE_ADDR=OFFICE).post(
+        "/admin/login/", {"username": "alice", "password": "pw-alice"}
+    )
+    assert admin.status_code == 429, "admin's sign-in form too"
     assert AccessFailureLog.objects.values("username").distinct().count() == threshold
 
 
@@ -127,6 +131,16 @@ def test_spraying_that_goes_on_after_its_pause_is_one_episode_with_one_event():
     age_failure_log(settings.SIGN_IN_SPRAY_WINDOW)
     assert spray(40, 25)[-1].status_code == 429
     assert SecurityEvent.objects.filter(kind=SecurityEventKind.PASSWORD_SPRAYING).count() == 1
+
+
+def test_two_spraying_addresses_are_two_episodes():
+    spray(40, 25, OFFICE)
+    spray(40, 25, ELSEWHERE)
+    details = SecurityEvent.objects.filter(kind=SecurityEventKind.PASSWORD_SPRAYING)
+    assert sorted(d.split(":")[0] for d in details.values_list("detail", flat=True)) == [
+        f"address {OFFICE}",
+        f"address {ELSEWHERE}",
+    ]
 
 
 @pytest.mark.django_db(databases=["default", "delivery"], transaction=True)
