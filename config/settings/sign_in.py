@@ -1,0 +1,23 @@
+"""Sign-in throttling: django-axes with our handler (docs/security.md); imported by `config.settings`."""
+
+from datetime import timedelta
+
+from config.env import env_int
+
+# Lockout: one user name at one address, for the cool-off time. Five wrong passwords for one user from an
+# office's NAT address lock neither the others behind it nor that user elsewhere.
+AXES_FAILURE_LIMIT = env_int("LOGIN_FAILURE_LIMIT", 5)
+AXES_COOLOFF_TIME = timedelta(minutes=env_int("LOGIN_COOLOFF_MINUTES", 15))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_ENABLE_ACCESS_FAILURE_LOG = True
+# Our handler: a failed provider callback (it names nobody) is logged but never locks an address, and many
+# user names failing from one address pause password sign-in from it (approvals/auth/lockout.py).
+AXES_HANDLER = "approvals.auth.lockout.SignInAttemptsHandler"
+SIGN_IN_SPRAY_USER_NAMES = env_int("LOGIN_SPRAY_USER_NAMES", 10)
+SIGN_IN_SPRAY_WINDOW = timedelta(minutes=env_int("LOGIN_SPRAY_WINDOW_MINUTES", 10))
+# Every refusal is a 429 with Retry-After saying which pause it is.
+AXES_LOCKOUT_CALLABLE = "console.views.sign_in_paused.sign_in_paused"
+AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
+# The client address is REMOTE_ADDR only (django-axes' default): a header a client can set must not
+# choose which address a failure is counted against.
