@@ -15,6 +15,8 @@ for _name, _raw in (
     os.environ.setdefault(_name, "whsec_" + base64.b64encode(_raw).decode())
 os.environ.setdefault("METRICS_TOKEN", "metrics-test-token")
 os.environ.setdefault("ACCOUNTS_API_TOKEN", "accounts-test-token")
+# What the demo's accounts destination sends (a destination reads HANDOFF_DEST_* variables only).
+os.environ.setdefault("HANDOFF_DEST_ACCOUNTS_TOKEN", os.environ["ACCOUNTS_API_TOKEN"])
 os.environ.setdefault("HANDOFF_DESTINATION", "in_process")
 os.environ.setdefault("HANDOFF_WAKE_ON_COMMIT", "0")
 os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")

@@ -26,6 +26,9 @@ fi
 set -a; source var/run.env; set +a
 # The bundled receiver signs its status events with it (its own setting, delivery/status_events.py).
 export RECEIVER_EVENTS_SIGNING_SECRET=$HANDOFF_DEST_RECEIVER_EVENTS_SECRET
+# The demo's accounts destination sends the token the bundled accounts service accepts; a destination reads
+# only HANDOFF_DEST_* variables (docs/destinations.md, "Secrets").
+export HANDOFF_DEST_ACCOUNTS_TOKEN=${HANDOFF_DEST_ACCOUNTS_TOKEN:-$ACCOUNTS_API_TOKEN}
 export DJANGO_DEBUG=${DJANGO_DEBUG:-0}
 # Plain HTTP on localhost: no HTTPS redirect, no secure-only cookies (a deployment keeps the default, on).
 export DJANGO_SECURE=${DJANGO_SECURE:-0}

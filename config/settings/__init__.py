@@ -289,6 +289,9 @@ HANDOFF_DESTINATION = {
         "max_retry_after": env_float("HANDOFF_MAX_RETRY_AFTER", 3600.0),
     },
 }
+# Destinations read their secrets from HANDOFF_DEST_* variables or from files in this directory only
+# (outbox/destinations/secret_places.py): a file named outside it, links followed, is refused.
+HANDOFF_SECRETS_DIR = Path(os.environ.get("HANDOFF_SECRETS_DIR", VAR_DIR / "secrets"))
 # The circuit breaker: this many consecutive connection/5xx failures across handoffs pause the
 # destination (one refused credential pauses it at once); a single probe call is then made after
 # PROBE_BASE seconds, doubling up to PROBE_CAP, until one succeeds.

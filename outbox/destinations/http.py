@@ -11,7 +11,6 @@ keeps for a while. Without `secret_env`, the secret is settings.RECEIVER_SIGNING
 the variable of that name when the process starts), as before destinations were data.
 """
 
-import os
 import time
 from urllib.parse import quote, urlencode
 
@@ -43,6 +42,7 @@ from outbox.destinations.http_connections import (
     proxy_for,
     without_credentials,
 )
+from outbox.destinations.secret_places import env_refusal, read_env
 from outbox.failures import DeliveryResult, Outgoing
 from outbox.payloads import canonical_json
 from outbox.retry import RetryPolicy
@@ -57,9 +57,10 @@ DEFAULT_PREVIOUS_SECRET_ENV = "RECEIVER_SIGNING_SECRET_PREVIOUS"  # noqa: S105
 
 def secret_named(variable: str | None, default: str) -> str:
     """The secret a configuration names: the environment variable's value now, or (no variable named) the
-    setting of the default variable's name. "" when absent."""
+    setting of the default variable's name. "" when absent, or when a destination may not name that
+    variable (secret_places.py, checked again at each read)."""
     if variable:
-        return os.environ.get(variable, "")
+        return "" if env_refusal(variable) else read_env(variable)
     return getattr(settings, default, "")
 
 
@@ -130,11 +131,17 @@ class HttpDestination(Destination):
             raise ValueError("the http kind needs a url")
         destination = cls(**config)
         if not destination.secret_present():
-            raise ValueError(f"{destination.secret_variable()} is not set (the signing secret)")
+            raise ValueError(f"{destination.secret_missing()} (the signing secret)")
         return destination
 
     def secret_variable(self) -> str:
         return self.secret_env or DEFAULT_SECRET_ENV
+
+    def secret_missing(self) -> str:
+        """Why there is no signing secret: a variable a destination may not name, or one not set."""
+        if self.secret_env and (refusal := env_refusal(self.secret_env)):
+            return f"secret_env: {refusal}"
+        return f"{self.secret_variable()} is not set"
 
     def secret_present(self) -> bool:
         return bool(self.signing_secret or secret_named(self.secret_env, DEFAULT_SECRET_ENV))
@@ -157,7 +164,7 @@ class HttpDestination(Destination):
 
     def credentials_missing(self) -> list[str]:
         """The secrets missing now, each naming its variable ([] when all are there)."""
-        return [] if self.secret_present() else [f"{self.secret_variable()} is not set"]
+        return [] if self.secret_present() else [self.secret_missing()]
 
     def batching(self) -> bool:
         return self.supports_batch and time.monotonic() >= self._batch_refused_until
@@ -178,7 +185,7 @@ class HttpDestination(Destination):
         secret = self.signing_secret or secret_named(self.secret_env, DEFAULT_SECRET_ENV)
         if not secret:
             raise ImproperlyConfigured(
-                f"{self.secret_variable()} is not set (signing secret of destination {self.name})"
+                f"{self.secret_missing()} (signing secret of destination {self.name})"
             )
         return trace_headers(signed_headers(body, secret=secret))
 

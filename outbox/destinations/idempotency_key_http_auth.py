@@ -9,9 +9,10 @@ looked for: the call is not made without it.
 """
 
 import base64
-import os
 from dataclasses import dataclass
-from pathlib import Path
+
+from outbox.destinations.http_fields import header_name
+from outbox.destinations.secret_places import SecretPlaceRefused, read_env, secret_file
 
 
 class MissingSecret(Exception):
@@ -55,16 +56,20 @@ class SecretSource:
     def place(self) -> str:
         return f"environment variable {self.env}" if self.env else f"secrets file {self.file}"
 
+    def _file_text(self) -> str:
+        return secret_file(self.file).read_text(encoding="utf-8")
+
     def read(self) -> str:
-        if self.env:
-            value = os.environ.get(self.env, "")
-        else:
-            try:
-                value = Path(self.file).read_text(encoding="utf-8")
-            except OSError as exc:
-                raise MissingSecret(
-                    f"{self.what}: {self.place} cannot be read ({exc.strerror})"
-                ) from exc
+        """The secret now; MissingSecret when it is not there, or not somewhere a destination may name
+        (checked again here, not only when the destination was built: secret_places.py)."""
+        try:
+            value = read_env(self.env) if self.env else self._file_text()
+        except SecretPlaceRefused as exc:
+            raise MissingSecret(f"{self.what}: {exc}") from exc
+        except OSError as exc:
+            raise MissingSecret(
+                f"{self.what}: {self.place} cannot be read ({exc.strerror})"
+            ) from exc
         value = value.strip()
         if not value:
             raise MissingSecret(f"{self.what}: {self.place} is not set or empty")
@@ -140,9 +145,7 @@ def credentials_from_config(config: object) -> Credentials:
             username=_username(config),
             password=SecretSource.named("auth", "basic password", config, "password"),
         )
-    header = config.get("header", "Authorization")
-    if not isinstance(header, str) or not header.strip():
-        raise ValueError("auth.header must name a header")
+    header = header_name("auth.header", config.get("header", "Authorization"))
     return Credentials(
         scheme=scheme,
         header=header,

@@ -4,6 +4,7 @@ docs/destinations/idempotency_key_http.md."""
 
 from dataclasses import dataclass
 
+from outbox.destinations.http_fields import header_name, relative_path, static_headers
 from outbox.destinations.idempotency_key_contract import Contract, Fields
 from outbox.destinations.idempotency_key_http_auth import (
     Credentials,
@@ -76,10 +77,8 @@ def _text(where: str, value: object) -> str:
     return value
 
 
-def _path(where: str, value: object) -> str:
-    if not _text(where, value).startswith("/"):
-        raise ValueError(f"{where} must start with '/': {value!r}")
-    return value
+def _path(where: str, value: object, url: str) -> str:
+    return relative_path(where, _text(where, value), url)
 
 
 def _positive(where: str, value: object, default: float) -> float:
@@ -89,7 +88,7 @@ def _positive(where: str, value: object, default: float) -> float:
     return float(value)
 
 
-def _create(config: object) -> Create:
+def _create(config: object, url: str) -> Create:
     check_keys("create", config, {"path"}, {"method", "payload_hash_header"})
     method = str(config.get("method", "POST")).upper()
     if method not in CREATE_METHODS:
@@ -97,12 +96,12 @@ def _create(config: object) -> Create:
     header = config.get("payload_hash_header")
     return Create(
         method=method,
-        path=_path("create.path", config["path"]),
-        payload_hash_header=_text("create.payload_hash_header", header) if header else None,
+        path=_path("create.path", config["path"], url),
+        payload_hash_header=header_name("create.payload_hash_header", header) if header else None,
     )
 
 
-def _lookup(config: object) -> Lookup | None:
+def _lookup(config: object, url: str) -> Lookup | None:
     if config is None:
         return None
     check_keys(
@@ -111,7 +110,7 @@ def _lookup(config: object) -> Lookup | None:
     method = str(config.get("method", "GET")).upper()
     if method not in {"GET", "POST"}:
         raise ValueError("lookup.method must be GET or POST")
-    path = _path("lookup.path", config["path"])
+    path = _path("lookup.path", config["path"], url)
     if "{key}" not in path or path.replace("{key}", "").count("{"):
         raise ValueError("lookup.path must hold '{key}' (where the key goes) and no other '{...}'")
     not_found = config.get("not_found", [404])
@@ -137,7 +136,7 @@ def _headers(config: object, idempotency_header: str) -> dict[str, str]:
     taken = sorted(h for h in config if h.lower() in OWN_HEADERS | {idempotency_header.lower()})
     if taken:
         raise ValueError(f"headers: {', '.join(taken)} cannot be set here (secrets go in auth)")
-    return dict(config)
+    return static_headers("headers", config)
 
 
 def _retry(config: object) -> RetryPolicy:
@@ -156,7 +155,7 @@ def parse_config(config: dict) -> Config:
     url = _text("url", config["url"]).rstrip("/")
     if not url.startswith(("http://", "https://")):
         raise ValueError(f"url must be an http:// or https:// URL, not {url!r}")
-    idempotency_header = _text(
+    idempotency_header = header_name(
         "idempotency_header", config.get("idempotency_header", "Idempotency-Key")
     )
     check_keys("receipt", config["receipt"], {"id"}, {"key", "payload", "payload_hash"})
@@ -170,15 +169,15 @@ def parse_config(config: dict) -> Config:
     return Config(
         name=name,
         url=url,
-        create=_create(config["create"]),
+        create=_create(config["create"], url),
         receipt=Fields.from_config("receipt", config["receipt"]),
         credentials=credentials_from_config(config["auth"]),
         idempotency_header=idempotency_header,
-        replayed_header=_text(
-            "replayed_header", config.get("replayed_header", "Idempotent-Replayed")
+        replayed_header=header_name(
+            "replayed_header", config.get("replayed_header", "Idempotent-Replayed"), sent=False
         ),
         headers=_headers(config.get("headers"), idempotency_header),
-        lookup=_lookup(config.get("lookup")),
+        lookup=_lookup(config.get("lookup"), url),
         contract=Contract.from_config(
             config.get("statuses"), config.get("error_code"), config.get("error_codes")
         ),

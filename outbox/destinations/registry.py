@@ -21,11 +21,13 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
 from lib.databases import DB
+from lib.json_config import json_path
 from outbox.destinations.base import Destination
 from outbox.destinations.http import DEFAULT_SECRET_ENV, HttpDestination
 from outbox.destinations.idempotency_key_http import IdempotencyKeyHttpDestination
 from outbox.destinations.in_process import CONFIG_KEYS as IN_PROCESS_KEYS
 from outbox.destinations.in_process import InProcessDestination
+from outbox.destinations.secret_places import env_refusal, file_refusal, secret_file
 from outbox.destinations.smtp import SmtpDestination
 from outbox.destinations.status_events_config import STATUS_EVENTS_KEY, status_events_problem
 from outbox.errors import OutboxError
@@ -79,6 +81,9 @@ def destination_from_config(config: dict) -> Destination:
         raise DestinationInvalid(
             f"destination {name!r}: unknown kind {kind!r} (known: {', '.join(sorted(KINDS))})"
         )
+    for source in _named_secrets(config):
+        if source.refused:
+            raise DestinationInvalid(f"destination {name!r} ({kind}): {source.refused}")
     # The status-event secret is any kind's (status_events_config.py): checked here, not by the kind.
     if STATUS_EVENTS_KEY in config and (
         problem := status_events_problem(config[STATUS_EVENTS_KEY])
@@ -204,25 +209,49 @@ class SecretSource:
     present: bool
     # A rotation's previous secret (`previous_*`): only there during a rotation, so its absence is normal.
     optional: bool = False
+    # Why the destination may not read it there (secret_places.py), naming the key; "" when it may.
+    refused: str = ""
 
     @property
     def state(self) -> str:
+        if self.refused:
+            return "REFUSED (not a place a destination may name)"
         if self.present:
             return "present"
         return "not set (used only during a rotation)" if self.optional else "MISSING"
 
 
-def _named_secrets(config: dict) -> list[SecretSource]:
+def _non_empty(file: Path) -> bool:
+    return file.is_file() and file.stat().st_size > 0
+
+
+def _secret_at(path: tuple[str, ...], value: str) -> SecretSource:
+    """The source one `*_env` or `*_file` key names; a refused place is never looked at."""
+    if path[-1].endswith("_env"):
+        refusal = env_refusal(value)
+        present = not refusal and bool(os.environ.get(value))
+        where = f"${value}"
+    else:
+        refusal = file_refusal(value)
+        present = not refusal and _non_empty(secret_file(value))
+        where = value
+    return SecretSource(
+        where,
+        present,
+        optional=path[-1].startswith("previous_"),
+        refused=f"{json_path(path)}: {refusal}" if refusal else "",
+    )
+
+
+def _named_secrets(config: dict, path: tuple[str, ...] = ()) -> list[SecretSource]:
     sources = []
     for key, value in sorted(config.items()):
         if isinstance(value, dict):
-            sources += _named_secrets(value)
-        elif key.endswith("_env") and isinstance(value, str):
-            present = bool(os.environ.get(value))
-            sources.append(SecretSource(f"${value}", present, optional=key.startswith("previous_")))
-        elif key.endswith("_file") and not key.startswith("ca_") and isinstance(value, str):
-            path = Path(value)
-            sources.append(SecretSource(value, path.is_file() and path.stat().st_size > 0))
+            sources += _named_secrets(value, (*path, key))
+        elif not isinstance(value, str):
+            continue
+        elif key.endswith("_env") or (key.endswith("_file") and not key.startswith("ca_")):
+            sources.append(_secret_at((*path, key), value))
     return sources
 
 

@@ -13,7 +13,6 @@ Configuration keys: docs/destinations/smtp.md.
 
 import dataclasses
 import hashlib
-import os
 import re
 import string
 import time
@@ -26,6 +25,7 @@ from django.core.validators import validate_email
 
 from lib.telemetry import call_span, note, trace_headers
 from outbox.destinations.base import Destination, LookupFailed, RemoteTask
+from outbox.destinations.secret_places import read_env, secret_file
 from outbox.destinations.smtp_session import Transcript, smtp_result
 from outbox.failures import TASK_ID_MAX, DeliveryResult, Outgoing
 from outbox.models import FailureClass
@@ -75,14 +75,15 @@ class Secret:
     file: str = ""
 
     def read(self) -> str:
-        """The value; ValueError naming where it should have come from when it is not there."""
+        """The value; ValueError naming where it should have come from when it is not there, or when a
+        destination may not name that place (secret_places.py, checked again at each read)."""
         if self.env:
-            value = os.environ.get(self.env, "")
+            value = read_env(self.env)
             if not value:
                 raise ValueError(f"environment variable {self.env} is not set")
             return value
         try:
-            value = Path(self.file).read_text().strip()
+            value = secret_file(self.file).read_text().strip()
         except OSError as exc:
             raise ValueError(f"secrets file {self.file} cannot be read: {exc.strerror}") from exc
         if not value:

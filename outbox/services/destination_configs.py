@@ -59,7 +59,7 @@ def _entry_problems(index: int, entry: object, seen: set[str]) -> list[str]:
         finally:
             destination.close()
     except DestinationInvalid as exc:
-        return [str(exc)]
+        return [f"destinations[{index}]: {exc}"]
     return []
 
 

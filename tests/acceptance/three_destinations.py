@@ -28,7 +28,7 @@ from tests.outbox.destinations.smtp_server import SmtpServer
 S = HandoffState
 CRM, ACCOUNTS, MAIL = "crm", "accounts", "welcome-mail"
 STEP_DESTINATIONS = {"create_client": CRM, "provision_account": ACCOUNTS, "send_welcome_pack": MAIL}
-ACCOUNTS_TOKEN_ENV = "ACCEPTANCE_ACCOUNTS_TOKEN"
+ACCOUNTS_TOKEN_ENV = "HANDOFF_DEST_ACCEPTANCE_ACCOUNTS_TOKEN"
 ACCOUNTS_TOKEN = "accounts-acceptance-token"
 # The receiver is the live server, a thread of this process: an answer "lost after its commit" is one that
 # comes later than the sender waits (`delivery/faults.py` sleeps where gunicorn would close the socket).

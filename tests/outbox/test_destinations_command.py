@@ -17,7 +17,7 @@ CRM = {
     "kind": "http",
     "enabled": True,
     "url": "http://127.0.0.1:9/crm",
-    "secret_env": "CRM_SIGNING_SECRET",
+    "secret_env": "HANDOFF_DEST_CRM_SIGNING_SECRET",
     "read_timeout": 4.0,
 }
 FAST = {"name": "fast", "kind": "in_process", "supports_lookup": False}
@@ -25,7 +25,7 @@ FAST = {"name": "fast", "kind": "in_process", "supports_lookup": False}
 
 @pytest.fixture(autouse=True)
 def crm_secret(monkeypatch):
-    monkeypatch.setenv("CRM_SIGNING_SECRET", SECRET_VALUE)
+    monkeypatch.setenv("HANDOFF_DEST_CRM_SIGNING_SECRET", SECRET_VALUE)
 
 
 def run(*args) -> str:
@@ -47,14 +47,14 @@ def test_apply_creates_the_rows_and_audits_each(tmp_path):
     assert (crm.kind, crm.enabled) == ("http", True)
     assert crm.config == {
         "url": "http://127.0.0.1:9/crm",
-        "secret_env": "CRM_SIGNING_SECRET",
+        "secret_env": "HANDOFF_DEST_CRM_SIGNING_SECRET",
         "read_timeout": 4.0,
     }
     events = {e.destination: e for e in DestinationEvent.objects.all()}
     assert set(events) == {"crm", "fast"}
     assert events["crm"].actor_label == "manage.py destinations"
     assert events["crm"].reason.startswith("created: kind http, enabled")
-    assert "secret_env='CRM_SIGNING_SECRET'" in events["crm"].reason
+    assert "secret_env='HANDOFF_DEST_CRM_SIGNING_SECRET'" in events["crm"].reason
     assert SECRET_VALUE not in out + "".join(e.reason for e in events.values())
 
 
@@ -69,7 +69,7 @@ def test_apply_again_changes_only_what_differs_and_says_what(tmp_path):
 
 
 def test_a_refused_file_names_every_problem_and_writes_nothing(tmp_path, monkeypatch):
-    monkeypatch.delenv("BILLING_SECRET", raising=False)
+    monkeypatch.delenv("HANDOFF_DEST_BILLING_SECRET", raising=False)
     apply(tmp_path, FAST)
     before = list(DestinationConfig.objects.values_list("name", "kind", "config"))
     with pytest.raises(CommandError) as refused:
@@ -78,13 +78,13 @@ def test_a_refused_file_names_every_problem_and_writes_nothing(tmp_path, monkeyp
             {**FAST, "supports_lookup": True},  # a valid change, not applied either
             {"name": "fax", "kind": "fax_machine"},
             {**CRM, "read_timout": 4.0},
-            {**CRM, "name": "billing", "secret_env": "BILLING_SECRET"},
+            {**CRM, "name": "billing", "secret_env": "HANDOFF_DEST_BILLING_SECRET"},
         )
     message = str(refused.value)
     assert "nothing applied" in message
     assert "unknown kind 'fax_machine'" in message
     assert "read_timout" in message
-    assert "BILLING_SECRET is not set" in message
+    assert "HANDOFF_DEST_BILLING_SECRET is not set" in message
     assert list(DestinationConfig.objects.values_list("name", "kind", "config")) == before
     assert DestinationEvent.objects.count() == 1
 
@@ -98,13 +98,16 @@ def test_apply_refuses_a_secret_given_as_a_value(tmp_path):
 def test_list_shows_each_destination_its_secrets_presence_and_contract(tmp_path, monkeypatch):
     apply(tmp_path, CRM, {**FAST, "enabled": False})
     out = run("list")
-    assert "crm  kind=http  enabled  secrets: $CRM_SIGNING_SECRET present" in out
+    assert "crm  kind=http  enabled  secrets: $HANDOFF_DEST_CRM_SIGNING_SECRET present" in out
     assert "lookup by GET /tasks/<key>" in out
     assert "fast  kind=in_process  disabled" in out
     assert "receiver (seed from settings)  kind=in_process  enabled" in out
-    monkeypatch.delenv("CRM_SIGNING_SECRET")
+    monkeypatch.delenv("HANDOFF_DEST_CRM_SIGNING_SECRET")
     out = run("list")
-    assert "$CRM_SIGNING_SECRET MISSING" in out and "CRM_SIGNING_SECRET is not set" in out
+    assert (
+        "$HANDOFF_DEST_CRM_SIGNING_SECRET MISSING" in out
+        and "HANDOFF_DEST_CRM_SIGNING_SECRET is not set" in out
+    )
     assert SECRET_VALUE not in out
 
 
@@ -113,12 +116,12 @@ def test_check_names_every_enabled_destination_that_cannot_be_built(tmp_path, mo
     assert "ok  crm at http://127.0.0.1:9/crm" in run("check")
     DestinationConfig.objects.create(name="fax", kind="fax_machine")
     DestinationConfig.objects.create(name="off", kind="fax_machine", enabled=False)
-    monkeypatch.delenv("CRM_SIGNING_SECRET")
+    monkeypatch.delenv("HANDOFF_DEST_CRM_SIGNING_SECRET")
     with pytest.raises(CommandError) as refused:
         run("check")
     message = str(refused.value)
     assert "2 destination(s) cannot be built" in message
-    assert "'fax'" in message and "CRM_SIGNING_SECRET is not set" in message
+    assert "'fax'" in message and "HANDOFF_DEST_CRM_SIGNING_SECRET is not set" in message
     assert "'off'" not in message
 
 
@@ -133,7 +136,7 @@ def test_dispatch_refuses_to_start_while_an_enabled_destination_cannot_be_built(
 def test_the_documented_example_file_applies(tmp_path, monkeypatch):
     doc = (ROOT / "docs" / "destinations" / "model.md").read_text()
     example = doc.split("```json\n", 1)[1].split("```", 1)[0]
-    monkeypatch.setenv("ACCOUNTS_API_TOKEN", "token-of-the-test")
+    monkeypatch.setenv("HANDOFF_DEST_ACCOUNTS_TOKEN", "token-of-the-test")
     path = tmp_path / "example.json"
     path.write_text(example)
     assert "3 destination(s) changed" in run("apply", str(path))
@@ -147,17 +150,19 @@ def test_the_documented_example_file_applies(tmp_path, monkeypatch):
 def test_list_says_a_rotations_previous_secret_is_optional_when_unset(monkeypatch):
     from outbox.destinations.registry import secret_sources
 
-    monkeypatch.setenv("CRM_SIGNING_SECRET", "whsec_c2VjcmV0LXNlY3JldC1zZWNyZXQtc2VjcmV0")
-    monkeypatch.delenv("CRM_SIGNING_SECRET_PREVIOUS", raising=False)
+    monkeypatch.setenv(
+        "HANDOFF_DEST_CRM_SIGNING_SECRET", "whsec_c2VjcmV0LXNlY3JldC1zZWNyZXQtc2VjcmV0"
+    )
+    monkeypatch.delenv("HANDOFF_DEST_CRM_SIGNING_SECRET_PREVIOUS", raising=False)
     sources = secret_sources(
         {
             "kind": "http",
-            "secret_env": "CRM_SIGNING_SECRET",
-            "previous_secret_env": "CRM_SIGNING_SECRET_PREVIOUS",
+            "secret_env": "HANDOFF_DEST_CRM_SIGNING_SECRET",
+            "previous_secret_env": "HANDOFF_DEST_CRM_SIGNING_SECRET_PREVIOUS",
         }
     )
     states = {s.where: s.state for s in sources}
     assert states == {
-        "$CRM_SIGNING_SECRET": "present",
-        "$CRM_SIGNING_SECRET_PREVIOUS": "not set (used only during a rotation)",
+        "$HANDOFF_DEST_CRM_SIGNING_SECRET": "present",
+        "$HANDOFF_DEST_CRM_SIGNING_SECRET_PREVIOUS": "not set (used only during a rotation)",
     }

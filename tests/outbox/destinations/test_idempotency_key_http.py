@@ -32,7 +32,7 @@ def ledger_config(url: str, **overrides) -> dict:
         "url": url,
         "create": {"method": "POST", "path": "/v2/ledger/entries"},
         "idempotency_header": "X-Request-Key",
-        "auth": {"scheme": "bearer", "token_env": "LEDGER_CLIENT_TOKEN"},
+        "auth": {"scheme": "bearer", "token_env": "HANDOFF_DEST_LEDGER_CLIENT_TOKEN"},
         "receipt": {"id": "entry.ref", "key": "entry.request_key", "payload": "entry.body"},
         "lookup": {
             "method": "GET",
@@ -55,7 +55,7 @@ def ledger_destination(ledger: LedgerProcess, **overrides):
 
 @pytest.fixture
 def ledger(monkeypatch):
-    monkeypatch.setenv("LEDGER_CLIENT_TOKEN", TOKEN)
+    monkeypatch.setenv("HANDOFF_DEST_LEDGER_CLIENT_TOKEN", TOKEN)
     server = LedgerProcess(token=TOKEN)
     try:
         server.wait_until_up()
@@ -172,7 +172,7 @@ def test_a_refused_token_is_a_credential_failure_that_pauses_the_destination(
     ledger, destination, monkeypatch
 ):
     handoff = handoff_42()
-    monkeypatch.setenv("LEDGER_CLIENT_TOKEN", "not-the-token")
+    monkeypatch.setenv("HANDOFF_DEST_LEDGER_CLIENT_TOKEN", "not-the-token")
     stats = dispatch_batch(destination=destination)
     waiting = stored(handoff)
     assert waiting.state == S.PENDING
@@ -185,13 +185,13 @@ def test_a_missing_secret_is_refused_naming_the_variable_and_sends_nothing(
     ledger, destination, monkeypatch
 ):
     handoff = handoff_42()
-    monkeypatch.delenv("LEDGER_CLIENT_TOKEN")
+    monkeypatch.delenv("HANDOFF_DEST_LEDGER_CLIENT_TOKEN")
     dispatch_batch(destination=destination)
     waiting = stored(handoff)
     assert (waiting.failure_class, waiting.reason_code) == ("credential", "credential_missing")
-    assert "LEDGER_CLIENT_TOKEN" in waiting.last_error
+    assert "HANDOFF_DEST_LEDGER_CLIENT_TOKEN" in waiting.last_error
     assert destination.credentials_missing() == [
-        "bearer token: environment variable LEDGER_CLIENT_TOKEN is not set or empty"
+        "bearer token: environment variable HANDOFF_DEST_LEDGER_CLIENT_TOKEN is not set or empty"
     ]
     assert ledger.state()["requests"] == [], "no request goes out without its credentials"
 
@@ -202,7 +202,7 @@ def test_a_token_rotated_in_the_environment_is_used_by_the_same_destination(
     assert destination.deliver(outgoing("a:1")).delivered
     ledger.faults(token="rotated")
     assert destination.deliver(outgoing("a:2")).failure_class == FailureClass.CREDENTIAL
-    monkeypatch.setenv("LEDGER_CLIENT_TOKEN", "rotated")
+    monkeypatch.setenv("HANDOFF_DEST_LEDGER_CLIENT_TOKEN", "rotated")
     assert destination.deliver(outgoing("a:3")).delivered
     assert [r["authorization"] for r in ledger.state()["requests"]] == [
         f"Bearer {TOKEN}",
@@ -212,8 +212,9 @@ def test_a_token_rotated_in_the_environment_is_used_by_the_same_destination(
 
 
 def test_a_token_rotated_in_its_secrets_file_is_used_by_the_same_destination(
-    ledger, tmp_path, outgoing
+    ledger, tmp_path, outgoing, settings
 ):
+    settings.HANDOFF_SECRETS_DIR = tmp_path
     token_file = tmp_path / "ledger-token"
     token_file.write_text(f"{TOKEN}\n")
     destination = ledger_destination(
@@ -383,7 +384,7 @@ def test_a_missing_key_header_is_a_permanent_bad_request(ledger):
 
 
 def test_a_refused_connection_is_transient(outgoing, monkeypatch):
-    monkeypatch.setenv("LEDGER_CLIENT_TOKEN", TOKEN)
+    monkeypatch.setenv("HANDOFF_DEST_LEDGER_CLIENT_TOKEN", TOKEN)
     destination = destination_from_config(ledger_config(f"http://127.0.0.1:{free_port()}"))
     try:
         result = destination.deliver(outgoing("a:1"))

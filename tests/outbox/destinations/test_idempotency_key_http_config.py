@@ -25,7 +25,7 @@ def minimal(**overrides) -> dict:
         "url": "https://crm.example.com/api",
         "create": {"path": "/v1/clients"},
         "receipt": {"id": "data.id"},
-        "auth": {"scheme": "bearer", "token_env": "CRM_TOKEN"},
+        "auth": {"scheme": "bearer", "token_env": "HANDOFF_DEST_CRM_TOKEN"},
     }
     config.update(overrides)
     return config
@@ -156,20 +156,25 @@ def test_a_receipt_proves_nothing_when_it_echoes_another_key_or_payload():
             receipt_entry(fields, wrong, sent)
 
 
-def test_credentials_are_read_when_asked_and_a_missing_one_names_its_place(tmp_path, monkeypatch):
-    monkeypatch.delenv("CRM_USER", raising=False)
+def test_credentials_are_read_when_asked_and_a_missing_one_names_its_place(
+    tmp_path, monkeypatch, settings
+):
+    settings.HANDOFF_SECRETS_DIR = tmp_path
+    monkeypatch.delenv("HANDOFF_DEST_CRM_USER", raising=False)
     password = tmp_path / "password"
     basic = credentials_from_config(
-        {"scheme": "basic", "username_env": "CRM_USER", "password_file": str(password)}
+        {"scheme": "basic", "username_env": "HANDOFF_DEST_CRM_USER", "password_file": str(password)}
     )
-    with pytest.raises(MissingSecret, match="environment variable CRM_USER"):
+    with pytest.raises(MissingSecret, match="environment variable HANDOFF_DEST_CRM_USER"):
         basic.headers()
-    monkeypatch.setenv("CRM_USER", "svc")
+    monkeypatch.setenv("HANDOFF_DEST_CRM_USER", "svc")
     with pytest.raises(MissingSecret, match=f"secrets file {password}"):
         basic.headers()
     password.write_text("pw\n")
     assert basic.headers() == {"Authorization": "Basic c3ZjOnB3"}
-    keyed = credentials_from_config({"scheme": "header", "header": "X-Api-Key", "token_env": "K"})
-    monkeypatch.setenv("K", "abc")
+    keyed = credentials_from_config(
+        {"scheme": "header", "header": "X-Api-Key", "token_env": "HANDOFF_DEST_K"}
+    )
+    monkeypatch.setenv("HANDOFF_DEST_K", "abc")
     assert keyed.headers() == {"X-Api-Key": "abc"}
     assert credentials_from_config({"scheme": "none"}).headers() == {}

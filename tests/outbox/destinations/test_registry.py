@@ -95,19 +95,19 @@ def test_http_configuration_refuses_a_secret_given_as_a_value():
 
 
 def test_http_configuration_refuses_a_missing_secret_variable_by_name(monkeypatch):
-    monkeypatch.delenv("CRM_SIGNING_SECRET", raising=False)
-    row("crm", kind="http", url="http://127.0.0.1:9", secret_env="CRM_SIGNING_SECRET")
-    with pytest.raises(DestinationInvalid, match="CRM_SIGNING_SECRET is not set"):
+    monkeypatch.delenv("HANDOFF_DEST_CRM_SIGNING_SECRET", raising=False)
+    row("crm", kind="http", url="http://127.0.0.1:9", secret_env="HANDOFF_DEST_CRM_SIGNING_SECRET")
+    with pytest.raises(DestinationInvalid, match="HANDOFF_DEST_CRM_SIGNING_SECRET is not set"):
         destination_named("crm")
 
 
 def test_http_signing_secret_is_read_from_its_variable_at_each_call(monkeypatch):
-    monkeypatch.setenv("CRM_SIGNING_SECRET", SECRET)
-    row("crm", kind="http", url="http://127.0.0.1:9", secret_env="CRM_SIGNING_SECRET")
+    monkeypatch.setenv("HANDOFF_DEST_CRM_SIGNING_SECRET", SECRET)
+    row("crm", kind="http", url="http://127.0.0.1:9", secret_env="HANDOFF_DEST_CRM_SIGNING_SECRET")
     destination = destination_named("crm")
     headers = destination._signed('{"a": 1}')
     Webhook(SECRET).verify('{"a": 1}', headers)
     # Rotated in the environment: the next call signs with the new secret, no rebuild.
-    monkeypatch.setenv("CRM_SIGNING_SECRET", OTHER_SECRET)
+    monkeypatch.setenv("HANDOFF_DEST_CRM_SIGNING_SECRET", OTHER_SECRET)
     assert destination_named("crm") is destination
     Webhook(OTHER_SECRET).verify('{"a": 1}', destination._signed('{"a": 1}'))

@@ -17,7 +17,7 @@ PAYLOAD = {
     "contact_email": "ops@northwind.example",
     "plan": "gold",
 }
-PASSWORD_ENV = "K2_TEST_SMTP_PASSWORD"
+PASSWORD_ENV = "HANDOFF_DEST_K2_TEST_SMTP_PASSWORD"
 
 
 def config(port: int, **overrides) -> dict:
@@ -79,7 +79,8 @@ def test_a_missing_password_variable_is_refused_by_name(monkeypatch):
         )
 
 
-def test_a_missing_password_file_is_refused_by_name(tmp_path):
+def test_a_missing_password_file_is_refused_by_name(tmp_path, settings):
+    settings.HANDOFF_SECRETS_DIR = tmp_path
     missing = tmp_path / "smtp-password"
     with pytest.raises(ValueError, match=f"secrets file {missing} cannot be read"):
         SmtpDestination.from_config(
@@ -297,8 +298,9 @@ def test_a_refused_password_is_a_credential_failure_and_nothing_is_sent(
 
 
 def test_a_rotated_password_is_read_at_the_next_call_without_rebuilding(
-    auth_server, certificate, tmp_path
+    auth_server, certificate, tmp_path, settings
 ):
+    settings.HANDOFF_SECRETS_DIR = tmp_path
     secret = tmp_path / "smtp-password"
     secret.write_text("old-password\n")
     overrides = {"password_file": str(secret)}
