@@ -3,8 +3,16 @@
 from django.contrib.auth import get_user_model
 from django.db.models import Count, QuerySet
 
-from approvals.models import Membership, Request, RequestState, Role, RoleChange, Workspace
-from approvals.rules import payload_problems, rules_for
+from approvals.models import (
+    Membership,
+    Request,
+    RequestState,
+    Role,
+    RoleChange,
+    RuleVersion,
+    Workspace,
+)
+from approvals.rules import BUILT_IN_RULES, payload_problems, rules_for
 from lib.querystring import id_or_none
 from outbox.models import Handoff
 from outbox.redaction import REDACTED, redact
@@ -277,3 +285,20 @@ def correction_fields(handoff: Handoff) -> list[dict]:
         if key not in payload and isinstance(rule, dict) and rule.get("type") == "string":
             fields.append({"name": key, "value": "", "sensitive": False, "missing": True})
     return fields
+
+
+def routed_destination_names(default: str) -> dict[str, list[str]]:
+    """Each destination the workflows in force route a step to, with those steps (`onboarding.create_client`);
+    a step naming none, and a workflow without steps, go to `default`. The outbox asks this before a
+    destination is disabled (HANDOFF_ROUTES_CHECK): a routed destination's handoffs would wait forever."""
+    workflows = set(BUILT_IN_RULES) | set(
+        RuleVersion.objects.values_list("workflow", flat=True).distinct()
+    )
+    routes: dict[str, list[str]] = {}
+    for workflow in sorted(workflows):
+        steps = rules_for(workflow).steps or ({"name": "(the only step)"},)
+        for step in steps:
+            routes.setdefault(step.get("destination") or default, []).append(
+                f"{workflow}.{step['name']}"
+            )
+    return routes

@@ -50,25 +50,32 @@ def _current(workflow: str) -> tuple[dict, list[dict]]:
     return rules.schema, list(rules.steps)
 
 
+def _is_names(value: object) -> bool:
+    return isinstance(value, list) and all(isinstance(item, str) for item in value)
+
+
 def _entry_shape(index: int, entry: object) -> list[str]:
     where = f"workflows[{index}]"
     if not isinstance(entry, dict):
         return [f"{where}: an object with a name, a schema and steps"]
-    problems = []
-    if unknown := sorted(set(entry) - ENTRY_PARTS):
-        problems.append(f"{where}: unknown parts {', '.join(unknown)}")
-    if not (isinstance(entry.get("name"), str) and WORKFLOW_NAME.fullmatch(entry["name"])):
-        problems.append(f"{where}.name: lowercase letters, digits and _, at most 40")
-    if not isinstance(entry.get("schema"), dict):
-        problems.append(f"{where}.schema: a JSON Schema object")
-    if not isinstance(entry.get("steps", []), list):
-        problems.append(f"{where}.steps: a list of steps")
-    removes = entry.get("removes", [])
-    if not (isinstance(removes, list) and all(isinstance(r, str) for r in removes)):
-        problems.append(f"{where}.removes: a list of step names")
-    if not isinstance(entry.get("notes", ""), str):
-        problems.append(f"{where}.notes: text")
-    return problems
+    name = entry.get("name")
+    checks = [
+        (
+            not (set(entry) - ENTRY_PARTS),
+            f"unknown parts {', '.join(sorted(set(entry) - ENTRY_PARTS))}",
+        ),
+        (
+            isinstance(name, str) and WORKFLOW_NAME.fullmatch(name),
+            ".name: lowercase letters, digits and _, at most 40",
+        ),
+        (isinstance(entry.get("schema"), dict), ".schema: a JSON Schema object"),
+        (isinstance(entry.get("steps", []), list), ".steps: a list of steps"),
+        (_is_names(entry.get("removes", [])), ".removes: a list of step names"),
+        (isinstance(entry.get("notes", ""), str), ".notes: text"),
+    ]
+    return [
+        f"{where}{'' if words.startswith('.') else ': '}{words}" for ok, words in checks if not ok
+    ]
 
 
 def _removal_problems(where: str, entry: dict, current_steps: list[dict]) -> list[str]:
@@ -87,20 +94,24 @@ def _removal_problems(where: str, entry: dict, current_steps: list[dict]) -> lis
     return problems
 
 
-def workflows_document_problems(document: object) -> list[str]:
-    """Why the file cannot be applied, each problem naming its place; empty when it can."""
+def _document_shape(document: object) -> list[str]:
     if not isinstance(document, dict) or set(document) != {"workflows"}:
         return ['the file is {"workflows": [...]}']
     entries = document["workflows"]
     if not isinstance(entries, list) or not entries:
         return ["workflows: a list of at least one workflow"]
     problems = [p for index, entry in enumerate(entries) for p in _entry_shape(index, entry)]
-    if problems:
-        return problems
-    names = [entry["name"] for entry in entries]
+    names = [entry["name"] for entry in entries] if not problems else []
     if len(names) != len(set(names)):
-        return ["workflows: each workflow once"]
-    for index, entry in enumerate(entries):
+        problems.append("workflows: each workflow once")
+    return problems
+
+
+def workflows_document_problems(document: object) -> list[str]:
+    """Why the file cannot be applied, each problem naming its place; empty when it can."""
+    if problems := _document_shape(document):
+        return problems
+    for index, entry in enumerate(document["workflows"]):
         where = f"workflows[{index}] ({entry['name']})"
         problems += [
             f"{where}: {p}"
@@ -110,21 +121,23 @@ def workflows_document_problems(document: object) -> list[str]:
     return problems
 
 
+def _step_diff(steps: list[dict], wanted: list[dict]) -> dict[str, list[str]]:
+    before = {s["name"]: s for s in steps}
+    after = {s["name"]: s for s in wanted}
+    return {
+        "added": [n for n in after if n not in before],
+        "removed": [n for n in before if n not in after],
+        "rerouted": [n for n in after if before.get(n, after[n]) != after[n]],
+    }
+
+
 def _change(entry: dict, current: tuple[dict, list[dict]]) -> WorkflowChange | None:
+    """What publishing the entry would change, or None when it matches the version in force."""
     schema, steps = current
     wanted = entry.get("steps", [])
     if schema == entry["schema"] and steps == wanted:
         return None
-    before = {s["name"]: s for s in steps}
-    after = {s["name"]: s for s in wanted}
-    return WorkflowChange(
-        workflow=entry["name"],
-        version="",
-        published=True,
-        added=[n for n in after if n not in before],
-        removed=[n for n in before if n not in after],
-        rerouted=[n for n in after if n in before and after[n] != before[n]],
-    )
+    return WorkflowChange(entry["name"], "", True, **_step_diff(steps, wanted))
 
 
 def workflows_apply(*, document: object, actor, notes: str = "") -> list[WorkflowChange]:

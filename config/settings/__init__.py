@@ -327,6 +327,9 @@ HANDOFF_CLAIM_BATCH = env_int("HANDOFF_CLAIM_BATCH", 20)
 HANDOFF_DISPATCH_WORKERS = env_int("HANDOFF_DISPATCH_WORKERS", 8)
 # Who may own a handoff: the source application's rule, named here so that the outbox imports nothing from it.
 HANDOFF_ASSIGNEE_CHECK = "approvals.selectors.is_operator_of"
+# Which destinations the workflows in force route steps to (one may not be disabled while routed): the
+# source application's rule, named here for the same reason.
+HANDOFF_ROUTES_CHECK = "approvals.selectors.routed_destination_names"
 HANDOFF_SLA_MINUTES = env_int("HANDOFF_SLA_MINUTES", 60)
 HANDOFF_STUCK_MINUTES = env_int("HANDOFF_STUCK_MINUTES", 15)
 HANDOFF_WAKE_ON_COMMIT = env_bool("HANDOFF_WAKE_ON_COMMIT", True)

@@ -5,12 +5,15 @@ secret's value: the configuration holds none, only where each secret comes from)
 import re
 from dataclasses import dataclass
 
+from django.conf import settings
 from django.db import transaction
+from django.utils.module_loading import import_string
 
 from lib.databases import DB
 from outbox.destinations.registry import (
     DestinationInvalid,
     credentials_checked,
+    default_destination_name,
     destination_from_config,
 )
 from outbox.errors import OutboxError
@@ -112,10 +115,30 @@ def _summary(row: DestinationConfig | None, kind: str, enabled: bool, config: di
     return "; ".join(change for change in changes if change)
 
 
+def _still_routed_problems(document: dict) -> list[str]:
+    """The entries that disable a destination the workflows in force still route steps to: its handoffs
+    would wait forever, saying "queued", while nobody serves it."""
+    disabled = [
+        (index, entry["name"])
+        for index, entry in enumerate(document["destinations"])
+        if entry.get("enabled", True) is False
+    ]
+    if not disabled:
+        return []
+    routes = import_string(settings.HANDOFF_ROUTES_CHECK)(default_destination_name())
+    return [
+        f"destinations[{index}] ({name}).enabled: false, but steps in force route to it "
+        f"({', '.join(routes[name])}); route them elsewhere first (manage.py workflows apply)"
+        for index, name in disabled
+        if routes.get(name)
+    ]
+
+
 def destination_configs_apply(*, document: object, actor_label: str) -> list[DestinationChange]:
     """Create or update a row per entry of the file (rows it does not name are left as they are), each
-    change audited; DestinationsRefused with every problem, and nothing written, when any entry is wrong."""
-    if problems := destination_entries_problems(document):
+    change audited; DestinationsRefused with every problem, and nothing written, when any entry is wrong
+    or disables a destination that steps in force still route to."""
+    if problems := destination_entries_problems(document) or _still_routed_problems(document):
         raise DestinationsRefused(problems)
     changes = []
     with transaction.atomic(using=DB):
