@@ -7,6 +7,9 @@ from hypothesis import settings as hypothesis_settings
 
 from outbox.destinations import reset_destination
 
+# The scripted OpenID provider in a process of its own, for the sign-on tests of tests/sso and tests/security.
+from tests.sso.scripted import scripted_provider  # noqa: F401
+
 # No per-example deadline for the property tests: Hypothesis fails a test whose one example outlasts 200 ms
 # once, as happens when a loaded machine (two cores shared with PostgreSQL, gunicorn and Chromium) sets the
 # process aside for a moment; what the properties check does not depend on time.

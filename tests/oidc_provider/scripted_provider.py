@@ -29,6 +29,7 @@ KEY = rsa.generate_private_key(public_exponent=65537, key_size=2048)
 KID = "scripted-1"
 CODES: dict[str, dict] = {}
 TOKENS: dict[str, dict] = {}
+STATS = {"token_requests": 0}
 
 
 def _s256(verifier: str) -> str:
@@ -61,6 +62,8 @@ class Provider(BaseHTTPRequestHandler):
         if url.path == "/jwks":
             jwk = json.loads(RSAAlgorithm.to_jwk(KEY.public_key()))
             return self._json(200, {"keys": [{**jwk, "kid": KID, "use": "sig", "alg": "RS256"}]})
+        if url.path == "/stats":  # the tests' own window: how many code exchanges were asked for
+            return self._json(200, STATS)
         if url.path == "/authorize":
             return self._authorize(query)
         if url.path == "/userinfo":
@@ -111,6 +114,7 @@ class Provider(BaseHTTPRequestHandler):
         self.end_headers()
 
     def _token(self, form: dict) -> None:
+        STATS["token_requests"] += 1
         grant = CODES.pop(form.get("code", ""), None)
         if (
             grant is None

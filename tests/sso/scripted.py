@@ -7,8 +7,10 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
 
 import httpx
+import pytest
 from django.test import Client
 
 from tests.processes import ROOT
@@ -30,6 +32,12 @@ class ScriptedProvider:
         if userinfo is not None:
             script["userinfo"] = userinfo
         self.script.write_text(json.dumps(script))
+
+    def token_requests(self) -> int:
+        """How many code exchanges the console asked the provider for (each callback makes one)."""
+        return httpx.get(f"{self.issuer}/stats", timeout=START_DEADLINE_SECONDS).json()[
+            "token_requests"
+        ]
 
     def configure(self, settings) -> None:
         settings.OIDC_ENABLED = True
@@ -80,3 +88,19 @@ def sign_on(client: Client) -> str:
     answer = client.get(back)
     assert answer.status_code == 302, answer
     return answer["Location"]
+
+
+def bogus_callback(client: Client):
+    """A callback with a state of the client's own session and a code the provider never issued."""
+    start = client.get("/accounts/oidc/authenticate/")
+    state = parse_qs(urlsplit(start["Location"]).query)["state"][0]
+    return client.get("/accounts/oidc/callback/", {"code": "made-up-code", "state": state})
+
+
+@pytest.fixture(scope="module")
+def scripted_provider(tmp_path_factory):
+    """One provider process for a test module; each test scripts the claims of its sign-ons."""
+    started = scripted_provider_start(tmp_path_factory.mktemp("scripted-provider"))
+    yield started
+    started.process.kill()
+    started.process.wait(timeout=30)

@@ -12,23 +12,16 @@ from django.test import Client
 
 from approvals.models import Membership, RoleChange, SignOnIdentity, SignOnIdentityEvent
 from tests.factories import make_user, make_workspace
-from tests.sso.scripted import scripted_provider_start, sign_on
+from tests.sso.scripted import sign_on
 
 pytestmark = pytest.mark.django_db
 HOME, REFUSED = "/", "/accounts/login/?sso=failed"
 OPERATORS = "handoff-ws7-operators"
 
 
-@pytest.fixture(scope="module")
-def provider(tmp_path_factory):
-    started = scripted_provider_start(tmp_path_factory.mktemp("scripted-provider"))
-    yield started
-    started.process.kill()
-    started.process.wait(timeout=30)
-
-
 @pytest.fixture
-def idp(provider, settings):
+def idp(scripted_provider, settings):
+    provider = scripted_provider
     provider.configure(settings)
     settings.LOGIN_REDIRECT_URL = HOME
     settings.OIDC_ROLE_MAPPING = {OPERATORS: [{"workspace": 7, "role": "operator"}]}
