@@ -14,6 +14,7 @@ import re2
 from jsonschema import ValidationError
 
 from approvals.models import RuleVersion
+from lib.control_characters import control_character_problem
 from outbox.models.destination_configs import DESTINATION_NAME, DESTINATION_NAME_RULE
 
 
@@ -136,12 +137,39 @@ def _additional_properties(validator, additional, instance, schema):
         yield _extras_refused(extras)
 
 
+# --- Text fields: one line, or lines -----------------------------------------------------------------
+# A string field of the rules holds lines of text (a text area on the forms) when it may be longer than
+# this and is not an e-mail address; every other string field is one line, and refuses line breaks and
+# control characters wherever the payload comes from (the forms, corrections, the intake API).
+MULTILINE_OVER = 200
+
+
+def text_is_multiline(name: str, spec: dict) -> bool:
+    return "email" not in name and (spec.get("maxLength") or 0) > MULTILINE_OVER
+
+
+_draft_properties = jsonschema.Draft202012Validator.VALIDATORS["properties"]
+
+
+def _properties(validator, properties, instance, schema):
+    yield from _draft_properties(validator, properties, instance, schema)
+    if not validator.is_type(instance, "object"):
+        return
+    for name, spec in properties.items():
+        value = instance.get(name)
+        if not isinstance(value, str) or not isinstance(spec, dict):
+            continue
+        if problem := control_character_problem(value, multiline=text_is_multiline(name, spec)):
+            yield ValidationError(problem, path=[name])
+
+
 RulesValidator = jsonschema.validators.extend(
     jsonschema.Draft202012Validator,
     {
         "pattern": _pattern,
         "patternProperties": _pattern_properties,
         "additionalProperties": _additional_properties,
+        "properties": _properties,
     },
 )
 

@@ -9,6 +9,8 @@ import re
 
 from django import forms
 
+from approvals.rules import text_is_multiline
+
 _REQUIRED = re.compile(r"'([^']+)' is a required property")
 
 
@@ -31,9 +33,8 @@ def _field_for(name: str, spec: dict, required: bool) -> forms.Field:
     if kind == "boolean":
         return forms.BooleanField(**common)
     if "email" in name:
-        # Before the length: an address may be 254 characters long and is still one line.
         return forms.CharField(widget=forms.EmailInput(attrs=attrs), strip=True, **common)
-    if (spec.get("maxLength") or 0) > 200:
+    if text_is_multiline(name, spec):
         return forms.CharField(
             widget=forms.Textarea(attrs={**attrs, "rows": 3}), strip=True, **common
         )

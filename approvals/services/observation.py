@@ -8,6 +8,7 @@ from django.db import transaction
 from approvals.agreement import compare, is_owner, may_record, observed_case, planned_steps
 from approvals.errors import ApprovalDenied, InvalidPayload
 from approvals.models import ObservedOutcome, OutcomeSource, PilotBrief
+from lib.control_characters import control_character_problem
 from lib.databases import DB
 from outbox.clock import db_now
 
@@ -29,16 +30,19 @@ class CurrentProcessOutcome:
     reference: str = ""
 
     def problems(self) -> list[str]:
-        too_long = [
-            name
-            for name, value, limit in (
-                ("receiver", self.receiver, 40),
-                ("outcome", self.outcome, MAX_TEXT),
-                ("reference", self.reference, 120),
-            )
-            if len(value) > limit
-        ]
-        return [f"{name} is too long" for name in too_long]
+        """Why the entry cannot be recorded: a field too long, or a control character (the outcome is
+        lines of text; the receiver and reference are one line each)."""
+        problems = []
+        for name, value, limit in (
+            ("receiver", self.receiver, 40),
+            ("outcome", self.outcome, MAX_TEXT),
+            ("reference", self.reference, 120),
+        ):
+            if len(value) > limit:
+                problems.append(f"{name} is too long")
+            elif problem := control_character_problem(value, multiline=name == "outcome"):
+                problems.append(f"{name}: {problem}")
+        return problems
 
 
 def pilot_brief_set(*, workflow: str, owner, exception_path: str, actor) -> PilotBrief:

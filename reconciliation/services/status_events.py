@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from lib.databases import DB
+from lib.moments import BadMoment, parse_moment
 from outbox.destinations import RemoteTask
 from outbox.models import Handoff
 from outbox.models.states import WORK_FAILED, WORK_STATUSES
@@ -50,14 +51,14 @@ def _text(data: dict, name: str, limit: int, reasons: list[str]) -> str:
 
 
 def _moment(value: object, reasons: list[str]) -> datetime | None:
+    field = "data.occurred_at"
     try:
-        moment = datetime.fromisoformat(value) if isinstance(value, str) else None
-    except ValueError:
-        moment = None
-    if moment is None or moment.tzinfo is None:
-        reasons.append("data.occurred_at must be an ISO 8601 time with its offset")
+        if not isinstance(value, str):
+            raise BadMoment(f"{field}: must be an ISO 8601 time with its offset")
+        return parse_moment(value, field=field, offset_required=True)
+    except BadMoment as exc:
+        reasons.append(str(exc))
         return None
-    return moment
 
 
 def _sequence(value: object, reasons: list[str]) -> int:

@@ -13,14 +13,23 @@ from django.db.models import F
 from django.test import Client
 from django.utils import timezone
 
-from approvals.models import AuditExport
+from approvals.models import AuditExport, Request
+from approvals.rules import schema_problems
+from approvals.services.observation import CurrentProcessOutcome
 from lib.csv_cells import csv_cell
+from outbox.dispatcher import handoff_deliver
 from outbox.models import DestinationEvent, DestinationHealth, Handoff, HandoffState
 from outbox.services.operator import handoff_cancel
 from reconciliation.models import Incident, IncidentKind, IncidentSeverity, Replay, ReplayItem
 from tests.builders import approve, deliver, record
-from tests.factories import HandoffFactory, grant_destination_admin, onboarding_world
+from tests.factories import (
+    ONBOARDING_PAYLOAD,
+    HandoffFactory,
+    grant_destination_admin,
+    onboarding_world,
+)
 from tests.reconciliation.test_status_events_api import event, post, signed
+from tests.security.test_api_inputs import INTAKE, Case, send, trigger
 
 pytestmark = pytest.mark.django_db(databases=["default", "delivery"])
 
@@ -224,3 +233,145 @@ def test_a_status_event_time_out_of_range_is_a_422_naming_it_and_writes_nothing(
     assert answer.status_code == 422
     assert any(r.startswith("data.occurred_at ") for r in answer.json()["reasons"])
     assert Handoff.objects.get(pk=delivered.pk).work_status != "done"
+
+
+# --- Single-line fields refuse control characters ---------------------------------------------------
+
+# What the audit sent, and what else a single-line field must not hold (a NUL is refused before: by the
+# console's NUL guard, by the APIs' strict JSON).
+ONE_LINE_BREAKERS = [
+    "Acme Ltd\r\nBcc: victim@evil.example",
+    "Acme\nLtd",
+    "Acme\x1bLtd",
+    "Acme\tLtd",
+    "Acme\u2028Ltd",
+    "Acme\u2029Ltd",
+    "Acme \u202eLtd",
+    "Acme \u2066Ltd",
+]
+FILLED = {
+    "workspace": "7",
+    "client_name": "Contoso Ltd",
+    "contact_email": "ops@contoso.example",
+    "plan": "enterprise",
+    "notes": "",
+}
+
+
+@pytest.mark.parametrize("value", ONE_LINE_BREAKERS)
+@pytest.mark.parametrize("field", ["client_name", "contact_email"])
+def test_the_request_form_refuses_a_control_character_at_its_field_and_records_nothing(
+    world, field, value
+):
+    before = Request.objects.count()
+    answer = signed_in(world["bob"]).post("/approvals/new/", {**FILLED, field: value})
+    assert answer.status_code == 422
+    assert f'id="id_{field}-error">must hold no line breaks'.encode() in answer.content
+    assert Request.objects.count() == before
+
+
+def test_the_request_forms_notes_keep_their_line_breaks(world):
+    notes = "first line\r\nsecond line\twith a tab"
+    answer = signed_in(world["bob"]).post("/approvals/new/", {**FILLED, "notes": notes})
+    assert answer.status_code == 302
+    assert Request.objects.get(payload__client_name="Contoso Ltd").payload["notes"] == notes
+
+
+@pytest.mark.parametrize("notes", ["a\x00b", "a\x1bb", "look \u202eevil"])
+def test_the_request_forms_notes_refuse_nul_and_bidi_overrides(world, notes):
+    before = Request.objects.count()
+    answer = signed_in(world["bob"]).post("/approvals/new/", {**FILLED, "notes": notes})
+    assert answer.status_code == 422
+    assert Request.objects.count() == before
+
+
+@pytest.fixture
+def needs_attention(world) -> Handoff:
+    """Needs attention: the receiver refuses a blank client name the source rules let through."""
+    handoff = approve(world, number=50, payload={**ONBOARDING_PAYLOAD, "client_name": "   "})
+    handoff_deliver(handoff_id=handoff.pk)
+    handoff.refresh_from_db()
+    assert handoff.state == HandoffState.NEEDS_ATTENTION
+    return handoff
+
+
+@pytest.mark.parametrize("value", ONE_LINE_BREAKERS)
+def test_the_operators_correction_refuses_a_control_character_and_changes_nothing(
+    world, needs_attention, value
+):
+    answer = signed_in(world["olga"]).post(
+        f"/handoffs/{needs_attention.pk}/correct",
+        {"field_client_name": value, "field_plan": "standard", "reason": "fix the name"},
+        HTTP_HX_REQUEST="true",
+    )
+    assert answer.status_code == 422
+    assert b"must hold no line breaks or control characters" in answer.content
+    needs_attention.refresh_from_db()
+    assert needs_attention.state == HandoffState.NEEDS_ATTENTION
+    assert not Request.objects.filter(number=50, revision=2).exists()
+
+
+def _intake(client, document: dict):
+    return send(client, Case("strict", INTAKE, json.dumps(document)))
+
+
+@pytest.mark.parametrize("value", ONE_LINE_BREAKERS)
+def test_the_intake_refuses_a_control_character_in_the_payload_naming_the_field(
+    world, client, value
+):
+    before = Request.objects.count()
+    payload = {**ONBOARDING_PAYLOAD, "client_name": value}
+    answer = _intake(client, json.loads(trigger(payload=payload)))
+    assert answer.status_code == 422
+    body = answer.json()
+    assert body["outcome"] == "rejected_at_intake"
+    assert any(r.startswith("payload.client_name: must hold no line") for r in body["reasons"])
+    assert Request.objects.count() == before
+
+
+def test_the_intake_refuses_a_line_break_in_the_reference_naming_it(world, client):
+    answer = _intake(client, json.loads(trigger(reference="crm-1\r\nX-Injected: 1")))
+    assert answer.status_code == 422
+    assert any(r.startswith("reference: must hold no line") for r in answer.json()["reasons"])
+    assert not Request.objects.filter(workspace_id=7, number__gt=42).exists()
+
+
+def test_the_intake_keeps_line_breaks_in_the_notes(world, client):
+    payload = {**ONBOARDING_PAYLOAD, "notes": "first line\nsecond line"}
+    answer = _intake(client, json.loads(trigger(payload=payload)))
+    assert answer.status_code in (200, 201, 202), answer.content
+    assert Request.objects.filter(payload__notes="first line\nsecond line").exists()
+
+
+@pytest.mark.parametrize("rules_field", ["client_name", "contact_email", "reference_code"])
+def test_every_single_line_string_field_of_published_rules_refuses_a_line_break(rules_field):
+    schema = {
+        "type": "object",
+        "properties": {
+            rules_field: {"type": "string", "maxLength": 254},
+            "nested": {"type": "object", "properties": {rules_field: {"type": "string"}}},
+            "long_text": {"type": "string", "maxLength": 5000},
+        },
+    }
+    document = {
+        rules_field: "a\r\nb",
+        "nested": {rules_field: "a\nb"},
+        "long_text": "a\r\nb",
+    }
+    problems = schema_problems(schema, document)
+    expected = {rules_field, f"nested.{rules_field}"}
+    if "email" not in rules_field:
+        # A string longer than 200 characters that is not an address is lines of text.
+        expected = {f"nested.{rules_field}"}
+    assert {p.partition(":")[0] for p in problems} == expected
+
+
+def test_an_observed_outcomes_receiver_and_reference_are_one_line_and_its_outcome_lines():
+    entry = CurrentProcessOutcome(
+        key="onboarding:7:42:1",
+        task_created=True,
+        receiver="crm\r\nX: 1",
+        outcome="created by hand\nticket attached",
+        reference="T-1 \u202e",
+    )
+    assert [p.partition(":")[0] for p in entry.problems()] == ["receiver", "reference"]
