@@ -1,6 +1,6 @@
 """Security events, recorded where they are refused so that a rate of them pages (docs/incidents.md).
 
-The signed APIs (triggers at intake, the receiver's API) answer a forged, stale or replayed signature
+The signed APIs (triggers at intake, the receiver's API, destinations' status events) answer a forged, stale or replayed signature
 with 401 `signature_rejected` and write nothing; django-axes refuses a locked-out sign-in. Neither told
 anyone. `SecurityEventMiddleware` records each refused signed call from the answer it got (the views stay
 as they are: a refusal writes nothing of theirs), `record_lockout` each refused sign-in, from
@@ -21,8 +21,17 @@ from outbox.redaction import redact_text
 from reconciliation.models import SecurityEvent, SecurityEventKind
 
 log = logging.getLogger(__name__)
-# The URL namespaces of the signed APIs, and the source each event is recorded under.
+# The URL namespaces of the signed APIs, and the source each event is recorded under; a signed route that
+# shares its namespace with screens is named by (namespace, url name).
 SIGNED_APIS = {"intake": "intake", "delivery": "receiver"}
+SIGNED_ROUTES = {("reconciliation", "status_events"): "status_events"}
+
+
+def _signed_source(request: HttpRequest) -> str | None:
+    match = getattr(request, "resolver_match", None)
+    if match is None:
+        return None
+    return SIGNED_APIS.get(match.namespace) or SIGNED_ROUTES.get((match.namespace, match.url_name))
 
 
 def security_event_record(*, kind: str, source: str, detail: str = "") -> None:
@@ -52,8 +61,7 @@ class SecurityEventMiddleware:
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
         response = self.get_response(request)
-        match = getattr(request, "resolver_match", None)
-        source = SIGNED_APIS.get(match.namespace if match else "")
+        source = _signed_source(request)
         if source is None:
             return response
         detail = _refusal_detail(response)

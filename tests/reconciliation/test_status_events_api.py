@@ -153,6 +153,10 @@ def test_an_event_signed_with_destination_as_secret_cannot_speak_for_bs_handoffs
     refused = post(client, body, url=url_of("crm-b"), **signed(body, secret=SECRET_A))
     assert refused.status_code == 401
     assert refused.json()["error"] == "signature_rejected"
+    # A refused signature is a security event of the status-event API, as at the other signed APIs.
+    recorded = SecurityEvent.objects.get()
+    assert (recorded.kind, recorded.source) == ("signature_rejected", "status_events")
+    assert recorded.detail.startswith("/reconciliation/api/destinations/crm-b/status-events: ")
     # At A's own address the key is none of A's handoffs: recorded as unknown, B's handoff untouched.
     at_a = post(client, body, url=url_of("crm-a"), **signed(body, secret=SECRET_A))
     assert at_a.json()["result"] == "unknown_key"
