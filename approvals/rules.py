@@ -255,7 +255,8 @@ MAX_STEPS = 10
 # A step may name the destination it goes to (the default destination otherwise). Only its shape is checked
 # here; whether it is a configured destination is checked when the version is published.
 # A step marked "high_impact": true (money movement, ...) pages on its first failure (docs/incidents.md).
-STEP_PARTS = {"name", "operation", "compensation", "destination", "high_impact"}
+# A step whose compensation goes to a destination without an undo says "undo": "manual" (a person undoes it).
+STEP_PARTS = {"name", "operation", "compensation", "destination", "high_impact", "undo"}
 
 
 def _step_problems(index: int, step: object) -> list[str]:
@@ -271,6 +272,8 @@ def _step_problems(index: int, step: object) -> list[str]:
     problems += _destination_part_problems(index, step.get("destination"))
     if not isinstance(step.get("high_impact", False), bool):
         problems.append(f"step {index + 1} high_impact must be true or false")
+    if step.get("undo", "manual") != "manual":
+        problems.append(f'step {index + 1} undo must be "manual" (or absent)')
     if unknown := sorted(set(step) - STEP_PARTS):
         problems.append(f"step {index + 1} has unknown parts: {', '.join(unknown)}")
     return problems

@@ -4,7 +4,9 @@
 - the same key with the same body answers the original account again, marked as a replay;
 - the same key with another body is refused (422) and changes nothing;
 - the same key while the first request is still processing is refused as in progress (409): the
-  sender retries later with the same key.
+  sender retries later with the same key;
+- an account is closed by its id (DELETE): removed, its answer the account as it was; an id it does not
+  hold (never created, or closed already) is not found (404), which a sender's undo counts as done.
 """
 
 import uuid
@@ -74,6 +76,17 @@ def account_create_idempotent(*, key: str | None, payload: dict) -> AccountAnswe
     Account.objects.using(DB).filter(pk=account.pk).update(state=AccountRequestState.DONE)
     account.state = AccountRequestState.DONE
     return AccountAnswer(account=account, created=True)
+
+
+def account_close(*, account_id: str) -> Account | None:
+    """Remove the account `account_id`; the account as it was, None when there is none (already closed)."""
+    with transaction.atomic(using=DB):
+        account = (
+            Account.objects.using(DB).select_for_update().filter(account_id=account_id).first()
+        )
+        if account is not None:
+            Account.objects.using(DB).filter(pk=account.pk).delete()
+    return account
 
 
 def account_for_key(key: str) -> Account | None:

@@ -9,6 +9,9 @@
         422 {"error": {"code": "idempotency_key_reused"}}   another body under this key
     GET  /delivery/accounts/v1/accounts?idempotency_key=<key>
         200 {"accounts": [{...}]}              the account of the key, or an empty list
+    DELETE /delivery/accounts/v1/accounts/<id>
+        200 {"account": {...}, "deleted": true}   closed now
+        404 {"error": {"code": "not_found"}}       no such account (never created, or closed already)
 
 It is a second receiving system for the demo and the tests (another contract than `delivery/api.py`'s
 signed tasks) and knows nothing of the application that calls it.
@@ -80,3 +83,14 @@ def account_collection(request: HttpRequest) -> JsonResponse:
     if not _authorized(request):
         return _error(401, "unauthorized", "a valid bearer token is required")
     return _create(request) if request.method == "POST" else _lookup(request)
+
+
+@csrf_exempt
+@require_http_methods(["DELETE"])
+def account_item(request: HttpRequest, account_id: str) -> JsonResponse:
+    if not _authorized(request):
+        return _error(401, "unauthorized", "a valid bearer token is required")
+    account = accounts.account_close(account_id=account_id)
+    if account is None:
+        return _error(404, "not_found", f"no account {account_id}")
+    return JsonResponse({"account": accounts.account_as_json(account), "deleted": True})

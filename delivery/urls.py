@@ -13,6 +13,11 @@ urlpatterns = [
     path("api/tasks/<path:action_key>", api.task_detail, name="task-detail"),
     # The bundled accounts service: a second receiving system, on the IETF Idempotency-Key draft.
     path("accounts/v1/accounts", accounts_api.account_collection, name="accounts"),
+    path(
+        "accounts/v1/accounts/<str:account_id>",
+        accounts_api.account_item,
+        name="account",
+    ),
     # The demo's mailbox (the e-mail destination's messages), when DEMO_MAILBOX_DIR is set.
     path("mailbox/", mailbox_views.mailbox, name="mailbox"),
 ]

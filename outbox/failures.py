@@ -19,12 +19,22 @@ STATUS_MAX = Handoff._meta.get_field("work_status").max_length
 
 
 @dataclass(frozen=True)
+class UndoTarget:
+    """What a compensation reverses: the step's action key and the receipt id its delivery returned."""
+
+    action_key: str
+    receipt_id: str
+
+
+@dataclass(frozen=True)
 class Outgoing:
-    """What is sent: the stable action key and the exact approved payload."""
+    """What is sent: the stable action key and the exact approved payload; for a compensation, `undo` names
+    the delivered step it reverses (a destination with an undo request sends that, never its create)."""
 
     action_key: str
     payload: dict
     payload_hash: str
+    undo: UndoTarget | None = None
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,7 @@ Kept out of templates so that the advice for each state can be read, and tested,
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from outbox.destinations import DestinationUnavailable, destination_named
 from outbox.models import (
     NEEDS_PERSON_STATES,
     OPEN_STATES,
@@ -36,9 +37,19 @@ class Guidance:
     avoid: tuple[str, ...] = field(default_factory=tuple)
 
 
+def resend_is_safe(handoff: Handoff) -> bool:
+    """Its destination's contract says a repeat with the same key and body answers the original (the IETF
+    Idempotency-Key draft's replay): sending again cannot make a second effect, whatever the last outcome."""
+    try:
+        return destination_named(handoff.destination).replays_same_key
+    except DestinationUnavailable:
+        return False
+
+
 def retry_is_risky(handoff: Handoff) -> bool:
-    """Sending again may create a second effect: the last outcome is unknown."""
-    return handoff.outcome_unknown
+    """Sending again may create a second effect: the last outcome is unknown, and the destination does not
+    replay the original answer to a repeat with the same key."""
+    return handoff.outcome_unknown and not resend_is_safe(handoff)
 
 
 def available_actions(
@@ -67,7 +78,11 @@ def _state_actions(handoff: Handoff) -> list[str]:
     if state == S.IN_FLIGHT:
         return ["assign"]
     if state == S.UNCERTAIN:
-        return ["reconcile", "assign", "retry"]
+        return (
+            ["reconcile", "assign", "retry"]
+            if retry_is_risky(handoff)
+            else ["retry", "reconcile", "assign"]
+        )
     if state == S.NEEDS_ATTENTION:
         actions = [] if handoff.acknowledged_at else ["acknowledge"]
         if retry_is_risky(handoff) or handoff.failure_class == F.CONFLICT:
@@ -184,6 +199,8 @@ def _moving_guidance(handoff: Handoff) -> Guidance:
             "runs out and is then settled by asking the receiver.",
             avoid=("retry",),
         )
+    if handoff.state == S.UNCERTAIN and not retry_is_risky(handoff):
+        return _replay_guidance(handoff, "")
     if handoff.state == S.UNCERTAIN:
         return Guidance(
             "Outcome unknown: reconcile first.",
@@ -205,6 +222,18 @@ def _moving_guidance(handoff: Handoff) -> Guidance:
     )
 
 
+def _replay_guidance(handoff: Handoff, ack: str) -> Guidance:
+    """An unknown outcome at a destination that replays the original answer to a repeat with the same key."""
+    return Guidance(
+        "Outcome unknown: send again with the same key (safe).",
+        f"{handoff.destination} answers a repeat with the same key and body with the original answer (the "
+        "Idempotency-Key draft's replay), so \u201cRetry\u201d sends {key} again and learns the outcome "
+        "without a second effect. \u201cReconcile\u201d asks without sending, where the destination can be "
+        f"asked.{ack}".replace("{key}", handoff.action_key),
+        recommended="retry",
+    )
+
+
 def _attention_guidance(handoff: Handoff) -> Guidance:
     ack = (
         ""
@@ -222,6 +251,8 @@ def _attention_guidance(handoff: Handoff) -> Guidance:
             recommended="compensate",
             avoid=("retry",),
         )
+    if handoff.outcome_unknown and not retry_is_risky(handoff):
+        return _replay_guidance(handoff, ack)
     if handoff.outcome_unknown:
         return Guidance(
             "Outcome unknown and not settled automatically: reconcile.",

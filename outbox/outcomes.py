@@ -154,6 +154,14 @@ class Settlement:
 def settlement_without_answer(
     handoff: Handoff, destination: Lookups, lookup_error: str
 ) -> Settlement:
+    if handoff.state == S.UNCERTAIN and destination.replays_same_key:
+        # The contract: a repeat with the same key and body answers the original, never a second effect.
+        return Settlement(
+            S.PENDING,
+            f"{destination.name} could not answer ({lookup_error}); it replays the original answer to a "
+            "repeat with the same key and body: sent again with the same key",
+            {"next_attempt_at": db_now()},
+        )
     if handoff.state == S.UNCERTAIN and not destination.supports_lookup:
         return Settlement(
             S.NEEDS_ATTENTION,
@@ -164,9 +172,10 @@ def settlement_without_answer(
 
 
 def settlement_for(handoff: Handoff, remote: RemoteTask | None, destination: Lookups) -> Settlement:
-    """found, same payload hash -> delivered; found, other hash -> needs_attention (conflict);
+    """found, same payload (the same hash, or an echo holding every field sent) -> delivered; found, another
+    value of a field sent -> needs_attention (conflict);
     not found -> pending (same key, safe to send), or a person where the receiver ignores the key."""
-    if remote is not None and remote.payload_hash == handoff.payload_hash:
+    if remote is not None and remote.same_payload(handoff.payload, handoff.payload_hash):
         return Settlement(
             S.DELIVERED,
             f"{destination.name} has task {remote.task_id} for this key with the same payload",

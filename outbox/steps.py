@@ -10,7 +10,7 @@ destination its rule version names (the default destination when it names none);
 destination of the step it reverses.
 """
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from outbox.models import Handoff, HandoffKind, HandoffState
@@ -95,21 +95,50 @@ class CompensationPlan:
     residual: list[Handoff] = field(default_factory=list)
     cancel: list[Handoff] = field(default_factory=list)
     blockers: list[str] = field(default_factory=list)
+    # Why each residual (by id) is one, naming what a person undoes by hand where its destination has no undo.
+    residual_reasons: dict[int, str] = field(default_factory=dict)
 
     @property
     def empty(self) -> bool:
         return not (self.reverse or self.residual or self.cancel)
 
+    def residual_reason(self, step: Handoff) -> str:
+        return self.residual_reasons.get(step.pk, "no compensating operation")
 
-def compensation_plan(handoffs: Sequence[Handoff]) -> CompensationPlan:
+    @property
+    def residual_lines(self) -> list[str]:
+        return [f"{step.step}: {self.residual_reason(step)}" for step in self.residual]
+
+
+def _no_undo_missing(step: Handoff) -> str:
+    return ""
+
+
+def compensation_plan(
+    handoffs: Sequence[Handoff], *, undo_missing: Callable[[Handoff], str] = _no_undo_missing
+) -> CompensationPlan:
+    """What compensating these handoffs would do. `undo_missing(step)` says why a delivered step's destination
+    cannot undo it ("" when it can): such a step is a residual for a person, never sent a second create."""
     plan = CompensationPlan()
     for handoff in handoffs:
         if reason := _blocker(handoff):
             plan.blockers.append(reason)
         elif handoff.state == S.DELIVERED and handoff.kind == HandoffKind.ACTION:
-            (plan.reverse if handoff.compensation_operation else plan.residual).append(handoff)
+            _reverse_or_residual(plan, handoff, undo_missing)
         elif handoff.state in (S.PENDING, S.NEEDS_ATTENTION):
             plan.cancel.append(handoff)
     plan.reverse.sort(key=lambda h: h.step_index, reverse=True)
     plan.residual.sort(key=lambda h: h.step_index, reverse=True)
     return plan
+
+
+def _reverse_or_residual(
+    plan: CompensationPlan, step: Handoff, undo_missing: Callable[[Handoff], str]
+) -> None:
+    if not step.compensation_operation:
+        plan.residual.append(step)
+    elif reason := undo_missing(step):
+        plan.residual.append(step)
+        plan.residual_reasons[step.pk] = reason
+    else:
+        plan.reverse.append(step)

@@ -6,7 +6,8 @@ from approvals.errors import ApprovalDenied, InvalidPayload
 from approvals.models import RuleVersion
 from approvals.rules import BUILT_IN_RULES, publish_problems, steps_problems
 from lib.databases import DB
-from outbox.destinations.registry import enabled_destination_names
+from outbox.destinations import DestinationUnavailable, destination_named
+from outbox.destinations.registry import default_destination_name, enabled_destination_names
 
 
 def rule_version_publish(
@@ -50,7 +51,32 @@ def rule_version_publish(
 
 def rule_version_problems(*, schema: dict, steps: list[dict]) -> list[str]:
     """Why the rules cannot be published: the schema, the steps' shape, then their destinations."""
-    return publish_problems(schema) + steps_problems(steps) or _destination_problems(steps)
+    return (
+        publish_problems(schema) + steps_problems(steps)
+        or _destination_problems(steps)
+        or _undo_problems(steps)
+    )
+
+
+def _undo_problems(steps: list[dict]) -> list[str]:
+    """The steps that declare a compensation at a destination that cannot undo (no undo request, no undo of
+    its kind) without saying "undo": "manual": their compensation would leave a person a residual unannounced."""
+    problems = []
+    for index, step in enumerate(steps):
+        if not step.get("compensation") or step.get("undo") == "manual":
+            continue
+        name = step.get("destination") or default_destination_name()
+        try:
+            undo = destination_named(name).undo
+        except DestinationUnavailable:
+            continue  # not served: `_destination_problems` names it
+        if not undo:
+            problems.append(
+                f"step {index + 1} ({step['name']}) declares compensation {step['compensation']!r} "
+                f"but destination {name!r} has no undo: configure its undo, or mark the step "
+                '"undo": "manual" (a person undoes it by hand)'
+            )
+    return problems
 
 
 def _destination_problems(steps: list[dict]) -> list[str]:

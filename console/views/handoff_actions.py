@@ -148,10 +148,12 @@ def handoff_compensate(request: HtmxHttpRequest, handoff: Handoff) -> dict:
         reason=request.POST.get("reason", "").strip(),
     )
     reversed_steps = ", ".join(step.step for step in plan.reverse) or "none"
-    residuals = ", ".join(step.step for step in plan.residual)
+    residuals = "; ".join(plan.residual_lines)
     text = f"Compensating {handoff.instance_key}: reversing {reversed_steps}, latest first."
     if residuals:
-        text += f" Nothing can undo {residuals}: record a manual repair for each."
+        text += (
+            f" Not undone, a person repairs by hand: {residuals}. Record a manual repair for each."
+        )
     return {"level": "warning" if residuals else "success", "text": text}
 
 

@@ -44,7 +44,7 @@ from outbox.selectors import (
     instance_status,
     last_successful_step,
 )
-from outbox.steps import compensation_plan
+from outbox.services import instance_compensation_plan
 from reconciliation.errors import InvalidRepairInput, ReconciliationError
 from reconciliation.selectors import live_findings_of, repairs_of
 
@@ -124,7 +124,7 @@ def _instance_context(handoff: Handoff, is_operator: bool) -> dict | None:
     if not handoff.step:
         return None
     steps = instance_handoffs(handoff.instance_key)
-    plan = compensation_plan(steps)
+    plan = instance_compensation_plan(steps)
     return {
         "key": handoff.instance_key,
         "steps": steps,

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from outbox.failures import DeliveryResult, Outgoing, check_storable
+from outbox.payloads import holds_sent
 from outbox.retry import RetryPolicy
 
 
@@ -21,6 +22,19 @@ class RemoteTask:
     payload_hash: str
     # The work's state as the receiver reports it (open, in_progress, done, failed); "" when not reported.
     status: str = ""
+    # The payload the answer echoes, where the kind reads one (None: only `payload_hash` is known). Compared
+    # with what was sent on the fields that were sent (`same_payload`): a provider's own fields are no conflict.
+    echoed_payload: object = None
+
+    def same_payload(self, payload: dict | None, payload_hash: str) -> bool:
+        """Whether this task holds the payload sent: the same hash, or an echo holding every field sent."""
+        if self.payload_hash == payload_hash:
+            return True
+        return (
+            self.echoed_payload is not None
+            and payload is not None
+            and holds_sent(payload, self.echoed_payload)
+        )
 
 
 class LookupFailed(Exception):
@@ -52,6 +66,8 @@ class Lookups(Protocol):
     name: str
     supports_idempotency: bool
     supports_lookup: bool
+    # A repeat with the same key and body answers the original: sending again settles an unknown outcome.
+    replays_same_key: bool
 
     # How many keys one request may ask about (`lookup_many`); 0: one key per request (`lookup`).
     lookup_batch_size: int
@@ -78,6 +94,12 @@ class Destination(ABC):
     retry_policy = RetryPolicy()
     # The longest one call can take (connect + read timeout): what a lease must outlast.
     call_seconds = 0.0
+    # A repeat with the same key and body answers the original (the IETF Idempotency-Key draft's replay): an
+    # uncertain outcome may be settled by sending the same request again (docs/destinations.md).
+    replays_same_key = False
+    # How a delivered step is undone here: "native" (the receiver takes the compensating operation as a task
+    # under its own key), "request" (a configured undo request), "" (nothing: a person undoes it by hand).
+    undo = ""
 
     @classmethod
     @abstractmethod
@@ -125,6 +147,16 @@ class Destination(ABC):
         if self.supports_lookup and self.lookup_batch_size > 1:
             lookup += f" (up to {self.lookup_batch_size} keys a request)"
         return f"{idempotency}; {lookup}; {'batch' if self.supports_batch else 'no batch'}"
+
+    def undo_missing(self, step_key: str, receipt_id: str) -> str:
+        """Why a delivered step here cannot be undone by a request (what a person undoes by hand); "" when it
+        can."""
+        if self.undo:
+            return ""
+        return (
+            f"{self.name} has no undo: undo by hand {receipt_id or '(no receipt id)'} "
+            f"(key {step_key}) at {self.name}"
+        )
 
     def credentials_missing(self) -> list[str]:
         """The secrets it cannot find now, each naming its variable or file (never a value)."""

@@ -67,6 +67,9 @@ def secret_named(variable: str | None, default: str) -> str:
 class HttpDestination(Destination):
     """A receiver reached over its signed HTTP API with a pooled client."""
 
+    # The receiver takes a compensating operation as a task of its own key (the task protocol's undo).
+    undo = "native"
+
     def __init__(
         self,
         *,

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from outbox.failures import MalformedReceipt, Outgoing, check_storable, classify_status
 from outbox.models import FailureClass, Handoff
-from outbox.payloads import payload_hash
+from outbox.payloads import holds_sent, payload_hash
 
 REASON_MAX = Handoff._meta.get_field("reason_code").max_length
 
@@ -79,6 +79,8 @@ class Entry:
     task_id: str
     key: str | None
     payload_hash: str | None
+    # The payload echoed, where `payload` names it (compared on the fields sent: `holds_sent`).
+    payload: object = None
 
 
 @dataclass(frozen=True)
@@ -113,12 +115,18 @@ class Fields:
         task_id = str(raw_id)
         check_storable(task_id, None)
         key = dig(document, self.key, single=single) if self.key else None
-        echoed = None
+        echoed, document_echoed = None, None
         if self.payload:
-            echoed = payload_hash(dig(document, self.payload, single=single))
+            document_echoed = dig(document, self.payload, single=single)
+            echoed = payload_hash(document_echoed)
         elif self.payload_hash:
             echoed = str(dig(document, self.payload_hash, single=single))
-        return Entry(task_id=task_id, key=None if key is None else str(key), payload_hash=echoed)
+        return Entry(
+            task_id=task_id,
+            key=None if key is None else str(key),
+            payload_hash=echoed,
+            payload=document_echoed,
+        )
 
 
 def receipt_entry(fields: Fields, body: object, sent: Outgoing) -> Entry:
@@ -130,7 +138,12 @@ def receipt_entry(fields: Fields, body: object, sent: Outgoing) -> Entry:
         raise MalformedReceipt(f"receipt has no id: {exc}") from exc
     if entry.key is not None and entry.key != sent.action_key:
         raise MalformedReceipt(f"receipt {fields.key} does not echo the key sent")
-    if entry.payload_hash is not None and entry.payload_hash != sent.payload_hash:
+    # An echoed body may add the provider's own fields: only the fields sent are compared.
+    if (
+        entry.payload_hash is not None
+        and entry.payload_hash != sent.payload_hash
+        and (entry.payload is None or not holds_sent(sent.payload, entry.payload))
+    ):
         raise MalformedReceipt("receipt does not echo the payload sent")
     return entry
 

@@ -12,6 +12,7 @@ Connections, the proxy rules and the reading of a failed call are the HTTP kind'
 `http_answers`); credentials are read at each call (`idempotency_key_http_auth`).
 """
 
+import contextlib
 import json
 import time
 from urllib.parse import quote
@@ -33,10 +34,12 @@ from outbox.destinations.idempotency_key_contract import (
     FieldMissing,
     NoEntry,
     SeveralEntries,
+    dig,
     receipt_entry,
 )
 from outbox.destinations.idempotency_key_http_auth import MissingSecret
 from outbox.destinations.idempotency_key_http_config import Config, parse_config
+from outbox.destinations.undo_request import UndoUnfilled
 from outbox.failures import DeliveryResult, MalformedReceipt, Outgoing, parse_retry_after
 from outbox.models import FailureClass
 from outbox.payloads import canonical_json
@@ -56,6 +59,8 @@ class IdempotencyKeyHttpDestination(Destination):
         self.name = config.name
         self.base_url = config.url
         self.supports_lookup = config.lookup is not None
+        self.replays_same_key = config.replays_same_key
+        self.undo = "request" if config.undo else ""
         self.retry_policy = config.retry
         self.call_seconds = config.connect_timeout + config.read_timeout
         self._pool_options = {
@@ -79,9 +84,11 @@ class IdempotencyKeyHttpDestination(Destination):
         """The contract in words, for the people watching the destination."""
         lookup = self.config.lookup
         asked = f"lookup by {lookup.method} {lookup.path}" if lookup else "no lookup"
+        undo = self.config.undo.describe() if self.config.undo else "no undo: a person undoes"
+        replays = "a repeat with the same key replays" if self.replays_same_key else "no replay"
         return (
-            f"idempotent by header {self.config.idempotency_header}; {asked}; no key listing; "
-            f"no batch; {self.config.credentials.describe()}"
+            f"idempotent by header {self.config.idempotency_header}; {asked}; {replays}; "
+            f"{undo}; no key listing; no batch; {self.config.credentials.describe()}"
         )
 
     def credentials_missing(self) -> list[str]:
@@ -121,6 +128,8 @@ class IdempotencyKeyHttpDestination(Destination):
         except MissingSecret as exc:
             # Never a request without its credentials: the destination's problem, which pauses it.
             return DeliveryResult.failed(FailureClass.CREDENTIAL, "credential_missing", str(exc))
+        if outgoing.undo is not None:
+            return self._undo(outgoing, auth)
         create = self.config.create
         headers = {
             **auth,
@@ -169,6 +178,46 @@ class IdempotencyKeyHttpDestination(Destination):
             **common,
         )
 
+    def _undo(self, outgoing: Outgoing, auth: dict) -> DeliveryResult:
+        """A compensation: the configured undo request under the compensation's own key, never the create.
+        Without one nothing is sent (compensation plans such a step as a residual; this guards a plan older
+        than the configuration)."""
+        target, undo = outgoing.undo, self.config.undo
+        if undo is None:
+            return DeliveryResult.failed(
+                FailureClass.PERMANENT,
+                "no_undo",
+                self.undo_missing(target.action_key, target.receipt_id),
+            )
+        try:
+            body = undo.body_for(target, outgoing.payload)
+        except UndoUnfilled as exc:
+            return DeliveryResult.failed(FailureClass.PERMANENT, "undo_unfilled", str(exc))
+        headers = {**auth, self.config.idempotency_header: outgoing.action_key}
+        if body is not None:
+            headers["Content-Type"] = "application/json"
+        started = time.monotonic()
+        try:
+            response = self._request(undo.method, undo.path_for(target), body, headers)
+        except CALL_FAILURES as exc:
+            return call_failure(exc, proxy=self.proxy)
+        latency_ms = int((time.monotonic() - started) * 1000)
+        if response.status_code in undo.success:
+            return _undone(response, outgoing, undo, latency_ms)
+        failure_class, reason_code = self.config.contract.classify(
+            response.status_code, _json_or_none(response)
+        )
+        return DeliveryResult.failed(
+            failure_class,
+            reason_code,
+            describe_answer(response),
+            retry_after=parse_retry_after(
+                response.headers.get("Retry-After"), date=response.headers.get("Date")
+            ),
+            status_code=response.status_code,
+            latency_ms=latency_ms,
+        )
+
     def lookup(self, action_key: str) -> RemoteTask | None:
         """The entry the destination holds for the key, None when it holds none (a `not_found` status, or an
         empty list where the id's path indexes one); LookupFailed when nothing is known."""
@@ -208,6 +257,7 @@ class IdempotencyKeyHttpDestination(Destination):
             action_key=action_key,
             task_id=entry.task_id,
             payload_hash=entry.payload_hash if entry.payload_hash is not None else NOT_REPORTED,
+            echoed_payload=entry.payload,
         )
 
     def list_keys(self, *, after: str = "", limit: int = 500) -> list[RemoteTask]:
@@ -223,6 +273,28 @@ def _json_or_none(response: Answer) -> object:
         return response.json()
     except ValueError:
         return None
+
+
+def _undone(response: Answer, outgoing: Outgoing, undo, latency_ms: int) -> DeliveryResult:
+    """An undo answered with a success status: delivered, its id the one the answer names (where the undo
+    says) or the step's receipt id; a 404 means it was already gone."""
+    body = _json_or_none(response)
+    task_id = outgoing.undo.receipt_id
+    if undo.receipt_id:
+        with contextlib.suppress(FieldMissing, SeveralEntries):
+            task_id = str(dig(body, undo.receipt_id))
+    receipt = _receipt(task_id, outgoing, response.status_code, body)
+    receipt["undoes"] = {
+        "action_key": outgoing.undo.action_key,
+        "receipt_id": outgoing.undo.receipt_id,
+    }
+    return DeliveryResult.ok(
+        task_id=task_id,
+        created=response.status_code != 404,
+        receipt=receipt,
+        status_code=response.status_code,
+        latency_ms=latency_ms,
+    )
 
 
 def _receipt(task_id: str, outgoing: Outgoing, status: int, body: object) -> dict:

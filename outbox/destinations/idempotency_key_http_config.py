@@ -11,6 +11,7 @@ from outbox.destinations.idempotency_key_http_auth import (
     check_keys,
     credentials_from_config,
 )
+from outbox.destinations.undo_request import UndoRequest, parse_undo
 from outbox.models import Handoff
 from outbox.retry import RetryPolicy
 
@@ -29,6 +30,8 @@ TOP_OPTIONAL = {
     "read_timeout",
     "retry",
     "max_connections",
+    "undo",
+    "replays_same_key",
 }
 CREATE_METHODS = {"POST", "PUT", "PATCH"}
 # Headers the destination sets itself: static `headers` may not carry them (a secret is named in `auth`).
@@ -69,6 +72,10 @@ class Config:
     read_timeout: float
     retry: RetryPolicy
     max_connections: int
+    # How a compensation reverses a delivered step here (None: a person undoes it by hand).
+    undo: UndoRequest | None = None
+    # A repeat with the same key and body answers the original (the draft's replay): sending again settles.
+    replays_same_key: bool = True
 
 
 def _text(where: str, value: object) -> str:
@@ -166,6 +173,9 @@ def parse_config(config: dict) -> Config:
         or max_connections < 1
     ):
         raise ValueError("max_connections must be a positive whole number")
+    replays = config.get("replays_same_key", True)
+    if not isinstance(replays, bool):
+        raise ValueError(f"replays_same_key must be true or false, not {replays!r}")
     return Config(
         name=name,
         url=url,
@@ -185,4 +195,6 @@ def parse_config(config: dict) -> Config:
         read_timeout=_positive("read_timeout", config.get("read_timeout"), 5.0),
         retry=_retry(config.get("retry")),
         max_connections=max_connections,
+        undo=parse_undo(config.get("undo")),
+        replays_same_key=replays,
     )

@@ -29,6 +29,8 @@ class InProcessDestination(Destination):
     name: str = "receiver"
     supports_idempotency: bool = True
     supports_lookup: bool = True
+    # The receiver takes a compensating operation as a task of its own key.
+    undo: str = "native"
     # Above 1: `lookup_many` answers that many keys in one call, as the http kind's POST /tasks/lookup does.
     lookup_batch_size: int = 0
 

@@ -31,6 +31,7 @@ from outbox.services.compensation import (
     handoff_residual_repaired,
     instance_cancel,
     instance_compensate,
+    instance_compensation_plan,
 )
 from outbox.services.leases import (
     handoff_expire_leases,
@@ -89,4 +90,5 @@ __all__ = [
     "handoffs_record_work_status",
     "instance_cancel",
     "instance_compensate",
+    "instance_compensation_plan",
 ]

@@ -6,7 +6,7 @@ fencing token (lease owner + epoch); an outcome whose token no longer matches is
 (`outbox/services/outcomes.py`).
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from time import time_ns
 from typing import NamedTuple
 
@@ -18,7 +18,7 @@ from lib.databases import DB
 from lib.telemetry import past_spans
 from outbox.clock import POSTGRES_NOW_PLUS, db_now, db_now_plus
 from outbox.destinations import Destination
-from outbox.failures import DeliveryResult, Outgoing
+from outbox.failures import DeliveryResult, Outgoing, UndoTarget
 from outbox.models import (
     Attempt,
     AttemptOutcome,
@@ -48,11 +48,16 @@ class Claim:
     follow_up: bool = True
     # Its workspace, for the log lines written about it (`lib/log_context.py`).
     workspace_id: int | None = None
+    # A compensation's: the delivered step it reverses (`with_undo_targets`).
+    undo: UndoTarget | None = None
 
     @property
     def outgoing(self) -> Outgoing:
         return Outgoing(
-            action_key=self.action_key, payload=self.payload, payload_hash=self.payload_hash
+            action_key=self.action_key,
+            payload=self.payload,
+            payload_hash=self.payload_hash,
+            undo=self.undo,
         )
 
 
@@ -116,12 +121,33 @@ def handoff_claim_due(
         )
         for row in rows
     ]
+    claims = with_undo_targets(claims)
     past_spans(
         "handoff.claim",
         started,
         ((c.action_key, {"handoff.attempt": c.attempt_number}) for c in claims),
     )
     return claims
+
+
+def with_undo_targets(claims: list[Claim]) -> list[Claim]:
+    """The claims, each compensation with the step it reverses (its key and receipt id), read in one query
+    only when the batch holds a claim whose delivery records more than itself (a compensation is one)."""
+    follow_ups = [claim.handoff_id for claim in claims if claim.follow_up]
+    if not follow_ups:
+        return claims
+    targets = {
+        pk: UndoTarget(action_key=step_key, receipt_id=receipt_id or "")
+        for pk, step_key, receipt_id in Handoff.objects.using(DB)
+        .filter(pk__in=follow_ups, compensates__isnull=False)
+        .values_list("pk", "compensates__action_key", "compensates__destination_id")
+    }
+    if not targets:
+        return claims
+    return [
+        replace(claim, undo=targets[claim.handoff_id]) if claim.handoff_id in targets else claim
+        for claim in claims
+    ]
 
 
 def _claim_sql(due, *, limit: int) -> tuple[str, list]:

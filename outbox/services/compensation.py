@@ -5,6 +5,7 @@ can undo are residuals for a manual repair. What to do is decided in `outbox/ste
 from django.db import transaction
 
 from lib.databases import DB
+from outbox.destinations import DestinationUnavailable, destination_named
 from outbox.errors import CompensationBlocked, HandoffNotFound, ReasonRequired
 from outbox.models import CompensationState, Handoff, HandoffState
 from outbox.services.transitions import handoff_transition
@@ -24,6 +25,21 @@ def _instance_locked(instance_key: str) -> list[Handoff]:
     )
 
 
+def step_undo_missing(step: Handoff) -> str:
+    """Why the step's destination cannot undo it ("" when it can): no undo request configured and no undo of
+    its kind. A destination not served now is not decided here: its compensation waits like any handoff."""
+    try:
+        destination = destination_named(step.destination)
+    except DestinationUnavailable:
+        return ""
+    return destination.undo_missing(step.action_key, step.destination_id)
+
+
+def instance_compensation_plan(handoffs: list[Handoff]) -> CompensationPlan:
+    """What compensating the instance of these handoffs would do (shown before an operator confirms)."""
+    return compensation_plan(handoffs, undo_missing=step_undo_missing)
+
+
 def instance_compensate(*, instance_key: str, actor, reason: str) -> CompensationPlan:
     """Reverse what an instance did: cancel its steps not sent yet, record the compensation of its delivered
     steps (latest first; each next one when the previous is delivered), and mark the steps that nothing can
@@ -34,7 +50,7 @@ def instance_compensate(*, instance_key: str, actor, reason: str) -> Compensatio
         handoffs = _instance_locked(instance_key)
         if not handoffs:
             raise HandoffNotFound(instance_key)
-        plan = compensation_plan(handoffs)
+        plan = instance_compensation_plan(handoffs)
         if plan.blockers:
             raise CompensationBlocked("; ".join(plan.blockers))
         if plan.empty:
@@ -55,7 +71,7 @@ def instance_compensate(*, instance_key: str, actor, reason: str) -> Compensatio
                 step.pk,
                 CompensationState.RESIDUAL,
                 actor=actor,
-                reason=f"no compensating operation; a person repairs it ({reason})",
+                reason=f"{plan.residual_reason(step)}; a person repairs it ({reason})",
             )
         for step in plan.reverse:
             mark_compensation(step.pk, CompensationState.PLANNED, actor=actor, reason=reason)

@@ -64,6 +64,10 @@ class LimitedLookups(Lookups):
         return self.destination.supports_lookup
 
     @property
+    def replays_same_key(self) -> bool:
+        return self.destination.replays_same_key
+
+    @property
     def lookup_batch_size(self) -> int:
         return self.destination.lookup_batch_size
 

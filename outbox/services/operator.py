@@ -16,6 +16,7 @@ from outbox.errors import (
     ReasonRequired,
     RiskNotConfirmed,
 )
+from outbox.guidance import retry_is_risky
 from outbox.models import Handoff, HandoffEvent, HandoffState
 from outbox.services.transitions import handoff_lock, handoff_transition
 from outbox.wakeups import wake_dispatcher_on_commit
@@ -54,8 +55,17 @@ def handoff_retry(
     """
     with transaction.atomic(using=DB):
         handoff = handoff_lock(handoff_id)
-        if handoff.outcome_unknown:
+        if retry_is_risky(handoff):
             _override_settlement(handoff, actor=actor, confirm_risk=confirm_risk)
+        elif handoff.state == S.UNCERTAIN:
+            # The destination replays the original answer to the same key: sending again settles it.
+            handoff_transition(
+                handoff,
+                S.NEEDS_ATTENTION,
+                actor=actor,
+                reason=f"sent again with the same key: {handoff.destination} replays the original",
+                action="retry",
+            )
         if handoff.state == S.PENDING:
             handoff_transition(
                 handoff,

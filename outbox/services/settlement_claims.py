@@ -203,6 +203,7 @@ class _AsClaimed(NamedTuple):
 
     payload_hash: str
     state: str = S.UNCERTAIN
+    payload: dict | None = None
 
 
 def _record_found(answers: list[SettlementAnswer], destination: Lookups) -> set[int]:

@@ -169,7 +169,10 @@ def test_a_failed_last_step_is_compensated_at_each_reversed_steps_destination_ex
     )
     assert [h.step for h in plan.reverse] == ["provision_account", "create_client"]
     undo_provision, undo_create = f"{provision}:compensate", f"{create}:compensate"
-    # The ledger commits the account's removal and its answer is lost: settled by asking, not resent.
+    ref = steps[1].destination_id
+    # The ledger removes the account's entry and its answer is lost: the lookup finds no entry under the
+    # compensation's own key, so the same DELETE goes again with that key; the entry is gone (404), which is
+    # what the undo wanted.
     servers.ledger.faults(drop_answer_for=[undo_provision])
     drive()
 
@@ -180,16 +183,22 @@ def test_a_failed_last_step_is_compensated_at_each_reversed_steps_destination_ex
         (undo_create, CRM, S.DELIVERED),
     ]
     assert [h.compensates.destination for h in compensations] == [ACCOUNTS, CRM]
-    assert attempts_of(compensations[0]) == ["uncertain"]
-    assert compensations[0].receipt["found_by"] == "lookup"
+    assert attempts_of(compensations[0]) == ["uncertain", "duplicate"], (
+        "the second DELETE found it gone"
+    )
+    assert compensations[0].destination_id == ref
+    assert compensations[0].receipt["undoes"] == {"action_key": provision, "receipt_id": ref}
     # Reverse order: the client's removal is recorded only once the account's is known to be delivered.
     removed = HandoffEvent.objects.get(handoff=compensations[0], to_state=S.DELIVERED)
     recorded = HandoffEvent.objects.get(handoff=compensations[1], from_state="")
     assert recorded.pk > removed.pk
-    # Each compensation exactly once, at its own destination, counted at each server.
-    assert [r["key"] for r in servers.ledger.creates()] == [provision, undo_provision]
-    assert len(servers.ledger_entries(undo_provision)) == 1
-    assert servers.ledger_entries(undo_provision)[0]["body"]["operation"] == "deprovision_account"
+    # Counted at the ledger: one create (the step's), never a second for the undo; the configured DELETE of
+    # the step's entry under the compensation's key, and no entry left for the step's key.
+    assert [r["key"] for r in servers.ledger.creates()] == [provision]
+    assert [(r["path"], r["key"]) for r in servers.ledger.deletes()] == [
+        (f"/v2/ledger/entries/{ref}", undo_provision)
+    ] * 2
+    assert servers.ledger_entries(provision) == [] and servers.ledger_entries(undo_provision) == []
     assert servers.receiver_tasks(undo_create) == 1 and servers.receiver_tasks(create) == 1
     assert servers.receiver_tasks(undo_provision) == 0
     assert servers.ledger_entries(undo_create) == [] and servers.mailbox.messages() == []
@@ -199,10 +208,6 @@ def test_a_failed_last_step_is_compensated_at_each_reversed_steps_destination_ex
     }
     assert Handoff.objects.get(action_key=welcome).reason_code == "compensated"
     assert instance_status(handoffs) == "compensated"
-    ref = servers.ledger_entries(undo_provision)[0]["ref"]
-    assert history(compensations[0])[-1] == (
-        f"accounts has task {ref} for this key with the same payload"
-    )
 
 
 def test_a_full_reconciliation_run_compares_each_destination_with_its_own_handoffs(world, servers):

@@ -71,6 +71,8 @@ def destinations_document(*, receiver_url: str, ledger_url: str, smtp_port: int)
                     "key": "entries.0.request_key",
                     "payload": "entries.0.body",
                 },
+                # A compensation removes the entry the create made, under its own key: never a second create.
+                "undo": {"method": "DELETE", "path": "/v2/ledger/entries/{receipt_id}"},
                 "connect_timeout": 1,
                 "read_timeout": 5,
                 "retry": NO_BACKOFF,

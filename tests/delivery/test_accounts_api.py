@@ -97,3 +97,26 @@ def test_a_body_that_is_not_a_json_object_is_400_and_writes_nothing(client):
     )
     assert refused.status_code == 400
     assert not Account.objects.exists()
+
+
+def delete(client, account_id: str, *, token="accounts-test-token"):
+    return client.delete(f"{URL}/{account_id}", HTTP_AUTHORIZATION=f"Bearer {token}")
+
+
+def test_an_account_is_closed_by_its_id_and_a_second_close_is_404(client):
+    account_id = post(client).json()["account"]["id"]
+    closed = delete(client, account_id)
+    assert closed.status_code == 200
+    assert closed.json()["account"]["id"] == account_id and closed.json()["deleted"] is True
+    assert Account.objects.filter(idempotency_key=KEY).count() == 0
+    assert delete(client, account_id).status_code == 404, "already gone"
+    lookup = client.get(
+        URL, {"idempotency_key": KEY}, HTTP_AUTHORIZATION="Bearer accounts-test-token"
+    )
+    assert lookup.json() == {"accounts": []}
+
+
+def test_closing_without_the_token_is_401_and_closes_nothing(client):
+    account_id = post(client).json()["account"]["id"]
+    assert delete(client, account_id, token="wrong").status_code == 401
+    assert Account.objects.filter(account_id=account_id).count() == 1

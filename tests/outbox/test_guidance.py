@@ -8,6 +8,8 @@ from django.utils import timezone
 from outbox.guidance import available_actions, next_step, retry_is_risky
 from outbox.models import FailureClass, Handoff, HandoffState
 
+# The advice for an unknown outcome reads its destination's contract (does it replay the same key?).
+pytestmark = pytest.mark.django_db
 S = HandoffState
 F = FailureClass
 

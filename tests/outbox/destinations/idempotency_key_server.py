@@ -5,6 +5,7 @@ its entries in memory.
     POST /v2/ledger/entries                   header X-Request-Key, JSON body -> 201 {"entry": {...}}
     GET  /v2/ledger/entries?request_key=K     -> 200 {"entries": [...]}  (empty when none)
     GET  /v2/ledger/entries/by-key/K          -> 200 {"entry": {...}} or 404
+    DELETE /v2/ledger/entries/<ref>           -> 200 {"entry": {...}, "deleted": true}, or 404 when none
     an entry: {"ref": "le_1", "request_key": K, "body": <the JSON sent>}
 
 The draft's answers: no key -> 400; the same key and body again -> the stored answer (header
@@ -17,7 +18,8 @@ Test-only endpoints: GET /_test/state (entries and the requests received), POST 
 `drop_answer_for`: keys whose answer is dropped once after the entry is committed; `hold_answer_for`: keys whose
 answer is held once after the entry is committed, until `release` (or HOLD_SECONDS), while other requests are
 answered; `release`: true lets every held answer go; `in_progress`: {key: n}, answer 409 n times; `stripe`: bool;
-`token`: the bearer token required, null for none). The state's `held` lists the keys whose answer is held now.
+`token`: the bearer token required, null for none; `provider_fields`: bool, an entry's body then adds the
+provider's own `id`, `object` and `created` to the JSON sent, as Stripe-style APIs answer). The state's `held` lists the keys whose answer is held now.
 """
 
 import argparse
@@ -51,7 +53,9 @@ class Ledger:
         self.hold_answer_for: set[str] = set()
         self.holding: dict[str, threading.Event] = {}
         self.in_progress: dict[str, int] = {}
+        self.created = 0
         self.stripe = False
+        self.provider_fields = False
         self.token = token
 
     def state(self) -> dict:
@@ -69,6 +73,7 @@ class Ledger:
                 event.set()
         self.in_progress.update(faults.get("in_progress", {}))
         self.stripe = faults.get("stripe", self.stripe)
+        self.provider_fields = faults.get("provider_fields", self.provider_fields)
         if "token" in faults:
             self.token = faults["token"]
 
@@ -96,9 +101,21 @@ class Ledger:
                     False,
                 )
             return 201, {"entry": self.entries[key]}, True
-        entry = {"ref": f"le_{len(self.entries) + 1}", "request_key": key, "body": body}
+        self.created += 1
+        ref = f"le_{self.created}"
+        if self.provider_fields:
+            body = {**body, "id": ref, "object": "ledger_entry", "created": 1767225600}
+        entry = {"ref": ref, "request_key": key, "body": body}
         self.entries[key], self.fingerprints[key] = entry, fingerprint
         return 201, {"entry": entry}, False
+
+    def delete(self, ref: str) -> tuple[int, dict]:
+        """(status, answer) for a DELETE of the entry `ref`; under the lock."""
+        for key, entry in list(self.entries.items()):
+            if entry["ref"] == ref:
+                del self.entries[key]
+                return 200, {"entry": entry, "deleted": True}
+        return 404, _error("not_found", f"no entry {ref}")
 
 
 def _error(code: str, message: str) -> dict:
@@ -167,6 +184,22 @@ class Handler(BaseHTTPRequestHandler):
                 return self._answer(200, {"entry": entry})
             return self._answer(404, _error("no_route", self.path))
 
+    def do_DELETE(self):  # noqa: N802 - http.server's name
+        with self.ledger.lock:
+            self._log()
+            if not self._authorized():
+                return None
+            if not self.path.startswith(ENTRIES + "/"):
+                return self._answer(404, _error("no_route", self.path))
+            status, answer = self.ledger.delete(unquote(self.path[len(ENTRIES) + 1 :]))
+            key = self.headers.get("X-Request-Key")
+            if key in self.ledger.drop_answer_for and status == 200:
+                # The entry is removed; the answer is lost on the way back.
+                self.ledger.drop_answer_for.discard(key)
+                self.close_connection = True
+                return None
+        return self._answer(status, answer)
+
     def do_POST(self):  # noqa: N802 - http.server's name
         body = self._body()
         with self.ledger.lock:
@@ -234,6 +267,10 @@ class LedgerProcess:
 
     def entries(self) -> list[dict]:
         return self.state()["entries"]
+
+    def deletes(self) -> list[dict]:
+        """The DELETE requests received (path and X-Request-Key), in order."""
+        return [r for r in self.state()["requests"] if r["method"] == "DELETE"]
 
     def creates(self) -> list[dict]:
         """The create requests received (each with its X-Request-Key), in order."""
