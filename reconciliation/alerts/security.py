@@ -1,11 +1,11 @@
 """Security events, recorded where they are refused so that a rate of them pages (docs/incidents.md).
 
-The signed APIs (triggers at intake, the receiver's API, destinations' status events) answer a forged, stale or replayed signature
-with 401 `signature_rejected` and write nothing; django-axes refuses a locked-out sign-in. Neither told
-anyone. `SecurityEventMiddleware` records each refused signed call from the answer it got (the views stay
-as they are: a refusal writes nothing of theirs), `record_lockout` each refused sign-in, from
-django-axes' `user_locked_out` signal, and `record_spraying` one event per spraying episode of an address
-(approvals.auth.lockout). The incidents' sweep pages when one kind passes a rate.
+The signed APIs (triggers at intake, the receiver's API, destinations' status events) answer a forged,
+stale or replayed signature with 401 `signature_rejected` and write nothing; django-axes refuses a
+locked-out sign-in. Neither told anyone. `SecurityEventMiddleware` records each refused signed call from
+the answer it got (the views stay as they are: a refusal writes nothing of theirs), `record_lockout` each
+refused sign-in, from django-axes' `user_locked_out` signal, and `record_spraying` one event per spraying
+episode of an address (approvals.auth.lockout). The incidents' sweep pages when one kind passes a rate.
 """
 
 import json
