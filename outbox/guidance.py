@@ -71,6 +71,13 @@ def available_actions(
     return [action for action in actions if alone.get(action, True)]
 
 
+def _uncertain_actions(handoff: Handoff) -> list[str]:
+    # At a destination that replays the same key, sending again is the safe way to learn the outcome.
+    if retry_is_risky(handoff):
+        return ["reconcile", "assign", "retry"]
+    return ["retry", "reconcile", "assign"]
+
+
 def _state_actions(handoff: Handoff) -> list[str]:
     state = handoff.state
     if state == S.PENDING:
@@ -78,11 +85,7 @@ def _state_actions(handoff: Handoff) -> list[str]:
     if state == S.IN_FLIGHT:
         return ["assign"]
     if state == S.UNCERTAIN:
-        return (
-            ["reconcile", "assign", "retry"]
-            if retry_is_risky(handoff)
-            else ["retry", "reconcile", "assign"]
-        )
+        return _uncertain_actions(handoff)
     if state == S.NEEDS_ATTENTION:
         actions = [] if handoff.acknowledged_at else ["acknowledge"]
         if retry_is_risky(handoff) or handoff.failure_class == F.CONFLICT:
