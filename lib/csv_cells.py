@@ -12,7 +12,8 @@ import csv
 import io
 from collections.abc import Iterable
 
-FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+# ASVS 5.0 1.2.10 names a leading NUL as well.
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r", "\x00")
 
 
 def csv_cell(value: object) -> str:

@@ -71,7 +71,7 @@ def world():
     return onboarding_world()
 
 
-@pytest.mark.parametrize("text", FORMULAS)
+@pytest.mark.parametrize("text", [*FORMULAS, "\x00=1+1"])
 def test_a_cell_that_would_run_as_a_formula_gets_a_leading_quote(text):
     assert csv_cell(text) == "'" + text
 
