@@ -1,0 +1,198 @@
+"""Request mapping: how an approved payload becomes one destination's request (body, path, query, headers).
+
+A mapping is `{"body": <template>, "path": {name: <template>}, "query": {...}, "headers": {...}}`, each part
+optional. A template is any JSON in which an object `{"$": "<JMESPath expression>"}` (optionally with a
+`"default"`) is replaced by the expression's value over the payload; everything else is literal. The body
+renders to any JSON (the payload itself when the mapping has no body); path, query and header values to
+texts (a number is written as text). A refusal names its place (`steps[1].request.body.name: client_name
+is missing`). Why JMESPath (and not a text template): docs/destinations.md, "Request mapping".
+"""
+
+import hashlib
+import json
+from functools import lru_cache
+
+import jmespath
+from jmespath.exceptions import JMESPathError
+
+PARTS = ("body", "path", "query", "headers")
+EXPRESSION = "$"
+DEFAULT = "default"
+MAX_EXPRESSION = 500
+
+
+class MappingRefused(ValueError):
+    """A mapping that cannot be used, or cannot render over a payload; the message names the place."""
+
+
+@lru_cache(maxsize=512)
+def _compiled(expression: str):
+    return jmespath.compile(expression)
+
+
+def _is_expression(node: object) -> bool:
+    return isinstance(node, dict) and EXPRESSION in node
+
+
+def _expression_problem(where: str, node: dict) -> str:
+    if set(node) - {EXPRESSION, DEFAULT}:
+        extra = ", ".join(sorted(set(node) - {EXPRESSION, DEFAULT}))
+        return f'{where}: an expression object holds "$" and optionally "default", not {extra}'
+    expression = node[EXPRESSION]
+    if not isinstance(expression, str) or not expression.strip():
+        return f'{where}: "$" must be a JMESPath expression (a non-empty text)'
+    if len(expression) > MAX_EXPRESSION:
+        return f"{where}: the expression is longer than {MAX_EXPRESSION} characters"
+    try:
+        _compiled(expression)
+    except JMESPathError as exc:
+        return f"{where}: {expression!r} is not a JMESPath expression ({_first_line(exc)})"
+    return ""
+
+
+def _first_line(exc: Exception) -> str:
+    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+
+
+def _template_problems(where: str, node: object) -> list[str]:
+    if _is_expression(node):
+        problem = _expression_problem(where, node)
+        return [problem] if problem else []
+    if isinstance(node, dict):
+        return [
+            p for key, value in node.items() for p in _template_problems(f"{where}.{key}", value)
+        ]
+    if isinstance(node, list):
+        return [
+            p for i, value in enumerate(node) for p in _template_problems(f"{where}[{i}]", value)
+        ]
+    return []
+
+
+def mapping_problems(mapping: object, *, where: str) -> list[str]:
+    """Why `mapping` cannot be used (its shape, expressions that do not compile), each naming its place."""
+    if not isinstance(mapping, dict):
+        return [f"{where}: a request mapping is an object of {', '.join(PARTS)}"]
+    problems = []
+    if unknown := sorted(set(mapping) - set(PARTS)):
+        problems.append(f"{where}: unknown parts {', '.join(unknown)} (known: {', '.join(PARTS)})")
+    for part in ("path", "query", "headers"):
+        values = mapping.get(part, {})
+        if not isinstance(values, dict) or not all(isinstance(k, str) and k for k in values):
+            problems.append(f"{where}.{part}: an object of names to values or expressions")
+            continue
+        for name, value in values.items():
+            if isinstance(value, dict | list) and not _is_expression(value):
+                problems.append(f"{where}.{part}.{name}: a text, a number or an expression")
+            else:
+                problems += _template_problems(f"{where}.{part}.{name}", value)
+    if "body" in mapping:
+        problems += _template_problems(f"{where}.body", mapping["body"])
+    return problems
+
+
+def _value(where: str, node: dict, payload: object) -> object:
+    expression = node[EXPRESSION]
+    try:
+        value = _compiled(expression).search(payload)
+    except JMESPathError as exc:
+        raise MappingRefused(
+            f"{where}: {expression} cannot be evaluated ({_first_line(exc)})"
+        ) from exc
+    if value is None:
+        if DEFAULT in node:
+            return node[DEFAULT]
+        raise MappingRefused(f"{where}: {expression} is missing")
+    return value
+
+
+def render_template(template: object, payload: object, *, where: str) -> object:
+    """The template with each expression object replaced by its value over `payload`."""
+    if _is_expression(template):
+        return _value(where, template, payload)
+    if isinstance(template, dict):
+        return {
+            key: render_template(value, payload, where=f"{where}.{key}")
+            for key, value in template.items()
+        }
+    if isinstance(template, list):
+        return [
+            render_template(value, payload, where=f"{where}[{i}]")
+            for i, value in enumerate(template)
+        ]
+    return template
+
+
+def _scalar_text(where: str, value: object) -> str:
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
+        kind = type(value).__name__ if value is not None else "null"
+        raise MappingRefused(f"{where}: must render to a text or a number, not {kind}")
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def render_request(mapping: dict, payload: object, *, where: str) -> dict:
+    """The request the mapping makes of `payload`: {"body", "path", "query", "headers"} (the body is the
+    payload itself when the mapping has none); MappingRefused naming the place that cannot render."""
+    if problems := mapping_problems(mapping, where=where):
+        raise MappingRefused(problems[0])
+    rendered = {
+        "body": render_template(mapping["body"], payload, where=f"{where}.body")
+        if "body" in mapping
+        else payload
+    }
+    for part in ("path", "query", "headers"):
+        rendered[part] = {
+            name: _scalar_text(
+                f"{where}.{part}.{name}",
+                render_template(value, payload, where=f"{where}.{part}.{name}"),
+            )
+            for name, value in mapping.get(part, {}).items()
+        }
+    return rendered
+
+
+def requests_hash(requests: object) -> str:
+    """The hash of rendered requests, over their canonical JSON (sorted keys, no spaces): what a decision
+    binds to."""
+    canonical = json.dumps(requests, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+def _required_sample(schema: object) -> object:
+    """A value the schema accepts, holding only its required properties (recursively)."""
+    if not isinstance(schema, dict):
+        return "x"
+    if "const" in schema:
+        return schema["const"]
+    if isinstance(schema.get("enum"), list) and schema["enum"]:
+        return schema["enum"][0]
+    kind = schema.get("type")
+    kind = kind[0] if isinstance(kind, list) and kind else kind
+    if kind == "object" or (kind is None and "properties" in schema):
+        properties = schema.get("properties") or {}
+        return {
+            name: _required_sample(properties.get(name, {}))
+            for name in schema.get("required") or []
+            if isinstance(name, str)
+        }
+    if kind == "array":
+        return [_required_sample(schema.get("items", {}))] * (schema.get("minItems") or 0)
+    return _scalar_sample(kind, schema)
+
+
+def _scalar_sample(kind: object, schema: dict) -> object:
+    if kind in ("integer", "number"):
+        return schema.get("minimum", 1)
+    if kind == "boolean":
+        return True
+    if kind == "null":
+        return None
+    if schema.get("format") == "email":
+        return "someone@example.com"
+    return "x" * max(int(schema.get("minLength") or 1), 1)
+
+
+def schema_sample(schema: dict) -> object:
+    """A sample payload built from a JSON Schema: its required properties only, so that a mapping which
+    renders over it renders over every payload the schema accepts (short of types it cannot foresee)."""
+    return _required_sample(schema)
