@@ -40,7 +40,11 @@ from outbox.services.breaker import (
     destination_settlement_admission,
 )
 from outbox.services.claims import Claim, claim_resend_blocked, handoff_claim_due
-from outbox.services.leases import handoff_expire_leases
+from outbox.services.leases import (
+    attempt_mark_calling,
+    attempts_mark_not_called,
+    handoff_expire_leases,
+)
 from outbox.services.limits import destination_acquire, destination_release
 from outbox.services.lookup_limits import lookups_under_limits
 from outbox.services.outcomes import handoff_record_outcomes
@@ -149,35 +153,61 @@ def deliver_claims_one_by_one(
     stop: threading.Event | None = None,
 ) -> None:
     """One call per claim, the batch's outcomes written in one commit afterwards (the claims stay leased,
-    and renewed, until then). When an answer shows the destination down or refusing our credentials, or asks
-    it to be left alone for a while (429/503 with Retry-After: the whole destination is held), the rest are
-    given back unsent: such a receiver is not called once per handoff. So are they when the dispatcher is
-    stopping: the calls made are recorded, the others are pending again at once for the next dispatcher."""
+    and renewed, until then). At a destination without idempotency each call is marked "sending now" just
+    before it and its outcome written right after it (`_send_one`): a crash leaves one call unknown, and
+    the claims it never sent go again. When an answer shows the destination down or refusing our
+    credentials, or asks it to be left alone for a while (429/503 with Retry-After: the whole destination is
+    held), the rest are given back unsent: such a receiver is not called once per handoff. So are they when
+    the dispatcher is stopping: the calls made are recorded, the others are pending again at once."""
     outcomes, rest = [], []
+    marked = not destination.supports_idempotency
+    if marked:
+        attempts_mark_not_called(claims=claims)
     for index, claim in enumerate(each_in_trace(claims)):
         if stop is not None and stop.is_set():
             rest = claims[index:]
             break
-        if not keeper.still_held(claim):
-            if keeper.lost(claim):
-                stats.lease_lost += 1
-                log.warning(
-                    "%s not sent: its lease was taken over before the call", claim.action_key
-                )
-            continue
-        result = claim_resend_blocked(claim, destination)
+        result = _send_one(claim, destination, keeper, stats, marked=marked)
         if result is None:
-            result = destination.deliver(claim.outgoing)
-            keeper.permit.made([result])
+            continue
         outcomes.append((claim, result))
         if _stop_sending(keeper.permit, outcomes):
             rest = claims[index + 1 :]
             break
     destination_release(permit=keeper.permit)
-    state = _record(outcomes, destination, stats) if outcomes else ""
+    state = ""
+    if outcomes:
+        state = _record(outcomes, destination, stats, written=marked)
     if rest:
         keeper.give_back(rest, _why_not_sent(destination, state, keeper.permit, stop))
         stats.paused = state == DestinationState.PAUSED
+
+
+def _not_sent_lease_lost(claim: Claim, stats: RunStats) -> None:
+    stats.lease_lost += 1
+    log.warning("%s not sent: its lease was taken over before the call", claim.action_key)
+
+
+def _send_one(
+    claim: Claim, destination: Destination, keeper: LeaseKeeper, stats: RunStats, *, marked: bool
+) -> DeliveryResult | None:
+    """The claim's answer: its call's, or the one standing in for a call that may not be made; None when
+    nothing was sent (its lease was lost). `marked`: the call is marked "sending now" first, and its outcome
+    written before the next call starts (a destination without idempotency)."""
+    if not keeper.still_held(claim):
+        if keeper.lost(claim):
+            _not_sent_lease_lost(claim, stats)
+        return None
+    result = claim_resend_blocked(claim, destination)
+    if result is None and marked and not attempt_mark_calling(claim=claim):
+        _not_sent_lease_lost(claim, stats)
+        return None
+    if result is None:
+        result = destination.deliver(claim.outgoing)
+        keeper.permit.made([result])
+    if marked:
+        _write([(claim, result)], destination, stats)
+    return result
 
 
 def _why_not_sent(
@@ -244,9 +274,26 @@ def deliver_claims_batched(
 
 
 def _record(
-    outcomes: list[tuple[Claim, DeliveryResult]], destination: Destination, stats: RunStats
+    outcomes: list[tuple[Claim, DeliveryResult]],
+    destination: Destination,
+    stats: RunStats,
+    *,
+    written: bool = False,
 ) -> str:
-    """Write the outcomes, count them against the destination; returns the destination's state after."""
+    """Write the outcomes (unless each was `written` after its call), count them against the destination;
+    returns the destination's state after."""
+    healthy = None if written else _write(outcomes, destination, stats)
+    return destination_record_results(
+        name=destination.name,
+        results=[result for _claim, result in outcomes],
+        seen_healthy=healthy,
+    )
+
+
+def _write(
+    outcomes: list[tuple[Claim, DeliveryResult]], destination: Destination, stats: RunStats
+) -> bool | None:
+    """Write the outcomes and count them; whether the destination's breaker has nothing to reset, if seen."""
     recorded = retried_after_lost_connection(
         lambda: handoff_record_outcomes(outcomes=outcomes, destination=destination),
         what=f"outcomes of {len(outcomes)} calls to {destination.name}",
@@ -262,11 +309,7 @@ def _record(
             )
         else:
             _tally(stats, state, result)
-    return destination_record_results(
-        name=destination.name,
-        results=[result for _claim, result in outcomes],
-        seen_healthy=recorded.destination_healthy,
-    )
+    return recorded.destination_healthy
 
 
 def _tally(stats: RunStats, state: str, result: DeliveryResult) -> None:

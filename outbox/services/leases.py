@@ -1,8 +1,9 @@
 """The dispatcher's leases: renewed while a claim's calls go on, given back when a claim is not sent after
-all, and expired when a worker stopped reporting (the outcome is then unknown)."""
+all, and expired when a worker stopped reporting: the outcome is then unknown, unless the claim's calls
+were marked ("sending now", for a destination without idempotency) and its call had not started."""
 
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import Exists, OuterRef, Q
 
 from lib.databases import DB
 from outbox.clock import db_now, db_now_plus
@@ -61,8 +62,41 @@ def handoff_release_claims(*, claims: list[Claim], reason: str) -> int:
     return released
 
 
+def _attempts_held(claims: list[Claim]):
+    """The claims' open attempts while the claims still hold their leases (same owner and fencing epoch)."""
+    mine = Q()
+    for claim in claims:
+        mine |= Q(
+            handoff_id=claim.handoff_id, number=claim.attempt_number, fencing_epoch=claim.epoch
+        )
+    held = Handoff.objects.using(DB).filter(
+        pk=OuterRef("handoff_id"), state=S.IN_FLIGHT, lease_owner=claims[0].worker
+    )
+    return (
+        Attempt.objects.using(DB)
+        .filter(mine, outcome=AttemptOutcome.IN_PROGRESS)
+        .filter(Exists(held.filter(fencing_epoch=OuterRef("fencing_epoch"))))
+    )
+
+
+def attempts_mark_not_called(*, claims: list[Claim]) -> None:
+    """Mark the claims' attempts "not called yet" (one statement, right after the claim): from now on a lease
+    that runs out before `attempt_mark_calling` was never sent. Only for a destination without idempotency,
+    where that knowledge spares a person; an attempt left unmarked keeps the old meaning (maybe sent)."""
+    if claims:
+        _attempts_held(claims).filter(call_started__isnull=True).update(call_started=False)
+
+
+def attempt_mark_calling(*, claim: Claim) -> bool:
+    """Mark the claim's attempt "sending now", in a transaction of its own, just before its call: True when
+    marked (the call may go), False when the claim no longer holds its lease (send nothing). The attempt's
+    row decides a race with `handoff_expire_leases`: whichever writes it first, the other's condition fails."""
+    return bool(_attempts_held([claim]).filter(call_started=False).update(call_started=True))
+
+
 def handoff_expire_leases(*, actor_label: str = "sweep") -> int:
-    """In-flight handoffs whose lease ran out become uncertain: the call may have reached the receiver."""
+    """In-flight handoffs whose lease ran out become uncertain (the call may have reached the receiver), or
+    pending again, due at once, when their attempt was marked as not called yet (`attempts_mark_not_called`)."""
     expired = list(
         Handoff.objects.using(DB).lease_expired().values_list("id", "fencing_epoch")[:500]
     )
@@ -77,6 +111,9 @@ def handoff_expire_leases(*, actor_label: str = "sweep") -> int:
                 .first()
             )
             if handoff is None:
+                continue
+            if _never_called(handoff, actor_label):
+                count += 1
                 continue
             Attempt.objects.using(DB).filter(
                 handoff_id=pk, fencing_epoch=epoch, outcome=AttemptOutcome.IN_PROGRESS
@@ -98,3 +135,37 @@ def handoff_expire_leases(*, actor_label: str = "sweep") -> int:
             )
             count += 1
     return count
+
+
+def _never_called(handoff: Handoff, actor_label: str) -> bool:
+    """A lease that ran out on an attempt marked "not called yet": the attempt is skipped (the conditional
+    update wins or loses the race with `attempt_mark_calling` on the attempt's row) and the handoff is
+    pending again with the same key, not counted against its run, as a claim given back is."""
+    owner = handoff.lease_owner
+    skipped = (
+        Attempt.objects.using(DB)
+        .filter(
+            handoff_id=handoff.pk,
+            fencing_epoch=handoff.fencing_epoch,
+            outcome=AttemptOutcome.IN_PROGRESS,
+            call_started=False,
+        )
+        .update(
+            outcome=AttemptOutcome.SKIPPED,
+            finished_at=db_now(),
+            reason_code="lease_expired_not_sent",
+            detail=f"never sent: worker {owner} stopped before this call started",
+        )
+    )
+    if not skipped:
+        return False
+    handoff_transition(
+        handoff,
+        S.PENDING,
+        actor_label=actor_label,
+        reason=f"lease of {owner} expired before the call started: never sent, due again",
+        next_attempt_at=db_now(),
+        attempts_in_run=max(handoff.attempts_in_run - 1, 0),
+        last_error=f"worker {owner} stopped before sending it; it was never sent and goes again",
+    )
+    return True

@@ -1,12 +1,15 @@
-"""A dispatcher killed with SIGKILL mid-call on each HTTP kind, while the server holds an answer it has
-already committed: exactly one effect per key at the server, and the handoff delivered with the server's id,
-found by asking (a lookup), never by a second create. Real processes on PostgreSQL: the server, the
+"""A dispatcher killed with SIGKILL mid-call on each kind, while the server holds an answer it has already
+committed. On each HTTP kind: exactly one effect per key at the server, and the handoff delivered with the
+server's id, found by asking (a lookup), never by a second create. On the smtp kind (no idempotency, no
+lookup): only the call in flight goes to a person, the calls before it are delivered, the claims it never
+sent go again, and the server holds each message once. Real processes on PostgreSQL: the servers, the
 dispatchers (`manage.py dispatch`, serving the destination from its DestinationConfig row written by
 `destination_configs_apply`)."""
 
 import os
 import signal
 import subprocess
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -18,6 +21,7 @@ from tests.factories import HandoffFactory
 from tests.faults.conftest import Processes
 from tests.faults.test_dispatch_faults import wait_until
 from tests.outbox.destinations.idempotency_key_server import LedgerProcess
+from tests.outbox.destinations.smtp_server import SmtpServer
 from tests.outbox.destinations.test_idempotency_key_http import ledger_config
 from tests.processes import free_port
 
@@ -180,3 +184,99 @@ def test_idempotency_key_http_kind_killed_while_the_ledger_holds_its_committed_a
         "one create call reached the ledger: the victim's"
     )
     assert_delivered_by_lookup_after_the_abandoned_attempt(handoff, entry["ref"])
+
+
+MAIL = "welcome-mail"
+
+
+def mail_config(port: int) -> dict:
+    return {
+        "name": MAIL,
+        "kind": "smtp",
+        "host": "127.0.0.1",
+        "port": port,
+        "security": "none",
+        "from_address": "welcome@handoff.example",
+        "to": "contact_email",
+        "subject": "Welcome, $client_name",
+        "body": "Hello $client_name,\n\nyour $plan plan is ready.\n",
+        "timeout": READ_TIMEOUT,
+        "retry": {"base_delay": 0, "max_delay": 0},
+    }
+
+
+@pytest.fixture
+def mailbox(tmp_path):
+    server = SmtpServer(tmp_path / "smtp")
+    yield server
+    server.stop()
+
+
+def attempts_by(handoff: Handoff) -> list[tuple[str, str]]:
+    attempts = Attempt.objects.filter(handoff=handoff).order_by("number")
+    return [(a.worker, a.outcome) for a in attempts]
+
+
+def test_smtp_kind_killed_while_the_server_holds_a_batchs_third_message_leaves_that_one_to_a_person(
+    processes, mailbox
+):
+    """Six e-mails claimed in one batch; the worker is killed while the server holds the third one's DATA.
+    The two sent before it were recorded before the next call started (delivered), the third alone goes to a
+    person ("during the call"), the three never sent go again and are delivered once, never worded as lost
+    during a call. Each Message-ID reaches the server once. Before, all six went to a person."""
+    destination_apply(mail_config(mailbox.port))
+    handoffs = [HandoffFactory(number=n, destination=MAIL) for n in range(1, 7)]
+    held = 3
+    mailbox.faults(data_end="hold", hold_message=held, hold_seconds=60)
+    overrides = {
+        "HANDOFF_LEASE_SECONDS": LEASE_SECONDS,
+        "HANDOFF_CLAIM_BATCH": "20",
+        # The default destination (no receiver runs here) is served too and has nothing to do.
+        "RECEIVER_URL": f"http://127.0.0.1:{free_port()}/delivery/api",
+    }
+    victim = processes.start_dispatcher("victim", **overrides)
+    wait_until(
+        lambda: len(mailbox.messages()) == held,
+        timeout=30,
+        what="the server to store the third message and hold its answer",
+        procs=[victim],
+    )
+    os.kill(victim.pid, signal.SIGKILL)
+    victim.wait(timeout=10)
+    mailbox.release()  # its answer goes to a dead connection
+    in_flight = mailbox.messages()[held - 1]["X-Handoff-Action-Key"]
+    assert in_flight == handoffs[held - 1].action_key, "sent in the order claimed"
+    sent_before = handoffs[: held - 1]
+    assert [Handoff.objects.get(pk=h.pk).state for h in sent_before] == [S.DELIVERED] * (
+        held - 1
+    ), "each call's outcome was recorded before the next call started"
+
+    survivor = processes.start_dispatcher("survivor", **overrides)
+    open_states = (S.PENDING, S.IN_FLIGHT, S.UNCERTAIN)
+    wait_until(
+        lambda: not Handoff.objects.filter(destination=MAIL, state__in=open_states).exists(),
+        timeout=60,
+        what="every e-mail to be delivered or handed to a person",
+        procs=[survivor],
+    )
+    processes.dispatch_once("sweeper", **overrides)
+    processes.stop_all()
+
+    ids = Counter(mailbox.message_ids())
+    assert len(ids) == len(handoffs) and set(ids.values()) == {1}, ids
+    person = Handoff.objects.get(state=S.NEEDS_ATTENTION)
+    assert person.action_key == in_flight
+    assert person.reason_code == "lookup_unsupported"
+    assert "during the call" in person.last_error
+    assert attempts_by(person) == [("victim", AttemptOutcome.ABANDONED)]
+    for handoff in sent_before:
+        assert attempts_by(handoff) == [("victim", AttemptOutcome.CREATED)]
+    for handoff in handoffs[held:]:
+        handoff.refresh_from_db()
+        assert handoff.state == S.DELIVERED
+        *before, last = attempts_by(handoff)
+        assert last == ("survivor", AttemptOutcome.CREATED)
+        assert {outcome for _worker, outcome in before} <= {AttemptOutcome.SKIPPED}
+        assert not handoff.events.filter(reason__contains="during the call").exists()
+    never_sent = Handoff.objects.filter(events__reason__contains="never sent").distinct()
+    assert set(never_sent) == set(handoffs[held:]), "the victim had claimed them all"

@@ -11,7 +11,9 @@ command, so a test switches them while the server runs (`SmtpServer.faults(...)`
     "drop": store the message, then close the connection without answering (the answer lost after DATA);
     "drop_unstored": close without answering and without storing;
     "hold": store the message, then answer 250 only once DIR/release exists (or after "hold_seconds");
+      with "hold_message": n, only the n-th message stored is held, the others are answered at once;
     "451 ..." / "554 ...": answer that instead of 250, without storing.
+- "data_delay": seconds to wait, after storing each message, before answering 250 (a slow server).
 
 With --user/--password the server requires AUTH (LOGIN or PLAIN; 535 for other credentials, 530 for MAIL
 before AUTH). With --cert/--key it offers STARTTLS (or, with --implicit-tls, speaks TLS from the start).
@@ -85,10 +87,11 @@ class FaultyMailbox:
             # Aborted, not closed: a closing transport would still write the answer below.
             server.transport.abort()
             return "250 never heard"
-        if end == "hold":
+        if end == "hold" and faults.get("hold_message", int(name)) == int(name):
             deadline = time.monotonic() + float(faults.get("hold_seconds", 120))
             while not (self.directory / "release").exists() and time.monotonic() < deadline:
                 await asyncio.sleep(0.05)
+        await asyncio.sleep(float(faults.get("data_delay", 0)))
         return f"250 OK queued as {name}"
 
     def _store(self, envelope) -> str:
