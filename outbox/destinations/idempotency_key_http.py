@@ -37,7 +37,7 @@ from outbox.destinations.idempotency_key_contract import (
     dig,
     receipt_entry,
 )
-from outbox.destinations.idempotency_key_http_auth import MissingSecret
+from outbox.destinations.idempotency_key_http_auth import CREDENTIAL_FAILURES
 from outbox.destinations.idempotency_key_http_config import Config, parse_config
 from outbox.destinations.undo_request import UndoUnfilled
 from outbox.failures import DeliveryResult, MalformedReceipt, Outgoing, parse_retry_after
@@ -103,8 +103,17 @@ class IdempotencyKeyHttpDestination(Destination):
     def close(self) -> None:
         pool, self._pool = self._pool, self._connections()
         pool.close()
+        self.config.credentials.close()
 
     def _request(self, method: str, path: str, body: bytes | None, headers: dict) -> Answer:
+        answer = self._send(method, path, body, headers)
+        if answer.status_code == 401 and (renewed := self.config.credentials.renewed(headers)):
+            # An OAuth2 token the API no longer takes (revoked, or expired before its `expires_in`): the
+            # same request (same key) once more with a new token, before the answer is classified.
+            answer = self._send(method, path, body, {**headers, **renewed})
+        return answer
+
+    def _send(self, method: str, path: str, body: bytes | None, headers: dict) -> Answer:
         response = self._pool.urlopen(
             method,
             path,
@@ -125,9 +134,10 @@ class IdempotencyKeyHttpDestination(Destination):
     def _deliver(self, outgoing: Outgoing) -> DeliveryResult:
         try:
             auth = self.config.credentials.headers()
-        except MissingSecret as exc:
-            # Never a request without its credentials: the destination's problem, which pauses it.
-            return DeliveryResult.failed(FailureClass.CREDENTIAL, "credential_missing", str(exc))
+        except CREDENTIAL_FAILURES as exc:
+            # Never a request without its credentials: a missing secret or a refused OAuth2 client is the
+            # destination's problem, which pauses it; a token endpoint out of reach is transient.
+            return DeliveryResult.failed(exc.failure_class, exc.reason_code, str(exc))
         if outgoing.undo is not None:
             return self._undo(outgoing, auth)
         create = self.config.create
@@ -145,6 +155,8 @@ class IdempotencyKeyHttpDestination(Destination):
             )
         except CALL_FAILURES as exc:
             return call_failure(exc, proxy=self.proxy)
+        except CREDENTIAL_FAILURES as exc:  # a new token after a 401 could not be had
+            return DeliveryResult.failed(exc.failure_class, exc.reason_code, str(exc))
         return self._result(response, outgoing, int((time.monotonic() - started) * 1000))
 
     def _result(self, response: Answer, outgoing: Outgoing, latency_ms: int) -> DeliveryResult:
@@ -201,6 +213,8 @@ class IdempotencyKeyHttpDestination(Destination):
             response = self._request(undo.method, undo.path_for(target), body, headers)
         except CALL_FAILURES as exc:
             return call_failure(exc, proxy=self.proxy)
+        except CREDENTIAL_FAILURES as exc:
+            return DeliveryResult.failed(exc.failure_class, exc.reason_code, str(exc))
         latency_ms = int((time.monotonic() - started) * 1000)
         if response.status_code in undo.success:
             return _undone(response, outgoing, undo, latency_ms)
@@ -226,7 +240,7 @@ class IdempotencyKeyHttpDestination(Destination):
             raise LookupFailed(f"{self.name} has no lookup configured: check at the destination")
         try:
             headers = self.config.credentials.headers()
-        except MissingSecret as exc:
+        except CREDENTIAL_FAILURES as exc:
             raise LookupFailed(str(exc)) from exc
         try:
             response = self._request(
@@ -234,6 +248,8 @@ class IdempotencyKeyHttpDestination(Destination):
             )
         except CALL_FAILURES as exc:
             raise LookupFailed(f"{self.name} not reachable: {type(exc).__name__}") from exc
+        except CREDENTIAL_FAILURES as exc:
+            raise LookupFailed(str(exc)) from exc
         if response.status_code in lookup.not_found:
             return None
         if response.status_code in (401, 403):

@@ -1,0 +1,229 @@
+"""OAuth2 client credentials (RFC 6749 section 4.4) for a destination: a bearer token asked of the provider's
+token endpoint, kept in this process until shortly before it expires, shared by every worker of the process.
+
+One fetch at a time: the first worker that finds no fresh token asks for one while the others wait for it
+and then use it. A token the API refuses (401) is dropped by `renew`, which fetches another unless a worker
+already has. The token is never written to the database and never put into a message: a refusal's detail
+names the endpoint and the provider's `error` code (section 5.2), nothing it sent or received besides.
+
+The requests go out as the kind's own do (`http_connections`: urllib3, the same proxy rules, no redirect).
+Why not a library: docs/destinations.md, "Why this OAuth2 client".
+"""
+
+import base64
+import ipaddress
+import json
+import threading
+import time
+from dataclasses import dataclass
+from urllib.parse import quote, urlencode, urlsplit
+
+import urllib3
+
+from outbox.destinations.http_answers import CALL_FAILURES, call_failure
+from outbox.destinations.http_connections import Direct, Proxied, proxy_for, without_credentials
+from outbox.models import FailureClass
+from outbox.redaction import redact_text
+
+# A token is taken as expired this long before its `expires_in` ends (a tenth of its life when that is
+# shorter): a call that starts just before the end must still arrive with a token the API takes.
+EXPIRY_MARGIN_SECONDS = 30.0
+TOKEN_CONNECT_TIMEOUT = 2.0
+TOKEN_READ_TIMEOUT = 5.0
+AUTH_METHODS = ("client_secret_post", "client_secret_basic")
+
+
+class TokenFailure(Exception):
+    """No token for a call now; the message says why (never a secret). `failure_class` and `reason_code` are
+    what the call's result records."""
+
+    failure_class = FailureClass.CREDENTIAL
+    reason_code = "token_refused"
+
+
+class TokenRefused(TokenFailure):
+    """The token endpoint refused this client (invalid_client, unauthorized_client, ...): a person must fix
+    the client's registration or secret; the destination pauses."""
+
+
+class TokenUnavailable(TokenFailure):
+    """The token endpoint could not be reached or did not answer: nothing reached the API, try again later."""
+
+    failure_class = FailureClass.TRANSIENT
+
+    def __init__(self, message: str, reason_code: str = "token_endpoint_unavailable"):
+        super().__init__(message)
+        self.reason_code = reason_code
+
+
+def token_url_checked(where: str, value: object) -> str:
+    """An absolute token endpoint URL: https, or http to this machine only; no user, password or fragment."""
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"{where} must be an absolute https:// URL")
+    parts = urlsplit(value)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"{where} must be an absolute https:// URL, not {value!r}")
+    if parts.scheme == "http" and not _loopback(parts.hostname):
+        raise ValueError(f"{where} must be https:// (http:// only to this machine's loopback)")
+    if parts.username or parts.password or parts.fragment:
+        raise ValueError(f"{where}: no user, password or fragment in the URL")
+    return value
+
+
+def _loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+@dataclass(frozen=True)
+class _Token:
+    value: str
+    fresh_until: float  # time.monotonic(); inf when the endpoint named no lifetime
+
+
+class OAuth2ClientCredentials:
+    """The token source of one destination. `client_id` and `client_secret` are callables reading the secret
+    at the moment of a fetch (a rotated secret is used by the next fetch), raising when it is not there."""
+
+    def __init__(
+        self,
+        *,
+        token_url: str,
+        client_id,
+        client_secret,
+        auth_method: str,
+        scope: str = "",
+        audience: str = "",
+    ):
+        self.token_url = token_url
+        self._client_id = client_id
+        self._client_secret = client_secret
+        self.auth_method = auth_method
+        self.scope = scope
+        self.audience = audience
+        self._token: _Token | None = None
+        self._fetching = threading.Lock()
+        self._pool: Direct | Proxied | None = None
+        self.fetches = 0
+
+    def token(self) -> str:
+        """A token fresh now, fetched when there is none (one fetch at a time in the process)."""
+        token = self._token
+        if token is not None and time.monotonic() < token.fresh_until:
+            return token.value
+        with self._fetching:
+            token = self._token
+            if token is not None and time.monotonic() < token.fresh_until:
+                return token.value  # another worker fetched it while this one waited
+            self._token = None
+            self._token = self._fetch()
+            return self._token.value
+
+    def renew(self, refused: str) -> str:
+        """A token other than `refused` (which the API answered 401 to): the one another worker has fetched
+        since, or a new one."""
+        with self._fetching:
+            if self._token is not None and self._token.value == refused:
+                self._token = None
+        return self.token()
+
+    def close(self) -> None:
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.close()
+
+    def _connections(self) -> Direct | Proxied:
+        if self._pool is None:
+            parts = urlsplit(self.token_url)
+            origin = f"{parts.scheme}://{parts.netloc}"
+            options = {
+                "maxsize": 2,
+                "block": False,
+                "retries": False,
+                "timeout": urllib3.Timeout(connect=TOKEN_CONNECT_TIMEOUT, read=TOKEN_READ_TIMEOUT),
+            }
+            proxy = proxy_for(origin)
+            self._pool = Proxied(origin, proxy, options) if proxy else Direct(origin, options)
+        return self._pool
+
+    def _request(self) -> tuple[str, dict[str, str]]:
+        """The form body and headers of a token request (section 4.4.2, client authentication 2.3.1)."""
+        client_id, secret = self._client_id(), self._client_secret()
+        form = {"grant_type": "client_credentials"}
+        if self.scope:
+            form["scope"] = self.scope
+        if self.audience:
+            form["audience"] = self.audience
+        headers = {
+            "Content-Type": "application/x-www-form-urlencoded",
+            "Accept": "application/json",
+        }
+        if self.auth_method == "client_secret_basic":
+            # Section 2.3.1: each part form-encoded before the Basic encoding.
+            pair = f"{quote(client_id, safe='')}:{quote(secret, safe='')}".encode()
+            headers["Authorization"] = f"Basic {base64.b64encode(pair).decode()}"
+        else:
+            form.update(client_id=client_id, client_secret=secret)
+        return urlencode(form), headers
+
+    def _fetch(self) -> _Token:
+        body, headers = self._request()
+        parts = urlsplit(self.token_url)
+        path = parts.path or "/"
+        if parts.query:
+            path = f"{path}?{parts.query}"
+        where = f"token endpoint {without_credentials(self.token_url)}"
+        started = time.monotonic()
+        try:
+            answer = self._connections().urlopen(
+                "POST",
+                path,
+                body=body.encode(),
+                headers=headers,
+                retries=False,
+                redirect=False,
+                preload_content=True,
+            )
+        except CALL_FAILURES as exc:
+            # A token request creates nothing: whatever happened to it, it can be asked again.
+            failed = call_failure(exc, proxy=None)
+            reason = failed.reason_code
+            if reason not in ("connect_failed", "connect_timeout"):
+                reason = "token_endpoint_unavailable"
+            raise TokenUnavailable(f"{where} not reachable: {failed.detail}", reason) from exc
+        self.fetches += 1
+        return _token_from(answer.status, answer.data, where, started)
+
+
+def _token_from(status: int, data: bytes, where: str, started: float) -> _Token:
+    """The token of a 200 answer (section 5.1); TokenRefused or TokenUnavailable for any other."""
+    try:
+        body = json.loads(data)
+    except ValueError:
+        body = None
+    fields = body if isinstance(body, dict) else {}
+    if status == 429 or status >= 500:
+        raise TokenUnavailable(f"{where} answered HTTP {status}", f"http_{status}")
+    if status != 200:
+        error = fields.get("error")
+        named = f" {error}" if isinstance(error, str) else ""
+        described = fields.get("error_description")
+        why = f": {described[:200]}" if isinstance(described, str) else ""
+        raise TokenRefused(redact_text(f"{where} refused the client (HTTP {status}{named}){why}"))
+    value, kind = fields.get("access_token"), fields.get("token_type")
+    if not isinstance(value, str) or not value or not isinstance(kind, str):
+        raise TokenRefused(f"{where} answered 200 without an access_token and token_type")
+    if kind.lower() != "bearer":
+        raise TokenRefused(f"{where} issued a {kind[:40]!r} token; only bearer tokens are sent")
+    lifetime = fields.get("expires_in")
+    if isinstance(lifetime, str) and lifetime.isdigit():
+        lifetime = int(lifetime)
+    if isinstance(lifetime, bool) or not isinstance(lifetime, int | float) or lifetime <= 0:
+        # No lifetime named (section 5.1 makes it optional): kept until the API refuses it.
+        return _Token(value, float("inf"))
+    margin = min(EXPIRY_MARGIN_SECONDS, lifetime / 10)
+    return _Token(value, started + lifetime - margin)

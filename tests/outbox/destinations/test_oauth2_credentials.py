@@ -1,0 +1,294 @@
+"""Credentials by configuration at the idempotency_key_http kind: an API key in a header, and OAuth2 client
+credentials against a token server and an API that takes only current tokens, each in a process of its own
+(`oauth2_servers`). Deliveries go through the dispatcher; effects are counted at the API. Both backends."""
+
+import secrets
+import time
+from collections import Counter
+
+import pytest
+
+from outbox.destinations.registry import describe_contract, destination_from_config
+from outbox.dispatcher import dispatch_batch
+from outbox.failures import Outgoing
+from outbox.models import (
+    Attempt,
+    DestinationHealth,
+    DestinationState,
+    FailureClass,
+    Handoff,
+    HandoffState,
+    PauseReason,
+)
+from outbox.payloads import payload_hash
+from reconciliation.alerts.incidents import incidents_sync
+from reconciliation.models import Incident, IncidentKind
+from tests.factories import ONBOARDING_PAYLOAD, HandoffFactory
+from tests.outbox.destinations.oauth2_servers import CLIENT_ID, CLIENT_SECRET, start
+from tests.processes import free_port
+
+pytestmark = pytest.mark.django_db(databases=["default", "delivery"])
+S = HandoffState
+SECRET_ENV = "HANDOFF_DEST_CRM_OAUTH_SECRET"
+KEY_ENV = "HANDOFF_DEST_LEDGER_API_KEY"
+API_KEY = "api-key-of-the-ledger"
+# How long a run across a token's expiry may take at most (the token lives 1 s).
+RUN_DEADLINE_SECONDS = 30.0
+
+
+@pytest.fixture
+def servers(monkeypatch):
+    signing_key = secrets.token_hex(16)
+    monkeypatch.setenv(SECRET_ENV, CLIENT_SECRET)
+    monkeypatch.setenv(KEY_ENV, API_KEY)
+    token_server = start("token", signing_key)
+    try:
+        api = start("api", signing_key, API_KEY)
+    except RuntimeError:
+        token_server.stop()
+        raise
+    try:
+        yield token_server, api
+    finally:
+        api.stop()
+        token_server.stop()
+
+
+def oauth2_auth(token_server, **changes) -> dict:
+    auth = {
+        "scheme": "oauth2_client_credentials",
+        "token_url": f"{token_server.url}/token",
+        "client_id": CLIENT_ID,
+        "client_secret_env": SECRET_ENV,
+        "scope": "records:write",
+        "audience": "https://api.example",
+    }
+    return {k: v for k, v in {**auth, **changes}.items() if v is not None}
+
+
+def config(api, auth: dict, name: str = "crm") -> dict:
+    return {
+        "kind": "idempotency_key_http",
+        "name": name,
+        "url": api.url,
+        "create": {"path": "/v1/records"},
+        "receipt": {"id": "record.id", "key": "record.key", "payload": "record.body"},
+        "auth": auth,
+        "connect_timeout": 1,
+        "read_timeout": 5,
+        "retry": {"base_delay": 0, "max_delay": 0},
+    }
+
+
+@pytest.fixture
+def built():
+    made = []
+
+    def build(api, auth: dict, name: str = "crm"):
+        made.append(destination_from_config(config(api, auth, name)))
+        return made[-1]
+
+    yield build
+    for destination in made:
+        destination.close()
+
+
+def outgoing(key: str) -> Outgoing:
+    return Outgoing(
+        action_key=key, payload=ONBOARDING_PAYLOAD, payload_hash=payload_hash(ONBOARDING_PAYLOAD)
+    )
+
+
+def sent_keys(api) -> Counter:
+    """How many times each key's create was let in at the API."""
+    return Counter(r["key"] for r in api.state()["requests"] if r["allowed"])
+
+
+def test_a_run_across_token_expiry_delivers_everything_fetching_new_tokens_and_nothing_twice(
+    servers, built
+):
+    token_server, api = servers
+    token_server.faults(expires_in=1)
+    destination = built(api, oauth2_auth(token_server))
+    handoffs, deadline = [], time.monotonic() + RUN_DEADLINE_SECONDS
+    # Handoffs keep coming until the first token has expired and a second one carried deliveries.
+    while token_server.state()["issued"] < 2 or len(handoffs) < 3:
+        assert time.monotonic() < deadline, "no second token within the deadline"
+        handoffs.append(HandoffFactory(destination="crm"))
+        dispatch_batch(destination=destination)
+
+    assert {h.state for h in Handoff.objects.filter(pk__in=[h.pk for h in handoffs])} == {
+        S.DELIVERED
+    }
+    assert set(Attempt.objects.values_list("outcome", flat=True)) == {"created"}, "nothing failed"
+    assert sent_keys(api) == Counter({h.action_key: 1 for h in handoffs}), "each key sent once"
+    assert len(api.state()["records"]) == len(handoffs)
+    # Renewed before it expired: the API never refused a token, and one token served many calls.
+    assert all(r["allowed"] for r in api.state()["requests"])
+    assert token_server.state()["issued"] == 2 < len(handoffs)
+    assert Handoff.objects.filter(state=S.NEEDS_ATTENTION).count() == 0, "nothing to a person"
+
+
+def test_a_token_the_api_stops_taking_is_renewed_and_the_call_repeated_once_with_its_key(
+    servers, built
+):
+    token_server, api = servers
+    destination = built(api, oauth2_auth(token_server))
+    assert destination.deliver(outgoing("a:1")).delivered
+    api.faults(token_floor=2)  # the API no longer takes token 1 (revoked before its expires_in)
+    result = destination.deliver(outgoing("a:2"))
+
+    assert result.delivered and result.created
+    assert [(r["key"], r["allowed"]) for r in api.state()["requests"]] == [
+        ("a:1", True),
+        ("a:2", False),
+        ("a:2", True),
+    ]
+    assert sorted(api.state()["records"]) == ["a:1", "a:2"]
+    assert token_server.state()["issued"] == 2
+    assert destination.deliver(outgoing("a:3")).delivered
+    assert token_server.state()["issued"] == 2, "the new token is kept"
+
+
+def test_a_token_refused_again_after_its_renewal_is_a_credential_failure(servers, built):
+    token_server, api = servers
+    destination = built(api, oauth2_auth(token_server))
+    api.faults(token_floor=10**6)  # the API takes no token of this server
+    result = destination.deliver(outgoing("a:1"))
+
+    assert (result.failure_class, result.reason_code) == (
+        FailureClass.CREDENTIAL,
+        "credential_rejected",
+    )
+    assert [r["key"] for r in api.state()["requests"]] == ["a:1", "a:1"], "repeated once only"
+    assert token_server.state()["issued"] == 2
+
+
+def test_a_revoked_client_pauses_its_destination_alone_with_one_incident(servers, built):
+    token_server, api = servers
+    crm = built(api, oauth2_auth(token_server), name="crm")
+    ledger = built(api, {"scheme": "api_key", "header": "X-Api-Key", "key_env": KEY_ENV}, "ledger")
+    token_server.faults(revoked=True)
+    refused = HandoffFactory(destination="crm")
+    HandoffFactory(destination="crm")
+    stats = dispatch_batch(destination=crm)
+
+    waiting = Handoff.objects.get(pk=refused.pk)
+    assert waiting.state == S.PENDING
+    assert (waiting.failure_class, waiting.reason_code) == ("credential", "token_refused")
+    assert "invalid_client" in waiting.last_error and CLIENT_SECRET not in waiting.last_error
+    health = DestinationHealth.objects.get(name="crm")
+    assert (health.state, health.pause_reason) == (DestinationState.PAUSED, PauseReason.CREDENTIAL)
+    assert stats.paused and dispatch_batch(destination=crm).paused
+    assert len(token_server.state()["requests"]) == 1, "the paused destination asks nothing more"
+    # The other destination, on the same API, keeps delivering.
+    delivered = [HandoffFactory(destination="ledger") for _ in range(3)]
+    dispatch_batch(destination=ledger)
+    assert {Handoff.objects.get(pk=h.pk).state for h in delivered} == {S.DELIVERED}
+    assert sent_keys(api) == Counter({h.action_key: 1 for h in delivered})
+    assert not DestinationHealth.objects.filter(name="ledger", state=DestinationState.PAUSED)
+    incidents_sync()
+    incidents_sync()
+    [incident] = Incident.objects.filter(kind=IncidentKind.DESTINATION)
+    assert incident.cause == "destination:crm:credential"
+
+
+def test_an_unreachable_token_endpoint_is_transient_and_reaches_nothing(servers, built):
+    _token_server, api = servers
+    gone = f"http://127.0.0.1:{free_port()}/token"
+    destination = built(api, oauth2_auth(_token_server, token_url=gone))
+    result = destination.deliver(outgoing("a:1"))
+
+    assert (result.failure_class, result.reason_code) == (FailureClass.TRANSIENT, "connect_failed")
+    assert "token endpoint" in result.detail
+    assert api.state()["requests"] == []
+
+
+def test_client_secret_basic_scope_and_audience_reach_the_token_endpoint(servers, built):
+    token_server, api = servers
+    destination = built(api, oauth2_auth(token_server, auth_method="client_secret_basic"))
+    assert destination.deliver(outgoing("a:1")).delivered
+    assert token_server.state()["requests"] == [
+        {
+            "method": "client_secret_basic",
+            "client_id": CLIENT_ID,
+            "scope": "records:write",
+            "audience": "https://api.example",
+        }
+    ]
+
+
+def test_an_api_key_reaches_the_api_in_its_header_and_a_wrong_one_is_a_credential_failure(
+    servers, built, monkeypatch
+):
+    _token_server, api = servers
+    destination = built(api, {"scheme": "api_key", "header": "X-Api-Key", "key_env": KEY_ENV})
+    assert destination.deliver(outgoing("a:1")).delivered
+    monkeypatch.setenv(KEY_ENV, "not-the-key")
+    refused = destination.deliver(outgoing("a:2"))
+
+    assert (refused.failure_class, refused.reason_code, refused.status_code) == (
+        FailureClass.CREDENTIAL,
+        "credential_rejected",
+        401,
+    )
+    assert [(r["key"], r["allowed"]) for r in api.state()["requests"]] == [
+        ("a:1", True),
+        ("a:2", False),
+    ], "a static key is not sent again after a 401"
+    assert sorted(api.state()["records"]) == ["a:1"]
+
+
+def test_the_contract_names_the_scheme_and_places_never_the_secrets(servers, built, monkeypatch):
+    token_server, api = servers
+    destination = built(api, oauth2_auth(token_server))
+    words = describe_contract(destination)
+    assert "OAuth2 client credentials" in words and f"{token_server.url}/token" in words
+    assert SECRET_ENV in words and CLIENT_SECRET not in words
+    keyed = built(api, {"scheme": "api_key", "header": "X-Api-Key", "key_env": KEY_ENV}, "ledger")
+    assert "API key in header X-Api-Key" in describe_contract(keyed)
+    assert API_KEY not in describe_contract(keyed)
+    monkeypatch.delenv(SECRET_ENV)
+    assert destination.credentials_missing() == [
+        f"OAuth2 client secret: environment variable {SECRET_ENV} is not set or empty"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("auth", "refusal"),
+    [
+        ({"token_url": "http://auth.example/token"}, "auth.token_url must be https://"),
+        ({"token_url": "/token"}, "auth.token_url must be an absolute https:// URL"),
+        ({"token_url": "https://u:p@auth.example/t"}, "auth.token_url: no user, password"),
+        ({"auth_method": "private_key_jwt"}, "auth.auth_method must be one of"),
+        ({"client_secret_env": "DJANGO_SECRET_KEY"}, "not a destination's variable"),
+        ({"client_secret_env": None}, "name exactly one of client_secret_env"),
+        ({"scope": "a\nb"}, "auth.scope must be a text on one line"),
+        ({"grant_type": "password"}, "auth: unknown key(s) grant_type"),
+    ],
+)
+def test_a_wrong_oauth2_configuration_is_refused_naming_the_field(auth, refusal):
+    token_url = {"token_url": "https://auth.example/token"}
+    with pytest.raises(ValueError, match=refusal.replace("(", r"\(").replace(")", r"\)")):
+        destination_from_config(config(_Url(), oauth2_auth(_Url(), **{**token_url, **auth})))
+
+
+@pytest.mark.parametrize(
+    ("auth", "refusal"),
+    [
+        ({"header": "Host"}, "auth.header: routes or frames the request"),
+        ({"header": "X Key"}, "auth.header: not an HTTP token"),
+        ({"header": "Authorization"}, "auth.header: an API key goes in a header of its own"),
+        ({"key_file": "/etc/passwd"}, "outside the secrets directory"),
+        ({"key_env": None}, "name exactly one of key_env, key_file"),
+    ],
+)
+def test_a_wrong_api_key_configuration_is_refused_naming_the_field(auth, refusal):
+    given = {"scheme": "api_key", "header": "X-Api-Key", "key_env": KEY_ENV, **auth}
+    given = {k: v for k, v in given.items() if v is not None}
+    with pytest.raises(ValueError, match=refusal):
+        destination_from_config(config(_Url(), given))
+
+
+class _Url:
+    url = "https://api.example"
