@@ -19,7 +19,9 @@ class HandoffState(models.TextChoices):
 S = HandoffState
 
 # Every allowed move of a handoff. A delivered handoff is never sent again; an expired lease
-# makes an in-flight handoff uncertain, never pending; only settlement moves an uncertain one.
+# makes an in-flight handoff uncertain, never pending, unless its call was marked as not started
+# yet (a destination without idempotency marks each call, `outbox/services/leases.py`): it was
+# never sent, and is pending again. Only settlement moves an uncertain one.
 HANDOFF_TRANSITIONS: dict[str, frozenset[str]] = {
     # pending -> uncertain: the source was restored from a backup (outbox/services/restore.py); the row may
     # have been delivered since, so it is asked about before any new attempt.
