@@ -331,6 +331,7 @@ def main() -> None:
         "--destinations", help="the JSON bench/destinations_bench.py wrote, when it was run"
     )
     parser.add_argument("--tracing", help="the JSON bench/tracing_bench.py wrote, when it was run")
+    parser.add_argument("--oauth2", help="the JSON bench/oauth2_bench.py wrote, when it was run")
     parser.add_argument(
         "--status-events", help="the JSON bench/status_events_bench.py wrote, when it was run"
     )
@@ -542,6 +543,7 @@ def main() -> None:
     dest = json.loads(Path(args.destinations).read_text()) if args.destinations else None
     many = json.loads(Path(args.many_destinations).read_text()) if args.many_destinations else None
     tracing = json.loads(Path(args.tracing).read_text()) if args.tracing else None
+    oauth2 = json.loads(Path(args.oauth2).read_text()) if args.oauth2 else None
     events = json.loads(Path(args.status_events).read_text()) if args.status_events else None
     operators = (
         json.loads(Path(args.console_operators).read_text()) if args.console_operators else None
@@ -570,6 +572,12 @@ def main() -> None:
         lines.append(
             f"| throughput with tracing on ≥ {tracing['aim']} of off | {tracing['median_ratio']:.2f} "
             f"(median of {len(tracing['pairs'])} pairs) | {verdict(tracing['met'])} |"
+        )
+    if oauth2:
+        lines.append(
+            f"| one call through an idempotency_key_http destination with OAuth2 ≥ {oauth2['aim']} of "
+            f"the same with a static bearer | {oauth2['ratio_median']:.2f} "
+            f"(median of {len(oauth2['pairs'])} pairs) | {verdict(oauth2['met'])} |"
         )
     lines += [
         "",
@@ -774,6 +782,7 @@ right after `make bench`, against its own receiver and databases:",
         *(destinations_section(dest) if dest else []),
         *(many_destinations_section(many) if many else []),
         *(tracing_section(tracing) if tracing else []),
+        *(oauth2_section(oauth2) if oauth2 else []),
         *(status_events_section(events) if events else []),
         *(
             console_operators_report.section(operators, args.console_operators_command)
@@ -879,6 +888,42 @@ def tracing_section(tracing: dict) -> list[str]:
         f"| on / off, median of the pairs' ratios (each pair's: {ratios}) | {tracing['median_ratio']:.2f}: "
         f"aim ≥ {tracing['aim']}, {verdict(tracing['met'])} |",
         f"| spans exported per handoff | {tracing['spans_exported_per_handoff']} |",
+        "",
+    ]
+
+
+def oauth2_section(oauth2: dict) -> list[str]:
+    """OAuth2 client credentials against a static bearer token (bench/oauth2_bench.py)."""
+    pairs = oauth2["pairs"]
+    ratios = ", ".join(f"{p['ratio']:.2f}" for p in pairs)
+    rates = [(p["bearer_per_s"], p["oauth2_per_s"]) for p in pairs]
+    load = oauth2["load_average_before"], oauth2["load_average_after"]
+    return [
+        "## Credentials: OAuth2 client credentials against a static bearer token",
+        "",
+        "The idempotency_key_http kind's one call (`deliver()`: credentials, request, receipt), "
+        f"{oauth2['calls_per_run']} calls a run, each a new key, to the tests' API in a process of its own, "
+        "which checks every bearer token's signature and expiry; the OAuth2 side gets its token from the "
+        "tests' token server (once a run: the token is cached), the bearer side reads a static token from "
+        "its variable at each call (a rotated token is used at once). Pairs back to back in alternating "
+        "order; the load the other work on this machine made is recorded with them. No dispatcher and no "
+        "database: the ratio is the credentials'. The request mapping (issue 35) had not landed when "
+        "this was first measured: the destination sends the approved payload as its body.",
+        "",
+        "```sh",
+        oauth2["command"],
+        "```",
+        "",
+        "| figure | value |",
+        "| --- | --- |",
+        f"| OAuth2 / bearer, median of the pairs' ratios (each pair's: {ratios}) | "
+        f"{oauth2['ratio_median']:.2f}: aim ≥ {oauth2['aim']}, {verdict(oauth2['met'])} |",
+        "| calls per second, bearer / OAuth2, each pair | "
+        + ", ".join(f"{b:.0f} / {o:.0f}" for b, o in rates)
+        + " |",
+        "| tokens fetched per OAuth2 run | " + spread([p["tokens_fetched"] for p in pairs]) + " |",
+        f"| load average (1, 5, 15 min) before / after, {oauth2['cpus']} CPUs | "
+        f"{', '.join(map(str, load[0]))} / {', '.join(map(str, load[1]))} |",
         "",
     ]
 

@@ -33,6 +33,8 @@ commands=(
 )
 SETTLEMENT_COMMAND="$PY bench/settlement_bench.py --json $out/settlement.json"
 commands+=("$SETTLEMENT_COMMAND")
+OAUTH2_COMMAND="$PY bench/oauth2_bench.py --json $out/oauth2.json"
+commands+=("$OAUTH2_COMMAND")
 printf '%s\n' "${commands[@]}" | sed 's/ *$//' > "$out/commands.txt"
 echo "== end-to-end: receiver capacity, scaling curve, one call per handoff, latency, the alternative, growth and"
 echo "   reconciliation of its largest outbox, backlog =="
@@ -55,6 +57,8 @@ echo "== retention beside 4 dispatchers, $RETENTION_ROWS settled handoffs =="
 ${commands[8]} | tee "$out/retention.log"
 echo "== settlement of 2,000 uncertain outcomes with 1, 2 and 4 dispatchers =="
 $SETTLEMENT_COMMAND | tee "$out/settlement.log"
+echo "== credentials: one call with OAuth2 client credentials against a static bearer token =="
+$OAUTH2_COMMAND | tee "$out/oauth2.log"
 levers=()
 if [[ "${BENCH_LEVERS:-0}" == 1 ]]; then
   # About 6 more minutes: over the 20-minute budget on a loaded 2-core machine, so not by default.
@@ -67,7 +71,7 @@ fi
 $PY bench/report.py "${levers[@]}" --e2e "$out/e2e.json" --console "$out/console.log" --console-rows "$CONSOLE_ROWS" \
   --reconcile "$out/reconcile.log" --reconcile-keys "$RECONCILE_KEYS" --commands "$out/commands.txt" \
   --destinations "$out/destinations.json" --many-destinations "$out/many_destinations.json" \
-  --tracing "$out/tracing.json" --status-events "$out/status_events.json" \
+  --tracing "$out/tracing.json" --oauth2 "$out/oauth2.json" --status-events "$out/status_events.json" \
   --console-operators "$out/console_operators.json" --console-operators-command "${commands[7]}" \
   --retention "$out/retention.json" --retention-command "${commands[8]}" \
   --settlement "$out/settlement.json" --settlement-command "$SETTLEMENT_COMMAND" \

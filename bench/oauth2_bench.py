@@ -1,0 +1,179 @@
+"""What OAuth2 client credentials cost a call: the idempotency_key_http kind's one-call delivery with an OAuth2
+token (cached) against the same kind with a static bearer token, in the same run.
+
+    .venv/bin/python bench/oauth2_bench.py [--calls 1500] [--pairs 6] [--json var/bench/oauth2.json]
+
+The token server and the API are the tests' (`tests/outbox/destinations/oauth2_servers.py`), each a process of
+its own: the API checks every bearer token's HMAC and expiry, the OAuth2 one and the static one alike (the
+static one is minted here with the shared key, valid for the whole run), so both sides pay the same server
+work. A run builds the destination, makes one call outside the timing (the OAuth2 side fetches its token
+there), then times `--calls` calls of `deliver()`, each a new key: the kind's whole call path (credentials,
+request, receipt reading), without the dispatcher and its database, so that the ratio is the credentials'.
+
+Each pair is two runs back to back, bearer and OAuth2, the order alternating from pair to pair so that a
+machine getting busier or quieter favours neither side. The figure is the median of the pairs' ratios
+(OAuth2 / bearer), against the aim of 0.8; every pair is kept, with the tokens the OAuth2 runs fetched (one
+each: the cache held) and the machine's load average.
+"""
+
+import argparse
+import hashlib
+import hmac
+import json
+import os
+import secrets
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+# Production-like settings (no debug); no database is touched: the calls need none.
+for name, value in {
+    "DJANGO_SETTINGS_MODULE": "config.settings",
+    "DJANGO_SECRET_KEY": secrets.token_urlsafe(40),
+    "DJANGO_DEBUG": "0",
+    "DJANGO_SECURE": "0",
+    "LOG_LEVEL": "WARNING",
+}.items():
+    os.environ.setdefault(name, value)
+
+import django  # noqa: E402
+import httpx  # noqa: E402
+
+django.setup()
+
+from outbox.destinations.registry import destination_from_config  # noqa: E402
+from outbox.failures import Outgoing  # noqa: E402
+from outbox.payloads import payload_hash  # noqa: E402
+
+AIM = 0.8
+CLIENT_ID, CLIENT_SECRET = "handoff-dispatcher", "oauth2-client-secret-for-tests"
+SECRET_ENV, BEARER_ENV = "HANDOFF_DEST_BENCH_OAUTH_SECRET", "HANDOFF_DEST_BENCH_BEARER"
+PAYLOAD = {"client_name": "Bench client", "plan": "standard", "seats": 5}
+
+
+def start(role: str, key: str) -> tuple[str, subprocess.Popen]:
+    process = subprocess.Popen(
+        [sys.executable, "-m", "tests.outbox.destinations.oauth2_servers", role, key, ""],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    line = process.stdout.readline().strip()
+    if not line.startswith("listening on "):
+        process.kill()
+        raise SystemExit(f"the {role} server did not start: {line!r}")
+    return line.removeprefix("listening on "), process
+
+
+def static_token(key: str) -> str:
+    text = f"1.{int((time.time() + 86400) * 1000)}"
+    return f"{text}.{hmac.new(key.encode(), text.encode(), hashlib.sha256).hexdigest()}"
+
+
+def config(api: str, auth: dict) -> dict:
+    return {
+        "kind": "idempotency_key_http",
+        "name": "bench",
+        "url": api,
+        "create": {"path": "/v1/records"},
+        "receipt": {"id": "record.id", "key": "record.key", "payload": "record.body"},
+        "auth": auth,
+    }
+
+
+def run(api: str, auth: dict, calls: int, prefix: str) -> float:
+    """Calls per second of `calls` deliveries after one untimed call."""
+    destination = destination_from_config(config(api, auth))
+    try:
+        outgoing = [
+            Outgoing(
+                action_key=f"{prefix}:{n}", payload=PAYLOAD, payload_hash=payload_hash(PAYLOAD)
+            )
+            for n in range(calls + 1)
+        ]
+        if not destination.deliver(outgoing[0]).delivered:
+            raise SystemExit(f"{prefix}: the first call was not delivered")
+        started = time.perf_counter()
+        for item in outgoing[1:]:
+            if not destination.deliver(item).delivered:
+                raise SystemExit(f"{prefix}: {item.action_key} was not delivered")
+        return calls / (time.perf_counter() - started)
+    finally:
+        destination.close()
+
+
+def issued(token_url: str) -> int:
+    return httpx.get(f"{token_url}/_test/state", timeout=30).json()["issued"]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--calls", type=int, default=1500)
+    parser.add_argument("--pairs", type=int, default=6)
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args()
+    key = secrets.token_hex(16)
+    os.environ[SECRET_ENV] = CLIENT_SECRET
+    os.environ[BEARER_ENV] = static_token(key)
+    token_url, token_process = start("token", key)
+    api, api_process = start("api", key)
+    sides = {
+        "bearer": {"scheme": "bearer", "token_env": BEARER_ENV},
+        "oauth2": {
+            "scheme": "oauth2_client_credentials",
+            "token_url": f"{token_url}/token",
+            "client_id": CLIENT_ID,
+            "client_secret_env": SECRET_ENV,
+        },
+    }
+    load_before = os.getloadavg()
+    pairs = []
+    try:
+        for number in range(args.pairs):
+            order = ["bearer", "oauth2"] if number % 2 == 0 else ["oauth2", "bearer"]
+            rates, fetched = {}, issued(token_url)
+            for side in order:
+                rates[side] = run(api, sides[side], args.calls, f"pair{number}:{side}")
+            fetched = issued(token_url) - fetched
+            pairs.append(
+                {
+                    "order": order,
+                    "bearer_per_s": round(rates["bearer"], 1),
+                    "oauth2_per_s": round(rates["oauth2"], 1),
+                    "ratio": round(rates["oauth2"] / rates["bearer"], 3),
+                    "tokens_fetched": fetched,
+                }
+            )
+            print(json.dumps(pairs[-1]), flush=True)
+    finally:
+        for process in (api_process, token_process):
+            process.kill()
+            process.wait(timeout=10)
+    ratio = statistics.median(p["ratio"] for p in pairs)
+    result = {
+        "command": " ".join([Path(sys.executable).name, *sys.argv]),
+        "calls_per_run": args.calls,
+        "pairs": pairs,
+        "ratio_median": round(ratio, 3),
+        "aim": AIM,
+        "met": ratio >= AIM,
+        "cpus": os.cpu_count(),
+        "load_average_before": [round(x, 2) for x in load_before],
+        "load_average_after": [round(x, 2) for x in os.getloadavg()],
+    }
+    print(
+        f"OAuth2 / bearer, median of {len(pairs)} pairs: {ratio:.3f} "
+        f"(aim >= {AIM}: {'met' if ratio >= AIM else 'missed'}); "
+        f"load {result['load_average_before']} -> {result['load_average_after']}"
+    )
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()
