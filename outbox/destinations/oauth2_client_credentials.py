@@ -16,7 +16,7 @@ import json
 import threading
 import time
 from dataclasses import dataclass
-from urllib.parse import quote, urlencode, urlsplit
+from urllib.parse import quote_plus, urlencode, urlsplit
 
 import urllib3
 
@@ -164,7 +164,7 @@ class OAuth2ClientCredentials:
         }
         if self.auth_method == "client_secret_basic":
             # Section 2.3.1: each part form-encoded before the Basic encoding.
-            pair = f"{quote(client_id, safe='')}:{quote(secret, safe='')}".encode()
+            pair = f"{quote_plus(client_id)}:{quote_plus(secret)}".encode()
             headers["Authorization"] = f"Basic {base64.b64encode(pair).decode()}"
         else:
             form.update(client_id=client_id, client_secret=secret)

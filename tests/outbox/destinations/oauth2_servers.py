@@ -27,7 +27,7 @@ import threading
 import time
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from urllib.parse import parse_qs, unquote
+from urllib.parse import parse_qs, unquote_plus
 
 import httpx
 
@@ -97,7 +97,7 @@ class TokenServer(Handler):
         if basic.startswith("Basic "):
             pair = base64.b64decode(basic.removeprefix("Basic ")).decode()
             client_id, _, secret = pair.partition(":")
-            return "client_secret_basic", unquote(client_id), unquote(secret)
+            return "client_secret_basic", unquote_plus(client_id), unquote_plus(secret)
         return "client_secret_post", form.get("client_id", ""), form.get("client_secret", "")
 
     def serve(self, raw: bytes):
