@@ -2,11 +2,14 @@
 credentials against a token server and an API that takes only current tokens, each in a process of its own
 (`oauth2_servers`). Deliveries go through the dispatcher; effects are counted at the API. Both backends."""
 
+import json
 import secrets
 import time
 from collections import Counter
+from io import StringIO
 
 import pytest
+from django.core.management import call_command
 
 from outbox.destinations.registry import describe_contract, destination_from_config
 from outbox.dispatcher import dispatch_batch
@@ -252,6 +255,25 @@ def test_the_contract_names_the_scheme_and_places_never_the_secrets(servers, bui
     assert destination.credentials_missing() == [
         f"OAuth2 client secret: environment variable {SECRET_ENV} is not set or empty"
     ]
+
+
+def test_destinations_list_names_the_scheme_and_whether_each_secret_is_there(tmp_path, monkeypatch):
+    client_id_env = "HANDOFF_DEST_CRM_CLIENT_ID"
+    auth = oauth2_auth(_Url(), client_id=None, client_id_env=client_id_env)
+    auth["token_url"] = "https://auth.example/token"
+    file = tmp_path / "destinations.json"
+    file.write_text(json.dumps({"destinations": [config(_Url(), auth)]}))
+    monkeypatch.setenv(SECRET_ENV, CLIENT_SECRET)
+    monkeypatch.setenv(client_id_env, "crm-client-id-value")
+    call_command("destinations", "apply", str(file), stdout=StringIO())
+    monkeypatch.delenv(client_id_env)
+    out = StringIO()
+    call_command("destinations", "list", stdout=out)
+    listed = out.getvalue()
+
+    assert f"${client_id_env} MISSING" in listed and f"${SECRET_ENV} present" in listed
+    assert "OAuth2 client credentials" in listed and "https://auth.example/token" in listed
+    assert CLIENT_SECRET not in listed and "crm-client-id-value" not in listed
 
 
 @pytest.mark.parametrize(
