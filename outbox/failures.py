@@ -28,13 +28,17 @@ class UndoTarget:
 
 @dataclass(frozen=True)
 class Outgoing:
-    """What is sent: the stable action key and the exact approved payload; for a compensation, `undo` names
-    the delivered step it reverses (a destination with an undo request sends that, never its create)."""
+    """What is sent: the stable action key and the exact approved payload (the body of the request approved
+    with it, where the route maps one: `request`); for a compensation, `undo` names the delivered step it
+    reverses (a destination with an undo request sends that, never its create)."""
 
     action_key: str
     payload: dict
     payload_hash: str
     undo: UndoTarget | None = None
+    # The request rendered at approval and frozen in the handoff ({"body", "path", "query", "headers"}),
+    # None where the route maps none (lib/request_mapping.py; `payload` is then its body).
+    request: dict | None = None
 
 
 @dataclass(frozen=True)

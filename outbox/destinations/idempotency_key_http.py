@@ -39,6 +39,7 @@ from outbox.destinations.idempotency_key_contract import (
 )
 from outbox.destinations.idempotency_key_http_auth import CREDENTIAL_FAILURES
 from outbox.destinations.idempotency_key_http_config import Config, parse_config
+from outbox.destinations.mapped_request import MappedParts
 from outbox.destinations.undo_request import UndoUnfilled
 from outbox.failures import DeliveryResult, MalformedReceipt, Outgoing, parse_retry_after
 from outbox.models import FailureClass
@@ -141,7 +142,12 @@ class IdempotencyKeyHttpDestination(Destination):
         if outgoing.undo is not None:
             return self._undo(outgoing, auth)
         create = self.config.create
+        try:
+            mapped = MappedParts.of(outgoing.request)
+        except ValueError as exc:
+            return DeliveryResult.failed(FailureClass.PERMANENT, "request_refused", str(exc))
         headers = {
+            **mapped.headers,
             **auth,
             "Content-Type": "application/json",
             self.config.idempotency_header: outgoing.action_key,
@@ -151,7 +157,10 @@ class IdempotencyKeyHttpDestination(Destination):
         started = time.monotonic()
         try:
             response = self._request(
-                create.method, create.path, canonical_json(outgoing.payload).encode(), headers
+                create.method,
+                mapped.path(create.path),
+                canonical_json(outgoing.payload).encode(),
+                headers,
             )
         except CALL_FAILURES as exc:
             return call_failure(exc, proxy=self.proxy)
