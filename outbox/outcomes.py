@@ -55,7 +55,9 @@ def delivered_plan(result: DeliveryResult) -> Plan:
 def _unknown_outcome_plan(
     handoff: Handoff, result: DeliveryResult, destination: Destination, common: dict
 ) -> Plan:
-    if destination.supports_idempotency:
+    if destination.supports_idempotency or destination.supports_lookup:
+        # A destination without idempotency that can be searched for the key (an e-mail API's message
+        # search) is asked too: found, it is settled; not found, a person decides (`settlement_for`).
         return Plan(
             S.UNCERTAIN,
             common,

@@ -32,6 +32,10 @@ DRAFT_STATUSES: dict[int, tuple[str, str]] = {
 NOT_REPORTED = "(not reported by the destination)"
 
 
+# The dotted path of the whole answer (or entry): where a provider echoes the fields sent at its top level.
+WHOLE = "."
+
+
 class FieldMissing(ValueError):
     """A dotted path leads nowhere in the answer."""
 
@@ -45,8 +49,10 @@ class SeveralEntries(ValueError):
 
 
 def dig(document: object, path: str, *, single: bool = False) -> object:
-    """The value at `path` ("data.id", "results.0.id": a number indexes a list). `single`: a list on the way
-    must hold at most one item (SeveralEntries otherwise)."""
+    """The value at `path` ("data.id", "results.0.id": a number indexes a list; "." the document itself).
+    `single`: a list on the way must hold at most one item (SeveralEntries otherwise)."""
+    if path == WHOLE:
+        return document
     value = document
     for part in path.split("."):
         if isinstance(value, list):
@@ -67,6 +73,8 @@ def dig(document: object, path: str, *, single: bool = False) -> object:
 
 
 def check_path(where: str, path: object) -> str:
+    if path == WHOLE:
+        return path
     if not isinstance(path, str) or not path or any(not part for part in path.split(".")):
         raise ValueError(f"{where} must be a dotted path such as 'data.id', not {path!r}")
     return path

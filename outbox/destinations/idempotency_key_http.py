@@ -39,7 +39,7 @@ from outbox.destinations.idempotency_key_contract import (
 )
 from outbox.destinations.idempotency_key_http_auth import CREDENTIAL_FAILURES
 from outbox.destinations.idempotency_key_http_config import Config, parse_config
-from outbox.destinations.mapped_request import MappedParts
+from outbox.destinations.idempotency_key_placement import KeyNotPlaced
 from outbox.destinations.undo_request import UndoUnfilled
 from outbox.failures import DeliveryResult, MalformedReceipt, Outgoing, parse_retry_after
 from outbox.models import FailureClass
@@ -60,6 +60,8 @@ class IdempotencyKeyHttpDestination(Destination):
         self.name = config.name
         self.base_url = config.url
         self.supports_lookup = config.lookup is not None
+        # Without idempotency (`key.in` "none") the attempts ledger decides, as for e-mail.
+        self.supports_idempotency = config.key.idempotent
         self.replays_same_key = config.replays_same_key
         self.undo = "request" if config.undo else ""
         self.retry_policy = config.retry
@@ -84,11 +86,15 @@ class IdempotencyKeyHttpDestination(Destination):
     def describe_contract(self) -> str:
         """The contract in words, for the people watching the destination."""
         lookup = self.config.lookup
-        asked = f"lookup by {lookup.method} {lookup.path}" if lookup else "no lookup"
+        asked = "no lookup"
+        if lookup and lookup.search:
+            asked = f"lookup by a search, {lookup.search.method} {lookup.search.path}"
+        elif lookup:
+            asked = f"lookup by {lookup.method} {lookup.path}"
         undo = self.config.undo.describe() if self.config.undo else "no undo: a person undoes"
         replays = "a repeat with the same key replays" if self.replays_same_key else "no replay"
         return (
-            f"idempotent by header {self.config.idempotency_header}; {asked}; {replays}; "
+            f"{self.config.key.describe()}; {asked}; {replays}; "
             f"{undo}; no key listing; no batch; {self.config.credentials.describe()}"
         )
 
@@ -141,25 +147,29 @@ class IdempotencyKeyHttpDestination(Destination):
             return DeliveryResult.failed(exc.failure_class, exc.reason_code, str(exc))
         if outgoing.undo is not None:
             return self._undo(outgoing, auth)
-        create = self.config.create
-        try:
-            mapped = MappedParts.of(outgoing.request)
-        except ValueError as exc:
-            return DeliveryResult.failed(FailureClass.PERMANENT, "request_refused", str(exc))
+        create, key = self.config.create, self.config.key
         headers = {
-            **mapped.headers,
             **auth,
             "Content-Type": "application/json",
-            self.config.idempotency_header: outgoing.action_key,
+            **key.headers(outgoing.action_key),
         }
         if create.payload_hash_header:
             headers[create.payload_hash_header] = outgoing.payload_hash
+        hashed = {create.payload_hash_property: outgoing.payload_hash}
+        try:
+            body = key.body(
+                outgoing.payload,
+                outgoing.action_key,
+                hashed if create.payload_hash_property else {},
+            )
+        except KeyNotPlaced as exc:
+            return DeliveryResult.failed(FailureClass.PERMANENT, "key_not_placed", str(exc))
         started = time.monotonic()
         try:
             response = self._request(
                 create.method,
-                mapped.path(create.path),
-                canonical_json(outgoing.payload).encode(),
+                key.path(create.path, outgoing.action_key),
+                canonical_json(body).encode(),
                 headers,
             )
         except CALL_FAILURES as exc:
@@ -171,7 +181,20 @@ class IdempotencyKeyHttpDestination(Destination):
     def _result(self, response: Answer, outgoing: Outgoing, latency_ms: int) -> DeliveryResult:
         common = {"status_code": response.status_code, "latency_ms": latency_ms}
         body = _json_or_none(response)
+        duplicate = self.config.key.duplicate
+        existing = duplicate.existing_id(response.status_code, body) if duplicate else None
+        if existing is not None:
+            # The unique property already holds our key: the effect is there, settled, never a conflict.
+            return DeliveryResult.ok(
+                task_id=existing,
+                created=False,
+                receipt=_receipt(existing, outgoing, response.status_code, body),
+                **common,
+            )
         if 200 <= response.status_code < 300:
+            if body is None and self.config.key.where == "path" and self.config.lookup:
+                # An upsert answered 204 No Content: done, and its id is asked for by the key.
+                return self._upserted(outgoing, response.status_code, common)
             try:
                 entry = receipt_entry(self.config.receipt, body, outgoing)
             except MalformedReceipt as exc:
@@ -199,6 +222,27 @@ class IdempotencyKeyHttpDestination(Destination):
             **common,
         )
 
+    def _upserted(self, outgoing: Outgoing, status: int, common: dict) -> DeliveryResult:
+        try:
+            found = self.lookup(outgoing.action_key)
+        except LookupFailed as exc:
+            found, detail = None, str(exc)
+        else:
+            detail = "the lookup found no entry for the key"
+        if found is None or not found.same_payload(outgoing.payload, outgoing.payload_hash):
+            return DeliveryResult.failed(
+                FailureClass.MALFORMED,
+                "malformed_receipt",
+                f"HTTP {status} without a body, and its entry is not known: {detail}",
+                **common,
+            )
+        return DeliveryResult.ok(
+            task_id=found.task_id,
+            created=status != 204,
+            receipt={**_receipt(found.task_id, outgoing, status, None), "found_by": "lookup"},
+            **common,
+        )
+
     def _undo(self, outgoing: Outgoing, auth: dict) -> DeliveryResult:
         """A compensation: the configured undo request under the compensation's own key, never the create.
         Without one nothing is sent (compensation plans such a step as a residual; this guards a plan older
@@ -214,7 +258,7 @@ class IdempotencyKeyHttpDestination(Destination):
             body = undo.body_for(target, outgoing.payload)
         except UndoUnfilled as exc:
             return DeliveryResult.failed(FailureClass.PERMANENT, "undo_unfilled", str(exc))
-        headers = {**auth, self.config.idempotency_header: outgoing.action_key}
+        headers = {**auth, **self.config.key.headers(outgoing.action_key)}
         if body is not None:
             headers["Content-Type"] = "application/json"
         started = time.monotonic()
@@ -251,10 +295,13 @@ class IdempotencyKeyHttpDestination(Destination):
             headers = self.config.credentials.headers()
         except CREDENTIAL_FAILURES as exc:
             raise LookupFailed(str(exc)) from exc
+        path, body = lookup.path_for(quote(action_key, safe="")), None
+        if lookup.search:
+            path, body = lookup.search.request(action_key)
+            if body is not None:
+                headers = {**headers, "Content-Type": "application/json"}
         try:
-            response = self._request(
-                lookup.method, lookup.path_for(quote(action_key, safe="")), None, headers
-            )
+            response = self._request(lookup.method, path, body, headers)
         except CALL_FAILURES as exc:
             raise LookupFailed(f"{self.name} not reachable: {type(exc).__name__}") from exc
         except CREDENTIAL_FAILURES as exc:
@@ -267,8 +314,22 @@ class IdempotencyKeyHttpDestination(Destination):
             raise LookupFailed(f"lookup answered {describe_answer(response)}")
         return self._remote_task(action_key, _json_or_none(response))
 
+    def _searched(self, action_key: str, body: object) -> object:
+        """Our entry in a search's answer (None: none is ours); LookupFailed without one answer."""
+        try:
+            ours = self.config.lookup.search.entries(body, action_key)
+        except (FieldMissing, SeveralEntries) as exc:
+            raise LookupFailed(f"search answer holds no list of entries: {exc}") from exc
+        if len(ours) > 1:
+            raise LookupFailed(f"search found {len(ours)} entries for this key: a person compares")
+        return ours[0] if ours else None
+
     def _remote_task(self, action_key: str, body: object) -> RemoteTask | None:
         fields = self.config.lookup.fields
+        if self.config.lookup.search:
+            body = self._searched(action_key, body)
+            if body is None:
+                return None
         try:
             entry = fields.read(body, single=True)
         except NoEntry:

@@ -5,11 +5,17 @@ docs/destinations/idempotency_key_http.md."""
 from dataclasses import dataclass
 
 from outbox.destinations.http_fields import header_name, relative_path, static_headers
-from outbox.destinations.idempotency_key_contract import Contract, Fields
+from outbox.destinations.idempotency_key_contract import Contract, Fields, check_path
 from outbox.destinations.idempotency_key_http_auth import (
     Credentials,
     check_keys,
     credentials_from_config,
+)
+from outbox.destinations.idempotency_key_placement import (
+    KeyPlacement,
+    Search,
+    parse_key,
+    parse_search,
 )
 from outbox.destinations.undo_request import UndoRequest, parse_undo
 from outbox.models import Handoff
@@ -19,6 +25,7 @@ NAME_MAX = Handoff._meta.get_field("destination").max_length
 
 TOP_REQUIRED = {"name", "url", "create", "receipt", "auth"}
 TOP_OPTIONAL = {
+    "key",
     "idempotency_header",
     "replayed_header",
     "headers",
@@ -43,14 +50,17 @@ class Create:
     method: str
     path: str
     payload_hash_header: str | None
+    # Where the body carries the payload's hash (dotted path), for a provider that echoes it in a search.
+    payload_hash_property: str | None = None
 
 
 @dataclass(frozen=True)
 class Lookup:
     method: str
-    path: str  # with "{key}" where the action key goes, percent-encoded
-    fields: Fields
+    path: str  # with "{key}" where the action key goes, percent-encoded ("" with a search)
+    fields: Fields  # with a search: read in the entry whose echoed key is ours
     not_found: frozenset[int]
+    search: Search | None = None
 
     def path_for(self, quoted_key: str) -> str:
         return self.path.replace("{key}", quoted_key)
@@ -63,7 +73,8 @@ class Config:
     create: Create
     receipt: Fields
     credentials: Credentials
-    idempotency_header: str
+    # The header that carries the key where `key.in` is "header" (None otherwise).
+    idempotency_header: str | None
     replayed_header: str
     headers: dict[str, str]
     lookup: Lookup | None
@@ -76,6 +87,8 @@ class Config:
     undo: UndoRequest | None = None
     # A repeat with the same key and body answers the original (the draft's replay): sending again settles.
     replays_same_key: bool = True
+    # Where the key travels (`idempotency_key_placement`): a header unless configured otherwise.
+    key: KeyPlacement = KeyPlacement(where="header", header="Idempotency-Key")
 
 
 def _text(where: str, value: object) -> str:
@@ -96,21 +109,29 @@ def _positive(where: str, value: object, default: float) -> float:
 
 
 def _create(config: object, url: str) -> Create:
-    check_keys("create", config, {"path"}, {"method", "payload_hash_header"})
+    check_keys(
+        "create", config, {"path"}, {"method", "payload_hash_header", "payload_hash_property"}
+    )
     method = str(config.get("method", "POST")).upper()
     if method not in CREATE_METHODS:
         raise ValueError(f"create.method must be one of {', '.join(sorted(CREATE_METHODS))}")
     header = config.get("payload_hash_header")
+    hash_property = config.get("payload_hash_property")
     return Create(
         method=method,
         path=_path("create.path", config["path"], url),
         payload_hash_header=header_name("create.payload_hash_header", header) if header else None,
+        payload_hash_property=check_path("create.payload_hash_property", hash_property)
+        if hash_property is not None
+        else None,
     )
 
 
 def _lookup(config: object, url: str) -> Lookup | None:
     if config is None:
         return None
+    if isinstance(config, dict) and "search" in config:
+        return _search_lookup(config, url)
     check_keys(
         "lookup", config, {"path", "id"}, {"method", "key", "payload", "payload_hash", "not_found"}
     )
@@ -120,27 +141,55 @@ def _lookup(config: object, url: str) -> Lookup | None:
     path = _path("lookup.path", config["path"], url)
     if "{key}" not in path or path.replace("{key}", "").count("{"):
         raise ValueError("lookup.path must hold '{key}' (where the key goes) and no other '{...}'")
+    return Lookup(
+        method=method,
+        path=path,
+        fields=Fields.from_config("lookup", _fields(config)),
+        not_found=_not_found(config),
+    )
+
+
+def _fields(config: dict) -> dict:
+    return {name: config.get(name) for name in ("id", "key", "payload", "payload_hash")}
+
+
+def _search_lookup(config: dict, url: str) -> Lookup:
+    """A lookup by a search answering a list; `id`, `payload`, `payload_hash` are read in our entry."""
+    if "path" in config or "method" in config:
+        raise ValueError("lookup: a search names its request in lookup.search, not lookup.path")
+    check_keys(
+        "lookup",
+        config,
+        {"search", "results", "match", "id"},
+        {"payload", "payload_hash", "not_found"},
+    )
+    search = parse_search(config["search"], url, results=config["results"], match=config["match"])
+    return Lookup(
+        method=search.method,
+        path="",
+        fields=Fields.from_config("lookup", _fields(config)),
+        not_found=_not_found(config),
+        search=search,
+    )
+
+
+def _not_found(config: dict) -> frozenset[int]:
     not_found = config.get("not_found", [404])
     if not isinstance(not_found, list) or not all(
         isinstance(s, int) and 400 <= s <= 499 for s in not_found
     ):
         raise ValueError("lookup.not_found must be a list of 4xx statuses, such as [404]")
-    fields = {name: config.get(name) for name in ("id", "key", "payload", "payload_hash")}
-    return Lookup(
-        method=method,
-        path=path,
-        fields=Fields.from_config("lookup", fields),
-        not_found=frozenset(not_found),
-    )
+    return frozenset(not_found)
 
 
-def _headers(config: object, idempotency_header: str) -> dict[str, str]:
+def _headers(config: object, idempotency_header: str | None) -> dict[str, str]:
     config = config or {}
     if not isinstance(config, dict) or not all(
         isinstance(k, str) and isinstance(v, str) for k, v in config.items()
     ):
         raise ValueError("headers must be an object of texts")
-    taken = sorted(h for h in config if h.lower() in OWN_HEADERS | {idempotency_header.lower()})
+    own = OWN_HEADERS | ({idempotency_header.lower()} if idempotency_header else set())
+    taken = sorted(h for h in config if h.lower() in own)
     if taken:
         raise ValueError(f"headers: {', '.join(taken)} cannot be set here (secrets go in auth)")
     return static_headers("headers", config)
@@ -162,8 +211,9 @@ def parse_config(config: dict) -> Config:
     url = _text("url", config["url"]).rstrip("/")
     if not url.startswith(("http://", "https://")):
         raise ValueError(f"url must be an http:// or https:// URL, not {url!r}")
-    idempotency_header = header_name(
-        "idempotency_header", config.get("idempotency_header", "Idempotency-Key")
+    create = _create(config["create"], url)
+    key = parse_key(
+        config.get("key"), legacy_header=config.get("idempotency_header"), create_path=create.path
     )
     check_keys("receipt", config["receipt"], {"id"}, {"key", "payload", "payload_hash"})
     max_connections = config.get("max_connections", 8)
@@ -173,20 +223,25 @@ def parse_config(config: dict) -> Config:
         or max_connections < 1
     ):
         raise ValueError("max_connections must be a positive whole number")
-    replays = config.get("replays_same_key", True)
+    replays = config.get("replays_same_key", key.idempotent)
     if not isinstance(replays, bool):
         raise ValueError(f"replays_same_key must be true or false, not {replays!r}")
+    if replays and not key.idempotent:
+        raise ValueError(
+            "replays_same_key cannot be true where key.in is 'none': without idempotency a repeat is a "
+            "second effect"
+        )
     return Config(
         name=name,
         url=url,
-        create=_create(config["create"], url),
+        create=create,
         receipt=Fields.from_config("receipt", config["receipt"]),
         credentials=credentials_from_config(config["auth"]),
-        idempotency_header=idempotency_header,
+        idempotency_header=key.header,
         replayed_header=header_name(
             "replayed_header", config.get("replayed_header", "Idempotent-Replayed"), sent=False
         ),
-        headers=_headers(config.get("headers"), idempotency_header),
+        headers=_headers(config.get("headers"), key.header),
         lookup=_lookup(config.get("lookup"), url),
         contract=Contract.from_config(
             config.get("statuses"), config.get("error_code"), config.get("error_codes")
@@ -197,4 +252,5 @@ def parse_config(config: dict) -> Config:
         max_connections=max_connections,
         undo=parse_undo(config.get("undo")),
         replays_same_key=replays,
+        key=key,
     )
