@@ -4,6 +4,7 @@ Kept out of templates so that the advice for each state can be read, and tested,
 """
 
 from collections.abc import Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 
 from outbox.destinations import DestinationUnavailable, destination_named
@@ -37,13 +38,42 @@ class Guidance:
     avoid: tuple[str, ...] = field(default_factory=tuple)
 
 
+# A list of fifty handoffs asks each one's destination whether it replays: within one request (a page, an
+# htmx swap) the answer is kept per destination, so a page reads each destination's row once, not once a row
+# (tests/console/test_query_counts_flat.py). Outside a request (dispatchers, commands) it is read each time.
+_replays_this_request: ContextVar[dict[str, bool] | None] = ContextVar("replays", default=None)
+
+
+def contracts_read_once_per_request(get_response):
+    """Middleware: the destinations' replay contract read at most once per destination and request."""
+
+    def middleware(request):
+        token = _replays_this_request.set({})
+        try:
+            return get_response(request)
+        finally:
+            _replays_this_request.reset(token)
+
+    return middleware
+
+
+def _replays_same_key(name: str) -> bool:
+    known = _replays_this_request.get()
+    if known is not None and name in known:
+        return known[name]
+    try:
+        replays = destination_named(name).replays_same_key
+    except DestinationUnavailable:
+        replays = False
+    if known is not None:
+        known[name] = replays
+    return replays
+
+
 def resend_is_safe(handoff: Handoff) -> bool:
     """Its destination's contract says a repeat with the same key and body answers the original (the IETF
     Idempotency-Key draft's replay): sending again cannot make a second effect, whatever the last outcome."""
-    try:
-        return destination_named(handoff.destination).replays_same_key
-    except DestinationUnavailable:
-        return False
+    return _replays_same_key(handoff.destination)
 
 
 def retry_is_risky(handoff: Handoff) -> bool:
