@@ -40,6 +40,7 @@ from outbox.destinations.idempotency_key_contract import (
 from outbox.destinations.idempotency_key_http_auth import CREDENTIAL_FAILURES
 from outbox.destinations.idempotency_key_http_config import Config, parse_config
 from outbox.destinations.idempotency_key_placement import KeyNotPlaced
+from outbox.destinations.mapped_request import MappedParts
 from outbox.destinations.undo_request import UndoUnfilled
 from outbox.failures import DeliveryResult, MalformedReceipt, Outgoing, parse_retry_after
 from outbox.models import FailureClass
@@ -148,7 +149,12 @@ class IdempotencyKeyHttpDestination(Destination):
         if outgoing.undo is not None:
             return self._undo(outgoing, auth)
         create, key = self.config.create, self.config.key
+        try:
+            mapped = MappedParts.of(outgoing.request)
+        except ValueError as exc:
+            return DeliveryResult.failed(FailureClass.PERMANENT, "request_refused", str(exc))
         headers = {
+            **mapped.headers,
             **auth,
             "Content-Type": "application/json",
             **key.headers(outgoing.action_key),
@@ -168,7 +174,7 @@ class IdempotencyKeyHttpDestination(Destination):
         try:
             response = self._request(
                 create.method,
-                key.path(create.path, outgoing.action_key),
+                key.path(mapped.path(create.path), outgoing.action_key),
                 canonical_json(body).encode(),
                 headers,
             )

@@ -202,6 +202,18 @@ def _retry(config: object) -> RetryPolicy:
         raise ValueError(f"retry: {exc}") from exc
 
 
+def _replays(value: object, key: KeyPlacement) -> bool:
+    replays = key.idempotent if value is None else value
+    if not isinstance(replays, bool):
+        raise ValueError(f"replays_same_key must be true or false, not {replays!r}")
+    if replays and not key.idempotent:
+        raise ValueError(
+            "replays_same_key cannot be true where key.in is 'none': without idempotency a repeat is a "
+            "second effect"
+        )
+    return replays
+
+
 def parse_config(config: dict) -> Config:
     """The checked configuration; ValueError naming what is unknown, missing or wrong."""
     check_keys("idempotency_key_http destination", config, TOP_REQUIRED, TOP_OPTIONAL)
@@ -223,14 +235,6 @@ def parse_config(config: dict) -> Config:
         or max_connections < 1
     ):
         raise ValueError("max_connections must be a positive whole number")
-    replays = config.get("replays_same_key", key.idempotent)
-    if not isinstance(replays, bool):
-        raise ValueError(f"replays_same_key must be true or false, not {replays!r}")
-    if replays and not key.idempotent:
-        raise ValueError(
-            "replays_same_key cannot be true where key.in is 'none': without idempotency a repeat is a "
-            "second effect"
-        )
     return Config(
         name=name,
         url=url,
@@ -251,6 +255,6 @@ def parse_config(config: dict) -> Config:
         retry=_retry(config.get("retry")),
         max_connections=max_connections,
         undo=parse_undo(config.get("undo")),
-        replays_same_key=replays,
+        replays_same_key=_replays(config.get("replays_same_key"), key),
         key=key,
     )

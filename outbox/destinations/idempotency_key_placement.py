@@ -133,35 +133,47 @@ def _duplicate(config: object) -> Duplicate:
     )
 
 
-def parse_key(config: object, *, legacy_header: str | None, create_path: str) -> KeyPlacement:
-    """The checked `key` object (header `Idempotency-Key` when absent); ValueError naming the field."""
-    if config is None:
-        header = header_name("idempotency_header", legacy_header or "Idempotency-Key")
-        config = {"in": "header", "name": header}
-    elif legacy_header is not None:
-        raise ValueError("idempotency_header: name the header in key.name instead, not in both")
-    if not isinstance(config, dict) or config.get("in") not in KEY_PLACES:
-        raise ValueError(f"key.in must be one of {', '.join(KEY_PLACES)}")
-    where = config["in"]
-    optional = {
-        "header": {"name"},
-        "path": set(),
-        "body": {"property", "duplicate"},
-        "none": {"property"},
-    }[where]
-    required = {"property", "duplicate"} if where == "body" else set()
-    check_keys(f"key (in {where})", config, {"in"} | required, optional - required)
+OPTIONAL_BY_PLACE = {
+    "header": {"name"},
+    "path": set(),
+    "body": {"property", "duplicate"},
+    "none": {"property"},
+}
+
+
+def _check_create_path(where: str, create_path: str) -> None:
     holds = KEY_PLACEHOLDER in create_path
     if where == "path" and not holds:
         raise ValueError("create.path must hold '{key}' where key.in is 'path' (the upsert's id)")
     if where != "path" and holds:
         raise ValueError("create.path may hold '{key}' only where key.in is 'path'")
+
+
+def _key_config(config: object, legacy_header: str | None) -> dict:
+    """`key` as given, or the header one that `idempotency_header` (the older spelling) names."""
+    if config is None:
+        header = header_name("idempotency_header", legacy_header or "Idempotency-Key")
+        return {"in": "header", "name": header}
+    if legacy_header is not None:
+        raise ValueError("idempotency_header: name the header in key.name instead, not in both")
+    if not isinstance(config, dict) or config.get("in") not in KEY_PLACES:
+        raise ValueError(f"key.in must be one of {', '.join(KEY_PLACES)}")
+    return config
+
+
+def parse_key(config: object, *, legacy_header: str | None, create_path: str) -> KeyPlacement:
+    """The checked `key` object (header `Idempotency-Key` when absent); ValueError naming the field."""
+    config = _key_config(config, legacy_header)
+    where = config["in"]
+    required = {"property", "duplicate"} if where == "body" else set()
+    check_keys(f"key (in {where})", config, {"in"} | required, OPTIONAL_BY_PLACE[where] - required)
+    _check_create_path(where, create_path)
+    header = config.get("name", "Idempotency-Key") if where == "header" else None
+    carrier = config.get("property")
     return KeyPlacement(
         where=where,
-        header=header_name("key.name", config.get("name", "Idempotency-Key"))
-        if where == "header"
-        else None,
-        carrier=check_path("key.property", config["property"]) if "property" in config else None,
+        header=header_name("key.name", header) if header is not None else None,
+        carrier=check_path("key.property", carrier) if carrier is not None else None,
         duplicate=_duplicate(config["duplicate"]) if where == "body" else None,
     )
 
