@@ -103,9 +103,11 @@ def test_a_refused_signature_leaves_the_event_to_be_sent_again(refusing_source, 
 def test_an_event_the_source_refuses_for_good_is_kept_with_the_answer(live_server, settings):
     key = deliver(record(42)).action_key
     task_status_set(action_key=key, status="done")
-    # No destination of this name at the source: it will never take these events.
+    # No such address at the source (a mistyped URL): it answers 404 and will never take these events. (An
+    # unknown destination's name answers 401 since each destination has its own secret: a secret to fix,
+    # after which the event is worth sending, so that one is retried.)
     settings.RECEIVER_STATUS_EVENTS_URL = (
-        f"{live_server.url}/reconciliation/api/destinations/nowhere/status-events"
+        f"{live_server.url}/reconciliation/api/destinations/nowhere/status-event"
     )
     assert status_events_send_due().failed == 1
     [event] = events()
