@@ -209,21 +209,36 @@ def _token_from(status: int, data: bytes, where: str, started: float) -> _Token:
     if status == 429 or status >= 500:
         raise TokenUnavailable(f"{where} answered HTTP {status}", f"http_{status}")
     if status != 200:
-        error = fields.get("error")
-        named = f" {error}" if isinstance(error, str) else ""
-        described = fields.get("error_description")
-        why = f": {described[:200]}" if isinstance(described, str) else ""
-        raise TokenRefused(redact_text(f"{where} refused the client (HTTP {status}{named}){why}"))
+        raise _refusal(status, fields, where)
+    value = _bearer(fields, where)
+    lifetime = _lifetime(fields.get("expires_in"))
+    if lifetime is None:
+        # No lifetime named (section 5.1 makes it optional): kept until the API refuses it.
+        return _Token(value, float("inf"))
+    return _Token(value, started + lifetime - min(EXPIRY_MARGIN_SECONDS, lifetime / 10))
+
+
+def _bearer(fields: dict, where: str) -> str:
     value, kind = fields.get("access_token"), fields.get("token_type")
     if not isinstance(value, str) or not value or not isinstance(kind, str):
         raise TokenRefused(f"{where} answered 200 without an access_token and token_type")
     if kind.lower() != "bearer":
         raise TokenRefused(f"{where} issued a {kind[:40]!r} token; only bearer tokens are sent")
-    lifetime = fields.get("expires_in")
-    if isinstance(lifetime, str) and lifetime.isdigit():
-        lifetime = int(lifetime)
-    if isinstance(lifetime, bool) or not isinstance(lifetime, int | float) or lifetime <= 0:
-        # No lifetime named (section 5.1 makes it optional): kept until the API refuses it.
-        return _Token(value, float("inf"))
-    margin = min(EXPIRY_MARGIN_SECONDS, lifetime / 10)
-    return _Token(value, started + lifetime - margin)
+    return value
+
+
+def _refusal(status: int, fields: dict, where: str) -> TokenRefused:
+    """A section 5.2 error answer, worded with its `error` code and description (the provider's words)."""
+    error, described = fields.get("error"), fields.get("error_description")
+    named = f" {error[:60]}" if isinstance(error, str) else ""
+    why = f": {described[:200]}" if isinstance(described, str) else ""
+    return TokenRefused(redact_text(f"{where} refused the client (HTTP {status}{named}){why}"))
+
+
+def _lifetime(value: object) -> float | None:
+    """`expires_in` in seconds (a number, or digits as some providers send it); None when not usable."""
+    if isinstance(value, str) and value.isdigit():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+        return None
+    return float(value)
