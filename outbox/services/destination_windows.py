@@ -89,10 +89,19 @@ def destination_pause_by_operator(
         )
 
 
+def _on_now(health: DestinationHealth, now: datetime) -> bool:
+    """An operator's pause or a window holds the destination at the database's `now`."""
+    starts, ends = health.window_starts_at, health.window_ends_at
+    return starts is not None and starts <= now and (ends is None or ends > now)
+
+
 def destination_schedule_window(
     *, name: str, actor, reason: str, starts_at: datetime, ends_at: datetime
 ) -> DestinationHealth:
-    """Schedule a maintenance window (it replaces any window not over yet)."""
+    """Schedule a maintenance window; it replaces a window scheduled ahead, and the event says which.
+
+    Refused while a pause or a window is on: the destination has one window, so a new one would end the
+    pause, and deliveries would start inside it (issue 36: a step delivered during a pause)."""
     reason = _checked_reason(reason)
     if ends_at <= starts_at:
         raise InvalidWindow("a window must end after it starts")
@@ -107,6 +116,13 @@ def destination_schedule_window(
         )
         if ends_at <= now:
             raise InvalidWindow("a window must end in the future")
+        if _on_now(health, now):
+            raise InvalidWindow(_held_now_refusal(health))
+        replaced = (
+            f" (replaces the window scheduled from {health.window_starts_at:%Y-%m-%d %H:%M} UTC)"
+            if health.window_starts_at is not None and health.window_starts_at > now
+            else ""
+        )
         return _write_window(
             health,
             starts=starts_at,
@@ -115,8 +131,21 @@ def destination_schedule_window(
             actor=actor,
             action="window_scheduled",
             text=f"maintenance window {starts_at:%Y-%m-%d %H:%M} to {ends_at:%Y-%m-%d %H:%M} UTC: "
-            f"{reason}",
+            f"{reason}{replaced}",
         )
+
+
+def _held_now_refusal(health: DestinationHealth) -> str:
+    by = f" by {health.window_set_by}" if health.window_set_by else ""
+    until = (
+        f"until {health.window_ends_at:%Y-%m-%d %H:%M} UTC"
+        if health.window_ends_at
+        else "until it is resumed"
+    )
+    return (
+        f"{health.name} is paused{by} {until} ({health.window_reason}); a window now would end that "
+        "pause: schedule it once the pause is over, or resume first"
+    )
 
 
 def destination_resume_by_operator(*, name: str, actor, reason: str) -> DestinationHealth:

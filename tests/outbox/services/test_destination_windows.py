@@ -154,3 +154,37 @@ def test_a_row_written_without_the_window_columns_is_accepted_and_takes_calls(ma
     assert (health.window_reason, health.window_set_by, health.window_starts_at) == ("", "", None)
     make_handoff(1)
     assert dispatch_batch(destination=ScriptedDestination()).delivered == 1
+
+
+def test_a_window_scheduled_during_a_pause_is_refused_and_the_pause_holds(make_handoff, olga):
+    """Issue 36, item 1: olga paused the destination, then scheduled a later window; the window took the
+    pause's place and a step was delivered inside the pause."""
+    make_handoff(1)
+    destination_pause_by_operator(name="receiver", actor=olga, reason="accounts migration")
+    now = timezone.now()
+    with pytest.raises(InvalidWindow, match="is paused by olga until it is resumed"):
+        destination_schedule_window(
+            name="receiver",
+            actor=olga,
+            reason="database maintenance",
+            starts_at=now + timedelta(minutes=27),
+            ends_at=now + timedelta(hours=1),
+        )
+    destination = ScriptedDestination()
+    assert dispatch_batch(destination=destination).claimed == 0 and destination.calls == 0
+    actions = list(DestinationEvent.objects.values_list("action", flat=True))
+    assert actions == ["operator_pause"]
+
+
+def test_a_window_scheduled_ahead_is_replaced_and_the_event_says_so(olga):
+    now = timezone.now()
+    for hours in (1, 3):
+        destination_schedule_window(
+            name="receiver",
+            actor=olga,
+            reason=f"maintenance in {hours} h",
+            starts_at=now + timedelta(hours=hours),
+            ends_at=now + timedelta(hours=hours + 1),
+        )
+    last = DestinationEvent.objects.order_by("id").last()
+    assert "(replaces the window scheduled from " in last.reason
