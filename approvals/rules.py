@@ -15,6 +15,7 @@ from jsonschema import ValidationError
 
 from approvals.models import RuleVersion
 from lib.control_characters import control_character_problem
+from lib.request_mapping import mapping_problems
 from outbox.models.destination_configs import DESTINATION_NAME, DESTINATION_NAME_RULE
 
 
@@ -256,7 +257,8 @@ MAX_STEPS = 10
 # here; whether it is a configured destination is checked when the version is published.
 # A step marked "high_impact": true (money movement, ...) pages on its first failure (docs/incidents.md).
 # A step whose compensation goes to a destination without an undo says "undo": "manual" (a person undoes it).
-STEP_PARTS = {"name", "operation", "compensation", "destination", "high_impact", "undo"}
+# A step may map the approved payload onto its destination's request: "request" (lib/request_mapping.py).
+STEP_PARTS = {"name", "operation", "compensation", "destination", "high_impact", "undo", "request"}
 
 
 def _step_problems(index: int, step: object) -> list[str]:
@@ -287,11 +289,22 @@ def _destination_part_problems(index: int, destination: object) -> list[str]:
     return [f"step {index + 1} destination must be {DESTINATION_NAME_RULE}"]
 
 
+def _request_shape_problems(steps: list) -> list[str]:
+    """The steps' request mappings (`lib/request_mapping.py`): their shape, and expressions that compile."""
+    mapped = [
+        (i, s["request"]) for i, s in enumerate(steps) if isinstance(s, dict) and "request" in s
+    ]
+    return [
+        p for i, mapping in mapped for p in mapping_problems(mapping, where=f"steps[{i}].request")
+    ]
+
+
 def steps_problems(steps: object) -> list[str]:
     """Why a list of steps cannot be published (empty list: fine)."""
     if not isinstance(steps, list) or len(steps) > MAX_STEPS:
         return [f"steps must be a list of at most {MAX_STEPS} steps"]
     problems = [p for index, step in enumerate(steps) for p in _step_problems(index, step)]
+    problems += _request_shape_problems(steps)
     names = [step.get("name") for step in steps if isinstance(step, dict)]
     if len(names) != len(set(names)):
         problems.append("step names must be unique")

@@ -69,6 +69,19 @@ def _template_problems(where: str, node: object) -> list[str]:
     return []
 
 
+def _named_values_problems(where: str, values: object) -> list[str]:
+    """Path parameters, query or headers: names to texts, numbers or expressions."""
+    if not isinstance(values, dict) or not all(isinstance(k, str) and k for k in values):
+        return [f"{where}: an object of names to values or expressions"]
+    problems = []
+    for name, value in values.items():
+        if isinstance(value, dict | list) and not _is_expression(value):
+            problems.append(f"{where}.{name}: a text, a number or an expression")
+        else:
+            problems += _template_problems(f"{where}.{name}", value)
+    return problems
+
+
 def mapping_problems(mapping: object, *, where: str) -> list[str]:
     """Why `mapping` cannot be used (its shape, expressions that do not compile), each naming its place."""
     if not isinstance(mapping, dict):
@@ -77,15 +90,7 @@ def mapping_problems(mapping: object, *, where: str) -> list[str]:
     if unknown := sorted(set(mapping) - set(PARTS)):
         problems.append(f"{where}: unknown parts {', '.join(unknown)} (known: {', '.join(PARTS)})")
     for part in ("path", "query", "headers"):
-        values = mapping.get(part, {})
-        if not isinstance(values, dict) or not all(isinstance(k, str) and k for k in values):
-            problems.append(f"{where}.{part}: an object of names to values or expressions")
-            continue
-        for name, value in values.items():
-            if isinstance(value, dict | list) and not _is_expression(value):
-                problems.append(f"{where}.{part}.{name}: a text, a number or an expression")
-            else:
-                problems += _template_problems(f"{where}.{part}.{name}", value)
+        problems += _named_values_problems(f"{where}.{part}", mapping.get(part, {}))
     if "body" in mapping:
         problems += _template_problems(f"{where}.body", mapping["body"])
     return problems
@@ -162,22 +167,34 @@ def _required_sample(schema: object) -> object:
     """A value the schema accepts, holding only its required properties (recursively)."""
     if not isinstance(schema, dict):
         return "x"
-    if "const" in schema:
-        return schema["const"]
-    if isinstance(schema.get("enum"), list) and schema["enum"]:
-        return schema["enum"][0]
-    kind = schema.get("type")
-    kind = kind[0] if isinstance(kind, list) and kind else kind
-    if kind == "object" or (kind is None and "properties" in schema):
-        properties = schema.get("properties") or {}
-        return {
-            name: _required_sample(properties.get(name, {}))
-            for name in schema.get("required") or []
-            if isinstance(name, str)
-        }
+    if "const" in schema or schema.get("enum"):
+        return schema["const"] if "const" in schema else _first(schema["enum"])
+    kind = _kind(schema)
+    if kind == "object":
+        return _object_sample(schema)
     if kind == "array":
         return [_required_sample(schema.get("items", {}))] * (schema.get("minItems") or 0)
     return _scalar_sample(kind, schema)
+
+
+def _kind(schema: dict) -> object:
+    """The schema's type (the first of several); "object" for an untyped schema with properties."""
+    kind = schema.get("type")
+    kind = kind[0] if isinstance(kind, list) and kind else kind
+    return "object" if kind is None and "properties" in schema else kind
+
+
+def _first(values: object) -> object:
+    return values[0] if isinstance(values, list) else "x"
+
+
+def _object_sample(schema: dict) -> dict:
+    properties = schema.get("properties") or {}
+    return {
+        name: _required_sample(properties.get(name, {}))
+        for name in schema.get("required") or []
+        if isinstance(name, str)
+    }
 
 
 def _scalar_sample(kind: object, schema: dict) -> object:

@@ -139,6 +139,11 @@ class Approval(models.Model):
     payload_hash = models.CharField(max_length=64)
     rule_version = models.CharField(max_length=40)
     decided_at = DbClockDateTimeField(auto_now_add=True)
+    # What each routed step will send, rendered from the payload when it was approved and shown to the
+    # approver (approvals/route_requests.py), and the hash the decision binds to; each step's handoff
+    # freezes its own. None / "": decided before request mapping, or rejected.
+    requests = models.JSONField(null=True, blank=True)
+    requests_hash = models.CharField(max_length=64, blank=True, default="", db_default="")
 
     class Meta:
         constraints = [

@@ -4,9 +4,15 @@ from django.db import transaction
 
 from approvals.errors import ApprovalDenied, InvalidPayload
 from approvals.models import RuleVersion
+from approvals.route_requests import mapping_problems_over
 from approvals.rules import BUILT_IN_RULES, publish_problems, steps_problems
 from lib.databases import DB
+from lib.request_mapping import schema_sample
 from outbox.destinations import DestinationUnavailable, destination_named
+from outbox.destinations.http_fields import header_name
+from outbox.destinations.idempotency_key_http import IdempotencyKeyHttpDestination
+from outbox.destinations.idempotency_key_http_config import OWN_HEADERS
+from outbox.destinations.mapped_request import path_parameters
 from outbox.destinations.registry import default_destination_name, enabled_destination_names
 
 
@@ -55,7 +61,50 @@ def rule_version_problems(*, schema: dict, steps: list[dict]) -> list[str]:
         publish_problems(schema) + steps_problems(steps)
         or _destination_problems(steps)
         or _undo_problems(steps)
+        or _request_problems(schema, steps)
     )
+
+
+def _request_problems(schema: dict, steps: list[dict]) -> list[str]:
+    """The steps whose request mapping cannot be sent where they go (a kind that sends no mapped request,
+    a path parameter its create path lacks, a header the destination sets itself), or cannot render over a
+    sample of the schema (its required fields only): a missing field, a wrong type, named by its place."""
+    problems = []
+    for index, step in enumerate(steps):
+        if step.get("request") is not None:
+            problems += _route_problems(f"steps[{index}].request", step)
+    return problems or mapping_problems_over(schema_sample(schema), steps)
+
+
+def _route_problems(where: str, step: dict) -> list[str]:
+    name = step.get("destination") or default_destination_name()
+    try:
+        destination = destination_named(name)
+    except DestinationUnavailable:
+        return []  # not served: `_destination_problems` names it
+    if not isinstance(destination, IdempotencyKeyHttpDestination):
+        return [
+            f"{where}: destination {name!r} sends the approved payload as it is; a request mapping "
+            "needs an idempotency_key_http destination"
+        ]
+    mapping = step["request"]
+    given = set(mapping.get("path", {}))
+    wanted = path_parameters(destination.config.create.path) - {"key"}
+    problems = [
+        f"{where}.path.{p}: create.path of {name!r} has no {{{p}}}" for p in sorted(given - wanted)
+    ]
+    problems += [
+        f"{where}.path: no value for {{{p}}} of create.path of {name!r}"
+        for p in sorted(wanted - given)
+    ]
+    for header in mapping.get("headers", {}):
+        try:
+            header_name(f"{where}.headers.{header}", header)
+        except ValueError as exc:
+            problems.append(str(exc))
+        if header.lower() in OWN_HEADERS:
+            problems.append(f"{where}.headers.{header}: set by the destination itself")
+    return problems
 
 
 def _undo_problems(steps: list[dict]) -> list[str]:
