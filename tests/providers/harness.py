@@ -7,10 +7,14 @@ endpoints, the same at every provider:
     GET  /_test/state       {"records": [...], "effects": {key: n}, "requests": [...]}
     POST /_test/drop-next   {"count": 1}: the next `count` committed writes lose their answer (the
                             connection closes after the commit, before any byte of the answer)
+    POST /_test/hold-next   {"count": 1}: the next `count` committed writes hold their answer (other calls
+                            are answered meanwhile) until POST /_test/release, or HOLD_SECONDS; the
+                            state's `held` is how many are held now
     POST /_test/faults      provider-specific switches (`Provider.set_faults`)
 """
 
 import argparse
+import contextlib
 import json
 import os
 import subprocess
@@ -25,8 +29,8 @@ import httpx
 
 from tests.processes import ROOT, free_port
 
-# An answer a route gives back to mean "committed; lose the answer if a drop is armed".
-COMMITTED = "committed"
+# The longest an answer is held when nobody releases it.
+HOLD_SECONDS = 120.0
 
 
 @dataclass
@@ -54,6 +58,8 @@ class Provider:
         self.lock = threading.Lock()
         self.token = token
         self.drops = 0
+        self.holds = 0
+        self.held: list[threading.Event] = []
         self.requests: list[dict] = []
 
     def authorized(self, call: Call) -> bool:
@@ -128,11 +134,19 @@ class Handler(BaseHTTPRequestHandler):
                     "records": provider.records(),
                     "effects": provider.effects(),
                     "requests": provider.requests,
+                    "held": len(provider.held),
                 },
             )
         if call.path == "/_test/drop-next":
             provider.drops += int((call.body or {}).get("count", 1))
             return Answer(200, {"drops": provider.drops})
+        if call.path == "/_test/hold-next":
+            provider.holds += int((call.body or {}).get("count", 1))
+            return Answer(200, {"holds": provider.holds})
+        if call.path == "/_test/release":
+            for event in provider.held:
+                event.set()
+            return Answer(200, {"released": len(provider.held)})
         if call.path == "/_test/faults":
             provider.set_faults(call.body or {})
             return Answer(200, {"ok": True})
@@ -141,6 +155,7 @@ class Handler(BaseHTTPRequestHandler):
     def _handle(self) -> None:
         call = self._call()
         provider = self.provider
+        held = None
         with provider.lock:
             if call.path.startswith("/_test/"):
                 return self._send(self._test(call))
@@ -153,7 +168,17 @@ class Handler(BaseHTTPRequestHandler):
                 provider.drops -= 1
                 self.close_connection = True
                 return None
-        return self._send(answer)
+            if answer.committed and provider.holds > 0:
+                provider.holds -= 1
+                held = threading.Event()
+                provider.held.append(held)
+        if held is not None:
+            # Committed; the answer waits outside the lock (it may go to a caller that is gone).
+            held.wait(timeout=HOLD_SECONDS)
+            with provider.lock:
+                provider.held.remove(held)
+        with contextlib.suppress(OSError):
+            self._send(answer)
 
     do_GET = do_POST = do_PATCH = do_DELETE = do_PUT = _handle  # noqa: N815 - http.server's names
 
@@ -202,6 +227,12 @@ class ProviderProcess:
 
     def drop_next(self, count: int = 1) -> None:
         httpx.post(f"{self.url}/_test/drop-next", json={"count": count}, timeout=5)
+
+    def hold_next(self, count: int = 1) -> None:
+        httpx.post(f"{self.url}/_test/hold-next", json={"count": count}, timeout=5)
+
+    def release(self) -> None:
+        httpx.post(f"{self.url}/_test/release", json={}, timeout=5)
 
     def faults(self, **faults) -> None:
         httpx.post(f"{self.url}/_test/faults", json=faults, timeout=5).raise_for_status()

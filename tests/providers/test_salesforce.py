@@ -4,7 +4,10 @@ an external id in the path, looked up by that id, undone by DELETE of the record
 
 import pytest
 
+from outbox.destinations.registry import destination_named
+from outbox.failures import Outgoing
 from outbox.models import Handoff, HandoffKind, HandoffState
+from outbox.payloads import payload_hash
 from outbox.services import instance_compensate
 from tests.factories import onboarding_world
 from tests.providers.harness import ProviderProcess
@@ -64,3 +67,19 @@ def test_an_undo_deletes_the_record_once_even_when_its_answer_is_lost(salesforce
     assert deletes == [f"/services/data/v60.0/sobjects/Account/{step.destination_id}"] * 2
     assert len(salesforce.requests("PATCH")) == 1, "an undo is never a second create"
     assert stored(step).state == S.DELIVERED
+
+
+def test_an_upsert_answered_204_without_a_body_is_done_and_its_id_is_looked_up(salesforce):
+    """API versions before 46.0 answer an update 204 No Content: done, and the record's id is asked for."""
+    destination = destination_named("salesforce-accounts")
+    fields = {"Name": "Northwind", "Industry": "Retail"}
+    sent = Outgoing(
+        action_key="crm_account:7:9:1", payload=fields, payload_hash=payload_hash(fields)
+    )
+    created = destination.deliver(sent)
+    salesforce.faults(no_content=True)
+    repeated = destination.deliver(sent)
+    assert (created.delivered, created.created, created.status_code) == (True, True, 201)
+    assert (repeated.delivered, repeated.created, repeated.status_code) == (True, False, 204)
+    assert repeated.task_id == created.task_id and repeated.receipt["found_by"] == "lookup"
+    assert salesforce.effects() == {sent.action_key: 1}

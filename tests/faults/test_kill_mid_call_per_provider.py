@@ -1,0 +1,101 @@
+"""A dispatcher SIGKILLed mid-call at each provider-style server (tests/providers/), while the provider holds
+an answer it has already committed: exactly one effect per key at the provider, the handoff delivered with
+the provider's id, by the provider's own contract (a lookup or a search; a repeat with the same key that
+the provider replays, where it has no lookup). Each reached by its destinations and workflows files alone.
+Real processes on PostgreSQL: the providers, the dispatchers (`manage.py dispatch`)."""
+
+import os
+import signal
+
+import pytest
+
+from outbox.models import Attempt, AttemptOutcome, Handoff, HandoffState
+from tests.factories import onboarding_world
+from tests.faults.test_dispatch_faults import wait_until
+from tests.processes import free_port
+from tests.providers.harness import ProviderProcess
+from tests.providers.scenario import Flow, apply_files
+
+pytestmark = [
+    pytest.mark.postgres,
+    pytest.mark.faults,
+    pytest.mark.django_db(databases=["default", "delivery"], transaction=True),
+]
+S = HandoffState
+# The destinations files read within 5 s: the victim is killed well before, a lease outlasts one call.
+LEASE_SECONDS = "8"
+
+PROVIDERS = {
+    "stripe": (
+        "HANDOFF_DEST_STRIPE_SECRET_KEY",
+        "billing_customer",
+        {"name": "Northwind", "email": "billing@northwind.example"},
+    ),
+    "salesforce": ("HANDOFF_DEST_SALESFORCE_TOKEN", "crm_account", {"Name": "Northwind"}),
+    "hubspot": (
+        "HANDOFF_DEST_HUBSPOT_TOKEN",
+        "crm_contact",
+        {"properties": {"email": "ada@northwind.example"}},
+    ),
+    "postmark": (
+        "HANDOFF_DEST_POSTMARK_SERVER_TOKEN",
+        "welcome_mail",
+        {
+            "From": "welcome@handoff.example",
+            "To": "ada@northwind.example",
+            "Subject": "Welcome",
+            "TextBody": "Your account is ready.",
+        },
+    ),
+}
+
+
+@pytest.mark.parametrize("provider_name", sorted(PROVIDERS))
+def test_a_dispatcher_killed_while_the_provider_holds_its_committed_answer_leaves_one_effect(
+    processes, monkeypatch, tmp_path, provider_name
+):
+    token_env, workflow, payload = PROVIDERS[provider_name]
+    token = f"{provider_name}-kill-token"
+    monkeypatch.setenv(token_env, token)
+    provider = ProviderProcess(provider_name, token=token)
+    try:
+        apply_files(provider_name, provider.url, tmp_path)
+        handoff = Flow(world=onboarding_world(), workflow=workflow).approve(1, payload)
+        provider.hold_next()
+        overrides = {
+            "HANDOFF_LEASE_SECONDS": LEASE_SECONDS,
+            token_env: token,
+            # The default destination (no receiver runs here) is served too and has nothing to do.
+            "RECEIVER_URL": f"http://127.0.0.1:{free_port()}/delivery/api",
+        }
+        victim = processes.start_dispatcher("victim", **overrides)
+        wait_until(
+            lambda: provider.state()["held"] == 1,
+            timeout=30,
+            what="the provider to commit the effect and hold its answer",
+            procs=[victim],
+        )
+        assert provider.effects() == {handoff.action_key: 1}
+        assert Handoff.objects.get(pk=handoff.pk).state == S.IN_FLIGHT
+        os.kill(victim.pid, signal.SIGKILL)
+        victim.wait(timeout=10)
+        provider.release()  # the held answer goes to a dead connection
+
+        survivor = processes.start_dispatcher("survivor", **overrides)
+        wait_until(
+            lambda: Handoff.objects.get(pk=handoff.pk).state == S.DELIVERED,
+            timeout=60,
+            what="the killed dispatcher's handoff to be settled",
+            procs=[survivor],
+        )
+        processes.dispatch_once("sweeper", **overrides)
+        processes.stop_all()
+        settled = Handoff.objects.get(pk=handoff.pk)
+        assert provider.effects() == {handoff.action_key: 1}, "exactly one effect for the key"
+        [record] = provider.records()
+        ids = {record.get(field) for field in ("id", "Id", "MessageID")} - {None}
+        assert settled.destination_id in ids
+        attempts = Attempt.objects.filter(handoff=handoff).order_by("number")
+        assert attempts.first().outcome == AttemptOutcome.ABANDONED
+    finally:
+        provider.stop()
