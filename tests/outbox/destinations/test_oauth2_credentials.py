@@ -6,6 +6,7 @@ import json
 import secrets
 import time
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from io import StringIO
 
 import pytest
@@ -151,6 +152,17 @@ def test_a_token_the_api_stops_taking_is_renewed_and_the_call_repeated_once_with
     assert token_server.state()["issued"] == 2
     assert destination.deliver(outgoing("a:3")).delivered
     assert token_server.state()["issued"] == 2, "the new token is kept"
+
+
+def test_workers_of_one_process_share_one_token_fetched_once(servers, built):
+    token_server, api = servers
+    destination = built(api, oauth2_auth(token_server))
+    with ThreadPoolExecutor(max_workers=8) as workers:
+        results = list(workers.map(destination.deliver, [outgoing(f"w:{n}") for n in range(24)]))
+
+    assert all(r.delivered for r in results)
+    assert token_server.state()["issued"] == 1, "one fetch while the other workers waited for it"
+    assert sent_keys(api) == Counter({f"w:{n}": 1 for n in range(24)})
 
 
 def test_a_token_refused_again_after_its_renewal_is_a_credential_failure(servers, built):
