@@ -320,28 +320,18 @@ class IdempotencyKeyHttpDestination(Destination):
             raise LookupFailed(f"lookup answered {describe_answer(response)}")
         return self._remote_task(action_key, _json_or_none(response))
 
-    def _searched(self, action_key: str, body: object) -> object:
-        """Our entry in a search's answer (None: none is ours); LookupFailed without one answer."""
-        try:
-            ours = self.config.lookup.search.entries(body, action_key)
-        except (FieldMissing, SeveralEntries) as exc:
-            raise LookupFailed(f"search answer holds no list of entries: {exc}") from exc
-        if len(ours) > 1:
-            raise LookupFailed(f"search found {len(ours)} entries for this key: a person compares")
-        return ours[0] if ours else None
-
     def _remote_task(self, action_key: str, body: object) -> RemoteTask | None:
-        fields = self.config.lookup.fields
-        if self.config.lookup.search:
-            body = self._searched(action_key, body)
-            if body is None:
-                return None
+        fields, search = self.config.lookup.fields, self.config.lookup.search
         try:
-            entry = fields.read(body, single=True)
+            # A search's answer is a list: the entry whose echoed key is ours, if any.
+            body = search.entry(body, action_key) if search else body
+            entry = fields.read(body, single=True) if body is not None else None
         except NoEntry:
             return None
         except (FieldMissing, SeveralEntries, MalformedReceipt) as exc:
             raise LookupFailed(f"lookup answer holds no single valid entry: {exc}") from exc
+        if entry is None:
+            return None
         if entry.key is not None and entry.key != action_key:
             raise LookupFailed(f"lookup answered an entry for another key at {fields.key}")
         # Without a comparable echo the entry is never taken for ours: `settlement_for` sends it to a person.

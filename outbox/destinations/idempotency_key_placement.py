@@ -210,6 +210,15 @@ class Search:
                 ours.append(entry)
         return ours
 
+    def entry(self, answer: object, action_key: str) -> object:
+        """Our entry (None: none is ours); FieldMissing without a list, SeveralEntries for more than one."""
+        ours = self.entries(answer, action_key)
+        if len(ours) > 1:
+            raise SeveralEntries(
+                f"{self.results}: {len(ours)} entries for this key: a person compares"
+            )
+        return ours[0] if ours else None
+
 
 def _filled(template: object, action_key: str) -> object:
     if isinstance(template, dict):

@@ -4,6 +4,7 @@ tests/providers/)."""
 
 import pytest
 
+from outbox.destinations.idempotency_key_contract import SeveralEntries
 from outbox.destinations.idempotency_key_http import IdempotencyKeyHttpDestination
 from outbox.destinations.idempotency_key_placement import KeyNotPlaced
 
@@ -101,6 +102,11 @@ def test_a_search_lookup_picks_the_entry_whose_echoed_key_is_ours():
         ]
     }
     assert search.entries(answer, "a:b") == [answer["Messages"][1]]
+    assert search.entry(answer, "a:b") == answer["Messages"][1]
+    assert search.entry(answer, "c:d") is None
+    twice = {"Messages": [answer["Messages"][1], answer["Messages"][1]]}
+    with pytest.raises(SeveralEntries):
+        search.entry(twice, "a:b")
 
 
 @pytest.mark.parametrize(
