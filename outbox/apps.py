@@ -4,3 +4,7 @@ from django.apps import AppConfig
 class OutboxConfig(AppConfig):
     name = "outbox"
     verbose_name = "Outbox (handoffs and delivery attempts)"
+
+    def ready(self) -> None:
+        # Registers the system check that refuses a seed variable the default destination's row overrides.
+        from outbox.destinations import seed_variables  # noqa: F401

@@ -13,6 +13,11 @@ enabled destination so that no destination holds up another.
   destination's, one statement, no call: a dead worker's rows are noticed within a lease, whatever the
   backlog), serves the destinations enabled now (one disabled or removed meanwhile gets no more turns) and
   starts the workers they need. A changed configuration is picked up by the next turn.
+- A destination's problem stays its own: one this process cannot serve (`destination_problems`: it cannot
+  be built, a secret is missing, a call may outlive a lease) is held with its reason
+  (`outbox/held_destinations.py`), one
+  incident, its handoffs pending, while the others are served; asked again at each supervision, it is
+  released and served once its problem is gone.
 - At the stop (SIGTERM) no new call starts: the call under way finishes, the outcomes are recorded, the
   claims not sent yet are given back (pending again, no attempt spent), and the process exits within a lease.
 
@@ -36,8 +41,9 @@ from django.db import connections
 from lib.databases import DB
 from outbox import heartbeat
 from outbox.destinations import Destination, DestinationUnavailable, destination_named
-from outbox.destinations.registry import destination_problems, enabled_destination_names
+from outbox.destinations.registry import destination_problems
 from outbox.dispatcher import RunStats, default_worker_name, dispatch_batch, maintain
+from outbox.held_destinations import Holds, servable_names
 from outbox.models import Handoff
 from outbox.services.leases import handoff_expire_leases
 from outbox.serving import Schedule, Turn
@@ -326,13 +332,15 @@ def run_forever(
     idle_sleep: float = 0.5,
     maintain_every: float = 5.0,
     stop: threading.Event | None = None,
+    holds: Holds | None = None,
 ) -> RunStats:
     """Deliver and maintain until `stop` is set (SIGTERM or Ctrl-C in `manage.py dispatch`): every enabled
-    destination, or the one given."""
+    destination it can serve (`holds`: those it cannot, held), or the one given."""
     worker = worker or default_worker_name()
     stop = stop or threading.Event()
     if destination is not None:
         return _serve_one(destination, worker, idle_sleep, maintain_every, stop)
+    holds = holds or Holds()
     schedule = Schedule(idle_sleep=idle_sleep, maintain_every=maintain_every, stop=stop)
     listening = threading.Thread(
         target=listen_for_wakeups,
@@ -345,7 +353,9 @@ def run_forever(
     backoff = Backoff()
     try:
         while not stop.is_set():
-            _guarded(lambda: _supervise(pool), what="supervision", backoff=backoff, stop=stop)
+            _guarded(
+                lambda: _supervise(pool, holds), what="supervision", backoff=backoff, stop=stop
+            )
             stop.wait(maintain_every)
     finally:
         stop.set()
@@ -356,12 +366,14 @@ def run_forever(
     return pool.total
 
 
-def _supervise(pool: Pool) -> None:
-    """Expire the leases that ran out (every destination's), serve the destinations enabled now, and start the
-    workers they need."""
+def _supervise(pool: Pool, holds: Holds) -> None:
+    """Expire the leases that ran out (every destination's), serve the destinations enabled now that can be
+    served (holding the others), and start the workers they need."""
     if expired := handoff_expire_leases():
         log.info("maintenance: expired %d leases", expired)
-    for name in pool.schedule.serve(enabled_destination_names()):
+    problems = destination_problems()
+    holds.update(problems)
+    for name in pool.schedule.serve(servable_names(problems)):
         log.info("serving destination %s", name)
     pool.grow()
     # Readiness (`manage.py dispatcher_ready`): the supervision turned, the database answering it.

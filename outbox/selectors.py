@@ -16,6 +16,7 @@ from outbox.models import (
     Handoff,
     HandoffEvent,
     HandoffState,
+    PauseReason,
 )
 
 
@@ -138,6 +139,11 @@ class DestinationSummary:
                 else "until resumed"
             )
             return f"paused by an operator {until}"
+        if (
+            health.state == DestinationState.PAUSED
+            and health.pause_reason == PauseReason.UNSERVABLE
+        ):
+            return f"held: {health.last_error}"
         if health.state == DestinationState.PAUSED:
             return f"paused by its breaker: {health.get_pause_reason_display().lower()}"
         if getattr(health, "held", False):

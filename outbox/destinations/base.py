@@ -92,8 +92,10 @@ class Destination(ABC):
     # 0: it is asked one key per request. Settlement asks in requests of this size (`outbox/settling.py`).
     lookup_batch_size = 0
     retry_policy = RetryPolicy()
-    # The longest one call can take (connect + read timeout): what a lease must outlast.
+    # The longest one call can take (connect + read timeout): what a lease must outlast
+    # (`lease_rule.py`), and the configuration keys that add up to it.
     call_seconds = 0.0
+    call_seconds_keys: tuple[str, ...] = ("connect_timeout", "read_timeout")
     # A repeat with the same key and body answers the original (the IETF Idempotency-Key draft's replay): an
     # uncertain outcome may be settled by sending the same request again (docs/destinations.md).
     replays_same_key = False

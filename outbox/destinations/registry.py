@@ -27,6 +27,7 @@ from outbox.destinations.http import DEFAULT_SECRET_ENV, HttpDestination
 from outbox.destinations.idempotency_key_http import IdempotencyKeyHttpDestination
 from outbox.destinations.in_process import CONFIG_KEYS as IN_PROCESS_KEYS
 from outbox.destinations.in_process import InProcessDestination
+from outbox.destinations.lease_rule import lease_refusal
 from outbox.destinations.secret_places import env_refusal, file_refusal, secret_file
 from outbox.destinations.smtp import SmtpDestination
 from outbox.destinations.status_events_config import STATUS_EVENTS_KEY, status_events_problem
@@ -177,14 +178,17 @@ def describe_contract(destination: Destination) -> str:
 
 
 def destination_problems() -> dict[str, str]:
-    """Why each enabled destination cannot be used (unknown kind, invalid configuration, a secret missing);
-    empty when every one can. By name."""
+    """Why each enabled destination cannot be served (unknown kind, invalid configuration, a secret missing,
+    a call that may outlive its lease: `lease_rule.py`); empty when every one can. By name."""
     problems = {}
     for name in enabled_destination_names():
         try:
-            credentials_checked(destination_named(name))
+            destination = credentials_checked(destination_named(name))
         except DestinationUnavailable as exc:
             problems[name] = str(exc)
+            continue
+        if refusal := lease_refusal(destination):
+            problems[name] = f"destination {name!r}: {refusal}"
     return problems
 
 

@@ -198,6 +198,7 @@ class SmtpDestination(Destination):
     supports_idempotency = False
     supports_lookup = False
     supports_batch = False
+    call_seconds_keys = ("timeout",)
 
     def __init__(self, config: dict):
         _check_keys(config)

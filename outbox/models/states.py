@@ -114,6 +114,10 @@ class DestinationState(models.TextChoices):
 class PauseReason(models.TextChoices):
     UNREACHABLE = "unreachable", "Unreachable (connection failures or 5xx)"
     CREDENTIAL = "credential", "Credentials refused (401/403)"
+    # Held by a dispatcher that cannot serve it (`outbox/services/breaker.py` destination_hold): it cannot
+    # be built, a secret it names is missing, or one call may outlive a lease. No probe: it is released
+    # when a dispatcher finds it servable.
+    UNSERVABLE = "unservable", "Cannot be served (configuration, secret or timeouts)"
 
 
 # Every allowed move of a destination's circuit breaker: paused after consecutive failures across

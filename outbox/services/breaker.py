@@ -4,7 +4,9 @@ An outage or a refused credential is the destination's problem, not each handoff
 `HANDOFF_BREAKER_THRESHOLD` consecutive connection/5xx failures across handoffs (or one 401/403) the
 destination is paused: no handoff is claimed for it, so none spends an attempt or its retry window on a
 receiver that cannot answer. One worker at a time makes a single probe call on a backoff schedule; the
-first success resumes the destination. Pauses and resumes are events; alerts read them. What the answers
+first success resumes the destination. Pauses and resumes are events; alerts read them. A dispatcher that
+cannot serve a destination at all (it cannot be built, a secret is missing, a call may outlive a lease)
+holds it the same way, with no probe, until a dispatcher finds it servable (`destination_hold`). What the answers
 say (the verdict, the thresholds, the probe delays) is `outbox/breaker_rules.py`.
 
 Recovery does not wait for the schedule when there is evidence sooner (issue 26): any answer from the
@@ -36,6 +38,7 @@ from outbox.models import (
     DestinationState,
     Handoff,
     HandoffState,
+    PauseReason,
 )
 from outbox.wakeups import wake_dispatcher_on_commit
 
@@ -117,10 +120,13 @@ def destination_answered(*, name: str, what: str) -> bool:
             DestinationHealth.objects.using(DB)
             .select_for_update(no_key=True)
             .filter(name=name, state=D.PAUSED)
+            .exclude(pause_reason=PauseReason.UNSERVABLE)
             .first()
         )
         if health is None:
-            return False  # resumed meanwhile (by a probe, or by another answer)
+            # Resumed meanwhile (by a probe, or by another answer), or held by a dispatcher that cannot
+            # serve it: an answer does not make a missing secret appear (`destination_hold`).
+            return False
         _resume(
             health,
             f"{what} answered after {health.probes} probe(s); resumed without waiting for the next probe",
@@ -224,3 +230,62 @@ def destination_resume(*, name: str, actor_label: str) -> str:
                 reason=f"{actor_label} asked for a probe now",
             )
     return health.state
+
+
+def destination_hold(*, name: str, reason: str) -> bool:
+    """Pause the destination as unservable (`PauseReason.UNSERVABLE`), `reason` as its last error: nothing
+    is claimed or probed for it, its handoffs wait, and its pause is one incident
+    (`reconciliation/alerts/causes.py`). Returns whether this changed anything (a hold with the same reason
+    is left as it is, so that its incident stays one)."""
+    with transaction.atomic(using=DB):
+        health = (
+            DestinationHealth.objects.using(DB)
+            .select_for_update(no_key=True)
+            .filter(pk=destination_health_get_or_create(name).pk)
+            .get()
+        )
+        held = health.state == D.PAUSED and health.pause_reason == PauseReason.UNSERVABLE
+        if held and health.last_error == reason:
+            return False
+        if health.state == D.PAUSED:
+            DestinationEvent.objects.using(DB).create(
+                destination=name, from_state=D.PAUSED, to_state=D.PAUSED, reason=reason
+            )
+        else:
+            _move(health, D.PAUSED, reason)
+        if not held:
+            health.pause_reason, health.paused_at, health.probes = (
+                PauseReason.UNSERVABLE,
+                db_now(),
+                0,
+            )
+        health.next_probe_at, health.last_error = None, reason
+        health.save(using=DB)
+    return True
+
+
+def destination_release_hold(*, name: str, reason: str) -> bool:
+    """End an unservable hold (`destination_hold`): the destination is active again and its dispatchers are
+    woken to drain it. Returns whether it was held."""
+    with transaction.atomic(using=DB):
+        health = (
+            DestinationHealth.objects.using(DB)
+            .select_for_update(no_key=True)
+            .filter(name=name, state=D.PAUSED, pause_reason=PauseReason.UNSERVABLE)
+            .first()
+        )
+        if health is None:
+            return False
+        _resume(health, reason)
+        health.save(using=DB)
+        wake_dispatcher_on_commit(DB, destination=name)
+    return True
+
+
+def destinations_held_unservable() -> set[str]:
+    """The destinations held as unservable now."""
+    return set(
+        DestinationHealth.objects.using(DB)
+        .filter(state=D.PAUSED, pause_reason=PauseReason.UNSERVABLE)
+        .values_list("name", flat=True)
+    )

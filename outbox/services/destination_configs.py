@@ -10,6 +10,7 @@ from django.db import transaction
 from django.utils.module_loading import import_string
 
 from lib.databases import DB
+from outbox.destinations.lease_rule import lease_refusal
 from outbox.destinations.registry import (
     DestinationInvalid,
     credentials_checked,
@@ -55,20 +56,27 @@ def _entry_problems(index: int, entry: object, seen: set[str]) -> list[str]:
         return [f"destination {name!r}: enabled must be true or false"]
     if not isinstance(entry.get("kind"), str):
         return [f"destination {name!r}: kind is required"]
+    return _build_problems(index, name, entry)
+
+
+def _build_problems(index: int, name: str, entry: dict) -> list[str]:
+    """The entry built as its kind would build it, its secrets present, one call within a lease."""
     try:
         destination = destination_from_config({k: v for k, v in entry.items() if k != "enabled"})
         try:
             credentials_checked(destination)
+            refusal = lease_refusal(destination)
         finally:
             destination.close()
     except DestinationInvalid as exc:
         return [f"destinations[{index}]: {exc}"]
-    return []
+    return [f"destinations[{index}] ({name}).{refusal}"] if refusal else []
 
 
 def destination_entries_problems(document: object) -> list[str]:
     """Why a destinations file cannot be applied (each entry built as its kind would: unknown kind, unknown
-    or invalid key, missing secret); empty when it can."""
+    or invalid key, missing secret, timeouts a call may outlive its lease with: `lease_rule.py`); empty when
+    it can."""
     if not isinstance(document, dict) or set(document) != {"destinations"}:
         return ['the file must be {"destinations": [...]}']
     if not isinstance(document["destinations"], list):

@@ -2,7 +2,8 @@
 
 A cause is a string that names what the members have in common, so that the same cause seen again (by
 this pass or the next) finds the same live incident:
-- a destination paused by its breaker: `destination:<name>:<why>`; members: its open handoffs;
+- a destination paused by its breaker, or held by a dispatcher that cannot serve it (`why`: unservable):
+  `destination:<name>:<why>`; members: its open handoffs;
 - handoffs that need a person for the same reason: `failures:<destination>:<class>:<reason>:<rule version>:
   <workflow>:<step>`; a step marked high-impact in its rule version pages on its first failure;
 - live reconciliation findings of one kind: `findings:<kind>`; corruption (payload mismatch, missing at the
@@ -21,7 +22,7 @@ from django.db.models import Count, Exists, OuterRef
 from approvals.models import RuleVersion, TriggerOutcome, TriggerRecord
 from lib.databases import DB
 from outbox.clock import DbNow
-from outbox.models import OPEN_STATES, FailureClass, Handoff, HandoffState
+from outbox.models import OPEN_STATES, FailureClass, Handoff, HandoffState, PauseReason
 from reconciliation.alerts.pages import paused_destinations
 from reconciliation.models import (
     Finding,
@@ -78,6 +79,9 @@ def destination_causes() -> list[Cause]:
     causes = []
     for health in paused_destinations():
         why = health.pause_reason or "paused"
+        title = f"Destination {health.name} paused: {why}"
+        if why == PauseReason.UNSERVABLE:
+            title = f"Destination {health.name} cannot be served: {health.last_error}"[:200]
         members = _handoff_members(
             Handoff.objects.using(DB).filter(destination=health.name, state__in=OPEN_STATES)
         )
@@ -86,7 +90,7 @@ def destination_causes() -> list[Cause]:
                 f"destination:{health.name}:{why}",
                 IncidentKind.DESTINATION,
                 PAGE,
-                f"Destination {health.name} paused: {why}",
+                title,
                 members,
                 {"destination": health.name, "failure_class": why},
             )

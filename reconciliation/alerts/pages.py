@@ -73,7 +73,9 @@ def health_link() -> str:
 
 def _render_destination_page(record: AlertRecord, link: str) -> tuple[str, str, dict]:
     health = DestinationHealth.objects.using(DB).filter(name=record.destination).first()
-    why = "unreachable" if record.failure_class == "unreachable" else "credentials refused"
+    why = {"unreachable": "unreachable", "unservable": "cannot be served"}.get(
+        record.failure_class, "credentials refused"
+    )
     subject = f"[handoff] PAGE: destination {record.destination} {why} since {record.episode_at:%Y-%m-%d %H:%M} UTC"
     fields = {
         "destination": record.destination,

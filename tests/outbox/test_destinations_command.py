@@ -1,5 +1,6 @@
-"""`manage.py destinations apply | list | check`, and `manage.py dispatch` refusing to start while an
-enabled destination cannot be built."""
+"""`manage.py destinations apply | list | check`, the lease rule checked against each destination's own
+timeouts, and `manage.py dispatch --once` holding a destination that cannot be built while it serves the
+rest (refusing to start only when none can be)."""
 
 import json
 from io import StringIO
@@ -7,7 +8,13 @@ from io import StringIO
 import pytest
 from django.core.management import CommandError, call_command
 
-from outbox.models import DestinationConfig, DestinationEvent
+from outbox.models import (
+    DestinationConfig,
+    DestinationEvent,
+    DestinationHealth,
+    DestinationState,
+    PauseReason,
+)
 from tests.processes import ROOT
 
 pytestmark = pytest.mark.django_db
@@ -120,17 +127,85 @@ def test_check_names_every_enabled_destination_that_cannot_be_built(tmp_path, mo
     with pytest.raises(CommandError) as refused:
         run("check")
     message = str(refused.value)
-    assert "2 destination(s) cannot be built" in message
+    assert "2 destination(s) cannot be served" in message
     assert "'fax'" in message and "HANDOFF_DEST_CRM_SIGNING_SECRET is not set" in message
     assert "'off'" not in message
 
 
-def test_dispatch_refuses_to_start_while_an_enabled_destination_cannot_be_built():
+def test_dispatch_once_holds_a_destination_that_cannot_be_built_and_serves_the_rest():
+    DestinationConfig.objects.create(
+        name="crm", kind="http", config={"url": "http://x", "retries": 3}
+    )
+    err = StringIO()
+    call_command("dispatch", "--once", stdout=StringIO(), stderr=err)
+    assert "not serving crm (held, its handoffs wait): destination 'crm'" in err.getvalue()
+    health = DestinationHealth.objects.get(name="crm")
+    assert (health.state, health.pause_reason) == (DestinationState.PAUSED, PauseReason.UNSERVABLE)
+    assert "retries" in health.last_error
+
+
+def test_dispatch_refuses_to_start_when_no_enabled_destination_can_be_built():
+    DestinationConfig.objects.create(name="receiver", kind="in_process", enabled=False)
     DestinationConfig.objects.create(
         name="crm", kind="http", config={"url": "http://x", "retries": 3}
     )
     with pytest.raises(CommandError, match="cannot dispatch: .*'crm'.*retries"):
         call_command("dispatch", "--once", stdout=StringIO())
+    assert not DestinationHealth.objects.filter(name="crm").exists()
+
+
+# The outside test's numbers: a 3 s lease, one call of 2 + 5 s; every call outlived its lease.
+SLOW = {**CRM, "name": "acme", "connect_timeout": 2, "read_timeout": 5}
+
+
+def test_apply_refuses_timeouts_a_call_may_outlive_its_lease_with_naming_the_field(
+    tmp_path, settings
+):
+    settings.HANDOFF_LEASE_SECONDS = 3
+    with pytest.raises(CommandError) as refused:
+        apply(tmp_path, FAST, SLOW)
+    message = str(refused.value)
+    assert "nothing applied" in message
+    assert (
+        "destinations[1] (acme).read_timeout: one call may take connect_timeout + read_timeout"
+        in (message)
+    )
+    assert "= 7 s, not less than the lease (HANDOFF_LEASE_SECONDS=3 s)" in message
+    assert not DestinationConfig.objects.exists()
+    settings.HANDOFF_LEASE_SECONDS = 8
+    assert "2 destination(s) changed" in apply(tmp_path, FAST, SLOW)
+
+
+def test_check_refuses_a_row_whose_own_timeouts_outlast_the_lease(settings):
+    DestinationConfig.objects.create(
+        name="acme",
+        kind="http",
+        config={k: v for k, v in SLOW.items() if k not in ("name", "kind", "enabled")},
+    )
+    settings.HANDOFF_LEASE_SECONDS = 3
+    with pytest.raises(CommandError) as refused:
+        run("check")
+    message = str(refused.value)
+    assert "1 destination(s) cannot be served" in message
+    assert (
+        "destination 'acme': read_timeout: one call may take connect_timeout + read_timeout = 7 s"
+        in (message)
+    )
+    settings.HANDOFF_LEASE_SECONDS = 8
+    assert "ok  acme at" in run("check")
+
+
+def test_the_seed_is_held_to_the_lease_rule_by_its_own_settings(settings):
+    settings.HANDOFF_DESTINATION = {
+        "kind": "http",
+        "name": "receiver",
+        "url": "http://127.0.0.1:9/delivery/api",
+        "connect_timeout": 2.0,
+        "read_timeout": 5.0,
+    }
+    settings.HANDOFF_LEASE_SECONDS = 3
+    with pytest.raises(CommandError, match="'receiver': read_timeout: .* = 7 s"):
+        run("check")
 
 
 def test_the_documented_example_file_applies(tmp_path, monkeypatch):

@@ -5,7 +5,9 @@
                  event; a file with any wrong entry (unknown kind, unknown key, missing secret) writes nothing;
                  the file itself is read strictly (lib/json_config.py: no key twice, no NaN, bounded)
     list         each destination: name, kind, enabled, whether its secrets are present, its contract
-    check        build every enabled destination; exit 1 naming every one that cannot be built
+    check        build every enabled destination; exit 1 naming every one that cannot be served (it cannot
+                 be built, a secret is missing, a call may outlive its lease) and every seed variable
+                 (RECEIVER_*) that its row overrides
 
 See docs/destinations/model.md.
 """
@@ -26,6 +28,7 @@ from outbox.destinations.registry import (
     secret_sources,
     seed_config,
 )
+from outbox.destinations.seed_variables import seed_variables_refused
 from outbox.destinations.status_events_config import (
     SINGLE_SECRET_ENV,
     destinations_left_on_the_single_secret,
@@ -106,8 +109,9 @@ class Command(BaseCommand):
                 f"note  {name} names no status-event secret (status_events.secret_env): "
                 f"{SINGLE_SECRET_ENV} no longer verifies its status events, they are refused"
             )
-        if problems:
+        lines = [f"  {problem}" for _name, problem in sorted(problems.items())]
+        lines += [f"  {refused}" for refused in seed_variables_refused()]
+        if lines:
             raise CommandError(
-                f"{len(problems)} destination(s) cannot be built:\n"
-                + "\n".join(f"  {problem}" for _name, problem in sorted(problems.items()))
+                f"{len(problems)} destination(s) cannot be served:\n" + "\n".join(lines)
             )

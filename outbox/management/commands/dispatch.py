@@ -5,6 +5,8 @@ from django.core.management.base import BaseCommand, CommandError
 
 from outbox import dispatcher, runner
 from outbox.destinations.registry import destination_problems
+from outbox.destinations.seed_variables import seed_variables_refused
+from outbox.held_destinations import Holds, servable_names
 
 
 class Command(BaseCommand):
@@ -29,7 +31,8 @@ class Command(BaseCommand):
 
     def handle(self, *args, once=False, worker=None, idle_sleep=0.5, maintain_every=5.0, **options):
         if once:
-            _refuse_on(destination_problems())
+            _refuse_on(seed_variables_refused())
+            self._hold(Holds(), destination_problems())
             stats = dispatcher.sweep(worker=worker)
             self.stdout.write(
                 f"claimed={stats.claimed} delivered={stats.delivered} duplicates_prevented={stats.duplicates} "
@@ -40,24 +43,37 @@ class Command(BaseCommand):
         stopping = threading.Event()
         signal.signal(signal.SIGTERM, lambda *_: stopping.set())
         signal.signal(signal.SIGINT, lambda *_: stopping.set())
-        # An enabled destination that cannot be built (unknown kind, invalid configuration, missing secret)
-        # stops the start: a dispatcher that serves the others and never this one fails silently. The
-        # database being unavailable does not: the check waits for it, as the loops do.
+        # A destination's problem stays its own: an enabled destination that cannot be served (unknown kind,
+        # invalid configuration, missing secret, a call that may outlive its lease) is held with its reason
+        # and one incident, and the others are served; only when none can be is the start refused. The
+        # database being unavailable stops nothing: the check waits for it, as the loops do.
         problems = runner.startup_problems(stopping)
         if problems is None:
             return
-        _refuse_on(problems)
+        _refuse_on(seed_variables_refused())
+        holds = self._hold(Holds(), problems)
         self.stdout.write(
             f"dispatching as {worker or dispatcher.default_worker_name()}; Ctrl-C to stop"
         )
         stats = runner.run_forever(
-            worker=worker, idle_sleep=idle_sleep, maintain_every=maintain_every, stop=stopping
+            worker=worker,
+            idle_sleep=idle_sleep,
+            maintain_every=maintain_every,
+            stop=stopping,
+            holds=holds,
         )
         self.stdout.write(f"stopped: claimed={stats.claimed} delivered={stats.delivered}")
 
+    def _hold(self, holds: Holds, problems: dict[str, str]) -> Holds:
+        """Hold each destination that cannot be served and say so; refuse when none can be."""
+        if not servable_names(problems):
+            _refuse_on([problem for _name, problem in sorted(problems.items())])
+        holds.start(problems)
+        for name, problem in sorted(problems.items()):
+            self.stderr.write(f"not serving {name} (held, its handoffs wait): {problem}")
+        return holds
 
-def _refuse_on(problems: dict[str, str]) -> None:
+
+def _refuse_on(problems: list[str]) -> None:
     if problems:
-        raise CommandError(
-            "cannot dispatch: " + "; ".join(problem for _name, problem in sorted(problems.items()))
-        )
+        raise CommandError("cannot dispatch: " + "; ".join(problems))

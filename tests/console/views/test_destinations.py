@@ -2,7 +2,10 @@
 counts), who may pause, resume or schedule a window (the destination permission), refusals that write
 nothing, the connection test, and the handoff list filtered by destination."""
 
+from io import StringIO
+
 import pytest
+from django.core.management import call_command
 
 from outbox.models import DestinationConfig, DestinationEvent, DestinationHealth, HandoffState
 from tests.console.clients import client_for
@@ -170,3 +173,20 @@ def test_a_destination_that_does_not_answer_the_resume_is_probed_with_the_next_c
     # The next claim is the probe: due now on the database clock, the breaker still paused until it succeeds.
     assert health.state == DestinationState.PAUSED
     assert DestinationHealth.objects.filter(name="down", next_probe_at__lte=db_now_plus(0)).exists()
+
+
+def test_a_destination_the_dispatcher_cannot_serve_is_shown_held_with_its_reason(world):
+    DestinationConfig.objects.create(
+        name="acme",
+        kind="http",
+        config={"url": "http://127.0.0.1:9/x", "secret_env": "HANDOFF_DEST_ACME_NOT_HERE"},
+    )
+    call_command("dispatch", "--once", stdout=StringIO(), stderr=StringIO())
+    olga = client_for(world["olga"])
+    rows = {d.name: d for d in olga.get("/destinations/").context["destinations"]}
+    words = rows["acme"].summary.state_words
+    assert words.startswith("held: destination 'acme'") and "HANDOFF_DEST_ACME_NOT_HERE" in words
+    assert rows["receiver"].summary.state_words == "active"
+    page = olga.get("/destinations/acme/")
+    assert page.context["destination"].summary.state_words == words
+    assert b"HANDOFF_DEST_ACME_NOT_HERE is not set" in page.content
