@@ -18,6 +18,7 @@ from outbox.models import (
     Handoff,
     HandoffState,
 )
+from outbox.models.states import WORK_DONE
 from outbox.redaction import redact_text
 
 S = HandoffState
@@ -33,21 +34,30 @@ class Plan:
     attempt_outcome: str
 
 
-def delivered_plan(result: DeliveryResult) -> Plan:
-    return Plan(
-        S.DELIVERED,
-        {
-            "destination_id": result.task_id,
-            "delivered_at": db_now(),
-            "failure_class": "",
-            "reason_code": "",
-            "last_error": "",
-            "receipt": result.receipt or {},
-            "work_status": str((result.receipt or {}).get("status", "")),
-        },
+def delivered_plan(result: DeliveryResult, destination: Destination) -> Plan:
+    """A validated receipt: delivered. Where the effect is the work (`work_status` "delivered", an e-mail
+    sent), the work is done with it, in the same write; elsewhere the receipt's own status, if any."""
+    changes = {
+        "destination_id": result.task_id,
+        "delivered_at": db_now(),
+        "failure_class": "",
+        "reason_code": "",
+        "last_error": "",
+        "receipt": result.receipt or {},
+        "work_status": str((result.receipt or {}).get("status", "")),
+    }
+    reason = (
         "receipt validated: task created"
         if result.created
-        else "receipt validated: receiver returned the existing task (duplicate prevented)",
+        else "receipt validated: receiver returned the existing task (duplicate prevented)"
+    )
+    if destination.work_status.done_at_delivery:
+        changes.update(work_status=WORK_DONE, work_checked_at=changes["delivered_at"])
+        reason += "; the work is done: delivering it was the work"
+    return Plan(
+        S.DELIVERED,
+        changes,
+        reason,
         AttemptOutcome.CREATED if result.created else AttemptOutcome.DUPLICATE,
     )
 
@@ -82,7 +92,7 @@ def plan_outcome(
     handoff: Handoff, result: DeliveryResult, destination: Destination, *, past_window: bool = False
 ) -> Plan:
     if result.delivered:
-        return delivered_plan(result)
+        return delivered_plan(result, destination)
     detail = redact_text(result.detail)[:2000]
     common = {
         "failure_class": result.failure_class,

@@ -4,6 +4,7 @@ from django.conf import settings
 
 from outbox import dispatcher, services
 from outbox.services import retention
+from outbox.services.work_pull import handoffs_pull_work_status
 
 
 def dispatch_due() -> dict:
@@ -23,6 +24,17 @@ def sweep() -> dict:
         "settled": stats.settled,
         "claimed": stats.claimed,
         "delivered": stats.delivered,
+    }
+
+
+def work_status_pull() -> dict:
+    """The work status of destinations that are asked for it (`work_status` pulled), due reads only."""
+    run = handoffs_pull_work_status()
+    return {
+        "read": run.read,
+        "recorded": run.recorded,
+        "unknown": run.unknown,
+        "failed": run.failed,
     }
 
 

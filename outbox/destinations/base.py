@@ -10,6 +10,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Protocol
 
+from outbox.destinations.work_status_config import WorkStatusSource
 from outbox.failures import DeliveryResult, Outgoing, check_storable
 from outbox.payloads import holds_sent
 from outbox.retry import RetryPolicy
@@ -35,6 +36,16 @@ class RemoteTask:
             and payload is not None
             and holds_sent(payload, self.echoed_payload)
         )
+
+
+@dataclass(frozen=True)
+class WorkAnswer:
+    """A destination's answer when asked for one task's work (a pulled read): the value at the configured
+    field as answered (None: not there), or that it has no such task (`found` False: the task is gone)."""
+
+    found: bool
+    value: object = None
+    asked: str = ""
 
 
 class LookupFailed(Exception):
@@ -102,6 +113,9 @@ class Destination(ABC):
     # How a delivered step is undone here: "native" (the receiver takes the compensating operation as a task
     # under its own key), "request" (a configured undo request), "" (nothing: a person undoes it by hand).
     undo = ""
+    # How its work status is learnt: done when delivered, pushed, or pulled (`work_status_config.py`); set
+    # from the configuration's `work_status` by the registry.
+    work_status = WorkStatusSource()
 
     @classmethod
     @abstractmethod
@@ -159,6 +173,11 @@ class Destination(ABC):
             f"{self.name} has no undo: undo by hand {receipt_id or '(no receipt id)'} "
             f"(key {step_key}) at {self.name}"
         )
+
+    def read_work(self, *, receipt_id: str, action_key: str) -> WorkAnswer:
+        """Ask the destination for one task's work (its pulled `work_status.read`); LookupFailed when
+        nothing is known. Only kinds that can be asked over HTTP read it (`PULLABLE_KINDS`)."""
+        raise LookupFailed(f"{self.name} cannot be asked for its work status")
 
     def credentials_missing(self) -> list[str]:
         """The secrets it cannot find now, each naming its variable or file (never a value)."""

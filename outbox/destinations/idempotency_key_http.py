@@ -20,7 +20,7 @@ from urllib.parse import quote
 import urllib3
 
 from lib.telemetry import call_span, note, trace_headers
-from outbox.destinations.base import Destination, LookupFailed, RemoteTask
+from outbox.destinations.base import Destination, LookupFailed, RemoteTask, WorkAnswer
 from outbox.destinations.http_answers import CALL_FAILURES, call_failure, describe_answer
 from outbox.destinations.http_connections import (
     Answer,
@@ -341,6 +341,34 @@ class IdempotencyKeyHttpDestination(Destination):
             payload_hash=entry.payload_hash if entry.payload_hash is not None else NOT_REPORTED,
             echoed_payload=entry.payload,
         )
+
+    def read_work(self, *, receipt_id: str, action_key: str) -> WorkAnswer:
+        """The configured work read (`work_status.read`) for one task: the value at its field as answered, or
+        not found (404, 410: the task is gone); LookupFailed when nothing is known."""
+        read = self.work_status.read
+        if read is None:
+            raise LookupFailed(f"{self.name} has no work status read configured")
+        path = read.path_for(receipt_id=receipt_id, action_key=action_key)
+        asked = f"{read.method} {path}"
+        try:
+            headers = self.config.credentials.headers()
+        except CREDENTIAL_FAILURES as exc:
+            raise LookupFailed(str(exc)) from exc
+        try:
+            response = self._request(read.method, path, None, headers)
+        except CALL_FAILURES as exc:
+            raise LookupFailed(f"{self.name} not reachable: {type(exc).__name__}") from exc
+        except CREDENTIAL_FAILURES as exc:
+            raise LookupFailed(str(exc)) from exc
+        if response.status_code in (404, 410):
+            return WorkAnswer(found=False, asked=f"{asked} answered {response.status_code}")
+        if not 200 <= response.status_code < 300:
+            raise LookupFailed(f"work status read {asked} answered {describe_answer(response)}")
+        try:
+            value = dig(_json_or_none(response), self.work_status.value_at, single=True)
+        except (FieldMissing, NoEntry, SeveralEntries):
+            value = None
+        return WorkAnswer(found=True, value=value, asked=asked)
 
     def list_keys(self, *, after: str = "", limit: int = 500) -> list[RemoteTask]:
         raise LookupFailed(

@@ -31,6 +31,7 @@ from outbox.destinations.lease_rule import lease_refusal
 from outbox.destinations.secret_places import env_refusal, file_refusal, secret_file
 from outbox.destinations.smtp import SmtpDestination
 from outbox.destinations.status_events_config import STATUS_EVENTS_KEY, status_events_problem
+from outbox.destinations.work_status_config import WORK_STATUS_KEY, parse_work_status
 from outbox.errors import OutboxError
 from outbox.models import DestinationConfig
 
@@ -42,6 +43,10 @@ KINDS: dict[str, type[Destination]] = {
     "in_process": InProcessDestination,
     "smtp": SmtpDestination,
 }
+
+
+# Keys of any kind, read here and taken off before the kind reads its configuration.
+_ANY_KINDS_KEYS = (STATUS_EVENTS_KEY, WORK_STATUS_KEY)
 
 
 class DestinationUnavailable(OutboxError):
@@ -90,12 +95,21 @@ def destination_from_config(config: dict) -> Destination:
         problem := status_events_problem(config[STATUS_EVENTS_KEY])
     ):
         raise DestinationInvalid(f"destination {name!r} ({kind}): {problem}")
+    # How its work status is learnt is any kind's too (work_status_config.py).
     try:
-        return KINDS[kind].from_config(
-            {k: v for k, v in config.items() if k not in ("kind", STATUS_EVENTS_KEY)}
+        work_status = parse_work_status(
+            config.get(WORK_STATUS_KEY), kind=kind, url=str(config.get("url", ""))
+        )
+    except ValueError as exc:
+        raise DestinationInvalid(f"destination {name!r} ({kind}): {exc}") from exc
+    try:
+        destination = KINDS[kind].from_config(
+            {k: v for k, v in config.items() if k not in ("kind", *_ANY_KINDS_KEYS)}
         )
     except (ValueError, TypeError, KeyError, ImproperlyConfigured) as exc:
         raise DestinationInvalid(f"destination {name!r} ({kind}): {exc}") from exc
+    destination.work_status = work_status
+    return destination
 
 
 def row_config(row: DestinationConfig) -> dict:

@@ -18,6 +18,7 @@ from typing import NamedTuple, TypeVar
 from django.conf import settings
 
 from outbox.destinations import Destination, LookupFailed, Lookups, RemoteTask, get_destination
+from outbox.destinations.base import WorkAnswer
 from outbox.limit_rules import HOLD_CHECK_SECONDS, DestinationLimited, Permit
 from outbox.models import DestinationState
 from outbox.services.breaker import destination_answered
@@ -114,6 +115,13 @@ class LimitedLookups(Lookups):
         if found and permit.breaker is not None and permit.breaker.state == DestinationState.PAUSED:
             destination_answered(name=self.destination.name, what=f"a lookup ({self.worker})")
         return EachAnswered(found, failed)
+
+    def read_work(self, *, receipt_id: str, action_key: str) -> WorkAnswer:
+        """A pulled work status read (`work_pull.py`): one request, like a lookup."""
+        return self._asked(
+            lambda: self.destination.read_work(receipt_id=receipt_id, action_key=action_key),
+            "a work status read",
+        )
 
     def list_keys(self, *, after: str = "", limit: int = 500) -> list[RemoteTask]:
         return self._asked(

@@ -162,7 +162,7 @@ def _record_delivered(
 ) -> Recorded:
     rows = []
     for claim, result in outcomes:
-        plan = delivered_plan(result)
+        plan = delivered_plan(result, destination)
         rows.append(
             DeliveredRow(
                 handoff_id=claim.handoff_id,

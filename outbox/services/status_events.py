@@ -46,6 +46,9 @@ class ReceiverStatement:
     status: str
     sequence: int
     occurred_at: datetime
+    # A pulled read (`work_pull.py`), not an event the receiver sent: what was asked and what it answered,
+    # in words ("GET /v1/accounts/acc_1: status 'active'"). "" for a status event.
+    read: str = ""
 
 
 @dataclass(frozen=True)
@@ -65,6 +68,9 @@ def _changes(statement: ReceiverStatement, handoff: Handoff, *, source: str) -> 
         "task_checked_by": source,
         "task_seen": statement.kind != TASK_DELETED,
     }
+    if statement.read:
+        # A read says when the work was last asked about, whatever it answered.
+        changes["work_checked_at"] = changes["task_checked_at"]
     if (
         statement.kind != STATUS_CHANGED
         or handoff.state != S.DELIVERED
@@ -75,12 +81,22 @@ def _changes(statement: ReceiverStatement, handoff: Handoff, *, source: str) -> 
     replaces = WORK_REPLACES[statement.status]
     if handoff.work_status in replaces:
         changes.update(work_status=statement.status, work_checked_at=changes["task_checked_at"])
-    if handoff.work_status in (*replaces, statement.status):
+    # The receiver's own time of a status event; a read has none (`work_checked_at` says when it was read).
+    if handoff.work_status in (*replaces, statement.status) and not statement.read:
         changes["work_reported_at"] = statement.occurred_at
     return changes
 
 
-def _said(statement: ReceiverStatement) -> str:
+def _said(statement: ReceiverStatement, destination: str) -> str:
+    if statement.read:
+        meaning = (
+            f"the work is {statement.status.replace('_', ' ')}"
+            if statement.status
+            else "a value its configuration does not name: the work is unknown"
+        )
+        if statement.kind == TASK_DELETED:
+            meaning = f"it has no task {statement.task_id} any more"
+        return f"{destination} answered {statement.read}: {meaning}"
     at = f"{statement.occurred_at:%Y-%m-%d %H:%M:%S} UTC, its time"
     if statement.kind == TASK_DELETED:
         return f"the receiver deleted task {statement.task_id} ({at}, event {statement.sequence})"
@@ -110,13 +126,14 @@ def _apply(statement: ReceiverStatement, *, destination: str) -> tuple[str, int 
     newest = handoff.receiver_event_sequence
     if newest is not None and statement.sequence <= newest:
         return R.STALE, handoff_id
-    changes = _changes(statement, handoff, source=f"status event from {destination}")
+    source = f"{'work status read' if statement.read else 'status event'} from {destination}"
+    changes = _changes(statement, handoff, source=source)
     handoff_transition(
         handoff,
         handoff.state,
         actor_label=f"receiver {destination}",
         action="receiver_event",
-        reason=_said(statement),
+        reason=_said(statement, destination),
         **changes,
     )
     return R.APPLIED, handoff_id

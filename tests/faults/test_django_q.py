@@ -65,18 +65,19 @@ def test_approval_is_delivered_by_the_qcluster_woken_on_commit(processes, settin
     assert cluster.poll() is None
 
 
-def test_schedule_sweeps_installs_one_sweep_every_minute_idempotently(processes):
+def test_schedule_sweeps_installs_the_sweep_and_the_work_pull_every_minute_idempotently(
+    processes,
+):
     processes.manage("schedule_sweeps")
     processes.manage("schedule_sweeps")
 
-    schedule = Schedule.objects.get()
-    assert (
-        schedule.name,
-        schedule.func,
-        schedule.schedule_type,
-        schedule.minutes,
-        schedule.repeats,
-    ) == ("outbox-sweep", "outbox.tasks.sweep", Schedule.MINUTES, 1, -1)
+    schedules = Schedule.objects.order_by("name").values_list(
+        "name", "func", "schedule_type", "minutes", "repeats"
+    )
+    assert list(schedules) == [
+        ("outbox-sweep", "outbox.tasks.sweep", Schedule.MINUTES, 1, -1),
+        ("work-status-pull", "outbox.tasks.work_status_pull", Schedule.MINUTES, 1, -1),
+    ]
 
 
 def test_scheduled_sweep_delivers_a_handoff_whose_wake_up_was_lost(processes, settings):

@@ -3,16 +3,24 @@ from django_q.models import Schedule
 
 
 class Command(BaseCommand):
-    help = "Create or update the django-q2 schedules (dispatch sweep). Safe to run any number of times."
+    help = (
+        "Create or update the django-q2 schedules (dispatch sweep, work status pull). "
+        "Safe to run any number of times."
+    )
 
     def handle(self, *args, **options):
-        Schedule.objects.update_or_create(
-            name="outbox-sweep",
-            defaults={
-                "func": "outbox.tasks.sweep",
-                "schedule_type": Schedule.MINUTES,
-                "minutes": 1,
-                "repeats": -1,
-            },
-        )
-        self.stdout.write("schedule outbox-sweep: every minute")
+        for name, func in (
+            ("outbox-sweep", "outbox.tasks.sweep"),
+            # Each pulled destination's due reads (its `every_seconds` apart per handoff).
+            ("work-status-pull", "outbox.tasks.work_status_pull"),
+        ):
+            Schedule.objects.update_or_create(
+                name=name,
+                defaults={
+                    "func": func,
+                    "schedule_type": Schedule.MINUTES,
+                    "minutes": 1,
+                    "repeats": -1,
+                },
+            )
+            self.stdout.write(f"schedule {name}: every minute")

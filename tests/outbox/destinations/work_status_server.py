@@ -1,0 +1,139 @@
+"""An accounts API written for the work-status tests, run as a process of its own (`python -m` this module
+`--port N`): it creates accounts under an Idempotency-Key and answers each account's status, which the test
+sets, and counts every read of it.
+
+    POST /v1/accounts                 header Idempotency-Key, JSON body -> 201 {"account": {"id": ...}}
+    GET  /v1/accounts/<id>            -> 200 {"account": {"id": ..., "status": ...}}, or 404
+    POST /_test/status                {"id": ..., "status": <any JSON value>} sets what the read answers;
+                                      {"id": ..., "gone": true} forgets the account (404 after)
+    GET  /_test/reads                 -> {<id>: reads of it}
+
+A new account's status is "pending".
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import httpx
+
+from tests.processes import ROOT, free_port
+
+ACCOUNTS = "/v1/accounts"
+
+
+class Accounts:
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.by_key: dict[str, str] = {}
+        self.status: dict[str, object] = {}
+        self.reads: dict[str, int] = {}
+
+
+class Handler(BaseHTTPRequestHandler):
+    accounts: Accounts
+
+    def log_message(self, *args):
+        pass
+
+    def _answer(self, status: int, document: object) -> None:
+        body = json.dumps(document).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def _body(self) -> dict:
+        return json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
+
+    def do_POST(self):
+        accounts, body = self.accounts, self._body()
+        with accounts.lock:
+            if self.path == "/_test/status":
+                if body.get("gone"):
+                    accounts.status.pop(body["id"], None)
+                else:
+                    accounts.status[body["id"]] = body["status"]
+                return self._answer(200, {})
+            key = self.headers.get("Idempotency-Key", "")
+            account_id = accounts.by_key.setdefault(key, f"acc_{len(accounts.by_key) + 1}")
+            accounts.status.setdefault(account_id, "pending")
+        return self._answer(201, {"account": {"id": account_id, "idempotency_key": key}})
+
+    def do_GET(self):
+        accounts = self.accounts
+        with accounts.lock:
+            if self.path == "/_test/reads":
+                return self._answer(200, dict(accounts.reads))
+            account_id = self.path.removeprefix(f"{ACCOUNTS}/")
+            accounts.reads[account_id] = accounts.reads.get(account_id, 0) + 1
+            if account_id not in accounts.status:
+                return self._answer(404, {"error": {"code": "not_found"}})
+            status = accounts.status[account_id]
+        return self._answer(200, {"account": {"id": account_id, "status": status}})
+
+
+class AccountsProcess:
+    """The accounts API in a process of its own on a free local port."""
+
+    def __init__(self):
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "tests.outbox.destinations.work_status_server"]
+            + ["--port", str(self.port)],
+            cwd=ROOT,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+        deadline = time.monotonic() + 20
+        while True:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"accounts exited: {self.proc.stderr.read().decode()[-2000:]}")
+            try:
+                self.reads()
+                return
+            except httpx.HTTPError:
+                if time.monotonic() > deadline:
+                    self.stop()
+                    raise
+                time.sleep(0.05)
+
+    def reads(self) -> dict[str, int]:
+        return httpx.get(f"{self.url}/_test/reads", timeout=5).json()
+
+    def set_status(self, account_id: str, status: object) -> None:
+        httpx.post(
+            f"{self.url}/_test/status", json={"id": account_id, "status": status}, timeout=5
+        ).raise_for_status()
+
+    def forget(self, account_id: str) -> None:
+        httpx.post(
+            f"{self.url}/_test/status", json={"id": account_id, "gone": True}, timeout=5
+        ).raise_for_status()
+
+    def stop(self) -> None:
+        self.proc.kill()
+        self.proc.wait(timeout=10)
+        self.proc.stderr.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--port", type=int, required=True)
+    args = parser.parse_args()
+    Handler.accounts = Accounts()
+    server = ThreadingHTTPServer(("127.0.0.1", args.port), Handler)
+    server.daemon_threads = True
+    server.serve_forever()
+
+
+if __name__ == "__main__":
+    main()
