@@ -142,7 +142,7 @@ def _approved_by(context: RequestContext, evidence: Evidence) -> str:
 # Where an instance stands (`outbox.selectors.instance_status`), when no step waits for a person:
 # what the request's line says after "approved by …; ", its tone, what happens next and who owns that.
 _INSTANCE_LINES = {
-    "complete": ("done: the receiver reports the work of every step done", YES, "", ""),
+    "complete": ("done: the work of every step is done", YES, "", ""),
     "compensated": (
         "undone: its delivered steps were reversed (compensated)",
         NO,

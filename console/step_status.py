@@ -246,6 +246,8 @@ def _failed_line(label: str, handoff: Handoff, failed: Finding | None, now: date
 def _work_line(label: str, handoff: Handoff, now: datetime) -> StatusLine:
     made, status = task_words(handoff, now), handoff.work_status
     checked = _work_evidence(handoff, now)
+    if handoff.work_done_by_delivery:
+        return StatusLine(label, f"done: {made}; delivering it was the work", YES)
     if status == WORK_DONE:
         return StatusLine(
             label, f"done: {made}; the receiver reports the work done ({checked})", YES

@@ -5,19 +5,24 @@
 - the same key with another body is refused (422) and changes nothing;
 - the same key while the first request is still processing is refused as in progress (409): the
   sender retries later with the same key;
+- an account is read by its id (GET), with its status: "pending" while it is set up, "active" after;
 - an account is closed by its id (DELETE): removed, its answer the account as it was; an id it does not
   hold (never created, or closed already) is not found (404), which a sender's undo counts as done.
 """
 
 import uuid
 from dataclasses import dataclass
+from datetime import timedelta
 
+from django.conf import settings
 from django.db import IntegrityError, transaction
+from django.utils import timezone
 
 from delivery.models import Account, AccountRequestState
 from delivery.services import MAX_KEY_LENGTH, payload_hash
 
 DB = "delivery"
+PENDING, ACTIVE = "pending", "active"
 
 
 class KeyMissing(Exception):
@@ -93,10 +98,22 @@ def account_for_key(key: str) -> Account | None:
     return Account.objects.using(DB).filter(idempotency_key=key).first()
 
 
+def account_by_id(account_id: str) -> Account | None:
+    return Account.objects.using(DB).filter(account_id=account_id).first()
+
+
+def account_status(account: Account) -> str:
+    """The account's own status, what its owners' work on it has reached: "pending" while it is being set up
+    (ACCOUNTS_ACTIVATION_SECONDS after its creation), "active" after."""
+    ready_at = account.created_at + timedelta(seconds=settings.ACCOUNTS_ACTIVATION_SECONDS)
+    return ACTIVE if timezone.now() >= ready_at else PENDING
+
+
 def account_as_json(account: Account) -> dict:
     return {
         "id": account.account_id,
         "idempotency_key": account.idempotency_key,
         "fingerprint": account.fingerprint,
+        "status": account_status(account),
         "created_at": account.created_at.isoformat(),
     }

@@ -9,6 +9,9 @@
         422 {"error": {"code": "idempotency_key_reused"}}   another body under this key
     GET  /delivery/accounts/v1/accounts?idempotency_key=<key>
         200 {"accounts": [{...}]}              the account of the key, or an empty list
+    GET  /delivery/accounts/v1/accounts/<id>
+        200 {"account": {..., "status": "pending" | "active"}}   pending while it is set up
+        404 {"error": {"code": "not_found"}}
     DELETE /delivery/accounts/v1/accounts/<id>
         200 {"account": {...}, "deleted": true}   closed now
         404 {"error": {"code": "not_found"}}       no such account (never created, or closed already)
@@ -86,10 +89,15 @@ def account_collection(request: HttpRequest) -> JsonResponse:
 
 
 @csrf_exempt
-@require_http_methods(["DELETE"])
+@require_http_methods(["GET", "DELETE"])
 def account_item(request: HttpRequest, account_id: str) -> JsonResponse:
     if not _authorized(request):
         return _error(401, "unauthorized", "a valid bearer token is required")
+    if request.method == "GET":
+        account = accounts.account_by_id(account_id)
+        if account is None:
+            return _error(404, "not_found", f"no account {account_id}")
+        return JsonResponse({"account": accounts.account_as_json(account)})
     account = accounts.account_close(account_id=account_id)
     if account is None:
         return _error(404, "not_found", f"no account {account_id}")

@@ -259,6 +259,8 @@ RECEIVER_SIGNING_SECRET_PREVIOUS = os.environ.get("RECEIVER_SIGNING_SECRET_PREVI
 # The bundled accounts service (delivery/accounts_api.py): the bearer tokens it accepts (a rotation's overlap).
 ACCOUNTS_API_TOKEN = os.environ.get("ACCOUNTS_API_TOKEN", "")
 ACCOUNTS_API_TOKEN_PREVIOUS = os.environ.get("ACCOUNTS_API_TOKEN_PREVIOUS", "")
+# Seconds an account of the bundled accounts service stays "pending" before it is "active" (its work done).
+ACCOUNTS_ACTIVATION_SECONDS = env_float("ACCOUNTS_ACTIVATION_SECONDS", 3.0)
 # The demo's SMTP server and its mailbox page (`manage.py demo_mailbox`, /delivery/mailbox/): off unless set.
 DEMO_MAILBOX_DIR = os.environ.get("DEMO_MAILBOX_DIR", "")
 DEMO_SMTP_PORT = env_int("DEMO_SMTP_PORT", 8025)

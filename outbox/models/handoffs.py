@@ -290,6 +290,17 @@ class Handoff(models.Model):
         return self.work_status == WORK_DONE
 
     @property
+    def work_done_by_delivery(self) -> bool:
+        """Its work was done by delivering it (a destination whose effect is the work, such as an e-mail
+        sent: `work_status` "delivered"), recorded with the delivery, not reported after it."""
+        return (
+            self.work_done
+            and self.work_reported_at is None
+            and self.work_checked_at is not None
+            and self.work_checked_at == self.delivered_at
+        )
+
+    @property
     def retry_scheduled(self) -> bool:
         """Pending after a failed attempt, with its next attempt set (`in_backoff` also asks that it is later
         than now)."""

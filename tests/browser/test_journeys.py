@@ -90,7 +90,7 @@ def test_requester_submits_a_request_and_follows_it_to_work_done(
     assert reconciliation_run().work_statuses_recorded == 1
     page.reload()
     expect(row.locator('[data-line="request"]')).to_contain_text(
-        "done: the receiver reports the work of every step done"
+        "done: the work of every step is done"
     )
     axe_check("my requests")
     docs_screenshot("requester-my-requests")

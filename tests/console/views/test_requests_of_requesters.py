@@ -101,7 +101,7 @@ def test_my_requests_says_where_the_request_stands_up_to_the_work_reported_done(
     task_status_set(action_key=handoff.action_key, status="done")
     assert reconciliation_run().work_statuses_recorded == 1
     row = _my_row(bob)
-    assert "done: the receiver reports the work of every step done" in row
+    assert "done: the work of every step is done" in row
     assert "the receiver reports the work done (read at" in row
 
 
