@@ -192,6 +192,9 @@ def main() -> None:
     handler.key = key
     handler.api_key = api_key
     handler.state = {"issued": 0, "requests": [], "records": {}, "faults": {}}
+    # A listen backlog for a burst of workers connecting at once (the default 5 drops SYNs beyond it, and
+    # a dropped SYN is retried after 1 s: a connect timeout).
+    ThreadingHTTPServer.request_queue_size = 64
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     server.daemon_threads = True
     print(f"listening on http://127.0.0.1:{server.server_address[1]}", flush=True)
