@@ -4,9 +4,9 @@ One handoff's way through `dispatch_batch`, in the order of this file: admit (th
 `outbox/services/breaker.py`), take a permit (its limits, `outbox/services/limits.py`), claim
 (`outbox/services/claims.py`), call the destination outside any transaction (`outbox/destinations/`, which
 reads its answer with `outbox/failures.py`; `outbox/lease_keeper.py` checks the lease before each call),
-give the permit back, record the outcome (`outbox/services/outcomes.py`: planned by `outbox/outcomes.py`,
-written there or by `outbox/delivered.py`), count it against the breaker. The periodic passes (`drain`,
-`maintain`, `sweep`) are at the end.
+give the permit back, record the outcome (`outbox/recorded.py` → `outbox/services/outcomes.py`: planned by
+`outbox/outcomes.py`, written there or by `outbox/delivered.py`), count it against the breaker. The periodic
+passes (`drain`, `maintain`, `sweep`) are at the end.
 """
 
 import logging
@@ -18,7 +18,6 @@ import time
 from django.conf import settings
 
 from lib.databases import DB
-from lib.log_context import log_recorded
 from lib.telemetry import each_in_trace
 from outbox.breaker_rules import Admission, would_pause
 from outbox.destinations import (
@@ -31,12 +30,11 @@ from outbox.destinations import (
 from outbox.failures import DeliveryResult
 from outbox.lease_keeper import LeaseKeeper
 from outbox.limit_rules import DestinationLimited, Permit
-from outbox.models import DestinationState, Handoff, HandoffState
-from outbox.reconnect import retried_after_lost_connection
+from outbox.models import DestinationState, Handoff
+from outbox.recorded import record_and_count, write_and_count
 from outbox.run_stats import RunStats
 from outbox.services.breaker import (
     destination_admit,
-    destination_record_results,
     destination_settlement_admission,
 )
 from outbox.services.claims import Claim, claim_resend_blocked, handoff_claim_due
@@ -47,11 +45,9 @@ from outbox.services.leases import (
 )
 from outbox.services.limits import destination_acquire, destination_release
 from outbox.services.lookup_limits import lookups_under_limits
-from outbox.services.outcomes import handoff_record_outcomes
 from outbox.settling import SettlementPass, settle_pass
 
 log = logging.getLogger(__name__)
-S = HandoffState
 
 
 def default_worker_name() -> str:
@@ -177,7 +173,7 @@ def deliver_claims_one_by_one(
     destination_release(permit=keeper.permit)
     state = ""
     if outcomes:
-        state = _record(outcomes, destination, stats, written=marked)
+        state = record_and_count(outcomes, destination, stats, written=marked)
     if rest:
         keeper.give_back(rest, _why_not_sent(destination, state, keeper.permit, stop))
         stats.paused = state == DestinationState.PAUSED
@@ -206,7 +202,7 @@ def _send_one(
         result = destination.deliver(claim.outgoing)
         keeper.permit.made([result])
     if marked:
-        _write([(claim, result)], destination, stats)
+        write_and_count([(claim, result)], destination, stats)
     return result
 
 
@@ -270,58 +266,7 @@ def deliver_claims_batched(
             outcomes += zip(sendable, results, strict=True)
     destination_release(permit=keeper.permit)
     if outcomes:
-        _record(outcomes, destination, stats)
-
-
-def _record(
-    outcomes: list[tuple[Claim, DeliveryResult]],
-    destination: Destination,
-    stats: RunStats,
-    *,
-    written: bool = False,
-) -> str:
-    """Write the outcomes (unless each was `written` after its call), count them against the destination;
-    returns the destination's state after."""
-    healthy = None if written else _write(outcomes, destination, stats)
-    return destination_record_results(
-        name=destination.name,
-        results=[result for _claim, result in outcomes],
-        seen_healthy=healthy,
-    )
-
-
-def _write(
-    outcomes: list[tuple[Claim, DeliveryResult]], destination: Destination, stats: RunStats
-) -> bool | None:
-    """Write the outcomes and count them; whether the destination's breaker has nothing to reset, if seen."""
-    recorded = retried_after_lost_connection(
-        lambda: handoff_record_outcomes(outcomes=outcomes, destination=destination),
-        what=f"outcomes of {len(outcomes)} calls to {destination.name}",
-    )
-    for (claim, result), state in zip(outcomes, recorded.states, strict=True):
-        log_recorded(log, claim, destination.name, state)
-        if state is None:
-            stats.lease_lost += 1
-            log.warning(
-                "outcome of %s refused: lease taken over (result was %s)",
-                claim.action_key,
-                result.reason_code or "delivered",
-            )
-        else:
-            _tally(stats, state, result)
-    return recorded.destination_healthy
-
-
-def _tally(stats: RunStats, state: str, result: DeliveryResult) -> None:
-    if state == S.DELIVERED:
-        stats.delivered += 1
-        stats.duplicates += 0 if result.created else 1
-    elif state == S.PENDING:
-        stats.retrying += 1
-    elif state == S.UNCERTAIN:
-        stats.uncertain += 1
-    else:
-        stats.needs_attention += 1
+        record_and_count(outcomes, destination, stats)
 
 
 def handoff_deliver(
