@@ -187,7 +187,7 @@ def settlement_for(handoff: Handoff, remote: RemoteTask | None, destination: Loo
     """found, same payload (the same hash, or an echo holding every field sent) -> delivered; found, another
     value of a field sent -> needs_attention (conflict);
     not found -> pending (same key, safe to send), or a person where the receiver ignores the key."""
-    if remote is not None and remote.same_payload(handoff.payload, handoff.payload_hash):
+    if remote is not None and remote.same_payload(handoff.sent_body, handoff.payload_hash):
         return Settlement(
             S.DELIVERED,
             f"{destination.name} has task {remote.task_id} for this key with the same payload",

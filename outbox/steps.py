@@ -10,7 +10,7 @@ destination its rule version names (the default destination when it names none);
 destination of the step it reverses.
 """
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from outbox.models import Handoff, HandoffKind, HandoffState
@@ -39,10 +39,17 @@ def base_payload(payload: dict) -> dict:
 
 
 def plan_steps(
-    instance_key: str, steps: Sequence[dict], *, default_destination: str, start: int = 1
+    instance_key: str,
+    steps: Sequence[dict],
+    *,
+    default_destination: str,
+    start: int = 1,
+    requests: Mapping[str, dict] | None = None,
 ) -> list[dict]:
     """The plan entries of steps[start:], in order. A step is {"name", "operation"?, "compensation"?,
-    "destination"?}; a step that names no destination goes to `default_destination`."""
+    "destination"?}; a step that names no destination goes to `default_destination`. `requests`: the
+    requests approved with the decision, by step name; an entry holds its step's (frozen until sent)."""
+    requests = requests or {}
     return [
         {
             "kind": HandoffKind.ACTION,
@@ -52,6 +59,7 @@ def plan_steps(
             "operation": step.get("operation") or step["name"],
             "compensation": step.get("compensation") or "",
             "destination": step.get("destination") or default_destination,
+            **({"request": requests[step["name"]]} if step["name"] in requests else {}),
         }
         for index, step in enumerate(steps)
         if index >= start

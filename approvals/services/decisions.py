@@ -21,11 +21,18 @@ from approvals.models import (
     WorkflowMode,
     Workspace,
 )
+from approvals.route_requests import (
+    RouteRequest,
+    frozen_requests,
+    route_requests,
+    route_requests_hash,
+)
 from approvals.rules import payload_problems, rules_for, steps_of
 from approvals.selectors import decider_refusal
 from approvals.services.memberships import require_member
 from approvals.services.requests import request_move
 from lib.databases import DB
+from lib.request_mapping import MappingRefused
 from lib.telemetry import approval_trace
 from outbox import services as outbox_services
 from outbox.models import Handoff
@@ -105,6 +112,7 @@ def _decide(
     decision: str,
     reason: str,
     workflow: str,
+    requests_hash: str | None = None,
 ) -> tuple[Request, Approval]:
     request = revision_locked_for_review(
         workspace_id=workspace_id,
@@ -121,6 +129,9 @@ def _decide(
     ):
         # The rules changed since the request was validated: approving it would break the rules in force.
         raise InvalidPayload([f"under rules {rules.version}: {p}" for p in problems])
+    routes = (
+        _routes_as_shown(request, rules, requests_hash) if decision == Decision.APPROVE else None
+    )
     approval = Approval.objects.create(
         request=request,
         revision=request.revision,
@@ -129,6 +140,8 @@ def _decide(
         decided_by=actor,
         payload_hash=request.payload_hash,
         rule_version=rules.version,
+        requests=[route.stored() for route in routes] if routes is not None else None,
+        requests_hash=route_requests_hash(routes) if routes is not None else "",
     )
     request_move(
         request,
@@ -137,6 +150,21 @@ def _decide(
         reason=reason,
     )
     return request, approval
+
+
+def _routes_as_shown(request: Request, rules, requests_hash: str | None) -> list[RouteRequest]:
+    """What each routed step will send, rendered from the payload under the rules in force; StaleRevision when
+    it is not what the approver was shown (`requests_hash`; None: a caller that shows none, as the API)."""
+    try:
+        routes = route_requests(request.payload, rules.steps)
+    except MappingRefused as exc:
+        raise InvalidPayload([f"under rules {rules.version}: {exc}"]) from exc
+    if requests_hash is not None and requests_hash != route_requests_hash(routes):
+        raise StaleRevision(
+            f"{request}: what each destination will receive changed since it was shown "
+            f"(the rules are now {rules.version}): the requests hash does not match"
+        )
+    return routes
 
 
 def _on_call_owner(workspace: Workspace):
@@ -160,8 +188,10 @@ def request_approve(
     payload_hash: str,
     reason: str = "",
     workflow: str = "onboarding",
+    requests_hash: str | None = None,
 ) -> Handoff:
     """Approve exactly the revision and payload the approver saw, and record its handoff with it.
+    `requests_hash`: of the rendered requests the approver saw (`route_requests`); None where none are shown.
 
     The handoff is sent only when the workflow's mode sends for this workspace; otherwise it is recorded
     as observed (what would have been sent, never sent). Traced as the root of the handoff's trace."""
@@ -175,6 +205,7 @@ def request_approve(
             decision=Decision.APPROVE,
             reason=reason,
             workflow=workflow,
+            requests_hash=requests_hash,
         )
         _, sends = WorkflowMode.objects.effective(workflow, request.workspace_id)
         handoff = outbox_services.handoff_record(
@@ -189,6 +220,7 @@ def request_approve(
             actor=actor,
             observe_only=not sends,
             steps=steps_of(approval.rule_version),
+            requests=frozen_requests(approval.requests),
         )
         return traced(handoff)
 

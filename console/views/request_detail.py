@@ -11,6 +11,7 @@ from django_htmx.http import push_url
 from approvals import selectors, services
 from approvals.errors import ApprovalDenied, ApprovalsError, InvalidPayload, StaleRevision
 from approvals.models import Request, RequestState, Role
+from approvals.route_requests import RoutesShown, routes_shown
 from approvals.rules import rules_for
 from console.correction_forms import CorrectionForm
 from console.own_fields import payload_shown_to
@@ -81,6 +82,13 @@ def _correction(obj: Request) -> CorrectionForm:
     )
 
 
+def _routes(obj: Request) -> RoutesShown | None:
+    """What each routed step will send if approved, while the revision awaits a decision."""
+    if obj.state != RequestState.AWAITING_APPROVAL:
+        return None
+    return routes_shown(obj.payload, rules_for(obj.workflow).steps)
+
+
 def detail_context(
     request, obj: Request, result: dict | None = None, replaced: Request | None = None
 ) -> dict:
@@ -105,6 +113,7 @@ def detail_context(
         **_what_the_user_may_do(request.user, obj, newest, is_approver),
         "result": result,
         "correction": _correction(obj),
+        "routes": _routes(obj),
         "status": statuses_of([obj])[obj.pk],
         "replaced": replaced,
         "changes": selectors.revision_changes(replaced, obj) if replaced is not None else [],
@@ -197,7 +206,13 @@ def _take_decision(request, obj: Request, decision: str, reason: str) -> tuple[d
     try:
         if decision == "approve":
             handoff = services.request_approve(
-                **ids, actor=request.user, payload_hash=shown_hash, reason=reason
+                **ids,
+                actor=request.user,
+                payload_hash=shown_hash,
+                reason=reason,
+                # The page posts the hash of the requests it showed; None (a form from before request
+                # mapping, or a client that shows none) binds only to the payload, as before.
+                requests_hash=request.POST.get("requests_hash"),
             )
             return _approved(handoff), 200, obj
         services.request_reject(**ids, actor=request.user, payload_hash=shown_hash, reason=reason)

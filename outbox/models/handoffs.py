@@ -104,7 +104,11 @@ class Handoff(models.Model):
     )
     rule_version = models.CharField(max_length=40, blank=True)
     payload = models.JSONField()
+    # Of what is sent: the payload, or the frozen request's body where there is one.
     payload_hash = models.CharField(max_length=64)
+    # The request approved with the decision ({"body", "path", "query", "headers"}, lib/request_mapping.py),
+    # frozen here and sent as it is; None: the route maps none and the payload is the body.
+    request = models.JSONField(null=True, blank=True)
     destination = models.CharField(max_length=40, default="receiver")
 
     state = models.CharField(
@@ -266,6 +270,11 @@ class Handoff(models.Model):
 
     def can_move_to(self, state: str) -> bool:
         return state in HANDOFF_TRANSITIONS[self.state]
+
+    @property
+    def sent_body(self) -> dict:
+        """The JSON body its destination receives: the frozen request's, else the payload."""
+        return self.request["body"] if self.request is not None else self.payload
 
     @property
     def is_open(self) -> bool:

@@ -50,14 +50,19 @@ class Claim:
     workspace_id: int | None = None
     # A compensation's: the delivered step it reverses (`with_undo_targets`).
     undo: UndoTarget | None = None
+    # The request frozen in the handoff at approval (`Handoff.request`); None: the payload is the body.
+    request: dict | None = None
 
     @property
     def outgoing(self) -> Outgoing:
+        """What the destination is sent: the one place a frozen request's body takes the payload's place
+        (its `payload_hash` is already of that body: `create_handoff`)."""
         return Outgoing(
             action_key=self.action_key,
-            payload=self.payload,
+            payload=self.request["body"] if self.request is not None else self.payload,
             payload_hash=self.payload_hash,
             undo=self.undo,
+            request=self.request,
         )
 
 
@@ -75,12 +80,13 @@ class ClaimedRow(NamedTuple):
     attempts_in_run: int
     destination: str
     workspace_id: int
+    request: dict | None
     attempt_id: int | None
     follow_up: bool
 
 
 # The handoff's columns a claim reads back, in `ClaimedRow`'s order.
-CLAIMED_COLUMNS = ClaimedRow._fields[:9]
+CLAIMED_COLUMNS = ClaimedRow._fields[:10]
 
 
 def handoff_claim_due(
@@ -118,6 +124,7 @@ def handoff_claim_due(
             run_attempt=row.attempts_in_run,
             follow_up=row.follow_up,
             workspace_id=row.workspace_id,
+            request=row.request,
         )
         for row in rows
     ]
@@ -211,8 +218,12 @@ def _claim_skip_locked(due, *, worker: str, limit: int, lease_seconds: int) -> l
         names = [column.name for column in cursor.description]
         fetched = [ClaimedRow(**dict(zip(names, row, strict=True))) for row in cursor.fetchall()]
     payload_field = Handoff._meta.get_field("payload")
+    request_field = Handoff._meta.get_field("request")
     return [
-        row._replace(payload=payload_field.from_db_value(row.payload, None, connection))
+        row._replace(
+            payload=payload_field.from_db_value(row.payload, None, connection),
+            request=request_field.from_db_value(row.request, None, connection),
+        )
         for row in fetched
     ]
 

@@ -1,6 +1,6 @@
 """Recording a handoff: the outbox row of an approved action, written in the caller's transaction."""
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from django.db import IntegrityError, transaction
 
@@ -29,14 +29,16 @@ def handoff_record(
     actor=None,
     observe_only: bool = False,
     steps: Sequence[dict] = (),
+    requests: Mapping[str, dict] | None = None,
 ) -> Handoff:
     """Write the outbox row for an approved action. Meant to run inside the caller's transaction.
 
     `action_key` is the instance's key. A workflow of several `steps` records only its first step now, with
     its own key `<instance>:<step>` and the rest of the plan; each later step is recorded when the one
     before it is delivered (`record_successors`). Each handoff names its destination: its step's (from the
-    rule version), else the default destination."""
-    fields = _first_step(action_key, payload, steps, default_destination_name())
+    rule version), else the default destination. `requests`: the requests approved with the decision, by
+    step name: each step's handoff freezes its own (`Handoff.request`), never rendered again."""
+    fields = _first_step(action_key, payload, steps, default_destination_name(), requests or {})
     with transaction.atomic(using=DB):
         handoff = create_handoff(
             workflow=workflow,
@@ -64,24 +66,34 @@ def handoff_record(
     return handoff
 
 
-def _first_step(action_key: str, payload: dict, steps: Sequence[dict], default: str) -> dict:
+def _first_step(
+    action_key: str, payload: dict, steps: Sequence[dict], default: str, requests: Mapping
+) -> dict:
     """The row's key, payload and destination: the instance's own (the default destination), or its first
     step's with the rest of the plan. Always named: the model's default name is nobody's choice."""
     if not steps:
         return {"action_key": action_key, "payload": payload, "destination": default}
-    [first, *_rest] = plan_steps(action_key, steps, default_destination=default, start=0)
+    [first, *_rest] = plan_steps(
+        action_key, steps, default_destination=default, start=0, requests=requests
+    )
     return {
         "action_key": first["key"],
         "payload": step_payload(payload, first["operation"]),
         "destination": first["destination"],
         "step": first["step"],
         "compensation_operation": first["compensation"],
-        "plan": plan_steps(action_key, steps, default_destination=default),
+        "plan": plan_steps(action_key, steps, default_destination=default, requests=requests),
+        "request": first.get("request"),
     }
 
 
 def create_handoff(
-    *, observe_only: bool = False, payload: dict, action_key: str, **fields
+    *,
+    observe_only: bool = False,
+    payload: dict,
+    action_key: str,
+    request: dict | None = None,
+    **fields,
 ) -> Handoff:
     """Insert one outbox row, due at once (or observed only); a key that exists is ActionKeyExists, whether
     its handoff is still in the outbox or was archived by retention (`outbox/services/retention.py`): a key is
@@ -97,7 +109,9 @@ def create_handoff(
             handoff = Handoff.objects.using(DB).create(
                 action_key=action_key,
                 payload=payload,
-                payload_hash=payload_hash(payload),
+                request=request,
+                # Of what the destination receives: what it echoes and what lookups compare.
+                payload_hash=payload_hash(request["body"] if request is not None else payload),
                 state=S.OBSERVED if observe_only else S.PENDING,
                 next_attempt_at=None if observe_only else db_now(),
                 run_started_at=None if observe_only else db_now(),

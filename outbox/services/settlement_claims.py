@@ -204,6 +204,8 @@ class _AsClaimed(NamedTuple):
     payload_hash: str
     state: str = S.UNCERTAIN
     payload: dict | None = None
+    # What was sent (`Handoff.sent_body`): not needed where the hashes match.
+    sent_body: dict | None = None
 
 
 def _record_found(answers: list[SettlementAnswer], destination: Lookups) -> set[int]:

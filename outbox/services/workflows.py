@@ -36,6 +36,8 @@ def record_planned(
         instance_key=after.instance_key,
         action_key=entry["key"],
         payload=step_payload(base_payload(after.payload), entry["operation"]),
+        # The request approved with the decision, carried by the plan: never rendered again.
+        request=entry.get("request"),
         step=entry["step"],
         step_index=entry["index"],
         kind=entry["kind"],

@@ -136,7 +136,7 @@ def replay_start_for_incident(*, incident_id: int, workspace_ids: list[int], act
 
 
 def _verdict_of(handoff: Handoff, remote: RemoteTask | None, idempotent: bool) -> tuple[str, str]:
-    if remote is not None and remote.same_payload(handoff.payload, handoff.payload_hash):
+    if remote is not None and remote.same_payload(handoff.sent_body, handoff.payload_hash):
         return (
             ReplayVerdict.PRESENT,
             f"the receiver has task {remote.task_id} with the same payload",
