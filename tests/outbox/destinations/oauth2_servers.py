@@ -9,7 +9,7 @@ A wrong client -> 400 {"error": "invalid_client"} (401 when it came as Basic, se
 checks a signed JWT. Test-only: GET /_test/state (tokens issued, the requests' client, method, scope and
 audience), POST /_test/faults {"revoked": bool, "expires_in": seconds}.
 
-API: POST /v1/records with Idempotency-Key and a JSON body -> 201 {"record": {"id", "key", "body"}}, the same
+API: POST /v1/records (any query) with Idempotency-Key and a JSON body -> 201 {"record": {"id", "key", "body"}}, the same
 answer again for a repeat of the key (header Idempotent-Replayed: true). It takes `Authorization: Bearer <a
 token of the server, not expired, serial not below the floor>` or, when started with an API key, `X-Api-Key:
 <key>`; anything else -> 401. Test-only: GET /_test/state (records, every request's key and whether it was
@@ -143,7 +143,7 @@ class Api(Handler):
         self.state["requests"].append({"key": key, "allowed": allowed})
         if not allowed:
             return self.answer(401, {"error": {"code": "unauthorized"}})
-        if self.path != "/v1/records" or not key:
+        if self.path.split("?")[0] != "/v1/records" or not key:
             return self.answer(400, {"error": {"code": "bad_request"}})
         records = self.state["records"]
         if key in records:
