@@ -2,7 +2,7 @@
 unknown key or a missing one is a ValueError naming it. Every key is described in
 docs/destinations/idempotency_key_http.md."""
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from outbox.destinations.http_fields import header_name, relative_path, static_headers
 from outbox.destinations.idempotency_key_contract import Contract, Fields, check_path
@@ -39,8 +39,14 @@ TOP_OPTIONAL = {
     "max_connections",
     "undo",
     "replays_same_key",
+    "samples",
+    "override_reasons",
+    "probe_body",
 }
 CREATE_METHODS = {"POST", "PUT", "PATCH"}
+# The answers a destination entry may keep as samples, read by `destinations check` (contract_checks.py).
+SAMPLE_NAMES = ("create", "lookup", "duplicate", "undo")
+OVERRIDE_REASON_CHARS = 500
 # Headers the destination sets itself: static `headers` may not carry them (a secret is named in `auth`).
 OWN_HEADERS = {"authorization", "content-type", "proxy-authorization"}
 
@@ -89,6 +95,12 @@ class Config:
     replays_same_key: bool = True
     # Where the key travels (`idempotency_key_placement`): a header unless configured otherwise.
     key: KeyPlacement = KeyPlacement(where="header", header="Idempotency-Key")
+    # Answers the provider gave (by SAMPLE_NAMES): `check` reads the configured paths in them.
+    samples: dict = field(default_factory=dict)
+    # Why an override that contradicts the contract's meaning is right here, by field ("statuses.422").
+    override_reasons: dict[str, str] = field(default_factory=dict)
+    # The body `destinations probe` creates (None: PROBE_BODY of destination_probes.py).
+    probe_body: dict | None = None
 
 
 def _text(where: str, value: object) -> str:
@@ -214,6 +226,46 @@ def _replays(value: object, key: KeyPlacement) -> bool:
     return replays
 
 
+def _samples(value: object) -> dict:
+    if not isinstance(value or {}, dict):
+        raise ValueError('samples must be an object of answers, such as {"create": {...}}')
+    unknown = sorted(set(value or {}) - set(SAMPLE_NAMES))
+    if unknown:
+        raise ValueError(
+            f"samples: unknown sample(s) {', '.join(unknown)} (known: {', '.join(SAMPLE_NAMES)})"
+        )
+    return dict(value or {})
+
+
+def _override_reasons(value: object, contract: Contract) -> dict[str, str]:
+    """Each reason names an override of this destination (`statuses.422`, `error_codes.<code>`)."""
+    if not isinstance(value or {}, dict):
+        raise ValueError('override_reasons must be an object: {"statuses.422": "why"}')
+    overrides = {f"statuses.{status}" for status in contract.statuses}
+    overrides |= {f"error_codes.{code}" for code in contract.error_codes or {}}
+    for where, reason in (value or {}).items():
+        _override_reason(where, reason, overrides)
+    return dict(value or {})
+
+
+def _override_reason(where: str, reason: object, overrides: set[str]) -> None:
+    if where not in overrides:
+        raise ValueError(
+            f"override_reasons.{where}: names no override of this destination "
+            "(statuses.<status> or error_codes.<code>)"
+        )
+    if not isinstance(reason, str) or not 0 < len(reason.strip()) <= OVERRIDE_REASON_CHARS:
+        raise ValueError(
+            f"override_reasons.{where} must say why in 1 to {OVERRIDE_REASON_CHARS} characters"
+        )
+
+
+def _probe_body(value: object) -> dict | None:
+    if value is not None and not isinstance(value, dict):
+        raise ValueError("probe_body must be a JSON object (the body `destinations probe` creates)")
+    return value
+
+
 def parse_config(config: dict) -> Config:
     """The checked configuration; ValueError naming what is unknown, missing or wrong."""
     check_keys("idempotency_key_http destination", config, TOP_REQUIRED, TOP_OPTIONAL)
@@ -235,6 +287,9 @@ def parse_config(config: dict) -> Config:
         or max_connections < 1
     ):
         raise ValueError("max_connections must be a positive whole number")
+    contract = Contract.from_config(
+        config.get("statuses"), config.get("error_code"), config.get("error_codes")
+    )
     return Config(
         name=name,
         url=url,
@@ -247,9 +302,7 @@ def parse_config(config: dict) -> Config:
         ),
         headers=_headers(config.get("headers"), key.header),
         lookup=_lookup(config.get("lookup"), url),
-        contract=Contract.from_config(
-            config.get("statuses"), config.get("error_code"), config.get("error_codes")
-        ),
+        contract=contract,
         connect_timeout=_positive("connect_timeout", config.get("connect_timeout"), 2.0),
         read_timeout=_positive("read_timeout", config.get("read_timeout"), 5.0),
         retry=_retry(config.get("retry")),
@@ -257,4 +310,7 @@ def parse_config(config: dict) -> Config:
         undo=parse_undo(config.get("undo")),
         replays_same_key=_replays(config.get("replays_same_key"), key),
         key=key,
+        samples=_samples(config.get("samples")),
+        override_reasons=_override_reasons(config.get("override_reasons"), contract),
+        probe_body=_probe_body(config.get("probe_body")),
     )

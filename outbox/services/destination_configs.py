@@ -10,6 +10,7 @@ from django.db import transaction
 from django.utils.module_loading import import_string
 
 from lib.databases import DB
+from outbox.destinations.contract_checks import contract_refusals
 from outbox.destinations.lease_rule import lease_refusal
 from outbox.destinations.registry import (
     DestinationInvalid,
@@ -66,17 +67,19 @@ def _build_problems(index: int, name: str, entry: dict) -> list[str]:
         try:
             credentials_checked(destination)
             refusal = lease_refusal(destination)
+            # A contract that builds but cannot work: contradicting overrides, paths its samples lack.
+            refusals = ([refusal] if refusal else []) + contract_refusals(destination)
         finally:
             destination.close()
     except DestinationInvalid as exc:
         return [f"destinations[{index}]: {exc}"]
-    return [f"destinations[{index}] ({name}).{refusal}"] if refusal else []
+    return [f"destinations[{index}] ({name}).{refusal}" for refusal in refusals]
 
 
 def destination_entries_problems(document: object) -> list[str]:
     """Why a destinations file cannot be applied (each entry built as its kind would: unknown kind, unknown
-    or invalid key, missing secret, timeouts a call may outlive its lease with: `lease_rule.py`); empty when
-    it can."""
+    or invalid key, missing secret, timeouts a call may outlive its lease with: `lease_rule.py`, a contract
+    that cannot work: `contract_checks.py`); empty when it can."""
     if not isinstance(document, dict) or set(document) != {"destinations"}:
         return ['the file must be {"destinations": [...]}']
     if not isinstance(document["destinations"], list):

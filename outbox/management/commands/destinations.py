@@ -7,15 +7,22 @@
     list         each destination: name, kind, enabled, whether its secrets are present, its contract
     check        build every enabled destination; exit 1 naming every one that cannot be served (it cannot
                  be built, a secret is missing, a call may outlive its lease) and every seed variable
-                 (RECEIVER_*) that its row overrides
+                 (RECEIVER_*) that its row overrides, and every contract that cannot work (an override
+                 contradicting what a status means, a path a sample answer lacks: contract_checks.py);
+                 notes each path no sample answer checks
+    probe NAME   run NAME's whole contract with a probe key (create, repeat, lookup, undo: meant for its
+                 sandbox), each part's verdict and evidence; exit 1 if any part failed
 
 See docs/destinations/model.md.
 """
+
+import json
 
 from django.core.management.base import BaseCommand, CommandError
 
 from lib.databases import DB
 from lib.json_config import JsonConfigRefused, load_json_config
+from outbox.destinations.contract_checks import contract_refusals, unchecked_paths
 from outbox.destinations.registry import (
     DestinationInvalid,
     default_destination_name,
@@ -35,6 +42,7 @@ from outbox.destinations.status_events_config import (
 )
 from outbox.models import DestinationConfig
 from outbox.services.destination_configs import DestinationsRefused, destination_configs_apply
+from outbox.services.destination_probes import ProbeRefused, destination_probe
 
 ACTOR = "manage.py destinations"
 
@@ -68,9 +76,21 @@ class Command(BaseCommand):
             "list", help="Each destination, its secrets' presence and its contract."
         )
         commands.add_parser("check", help="Build every enabled destination; exit 1 on any problem.")
+        probe = commands.add_parser(
+            "probe", help="Run a destination's whole contract with a probe key (its sandbox)."
+        )
+        probe.add_argument("name")
+        probe.add_argument("--key", help="the probe key, probe:<anything> (default: random)")
+        probe.add_argument("--body", help="the JSON object created (default: its probe_body)")
 
     def handle(self, *args, command: str, **options):
-        {"apply": self._apply, "list": self._list, "check": self._check}[command](**options)
+        handlers = {
+            "apply": self._apply,
+            "list": self._list,
+            "check": self._check,
+            "probe": self._probe,
+        }
+        handlers[command](**options)
 
     def _apply(self, *, file: str, **_options):
         try:
@@ -101,9 +121,8 @@ class Command(BaseCommand):
 
     def _check(self, **_options):
         problems = destination_problems()
-        for name in enabled_destination_names():
-            if name not in problems:
-                self.stdout.write(f"ok  {describe_contract(destination_named(name))}")
+        contracts = _contracts_refused(problems)
+        self._write_served(problems.keys() | contracts.keys())
         for name in destinations_left_on_the_single_secret():
             self.stdout.write(
                 f"note  {name} names no status-event secret (status_events.secret_env): "
@@ -111,7 +130,61 @@ class Command(BaseCommand):
             )
         lines = [f"  {problem}" for _name, problem in sorted(problems.items())]
         lines += [f"  {refused}" for refused in seed_variables_refused()]
+        lines += [f"  {line}" for name in sorted(contracts) for line in contracts[name]]
         if lines:
             raise CommandError(
-                f"{len(problems)} destination(s) cannot be served:\n" + "\n".join(lines)
+                f"{len(problems.keys() | contracts.keys())} destination(s) cannot be served:\n"
+                + "\n".join(lines)
             )
+
+    def _write_served(self, held: set[str]) -> None:
+        """An `ok` line for each enabled destination that can be served, and a `note` for each path of its
+        contract that no sample answer checks."""
+        for name in enabled_destination_names():
+            if name not in held:
+                self.stdout.write(f"ok  {describe_contract(destination_named(name))}")
+        for line in _unchecked(held):
+            self.stdout.write(f"note  {line}")
+
+    def _probe(self, *, name: str, key: str | None, body: str | None, **_options):
+        try:
+            report = destination_probe(
+                name=name, key=key, body=_probe_body(body), actor_label=ACTOR
+            )
+        except ProbeRefused as exc:
+            raise CommandError(str(exc)) from None
+        self.stdout.write(f"probe {report.key} at {name}")
+        for part in report.parts:
+            self.stdout.write(f"  {part}")
+        if report.failed:
+            raise CommandError(f"{name}: the contract failed its probe (above)")
+
+
+def _probe_body(text: str | None) -> dict | None:
+    if text is None:
+        return None
+    try:
+        body = json.loads(text)
+    except ValueError as exc:
+        raise CommandError(f"--body: not JSON: {exc}") from None
+    if not isinstance(body, dict):
+        raise CommandError("--body must be a JSON object")
+    return body
+
+
+def _contracts_refused(problems: dict[str, str]) -> dict[str, list[str]]:
+    """By name, why each enabled destination's contract cannot work (`contract_checks.py`)."""
+    refused = {}
+    for name in enabled_destination_names():
+        if name not in problems and (found := contract_refusals(destination_named(name))):
+            refused[name] = [f"destination {name!r}: {refusal}" for refusal in found]
+    return refused
+
+
+def _unchecked(held: set[str]) -> list[str]:
+    return [
+        f"{name}: {path} unchecked"
+        for name in enabled_destination_names()
+        if name not in held
+        for path in unchecked_paths(destination_named(name))
+    ]
