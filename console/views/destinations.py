@@ -41,7 +41,9 @@ from outbox.services.connection_tests import (
     ConnectionTestRefused,
     ConnectionTestTooSoon,
     destination_connection_test,
+    destination_contract_test,
 )
+from outbox.services.destination_probes import PROBED_KINDS
 from outbox.services.destination_windows import (
     InvalidWindow,
     destination_pause_by_operator,
@@ -62,6 +64,11 @@ class DestinationView:
     @property
     def name(self) -> str:
         return self.summary.name
+
+    @property
+    def probeable(self) -> bool:
+        """Whether "Run the whole contract" is offered (destination_probes.py)."""
+        return self.kind in PROBED_KINDS
 
 
 def _scope(request: HtmxHttpRequest) -> list[int]:
@@ -248,11 +255,18 @@ def destination_window(request: HtmxHttpRequest, name: str) -> str:
 def destination_test(request: HtmxHttpRequest, name: str) -> HttpResponse:
     _may_pause(request, name, why="a connection test")
     try:
-        result = destination_connection_test(name=name, asked_by="connection-test")
+        if request.POST.get("contract") == "whole":
+            result = destination_contract_test(
+                name=name, asked_by=request.user.get_username(), actor=request.user
+            )
+        else:
+            result = destination_connection_test(name=name, asked_by="connection-test")
     except ConnectionTestRefused as exc:
         return _answer(request, name, {"level": "error", "text": f"Not tested: {exc}."}, 409)
     except ConnectionTestTooSoon as exc:
         answer = _answer(request, name, {"level": "error", "text": f"Not tested: {exc}."}, 429)
         answer["Retry-After"] = str(exc.retry_after)
         return answer
-    return _answer(request, name, {"level": result.level, "text": result.text}, 200)
+    return _answer(
+        request, name, {"level": result.level, "text": result.text, "lines": result.lines}, 200
+    )

@@ -6,6 +6,9 @@ Each test is a call to a system that serves every workspace, so it is refused fo
 and taken at most once per CONNECTION_TEST_EVERY_SECONDS per destination, whoever asks and from whichever
 web process: the turn is a conditional UPDATE of the destination's row on the database clock, so two
 processes cannot both take it. Who may ask is the caller's check (the destination permission).
+
+"Run the whole contract" takes the same turn and runs `destinations probe` (destination_probes.py): it creates
+an entry with a probe key, so it is meant for a destination pointed at its provider's sandbox.
 """
 
 import math
@@ -24,6 +27,7 @@ from outbox.destinations.registry import (
 from outbox.errors import OutboxError
 from outbox.models import DestinationHealth
 from outbox.services.breaker import destination_health_get_or_create
+from outbox.services.destination_probes import ProbeRefused, destination_probe, probeable
 from outbox.services.lookup_limits import lookups_under_limits
 from outbox.services.recovery import CONNECTION_TEST_KEY
 from outbox.services.settlement import PERSON_LOOKUP_WAIT_SECONDS
@@ -51,6 +55,8 @@ class ConnectionTestTooSoon(OutboxError):
 class ConnectionTestResult:
     level: str  # success, warning, info, error: how the page shows it
     text: str
+    # A probe's parts, each "name: verdict: evidence" (the whole contract run).
+    lines: tuple[str, ...] = ()
 
 
 def _take_turn(name: str) -> None:
@@ -67,11 +73,11 @@ def _take_turn(name: str) -> None:
     raise ConnectionTestTooSoon(name, max(1, math.ceil(left)))
 
 
-def destination_connection_test(*, name: str, asked_by: str) -> ConnectionTestResult:
-    """Ask the destination about CONNECTION_TEST_KEY once, if its turn is free. Raises
-    ConnectionTestRefused (disabled) or ConnectionTestTooSoon; a paused destination is not asked."""
+def _askable(name: str) -> ConnectionTestResult | None:
+    """Why the destination is not asked now (a result to show), None when it may be; ConnectionTestRefused
+    for a disabled one."""
     try:
-        destination = destination_named(name)
+        destination_named(name)
     except DestinationDisabled as exc:
         raise ConnectionTestRefused(
             f"{exc}: the dispatchers do not serve it, so it is not asked"
@@ -80,6 +86,15 @@ def destination_connection_test(*, name: str, asked_by: str) -> ConnectionTestRe
         return ConnectionTestResult("error", f"Cannot be used: {exc}.")
     if DestinationHealth.objects.using(DB).held_back().filter(name=name).exists():
         return ConnectionTestResult("info", "Paused: not asked. Resume it, or wait for its probe.")
+    return None
+
+
+def destination_connection_test(*, name: str, asked_by: str) -> ConnectionTestResult:
+    """Ask the destination about CONNECTION_TEST_KEY once, if its turn is free. Raises
+    ConnectionTestRefused (disabled) or ConnectionTestTooSoon; a paused destination is not asked."""
+    if (not_asked := _askable(name)) is not None:
+        return not_asked
+    destination = destination_named(name)
     if not destination.supports_lookup:
         return ConnectionTestResult(
             "warning",
@@ -95,4 +110,26 @@ def destination_connection_test(*, name: str, asked_by: str) -> ConnectionTestRe
         return ConnectionTestResult("error", f"The destination could not be asked: {exc}.")
     return ConnectionTestResult(
         "success", "Reachable: it answered a lookup with our credentials (nothing was created)."
+    )
+
+
+def destination_contract_test(*, name: str, asked_by: str, actor=None) -> ConnectionTestResult:
+    """Run the destination's whole contract with a probe key (`destination_probe`) once, if its turn is free:
+    each part's verdict in `lines`. Raises as `destination_connection_test`."""
+    if (not_asked := _askable(name)) is not None:
+        return not_asked
+    if not probeable(destination_named(name)):
+        return ConnectionTestResult(
+            "warning", "Its contract cannot be run by a probe (its kind): nothing was sent."
+        )
+    _take_turn(name)
+    try:
+        report = destination_probe(name=name, actor_label=asked_by, actor=actor)
+    except ProbeRefused as exc:
+        return ConnectionTestResult("error", f"Not probed: {exc}.")
+    verdict = "failed" if report.failed else "passed"
+    return ConnectionTestResult(
+        "error" if report.failed else "success",
+        f"The whole contract {verdict} its probe ({report.key}); each part is in the events below.",
+        tuple(report.lines()),
     )
