@@ -9,11 +9,12 @@ A wrong client -> 400 {"error": "invalid_client"} (401 when it came as Basic, se
 checks a signed JWT. Test-only: GET /_test/state (tokens issued, the requests' client, method, scope and
 audience), POST /_test/faults {"revoked": bool, "expires_in": seconds}.
 
-API: POST /v1/records (any query) with Idempotency-Key and a JSON body -> 201 {"record": {"id", "key", "body"}}, the same
-answer again for a repeat of the key (header Idempotent-Replayed: true). It takes `Authorization: Bearer <a
-token of the server, not expired, serial not below the floor>` or, when started with an API key, `X-Api-Key:
-<key>`; anything else -> 401. Test-only: GET /_test/state (records, every request's key and whether it was
-let in), POST /_test/faults {"token_floor": n}: tokens of a serial below n are refused (revoked).
+API: POST /v1/records (any query) with Idempotency-Key and a JSON body -> 201 {"record": {"id", "key",
+"body"}}, the same answer again for a repeat of the key (header Idempotent-Replayed: true). It takes
+`Authorization: Bearer <a token of the server, not expired, serial not below the floor>` or, when started
+with an API key, `X-Api-Key: <key>`; anything else -> 401. Test-only: GET /_test/state (records, every
+request's key and whether it was let in), POST /_test/faults {"token_floor": n}: tokens of a serial below n
+are refused (revoked).
 """
 
 import base64
