@@ -4,20 +4,27 @@ the periodic sweep finds whatever a lost wake-up missed.
 Two kinds: on PostgreSQL a NOTIFY sent inside the recording transaction (PostgreSQL delivers it at
 commit and drops it on rollback) wakes `manage.py dispatch` loops that LISTEN; and a django-q2 task
 queued after commit wakes the django-q2 cluster (HANDOFF_WAKE_ON_COMMIT).
+
+The work status pull is woken the same way, later: `wake_work_pull_in` asks the cluster to run it once
+`every_seconds` after a step is delivered to a pulled destination (or after a read that left work open),
+so that a destination's work is read at its own cadence, not only at the pull's minute schedule.
 """
 
 import contextlib
 import logging
 import time
+from datetime import timedelta
 
 import dj_database_url
 from django.conf import settings
-from django.db import connections, transaction
+from django.db import DatabaseError, connections, transaction
+from django.utils import timezone
 
 from lib.databases import DB
 
 log = logging.getLogger(__name__)
 CHANNEL = "handoff_due"
+WORK_PULL_SOON = "work-status-pull-soon"
 
 
 def _enqueue_dispatch_not_rollback_safe() -> None:
@@ -41,6 +48,34 @@ def wake_dispatcher_on_commit(using: str = DB, *, destination: str = "") -> None
             cursor.execute("SELECT pg_notify(%s, %s)", [CHANNEL, destination])
     if settings.HANDOFF_WAKE_ON_COMMIT:
         transaction.on_commit(_enqueue_dispatch_not_rollback_safe, using=using)
+
+
+def wake_work_pull_in(seconds: float) -> None:
+    """Run the work status pull once, `seconds` from now (or sooner when already asked for): a django-q2
+    schedule run once, which the cluster's scheduler starts within about 30 s of its time. A hint: the
+    minute's `work-status-pull` schedule reads whatever a lost one missed."""
+    if not settings.HANDOFF_WAKE_ON_COMMIT:
+        return
+    from django_q.models import Schedule
+
+    # django-q2's scheduler compares `next_run` with its own host's clock: so is this one.
+    at = timezone.now() + timedelta(seconds=seconds)
+    try:
+        with transaction.atomic(using=settings.Q_CLUSTER["orm"]):
+            soon = Schedule.objects.select_for_update().filter(name=WORK_PULL_SOON).first()
+            if soon is None:
+                Schedule.objects.create(
+                    name=WORK_PULL_SOON,
+                    func="outbox.tasks.work_status_pull",
+                    schedule_type=Schedule.ONCE,
+                    next_run=at,
+                    repeats=-1,
+                )
+            elif soon.next_run > at:
+                soon.next_run = at
+                soon.save(update_fields=["next_run"])
+    except DatabaseError:  # a lost hint is harmless: the minute's schedule reads the work anyway
+        log.warning("the work status pull could not be woken; its schedule reads it", exc_info=True)
 
 
 class WakeListener:

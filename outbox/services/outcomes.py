@@ -27,6 +27,7 @@ from outbox.services.transitions import (
     transition_changes,
 )
 from outbox.services.workflows import record_successors
+from outbox.wakeups import wake_work_pull_in
 
 S = HandoffState
 
@@ -66,6 +67,8 @@ def handoff_record_outcomes(
     is written for it. Each outcome gets a span in its handoff's trace, when traced."""
     started = time_ns()
     recorded = _record_outcomes(outcomes, destination)
+    if destination.work_status.pulled and S.DELIVERED in recorded.states:
+        wake_work_pull_in(destination.work_status.every_seconds)
     past_spans("handoff.record", started, _spans(outcomes, recorded))
     return recorded
 

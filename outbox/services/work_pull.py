@@ -34,11 +34,13 @@ from outbox.services.status_events import (
     ReceiverStatement,
     handoff_record_status_event,
 )
+from outbox.wakeups import wake_work_pull_in
 
 log = logging.getLogger(__name__)
 WORKER = "work status pull"
 PULL_LIMIT = 100
 SHOWN_VALUE_CHARS = 80
+FINAL = (WORK_DONE, WORK_FAILED)
 
 
 @dataclass
@@ -60,7 +62,7 @@ def pull_due(destination: Destination, *, limit: int) -> list[Handoff]:
         Handoff.objects.using(DB)
         .filter(destination=destination.name, state=HandoffState.DELIVERED, kind=HandoffKind.ACTION)
         .filter(compensation_state="")
-        .exclude(work_status__in=(WORK_DONE, WORK_FAILED))
+        .exclude(work_status__in=FINAL)
         .exclude(task_seen=False)
         .filter(Q(work_checked_at__isnull=True) | Q(work_checked_at__lte=db_now_plus(-every)))
         .order_by("delivered_at", "id")[:limit]
@@ -77,8 +79,16 @@ def handoffs_pull_work_status(*, limit: int = PULL_LIMIT) -> PullRun:
 
 
 def _pull_destination(destination: Destination, run: PullRun, *, limit: int) -> None:
+    due = pull_due(destination, limit=limit)
+    _read_each(destination, due, run)
+    if any(h.task_seen is not False and h.work_status not in FINAL for h in due):
+        # Work still open (or unknown) is read again `every_seconds` from now, not at the next minute.
+        wake_work_pull_in(destination.work_status.every_seconds)
+
+
+def _read_each(destination: Destination, due: list[Handoff], run: PullRun) -> None:
     asking = LimitedLookups(destination, worker=WORKER)
-    for handoff in pull_due(destination, limit=limit):
+    for handoff in due:
         try:
             answer = asking.read_work(
                 receipt_id=handoff.destination_id or "", action_key=handoff.action_key
@@ -90,6 +100,7 @@ def _pull_destination(destination: Destination, run: PullRun, *, limit: int) -> 
             return
         run.read += 1
         _record(destination, handoff, answer, run)
+        handoff.refresh_from_db(fields=["work_status", "task_seen"])
 
 
 def _value_words(value: object) -> str:

@@ -9,8 +9,11 @@ from django_q.models import OrmQ, Schedule, Task
 from approvals.services import request_approve
 from delivery.models import ReceiverTask
 from outbox.models import Handoff, HandoffState
+from outbox.services.destination_configs import destination_configs_apply
 from tests.factories import onboarding_world
 from tests.faults.test_dispatch_faults import wait_until
+from tests.outbox.destinations.work_status_server import AccountsProcess
+from tests.outbox.services.test_work_pull import PULLED, TOKEN_ENV, accounts_entry, delivered_to
 
 pytestmark = [
     pytest.mark.postgres,
@@ -106,3 +109,33 @@ def test_scheduled_sweep_delivers_a_handoff_whose_wake_up_was_lost(processes, se
     )
     assert not Task.objects.filter(func="outbox.tasks.dispatch_due").exists()
     assert cluster.poll() is None
+
+
+def test_the_cluster_reads_a_pulled_work_status_woken_by_the_delivery_without_a_schedule(
+    processes, settings, monkeypatch
+):
+    """No minute schedule is installed: the delivery to a pulled destination asked for a pull
+    `every_seconds` later, and the cluster's scheduler ran it."""
+    settings.HANDOFF_WAKE_ON_COMMIT = True
+    monkeypatch.setenv(TOKEN_ENV, "work-status-token")
+    accounts = AccountsProcess()
+    try:
+        entry = accounts_entry(accounts.url, {**PULLED, "every_seconds": 5})
+        destination_configs_apply(document={"destinations": [entry]}, actor_label="test")
+        handoff = delivered_to("accounts", 80)
+        accounts.set_status(handoff.destination_id, "active")
+        assert list(Schedule.objects.values_list("name", flat=True)) == ["work-status-pull-soon"]
+
+        # A 30 s guard cycle: the scheduler runs as the cluster starts, then every 30 s.
+        cluster = processes.start_qcluster(
+            HANDOFF_WAKE_ON_COMMIT="1", Q_GUARD_CYCLE="30", **{TOKEN_ENV: "work-status-token"}
+        )
+        wait_until(
+            lambda: Handoff.objects.filter(pk=handoff.pk, work_status="done").exists(),
+            timeout=90,
+            what="the woken pull to read the account active",
+            procs=[cluster],
+        )
+        assert accounts.reads() == {handoff.destination_id: 1}
+    finally:
+        accounts.stop()

@@ -7,12 +7,15 @@ from datetime import timedelta
 
 import pytest
 from django.db.models import F
+from django.utils import timezone
+from django_q.models import Schedule
 
 from outbox.destinations.registry import destination_named
 from outbox.dispatcher import handoff_deliver
 from outbox.models import DestinationConfig, Handoff, HandoffEvent, StatusEvent
 from outbox.services.destination_configs import DestinationsRefused, destination_configs_apply
 from outbox.services.work_pull import handoffs_pull_work_status
+from outbox.wakeups import WORK_PULL_SOON
 from tests.builders import record
 from tests.outbox.destinations.smtp_server import SmtpServer
 from tests.outbox.destinations.work_status_server import AccountsProcess
@@ -153,6 +156,30 @@ def test_an_unreachable_destination_records_nothing_and_is_asked_at_the_next_run
     handoff.refresh_from_db()
     assert (run.read, run.recorded, handoff.work_checked_at) == (0, 0, None)
     assert "accounts" in run.failed
+
+
+def test_a_delivery_and_a_read_that_leaves_work_open_ask_for_a_pull_every_seconds_later(
+    accounts, settings
+):
+    settings.HANDOFF_WAKE_ON_COMMIT = True
+    earliest = timezone.now() + timedelta(seconds=PULLED["every_seconds"])
+    handoff = delivered_to("accounts", 68)
+    soon = Schedule.objects.get(name=WORK_PULL_SOON)
+    assert (soon.func, soon.schedule_type, soon.repeats) == (
+        "outbox.tasks.work_status_pull",
+        Schedule.ONCE,
+        -1,
+    )
+    assert earliest <= soon.next_run <= timezone.now() + timedelta(seconds=PULLED["every_seconds"])
+    soon.delete()
+
+    handoffs_pull_work_status()  # "pending": still open, read again in every_seconds
+    assert Schedule.objects.filter(name=WORK_PULL_SOON).count() == 1
+    Schedule.objects.all().delete()
+    accounts.set_status(handoff.destination_id, "active")
+    read_long_ago(handoff)
+    handoffs_pull_work_status()  # done: nothing left to read
+    assert not Schedule.objects.filter(name=WORK_PULL_SOON).exists()
 
 
 def test_an_email_is_done_when_delivered_recorded_with_the_delivery(tmp_path):
