@@ -142,7 +142,7 @@ def test_http_kind_killed_while_the_receiver_holds_its_committed_answer_leaves_o
 @pytest.fixture
 def ledger(monkeypatch):
     # Applying the row checks that its token is there; the dispatchers get it in their environment.
-    monkeypatch.setenv("LEDGER_CLIENT_TOKEN", LEDGER_TOKEN)
+    monkeypatch.setenv("HANDOFF_DEST_LEDGER_CLIENT_TOKEN", LEDGER_TOKEN)
     server = LedgerProcess(token=LEDGER_TOKEN)
     try:
         server.wait_until_up()
@@ -160,7 +160,7 @@ def test_idempotency_key_http_kind_killed_while_the_ledger_holds_its_committed_a
     ledger.faults(hold_answer_for=[handoff.action_key])
     overrides = {
         "HANDOFF_LEASE_SECONDS": LEASE_SECONDS,
-        "LEDGER_CLIENT_TOKEN": LEDGER_TOKEN,
+        "HANDOFF_DEST_LEDGER_CLIENT_TOKEN": LEDGER_TOKEN,
         # The default destination (no receiver runs here) is served too and has nothing to do.
         "RECEIVER_URL": f"http://127.0.0.1:{free_port()}/delivery/api",
     }

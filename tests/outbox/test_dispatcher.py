@@ -264,13 +264,16 @@ def test_destination_without_lookup_sends_uncertain_to_a_person(make_handoff):
     assert destination.calls == 1
 
 
-def test_destination_without_idempotency_hands_an_unknown_outcome_to_a_person_after_one_call(
+def test_destination_without_idempotency_or_lookup_hands_an_unknown_outcome_to_a_person(
     make_handoff,
 ):
+    # Nothing to ask and nothing safe to send again (as smtp); one that can be searched for the key is asked
+    # instead (tests/providers/test_postmark.py).
     handoff = make_handoff()
     destination = ScriptedDestination(
         DeliveryResult.failed(FailureClass.UNCERTAIN, "read_timeout", "t"),
         supports_idempotency=False,
+        supports_lookup=False,
     )
     assert handoff_deliver(handoff_id=handoff.pk, destination=destination) == S.NEEDS_ATTENTION
     sweep(destination=destination)
@@ -292,6 +295,7 @@ def test_a_person_who_found_nothing_at_the_receiver_lets_it_be_sent_once_more(ma
     destination = ScriptedDestination(
         DeliveryResult.failed(FailureClass.UNCERTAIN, "read_timeout", "t"),
         supports_idempotency=False,
+        supports_lookup=False,
     )
     assert handoff_deliver(handoff_id=handoff.pk, destination=destination) == S.NEEDS_ATTENTION
     handoff_settle_manually(
