@@ -1,6 +1,7 @@
 """The shape rules of docs/architecture.md that import-linter does not check, run by `make lint`.
 
-- no module of the apps over 400 lines (migrations aside);
+- no module of the apps over 600 lines (migrations aside): one idea a module, grouped by subject, not cut
+  to fit a smaller cap (CONVENTIONS.md; issue 36 asked for 600 instead of 400);
 - no function over 50 lines;
 - no import of another app (or of this project's shared leaves) inside a function body: an import moved
   into a function to dodge a cycle is still a cycle (`ready()` hooks that connect signals aside).
@@ -23,7 +24,7 @@ PACKAGES = (
     "outbox",
     "reconciliation",
 )
-MAX_MODULE_LINES = 400
+MAX_MODULE_LINES = 600
 MAX_FUNCTION_LINES = 50
 
 

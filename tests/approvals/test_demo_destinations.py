@@ -11,8 +11,8 @@ from approvals.rules import rules_for
 from delivery.models import Account
 from outbox.destinations.registry import destination_from_config, destination_named
 from outbox.failures import Outgoing, UndoTarget
-from outbox.payloads import payload_hash
 from outbox.models import DestinationConfig
+from outbox.payloads import payload_hash
 from tests.processes import ROOT
 
 pytestmark = pytest.mark.django_db(databases=["default", "delivery"])

@@ -19,7 +19,8 @@ Test-only endpoints: GET /_test/state (entries and the requests received), POST 
 answer is held once after the entry is committed, until `release` (or HOLD_SECONDS), while other requests are
 answered; `release`: true lets every held answer go; `in_progress`: {key: n}, answer 409 n times; `stripe`: bool;
 `token`: the bearer token required, null for none; `provider_fields`: bool, an entry's body then adds the
-provider's own `id`, `object` and `created` to the JSON sent, as Stripe-style APIs answer). The state's `held` lists the keys whose answer is held now.
+provider's own `id`, `object` and `created` to the JSON sent, as Stripe-style APIs answer). The state's `held`
+lists the keys whose answer is held now.
 """
 
 import argparse
