@@ -256,11 +256,8 @@ if env_bool("DJANGO_SECURE", not DEBUG):
 RECEIVER_SIGNING_SECRET = os.environ.get("RECEIVER_SIGNING_SECRET", "")
 # Accepted besides RECEIVER_SIGNING_SECRET during a rotation (docs/security.md); senders sign with the newest.
 RECEIVER_SIGNING_SECRET_PREVIOUS = os.environ.get("RECEIVER_SIGNING_SECRET_PREVIOUS", "")
-# The bundled accounts service (delivery/accounts_api.py): the bearer tokens it accepts (a rotation's overlap).
-ACCOUNTS_API_TOKEN = os.environ.get("ACCOUNTS_API_TOKEN", "")
-ACCOUNTS_API_TOKEN_PREVIOUS = os.environ.get("ACCOUNTS_API_TOKEN_PREVIOUS", "")
-# Seconds an account of the bundled accounts service stays "pending" before it is "active" (its work done).
-ACCOUNTS_ACTIVATION_SECONDS = env_float("ACCOUNTS_ACTIVATION_SECONDS", 3.0)
+from config.settings.accounts_service import *  # noqa: E402,F403
+
 # The demo's SMTP server and its mailbox page (`manage.py demo_mailbox`, /delivery/mailbox/): off unless set.
 DEMO_MAILBOX_DIR = os.environ.get("DEMO_MAILBOX_DIR", "")
 DEMO_SMTP_PORT = env_int("DEMO_SMTP_PORT", 8025)

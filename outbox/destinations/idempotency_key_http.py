@@ -42,6 +42,7 @@ from outbox.destinations.idempotency_key_http_config import Config, parse_config
 from outbox.destinations.idempotency_key_placement import KeyNotPlaced
 from outbox.destinations.mapped_request import MappedParts
 from outbox.destinations.undo_request import UndoUnfilled
+from outbox.destinations.work_read import read_work_over_http
 from outbox.failures import DeliveryResult, MalformedReceipt, Outgoing, parse_retry_after
 from outbox.models import FailureClass
 from outbox.payloads import canonical_json
@@ -343,32 +344,9 @@ class IdempotencyKeyHttpDestination(Destination):
         )
 
     def read_work(self, *, receipt_id: str, action_key: str) -> WorkAnswer:
-        """The configured work read (`work_status.read`) for one task: the value at its field as answered, or
-        not found (404, 410: the task is gone); LookupFailed when nothing is known."""
-        read = self.work_status.read
-        if read is None:
-            raise LookupFailed(f"{self.name} has no work status read configured")
-        path = read.path_for(receipt_id=receipt_id, action_key=action_key)
-        asked = f"{read.method} {path}"
-        try:
-            headers = self.config.credentials.headers()
-        except CREDENTIAL_FAILURES as exc:
-            raise LookupFailed(str(exc)) from exc
-        try:
-            response = self._request(read.method, path, None, headers)
-        except CALL_FAILURES as exc:
-            raise LookupFailed(f"{self.name} not reachable: {type(exc).__name__}") from exc
-        except CREDENTIAL_FAILURES as exc:
-            raise LookupFailed(str(exc)) from exc
-        if response.status_code in (404, 410):
-            return WorkAnswer(found=False, asked=f"{asked} answered {response.status_code}")
-        if not 200 <= response.status_code < 300:
-            raise LookupFailed(f"work status read {asked} answered {describe_answer(response)}")
-        try:
-            value = dig(_json_or_none(response), self.work_status.value_at, single=True)
-        except (FieldMissing, NoEntry, SeveralEntries):
-            value = None
-        return WorkAnswer(found=True, value=value, asked=asked)
+        return read_work_over_http(
+            self, self._request, receipt_id=receipt_id, action_key=action_key
+        )
 
     def list_keys(self, *, after: str = "", limit: int = 500) -> list[RemoteTask]:
         raise LookupFailed(
