@@ -1,6 +1,7 @@
 """Decisions: an approver approves (and the handoff is recorded in the same transaction) or rejects exactly
 the revision and payload they saw."""
 
+from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.db.models import Max
 
@@ -14,13 +15,13 @@ from approvals.errors import (
 from approvals.models import (
     Approval,
     Decision,
-    Membership,
     Request,
     RequestState,
     Role,
     WorkflowMode,
     Workspace,
 )
+from approvals.on_call import failure_owner_id
 from approvals.route_requests import (
     RouteRequest,
     frozen_requests,
@@ -167,16 +168,10 @@ def _routes_as_shown(request: Request, rules, requests_hash: str | None) -> list
     return routes
 
 
-def _on_call_owner(workspace: Workspace):
-    if workspace.on_call_id:
-        return workspace.on_call
-    membership = (
-        Membership.objects.filter(workspace=workspace, role=Role.OPERATOR)
-        .select_related("user")
-        .order_by("id")
-        .first()
-    )
-    return membership.user if membership else None
+def _failure_owner(workspace: Workspace, workflow: str):
+    """Who owns the handoff if it fails: the workspace's operator, else the fallback on-call."""
+    owner_id = failure_owner_id(workspace.pk, workflow=workflow)
+    return get_user_model().objects.filter(pk=owner_id).first() if owner_id else None
 
 
 def request_approve(
@@ -216,7 +211,7 @@ def request_approve(
             action_key=request.action_key,
             payload=request.payload,
             rule_version=approval.rule_version,
-            owner=_on_call_owner(request.workspace),
+            owner=_failure_owner(request.workspace, workflow),
             actor=actor,
             observe_only=not sends,
             steps=steps_of(approval.rule_version),

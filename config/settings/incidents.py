@@ -1,6 +1,12 @@
 """Settings of incidents and their notifications (docs/incidents.md); imported by `config.settings`."""
 
+import os
+
 from config.env import env_int
+
+# The organisation-wide on-call (a user name): owns and is paged for the failures of a workspace with no
+# operator, when the workflow's pilot brief names no owner. Unset with such a workspace: a start-up warning.
+HANDOFF_FALLBACK_ON_CALL = os.environ.get("HANDOFF_FALLBACK_ON_CALL", "").strip()
 
 # Live findings of a corruption kind (payload_mismatch, missing_at_receiver) at which their incident pages.
 ALERT_CORRUPTION_THRESHOLD = env_int("ALERT_CORRUPTION_THRESHOLD", 5)

@@ -151,14 +151,10 @@ def _repairs(p: Period) -> Iterable[AuditRecord]:
 
 
 def _incident_events(p: Period) -> Iterable[AuditRecord]:
-    """Acknowledged, resolved, paged...: of the incidents that hold something of this workspace."""
-    rows = (
-        IncidentEvent.objects.filter(
-            incident__members__workspace_id=p.workspace_id, at__gte=p.start, at__lt=p.end
-        )
-        .distinct()
-        .select_related("incident", "actor")
-    )
+    """Acknowledged, resolved, paged...: of this workspace's incidents (an incident is of one workspace)."""
+    rows = IncidentEvent.objects.filter(
+        incident__workspace_id=p.workspace_id, at__gte=p.start, at__lt=p.end
+    ).select_related("incident", "actor")
     for e in rows:
         yield AuditRecord(
             at=e.at,

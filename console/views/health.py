@@ -14,6 +14,7 @@ from django.views.decorators.http import require_GET, require_POST
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 
 from approvals.models import Role
+from approvals.on_call import fallback_duty_for
 from approvals.selectors import workspace_ids_for
 from lib.htmx import HtmxHttpRequest
 from lib.querystring import id_or_none
@@ -67,6 +68,7 @@ def health(request: HtmxHttpRequest) -> HttpResponse:
             "destinations": selectors.destinations_overview(),
             "may_set_limits": request.user.has_perm(SET_LIMITS_PERMISSION),
             "incidents": incident_health([workspace] if workspace else scope),
+            "fallback_duty": fallback_duty_for(request.user),
             "figures_seconds": settings.HEALTH_FIGURES_SECONDS,
         },
     )

@@ -67,8 +67,11 @@ def incident_replay_start(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     if incident is None:
         raise Http404("no such incident")
     try:
+        # An incident is of one workspace: its replay is that workspace's, seen by its operators.
         replay = replay_start_for_incident(
-            incident_id=incident.pk, workspace_ids=scope, actor=request.user
+            incident_id=incident.pk,
+            workspace_ids=[incident.workspace_id] if incident.workspace_id in scope else scope,
+            actor=request.user,
         )
     except (NothingToReplay, TooManyToReplay) as exc:
         return _refused(request, str(exc), 409)

@@ -1,7 +1,8 @@
 """Incidents: the list, one incident's page (what happened, the members, the timeline), acknowledge, resolve.
 
-Thin: parse, authorize (operators, scoped to their workspaces: an incident of no workspace of theirs is a
-404), call one selector or service, render. Members of other workspaces are neither listed nor counted.
+Thin: parse, authorize (operators, scoped to their workspaces: an incident of another workspace is a 404,
+as one that does not exist; the fallback on-call also reads and acts on the incidents they own), call one
+selector or service, render. An incident is of one workspace: nothing of another's is listed or counted.
 """
 
 from django.contrib.auth.decorators import login_required
@@ -18,6 +19,7 @@ from reconciliation.alerts.incident_selectors import (
     incident_detail_for,
     incident_visible,
     incidents_for,
+    owns_incidents,
 )
 from reconciliation.alerts.operator import (
     InvalidIncidentTransition,
@@ -31,7 +33,7 @@ LIST_SIZE = 100
 
 def _scope(request: HtmxHttpRequest) -> list[int]:
     ids = workspace_ids_for(request.user, Role.OPERATOR)
-    if not ids and not request.user.is_staff:
+    if not ids and not request.user.is_staff and not owns_incidents(request.user.pk):
         raise PermissionDenied("incidents are for operators of a workspace")
     return ids
 
@@ -41,7 +43,9 @@ def _scope(request: HtmxHttpRequest) -> list[int]:
 def incident_list(request: HtmxHttpRequest) -> HttpResponse:
     scope = _scope(request)
     live_only = request.GET.get("state", "live") != "all"
-    rows = incidents_for(scope, staff=request.user.is_staff, live_only=live_only)[:LIST_SIZE]
+    rows = incidents_for(
+        scope, staff=request.user.is_staff, live_only=live_only, owner_id=request.user.pk
+    )[:LIST_SIZE]
     return render(
         request,
         "reconciliation/incidents/list.html",
@@ -50,7 +54,9 @@ def incident_list(request: HtmxHttpRequest) -> HttpResponse:
 
 
 def _visible_or_404(request: HtmxHttpRequest, pk: int):
-    incident = incident_visible(_scope(request), pk, staff=request.user.is_staff)
+    incident = incident_visible(
+        _scope(request), pk, staff=request.user.is_staff, owner_id=request.user.pk
+    )
     if incident is None:
         raise Http404("no such incident")
     return incident
@@ -111,5 +117,9 @@ def incident_open_count(request: HtmxHttpRequest) -> HttpResponse:
     """The nav's figure beside "Incidents": the open and acknowledged incidents of the person's
     workspaces (fetched after the page, so that no page pays a query for it)."""
     scope = workspace_ids_for(request.user, Role.OPERATOR)
-    count = incidents_for(scope, staff=request.user.is_staff).count() if scope else 0
+    count = (
+        incidents_for(scope, staff=request.user.is_staff, owner_id=request.user.pk).count()
+        if scope
+        else 0
+    )
     return render(request, "reconciliation/incidents/_open_count.html", {"count": count})

@@ -11,9 +11,12 @@ this pass or the next) finds the same live incident:
 - security events of one kind above a rate: `security:<kind>` (password spraying is already a rate: its
   first event pages);
 - triggers rejected at intake for one workflow and workspace: `rejected_triggers:<workspace>:<workflow>`.
+
+A cause seen in several workspaces is one cause per workspace (`Cause.workspace_id`): each becomes its own
+incident, counted, owned and paged in its workspace (security events belong to none).
 """
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 from django.conf import settings
@@ -59,6 +62,7 @@ class Cause:
     title: str
     members: list[Member] = field(default_factory=list)
     details: dict = field(default_factory=dict)
+    workspace_id: int | None = None
 
 
 def _handoff_members(handoffs, *, by_episode: bool = False) -> list[Member]:
@@ -118,8 +122,10 @@ def failure_causes() -> list[Cause]:
     failing = Handoff.objects.using(DB).filter(state=HandoffState.NEEDS_ATTENTION)
     marked = high_impact_steps()
     causes = []
-    for group in failing.order_by().values(*FAILURE_FIELDS).annotate(n=Count("id")):
+    by_workspace = failing.order_by().values(*FAILURE_FIELDS, "workspace_id")
+    for group in by_workspace.annotate(n=Count("id")):
         count = group.pop("n")
+        workspace_id = group.pop("workspace_id")
         high_impact = (group["rule_version"], group["step"]) in marked
         reason = group["reason_code"] or "no reason code"
         where = f"step {group['step']} of " if group["step"] else ""
@@ -130,8 +136,11 @@ def failure_causes() -> list[Cause]:
                 _failure_severity(group, count, high_impact),
                 f"{where}{group['workflow']} failing at {group['destination']}: "
                 f"{group['failure_class'] or 'no class'} ({reason})",
-                _handoff_members(failing.filter(**group), by_episode=True),
+                _handoff_members(
+                    failing.filter(**group, workspace_id=workspace_id), by_episode=True
+                ),
                 {**group, "high_impact": high_impact},
+                workspace_id,
             )
         )
     return causes
@@ -140,11 +149,12 @@ def failure_causes() -> list[Cause]:
 def finding_causes() -> list[Cause]:
     live = Finding.objects.using(DB).live()
     causes = []
-    for kind, count in live.order_by().values_list("kind").annotate(n=Count("id")):
+    groups = live.order_by().values_list("kind", "workspace_id").annotate(n=Count("id"))
+    for kind, workspace_id, count in groups:
         corrupt = kind in CORRUPTION and count >= settings.ALERT_CORRUPTION_THRESHOLD
         members = [
             Member(f"finding:{pk}", ws, key, handoff_id=handoff, finding_id=pk)
-            for pk, ws, key, handoff in live.filter(kind=kind)
+            for pk, ws, key, handoff in live.filter(kind=kind, workspace_id=workspace_id)
             .order_by("pk")
             .values_list("pk", "workspace_id", "action_key", "handoff_id")[:MEMBER_CAP]
         ]
@@ -157,6 +167,7 @@ def finding_causes() -> list[Cause]:
                 f"Reconciliation: {count} finding(s) {label.lower()}",
                 members,
                 {"failure_class": f"reconciliation: {kind}"},
+                workspace_id,
             )
         )
     return causes
@@ -237,16 +248,32 @@ def rejected_trigger_causes(*, now: datetime) -> list[Cause]:
                 f"{count} trigger(s) of {workflow or 'unknown workflow'} rejected at intake",
                 members,
                 {"workflow": workflow, "failure_class": "rejected_at_intake"},
+                ws,
             )
         )
     return causes
 
 
+def per_workspace(cause: Cause) -> list[Cause]:
+    """The cause split by its members' workspaces: one cause (one incident) per workspace."""
+    workspaces = sorted(
+        {m.workspace_id for m in cause.members}, key=lambda ws: (ws is not None, ws or 0)
+    )
+    if len(workspaces) <= 1:
+        cause.workspace_id = workspaces[0] if workspaces else cause.workspace_id
+        return [cause]
+    return [
+        replace(cause, members=[m for m in cause.members if m.workspace_id == ws], workspace_id=ws)
+        for ws in workspaces
+    ]
+
+
 def causes_now(*, now: datetime) -> list[Cause]:
-    return (
+    every = (
         destination_causes()
         + failure_causes()
         + finding_causes()
         + security_causes()
         + rejected_trigger_causes(now=now)
     )
+    return [part for cause in every for part in per_workspace(cause)]

@@ -1,6 +1,6 @@
-"""Reads of incidents for the console and Health, scoped to the viewer's workspaces: an incident is visible
-when one of its members is in them (staff also see incidents of no workspace: security events), and only
-the members in them are listed or counted."""
+"""Reads of incidents for the console and Health, scoped to the viewer's workspaces: an incident is of one
+workspace and visible to its operators (staff also see incidents of no workspace: security events; the
+fallback on-call sees the incidents they own), and only the members in view are listed or counted."""
 
 from collections.abc import Iterable
 
@@ -22,20 +22,31 @@ MEMBERS_PAGE = 100
 
 
 def incidents_for(
-    workspace_ids: Iterable[int], *, staff: bool = False, live_only: bool = True
+    workspace_ids: Iterable[int], *, staff: bool = False, live_only: bool = True, owner_id=None
 ) -> QuerySet[Incident]:
-    rows = Incident.objects.using(DB).visible_to(workspace_ids, include_unscoped=staff)
+    rows = Incident.objects.using(DB).visible_to(
+        workspace_ids, include_unscoped=staff, owner_id=owner_id
+    )
     if live_only:
         rows = rows.live()
     return rows.select_related("owner").order_by("-opened_at", "-pk")
 
 
-def incident_visible(workspace_ids: Iterable[int], pk: int, *, staff: bool = False):
-    return incidents_for(workspace_ids, staff=staff, live_only=False).filter(pk=pk).first()
+def owns_incidents(user_id: int) -> bool:
+    """True for a fallback on-call who owns an incident (of a workspace they are no operator of)."""
+    return Incident.objects.using(DB).filter(owner_id=user_id).exists()
+
+
+def incident_visible(workspace_ids: Iterable[int], pk: int, *, staff: bool = False, owner_id=None):
+    rows = incidents_for(workspace_ids, staff=staff, live_only=False, owner_id=owner_id)
+    return rows.filter(pk=pk).first()
 
 
 def _members_in_view(incident: Incident, workspace_ids: list[int], staff: bool):
     members = IncidentMember.objects.using(DB).filter(incident=incident)
+    if incident.workspace_id is not None and incident.workspace_id not in workspace_ids:
+        # Its fallback owner, who is no member of its workspace: the members are theirs to act on.
+        return members.filter(workspace_id=incident.workspace_id)
     if staff:
         return members.filter(Q(workspace_id__in=workspace_ids) | Q(workspace_id__isnull=True))
     return members.filter(workspace_id__in=workspace_ids)
@@ -51,10 +62,9 @@ def incident_detail_for(
     counts = members.aggregate(
         n=Count("id"), settled=Count("id", filter=Q(settled_at__isnull=False))
     )
-    only = workspace_ids[0] if len(workspace_ids) == 1 and not staff else None
     return {
         "incident": incident,
-        "summary": incident_summary(incident, workspace_id=only),
+        "summary": incident_summary(incident, workspace_id=incident.workspace_id),
         "members": page[:MEMBERS_PAGE],
         "next_after": page[MEMBERS_PAGE - 1].pk if len(page) > MEMBERS_PAGE else None,
         "member_total": counts["n"],

@@ -13,7 +13,7 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import Count, Exists, OuterRef, Q
 
-from approvals.models import Workspace
+from approvals.on_call import failure_owner_id
 from lib.databases import DB
 from outbox.clock import DbNow, db_time
 from outbox.models import OPEN_STATES, Handoff
@@ -62,21 +62,16 @@ def incident_event(
     )
 
 
-def _on_call(cause: Cause):
-    workspaces = {m.workspace_id for m in cause.members if m.workspace_id is not None}
+def _live_of(cause: Cause):
     return (
-        Workspace.objects.using(DB)
-        .filter(pk__in=workspaces)
-        .exclude(on_call=None)
-        .order_by("pk")
-        .values_list("on_call_id", flat=True)
-        .first()
+        Incident.objects.using(DB).live().filter(cause=cause.cause, workspace_id=cause.workspace_id)
     )
 
 
 def _open(cause: Cause) -> tuple[Incident, bool]:
-    """The live incident of this cause, opened now if there is none (a concurrent sweep may win)."""
-    live = Incident.objects.using(DB).live().filter(cause=cause.cause).first()
+    """The live incident of this cause in its workspace, opened now if there is none (a concurrent
+    sweep may win)."""
+    live = _live_of(cause).first()
     if live is not None:
         return live, False
     fields = {name: cause.details.get(name, "") for name in DETAIL_FIELDS}
@@ -85,17 +80,18 @@ def _open(cause: Cause) -> tuple[Incident, bool]:
         with transaction.atomic(using=DB):
             incident = Incident.objects.using(DB).create(
                 cause=cause.cause,
+                workspace_id=cause.workspace_id,
                 kind=cause.kind,
                 severity=cause.severity,
                 title=cause.title[:300],
                 high_impact=bool(cause.details.get("high_impact")),
-                owner_id=_on_call(cause),
+                owner_id=failure_owner_id(cause.workspace_id, workflow=fields["workflow"]),
                 sla_due_at=DbNow(3600.0 * settings.ALERT_INCIDENT_SLA_HOURS) if queue else None,
                 **{name: str(value)[:60] for name, value in fields.items()},
             )
             incident_event(incident, "opened", to_state=IncidentState.OPEN, note=cause.title)
     except IntegrityError:
-        return Incident.objects.using(DB).live().get(cause=cause.cause), False
+        return _live_of(cause).get(), False
     return incident, True
 
 
@@ -189,18 +185,16 @@ def incident_resolve(incident: Incident, *, actor=None, note: str = "") -> bool:
     return bool(moved)
 
 
-def _resolve_settled(seen: set[str]) -> int:
+def _resolve_settled(seen: set[tuple[str, int | None]]) -> int:
     has_unsettled = IncidentMember.objects.using(DB).filter(
         incident=OuterRef("pk"), settled_at__isnull=True
     )
-    candidates = (
-        Incident.objects.using(DB)
-        .live()
-        .exclude(cause__in=seen)
-        .filter(~Exists(has_unsettled))
-        .order_by("pk")
+    candidates = Incident.objects.using(DB).live().filter(~Exists(has_unsettled)).order_by("pk")
+    return sum(
+        incident_resolve(incident)
+        for incident in candidates
+        if (incident.cause, incident.workspace_id) not in seen
     )
-    return sum(incident_resolve(incident) for incident in candidates)
 
 
 def _without_handled(causes: list[Cause]) -> list[Cause]:
@@ -244,6 +238,6 @@ def incidents_sync() -> SyncResult:
         Incident.objects.using(DB).filter(pk=incident.pk).update(last_seen_at=DbNow())
     settle_members()
     _refresh_counts()
-    result.resolved = _resolve_settled({cause.cause for cause in causes})
+    result.resolved = _resolve_settled({(cause.cause, cause.workspace_id) for cause in causes})
     _page_new(result)
     return result

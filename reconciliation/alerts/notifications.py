@@ -6,23 +6,29 @@ level; `incident_notify` tells the channels that were paged that it was acknowle
 acknowledge and resolve with the same dedup_key). Both only write rows; `notifications_send_due` (in
 `delivering`) sends them outside any transaction.
 
+An incident is of one workspace: its channels are that workspace's and the every-workspace ones, never
+another workspace's. A workspace with no operator has its incidents owned by the fallback on-call
+(`approvals.on_call`), who is paged by e-mail through a channel seeded for it (`FALLBACK_CHANNEL`).
+
 The message id of a notification is `incident-<id>-<number>`, numbered per incident: every resend of it
 carries the same id (the Standard Webhooks `webhook-id`, the e-mail's Message-ID, the payload's `id`), so a
 receiver that sees it twice knows it is the same notification.
 """
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.db.models import Max, Q
 
+from approvals.on_call import workspace_operator_id
 from lib.databases import DB
 from outbox.clock import DbNow
 from reconciliation.models import (
     AlertChannel,
+    ChannelKind,
     EscalationPolicy,
     Incident,
     IncidentEvent,
-    IncidentMember,
     IncidentSeverity,
     IncidentState,
     Notification,
@@ -34,14 +40,42 @@ def message_id(incident_id: int, number: int) -> str:
     return f"incident-{incident_id}-{number}"
 
 
+# The channel seeded for the fallback on-call of a workspace with no operator: their e-mail address.
+FALLBACK_CHANNEL = "fallback on-call"
+
+
 def incident_workspaces(incident: Incident) -> list[int]:
-    return sorted(
-        set(
-            IncidentMember.objects.using(DB)
-            .filter(incident=incident, workspace_id__isnull=False)
-            .values_list("workspace_id", flat=True)
-        )
+    return [] if incident.workspace_id is None else [incident.workspace_id]
+
+
+def fallback_channel(incident: Incident) -> AlertChannel | None:
+    """The e-mail channel of the incident's owner when they own it as the fallback on-call (its workspace
+    has no operator), seeded from their address; None otherwise. Inside the caller's transaction."""
+    if incident.workspace_id is None or incident.owner_id is None:
+        return None
+    if workspace_operator_id(incident.workspace_id) is not None:
+        return None
+    email = (
+        get_user_model()
+        .objects.using(DB)
+        .filter(pk=incident.owner_id)
+        .values_list("email", flat=True)
+        .first()
     )
+    if not email:
+        return None
+    channel, _ = AlertChannel.objects.using(DB).update_or_create(
+        workspace_id=incident.workspace_id,
+        name=FALLBACK_CHANNEL,
+        defaults={
+            "kind": ChannelKind.EMAIL,
+            "target": email,
+            "severity": IncidentSeverity.QUEUE,
+            "level": 0,
+            "enabled": True,
+        },
+    )
+    return channel
 
 
 def channels_for(incident: Incident, workspaces: list[int]):
@@ -53,19 +87,20 @@ def channels_for(incident: Incident, workspaces: list[int]):
     )
     return AlertChannel.objects.using(DB).filter(
         Q(workspace_id__isnull=True) | Q(workspace_id__in=workspaces),
+        ~Q(name=FALLBACK_CHANNEL),
         enabled=True,
         severity__in=severities,
     )
 
 
 def channels_at_level(incident: Incident, workspaces: list[int], level: int) -> list[AlertChannel]:
-    """The channels of an escalation level; past the last level, the last level again (bounded repeats)."""
+    """The channels of an escalation level; past the last level, the last level again (bounded repeats).
+    The fallback on-call who owns the incident is told at every level."""
     channels = list(channels_for(incident, workspaces))
     levels = sorted({c.level for c in channels})
-    if not levels:
-        return []
-    chosen = max((lv for lv in levels if lv <= level), default=levels[0])
-    return [c for c in channels if c.level == chosen]
+    chosen = max((lv for lv in levels if lv <= level), default=levels[0]) if levels else None
+    fallback = fallback_channel(incident)
+    return [c for c in channels if c.level == chosen] + ([fallback] if fallback else [])
 
 
 def policy_for(workspaces: list[int]) -> tuple[int, int]:

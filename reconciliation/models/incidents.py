@@ -50,17 +50,14 @@ class IncidentQuerySet(models.QuerySet):
         """Not resolved: open or acknowledged."""
         return self.exclude(state=IncidentState.RESOLVED)
 
-    def visible_to(self, workspace_ids, *, include_unscoped: bool = False):
-        """Incidents with a member in one of these workspaces (and, for staff, those of no workspace:
-        security events and causes that belong to no workspace)."""
-        members = IncidentMember.objects.filter(workspace_id__in=list(workspace_ids))
-        condition = Q(pk__in=members.values("incident_id"))
+    def visible_to(self, workspace_ids, *, include_unscoped: bool = False, owner_id=None):
+        """Incidents of these workspaces; for staff also those of no workspace (security events); and
+        those `owner_id` owns (the fallback on-call of a workspace without an operator)."""
+        condition = Q(workspace_id__in=list(workspace_ids))
         if include_unscoped:
-            condition |= ~Q(
-                pk__in=IncidentMember.objects.filter(workspace_id__isnull=False).values(
-                    "incident_id"
-                )
-            )
+            condition |= Q(workspace_id__isnull=True)
+        if owner_id is not None:
+            condition |= Q(owner_id=owner_id)
         return self.filter(condition)
 
 
@@ -68,6 +65,9 @@ class Incident(models.Model):
     cause = models.CharField(
         max_length=200, help_text="What groups the members: one live per cause."
     )
+    # A cause seen in two workspaces is two incidents: each workspace's people read and act on their own.
+    # None: a cause of no workspace (security events), shown to staff.
+    workspace_id = models.PositiveIntegerField(null=True, blank=True)
     kind = models.CharField(max_length=20, choices=IncidentKind.choices)
     severity = models.CharField(max_length=8, choices=IncidentSeverity.choices)
     state = models.CharField(
@@ -107,11 +107,20 @@ class Incident(models.Model):
     class Meta:
         constraints = [
             models.UniqueConstraint(
-                fields=["cause"], condition=~Q(state="resolved"), name="incident_one_live_per_cause"
+                fields=["cause", "workspace_id"],
+                condition=~Q(state="resolved") & Q(workspace_id__isnull=False),
+                name="incident_one_live_per_cause_ws",
+            ),
+            # NULLs are distinct in a unique index: the causes of no workspace get their own.
+            models.UniqueConstraint(
+                fields=["cause"],
+                condition=~Q(state="resolved") & Q(workspace_id__isnull=True),
+                name="incident_one_live_per_cause_unscoped",
             ),
         ]
         indexes = [
             models.Index(fields=["state", "opened_at"], name="incident_state_idx"),
+            models.Index(fields=["workspace_id", "state"], name="incident_workspace_idx"),
             models.Index(
                 fields=["next_escalation_at"],
                 name="incident_escalation_idx",

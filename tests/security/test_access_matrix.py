@@ -9,6 +9,7 @@ from django.test import Client
 
 from approvals.models import Request, Role
 from approvals.services import request_approve, support_staff_enroll
+from reconciliation.models import Incident, IncidentKind, IncidentSeverity
 from tests.factories import grant_destination_admin, make_user, onboarding_world
 
 pytestmark = pytest.mark.django_db(databases=["default", "delivery"])
@@ -83,6 +84,44 @@ MATRIX = [
         "get",
         "/health/",
         dict(requester=403, approver=403, operator=200, destination_admin=200, support=403),
+    ),
+    # An incident is of one workspace (`{i7}`: workspace 7's, `{i8}`: workspace 8's): another workspace's is
+    # a 404 to read and to act on, as one that does not exist.
+    (
+        "incident of workspace 7",
+        "get",
+        "/incidents/{i7}/",
+        dict(requester=403, approver=403, operator=200, destination_admin=200, support=404),
+    ),
+    (
+        "acknowledge an incident of workspace 7",
+        "post",
+        "/incidents/{i7}/acknowledge",
+        dict(requester=403, approver=403, operator=302, destination_admin=302, support=404),
+    ),
+    (
+        "incident of workspace 8",
+        "get",
+        "/incidents/{i8}/",
+        dict(requester=403, approver=403, operator=404, destination_admin=404, support=404),
+    ),
+    (
+        "acknowledge an incident of workspace 8",
+        "post",
+        "/incidents/{i8}/acknowledge",
+        dict(requester=403, approver=403, operator=404, destination_admin=404, support=404),
+    ),
+    (
+        "resolve an incident of workspace 8",
+        "post",
+        "/incidents/{i8}/resolve",
+        dict(requester=403, approver=403, operator=404, destination_admin=404, support=404),
+    ),
+    (
+        "replay an incident of workspace 8",
+        "post",
+        "/incidents/{i8}/replay",
+        dict(requester=403, approver=403, operator=404, destination_admin=404, support=403),
     ),
     (
         "set a destination's limits",
@@ -250,6 +289,14 @@ def world():
         payload_hash=Request.objects.get(workspace_id=7, number=43).payload_hash,
     )
     world["handoff"] = handoff.pk
+    for workspace_id in (7, 8):
+        world[f"incident{workspace_id}"] = Incident.objects.create(
+            cause="failures:receiver:permanent",
+            workspace_id=workspace_id,
+            kind=IncidentKind.FAILURES,
+            severity=IncidentSeverity.QUEUE,
+            title="handoffs failing",
+        ).pk
     return world
 
 
@@ -260,7 +307,7 @@ def world():
 def test_access_matrix_cell(world, role, name, method, url, expected):
     client = Client()
     client.force_login(world[role])
-    target = url.format(h=world["handoff"])
+    target = url.format(h=world["handoff"], i7=world["incident7"], i8=world["incident8"])
     data = FORMS.get(name, lambda w, h: {})(world, world["handoff"])
     response = getattr(client, method)(target, data)
     want = expected[role]

@@ -17,10 +17,16 @@ from approvals.services import membership_grant, support_staff_enroll
 from approvals.services.workflow_modes import workflow_mode_set
 from console.audit_trail.export import audit_export
 from console.audit_trail.period import parse_period
+from outbox.destinations import InProcessDestination
+from outbox.dispatcher import handoff_deliver
 from outbox.models import HandoffEvent
-from outbox.services.destination_windows import destination_pause_by_operator
+from outbox.services.destination_windows import (
+    destination_pause_by_operator,
+    destination_resume_by_operator,
+)
 from outbox.services.operator import handoff_cancel
-from reconciliation.alerts.incidents import incident_resolve
+from reconciliation.alerts.incidents import incident_resolve, incidents_sync
+from reconciliation.alerts.operator import incident_acknowledge
 from reconciliation.models import (
     Incident,
     IncidentKind,
@@ -29,8 +35,10 @@ from reconciliation.models import (
     ManualRepair,
 )
 from tests.builders import approve
+from tests.builders import record as record_handoff
 from tests.console.clients import client_for
 from tests.factories import make_user, onboarding_world
+from tests.reconciliation.alerts.test_incidents import REJECTED
 
 pytestmark = pytest.mark.django_db
 
@@ -61,7 +69,8 @@ def _repair(*, workspace_id: int, key: str, actor) -> ManualRepair:
 
 def _resolved_incident(handoff, *, actor) -> Incident:
     incident = Incident.objects.create(
-        cause=f"failures:{handoff.workspace_id}",
+        cause="failures:receiver",
+        workspace_id=handoff.workspace_id,
         kind=IncidentKind.FAILURES,
         severity=IncidentSeverity.QUEUE,
         title="handoffs failing",
@@ -270,3 +279,29 @@ def test_the_export_reads_each_kind_in_one_query_however_many_events(
             actor=day["olga"], workspace_id=7, start=start, end=end, fmt="csv", channel="console"
         )
     assert len(result.records) == sum(EXPECTED_WS7.values()) + 10 * 4
+
+
+def test_each_workspaces_export_lists_only_its_own_incidents_events_of_one_cause(day):
+    """A cause failing in workspaces 7 and 8 is one incident each (the same cause string): 7's trail holds
+    7's incident events and none of 8's. Fails on the old code, where the export took the events of every
+    incident holding a member of the workspace, and one incident held both workspaces' members."""
+    destination_resume_by_operator(name="receiver", actor=day["olga"], reason="upgrade done")
+    for number, workspace_id in ((61, 7), (62, 8)):
+        handoff = record_handoff(number, workspace_id=workspace_id, payload=REJECTED)
+        handoff_deliver(handoff_id=handoff.pk, destination=InProcessDestination())
+    incidents_sync()
+    failing = Incident.objects.live().filter(kind=IncidentKind.FAILURES)
+    ours, theirs = (failing.get(workspace_id=ws) for ws in (7, 8))
+    assert ours.cause == theirs.cause
+    incident_acknowledge(incident_id=theirs.pk, actor=day["rex"], note="ws8 looks")
+    records = _lines(_export(client_for(day["olga"]), **day["period"]))
+    incident_subjects = {r["subject"] for r in records if r["kind"] == "incident_event"}
+    assert f"incident {ours.pk} (failures)" in incident_subjects
+    assert not any(s.startswith(f"incident {theirs.pk} ") for s in incident_subjects)
+    assert "ws8 looks" not in json.dumps(records)
+    theirs_records = _lines(_export(client_for(day["rex"]), workspace=8, **day["period"]))
+    assert not any(
+        r["subject"].startswith(f"incident {ours.pk} ")
+        for r in theirs_records
+        if r["kind"] == "incident_event"
+    )

@@ -1,5 +1,6 @@
-"""The incident screens: scoped to the operator's workspaces (another workspace's incident is a 404, its
-members are neither listed nor counted), acknowledge and resolve as audited moves, bad moves refused."""
+"""The incident screens: scoped to the operator's workspaces (an incident is of one workspace: another
+workspace's is a 404, as one that does not exist, to read and to act on), acknowledge and resolve as
+audited moves, bad moves refused."""
 
 import pytest
 
@@ -20,11 +21,12 @@ def failing(number: int, workspace_id: int = 7) -> None:
 
 @pytest.fixture
 def incident(world) -> Incident:
+    """Workspace 7's incident of a cause that fails in workspaces 7 and 8."""
     failing(101)
     failing(102)
     failing(201, workspace_id=8)
     incidents_sync()
-    return Incident.objects.get()
+    return Incident.objects.get(workspace_id=7)
 
 
 def test_the_list_and_page_show_only_the_viewers_members(client, world, incident):
@@ -78,13 +80,41 @@ def test_members_a_person_resolved_do_not_open_the_next_incident(client, world, 
     client.force_login(world["olga"])
     client.post(f"/incidents/{incident.pk}/resolve", {"note": "handled with the client"})
     incidents_sync()
-    assert Incident.objects.live().count() == 0
+    assert Incident.objects.live().filter(workspace_id=7).count() == 0
     failing(103)
     incidents_sync()
-    [fresh] = Incident.objects.live()
+    [fresh] = Incident.objects.live().filter(workspace_id=7)
     assert fresh.member_count == 1
 
 
 def test_a_get_to_acknowledge_is_refused(client, world, incident):
     client.force_login(world["olga"])
     assert client.get(f"/incidents/{incident.pk}/acknowledge").status_code == 405
+
+
+def test_a_cause_in_two_workspaces_is_two_incidents_and_neither_operator_touches_the_other(
+    client, world, incident
+):
+    """Fails on the old code: one incident held both workspaces' members, so otto (operator of 8 only)
+    could open, acknowledge and resolve it, and workspace 7's member stopped paging."""
+    theirs = Incident.objects.get(workspace_id=8)
+    assert theirs.cause == incident.cause
+    assert sorted(incident.members.values_list("action_key", flat=True)) == [
+        "onboarding:7:101:1",
+        "onboarding:7:102:1",
+    ]
+    assert list(theirs.members.values_list("action_key", flat=True)) == ["onboarding:8:201:1"]
+    assert (incident.member_count, theirs.member_count) == (2, 1)
+    assert incident.owner == world["olga"] and theirs.owner != world["olga"]
+    client.force_login(world["otto"])
+    assert client.get(f"/incidents/{incident.pk}/").status_code == 404
+    assert client.post(f"/incidents/{incident.pk}/acknowledge").status_code == 404
+    assert client.post(f"/incidents/{incident.pk}/resolve").status_code == 404
+    page = client.get(f"/incidents/{theirs.pk}/").content.decode()
+    assert "onboarding:8:201:1" in page and "onboarding:7:" not in page and "olga" not in page
+    assert client.post(f"/incidents/{theirs.pk}/resolve", {"note": "ours"}).status_code == 302
+    incidents_sync()
+    incident.refresh_from_db()
+    assert incident.state == IncidentState.OPEN and incident.settled_count == 0
+    listing = client.get("/incidents/?state=all").content.decode()
+    assert f"/incidents/{incident.pk}/" not in listing and f"/incidents/{theirs.pk}/" in listing

@@ -18,6 +18,7 @@ from reconciliation.alerts import alerts_send_due
 from reconciliation.alerts.delivering import notifications_send_due
 from reconciliation.alerts.incident_text import incident_summary
 from reconciliation.alerts.incidents import incidents_sync
+from reconciliation.alerts.operator import incident_resolve_by_person
 from reconciliation.models import (
     AlertChannel,
     ChannelKind,
@@ -274,7 +275,10 @@ def test_rejected_triggers_are_an_incident_with_an_owner_and_an_sla_on_health(wo
     assert "1 trigger(s) of onboarding rejected at intake" in page and "olga" in page
 
 
-def test_a_slack_channel_of_a_workspace_gets_a_slack_payload_about_its_own_members(world):
+def test_a_slack_channel_of_a_workspace_gets_a_slack_payload_about_its_own_members(world, settings):
+    settings.ALERT_WIDESPREAD_THRESHOLD = (
+        2  # workspace 8's two failures page (counted per workspace)
+    )
     with AlertReceiver(status=200) as receiver:
         AlertChannel.objects.create(
             workspace_id=8, name="suppliers slack", kind=ChannelKind.SLACK, target=receiver.url
@@ -286,11 +290,44 @@ def test_a_slack_channel_of_a_workspace_gets_a_slack_payload_about_its_own_membe
             handoff_deliver(handoff_id=record_.pk, destination=InProcessDestination())
         alerts_send_due()
         [slack] = receiver.received
-    incident = Incident.objects.get()
-    assert incident.member_count == 21
+    incident = Incident.objects.get(workspace_id=8)
+    assert incident.member_count == 2
     assert slack.headers["x-handoff-notification-id"] == f"incident-{incident.pk}-1"
     message = slack.document
     assert message["text"].startswith(f"PAGE: incident {incident.pk}:")
     details = message["blocks"][1]["text"]["text"]
     assert "onboarding:8:2000:1 and 1 more" in details and "onboarding:7:" not in details
     assert "Last delivered step:" in details and "Safest next action:" in details
+
+
+def test_a_cause_in_two_workspaces_pages_each_workspace_about_its_own_incident_only(
+    world, settings
+):
+    """Fails on the old code: one incident of both workspaces paged both channels with the same incident,
+    and resolving it (by workspace 8's operator) stopped workspace 7's paging."""
+    settings.ALERT_WIDESPREAD_THRESHOLD = 2
+    otto = make_user("otto", workspace=world["w8"], roles=("operator",))
+    with AlertReceiver() as sevens, AlertReceiver() as eights:
+        webhook_channel(sevens, workspace_id=7, name="ws7 pager")
+        webhook_channel(eights, workspace_id=8, name="ws8 pager")
+        for n in (1000, 1001):
+            fail(n)
+        for n in (2000, 2001, 2002):
+            handoff_deliver(
+                handoff_id=record(n, payload=REJECTED, workspace_id=8).pk,
+                destination=InProcessDestination(),
+            )
+        alerts_send_due()
+        ours, theirs = Incident.objects.get(workspace_id=7), Incident.objects.get(workspace_id=8)
+        [page7], [page8] = triggers_of(sevens), triggers_of(eights)
+        assert (page7["incident"]["incident_id"], page7["incident"]["members"]) == (ours.pk, 2)
+        assert (page8["incident"]["incident_id"], page8["incident"]["members"]) == (theirs.pk, 3)
+        assert "onboarding:8:" not in sevens.received[0].body
+        assert "onboarding:7:" not in eights.received[0].body
+        assert ours.owner == world["olga"] and theirs.owner == otto
+        incident_resolve_by_person(incident_id=theirs.pk, actor=otto, note="handled")
+        alerts_send_due()
+        assert [d["type"] for d in eights.documents()][-1] == "handoff.incident.resolve"
+        assert [d["type"] for d in sevens.documents()] == ["handoff.incident.trigger"]
+    ours.refresh_from_db()
+    assert ours.state == IncidentState.OPEN and ours.next_escalation_at is not None
