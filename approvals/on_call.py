@@ -4,7 +4,7 @@ workflow's owner from its pilot brief, else the organisation-wide on-call named 
 is left without one (docs/incidents.md, "No failure without an owner").
 
 A workspace that takes triggers with no operator and no fallback configured is a warning when the
-processes start (`manage.py check --database default`, run by `migrate` and by the dispatcher)."""
+processes are deployed (`manage.py check --database default`; `migrate` runs it)."""
 
 from dataclasses import dataclass
 
