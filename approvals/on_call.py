@@ -1,6 +1,6 @@
 """Who owns a workspace's failures: its on-call operator, else its first operator, else a fallback (the
 workflow's owner from its pilot brief, else the organisation-wide on-call named by
-`HANDOFF_FALLBACK_ON_CALL`). A handoff, a finding and an incident get their owner here, so that no failure
+`HANDOFF_FALLBACK_ON_CALL`). An approved handoff and an incident get their owner here, so that no failure
 is left without one (docs/incidents.md, "No failure without an owner").
 
 A workspace that takes triggers with no operator and no fallback configured is a warning when the
