@@ -154,6 +154,9 @@ def _dispatch_due(receiver: ReceiverProcess) -> None:
         "HANDOFF_DESTINATION": "http",
         "RECEIVER_URL": receiver.url,
         "HANDOFF_WAKE_ON_COMMIT": "0",
+        # The receiver row's generous read timeout (30 s) must fit in a lease, or the dispatcher holds
+        # that destination and sends nothing (outbox/destinations/lease_rule.py).
+        "HANDOFF_LEASE_SECONDS": "60",
     }
     done = subprocess.run(
         [sys.executable, "manage.py", "dispatch", "--once", "--worker", "replay-test"],
