@@ -160,7 +160,13 @@ def _routes_as_shown(request: Request, rules, requests_hash: str | None) -> list
         routes = route_requests(request.payload, rules.steps)
     except MappingRefused as exc:
         raise InvalidPayload([f"under rules {rules.version}: {exc}"]) from exc
-    if requests_hash is not None and requests_hash != route_requests_hash(routes):
+    # "": a form that showed no requests, which is what was shown when none is mapped.
+    shown_none = requests_hash == "" and not routes
+    if (
+        requests_hash is not None
+        and not shown_none
+        and requests_hash != route_requests_hash(routes)
+    ):
         raise StaleRevision(
             f"{request}: what each destination will receive changed since it was shown "
             f"(the rules are now {rules.version}): the requests hash does not match"

@@ -210,9 +210,10 @@ def _take_decision(request, obj: Request, decision: str, reason: str) -> tuple[d
                 actor=request.user,
                 payload_hash=shown_hash,
                 reason=reason,
-                # The page posts the hash of the requests it showed; None (a form from before request
-                # mapping, or a client that shows none) binds only to the payload, as before.
-                requests_hash=request.POST.get("requests_hash"),
+                # The page posts the hash of the requests it showed. A form without it (a page opened
+                # before the rules mapped any step) binds only where nothing is mapped: with mapped steps
+                # it is stale, and the approver is shown what each destination will receive.
+                requests_hash=request.POST.get("requests_hash", ""),
             )
             return _approved(handoff), 200, obj
         services.request_reject(**ids, actor=request.user, payload_hash=shown_hash, reason=reason)

@@ -26,7 +26,7 @@ from tests.approvals.request_mapping_world import (
     step,
     workflows,
 )
-from tests.console.clients import client_for
+from tests.console.clients import HTMX, client_for
 from tests.outbox.destinations.mapped_request_server import mapped_request_server_start
 
 pytestmark = pytest.mark.django_db(databases=["default", "delivery"])
@@ -96,6 +96,22 @@ def test_approving_with_a_stale_requests_hash_is_refused_and_nothing_is_written(
     assert not Approval.objects.exists()
     assert not Handoff.objects.exists()
     assert Request.objects.get(pk=world["request"].pk).state == "awaiting_approval"
+
+
+def test_a_decide_form_without_the_requests_hash_is_stale_once_a_step_is_mapped(world):
+    crm_row()
+    apply(world, workflows(step("create_account", ACCOUNT)))
+    answer = client_for(world["alice"]).post(
+        reverse("approvals:decide", args=[7, 42, 1]),
+        {"decision": "approve", "payload_hash": world["request"].payload_hash, "reason": "ok"},
+        **HTMX,
+    )
+    assert answer.status_code == 409
+    assert (
+        "what each destination will receive changed since it was shown" in answer.content.decode()
+    )
+    assert not Approval.objects.exists()
+    assert not Handoff.objects.exists()
 
 
 def test_the_decision_stores_the_rendered_requests_and_their_hash(world):
