@@ -6,16 +6,24 @@ optional. A template is any JSON in which an object `{"$": "<JMESPath expression
 renders to any JSON (the payload itself when the mapping has no body); path, query and header values to
 texts (a number is written as text). A refusal names its place (`steps[1].request.body.name: client_name
 is missing`). Why JMESPath (and not a text template): docs/destinations.md, "Request mapping".
+
+An e-mail mapping (for an `smtp` route) is `{"subject", "text", "to"}`, all three: each a `${field}` text
+template (`string.Template`, the smtp kind's own syntax) or an expression object; it renders to those three
+texts, a line break in the subject or the address refused (it would start another header).
 """
 
 import hashlib
 import json
+import string
 from functools import lru_cache
 
 import jmespath
 from jmespath.exceptions import JMESPathError
 
 PARTS = ("body", "path", "query", "headers")
+EMAIL_PARTS = ("subject", "text", "to")
+# The e-mail parts written into a header: a CR or LF in them would start a header of the payload's choosing.
+EMAIL_HEADER_PARTS = ("subject", "to")
 EXPRESSION = "$"
 DEFAULT = "default"
 MAX_EXPRESSION = 500
@@ -82,10 +90,60 @@ def _named_values_problems(where: str, values: object) -> list[str]:
     return problems
 
 
+def is_email_mapping(mapping: object) -> bool:
+    """An e-mail mapping names an e-mail part (subject, text, to); any other maps an HTTP request."""
+    return isinstance(mapping, dict) and any(part in mapping for part in EMAIL_PARTS)
+
+
+def _text_template(where: str, text: str) -> string.Template:
+    template = string.Template(text)
+    if not template.is_valid():
+        raise MappingRefused(f"{where}: not a valid text template ($field or ${{field}}; $$ for $)")
+    return template
+
+
+def _email_mapping_problems(mapping: dict, *, where: str) -> list[str]:
+    problems = []
+    if others := sorted(set(mapping) - set(EMAIL_PARTS)):
+        problems.append(
+            f"{where}: an e-mail mapping holds subject, text and to, not {', '.join(others)}"
+        )
+    if missing := [part for part in EMAIL_PARTS if part not in mapping]:
+        problems.append(
+            f"{where}: an e-mail mapping needs subject, text and to (missing {', '.join(missing)})"
+        )
+    for part in [part for part in EMAIL_PARTS if part in mapping]:
+        value, place = mapping[part], f"{where}.{part}"
+        if _is_expression(value):
+            problems += _template_problems(place, value)
+        elif not isinstance(value, str) or not value.strip():
+            problems.append(f"{place}: a text template (${{field}}) or an expression")
+        else:
+            try:
+                _text_template(place, value)
+            except MappingRefused as exc:
+                problems.append(str(exc))
+    return problems
+
+
+def text_template_fields(mapping: object, *, where: str) -> list[tuple[str, str]]:
+    """The payload fields an e-mail mapping's text templates name, each with its place: (place, field)."""
+    if not is_email_mapping(mapping):
+        return []
+    return [
+        (f"{where}.{part}", name)
+        for part in EMAIL_PARTS
+        if isinstance(mapping.get(part), str)
+        for name in string.Template(mapping[part]).get_identifiers()
+    ]
+
+
 def mapping_problems(mapping: object, *, where: str) -> list[str]:
     """Why `mapping` cannot be used (its shape, expressions that do not compile), each naming its place."""
     if not isinstance(mapping, dict):
         return [f"{where}: a request mapping is an object of {', '.join(PARTS)}"]
+    if is_email_mapping(mapping):
+        return _email_mapping_problems(mapping, where=where)
     problems = []
     if unknown := sorted(set(mapping) - set(PARTS)):
         problems.append(f"{where}: unknown parts {', '.join(unknown)} (known: {', '.join(PARTS)})")
@@ -135,11 +193,48 @@ def _scalar_text(where: str, value: object) -> str:
     return value if isinstance(value, str) else json.dumps(value)
 
 
+def _filled(where: str, text: str, payload: object) -> str:
+    values = {}
+    for name in _text_template(where, text).get_identifiers():
+        value = payload.get(name) if isinstance(payload, dict) else None
+        if value is None:
+            raise MappingRefused(f"{where}: ${{{name}}} is missing")
+        if isinstance(value, dict | list):
+            raise MappingRefused(f"{where}: ${{{name}}} is not a text")
+        values[name] = value if isinstance(value, str) else json.dumps(value)
+    return string.Template(text).substitute(values)
+
+
+def _email_part(where: str, template: object, payload: object) -> str:
+    if isinstance(template, str):
+        return _filled(where, template, payload)
+    return _scalar_text(where, render_template(template, payload, where=where))
+
+
+def render_email(mapping: dict, payload: object, *, where: str) -> dict:
+    """The e-mail an e-mail mapping makes of `payload`: {"subject", "text", "to"}; MappingRefused naming the
+    part that cannot render or holds a line break where a header would carry it. (An address that is not
+    one is refused when sent, as an unmapped route's: permanent, never retried.)"""
+    rendered = {
+        part: _email_part(f"{where}.{part}", mapping[part], payload) for part in EMAIL_PARTS
+    }
+    for part in EMAIL_HEADER_PARTS:
+        if "\r" in rendered[part] or "\n" in rendered[part]:
+            raise MappingRefused(
+                f"{where}.{part}: renders with a line break (CR or LF), which would start another "
+                "header of the payload's making"
+            )
+    return rendered
+
+
 def render_request(mapping: dict, payload: object, *, where: str) -> dict:
     """The request the mapping makes of `payload`: {"body", "path", "query", "headers"} (the body is the
-    payload itself when the mapping has none); MappingRefused naming the place that cannot render."""
+    payload itself when the mapping has none), or an e-mail mapping's {"subject", "text", "to"};
+    MappingRefused naming the place that cannot render."""
     if problems := mapping_problems(mapping, where=where):
         raise MappingRefused(problems[0])
+    if is_email_mapping(mapping):
+        return render_email(mapping, payload, where=where)
     rendered = {
         "body": render_template(mapping["body"], payload, where=f"{where}.body")
         if "body" in mapping
@@ -154,6 +249,12 @@ def render_request(mapping: dict, payload: object, *, where: str) -> dict:
             for name, value in mapping.get(part, {}).items()
         }
     return rendered
+
+
+def sent_body(request: dict | None, payload: dict) -> dict:
+    """The JSON body a frozen request sends: its body, else the payload (an unmapped route's, and an e-mail
+    request's, whose text is its message)."""
+    return request["body"] if request is not None and "body" in request else payload
 
 
 def requests_hash(requests: object) -> str:

@@ -7,13 +7,14 @@ from approvals.models import RuleVersion
 from approvals.route_requests import mapping_problems_over
 from approvals.rules import BUILT_IN_RULES, publish_problems, steps_problems
 from lib.databases import DB
-from lib.request_mapping import schema_sample
+from lib.request_mapping import is_email_mapping, schema_sample, text_template_fields
 from outbox.destinations import DestinationUnavailable, destination_named
 from outbox.destinations.http_fields import header_name
 from outbox.destinations.idempotency_key_http import IdempotencyKeyHttpDestination
 from outbox.destinations.idempotency_key_http_config import OWN_HEADERS
 from outbox.destinations.mapped_request import path_parameters
 from outbox.destinations.registry import default_destination_name, enabled_destination_names
+from outbox.destinations.smtp import SmtpDestination
 
 
 def rule_version_publish(
@@ -72,22 +73,48 @@ def _request_problems(schema: dict, steps: list[dict]) -> list[str]:
     problems = []
     for index, step in enumerate(steps):
         if step.get("request") is not None:
-            problems += _route_problems(f"steps[{index}].request", step)
+            problems += _route_problems(f"steps[{index}].request", step, schema)
     return problems or mapping_problems_over(schema_sample(schema), steps)
 
 
-def _route_problems(where: str, step: dict) -> list[str]:
+def _route_problems(where: str, step: dict, schema: dict) -> list[str]:
     name = step.get("destination") or default_destination_name()
     try:
         destination = destination_named(name)
     except DestinationUnavailable:
         return []  # not served: `_destination_problems` names it
+    mapping = step["request"]
+    if isinstance(destination, SmtpDestination):
+        return _email_route_problems(where, name, mapping, schema)
     if not isinstance(destination, IdempotencyKeyHttpDestination):
         return [
             f"{where}: destination {name!r} sends the approved payload as it is; a request mapping "
-            "needs an idempotency_key_http destination"
+            "needs an idempotency_key_http or smtp destination"
         ]
-    mapping = step["request"]
+    if is_email_mapping(mapping):
+        return [
+            f"{where}: destination {name!r} sends HTTP requests; subject, text and to are e-mail's"
+        ]
+    return _http_route_problems(where, name, destination, mapping)
+
+
+def _email_route_problems(where: str, name: str, mapping: object, schema: dict) -> list[str]:
+    """An smtp route maps subject, text and to; each `${field}` its text templates name is the schema's."""
+    if not is_email_mapping(mapping):
+        return [
+            f"{where}: destination {name!r} sends e-mail; its mapping holds subject, text and to"
+        ]
+    fields = set((schema.get("properties") or {}) if isinstance(schema, dict) else {})
+    return [
+        f"{place}: ${{{field}}} names no field of the schema (fields: {', '.join(sorted(fields))})"
+        for place, field in text_template_fields(mapping, where=where)
+        if field not in fields
+    ]
+
+
+def _http_route_problems(
+    where: str, name: str, destination: IdempotencyKeyHttpDestination, mapping: dict
+) -> list[str]:
     given = set(mapping.get("path", {}))
     wanted = path_parameters(destination.config.create.path) - {"key"}
     problems = [

@@ -193,7 +193,8 @@ def _fill(template: string.Template, payload: dict) -> str:
 
 
 class SmtpDestination(Destination):
-    """E-mail through an SMTP server: one message per handoff, to the address in a payload field."""
+    """E-mail through an SMTP server: one message per handoff, to the address in a payload field (or the
+    subject, text and address its step mapped and the approval froze)."""
 
     supports_idempotency = False
     supports_lookup = False
@@ -230,17 +231,26 @@ class SmtpDestination(Destination):
     def message_id(self, action_key: str) -> str:
         return message_id_for(action_key, self.domain)
 
-    def _message(self, outgoing: Outgoing, message_id: str) -> EmailMessage:
+    def _parts(self, outgoing: Outgoing) -> tuple[str, str, str]:
+        """Subject, text and recipient: the e-mail frozen in the handoff at approval where its step maps one
+        (`request` {"subject", "text", "to"}, never rendered again), else this destination's templates."""
+        if outgoing.request is not None and "subject" in outgoing.request:
+            frozen = outgoing.request
+            return frozen["subject"], frozen["text"], frozen["to"]
         recipient = _field(outgoing.payload, self.to_field)
+        return _fill(self.subject, outgoing.payload), _fill(self.body, outgoing.payload), recipient
+
+    def _message(self, outgoing: Outgoing, message_id: str) -> EmailMessage:
+        subject, text, recipient = self._parts(outgoing)
         try:
             validate_email(recipient)
         except ValidationError as exc:
             raise Unsendable(
-                "recipient_invalid", f"payload field {self.to_field!r} is not an e-mail address"
+                "recipient_invalid", f"the recipient {recipient!r} is not an e-mail address"
             ) from exc
         message = EmailMessage(
-            subject=_fill(self.subject, outgoing.payload),
-            body=_fill(self.body, outgoing.payload),
+            subject=subject,
+            body=text,
             from_email=self.from_address,
             to=[recipient],
             # The call's `traceparent` too (when tracing is on), for a mail system that traces what it takes.

@@ -7,6 +7,7 @@ so that this app depends on no other app of the product.
 from django.conf import settings
 from django.db import models
 
+from lib.request_mapping import sent_body
 from outbox.clock import DbClockDateTimeField, db_now, db_now_plus
 from outbox.models.states import (
     DISPATCHER_STATES,
@@ -274,7 +275,7 @@ class Handoff(models.Model):
     @property
     def sent_body(self) -> dict:
         """The JSON body its destination receives: the frozen request's, else the payload."""
-        return self.request["body"] if self.request is not None else self.payload
+        return sent_body(self.request, self.payload)
 
     @property
     def is_open(self) -> bool:

@@ -15,6 +15,7 @@ from django.db import connections, transaction
 from django.db.models import F
 
 from lib.databases import DB
+from lib.request_mapping import sent_body
 from lib.telemetry import past_spans
 from outbox.clock import POSTGRES_NOW_PLUS, db_now, db_now_plus
 from outbox.destinations import Destination
@@ -59,7 +60,7 @@ class Claim:
         (its `payload_hash` is already of that body: `create_handoff`)."""
         return Outgoing(
             action_key=self.action_key,
-            payload=self.request["body"] if self.request is not None else self.payload,
+            payload=sent_body(self.request, self.payload),
             payload_hash=self.payload_hash,
             undo=self.undo,
             request=self.request,

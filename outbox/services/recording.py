@@ -5,6 +5,7 @@ from collections.abc import Mapping, Sequence
 from django.db import IntegrityError, transaction
 
 from lib.databases import DB
+from lib.request_mapping import sent_body
 from outbox.clock import db_now
 from outbox.destinations.registry import default_destination_name
 from outbox.errors import ActionKeyExists
@@ -111,7 +112,7 @@ def create_handoff(
                 payload=payload,
                 request=request,
                 # Of what the destination receives: what it echoes and what lookups compare.
-                payload_hash=payload_hash(request["body"] if request is not None else payload),
+                payload_hash=payload_hash(sent_body(request, payload)),
                 state=S.OBSERVED if observe_only else S.PENDING,
                 next_attempt_at=None if observe_only else db_now(),
                 run_started_at=None if observe_only else db_now(),

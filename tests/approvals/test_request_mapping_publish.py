@@ -105,5 +105,5 @@ def test_a_mapping_to_a_kind_that_sends_the_payload_as_it_is_is_refused(world):
 
     assert refused.value.reasons == [
         "workflows[0] (onboarding): steps[0].request: destination 'receiver' sends the approved "
-        "payload as it is; a request mapping needs an idempotency_key_http destination"
+        "payload as it is; a request mapping needs an idempotency_key_http or smtp destination"
     ]
