@@ -1,18 +1,23 @@
 """`manage.py demo --destinations demo/destinations.json` (what `make run` runs): the three destinations
 are rows, and the onboarding's steps go to them."""
 
+import html
 import json
 from io import StringIO
 
 import pytest
+from django.contrib.auth import get_user_model
 from django.core.management import call_command
+from django.urls import reverse
 
 from approvals.rules import rules_for
+from approvals.services.rule_versions import rule_version_publish
 from delivery.models import Account
 from outbox.destinations.registry import destination_from_config, destination_named
 from outbox.failures import Outgoing, UndoTarget
 from outbox.models import DestinationConfig
 from outbox.payloads import payload_hash
+from tests.console.clients import client_for
 from tests.processes import ROOT
 
 pytestmark = pytest.mark.django_db(databases=["default", "delivery"])
@@ -41,6 +46,43 @@ def test_a_second_demo_run_with_destinations_routes_the_steps_of_an_older_demo(m
     assert not rules_for("onboarding").steps[0].get("destination")
     call_command("demo", destinations=str(ROOT / "demo" / "destinations.json"), stdout=StringIO())
     assert rules_for("onboarding").steps[0]["destination"] == "receiver"
+
+
+def test_alices_approval_page_shows_what_each_demo_destination_will_receive(monkeypatch):
+    monkeypatch.setenv("PORT", "8123")
+    call_command("demo", destinations=str(ROOT / "demo" / "destinations.json"), stdout=StringIO())
+
+    page = html.unescape(
+        client_for(get_user_model().objects.get(username="alice"))
+        .get(reverse("approvals:detail", args=[7, 42, 1]))
+        .content.decode()
+    )
+
+    assert "What each destination will receive" in page
+    assert "Step provision_account → accounts · <code>POST /v1/accounts</code>" in page
+    assert '"account": {\n    "name": "Northwind Traders",\n    "notes": "Kick-off call' in page
+    assert '"plan": "standard"\n  }\n}</pre>' in page
+    assert "Step create_client → receiver" in page
+    assert page.count("The proposed operation above, as it is.") == 2
+
+
+def test_a_second_demo_run_maps_the_accounts_step_of_a_routed_older_demo(monkeypatch):
+    demo = {"destinations": str(ROOT / "demo" / "destinations.json"), "stdout": StringIO()}
+    call_command("demo", **demo)
+    # The demo as a load before the mapping published it: routed, nothing mapped.
+    unmapped = [
+        {k: v for k, v in step.items() if k != "request"} for step in rules_for("onboarding").steps
+    ]
+    rule_version_publish(
+        workflow="onboarding", schema=rules_for("onboarding").schema, steps=unmapped, actor=None
+    )
+    assert "request" not in rules_for("onboarding").steps[1]
+
+    call_command("demo", **demo)
+
+    assert rules_for("onboarding").steps[1]["request"]["body"]["account"]["name"] == {
+        "$": "client_name"
+    }
 
 
 @pytest.mark.django_db(databases=["default", "delivery"], transaction=True)

@@ -1,5 +1,6 @@
 import os
 import secrets
+from collections.abc import Sequence
 from pathlib import Path
 
 from django.conf import settings
@@ -53,6 +54,19 @@ STEP_DESTINATIONS = {
     "provision_account": "accounts",
     "send_welcome_pack": "welcome-mail",
 }
+# The accounts step maps the approved payload onto a small envelope of the accounts service's, so that the
+# approval page shows what each destination will receive (docs/destinations.md, "Request mapping").
+STEP_REQUESTS = {
+    "provision_account": {
+        "body": {
+            "account": {
+                "name": {"$": "client_name"},
+                "plan": {"$": "plan"},
+                "notes": {"$": "notes", "default": ""},
+            }
+        }
+    },
+}
 ONBOARDING_THREE_STEPS_SCHEMA = {
     **ONBOARDING_V1.schema,
     "required": [name for name in ONBOARDING_V1.schema["required"] if name != "contact_email"],
@@ -81,7 +95,7 @@ class Command(BaseCommand):
         if User.objects.filter(username="alice").exists():
             self._enroll_olga_if_loaded_before(User)
             self._add_users_missing_since(User, password)
-            if destinations and not rules_for("onboarding").steps[0].get("destination"):
+            if destinations and _published_before_routing(rules_for("onboarding").steps):
                 self._publish(routed=True, notes="demo: the steps go to their destinations")
             self._load_observed_pilot(User)
             return
@@ -116,14 +130,10 @@ class Command(BaseCommand):
         self.stdout.write(f"destinations: {len(changes)} change(s) from {path}")
 
     def _publish(self, *, routed: bool, notes: str) -> None:
-        steps = [
-            {**step, "destination": STEP_DESTINATIONS[step["name"]]} if routed else step
-            for step in ONBOARDING_STEPS
-        ]
         rule_version_publish(
             workflow="onboarding",
             schema=ONBOARDING_THREE_STEPS_SCHEMA,
-            steps=steps,
+            steps=_routed_steps() if routed else ONBOARDING_STEPS,
             actor=None,
             notes=notes,
         )
@@ -175,6 +185,25 @@ class Command(BaseCommand):
             "Password for every demo user (shown once; scripts/manage.sh demo_passwords sets new ones):"
         )
         self.stdout.write(f"    {password}")
+
+
+def _routed_steps() -> list[dict]:
+    """The onboarding's steps with the demo's destinations: each to its own, the accounts step mapped."""
+    return [
+        {
+            **step,
+            "destination": STEP_DESTINATIONS[step["name"]],
+            **({"request": STEP_REQUESTS[step["name"]]} if step["name"] in STEP_REQUESTS else {}),
+        }
+        for step in ONBOARDING_STEPS
+    ]
+
+
+def _published_before_routing(steps: Sequence[dict]) -> bool:
+    """The demo's steps as an earlier load published them: unrouted, or routed without the mappings (a
+    workflows file applied since is left as it is)."""
+    unmapped = [{k: v for k, v in step.items() if k != "request"} for step in _routed_steps()]
+    return not steps[0].get("destination") or list(steps) == unmapped
 
 
 def _create_users(User, password: str, only: dict | None = None) -> dict:
