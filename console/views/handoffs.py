@@ -29,6 +29,7 @@ from console.destination_holds import destination_holds, handoff_rows
 from console.views.handoff_list import quick_actions
 from lib.htmx import HtmxHttpRequest
 from outbox.destinations import DestinationUnavailable, destination_named
+from outbox.destinations.base import Destination
 from outbox.errors import (
     InvalidActionInput,
     OutboxError,
@@ -44,6 +45,7 @@ from outbox.selectors import (
     instance_status,
     last_successful_step,
 )
+from outbox.sent_requests import sent_request
 from outbox.services import instance_compensation_plan
 from reconciliation.errors import InvalidRepairInput, ReconciliationError
 from reconciliation.selectors import live_findings_of, repairs_of
@@ -68,9 +70,11 @@ def _panel_context(request: HtmxHttpRequest, handoff: Handoff, result: dict | No
         if handoff.is_open
         else None
     )
+    destination, label = _destination_of(handoff)
     return {
         "handoff": handoff,
         "payload": redact(handoff.payload),
+        "sends": sent_request(handoff, destination),
         "attempts": attempts,
         "events": events,
         "findings": [
@@ -99,16 +103,18 @@ def _panel_context(request: HtmxHttpRequest, handoff: Handoff, result: dict | No
         "version": handoff.updated_at.isoformat(),
         "result": result,
         "instance": _instance_context(handoff, is_operator),
-        "destination": _destination_label(handoff),
+        "destination": label,
         "last_successful_step": last_successful_step(handoff),
     }
 
 
-def _destination_label(handoff: Handoff) -> str:
+def _destination_of(handoff: Handoff) -> tuple[Destination | None, str]:
+    """The handoff's destination (None when no dispatcher serves it) and its label, read once per page."""
     try:
-        return destination_named(handoff.destination).describe()
+        destination = destination_named(handoff.destination)
     except DestinationUnavailable as exc:
-        return f"{handoff.destination} ({exc})"
+        return None, f"{handoff.destination} ({exc})"
+    return destination, destination.describe()
 
 
 def _correction(handoff: Handoff) -> HandoffCorrectionForm:

@@ -231,7 +231,7 @@ class SmtpDestination(Destination):
     def message_id(self, action_key: str) -> str:
         return message_id_for(action_key, self.domain)
 
-    def _parts(self, outgoing: Outgoing) -> tuple[str, str, str]:
+    def email_parts(self, outgoing: Outgoing) -> tuple[str, str, str]:
         """Subject, text and recipient: the e-mail frozen in the handoff at approval where its step maps one
         (`request` {"subject", "text", "to"}, never rendered again), else this destination's templates."""
         if outgoing.request is not None and "subject" in outgoing.request:
@@ -241,7 +241,7 @@ class SmtpDestination(Destination):
         return _fill(self.subject, outgoing.payload), _fill(self.body, outgoing.payload), recipient
 
     def _message(self, outgoing: Outgoing, message_id: str) -> EmailMessage:
-        subject, text, recipient = self._parts(outgoing)
+        subject, text, recipient = self.email_parts(outgoing)
         try:
             validate_email(recipient)
         except ValidationError as exc:

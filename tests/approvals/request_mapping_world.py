@@ -1,6 +1,6 @@
 """The world of the request-mapping tests: a CRM-like destination whose create path takes the object's name
 (`/services/data/sobjects/{object}/`), an onboarding schema, and two mappings (Salesforce's field names for
-the account, HubSpot's `properties` envelope for the contact)."""
+the account, HubSpot's `properties` envelope for the contact); an smtp destination and an e-mail mapping."""
 
 from django.contrib.auth import get_user_model
 
@@ -39,6 +39,30 @@ CONTACT = {
         }
     },
 }
+# An e-mail mapping for the welcome-mail destination (`mail_row`): text templates and an expression.
+WELCOME = {
+    "subject": "Welcome aboard, ${client_name}",
+    "text": "Hello ${client_name},\n\nyour ${plan} plan starts today.\n",
+    "to": {"$": "contact_email"},
+}
+
+
+def mail_row(port: int = 9) -> DestinationConfig:
+    return DestinationConfig.objects.create(
+        name="welcome-mail",
+        kind="smtp",
+        config={
+            "host": "127.0.0.1",
+            "port": port,
+            "security": "none",
+            "from_address": "welcome@handoff.example",
+            "to": "contact_email",
+            "subject": "Destination-level subject, $client_name",
+            "body": "Destination-level body.\n",
+            "timeout": 5,
+            "retry": {"base_delay": 0, "max_delay": 0},
+        },
+    )
 
 
 def crm_row(url: str = "http://127.0.0.1:9") -> DestinationConfig:

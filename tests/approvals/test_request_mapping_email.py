@@ -17,11 +17,13 @@ from approvals.services import request_approve
 from lib.request_mapping import MappingRefused
 from outbox.destinations import destination_named
 from outbox.dispatcher import handoff_deliver
-from outbox.models import DestinationConfig, Handoff, HandoffState
+from outbox.models import Handoff, HandoffState
 from tests.approvals.request_mapping_world import (
     ACCOUNT,
+    WELCOME,
     apply,
     crm_row,
+    mail_row,
     mapping_world,
     step,
     workflows,
@@ -30,30 +32,6 @@ from tests.console.clients import client_for
 from tests.outbox.destinations.smtp_server import SmtpServer
 
 pytestmark = pytest.mark.django_db(databases=["default", "delivery"])
-
-WELCOME = {
-    "subject": "Welcome aboard, ${client_name}",
-    "text": "Hello ${client_name},\n\nyour ${plan} plan starts today.\n",
-    "to": {"$": "contact_email"},
-}
-
-
-def mail_row(port: int = 9) -> DestinationConfig:
-    return DestinationConfig.objects.create(
-        name="welcome-mail",
-        kind="smtp",
-        config={
-            "host": "127.0.0.1",
-            "port": port,
-            "security": "none",
-            "from_address": "welcome@handoff.example",
-            "to": "contact_email",
-            "subject": "Destination-level subject, $client_name",
-            "body": "Destination-level body.\n",
-            "timeout": 5,
-            "retry": {"base_delay": 0, "max_delay": 0},
-        },
-    )
 
 
 @pytest.fixture
