@@ -31,6 +31,9 @@ class ArchivedHandoff(models.Model):
     task_id = models.CharField(max_length=120, blank=True)
     receipt = models.JSONField(default=dict, blank=True)
     payload_hash = models.CharField(max_length=64)
+    # The request approved with the decision and frozen in the handoff (`Handoff.request`): what it sent.
+    # Null where its step mapped none (the payload was sent as it is) and for rows archived before.
+    request = models.JSONField(null=True, blank=True)
     work_status = models.CharField(max_length=16, blank=True)
     attempts = models.PositiveIntegerField(default=0)
     created_at = models.DateTimeField()
