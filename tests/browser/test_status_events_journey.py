@@ -56,7 +56,10 @@ def test_the_receivers_work_done_reaches_the_requester_within_10_s(
     changed = time.monotonic()
     task_status_set(action_key=delivered.action_key, status="done")
     took = poll_until_shown(
-        page, row.locator('[data-line="request"]'), "the receiver reports the work", since=changed
+        page,
+        row.locator('[data-line="request"]'),
+        "done: the work of every step is done",
+        since=changed,
     )
     assert took < SECONDS
     expect(row.locator('[data-line="step"]')).to_contain_text("the receiver reports the work done")
