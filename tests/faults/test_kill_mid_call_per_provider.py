@@ -29,23 +29,22 @@ PROVIDERS = {
     "stripe": (
         "HANDOFF_DEST_STRIPE_SECRET_KEY",
         "billing_customer",
-        {"name": "Northwind", "email": "billing@northwind.example"},
+        {"client_name": "Northwind", "billing_email": "billing@northwind.example"},
     ),
-    "salesforce": ("HANDOFF_DEST_SALESFORCE_TOKEN", "crm_account", {"Name": "Northwind"}),
+    "salesforce": (
+        "HANDOFF_DEST_SALESFORCE_CLIENT_SECRET",
+        "crm_account",
+        {"client_name": "Northwind", "plan": "standard"},
+    ),
     "hubspot": (
         "HANDOFF_DEST_HUBSPOT_TOKEN",
         "crm_contact",
-        {"properties": {"email": "ada@northwind.example"}},
+        {"contact_email": "ada@northwind.example", "first_name": "Ada"},
     ),
     "postmark": (
         "HANDOFF_DEST_POSTMARK_SERVER_TOKEN",
         "welcome_mail",
-        {
-            "From": "welcome@handoff.example",
-            "To": "ada@northwind.example",
-            "Subject": "Welcome",
-            "TextBody": "Your account is ready.",
-        },
+        {"client_name": "Northwind", "contact_email": "ada@northwind.example"},
     ),
 }
 

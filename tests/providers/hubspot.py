@@ -10,12 +10,17 @@ https://developers.hubspot.com/docs/api/crm/search, https://developers.hubspot.c
                 "category": "CONFLICT", …} when the unique property `handoff_key` already holds the value
     POST /crm/v3/objects/contacts/search  {"filterGroups": [{"filters": [{"propertyName", "operator": "EQ",
                 "value"}]}], "properties": [...]}  -> 200 {"total": n, "results": [{"id", "properties"}]}
-    DELETE /crm/v3/objects/contacts/<id>  -> 204 (archived)
+    GET    /crm/v3/objects/contacts/<id>?properties=lifecyclestage  -> 200 {"id", "properties": {the
+                default ones and those asked for}, …}, or 404 {"category": "OBJECT_NOT_FOUND", …} (archived)
+    DELETE /crm/v3/objects/contacts/<id>  -> 204 (archived; https://developers.hubspot.com/docs/api/crm/contacts
+                "Archive a contact")
 
-Faults: `search_down`: n answers 503 to the next n searches; `rate_limited`: n answers 429
-{"errorType": "RATE_LIMIT", …} with `Retry-After: 1` to the next n creates. Values of properties are
-kept and answered as texts, as HubSpot does. An effect is a live contact; they are counted per
-`handoff_key`.
+A contact created without a `lifecyclestage` gets `lead` (the portal's default stage); switch
+`lifecyclestage`: {key: value} moves a contact on (HubSpot's internal values: `subscriber`, `lead`, …,
+`customer`). A wrong private app token is answered 401 INVALID_AUTHENTICATION. Faults: `search_down`: n
+answers 503 to the next n searches; `rate_limited`: n answers 429 {"errorType": "RATE_LIMIT", …} with
+`Retry-After: 1` to the next n creates. Values of properties are kept and answered as texts, as HubSpot
+does. An effect is a live contact; they are counted per `handoff_key` (an archived one is not counted).
 """
 
 from tests.providers.harness import Answer, Call, Provider, serve, token_from_environment
@@ -42,12 +47,18 @@ class HubSpot(Provider):
     def set_faults(self, faults: dict) -> None:
         self.rate_limited += faults.get("rate_limited", 0)
         self.search_down += faults.get("search_down", 0)
+        for key, stage in faults.get("lifecyclestage", {}).items():
+            for contact in self.contacts.values():
+                if contact["properties"].get(UNIQUE) == key:
+                    contact["properties"]["lifecyclestage"] = stage
 
     def route(self, call: Call) -> Answer:
         if call.path == CONTACTS and call.method == "POST":
             return self._create(call.body)
         if call.path == SEARCH and call.method == "POST":
             return self._search(call.body)
+        if call.path.startswith(CONTACTS + "/") and call.method == "GET":
+            return self._read(call.path[len(CONTACTS) + 1 :], call.query.get("properties", ""))
         if call.path.startswith(CONTACTS + "/") and call.method == "DELETE":
             self.contacts.pop(call.path[len(CONTACTS) + 1 :], None)
             return Answer(204, committed=True)
@@ -86,6 +97,7 @@ class HubSpot(Provider):
         self.contacts[contact_id] = {
             "id": contact_id,
             "properties": {
+                "lifecyclestage": "lead",
                 **{name: str(v) for name, v in properties.items()},
                 "hs_object_id": contact_id,
                 "createdate": stamp,
@@ -96,6 +108,18 @@ class HubSpot(Provider):
             "archived": False,
         }
         return Answer(201, self.contacts[contact_id], committed=True)
+
+    def _read(self, contact_id: str, asked: str) -> Answer:
+        contact = self.contacts.get(contact_id)
+        if contact is None:
+            return Answer(
+                404, _error("Object not found. objectId are usually numeric.", "OBJECT_NOT_FOUND")
+            )
+        wanted = (
+            set(asked.split(",")) | set(DEFAULT_PROPERTIES) | {"email", "firstname", "lastname"}
+        )
+        properties = {k: v for k, v in contact["properties"].items() if k in wanted}
+        return Answer(200, {**contact, "properties": properties})
 
     def _search(self, body: object) -> Answer:
         if self.search_down > 0:

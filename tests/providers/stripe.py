@@ -3,6 +3,9 @@ docs (https://docs.stripe.com/api/idempotent_requests, https://docs.stripe.com/e
 
     POST /v1/customers   Authorization: Bearer <secret key>, Idempotency-Key: K, a JSON object
         -> 200 {"id": "cus_…", "object": "customer", "created": …, "email", "name", "metadata", …}
+    DELETE /v1/customers/<id>   (https://docs.stripe.com/api/customers/delete; an Idempotency-Key is
+        ignored, as Stripe does for DELETE) -> 200 {"id", "object": "customer", "deleted": true}, or 404
+        {"error": {"type": "invalid_request_error", "code": "resource_missing", …}} when it is gone
 
 The first answer to a key is saved and replayed to a repeat with the same parameters (header
 `Idempotent-Replayed: true`), never a second customer; the same key with other parameters is a 400 whose
@@ -10,7 +13,8 @@ The first answer to a key is saved and replayed to a repeat with the same parame
 `idempotency_key_in_use` (switch `in_progress`: {key: n}). Stripe's v1 endpoints read form-encoded
 parameters; this server reads the same parameters as a JSON object (as Stripe's v2 endpoints do), because the
 `idempotency_key_http` kind sends JSON. Stripe offers no lookup by idempotency key: a lost answer is settled
-by sending the same request again. An effect is a customer; they are counted per idempotency key.
+by sending the same request again. A wrong secret key is answered 401. An effect is a live customer; they
+are counted per idempotency key (a deleted customer is not counted).
 """
 
 import hashlib
@@ -36,6 +40,8 @@ class Stripe(Provider):
         self.in_progress.update(faults.get("in_progress", {}))
 
     def route(self, call: Call) -> Answer:
+        if call.path.startswith(CUSTOMERS + "/") and call.method == "DELETE":
+            return self._delete(call.path[len(CUSTOMERS) + 1 :])
         if call.path != CUSTOMERS or call.method != "POST":
             return Answer(
                 404, _error("invalid_request_error", f"Unrecognized request URL ({call.path}).")
@@ -73,7 +79,7 @@ class Stripe(Provider):
         return answer
 
     def _create(self, parameters: dict, key: str | None) -> Answer:
-        number = len(self.customers) + 1
+        number = sum(len(ids) for ids in self.created_by_key.values()) + 1
         customer = {
             "id": f"cus_T{number:05d}",
             "object": "customer",
@@ -86,11 +92,29 @@ class Stripe(Provider):
         self.created_by_key.setdefault(key or "", []).append(customer["id"])
         return Answer(200, customer, {"Request-Id": f"req_{number}"}, committed=True)
 
+    def _delete(self, customer_id: str) -> Answer:
+        if self.customers.pop(customer_id, None) is None:
+            return Answer(
+                404,
+                _error(
+                    "invalid_request_error",
+                    f"No such customer: '{customer_id}'",
+                    code="resource_missing",
+                ),
+            )
+        return Answer(
+            200, {"id": customer_id, "object": "customer", "deleted": True}, committed=True
+        )
+
     def records(self) -> list[dict]:
         return list(self.customers.values())
 
     def effects(self) -> dict[str, int]:
-        return {key: len(ids) for key, ids in self.created_by_key.items()}
+        live = {
+            key: len([i for i in ids if i in self.customers])
+            for key, ids in self.created_by_key.items()
+        }
+        return {key: n for key, n in live.items() if n}
 
 
 def _error(kind: str, message: str, code: str | None = None) -> dict:

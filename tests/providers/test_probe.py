@@ -14,7 +14,7 @@ from tests.providers.harness import ProviderProcess
 from tests.providers.scenario import FILES
 
 pytestmark = pytest.mark.django_db(databases=["default", "delivery"], transaction=True)
-SALESFORCE_TOKEN = "00DT0000000handoff!session"
+SALESFORCE_SECRET = "salesforce-consumer-secret"
 STRIPE_KEY = "sk_test_" + "51Handoff0000000000000000"
 KEY = "probe:7f3a2b"
 
@@ -23,6 +23,10 @@ def apply(tmp_path, provider: str, url: str, **changes) -> None:
     document = json.loads((FILES / f"{provider}.destinations.json").read_text())
     [destination] = document["destinations"]
     destination.update(url=url, **changes)
+    for name in [name for name, value in changes.items() if value is None]:
+        del destination[name]  # left out of the file
+    if "token_url" in destination["auth"]:
+        destination["auth"]["token_url"] = f"{url}/services/oauth2/token"
     path = tmp_path / "destinations.json"
     path.write_text(json.dumps(document))
     call_command("destinations", "apply", str(path), stdout=StringIO())
@@ -44,8 +48,8 @@ def verdicts(out: str) -> dict[str, str]:
 
 @pytest.fixture
 def salesforce(monkeypatch):
-    monkeypatch.setenv("HANDOFF_DEST_SALESFORCE_TOKEN", SALESFORCE_TOKEN)
-    provider = ProviderProcess("salesforce", token=SALESFORCE_TOKEN)
+    monkeypatch.setenv("HANDOFF_DEST_SALESFORCE_CLIENT_SECRET", SALESFORCE_SECRET)
+    provider = ProviderProcess("salesforce", token=SALESFORCE_SECRET)
     yield provider
     provider.stop()
 
@@ -77,7 +81,7 @@ def test_a_good_contract_passes_every_part_and_leaves_nothing_behind(salesforce,
     assert "HTTP 204" in parts["undo"] and "the lookup finds nothing" in parts["undo"]
     assert salesforce.effects() == {}, "the probe's record is undone: zero effects for its key"
     assert len(salesforce.requests("PATCH")) == 2, "create and repeat, one record"
-    assert SALESFORCE_TOKEN not in out
+    assert SALESFORCE_SECRET not in out
     event = nothing_but_the_probe_event("salesforce-accounts")
     assert event.reason.startswith(f"probe {KEY}: ok") and "undo: ok" in event.reason
 
@@ -99,7 +103,7 @@ def test_a_wrong_receipt_path_fails_the_receipt_part_with_its_evidence(salesforc
 
 
 def test_without_lookup_and_undo_those_parts_are_skipped_saying_why(stripe, tmp_path):
-    apply(tmp_path, "stripe", stripe.url)
+    apply(tmp_path, "stripe", stripe.url, undo=None)
     out, failed = probe("stripe-customers", "--body", '{"email": "probe@example.com"}')
     assert failed == ""
     parts = verdicts(out)

@@ -16,17 +16,18 @@ from tests.providers.harness import ProviderProcess
 from tests.providers.scenario import FILES
 
 pytestmark = pytest.mark.django_db(databases=["default", "delivery"])
-TOKEN = "00DT0000000handoff!session"
+CLIENT_SECRET = "salesforce-consumer-secret"
 NAME = "salesforce-accounts"
 PAGE = f"/destinations/{NAME}/"
 
 
 @pytest.fixture
 def salesforce(monkeypatch, tmp_path):
-    monkeypatch.setenv("HANDOFF_DEST_SALESFORCE_TOKEN", TOKEN)
-    provider = ProviderProcess("salesforce", token=TOKEN)
+    monkeypatch.setenv("HANDOFF_DEST_SALESFORCE_CLIENT_SECRET", CLIENT_SECRET)
+    provider = ProviderProcess("salesforce", token=CLIENT_SECRET)
     document = json.loads((FILES / "salesforce.destinations.json").read_text())
     document["destinations"][0]["url"] = provider.url
+    document["destinations"][0]["auth"]["token_url"] = f"{provider.url}/services/oauth2/token"
     path = tmp_path / "destinations.json"
     path.write_text(json.dumps(document))
     call_command("destinations", "apply", str(path), stdout=StringIO())
