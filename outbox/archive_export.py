@@ -34,6 +34,9 @@ COLUMNS = (
     "delivered_at",
     "archived_at",
 )
+# The JSON documents after them, redacted: the receipt, the request the handoff sent (null where its step
+# mapped none: the payload went as it is), the history.
+DOCUMENTS = ("receipt", "request", "history")
 
 
 def archived_rows(
@@ -52,11 +55,12 @@ def archived_rows(
             page = page.filter(
                 Q(archived_at__gt=after[0]) | Q(archived_at=after[0], handoff_id__gt=after[1])
             )
-        rows = list(page.values(*COLUMNS, "receipt", "history")[:PAGE])
+        rows = list(page.values(*COLUMNS, *DOCUMENTS)[:PAGE])
         if not rows:
             return
         for row in rows:
             row["receipt"] = redact(row["receipt"])
+            row["request"] = redact(row["request"]) if row["request"] is not None else None
             row["history"] = redact(row["history"])
             yield row
         after = (rows[-1]["archived_at"], rows[-1]["handoff_id"])
@@ -84,14 +88,14 @@ def archive_export(
     rows = archived_rows(workspace_id=workspace_id, since=since, until=until)
     count = 0
     if fmt == "csv":
-        out.write(csv_line([*COLUMNS, "receipt", "history"]))
+        out.write(csv_line([*COLUMNS, *DOCUMENTS]))
         for row in rows:
-            out.write(csv_line(_text(row[c]) for c in (*COLUMNS, "receipt", "history")))
+            out.write(csv_line(_text(row[c]) for c in (*COLUMNS, *DOCUMENTS)))
             count += 1
         return count
     for row in rows:
         flat = {c: row[c] if isinstance(row[c], int) else _text(row[c]) for c in COLUMNS}
-        line = {**flat, "receipt": row["receipt"], "history": row["history"]}
+        line = {**flat, **{name: row[name] for name in DOCUMENTS}}
         out.write(json.dumps(line, sort_keys=True) + "\n")
         count += 1
     return count

@@ -27,6 +27,6 @@ def archived_matching(
     return list(
         archived_in(workspace_ids)
         .filter(action_key__startswith=text)
-        .defer("history", "receipt")
+        .defer("history", "receipt", "request")
         .order_by("action_key")[:limit]
     )

@@ -28,6 +28,7 @@ def archived_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
             "row": row,
             "final_state": HandoffState(row.final_state).label.lower(),
             "receipt": redact(row.receipt),
+            "request": redact(row.request) if row.request is not None else None,
             "attempts": history.get("attempts", []),
             "events": history.get("events", []),
             "status_events": history.get("status_events", []),

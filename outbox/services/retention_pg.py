@@ -76,6 +76,7 @@ _COLUMNS = (
     ("task_id", "h.destination_id"),
     ("receipt", "h.receipt"),
     ("payload_hash", "h.payload_hash"),
+    ("request", "h.request"),
     ("work_status", "h.work_status"),
     ("attempts", "h.attempts"),
     ("created_at", "h.created_at"),
