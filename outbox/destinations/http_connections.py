@@ -37,14 +37,15 @@ def proxy_for(url: str) -> str | None:
     proxy = proxies.get(parts.scheme)
     if (
         not proxy
-        or _on_this_machine(parts.hostname or "")
+        or on_this_machine(parts.hostname or "")
         or proxy_bypass_environment(parts.netloc, proxies)
     ):
         return None
     return proxy
 
 
-def _on_this_machine(host: str) -> bool:
+def on_this_machine(host: str) -> bool:
+    """`localhost` or a loopback address: never proxied, and the one place plain http is accepted."""
     if host == "localhost":
         return True
     try:

@@ -11,7 +11,6 @@ Why not a library: docs/destinations.md, "Why this OAuth2 client".
 """
 
 import base64
-import ipaddress
 import json
 import threading
 import time
@@ -21,7 +20,13 @@ from urllib.parse import quote_plus, urlencode, urlsplit
 import urllib3
 
 from outbox.destinations.http_answers import CALL_FAILURES, call_failure
-from outbox.destinations.http_connections import Direct, Proxied, proxy_for, without_credentials
+from outbox.destinations.http_connections import (
+    Direct,
+    Proxied,
+    on_this_machine,
+    proxy_for,
+    without_credentials,
+)
 from outbox.models import FailureClass
 from outbox.redaction import redact_text
 
@@ -63,20 +68,11 @@ def token_url_checked(where: str, value: object) -> str:
     parts = urlsplit(value)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ValueError(f"{where} must be an absolute https:// URL, not {value!r}")
-    if parts.scheme == "http" and not _loopback(parts.hostname):
+    if parts.scheme == "http" and not on_this_machine(parts.hostname):
         raise ValueError(f"{where} must be https:// (http:// only to this machine's loopback)")
     if parts.username or parts.password or parts.fragment:
         raise ValueError(f"{where}: no user, password or fragment in the URL")
     return value
-
-
-def _loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 @dataclass(frozen=True)
