@@ -66,6 +66,30 @@ def test_the_page_shows_each_message_the_mailbox_accepted(client, mailbox):
     assert b"&lt;k1@handoff.local&gt;" in page.content
 
 
+def test_the_messages_are_the_pages_own_list_not_status_messages_and_addresses_show_their_domain(
+    client, mailbox
+):
+    # Issue 37 item 8: the view passed its list as `messages`, which base.html renders as status messages:
+    # raw `Stored(name=…, body=…)` boxes above the heading, recipients' addresses included.
+    directory, port = mailbox
+    for n in range(3):
+        send(port, subject=f"Welcome, team {n}", message_id=f"<k{n}@handoff.local>")
+    client.force_login(make_user("olga"))
+    with override_settings(DEMO_MAILBOX_DIR=str(directory)):
+        page = client.get("/delivery/mailbox/")
+    html = page.content.decode()
+    assert "Stored(" not in html
+    assert 'role="status"' not in html
+    assert "ops@example.com" not in html and "demo@localhost" not in html
+    assert html.count("…@example.com") == 3
+    heading = html.index("<h1>Demo mailbox</h1>")
+    listed = html.index('<ol class="mailbox">')
+    assert heading < listed
+    assert html.count('<article class="mail">') == 3
+    for n in range(3):
+        assert html.index(f"Welcome, team {n}") > listed
+
+
 def test_without_a_mailbox_the_page_is_404_and_anonymous_people_sign_in_first(client):
     assert client.get("/delivery/mailbox/").status_code == 302
     client.force_login(make_user("olga"))
