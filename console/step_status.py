@@ -138,6 +138,8 @@ def _not_started(label: str, evidence: Evidence) -> StatusLine:
 def step_line(label: str, handoff: Handoff, evidence: Evidence) -> StatusLine:
     if handoff.compensation_state:
         return _reversal_line(label, handoff, evidence)
+    if handoff.state == S.DELIVERED and is_message(handoff):
+        return _message_line(label, handoff, evidence.now)
     if handoff.state == S.DELIVERED:
         return _delivered_line(label, handoff, evidence)
     return _STATE_LINES.get(handoff.state, _unknown_state)(label, handoff, evidence)
@@ -180,6 +182,27 @@ def _reversal_line(label: str, step: Handoff, evidence: Evidence) -> StatusLine:
         WAITING,
         "the system sends the compensation",
         SYSTEM,
+    )
+
+
+# --- A delivered e-mail step: a message sent, not a task -------------------------------------------
+
+
+def is_message(handoff: Handoff) -> bool:
+    """An e-mail step: its id at the receiver is a Message-ID (`<…@domain>`, outbox/destinations/smtp.py).
+    Its effect is a message sent, not a task someone works on, and its line says so."""
+    found = handoff.destination_id or ""
+    return found.startswith("<") and found.endswith(">") and "@" in found
+
+
+def _message_line(label: str, handoff: Handoff, now: datetime) -> StatusLine:
+    found = handoff.destination_id
+    short = f"{found[:8]}…" if len(found) > 12 else found
+    return StatusLine(
+        label,
+        f"sent: message {short} accepted by the mail server at {at(handoff.delivered_at, now)}; "
+        "sending it was the work",
+        YES,
     )
 
 

@@ -10,6 +10,7 @@ from django.db.models import F
 from django.utils import timezone
 from django_q.models import Schedule
 
+from console.step_status import Evidence, step_line
 from outbox.destinations.registry import destination_named
 from outbox.dispatcher import handoff_deliver
 from outbox.models import DestinationConfig, Handoff, HandoffEvent, StatusEvent
@@ -210,6 +211,41 @@ def test_an_email_is_done_when_delivered_recorded_with_the_delivery(tmp_path):
     assert (handoff.work_status, handoff.work_checked_at) == ("done", handoff.delivered_at)
     delivery = HandoffEvent.objects.get(handoff=handoff, to_state="delivered")
     assert "the work is done: delivering it was the work" in delivery.reason
+
+
+def test_an_email_steps_line_says_message_not_task(tmp_path):
+    # Issue 37 item 9: an e-mail step was worded as a receiver's task ("task <b8148…", "the people doing
+    # the task"); it is a message, sent once, and sending it was the work.
+    mailbox = SmtpServer(tmp_path / "smtp")
+    try:
+        destination_configs_apply(
+            document={
+                "destinations": [
+                    {
+                        "name": "welcome-mail",
+                        "kind": "smtp",
+                        "host": "127.0.0.1",
+                        "port": mailbox.port,
+                        "security": "none",
+                        "from_address": "welcome@handoff.example",
+                        "to": "contact_email",
+                        "subject": "Welcome, $client_name",
+                        "body": "Hello $client_name\n",
+                        "timeout": 5,
+                    }
+                ]
+            },
+            actor_label="test",
+        )
+        handoff = delivered_to("welcome-mail", 71)
+        assert len(mailbox.messages()) == 1
+    finally:
+        mailbox.stop()
+    line = step_line("Welcome mail", handoff, Evidence([handoff], now=timezone.now()))
+    assert line.text.startswith(f"sent: message {handoff.destination_id[:8]}…")
+    assert "accepted by the mail server" in line.text
+    assert "task" not in f"{line.text} {line.next} {line.owner}"
+    assert line.tone == "yes"
     assert len(mailbox.messages()) == 1
 
 
