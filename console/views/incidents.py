@@ -9,6 +9,7 @@ from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
+from django.template.loader import render_to_string
 from django.views.decorators.http import require_GET, require_POST
 
 from approvals.models import Role
@@ -122,4 +123,8 @@ def incident_open_count(request: HtmxHttpRequest) -> HttpResponse:
         if scope
         else 0
     )
-    return render(request, "reconciliation/incidents/_open_count.html", {"count": count})
+    # Stripped: with nothing open the answer is empty, so the nav shows nothing, not an empty pill.
+    pill = render_to_string(
+        "reconciliation/incidents/_open_count.html", {"count": count}, request=request
+    )
+    return HttpResponse(pill.strip())

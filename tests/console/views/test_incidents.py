@@ -118,3 +118,21 @@ def test_a_cause_in_two_workspaces_is_two_incidents_and_neither_operator_touches
     assert incident.state == IncidentState.OPEN and incident.settled_count == 0
     listing = client.get("/incidents/?state=all").content.decode()
     assert f"/incidents/{incident.pk}/" not in listing and f"/incidents/{theirs.pk}/" in listing
+
+
+def test_the_nav_shows_no_pill_when_nothing_is_open_and_a_pill_with_the_figure_otherwise(
+    client, world
+):
+    # Issue 37 item 9: the fragment answered "\n" with nothing open, so the styled span beside
+    # "Incidents" was not `:empty` and showed as an empty red pill on every operator page.
+    client.force_login(world["olga"])
+    page = client.get("/incidents/").content.decode()
+    assert 'hx-get="/incidents/open-count"' in page
+    assert 'class="nav-count"' not in page  # the slot is unstyled; only an answer brings a pill
+    nothing = client.get("/incidents/open-count")
+    assert nothing.status_code == 200 and nothing.content == b""
+    failing(401)
+    incidents_sync()
+    assert Incident.objects.filter(workspace_id=7).count() == 1
+    one = client.get("/incidents/open-count").content.decode()
+    assert one == '<span class="nav-count" title="open incidents in your workspaces">1 open</span>'
