@@ -12,7 +12,7 @@ from console.request_status import RequestContext, RequestStatus, request_status
 from console.step_status import Evidence
 from outbox.models import DestinationHealth, Handoff, HandoffEvent, HandoffState
 from outbox.page_clock import page_now
-from reconciliation.models import Finding
+from reconciliation.models import Finding, ManualRepair
 
 # A reason stored with its code ("[cancelled_by_requester] no longer needed") is shown without the code.
 _CODE = re.compile(r"^\[[a-z_]+\]\s*")
@@ -56,6 +56,22 @@ def _cancel_events(handoffs: list[Handoff]) -> dict[int, HandoffEvent]:
     for event in events.values():
         event.reason = _CODE.sub("", event.reason)
     return events
+
+
+def _repairs(handoffs: list[Handoff]) -> dict[str, list[ManualRepair]]:
+    """The manual repairs of the delivered steps' keys, oldest first: they settle an outcome by hand, account
+    for a deleted task or finish the work by hand (`console/evidence_words.py`). No query without one."""
+    delivered = [h for h in handoffs if h.state == HandoffState.DELIVERED]
+    found: dict[str, list[ManualRepair]] = defaultdict(list)
+    if not delivered:
+        return found
+    rows = ManualRepair.objects.filter(
+        action_key__in=[h.action_key for h in delivered],
+        workspace_id__in={h.workspace_id for h in delivered},
+    ).order_by("at", "id")
+    for repair in rows:
+        found[repair.action_key].append(repair)
+    return found
 
 
 def _destinations(handoffs: list[Handoff]) -> dict[str, DestinationHealth]:
@@ -118,6 +134,7 @@ def statuses_of(rows: list[Request]) -> dict[int, RequestStatus]:
         _cancel_events(every),
         _destinations(every),
     )
+    repairs = _repairs(every)
     closing, approvals, deciders = _closing_events(rows), _approvals(rows), _deciders(rows)
     return {
         r.pk: request_status(
@@ -133,6 +150,7 @@ def statuses_of(rows: list[Request]) -> dict[int, RequestStatus]:
                 findings=findings,
                 events=events,
                 destinations=destinations,
+                repairs=repairs,
             ),
         )
         for r in rows

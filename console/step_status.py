@@ -12,6 +12,14 @@ from datetime import datetime
 
 from django.utils.timesince import timesince
 
+from console.evidence_words import (
+    RECEIPT_VALIDATED,
+    SYSTEM,
+    WORKERS,
+    outcome_known,
+    task_now,
+    work_by_hand,
+)
 from console.waiting_status import held
 from outbox.models import CompensationState, Handoff, HandoffKind, HandoffState
 from outbox.models.states import WORK_DONE, WORK_FAILED, WORK_UNFINISHED
@@ -22,8 +30,6 @@ C = CompensationState
 
 # Tones, as the screen colours them: confirmed, on its way, nobody knows, will not happen, needs a person.
 YES, WAITING, UNKNOWN, NO, STUCK = "yes", "waiting", "unknown", "no", "stuck"
-SYSTEM = "the system (it retries and checks by itself)"
-WORKERS = "the people doing the task at the receiver"
 
 
 @dataclass(frozen=True)
@@ -49,6 +55,11 @@ class Evidence:
     findings: dict[str, list[Finding]] = field(default_factory=dict)
     events: dict[int, object] = field(default_factory=dict)
     destinations: dict[str, object] = field(default_factory=dict)
+    repairs: dict[str, list] = field(default_factory=dict)
+
+    def repairs_of(self, handoff: Handoff) -> list:
+        """The manual repairs recorded for the handoff's key, oldest first."""
+        return self.repairs.get(handoff.action_key, [])
 
     @property
     def steps(self) -> list[Handoff]:
@@ -73,15 +84,13 @@ def ago(moment: datetime | None, now: datetime) -> str:
     return f"{timesince(moment, now)} ago" if moment else "never"
 
 
-def task_words(handoff: Handoff, now: datetime) -> str:
-    """The task the receiver created and how that is known: its receipt, or a lookup of its key."""
+def task_words(handoff: Handoff, now: datetime, repairs: list | tuple = ()) -> str:
+    """The task the receiver created and how that is known (`console/evidence_words.py`): its receipt, a
+    lookup of its key, or a person's repair."""
     task = handoff.destination_id or "?"
     short = f"{task[:8]}…" if len(task) > 12 else task
-    how = (
-        "found at the receiver by a lookup"
-        if handoff.receipt.get("found_by") == "lookup"
-        else "confirmed by the receiver"
-    )
+    how = outcome_known(handoff, repairs)
+    how = f"confirmed by the receiver ({how})" if how == RECEIPT_VALIDATED else how
     words = f"task {short} {how} at {at(handoff.delivered_at, now)}"
     again = handoff.task_checked_at
     if handoff.task_seen and again and handoff.delivered_at and again > handoff.delivered_at:
@@ -209,38 +218,25 @@ def _message_line(label: str, handoff: Handoff, now: datetime) -> StatusLine:
 # --- A delivered step: the task, then the work --------------------------------------------------------
 
 
-def _task_gone(handoff: Handoff, missing: Finding | None) -> tuple[str, datetime] | None:
-    """Who said last that the receiver has no task for this key, and when, if that is the newest word about
-    it: a reconciliation finding, a status event ("task deleted") or a person's check, against the receipt
-    and any later check that found it."""
-    said = [(True, "", handoff.delivered_at)] if handoff.delivered_at else []
-    if handoff.task_checked_at and handoff.task_seen is not None:
-        said.append((handoff.task_seen, handoff.task_checked_by, handoff.task_checked_at))
-    if missing is not None:
-        said.append((False, "reconciliation", missing.last_seen_at))
-    found, by, when = max(said, key=lambda s: s[2]) if said else (True, "", None)
-    return None if found else (by or "the receiver", when)
-
-
 def _delivered_line(label: str, handoff: Handoff, evidence: Evidence) -> StatusLine:
-    now = evidence.now
+    now, repairs = evidence.now, evidence.repairs_of(handoff)
     findings = {f.kind: f for f in evidence.findings.get(handoff.action_key, [])}
     missing = findings.get(FindingKind.MISSING_AT_RECEIVER)
-    gone = _task_gone(handoff, missing)
-    if gone is not None:
-        by, when = gone
+    there = task_now(handoff, evidence.findings.get(handoff.action_key, []), repairs)
+    if there is not None and not there.found:
+        return _gone_line(label, handoff, there, missing, evidence)
+    failed = findings.get(FindingKind.WORK_FAILED)
+    by_hand = work_by_hand(handoff, repairs)
+    if by_hand is not None and failed is None:
         return StatusLine(
             label,
-            f"unknown: the receiver had a task ({task_words(handoff, now)}), but has none for this "
-            f"key now ({by}, at {at(when, now)}): it may have been deleted there",
-            UNKNOWN,
-            "an operator checks at the receiver and re-creates the task or records what happened",
-            operator_of(handoff, missing),
+            f"done by hand: {task_words(handoff, now, repairs)}; {by_hand.actor_label} recorded a manual "
+            f"repair at {at(by_hand.at, now)}: {by_hand.what_was_done}",
+            YES,
         )
-    failed = findings.get(FindingKind.WORK_FAILED)
     if handoff.work_status == WORK_FAILED or failed is not None:
         return _failed_line(label, handoff, failed, now)
-    line = _work_line(label, handoff, now)
+    line = _work_line(label, handoff, now, repairs)
     other = next(iter(findings.values()), None)
     if other is not None and line.tone != STUCK:
         return StatusLine(
@@ -251,6 +247,30 @@ def _delivered_line(label: str, handoff: Handoff, evidence: Evidence) -> StatusL
             operator_of(handoff, other),
         )
     return line
+
+
+def _gone_line(
+    label: str, handoff: Handoff, there, missing: Finding | None, evidence: Evidence
+) -> StatusLine:
+    now = evidence.now
+    made = task_words(handoff, now, evidence.repairs_of(handoff))
+    if there.accounted is not None:
+        repair = there.accounted
+        return StatusLine(
+            label,
+            f"task deleted at the receiver: {made}, but it has none for this key now ({there.by}, at "
+            f"{at(there.at, now)}); {repair.actor_label} recorded a manual repair at "
+            f"{at(repair.at, now)}: {repair.what_was_done}",
+            NO,
+        )
+    return StatusLine(
+        label,
+        f"unknown: the receiver had a task ({made}), but has none for this "
+        f"key now ({there.by}, at {at(there.at, now)}): it may have been deleted there",
+        UNKNOWN,
+        "an operator checks at the receiver and re-creates the task or records what happened",
+        operator_of(handoff, missing),
+    )
 
 
 def _failed_line(label: str, handoff: Handoff, failed: Finding | None, now: datetime) -> StatusLine:
@@ -266,8 +286,8 @@ def _failed_line(label: str, handoff: Handoff, failed: Finding | None, now: date
     )
 
 
-def _work_line(label: str, handoff: Handoff, now: datetime) -> StatusLine:
-    made, status = task_words(handoff, now), handoff.work_status
+def _work_line(label: str, handoff: Handoff, now: datetime, repairs: list) -> StatusLine:
+    made, status = task_words(handoff, now, repairs), handoff.work_status
     checked = _work_evidence(handoff, now)
     if handoff.work_done_by_delivery:
         return StatusLine(label, f"done: {made}; delivering it was the work", YES)

@@ -26,6 +26,13 @@ from approvals.selectors import (
 )
 from console.correction_forms import HandoffCorrectionForm
 from console.destination_holds import destination_holds, handoff_rows
+from console.evidence_words import (
+    last_step_words,
+    task_now,
+    task_words_now,
+    work_words,
+)
+from console.step_status import Evidence, StatusLine, step_line
 from console.views.handoff_list import quick_actions
 from lib.htmx import HtmxHttpRequest
 from outbox.destinations import DestinationUnavailable, destination_named
@@ -37,6 +44,7 @@ from outbox.errors import (
 )
 from outbox.guidance import available_actions, next_step, retry_is_risky
 from outbox.models import Handoff
+from outbox.page_clock import page_now
 from outbox.redaction import redact
 from outbox.selectors import (
     handoff_timeline,
@@ -63,7 +71,7 @@ def _panel_context(request: HtmxHttpRequest, handoff: Handoff, result: dict | No
     is_operator = is_operator_of(request.user.pk, handoff.workspace_id)
     source = revision_by_id(handoff.source_id)
     # Findings carry a key of the handoff's own workspace, so the handoff's scope check covers them.
-    findings = list(live_findings_of(handoff.action_key))
+    findings = list(live_findings_of(handoff.action_key).select_related("owner"))
     # Its destination's pause, window or Retry-After hold, while the handoff still waits to be sent.
     hold = (
         destination_holds([handoff.destination]).get(handoff.destination)
@@ -71,7 +79,9 @@ def _panel_context(request: HtmxHttpRequest, handoff: Handoff, result: dict | No
         else None
     )
     destination, label = _destination_of(handoff)
+    repairs = list(repairs_of(handoff))
     return {
+        **_evidence_context(handoff, findings, repairs, hold),
         "handoff": handoff,
         "payload": redact(handoff.payload),
         "sends": sent_request(handoff, destination),
@@ -85,7 +95,6 @@ def _panel_context(request: HtmxHttpRequest, handoff: Handoff, result: dict | No
             }
             for f in findings
         ],
-        "repairs": repairs_of(handoff),
         "guidance": next_step(handoff, findings, paused_destination=hold and hold.health),
         "destination_hold": hold,
         "actions": (
@@ -104,8 +113,34 @@ def _panel_context(request: HtmxHttpRequest, handoff: Handoff, result: dict | No
         "result": result,
         "instance": _instance_context(handoff, is_operator),
         "destination": label,
-        "last_successful_step": last_successful_step(handoff),
     }
+
+
+def _evidence_context(handoff: Handoff, findings: list, repairs: list, hold) -> dict:
+    """The evidence words of the page (`console/evidence_words.py`): how the outcome is known, whether the
+    task is there now, the work, and where it stands with the owner of its next step."""
+    there = task_now(handoff, findings, repairs)
+    return {
+        "repairs": repairs,
+        "task_gone": there if there is not None and not there.found else None,
+        "task_created": task_words_now(handoff, findings, repairs),
+        "work_words": work_words(handoff, repairs),
+        "standing": _standing(handoff, findings, repairs, hold),
+        "last_successful_step": last_step_words(handoff, repairs) or last_successful_step(handoff),
+    }
+
+
+def _standing(handoff: Handoff, findings: list, repairs: list, hold) -> StatusLine:
+    """Where the handoff stands, what happens next and who owns that: the requester's line for the same step
+    (`console/step_status.py`), so the operator and the requester read one owner."""
+    evidence = Evidence(
+        handoffs=[handoff],
+        now=page_now(),
+        findings={handoff.action_key: findings},
+        destinations={handoff.destination: hold.health} if hold is not None else {},
+        repairs={handoff.action_key: repairs},
+    )
+    return step_line("This step", handoff, evidence)
 
 
 def _destination_of(handoff: Handoff) -> tuple[Destination | None, str]:

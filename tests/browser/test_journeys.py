@@ -81,7 +81,7 @@ def test_requester_submits_a_request_and_follows_it_to_work_done(
     expect(row.locator('[data-line="request"]')).to_contain_text("Approved by alice at")
     # A created task is not finished work: the receipt proves the task, with its time; the work is open.
     expect(row.locator('[data-line="step"]')).to_contain_text(
-        f"task {handoff.destination_id[:8]}… confirmed by the receiver at"
+        f"task {handoff.destination_id[:8]}… confirmed by the receiver (receipt validated) at"
     )
     expect(row.locator('[data-line="step"]')).to_contain_text("the receiver reports it open")
 

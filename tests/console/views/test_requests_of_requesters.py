@@ -93,7 +93,10 @@ def test_my_requests_says_where_the_request_stands_up_to_the_work_reported_done(
     row = _my_row(bob)
     assert "Approved by alice at" in row
     # The receipt proves the task, with its time; the work is not reported done yet.
-    assert f"task {handoff.destination_id[:8]}… confirmed by the receiver at" in row
+    assert (
+        f"task {handoff.destination_id[:8]}… confirmed by the receiver (receipt validated) at"
+        in row
+    )
     assert "the receiver reports it open (with its receipt at" in row
     assert 'class="status-line yes"' not in row
 
