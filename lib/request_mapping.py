@@ -102,6 +102,18 @@ def _text_template(where: str, text: str) -> string.Template:
     return template
 
 
+def _email_part_problems(place: str, value: object) -> list[str]:
+    if _is_expression(value):
+        return _template_problems(place, value)
+    if not isinstance(value, str) or not value.strip():
+        return [f"{place}: a text template (${{field}}) or an expression"]
+    try:
+        _text_template(place, value)
+    except MappingRefused as exc:
+        return [str(exc)]
+    return []
+
+
 def _email_mapping_problems(mapping: dict, *, where: str) -> list[str]:
     problems = []
     if others := sorted(set(mapping) - set(EMAIL_PARTS)):
@@ -112,18 +124,12 @@ def _email_mapping_problems(mapping: dict, *, where: str) -> list[str]:
         problems.append(
             f"{where}: an e-mail mapping needs subject, text and to (missing {', '.join(missing)})"
         )
-    for part in [part for part in EMAIL_PARTS if part in mapping]:
-        value, place = mapping[part], f"{where}.{part}"
-        if _is_expression(value):
-            problems += _template_problems(place, value)
-        elif not isinstance(value, str) or not value.strip():
-            problems.append(f"{place}: a text template (${{field}}) or an expression")
-        else:
-            try:
-                _text_template(place, value)
-            except MappingRefused as exc:
-                problems.append(str(exc))
-    return problems
+    return problems + [
+        p
+        for part in EMAIL_PARTS
+        if part in mapping
+        for p in _email_part_problems(f"{where}.{part}", mapping[part])
+    ]
 
 
 def text_template_fields(mapping: object, *, where: str) -> list[tuple[str, str]]:
