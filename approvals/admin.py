@@ -1,16 +1,19 @@
 import json
 
 from django import forms
+from django.conf import settings
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
 from django.db import models
 from django.http import HttpResponseRedirect
 from django.utils.html import format_html
 
+from approvals.agreement import workflow_agreement
 from approvals.errors import ApprovalsError
 from approvals.models import (
     Approval,
     Membership,
+    Mode,
     ObservedOutcome,
     PilotBrief,
     Request,
@@ -26,6 +29,7 @@ from approvals.models import (
     Workspace,
     WorkspaceWorkflow,
 )
+from approvals.services.go_live import go_live_refusal, workflow_go_live
 from approvals.services.memberships import membership_grant, membership_revoke
 from approvals.services.observation import pilot_brief_set
 from approvals.services.workflow_modes import workflow_mode_set
@@ -255,10 +259,36 @@ class WorkflowModeForm(forms.ModelForm):
     reason = forms.CharField(
         widget=forms.Textarea, help_text="Why the mode changes; kept in the audit trail."
     )
+    confirmation = forms.CharField(
+        required=False,
+        help_text="To switch to live: the workflow's owner types its name (as on its go-live page).",
+    )
+    actor = None  # the person saving, set by WorkflowModeAdmin.get_form
+    going_live = False  # set by `clean` once the owner's confirmation is checked
 
     class Meta:
         model = WorkflowMode
         fields = ("workflow", "mode", "allowed_workspaces")
+
+    def clean(self):
+        """Going live here asks what the go-live page asks: the owner, every disagreement explained, the
+        workflow's name typed. Refused with the reason on the form, nothing written."""
+        data = super().clean()
+        workflow = self.instance.workflow if self.instance.pk else data.get("workflow")
+        current = self.instance.mode if self.instance.pk else settings.WORKFLOW_DEFAULT_MODE
+        if data.get("mode") != Mode.LIVE or current == Mode.LIVE or not workflow:
+            return data
+        refusal = go_live_refusal(
+            workflow=workflow, actor=self.actor, results=workflow_agreement(workflow)
+        )
+        if refusal:
+            raise forms.ValidationError({"mode": refusal})
+        if data.get("confirmation", "").strip() != workflow:
+            raise forms.ValidationError(
+                {"confirmation": f"type the workflow's name, {workflow}, to confirm"}
+            )
+        self.going_live = True
+        return data
 
 
 @admin.register(WorkflowMode)
@@ -272,11 +302,25 @@ class WorkflowModeAdmin(admin.ModelAdmin):
     def get_readonly_fields(self, request, obj=None):
         return ("workflow",) if obj is not None else ()
 
+    def get_form(self, request, obj=None, change=False, **kwargs):
+        form = super().get_form(request, obj, change=change, **kwargs)
+        return type(form.__name__, (form,), {"actor": request.user})
+
     def has_delete_permission(self, request, obj=None):
         return False
 
     def save_model(self, request, obj, form, change):
         data = form.cleaned_data
+        if form.going_live:
+            # The form checked the owner and the results; the service checks them again under its lock.
+            stored = workflow_go_live(
+                workflow=obj.workflow,
+                actor=request.user,
+                confirmation=data["confirmation"],
+                reason=data["reason"],
+            )
+            obj.pk = stored.pk
+            return
         stored = workflow_mode_set(
             workflow=obj.workflow,
             mode=data["mode"],

@@ -19,6 +19,12 @@ os.environ.setdefault("ACCOUNTS_API_TOKEN", "accounts-test-token")
 os.environ.setdefault("HANDOFF_DEST_ACCOUNTS_TOKEN", os.environ["ACCOUNTS_API_TOKEN"])
 os.environ.setdefault("HANDOFF_DESTINATION", "in_process")
 os.environ.setdefault("HANDOFF_WAKE_ON_COMMIT", "0")
+# The suite's workflows send without an observation first; observe mode and going live have tests of their
+# own, which store the mode they test (a deployment starts new workflows in observe).
+os.environ.setdefault("WORKFLOW_DEFAULT_MODE", "live")
+os.environ.setdefault(
+    "WORKFLOW_DEFAULT_MODE_REASON", "the test suite: its workflows send unless a test observes them"
+)
 os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 # Retention runs flat out in tests (and in the processes they start), so that the suite stays in its time; its
 # pacing has tests of its own (tests/outbox/services/test_retention.py), which name their duty cycle.

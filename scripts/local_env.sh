@@ -38,6 +38,10 @@ export RECEIVER_URL=${RECEIVER_URL:-http://127.0.0.1:$PORT/delivery/api}
 # The bundled receiver tells the console when a task's work changes (docs/reconciliation.md, "Status events").
 export RECEIVER_STATUS_EVENTS_URL=${RECEIVER_STATUS_EVENTS_URL:-http://127.0.0.1:$PORT/reconciliation/api/destinations/receiver/status-events}
 export CONSOLE_BASE_URL=${CONSOLE_BASE_URL:-http://127.0.0.1:$PORT}
+# The demo's onboarding workflow sends from the start, so that a newcomer sees handoffs delivered; its observed
+# workflow is stored in observe by the demo itself. A deployment leaves the default: new workflows observe.
+export WORKFLOW_DEFAULT_MODE=${WORKFLOW_DEFAULT_MODE:-live}
+export WORKFLOW_DEFAULT_MODE_REASON=${WORKFLOW_DEFAULT_MODE_REASON:-"the demo (make run): onboarding sends from the start so that a newcomer sees deliveries"}
 # The demo's three destinations (demo/destinations.json): the bundled receiver and accounts service on this
 # port, and the welcome pack by e-mail to the demo's SMTP server, whose mailbox /delivery/mailbox/ shows.
 export PORT

@@ -37,14 +37,15 @@ def go_live_refusal(*, workflow: str, actor, results: Agreement) -> str:
 
 
 def workflow_go_live(*, workflow: str, actor, confirmation: str, reason: str = "") -> WorkflowMode:
-    """The owner confirms, by typing the workflow's name, that the workflow leaves observe mode and sends.
+    """The owner confirms, by typing the workflow's name, that the workflow leaves observe (or limited) mode
+    and sends. The only way to live: `workflow_mode_set` refuses it, so the admin's form comes here too.
 
     The mode change and its audit record (with the observed results it was confirmed on) are one transaction."""
     with transaction.atomic(using=DB):
         current = _mode_of(workflow)
         mode = current.mode if current else settings.WORKFLOW_DEFAULT_MODE
-        if mode != Mode.OBSERVE:
-            raise GoLiveRefused(f"{workflow} is {mode}, not observe")
+        if mode not in (Mode.OBSERVE, Mode.LIMITED):
+            raise GoLiveRefused(f"{workflow} is {mode} already")
         results = workflow_agreement(workflow)
         refusal = go_live_refusal(workflow=workflow, actor=actor, results=results)
         if refusal:

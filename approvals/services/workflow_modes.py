@@ -1,10 +1,15 @@
-"""Workflow modes: how far a workflow acts (observe, limited, on), every change audited."""
+"""Workflow modes: how far a workflow acts (observe, limited, live), every change audited.
+
+Going live is not a mode change like the others: only the workflow's owner switches it, by typing its name,
+once every disagreement is explained (`approvals/services/go_live.py`). This service refuses any switch to
+live from another mode, so no path (admin included) goes around the owner."""
 
 from django.conf import settings
 from django.db import transaction
 
 from approvals.errors import ApprovalDenied, InvalidPayload, WorkspaceNotFound
 from approvals.models import Mode, WorkflowMode, WorkflowModeChange, Workspace
+from approvals.services.go_live import GoLiveRefused
 from lib.databases import DB
 
 
@@ -33,6 +38,11 @@ def workflow_mode_set(
         if missing:
             raise WorkspaceNotFound(", ".join(str(w) for w in sorted(missing)))
         from_mode = current.mode if current else settings.WORKFLOW_DEFAULT_MODE
+        if mode == Mode.LIVE and from_mode != Mode.LIVE:
+            raise GoLiveRefused(
+                f"{workflow} is {from_mode}: only its owner switches it to live, by typing its name "
+                "(the go-live page, or the owner's confirmation in admin)"
+            )
         if current is None:
             current = WorkflowMode.objects.create(workflow=workflow, mode=mode, updated_by=actor)
         else:

@@ -14,10 +14,18 @@ INTAKE_MAX_JSON_DEPTH = env_int("INTAKE_MAX_JSON_DEPTH", 32)
 INTAKE_MAX_PAYLOAD_BYTES = env_int("INTAKE_MAX_PAYLOAD_BYTES", 64 * 1024)
 # The account recorded as requester of requests that arrive as triggers (created inactive on first use).
 INTAKE_SENDER_USERNAME = os.environ.get("INTAKE_SENDER_USERNAME", "intake")
-# Mode of a workflow that has no stored mode: "observe", "limited" (nothing allowed yet) or "live".
-WORKFLOW_DEFAULT_MODE = os.environ.get("WORKFLOW_DEFAULT_MODE", "live")
+# Mode of a workflow that has no stored mode: "observe" (the default: a new workflow is observed before its
+# owner switches it live), "limited" (nothing allowed yet) or "live". Another mode needs its reason in
+# WORKFLOW_DEFAULT_MODE_REASON (docs/observation.md, "A new workflow starts in observe").
+WORKFLOW_DEFAULT_MODE = os.environ.get("WORKFLOW_DEFAULT_MODE", "observe")
+WORKFLOW_DEFAULT_MODE_REASON = os.environ.get("WORKFLOW_DEFAULT_MODE_REASON", "").strip()
 if WORKFLOW_DEFAULT_MODE not in {"observe", "limited", "live"}:
     raise ImproperlyConfigured("WORKFLOW_DEFAULT_MODE must be observe, limited or live")
+if WORKFLOW_DEFAULT_MODE != "observe" and not WORKFLOW_DEFAULT_MODE_REASON:
+    raise ImproperlyConfigured(
+        f"WORKFLOW_DEFAULT_MODE_REASON: required with WORKFLOW_DEFAULT_MODE={WORKFLOW_DEFAULT_MODE} "
+        "(why new workflows skip observation)"
+    )
 
 # --- Reconciliation and alerts ---------------------------------------------------------
 # Rows per page on each side of the merge: memory is bounded by two pages, whatever the table size.

@@ -39,7 +39,7 @@ def test_mode_set_in_admin_is_audited(root_client):
     )
     response = root_client.post(
         f"/admin/approvals/workflowmode/{mode.pk}/change/",
-        {"mode": "live", "allowed_workspaces": ["7", "8"], "reason": "all in"},
+        {"mode": "observe", "allowed_workspaces": ["7", "8"], "reason": "watch all"},
     )
     assert response.status_code == 302
     assert list(
@@ -48,8 +48,22 @@ def test_mode_set_in_admin_is_audited(root_client):
         )
     ) == [
         ("live", "limited", [7], "root", "pilot in 7"),
-        ("limited", "live", [7, 8], "root", "all in"),
+        ("limited", "observe", [7, 8], "root", "watch all"),
     ]
+
+
+def test_admin_cannot_switch_to_live_without_the_owner(root_client):
+    # Issue 37 item 10: a POST to the change page set the mode to live, no owner, no confirmation.
+    mode = WorkflowMode.objects.create(workflow="onboarding", mode="observe")
+    response = root_client.post(
+        f"/admin/approvals/workflowmode/{mode.pk}/change/",
+        {"mode": "live", "reason": "all in", "confirmation": "onboarding"},
+    )
+    assert response.status_code == 200
+    assert "onboarding has no business owner" in response.content.decode()
+    mode.refresh_from_db()
+    assert mode.mode == "observe"
+    assert not WorkflowModeChange.objects.exists()
 
 
 def test_rules_are_published_from_a_workflows_file_not_in_admin(root_client, tmp_path):

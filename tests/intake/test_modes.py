@@ -1,11 +1,17 @@
 """Observe, limited and live modes, checked at a real receiver; mode changes audited; the mode badge."""
 
+import importlib.util
+from pathlib import Path
+
 import pytest
+from django.core.exceptions import ImproperlyConfigured
 from django.template import Context, Template
 
+import config.settings
 from approvals.errors import ApprovalDenied, InvalidPayload
 from approvals.models import Mode, WorkflowMode, WorkflowModeChange
 from approvals.services import request_approve, workflow_mode_set
+from approvals.services.go_live import GoLiveRefused
 from delivery.models import ReceiverTask
 from outbox.destinations import InProcessDestination
 from outbox.dispatcher import drain
@@ -97,9 +103,36 @@ def test_limited_mode_sends_only_for_allowed_workspaces(world, support):
     assert Handoff.objects.get(pk=observed.pk).state == HandoffState.OBSERVED
 
 
-def test_without_a_stored_mode_the_default_applies(world, settings):
-    settings.WORKFLOW_DEFAULT_MODE = "observe"
+def _settings_of(monkeypatch, **env):
+    """config/settings/intake_and_alerts.py read afresh with this environment (the suite's own settings
+    set a default mode for its workflows)."""
+    for name in ("WORKFLOW_DEFAULT_MODE", "WORKFLOW_DEFAULT_MODE_REASON"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    path = Path(config.settings.__file__).with_name("intake_and_alerts.py")
+    spec = importlib.util.spec_from_file_location("fresh_intake_and_alerts", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_a_new_workflow_starts_in_observe_unless_configured_otherwise_with_a_reason(
+    world, settings, monkeypatch
+):
+    # Issue 37 item 10: WORKFLOW_DEFAULT_MODE defaulted to live, so a new workflow skipped observation.
+    settings.WORKFLOW_DEFAULT_MODE = _settings_of(monkeypatch).WORKFLOW_DEFAULT_MODE
+    assert settings.WORKFLOW_DEFAULT_MODE == "observe"
     assert approve(world, world["request"]).state == HandoffState.OBSERVED
+    destination = CountingDestination()
+    drain(destination=destination)
+    assert destination.calls == []
+    with pytest.raises(ImproperlyConfigured, match="^WORKFLOW_DEFAULT_MODE_REASON: required"):
+        _settings_of(monkeypatch, WORKFLOW_DEFAULT_MODE="live")
+    configured = _settings_of(
+        monkeypatch, WORKFLOW_DEFAULT_MODE="live", WORKFLOW_DEFAULT_MODE_REASON="migrated as-is"
+    )
+    assert configured.WORKFLOW_DEFAULT_MODE == "live"
 
 
 def test_mode_changes_are_audited(world, support):
@@ -113,7 +146,9 @@ def test_mode_changes_are_audited(world, support):
         reason="pilot",
         allowed_workspace_ids=[7, 8],
     )
-    workflow_mode_set(workflow="onboarding", mode=Mode.LIVE, actor=support, reason="all in")
+    # Going live is the owner's, by typing the workflow's name (issue 37 item 10): not a mode change.
+    with pytest.raises(GoLiveRefused, match="only its owner switches it to live"):
+        workflow_mode_set(workflow="onboarding", mode=Mode.LIVE, actor=support, reason="all in")
     changes = list(
         WorkflowModeChange.objects.order_by("id").values_list(
             "from_mode", "to_mode", "from_allowed", "to_allowed", "changed_by__username", "reason"
@@ -122,10 +157,9 @@ def test_mode_changes_are_audited(world, support):
     assert changes == [
         ("live", "observe", [], [], "support", "start watching"),
         ("observe", "limited", [], [7, 8], "support", "pilot"),
-        ("limited", "live", [7, 8], [7, 8], "support", "all in"),
     ]
     assert WorkflowModeChange.objects.filter(changed_at__isnull=True).count() == 0
-    assert WorkflowMode.objects.get(workflow="onboarding").mode == Mode.LIVE
+    assert WorkflowMode.objects.get(workflow="onboarding").mode == Mode.LIMITED
 
 
 def test_mode_change_needs_permission_a_reason_and_a_known_mode(world, support):

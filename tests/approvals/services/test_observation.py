@@ -209,3 +209,46 @@ def test_the_pilot_brief_is_set_by_someone_who_may_change_modes_only(world):
             workflow="onboarding", owner=world["dana"], exception_path="", actor=world["dana"]
         )
     assert PilotBrief.objects.get(workflow="onboarding").owner == world["olga"]
+
+
+def _admin_go_live(client, world, **form):
+    mode = WorkflowMode.objects.get(workflow="onboarding")
+    return client.post(
+        f"/admin/approvals/workflowmode/{mode.pk}/change/",
+        {"mode": "live", "reason": "all in", **form},
+    )
+
+
+def test_admin_goes_live_only_with_the_owners_typed_confirmation(world, client):
+    # Issue 37 item 10: with one disagreement unexplained, a POST to the admin's change page set the mode
+    # to live without the owner. The admin now asks what the go-live page asks.
+    root = get_user_model().objects.create_superuser("root", password="x-long-enough-pw")
+    dana = world["dana"]
+    dana.is_staff = dana.is_superuser = True
+    dana.save()
+    _record(world, world["cases"][0], created=False)  # one disagreement, unexplained
+    client.force_login(root)
+    refused = _admin_go_live(client, world, confirmation="onboarding")
+    assert refused.status_code == 200
+    assert "only onboarding&#x27;s owner, dana" in refused.content.decode()
+    client.force_login(dana)
+    refused = _admin_go_live(client, world, confirmation="onboarding")
+    assert (
+        refused.status_code == 200
+        and "1 disagreement(s) are not explained" in refused.content.decode()
+    )
+    row = ObservedOutcome.objects.get()
+    observed_outcome_explain(
+        workspace_id=7, outcome_id=row.pk, explanation="phone closures", actor=dana
+    )
+    refused = _admin_go_live(client, world)
+    assert refused.status_code == 200
+    assert "type the workflow&#x27;s name, onboarding, to confirm" in refused.content.decode()
+    assert WorkflowMode.objects.get(workflow="onboarding").mode == Mode.OBSERVE
+    assert not WorkflowModeChange.objects.exists()
+    assert _admin_go_live(client, world, confirmation="onboarding").status_code == 302
+    assert WorkflowMode.objects.get(workflow="onboarding").mode == Mode.LIVE
+    change = WorkflowModeChange.objects.get()
+    assert (change.from_mode, change.to_mode, change.changed_by) == ("observe", "live", dana)
+    assert change.reason.startswith("the owner confirmed going live on the observed results")
+    assert change.reason.endswith("; all in")

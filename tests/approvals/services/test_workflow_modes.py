@@ -57,13 +57,13 @@ def test_mode_change_without_a_list_keeps_the_allowed_workspaces(world):
         allowed_workspace_ids=[7],
     )
     mode = services.workflow_mode_set(
-        workflow="onboarding", mode=Mode.LIVE, actor=actor, reason="go live"
+        workflow="onboarding", mode=Mode.OBSERVE, actor=actor, reason="watch again"
     )
     assert list(mode.allowed_workspaces.values_list("id", flat=True)) == [7]
     last = WorkflowModeChange.objects.order_by("-id").first()
     assert (last.from_mode, last.to_mode, last.from_allowed, last.to_allowed) == (
         Mode.LIMITED,
-        Mode.LIVE,
+        Mode.OBSERVE,
         [7],
         [7],
     )
