@@ -191,7 +191,7 @@ STORAGES = {
 }
 
 SESSION_COOKIE_HTTPONLY = True
-# Idle timeout (approvals.idle_sessions): a session unused this long ends; none lives past the cookie age.
+# approvals.idle_sessions: a session ends unused for the first, and the cookie age after its sign-in.
 SESSION_IDLE_SECONDS = env_int("SESSION_IDLE_MINUTES", 30) * 60
 SESSION_ACTIVITY_RESOLUTION_SECONDS = 60
 SESSION_COOKIE_AGE = env_int("SESSION_MAX_HOURS", 12) * 3600
