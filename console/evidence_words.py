@@ -165,3 +165,20 @@ def last_step_words(handoff: Handoff, repairs: Iterable = ()) -> str | None:
         return None
     how = outcome_known(handoff, repairs)
     return f"{how} at {_when(handoff.delivered_at)}: task {handoff.destination_id}"
+
+
+def state_badge(handoff: Handoff) -> tuple[str, str]:
+    """The state as the lists and page tops show it (class, words): a delivered handoff whose task the
+    receiver said it no longer has (a "task deleted" event, a check) is not a green "Delivered"."""
+    there = task_now(handoff)
+    if there is not None and not there.found:
+        return "task_gone", "Delivered, task gone at the receiver"
+    return handoff.state, handoff.get_state_display()
+
+
+def work_cell(handoff: Handoff) -> str:
+    """The work in a list of steps: not "open" for a task the receiver no longer has."""
+    there = task_now(handoff)
+    if there is not None and not there.found:
+        return "unknown (task gone)"
+    return handoff.work_status or "—"

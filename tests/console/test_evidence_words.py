@@ -128,6 +128,35 @@ def test_a_deleted_task_is_not_green_delivered_at_the_top_of_the_page(world):
     assert "not at the receiver now" in page.split('id="handoff-outcome">')[1].split("</dd>")[0]
 
 
+def test_a_deleted_task_is_not_green_delivered_on_bobs_page_nor_in_the_lists(world):
+    request = approved_43(world)
+    drain()
+    step = Handoff.objects.get(action_key=FIRST)
+    handoff_record_status_event(
+        destination="receiver",
+        webhook_id="evt_deleted_2",
+        statement=ReceiverStatement(
+            kind=TASK_DELETED,
+            action_key=step.action_key,
+            task_id=step.destination_id,
+            status="",
+            sequence=1,
+            occurred_at=datetime(2026, 12, 1, 16, 25, tzinfo=UTC),
+        ),
+    )
+    bobs = client_for(world["bob"]).get(
+        reverse("approvals:detail", args=[7, request.number, request.revision])
+    )
+    top = bobs.content.decode().split("<dt>Handoff</dt>")[1].split("</dd>")[0]
+    assert 'class="state delivered"' not in top and "task gone at the receiver" in top
+    steps = bobs.content.decode().split('id="request-steps"')[1].split("</table>")[0]
+    first = steps.split(FIRST)[1].split("</tr>")[0]
+    assert "task gone at the receiver" in first and ">open<" not in first
+    listed = client_for(world["olga"]).get(reverse("outbox:list")).content.decode()
+    row = listed.split(f'id="handoff-{step.pk}"')[1].split("</tr>")[0]
+    assert 'class="state delivered"' not in row and "task gone at the receiver" in row
+
+
 def test_work_finished_by_hand_after_a_failure_is_done_for_bob_and_olga(world):
     request = approved_43(world)
     assert drain().delivered == 3
