@@ -237,8 +237,10 @@ def _moving_guidance(handoff: Handoff) -> Guidance:
     if handoff.state == S.UNCERTAIN:
         return Guidance(
             "Outcome unknown: reconcile first.",
-            "The receiver may or may not have created the task. \u201cReconcile\u201d asks the receiver about "
-            f"{handoff.action_key} and settles it without sending anything. Do not send it again before reconciling.",
+            "The receiver may or may not have created the task. The next step is the system's: it asks the "
+            f"receiver about {handoff.action_key} by itself and settles it, or hands it to a person when the "
+            "receiver cannot be asked. \u201cReconcile\u201d asks now, without sending anything. Do not send it "
+            "again before reconciling.",
             recommended="reconcile",
             avoid=("retry",),
         )

@@ -71,8 +71,9 @@ def _progress_status(steps: list[Handoff]) -> str:
 def _needs_person(handoff: Handoff) -> bool:
     from outbox.models import CompensationState
 
+    # An uncertain step is the system's until its settlement pass hands it to a person (needs attention).
     return (
-        handoff.state in NEEDS_PERSON_STATES
+        handoff.state in NEEDS_PERSON_STATES - {HandoffState.UNCERTAIN}
         or handoff.compensation_state == CompensationState.RESIDUAL
     )
 
@@ -91,6 +92,9 @@ def instance_status(handoffs: list[Handoff]) -> str:
 
     if any(_needs_person(h) for h in handoffs):
         return "needs a person"
+    if any(h.state == HandoffState.UNCERTAIN for h in handoffs):
+        # The settlement pass asks the receiver by itself (or hands the step to a person, who then owns it).
+        return "outcome unknown: the system is asking the receiver"
     steps = [h for h in handoffs if h.kind == HandoffKind.ACTION]
     if _compensated(handoffs, steps):
         return _compensation_status(steps)

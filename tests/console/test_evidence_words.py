@@ -191,3 +191,7 @@ def test_bob_and_olga_name_the_same_owner_of_an_uncertain_steps_next_step(world)
     bobs = bobs_first_line(request).owner
     page = olgas_page(world, step)
     assert f'id="next-step-owner">{bobs}<' in page
+    # Neither the workflow's heading nor the advice hands the step to a person while the system owns it.
+    assert bobs.startswith("the system")
+    assert "needs a person" not in page
+    assert "The next step is the system" in page.split('id="next-step"')[1].split("</div>")[0]
