@@ -157,6 +157,38 @@ def test_a_deleted_task_is_not_green_delivered_on_bobs_page_nor_in_the_lists(wor
     assert 'class="state delivered"' not in row and "task gone at the receiver" in row
 
 
+def test_a_deleted_task_a_repair_accounts_for_is_no_longer_stuck_with_olga(world):
+    request = approved_43(world)
+    drain()
+    step = Handoff.objects.get(action_key=FIRST)
+    handoff_record_status_event(
+        destination="receiver",
+        webhook_id="evt_deleted_3",
+        statement=ReceiverStatement(
+            kind=TASK_DELETED,
+            action_key=step.action_key,
+            task_id=step.destination_id,
+            status="",
+            sequence=1,
+            occurred_at=datetime(2026, 12, 1, 16, 25, tzinfo=UTC),
+        ),
+    )
+    assert bobs_first_line(request).tone == "unknown"
+    manual_repair_record(
+        actor=world["olga"],
+        what_was_done="the client cancelled; nothing to re-create",
+        handoff_id=step.pk,
+    )
+    line = bobs_first_line(request)
+    assert line.tone == "no" and not line.owner
+    assert (
+        "task deleted at the receiver" in line.text and "olga recorded a manual repair" in line.text
+    )
+    row = Request.objects.select_related("corrected_by").get(pk=request.pk)
+    headline = statuses_of([row])[row.pk].headline
+    assert "stuck" not in headline.text and "olga" not in headline.owner
+
+
 def test_work_finished_by_hand_after_a_failure_is_done_for_bob_and_olga(world):
     request = approved_43(world)
     assert drain().delivered == 3
