@@ -18,7 +18,7 @@ from outbox.models import (
     Handoff,
     HandoffState,
 )
-from outbox.models.states import WORK_DONE
+from outbox.models.states import WORK_DONE, DeliveredCode
 from outbox.redaction import redact_text
 
 S = HandoffState
@@ -41,7 +41,9 @@ def delivered_plan(result: DeliveryResult, destination: Destination) -> Plan:
         "destination_id": result.task_id,
         "delivered_at": db_now(),
         "failure_class": "",
-        "reason_code": "",
+        "reason_code": (
+            DeliveredCode.CREATED if result.created else DeliveredCode.DUPLICATE_PREVENTED
+        ).value,
         "last_error": "",
         "receipt": result.receipt or {},
         "work_status": str((result.receipt or {}).get("status", "")),
@@ -195,7 +197,7 @@ def settlement_for(handoff: Handoff, remote: RemoteTask | None, destination: Loo
                 "destination_id": remote.task_id,
                 "delivered_at": db_now(),
                 "failure_class": "",
-                "reason_code": "",
+                "reason_code": DeliveredCode.SETTLED_BY_LOOKUP.value,
                 "last_error": "",
                 "work_status": remote.status,
                 "receipt": {

@@ -9,11 +9,13 @@ from approvals.models.observation import (
     PilotBrief,
 )
 from approvals.models.requests import (
+    REQUEST_FINAL_STATES,
     REQUEST_TRANSITIONS,
     Approval,
     Decision,
     Request,
     RequestEvent,
+    RequestReasonCode,
     RequestState,
 )
 from approvals.models.triggers import RequestReference, TriggerOutcome, TriggerRecord
@@ -41,7 +43,9 @@ __all__ = [
     "Request",
     "RequestEvent",
     "RequestReference",
+    "RequestReasonCode",
     "RequestState",
+    "REQUEST_FINAL_STATES",
     "Role",
     "RoleChange",
     "RuleVersion",

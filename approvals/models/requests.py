@@ -46,6 +46,26 @@ REQUEST_TRANSITIONS: dict[str, frozenset[str]] = {
 }
 
 
+class RequestReasonCode(models.TextChoices):
+    """Why a revision ended: every move to a final state (rejected, superseded, cancelled) records one
+    (`approvals/services/requests.py` `request_move` refuses it without)."""
+
+    REJECTED_BY_APPROVER = "rejected_by_approver", "rejected by an approver"
+    SUPERSEDED_BY_REVISION = "superseded_by_revision", "superseded by a newer revision"
+    SUPERSEDED_BY_CORRECTION = (
+        "superseded_by_correction",
+        "superseded by a correction after its handoff failed",
+    )
+    CANCELLED_BY_REQUESTER = "cancelled_by_requester", "cancelled by its requester"
+    CANCELLED_BY_OPERATOR = "cancelled_by_operator", "cancelled by an operator"
+
+
+# The final states, each reached only with its reason code.
+REQUEST_FINAL_STATES = frozenset(
+    {RequestState.REJECTED, RequestState.SUPERSEDED, RequestState.CANCELLED}
+)
+
+
 class Request(models.Model):
     """One revision of a business request. A new revision is a new row; decided rows never change."""
 

@@ -3,7 +3,7 @@
 from django.db import transaction
 
 from approvals.errors import ApprovalDenied, InvalidPayload, RequestNotFound
-from approvals.models import Request, RequestState
+from approvals.models import Request, RequestReasonCode, RequestState
 from approvals.selectors import may_cancel
 from approvals.services.requests import request_move
 from lib.databases import DB
@@ -36,10 +36,10 @@ def request_cancel(
             raise RequestNotFound(f"no {workflow} request {number} in workspace {workspace_id}")
         _may_cancel(actor, current)
         code = (
-            "cancelled_by_requester"
+            RequestReasonCode.CANCELLED_BY_REQUESTER
             if current.requested_by_id == actor.pk
-            else "cancelled_by_operator"
-        )
+            else RequestReasonCode.CANCELLED_BY_OPERATOR
+        ).value
         if current.state == RequestState.APPROVED:
             outbox_services.instance_cancel(
                 instance_key=current.action_key, actor=actor, reason=reason, reason_code=code

@@ -4,7 +4,7 @@ changed. Either way a new revision that needs a new approval."""
 from django.db import transaction
 
 from approvals.errors import InvalidPayload, InvalidRequestState, RequestNotFound
-from approvals.models import Request, RequestState, Role
+from approvals.models import Request, RequestReasonCode, RequestState, Role
 from approvals.selectors import approver_correctable, correction_fields
 from approvals.services.decisions import revision_locked_for_review
 from approvals.services.memberships import require_member
@@ -65,6 +65,7 @@ def handoff_correct(*, handoff_id: int, actor, edits: dict[str, str], reason: st
             RequestState.SUPERSEDED,
             actor=actor,
             reason=f"corrected after handoff failure: {reason}",
+            reason_code=RequestReasonCode.SUPERSEDED_BY_CORRECTION,
         )
         return request_revise(
             workspace_id=old.workspace_id,

@@ -16,6 +16,7 @@ from approvals.models import (
     Approval,
     Decision,
     Request,
+    RequestReasonCode,
     RequestState,
     Role,
     WorkflowMode,
@@ -144,11 +145,13 @@ def _decide(
         requests=[route.stored() for route in routes] if routes is not None else None,
         requests_hash=route_requests_hash(routes) if routes is not None else "",
     )
+    rejected = decision != Decision.APPROVE
     request_move(
         request,
-        RequestState.APPROVED if decision == Decision.APPROVE else RequestState.REJECTED,
+        RequestState.REJECTED if rejected else RequestState.APPROVED,
         actor=actor,
         reason=reason,
+        reason_code=RequestReasonCode.REJECTED_BY_APPROVER if rejected else "",
     )
     return request, approval
 

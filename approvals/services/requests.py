@@ -13,7 +13,15 @@ from approvals.errors import (
     RequestNotFound,
     WorkspaceNotFound,
 )
-from approvals.models import Request, RequestEvent, RequestState, Role, Workspace
+from approvals.models import (
+    REQUEST_FINAL_STATES,
+    Request,
+    RequestEvent,
+    RequestReasonCode,
+    RequestState,
+    Role,
+    Workspace,
+)
 from approvals.rules import payload_problems, rules_for
 from approvals.selectors import REQUESTER_REVISABLE_STATES
 from approvals.services.memberships import require_member
@@ -26,6 +34,8 @@ def request_move(
 ) -> None:
     if not request.can_move_to(to_state):
         raise InvalidRequestState(f"{request} is {request.state}; it cannot become {to_state}")
+    if to_state in REQUEST_FINAL_STATES and reason_code not in RequestReasonCode.values:
+        raise ValueError(f"a move to {to_state} needs its reason code (RequestReasonCode)")
     RequestEvent.objects.create(
         request=request,
         from_state=request.state,
@@ -146,6 +156,7 @@ def revision_add_locked(
             RequestState.SUPERSEDED,
             actor=actor,
             reason=reason or "replaced by a newer revision",
+            reason_code=RequestReasonCode.SUPERSEDED_BY_REVISION,
         )
     return revision_create(
         workflow=current.workflow,

@@ -58,6 +58,20 @@ class FailureClass(models.TextChoices):
     MALFORMED = "malformed", "Malformed receipt"
 
 
+class DeliveredCode(models.TextChoices):
+    """The reason code of a delivered handoff: how its outcome became known. Every path to delivered sets
+    one (`outbox/outcomes.py` `delivered_plan` and `settlement_for`, `outbox/services/operator.py`'s settle),
+    so that the screens (the list's reason code filter) and reports tell them apart."""
+
+    CREATED = "created", "the receiver created it"
+    DUPLICATE_PREVENTED = (
+        "duplicate_prevented",
+        "duplicate prevented: the receiver answered the original",
+    )
+    SETTLED_BY_LOOKUP = "settled_by_lookup", "settled by looking the key up at the receiver"
+    SETTLED_BY_HAND = "settled_by_hand", "settled by a person's check at the receiver"
+
+
 # Failure classes that leave the outcome unknown: the call may or may not have created the task.
 UNKNOWN_OUTCOME_CLASSES = frozenset({FailureClass.UNCERTAIN, FailureClass.MALFORMED})
 

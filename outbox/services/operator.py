@@ -18,6 +18,7 @@ from outbox.errors import (
 )
 from outbox.guidance import retry_is_risky
 from outbox.models import Handoff, HandoffEvent, HandoffState
+from outbox.models.states import DeliveredCode
 from outbox.services.transitions import handoff_lock, handoff_transition
 from outbox.wakeups import wake_dispatcher_on_commit
 
@@ -164,7 +165,7 @@ def _settle_changes(handoff: Handoff, receiver_task_id: str) -> tuple[str, dict]
             "destination_id": receiver_task_id,
             "delivered_at": db_now(),
             "failure_class": "",
-            "reason_code": "",
+            "reason_code": DeliveredCode.SETTLED_BY_HAND.value,
             "last_error": "",
         }
     if unknown_outcome:

@@ -15,6 +15,8 @@ from tests.outbox.scripted_destination import ScriptedDestination
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(databases=["default", "delivery"])]
 S = HandoffState
+# How each delivered row's outcome became known (its reason code, issue 37 item 6).
+_CODES = {AttemptOutcome.CREATED: "created", AttemptOutcome.DUPLICATE: "duplicate_prevented"}
 
 
 def _record(claims, created) -> tuple[str, int]:
@@ -78,7 +80,7 @@ def test_values_shared_by_every_row_are_sent_once_and_the_rest_per_row(make_hand
             row.failure_class,
             row.reason_code,
             row.last_error,
-        ) == (S.DELIVERED, f"t{handoff.pk}", "", "", "")
+        ) == (S.DELIVERED, f"t{handoff.pk}", "", _CODES[outcome], "")
         attempt = Attempt.objects.get(handoff=handoff)
         assert (attempt.outcome, attempt.status_code) == (outcome, 201)
     latencies = sorted(

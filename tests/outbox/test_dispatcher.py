@@ -128,7 +128,7 @@ def test_a_delivery_after_failures_clears_what_the_failures_left(make_handoff):
     handoff.refresh_from_db()
     assert (handoff.failure_class, handoff.reason_code, handoff.last_error, handoff.sla_due_at) == (
         "",
-        "",
+        "created",
         "",
         None,
     )

@@ -62,7 +62,11 @@ def assert_settled_by_lookup(handoff: Handoff) -> None:
     assert (receipt["found_by"], receipt["payload_hash"]) == ("lookup", handoff.payload_hash)
     assert (handoff.lease_owner, handoff.lease_expires_at, handoff.sla_due_at) == ("", None, None)
     assert handoff.delivered_at is not None
-    assert (handoff.failure_class, handoff.reason_code, handoff.last_error) == ("", "", "")
+    assert (handoff.failure_class, handoff.reason_code, handoff.last_error) == (
+        "",
+        "settled_by_lookup",
+        "",
+    )
     [event] = HandoffEvent.objects.filter(handoff=handoff)
     assert (event.from_state, event.to_state, event.actor_label) == (
         S.UNCERTAIN,

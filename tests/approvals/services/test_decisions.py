@@ -158,7 +158,9 @@ def test_rejection_records_the_decision_and_its_reason_and_no_handoff(world):
     assert request.state == R.REJECTED
     approval = Approval.objects.get(request=request)
     assert (approval.decision, approval.reason) == (Decision.REJECT, "duplicate client")
-    assert request.events.get(to_state=R.REJECTED).reason == "duplicate client"
+    rejected = request.events.get(to_state=R.REJECTED)
+    assert rejected.reason == "[rejected_by_approver] duplicate client"
+    assert request.reason_code == "rejected_by_approver"
     assert not Handoff.objects.exists()
 
 
