@@ -65,6 +65,9 @@ def _last_full_run() -> ReconciliationRun | None:
 def _receipt(handoff: Handoff) -> list[Statement]:
     if not (handoff.is_delivered and handoff.delivered_at):
         return []
+    if not handoff.receipt:
+        # Settled by a person's manual repair (the words of console/evidence_words.py): no receipt came.
+        return [Statement(True, "a person (manual repair)", handoff.delivered_at)]
     how = "lookup" if handoff.receipt.get("found_by") == "lookup" else "receipt"
     return [Statement(True, f"the receiver ({how} at delivery)", handoff.delivered_at)]
 

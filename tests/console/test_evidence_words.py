@@ -11,8 +11,9 @@ from django.urls import reverse
 from approvals.models import Request
 from approvals.services import request_approve
 from console.request_evidence import statuses_of
+from delivery.models import ReceiverTask
 from delivery.services import task_status_set
-from outbox.destinations import InProcessDestination
+from outbox.destinations import InProcessDestination, LookupFailed
 from outbox.dispatcher import drain
 from outbox.failures import DeliveryResult
 from outbox.models import FailureClass, Handoff, HandoffState
@@ -74,6 +75,17 @@ class AnswerLost(InProcessDestination):
         return self.answer
 
 
+class NotAskable(InProcessDestination):
+    """The real receiver, as a destination that cannot be asked about a key."""
+
+    def __init__(self, name: str):
+        super().__init__(supports_lookup=False)
+        self.name = name
+
+    def lookup(self, action_key):
+        raise LookupFailed("this destination cannot be asked about a key")
+
+
 @pytest.mark.parametrize(
     "answer",
     [
@@ -103,6 +115,32 @@ def test_a_step_delivered_by_lookup_says_found_by_lookup_never_receipt_validated
     assert "found by lookup" in outcome and "receipt validated" not in outcome
     line = bobs_first_line(request)
     assert "found by lookup" in line.text and "receipt validated" not in line.text
+
+
+def test_a_malformed_receipt_settled_by_olgas_repair_says_settled_by_a_person(world):
+    request = approved_43(world)
+    step = Handoff.objects.get(action_key=FIRST)
+    malformed = DeliveryResult.failed(
+        FailureClass.MALFORMED, "malformed_receipt", "receipt has no task_id"
+    )
+    drain(destination=AnswerLost(step.destination, malformed))
+    # The receiver cannot be asked about a key: the settlement hands the step to a person.
+    handoff_settle(handoff_id=step.pk, destination=NotAskable(step.destination))
+    task = str(ReceiverTask.objects.get(action_key=FIRST).task_id)
+    manual_repair_record(
+        actor=world["olga"],
+        what_was_done="found the task at the receiver by hand",
+        receiver_task_id=task,
+        handoff_id=step.pk,
+    )
+    step.refresh_from_db()
+    assert (step.state, step.destination_id) == (HandoffState.DELIVERED, task)
+    page = olgas_page(world, step)
+    summary = page.split('id="last-successful-step">')[1].split("</dd>")[0]
+    said = page.split('id="evidence-task"')[1].split("</dd>")[0]
+    assert "settled by a person" in summary and "receipt" not in summary
+    assert "receipt" not in said and "manual repair" in said
+    assert "settled by a person" in bobs_first_line(request).text
 
 
 def test_a_deleted_task_is_not_green_delivered_at_the_top_of_the_page(world):
