@@ -97,14 +97,26 @@ class HandoffCollector(Collector):
             "(the rule of the console's header, list filter and health page).",
             labels=WF_WS,
         )
+        how = GaugeMetricFamily(
+            "handoff_delivered_by_reason",
+            "Delivered handoffs kept now, by how the outcome became known (reason code: created, "
+            "duplicate_prevented, settled_by_lookup, settled_by_hand; empty before codes were recorded).",
+            labels=[*WF_WS, "reason_code"],
+        )
         per_person: dict[tuple, int] = defaultdict(int)
-        delivered = []
-        # One GROUP BY for three families: the needs-a-person count rides along as a filtered count.
-        for workflow, ws, state, n, needing in handoffs.values_list(
-            "workflow", "workspace_id", "state"
+        per_state: dict[tuple, int] = defaultdict(int)
+        # One GROUP BY for four families: the needs-a-person count rides along as a filtered count, and the
+        # reason code splits the rows only as far as the delivered ones need it.
+        for workflow, ws, state, code, n, needing in handoffs.values_list(
+            "workflow", "workspace_id", "state", "reason_code"
         ).annotate(n=Count("id"), needing=Count("id", filter=needing_person_condition())):
-            states.add_metric(_labels(workflow, ws, state), n)
+            per_state[(workflow, ws, state)] += n
             per_person[(workflow, ws)] += needing
+            if state == S.DELIVERED:
+                how.add_metric(_labels(workflow, ws, code), n)
+        delivered = []
+        for (workflow, ws, state), n in sorted(per_state.items()):
+            states.add_metric(_labels(workflow, ws, state), n)
             if state == S.DELIVERED:
                 delivered.append((workflow, ws, n))
         _add_carried(completed, delivered, archived_completed)
@@ -113,6 +125,7 @@ class HandoffCollector(Collector):
         yield states
         yield completed
         yield person
+        yield how
 
     def _needs_attention(self, handoffs):
         attention = GaugeMetricFamily(

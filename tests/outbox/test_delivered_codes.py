@@ -12,6 +12,7 @@ from outbox.models import DestinationHealth, FailureClass, Handoff, HandoffState
 from outbox.services import handoff_settle, handoff_settle_manually
 from tests.factories import make_user
 from tests.outbox.scripted_destination import ScriptedDestination
+from tests.reconciliation.test_metrics import labels, scrape
 
 pytestmark = pytest.mark.django_db(databases=["default", "delivery"])
 S = HandoffState
@@ -28,6 +29,22 @@ def test_a_created_task_and_a_duplicate_prevented_have_their_own_codes(make_hand
     codes = dict(Handoff.objects.values_list("pk", "reason_code"))
     assert codes == {fresh.pk: "created", again.pk: "duplicate_prevented"}
     assert Handoff.objects.filter(state=S.DELIVERED).count() == 2
+
+
+def test_metrics_tell_the_ways_to_delivered_apart(make_handoff, client):
+    DestinationHealth.objects.create(name="receiver")
+    make_handoff(1)
+    again = make_handoff(2)
+    task_create_idempotent(action_key=again.action_key, payload=again.payload)
+    dispatch_batch(destination=ScriptedDestination(), worker="w1")
+    samples = scrape(client)
+    by_reason = {
+        dict(tags)["reason_code"]: value
+        for (name, tags), value in samples.items()
+        if name == "handoff_delivered_by_reason"
+    }
+    assert by_reason == {"created": 1, "duplicate_prevented": 1}
+    assert samples[("handoff_completed_total", labels(workflow="onboarding", workspace="7"))] == 2
 
 
 def test_an_unknown_outcome_settled_by_looking_the_key_up(make_handoff):
