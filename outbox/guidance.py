@@ -8,6 +8,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 
 from outbox.destinations import DestinationUnavailable, destination_named
+from outbox.destinations.smtp import is_message_id
 from outbox.models import (
     NEEDS_PERSON_STATES,
     OPEN_STATES,
@@ -194,6 +195,12 @@ def _paused_guidance(handoff: Handoff, pause) -> Guidance:
 
 
 def _closed_guidance(handoff: Handoff) -> Guidance:
+    if handoff.state == S.DELIVERED and is_message_id(handoff.destination_id):
+        return Guidance(
+            "Delivered. Nothing to do here.",
+            f"The mail server accepted message {handoff.destination_id} for {handoff.action_key}; sending "
+            "it was the work, so nothing more happens to it.",
+        )
     if handoff.state == S.DELIVERED and handoff.task_seen is False:
         return Guidance(
             "Delivered, but the receiver has no task for this key now.",

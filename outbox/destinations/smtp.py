@@ -58,6 +58,12 @@ def message_id_for(action_key: str, domain: str) -> str:
     return f"<{hashlib.sha256(action_key.encode()).hexdigest()[:32]}@{domain}>"
 
 
+def is_message_id(task_id: str) -> bool:
+    """Whether a delivered handoff's id at its destination is a Message-ID (`<…@domain>`): an e-mail step,
+    whose effect is a message sent, not a task someone works on. The screens word it so."""
+    return task_id.startswith("<") and task_id.endswith(">") and "@" in task_id
+
+
 class Unsendable(ValueError):
     """The handoff cannot become a message (a payload field missing, an invalid address): permanent."""
 

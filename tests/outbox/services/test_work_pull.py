@@ -13,6 +13,7 @@ from django_q.models import Schedule
 from console.step_status import Evidence, step_line
 from outbox.destinations.registry import destination_named
 from outbox.dispatcher import handoff_deliver
+from outbox.guidance import next_step
 from outbox.models import DestinationConfig, Handoff, HandoffEvent, StatusEvent
 from outbox.services.destination_configs import DestinationsRefused, destination_configs_apply
 from outbox.services.work_pull import handoffs_pull_work_status
@@ -246,6 +247,9 @@ def test_an_email_steps_line_says_message_not_task(tmp_path):
     assert "accepted by the mail server" in line.text
     assert "task" not in f"{line.text} {line.next} {line.owner}"
     assert line.tone == "yes"
+    guidance = next_step(handoff)
+    assert f"accepted message {handoff.destination_id}" in guidance.detail
+    assert "task" not in f"{guidance.headline} {guidance.detail}"
     assert len(mailbox.messages()) == 1
 
 
