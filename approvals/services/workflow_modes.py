@@ -13,6 +13,15 @@ from approvals.services.go_live import GoLiveRefused
 from lib.databases import DB
 
 
+def _allowed_after(before: list[int], allowed_workspace_ids: list[int] | None) -> list[int]:
+    """The allow-list the change leaves (None keeps `before`); WorkspaceNotFound names any unknown one."""
+    after = before if allowed_workspace_ids is None else sorted(set(allowed_workspace_ids))
+    missing = set(after) - set(Workspace.objects.filter(id__in=after).values_list("id", flat=True))
+    if missing:
+        raise WorkspaceNotFound(", ".join(str(w) for w in sorted(missing)))
+    return after
+
+
 def workflow_mode_set(
     *, workflow: str, mode: str, actor, reason: str, allowed_workspace_ids: list[int] | None = None
 ) -> WorkflowMode:
@@ -31,12 +40,7 @@ def workflow_mode_set(
             WorkflowMode.objects.select_for_update(no_key=True).filter(workflow=workflow).first()
         )
         before = sorted(current.allowed_workspaces.values_list("id", flat=True)) if current else []
-        after = before if allowed_workspace_ids is None else sorted(set(allowed_workspace_ids))
-        missing = set(after) - set(
-            Workspace.objects.filter(id__in=after).values_list("id", flat=True)
-        )
-        if missing:
-            raise WorkspaceNotFound(", ".join(str(w) for w in sorted(missing)))
+        after = _allowed_after(before, allowed_workspace_ids)
         from_mode = current.mode if current else settings.WORKFLOW_DEFAULT_MODE
         if mode == Mode.LIVE and from_mode != Mode.LIVE:
             raise GoLiveRefused(
