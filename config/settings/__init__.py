@@ -58,6 +58,7 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     # First: every log line of a request carries the workspace, handoff or action key its URL names.
     "config.log_middleware.RequestLogContext",
+    "config.http_methods.RefuseTraceMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "csp.middleware.CSPMiddleware",
     "django_permissions_policy.PermissionsPolicyMiddleware",
