@@ -65,6 +65,10 @@ def spraying_pause(*, ip_address: str, now: datetime) -> SprayingPause | None:
     )
 
 
+# How a person signed in, by the backend that let them in (settings.AUTHENTICATION_BACKENDS).
+SIGN_IN_METHODS = {"LocalPasswordBackend": "password", "OIDCRoleBackend": "single sign-on"}
+
+
 def _names_a_user(request, credentials) -> bool:
     """A password attempt names a user; the provider's callback does not (its code names the person)."""
     return bool(get_client_username(request, credentials))
@@ -83,6 +87,18 @@ class SignInAttemptsHandler(AxesDatabaseHandler):
                 request.sign_in_pause = pause
                 return False
         return super().is_allowed(request, credentials)
+
+    def user_logged_in(self, sender, request, user, **kwargs):
+        """django-axes masks the user name and address of its own line: ours says who, how and from where
+        (the record's time says when)."""
+        super().user_logged_in(sender, request, user, **kwargs)
+        backend = getattr(user, "backend", "") or ""
+        log.info(
+            "sign-in of %s by %s from %s",
+            user.get_username(),
+            SIGN_IN_METHODS.get(backend.rsplit(".", 1)[-1], backend or "an unnamed backend"),
+            getattr(request, "axes_ip_address", None),
+        )
 
     def user_login_failed(self, sender, credentials: dict, request=None, **kwargs):
         if request is None:

@@ -106,3 +106,13 @@ def test_a_session_in_use_stays_signed_in():
     session[LAST_ACTIVITY] = int(time.time()) - settings.SESSION_IDLE_SECONDS + 60
     session.save()
     assert client.get("/approvals/").status_code == 200
+
+
+def test_a_successful_sign_in_is_logged_with_who_how_when_and_from_where(caplog):
+    make_user("alice")
+    before = time.time()
+    with caplog.at_level(logging.INFO, logger="approvals.auth.lockout"):
+        assert sign_in("alice", "pw-alice", ip="198.51.100.23").status_code == 302
+    lines = [r for r in caplog.records if r.name == "approvals.auth.lockout"]
+    assert [r.getMessage() for r in lines] == ["sign-in of alice by password from 198.51.100.23"]
+    assert before <= lines[0].created <= time.time()
