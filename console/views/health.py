@@ -265,7 +265,9 @@ def metrics_view(request: HtmxHttpRequest) -> HttpResponse:
     token = settings.METRICS_TOKEN
     if not token:
         return HttpResponse(
-            "metrics disabled: METRICS_TOKEN is not set\n", status=503, content_type="text/plain"
+            "metrics disabled: METRICS_TOKEN is not set\n",
+            status=503,
+            content_type="text/plain; charset=utf-8",
         )
     header = request.headers.get("Authorization", "")
     scheme, _, offered = header.partition(" ")
@@ -273,7 +275,7 @@ def metrics_view(request: HtmxHttpRequest) -> HttpResponse:
         offered.strip().encode(), token.encode()
     ):
         response = HttpResponse(
-            "a bearer token is required\n", status=401, content_type="text/plain"
+            "a bearer token is required\n", status=401, content_type="text/plain; charset=utf-8"
         )
         response["WWW-Authenticate"] = 'Bearer realm="metrics"'
         return response

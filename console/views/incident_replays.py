@@ -135,7 +135,7 @@ def replay_items_csv(request: HtmxHttpRequest, pk: int) -> StreamingHttpResponse
     replay = _replay_or_404(request, pk)
     response = StreamingHttpResponse(
         (csv_line(row) for row in replay_csv_rows(replay)),
-        content_type="text/csv",
+        content_type="text/csv; charset=utf-8",
     )
     response["Content-Disposition"] = f'attachment; filename="replay-{replay.pk}.csv"'
     return response

@@ -30,7 +30,7 @@ PASSWORDS_OFF = "Password sign-in is switched off: sign in through the identity 
 class SignInView(auth_views.LoginView):
     def post(self, request, *args, **kwargs):
         if local_passwords_mode() == "off":
-            return HttpResponseForbidden(PASSWORDS_OFF, content_type="text/plain")
+            return HttpResponseForbidden(PASSWORDS_OFF, content_type="text/plain; charset=utf-8")
         return super().post(request, *args, **kwargs)
 
     def get_context_data(self, **kwargs):

@@ -82,7 +82,7 @@ def previewed(olga: Client, incident: Incident) -> Replay:
 
 def exported_rows(client: Client, replay: Replay) -> list[dict]:
     exported = client.get(f"/incidents/replays/{replay.pk}/items.csv")
-    assert exported["Content-Type"] == "text/csv"
+    assert exported["Content-Type"] == "text/csv; charset=utf-8"
     return list(csv.DictReader(io.StringIO(b"".join(exported.streaming_content).decode())))
 
 
