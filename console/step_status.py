@@ -21,6 +21,7 @@ from console.evidence_words import (
     work_by_hand,
 )
 from console.waiting_status import held
+from outbox.destinations.smtp import is_message_id
 from outbox.models import CompensationState, Handoff, HandoffKind, HandoffState
 from outbox.models.states import WORK_DONE, WORK_FAILED, WORK_UNFINISHED
 from reconciliation.models import Finding, FindingKind
@@ -198,10 +199,9 @@ def _reversal_line(label: str, step: Handoff, evidence: Evidence) -> StatusLine:
 
 
 def is_message(handoff: Handoff) -> bool:
-    """An e-mail step: its id at the receiver is a Message-ID (`<…@domain>`, outbox/destinations/smtp.py).
-    Its effect is a message sent, not a task someone works on, and its line says so."""
-    found = handoff.destination_id or ""
-    return found.startswith("<") and found.endswith(">") and "@" in found
+    """An e-mail step: its id at the receiver is a Message-ID (`is_message_id`, as the handoff page's
+    guidance asks). Its effect is a message sent, not a task someone works on, and its line says so."""
+    return is_message_id(handoff.destination_id or "")
 
 
 def _message_line(label: str, handoff: Handoff, now: datetime) -> StatusLine:
