@@ -11,11 +11,13 @@
 """
 
 import logging
+import time
 from typing import Any
 
 from pythonjsonlogger.json import JsonFormatter
 
 from lib import log_context, telemetry
+from lib.control_characters import escaped_for_one_line
 from outbox.redaction import redact, redact_text
 
 try:  # The tracing engineer's dependency; logs work the same without it.
@@ -54,7 +56,17 @@ class RedactedMessage(logging.Filter):
 
 
 class PlainLines(logging.Formatter):
-    """Django's plain lines, with a traceback redacted like the message."""
+    """Django's plain lines: the time in UTC with its zone (ISO 8601), the message on one line whatever the
+    values it quotes (a line break or control character is escaped, so no value forges a line), and a
+    traceback redacted like the message."""
+
+    converter = time.gmtime
+    default_time_format = "%Y-%m-%dT%H:%M:%S"
+    default_msec_format = "%s.%03dZ"
+
+    def formatMessage(self, record) -> str:  # noqa: N802 - logging's name
+        record.message = escaped_for_one_line(record.message)
+        return super().formatMessage(record)
 
     def formatException(self, ei) -> str:  # noqa: N802 - logging's name
         return redact_text(super().formatException(ei))

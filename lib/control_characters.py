@@ -44,3 +44,17 @@ def validate_multi_line(value: str) -> None:
     """Django validator of a multi-line form field (a reason, notes)."""
     if problem := control_character_problem(value, multiline=True):
         raise ValidationError(problem, code="control_character")
+
+
+_SHORT_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def escaped_for_one_line(text: str) -> str:
+    """`text` with every character a single-line field refuses written as an escape (`\\n`, `\\u2028`): a
+    plain log line stays one line whatever value it quotes, and shows what a bidi control hid."""
+    if text.isprintable():
+        return text
+    return "".join(
+        _SHORT_ESCAPES.get(char, f"\\u{ord(char):04x}") if _refused(char, False) else char
+        for char in text
+    )

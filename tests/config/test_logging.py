@@ -6,6 +6,7 @@ import io
 import json
 import logging
 import logging.config
+import re
 import subprocess
 import sys
 
@@ -189,3 +190,34 @@ def test_a_logged_url_has_its_credential_parameters_redacted_and_the_rest_kept(l
     for value in ("oauth-code-1", "opaque-2", "k-3"):
         assert value not in text
     assert "https://idp.example/callback?code=[redacted]&state=[redacted]&next=%2Fhome" in text
+
+
+def test_plain_and_json_lines_carry_the_time_in_utc_with_its_zone(logged):
+    import datetime
+
+    plain = logged("plain", lambda log: log.warning("a security event"))
+    stamp = plain.split(" ", 1)[0]
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", stamp), plain
+    now = datetime.datetime.now(datetime.UTC)
+    written = datetime.datetime.fromisoformat(stamp)
+    assert abs((now - written).total_seconds()) < 60, (stamp, now)
+    line = json.loads(logged("json", lambda log: log.warning("a security event")))
+    offset = datetime.datetime.fromisoformat(line["time"]).utcoffset()
+    assert offset == datetime.timedelta(0), line["time"]
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "eve\r\n2026-01-01T00:00:00.000Z INFO approvals.auth.lockout sign-in of root by password",
+        "eve\n",
+        "eve\u2028forged",
+        "eve\x1b[2Kforged",
+        "eve\u202egrof",
+    ],
+)
+def test_a_logged_value_cannot_forge_a_plain_line(logged, value):
+    out = logged("plain", lambda log: log.warning("password sign-in refused for %s", value))
+    assert out.endswith("\n") and len(out.splitlines()) == 1 and out.count("\n") == 1, out
+    assert "\x1b" not in out and "\u202e" not in out
+    assert out.split(" WARNING tests.logging ", 1)[1].startswith("password sign-in refused for eve")
