@@ -60,6 +60,7 @@ MIDDLEWARE = [
     "config.log_middleware.RequestLogContext",
     "config.http_methods.RefuseTraceMiddleware",
     "django.middleware.security.SecurityMiddleware",
+    "config.https_only.RefusePlainHttpApis",
     "csp.middleware.CSPMiddleware",
     "django_permissions_policy.PermissionsPolicyMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",

@@ -6,7 +6,17 @@ with a 301, which an orchestrator counts as success whatever the state, so they 
 
 from config.env import env_float
 
-SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$"]
+# The machines' endpoints (the signed APIs, the bundled services' APIs, /metrics) are refused with 403 over
+# plain HTTP instead of redirected, since a redirected request has already sent its body and credentials
+# (config/https_only.py).
+HTTPS_ONLY_PATHS = [
+    r"^delivery/api/",
+    r"^delivery/accounts/",
+    r"^approvals/api/triggers$",
+    r"^reconciliation/api/",
+    r"^metrics$",
+]
+SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$", *HTTPS_ONLY_PATHS]
 
 # The health dashboard's figures are computed once per HEALTH_FIGURES_SECONDS for everyone who looks at the
 # same workspaces (per process: the local-memory cache), and the page says how old they are. At 10,000,000

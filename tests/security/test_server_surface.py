@@ -76,3 +76,40 @@ def test_trace_is_refused_on_every_path_signed_in_or_not():
                 answered[(who, path)] = answer.status_code
             assert b"TRACE " not in answer.content
     assert not answered, answered
+
+
+MACHINE_REQUESTS = [
+    ("post", "/delivery/api/tasks"),
+    ("post", "/delivery/api/tasks/batch"),
+    ("get", "/delivery/api/tasks/onboarding:7:42:1"),
+    ("post", "/delivery/accounts/v1/accounts"),
+    ("post", "/approvals/api/triggers"),
+    ("post", "/reconciliation/api/destinations/receiver/status-events"),
+    ("get", "/metrics"),
+]
+
+
+@pytest.mark.parametrize(("method", "path"), MACHINE_REQUESTS)
+def test_the_machines_endpoints_over_plain_http_are_refused_not_redirected(settings, method, path):
+    from delivery.models import ReceiverTask
+
+    settings.SECURE_SSL_REDIRECT = True
+    client = Client()
+    answer = (
+        getattr(client, method)(path, data=b'{"action_key": "k"}', content_type="application/json")
+        if method == "post"
+        else client.get(path, HTTP_AUTHORIZATION="Bearer metrics-test-token")
+    )
+    assert answer.status_code == 403, (path, answer.status_code, answer.get("Location"))
+    assert "HTTPS is required" in answer.content.decode()
+    assert not ReceiverTask.objects.using("delivery").exists()
+    secure = Client().get("/metrics", secure=True, HTTP_AUTHORIZATION="Bearer metrics-test-token")
+    assert secure.status_code == 200
+
+
+def test_pages_are_still_redirected_to_https_and_probes_answered(settings):
+    settings.SECURE_SSL_REDIRECT = True
+    assert Client().get("/handoffs/").status_code == 301
+    assert Client().get("/delivery/mailbox/").status_code == 301
+    assert Client().get("/accounts/login/")["Location"] == "https://testserver/accounts/login/"
+    assert Client().get("/healthz").status_code == 200
