@@ -30,6 +30,15 @@ def local_passwords_mode() -> str:
     return settings.OIDC_LOCAL_PASSWORDS if settings.OIDC_ENABLED else "all"
 
 
+def password_changeable(user) -> bool:
+    """A signed-in person may change their own password where passwords sign them in: every account
+    without single sign-on, break-glass superusers with it, nobody with passwords off."""
+    if not user.is_authenticated or not user.has_usable_password():
+        return False
+    mode = local_passwords_mode()
+    return mode == "all" or (mode == "break_glass" and user.is_superuser)
+
+
 class LocalPasswordBackend(ModelBackend):
     """Django's password check, refused by policy once single sign-on is on (permissions unchanged)."""
 

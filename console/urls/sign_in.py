@@ -9,6 +9,7 @@ from console.views import sign_in as views
 urlpatterns = [
     path("login/", views.SignInView.as_view(), name="login"),
     path("logout/", views.sign_out, name="logout"),
+    path("password/", views.PasswordChangeView.as_view(), name="password_change"),
     path("link/", views.link_account, name="link_account"),
     path("oidc/authenticate/", views.SignInRequestView.as_view(), name="oidc_authentication_init"),
     path("oidc/callback/", views.SignInCallbackView.as_view(), name="oidc_authentication_callback"),

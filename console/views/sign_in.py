@@ -9,16 +9,16 @@ from urllib.parse import urlencode
 
 from axes.handlers.proxy import AxesProxyHandler
 from django.conf import settings
-from django.contrib import auth
+from django.contrib import auth, messages
 from django.contrib.auth import get_user_model
 from django.contrib.auth import views as auth_views
 from django.http import Http404, HttpResponseForbidden, HttpResponseRedirect
 from django.shortcuts import render, resolve_url
-from django.urls import reverse
+from django.urls import reverse, reverse_lazy
 from django.views.decorators.http import require_POST
 from mozilla_django_oidc.views import OIDCAuthenticationCallbackView, OIDCAuthenticationRequestView
 
-from approvals.auth.backends import local_passwords_mode
+from approvals.auth.backends import local_passwords_mode, password_changeable
 from approvals.auth.sign_on_refusals import sign_on_refusal, sign_on_refusal_forget
 from approvals.errors import ApprovalsError
 from approvals.models import SignOnIdentityEvent
@@ -101,6 +101,42 @@ def link_account(request):
                 return HttpResponseRedirect(f"{reverse('login')}?sso=linked")
     context = {"refusal": refusal, "error": error, "sso_provider": settings.OIDC_PROVIDER_NAME}
     return render(request, "registration/link_account.html", context, status=400 if error else 200)
+
+
+class PasswordChangeView(auth_views.PasswordChangeView):
+    """A person's own password, the current one required, where passwords sign them in (404 elsewhere).
+
+    A wrong current password counts as a failed sign-in (django-axes' lockout applies, as on the sign-in
+    form). Django keeps this session and ends the person's others: their session hash no longer matches."""
+
+    template_name = "registration/password_change.html"
+    success_url = reverse_lazy("home")
+
+    def dispatch(self, request, *args, **kwargs):
+        if request.user.is_authenticated and not password_changeable(request.user):
+            raise Http404("passwords do not sign this account in")
+        return super().dispatch(request, *args, **kwargs)
+
+    def post(self, request, *args, **kwargs):
+        if not AxesProxyHandler.is_allowed(request, self._credentials()):
+            context = self.get_context_data(form=self.get_form(), locked=True)
+            return self.render_to_response(context, status=429)
+        return super().post(request, *args, **kwargs)
+
+    def form_invalid(self, form):
+        if form.has_error("old_password", "password_incorrect"):
+            auth.user_login_failed.send(
+                sender=__name__, credentials=self._credentials(), request=self.request
+            )
+        return super().form_invalid(form)
+
+    def form_valid(self, form):
+        response = super().form_valid(form)
+        messages.success(self.request, "Your password is changed; your other sessions have ended.")
+        return response
+
+    def _credentials(self) -> dict:
+        return {"username": self.request.user.get_username()}
 
 
 def _provider_logout_url(request) -> str | None:
