@@ -218,16 +218,7 @@ class IdempotencyKeyHttpDestination(Destination):
                 receipt=_receipt(entry.task_id, outgoing, response.status_code, body),
                 **common,
             )
-        failure_class, reason_code = self.config.contract.classify(response.status_code, body)
-        return DeliveryResult.failed(
-            failure_class,
-            reason_code,
-            describe_answer(response),
-            retry_after=parse_retry_after(
-                response.headers.get("Retry-After"), date=response.headers.get("Date")
-            ),
-            **common,
-        )
+        return self._refused(response, body, **common)
 
     def _upserted(self, outgoing: Outgoing, status: int, common: dict) -> DeliveryResult:
         try:
@@ -278,9 +269,16 @@ class IdempotencyKeyHttpDestination(Destination):
         latency_ms = int((time.monotonic() - started) * 1000)
         if response.status_code in undo.success:
             return _undone(response, outgoing, undo, latency_ms)
-        failure_class, reason_code = self.config.contract.classify(
-            response.status_code, _json_or_none(response)
+        return self._refused(
+            response,
+            _json_or_none(response),
+            status_code=response.status_code,
+            latency_ms=latency_ms,
         )
+
+    def _refused(self, response: Answer, body: object, **common) -> DeliveryResult:
+        """A create's or an undo's answer that is not a success, read through the contract."""
+        failure_class, reason_code = self.config.contract.classify(response.status_code, body)
         return DeliveryResult.failed(
             failure_class,
             reason_code,
@@ -288,8 +286,7 @@ class IdempotencyKeyHttpDestination(Destination):
             retry_after=parse_retry_after(
                 response.headers.get("Retry-After"), date=response.headers.get("Date")
             ),
-            status_code=response.status_code,
-            latency_ms=latency_ms,
+            **common,
         )
 
     def lookup(self, action_key: str) -> RemoteTask | None:

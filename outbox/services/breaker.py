@@ -57,6 +57,15 @@ def destination_health_get_or_create(name: str) -> DestinationHealth:
         return DestinationHealth.objects.using(DB).get(name=name)
 
 
+def destination_health_locked(name: str) -> DestinationHealth:
+    """The destination's row, locked for the rest of the caller's transaction (created first if new)."""
+    return (
+        DestinationHealth.objects.using(DB)
+        .select_for_update(no_key=True)
+        .get(pk=destination_health_get_or_create(name).pk)
+    )
+
+
 def destination_admit(*, name: str, seen: BreakerSeen | None = None) -> Admission:
     """May this worker claim handoffs for the destination now, and how many. `seen`: the breaker the
     caller has just read (with the destination's limits), a moment before it would be read here; read here
@@ -155,12 +164,7 @@ def destination_record_results(
         # The common case, after every batch: a healthy destination answered. Nothing to reset, no lock taken.
         return D.ACTIVE
     with transaction.atomic(using=DB):
-        health = (
-            DestinationHealth.objects.using(DB)
-            .select_for_update(no_key=True)
-            .filter(pk=destination_health_get_or_create(name).pk)
-            .get()
-        )
+        health = destination_health_locked(name)
         if verdict.succeeded:
             _resume(health)
         if verdict.failures:
@@ -213,12 +217,7 @@ def _count_failures(health: DestinationHealth, verdict: Verdict) -> None:
 def destination_resume(*, name: str, actor_label: str) -> str:
     """An operator lets the destination be tried again at once (after fixing a credential, say)."""
     with transaction.atomic(using=DB):
-        health = (
-            DestinationHealth.objects.using(DB)
-            .select_for_update(no_key=True)
-            .filter(pk=destination_health_get_or_create(name).pk)
-            .get()
-        )
+        health = destination_health_locked(name)
         if health.state == D.PAUSED:
             # The next claim is a probe: the destination resumes only when a call really succeeds.
             health.next_probe_at = db_now()
@@ -238,12 +237,7 @@ def destination_hold(*, name: str, reason: str) -> bool:
     (`reconciliation/alerts/causes.py`). Returns whether this changed anything (a hold with the same reason
     is left as it is, so that its incident stays one)."""
     with transaction.atomic(using=DB):
-        health = (
-            DestinationHealth.objects.using(DB)
-            .select_for_update(no_key=True)
-            .filter(pk=destination_health_get_or_create(name).pk)
-            .get()
-        )
+        health = destination_health_locked(name)
         held = health.state == D.PAUSED and health.pause_reason == PauseReason.UNSERVABLE
         if held and health.last_error == reason:
             return False

@@ -17,7 +17,7 @@ from lib.databases import DB
 from outbox.clock import db_now, db_now_plus
 from outbox.errors import InvalidActionInput
 from outbox.models import DestinationEvent, DestinationHealth, DestinationState
-from outbox.services.breaker import destination_health_get_or_create, destination_resume
+from outbox.services.breaker import destination_health_locked, destination_resume
 from outbox.services.recovery import destination_probe_now
 
 REASON_MAX = 200
@@ -25,14 +25,6 @@ REASON_MAX = 200
 
 class InvalidWindow(InvalidActionInput):
     """A pause or window that cannot be set as asked; nothing was written."""
-
-
-def _locked(name: str) -> DestinationHealth:
-    return (
-        DestinationHealth.objects.using(DB)
-        .select_for_update(no_key=True)
-        .get(pk=destination_health_get_or_create(name).pk)
-    )
 
 
 def _checked_reason(reason: str) -> str:
@@ -75,7 +67,7 @@ def destination_pause_by_operator(
     if for_seconds is not None and for_seconds <= 0:
         raise InvalidWindow("a pause must last a positive number of seconds")
     with transaction.atomic(using=DB):
-        health = _locked(name)
+        health = destination_health_locked(name)
         ends = db_now_plus(for_seconds) if for_seconds is not None else None
         until = f"for {int(for_seconds)} s" if for_seconds is not None else "until resumed"
         return _write_window(
@@ -106,7 +98,7 @@ def destination_schedule_window(
     if ends_at <= starts_at:
         raise InvalidWindow("a window must end after it starts")
     with transaction.atomic(using=DB):
-        health = _locked(name)
+        health = destination_health_locked(name)
         now = (
             DestinationHealth.objects.using(DB)
             .filter(pk=health.pk)
@@ -156,7 +148,7 @@ def destination_resume_by_operator(*, name: str, actor, reason: str) -> Destinat
     reason = _checked_reason(reason)
     label = actor.get_username() if actor else "system"
     with transaction.atomic(using=DB):
-        health = _locked(name)
+        health = destination_health_locked(name)
         if health.window_starts_at is None and health.state == DestinationState.PAUSED:
             destination_resume(name=name, actor_label=label)
         elif health.window_starts_at is None:

@@ -49,7 +49,7 @@ from outbox.limit_rules import (
     parse_limit,
 )
 from outbox.models import DestinationEvent, DestinationHealth, DestinationSlot, SlotKind
-from outbox.services.breaker import destination_health_get_or_create
+from outbox.services.breaker import destination_health_get_or_create, destination_health_locked
 
 
 def _limits(name: str) -> Limits:
@@ -331,12 +331,7 @@ def destination_set_limits(
     if not reason.strip():
         raise InvalidLimit("a reason is required to change a destination's limits")
     with transaction.atomic(using=DB):
-        health = (
-            DestinationHealth.objects.using(DB)
-            .select_for_update(no_key=True)
-            .filter(pk=destination_health_get_or_create(name).pk)
-            .get()
-        )
+        health = destination_health_locked(name)
         before = (health.max_concurrency, health.max_requests_per_second)
         if before == (concurrency, rate):
             return health
