@@ -6,6 +6,7 @@ from approvals import services as approval_services
 from approvals.selectors import (
     user_by_id,
 )
+from console import handoff_action_words as action_words
 from console.views.handoffs import handoff_action
 from lib.htmx import HtmxHttpRequest
 from lib.querystring import id_or_none
@@ -14,77 +15,32 @@ from outbox.errors import (
     AssigneeNotOperator,
     CompensationBlocked,
 )
-from outbox.models import Handoff, HandoffState
-from outbox.services.retry_now import handoff_retry_now
+from outbox.models import Handoff
 from reconciliation import services as reconciliation_services
 from reconciliation.errors import FindingNotOnHandoff
 from reconciliation.selectors import live_findings_of
 
 
-def _after_send(handoff: Handoff, state: str) -> dict:
-    """Say what actually happened when the handoff was sent again right away."""
-    handoff.refresh_from_db()
-    if state == HandoffState.DELIVERED:
-        return {
-            "level": "success",
-            "text": f"Sent: delivered as receiver task {handoff.destination_id}.",
-        }
-    if state == HandoffState.PENDING and handoff.attempts and handoff.failure_class:
-        return {
-            "level": "warning",
-            "text": f"Sent, and it failed again ({handoff.failure_class}: "
-            f"{handoff.reason_code}). It will be retried automatically.",
-        }
-    if state == HandoffState.NEEDS_ATTENTION:
-        return {
-            "level": "error",
-            "text": f"Sent, and it failed again ({handoff.failure_class}: "
-            f"{handoff.reason_code}). It still needs attention.",
-        }
-    if state == HandoffState.UNCERTAIN:
-        return {
-            "level": "warning",
-            "text": "Sent, but the outcome is unknown again. Reconcile before anything else.",
-        }
-    return {"level": "info", "text": "Queued with the same action key; a worker is sending it."}
-
-
 @handoff_action
 def handoff_retry(request: HtmxHttpRequest, handoff: Handoff) -> dict:
-    # Sent at once, so that the operator sees the actual result instead of "queued".
-    state = handoff_retry_now(
-        handoff_id=handoff.pk,
-        actor=request.user,
+    return action_words.retry(
+        request.user,
+        handoff,
         reason=request.POST.get("reason", "").strip(),
         confirm_risk=request.POST.get("confirm_risk") == "yes",
     )
-    return _after_send(handoff, state)
 
 
 @handoff_action
 def handoff_reconcile(request: HtmxHttpRequest, handoff: Handoff) -> dict:
-    state = services.handoff_settle(
-        handoff_id=handoff.pk, actor=request.user, reason=request.POST.get("reason", "").strip()
+    return action_words.reconcile(
+        request.user, handoff, reason=request.POST.get("reason", "").strip()
     )
-    latest = handoff.events.order_by("-at", "-id").values_list("reason", flat=True).first() or ""
-    if state == HandoffState.DELIVERED:
-        return {"level": "success", "text": f"Reconciled: {latest}. Delivered."}
-    if state == HandoffState.PENDING:
-        return {"level": "info", "text": f"Reconciled: {latest}. Queued to send with the same key."}
-    if state in (HandoffState.UNCERTAIN, HandoffState.NEEDS_ATTENTION):
-        return {"level": "warning", "text": f"Reconciled: {latest}."}
-    return {
-        "level": "info",
-        "text": f"Nothing to reconcile: the handoff is {state.replace('_', ' ')}.",
-    }
 
 
 @handoff_action
 def handoff_cancel(request: HtmxHttpRequest, handoff: Handoff) -> dict:
-    services.handoff_cancel(
-        handoff_id=handoff.pk, actor=request.user, reason=request.POST.get("reason", "").strip()
-    )
-    return {"level": "success", "text": "Cancelled. It will never be sent."}
+    return action_words.cancel(request.user, handoff, reason=request.POST.get("reason", "").strip())
 
 
 @handoff_action
@@ -93,24 +49,16 @@ def handoff_assign(request: HtmxHttpRequest, handoff: Handoff) -> dict:
     owner = user_by_id(raw) if raw else None
     if raw and owner is None:
         raise AssigneeNotOperator("the new owner must be an operator of this workspace")
-    services.handoff_assign(
-        handoff_id=handoff.pk,
-        actor=request.user,
-        owner=owner,
-        reason=request.POST.get("reason", "").strip(),
+    return action_words.assign(
+        request.user, handoff, owner=owner, reason=request.POST.get("reason", "").strip()
     )
-    return {
-        "level": "success",
-        "text": f"Assigned to {owner.get_username() if owner else 'nobody'}.",
-    }
 
 
 @handoff_action
 def handoff_acknowledge(request: HtmxHttpRequest, handoff: Handoff) -> dict:
-    services.handoff_acknowledge(
-        handoff_id=handoff.pk, actor=request.user, reason=request.POST.get("reason", "").strip()
+    return action_words.acknowledge(
+        request.user, handoff, reason=request.POST.get("reason", "").strip()
     )
-    return {"level": "success", "text": f"Acknowledged by {request.user.get_username()}."}
 
 
 @handoff_action

@@ -1,0 +1,77 @@
+"""One handoff action, done and worded once for the web and the command line: the console's views
+(`console/views/handoff_actions.py`) and `manage.py handoffs` (`console/cli/single.py`) call these, so that
+the same service call writes the same events and both say the same sentence about its result."""
+
+from outbox import services
+from outbox.destinations.smtp import is_message_id
+from outbox.models import Handoff, HandoffState
+from outbox.services.retry_now import handoff_retry_now
+
+S = HandoffState
+
+
+def sent_words(handoff: Handoff, state: str) -> dict:
+    """What happened when the handoff was sent again right away."""
+    handoff.refresh_from_db()
+    if state == S.DELIVERED:
+        found = handoff.destination_id or ""
+        what = "message" if is_message_id(found) else "receiver task"
+        return {"level": "success", "text": f"Sent: delivered as {what} {found}."}
+    failure = f"({handoff.failure_class}: {handoff.reason_code})"
+    if state == S.PENDING and handoff.attempts and handoff.failure_class:
+        return {
+            "level": "warning",
+            "text": f"Sent, and it failed again {failure}. It will be retried automatically.",
+        }
+    if state == S.NEEDS_ATTENTION:
+        return {
+            "level": "error",
+            "text": f"Sent, and it failed again {failure}. It still needs attention.",
+        }
+    if state == S.UNCERTAIN:
+        return {
+            "level": "warning",
+            "text": "Sent, but the outcome is unknown again. Reconcile before anything else.",
+        }
+    return {"level": "info", "text": "Queued with the same action key; a worker is sending it."}
+
+
+def retry(actor, handoff: Handoff, *, reason: str, confirm_risk: bool) -> dict:
+    """Sent at once, so that the operator reads the actual result instead of "queued"."""
+    state = handoff_retry_now(
+        handoff_id=handoff.pk, actor=actor, reason=reason, confirm_risk=confirm_risk
+    )
+    return sent_words(handoff, state)
+
+
+def reconcile(actor, handoff: Handoff, *, reason: str) -> dict:
+    state = services.handoff_settle(handoff_id=handoff.pk, actor=actor, reason=reason)
+    latest = handoff.events.order_by("-at", "-id").values_list("reason", flat=True).first() or ""
+    if state == S.DELIVERED:
+        return {"level": "success", "text": f"Reconciled: {latest}. Delivered."}
+    if state == S.PENDING:
+        return {"level": "info", "text": f"Reconciled: {latest}. Queued to send with the same key."}
+    if state in (S.UNCERTAIN, S.NEEDS_ATTENTION):
+        return {"level": "warning", "text": f"Reconciled: {latest}."}
+    return {
+        "level": "info",
+        "text": f"Nothing to reconcile: the handoff is {state.replace('_', ' ')}.",
+    }
+
+
+def cancel(actor, handoff: Handoff, *, reason: str) -> dict:
+    services.handoff_cancel(handoff_id=handoff.pk, actor=actor, reason=reason)
+    return {"level": "success", "text": "Cancelled. It will never be sent."}
+
+
+def assign(actor, handoff: Handoff, *, owner, reason: str) -> dict:
+    services.handoff_assign(handoff_id=handoff.pk, actor=actor, owner=owner, reason=reason)
+    return {
+        "level": "success",
+        "text": f"Assigned to {owner.get_username() if owner else 'nobody'}.",
+    }
+
+
+def acknowledge(actor, handoff: Handoff, *, reason: str) -> dict:
+    services.handoff_acknowledge(handoff_id=handoff.pk, actor=actor, reason=reason)
+    return {"level": "success", "text": f"Acknowledged by {actor.get_username()}."}
