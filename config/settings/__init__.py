@@ -59,6 +59,8 @@ MIDDLEWARE = [
     # First: every log line of a request carries the workspace, handoff or action key its URL names.
     "config.log_middleware.RequestLogContext",
     "config.http_methods.RefuseTraceMiddleware",
+    # Before anything reads a body: an upload over its limit is refused unread (config/upload_limits.py).
+    "config.upload_limits.LimitUploads",
     "django.middleware.security.SecurityMiddleware",
     "config.https_only.RefusePlainHttpApis",
     "csp.middleware.CSPMiddleware",
@@ -191,6 +193,11 @@ STORAGES = {
         else "django.contrib.staticfiles.storage.StaticFilesStorage"
     },
 }
+
+# Uploads (the observation CSV import): the body of one is at most this, refused unread above it
+# (config/upload_limits.py); it is small enough to stay in memory, never spilled to a temporary file.
+UPLOAD_MAX_BODY_BYTES = env_int("UPLOAD_MAX_BODY_BYTES", 320 * 1024)
+FILE_UPLOAD_MAX_MEMORY_SIZE = UPLOAD_MAX_BODY_BYTES
 
 SESSION_COOKIE_HTTPONLY = True
 # approvals.idle_sessions: a session ends unused for the first, and the cookie age after its sign-in.
