@@ -26,6 +26,9 @@ os.environ.setdefault(
     "WORKFLOW_DEFAULT_MODE_REASON", "the test suite: its workflows send unless a test observes them"
 )
 os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+# No call to Have I Been Pwned from the suite: the breached-password check has tests of its own, against a
+# server of the range API's contract in a process of its own (tests/security/breach_server.py).
+os.environ.setdefault("PASSWORD_BREACH_API_URL", "off")
 # Retention runs flat out in tests (and in the processes they start), so that the suite stays in its time; its
 # pacing has tests of its own (tests/outbox/services/test_retention.py), which name their duty cycle.
 os.environ.setdefault("HANDOFF_RETENTION_DUTY_CYCLE", "1")

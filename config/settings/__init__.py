@@ -165,6 +165,10 @@ AUTH_PASSWORD_VALIDATORS = [
     },
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+    # Words of this product's context, and breached passwords (approvals/auth/password_rules.py; the words
+    # and the service in config/settings/sign_in.py).
+    {"NAME": "approvals.auth.password_rules.ContextWordsValidator"},
+    {"NAME": "approvals.auth.password_rules.BreachedPasswordValidator"},
 ]
 # django-axes counts failed logins before the model backend checks the password, so it comes first.
 AUTHENTICATION_BACKENDS = [

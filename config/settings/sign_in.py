@@ -1,8 +1,9 @@
 """Sign-in throttling: django-axes with our handler (docs/security.md); imported by `config.settings`."""
 
+import os
 from datetime import timedelta
 
-from config.env import env_int
+from config.env import env_float, env_int
 
 # Lockout: one user name at one address, for the cool-off time. Five wrong passwords for one user from an
 # office's NAT address lock neither the others behind it nor that user elsewhere.
@@ -21,3 +22,31 @@ AXES_LOCKOUT_CALLABLE = "console.views.sign_in_paused.sign_in_paused"
 AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
 # The client address is REMOTE_ADDR only (django-axes' default): a header a client can set must not
 # choose which address a failure is counted against.
+
+# Passwords (approvals/auth/password_rules.py, docs/security.md "Passwords"). The words of this product's context
+# that no new password may contain, besides every workspace's name, the role names and the person's own names;
+# PASSWORD_CONTEXT_WORDS adds an install's own (comma-separated: its company's names, its products).
+PASSWORD_CONTEXT_WORDS = [
+    "handoff",
+    "handoff console",
+    "console",
+    "approvals",
+    "outbox",
+    "receiver",
+    "dispatcher",
+    "support",
+    "administrator",
+    "superuser",
+    "destination",
+    *[
+        word.strip()
+        for word in os.environ.get("PASSWORD_CONTEXT_WORDS", "").split(",")
+        if word.strip()
+    ],
+]
+# Have I Been Pwned's range API (k-anonymity): GET {PASSWORD_BREACH_API_URL}/range/{5 hex}. "off" switches the
+# check off (an install without the service and without a mirror of it); unreachable refuses the password.
+PASSWORD_BREACH_API_URL = os.environ.get(
+    "PASSWORD_BREACH_API_URL", "https://api.pwnedpasswords.com"
+)
+PASSWORD_BREACH_TIMEOUT_SECONDS = env_float("PASSWORD_BREACH_TIMEOUT_SECONDS", 3.0)
