@@ -18,6 +18,7 @@ from approvals.models.requests import (
     RequestReasonCode,
     RequestState,
 )
+from approvals.models.sign_ins import InitialPassword, SignedInSession
 from approvals.models.triggers import RequestReference, TriggerOutcome, TriggerRecord
 from approvals.models.workflows import (
     Mode,
@@ -34,6 +35,7 @@ __all__ = [
     "Approval",
     "AuditExport",
     "Decision",
+    "InitialPassword",
     "Membership",
     "Mode",
     "ObservedOutcome",
@@ -49,6 +51,7 @@ __all__ = [
     "Role",
     "RoleChange",
     "RuleVersion",
+    "SignedInSession",
     "SignOnIdentity",
     "SignOnIdentityEvent",
     "TriggerOutcome",
