@@ -86,8 +86,11 @@ def verdict_of(results: list[DeliveryResult]) -> Verdict:
 
 
 def pause_threshold(reason: str) -> int:
-    """Consecutive failures that pause a destination: one refused credential, or the configured outage count."""
-    return 1 if reason == PauseReason.CREDENTIAL else settings.HANDOFF_BREAKER_THRESHOLD
+    """Consecutive failures that pause a destination: the configured count of refused credentials (refusals
+    that persist, not a stray one), or of outage failures."""
+    if reason == PauseReason.CREDENTIAL:
+        return settings.HANDOFF_BREAKER_CREDENTIAL_THRESHOLD
+    return settings.HANDOFF_BREAKER_THRESHOLD
 
 
 def would_pause(results: list[DeliveryResult]) -> bool:

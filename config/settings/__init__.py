@@ -322,9 +322,12 @@ HANDOFF_DESTINATION_SEED_VARIABLES = {
 # (outbox/destinations/secret_places.py): a file named outside it, links followed, is refused.
 HANDOFF_SECRETS_DIR = Path(os.environ.get("HANDOFF_SECRETS_DIR", VAR_DIR / "secrets"))
 # The circuit breaker: this many consecutive connection/5xx failures across handoffs pause the
-# destination (one refused credential pauses it at once); a single probe call is then made after
-# PROBE_BASE seconds, doubling up to PROBE_CAP, until one succeeds.
+# destination; a single probe call is then made after PROBE_BASE seconds, doubling up to PROBE_CAP,
+# until one succeeds.
 HANDOFF_BREAKER_THRESHOLD = env_int("HANDOFF_BREAKER_THRESHOLD", 5)
+# ... and this many consecutive refused credentials (401/403) start a credential hold: refusals that
+# persist, not a stray one from one node of a receiver behind a load balancer (issue 36, item 7).
+HANDOFF_BREAKER_CREDENTIAL_THRESHOLD = env_int("HANDOFF_BREAKER_CREDENTIAL_THRESHOLD", 3)
 HANDOFF_BREAKER_PROBE_BASE = env_float("HANDOFF_BREAKER_PROBE_BASE", 2.0)
 HANDOFF_BREAKER_PROBE_CAP = env_float("HANDOFF_BREAKER_PROBE_CAP", 60.0)
 # ... at most QUICK_PROBE_CAP apart when the receiver refused the connection or answered 500/502/503 (it is

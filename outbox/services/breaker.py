@@ -1,7 +1,8 @@
 """The circuit breaker of a destination: every change of a destination's health.
 
 An outage or a refused credential is the destination's problem, not each handoff's. After
-`HANDOFF_BREAKER_THRESHOLD` consecutive connection/5xx failures across handoffs (or one 401/403) the
+`HANDOFF_BREAKER_THRESHOLD` consecutive connection/5xx failures across handoffs (or
+`HANDOFF_BREAKER_CREDENTIAL_THRESHOLD` consecutive 401/403s: refusals that persist) the
 destination is paused: no handoff is claimed for it, so none spends an attempt or its retry window on a
 receiver that cannot answer. One worker at a time makes a single probe call on a backoff schedule; the
 first success resumes the destination. Pauses and resumes are events; alerts read them. A dispatcher that
