@@ -2,8 +2,8 @@
 # repository as the working directory, PY and PORT set. Production sets its own environment instead.
 mkdir -p var
 if [ ! -f var/run.env ]; then
-  # Local secrets, generated once and kept out of git (var/ is ignored).
-  $PY - > var/run.env <<'PYEOF'
+  # Local secrets, generated once and kept out of git (var/ is ignored), readable by their owner only.
+  (umask 077 && $PY - > var/run.env) <<'PYEOF'
 import base64, secrets
 print(f"DJANGO_SECRET_KEY={secrets.token_urlsafe(48)}")
 print(f"RECEIVER_SIGNING_SECRET=whsec_{base64.b64encode(secrets.token_bytes(32)).decode()}")
@@ -23,6 +23,8 @@ if ! grep -q '^HANDOFF_DEST_RECEIVER_EVENTS_SECRET=' var/run.env; then
   # The secret of the bundled receiver's status events: the demo's receiver destination names it.
   $PY -c 'import base64, secrets; print(f"HANDOFF_DEST_RECEIVER_EVENTS_SECRET=whsec_{base64.b64encode(secrets.token_bytes(32)).decode()}")' >> var/run.env
 fi
+# A var/run.env from before it was created owner-only is made so.
+chmod 0600 var/run.env
 set -a; source var/run.env; set +a
 # The bundled receiver signs its status events with it (its own setting, delivery/status_events.py).
 export RECEIVER_EVENTS_SIGNING_SECRET=$HANDOFF_DEST_RECEIVER_EVENTS_SECRET

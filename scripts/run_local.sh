@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # `make run`: migrate, load the demo, start the web app and the django-q2 cluster; Ctrl-C stops both and
 # ends with status 0. Runs as in production (DEBUG off: collected static files served by whitenoise, the
-# console's own 403/404/500 pages), over plain HTTP on 127.0.0.1:$PORT (default 8000).
+# console's own 403/404/500 pages), over plain HTTP on 127.0.0.1:$PORT (default 8000). HANDOFF_WEB_FD: a
+# socket bound to that port by whoever starts this script, for the web app to listen on instead of binding
+# it (the tests hold their ports so that nothing else takes them: tests/processes.py).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=.venv/bin/python
@@ -33,9 +35,12 @@ demo_report=$($PY manage.py run_setup --destinations demo/destinations.json)
 # Each server runs in a session of its own (its pid is its process group), so a Ctrl-C reaches this
 # script only, and stopping a server stops all of its children: gunicorn's workers, the cluster's.
 # Their logs go to files under var/log (truncated at each start), so that nothing scrolls the addresses and
-# the password away: the terminal ends with them.
-mkdir -p var/log
-setsid .venv/bin/gunicorn config.wsgi --bind "127.0.0.1:$PORT" --workers 2 --threads 4 --timeout 60 \
+# the password away: the terminal ends with them. Each file is readable by its owner and group only.
+source scripts/log_files.sh
+open_log_files var/log web workers mailbox alert-sink
+bind="127.0.0.1:$PORT"
+if [ -n "${HANDOFF_WEB_FD:-}" ]; then bind="fd://$HANDOFF_WEB_FD"; fi
+setsid .venv/bin/gunicorn config.wsgi --bind "$bind" --workers 2 --threads 4 --timeout 60 \
   --graceful-timeout 5 --access-logfile - --log-level warning > var/log/web.log 2>&1 &
 web=$!
 setsid $PY manage.py qcluster > var/log/workers.log 2>&1 &

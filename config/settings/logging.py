@@ -52,6 +52,10 @@ LOGGING = {
     },
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
     "loggers": {
+        # Django's own handlers of `django` (a console one under DEBUG, and e-mail of errors to ADMINS) are
+        # replaced by none: its records reach the root's one handler, the only destination the log inventory
+        # lists for them (docs/observability.md, "Log inventory").
+        "django": {"handlers": [], "level": "INFO", "propagate": True},
         "django.db.backends": {"level": "WARNING"},
         "django.request": {"filters": ["refusals_on_one_line"]},
         "django.security": {"filters": ["refusals_on_one_line"]},
