@@ -393,3 +393,7 @@ class ObservedOutcomeAdmin(ReadOnlyAdmin):
         "explained_at",
     )
     list_filter = ("rule_version", "agrees", "current")
+
+
+# Accounts: signed-in sessions, initial passwords and second factors (approvals/admin_accounts.py).
+from approvals import admin_accounts  # noqa: E402,F401

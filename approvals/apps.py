@@ -6,6 +6,6 @@ class ApprovalsConfig(AppConfig):
     verbose_name = "Approvals (source application)"
 
     def ready(self) -> None:
-        # Connects the signal that starts a session's idle clock at sign-in; registers the start-up
-        # warning about workspaces whose failures nobody would own.
-        from approvals import idle_sessions, on_call  # noqa: F401
+        # Connects the signals that start a session's idle clock and index it at sign-in; registers the
+        # start-up warning about workspaces whose failures nobody would own.
+        from approvals import idle_sessions, on_call, signed_in_sessions  # noqa: F401

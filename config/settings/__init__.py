@@ -71,6 +71,8 @@ MIDDLEWARE = [
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "approvals.idle_sessions.IdleSessionTimeoutMiddleware",
+    # Each account's index of sessions follows a session whose key changed (approvals/signed_in_sessions.py).
+    "approvals.signed_in_sessions.FollowSessionKeys",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",

@@ -4,6 +4,7 @@ The provider's names are mozilla-django-oidc's, unnamespaced, because the librar
 
 from django.urls import path
 
+from console.views import sessions
 from console.views import sign_in as views
 
 urlpatterns = [
@@ -11,6 +12,9 @@ urlpatterns = [
     path("logout/", views.sign_out, name="logout"),
     path("password/", views.PasswordChangeView.as_view(), name="password_change"),
     path("link/", views.link_account, name="link_account"),
+    path("sessions/", sessions.my_sessions, name="my_sessions"),
+    path("sessions/end", sessions.end_session, name="end_session"),
+    path("sessions/end-others", sessions.end_other_sessions, name="end_other_sessions"),
     path("oidc/authenticate/", views.SignInRequestView.as_view(), name="oidc_authentication_init"),
     path("oidc/callback/", views.SignInCallbackView.as_view(), name="oidc_authentication_callback"),
 ]
