@@ -19,6 +19,7 @@ from mozilla_django_oidc.auth import OIDCAuthenticationBackend
 
 from approvals.auth.role_sync import memberships_sync_from_claims
 from approvals.auth.sign_on_refusals import sign_on_refusal_remember
+from approvals.auth.sign_on_strength import sign_on_strength_refusal
 from approvals.errors import IdentityRefused
 from approvals.services.identities import identity_sign_in
 
@@ -115,6 +116,10 @@ class OIDCRoleBackend(OIDCAuthenticationBackend):
         claims = self.get_userinfo(access_token, id_token, payload)
         if not self.verify_claims(claims):
             raise SuspiciousOperation("claims refused: no subject or issuer")
+        # The strength is the ID token's word (a userinfo answer cannot raise it), checked before any account.
+        if weaker := sign_on_strength_refusal(payload):
+            sign_on_refusal_remember(self.request, claims=claims, refusal=IdentityRefused(weaker))
+            raise SuspiciousOperation(f"sign-on refused: {weaker}")
         try:
             user = identity_sign_in(
                 issuer=claims["iss"],

@@ -10,7 +10,7 @@ import os
 
 from django.core.exceptions import ImproperlyConfigured
 
-from config.env import env_bool, env_float
+from config.env import env_bool, env_float, env_int
 from lib.json_config import JsonConfigRefused, load_json_config, parse_json_config
 
 OIDC_ENABLED = env_bool("OIDC_ENABLED", False)
@@ -53,6 +53,13 @@ OIDC_GROUPS_CLAIM = os.environ.get("OIDC_GROUPS_CLAIM", "groups")
 OIDC_ROLE_SYNC_ACTOR = os.environ.get("OIDC_ROLE_SYNC_ACTOR", "identity-provider")
 
 LOGIN_REDIRECT_URL_FAILURE = "/accounts/login/?sso=failed"
+
+# How strongly the provider must have authenticated the person (approvals/auth/sign_on_strength.py, docs/sso.md
+# "Authentication strength"): `acr` one of these, `amr` naming at least one of these, `auth_time` this recent.
+# Empty: the provider's own policy is taken as it is.
+OIDC_REQUIRED_ACR_VALUES = os.environ.get("OIDC_REQUIRED_ACR_VALUES", "").split()
+OIDC_REQUIRED_AMR = os.environ.get("OIDC_REQUIRED_AMR", "").split()
+OIDC_MAX_AUTH_AGE_SECONDS = env_int("OIDC_MAX_AUTH_AGE_SECONDS", 0)
 
 
 def _role_mapping() -> dict:

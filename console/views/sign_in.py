@@ -20,6 +20,7 @@ from mozilla_django_oidc.views import OIDCAuthenticationCallbackView, OIDCAuthen
 
 from approvals.auth.backends import local_passwords_mode, password_changeable
 from approvals.auth.sign_on_refusals import sign_on_refusal, sign_on_refusal_forget
+from approvals.auth.sign_on_strength import sign_on_strength_request_params
 from approvals.errors import ApprovalsError
 from approvals.models import SignOnIdentityEvent
 from approvals.services.identities import identity_link
@@ -52,7 +53,11 @@ class _SsoOnly:
 
 
 class SignInRequestView(_SsoOnly, OIDCAuthenticationRequestView):
-    """Sends the browser to the provider (state, nonce, PKCE kept in the session)."""
+    """Sends the browser to the provider (state, nonce, PKCE kept in the session), asking for the
+    authentication strength the settings require (`acr_values`, `max_age`)."""
+
+    def get_extra_params(self, request):
+        return {**super().get_extra_params(request), **sign_on_strength_request_params()}
 
 
 class SignInCallbackView(_SsoOnly, OIDCAuthenticationCallbackView):
