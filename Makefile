@@ -9,7 +9,7 @@ PGHOST ?= /var/run/postgresql
 export PGHOST
 
 .PHONY: run test test-suites test-sqlite test-postgres test-postgres-processes test-postgres-long test-postgres-faults \
-	test-postgres-browser test-postgres-rest lint mutation-check postgres chromium pgbouncer faketime bench venv clean screenshots \
+	test-postgres-browser test-postgres-rest lint mutation-check postgres chromium pgbouncer faketime nftables bench venv clean screenshots \
 	lock lock-check promtool monitoring-check
 
 # Installs come from the hashed lock only (runtime, test and build tools: anything unhashed is refused): pip
@@ -69,6 +69,10 @@ pgbouncer:
 faketime:
 	@ls /usr/lib/*/faketime/libfaketimeMT.so.1 >/dev/null 2>&1 || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq faketime >/dev/null; }
 
+# The hosts harness (tests/hosts/) makes faults between network namespaces with nftables (Debian package nftables).
+nftables:
+	@command -v nft >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nftables >/dev/null; }
+
 # promtool (Debian's prometheus package) checks monitoring/prometheus/alerts.yml and runs its unit tests.
 promtool:
 	@command -v promtool >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null; }
@@ -91,12 +95,12 @@ test-postgres: test-postgres-long test-postgres-faults test-postgres-browser tes
 
 test-postgres-processes: test-postgres-long test-postgres-faults test-postgres-browser
 
-test-postgres-long: $(STAMP) postgres pgbouncer faketime
+test-postgres-long: $(STAMP) postgres pgbouncer faketime nftables
 	@echo "== test suite on PostgreSQL: the tests that run for a minute or more =="
 	DATABASE_URL="postgres:///handoff_long?host=$(PGHOST)" DELIVERY_DATABASE_URL="postgres:///handoff_long_delivery?host=$(PGHOST)" \
 		HANDOFF_VAR_DIR=var/test-postgres-long TEST_PORTS=22400-24799 $(VENV)/bin/pytest --durations=15 -m "long and not (browser or demo)"
 
-test-postgres-faults: $(STAMP) postgres pgbouncer faketime
+test-postgres-faults: $(STAMP) postgres pgbouncer faketime nftables
 	@echo "== test suite on PostgreSQL: the other fault tests (real processes) =="
 	DATABASE_URL="postgres:///handoff_faults?host=$(PGHOST)" DELIVERY_DATABASE_URL="postgres:///handoff_faults_delivery?host=$(PGHOST)" \
 		HANDOFF_VAR_DIR=var/test-postgres-faults TEST_PORTS=24800-27199 $(VENV)/bin/pytest --durations=15 -m "faults and not long and not (browser or demo)"
