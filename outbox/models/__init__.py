@@ -37,6 +37,7 @@ from outbox.models.states import (
     SlotKind,
 )
 from outbox.models.status_events import StatusEvent, StatusEventResult
+from outbox.models.timeline import DatabaseTimeline
 
 __all__ = [
     "ArchivedHandoff",
@@ -55,6 +56,7 @@ __all__ = [
     "BulkJob",
     "BulkJobState",
     "CompensationState",
+    "DatabaseTimeline",
     "DestinationConfig",
     "DestinationEvent",
     "DestinationHealth",
