@@ -3,7 +3,6 @@ from django.contrib import admin
 from approvals.admin import ReadOnlyAdmin
 from reconciliation.models import (
     AlertChannel,
-    AlertRecord,
     EscalationPolicy,
     Finding,
     FindingEvent,
@@ -52,22 +51,6 @@ class FindingAdmin(ReadOnlyAdmin):
     list_filter = ("kind", "status", "outcome_validation", "workflow")
     search_fields = ("action_key",)
     inlines = [FindingEventInline]
-
-
-@admin.register(AlertRecord)
-class AlertRecordAdmin(ReadOnlyAdmin):
-    list_display = (
-        "group_key",
-        "kind",
-        "action_key",
-        "failure_class",
-        "created_at",
-        "sent_at",
-        "send_attempts",
-        "webhook_status",
-    )
-    list_filter = ("kind", "workflow")
-    search_fields = ("action_key", "group_key")
 
 
 @admin.register(Incident)

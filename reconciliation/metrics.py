@@ -24,7 +24,7 @@ from reconciliation.metric_totals import (
     archived_totals,
     with_archived,
 )
-from reconciliation.models import AlertRecord, Incident, Notification
+from reconciliation.models import Incident, Notification
 from reconciliation.selectors.figures import (
     ACK_SAMPLE_CAP,
     ack_seconds,
@@ -315,11 +315,6 @@ class HandoffCollector(Collector):
         ):
             notifications.add_metric([state], n)
         yield notifications
-        yield GaugeMetricFamily(
-            "handoff_alerts_failed",
-            "Alerts given up after every send failed.",
-            value=AlertRecord.objects.gave_up().count(),
-        )
 
 
 _registry: CollectorRegistry | None = None

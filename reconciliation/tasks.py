@@ -28,13 +28,7 @@ def reconcile_queued(run_id: int) -> dict:
 
 
 def alerts_send_due() -> dict:
-    result = alerts.alerts_send_due()
-    return {
-        "recorded": result.recorded,
-        "messages_sent": result.messages_sent,
-        "webhooks_sent": result.webhooks_sent,
-        "failed": result.failed,
-    }
+    return alerts.alerts_send_due().incidents
 
 
 def replay_preview(replay_id: int) -> dict:

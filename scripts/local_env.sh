@@ -52,3 +52,7 @@ export DEMO_MAILBOX_DIR=${DEMO_MAILBOX_DIR:-$(pwd)/var/mailbox}
 # The demo's receiver of alerts (manage.py demo_alert_sink): workspace 7's page and queue channels send to it.
 export DEMO_ALERT_PORT=${DEMO_ALERT_PORT:-$((PORT + 26))}
 export DEMO_ALERT_DIR=${DEMO_ALERT_DIR:-$(pwd)/var/demo-alerts}
+# The demo tells its channels 20 s after an incident opens (a deployment waits 120 s for a page, 300 s for a
+# queue): long enough that a blip the breaker heals tells nobody, short enough to watch (docs/incidents.md).
+export ALERT_PAGE_DELAY_SECONDS=${ALERT_PAGE_DELAY_SECONDS:-20}
+export ALERT_QUEUE_DELAY_SECONDS=${ALERT_QUEUE_DELAY_SECONDS:-20}

@@ -26,3 +26,15 @@ ALERT_NOTIFICATION_RETRY_BASE_SECONDS = env_int("ALERT_NOTIFICATION_RETRY_BASE_S
 ALERT_NOTIFICATION_RETRY_CAP_SECONDS = env_int("ALERT_NOTIFICATION_RETRY_CAP_SECONDS", 300)
 ALERT_NOTIFICATION_MAX_ATTEMPTS = env_int("ALERT_NOTIFICATION_MAX_ATTEMPTS", 8)
 ALERT_NOTIFICATION_TIMEOUT_SECONDS = env_int("ALERT_NOTIFICATION_TIMEOUT_SECONDS", 5)
+# Seconds an incident waits before anyone is told, by severity: a cause that ends within the delay (a
+# blip the breaker or a retry heals) sends nothing. Measured on the database clock from the incident's opening.
+ALERT_NOTIFY_DELAY_SECONDS = {
+    "page": env_int("ALERT_PAGE_DELAY_SECONDS", 120),
+    "queue": env_int("ALERT_QUEUE_DELAY_SECONDS", 300),
+}
+# An acknowledgement holds this long; if the cause still holds then, the incident is open again and pages.
+ALERT_ACK_LAPSE_SECONDS = env_int("ALERT_ACK_LAPSE_SECONDS", 4 * 3600)
+# A destination's backlog while nothing fails: its oldest due handoff this many seconds overdue, or this
+# many due handoffs waiting, opens a backlog incident (a dispatcher down, a limit set too low).
+ALERT_BACKLOG_AGE_SECONDS = env_int("ALERT_BACKLOG_AGE_SECONDS", 900)
+ALERT_BACKLOG_DEPTH = env_int("ALERT_BACKLOG_DEPTH", 5000)

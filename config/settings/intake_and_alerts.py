@@ -39,21 +39,18 @@ RECONCILIATION_EVERY_MINUTES = env_int("RECONCILIATION_EVERY_MINUTES", 5)
 # A delivered handoff whose task is still open or in progress this long after delivery is a finding.
 HANDOFF_WORK_DEADLINE_HOURS = env_float("HANDOFF_WORK_DEADLINE_HOURS", 72.0)
 ALERT_SEND_EVERY_MINUTES = env_int("ALERT_SEND_EVERY_MINUTES", 1)
-# Where alerts go: these addresses plus the owner of each handoff concerned.
+# Incidents are the one way a person is told (docs/incidents.md). These seed channel rows for every
+# workspace (the sweep keeps them in step): each address an e-mail channel told of every incident; the
+# webhooks signed channels (the secret named, read from the environment at send time), the page one told of
+# pages only, the other of every incident.
 ALERT_EMAILS = [a.strip() for a in os.environ.get("ALERT_EMAILS", "").split(",") if a.strip()]
 ALERT_FROM_EMAIL = os.environ.get("ALERT_FROM_EMAIL", "handoff-console@localhost")
-# Handoffs listed in one alert message; the rest are summarised with a link to the filtered list.
-ALERT_MAX_ITEMS_PER_MESSAGE = env_int("ALERT_MAX_ITEMS_PER_MESSAGE", 20)
-# Optional outbound webhook, signed in the Standard Webhooks format with ALERT_WEBHOOK_SECRET (whsec_...).
 ALERT_WEBHOOK_URL = os.environ.get("ALERT_WEBHOOK_URL", "")
 ALERT_WEBHOOK_SECRET = os.environ.get("ALERT_WEBHOOK_SECRET", "")
-# Pages (a destination paused, many handoffs failing at once) go to this signed webhook, meant for a
-# paging service, and to ALERT_EMAILS; a single handoff's problem goes to its workspace's grouped e-mail.
 ALERT_PAGE_WEBHOOK_URL = os.environ.get("ALERT_PAGE_WEBHOOK_URL", "")
 ALERT_PAGE_WEBHOOK_SECRET = os.environ.get("ALERT_PAGE_WEBHOOK_SECRET", "")
-# "Many at once": this many handoffs entering needs_attention within this many minutes page.
+# "Many at once": this many handoffs of one cause needing a person page (fewer are a queue with an SLA).
 ALERT_WIDESPREAD_THRESHOLD = env_int("ALERT_WIDESPREAD_THRESHOLD", 20)
-ALERT_WIDESPREAD_MINUTES = env_int("ALERT_WIDESPREAD_MINUTES", 10)
 # Absolute base of the links in alerts (the console as on-call people reach it).
 CONSOLE_BASE_URL = os.environ.get("CONSOLE_BASE_URL", "http://127.0.0.1:8000").rstrip("/")
 

@@ -22,8 +22,8 @@ from outbox.limit_rules import SET_LIMITS_PERMISSION, InvalidLimit
 from outbox.redaction import redact
 from outbox.services.limits import destination_set_limits
 from reconciliation import metrics, selectors, services
+from reconciliation.alerts.causes import paused_destinations
 from reconciliation.alerts.incident_selectors import incident_health
-from reconciliation.alerts.pages import paused_destinations
 from reconciliation.charts import bar_chart
 from reconciliation.errors import InvalidFindingTransition, NoteRequired
 from reconciliation.models import FindingKind, FindingStatus

@@ -1,20 +1,11 @@
-"""Alerts an on-call person can act on, sent by a periodic sweep.
+"""Incidents: the one way a person is told (docs/incidents.md).
 
-The sweep looks for alertable episodes (`episodes`: a handoff entered needs_attention, a handoff
-passed its SLA, a reconciliation finding opened, a destination paused or many handoffs failing —
-`pages`), records each once under a unique group key, then sends what is unsent (`sending`): one
-message per (kind, workflow, failure class) (`messages`), listing each handoff with the workflow,
-the instance (action key), the workflow's last delivered step, the failure class, the affected record,
-the safest next action and a link (`items`). An episode that persists is not sent again; a handoff that
-fails again later is a new episode. Everything shown goes through the redaction function.
-
-Then incidents (docs/incidents.md): failures grouped by cause (`causes`) into one incident each
-(`incidents`), paged once and escalated until acknowledged (`notifications`), through per-workspace
-channels (`channels`), each notification a row with a stable id sent and retried like a handoff
-(`delivering`).
+Failures grouped by cause (`causes`) into one incident each (`incidents`), told after the delay of their
+severity and only while their cause holds, paged once and escalated until acknowledged (`notifications`),
+through per-workspace channels (`channels`), each notification a row with a stable id sent and retried
+(`delivering`); the sweep (`sweep`) runs them.
 """
 
-from reconciliation.alerts.items import AlertItem
-from reconciliation.alerts.sending import SweepResult, alerts_send_due, send_group
+from reconciliation.alerts.sweep import SweepResult, alerts_send_due
 
-__all__ = ["AlertItem", "SweepResult", "alerts_send_due", "send_group"]
+__all__ = ["SweepResult", "alerts_send_due"]

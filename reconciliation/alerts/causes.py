@@ -3,7 +3,10 @@
 A cause is a string that names what the members have in common, so that the same cause seen again (by
 this pass or the next) finds the same live incident:
 - a destination paused by its breaker, or held by a dispatcher that cannot serve it (`why`: unservable):
-  `destination:<name>:<why>`; members: its open handoffs;
+  `destination:<name>:<why>`; members: the handoffs the pause holds (waiting, or refused for the pause's
+  reason), never those that need a person for another reason; it lasts as long as the pause;
+- a destination whose queue grows older or deeper while nothing fails: `backlog:<name>`; it lasts as long
+  as the backlog;
 - handoffs that need a person for the same reason: `failures:<destination>:<class>:<reason>:<rule version>:
   <workflow>:<step>`; a step marked high-impact in its rule version pages on its first failure;
 - live reconciliation findings of one kind: `findings:<kind>`; corruption (payload mismatch, missing at the
@@ -20,13 +23,23 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db.models import Count, Exists, OuterRef
+from django.db.models import Count, Exists, Min, OuterRef, Q
 
 from approvals.models import RuleVersion, TriggerOutcome, TriggerRecord
 from lib.databases import DB
 from outbox.clock import DbNow
-from outbox.models import OPEN_STATES, FailureClass, Handoff, HandoffState, PauseReason
-from reconciliation.alerts.pages import paused_destinations
+from outbox.destinations.registry import row_config, secret_sources
+from outbox.models import (
+    OPEN_STATES,
+    DestinationConfig,
+    DestinationHealth,
+    DestinationState,
+    FailureClass,
+    Handoff,
+    HandoffState,
+    PauseReason,
+)
+from outbox.redaction import redact_text
 from reconciliation.models import (
     Finding,
     FindingKind,
@@ -79,24 +92,123 @@ def _handoff_key(pk: int, episode: datetime | None) -> str:
     return f"handoff:{pk}" if episode is None else f"handoff:{pk}:{int(episode.timestamp())}"
 
 
+PAUSE_WORDS = {
+    PauseReason.CREDENTIAL: "credentials refused",
+    PauseReason.UNREACHABLE: "unreachable",
+}
+
+
+def paused_destinations() -> list[DestinationHealth]:
+    """Destinations paused right now (the health page and every affected handoff show them too)."""
+    return list(
+        DestinationHealth.objects.using(DB).filter(state=DestinationState.PAUSED).order_by("name")
+    )
+
+
+def credential_names(destination: str) -> str:
+    """Where the destination's credentials come from ($VARIABLE, a file), as its page shows them."""
+    row = DestinationConfig.objects.using(DB).filter(name=destination).first()
+    sources = secret_sources(row_config(row)) if row is not None else []
+    return ", ".join(source.where for source in sources) or "as its page shows"
+
+
+def pause_evidence(health: DestinationHealth) -> str:
+    """What the pause was: its reason, when, the answer that caused it and, for refused credentials, which
+    credentials; kept on the incident after the pause ends."""
+    since = f"{health.paused_at:%Y-%m-%d %H:%M:%S} UTC" if health.paused_at else "unknown time"
+    why = health.pause_reason or "paused"
+    text = f"{why} since {since}: {redact_text(health.last_error)[:300] or 'no answer recorded'}"
+    if why == PauseReason.CREDENTIAL:
+        text += f" (credentials: {credential_names(health.name)})"
+    return text
+
+
+def _pause_members(health: DestinationHealth, why: str) -> list[Member]:
+    """The handoffs the pause holds: waiting ones, and those refused for the pause's own reason. Keys carry
+    the pause's start, so that a later pause of the same destination is a new incident's members."""
+    held = Handoff.objects.using(DB).filter(destination=health.name, state__in=OPEN_STATES)
+    held = held.exclude(Q(state=HandoffState.NEEDS_ATTENTION) & ~Q(failure_class=why))
+    episode = int(health.paused_at.timestamp()) if health.paused_at else 0
+    return [
+        Member(f"handoff:{pk}:p{episode}", ws, key, handoff_id=pk)
+        for pk, ws, key in held.order_by("pk").values_list("pk", "workspace_id", "action_key")[
+            :MEMBER_CAP
+        ]
+    ]
+
+
 def destination_causes() -> list[Cause]:
     causes = []
     for health in paused_destinations():
         why = health.pause_reason or "paused"
-        title = f"Destination {health.name} paused: {why}"
+        title = f"Destination {health.name} paused: {PAUSE_WORDS.get(why, why)}"
         if why == PauseReason.UNSERVABLE:
             title = f"Destination {health.name} cannot be served: {health.last_error}"[:200]
-        members = _handoff_members(
-            Handoff.objects.using(DB).filter(destination=health.name, state__in=OPEN_STATES)
-        )
         causes.append(
             Cause(
                 f"destination:{health.name}:{why}",
                 IncidentKind.DESTINATION,
                 PAGE,
                 title,
-                members,
-                {"destination": health.name, "failure_class": why},
+                _pause_members(health, why),
+                {
+                    "destination": health.name,
+                    "failure_class": why,
+                    "since": health.paused_at,
+                    "evidence": pause_evidence(health),
+                },
+            )
+        )
+    return causes
+
+
+def _backlog_depths() -> dict[str, tuple[int, datetime, int]]:
+    """Per destination taking calls: (due handoffs waiting, the oldest one's due time, how many of them are
+    past their SLA), on the database clock."""
+    held = DestinationHealth.objects.using(DB).held_back().values_list("name", flat=True)
+    due = Handoff.objects.using(DB).filter(state=HandoffState.PENDING, next_attempt_at__lte=DbNow())
+    rows = (
+        due.exclude(destination__in=list(held))
+        .order_by()
+        .values_list("destination")
+        .annotate(
+            n=Count("id"),
+            oldest=Min("next_attempt_at"),
+            late=Count("id", filter=Q(sla_due_at__lt=DbNow())),
+        )
+    )
+    return {name: (n, oldest, late) for name, n, oldest, late in rows}
+
+
+def backlog_causes(*, now: datetime) -> list[Cause]:
+    """Destinations whose due handoffs wait too long or pile up while nothing fails (no pause, no hold): a
+    dispatcher that is down, a limit set too low. Lasts as long as the backlog."""
+    causes = []
+    age_limit = timedelta(seconds=settings.ALERT_BACKLOG_AGE_SECONDS)
+    for name, (count, oldest, late) in sorted(_backlog_depths().items()):
+        age = now - oldest
+        if age < age_limit and count < settings.ALERT_BACKLOG_DEPTH and not late:
+            continue
+        waiting = Handoff.objects.using(DB).filter(
+            destination=name, state=HandoffState.PENDING, next_attempt_at__lte=DbNow()
+        )
+        evidence = (
+            f"{count} handoff(s) due and waiting, the oldest due since {oldest:%Y-%m-%d %H:%M:%S} "
+            f"UTC ({int(age.total_seconds())} s), {late} past their SLA, while no call fails"
+        )
+        causes.append(
+            Cause(
+                f"backlog:{name}",
+                IncidentKind.BACKLOG,
+                PAGE,
+                f"Destination {name} falling behind: {count} due handoff(s) waiting",
+                _handoff_members(waiting),
+                {
+                    "destination": name,
+                    "failure_class": "backlog",
+                    "since": oldest,
+                    "evidence": evidence,
+                },
             )
         )
     return causes
@@ -116,6 +228,19 @@ def _failure_severity(fields: dict, count: int, high_impact: bool) -> str:
     if high_impact or fields["failure_class"] == FailureClass.CREDENTIAL:
         return PAGE
     return PAGE if count >= settings.ALERT_WIDESPREAD_THRESHOLD else QUEUE
+
+
+def _latest_failure(handoffs) -> dict:
+    """The latest failure of a group, as evidence: when, which handoff, what the receiver answered."""
+    latest = handoffs.order_by("-attention_since", "-pk").first()
+    if latest is None or latest.attention_since is None:
+        return {}
+    error = redact_text(latest.last_error)[:300] or "no answer recorded"
+    return {
+        "since": latest.attention_since,
+        "evidence": f"handoff {latest.pk} ({latest.action_key}) at "
+        f"{latest.attention_since:%Y-%m-%d %H:%M:%S} UTC: {error}",
+    }
 
 
 def failure_causes() -> list[Cause]:
@@ -139,7 +264,11 @@ def failure_causes() -> list[Cause]:
                 _handoff_members(
                     failing.filter(**group, workspace_id=workspace_id), by_episode=True
                 ),
-                {**group, "high_impact": high_impact},
+                {
+                    **group,
+                    "high_impact": high_impact,
+                    **_latest_failure(failing.filter(**group, workspace_id=workspace_id)),
+                },
                 workspace_id,
             )
         )
@@ -271,6 +400,7 @@ def per_workspace(cause: Cause) -> list[Cause]:
 def causes_now(*, now: datetime) -> list[Cause]:
     every = (
         destination_causes()
+        + backlog_causes(now=now)
         + failure_causes()
         + finding_causes()
         + security_causes()

@@ -23,7 +23,6 @@ from reconciliation.alerts.signing import signed_headers
 from reconciliation.models import AlertChannel, ChannelKind, Notification, NotificationEvent
 
 HEADLINES = {
-    NotificationEvent.TRIGGER: "PAGE",
     NotificationEvent.ACKNOWLEDGE: "ACKNOWLEDGED",
     NotificationEvent.RESOLVE: "RESOLVED",
 }
@@ -43,6 +42,10 @@ class Outgoing:
 
 
 def subject(notification: Notification, summary: IncidentSummary) -> str:
+    """A page says PAGE, a queue incident QUEUE, each with its owner and its SLA (or acknowledgement
+    deadline); an acknowledgement or a resolve says so."""
+    if notification.event == NotificationEvent.TRIGGER:
+        return f"[handoff] {summary.headline}"
     return f"[handoff] {HEADLINES[notification.event]}: incident {summary.incident_id}: {summary.title}"
 
 

@@ -1,5 +1,9 @@
 """Sending queued notifications, like handoffs: claim, send outside any transaction, record the outcome.
 
+A page (or a queue notice) is sent only if its incident is open and its cause still holds at that moment,
+read from the database (`incident_cause_holds`); otherwise it is withdrawn, on the incident's timeline,
+and nothing is sent: nobody is paged for a cause that has already ended.
+
 A notification is claimed by a conditional update that moves its next attempt into the future (a lease:
 a sweep that dies mid-send leaves it due again, and it is resent under the same message id); a failed send
 is retried with capped exponential backoff, up to ALERT_NOTIFICATION_MAX_ATTEMPTS, then it is `failed`:
@@ -17,10 +21,12 @@ from outbox.clock import DbNow
 from outbox.redaction import redact_text
 from reconciliation.alerts.channels import ChannelMisconfigured, email_for, request_for
 from reconciliation.alerts.incident_text import incident_summary
+from reconciliation.alerts.incidents import incident_cause_holds
 from reconciliation.models import (
     ChannelKind,
     IncidentEvent,
     Notification,
+    NotificationEvent,
     NotificationState,
 )
 
@@ -30,6 +36,7 @@ class SendResult:
     sent: int = 0
     retrying: int = 0
     failed: int = 0
+    withdrawn: int = 0
 
 
 def _backoff(attempts: int) -> float:
@@ -74,6 +81,27 @@ def _send(notification: Notification, client: httpx.Client) -> tuple[str, str]:
     return status, "" if response.is_success else f"answered {status}"
 
 
+def _withdraw(notification: Notification, result: SendResult) -> None:
+    Notification.objects.using(DB).filter(pk=notification.pk).update(
+        state=NotificationState.WITHDRAWN, last_error="the cause had ended: not sent"
+    )
+    IncidentEvent.objects.using(DB).create(
+        incident_id=notification.incident_id,
+        action="page_withdrawn",
+        actor_label="notification sender",
+        note=f"{notification.message_id} to {notification.channel.name}: the cause had ended "
+        "before it went out, nothing was sent",
+    )
+    result.withdrawn += 1
+
+
+def _still_due(notification: Notification) -> bool:
+    """A page or queue notice goes out only while its cause holds; acknowledgements and resolves always."""
+    if notification.event != NotificationEvent.TRIGGER:
+        return True
+    return incident_cause_holds(notification.incident_id)
+
+
 def _record(notification: Notification, status: str, error: str, result: SendResult) -> None:
     rows = Notification.objects.using(DB).filter(pk=notification.pk)
     if not error:
@@ -113,9 +141,13 @@ def notifications_send_due(
     client = http_client or httpx.Client(timeout=settings.ALERT_NOTIFICATION_TIMEOUT_SECONDS)
     try:
         for notification in due:
-            if _claim(notification):
-                status, error = _send(notification, client)
-                _record(notification, status, error, result)
+            if not _claim(notification):
+                continue
+            if not _still_due(notification):
+                _withdraw(notification, result)
+                continue
+            status, error = _send(notification, client)
+            _record(notification, status, error, result)
     finally:
         if http_client is None:
             client.close()

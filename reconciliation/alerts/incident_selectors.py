@@ -9,7 +9,6 @@ from django.db.models import Count, Q, QuerySet
 from lib.databases import DB
 from reconciliation.alerts.incident_text import incident_summary
 from reconciliation.models import (
-    AlertRecord,
     Incident,
     IncidentEvent,
     IncidentKind,
@@ -82,7 +81,7 @@ def incident_detail_for(
 
 def incident_health(workspace_ids: Iterable[int]) -> dict:
     """The Health page's incident figures: live incidents by severity, rejected triggers with their owner
-    and SLA, and notifications and alerts that could not be sent."""
+    and SLA, and notifications that could not be sent."""
     live = incidents_for(workspace_ids).order_by()
     by_severity = dict(live.values_list("severity").annotate(n=Count("id")))
     rejected = list(incidents_for(workspace_ids).filter(kind=IncidentKind.REJECTED_TRIGGERS)[:20])
@@ -92,10 +91,5 @@ def incident_health(workspace_ids: Iterable[int]) -> dict:
         "rejected_trigger_incidents": rejected,
         "notifications_failed": Notification.objects.using(DB)
         .filter(state=NotificationState.FAILED, incident__in=live.values("pk"))
-        .count(),
-        # Alerts given up after every send failed: their workspace's, and pages (of no workspace).
-        "alerts_failed": AlertRecord.objects.using(DB)
-        .gave_up()
-        .filter(Q(workspace_id__in=list(workspace_ids)) | Q(workspace_id__isnull=True))
         .count(),
     }

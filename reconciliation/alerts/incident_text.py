@@ -5,14 +5,16 @@ described (an every-workspace channel is the on-call team's); everything goes th
 
 from dataclasses import dataclass
 
+from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.db.models import F
 from django.urls import reverse
 
 from lib.databases import DB
-from outbox.models import Handoff
+from outbox.models import Handoff, HandoffKind, HandoffState
 from outbox.redaction import redact_text
 from reconciliation import next_actions
-from reconciliation.alerts.items import absolute, last_delivered_step
+from reconciliation.alerts.notifications import incident_workspaces, policy_for
 from reconciliation.models import Finding, Incident, IncidentKind, IncidentMember
 
 TRIGGER_NEXT_ACTION = (
@@ -23,6 +25,32 @@ SECURITY_NEXT_ACTION = (
     "Find who is calling with a wrong or old signature (or guessing passwords): check the senders' "
     "secrets and rotate any that may have leaked; nothing was accepted."
 )
+
+
+def absolute(path: str) -> str:
+    return f"{settings.CONSOLE_BASE_URL}{path}"
+
+
+def last_delivered_step(handoff: Handoff) -> str:
+    """The workflow instance's last step delivered with a validated receipt (`provision_account` when step 3
+    fails), not the failing handoff's own progress; "none yet" when no step was delivered."""
+    delivered = (
+        Handoff.objects.using(DB)
+        .filter(
+            instance_key=handoff.instance_key,
+            kind=HandoffKind.ACTION,
+            state=HandoffState.DELIVERED,
+        )
+        .order_by("-step_index")
+        .first()
+    )
+    if delivered is None:
+        return "none yet: no step of this instance has been delivered"
+    name = delivered.step or delivered.workflow
+    return (
+        f"{name} (delivered {delivered.delivered_at:%Y-%m-%d %H:%M} UTC, "
+        f"task {delivered.destination_id})"
+    )
 
 
 @dataclass(frozen=True)
@@ -40,12 +68,31 @@ class IncidentSummary:
     affected_record: str
     next_action: str
     link: str
+    owner: str = "nobody"
+    sla: str = ""
+    since: str = ""
+    first_evidence: str = ""
+    last_evidence: str = ""
+
+    @property
+    def headline(self) -> str:
+        """What it is, who owns it and by when: "PAGE" only for an incident that pages."""
+        kind = "PAGE" if self.severity == "page" else "QUEUE"
+        return f"{kind}: incident {self.incident_id}: {self.title} (owner {self.owner}; {self.sla})"
 
     def lines(self) -> list[str]:
+        evidence = [
+            f"Cause since:          {self.since}",
+            f"First evidence:       {self.first_evidence}",
+            f"Latest evidence:      {self.last_evidence}",
+        ]
         return [
             self.title,
             "",
+            f"Severity:             {_severity_words(self.severity)}, {self.sla}",
+            f"Owner:                {self.owner}",
             f"State:                {self.state} ({self.settled} of {self.members} settled)",
+            *(evidence if self.first_evidence else []),
             f"Workflow:             {self.workflow}",
             f"Instance:             {self.instance}",
             f"Last delivered step:  {self.last_delivered_step}",
@@ -54,6 +101,10 @@ class IncidentSummary:
             f"Safest next action:   {self.next_action}",
             f"Open:                 {self.link}",
         ]
+
+
+def _severity_words(severity: str) -> str:
+    return "page (wakes someone up)" if severity == "page" else "queue (nobody is woken up)"
 
 
 def _first_member(incident: Incident, workspace_id: int | None) -> IncidentMember | None:
@@ -103,6 +154,32 @@ def _finding_facts(finding: Finding, handoff: Handoff | None) -> Facts:
     )
 
 
+def _condition_facts(incident: Incident) -> Facts:
+    """A pause or a backlog is the destination's, not one handoff's: said from the incident's evidence."""
+    if incident.kind == IncidentKind.BACKLOG:
+        action = (
+            f"check that the dispatchers serving {incident.destination} run and that its limits are not "
+            "set too low; the handoffs go once they are served"
+        )
+    elif incident.failure_class == "credential":
+        action = (
+            f"check the credentials of destination {incident.destination} (its page says where each "
+            "secret comes from) and restore or rotate them; a probe resumes it"
+        )
+    else:
+        action = (
+            f"check that destination {incident.destination} is up and reachable; probes resume it by "
+            "themselves once a call succeeds"
+        )
+    return Facts(
+        f"every workflow sending to {incident.destination}",
+        "not applicable: the destination's own problem",
+        incident.failure_class,
+        f"handoffs waiting for {incident.destination}",
+        action,
+    )
+
+
 def _facts(incident: Incident, member: IncidentMember | None) -> Facts:
     handoff_id = member.handoff_id if member else None
     finding_id = member.finding_id if member else None
@@ -134,6 +211,24 @@ def incident_link(incident: Incident) -> str:
     return absolute(reverse("incidents:detail", args=[incident.pk]))
 
 
+def _owner_name(incident: Incident) -> str:
+    if incident.owner_id is None:
+        return "nobody"
+    user = get_user_model().objects.using(DB).filter(pk=incident.owner_id).first()
+    return user.get_username() if user is not None else "nobody"
+
+
+def sla_words(incident: Incident) -> str:
+    """A page: how long before it escalates; a queue: its SLA's due time."""
+    if incident.severity == "page":
+        timeout, _most = policy_for(incident_workspaces(incident))
+        within = f"{timeout} s" if timeout < 120 else f"{timeout // 60} min"
+        return f"acknowledge within {within}"
+    if incident.sla_due_at is None:
+        return "no SLA"
+    return f"SLA {incident.sla_due_at:%Y-%m-%d %H:%M} UTC"
+
+
 def incident_summary(incident: Incident, *, workspace_id: int | None = None) -> IncidentSummary:
     member = _first_member(incident, workspace_id)
     scoped = IncidentMember.objects.using(DB).filter(incident=incident)
@@ -141,7 +236,11 @@ def incident_summary(incident: Incident, *, workspace_id: int | None = None) -> 
         scoped = scoped.filter(workspace_id=workspace_id)
     total = scoped.count()
     settled = scoped.filter(settled_at__isnull=False).count()
-    facts = _facts(incident, member)
+    facts = (
+        _condition_facts(incident)
+        if incident.resolves_with_its_condition
+        else _facts(incident, member)
+    )
     return IncidentSummary(
         incident_id=incident.pk,
         title=redact_text(incident.title),
@@ -156,4 +255,9 @@ def incident_summary(incident: Incident, *, workspace_id: int | None = None) -> 
         affected_record=redact_text(facts.affected_record) + _others(total),
         next_action=facts.next_action,
         link=incident_link(incident),
+        owner=_owner_name(incident),
+        sla=sla_words(incident),
+        since=f"{incident.cause_since:%Y-%m-%d %H:%M:%S} UTC" if incident.cause_since else "",
+        first_evidence=incident.evidence_first,
+        last_evidence=incident.evidence_last,
     )

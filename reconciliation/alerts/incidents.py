@@ -1,10 +1,13 @@
 """Keeping incidents in step with their causes: open one per cause, add members, settle members, resolve
-by itself, and page once (`incidents_sync`, run by the alert sweep).
+by itself, and page once the delay of its severity has passed (`incidents_sync`, run by the alert sweep).
 
-An incident resolves by itself when its cause is not seen any more (the destination resumed, no handoff
-fails for that reason now) and every member is settled: a handoff delivered, cancelled or superseded; a
-finding resolved; a rejected trigger replaced by a later accepted one; a security event past the rate
-window. A resolved incident never reopens: the same cause seen later is a new incident.
+An incident whose cause is a condition (a destination paused, a backlog) resolves when the condition ends,
+whatever its members. Any other resolves by itself when its cause is not seen any more and every member is
+settled: a handoff delivered, cancelled or superseded; a finding resolved; a rejected trigger replaced by a
+later accepted one; a security event past the rate window. A resolved incident never reopens: the same
+cause seen later is a new incident, which pages again. An acknowledgement that lapses while the cause holds
+opens the incident again, and it pages again. A resolved incident keeps its cause, its first and latest
+evidence and its timeline.
 """
 
 from dataclasses import dataclass, field
@@ -17,17 +20,22 @@ from approvals.on_call import failure_owner_id
 from lib.databases import DB
 from outbox.clock import DbNow, db_time
 from outbox.models import OPEN_STATES, Handoff
+from outbox.redaction import redact_text
 from reconciliation.alerts.causes import (
     Cause,
+    backlog_causes,
     causes_now,
+    paused_destinations,
     security_window_start,
     unanswered_rejections,
 )
 from reconciliation.alerts.notifications import incident_notify, incident_queue_notice
 from reconciliation.models import (
+    CONDITION_KINDS,
     Finding,
     Incident,
     IncidentEvent,
+    IncidentKind,
     IncidentMember,
     IncidentSeverity,
     IncidentState,
@@ -68,6 +76,11 @@ def _live_of(cause: Cause):
     )
 
 
+def notify_delay(severity: str) -> float:
+    """Seconds before anyone is told of an incident of this severity (ALERT_NOTIFY_DELAY_SECONDS)."""
+    return float(settings.ALERT_NOTIFY_DELAY_SECONDS.get(severity, 0))
+
+
 def _open(cause: Cause) -> tuple[Incident, bool]:
     """The live incident of this cause in its workspace, opened now if there is none (a concurrent
     sweep may win)."""
@@ -76,6 +89,7 @@ def _open(cause: Cause) -> tuple[Incident, bool]:
         return live, False
     fields = {name: cause.details.get(name, "") for name in DETAIL_FIELDS}
     queue = cause.severity == IncidentSeverity.QUEUE
+    evidence = redact_text(str(cause.details.get("evidence", "")))[:2000]
     try:
         with transaction.atomic(using=DB):
             incident = Incident.objects.using(DB).create(
@@ -87,6 +101,10 @@ def _open(cause: Cause) -> tuple[Incident, bool]:
                 high_impact=bool(cause.details.get("high_impact")),
                 owner_id=failure_owner_id(cause.workspace_id, workflow=fields["workflow"]),
                 sla_due_at=DbNow(3600.0 * settings.ALERT_INCIDENT_SLA_HOURS) if queue else None,
+                notify_after=DbNow(notify_delay(cause.severity)),
+                cause_since=cause.details.get("since"),
+                evidence_first=evidence,
+                evidence_last=evidence,
                 **{name: str(value)[:60] for name, value in fields.items()},
             )
             incident_event(incident, "opened", to_state=IncidentState.OPEN, note=cause.title)
@@ -121,18 +139,18 @@ def _raise_to_page(incident: Incident, cause: Cause) -> None:
     """A queue incident whose cause now pages (many at once, a corruption threshold crossed) pages."""
     if incident.severity == IncidentSeverity.QUEUE and cause.severity == IncidentSeverity.PAGE:
         Incident.objects.using(DB).filter(pk=incident.pk).update(
-            severity=IncidentSeverity.PAGE, title=cause.title[:300]
+            severity=IncidentSeverity.PAGE,
+            title=cause.title[:300],
+            sla_due_at=None,
+            notify_after=DbNow(notify_delay(IncidentSeverity.PAGE)),
         )
         incident_event(incident, "raised_to_page", note=cause.title)
         incident.severity = IncidentSeverity.PAGE
 
 
-def settle_members() -> int:
-    """Mark settled every unsettled member whose row is no longer a problem. One statement per kind."""
-    unsettled = IncidentMember.objects.using(DB).filter(
-        settled_at__isnull=True,
-        incident__state__in=(IncidentState.OPEN, IncidentState.ACKNOWLEDGED),
-    )
+def member_settled() -> Q:
+    """A member whose row is no longer a problem: a handoff no longer open, a finding no longer live, a
+    rejected trigger replaced, a security event past the window (database clock)."""
     open_handoffs = Handoff.objects.using(DB).filter(state__in=OPEN_STATES).values("pk")
     live_findings = Finding.objects.using(DB).live().values("pk")
     rejected = unanswered_rejections().values("pk")
@@ -143,7 +161,16 @@ def settle_members() -> int:
     settled |= Q(finding_id__isnull=False) & ~Q(finding_id__in=live_findings)
     settled |= Q(trigger_id__isnull=False) & ~Q(trigger_id__in=rejected)
     settled |= Q(security_event_id__isnull=False) & ~Q(security_event_id__in=recent)
-    return unsettled.filter(settled).update(settled_at=DbNow())
+    return settled
+
+
+def settle_members() -> int:
+    """Mark settled every unsettled member whose row is no longer a problem. One statement."""
+    unsettled = IncidentMember.objects.using(DB).filter(
+        settled_at__isnull=True,
+        incident__state__in=(IncidentState.OPEN, IncidentState.ACKNOWLEDGED),
+    )
+    return unsettled.filter(member_settled()).update(settled_at=DbNow())
 
 
 def _refresh_counts() -> None:
@@ -180,21 +207,69 @@ def incident_resolve(incident: Incident, *, actor=None, note: str = "") -> bool:
                 from_state=incident.state,
                 to_state=IncidentState.RESOLVED,
             )
-    if moved and incident.pages_sent:
+    if moved:
         incident_notify(incident, NotificationEvent.RESOLVE)
     return bool(moved)
 
 
 def _resolve_settled(seen: set[tuple[str, int | None]]) -> int:
+    """Resolve every live incident whose cause is not seen now: a condition at once (the pause or the
+    backlog is over), any other once every member is settled."""
     has_unsettled = IncidentMember.objects.using(DB).filter(
         incident=OuterRef("pk"), settled_at__isnull=True
     )
-    candidates = Incident.objects.using(DB).live().filter(~Exists(has_unsettled)).order_by("pk")
+    candidates = (
+        Incident.objects.using(DB)
+        .live()
+        .filter(Q(kind__in=CONDITION_KINDS) | ~Exists(has_unsettled))
+        .order_by("pk")
+    )
     return sum(
-        incident_resolve(incident)
+        incident_resolve(
+            incident,
+            note="the condition ended" if incident.resolves_with_its_condition else "",
+        )
         for incident in candidates
         if (incident.cause, incident.workspace_id) not in seen
     )
+
+
+def _lapse_acknowledgements(seen: set[tuple[str, int | None]]) -> int:
+    """Open again every acknowledged incident whose acknowledgement lapsed while its cause holds: it pages
+    again from the first level (database clock)."""
+    lapsed = (
+        Incident.objects.using(DB)
+        .filter(state=IncidentState.ACKNOWLEDGED, ack_lapses_at__lte=DbNow())
+        .order_by("pk")
+    )
+    reopened = 0
+    for incident in lapsed:
+        if (incident.cause, incident.workspace_id) not in seen:
+            continue
+        with transaction.atomic(using=DB):
+            moved = (
+                Incident.objects.using(DB)
+                .filter(pk=incident.pk, state=IncidentState.ACKNOWLEDGED)
+                .update(
+                    state=IncidentState.OPEN,
+                    pages_sent=0,
+                    ack_lapses_at=None,
+                    notify_after=DbNow(),
+                    next_escalation_at=None,
+                )
+            )
+            if moved:
+                incident_event(
+                    incident,
+                    "acknowledgement_lapsed",
+                    note="acknowledged, but the cause still holds: paging again",
+                    from_state=IncidentState.ACKNOWLEDGED,
+                    to_state=IncidentState.OPEN,
+                )
+        if moved and incident.severity == IncidentSeverity.QUEUE:
+            incident_queue_notice(incident, again=True)
+        reopened += moved
+    return reopened
 
 
 def _without_handled(causes: list[Cause]) -> list[Cause]:
@@ -215,13 +290,47 @@ def _without_handled(causes: list[Cause]) -> list[Cause]:
 
 
 def _page_new(result: SyncResult) -> None:
-    """Page every open paging incident not paged yet; tell the queue channels about new queue incidents."""
-    unpaged = Incident.objects.using(DB).filter(state=IncidentState.OPEN, pages_sent=0)
+    """Page every open paging incident not paged yet whose delay has passed; tell the queue channels about
+    queue incidents whose delay has passed. An incident resolved within its delay told nobody."""
+    unpaged = Incident.objects.using(DB).filter(
+        Q(notify_after__isnull=True) | Q(notify_after__lte=DbNow()),
+        state=IncidentState.OPEN,
+        pages_sent=0,
+    )
     for incident in unpaged.order_by("pk"):
         if incident.severity == IncidentSeverity.QUEUE:
             incident_queue_notice(incident)
         elif incident_notify(incident, NotificationEvent.TRIGGER):
             result.paged += 1
+
+
+def incident_cause_holds(incident_id: int) -> bool:
+    """Whether the incident is open and its cause holds now, read from the database at the moment a page
+    would go out: a destination still paused for the same reason, a backlog still there, a member still a
+    problem. False: the page is withdrawn, never sent for a cause that has ended."""
+    incident = Incident.objects.using(DB).filter(pk=incident_id, state=IncidentState.OPEN).first()
+    if incident is None:
+        return False
+    if incident.kind == IncidentKind.DESTINATION:
+        why = "" if incident.failure_class == "paused" else incident.failure_class
+        return any(
+            h.name == incident.destination and h.pause_reason == why for h in paused_destinations()
+        )
+    if incident.kind == IncidentKind.BACKLOG:
+        return any(
+            c.details["destination"] == incident.destination for c in backlog_causes(now=db_time())
+        )
+    members = IncidentMember.objects.using(DB).filter(incident=incident, settled_at__isnull=True)
+    return members.exclude(member_settled()).exists()
+
+
+def _seen_again(incident: Incident, cause: Cause) -> None:
+    """The cause seen this pass: when, and its latest evidence (the first is kept from the opening)."""
+    changes = {"last_seen_at": DbNow()}
+    evidence = redact_text(str(cause.details.get("evidence", "")))[:2000]
+    if evidence:
+        changes["evidence_last"] = evidence
+    Incident.objects.using(DB).filter(pk=incident.pk).update(**changes)
 
 
 def incidents_sync() -> SyncResult:
@@ -235,9 +344,11 @@ def incidents_sync() -> SyncResult:
         result.opened += opened
         result.members_added += _add_members(incident, cause)
         _raise_to_page(incident, cause)
-        Incident.objects.using(DB).filter(pk=incident.pk).update(last_seen_at=DbNow())
+        _seen_again(incident, cause)
     settle_members()
     _refresh_counts()
-    result.resolved = _resolve_settled({(cause.cause, cause.workspace_id) for cause in causes})
+    seen = {(cause.cause, cause.workspace_id) for cause in causes}
+    result.resolved = _resolve_settled(seen)
+    _lapse_acknowledgements(seen)
     _page_new(result)
     return result

@@ -33,6 +33,7 @@ from reconciliation.models import (
     IncidentState,
     Notification,
     NotificationEvent,
+    NotificationState,
 )
 
 
@@ -78,6 +79,61 @@ def fallback_channel(incident: Incident) -> AlertChannel | None:
     return channel
 
 
+# Channels seeded from settings for every workspace (docs/incidents.md): ALERT_EMAILS, ALERT_WEBHOOK_URL,
+# ALERT_PAGE_WEBHOOK_URL. Named by the setting, so that the sweep can keep them in step with it.
+SETTINGS_CHANNEL_PREFIXES = ("ALERT_EMAILS ", "ALERT_WEBHOOK_URL", "ALERT_PAGE_WEBHOOK_URL")
+
+
+def _settings_channels() -> list[dict]:
+    wanted = [
+        {
+            "name": f"ALERT_EMAILS {address}"[:60],
+            "kind": ChannelKind.EMAIL,
+            "target": address,
+            "severity": IncidentSeverity.QUEUE,
+        }
+        for address in settings.ALERT_EMAILS
+    ]
+    for name, secret_env, severity in (
+        ("ALERT_WEBHOOK_URL", "ALERT_WEBHOOK_SECRET", IncidentSeverity.QUEUE),
+        ("ALERT_PAGE_WEBHOOK_URL", "ALERT_PAGE_WEBHOOK_SECRET", IncidentSeverity.PAGE),
+    ):
+        if getattr(settings, name):
+            wanted.append(
+                {
+                    "name": name,
+                    "kind": ChannelKind.WEBHOOK,
+                    "target": getattr(settings, name),
+                    "secret_env": secret_env,
+                    "severity": severity,
+                }
+            )
+    return wanted
+
+
+def settings_channels_seed() -> int:
+    """Every-workspace channels in step with the settings that seed them: one per address of ALERT_EMAILS
+    (every incident), the signed webhooks; a seeded channel whose setting is gone is disabled."""
+    wanted = _settings_channels()
+    rows = AlertChannel.objects.using(DB).filter(workspace_id__isnull=True)
+    for fields in wanted:
+        name = fields.pop("name")
+        row = rows.filter(name=name).first()
+        if row is None:
+            AlertChannel.objects.using(DB).create(name=name, level=0, enabled=True, **fields)
+        elif any(getattr(row, k) != v for k, v in fields.items()) or not row.enabled:
+            rows.filter(pk=row.pk).update(enabled=True, **fields)
+        fields["name"] = name
+    seeded = Q()
+    for prefix in SETTINGS_CHANNEL_PREFIXES:
+        seeded |= Q(name__startswith=prefix)
+    return (
+        rows.filter(seeded, enabled=True)
+        .exclude(name__in=[f["name"] for f in wanted])
+        .update(enabled=False)
+    )
+
+
 def channels_for(incident: Incident, workspaces: list[int]):
     """Enabled channels of the incident's workspaces (and the every-workspace ones) for its severity."""
     severities = (
@@ -100,7 +156,13 @@ def channels_at_level(incident: Incident, workspaces: list[int], level: int) -> 
     levels = sorted({c.level for c in channels})
     chosen = max((lv for lv in levels if lv <= level), default=levels[0]) if levels else None
     fallback = fallback_channel(incident)
-    return [c for c in channels if c.level == chosen] + ([fallback] if fallback else [])
+    chosen_channels = [c for c in channels if c.level == chosen] + ([fallback] if fallback else [])
+    # One message per address: a seeded ALERT_EMAILS channel and a workspace's channel to the same address
+    # (or the fallback's) tell that person once.
+    unique: dict[tuple[str, str], AlertChannel] = {}
+    for channel in chosen_channels:
+        unique.setdefault((channel.kind, channel.target.lower()), channel)
+    return list(unique.values())
 
 
 def policy_for(workspaces: list[int]) -> tuple[int, int]:
@@ -169,13 +231,14 @@ def incident_page(incident: Incident) -> bool:
     return True
 
 
-def incident_queue_notice(incident: Incident) -> bool:
-    """Tell the queue channels (severity "queue") once about an incident that does not page: no
-    escalation, and it is not a page (a queue incident raised to a page later pages as usual)."""
+def incident_queue_notice(incident: Incident, *, again: bool = False) -> bool:
+    """Tell the queue channels (severity "queue") once about an incident that does not page (`again`: its
+    acknowledgement lapsed): no escalation, and it is not a page (a queue incident raised to a page later
+    pages as usual)."""
     workspaces = incident_workspaces(incident)
     with transaction.atomic(using=DB):
         locked = Incident.objects.using(DB).select_for_update(no_key=True).get(pk=incident.pk)
-        if Notification.objects.using(DB).filter(incident=locked).exists():
+        if not again and Notification.objects.using(DB).filter(incident=locked).exists():
             return False
         channels = [
             c
@@ -194,10 +257,17 @@ def incident_notify(incident: Incident, event: str) -> bool:
     if event == NotificationEvent.TRIGGER:
         return incident_page(incident)
     with transaction.atomic(using=DB):
+        triggers = Notification.objects.using(DB).filter(
+            incident=incident, event=NotificationEvent.TRIGGER
+        )
+        if event == NotificationEvent.RESOLVE:
+            # A page not tried yet is withdrawn: its cause is over, nobody is paged for it.
+            triggers.filter(state=NotificationState.PENDING, attempts=0).update(
+                state=NotificationState.WITHDRAWN,
+                last_error="resolved before it was sent",
+            )
         paged = AlertChannel.objects.using(DB).filter(
-            pk__in=Notification.objects.using(DB)
-            .filter(incident=incident, event=NotificationEvent.TRIGGER)
-            .values("channel_id")
+            pk__in=triggers.exclude(state=NotificationState.WITHDRAWN).values("channel_id")
         )
         channels = list(paged)
         if not channels:

@@ -1,5 +1,6 @@
 """A person's moves on an incident: acknowledge (the escalation stops, PagerDuty is told) and resolve."""
 
+from django.conf import settings
 from django.db import transaction
 
 from lib.databases import DB
@@ -15,7 +16,8 @@ class InvalidIncidentTransition(ReconciliationError):
 
 
 def incident_acknowledge(*, incident_id: int, actor, note: str = "") -> Incident:
-    """Acknowledge: no more escalation pages; the channels that were paged are told."""
+    """Acknowledge: no more escalation pages until the acknowledgement lapses (ALERT_ACK_LAPSE_SECONDS,
+    then the incident pages again if its cause still holds); the channels that were paged are told."""
     with transaction.atomic(using=DB):
         incident = Incident.objects.using(DB).select_for_update(no_key=True).get(pk=incident_id)
         if not incident.can_move_to(IncidentState.ACKNOWLEDGED):
@@ -27,6 +29,7 @@ def incident_acknowledge(*, incident_id: int, actor, note: str = "") -> Incident
             acknowledged_at=DbNow(),
             acknowledged_by=actor,
             next_escalation_at=None,
+            ack_lapses_at=DbNow(float(settings.ALERT_ACK_LAPSE_SECONDS)),
         )
         incident_event(
             incident,

@@ -1,14 +1,7 @@
-"""Reconciliation's records: runs and findings (`findings`), alerts sent (`alerts`), incidents, their
+"""Reconciliation's records: runs and findings (`findings`), incidents, their
 channels and notifications, and security events (`incidents`), replays previewed item by item
 (`replays`)."""
 
-from reconciliation.models.alerts import (
-    MAX_SEND_ATTEMPTS,
-    AlertKind,
-    AlertRecord,
-    AlertRecordQuerySet,
-    AlertSeverity,
-)
 from reconciliation.models.findings import (
     FINDING_TRANSITIONS,
     Finding,
@@ -21,6 +14,7 @@ from reconciliation.models.findings import (
     RunStatus,
 )
 from reconciliation.models.incidents import (
+    CONDITION_KINDS,
     INCIDENT_TRANSITIONS,
     AlertChannel,
     ChannelKind,
@@ -59,13 +53,9 @@ __all__ = [
     "ReplayState",
     "ReplayVerdict",
     "FINDING_TRANSITIONS",
+    "CONDITION_KINDS",
     "INCIDENT_TRANSITIONS",
-    "MAX_SEND_ATTEMPTS",
     "AlertChannel",
-    "AlertKind",
-    "AlertRecord",
-    "AlertRecordQuerySet",
-    "AlertSeverity",
     "ChannelKind",
     "EscalationPolicy",
     "Finding",

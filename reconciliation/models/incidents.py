@@ -22,6 +22,12 @@ class IncidentKind(models.TextChoices):
     FINDINGS = "findings", "Reconciliation findings"
     SECURITY = "security", "Security events"
     REJECTED_TRIGGERS = "rejected_triggers", "Triggers rejected at intake"
+    BACKLOG = "backlog", "A destination's queue growing while nothing fails"
+
+
+# Kinds whose cause is a condition of the system (a pause, a backlog): the incident resolves when the
+# condition ends, whatever its members. The others resolve once the cause is gone and every member is settled.
+CONDITION_KINDS = frozenset({"destination", "backlog"})
 
 
 class IncidentSeverity(models.TextChoices):
@@ -37,10 +43,11 @@ class IncidentState(models.TextChoices):
     RESOLVED = "resolved", "Resolved"
 
 
-# Every allowed move of an incident. A resolved incident whose cause comes back is a new incident.
+# Every allowed move of an incident. A resolved incident whose cause comes back is a new incident; an
+# acknowledgement that lapses while the cause holds moves it back to open, and it pages again.
 INCIDENT_TRANSITIONS: dict[str, frozenset[str]] = {
     IncidentState.OPEN: frozenset({IncidentState.ACKNOWLEDGED, IncidentState.RESOLVED}),
-    IncidentState.ACKNOWLEDGED: frozenset({IncidentState.RESOLVED}),
+    IncidentState.ACKNOWLEDGED: frozenset({IncidentState.OPEN, IncidentState.RESOLVED}),
     IncidentState.RESOLVED: frozenset(),
 }
 
@@ -101,6 +108,16 @@ class Incident(models.Model):
     # acknowledgement (written and compared on the database clock; None: nothing more to send).
     pages_sent = models.PositiveSmallIntegerField(default=0, db_default=0)
     next_escalation_at = models.DateTimeField(null=True, blank=True)
+    # Nothing is sent before this (database clock): a cause that ends within the delay of its severity
+    # (ALERT_NOTIFY_DELAY_SECONDS) tells nobody. None: at once.
+    notify_after = models.DateTimeField(null=True, blank=True)
+    # An acknowledgement holds until then; if the cause still holds, the incident is open and pages again.
+    ack_lapses_at = models.DateTimeField(null=True, blank=True)
+    # What the cause was, kept once it is over: when it started, its first and its latest evidence (the
+    # answer, the credential, the time), so that a resolved incident still says what happened.
+    cause_since = models.DateTimeField(null=True, blank=True)
+    evidence_first = models.TextField(blank=True, default="", db_default="")
+    evidence_last = models.TextField(blank=True, default="", db_default="")
 
     objects = IncidentQuerySet.as_manager()
 
@@ -151,6 +168,10 @@ class Incident(models.Model):
     @property
     def pages(self) -> bool:
         return self.severity == IncidentSeverity.PAGE
+
+    @property
+    def resolves_with_its_condition(self) -> bool:
+        return self.kind in CONDITION_KINDS
 
 
 class IncidentMember(models.Model):
@@ -261,6 +282,8 @@ class NotificationState(models.TextChoices):
     PENDING = "pending", "Pending"
     SENT = "sent", "Sent"
     FAILED = "failed", "Failed (retries exhausted)"
+    # A page whose cause had ended by the moment it would have gone out (database clock): never sent.
+    WITHDRAWN = "dropped", "Withdrawn: the cause had ended before it went out"
 
 
 class NotificationEvent(models.TextChoices):

@@ -26,7 +26,7 @@ from outbox.models import (
 from outbox.selectors import instance_handoffs
 from outbox.services.breaker import destination_resume
 from reconciliation.alerts import alerts_send_due
-from reconciliation.models import AlertKind, AlertRecord
+from reconciliation.models import Incident, IncidentKind, IncidentState
 from tests.acceptance.three_destinations import (
     ACCOUNTS,
     ACCOUNTS_TOKEN,
@@ -121,14 +121,16 @@ def test_a_refused_token_pauses_only_its_destination_with_one_page_and_drains_af
     drive()
     alerts_send_due()
     assert steps_of(63) == [(CRM, S.DELIVERED), (ACCOUNTS, S.PENDING)]
-    [alert] = AlertRecord.objects.all()
-    assert (alert.kind, alert.destination, alert.failure_class) == (
-        AlertKind.DESTINATION_PAUSED,
+    [incident] = Incident.objects.all()
+    assert (incident.kind, incident.destination, incident.failure_class) == (
+        IncidentKind.DESTINATION,
         ACCOUNTS,
         PauseReason.CREDENTIAL,
     )
     [page] = pages()
-    assert page.subject.startswith(f"[handoff] PAGE: destination {ACCOUNTS} credentials refused")
+    assert page.subject.startswith(
+        f"[handoff] PAGE: incident {incident.pk}: Destination {ACCOUNTS} paused: credentials refused"
+    )
     assert page.to == ["oncall@example.com"]
     # What to do names this destination's credentials, not the bundled receiver's signing secret.
     assert f"check the credentials of destination {ACCOUNTS}" in page.body
@@ -167,4 +169,12 @@ def test_a_refused_token_pauses_only_its_destination_with_one_page_and_drains_af
         (ACCOUNTS, D.PAUSED, D.ACTIVE),
     ]
     alerts_send_due()
-    assert AlertRecord.objects.count() == 1 and len(pages()) == 1
+    assert len(pages()) == 1
+    # The incident resolved when the destination resumed, and still says what the cause was.
+    [incident] = Incident.objects.all()
+    assert incident.state == IncidentState.RESOLVED
+    assert "credential_rejected" in incident.evidence_first
+    assert f"{health.paused_at:%Y-%m-%d %H:%M:%S}" in incident.evidence_first
+    assert [m.subject for m in mail.outbox if "RESOLVED" in m.subject] == [
+        f"[handoff] RESOLVED: incident {incident.pk}: {incident.title}"
+    ]

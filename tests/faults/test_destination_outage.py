@@ -17,7 +17,7 @@ from outbox.models import (
 )
 from outbox.services import handoff_record
 from reconciliation.alerts import alerts_send_due
-from reconciliation.models import AlertKind, AlertRecord
+from reconciliation.models import Incident, IncidentKind, IncidentState
 from tests.faults.test_dispatch_faults import wait_until
 
 pytestmark = [
@@ -95,4 +95,5 @@ def test_a_minute_long_receiver_outage_pauses_once_and_ends_with_everything_deli
     assert ReceiverTask.objects.count() == n - 1
     assert DestinationHealth.objects.get(name="receiver").state == DestinationState.ACTIVE
     assert DestinationEvent.objects.filter(to_state=DestinationState.PAUSED).count() == 1
-    assert AlertRecord.objects.filter(kind=AlertKind.DESTINATION_PAUSED).count() == 1
+    [incident] = Incident.objects.filter(kind=IncidentKind.DESTINATION)
+    assert incident.state == IncidentState.RESOLVED, "resolved when the destination resumed"

@@ -129,7 +129,7 @@ def test_wrong_signing_secret_pauses_the_destination_with_one_alert_and_no_retry
 ):
     from outbox.models import DestinationHealth, DestinationState, PauseReason
     from reconciliation.alerts import alerts_send_due
-    from reconciliation.models import AlertKind, AlertRecord
+    from reconciliation.models import Incident, IncidentKind, Notification
 
     settings.ALERT_EMAILS = ["oncall@example.com"]
     keys = make_handoffs(20)
@@ -148,7 +148,8 @@ def test_wrong_signing_secret_pauses_the_destination_with_one_alert_and_no_retry
     assert sent.count() <= 2, "a handful of refused calls, not one per handoff"
     assert set(handoffs.values_list("attempts_in_run", flat=True)) == {0}, "no retry budget spent"
     assert not handoffs.filter(state=S.NEEDS_ATTENTION).exists()
-    assert AlertRecord.objects.filter(kind=AlertKind.DESTINATION_PAUSED).count() == 1
+    [incident] = Incident.objects.filter(kind=IncidentKind.DESTINATION)
+    assert Notification.objects.filter(incident=incident, event="trigger").count() == 1
     assert ReceiverTask.objects.count() == 0
     assert SeenMessage.objects.count() == 0
 

@@ -32,7 +32,7 @@ from outbox.services import (
     handoff_settle_manually,
 )
 from reconciliation.alerts import alerts_send_due
-from reconciliation.models import AlertKind, AlertRecord
+from reconciliation.models import IncidentMember
 from tests.factories import make_user
 from tests.outbox.scripted_destination import ScriptedDestination
 
@@ -284,10 +284,7 @@ def test_destination_without_idempotency_or_lookup_hands_an_unknown_outcome_to_a
     assert handoff.action_key in handoff.last_error and "settle by hand" in handoff.last_error
 
     alerts_send_due()
-    assert (
-        AlertRecord.objects.filter(kind=AlertKind.NEEDS_ATTENTION, handoff_id=handoff.pk).count()
-        == 1
-    )
+    assert IncidentMember.objects.filter(handoff_id=handoff.pk).count() == 1
 
 
 def test_a_person_who_found_nothing_at_the_receiver_lets_it_be_sent_once_more(make_handoff):

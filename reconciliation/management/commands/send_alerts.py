@@ -4,12 +4,10 @@ from reconciliation.alerts import alerts_send_due
 
 
 class Command(BaseCommand):
-    help = "Send alerts for handoffs that need attention, breached SLAs and new reconciliation findings (once each)."
+    help = (
+        "One pass of the alert sweep: incidents in step with their causes, due notifications sent."
+    )
 
     def handle(self, *args, **options):
         result = alerts_send_due()
-        recorded = ", ".join(f"{kind} {n}" for kind, n in result.recorded.items())
-        self.stdout.write(
-            f"new episodes: {recorded}; messages sent {result.messages_sent}, "
-            f"webhooks {result.webhooks_sent}, groups not delivered {result.failed}"
-        )
+        self.stdout.write(", ".join(f"{name} {n}" for name, n in result.incidents.items()))

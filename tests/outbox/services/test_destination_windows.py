@@ -25,7 +25,7 @@ from outbox.services.destination_windows import (
     destination_schedule_window,
 )
 from reconciliation.alerts import alerts_send_due
-from reconciliation.models import AlertKind, AlertRecord
+from reconciliation.models import Incident, IncidentKind
 from tests.factories import make_user
 from tests.outbox.scripted_destination import ScriptedDestination
 
@@ -51,7 +51,7 @@ def test_while_paused_by_an_operator_nothing_is_claimed_called_or_spent(make_han
     # The breaker is not involved: no pause of its own, no probe spent, and nothing pages.
     assert (health.state, health.probes) == (DestinationState.ACTIVE, 0)
     alerts_send_due()
-    assert not AlertRecord.objects.filter(kind=AlertKind.DESTINATION_PAUSED).exists()
+    assert not Incident.objects.filter(kind=IncidentKind.DESTINATION).exists()
 
 
 def test_a_waiting_handoff_says_who_paused_it_why_and_until_when(make_handoff, olga):
