@@ -93,6 +93,7 @@ class Run:
         for alias, name in self.names.items():
             self.server.sql(f'CREATE DATABASE "{name}" TEMPLATE "{TEMPLATES[alias]}"')
         self.procs: dict[str, subprocess.Popen] = {}
+        self.killed: list[subprocess.Popen] = []
         self.clock_files: dict[str, Path] = {}
         self.receiver_url = (
             f"http://{self.network['receiver'].address}:{RECEIVER_PORT}/delivery/api"
@@ -200,12 +201,27 @@ class Run:
         env.update(overrides)
         return env
 
-    def start_dispatcher(self, host: str, **overrides: str) -> subprocess.Popen:
+    def start_dispatcher(
+        self, host: str, worker: str | None = None, **overrides: str
+    ) -> subprocess.Popen:
+        """`manage.py dispatch` on `host`, as `worker` (the host's name unless given: a dispatcher started
+        again after a kill takes a new name, as a new process would)."""
+        worker = worker or host
         args = [
-            sys.executable, "manage.py", "dispatch", "--worker", host,
+            sys.executable, "manage.py", "dispatch", "--worker", worker,
             "--maintain-every", "0.5", "--idle-sleep", "0.1",
         ]  # fmt: skip
-        return self.spawn(host, host, args, self.dispatcher_env(host, **overrides))
+        return self.spawn(worker, host, args, self.dispatcher_env(host, **overrides))
+
+    def kill(self, name: str) -> None:
+        """SIGKILL the process `name` (a crash the test chose: not counted by `exited`)."""
+        proc = self.procs.pop(name, None)
+        if proc is None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=60)
+        self.killed.append(proc)
 
     def own_clock(self, host: str, offset_seconds: int = 0) -> None:
         """Give `host` a clock of its own (before its processes start); `set_clock` moves it later."""
@@ -243,7 +259,9 @@ class Run:
         return {name: p.returncode for name, p in self.procs.items() if p.poll() is not None}
 
     def signal(self, name: str, signum: int) -> None:
-        os.killpg(self.procs[name].pid, signum)
+        if name in self.procs:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.procs[name].pid, signum)
 
     def stop_all(self) -> None:
         for proc in self.procs.values():

@@ -28,10 +28,10 @@ def wait_until(predicate, *, what: str, hosts=None, timeout: float = DEADLINE) -
     raise AssertionError(f"timed out waiting for {what}{logs}")
 
 
-def make_handoffs(hosts, count: int) -> list[str]:
+def make_handoffs(hosts, count: int, workspace_id: int = 7) -> list[str]:
     code = (
         "from tests.faults.test_dispatch_faults import make_handoffs; "
-        f"print(','.join(make_handoffs({count})))"
+        f"print(','.join(make_handoffs({count}, {workspace_id})))"
     )
     return hosts.manage("shell", "-c", code).strip().splitlines()[-1].split(",")
 
@@ -113,3 +113,109 @@ def test_dispatcher_cut_from_the_database_past_its_lease_has_its_late_outcome_re
         "SELECT e.actor_label, e.from_state FROM outbox_handoffevent e WHERE e.to_state = 'delivered'",
     )
     assert delivered_by[1] == "uncertain", "settled by asking the receiver, not by d1's late answer"
+
+
+def delivered_by(hosts, worker: str, keys: list[str]) -> int:
+    return one(
+        hosts,
+        "SELECT count(*) FROM outbox_handoffevent e JOIN outbox_handoff h ON h.id = e.handoff_id "
+        "WHERE e.to_state = 'delivered' AND e.actor_label = %s AND h.action_key = ANY(%s)",
+        (worker, keys),
+    )[0]
+
+
+def test_receiver_cut_from_one_of_two_dispatchers_gets_everything_once_through_the_other(hosts):
+    """d1 cannot reach the receiver (d2 can, both reach PostgreSQL): every handoff is delivered once,
+    by d2, and nothing goes to a person for d1's failed calls."""
+    keys = make_handoffs(hosts, 60)
+    hosts.start_receiver()
+    hosts.network.partition("d1", "receiver")
+    hosts.start_dispatcher("d1")
+    hosts.start_dispatcher("d2")
+    wait_until(lambda: settled(hosts, keys), what="every handoff settled", hosts=hosts)
+    hosts.network.heal()
+
+    assert_guarantees(hosts, keys)
+    assert delivered_by(hosts, "d2", keys) == len(keys)
+    assert delivered_by(hosts, "d1", keys) == 0
+
+
+def test_delay_and_loss_on_the_receiver_link_deliver_everything_once(hosts):
+    """2 s more on each round trip to the receiver and 20 % of its packets lost, for DEGRADED_SECONDS,
+    two dispatchers at work: calls time out or lose their answers; after the link heals every handoff is
+    delivered once (the unknown ones settled by asking), none is lost or left to a person."""
+    keys = make_handoffs(hosts, 40)
+    hosts.start_receiver()
+    hosts.network.delay("receiver", 2.0)
+    hosts.network.loss("receiver", 20)
+    hosts.start_dispatcher("d1")
+    hosts.start_dispatcher("d2")
+    time.sleep(DEGRADED_SECONDS)  # the fault's duration; what follows waits on conditions
+    hosts.network.heal()
+    wait_until(lambda: settled(hosts, keys), what="every handoff settled", hosts=hosts)
+
+    assert_guarantees(hosts, keys)
+
+
+def test_answers_lost_one_way_are_settled_by_lookup_without_a_second_task(hosts):
+    """Requests from d1 reach the receiver and are acted on, but its answers never come back (packets
+    carrying data from the receiver to d1 are dropped): the handoffs stay unknown while the fault lasts, and
+    once it heals they are settled by asking the receiver, each with the one task it made."""
+    keys = make_handoffs(hosts, 5)
+    hosts.start_receiver()
+    hosts.network.drop_answers("receiver", "d1")
+    hosts.start_dispatcher("d1")
+    wait_until(
+        lambda: (
+            one(
+                hosts,
+                "SELECT count(*) FROM delivery_receivertask WHERE action_key = ANY(%s)",
+                (keys,),
+                "delivery",
+            )[0]
+            == len(keys)
+        ),
+        what="the receiver to act on every request",
+        hosts=hosts,
+    )
+    assert not delivered_by(hosts, "d1", keys), (
+        "no answer came back, nothing can be known delivered"
+    )
+    hosts.network.heal()
+    wait_until(lambda: settled(hosts, keys), what="every handoff settled", hosts=hosts)
+
+    assert_guarantees(hosts, keys)
+    # One call each, never sent again: those whose answer was lost were settled by asking (a call still
+    # waiting when the link healed may get its answer late, and that is the one call too).
+    calls = one(
+        hosts,
+        "SELECT count(*) FILTER (WHERE n <> 1), sum(lookups) FROM (SELECT h.id, count(DISTINCT a.id) AS n, "
+        "count(DISTINCT e.id) AS lookups FROM outbox_handoff h JOIN outbox_attempt a ON a.handoff_id = h.id "
+        "LEFT JOIN outbox_handoffevent e ON e.handoff_id = h.id AND e.from_state = 'uncertain' "
+        "AND e.to_state = 'delivered' WHERE h.action_key = ANY(%s) GROUP BY h.id) c",
+        (keys,),
+    )
+    assert calls[0] == 0, "a handoff was sent more than once"
+    assert calls[1] >= len(keys) - 1, "the answers lost were settled by asking the receiver"
+
+
+@pytest.mark.parametrize("jump", [300, -300])
+def test_clock_jump_of_five_minutes_on_one_dispatcher_host_loses_and_refuses_nothing(hosts, jump):
+    """d1's wall clock jumps `jump` seconds mid-run (libfaketime; d2's is right): leases, due times and
+    every time of record are the database's, so the handoffs are delivered once, no outcome is refused,
+    and none goes to a person."""
+    keys = make_handoffs(hosts, 80)
+    hosts.start_receiver()
+    hosts.own_clock("d1", 0)
+    hosts.start_dispatcher("d1")
+    hosts.start_dispatcher("d2")
+    wait_until(
+        lambda: delivered_by(hosts, "d1", keys) >= 5,
+        what="d1 to deliver before the jump",
+        hosts=hosts,
+    )
+    hosts.set_clock("d1", jump)
+    wait_until(lambda: settled(hosts, keys), what="every handoff settled", hosts=hosts)
+
+    assert_guarantees(hosts, keys)
+    assert "refused: lease taken over" not in hosts.log("d1") + hosts.log("d2")
