@@ -65,6 +65,9 @@ def handoffs_mark_after_failover(*, timeline: int) -> int:
     uncertain, as after a restore, and its fencing epoch skips FAILOVER_EPOCH_GAP; returns how many. One
     transaction under the timeline row's lock, so that every other process's first connection waits for it
     and no claim on the new timeline comes before the marking. The first timeline ever seen marks nothing."""
+    seen = DatabaseTimeline.objects.using(DB).filter(pk=1).values_list("timeline", flat=True)
+    if seen.first() == timeline:  # the usual case: no lock taken
+        return 0
     with transaction.atomic(using=DB):
         DatabaseTimeline.objects.using(DB).bulk_create(
             [DatabaseTimeline(pk=1, timeline=timeline)], ignore_conflicts=True

@@ -1,5 +1,6 @@
 """After a restore from a backup (`outbox/services/restore.py`): every pending handoff is asked about at its
-destination before any new attempt. Against real processes and a real pg_dump: tests/faults/test_restore.py."""
+destination before any new attempt; after a failover (a new timeline) too. Against real processes and a real
+pg_dump: tests/faults/test_restore.py; a real failover: tests/faults/test_failover.py."""
 
 import pytest
 
@@ -8,7 +9,11 @@ from delivery.services import task_create_idempotent
 from outbox.destinations import InProcessDestination
 from outbox.dispatcher import settle_uncertain
 from outbox.models import Attempt, HandoffEvent, HandoffState
-from outbox.services.restore import handoffs_mark_restored
+from outbox.services.restore import (
+    FAILOVER_EPOCH_GAP,
+    handoffs_mark_after_failover,
+    handoffs_mark_restored,
+)
 from tests.builders import deliver, record
 
 pytestmark = pytest.mark.django_db(databases=["default", "delivery"])
@@ -67,3 +72,26 @@ def test_the_outbox_is_analyzed_after_the_marking_so_claims_know_the_backlog():
         )
         [(values,)] = cursor.fetchall()
     assert S.UNCERTAIN in values
+
+
+def test_a_new_timeline_marks_pending_rows_once_and_skips_their_fencing_epochs():
+    forgotten, done = record(1), deliver(record(2))
+    assert handoffs_mark_after_failover(timeline=1) == 0, "the first timeline seen marks nothing"
+    assert handoffs_mark_after_failover(timeline=1) == 0
+
+    assert handoffs_mark_after_failover(timeline=2) == 1
+    forgotten.refresh_from_db()
+    assert (forgotten.state, forgotten.reason_code) == (S.UNCERTAIN, "failed_over")
+    assert forgotten.fencing_epoch == FAILOVER_EPOCH_GAP
+    event = HandoffEvent.objects.filter(handoff=forgotten).latest("id")
+    assert (event.from_state, event.to_state, event.actor_label) == (
+        S.PENDING,
+        S.UNCERTAIN,
+        "database failover",
+    )
+    assert "timeline 1 to 2" in event.reason
+    done.refresh_from_db()
+    assert done.state == S.DELIVERED
+
+    record(3)
+    assert handoffs_mark_after_failover(timeline=2) == 0, "one marking per timeline"
