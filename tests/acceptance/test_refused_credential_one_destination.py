@@ -175,6 +175,7 @@ def test_a_refused_token_pauses_only_its_destination_with_one_page_and_drains_af
     assert incident.state == IncidentState.RESOLVED
     assert "credential_rejected" in incident.evidence_first
     assert f"{health.paused_at:%Y-%m-%d %H:%M:%S}" in incident.evidence_first
+    assert f"credentials: ${ACCOUNTS_TOKEN_ENV}" in incident.evidence_first
     assert [m.subject for m in mail.outbox if "RESOLVED" in m.subject] == [
         f"[handoff] RESOLVED: incident {incident.pk}: {incident.title}"
     ]
