@@ -13,7 +13,7 @@ from datetime import datetime
 from django.db.models import BooleanField, ExpressionWrapper, Q
 
 from outbox.clock import db_now
-from outbox.models import DestinationHealth, DestinationState, Handoff, PauseReason
+from outbox.models import DestinationHealth, DestinationState, Handoff, HoldKind, PauseReason
 from reconciliation.selectors import live_findings
 
 
@@ -32,11 +32,15 @@ class DestinationHold:
     next_probe_at: datetime | None
     reason: str
     health: DestinationHealth
+    # The database's time when the row was read: a probe time already past reads as due.
+    now: datetime | None = None
+    set_by: str = ""
 
     @property
     def headline(self) -> str:
         return {
             "window": f"Destination {self.name} is paused by an operator",
+            "maintenance": f"Destination {self.name} is in a maintenance window",
             "credential": f"Destination {self.name} is paused: it refused our credentials",
             "unreachable": f"Destination {self.name} is paused: it cannot be reached",
             "retry_after": f"Destination {self.name} asked us to wait (Retry-After)",
@@ -51,14 +55,17 @@ class DestinationHold:
             since = _utc(self.since) if self.since else "a time not recorded"
             return f"held since {since}, until {_utc(self.until)}: no call before then"
         parts = [f"since {_utc(self.since)}"] if self.since else []
-        if self.cause == "window":
+        if self.cause in ("window", "maintenance"):
             parts.append(
                 f"until {_utc(self.until)}" if self.until else "until an operator resumes it"
             )
         else:
-            probe = (
-                f"next probe {_utc(self.next_probe_at)}" if self.next_probe_at else "no probe due"
-            )
+            if self.next_probe_at is None:
+                probe = "no probe due"
+            elif self.now is not None and self.next_probe_at <= self.now:
+                probe = "probing now"
+            else:
+                probe = f"next probe {_utc(self.next_probe_at)}"
             parts.append(f"{probe}; resumes by itself when a probe succeeds")
         return " · ".join(parts)
 
@@ -68,14 +75,15 @@ def _utc(at: datetime | None) -> str:
 
 
 def _hold_of(health: DestinationHealth) -> DestinationHold | None:
-    common = {"name": health.name, "health": health}
+    common = {"name": health.name, "health": health, "now": getattr(health, "now", None)}
     if getattr(health, "in_window", False):
         return DestinationHold(
-            cause="window",
-            since=health.window_starts_at,
-            until=health.window_ends_at,
+            cause="maintenance" if health.operator_kind == HoldKind.WINDOW else "window",
+            since=health.operator_since,
+            until=health.operator_until,
             next_probe_at=None,
-            reason=health.window_reason,
+            reason=health.operator_reason,
+            set_by=health.operator_by,
             **common,
         )
     if health.state == DestinationState.PAUSED:
@@ -107,7 +115,11 @@ def destination_holds(names: Iterable[str]) -> dict[str, DestinationHold]:
     if not names:
         return {}
     held = ExpressionWrapper(Q(hold_until__gt=db_now()), output_field=BooleanField())
-    rows = DestinationHealth.objects.with_window().annotate(held=held).filter(name__in=names)
+    rows = (
+        DestinationHealth.objects.with_holds()
+        .annotate(held=held, now=db_now())
+        .filter(name__in=names)
+    )
     holds = (_hold_of(health) for health in rows)
     return {hold.name: hold for hold in holds if hold is not None}
 

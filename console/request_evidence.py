@@ -79,7 +79,7 @@ def _destinations(handoffs: list[Handoff]) -> dict[str, DestinationHealth]:
     names = {h.destination for h in handoffs if h.state == HandoffState.PENDING}
     if not names:
         return {}
-    return {d.name: d for d in DestinationHealth.objects.with_window().filter(name__in=names)}
+    return {d.name: d for d in DestinationHealth.objects.with_holds().filter(name__in=names)}
 
 
 def _closing_events(rows: list[Request]) -> dict[int, RequestEvent]:

@@ -23,15 +23,15 @@ def _at(moment: datetime | None, now: datetime) -> str:
 
 
 def _window(health: DestinationHealth, now: datetime) -> Held:
-    name, ends = health.name, health.window_ends_at
+    name, ends = health.name, health.operator_until
     until = f"until {_at(ends, now)}" if ends else "until resumed"
-    who = health.window_set_by or "an operator"
-    why = f" ({health.window_reason})" if health.window_reason else ""
+    who = health.operator_by or "an operator"
+    why = f" ({health.operator_reason})" if health.operator_reason else ""
     return Held(
-        f"{name} is paused by {who} from {_at(health.window_starts_at, now)} {until}{why}",
+        f"{name} is paused by {who} from {_at(health.operator_since, now)} {until}{why}",
         f"{name} resumes {'at ' + _at(ends, now) if ends else 'when an operator resumes it'} "
         "and the step is sent then",
-        f"{who} (operator)" if health.window_set_by else "the operators",
+        f"{who} (operator)" if health.operator_by else "the operators",
     )
 
 
@@ -39,11 +39,17 @@ def _breaker(health: DestinationHealth, now: datetime) -> Held:
     name = health.name
     return Held(
         f"{name} takes no calls since {_at(health.paused_at, now)} "
-        f"({health.get_pause_reason_display().lower()}); next probe at "
-        f"{_at(health.next_probe_at, now)}",
+        f"({health.get_pause_reason_display().lower()}); {_next_probe(health.next_probe_at, now)}",
         f"the system probes {name} and sends the step when it answers",
         "the system (it probes the destination and resumes by itself)",
     )
+
+
+def _next_probe(at: datetime | None, now: datetime) -> str:
+    """A probe time already past reads as due: the probe is being made, not in the past."""
+    if at is not None and at <= now:
+        return "probing now"
+    return f"next probe at {_at(at, now)}"
 
 
 def _hold(health: DestinationHealth, now: datetime) -> Held:
@@ -55,7 +61,7 @@ def _hold(health: DestinationHealth, now: datetime) -> Held:
 
 
 def held(health: DestinationHealth | None, now: datetime) -> Held | None:
-    """How `health` (annotated `in_window`) holds its handoffs back at `now`, or None when it takes calls."""
+    """How `health` (annotated `with_holds`) holds its handoffs back at `now`, or None when it takes calls."""
     if health is None:
         return None
     if getattr(health, "in_window", False):

@@ -45,6 +45,7 @@ from outbox.services.leases import (
 )
 from outbox.services.limits import destination_acquire, destination_release
 from outbox.services.lookup_limits import lookups_under_limits
+from outbox.services.outcomes import handoffs_probe_not_counted
 from outbox.settling import SettlementPass, settle_pass
 
 log = logging.getLogger(__name__)
@@ -97,10 +98,20 @@ def dispatch_batch(
             leased_at=leased_at,
         )
         _deliver(claims, destination, batching, stats, keeper, stop)
+        _probe_not_counted(admission, claims, keeper, destination.name)
     finally:
         # Given back right after the calls already; this covers no claims, a pause, and an error before the calls.
         destination_release(permit=permit)
     return stats
+
+
+def _probe_not_counted(
+    admission: Admission, claims: list[Claim], keeper: LeaseKeeper, name: str
+) -> None:
+    """A probe's call that found the destination still down is the destination's, not the handoff's."""
+    if admission is Admission.PROBE:
+        sent = [claim for claim in claims if claim.handoff_id in keeper.sent]
+        handoffs_probe_not_counted(claims=sent, destination=name)
 
 
 def _permit(

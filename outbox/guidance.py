@@ -144,14 +144,14 @@ def _finding_guidance(findings: Sequence) -> Guidance:
 
 def _window_guidance(pause) -> Guidance:
     until = (
-        f"until {pause.window_ends_at:%Y-%m-%d %H:%M} UTC"
-        if pause.window_ends_at
+        f"until {pause.operator_until:%Y-%m-%d %H:%M} UTC"
+        if pause.operator_until
         else "until an operator resumes it"
     )
-    by = f" by {pause.window_set_by}" if pause.window_set_by else ""
+    by = f" by {pause.operator_by}" if pause.operator_by else ""
     return Guidance(
         f"Waiting: destination {pause.name} is paused{by} {until}.",
-        f"Reason: {pause.window_reason or 'none given'}. It is sent when the pause ends, by itself; "
+        f"Reason: {pause.operator_reason or 'none given'}. It is sent when the pause ends, by itself; "
         "no attempt or retry time of this handoff is spent meanwhile.",
         avoid=("retry",),
     )

@@ -16,6 +16,7 @@ from outbox.models import (
     Handoff,
     HandoffEvent,
     HandoffState,
+    HoldKind,
     PauseReason,
 )
 
@@ -38,7 +39,7 @@ def handoff_visible(workspace_ids: Iterable[int], pk: int) -> Handoff | None:
 
 def destination_pause(name: str) -> DestinationHealth | None:
     """The destination's row when it takes no calls now (paused by its breaker, or in an operator's pause or
-    maintenance window: `in_window`), else None."""
+    maintenance window: `in_window`, with the hold's `operator_*`), else None."""
     return DestinationHealth.objects.held_back().filter(name=name).first()
 
 
@@ -125,7 +126,7 @@ def last_successful_step(handoff: Handoff) -> str:
 @dataclass(frozen=True)
 class DestinationSummary:
     """One destination as the Destinations page shows it: its health row (annotated `held` and
-    `in_window`), and the handoffs of the viewer's workspaces waiting for it."""
+    `with_holds`), and the handoffs of the viewer's workspaces waiting for it."""
 
     name: str
     health: DestinationHealth
@@ -137,12 +138,7 @@ class DestinationSummary:
     def state_words(self) -> str:
         health = self.health
         if getattr(health, "in_window", False):
-            until = (
-                f"until {health.window_ends_at:%Y-%m-%d %H:%M} UTC"
-                if health.window_ends_at
-                else "until resumed"
-            )
-            return f"paused by an operator {until}"
+            return _operator_hold_words(health)
         if (
             health.state == DestinationState.PAUSED
             and health.pause_reason == PauseReason.UNSERVABLE
@@ -152,9 +148,21 @@ class DestinationSummary:
             return f"paused by its breaker: {health.get_pause_reason_display().lower()}"
         if getattr(health, "held", False):
             return f"held by Retry-After until {health.hold_until:%H:%M:%S} UTC"
-        if health.window_starts_at:
-            return f"active; maintenance window from {health.window_starts_at:%Y-%m-%d %H:%M} UTC"
+        if getattr(health, "next_hold_from", None):
+            return f"active; maintenance window from {health.next_hold_from:%Y-%m-%d %H:%M} UTC"
         return "active"
+
+
+def _operator_hold_words(health: DestinationHealth) -> str:
+    """The operator's hold that lasts longest (annotated by `with_holds`), in a few words."""
+    until = (
+        f"until {health.operator_until:%Y-%m-%d %H:%M} UTC"
+        if health.operator_until
+        else "until resumed"
+    )
+    if health.operator_kind == HoldKind.WINDOW:
+        return f"in a maintenance window {until}"
+    return f"paused by an operator {until}"
 
 
 def destination_summaries(
@@ -166,9 +174,7 @@ def destination_summaries(
     held = ExpressionWrapper(Q(hold_until__gt=db_now()), output_field=BooleanField())
     health = {
         row.name: row
-        for row in DestinationHealth.objects.with_window()
-        .annotate(held=held)
-        .filter(name__in=names)
+        for row in DestinationHealth.objects.with_holds().annotate(held=held).filter(name__in=names)
     }
     waiting = (
         Handoff.objects.filter(

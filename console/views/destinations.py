@@ -33,6 +33,7 @@ from outbox.destinations.registry import (
     secret_sources,
     seed_config,
 )
+from outbox.hold_lines import destination_holds_now
 from outbox.limit_rules import SET_LIMITS_PERMISSION
 from outbox.models import DestinationConfig, DestinationEvent
 from outbox.selectors import DestinationSummary, destination_summaries
@@ -144,6 +145,7 @@ def _detail_context(request: HtmxHttpRequest, view: DestinationView, result=None
         "events": DestinationEvent.objects.filter(destination=view.name).order_by("-at", "-id")[
             :50
         ],
+        "holds": destination_holds_now(view.name),
         "may_pause": request.user.has_perm(SET_LIMITS_PERMISSION),
         "test_every_seconds": CONNECTION_TEST_EVERY_SECONDS,
         "result": result,
@@ -227,10 +229,22 @@ def destination_pause(request: HtmxHttpRequest, name: str) -> str:
     return f"{name} is paused."
 
 
+def _hold_id(raw: str) -> int:
+    number = whole_number(raw, high=2**62)
+    if number is None:
+        raise InvalidWindow(f"hold must be a hold's number; got {raw[:20]!r}")
+    return number
+
+
 @operator_window_action("Not resumed")
 def destination_resume(request: HtmxHttpRequest, name: str) -> str:
+    hold_id = request.POST.get("hold", "").strip()
     health = destination_resume_by_operator(
-        name=name, actor=request.user, reason=request.POST.get("reason", "")
+        name=name,
+        actor=request.user,
+        reason=request.POST.get("reason", ""),
+        hold_id=_hold_id(hold_id) if hold_id else None,
+        probe=bool(request.POST.get("probe")),
     )
     if health.paused_by_breaker:
         # Asked at once and not answered (the service says so in the destination's events).

@@ -1,7 +1,7 @@
 """The outbox's models: one row per approved action to hand off (`handoffs`), its attempts and history
 (`history`), the receiving systems (`destination_configs`), their breakers and limits (`destinations`),
-bulk jobs (`bulk`), and the states with every allowed move (`states`). Every model is imported here, so
-Django and callers find them in `outbox.models`."""
+bulk jobs (`bulk`), a destination's holds (`holds`), and the states with every allowed move (`states`).
+Every model is imported here, so Django and callers find them in `outbox.models`."""
 
 from outbox.models.archive import ArchivedHandoff
 from outbox.models.bulk import BulkJob
@@ -15,6 +15,7 @@ from outbox.models.destinations import (
 )
 from outbox.models.handoffs import Handoff, HandoffQuerySet
 from outbox.models.history import Attempt, HandoffEvent
+from outbox.models.holds import DestinationHold, DestinationHoldQuerySet, HoldKind
 from outbox.models.states import (
     AGE_CHOICES,
     COMPENSATION_TRANSITIONS,
@@ -60,6 +61,9 @@ __all__ = [
     "DestinationConfig",
     "DestinationEvent",
     "DestinationHealth",
+    "DestinationHold",
+    "DestinationHoldQuerySet",
+    "HoldKind",
     "DestinationSlot",
     "DestinationState",
     "FailureClass",

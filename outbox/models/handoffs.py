@@ -122,6 +122,10 @@ class Handoff(models.Model):
         default=0,
         help_text="Automatic attempts since the handoff was recorded or an operator retried it.",
     )
+    # Of `attempts`, the ones that were not this handoff's own (issue 36, item 8): claims given back unsent
+    # for a hold, and calls made as its destination's probe that failed (the destination's, not the
+    # handoff's). A default in the database: the release before inserts rows without it.
+    attempts_not_counted = models.PositiveIntegerField(default=0, db_default=0)
     next_attempt_at = models.DateTimeField(null=True, blank=True)
     run_started_at = models.DateTimeField(
         null=True,
@@ -276,6 +280,12 @@ class Handoff(models.Model):
     def sent_body(self) -> dict:
         """The JSON body its destination receives: the frozen request's, else the payload."""
         return sent_body(self.request, self.payload)
+
+    @property
+    def attempts_made(self) -> int:
+        """The attempts that were this handoff's own, as screens count them: not a send skipped for a
+        hold, not a probe of its destination."""
+        return max(self.attempts - (self.attempts_not_counted or 0), 0)
 
     @property
     def is_open(self) -> bool:

@@ -1,10 +1,11 @@
-"""An operator's pause of a destination, and a maintenance window scheduled ahead.
+"""An operator's pause of a destination, and a maintenance window scheduled ahead: each a hold of its own
+(`DestinationHold`).
 
-Both are one window on the destination's row (`DestinationHealth.window_*`): from its start until its end
-(a pause has no end until an operator resumes it). While it is on, the destination's limits give no permit
-(`outbox/services/limits.py`): nothing is claimed, no attempt, retry window or probe is spent, nothing
-pages; waiting handoffs say why and until when. At the end the permits come back by themselves and the
-destination drains. Each change is a `DestinationEvent` with the actor and the reason.
+Holds overlap: a window scheduled during a pause is a second hold, and the destination is held while either
+is live; ending or expiring one never ends the other (issue 36, item 1). While any is live, the destination's
+limits give no permit (`outbox/services/limits.py`): nothing is claimed, no attempt, retry window or probe is
+spent, nothing pages; waiting handoffs say why and until when. When the last ends the permits come back by
+themselves and the destination drains. Each change is a `DestinationEvent` with the actor and the reason.
 
 Times are the database's: a pause starts at the database's now, and a window's end must be later than it.
 """
@@ -14,9 +15,15 @@ from datetime import datetime
 from django.db import transaction
 
 from lib.databases import DB
-from outbox.clock import db_now, db_now_plus
+from outbox.clock import db_now, db_now_plus, db_time
 from outbox.errors import InvalidActionInput
-from outbox.models import DestinationEvent, DestinationHealth, DestinationState
+from outbox.models import (
+    DestinationEvent,
+    DestinationHealth,
+    DestinationHold,
+    DestinationState,
+    HoldKind,
+)
 from outbox.services.breaker import destination_health_locked, destination_resume
 from outbox.services.recovery import destination_probe_now
 
@@ -33,138 +40,133 @@ def _checked_reason(reason: str) -> str:
     return reason.strip()[:REASON_MAX]
 
 
+def _label(actor) -> str:
+    return actor.get_username() if actor else "system"
+
+
 def _event(health: DestinationHealth, *, actor, action: str, text: str) -> None:
     DestinationEvent.objects.using(DB).create(
         destination=health.name,
         from_state=health.state,
         to_state=health.state,
         actor=actor,
-        actor_label=actor.get_username() if actor else "system",
+        actor_label=_label(actor),
         action=action,
         reason=text[:2000],
     )
 
 
-def _write_window(
-    health: DestinationHealth, *, starts, ends, reason: str, actor, action: str, text: str
-) -> DestinationHealth:
-    DestinationHealth.objects.using(DB).filter(pk=health.pk).update(
-        window_starts_at=starts,
-        window_ends_at=ends,
-        window_reason=reason,
-        window_set_by=actor.get_username() if actor else "",
-    )
-    _event(health, actor=actor, action=action, text=text)
-    health.refresh_from_db(using=DB)
-    return health
-
-
 def destination_pause_by_operator(
     *, name: str, actor, reason: str, for_seconds: float | None = None
-) -> DestinationHealth:
-    """Pause the destination from now, until an operator resumes it or for `for_seconds`."""
+) -> DestinationHold:
+    """Pause the destination from now, until an operator resumes it or for `for_seconds`: a hold of its
+    own, beside any other."""
     reason = _checked_reason(reason)
     if for_seconds is not None and for_seconds <= 0:
         raise InvalidWindow("a pause must last a positive number of seconds")
     with transaction.atomic(using=DB):
         health = destination_health_locked(name)
-        ends = db_now_plus(for_seconds) if for_seconds is not None else None
-        until = f"for {int(for_seconds)} s" if for_seconds is not None else "until resumed"
-        return _write_window(
-            health,
-            starts=db_now(),
-            ends=ends,
+        hold = DestinationHold.objects.using(DB).create(
+            destination=name,
+            kind=HoldKind.OPERATOR_PAUSE,
             reason=reason,
+            starts_at=db_now(),
+            ends_at=db_now_plus(for_seconds) if for_seconds is not None else None,
+            set_by=actor.get_username() if actor else "",
+        )
+        until = f"for {int(for_seconds)} s" if for_seconds is not None else "until resumed"
+        _event(
+            health,
             actor=actor,
             action="operator_pause",
             text=f"paused by an operator {until}: {reason}",
         )
-
-
-def _on_now(health: DestinationHealth, now: datetime) -> bool:
-    """An operator's pause or a window holds the destination at the database's `now`."""
-    starts, ends = health.window_starts_at, health.window_ends_at
-    return starts is not None and starts <= now and (ends is None or ends > now)
+    hold.refresh_from_db(using=DB)
+    return hold
 
 
 def destination_schedule_window(
     *, name: str, actor, reason: str, starts_at: datetime, ends_at: datetime
-) -> DestinationHealth:
-    """Schedule a maintenance window; it replaces a window scheduled ahead, and the event says which.
-
-    Refused while a pause or a window is on: the destination has one window, so a new one would end the
-    pause, and deliveries would start inside it (issue 36: a step delivered during a pause)."""
+) -> DestinationHold:
+    """Schedule a maintenance window: a hold of its own, beside a pause or another window (it ends
+    neither, and neither ends it)."""
     reason = _checked_reason(reason)
     if ends_at <= starts_at:
         raise InvalidWindow("a window must end after it starts")
     with transaction.atomic(using=DB):
         health = destination_health_locked(name)
-        now = (
-            DestinationHealth.objects.using(DB)
-            .filter(pk=health.pk)
-            .annotate(now=db_now())
-            .values_list("now", flat=True)
-            .get()
-        )
-        if ends_at <= now:
+        if ends_at <= db_time():
             raise InvalidWindow("a window must end in the future")
-        if _on_now(health, now):
-            raise InvalidWindow(_held_now_refusal(health))
-        replaced = (
-            f" (replaces the window scheduled from {health.window_starts_at:%Y-%m-%d %H:%M} UTC)"
-            if health.window_starts_at is not None and health.window_starts_at > now
-            else ""
-        )
-        return _write_window(
-            health,
-            starts=starts_at,
-            ends=ends_at,
+        hold = DestinationHold.objects.using(DB).create(
+            destination=name,
+            kind=HoldKind.WINDOW,
             reason=reason,
+            starts_at=starts_at,
+            ends_at=ends_at,
+            set_by=actor.get_username() if actor else "",
+        )
+        _event(
+            health,
             actor=actor,
             action="window_scheduled",
             text=f"maintenance window {starts_at:%Y-%m-%d %H:%M} to {ends_at:%Y-%m-%d %H:%M} UTC: "
-            f"{reason}{replaced}",
+            f"{reason}",
         )
+    return hold
 
 
-def _held_now_refusal(health: DestinationHealth) -> str:
-    by = f" by {health.window_set_by}" if health.window_set_by else ""
-    until = (
-        f"until {health.window_ends_at:%Y-%m-%d %H:%M} UTC"
-        if health.window_ends_at
-        else "until it is resumed"
-    )
-    return (
-        f"{health.name} is paused{by} {until} ({health.window_reason}); a window now would end that "
-        "pause: schedule it once the pause is over, or resume first"
-    )
+def _to_end(name: str, hold_id: int | None):
+    """The holds a resume ends: the one named; else the live pauses; else the live windows; else the
+    windows scheduled ahead (a cancel). A pause's resume never ends a window, nor the reverse."""
+    holds = DestinationHold.objects.using(DB).filter(destination=name)
+    if hold_id is not None:
+        return list(holds.not_ended().filter(pk=hold_id))
+    live = holds.live()
+    for rows in (
+        live.filter(kind=HoldKind.OPERATOR_PAUSE),
+        live.filter(kind=HoldKind.WINDOW),
+        holds.scheduled(),
+    ):
+        found = list(rows)
+        if found:
+            return found
+    return []
 
 
-def destination_resume_by_operator(*, name: str, actor, reason: str) -> DestinationHealth:
-    """End an operator's pause or window now (or cancel one scheduled ahead); the destination drains. A
-    destination paused by its breaker (an outage, a refused credential) is asked at once, after the commit
+def destination_resume_by_operator(
+    *, name: str, actor, reason: str, hold_id: int | None = None, probe: bool = False
+) -> DestinationHealth:
+    """End an operator's hold now (`hold_id`, or as `_to_end` picks: a pause before a window, a window
+    scheduled ahead last); the destination drains once no other hold is live. A destination paused by its
+    breaker (an outage, a refused credential) and held by no operator is asked at once, after the commit
     (`outbox/services/recovery.py`): it resumes on that answer, or else when its next probe succeeds, which
-    is the next claim (`outbox/services/breaker.py`)."""
+    is the next claim (`outbox/services/breaker.py`). `probe`: only that, whatever an operator holds."""
     reason = _checked_reason(reason)
-    label = actor.get_username() if actor else "system"
+    label = _label(actor)
     with transaction.atomic(using=DB):
         health = destination_health_locked(name)
-        if health.window_starts_at is None and health.state == DestinationState.PAUSED:
+        ending = [] if probe else _to_end(name, hold_id)
+        if not ending and health.state == DestinationState.PAUSED and hold_id is None:
             destination_resume(name=name, actor_label=label)
-        elif health.window_starts_at is None:
+        elif not ending:
             raise InvalidWindow(f"destination {name} has no pause or window to end")
         else:
-            _write_window(
+            DestinationHold.objects.using(DB).filter(pk__in=[h.pk for h in ending]).update(
+                ended_at=db_now(), ended_by=label
+            )
+            what = ", ".join(
+                f"{h.get_kind_display().lower()} from {h.starts_at:%Y-%m-%d %H:%M} UTC"
+                for h in ending
+            )
+            _event(
                 health,
-                starts=None,
-                ends=None,
-                reason="",
                 actor=actor,
                 action="operator_resume",
-                text=f"resumed by an operator: {reason}",
+                text=f"ended by an operator ({what}): {reason}",
             )
     health.refresh_from_db(using=DB)
-    if health.state == DestinationState.PAUSED:
+    others = DestinationHold.objects.using(DB).live().filter(destination=name).exists()
+    if health.state == DestinationState.PAUSED and not others:
         destination_probe_now(name=name, asked_by=f"resume by {label}")
         health.refresh_from_db(using=DB)
     return health

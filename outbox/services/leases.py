@@ -57,6 +57,7 @@ def handoff_release_claims(*, claims: list[Claim], reason: str) -> int:
                 reason=reason,
                 next_attempt_at=db_now(),
                 attempts_in_run=max(handoff.attempts_in_run - 1, 0),
+                attempts_not_counted=handoff.attempts_not_counted + 1,
             )
             released += 1
     return released
@@ -166,6 +167,7 @@ def _never_called(handoff: Handoff, actor_label: str) -> bool:
         reason=f"lease of {owner} expired before the call started: never sent, due again",
         next_attempt_at=db_now(),
         attempts_in_run=max(handoff.attempts_in_run - 1, 0),
+        attempts_not_counted=handoff.attempts_not_counted + 1,
         last_error=f"worker {owner} stopped before sending it; it was never sent and goes again",
     )
     return True

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from time import time_ns
 
 from django.db import connections, transaction
-from django.db.models import BooleanField, DateTimeField, ExpressionWrapper, Q
-from django.db.models.functions import Coalesce
+from django.db.models import BooleanField, DateTimeField, ExpressionWrapper, F, Q, Value
+from django.db.models.functions import Coalesce, Concat
 
 from lib.databases import DB
 from lib.telemetry import past_spans
@@ -17,8 +17,15 @@ from outbox.clock import db_now, db_now_plus
 from outbox.delivered import DeliveredRow, record_delivered
 from outbox.destinations import Destination
 from outbox.errors import LeaseLost
-from outbox.failures import DeliveryResult
-from outbox.models import Attempt, Handoff, HandoffEvent, HandoffState
+from outbox.failures import UNREACHABLE_REASONS, DeliveryResult
+from outbox.models import (
+    Attempt,
+    AttemptOutcome,
+    FailureClass,
+    Handoff,
+    HandoffEvent,
+    HandoffState,
+)
 from outbox.outcomes import Plan, attempt_fields, delivered_plan, plan_outcome
 from outbox.services.claims import Claim
 from outbox.services.transitions import (
@@ -223,3 +230,32 @@ def handoff_record_outcome(
             f"{claim.action_key}: lease of {claim.worker} epoch {claim.epoch} was taken over"
         )
     return state
+
+
+def handoffs_probe_not_counted(*, claims: list[Claim], destination: str) -> int:
+    """The claims were sent as their paused destination's probe: a probe that found the destination still
+    down (unreachable, credentials refused) was the destination's call, not the handoff's attempt (issue 36,
+    item 8). Its attempt says so and the handoff does not count it (`Handoff.attempts_made`). A probe that
+    delivered, or whose outcome is unknown, stays the handoff's. Returns how many were not counted."""
+    if not claims:
+        return 0
+    refused = Q(failure_class=FailureClass.CREDENTIAL) | Q(reason_code__in=UNREACHABLE_REASONS)
+    probes = Q()
+    for claim in claims:
+        probes |= Q(handoff_id=claim.handoff_id, number=claim.attempt_number)
+    with transaction.atomic(using=DB):
+        ids = list(
+            Attempt.objects.using(DB)
+            .filter(probes, refused, outcome=AttemptOutcome.FAILED)
+            .values_list("handoff_id", flat=True)
+        )
+        if not ids:
+            return 0
+        Attempt.objects.using(DB).filter(probes, handoff_id__in=ids).update(
+            detail=Concat(Value(f"probe of destination {destination}, not counted: "), "detail")
+        )
+        return (
+            Handoff.objects.using(DB)
+            .filter(pk__in=ids)
+            .update(attempts_not_counted=F("attempts_not_counted") + 1)
+        )

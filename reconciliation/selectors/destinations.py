@@ -6,6 +6,7 @@ from django.db.models import BooleanField, Count, ExpressionWrapper, Q
 
 from outbox.clock import db_now
 from outbox.destinations.registry import enabled_destination_names
+from outbox.hold_lines import DestinationHolds, destinations_holds
 from outbox.models import DestinationHealth, DestinationSlot, SlotKind
 
 
@@ -18,6 +19,8 @@ class DestinationOverview:
     held: bool
     calls_in_flight: int
     requests_last_second: int
+    # Every live hold and the next scheduled (`outbox/hold_lines.py`), as the destination page says them.
+    holds: DestinationHolds | None = None
 
     @property
     def name(self) -> str:
@@ -30,8 +33,8 @@ def destination_names() -> set[str]:
 
 
 def destinations_overview(name: str | None = None) -> list[DestinationOverview]:
-    """Every destination (or one), in name order, in two queries whatever their number. A destination not seen
-    yet shows the configured default limits."""
+    """Every destination (or one), in name order, in four queries whatever their number. A destination not
+    seen yet shows the configured default limits."""
     held = ExpressionWrapper(Q(hold_until__gt=db_now()), output_field=BooleanField())
     rows = DestinationHealth.objects.annotate(held=held).order_by("name")
     slots = DestinationSlot.objects.filter(
@@ -45,12 +48,14 @@ def destinations_overview(name: str | None = None) -> list[DestinationOverview]:
         for d, kind, n in slots.values_list("destination", "kind").annotate(n=Count("id"))
     }
     names = sorted({name} if name is not None else {*health, *enabled_destination_names()})
+    holds = destinations_holds(names)
     return [
         DestinationOverview(
             health=health.get(n) or DestinationHealth(name=n),
             held=bool(getattr(health.get(n), "held", False)),
             calls_in_flight=in_use.get((n, SlotKind.CONCURRENCY), 0),
             requests_last_second=in_use.get((n, SlotKind.RATE), 0),
+            holds=holds[n],
         )
         for n in names
     ]

@@ -127,7 +127,7 @@ def test_a_retry_after_hold_says_since_and_until_when_and_promises_no_seconds(
 def test_an_operators_pause_shows_who_since_when_and_until_resumed(page, live_server, sign_in):
     world = onboarding_world()
     handoff = _waiting_after_a_failed_attempt()
-    health = destination_pause_by_operator(
+    pause = destination_pause_by_operator(
         name="receiver", actor=world["olga"], reason="receiver upgrade"
     )
     sign_in("olga")
@@ -135,7 +135,7 @@ def test_an_operators_pause_shows_who_since_when_and_until_resumed(page, live_se
     page.goto(f"{live_server.url}/handoffs/")
     row = page.locator(f"#handoff-{handoff.pk}")
     expect(row.locator(".hold")).to_contain_text(
-        f"Destination receiver is paused by an operator · since {_utc(health.window_starts_at)} "
+        f"Destination receiver is paused by an operator · since {_utc(pause.starts_at)} "
         "· until an operator resumes it"
     )
     expect(row.get_by_role("button", name="Run now")).to_have_count(0)

@@ -18,7 +18,7 @@ from approvals.rules import schema_problems
 from approvals.services.observation import CurrentProcessOutcome
 from lib.csv_cells import csv_cell
 from outbox.dispatcher import handoff_deliver
-from outbox.models import DestinationEvent, DestinationHealth, Handoff, HandoffState
+from outbox.models import DestinationEvent, DestinationHold, Handoff, HandoffState
 from outbox.services.operator import handoff_cancel
 from reconciliation.models import Incident, IncidentKind, IncidentSeverity, Replay, ReplayItem
 from tests.builders import approve, deliver, record
@@ -182,7 +182,7 @@ def test_a_window_out_of_range_is_a_400_naming_the_field_and_writes_nothing(worl
     assert answer.status_code == 400
     assert f"Not scheduled: {field} ".encode() in answer.content
     assert not DestinationEvent.objects.exists()
-    assert not DestinationHealth.objects.filter(window_starts_at__isnull=False).exists()
+    assert not DestinationHold.objects.exists()
 
 
 @pytest.mark.parametrize("field", ["since", "until"])

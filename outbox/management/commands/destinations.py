@@ -1,4 +1,5 @@
-"""`manage.py destinations apply FILE | list | check`: destinations kept under version control.
+"""`manage.py destinations apply FILE | list | check | holds NAME | probe NAME`: destinations kept under
+version control, and what holds one now.
 
     apply FILE   create or update a row per entry of FILE (JSON: {"destinations": [{"name", "kind",
                  "enabled", ...the kind's keys}]}), all or nothing, each change audited as a destination
@@ -10,6 +11,8 @@
                  (RECEIVER_*) that its row overrides, and every contract that cannot work (an override
                  contradicting what a status means, a path a sample answer lacks: contract_checks.py);
                  notes each path no sample answer checks
+    holds NAME   every live hold of NAME (kind, reason, since, until, who set it) and the next scheduled,
+                 in the words of its console page
     probe NAME   run NAME's whole contract with a probe key (create, repeat, lookup, undo: meant for its
                  sandbox), each part's verdict and evidence; exit 1 if any part failed
 
@@ -40,6 +43,7 @@ from outbox.destinations.status_events_config import (
     SINGLE_SECRET_ENV,
     destinations_left_on_the_single_secret,
 )
+from outbox.hold_lines import destination_holds_now
 from outbox.models import DestinationConfig
 from outbox.services.destination_configs import DestinationsRefused, destination_configs_apply
 from outbox.services.destination_probes import ProbeRefused, destination_probe
@@ -79,6 +83,8 @@ class Command(BaseCommand):
         probe = commands.add_parser(
             "probe", help="Run a destination's whole contract with a probe key (its sandbox)."
         )
+        holds = commands.add_parser("holds", help="A destination's live holds and the next one.")
+        holds.add_argument("name")
         probe.add_argument("name")
         probe.add_argument("--key", help="the probe key, probe:<anything> (default: random)")
         probe.add_argument("--body", help="the JSON object created (default: its probe_body)")
@@ -89,6 +95,7 @@ class Command(BaseCommand):
             "list": self._list,
             "check": self._check,
             "probe": self._probe,
+            "holds": self._holds,
         }
         handlers[command](**options)
 
@@ -145,6 +152,15 @@ class Command(BaseCommand):
                 self.stdout.write(f"ok  {describe_contract(destination_named(name))}")
         for line in _unchecked(held):
             self.stdout.write(f"note  {line}")
+
+    def _holds(self, *, name: str, **_options):
+        holds = destination_holds_now(name)
+        for line in holds.live:
+            self.stdout.write(f"held  {line.words}")
+        if not holds.live:
+            self.stdout.write(f"{name}: no hold live")
+        if holds.next_scheduled:
+            self.stdout.write(f"next  {holds.next_scheduled.words}")
 
     def _probe(self, *, name: str, key: str | None, body: str | None, **_options):
         try:

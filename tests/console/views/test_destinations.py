@@ -7,7 +7,13 @@ from io import StringIO
 import pytest
 from django.core.management import call_command
 
-from outbox.models import DestinationConfig, DestinationEvent, DestinationHealth, HandoffState
+from outbox.models import (
+    DestinationConfig,
+    DestinationEvent,
+    DestinationHealth,
+    DestinationHold,
+    HandoffState,
+)
 from tests.console.clients import client_for
 from tests.factories import HandoffFactory, grant_destination_admin
 
@@ -40,7 +46,7 @@ def test_pausing_needs_the_destination_permission_and_writes_nothing_without_it(
     refused = client_for(world["olga"]).post("/destinations/crm/pause", {"reason": "upgrade"})
     assert refused.status_code == 403
     assert not DestinationEvent.objects.exists()
-    assert not DestinationHealth.objects.filter(window_starts_at__isnull=False).exists()
+    assert not DestinationHold.objects.exists()
 
 
 def test_an_admin_pauses_then_resumes_and_the_page_says_so(world, crm):

@@ -10,20 +10,24 @@ from django.utils import timezone
 from outbox.clock import db_now_plus
 from outbox.dispatcher import dispatch_batch
 from outbox.guidance import next_step
+from outbox.hold_lines import destination_holds_now
 from outbox.models import (
     DestinationEvent,
     DestinationHealth,
+    DestinationHold,
     DestinationState,
     Handoff,
     HandoffState,
 )
 from outbox.selectors import destination_pause
+from outbox.services.claims import handoff_claim_due
 from outbox.services.destination_windows import (
     InvalidWindow,
     destination_pause_by_operator,
     destination_resume_by_operator,
     destination_schedule_window,
 )
+from outbox.services.leases import handoff_release_claims
 from reconciliation.alerts import alerts_send_due
 from reconciliation.models import Incident, IncidentKind
 from tests.factories import make_user
@@ -92,7 +96,7 @@ def test_a_maintenance_window_holds_only_while_it_is_on_and_ends_on_time(make_ha
     assert dispatch_batch(destination=ScriptedDestination()).delivered == 1
     make_handoff(2)
     # The window starts (its start is moved to the database's past) ...
-    DestinationHealth.objects.filter(name="receiver").update(window_starts_at=db_now_plus(-1))
+    DestinationHold.objects.filter(destination="receiver").update(starts_at=db_now_plus(-1))
     destination = ScriptedDestination()
     assert dispatch_batch(destination=destination).claimed == 0 and destination.calls == 0
     assert (
@@ -103,7 +107,7 @@ def test_a_maintenance_window_holds_only_while_it_is_on_and_ends_on_time(make_ha
         ).headline
     )
     # ... and ends (its end is now the database's past): the destination drains without anyone.
-    DestinationHealth.objects.filter(name="receiver").update(window_ends_at=db_now_plus(-0.001))
+    DestinationHold.objects.filter(destination="receiver").update(ends_at=db_now_plus(-0.001))
     assert dispatch_batch(destination=ScriptedDestination()).delivered == 1
 
 
@@ -136,7 +140,7 @@ def test_a_window_that_cannot_be_set_is_refused_and_writes_nothing(call, olga):
     with pytest.raises(InvalidWindow):
         call(olga)
     assert not DestinationEvent.objects.exists()
-    assert not DestinationHealth.objects.filter(window_starts_at__isnull=False).exists()
+    assert not DestinationHold.objects.exists()
 
 
 def test_a_row_written_without_the_window_columns_is_accepted_and_takes_calls(make_handoff):
@@ -156,35 +160,70 @@ def test_a_row_written_without_the_window_columns_is_accepted_and_takes_calls(ma
     assert dispatch_batch(destination=ScriptedDestination()).delivered == 1
 
 
-def test_a_window_scheduled_during_a_pause_is_refused_and_the_pause_holds(make_handoff, olga):
+def test_a_window_scheduled_during_a_pause_is_a_second_hold_and_neither_ends_the_other(
+    make_handoff, olga
+):
     """Issue 36, item 1: olga paused the destination, then scheduled a later window; the window took the
-    pause's place and a step was delivered inside the pause."""
+    pause's place and a step was delivered inside the pause. Now each is a hold of its own."""
     make_handoff(1)
-    destination_pause_by_operator(name="receiver", actor=olga, reason="accounts migration")
+    pause = destination_pause_by_operator(name="receiver", actor=olga, reason="accounts migration")
     now = timezone.now()
-    with pytest.raises(InvalidWindow, match="is paused by olga until it is resumed"):
-        destination_schedule_window(
-            name="receiver",
-            actor=olga,
-            reason="database maintenance",
-            starts_at=now + timedelta(minutes=27),
-            ends_at=now + timedelta(hours=1),
-        )
+    window = destination_schedule_window(
+        name="receiver",
+        actor=olga,
+        reason="database maintenance",
+        starts_at=now + timedelta(minutes=27),
+        ends_at=now + timedelta(hours=1),
+    )
     destination = ScriptedDestination()
     assert dispatch_batch(destination=destination).claimed == 0 and destination.calls == 0
-    actions = list(DestinationEvent.objects.values_list("action", flat=True))
-    assert actions == ["operator_pause"]
+    holds = destination_holds_now("receiver")
+    assert [line.hold_id for line in holds.live] == [pause.pk]
+    assert holds.next_scheduled.hold_id == window.pk
+    # The window starts while the pause is on; ending the pause leaves the window holding.
+    DestinationHold.objects.filter(pk=window.pk).update(starts_at=db_now_plus(-1))
+    destination_resume_by_operator(name="receiver", actor=olga, reason="migration done")
+    assert dispatch_batch(destination=ScriptedDestination()).claimed == 0
+    assert [line.hold_id for line in destination_holds_now("receiver").live] == [window.pk]
+    # And the window ending (its end passes) frees it: nothing else holds it.
+    DestinationHold.objects.filter(pk=window.pk).update(ends_at=db_now_plus(-0.001))
+    assert dispatch_batch(destination=ScriptedDestination()).delivered == 1
+    assert Handoff.objects.get().attempts == 1
 
 
-def test_a_window_scheduled_ahead_is_replaced_and_the_event_says_so(olga):
+def test_a_window_that_ends_leaves_a_pause_set_during_it(make_handoff, olga):
+    make_handoff(1)
     now = timezone.now()
-    for hours in (1, 3):
-        destination_schedule_window(
-            name="receiver",
-            actor=olga,
-            reason=f"maintenance in {hours} h",
-            starts_at=now + timedelta(hours=hours),
-            ends_at=now + timedelta(hours=hours + 1),
-        )
-    last = DestinationEvent.objects.order_by("id").last()
-    assert "(replaces the window scheduled from " in last.reason
+    window = destination_schedule_window(
+        name="receiver",
+        actor=olga,
+        reason="database maintenance",
+        starts_at=now + timedelta(hours=1),
+        ends_at=now + timedelta(hours=2),
+    )
+    DestinationHold.objects.filter(pk=window.pk).update(starts_at=db_now_plus(-1))
+    destination_pause_by_operator(name="receiver", actor=olga, reason="accounts migration")
+    destination_resume_by_operator(
+        name="receiver", actor=olga, reason="maintenance done early", hold_id=window.pk
+    )
+    assert dispatch_batch(destination=ScriptedDestination()).claimed == 0
+    [line] = destination_holds_now("receiver").live
+    assert (line.kind, line.reason, line.who) == (
+        "Paused by an operator",
+        "accounts migration",
+        "olga",
+    )
+
+
+def test_a_send_given_back_for_a_hold_adds_no_attempt_to_the_handoff(make_handoff, olga):
+    """Issue 36, item 8: a claim given back unsent because a hold began is not the handoff's attempt."""
+    make_handoff(1)
+    claims = handoff_claim_due(worker="w1", destination_name="receiver")
+    destination_pause_by_operator(name="receiver", actor=olga, reason="receiver upgrade")
+    assert handoff_release_claims(claims=claims, reason="not sent: destination paused") == 1
+    handoff = Handoff.objects.get()
+    assert (handoff.state, handoff.attempts, handoff.attempts_made) == (S.PENDING, 1, 0)
+    destination_resume_by_operator(name="receiver", actor=olga, reason="upgrade done")
+    assert dispatch_batch(destination=ScriptedDestination()).delivered == 1
+    handoff.refresh_from_db()
+    assert (handoff.attempts, handoff.attempts_made) == (2, 1)

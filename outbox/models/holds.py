@@ -1,0 +1,69 @@
+"""A destination's holds: each reason it takes no call, with its start, its end and who set it.
+
+Holds overlap: the destination is held while any one is live, and adding, ending or expiring one never
+ends another (issue 36, item 1: a window scheduled during a pause ended the pause). Live is asked on the
+database's clock, in the same query that reads the destination's limits (`DestinationHealthQuerySet`), by
+the partial index on the holds not ended."""
+
+from django.db import models
+
+from outbox.clock import DbClockDateTimeField, db_now
+
+
+class HoldKind(models.TextChoices):
+    OPERATOR_PAUSE = "operator_pause", "Paused by an operator"
+    WINDOW = "window", "Maintenance window"
+
+
+class DestinationHoldQuerySet(models.QuerySet):
+    def not_ended(self):
+        """Not ended by a person, and its end (if any) not passed yet (database clock)."""
+        return self.filter(ended_at__isnull=True).filter(
+            models.Q(ends_at__isnull=True) | models.Q(ends_at__gt=db_now())
+        )
+
+    def live(self):
+        """Holding the destination now (database clock)."""
+        return self.not_ended().filter(starts_at__lte=db_now())
+
+    def scheduled(self):
+        """Starting later (database clock), soonest first."""
+        return self.filter(ended_at__isnull=True, starts_at__gt=db_now()).order_by("starts_at")
+
+    def governing_first(self):
+        """The one that holds the destination longest first (no end = until a person ends it)."""
+        return self.order_by(models.F("ends_at").desc(nulls_first=True), "starts_at", "pk")
+
+
+class DestinationHold(models.Model):
+    """One hold on a destination: an operator's pause (from now, until a time or until resumed) or a
+    maintenance window (from a time to a time). While live no permit is given (`outbox/services/limits.py`):
+    nothing is claimed, no attempt, retry window or probe is spent, nothing pages. Ended by a person
+    (`ended_at`, `ended_by`) or by its own end passing; the row stays as the record."""
+
+    destination = models.CharField(max_length=40)
+    kind = models.CharField(max_length=20, choices=HoldKind.choices)
+    reason = models.CharField(max_length=200)
+    starts_at = models.DateTimeField(help_text="From (database clock for a pause).")
+    ends_at = models.DateTimeField(
+        null=True, blank=True, help_text="Until; empty: until a person ends it."
+    )
+    set_by = models.CharField(max_length=150, blank=True)
+    ended_at = models.DateTimeField(null=True, blank=True, help_text="Ended early by a person.")
+    ended_by = models.CharField(max_length=150, blank=True)
+    created_at = DbClockDateTimeField(auto_now_add=True)
+
+    objects = DestinationHoldQuerySet.as_manager()
+
+    class Meta:
+        indexes = [
+            # "Live now" for one destination: its holds not ended, by start.
+            models.Index(
+                fields=["destination", "starts_at"],
+                condition=models.Q(ended_at__isnull=True),
+                name="destination_hold_open_idx",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.destination}: {self.kind} from {self.starts_at}"

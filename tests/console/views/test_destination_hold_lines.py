@@ -1,0 +1,87 @@
+"""Every screen says a destination's holds in the same words (issue 36): the destination's page, Health and
+`manage.py destinations holds` list each live hold (kind, reason, since, until, who) and the next one
+scheduled; ending one from the page leaves the others."""
+
+from datetime import timedelta
+from io import StringIO
+
+import pytest
+from django.core.management import call_command
+from django.utils import timezone
+
+from outbox.clock import db_now_plus
+from outbox.hold_lines import destination_holds_now
+from outbox.models import DestinationConfig, DestinationHealth, DestinationHold
+from outbox.services.destination_windows import (
+    destination_pause_by_operator,
+    destination_schedule_window,
+)
+from tests.console.clients import client_for
+from tests.factories import grant_destination_admin
+
+pytestmark = pytest.mark.django_db(databases=["default", "delivery"])
+
+
+@pytest.fixture
+def held(world):
+    """crm paused by olga, in a window that started during the pause, another window ahead, and asked to
+    wait by a Retry-After answer."""
+    DestinationConfig.objects.create(name="crm", kind="in_process", config={})
+    olga = grant_destination_admin(world["olga"])
+    now = timezone.now()
+    pause = destination_pause_by_operator(name="crm", actor=olga, reason="crm upgrade")
+    window = destination_schedule_window(
+        name="crm",
+        actor=olga,
+        reason="database maintenance",
+        starts_at=now + timedelta(hours=1),
+        ends_at=now + timedelta(hours=2),
+    )
+    DestinationHold.objects.filter(pk=window.pk).update(starts_at=db_now_plus(-1))
+    ahead = destination_schedule_window(
+        name="crm",
+        actor=olga,
+        reason="index rebuild",
+        starts_at=now + timedelta(days=1),
+        ends_at=now + timedelta(days=1, hours=1),
+    )
+    DestinationHealth.objects.filter(name="crm").update(
+        hold_until=db_now_plus(60), hold_since=db_now_plus(-1), hold_reason="HTTP 429"
+    )
+    return {"olga": olga, "pause": pause, "window": window, "ahead": ahead}
+
+
+def test_the_page_health_and_the_cli_list_every_live_hold_and_the_next_in_one_wording(world, held):
+    holds = destination_holds_now("crm")
+    # The operators' holds by start (the window's was moved before the pause's), then the Retry-After.
+    assert [line.kind for line in holds.live] == [
+        "Maintenance window",
+        "Paused by an operator",
+        "Retry-After hold",
+    ]
+    assert holds.next_scheduled.reason == "index rebuild"
+    words = [line.words for line in holds.live] + [holds.next_scheduled.words]
+    assert words[1].startswith("Paused by an operator: crm upgrade · since ")
+    assert words[1].endswith(" · until an operator resumes it · set by olga")
+
+    olga = client_for(held["olga"])
+    page = olga.get("/destinations/crm/").content.decode()
+    health = olga.get("/health/").content.decode()
+    out = StringIO()
+    call_command("destinations", "holds", "crm", stdout=out)
+    for line in words:
+        assert line in page and line in health and line in out.getvalue()
+
+
+def test_ending_one_hold_from_the_page_leaves_the_others(world, held):
+    olga = client_for(held["olga"])
+    answer = olga.post(
+        "/destinations/crm/resume", {"reason": "upgrade done", "hold": held["pause"].pk}
+    )
+    assert answer.status_code == 302
+    kinds = [line.kind for line in destination_holds_now("crm").live]
+    assert kinds == ["Maintenance window", "Retry-After hold"]
+    assert DestinationHold.objects.get(pk=held["pause"].pk).ended_by == "olga"
+    refused = olga.post("/destinations/crm/resume", {"reason": "x", "hold": "seven"})
+    assert refused.status_code == 422
+    assert b"hold must be a hold&#x27;s number" in refused.content

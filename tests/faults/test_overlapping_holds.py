@@ -1,0 +1,121 @@
+"""Holds overlap (issue 36, item 1): olga pauses the accounts destination, then schedules a window that
+starts during the pause. A real `manage.py dispatch` serves another destination beside it throughout (its
+handoffs delivered, counted at the receiver: proof that the dispatcher is serving while it sends nothing to
+the held one). The window is a second hold: scheduling it ends nothing, ending the pause leaves the window
+holding, and only when the window too is over are the held handoffs sent, each with one attempt.
+PostgreSQL."""
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from delivery.models import ReceiverTask
+from outbox.clock import db_now_plus
+from outbox.hold_lines import destination_holds_now
+from outbox.models import (
+    Attempt,
+    DestinationConfig,
+    DestinationHold,
+    Handoff,
+    HandoffState,
+    HoldKind,
+)
+from outbox.services.destination_windows import (
+    destination_pause_by_operator,
+    destination_resume_by_operator,
+    destination_schedule_window,
+)
+from tests.factories import HandoffFactory, make_user
+from tests.faults.test_dispatch_faults import wait_until
+
+pytestmark = [
+    pytest.mark.postgres,
+    pytest.mark.faults,
+    pytest.mark.django_db(databases=["default", "delivery"], transaction=True),
+]
+HELD, OTHER = "receiver", "other-crm"
+EACH = 4
+DEADLINE_SECONDS = 120
+
+
+def _handoffs(name: str, first: int) -> list[str]:
+    return [HandoffFactory(number=first + n, destination=name).action_key for n in range(EACH)]
+
+
+def _at_receiver(keys: list[str]) -> int:
+    return ReceiverTask.objects.filter(action_key__in=keys).count()
+
+
+def _served_meanwhile(first: int, procs) -> None:
+    """New handoffs of the other destination are delivered: the dispatcher has served a round since."""
+    keys = _handoffs(OTHER, first)
+    wait_until(
+        lambda: _at_receiver(keys) == EACH,
+        timeout=DEADLINE_SECONDS,
+        what=f"{OTHER}'s handoffs {first}… delivered",
+        procs=procs,
+    )
+
+
+def _nothing_sent(keys: list[str]) -> None:
+    assert _at_receiver(keys) == 0
+    assert not Attempt.objects.filter(handoff__action_key__in=keys).exists()
+    assert set(Handoff.objects.filter(action_key__in=keys).values_list("state", flat=True)) == {
+        HandoffState.PENDING
+    }
+
+
+def test_a_window_scheduled_during_a_pause_spends_nothing_and_neither_ends_the_other(processes):
+    url = processes.start_receiver()
+    DestinationConfig.objects.create(name=OTHER, kind="http", config={"url": url})
+    olga = make_user("olga")
+    held = _handoffs(HELD, 1000)
+    pause = destination_pause_by_operator(name=HELD, actor=olga, reason="accounts migration")
+    dispatcher = processes.start_dispatcher("d1")
+    _served_meanwhile(2000, [dispatcher])
+    _nothing_sent(held)
+
+    # The window is scheduled while the pause is on, to start later: the pause stays.
+    now = timezone.now()
+    window = destination_schedule_window(
+        name=HELD,
+        actor=olga,
+        reason="database maintenance",
+        starts_at=now + timedelta(minutes=27),
+        ends_at=now + timedelta(hours=1),
+    )
+    holds = destination_holds_now(HELD)
+    assert [line.hold_id for line in holds.live] == [pause.pk]
+    assert holds.next_scheduled.hold_id == window.pk
+    _served_meanwhile(3000, [dispatcher])
+    _nothing_sent(held)
+
+    # The window's start comes (moved into the database's past) while the pause is on; the pause ends: the
+    # window still holds the destination.
+    DestinationHold.objects.filter(pk=window.pk).update(starts_at=db_now_plus(-1))
+    destination_resume_by_operator(name=HELD, actor=olga, reason="migration done")
+    assert [line.kind for line in destination_holds_now(HELD).live] == [HoldKind.WINDOW.label]
+    _served_meanwhile(4000, [dispatcher])
+    _nothing_sent(held)
+    assert DestinationHold.objects.get(pk=pause.pk).ended_by == "olga"
+    assert DestinationHold.objects.get(pk=window.pk).ended_at is None
+
+    # The window's end passes: nothing holds it, its handoffs are sent, once each.
+    DestinationHold.objects.filter(pk=window.pk).update(ends_at=db_now_plus(-0.001))
+    wait_until(
+        lambda: (
+            _at_receiver(held) == EACH
+            and Handoff.objects.filter(action_key__in=held, state=HandoffState.DELIVERED).count()
+            == EACH
+        ),
+        timeout=DEADLINE_SECONDS,
+        what="the held handoffs delivered once no hold is live",
+        procs=[dispatcher],
+    )
+    assert (
+        list(Handoff.objects.filter(action_key__in=held).values_list("attempts", flat=True))
+        == [1] * EACH
+    )
+    assert not destination_holds_now(HELD).live
+    processes.stop_all()
