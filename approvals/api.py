@@ -8,6 +8,7 @@ from django.views.decorators.http import require_POST
 from approvals import intake
 from httpapi.body import BodyRejected, read_json_body
 from httpapi.strict_json import JSONRejected, parse_json_object
+from outbox.services.call_limits import calls_limited
 
 
 def _error(status: int, code: str, **extra) -> JsonResponse:
@@ -42,6 +43,7 @@ def _signed_trigger(request: HttpRequest) -> tuple[intake.SignedMessage, dict]:
 # Signed with a secret, not a session: there is no CSRF cookie to protect.
 @csrf_exempt
 @require_POST
+@calls_limited("trigger intake api", as_json=True)
 def triggers(request: HttpRequest) -> JsonResponse:
     try:
         message, document = _signed_trigger(request)

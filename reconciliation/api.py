@@ -14,6 +14,7 @@ from httpapi.body import BodyRejected, read_json_body
 from httpapi.signatures import SignatureInvalid, verify_signature
 from httpapi.strict_json import JSONRejected, parse_json_object
 from outbox.destinations.registry import enabled_destination_names
+from outbox.services.call_limits import calls_limited
 from outbox.services.status_events import StatusEventForged
 from reconciliation.services.status_event_secrets import (
     note_if_signed_with_single_secret,
@@ -43,6 +44,7 @@ def _verified(request: HttpRequest, body: str, name: str) -> str:
 # Signed with a secret, not a session: there is no CSRF cookie to protect.
 @csrf_exempt
 @require_POST
+@calls_limited("status events api", as_json=True)
 def status_events(request: HttpRequest, name: str) -> JsonResponse:
     try:
         body = read_json_body(request, limit=settings.STATUS_EVENTS_MAX_BODY_BYTES)

@@ -4,7 +4,7 @@ The probes are answered over plain HTTP on the pod's own address: an HTTPS redir
 with a 301, which an orchestrator counts as success whatever the state, so they are exempt from it.
 """
 
-from config.env import env_float
+from config.env import env_float, env_int
 
 # The machines' endpoints (the signed APIs, the bundled services' APIs, /metrics) are refused with 403 over
 # plain HTTP instead of redirected, since a redirected request has already sent its body and credentials
@@ -23,3 +23,15 @@ SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$", *HTTPS_ONLY_PATHS]
 # handoffs a computation takes about 75 ms, and 20 operators reading the page at once queued behind each other's
 # (docs/benchmarks.md). 0 computes them on every request. Pauses, holds and incidents on the page stay live.
 HEALTH_FIGURES_SECONDS = env_float("HEALTH_FIGURES_SECONDS", 10.0)
+
+# Calls that cost, limited per signed-in person (or per client address for the signed APIs): function ->
+# (calls, within seconds), across web processes (outbox/services/call_limits.py; docs/security.md, "Limits on
+# costly calls"). Over it: 429 with Retry-After, nothing done.
+CALL_LIMITS = {
+    "handoff search": (env_int("CALL_LIMIT_SEARCHES_PER_MINUTE", 60), 60),
+    "audit export": (env_int("CALL_LIMIT_AUDIT_EXPORTS_PER_MINUTE", 6), 60),
+    "replay preview": (env_int("CALL_LIMIT_REPLAY_PREVIEWS_PER_MINUTE", 6), 60),
+    "bulk action": (env_int("CALL_LIMIT_BULK_ACTIONS_PER_MINUTE", 20), 60),
+    "trigger intake api": (env_int("CALL_LIMIT_INTAKE_PER_MINUTE", 1200), 60),
+    "status events api": (env_int("CALL_LIMIT_STATUS_EVENTS_PER_MINUTE", 1200), 60),
+}

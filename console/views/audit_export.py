@@ -17,6 +17,7 @@ from console.audit_trail.export import audit_export
 from console.audit_trail.period import parse_period
 from lib.moments import BadMoment
 from lib.querystring import id_or_none
+from outbox.services.call_limits import calls_limited
 
 TEMPLATE = "console/audit_export.html"
 
@@ -41,6 +42,7 @@ def audit_export_page(request):
 
 @login_required
 @require_POST
+@calls_limited("audit export")
 def audit_export_download(request):
     values = {
         name: request.POST.get(name, "") for name in ("workspace", "since", "until", "format")

@@ -21,10 +21,12 @@ from outbox.selectors import (
     handoffs_in,
 )
 from outbox.services import bulk as bulk_services
+from outbox.services.call_limits import calls_limited
 
 
 @require_POST
 @login_required
+@calls_limited("bulk action")
 def handoff_bulk(request: HtmxHttpRequest) -> HttpResponse:
     """Bulk retry / reconcile / assign / cancel / acknowledge over every handoff matching the posted filter
     (not only the page).

@@ -26,6 +26,7 @@ from outbox.models import Handoff
 from outbox.selectors import (
     handoffs_in,
 )
+from outbox.services.call_limits import calls_limited
 
 PAGE_SIZE = 50
 # Every field the list's filter offers, taken from the filter itself: a field missing here was shown and then
@@ -131,6 +132,7 @@ REFRESH_HEADER = "X-Console-Refresh"
 
 @require_GET
 @login_required
+@calls_limited("handoff search", when=lambda request: bool(request.GET.get("q", "").strip()))
 def handoff_list(request: HtmxHttpRequest) -> HttpResponse:
     data = filter_data(request.GET)
     context = list_context(request, data)

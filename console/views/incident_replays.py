@@ -22,6 +22,7 @@ from lib.csv_cells import csv_line
 from lib.htmx import HtmxHttpRequest
 from lib.querystring import id_or_none
 from outbox.selectors import handoffs_in
+from outbox.services.call_limits import calls_limited
 from reconciliation.alerts.incident_selectors import incident_visible
 from reconciliation.alerts.replay_preview import (
     NothingToReplay,
@@ -60,6 +61,7 @@ def _refused(request, text: str, status: int) -> HttpResponse:
 
 @require_POST
 @login_required
+@calls_limited("replay preview")
 def incident_replay_start(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     """Preview a replay of the incident's unsettled handoffs in the operator's workspaces."""
     scope = _operator_scope(request)
@@ -80,6 +82,7 @@ def incident_replay_start(request: HtmxHttpRequest, pk: int) -> HttpResponse:
 
 @require_POST
 @login_required
+@calls_limited("replay preview")
 def filter_replay_start(request: HtmxHttpRequest) -> HttpResponse:
     """Preview a replay of every handoff the posted filter of the handoff list matches."""
     scope = _operator_scope(request)

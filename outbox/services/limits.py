@@ -172,6 +172,21 @@ def _seconds_until_free(name: str, kind: str, limit: int) -> float:
     return max((row.free_at - row.now).total_seconds(), CONCURRENCY_POLL_SECONDS)
 
 
+def slot_take_for(*, key: str, limit: int, holder: str, seconds: float) -> float:
+    """One rate slot of `key` held for `seconds`, so that no more than `limit` are taken within any such
+    window (across processes, database clock): 0 when taken, else the seconds until one is free. The same
+    slots as a destination's requests per second; a caller's limit (outbox/services/call_limits.py) names
+    its key so that it is no destination's. Its slots are written if missing in one statement every time, so
+    that a call costs the same queries whether or not it is the key's first (pages pin their query counts)."""
+    DestinationSlot.objects.using(DB).bulk_create(
+        [DestinationSlot(destination=key, kind=SlotKind.RATE, number=n) for n in range(limit)],
+        ignore_conflicts=True,
+    )
+    if _take(key, SlotKind.RATE, limit, 1, holder, seconds):
+        return 0.0
+    return _seconds_until_free(key, SlotKind.RATE, limit)
+
+
 def destination_held(*, name: str) -> bool:
     """Whether a Retry-After answer or an operator's window holds the destination now (database clock)."""
     limits = _limits(name)
