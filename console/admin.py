@@ -9,6 +9,7 @@ from django_q.models import Failure, OrmQ, Schedule, Success
 from approvals.admin import ReadOnlyAdmin
 from approvals.selectors import operators_of, user_by_id
 from console.filters import request_number
+from console.templatetags.evidence import state_badge
 from outbox import services
 from outbox.models import (
     AGE_CHOICES,
@@ -75,7 +76,7 @@ class RetryingFilter(admin.SimpleListFilter):
 class HandoffAdmin(ReadOnlyAdmin):
     list_display = (
         "action_key",
-        "state",
+        "shown_state",
         "attempts",
         "failure_class",
         "reason_code",
@@ -95,6 +96,13 @@ class HandoffAdmin(ReadOnlyAdmin):
         "rule_version",
     )
     search_fields = ("action_key", "source_ref", "destination_id")
+    readonly_fields = ("shown_state",)
+
+    @admin.display(description="state", ordering="state")
+    def shown_state(self, obj: Handoff) -> str:
+        """The state as every screen shows it, with its claim (`console/claims.py`): a delivered handoff
+        whose task the receiver no longer has is not "Delivered" here either."""
+        return state_badge(obj)
 
     def get_search_results(self, request, queryset, search_term):
         # "request 42" (or "42") means that request, as in the console: Django's word-by-word search would

@@ -45,16 +45,30 @@ def _settling_repair(handoff: Handoff, repairs: Iterable) -> object | None:
     return named[-1] if named else None
 
 
-def outcome_known(handoff: Handoff, repairs: Iterable = ()) -> str:
-    """How the receiver's task is known, in the words the screens use: a person's repair naming the task, a
-    lookup of the key (after a lost or malformed answer), or the receipt the receiver answered with."""
-    repair = _settling_repair(handoff, list(repairs))
-    if repair is not None:
-        return f"{SETTLED_BY_PERSON} ({repair.actor_label}'s manual repair at {_when(repair.at)})"
+# The kinds of outcome evidence (the claim `handoff.outcome_evidence`, docs/console.md) and their words.
+REPAIR, LOOKUP, RECEIPT, UNRECORDED = "repair", "lookup", "receipt", "unrecorded"
+OUTCOME_WORDS = {LOOKUP: FOUND_BY_LOOKUP, RECEIPT: RECEIPT_VALIDATED, UNRECORDED: NOT_RECORDED}
+
+
+def outcome_evidence(handoff: Handoff, repairs: Iterable = ()) -> str:
+    """The kind of evidence the outcome is known by: a person's repair naming the task, a lookup of the key
+    (after a lost or malformed answer), the receipt the receiver answered with, or nothing recorded."""
+    if _settling_repair(handoff, list(repairs)) is not None:
+        return REPAIR
     receipt = handoff.receipt or {}
     if receipt.get("found_by") == "lookup":
-        return FOUND_BY_LOOKUP
-    return RECEIPT_VALIDATED if receipt else NOT_RECORDED
+        return LOOKUP
+    return RECEIPT if receipt else UNRECORDED
+
+
+def outcome_known(handoff: Handoff, repairs: Iterable = ()) -> str:
+    """How the receiver's task is known, in the words the screens use (`outcome_evidence` chooses)."""
+    repairs = list(repairs)
+    kind = outcome_evidence(handoff, repairs)
+    if kind == REPAIR:
+        repair = _settling_repair(handoff, repairs)
+        return f"{SETTLED_BY_PERSON} ({repair.actor_label}'s manual repair at {_when(repair.at)})"
+    return OUTCOME_WORDS[kind]
 
 
 @dataclass(frozen=True)
@@ -123,26 +137,44 @@ def _covers_work(handoff: Handoff, repair) -> bool:
     return handoff.work_status == WORK_FAILED
 
 
-def work_words(handoff: Handoff, repairs: Iterable = ()) -> str:
-    """The work, as far as it is known: done (reported, or by the delivery), finished by hand (a repair),
-    failed, open, or not reported."""
+def work_known(handoff: Handoff, repairs: Iterable = ()) -> str:
+    """The kind of what is known of the work (the claim `handoff.work`): `na` (not delivered), `by_delivery`,
+    `done` (reported), `by_hand` (a repair after a failure), `failed`, `unfinished`, `unreported`."""
     if handoff.state != S.DELIVERED:
-        return "—"
+        return "na"
     if handoff.work_done_by_delivery:
-        return "yes (delivering it was the work)"
+        return "by_delivery"
     if handoff.work_status == WORK_DONE:
-        return "yes (the receiver reports it done)"
-    repair = work_by_hand(handoff, repairs)
-    if repair is not None:
+        return "done"
+    if work_by_hand(handoff, repairs) is not None:
+        return "by_hand"
+    if handoff.work_status == WORK_FAILED:
+        return "failed"
+    return "unfinished" if handoff.work_status in WORK_UNFINISHED else "unreported"
+
+
+_WORK_WORDS = {
+    "na": "—",
+    "by_delivery": "yes (delivering it was the work)",
+    "done": "yes (the receiver reports it done)",
+    "failed": "no (the receiver reports it failed)",
+    "unreported": "not reported yet",
+}
+
+
+def work_words(handoff: Handoff, repairs: Iterable = ()) -> str:
+    """The work, as far as it is known, in words (`work_known` chooses)."""
+    repairs = list(repairs)
+    kind = work_known(handoff, repairs)
+    if kind == "by_hand":
+        repair = work_by_hand(handoff, repairs)
         return (
             f"finished by hand ({repair.actor_label}'s manual repair at {_when(repair.at)}: "
             f"{repair.what_was_done})"
         )
-    if handoff.work_status == WORK_FAILED:
-        return "no (the receiver reports it failed)"
-    if handoff.work_status in WORK_UNFINISHED:
+    if kind == "unfinished":
         return f"not yet ({handoff.work_status.replace('_', ' ')})"
-    return "not reported yet"
+    return _WORK_WORDS[kind]
 
 
 def task_words_now(handoff: Handoff, findings: Iterable = (), repairs: Iterable = ()) -> str:
@@ -180,5 +212,8 @@ def work_cell(handoff: Handoff) -> str:
     """The work in a list of steps: not "open" for a task the receiver no longer has."""
     there = task_now(handoff)
     if there is not None and not there.found:
-        return "unknown (task gone)"
+        return WORK_OF_A_GONE_TASK
     return handoff.work_status or "—"
+
+
+WORK_OF_A_GONE_TASK = "unknown (task gone)"

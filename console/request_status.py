@@ -6,9 +6,10 @@ The request's line is derived from its own state, then from every step's line: a
 when each step's work is reported done, stuck when any step is with a person, and undone when its
 delivered steps were compensated."""
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from approvals.models import Request, RequestState
+from console.claims import Claim, owner_claim
 from console.step_status import (
     NO,
     STUCK,
@@ -46,9 +47,18 @@ class RequestStatus:
 
 def request_status(request: Request, context: RequestContext, evidence: Evidence) -> RequestStatus:
     if request.state != R.APPROVED:
-        return RequestStatus(_undecided_line(request, context, evidence), [])
+        return RequestStatus(_claimed(request, _undecided_line(request, context, evidence)), [])
     steps = step_lines(evidence)
-    return RequestStatus(_approved_line(request, context, evidence, steps), steps)
+    return RequestStatus(
+        _claimed(request, _approved_line(request, context, evidence, steps)), steps
+    )
+
+
+def _claimed(request: Request, line: StatusLine) -> StatusLine:
+    """The request's line with its claims (`console/claims.py`): its state, and who owns the next step."""
+    subject = f"request:{request.pk}"
+    state = Claim("request.state", subject, request.state)
+    return replace(line, claims=(state, owner_claim(subject, line.owner)))
 
 
 def _by(event, now) -> str:

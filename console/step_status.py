@@ -7,11 +7,12 @@ round: a compensation's task is not the step's task) and the step's live reconci
 never says more than its source: a task "created" names the receipt and its time, work "done" names the
 receiver's report and when it was read, and a task reconciliation no longer finds is "unknown"."""
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from django.utils.timesince import timesince
 
+from console.claims import Claim, handoff_claims, handoff_subject, owner_claim
 from console.evidence_words import (
     RECEIPT_VALIDATED,
     SYSTEM,
@@ -42,6 +43,16 @@ class StatusLine:
     tone: str
     next: str = ""
     owner: str = ""
+    # What the line states, for a machine (`console/claims.py`): about the text, and who owns the next step.
+    claims: tuple[Claim, ...] = ()
+
+    @property
+    def text_claims(self) -> tuple[Claim, ...]:
+        return tuple(c for c in self.claims if not c.name.endswith(".next_owner"))
+
+    @property
+    def owner_claim(self) -> Claim | None:
+        return next((c for c in self.claims if c.name.endswith(".next_owner")), None)
 
 
 @dataclass
@@ -146,6 +157,17 @@ def _not_started(label: str, evidence: Evidence) -> StatusLine:
 
 
 def step_line(label: str, handoff: Handoff, evidence: Evidence) -> StatusLine:
+    """The step's line with its claims: the state, the evidence of the task and work it names (made by the
+    choosers its words come from) and who owns the next step (read from the owner it names)."""
+    line = _step_line(label, handoff, evidence)
+    claims = handoff_claims(
+        handoff, evidence.findings.get(handoff.action_key, []), evidence.repairs_of(handoff)
+    )
+    owner = owner_claim(handoff_subject(handoff), line.owner)
+    return replace(line, claims=(*claims.values(), owner))
+
+
+def _step_line(label: str, handoff: Handoff, evidence: Evidence) -> StatusLine:
     if handoff.compensation_state:
         return _reversal_line(label, handoff, evidence)
     if handoff.state == S.DELIVERED and is_message(handoff):

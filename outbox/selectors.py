@@ -135,18 +135,27 @@ class DestinationSummary:
     oldest_waiting: datetime | None
 
     @property
-    def state_words(self) -> str:
+    def state_kind(self) -> str:
+        """What the state words say (the claim `destination.state`): `window` (an operator's pause or
+        window now), `unservable`, `breaker`, `retry_after` or `active`."""
         health = self.health
         if getattr(health, "in_window", False):
-            return _operator_hold_words(health)
-        if (
-            health.state == DestinationState.PAUSED
-            and health.pause_reason == PauseReason.UNSERVABLE
-        ):
-            return f"held: {health.last_error}"
+            return "window"
         if health.state == DestinationState.PAUSED:
+            unservable = health.pause_reason == PauseReason.UNSERVABLE
+            return "unservable" if unservable else "breaker"
+        return "retry_after" if getattr(health, "held", False) else "active"
+
+    @property
+    def state_words(self) -> str:
+        health, kind = self.health, self.state_kind
+        if kind == "window":
+            return _operator_hold_words(health)
+        if kind == "unservable":
+            return f"held: {health.last_error}"
+        if kind == "breaker":
             return f"paused by its breaker: {health.get_pause_reason_display().lower()}"
-        if getattr(health, "held", False):
+        if kind == "retry_after":
             return f"held by Retry-After until {health.hold_until:%H:%M:%S} UTC"
         if getattr(health, "next_hold_from", None):
             return f"active; maintenance window from {health.next_hold_from:%Y-%m-%d %H:%M} UTC"

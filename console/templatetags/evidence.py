@@ -4,8 +4,8 @@
 from django import template
 from django.utils.html import format_html
 
-from console.evidence_words import state_badge as badge_of
-from console.evidence_words import work_cell as work_of
+from console import evidence_words
+from console.claims import Claim, claim_span, handoff_subject, state_claim
 from reconciliation.selectors.evidence import handoff_evidence as evidence_of
 
 register = template.Library()
@@ -15,16 +15,29 @@ register = template.Library()
 def handoff_evidence(handoff, findings=()) -> dict:
     """`findings` are the page's live findings of the key, as rows with their `finding`."""
     live = [row["finding"] if isinstance(row, dict) else row for row in findings or ()]
-    return {"handoff": handoff, "evidence": evidence_of(handoff, live)}
+    evidence = evidence_of(handoff, live)
+    claim = None
+    if handoff.is_delivered:
+        claim = Claim("handoff.task_at_receiver", handoff_subject(handoff), evidence.task_answer)
+    return {"handoff": handoff, "evidence": evidence, "task_claim": claim}
 
 
 @register.simple_tag
 def state_badge(handoff) -> str:
-    """`<span class="state …">`: the handoff's state, or "Delivered, task gone at the receiver" (not green)."""
-    css, words = badge_of(handoff)
-    return format_html('<span class="state {}">{}</span>', css, words)
+    """`<span class="state …">`: the handoff's state, or "Delivered, task gone at the receiver" (not green),
+    with its claim `handoff.state`."""
+    css, words = evidence_words.state_badge(handoff)
+    return format_html(
+        '<span class="state {}">{}</span>', css, claim_span(words, state_claim(handoff))
+    )
 
 
 @register.simple_tag
 def work_cell(handoff) -> str:
-    return work_of(handoff)
+    """The work in a list of steps, with its claim `handoff.work_status`: the status the receiver reported,
+    `none`, or `gone` (the task is gone)."""
+    words = evidence_words.work_cell(handoff)
+    value = (
+        "gone" if words == evidence_words.WORK_OF_A_GONE_TASK else (handoff.work_status or "none")
+    )
+    return claim_span(words, Claim("handoff.work_status", handoff_subject(handoff), value))

@@ -24,6 +24,7 @@ from approvals.selectors import (
     revision_by_id,
     workspace_ids_for,
 )
+from console.claims import handoff_claims
 from console.correction_forms import HandoffCorrectionForm
 from console.destination_holds import destination_holds, handoff_rows
 from console.evidence_words import (
@@ -127,6 +128,7 @@ def _evidence_context(handoff: Handoff, findings: list, repairs: list, hold) -> 
         "work_words": work_words(handoff, repairs),
         "standing": _standing(handoff, findings, repairs, hold),
         "last_successful_step": last_step_words(handoff, repairs) or last_successful_step(handoff),
+        "claims": handoff_claims(handoff, findings, repairs),
     }
 
 

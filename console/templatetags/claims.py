@@ -1,0 +1,54 @@
+"""{% claimed words claim… %}: the words inside the claims a machine reads (`console/claims.py`); a claim may be
+None, a `Claim`, or a list or dict of them."""
+
+from django import template
+from django.utils.html import format_html
+
+from console.claims import Claim, claim_span
+
+register = template.Library()
+
+
+def _flat(items) -> list[Claim]:
+    out = []
+    for item in items:
+        if isinstance(item, Claim):
+            out.append(item)
+        elif isinstance(item, dict):
+            out.extend(_flat(item.values()))
+        elif isinstance(item, list | tuple):
+            out.extend(_flat(item))
+    return out
+
+
+@register.simple_tag
+def claimed(words, *claims) -> str:
+    return claim_span(words, *_flat(claims))
+
+
+@register.simple_tag
+def claim_attrs(claim) -> str:
+    """The claim as attributes of an element that holds the words already (nothing for None)."""
+    if claim is None:
+        return ""
+    return format_html(
+        'data-claim="{}" data-subject="{}" data-value="{}"', claim.name, claim.subject, claim.value
+    )
+
+
+@register.simple_tag
+def destination_state(summary) -> str:
+    """A destination's state words (`DestinationSummary.state_words`) with the claim `destination.state`."""
+    claim = Claim("destination.state", f"destination:{summary.name}", summary.state_kind)
+    return claim_span(summary.state_words, claim)
+
+
+@register.simple_tag
+def next_probe_at(health) -> str:
+    """When a paused destination is probed next, as the screens write it, with its claim."""
+    moment = health.next_probe_at
+    words = f"{moment:%H:%M:%S} UTC" if moment else "a time not set"
+    value = moment.isoformat() if moment else "none"
+    return claim_span(
+        words, Claim("destination.next_probe_at", f"destination:{health.name}", value)
+    )

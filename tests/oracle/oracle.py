@@ -1,0 +1,190 @@
+"""The truth oracle: every claim a page makes (`data-claim`, `data-subject`, `data-value`, made by
+`console/claims.py`) checked against the ground truth (`tests/oracle/truth.py`).
+
+A claim fails when its value is not among the true ones, when its name has no truth check (a new claim
+needs one here), when its subject does not exist, and when two screens of one moment state different values
+for the same claim about the same subject. Each failure names the screen, the words, the claim and the
+truth."""
+
+from collections import defaultdict
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from html.parser import HTMLParser
+
+from tests.oracle.truth import Truth
+
+VOID = frozenset({"br", "hr", "img", "input", "meta", "link", "source", "wbr", "col", "area"})
+
+
+@dataclass(frozen=True)
+class SeenClaim:
+    url: str
+    name: str
+    subject: str
+    value: str
+    words: str
+
+
+@dataclass(frozen=True)
+class Problem:
+    claim: SeenClaim
+    truth: str
+
+    def __str__(self) -> str:
+        c = self.claim
+        return (
+            f"{c.url}: {c.name} of {c.subject} = {c.value!r}, but the truth is {self.truth}; "
+            f"the words: {c.words!r}"
+        )
+
+
+class _ClaimParser(HTMLParser):
+    """Collects each element with `data-claim` and the text inside it."""
+
+    def __init__(self, url: str):
+        super().__init__(convert_charrefs=True)
+        self.url, self.claims, self.open = url, [], []
+
+    def handle_starttag(self, tag, attrs):
+        if tag in VOID:
+            return
+        attributes = dict(attrs)
+        for record in self.open:
+            if record["tag"] == tag:
+                record["depth"] += 1
+        if "data-claim" in attributes:
+            self.open.append({"tag": tag, "depth": 1, "attrs": attributes, "text": []})
+
+    def handle_startendtag(self, tag, attrs):
+        pass
+
+    def handle_endtag(self, tag):
+        for record in list(self.open):
+            if record["tag"] == tag:
+                record["depth"] -= 1
+                if record["depth"] == 0:
+                    self.open.remove(record)
+                    self._close(record)
+
+    def handle_data(self, data):
+        for record in self.open:
+            record["text"].append(data)
+
+    def _close(self, record):
+        a = record["attrs"]
+        words = " ".join("".join(record["text"]).split())
+        self.claims.append(
+            SeenClaim(
+                self.url, a["data-claim"], a.get("data-subject", ""), a.get("data-value", ""), words
+            )
+        )
+
+    def close(self):
+        super().close()
+        for record in self.open:
+            self._close(record)
+        self.open = []
+
+
+def claims_in(url: str, html: str) -> list[SeenClaim]:
+    parser = _ClaimParser(url)
+    parser.feed(html)
+    parser.close()
+    return parser.claims
+
+
+def _id(subject: str, kind: str) -> str | None:
+    head, _, rest = subject.partition(":")
+    return rest if head == kind and rest else None
+
+
+def _handoff(attr: str) -> Callable[[Truth, str], set[str] | None]:
+    def check(truth: Truth, subject: str) -> set[str] | None:
+        pk = _id(subject, "handoff")
+        found = truth.handoff(int(pk)) if pk and pk.isdigit() else None
+        return None if found is None else getattr(found, attr)()
+
+    return check
+
+
+def _handoff_owner(truth: Truth, subject: str) -> set[str] | None:
+    pk = _id(subject, "handoff")
+    return truth.handoff_owner(int(pk)) if pk and pk.isdigit() and truth.handoff(int(pk)) else None
+
+
+def _request_state(truth: Truth, subject: str) -> set[str] | None:
+    pk = _id(subject, "request")
+    row = truth.request(int(pk)) if pk and pk.isdigit() else None
+    return None if row is None else {row["state"]}
+
+
+def _request_owner(truth: Truth, subject: str) -> set[str] | None:
+    pk = _id(subject, "request")
+    return truth.request_owner(int(pk)) if pk and pk.isdigit() and truth.request(int(pk)) else None
+
+
+def _destination(method: str) -> Callable[[Truth, str], set[str] | None]:
+    def check(truth: Truth, subject: str) -> set[str] | None:
+        name = _id(subject, "destination")
+        return getattr(truth, method)(name) if name else None
+
+    return check
+
+
+# Each claim's truth: the values that are true now, or None when its subject does not exist.
+CHECKS: dict[str, Callable[[Truth, str], set[str] | None]] = {
+    "handoff.state": _handoff("state"),
+    "handoff.outcome_evidence": _handoff("outcome_evidence"),
+    "handoff.task_at_receiver": _handoff("task_at_receiver"),
+    "handoff.work": _handoff("work"),
+    "handoff.work_status": _handoff("work_status"),
+    "handoff.next_owner": _handoff_owner,
+    "request.state": _request_state,
+    "request.next_owner": _request_owner,
+    "destination.state": _destination("destination_state"),
+    "destination.next_probe_at": _destination("next_probe_at"),
+}
+
+
+def _check(claim: SeenClaim, truth: Truth) -> Problem | None:
+    check = CHECKS.get(claim.name)
+    if check is None:
+        return Problem(claim, "unknown: no truth check for this claim (add one to tests/oracle)")
+    true = check(truth, claim.subject)
+    if true is None:
+        return Problem(claim, f"no such subject {claim.subject!r}")
+    if claim.value not in true:
+        shown = " or ".join(sorted(true)) if true else "that the records contradict each other"
+        return Problem(claim, shown)
+    return None
+
+
+def check_pages(pages: dict[str, str], truth: Truth) -> tuple[list[Problem], int]:
+    """Every claim of `pages` ({url: html}) against `truth`, then across the pages; (problems, claims seen)."""
+    seen = [c for url, html in pages.items() for c in claims_in(url, html)]
+    problems = [p for p in (_check(c, truth) for c in seen) if p is not None]
+    problems += _disagreements(seen)
+    return problems, len(seen)
+
+
+def _disagreements(seen: Iterable[SeenClaim]) -> list[Problem]:
+    by_fact = defaultdict(list)
+    for c in seen:
+        by_fact[(c.name, c.subject)].append(c)
+    out = []
+    for claims in by_fact.values():
+        values = {c.value for c in claims}
+        if len(values) > 1:
+            first = claims[0]
+            other = next(c for c in claims if c.value != first.value)
+            out.append(Problem(other, f"{first.value!r} on {first.url} (the screens disagree)"))
+    return out
+
+
+def assert_pages_true(pages: dict[str, str], truth: Truth, *, context: str = "") -> int:
+    """Fails with every false claim; returns how many claims were checked."""
+    problems, count = check_pages(pages, truth)
+    if problems:
+        lines = "\n".join(f"  {p}" for p in problems[:40])
+        raise AssertionError(f"{len(problems)} false claims{context}:\n{lines}")
+    return count

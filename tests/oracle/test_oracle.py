@@ -1,0 +1,218 @@
+"""The truth oracle on the console's screens: after each kind of evidence (a receipt, a lookup after a lost
+answer, a person's repair, a task deleted at the receiver, work reported failed and finished by hand) every
+claim on every screen, for each role, is true; and the oracle fails when one claim's code is made to lie,
+when a claim has no truth check, and when two screens disagree. The receiver is the real in-process one.
+Both backends."""
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+import console.evidence_words
+from delivery.models import ReceiverTask
+from delivery.services import task_delete, task_status_set
+from outbox.clock import db_time
+from outbox.destinations import InProcessDestination
+from outbox.dispatcher import drain
+from outbox.failures import DeliveryResult
+from outbox.models import DestinationHealth, FailureClass, Handoff, HandoffState
+from outbox.services.destination_windows import destination_pause_by_operator
+from outbox.services.settlement import handoff_settle
+from outbox.services.status_events import (
+    TASK_DELETED,
+    ReceiverStatement,
+    handoff_record_status_event,
+)
+from reconciliation.models import Finding, FindingKind
+from reconciliation.services import reconciliation_run
+from reconciliation.services.repairs import manual_repair_record
+from tests.builders import approve
+from tests.factories import make_request, three_step_onboarding_world
+from tests.oracle.oracle import CHECKS, assert_pages_true, check_pages, claims_in
+from tests.oracle.screens import render_every_screen
+from tests.oracle.truth import Truth
+
+pytestmark = pytest.mark.django_db(databases=["default", "delivery"])
+LOST = DeliveryResult.failed(FailureClass.UNCERTAIN, "read_timeout")
+
+
+class AnswerLost(InProcessDestination):
+    """The real receiver creates the task; the answer that comes back is lost."""
+
+    def __init__(self, name: str):
+        super().__init__()
+        self.name = name
+
+    def deliver(self, outgoing):
+        super().deliver(outgoing)
+        return LOST
+
+
+@pytest.fixture
+def world():
+    return three_step_onboarding_world()
+
+
+def roles(world) -> dict:
+    return {
+        "requester": world["bob"],
+        "approver": world["alice"],
+        "operator": world["olga"],
+        "support": world["rules_admin"],
+    }
+
+
+def first_step(number: int) -> Handoff:
+    return Handoff.objects.get(action_key=f"onboarding:7:{number}:1:create_client")
+
+
+def every_kind_of_evidence(world) -> dict[str, Handoff]:
+    """Request 42 delivered with receipts; 43's first answer lost and settled by lookup; 44's task deleted at
+    the receiver; 45's work failed, then finished by hand; 46 awaiting approval; 47 approved, not sent yet."""
+    approve(world)
+    drain()
+    approve(world, 43)
+    lost = first_step(43)
+    drain(destination=AnswerLost(lost.destination))
+    assert handoff_settle(handoff_id=lost.pk, actor=world["olga"]) == HandoffState.DELIVERED
+    approve(world, 44)
+    approve(world, 45)
+    drain()
+    gone = first_step(44)
+    task_delete(action_key=gone.action_key)
+    handoff_record_status_event(
+        destination=gone.destination,
+        webhook_id="evt_gone",
+        statement=ReceiverStatement(
+            kind=TASK_DELETED,
+            action_key=gone.action_key,
+            task_id=gone.destination_id,
+            status="",
+            sequence=1,
+            occurred_at=timezone.now(),
+        ),
+    )
+    failed = first_step(45)
+    task_status_set(action_key=failed.action_key, status="failed")
+    reconciliation_run()
+    finding = Finding.objects.get(action_key=failed.action_key, kind=FindingKind.WORK_FAILED)
+    manual_repair_record(
+        actor=world["olga"], what_was_done="finished the set-up by hand", finding_id=finding.pk
+    )
+    make_request(world["w7"], 46, world["bob"])
+    approve(world, 47)
+    return {"lost": first_step(43), "gone": gone, "by_hand": failed}
+
+
+def test_every_claim_of_every_screen_is_true_after_every_kind_of_evidence(world):
+    chosen = every_kind_of_evidence(world)
+    pages = render_every_screen(roles(world))
+    checked = assert_pages_true(pages, Truth())
+    seen = {(c.name, c.value) for url, html in pages.items() for c in claims_in(url, html)}
+    # Each kind of evidence was stated somewhere, by a claim checked against the records.
+    for fact in [
+        ("handoff.outcome_evidence", "lookup"),
+        ("handoff.outcome_evidence", "receipt"),
+        ("handoff.state", "task_gone"),
+        ("handoff.task_at_receiver", "no"),
+        ("handoff.work", "by_hand"),
+        ("handoff.next_owner", "workers"),
+        ("handoff.next_owner", "system"),
+        ("request.next_owner", "approvers"),
+        ("request.state", "awaiting_approval"),
+    ]:
+        assert fact in seen, fact
+    assert checked > 50
+    said_in_admin = [
+        c for url, html in pages.items() for c in claims_in(url, html) if "/admin/" in url
+    ]
+    assert {c.name for c in said_in_admin} == {"handoff.state"}
+    assert chosen["lost"].receipt["found_by"] == "lookup"
+
+
+def test_the_oracle_fails_when_the_evidence_words_say_receipt_after_a_lookup(world, monkeypatch):
+    chosen = every_kind_of_evidence(world)
+    real = console.evidence_words.outcome_evidence
+
+    def lying(handoff, repairs=()):
+        said = real(handoff, repairs)
+        return console.evidence_words.RECEIPT if said == console.evidence_words.LOOKUP else said
+
+    monkeypatch.setattr(console.evidence_words, "outcome_evidence", lying)
+    pages = render_every_screen(roles(world))
+    problems, _ = check_pages(pages, Truth())
+    subject = f"handoff:{chosen['lost'].pk}"
+    lies = [p for p in problems if p.claim.subject == subject]
+    assert lies, problems
+    assert {p.claim.name for p in lies} == {"handoff.outcome_evidence"}
+    assert all(p.truth == "lookup" and p.claim.value == "receipt" for p in lies)
+    # The report names the screen and quotes the words that lied.
+    assert any("receipt validated" in p.claim.words for p in lies)
+    assert any(p.claim.url.startswith("operator /handoffs/") for p in lies)
+    assert any(p.claim.url.startswith("requester /approvals/") for p in lies)
+    with pytest.raises(AssertionError, match="handoff.outcome_evidence"):
+        assert_pages_true(pages, Truth())
+
+
+def test_the_oracle_fails_when_a_deleted_task_is_said_to_be_there(world, monkeypatch):
+    chosen = every_kind_of_evidence(world)
+    monkeypatch.setattr(console.evidence_words, "state_badge", lambda h: (h.state, "Delivered"))
+    problems, _ = check_pages(render_every_screen(roles(world)), Truth())
+    gone = f"handoff:{chosen['gone'].pk}"
+    assert {
+        (p.claim.name, p.claim.value, p.truth) for p in problems if p.claim.subject == gone
+    } >= {("handoff.state", "delivered", "task_gone")}
+    assert not ReceiverTask.objects.filter(action_key=chosen["gone"].action_key).exists()
+
+
+def test_a_claim_without_a_truth_check_fails_and_so_do_two_screens_that_disagree(world):
+    approve(world)
+    drain()
+    pk = first_step(42).pk
+    pages = {
+        "a": f'<p><span data-claim="handoff.colour" data-subject="handoff:{pk}" data-value="green">'
+        "green</span></p>",
+        "b": f'<span data-claim="handoff.state" data-subject="handoff:{pk}" data-value="delivered">'
+        "Delivered</span>",
+        "c": f'<span data-claim="handoff.state" data-subject="handoff:{pk}" data-value="pending">'
+        "<b>Pending</b></span>",
+    }
+    problems, count = check_pages(pages, Truth())
+    assert count == 3
+    said = {(p.claim.url, p.claim.name, p.truth.split(":")[0]) for p in problems}
+    assert ("a", "handoff.colour", "unknown") in said
+    assert ("c", "handoff.state", "delivered or delivered") not in said
+    assert any(p.claim.url == "c" and p.truth == "delivered" for p in problems)
+    assert any(p.claim.words == "Pending" and "disagree" in p.truth for p in problems)
+    assert "handoff.colour" not in CHECKS
+
+
+def test_claims_about_paused_destinations_are_true_for_the_operator_and_the_requester(world):
+    step = approve(world)
+    destination_pause_by_operator(name=step.destination, actor=world["olga"], reason="upgrade")
+    pages = render_every_screen(roles(world))
+    assert_pages_true(pages, Truth())
+    said = {(c.name, c.subject, c.value) for u, h in pages.items() for c in claims_in(u, h)}
+    assert ("destination.state", f"destination:{step.destination}", "window") in said
+    assert ("handoff.next_owner", f"handoff:{step.pk}", "operator") in said
+
+    # The breaker pauses it instead: the system probes it, at the time the page names.
+    probe = db_time() + timedelta(seconds=600)
+    DestinationHealth.objects.filter(name=step.destination).update(
+        window_starts_at=None,
+        state="paused",
+        pause_reason="outage",
+        paused_at=db_time(),
+        next_probe_at=probe,
+    )
+    pages = render_every_screen(roles(world))
+    assert_pages_true(pages, Truth())
+    said = {(c.name, c.subject, c.value) for u, h in pages.items() for c in claims_in(u, h)}
+    assert (
+        "destination.next_probe_at",
+        f"destination:{step.destination}",
+        probe.isoformat(),
+    ) in said
+    assert ("destination.state", f"destination:{step.destination}", "breaker") in said
+    assert ("handoff.next_owner", f"handoff:{step.pk}", "system") in said
