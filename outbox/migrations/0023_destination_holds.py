@@ -6,11 +6,13 @@ from django.db import migrations, models
 
 
 def copy_windows(apps, schema_editor):
-    health = apps.get_model("outbox", "DestinationHealth")
-    hold = apps.get_model("outbox", "DestinationHold")
-    rows = health.objects.using(schema_editor.connection.alias).exclude(window_starts_at=None)
-    hold.objects.using(schema_editor.connection.alias).bulk_create(
-        hold(
+    DestinationHealth = apps.get_model("outbox", "DestinationHealth")  # noqa: N806 - a model class
+    DestinationHold = apps.get_model("outbox", "DestinationHold")  # noqa: N806
+    rows = DestinationHealth.objects.using(schema_editor.connection.alias).exclude(
+        window_starts_at=None
+    )
+    DestinationHold.objects.using(schema_editor.connection.alias).bulk_create(
+        DestinationHold(
             destination=row.name,
             # A pause has no end, or started when it was asked for; a window is scheduled with both ends.
             kind="operator_pause" if row.window_ends_at is None else "window",
