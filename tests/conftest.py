@@ -6,6 +6,7 @@ from django.db import connections
 from hypothesis import settings as hypothesis_settings
 
 from outbox.destinations import reset_destination
+from tests.processes import KernelPort
 
 # The scripted OpenID provider in a process of its own, for the sign-on tests of tests/sso and tests/security.
 from tests.sso.scripted import scripted_provider  # noqa: F401
@@ -15,6 +16,14 @@ from tests.sso.scripted import scripted_provider  # noqa: F401
 # process aside for a moment; what the properties check does not depend on time.
 hypothesis_settings.register_profile("suite", deadline=None)
 hypothesis_settings.load_profile("suite")
+
+
+@pytest.fixture
+def refused_port():
+    """A local port where nothing listens for the test's whole length: the kernel chose it and the test holds it
+    bound (tests/processes.py), so connections are refused and no other process can start listening there."""
+    with KernelPort() as held:
+        yield held.port
 
 
 @pytest.fixture(autouse=True)

@@ -1,9 +1,10 @@
 """What tests that start real processes share: where the repository is, the test databases as URLs for
-the child processes, and a free local port."""
+the child processes, and local ports taken from the kernel."""
 
-import os
-import random
 import socket
+import subprocess
+from collections.abc import Callable
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 from django.db import connections
@@ -22,27 +23,78 @@ def database_url(alias: str) -> str:
     return f"postgres://{auth}{host}{port}/{s['NAME']}"
 
 
-# `make test` runs its suites side by side, and a test may stop a server and start it again on the same
-# port (an outage). A port the kernel hands out (bind to 0) comes from the ephemeral range, where another
-# suite's next server, or any client socket, may take it while ours is down: a parallel suite's receiver
-# then answered our dispatcher with 401 in CI. So each suite takes its ports from a slice of its own
-# (TEST_PORTS="first-last", set per suite by the Makefile), below the ephemeral range.
-DEFAULT_PORTS = "20000-32000"
+# Ports come from the kernel (bind to port 0), never from a guess: a port found free now and bound by a child
+# later may be taken in between by anything on the machine (at load ~11 a dispatcher's key listing was
+# answered by another process that had taken a freed port, and a security incident paged). The parent holds
+# the port for the whole test with a socket that is bound but does not listen, so that
+# - connections to it are refused while no server listens (an outage stays an outage: a listening socket
+#   held by the parent would queue them instead, and the client would wait for its read timeout);
+# - nothing else can bind it, in particular while a test has stopped its server to bring it back later: a
+#   bind without SO_REUSEPORT conflicts with the holder, SO_REUSEADDR alone does not pass (the holder does
+#   not set it), and the kernel hands neither a client's nor a `bind(0)` server's port out of a bound one;
+# - the server's own socket joins it: `listener()` binds a second socket to the port with SO_REUSEPORT (the
+#   kernel allows it to a socket of the same user that also sets it) and the child inherits that socket
+#   (`pass_fds`, gunicorn `--bind fd://N`, `serve_http_on_fd`), listening on it; when the child exits, the
+#   holder is left and the port refuses again. A child that cannot take a socket binds port 0 itself and
+#   prints the address it got (tests/sso/scripted.py, `manage.py demo_mailbox`).
 
 
-def _port_slice() -> range:
-    first, last = (int(part) for part in os.environ.get("TEST_PORTS", DEFAULT_PORTS).split("-"))
-    return range(first, last + 1)
+class KernelPort:
+    """A local port the kernel chose, held (bound, not listening) until `close()`."""
+
+    def __init__(self, host: str = "127.0.0.1"):
+        self.host = host
+        self._holder = socket.socket()
+        self._holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        self._holder.bind((host, 0))
+        self.port: int = self._holder.getsockname()[1]
+
+    def listener(self) -> socket.socket:
+        """A socket bound to the port, for a child to listen on: pass `fileno()` with `pass_fds` and close
+        it in the parent once the child has started (the parent's copy would keep it open after the child
+        exits)."""
+        sock = socket.socket()
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        sock.bind((self.host, self.port))
+        sock.set_inheritable(True)
+        return sock
+
+    def close(self) -> None:
+        self._holder.close()
+
+    def __enter__(self) -> "KernelPort":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def popen_listening(
+    args_for_fd: Callable[[int], list[str]], port: KernelPort, **popen
+) -> subprocess.Popen:
+    """Start `args_for_fd(fd)` with a listener on `port` as its inherited descriptor `fd`."""
+    sock = port.listener()
+    try:
+        return subprocess.Popen(args_for_fd(sock.fileno()), pass_fds=(sock.fileno(),), **popen)
+    finally:
+        sock.close()
+
+
+def serve_http_on_fd(fd: int, handler) -> ThreadingHTTPServer:
+    """The child's side: a threading HTTP server listening on the inherited socket `fd`."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler, bind_and_activate=False)
+    server.socket.close()
+    server.socket = socket.socket(fileno=fd)
+    server.server_address = server.socket.getsockname()
+    server.server_name, server.server_port = server.server_address[:2]
+    server.server_activate()
+    return server
 
 
 def free_port() -> int:
-    """A port of this suite's slice that nothing listens on now."""
-    ports = _port_slice()
-    for port in random.sample(ports, min(len(ports), 200)):
-        with socket.socket() as sock:
-            try:
-                sock.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return port
-    raise RuntimeError(f"no free port in {ports.start}-{ports.stop - 1} (TEST_PORTS)")
+    """Deprecated (kept for tests written against it, until they move to `KernelPort`): a port the kernel
+    chose, already let go, so that another process may take it before the caller binds it."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]

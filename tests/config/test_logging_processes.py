@@ -12,9 +12,9 @@ import httpx
 import pytest
 
 from outbox.models import HandoffState
-from tests.faults.conftest import Processes
+from tests.faults.conftest import START_DEADLINE_SECONDS, Processes
 from tests.faults.test_django_q import approve_request_42
-from tests.processes import ROOT, free_port
+from tests.processes import ROOT
 
 pytestmark = [
     pytest.mark.postgres,
@@ -132,13 +132,13 @@ QUERY_TOKEN = "query-token-not-configured-4711"
 
 
 def _gunicorn_with_access_log(processes: Processes) -> tuple[str, "subprocess.Popen"]:
-    port = free_port()
+    held = processes.port()
     web = processes._spawn(
         [
             str(Path(sys.executable).with_name("gunicorn")),
             "config.wsgi",
             "--bind",
-            f"127.0.0.1:{port}",
+            "fd://{fd}",
             "--workers",
             "1",
             "--access-logfile",
@@ -146,9 +146,10 @@ def _gunicorn_with_access_log(processes: Processes) -> tuple[str, "subprocess.Po
         ],
         processes.base_env,
         "web.log",
+        listen=held,
     )
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
+    base = f"http://127.0.0.1:{held.port}"
+    deadline = time.monotonic() + START_DEADLINE_SECONDS
     while time.monotonic() < deadline:
         try:
             httpx.get(f"{base}/healthz", timeout=1)

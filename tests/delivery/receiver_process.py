@@ -9,7 +9,7 @@ from pathlib import Path
 
 import httpx
 
-from tests.processes import ROOT, database_url, free_port
+from tests.processes import ROOT, KernelPort, database_url, popen_listening
 
 
 class Receiver:
@@ -25,7 +25,8 @@ class Receiver:
         env: dict[str, str],
         access_format: str = "%(p)s %(s)s",
     ):
-        self.port = free_port()
+        self.held = KernelPort()
+        self.port = self.held.port
         self.url = f"http://127.0.0.1:{self.port}/delivery/api"
         self.access_log = tmp_path / "access.log"
         self.error_log = tmp_path / "receiver.log"
@@ -37,12 +38,12 @@ class Receiver:
             "DELIVERY_DATABASE_URL": database_url("delivery"),
             **env,
         }
-        self.proc = subprocess.Popen(
-            [
+        self.proc = popen_listening(
+            lambda fd: [
                 str(Path(sys.executable).with_name("gunicorn")),
                 "config.wsgi",
                 "--bind",
-                f"127.0.0.1:{self.port}",
+                f"fd://{fd}",
                 "--workers",
                 str(workers),
                 "--timeout",
@@ -54,15 +55,16 @@ class Receiver:
                 "--error-logfile",
                 str(self.error_log),
             ],
+            self.held,
             cwd=ROOT,
             env=full_env,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
 
-    def wait_until_up(self, timeout: float = 30) -> None:
+    def wait_until_up(self, timeout: float = 120) -> None:
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+        while time.monotonic() < deadline and self.proc.poll() is None:
             try:
                 # Unsigned: a 401 proves the app is up and answering.
                 if httpx.get(f"{self.url}/tasks", timeout=1).status_code == 401:
@@ -87,3 +89,4 @@ class Receiver:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
+        self.held.close()

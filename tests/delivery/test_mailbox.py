@@ -11,19 +11,19 @@ import pytest
 from django.test import override_settings
 
 from tests.factories import make_user
-from tests.processes import ROOT, free_port
+from tests.processes import ROOT
 
 pytestmark = pytest.mark.django_db(databases=["default", "delivery"])
 
 
 @pytest.fixture
 def mailbox(tmp_path):
-    port = free_port()
     env = {
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "config.test_settings",
         "DEMO_MAILBOX_DIR": str(tmp_path),
-        "DEMO_SMTP_PORT": str(port),
+        # The kernel chooses the port: the mailbox prints the one it listens on.
+        "DEMO_SMTP_PORT": "0",
     }
     server = subprocess.Popen(
         [sys.executable, "manage.py", "demo_mailbox"],
@@ -34,8 +34,9 @@ def mailbox(tmp_path):
     )
     try:
         # Ready when it says so (it prints its address once it listens).
-        assert "smtp://127.0.0.1" in server.stdout.readline()
-        yield tmp_path, port
+        line = server.stdout.readline()
+        assert "smtp://127.0.0.1:" in line, line
+        yield tmp_path, int(line.rsplit(":", 1)[1])
     finally:
         server.terminate()
         server.wait(timeout=10)

@@ -15,7 +15,6 @@ from delivery.services import task_delete, task_status_set
 from delivery.status_events import sender_idle, status_events_send_due
 from outbox.models import Handoff, StatusEvent
 from tests.builders import deliver, record
-from tests.processes import free_port
 
 EVENTS_PATH = "/reconciliation/api/destinations/receiver/status-events"
 
@@ -116,11 +115,10 @@ def test_an_event_the_source_refuses_for_good_is_kept_with_the_answer(live_serve
 
 
 @pytest.mark.django_db(databases=["default", "delivery"])
-def test_an_unreachable_source_leaves_the_event_unsent_with_the_reason(settings):
+def test_an_unreachable_source_leaves_the_event_unsent_with_the_reason(settings, refused_port):
     key = deliver(record(42)).action_key
     task_status_set(action_key=key, status="done")
-    port = free_port()
-    settings.RECEIVER_STATUS_EVENTS_URL = f"http://127.0.0.1:{port}{EVENTS_PATH}"
+    settings.RECEIVER_STATUS_EVENTS_URL = f"http://127.0.0.1:{refused_port}{EVENTS_PATH}"
     result = status_events_send_due()
     [event] = events()
     assert (result.sent, result.failed) == (0, 1)

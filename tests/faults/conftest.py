@@ -21,7 +21,11 @@ import httpx
 import pytest
 from django.db import connections
 
-from tests.processes import ROOT, database_url, free_port
+from tests.processes import ROOT, KernelPort, database_url
+
+# How long a process may take to answer after its start: a loaded machine (load 10 and more) needs more
+# than 30 s for a gunicorn to import Django and answer.
+START_DEADLINE_SECONDS = 120
 
 
 class Processes:
@@ -38,13 +42,36 @@ class Processes:
             "PYTHONUNBUFFERED": "1",
         }
         self.receiver_url = ""
+        # The receivers' ports, held from the first start to the end of the test (an outage keeps its port).
+        self.ports: dict[int, KernelPort] = {}
 
-    def _spawn(self, args: list[str], env: dict, log_name: str) -> subprocess.Popen:
+    def port(self) -> KernelPort:
+        """A port of the kernel's, held until the test ends."""
+        held = KernelPort()
+        self.ports[held.port] = held
+        return held
+
+    def _spawn(
+        self, args: list[str], env: dict, log_name: str, listen: KernelPort | None = None
+    ) -> subprocess.Popen:
+        """Start `args`; with `listen`, "{fd}" in them names the inherited listening socket of that port."""
         log = open(self.tmp_path / log_name, "wb")  # noqa: SIM115 - closed with the process
+        sock = listen.listener() if listen else None
+        fds = (sock.fileno(),) if sock else ()
         # Its own process group: a qcluster's children go with it when the test kills the group.
-        proc = subprocess.Popen(
-            args, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
-        )
+        try:
+            proc = subprocess.Popen(
+                [arg.replace("{fd}", str(fds[0])) if fds else arg for arg in args],
+                cwd=ROOT,
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                pass_fds=fds,
+            )
+        finally:
+            if sock:
+                sock.close()
         proc.log_path = self.tmp_path / log_name
         self.procs.append(proc)
         return proc
@@ -52,14 +79,15 @@ class Processes:
     def start_receiver(
         self, *, faults: dict | None = None, threads: int = 16, port: int | None = None
     ) -> str:
-        port = port or free_port()
+        """The receiver under gunicorn; `port`: an earlier receiver's of this test, to come back on it."""
+        held = self.ports[port] if port else self.port()
         env = {**self.base_env, "RECEIVER_FAULTS": json.dumps(faults) if faults else ""}
         self.receiver = self._spawn(
             [
                 str(Path(sys.executable).with_name("gunicorn")),
                 "config.wsgi",
                 "--bind",
-                f"127.0.0.1:{port}",
+                "fd://{fd}",
                 "--workers",
                 "1",
                 "--worker-class",
@@ -71,10 +99,13 @@ class Processes:
             ],
             env,
             "receiver.log",
+            listen=held,
         )
-        self.receiver_url = f"http://127.0.0.1:{port}/delivery/api"
-        deadline = time.monotonic() + 30
+        self.receiver_url = f"http://127.0.0.1:{held.port}/delivery/api"
+        deadline = time.monotonic() + START_DEADLINE_SECONDS
         while time.monotonic() < deadline:
+            if self.receiver.poll() is not None:
+                break
             try:
                 # Unsigned: a 401 proves the app is up and answering.
                 if httpx.get(f"{self.receiver_url}/tasks", timeout=1).status_code == 401:
@@ -87,7 +118,8 @@ class Processes:
         )
 
     def stop_receiver(self) -> int:
-        """Stop the receiver process (an outage); returns its port so that it can come back on it."""
+        """Stop the receiver process (an outage); returns its port so that it can come back on it. The port
+        stays held meanwhile: connections to it are refused, and no other process can take it."""
         port = int(self.receiver_url.rsplit(":", 1)[1].split("/", 1)[0])
         self.receiver.send_signal(signal.SIGTERM)
         self.receiver.wait(timeout=30)
@@ -165,6 +197,9 @@ class Processes:
                     os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
         self.procs.clear()
+        for held in self.ports.values():
+            held.close()
+        self.ports.clear()
 
 
 @pytest.fixture
@@ -196,7 +231,8 @@ class PrivateServer:
     def __init__(self, root: Path):
         self.bindir = _postgres_bindir()
         self.root, self.data, self.sockets = root, root / "data", root / "sockets"
-        self.port = free_port()
+        # It listens on its own socket directory only (listen_addresses=''): the port is just the socket's name.
+        self.port = 55432
         # initdb and postgres refuse to run as root: run them as the postgres user then.
         self.as_root = os.geteuid() == 0
         self.user = getpass.getuser()

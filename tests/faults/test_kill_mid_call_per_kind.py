@@ -18,12 +18,11 @@ from delivery.models import ReceiverTask
 from outbox.models import Attempt, AttemptOutcome, Handoff, HandoffState
 from outbox.services.destination_configs import destination_configs_apply
 from tests.factories import HandoffFactory
-from tests.faults.conftest import Processes
+from tests.faults.conftest import START_DEADLINE_SECONDS, Processes
 from tests.faults.test_dispatch_faults import wait_until
 from tests.outbox.destinations.idempotency_key_server import LedgerProcess
 from tests.outbox.destinations.smtp_server import SmtpServer
 from tests.outbox.destinations.test_idempotency_key_http import ledger_config
-from tests.processes import free_port
 
 pytestmark = [
     pytest.mark.postgres,
@@ -123,7 +122,7 @@ def test_http_kind_killed_while_the_receiver_holds_its_committed_answer_leaves_o
             ReceiverTask.objects.filter(action_key=handoff.action_key).exists()
             and Attempt.objects.filter(handoff=handoff, outcome=AttemptOutcome.IN_PROGRESS).exists()
         ),
-        timeout=30,
+        timeout=START_DEADLINE_SECONDS,
         what="the receiver to commit the task and hold its answer",
         procs=[victim],
     )
@@ -152,7 +151,9 @@ def ledger(monkeypatch):
 
 
 def test_idempotency_key_http_kind_killed_while_the_ledger_holds_its_committed_answer_leaves_one_entry(
-    processes, ledger
+    processes,
+    ledger,
+    refused_port,
 ):
     config = ledger_config(ledger.url, connect_timeout=CONNECT_TIMEOUT, read_timeout=READ_TIMEOUT)
     destination_apply(config)
@@ -162,12 +163,12 @@ def test_idempotency_key_http_kind_killed_while_the_ledger_holds_its_committed_a
         "HANDOFF_LEASE_SECONDS": LEASE_SECONDS,
         "HANDOFF_DEST_LEDGER_CLIENT_TOKEN": LEDGER_TOKEN,
         # The default destination (no receiver runs here) is served too and has nothing to do.
-        "RECEIVER_URL": f"http://127.0.0.1:{free_port()}/delivery/api",
+        "RECEIVER_URL": f"http://127.0.0.1:{refused_port}/delivery/api",
     }
     victim = processes.start_dispatcher("victim", **overrides)
     wait_until(
         lambda: ledger.state()["held"] == [handoff.action_key],
-        timeout=30,
+        timeout=START_DEADLINE_SECONDS,
         what="the ledger to commit the entry and hold its answer",
         procs=[victim],
     )
@@ -218,7 +219,9 @@ def attempts_by(handoff: Handoff) -> list[tuple[str, str]]:
 
 
 def test_smtp_kind_killed_while_the_server_holds_a_batchs_third_message_leaves_that_one_to_a_person(
-    processes, mailbox
+    processes,
+    mailbox,
+    refused_port,
 ):
     """Six e-mails claimed in one batch; the worker is killed while the server holds the third one's DATA.
     The two sent before it were recorded before the next call started (delivered), the third alone goes to a
@@ -232,12 +235,12 @@ def test_smtp_kind_killed_while_the_server_holds_a_batchs_third_message_leaves_t
         "HANDOFF_LEASE_SECONDS": LEASE_SECONDS,
         "HANDOFF_CLAIM_BATCH": "20",
         # The default destination (no receiver runs here) is served too and has nothing to do.
-        "RECEIVER_URL": f"http://127.0.0.1:{free_port()}/delivery/api",
+        "RECEIVER_URL": f"http://127.0.0.1:{refused_port}/delivery/api",
     }
     victim = processes.start_dispatcher("victim", **overrides)
     wait_until(
         lambda: len(mailbox.messages()) == held,
-        timeout=30,
+        timeout=START_DEADLINE_SECONDS,
         what="the server to store the third message and hold its answer",
         procs=[victim],
     )

@@ -11,8 +11,8 @@ import pytest
 
 from outbox.models import Attempt, AttemptOutcome, Handoff, HandoffState
 from tests.factories import onboarding_world
+from tests.faults.conftest import START_DEADLINE_SECONDS
 from tests.faults.test_dispatch_faults import wait_until
-from tests.processes import free_port
 from tests.providers.harness import ProviderProcess
 from tests.providers.scenario import Flow, apply_files
 
@@ -51,7 +51,11 @@ PROVIDERS = {
 
 @pytest.mark.parametrize("provider_name", sorted(PROVIDERS))
 def test_a_dispatcher_killed_while_the_provider_holds_its_committed_answer_leaves_one_effect(
-    processes, monkeypatch, tmp_path, provider_name
+    processes,
+    monkeypatch,
+    tmp_path,
+    provider_name,
+    refused_port,
 ):
     token_env, workflow, payload = PROVIDERS[provider_name]
     token = f"{provider_name}-kill-token"
@@ -65,12 +69,12 @@ def test_a_dispatcher_killed_while_the_provider_holds_its_committed_answer_leave
             "HANDOFF_LEASE_SECONDS": LEASE_SECONDS,
             token_env: token,
             # The default destination (no receiver runs here) is served too and has nothing to do.
-            "RECEIVER_URL": f"http://127.0.0.1:{free_port()}/delivery/api",
+            "RECEIVER_URL": f"http://127.0.0.1:{refused_port}/delivery/api",
         }
         victim = processes.start_dispatcher("victim", **overrides)
         wait_until(
             lambda: provider.state()["held"] == 1,
-            timeout=30,
+            timeout=START_DEADLINE_SECONDS,
             what="the provider to commit the effect and hold its answer",
             procs=[victim],
         )

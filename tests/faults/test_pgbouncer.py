@@ -26,7 +26,7 @@ from delivery.models import ReceiverTask
 from outbox.models import Attempt, AttemptOutcome, Handoff, HandoffEvent, HandoffState
 from tests.factories import make_user, make_workspace
 from tests.faults.test_dispatch_faults import make_handoffs, wait_until
-from tests.processes import database_url, free_port
+from tests.processes import database_url
 
 pytestmark = [
     pytest.mark.postgres,
@@ -56,10 +56,11 @@ def _pgbouncer_binary() -> str:
 
 
 class PgBouncer:
-    """A PgBouncer of its own on 127.0.0.1 in transaction mode, in front of the test databases."""
+    """A PgBouncer of its own in transaction mode, in front of the test databases. It listens on a socket
+    in its own directory only, so no other process can take its address: the port is the socket's name."""
 
     def __init__(self, root: Path):
-        self.root, self.port, self.user = root, free_port(), getpass.getuser()
+        self.root, self.port, self.user = root, 6432, getpass.getuser()
         # PgBouncer refuses to run as root: it then runs as postgres and logs in to PostgreSQL as postgres
         # over the socket (peer authentication), a superuser like the test's own role.
         self.as_root = os.geteuid() == 0
@@ -75,9 +76,9 @@ class PgBouncer:
             lines.append(f"{s['NAME']} = host={host} port={port} dbname={s['NAME']}{login}")
         lines += [
             "[pgbouncer]",
-            "listen_addr = 127.0.0.1",
+            "listen_addr =",
             f"listen_port = {self.port}",
-            "unix_socket_dir =",
+            f"unix_socket_dir = {self.root}",
             "auth_type = trust",
             f"auth_file = {self.root / 'userlist.txt'}",
             f"admin_users = {self.user}",
@@ -99,7 +100,7 @@ class PgBouncer:
         self.log_path = self.root / "pgbouncer.log"
         log = open(self.log_path, "wb")  # noqa: SIM115 - closed with the process
         self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
             with contextlib.suppress(OSError, psycopg.Error):
                 self.admin("SHOW VERSION")
@@ -111,12 +112,12 @@ class PgBouncer:
 
     def url(self, alias: str) -> str:
         name = connections[alias].settings_dict["NAME"]
-        return f"postgres://{self.user}@127.0.0.1:{self.port}/{name}"
+        return f"postgres://{self.user}@:{self.port}/{name}?host={self.root}"
 
     def admin(self, statement: str) -> list[dict]:
         """A statement on PgBouncer's admin console (SHOW ...), rows as dicts."""
         with psycopg.connect(
-            host="127.0.0.1",
+            host=str(self.root),
             port=self.port,
             dbname="pgbouncer",
             user=self.user,

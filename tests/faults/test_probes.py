@@ -11,6 +11,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.faults.conftest import START_DEADLINE_SECONDS
 from tests.faults.test_dispatch_faults import wait_until
 from tests.processes import ROOT
 
@@ -41,7 +42,7 @@ def test_web_probes_follow_the_database_and_say_nothing_secret(private_postgres,
         server.resume()
     wait_until(
         lambda: _probe(base, "/readyz").status_code == 200,
-        timeout=30,
+        timeout=START_DEADLINE_SECONDS,
         what="/readyz ready again once the database is back",
         procs=[procs.receiver],
     )
@@ -85,7 +86,7 @@ def test_dispatcher_readiness_follows_its_loop(processes, tmp_path):
     try:
         wait_until(
             lambda: _ready(processes, var_dir, "probed", within).returncode == 1,
-            timeout=30,
+            timeout=START_DEADLINE_SECONDS,
             what="a frozen dispatcher not ready",
         )
         frozen = _ready(processes, var_dir, "probed", within)
@@ -94,7 +95,7 @@ def test_dispatcher_readiness_follows_its_loop(processes, tmp_path):
         os.kill(dispatcher.pid, signal.SIGCONT)
     wait_until(
         lambda: _ready(processes, var_dir, "probed", within).returncode == 0,
-        timeout=30,
+        timeout=START_DEADLINE_SECONDS,
         what="the dispatcher ready again once it turns",
         procs=[dispatcher],
     )
@@ -103,6 +104,6 @@ def test_dispatcher_readiness_follows_its_loop(processes, tmp_path):
     dispatcher.wait(timeout=60)
     wait_until(
         lambda: _ready(processes, var_dir, "probed", within).returncode == 1,
-        timeout=30,
+        timeout=START_DEADLINE_SECONDS,
         what="a stopped dispatcher not ready",
     )

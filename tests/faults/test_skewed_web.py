@@ -29,7 +29,6 @@ from outbox.models import Attempt, FailureClass, Handoff, HandoffEvent, HandoffS
 from tests.factories import HandoffFactory, make_request, onboarding_world
 from tests.faults.test_dispatch_faults import wait_until
 from tests.faults.test_skewed_hosts import SKEW_SECONDS, skewed
-from tests.processes import free_port
 
 pytestmark = [
     pytest.mark.postgres,
@@ -43,13 +42,13 @@ CREATED_AGO = re.compile(r"<dt>Created</dt><dd>[^(]*\((\d+)\xa0minutes? ago\)")
 
 def start_web(processes, name: str, seconds: int) -> str:
     """The console under gunicorn on a host `seconds` off; its base URL once it answers."""
-    port = free_port()
+    held = processes.port()
     proc = processes._spawn(
         [
             str(Path(sys.executable).with_name("gunicorn")),
             "config.wsgi",
             "--bind",
-            f"127.0.0.1:{port}",
+            "fd://{fd}",
             "--workers",
             "1",
             "--threads",
@@ -59,8 +58,9 @@ def start_web(processes, name: str, seconds: int) -> str:
         ],
         {**processes.base_env, **skewed(seconds)},
         f"web-{name}.log",
+        listen=held,
     )
-    base = f"http://127.0.0.1:{port}"
+    base = f"http://127.0.0.1:{held.port}"
 
     def answers() -> bool:
         try:

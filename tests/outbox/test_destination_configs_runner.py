@@ -12,15 +12,16 @@ import pytest
 from outbox import runner
 from outbox.models import DestinationConfig, Handoff, HandoffState
 from tests.builders import record
-from tests.processes import free_port
+from tests.processes import KernelPort, popen_listening
 
 pytestmark = pytest.mark.django_db(databases=["default", "delivery"], transaction=True)
 S = HandoffState
 DEADLINE_SECONDS = 60.0
-# A receiver that takes every connection and never answers, in a process of its own.
+# A receiver that takes every connection and never answers, in a process of its own, on the socket it inherits.
 SILENT = """
 import socket, sys
-server = socket.create_server(("127.0.0.1", int(sys.argv[1])))
+server = socket.socket(fileno=int(sys.argv[1]))
+server.listen()
 print("listening", flush=True)
 held = []
 while True:
@@ -30,14 +31,17 @@ while True:
 
 @pytest.fixture
 def silent_receiver():
-    port = free_port()
-    process = subprocess.Popen(
-        [sys.executable, "-c", SILENT, str(port)], stdout=subprocess.PIPE, text=True
-    )
-    assert process.stdout.readline().strip() == "listening"
-    yield f"http://127.0.0.1:{port}", process
-    process.kill()
-    process.wait(timeout=10)
+    with KernelPort() as held:
+        process = popen_listening(
+            lambda fd: [sys.executable, "-c", SILENT, str(fd)],
+            held,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert process.stdout.readline().strip() == "listening"
+        yield f"http://127.0.0.1:{held.port}", process
+        process.kill()
+        process.wait(timeout=10)
 
 
 def wait_for(condition, what: str):

@@ -1,5 +1,6 @@
 """What the provider-style test servers share: a threaded JSON HTTP server in a process of its own (started
-as `python -m tests.providers.<provider> --port N`), the test-only switches, and the test's handle on it.
+as `python -m tests.providers.<provider> --fd N`, listening on the socket it inherits), the test-only
+switches, and the test's handle on it.
 
 Each provider module defines a `Provider` subclass whose `route(request)` answers one call. Test-only
 endpoints, the same at every provider:
@@ -22,12 +23,12 @@ import sys
 import threading
 import time
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from urllib.parse import parse_qs, unquote, urlsplit
 
 import httpx
 
-from tests.processes import ROOT, free_port
+from tests.processes import ROOT, KernelPort, popen_listening, serve_http_on_fd
 
 # The longest an answer is held when nobody releases it.
 HOLD_SECONDS = 120.0
@@ -82,12 +83,12 @@ class Provider:
 
 
 def serve(provider: Provider) -> None:
-    """Parse `--port`, serve `provider` for ever (the child's main)."""
+    """Parse `--fd`, serve `provider` for ever on that inherited socket (the child's main)."""
     parser = argparse.ArgumentParser()
-    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--fd", type=int, required=True)
     args = parser.parse_args()
     Handler.provider = provider
-    server = ThreadingHTTPServer(("127.0.0.1", args.port), Handler)
+    server = serve_http_on_fd(args.fd, Handler)
     server.daemon_threads = True
     server.serve_forever()
 
@@ -184,14 +185,16 @@ class Handler(BaseHTTPRequestHandler):
 
 
 class ProviderProcess:
-    """A provider module served in a process of its own on a free local port of this suite's slice."""
+    """A provider module served in a process of its own on a port the kernel chose (tests/processes.py)."""
 
     def __init__(self, module: str, *, token: str | None = None):
-        self.port = free_port()
+        self.held = KernelPort()
+        self.port = self.held.port
         self.url = f"http://127.0.0.1:{self.port}"
         env = {**os.environ, "PYTHONUNBUFFERED": "1", "PROVIDER_TOKEN": token or ""}
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", f"tests.providers.{module}", "--port", str(self.port)],
+        self.proc = popen_listening(
+            lambda fd: [sys.executable, "-m", f"tests.providers.{module}", "--fd", str(fd)],
+            self.held,
             cwd=ROOT,
             env=env,
             stdout=subprocess.DEVNULL,
@@ -199,7 +202,7 @@ class ProviderProcess:
         )
         self._wait_until_up()
 
-    def _wait_until_up(self, timeout: float = 20) -> None:
+    def _wait_until_up(self, timeout: float = 120) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -241,6 +244,7 @@ class ProviderProcess:
         self.proc.kill()
         self.proc.wait(timeout=10)
         self.proc.stderr.close()
+        self.held.close()
 
 
 def token_from_environment() -> str | None:

@@ -75,7 +75,10 @@ class Command(BaseCommand):
         for signum in (signal.SIGTERM, signal.SIGINT):
             signal.signal(signum, lambda *_: stopped.set())
         threading.Thread(target=server.serve_forever, daemon=True).start()
-        self.stdout.write(f"demo alert sink: http://127.0.0.1:{port}/", ending="\n")
+        # The port it listens on: DEMO_ALERT_PORT, or the kernel's choice for 0.
+        self.stdout.write(
+            f"demo alert sink: http://127.0.0.1:{server.server_address[1]}/", ending="\n"
+        )
         self.stdout.flush()
         stopped.wait()
         server.shutdown()

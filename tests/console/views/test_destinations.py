@@ -161,13 +161,14 @@ def test_a_destination_paused_by_its_breaker_is_asked_at_once_from_its_page_and_
     assert DestinationHealth.objects.get(name="crm").state == DestinationState.ACTIVE
 
 
-def test_a_destination_that_does_not_answer_the_resume_is_probed_with_the_next_claim(world):
+def test_a_destination_that_does_not_answer_the_resume_is_probed_with_the_next_claim(
+    world, refused_port
+):
     from outbox.clock import db_now_plus
     from outbox.models import DestinationState
-    from tests.processes import free_port
 
     # Nothing listens on this port: the resume's lookup is refused.
-    url = f"http://127.0.0.1:{free_port()}/delivery/api"
+    url = f"http://127.0.0.1:{refused_port}/delivery/api"
     DestinationConfig.objects.create(name="down", kind="http", config={"url": url})
     DestinationHealth.objects.create(
         name="down", state=DestinationState.PAUSED, next_probe_at=db_now_plus(600)

@@ -1,6 +1,6 @@
 """A ledger API written for the tests, following the IETF Idempotency-Key header draft, with paths and field
-names unlike the bundled receiver's: run as a process of its own (`python -m` this module `--port N`), it keeps
-its entries in memory.
+names unlike the bundled receiver's: run as a process of its own (`python -m` this module `--fd N`,
+listening on the socket it inherits), it keeps its entries in memory.
 
     POST /v2/ledger/entries                   header X-Request-Key, JSON body -> 201 {"entry": {...}}
     GET  /v2/ledger/entries?request_key=K     -> 200 {"entries": [...]}  (empty when none)
@@ -31,12 +31,12 @@ import subprocess
 import sys
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from urllib.parse import parse_qs, unquote, urlsplit
 
 import httpx
 
-from tests.processes import ROOT, free_port
+from tests.processes import ROOT, KernelPort, popen_listening, serve_http_on_fd
 
 ENTRIES = "/v2/ledger/entries"
 BY_KEY = "/v2/ledger/entries/by-key/"
@@ -233,25 +233,33 @@ class Handler(BaseHTTPRequestHandler):
 
 
 class LedgerProcess:
-    """The ledger in a process of its own on a free local port; `token` is the bearer token it requires."""
+    """The ledger in a process of its own on a port the kernel chose (tests/processes.py); `token` is the
+    bearer token it requires."""
 
     def __init__(self, *, token: str | None = None):
-        self.port = free_port()
+        self.held = KernelPort()
+        self.port = self.held.port
         self.url = f"http://127.0.0.1:{self.port}"
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         env.pop("LEDGER_SERVER_TOKEN", None)
         if token:
             env["LEDGER_SERVER_TOKEN"] = token
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "tests.outbox.destinations.idempotency_key_server"]
-            + ["--port", str(self.port)],
+        self.proc = popen_listening(
+            lambda fd: [
+                sys.executable,
+                "-m",
+                "tests.outbox.destinations.idempotency_key_server",
+                "--fd",
+                str(fd),
+            ],
+            self.held,
             cwd=ROOT,
             env=env,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
         )
 
-    def wait_until_up(self, timeout: float = 20) -> None:
+    def wait_until_up(self, timeout: float = 120) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -284,14 +292,15 @@ class LedgerProcess:
         self.proc.kill()
         self.proc.wait(timeout=10)
         self.proc.stderr.close()
+        self.held.close()
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--fd", type=int, required=True)
     args = parser.parse_args()
     Handler.ledger = Ledger(os.environ.get("LEDGER_SERVER_TOKEN") or None)
-    server = ThreadingHTTPServer(("127.0.0.1", args.port), Handler)
+    server = serve_http_on_fd(args.fd, Handler)
     server.daemon_threads = True
     server.serve_forever()
 

@@ -18,8 +18,8 @@ command, so a test switches them while the server runs (`SmtpServer.faults(...)`
 With --user/--password the server requires AUTH (LOGIN or PLAIN; 535 for other credentials, 530 for MAIL
 before AUTH). With --cert/--key it offers STARTTLS (or, with --implicit-tls, speaks TLS from the start).
 
-`SmtpServer` is the tests' side: it starts the process on a free port, waits until it answers, switches
-faults, reads the mailbox and stops the process.
+`SmtpServer` is the tests' side: it starts the process on a port the kernel chose, waits until it
+answers, switches faults, reads the mailbox and stops the process.
 """
 
 import argparse
@@ -38,10 +38,10 @@ import time
 from email.message import Message
 from pathlib import Path
 
-from aiosmtpd.controller import Controller
 from aiosmtpd.smtp import AuthResult, LoginPassword
 
-from tests.processes import ROOT, free_port
+from delivery.mailbox import SocketController
+from tests.processes import ROOT, KernelPort, popen_listening
 
 
 class FaultyMailbox:
@@ -126,14 +126,15 @@ def _authenticator(user: str, password: str):
 def serve(argv: list[str]) -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("directory", type=Path)
-    parser.add_argument("port", type=int)
+    parser.add_argument("fd", type=int, help="the inherited socket to listen on")
     parser.add_argument("--user")
     parser.add_argument("--password")
     parser.add_argument("--cert")
     parser.add_argument("--key")
     parser.add_argument("--implicit-tls", action="store_true")
     args = parser.parse_args(argv)
-    options: dict = {"hostname": "127.0.0.1", "port": args.port}
+    # The socket handed down by the parent (tests/processes.py).
+    options: dict = {"sock": socket.socket(fileno=args.fd)}
     if args.user:
         options.update(
             auth_required=True,
@@ -144,7 +145,7 @@ def serve(argv: list[str]) -> None:
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         context.load_cert_chain(args.cert, args.key)
         options["ssl_context" if args.implicit_tls else "tls_context"] = context
-    controller = Controller(FaultyMailbox(args.directory), ready_timeout=30, **options)
+    controller = SocketController(FaultyMailbox(args.directory), ready_timeout=120, **options)
     stopped = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stopped.set())
     controller.start()
@@ -185,13 +186,21 @@ class SmtpServer:
     """The server process as a test sees it."""
 
     def __init__(
-        self, directory: Path, *, user: str = "", password: str = "", tls=None, port: int = 0
+        self,
+        directory: Path,
+        *,
+        user: str = "",
+        password: str = "",
+        tls=None,
+        port: KernelPort | None = None,
     ):
-        """`port`: the port a stopped server listened on, to bring it back there (a free one by default)."""
+        """`port`: the port a server stopped with `keep_port` held, to bring it back there (by default a
+        port the kernel chooses)."""
         self.directory = directory
         self.mailbox = directory / "mailbox"
-        self.port = port or free_port()
-        args = [sys.executable, "-m", __name__, str(directory), str(self.port)]
+        self.held = port or KernelPort()
+        self.port = self.held.port
+        args = [sys.executable, "-m", __name__, str(directory), "{fd}"]
         if user:
             args += ["--user", user, "--password", password]
         if tls is not None:
@@ -202,11 +211,17 @@ class SmtpServer:
         self.log_path = directory / "server.log"
         directory.mkdir(parents=True, exist_ok=True)
         with open(self.log_path, "wb") as log:
-            self.process = subprocess.Popen(args, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+            self.process = popen_listening(
+                lambda fd: [str(fd) if arg == "{fd}" else arg for arg in args],
+                self.held,
+                cwd=ROOT,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
         self._wait_listening()
 
     def _wait_listening(self) -> None:
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
             assert self.process.poll() is None, self.log_path.read_text()
             if "listening" in self.log_path.read_text():
@@ -244,7 +259,8 @@ class SmtpServer:
             time.sleep(0.05)
         return messages
 
-    def stop(self) -> None:
+    def stop(self, *, keep_port: bool = False) -> None:
+        """Stop the process; `keep_port`: hold its port (connections refused) for a server started on it."""
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM)
             try:
@@ -252,6 +268,8 @@ class SmtpServer:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
+        if not keep_port:
+            self.held.close()
 
 
 if __name__ == "__main__":

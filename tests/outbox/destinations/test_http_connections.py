@@ -21,7 +21,6 @@ from outbox.dispatcher import handoff_deliver
 from outbox.failures import Outgoing
 from outbox.models import FailureClass, HandoffState
 from tests.outbox.destinations.test_http_tls import SECRET, untrusted_https_port  # noqa: F401 (a fixture)
-from tests.processes import free_port
 
 RECEIVER_NAME = "receiver.test"
 PROXY_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "ALL_PROXY")
@@ -200,8 +199,8 @@ def test_https_goes_through_a_connect_tunnel(environment, proxy, untrusted_https
     ), result
 
 
-def test_an_unreachable_proxy_is_a_failed_connect_not_an_unknown_outcome(environment):
-    environment.setenv("HTTP_PROXY", f"http://127.0.0.1:{free_port()}")
+def test_an_unreachable_proxy_is_a_failed_connect_not_an_unknown_outcome(environment, refused_port):
+    environment.setenv("HTTP_PROXY", f"http://127.0.0.1:{refused_port}")
     result, _ = deliver_once(f"http://{RECEIVER_NAME}/delivery/api")
     assert (result.failure_class, result.reason_code) == (
         FailureClass.TRANSIENT,
@@ -229,8 +228,8 @@ def test_a_proxy_password_is_sent_as_proxy_authorization_and_never_shown(
     assert "s3cr" not in result.detail and "s3cr" not in destination.describe()
 
 
-def test_an_unreachable_proxy_failure_names_it_without_its_password(environment):
-    environment.setenv("HTTP_PROXY", f"http://user:hunter2@127.0.0.1:{free_port()}")
+def test_an_unreachable_proxy_failure_names_it_without_its_password(environment, refused_port):
+    environment.setenv("HTTP_PROXY", f"http://user:hunter2@127.0.0.1:{refused_port}")
     result, _ = deliver_once(f"http://{RECEIVER_NAME}/delivery/api")
     assert result.reason_code == "connect_failed" and "127.0.0.1" in result.detail
     assert "hunter2" not in result.detail

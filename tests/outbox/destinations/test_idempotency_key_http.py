@@ -15,7 +15,6 @@ from reconciliation.models import RunStatus
 from reconciliation.services.runs import reconciliation_run
 from tests.factories import ONBOARDING_PAYLOAD, HandoffFactory
 from tests.outbox.destinations.idempotency_key_server import LedgerProcess
-from tests.processes import free_port
 
 pytestmark = pytest.mark.django_db(databases=["default", "delivery"])
 S = HandoffState
@@ -384,9 +383,9 @@ def test_a_missing_key_header_is_a_permanent_bad_request(ledger):
     assert ledger.entries() == []
 
 
-def test_a_refused_connection_is_transient(outgoing, monkeypatch):
+def test_a_refused_connection_is_transient(outgoing, monkeypatch, refused_port):
     monkeypatch.setenv("HANDOFF_DEST_LEDGER_CLIENT_TOKEN", TOKEN)
-    destination = destination_from_config(ledger_config(f"http://127.0.0.1:{free_port()}"))
+    destination = destination_from_config(ledger_config(f"http://127.0.0.1:{refused_port}"))
     try:
         result = destination.deliver(outgoing("a:1"))
     finally:

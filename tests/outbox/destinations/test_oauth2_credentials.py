@@ -29,7 +29,6 @@ from reconciliation.alerts.incidents import incidents_sync
 from reconciliation.models import Incident, IncidentKind
 from tests.factories import ONBOARDING_PAYLOAD, HandoffFactory
 from tests.outbox.destinations.oauth2_servers import CLIENT_ID, CLIENT_SECRET, start
-from tests.processes import free_port
 
 pytestmark = pytest.mark.django_db(databases=["default", "delivery"])
 S = HandoffState
@@ -208,9 +207,11 @@ def test_a_revoked_client_pauses_its_destination_alone_with_one_incident(servers
     assert incident.cause == "destination:crm:credential"
 
 
-def test_an_unreachable_token_endpoint_is_transient_and_reaches_nothing(servers, built):
+def test_an_unreachable_token_endpoint_is_transient_and_reaches_nothing(
+    servers, built, refused_port
+):
     _token_server, api = servers
-    gone = f"http://127.0.0.1:{free_port()}/token"
+    gone = f"http://127.0.0.1:{refused_port}/token"
     destination = built(api, oauth2_auth(_token_server, token_url=gone))
     result = destination.deliver(outgoing("a:1"))
 

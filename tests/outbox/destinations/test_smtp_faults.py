@@ -20,7 +20,6 @@ from tests.factories import ONBOARDING_PAYLOAD, HandoffFactory
 from tests.faults.conftest import processes  # noqa: F401 - the real processes' fixture
 from tests.faults.test_dispatch_faults import wait_until
 from tests.outbox.destinations.smtp_server import SmtpServer
-from tests.processes import free_port
 
 pytestmark = [
     pytest.mark.postgres,
@@ -45,6 +44,7 @@ def server(tmp_path):
 def test_a_dispatcher_killed_while_the_server_holds_the_message_leaves_one_message_and_a_person(
     processes,  # noqa: F811
     server,
+    refused_port,
 ):
     DestinationConfig.objects.create(
         name=NAME,
@@ -71,7 +71,7 @@ def test_a_dispatcher_killed_while_the_server_holds_the_message_leaves_one_messa
     # The default destination (no receiver runs here) is served too and has nothing to do.
     overrides = {
         "HANDOFF_LEASE_SECONDS": LEASE_SECONDS,
-        "RECEIVER_URL": f"http://127.0.0.1:{free_port()}/delivery/api",
+        "RECEIVER_URL": f"http://127.0.0.1:{refused_port}/delivery/api",
     }
     victim = processes.start_dispatcher("victim", **overrides)
     server.wait_for_messages(1)

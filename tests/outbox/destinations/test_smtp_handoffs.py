@@ -202,11 +202,11 @@ def test_a_lease_that_ran_out_mid_call_goes_to_a_person_and_nothing_is_sent_agai
 
 
 def test_a_refused_connection_is_retried_and_then_delivered_once(server, mail, tmp_path):
-    server.stop()
+    server.stop(keep_port=True)
     handoff = welcome_pack(1)
     assert dispatch_batch(destination=mail).retrying == 1
     assert state_of(handoff).reason_code == "connect_failed"
-    back = SmtpServer(tmp_path / "smtp", port=server.port)
+    back = SmtpServer(tmp_path / "smtp", port=server.held)
     try:
         assert dispatch_batch(destination=mail).delivered == 1
         everything_automatic(mail)

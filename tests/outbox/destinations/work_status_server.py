@@ -1,6 +1,6 @@
 """An accounts API written for the work-status tests, run as a process of its own (`python -m` this module
-`--port N`): it creates accounts under an Idempotency-Key and answers each account's status, which the test
-sets, and counts every read of it.
+`--fd N`, listening on the socket it inherits): it creates accounts under an Idempotency-Key and answers
+each account's status, which the test sets, and counts every read of it.
 
     POST /v1/accounts                 header Idempotency-Key, JSON body -> 201 {"account": {"id": ...}}
     GET  /v1/accounts/<id>            -> 200 {"account": {"id": ..., "status": ...}}, or 404
@@ -18,11 +18,11 @@ import subprocess
 import sys
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import httpx
 
-from tests.processes import ROOT, free_port
+from tests.processes import ROOT, KernelPort, popen_listening, serve_http_on_fd
 
 ACCOUNTS = "/v1/accounts"
 
@@ -80,20 +80,27 @@ class Handler(BaseHTTPRequestHandler):
 
 
 class AccountsProcess:
-    """The accounts API in a process of its own on a free local port."""
+    """The accounts API in a process of its own on a port the kernel chose (tests/processes.py)."""
 
     def __init__(self):
-        self.port = free_port()
+        self.held = KernelPort()
+        self.port = self.held.port
         self.url = f"http://127.0.0.1:{self.port}"
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "tests.outbox.destinations.work_status_server"]
-            + ["--port", str(self.port)],
+        self.proc = popen_listening(
+            lambda fd: [
+                sys.executable,
+                "-m",
+                "tests.outbox.destinations.work_status_server",
+                "--fd",
+                str(fd),
+            ],
+            self.held,
             cwd=ROOT,
             env={**os.environ, "PYTHONUNBUFFERED": "1"},
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
         )
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + 120
         while True:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"accounts exited: {self.proc.stderr.read().decode()[-2000:]}")
@@ -123,14 +130,15 @@ class AccountsProcess:
         self.proc.kill()
         self.proc.wait(timeout=10)
         self.proc.stderr.close()
+        self.held.close()
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--fd", type=int, required=True)
     args = parser.parse_args()
     Handler.accounts = Accounts()
-    server = ThreadingHTTPServer(("127.0.0.1", args.port), Handler)
+    server = serve_http_on_fd(args.fd, Handler)
     server.daemon_threads = True
     server.serve_forever()
 

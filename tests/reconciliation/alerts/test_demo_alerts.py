@@ -4,14 +4,13 @@ sink (run twice, the same two), and the sink, a real process, keeps what it is s
 import os
 import subprocess
 import sys
-import time
 
 import httpx
 import pytest
 from django.core.management import call_command
 
 from reconciliation.models import AlertChannel, ChannelKind, IncidentSeverity
-from tests.processes import ROOT, free_port
+from tests.processes import ROOT
 
 pytestmark = pytest.mark.django_db(databases=["default", "delivery"])
 
@@ -29,33 +28,31 @@ def test_the_demo_gives_workspace_7_a_page_and_a_queue_channel_to_its_sink(monke
 
 
 def test_the_demo_sink_keeps_and_lists_what_it_receives(tmp_path):
-    port = free_port()
     env = {
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "config.test_settings",
-        "DEMO_ALERT_PORT": str(port),
+        # The kernel chooses the port: the sink prints the one it listens on.
+        "DEMO_ALERT_PORT": "0",
         "DEMO_ALERT_DIR": str(tmp_path / "alerts"),
     }
     sink = subprocess.Popen(
         [sys.executable, "manage.py", "demo_alert_sink"],
         cwd=ROOT,
         env=env,
-        stdout=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
+        text=True,
     )
     try:
-        deadline = time.monotonic() + 90
-        while True:
-            try:
-                answer = httpx.post(
-                    f"http://127.0.0.1:{port}/page",
-                    content=b'{"id": "incident-3-1"}',
-                    headers={"webhook-id": "incident-3-1"},
-                )
-                break
-            except httpx.ConnectError:
-                assert sink.poll() is None and time.monotonic() < deadline, "the sink did not start"
-                time.sleep(0.1)
+        # Listening once it prints its address (EOF, an empty line, if it could not start).
+        line = sink.stdout.readline()
+        assert "http://127.0.0.1:" in line, f"the sink did not start: {line!r}"
+        port = int(line.rsplit(":", 1)[1].strip("/\n"))
+        answer = httpx.post(
+            f"http://127.0.0.1:{port}/page",
+            content=b'{"id": "incident-3-1"}',
+            headers={"webhook-id": "incident-3-1"},
+        )
         assert answer.status_code == 202
         listing = httpx.get(f"http://127.0.0.1:{port}/").text
         assert "Notifications received (1)" in listing and "incident-3-1" in listing

@@ -36,7 +36,7 @@ from reconciliation.models import (
     ReplayVerdict,
 )
 from tests.factories import ONBOARDING_PAYLOAD, onboarding_world
-from tests.processes import ROOT, database_url, free_port
+from tests.processes import ROOT, KernelPort, database_url, popen_listening
 
 pytestmark = [
     pytest.mark.postgres,
@@ -51,7 +51,8 @@ class ReceiverProcess:
     the test counts the calls the receiver itself saw."""
 
     def __init__(self, tmp_path: Path):
-        self.port = free_port()
+        self.held = KernelPort()
+        self.port = self.held.port
         self.url = f"http://127.0.0.1:{self.port}/delivery/api"
         self.access_log = tmp_path / "access.log"
         env = {
@@ -60,12 +61,12 @@ class ReceiverProcess:
             "DATABASE_URL": database_url("default"),
             "DELIVERY_DATABASE_URL": database_url("delivery"),
         }
-        self.proc = subprocess.Popen(
-            [
+        self.proc = popen_listening(
+            lambda fd: [
                 str(Path(sys.executable).with_name("gunicorn")),
                 "config.wsgi",
                 "--bind",
-                f"127.0.0.1:{self.port}",
+                f"fd://{fd}",
                 "--worker-class",
                 "gthread",
                 "--threads",
@@ -75,13 +76,14 @@ class ReceiverProcess:
                 "--access-logformat",
                 "%(m)s %(U)s %(s)s",
             ],
+            self.held,
             cwd=ROOT,
             env=env,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and self.proc.poll() is None:
             try:
                 if httpx.get(f"{self.url}/tasks", timeout=1).status_code == 401:
                     return
@@ -107,6 +109,7 @@ class ReceiverProcess:
     def stop(self) -> None:
         self.proc.send_signal(signal.SIGTERM)
         self.proc.wait(timeout=15)
+        self.held.close()
 
 
 @pytest.fixture
