@@ -19,7 +19,7 @@ RUN_ELSEWHERE = {
     "scripts/manage.sh demo_receiver_outage --seconds 60": (
         "tests/faults/test_make_run.py (the terminal prints it); tests/delivery/test_outage.py"
     ),
-    "make run": "tests/faults/test_make_run.py starts it on a free port in a copy of the tree",
+    "make run": "tests/faults/test_make_run.py starts it on a port the kernel chose in a copy of the tree",
     "PORT=8123 make run": "tests/faults/test_make_run.py starts it with PORT set",
     "scripts/manage.sh task_status onboarding:7:42:1:create_client done": (
         "tests/faults/test_make_run.py, once make run delivered request 42's first step"
@@ -29,6 +29,9 @@ RUN_ELSEWHERE = {
 NOT_RUN = {
     "make test": "the whole suite, this test included (about 17 minutes)",
     "make lint": "the first step of make test",
+    "python3 scripts/make_load.py --load 10 --seconds 1800": (
+        "loads the machine for half an hour; tests/scripts/test_make_load.py runs it for seconds"
+    ),
     "make lock": "recompiles the lock from the package index; make lock-check (in make test) checks it",
     """RECEIVER_FAULTS='{"keys": {"onboarding:7:42:1:create_client": "drop_after_commit"}}' make run""": (
         "serves until Ctrl-C; the key's fault itself is tests/delivery/test_fault_wrapper.py's"
