@@ -83,14 +83,14 @@ monitoring-check: promtool
 
 test-sqlite: $(STAMP)
 	@echo "== test suite on SQLite (embedded default) =="
-	env -u DATABASE_URL -u DELIVERY_DATABASE_URL HANDOFF_VAR_DIR=var/test-sqlite TEST_PORTS=20000-22399 \
+	env -u DATABASE_URL -u DELIVERY_DATABASE_URL HANDOFF_VAR_DIR=var/test-sqlite \
 		$(VENV)/bin/pytest -m "not postgres and not browser and not demo"
 
-# The PostgreSQL suite in four streams that run side by side, each on databases, a var directory and ports
-# (TEST_PORTS: tests/processes.py says why) of its own: the tests that run for a minute or more (marked
-# `long`: large backlogs through real processes, the property test, thousands of rows), the other fault
-# tests of real processes (which wait on them much of the time), the browser and demo tests, and the rest.
-# Together their markers select every test once.
+# The PostgreSQL suite in four streams that run side by side, each on databases and a var directory of its
+# own (ports come from the kernel, held by each test: tests/processes.py): the tests that run for a minute
+# or more (marked `long`: large backlogs through real processes, the property test, thousands of rows), the
+# other fault tests of real processes (which wait on them much of the time), the browser and demo tests,
+# and the rest. Together their markers select every test once.
 test-postgres: test-postgres-long test-postgres-faults test-postgres-browser test-postgres-rest
 
 test-postgres-processes: test-postgres-long test-postgres-faults test-postgres-browser
@@ -98,22 +98,22 @@ test-postgres-processes: test-postgres-long test-postgres-faults test-postgres-b
 test-postgres-long: $(STAMP) postgres pgbouncer faketime nftables
 	@echo "== test suite on PostgreSQL: the tests that run for a minute or more =="
 	DATABASE_URL="postgres:///handoff_long?host=$(PGHOST)" DELIVERY_DATABASE_URL="postgres:///handoff_long_delivery?host=$(PGHOST)" \
-		HANDOFF_VAR_DIR=var/test-postgres-long TEST_PORTS=22400-24799 $(VENV)/bin/pytest --durations=15 -m "long and not (browser or demo)"
+		HANDOFF_VAR_DIR=var/test-postgres-long $(VENV)/bin/pytest --durations=15 -m "long and not (browser or demo)"
 
 test-postgres-faults: $(STAMP) postgres pgbouncer faketime nftables
 	@echo "== test suite on PostgreSQL: the other fault tests (real processes) =="
 	DATABASE_URL="postgres:///handoff_faults?host=$(PGHOST)" DELIVERY_DATABASE_URL="postgres:///handoff_faults_delivery?host=$(PGHOST)" \
-		HANDOFF_VAR_DIR=var/test-postgres-faults TEST_PORTS=24800-27199 $(VENV)/bin/pytest --durations=15 -m "faults and not long and not (browser or demo)"
+		HANDOFF_VAR_DIR=var/test-postgres-faults $(VENV)/bin/pytest --durations=15 -m "faults and not long and not (browser or demo)"
 
 test-postgres-browser: $(STAMP) postgres chromium
 	@echo "== test suite on PostgreSQL: browser and demo tests =="
 	DATABASE_URL="postgres:///handoff?host=$(PGHOST)" DELIVERY_DATABASE_URL="postgres:///handoff_delivery?host=$(PGHOST)" \
-		HANDOFF_VAR_DIR=var/test-postgres-browser TEST_PORTS=27200-29599 $(VENV)/bin/pytest --durations=15 -m "browser or demo"
+		HANDOFF_VAR_DIR=var/test-postgres-browser $(VENV)/bin/pytest --durations=15 -m "browser or demo"
 
 test-postgres-rest: $(STAMP) postgres
 	@echo "== test suite on PostgreSQL: everything else =="
 	DATABASE_URL="postgres:///handoff_rest?host=$(PGHOST)" DELIVERY_DATABASE_URL="postgres:///handoff_rest_delivery?host=$(PGHOST)" \
-		HANDOFF_VAR_DIR=var/test-postgres-rest TEST_PORTS=29600-31999 $(VENV)/bin/pytest --durations=15 -m "not (faults or browser or demo or long)"
+		HANDOFF_VAR_DIR=var/test-postgres-rest $(VENV)/bin/pytest --durations=15 -m "not (faults or browser or demo or long)"
 
 # The README's screenshots, taken by the browser tests in a real Chromium.
 screenshots: $(STAMP) postgres chromium
