@@ -27,7 +27,7 @@ pytestmark = [
     pytest.mark.long,
     pytest.mark.django_db(databases=["default", "delivery"], transaction=True),
 ]
-COUNT = 1500
+COUNT = 800
 # Deliveries the replica must have before the cut, and the old primary alone after it.
 BEFORE_CUT, AFTER_CUT = 150, 100
 
