@@ -101,6 +101,7 @@ def test_failover_mid_load_loses_nothing_and_looks_up_what_the_old_primary_sent(
         proc.wait(timeout=60)
 
     assert_one_task_per_key_held_by_its_handoff(replica)
+    assert_delivered_once_under_one_lease(replica)
     assert_forgotten_ones_looked_up_not_resent(replica, forgotten, promoted_at)
     report = processes.manage("reconcile", "--strict", "--no-progress")
     assert "clean: source and receiver agree; no findings" in report
@@ -115,6 +116,24 @@ def assert_one_task_per_key_held_by_its_handoff(server) -> None:
     )
     assert len(held) == COUNT
     assert {key: str(task) for key, task in tasks.items()} == held
+
+
+def assert_delivered_once_under_one_lease(server) -> None:
+    # Fencing across the switch: no handoff recorded delivered twice, no attempt left open, no lease held.
+    twice = server.sql(
+        "SELECT handoff_id FROM outbox_handoffevent WHERE to_state = 'delivered'"
+        " GROUP BY handoff_id HAVING count(*) > 1",
+        dbname="handoff",
+    )
+    assert not twice, f"{len(twice)} handoffs recorded delivered twice"
+    open_attempts = server.sql(
+        "SELECT count(*) FROM outbox_attempt WHERE outcome = 'in_progress'", dbname="handoff"
+    )
+    assert open_attempts == [(0,)]
+    leased = server.sql(
+        "SELECT count(*) FROM outbox_handoff WHERE lease_owner <> ''", dbname="handoff"
+    )
+    assert leased == [(0,)]
 
 
 def assert_forgotten_ones_looked_up_not_resent(server, forgotten: set[str], promoted_at) -> None:
