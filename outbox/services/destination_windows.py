@@ -40,24 +40,26 @@ def _checked_reason(reason: str) -> str:
     return reason.strip()[:REASON_MAX]
 
 
-def _label(actor) -> str:
-    return actor.get_username() if actor else "system"
+def _label(actor, actor_label: str = "") -> str:
+    """Who acted: the signed-in person, else the label of the command that acted (`manage.py
+    destinations`), else "system"."""
+    return actor.get_username() if actor else (actor_label or "system")
 
 
-def _event(health: DestinationHealth, *, actor, action: str, text: str) -> None:
+def _event(health: DestinationHealth, *, actor, action: str, text: str, label: str = "") -> None:
     DestinationEvent.objects.using(DB).create(
         destination=health.name,
         from_state=health.state,
         to_state=health.state,
         actor=actor,
-        actor_label=_label(actor),
+        actor_label=_label(actor, label),
         action=action,
         reason=text[:2000],
     )
 
 
 def destination_pause_by_operator(
-    *, name: str, actor, reason: str, for_seconds: float | None = None
+    *, name: str, actor, reason: str, for_seconds: float | None = None, actor_label: str = ""
 ) -> DestinationHold:
     """Pause the destination from now, until an operator resumes it or for `for_seconds`: a hold of its
     own, beside any other."""
@@ -72,7 +74,7 @@ def destination_pause_by_operator(
             reason=reason,
             starts_at=db_now(),
             ends_at=db_now_plus(for_seconds) if for_seconds is not None else None,
-            set_by=actor.get_username() if actor else "",
+            set_by=_label(actor, actor_label),
         )
         until = f"for {int(for_seconds)} s" if for_seconds is not None else "until resumed"
         _event(
@@ -80,13 +82,20 @@ def destination_pause_by_operator(
             actor=actor,
             action="operator_pause",
             text=f"paused by an operator {until}: {reason}",
+            label=actor_label,
         )
     hold.refresh_from_db(using=DB)
     return hold
 
 
 def destination_schedule_window(
-    *, name: str, actor, reason: str, starts_at: datetime, ends_at: datetime
+    *,
+    name: str,
+    actor,
+    reason: str,
+    starts_at: datetime,
+    ends_at: datetime,
+    actor_label: str = "",
 ) -> DestinationHold:
     """Schedule a maintenance window: a hold of its own, beside a pause or another window (it ends
     neither, and neither ends it)."""
@@ -103,7 +112,7 @@ def destination_schedule_window(
             reason=reason,
             starts_at=starts_at,
             ends_at=ends_at,
-            set_by=actor.get_username() if actor else "",
+            set_by=_label(actor, actor_label),
         )
         _event(
             health,
@@ -111,6 +120,7 @@ def destination_schedule_window(
             action="window_scheduled",
             text=f"maintenance window {starts_at:%Y-%m-%d %H:%M} to {ends_at:%Y-%m-%d %H:%M} UTC: "
             f"{reason}",
+            label=actor_label,
         )
     return hold
 
@@ -134,7 +144,13 @@ def _to_end(name: str, hold_id: int | None):
 
 
 def destination_resume_by_operator(
-    *, name: str, actor, reason: str, hold_id: int | None = None, probe: bool = False
+    *,
+    name: str,
+    actor,
+    reason: str,
+    hold_id: int | None = None,
+    probe: bool = False,
+    actor_label: str = "",
 ) -> DestinationHealth:
     """End an operator's hold now (`hold_id`, or as `_to_end` picks: a pause before a window, a window
     scheduled ahead last); the destination drains once no other hold is live. A destination paused by its
@@ -142,7 +158,7 @@ def destination_resume_by_operator(
     (`outbox/services/recovery.py`): it resumes on that answer, or else when its next probe succeeds, which
     is the next claim (`outbox/services/breaker.py`). `probe`: only that, whatever an operator holds."""
     reason = _checked_reason(reason)
-    label = _label(actor)
+    label = _label(actor, actor_label)
     with transaction.atomic(using=DB):
         health = destination_health_locked(name)
         ending = [] if probe else _to_end(name, hold_id)
@@ -163,6 +179,7 @@ def destination_resume_by_operator(
                 actor=actor,
                 action="operator_resume",
                 text=f"ended by an operator ({what}): {reason}",
+                label=actor_label,
             )
     health.refresh_from_db(using=DB)
     others = DestinationHold.objects.using(DB).live().filter(destination=name).exists()

@@ -1,5 +1,5 @@
-"""`manage.py destinations apply FILE | list | check | holds NAME | probe NAME`: destinations kept under
-version control, and what holds one now.
+"""`manage.py destinations apply FILE | list | check | holds | pause | window | resume NAME | probe NAME`:
+destinations kept under version control, and what holds one (an operator's pause or window, set here too).
 
     apply FILE   create or update a row per entry of FILE (JSON: {"destinations": [{"name", "kind",
                  "enabled", ...the kind's keys}]}), all or nothing, each change audited as a destination
@@ -13,6 +13,12 @@ version control, and what holds one now.
                  notes each path no sample answer checks
     holds NAME   every live hold of NAME (kind, reason, since, until, who set it) and the next scheduled,
                  in the words of its console page
+    pause NAME --reason R [--minutes N]      an operator's pause from now (until resumed, or N minutes)
+    window NAME --from T --to T --reason R   a maintenance window (UTC times, as on the console)
+    resume NAME --reason R [--hold ID | --probe]
+                 end hold ID, or the live pause (else the live window, else the next window); --probe:
+                 ask a destination its breaker paused at once. Each a hold beside the others (they
+                 overlap), audited as the console's are, by "manage.py destinations"
     probe NAME   run NAME's whole contract with a probe key (create, repeat, lookup, undo: meant for its
                  sandbox), each part's verdict and evidence; exit 1 if any part failed
 
@@ -20,11 +26,13 @@ See docs/destinations/model.md.
 """
 
 import json
+from contextlib import contextmanager
 
 from django.core.management.base import BaseCommand, CommandError
 
 from lib.databases import DB
 from lib.json_config import JsonConfigRefused, load_json_config
+from lib.moments import BadMoment, parse_moment
 from outbox.destinations.contract_checks import contract_refusals, unchecked_paths
 from outbox.destinations.registry import (
     DestinationInvalid,
@@ -43,10 +51,16 @@ from outbox.destinations.status_events_config import (
     SINGLE_SECRET_ENV,
     destinations_left_on_the_single_secret,
 )
-from outbox.hold_lines import destination_holds_now
+from outbox.hold_lines import HoldLine, destination_holds_now
 from outbox.models import DestinationConfig
 from outbox.services.destination_configs import DestinationsRefused, destination_configs_apply
 from outbox.services.destination_probes import ProbeRefused, destination_probe
+from outbox.services.destination_windows import (
+    InvalidWindow,
+    destination_pause_by_operator,
+    destination_resume_by_operator,
+    destination_schedule_window,
+)
 
 ACTOR = "manage.py destinations"
 
@@ -85,6 +99,20 @@ class Command(BaseCommand):
         )
         holds = commands.add_parser("holds", help="A destination's live holds and the next one.")
         holds.add_argument("name")
+        pause = commands.add_parser("pause", help="Pause a destination from now.")
+        pause.add_argument("name")
+        pause.add_argument("--reason", required=True)
+        pause.add_argument("--minutes", type=int, help="for this long (default: until resumed)")
+        window = commands.add_parser("window", help="Schedule a maintenance window.")
+        window.add_argument("name")
+        window.add_argument("--from", dest="starts_at", required=True, help="UTC, 2026-12-01 22:00")
+        window.add_argument("--to", dest="ends_at", required=True, help="UTC, 2026-12-01 23:00")
+        window.add_argument("--reason", required=True)
+        resume = commands.add_parser("resume", help="End a hold (or probe a paused destination).")
+        resume.add_argument("name")
+        resume.add_argument("--reason", required=True)
+        resume.add_argument("--hold", type=int, help="the hold's number, as `holds` shows it (#12)")
+        resume.add_argument("--probe", action="store_true")
         probe.add_argument("name")
         probe.add_argument("--key", help="the probe key, probe:<anything> (default: random)")
         probe.add_argument("--body", help="the JSON object created (default: its probe_body)")
@@ -96,6 +124,9 @@ class Command(BaseCommand):
             "check": self._check,
             "probe": self._probe,
             "holds": self._holds,
+            "pause": self._pause,
+            "window": self._window,
+            "resume": self._resume,
         }
         handlers[command](**options)
 
@@ -156,11 +187,41 @@ class Command(BaseCommand):
     def _holds(self, *, name: str, **_options):
         holds = destination_holds_now(name)
         for line in holds.live:
-            self.stdout.write(f"held  {line.words}")
+            self.stdout.write(f"held  {_number(line)}{line.words}")
         if not holds.live:
             self.stdout.write(f"{name}: no hold live")
         if holds.next_scheduled:
-            self.stdout.write(f"next  {holds.next_scheduled.words}")
+            self.stdout.write(f"next  {_number(holds.next_scheduled)}{holds.next_scheduled.words}")
+
+    def _pause(self, *, name: str, reason: str, minutes: int | None, **_options):
+        with _refusals():
+            destination_pause_by_operator(
+                name=name,
+                actor=None,
+                reason=reason,
+                for_seconds=minutes * 60.0 if minutes is not None else None,
+                actor_label=ACTOR,
+            )
+        self._holds(name=name)
+
+    def _window(self, *, name: str, starts_at: str, ends_at: str, reason: str, **_options):
+        with _refusals():
+            destination_schedule_window(
+                name=name,
+                actor=None,
+                reason=reason,
+                starts_at=parse_moment(starts_at, field="--from"),
+                ends_at=parse_moment(ends_at, field="--to"),
+                actor_label=ACTOR,
+            )
+        self._holds(name=name)
+
+    def _resume(self, *, name: str, reason: str, hold: int | None, probe: bool, **_options):
+        with _refusals():
+            destination_resume_by_operator(
+                name=name, actor=None, reason=reason, hold_id=hold, probe=probe, actor_label=ACTOR
+            )
+        self._holds(name=name)
 
     def _probe(self, *, name: str, key: str | None, body: str | None, **_options):
         try:
@@ -174,6 +235,19 @@ class Command(BaseCommand):
             self.stdout.write(f"  {part}")
         if report.failed:
             raise CommandError(f"{name}: the contract failed its probe (above)")
+
+
+def _number(line: HoldLine) -> str:
+    return f"#{line.hold_id} " if line.hold_id else ""
+
+
+@contextmanager
+def _refusals():
+    """A pause, window or resume refused: exit 1 with the reason, nothing written."""
+    try:
+        yield
+    except (InvalidWindow, BadMoment) as exc:
+        raise CommandError(f"nothing changed: {exc}") from None
 
 
 def _probe_body(text: str | None) -> dict | None:

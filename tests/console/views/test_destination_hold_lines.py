@@ -1,17 +1,17 @@
 """Every screen says a destination's holds in the same words (issue 36): the destination's page, Health and
 `manage.py destinations holds` list each live hold (kind, reason, since, until, who) and the next one
-scheduled; ending one from the page leaves the others."""
+scheduled; ending one from the page or the command line leaves the others."""
 
 from datetime import timedelta
 from io import StringIO
 
 import pytest
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
 from django.utils import timezone
 
 from outbox.clock import db_now_plus
 from outbox.hold_lines import destination_holds_now
-from outbox.models import DestinationConfig, DestinationHealth, DestinationHold
+from outbox.models import DestinationConfig, DestinationEvent, DestinationHealth, DestinationHold
 from outbox.services.destination_windows import (
     destination_pause_by_operator,
     destination_schedule_window,
@@ -85,3 +85,36 @@ def test_ending_one_hold_from_the_page_leaves_the_others(world, held):
     refused = olga.post("/destinations/crm/resume", {"reason": "x", "hold": "seven"})
     assert refused.status_code == 422
     assert b"hold must be a hold&#x27;s number" in refused.content
+
+
+def test_the_cli_pauses_schedules_and_ends_one_hold_in_the_console_words(world):
+    def run(*args):
+        out = StringIO()
+        call_command("destinations", *args, stdout=out)
+        return out.getvalue()
+
+    said = run("pause", "receiver", "--reason", "accounts migration")
+    [pause] = DestinationHold.objects.all()
+    assert f"held  #{pause.pk} Paused by an operator: accounts migration · since " in said
+    assert said.rstrip().endswith("until an operator resumes it · set by manage.py destinations")
+    said = run(
+        "window",
+        "receiver",
+        "--from",
+        "2099-01-01 22:00",
+        "--to",
+        "2099-01-01 23:00",
+        "--reason",
+        "database maintenance",
+    )
+    window = DestinationHold.objects.exclude(pk=pause.pk).get()
+    assert f"next  #{window.pk} Maintenance window: database maintenance · since 2099-01-01" in said
+    # Ending the pause leaves the window scheduled; a time that cannot be read changes nothing.
+    said = run("resume", "receiver", "--reason", "migration done", "--hold", str(pause.pk))
+    assert "receiver: no hold live" in said and f"next  #{window.pk} " in said
+    with pytest.raises(CommandError, match="nothing changed: --from must be"):
+        run("window", "receiver", "--from", "soon", "--to", "2099-01-01 23:00", "--reason", "x")
+    assert DestinationHold.objects.count() == 2
+    assert list(DestinationEvent.objects.values_list("actor_label", flat=True).distinct()) == [
+        "manage.py destinations"
+    ]
