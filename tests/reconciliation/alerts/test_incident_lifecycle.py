@@ -87,7 +87,9 @@ def test_an_acknowledgement_that_lapses_while_the_cause_holds_pages_again(settin
         ]
 
 
-def test_a_queue_growing_older_while_nothing_fails_is_a_backlog_incident_that_resolves(settings):
+def test_a_queue_growing_older_while_nothing_fails_is_a_backlog_incident_that_resolves(
+    settings, world, client
+):
     """Fails on the old code: handoffs waiting an hour with no dispatcher serving them told nobody."""
     settings.ALERT_BACKLOG_AGE_SECONDS = 600
     handoff_record(
@@ -121,3 +123,9 @@ def test_a_queue_growing_older_while_nothing_fails_is_a_backlog_incident_that_re
             "handoff.incident.resolve",
         ]
         assert "while no call fails" in incident.evidence_first
+        # Its page still says what the cause was, its owner and how it ended.
+        client.force_login(world["olga"])
+        page = client.get(f"/incidents/{incident.pk}/").content.decode()
+        assert incident.evidence_first in page
+        assert "by itself (the condition ended)" in page
+        assert "owner olga" in page
