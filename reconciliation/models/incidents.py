@@ -27,7 +27,7 @@ class IncidentKind(models.TextChoices):
 
 # Kinds whose cause is a condition of the system (a pause, a backlog): the incident resolves when the
 # condition ends, whatever its members. The others resolve once the cause is gone and every member is settled.
-CONDITION_KINDS = frozenset({"destination", "backlog"})
+CONDITION_KINDS = frozenset({IncidentKind.DESTINATION, IncidentKind.BACKLOG})
 
 
 class IncidentSeverity(models.TextChoices):
