@@ -18,7 +18,7 @@ from playwright.sync_api import expect
 
 from approvals.models import Membership, Role, RoleChange
 from tests.factories import make_workspace
-from tests.processes import ROOT, free_port
+from tests.processes import ROOT, KernelPort, popen_listening
 
 pytestmark = [
     pytest.mark.browser,
@@ -28,7 +28,7 @@ pytestmark = [
 PROVIDER_DIR = ROOT / "tests" / "oidc_provider"
 CLIENT_ID = "handoff-console"
 CLIENT_SECRET = "provider-test-client-secret"
-START_DEADLINE_SECONDS = 30.0
+START_DEADLINE_SECONDS = 120.0
 APPROVERS, OPERATORS = "handoff-ws7-approvers", "handoff-ws7-operators"
 MAPPING = {
     APPROVERS: [{"workspace": 7, "role": "approver"}],
@@ -69,7 +69,8 @@ def _wait_for_discovery(process, issuer: str, log: Path) -> dict:
 @pytest.fixture
 def provider(provider_packages, live_server, tmp_path):
     """The provider in its own process; `users` is the file it reads at every sign-in."""
-    port = free_port()
+    held = KernelPort()
+    port = held.port
     users = tmp_path / "users.json"
     users.write_text(json.dumps({"dana": {"email": "dana@example.test", "groups": []}}))
     log = tmp_path / "oidc-provider.log"
@@ -83,8 +84,13 @@ def provider(provider_packages, live_server, tmp_path):
         "OIDC_TEST_USERS": str(users),
     }
     with log.open("w") as out:
-        process = subprocess.Popen(
-            ["node", "provider.js"], cwd=provider_packages, env=env, stdout=out, stderr=out
+        process = popen_listening(
+            lambda fd: ["env", f"OIDC_TEST_FD={fd}", "node", "provider.js"],
+            held,
+            cwd=provider_packages,
+            env=env,
+            stdout=out,
+            stderr=out,
         )
     try:
         discovery = _wait_for_discovery(process, f"http://127.0.0.1:{port}", log)
@@ -92,6 +98,7 @@ def provider(provider_packages, live_server, tmp_path):
     finally:
         process.terminate()
         process.wait(timeout=10)
+        held.close()
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.processes import ROOT, free_port
+from tests.processes import ROOT, KernelPort
 
 pytestmark = [pytest.mark.demo]
 
@@ -53,23 +53,30 @@ def _sigint_default() -> None:
 
 
 @pytest.fixture
+def ports():
+    """The console's and the demo mailbox's ports, the kernel's choice, held across both runs
+    (tests/processes.py)."""
+    with KernelPort() as web, KernelPort() as smtp:
+        yield web, smtp
+
+
+@pytest.fixture
 def started():
     """Start `make run`'s script; whatever a failing test leaves running is stopped (servers and all)."""
     procs = []
 
-    def start(checkout: Path, port: int, log: Path) -> subprocess.Popen:
-        proc = subprocess.Popen(
-            ["bash", "scripts/run_local.sh"],
-            cwd=checkout,
-            env={**clean_env(), "PORT": str(port), "DEMO_SMTP_PORT": str(free_port())},
-            stdout=log.open("wb"),
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            # Ctrl-C as a terminal delivers it: a run started from a background job inherits SIGINT ignored,
-            # which bash cannot trap ("signals ignored upon entry cannot be trapped"), and the script would
-            # then never see the Ctrl-C this test sends.
-            preexec_fn=_sigint_default,
-        )
+    def start(checkout: Path, ports: tuple[KernelPort, KernelPort], log: Path) -> subprocess.Popen:
+        # The web app and the demo mailbox listen on the sockets handed down, bound to the held ports.
+        web, smtp = (port.listener() for port in ports)
+        env = {
+            **clean_env(),
+            "PORT": str(ports[0].port),
+            "HANDOFF_WEB_FD": str(web.fileno()),
+            "DEMO_SMTP_PORT": str(ports[1].port),
+            "DEMO_SMTP_FD": str(smtp.fileno()),
+        }
+        with web, smtp:
+            proc = _start_run_local(checkout, env, log)
         procs.append(proc)
         return proc
 
@@ -81,6 +88,22 @@ def started():
                 proc.wait(timeout=60)
             except subprocess.TimeoutExpired:
                 proc.kill()
+
+
+def _start_run_local(checkout: Path, env: dict[str, str], log: Path) -> subprocess.Popen:
+    return subprocess.Popen(
+        ["bash", "scripts/run_local.sh"],
+        cwd=checkout,
+        env=env,
+        pass_fds=(int(env["HANDOFF_WEB_FD"]), int(env["DEMO_SMTP_FD"])),
+        stdout=log.open("wb"),
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        # Ctrl-C as a terminal delivers it: a run started from a background job inherits SIGINT ignored,
+        # which bash cannot trap ("signals ignored upon entry cannot be trapped"), and the script would
+        # then never see the Ctrl-C this test sends.
+        preexec_fn=_sigint_default,
+    )
 
 
 def wait_for_login_page(port: int, proc: subprocess.Popen, log: Path) -> httpx.Response:
@@ -187,9 +210,11 @@ def the_readmes_task_status_works_once_the_first_step_is_delivered(checkout: Pat
     assert "onboarding:7:42:1:create_client: open -> done" in done.stdout
 
 
-def test_make_run_twice_on_a_port_stops_cleanly_and_keeps_its_data(checkout, started, tmp_path):
-    port = free_port()
-    first = started(checkout, port, tmp_path / "first.log")
+def test_make_run_twice_on_a_port_stops_cleanly_and_keeps_its_data(
+    checkout, started, ports, tmp_path
+):
+    port = ports[0].port
+    first = started(checkout, ports, tmp_path / "first.log")
     login = wait_for_login_page(port, first, tmp_path / "first.log")
     assert "Sign in" in login.text
     missing = httpx.get(f"http://127.0.0.1:{port}/no-such-page/", timeout=5)
@@ -208,7 +233,7 @@ def test_make_run_twice_on_a_port_stops_cleanly_and_keeps_its_data(checkout, sta
     assert stop_with_ctrl_c(first) == 0
     first_log = (tmp_path / "first.log").read_text()
 
-    second = started(checkout, port, tmp_path / "second.log")
+    second = started(checkout, ports, tmp_path / "second.log")
     wait_for_login_page(port, second, tmp_path / "second.log")
     # No password on a second run: the line above the address says how to set new ones.
     assert any(

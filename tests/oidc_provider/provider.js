@@ -1,7 +1,8 @@
 // A real OpenID Connect provider for the single sign-on tests, on 127.0.0.1 in a process of its own.
 //
 // node provider.js: the port, the client and the users' file come from the environment
-// (OIDC_TEST_PORT, OIDC_TEST_CLIENT_ID, OIDC_TEST_CLIENT_SECRET, OIDC_TEST_REDIRECT_URI,
+// (OIDC_TEST_PORT, and OIDC_TEST_FD: a socket bound to that port that the test hands down, to listen on;
+// OIDC_TEST_CLIENT_ID, OIDC_TEST_CLIENT_SECRET, OIDC_TEST_REDIRECT_URI,
 // OIDC_TEST_POST_LOGOUT_REDIRECT_URI, OIDC_TEST_USERS). The users' file is read again at every
 // sign-in, so a test changes a person's groups between two sign-ins without a restart:
 //   {"dana": {"email": "dana@example.test", "groups": ["handoff-ws7-approvers"]}}
@@ -80,7 +81,8 @@ const configuration = {
 };
 
 const provider = new Provider(issuer, configuration);
-provider.listen(port, '127.0.0.1', () => {
+const listenOn = process.env.OIDC_TEST_FD ? [{ fd: Number(process.env.OIDC_TEST_FD) }] : [port, '127.0.0.1'];
+provider.listen(...listenOn, () => {
   // The fixture waits for this line before it reads the discovery document.
   console.log(`oidc-provider listening on ${issuer}`);
 });
