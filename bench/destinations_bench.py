@@ -38,9 +38,9 @@ WORKSPACES = {"healthy": 7, "down": 8, "slow": 9}
 
 # Waits, then passes the request on to the receiver unchanged (signed headers and body) and relays its answer.
 SLOW_SERVER = """
-import http.client, sys, time
+import http.client, socket, sys, time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-port, delay, upstream = int(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3])
+fd, delay, upstream = int(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3])
 HOP = {"host", "connection", "keep-alive", "transfer-encoding", "content-length", "server", "date"}
 
 class Slow(BaseHTTPRequestHandler):
@@ -73,21 +73,20 @@ class Server(ThreadingHTTPServer):
         if not isinstance(sys.exc_info()[1], ConnectionError):  # a dispatcher killed mid-call is no news
             super().handle_error(request, client_address)
 
-Server(("127.0.0.1", port), Slow).serve_forever()
+server = Server(("127.0.0.1", 0), Slow, bind_and_activate=False)
+server.socket.close()
+server.socket = socket.socket(fileno=fd)  # bound by the bench, inherited
+server.server_activate()
+server.serve_forever()
 """
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def start_slow_server(bench: Bench, seconds: float) -> str:
-    port = free_port()
+    port = bench.port()
     bench.spawn(
-        [PYTHON, "-c", SLOW_SERVER, str(port), str(seconds), str(bench.receiver_port)],
+        [PYTHON, "-c", SLOW_SERVER, "{fd}", str(seconds), str(bench.receiver_port)],
         "slow-destination.log",
+        listen=port,
     )
     for _ in range(100):
         try:
@@ -263,7 +262,8 @@ def main() -> None:
         bench.start_receiver()
         urls = {
             "healthy": bench.receiver_url,
-            "down": f"http://127.0.0.1:{free_port()}/delivery/api",
+            # Held and never listened on: refused for the whole run.
+            "down": f"http://127.0.0.1:{bench.port()}/delivery/api",
             "slow": start_slow_server(bench, args.slow_seconds),
         }
         pairs = measure_pairs(bench, urls, args)

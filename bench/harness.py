@@ -6,7 +6,6 @@ import json
 import os
 import secrets
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -17,6 +16,10 @@ import httpx
 import psycopg
 
 ROOT = Path(__file__).resolve().parents[1]
+# The ports of the bench's servers: the kernel's choice, held (tests/processes.py says why).
+sys.path.insert(0, str(ROOT))
+from tests.processes import KernelPort  # noqa: E402
+
 PGHOST = os.environ.get("PGHOST", "/var/run/postgresql")
 PYTHON = sys.executable
 SECRET = "whsec_" + base64.b64encode(secrets.token_bytes(32)).decode()
@@ -84,6 +87,14 @@ class Bench:
         self.receiver_url = ""
         self.receiver_port = 0
         self.receiver: subprocess.Popen | None = None
+        # Held from a server's first start to the end (a receiver stopped for an outage keeps its port).
+        self.ports: dict[int, KernelPort] = {}
+
+    def port(self) -> int:
+        """A port of the kernel's, held until `stop()`: refused while nothing listens, never another's."""
+        held = KernelPort()
+        self.ports[held.port] = held
+        return held.port
 
     def setup(self) -> "Bench":
         for name in (self.source, self.delivery):
@@ -92,35 +103,47 @@ class Bench:
             subprocess.run([PYTHON, "manage.py", *args], cwd=ROOT, env=self.env, check=True)
         return self
 
-    def spawn(self, args: list[str], log_name: str, **env: str) -> subprocess.Popen:
+    def spawn(
+        self, args: list[str], log_name: str, listen: int = 0, **env: str
+    ) -> subprocess.Popen:
+        """Start `args`; with `listen` (a port of `port()`), "{fd}" in them is a socket bound to it."""
         log = open(self.log_dir / log_name, "wb")  # noqa: SIM115 - lives as long as the process
-        proc = subprocess.Popen(
-            args, cwd=ROOT, env={**self.env, **env}, stdout=log, stderr=subprocess.STDOUT
-        )
+        sock = self.ports[listen].listener() if listen else None
+        fds = (sock.fileno(),) if sock else ()
+        try:
+            proc = subprocess.Popen(
+                [arg.replace("{fd}", str(fds[0])) if fds else arg for arg in args],
+                cwd=ROOT,
+                env={**self.env, **env},
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                pass_fds=fds,
+            )
+        finally:
+            if sock:
+                sock.close()
         self.procs.append(proc)
         return proc
 
     def start_receiver(
         self, workers: int = 0, threads: int = RECEIVER_THREADS, port: int = 0
     ) -> str:
-        """The receiver under gunicorn on `port` (a free one when 0); waits until it answers. `workers` defaults to
-        gunicorn's own recommendation, 2 × cores + 1. With only as many workers as cores, the receiver's rate
-        depended on which worker process each client's keep-alive connection happened to land on (3 of 4 on one
-        process, whose threads share one interpreter lock, and it answered a third less). Measured on 2 cores,
+        """The receiver under gunicorn on `port` (one of `port()`; a new one when 0); waits until it answers.
+        `workers` defaults to gunicorn's own recommendation, 2 × cores + 1. With only as many workers as cores,
+        the receiver's rate depended on which worker process each client's keep-alive connection happened to
+        land on (3 of 4 on one process, whose threads share one interpreter lock, and it answered a third
+        less). Measured on 2 cores,
         five back-to-back measurements of 4 plain clients each: 334-503 creates/s against 2 workers, 494-506/s
         against 5 (the first measurement, on workers that had not answered yet, left out)."""
         workers = workers or RECEIVER_WORKERS
-        if not port:
-            with socket.socket() as sock:
-                sock.bind(("127.0.0.1", 0))
-                port = sock.getsockname()[1]
+        port = port or self.port()
         self.receiver_port = port
         self.receiver = self.spawn(
             [
                 str(Path(PYTHON).with_name("gunicorn")),
                 "config.wsgi",
                 "--bind",
-                f"127.0.0.1:{port}",
+                "fd://{fd}",
                 "--workers",
                 str(workers),
                 "--worker-class",
@@ -129,6 +152,7 @@ class Bench:
                 str(threads),
             ],
             f"receiver-{port}.log",
+            listen=port,
         )
         self.receiver_url = f"http://127.0.0.1:{port}/delivery/api"
         self.env["RECEIVER_URL"] = self.receiver_url
@@ -173,6 +197,10 @@ class Bench:
                 proc.kill()
                 proc.wait()
         self.procs = [p for p in self.procs if p not in targets]
+        if procs is None:
+            for held in self.ports.values():
+                held.close()
+            self.ports.clear()
 
     @contextmanager
     def sql(self, which: str = "source"):

@@ -13,7 +13,6 @@ writes the event with the change and sends it after the commit. A change's time 
 
 import argparse
 import json
-import socket
 import statistics
 import sys
 import time
@@ -37,12 +36,6 @@ from harness import (  # noqa: E402
 EVENTS_PATH = "/reconciliation/api/destinations/receiver/status-events"
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def signed_post(client: httpx.Client, url: str, document: dict) -> httpx.Response:
     body = json.dumps(document)
     message_id = f"msg_{time.monotonic_ns()}"
@@ -63,11 +56,9 @@ def percentile(values: list[float], share: float) -> float:
 
 
 def run(changes: int, rate: float) -> dict:
-    port = free_port()
-    bench = Bench(
-        "status_events",
-        RECEIVER_STATUS_EVENTS_URL=f"http://127.0.0.1:{port}{EVENTS_PATH}",
-    ).setup()
+    bench = Bench("status_events").setup()
+    port = bench.port()
+    bench.env["RECEIVER_STATUS_EVENTS_URL"] = f"http://127.0.0.1:{port}{EVENTS_PATH}"
     with bench.sql() as conn:
         conn.execute(insert_handoffs_sql(1, changes, state="delivered"))
     with bench.sql("delivery") as conn:

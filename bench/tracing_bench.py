@@ -17,7 +17,6 @@ the pairs' ratios (on / off), against the aim of 0.95; every pair is kept.
 import argparse
 import json
 import os
-import socket
 import statistics
 import sys
 import time
@@ -34,7 +33,7 @@ SPANS_PER_HANDOFF = 3  # handoff.claim, destination.call, handoff.record
 
 # An OTLP/HTTP traces endpoint that decodes each export and counts its spans; GET /count reads the count.
 COLLECTOR = """
-import sys, threading
+import socket, sys, threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest, ExportTraceServiceResponse)
@@ -63,14 +62,12 @@ class Collector(BaseHTTPRequestHandler):
     def log_message(self, *args):
         pass
 
-ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), Collector).serve_forever()
+server = ThreadingHTTPServer(("127.0.0.1", 0), Collector, bind_and_activate=False)
+server.socket.close()
+server.socket = socket.socket(fileno=int(sys.argv[1]))  # bound by the bench, inherited
+server.server_activate()
+server.serve_forever()
 """
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def spans_received(collector: str) -> int:
@@ -79,8 +76,8 @@ def spans_received(collector: str) -> int:
 
 
 def start_collector(bench: Bench) -> str:
-    port = free_port()
-    bench.spawn([PYTHON, "-c", COLLECTOR, str(port)], "otlp-collector.log")
+    port = bench.port()
+    bench.spawn([PYTHON, "-c", COLLECTOR, "{fd}"], "otlp-collector.log", listen=port)
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
