@@ -5,6 +5,7 @@ from django import template
 from django.utils.html import format_html
 
 from console.claims import Claim, claim_span
+from outbox.clock import db_time
 
 register = template.Library()
 
@@ -45,9 +46,15 @@ def destination_state(summary) -> str:
 
 @register.simple_tag
 def next_probe_at(health) -> str:
-    """When a paused destination is probed next, as the screens write it, with its claim."""
+    """When a paused destination is probed next, as the screens write it, with its claim: a time already
+    past on the database's clock reads "due now", never as a time gone by (issue 36, item 8)."""
     moment = health.next_probe_at
-    words = f"{moment:%H:%M:%S} UTC" if moment else "a time not set"
+    if moment is None:
+        words = "(no time set)"
+    elif moment <= db_time():
+        words = "(due now)"
+    else:
+        words = f"at {moment:%H:%M:%S} UTC"
     value = moment.isoformat() if moment else "none"
     return claim_span(
         words, Claim("destination.next_probe_at", f"destination:{health.name}", value)

@@ -11,7 +11,14 @@ from django.utils import timezone
 
 from outbox.clock import db_now_plus
 from outbox.hold_lines import destination_holds_now
-from outbox.models import DestinationConfig, DestinationEvent, DestinationHealth, DestinationHold
+from outbox.models import (
+    DestinationConfig,
+    DestinationEvent,
+    DestinationHealth,
+    DestinationHold,
+    DestinationState,
+    PauseReason,
+)
 from outbox.services.destination_windows import (
     destination_pause_by_operator,
     destination_schedule_window,
@@ -118,3 +125,23 @@ def test_the_cli_pauses_schedules_and_ends_one_hold_in_the_console_words(world):
     assert list(DestinationEvent.objects.values_list("actor_label", flat=True).distinct()) == [
         "manage.py destinations"
     ]
+
+
+def test_a_probe_time_already_past_reads_due_now_on_health_never_as_a_past_time(world):
+    """Issue 36, item 8: a 'next probe' time already past stayed on screen for a minute."""
+    olga = grant_destination_admin(world["olga"])
+    DestinationHealth.objects.create(
+        name="receiver",
+        state=DestinationState.PAUSED,
+        pause_reason=PauseReason.UNREACHABLE,
+        paused_at=db_now_plus(-120),
+        next_probe_at=db_now_plus(-60),
+        last_error="connect_failed: refused",
+    )
+    past = DestinationHealth.objects.get(name="receiver").next_probe_at
+    page = client_for(olga).get("/health/").content.decode()
+    notice = page[page.index('id="destination-paused-receiver"') :]
+    assert "the next probe <span" in notice and ">(due now)</span> resumes it" in notice
+    assert f"{past:%H:%M:%S} UTC" not in page
+    [line] = destination_holds_now("receiver").live
+    assert line.words.endswith("until a probe succeeds (probing now) · set by the breaker")
