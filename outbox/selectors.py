@@ -119,7 +119,7 @@ def last_successful_step(handoff: Handoff) -> str:
         )
     return (
         f"approved and recorded in the outbox at {handoff.created_at:%Y-%m-%d %H:%M} UTC; "
-        f"{handoff.attempts} attempt(s), none answered by the receiver"
+        f"{handoff.attempts_made} attempt(s), none answered by the receiver"
     )
 
 
