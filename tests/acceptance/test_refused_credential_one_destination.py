@@ -179,3 +179,16 @@ def test_a_refused_token_pauses_only_its_destination_with_one_page_and_drains_af
     assert [m.subject for m in mail.outbox if "RESOLVED" in m.subject] == [
         f"[handoff] RESOLVED: incident {incident.pk}: {incident.title}"
     ]
+
+    # The token goes wrong again ten minutes later: a second pause, a second incident, a second page.
+    monkeypatch.setenv(ACCOUNTS_TOKEN_ENV, "a-token-the-ledger-does-not-take")
+    approve(world, 64)
+    drive()
+    assert paused_destinations() == [ACCOUNTS]
+    alerts_send_due()
+    second = Incident.objects.exclude(pk=incident.pk).get()
+    assert (second.kind, second.destination) == (IncidentKind.DESTINATION, ACCOUNTS)
+    assert [p.subject.split(":")[1] for p in pages()] == [
+        f" incident {incident.pk}",
+        f" incident {second.pk}",
+    ]
