@@ -10,7 +10,7 @@ export PGHOST
 
 .PHONY: run test test-suites test-sqlite test-postgres test-postgres-processes test-postgres-long test-postgres-faults \
 	test-postgres-browser test-postgres-rest lint mutation-check postgres chromium pgbouncer faketime nftables bench venv clean screenshots \
-	lock lock-check promtool monitoring-check
+	lock lock-check promtool monitoring-check oracle
 
 # Installs come from the hashed lock only (runtime, test and build tools: anything unhashed is refused): pip
 # installs the locked uv, then uv the rest of the lock (about 10 times faster than pip: a fresh machine's first
@@ -138,6 +138,17 @@ test: test-suites
 # BENCH_LEVERS=1 adds the lever and growth repeats (about 6 minutes more).
 bench: $(STAMP) postgres
 	@bash bench/run.sh
+
+# The truth oracle's fault run (tests/oracle/test_fault_run.py) for longer than make test's bounded one: one seed
+# (SEED, a seed a failure printed; a new one when empty) for MINUTES (10 when empty). docs/console.md, "Claims a
+# machine can read".
+oracle: $(STAMP) postgres
+	@seed="$(SEED)"; [ -n "$$seed" ] || seed=$$(od -An -N4 -tu4 /dev/urandom | tr -d ' '); \
+	minutes="$(MINUTES)"; [ -n "$$minutes" ] || minutes=10; \
+	echo "== truth oracle: seed $$seed for $$minutes min =="; \
+	DATABASE_URL="postgres:///handoff_oracle?host=$(PGHOST)" DELIVERY_DATABASE_URL="postgres:///handoff_oracle_delivery?host=$(PGHOST)" \
+		HANDOFF_VAR_DIR=var/test-oracle ORACLE_SEED=$$seed ORACLE_SECONDS=$$(( minutes * 60 )) \
+		$(VENV)/bin/pytest -p no:randomly -s tests/oracle/test_fault_run.py
 
 clean:
 	rm -rf $(VENV) var staticfiles test-artifacts

@@ -59,3 +59,21 @@ def next_probe_at(health) -> str:
     return claim_span(
         words, Claim("destination.next_probe_at", f"destination:{health.name}", value)
     )
+
+
+@register.simple_tag(takes_context=True)
+def figure(context, figures: dict, name: str) -> str:
+    """A count on Health (`figures[name]`: its value and text) with its claim `health.<name>` about the
+    workspaces counted: the chosen one, else every one of the viewer's."""
+    shown = figures[name]
+    chosen = context.get("workspace")
+    counted = [chosen] if chosen else sorted(context.get("scope") or [])
+    subject = "health:" + ",".join(str(ws) for ws in counted)
+    return claim_span(shown["text"], Claim(f"health.{name}", subject, str(shown["value"])))
+
+
+@register.simple_tag
+def incident_state(incident) -> str:
+    """An incident's state in words, with its claim `incident.state`."""
+    claim = Claim("incident.state", f"incident:{incident.pk}", incident.state)
+    return claim_span(incident.get_state_display(), claim)

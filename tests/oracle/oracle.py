@@ -13,6 +13,7 @@ from html.parser import HTMLParser
 
 from tests.oracle.truth import Truth
 
+HEALTH_STATE_COUNTS = ("pending", "in_flight", "uncertain", "needs_attention")
 VOID = frozenset({"br", "hr", "img", "input", "meta", "link", "source", "wbr", "col", "area"})
 
 
@@ -131,6 +132,20 @@ def _destination(method: str) -> Callable[[Truth, str], set[str] | None]:
     return check
 
 
+def _health_count(state: str) -> Callable[[Truth, str], set[str] | None]:
+    def check(truth: Truth, subject: str) -> set[str] | None:
+        counted = _id(subject, "health")
+        workspaces = [int(ws) for ws in counted.split(",")] if counted else []
+        return truth.health_count(state, workspaces)
+
+    return check
+
+
+def _incident_state(truth: Truth, subject: str) -> set[str] | None:
+    pk = _id(subject, "incident")
+    return truth.incident_state(int(pk)) if pk and pk.isdigit() else None
+
+
 # Each claim's truth: the values that are true now, or None when its subject does not exist.
 CHECKS: dict[str, Callable[[Truth, str], set[str] | None]] = {
     "handoff.state": _handoff("state"),
@@ -143,6 +158,8 @@ CHECKS: dict[str, Callable[[Truth, str], set[str] | None]] = {
     "request.next_owner": _request_owner,
     "destination.state": _destination("destination_state"),
     "destination.next_probe_at": _destination("next_probe_at"),
+    "incident.state": _incident_state,
+    **{f"health.{state}": _health_count(state) for state in HEALTH_STATE_COUNTS},
 }
 
 

@@ -17,13 +17,17 @@ from outbox.destinations import InProcessDestination
 from outbox.dispatcher import drain
 from outbox.failures import DeliveryResult
 from outbox.models import DestinationHealth, FailureClass, Handoff, HandoffState
-from outbox.services.destination_windows import destination_pause_by_operator
+from outbox.services.destination_windows import (
+    destination_pause_by_operator,
+    destination_resume_by_operator,
+)
 from outbox.services.settlement import handoff_settle
 from outbox.services.status_events import (
     TASK_DELETED,
     ReceiverStatement,
     handoff_record_status_event,
 )
+from reconciliation.alerts.incidents import incidents_sync
 from reconciliation.models import Finding, FindingKind
 from reconciliation.services import reconciliation_run
 from reconciliation.services.repairs import manual_repair_record
@@ -121,6 +125,8 @@ def test_every_claim_of_every_screen_is_true_after_every_kind_of_evidence(world)
         ("handoff.next_owner", "system"),
         ("request.next_owner", "approvers"),
         ("request.state", "awaiting_approval"),
+        ("health.pending", "1"),
+        ("health.needs_attention", "0"),
     ]:
         assert fact in seen, fact
     assert checked > 50
@@ -198,14 +204,15 @@ def test_claims_about_paused_destinations_are_true_for_the_operator_and_the_requ
     assert ("handoff.next_owner", f"handoff:{step.pk}", "operator") in said
 
     # The breaker pauses it instead: the system probes it, at the time the page names.
+    destination_resume_by_operator(name=step.destination, actor=world["olga"], reason="done")
     probe = db_time() + timedelta(seconds=600)
     DestinationHealth.objects.filter(name=step.destination).update(
-        window_starts_at=None,
         state="paused",
         pause_reason="outage",
         paused_at=db_time(),
         next_probe_at=probe,
     )
+    incidents_sync()
     pages = render_every_screen(roles(world))
     assert_pages_true(pages, Truth())
     said = {(c.name, c.subject, c.value) for u, h in pages.items() for c in claims_in(u, h)}
@@ -215,4 +222,5 @@ def test_claims_about_paused_destinations_are_true_for_the_operator_and_the_requ
         probe.isoformat(),
     ) in said
     assert ("destination.state", f"destination:{step.destination}", "breaker") in said
+    assert any(name == "incident.state" and value == "open" for name, _, value in said)
     assert ("handoff.next_owner", f"handoff:{step.pk}", "system") in said

@@ -9,13 +9,16 @@ Each `truth_of_<claim>` returns the set of values that are true now (usually one
 from dataclasses import dataclass, field
 from functools import cached_property
 
+from django.conf import settings
 from django.db.models import Count
 
 from approvals.models import Request
 from delivery.models import ReceiverTask, TaskEvent
 from outbox.clock import db_time
 from outbox.models import Attempt, DestinationHealth, Handoff
-from reconciliation.models import Finding, ManualRepair
+from outbox.models.holds import DestinationHold
+from reconciliation.models import Finding, Incident, ManualRepair
+from reconciliation.selectors.health import HEALTH_COUNT_CAP
 
 DONE, FAILED, UNFINISHED = "done", "failed", frozenset({"open", "in_progress"})
 ANSWERED = frozenset({"created", "duplicate"})  # an attempt whose answer was a validated receipt
@@ -297,7 +300,12 @@ class Truth:
     # --- destinations and figures ------------------------------------------------------------
 
     def destination(self, name: str) -> dict | None:
-        return _row(DestinationHealth, name=name)
+        """The destination's health row, with its operators' holds (pauses, windows) not ended early."""
+        row = _row(DestinationHealth, name=name)
+        if row is not None:
+            holds = DestinationHold.objects.filter(destination=name, ended_at__isnull=True)
+            row["holds"] = list(holds.values("starts_at", "ends_at"))
+        return row
 
     def destination_state(self, name: str) -> set[str] | None:
         row = self.destination(name)
@@ -312,14 +320,26 @@ class Truth:
         moment = row["next_probe_at"]
         return {moment.isoformat() if moment else "none"}
 
+    def incident_state(self, pk: int) -> set[str] | None:
+        row = _row(Incident, pk=pk)
+        return None if row is None else {row["state"]}
+
+    def health_count(self, state: str, workspaces: list[int]) -> set[str]:
+        """A Health count of handoffs in `state`: exact, or any number past the cap once the rows are more."""
+        cap = getattr(settings, "HEALTH_COUNT_CAP", HEALTH_COUNT_CAP)
+        n = Handoff.objects.filter(state=state, workspace_id__in=workspaces).count()
+        return {str(n)} if n <= cap else {str(cap + 1)}
+
     def handoff_states(self) -> dict[str, int]:
         rows = Handoff.objects.values("state").annotate(n=Count("id"))
         return {r["state"]: r["n"] for r in rows}
 
 
 def _destination_state_at(row: dict, moment) -> str:
-    starts, ends = row["window_starts_at"], row["window_ends_at"]
-    if starts and starts <= moment and (ends is None or ends > moment):
+    if any(
+        h["starts_at"] <= moment and (h["ends_at"] is None or h["ends_at"] > moment)
+        for h in row["holds"]
+    ):
         return "window"
     if row["state"] == "paused":
         return "unservable" if row["pause_reason"] == "unservable" else "breaker"
