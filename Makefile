@@ -9,7 +9,7 @@ PGHOST ?= /var/run/postgresql
 export PGHOST
 
 .PHONY: run test test-suites test-sqlite test-postgres test-postgres-processes test-postgres-long test-postgres-faults \
-	test-postgres-browser test-postgres-rest lint mutation-check postgres chromium pgbouncer faketime nftables bench venv clean screenshots \
+	test-postgres-browser test-postgres-rest lint mutation-check postgres chromium pgbouncer faketime nftables soak bench venv clean screenshots \
 	lock lock-check promtool monitoring-check oracle
 
 # Installs come from the hashed lock only (runtime, test and build tools: anything unhashed is refused): pip
@@ -149,6 +149,17 @@ oracle: $(STAMP) postgres
 	DATABASE_URL="postgres:///handoff_oracle?host=$(PGHOST)" DELIVERY_DATABASE_URL="postgres:///handoff_oracle_delivery?host=$(PGHOST)" \
 		HANDOFF_VAR_DIR=var/test-oracle ORACLE_SEED=$$seed ORACLE_SECONDS=$$(( minutes * 60 )) \
 		$(VENV)/bin/pytest -p no:randomly -s tests/oracle/test_fault_run.py
+
+# Faults chosen by a machine between namespaced hosts (tests/hosts/test_schedules.py) for as long as asked: one
+# seed (SEED, a seed a failure printed; a new one when empty) for MINUTES (30 when empty). docs/operations.md,
+# "Partitions between hosts".
+soak: $(STAMP) postgres faketime nftables
+	@seed="$(SEED)"; [ -n "$$seed" ] || seed=$$(od -An -N4 -tu4 /dev/urandom | tr -d ' '); \
+	minutes="$(MINUTES)"; [ -n "$$minutes" ] || minutes=30; \
+	echo "== hosts soak: seed $$seed for $$minutes min =="; \
+	DATABASE_URL="postgres:///handoff_soak?host=$(PGHOST)" DELIVERY_DATABASE_URL="postgres:///handoff_soak_delivery?host=$(PGHOST)" \
+		HANDOFF_VAR_DIR=var/test-soak HOSTS_SEEDS=$$seed HOSTS_SCHEDULE_SECONDS=$$(( minutes * 60 )) \
+		$(VENV)/bin/pytest -s -p no:randomly tests/hosts/test_schedules.py
 
 clean:
 	rm -rf $(VENV) var staticfiles test-artifacts

@@ -1,0 +1,66 @@
+"""Faults chosen by a machine (tests/hosts/schedules.py): seeded schedules of partitions, loss, delay, kills,
+stops, PostgreSQL restarts, terminated backends and clock jumps, played between hosts of their own while
+handoffs arrive; after the heal every guarantee of tests/faults/invariants.py holds. A failing schedule
+prints its seed and the shortest schedule that still fails.
+
+`make test` plays the fixed seeds and one new seed (printed) for HOSTS_SCHEDULE_SECONDS each; `make soak
+SEED=… MINUTES=…` plays one seed for as long as asked (HOSTS_SEEDS, HOSTS_SCHEDULE_SECONDS)."""
+
+import json
+import os
+import random
+from collections import Counter
+
+import pytest
+
+from tests.hosts.harness import Run
+from tests.hosts.schedules import draw, play, shrink
+from tests.hosts.test_partitions import make_handoffs
+
+pytestmark = [pytest.mark.postgres, pytest.mark.faults, pytest.mark.long]
+FIXED_SEEDS = [38]
+SECONDS = float(os.environ.get("HOSTS_SCHEDULE_SECONDS", "30"))
+
+
+def seeds() -> list[int]:
+    if os.environ.get("HOSTS_SEEDS"):
+        return [int(s) for s in os.environ["HOSTS_SEEDS"].split(",")]
+    return [*FIXED_SEEDS, random.SystemRandom().randrange(1, 10**6)]
+
+
+@pytest.mark.parametrize("seed", seeds())
+def test_machine_chosen_faults_between_hosts_keep_every_guarantee(
+    hosts, hosts_cluster, tmp_path, seed
+):
+    print(f"hosts schedule seed {seed} ({SECONDS:.0f} s): HOSTS_SEEDS={seed} to play it again")
+    schedule = draw(seed, SECONDS)
+    outcome = play(hosts, schedule, seed=seed, seconds=SECONDS, make_handoffs=make_handoffs)
+    summary = {
+        "seed": seed,
+        "seconds": SECONDS,
+        "handoffs": len(outcome.keys),
+        "faults": dict(Counter(f.kind for f in schedule)),
+        "settled_after_heal_seconds": outcome.settle_seconds,
+    }
+    print(json.dumps(summary))
+    if not outcome.broken:
+        return
+    replays = 0
+
+    def fails(candidate) -> bool:
+        nonlocal replays
+        replays += 1
+        (tmp_path / f"replay-{replays}").mkdir()
+        run = Run(hosts_cluster, tmp_path / f"replay-{replays}")
+        try:
+            return bool(
+                play(run, candidate, seed=seed, seconds=SECONDS, make_handoffs=make_handoffs).broken
+            )
+        finally:
+            run.close()
+
+    shortest = shrink(schedule, fails)
+    pytest.fail(
+        f"seed {seed} broke {outcome.broken}\nschedule: {[str(f) for f in schedule]}\n"
+        f"shortest failing schedule: {[str(f) for f in shortest]}"
+    )
