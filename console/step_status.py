@@ -257,7 +257,7 @@ def _delivered_line(label: str, handoff: Handoff, evidence: Evidence) -> StatusL
             YES,
         )
     if handoff.work_status == WORK_FAILED or failed is not None:
-        return _failed_line(label, handoff, failed, now)
+        return _failed_line(label, handoff, failed, now, repairs)
     line = _work_line(label, handoff, now, repairs)
     other = next(iter(findings.values()), None)
     if other is not None and line.tone != STUCK:
@@ -295,12 +295,14 @@ def _gone_line(
     )
 
 
-def _failed_line(label: str, handoff: Handoff, failed: Finding | None, now: datetime) -> StatusLine:
+def _failed_line(
+    label: str, handoff: Handoff, failed: Finding | None, now: datetime, repairs: list
+) -> StatusLine:
     when = handoff.work_reported_at or handoff.work_checked_at
     when = when or (failed.first_seen_at if failed else None)
     return StatusLine(
         label,
-        f"failed at the receiver: {task_words(handoff, now)}; the receiver reported the work "
+        f"failed at the receiver: {task_words(handoff, now, repairs)}; the receiver reported the work "
         f"failed at {at(when, now)}",
         STUCK,
         "an operator decides: the work is redone at the receiver, or the workflow compensated",

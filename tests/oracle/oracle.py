@@ -163,7 +163,30 @@ CHECKS: dict[str, Callable[[Truth, str], set[str] | None]] = {
 }
 
 
+# The phrases that say each kind of outcome evidence (`console/evidence_words.py`): a claim's words that say
+# another kind's phrase and not its own contradict the claim beside them.
+OUTCOME_PHRASES = {
+    "receipt": "receipt validated",
+    "lookup": "found by lookup",
+    "repair": "settled by a person",
+    "unrecorded": "is not recorded",
+}
+
+
+def _words_contradict(claim: SeenClaim) -> str | None:
+    if claim.name != "handoff.outcome_evidence":
+        return None
+    own = OUTCOME_PHRASES.get(claim.value, "")
+    said = [kind for kind, phrase in OUTCOME_PHRASES.items() if phrase in claim.words]
+    if said and own not in claim.words:
+        return f"at odds with its own words, which say {', '.join(said)}"
+    return None
+
+
 def _check(claim: SeenClaim, truth: Truth) -> Problem | None:
+    contradiction = _words_contradict(claim)
+    if contradiction:
+        return Problem(claim, contradiction)
     check = CHECKS.get(claim.name)
     if check is None:
         return Problem(claim, "unknown: no truth check for this claim (add one to tests/oracle)")

@@ -13,7 +13,7 @@ import console.evidence_words
 from delivery.models import ReceiverTask
 from delivery.services import task_delete, task_status_set
 from outbox.clock import db_time
-from outbox.destinations import InProcessDestination
+from outbox.destinations import InProcessDestination, LookupFailed
 from outbox.dispatcher import drain
 from outbox.failures import DeliveryResult
 from outbox.models import DestinationHealth, FailureClass, Handoff, HandoffState
@@ -39,6 +39,17 @@ from tests.oracle.truth import Truth
 
 pytestmark = pytest.mark.django_db(databases=["default", "delivery"])
 LOST = DeliveryResult.failed(FailureClass.UNCERTAIN, "read_timeout")
+
+
+class NotAskable(InProcessDestination):
+    """The real receiver, as a destination that cannot be asked about a key."""
+
+    def __init__(self, name: str):
+        super().__init__(supports_lookup=False)
+        self.name = name
+
+    def lookup(self, action_key):
+        raise LookupFailed("this destination cannot be asked about a key")
 
 
 class AnswerLost(InProcessDestination):
@@ -224,3 +235,32 @@ def test_claims_about_paused_destinations_are_true_for_the_operator_and_the_requ
     assert ("destination.state", f"destination:{step.destination}", "breaker") in said
     assert any(name == "incident.state" and value == "open" for name, _, value in said)
     assert ("handoff.next_owner", f"handoff:{step.pk}", "system") in said
+
+
+def test_a_step_settled_by_a_repair_whose_work_failed_says_so_in_its_words_too(world):
+    """The step line of failed work words the task as its claim says it is known: settled by a person's
+    repair, not "how it was learnt is not recorded" (the line asked without the repairs)."""
+    approve(world)
+    step = first_step(42)
+    drain(destination=AnswerLost(step.destination))
+    handoff_settle(handoff_id=step.pk, destination=NotAskable(step.destination))
+    task = str(ReceiverTask.objects.get(action_key=step.action_key).task_id)
+    manual_repair_record(
+        actor=world["olga"],
+        what_was_done="found the task by hand",
+        receiver_task_id=task,
+        handoff_id=step.pk,
+    )
+    task_status_set(action_key=step.action_key, status="failed")
+    reconciliation_run()
+    assert Finding.objects.filter(action_key=step.action_key, kind=FindingKind.WORK_FAILED).exists()
+    pages = render_every_screen(roles(world))
+    problems, _ = check_pages(pages, Truth())
+    assert not problems, "\n".join(str(p) for p in problems)
+    said = [
+        c
+        for u, h in pages.items()
+        for c in claims_in(u, h)
+        if c.subject == f"handoff:{step.pk}" and c.name == "handoff.outcome_evidence"
+    ]
+    assert any(c.url.startswith("requester ") and "failed at the receiver" in c.words for c in said)
