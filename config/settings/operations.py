@@ -26,12 +26,13 @@ HEALTH_FIGURES_SECONDS = env_float("HEALTH_FIGURES_SECONDS", 10.0)
 
 # Calls that cost, limited per signed-in person (or per client address for the signed APIs): function ->
 # (calls, within seconds), across web processes (outbox/services/call_limits.py; docs/security.md, "Limits on
-# costly calls"). Over it: 429 with Retry-After, nothing done.
+# costly calls"). Over it: 429 with Retry-After, nothing done. Each call is one of `calls` database slots,
+# written with every call: short windows keep them few (the signed APIs: 50 a second, 3,000 a minute).
 CALL_LIMITS = {
-    "handoff search": (env_int("CALL_LIMIT_SEARCHES_PER_MINUTE", 60), 60),
-    "audit export": (env_int("CALL_LIMIT_AUDIT_EXPORTS_PER_MINUTE", 6), 60),
-    "replay preview": (env_int("CALL_LIMIT_REPLAY_PREVIEWS_PER_MINUTE", 6), 60),
-    "bulk action": (env_int("CALL_LIMIT_BULK_ACTIONS_PER_MINUTE", 20), 60),
-    "trigger intake api": (env_int("CALL_LIMIT_INTAKE_PER_MINUTE", 1200), 60),
-    "status events api": (env_int("CALL_LIMIT_STATUS_EVENTS_PER_MINUTE", 1200), 60),
+    "handoff search": (env_int("CALL_LIMIT_SEARCHES", 10), 10),
+    "audit export": (env_int("CALL_LIMIT_AUDIT_EXPORTS", 6), 60),
+    "replay preview": (env_int("CALL_LIMIT_REPLAY_PREVIEWS", 6), 60),
+    "bulk action": (env_int("CALL_LIMIT_BULK_ACTIONS", 10), 30),
+    "trigger intake api": (env_int("CALL_LIMIT_INTAKE", 50), 1),
+    "status events api": (env_int("CALL_LIMIT_STATUS_EVENTS", 50), 1),
 }

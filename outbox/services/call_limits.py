@@ -7,6 +7,7 @@ function, each held for `seconds` on the database clock, shared by every web pro
 `CALL_LIMITS` in config/settings/operations.py (docs/security.md, "Limits on costly calls")."""
 
 import functools
+import hashlib
 import math
 
 from django.conf import settings
@@ -36,7 +37,10 @@ class CallLimited(OutboxError):
 def call_take(*, function: str, caller: str) -> None:
     """Count one call of `function` by `caller`, or raise CallLimited (nothing counted)."""
     calls, seconds = settings.CALL_LIMITS[function]
-    key = f"{KEY_PREFIX}{function}:{caller}"[:KEY_LENGTH]
+    key = f"{KEY_PREFIX}{function}:{caller}"
+    if len(key) > KEY_LENGTH:
+        # Cut, two callers (an IPv6 address and its neighbour) would share a count: a digest keeps them apart.
+        key = KEY_PREFIX + hashlib.sha256(key.encode()).hexdigest()[: KEY_LENGTH - len(KEY_PREFIX)]
     wait = slot_take_for(key=key, limit=calls, holder=key, seconds=seconds)
     if wait:
         raise CallLimited(function, calls, seconds, max(1, math.ceil(wait)))

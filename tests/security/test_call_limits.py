@@ -101,3 +101,12 @@ def test_the_limit_is_kept_in_slots_that_are_no_destinations(world):
     call_take(function="handoff search", caller="user:1")
     [slot] = DestinationSlot.objects.exclude(free_at=None)
     assert slot.destination == "call:handoff search:user:1"
+
+
+def test_two_long_client_addresses_sharing_a_prefix_are_counted_apart(world):
+    first, second = "addr:2001:db8:85a3::8a2e:370:7334", "addr:2001:db8:85a3::8a2e:370:7335"
+    for _ in range(LIMIT):
+        call_take(function="status events api", caller=first)
+    call_take(function="status events api", caller=second)  # not refused: a count of its own
+    keys = set(DestinationSlot.objects.exclude(free_at=None).values_list("destination", flat=True))
+    assert len(keys) == 2 and all(len(key) <= 40 for key in keys)
