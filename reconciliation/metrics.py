@@ -16,6 +16,7 @@ from prometheus_client.registry import Collector, CollectorRegistry
 
 from outbox.clock import db_time
 from outbox.models import Attempt, Handoff, HandoffEvent, HandoffState
+from outbox.models.handoffs import completing_case_condition, work_failed_condition
 from reconciliation.metric_totals import (
     COMPLETED,
     DUPLICATE_PREVENTIONS,
@@ -89,7 +90,20 @@ class HandoffCollector(Collector):
             "handoff_handoffs", "Handoffs by state now.", labels=[*WF_WS, "state"]
         )
         completed = CounterMetricFamily(
-            "handoff_completed", "Handoffs delivered with a validated receipt.", labels=WF_WS
+            "handoff_completed",
+            "Steps delivered: the task exists at the receiver (its work may be open or failed; completed "
+            "cases are handoff_cases_completed).",
+            labels=WF_WS,
+        )
+        work_failed = GaugeMetricFamily(
+            "handoff_work_failed",
+            "Delivered steps kept now whose work the receiver reports failed.",
+            labels=WF_WS,
+        )
+        cases = GaugeMetricFamily(
+            "handoff_cases_completed",
+            "Cases kept now that are complete: every step of the request delivered and its work reported done.",
+            labels=WF_WS,
         )
         person = GaugeMetricFamily(
             "handoff_needing_person",
@@ -105,15 +119,23 @@ class HandoffCollector(Collector):
         )
         per_person: dict[tuple, int] = defaultdict(int)
         per_state: dict[tuple, int] = defaultdict(int)
-        # One GROUP BY for four families: the needs-a-person count rides along as a filtered count, and the
-        # reason code splits the rows only as far as the delivered ones need it.
-        for workflow, ws, state, code, n, needing in handoffs.values_list(
+        per_outcome: dict[tuple, list[int]] = defaultdict(lambda: [0, 0])
+        # One GROUP BY for six families: the needs-a-person count, failed work and completed cases ride along
+        # as filtered counts, and the reason code splits the rows only as far as the delivered ones need it.
+        for workflow, ws, state, code, n, needing, failed, completing in handoffs.values_list(
             "workflow", "workspace_id", "state", "reason_code"
-        ).annotate(n=Count("id"), needing=Count("id", filter=needing_person_condition())):
+        ).annotate(
+            n=Count("id"),
+            needing=Count("id", filter=needing_person_condition()),
+            failed=Count("id", filter=work_failed_condition()),
+            completing=Count("id", filter=completing_case_condition()),
+        ):
             per_state[(workflow, ws, state)] += n
             per_person[(workflow, ws)] += needing
             if state == S.DELIVERED:
                 how.add_metric(_labels(workflow, ws, code), n)
+                per_outcome[(workflow, ws)][0] += failed
+                per_outcome[(workflow, ws)][1] += completing
         delivered = []
         for (workflow, ws, state), n in sorted(per_state.items()):
             states.add_metric(_labels(workflow, ws, state), n)
@@ -122,8 +144,13 @@ class HandoffCollector(Collector):
         _add_carried(completed, delivered, archived_completed)
         for (workflow, ws), n in sorted(per_person.items()):
             person.add_metric(_labels(workflow, ws), n)
+        for (workflow, ws), (failed, completing) in sorted(per_outcome.items()):
+            work_failed.add_metric(_labels(workflow, ws), failed)
+            cases.add_metric(_labels(workflow, ws), completing)
         yield states
         yield completed
+        yield work_failed
+        yield cases
         yield person
         yield how
 

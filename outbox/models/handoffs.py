@@ -17,6 +17,7 @@ from outbox.models.states import (
     SETTLED_STATES,
     UNKNOWN_OUTCOME_CLASSES,
     WORK_DONE,
+    WORK_FAILED,
     CompensationState,
     FailureClass,
     HandoffKind,
@@ -25,6 +26,20 @@ from outbox.models.states import (
 from outbox.page_clock import page_now
 
 S = HandoffState
+
+
+def work_failed_condition() -> models.Q:
+    """Delivered steps whose work the receiver reports failed: the task exists, its work does not."""
+    return models.Q(state=S.DELIVERED, work_status=WORK_FAILED)
+
+
+def completing_case_condition() -> models.Q:
+    """One row per completed case, its last step. A case (the workflow instance of one approved request
+    revision) is complete when every step is delivered and its work reported done: the last step planned no
+    further one, and no row of its instance is short of that (a step not done, a compensation)."""
+    step_done = models.Q(kind=HandoffKind.ACTION, state=S.DELIVERED, work_status=WORK_DONE)
+    short = Handoff.objects.filter(instance_key=models.OuterRef("instance_key")).exclude(step_done)
+    return step_done & models.Q(plan=[]) & (models.Q(instance_key="") | ~models.Exists(short))
 
 
 class HandoffQuerySet(models.QuerySet):
@@ -42,6 +57,12 @@ class HandoffQuerySet(models.QuerySet):
 
     def open(self):
         return self.filter(state__in=OPEN_STATES)
+
+    def work_failed(self):
+        return self.filter(work_failed_condition())
+
+    def completing_cases(self):
+        return self.filter(completing_case_condition())
 
     def older_than(self, age_code: str):
         # created_at is written on the database clock, so the age is measured on it too.

@@ -31,6 +31,7 @@ from django.db.models.functions import TruncHour
 
 from outbox.clock import db_time
 from outbox.models import Attempt, Handoff, HandoffEvent, HandoffState
+from outbox.models.handoffs import completing_case_condition, work_failed_condition
 from reconciliation.models import FindingKind
 from reconciliation.selectors.figures import (
     ACK_SAMPLE_CAP,
@@ -159,6 +160,19 @@ def delivered_by_hour(workspace_ids: Iterable[int] | None, *, start: datetime) -
     )
 
 
+def delivered_outcomes(workspace_ids: Iterable[int] | None, *, start: datetime) -> dict[str, int]:
+    """Of the steps delivered since `start` (the rows `delivered_by_hour` reads): those whose work the receiver
+    reports failed, and the cases they completed (their last step, every step's work done). One query."""
+    return (
+        handoffs_scoped(workspace_ids)
+        .filter(state=S.DELIVERED, updated_at__gte=start, delivered_at__gte=start)
+        .aggregate(
+            work_failed=Count("id", filter=work_failed_condition()),
+            cases_completed=Count("id", filter=completing_case_condition()),
+        )
+    )
+
+
 def hourly_series(
     workspace_ids: Iterable[int] | None,
     *,
@@ -232,12 +246,14 @@ def _handoff_figures(
     counts: dict[str, int],
     *,
     delivered: int,
+    outcomes: dict[str, int],
     cap: int,
     now: datetime,
     ws: int | None,
 ) -> dict:
     """The figures read from the handoffs themselves: states, the oldest waiting, retries exhausted; the
-    completed ones are those delivered in the series' window (exact: the window bounds the read)."""
+    delivered steps are those of the series' window (exact: the window bounds the read), with the ones among
+    them whose work failed and the cases they completed."""
     needing = sum(needing_person_counts_bounded(scope, cap=cap).values())
     oldest_pending = _oldest(scope, S.PENDING, "created_at")
     oldest_in_flight = _oldest(scope, S.IN_FLIGHT, "updated_at")
@@ -247,6 +263,12 @@ def _handoff_figures(
 
     return {
         "completed": _figure(delivered, handoff_list_url(state=S.DELIVERED, workspace=ws)),
+        "work_failed": _figure(
+            outcomes["work_failed"], findings_url(kind=FindingKind.WORK_FAILED, workspace=ws)
+        ),
+        "cases_completed": _figure(
+            outcomes["cases_completed"], handoff_list_url(state=S.DELIVERED, workspace=ws)
+        ),
         "pending": of_state(S.PENDING),
         "oldest_pending_seconds": _figure(
             _age_seconds(oldest_pending, now), handoff_list_url(state=S.PENDING, workspace=ws)
@@ -333,8 +355,11 @@ def health_summary(
     series = hourly_series(scope, now=now, delivered=by_hour)
     # Every delivery since the series began, those of an hour after `now` too (the page's clock was read first).
     delivered = sum(by_hour.values())
+    outcomes = delivered_outcomes(scope, start=series_start(now))
     figures = {
-        **_handoff_figures(scope, counts, delivered=delivered, cap=cap, now=now, ws=ws),
+        **_handoff_figures(
+            scope, counts, delivered=delivered, outcomes=outcomes, cap=cap, now=now, ws=ws
+        ),
         **_activity_figures(scope, counts, cap=cap, ws=ws),
         **_ack_figures(ack, ws=ws),
     }
