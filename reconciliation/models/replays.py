@@ -47,6 +47,9 @@ class ReplayOutcome(models.TextChoices):
 
     SETTLED = "settled", "settled by lookup, not sent"
     SENT = "sent", "sent again with the same key"
+    # Items the preview found nothing to replay for: said by what they are, never "left for a person".
+    ALREADY_DELIVERED = "delivered", "already delivered, nothing sent"
+    NOTHING = "nothing", "nothing to do (on its way, or closed)"
     CHANGED = "changed", "the receiver's answer changed since the preview"
     SKIPPED = "skipped", "skipped"
     LEFT = "left", "left for a person"
