@@ -22,6 +22,7 @@ from approvals.auth.sign_on_refusals import sign_on_refusal_remember
 from approvals.auth.sign_on_strength import sign_on_strength_refusal
 from approvals.errors import IdentityRefused
 from approvals.services.identities import identity_sign_in
+from approvals.services.initial_passwords import initial_password_expired
 
 log = logging.getLogger(__name__)
 
@@ -40,11 +41,27 @@ def password_changeable(user) -> bool:
     return mode == "all" or (mode == "break_glass" and user.is_superuser)
 
 
+# Set on the request when a password has just been checked: the sign-in that follows owes the steps of
+# approvals/auth/sign_in_steps.py (a session opened any other way, by the provider or a test, owes none).
+PASSWORD_CHECKED = "password_checked"  # noqa: S105 - an attribute's name
+
+
 class LocalPasswordBackend(ModelBackend):
-    """Django's password check, refused by policy once single sign-on is on (permissions unchanged)."""
+    """Django's password check, refused by policy once single sign-on is on (permissions unchanged), and
+    refused for an initial password past its hours (docs/security.md "Initial passwords")."""
 
     def authenticate(self, request, username=None, password=None, **kwargs):
         user = super().authenticate(request, username=username, password=password, **kwargs)
+        if user is not None and initial_password_expired(user):
+            log.warning("password sign-in refused for %s: its initial password expired", user)
+            return None
+        user = self._by_policy(user)
+        if user is not None and request is not None:
+            setattr(request, PASSWORD_CHECKED, True)
+        return user
+
+    @staticmethod
+    def _by_policy(user):
         mode = local_passwords_mode()
         if user is None or mode == "all":
             return user

@@ -24,15 +24,17 @@ def _listed(value) -> list[str]:
     return []
 
 
-def sign_on_strength_refusal(claims: dict, *, now: float | None = None) -> str | None:
-    """Why the token's authentication is weaker than configured, in words for the person; None if it is not."""
-    now = time.time() if now is None else now
+def _acr_refusal(claims: dict) -> str | None:
     acr_values = settings.OIDC_REQUIRED_ACR_VALUES
     if acr_values and claims.get("acr") not in acr_values:
         return (
             f"your sign-in's level ({claims.get('acr') or 'none given'}) is not one this console "
             f"requires ({', '.join(acr_values)})"
         )
+    return None
+
+
+def _amr_refusal(claims: dict) -> str | None:
     required_amr = settings.OIDC_REQUIRED_AMR
     used = _listed(claims.get("amr"))
     if required_amr and not set(used) & set(required_amr):
@@ -40,19 +42,27 @@ def sign_on_strength_refusal(claims: dict, *, now: float | None = None) -> str |
             f"your sign-in used {', '.join(used) or 'no method the provider named'}, and this console "
             f"requires one of {', '.join(required_amr)}: sign in again with your second factor"
         )
-    max_age = settings.OIDC_MAX_AUTH_AGE_SECONDS
-    if max_age:
-        auth_time = claims.get("auth_time")
-        if not isinstance(auth_time, int | float) or isinstance(auth_time, bool):
-            return "the provider did not say when you authenticated (auth_time)"
-        if auth_time > now + LEEWAY_SECONDS:
-            return "the provider's time of authentication is in the future"
-        if now - auth_time > max_age:
-            return (
-                f"you authenticated at the provider more than {max_age // 60} minutes ago: "
-                "sign in there again"
-            )
     return None
+
+
+def _auth_time_refusal(claims: dict, now: float) -> str | None:
+    max_age = settings.OIDC_MAX_AUTH_AGE_SECONDS
+    if not max_age:
+        return None
+    auth_time = claims.get("auth_time")
+    if not isinstance(auth_time, int | float) or isinstance(auth_time, bool):
+        return "the provider did not say when you authenticated (auth_time)"
+    if auth_time > now + LEEWAY_SECONDS:
+        return "the provider's time of authentication is in the future"
+    if now - auth_time > max_age:
+        return f"you authenticated at the provider more than {max_age // 60} minutes ago: sign in there again"
+    return None
+
+
+def sign_on_strength_refusal(claims: dict, *, now: float | None = None) -> str | None:
+    """Why the token's authentication is weaker than configured, in words for the person; None if it is not."""
+    now = time.time() if now is None else now
+    return _acr_refusal(claims) or _amr_refusal(claims) or _auth_time_refusal(claims, now)
 
 
 def sign_on_strength_request_params() -> dict:

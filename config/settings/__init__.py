@@ -48,6 +48,9 @@ INSTALLED_APPS = [
     "django_filters",
     "template_partials",
     "django_q",
+    # The second factor of password users: TOTP devices (approvals/auth/second_factor.py).
+    "django_otp",
+    "django_otp.plugins.otp_totp",
     "approvals",
     "outbox",
     "delivery",
@@ -73,6 +76,8 @@ MIDDLEWARE = [
     "approvals.idle_sessions.IdleSessionTimeoutMiddleware",
     # Each account's index of sessions follows a session whose key changed (approvals/signed_in_sessions.py).
     "approvals.signed_in_sessions.FollowSessionKeys",
+    # A password sign-in's owed steps first: the second factor, a password of one's own (approvals/auth/).
+    "approvals.auth.sign_in_steps.SignInStepsMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",

@@ -3,6 +3,8 @@
 import os
 from datetime import timedelta
 
+from django.core.exceptions import ImproperlyConfigured
+
 from config.env import env_float, env_int
 
 # Lockout: one user name at one address, for the cool-off time. Five wrong passwords for one user from an
@@ -50,3 +52,12 @@ PASSWORD_BREACH_API_URL = os.environ.get(
     "PASSWORD_BREACH_API_URL", "https://api.pwnedpasswords.com"
 )
 PASSWORD_BREACH_TIMEOUT_SECONDS = env_float("PASSWORD_BREACH_TIMEOUT_SECONDS", 3.0)
+
+# The second factor after a password (approvals/auth/second_factor.py, docs/security.md "Second factor"): "staff"
+# (staff and superusers, who reach admin; anyone who enrolled) or "all" (every password user).
+SECOND_FACTOR_REQUIRED = os.environ.get("SECOND_FACTOR_REQUIRED", "staff")
+if SECOND_FACTOR_REQUIRED not in ("staff", "all"):
+    raise ImproperlyConfigured("SECOND_FACTOR_REQUIRED must be staff or all")
+OTP_TOTP_ISSUER = "Handoff console"
+# A password an administrator set must be changed at first sign-in and no longer signs in after this long.
+INITIAL_PASSWORD_HOURS = env_int("INITIAL_PASSWORD_HOURS", 72)

@@ -19,11 +19,13 @@ from django.views.decorators.http import require_POST
 from mozilla_django_oidc.views import OIDCAuthenticationCallbackView, OIDCAuthenticationRequestView
 
 from approvals.auth.backends import local_passwords_mode, password_changeable
+from approvals.auth.sign_in_steps import PASSWORD_CHANGE_OWED, password_change_done
 from approvals.auth.sign_on_refusals import sign_on_refusal, sign_on_refusal_forget
 from approvals.auth.sign_on_strength import sign_on_strength_request_params
 from approvals.errors import ApprovalsError
 from approvals.models import SignOnIdentityEvent
 from approvals.services.identities import identity_link
+from approvals.services.initial_passwords import initial_password_clear
 
 PASSWORDS_OFF = "Password sign-in is switched off: sign in through the identity provider."
 
@@ -135,8 +137,15 @@ class PasswordChangeView(auth_views.PasswordChangeView):
             )
         return super().form_invalid(form)
 
+    def get_context_data(self, **kwargs):
+        context = super().get_context_data(**kwargs)
+        context["initial_password"] = bool(self.request.session.get(PASSWORD_CHANGE_OWED))
+        return context
+
     def form_valid(self, form):
         response = super().form_valid(form)
+        initial_password_clear(user=form.user)
+        password_change_done(self.request)
         messages.success(self.request, "Your password is changed; your other sessions have ended.")
         return response
 

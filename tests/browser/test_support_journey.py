@@ -1,11 +1,13 @@
-"""Support staff in a real Chromium: signed in to the admin with the least-privilege group, they find a
-handoff by "request 42" and only that one, read it (payload redacted) and cannot change it."""
+"""Support staff in a real Chromium: signed in to the admin with the least-privilege group (password, then
+the second factor staff owe), they find a handoff by "request 42" and only that one, read it (payload
+redacted) and cannot change it."""
 
 import pytest
 from playwright.sync_api import expect
 
 from approvals.services import support_staff_enroll
 from outbox.models import HandoffState
+from tests.browser.conftest import give_second_factor
 from tests.browser.test_journeys import sweep_world
 from tests.factories import HandoffFactory, make_user
 
@@ -26,6 +28,8 @@ def test_support_finds_request_42_in_the_admin_and_only_it(page, live_server):
     page.get_by_label("Username").fill("support")
     page.get_by_label("Password").fill("pw-support")
     page.get_by_role("button", name="Log in").click()
+    give_second_factor(page)
+    page.goto(f"{live_server.url}/admin/outbox/handoff/")
     page.locator("#searchbar").fill("request 42")
     page.locator("#searchbar").press("Enter")
     results = page.locator("#result_list tbody tr")
