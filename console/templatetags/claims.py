@@ -3,8 +3,9 @@ None, a `Claim`, or a list or dict of them."""
 
 from django import template
 from django.utils.html import format_html
+from django.utils.timesince import timeuntil
 
-from console.claims import Claim, claim_span
+from console.claims import Claim, claim_span, handoff_subject
 from outbox.clock import db_time
 
 register = template.Library()
@@ -77,3 +78,14 @@ def incident_state(incident) -> str:
     """An incident's state in words, with its claim `incident.state`."""
     claim = Claim("incident.state", f"incident:{incident.pk}", incident.state)
     return claim_span(incident.get_state_display(), claim)
+
+
+@register.simple_tag
+def next_attempt(handoff) -> str:
+    """When a handoff in backoff is tried again, as its page writes it, with its claim."""
+    moment = handoff.next_attempt_at
+    words = format_html(
+        "next attempt {} (in {})", f"{moment:%Y-%m-%d %H:%M:%S}", timeuntil(moment, db_time())
+    )
+    claim = Claim("handoff.next_attempt_at", handoff_subject(handoff), moment.isoformat())
+    return claim_span(words, claim)

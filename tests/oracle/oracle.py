@@ -146,6 +146,11 @@ def _incident_state(truth: Truth, subject: str) -> set[str] | None:
     return truth.incident_state(int(pk)) if pk and pk.isdigit() else None
 
 
+def _retries_exhausted(truth: Truth, subject: str) -> set[str] | None:
+    counted = _id(subject, "health")
+    return truth.retries_exhausted([int(ws) for ws in counted.split(",")] if counted else [])
+
+
 # Each claim's truth: the values that are true now, or None when its subject does not exist.
 CHECKS: dict[str, Callable[[Truth, str], set[str] | None]] = {
     "handoff.state": _handoff("state"),
@@ -154,11 +159,13 @@ CHECKS: dict[str, Callable[[Truth, str], set[str] | None]] = {
     "handoff.work": _handoff("work"),
     "handoff.work_status": _handoff("work_status"),
     "handoff.next_owner": _handoff_owner,
+    "handoff.next_attempt_at": _handoff("next_attempt_at"),
     "request.state": _request_state,
     "request.next_owner": _request_owner,
     "destination.state": _destination("destination_state"),
     "destination.next_probe_at": _destination("next_probe_at"),
     "incident.state": _incident_state,
+    "health.retry_exhausted": _retries_exhausted,
     **{f"health.{state}": _health_count(state) for state in HEALTH_STATE_COUNTS},
 }
 

@@ -52,6 +52,17 @@ class NotAskable(InProcessDestination):
         raise LookupFailed("this destination cannot be asked about a key")
 
 
+class Unavailable(InProcessDestination):
+    """A receiver that answers 503 before creating anything: the step waits in backoff."""
+
+    def __init__(self, name: str):
+        super().__init__()
+        self.name = name
+
+    def deliver(self, outgoing):
+        return DeliveryResult.failed(FailureClass.TRANSIENT, "http_503")
+
+
 class AnswerLost(InProcessDestination):
     """The real receiver creates the task; the answer that comes back is lost."""
 
@@ -84,7 +95,8 @@ def first_step(number: int) -> Handoff:
 
 def every_kind_of_evidence(world) -> dict[str, Handoff]:
     """Request 42 delivered with receipts; 43's first answer lost and settled by lookup; 44's task deleted at
-    the receiver; 45's work failed, then finished by hand; 46 awaiting approval; 47 approved, not sent yet."""
+    the receiver; 45's work failed, then finished by hand; 46 awaiting approval; 47 approved, not sent yet; 48
+    answered 503, waiting to be tried again."""
     approve(world)
     drain()
     approve(world, 43)
@@ -116,6 +128,11 @@ def every_kind_of_evidence(world) -> dict[str, Handoff]:
         actor=world["olga"], what_was_done="finished the set-up by hand", finding_id=finding.pk
     )
     make_request(world["w7"], 46, world["bob"])
+    approve(world, 48)
+    drain(destination=Unavailable(first_step(48).destination))
+    # The suite's backoff is a fraction of a second: the next try is put where a page still sees it.
+    waiting = Handoff.objects.filter(pk=first_step(48).pk, state=HandoffState.PENDING)
+    assert waiting.update(next_attempt_at=db_time() + timedelta(minutes=10)) == 1
     approve(world, 47)
     return {"lost": first_step(43), "gone": gone, "by_hand": failed}
 
@@ -126,6 +143,8 @@ def test_every_claim_of_every_screen_is_true_after_every_kind_of_evidence(world)
     checked = assert_pages_true(pages, Truth())
     seen = {(c.name, c.value) for url, html in pages.items() for c in claims_in(url, html)}
     # Each kind of evidence was stated somewhere, by a claim checked against the records.
+    backoff = Handoff.objects.get(pk=first_step(48).pk)
+    assert ("handoff.next_attempt_at", backoff.next_attempt_at.isoformat()) in seen
     for fact in [
         ("handoff.outcome_evidence", "lookup"),
         ("handoff.outcome_evidence", "receipt"),
@@ -136,7 +155,8 @@ def test_every_claim_of_every_screen_is_true_after_every_kind_of_evidence(world)
         ("handoff.next_owner", "system"),
         ("request.next_owner", "approvers"),
         ("request.state", "awaiting_approval"),
-        ("health.pending", "1"),
+        ("health.pending", "2"),
+        ("health.retry_exhausted", "0"),
         ("health.needs_attention", "0"),
     ]:
         assert fact in seen, fact

@@ -163,6 +163,10 @@ class HandoffTruth:
             return {"task_gone"}
         return {self.row["state"]}
 
+    def next_attempt_at(self) -> set[str]:
+        moment = self.row["next_attempt_at"]
+        return {moment.isoformat()} if moment else set()
+
     def work_status(self) -> set[str]:
         if self.delivered and self.task_at_receiver() == {"no"}:
             return {"gone"}
@@ -328,6 +332,12 @@ class Truth:
         """A Health count of handoffs in `state`: exact, or any number past the cap once the rows are more."""
         cap = getattr(settings, "HEALTH_COUNT_CAP", HEALTH_COUNT_CAP)
         n = Handoff.objects.filter(state=state, workspace_id__in=workspaces).count()
+        return {str(n)} if n <= cap else {str(cap + 1)}
+
+    def retries_exhausted(self, workspaces: list[int]) -> set[str]:
+        cap = getattr(settings, "HEALTH_COUNT_CAP", HEALTH_COUNT_CAP)
+        rows = Handoff.objects.filter(workspace_id__in=workspaces, state="needs_attention")
+        n = rows.filter(reason_code="retries_exhausted").count()
         return {str(n)} if n <= cap else {str(cap + 1)}
 
     def handoff_states(self) -> dict[str, int]:
