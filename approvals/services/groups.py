@@ -27,7 +27,7 @@ SUPPORT_VIEWS = {
         "workspaceworkflow",
     ),
     "outbox": ("handoff", "attempt", "handoffevent", "destinationconfig"),
-    "reconciliation": ("reconciliationrun", "finding", "findingevent", "alertrecord"),
+    "reconciliation": ("reconciliationrun", "finding", "findingevent", "incident"),
     "delivery": ("receivertask", "seenmessage"),
 }
 SUPPORT_ACTIONS = {
