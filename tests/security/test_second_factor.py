@@ -14,6 +14,7 @@ from django.utils import timezone
 from django_otp.oath import TOTP
 from django_otp.plugins.otp_totp.models import TOTPDevice
 
+from approvals.models import SignedInSession
 from tests.factories import make_user
 
 pytestmark = pytest.mark.django_db
@@ -62,8 +63,14 @@ def test_each_password_sign_in_then_asks_the_code_which_works_once():
     device = enrolled("sam", is_staff=True)
     first = password_only("sam")
     assert first.get("/admin/")["Location"] == STEP
+    password_key = first.session.session_key
     assert first.post(STEP, {"code": code(device)})["Location"] == "/"
     assert first.get("/admin/").status_code == 200
+    assert first.session.session_key != password_key, "a new key once the second factor is given"
+    [indexed] = SignedInSession.objects.filter(user=device.user).values_list(
+        "session_key", flat=True
+    )
+    assert indexed == first.session.session_key, "its row in the list of sessions follows it"
     replay = password_only("sam")
     answer = replay.post(STEP, {"code": code(device)})
     assert answer.status_code == 400 and "used already" in answer.content.decode()
