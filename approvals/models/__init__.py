@@ -1,6 +1,12 @@
 """The source application's models, one module per subject; re-exported here (Django finds them here)."""
 
 from approvals.models.audit_exports import AuditExport
+from approvals.models.deadlines import (
+    ApprovalDelegation,
+    ApprovalNotice,
+    ApprovalPolicy,
+    NoticeKind,
+)
 from approvals.models.identities import SignOnIdentity, SignOnIdentityEvent
 from approvals.models.observation import (
     ObservedOutcome,
@@ -33,11 +39,15 @@ from approvals.models.workspaces import Membership, Role, RoleChange, Workspace
 __all__ = [
     "REQUEST_TRANSITIONS",
     "Approval",
+    "ApprovalDelegation",
+    "ApprovalNotice",
+    "ApprovalPolicy",
     "AuditExport",
     "Decision",
     "InitialPassword",
     "Membership",
     "Mode",
+    "NoticeKind",
     "ObservedOutcome",
     "ObservedOutcomeQuerySet",
     "OutcomeSource",

@@ -58,6 +58,10 @@ class RequestReasonCode(models.TextChoices):
     )
     CANCELLED_BY_REQUESTER = "cancelled_by_requester", "cancelled by its requester"
     CANCELLED_BY_OPERATOR = "cancelled_by_operator", "cancelled by an operator"
+    EXPIRED_UNAPPROVED = (
+        "expired_unapproved",
+        "closed: nobody decided it before its workflow's approval expiry",
+    )
 
 
 # The final states, each reached only with its reason code.
