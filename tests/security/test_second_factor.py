@@ -140,3 +140,15 @@ def test_a_code_of_a_time_step_long_past_is_refused():
     client = password_only("sam")
     assert client.post(STEP, {"code": code(device, steps_ahead=-3)}).status_code == 400
     assert client.get("/admin/")["Location"] == STEP
+
+
+def test_admins_own_sign_in_form_owes_the_second_factor_too():
+    device = enrolled("sam", is_staff=True)
+    client = Client()
+    answer = client.post(
+        "/admin/login/", {"username": "sam", "password": "pw-sam", "next": "/admin/"}
+    )
+    assert answer.status_code == 302
+    assert client.get("/admin/")["Location"] == STEP
+    assert client.post(STEP, {"code": code(device)})["Location"] == "/"
+    assert client.get("/admin/").status_code == 200
