@@ -151,6 +151,15 @@ def _retries_exhausted(truth: Truth, subject: str) -> set[str] | None:
     return truth.retries_exhausted([int(ws) for ws in counted.split(",")] if counted else [])
 
 
+def _delivered_in_window(figure: str) -> Callable[[Truth, str], set[str] | None]:
+    def check(truth: Truth, subject: str) -> set[str] | None:
+        counted = _id(subject, "health")
+        workspaces = [int(ws) for ws in counted.split(",")] if counted else []
+        return truth.delivered_in_window(figure, workspaces)
+
+    return check
+
+
 # Each claim's truth: the values that are true now, or None when its subject does not exist.
 CHECKS: dict[str, Callable[[Truth, str], set[str] | None]] = {
     "handoff.state": _handoff("state"),
@@ -166,6 +175,10 @@ CHECKS: dict[str, Callable[[Truth, str], set[str] | None]] = {
     "destination.next_probe_at": _destination("next_probe_at"),
     "incident.state": _incident_state,
     "health.retry_exhausted": _retries_exhausted,
+    **{
+        f"health.{figure}": _delivered_in_window(figure)
+        for figure in ("completed", "work_failed", "cases_completed")
+    },
     **{f"health.{state}": _health_count(state) for state in HEALTH_STATE_COUNTS},
 }
 

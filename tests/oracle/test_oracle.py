@@ -94,9 +94,9 @@ def first_step(number: int) -> Handoff:
 
 
 def every_kind_of_evidence(world) -> dict[str, Handoff]:
-    """Request 42 delivered with receipts; 43's first answer lost and settled by lookup; 44's task deleted at
-    the receiver; 45's work failed, then finished by hand; 46 awaiting approval; 47 approved, not sent yet; 48
-    answered 503, waiting to be tried again."""
+    """Request 42 delivered with receipts, its work all done; 43's first answer lost and settled by lookup;
+    44's task deleted at the receiver; 45's work failed, then finished by hand; 46 awaiting approval; 47
+    approved, not sent yet; 48 answered 503, waiting to be tried again."""
     approve(world)
     drain()
     approve(world, 43)
@@ -122,6 +122,8 @@ def every_kind_of_evidence(world) -> dict[str, Handoff]:
     )
     failed = first_step(45)
     task_status_set(action_key=failed.action_key, status="failed")
+    for step in Handoff.objects.filter(instance_key="onboarding:7:42:1"):
+        task_status_set(action_key=step.action_key, status="done")
     reconciliation_run()
     finding = Finding.objects.get(action_key=failed.action_key, kind=FindingKind.WORK_FAILED)
     manual_repair_record(
@@ -157,6 +159,9 @@ def test_every_claim_of_every_screen_is_true_after_every_kind_of_evidence(world)
         ("request.state", "awaiting_approval"),
         ("health.pending", "2"),
         ("health.retry_exhausted", "0"),
+        # 42's case is complete: its three steps' work reported done.
+        ("health.cases_completed", "1"),
+        ("health.work_failed", "1"),
         ("health.needs_attention", "0"),
     ]:
         assert fact in seen, fact

@@ -7,6 +7,7 @@ Each `truth_of_<claim>` returns the set of values that are true now (usually one
 (`tests/oracle/oracle.py`) fails a claim whose value is not in it. docs/console.md lists them."""
 
 from dataclasses import dataclass, field
+from datetime import timedelta
 from functools import cached_property
 
 from django.conf import settings
@@ -339,6 +340,35 @@ class Truth:
         rows = Handoff.objects.filter(workspace_id__in=workspaces, state="needs_attention")
         n = rows.filter(reason_code="retries_exhausted").count()
         return {str(n)} if n <= cap else {str(cap + 1)}
+
+    def delivered_in_window(self, figure: str, workspaces: list[int]) -> set[str]:
+        """Health's figures of the steps delivered since the hour 23 hours before the page's moment (read at
+        the look's start and at the check): all of them, those whose work failed, the cases they completed."""
+        return {str(self._delivered_since(figure, workspaces, m)) for m in (self.started, self.now)}
+
+    def _delivered_since(self, figure: str, workspaces: list[int], moment) -> int:
+        start = moment.replace(minute=0, second=0, microsecond=0) - timedelta(hours=23)
+        rows = Handoff.objects.filter(
+            workspace_id__in=workspaces, state="delivered", delivered_at__gte=start
+        )
+        if figure == "completed":
+            return rows.count()
+        if figure == "work_failed":
+            return rows.filter(work_status=FAILED).count()
+        lasts = rows.filter(kind="action", work_status=DONE, plan=[]).values("instance_key")
+        return sum(1 for last in lasts if self._case_done(last["instance_key"]))
+
+    @staticmethod
+    def _case_done(instance_key: str) -> bool:
+        if not instance_key:
+            return True
+        rows = Handoff.objects.filter(instance_key=instance_key).values(
+            "kind", "state", "work_status"
+        )
+        return all(
+            r["kind"] == "action" and r["state"] == "delivered" and r["work_status"] == DONE
+            for r in rows
+        )
 
     def handoff_states(self) -> dict[str, int]:
         rows = Handoff.objects.values("state").annotate(n=Count("id"))
