@@ -32,9 +32,10 @@ def shared(settings):
 
 def _pending_figure(page: str) -> str:
     """The pending count as the page shows it (the text of its link)."""
-    match = re.search(r'id="fig-pending"><a href="[^"]*">([^<]*)</a>', page)
+    match = re.search(r'id="fig-pending"><a href="[^"]*">(.*?)</a>', page, re.S)
     assert match, "the page shows the pending figure"
-    return match.group(1)
+    # The figure's words sit in the element that carries its claim (`data-claim`): the text, without tags.
+    return re.sub(r"<[^>]+>", "", match.group(1)).strip()
 
 
 def test_figures_are_shared_for_a_while_and_the_page_says_how_old_they_are(shared):
