@@ -18,7 +18,6 @@ from approvals.models import (
     Request,
     RequestReasonCode,
     RequestState,
-    Role,
     WorkflowMode,
     Workspace,
 )
@@ -31,7 +30,7 @@ from approvals.route_requests import (
 )
 from approvals.rules import payload_problems, rules_for, steps_of
 from approvals.selectors import decider_refusal
-from approvals.services.memberships import require_member
+from approvals.services.delegations import require_approver_or_delegate
 from approvals.services.requests import request_move
 from lib.databases import DB
 from lib.request_mapping import MappingRefused
@@ -80,7 +79,7 @@ def revision_locked_for_review(
     request = _locked_revision(
         workspace_id=workspace_id, number=number, revision=revision, workflow=workflow
     )
-    require_member(actor, request.workspace_id, Role.APPROVER)
+    require_approver_or_delegate(actor, request.workspace_id)
     refusal = decider_refusal(actor.pk, request)
     if refusal == "own":
         raise ApprovalDenied(

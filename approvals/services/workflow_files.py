@@ -13,11 +13,12 @@ from django.db import transaction
 
 from approvals.errors import InvalidPayload
 from approvals.rules import rules_for
+from approvals.services.approval_deadlines import approval_policy_problems, approval_policy_set
 from approvals.services.rule_versions import rule_version_problems, rule_version_publish
 from lib.databases import DB
 
 WORKFLOW_NAME = re.compile(r"[a-z][a-z0-9_]{0,39}")
-ENTRY_PARTS = {"name", "schema", "steps", "notes", "removes"}
+ENTRY_PARTS = {"name", "schema", "steps", "notes", "removes", "approval"}
 
 
 @dataclass(frozen=True)
@@ -28,17 +29,20 @@ class WorkflowChange:
     added: list[str] = field(default_factory=list)
     removed: list[str] = field(default_factory=list)
     rerouted: list[str] = field(default_factory=list)
+    # "set" or "removed" when the file changed the workflow's approval deadline (its `approval` part).
+    approval: str = ""
 
     def describe(self) -> str:
+        deadline = f"; approval deadline {self.approval}" if self.approval else ""
         if not self.published:
-            return f"{self.workflow}: unchanged ({self.version})"
+            return f"{self.workflow}: unchanged ({self.version}){deadline}"
         parts = [f"{self.workflow}: published {self.version}"]
         for words, names in (("added", self.added), ("removed", self.removed)):
             if names:
                 parts.append(f"steps {words}: {', '.join(names)}")
         if self.rerouted:
             parts.append(f"steps changed: {', '.join(self.rerouted)}")
-        return "; ".join(parts)
+        return "; ".join(parts) + deadline
 
 
 def _current(workflow: str) -> tuple[dict, list[dict]]:
@@ -118,6 +122,8 @@ def workflows_document_problems(document: object) -> list[str]:
             for p in rule_version_problems(schema=entry["schema"], steps=entry.get("steps", []))
         ]
         problems += _removal_problems(where, entry, _current(entry["name"])[1])
+        if "approval" in entry:
+            problems += approval_policy_problems(f"{where}.approval", entry["approval"])
     return problems
 
 
@@ -148,9 +154,14 @@ def workflows_apply(*, document: object, actor, notes: str = "") -> list[Workflo
     with transaction.atomic(using=DB):
         for entry in document["workflows"]:
             change = _change(entry, _current(entry["name"]))
+            policy = entry.get("approval")
+            deadline = approval_policy_set(workflow=entry["name"], policy=policy)
+            deadline_words = ("set" if policy else "removed") if deadline else ""
             if change is None:
                 latest = rules_for(entry["name"]).version
-                changes.append(WorkflowChange(entry["name"], latest, published=False))
+                changes.append(
+                    WorkflowChange(entry["name"], latest, False, approval=deadline_words)
+                )
                 continue
             stored = rule_version_publish(
                 workflow=entry["name"],
@@ -167,6 +178,7 @@ def workflows_apply(*, document: object, actor, notes: str = "") -> list[Workflo
                     change.added,
                     change.removed,
                     change.rerouted,
+                    deadline_words,
                 )
             )
     return changes

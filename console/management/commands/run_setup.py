@@ -16,7 +16,12 @@ STEPS = (
     ("migrate", {"database": "delivery", "interactive": False, "verbosity": 0}),
     ("collectstatic", {"interactive": False, "verbosity": 0}),
 )
-AFTER_DEMO = ("demo_alert_channels", "schedule_sweeps", "schedule_reconciliation")
+AFTER_DEMO = (
+    "demo_alert_channels",
+    "schedule_sweeps",
+    "schedule_reconciliation",
+    "schedule_approvals",
+)
 
 
 class Command(BaseCommand):

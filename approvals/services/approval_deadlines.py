@@ -1,0 +1,221 @@
+"""Approval deadlines: a workflow's policy from its file, and the periodic sweep that reminds the approvers
+before an approval is due, escalates an overdue one to the policy's group, and closes a request past its
+expiry (`expired_unapproved`), telling its requester in words (docs/intake.md, "Approval deadlines").
+
+Each e-mail is one `ApprovalNotice` row (revision, person, kind) inserted before it is sent: under concurrent
+sweeps the unique constraint lets one insert win and only the winner sends, after its commit.
+"""
+
+from dataclasses import dataclass
+from datetime import timedelta
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
+from django.core.mail import EmailMessage
+from django.db import IntegrityError, transaction
+from django.urls import reverse
+
+from approvals.models import (
+    ApprovalDelegation,
+    ApprovalNotice,
+    ApprovalPolicy,
+    Membership,
+    NoticeKind,
+    Request,
+    RequestReasonCode,
+    RequestState,
+    Role,
+)
+from approvals.selectors import decider_refusal
+from approvals.services.requests import request_move
+from lib.databases import DB
+from outbox.clock import db_time
+
+POLICY_PARTS = {"due_after_hours", "remind_before_hours", "expire_after_hours", "escalate_to"}
+
+
+def _hours(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= 24 * 366
+
+
+def _policy_shape(where: str, policy: dict) -> list[str]:
+    problems = [f"{where}.{name}: unknown part" for name in sorted(set(policy) - POLICY_PARTS)]
+    problems += [f"{where}.{name}: required" for name in sorted(POLICY_PARTS - set(policy))]
+    hours = ("due_after_hours", "remind_before_hours", "expire_after_hours")
+    problems += [
+        f"{where}.{name}: a whole number of hours, 1 to 8784"
+        for name in hours
+        if name in policy and not _hours(policy[name])
+    ]
+    return problems
+
+
+def approval_policy_problems(where: str, policy: object) -> list[str]:
+    """Why a workflow's `approval` part cannot be applied, each problem naming its field."""
+    if not isinstance(policy, dict):
+        return [f"{where}: an object with {', '.join(sorted(POLICY_PARTS))}"]
+    if problems := _policy_shape(where, policy):
+        return problems
+    group = policy["escalate_to"]
+    checks = [
+        (
+            policy["remind_before_hours"] < policy["due_after_hours"],
+            "remind_before_hours: less than due_after_hours",
+        ),
+        (
+            policy["expire_after_hours"] > policy["due_after_hours"],
+            "expire_after_hours: more than due_after_hours",
+        ),
+        (
+            isinstance(group, str) and Group.objects.filter(name=group).exists(),
+            f"escalate_to: {group!r} is not a group",
+        ),
+    ]
+    return [f"{where}.{words}" for ok, words in checks if not ok]
+
+
+def approval_policy_set(*, workflow: str, policy: dict | None) -> bool:
+    """Store (or, with None, remove) a workflow's approval policy; whether anything changed. Checked first
+    by `approval_policy_problems`; call inside the caller's transaction."""
+    if policy is None:
+        return ApprovalPolicy.objects.filter(workflow=workflow).delete()[0] > 0
+    values = {name: policy[name] for name in POLICY_PARTS - {"escalate_to"}}
+    values["escalate_to"] = Group.objects.get(name=policy["escalate_to"])
+    current = ApprovalPolicy.objects.filter(workflow=workflow).first()
+    if current is not None and all(getattr(current, k) == v for k, v in values.items()):
+        return False
+    ApprovalPolicy.objects.update_or_create(workflow=workflow, defaults=values)
+    return True
+
+
+@dataclass
+class SweepStats:
+    reminded: int = 0
+    escalated: int = 0
+    expired: int = 0
+
+
+def active_delegates(approver_ids: list[int], at) -> dict[int, list[int]]:
+    """The delegates acting, at `at`, for each of these approvers (revoked and out-of-period ones never)."""
+    found: dict[int, list[int]] = {}
+    rows = ApprovalDelegation.objects.filter(
+        approver_id__in=approver_ids,
+        starts_at__lte=at,
+        ends_at__gt=at,
+        revoked_at__isnull=True,
+        delegate__is_active=True,
+    ).values_list("approver_id", "delegate_id")
+    for approver_id, delegate_id in rows:
+        found.setdefault(approver_id, []).append(delegate_id)
+    return found
+
+
+def _deciders(request: Request, at) -> list[int]:
+    """Who may decide this revision now: its workspace's approvers and their delegates, less anyone four eyes
+    refuse (its requester, the approver who corrected it)."""
+    approvers = list(
+        Membership.objects.filter(
+            workspace_id=request.workspace_id, role=Role.APPROVER, user__is_active=True
+        ).values_list("user_id", flat=True)
+    )
+    delegates = [d for ds in active_delegates(approvers, at).values() for d in ds]
+    people = dict.fromkeys(approvers + delegates)
+    return [pk for pk in people if not decider_refusal(pk, request)]
+
+
+def _escalation_group(request: Request, policy: ApprovalPolicy) -> list[int]:
+    members = policy.escalate_to.user_set.filter(is_active=True).values_list("pk", flat=True)
+    return [pk for pk in members if not decider_refusal(pk, request)]
+
+
+def _page(request: Request) -> str:
+    path = reverse(
+        "approvals:detail", args=[request.workspace_id, request.number, request.revision]
+    )
+    return f"{settings.CONSOLE_BASE_URL}{path}"
+
+
+def _words(kind: str, request: Request, policy: ApprovalPolicy) -> tuple[str, str]:
+    what = f"{request.workflow} request {request.number} (revision {request.revision})"
+    due = request.created_at + timedelta(hours=policy.due_after_hours)
+    closes = request.created_at + timedelta(hours=policy.expire_after_hours)
+    if kind == NoticeKind.REMINDER:
+        return f"Approval due {due:%Y-%m-%d %H:%M} UTC: {what}", (
+            f"{what} waits for your decision; it is due {due:%Y-%m-%d %H:%M} UTC.\n"
+            f"Open it: {_page(request)}\n"
+        )
+    if kind == NoticeKind.ESCALATION:
+        return f"Overdue approval: {what}", (
+            f"Nobody has decided {what}; it was due {due:%Y-%m-%d %H:%M} UTC and is escalated to "
+            f"{policy.escalate_to.name}. It closes unapproved at {closes:%Y-%m-%d %H:%M} UTC.\n"
+            f"Open it: {_page(request)}\n"
+        )
+    return f"Closed unapproved: {what}", (
+        f"Your {what} was closed: nobody decided it before {closes:%Y-%m-%d %H:%M} UTC, the "
+        f"{request.workflow} workflow's approval expiry. Nothing of it was sent. Submit it again if it "
+        f"is still needed.\nIt: {_page(request)}\n"
+    )
+
+
+def _mail_after_commit(person_id: int, subject: str, body: str) -> None:
+    email = get_user_model().objects.filter(pk=person_id).values_list("email", flat=True).first()
+    if not email:
+        return
+    message = EmailMessage(subject, body, from_email=settings.ALERT_FROM_EMAIL, to=[email])
+    transaction.on_commit(lambda: message.send(fail_silently=True), using=DB)
+
+
+def _notify_once(request: Request, person_id: int, kind: str, policy: ApprovalPolicy) -> bool:
+    """Record the notice and mail it after commit; False (nothing sent) when it was already recorded."""
+    try:
+        with transaction.atomic(using=DB):
+            ApprovalNotice.objects.create(request=request, person_id=person_id, kind=kind)
+    except IntegrityError:
+        return False
+    _mail_after_commit(person_id, *_words(kind, request, policy))
+    return True
+
+
+def _awaiting(policy: ApprovalPolicy, older_than):
+    return Request.objects.filter(
+        workflow=policy.workflow, state=RequestState.AWAITING_APPROVAL, created_at__lte=older_than
+    ).order_by("created_at", "id")
+
+
+def request_expire(*, request_id: int, policy: ApprovalPolicy) -> bool:
+    """Close one revision past its expiry, if it still awaits approval, and tell its requester."""
+    with transaction.atomic(using=DB):
+        request = Request.objects.select_for_update(no_key=True).filter(pk=request_id).first()
+        if request is None or request.state != RequestState.AWAITING_APPROVAL:
+            return False
+        request_move(
+            request,
+            RequestState.CANCELLED,
+            reason=f"nobody decided it within {policy.expire_after_hours} hours",
+            reason_code=RequestReasonCode.EXPIRED_UNAPPROVED,
+        )
+        _notify_once(request, request.requested_by_id, NoticeKind.EXPIRED, policy)
+    return True
+
+
+def _sweep_policy(policy: ApprovalPolicy, now, stats: SweepStats) -> None:
+    hours = timedelta(hours=1)
+    for request in _awaiting(policy, now - policy.expire_after_hours * hours):
+        stats.expired += request_expire(request_id=request.pk, policy=policy)
+    for request in _awaiting(policy, now - policy.due_after_hours * hours):
+        for person_id in _escalation_group(request, policy):
+            stats.escalated += _notify_once(request, person_id, NoticeKind.ESCALATION, policy)
+    remind_from = now - (policy.due_after_hours - policy.remind_before_hours) * hours
+    for request in _awaiting(policy, remind_from):
+        for person_id in _deciders(request, now):
+            stats.reminded += _notify_once(request, person_id, NoticeKind.REMINDER, policy)
+
+
+def approval_deadlines_sweep() -> SweepStats:
+    """One pass over every workflow with an approval policy; safe to run at once on several workers."""
+    stats = SweepStats()
+    now = db_time(DB)
+    for policy in ApprovalPolicy.objects.select_related("escalate_to").order_by("workflow"):
+        _sweep_policy(policy, now, stats)
+    return stats
