@@ -89,3 +89,17 @@ def next_attempt(handoff) -> str:
     )
     claim = Claim("handoff.next_attempt_at", handoff_subject(handoff), moment.isoformat())
     return claim_span(words, claim)
+
+
+@register.simple_tag
+def assignee(handoff) -> str:
+    """Who the handoff is assigned to ("nobody"), with its claim `handoff.assignee`."""
+    owner = handoff.owner.get_username() if handoff.owner_id else ""
+    claim = Claim("handoff.assignee", handoff_subject(handoff), owner or "nobody")
+    return claim_span(owner or "nobody", claim)
+
+
+@register.simple_tag
+def request_claim(request_row) -> str:
+    """The claim `request.state` of a request listed by its state, as attributes of its row."""
+    return claim_attrs(Claim("request.state", f"request:{request_row.pk}", request_row.state))

@@ -169,6 +169,7 @@ CHECKS: dict[str, Callable[[Truth, str], set[str] | None]] = {
     "handoff.work_status": _handoff("work_status"),
     "handoff.next_owner": _handoff_owner,
     "handoff.next_attempt_at": _handoff("next_attempt_at"),
+    "handoff.assignee": _handoff("assignee"),
     "request.state": _request_state,
     "request.next_owner": _request_owner,
     "destination.state": _destination("destination_state"),

@@ -37,7 +37,7 @@ pytestmark = [
 ]
 S = HandoffState
 FIXED_SEEDS = (20261205, 37)
-SECONDS = float(os.environ.get("ORACLE_SECONDS", "25"))
+SECONDS = float(os.environ.get("ORACLE_SECONDS", "20"))
 REQUESTS = 4
 FAULTS = ["drop_after_commit", "slow", "malformed", "http_500", "http_503"]
 

@@ -21,6 +21,7 @@ from outbox.services.destination_windows import (
     destination_pause_by_operator,
     destination_resume_by_operator,
 )
+from outbox.services.operator import handoff_assign
 from outbox.services.settlement import handoff_settle
 from outbox.services.status_events import (
     TASK_DELETED,
@@ -135,6 +136,7 @@ def every_kind_of_evidence(world) -> dict[str, Handoff]:
     # The suite's backoff is a fraction of a second: the next try is put where a page still sees it.
     waiting = Handoff.objects.filter(pk=first_step(48).pk, state=HandoffState.PENDING)
     assert waiting.update(next_attempt_at=db_time() + timedelta(minutes=10)) == 1
+    handoff_assign(handoff_id=first_step(48).pk, actor=world["olga"], owner=world["olga"])
     approve(world, 47)
     return {"lost": first_step(43), "gone": gone, "by_hand": failed}
 
@@ -157,6 +159,7 @@ def test_every_claim_of_every_screen_is_true_after_every_kind_of_evidence(world)
         ("handoff.next_owner", "system"),
         ("request.next_owner", "approvers"),
         ("request.state", "awaiting_approval"),
+        ("handoff.assignee", "olga"),
         ("health.pending", "2"),
         ("health.retry_exhausted", "0"),
         # 42's case is complete: its three steps' work reported done.
@@ -166,6 +169,8 @@ def test_every_claim_of_every_screen_is_true_after_every_kind_of_evidence(world)
     ]:
         assert fact in seen, fact
     assert checked > 50
+    queue = [c for c in claims_in("q", pages["approver /approvals/"]) if c.name == "request.state"]
+    assert queue and {c.value for c in queue} == {"awaiting_approval"}
     said_in_admin = [
         c for url, html in pages.items() for c in claims_in(url, html) if "/admin/" in url
     ]

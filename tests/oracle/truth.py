@@ -11,6 +11,7 @@ from datetime import timedelta
 from functools import cached_property
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.db.models import Count
 
 from approvals.models import Request
@@ -163,6 +164,13 @@ class HandoffTruth:
         if self.delivered and self.task_at_receiver() == {"no"}:
             return {"task_gone"}
         return {self.row["state"]}
+
+    def assignee(self) -> set[str]:
+        owner = self.row["owner_id"]
+        if owner is None:
+            return {"nobody"}
+        user = get_user_model().objects.filter(pk=owner).values_list("username", flat=True)
+        return set(user)
 
     def next_attempt_at(self) -> set[str]:
         moment = self.row["next_attempt_at"]
