@@ -136,6 +136,15 @@ class Network:
         self.drop_one_way(a, b)
         self.drop_one_way(b, a)
 
+    def unpartition(self, a: str, b: str) -> None:
+        """Lift what `partition`, `drop_one_way` and `drop_answers` put between a and b (both ways), and
+        nothing else: other faults on either host stay."""
+        for source, target in ((a, b), (b, a)):
+            host, address = self.hosts[source], self.hosts[target].address
+            host.drop_to.discard(address)
+            host.drop_data_to.discard(address)
+            self._apply(host)
+
     def drop_one_way(self, source: str, target: str) -> None:
         """Packets from `source` to `target` are lost (dropped as they leave `source`)."""
         host = self.hosts[source]

@@ -120,9 +120,10 @@ class Player:
 
     def end(self, fault: Fault) -> None:
         match fault.kind:
-            case "partition_db" | "partition_receiver" | "answers_lost":
-                self.net.heal(fault.host)
-                self.net.heal("receiver")
+            case "partition_db":
+                self.net.unpartition(fault.host, "db")
+            case "partition_receiver" | "answers_lost":
+                self.net.unpartition(fault.host, "receiver")
             case "loss":
                 self.net.loss("receiver", 0)
             case "delay":

@@ -20,6 +20,8 @@ from tests.hosts.test_partitions import make_handoffs
 pytestmark = [pytest.mark.postgres, pytest.mark.faults, pytest.mark.long]
 FIXED_SEEDS = [38]
 SECONDS = float(os.environ.get("HOSTS_SCHEDULE_SECONDS", "30"))
+# Each replay of a shrink is a whole run: a soak's schedule may be shrunk separately, shorter.
+SHRINK_RUNS = int(os.environ.get("HOSTS_SHRINK_RUNS", "6"))
 
 
 def seeds() -> list[int]:
@@ -59,7 +61,7 @@ def test_machine_chosen_faults_between_hosts_keep_every_guarantee(
         finally:
             run.close()
 
-    shortest = shrink(schedule, fails)
+    shortest = shrink(schedule, fails, max_runs=SHRINK_RUNS)
     pytest.fail(
         f"seed {seed} broke {outcome.broken}\nschedule: {[str(f) for f in schedule]}\n"
         f"shortest failing schedule: {[str(f) for f in shortest]}"
