@@ -4,6 +4,7 @@ from django.contrib.auth import get_user_model
 from django.db.models import Count, QuerySet
 
 from approvals.models import (
+    ApprovalDelegation,
     Membership,
     Request,
     RequestState,
@@ -14,9 +15,29 @@ from approvals.models import (
 )
 from approvals.rules import BUILT_IN_RULES, payload_problems, rules_for
 from lib.querystring import id_or_none
+from outbox.clock import db_now
 from outbox.models import Handoff
 from outbox.redaction import REDACTED, redact
 from outbox.steps import base_payload
+
+
+def may_decide_in(user, workspace_id: int) -> bool:
+    """The user approves in the workspace, or is right now the delegate of an active approver there
+    (`approvals/services/delegations.py`); four eyes (`decider_refusal`) still apply to what they decide."""
+    if not user.is_authenticated:
+        return False
+    if user_has_role(user, workspace_id, Role.APPROVER):
+        return True
+    now = db_now()
+    return ApprovalDelegation.objects.filter(
+        delegate=user,
+        starts_at__lte=now,
+        ends_at__gt=now,
+        revoked_at__isnull=True,
+        approver__is_active=True,
+        approver__memberships__workspace_id=workspace_id,
+        approver__memberships__role=Role.APPROVER,
+    ).exists()
 
 
 def workspace_ids_for(user, role: str | None = None) -> list[int]:

@@ -8,6 +8,7 @@ from django.db import transaction
 
 from approvals.errors import ApprovalDenied, InvalidPayload
 from approvals.models import ApprovalDelegation, Membership, Role
+from approvals.selectors import may_decide_in
 from lib.databases import DB
 from outbox.clock import db_time
 
@@ -74,21 +75,7 @@ def delegation_revoke(*, delegation_id: int, actor) -> ApprovalDelegation:
 
 def require_approver_or_delegate(actor, workspace_id: int) -> None:
     """The actor approves in the workspace, or is, right now, the delegate of someone who does."""
-    if Membership.objects.filter(
-        user=actor, workspace_id=workspace_id, role=Role.APPROVER
-    ).exists():
-        return
-    now = db_time(DB)
-    acting_for = ApprovalDelegation.objects.filter(
-        delegate=actor,
-        starts_at__lte=now,
-        ends_at__gt=now,
-        revoked_at__isnull=True,
-        approver__is_active=True,
-        approver__memberships__workspace_id=workspace_id,
-        approver__memberships__role=Role.APPROVER,
-    )
-    if not acting_for.exists():
+    if not may_decide_in(actor, workspace_id):
         raise ApprovalDenied(
             f"{actor} is not approver in workspace {workspace_id}, nor anyone's delegate there now"
         )

@@ -10,7 +10,7 @@ from django_htmx.http import push_url
 
 from approvals import selectors, services
 from approvals.errors import ApprovalDenied, ApprovalsError, InvalidPayload, StaleRevision
-from approvals.models import Request, RequestState, Role
+from approvals.models import Request, RequestState
 from approvals.route_requests import RoutesShown, routes_shown
 from approvals.rules import rules_for
 from console.correction_forms import CorrectionForm
@@ -22,7 +22,9 @@ from outbox.selectors import handoffs_in, instance_handoffs, instance_status
 
 
 def visible_revision(request, workspace_id: int, number: int, revision: int) -> Request:
-    if workspace_id not in selectors.workspace_ids_for(request.user):
+    if workspace_id not in selectors.workspace_ids_for(
+        request.user
+    ) and not selectors.may_decide_in(request.user, workspace_id):
         raise Http404("no such request")
     obj = (
         Request.objects.select_related("workspace", "requested_by", "corrected_by")
@@ -97,7 +99,7 @@ def detail_context(
         workspace_id=obj.workspace_id, number=obj.number, workflow=obj.workflow
     )
     replaced = replaced or _previous_revision(obj)
-    is_approver = selectors.user_has_role(request.user, obj.workspace_id, Role.APPROVER)
+    is_approver = selectors.may_decide_in(request.user, obj.workspace_id)
     # The requester reads back what they typed (their own e-mail); secrets and others' values stay hidden.
     shown = payload_shown_to(request.user, obj)
     return {
@@ -142,7 +144,7 @@ def _decision_refused(
     request, obj: Request, decision: str | None, reason: str
 ) -> tuple[dict, int] | None:
     """Why the decision cannot be taken as posted (the result and status), or None to go on."""
-    if not selectors.user_has_role(request.user, obj.workspace_id, Role.APPROVER):
+    if not selectors.may_decide_in(request.user, obj.workspace_id):
         return {
             "level": "error",
             "text": f"Not allowed: deciding needs the approver role in workspace "

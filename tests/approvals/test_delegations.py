@@ -10,6 +10,7 @@ from approvals.models import Approval, ApprovalDelegation, RequestState
 from approvals.services import request_approve, request_reject
 from approvals.services.delegations import delegation_grant, delegation_revoke
 from outbox.clock import db_time
+from tests.console.clients import client_for
 from tests.factories import make_user
 
 pytestmark = pytest.mark.django_db(databases=["default", "delivery"])
@@ -108,3 +109,23 @@ def test_only_the_approver_or_an_administrator_names_their_delegate(world):
             actor=world["olga"],
         )
     assert not ApprovalDelegation.objects.exists()
+
+
+def test_the_approval_page_lets_a_delegate_decide_and_records_their_name(world):
+    dave = make_user("dave")
+    client = client_for(dave)
+    assert client.get("/approvals/7/42/1/").status_code == 404
+    _delegate(world, dave)
+    page = client.get("/approvals/7/42/1/")
+    assert page.status_code == 200
+    assert b"Approve exactly this payload" in page.content
+    response = client.post(
+        "/approvals/7/42/1/decide",
+        {
+            "decision": "approve",
+            "payload_hash": world["request"].payload_hash,
+            "requests_hash": page.context["routes"].requests_hash if page.context["routes"] else "",
+        },
+    )
+    assert response.status_code in (200, 302)
+    assert Approval.objects.get(request=world["request"]).decided_by == dave
