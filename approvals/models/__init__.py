@@ -1,5 +1,6 @@
 """The source application's models, one module per subject; re-exported here (Django finds them here)."""
 
+from approvals.models.approval_links import ApprovalLink
 from approvals.models.audit_exports import AuditExport
 from approvals.models.deadlines import (
     ApprovalDelegation,
@@ -40,6 +41,7 @@ __all__ = [
     "REQUEST_TRANSITIONS",
     "Approval",
     "ApprovalDelegation",
+    "ApprovalLink",
     "ApprovalNotice",
     "ApprovalPolicy",
     "AuditExport",
