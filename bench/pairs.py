@@ -1,0 +1,259 @@
+"""Figures that can be believed on a shared machine: a reference and a subject measured back to back.
+
+Every ratio is the median of at least `MIN_PAIRS` pairs; the order alternates (reference first in even
+pairs, the subject first in odd ones) so that a machine getting busier or quieter favours neither side.
+Each pair records the load average and the CPU time of two groups, the bench's own processes and
+everything else, over a short window before it and over the pair itself. A pair during which everything
+else used more than `max_others_share` of the machine's CPU is marked "loaded" and left out of the
+median; the figure says how many were. A reference that collapsed (below `collapse_fraction` of its own
+recorded idle figure or of the other pairs' median reference) makes the run a broken one: the figure is
+refused and not published. docs/benchmarks.md, "How a figure is taken", is the reader's account.
+"""
+
+import json
+import os
+import statistics
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+MIN_PAIRS = 3
+MAX_OTHERS_SHARE = float(os.environ.get("BENCH_MAX_OTHERS_SHARE", "0.25"))
+COLLAPSE_FRACTION = float(os.environ.get("BENCH_COLLAPSE_FRACTION", "0.5"))
+BEFORE_SECONDS = 1.0
+TICKS = os.sysconf("SC_CLK_TCK")
+IDLE_REFERENCES = Path(__file__).resolve().parents[1] / "var" / "bench" / "idle_references.json"
+# PostgreSQL names the database in each backend's process title; the bench's databases share a prefix.
+DB_PREFIX = os.environ.get("BENCH_DB_PREFIX", "bench")
+
+
+def _stat(pid: int) -> tuple[int, float] | None:
+    """(parent pid, CPU seconds of the process and of its reaped children), None once it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        return None
+    # Fields after the command: state ppid ... utime(14) stime(15) cutime(16) cstime(17), 1-based.
+    return int(fields[1]), sum(int(value) for value in fields[11:15]) / TICKS
+
+
+def _is_bench_backend(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
+            title = cmdline.read().decode(errors="replace")
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return title.startswith("postgres: ") and f" {DB_PREFIX}_" in title
+
+
+def _machine_busy_seconds() -> float:
+    """CPU seconds spent on anything but idle and iowait, over all cores, since boot."""
+    with open("/proc/stat") as stat:
+        values = [int(value) for value in stat.readline().split()[1:]]
+    return (sum(values[:8]) - values[3] - values[4]) / TICKS
+
+
+@dataclass(frozen=True)
+class CpuGroups:
+    """Who is the bench: `root` and its descendants, and PostgreSQL's backends on the bench's databases.
+    Everything else is the rest of the machine (from /proc/stat), or with `outside` only those pids."""
+
+    root: int = field(default_factory=os.getpid)
+    outside: Callable[[], Iterable[int]] | None = None
+
+    def snapshot(self) -> dict:
+        stats = {int(n): s for n in os.listdir("/proc") if n.isdigit() and (s := _stat(int(n)))}
+        children: dict[int, list[int]] = {}
+        for pid, (parent, _) in stats.items():
+            children.setdefault(parent, []).append(pid)
+        outside = set(self.outside()) if self.outside else set()
+        bench, todo = set(), [self.root]
+        while todo:
+            pid = todo.pop()
+            if pid not in bench and pid not in outside:
+                bench.add(pid)
+                todo.extend(children.get(pid, ()))
+        bench |= {pid for pid in stats if pid not in outside and _is_bench_backend(pid)}
+        bench_cpu = sum(stats[pid][1] for pid in bench if pid in stats)
+        if self.outside is None:
+            others_cpu = _machine_busy_seconds() - bench_cpu
+        else:
+            others_cpu = sum(stats[pid][1] for pid in outside if pid in stats)
+        return {"at": time.monotonic(), "bench_cpu": bench_cpu, "others_cpu": others_cpu}
+
+
+@dataclass
+class Window:
+    """The load average at its end and each group's share of the machine's CPU over it."""
+
+    seconds: float
+    load_average: float
+    bench_share: float
+    others_share: float
+
+
+def window(first: dict, last: dict) -> Window:
+    seconds = max(last["at"] - first["at"], 1e-6)
+    capacity = seconds * (os.cpu_count() or 1)
+    return Window(
+        seconds=round(seconds, 3),
+        load_average=round(os.getloadavg()[0], 2),
+        bench_share=round(max(last["bench_cpu"] - first["bench_cpu"], 0) / capacity, 3),
+        others_share=round(max(last["others_cpu"] - first["others_cpu"], 0) / capacity, 3),
+    )
+
+
+@dataclass
+class Pair:
+    index: int
+    first: str  # "reference" or "subject"
+    reference: float
+    subject: float
+    ratio: float
+    before: Window
+    during: Window
+    loaded: bool = False
+    collapsed: str = ""
+
+
+@dataclass
+class PairedFigure:
+    """The outcome: `ratio` is None when the figure is refused (`refused` says why)."""
+
+    name: str
+    pairs: list[Pair]
+    max_others_share: float
+    collapse_fraction: float
+    idle_reference: float | None
+    ratio: float | None = None
+    refused: str = ""
+
+    @property
+    def left_out(self) -> int:
+        return sum(pair.loaded for pair in self.pairs)
+
+    @property
+    def kept(self) -> list[Pair]:
+        return [pair for pair in self.pairs if not pair.loaded]
+
+    def as_json(self) -> dict:
+        return {**asdict(self), "left_out": self.left_out, "published": self.ratio is not None}
+
+    def describe(self) -> str:
+        """One line for the report; a refused figure gives its reason and no number."""
+        load = max(pair.during.load_average for pair in self.pairs)
+        counted = (
+            f"{len(self.pairs)} pairs, {self.left_out} left out (others above "
+            f"{self.max_others_share:.0%} of the CPU), load average up to {load:.2f}"
+        )
+        if self.ratio is None:
+            return f"refused, not published: {self.refused} ({counted})"
+        return f"{self.ratio:.2f} (median of {len(self.kept)} of {counted})"
+
+
+def _collapsed(pair: Pair, others: list[float], idle: float | None, fraction: float) -> str:
+    if idle and pair.reference < fraction * idle:
+        return f"reference {pair.reference:,.1f} below {fraction:g} of its idle figure {idle:,.1f}"
+    if others and pair.reference < fraction * statistics.median(others):
+        return (
+            f"reference {pair.reference:,.1f} below {fraction:g} of the other pairs' median "
+            f"{statistics.median(others):,.1f}"
+        )
+    return ""
+
+
+def judge(figure: PairedFigure) -> PairedFigure:
+    """Mark collapsed references, then publish the median of the quiet pairs or refuse the figure.
+    A loaded pair's collapse is explained by its load (it is left out anyway); a quiet one's is not."""
+    for pair in figure.pairs:
+        others = [other.reference for other in figure.kept if other is not pair]
+        pair.collapsed = _collapsed(pair, others, figure.idle_reference, figure.collapse_fraction)
+    collapsed = [pair for pair in figure.kept if pair.collapsed]
+    if collapsed:
+        figure.refused = f"pair {collapsed[0].index}: {collapsed[0].collapsed}"
+    elif len(figure.kept) < MIN_PAIRS:
+        figure.refused = f"{len(figure.kept)} quiet pairs, fewer than {MIN_PAIRS}"
+    else:
+        figure.ratio = round(statistics.median(pair.ratio for pair in figure.kept), 3)
+    return figure
+
+
+def _idle_path() -> Path:
+    return Path(os.environ.get("BENCH_IDLE_REFERENCES", IDLE_REFERENCES))
+
+
+def idle_reference(name: str) -> float | None:
+    """The reference's figure from the last run in which none of its pairs was loaded."""
+    try:
+        return json.loads(_idle_path().read_text())[name]["value"]
+    except (FileNotFoundError, KeyError, ValueError):
+        return None
+
+
+def record_idle_reference(figure: PairedFigure) -> None:
+    if figure.ratio is None or figure.left_out:
+        return
+    try:
+        known = json.loads(_idle_path().read_text())
+    except (FileNotFoundError, ValueError):
+        known = {}
+    known[figure.name] = {
+        "value": statistics.median(pair.reference for pair in figure.pairs),
+        "load_average": max(pair.during.load_average for pair in figure.pairs),
+        "at": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
+    }
+    _idle_path().parent.mkdir(parents=True, exist_ok=True)
+    _idle_path().write_text(json.dumps(known, indent=2) + "\n")
+
+
+def measure_pairs(
+    name: str,
+    reference: Callable[[int], float],
+    subject: Callable[[int], float],
+    *,
+    pairs: int = MIN_PAIRS,
+    max_others_share: float = MAX_OTHERS_SHARE,
+    collapse_fraction: float = COLLAPSE_FRACTION,
+    groups: CpuGroups | None = None,
+    idle: float | None = None,
+    before_seconds: float = BEFORE_SECONDS,
+    on_pair: Callable[[Pair], None] | None = None,
+) -> PairedFigure:
+    """`pairs` (at least MIN_PAIRS) pairs of `reference(index)` and `subject(index)`, each returning a
+    rate (higher is better), judged by `judge`. `idle` defaults to the recorded idle figure of `name`."""
+    groups = groups or CpuGroups()
+    figure = PairedFigure(
+        name=name,
+        pairs=[],
+        max_others_share=max_others_share,
+        collapse_fraction=collapse_fraction,
+        idle_reference=idle if idle is not None else idle_reference(name),
+    )
+    for index in range(max(pairs, MIN_PAIRS)):
+        ahead = groups.snapshot()
+        time.sleep(before_seconds)
+        start = groups.snapshot()
+        sides = ("reference", "subject") if index % 2 == 0 else ("subject", "reference")
+        values = {}
+        for side in sides:
+            values[side] = (reference if side == "reference" else subject)(index)
+        end = groups.snapshot()
+        during = window(start, end)
+        pair = Pair(
+            index=index,
+            first=sides[0],
+            reference=values["reference"],
+            subject=values["subject"],
+            ratio=round(values["subject"] / values["reference"], 3) if values["reference"] else 0.0,
+            before=window(ahead, start),
+            during=during,
+            loaded=during.others_share > max_others_share,
+        )
+        figure.pairs.append(pair)
+        if on_pair:
+            on_pair(pair)
+    judge(figure)
+    record_idle_reference(figure)
+    return figure

@@ -1,0 +1,164 @@
+"""bench/pairs.py: a figure is the median of quiet pairs, taken in alternating order, and a run whose
+reference collapsed publishes nothing. The measured sides here are real processes or given figures; the
+outside load is a real process that burns CPU."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from bench.pairs import CpuGroups, measure_pairs
+
+DEADLINE_SECONDS = 120
+QUIET = CpuGroups(
+    outside=tuple
+)  # nothing outside the bench: the shared machine's load plays no part
+
+
+@pytest.fixture(autouse=True)
+def idle_file(tmp_path, monkeypatch):
+    path = tmp_path / "idle_references.json"
+    monkeypatch.setenv("BENCH_IDLE_REFERENCES", str(path))
+    return path
+
+
+def scripted(*figures):
+    return lambda index: figures[index]
+
+
+def test_reference_collapsed_below_the_other_pairs_refuses_the_figure(idle_file):
+    figure = measure_pairs(
+        "receiver",
+        scripted(430.0, 425.0, 38.0),
+        scripted(400.0, 390.0, 37.0),
+        groups=QUIET,
+        before_seconds=0.01,
+    )
+
+    assert figure.ratio is None
+    assert figure.as_json()["published"] is False
+    assert figure.refused.startswith("pair 2: reference 38.0 below 0.5 of the other pairs' median")
+    assert figure.describe().startswith("refused, not published: pair 2")
+    assert not idle_file.exists()
+
+
+def test_reference_collapsed_below_its_idle_figure_refuses_the_figure(idle_file):
+    idle_file.write_text(json.dumps({"receiver": {"value": 500.0}}))
+
+    figure = measure_pairs(
+        "receiver",
+        scripted(38.0, 40.0, 39.0),
+        scripted(30.0, 31.0, 32.0),
+        groups=QUIET,
+        before_seconds=0.01,
+    )
+
+    assert figure.ratio is None
+    assert "below 0.5 of its idle figure 500.0" in figure.refused
+    assert json.loads(idle_file.read_text()) == {"receiver": {"value": 500.0}}
+
+
+def test_steady_reference_publishes_the_median_and_records_its_idle_figure(idle_file):
+    figure = measure_pairs(
+        "receiver",
+        scripted(430.0, 425.0, 440.0),
+        scripted(387.0, 340.0, 440.0),
+        groups=QUIET,
+        before_seconds=0.01,
+    )
+
+    assert figure.ratio == 0.9
+    assert figure.describe().startswith("0.90 (median of 3 of 3 pairs, 0 left out")
+    assert json.loads(idle_file.read_text())["receiver"]["value"] == 430.0
+
+
+def _cpu_seconds(pid: int) -> float:
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _state(pid: int) -> str:
+    with open(f"/proc/{pid}/stat") as stat:
+        return stat.read().rsplit(")", 1)[1].split()[0]
+
+
+def _wait(condition) -> None:
+    deadline = time.monotonic() + DEADLINE_SECONDS
+    while not condition():
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.05)
+
+
+def test_pair_taken_while_an_outside_process_burns_cpu_is_left_out():
+    burners: list[subprocess.Popen] = []
+
+    def subject(index: int) -> float:
+        if index == 1:
+            burner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+            burners.append(burner)
+            _wait(lambda: _cpu_seconds(burner.pid) >= 0.5)
+            # Stopped, not killed: it stays in every later snapshot and uses nothing more.
+            burner.send_signal(signal.SIGSTOP)
+            _wait(lambda: _state(burner.pid) == "T")
+        return {0: 90.0, 1: 10.0, 2: 91.0, 3: 92.0}[index]
+
+    groups = CpuGroups(outside=lambda: [burner.pid for burner in burners])
+    try:
+        figure = measure_pairs(
+            "outside",
+            lambda index: 100.0,
+            subject,
+            pairs=4,
+            groups=groups,
+            max_others_share=0.001,
+            before_seconds=0.01,
+        )
+    finally:
+        for burner in burners:
+            burner.kill()
+            burner.wait()
+
+    assert [pair.loaded for pair in figure.pairs] == [False, True, False, False]
+    assert figure.pairs[1].during.others_share > 0.001
+    assert [pair.during.others_share for pair in figure.pairs if not pair.loaded] == [0, 0, 0]
+    assert figure.left_out == 1
+    assert figure.ratio == 0.91
+    assert "4 pairs, 1 left out" in figure.describe()
+
+
+def test_pairs_alternate_which_side_goes_first_and_are_at_least_three():
+    calls = []
+
+    def side(name):
+        def run(index: int) -> float:
+            child = subprocess.run(
+                [sys.executable, "-c", "import os; print(os.getpid())"],
+                capture_output=True,
+                text=True,
+                check=True,
+            )
+            calls.append((index, name, int(child.stdout)))
+            return 1.0
+
+        return run
+
+    figure = measure_pairs(
+        "order", side("reference"), side("subject"), pairs=1, groups=QUIET, before_seconds=0.01
+    )
+
+    assert [(index, name) for index, name, _ in calls] == [
+        (0, "reference"),
+        (0, "subject"),
+        (1, "subject"),
+        (1, "reference"),
+        (2, "reference"),
+        (2, "subject"),
+    ]
+    assert len({pid for _, _, pid in calls}) == 6
+    assert [pair.first for pair in figure.pairs] == ["reference", "subject", "reference"]
+    assert figure.ratio == 1.0
