@@ -18,6 +18,10 @@ BEGIN
 END
 $$;
 
+-- Extensions need a superuser (or the database's CREATE privilege): made here, once, so that the owner's
+-- migrations find them (their CREATE EXTENSION IF NOT EXISTS then does nothing). pg_trgm: the search indexes.
+CREATE EXTENSION IF NOT EXISTS pg_trgm;
+
 -- Only the owner creates objects in the schema; everyone else (PUBLIC, handoff_app) may only use it.
 ALTER SCHEMA public OWNER TO handoff_owner;
 REVOKE CREATE ON SCHEMA public FROM PUBLIC;
