@@ -13,8 +13,9 @@ queued for them) and the same `--handoffs` to it while `--others` handoffs each 
 (queued first; the healthy ones are committed once the slow destination is in a call and the down one has
 failed). The order alternates from pair to pair, so that a machine getting busier or quieter favours
 neither side. A run's rate: its healthy handoffs over the span from the first to the last `delivered_at`
-(written by the dispatcher, on the database's host). The figure is the median of the pairs' ratios
-(with the others / alone); every pair is kept, with the dispatcher's CPU per healthy handoff.
+(written by the dispatcher, on the database's host). The figure is the median of the quiet pairs' ratios
+(with the others / alone), taken and judged by bench/pairs.py; every pair is kept in the JSON, with the
+dispatcher's CPU per healthy handoff.
 """
 
 import argparse
@@ -31,6 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from e2e import reset, wait_for  # noqa: E402
 from harness import PYTHON, ROOT, Bench, insert_handoffs_sql, write_json  # noqa: E402
+from pairs import figure_json, measure_pairs, print_pair  # noqa: E402
 
 AIM = 0.9
 # Each destination's handoffs in a workspace of their own: distinct action keys, and a column to tell them apart.
@@ -230,20 +232,26 @@ def verify_healthy(bench: Bench, handoffs: int) -> dict:
     return {"delivered": len(ours), "tasks": len(theirs), "mismatched": mismatched, "ok": ok}
 
 
-def measure_pairs(bench: Bench, urls: dict[str, str], args: argparse.Namespace) -> list[dict]:
-    """`args.pairs` pairs of runs, alone first in even pairs, with the others first in odd ones."""
-    pairs = []
-    for n in range(args.pairs):
-        others = {"down": args.others, "slow": args.others}
-        order = [("alone", {}), ("with_others", others)]
-        pair = {
-            side: run(bench, urls, args.handoffs, queued, f"{side}{n}")
-            for side, queued in (order if n % 2 == 0 else order[::-1])
-        }
-        pair["ratio"] = round(pair["with_others"]["per_second"] / pair["alone"]["per_second"], 3)
-        pairs.append(pair)
-        print(f"  pair {n}: {json.dumps(pair)}", flush=True)
-    return pairs
+def measure(bench: Bench, urls: dict[str, str], args: argparse.Namespace) -> dict:
+    """`args.pairs` pairs of runs taken and judged by bench/pairs.py (alone is the reference)."""
+    runs: dict[tuple[int, str], dict] = {}
+
+    def side(name: str, queued: dict):
+        def one(n: int) -> float:
+            runs[(n, name)] = run(bench, urls, args.handoffs, queued, f"{name}{n}")
+            return runs[(n, name)]["per_second"]
+
+        return one
+
+    others = {"down": args.others, "slow": args.others}
+    figure = measure_pairs(
+        "destinations_alone",
+        side("alone", {}),
+        side("with_others", others),
+        pairs=args.pairs,
+        on_pair=print_pair,
+    )
+    return figure_json(figure, runs, ("alone", "with_others"))
 
 
 def main() -> None:
@@ -266,10 +274,10 @@ def main() -> None:
             "down": f"http://127.0.0.1:{bench.port()}/delivery/api",
             "slow": start_slow_server(bench, args.slow_seconds),
         }
-        pairs = measure_pairs(bench, urls, args)
+        paired = measure(bench, urls, args)
     finally:
         bench.stop()
-    ratio = round(statistics.median(pair["ratio"] for pair in pairs), 3)
+    pairs, ratio = paired["pairs"], paired["ratio"]
     report = {
         "handoffs": args.handoffs,
         "others_each": args.others,
@@ -284,16 +292,15 @@ def main() -> None:
             )
             for side in ("alone", "with_others")
         },
-        "ratio": ratio,
+        **paired,
         "ratios": [pair["ratio"] for pair in pairs],
         "aim": AIM,
         "all_delivered_once": all(
             p[s]["check"]["ok"] for p in pairs for s in ("alone", "with_others")
         ),
-        "pairs": pairs,
         "command": " ".join([".venv/bin/python", "bench/destinations_bench.py", *sys.argv[1:]]),
     }
-    report["met"] = ratio >= AIM and report["all_delivered_once"]
+    report["met"] = ratio is not None and ratio >= AIM and report["all_delivered_once"]
     write_json(Path(args.json), report)
     print(json.dumps({k: v for k, v in report.items() if k != "pairs"}))
 

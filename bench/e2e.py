@@ -48,6 +48,7 @@ from harness import (  # noqa: E402
     recreate_database,
     url,
 )
+from pairs import figure_json, measure_pairs, print_pair  # noqa: E402
 
 # Client counts for pgbench and dispatcher counts for the batched path: the scaling curve.
 CLIENTS = (1, 2, 4, 8)
@@ -429,19 +430,28 @@ print(n)
 
 
 def one_call_pairs(bench: Bench, handoffs: int, pairs: int) -> dict:
-    """One call per handoff (4 dispatchers), `pairs` times, each right after a measurement of the receiver's
-    capacity (4 plain clients). The run with the median rate stands for them; every pair is kept, and the
-    report divides the median rate by the most the receiver answered in any capacity measurement of the run
-    (`bench/report.py`, `one_call_figure`)."""
-    runs = []
-    for n in range(pairs):
-        capacity = receiver_capacity.measure(
+    """One call per handoff (4 dispatchers) against the receiver's capacity (4 plain clients), `pairs` pairs
+    taken and judged by bench/pairs.py ("paired": the figure, refused when the capacity collapsed). The run
+    with the median rate stands for them; every pair's runs are kept."""
+    runs: dict[tuple[int, str], dict] = {}
+
+    def capacity(n: int) -> float:
+        runs[(n, "capacity")] = receiver_capacity.measure(
             bench.receiver_url, bench.env["RECEIVER_SIGNING_SECRET"], clients=4, seconds=5
-        )["per_second"]
-        row = throughput(bench, handoffs, 4, f"single{n}")
-        runs.append({**row, "capacity": capacity})
-    ordered = sorted(runs, key=lambda run: run["per_second"])
-    return {**ordered[len(ordered) // 2], "pairs": runs}
+        )
+        return runs[(n, "capacity")]["per_second"]
+
+    def one_call(n: int) -> float:
+        runs[(n, "one_call")] = throughput(bench, handoffs, 4, f"single{n}")
+        return runs[(n, "one_call")]["per_second"]
+
+    figure = measure_pairs("receiver_capacity", capacity, one_call, pairs=pairs, on_pair=print_pair)
+    paired = figure_json(figure, runs, ("capacity", "one_call"))
+    each = [
+        {**pair["one_call"], "capacity": pair["capacity"]["per_second"]} for pair in paired["pairs"]
+    ]
+    ordered = sorted(each, key=lambda run: run["per_second"])
+    return {**ordered[len(ordered) // 2], "pairs": each, "paired": paired}
 
 
 def latency(

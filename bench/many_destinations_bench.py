@@ -7,7 +7,8 @@
 Each pair is two runs back to back, the order alternated from pair to pair: "one" (the first row enabled,
 the others disabled, every handoff for it) and "many" (every row enabled, the handoffs spread evenly over
 them). A run's rate: its handoffs over the span from the first to the last `delivered_at` (written by the
-dispatcher, on the database's host). The figure is the median of the pairs' ratios (many / one), with the
+dispatcher, on the database's host). The figure is the median of the quiet pairs' ratios (many / one),
+taken and judged by bench/pairs.py, with the
 dispatcher's connections to the database at the end of each run (the pool's, not one per destination).
 """
 
@@ -24,6 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from destinations_bench import cpu_seconds  # noqa: E402
 from e2e import reset, wait_for  # noqa: E402
 from harness import PYTHON, ROOT, Bench, insert_handoffs_sql, write_json  # noqa: E402
+from pairs import figure_json, measure_pairs, print_pair  # noqa: E402
 
 AIM = 0.8
 WORKSPACE = 7
@@ -121,21 +123,30 @@ def main() -> None:
 
     all_names = names(args.destinations)
     bench = Bench("many", HANDOFF_DESTINATION_NAME=all_names[0]).setup()
-    pairs = []
+    runs: dict[tuple[int, str], dict] = {}
+
+    def side(name: str, served: list[str]):
+        def one(n: int) -> float:
+            runs[(n, name)] = run(
+                bench, bench.receiver_url, all_names, served, args.handoffs, f"{name}{n}"
+            )
+            return runs[(n, name)]["per_second"]
+
+        return one
+
     try:
         bench.start_receiver()
-        order = [("one", all_names[:1]), ("many", all_names)]
-        for n in range(args.pairs):
-            pair = {
-                side: run(bench, bench.receiver_url, all_names, served, args.handoffs, f"{side}{n}")
-                for side, served in (order if n % 2 == 0 else order[::-1])
-            }
-            pair["ratio"] = round(pair["many"]["per_second"] / pair["one"]["per_second"], 3)
-            pairs.append(pair)
-            print(f"  pair {n}: {json.dumps(pair)}", flush=True)
+        figure = measure_pairs(
+            "many_destinations_one",
+            side("one", all_names[:1]),
+            side("many", all_names),
+            pairs=args.pairs,
+            on_pair=print_pair,
+        )
     finally:
         bench.stop()
-    ratio = round(statistics.median(pair["ratio"] for pair in pairs), 3)
+    paired = figure_json(figure, runs, ("one", "many"))
+    pairs, ratio = paired["pairs"], paired["ratio"]
     report = {
         "destinations": args.destinations,
         "handoffs": args.handoffs,
@@ -150,16 +161,15 @@ def main() -> None:
         "connections": {
             side: max(p[side]["dispatcher_connections"] for p in pairs) for side in ("one", "many")
         },
-        "ratio": ratio,
+        **paired,
         "ratios": [pair["ratio"] for pair in pairs],
         "aim": AIM,
         "all_delivered_once": all(p[s]["delivered_once"] for p in pairs for s in ("one", "many")),
-        "pairs": pairs,
         "command": " ".join(
             [".venv/bin/python", "bench/many_destinations_bench.py", *sys.argv[1:]]
         ),
     }
-    report["met"] = ratio >= AIM and report["all_delivered_once"]
+    report["met"] = ratio is not None and ratio >= AIM and report["all_delivered_once"]
     write_json(Path(args.json), report)
     print(json.dumps({k: v for k, v in report.items() if k != "pairs"}))
 

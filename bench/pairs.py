@@ -257,3 +257,40 @@ def measure_pairs(
     judge(figure)
     record_idle_reference(figure)
     return figure
+
+
+def figure_json(
+    figure: PairedFigure, runs: dict[tuple[int, str], dict], names: tuple[str, str]
+) -> dict:
+    """The figure for a section's JSON: `ratio` (None when refused), how it was judged, and each pair
+    with the two runs' own records (`runs[(index, side)]`, sides named `names` = (reference, subject))."""
+    sides = dict(zip(("reference", "subject"), names, strict=True))
+    pairs = []
+    for pair in figure.pairs:
+        pairs.append(
+            {
+                **asdict(pair),
+                "first": sides[pair.first],
+                **{name: runs.get((pair.index, name), {}) for name in names},
+            }
+        )
+    return {
+        "ratio": figure.ratio,
+        "published": figure.ratio is not None,
+        "refused": figure.refused,
+        "left_out": figure.left_out,
+        "max_others_share": figure.max_others_share,
+        "idle_reference": figure.idle_reference,
+        "describe": figure.describe(),
+        "pairs": pairs,
+    }
+
+
+def print_pair(pair: Pair) -> None:
+    print(
+        f"  pair {pair.index}: {pair.first} first, reference {pair.reference:,.1f}, subject "
+        f"{pair.subject:,.1f}, ratio {pair.ratio:.3f}; load {pair.during.load_average:.2f}, others "
+        f"{pair.during.others_share:.0%} of the CPU (before {pair.before.others_share:.0%})"
+        f"{' LOADED, left out' if pair.loaded else ''}{', ' + pair.collapsed if pair.collapsed else ''}",
+        flush=True,
+    )

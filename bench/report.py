@@ -217,18 +217,29 @@ def one_call_figure(r: dict) -> tuple[float, float, float]:
     return per_second, reference, per_second / reference
 
 
-def one_call_paired(r: dict) -> float:
+def one_call_paired(r: dict) -> float | None:
     """The aim's figure: the median of the pairs' ratios, each one-call run divided by the receiver's capacity
     measured just before it. A pair shares the machine's load of the moment (this machine is shared, and its
     load drifts over a 15-minute run), which the run's best capacity does not. Dividing by that best capacity
     (`one_call_figure`) was the reading while the capacity swung between two levels from one measurement to
     the next (2 gunicorn workers: it depended on which worker process each keep-alive connection landed on);
-    with gunicorn's recommended 2 × cores + 1 workers (`bench/harness.py`) it no longer does."""
+    with gunicorn's recommended 2 × cores + 1 workers (`bench/harness.py`) it no longer does. Taken by
+    bench/pairs.py ("paired"), loaded pairs are left out and a collapsed capacity refuses it (None)."""
     single = r["throughput_single_calls"]
+    if "paired" in single:
+        return single["paired"]["ratio"]
     runs = single.get("pairs") or [single]
     return statistics.median(
         run["per_second"] / run["capacity"] for run in runs if run.get("capacity")
     )
+
+
+def one_call_cell(r: dict, ratio: float | None) -> str:
+    paired = r["throughput_single_calls"].get("paired")
+    if paired and ratio is None:
+        return paired["describe"]
+    judged = f"; {paired['describe']}" if paired else ""
+    return f"{ratio:.2f} ({single_pairs(r)}{judged})"
 
 
 def single_pairs(r: dict) -> str:
@@ -435,8 +446,8 @@ def main() -> None:
     )
     lines.append(
         f"| one call per handoff ≥ {AIM_RATIO_TO_RECEIVER} of the receiver's capacity | "
-        f"{one_call_ratio:.2f} ({single_pairs(r)}) | "
-        f"{verdict(one_call_ratio >= AIM_RATIO_TO_RECEIVER)} |"
+        f"{one_call_cell(r, one_call_ratio)} | "
+        f"{verdict(one_call_ratio is not None and one_call_ratio >= AIM_RATIO_TO_RECEIVER)} |"
     )
     if r.get("latency_inline"):
         inl = r["latency_inline"]
@@ -559,19 +570,19 @@ def main() -> None:
     if dest:
         lines.append(
             f"| a healthy destination beside one down and one slow (one dispatcher) ≥ {AIM_DESTINATIONS_RATIO} "
-            f"of its rate alone | {dest['ratio']:.2f} (median of {len(dest['ratios'])} pairs) | "
+            f"of its rate alone | {paired_figure(dest, 'ratio')} | "
             f"{verdict(dest['met'])} |"
         )
     if many:
         lines.append(
             f"| {many['destinations']} destinations with the traffic spread over them ≥ {many['aim']} of the "
-            f"one-destination rate | {many['ratio']:.2f} (median of {len(many['ratios'])} pairs) | "
+            f"one-destination rate | {paired_figure(many, 'ratio')} | "
             f"{verdict(many['met'])} |"
         )
     if tracing:
         lines.append(
-            f"| throughput with tracing on ≥ {tracing['aim']} of off | {tracing['median_ratio']:.2f} "
-            f"(median of {len(tracing['pairs'])} pairs) | {verdict(tracing['met'])} |"
+            f"| throughput with tracing on ≥ {tracing['aim']} of off | "
+            f"{paired_figure(tracing, 'median_ratio')} | {verdict(tracing['met'])} |"
         )
     if oauth2:
         lines.append(
@@ -825,8 +836,8 @@ def destinations_section(dest: dict) -> list[str]:
         f"| healthy alone (median of the runs) | {dest['alone_per_second']:,.0f} handoffs/s |",
         f"| healthy beside down and slow (median of the runs) | {dest['with_others_per_second']:,.0f} "
         "handoffs/s |",
-        f"| ratio, median of the pairs' ratios (each pair's: {', '.join(f'{r:.2f}' for r in dest['ratios'])}) "
-        f"| {dest['ratio']:.2f}: aim ≥ {AIM_DESTINATIONS_RATIO}, {verdict(dest['met'])}"
+        f"| ratio, median of the pairs' ratios (each pair's: {', '.join(map(pair_ratio, dest['pairs']))}) "
+        f"| {paired_figure(dest, 'ratio')}: aim ≥ {AIM_DESTINATIONS_RATIO}, {verdict(dest['met'])}"
         f"{'' if dest['all_delivered_once'] else ' (a healthy handoff was not delivered exactly once)'} |",
         f"| the dispatcher's CPU per healthy handoff, alone / beside the others (medians) | "
         f"{cpu['alone']:.2f} ms / {cpu['with_others']:.2f} ms |",
@@ -858,8 +869,8 @@ def many_destinations_section(many: dict) -> list[str]:
         f"| one destination (median of the runs) | {many['one_per_second']:,.0f} handoffs/s |",
         f"| {many['destinations']} destinations (median of the runs) | {many['many_per_second']:,.0f} "
         "handoffs/s |",
-        f"| ratio, median of the pairs' ratios (each pair's: {', '.join(f'{r:.2f}' for r in many['ratios'])}) "
-        f"| {many['ratio']:.2f}: aim ≥ {many['aim']}, {verdict(many['met'])}"
+        f"| ratio, median of the pairs' ratios (each pair's: {', '.join(map(pair_ratio, many['pairs']))}) "
+        f"| {paired_figure(many, 'ratio')}: aim ≥ {many['aim']}, {verdict(many['met'])}"
         f"{'' if many['all_delivered_once'] else ' (a handoff was not delivered exactly once)'} |",
         f"| the dispatcher's CPU per handoff, one / many (medians) | {cpu['one']:.2f} ms / "
         f"{cpu['many']:.2f} ms |",
@@ -869,9 +880,29 @@ def many_destinations_section(many: dict) -> list[str]:
     ]
 
 
+def paired_figure(data: dict, ratio_key: str) -> str:
+    """A ratio taken by bench/pairs.py says how it was judged (and "refused" instead of a number when its
+    reference collapsed); a section's JSON from before it only has its median."""
+    if "describe" in data:
+        return data["describe"]
+    return f"{data[ratio_key]:.2f} (median of {len(data['pairs'])} pairs)"
+
+
+def pair_ratio(pair: dict) -> str:
+    marks = [
+        m
+        for m, on in (
+            ("left out: loaded", pair.get("loaded")),
+            ("collapsed", pair.get("collapsed")),
+        )
+        if on
+    ]
+    return f"{pair['ratio']:.2f}" + (f" ({', '.join(marks)})" if marks else "")
+
+
 def tracing_section(tracing: dict) -> list[str]:
     """Tracing on against off (bench/tracing_bench.py)."""
-    ratios = ", ".join(f"{p['ratio']:.2f}" for p in tracing["pairs"])
+    ratios = ", ".join(pair_ratio(p) for p in tracing["pairs"])
     return [
         "## Tracing: throughput with OpenTelemetry on against off",
         "",
@@ -885,8 +916,8 @@ def tracing_section(tracing: dict) -> list[str]:
         "",
         "| figure | value |",
         "| --- | --- |",
-        f"| on / off, median of the pairs' ratios (each pair's: {ratios}) | {tracing['median_ratio']:.2f}: "
-        f"aim ≥ {tracing['aim']}, {verdict(tracing['met'])} |",
+        f"| on / off, median of the pairs' ratios (each pair's: {ratios}) | "
+        f"{paired_figure(tracing, 'median_ratio')}: aim ≥ {tracing['aim']}, {verdict(tracing['met'])} |",
         f"| spans exported per handoff | {tracing['spans_exported_per_handoff']} |",
         "",
     ]

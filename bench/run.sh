@@ -36,37 +36,49 @@ commands+=("$SETTLEMENT_COMMAND")
 OAUTH2_COMMAND="$PY bench/oauth2_bench.py --json $out/oauth2.json"
 commands+=("$OAUTH2_COMMAND")
 printf '%s\n' "${commands[@]}" | sed 's/ *$//' > "$out/commands.txt"
-echo "== end-to-end: receiver capacity, scaling curve, one call per handoff, latency, the alternative, growth and"
-echo "   reconciliation of its largest outbox, backlog =="
-${commands[0]} | tee "$out/e2e.log"
-echo "== console pages with $CONSOLE_ROWS handoffs =="
-${commands[1]} | tee "$out/console.log"
-echo "== reconciliation of $RECONCILE_KEYS keys =="
-${commands[2]} | tee "$out/reconcile.log"
-echo "== destinations: a healthy one beside one down and one slow =="
-${commands[3]} | tee "$out/destinations.log"
-echo "== many destinations: 100 with the traffic spread over them, against one =="
-${commands[4]} | tee "$out/many_destinations.log"
-echo "== tracing: delivery throughput with OpenTelemetry off and on =="
-${commands[5]} | tee "$out/tracing.log"
-echo "== status events: a receiver's change to the source's record =="
-${commands[6]} | tee "$out/status_events.log"
-echo "== console pages with 20 operators at once, $CONSOLE_OPERATORS_ROWS handoffs =="
-${commands[7]} | tee "$out/console_operators.log"
-echo "== retention beside 4 dispatchers, $RETENTION_ROWS settled handoffs =="
-${commands[8]} | tee "$out/retention.log"
-echo "== settlement of 2,000 uncertain outcomes with 1, 2 and 4 dispatchers =="
-$SETTLEMENT_COMMAND | tee "$out/settlement.log"
-echo "== credentials: one call with OAuth2 client credentials against a static bearer token =="
-$OAUTH2_COMMAND | tee "$out/oauth2.log"
+# BENCH_ONLY=<name> runs one section (names below) for a quick check, and writes no report: a figure in
+# docs/benchmarks.md comes from a whole run.
+ONLY=${BENCH_ONLY:-}
+names=(e2e console reconcile destinations many_destinations tracing status_events console_operators retention
+  settlement oauth2 levers)
+if [[ -n "$ONLY" && ! " ${names[*]} " =~ " $ONLY " ]]; then
+  echo "BENCH_ONLY=$ONLY: no such section; one of: ${names[*]}" >&2
+  exit 2
+fi
+section() {  # section <name> <log> <title> <command...>: run it unless BENCH_ONLY names another
+  local name=$1 log=$2 title=$3
+  shift 3
+  [[ -n "$ONLY" && "$ONLY" != "$name" ]] && return 0
+  echo "== $title =="
+  "$@" | tee "$out/$log"
+}
+section e2e e2e.log "end-to-end: receiver capacity, scaling curve, one call per handoff, latency, the alternative,
+   growth and reconciliation of its largest outbox, backlog" ${commands[0]}
+section console console.log "console pages with $CONSOLE_ROWS handoffs" ${commands[1]}
+section reconcile reconcile.log "reconciliation of $RECONCILE_KEYS keys" ${commands[2]}
+section destinations destinations.log "destinations: a healthy one beside one down and one slow" ${commands[3]}
+section many_destinations many_destinations.log \
+  "many destinations: 100 with the traffic spread over them, against one" ${commands[4]}
+section tracing tracing.log "tracing: delivery throughput with OpenTelemetry off and on" ${commands[5]}
+section status_events status_events.log "status events: a receiver's change to the source's record" ${commands[6]}
+section console_operators console_operators.log \
+  "console pages with 20 operators at once, $CONSOLE_OPERATORS_ROWS handoffs" ${commands[7]}
+section retention retention.log "retention beside 4 dispatchers, $RETENTION_ROWS settled handoffs" ${commands[8]}
+section settlement settlement.log "settlement of 2,000 uncertain outcomes with 1, 2 and 4 dispatchers" \
+  $SETTLEMENT_COMMAND
+section oauth2 oauth2.log "credentials: one call with OAuth2 client credentials against a static bearer token" \
+  $OAUTH2_COMMAND
 levers=()
-if [[ "${BENCH_LEVERS:-0}" == 1 ]]; then
+if [[ "${BENCH_LEVERS:-0}" == 1 || "$ONLY" == levers ]]; then
   # About 6 more minutes: over the 20-minute budget on a loaded 2-core machine, so not by default.
-  echo "== levers: where the one-call path loses, inline attempt vs dispatchers =="
-  $PY bench/lever_single_calls.py | tee "$out/levers.log"
-  echo "== growth, small and large table alternated =="
-  $PY bench/growth_repeat.py | tee "$out/growth-repeat.log"
+  section levers levers.log "levers: where the one-call path loses, inline attempt vs dispatchers" \
+    $PY bench/lever_single_calls.py
+  section levers growth-repeat.log "growth, small and large table alternated" $PY bench/growth_repeat.py
   levers=(--levers "$out/levers.log" --growth-repeat "$out/growth-repeat.log")
+fi
+if [[ -n "$ONLY" ]]; then
+  echo "BENCH_ONLY=$ONLY: docs/benchmarks.md not written (its figures come from a whole run); see $out/"
+  exit 0
 fi
 $PY bench/report.py "${levers[@]}" --e2e "$out/e2e.json" --console "$out/console.log" --console-rows "$CONSOLE_ROWS" \
   --reconcile "$out/reconcile.log" --reconcile-keys "$RECONCILE_KEYS" --commands "$out/commands.txt" \

@@ -11,13 +11,12 @@ arrived: claim, call and record, three per handoff).
 Each pair is two runs back to back, off and on, the order alternating from pair to pair so that a machine
 getting busier or quieter favours neither side. A run's rate: its handoffs over the span from the first to
 the last `delivered_at` (written by the dispatcher, on the database's host). The figure is the median of
-the pairs' ratios (on / off), against the aim of 0.95; every pair is kept.
+the quiet pairs' ratios (on / off), against the aim of 0.95, taken and judged by bench/pairs.py.
 """
 
 import argparse
 import json
 import os
-import statistics
 import sys
 import time
 import urllib.request
@@ -27,6 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from e2e import reset, wait_for  # noqa: E402
 from harness import PYTHON, ROOT, Bench, insert_handoffs_sql, write_json  # noqa: E402
+from pairs import figure_json, measure_pairs, print_pair  # noqa: E402
 
 AIM = 0.95
 SPANS_PER_HANDOFF = 3  # handoff.claim, destination.call, handoff.record
@@ -139,39 +139,39 @@ def main() -> int:
     try:
         bench.start_receiver()
         collector = start_collector(bench)
-        pairs = []
-        for index in range(args.pairs):
-            order = (False, True) if index % 2 == 0 else (True, False)
-            runs = {}
-            for traced in order:
-                run = one_run(bench, args.handoffs, traced, collector, index)
-                runs[run["tracing"]] = run
-            ratio = runs["on"]["per_second"] / runs["off"]["per_second"]
-            pairs.append({"first": "on" if order[0] else "off", "ratio": round(ratio, 3), **runs})
-            print(
-                f"pair {index + 1}: off {runs['off']['per_second']}/s, on {runs['on']['per_second']}/s "
-                f"({runs['on']['spans_exported']} spans exported), ratio {ratio:.3f}",
-                flush=True,
-            )
+        runs: dict[tuple[int, str], dict] = {}
+
+        def side(traced: bool):
+            def run(index: int) -> float:
+                result = one_run(bench, args.handoffs, traced, collector, index)
+                runs[(index, result["tracing"])] = result
+                return result["per_second"]
+
+            return run
+
+        figure = measure_pairs(
+            "tracing_off", side(False), side(True), pairs=args.pairs, on_pair=print_pair
+        )
     finally:
         bench.stop()
-    median = statistics.median(p["ratio"] for p in pairs)
+    paired = figure_json(figure, runs, ("off", "on"))
     exported_all = all(
-        p["on"]["spans_exported"] >= SPANS_PER_HANDOFF * args.handoffs for p in pairs
+        run["spans_exported"] >= SPANS_PER_HANDOFF * args.handoffs
+        for (_, name), run in runs.items()
+        if name == "on"
     )
     result = {
         "aim": AIM,
-        "median_ratio": round(median, 3),
-        "met": median >= AIM,
+        "median_ratio": figure.ratio,
+        "met": figure.ratio is not None and figure.ratio >= AIM,
         "spans_exported_per_handoff": SPANS_PER_HANDOFF if exported_all else "fewer",
-        "pairs": pairs,
+        **paired,
         "command": " ".join([Path(sys.executable).name, *sys.argv]),
     }
     write_json(args.json, result)
     print(json.dumps({k: v for k, v in result.items() if k != "pairs"}))
     print(
-        f"tracing on / off, median of {len(pairs)} pairs: {median:.3f} "
-        f"(aim {AIM}: {'met' if result['met'] else 'missed'})"
+        f"tracing on / off: {figure.describe()} (aim {AIM}: {'met' if result['met'] else 'missed'})"
     )
     return 0 if exported_all else 1
 

@@ -11,7 +11,8 @@ import time
 
 import pytest
 
-from bench.pairs import CpuGroups, measure_pairs
+from bench.pairs import CpuGroups, figure_json, measure_pairs
+from bench.report import tracing_section
 
 DEADLINE_SECONDS = 120
 QUIET = CpuGroups(
@@ -162,3 +163,29 @@ def test_pairs_alternate_which_side_goes_first_and_are_at_least_three():
     assert len({pid for _, _, pid in calls}) == 6
     assert [pair.first for pair in figure.pairs] == ["reference", "subject", "reference"]
     assert figure.ratio == 1.0
+
+
+def test_report_shows_a_collapsed_figure_as_refused_without_its_number():
+    figure = measure_pairs(
+        "tracing_off",
+        scripted(500.0, 510.0, 38.0),
+        scripted(480.0, 490.0, 36.0),
+        groups=QUIET,
+        before_seconds=0.01,
+    )
+    runs = {(n, side): {"per_second": 1.0} for n in range(3) for side in ("off", "on")}
+    tracing = {
+        "aim": 0.95,
+        "median_ratio": figure.ratio,
+        "met": False,
+        "spans_exported_per_handoff": 3,
+        "command": "tracing_bench.py",
+        **figure_json(figure, runs, ("off", "on")),
+    }
+
+    section = "\n".join(tracing_section(tracing))
+
+    # The figure's cell is the refusal; the pairs stay listed as the evidence, the collapsed one marked.
+    assert "| refused, not published: pair 2: reference 38.0 below 0.5" in section
+    assert "0.96:" not in section  # what the two steady pairs would have given as the figure
+    assert "0.96, 0.96, 0.95 (collapsed)" in section
