@@ -1,6 +1,11 @@
-"""Signs outgoing receiver calls in the Standard Webhooks format."""
+"""Signs outgoing calls in the Standard Webhooks format: receiver calls and alert channels alike.
+
+A receiver call gets a fresh message id each time, so the receiver can refuse replays; an alert passes its
+own stable id, so a resend carries the same `webhook-id` (the receiver's deduplication key).
+"""
 
 import uuid
+from datetime import datetime
 from functools import lru_cache
 
 from django.conf import settings
@@ -9,19 +14,25 @@ from django.utils import timezone
 from standardwebhooks.webhooks import Webhook
 
 
-@lru_cache(maxsize=4)
+@lru_cache(maxsize=16)
 def _signer(secret: str) -> Webhook:
     """One signer per secret: building one decodes the secret, which every call would otherwise repeat."""
     return Webhook(secret)
 
 
-def signed_headers(body: str, *, secret: str | None = None) -> dict[str, str]:
-    """Headers for one call. Each call gets a fresh message id, so the receiver can refuse replays."""
+def signed_headers(
+    body: str,
+    *,
+    secret: str | None = None,
+    message_id: str | None = None,
+    now: datetime | None = None,
+) -> dict[str, str]:
+    """Headers for one call, signed with `secret` (the receiver's, from settings, when not given)."""
     secret = settings.RECEIVER_SIGNING_SECRET if secret is None else secret
     if not secret:
         raise ImproperlyConfigured("RECEIVER_SIGNING_SECRET is not set")
-    message_id = f"msg_{uuid.uuid4().hex}"
-    now = timezone.now()
+    message_id = message_id or f"msg_{uuid.uuid4().hex}"
+    now = now or timezone.now()
     return {
         "webhook-id": message_id,
         "webhook-timestamp": str(int(now.timestamp())),

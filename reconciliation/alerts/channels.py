@@ -18,8 +18,8 @@ from django.conf import settings
 from django.core.mail import EmailMessage
 from django.utils import timezone
 
+from outbox.signing import signed_headers
 from reconciliation.alerts.incident_text import IncidentSummary
-from reconciliation.alerts.signing import signed_headers
 from reconciliation.models import AlertChannel, ChannelKind, Notification, NotificationEvent
 
 HEADLINES = {
