@@ -294,3 +294,34 @@ def print_pair(pair: Pair) -> None:
         f"{' LOADED, left out' if pair.loaded else ''}{', ' + pair.collapsed if pair.collapsed else ''}",
         flush=True,
     )
+
+
+def method_lines() -> list[str]:
+    """The reader's account of how a paired figure is taken (docs/benchmarks.md, written by report.py)."""
+    return [
+        "## How a figure is taken",
+        "",
+        "Every ratio to a reference measured in the same run (the receiver's capacity, tracing off, a "
+        "destination alone, one destination) comes from `bench/pairs.py`: at least "
+        f"{MIN_PAIRS} pairs in which the reference and the subject run back to back, the reference first "
+        "in even pairs and the subject first in odd ones, so that a machine getting busier or quieter "
+        "favours neither side. Each pair records the load average and, from `/proc`, the CPU time of two "
+        "groups, the bench's own processes (the bench's process tree and PostgreSQL's backends on its "
+        "`<prefix>_*` databases) and everything else on the machine, over a second before the pair and "
+        "over the pair itself.",
+        "",
+        f"- A pair during which everything else used more than {MAX_OTHERS_SHARE:.0%} of the machine's "
+        "CPU (`BENCH_MAX_OTHERS_SHARE`) is marked loaded and left out of the median; each figure says how "
+        f"many pairs were left out and the highest load average of its pairs. Fewer than {MIN_PAIRS} "
+        "quiet pairs: the figure is refused.",
+        "- A reference that collapsed, below "
+        f"{COLLAPSE_FRACTION:g} (`BENCH_COLLAPSE_FRACTION`) of its own idle figure (recorded in "
+        "`var/bench/idle_references.json` by the last run of it with no pair left out) or of the other "
+        "quiet pairs' median reference, marks the run as broken: the figure reads "
+        '"refused, not published" with the reason, and no number.',
+        "- `BENCH_ONLY=<section> make bench` runs one section (e2e, console, reconcile, destinations, "
+        "many_destinations, tracing, status_events, console_operators, retention, settlement, oauth2, "
+        "levers) for a quick check of its wiring; it writes its JSON and log under `var/bench/` and never "
+        "this page.",
+        "",
+    ]

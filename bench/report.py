@@ -13,6 +13,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench import console_operators_report, retention_report, settlement_report  # noqa: E402
+from bench.pairs import method_lines  # noqa: E402
 
 AIM_RATIO_TO_PGBENCH = 0.3
 AIM_TIMES_ALTERNATIVE = 3.0
@@ -420,6 +421,7 @@ def main() -> None:
         'is the receiver\'s ("every handoff delivered once" below); for a growth run, whose preloaded rows have no '
         "task at its receiver, the same for the run's own handoffs, with every preloaded row still `delivered`.",
         "",
+        *method_lines(),
         "## Aims",
         "",
         "| aim | measured | |",
