@@ -40,3 +40,7 @@ class IdentityRefused(ApprovalsError):
     def __init__(self, message: str, *, existing: str = ""):
         super().__init__(message)
         self.existing = existing
+
+
+class ApprovalLinkRefused(ApprovalsError):
+    """An approval link that cannot be used: its words say why (changed, decided, expired, used...)."""

@@ -28,6 +28,7 @@ from approvals.models import (
     Role,
 )
 from approvals.selectors import decider_refusal
+from approvals.services.approval_links import approval_link_issue
 from approvals.services.requests import request_move
 from lib.databases import DB
 from outbox.clock import db_time
@@ -136,14 +137,22 @@ def _page(request: Request) -> str:
     return f"{settings.CONSOLE_BASE_URL}{path}"
 
 
-def _words(kind: str, request: Request, policy: ApprovalPolicy) -> tuple[str, str]:
+def _link(request: Request, person_id: int, closes) -> str:
+    """The approver's own link, usable once, valid until the request closes unapproved."""
+    approver = get_user_model().objects.get(pk=person_id)
+    token = approval_link_issue(request=request, approver=approver, expires_at=closes)
+    return f"{settings.CONSOLE_BASE_URL}{reverse('approvals:link', args=[token])}"
+
+
+def _words(kind: str, request: Request, policy: ApprovalPolicy, person_id: int) -> tuple[str, str]:
     what = f"{request.workflow} request {request.number} (revision {request.revision})"
     due = request.created_at + timedelta(hours=policy.due_after_hours)
     closes = request.created_at + timedelta(hours=policy.expire_after_hours)
     if kind == NoticeKind.REMINDER:
         return f"Approval due {due:%Y-%m-%d %H:%M} UTC: {what}", (
             f"{what} waits for your decision; it is due {due:%Y-%m-%d %H:%M} UTC.\n"
-            f"Open it: {_page(request)}\n"
+            f"Open it (sign in; this link works once, for you only): "
+            f"{_link(request, person_id, closes)}\n"
         )
     if kind == NoticeKind.ESCALATION:
         return f"Overdue approval: {what}", (
@@ -173,7 +182,7 @@ def _notify_once(request: Request, person_id: int, kind: str, policy: ApprovalPo
             ApprovalNotice.objects.create(request=request, person_id=person_id, kind=kind)
     except IntegrityError:
         return False
-    _mail_after_commit(person_id, *_words(kind, request, policy))
+    _mail_after_commit(person_id, *_words(kind, request, policy, person_id))
     return True
 
 

@@ -2,8 +2,8 @@
 
 from django.urls import path
 
+from console.views import approval_links, request_detail, requests
 from console.views import request_changes as changes
-from console.views import request_detail, requests
 
 app_name = "approvals"
 
@@ -12,6 +12,7 @@ urlpatterns = [
     path("roles/", requests.role_changes, name="role_changes"),
     path("new/", requests.request_new, name="new"),
     path("mine/", requests.my_requests, name="mine"),
+    path("link/<str:token>/", approval_links.open_link, name="link"),
     path("<int:workspace_id>/<int:number>/revise/", changes.request_revise, name="revise"),
     path("<int:workspace_id>/<int:number>/<int:revision>/", request_detail.detail, name="detail"),
     path(
