@@ -1,5 +1,7 @@
-"""Bulk actions: one operator's action over every handoff a filter matches. Each handoff is still changed by
-the same service as the single action, in its own transaction; more than `BULK_INLINE_LIMIT` run as a
+"""Bulk actions: one operator's action over every handoff a filter matches. Each handoff is changed by the same
+service as the single action, in its own transaction, except acknowledge: its rule reads only the row's state,
+so a batch is locked with one statement, each row checked under that lock and the eligible ones written with one
+UPDATE and their events with one INSERT (`_acknowledge_batch`). More than `BULK_INLINE_LIMIT` run as a
 background job (`BulkJob`) with visible progress, and no action covers more than `BULK_JOB_LIMIT`.
 
 A bulk action is previewed first (how many match, up to which id) and applied on confirmation to the same
@@ -14,20 +16,29 @@ from lib.databases import DB
 from outbox.clock import db_now, db_now_plus
 from outbox.errors import (
     AssigneeNotFound,
+    HandoffNotFound,
     InvalidActionInput,
+    InvalidTransition,
     OutboxError,
     ReasonRequired,
     RiskNotConfirmed,
 )
 from outbox.guidance import BULK_ELIGIBLE_STATES
-from outbox.models import BulkJob, BulkJobState, HandoffQuerySet
+from outbox.models import (
+    BulkJob,
+    BulkJobState,
+    Handoff,
+    HandoffEvent,
+    HandoffQuerySet,
+    HandoffState,
+)
 from outbox.services.operator import (
-    handoff_acknowledge,
     handoff_assign,
     handoff_cancel,
     handoff_retry,
 )
 from outbox.services.settlement import handoff_settle
+from outbox.services.transitions import lock_with_compensated_steps, move_changes
 
 BULK_ACTIONS = ("retry", "reconcile", "assign", "cancel", "acknowledge")
 # More matches than this run as a background job (BulkJob) with visible progress, not in the web request.
@@ -57,8 +68,6 @@ def _bulk_one(action: str, pk: int, *, actor, owner, reason: str) -> None:
         handoff_settle(handoff_id=pk, actor=actor)
     elif action == "cancel":
         handoff_cancel(handoff_id=pk, actor=actor, reason=reason)
-    elif action == "acknowledge":
-        handoff_acknowledge(handoff_id=pk, actor=actor, reason=reason or "bulk acknowledge")
     else:
         handoff_assign(handoff_id=pk, actor=actor, owner=owner, reason=reason)
 
@@ -145,19 +154,77 @@ def handoffs_bulk_apply(
     *, action: str, handoff_ids: list[int], actor, owner=None, reason: str = ""
 ) -> BulkResult:
     """Apply one action to each handoff, each in its own transaction through the same service as the single
-    action; a handoff the action does not fit is skipped with the reason, never half done."""
+    action (acknowledge: the same rule, a batch at a time); a handoff the action does not fit is skipped with
+    the reason, never half done."""
     _check_bulk(action, reason)
     result = BulkResult(action=action, total=len(handoff_ids))
+    if action == "acknowledge":
+        for start in range(0, len(handoff_ids), BULK_JOB_CHUNK):
+            batch = handoff_ids[start : start + BULK_JOB_CHUNK]
+            _acknowledge_batch(batch, actor=actor, reason=reason, result=result)
+        return result
     for pk in handoff_ids:
         try:
             _bulk_one(action, pk, actor=actor, owner=owner, reason=reason)
         except RiskNotConfirmed:
             result.skip("outcome unknown: reconcile these first")
         except OutboxError as exc:
-            result.skip(str(exc).split(": ", 1)[-1] if str(exc) else type(exc).__name__)
+            result.skip(_skip_reason(exc))
         else:
             result.done += 1
     return result
+
+
+def _skip_reason(exc: OutboxError) -> str:
+    return str(exc).split(": ", 1)[-1] if str(exc) else type(exc).__name__
+
+
+def _acknowledge_batch(handoff_ids: list[int], *, actor, reason: str, result: BulkResult) -> None:
+    """`handoff_acknowledge` over a batch in a constant number of statements: the rows are locked as that
+    service locks one (compensated steps first, then in id order), each is checked under the lock (needs
+    attention, else skipped with the same reason), and the eligible ones are moved and evented together."""
+    with transaction.atomic(using=DB):
+        lock_with_compensated_steps(handoff_ids)
+        locked = (
+            Handoff.objects.using(DB)
+            .select_for_update(no_key=True)
+            .filter(pk__in=handoff_ids)
+            .order_by("pk")
+            .only("pk", "state", "action_key")
+        )
+        rows = {row.pk: row for row in locked}
+        eligible = []
+        for pk in handoff_ids:
+            row = rows.get(pk)
+            if row is None:
+                result.skip(_skip_reason(HandoffNotFound(pk)))
+            elif row.state != HandoffState.NEEDS_ATTENTION:
+                result.skip(
+                    _skip_reason(InvalidTransition(row.action_key, row.state, "acknowledged"))
+                )
+            else:
+                eligible.append(pk)
+        if not eligible:
+            return
+        state = HandoffState.NEEDS_ATTENTION
+        changes = move_changes(
+            state, state, {"acknowledged_at": db_now(), "acknowledged_by": actor}
+        )
+        Handoff.objects.using(DB).filter(pk__in=eligible).update(**changes, updated_at=db_now())
+        label = actor.get_username() if actor else "system"
+        HandoffEvent.objects.using(DB).bulk_create(
+            HandoffEvent(
+                handoff_id=pk,
+                from_state=state,
+                to_state=state,
+                actor=actor,
+                actor_label=label,
+                action="acknowledge",
+                reason=reason or "bulk acknowledge",
+            )
+            for pk in eligible
+        )
+        result.done += len(eligible)
 
 
 @dataclass(frozen=True)

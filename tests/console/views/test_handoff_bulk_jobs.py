@@ -113,3 +113,37 @@ def test_the_sweep_resumes_a_bulk_job_whose_wake_up_was_lost(world):
     tasks.sweep()
     assert BulkJob.objects.get(pk=job.pk).state == BulkJobState.DONE
     assert Handoff.objects.filter(acknowledged_at__isnull=False).count() == 3
+
+
+def test_a_bulk_acknowledge_job_writes_a_chunk_in_a_few_statements_not_a_few_per_handoff(
+    world, django_assert_max_num_queries
+):
+    from outbox.services import bulk_job_start
+
+    Handoff.objects.bulk_create(
+        HandoffFactory.build_batch(
+            250, state=S.NEEDS_ATTENTION, failure_class="permanent", reason_code="payload_invalid"
+        )
+    )
+    HandoffFactory.create_batch(2, state=S.PENDING)
+    ids = list(Handoff.objects.order_by("pk").values_list("pk", flat=True))
+    job = bulk_job_start(action="acknowledge", handoff_ids=ids, actor=world["olga"])
+
+    # Three chunks of 100: a handful of statements each (lock, update, events, progress); the per-handoff
+    # service took five or six per handoff, over 1,500 here.
+    with django_assert_max_num_queries(40):
+        tasks.bulk_job_run(job.pk)
+
+    job.refresh_from_db()
+    assert (job.state, job.position, job.done) == (BulkJobState.DONE, 252, 250)
+    assert job.skipped == {"cannot move from pending to acknowledged": 2}
+    acknowledged = Handoff.objects.filter(
+        acknowledged_by=world["olga"], acknowledged_at__isnull=False
+    )
+    assert acknowledged.count() == 250
+    assert not Handoff.objects.filter(state=S.PENDING, acknowledged_at__isnull=False).exists()
+    events = HandoffEvent.objects.filter(action="acknowledge", actor=world["olga"])
+    assert events.count() == 250 and not events.filter(at__isnull=True).exists()
+    assert set(events.values_list("from_state", "to_state", "reason", "actor_label")) == {
+        (S.NEEDS_ATTENTION, S.NEEDS_ATTENTION, "bulk acknowledge", world["olga"].get_username())
+    }
