@@ -172,7 +172,7 @@ def judge(figure: PairedFigure) -> PairedFigure:
         pair.collapsed = _collapsed(pair, others, figure.idle_reference, figure.collapse_fraction)
     collapsed = [pair for pair in figure.kept if pair.collapsed]
     if collapsed:
-        figure.refused = f"pair {collapsed[0].index + 1}: {collapsed[0].collapsed}"
+        figure.refused = f"pair {collapsed[0].index}: {collapsed[0].collapsed}"
     elif len(figure.kept) < MIN_PAIRS:
         figure.refused = f"{len(figure.kept)} quiet pairs, fewer than {MIN_PAIRS}"
     else:
@@ -288,7 +288,7 @@ def figure_json(
 
 def print_pair(pair: Pair) -> None:
     print(
-        f"  pair {pair.index + 1}: {pair.first} first, reference {pair.reference:,.1f}, subject "
+        f"  pair {pair.index}: {pair.first} first, reference {pair.reference:,.1f}, subject "
         f"{pair.subject:,.1f}, ratio {pair.ratio:.3f}; load {pair.during.load_average:.2f}, others "
         f"{pair.during.others_share:.0%} of the CPU (before {pair.before.others_share:.0%})"
         f"{' LOADED, left out' if pair.loaded else ''}{', ' + pair.collapsed if pair.collapsed else ''}",

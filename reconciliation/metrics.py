@@ -114,7 +114,8 @@ class HandoffCollector(Collector):
         how = GaugeMetricFamily(
             "handoff_delivered_by_reason",
             "Delivered handoffs kept now, by how the outcome became known (reason code: created, "
-            "duplicate_prevented, settled_by_lookup, settled_by_hand; empty before codes were recorded).",
+            "duplicate_prevented, settled_by_lookup, settled_by_replay, settled_by_hand; empty before codes "
+            "were recorded).",
             labels=[*WF_WS, "reason_code"],
         )
         per_person: dict[tuple, int] = defaultdict(int)

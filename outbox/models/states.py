@@ -60,7 +60,8 @@ class FailureClass(models.TextChoices):
 
 class DeliveredCode(models.TextChoices):
     """The reason code of a delivered handoff: how its outcome became known. Every path to delivered sets
-    one (`outbox/outcomes.py` `delivered_plan` and `settlement_for`, `outbox/services/operator.py`'s settle),
+    one (`outbox/outcomes.py` `delivered_plan` and `settlement_for`, `outbox/services/operator.py`'s settle, a
+    replay's settle through `handoff_settle`'s `delivered_code`),
     so that the screens (the list's reason code filter) and reports tell them apart."""
 
     CREATED = "created", "the receiver created it"
@@ -69,6 +70,11 @@ class DeliveredCode(models.TextChoices):
         "duplicate prevented: the receiver answered the original",
     )
     SETTLED_BY_LOOKUP = "settled_by_lookup", "settled by looking the key up at the receiver"
+    # A replay's run settles what its preview found already there (`reconciliation/alerts/replay_run.py`).
+    SETTLED_BY_REPLAY = (
+        "settled_by_replay",
+        "settled by a replay, which looked the key up at the receiver",
+    )
     SETTLED_BY_HAND = "settled_by_hand", "settled by a person's check at the receiver"
 
 

@@ -8,10 +8,13 @@ from django.db import transaction
 from lib.databases import DB
 from lib.telemetry import handoff_span
 from outbox.destinations import Destination, LookupFailed, Lookups, RemoteTask, destination_named
-from outbox.models import NEEDS_PERSON_STATES, Handoff
+from outbox.models import NEEDS_PERSON_STATES, Handoff, HandoffState
+from outbox.models.states import DeliveredCode
 from outbox.outcomes import settlement_for, settlement_without_answer
 from outbox.services.lookup_limits import LimitedLookups, lookups_under_limits
 from outbox.services.transitions import handoff_transition
+
+S = HandoffState
 
 # How long a person's reconcile waits for the destination's limits (or its Retry-After hold) before it reports
 # that the receiver could not be asked.
@@ -35,17 +38,26 @@ def handoff_settle(
     actor=None,
     actor_label: str = "settlement",
     reason: str = "",
+    delivered_code: str = DeliveredCode.SETTLED_BY_LOOKUP,
 ) -> str:
     """Settle an unknown outcome by asking the receiver about the action key, before any new attempt.
     Also serves an operator's `reconcile` on a handoff that needs attention. Returns the state after.
     The destination (the handoff's own without a `destination`; DestinationUnavailable when it is unknown or
     disabled) is asked under its limits, waiting a few seconds for them unless the caller's are already
-    applied (`lookups_under_limits`)."""
+    applied (`lookups_under_limits`). A handoff found delivered records `delivered_code` as its reason code
+    (a replay's run: `settled_by_replay`)."""
     handoff = Handoff.objects.using(DB).get(pk=handoff_id)
     if handoff.state not in NEEDS_PERSON_STATES:
         return handoff.state
     with handoff_span("handoff.settle", handoff.action_key, actor=actor_label):
-        return _settle(handoff, destination, actor=actor, actor_label=actor_label, reason=reason)
+        return _settle(
+            handoff,
+            destination,
+            actor=actor,
+            actor_label=actor_label,
+            reason=reason,
+            delivered_code=delivered_code,
+        )
 
 
 def _settle(
@@ -55,6 +67,7 @@ def _settle(
     actor,
     actor_label: str,
     reason: str,
+    delivered_code: str,
 ) -> str:
     handoff_id = handoff.pk
     destination = lookups_under_limits(
@@ -80,6 +93,7 @@ def _settle(
             actor=actor,
             actor_label=actor_label,
             note=reason,
+            delivered_code=delivered_code,
         )
 
 
@@ -93,6 +107,7 @@ def _apply_settlement(
     actor,
     actor_label: str,
     note: str,
+    delivered_code: str,
 ) -> str:
     if locked is None:
         return Handoff.objects.using(DB).values_list("state", flat=True).get(pk=handoff_id)
@@ -103,6 +118,9 @@ def _apply_settlement(
     )
     if settled.to_state is None and lookup_error and actor is None:
         return locked.state  # nothing learnt, nobody asked: no event
+    changes = settled.changes
+    if settled.to_state == S.DELIVERED:
+        changes = {**changes, "reason_code": delivered_code}
     handoff_transition(
         locked,
         settled.to_state or locked.state,
@@ -110,6 +128,6 @@ def _apply_settlement(
         actor_label=actor_label if actor is None else "",
         action="reconcile" if actor is not None else "",
         reason=f"{settled.reason} (note: {note})" if note else settled.reason,
-        **settled.changes,
+        **changes,
     )
     return locked.state

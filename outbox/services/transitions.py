@@ -11,6 +11,8 @@ from outbox.models import HANDOFF_TRANSITIONS, Handoff, HandoffEvent, HandoffSta
 from outbox.services.workflows import record_successors
 
 S = HandoffState
+# The states no move leaves (HANDOFF_TRANSITIONS), other than observed, which a handoff is recorded in.
+FINAL_STATES = frozenset({S.DELIVERED, S.CANCELLED, S.SUPERSEDED})
 
 
 def lock_with_compensated_steps(ids: list[int]) -> None:
@@ -53,6 +55,10 @@ def move_changes(from_state: str, to_state: str, changes: dict, *, action_key: s
     """`transition_changes` for a row known to be in `from_state` (locked, or written under its fencing token)."""
     if to_state != from_state and to_state not in HANDOFF_TRANSITIONS[from_state]:
         raise InvalidTransition(action_key, from_state, to_state)
+    if to_state != from_state and to_state in FINAL_STATES and not changes.get("reason_code"):
+        # Every final state says why (DeliveredCode, cancelled_by_operator, compensated, corrected, ...): a
+        # path that forgets its code fails here, not later on a screen that cannot tell the ways apart.
+        raise ValueError(f"{action_key}: a move to {to_state} needs its reason code")
     changes = dict(changes)
     if to_state == S.NEEDS_ATTENTION and from_state != S.NEEDS_ATTENTION:
         # On the database clock, as the event beside it: the SLA's breach is judged against it.

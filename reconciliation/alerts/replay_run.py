@@ -5,7 +5,8 @@ person's single action, each in its own transaction, and records what it did.
   holds); nothing is sent;
 - missing: sent again with the same action key (`handoff_retry`; an uncertain one through `handoff_settle`,
   which finds the key missing and makes it due); the dispatcher sends it;
-- cannot be asked, or there with another payload: left for a person, as the preview said.
+- cannot be asked, or there with another payload: left for a person, as the preview said;
+- nothing to replay: already delivered, or nothing to do (on its way, or closed), said as such.
 A key whose answer changed since the preview is recorded as such, never acted on blindly: a settle that
 finds the task gone leaves the handoff as settlement decides, and the item says so. A settle that learnt
 nothing (the receiver could not be asked) is skipped, and says that, not that the answer changed.
@@ -20,6 +21,7 @@ from lib.databases import DB
 from outbox.clock import DbNow
 from outbox.errors import OutboxError
 from outbox.models import Handoff, HandoffState
+from outbox.models.states import DeliveredCode
 from outbox.services.operator import handoff_retry
 from outbox.services.settlement import handoff_settle
 from reconciliation.alerts.incidents import incident_event
@@ -85,7 +87,13 @@ def _settled(state: str, before: str) -> tuple[str, str]:
 
 def _settle(handoff_id: int, actor, reason: str) -> tuple[str, str]:
     before = Handoff.objects.using(DB).values_list("state", flat=True).get(pk=handoff_id)
-    return _settled(handoff_settle(handoff_id=handoff_id, actor=actor, reason=reason), before)
+    state = handoff_settle(
+        handoff_id=handoff_id,
+        actor=actor,
+        reason=reason,
+        delivered_code=DeliveredCode.SETTLED_BY_REPLAY,
+    )
+    return _settled(state, before)
 
 
 def _send_again(item: ReplayItem, actor, reason: str) -> tuple[str, str]:
@@ -101,8 +109,17 @@ def _send_again(item: ReplayItem, actor, reason: str) -> tuple[str, str]:
     return ReplayOutcome.SENT, "due to be sent with the same key"
 
 
+def _nothing_to_do(item: ReplayItem) -> tuple[str, str]:
+    state = Handoff.objects.using(DB).filter(pk=item.handoff_id).values_list("state", flat=True)
+    if state.first() == HandoffState.DELIVERED:
+        return ReplayOutcome.ALREADY_DELIVERED, "delivered before the replay: nothing sent"
+    return ReplayOutcome.NOTHING, item.note
+
+
 def _apply(item: ReplayItem, actor, replay_id: int) -> tuple[str, str]:
     reason = f"replay {replay_id}: {item.get_verdict_display()}"
+    if item.verdict == ReplayVerdict.NOTHING_TO_DO:
+        return _nothing_to_do(item)
     if item.verdict not in ACTED_ON:
         return ReplayOutcome.LEFT, item.note or item.get_verdict_display()
     try:

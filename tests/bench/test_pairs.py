@@ -42,8 +42,8 @@ def test_reference_collapsed_below_the_other_pairs_refuses_the_figure(idle_file)
 
     assert figure.ratio is None
     assert figure.as_json()["published"] is False
-    assert figure.refused.startswith("pair 3: reference 38.0 below 0.5 of the other pairs' median")
-    assert figure.describe().startswith("refused, not published: pair 3")
+    assert figure.refused.startswith("pair 2: reference 38.0 below 0.5 of the other pairs' median")
+    assert figure.describe().startswith("refused, not published: pair 2")
     assert not idle_file.exists()
 
 
@@ -186,6 +186,6 @@ def test_report_shows_a_collapsed_figure_as_refused_without_its_number():
     section = "\n".join(tracing_section(tracing))
 
     # The figure's cell is the refusal; the pairs stay listed as the evidence, the collapsed one marked.
-    assert "| refused, not published: pair 3: reference 38.0 below 0.5" in section
+    assert "| refused, not published: pair 2: reference 38.0 below 0.5" in section
     assert "0.96:" not in section  # what the two steady pairs would have given as the figure
     assert "0.96, 0.96, 0.95 (collapsed)" in section
