@@ -19,6 +19,7 @@ from urllib.parse import quote
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.harness import Bench  # noqa: E402
+from bench.pairs import watched, watched_line  # noqa: E402
 
 FILL_SQL = """
 INSERT INTO outbox_handoff (action_key, workflow, workspace_id, source_ref, source_id, rule_version, payload,
@@ -186,9 +187,11 @@ def main() -> None:
         ("approvals queue", approver, "/approvals/", {}),
     ]
     print(f"\n{'page':40} {'median ms':>10} {'p95 ms':>10}  status")
-    for name, client, url, headers in pages:
-        median, p95, status = measure(client, url, args.repeat, **headers)
-        print(f"{name:40} {median:10.1f} {p95:10.1f}  {status}")
+    with watched() as machine:
+        for name, client, url, headers in pages:
+            median, p95, status = measure(client, url, args.repeat, **headers)
+            print(f"{name:40} {median:10.1f} {p95:10.1f}  {status}")
+    print(f"\n{watched_line(machine)}")
     print(
         f"\n{args.rows} handoffs, {args.repeat} requests per page, PostgreSQL "
         f"{connection.cursor().connection.info.server_version}, in-process (no network); "

@@ -39,6 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.console_operators_fill import fill  # noqa: E402
 from bench.harness import PYTHON, ROOT, Bench, write_json  # noqa: E402
+from bench.pairs import watched, watched_line  # noqa: E402
 
 AIM_MEDIAN_MS, AIM_P95_MS = 50.0, 150.0
 
@@ -283,8 +284,10 @@ def main() -> None:
 
     base = start_web(bench)
     try:
-        alone = measure(base, sessions[:1], pages, args.rounds * 2)
-        together = measure(base, sessions, pages, args.rounds)
+        with watched() as machine_alone:
+            alone = measure(base, sessions[:1], pages, args.rounds * 2)
+        with watched() as machine_together:
+            together = measure(base, sessions, pages, args.rounds)
         thinking = (
             measure(base, sessions, pages, args.rounds, args.also_think_ms / 1000)
             if args.also_think_ms
@@ -308,7 +311,10 @@ def main() -> None:
         "postgres": connection.cursor().connection.info.server_version,
         "load_average": round(os.getloadavg()[0], 2),
         "cores": os.cpu_count(),
+        "machine": {"alone": machine_alone, "concurrent": machine_together},
     }
+    print(f"one operator: {watched_line(machine_alone)}")
+    print(f"{args.operators} operators: {watched_line(machine_together)}")
     print_report(report, pages, args)
     if args.json:
         write_json(args.json, report)

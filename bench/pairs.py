@@ -15,6 +15,7 @@ import os
 import statistics
 import time
 from collections.abc import Callable, Iterable
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -172,7 +173,7 @@ def judge(figure: PairedFigure) -> PairedFigure:
         pair.collapsed = _collapsed(pair, others, figure.idle_reference, figure.collapse_fraction)
     collapsed = [pair for pair in figure.kept if pair.collapsed]
     if collapsed:
-        figure.refused = f"pair {collapsed[0].index}: {collapsed[0].collapsed}"
+        figure.refused = f"pair {collapsed[0].index + 1}: {collapsed[0].collapsed}"
     elif len(figure.kept) < MIN_PAIRS:
         figure.refused = f"{len(figure.kept)} quiet pairs, fewer than {MIN_PAIRS}"
     else:
@@ -288,7 +289,7 @@ def figure_json(
 
 def print_pair(pair: Pair) -> None:
     print(
-        f"  pair {pair.index}: {pair.first} first, reference {pair.reference:,.1f}, subject "
+        f"  pair {pair.index + 1}: {pair.first} first, reference {pair.reference:,.1f}, subject "
         f"{pair.subject:,.1f}, ratio {pair.ratio:.3f}; load {pair.during.load_average:.2f}, others "
         f"{pair.during.others_share:.0%} of the CPU (before {pair.before.others_share:.0%})"
         f"{' LOADED, left out' if pair.loaded else ''}{', ' + pair.collapsed if pair.collapsed else ''}",
@@ -319,9 +320,34 @@ def method_lines() -> list[str]:
         "`var/bench/idle_references.json` by the last run of it with no pair left out) or of the other "
         "quiet pairs' median reference, marks the run as broken: the figure reads "
         '"refused, not published" with the reason, and no number.',
+        "- A figure with no reference of its own (page times, keys/s, a status event's delay) records the "
+        "same shares over its measurement and prints them beside it, marked LOADED above the same share.",
         "- `BENCH_ONLY=<section> make bench` runs one section (e2e, console, reconcile, destinations, "
         "many_destinations, tracing, status_events, console_operators, retention, settlement, oauth2, "
         "levers) for a quick check of its wiring; it writes its JSON and log under `var/bench/` and never "
         "this page.",
         "",
     ]
+
+
+@contextmanager
+def watched(groups: CpuGroups | None = None, max_others_share: float = MAX_OTHERS_SHARE):
+    """For a figure with no reference of its own (page times, keys/s): the window's load and CPU shares,
+    and `loaded` when everything else used more than `max_others_share`; the section prints it beside
+    its figures, so that a reader can tell a measurement taken beside other work."""
+    groups = groups or CpuGroups()
+    record: dict = {}
+    start = groups.snapshot()
+    try:
+        yield record
+    finally:
+        during = window(start, groups.snapshot())
+        record.update(asdict(during), loaded=during.others_share > max_others_share)
+
+
+def watched_line(record: dict) -> str:
+    return (
+        f"machine during the measurement: load average {record['load_average']:.2f}, the bench "
+        f"{record['bench_share']:.0%} and everything else {record['others_share']:.0%} of the CPU"
+        f"{' (LOADED: above ' + format(MAX_OTHERS_SHARE, '.0%') + ')' if record['loaded'] else ''}"
+    )

@@ -34,6 +34,7 @@ from bench.harness import (  # noqa: E402
     insert_handoffs_sql,
     insert_receiver_tasks_sql,
 )
+from bench.pairs import watched, watched_line  # noqa: E402
 
 
 def fill(bench: Bench, n: int) -> float:
@@ -139,7 +140,8 @@ def main() -> None:
                     signing_secret=bench.env["RECEIVER_SIGNING_SECRET"],
                 )
             )
-            elapsed, samples = measure(args.n, args.batch_size, destination)
+            with watched() as machine:
+                elapsed, samples = measure(args.n, args.batch_size, destination)
             # ru_maxrss is the process's peak so far (KiB on Linux): bounded memory shows as a peak that
             # does not grow with N, and as an RSS that stays flat from the first tenth of the keys to the last.
             peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
@@ -148,6 +150,7 @@ def main() -> None:
                 f"(pages of {args.batch_size}); peak RSS of the reconciling process {peak:.0f} MB",
                 flush=True,
             )
+            print(f"{kind:>10}: {watched_line(machine)}", flush=True)
             print(
                 f"{kind:>10}: RSS after "
                 + ", ".join(f"{keys:,} keys {mb:.0f} MB" for keys, mb in samples),

@@ -32,6 +32,7 @@ from harness import (  # noqa: E402
     insert_receiver_tasks_sql,
     write_json,
 )
+from pairs import watched, watched_line  # noqa: E402
 
 EVENTS_PATH = "/reconciliation/api/destinations/receiver/status-events"
 
@@ -104,12 +105,14 @@ def main() -> None:
     parser.add_argument("--rate", type=float, default=20.0)
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
-    result = run(args.changes, args.rate)
+    with watched() as machine:
+        result = run(args.changes, args.rate)
+    result["machine"] = machine
     print(
         f"status events: {result['changes']} changes at {result['rate_per_second']:g}/s, "
         f"{result['applied']} applied, {result['handoffs_done']} handoffs done; "
         f"change to the source's record: median {result['median_ms']} ms, p99 {result['p99_ms']} ms, "
-        f"max {result['max_ms']} ms"
+        f"max {result['max_ms']} ms; {watched_line(machine)}"
     )
     if args.json:
         write_json(args.json, result)

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from bench.pairs import CpuGroups, figure_json, measure_pairs
+from bench.pairs import CpuGroups, figure_json, measure_pairs, watched, watched_line
 from bench.report import tracing_section
 
 DEADLINE_SECONDS = 120
@@ -42,8 +42,8 @@ def test_reference_collapsed_below_the_other_pairs_refuses_the_figure(idle_file)
 
     assert figure.ratio is None
     assert figure.as_json()["published"] is False
-    assert figure.refused.startswith("pair 2: reference 38.0 below 0.5 of the other pairs' median")
-    assert figure.describe().startswith("refused, not published: pair 2")
+    assert figure.refused.startswith("pair 3: reference 38.0 below 0.5 of the other pairs' median")
+    assert figure.describe().startswith("refused, not published: pair 3")
     assert not idle_file.exists()
 
 
@@ -186,6 +186,26 @@ def test_report_shows_a_collapsed_figure_as_refused_without_its_number():
     section = "\n".join(tracing_section(tracing))
 
     # The figure's cell is the refusal; the pairs stay listed as the evidence, the collapsed one marked.
-    assert "| refused, not published: pair 2: reference 38.0 below 0.5" in section
+    assert "| refused, not published: pair 3: reference 38.0 below 0.5" in section
     assert "0.96:" not in section  # what the two steady pairs would have given as the figure
     assert "0.96, 0.96, 0.95 (collapsed)" in section
+
+
+def test_measurement_without_reference_is_marked_loaded_when_an_outside_process_burns():
+    burner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        with watched(CpuGroups(outside=lambda: [burner.pid]), max_others_share=0.001) as loaded:
+            _wait(lambda: _cpu_seconds(burner.pid) >= 0.5)
+        burner.send_signal(signal.SIGSTOP)
+        _wait(lambda: _state(burner.pid) == "T")
+        with watched(CpuGroups(outside=lambda: [burner.pid]), max_others_share=0.001) as quiet:
+            subprocess.run([sys.executable, "-c", "pass"], check=True)
+    finally:
+        burner.kill()
+        burner.wait()
+
+    assert loaded["loaded"] is True
+    assert loaded["others_share"] > 0.001
+    assert quiet["loaded"] is False
+    assert quiet["others_share"] == 0
+    assert "LOADED" in watched_line(loaded)
