@@ -1,7 +1,7 @@
 """Retention beside delivery: four dispatchers' rate with `manage.py archive_settled` running against without,
 on an outbox of `--rows` settled handoffs (default 1,000,000), and retention's own rate beside it.
 
-    .venv/bin/python bench/retention_bench.py [--rows 1000000] [--handoffs 3000] [--pairs 2] [--json PATH]
+    .venv/bin/python bench/retention_bench.py [--rows 1000000] [--handoffs 3000] [--pairs 3] [--json PATH]
 
 The fill: `--rows` delivered handoffs, each with an attempt and an event, their last change 40 days ago (past
 the default HANDOFF_RETENTION_DAYS of 30), by INSERT … SELECT generate_series into the bench's own databases.
@@ -10,7 +10,8 @@ Each pair is two runs back to back, in alternating order: `--handoffs` new hando
 and with `manage.py archive_settled` started first and stopped when the last of them is delivered ("with";
 what it has not moved yet is there for the next "with" run, so one fill serves every pair). A run's rate: its
 handoffs over the span from the first to the last `delivered_at`; retention's: archive rows written over the
-same span. The figure is the median of the pairs' ratios (with / without); aim ≥ 0.9.
+same span. The figure is the median of the quiet pairs' ratios (with / without), taken and judged by
+bench/pairs.py (at least three pairs); aim ≥ 0.9.
 """
 
 import argparse
@@ -34,6 +35,7 @@ from harness import (  # noqa: E402
     insert_handoffs_sql,
     write_json,
 )
+from pairs import figure_json, measure_pairs, print_pair  # noqa: E402
 
 AIM = 0.9
 DISPATCHERS = 4
@@ -151,7 +153,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--handoffs", type=int, default=3000)
-    parser.add_argument("--pairs", type=int, default=2)
+    parser.add_argument("--pairs", type=int, default=3)
     parser.add_argument("--json", default="")
     parser.add_argument(
         "--duty-cycle",
@@ -168,39 +170,40 @@ def main() -> None:
             f"filled {args.rows:,} settled handoffs with their history in {filled:.0f} s",
             flush=True,
         )
-        pairs = []
-        for n in range(args.pairs):
-            order = (False, True) if n % 2 == 0 else (True, False)
-            runs = {
-                w: run(
+        runs: dict[tuple[int, str], dict] = {}
+
+        def side(with_retention: bool):
+            name = "with" if with_retention else "without"
+
+            def one(n: int) -> float:
+                runs[(n, name)] = run(
                     bench,
                     args.handoffs,
-                    with_retention=w,
-                    tag=f"p{n}-{'with' if w else 'without'}",
+                    with_retention=with_retention,
+                    tag=f"p{n}-{name}",
                     duty_cycle=args.duty_cycle,
                 )
-                for w in order
-            }
-            pairs.append(
-                {
-                    "without": runs[False],
-                    "with": runs[True],
-                    "ratio": round(runs[True]["per_second"] / runs[False]["per_second"], 3),
-                }
-            )
+                return runs[(n, name)]["per_second"]
+
+            return one
+
+        figure = measure_pairs(
+            "retention_without", side(False), side(True), pairs=args.pairs, on_pair=print_pair
+        )
         left = bench.scalar("SELECT count(*) FROM outbox_handoff")
     finally:
         bench.stop()
-    ratio = statistics.median(p["ratio"] for p in pairs)
+    paired = figure_json(figure, runs, ("without", "with"))
+    pairs, ratio = paired["pairs"], figure.ratio
     result = {
         "rows": args.rows,
         "handoffs": args.handoffs,
         "dispatchers": DISPATCHERS,
         "duty_cycle": float(args.duty_cycle or settings_duty_cycle()),
-        "pairs": pairs,
+        **paired,
         "median_ratio": ratio,
         "aim": AIM,
-        "met": ratio >= AIM,
+        "met": ratio is not None and ratio >= AIM,
         "dispatch_per_second_without": statistics.median(p["without"]["per_second"] for p in pairs),
         "dispatch_per_second_with": statistics.median(p["with"]["per_second"] for p in pairs),
         "retention_rows_per_second": statistics.median(
@@ -210,7 +213,7 @@ def main() -> None:
         "command": "python bench/retention_bench.py " + " ".join(sys.argv[1:]),
     }
     print(
-        f"with retention / without: {ratio:.2f} (aim ≥ {AIM}); dispatch "
+        f"with retention / without: {figure.describe()} (aim ≥ {AIM}); dispatch "
         f"{result['dispatch_per_second_without']:.0f}/s without, {result['dispatch_per_second_with']:.0f}/s "
         f"with; retention {result['retention_rows_per_second']:.0f} rows/s at duty cycle "
         f"{result['duty_cycle']}",

@@ -2,10 +2,27 @@
 dispatchers' rate with retention running against without, and retention's rate beside it)."""
 
 
+def _figure(report: dict) -> str:
+    """bench/pairs.py's judgement when the run has one ("refused, not published: ..." instead of a number)."""
+    return report.get("describe") or f"{report['median_ratio']:.2f}"
+
+
+def _marks(pair: dict) -> str:
+    marks = [
+        m
+        for m, on in (
+            ("left out: loaded", pair.get("loaded")),
+            ("collapsed", pair.get("collapsed")),
+        )
+        if on
+    ]
+    return f" ({', '.join(marks)})" if marks else ""
+
+
 def aims_row(report: dict) -> str:
     return (
         f"| delivery with retention running / without (4 dispatchers, {report['rows']:,} settled handoffs): "
-        f"≥ {report['aim']} | {report['median_ratio']:.2f}; retention {report['retention_rows_per_second']:,.0f} "
+        f"≥ {report['aim']} | {_figure(report)}; retention {report['retention_rows_per_second']:,.0f} "
         f"rows/s beside dispatch {report['dispatch_per_second_with']:,.0f}/s | "
         f"{'met' if report['met'] else 'missed'} |"
     )
@@ -31,11 +48,11 @@ def section(report: dict, command: str) -> list[str]:
     for n, pair in enumerate(report["pairs"], 1):
         lines.append(
             f"| {n} | {pair['without']['per_second']:,.0f} | {pair['with']['per_second']:,.0f} | "
-            f"{pair['ratio']:.2f} | {pair['with']['retention_rows_per_second']:,.0f} |"
+            f"{pair['ratio']:.2f}{_marks(pair)} | {pair['with']['retention_rows_per_second']:,.0f} |"
         )
     lines += [
         "",
-        f"Median ratio {report['median_ratio']:.2f} (aim ≥ {report['aim']}: "
+        f"With / without: {_figure(report)} (aim ≥ {report['aim']}: "
         f"{'met' if report['met'] else 'missed'}); retention {report['retention_rows_per_second']:,.0f} rows/s "
         f"beside a dispatch rate of {report['dispatch_per_second_with']:,.0f} handoffs/s in the same runs.",
         "",

@@ -29,7 +29,7 @@ commands=(
   "$PY bench/tracing_bench.py --pairs 4 --json $out/tracing.json"
   "$PY bench/status_events_bench.py --json $out/status_events.json"
   "$PY bench/console_operators_bench.py --rows $CONSOLE_OPERATORS_ROWS --operators 20 --rounds 2 --also-think-ms 1000 --json $out/console_operators.json"
-  "$PY bench/retention_bench.py --rows $RETENTION_ROWS --pairs 2 --json $out/retention.json"
+  "$PY bench/retention_bench.py --rows $RETENTION_ROWS --pairs 3 --json $out/retention.json"
 )
 SETTLEMENT_COMMAND="$PY bench/settlement_bench.py --json $out/settlement.json"
 commands+=("$SETTLEMENT_COMMAND")
