@@ -7,7 +7,8 @@ dispatchers as `manage.py dispatch` processes, the alternative as a django-q2 cl
 delivered run is checked afterwards: every handoff delivered, exactly one receiver task per key.
 
 In order: pgbench `-N` at 1, 2, 4 and 8 clients; the receiver's own capacity (plain clients); the
-batched path at 1, 2, 4 and 8 dispatchers (the scaling curve); one call per handoff, and the lever of
+batched path at 1, 2, 4 and 8 dispatchers (the scaling curve), and at 4 against pgbench at 4 clients in
+pairs (bench/pairs.py); one call per handoff in pairs against the receiver's capacity, and the lever of
 bench/concurrent_dispatch.py; commit-to-receiver latency at half the best rate (and with the lever of
 an attempt right after commit) and at 20/s; the `on_commit` + django-q2 alternative and its latency;
 every worker killed mid-run, both designs; throughput with delivered rows preloaded (growth), and one
@@ -62,28 +63,36 @@ def pgbench_ceiling(seconds: int) -> dict[int, float]:
         check=True,
         capture_output=True,
     )
-    ceiling = {}
-    for clients in CLIENTS:
-        out = subprocess.run(
-            [
-                "pgbench",
-                "-h",
-                PGHOST,
-                "-N",
-                "-c",
-                str(clients),
-                "-j",
-                str(clients),
-                "-T",
-                str(seconds),
-                db_name("pgbench"),
-            ],
-            check=True,
-            capture_output=True,
-            text=True,
-        ).stdout
-        ceiling[clients] = float(re.search(r"tps = ([0-9.]+)", out).group(1))
-    return ceiling
+    return {clients: pgbench_tps(clients, seconds) for clients in CLIENTS}
+
+
+def pgbench_tps(clients: int, seconds: int) -> float:
+    """One pgbench `-N` run on the database `pgbench_ceiling` initialised."""
+    out = subprocess.run(
+        ["pgbench", "-h", PGHOST, "-N", "-c", str(clients), "-j", str(clients)]
+        + ["-T", str(seconds), db_name("pgbench")],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    return float(re.search(r"tps = ([0-9.]+)", out).group(1))
+
+
+def batch_against_pgbench(bench: Bench, handoffs: int, seconds: int, pairs: int) -> dict:
+    """The aim's figure: 4 dispatchers (batch API) against pgbench `-N` at 4 clients, taken and judged by
+    bench/pairs.py (the scaling curve's single runs stay beside it)."""
+    runs: dict[tuple[int, str], dict] = {}
+
+    def pgbench(n: int) -> float:
+        runs[(n, "pgbench")] = {"per_second": pgbench_tps(4, seconds)}
+        return runs[(n, "pgbench")]["per_second"]
+
+    def batched(n: int) -> float:
+        runs[(n, "batch")] = throughput(bench, handoffs, 4, f"b4-{n}")
+        return runs[(n, "batch")]["per_second"]
+
+    figure = measure_pairs("pgbench_4", pgbench, batched, pairs=pairs, on_pair=print_pair)
+    return figure_json(figure, runs, ("pgbench", "batch"))
 
 
 def reset(bench: Bench) -> None:
@@ -333,6 +342,12 @@ def dispatch_figures(bench: Bench, args: argparse.Namespace, report: dict) -> No
         report["throughput"].append(row)
         print(f"  throughput {row}", flush=True)
     best = max(report["throughput"], key=lambda r: r["per_second"])
+    report["batch_against_pgbench"] = batch_against_pgbench(
+        bench, args.handoffs, args.pgbench_seconds, args.pgbench_pairs
+    )
+    print(
+        f"  batch against pgbench at 4: {report['batch_against_pgbench']['describe']}", flush=True
+    )
 
     single = Bench("e2e", RECEIVER_SUPPORTS_BATCH="0", HANDOFF_CLAIM_BATCH="20")
     single.receiver_url, single.env["RECEIVER_URL"] = bench.receiver_url, bench.receiver_url
@@ -854,6 +869,12 @@ def main() -> None:
         type=int,
         default=3,
         help="runs of the latency at half the best rate; the one with the median median counts",
+    )
+    parser.add_argument(
+        "--pgbench-pairs",
+        type=int,
+        default=3,
+        help="back-to-back pairs of pgbench -N and the batch API at 4 (bench/pairs.py)",
     )
     parser.add_argument(
         "--one-call-pairs",
