@@ -1,5 +1,9 @@
 """Retry policy: a time window, capped exponential backoff with full jitter, Retry-After honoured.
 
+`backoff_ceiling` is the one backoff schedule of the product: a handoff's retries (jittered below it), the
+dispatcher's loops after a failure (`outbox/runner.py`) and a notification's resends
+(`reconciliation/alerts/delivering.py`) all follow it.
+
 The budget of a handoff is a window of time since its run started (recorded, or retried by an operator),
 not a handful of quick attempts: an outage of the destination is handled by its circuit breaker, and a
 handoff goes to a person only for reasons of its own. `max_attempts` is an optional extra cap.
@@ -7,6 +11,12 @@ handoff goes to a person only for reasons of its own. `max_attempts` is an optio
 
 import random
 from dataclasses import dataclass
+
+
+def backoff_ceiling(attempts: int, *, base: float, cap: float) -> float:
+    """Seconds after `attempts` consecutive failures (>= 1): `base`, doubling each time, never above `cap`.
+    The exponent is bounded so that a failure counted for hours cannot overflow a float."""
+    return float(min(cap, base * 2 ** min(max(attempts - 1, 0), 62)))
 
 
 @dataclass(frozen=True)
@@ -28,7 +38,7 @@ class RetryPolicy:
         self, attempts_made: int, retry_after: float | None = None, rng: random.Random | None = None
     ) -> float:
         """Seconds to wait before the next attempt, after `attempts_made` attempts (>= 1)."""
-        ceiling = min(self.max_delay, self.base_delay * (2 ** min(max(attempts_made - 1, 0), 30)))
+        ceiling = backoff_ceiling(attempts_made, base=self.base_delay, cap=self.max_delay)
         delay = (rng or random).uniform(0, ceiling)
         if retry_after is not None:
             # The receiver said when it can take more: never earlier, within a sane bound.

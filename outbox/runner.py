@@ -45,6 +45,7 @@ from outbox.destinations.registry import destination_problems
 from outbox.dispatcher import RunStats, default_worker_name, dispatch_batch, maintain
 from outbox.held_destinations import Holds, servable_names
 from outbox.models import Handoff
+from outbox.retry import backoff_ceiling
 from outbox.services.leases import handoff_expire_leases
 from outbox.serving import Schedule, Turn
 from outbox.wakeups import WakeListener
@@ -60,7 +61,7 @@ class Backoff:
 
     def failed(self) -> float:
         self.failures += 1
-        return min(self.cap, self.first * 2 ** (self.failures - 1))
+        return backoff_ceiling(self.failures, base=self.first, cap=self.cap)
 
     def succeeded(self) -> None:
         self.failures = 0

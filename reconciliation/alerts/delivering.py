@@ -6,7 +6,8 @@ and nothing is sent: nobody is paged for a cause that has already ended.
 
 A notification is claimed by a conditional update that moves its next attempt into the future (a lease:
 a sweep that dies mid-send leaves it due again, and it is resent under the same message id); a failed send
-is retried with capped exponential backoff, up to ALERT_NOTIFICATION_MAX_ATTEMPTS, then it is `failed`:
+is retried on the product's one backoff schedule (`outbox.retry.backoff_ceiling`, as handoffs), up to
+ALERT_NOTIFICATION_MAX_ATTEMPTS, then it is `failed`:
 on the incident's timeline, on Health and in /metrics, never silent. Due times are on the database clock.
 """
 
@@ -19,6 +20,7 @@ from django.db.models import F
 from lib.databases import DB
 from outbox.clock import DbNow
 from outbox.redaction import redact_text
+from outbox.retry import backoff_ceiling
 from reconciliation.alerts.channels import ChannelMisconfigured, email_for, request_for
 from reconciliation.alerts.incident_text import incident_summary
 from reconciliation.alerts.incidents import incident_cause_holds
@@ -40,9 +42,10 @@ class SendResult:
 
 
 def _backoff(attempts: int) -> float:
-    base = settings.ALERT_NOTIFICATION_RETRY_BASE_SECONDS
-    return float(
-        min(base * 2 ** max(attempts - 1, 0), settings.ALERT_NOTIFICATION_RETRY_CAP_SECONDS)
+    return backoff_ceiling(
+        attempts,
+        base=settings.ALERT_NOTIFICATION_RETRY_BASE_SECONDS,
+        cap=settings.ALERT_NOTIFICATION_RETRY_CAP_SECONDS,
     )
 
 
