@@ -12,7 +12,9 @@ own until every dispatcher of the run has started, then released at once. A run'
 span of their `delivered_at` (written by the settlers, on the database clock); its requests: the message ids the
 receiver recorded (one per signed request), so a key asked twice shows. The receiver's capacity for each kind of
 lookup is measured right before the runs with 4 plain client processes asking about the same keys as fast as
-it answers (keys per second); the figure is each run's rate over the capacity of the lookup it used.
+it answers (keys per second); the figure is each run's rate over the capacity of the lookup it used. The aim's
+figure, 4 dispatchers against the machine's ceiling, is also taken in pairs by bench/pairs.py (the ceiling
+measured afresh in each pair).
 """
 
 import argparse
@@ -43,6 +45,7 @@ from harness import (  # noqa: E402
     insert_receiver_tasks_sql,
     write_json,
 )
+from pairs import figure_json, measure_pairs, print_pair  # noqa: E402
 
 AIM = 0.8
 DISPATCHERS = (1, 2, 4)
@@ -296,6 +299,7 @@ def measure(bench: Bench, count: int, batch: int, repeat: int) -> dict:
         run["of_ceiling"] = round(run["per_second"] / ceiling, 3)
         print(f"  batch {batch}: {json.dumps(run)}", flush=True)
     return {
+        "of_ceiling_paired": ceiling_pairs(bench, count, batch, keys, repeat),
         "batch": batch,
         "repeat": repeat,
         "capacity_keys_per_second": capacity,
@@ -304,6 +308,33 @@ def measure(bench: Bench, count: int, batch: int, repeat: int) -> dict:
         "ceiling_ratio": round(ceiling / capacity, 3),
         "runs": runs,
     }
+
+
+def ceiling_pairs(bench: Bench, count: int, batch: int, keys: list[str], pairs: int) -> dict:
+    """4 dispatchers against this machine's ceiling (lookup capacity and writes alone, measured afresh),
+    pairs taken and judged by bench/pairs.py: the aim's figure, refused when the ceiling collapsed."""
+    runs: dict[tuple[int, str], dict] = {}
+
+    def ceiling(n: int) -> float:
+        capacity, writes = (
+            lookup_capacity(bench.receiver_url, keys, batch),
+            writes_alone(bench, count),
+        )
+        runs[(n, "ceiling")] = {
+            "capacity": capacity,
+            "writes": writes,
+            "per_second": round(1 / (1 / capacity + 1 / writes), 1),
+        }
+        return runs[(n, "ceiling")]["per_second"]
+
+    def settled(n: int) -> float:
+        runs[(n, "settle")] = settle(bench, count, 4, f"paired-b{batch}-{n}")
+        return runs[(n, "settle")]["per_second"]
+
+    figure = measure_pairs(
+        f"settlement_ceiling_b{batch}", ceiling, settled, pairs=pairs, on_pair=print_pair
+    )
+    return figure_json(figure, runs, ("ceiling", "settle"))
 
 
 def main() -> None:
