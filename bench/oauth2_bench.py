@@ -48,6 +48,8 @@ import httpx  # noqa: E402
 
 django.setup()
 
+from bench import pairs  # noqa: E402
+from bench.pairs import CpuGroups  # noqa: E402
 from lib.request_mapping import render_request  # noqa: E402
 from outbox.destinations.registry import destination_from_config  # noqa: E402
 from outbox.failures import Outgoing  # noqa: E402
@@ -141,6 +143,22 @@ def one_round(number: int, api: str, token_url: str, sides: dict, calls: int) ->
     }
 
 
+def judged_round(number: int, r: dict, ahead: dict, start: dict, end: dict) -> pairs.Pair:
+    """A round as bench/pairs.py judges a pair: the bearer run the reference, the mapped OAuth2 run the
+    subject (the rotation of three already alternates which goes first)."""
+    during = pairs.window(start, end)
+    return pairs.Pair(
+        index=number,
+        first=r["order"][0],
+        reference=r["bearer_per_s"],
+        subject=r["mapped_oauth2_per_s"],
+        ratio=r["mapped_ratio"],
+        before=pairs.window(ahead, start),
+        during=during,
+        loaded=during.others_share > pairs.MAX_OTHERS_SHARE,
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--calls", type=int, default=1500)
@@ -164,32 +182,49 @@ def main() -> None:
         "mapped_oauth2": oauth2,
     }
     load_before = os.getloadavg()
-    rounds = []
+    rounds, judged, groups = [], [], CpuGroups()
     try:
-        for number in range(args.rounds):
+        for number in range(max(args.rounds, pairs.MIN_PAIRS)):
+            ahead = groups.snapshot()
+            time.sleep(pairs.BEFORE_SECONDS)
+            began = groups.snapshot()
             rounds.append(one_round(number, api, token_url, sides, args.calls))
+            judged.append(judged_round(number, rounds[-1], ahead, began, groups.snapshot()))
             print(json.dumps(rounds[-1]), flush=True)
+            pairs.print_pair(judged[-1])
     finally:
         for process in (api_process, token_process):
             process.kill()
             process.wait(timeout=10)
+    figure = pairs.judge(
+        pairs.PairedFigure(
+            name="oauth2_bearer",
+            pairs=judged,
+            max_others_share=pairs.MAX_OTHERS_SHARE,
+            collapse_fraction=pairs.COLLAPSE_FRACTION,
+            idle_reference=pairs.idle_reference("oauth2_bearer"),
+        )
+    )
+    pairs.record_idle_reference(figure)
     ratio = statistics.median(r["ratio"] for r in rounds)
-    mapped = statistics.median(r["mapped_ratio"] for r in rounds)
+    mapped = figure.ratio
     result = {
         "command": " ".join([Path(sys.executable).name, *sys.argv]),
         "calls_per_run": args.calls,
         "rounds": rounds,
         "ratio_median": round(ratio, 3),
-        "mapped_ratio_median": round(mapped, 3),
+        "mapped_ratio_median": mapped,
+        "describe": figure.describe(),
+        "judged": figure.as_json(),
         "aim": AIM,
-        "met": mapped >= AIM,
+        "met": mapped is not None and mapped >= AIM,
         "cpus": os.cpu_count(),
         "load_average_before": [round(x, 2) for x in load_before],
         "load_average_after": [round(x, 2) for x in os.getloadavg()],
     }
     print(
         f"medians of {len(rounds)} rounds: OAuth2 / bearer {ratio:.3f}, mapped OAuth2 / unmapped bearer "
-        f"{mapped:.3f} (aim >= {AIM}: {'met' if mapped >= AIM else 'missed'}); "
+        f"{figure.describe()} (aim >= {AIM}: {'met' if result['met'] else 'missed'}); "
         f"load {result['load_average_before']} -> {result['load_average_after']}"
     )
     if args.json:

@@ -604,8 +604,8 @@ def main() -> None:
     if oauth2:
         lines.append(
             f"| one call through a mapped destination with OAuth2 ≥ {oauth2['aim']} of the unmapped "
-            f"rate (static bearer) | {oauth2['mapped_ratio_median']:.2f} "
-            f"(median of {len(oauth2['rounds'])} rounds) | {verdict(oauth2['met'])} |"
+            f"rate (static bearer) | {paired_figure(oauth2, 'mapped_ratio_median')} | "
+            f"{verdict(oauth2['met'])} |"
         )
     lines += [
         "",
@@ -902,7 +902,8 @@ def paired_figure(data: dict, ratio_key: str) -> str:
     reference collapsed); a section's JSON from before it only has its median."""
     if "describe" in data:
         return data["describe"]
-    return f"{data[ratio_key]:.2f} (median of {len(data['pairs'])} pairs)"
+    counted = data.get("pairs") or data.get("rounds") or []
+    return f"{data[ratio_key]:.2f} (median of {len(counted)} pairs)"
 
 
 def pair_ratio(pair: dict) -> str:
@@ -970,7 +971,7 @@ def oauth2_section(oauth2: dict) -> list[str]:
         "| figure | value |",
         "| --- | --- |",
         f"| mapped OAuth2 / unmapped bearer, median of the rounds' ratios (each round's: {mapped}) | "
-        f"{oauth2['mapped_ratio_median']:.2f}: aim ≥ {oauth2['aim']}, {verdict(oauth2['met'])} |",
+        f"{paired_figure(oauth2, 'mapped_ratio_median')}: aim ≥ {oauth2['aim']}, {verdict(oauth2['met'])} |",
         f"| OAuth2 / bearer, both unmapped, median (each round's: {ratios}) | "
         f"{oauth2['ratio_median']:.2f} |",
         f"| calls per second, bearer / OAuth2 / mapped OAuth2, each round | {rates} |",
