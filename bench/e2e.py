@@ -49,7 +49,7 @@ from harness import (  # noqa: E402
     recreate_database,
     url,
 )
-from pairs import figure_json, measure_pairs, print_pair  # noqa: E402
+from pairs import figure_json, measure_pairs, print_pair, recorded  # noqa: E402
 
 # Client counts for pgbench and dispatcher counts for the batched path: the scaling curve.
 CLIENTS = (1, 2, 4, 8)
@@ -469,6 +469,7 @@ def one_call_pairs(bench: Bench, handoffs: int, pairs: int) -> dict:
     return {**ordered[len(ordered) // 2], "pairs": each, "paired": paired}
 
 
+@recorded
 def latency(
     bench: Bench,
     rate: float,
@@ -586,6 +587,7 @@ def alternative_reset(bench: Bench) -> None:
         conn.execute("TRUNCATE delivery_receivertask, delivery_seenmessage")
 
 
+@recorded
 def alternative_throughput(bench: Bench, handoffs: int, workers: int) -> dict:
     """on_commit(async_task(deliver, id)) with django-q2 and no outbox: one task per handoff."""
     alternative_setup(bench)
@@ -612,6 +614,7 @@ def alternative_throughput(bench: Bench, handoffs: int, workers: int) -> dict:
     }
 
 
+@recorded
 def alternative_latency(bench: Bench, rate: float, seconds: float, workers: int) -> dict:
     alternative_setup(bench)
     alternative_reset(bench)
@@ -763,6 +766,7 @@ def crash_comparison(bench: Bench, handoffs: int, grace: float = 30.0) -> dict:
     return results
 
 
+@recorded
 def backlog_after_outage(
     bench: Bench,
     handoffs: int,
@@ -939,7 +943,7 @@ def main() -> None:
                 bench, args.handoffs, rows, args.reconcile_batch_size
             )
         else:
-            row = throughput(bench, args.handoffs, 4, f"g{rows}", preload=rows)
+            row = recorded(throughput)(bench, args.handoffs, 4, f"g{rows}", preload=rows)
         report["growth"].append(row)
         print(f"  growth {row}", flush=True)
     if len(report["growth"]) > 1:

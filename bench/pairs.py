@@ -10,6 +10,7 @@ recorded idle figure or of the other pairs' median reference) makes the run a br
 refused and not published. docs/benchmarks.md, "How a figure is taken", is the reader's account.
 """
 
+import functools
 import json
 import os
 import statistics
@@ -343,6 +344,18 @@ def watched(groups: CpuGroups | None = None, max_others_share: float = MAX_OTHER
     finally:
         during = window(start, groups.snapshot())
         record.update(asdict(during), loaded=during.others_share > max_others_share)
+
+
+def recorded(measure: Callable[..., dict]) -> Callable[..., dict]:
+    """`measure` (returning a dict) with the machine during it under "machine" (see `watched`)."""
+
+    @functools.wraps(measure)
+    def measured(*args, **kwargs) -> dict:
+        with watched() as machine:
+            result = measure(*args, **kwargs)
+        return {**result, "machine": machine}
+
+    return measured
 
 
 def watched_line(record: dict) -> str:

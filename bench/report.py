@@ -515,11 +515,18 @@ def main() -> None:
             f"{verdict(row['ratio_to_small_table'] >= AIM_GROWTH_RATIO)}{caveat} |"
         )
     if args.growth_repeat:
-        pairs = re.findall(r"ratio ([0-9.]+)", Path(args.growth_repeat).read_text())
+        text = Path(args.growth_repeat).read_text()
+        found = re.findall(r"ratio ([0-9.]+)([^\n]*)", text)
+        pairs = [
+            ratio + (" (left out: loaded)" if "left out" in rest else "") for ratio, rest in found
+        ]
+        kept = [float(ratio) for ratio, rest in found if "left out" not in rest]
+        judged = re.search(r"^judged: (.+)$", text, re.M)
+        refused = bool(judged) and judged.group(1).startswith("refused")
         lines.append(
             f"| the same, repeated: small and large table alternated, {len(pairs)} pairs of 10,000 handoffs "
-            f"(`{GROWTH_COMMAND}`) | {', '.join(pairs)} | "
-            f"{verdict(bool(pairs) and min(float(p) for p in pairs) >= AIM_GROWTH_RATIO)} |"
+            f"(`{GROWTH_COMMAND}`) | {', '.join(pairs)}{'; ' + judged.group(1) if judged else ''} | "
+            f"{verdict(bool(kept) and not refused and min(kept) >= AIM_GROWTH_RATIO)} |"
         )
     if pages:
         worst_median = max(pages, key=lambda p: p[1])
