@@ -3,7 +3,9 @@ call at a time? Measured in one run against the same receiver:
 
     .venv/bin/python bench/lever_single_calls.py [--handoffs 2500]
 
-1. the receiver's capacity (4 plain clients, bench/receiver_capacity.py);
+1. the receiver's capacity (4 plain clients, bench/receiver_capacity.py), the reference of each of 2-4
+   in pairs taken and judged by bench/pairs.py (alternating, loaded pairs left out, a collapsed capacity
+   refuses the figure);
 2. the product path: `manage.py dispatch`, one call and one outcome commit per handoff;
 3. bench/concurrent_dispatch.py with 1 call in flight: calls one after another, one outcome commit per
    claim batch (isolates the commits);
@@ -24,6 +26,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import receiver_capacity  # noqa: E402
 from e2e import latency, reset, verify, wait_for  # noqa: E402
 from harness import PYTHON, Bench, insert_handoffs_sql  # noqa: E402
+from pairs import figure_json, measure_pairs, print_pair  # noqa: E402
+
+CONCURRENT = [PYTHON, "bench/concurrent_dispatch.py"]
+VARIANTS = (
+    ("product", None, {}),
+    ("one-commit-per-batch", CONCURRENT, {"BENCH_CALLS_IN_FLIGHT": "1"}),
+    ("one-commit-per-batch-20-in-flight", CONCURRENT, {"BENCH_CALLS_IN_FLIGHT": "20"}),
+)
 
 
 def run(bench: Bench, handoffs: int, tag: str, command: list[str] | None, **env: str) -> dict:
@@ -53,33 +63,35 @@ def run(bench: Bench, handoffs: int, tag: str, command: list[str] | None, **env:
     }
 
 
+def paired(bench: Bench, args: argparse.Namespace, what: str, command, env: dict) -> dict:
+    """One variant against the receiver's capacity, in pairs (bench/pairs.py)."""
+    runs: dict[tuple[int, str], dict] = {}
+
+    def capacity(n: int) -> float:
+        runs[(n, "capacity")] = receiver_capacity.measure(
+            bench.receiver_url, bench.env["RECEIVER_SIGNING_SECRET"], clients=4
+        )
+        return runs[(n, "capacity")]["per_second"]
+
+    def lever(n: int) -> float:
+        runs[(n, what)] = run(bench, args.handoffs, f"{what}-{n}", command, **env)
+        return runs[(n, what)]["per_second"]
+
+    figure = measure_pairs(
+        "receiver_capacity_lever", capacity, lever, pairs=args.pairs, on_pair=print_pair
+    )
+    return figure_json(figure, runs, ("capacity", what))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--handoffs", type=int, default=2500)
+    parser.add_argument("--pairs", type=int, default=3)
     args = parser.parse_args()
     bench = Bench("lever", RECEIVER_SUPPORTS_BATCH="0", HANDOFF_CLAIM_BATCH="20").setup()
     bench.start_receiver()
     try:
-        capacity = receiver_capacity.measure(
-            bench.receiver_url, bench.env["RECEIVER_SIGNING_SECRET"], clients=4
-        )
-        rows = [
-            run(bench, args.handoffs, "product", None),
-            run(
-                bench,
-                args.handoffs,
-                "one-commit-per-batch",
-                [PYTHON, "bench/concurrent_dispatch.py"],
-                BENCH_CALLS_IN_FLIGHT="1",
-            ),
-            run(
-                bench,
-                args.handoffs,
-                "one-commit-per-batch-20-in-flight",
-                [PYTHON, "bench/concurrent_dispatch.py"],
-                BENCH_CALLS_IN_FLIGHT="20",
-            ),
-        ]
+        figures = {what: paired(bench, args, what, command, env) for what, command, env in VARIANTS}
         # The other lever, at rates one producer process reaches: delivery attempted after commit by the
         # committing process, against the dispatchers alone (same rate, same dispatchers).
         latencies = [
@@ -89,12 +101,15 @@ def main() -> None:
         ]
     finally:
         bench.stop()
-    print(f"receiver capacity, 4 plain clients: {capacity['per_second']:,.0f} creates/s")
-    for row in rows:
-        ratio = row["per_second"] / capacity["per_second"]
+    for what, figure in figures.items():
+        each = "; ".join(
+            f"{pair[what]['per_second']:,.0f}/s against {pair['capacity']['per_second']:,.0f}/s"
+            for pair in figure["pairs"]
+        )
+        delivered = all(pair[what]["check"] for pair in figure["pairs"])
         print(
-            f"{row['what']:>36}: {row['per_second']:7,.0f} handoffs/s = {ratio:.2f} of capacity; "
-            f"every handoff delivered once: {'ok' if row['check'] else 'FAILED'}"
+            f"{what:>36}: {figure['describe']} of the receiver's capacity (4 plain clients) [{each}]; "
+            f"every handoff delivered once: {'ok' if delivered else 'FAILED'}"
         )
     for row in latencies:
         print(
@@ -102,7 +117,7 @@ def main() -> None:
             f"median {row['median_ms']} ms, p99 {row['p99_ms']} ms"
         )
     print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores at the end")
-    print(json.dumps({"capacity": capacity, "rows": rows, "latency": latencies}))
+    print(json.dumps({"levers": figures, "latency": latencies}))
 
 
 if __name__ == "__main__":
