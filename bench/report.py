@@ -414,6 +414,9 @@ def main() -> None:
         "why every figure is divided by a reference measured in the same run: pgbench `-N` at the same client "
         "count, the receiver's own capacity (signed creates/s from plain clients), or the small-table figure.",
         "",
+        f"Load average (1, 5, 15 min) at the start of the run {os.environ.get('BENCH_LOAD_AT_START', '?')}, "
+        f"at its end {' '.join(f'{x:.2f}' for x in os.getloadavg())}, on {os.cpu_count()} cores.",
+        "",
         "Commands (all started by `make bench`, which runs `bench/run.sh`; databases are named "
         "`<prefix>_*`, the prefix from `BENCH_DB_PREFIX`, default `bench`):",
         "",

@@ -7,6 +7,17 @@
 # Databases are named "${BENCH_DB_PREFIX:-bench}_*" (set BENCH_DB_PREFIX to keep runs on one cluster apart).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# BENCH_ONLY=<name> runs one section (names below) for a quick check, and writes no report: a figure in
+# docs/benchmarks.md comes from a whole run.
+ONLY=${BENCH_ONLY:-}
+names=(e2e console reconcile destinations many_destinations tracing status_events console_operators retention
+  settlement oauth2 levers)
+if [[ -n "$ONLY" && ! " ${names[*]} " =~ " $ONLY " ]]; then
+  echo "BENCH_ONLY=$ONLY: no such section; one of: ${names[*]}" >&2
+  exit 2
+fi
+# The report states the machine's load at both ends of the run (each figure has its own beside it).
+export BENCH_LOAD_AT_START="$(cut -d' ' -f1-3 /proc/loadavg)"
 PY=.venv/bin/python
 # The pages are measured without collectstatic; whitenoise's notice about it is not a figure.
 export PYTHONWARNINGS="ignore::UserWarning"
@@ -36,15 +47,6 @@ commands+=("$SETTLEMENT_COMMAND")
 OAUTH2_COMMAND="$PY bench/oauth2_bench.py --json $out/oauth2.json"
 commands+=("$OAUTH2_COMMAND")
 printf '%s\n' "${commands[@]}" | sed 's/ *$//' > "$out/commands.txt"
-# BENCH_ONLY=<name> runs one section (names below) for a quick check, and writes no report: a figure in
-# docs/benchmarks.md comes from a whole run.
-ONLY=${BENCH_ONLY:-}
-names=(e2e console reconcile destinations many_destinations tracing status_events console_operators retention
-  settlement oauth2 levers)
-if [[ -n "$ONLY" && ! " ${names[*]} " =~ " $ONLY " ]]; then
-  echo "BENCH_ONLY=$ONLY: no such section; one of: ${names[*]}" >&2
-  exit 2
-fi
 section() {  # section <name> <log> <title> <command...>: run it unless BENCH_ONLY names another
   local name=$1 log=$2 title=$3
   shift 3
