@@ -318,7 +318,8 @@ def method_lines() -> list[str]:
         "quiet pairs: the figure is refused.",
         "- A reference that collapsed, below "
         f"{COLLAPSE_FRACTION:g} (`BENCH_COLLAPSE_FRACTION`) of its own idle figure (recorded in "
-        "`var/bench/idle_references.json` by the last run of it with no pair left out) or of the other "
+        "`var/bench/idle_references.json` by the last run of it with no pair left out; remove the file "
+        "to start afresh) or of the other "
         "quiet pairs' median reference, marks the run as broken: the figure reads "
         '"refused, not published" with the reason, and no number.',
         "- A figure with no reference of its own (page times, keys/s, a status event's delay) records the "
