@@ -66,6 +66,44 @@ def _add_carried(family, rows, archived, *, labelled: bool = False):
     return family
 
 
+def _state_families():
+    """The families of `_by_state`: states, steps delivered, failed work, completed cases, needing a person,
+    delivered by reason."""
+    states = GaugeMetricFamily(
+        "handoff_handoffs", "Handoffs by state now.", labels=[*WF_WS, "state"]
+    )
+    completed = CounterMetricFamily(
+        "handoff_completed",
+        "Steps delivered: the task exists at the receiver (its work may be open or failed; completed "
+        "cases are handoff_cases_completed).",
+        labels=WF_WS,
+    )
+    work_failed = GaugeMetricFamily(
+        "handoff_work_failed",
+        "Delivered steps kept now whose work the receiver reports failed.",
+        labels=WF_WS,
+    )
+    cases = GaugeMetricFamily(
+        "handoff_cases_completed",
+        "Cases kept now that are complete: every step of the request delivered and its work reported done.",
+        labels=WF_WS,
+    )
+    person = GaugeMetricFamily(
+        "handoff_needing_person",
+        "Handoffs that need a person: needs attention, uncertain, or with an open finding "
+        "(the rule of the console's header, list filter and health page).",
+        labels=WF_WS,
+    )
+    how = GaugeMetricFamily(
+        "handoff_delivered_by_reason",
+        "Delivered handoffs kept now, by how the outcome became known (reason code: created, "
+        "duplicate_prevented, settled_by_lookup, settled_by_replay, settled_by_hand; empty before codes "
+        "were recorded).",
+        labels=[*WF_WS, "reason_code"],
+    )
+    return states, completed, work_failed, cases, person, how
+
+
 class HandoffCollector(Collector):
     def collect(self):
         now = db_time()  # ages against the stored times' own clock
@@ -86,38 +124,7 @@ class HandoffCollector(Collector):
         yield from self._incidents()
 
     def _by_state(self, handoffs, archived_completed):
-        states = GaugeMetricFamily(
-            "handoff_handoffs", "Handoffs by state now.", labels=[*WF_WS, "state"]
-        )
-        completed = CounterMetricFamily(
-            "handoff_completed",
-            "Steps delivered: the task exists at the receiver (its work may be open or failed; completed "
-            "cases are handoff_cases_completed).",
-            labels=WF_WS,
-        )
-        work_failed = GaugeMetricFamily(
-            "handoff_work_failed",
-            "Delivered steps kept now whose work the receiver reports failed.",
-            labels=WF_WS,
-        )
-        cases = GaugeMetricFamily(
-            "handoff_cases_completed",
-            "Cases kept now that are complete: every step of the request delivered and its work reported done.",
-            labels=WF_WS,
-        )
-        person = GaugeMetricFamily(
-            "handoff_needing_person",
-            "Handoffs that need a person: needs attention, uncertain, or with an open finding "
-            "(the rule of the console's header, list filter and health page).",
-            labels=WF_WS,
-        )
-        how = GaugeMetricFamily(
-            "handoff_delivered_by_reason",
-            "Delivered handoffs kept now, by how the outcome became known (reason code: created, "
-            "duplicate_prevented, settled_by_lookup, settled_by_replay, settled_by_hand; empty before codes "
-            "were recorded).",
-            labels=[*WF_WS, "reason_code"],
-        )
+        states, completed, work_failed, cases, person, how = _state_families()
         per_person: dict[tuple, int] = defaultdict(int)
         per_state: dict[tuple, int] = defaultdict(int)
         per_outcome: dict[tuple, list[int]] = defaultdict(lambda: [0, 0])

@@ -118,9 +118,6 @@ def _apply_settlement(
     )
     if settled.to_state is None and lookup_error and actor is None:
         return locked.state  # nothing learnt, nobody asked: no event
-    changes = settled.changes
-    if settled.to_state == S.DELIVERED:
-        changes = {**changes, "reason_code": delivered_code}
     handoff_transition(
         locked,
         settled.to_state or locked.state,
@@ -128,6 +125,11 @@ def _apply_settlement(
         actor_label=actor_label if actor is None else "",
         action="reconcile" if actor is not None else "",
         reason=f"{settled.reason} (note: {note})" if note else settled.reason,
-        **changes,
+        **_coded(settled.to_state, settled.changes, delivered_code),
     )
     return locked.state
+
+
+def _coded(to_state: str | None, changes: dict, delivered_code: str) -> dict:
+    """A settlement's changes, with the caller's code when it found the handoff delivered."""
+    return {**changes, "reason_code": delivered_code} if to_state == S.DELIVERED else changes
