@@ -2,12 +2,15 @@
 it lasts, never after, and four eyes hold for them (nobody decides what they requested or corrected)."""
 
 from datetime import timedelta
+from io import StringIO
 
 import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
 
 from approvals.errors import ApprovalDenied, InvalidPayload
 from approvals.models import Approval, ApprovalDelegation, RequestState
-from approvals.services import request_approve, request_reject
+from approvals.services import request_approve, request_correct_by_approver, request_reject
 from approvals.services.delegations import delegation_grant, delegation_revoke
 from outbox.clock import db_time
 from tests.console.clients import client_for
@@ -129,3 +132,67 @@ def test_the_approval_page_lets_a_delegate_decide_and_records_their_name(world):
     )
     assert response.status_code in (200, 302)
     assert Approval.objects.get(request=world["request"]).decided_by == dave
+
+
+def test_a_delegate_who_corrected_the_request_cannot_approve_it(world):
+    dave = make_user("dave")
+    _delegate(world, dave)
+    corrected = request_correct_by_approver(
+        workspace_id=7,
+        number=42,
+        revision=1,
+        actor=dave,
+        payload_hash=world["request"].payload_hash,
+        edits={"plan": "enterprise"},
+        reason="the client asked for enterprise",
+    )
+    assert corrected.corrected_by == dave
+    with pytest.raises(ApprovalDenied, match="corrected a request cannot also approve it"):
+        request_approve(
+            workspace_id=7,
+            number=42,
+            revision=corrected.revision,
+            actor=dave,
+            payload_hash=corrected.payload_hash,
+        )
+    assert not Approval.objects.exists()
+
+
+def test_the_delegations_command_grants_lists_and_revokes_and_refuses_unbounded_dates(world):
+    make_user("dave")
+    out = StringIO()
+    with pytest.raises(CommandError, match="ends_at: at most 90 days"):
+        call_command(
+            "delegations",
+            "grant",
+            "alice",
+            "dave",
+            "--from",
+            "2026-01-01",
+            "--until",
+            "2099-01-01",
+            "--reason",
+            "holiday",
+            stdout=out,
+        )
+    assert not ApprovalDelegation.objects.exists()
+    now = db_time()
+    call_command(
+        "delegations",
+        "grant",
+        "alice",
+        "dave",
+        "--from",
+        (now - timedelta(days=1)).isoformat(),
+        "--until",
+        (now + timedelta(days=7)).isoformat(),
+        "--reason",
+        "holiday",
+        stdout=out,
+    )
+    delegation = ApprovalDelegation.objects.get()
+    assert delegation.created_by == world["alice"]
+    call_command("delegations", "list", stdout=out)
+    assert "dave for alice" in out.getvalue()
+    call_command("delegations", "revoke", str(delegation.pk), "--as", "alice", stdout=out)
+    assert ApprovalDelegation.objects.get().revoked_by == world["alice"]
