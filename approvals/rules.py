@@ -76,6 +76,23 @@ def rules_for(workflow: str) -> RuleSet:
         raise LookupError(f"no rules for workflow {workflow!r}") from None
 
 
+def searchable_fields(version: str) -> list[str]:
+    """The top-level fields the schema of a rule version marks `"x-searchable": true`: the console's search
+    finds a case by their values (besides its client name and e-mails, `outbox/search_text.py`)."""
+    stored = RuleVersion.objects.filter(version=version).values_list("schema", flat=True).first()
+    if stored is None:
+        built_in = [r for r in BUILT_IN_RULES.values() if r.version == version]
+        stored = built_in[0].schema if built_in else {}
+    properties = stored.get("properties") if isinstance(stored, dict) else None
+    if not isinstance(properties, dict):
+        return []
+    return sorted(
+        name
+        for name, rule in properties.items()
+        if isinstance(rule, dict) and rule.get("x-searchable") is True
+    )
+
+
 def steps_of(version: str) -> tuple:
     """The steps of the rule version a decision was made under (the built-in versions have none)."""
     stored = RuleVersion.objects.filter(version=version).values_list("steps", flat=True).first()

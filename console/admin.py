@@ -8,7 +8,7 @@ from django_q.models import Failure, OrmQ, Schedule, Success
 
 from approvals.admin import ReadOnlyAdmin
 from approvals.selectors import operators_of, user_by_id
-from console.filters import request_number
+from console.filters import request_number, text_search
 from console.templatetags.evidence import state_badge
 from outbox import services
 from outbox.models import (
@@ -95,7 +95,7 @@ class HandoffAdmin(ReadOnlyAdmin):
         "workflow",
         "rule_version",
     )
-    search_fields = ("action_key", "source_ref", "destination_id")
+    search_fields = ("search_text",)  # read by `get_search_results`, the console's search
     readonly_fields = ("shown_state",)
 
     @admin.display(description="state", ordering="state")
@@ -110,7 +110,10 @@ class HandoffAdmin(ReadOnlyAdmin):
         number = request_number(search_term)
         if number is not None:
             return queryset.filter(source_ref__startswith=f"request {number} "), False
-        return super().get_search_results(request, queryset, search_term)
+        if not search_term.strip():
+            return queryset, False
+        # The console's search: client name, e-mail, the workflow's searchable fields, key, request.
+        return text_search(queryset, search_term), False
 
     show_full_result_count = False  # no COUNT(*) over the whole outbox on every page
     inlines = [AttemptInline]

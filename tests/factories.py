@@ -17,6 +17,7 @@ from delivery.services import payload_hash as receiver_payload_hash
 from outbox.clock import db_now
 from outbox.models import Handoff, HandoffState
 from outbox.payloads import payload_hash
+from outbox.search_text import search_text
 from reconciliation.models import Finding, FindingKind, ReconciliationRun, RunStatus
 
 ONBOARDING_PAYLOAD = {
@@ -116,6 +117,10 @@ class HandoffFactory(factory.django.DjangoModelFactory):
         lambda o: {**ONBOARDING_PAYLOAD, "client_name": f"Client {o.number}"}
     )
     payload_hash = factory.LazyAttribute(lambda o: payload_hash(o.payload))
+    # Found as the product's rows are (`handoff_record` writes it).
+    search_text = factory.LazyAttribute(
+        lambda o: search_text(action_key=o.action_key, source_ref=o.source_ref, payload=o.payload)
+    )
     state = HandoffState.PENDING
     next_attempt_at = factory.LazyAttribute(
         lambda o: db_now() if o.state == HandoffState.PENDING else None

@@ -28,7 +28,7 @@ from approvals.route_requests import (
     route_requests,
     route_requests_hash,
 )
-from approvals.rules import payload_problems, rules_for, steps_of
+from approvals.rules import payload_problems, rules_for, searchable_fields, steps_of
 from approvals.selectors import decider_refusal
 from approvals.services.delegations import require_approver_or_delegate
 from approvals.services.requests import request_move
@@ -224,6 +224,7 @@ def request_approve(
             observe_only=not sends,
             steps=steps_of(approval.rule_version),
             requests=frozen_requests(approval.requests),
+            searchable=searchable_fields(approval.rule_version),
         )
         return traced(handoff)
 

@@ -132,6 +132,10 @@ class Handoff(models.Model):
     # frozen here and sent as it is; None: the route maps none and the payload is the body.
     request = models.JSONField(null=True, blank=True)
     destination = models.CharField(max_length=40, default="receiver")
+    # What the console's and the admin's search find this handoff by (`outbox/search_text.py`): lower-cased
+    # key, request reference and searchable payload values. A trigram index serves it on PostgreSQL
+    # (migration 0024, built there only). Null for a row the release before wrote until the migration fills it.
+    search_text = models.TextField(null=True, blank=True, editable=False)
 
     state = models.CharField(
         max_length=20, choices=HandoffState.choices, default=HandoffState.PENDING

@@ -11,6 +11,7 @@ from outbox.destinations.registry import default_destination_name
 from outbox.errors import ActionKeyExists
 from outbox.models import ArchivedHandoff, Handoff, HandoffEvent, HandoffState
 from outbox.payloads import payload_hash
+from outbox.search_text import search_text
 from outbox.steps import plan_steps, step_payload
 from outbox.wakeups import wake_dispatcher_on_commit
 
@@ -31,6 +32,7 @@ def handoff_record(
     observe_only: bool = False,
     steps: Sequence[dict] = (),
     requests: Mapping[str, dict] | None = None,
+    searchable: Sequence[str] = (),
 ) -> Handoff:
     """Write the outbox row for an approved action. Meant to run inside the caller's transaction.
 
@@ -38,7 +40,9 @@ def handoff_record(
     its own key `<instance>:<step>` and the rest of the plan; each later step is recorded when the one
     before it is delivered (`record_successors`). Each handoff names its destination: its step's (from the
     rule version), else the default destination. `requests`: the requests approved with the decision, by
-    step name: each step's handoff freezes its own (`Handoff.request`), never rendered again."""
+    step name: each step's handoff freezes its own (`Handoff.request`), never rendered again. `searchable`:
+    the payload fields the workflow marks searchable; the whole instance's payload is searched, whatever
+    part of it a step sends (`outbox/search_text.py`)."""
     fields = _first_step(action_key, payload, steps, default_destination_name(), requests or {})
     with transaction.atomic(using=DB):
         handoff = create_handoff(
@@ -50,21 +54,26 @@ def handoff_record(
             owner=owner,
             instance_key=action_key,
             observe_only=observe_only,
+            search_text=search_text(
+                action_key=action_key, source_ref=source_ref, payload=payload, fields=searchable
+            ),
             **fields,
         )
-        HandoffEvent.objects.using(DB).create(
-            handoff=handoff,
-            from_state="",
-            to_state=handoff.state,
-            actor=actor,
-            actor_label=actor.get_username() if actor else "system",
-            reason="observe-only: recorded, not sent"
-            if observe_only
-            else "approved; handoff recorded",
-        )
+        _recorded_event(handoff, actor=actor, observe_only=observe_only)
     if not observe_only:
         wake_dispatcher_on_commit(destination=handoff.destination)
     return handoff
+
+
+def _recorded_event(handoff: Handoff, *, actor, observe_only: bool) -> None:
+    HandoffEvent.objects.using(DB).create(
+        handoff=handoff,
+        from_state="",
+        to_state=handoff.state,
+        actor=actor,
+        actor_label=actor.get_username() if actor else "system",
+        reason="observe-only: recorded, not sent" if observe_only else "approved; handoff recorded",
+    )
 
 
 def _first_step(

@@ -44,6 +44,7 @@ def record_planned(
         compensation_operation=entry.get("compensation", ""),
         compensates_id=entry.get("compensates"),
         plan=rest,
+        search_text=after.search_text,
     )
     HandoffEvent.objects.using(DB).create(
         handoff=planned,

@@ -14,6 +14,7 @@ from django.utils import timezone
 
 from approvals.models import Role
 from outbox.models import Handoff
+from outbox.search_text import search_text
 from tests.builders import record
 from tests.console.clients import client_for
 from tests.factories import make_user, make_workspace
@@ -48,6 +49,11 @@ def _spread(per_workspace: int) -> None:
                     "source_id": n + 1,
                     "action_key": f"onboarding:{ws}:{n + 1}:1",
                     "instance_key": f"onboarding:{ws}:{n + 1}:1",
+                    "search_text": search_text(
+                        action_key=f"onboarding:{ws}:{n + 1}:1",
+                        source_ref=template.source_ref,
+                        payload=template.payload,
+                    ),
                 }
             )
             for n in range(per_workspace)
@@ -98,7 +104,7 @@ def test_a_filter_and_a_chosen_workspace_still_apply_to_the_merged_list(operator
         Handoff.objects.filter(state="needs_attention").values_list("pk", flat=True)
     )
     assert len(attention) == 2
-    [searched] = _listed_pages(client, {"q": "onboarding:8:"})  # the text search, annotated
+    [searched] = _listed_pages(client, {"q": "onboarding:8:"})  # the text search
     assert set(searched) == set(Handoff.objects.filter(workspace_id=8).values_list("pk", flat=True))
     [chosen] = _listed_pages(client, {"workspace": "9"})
     assert set(chosen) == set(Handoff.objects.filter(workspace_id=9).values_list("pk", flat=True))
