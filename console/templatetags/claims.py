@@ -84,9 +84,7 @@ def incident_state(incident) -> str:
 def next_attempt(handoff) -> str:
     """When a handoff in backoff is tried again, as its page writes it, with its claim."""
     moment = handoff.next_attempt_at
-    words = format_html(
-        "next attempt {} (in {})", f"{moment:%Y-%m-%d %H:%M:%S}", timeuntil(moment, db_time())
-    )
+    words = format_html("{} (in {})", f"{moment:%Y-%m-%d %H:%M:%S}", timeuntil(moment, db_time()))
     claim = Claim("handoff.next_attempt_at", handoff_subject(handoff), moment.isoformat())
     return claim_span(words, claim)
 
