@@ -3,7 +3,6 @@ channels and notifications, and security events (`incidents`), replays previewed
 (`replays`)."""
 
 from reconciliation.models.findings import (
-    FINDING_TRANSITIONS,
     Finding,
     FindingEvent,
     FindingKind,
@@ -15,7 +14,6 @@ from reconciliation.models.findings import (
 )
 from reconciliation.models.incidents import (
     CONDITION_KINDS,
-    INCIDENT_TRANSITIONS,
     AlertChannel,
     ChannelKind,
     EscalationPolicy,
@@ -32,6 +30,13 @@ from reconciliation.models.incidents import (
     SecurityEvent,
     SecurityEventKind,
 )
+from reconciliation.models.lifecycle import (
+    LIFECYCLE_TRANSITIONS,
+    AcknowledgedResolved,
+    LifecycleEvent,
+    LifecycleQuerySet,
+    LifecycleState,
+)
 from reconciliation.models.metric_totals import ArchivedTotal
 from reconciliation.models.replays import (
     ACTED_ON,
@@ -44,7 +49,12 @@ from reconciliation.models.replays import (
 )
 
 __all__ = [
+    "AcknowledgedResolved",
     "ArchivedTotal",
+    "LIFECYCLE_TRANSITIONS",
+    "LifecycleEvent",
+    "LifecycleQuerySet",
+    "LifecycleState",
     "ACTED_ON",
     "REPLAY_TRANSITIONS",
     "Replay",
@@ -52,9 +62,7 @@ __all__ = [
     "ReplayOutcome",
     "ReplayState",
     "ReplayVerdict",
-    "FINDING_TRANSITIONS",
     "CONDITION_KINDS",
-    "INCIDENT_TRANSITIONS",
     "AlertChannel",
     "ChannelKind",
     "EscalationPolicy",

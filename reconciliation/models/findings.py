@@ -11,6 +11,7 @@ from django.db import models
 from django.db.models import Q
 
 from outbox.clock import DbClockDateTimeField
+from reconciliation.models import lifecycle
 
 
 class RunStatus(models.TextChoices):
@@ -95,27 +96,17 @@ class FindingKind(models.TextChoices):
     WORK_FAILED = "work_failed", "Work failed at the receiver"
 
 
-class FindingStatus(models.TextChoices):
-    OPEN = "open", "Open"
-    ACKNOWLEDGED = "acknowledged", "Acknowledged"
-    RESOLVED = "resolved", "Resolved"
+# A finding's lifecycle is the one incidents share (`lifecycle.py`); its acknowledgement never lapses.
+FindingStatus = lifecycle.LifecycleState
 
 
-# The moves an operator (or a run) can make on a finding.
-FINDING_TRANSITIONS: dict[str, frozenset[str]] = {
-    FindingStatus.OPEN: frozenset({FindingStatus.ACKNOWLEDGED, FindingStatus.RESOLVED}),
-    FindingStatus.ACKNOWLEDGED: frozenset({FindingStatus.RESOLVED}),
-    FindingStatus.RESOLVED: frozenset(),
-}
+class FindingQuerySet(lifecycle.LifecycleQuerySet):
+    pass
 
 
-class FindingQuerySet(models.QuerySet):
-    def live(self):
-        """Not resolved (open or acknowledged): what the last run still sees, and a person may act on."""
-        return self.exclude(status=FindingStatus.RESOLVED)
+class Finding(lifecycle.AcknowledgedResolved):
+    state_field = "status"
 
-
-class Finding(models.Model):
     kind = models.CharField(max_length=24, choices=FindingKind.choices)
     action_key = models.CharField(max_length=200)
     # Plain ids, not foreign keys: a finding must outlive the rows it is about (an orphan has no
@@ -143,14 +134,6 @@ class Finding(models.Model):
     )
     first_seen_at = DbClockDateTimeField(auto_now_add=True)
     last_seen_at = models.DateTimeField()
-    acknowledged_at = models.DateTimeField(null=True, blank=True)
-    acknowledged_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
-    )
-    resolved_at = models.DateTimeField(null=True, blank=True)
-    resolved_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
-    )
     note = models.TextField(blank=True)
 
     objects = FindingQuerySet.as_manager()
@@ -173,21 +156,8 @@ class Finding(models.Model):
     def __str__(self) -> str:
         return f"{self.kind} {self.action_key} ({self.status})"
 
-    def can_move_to(self, status: str) -> bool:
-        return status in FINDING_TRANSITIONS[self.status]
 
-    # What templates ask of a finding's status (a template never spells a status's name).
-    @property
-    def is_open(self) -> bool:
-        return self.status == FindingStatus.OPEN
-
-    @property
-    def is_live(self) -> bool:
-        """Not resolved: the rule of `FindingQuerySet.live`, for one row."""
-        return self.status != FindingStatus.RESOLVED
-
-
-class FindingEvent(models.Model):
+class FindingEvent(lifecycle.LifecycleEvent):
     """Who did what to a finding, when, and why: operators and runs alike."""
 
     finding = models.ForeignKey(Finding, on_delete=models.CASCADE, related_name="events")
@@ -196,11 +166,6 @@ class FindingEvent(models.Model):
     )
     from_status = models.CharField(max_length=16, blank=True)
     to_status = models.CharField(max_length=16)
-    actor = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
-    )
-    actor_label = models.CharField(max_length=120)
-    note = models.TextField(blank=True)
     at = DbClockDateTimeField(auto_now_add=True)
 
     class Meta:

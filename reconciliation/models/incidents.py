@@ -15,6 +15,8 @@ from django.db import models
 from django.db.models import Q
 from django.db.models.functions import Now
 
+from reconciliation.models import lifecycle
+
 
 class IncidentKind(models.TextChoices):
     DESTINATION = "destination", "Destination paused"
@@ -37,26 +39,13 @@ class IncidentSeverity(models.TextChoices):
     QUEUE = "queue", "Queue with an SLA"
 
 
-class IncidentState(models.TextChoices):
-    OPEN = "open", "Open"
-    ACKNOWLEDGED = "acknowledged", "Acknowledged"
-    RESOLVED = "resolved", "Resolved"
+# An incident's lifecycle is the one findings share (`lifecycle.py`). A resolved incident whose cause comes
+# back is a new incident; an acknowledgement that lapses while the cause holds moves it back to open, and
+# it pages again.
+IncidentState = lifecycle.LifecycleState
 
 
-# Every allowed move of an incident. A resolved incident whose cause comes back is a new incident; an
-# acknowledgement that lapses while the cause holds moves it back to open, and it pages again.
-INCIDENT_TRANSITIONS: dict[str, frozenset[str]] = {
-    IncidentState.OPEN: frozenset({IncidentState.ACKNOWLEDGED, IncidentState.RESOLVED}),
-    IncidentState.ACKNOWLEDGED: frozenset({IncidentState.OPEN, IncidentState.RESOLVED}),
-    IncidentState.RESOLVED: frozenset(),
-}
-
-
-class IncidentQuerySet(models.QuerySet):
-    def live(self):
-        """Not resolved: open or acknowledged."""
-        return self.exclude(state=IncidentState.RESOLVED)
-
+class IncidentQuerySet(lifecycle.LifecycleQuerySet):
     def visible_to(self, workspace_ids, *, include_unscoped: bool = False, owner_id=None):
         """Incidents of these workspaces; for staff also those of no workspace (security events); and
         those `owner_id` owns (the fallback on-call of a workspace without an operator)."""
@@ -68,7 +57,9 @@ class IncidentQuerySet(models.QuerySet):
         return self.filter(condition)
 
 
-class Incident(models.Model):
+class Incident(lifecycle.AcknowledgedResolved):
+    acknowledgement_lapses = True
+
     cause = models.CharField(
         max_length=200, help_text="What groups the members: one live per cause."
     )
@@ -96,14 +87,6 @@ class Incident(models.Model):
     sla_due_at = models.DateTimeField(null=True, blank=True)
     opened_at = models.DateTimeField(db_default=Now())
     last_seen_at = models.DateTimeField(db_default=Now())
-    acknowledged_at = models.DateTimeField(null=True, blank=True)
-    acknowledged_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
-    )
-    resolved_at = models.DateTimeField(null=True, blank=True)
-    resolved_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
-    )
     # Escalation: pages sent so far (1 = the first page), and when the next is due without an
     # acknowledgement (written and compared on the database clock; None: nothing more to send).
     pages_sent = models.PositiveSmallIntegerField(default=0, db_default=0)
@@ -148,22 +131,10 @@ class Incident(models.Model):
     def __str__(self) -> str:
         return f"incident {self.pk}: {self.title} ({self.state})"
 
-    def can_move_to(self, state: str) -> bool:
-        return state in INCIDENT_TRANSITIONS[self.state]
-
     @property
     def dedup_key(self) -> str:
         """The key every notification about this incident carries (PagerDuty's dedup_key)."""
         return f"handoff-incident-{self.pk}"
-
-    # What templates ask of an incident (a template never spells a state's name).
-    @property
-    def is_open(self) -> bool:
-        return self.state == IncidentState.OPEN
-
-    @property
-    def is_live(self) -> bool:
-        return self.state != IncidentState.RESOLVED
 
     @property
     def pages(self) -> bool:
@@ -208,18 +179,13 @@ class IncidentMember(models.Model):
         return self.settled_at is not None
 
 
-class IncidentEvent(models.Model):
+class IncidentEvent(lifecycle.LifecycleEvent):
     """The incident's timeline: opened, paged, escalated, acknowledged, resolved, a notification failed."""
 
     incident = models.ForeignKey(Incident, on_delete=models.CASCADE, related_name="events")
     action = models.CharField(max_length=30)
     from_state = models.CharField(max_length=16, blank=True)
     to_state = models.CharField(max_length=16, blank=True)
-    actor = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
-    )
-    actor_label = models.CharField(max_length=120)
-    note = models.TextField(blank=True)
     at = models.DateTimeField(db_default=Now())
 
     class Meta:

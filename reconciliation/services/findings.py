@@ -236,7 +236,7 @@ def findings_resolve_unseen(
 def finding_move(
     finding: Finding, to_status: str, *, actor, event_note: str, action: str, **changes
 ) -> None:
-    """Move a locked finding along FINDING_TRANSITIONS, with the event saying who and why."""
+    """Move a locked finding along LIFECYCLE_TRANSITIONS, with the event saying who and why."""
     if not finding.can_move_to(to_status):
         raise InvalidFindingTransition(finding.pk, finding.status, to_status)
     from_status = finding.status
