@@ -5,10 +5,8 @@ and the processes are stopped before the databases are flushed.
 """
 
 import contextlib
-import getpass
 import json
 import os
-import shlex
 import shutil
 import signal
 import subprocess
@@ -21,6 +19,7 @@ import httpx
 import pytest
 from django.db import connections
 
+from tests.hosts.postgres_cluster import PostgresServer
 from tests.processes import ROOT, KernelPort, database_url
 
 # How long a process may take to answer after its start: a loaded machine (load 10 and more) needs more
@@ -216,97 +215,29 @@ def processes(transactional_db, tmp_path):
         connections[alias].close()
 
 
-def _postgres_bindir() -> Path:
-    """The newest installed PostgreSQL's binaries (the version is whatever this machine has)."""
-    candidates = [p.parent for p in Path("/usr/lib/postgresql").glob("*/bin/initdb")]
-    if not candidates:
-        pytest.fail("no PostgreSQL server binaries found to start a private server")
-    return max(candidates, key=lambda p: int(p.parent.name) if p.parent.name.isdigit() else 0)
-
-
-class PrivateServer:
-    """A throwaway PostgreSQL server with its own data directory, port and socket directory, so that a test
-    may restart it without touching the cluster that other test runs share."""
+class PrivateServer(PostgresServer):
+    """A throwaway PostgreSQL server with its own data directory and socket directory (tests/hosts/
+    postgres_cluster.py), so that a test may restart it without touching the cluster that other test runs
+    share; started with the two databases, stopped as a crash."""
 
     def __init__(self, root: Path):
-        self.bindir = _postgres_bindir()
-        self.root, self.data, self.sockets = root, root / "data", root / "sockets"
-        # It listens on its own socket directory only (listen_addresses=''): the port is just the socket's name.
-        self.port = 55432
-        # initdb and postgres refuse to run as root: run them as the postgres user then.
-        self.as_root = os.geteuid() == 0
-        self.user = getpass.getuser()
-
-    def _run(self, *args: str) -> None:
-        cmd = [str(self.bindir / args[0]), *args[1:]]
-        if self.as_root:
-            cmd = ["su", "postgres", "-c", shlex.join(cmd)]
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
-        assert done.returncode == 0, f"{args[0]} failed:\n{done.stdout}\n{done.stderr}"
-
-    def _pg_ctl(self, *args: str) -> None:
-        options = f"-p {self.port} -k {self.sockets} -c listen_addresses='' -c fsync=off"
-        self._run(
-            "pg_ctl",
-            "-D",
-            str(self.data),
-            "-l",
-            str(self.root / "server.log"),
-            "-w",
-            "-t",
-            "60",
-            "-o",
-            options,
-            *args,
-        )
+        super().__init__(root=root, port=55432)
 
     def start(self) -> None:
-        self.sockets.mkdir(parents=True)
-        if self.as_root:
-            shutil.chown(self.root, "postgres")
-            shutil.chown(self.sockets, "postgres")
-        self._run("initdb", "-D", str(self.data), "-A", "trust", "-U", "postgres", "--no-sync")
-        self._pg_ctl("start")
-        self.sql(
-            f'CREATE ROLE "{self.user}" SUPERUSER LOGIN' if self.user != "postgres" else "SELECT 1",
-            dbname="postgres",
-            user="postgres",
-        )
+        self.initdb()
+        super().start()
         for name in ("handoff", "handoff_delivery"):
-            self.sql(f'CREATE DATABASE "{name}"', dbname="postgres")
-
-    def url(self, dbname: str) -> str:
-        return f"postgres://{self.user}@:{self.port}/{dbname}?host={self.sockets}"
-
-    def connect(self, dbname: str, user: str | None = None):
-        import psycopg
-
-        return psycopg.connect(
-            host=str(self.sockets),
-            port=self.port,
-            dbname=dbname,
-            user=user or self.user,
-            autocommit=True,
-            connect_timeout=10,
-        )
-
-    def sql(
-        self, statement: str, *, dbname: str, user: str | None = None, params=None
-    ) -> list[tuple]:
-        with self.connect(dbname, user) as conn:
-            cursor = conn.execute(statement, params)
-            return cursor.fetchall() if cursor.description else []
+            self.sql(f'CREATE DATABASE "{name}"')
 
     def restart(self) -> None:
         self._pg_ctl("-m", "fast", "restart")
 
     def resume(self) -> None:
         """Start the stopped server again, its data kept."""
-        self._pg_ctl("start")
+        super().start()
 
     def stop(self) -> None:
-        if (self.data / "postmaster.pid").exists():
-            self._pg_ctl("-m", "immediate", "stop")
+        super().stop("immediate")
 
 
 @pytest.fixture
@@ -317,7 +248,7 @@ def private_postgres():
         server.start()
         yield server
     finally:
-        with contextlib.suppress(AssertionError, subprocess.SubprocessError):
+        with contextlib.suppress(AssertionError, RuntimeError, subprocess.SubprocessError):
             server.stop()
         shutil.rmtree(root, ignore_errors=True)
 
