@@ -160,7 +160,13 @@ def _failed_world():
         world["w7"],
         50,
         world["bob"],
-        payload={**ONBOARDING_PAYLOAD, "client_name": "   ", "notes": "Fabrikam onboarding"},
+        payload={
+            **ONBOARDING_PAYLOAD,
+            "client_name": "   ",
+            # Found by its e-mail: free fields such as notes are searched only where the workflow marks them.
+            "contact_email": "ops@fabrikam.example",
+            "notes": "Fabrikam onboarding",
+        },
     )
     rejected = request_approve(
         workspace_id=7,
