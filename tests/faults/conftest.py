@@ -229,6 +229,12 @@ class PrivateServer(PostgresServer):
         for name in ("handoff", "handoff_delivery"):
             self.sql(f'CREATE DATABASE "{name}"')
 
+    def start_from(self, data: Path) -> None:
+        """Start on a copy of a stopped server's data directory (`cp -a`: the postgres user's files)."""
+        self._own_dirs()
+        subprocess.run(["cp", "-a", str(data), str(self.data)], check=True, timeout=300)
+        super().start()
+
     def restart(self) -> None:
         self._pg_ctl("-m", "fast", "restart")
 
@@ -240,12 +246,59 @@ class PrivateServer(PostgresServer):
         super().stop("immediate")
 
 
+@pytest.fixture(scope="session")
+def _private_templates():
+    """Stopped servers' data directories, each made once a run and copied for every test that asks: `fresh`
+    (the two databases, empty) and `migrated` (both migrated). initdb and the migrations of both databases
+    took a minute a test while the suites ran side by side."""
+    root = Path(tempfile.mkdtemp(prefix="handoff-faults-pg-templates-"))
+    made: dict[str, Path] = {}
+
+    def template(kind: str) -> Path:
+        if kind not in made:
+            server = PrivateServer(root / kind)
+            server.start()
+            if kind == "migrated":
+                env = {
+                    **os.environ,
+                    "DJANGO_SETTINGS_MODULE": "config.test_settings",
+                    "DATABASE_URL": server.url("handoff"),
+                    "DELIVERY_DATABASE_URL": server.url("handoff_delivery"),
+                }
+                for database in ("default", "delivery"):
+                    done = subprocess.run(
+                        [
+                            sys.executable,
+                            "manage.py",
+                            "migrate",
+                            "--no-input",
+                            "--database",
+                            database,
+                        ],
+                        cwd=ROOT,
+                        env=env,
+                        capture_output=True,
+                        text=True,
+                        timeout=600,
+                    )
+                    assert done.returncode == 0, done.stdout + done.stderr
+            server._pg_ctl("-m", "fast", "stop")
+            made[kind] = server.data
+        return made[kind]
+
+    yield template
+    shutil.rmtree(root, ignore_errors=True)
+
+
 @pytest.fixture
-def private_postgres():
+def private_postgres(request, _private_templates):
+    """A private server of the test's own, on a copy of a template: migrated when the test also asks for
+    `private_processes`, else with its two databases empty."""
     root = Path(tempfile.mkdtemp(prefix="handoff-faults-pg-"))
     server = PrivateServer(root)
+    kind = "migrated" if "private_processes" in request.fixturenames else "fresh"
     try:
-        server.start()
+        server.start_from(_private_templates(kind))
         yield server
     finally:
         with contextlib.suppress(AssertionError, RuntimeError, subprocess.SubprocessError):
@@ -255,13 +308,11 @@ def private_postgres():
 
 @pytest.fixture
 def private_processes(private_postgres, tmp_path):
-    """Processes against the private server, its two databases migrated."""
+    """Processes against the private server, its two databases migrated (a copy of the migrated template)."""
     procs = Processes(tmp_path)
     procs.base_env.update(
         DATABASE_URL=private_postgres.url("handoff"),
         DELIVERY_DATABASE_URL=private_postgres.url("handoff_delivery"),
     )
-    procs.manage("migrate", "--no-input")
-    procs.manage("migrate", "--no-input", "--database", "delivery")
     yield procs
     procs.stop_all()
