@@ -89,8 +89,9 @@ test-sqlite: $(STAMP)
 # The PostgreSQL suite in four streams that run side by side, each on databases and a var directory of its
 # own (ports come from the kernel, held by each test: tests/processes.py): the tests that run for a minute
 # or more (marked `long`: large backlogs through real processes, the property test, thousands of rows), the
-# other fault tests of real processes (which wait on them much of the time), the browser and demo tests,
-# and the rest. Together their markers select every test once.
+# other fault tests of real processes (which wait on them much of the time), the browser and demo tests with
+# the hosts tests that are not long (network namespaces: they wait on their processes, and the browser stream
+# had five minutes to spare beside the others), and the rest. Together their markers select every test once.
 test-postgres: test-postgres-long test-postgres-faults test-postgres-browser test-postgres-rest
 
 test-postgres-processes: test-postgres-long test-postgres-faults test-postgres-browser
@@ -103,17 +104,17 @@ test-postgres-long: $(STAMP) postgres pgbouncer faketime nftables
 test-postgres-faults: $(STAMP) postgres pgbouncer faketime nftables
 	@echo "== test suite on PostgreSQL: the other fault tests (real processes) =="
 	DATABASE_URL="postgres:///handoff_faults?host=$(PGHOST)" DELIVERY_DATABASE_URL="postgres:///handoff_faults_delivery?host=$(PGHOST)" \
-		HANDOFF_VAR_DIR=var/test-postgres-faults $(VENV)/bin/pytest --durations=15 -m "faults and not long and not (browser or demo)"
+		HANDOFF_VAR_DIR=var/test-postgres-faults $(VENV)/bin/pytest --durations=15 -m "faults and not long and not (browser or demo or hosts)"
 
-test-postgres-browser: $(STAMP) postgres chromium
-	@echo "== test suite on PostgreSQL: browser and demo tests =="
+test-postgres-browser: $(STAMP) postgres chromium faketime nftables
+	@echo "== test suite on PostgreSQL: browser and demo tests, and the hosts tests that are not long =="
 	DATABASE_URL="postgres:///handoff?host=$(PGHOST)" DELIVERY_DATABASE_URL="postgres:///handoff_delivery?host=$(PGHOST)" \
-		HANDOFF_VAR_DIR=var/test-postgres-browser $(VENV)/bin/pytest --durations=15 -m "browser or demo"
+		HANDOFF_VAR_DIR=var/test-postgres-browser $(VENV)/bin/pytest --durations=15 -m "browser or demo or (hosts and not long)"
 
 test-postgres-rest: $(STAMP) postgres
 	@echo "== test suite on PostgreSQL: everything else =="
 	DATABASE_URL="postgres:///handoff_rest?host=$(PGHOST)" DELIVERY_DATABASE_URL="postgres:///handoff_rest_delivery?host=$(PGHOST)" \
-		HANDOFF_VAR_DIR=var/test-postgres-rest $(VENV)/bin/pytest --durations=15 -m "not (faults or browser or demo or long)"
+		HANDOFF_VAR_DIR=var/test-postgres-rest $(VENV)/bin/pytest --durations=15 -m "not (faults or browser or demo or long or hosts)"
 
 # The README's screenshots, taken by the browser tests in a real Chromium.
 screenshots: $(STAMP) postgres chromium

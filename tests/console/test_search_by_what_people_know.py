@@ -103,10 +103,12 @@ def test_the_admins_search_is_the_consoles(searchable_world):
     assert searchable_world["case"].action_key not in body
 
 
+@pytest.mark.postgres
 def test_on_postgresql_the_search_is_one_condition_the_trigram_index_serves(searchable_world):
     connection = connections[DB]
-    if connection.vendor != "postgresql":
-        pytest.skip("the trigram index is PostgreSQL's")
+    assert connection.vendor == "postgresql", (
+        "the trigram index is PostgreSQL's: run with DATABASE_URL"
+    )
     query = text_search(Handoff.objects.using(DB), "Northwind")
     sql, params = query.query.sql_with_params()
     with transaction.atomic(using=DB), connection.cursor() as cursor:

@@ -10,7 +10,7 @@ import pytest
 
 from tests.faults.invariants import check_invariants
 
-pytestmark = [pytest.mark.postgres, pytest.mark.faults]
+pytestmark = [pytest.mark.postgres, pytest.mark.faults, pytest.mark.hosts]
 DEADLINE = 180.0
 # How long the receiver link stays degraded (2 s of delay, 20 % loss): the minute in a soak.
 DEGRADED_SECONDS = float(os.environ.get("HOSTS_DEGRADED_SECONDS", "20"))

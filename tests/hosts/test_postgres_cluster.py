@@ -11,7 +11,7 @@ from django.conf import settings
 
 from tests.hosts.postgres_cluster import multi_host_url, primary_with_replica
 
-pytestmark = [pytest.mark.postgres, pytest.mark.faults]
+pytestmark = [pytest.mark.postgres, pytest.mark.faults, pytest.mark.hosts]
 
 
 def writable_host(url: str) -> str:

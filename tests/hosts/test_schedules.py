@@ -17,7 +17,7 @@ from tests.hosts.harness import Run
 from tests.hosts.schedules import draw, play, shrink
 from tests.hosts.test_partitions import make_handoffs
 
-pytestmark = [pytest.mark.postgres, pytest.mark.faults, pytest.mark.long]
+pytestmark = [pytest.mark.postgres, pytest.mark.faults, pytest.mark.long, pytest.mark.hosts]
 FIXED_SEEDS = [38]
 SECONDS = float(os.environ.get("HOSTS_SCHEDULE_SECONDS", "30"))
 # Each replay of a shrink is a whole run: a soak's schedule may be shrunk separately, shorter.
