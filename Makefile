@@ -149,7 +149,7 @@ oracle: $(STAMP) postgres
 	echo "== truth oracle: seed $$seed for $$minutes min =="; \
 	DATABASE_URL="postgres:///handoff_oracle?host=$(PGHOST)" DELIVERY_DATABASE_URL="postgres:///handoff_oracle_delivery?host=$(PGHOST)" \
 		HANDOFF_VAR_DIR=var/test-oracle ORACLE_SEED=$$seed ORACLE_SECONDS=$$(( minutes * 60 )) \
-		$(VENV)/bin/pytest -p no:randomly -s tests/oracle/test_fault_run.py
+		$(VENV)/bin/pytest -s tests/oracle/test_fault_run.py
 
 # Faults chosen by a machine between namespaced hosts (tests/hosts/test_schedules.py) for as long as asked: one
 # seed (SEED, a seed a failure printed; a new one when empty) for MINUTES (30 when empty). docs/operations.md,
@@ -160,7 +160,7 @@ soak: $(STAMP) postgres faketime nftables
 	echo "== hosts soak: seed $$seed for $$minutes min =="; \
 	DATABASE_URL="postgres:///handoff_soak?host=$(PGHOST)" DELIVERY_DATABASE_URL="postgres:///handoff_soak_delivery?host=$(PGHOST)" \
 		HANDOFF_VAR_DIR=var/test-soak HOSTS_SEEDS=$$seed HOSTS_SCHEDULE_SECONDS=$$(( minutes * 60 )) \
-		$(VENV)/bin/pytest -s -p no:randomly tests/hosts/test_schedules.py
+		$(VENV)/bin/pytest -s tests/hosts/test_schedules.py
 
 clean:
 	rm -rf $(VENV) var staticfiles test-artifacts

@@ -6,7 +6,7 @@ from django.utils.html import format_html
 from django.utils.timesince import timeuntil
 
 from console.claims import Claim, claim_span, handoff_subject
-from outbox.clock import db_time
+from outbox.page_clock import page_now
 
 register = template.Library()
 
@@ -48,11 +48,12 @@ def destination_state(summary) -> str:
 @register.simple_tag
 def next_probe_at(health) -> str:
     """When a paused destination is probed next, as the screens write it, with its claim: a time already
-    past on the database's clock reads "due now", never as a time gone by (issue 36, item 8)."""
+    past on the database's clock (`page_now`: no query) reads "due now", never as a time gone by (issue 36,
+    item 8)."""
     moment = health.next_probe_at
     if moment is None:
         words = "(no time set)"
-    elif moment <= db_time():
+    elif moment <= page_now():
         words = "(due now)"
     else:
         words = f"at {moment:%H:%M:%S} UTC"
@@ -84,7 +85,7 @@ def incident_state(incident) -> str:
 def next_attempt(handoff) -> str:
     """When a handoff in backoff is tried again, as its page writes it, with its claim."""
     moment = handoff.next_attempt_at
-    words = format_html("{} (in {})", f"{moment:%Y-%m-%d %H:%M:%S}", timeuntil(moment, db_time()))
+    words = format_html("{} (in {})", f"{moment:%Y-%m-%d %H:%M:%S}", timeuntil(moment, page_now()))
     claim = Claim("handoff.next_attempt_at", handoff_subject(handoff), moment.isoformat())
     return claim_span(words, claim)
 
