@@ -91,6 +91,15 @@ class Request(models.Model):
     )
     # Why a request ended without being carried out (cancelled, rejected, superseded): searchable.
     reason_code = models.CharField(max_length=40, blank=True)
+    # Its subject's personal fields were erased on request (`approvals/services/erasure.py`); hash kept.
+    erasure = models.ForeignKey(
+        "outbox.Erasure",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="+",
+        db_index=False,
+    )
     created_at = DbClockDateTimeField(auto_now_add=True)
     updated_at = DbClockDateTimeField(auto_now=True)
 

@@ -13,6 +13,7 @@ from outbox.models.destinations import (
     default_max_concurrency,
     default_max_requests_per_second,
 )
+from outbox.models.erasures import ERASED, Erasure
 from outbox.models.handoffs import Handoff, HandoffQuerySet
 from outbox.models.history import Attempt, HandoffEvent
 from outbox.models.holds import DestinationHold, DestinationHoldQuerySet, HoldKind
@@ -58,6 +59,8 @@ __all__ = [
     "BulkJobState",
     "CompensationState",
     "DatabaseTimeline",
+    "ERASED",
+    "Erasure",
     "DestinationConfig",
     "DestinationEvent",
     "DestinationHealth",

@@ -42,6 +42,16 @@ class ArchivedHandoff(models.Model):
     archived_at = models.DateTimeField(db_default=Now())
     # Every attempt, event and status event, compact: {"attempts": [...], "events": [...], "status_events": [...]}.
     history = models.JSONField(default=dict, blank=True)
+    # Its subject's personal fields were erased on request (before or after it was archived).
+    erasure = models.ForeignKey(
+        "outbox.Erasure",
+        null=True,
+        blank=True,
+        on_delete=models.DO_NOTHING,
+        related_name="+",
+        db_index=False,
+        db_constraint=False,
+    )
 
     class Meta:
         constraints = [

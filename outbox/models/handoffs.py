@@ -191,6 +191,18 @@ class Handoff(models.Model):
         db_index=False,
     )
 
+    # Its subject's personal fields were erased on request (`outbox/services/erasure.py`): key, hashes and
+    # receipt kept. No index and no constraint: nothing looks handoffs up by it, and the table is hot.
+    erasure = models.ForeignKey(
+        "outbox.Erasure",
+        null=True,
+        blank=True,
+        on_delete=models.DO_NOTHING,
+        related_name="+",
+        db_index=False,
+        db_constraint=False,
+    )
+
     created_at = DbClockDateTimeField(auto_now_add=True)
     updated_at = DbClockDateTimeField(auto_now=True)
     delivered_at = models.DateTimeField(null=True, blank=True)
