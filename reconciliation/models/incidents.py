@@ -7,7 +7,8 @@ incident, which pages once and resolves by itself when its cause is gone and eve
 
 A notification is a side effect like a handoff: it has a stable id (the incident and the notification's
 number) that a receiver of alerts sees again on a resend, and it is retried with backoff within a window;
-one that could not be sent stays visible (`NotificationState.FAILED`).
+one that could not be sent stays visible (`NotificationState.FAILED`). It is delivered as a handoff by the
+outbox's engine (`alerts/channel_delivery.py`).
 """
 
 from django.conf import settings
@@ -15,6 +16,7 @@ from django.db import models
 from django.db.models import Q
 from django.db.models.functions import Now
 
+from outbox.models import Handoff, HandoffState
 from reconciliation.models import lifecycle
 
 
@@ -137,6 +139,11 @@ class Incident(lifecycle.AcknowledgedResolved):
         return f"handoff-incident-{self.pk}"
 
     @property
+    def workspace_ids(self) -> list[int]:
+        """Its workspace, as the list the channel and policy reads take; none for a cause of no workspace."""
+        return [] if self.workspace_id is None else [self.workspace_id]
+
+    @property
     def pages(self) -> bool:
         return self.severity == IncidentSeverity.PAGE
 
@@ -233,6 +240,17 @@ class AlertChannel(models.Model):
         return f"{self.kind} channel {self.name}"
 
 
+class EscalationPolicyQuerySet(models.QuerySet):
+    def for_workspaces(self, workspaces: list[int]) -> tuple[int, int]:
+        """(seconds to wait for an acknowledgement, most pages): the strictest policy of the incident's
+        workspaces, else the every-workspace policy row, else the settings."""
+        rows = self.filter(Q(workspace_id__in=workspaces) | Q(workspace_id__isnull=True))
+        policy = rows.order_by("workspace_id", "ack_timeout_seconds").first()
+        if policy is None:
+            return settings.ALERT_ESCALATION_SECONDS, settings.ALERT_ESCALATION_MAX_PAGES
+        return policy.ack_timeout_seconds, policy.max_pages
+
+
 class EscalationPolicy(models.Model):
     """How long a page waits for an acknowledgement before the next level, and how many pages at most."""
 
@@ -240,16 +258,54 @@ class EscalationPolicy(models.Model):
     ack_timeout_seconds = models.PositiveIntegerField(default=900)
     max_pages = models.PositiveSmallIntegerField(default=4)
 
+    objects = EscalationPolicyQuerySet.as_manager()
+
     def __str__(self) -> str:
         return f"escalation policy of workspace {self.workspace_id}"
 
 
 class NotificationState(models.TextChoices):
     PENDING = "pending", "Pending"
+    RETRYING = "retrying", "Retrying (an attempt failed)"
     SENT = "sent", "Sent"
     FAILED = "failed", "Failed (retries exhausted)"
     # A page whose cause had ended by the moment it would have gone out (database clock): never sent.
     WITHDRAWN = "dropped", "Withdrawn: the cause had ended before it went out"
+
+
+# A notification's state, from its handoff's: delivered is sent, a person's (retries exhausted, an unknown
+# outcome nobody could settle) is failed, cancelled is withdrawn (`outbox/services/withdrawals.py`).
+HANDOFF_TO_NOTIFICATION = {
+    HandoffState.DELIVERED: NotificationState.SENT,
+    HandoffState.NEEDS_ATTENTION: NotificationState.FAILED,
+    HandoffState.CANCELLED: NotificationState.WITHDRAWN,
+}
+
+
+class NotificationQuerySet(models.QuerySet):
+    def with_delivery(self):
+        """Annotated `delivery_state` (a NotificationState), `delivery_attempts` and `delivery_error`: read
+        from the notification's handoff, which the outbox's engine delivers (`alerts/channel_delivery.py`);
+        a notification queued before that (no handoff) keeps its own `state`."""
+        handoff = Handoff.objects.filter(pk=models.OuterRef("handoff_id"))
+        return self.annotate(
+            handoff_state=models.Subquery(handoff.values("state")[:1]),
+            delivery_attempts=models.Subquery(handoff.values("attempts")[:1]),
+            delivery_error=models.Subquery(handoff.values("last_error")[:1]),
+            delivery_state=models.Case(
+                models.When(handoff_id__isnull=True, then=models.F("state")),
+                *(
+                    models.When(handoff_state=state, then=models.Value(shown))
+                    for state, shown in HANDOFF_TO_NOTIFICATION.items()
+                ),
+                models.When(delivery_attempts__gt=0, then=models.Value(NotificationState.RETRYING)),
+                default=models.Value(NotificationState.PENDING),
+                output_field=models.CharField(),
+            ),
+        )
+
+    def failed(self):
+        return self.with_delivery().filter(delivery_state=NotificationState.FAILED)
 
 
 class NotificationEvent(models.TextChoices):
@@ -276,6 +332,11 @@ class Notification(models.Model):
     sent_at = models.DateTimeField(null=True, blank=True)
     last_status = models.CharField(max_length=40, blank=True)
     last_error = models.TextField(blank=True)
+    # The handoff that delivers it (`alerts/channel_delivery.py`): its state is the notification's
+    # (`NotificationQuerySet.with_delivery`). None: queued before notifications rode the outbox's engine.
+    handoff_id = models.BigIntegerField(null=True, blank=True)
+
+    objects = NotificationQuerySet.as_manager()
 
     class Meta:
         constraints = [
@@ -294,6 +355,11 @@ class Notification(models.Model):
 
     def __str__(self) -> str:
         return f"notification {self.message_id} to {self.channel_id} ({self.state})"
+
+    @property
+    def delivery_label(self) -> str:
+        """Its state in words: its handoff's where read (`with_delivery`), else its own."""
+        return NotificationState(getattr(self, "delivery_state", self.state)).label
 
 
 class SecurityEventKind(models.TextChoices):
