@@ -37,6 +37,7 @@ from outbox.services.breaker import (
     destination_admit,
     destination_settlement_admission,
 )
+from outbox.services.case_holds import case_holds_expire
 from outbox.services.claims import Claim, claim_resend_blocked, handoff_claim_due
 from outbox.services.leases import (
     attempt_mark_calling,
@@ -359,6 +360,8 @@ def maintain(
     pass (`destination_settlement_admission`). One in an operator's pause or window is not asked; one that
     asked to be left alone (a Retry-After hold) refuses settlement's permit, like any other call's."""
     stats = RunStats(expired_leases=handoff_expire_leases() if expire_leases else 0)
+    if expire_leases:
+        case_holds_expire()  # an operator's hold of one case whose end passed
     for each in _each(destination):
         stats.add(_settle_as_admitted(each, settle_limit))
     return stats

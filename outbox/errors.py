@@ -47,3 +47,7 @@ class AssigneeNotFound(InvalidActionInput):
 
 class CompensationBlocked(OutboxError):
     """The instance cannot be compensated now (a step's outcome is unknown, or it is being compensated)."""
+
+
+class CaseHoldRefused(OutboxError):
+    """A hold or resume of one case that cannot be done as asked (held already, not held, nothing to hold)."""

@@ -6,8 +6,8 @@ build: there the same operation is a plain `AddIndex`. A migration using it sets
 partial unique constraint is a unique index on PostgreSQL: added and removed the same way.
 """
 
-from django.contrib.postgres.operations import AddIndexConcurrently
-from django.db.migrations.operations import AddConstraint, AddIndex, RemoveConstraint
+from django.contrib.postgres.operations import AddIndexConcurrently, RemoveIndexConcurrently
+from django.db.migrations.operations import AddConstraint, AddIndex, RemoveConstraint, RemoveIndex
 
 
 class AddIndexOnline(AddIndexConcurrently):
@@ -22,6 +22,20 @@ class AddIndexOnline(AddIndexConcurrently):
         if schema_editor.connection.vendor == "postgresql":
             return super().database_backwards(app_label, schema_editor, from_state, to_state)
         return AddIndex.database_backwards(self, app_label, schema_editor, from_state, to_state)
+
+
+class RemoveIndexOnline(RemoveIndexConcurrently):
+    """`DROP INDEX CONCURRENTLY` on PostgreSQL, a plain `DROP INDEX` on any other backend."""
+
+    def database_forwards(self, app_label, schema_editor, from_state, to_state):
+        if schema_editor.connection.vendor == "postgresql":
+            return super().database_forwards(app_label, schema_editor, from_state, to_state)
+        return RemoveIndex.database_forwards(self, app_label, schema_editor, from_state, to_state)
+
+    def database_backwards(self, app_label, schema_editor, from_state, to_state):
+        if schema_editor.connection.vendor == "postgresql":
+            return super().database_backwards(app_label, schema_editor, from_state, to_state)
+        return RemoveIndex.database_backwards(self, app_label, schema_editor, from_state, to_state)
 
 
 def _concurrently(sql: str) -> str:

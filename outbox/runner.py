@@ -46,6 +46,7 @@ from outbox.dispatcher import RunStats, default_worker_name, dispatch_batch, mai
 from outbox.held_destinations import Holds, servable_names
 from outbox.models import Handoff
 from outbox.retry import backoff_ceiling
+from outbox.services.case_holds import case_holds_expire
 from outbox.services.leases import handoff_expire_leases
 from outbox.serving import Schedule, Turn
 from outbox.wakeups import WakeListener
@@ -372,6 +373,8 @@ def _supervise(pool: Pool, holds: Holds) -> None:
     served (holding the others), and start the workers they need."""
     if expired := handoff_expire_leases():
         log.info("maintenance: expired %d leases", expired)
+    if resumed := case_holds_expire():
+        log.info("maintenance: %d handoffs resumed, their case's hold ended", resumed)
     problems = destination_problems()
     holds.update(problems)
     for name in pool.schedule.serve(servable_names(problems)):

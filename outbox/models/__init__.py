@@ -1,10 +1,12 @@
 """The outbox's models: one row per approved action to hand off (`handoffs`), its attempts and history
 (`history`), the receiving systems (`destination_configs`), their breakers and limits (`destinations`),
-bulk jobs (`bulk`), a destination's holds (`holds`), and the states with every allowed move (`states`).
+bulk jobs (`bulk`), a destination's holds (`holds`), an operator's hold of one case (`case_holds`), and the
+states with every allowed move (`states`).
 Every model is imported here, so Django and callers find them in `outbox.models`."""
 
 from outbox.models.archive import ArchivedHandoff
 from outbox.models.bulk import BulkJob
+from outbox.models.case_holds import CaseHold, CaseHoldQuerySet
 from outbox.models.destination_configs import DestinationConfig
 from outbox.models.destinations import (
     DestinationEvent,
@@ -57,6 +59,8 @@ __all__ = [
     "AttemptOutcome",
     "BulkJob",
     "BulkJobState",
+    "CaseHold",
+    "CaseHoldQuerySet",
     "CompensationState",
     "DatabaseTimeline",
     "ERASED",

@@ -46,7 +46,12 @@ class HandoffQuerySet(models.QuerySet):
     """The derived rules over handoffs, each defined once. Times are compared on the database clock."""
 
     def due(self):
-        return self.filter(state=S.PENDING, next_attempt_at__lte=db_now())
+        """Pending, its time come, and no operator holds its case (the claim index's condition)."""
+        return self.filter(state=S.PENDING, case_hold__isnull=True, next_attempt_at__lte=db_now())
+
+    def held(self):
+        """Its case is held by an operator (`outbox/models/case_holds.py`)."""
+        return self.filter(case_hold__isnull=False)
 
     def lease_expired(self):
         return self.filter(state=S.IN_FLIGHT, lease_expires_at__lt=db_now())
@@ -203,6 +208,18 @@ class Handoff(models.Model):
         db_constraint=False,
     )
 
+    # The operator's hold of its case while it holds (`outbox/models/case_holds.py`): the claim leaves it out.
+    # Nullable, no constraint: the release before inserts rows without it, and the table is hot.
+    case_hold = models.ForeignKey(
+        "outbox.CaseHold",
+        null=True,
+        blank=True,
+        on_delete=models.DO_NOTHING,
+        related_name="+",
+        db_index=False,
+        db_constraint=False,
+    )
+
     created_at = DbClockDateTimeField(auto_now_add=True)
     updated_at = DbClockDateTimeField(auto_now=True)
     delivered_at = models.DateTimeField(null=True, blank=True)
@@ -219,11 +236,18 @@ class Handoff(models.Model):
         # states they cover, and they stay small however many rows are delivered. A query reaches a partial
         # index only when its WHERE implies the index's condition (`HandoffQuerySet` writes them so).
         indexes = [
-            # The claim (`HandoffQuerySet.due`, per destination): due pending rows, oldest due first.
+            # The claim (`HandoffQuerySet.due`, per destination): due pending rows, oldest due first; a held
+            # case's rows are not in it, so the claim skips them without reading them.
             models.Index(
                 fields=["destination", "next_attempt_at", "id"],
-                name="handoff_claim_idx",
-                condition=models.Q(state=S.PENDING),
+                name="handoff_claim_unheld_idx",
+                condition=models.Q(state=S.PENDING, case_hold__isnull=True),
+            ),
+            # The rows of a held case, found by their hold to resume them.
+            models.Index(
+                fields=["case_hold"],
+                name="handoff_case_hold_idx",
+                condition=models.Q(case_hold__isnull=False),
             ),
             # Expired leases (`HandoffQuerySet.lease_expired`).
             models.Index(
@@ -327,6 +351,11 @@ class Handoff(models.Model):
     @property
     def is_open(self) -> bool:
         return self.state in OPEN_STATES
+
+    @property
+    def is_held(self) -> bool:
+        """An operator holds its case: nothing of it is claimed or sent until resumed."""
+        return self.case_hold_id is not None
 
     # What templates ask of a handoff (a template never spells a state's name).
     @property

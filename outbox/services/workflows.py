@@ -14,6 +14,7 @@ from outbox.models import (
     HandoffEvent,
     HandoffKind,
 )
+from outbox.services.case_holds import hold_of_successor
 from outbox.services.recording import create_handoff
 from outbox.steps import base_payload, step_payload
 from outbox.wakeups import wake_dispatcher_on_commit
@@ -45,6 +46,8 @@ def record_planned(
         compensates_id=entry.get("compensates"),
         plan=rest,
         search_text=after.search_text,
+        # A step recorded while its whole case is held is held with it.
+        case_hold_id=hold_of_successor(after),
     )
     HandoffEvent.objects.using(DB).create(
         handoff=planned,

@@ -100,7 +100,7 @@ def test_the_claim_reads_the_partial_claim_index_not_the_delivered_rows(large_ou
     )
     reads = _reads_of_outbox(sql)
     # The due rows come from the claim index; the UPDATE then finds each claimed row by its key.
-    assert ("Index Scan", "handoff_claim_idx") in reads, reads
+    assert ("Index Scan", "handoff_claim_unheld_idx") in reads, reads
     assert all(kind != "Seq Scan" for kind, _index in reads), reads
 
 

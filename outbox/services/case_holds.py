@@ -1,0 +1,140 @@
+"""An operator holds one case and resumes it: one handoff, or one workflow instance with every step of it
+(`outbox/models/case_holds.py`). Holding marks the case's open rows with the hold, so the claim leaves them
+out; a step recorded while it holds carries it too (`record_planned`). Keys, payloads, approvals and states
+are not touched: resuming lifts the mark and the dispatcher goes on where it stopped, a delivered step never
+sent again, a failed one with its own key. Every row held or resumed gets an event (who, why), in the same
+transaction."""
+
+from datetime import datetime
+
+from django.db import transaction
+
+from lib.databases import DB
+from outbox.clock import db_now, db_time
+from outbox.errors import CaseHoldRefused, HandoffNotFound, InvalidActionInput, ReasonRequired
+from outbox.models import OPEN_STATES, CaseHold, Handoff, HandoffEvent
+from outbox.wakeups import wake_dispatcher_on_commit
+
+SWEEP = "case hold sweep"
+
+
+def _label(actor) -> str:
+    return actor.get_username() if actor else SWEEP
+
+
+def _handoff(handoff_id: int) -> Handoff:
+    handoff = Handoff.objects.using(DB).filter(pk=handoff_id).first()
+    if handoff is None:
+        raise HandoffNotFound(handoff_id)
+    return handoff
+
+
+def _case_rows(handoff: Handoff, whole_case: bool):
+    """The case's rows, locked in id order (as `instance_compensate` locks them): an outcome recording a
+    step delivered holds its row, so the rows read after this lock include the step it recorded."""
+    rows = Handoff.objects.using(DB).filter(pk=handoff.pk)
+    if whole_case and handoff.instance_key:
+        rows = Handoff.objects.using(DB).filter(instance_key=handoff.instance_key)
+    list(rows.select_for_update(no_key=True).order_by("pk").values_list("pk", flat=True))
+    return rows
+
+
+def _events(handoffs: list[Handoff], *, actor, action: str, reason: str) -> None:
+    HandoffEvent.objects.using(DB).bulk_create(
+        HandoffEvent(
+            handoff_id=h.pk,
+            from_state=h.state,
+            to_state=h.state,
+            actor=actor,
+            actor_label=_label(actor),
+            action=action,
+            reason=reason,
+        )
+        for h in handoffs
+    )
+
+
+def case_hold(
+    *, handoff_id: int, actor, reason: str, until: datetime | None = None, whole_case: bool
+) -> CaseHold:
+    """Hold the handoff (or, `whole_case`, its workflow instance) with a reason, until `until` or until
+    resumed. Refused when its case is held already or nothing of it is left to send."""
+    reason = reason.strip()
+    if not reason:
+        raise ReasonRequired("a reason is required to hold a case")
+    if until is not None and until <= db_time():
+        raise InvalidActionInput("until: the end of a hold must be later than now")
+    with transaction.atomic(using=DB):
+        handoff = _handoff(handoff_id)
+        rows = _case_rows(handoff, whole_case)
+        if rows.held().exists():
+            raise CaseHoldRefused(f"{handoff.action_key}: its case is held already")
+        open_rows = list(rows.filter(state__in=OPEN_STATES).order_by("pk"))
+        if not open_rows:
+            raise CaseHoldRefused(
+                f"{handoff.action_key}: nothing of this case is left to send, so there is nothing to hold"
+            )
+        hold = CaseHold.objects.using(DB).create(
+            workspace_id=handoff.workspace_id,
+            instance_key=handoff.instance_key if whole_case else "",
+            handoff_id=handoff.pk,
+            action_key=handoff.action_key,
+            reason=reason,
+            ends_at=until,
+            set_by=_label(actor),
+        )
+        Handoff.objects.using(DB).filter(pk__in=[h.pk for h in open_rows]).update(
+            case_hold=hold, updated_at=db_now()
+        )
+        until_words = f" until {until:%Y-%m-%d %H:%M} UTC" if until else " until resumed"
+        _events(open_rows, actor=actor, action="hold", reason=f"held{until_words}: {reason}")
+    return hold
+
+
+def case_resume(*, handoff_id: int, actor, reason: str = "") -> CaseHold:
+    """End the hold that covers the handoff: its rows go back to the dispatcher as they are."""
+    with transaction.atomic(using=DB):
+        handoff = _handoff(handoff_id)
+        hold = (
+            CaseHold.objects.using(DB)
+            .select_for_update()
+            .filter(pk=handoff.case_hold_id, ended_at__isnull=True)
+            .first()
+        )
+        if hold is None:
+            raise CaseHoldRefused(f"{handoff.action_key} is not held")
+        _end(hold, actor=actor, reason=reason.strip() or "resumed")
+    return hold
+
+
+def _end(hold: CaseHold, *, actor, reason: str) -> int:
+    """Lift the hold from its rows (locked in id order) and close it; its rows' events say why."""
+    rows = Handoff.objects.using(DB).filter(case_hold_id=hold.pk)
+    held = list(rows.select_for_update(no_key=True).order_by("pk"))
+    rows.update(case_hold=None, updated_at=db_now())
+    hold.ended_at, hold.ended_by, hold.end_reason = db_time(), _label(actor), reason
+    hold.save(using=DB, update_fields=["ended_at", "ended_by", "end_reason"])
+    _events(held, actor=actor, action="resume", reason=f"resumed: {reason}")
+    for destination in {h.destination for h in held}:
+        wake_dispatcher_on_commit(destination=destination)
+    return len(held)
+
+
+def hold_of_successor(after: Handoff) -> int | None:
+    """The hold a step recorded after `after` carries: the hold of a whole case that covers `after`."""
+    if after.case_hold_id is None:
+        return None
+    live = CaseHold.objects.using(DB).live().exclude(instance_key="")
+    return live.filter(pk=after.case_hold_id).values_list("pk", flat=True).first()
+
+
+def case_holds_expire() -> int:
+    """End every live hold whose end has passed (database clock); how many rows went back to the dispatcher."""
+    resumed = 0
+    for pk in CaseHold.objects.using(DB).past_their_end().values_list("pk", flat=True):
+        with transaction.atomic(using=DB):
+            hold = CaseHold.objects.using(DB).select_for_update().filter(pk=pk).first()
+            if hold is None or hold.ended_at is not None:
+                continue
+            resumed += _end(hold, actor=None, reason="its end passed")
+    return resumed

@@ -1,0 +1,137 @@
+"""An operator holds one case (issue 39, "Hold one case"): nothing of it is claimed while held, its key and
+approval untouched, who and why recorded; a step recorded while its whole case is held is held too; resumed,
+the dispatcher goes on where it stopped, a delivered step never sent again. Both backends."""
+
+from datetime import timedelta
+
+import pytest
+
+from approvals.services import request_approve
+from outbox.clock import db_now_plus, db_time
+from outbox.destinations import InProcessDestination
+from outbox.dispatcher import sweep
+from outbox.errors import CaseHoldRefused, InvalidActionInput, ReasonRequired
+from outbox.failures import DeliveryResult
+from outbox.models import CaseHold, Handoff, HandoffEvent, HandoffState
+from outbox.services.case_holds import case_hold, case_holds_expire, case_resume
+from outbox.services.claims import handoff_claim_due
+from outbox.services.outcomes import handoff_record_outcomes
+from tests.builders import record
+from tests.factories import make_request, onboarding_world, three_step_onboarding_world
+
+pytestmark = pytest.mark.django_db(databases=["default", "delivery"])
+S = HandoffState
+INSTANCE = "onboarding:7:43:1"
+CREATE, PROVISION, WELCOME = (
+    f"{INSTANCE}:{step}" for step in ("create_client", "provision_account", "send_welcome_pack")
+)
+
+
+@pytest.fixture
+def world():
+    return onboarding_world()
+
+
+def _claimed_keys() -> set[str]:
+    return {claim.action_key for claim in handoff_claim_due(worker="w1", limit=50)}
+
+
+def test_a_held_handoff_is_not_claimed_while_the_others_are(world):
+    held, other = record(501), record(502)
+    hold = case_hold(
+        handoff_id=held.pk, actor=world["olga"], reason="calling ACME", whole_case=False
+    )
+
+    assert _claimed_keys() == {other.action_key}
+    row = Handoff.objects.get(pk=held.pk)
+    assert (row.state, row.action_key, row.payload_hash) == (
+        S.PENDING,
+        held.action_key,
+        held.payload_hash,
+    )
+    assert row.case_hold_id == hold.pk and row.attempts == 0
+    event = HandoffEvent.objects.filter(handoff=held, action="hold").get()
+    assert (event.actor, event.reason) == (
+        world["olga"],
+        "held until resumed: calling ACME",
+    )
+
+    case_resume(handoff_id=held.pk, actor=world["olga"], reason="ACME called back")
+    assert _claimed_keys() == {held.action_key}
+    hold.refresh_from_db()
+    assert hold.ended_by == "olga" and hold.end_reason == "ACME called back"
+    assert HandoffEvent.objects.filter(handoff=held, action="resume").get().actor == world["olga"]
+
+
+def test_a_hold_needs_a_reason_a_future_end_and_something_left_to_send(world):
+    olga, handoff = world["olga"], record(503)
+    with pytest.raises(ReasonRequired):
+        case_hold(handoff_id=handoff.pk, actor=olga, reason=" ", whole_case=False)
+    with pytest.raises(InvalidActionInput, match="until"):
+        case_hold(handoff_id=handoff.pk, actor=olga, reason="x", until=db_time(), whole_case=False)
+    case_hold(handoff_id=handoff.pk, actor=olga, reason="x", whole_case=False)
+    with pytest.raises(CaseHoldRefused, match="held already"):
+        case_hold(handoff_id=handoff.pk, actor=olga, reason="again", whole_case=False)
+    case_resume(handoff_id=handoff.pk, actor=olga)
+    with pytest.raises(CaseHoldRefused, match="not held"):
+        case_resume(handoff_id=handoff.pk, actor=olga)
+    Handoff.objects.filter(pk=handoff.pk).update(state=S.DELIVERED)
+    with pytest.raises(CaseHoldRefused, match="nothing of this case"):
+        case_hold(handoff_id=handoff.pk, actor=olga, reason="late", whole_case=False)
+    assert CaseHold.objects.count() == 1
+
+
+def test_a_step_recorded_while_its_case_is_held_is_held_and_resume_sends_only_the_rest():
+    world = three_step_onboarding_world()
+    request = make_request(world["w7"], 43, world["bob"])
+    request_approve(
+        workspace_id=7,
+        number=43,
+        revision=1,
+        actor=world["alice"],
+        payload_hash=request.payload_hash,
+    )
+    [claim] = handoff_claim_due(worker="w1")
+    assert claim.action_key == CREATE
+    # Held while its first step is in flight: the call under way finishes, the next step waits.
+    case_hold(
+        handoff_id=claim.handoff_id,
+        actor=world["olga"],
+        reason="contract in review",
+        whole_case=True,
+    )
+    handoff_record_outcomes(
+        outcomes=[(claim, DeliveryResult.ok(task_id="t-1", created=True))],
+        destination=InProcessDestination(),
+    )
+    provision = Handoff.objects.get(action_key=PROVISION)
+    assert provision.state == S.PENDING and provision.is_held
+    sweep(destination=InProcessDestination())
+    assert Handoff.objects.get(action_key=PROVISION).attempts == 0
+
+    case_resume(handoff_id=provision.pk, actor=world["olga"], reason="contract signed")
+    sweep(destination=InProcessDestination())
+    states = dict(Handoff.objects.filter(instance_key=INSTANCE).values_list("action_key", "state"))
+    assert states == {CREATE: S.DELIVERED, PROVISION: S.DELIVERED, WELCOME: S.DELIVERED}
+    # The delivered first step was never sent again; each later step sent once, under its own key.
+    attempts = dict(
+        Handoff.objects.filter(instance_key=INSTANCE).values_list("action_key", "attempts")
+    )
+    assert attempts == {CREATE: 1, PROVISION: 1, WELCOME: 1}
+
+
+def test_a_hold_ends_by_itself_when_its_end_passes(world):
+    handoff = record(504)
+    hold = case_hold(
+        handoff_id=handoff.pk,
+        actor=world["olga"],
+        reason="until the customer's cut-over",
+        until=db_time() + timedelta(hours=1),
+        whole_case=False,
+    )
+    assert case_holds_expire() == 0 and _claimed_keys() == set()
+    CaseHold.objects.filter(pk=hold.pk).update(ends_at=db_now_plus(-1))
+    assert case_holds_expire() == 1
+    assert _claimed_keys() == {handoff.action_key}
+    hold.refresh_from_db()
+    assert hold.ended_by == "case hold sweep" and hold.end_reason == "its end passed"
