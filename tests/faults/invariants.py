@@ -8,7 +8,14 @@ databases share one checker:
 - nothing unsettled: no handoff pending, in flight or uncertain (needs attention is allowed only when asked);
 - every event path legal: each event's move is in HANDOFF_TRANSITIONS and starts where the one before ended,
   and a handoff reaches delivered once;
-- no attempt left in progress.
+- no attempt left in progress;
+- no incident left open for a healed cause (`incidents_open_for_healed_causes`, after the product's own alert
+  sweep has had its chance: a caller waits on it with a deadline).
+
+Destinations other than the bundled receiver (a ledger, an SMTP server) are checked the same way: their
+effects per key are handed in (`effects`), and a destination that cannot be asked about a key (`smtp`) may
+hand a call whose outcome is unknown to a person (`persons_may_take`): allowed only for a call that had
+begun.
 """
 
 from dataclasses import dataclass, field
@@ -29,6 +36,7 @@ class Findings:
     wrong_task: list[str] = field(default_factory=list)
     attempts_in_progress: int = 0
     attention: list[str] = field(default_factory=list)
+    to_person_unstarted: list[str] = field(default_factory=list)
 
     def broken(self, *, attention_allowed: bool = False) -> dict:
         """The guarantees broken, by name (empty when all hold)."""
@@ -40,6 +48,7 @@ class Findings:
             "delivered twice": self.delivered_twice,
             "delivered naming another task": self.wrong_task,
             "attempts in progress": self.attempts_in_progress,
+            "handed to a person though its call had not begun": self.to_person_unstarted,
         }
         if not attention_allowed:
             found["needs attention"] = self.attention
@@ -50,18 +59,28 @@ def _rows(conn, sql: str, params=()) -> list[tuple]:
     return list(conn.execute(sql, params).fetchall())
 
 
-def check_invariants(outbox, receiver, keys: list[str]) -> Findings:
-    """What of the guarantees above is broken for the handoffs of `keys` (their receiver tasks included)."""
+def check_invariants(
+    outbox,
+    receiver,
+    keys: list[str],
+    *,
+    effects: dict[str, list[str]] | None = None,
+    persons_may_take: frozenset[str] = frozenset(),
+) -> Findings:
+    """What of the guarantees above is broken for the handoffs of `keys` (their receiver tasks included).
+    `effects`: per key, the ids other destinations hold for it; `persons_may_take`: destinations whose
+    unknown outcomes go to a person."""
     found = Findings()
     handoffs = {
-        key: (state, destination_id)
-        for key, state, destination_id in _rows(
+        key: (state, destination_id, destination)
+        for key, state, destination_id, destination in _rows(
             outbox,
-            "SELECT action_key, state, destination_id FROM outbox_handoff WHERE action_key = ANY(%s)",
+            "SELECT action_key, state, destination_id, destination FROM outbox_handoff "
+            "WHERE action_key = ANY(%s)",
             (keys,),
         )
     }
-    tasks: dict[str, list[str]] = {}
+    tasks: dict[str, list[str]] = {key: list(ids) for key, ids in (effects or {}).items()}
     for key, task_id in _rows(
         receiver,
         "SELECT action_key, task_id::text FROM delivery_receivertask WHERE action_key = ANY(%s)",
@@ -69,18 +88,33 @@ def check_invariants(outbox, receiver, keys: list[str]) -> Findings:
     ):
         tasks.setdefault(key, []).append(task_id)
     for key in keys:
-        state, destination_id = handoffs.get(key, (None, None))
+        state, destination_id, destination = handoffs.get(key, (None, None, None))
         if state is None or (state == S.DELIVERED and key not in tasks):
             found.lost.append(key)
         if len(tasks.get(key, [])) > 1:
             found.duplicated.append(key)
         if state in UNSETTLED:
             found.unsettled.append((key, state))
-        if state == S.NEEDS_ATTENTION:
+        if state == S.NEEDS_ATTENTION and destination not in persons_may_take:
             found.attention.append(key)
         if state == S.DELIVERED and key in tasks and destination_id not in tasks[key]:
             found.wrong_task.append(key)
     _check_paths(outbox, keys, found)
+    persons = [
+        k
+        for k, (state, _, dest) in handoffs.items()
+        if state == S.NEEDS_ATTENTION and dest in persons_may_take
+    ]
+    started = {
+        key
+        for (key,) in _rows(
+            outbox,
+            "SELECT DISTINCT h.action_key FROM outbox_attempt a JOIN outbox_handoff h ON h.id = a.handoff_id "
+            "WHERE h.action_key = ANY(%s) AND a.outcome = 'abandoned' AND a.call_started",
+            (persons,),
+        )
+    }
+    found.to_person_unstarted = [key for key in persons if key not in started]
     found.attempts_in_progress = _rows(
         outbox,
         "SELECT count(*) FROM outbox_attempt a JOIN outbox_handoff h ON h.id = a.handoff_id "
@@ -111,3 +145,18 @@ def _check_paths(outbox, keys: list[str], found: Findings) -> None:
         if to_state == S.DELIVERED:
             delivered[key] = delivered.get(key, 0) + 1
     found.delivered_twice = [key for key, n in delivered.items() if n > 1]
+
+
+def incidents_open_for_healed_causes(outbox) -> list[tuple]:
+    """Live incidents (open or acknowledged) none of whose members is a handoff a person must settle: once
+    every fault has healed and the handoffs have settled, each of these should have resolved by itself
+    (`reconciliation/alerts/incidents.py`: a condition when it ends, any other once its cause is not seen
+    and every member is settled). (id, kind, cause) each."""
+    return _rows(
+        outbox,
+        "SELECT i.id, i.kind, i.cause FROM reconciliation_incident i WHERE i.state IN ('open', "
+        "'acknowledged') AND NOT EXISTS (SELECT 1 FROM reconciliation_incidentmember m JOIN "
+        "outbox_handoff h ON h.id = m.handoff_id WHERE m.incident_id = i.id AND h.state = %s) "
+        "ORDER BY i.id",
+        (S.NEEDS_ATTENTION,),
+    )

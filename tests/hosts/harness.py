@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 from tests.hosts.network import Network
+from tests.hosts.pooler import Pooler
 from tests.hosts.postgres_cluster import PostgresServer
 from tests.processes import ROOT
 
@@ -50,7 +51,8 @@ class HostsCluster:
             raise
 
     def _start(self) -> None:
-        for name in ("db", "receiver", "d1", "d2", "d3"):
+        # Appended in this order: a host's address is its place in the list.
+        for name in ("db", "receiver", "d1", "d2", "d3", "ledger", "mail", "web", "desk", "pooler"):
             self.network.add_host(name)
         db = self.network["db"]
         self.server = PostgresServer(
@@ -93,21 +95,36 @@ class Run:
         for alias, name in self.names.items():
             self.server.sql(f'CREATE DATABASE "{name}" TEMPLATE "{TEMPLATES[alias]}"')
         self.procs: dict[str, subprocess.Popen] = {}
+        self.pooled: set[str] = set()  # hosts whose processes reach PostgreSQL through the pooler
+        self.pooler: Pooler | None = None
         self.killed: list[subprocess.Popen] = []
         self.clock_files: dict[str, Path] = {}
+        self.extra_env: dict[str, str] = {}  # for every process (a destination's token)
         self.receiver_url = (
             f"http://{self.network['receiver'].address}:{RECEIVER_PORT}/delivery/api"
         )
 
     # Where things are.
 
-    def tcp_url(self, alias: str) -> str:
+    def tcp_url(self, alias: str, *, pooled: bool = False) -> str:
         db = self.network["db"]
-        return (
-            f"postgres://{self.server.user}@{db.address}:{DB_PORT}/{self.names[alias]}"
-            f"?connect_timeout=3&keepalives=1&keepalives_idle=5&keepalives_interval=2"
+        options = (
+            "connect_timeout=3&keepalives=1&keepalives_idle=5&keepalives_interval=2"
             f"&keepalives_count=3&tcp_user_timeout={TCP_USER_TIMEOUT_MS}"
         )
+        if pooled:
+            return self.pooler.url(self.names[alias], options)
+        return f"postgres://{self.server.user}@{db.address}:{DB_PORT}/{self.names[alias]}?{options}"
+
+    def start_pooler(self, *hosts: str) -> None:
+        """PgBouncer on the pooler host (tests/hosts/pooler.py); `hosts`' dispatchers go through it."""
+        self.pooler = Pooler(
+            # Under the cluster's root, which the postgres user (as whom it runs) may enter.
+            self.network, self.cluster.root / f"pooler-{self.names['default']}", user=self.server.user,
+            target=(self.network["db"].address, DB_PORT),
+        )  # fmt: skip
+        self.pooler.start()
+        self.pooled.update(hosts)
 
     def socket_url(self, alias: str) -> str:
         return self.server.url(self.names[alias])
@@ -125,6 +142,7 @@ class Run:
             "HANDOFF_WAKE_ON_COMMIT": "0",
             "PYTHONUNBUFFERED": "1",
             "DJANGO_ALLOWED_HOSTS": f"127.0.0.1,localhost,{self.network['receiver'].address}",
+            **self.extra_env,
         }
 
     # Processes.
@@ -192,6 +210,12 @@ class Run:
             "HANDOFF_BREAKER_PROBE_BASE": "0.2",
             "HANDOFF_BREAKER_PROBE_CAP": "2",
         }
+        if host in self.pooled:
+            env.update(
+                DATABASE_URL=self.tcp_url("default", pooled=True),
+                DELIVERY_DATABASE_URL=self.tcp_url("delivery", pooled=True),
+                DATABASE_TRANSACTION_POOLER="1",
+            )
         if host in self.clock_files:
             env.update(
                 LD_PRELOAD=faketime_library(),
@@ -279,6 +303,8 @@ class Run:
 
     def close(self) -> None:
         self.stop_all()
+        if self.pooler is not None:
+            self.pooler.stop()
         self.network.heal()
         self.network.relays.pop("receiver", None)
         for name in self.names.values():

@@ -3,19 +3,27 @@ against dispatchers at work, and shrunk to the shortest schedule that still fail
 
 `draw(seed, seconds)` draws the schedule: partitions (a dispatcher from PostgreSQL, a dispatcher from the
 receiver), answers lost one way, loss and delay on the receiver link, SIGKILL and SIGSTOP of a dispatcher,
-PostgreSQL restarts (fast and immediate), backends terminated; the receiver
-also fails a seeded share of calls (lost answers, slow answers, 5xx, 429). `play(run, schedule)` plays it while
-handoffs arrive in waves, heals everything, waits for the handoffs to settle and returns what the shared
-checker (tests/faults/invariants.py) found broken, with the time to settle after the heal.
+PostgreSQL restarts (fast and immediate), backends terminated, a restart of the pooler (PgBouncer, which d3
+goes through), the accounts API refusing every call (401: its token changed, then restored), and a clock jump
+on a dispatcher host; the receiver also fails a seeded share of calls (lost answers, slow answers, 5xx, 429,
+401, and lying receipts: a 200 whose body is not the receipt of the task it made). `play(run, schedule)`
+plays it while people approve requests through the web app (tests/hosts/three_hosts.py: each approval's three
+steps go to three destinations, each a host of its own), heals everything, waits for the handoffs to settle
+and returns what the shared checker (tests/faults/invariants.py) found broken, with the time to settle after
+the heal; then waits for every incident of a healed cause to resolve by the product's own alert sweep.
 `shrink(schedule, fails)` removes faults one at a time while the schedule still fails.
 """
 
 import random
 import signal
+import sys
+import threading
 import time
 from dataclasses import dataclass
 
-from tests.faults.invariants import check_invariants
+from tests.acceptance.three_destinations import ACCOUNTS_TOKEN
+from tests.faults.invariants import check_invariants, incidents_open_for_healed_causes
+from tests.hosts.three_hosts import MAIL, ThreeHosts
 
 DISPATCHERS = ("d1", "d2", "d3")
 KINDS = (
@@ -29,16 +37,33 @@ KINDS = (
     "pg_restart",
     "pg_crash",
     "terminate_backends",
+    "pooler_restart",
+    "accounts_401",
+    "clock_jump",
 )
-# Clock jumps are not drawn: libfaketime 0.9.10 (Debian 12) fakes CLOCK_MONOTONIC as the wall clock, so a
-# dispatcher under it waits forever in threading.Event.wait (glibc's sem_clockwait is not intercepted),
-# and with FAKETIME_DONT_FAKE_MONOTONIC time.sleep fails (EINVAL). A dispatcher that idles once then stops
-# claiming: a fault of the harness, not of the product. test_partitions.py's clock jump keeps its
-# dispatcher busy instead.
-RECEIVER_FAULT_KINDS = ["drop_after_commit", "slow", "http_500", "http_503", "http_429"]
+# The dispatcher host behind the pooler.
+POOLED = ("d3",)
+# A clock jump under libfaketime 0.9.10 (Debian 12): it fakes CLOCK_MONOTONIC as the wall clock, so a
+# dispatcher under it that waits idle (threading.Event.wait: glibc's sem_clockwait is not intercepted) never
+# wakes, and with FAKETIME_DONT_FAKE_MONOTONIC time.sleep fails (EINVAL). So the jumped host's dispatcher is
+# one started under libfaketime at the fault's start (on the true time), its clock jumps halfway through the
+# fault, and at the fault's end it is killed (SIGKILL: a stalled one answers no SIGTERM) and replaced by one
+# on the true clock: while the fault lasts it may stall when idle, which the schedule counts as a stop.
+CLOCK_JUMPS = (-300, -60, 60, 300)
+RECEIVER_FAULT_KINDS = [
+    "drop_after_commit",
+    "slow",
+    "http_500",
+    "http_503",
+    "http_429",
+    "http_401",
+    "malformed",
+]
 SETTLE_DEADLINE = 240.0
-WAVE_EVERY = 4.0
-WAVE_SIZE = 15
+# The alert sweep's security window is a minute in these runs: an incident of refused signatures (a clock
+# jump) resolves a minute after the last one.
+INCIDENTS_DEADLINE = 180.0
+ALERT_SWEEP_EVERY = "2"
 
 
 @dataclass(frozen=True)
@@ -66,6 +91,7 @@ def draw(seed: int, seconds: float) -> list[Fault]:
         amount = {
             "loss": rng.choice([5, 20, 50]),
             "delay": rng.choice([5, 20, 40]),
+            "clock_jump": rng.choice(CLOCK_JUMPS),
         }.get(kind, 0)
         faults.append(
             Fault(kind, round(start, 1), round(duration, 1), rng.choice(DISPATCHERS), amount)
@@ -84,15 +110,25 @@ def receiver_faults(seed: int) -> str:
 class Player:
     """Applies and heals the faults of a schedule on a run."""
 
-    def __init__(self, run):
-        self.run, self.net, self.restarts = run, run.network, 0
+    def __init__(self, run, three):
+        self.run, self.net, self.three, self.restarts = run, run.network, three, 0
         self.workers = {host: host for host in DISPATCHERS}
+        self.timers: list[threading.Timer] = []
+
+    def _replace(self, host: str) -> None:
+        """Kill the host's dispatcher and start another on it (a new worker name)."""
+        self.run.kill(self.workers[host])
+        self.restarts += 1
+        self.workers[host] = f"{host}-r{self.restarts}"
+        self.run.start_dispatcher(host, self.workers[host])
 
     def begin(self, fault: Fault) -> None:
         worker = self.workers[fault.host]
         match fault.kind:
             case "partition_db":
                 self.net.partition(fault.host, "db")
+                if fault.host in self.run.pooled:
+                    self.net.partition(fault.host, "pooler")
             case "partition_receiver":
                 self.net.partition(fault.host, "receiver")
             case "answers_lost":
@@ -117,11 +153,27 @@ class Player:
                     "WHERE datname = ANY(%s) AND pid <> pg_backend_pid()",
                     params=(list(self.run.names.values()),),
                 )
+            case "pooler_restart":
+                self.run.pooler.restart()
+            case "accounts_401":
+                self.three.ledger_token("a-token-nobody-sends")
+            case "clock_jump":
+                if fault.host in self.run.clock_files:
+                    return  # a jump already in force on this host: this one is a no-op
+                self.run.own_clock(fault.host, 0)
+                self._replace(fault.host)
+                timer = threading.Timer(
+                    fault.duration / 2, self.run.set_clock, (fault.host, fault.amount)
+                )
+                timer.start()
+                self.timers.append(timer)
 
     def end(self, fault: Fault) -> None:
         match fault.kind:
             case "partition_db":
                 self.net.unpartition(fault.host, "db")
+                if fault.host in self.run.pooled:
+                    self.net.unpartition(fault.host, "pooler")
             case "partition_receiver" | "answers_lost":
                 self.net.unpartition(fault.host, "receiver")
             case "loss":
@@ -135,6 +187,15 @@ class Player:
                 self.run.start_dispatcher(fault.host, worker)
             case "sigstop":
                 self.run.signal(self.workers[fault.host], signal.SIGCONT)
+            case "accounts_401":
+                self.three.ledger_token(ACCOUNTS_TOKEN)
+            case "clock_jump":
+                if self.run.clock_files.pop(fault.host, None) is not None:
+                    self._replace(fault.host)
+
+    def close(self) -> None:
+        for timer in self.timers:
+            timer.cancel()
 
 
 @dataclass
@@ -142,57 +203,115 @@ class Outcome:
     keys: list[str]
     broken: dict
     settle_seconds: float | None
+    approvals: int = 0
 
 
-def play(run, schedule: list[Fault], *, seed: int, seconds: float, make_handoffs) -> Outcome:
-    """Play `schedule` for `seconds` on `run` (fresh databases, nothing started), handoffs arriving in
-    waves; heal; wait for every handoff to settle; check the guarantees."""
+def play(run, schedule: list[Fault], *, seed: int, seconds: float) -> Outcome:
+    """Play `schedule` for `seconds` on `run` (fresh databases, nothing started) while the desk approves
+    requests through the web app; heal; wait for every handoff to settle; check the guarantees; wait for
+    every incident of a healed cause to resolve."""
     run.start_receiver(faults=receiver_faults(seed))
+    run.start_pooler(*POOLED)
+    three = ThreeHosts(run)
+    run.extra_env.update(three.env())
+    three.start()
+    _start_alert_sweep(run)
     for host in DISPATCHERS:
         run.start_dispatcher(host)
-    player = Player(run)
-    keys: list[str] = []
+    player = Player(run, three)
     events = sorted(
         [(f.start, 0, n, f) for n, f in enumerate(schedule)]
         + [(f.start + f.duration, 1, n, f) for n, f in enumerate(schedule)],
         key=lambda e: (e[0], e[1]),
     )
-    started, next_wave, wave = time.monotonic(), 0.0, 0
-    while events or time.monotonic() - started < seconds:
-        now = time.monotonic() - started
-        if now >= next_wave and now < seconds:
-            wave += 1
-            keys += make_handoffs(run, WAVE_SIZE, workspace_id=100 + wave)
-            next_wave = now + WAVE_EVERY
-        while events and events[0][0] <= time.monotonic() - started:
-            _, ending, _, fault = events.pop(0)
-            (player.end if ending else player.begin)(fault)
-        time.sleep(0.1)
+    started = time.monotonic()
+    try:
+        while events or time.monotonic() - started < seconds:
+            while events and events[0][0] <= time.monotonic() - started:
+                _, ending, _, fault = events.pop(0)
+                (player.end if ending else player.begin)(fault)
+            if time.monotonic() - started >= seconds and "desk" in run.procs:
+                three.stop_desk()
+            time.sleep(0.1)
+    finally:
+        player.close()
+    three.stop_desk()
     run.network.heal()
     healed = time.monotonic()
-    settle_seconds = _wait_settled(run, keys)
+    settle_seconds = _wait_settled(run, three)
+    keys = three.approved_keys()
     with run.connect() as outbox, run.connect("delivery") as receiver:
-        broken = check_invariants(outbox, receiver, keys).broken()
+        broken = check_invariants(
+            outbox, receiver, keys, effects=three.effects(), persons_may_take=frozenset({MAIL})
+        ).broken()
     if settle_seconds is None:
         broken["not settled within the deadline"] = SETTLE_DEADLINE
+    if not keys:
+        broken["no request approved through the web app"] = 0
+    if open_incidents := _wait_incidents_resolved(run):
+        broken["incidents open for a healed cause"] = open_incidents
     if run.exited():
         broken["processes exited"] = run.exited()
-    return Outcome(keys, broken, None if settle_seconds is None else settle_seconds - healed)
+    return Outcome(
+        keys,
+        broken,
+        None if settle_seconds is None else settle_seconds - healed,
+        three.desk_approvals(),
+    )
 
 
-def _wait_settled(run, keys: list[str]) -> float | None:
+def _start_alert_sweep(run) -> None:
+    """The product's alert sweep (`manage.py send_alerts`, which keeps incidents in step with their causes),
+    every few seconds on the web host, as a deployment schedules it."""
+    env = {**run.base_env(), "ALERT_SECURITY_WINDOW_MINUTES": "1"}
+    loop = f"while :; do {sys.executable} manage.py send_alerts; sleep {ALERT_SWEEP_EVERY}; done"
+    run.spawn("alerts", "web", ["sh", "-c", loop], env)
+
+
+def _open_count(run) -> int:
+    with run.connect() as conn:
+        return conn.execute(
+            "SELECT count(*) FROM outbox_handoff WHERE state IN ('pending', 'in_flight', 'uncertain')"
+        ).fetchone()[0]
+
+
+def _wait_settled(run, three) -> float | None:
+    """Nothing open, and every approved request's steps made (a step is made once its predecessor is
+    delivered)."""
     deadline = time.monotonic() + SETTLE_DEADLINE
     while time.monotonic() < deadline:
-        with run.connect() as conn:
-            open_ = conn.execute(
-                "SELECT count(*) FROM outbox_handoff WHERE action_key = ANY(%s) "
-                "AND state IN ('pending', 'in_flight', 'uncertain')",
-                (keys,),
-            ).fetchone()[0]
-        if not open_:
-            return time.monotonic()
+        if not _open_count(run):
+            with run.connect() as conn:
+                made = conn.execute(
+                    "SELECT count(*) FROM outbox_handoff WHERE action_key = ANY(%s)",
+                    (three.approved_keys(),),
+                ).fetchone()[0]
+            persons = _to_persons(run)
+            if made + persons >= len(three.approved_keys()):
+                return time.monotonic()
         time.sleep(0.5)
     return None
+
+
+def _to_persons(run) -> int:
+    """Steps never made because an earlier step went to a person (the later steps wait for that person)."""
+    with run.connect() as conn:
+        return conn.execute(
+            "SELECT count(*) FROM outbox_handoff WHERE state = 'needs_attention' "
+            "AND action_key NOT LIKE '%%:send_welcome_pack'"
+        ).fetchone()[0]
+
+
+def _wait_incidents_resolved(run) -> list[tuple]:
+    """Every incident of a healed cause resolved by the alert sweep, within INCIDENTS_DEADLINE; the ones
+    still open after it."""
+    deadline = time.monotonic() + INCIDENTS_DEADLINE
+    while True:
+        with run.connect() as conn:
+            still = incidents_open_for_healed_causes(conn)
+        if not still or time.monotonic() > deadline:
+            return still
+        time.sleep(1)
 
 
 def shrink(schedule: list[Fault], fails, *, max_runs: int = 6) -> list[Fault]:

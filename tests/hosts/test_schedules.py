@@ -1,7 +1,9 @@
 """Faults chosen by a machine (tests/hosts/schedules.py): seeded schedules of partitions, loss, delay, kills,
-stops, PostgreSQL restarts, terminated backends and clock jumps, played between hosts of their own while
-handoffs arrive; after the heal every guarantee of tests/faults/invariants.py holds. A failing schedule
-prints its seed and the shortest schedule that still fails.
+stops, PostgreSQL and pooler restarts, terminated backends, refused credentials and clock jumps, played
+between hosts of their own while people approve requests through the web app, each approval's three steps
+going to three destinations (a receiver, an accounts API, an SMTP server); after the heal every guarantee of
+tests/faults/invariants.py holds, and every incident of a healed cause resolves. A failing schedule prints
+its seed and the shortest schedule that still fails.
 
 `make test` plays the fixed seeds and one new seed (printed) for HOSTS_SCHEDULE_SECONDS each; `make soak
 SEED=… MINUTES=…` plays one seed for as long as asked (HOSTS_SEEDS, HOSTS_SCHEDULE_SECONDS)."""
@@ -15,7 +17,6 @@ import pytest
 
 from tests.hosts.harness import Run
 from tests.hosts.schedules import draw, play, shrink
-from tests.hosts.test_partitions import make_handoffs
 
 pytestmark = [pytest.mark.postgres, pytest.mark.faults, pytest.mark.long, pytest.mark.hosts]
 FIXED_SEEDS = [38]
@@ -36,10 +37,11 @@ def test_machine_chosen_faults_between_hosts_keep_every_guarantee(
 ):
     print(f"hosts schedule seed {seed} ({SECONDS:.0f} s): HOSTS_SEEDS={seed} to play it again")
     schedule = draw(seed, SECONDS)
-    outcome = play(hosts, schedule, seed=seed, seconds=SECONDS, make_handoffs=make_handoffs)
+    outcome = play(hosts, schedule, seed=seed, seconds=SECONDS)
     summary = {
         "seed": seed,
         "seconds": SECONDS,
+        "approvals": outcome.approvals,
         "handoffs": len(outcome.keys),
         "faults": dict(Counter(f.kind for f in schedule)),
         "settled_after_heal_seconds": outcome.settle_seconds,
@@ -55,9 +57,7 @@ def test_machine_chosen_faults_between_hosts_keep_every_guarantee(
         (tmp_path / f"replay-{replays}").mkdir()
         run = Run(hosts_cluster, tmp_path / f"replay-{replays}")
         try:
-            return bool(
-                play(run, candidate, seed=seed, seconds=SECONDS, make_handoffs=make_handoffs).broken
-            )
+            return bool(play(run, candidate, seed=seed, seconds=SECONDS).broken)
         finally:
             run.close()
 
