@@ -10,8 +10,8 @@ from dataclasses import dataclass
 
 from lib.request_mapping import MappingRefused, render_request, requests_hash
 from outbox.destinations import DestinationUnavailable, destination_named
-from outbox.destinations.idempotency_key_http import IdempotencyKeyHttpDestination
-from outbox.destinations.mapped_request import MappedParts
+from outbox.destinations.http.mapped_request import MappedParts
+from outbox.destinations.idempotency_key.destination import IdempotencyKeyHttpDestination
 from outbox.destinations.registry import default_destination_name
 from outbox.redaction import redact
 

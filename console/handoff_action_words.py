@@ -3,7 +3,7 @@
 the same service call writes the same events and both say the same sentence about its result."""
 
 from outbox import services
-from outbox.destinations.smtp import is_message_id
+from outbox.destinations.smtp.destination import is_message_id
 from outbox.models import Handoff, HandoffState
 from outbox.services.retry_now import handoff_retry_now
 

@@ -22,7 +22,7 @@ from console.evidence_words import (
     work_by_hand,
 )
 from console.waiting_status import held
-from outbox.destinations.smtp import is_message_id
+from outbox.destinations.smtp.destination import is_message_id
 from outbox.models import CompensationState, Handoff, HandoffKind, HandoffState
 from outbox.models.states import WORK_DONE, WORK_FAILED, WORK_UNFINISHED
 from reconciliation.models import Finding, FindingKind

@@ -8,7 +8,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 
 from outbox.destinations import DestinationUnavailable, destination_named
-from outbox.destinations.smtp import is_message_id
+from outbox.destinations.smtp.destination import is_message_id
 from outbox.models import (
     NEEDS_PERSON_STATES,
     OPEN_STATES,

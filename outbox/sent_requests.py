@@ -8,11 +8,11 @@ for e-mail the recipient, subject and text. Built from the request frozen in the
 from dataclasses import dataclass, field
 
 from outbox.destinations.base import Destination
-from outbox.destinations.http import HttpDestination
-from outbox.destinations.idempotency_key_http import IdempotencyKeyHttpDestination
-from outbox.destinations.idempotency_key_placement import KeyNotPlaced
-from outbox.destinations.mapped_request import MappedParts
-from outbox.destinations.smtp import SmtpDestination, Unsendable
+from outbox.destinations.http.destination import HttpDestination
+from outbox.destinations.http.mapped_request import MappedParts
+from outbox.destinations.idempotency_key.destination import IdempotencyKeyHttpDestination
+from outbox.destinations.idempotency_key.placement import KeyNotPlaced
+from outbox.destinations.smtp.destination import SmtpDestination, Unsendable
 from outbox.failures import Outgoing
 from outbox.models import Handoff
 from outbox.redaction import redact

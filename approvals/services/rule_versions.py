@@ -9,12 +9,12 @@ from approvals.rules import BUILT_IN_RULES, publish_problems, steps_problems
 from lib.databases import DB
 from lib.request_mapping import is_email_mapping, schema_sample, text_template_fields
 from outbox.destinations import DestinationUnavailable, destination_named
-from outbox.destinations.http_fields import header_name
-from outbox.destinations.idempotency_key_http import IdempotencyKeyHttpDestination
-from outbox.destinations.idempotency_key_http_config import OWN_HEADERS
-from outbox.destinations.mapped_request import path_parameters
+from outbox.destinations.http.fields import header_name
+from outbox.destinations.http.mapped_request import path_parameters
+from outbox.destinations.idempotency_key.config import OWN_HEADERS
+from outbox.destinations.idempotency_key.destination import IdempotencyKeyHttpDestination
 from outbox.destinations.registry import default_destination_name, enabled_destination_names
-from outbox.destinations.smtp import SmtpDestination
+from outbox.destinations.smtp.destination import SmtpDestination
 
 
 def rule_version_publish(

@@ -326,7 +326,7 @@ HANDOFF_DESTINATION_SEED_VARIABLES = {
     if os.environ.get(variable)
 }
 # Destinations read their secrets from HANDOFF_DEST_* variables or from files in this directory only
-# (outbox/destinations/secret_places.py): a file named outside it, links followed, is refused.
+# (outbox/destinations/credentials/secret_places.py): a file named outside it, links followed, is refused.
 HANDOFF_SECRETS_DIR = Path(os.environ.get("HANDOFF_SECRETS_DIR", VAR_DIR / "secrets"))
 # The circuit breaker: this many consecutive connection/5xx failures across handoffs pause the
 # destination; a single probe call is then made after PROBE_BASE seconds, doubling up to PROBE_CAP,

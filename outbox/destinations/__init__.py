@@ -12,8 +12,8 @@ from outbox.destinations.base import (
     Lookups,
     RemoteTask,
 )
-from outbox.destinations.http import HttpDestination
-from outbox.destinations.in_process import InProcessDestination
+from outbox.destinations.http.destination import HttpDestination
+from outbox.destinations.in_process.destination import InProcessDestination
 from outbox.destinations.registry import (
     DestinationUnavailable,
     destination_named,

@@ -14,15 +14,15 @@ configuration only, never the network (`outbox/services/destination_probes.py` p
 from typing import NamedTuple
 
 from outbox.destinations.base import Destination
-from outbox.destinations.idempotency_key_contract import (
+from outbox.destinations.idempotency_key.config import Config
+from outbox.destinations.idempotency_key.contract import (
     WHOLE,
     FieldMissing,
     Fields,
     SeveralEntries,
     dig,
 )
-from outbox.destinations.idempotency_key_http import IdempotencyKeyHttpDestination
-from outbox.destinations.idempotency_key_http_config import Config
+from outbox.destinations.idempotency_key.destination import IdempotencyKeyHttpDestination
 from outbox.models import FailureClass
 
 C = FailureClass

@@ -23,13 +23,13 @@ from django.core.exceptions import ImproperlyConfigured
 from lib.databases import DB
 from lib.json_config import json_path
 from outbox.destinations.base import Destination
-from outbox.destinations.http import DEFAULT_SECRET_ENV, HttpDestination
-from outbox.destinations.idempotency_key_http import IdempotencyKeyHttpDestination
-from outbox.destinations.in_process import CONFIG_KEYS as IN_PROCESS_KEYS
-from outbox.destinations.in_process import InProcessDestination
+from outbox.destinations.credentials.secret_places import env_refusal, file_refusal, secret_file
+from outbox.destinations.http.destination import DEFAULT_SECRET_ENV, HttpDestination
+from outbox.destinations.idempotency_key.destination import IdempotencyKeyHttpDestination
+from outbox.destinations.in_process.destination import CONFIG_KEYS as IN_PROCESS_KEYS
+from outbox.destinations.in_process.destination import InProcessDestination
 from outbox.destinations.lease_rule import lease_refusal
-from outbox.destinations.secret_places import env_refusal, file_refusal, secret_file
-from outbox.destinations.smtp import SmtpDestination
+from outbox.destinations.smtp.destination import SmtpDestination
 from outbox.destinations.status_events_config import STATUS_EVENTS_KEY, status_events_problem
 from outbox.destinations.work_status_config import WORK_STATUS_KEY, parse_work_status
 from outbox.errors import OutboxError

@@ -9,7 +9,7 @@ the registry takes it off before the kind reads its configuration (docs/destinat
 import os
 
 from lib.databases import DB
-from outbox.destinations.http import secret_named
+from outbox.destinations.http.destination import secret_named
 from outbox.models import DestinationConfig
 
 STATUS_EVENTS_KEY = "status_events"

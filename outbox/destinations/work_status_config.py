@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass, field
 from urllib.parse import quote
 
-from outbox.destinations.http_fields import relative_path
+from outbox.destinations.http.fields import relative_path
 from outbox.models.states import WORK_DONE, WORK_FAILED
 
 WORK_STATUS_KEY = "work_status"

@@ -18,9 +18,9 @@ from django.db import transaction
 
 from lib.databases import DB
 from outbox.destinations.base import Destination, LookupFailed, RemoteTask
-from outbox.destinations.http import HttpDestination
-from outbox.destinations.idempotency_key_contract import NOT_REPORTED
-from outbox.destinations.idempotency_key_http import IdempotencyKeyHttpDestination
+from outbox.destinations.http.destination import HttpDestination
+from outbox.destinations.idempotency_key.contract import NOT_REPORTED
+from outbox.destinations.idempotency_key.destination import IdempotencyKeyHttpDestination
 from outbox.destinations.registry import (
     DestinationUnavailable,
     credentials_checked,

@@ -18,7 +18,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from config.telemetry import KeyedIds
 from lib import telemetry
 from outbox.destinations import InProcessDestination
-from outbox.destinations.http import HttpDestination
+from outbox.destinations.http.destination import HttpDestination
 from outbox.dispatcher import handoff_deliver
 from tests.builders import approve
 from tests.factories import onboarding_world

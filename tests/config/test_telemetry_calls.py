@@ -13,8 +13,8 @@ from opentelemetry.trace import SpanKind
 from config.telemetry import KeyedIds
 from delivery.models import ReceiverTask
 from lib import telemetry
-from outbox.destinations.http import HttpDestination
-from outbox.destinations.smtp import SmtpDestination
+from outbox.destinations.http.destination import HttpDestination
+from outbox.destinations.smtp.destination import SmtpDestination
 from tests.config.otlp_servers import RecordingHop
 from tests.faults.conftest import Processes
 from tests.outbox.destinations.smtp_server import SmtpServer

@@ -11,9 +11,9 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from lib.json_config import json_path
-from outbox.destinations.http import HttpDestination
-from outbox.destinations.idempotency_key_http_auth import MissingSecret, credentials_from_config
-from outbox.destinations.smtp import Secret
+from outbox.destinations.http.destination import HttpDestination
+from outbox.destinations.idempotency_key.auth import MissingSecret, credentials_from_config
+from outbox.destinations.smtp.destination import Secret
 from outbox.models import DestinationConfig, DestinationEvent
 from tests.processes import ROOT
 

@@ -10,7 +10,7 @@ import pytest
 from delivery import faults
 from delivery import services as receiver
 from outbox.destinations import LookupFailed
-from outbox.destinations.http import HttpDestination
+from outbox.destinations.http.destination import HttpDestination
 from outbox.dispatcher import settle_uncertain
 from outbox.models import FailureClass, Handoff, HandoffState
 

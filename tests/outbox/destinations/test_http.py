@@ -7,7 +7,7 @@ import pytest
 
 from delivery import faults
 from delivery.models import ReceiverTask
-from outbox.destinations.http import HttpDestination
+from outbox.destinations.http.destination import HttpDestination
 from outbox.dispatcher import handoff_deliver
 from outbox.models import Attempt, FailureClass, HandoffState
 from outbox.services import handoff_settle
@@ -75,12 +75,12 @@ def test_a_delivery_does_not_word_its_answer_as_a_failure_would(
 ):
     """The answer's wording (parsed, dumped and redacted again) is for a failure's detail; a delivery has its
     receipt. A failure is still worded (`test_each_injected_fault_is_classified`)."""
-    import outbox.destinations.http
+    import outbox.destinations.http.destination
 
     def worded(_response):
         raise AssertionError("a delivery's answer was worded as a failure's detail")
 
-    monkeypatch.setattr(outbox.destinations.http, "describe_answer", worded)
+    monkeypatch.setattr(outbox.destinations.http.destination, "describe_answer", worded)
     handoff = make_handoff()
     assert handoff_deliver(handoff_id=handoff.pk, destination=receiver) == S.DELIVERED
 

@@ -10,7 +10,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from outbox.destinations.base import LookupFailed
-from outbox.destinations.http import HttpDestination
+from outbox.destinations.http.destination import HttpDestination
 from outbox.failures import Outgoing
 from outbox.models import FailureClass
 

@@ -15,8 +15,8 @@ import pytest
 
 from delivery import faults
 from delivery.models import ReceiverTask
-from outbox.destinations.http import HttpDestination
-from outbox.destinations.http_connections import proxy_for
+from outbox.destinations.http.connections import proxy_for
+from outbox.destinations.http.destination import HttpDestination
 from outbox.dispatcher import handoff_deliver
 from outbox.failures import Outgoing
 from outbox.models import FailureClass, HandoffState

@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-from outbox.destinations.http import HttpDestination
+from outbox.destinations.http.destination import HttpDestination
 from outbox.failures import Outgoing
 from outbox.models import FailureClass
 

@@ -3,7 +3,8 @@ draft's status meanings, overrides, dotted paths), without a network."""
 
 import pytest
 
-from outbox.destinations.idempotency_key_contract import (
+from outbox.destinations.idempotency_key.auth import MissingSecret, credentials_from_config
+from outbox.destinations.idempotency_key.contract import (
     Contract,
     FieldMissing,
     Fields,
@@ -12,8 +13,7 @@ from outbox.destinations.idempotency_key_contract import (
     dig,
     receipt_entry,
 )
-from outbox.destinations.idempotency_key_http import IdempotencyKeyHttpDestination
-from outbox.destinations.idempotency_key_http_auth import MissingSecret, credentials_from_config
+from outbox.destinations.idempotency_key.destination import IdempotencyKeyHttpDestination
 from outbox.destinations.registry import KINDS
 from outbox.failures import MalformedReceipt, Outgoing
 from outbox.payloads import payload_hash

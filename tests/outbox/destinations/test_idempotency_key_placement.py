@@ -4,9 +4,9 @@ tests/providers/)."""
 
 import pytest
 
-from outbox.destinations.idempotency_key_contract import SeveralEntries
-from outbox.destinations.idempotency_key_http import IdempotencyKeyHttpDestination
-from outbox.destinations.idempotency_key_placement import KeyNotPlaced
+from outbox.destinations.idempotency_key.contract import SeveralEntries
+from outbox.destinations.idempotency_key.destination import IdempotencyKeyHttpDestination
+from outbox.destinations.idempotency_key.placement import KeyNotPlaced
 
 UPSERT = "/services/data/v60.0/sobjects/Account/External_Id__c/{key}"
 DUPLICATE = {"status": 409, "id": "message", "pattern": "Existing ID: (\\d+)"}

@@ -6,8 +6,8 @@ import pytest
 from django.test import override_settings
 from standardwebhooks.webhooks import Webhook
 
-from outbox.destinations.http import HttpDestination
-from outbox.destinations.in_process import InProcessDestination
+from outbox.destinations.http.destination import HttpDestination
+from outbox.destinations.in_process.destination import InProcessDestination
 from outbox.destinations.registry import (
     DestinationDisabled,
     DestinationInvalid,

@@ -11,7 +11,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from outbox.destinations.http import HttpDestination
+from outbox.destinations.http.destination import HttpDestination
 from outbox.failures import Outgoing
 from outbox.models import FailureClass
 

@@ -5,7 +5,7 @@ import pytest
 
 from outbox.destinations import LookupFailed
 from outbox.destinations.registry import DestinationInvalid, destination_from_config
-from outbox.destinations.smtp import SmtpDestination, message_id_for
+from outbox.destinations.smtp.destination import SmtpDestination, message_id_for
 from outbox.failures import Outgoing
 from outbox.models import FailureClass
 from outbox.payloads import payload_hash

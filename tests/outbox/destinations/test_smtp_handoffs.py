@@ -10,7 +10,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from outbox.destinations.smtp import SmtpDestination
+from outbox.destinations.smtp.destination import SmtpDestination
 from outbox.dispatcher import dispatch_batch, sweep
 from outbox.errors import RiskNotConfirmed
 from outbox.models import Attempt, AttemptOutcome, FailureClass, Handoff, HandoffState

@@ -6,7 +6,7 @@ and then use it. A token the API refuses (401) is dropped by `renew`, which fetc
 already has. The token is never written to the database and never put into a message: a refusal's detail
 names the endpoint and the provider's `error` code (section 5.2), nothing it sent or received besides.
 
-The requests go out as the kind's own do (`http_connections`: urllib3, the same proxy rules, no redirect).
+The requests go out as the kind's own do (`http.connections`: urllib3, the same proxy rules, no redirect).
 Why not a library: docs/destinations.md, "Why this OAuth2 client".
 """
 
@@ -19,8 +19,8 @@ from urllib.parse import quote_plus, urlencode, urlsplit
 
 import urllib3
 
-from outbox.destinations.http_answers import CALL_FAILURES, call_failure
-from outbox.destinations.http_connections import (
+from outbox.destinations.http.answers import CALL_FAILURES, call_failure
+from outbox.destinations.http.connections import (
     Direct,
     Proxied,
     on_this_machine,

@@ -1,15 +1,15 @@
 """The `idempotency_key_http` kind: a JSON-over-HTTP API on the IETF Idempotency-Key header draft, reached by
-configuration alone (docs/destinations/idempotency_key_http.md; checked by `idempotency_key_http_config`).
+configuration alone (docs/destinations/idempotency_key_http.md; checked by `idempotency_key.config`).
 
 Its contract: the action key goes in the configured header, the approved payload is the JSON body; a 2xx
 answer is a delivery when it holds a receipt id at the configured place (and echoes the key and payload sent,
-where it is configured to); any other answer means what `idempotency_key_contract.Contract` says. A lookup by
+where it is configured to); any other answer means what `idempotency_key.contract.Contract` says. A lookup by
 a configured URL template, when there is one, settles an unknown outcome. Such an API has no listing of keys:
 `list_keys` raises LookupFailed, so a full reconciliation run of this destination is stored as failed with
 that reason, while its keys are still checked one by one (`lookup`).
 
-Connections, the proxy rules and the reading of a failed call are the HTTP kind's (`http_connections`,
-`http_answers`); credentials are read at each call (`idempotency_key_http_auth`).
+Connections, the proxy rules and the reading of a failed call are the HTTP kind's (`http.connections`,
+`http.answers`); credentials are read at each call (`idempotency_key.auth`).
 """
 
 import contextlib
@@ -21,15 +21,20 @@ import urllib3
 
 from lib.telemetry import call_span, note, trace_headers
 from outbox.destinations.base import Destination, LookupFailed, RemoteTask, WorkAnswer
-from outbox.destinations.http_answers import CALL_FAILURES, call_failure, describe_answer
-from outbox.destinations.http_connections import (
+from outbox.destinations.http.answers import CALL_FAILURES, call_failure, describe_answer
+from outbox.destinations.http.connections import (
     Answer,
     Direct,
     Proxied,
     proxy_for,
     without_credentials,
 )
-from outbox.destinations.idempotency_key_contract import (
+from outbox.destinations.http.mapped_request import MappedParts
+from outbox.destinations.http.undo_request import UndoUnfilled
+from outbox.destinations.http.work_read import read_work_over_http
+from outbox.destinations.idempotency_key.auth import CREDENTIAL_FAILURES
+from outbox.destinations.idempotency_key.config import Config, parse_config
+from outbox.destinations.idempotency_key.contract import (
     NOT_REPORTED,
     FieldMissing,
     NoEntry,
@@ -37,12 +42,7 @@ from outbox.destinations.idempotency_key_contract import (
     dig,
     receipt_entry,
 )
-from outbox.destinations.idempotency_key_http_auth import CREDENTIAL_FAILURES
-from outbox.destinations.idempotency_key_http_config import Config, parse_config
-from outbox.destinations.idempotency_key_placement import KeyNotPlaced
-from outbox.destinations.mapped_request import MappedParts
-from outbox.destinations.undo_request import UndoUnfilled
-from outbox.destinations.work_read import read_work_over_http
+from outbox.destinations.idempotency_key.placement import KeyNotPlaced
 from outbox.failures import DeliveryResult, MalformedReceipt, Outgoing, parse_retry_after
 from outbox.models import FailureClass
 from outbox.payloads import canonical_json

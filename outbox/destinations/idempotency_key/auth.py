@@ -5,21 +5,21 @@ restarting the dispatchers.
 Schemes: `none` (said explicitly), `bearer` (`Authorization: Bearer <token>`), `header` and `api_key` (a key
 in a header the API names, such as `X-Api-Key`), `basic` (`Authorization: Basic`, a username and a password),
 `oauth2_client_credentials` (a bearer token from the provider's token endpoint, kept until it expires:
-`oauth2_client_credentials.py`). A secret that is missing (variable unset or empty, file unreadable or empty)
+`credentials/oauth2.py`). A secret that is missing (variable unset or empty, file unreadable or empty)
 raises MissingSecret naming where it was looked for: the call is not made without it.
 """
 
 import base64
 from dataclasses import dataclass, field
 
-from outbox.destinations.http_fields import header_name
-from outbox.destinations.oauth2_client_credentials import (
+from outbox.destinations.credentials.oauth2 import (
     AUTH_METHODS,
     OAuth2ClientCredentials,
     TokenFailure,
     token_url_checked,
 )
-from outbox.destinations.secret_places import SecretPlaceRefused, read_env, secret_file
+from outbox.destinations.credentials.secret_places import SecretPlaceRefused, read_env, secret_file
+from outbox.destinations.http.fields import header_name
 from outbox.models import FailureClass
 
 

@@ -26,23 +26,23 @@ from outbox.destinations.base import (
     RemoteTask,
     remote_task,
 )
-from outbox.destinations.http_answers import (
+from outbox.destinations.credentials.secret_places import env_refusal, read_env
+from outbox.destinations.http.answers import (
     CALL_FAILURES,
     batch_failure,
     batch_item_results,
+    batch_lookup_answer,
     call_failure,
     describe_answer,
     item_result,
 )
-from outbox.destinations.http_batch_lookup import batch_lookup_answer
-from outbox.destinations.http_connections import (
+from outbox.destinations.http.connections import (
     Answer,
     Direct,
     Proxied,
     proxy_for,
     without_credentials,
 )
-from outbox.destinations.secret_places import env_refusal, read_env
 from outbox.failures import DeliveryResult, Outgoing
 from outbox.payloads import canonical_json
 from outbox.retry import RetryPolicy

@@ -4,20 +4,20 @@ docs/destinations/idempotency_key_http.md."""
 
 from dataclasses import dataclass, field
 
-from outbox.destinations.http_fields import header_name, relative_path, static_headers
-from outbox.destinations.idempotency_key_contract import Contract, Fields, check_path
-from outbox.destinations.idempotency_key_http_auth import (
+from outbox.destinations.http.fields import header_name, relative_path, static_headers
+from outbox.destinations.http.undo_request import UndoRequest, parse_undo
+from outbox.destinations.idempotency_key.auth import (
     Credentials,
     check_keys,
     credentials_from_config,
 )
-from outbox.destinations.idempotency_key_placement import (
+from outbox.destinations.idempotency_key.contract import Contract, Fields, check_path
+from outbox.destinations.idempotency_key.placement import (
     KeyPlacement,
     Search,
     parse_key,
     parse_search,
 )
-from outbox.destinations.undo_request import UndoRequest, parse_undo
 from outbox.models import Handoff
 from outbox.retry import RetryPolicy
 
@@ -93,7 +93,7 @@ class Config:
     undo: UndoRequest | None = None
     # A repeat with the same key and body answers the original (the draft's replay): sending again settles.
     replays_same_key: bool = True
-    # Where the key travels (`idempotency_key_placement`): a header unless configured otherwise.
+    # Where the key travels (`idempotency_key.placement`): a header unless configured otherwise.
     key: KeyPlacement = KeyPlacement(where="header", header="Idempotency-Key")
     # Answers the provider gave (by SAMPLE_NAMES): `check` reads the configured paths in them.
     samples: dict = field(default_factory=dict)

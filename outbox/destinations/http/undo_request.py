@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 from urllib.parse import quote
 
-from outbox.destinations.idempotency_key_http_auth import check_keys
+from outbox.destinations.idempotency_key.auth import check_keys
 from outbox.failures import UndoTarget
 
 UNDO_KEYS = {"path"}

@@ -6,10 +6,10 @@ with the destination's own connections and credentials (`send`, `headers`); Look
 from collections.abc import Callable
 
 from outbox.destinations.base import Destination, LookupFailed, WorkAnswer
-from outbox.destinations.http_answers import CALL_FAILURES, describe_answer
-from outbox.destinations.http_connections import Answer
-from outbox.destinations.idempotency_key_contract import FieldMissing, NoEntry, SeveralEntries, dig
-from outbox.destinations.idempotency_key_http_auth import CREDENTIAL_FAILURES
+from outbox.destinations.http.answers import CALL_FAILURES, describe_answer
+from outbox.destinations.http.connections import Answer
+from outbox.destinations.idempotency_key.auth import CREDENTIAL_FAILURES
+from outbox.destinations.idempotency_key.contract import FieldMissing, NoEntry, SeveralEntries, dig
 
 GONE = (404, 410)
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from urllib.parse import quote, urlencode
 
 from lib.json_config import json_path
-from outbox.destinations.http_fields import header_name, header_value
+from outbox.destinations.http.fields import header_name, header_value
 
 PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 

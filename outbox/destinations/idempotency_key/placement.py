@@ -11,14 +11,14 @@ from urllib.parse import quote
 
 import re2
 
-from outbox.destinations.http_fields import header_name, relative_path
-from outbox.destinations.idempotency_key_contract import (
+from outbox.destinations.http.fields import header_name, relative_path
+from outbox.destinations.idempotency_key.auth import check_keys
+from outbox.destinations.idempotency_key.contract import (
     FieldMissing,
     SeveralEntries,
     check_path,
     dig,
 )
-from outbox.destinations.idempotency_key_http_auth import check_keys
 
 KEY_PLACES = ("header", "path", "body", "none")
 KEY_PLACEHOLDER = "{key}"

@@ -6,7 +6,7 @@ Its contract. SMTP has no idempotency key and nothing can be asked about a messa
 may have reached the server, and an unknown outcome goes to a person (`outbox/outcomes.py`), who checks the
 mailbox and settles it by hand. The Message-ID is derived from the action key (`message_id_for`): every
 attempt of a handoff carries the same one, and a delivered handoff's task id is its Message-ID. Whether a
-failure came before or after the message data went out is read by `smtp_session.py`.
+failure came before or after the message data went out is read by `smtp/session.py`.
 
 Configuration keys: docs/destinations/smtp.md.
 """
@@ -25,8 +25,8 @@ from django.core.validators import validate_email
 
 from lib.telemetry import call_span, note, trace_headers
 from outbox.destinations.base import Destination, LookupFailed, RemoteTask
-from outbox.destinations.secret_places import read_env, secret_file
-from outbox.destinations.smtp_session import Transcript, smtp_result
+from outbox.destinations.credentials.secret_places import read_env, secret_file
+from outbox.destinations.smtp.session import Transcript, smtp_result
 from outbox.failures import TASK_ID_MAX, DeliveryResult, Outgoing
 from outbox.models import FailureClass
 from outbox.retry import RetryPolicy
@@ -50,7 +50,7 @@ OPTIONAL_KEYS = frozenset(
 DEFAULT_TIMEOUT = 10.0
 _DOMAIN = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9.-]{0,78}[A-Za-z0-9])?")
 # The dotted path `get_connection` imports: Django's SMTP backend, its sessions recorded in a `Transcript`.
-BACKEND = "outbox.destinations.smtp_session.TrackingEmailBackend"
+BACKEND = "outbox.destinations.smtp.session.TrackingEmailBackend"
 
 
 def message_id_for(action_key: str, domain: str) -> str:

@@ -1,0 +1,1 @@
+"""The smtp kind: one e-mail per handoff (`destination`), sent in one SMTP session (`session`)."""
