@@ -47,7 +47,7 @@ from outbox.services.leases import (
 from outbox.services.limits import destination_acquire, destination_release
 from outbox.services.lookup_limits import lookups_under_limits
 from outbox.services.outcomes import handoffs_probe_not_counted
-from outbox.settling import SettlementPass, settle_pass
+from outbox.settlement.passes import SettlementPass, settle_pass
 
 log = logging.getLogger(__name__)
 
@@ -342,7 +342,7 @@ def settle_uncertain_pass(
     *, destination: Destination | None = None, limit: int = 200, worker: str | None = None
 ) -> SettlementPass:
     """Claim up to `limit` of the destination's (the default one's) uncertain outcomes, oldest first, and settle
-    them (`outbox/settling.py`), each request under its limits waiting at most SETTLEMENT_WAIT_SECONDS."""
+    them (`outbox/settlement/passes.py`), each request under its limits waiting at most SETTLEMENT_WAIT_SECONDS."""
     worker = worker or default_worker_name()
     asked = lookups_under_limits(destination, worker=worker, wait_seconds=SETTLEMENT_WAIT_SECONDS)
     return settle_pass(destination=asked, worker=worker, limit=limit)

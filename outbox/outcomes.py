@@ -3,7 +3,7 @@
 `plan_outcome` reads one delivery result (a receipt, or a failure with its class) and `attempt_fields` what
 its attempt records; `settlement_for` reads the receiver's answer about a key (found with the same payload,
 found with another, not found). They only decide; `outbox/services/outcomes.py` and
-`outbox/services/settlement.py` write the move, with its event, under the row lock.
+`outbox/settlement/asked.py` write the move, with its event, under the row lock.
 """
 
 from dataclasses import dataclass, field

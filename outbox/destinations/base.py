@@ -100,7 +100,7 @@ class Destination(ABC):
     supports_lookup = True
     supports_batch = False
     # A destination that answers for many keys in one request declares how many (its batch lookup's limit);
-    # 0: it is asked one key per request. Settlement asks in requests of this size (`outbox/settling.py`).
+    # 0: it is asked one key per request. Settlement asks in requests of this size (`outbox/settlement/passes.py`).
     lookup_batch_size = 0
     retry_policy = RetryPolicy()
     # The longest one call can take (connect + read timeout): what a lease must outlast

@@ -4,7 +4,8 @@
 - `recording`: the outbox row of an approved action; `workflows`: a workflow's later steps, recorded when
   the step before is delivered; `compensation`: reversing an instance;
 - the dispatcher's writes: `claims` (the claim), `outcomes` (the fenced record of an answer), `leases`
-  (renew, give back, expire), `settlement` (asking the receiver about an unknown outcome);
+  (renew, give back, expire); settling an unknown outcome by asking the receiver is `outbox/settlement/`
+  (re-exported here: `handoff_settle`);
 - `operator`: a person's actions on one handoff; `bulk`: one action over many; `work_status`: the
   receiver's task status read back.
 
@@ -48,9 +49,9 @@ from outbox.services.operator import (
 )
 from outbox.services.outcomes import Recorded, handoff_record_outcome, handoff_record_outcomes
 from outbox.services.recording import handoff_record
-from outbox.services.settlement import PERSON_LOOKUP_WAIT_SECONDS, handoff_settle
 from outbox.services.transitions import handoff_lock, handoff_transition
 from outbox.services.work_status import WORK_STATUSES, handoffs_record_work_status
+from outbox.settlement.asked import PERSON_LOOKUP_WAIT_SECONDS, handoff_settle
 
 __all__ = [
     "BULK_ACTIONS",

@@ -37,8 +37,8 @@ from outbox.services.operator import (
     handoff_cancel,
     handoff_retry,
 )
-from outbox.services.settlement import handoff_settle
 from outbox.services.transitions import lock_with_compensated_steps, move_changes
+from outbox.settlement.asked import handoff_settle
 
 BULK_ACTIONS = ("retry", "reconcile", "assign", "cancel", "acknowledge")
 # More matches than this run as a background job (BulkJob) with visible progress, not in the web request.

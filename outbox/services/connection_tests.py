@@ -30,7 +30,7 @@ from outbox.services.breaker import destination_health_get_or_create
 from outbox.services.destination_probes import ProbeRefused, destination_probe, probeable
 from outbox.services.lookup_limits import lookups_under_limits
 from outbox.services.recovery import CONNECTION_TEST_KEY
-from outbox.services.settlement import PERSON_LOOKUP_WAIT_SECONDS
+from outbox.settlement.asked import PERSON_LOOKUP_WAIT_SECONDS
 
 CONNECTION_TEST_EVERY_SECONDS = 10
 

@@ -23,7 +23,7 @@ from outbox.errors import OutboxError
 from outbox.models import Handoff, HandoffState
 from outbox.models.states import DeliveredCode
 from outbox.services.operator import handoff_retry
-from outbox.services.settlement import handoff_settle
+from outbox.settlement.asked import handoff_settle
 from reconciliation.alerts.incidents import incident_event
 from reconciliation.alerts.replay_preview import (
     CHUNK,

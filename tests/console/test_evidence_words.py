@@ -17,12 +17,12 @@ from outbox.destinations import InProcessDestination, LookupFailed
 from outbox.dispatcher import drain
 from outbox.failures import DeliveryResult
 from outbox.models import FailureClass, Handoff, HandoffState
-from outbox.services.settlement import handoff_settle
 from outbox.services.status_events import (
     TASK_DELETED,
     ReceiverStatement,
     handoff_record_status_event,
 )
+from outbox.settlement.asked import handoff_settle
 from reconciliation.models import Finding, FindingKind
 from reconciliation.services import reconciliation_run
 from reconciliation.services.repairs import manual_repair_record

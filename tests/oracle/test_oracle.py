@@ -22,12 +22,12 @@ from outbox.services.destination_windows import (
     destination_resume_by_operator,
 )
 from outbox.services.operator import handoff_assign
-from outbox.services.settlement import handoff_settle
 from outbox.services.status_events import (
     TASK_DELETED,
     ReceiverStatement,
     handoff_record_status_event,
 )
+from outbox.settlement.asked import handoff_settle
 from reconciliation.alerts.incidents import incidents_sync
 from reconciliation.models import Finding, FindingKind
 from reconciliation.services import reconciliation_run

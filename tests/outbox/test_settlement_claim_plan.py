@@ -12,7 +12,7 @@ from django.test.utils import CaptureQueriesContext
 from outbox.destinations import InProcessDestination, RemoteTask
 from outbox.models import Handoff, HandoffState
 from outbox.services.lookup_limits import LimitedLookups
-from outbox.services.settlement_claims import (
+from outbox.settlement.claims import (
     SettlementAnswer,
     handoff_claim_uncertain,
     handoffs_record_settlements,

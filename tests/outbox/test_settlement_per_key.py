@@ -1,11 +1,10 @@
-"""A settlement pass at a destination that answers one key a request (`outbox/settling.py`): each key is asked
+"""A settlement pass at a destination that answers one key a request (`outbox/settlement/passes.py`): each key is asked
 once, and the answers are recorded RECORD_AT_ONCE at a time instead of one write per key; answers waiting are
 recorded before a lease renewal, so none waits past the leases it was asked under. Both backends."""
 
 import pytest
 
 from delivery import services as receiver
-from outbox import settling
 from outbox.clock import db_now_plus
 from outbox.destinations import InProcessDestination, LookupFailed
 from outbox.limit_rules import DestinationLimited
@@ -13,6 +12,7 @@ from outbox.models import DestinationHealth, Handoff, HandoffEvent, HandoffState
 from outbox.services import lookup_limits
 from outbox.services.limits import destination_set_limits
 from outbox.services.lookup_limits import LimitedLookups
+from outbox.settlement import passes as settling
 from tests.factories import make_user
 
 pytestmark = pytest.mark.django_db(databases=["default", "delivery"])

@@ -10,7 +10,7 @@ from outbox.clock import db_now_plus
 from outbox.destinations import InProcessDestination
 from outbox.models import FailureClass, Handoff, HandoffEvent, HandoffState
 from outbox.services.lookup_limits import LimitedLookups
-from outbox.services.settlement_claims import (
+from outbox.settlement.claims import (
     SettlementAnswer,
     handoff_claim_uncertain,
     handoffs_record_settlements,

@@ -23,7 +23,7 @@ from outbox.services.destination_windows import (
     destination_pause_by_operator,
     destination_resume_by_operator,
 )
-from outbox.services.settlement import handoff_settle
+from outbox.settlement.asked import handoff_settle
 from tests.factories import grant_destination_admin, make_user
 
 pytestmark = pytest.mark.django_db(databases=["default", "delivery"])

@@ -136,7 +136,7 @@ def test_a_reconciliation_run_refused_by_a_hold_fails_with_the_reason_and_asks_n
 def test_a_persons_reconcile_on_a_held_destination_says_the_receiver_was_not_asked(
     make_handoff, monkeypatch
 ):
-    from outbox.services import settlement
+    from outbox.settlement import asked as settlement
 
     monkeypatch.setattr(settlement, "PERSON_LOOKUP_WAIT_SECONDS", 0.0)
     handoff = make_handoff(1, state=S.NEEDS_ATTENTION)
@@ -154,7 +154,7 @@ def test_a_persons_reconcile_on_a_held_destination_says_the_receiver_was_not_ask
 def test_settlement_with_a_destination_given_asks_it_under_its_limits_too(
     make_handoff, monkeypatch
 ):
-    from outbox.services import settlement
+    from outbox.settlement import asked as settlement
 
     monkeypatch.setattr(settlement, "PERSON_LOOKUP_WAIT_SECONDS", 0.0)
     handoff = make_handoff(1, state=S.UNCERTAIN)

@@ -21,7 +21,7 @@ from outbox.services.claims import handoff_claim_due
 from outbox.services.leases import handoff_expire_leases
 from outbox.services.outcomes import handoff_record_outcome, handoff_record_outcomes
 from outbox.services.recording import handoff_record
-from outbox.services.settlement import handoff_settle
+from outbox.settlement.asked import handoff_settle
 from tests.outbox.scripted_destination import ScriptedDestination
 
 pytestmark = pytest.mark.django_db(databases=["default", "delivery"])

@@ -12,13 +12,13 @@ from outbox.destinations import InProcessDestination
 from outbox.dispatcher import settle_uncertain_pass
 from outbox.models import Handoff, HandoffEvent, HandoffState
 from outbox.services.lookup_limits import LimitedLookups
-from outbox.services.settlement_claims import (
+from outbox.serving import Schedule, Turn
+from outbox.settlement.claims import (
     SettlementAnswer,
     handoff_claim_uncertain,
     handoff_release_settlement_claims,
     handoffs_record_settlements,
 )
-from outbox.serving import Schedule, Turn
 
 pytestmark = pytest.mark.django_db(databases=["default", "delivery"])
 S = HandoffState

@@ -92,7 +92,7 @@ def test_a_key_the_receiver_cannot_be_asked_about_at_run_time_is_skipped_not_sai
     """Between the preview and the run the destination is held (a Retry-After) and a person's lookup does not
     wait: the two keys the preview found are not asked. The result says that nothing was learnt, not that the
     receiver's answer changed; the three missing ones are sent as previewed."""
-    from outbox.services import settlement
+    from outbox.settlement import asked as settlement
 
     incident = Incident.objects.get()
     olga = client_of(world["olga"])

@@ -1,7 +1,7 @@
 """Settlement of one unknown outcome asked for by a person (a reconcile, a bulk reconcile): ask the receiver
 about the action key, before any new attempt, and move the handoff as its answer says (`outbox/outcomes.py`
 `settlement_for` decides). The dispatchers' settlement of a backlog claims batches instead, so that two of them
-never ask about one key, and asks many keys a request where the destination can (`outbox/settling.py`)."""
+never ask about one key, and asks many keys a request where the destination can (`outbox/settlement/passes.py`)."""
 
 from django.db import transaction
 

@@ -25,13 +25,13 @@ from outbox.clock import POSTGRES_NOW_PLUS, db_now, db_now_plus
 from outbox.destinations import Lookups, RemoteTask
 from outbox.models import Handoff, HandoffEvent, HandoffState
 from outbox.outcomes import Settlement, settlement_for, settlement_without_answer
-from outbox.services.settlement_found import record_found_delivered
 from outbox.services.transitions import (
     lock_with_compensated_steps,
     move_changes,
     transition_changes,
 )
 from outbox.services.workflows import record_successors
+from outbox.settlement.found import record_found_delivered
 
 S = HandoffState
 
@@ -174,7 +174,7 @@ def handoffs_record_settlements(
     """Write what each answer means (`outbox/outcomes.py` `settlement_for`), each move with its event. A claim no
     longer held (taken over after its lease ran out, or moved by a person meanwhile) writes nothing: None in its
     place. On PostgreSQL the answers that found their task with the same payload hash, for claims that record
-    nothing else, are one statement (`outbox/services/settlement_found.py`); the others are one transaction with
+    nothing else, are one statement (`outbox/settlement/found.py`); the others are one transaction with
     the rows locked in id order. An answer that says nothing (the receiver could not be asked) frees the row for
     the next pass, without an event."""
     written = _record_found(answers, destination)

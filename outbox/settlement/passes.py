@@ -1,7 +1,7 @@
 """A settlement pass: claim a batch of one destination's uncertain outcomes, ask the receiver about their keys
 outside any transaction, record each answer under its claim's fencing token.
 
-- Claimed like deliveries (`outbox/services/settlement_claims.py`: PostgreSQL `FOR NO KEY UPDATE SKIP LOCKED`
+- Claimed like deliveries (`outbox/settlement/claims.py`: PostgreSQL `FOR NO KEY UPDATE SKIP LOCKED`
   with a lease; SQLite conditional updates): each dispatcher's pass takes its own batch, so settling scales
   with the dispatchers and no key is asked about by two of them at once.
 - Asked at the receiver's speed: in requests of the destination's `lookup_batch_size` keys where it answers
@@ -9,7 +9,7 @@ outside any transaction, record each answer under its claim's fencing token.
   destination's limits (`outbox/services/lookup_limits.py`). Refused by them, the pass ends and gives the
   claims not asked about back for the next pass (or another dispatcher).
 - Recorded after each request of many keys, in one statement for the keys found as delivered
-  (`outbox/services/settlement_found.py`); requests of one key each are made RECORD_AT_ONCE one after another
+  (`outbox/settlement/found.py`); requests of one key each are made RECORD_AT_ONCE one after another
   under one permit (`LimitedLookups.lookup_each`) and recorded together, not one permit and one transaction
   per key. Before a request that could outlast the leases, the answers waiting are
   recorded and the leases renewed, and a claim lost meanwhile is not asked about.
@@ -27,7 +27,7 @@ from lib.telemetry import past_spans
 from outbox.destinations import LookupFailed
 from outbox.run_stats import RunStats
 from outbox.services.lookup_limits import DestinationBusy, EachAnswered, LimitedLookups
-from outbox.services.settlement_claims import (
+from outbox.settlement.claims import (
     SettlementAnswer,
     SettlementClaim,
     handoff_claim_uncertain,
