@@ -154,7 +154,7 @@ oracle: $(STAMP) postgres
 # Faults chosen by a machine between namespaced hosts (tests/hosts/test_schedules.py) for as long as asked: one
 # seed (SEED, a seed a failure printed; a new one when empty) for MINUTES (30 when empty). docs/operations.md,
 # "Partitions between hosts".
-soak: $(STAMP) postgres faketime nftables
+soak: $(STAMP) postgres pgbouncer faketime nftables
 	@seed="$(SEED)"; [ -n "$$seed" ] || seed=$$(od -An -N4 -tu4 /dev/urandom | tr -d ' '); \
 	minutes="$(MINUTES)"; [ -n "$$minutes" ] || minutes=30; \
 	echo "== hosts soak: seed $$seed for $$minutes min =="; \

@@ -1,6 +1,8 @@
 """PgBouncer in transaction mode on a host of its own (`pooler`, tests/hosts/harness.py), in front of the
 database host: the processes that go through it name the pooler's address in their connection strings and
-set DATABASE_TRANSACTION_POOLER=1, as docs/operations.md ("Behind a pooler") says.
+set DATABASE_TRANSACTION_POOLER=1, as docs/operations.md ("Behind a pooler") says. Without a host
+(`network=None`) it runs on this machine and listens on its Unix socket only (tests/faults/
+test_failover_pooler.py), its target a server's socket directory.
 
 Its `[databases]` entry is a wildcard pointing at one server (`point_at`): repointing it at another (a
 promoted replica) and asking PgBouncer to RELOAD is the failover an operator makes behind a pooler.
@@ -27,14 +29,16 @@ START_DEADLINE = 120.0
 
 class Pooler:
     def __init__(self, network, root: Path, *, user: str, target: tuple[str, int]):
-        self.network, self.root, self.user = network, root, user
-        self.host = network["pooler"]
+        self.network, self.root, self.user = network, Path(root).resolve(), user
+        self.host = network["pooler"] if network is not None else None
         self.target = target
         self.proc: subprocess.Popen | None = None
         self.restarts = 0
         self.root.mkdir(parents=True, exist_ok=True)
 
-    def url(self, dbname: str, options: str) -> str:
+    def url(self, dbname: str, options: str = "") -> str:
+        if self.host is None:
+            return f"postgres://{self.user}@:{POOLER_PORT}/{dbname}?host={self.root}&{options}"
         return f"postgres://{self.user}@{self.host.address}:{POOLER_PORT}/{dbname}?{options}"
 
     def _config(self) -> str:
@@ -44,7 +48,7 @@ class Pooler:
                 "[databases]",
                 f"* = host={host} port={port}",
                 "[pgbouncer]",
-                f"listen_addr = {self.host.address}",
+                f"listen_addr = {self.host.address if self.host else ''}",
                 f"listen_port = {POOLER_PORT}",
                 f"unix_socket_dir = {self.root}",
                 "auth_type = trust",
@@ -75,8 +79,9 @@ class Pooler:
             args[1:1] = ["-u", "postgres"]
         log = open(self.root / "pgbouncer.log", "ab")  # noqa: SIM115 - closed with the process
         self.proc = subprocess.Popen(
-            self.host.command(*args), stdout=log, stderr=subprocess.STDOUT, start_new_session=True
-        )
+            self.host.command(*args) if self.host else args,
+            stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        )  # fmt: skip
         deadline = time.monotonic() + START_DEADLINE
         while time.monotonic() < deadline:
             with contextlib.suppress(OSError, psycopg.Error):

@@ -19,7 +19,7 @@ import signal
 import sys
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from tests.acceptance.three_destinations import ACCOUNTS_TOKEN
 from tests.faults.invariants import check_invariants, incidents_open_for_healed_causes
@@ -80,12 +80,13 @@ class Fault:
         return f"{self.kind}{on}{amount} at {self.start:.0f}s for {self.duration:.0f}s"
 
 
-def draw(seed: int, seconds: float) -> list[Fault]:
-    """About one fault every 6 seconds of the schedule, each lasting 2 to 20 seconds (a lease is 8)."""
+def draw(seed: int, seconds: float, kinds: tuple[str, ...] = KINDS) -> list[Fault]:
+    """About one fault every 6 seconds of the schedule, each lasting 2 to 20 seconds (a lease is 8), of
+    the `kinds` given (every kind by default)."""
     rng = random.Random(seed)
     faults = []
     for _ in range(max(1, int(seconds / 6))):
-        kind = rng.choice(KINDS)
+        kind = rng.choice(kinds)
         duration = rng.uniform(2, min(20, seconds))
         start = rng.uniform(0, max(0.0, seconds - duration))
         amount = {
@@ -204,6 +205,9 @@ class Outcome:
     broken: dict
     settle_seconds: float | None
     approvals: int = 0
+    # Figures for a soak's record: the receiver's own faults fired by kind, incidents opened and resolved,
+    # and how long the last incident of a healed cause took to resolve after the handoffs settled.
+    figures: dict = field(default_factory=dict)
 
 
 def play(run, schedule: list[Fault], *, seed: int, seconds: float) -> Outcome:
@@ -248,8 +252,11 @@ def play(run, schedule: list[Fault], *, seed: int, seconds: float) -> Outcome:
         broken["not settled within the deadline"] = SETTLE_DEADLINE
     if not keys:
         broken["no request approved through the web app"] = 0
+    settled_at = time.monotonic()
     if open_incidents := _wait_incidents_resolved(run):
         broken["incidents open for a healed cause"] = open_incidents
+    figures = _figures(run)
+    figures["incidents_resolved_after_settle_seconds"] = round(time.monotonic() - settled_at, 1)
     if run.exited():
         broken["processes exited"] = run.exited()
     return Outcome(
@@ -257,7 +264,27 @@ def play(run, schedule: list[Fault], *, seed: int, seconds: float) -> Outcome:
         broken,
         None if settle_seconds is None else settle_seconds - healed,
         three.desk_approvals(),
+        figures,
     )
+
+
+def _figures(run) -> dict:
+    with run.connect("delivery") as receiver:
+        fired = dict(
+            receiver.execute(
+                "SELECT kind, count(*) FROM delivery_firedfault GROUP BY kind"
+            ).fetchall()
+        )
+    with run.connect() as outbox:
+        incidents = dict(
+            outbox.execute(
+                "SELECT kind || ' ' || state, count(*) FROM reconciliation_incident GROUP BY 1"
+            ).fetchall()
+        )
+        states = dict(
+            outbox.execute("SELECT state, count(*) FROM outbox_handoff GROUP BY state").fetchall()
+        )
+    return {"receiver_faults_fired": fired, "incidents": incidents, "handoff_states": states}
 
 
 def _start_alert_sweep(run) -> None:

@@ -6,7 +6,8 @@ tests/faults/invariants.py holds, and every incident of a healed cause resolves.
 its seed and the shortest schedule that still fails.
 
 `make test` plays the fixed seeds and one new seed (printed) for HOSTS_SCHEDULE_SECONDS each; `make soak
-SEED=… MINUTES=…` plays one seed for as long as asked (HOSTS_SEEDS, HOSTS_SCHEDULE_SECONDS)."""
+SEED=… MINUTES=…` plays one seed for as long as asked (HOSTS_SEEDS, HOSTS_SCHEDULE_SECONDS).
+HOSTS_KINDS=pooler_restart,clock_jump draws only those kinds."""
 
 import json
 import os
@@ -16,11 +17,13 @@ from collections import Counter
 import pytest
 
 from tests.hosts.harness import Run
-from tests.hosts.schedules import draw, play, shrink
+from tests.hosts.schedules import KINDS, draw, play, shrink
 
 pytestmark = [pytest.mark.postgres, pytest.mark.faults, pytest.mark.long, pytest.mark.hosts]
 FIXED_SEEDS = [38]
 SECONDS = float(os.environ.get("HOSTS_SCHEDULE_SECONDS", "30"))
+# Only these kinds of faults (comma-separated names of schedules.KINDS), to see what one kind does.
+KINDS_DRAWN = tuple(k for k in os.environ.get("HOSTS_KINDS", "").split(",") if k) or KINDS
 # Each replay of a shrink is a whole run: a soak's schedule may be shrunk separately, shorter.
 SHRINK_RUNS = int(os.environ.get("HOSTS_SHRINK_RUNS", "6"))
 
@@ -36,7 +39,7 @@ def test_machine_chosen_faults_between_hosts_keep_every_guarantee(
     hosts, hosts_cluster, tmp_path, seed
 ):
     print(f"hosts schedule seed {seed} ({SECONDS:.0f} s): HOSTS_SEEDS={seed} to play it again")
-    schedule = draw(seed, SECONDS)
+    schedule = draw(seed, SECONDS, KINDS_DRAWN)
     outcome = play(hosts, schedule, seed=seed, seconds=SECONDS)
     summary = {
         "seed": seed,
@@ -45,6 +48,7 @@ def test_machine_chosen_faults_between_hosts_keep_every_guarantee(
         "handoffs": len(outcome.keys),
         "faults": dict(Counter(f.kind for f in schedule)),
         "settled_after_heal_seconds": outcome.settle_seconds,
+        **outcome.figures,
     }
     print(json.dumps(summary))
     if not outcome.broken:
