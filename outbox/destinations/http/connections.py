@@ -4,11 +4,23 @@ receiver or through the egress proxy the environment names; and the answer, read
 import ipaddress
 import json
 from dataclasses import dataclass
+from http.client import RemoteDisconnected
 from urllib.parse import unquote, urlsplit
 from urllib.request import getproxies_environment, proxy_bypass_environment
 
 import urllib3
+from urllib3.exceptions import ProtocolError
 from urllib3.util import parse_url
+
+# What a request raises when the receiver closed its pooled keep-alive connection as the request went out (its
+# idle timeout firing just then, as gunicorn does under load): no byte of an answer came back. urllib3 replaces
+# a connection it sees closed before writing on it; one closed while the request crosses it is not seen.
+CLOSED_BEFORE_ANSWER = (
+    RemoteDisconnected,
+    ConnectionResetError,
+    BrokenPipeError,
+    ConnectionAbortedError,
+)
 
 
 @dataclass(frozen=True)
@@ -91,3 +103,29 @@ class Proxied:
 
     def close(self) -> None:
         self.manager.clear()
+
+
+def closed_before_answer(exc: Exception) -> bool:
+    """The connection was closed under the request before any byte of the answer (urllib3 wraps the cause)."""
+    return isinstance(exc, ProtocolError) and any(
+        isinstance(cause, CLOSED_BEFORE_ANSWER) for cause in exc.args
+    )
+
+
+def answer_of(
+    connections: Direct | Proxied, method: str, path: str, *, repeatable: bool, **kw
+) -> Answer:
+    """The answer to one request, read whole. A request safe to repeat (a lookup, a listing) whose connection
+    was closed before any byte of an answer is sent once more, on a fresh connection (urllib3 drops the closed
+    one); any other failure, and any failure of a request that is not safe to repeat (a create: its outcome is
+    then uncertain and settlement reads it), is raised."""
+    try:
+        response = connections.urlopen(method, path, preload_content=False, **kw)
+    except ProtocolError as exc:
+        if not (repeatable and closed_before_answer(exc)):
+            raise
+        response = connections.urlopen(method, path, preload_content=False, **kw)
+    try:
+        return Answer(status_code=response.status, headers=response.headers, content=response.data)
+    finally:
+        response.release_conn()

@@ -40,6 +40,7 @@ from outbox.destinations.http.connections import (
     Answer,
     Direct,
     Proxied,
+    answer_of,
     proxy_for,
     without_credentials,
 )
@@ -193,21 +194,29 @@ class HttpDestination(Destination):
         return trace_headers(signed_headers(body, secret=secret))
 
     def _request(
-        self, method: str, path: str, body: bytes | None, headers: dict[str, str]
+        self,
+        method: str,
+        path: str,
+        body: bytes | None,
+        headers: dict[str, str],
+        *,
+        repeatable: bool = False,
     ) -> Answer:
-        response = self._pool.urlopen(
+        """`repeatable`: a read (a lookup, a listing), sent once more on a fresh connection when the receiver
+        closed the pooled one under it before answering (`answer_of`)."""
+        return answer_of(
+            self._pool,
             method,
             path,
+            repeatable=repeatable,
             body=body,
             headers=headers,
             retries=False,
             redirect=False,
-            preload_content=True,
         )
-        return Answer(status_code=response.status, headers=response.headers, content=response.data)
 
     def _post(
-        self, path: str, body: str, extra_headers: dict | None = None
+        self, path: str, body: str, extra_headers: dict | None = None, *, repeatable: bool = False
     ) -> tuple[Answer | None, DeliveryResult | None, int]:
         """The answer, or the failure that stands for every item sent, and the latency in ms."""
         headers = {
@@ -217,7 +226,7 @@ class HttpDestination(Destination):
         }
         started = time.monotonic()
         try:
-            response = self._request("POST", path, body.encode(), headers)
+            response = self._request("POST", path, body.encode(), headers, repeatable=repeatable)
         except CALL_FAILURES as exc:
             return None, call_failure(exc, proxy=self.proxy), _ms_since(started)
         return response, None, _ms_since(started)
@@ -272,7 +281,11 @@ class HttpDestination(Destination):
     def _get(self, path: str, params: dict | None = None) -> Answer:
         try:
             response = self._request(
-                "GET", f"{path}?{urlencode(params)}" if params else path, None, self._signed("")
+                "GET",
+                f"{path}?{urlencode(params)}" if params else path,
+                None,
+                self._signed(""),
+                repeatable=True,
             )
         except CALL_FAILURES as exc:
             raise LookupFailed(f"receiver not reachable: {type(exc).__name__}") from exc
@@ -297,7 +310,7 @@ class HttpDestination(Destination):
         if self.lookup_batch_size < 2 or len(action_keys) < 2:
             return super().lookup_many(action_keys)
         response, failure, _latency_ms = self._post(
-            "/tasks/lookup", canonical_json({"action_keys": action_keys})
+            "/tasks/lookup", canonical_json({"action_keys": action_keys}), repeatable=True
         )
         if failure is not None:
             raise LookupFailed(f"receiver not reachable: {failure.reason_code}")
