@@ -111,6 +111,21 @@ def _document_shape(document: object) -> list[str]:
     return problems
 
 
+def _searchable_problems(where: str, schema: dict) -> list[str]:
+    """`x-searchable` marks a field the console's search finds a case by (`approvals/rules.py`
+    `searchable_fields` reads only `true`): any other value than a boolean is a typo, refused."""
+    properties = schema.get("properties")
+    if not isinstance(properties, dict):
+        return []
+    return [
+        f"{where}.schema.properties.{name}.x-searchable: true or false, not {rule['x-searchable']!r}"
+        for name, rule in properties.items()
+        if isinstance(rule, dict)
+        and "x-searchable" in rule
+        and not isinstance(rule["x-searchable"], bool)
+    ]
+
+
 def workflows_document_problems(document: object) -> list[str]:
     """Why the file cannot be applied, each problem naming its place; empty when it can."""
     if problems := _document_shape(document):
@@ -121,6 +136,7 @@ def workflows_document_problems(document: object) -> list[str]:
             f"{where}: {p}"
             for p in rule_version_problems(schema=entry["schema"], steps=entry.get("steps", []))
         ]
+        problems += _searchable_problems(where, entry["schema"])
         problems += _removal_problems(where, entry, _current(entry["name"])[1])
         if "approval" in entry:
             problems += approval_policy_problems(f"{where}.approval", entry["approval"])

@@ -122,3 +122,16 @@ def test_admin_shows_rule_versions_and_names_the_file_but_publishes_nothing(demo
     page = client.get("/admin/approvals/ruleversion/").content.decode()
     assert "manage.py workflows apply FILE" in page
     assert "send_welcome_pack → welcome-mail" in page
+
+
+@pytest.mark.parametrize("marked", ["yes", 1, None], ids=["text", "number", "null"])
+def test_an_x_searchable_that_is_not_a_boolean_is_refused_naming_the_field(demo, tmp_path, marked):
+    document = _demo_document()
+    document["workflows"][0]["schema"]["properties"]["client_name"]["x-searchable"] = marked
+    before = RuleVersion.objects.count()
+    where = r"workflows\[0\] \(onboarding\)\.schema\.properties\.client_name\.x-searchable"
+    with pytest.raises(CommandError, match=where + ": true or false"):
+        call_command("workflows", "check", _file(tmp_path, document), stdout=StringIO())
+    with pytest.raises(CommandError, match=where):
+        _apply(_file(tmp_path, document))
+    assert RuleVersion.objects.count() == before
