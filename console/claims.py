@@ -72,6 +72,9 @@ def handoff_claims(handoff: Handoff, findings: Iterable = (), repairs: Iterable 
     # The page's state words ask `task_now` with the page's findings and repairs, as this does.
     state = "task_gone" if there is not None and not there.found else handoff.state
     claims = {"state": Claim("handoff.state", subject, state)}
+    if handoff.is_open:
+        # Whether an operator holds its case (`outbox/models/case_holds.py`): the claim leaves it out.
+        claims["held"] = Claim("handoff.held", subject, "yes" if handoff.is_held else "no")
     if handoff.state != HandoffState.DELIVERED:
         return claims
     how = evidence_words.outcome_evidence(handoff, repairs)

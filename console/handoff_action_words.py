@@ -5,6 +5,7 @@ the same service call writes the same events and both say the same sentence abou
 from outbox import services
 from outbox.destinations.smtp.destination import is_message_id
 from outbox.models import Handoff, HandoffState
+from outbox.services.case_holds import case_hold, case_resume
 from outbox.services.retry_now import handoff_retry_now
 
 S = HandoffState
@@ -32,6 +33,11 @@ def sent_words(handoff: Handoff, state: str) -> dict:
         return {
             "level": "warning",
             "text": "Sent, but the outcome is unknown again. Reconcile before anything else.",
+        }
+    if handoff.is_held:
+        return {
+            "level": "info",
+            "text": "Queued with the same action key; its case is held, so it is sent once resumed.",
         }
     return {"level": "info", "text": "Queued with the same action key; a worker is sending it."}
 
@@ -75,3 +81,26 @@ def assign(actor, handoff: Handoff, *, owner, reason: str) -> dict:
 def acknowledge(actor, handoff: Handoff, *, reason: str) -> dict:
     services.handoff_acknowledge(handoff_id=handoff.pk, actor=actor, reason=reason)
     return {"level": "success", "text": f"Acknowledged by {actor.get_username()}."}
+
+
+def hold(actor, handoff: Handoff, *, reason: str, until, whole_case: bool) -> dict:
+    """Hold the handoff, or its whole workflow instance, until `until` or until resumed."""
+    held = case_hold(
+        handoff_id=handoff.pk, actor=actor, reason=reason, until=until, whole_case=whole_case
+    )
+    end = f"until {held.ends_at:%Y-%m-%d %H:%M} UTC" if held.ends_at else "until resumed"
+    return {
+        "level": "success",
+        "text": f"Held {end}: {held.what}. Nothing of it is sent while it is held; its keys and "
+        "approval are unchanged.",
+    }
+
+
+def resume(actor, handoff: Handoff, *, reason: str) -> dict:
+    """End the hold of the handoff's case: what is left of it is sent, each under its own key."""
+    ended = case_resume(handoff_id=handoff.pk, actor=actor, reason=reason)
+    return {
+        "level": "success",
+        "text": f"Resumed: {ended.what}. What is left of it is sent under the same keys; delivered "
+        "steps are not sent again.",
+    }

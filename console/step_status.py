@@ -21,7 +21,7 @@ from console.evidence_words import (
     task_now,
     work_by_hand,
 )
-from console.waiting_status import held
+from console.waiting_status import case_held, held
 from outbox.destinations.smtp.destination import is_message_id
 from outbox.models import CompensationState, Handoff, HandoffKind, HandoffState
 from outbox.models.states import WORK_DONE, WORK_FAILED, WORK_UNFINISHED
@@ -354,6 +354,11 @@ def _work_evidence(handoff: Handoff, now: datetime) -> str:
 
 
 def _sending(label: str, handoff: Handoff, evidence: Evidence) -> StatusLine:
+    if handoff.is_held and handoff.state == S.PENDING:
+        stopped = case_held(handoff.case_hold, evidence.now)
+        return StatusLine(
+            label, f"not sent yet: {stopped.why}", WAITING, stopped.next, stopped.owner
+        )
     waits = held(evidence.destinations.get(handoff.destination), evidence.now)
     if waits is not None and handoff.state == S.PENDING:
         return StatusLine(

@@ -71,3 +71,18 @@ def held(health: DestinationHealth | None, now: datetime) -> Held | None:
     if health.hold_until and health.hold_until > now:
         return _hold(health, now)
     return None
+
+
+def case_held(hold, now: datetime) -> Held:
+    """An operator's hold of the step's case (`outbox/models/case_holds.py`): by whom, since when, until
+    when and why; nothing of it is sent until it ends."""
+    ends = hold.ends_at
+    until = f"until {_at(ends, now)}" if ends else "until an operator resumes it"
+    what = "its workflow instance" if hold.whole_case else "this step"
+    return Held(
+        f"{what} is held by {hold.set_by} since {_at(hold.created_at, now)} {until}: {hold.reason}",
+        "nothing of it is sent while it is held; it is sent "
+        + (f"after {_at(ends, now)}" if ends else "once an operator resumes it")
+        + ", under the same key",
+        f"{hold.set_by} (operator)",
+    )

@@ -62,6 +62,13 @@ def add_subcommands(subparsers, common) -> None:
             parser.add_argument("--confirm-risk", action="store_true")
         if action == "assign":
             parser.add_argument("--to", required=True, metavar="USERNAME", help="or 'nobody'")
+        if action == "hold":
+            parser.add_argument(
+                "--until", default="", metavar="TIME", help="e.g. '2026-12-24 18:00' (UTC)"
+            )
+            parser.add_argument(
+                "--whole-case", action="store_true", help="hold every step of its workflow instance"
+            )
 
 
 def filter_data(options: dict) -> dict[str, str]:
@@ -90,6 +97,8 @@ def _act(user, action: str, options: dict) -> dict:
     options = {"confirm_risk": False, "owner": options.get("to", ""), **options}
     data = filter_data(options)
     if options["handoff"] is None:
+        if action in single.CASE_ACTIONS:
+            raise argparse.ArgumentTypeError(f"{action} names one handoff id: it acts on one case")
         if not data:
             raise argparse.ArgumentTypeError(
                 "name a handoff id, or filters for a bulk action over every match"

@@ -14,6 +14,7 @@ from lib.databases import DB
 from outbox import services
 from outbox.errors import AssigneeNotOperator
 from outbox.models import Handoff
+from outbox.services.case_holds import hold_end_from_text
 
 
 def retry(user, handoff: Handoff, options: dict) -> dict:
@@ -53,12 +54,32 @@ def acknowledge(user, handoff: Handoff, options: dict) -> dict:
     return action_words.acknowledge(user, handoff, reason=options["reason"])
 
 
+def hold(user, handoff: Handoff, options: dict) -> dict:
+    """`--until` and `--whole-case` as the console's form posts them."""
+    return action_words.hold(
+        user,
+        handoff,
+        reason=options["reason"],
+        until=hold_end_from_text(options.get("until") or ""),
+        whole_case=options.get("whole_case", False),
+    )
+
+
+def resume(user, handoff: Handoff, options: dict) -> dict:
+    return action_words.resume(user, handoff, reason=options["reason"])
+
+
+# Actions on one case only: never over a filter's matches.
+CASE_ACTIONS = ("hold", "resume")
+
 ACTIONS = {
     "retry": retry,
     "reconcile": reconcile,
     "cancel": cancel,
     "assign": assign,
     "acknowledge": acknowledge,
+    "hold": hold,
+    "resume": resume,
 }
 
 

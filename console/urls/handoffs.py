@@ -23,4 +23,6 @@ urlpatterns = [
     path("<int:pk>/reconcile-now", actions.handoff_reconcile_now, name="reconcile_now"),
     path("<int:pk>/repair", actions.handoff_repair, name="repair"),
     path("<int:pk>/compensate", actions.handoff_compensate, name="compensate"),
+    path("<int:pk>/hold", actions.handoff_hold, name="hold"),
+    path("<int:pk>/resume", actions.handoff_resume, name="resume"),
 ]

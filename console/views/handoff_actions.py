@@ -16,6 +16,7 @@ from outbox.errors import (
     CompensationBlocked,
 )
 from outbox.models import Handoff
+from outbox.services.case_holds import hold_end_from_text
 from reconciliation import services as reconciliation_services
 from reconciliation.errors import FindingNotOnHandoff
 from reconciliation.selectors import live_findings_of
@@ -59,6 +60,22 @@ def handoff_acknowledge(request: HtmxHttpRequest, handoff: Handoff) -> dict:
     return action_words.acknowledge(
         request.user, handoff, reason=request.POST.get("reason", "").strip()
     )
+
+
+@handoff_action
+def handoff_hold(request: HtmxHttpRequest, handoff: Handoff) -> dict:
+    return action_words.hold(
+        request.user,
+        handoff,
+        reason=request.POST.get("reason", ""),
+        until=hold_end_from_text(request.POST.get("until", "")),
+        whole_case=request.POST.get("whole_case") == "yes",
+    )
+
+
+@handoff_action
+def handoff_resume(request: HtmxHttpRequest, handoff: Handoff) -> dict:
+    return action_words.resume(request.user, handoff, reason=request.POST.get("reason", ""))
 
 
 @handoff_action

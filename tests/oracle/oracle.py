@@ -170,6 +170,7 @@ CHECKS: dict[str, Callable[[Truth, str], set[str] | None]] = {
     "handoff.next_owner": _handoff_owner,
     "handoff.next_attempt_at": _handoff("next_attempt_at"),
     "handoff.assignee": _handoff("assignee"),
+    "handoff.held": _handoff("held"),
     "request.state": _request_state,
     "request.next_owner": _request_owner,
     "destination.state": _destination("destination_state"),

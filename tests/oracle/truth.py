@@ -160,6 +160,10 @@ class HandoffTruth:
         after = [r for r in self.repairs if covers(r) and (reported is None or r["at"] >= reported)]
         return after[-1] if after else None
 
+    def held(self) -> set[str]:
+        """An operator's hold of its case covers it (the column the claim reads, `Handoff.case_hold`)."""
+        return {"yes"} if self.row["case_hold_id"] else {"no"}
+
     def state(self) -> set[str]:
         if self.delivered and self.task_at_receiver() == {"no"}:
             return {"task_gone"}
@@ -280,6 +284,8 @@ class Truth:
     def _sending_owner(self, row: dict) -> set[str]:
         """The system sends it, unless an operator's pause or window holds its destination (then the
         operators own the next step) at the page's moment or the check's."""
+        if row["state"] == "pending" and row["case_hold_id"]:
+            return {"operator"}  # its case is held: the operator who holds it resumes it
         health = self.destination(row["destination"])
         if health is None or row["state"] != "pending":
             return {"system"}

@@ -1,0 +1,78 @@
+"""Hold and resume one case from the console and from `manage.py handoffs` (issue 39, "Hold one case"): a
+requester is refused alike by both, an operator writes the same events through both and reads the same
+words (one module words them), the requester's page says the case is held, by whom and why, and a hold is
+never a bulk action."""
+
+from datetime import timedelta
+
+import pytest
+from django.contrib.messages import get_messages
+
+from outbox.clock import db_time
+from outbox.models import CaseHold, Handoff, HandoffState
+from tests.builders import approve
+from tests.console.cli.test_handoffs_command import (
+    assert_refused_alike,
+    assert_same_events,
+    cli,
+    console_post,
+)
+from tests.console.clients import client_for
+
+pytestmark = pytest.mark.django_db(databases=["default", "delivery"])
+S = HandoffState
+
+
+def test_hold_and_resume_are_refused_alike_written_alike_and_worded_once(world):
+    first, second = approve(world), approve(world, number=43)
+    data, args = {"reason": "calling the client"}, ("--reason", "calling the client")
+    assert_refused_alike(world, first, "hold", data, *args)
+    said = assert_same_events(world, first, second, "hold", data, *args, expected_state=S.PENDING)
+    words = f"Held until resumed: {second.action_key}. Nothing of it is sent while it is held"
+    assert said.startswith(words), said
+    for handoff in (first, second):
+        hold = CaseHold.objects.get(handoff_id=handoff.pk)
+        assert (hold.set_by, hold.reason, hold.ends_at) == ("olga", "calling the client", None)
+
+    # The requester reads it in words on the request's page.
+    page = client_for(world["bob"]).get(f"/handoffs/{first.pk}/").content.decode()
+    assert "is held by olga" in page and "calling the client" in page
+
+    assert_refused_alike(world, first, "resume", {})
+    said = assert_same_events(world, first, second, "resume", {}, expected_state=S.PENDING)
+    assert said.startswith(f"Resumed: {second.action_key}. What is left of it is sent"), said
+    assert not Handoff.objects.filter(
+        pk__in=[first.pk, second.pk], case_hold__isnull=False
+    ).exists()
+
+
+def test_a_hold_until_a_time_is_read_as_utc_and_a_past_or_garbled_time_is_refused(world):
+    handoff = approve(world)
+    response = console_post(
+        world["olga"], handoff, "hold", {"reason": "cut-over", "until": "2001-01-01 10:00"}
+    )
+    assert response.status_code == 302
+    [message] = [str(m) for m in get_messages(response.wsgi_request)]
+    assert message == "Not done: until: the end of a hold must be later than now."
+    status, said = cli("hold", str(handoff.pk), "--as", "olga", "--reason", "x", "--until", "soon")
+    assert status != 0 and "until: 'soon' is not a time" in said
+    assert not CaseHold.objects.exists()
+    later = db_time() + timedelta(days=1)
+    status, said = cli(
+        "hold",
+        str(handoff.pk),
+        "--as",
+        "olga",
+        "--reason",
+        "x",
+        "--until",
+        f"{later:%Y-%m-%d %H:%M}",
+    )
+    assert status == 0 and said.startswith(f"Held until {later:%Y-%m-%d %H:%M} UTC:"), said
+
+
+def test_a_hold_is_one_case_never_a_filter_s_matches(world):
+    approve(world)
+    status, said = cli("hold", "--as", "olga", "--state", "pending", "--reason", "x")
+    assert status != 0 and "hold names one handoff id" in said
+    assert not CaseHold.objects.exists()
