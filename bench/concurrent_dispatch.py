@@ -3,7 +3,7 @@ its own single call, all in flight at once, and the outcomes recorded in one com
 
     .venv/bin/python bench/concurrent_dispatch.py WORKER
 
-It runs the product's own loop (`outbox.runner.run_forever`) with a destination that tells the
+It runs the product's own loop (`outbox.dispatch.runner.run_forever`) with a destination that tells the
 dispatcher it takes a batch, and answers a batch with concurrent single calls to `POST /tasks` (the
 receiver's batch endpoint is not used). So the dispatcher's batched path (lease check before the
 calls, one outcome commit) carries a receiver that has no batch endpoint. Every call of a batch is in
@@ -26,8 +26,8 @@ def main() -> None:
     django.setup()
     from django.conf import settings
 
-    from outbox import runner
     from outbox.destinations import HttpDestination
+    from outbox.dispatch import runner
 
     class ConcurrentSingleCalls(HttpDestination):
         def __init__(self, *, calls_in_flight: int, **config):

@@ -183,7 +183,7 @@ NEXT_LEVERS = """\
    a retention setting to an archive table, or partition the outbox by state, so that claims and outcomes
    no longer write into full indexes sized by history. The console, reconciliation and the admin then read
    both (reconciliation's keyset merge already pages by action key).
-3. **Wake one dispatcher, not all** (`outbox/wakeups.py`): every commit's NOTIFY wakes every listening
+3. **Wake one dispatcher, not all** (`outbox/dispatch/wakeups.py`): every commit's NOTIFY wakes every listening
    dispatcher, and all but one find nothing to claim (two round trips each). With more dispatchers than
    cores that costs latency (see above); a wake-up that reaches one idle dispatcher (a channel per
    dispatcher, or the woken one claiming for the others) would let a host run more of them for one-call

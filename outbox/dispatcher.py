@@ -2,9 +2,9 @@
 
 One handoff's way through `dispatch_batch`, in the order of this file: admit (the destination's breaker,
 `outbox/services/breaker.py`), take a permit (its limits, `outbox/services/limits.py`), claim
-(`outbox/services/claims.py`), call the destination outside any transaction (`outbox/destinations/`, which
-reads its answer with `outbox/failures.py`; `outbox/lease_keeper.py` checks the lease before each call),
-give the permit back, record the outcome (`outbox/recorded.py` → `outbox/services/outcomes.py`: planned by
+(`outbox/dispatch/claims.py`), call the destination outside any transaction (`outbox/destinations/`, which
+reads its answer with `outbox/failures.py`; `outbox/dispatch/lease_keeper.py` checks the lease before each call),
+give the permit back, record the outcome (`outbox/dispatch/recorded.py` → `outbox/services/outcomes.py`: planned by
 `outbox/outcomes.py`, written there or by `outbox/delivered.py`), count it against the breaker. The periodic
 passes (`drain`, `maintain`, `sweep`) are at the end.
 """
@@ -27,23 +27,23 @@ from outbox.destinations import (
     enabled_destinations,
     get_destination,
 )
+from outbox.dispatch.claims import Claim, claim_resend_blocked, handoff_claim_due
+from outbox.dispatch.lease_keeper import LeaseKeeper
+from outbox.dispatch.leases import (
+    attempt_mark_calling,
+    attempts_mark_not_called,
+    handoff_expire_leases,
+)
+from outbox.dispatch.recorded import record_and_count, write_and_count
+from outbox.dispatch.run_stats import RunStats
 from outbox.failures import DeliveryResult
-from outbox.lease_keeper import LeaseKeeper
 from outbox.limit_rules import DestinationLimited, Permit
 from outbox.models import DestinationState, Handoff
-from outbox.recorded import record_and_count, write_and_count
-from outbox.run_stats import RunStats
 from outbox.services.breaker import (
     destination_admit,
     destination_settlement_admission,
 )
 from outbox.services.case_holds import case_holds_expire
-from outbox.services.claims import Claim, claim_resend_blocked, handoff_claim_due
-from outbox.services.leases import (
-    attempt_mark_calling,
-    attempts_mark_not_called,
-    handoff_expire_leases,
-)
 from outbox.services.limits import destination_acquire, destination_release
 from outbox.services.lookup_limits import lookups_under_limits
 from outbox.services.outcomes import handoffs_probe_not_counted

@@ -219,6 +219,15 @@ def settlement_for(handoff: Handoff, remote: RemoteTask | None, destination: Loo
                 "last_error": f"{destination.name} payload hash {remote.payload_hash} differs from ours",
             },
         )
+    if handoff.erasure_id:
+        # Its personal data was erased on request (`outbox/services/erasure.py`): what it would send now
+        # is "[erased]", so it is never sent again; a person cancels it or settles it by hand.
+        return Settlement(
+            S.NEEDS_ATTENTION if handoff.state == S.UNCERTAIN else None,
+            f"{destination.name} has no task for this key, and its personal data was erased: "
+            "it cannot be sent again",
+            {"failure_class": FailureClass.PERMANENT, "reason_code": "erased_not_sent"},
+        )
     if handoff.state != S.UNCERTAIN:
         return Settlement(None, f"{destination.name} has no task for this key: retry is safe")
     if not destination.supports_idempotency:

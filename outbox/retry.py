@@ -1,7 +1,7 @@
 """Retry policy: a time window, capped exponential backoff with full jitter, Retry-After honoured.
 
 `backoff_ceiling` is the one backoff schedule of the product: a handoff's retries (jittered below it), the
-dispatcher's loops after a failure (`outbox/runner.py`) and a notification's resends
+dispatcher's loops after a failure (`outbox/dispatch/runner.py`) and a notification's resends
 (`reconciliation/alerts/delivering.py`) all follow it.
 
 The budget of a handoff is a window of time since its run started (recorded, or retried by an operator),

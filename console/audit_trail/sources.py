@@ -19,7 +19,7 @@ from approvals.models import (
     WorkflowModeChange,
 )
 from console.audit_trail.records import AuditRecord
-from outbox.models import DestinationEvent, HandoffEvent
+from outbox.models import DestinationEvent, Erasure, HandoffEvent
 from reconciliation.models import FindingEvent, IncidentEvent, ManualRepair
 
 
@@ -269,6 +269,26 @@ def _exports(p: Period) -> Iterable[AuditRecord]:
         )
 
 
+def _erasures(p: Period) -> Iterable[AuditRecord]:
+    """Each erasure on request: who, when, why and how many rows of each kind; never the erased data."""
+    rows = Erasure.objects.filter(
+        workspace_id=p.workspace_id, erased_at__gte=p.start, erased_at__lt=p.end
+    ).select_related("erased_by")
+    for x in rows:
+        yield AuditRecord(
+            at=x.erased_at,
+            kind="erasure",
+            record=f"erasure:{x.pk}",
+            workspace=p.workspace_id,
+            actor=_who(x.erased_by),
+            action="erase_personal_data",
+            subject="one data subject's personal fields",
+            before="",
+            after=", ".join(f"{kind} {n}" for kind, n in x.counts.items()),
+            reason=x.reason,
+        )
+
+
 @dataclass(frozen=True)
 class Source:
     permission: str  # what lets staff view these rows in admin
@@ -287,4 +307,5 @@ SOURCES: dict[str, Source] = {
     "workflow_mode_change": Source("approvals.view_workflowmodechange", _mode_changes),
     "observed_outcome": Source("approvals.view_observedoutcome", _observed_outcomes),
     "audit_export": Source("approvals.view_auditexport", _exports),
+    "erasure": Source("outbox.view_erasure", _erasures),
 }

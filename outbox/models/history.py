@@ -29,7 +29,7 @@ class Attempt(models.Model):
     status_code = models.PositiveSmallIntegerField(null=True, blank=True)
     latency_ms = models.PositiveIntegerField(null=True, blank=True)
     detail = models.TextField(blank=True)
-    # The "sending now" mark of a destination without idempotency (`outbox/services/leases.py`): False, not
+    # The "sending now" mark of a destination without idempotency (`outbox/dispatch/leases.py`): False, not
     # called yet; True, the call started (written just before it, in a transaction of its own); None, calls
     # not marked, so the call may have started at any time. A lease that runs out on False was never sent.
     call_started = models.BooleanField(null=True, blank=True)

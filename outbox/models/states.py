@@ -20,7 +20,7 @@ S = HandoffState
 
 # Every allowed move of a handoff. A delivered handoff is never sent again; an expired lease
 # makes an in-flight handoff uncertain, never pending, unless its call was marked as not started
-# yet (a destination without idempotency marks each call, `outbox/services/leases.py`): it was
+# yet (a destination without idempotency marks each call, `outbox/dispatch/leases.py`): it was
 # never sent, and is pending again. Only settlement moves an uncertain one.
 HANDOFF_TRANSITIONS: dict[str, frozenset[str]] = {
     # pending -> uncertain: the source was restored from a backup (outbox/services/restore.py); the row may

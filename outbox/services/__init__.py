@@ -3,9 +3,9 @@
 - `transitions`: the row lock and the checked move with its event (every other module writes through it);
 - `recording`: the outbox row of an approved action; `workflows`: a workflow's later steps, recorded when
   the step before is delivered; `compensation`: reversing an instance;
-- the dispatcher's writes: `claims` (the claim), `outcomes` (the fenced record of an answer), `leases`
-  (renew, give back, expire); settling an unknown outcome by asking the receiver is `outbox/settlement/`
-  (re-exported here: `handoff_settle`);
+- `outcomes`: the fenced record of an answer (the dispatcher's claims and leases are `outbox/dispatch/`,
+  settling an unknown outcome by asking the receiver is `outbox/settlement/`; their names callers use are
+  re-exported here: `handoff_claim_due`, `handoff_expire_leases`, `handoff_settle` …);
 - `operator`: a person's actions on one handoff; `bulk`: one action over many; `work_status`: the
   receiver's task status read back.
 
@@ -13,6 +13,12 @@ What an answer means is decided in `outbox/outcomes.py`, what a workflow does in
 modules write. The names callers use are re-exported here (`from outbox.services import handoff_record`).
 """
 
+from outbox.dispatch.claims import Claim, ClaimedRow, handoff_claim_due
+from outbox.dispatch.leases import (
+    handoff_expire_leases,
+    handoff_release_claims,
+    handoff_renew_leases,
+)
 from outbox.services.bulk import (
     BULK_ACTIONS,
     BULK_INLINE_LIMIT,
@@ -27,17 +33,11 @@ from outbox.services.bulk import (
     handoffs_bulk_confirm,
     handoffs_bulk_preview,
 )
-from outbox.services.claims import Claim, ClaimedRow, handoff_claim_due
 from outbox.services.compensation import (
     handoff_residual_repaired,
     instance_cancel,
     instance_compensate,
     instance_compensation_plan,
-)
-from outbox.services.leases import (
-    handoff_expire_leases,
-    handoff_release_claims,
-    handoff_renew_leases,
 )
 from outbox.services.operator import (
     handoff_acknowledge,

@@ -32,6 +32,7 @@ from outbox.breaker_rules import (
     verdict_of,
 )
 from outbox.clock import db_now, db_now_plus
+from outbox.dispatch.wakeups import wake_dispatcher_on_commit
 from outbox.failures import DeliveryResult
 from outbox.models import (
     DestinationEvent,
@@ -41,7 +42,6 @@ from outbox.models import (
     HandoffState,
     PauseReason,
 )
-from outbox.wakeups import wake_dispatcher_on_commit
 
 D = DestinationState
 

@@ -56,6 +56,11 @@ def handoff_retry(
     """
     with transaction.atomic(using=DB):
         handoff = handoff_lock(handoff_id)
+        if handoff.erasure_id:
+            # Its personal data was erased on request: it would send "[erased]" (`services/erasure.py`).
+            raise InvalidTransition(
+                handoff.action_key, handoff.state, "pending: its personal data was erased"
+            )
         if retry_is_risky(handoff):
             _override_settlement(handoff, actor=actor, confirm_risk=confirm_risk)
         elif handoff.state == S.UNCERTAIN:

@@ -16,6 +16,8 @@ from outbox.bulk_writes import update_many
 from outbox.clock import db_now, db_now_plus
 from outbox.delivered import DeliveredRow, record_delivered
 from outbox.destinations import Destination
+from outbox.dispatch.claims import Claim
+from outbox.dispatch.wakeups import wake_work_pull_in
 from outbox.errors import LeaseLost
 from outbox.failures import UNREACHABLE_REASONS, DeliveryResult
 from outbox.models import (
@@ -27,14 +29,12 @@ from outbox.models import (
     HandoffState,
 )
 from outbox.outcomes import Plan, attempt_fields, delivered_plan, plan_outcome
-from outbox.services.claims import Claim
 from outbox.services.transitions import (
     lock_with_compensated_steps,
     move_changes,
     transition_changes,
 )
 from outbox.services.workflows import record_successors
-from outbox.wakeups import wake_work_pull_in
 
 S = HandoffState
 

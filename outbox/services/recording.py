@@ -8,12 +8,12 @@ from lib.databases import DB
 from lib.request_mapping import sent_body
 from outbox.clock import db_now
 from outbox.destinations.registry import default_destination_name
+from outbox.dispatch.wakeups import wake_dispatcher_on_commit
 from outbox.errors import ActionKeyExists
 from outbox.models import ArchivedHandoff, Handoff, HandoffEvent, HandoffState
 from outbox.payloads import payload_hash
 from outbox.search_text import search_text
 from outbox.steps import plan_steps, step_payload
-from outbox.wakeups import wake_dispatcher_on_commit
 
 S = HandoffState
 

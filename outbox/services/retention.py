@@ -61,6 +61,7 @@ _KEPT = (
     "created_at",
     "updated_at",
     "delivered_at",
+    "erasure_id",
 )
 
 
@@ -344,4 +345,5 @@ def _archived(row: dict, history: dict) -> ArchivedHandoff:
         settled_at=row["updated_at"],
         delivered_at=row["delivered_at"],
         history=history,
+        erasure_id=row["erasure_id"],
     )

@@ -82,6 +82,7 @@ _COLUMNS = (
     ("created_at", "h.created_at"),
     ("settled_at", "h.updated_at"),
     ("delivered_at", "h.delivered_at"),
+    ("erasure_id", "h.erasure_id"),
 )
 
 

@@ -25,6 +25,7 @@ from lib.databases import DB
 from outbox.clock import db_now, db_now_plus, db_time
 from outbox.destinations import Destination, LookupFailed, enabled_destinations
 from outbox.destinations.base import WorkAnswer
+from outbox.dispatch.wakeups import wake_work_pull_in
 from outbox.models import Handoff, HandoffKind, HandoffState
 from outbox.models.states import WORK_DONE, WORK_FAILED
 from outbox.services.lookup_limits import LimitedLookups
@@ -34,7 +35,6 @@ from outbox.services.status_events import (
     ReceiverStatement,
     handoff_record_status_event,
 )
-from outbox.wakeups import wake_work_pull_in
 
 log = logging.getLogger(__name__)
 WORKER = "work status pull"

@@ -6,6 +6,7 @@ import contextlib
 from collections.abc import Iterable
 
 from lib.databases import DB
+from outbox.dispatch.wakeups import wake_dispatcher_on_commit
 from outbox.errors import ActionKeyExists, InvalidTransition
 from outbox.models import (
     COMPENSATION_TRANSITIONS,
@@ -17,7 +18,6 @@ from outbox.models import (
 from outbox.services.case_holds import hold_of_successor
 from outbox.services.recording import create_handoff
 from outbox.steps import base_payload, step_payload
-from outbox.wakeups import wake_dispatcher_on_commit
 
 
 def record_planned(

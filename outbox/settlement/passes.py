@@ -25,7 +25,7 @@ from django.conf import settings
 
 from lib.telemetry import past_spans
 from outbox.destinations import LookupFailed
-from outbox.run_stats import RunStats
+from outbox.dispatch.run_stats import RunStats
 from outbox.services.lookup_limits import DestinationBusy, EachAnswered, LimitedLookups
 from outbox.settlement.claims import (
     SettlementAnswer,

@@ -21,7 +21,7 @@ import json, logging, runpy, sys
 import django
 django.setup()
 # The modules each process starts from: they may add handlers of their own when imported.
-import config.wsgi, django_q.cluster, django_q.conf, outbox.runner  # noqa
+import config.wsgi, django_q.cluster, django_q.conf, outbox.dispatch.runner  # noqa
 gunicorn = runpy.run_path("gunicorn.conf.py")
 
 def where(handler):

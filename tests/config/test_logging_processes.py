@@ -82,13 +82,13 @@ def test_a_process_logging_a_secret_writes_it_redacted(processes):
     env = processes.dispatcher_env(LOG_FORMAT="json")
     code = (
         "import django, logging, os; django.setup(); "
-        "logging.getLogger('outbox.runner').error('refused with %s', os.environ['METRICS_TOKEN'])"
+        "logging.getLogger('outbox.dispatch.runner').error('refused with %s', os.environ['METRICS_TOKEN'])"
     )
     done = subprocess.run(
         [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60
     )
     assert done.returncode == 0, done.stderr
-    [event] = [e for e in json_lines(done.stderr) if e["logger"] == "outbox.runner"]
+    [event] = [e for e in json_lines(done.stderr) if e["logger"] == "outbox.dispatch.runner"]
     assert event["message"] == "refused with [redacted]"
     for secret in secrets_of(env):
         assert secret not in done.stderr

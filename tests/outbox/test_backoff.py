@@ -4,8 +4,8 @@ import random
 
 import pytest
 
+from outbox.dispatch.runner import Backoff
 from outbox.retry import RetryPolicy
-from outbox.runner import Backoff
 from reconciliation.alerts.delivering import _backoff as notification_backoff
 
 

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from outbox import runner
+from outbox.dispatch import runner
 from outbox.models import DestinationConfig, Handoff, HandoffState
 from tests.builders import record
 from tests.processes import KernelPort, popen_listening

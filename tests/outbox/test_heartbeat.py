@@ -1,4 +1,4 @@
-"""The dispatcher's heartbeat and the readiness it gives (outbox/heartbeat.py, manage.py dispatcher_ready).
+"""The dispatcher's heartbeat and the readiness it gives (outbox/dispatch/heartbeat.py, manage.py dispatcher_ready).
 Against a real dispatcher process: tests/faults/test_probes.py."""
 
 import json
@@ -7,7 +7,7 @@ import time
 import pytest
 from django.core.management import call_command
 
-from outbox import heartbeat
+from outbox.dispatch import heartbeat
 
 
 @pytest.fixture(autouse=True)

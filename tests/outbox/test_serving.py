@@ -1,10 +1,10 @@
-"""The schedule of a dispatcher's workers (`outbox/serving.py`): one worker per destination at a time, turns in
+"""The schedule of a dispatcher's workers (`outbox/dispatch/serving.py`): one worker per destination at a time, turns in
 order of waiting, idle destinations woken by name, limits and maintenance kept. No database, no clock
 waits: every turn asked for here is due at once, or the test says it is not due."""
 
 import threading
 
-from outbox.serving import Schedule, Turn
+from outbox.dispatch.serving import Schedule, Turn
 
 LONG = 3600.0  # an idle poll or a maintenance pass that never comes within a test
 

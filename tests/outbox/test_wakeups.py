@@ -5,7 +5,7 @@ and a listener that cannot connect polls instead of failing."""
 import pytest
 from django.db import connections, transaction
 
-from outbox.wakeups import WakeListener, wake_dispatcher_on_commit
+from outbox.dispatch.wakeups import WakeListener, wake_dispatcher_on_commit
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 

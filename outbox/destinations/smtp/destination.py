@@ -2,7 +2,7 @@
 
 Its contract. SMTP has no idempotency key and nothing can be asked about a message once sent
 (`supports_idempotency` and `supports_lookup` are False), so the attempts table is the effect ledger:
-`outbox/services/claims.py` `claim_resend_blocked` sends nothing again automatically after an attempt that
+`outbox/dispatch/claims.py` `claim_resend_blocked` sends nothing again automatically after an attempt that
 may have reached the server, and an unknown outcome goes to a person (`outbox/outcomes.py`), who checks the
 mailbox and settles it by hand. The Message-ID is derived from the action key (`message_id_for`): every
 attempt of a handoff carries the same one, and a delivered handoff's task id is its Message-ID. Whether a

@@ -6,7 +6,7 @@ import sys
 
 from django.core.management.base import BaseCommand
 
-from outbox.heartbeat import readiness
+from outbox.dispatch.heartbeat import readiness
 
 
 class Command(BaseCommand):

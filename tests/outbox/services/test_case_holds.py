@@ -9,12 +9,12 @@ import pytest
 from approvals.services import request_approve
 from outbox.clock import db_now_plus, db_time
 from outbox.destinations import InProcessDestination
+from outbox.dispatch.claims import handoff_claim_due
 from outbox.dispatcher import sweep
 from outbox.errors import CaseHoldRefused, InvalidActionInput, ReasonRequired
 from outbox.failures import DeliveryResult
 from outbox.models import CaseHold, Handoff, HandoffEvent, HandoffState
 from outbox.services.case_holds import case_hold, case_holds_expire, case_resume
-from outbox.services.claims import handoff_claim_due
 from outbox.services.outcomes import handoff_record_outcomes
 from tests.builders import record
 from tests.factories import make_request, onboarding_world, three_step_onboarding_world

@@ -1,17 +1,17 @@
-"""The claim (`outbox/services/claims.py`): due rows leased to one worker, an attempt and the claim event
+"""The claim (`outbox/dispatch/claims.py`): due rows leased to one worker, an attempt and the claim event
 written with each, on both backends."""
 
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from outbox.dispatch.claims import handoff_claim_due
 from outbox.models import (
     Attempt,
     AttemptOutcome,
     Handoff,
     HandoffState,
 )
-from outbox.services.claims import handoff_claim_due
 
 pytestmark = pytest.mark.django_db(databases=["default", "delivery"])
 S = HandoffState

@@ -12,10 +12,10 @@ from django.db import OperationalError, connections, transaction
 from approvals.management.commands.demo import ONBOARDING_STEPS
 from approvals.services import request_approve
 from outbox.destinations import InProcessDestination
+from outbox.dispatch.claims import handoff_claim_due
 from outbox.dispatcher import sweep
 from outbox.failures import DeliveryResult
 from outbox.models import CompensationState, Handoff, HandoffState
-from outbox.services.claims import handoff_claim_due
 from outbox.services.compensation import _instance_locked, instance_compensate
 from outbox.services.outcomes import handoff_record_outcomes
 from outbox.services.transitions import handoff_lock

@@ -8,6 +8,8 @@ import pytest
 from django.utils import timezone
 
 from outbox.clock import db_now_plus
+from outbox.dispatch.claims import handoff_claim_due
+from outbox.dispatch.leases import handoff_release_claims
 from outbox.dispatcher import dispatch_batch
 from outbox.guidance import next_step
 from outbox.hold_lines import destination_holds_now
@@ -20,14 +22,12 @@ from outbox.models import (
     HandoffState,
 )
 from outbox.selectors import destination_pause
-from outbox.services.claims import handoff_claim_due
 from outbox.services.destination_windows import (
     InvalidWindow,
     destination_pause_by_operator,
     destination_resume_by_operator,
     destination_schedule_window,
 )
-from outbox.services.leases import handoff_release_claims
 from reconciliation.alerts import alerts_send_due
 from reconciliation.models import Incident, IncidentKind
 from tests.factories import make_user

@@ -1,4 +1,4 @@
-"""Lease expiry (`outbox/services/leases.py`): an in-flight handoff whose lease ran out becomes uncertain,
+"""Lease expiry (`outbox/dispatch/leases.py`): an in-flight handoff whose lease ran out becomes uncertain,
 unless its call was marked as not started yet (a destination without idempotency): then it goes again."""
 
 from datetime import timedelta
@@ -6,18 +6,18 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from outbox.dispatch.claims import handoff_claim_due
+from outbox.dispatch.leases import (
+    attempt_mark_calling,
+    attempts_mark_not_called,
+    handoff_expire_leases,
+)
 from outbox.models import (
     Attempt,
     AttemptOutcome,
     Handoff,
     HandoffEvent,
     HandoffState,
-)
-from outbox.services.claims import handoff_claim_due
-from outbox.services.leases import (
-    attempt_mark_calling,
-    attempts_mark_not_called,
-    handoff_expire_leases,
 )
 from tests.builders import approve
 from tests.console.clients import client_for

@@ -266,7 +266,7 @@ class RecordingStop(threading.Event):
 
 
 def test_a_refused_dispatcher_waits_for_the_next_slot_instead_of_spinning(monkeypatch):
-    from outbox import runner
+    from outbox.dispatch import runner
     from outbox.dispatcher import RunStats
 
     batches = []
@@ -374,7 +374,7 @@ def test_a_slot_lost_mid_batch_gives_the_rest_back_unsent_not_stranded_in_flight
 
 
 def test_a_hold_written_by_another_worker_mid_batch_stops_this_one_too(make_handoff, monkeypatch):
-    from outbox.lease_keeper import LeaseKeeper
+    from outbox.dispatch.lease_keeper import LeaseKeeper
 
     for n in range(1, 4):
         make_handoff(n)

@@ -9,6 +9,8 @@ from django.db.models import F
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
+from outbox.dispatch.claims import handoff_claim_due
+from outbox.dispatch.leases import handoff_expire_leases
 from outbox.errors import LeaseLost
 from outbox.failures import DeliveryResult
 from outbox.models import (
@@ -17,8 +19,6 @@ from outbox.models import (
     Handoff,
     HandoffState,
 )
-from outbox.services.claims import handoff_claim_due
-from outbox.services.leases import handoff_expire_leases
 from outbox.services.outcomes import handoff_record_outcome, handoff_record_outcomes
 from outbox.services.recording import handoff_record
 from outbox.settlement.asked import handoff_settle

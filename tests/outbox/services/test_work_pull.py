@@ -12,12 +12,12 @@ from django_q.models import Schedule
 
 from console.step_status import Evidence, step_line
 from outbox.destinations.registry import destination_named
+from outbox.dispatch.wakeups import WORK_PULL_SOON
 from outbox.dispatcher import handoff_deliver
 from outbox.guidance import next_step
 from outbox.models import DestinationConfig, Handoff, HandoffEvent, StatusEvent
 from outbox.services.destination_configs import DestinationsRefused, destination_configs_apply
 from outbox.services.work_pull import handoffs_pull_work_status
-from outbox.wakeups import WORK_PULL_SOON
 from tests.builders import record
 from tests.outbox.destinations.smtp_server import SmtpServer
 from tests.outbox.destinations.work_status_server import AccountsProcess

@@ -5,12 +5,12 @@ import logging
 
 from lib.log_context import log_recorded
 from outbox.destinations import Destination
+from outbox.dispatch.claims import Claim
+from outbox.dispatch.run_stats import RunStats
 from outbox.failures import DeliveryResult
 from outbox.models import HandoffState
 from outbox.reconnect import retried_after_lost_connection
-from outbox.run_stats import RunStats
 from outbox.services.breaker import destination_record_results
-from outbox.services.claims import Claim
 from outbox.services.outcomes import handoff_record_outcomes
 
 log = logging.getLogger("outbox.dispatcher")

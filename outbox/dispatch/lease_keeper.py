@@ -4,9 +4,9 @@ worker, nor on a slot of the destination's limits that ran out, nor into a Retry
 import logging
 import time
 
+from outbox.dispatch.claims import Claim
+from outbox.dispatch.leases import handoff_release_claims, handoff_renew_leases
 from outbox.limit_rules import HOLD_CHECK_SECONDS, Permit
-from outbox.services.claims import Claim
-from outbox.services.leases import handoff_release_claims, handoff_renew_leases
 from outbox.services.limits import HoldWatch, destination_renew
 
 log = logging.getLogger(__name__)

@@ -7,8 +7,8 @@ from django.db.models import Exists, OuterRef, Q
 
 from lib.databases import DB
 from outbox.clock import db_now, db_now_plus
+from outbox.dispatch.claims import Claim
 from outbox.models import Attempt, AttemptOutcome, FailureClass, Handoff, HandoffState
-from outbox.services.claims import Claim
 from outbox.services.transitions import handoff_transition
 
 S = HandoffState

@@ -1,4 +1,4 @@
-"""Which destination a dispatcher's workers serve next (`outbox/runner.py` runs the workers).
+"""Which destination a dispatcher's workers serve next (`outbox/dispatch/runner.py` runs the workers).
 
 A fixed pool of worker threads serves every enabled destination, and at most one worker serves a destination
 at a time: a slow or dead destination holds up one worker and never the others, and the process holds one

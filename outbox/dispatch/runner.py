@@ -2,7 +2,7 @@
 enabled destination so that no destination holds up another.
 
 - A fixed pool of worker threads (one per destination, at most HANDOFF_DISPATCH_WORKERS, one database
-  connection each) takes turns from a schedule (`outbox/serving.py`): at most one worker on a destination at
+  connection each) takes turns from a schedule (`outbox/dispatch/serving.py`): at most one worker on a destination at
   a time, the destination due longest first. A turn claims and delivers that destination's due handoffs, or
   settles its uncertain outcomes (every `maintain_every` seconds). An idle destination's next turn comes at a
   wake-up naming it (PostgreSQL NOTIFY with the destination as payload, one listening connection for the
@@ -15,7 +15,7 @@ enabled destination so that no destination holds up another.
   starts the workers they need. A changed configuration is picked up by the next turn.
 - A destination's problem stays its own: one this process cannot serve (`destination_problems`: it cannot
   be built, a secret is missing, a call may outlive a lease) is held with its reason
-  (`outbox/held_destinations.py`), one
+  (`outbox/dispatch/held_destinations.py`), one
   incident, its handoffs pending, while the others are served; asked again at each supervision, it is
   released and served once its problem is gone.
 - At the stop (SIGTERM) no new call starts: the call under way finishes, the outcomes are recorded, the
@@ -39,17 +39,17 @@ from django.db import Error as DatabaseError
 from django.db import connections
 
 from lib.databases import DB
-from outbox import heartbeat
 from outbox.destinations import Destination, DestinationUnavailable, destination_named
 from outbox.destinations.registry import destination_problems
+from outbox.dispatch import heartbeat
+from outbox.dispatch.held_destinations import Holds, servable_names
+from outbox.dispatch.leases import handoff_expire_leases
+from outbox.dispatch.serving import Schedule, Turn
+from outbox.dispatch.wakeups import WakeListener
 from outbox.dispatcher import RunStats, default_worker_name, dispatch_batch, maintain
-from outbox.held_destinations import Holds, servable_names
 from outbox.models import Handoff
 from outbox.retry import backoff_ceiling
 from outbox.services.case_holds import case_holds_expire
-from outbox.services.leases import handoff_expire_leases
-from outbox.serving import Schedule, Turn
-from outbox.wakeups import WakeListener
 
 log = logging.getLogger(__name__)
 
@@ -250,7 +250,7 @@ def _serve_turn(name: str, turn: Turn, worker: str, stop: threading.Event) -> Ru
 
 
 class Pool:
-    """The worker threads of a process serving every enabled destination (`outbox/serving.py`): as many as
+    """The worker threads of a process serving every enabled destination (`outbox/dispatch/serving.py`): as many as
     there are destinations, at most HANDOFF_DISPATCH_WORKERS."""
 
     def __init__(self, schedule: Schedule, worker: str, stop: threading.Event):

@@ -1,0 +1,195 @@
+"""Erasure on request (GDPR article 17), the outbox's part: one data subject's values erased from the
+handoffs of their requests, their attempts and events, and the archive, each row marked with the erasure
+(docs/security.md, "Erasure"). Kept: action keys, payload hashes, receipts, decisions and reconciliation's
+verdicts, so that an erased handoff is still settled and reconciled by key and hash.
+
+The subject's values are found by the caller (`approvals/services/erasure.py`, which knows the requests);
+here they are replaced wherever the outbox stored them: a payload field whose name is personal, any stored
+string that holds one of the values, and the same values inside free text (an error, an event's reason, an
+attempt's detail), whatever their case."""
+
+from collections import Counter
+from collections.abc import Iterable
+
+import re2
+from django.db import transaction
+
+from lib.databases import DB
+from outbox.errors import OutboxError
+from outbox.models import ERASED, ArchivedHandoff, Attempt, Erasure, Handoff, HandoffEvent
+from outbox.models.states import HandoffState
+from outbox.redaction import PERSONAL_KEY_PARTS
+from outbox.search_text import ALWAYS_SEARCHABLE
+
+S = HandoffState
+# A payload field named like this holds a person's data: erased whatever its value.
+ERASED_KEY_PARTS = (*PERSONAL_KEY_PARTS, "name")
+# Values shorter than this are not looked for inside free text: they would erase ordinary words.
+MIN_TEXT_VALUE = 3
+# While a handoff is in these states its payload may still be sent: erasing it would send "[erased]".
+SENDABLE_STATES = (S.PENDING, S.IN_FLIGHT)
+
+
+class ErasureRefused(OutboxError):
+    """The erasure cannot be made now; the message names what stands in the way."""
+
+
+def is_personal_key(key: object, fields: Iterable[str] = ()) -> bool:
+    lowered = str(key).lower()
+    return (
+        key in ALWAYS_SEARCHABLE
+        or key in set(fields)
+        or any(p in lowered for p in ERASED_KEY_PARTS)
+    )
+
+
+def subject_values(payload: object, *, fields: Iterable[str] = ()) -> set[str]:
+    """The values of a payload's personal fields (top level and nested), as strings."""
+    found: set[str] = set()
+    if isinstance(payload, dict):
+        for key, value in payload.items():
+            if is_personal_key(key, fields) and isinstance(value, str | int | float):
+                if not isinstance(value, bool) and str(value).strip():
+                    found.add(str(value).strip())
+            else:
+                found |= subject_values(value, fields=fields)
+    elif isinstance(payload, list):
+        for item in payload:
+            found |= subject_values(item, fields=fields)
+    return found
+
+
+class Eraser:
+    """Replaces a subject's values in JSON documents and in text."""
+
+    def __init__(self, values: Iterable[str], fields: Iterable[str] = ()):
+        self.values = sorted({v for v in values if v}, key=len, reverse=True)
+        self.lowered = [v.lower() for v in self.values]
+        self.fields = tuple(fields)
+        words = [re2.escape(v) for v in self.values if len(v) >= MIN_TEXT_VALUE]
+        self._pattern = re2.compile("(?i)(" + "|".join(words) + ")") if words else None
+
+    def text(self, text: str) -> str:
+        if not text or self._pattern is None:
+            return text
+        return self._pattern.sub(ERASED, text)
+
+    def _holds_value(self, text: str) -> bool:
+        lowered = text.lower()
+        return any(v in lowered for v in self.lowered)
+
+    def document(self, value: object, key: object = None) -> object:
+        """A copy of a JSON value with every personal field and every string holding a value erased."""
+        if isinstance(value, dict):
+            return {k: self.document(v, k) for k, v in value.items()}
+        if isinstance(value, list):
+            return [self.document(v, key) for v in value]
+        personal = key is not None and is_personal_key(key, self.fields)
+        if isinstance(value, str) and (personal or self._holds_value(value)):
+            return ERASED
+        number = isinstance(value, int | float) and not isinstance(value, bool)
+        if number and (personal or str(value) in self.values):
+            return ERASED
+        return value
+
+
+def handoffs_refusing_erasure(source_ids: Iterable[int]) -> list[str]:
+    """The action keys of the requests' handoffs that may still be sent (pending or in flight)."""
+    return list(
+        Handoff.objects.using(DB)
+        .filter(source_id__in=list(source_ids), state__in=SENDABLE_STATES)
+        .order_by("action_key")
+        .values_list("action_key", flat=True)
+    )
+
+
+def handoffs_erase(*, erasure: Erasure, source_ids: Iterable[int], eraser: Eraser) -> Counter:
+    """Erase the subject's values from the handoffs of these request revisions (their payload, the request
+    frozen in them, their search text, last error, attempts and events) and from their archived rows, each
+    marked with `erasure`. Raises ErasureRefused while one may still be sent. Returns the rows changed by
+    kind. Runs inside the caller's transaction when there is one."""
+    ids = list(source_ids)
+    with transaction.atomic(using=DB):
+        # Locked in id order, as every write of several handoffs locks them.
+        handoffs = list(
+            Handoff.objects.using(DB)
+            .select_for_update(no_key=True)
+            .filter(source_id__in=ids, workspace_id=erasure.workspace_id)
+            .order_by("id")
+        )
+        sendable = sorted(h.action_key for h in handoffs if h.state in SENDABLE_STATES)
+        if sendable:
+            raise ErasureRefused(
+                f"{', '.join(sendable)}: may still be sent; let it settle or cancel it first"
+            )
+        counts = Counter()
+        for handoff in handoffs:
+            _erase_handoff(handoff, erasure, eraser)
+            counts["handoffs"] += 1
+        hot = [h.pk for h in handoffs]
+        counts["attempts"] = _erase_attempts(hot, eraser)
+        counts["handoff_events"] = _erase_events(hot, eraser)
+        counts["archived_handoffs"] = _erase_archived(erasure, ids, eraser)
+    return counts
+
+
+def _erase_handoff(handoff: Handoff, erasure: Erasure, eraser: Eraser) -> None:
+    handoff.payload = eraser.document(handoff.payload)
+    if handoff.request is not None:
+        handoff.request = eraser.document(handoff.request)
+    handoff.search_text = eraser.text(handoff.search_text or "") or None
+    handoff.last_error = eraser.text(handoff.last_error)
+    handoff.erasure = erasure
+    # updated_at is left as it was: the erasure is not a move of the handoff, and the page clock of a
+    # settled handoff (its settled time) must not change.
+    Handoff.objects.using(DB).filter(pk=handoff.pk).update(
+        payload=handoff.payload,
+        request=handoff.request,
+        search_text=handoff.search_text,
+        last_error=handoff.last_error,
+        erasure=erasure,
+    )
+
+
+def _erase_attempts(handoff_ids: list[int], eraser: Eraser) -> int:
+    changed = 0
+    for attempt in Attempt.objects.using(DB).filter(handoff_id__in=handoff_ids).only("detail"):
+        detail = eraser.text(attempt.detail)
+        if detail != attempt.detail:
+            Attempt.objects.using(DB).filter(pk=attempt.pk).update(detail=detail)
+            changed += 1
+    return changed
+
+
+def _erase_events(handoff_ids: list[int], eraser: Eraser) -> int:
+    changed = 0
+    for event in HandoffEvent.objects.using(DB).filter(handoff_id__in=handoff_ids).only("reason"):
+        reason = eraser.text(event.reason)
+        if reason != event.reason:
+            HandoffEvent.objects.using(DB).filter(pk=event.pk).update(reason=reason)
+            changed += 1
+    return changed
+
+
+def _erase_archived(erasure: Erasure, source_ids: list[int], eraser: Eraser) -> int:
+    rows = ArchivedHandoff.objects.using(DB).filter(
+        source_id__in=source_ids, workspace_id=erasure.workspace_id
+    )
+    changed = 0
+    for row in rows.only("request", "history"):
+        ArchivedHandoff.objects.using(DB).filter(pk=row.pk).update(
+            request=None if row.request is None else eraser.document(row.request),
+            history=_erased_history(row.history, eraser),
+            erasure=erasure,
+        )
+        changed += 1
+    return changed
+
+
+def _erased_history(history: object, eraser: Eraser) -> object:
+    """An archived handoff's attempts and events: their free text erased, like the hot rows'."""
+    if isinstance(history, dict):
+        return {k: _erased_history(v, eraser) for k, v in history.items()}
+    if isinstance(history, list):
+        return [_erased_history(v, eraser) for v in history]
+    return eraser.text(history) if isinstance(history, str) else history
