@@ -12,7 +12,7 @@ from django.utils.dateparse import parse_datetime
 
 from lib.databases import DB
 from outbox.clock import db_now, db_time
-from outbox.wakeups import wake_dispatcher_on_commit
+from outbox.dispatch.wakeups import wake_dispatcher_on_commit
 from outbox.errors import CaseHoldRefused, HandoffNotFound, InvalidActionInput, ReasonRequired
 from outbox.models import OPEN_STATES, CaseHold, Handoff, HandoffEvent
 
