@@ -8,6 +8,7 @@ from django.utils.module_loading import import_string
 
 from lib.databases import DB
 from outbox.clock import db_now
+from outbox.dispatch.wakeups import wake_dispatcher_on_commit
 from outbox.errors import (
     AssigneeNotOperator,
     CompensationBlocked,
@@ -20,7 +21,6 @@ from outbox.guidance import retry_is_risky
 from outbox.models import Handoff, HandoffEvent, HandoffState
 from outbox.models.states import DeliveredCode
 from outbox.services.transitions import handoff_lock, handoff_transition
-from outbox.wakeups import wake_dispatcher_on_commit
 
 S = HandoffState
 
