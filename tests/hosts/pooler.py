@@ -99,7 +99,8 @@ class Pooler:
             host=str(self.root), port=POOLER_PORT, dbname="pgbouncer", user=self.user,
             autocommit=True, prepare_threshold=None, connect_timeout=5,
         ) as conn:  # fmt: skip
-            return list(conn.execute(statement).fetchall())
+            cursor = conn.execute(statement)
+            return list(cursor.fetchall()) if cursor.description else []
 
     def point_at(self, target: tuple[str, int]) -> None:
         """Repoint the pooler (its [databases] entry, then RELOAD): new server connections go there."""

@@ -115,6 +115,8 @@ class Player:
         self.run, self.net, self.three, self.restarts = run, run.network, three, 0
         self.workers = {host: host for host in DISPATCHERS}
         self.timers: list[threading.Timer] = []
+        # accounts_401 faults in force: the token comes back when the last one ends.
+        self.refusing = 0
 
     def _replace(self, host: str) -> None:
         """Kill the host's dispatcher and start another on it (a new worker name)."""
@@ -157,6 +159,7 @@ class Player:
             case "pooler_restart":
                 self.run.pooler.restart()
             case "accounts_401":
+                self.refusing += 1
                 self.three.ledger_token("a-token-nobody-sends")
             case "clock_jump":
                 if fault.host in self.run.clock_files:
@@ -189,7 +192,9 @@ class Player:
             case "sigstop":
                 self.run.signal(self.workers[fault.host], signal.SIGCONT)
             case "accounts_401":
-                self.three.ledger_token(ACCOUNTS_TOKEN)
+                self.refusing -= 1
+                if not self.refusing:
+                    self.three.ledger_token(ACCOUNTS_TOKEN)
             case "clock_jump":
                 if self.run.clock_files.pop(fault.host, None) is not None:
                     self._replace(fault.host)
