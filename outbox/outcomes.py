@@ -185,6 +185,20 @@ def settlement_without_answer(
     return Settlement(None, f"reconcile could not ask the receiver: {lookup_error}")
 
 
+def _not_found_not_resent(handoff: Handoff, destination: Lookups) -> Settlement:
+    """No task for the key, and nothing sent by settlement itself: a person's retry is safe, unless the
+    handoff's personal data was erased on request (`outbox/services/erasure.py`): what it would send now is
+    "[erased]", so it is never sent again; a person cancels it or settles it by hand."""
+    if not handoff.erasure_id:
+        return Settlement(None, f"{destination.name} has no task for this key: retry is safe")
+    return Settlement(
+        S.NEEDS_ATTENTION if handoff.state == S.UNCERTAIN else None,
+        f"{destination.name} has no task for this key, and its personal data was erased: "
+        "it cannot be sent again",
+        {"failure_class": FailureClass.PERMANENT, "reason_code": "erased_not_sent"},
+    )
+
+
 def settlement_for(handoff: Handoff, remote: RemoteTask | None, destination: Lookups) -> Settlement:
     """found, same payload (the same hash, or an echo holding every field sent) -> delivered; found, another
     value of a field sent -> needs_attention (conflict);
@@ -219,17 +233,8 @@ def settlement_for(handoff: Handoff, remote: RemoteTask | None, destination: Loo
                 "last_error": f"{destination.name} payload hash {remote.payload_hash} differs from ours",
             },
         )
-    if handoff.erasure_id:
-        # Its personal data was erased on request (`outbox/services/erasure.py`): what it would send now
-        # is "[erased]", so it is never sent again; a person cancels it or settles it by hand.
-        return Settlement(
-            S.NEEDS_ATTENTION if handoff.state == S.UNCERTAIN else None,
-            f"{destination.name} has no task for this key, and its personal data was erased: "
-            "it cannot be sent again",
-            {"failure_class": FailureClass.PERMANENT, "reason_code": "erased_not_sent"},
-        )
-    if handoff.state != S.UNCERTAIN:
-        return Settlement(None, f"{destination.name} has no task for this key: retry is safe")
+    if handoff.erasure_id or handoff.state != S.UNCERTAIN:
+        return _not_found_not_resent(handoff, destination)
     if not destination.supports_idempotency:
         # Not there now does not prove the call will never land, and a receiver that ignores the key
         # would create a second task: a person decides.

@@ -84,13 +84,14 @@ class Eraser:
             return {k: self.document(v, k) for k, v in value.items()}
         if isinstance(value, list):
             return [self.document(v, key) for v in value]
+        return ERASED if self._erases(value, key) else value
+
+    def _erases(self, value: object, key: object) -> bool:
         personal = key is not None and is_personal_key(key, self.fields)
-        if isinstance(value, str) and (personal or self._holds_value(value)):
-            return ERASED
+        if isinstance(value, str):
+            return personal or self._holds_value(value)
         number = isinstance(value, int | float) and not isinstance(value, bool)
-        if number and (personal or str(value) in self.values):
-            return ERASED
-        return value
+        return number and (personal or str(value) in self.values)
 
 
 def handoffs_refusing_erasure(source_ids: Iterable[int]) -> list[str]:

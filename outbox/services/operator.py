@@ -56,11 +56,7 @@ def handoff_retry(
     """
     with transaction.atomic(using=DB):
         handoff = handoff_lock(handoff_id)
-        if handoff.erasure_id:
-            # Its personal data was erased on request: it would send "[erased]" (`services/erasure.py`).
-            raise InvalidTransition(
-                handoff.action_key, handoff.state, "pending: its personal data was erased"
-            )
+        _refuse_if_erased(handoff)
         if retry_is_risky(handoff):
             _override_settlement(handoff, actor=actor, confirm_risk=confirm_risk)
         elif handoff.state == S.UNCERTAIN:
@@ -97,6 +93,14 @@ def handoff_retry(
             )
     wake_dispatcher_on_commit(destination=handoff.destination)
     return handoff
+
+
+def _refuse_if_erased(handoff: Handoff) -> None:
+    """Its personal data was erased on request: sent again it would send "[erased]" (`erasure.py`)."""
+    if handoff.erasure_id:
+        raise InvalidTransition(
+            handoff.action_key, handoff.state, "pending: its personal data was erased"
+        )
 
 
 def _override_settlement(handoff: Handoff, *, actor, confirm_risk: bool) -> None:

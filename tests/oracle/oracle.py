@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from html.parser import HTMLParser
 
+from tests.oracle.erasures import ERASURE_CHECKS
 from tests.oracle.truth import Truth
 
 HEALTH_STATE_COUNTS = ("pending", "in_flight", "uncertain", "needs_attention")
@@ -182,6 +183,7 @@ CHECKS: dict[str, Callable[[Truth, str], set[str] | None]] = {
         for figure in ("completed", "work_failed", "cases_completed")
     },
     **{f"health.{state}": _health_count(state) for state in HEALTH_STATE_COUNTS},
+    **ERASURE_CHECKS,
 }
 
 
