@@ -67,13 +67,21 @@ class Verdict:
     detail: str
     # The reason code of the latest failure counted: it sets how soon a paused destination is probed.
     reason_code: str = ""
+    # Refused credentials among all the answers, a success after them or not: they count towards the share
+    # of refused calls (`outbox/services/credential_share.py`), with the latest refusal's words.
+    refused: int = 0
+    refused_detail: str = ""
 
 
 def verdict_of(results: list[DeliveryResult]) -> Verdict:
     # Only the failures after the last success count: the streak is of consecutive failures.
     failures, reason, detail, succeeded, code = 0, "", "", False, ""
+    refused, refused_detail = 0, ""
     for result in results:
         kind = destination_failure(result)
+        if kind == PauseReason.CREDENTIAL:
+            refused += 1
+            refused_detail = f"{result.reason_code}: {result.detail}"[:500]
         if result.delivered or (not kind and result.status_code is not None):
             # Any answer about the handoff itself proves the destination is up and takes our credentials.
             succeeded, failures, reason, detail, code = True, 0, "", "", ""
@@ -82,7 +90,7 @@ def verdict_of(results: list[DeliveryResult]) -> Verdict:
             reason = PauseReason.CREDENTIAL if PauseReason.CREDENTIAL in (kind, reason) else kind
             detail = f"{result.reason_code}: {result.detail}"[:500]
             code = result.reason_code
-    return Verdict(succeeded, failures, reason, detail, code)
+    return Verdict(succeeded, failures, reason, detail, code, refused, refused_detail)
 
 
 def pause_threshold(reason: str) -> int:

@@ -1,27 +1,17 @@
 """A destination's holds in words, the same for the destination page, Health and `manage.py destinations
 holds`: every live hold (kind, reason, since, until, who set it) and the next one scheduled.
 
-An operator's pause and a maintenance window are rows (`DestinationHold`); the breaker's pause (an outage, a
-refused credential, a dispatcher that cannot serve it) and a Retry-After hold are read from the destination's
-row. Every time is the database's, read in the same query as the holds: a probe time already past reads as
-"probing now", never as a time gone by."""
+Every hold is a row (`DestinationHold`): an operator's pause, a maintenance window, a Retry-After hold, an
+unservable hold, the breaker's pause and a credential hold (these two until a probe succeeds, its next time
+read from the destination's row). Every time is the database's, read in the same query as the holds: a
+probe time already past reads as "probing now", never as a time gone by."""
 
 from dataclasses import dataclass
 from datetime import datetime
 
 from outbox.clock import db_now
-from outbox.models import (
-    DestinationHealth,
-    DestinationHold,
-    DestinationState,
-    PauseReason,
-)
-
-BREAKER_KINDS = {
-    PauseReason.CREDENTIAL: "Credential hold",
-    PauseReason.UNREACHABLE: "Breaker pause",
-    PauseReason.UNSERVABLE: "Cannot be served",
-}
+from outbox.models import DestinationHealth, DestinationHold, HoldKind
+from outbox.models.holds import OPERATOR_KINDS
 
 
 def _utc(at: datetime | None) -> str:
@@ -56,46 +46,36 @@ class DestinationHolds:
         return bool(self.live)
 
 
-def _row_line(hold: DestinationHold) -> HoldLine:
+def _until(hold: DestinationHold, health: DestinationHealth | None, now: datetime) -> str:
+    if hold.until_probe:
+        probe_at = health.next_probe_at if health is not None else None
+        if probe_at is None or probe_at <= now:
+            return "a probe succeeds (probing now)"
+        return f"a probe succeeds (next probe {_utc(probe_at)})"
+    if hold.ends_at is not None:
+        return _utc(hold.ends_at)
+    if hold.kind == HoldKind.UNSERVABLE:
+        return "a dispatcher can serve it"
+    return "an operator resumes it"
+
+
+def _row_line(
+    hold: DestinationHold, health: DestinationHealth | None = None, now: datetime | None = None
+) -> HoldLine:
     return HoldLine(
         kind=hold.get_kind_display(),
         reason=hold.reason,
         since=hold.starts_at,
-        until=_utc(hold.ends_at) if hold.ends_at else "an operator resumes it",
+        until=_until(hold, health, now or hold.starts_at),
         who=hold.set_by or "an operator",
-        hold_id=hold.pk,
-    )
-
-
-def _breaker_line(health: DestinationHealth, now: datetime) -> HoldLine:
-    if health.pause_reason == PauseReason.UNSERVABLE:
-        until, who = "a dispatcher can serve it", "a dispatcher"
-    elif health.next_probe_at is None or health.next_probe_at <= now:
-        until, who = "a probe succeeds (probing now)", "the breaker"
-    else:
-        until, who = f"a probe succeeds (next probe {_utc(health.next_probe_at)})", "the breaker"
-    return HoldLine(
-        kind=BREAKER_KINDS.get(health.pause_reason, "Breaker pause"),
-        reason=health.last_error,
-        since=health.paused_at,
-        until=until,
-        who=who,
-    )
-
-
-def _retry_after_line(health: DestinationHealth) -> HoldLine:
-    return HoldLine(
-        kind="Retry-After hold",
-        reason=health.hold_reason,
-        since=health.hold_since,
-        until=_utc(health.hold_until),
-        who="the destination (its answer)",
+        # Only an operator's hold is ended from a screen; the system's end by themselves.
+        hold_id=hold.pk if hold.kind in OPERATOR_KINDS else None,
     )
 
 
 def destinations_holds(names) -> dict[str, DestinationHolds]:
-    """Each named destination's live holds (the operators' oldest first, then the breaker's and the
-    Retry-After) and the next hold scheduled. Two queries whatever the number of names."""
+    """Each named destination's live holds (oldest first) and the next hold scheduled. Two queries whatever
+    the number of names."""
     names = sorted(set(names))
     health = {
         row.name: row
@@ -122,21 +102,10 @@ def _holds_of(
 ) -> DestinationHolds:
     if now is None:  # neither a row nor a hold: nothing holds it
         return DestinationHolds(name, [], None)
-    live = [_row_line(h) for h in rows if h.starts_at <= now and not _over(h, now)]
-    live += _row_holds(health, now) if health is not None else []
+    live = [_row_line(h, health, now) for h in rows if h.starts_at <= now and not _over(h, now)]
     later = [h for h in rows if h.starts_at > now]
     return DestinationHolds(name, live, _row_line(later[0]) if later else None)
 
 
 def _over(hold: DestinationHold, now: datetime) -> bool:
     return hold.ends_at is not None and hold.ends_at <= now
-
-
-def _row_holds(health: DestinationHealth, now: datetime) -> list[HoldLine]:
-    """The holds kept on the destination's row: the breaker's pause and the Retry-After hold."""
-    lines = []
-    if health.state == DestinationState.PAUSED:
-        lines.append(_breaker_line(health, now))
-    if health.hold_until and health.hold_until > now:
-        lines.append(_retry_after_line(health))
-    return lines

@@ -72,12 +72,12 @@ class Permit:
 class Limits:
     max_concurrency: int | None
     max_requests_per_second: int | None
+    # A hold no probe ends is live now (database clock): an operator's pause or window, a Retry-After hold,
+    # an unservable hold. No permit.
     held: bool
     # The circuit breaker's state and probe count, read in the same query: the dispatcher asks the breaker
     # right after the permit (`destination_admit(seen=…)`), and one read per claim batch is a round trip less.
     breaker: BreakerSeen | None = None
-    # An operator's pause or maintenance window is on now (database clock): no permit.
-    in_window: bool = False
 
 
 def parse_limit(raw: object, label: str) -> int | None:

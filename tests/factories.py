@@ -14,8 +14,8 @@ from approvals.models import Membership, Request, RequestEvent, RequestState, Ro
 from approvals.services import destination_admin_enroll, rule_version_publish
 from delivery.models import ReceiverTask
 from delivery.services import payload_hash as receiver_payload_hash
-from outbox.clock import db_now
-from outbox.models import Handoff, HandoffState
+from outbox.clock import db_now, db_now_plus
+from outbox.models import DestinationHealth, DestinationHold, Handoff, HandoffState, HoldKind
 from outbox.payloads import payload_hash
 from outbox.search_text import search_text
 from reconciliation.models import Finding, FindingKind, ReconciliationRun, RunStatus
@@ -235,3 +235,26 @@ def three_step_onboarding_world():
         notes="three steps",
     )
     return world
+
+
+def retry_after_hold(
+    destination: str, seconds: float, reason: str = "HTTP 429", *, since: float = 0.0
+) -> DestinationHold:
+    """A Retry-After hold on the destination (its row created if new), as a 429 answer writes it: from
+    `since` seconds from now (database clock) until `seconds` from now."""
+    DestinationHealth.objects.get_or_create(name=destination)
+    return DestinationHold.objects.create(
+        destination=destination,
+        kind=HoldKind.RETRY_AFTER,
+        reason=reason,
+        starts_at=db_now_plus(since),
+        ends_at=db_now_plus(seconds),
+        set_by="the destination (its answer)",
+    )
+
+
+def retry_after_rows(destination: str):
+    """The destination's Retry-After holds not ended, to move their times in a test."""
+    return DestinationHold.objects.filter(
+        destination=destination, kind=HoldKind.RETRY_AFTER, ended_at__isnull=True
+    )

@@ -335,6 +335,14 @@ HANDOFF_BREAKER_THRESHOLD = env_int("HANDOFF_BREAKER_THRESHOLD", 5)
 # ... and this many consecutive refused credentials (401/403) start a credential hold: refusals that
 # persist, not a stray one from one node of a receiver behind a load balancer (issue 36, item 7).
 HANDOFF_BREAKER_CREDENTIAL_THRESHOLD = env_int("HANDOFF_BREAKER_CREDENTIAL_THRESHOLD", 3)
+# ... or when at least CREDENTIAL_SHARE of the destination's calls in the last CREDENTIAL_WINDOW_SECONDS (at
+# least CREDENTIAL_MIN_CALLS of them) were refused: a share that persists without three in a row
+# (outbox/services/credential_share.py; docs/destinations.md "Holds").
+HANDOFF_BREAKER_CREDENTIAL_SHARE = env_float("HANDOFF_BREAKER_CREDENTIAL_SHARE", 0.2)
+HANDOFF_BREAKER_CREDENTIAL_WINDOW_SECONDS = env_float(
+    "HANDOFF_BREAKER_CREDENTIAL_WINDOW_SECONDS", 60.0
+)
+HANDOFF_BREAKER_CREDENTIAL_MIN_CALLS = env_int("HANDOFF_BREAKER_CREDENTIAL_MIN_CALLS", 20)
 HANDOFF_BREAKER_PROBE_BASE = env_float("HANDOFF_BREAKER_PROBE_BASE", 2.0)
 HANDOFF_BREAKER_PROBE_CAP = env_float("HANDOFF_BREAKER_PROBE_CAP", 60.0)
 # ... at most QUICK_PROBE_CAP apart when the receiver refused the connection or answered 500/502/503 (it is

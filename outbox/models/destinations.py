@@ -3,9 +3,10 @@ the limits across every dispatcher."""
 
 from django.conf import settings
 from django.db import models
+from django.db.models.functions import Coalesce
 
 from outbox.clock import DbClockDateTimeField
-from outbox.models.holds import DestinationHold
+from outbox.models.holds import DestinationHold, HoldKind
 from outbox.models.states import DESTINATION_TRANSITIONS, DestinationState, PauseReason, SlotKind
 
 
@@ -22,16 +23,34 @@ def default_max_requests_per_second() -> int | None:
 class DestinationHealthQuerySet(models.QuerySet):
     def with_window(self):
         """Annotated `in_window`: an operator's hold (a pause or a maintenance window) is live now, on the
-        database clock. One EXISTS on the holds' partial index: the dispatcher's "held?" stays one query."""
-        live = DestinationHold.objects.live().filter(destination=models.OuterRef("name"))
+        database clock. One EXISTS on the holds' partial index."""
+        live = (
+            DestinationHold.objects.live()
+            .by_operators()
+            .filter(destination=models.OuterRef("name"))
+        )
         return self.annotate(in_window=models.Exists(live))
 
+    def with_retry_after(self):
+        """Annotated with the live Retry-After hold (a `DestinationHold` row), if any: `hold_until`,
+        `hold_since`, `hold_reason` (the latest end first)."""
+        rows = (
+            DestinationHold.objects.live()
+            .filter(destination=models.OuterRef("name"), kind=HoldKind.RETRY_AFTER)
+            .order_by("-ends_at", "pk")
+        )
+        return self.annotate(
+            hold_until=models.Subquery(rows.values("ends_at")[:1]),
+            hold_since=models.Subquery(rows.values("starts_at")[:1]),
+            hold_reason=Coalesce(models.Subquery(rows.values("reason")[:1]), models.Value("")),
+        )
+
     def with_holds(self):
-        """`with_window`, and for the screens the operator's hold that lasts longest (`operator_since`,
-        `operator_until`, `operator_by`, `operator_reason`, `operator_kind`) and the next one scheduled
-        (`next_hold_from`, `next_hold_until`, `next_hold_kind`)."""
-        live = DestinationHold.objects.live().filter(destination=models.OuterRef("name"))
-        governing = live.governing_first()
+        """`with_window` and `with_retry_after`, and for the screens the operator's hold that lasts longest
+        (`operator_since`, `operator_until`, `operator_by`, `operator_reason`, `operator_kind`) and the next
+        one scheduled (`next_hold_from`, `next_hold_until`, `next_hold_kind`)."""
+        live = DestinationHold.objects.live().by_operators()
+        governing = live.filter(destination=models.OuterRef("name")).governing_first()
         later = DestinationHold.objects.scheduled().filter(destination=models.OuterRef("name"))
         fields = {
             "operator_since": ("starts_at", governing),
@@ -43,11 +62,15 @@ class DestinationHealthQuerySet(models.QuerySet):
             "next_hold_until": ("ends_at", later),
             "next_hold_kind": ("kind", later),
         }
-        return self.with_window().annotate(
-            **{
-                name: models.Subquery(rows.values(field)[:1])
-                for name, (field, rows) in fields.items()
-            }
+        return (
+            self.with_window()
+            .with_retry_after()
+            .annotate(
+                **{
+                    name: models.Subquery(rows.values(field)[:1])
+                    for name, (field, rows) in fields.items()
+                }
+            )
         )
 
     def held_back(self):
@@ -59,8 +82,9 @@ class DestinationHealthQuerySet(models.QuerySet):
 
 class DestinationHealth(models.Model):
     """The circuit breaker of one destination, and the limits its operator set. An outage is the destination's
-    problem, not each handoff's: while it is paused no handoff spends an attempt on it; one probe call at a time
-    tests it. The limits and the hold are enforced by `outbox/services/limits.py` across every dispatcher."""
+    problem, not each handoff's: while it is paused (its hold, a `DestinationHold` until a probe succeeds) no
+    handoff spends an attempt on it; one probe call at a time tests it, on the schedule kept here. The limits
+    and the holds are enforced by `outbox/services/limits.py` across every dispatcher."""
 
     name = models.CharField(max_length=40)
     state = models.CharField(
@@ -75,7 +99,7 @@ class DestinationHealth(models.Model):
     next_probe_at = models.DateTimeField(null=True, blank=True, help_text="On the database clock.")
     probes = models.PositiveIntegerField(default=0, help_text="Probe calls since the pause.")
     last_error = models.TextField(blank=True)
-    # Operator-set limits (empty = unlimited), and the hold a Retry-After answer puts on the whole destination.
+    # Operator-set limits (empty = unlimited).
     max_concurrency = models.PositiveIntegerField(
         null=True,
         blank=True,
@@ -88,26 +112,9 @@ class DestinationHealth(models.Model):
         default=default_max_requests_per_second,
         help_text="Requests that reach the receiver in any one second; empty = unlimited.",
     )
-    hold_until = models.DateTimeField(
-        null=True, blank=True, help_text="Retry-After: no call before this time (database clock)."
-    )
-    hold_reason = models.CharField(max_length=200, blank=True)
-    hold_since = models.DateTimeField(
-        null=True, blank=True, help_text="When the current Retry-After hold began (database clock)."
-    )
-    # Unused since operators' holds are rows of their own (`DestinationHold`, migration 0023 copied them):
-    # kept for the dispatchers of the release before, which read them; a later release drops them.
-    window_starts_at = models.DateTimeField(
-        null=True,
-        blank=True,
-        help_text="Operator pause or maintenance window: from (database clock).",
-    )
-    window_ends_at = models.DateTimeField(
-        null=True, blank=True, help_text="Until (empty with a start: until an operator resumes)."
-    )
-    # Defaults in the database too: a dispatcher of the release before writes rows without these columns.
-    window_reason = models.CharField(max_length=200, blank=True, default="", db_default="")
-    window_set_by = models.CharField(max_length=150, blank=True, default="", db_default="")
+    # The Retry-After hold, an operator's pause and a maintenance window are `DestinationHold` rows; the
+    # columns that held them (hold_*, window_*) are left out of the model and dropped by the next release
+    # (docs/operations.md, "Rolling deploys").
     # The last connection test asked of it, on the database clock: tests are one per
     # CONNECTION_TEST_EVERY_SECONDS per destination, whoever asks and from whichever process.
     connection_tested_at = models.DateTimeField(null=True, blank=True)

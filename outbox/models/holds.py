@@ -1,4 +1,6 @@
-"""A destination's holds: each reason it takes no call, with its start, its end and who set it.
+"""A destination's holds: each reason it takes no call, with its start, its end (or "until a probe
+succeeds") and who set it: an operator's pause, a maintenance window, the breaker's pause, a credential
+hold, a Retry-After hold, an unservable hold.
 
 Holds overlap: the destination is held while any one is live, and adding, ending or expiring one never
 ends another (issue 36, item 1: a window scheduled during a pause ended the pause). Live is asked on the
@@ -13,6 +15,18 @@ from outbox.clock import DbClockDateTimeField, db_now
 class HoldKind(models.TextChoices):
     OPERATOR_PAUSE = "operator_pause", "Paused by an operator"
     WINDOW = "window", "Maintenance window"
+    # Set by the system (`outbox/services/breaker.py`, `outbox/services/limits.py`), named in `set_by`.
+    BREAKER = "breaker", "Breaker pause"
+    CREDENTIAL = "credential", "Credential hold"
+    RETRY_AFTER = "retry_after", "Retry-After hold"
+    UNSERVABLE = "unservable", "Cannot be served"
+
+
+# The holds a person sets and ends (`outbox/services/destination_windows.py`); the others are the system's.
+OPERATOR_KINDS = frozenset({HoldKind.OPERATOR_PAUSE, HoldKind.WINDOW})
+# The breaker's holds: each ends when a probe succeeds (`until_probe`), or for an unservable destination
+# when a dispatcher can serve it; the breaker's row (`DestinationHealth`) schedules the probes.
+BREAKER_KINDS = frozenset({HoldKind.BREAKER, HoldKind.CREDENTIAL, HoldKind.UNSERVABLE})
 
 
 class DestinationHoldQuerySet(models.QuerySet):
@@ -30,16 +44,26 @@ class DestinationHoldQuerySet(models.QuerySet):
         """Starting later (database clock), soonest first."""
         return self.filter(ended_at__isnull=True, starts_at__gt=db_now()).order_by("starts_at")
 
+    def held_without_probe(self):
+        """Live, and no probe may end it: no permit, no call, not even a probe (the dispatcher's "held?")."""
+        return self.live().filter(until_probe=False)
+
+    def by_operators(self):
+        return self.filter(kind__in=OPERATOR_KINDS)
+
     def governing_first(self):
         """The one that holds the destination longest first (no end = until a person ends it)."""
         return self.order_by(models.F("ends_at").desc(nulls_first=True), "starts_at", "pk")
 
 
 class DestinationHold(models.Model):
-    """One hold on a destination: an operator's pause (from now, until a time or until resumed) or a
-    maintenance window (from a time to a time). While live no permit is given (`outbox/services/limits.py`):
-    nothing is claimed, no attempt, retry window or probe is spent, nothing pages. Ended by a person
-    (`ended_at`, `ended_by`) or by its own end passing; the row stays as the record."""
+    """One hold on a destination: an operator's pause (from now, until a time or until resumed), a
+    maintenance window (from a time to a time), a Retry-After hold (until the time the answer asked for), an
+    unservable hold (until a dispatcher can serve it), or the breaker's pause for an outage or refused
+    credentials (`until_probe`: until a probe succeeds). While live without `until_probe` no permit is given
+    (`outbox/services/limits.py`): nothing is claimed, no attempt, retry window or probe is spent. While an
+    `until_probe` hold is live only the breaker's probe is sent. Ended by a person or the system (`ended_at`,
+    `ended_by`) or by its own end passing; the row stays as the record."""
 
     destination = models.CharField(max_length=40)
     kind = models.CharField(max_length=20, choices=HoldKind.choices)
@@ -48,8 +72,13 @@ class DestinationHold(models.Model):
     ends_at = models.DateTimeField(
         null=True, blank=True, help_text="Until; empty: until a person ends it."
     )
+    until_probe = models.BooleanField(
+        default=False, db_default=False, help_text="Ends when a probe of the destination succeeds."
+    )
     set_by = models.CharField(max_length=150, blank=True)
-    ended_at = models.DateTimeField(null=True, blank=True, help_text="Ended early by a person.")
+    ended_at = models.DateTimeField(
+        null=True, blank=True, help_text="Ended early (by a person, a probe, a dispatcher)."
+    )
     ended_by = models.CharField(max_length=150, blank=True)
     created_at = DbClockDateTimeField(auto_now_add=True)
 

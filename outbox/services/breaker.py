@@ -2,13 +2,15 @@
 
 An outage or a refused credential is the destination's problem, not each handoff's. After
 `HANDOFF_BREAKER_THRESHOLD` consecutive connection/5xx failures across handoffs (or
-`HANDOFF_BREAKER_CREDENTIAL_THRESHOLD` consecutive 401/403s: refusals that persist) the
-destination is paused: no handoff is claimed for it, so none spends an attempt or its retry window on a
-receiver that cannot answer. One worker at a time makes a single probe call on a backoff schedule; the
-first success resumes the destination. Pauses and resumes are events; alerts read them. A dispatcher that
-cannot serve a destination at all (it cannot be built, a secret is missing, a call may outlive a lease)
-holds it the same way, with no probe, until a dispatcher finds it servable (`destination_hold`). What the answers
-say (the verdict, the thresholds, the probe delays) is `outbox/breaker_rules.py`.
+`HANDOFF_BREAKER_CREDENTIAL_THRESHOLD` consecutive 401/403s, or 401/403s over a share of the recent calls:
+refusals that persist, `outbox/services/credential_share.py`) the destination is paused, a hold of its own
+(`DestinationHold`, until a probe succeeds, set by "the breaker"): no handoff is claimed for it, so none
+spends an attempt or its retry window on a receiver that cannot answer. One worker at a time makes a
+single probe call on a backoff schedule; the first success resumes the destination and ends its hold.
+Pauses and resumes are events; alerts read them. A dispatcher that cannot serve a destination at all (it
+cannot be built, a secret is missing, a call may outlive a lease) holds it with an unservable hold and no
+probe, until a dispatcher finds it servable (`destination_hold`). What the answers say (the verdict, the
+thresholds, the probe delays) is `outbox/breaker_rules.py`.
 
 Recovery does not wait for the schedule when there is evidence sooner (issue 26): any answer from the
 destination to a lookup or a key listing (settlement, a person's reconcile, a reconciliation run, an
@@ -37,11 +39,15 @@ from outbox.failures import DeliveryResult
 from outbox.models import (
     DestinationEvent,
     DestinationHealth,
+    DestinationHold,
     DestinationState,
     Handoff,
     HandoffState,
+    HoldKind,
     PauseReason,
 )
+from outbox.models.holds import BREAKER_KINDS
+from outbox.services.credential_share import credential_share_refused
 
 D = DestinationState
 
@@ -155,12 +161,16 @@ def destination_record_results(
     verdict = verdict_of(results)
     if not verdict.succeeded and not verdict.failures:
         return ""
-    if not verdict.failures and (
-        seen_healthy
-        if seen_healthy is not None
-        else DestinationHealth.objects.using(DB)
-        .filter(name=name, state=D.ACTIVE, consecutive_failures=0)
-        .exists()
+    if (
+        not verdict.failures
+        and not verdict.refused
+        and (
+            seen_healthy
+            if seen_healthy is not None
+            else DestinationHealth.objects.using(DB)
+            .filter(name=name, state=D.ACTIVE, consecutive_failures=0)
+            .exists()
+        )
     ):
         # The common case, after every batch: a healthy destination answered. Nothing to reset, no lock taken.
         return D.ACTIVE
@@ -170,6 +180,8 @@ def destination_record_results(
             _resume(health)
         if verdict.failures:
             _count_failures(health, verdict)
+        if verdict.refused and health.state == D.ACTIVE:
+            _hold_for_share(health, verdict)
         health.save(using=DB)
     return health.state
 
@@ -185,13 +197,50 @@ def _move(health: DestinationHealth, to_state: str, reason: str) -> None:
 
 def _resume(health: DestinationHealth, reason: str = "") -> None:
     if health.state == D.PAUSED:
-        _move(
-            health,
-            D.ACTIVE,
-            reason or f"a call succeeded after {health.probes} probe(s); resumed",
-        )
+        reason = reason or f"a call succeeded after {health.probes} probe(s); resumed"
+        _move(health, D.ACTIVE, reason)
+        _end_breaker_holds(health.name, reason)
     health.consecutive_failures, health.failing_since, health.pause_reason = 0, None, ""
     health.paused_at, health.next_probe_at, health.probes, health.last_error = None, None, 0, ""
+
+
+def _end_breaker_holds(name: str, reason: str) -> None:
+    """End the breaker's live holds (its pause, a credential or an unservable hold); no other hold."""
+    DestinationHold.objects.using(DB).filter(
+        destination=name, kind__in=BREAKER_KINDS, ended_at__isnull=True
+    ).update(ended_at=db_now(), ended_by=f"the breaker: {reason}"[:150])
+
+
+def _add_breaker_hold(name: str, kind: str, reason: str, *, until_probe: bool, by: str) -> None:
+    DestinationHold.objects.using(DB).create(
+        destination=name,
+        kind=kind,
+        reason=reason[:200],
+        starts_at=db_now(),
+        until_probe=until_probe,
+        set_by=by,
+    )
+
+
+def _pause(health: DestinationHealth, reason: str, why: str, reason_code: str) -> None:
+    """The breaker pauses the destination: an event, its probe schedule, and its hold until a probe
+    succeeds (a credential hold for refused credentials, else the breaker's pause)."""
+    _move(health, D.PAUSED, why)
+    health.pause_reason = reason
+    health.paused_at = db_now()
+    health.probes = 0
+    health.next_probe_at = db_now_plus(probe_delay(0, reason_code))
+    kind = HoldKind.CREDENTIAL if reason == PauseReason.CREDENTIAL else HoldKind.BREAKER
+    _add_breaker_hold(health.name, kind, why, until_probe=True, by="the breaker")
+
+
+def _hold_for_share(health: DestinationHealth, verdict: Verdict) -> None:
+    """Refused credentials over a share of the recent calls hold the destination, however few were in a
+    row (`outbox/services/credential_share.py`)."""
+    share = credential_share_refused(name=health.name)
+    if share is not None:
+        health.last_error = verdict.refused_detail
+        _pause(health, PauseReason.CREDENTIAL, f"{share}: {verdict.refused_detail}", "")
 
 
 def _count_failures(health: DestinationHealth, verdict: Verdict) -> None:
@@ -199,16 +248,10 @@ def _count_failures(health: DestinationHealth, verdict: Verdict) -> None:
         health.failing_since = db_now()
     health.consecutive_failures += verdict.failures
     health.last_error = verdict.detail
-    if health.state == D.ACTIVE and health.consecutive_failures >= pause_threshold(verdict.reason):
-        _move(
-            health,
-            D.PAUSED,
-            f"{health.consecutive_failures} consecutive failure(s): {verdict.detail}",
-        )
-        health.pause_reason = verdict.reason
-        health.paused_at = db_now()
-        health.probes = 0
-        health.next_probe_at = db_now_plus(probe_delay(0, verdict.reason_code))
+    threshold = pause_threshold(verdict.reason)
+    if health.state == D.ACTIVE and health.consecutive_failures >= threshold:
+        why = f"{health.consecutive_failures} consecutive failure(s): {verdict.detail}"
+        _pause(health, verdict.reason, why, verdict.reason_code)
     elif health.state == D.PAUSED:
         # A probe failed: the next one by its cause (sooner for a receiver that is restarting or waits for
         # its database) instead of the slower schedule its slot was taken with.
@@ -249,11 +292,20 @@ def destination_hold(*, name: str, reason: str) -> bool:
         else:
             _move(health, D.PAUSED, reason)
         if not held:
+            # An outage or credential pause gives way to this hold: no probe while it cannot be served.
+            _end_breaker_holds(name, "a dispatcher cannot serve it")
             health.pause_reason, health.paused_at, health.probes = (
                 PauseReason.UNSERVABLE,
                 db_now(),
                 0,
             )
+            _add_breaker_hold(
+                name, HoldKind.UNSERVABLE, reason, until_probe=False, by="a dispatcher"
+            )
+        else:
+            DestinationHold.objects.using(DB).filter(
+                destination=name, kind=HoldKind.UNSERVABLE, ended_at__isnull=True
+            ).update(reason=reason[:200])
         health.next_probe_at, health.last_error = None, reason
         health.save(using=DB)
     return True

@@ -126,9 +126,10 @@ def destination_schedule_window(
 
 
 def _to_end(name: str, hold_id: int | None):
-    """The holds a resume ends: the one named; else the live pauses; else the live windows; else the
-    windows scheduled ahead (a cancel). A pause's resume never ends a window, nor the reverse."""
-    holds = DestinationHold.objects.using(DB).filter(destination=name)
+    """The operator's holds a resume ends (never the system's): the one named; else the live pauses; else
+    the live windows; else the windows scheduled ahead (a cancel). A pause's resume never ends a window,
+    nor the reverse."""
+    holds = DestinationHold.objects.using(DB).filter(destination=name).by_operators()
     if hold_id is not None:
         return list(holds.not_ended().filter(pk=hold_id))
     live = holds.live()
@@ -182,7 +183,9 @@ def destination_resume_by_operator(
                 label=actor_label,
             )
     health.refresh_from_db(using=DB)
-    others = DestinationHold.objects.using(DB).live().filter(destination=name).exists()
+    others = (
+        DestinationHold.objects.using(DB).held_without_probe().filter(destination=name).exists()
+    )
     if health.state == DestinationState.PAUSED and not others:
         destination_probe_now(name=name, asked_by=f"resume by {label}")
         health.refresh_from_db(using=DB)

@@ -14,9 +14,10 @@ spends no handoff's attempt or retry window, and waits `DestinationLimited.wait_
   them: no more than the limit ever arrive within one second. (A GCRA on the sender's clock spaces the sends,
   but the receiver counts arrivals, and a delayed request can arrive next to the following one.) The price:
   a slot serves one request per (1 s + call time).
-- Hold: a 429 or 503 answer with `Retry-After` sets `hold_until` (capped by
-  HANDOFF_DESTINATION_MAX_HOLD_SECONDS); no permit is given before it. `hold_since` is when the hold in
-  force began (an extension keeps it).
+- Hold: no permit while any hold no probe ends is live (`DestinationHold`: an operator's pause or window,
+  an unservable hold, a Retry-After hold). A 429 or 503 answer with `Retry-After` writes a Retry-After hold
+  until the time it asked for (capped by HANDOFF_DESTINATION_MAX_HOLD_SECONDS); an extension keeps its
+  start.
 
 One call is one HTTP request: a batch call carrying 50 handoffs takes one rate slot. Lookups and key listings
 (settlement, reconciliation, an operator's reconcile) are requests too: `LimitedLookups`
@@ -31,8 +32,8 @@ import uuid
 
 from django.conf import settings
 from django.db import connections, transaction
-from django.db.models import BooleanField, Case, ExpressionWrapper, F, Q, When
-from django.db.models.functions import Coalesce, Greatest
+from django.db.models import Exists, OuterRef, Q
+from django.db.models.functions import Greatest
 
 from lib.databases import DB
 from outbox.breaker_rules import BreakerSeen
@@ -48,41 +49,46 @@ from outbox.limit_rules import (
     describe_limit,
     parse_limit,
 )
-from outbox.models import DestinationEvent, DestinationHealth, DestinationSlot, SlotKind
-from outbox.services.breaker import destination_health_get_or_create, destination_health_locked
+from outbox.models import (
+    DestinationEvent,
+    DestinationHealth,
+    DestinationHold,
+    DestinationSlot,
+    HoldKind,
+    SlotKind,
+)
+from outbox.services.breaker import destination_health_locked
 
 
 def _limits(name: str) -> Limits:
-    held = ExpressionWrapper(Q(hold_until__gt=db_now()), output_field=BooleanField())
+    # "Held?" is one EXISTS on the holds' partial index: any live hold no probe ends (an operator's pause or
+    # window, a Retry-After hold, an unservable hold), read with the limits and the breaker in one query.
+    held = DestinationHold.objects.held_without_probe().filter(destination=OuterRef("name"))
     row = (
         DestinationHealth.objects.using(DB)
         .filter(name=name)
-        .with_window()
-        .annotate(held=held)
+        .annotate(held=Exists(held))
         .values_list(
-            "max_concurrency",
-            "max_requests_per_second",
-            "held",
-            "state",
-            "probes",
-            "in_window",
-            named=True,
+            "max_concurrency", "max_requests_per_second", "held", "state", "probes", named=True
         )
         .first()
     )
     if row is None:
-        # A destination not seen yet has the configured defaults (its row is written with them when needed).
+        # A destination not seen yet has the configured defaults (its row is written with them when needed);
+        # it may still be held (an operator paused it before its first call).
         return Limits(
             settings.HANDOFF_DESTINATION_MAX_CONCURRENCY,
             settings.HANDOFF_DESTINATION_MAX_REQUESTS_PER_SECOND,
-            False,
+            DestinationHold.objects.using(DB)
+            .held_without_probe()
+            .filter(destination=name)
+            .exists(),
         )
     return Limits(
         row.max_concurrency,
         row.max_requests_per_second,
         bool(row.held),
         BreakerSeen(row.state, row.probes),
-        in_window=bool(row.in_window),
     )
 
 
@@ -188,9 +194,9 @@ def slot_take_for(*, key: str, limit: int, holder: str, seconds: float) -> float
 
 
 def destination_held(*, name: str) -> bool:
-    """Whether a Retry-After answer or an operator's window holds the destination now (database clock)."""
-    limits = _limits(name)
-    return limits.held or limits.in_window
+    """Whether a hold no probe ends (an operator's, a Retry-After, an unservable one) holds the destination
+    now (database clock)."""
+    return _limits(name).held
 
 
 class HoldWatch:
@@ -232,15 +238,25 @@ def destination_acquire(*, name: str, worker: str, requests: int, lease_seconds:
 
 
 def _refuse_if_held(name: str, limits: Limits) -> None:
-    """No permit while a Retry-After holds the destination or an operator's window is on: asked again
-    within MAX_WAIT_SECONDS, so the destination drains as soon as either ends."""
-    if limits.in_window:
-        raise DestinationLimited(
-            f"destination {name} is paused by an operator (pause or maintenance window)",
-            MAX_WAIT_SECONDS,
-        )
+    """No permit while a hold is live (an operator's pause or window, a Retry-After, an unservable hold):
+    asked again within MAX_WAIT_SECONDS, so the destination drains as soon as the last one ends."""
     if limits.held:
-        raise DestinationLimited(f"destination {name} is held (Retry-After)", MAX_WAIT_SECONDS)
+        raise DestinationLimited(
+            f"destination {name} is held ({', '.join(_live_kinds(name))})", MAX_WAIT_SECONDS
+        )
+
+
+def _live_kinds(name: str) -> list[str]:
+    """The kinds of the holds on the destination now, for the refusal's words (read only when refused)."""
+    kinds = (
+        DestinationHold.objects.using(DB)
+        .held_without_probe()
+        .filter(destination=name)
+        .order_by("kind")
+        .values_list("kind", flat=True)
+        .distinct()
+    )
+    return [HoldKind(kind).label for kind in kinds] or ["a hold that has just ended"]
 
 
 def _take_slots(permit: Permit, limits: Limits, lease_seconds: float) -> None:
@@ -273,7 +289,7 @@ def _take_slots(permit: Permit, limits: Limits, lease_seconds: float) -> None:
     if permit.slot_ids or permit.rate_ids:
         fresh = _limits(name)
         permit.breaker = fresh.breaker  # the newer read, for the breaker's admission
-        if fresh.held or fresh.in_window:
+        if fresh.held:
             # The hold may have been written after the first read: a worker holding a slot writes its hold
             # before it gives the slot back, so whoever takes that slot sees the hold here and sends nothing.
             destination_release(permit=permit)
@@ -304,19 +320,30 @@ def destination_renew(*, permit: Permit, lease_seconds: float) -> bool:
 
 
 def _hold(name: str, seconds: float, reason: str) -> None:
+    """A Retry-After hold: a row of its own (`HoldKind.RETRY_AFTER`) beside any other hold. One still live
+    is extended, keeping its start (the screens say since when the destination has been held); one whose
+    end passed is over, and this one starts now. Never shortened: a longer end another worker set stays."""
     seconds = min(seconds, settings.HANDOFF_DESTINATION_MAX_HOLD_SECONDS)
     if seconds <= 0:
         return
-    health = destination_health_get_or_create(name)
-    # A hold still in force keeps its start: an extension is the same hold, and the screens say since when
-    # the destination has been held. One whose end passed is over; this one starts now.
-    in_force = Q(hold_until__gt=db_now())
-    # Never shorten a longer hold another worker set meanwhile.
-    DestinationHealth.objects.using(DB).filter(pk=health.pk).update(
-        hold_since=Case(When(in_force, then=F("hold_since")), default=db_now()),
-        hold_until=Greatest(Coalesce("hold_until", db_now()), db_now_plus(seconds)),
-        hold_reason=reason[:200],
-    )
+    with transaction.atomic(using=DB):
+        destination_health_locked(
+            name
+        )  # one writer of the destination's Retry-After hold at a time
+        live = (
+            DestinationHold.objects.using(DB)
+            .live()
+            .filter(destination=name, kind=HoldKind.RETRY_AFTER)
+        )
+        if not live.update(ends_at=Greatest("ends_at", db_now_plus(seconds)), reason=reason[:200]):
+            DestinationHold.objects.using(DB).create(
+                destination=name,
+                kind=HoldKind.RETRY_AFTER,
+                reason=reason[:200],
+                starts_at=db_now(),
+                ends_at=db_now_plus(seconds),
+                set_by="the destination (its answer)",
+            )
 
 
 def destination_release(*, permit: Permit) -> None:

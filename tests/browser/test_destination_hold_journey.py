@@ -65,7 +65,7 @@ def _receiver_answers_retry_after(*seconds: float) -> list[DestinationHealth]:
     for permit, wait in zip(permits, seconds, strict=True):
         permit.made([_retry_after(wait)])
         destination_release(permit=permit)
-        seen.append(DestinationHealth.objects.get(name="receiver"))
+        seen.append(DestinationHealth.objects.with_retry_after().get(name="receiver"))
     return seen
 
 

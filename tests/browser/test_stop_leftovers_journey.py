@@ -20,7 +20,7 @@ from outbox.services.limits import destination_acquire, destination_release
 from reconciliation.models import Replay, ReplayItem
 from tests.approvals.observation_world import observed_world
 from tests.builders import record
-from tests.factories import onboarding_world
+from tests.factories import onboarding_world, retry_after_rows
 
 pytestmark = [
     pytest.mark.browser,
@@ -104,8 +104,8 @@ def test_health_says_since_when_the_receiver_is_held_and_until_when(
     )
     permit.made([too_many])
     destination_release(permit=permit)
-    DestinationHealth.objects.filter(name="receiver").update(hold_since=db_now_plus(-600))
-    health = DestinationHealth.objects.get(name="receiver")
+    retry_after_rows("receiver").update(starts_at=db_now_plus(-600))
+    health = DestinationHealth.objects.with_retry_after().get(name="receiver")
     sign_in("olga")
 
     page.goto(f"{live_server.url}/health/")

@@ -11,6 +11,7 @@ from outbox.failures import DeliveryResult
 from outbox.models import DestinationHealth, FailureClass
 from outbox.services.limits import destination_acquire, destination_release
 from tests.console.clients import client_for
+from tests.factories import retry_after_rows
 
 pytestmark = pytest.mark.django_db(databases=["default", "delivery"])
 
@@ -45,8 +46,8 @@ def _hold_cell(html: str) -> str:
 def test_the_hold_line_says_since_when_how_long_ago_and_until_when(world):
     _receiver_answers_retry_after(600)
     # The hold in force began an hour ago (answers since then extended it, keeping its start).
-    DestinationHealth.objects.filter(name="receiver").update(hold_since=db_now_plus(-3600))
-    health = DestinationHealth.objects.get(name="receiver")
+    retry_after_rows("receiver").update(starts_at=db_now_plus(-3600))
+    health = DestinationHealth.objects.with_retry_after().get(name="receiver")
 
     response = client_for(world["olga"]).get("/health/")
 

@@ -111,7 +111,7 @@ def test_a_backlog_drains_under_the_operators_limits_and_a_retry_after_holds_the
     assert report["in_flight"] <= MAX_CONCURRENCY, json.dumps(report)
     assert report["per_second"] <= MAX_PER_SECOND, json.dumps(report)
 
-    health = DestinationHealth.objects.get(name="receiver")
+    health = DestinationHealth.objects.with_retry_after().get(name="receiver")
     assert health.hold_until is not None and "HTTP 429 with Retry-After 3 s" in health.hold_reason
     held_until = health.hold_until.timestamp()
     held_from = (

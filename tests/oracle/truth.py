@@ -319,11 +319,12 @@ class Truth:
     # --- destinations and figures ------------------------------------------------------------
 
     def destination(self, name: str) -> dict | None:
-        """The destination's health row, with its operators' holds (pauses, windows) not ended early."""
+        """The destination's health row, with its holds not ended early (an operator's pause or window, a
+        Retry-After hold, the breaker's)."""
         row = _row(DestinationHealth, name=name)
         if row is not None:
             holds = DestinationHold.objects.filter(destination=name, ended_at__isnull=True)
-            row["holds"] = list(holds.values("starts_at", "ends_at"))
+            row["holds"] = list(holds.values("starts_at", "ends_at", "kind"))
         return row
 
     def destination_state(self, name: str) -> set[str] | None:
@@ -390,11 +391,13 @@ class Truth:
 
 
 def _destination_state_at(row: dict, moment) -> str:
-    if any(
-        h["starts_at"] <= moment and (h["ends_at"] is None or h["ends_at"] > moment)
+    live = {
+        h["kind"]
         for h in row["holds"]
-    ):
+        if h["starts_at"] <= moment and (h["ends_at"] is None or h["ends_at"] > moment)
+    }
+    if live & {"operator_pause", "window"}:
         return "window"
     if row["state"] == "paused":
         return "unservable" if row["pause_reason"] == "unservable" else "breaker"
-    return "retry_after" if row["hold_until"] and row["hold_until"] > moment else "active"
+    return "retry_after" if "retry_after" in live else "active"

@@ -145,11 +145,10 @@ def test_a_retry_after_hold_says_until_when_instead_of_within_seconds():
 
     queued = handoff(S.PENDING)
     assert "within seconds" in next_step(queued).detail
-    hold = DestinationHealth(
-        name="receiver",
-        hold_until=timezone.now() + timedelta(seconds=54),
-        hold_reason="HTTP 429 with Retry-After 54 s",
-    )
+    # As `with_holds` annotates it from its Retry-After hold.
+    hold = DestinationHealth(name="receiver")
+    hold.hold_until = timezone.now() + timedelta(seconds=54)
+    hold.hold_reason = "HTTP 429 with Retry-After 54 s"
     hold.held = True
     guidance = next_step(queued, paused_destination=hold)
     assert guidance.headline.startswith("Waiting: destination receiver asked us to wait until ")

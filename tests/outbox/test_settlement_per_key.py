@@ -5,15 +5,14 @@ recorded before a lease renewal, so none waits past the leases it was asked unde
 import pytest
 
 from delivery import services as receiver
-from outbox.clock import db_now_plus
 from outbox.destinations import InProcessDestination, LookupFailed
 from outbox.limit_rules import DestinationLimited
-from outbox.models import DestinationHealth, Handoff, HandoffEvent, HandoffState
+from outbox.models import Handoff, HandoffEvent, HandoffState
 from outbox.services import lookup_limits
 from outbox.services.limits import destination_set_limits
 from outbox.services.lookup_limits import LimitedLookups
 from outbox.settlement import passes as settling
-from tests.factories import make_user
+from tests.factories import make_user, retry_after_hold
 
 pytestmark = pytest.mark.django_db(databases=["default", "delivery"])
 S = HandoffState
@@ -185,10 +184,7 @@ class HoldingDestination(CountingDestination):
     def lookup(self, action_key):
         answer = super().lookup(action_key)
         if len(self.asked) == 2:
-            DestinationHealth.objects.update_or_create(
-                name=self.name,
-                defaults={"hold_until": db_now_plus(30), "hold_reason": "HTTP 429"},
-            )
+            retry_after_hold(self.name, 30)
         return answer
 
 

@@ -17,6 +17,7 @@ from outbox.models import (
     DestinationHealth,
     DestinationHold,
     DestinationState,
+    HoldKind,
     PauseReason,
 )
 from outbox.services.destination_windows import (
@@ -24,7 +25,7 @@ from outbox.services.destination_windows import (
     destination_schedule_window,
 )
 from tests.console.clients import client_for
-from tests.factories import grant_destination_admin
+from tests.factories import grant_destination_admin, retry_after_hold
 
 pytestmark = pytest.mark.django_db(databases=["default", "delivery"])
 
@@ -52,9 +53,7 @@ def held(world):
         starts_at=now + timedelta(days=1),
         ends_at=now + timedelta(days=1, hours=1),
     )
-    DestinationHealth.objects.filter(name="crm").update(
-        hold_until=db_now_plus(60), hold_since=db_now_plus(-1), hold_reason="HTTP 429"
-    )
+    retry_after_hold("crm", 60)
     return {"olga": olga, "pause": pause, "window": window, "ahead": ahead}
 
 
@@ -137,6 +136,14 @@ def test_a_probe_time_already_past_reads_due_now_on_health_never_as_a_past_time(
         paused_at=db_now_plus(-120),
         next_probe_at=db_now_plus(-60),
         last_error="connect_failed: refused",
+    )
+    DestinationHold.objects.create(
+        destination="receiver",
+        kind=HoldKind.BREAKER,
+        reason="5 consecutive failure(s): connect_failed: refused",
+        starts_at=db_now_plus(-120),
+        until_probe=True,
+        set_by="the breaker",
     )
     past = DestinationHealth.objects.get(name="receiver").next_probe_at
     page = client_for(olga).get("/health/").content.decode()

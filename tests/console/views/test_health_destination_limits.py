@@ -17,7 +17,7 @@ from outbox.clock import db_now_plus
 from outbox.models import DestinationEvent, DestinationHealth
 from outbox.services.limits import destination_acquire
 from tests.console.clients import HTMX, client_for
-from tests.factories import grant_destination_admin, make_user
+from tests.factories import grant_destination_admin, make_user, retry_after_hold, retry_after_rows
 
 pytestmark = pytest.mark.django_db(databases=["default", "delivery"])
 URL = "/health/destinations/receiver/limits"
@@ -206,13 +206,11 @@ def test_the_health_page_shows_the_limits_the_hold_and_the_slots_in_use(olga):
     assert "permission change them" not in page
     post(client)
     destination_acquire(name="receiver", worker="w1", requests=1, lease_seconds=30)
-    DestinationHealth.objects.filter(name="receiver").update(
-        hold_until=db_now_plus(30), hold_reason="HTTP 429 with Retry-After 30 s"
-    )
+    retry_after_hold("receiver", 30, "HTTP 429 with Retry-After 30 s")
     page = client.get("/health/").content.decode()
     assert "1 of 2" in page and "1 of 20" in page.split('id="destination-receiver-rate"')[1]
     assert "held since" in page and ", until " in page and "HTTP 429 with Retry-After 30 s" in page
-    DestinationHealth.objects.filter(name="receiver").update(hold_until=db_now_plus(-1))
+    retry_after_rows("receiver").update(ends_at=db_now_plus(-1))
     assert "held since" not in client.get("/health/").content.decode()
 
 

@@ -219,9 +219,11 @@ def test_a_429_with_retry_after_holds_the_whole_destination(receiver, settings, 
     first, second = make_handoff(1), make_handoff(2)
     inject(settings, first.action_key, "http_429")
     assert handoff_deliver(handoff_id=first.pk, destination=receiver) == S.PENDING
-    assert DestinationHealth.objects.filter(
-        hold_until__gt=db_now_plus(25), hold_reason__contains="429"
-    ).exists()
+    assert (
+        DestinationHealth.objects.with_retry_after()
+        .filter(hold_until__gt=db_now_plus(25), hold_reason__contains="429")
+        .exists()
+    )
     held = dispatch_batch(destination=receiver, worker="w2")
     assert held.limited and held.claimed == 0
     second.refresh_from_db()
@@ -239,7 +241,9 @@ def test_a_batch_items_429_with_retry_after_holds_the_destination(
     inject(settings, handoffs[1].action_key, "http_429")
     stats = dispatch_batch(destination=batch_receiver, worker="w1", limit=10)
     assert (stats.claimed, stats.delivered, stats.retrying) == (3, 2, 1)
-    assert DestinationHealth.objects.filter(hold_until__gt=db_now_plus(25)).exists()
+    assert (
+        DestinationHealth.objects.with_retry_after().filter(hold_until__gt=db_now_plus(25)).exists()
+    )
     assert dispatch_batch(destination=batch_receiver, worker="w1").limited
 
 

@@ -144,8 +144,9 @@ def test_a_window_that_cannot_be_set_is_refused_and_writes_nothing(call, olga):
 
 
 def test_a_row_written_without_the_window_columns_is_accepted_and_takes_calls(make_handoff):
-    """What a dispatcher of the release before (or the bench) writes: the columns it knows. The window's
-    text columns have database defaults, so the insert works and the destination is open."""
+    """What a dispatcher of the release before (or the bench) writes: the columns it knows. The columns this
+    release left out of the model (`window_*`, `hold_*`) have database defaults or are nullable, so the
+    insert works and the destination is open."""
     from django.db import connection
 
     with connection.cursor() as cursor:
@@ -154,8 +155,7 @@ def test_a_row_written_without_the_window_columns_is_accepted_and_takes_calls(ma
             "probes, last_error, hold_reason, updated_at, max_concurrency, max_requests_per_second) "
             "VALUES ('receiver', 'active', '', 0, 0, '', '', CURRENT_TIMESTAMP, NULL, NULL)"
         )
-    health = DestinationHealth.objects.get(name="receiver")
-    assert (health.window_reason, health.window_set_by, health.window_starts_at) == ("", "", None)
+    assert DestinationHealth.objects.filter(name="receiver", state="active").exists()
     make_handoff(1)
     assert dispatch_batch(destination=ScriptedDestination()).delivered == 1
 

@@ -1,4 +1,4 @@
-"""A Retry-After hold records when it began (`DestinationHealth.hold_since`, database clock): a new hold starts
+"""A Retry-After hold records when it began (its `DestinationHold` row's start, database clock): a new hold starts
 now, an answer that extends the hold in force keeps its start, and a hold after the last one ended starts
 again. The handoff list and page say "held since …, until …" from it."""
 
@@ -8,6 +8,7 @@ from outbox.clock import db_now, db_now_plus
 from outbox.failures import DeliveryResult
 from outbox.models import DestinationHealth, FailureClass
 from outbox.services.limits import destination_acquire, destination_release
+from tests.factories import retry_after_rows
 
 pytestmark = pytest.mark.django_db
 
@@ -36,7 +37,7 @@ def _answered_retry_after(seconds: float, permit=None) -> None:
 
 
 def _receiver():
-    return DestinationHealth.objects.filter(name="receiver")
+    return DestinationHealth.objects.with_retry_after().filter(name="receiver")
 
 
 def test_a_new_hold_starts_now_on_the_database_clock():
@@ -48,7 +49,7 @@ def test_an_answer_extending_the_hold_in_force_keeps_its_start():
     late = _call_in_flight("late")
     _answered_retry_after(30)
     # The hold in force began an hour ago; the call still in flight is answered with a longer Retry-After.
-    _receiver().update(hold_since=db_now_plus(-3600))
+    retry_after_rows("receiver").update(starts_at=db_now_plus(-3600))
     _answered_retry_after(50, permit=late)
     assert _receiver().filter(hold_until__gt=db_now_plus(40)).exists()
     assert _receiver().filter(hold_since__lt=db_now_plus(-3500)).exists()
@@ -56,6 +57,6 @@ def test_an_answer_extending_the_hold_in_force_keeps_its_start():
 
 def test_a_hold_after_the_last_one_ended_starts_again():
     _answered_retry_after(30)
-    _receiver().update(hold_since=db_now_plus(-3600), hold_until=db_now_plus(-0.001))
+    retry_after_rows("receiver").update(starts_at=db_now_plus(-3600), ends_at=db_now_plus(-0.001))
     _answered_retry_after(30)
     assert _receiver().filter(hold_since__gt=db_now_plus(-5)).exists()

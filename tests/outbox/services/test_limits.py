@@ -24,7 +24,7 @@ from outbox.services.limits import (
     destination_release,
     destination_set_limits,
 )
-from tests.factories import make_user
+from tests.factories import make_user, retry_after_hold, retry_after_rows
 from tests.outbox.scripted_destination import ScriptedDestination
 
 pytestmark = pytest.mark.django_db(databases=["default", "delivery"])
@@ -196,7 +196,7 @@ def test_a_retry_after_holds_the_whole_destination_and_no_handoff_spends_an_atte
     destination = ScriptedDestination(rate_limited(30))
     first = dispatch_batch(destination=destination, limit=1)
     assert first.retrying == 1
-    health = DestinationHealth.objects.filter(name="receiver")
+    health = DestinationHealth.objects.with_retry_after().filter(name="receiver")
     assert health.filter(hold_until__gt=db_now_plus(25), hold_until__lte=db_now_plus(30)).exists()
     assert "429" in health.get().hold_reason
     before = attempts_made()
@@ -204,7 +204,7 @@ def test_a_retry_after_holds_the_whole_destination_and_no_handoff_spends_an_atte
     assert refused.limited and refused.claimed == 0 and destination.calls == 1
     assert attempts_made() == before
     # The hold ends on the database clock; everything goes, nothing went to a person.
-    health.update(hold_until=db_now_plus(-0.001))
+    retry_after_rows("receiver").update(ends_at=db_now_plus(-0.001))
     Handoff.objects.filter(state=S.PENDING).update(next_attempt_at=db_now())
     drain(destination=destination)
     assert Handoff.objects.filter(state=S.DELIVERED).count() == 5
@@ -215,12 +215,12 @@ def test_a_hold_is_capped_and_never_shortened(make_handoff, settings):
     settings.HANDOFF_DESTINATION_MAX_HOLD_SECONDS = 60
     make_handoff(1), make_handoff(2)
     dispatch_batch(destination=ScriptedDestination(rate_limited(86_400, status=503)), limit=1)
-    health = DestinationHealth.objects.filter(name="receiver")
+    health = DestinationHealth.objects.with_retry_after().filter(name="receiver")
     assert health.filter(hold_until__gt=db_now_plus(50), hold_until__lte=db_now_plus(60)).exists()
-    health.update(hold_until=db_now_plus(-0.001))
+    retry_after_rows("receiver").update(ends_at=db_now_plus(-0.001))
     Handoff.objects.filter(state=S.PENDING).update(next_attempt_at=db_now())
     dispatch_batch(destination=ScriptedDestination(rate_limited(10)), limit=1)
-    health.update(hold_until=db_now_plus(40))
+    retry_after_rows("receiver").update(ends_at=db_now_plus(40))
     Handoff.objects.filter(state=S.PENDING).update(next_attempt_at=db_now())
     # A shorter Retry-After seen meanwhile by another worker leaves the longer hold as it is.
     from outbox.services.limits import _hold
@@ -232,7 +232,7 @@ def test_a_hold_is_capped_and_never_shortened(make_handoff, settings):
 def test_an_answer_without_retry_after_holds_nothing(make_handoff):
     make_handoff(1)
     dispatch_batch(destination=ScriptedDestination(rate_limited(None)), limit=1)
-    assert not DestinationHealth.objects.filter(hold_until__isnull=False).exists()
+    assert not retry_after_rows("receiver").exists()
 
 
 def test_without_limits_nothing_is_written_for_them(make_handoff):
@@ -309,9 +309,7 @@ def test_a_hold_written_while_a_slot_is_being_taken_sends_nothing(set_limits, mo
     take = limits._take_or_create
 
     def held_meanwhile(*args, **kwargs):
-        DestinationHealth.objects.filter(name="receiver").update(
-            hold_until=db_now_plus(30), hold_reason="HTTP 429 with Retry-After 30 s"
-        )
+        retry_after_hold("receiver", 30, "HTTP 429 with Retry-After 30 s")
         return take(*args, **kwargs)
 
     monkeypatch.setattr(limits, "_take_or_create", held_meanwhile)
@@ -331,9 +329,7 @@ def test_one_call_per_handoff_stops_at_the_first_retry_after_and_gives_the_rest_
     assert stats.claimed == 5 and stats.retrying == 1 and stats.released == 4
     # Only the call made counts against a handoff's run; the four given back are marked not sent.
     assert sorted(Handoff.objects.values_list("attempts_in_run", flat=True)) == [0, 0, 0, 0, 1]
-    assert DestinationHealth.objects.filter(
-        name="receiver", hold_until__gt=db_now_plus(25)
-    ).exists()
+    assert retry_after_rows("receiver").filter(ends_at__gt=db_now_plus(25)).exists()
     assert Handoff.objects.filter(state=S.PENDING).count() == 5
 
 
@@ -379,13 +375,9 @@ def test_a_hold_written_by_another_worker_mid_batch_stops_this_one_too(make_hand
     for n in range(1, 4):
         make_handoff(n)
     monkeypatch.setattr(LeaseKeeper, "HOLD_CHECK_SECONDS", 0.0)
-    destination_health = DestinationHealth.objects.filter(name="receiver")
 
     def another_worker_was_told_to_wait():
-        DestinationHealth.objects.get_or_create(name="receiver")
-        destination_health.update(
-            hold_until=db_now_plus(30), hold_reason="HTTP 429 with Retry-After 30 s"
-        )
+        retry_after_hold("receiver", 30, "HTTP 429 with Retry-After 30 s")
 
     destination = FirstCallThen(another_worker_was_told_to_wait)
     stats = dispatch_batch(destination=destination, worker="w1", limit=3)
@@ -403,8 +395,8 @@ def test_a_paused_destinations_probe_is_not_spent_while_a_hold_refuses_every_cal
         state="paused",
         pause_reason="unreachable",
         next_probe_at=db_now_plus(-1),
-        hold_until=db_now_plus(30),
     )
+    retry_after_hold("receiver", 30)
     destination = ScriptedDestination()
     stats = dispatch_batch(destination=destination)
     assert stats.limited and stats.claimed == 0 and destination.calls == 0
@@ -415,7 +407,7 @@ def test_settlement_does_not_ask_a_destination_on_hold(make_handoff):
     from outbox.dispatcher import maintain
 
     make_handoff(1, state=S.UNCERTAIN)
-    DestinationHealth.objects.create(name="receiver", hold_until=db_now_plus(30))
+    retry_after_hold("receiver", 30)
     destination = ScriptedDestination()
     assert maintain(destination=destination).settled == {}
     assert Handoff.objects.get().state == S.UNCERTAIN

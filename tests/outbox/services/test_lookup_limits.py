@@ -6,7 +6,6 @@ import pytest
 from outbox.clock import db_now, db_now_plus
 from outbox.dispatcher import settle_uncertain
 from outbox.models import (
-    DestinationHealth,
     DestinationSlot,
     Handoff,
     HandoffEvent,
@@ -16,7 +15,7 @@ from outbox.models import (
 from outbox.services import handoff_settle
 from outbox.services.limits import destination_set_limits
 from reconciliation.services import reconciliation_run
-from tests.factories import make_user
+from tests.factories import make_user, retry_after_hold
 from tests.outbox.scripted_destination import ScriptedDestination
 
 pytestmark = pytest.mark.django_db(databases=["default", "delivery"])
@@ -123,13 +122,11 @@ def test_a_reconciliation_run_refused_by_a_hold_fails_with_the_reason_and_asks_n
 
     monkeypatch.setattr(runs, "RUN_LIMITS_WAIT_SECONDS", 0.0)
     make_handoff(1, state=S.DELIVERED)
-    DestinationHealth.objects.create(
-        name="receiver", hold_until=db_now_plus(30), hold_reason="HTTP 429"
-    )
+    retry_after_hold("receiver", 30)
     receiver = CountingReceiver()
     run = reconciliation_run(destination=receiver)
     assert run.status == "failed"
-    assert "not asked: destination receiver is held (Retry-After)" in run.error
+    assert "not asked: destination receiver is held (Retry-After hold)" in run.error
     assert receiver.listings == receiver.lookups == 0
 
 
@@ -140,13 +137,11 @@ def test_a_persons_reconcile_on_a_held_destination_says_the_receiver_was_not_ask
 
     monkeypatch.setattr(settlement, "PERSON_LOOKUP_WAIT_SECONDS", 0.0)
     handoff = make_handoff(1, state=S.NEEDS_ATTENTION)
-    DestinationHealth.objects.create(
-        name="receiver", hold_until=db_now_plus(30), hold_reason="HTTP 429"
-    )
+    retry_after_hold("receiver", 30)
     assert handoff_settle(handoff_id=handoff.pk, actor=make_user("olga")) == S.NEEDS_ATTENTION
     event = HandoffEvent.objects.filter(handoff=handoff).latest("id")
     assert (
-        "could not ask the receiver: not asked: destination receiver is held (Retry-After)"
+        "could not ask the receiver: not asked: destination receiver is held (Retry-After hold)"
         in event.reason
     )
 
@@ -158,9 +153,7 @@ def test_settlement_with_a_destination_given_asks_it_under_its_limits_too(
 
     monkeypatch.setattr(settlement, "PERSON_LOOKUP_WAIT_SECONDS", 0.0)
     handoff = make_handoff(1, state=S.UNCERTAIN)
-    DestinationHealth.objects.create(
-        name="receiver", hold_until=db_now_plus(30), hold_reason="HTTP 429"
-    )
+    retry_after_hold("receiver", 30)
     receiver = CountingReceiver()
     assert handoff_settle(handoff_id=handoff.pk, destination=receiver) == S.UNCERTAIN
     assert receiver.lookups == 0

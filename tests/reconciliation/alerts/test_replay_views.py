@@ -12,14 +12,13 @@ from django.test import Client
 
 from approvals.models import Role
 from delivery.models import ReceiverTask
-from outbox.clock import db_now_plus
-from outbox.models import DestinationHealth, Handoff, HandoffState
+from outbox.models import Handoff, HandoffState
 from reconciliation.alerts.incidents import incidents_sync
 from reconciliation.alerts.replay_preview import replay_preview_run
 from reconciliation.alerts.replay_run import replay_run
 from reconciliation.models import Incident, Replay, ReplayOutcome, ReplayState, ReplayVerdict
 from tests.builders import record
-from tests.factories import make_user
+from tests.factories import make_user, retry_after_hold
 
 pytestmark = pytest.mark.django_db(databases=["default", "delivery"])
 
@@ -98,9 +97,7 @@ def test_a_key_the_receiver_cannot_be_asked_about_at_run_time_is_skipped_not_sai
     olga = client_of(world["olga"])
     replay = previewed(olga, incident)
     monkeypatch.setattr(settlement, "PERSON_LOOKUP_WAIT_SECONDS", 0.0)
-    DestinationHealth.objects.update_or_create(
-        name="receiver", defaults={"hold_until": db_now_plus(30), "hold_reason": "HTTP 429"}
-    )
+    retry_after_hold("receiver", 30)
     assert olga.post(f"/incidents/replays/{replay.pk}/run").status_code == 302
     replay = replay_run(replay_id=replay.pk)
     assert replay.outcomes == {ReplayOutcome.SKIPPED: 2, ReplayOutcome.SENT: 3}
