@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from console.views import approval_links, request_detail, requests
+from console.views import approval_links, delegations, request_detail, requests
 from console.views import request_changes as changes
 
 app_name = "approvals"
@@ -13,6 +13,9 @@ urlpatterns = [
     path("new/", requests.request_new, name="new"),
     path("mine/", requests.my_requests, name="mine"),
     path("link/<str:token>/", approval_links.open_link, name="link"),
+    path("delegations/", delegations.my_delegations, name="delegations"),
+    path("delegations/new", delegations.delegation_new, name="delegation_new"),
+    path("delegations/end", delegations.delegation_end, name="delegation_end"),
     path("<int:workspace_id>/<int:number>/revise/", changes.request_revise, name="revise"),
     path("<int:workspace_id>/<int:number>/<int:revision>/", request_detail.detail, name="detail"),
     path(
