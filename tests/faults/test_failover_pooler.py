@@ -1,0 +1,115 @@
+"""A failover behind PgBouncer (transaction mode), under load, with real processes: every process (two
+dispatchers, the web app serving the receiver) reaches the source database through one PgBouncer
+(tests/hosts/pooler.py) with DATABASE_TRANSACTION_POOLER=1, and names only the pooler. The database is a
+primary with an asynchronous streaming replica (tests/hosts/postgres_cluster.py).
+
+Mid-load, replication is cut, the primary goes on delivering, then crashes (stop immediate); the replica is
+promoted and the pooler repointed at it (its [databases] entry, then RELOAD), as docs/operations.md tells an
+operator. The processes' connections to the pooler may outlive the switch (the pooler keeps them while the
+server behind changes), so "every connection is new after a failover" does not hold here: what the old
+primary delivered after the cut must still be looked up, never sent again, and nothing lost or duplicated.
+Beside tests/faults/test_failover.py (a two-host connection string), whose assertions it shares.
+"""
+
+import tempfile
+from pathlib import Path
+
+import httpx
+import pytest
+from django.conf import settings
+
+from tests.faults.test_dispatch_faults import wait_until
+from tests.faults.test_failover import (
+    AFTER_CUT,
+    BEFORE_CUT,
+    COUNT,
+    assert_delivered_once_under_one_lease,
+    assert_forgotten_ones_looked_up_not_resent,
+    assert_one_task_per_key_held_by_its_handoff,
+    delivered,
+    receiver_keys,
+)
+from tests.hosts.pooler import Pooler
+from tests.hosts.postgres_cluster import primary_with_replica
+
+pytestmark = [
+    pytest.mark.postgres,
+    pytest.mark.faults,
+    pytest.mark.long,
+    pytest.mark.django_db(databases=["default", "delivery"], transaction=True),
+]
+
+
+@pytest.fixture
+def cluster_behind_pooler():
+    settings.VAR_DIR.mkdir(parents=True, exist_ok=True)
+    root = Path(tempfile.mkdtemp(prefix="pg-pooler-", dir=settings.VAR_DIR))
+    root.chmod(0o755)  # PgBouncer runs as the postgres user under root
+    with primary_with_replica(root / "servers") as (primary, replica):
+        primary.sql("CREATE DATABASE handoff")
+        pooler = Pooler(
+            None, root / "pooler", user=primary.user, target=(str(primary.sockets), primary.port)
+        )
+        pooler.start()
+        try:
+            yield primary, replica, pooler
+        finally:
+            pooler.stop()
+
+
+def test_failover_behind_pgbouncer_repointed_loses_nothing_and_resends_nothing(
+    processes, cluster_behind_pooler
+):
+    primary, replica, pooler = cluster_behind_pooler
+    processes.manage("migrate", "--no-input", DATABASE_URL=primary.url("handoff"))
+    processes.base_env.update(DATABASE_URL=pooler.url("handoff"), DATABASE_TRANSACTION_POOLER="1")
+    processes.manage(
+        "shell",
+        "-c",
+        f"from tests.faults.test_dispatch_faults import make_handoffs; make_handoffs({COUNT})",
+    )
+    web = processes.start_receiver()
+    dispatchers = [processes.start_dispatcher(name) for name in ("d1", "d2")]
+
+    wait_until(
+        lambda: len(delivered(primary)) >= BEFORE_CUT,
+        timeout=120,
+        what="deliveries before the cut",
+        procs=dispatchers,
+    )
+    primary.wait_replayed_by(replica)
+    primary.cut_replication()
+    on_replica = delivered(replica)
+    wait_until(
+        lambda: len(delivered(primary)) >= len(on_replica) + AFTER_CUT,
+        timeout=120,
+        what="deliveries only the old primary knows",
+        procs=dispatchers,
+    )
+    primary.stop("immediate")
+    on_replica = delivered(replica)
+    forgotten = receiver_keys() - on_replica
+    assert len(forgotten) >= AFTER_CUT
+    replica.promote()
+    (promoted_at,) = replica.sql("SELECT now()")[0]
+    # The operator's step: the pooler's [databases] entry names the promoted replica, then RELOAD.
+    pooler.point_at((str(replica.sockets), replica.port))
+
+    wait_until(
+        lambda: len(delivered(replica)) == COUNT,
+        timeout=180,
+        what="every handoff delivered on the promoted replica",
+        procs=dispatchers,
+    )
+    assert all(proc.poll() is None for proc in dispatchers), "a dispatcher exited"
+    ready = httpx.get(web.replace("/delivery/api", "/readyz"), timeout=10)
+    assert ready.status_code == 200, ready.text
+    for proc in dispatchers:
+        proc.terminate()
+        proc.wait(timeout=60)
+
+    assert_one_task_per_key_held_by_its_handoff(replica)
+    assert_delivered_once_under_one_lease(replica)
+    assert_forgotten_ones_looked_up_not_resent(replica, forgotten, promoted_at)
+    report = processes.manage("reconcile", "--strict", "--no-progress")
+    assert "clean: source and receiver agree; no findings" in report
