@@ -7,7 +7,9 @@ from django.shortcuts import render
 from django_q.models import Failure, OrmQ, Schedule, Success
 
 from approvals.admin import ReadOnlyAdmin
+from approvals.models import Request, TriggerRecord
 from approvals.selectors import operators_of, user_by_id
+from console.claims import record_words
 from console.filters import request_number, text_search
 from console.templatetags.evidence import state_badge
 from outbox import services
@@ -19,6 +21,7 @@ from outbox.models import (
     Handoff,
     HandoffEvent,
 )
+from reconciliation.models import Finding, Incident, ReconciliationRun
 
 
 class AttemptInline(admin.TabularInline):
@@ -237,6 +240,50 @@ class DestinationConfigAdmin(ReadOnlyAdmin):
     list_display = ("name", "kind", "enabled", "updated_at")
     list_filter = ("kind", "enabled")
     search_fields = ("name",)
+
+
+# --- Claims on the admin pages of other apps' records -------------------------------------------
+# The facts support's admin states about requests, triggers, runs, findings, incidents and destinations
+# carry their claims (`console/claims.py`), as the console's screens do; the admins are defined by their
+# apps, below the console, so the claimed columns are put in here, in place of the plain ones.
+
+
+def _claimed_column(field: str):
+    @admin.display(description=field.replace("_", " "), ordering=field)
+    def column(self, obj) -> str:
+        return record_words(obj, field)
+
+    column.__name__ = f"claimed_{field}"
+    return column
+
+
+def _with_claims(model, fields: tuple[str, ...]) -> None:
+    registered = admin.site._registry.get(model)
+    if registered is None:
+        return
+    columns = {f"claimed_{field}": _claimed_column(field) for field in fields}
+    shown = tuple(f"claimed_{f}" if f in fields else f for f in registered.list_display)
+    admin.site.unregister(model)
+    admin.site.register(
+        model,
+        type(
+            f"Claimed{type(registered).__name__}",
+            (type(registered),),
+            {
+                **columns,
+                "list_display": shown,
+                "readonly_fields": (*registered.readonly_fields, *columns),
+            },
+        ),
+    )
+
+
+_with_claims(Request, ("state", "revision"))
+_with_claims(TriggerRecord, ("outcome",))
+_with_claims(DestinationConfig, ("enabled",))
+_with_claims(ReconciliationRun, ("status", "keys_compared", "new_findings", "resolved_findings"))
+_with_claims(Finding, ("status",))
+_with_claims(Incident, ("state", "member_count"))
 
 
 # --- django-q2 ------------------------------------------------------------------------------

@@ -84,5 +84,54 @@ def handoff_claims(handoff: Handoff, findings: Iterable = (), repairs: Iterable 
     return claims
 
 
+# The kind a record's claims are named by: `<kind>.<field>` about `<kind>:<pk>` (`record_claim`).
+RECORD_KINDS = {
+    "approvals.request": "request",
+    "approvals.triggerrecord": "trigger",
+    "outbox.archivedhandoff": "archived",
+    "outbox.attempt": "attempt",
+    "outbox.handoffevent": "handoff_event",
+    "outbox.bulkjob": "bulk_job",
+    "outbox.destinationconfig": "destination_config",
+    "reconciliation.finding": "finding",
+    "reconciliation.incident": "incident",
+    "reconciliation.reconciliationrun": "run",
+    "reconciliation.replay": "replay",
+    "reconciliation.replayitem": "replay_item",
+}
+
+
+def record_claim(record, field: str) -> Claim:
+    """What a screen states of one of a record's fields: the value it holds."""
+    kind = RECORD_KINDS[record._meta.label_lower]
+    return Claim(f"{kind}.{field}", f"{kind}:{record.pk}", claim_value(getattr(record, field)))
+
+
+def claim_value(value: object) -> str:
+    """A stored value as a claim states it: a time in ISO 8601, a user by name, a yes/no as true/false."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return str(value).lower()
+    if hasattr(value, "isoformat"):
+        return value.isoformat()
+    if hasattr(value, "get_username"):
+        return value.get_username()
+    return str(value)
+
+
+def record_words(record, field: str, words: object = None) -> SafeString:
+    """A record's field in its words (`words`, else its choice's label, else its value) inside its claim."""
+    if words is None:
+        display = getattr(record, f"get_{field}_display", None)
+        words = display() if display is not None else getattr(record, field)
+    return claim_span(words, record_claim(record, field))
+
+
+def count_words(words: object, name: str, subject: str, value: int) -> SafeString:
+    """A count as a screen writes it (`words`), with its claim `name` about `subject`."""
+    return claim_span(words, Claim(name, subject, str(value)))
+
+
 def owner_claim(subject: str, owner: str) -> Claim:
     return Claim(f"{subject.split(':', 1)[0]}.next_owner", subject, owner_kind(owner))

@@ -1,11 +1,14 @@
 """{% claimed words claim… %}: the words inside the claims a machine reads (`console/claims.py`); a claim may be
 None, a `Claim`, or a list or dict of them."""
 
+from datetime import timedelta
+
 from django import template
 from django.utils.html import format_html
 from django.utils.timesince import timeuntil
 
-from console.claims import Claim, claim_span, handoff_subject
+from console.claims import Claim, claim_span, count_words, handoff_subject, record_words
+from console.templatetags.health_format import duration
 from outbox.page_clock import page_now
 
 register = template.Library()
@@ -68,10 +71,55 @@ def figure(context, figures: dict, name: str) -> str:
     """A count on Health (`figures[name]`: its value and text) with its claim `health.<name>` about the
     workspaces counted: the chosen one, else every one of the viewer's."""
     shown = figures[name]
+    subject = health_subject(context)
+    return claim_span(shown["text"], Claim(f"health.{name}", subject, str(shown["value"])))
+
+
+def health_subject(context, *parts) -> str:
+    """What a Health figure is about: the workspaces counted (the chosen one, else every one of the
+    viewer's), then what it is broken down by (`health:7,8|onboarding|3`)."""
     chosen = context.get("workspace")
     counted = [chosen] if chosen else sorted(context.get("scope") or [])
-    subject = "health:" + ",".join(str(ws) for ws in counted)
-    return claim_span(shown["text"], Claim(f"health.{name}", subject, str(shown["value"])))
+    return "|".join(["health:" + ",".join(str(ws) for ws in counted), *map(str, parts)])
+
+
+@register.simple_tag(takes_context=True)
+def figure_seconds(context, figures: dict, name: str) -> str:
+    """A time on Health (`figures[name]["value"]`, seconds or None) in the words `duration` picks, with its
+    claim `health.<name>`: the seconds as the words round them, or `none`."""
+    value = figures[name]["value"]
+    shown = "none" if value is None else str(int(round(float(value))))
+    return claim_span(duration(value), Claim(f"health.{name}", health_subject(context), shown))
+
+
+@register.simple_tag(takes_context=True)
+def figure_age(context, figures: dict, name: str) -> str:
+    """The age of the oldest row of a state on Health, in the words `duration` picks, with its claim
+    `health.<name>` stating since when (ISO 8601 on the database's clock, `none` when no row): the age is
+    the page's moment (`now`) minus that time, so the claim does not depend on when it is checked."""
+    value = figures[name]["value"]
+    since = "none" if value is None else (context["now"] - timedelta(seconds=value)).isoformat()
+    return claim_span(duration(value), Claim(f"health.{name}", health_subject(context), since))
+
+
+@register.simple_tag(takes_context=True)
+def health_claim(context, words, name: str, value, *parts) -> str:
+    """A figure of one row of a Health table (a failure rate's workflow and rules, a finding's kind), with
+    its claim `health.<name>` about the workspaces counted and the row (`parts`)."""
+    claim = Claim(f"health.{name}", health_subject(context, *parts), str(value))
+    return claim_span(words, claim)
+
+
+@register.simple_tag
+def destination_limit(health, field: str, used) -> str:
+    """How much of a destination's limit (`max_concurrency`, `max_requests_per_second`) is in use ("2 of 5",
+    "0 of unlimited"), with the claim `destination.<field>`: the limit, or `unlimited`."""
+    value = getattr(health, field, None)
+    shown = "unlimited" if value is None else str(value)
+    words = f"{used} of {shown}"
+    if health is None:
+        return words  # no health row yet: nothing limits it, and there is no record to claim about
+    return claim_span(words, Claim(f"destination.{field}", f"destination:{health.name}", shown))
 
 
 @register.simple_tag
@@ -102,3 +150,24 @@ def assignee(handoff) -> str:
 def request_claim(request_row) -> str:
     """The claim `request.state` of a request listed by its state, as attributes of its row."""
     return claim_attrs(Claim("request.state", f"request:{request_row.pk}", request_row.state))
+
+
+@register.simple_tag
+def stated(record, field: str, words=None) -> str:
+    """One of a record's fields in its words (its label, its value, or `words`) with its claim
+    (`console.claims.record_claim`: `finding.status`, `run.keys_compared`, `replay.state`, …)."""
+    return record_words(record, field, words)
+
+
+@register.simple_tag
+def counted(words, name: str, value, kind: str, pk) -> str:
+    """A count on a screen (`words`) with its claim `name` about `<kind>:<pk>` (`workspace:7`, …)."""
+    return count_words(words, name, f"{kind}:{pk}", value)
+
+
+@register.simple_tag
+def recommended(handoff, guidance) -> str:
+    """The safest next step's headline (`outbox.guidance.next_step`) with its claim `handoff.recommended`:
+    the action the guidance recommends (`retry`, `reconcile`, `repair`, …), or `none`."""
+    claim = Claim("handoff.recommended", handoff_subject(handoff), guidance.recommended or "none")
+    return claim_span(guidance.headline, claim)

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from html.parser import HTMLParser
 
 from tests.oracle.erasures import ERASURE_CHECKS
+from tests.oracle.health_truths import HEALTH_TRUTHS, health_subject
+from tests.oracle.records import RECORD_TRUTHS
 from tests.oracle.truth import Truth
 
 HEALTH_STATE_COUNTS = ("pending", "in_flight", "uncertain", "needs_attention")
@@ -161,6 +163,36 @@ def _delivered_in_window(figure: str) -> Callable[[Truth, str], set[str] | None]
     return check
 
 
+def _record(name: str, truth_of: Callable[[int], set[str] | None]):
+    kind = name.split(".", 1)[0]
+
+    def check(truth: Truth, subject: str) -> set[str] | None:
+        pk = _id(subject, kind)
+        return truth_of(int(pk)) if pk and pk.isdigit() else None
+
+    return check
+
+
+def _health_figure(figure: str) -> Callable[[Truth, str], set[str] | None]:
+    def check(truth: Truth, subject: str) -> set[str] | None:
+        parsed = health_subject(subject)
+        return None if parsed is None else HEALTH_TRUTHS[figure](truth, *parsed)
+
+    return check
+
+
+def _destination_limit(field: str) -> Callable[[Truth, str], set[str] | None]:
+    def check(truth: Truth, subject: str) -> set[str] | None:
+        name = _id(subject, "destination")
+        if not name:
+            return None
+        row = truth.destination(name)
+        # No health row yet: nothing limits it.
+        return {"unlimited" if row is None or row[field] is None else str(row[field])}
+
+    return check
+
+
 # Each claim's truth: the values that are true now, or None when its subject does not exist.
 CHECKS: dict[str, Callable[[Truth, str], set[str] | None]] = {
     "handoff.state": _handoff("state"),
@@ -184,6 +216,10 @@ CHECKS: dict[str, Callable[[Truth, str], set[str] | None]] = {
     },
     **{f"health.{state}": _health_count(state) for state in HEALTH_STATE_COUNTS},
     **ERASURE_CHECKS,
+    **{name: _record(name, truth_of) for name, truth_of in RECORD_TRUTHS.items()},
+    **{f"health.{figure}": _health_figure(figure) for figure in HEALTH_TRUTHS},
+    "destination.max_concurrency": _destination_limit("max_concurrency"),
+    "destination.max_requests_per_second": _destination_limit("max_requests_per_second"),
 }
 
 

@@ -1,49 +1,74 @@
 """Every screen of the console for every object, as each role sees it, rendered with the Django test client:
-the requester's and approver's request pages, the operator's handoff list and pages, Health, incidents,
-destinations, and support's admin pages. A screen a role may not open (403, 404, a redirect) is skipped:
-the oracle checks what is shown, the scope tests check who may see it."""
+Home, the requester's and approver's request pages, the operator's handoff list and pages, archived handoffs,
+bulk jobs, Health, findings, reconciliation runs, triggers, observation, the audit export, incidents and their
+replays, destinations, the demo mailbox, and support's admin pages (handoffs, requests and their revisions,
+triggers, runs, findings, incidents, destinations' configurations). A screen a role may not open (403, 404, a
+redirect) is skipped: the oracle checks what is shown, the scope tests check who may see it."""
 
 from django.test import Client
 from django.urls import reverse
 
-from approvals.models import Request
-from outbox.models import DestinationHealth, Handoff
-from reconciliation.models import Incident
+from approvals.models import Request, TriggerRecord
+from outbox.models import ArchivedHandoff, BulkJob, DestinationConfig, DestinationHealth, Handoff
+from reconciliation.models import Finding, Incident, ReconciliationRun
+from reconciliation.models.replays import Replay
 
+EVERYONE = ("home",)
 ROLE_SCREENS = {
-    "requester": ("approvals:mine",),
-    "approver": ("approvals:queue",),
-    "operator": ("outbox:list", "reconciliation:health", "incidents:list", "destinations:list"),
-    "support": ("admin:outbox_handoff_changelist",),
+    "requester": (*EVERYONE, "approvals:mine"),
+    "approver": (*EVERYONE, "approvals:queue"),
+    "operator": (
+        *EVERYONE,
+        "outbox:list",
+        "reconciliation:health",
+        "reconciliation:findings",
+        "reconciliation:runs",
+        "incidents:list",
+        "destinations:list",
+        "intake:triggers",
+        "observation:index",
+        "audit:export",
+        "delivery:mailbox",
+    ),
+    "support": (
+        "admin:outbox_handoff_changelist",
+        "admin:approvals_request_changelist",
+        "admin:approvals_triggerrecord_changelist",
+        "admin:reconciliation_reconciliationrun_changelist",
+        "admin:reconciliation_finding_changelist",
+        "admin:reconciliation_incident_changelist",
+        "admin:outbox_destinationconfig_changelist",
+    ),
 }
+# Each kind of object's page, by role, and the rows it is shown for.
+OBJECT_SCREENS = [
+    (("requester", "approver", "operator"), "approvals:detail", Request, "revision"),
+    (("requester", "operator"), "outbox:detail", Handoff, "pk"),
+    (("requester", "operator"), "outbox:archived", ArchivedHandoff, "pk"),
+    (("operator",), "outbox:bulk_job", BulkJob, "pk"),
+    (("operator",), "incidents:detail", Incident, "pk"),
+    (("operator",), "incidents:replay", Replay, "pk"),
+    (("operator",), "reconciliation:run", ReconciliationRun, "pk"),
+    (("operator",), "intake:trigger_detail", TriggerRecord, "pk"),
+    (("operator",), "destinations:detail", DestinationHealth, "name"),
+    (("support",), "admin:outbox_handoff_change", Handoff, "pk"),
+    (("support",), "admin:approvals_request_change", Request, "pk"),
+    (("support",), "admin:reconciliation_finding_change", Finding, "pk"),
+    (("support",), "admin:reconciliation_incident_change", Incident, "pk"),
+    (("support",), "admin:outbox_destinationconfig_change", DestinationConfig, "pk"),
+]
 
 
 def _urls_of_objects(role: str) -> list[str]:
     urls = []
-    if role in ("requester", "approver", "operator"):
-        urls += [
-            reverse("approvals:detail", args=[r.workspace_id, r.number, r.revision])
-            for r in Request.objects.only("workspace_id", "number", "revision")
-        ]
-    if role in ("requester", "operator"):
-        urls += [
-            reverse("outbox:detail", args=[pk])
-            for pk in Handoff.objects.values_list("pk", flat=True)
-        ]
-    if role == "operator":
-        urls += [
-            reverse("incidents:detail", args=[pk])
-            for pk in Incident.objects.values_list("pk", flat=True)
-        ]
-        urls += [
-            reverse("destinations:detail", args=[name])
-            for name in DestinationHealth.objects.values_list("name", flat=True)
-        ]
-    if role == "support":
-        urls += [
-            reverse("admin:outbox_handoff_change", args=[pk])
-            for pk in Handoff.objects.values_list("pk", flat=True)
-        ]
+    for roles, name, model, field in OBJECT_SCREENS:
+        if role not in roles:
+            continue
+        if name == "approvals:detail":
+            rows = model.objects.values_list("workspace_id", "number", "revision")
+            urls += [reverse(name, args=list(row)) for row in rows]
+        else:
+            urls += [reverse(name, args=[v]) for v in model.objects.values_list(field, flat=True)]
     return urls
 
 

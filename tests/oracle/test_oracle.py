@@ -174,7 +174,7 @@ def test_every_claim_of_every_screen_is_true_after_every_kind_of_evidence(world)
     said_in_admin = [
         c for url, html in pages.items() for c in claims_in(url, html) if "/admin/" in url
     ]
-    assert {c.name for c in said_in_admin} == {"handoff.state"}
+    assert {c.name for c in said_in_admin} >= {"handoff.state", "request.state", "finding.status"}
     assert chosen["lost"].receipt["found_by"] == "lookup"
 
 
