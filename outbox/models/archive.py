@@ -42,6 +42,9 @@ class ArchivedHandoff(models.Model):
     archived_at = models.DateTimeField(db_default=Now())
     # Every attempt, event and status event, compact: {"attempts": [...], "events": [...], "status_events": [...]}.
     history = models.JSONField(default=dict, blank=True)
+    # What the console's search finds it by, as it was in the hot table (`outbox/search_text.py`); null for
+    # rows archived before it was kept. On PostgreSQL a trigram index serves `LIKE '%…%'` (migration 0028).
+    search_text = models.TextField(null=True, blank=True, editable=False)
     # Its subject's personal fields were erased on request (before or after it was archived).
     erasure = models.ForeignKey(
         "outbox.Erasure",

@@ -177,10 +177,11 @@ def _erase_archived(erasure: Erasure, source_ids: list[int], eraser: Eraser) -> 
         source_id__in=source_ids, workspace_id=erasure.workspace_id
     )
     changed = 0
-    for row in rows.only("request", "history"):
+    for row in rows.only("request", "history", "search_text"):
         ArchivedHandoff.objects.using(DB).filter(pk=row.pk).update(
             request=None if row.request is None else eraser.document(row.request),
             history=_erased_history(row.history, eraser),
+            search_text=eraser.text(row.search_text or "") or None,
             erasure=erasure,
         )
         changed += 1

@@ -62,6 +62,7 @@ _KEPT = (
     "updated_at",
     "delivered_at",
     "erasure_id",
+    "search_text",
 )
 
 
@@ -346,4 +347,5 @@ def _archived(row: dict, history: dict) -> ArchivedHandoff:
         delivered_at=row["delivered_at"],
         history=history,
         erasure_id=row["erasure_id"],
+        search_text=row["search_text"],
     )

@@ -83,6 +83,7 @@ _COLUMNS = (
     ("settled_at", "h.updated_at"),
     ("delivered_at", "h.delivered_at"),
     ("erasure_id", "h.erasure_id"),
+    ("search_text", "h.search_text"),
 )
 
 
