@@ -36,6 +36,7 @@ from outbox.dispatch.leases import (
 )
 from outbox.dispatch.recorded import record_and_count, write_and_count
 from outbox.dispatch.run_stats import RunStats
+from outbox.dispatch.withdrawals import handoff_withdraw, send_withheld
 from outbox.failures import DeliveryResult
 from outbox.limit_rules import DestinationLimited, Permit
 from outbox.models import DestinationState, Handoff
@@ -207,6 +208,11 @@ def _send_one(
             _not_sent_lease_lost(claim, stats)
         return None
     result = claim_resend_blocked(claim, destination)
+    if result is None and (reason := send_withheld(claim.action_key)):
+        # Its reason to go ended (a page whose cause is over): withdrawn, never sent.
+        handoff_withdraw(claim=claim, reason=reason)
+        keeper.give_back([claim], reason)  # the keeper lets go of it; nothing is left to release
+        return None
     if result is None and marked and not attempt_mark_calling(claim=claim):
         _not_sent_lease_lost(claim, stats)
         return None

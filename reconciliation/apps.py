@@ -17,3 +17,9 @@ class ReconciliationConfig(AppConfig):
         password_spraying_paused.connect(
             record_spraying, dispatch_uid="reconciliation.record_spraying"
         )
+        # A notification's page is sent only while its cause holds: asked at the engine's send step.
+        from outbox.dispatch.withdrawals import send_check_register
+        from reconciliation.alerts.channel_delivery import KEY_PREFIX
+        from reconciliation.alerts.incidents import notification_send_check
+
+        send_check_register(prefix=KEY_PREFIX, check=notification_send_check)

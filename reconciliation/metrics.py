@@ -342,11 +342,14 @@ class HandoffCollector(Collector):
         yield incidents
         notifications = GaugeMetricFamily(
             "handoff_alert_notifications",
-            "Incident notifications by state (failed: retries exhausted, nobody was told).",
+            "Incident notifications by state, from their handoffs (failed: retries exhausted, nobody was told).",
             labels=["state"],
         )
         for state, n in (
-            Notification.objects.order_by().values_list("state").annotate(n=Count("id"))
+            Notification.objects.with_delivery()
+            .order_by()
+            .values_list("delivery_state")
+            .annotate(n=Count("id"))
         ):
             notifications.add_metric([state], n)
         yield notifications

@@ -31,6 +31,8 @@ from outbox.destinations.in_process.destination import InProcessDestination
 from outbox.destinations.lease_rule import lease_refusal
 from outbox.destinations.smtp.destination import SmtpDestination
 from outbox.destinations.status_events_config import STATUS_EVENTS_KEY, status_events_problem
+from outbox.destinations.webhook.destination import WebhookDestination
+from outbox.destinations.webhook.pagerduty import PagerDutyEventsDestination
 from outbox.destinations.work_status_config import WORK_STATUS_KEY, parse_work_status
 from outbox.errors import OutboxError
 from outbox.models import DestinationConfig
@@ -42,6 +44,9 @@ KINDS: dict[str, type[Destination]] = {
     "idempotency_key_http": IdempotencyKeyHttpDestination,
     "in_process": InProcessDestination,
     "smtp": SmtpDestination,
+    # The product's own (alert channels' rows, docs/incidents.md), refused in a destinations file.
+    "webhook": WebhookDestination,
+    "pagerduty_events": PagerDutyEventsDestination,
 }
 
 

@@ -13,6 +13,7 @@ from lib.databases import DB
 from outbox.destinations.contract_checks import contract_refusals
 from outbox.destinations.lease_rule import lease_refusal
 from outbox.destinations.registry import (
+    KINDS,
     DestinationInvalid,
     credentials_checked,
     default_destination_name,
@@ -57,6 +58,11 @@ def _entry_problems(index: int, entry: object, seen: set[str]) -> list[str]:
         return [f"destination {name!r}: enabled must be true or false"]
     if not isinstance(entry.get("kind"), str):
         return [f"destination {name!r}: kind is required"]
+    if getattr(KINDS.get(entry["kind"]), "product_only", False):
+        return [
+            f"destinations[{index}].kind: {entry['kind']!r} is the product's own (an alert channel's, "
+            "written from its row: docs/incidents.md), not a destinations file's"
+        ]
     return _build_problems(index, name, entry)
 
 
@@ -177,3 +183,33 @@ def destination_configs_apply(*, document: object, actor_label: str) -> list[Des
             )
             changes.append(DestinationChange(name, summary))
     return changes
+
+
+def destination_config_put(
+    *, name: str, kind: str, config: dict, enabled: bool, actor_label: str
+) -> bool:
+    """Write one destination row of a product-only kind (an alert channel's, `outbox/destinations/webhook/`,
+    or the smtp kind for an e-mail channel) when it differs, audited like a file's change; True when it
+    changed. DestinationInvalid when it cannot be built (nothing written)."""
+    destination_from_config({**config, "kind": kind, "name": name}).close()
+    with transaction.atomic(using=DB):
+        row = (
+            DestinationConfig.objects.using(DB)
+            .select_for_update(no_key=True)
+            .filter(name=name)
+            .first()
+        )
+        if not (summary := _summary(row, kind, enabled, config)):
+            return False
+        DestinationConfig.objects.using(DB).update_or_create(
+            name=name, defaults={"kind": kind, "enabled": enabled, "config": config}
+        )
+        DestinationEvent.objects.using(DB).create(
+            destination=name,
+            from_state="",
+            to_state="",
+            actor_label=actor_label,
+            action="configure",
+            reason=summary,
+        )
+    return True

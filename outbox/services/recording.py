@@ -33,6 +33,7 @@ def handoff_record(
     steps: Sequence[dict] = (),
     requests: Mapping[str, dict] | None = None,
     searchable: Sequence[str] = (),
+    destination: str = "",
 ) -> Handoff:
     """Write the outbox row for an approved action. Meant to run inside the caller's transaction.
 
@@ -42,8 +43,10 @@ def handoff_record(
     rule version), else the default destination. `requests`: the requests approved with the decision, by
     step name: each step's handoff freezes its own (`Handoff.request`), never rendered again. `searchable`:
     the payload fields the workflow marks searchable; the whole instance's payload is searched, whatever
-    part of it a step sends (`outbox/search_text.py`)."""
-    fields = _first_step(action_key, payload, steps, default_destination_name(), requests or {})
+    part of it a step sends (`outbox/search_text.py`). `destination`: where a handoff of no steps goes (the
+    product's own, an incident's notification to its channel's destination), else the default one."""
+    default = destination or default_destination_name()
+    fields = _first_step(action_key, payload, steps, default, requests or {})
     with transaction.atomic(using=DB):
         handoff = create_handoff(
             workflow=workflow,

@@ -1,44 +1,30 @@
-"""How each kind of channel is told about an incident: the request (or e-mail) for one notification.
+"""What each kind of channel is sent about an incident: the payload of one notification's handoff.
 
-- webhook: a JSON body signed in the Standard Webhooks format; `webhook-id` is the notification's message
-  id, so a resend is recognisably the same notification;
+Rendered when the notification is queued and frozen in its handoff (the outbox's engine sends it,
+`channel_delivery.py`), so that every resend is the same message:
+- webhook: a JSON document, signed in the Standard Webhooks format by the webhook kind; its `id` (the
+  notification's id) is the `webhook-id`, so a resend is recognisably the same notification;
 - slack: a Slack-compatible incoming-webhook payload (`text` and `blocks`);
-- pagerduty: an Events API v2 event (`trigger`, `acknowledge`, `resolve`) with the incident's `dedup_key`;
-  the routing key comes from the environment variable the channel names;
-- email: a message whose Message-ID is derived from the message id.
+- pagerduty: an Events API v2 event (`trigger`, `acknowledge`, `resolve`) with the incident's `dedup_key`,
+  without its routing key (the pagerduty_events kind reads it from the variable the channel names);
+- email: the recipient, subject and text; the smtp kind derives the Message-ID from the handoff's key.
 A channel's secret is read from the environment at send time, never stored or shown.
 """
 
 import json
-import os
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from datetime import datetime
 
 from django.conf import settings
-from django.core.mail import EmailMessage
 from django.utils import timezone
 
-from outbox.signing import signed_headers
 from reconciliation.alerts.incident_text import IncidentSummary
-from reconciliation.models import AlertChannel, ChannelKind, Notification, NotificationEvent
+from reconciliation.models import ChannelKind, Notification, NotificationEvent
 
 HEADLINES = {
     NotificationEvent.ACKNOWLEDGE: "ACKNOWLEDGED",
     NotificationEvent.RESOLVE: "RESOLVED",
 }
-
-
-class ChannelMisconfigured(Exception):
-    """The channel names a secret that is not set: nothing can be sent until it is."""
-
-
-@dataclass(frozen=True)
-class Outgoing:
-    """One HTTP request for one notification."""
-
-    url: str
-    body: str
-    headers: dict[str, str]
 
 
 def subject(notification: Notification, summary: IncidentSummary) -> str:
@@ -49,40 +35,27 @@ def subject(notification: Notification, summary: IncidentSummary) -> str:
     return f"[handoff] {HEADLINES[notification.event]}: incident {summary.incident_id}: {summary.title}"
 
 
-def _secret(channel: AlertChannel) -> str:
-    value = os.environ.get(channel.secret_env, "") if channel.secret_env else ""
-    if not value:
-        raise ChannelMisconfigured(
-            f"channel {channel.name}: environment variable {channel.secret_env or '(none named)'} is not set"
+def _webhook(notification: Notification, summary: IncidentSummary, now: datetime) -> dict:
+    # Through JSON and back: what is frozen in the handoff is what is sent, whatever the summary held.
+    return json.loads(
+        json.dumps(
+            {
+                "type": f"handoff.incident.{notification.event}",
+                "id": notification.message_id,
+                "number": notification.number,
+                "dedup_key": f"handoff-incident-{summary.incident_id}",
+                "subject": subject(notification, summary),
+                "incident": asdict(summary),
+            },
+            default=str,
         )
-    return value
-
-
-def _document(notification: Notification, summary: IncidentSummary) -> dict:
-    return {
-        "type": f"handoff.incident.{notification.event}",
-        "id": notification.message_id,
-        "number": notification.number,
-        "dedup_key": f"handoff-incident-{summary.incident_id}",
-        "subject": subject(notification, summary),
-        "incident": asdict(summary),
-    }
-
-
-def _webhook(notification: Notification, summary: IncidentSummary, now: datetime) -> Outgoing:
-    body = json.dumps(_document(notification, summary), sort_keys=True)
-    headers = signed_headers(
-        body, secret=_secret(notification.channel), message_id=notification.message_id, now=now
-    )
-    return Outgoing(
-        notification.channel.target, body, {"Content-Type": "application/json", **headers}
     )
 
 
-def _slack(notification: Notification, summary: IncidentSummary, now: datetime) -> Outgoing:
+def _slack(notification: Notification, summary: IncidentSummary, now: datetime) -> dict:
     text = subject(notification, summary).removeprefix("[handoff] ")
     details = "\n".join(summary.lines()[2:])
-    body = {
+    return {
         "text": f"{text} ({notification.message_id})",
         "blocks": [
             {"type": "header", "text": {"type": "plain_text", "text": text[:150]}},
@@ -90,56 +63,43 @@ def _slack(notification: Notification, summary: IncidentSummary, now: datetime) 
             {"type": "context", "elements": [{"type": "mrkdwn", "text": notification.message_id}]},
         ],
     }
-    return Outgoing(
-        notification.channel.target,
-        json.dumps(body),
-        {"Content-Type": "application/json", "X-Handoff-Notification-Id": notification.message_id},
-    )
 
 
-def _pagerduty(notification: Notification, summary: IncidentSummary, now: datetime) -> Outgoing:
+def _pagerduty(notification: Notification, summary: IncidentSummary, now: datetime) -> dict:
     event = {
-        "routing_key": _secret(notification.channel),
         "event_action": notification.event,
         "dedup_key": f"handoff-incident-{summary.incident_id}",
     }
     if notification.event == NotificationEvent.TRIGGER:
+        details = json.loads(json.dumps(asdict(summary), default=str))
         event["payload"] = {
             "summary": subject(notification, summary)[:1024],
             "source": settings.CONSOLE_BASE_URL,
             "severity": "critical" if summary.severity == "page" else "warning",
             "timestamp": now.isoformat(),
-            "custom_details": {**asdict(summary), "notification_id": notification.message_id},
+            "custom_details": {**details, "notification_id": notification.message_id},
         }
         event["links"] = [{"href": summary.link, "text": f"incident {summary.incident_id}"}]
-    return Outgoing(
-        notification.channel.target,
-        json.dumps(event),
-        {"Content-Type": "application/json", "X-Handoff-Notification-Id": notification.message_id},
-    )
+    return event
+
+
+def _email(notification: Notification, summary: IncidentSummary, now: datetime) -> dict:
+    lines = [*summary.lines(), "", f"Notification {notification.message_id}"]
+    return {
+        "to": notification.channel.target,
+        "subject": subject(notification, summary),
+        "body": "\n".join(lines),
+    }
 
 
 BUILDERS = {
     ChannelKind.WEBHOOK: _webhook,
     ChannelKind.SLACK: _slack,
     ChannelKind.PAGERDUTY: _pagerduty,
+    ChannelKind.EMAIL: _email,
 }
 
 
-def request_for(notification: Notification, summary: IncidentSummary) -> Outgoing:
-    """The HTTP request of a webhook, Slack or PagerDuty notification. Raises ChannelMisconfigured."""
+def payload_for(notification: Notification, summary: IncidentSummary) -> dict:
+    """What the notification's handoff sends to its channel."""
     return BUILDERS[notification.channel.kind](notification, summary, timezone.now())
-
-
-def email_for(notification: Notification, summary: IncidentSummary) -> EmailMessage:
-    lines = [*summary.lines(), "", f"Notification {notification.message_id}"]
-    return EmailMessage(
-        subject=subject(notification, summary),
-        body="\n".join(lines),
-        from_email=settings.ALERT_FROM_EMAIL,
-        to=[notification.channel.target],
-        headers={
-            "Message-ID": f"<{notification.message_id}@handoff-console>",
-            "X-Handoff-Notification-Id": notification.message_id,
-        },
-    )

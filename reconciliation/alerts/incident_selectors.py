@@ -14,7 +14,6 @@ from reconciliation.models import (
     IncidentKind,
     IncidentMember,
     Notification,
-    NotificationState,
 )
 
 MEMBERS_PAGE = 100
@@ -73,6 +72,7 @@ def incident_detail_for(
         .select_related("actor")
         .order_by("at", "pk"),
         "notifications": Notification.objects.using(DB)
+        .with_delivery()
         .filter(incident=incident)
         .select_related("channel")
         .order_by("number", "pk"),
@@ -90,6 +90,7 @@ def incident_health(workspace_ids: Iterable[int]) -> dict:
         "incidents_queued": by_severity.get("queue", 0),
         "rejected_trigger_incidents": rejected,
         "notifications_failed": Notification.objects.using(DB)
-        .filter(state=NotificationState.FAILED, incident__in=live.values("pk"))
+        .failed()
+        .filter(incident__in=live.values("pk"))
         .count(),
     }

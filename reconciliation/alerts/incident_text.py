@@ -14,8 +14,7 @@ from lib.databases import DB
 from outbox.models import Handoff, HandoffKind, HandoffState
 from outbox.redaction import redact_text
 from reconciliation import next_actions
-from reconciliation.alerts.notifications import incident_workspaces, policy_for
-from reconciliation.models import Finding, Incident, IncidentKind, IncidentMember
+from reconciliation.models import EscalationPolicy, Finding, Incident, IncidentKind, IncidentMember
 
 TRIGGER_NEXT_ACTION = (
     "Read the reasons on the trigger's page, correct the request at the sender and send it again "
@@ -221,7 +220,7 @@ def _owner_name(incident: Incident) -> str:
 def sla_words(incident: Incident) -> str:
     """A page: how long before it escalates; a queue: its SLA's due time."""
     if incident.severity == "page":
-        timeout, _most = policy_for(incident_workspaces(incident))
+        timeout, _most = EscalationPolicy.objects.using(DB).for_workspaces(incident.workspace_ids)
         within = f"{timeout} s" if timeout < 120 else f"{timeout // 60} min"
         return f"acknowledge within {within}"
     if incident.sla_due_at is None:

@@ -29,6 +29,7 @@ from reconciliation.alerts.causes import (
     security_window_start,
     unanswered_rejections,
 )
+from reconciliation.alerts.channel_delivery import KEY_PREFIX
 from reconciliation.alerts.notifications import incident_notify, incident_queue_notice
 from reconciliation.models import (
     CONDITION_KINDS,
@@ -39,6 +40,7 @@ from reconciliation.models import (
     IncidentMember,
     IncidentSeverity,
     IncidentState,
+    Notification,
     NotificationEvent,
     SecurityEvent,
 )
@@ -352,3 +354,28 @@ def incidents_sync() -> SyncResult:
     _lapse_acknowledgements(seen)
     _page_new(result)
     return result
+
+
+def notification_send_check(action_key: str) -> str:
+    """Why a notification's handoff must not go now (the dispatcher asks just before the call): a page or
+    queue notice whose incident is over or whose cause has ended is withdrawn, on the incident's timeline;
+    acknowledgements and resolves always go. "" : send it."""
+    _workspace, incident_id, number, channel_id = action_key.removeprefix(KEY_PREFIX).split(":")
+    notification = (
+        Notification.objects.using(DB)
+        .select_related("channel")
+        .filter(incident_id=int(incident_id), number=int(number), channel_id=int(channel_id))
+        .first()
+    )
+    if notification is None or notification.event != NotificationEvent.TRIGGER:
+        return ""
+    if incident_cause_holds(notification.incident_id):
+        return ""
+    IncidentEvent.objects.using(DB).create(
+        incident_id=notification.incident_id,
+        action="page_withdrawn",
+        actor_label="notification sender",
+        note=f"{notification.message_id} to {notification.channel.name}: the cause had ended "
+        "before it went out, nothing was sent",
+    )
+    return "the cause had ended before it went out"

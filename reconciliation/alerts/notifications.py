@@ -1,10 +1,10 @@
-"""Notifications about incidents, queued as rows and sent like handoffs: a stable id, retries with backoff,
-a visible failure.
+"""Notifications about incidents, queued as rows, each delivered as a handoff: a stable id, the outbox's
+retries, a visible failure.
 
 `incident_page` sends page n of an incident (the first page, or an escalation) to the channels of its
 level; `incident_notify` tells the channels that were paged that it was acknowledged or resolved (PagerDuty's
-acknowledge and resolve with the same dedup_key). Both only write rows; `notifications_send_due` (in
-`delivering`) sends them outside any transaction.
+acknowledge and resolve with the same dedup_key). Both only write rows: each notification and its handoff
+to the channel's destination (`channel_delivery`), which the dispatchers deliver like any handoff.
 
 An incident is of one workspace: its channels are that workspace's and the every-workspace ones, never
 another workspace's. A workspace with no operator has its incidents owned by the fallback on-call
@@ -23,6 +23,7 @@ from django.db.models import Max, Q
 from approvals.on_call import workspace_operator_id
 from lib.databases import DB
 from outbox.clock import DbNow
+from reconciliation.alerts.channel_delivery import notification_handoff_record
 from reconciliation.models import (
     AlertChannel,
     ChannelKind,
@@ -43,10 +44,6 @@ def message_id(incident_id: int, number: int) -> str:
 
 # The channel seeded for the fallback on-call of a workspace with no operator: their e-mail address.
 FALLBACK_CHANNEL = "fallback on-call"
-
-
-def incident_workspaces(incident: Incident) -> list[int]:
-    return [] if incident.workspace_id is None else [incident.workspace_id]
 
 
 def fallback_channel(incident: Incident) -> AlertChannel | None:
@@ -165,32 +162,20 @@ def channels_at_level(incident: Incident, workspaces: list[int], level: int) -> 
     return list(unique.values())
 
 
-def policy_for(workspaces: list[int]) -> tuple[int, int]:
-    """(seconds to wait for an acknowledgement, most pages): the strictest policy of the incident's
-    workspaces, else the every-workspace policy row, else the settings."""
-    rows = EscalationPolicy.objects.using(DB).filter(
-        Q(workspace_id__in=workspaces) | Q(workspace_id__isnull=True)
-    )
-    policy = rows.order_by("workspace_id", "ack_timeout_seconds").first()
-    if policy is None:
-        return settings.ALERT_ESCALATION_SECONDS, settings.ALERT_ESCALATION_MAX_PAGES
-    return policy.ack_timeout_seconds, policy.max_pages
-
-
 def _queue(incident: Incident, channels: list[AlertChannel], event: str) -> int:
     """Rows for one notification (one number) to these channels. Inside the caller's transaction."""
     latest = Notification.objects.using(DB).filter(incident=incident).aggregate(n=Max("number"))
     number = (latest["n"] or 0) + 1
-    Notification.objects.using(DB).bulk_create(
-        Notification(
+    for channel in channels:
+        notification = Notification.objects.using(DB).create(
             incident=incident,
             channel=channel,
             number=number,
             event=event,
             message_id=message_id(incident.pk, number),
         )
-        for channel in channels
-    )
+        # Delivered by the outbox's engine: a handoff to the channel's destination, same transaction.
+        notification_handoff_record(notification)
     return number
 
 
@@ -203,8 +188,8 @@ def _event(incident: Incident, action: str, note: str) -> None:
 def incident_page(incident: Incident) -> bool:
     """Send the incident's next page (the first, or the next escalation level) if it is still open and
     due; True when a page was queued. The incident row is locked so that two sweeps page once."""
-    workspaces = incident_workspaces(incident)
-    timeout, most = policy_for(workspaces)
+    workspaces = incident.workspace_ids
+    timeout, most = EscalationPolicy.objects.using(DB).for_workspaces(workspaces)
     with transaction.atomic(using=DB):
         locked = (
             Incident.objects.using(DB)
@@ -215,18 +200,21 @@ def incident_page(incident: Incident) -> bool:
         if locked is None or locked.pages_sent >= most:
             return False
         channels = channels_at_level(locked, workspaces, locked.pages_sent)
+        if channels:
+            number = _queue(locked, channels, NotificationEvent.TRIGGER)
+            names = ", ".join(c.name for c in channels)
+            action = "paged" if locked.pages_sent == 0 else "escalated"
+            _event(locked, action, f"notification {message_id(locked.pk, number)} to {names}")
+        else:
+            _event(locked, "not_paged", "no alert channel is configured for this incident")
+        # The escalation's clock starts once the page is queued (after its handoffs are recorded).
         escalates = locked.severity == IncidentSeverity.PAGE and locked.pages_sent + 1 < most
         Incident.objects.using(DB).filter(pk=locked.pk).update(
             pages_sent=locked.pages_sent + 1,
             next_escalation_at=DbNow(timeout) if escalates else None,
         )
-        if not channels:
-            _event(locked, "not_paged", "no alert channel is configured for this incident")
-            return False
-        number = _queue(locked, channels, NotificationEvent.TRIGGER)
-        names = ", ".join(c.name for c in channels)
-        action = "paged" if locked.pages_sent == 0 else "escalated"
-        _event(locked, action, f"notification {message_id(locked.pk, number)} to {names}")
+    if not channels:
+        return False
     incident.pages_sent += 1
     return True
 
@@ -235,7 +223,7 @@ def incident_queue_notice(incident: Incident, *, again: bool = False) -> bool:
     """Tell the queue channels (severity "queue") once about an incident that does not page (`again`: its
     acknowledgement lapsed): no escalation, and it is not a page (a queue incident raised to a page later
     pages as usual)."""
-    workspaces = incident_workspaces(incident)
+    workspaces = incident.workspace_ids
     with transaction.atomic(using=DB):
         locked = Incident.objects.using(DB).select_for_update(no_key=True).get(pk=incident.pk)
         if not again and Notification.objects.using(DB).filter(incident=locked).exists():
@@ -260,14 +248,13 @@ def incident_notify(incident: Incident, event: str) -> bool:
         triggers = Notification.objects.using(DB).filter(
             incident=incident, event=NotificationEvent.TRIGGER
         )
-        if event == NotificationEvent.RESOLVE:
-            # A page not tried yet is withdrawn: its cause is over, nobody is paged for it.
-            triggers.filter(state=NotificationState.PENDING, attempts=0).update(
-                state=NotificationState.WITHDRAWN,
-                last_error="resolved before it was sent",
-            )
+        # The channels a page was tried at. A page not tried yet is withdrawn at the send step (its cause
+        # is over: `channel_delivery.notification_send_check`), and its channel is not told the end.
+        tried = triggers.with_delivery().filter(
+            Q(delivery_attempts__gt=0) | Q(handoff_id__isnull=True)
+        )
         paged = AlertChannel.objects.using(DB).filter(
-            pk__in=triggers.exclude(state=NotificationState.WITHDRAWN).values("channel_id")
+            pk__in=tried.exclude(delivery_state=NotificationState.WITHDRAWN).values("channel_id")
         )
         channels = list(paged)
         if not channels:
@@ -286,3 +273,35 @@ def incidents_escalate() -> int:
         .order_by("next_escalation_at", "pk")
     )
     return sum(incident_page(incident) for incident in due)
+
+
+def notifications_failed_note() -> int:
+    """Each notification whose handoff went to a person (retries exhausted, an unknown outcome nobody can
+    settle) once on its incident's timeline: nobody was told, and the incident says so. Its own `state`
+    marks it noted."""
+    failed = (
+        Notification.objects.using(DB)
+        .failed()
+        .exclude(state=NotificationState.FAILED)
+        .select_related("channel")
+    )
+    noted = 0
+    for notification in failed:
+        with transaction.atomic(using=DB):
+            marked = (
+                Notification.objects.using(DB)
+                .filter(pk=notification.pk)
+                .exclude(state=NotificationState.FAILED)
+                .update(state=NotificationState.FAILED)
+            )
+            if not marked:
+                continue
+            IncidentEvent.objects.using(DB).create(
+                incident_id=notification.incident_id,
+                action="notification_failed",
+                actor_label="notification sender",
+                note=f"{notification.message_id} to {notification.channel.name}: "
+                f"{notification.delivery_error}"[:2000],
+            )
+            noted += 1
+    return noted

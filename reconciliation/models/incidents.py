@@ -274,7 +274,7 @@ class NotificationState(models.TextChoices):
 
 
 # A notification's state, from its handoff's: delivered is sent, a person's (retries exhausted, an unknown
-# outcome nobody could settle) is failed, cancelled is withdrawn (`outbox/services/withdrawals.py`).
+# outcome nobody could settle) is failed, cancelled is withdrawn (`outbox/dispatch/withdrawals.py`).
 HANDOFF_TO_NOTIFICATION = {
     HandoffState.DELIVERED: NotificationState.SENT,
     HandoffState.NEEDS_ATTENTION: NotificationState.FAILED,

@@ -6,9 +6,10 @@ success resumes it), its waiting handoffs drain by themselves and each workflow 
 every write committed."""
 
 from collections import Counter
+from email.header import decode_header, make_header
+from types import SimpleNamespace
 
 import pytest
-from django.core import mail
 
 from outbox.destinations.registry import destination_named
 from outbox.dispatcher import drain
@@ -25,7 +26,6 @@ from outbox.models import (
 )
 from outbox.selectors import instance_handoffs
 from outbox.services.breaker import destination_resume
-from reconciliation.alerts import alerts_send_due
 from reconciliation.models import Incident, IncidentKind, IncidentState
 from tests.acceptance.three_destinations import (
     ACCOUNTS,
@@ -41,6 +41,7 @@ from tests.acceptance.three_destinations import (
     three_destinations,
 )
 from tests.factories import three_step_onboarding_world
+from tests.reconciliation.alerts.engine import alerts_send_due
 
 pytestmark = pytest.mark.django_db(databases=["default", "delivery"], transaction=True)
 S = HandoffState
@@ -62,6 +63,9 @@ def servers(world, live_server, settings, monkeypatch, tmp_path):
     with three_destinations(
         live_server=live_server, settings=settings, monkeypatch=monkeypatch, directory=tmp_path
     ) as servers:
+        # The incidents' e-mail channel (ALERT_EMAILS) is a destination too: the same SMTP server.
+        settings.EMAIL_HOST, settings.EMAIL_PORT = "127.0.0.1", servers.mailbox.port
+        settings.EMAIL_USE_TLS = settings.EMAIL_USE_SSL = False
         yield servers
 
 
@@ -69,8 +73,19 @@ def steps_of(number: int) -> list[tuple[str, str]]:
     return [(h.destination, h.state) for h in instance_handoffs(instance_key(number))]
 
 
-def pages() -> list:
-    return [m for m in mail.outbox if m.subject.startswith("[handoff] PAGE:")]
+def alert_mails(servers) -> list[SimpleNamespace]:
+    """The incidents' e-mails the SMTP server took (the welcome packs are its other messages)."""
+    mails = []
+    for message in servers.mailbox.messages():
+        subject = " ".join(str(make_header(decode_header(message["Subject"]))).split())
+        if subject.startswith("[handoff] "):
+            body = message.get_payload(decode=True).decode()
+            mails.append(SimpleNamespace(subject=subject, to=[message["To"]], body=body))
+    return mails
+
+
+def pages(servers) -> list[SimpleNamespace]:
+    return [m for m in alert_mails(servers) if m.subject.startswith("[handoff] PAGE:")]
 
 
 def test_a_refused_token_pauses_only_its_destination_with_one_page_and_drains_after_the_fix(
@@ -127,7 +142,7 @@ def test_a_refused_token_pauses_only_its_destination_with_one_page_and_drains_af
         ACCOUNTS,
         PauseReason.CREDENTIAL,
     )
-    [page] = pages()
+    [page] = pages(servers)
     assert page.subject.startswith(
         f"[handoff] PAGE: incident {incident.pk}: Destination {ACCOUNTS} paused: credentials refused"
     )
@@ -169,14 +184,14 @@ def test_a_refused_token_pauses_only_its_destination_with_one_page_and_drains_af
         (ACCOUNTS, D.PAUSED, D.ACTIVE),
     ]
     alerts_send_due()
-    assert len(pages()) == 1
+    assert len(pages(servers)) == 1
     # The incident resolved when the destination resumed, and still says what the cause was.
     [incident] = Incident.objects.all()
     assert incident.state == IncidentState.RESOLVED
     assert "credential_rejected" in incident.evidence_first
     assert f"{health.paused_at:%Y-%m-%d %H:%M:%S}" in incident.evidence_first
     assert f"credentials: ${ACCOUNTS_TOKEN_ENV}" in incident.evidence_first
-    assert [m.subject for m in mail.outbox if "RESOLVED" in m.subject] == [
+    assert [m.subject for m in alert_mails(servers) if "RESOLVED" in m.subject] == [
         f"[handoff] RESOLVED: incident {incident.pk}: {incident.title}"
     ]
 
@@ -188,7 +203,7 @@ def test_a_refused_token_pauses_only_its_destination_with_one_page_and_drains_af
     alerts_send_due()
     second = Incident.objects.exclude(pk=incident.pk).get()
     assert (second.kind, second.destination) == (IncidentKind.DESTINATION, ACCOUNTS)
-    assert [p.subject.split(":")[1] for p in pages()] == [
+    assert [p.subject.split(":")[1] for p in pages(servers)] == [
         f" incident {incident.pk}",
         f" incident {second.pk}",
     ]

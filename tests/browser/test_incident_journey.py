@@ -12,8 +12,7 @@ from outbox.destinations import InProcessDestination
 from outbox.dispatcher import handoff_deliver
 from outbox.models import Handoff, HandoffState
 from outbox.services import handoff_cancel
-from reconciliation.alerts import alerts_send_due
-from reconciliation.alerts.delivering import notifications_send_due
+from reconciliation.alerts.channel_delivery import notifications_deliver_now
 from reconciliation.alerts.incidents import incidents_sync
 from reconciliation.alerts.notifications import incidents_escalate
 from reconciliation.alerts.replay_preview import replay_preview_run
@@ -22,6 +21,7 @@ from reconciliation.models import AlertChannel, ChannelKind, EscalationPolicy, I
 from tests.builders import record
 from tests.factories import onboarding_world
 from tests.reconciliation.alerts.alert_receiver import AlertReceiver
+from tests.reconciliation.alerts.engine import alerts_send_due
 from tests.reconciliation.alerts.test_incidents import REJECTED, SECRET
 
 pytestmark = [
@@ -52,7 +52,7 @@ def test_olga_opens_the_incident_from_its_page_acknowledges_it_and_sees_it_resol
         )
         # The first page only (with no delay allowed, the sweep's escalation pass would page again at once).
         incidents_sync()
-        notifications_send_due()
+        notifications_deliver_now()
         [sent] = receiver.documents()
         sign_in("olga")
         page.goto(sent["incident"]["link"])
@@ -107,7 +107,7 @@ def test_olga_opens_the_incident_from_its_page_previews_and_runs_the_replay_and_
             secret_env="INCIDENT_WEBHOOK_SECRET",
         )
         incidents_sync()
-        notifications_send_due()
+        notifications_deliver_now()
         [sent] = receiver.documents()
     sign_in("olga")
     page.goto(sent["incident"]["link"])

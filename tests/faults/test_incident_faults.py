@@ -13,7 +13,6 @@ from outbox.models import (
     HandoffState,
 )
 from outbox.services import handoff_record
-from reconciliation.alerts import alerts_send_due
 from reconciliation.models import (
     AlertChannel,
     ChannelKind,
@@ -26,6 +25,7 @@ from reconciliation.models import (
 )
 from tests.faults.test_dispatch_faults import wait_until
 from tests.reconciliation.alerts.alert_receiver import AlertReceiver
+from tests.reconciliation.alerts.engine import alerts_send_due
 from tests.reconciliation.alerts.test_incidents import SECRET
 
 pytestmark = [
@@ -56,13 +56,19 @@ def test_two_hundred_handoffs_failing_for_one_cause_page_once_and_resolve_by_the
 ):
     settings.ALERT_EMAILS = []
     settings.ALERT_NOTIFICATION_RETRY_BASE_SECONDS = 0
+    # The channel's destination is served by the dispatcher too: a call within its lease (10 s).
+    settings.ALERT_NOTIFICATION_TIMEOUT_SECONDS = 2
     monkeypatch.setenv("INCIDENT_WEBHOOK_SECRET", SECRET)
     processes.start_receiver()
     port = processes.stop_receiver()
     for n in range(1, HANDOFFS + 1):
         approve(n)
+    # The dispatcher delivers the page too: it reads the channel's secret.
     dispatcher = processes.start_dispatcher(
-        "d1", HANDOFF_MAX_ATTEMPTS="", RECEIVER_CONNECT_TIMEOUT="0.5"
+        "d1",
+        HANDOFF_MAX_ATTEMPTS="",
+        RECEIVER_CONNECT_TIMEOUT="0.5",
+        INCIDENT_WEBHOOK_SECRET=SECRET,
     )
     wait_until(
         lambda: DestinationHealth.objects.filter(
@@ -82,7 +88,10 @@ def test_two_hundred_handoffs_failing_for_one_cause_page_once_and_resolve_by_the
 
         def page_sent() -> bool:
             alerts_send_due()
-            return Notification.objects.filter(state=NotificationState.SENT).exists()
+            sent = Notification.objects.with_delivery().filter(
+                delivery_state=NotificationState.SENT
+            )
+            return sent.exists()
 
         wait_until(page_sent, timeout=30, what="the page to be sent")
         for _ in range(3):

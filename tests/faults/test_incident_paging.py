@@ -5,12 +5,13 @@ breaker pauses the destination and its probes resume it. The alert sweep is run 
 deadlines; the page delay and the escalation are set to seconds."""
 
 import pytest
-from django.core import mail
 
 from outbox.models import DestinationHealth, DestinationState, Handoff, HandoffState
 from outbox.services import handoff_record
-from reconciliation.alerts import alerts_send_due
-from reconciliation.alerts.delivering import notifications_send_due
+from reconciliation.alerts.channel_delivery import (
+    channel_destination_sync,
+    notifications_deliver_now,
+)
 from reconciliation.alerts.incidents import incidents_sync
 from reconciliation.models import (
     AlertChannel,
@@ -25,8 +26,11 @@ from reconciliation.models import (
 )
 from tests.faults.test_dispatch_faults import wait_until
 from tests.reconciliation.alerts.alert_receiver import AlertReceiver
+from tests.reconciliation.alerts.channel_servers import mailbox
+from tests.reconciliation.alerts.engine import alerts_send_due
 from tests.reconciliation.alerts.test_incidents import SECRET
 
+__all__ = ["mailbox"]  # the fixture
 pytestmark = [
     pytest.mark.postgres,
     pytest.mark.faults,
@@ -43,6 +47,8 @@ def _alert_settings(settings, monkeypatch):
     settings.ALERT_WEBHOOK_URL = ""
     settings.ALERT_PAGE_WEBHOOK_URL = ""
     settings.ALERT_NOTIFICATION_RETRY_BASE_SECONDS = 0
+    # The channels' destinations are served by the dispatchers too: a call within their lease (10 s).
+    settings.ALERT_NOTIFICATION_TIMEOUT_SECONDS = 2
     settings.CONSOLE_BASE_URL = "https://console.example"
     monkeypatch.setenv("INCIDENT_WEBHOOK_SECRET", SECRET)
     monkeypatch.setenv("PAGERDUTY_ROUTING_KEY", ROUTING_KEY)
@@ -82,6 +88,12 @@ def pagerduty(receiver: AlertReceiver, *, level: int) -> None:
 
 def of_type(receiver: AlertReceiver, kind: str) -> list[dict]:
     return [d for d in receiver.documents() if d["type"] == f"handoff.incident.{kind}"]
+
+
+def channel_switch(channel: AlertChannel, *, enabled: bool) -> None:
+    AlertChannel.objects.filter(pk=channel.pk).update(enabled=enabled)
+    channel.enabled = enabled
+    channel_destination_sync(channel)
 
 
 def paused() -> bool:
@@ -222,17 +234,24 @@ def test_no_page_is_sent_for_a_cause_that_ended_before_it_would_go_out(processes
         webhook(receiver)
         port, dispatcher = outage(processes, handoffs=2)
         incidents_sync()
-        [queued] = Notification.objects.filter(state=NotificationState.PENDING)
+        [queued] = Notification.objects.with_delivery().filter(
+            delivery_state=NotificationState.PENDING
+        )
+        # The dispatchers deliver notifications too: the page's channel is switched off before it is
+        # taken, so that it is still queued when the cause ends.
+        channel_switch(queued.channel, enabled=False)
         processes.start_receiver(port=port)
         wait_until(active, timeout=90, what="the destination to resume", procs=[dispatcher])
-        notifications_send_due()
+        channel_switch(queued.channel, enabled=True)
+        notifications_deliver_now()
         assert receiver.received == []
-        queued.refresh_from_db()
-        assert queued.state == NotificationState.WITHDRAWN
+        queued = Notification.objects.with_delivery().get(pk=queued.pk)
+        assert queued.delivery_state == NotificationState.WITHDRAWN
+        assert Handoff.objects.get(pk=queued.handoff_id).reason_code == "withdrawn"
         assert queued.incident.events.filter(action="page_withdrawn").exists()
 
 
-def test_one_failure_tells_each_channel_once_with_a_true_headline(processes, settings):
+def test_one_failure_tells_each_channel_once_with_a_true_headline(processes, settings, mailbox):
     """Fails on the old code: the per-handoff alert e-mail ("1 handoff(s) need attention") went besides the
     incident's, and the incident's headline said nothing of its queue, SLA or owner."""
     settings.ALERT_EMAILS = ["oncall@example.com"]
@@ -252,9 +271,9 @@ def test_one_failure_tells_each_channel_once_with_a_true_headline(processes, set
         for _ in range(3):
             alerts_send_due()
         [incident] = Incident.objects.all()
-        [message] = mail.outbox
-        assert message.to == ["oncall@example.com"]
-        assert message.subject.startswith(f"[handoff] QUEUE: incident {incident.pk}: ")
-        assert "SLA " in message.subject and "owner " in message.subject
+        [message] = mailbox.messages()
+        assert message["To"] == "oncall@example.com"
+        assert message["Subject"].startswith(f"[handoff] QUEUE: incident {incident.pk}: ")
+        assert "SLA " in message["Subject"] and "owner " in message["Subject"]
         [document] = receiver.documents()
         assert document["id"] == f"incident-{incident.pk}-1"

@@ -6,7 +6,8 @@ import pytest
 
 from outbox.dispatch.runner import Backoff
 from outbox.retry import RetryPolicy
-from reconciliation.alerts.delivering import _backoff as notification_backoff
+from reconciliation.alerts.channel_delivery import channel_destination
+from reconciliation.models import AlertChannel, ChannelKind
 
 
 class _Highest(random.Random):
@@ -29,8 +30,12 @@ def test_handoffs_notifications_and_the_dispatcher_follow_one_schedule(settings,
     settings.ALERT_NOTIFICATION_RETRY_BASE_SECONDS = 10
     settings.ALERT_NOTIFICATION_RETRY_CAP_SECONDS = 300
     handoff = RetryPolicy(base_delay=10.0, max_delay=300.0).delay(attempts, rng=_Highest())
+    # A notification is a handoff to its channel's destination, whose retry the settings give.
+    channel = AlertChannel(kind=ChannelKind.WEBHOOK, target="https://pager.example/hook")
+    _kind, config = channel_destination(channel)
+    notification = RetryPolicy.from_config(config["retry"]).delay(attempts, rng=_Highest())
     dispatcher = Backoff(first=10.0, cap=300.0)
     for _ in range(attempts):
         loop = dispatcher.failed()
-    assert handoff == notification_backoff(attempts) == loop
+    assert handoff == notification == loop
     assert handoff == min(300.0, 10.0 * 2 ** min(attempts - 1, 10))

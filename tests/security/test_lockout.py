@@ -11,10 +11,10 @@ from django.conf import settings
 from django.db.models import F
 from django.test import Client
 
-from reconciliation.alerts import alerts_send_due
 from reconciliation.models import Incident, IncidentSeverity, SecurityEvent, SecurityEventKind
 from tests.factories import make_user
 from tests.reconciliation.alerts.alert_receiver import AlertReceiver
+from tests.reconciliation.alerts.engine import alerts_send_due
 from tests.reconciliation.alerts.test_incidents import SECRET, triggers_of, webhook_channel
 from tests.sso.scripted import bogus_callback, sign_on
 

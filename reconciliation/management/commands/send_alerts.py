@@ -1,13 +1,16 @@
 from django.core.management.base import BaseCommand
 
 from reconciliation.alerts import alerts_send_due
+from reconciliation.alerts.channel_delivery import notifications_deliver_now
 
 
 class Command(BaseCommand):
     help = (
-        "One pass of the alert sweep: incidents in step with their causes, due notifications sent."
+        "One pass of the alert sweep (incidents in step with their causes, pages and escalations queued), "
+        "then the due notifications delivered by the outbox's engine, as a dispatcher would."
     )
 
     def handle(self, *args, **options):
         result = alerts_send_due()
+        result.incidents["notifications_claimed"] = notifications_deliver_now()
         self.stdout.write(", ".join(f"{name} {n}" for name, n in result.incidents.items()))

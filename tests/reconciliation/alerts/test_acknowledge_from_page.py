@@ -3,6 +3,7 @@ page; the page's Acknowledge is a POST with its CSRF token, allowed to the works
 console's acknowledge), on the timeline with who did it, and it stops the escalation: the next level's
 recorder (a real HTTP server on 127.0.0.1) receives nothing more, on a database clock scale of seconds."""
 
+import json
 import re
 from datetime import timedelta
 from urllib.parse import urlsplit
@@ -12,8 +13,8 @@ from django.test import Client
 
 from outbox.destinations import InProcessDestination
 from outbox.dispatcher import handoff_deliver
-from reconciliation.alerts.channels import email_for, request_for
-from reconciliation.alerts.delivering import notifications_send_due
+from reconciliation.alerts.channel_delivery import notifications_deliver_now
+from reconciliation.alerts.channels import payload_for
 from reconciliation.alerts.incident_text import incident_summary
 from reconciliation.alerts.incidents import incidents_sync
 from reconciliation.models import (
@@ -98,14 +99,14 @@ def test_every_channel_carries_the_incident_page_link(world):
         notification = Notification(
             incident=incident, channel=channel, number=1, event="trigger", message_id="incident-1-1"
         )
-        assert link in request_for(notification, summary).body, kind
+        assert link in json.dumps(payload_for(notification, summary)), kind
     mail = AlertChannel.objects.create(
         workspace_id=7, name="mail", kind=ChannelKind.EMAIL, target="oncall@example.com"
     )
     notification = Notification(
         incident=incident, channel=mail, number=1, event="trigger", message_id="incident-1-1"
     )
-    assert link in email_for(notification, summary).body
+    assert link in payload_for(notification, summary)["body"]
 
 
 def test_acknowledging_on_the_page_from_the_notification_link_stops_the_escalation(world):
@@ -127,7 +128,7 @@ def test_acknowledging_on_the_page_from_the_notification_link_stops_the_escalati
             level=1,
         )
         incident = _failing_incident()
-        notifications_send_due()
+        notifications_deliver_now()
         [page] = first.documents()
         path = urlsplit(page["incident"]["link"]).path
         assert path == f"/incidents/{incident.pk}/"
@@ -174,7 +175,7 @@ def test_without_an_acknowledgement_the_next_level_is_paged(world):
             level=1,
         )
         incident = _failing_incident()
-        notifications_send_due()
+        notifications_deliver_now()
 
         def second_paged():
             escalation_pass()

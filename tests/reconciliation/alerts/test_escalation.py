@@ -10,7 +10,7 @@ import pytest
 from django.test import Client
 
 from outbox.clock import DbNow
-from reconciliation.alerts.delivering import notifications_send_due
+from reconciliation.alerts.channel_delivery import notifications_deliver_now
 from reconciliation.alerts.incidents import incidents_sync
 from reconciliation.alerts.notifications import incidents_escalate
 from reconciliation.models import (
@@ -71,13 +71,13 @@ def security_incident() -> Incident:
     SecurityEvent.objects.create(kind="replay", source="receiver")
     SecurityEvent.objects.create(kind="replay", source="receiver")
     incidents_sync()
-    notifications_send_due()
+    notifications_deliver_now()
     return Incident.objects.get()
 
 
 def escalation_pass() -> None:
     incidents_escalate()
-    notifications_send_due()
+    notifications_deliver_now()
 
 
 def test_an_unacknowledged_page_reaches_the_second_recipient_and_acknowledging_stops_it(world):
@@ -106,7 +106,7 @@ def test_an_unacknowledged_page_reaches_the_second_recipient_and_acknowledging_s
         client = Client()
         client.force_login(world["olga"])
         assert client.post(f"/incidents/{incident.pk}/acknowledge").status_code == 302
-        notifications_send_due()
+        notifications_deliver_now()
         acknowledged = [d for d in second.documents() if d["event_action"] == "acknowledge"]
         assert acknowledged and acknowledged[0]["dedup_key"] == page["dedup_key"]
         quiet_from = db_clock()

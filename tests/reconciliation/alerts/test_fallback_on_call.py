@@ -7,13 +7,14 @@ from django.core import checks
 
 from approvals.models import Role
 from outbox.destinations import InProcessDestination
+from outbox.destinations.smtp.destination import message_id_for
 from outbox.dispatcher import handoff_deliver
 from outbox.models import Handoff, HandoffState
-from reconciliation.alerts import alerts_send_due
-from reconciliation.models import Incident
+from reconciliation.models import Incident, Notification
 from tests.builders import approve
 from tests.factories import make_user
 from tests.outbox.destinations.smtp_server import SmtpServer
+from tests.reconciliation.alerts.engine import alerts_send_due
 from tests.reconciliation.alerts.test_incidents import REJECTED
 
 pytestmark = pytest.mark.django_db(databases=["default", "delivery"], transaction=True)
@@ -63,7 +64,10 @@ def test_a_failure_in_a_workspace_without_an_operator_is_owned_by_the_fallback_w
     # One message to nina: the incident's (the per-handoff alert e-mail is retired).
     [page] = smtp.wait_for_messages(1)
     assert page["To"] == "nina@example.com"
-    assert page["Message-ID"] == f"<incident-{incident.pk}-1@handoff-console>"
+    [notification] = Notification.objects.filter(incident=incident)
+    key = Handoff.objects.get(pk=notification.handoff_id).action_key
+    assert page["Message-ID"] == message_id_for(key, "handoff-console")
+    assert f"Notification incident-{incident.pk}-1" in page.get_payload()
     assert "onboarding:8:9:1" in page.get_payload()
     assert "owner nina" in page["Subject"]
     alerts_send_due()

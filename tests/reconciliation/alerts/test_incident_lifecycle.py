@@ -12,7 +12,6 @@ from outbox.destinations import InProcessDestination
 from outbox.dispatcher import handoff_deliver
 from outbox.models import Handoff, HandoffState
 from outbox.services import handoff_record
-from reconciliation.alerts import alerts_send_due
 from reconciliation.alerts.operator import incident_acknowledge
 from reconciliation.models import (
     AlertChannel,
@@ -24,6 +23,7 @@ from reconciliation.models import (
 )
 from tests.factories import make_user
 from tests.reconciliation.alerts.alert_receiver import AlertReceiver
+from tests.reconciliation.alerts.engine import alerts_send_due
 from tests.reconciliation.alerts.test_incidents import SECRET
 
 pytestmark = pytest.mark.django_db(databases=["default", "delivery"], transaction=True)
@@ -112,9 +112,9 @@ def test_a_queue_growing_older_while_nothing_fails_is_a_backlog_incident_that_re
         assert page["subject"].startswith(f"[handoff] PAGE: incident {incident.pk}: ")
         assert "while no call fails" in page["incident"]["first_evidence"]
 
-        handoff = Handoff.objects.get()
+        handoff = Handoff.objects.get(workflow="onboarding")
         handoff_deliver(handoff_id=handoff.pk, destination=InProcessDestination())
-        assert Handoff.objects.get().state == HandoffState.DELIVERED
+        assert Handoff.objects.get(workflow="onboarding").state == HandoffState.DELIVERED
         alerts_send_due()
         incident.refresh_from_db()
         assert incident.state == IncidentState.RESOLVED

@@ -3,7 +3,6 @@ notification; what pages (corruption, security events, a high-impact step) and w
 triggers, with an owner and an SLA); the workflow's last delivered step in every alert."""
 
 import pytest
-from django.core import mail
 from django.test import Client
 from standardwebhooks.webhooks import Webhook
 
@@ -11,11 +10,11 @@ from approvals.management.commands.demo import ONBOARDING_STEPS, ONBOARDING_THRE
 from approvals.models import TriggerOutcome, TriggerRecord
 from approvals.services import request_approve, rule_version_publish
 from outbox.destinations import InProcessDestination
+from outbox.destinations.smtp.destination import message_id_for
 from outbox.dispatcher import handoff_deliver, sweep
 from outbox.models import Handoff, HandoffState
 from outbox.services import handoff_cancel
-from reconciliation.alerts import alerts_send_due
-from reconciliation.alerts.delivering import notifications_send_due
+from reconciliation.alerts.channel_delivery import notifications_deliver_now
 from reconciliation.alerts.incident_text import incident_summary
 from reconciliation.alerts.incidents import incidents_sync
 from reconciliation.alerts.operator import incident_resolve_by_person
@@ -37,6 +36,7 @@ from tests.builders import record
 from tests.factories import ONBOARDING_PAYLOAD, make_request, make_user
 from tests.intake.triggers import TRIGGERS_URL, trigger_document
 from tests.reconciliation.alerts.alert_receiver import AlertReceiver
+from tests.reconciliation.alerts.engine import alerts_send_due
 
 pytestmark = pytest.mark.django_db(databases=["default", "delivery"], transaction=True)
 REJECTED = {"client_name": " ", "plan": "standard"}
@@ -110,32 +110,37 @@ def test_a_resend_after_a_lost_answer_is_the_same_notification(world):
         webhook_channel(receiver)
         for n in range(1000, 1020):
             fail(n)
-        first = alerts_send_due()
-        assert first.incidents["notifications_sent"] == 0
-        assert notifications_send_due().sent == 1
+        alerts_send_due()
         assert len(receiver.received) == 2
         ids = {r.headers["webhook-id"] for r in receiver.received}
         assert len(ids) == 1 and {d["id"] for d in receiver.documents()} == ids
         for received in receiver.received:
             Webhook(SECRET).verify(received.body, received.headers)
-    [notification] = Notification.objects.all()
-    assert notification.state == NotificationState.SENT and notification.attempts == 2
+    [notification] = Notification.objects.with_delivery()
+    assert notification.delivery_state == NotificationState.SENT
+    assert notification.delivery_attempts == 2
+    # The outbox's engine: the lost answer was an unknown outcome, settled by sending it again.
+    handoff = Handoff.objects.get(pk=notification.handoff_id)
+    assert handoff.state == HandoffState.DELIVERED
+    assert handoff.events.filter(to_state=HandoffState.UNCERTAIN).exists()
 
 
 def test_a_notification_that_keeps_failing_is_visible_on_its_incident(world, settings):
     settings.ALERT_NOTIFICATION_MAX_ATTEMPTS = 2
-    with AlertReceiver(status=500) as receiver:
+    with AlertReceiver(status=422) as receiver:
         webhook_channel(receiver)
         for n in range(1000, 1020):
             fail(n)
         alerts_send_due()
-        assert notifications_send_due().failed == 1
-        assert notifications_send_due().sent == 0
-        assert len(receiver.received) == 2
-    [notification] = Notification.objects.all()
-    assert notification.state == NotificationState.FAILED
-    assert notification.last_error == "answered HTTP 500"
-    assert Incident.objects.get().events.filter(action="notification_failed").exists()
+        notifications_deliver_now()
+        assert len(receiver.received) == 1, "a refusal is not retried"
+    incident = Incident.objects.get(cause__startswith="failures:receiver:")
+    [notification] = Notification.objects.with_delivery().filter(incident=incident)
+    assert notification.delivery_state == NotificationState.FAILED
+    assert notification.delivery_error.startswith("HTTP 422")
+    alerts_send_due()
+    [failed] = incident.events.filter(action="notification_failed")
+    assert failed.note.startswith(f"incident-{incident.pk}-1 to on-call webhook: HTTP 422")
 
 
 def test_a_failure_of_a_high_impact_step_pages_at_once_and_names_the_last_delivered_step(world):
@@ -237,7 +242,9 @@ def test_forged_signatures_at_intake_and_sign_in_lockouts_page_above_a_rate(
         assert all(i.severity == IncidentSeverity.PAGE for i in Incident.objects.all())
 
 
-def test_rejected_triggers_are_an_incident_with_an_owner_and_an_sla_on_health(world, client):
+def test_rejected_triggers_are_an_incident_with_an_owner_and_an_sla_on_health(
+    world, client, mailbox
+):
     TriggerRecord.objects.create(
         webhook_id="msg_rejected",
         signed_at=world["request"].created_at,
@@ -260,12 +267,17 @@ def test_rejected_triggers_are_an_incident_with_an_owner_and_an_sla_on_health(wo
     )
     incidents_sync()
     incidents_sync()
-    assert notifications_send_due().sent == 1
+    notifications_deliver_now()
     [incident] = Incident.objects.all()
-    [message] = mail.outbox
-    assert message.to == ["intake-team@example.com"]
-    assert message.extra_headers["Message-ID"] == f"<incident-{incident.pk}-1@handoff-console>"
-    assert "Safest next action:   Read the reasons on the trigger's page" in message.body
+    [message] = mailbox.messages()
+    [notification] = Notification.objects.all()
+    handoff = Handoff.objects.get(pk=notification.handoff_id)
+    assert message["To"] == "intake-team@example.com"
+    assert message["Message-ID"] == message_id_for(handoff.action_key, "handoff-console")
+    assert handoff.destination_id == message["Message-ID"]
+    body = message.get_payload(decode=True).decode()
+    assert "Safest next action:   Read the reasons on the trigger's page" in body
+    assert f"Notification incident-{incident.pk}-1" in body
     assert incident.kind == IncidentKind.REJECTED_TRIGGERS
     assert incident.severity == IncidentSeverity.QUEUE
     assert incident.owner == world["olga"] and incident.sla_due_at is not None
@@ -292,8 +304,8 @@ def test_a_slack_channel_of_a_workspace_gets_a_slack_payload_about_its_own_membe
         [slack] = receiver.received
     incident = Incident.objects.get(workspace_id=8)
     assert incident.member_count == 2
-    assert slack.headers["x-handoff-notification-id"] == f"incident-{incident.pk}-1"
     message = slack.document
+    assert message["text"].endswith(f"(incident-{incident.pk}-1)")
     assert message["text"].startswith(f"PAGE: incident {incident.pk}:")
     details = message["blocks"][1]["text"]["text"]
     assert "onboarding:8:2000:1 and 1 more" in details and "onboarding:7:" not in details
