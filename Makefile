@@ -9,7 +9,7 @@ PGHOST ?= /var/run/postgresql
 export PGHOST
 
 .PHONY: run test test-suites test-sqlite test-postgres test-postgres-processes test-postgres-long test-postgres-faults \
-	test-postgres-browser test-postgres-rest lint mutation-check postgres chromium pgbouncer faketime nftables soak bench venv clean screenshots \
+	test-postgres-browser test-postgres-rest test-postgres-rest-web lint mutation-check postgres chromium pgbouncer faketime nftables soak bench venv clean screenshots \
 	lock lock-check promtool monitoring-check oracle
 
 # Installs come from the hashed lock only (runtime, test and build tools: anything unhashed is refused): pip
@@ -86,13 +86,18 @@ test-sqlite: $(STAMP)
 	env -u DATABASE_URL -u DELIVERY_DATABASE_URL HANDOFF_VAR_DIR=var/test-sqlite \
 		$(VENV)/bin/pytest -m "not postgres and not browser and not demo"
 
-# The PostgreSQL suite in four streams that run side by side, each on databases and a var directory of its
+# The PostgreSQL suite in five streams that run side by side, each on databases and a var directory of its
 # own (ports come from the kernel, held by each test: tests/processes.py): the tests that run for a minute
 # or more (marked `long`: large backlogs through real processes, the property test, thousands of rows), the
 # other fault tests of real processes (which wait on them much of the time), the browser and demo tests with
 # the hosts tests that are not long (network namespaces: they wait on their processes, and the browser stream
-# had five minutes to spare beside the others), and the rest. Together their markers select every test once.
-test-postgres: test-postgres-long test-postgres-faults test-postgres-browser test-postgres-rest
+# had five minutes to spare beside the others), and the rest in two halves: the web layer's tests (console,
+# security, sign-on) and everything else. The rest is CPU-bound and was the critical path as one stream (about
+# 15 of make test's 15-17 minutes on 2 cores, while the others waited on their processes): two halves use
+# both cores. Together their markers and paths select every test once.
+REST_MARKERS := not (faults or browser or demo or long or hosts)
+REST_WEB := tests/console tests/security tests/sso
+test-postgres: test-postgres-long test-postgres-faults test-postgres-browser test-postgres-rest test-postgres-rest-web
 
 test-postgres-processes: test-postgres-long test-postgres-faults test-postgres-browser
 
@@ -112,9 +117,14 @@ test-postgres-browser: $(STAMP) postgres chromium faketime nftables
 		HANDOFF_VAR_DIR=var/test-postgres-browser $(VENV)/bin/pytest --durations=15 -m "browser or demo or (hosts and not long)"
 
 test-postgres-rest: $(STAMP) postgres
-	@echo "== test suite on PostgreSQL: everything else =="
+	@echo "== test suite on PostgreSQL: everything else but the web layer's =="
 	DATABASE_URL="postgres:///handoff_rest?host=$(PGHOST)" DELIVERY_DATABASE_URL="postgres:///handoff_rest_delivery?host=$(PGHOST)" \
-		HANDOFF_VAR_DIR=var/test-postgres-rest $(VENV)/bin/pytest --durations=15 -m "not (faults or browser or demo or long or hosts)"
+		HANDOFF_VAR_DIR=var/test-postgres-rest $(VENV)/bin/pytest --durations=15 -m "$(REST_MARKERS)" $(addprefix --ignore=,$(REST_WEB))
+
+test-postgres-rest-web: $(STAMP) postgres
+	@echo "== test suite on PostgreSQL: the web layer's other tests (console, security, sign-on) =="
+	DATABASE_URL="postgres:///handoff_rest_web?host=$(PGHOST)" DELIVERY_DATABASE_URL="postgres:///handoff_rest_web_delivery?host=$(PGHOST)" \
+		HANDOFF_VAR_DIR=var/test-postgres-rest-web $(VENV)/bin/pytest --durations=15 -m "$(REST_MARKERS)" $(REST_WEB)
 
 # The README's screenshots, taken by the browser tests in a real Chromium.
 screenshots: $(STAMP) postgres chromium
@@ -125,14 +135,14 @@ mutation-check: $(STAMP)
 	@bash scripts/mutation_check.sh
 
 # Everything runs side by side (the suites wait on their processes, servers and browsers much of the time):
-# the five suites, longest first, then the checks as slots free up; each one's output is printed whole
+# the six suites, longest first, then the checks as slots free up; each one's output is printed whole
 # when it ends, and make fails if any of them fails.
 CHECKS := lint lock-check monitoring-check mutation-check
-SUITES := test-postgres-long test-postgres-faults test-postgres-rest test-postgres-browser test-sqlite
+SUITES := test-postgres-long test-postgres-faults test-postgres-rest test-postgres-rest-web test-postgres-browser test-sqlite
 test-suites: $(STAMP) postgres chromium pgbouncer faketime promtool
 	$(MAKE) --no-print-directory -j$(TEST_JOBS) --output-sync=target $(SUITES) $(CHECKS)
 
-TEST_JOBS ?= 5
+TEST_JOBS ?= 6
 test: test-suites
 
 # Under 20 minutes on 2 cores. BENCH_DB_PREFIX names its databases (default "bench");
