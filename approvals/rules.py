@@ -275,7 +275,20 @@ MAX_STEPS = 10
 # A step marked "high_impact": true (money movement, ...) pages on its first failure (docs/incidents.md).
 # A step whose compensation goes to a destination without an undo says "undo": "manual" (a person undoes it).
 # A step may map the approved payload onto its destination's request: "request" (lib/request_mapping.py).
-STEP_PARTS = {"name", "operation", "compensation", "destination", "high_impact", "undo", "request"}
+# A step may set business times, "not_before" and "finish_by", and an ordering key, "order_by"
+# (approvals/step_constraints.py).
+STEP_PARTS = {
+    "name",
+    "operation",
+    "compensation",
+    "destination",
+    "high_impact",
+    "undo",
+    "request",
+    "not_before",
+    "finish_by",
+    "order_by",
+}
 
 
 def _step_problems(index: int, step: object) -> list[str]:

@@ -45,6 +45,7 @@ from outbox.services.breaker import (
     destination_settlement_admission,
 )
 from outbox.services.case_holds import case_holds_expire
+from outbox.services.deadlines import handoffs_past_deadline
 from outbox.services.limits import destination_acquire, destination_release
 from outbox.services.lookup_limits import lookups_under_limits
 from outbox.services.outcomes import handoffs_probe_not_counted
@@ -369,6 +370,7 @@ def maintain(
     if expire_leases:
         case_holds_expire()  # an operator's hold of one case whose end passed
     for each in _each(destination):
+        handoffs_past_deadline(destination=each.name)  # never sent late: to a person instead
         stats.add(_settle_as_admitted(each, settle_limit))
     return stats
 

@@ -12,13 +12,19 @@ destination of the step it reverses.
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, time, timedelta
 
+from django.utils.dateparse import parse_date, parse_datetime
+
+from outbox.clock import db_time
 from outbox.models import Handoff, HandoffKind, HandoffState
 
 S = HandoffState
 COMPENSATE = "compensate"
 # Added to each step's payload so that the receiver knows which operation the task is.
 OPERATION_FIELD = "operation"
+# A step's business times (issue 39, "Business deadlines"): not sent before the one, never after the other.
+TIMING_PARTS = ("not_before", "finish_by")
 
 
 def step_key(instance_key: str, step: str) -> str:
@@ -38,6 +44,61 @@ def base_payload(payload: dict) -> dict:
     return {name: value for name, value in payload.items() if name != OPERATION_FIELD}
 
 
+def step_times(steps: Sequence[dict], payload: dict) -> dict[str, dict]:
+    """Each timed step's not-before and must-finish-by as times (ISO 8601), by step name, fixed at the
+    approval: a rule is {"field": <payload field holding a time>} or {"after_approval": <seconds>}, the
+    approval's moment read from the database clock (one query, only when a step is timed). A field that
+    holds no time sets none (the workflow's schema requires it where it matters)."""
+    timed = [s for s in steps if any(s.get(part) for part in TIMING_PARTS)]
+    if not timed:
+        return {}
+    approved_at = db_time()
+    return {
+        step["name"]: {
+            part: moment.isoformat()
+            for part in TIMING_PARTS
+            if (moment := _moment(step.get(part), payload, approved_at)) is not None
+        }
+        for step in timed
+    }
+
+
+def _moment(rule: dict | None, payload: dict, approved_at: datetime) -> datetime | None:
+    if not rule:
+        return None
+    if "after_approval" in rule:
+        return approved_at + timedelta(seconds=rule["after_approval"])
+    raw = payload.get(rule.get("field", ""))
+    moment = parse_datetime(raw) if isinstance(raw, str) else None
+    if moment is None and isinstance(raw, str) and (day := parse_date(raw)) is not None:
+        moment = datetime.combine(day, time.min)
+    if moment is None:
+        return None
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def fixed_at_approval(steps: Sequence[dict], payload: dict) -> dict[str, dict]:
+    """What each step takes from the approval, by step name: its times (`step_times`) and, for a step that
+    declares "order_by": {"field": …}, its ordering key, the payload's value of that field (none when the
+    payload has none): its destination receives the steps of one key in approval order."""
+    fixed = step_times(steps, payload)
+    for step in steps:
+        field_name = (step.get("order_by") or {}).get("field")
+        value = payload.get(field_name) if field_name else None
+        if value not in (None, ""):
+            fixed.setdefault(step["name"], {})["order_key"] = str(value)[:200]
+    return fixed
+
+
+def entry_fixed(entry: dict) -> dict:
+    """A plan entry's approval-time values as the handoff's fields (`not_before`, `finish_by`,
+    `order_key`)."""
+    fields = {part: parse_datetime(entry[part]) for part in TIMING_PARTS if entry.get(part)}
+    if entry.get("order_key"):
+        fields["order_key"] = entry["order_key"]
+    return fields
+
+
 def plan_steps(
     instance_key: str,
     steps: Sequence[dict],
@@ -45,11 +106,13 @@ def plan_steps(
     default_destination: str,
     start: int = 1,
     requests: Mapping[str, dict] | None = None,
+    fixed: Mapping[str, dict] | None = None,
 ) -> list[dict]:
     """The plan entries of steps[start:], in order. A step is {"name", "operation"?, "compensation"?,
     "destination"?}; a step that names no destination goes to `default_destination`. `requests`: the
-    requests approved with the decision, by step name; an entry holds its step's (frozen until sent)."""
-    requests = requests or {}
+    requests approved with the decision, by step name; an entry holds its step's (frozen until sent).
+    `fixed`: what each step took from the approval: its times and ordering key (`fixed_at_approval`)."""
+    requests, fixed = requests or {}, fixed or {}
     return [
         {
             "kind": HandoffKind.ACTION,
@@ -60,6 +123,7 @@ def plan_steps(
             "compensation": step.get("compensation") or "",
             "destination": step.get("destination") or default_destination,
             **({"request": requests[step["name"]]} if step["name"] in requests else {}),
+            **fixed.get(step["name"], {}),
         }
         for index, step in enumerate(steps)
         if index >= start

@@ -6,6 +6,7 @@ from approvals.errors import ApprovalDenied, InvalidPayload
 from approvals.models import RuleVersion
 from approvals.route_requests import mapping_problems_over
 from approvals.rules import BUILT_IN_RULES, publish_problems, steps_problems
+from approvals.step_constraints import constraint_problems
 from lib.databases import DB
 from lib.request_mapping import is_email_mapping, schema_sample, text_template_fields
 from outbox.destinations import DestinationUnavailable, destination_named
@@ -63,6 +64,7 @@ def rule_version_problems(*, schema: dict, steps: list[dict]) -> list[str]:
         or _destination_problems(steps)
         or _undo_problems(steps)
         or _request_problems(schema, steps)
+        or constraint_problems(steps, schema)
     )
 
 

@@ -42,12 +42,37 @@ def completing_case_condition() -> models.Q:
     return step_done & models.Q(plan=[]) & (models.Q(instance_key="") | ~models.Exists(short))
 
 
+def earlier_of_its_key():
+    """An open row of the outer row's destination and ordering key approved before it (a lower
+    `order_position`): while one is open, the outer row waits (`handoff_order_idx`)."""
+    return Handoff.objects.filter(
+        destination=models.OuterRef("destination"),
+        order_key=models.OuterRef("order_key"),
+        order_position__lt=models.OuterRef("order_position"),
+        state__in=OPEN_STATES,
+    ).exclude(order_key="")
+
+
 class HandoffQuerySet(models.QuerySet):
     """The derived rules over handoffs, each defined once. Times are compared on the database clock."""
 
     def due(self):
-        """Pending, its time come, and no operator holds its case (the claim index's condition)."""
-        return self.filter(state=S.PENDING, case_hold__isnull=True, next_attempt_at__lte=db_now())
+        """Pending, its time come, no operator holds its case (the claim index's condition), not before its
+        not-before time, not past its must-finish-by (a step past it goes to a person instead:
+        `handoffs_past_deadline`), and no earlier step of its ordering key open at its destination (a
+        retried first one keeps its place). Rows with such times or keys are few; the index finds the rest."""
+        now = db_now()
+        return self.filter(
+            state=S.PENDING, case_hold__isnull=True, next_attempt_at__lte=now
+        ).filter(
+            models.Q(not_before__isnull=True) | models.Q(not_before__lte=now),
+            models.Q(finish_by__isnull=True) | models.Q(finish_by__gt=now),
+            models.Q(order_key="") | ~models.Exists(earlier_of_its_key()),
+        )
+
+    def past_deadline(self):
+        """Pending and past its must-finish-by (database clock): never sent, a person decides."""
+        return self.filter(state=S.PENDING, finish_by__lte=db_now())
 
     def held(self):
         """Its case is held by an operator (`outbox/models/case_holds.py`)."""
@@ -208,6 +233,15 @@ class Handoff(models.Model):
         db_constraint=False,
     )
 
+    # A workflow step's business times, fixed at the approval (`outbox/steps.py` `step_times`): it is not sent
+    # before `not_before`, and never after `finish_by` (then it goes to a person). Nullable: most have none.
+    not_before = models.DateTimeField(null=True, blank=True)
+    finish_by = models.DateTimeField(null=True, blank=True)
+    # Order per business entity (issue 39): a step whose route declares "order_by" carries the payload's value
+    # of that field; its destination receives the open steps of one key in approval order (`order_position`:
+    # the id of its instance's first row), the claim leaving a row out while an earlier one of its key is open.
+    order_key = models.CharField(max_length=200, blank=True, default="", db_default="")
+    order_position = models.BigIntegerField(null=True, blank=True)
     # The operator's hold of its case while it holds (`outbox/models/case_holds.py`): the claim leaves it out.
     # Nullable, no constraint: the release before inserts rows without it, and the table is hot.
     case_hold = models.ForeignKey(
@@ -242,6 +276,18 @@ class Handoff(models.Model):
                 fields=["destination", "next_attempt_at", "id"],
                 name="handoff_claim_unheld_idx",
                 condition=models.Q(state=S.PENDING, case_hold__isnull=True),
+            ),
+            # An earlier open row of the same destination and ordering key (`earlier_of_its_key`).
+            models.Index(
+                fields=["destination", "order_key", "order_position"],
+                name="handoff_order_idx",
+                condition=models.Q(state__in=sorted(OPEN_STATES)) & ~models.Q(order_key=""),
+            ),
+            # The deadline sweep (`HandoffQuerySet.past_deadline`): pending steps with a must-finish-by.
+            models.Index(
+                fields=["finish_by"],
+                name="handoff_deadline_idx",
+                condition=models.Q(state=S.PENDING, finish_by__isnull=False),
             ),
             # The rows of a held case, found by their hold to resume them.
             models.Index(

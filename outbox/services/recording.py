@@ -13,7 +13,7 @@ from outbox.errors import ActionKeyExists
 from outbox.models import ArchivedHandoff, Handoff, HandoffEvent, HandoffState
 from outbox.payloads import payload_hash
 from outbox.search_text import search_text
-from outbox.steps import plan_steps, step_payload
+from outbox.steps import entry_fixed, fixed_at_approval, plan_steps, step_payload
 
 S = HandoffState
 
@@ -86,8 +86,9 @@ def _first_step(
     step's with the rest of the plan. Always named: the model's default name is nobody's choice."""
     if not steps:
         return {"action_key": action_key, "payload": payload, "destination": default}
+    fixed = fixed_at_approval(steps, payload)
     [first, *_rest] = plan_steps(
-        action_key, steps, default_destination=default, start=0, requests=requests
+        action_key, steps, default_destination=default, start=0, requests=requests, fixed=fixed
     )
     return {
         "action_key": first["key"],
@@ -95,8 +96,11 @@ def _first_step(
         "destination": first["destination"],
         "step": first["step"],
         "compensation_operation": first["compensation"],
-        "plan": plan_steps(action_key, steps, default_destination=default, requests=requests),
+        "plan": plan_steps(
+            action_key, steps, default_destination=default, requests=requests, fixed=fixed
+        ),
         "request": first.get("request"),
+        **entry_fixed(first),
     }
 
 
@@ -126,13 +130,19 @@ def create_handoff(
                 # Of what the destination receives: what it echoes and what lookups compare.
                 payload_hash=payload_hash(sent_body(request, payload)),
                 state=S.OBSERVED if observe_only else S.PENDING,
-                next_attempt_at=None if observe_only else db_now(),
+                # A step that may not go before a time is not due before it (the claim's index then
+                # leaves it out until then, however many wait).
+                next_attempt_at=None if observe_only else fields.get("not_before") or db_now(),
                 run_started_at=None if observe_only else db_now(),
                 reason_code="observe_mode" if observe_only else "",
                 **fields,
             )
             if ArchivedHandoff.objects.using(DB).filter(action_key=action_key).exists():
                 raise ActionKeyExists(action_key)  # rolls the insert back with the savepoint
+            if handoff.order_key and handoff.order_position is None:
+                # The first of its instance: its own id is the instance's place in approval order.
+                handoff.order_position = handoff.pk
+                handoff.save(using=DB, update_fields=["order_position"])
             return handoff
     except IntegrityError as exc:
         raise ActionKeyExists(action_key) from exc

@@ -17,7 +17,7 @@ from outbox.models import (
 )
 from outbox.services.case_holds import hold_of_successor
 from outbox.services.recording import create_handoff
-from outbox.steps import base_payload, step_payload
+from outbox.steps import base_payload, entry_fixed, step_payload
 
 
 def record_planned(
@@ -46,6 +46,10 @@ def record_planned(
         compensates_id=entry.get("compensates"),
         plan=rest,
         search_text=after.search_text,
+        # Its business times and ordering key, fixed at the approval (`outbox/steps.py`), and its
+        # instance's place in approval order.
+        **entry_fixed(entry),
+        order_position=_order_position(after) if entry.get("order_key") else None,
         # A step recorded while its whole case is held is held with it.
         case_hold_id=hold_of_successor(after),
     )
@@ -60,6 +64,14 @@ def record_planned(
     )
     wake_dispatcher_on_commit(destination=planned.destination)
     return planned
+
+
+def _order_position(after: Handoff) -> int:
+    """The instance's place in approval order: its first row's id (`create_handoff` sets it there)."""
+    if after.order_position is not None:
+        return after.order_position
+    rows = Handoff.objects.using(DB).filter(instance_key=after.instance_key)
+    return rows.order_by("pk").values_list("pk", flat=True).first() or after.pk
 
 
 def record_successors(delivered: Iterable[Handoff], *, actor_label: str) -> None:
