@@ -161,17 +161,7 @@ def destination_record_results(
     verdict = verdict_of(results)
     if not verdict.succeeded and not verdict.failures:
         return ""
-    if (
-        not verdict.failures
-        and not verdict.refused
-        and (
-            seen_healthy
-            if seen_healthy is not None
-            else DestinationHealth.objects.using(DB)
-            .filter(name=name, state=D.ACTIVE, consecutive_failures=0)
-            .exists()
-        )
-    ):
+    if _healthy_answered(name, verdict, seen_healthy):
         # The common case, after every batch: a healthy destination answered. Nothing to reset, no lock taken.
         return D.ACTIVE
     with transaction.atomic(using=DB):
@@ -184,6 +174,19 @@ def destination_record_results(
             _hold_for_share(health, verdict)
         health.save(using=DB)
     return health.state
+
+
+def _healthy_answered(name: str, verdict: Verdict, seen_healthy: bool | None) -> bool:
+    """Answers with no failure and no refusal, from a destination active with no failure streak."""
+    if verdict.failures or verdict.refused:
+        return False
+    if seen_healthy is not None:
+        return seen_healthy
+    return (
+        DestinationHealth.objects.using(DB)
+        .filter(name=name, state=D.ACTIVE, consecutive_failures=0)
+        .exists()
+    )
 
 
 def _move(health: DestinationHealth, to_state: str, reason: str) -> None:
