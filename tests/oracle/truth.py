@@ -14,7 +14,7 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db.models import Count
 
-from approvals.models import Request
+from approvals.models import Membership, Request
 from delivery.models import ReceiverTask, TaskEvent
 from outbox.clock import db_time
 from outbox.models import Attempt, DestinationHealth, Handoff
@@ -138,13 +138,27 @@ class HandoffTruth:
             return {"by_hand"}
         if status == FAILED:
             return {"failed"} if self._receiver_says(FAILED) else set()
-        return {"unfinished"} if status in UNFINISHED else {"unreported"}
+        if status in UNFINISHED:
+            return {"unfinished"} if self._receiver_may_still_work() else set()
+        return {"unreported"}
 
     def _receiver_says(self, status: str) -> bool:
         if not self.receiver_known:
             return True
         now = any(t["status"] == status for t in self.receiver_tasks)
         return now or any(e["status"] == status for e in self.receiver_events)
+
+    def _receiver_may_still_work(self) -> bool:
+        """Open work, cross-checked with the receiver: its task is open or in progress, or it has not sent
+        word yet of the work ending (the one lag left: until its status event arrives, or a pull or a
+        reconciliation run reads the status, the console knows only what it was told)."""
+        if not self.receiver_known:
+            return True
+        ended = {DONE, FAILED}
+        if any(t["status"] not in ended for t in self.receiver_tasks):
+            return True
+        told = [e for e in self.receiver_events if e["sent_at"] and e["status"] in ended]
+        return not told
 
     def work_repair(self) -> dict | None:
         row = self.row
@@ -298,23 +312,42 @@ class Truth:
         return _row(Request, pk=pk)
 
     def request_owner(self, pk: int) -> set[str]:
+        """One owner, by one rule: awaiting approval, the approvers when one may decide it (a member with
+        the approver role who neither requested nor corrected it), else the operators; rejected, the
+        requester; approved, from its steps in the workflow's order: the operators if any step's owner is
+        the operators; while its delivered steps are being reversed the system, once reversed the requester;
+        nobody when nothing was sent (observed, cancelled) or every step is done; else the owner of the first
+        step not done. A step's owner is `handoff_owner`, read from the rows."""
         req = self.request(pk)
         if req is None:
             return set()
         state = req["state"]
+        if state == "awaiting_approval":
+            return {"approvers"} if self._someone_may_decide(req) else {"operator"}
         if state != "approved":
-            return {
-                "awaiting_approval": {"approvers", "operator"},
-                "rejected": {"requester"},
-            }.get(state, {"none"})
+            return {"rejected": {"requester"}}.get(state, {"none"})
         key = f"{req['workflow']}:{req['workspace_id']}:{req['number']}:{req['revision']}"
-        steps = Handoff.objects.filter(instance_key=key, kind="action")
-        owners = [self.handoff_owner(pk) for pk in steps.values_list("pk", flat=True)]
+        rows = list(
+            Handoff.objects.filter(instance_key=key)
+            .order_by("step_index", "pk")
+            .values("pk", "kind", "state")
+        )
+        steps = [r for r in rows if r["kind"] == "action"]
+        owners = [self.handoff_owner(r["pk"]) for r in steps]
         if any(o == {"operator"} for o in owners):
             return {"operator"}
-        if owners and all(o <= {"none"} for o in owners):
-            return {"none", "requester"}
-        return set().union(*owners, {"system", "none", "requester"}) if owners else {"none"}
+        undo = [r for r in rows if r["kind"] != "action"]
+        if undo:
+            return {"requester"} if all(r["state"] == "delivered" for r in undo) else {"system"}
+        if all(r["state"] in ("observed", "cancelled") for r in steps):
+            return {"none"}
+        return next((o for o in owners if o != {"none"}), {"none"})
+
+    @staticmethod
+    def _someone_may_decide(req: dict) -> bool:
+        others = Membership.objects.filter(workspace_id=req["workspace_id"], role="approver")
+        barred = {req["requested_by_id"], req["corrected_by_id"]} - {None}
+        return others.exclude(user_id__in=barred).exists()
 
     # --- destinations and figures ------------------------------------------------------------
 
