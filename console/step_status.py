@@ -25,6 +25,7 @@ from console.waiting_status import case_held, held
 from outbox.destinations.smtp.destination import is_message_id
 from outbox.models import CompensationState, Handoff, HandoffKind, HandoffState
 from outbox.models.states import WORK_DONE, WORK_FAILED, WORK_UNFINISHED
+from outbox.services.deadlines import DEADLINE_PASSED
 from reconciliation.models import Finding, FindingKind
 
 S = HandoffState
@@ -359,6 +360,15 @@ def _sending(label: str, handoff: Handoff, evidence: Evidence) -> StatusLine:
         return StatusLine(
             label, f"not sent yet: {stopped.why}", WAITING, stopped.next, stopped.owner
         )
+    if handoff.state == S.PENDING and handoff.not_before and handoff.not_before > evidence.now:
+        return StatusLine(
+            label,
+            f"not sent yet: it may not go before {at(handoff.not_before, evidence.now)}, its business "
+            "time fixed at the approval",
+            WAITING,
+            f"the system sends it at {at(handoff.not_before, evidence.now)}",
+            SYSTEM,
+        )
     waits = held(evidence.destinations.get(handoff.destination), evidence.now)
     if waits is not None and handoff.state == S.PENDING:
         return StatusLine(
@@ -392,6 +402,15 @@ def _uncertain(label: str, handoff: Handoff, evidence: Evidence) -> StatusLine:
 def _with_operator(label: str, handoff: Handoff, evidence: Evidence) -> StatusLine:
     why = " · ".join(x for x in (handoff.get_failure_class_display(), handoff.reason_code) if x)
     since = at(handoff.attention_since or handoff.updated_at, evidence.now)
+    if handoff.reason_code == DEADLINE_PASSED:
+        return StatusLine(
+            label,
+            f"stuck with an operator since {since}: its must-finish-by, "
+            f"{at(handoff.finish_by, evidence.now)}, passed before it could be sent; it is not sent late",
+            STUCK,
+            "the operator cancels it, corrects the request (a new revision to approve) or settles it by hand",
+            operator_of(handoff),
+        )
     return StatusLine(
         label,
         f"stuck with an operator since {since}: {handoff.destination} did not take it ({why})",
