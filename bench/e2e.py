@@ -420,7 +420,7 @@ import django
 django.setup()
 from django.db import transaction
 from concurrent.futures import ThreadPoolExecutor
-from outbox.dispatcher import handoff_deliver
+from outbox.dispatch.dispatcher import handoff_deliver
 from outbox.services import handoff_record
 rate, seconds, first = float(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3])
 # "inline": the lever of attempting delivery right after commit in the committing process (a small
@@ -788,11 +788,15 @@ def backlog_after_outage(
         conn.execute("DELETE FROM outbox_destinationslot")
         conn.execute(
             "INSERT INTO outbox_destinationhealth (name, state, pause_reason, consecutive_failures, probes, "
-            "last_error, hold_reason, updated_at, max_concurrency, max_requests_per_second) "
-            "VALUES ('receiver', 'active', '', 0, 0, '', '', now(), %s, %s) ON CONFLICT (name) DO UPDATE SET "
-            "max_concurrency = EXCLUDED.max_concurrency, max_requests_per_second = EXCLUDED.max_requests_per_second, "
-            "hold_until = NULL",
+            "last_error, updated_at, max_concurrency, max_requests_per_second) "
+            "VALUES ('receiver', 'active', '', 0, 0, '', now(), %s, %s) ON CONFLICT (name) DO UPDATE SET "
+            "max_concurrency = EXCLUDED.max_concurrency, max_requests_per_second = EXCLUDED.max_requests_per_second",
             (max_concurrency, max_per_second),
+        )
+        # A Retry-After hold left by an earlier run is a row (outbox/models/holds.py): ended, as its end would.
+        conn.execute(
+            "UPDATE outbox_destinationhold SET ended_at = now(), ended_by = 'bench' "
+            "WHERE destination = 'receiver' AND kind = 'retry_after' AND ended_at IS NULL"
         )
     observed = bench.log_dir / "backlog-receiver-calls.log"
     observed.unlink(missing_ok=True)

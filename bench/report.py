@@ -171,7 +171,7 @@ def verdict(ok: bool) -> str:
 GROWTH_COMMAND = ".venv/bin/python bench/growth_repeat.py"
 LEVER_COMMAND = ".venv/bin/python bench/lever_single_calls.py"
 NEXT_LEVERS = """\
-1. **Concurrent calls per dispatcher** (`outbox/dispatcher.py`, `deliver_claims_one_by_one`): the first
+1. **Concurrent calls per dispatcher** (`outbox/dispatch/dispatcher.py`, `deliver_claims_one_by_one`): the first
    half of this lever is built: single calls record a claim batch's outcomes in one commit after its
    calls (the split measured 0.27 -> 0.68 and 0.32 -> 0.78 of the receiver's capacity). The second half,
    for receivers far away: the calls of a batch in flight at once (a thread pool no larger than the

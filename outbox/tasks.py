@@ -2,7 +2,8 @@
 
 from django.conf import settings
 
-from outbox import dispatcher, services
+from outbox import services
+from outbox.dispatch import dispatcher
 from outbox.services import retention
 from outbox.services.work_pull import handoffs_pull_work_status
 

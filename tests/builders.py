@@ -5,7 +5,7 @@ path that leads there, use `tests.factories.HandoffFactory`."""
 from approvals.models import Request
 from approvals.services import request_approve
 from outbox.destinations import InProcessDestination
-from outbox.dispatcher import handoff_deliver
+from outbox.dispatch.dispatcher import handoff_deliver
 from outbox.models import Handoff
 from outbox.services import handoff_record
 from tests.factories import ONBOARDING_PAYLOAD, make_request

@@ -13,7 +13,7 @@ from outbox.reconnect import retried_after_lost_connection
 from outbox.services.breaker import destination_record_results
 from outbox.services.outcomes import handoff_record_outcomes
 
-log = logging.getLogger("outbox.dispatcher")
+log = logging.getLogger("outbox.dispatch.dispatcher")
 S = HandoffState
 
 

@@ -1,4 +1,4 @@
-"""What a dispatcher's batch or run did, counted (`outbox/dispatcher.py`, `outbox/dispatch/runner.py`)."""
+"""What a dispatcher's batch or run did, counted (`outbox/dispatch/dispatcher.py`, `outbox/dispatch/runner.py`)."""
 
 from dataclasses import dataclass, field
 

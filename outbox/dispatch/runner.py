@@ -42,11 +42,11 @@ from lib.databases import DB
 from outbox.destinations import Destination, DestinationUnavailable, destination_named
 from outbox.destinations.registry import destination_problems
 from outbox.dispatch import heartbeat
+from outbox.dispatch.dispatcher import RunStats, default_worker_name, dispatch_batch, maintain
 from outbox.dispatch.held_destinations import Holds, servable_names
 from outbox.dispatch.leases import handoff_expire_leases
 from outbox.dispatch.serving import Schedule, Turn
 from outbox.dispatch.wakeups import WakeListener
-from outbox.dispatcher import RunStats, default_worker_name, dispatch_batch, maintain
 from outbox.models import Handoff
 from outbox.retry import backoff_ceiling
 from outbox.services.case_holds import case_holds_expire

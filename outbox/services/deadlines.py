@@ -16,7 +16,7 @@ DEADLINE_PASSED = "deadline_passed"
 
 def handoffs_past_deadline(*, destination: str | None = None, limit: int = 500) -> int:
     """Move the pending handoffs (of `destination`, else every one) past their must-finish-by to a person,
-    oldest deadline first; how many. Run by every maintenance pass (`outbox/dispatcher.py` `maintain`)."""
+    oldest deadline first; how many. Run by every maintenance pass (`outbox/dispatch/dispatcher.py` `maintain`)."""
     due = Handoff.objects.using(DB).past_deadline()
     if destination is not None:
         due = due.filter(destination=destination)

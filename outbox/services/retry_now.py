@@ -5,7 +5,7 @@ So the package's `__init__` does not import it (that would make the dispatcher's
 `from outbox.services.retry_now import handoff_retry_now`."""
 
 from outbox.destinations import Destination
-from outbox.dispatcher import handoff_deliver
+from outbox.dispatch.dispatcher import handoff_deliver
 from outbox.services.operator import handoff_retry
 
 

@@ -15,7 +15,7 @@ from django.conf import settings
 
 from lib.databases import DB
 from outbox.destinations import destination_named
-from outbox.dispatcher import sweep
+from outbox.dispatch.dispatcher import sweep
 from outbox.models import Handoff
 from outbox.services.destination_configs import destination_config_put
 from outbox.services.recording import handoff_record
@@ -110,7 +110,7 @@ def notification_handoff_record(notification: Notification) -> Handoff:
 
 def notifications_deliver_now(*, passes: int = 3) -> int:
     """Deliver the open notifications now through the outbox's engine (`manage.py send_alerts`, tests), as a
-    dispatcher's pass would (`outbox.dispatcher.sweep`: leases, the due handoffs, settlement of the
+    dispatcher's pass would (`outbox.dispatch.dispatcher.sweep`: leases, the due handoffs, settlement of the
     uncertain ones), a few passes while one claims anything. The number of handoffs claimed."""
     names = sorted(
         set(

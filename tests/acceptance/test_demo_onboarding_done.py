@@ -19,7 +19,7 @@ from console.selectors import requests_of
 from console.step_status import YES
 from delivery.services import task_status_set
 from delivery.status_events import sender_idle
-from outbox.dispatcher import sweep
+from outbox.dispatch.dispatcher import sweep
 from outbox.models import Handoff, HandoffState
 from outbox.services.work_pull import handoffs_pull_work_status
 from tests.outbox.destinations.smtp_server import SmtpServer

@@ -14,7 +14,7 @@ from delivery.errors import ActionKeyConflict
 from delivery.models import ReceiverTask
 from delivery.services import task_create_idempotent
 from outbox.destinations import InProcessDestination
-from outbox.dispatcher import handoff_deliver
+from outbox.dispatch.dispatcher import handoff_deliver
 from outbox.errors import ActionKeyExists
 from outbox.models import Handoff, HandoffState
 from outbox.services import handoff_retry, handoff_settle

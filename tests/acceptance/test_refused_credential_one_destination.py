@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import pytest
 
 from outbox.destinations.registry import destination_named
-from outbox.dispatcher import drain
+from outbox.dispatch.dispatcher import drain
 from outbox.models import (
     Attempt,
     AttemptOutcome,

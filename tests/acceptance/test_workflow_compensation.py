@@ -11,7 +11,7 @@ from approvals.management.commands.demo import ONBOARDING_STEPS, ONBOARDING_THRE
 from approvals.services import request_approve, rule_version_publish
 from delivery.models import ReceiverTask
 from outbox.destinations import InProcessDestination
-from outbox.dispatcher import drain, sweep
+from outbox.dispatch.dispatcher import drain, sweep
 from outbox.errors import CompensationBlocked
 from outbox.models import (
     CompensationState,

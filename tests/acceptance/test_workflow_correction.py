@@ -12,7 +12,7 @@ from approvals.selectors import correction_fields
 from approvals.services import handoff_correct, request_approve
 from delivery.models import ReceiverTask
 from outbox.destinations import InProcessDestination
-from outbox.dispatcher import drain
+from outbox.dispatch.dispatcher import drain
 from outbox.guidance import available_actions, next_step
 from outbox.models import FailureClass, Handoff, HandoffState
 from tests.console.clients import client_for

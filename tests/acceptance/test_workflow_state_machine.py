@@ -33,7 +33,7 @@ from approvals.services import request_approve
 from delivery.models import ReceiverTask, SeenMessage
 from outbox.clock import db_now_plus
 from outbox.destinations import InProcessDestination
-from outbox.dispatcher import dispatch_batch, drain, sweep
+from outbox.dispatch.dispatcher import dispatch_batch, drain, sweep
 from outbox.errors import CompensationBlocked, LeaseLost, RiskNotConfirmed
 from outbox.models import (
     NEEDS_PERSON_STATES,

@@ -18,7 +18,7 @@ from approvals.management.commands.demo import ONBOARDING_STEPS, ONBOARDING_THRE
 from approvals.services import request_approve, rule_version_publish
 from delivery import faults
 from delivery.models import ReceiverTask
-from outbox.dispatcher import sweep
+from outbox.dispatch.dispatcher import sweep
 from outbox.models import DestinationHealth, DestinationState, Handoff, HandoffState
 from outbox.services.destination_configs import destination_configs_apply
 from tests.factories import ONBOARDING_PAYLOAD, make_request

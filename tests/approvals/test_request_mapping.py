@@ -14,7 +14,7 @@ from approvals.rules import rules_for
 from approvals.services import request_approve
 from approvals.services.requests import request_revise_by_requester
 from outbox.destinations import destination_named
-from outbox.dispatcher import handoff_deliver
+from outbox.dispatch.dispatcher import handoff_deliver
 from outbox.models import Handoff, HandoffState
 from outbox.payloads import payload_hash
 from tests.approvals.request_mapping_world import (

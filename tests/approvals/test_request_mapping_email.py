@@ -16,7 +16,7 @@ from approvals.rules import rules_for
 from approvals.services import request_approve
 from lib.request_mapping import MappingRefused
 from outbox.destinations import destination_named
-from outbox.dispatcher import handoff_deliver
+from outbox.dispatch.dispatcher import handoff_deliver
 from outbox.models import Handoff, HandoffState
 from tests.approvals.request_mapping_world import (
     ACCOUNT,

@@ -7,7 +7,7 @@ from playwright.sync_api import expect
 from approvals.services import request_approve
 from delivery.models import ReceiverTask
 from outbox.destinations import InProcessDestination
-from outbox.dispatcher import drain, handoff_deliver
+from outbox.dispatch.dispatcher import drain, handoff_deliver
 from outbox.models import FailureClass, Handoff, HandoffState
 from tests.factories import ONBOARDING_PAYLOAD, make_request, onboarding_world
 

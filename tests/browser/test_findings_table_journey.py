@@ -7,7 +7,7 @@ from playwright.sync_api import expect
 from approvals.services import request_approve
 from delivery.models import ReceiverTask
 from delivery.services import payload_hash as receiver_hash
-from outbox.dispatcher import handoff_deliver
+from outbox.dispatch.dispatcher import handoff_deliver
 from reconciliation.models import Finding, FindingKind
 from reconciliation.services.runs import reconciliation_run
 from tests.factories import ONBOARDING_PAYLOAD, onboarding_world

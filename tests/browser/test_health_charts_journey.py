@@ -6,7 +6,7 @@ import pytest
 from playwright.sync_api import expect
 
 from approvals.services import request_approve
-from outbox.dispatcher import drain
+from outbox.dispatch.dispatcher import drain
 from tests.factories import onboarding_world
 
 pytestmark = [

@@ -9,7 +9,7 @@ from playwright.sync_api import expect
 
 from delivery.models import ReceiverTask
 from outbox.destinations import InProcessDestination
-from outbox.dispatcher import handoff_deliver
+from outbox.dispatch.dispatcher import handoff_deliver
 from outbox.models import Handoff, HandoffState
 from outbox.services import handoff_cancel
 from reconciliation.alerts.channel_delivery import notifications_deliver_now

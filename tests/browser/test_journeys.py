@@ -10,7 +10,7 @@ from approvals.models import Request, RequestState, Role
 from approvals.services import request_approve, request_revise
 from delivery.services import task_status_set
 from outbox.destinations import InProcessDestination
-from outbox.dispatcher import drain, handoff_deliver
+from outbox.dispatch.dispatcher import drain, handoff_deliver
 from outbox.models import Handoff, HandoffState
 from reconciliation.models import FindingKind
 from reconciliation.services import reconciliation_run

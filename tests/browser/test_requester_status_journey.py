@@ -14,7 +14,7 @@ from approvals.models import Request, RequestState
 from approvals.services import request_approve
 from delivery.models import ReceiverTask
 from delivery.services import task_status_set
-from outbox.dispatcher import drain
+from outbox.dispatch.dispatcher import drain
 from outbox.models import Handoff
 from outbox.services import instance_compensate
 from reconciliation.services import reconciliation_run

@@ -9,7 +9,7 @@ from playwright.sync_api import expect
 
 from delivery.services import task_delete, task_status_set
 from delivery.status_events import sender_idle
-from outbox.dispatcher import drain
+from outbox.dispatch.dispatcher import drain
 from outbox.models import Handoff
 from reconciliation.models import Finding, ReconciliationRun
 from tests.builders import approve

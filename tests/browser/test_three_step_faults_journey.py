@@ -12,7 +12,7 @@ from approvals.services import request_approve
 from delivery.models import ReceiverTask
 from delivery.services import task_create_idempotent
 from outbox.destinations import InProcessDestination
-from outbox.dispatcher import handoff_deliver
+from outbox.dispatch.dispatcher import handoff_deliver
 from outbox.failures import DeliveryResult
 from outbox.models import DestinationHealth, FailureClass, Handoff, HandoffState
 from outbox.services import handoff_settle

@@ -11,7 +11,7 @@ from approvals.management.commands.demo import ONBOARDING_STEPS
 from approvals.services import request_approve
 from delivery.models import ReceiverTask
 from delivery.services import task_status_set
-from outbox.dispatcher import drain
+from outbox.dispatch.dispatcher import drain
 from outbox.models import Handoff, HandoffKind, HandoffState
 from outbox.selectors import instance_handoffs, instance_status
 from reconciliation.services import reconciliation_run

@@ -80,7 +80,7 @@ def test_the_dispatchers_record_step_writes_one_line_per_outcome(logged):
     out = logged(
         "json",
         lambda _log: call_command("dispatch", "--once", stdout=io.StringIO()),
-        name="outbox.dispatcher",
+        name="outbox.dispatch.dispatcher",
     )
     [event] = [json.loads(line) for line in out.splitlines() if '"handoff_id"' in line]
     assert (event["handoff_id"], event["action_key"]) == (handoff.pk, handoff.action_key)

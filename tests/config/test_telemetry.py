@@ -19,7 +19,7 @@ from config.telemetry import KeyedIds
 from lib import telemetry
 from outbox.destinations import InProcessDestination
 from outbox.destinations.http.destination import HttpDestination
-from outbox.dispatcher import handoff_deliver
+from outbox.dispatch.dispatcher import handoff_deliver
 from tests.builders import approve
 from tests.factories import onboarding_world
 from tests.processes import ROOT

@@ -2,7 +2,7 @@ import pytest
 
 from approvals.models import Role
 from outbox.destinations import InProcessDestination
-from outbox.dispatcher import handoff_deliver
+from outbox.dispatch.dispatcher import handoff_deliver
 from outbox.models import FailureClass, Handoff, HandoffState
 from tests.builders import approve
 from tests.factories import ONBOARDING_PAYLOAD, make_user, onboarding_world

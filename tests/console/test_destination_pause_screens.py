@@ -36,7 +36,7 @@ def test_a_paused_destination_shows_on_the_health_page_and_on_a_waiting_handoff(
 
 
 def test_the_handoff_page_names_its_destination_and_the_last_successful_step(world):
-    from outbox.dispatcher import drain
+    from outbox.dispatch.dispatcher import drain
 
     handoff = approve(world)
     client = Client()

@@ -14,7 +14,7 @@ from console.request_evidence import statuses_of
 from delivery.models import ReceiverTask
 from delivery.services import task_status_set
 from outbox.destinations import InProcessDestination, LookupFailed
-from outbox.dispatcher import drain
+from outbox.dispatch.dispatcher import drain
 from outbox.failures import DeliveryResult
 from outbox.models import FailureClass, Handoff, HandoffState
 from outbox.services.status_events import (

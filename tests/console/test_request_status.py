@@ -13,7 +13,7 @@ from console.request_evidence import statuses_of
 from console.selectors import requests_of
 from delivery.models import ReceiverTask
 from delivery.services import task_status_set
-from outbox.dispatcher import drain
+from outbox.dispatch.dispatcher import drain
 from outbox.models import (
     DestinationHealth,
     DestinationState,

@@ -14,7 +14,7 @@ from approvals.services import request_approve, workflow_mode_set
 from approvals.services.go_live import GoLiveRefused
 from delivery.models import ReceiverTask
 from outbox.destinations import InProcessDestination
-from outbox.dispatcher import drain
+from outbox.dispatch.dispatcher import drain
 from outbox.models import Handoff, HandoffState
 from tests.factories import make_request, make_user
 

@@ -4,7 +4,7 @@ every screen is true for the truth oracle, held and after the resume. Both backe
 
 import pytest
 
-from outbox.dispatcher import drain
+from outbox.dispatch.dispatcher import drain
 from outbox.models import Handoff, HandoffState
 from outbox.services.case_holds import case_hold, case_resume
 from tests.builders import approve

@@ -9,7 +9,7 @@ from django.contrib.auth import get_user_model
 
 from approvals.services import support_staff_enroll
 from delivery.services import task_status_set
-from outbox.dispatcher import drain
+from outbox.dispatch.dispatcher import drain
 from outbox.models import ArchivedHandoff, Handoff, HandoffState
 from outbox.services.bulk import bulk_job_run, bulk_job_start
 from outbox.services.retention import handoffs_archive_settled

@@ -14,7 +14,7 @@ from delivery.models import ReceiverTask
 from delivery.services import task_delete, task_status_set
 from outbox.clock import db_time
 from outbox.destinations import InProcessDestination, LookupFailed
-from outbox.dispatcher import drain
+from outbox.dispatch.dispatcher import drain
 from outbox.failures import DeliveryResult
 from outbox.models import DestinationHealth, FailureClass, Handoff, HandoffState
 from outbox.services.destination_windows import (

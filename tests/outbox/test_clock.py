@@ -9,7 +9,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from outbox.dispatcher import handoff_deliver
+from outbox.dispatch.dispatcher import handoff_deliver
 from outbox.failures import DeliveryResult
 from outbox.models import FailureClass, Handoff, HandoffState
 from outbox.retry import RetryPolicy

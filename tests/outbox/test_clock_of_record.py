@@ -17,7 +17,7 @@ from django.utils import timezone
 
 from outbox.clock import db_now, db_time
 from outbox.destinations import InProcessDestination
-from outbox.dispatcher import handoff_deliver, settle_uncertain
+from outbox.dispatch.dispatcher import handoff_deliver, settle_uncertain
 from outbox.failures import DeliveryResult
 from outbox.models import Attempt, FailureClass, Handoff, HandoffEvent, HandoffState
 from outbox.retry import RetryPolicy

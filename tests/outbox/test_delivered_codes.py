@@ -6,7 +6,7 @@ import pytest
 
 from delivery.models import ReceiverTask
 from delivery.services import task_create_idempotent
-from outbox.dispatcher import dispatch_batch, handoff_deliver
+from outbox.dispatch.dispatcher import dispatch_batch, handoff_deliver
 from outbox.failures import DeliveryResult
 from outbox.models import DestinationHealth, FailureClass, Handoff, HandoffState
 from outbox.services import handoff_settle, handoff_settle_manually

@@ -12,7 +12,7 @@ from approvals.rules import steps_problems
 from approvals.services import rule_version_publish
 from delivery.models import ReceiverTask
 from outbox.destinations.registry import DestinationUnavailable, destination_named
-from outbox.dispatcher import drain, settle_uncertain, sweep
+from outbox.dispatch.dispatcher import drain, settle_uncertain, sweep
 from outbox.models import DestinationConfig, Handoff, HandoffKind, HandoffState
 from outbox.selectors import instance_handoffs
 from outbox.services import handoff_settle, instance_compensate

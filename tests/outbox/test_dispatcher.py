@@ -11,7 +11,7 @@ from django.utils import timezone
 from delivery.models import ReceiverTask
 from delivery.services import task_create_idempotent
 from outbox.clock import db_now_plus
-from outbox.dispatcher import dispatch_batch, handoff_deliver, sweep
+from outbox.dispatch.dispatcher import dispatch_batch, handoff_deliver, sweep
 from outbox.errors import InvalidTransition, RiskNotConfirmed
 from outbox.failures import DeliveryResult
 from outbox.models import (

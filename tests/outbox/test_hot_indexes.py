@@ -16,7 +16,7 @@ from console.filters import HandoffFilter
 from lib.paging import keyset_page
 from outbox.clock import db_now_plus
 from outbox.destinations import InProcessDestination
-from outbox.dispatcher import settle_uncertain
+from outbox.dispatch.dispatcher import settle_uncertain
 from outbox.models import Handoff, HandoffState
 from outbox.selectors import handoffs_in
 from outbox.services import handoff_claim_due, handoff_expire_leases

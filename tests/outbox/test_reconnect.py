@@ -6,7 +6,7 @@ import psycopg
 import pytest
 from django.db import connections
 
-from outbox.dispatcher import dispatch_batch
+from outbox.dispatch.dispatcher import dispatch_batch
 from outbox.models import Attempt, HandoffState
 from tests.builders import record
 from tests.outbox.scripted_destination import ScriptedDestination

@@ -20,7 +20,7 @@ from django.db.models import F
 from approvals.services import request_approve, request_revise, request_submit
 from console.selectors import requests_of
 from outbox.destinations.registry import destination_named
-from outbox.dispatcher import sweep
+from outbox.dispatch.dispatcher import sweep
 from outbox.models import (
     DestinationHealth,
     DestinationState,

@@ -10,7 +10,7 @@ second send. Its work status is "delivered": the e-mail sent is the work."""
 
 import pytest
 
-from outbox.dispatcher import sweep
+from outbox.dispatch.dispatcher import sweep
 from outbox.models import Attempt, CompensationState, Handoff, HandoffKind, HandoffState
 from outbox.selectors import instance_handoffs, instance_status
 from outbox.services import instance_compensate

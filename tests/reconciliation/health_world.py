@@ -7,7 +7,7 @@ from django.utils import timezone
 from delivery.models import ReceiverTask
 from delivery.services import task_create_idempotent
 from outbox.destinations import InProcessDestination
-from outbox.dispatcher import handoff_deliver
+from outbox.dispatch.dispatcher import handoff_deliver
 from outbox.models import Handoff
 from outbox.services import handoff_acknowledge, handoff_assign
 from reconciliation.services.runs import reconciliation_run

@@ -9,7 +9,7 @@ import pytest
 from django.db.models import F
 
 from delivery.services import task_create_idempotent
-from outbox.dispatcher import handoff_deliver
+from outbox.dispatch.dispatcher import handoff_deliver
 from outbox.failures import DeliveryResult
 from outbox.models import ArchivedHandoff, Attempt, FailureClass, Handoff
 from outbox.services import handoff_retry

@@ -17,7 +17,7 @@ from approvals.models import AuditExport, Request
 from approvals.rules import schema_problems
 from approvals.services.observation import CurrentProcessOutcome
 from lib.csv_cells import csv_cell
-from outbox.dispatcher import handoff_deliver
+from outbox.dispatch.dispatcher import handoff_deliver
 from outbox.models import DestinationEvent, DestinationHold, Handoff, HandoffState
 from outbox.services.operator import handoff_cancel
 from reconciliation.models import Incident, IncidentKind, IncidentSeverity, Replay, ReplayItem

@@ -3,10 +3,9 @@ import threading
 
 from django.core.management.base import BaseCommand, CommandError
 
-from outbox import dispatcher
 from outbox.destinations.registry import destination_problems
 from outbox.destinations.seed_variables import seed_variables_refused
-from outbox.dispatch import runner
+from outbox.dispatch import dispatcher, runner
 from outbox.dispatch.held_destinations import Holds, servable_names
 
 

@@ -7,7 +7,7 @@ from approvals.errors import ApprovalDenied, InvalidPayload
 from approvals.models import Request, RequestState
 from approvals.services import request_approve, request_cancel, request_correct_by_approver
 from outbox.destinations import InProcessDestination
-from outbox.dispatcher import drain
+from outbox.dispatch.dispatcher import drain
 from outbox.errors import CompensationBlocked
 from outbox.models import Handoff, HandoffState
 from tests.factories import make_user, onboarding_world

@@ -13,7 +13,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from outbox.destinations import InProcessDestination
-from outbox.dispatcher import handoff_deliver
+from outbox.dispatch.dispatcher import handoff_deliver
 from outbox.models import Handoff, HandoffEvent, HandoffState
 from tests.builders import approve
 from tests.console.clients import HTMX, client_for

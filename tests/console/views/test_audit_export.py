@@ -18,7 +18,7 @@ from approvals.services.workflow_modes import workflow_mode_set
 from console.audit_trail.export import audit_export
 from console.audit_trail.period import parse_period
 from outbox.destinations import InProcessDestination
-from outbox.dispatcher import handoff_deliver
+from outbox.dispatch.dispatcher import handoff_deliver
 from outbox.models import HandoffEvent
 from outbox.services.destination_windows import (
     destination_pause_by_operator,

@@ -183,7 +183,7 @@ def test_acknowledge_records_who_and_when(world, rejected):
 
 
 def test_acknowledge_of_a_delivered_handoff_is_a_clear_conflict(world, pending):
-    from outbox.dispatcher import handoff_deliver
+    from outbox.dispatch.dispatcher import handoff_deliver
 
     handoff_deliver(handoff_id=pending.pk)
     response = post(world["olga"], pending, "acknowledge")

@@ -6,7 +6,7 @@ from django.test import override_settings
 
 from delivery.models import ReceiverTask
 from delivery.services import task_create_idempotent
-from outbox.dispatcher import handoff_deliver
+from outbox.dispatch.dispatcher import handoff_deliver
 from outbox.models import FailureClass, Handoff, HandoffEvent, HandoffState
 from reconciliation.models import (
     Finding,

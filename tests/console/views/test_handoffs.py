@@ -53,7 +53,7 @@ def row_cells(body: str, handoff) -> dict[str, str]:
 
 
 def test_row_shows_key_state_attempts_failure_destination_and_age(world, rejected):
-    from outbox.dispatcher import handoff_deliver
+    from outbox.dispatch.dispatcher import handoff_deliver
 
     delivered = approve(world)
     handoff_deliver(handoff_id=delivered.pk)
@@ -231,7 +231,7 @@ def test_detail_polls_while_pending_and_answers_204_when_nothing_changed(world, 
     version = page.context["version"]
     assert 'hx-trigger="every 2s"' in page.content.decode()
     assert client.get(f"/handoffs/{pending.pk}/", {"since": version}, **HTMX).status_code == 204
-    from outbox.dispatcher import handoff_deliver
+    from outbox.dispatch.dispatcher import handoff_deliver
 
     handoff_deliver(handoff_id=pending.pk)
     changed = client.get(f"/handoffs/{pending.pk}/", {"since": version}, **HTMX)

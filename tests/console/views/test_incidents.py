@@ -5,7 +5,7 @@ audited moves, bad moves refused."""
 import pytest
 
 from outbox.destinations import InProcessDestination
-from outbox.dispatcher import handoff_deliver
+from outbox.dispatch.dispatcher import handoff_deliver
 from reconciliation.alerts.incidents import incidents_sync
 from reconciliation.models import Incident, IncidentState
 from tests.builders import record

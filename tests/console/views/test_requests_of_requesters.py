@@ -5,7 +5,7 @@ import pytest
 from approvals.models import Request, RequestState, Role
 from approvals.services import request_approve
 from delivery.services import task_status_set
-from outbox.dispatcher import handoff_deliver
+from outbox.dispatch.dispatcher import handoff_deliver
 from reconciliation.services import reconciliation_run
 from tests.console.clients import client_for
 from tests.factories import make_request, make_user

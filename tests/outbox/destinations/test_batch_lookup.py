@@ -11,7 +11,7 @@ from delivery import faults
 from delivery import services as receiver
 from outbox.destinations import LookupFailed
 from outbox.destinations.http.destination import HttpDestination
-from outbox.dispatcher import settle_uncertain
+from outbox.dispatch.dispatcher import settle_uncertain
 from outbox.models import FailureClass, Handoff, HandoffState
 
 pytestmark = pytest.mark.django_db(databases=["default", "delivery"], transaction=True)

@@ -8,7 +8,7 @@ import pytest
 from delivery import faults
 from delivery.models import ReceiverTask
 from outbox.destinations.http.destination import HttpDestination
-from outbox.dispatcher import handoff_deliver
+from outbox.dispatch.dispatcher import handoff_deliver
 from outbox.models import Attempt, FailureClass, HandoffState
 from outbox.services import handoff_settle
 
@@ -180,7 +180,7 @@ def batch_receiver(receiver):
 
 def test_batch_delivery_records_every_outcome_in_one_call(batch_receiver, settings, make_handoff):
     from delivery.services import task_create_idempotent
-    from outbox.dispatcher import dispatch_batch
+    from outbox.dispatch.dispatcher import dispatch_batch
 
     handoffs = [make_handoff(n) for n in range(1, 6)]
     task_create_idempotent(
@@ -213,7 +213,7 @@ def handoff_state(handoff):
 
 def test_a_429_with_retry_after_holds_the_whole_destination(receiver, settings, make_handoff):
     from outbox.clock import db_now_plus
-    from outbox.dispatcher import dispatch_batch
+    from outbox.dispatch.dispatcher import dispatch_batch
     from outbox.models import DestinationHealth
 
     first, second = make_handoff(1), make_handoff(2)
@@ -234,7 +234,7 @@ def test_a_batch_items_429_with_retry_after_holds_the_destination(
     batch_receiver, settings, make_handoff
 ):
     from outbox.clock import db_now_plus
-    from outbox.dispatcher import dispatch_batch
+    from outbox.dispatch.dispatcher import dispatch_batch
     from outbox.models import DestinationHealth
 
     handoffs = [make_handoff(n) for n in range(1, 4)]
@@ -252,7 +252,7 @@ def test_a_batch_refused_as_too_large_is_given_back_and_single_calls_stay_within
 ):
     """A 413 to a batch call means nothing was read. Falling back to single calls there and then would send
     requests the permit (one request for the batch call) does not cover, past the operator's limit."""
-    from outbox.dispatcher import dispatch_batch
+    from outbox.dispatch.dispatcher import dispatch_batch
     from outbox.models import DestinationSlot
     from outbox.services.limits import destination_set_limits
     from tests.factories import make_user

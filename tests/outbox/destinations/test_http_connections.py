@@ -17,7 +17,7 @@ from delivery import faults
 from delivery.models import ReceiverTask
 from outbox.destinations.http.connections import proxy_for
 from outbox.destinations.http.destination import HttpDestination
-from outbox.dispatcher import handoff_deliver
+from outbox.dispatch.dispatcher import handoff_deliver
 from outbox.failures import Outgoing
 from outbox.models import FailureClass, HandoffState
 from tests.outbox.destinations.test_http_tls import SECRET, untrusted_https_port  # noqa: F401 (a fixture)

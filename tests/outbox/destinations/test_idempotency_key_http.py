@@ -7,7 +7,7 @@ import pytest
 from outbox.clock import db_now
 from outbox.destinations import LookupFailed
 from outbox.destinations.registry import destination_from_config
-from outbox.dispatcher import dispatch_batch, settle_uncertain, sweep
+from outbox.dispatch.dispatcher import dispatch_batch, settle_uncertain, sweep
 from outbox.failures import Outgoing
 from outbox.models import Attempt, FailureClass, Handoff, HandoffState
 from outbox.payloads import payload_hash

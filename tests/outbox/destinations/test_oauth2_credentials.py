@@ -13,7 +13,7 @@ import pytest
 from django.core.management import call_command
 
 from outbox.destinations.registry import describe_contract, destination_from_config
-from outbox.dispatcher import dispatch_batch
+from outbox.dispatch.dispatcher import dispatch_batch
 from outbox.failures import Outgoing
 from outbox.models import (
     Attempt,

@@ -11,7 +11,7 @@ import pytest
 from django.utils import timezone
 
 from outbox.destinations.smtp.destination import SmtpDestination
-from outbox.dispatcher import dispatch_batch, sweep
+from outbox.dispatch.dispatcher import dispatch_batch, sweep
 from outbox.errors import RiskNotConfirmed
 from outbox.models import Attempt, AttemptOutcome, FailureClass, Handoff, HandoffState
 from outbox.services import (

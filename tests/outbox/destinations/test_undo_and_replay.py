@@ -10,7 +10,7 @@ from approvals.errors import InvalidPayload
 from approvals.management.commands.demo import ONBOARDING_THREE_STEPS_SCHEMA
 from approvals.services import request_approve, rule_version_publish
 from outbox.destinations.registry import destination_named
-from outbox.dispatcher import dispatch_batch, settle_uncertain
+from outbox.dispatch.dispatcher import dispatch_batch, settle_uncertain
 from outbox.failures import Outgoing, UndoTarget
 from outbox.guidance import available_actions, next_step, retry_is_risky
 from outbox.models import (

@@ -7,7 +7,7 @@ import pytest
 from django.utils import timezone
 
 from delivery.models import ReceiverTask
-from outbox.dispatcher import dispatch_batch, drain
+from outbox.dispatch.dispatcher import dispatch_batch, drain
 from outbox.failures import DeliveryResult
 from outbox.models import (
     DestinationEvent,

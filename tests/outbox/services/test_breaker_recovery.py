@@ -8,7 +8,7 @@ from django.db.models import F
 
 from outbox.breaker_rules import QUICK_RECOVERY_REASONS, probe_delay
 from outbox.destinations import InProcessDestination, LookupFailed
-from outbox.dispatcher import maintain
+from outbox.dispatch.dispatcher import maintain
 from outbox.failures import DeliveryResult
 from outbox.models import (
     DestinationEvent,

@@ -14,7 +14,7 @@ from approvals.models import RuleVersion
 from approvals.services.rule_versions import rule_version_problems, rule_version_publish
 from outbox.clock import db_time
 from outbox.dispatch.claims import handoff_claim_due
-from outbox.dispatcher import drain
+from outbox.dispatch.dispatcher import drain
 from outbox.models import Attempt, Handoff, HandoffEvent, HandoffState
 from outbox.services.deadlines import DEADLINE_PASSED, handoffs_past_deadline
 from tests.builders import approve

@@ -10,7 +10,7 @@ from approvals.services import request_approve
 from outbox.clock import db_now_plus, db_time
 from outbox.destinations import InProcessDestination
 from outbox.dispatch.claims import handoff_claim_due
-from outbox.dispatcher import sweep
+from outbox.dispatch.dispatcher import sweep
 from outbox.errors import CaseHoldRefused, InvalidActionInput, ReasonRequired
 from outbox.failures import DeliveryResult
 from outbox.models import CaseHold, Handoff, HandoffEvent, HandoffState

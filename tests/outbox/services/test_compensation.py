@@ -13,7 +13,7 @@ from approvals.management.commands.demo import ONBOARDING_STEPS
 from approvals.services import request_approve
 from outbox.destinations import InProcessDestination
 from outbox.dispatch.claims import handoff_claim_due
-from outbox.dispatcher import sweep
+from outbox.dispatch.dispatcher import sweep
 from outbox.failures import DeliveryResult
 from outbox.models import CompensationState, Handoff, HandoffState
 from outbox.services.compensation import _instance_locked, instance_compensate

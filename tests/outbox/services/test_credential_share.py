@@ -5,7 +5,7 @@ hold is a `DestinationHold` row until a probe succeeds, set by the breaker; it e
 import pytest
 
 from outbox.clock import db_now_plus
-from outbox.dispatcher import dispatch_batch
+from outbox.dispatch.dispatcher import dispatch_batch
 from outbox.failures import DeliveryResult
 from outbox.models import (
     Attempt,

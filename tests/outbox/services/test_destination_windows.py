@@ -9,8 +9,8 @@ from django.utils import timezone
 
 from outbox.clock import db_now_plus
 from outbox.dispatch.claims import handoff_claim_due
+from outbox.dispatch.dispatcher import dispatch_batch
 from outbox.dispatch.leases import handoff_release_claims
-from outbox.dispatcher import dispatch_batch
 from outbox.guidance import next_step
 from outbox.hold_lines import destination_holds_now
 from outbox.models import (

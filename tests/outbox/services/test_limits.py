@@ -8,7 +8,7 @@ from collections import Counter
 import pytest
 
 from outbox.clock import db_now, db_now_plus
-from outbox.dispatcher import dispatch_batch, drain
+from outbox.dispatch.dispatcher import dispatch_batch, drain
 from outbox.failures import DeliveryResult
 from outbox.limit_rules import DestinationLimited
 from outbox.models import (
@@ -267,7 +267,7 @@ class RecordingStop(threading.Event):
 
 def test_a_refused_dispatcher_waits_for_the_next_slot_instead_of_spinning(monkeypatch):
     from outbox.dispatch import runner
-    from outbox.dispatcher import RunStats
+    from outbox.dispatch.dispatcher import RunStats
 
     batches = []
 
@@ -404,7 +404,7 @@ def test_a_paused_destinations_probe_is_not_spent_while_a_hold_refuses_every_cal
 
 
 def test_settlement_does_not_ask_a_destination_on_hold(make_handoff):
-    from outbox.dispatcher import maintain
+    from outbox.dispatch.dispatcher import maintain
 
     make_handoff(1, state=S.UNCERTAIN)
     retry_after_hold("receiver", 30)

@@ -4,7 +4,7 @@ each take a permit under the destination's limits, and say so when the limits (o
 import pytest
 
 from outbox.clock import db_now, db_now_plus
-from outbox.dispatcher import settle_uncertain
+from outbox.dispatch.dispatcher import settle_uncertain
 from outbox.models import (
     DestinationSlot,
     Handoff,
@@ -57,7 +57,7 @@ def rate_slots_used() -> int:
 @pytest.fixture
 def no_wait(monkeypatch):
     """Settlement gives up at the first refusal (it waits a second for a slot in production)."""
-    from outbox import dispatcher
+    from outbox.dispatch import dispatcher
 
     monkeypatch.setattr(dispatcher, "SETTLEMENT_WAIT_SECONDS", 0.0)
 
@@ -91,7 +91,7 @@ def test_settlement_asks_nothing_while_every_call_slot_is_taken_by_another_worke
 
 
 def test_settlement_waits_for_a_call_slot_another_worker_gives_back(make_handoff, monkeypatch):
-    from outbox import dispatcher
+    from outbox.dispatch import dispatcher
 
     monkeypatch.setattr(dispatcher, "SETTLEMENT_WAIT_SECONDS", 30.0)  # a deadline, not a pause
     set_limits(concurrency=1)

@@ -7,7 +7,7 @@ import pytest
 from delivery.models import ReceiverTask
 from delivery.services import task_create_idempotent
 from outbox.destinations import InProcessDestination
-from outbox.dispatcher import settle_uncertain
+from outbox.dispatch.dispatcher import settle_uncertain
 from outbox.models import Attempt, HandoffEvent, HandoffState
 from outbox.services.restore import (
     FAILOVER_EPOCH_GAP,

@@ -9,8 +9,8 @@ import pytest
 from delivery import services as receiver
 from outbox.clock import db_now_plus
 from outbox.destinations import InProcessDestination
+from outbox.dispatch.dispatcher import settle_uncertain_pass
 from outbox.dispatch.serving import Schedule, Turn
-from outbox.dispatcher import settle_uncertain_pass
 from outbox.models import Handoff, HandoffEvent, HandoffState
 from outbox.services.lookup_limits import LimitedLookups
 from outbox.settlement.claims import (

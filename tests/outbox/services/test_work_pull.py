@@ -12,8 +12,8 @@ from django_q.models import Schedule
 
 from console.step_status import Evidence, step_line
 from outbox.destinations.registry import destination_named
+from outbox.dispatch.dispatcher import handoff_deliver
 from outbox.dispatch.wakeups import WORK_PULL_SOON
-from outbox.dispatcher import handoff_deliver
 from outbox.guidance import next_step
 from outbox.models import DestinationConfig, Handoff, HandoffEvent, StatusEvent
 from outbox.services.destination_configs import DestinationsRefused, destination_configs_apply

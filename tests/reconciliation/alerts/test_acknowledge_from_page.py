@@ -12,7 +12,7 @@ import pytest
 from django.test import Client
 
 from outbox.destinations import InProcessDestination
-from outbox.dispatcher import handoff_deliver
+from outbox.dispatch.dispatcher import handoff_deliver
 from reconciliation.alerts.channel_delivery import notifications_deliver_now
 from reconciliation.alerts.channels import payload_for
 from reconciliation.alerts.incident_text import incident_summary

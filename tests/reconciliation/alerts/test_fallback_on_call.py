@@ -8,7 +8,7 @@ from django.core import checks
 from approvals.models import Role
 from outbox.destinations import InProcessDestination
 from outbox.destinations.smtp.destination import message_id_for
-from outbox.dispatcher import handoff_deliver
+from outbox.dispatch.dispatcher import handoff_deliver
 from outbox.models import Handoff, HandoffState
 from reconciliation.models import Incident, Notification
 from tests.builders import approve

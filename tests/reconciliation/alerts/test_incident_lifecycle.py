@@ -9,7 +9,7 @@ import pytest
 
 from outbox.clock import DbNow
 from outbox.destinations import InProcessDestination
-from outbox.dispatcher import handoff_deliver
+from outbox.dispatch.dispatcher import handoff_deliver
 from outbox.models import Handoff, HandoffState
 from outbox.services import handoff_record
 from reconciliation.alerts.operator import incident_acknowledge

@@ -11,7 +11,7 @@ from approvals.models import TriggerOutcome, TriggerRecord
 from approvals.services import request_approve, rule_version_publish
 from outbox.destinations import InProcessDestination
 from outbox.destinations.smtp.destination import message_id_for
-from outbox.dispatcher import handoff_deliver, sweep
+from outbox.dispatch.dispatcher import handoff_deliver, sweep
 from outbox.models import Handoff, HandoffState
 from outbox.services import handoff_cancel
 from reconciliation.alerts.channel_delivery import notifications_deliver_now

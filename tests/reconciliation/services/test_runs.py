@@ -13,7 +13,7 @@ from delivery.models import ReceiverTask
 from delivery.services import payload_hash as receiver_hash
 from delivery.services import task_create_idempotent
 from outbox.destinations import InProcessDestination
-from outbox.dispatcher import handoff_deliver
+from outbox.dispatch.dispatcher import handoff_deliver
 from outbox.models import Handoff, HandoffState
 from outbox.services import handoff_cancel
 from reconciliation.models import Finding, FindingEvent, FindingKind, RunStatus
