@@ -15,7 +15,7 @@ databases share one checker:
 Destinations other than the bundled receiver (a ledger, an SMTP server) are checked the same way: their
 effects per key are handed in (`effects`), and a destination that cannot be asked about a key (`smtp`) may
 hand a call whose outcome is unknown to a person (`persons_may_take`): allowed only for a call that had
-begun.
+begun and whose outcome is unknown (an attempt abandoned mid-call or uncertain, its call started).
 """
 
 from dataclasses import dataclass, field
@@ -36,7 +36,7 @@ class Findings:
     wrong_task: list[str] = field(default_factory=list)
     attempts_in_progress: int = 0
     attention: list[str] = field(default_factory=list)
-    to_person_unstarted: list[str] = field(default_factory=list)
+    to_person_unstarted: list[tuple] = field(default_factory=list)
 
     def broken(self, *, attention_allowed: bool = False) -> dict:
         """The guarantees broken, by name (empty when all hold)."""
@@ -110,11 +110,24 @@ def check_invariants(
         for (key,) in _rows(
             outbox,
             "SELECT DISTINCT h.action_key FROM outbox_attempt a JOIN outbox_handoff h ON h.id = a.handoff_id "
-            "WHERE h.action_key = ANY(%s) AND a.outcome = 'abandoned' AND a.call_started",
+            "WHERE h.action_key = ANY(%s) AND a.outcome IN ('abandoned', 'uncertain') AND a.call_started",
             (persons,),
         )
     }
-    found.to_person_unstarted = [key for key in persons if key not in started]
+    # Each with its attempts (number, outcome, call started, reason, worker): the evidence of a broken case.
+    found.to_person_unstarted = [
+        (
+            key,
+            _rows(
+                outbox,
+                "SELECT a.number, a.outcome, a.call_started, a.reason_code, a.worker FROM outbox_attempt a "
+                "JOIN outbox_handoff h ON h.id = a.handoff_id WHERE h.action_key = %s ORDER BY a.number",
+                (key,),
+            ),
+        )
+        for key in persons
+        if key not in started
+    ]
     found.attempts_in_progress = _rows(
         outbox,
         "SELECT count(*) FROM outbox_attempt a JOIN outbox_handoff h ON h.id = a.handoff_id "
