@@ -354,21 +354,30 @@ def _work_evidence(handoff: Handoff, now: datetime) -> str:
 # --- A step not delivered: on its way, unknown, with an operator, or stopped -------------------------
 
 
-def _sending(label: str, handoff: Handoff, evidence: Evidence) -> StatusLine:
-    if handoff.is_held and handoff.state == S.PENDING:
-        stopped = case_held(handoff.case_hold, evidence.now)
+def _waiting_for_its_case(label: str, handoff: Handoff, now: datetime) -> StatusLine | None:
+    """A pending step held back by its own case: an operator's hold, or its not-before still ahead."""
+    if handoff.state != S.PENDING:
+        return None
+    if handoff.is_held:
+        stopped = case_held(handoff.case_hold, now)
         return StatusLine(
             label, f"not sent yet: {stopped.why}", WAITING, stopped.next, stopped.owner
         )
-    if handoff.state == S.PENDING and handoff.not_before and handoff.not_before > evidence.now:
+    if handoff.not_before and handoff.not_before > now:
         return StatusLine(
             label,
-            f"not sent yet: it may not go before {at(handoff.not_before, evidence.now)}, its business "
+            f"not sent yet: it may not go before {at(handoff.not_before, now)}, its business "
             "time fixed at the approval",
             WAITING,
-            f"the system sends it at {at(handoff.not_before, evidence.now)}",
+            f"the system sends it at {at(handoff.not_before, now)}",
             SYSTEM,
         )
+    return None
+
+
+def _sending(label: str, handoff: Handoff, evidence: Evidence) -> StatusLine:
+    if (own := _waiting_for_its_case(label, handoff, evidence.now)) is not None:
+        return own
     waits = held(evidence.destinations.get(handoff.destination), evidence.now)
     if waits is not None and handoff.state == S.PENDING:
         return StatusLine(
