@@ -45,27 +45,43 @@ SUPPORT_ACTIONS = {
 
 
 def _support_permissions() -> list[Permission]:
-    wanted = []
+    """The support group's permissions, each created where it is missing: one read of those that exist, not
+    a get_or_create each (every support enrolment syncs the group)."""
+    wanted: dict[tuple[int, str], str] = {}
     for app_label, models in SUPPORT_VIEWS.items():
         for model in models:
-            content_type = ContentType.objects.get_for_model(apps.get_model(app_label, model))
-            wanted.append(
-                Permission.objects.get_or_create(
-                    content_type=content_type,
-                    codename=f"view_{model}",
-                    defaults={
-                        "name": f"Can view {apps.get_model(app_label, model)._meta.verbose_name}"
-                    },
-                )[0]
+            model_class = apps.get_model(app_label, model)
+            content_type = ContentType.objects.get_for_model(model_class)
+            wanted[(content_type.pk, f"view_{model}")] = (
+                f"Can view {model_class._meta.verbose_name}"
             )
     for (app_label, model, codename), name in SUPPORT_ACTIONS.items():
         content_type = ContentType.objects.get_for_model(apps.get_model(app_label, model))
-        wanted.append(
-            Permission.objects.get_or_create(
-                content_type=content_type, codename=codename, defaults={"name": name}
-            )[0]
+        wanted[(content_type.pk, codename)] = name
+    found = _permissions_named(wanted)
+    if missing := [key for key in wanted if key not in found]:
+        Permission.objects.bulk_create(
+            [
+                Permission(content_type_id=ct, codename=code, name=wanted[(ct, code)])
+                for ct, code in missing
+            ],
+            ignore_conflicts=True,  # created meanwhile by another enrolment: read back below
         )
-    return wanted
+        found = _permissions_named(wanted)
+    return [found[key] for key in wanted]
+
+
+def _permissions_named(keys) -> dict[tuple[int, str], Permission]:
+    """The permissions that exist among (content type id, codename) `keys`."""
+    keys = set(keys)
+    candidates = Permission.objects.filter(
+        content_type_id__in={ct for ct, _ in keys}, codename__in={code for _, code in keys}
+    )
+    return {
+        (p.content_type_id, p.codename): p
+        for p in candidates
+        if (p.content_type_id, p.codename) in keys
+    }
 
 
 def support_group_sync() -> Group:

@@ -74,7 +74,9 @@ def test_a_problem_on_a_page_boundary_is_found():
     assert run.keys_compared == n
 
 
+# Long (100,000 rows through the merge: about 25 s of CPU): the long stream, off the rest stream's critical path.
 @pytest.mark.postgres
+@pytest.mark.long
 def test_100000_handoffs_reconcile_in_bounded_memory_on_postgres():
     assert connections["default"].vendor == "postgresql", (
         "this test needs PostgreSQL (run with DATABASE_URL)"
