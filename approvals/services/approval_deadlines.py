@@ -2,8 +2,10 @@
 before an approval is due, escalates an overdue one to the policy's group, and closes a request past its
 expiry (`expired_unapproved`), telling its requester in words (docs/intake.md, "Approval deadlines").
 
-Each e-mail is one `ApprovalNotice` row (revision, person, kind) inserted before it is sent: under concurrent
-sweeps the unique constraint lets one insert win and only the winner sends, after its commit.
+Each e-mail is one `ApprovalNotice` row (revision, person, kind): under concurrent sweeps the unique
+constraint lets one insert win, and the winner records the e-mail as an outbox handoff in the same
+transaction (`approvals/services/approval_notices.py`); the dispatchers send it, retried while the mail
+server is down.
 """
 
 from dataclasses import dataclass
@@ -12,7 +14,6 @@ from datetime import timedelta
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
-from django.core.mail import EmailMessage
 from django.db import IntegrityError, transaction
 from django.urls import reverse
 
@@ -29,6 +30,7 @@ from approvals.models import (
 )
 from approvals.selectors import decider_refusal
 from approvals.services.approval_links import approval_link_issue
+from approvals.services.approval_notices import notice_handoff_record
 from approvals.services.requests import request_move
 from lib.databases import DB
 from outbox.clock import db_time
@@ -167,22 +169,25 @@ def _words(kind: str, request: Request, policy: ApprovalPolicy, person_id: int) 
     )
 
 
-def _mail_after_commit(person_id: int, subject: str, body: str) -> None:
-    email = get_user_model().objects.filter(pk=person_id).values_list("email", flat=True).first()
-    if not email:
-        return
-    message = EmailMessage(subject, body, from_email=settings.ALERT_FROM_EMAIL, to=[email])
-    transaction.on_commit(lambda: message.send(fail_silently=True), using=DB)
-
-
 def _notify_once(request: Request, person_id: int, kind: str, policy: ApprovalPolicy) -> bool:
-    """Record the notice and mail it after commit; False (nothing sent) when it was already recorded."""
+    """Record the notice and, with it, its e-mail as an outbox handoff (a person without an address gets
+    none); False (nothing recorded) when the notice was already recorded."""
+    email = get_user_model().objects.filter(pk=person_id).values_list("email", flat=True).first()
     try:
         with transaction.atomic(using=DB):
             ApprovalNotice.objects.create(request=request, person_id=person_id, kind=kind)
+            if email:
+                subject, body = _words(kind, request, policy, person_id)
+                notice_handoff_record(
+                    request=request,
+                    kind=kind,
+                    person_id=person_id,
+                    to=email,
+                    subject=subject,
+                    body=body,
+                )
     except IntegrityError:
         return False
-    _mail_after_commit(person_id, *_words(kind, request, policy, person_id))
     return True
 
 

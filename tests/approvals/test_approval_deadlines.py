@@ -7,7 +7,6 @@ from io import StringIO
 
 import pytest
 from django.contrib.auth.models import Group
-from django.core import mail
 from django.core.management import call_command
 from django_q.models import Schedule
 
@@ -25,6 +24,7 @@ from approvals.services.approval_deadlines import approval_deadlines_sweep
 from approvals.services.delegations import delegation_grant
 from approvals.services.workflow_files import workflows_apply
 from outbox.clock import db_time
+from tests.approvals.notices import recorded_mail
 from tests.factories import make_user
 
 pytestmark = pytest.mark.django_db(databases=["default", "delivery"])
@@ -74,7 +74,7 @@ def _aged(request: Request, hours: float) -> None:
 
 
 def _mailed(subject_start: str) -> list[str]:
-    return sorted(m.to[0] for m in mail.outbox if m.subject.startswith(subject_start))
+    return sorted(m.to[0] for m in recorded_mail() if m.subject.startswith(subject_start))
 
 
 def test_the_files_approval_deadline_is_stored_and_a_bad_one_refused_naming_the_field(world):
@@ -105,10 +105,10 @@ def test_approvers_are_reminded_once_before_it_is_due_never_the_requester(deadli
     # alice and rita approve in workspace 7; bob requested it.
     assert stats.reminded == 2
     assert _mailed("Approval due") == ["alice@example.test", "rita@example.test"]
-    body = mail.outbox[0].body
+    body = recorded_mail()[0].body
     assert "/approvals/link/" in body and "works once, for you only" in body
     assert sweep().reminded == 0
-    assert len(mail.outbox) == 2
+    assert len(recorded_mail()) == 2
 
 
 def test_a_reminder_another_worker_already_recorded_is_not_sent_again(deadlines, sweep):
@@ -139,11 +139,11 @@ def test_a_request_past_its_expiry_is_closed_with_its_reason_and_the_requester_t
     request = Request.objects.get(pk=deadlines["request"].pk)
     assert request.state == RequestState.CANCELLED
     assert request.reason_code == RequestReasonCode.EXPIRED_UNAPPROVED
-    (told,) = [m for m in mail.outbox if m.subject.startswith("Closed unapproved")]
+    (told,) = [m for m in recorded_mail() if m.subject.startswith("Closed unapproved")]
     assert told.to == ["bob@example.test"]
     assert "nobody decided it before" in told.body and "Nothing of it was sent" in told.body
     assert sweep().expired == 0
-    assert len([m for m in mail.outbox if m.to == ["bob@example.test"]]) == 1
+    assert len([m for m in recorded_mail() if m.to == ["bob@example.test"]]) == 1
 
 
 def test_an_active_delegate_is_reminded_beside_the_approver(deadlines, sweep):

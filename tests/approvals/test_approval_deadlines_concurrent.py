@@ -6,7 +6,6 @@ from datetime import timedelta
 
 import pytest
 from django.contrib.auth.models import Group
-from django.core import mail
 from django.db import connection, connections
 
 from approvals.models import ApprovalNotice, NoticeKind, Request, Role
@@ -14,6 +13,7 @@ from approvals.rules import rules_for
 from approvals.services.approval_deadlines import approval_deadlines_sweep
 from approvals.services.workflow_files import workflows_apply
 from outbox.clock import db_time
+from tests.approvals.notices import recorded_mail
 from tests.factories import make_user, onboarding_world
 
 pytestmark = pytest.mark.django_db(databases=["default", "delivery"], transaction=True)
@@ -64,5 +64,5 @@ def test_concurrent_sweeps_send_each_approver_one_reminder():
         created_at=db_time() - timedelta(hours=17)
     )
     assert _sweep_at_once() == []
-    assert sorted(m.to[0] for m in mail.outbox) == ["alice@example.test", "rita@example.test"]
+    assert sorted(m.to[0] for m in recorded_mail()) == ["alice@example.test", "rita@example.test"]
     assert ApprovalNotice.objects.filter(kind=NoticeKind.REMINDER).count() == 2

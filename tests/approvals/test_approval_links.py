@@ -7,7 +7,6 @@ from datetime import timedelta
 
 import pytest
 from django.contrib.auth.models import Group
-from django.core import mail
 
 from approvals.models import Approval, ApprovalLink, Request, RequestState
 from approvals.rules import rules_for
@@ -16,6 +15,7 @@ from approvals.services.approval_deadlines import approval_deadlines_sweep
 from approvals.services.approval_links import approval_link_issue
 from approvals.services.workflow_files import workflows_apply
 from outbox.clock import db_time
+from tests.approvals.notices import recorded_mail
 from tests.console.clients import client_for
 
 pytestmark = pytest.mark.django_db(databases=["default", "delivery"])
@@ -56,7 +56,7 @@ def test_the_reminders_link_leads_to_the_approval_page_after_sign_in_deciding_no
     )
     with django_capture_on_commit_callbacks(execute=True):
         approval_deadlines_sweep()
-    (reminder,) = [m for m in mail.outbox if m.to == ["alice@example.test"]]
+    (reminder,) = [m for m in recorded_mail() if m.to == ["alice@example.test"]]
     link = re.search(r"http://[^/]+(/approvals/link/[^/]+/)", reminder.body).group(1)
     anonymous = client.get(link)
     assert anonymous.status_code == 302 and "/login" in anonymous["Location"]

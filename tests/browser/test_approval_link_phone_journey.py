@@ -7,7 +7,6 @@ from datetime import timedelta
 
 import pytest
 from django.contrib.auth.models import Group
-from django.core import mail
 from playwright.sync_api import expect
 
 from approvals.models import Approval, Request
@@ -16,6 +15,7 @@ from approvals.services import request_revise
 from approvals.services.approval_deadlines import approval_deadlines_sweep
 from approvals.services.workflow_files import workflows_apply
 from outbox.clock import db_time
+from tests.approvals.notices import recorded_mail
 from tests.browser.conftest import give_second_factor
 from tests.factories import onboarding_world
 
@@ -48,7 +48,7 @@ def _reminded_world():
         created_at=db_time() - timedelta(hours=17)
     )
     approval_deadlines_sweep()
-    (reminder,) = [m for m in mail.outbox if m.to == ["alice@example.test"]]
+    (reminder,) = [m for m in recorded_mail() if m.to == ["alice@example.test"]]
     world["link"] = re.search(r"http://[^/]+(/approvals/link/[^/\s]+/)", reminder.body).group(1)
     return world
 
