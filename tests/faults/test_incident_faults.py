@@ -105,7 +105,10 @@ def test_two_hundred_handoffs_failing_for_one_cause_page_once_and_resolve_by_the
 
         processes.start_receiver(port=port)
         wait_until(
-            lambda: Handoff.objects.filter(state=HandoffState.DELIVERED).count() == HANDOFFS,
+            lambda: (
+                Handoff.objects.filter(workflow="onboarding", state=HandoffState.DELIVERED).count()
+                == HANDOFFS
+            ),
             timeout=240,
             what="every handoff to be delivered after the receiver is back",
             procs=[dispatcher],
