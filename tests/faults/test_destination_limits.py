@@ -11,7 +11,7 @@ import pytest
 from django.db.models import Count
 
 from delivery.models import ReceiverTask
-from outbox.models import DestinationHealth, Handoff, HandoffState
+from outbox.models import DestinationHold, Handoff, HandoffState, HoldKind
 from outbox.services.limits import destination_set_limits
 from tests.factories import make_user
 from tests.faults.test_destination_outage import approve
@@ -111,12 +111,11 @@ def test_a_backlog_drains_under_the_operators_limits_and_a_retry_after_holds_the
     assert report["in_flight"] <= MAX_CONCURRENCY, json.dumps(report)
     assert report["per_second"] <= MAX_PER_SECOND, json.dumps(report)
 
-    health = DestinationHealth.objects.with_retry_after().get(name="receiver")
-    assert health.hold_until is not None and "HTTP 429 with Retry-After 3 s" in health.hold_reason
-    held_until = health.hold_until.timestamp()
-    held_from = (
-        held_until - RETRY_AFTER
-    )  # when the hold was written (database clock, this machine's)
+    # The Retry-After hold's row, over by now: from when it was written to its end (database clock, this
+    # machine's).
+    [hold] = DestinationHold.objects.filter(destination="receiver", kind=HoldKind.RETRY_AFTER)
+    assert "HTTP 429 with Retry-After 3 s" in hold.reason
+    held_from, held_until = hold.starts_at.timestamp(), hold.ends_at.timestamp()
     during = [arrived for arrived, _ in calls if held_from < arrived < held_until]
     # A call admitted before the hold was written may still arrive: at most the other slot's. Nothing else.
     assert len(during) <= MAX_CONCURRENCY - 1, (during, held_from, held_until)
