@@ -49,6 +49,9 @@ export WORKFLOW_DEFAULT_MODE_REASON=${WORKFLOW_DEFAULT_MODE_REASON:-"the demo (m
 export PORT
 export DEMO_SMTP_PORT=${DEMO_SMTP_PORT:-$((PORT + 25))}
 export DEMO_MAILBOX_DIR=${DEMO_MAILBOX_DIR:-$(pwd)/var/mailbox}
+# The product's own e-mails (approval reminders with their links, e-mail alert channels) to that mailbox too.
+export EMAIL_HOST=${EMAIL_HOST:-127.0.0.1}
+export EMAIL_PORT=${EMAIL_PORT:-$DEMO_SMTP_PORT}
 # The demo's receiver of alerts (manage.py demo_alert_sink): workspace 7's page and queue channels send to it.
 export DEMO_ALERT_PORT=${DEMO_ALERT_PORT:-$((PORT + 26))}
 export DEMO_ALERT_DIR=${DEMO_ALERT_DIR:-$(pwd)/var/demo-alerts}

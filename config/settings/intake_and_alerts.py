@@ -45,6 +45,10 @@ ALERT_SEND_EVERY_MINUTES = env_int("ALERT_SEND_EVERY_MINUTES", 1)
 # pages only, the other of every incident.
 ALERT_EMAILS = [a.strip() for a in os.environ.get("ALERT_EMAILS", "").split(",") if a.strip()]
 ALERT_FROM_EMAIL = os.environ.get("ALERT_FROM_EMAIL", "handoff-console@localhost")
+# The mail server the product's own e-mails go through (the smtp kind's destinations of approval notices and
+# e-mail alert channels); `make run` points it at the demo mailbox.
+EMAIL_HOST = os.environ.get("EMAIL_HOST", "localhost")
+EMAIL_PORT = env_int("EMAIL_PORT", 25)
 # The destination row (smtp kind, through EMAIL_HOST) the approval deadlines' e-mails are handed off to.
 APPROVAL_MAIL_DESTINATION = os.environ.get("APPROVAL_MAIL_DESTINATION", "approval-mail")
 ALERT_WEBHOOK_URL = os.environ.get("ALERT_WEBHOOK_URL", "")

@@ -8,6 +8,7 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
+from approvals.management.demo_approvers import approvers_demo_load
 from approvals.management.demo_observation import observation_demo_load
 from approvals.models import Membership, Request, RequestEvent, RequestState, Role, Workspace
 from approvals.rules import ONBOARDING_V1, rules_for
@@ -98,6 +99,7 @@ class Command(BaseCommand):
             if destinations and _published_before_routing(rules_for("onboarding").steps):
                 self._publish(routed=True, notes="demo: the steps go to their destinations")
             self._load_observed_pilot(User)
+            self._load_approvers(User)
             return
         password = password or secrets.token_urlsafe(9)
         w7 = Workspace.objects.create(pk=7, name="Client onboarding")
@@ -113,6 +115,7 @@ class Command(BaseCommand):
             notes="demo: three steps; the welcome pack needs a contact e-mail",
         )
         observation_demo_load(users=users)
+        approvers_demo_load(users=users)
         self._report(password)
 
     def _apply_destinations(self, path: Path) -> None:
@@ -173,6 +176,14 @@ class Command(BaseCommand):
         }
         if len(users) == 4 and observation_demo_load(users=users):
             self.stdout.write("observed pilot added: workspace 7's offboarding, in observe mode")
+
+    def _load_approvers(self, User) -> None:
+        # Demo data loaded before the approvers' side existed (deadline, delegate, erasure): add it.
+        names = ["alice", "bob", "dana", "mallory", "olga"]
+        users = {u.username: u for u in User.objects.filter(username__in=names)}
+        if len(users) == len(names):
+            for words in approvers_demo_load(users=users):
+                self.stdout.write(f"added: {words}")
 
     def _report(self, password: str) -> None:
         self.stdout.write(self.style.SUCCESS("Demo data loaded."))

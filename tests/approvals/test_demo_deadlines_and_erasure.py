@@ -1,0 +1,47 @@
+"""The demo shows the approvers' side of issue 39: the onboarding's approval deadline with request 43 due a
+reminder (the first sweep records alice's, dana's and alice's delegate's e-mails, each with their own
+approval link, to the product's e-mail destination), alice's delegate, and request 41's client erased on request; a second load
+adds nothing."""
+
+from io import StringIO
+
+import pytest
+from django.core.management import call_command
+from django.test import Client
+from django.urls import reverse
+
+from approvals.models import ApprovalDelegation, ApprovalPolicy, Request
+from approvals.services.approval_deadlines import approval_deadlines_sweep
+from outbox.models import ERASED, Erasure
+from tests.approvals.notices import recorded_mail
+
+pytestmark = pytest.mark.django_db(databases=["default", "delivery"])
+
+
+def test_the_demo_shows_a_deadline_a_reminder_link_a_delegate_and_an_erased_client():
+    call_command("demo", password="demo-password-long", stdout=StringIO())
+
+    assert ApprovalPolicy.objects.get(workflow="onboarding").due_after_hours == 24
+    assert Request.objects.get(workspace_id=7, number=43).is_awaiting_approval
+    approval_deadlines_sweep()
+    reminded = {m.to[0]: m.body for m in recorded_mail() if m.subject.startswith("Approval due")}
+    # mallory, alice's delegate while she is away, is reminded beside the approvers.
+    assert sorted(reminded) == ["alice@example.com", "dana@example.com", "mallory@example.com"]
+    assert all("/approvals/link/" in body for body in reminded.values())
+
+    (delegation,) = ApprovalDelegation.objects.filter(approver__username="alice")
+    assert delegation.delegate.username == "mallory" and delegation.revoked_at is None
+
+    erased = Request.objects.get(workspace_id=7, number=41)
+    assert erased.payload["contact_email"] == ERASED
+    (erasure,) = Erasure.objects.all()
+    assert erasure.erased_by.username == "olga" and erased.erasure_id == erasure.pk
+    client = Client()
+    client.force_login(erased.requested_by)
+    page = client.get(reverse("approvals:detail", args=[7, 41, 1])).content.decode()
+    assert "Personal data erased on" in page and "by olga" in page
+
+    out = StringIO()
+    call_command("demo", password="demo-password-long", stdout=out)
+    assert "added:" not in out.getvalue()
+    assert Erasure.objects.count() == 1
