@@ -2,6 +2,7 @@
 mailbox page shows what it accepted."""
 
 import os
+import re
 import smtplib
 import subprocess
 import sys
@@ -82,7 +83,8 @@ def test_the_messages_are_the_pages_own_list_not_status_messages_and_addresses_s
     assert "Stored(" not in html
     assert 'role="status"' not in html
     assert "ops@example.com" not in html and "demo@localhost" not in html
-    assert html.count("…@example.com") == 3
+    # Once a message in the words; its claim (`data-value`, docs/console.md) repeats the same domain.
+    assert re.sub(r"<[^>]+>", "", html).count("…@example.com") == 3
     heading = html.index("<h1>Demo mailbox</h1>")
     listed = html.index('<ol class="mailbox">')
     assert heading < listed

@@ -13,7 +13,7 @@ from html.parser import HTMLParser
 
 from tests.oracle.erasures import ERASURE_CHECKS
 from tests.oracle.health_truths import HEALTH_TRUTHS, health_subject
-from tests.oracle.records import RECORD_TRUTHS
+from tests.oracle.records import RECORD_TRUTHS, mailbox_recipient
 from tests.oracle.truth import Truth
 
 HEALTH_STATE_COUNTS = ("pending", "in_flight", "uncertain", "needs_attention")
@@ -193,6 +193,11 @@ def _destination_limit(field: str) -> Callable[[Truth, str], set[str] | None]:
     return check
 
 
+def _mail_to(truth: Truth, subject: str) -> set[str] | None:
+    message_id = _id(subject, "mail")
+    return mailbox_recipient(message_id) if message_id else None
+
+
 # Each claim's truth: the values that are true now, or None when its subject does not exist.
 CHECKS: dict[str, Callable[[Truth, str], set[str] | None]] = {
     "handoff.state": _handoff("state"),
@@ -220,6 +225,7 @@ CHECKS: dict[str, Callable[[Truth, str], set[str] | None]] = {
     **{f"health.{figure}": _health_figure(figure) for figure in HEALTH_TRUTHS},
     "destination.max_concurrency": _destination_limit("max_concurrency"),
     "destination.max_requests_per_second": _destination_limit("max_requests_per_second"),
+    "mail.to": _mail_to,
 }
 
 

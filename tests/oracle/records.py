@@ -4,8 +4,13 @@ items, destinations' configurations, incidents' members, requests' revisions, an
 Home. Read from the tables (`values()`), counted from the rows themselves where a screen shows a count (a
 replay's items previewed, an incident's members settled), never from the counters the screens read."""
 
+import re
 from collections.abc import Callable
+from email import policy
+from email.parser import BytesParser
+from pathlib import Path
 
+from django.conf import settings
 from django.db.models import Q
 
 from approvals.models import Request, TriggerRecord
@@ -179,3 +184,17 @@ RECORD_TRUTHS |= {
     "handoff_event.to_state": _stored(HandoffEvent, "to_state"),
     "handoff.recommended": handoff_recommended,
 }
+
+
+def mailbox_recipient(message_id: str) -> set[str] | None:
+    """The recipients of the message the demo mailbox holds with this Message-ID, read from its Maildir files
+    (the receiver's own records), each address's local part hidden as the page promises; None if none."""
+    directory = settings.DEMO_MAILBOX_DIR
+    if not directory:
+        return None
+    for sub in ("new", "cur"):
+        for path in (Path(directory) / sub).glob("*"):
+            message = BytesParser(policy=policy.default).parsebytes(path.read_bytes())
+            if str(message["Message-ID"]) == message_id:
+                return {re.sub(r"[^\s<>,\"']+@", "…@", str(message["To"]))}
+    return None

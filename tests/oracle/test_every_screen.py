@@ -18,6 +18,7 @@ from reconciliation.alerts.replay_preview import replay_preview_run, replay_star
 from reconciliation.models import Finding, Incident
 from reconciliation.services import reconciliation_run
 from tests.builders import approve
+from tests.delivery.test_mailbox import mailbox, send  # noqa: F401 - a fixture, shared
 from tests.factories import three_step_onboarding_world
 from tests.oracle.oracle import assert_pages_true, check_pages, claims_in
 from tests.oracle.screens import render_every_screen
@@ -180,3 +181,24 @@ def test_every_figure_on_health_states_a_true_claim(world):
     oldest = Handoff.objects.filter(state="pending", workspace_id=7).order_by("created_at").first()
     assert ("health.oldest_pending_seconds", oldest.created_at.isoformat()) in health
     assert ("health.open_findings", "1") in health  # 44's task missing at the receiver
+
+
+def test_the_demo_mailbox_states_each_recipient_true_and_never_the_address(
+    world,
+    mailbox,  # noqa: F811 - the fixture imported above
+    settings,
+):
+    directory, port = mailbox
+    send(port, subject="Welcome, Northwind", message_id="<k1@handoff.local>")
+    settings.DEMO_MAILBOX_DIR = str(directory)
+    pages = render_every_screen(roles(world))
+    assert "operator /delivery/mailbox/" in pages
+    assert_pages_true(pages, Truth())
+    assert ("mail.to", "mail:<k1@handoff.local>", "…@example.com") in said(pages)
+    # A page that showed the address (or another message's recipient) would fail.
+    leak = (
+        '<dd data-claim="mail.to" data-subject="mail:<k1@handoff.local>" '
+        'data-value="ops@example.com">ops@example.com</dd>'
+    )
+    problems, _ = check_pages({"operator /delivery/mailbox/": leak}, Truth())
+    assert [(p.claim.value, p.truth) for p in problems] == [("ops@example.com", "…@example.com")]
