@@ -24,6 +24,14 @@ def _utc(at) -> str:
     return f"{at:%Y-%m-%d %H:%M:%S} UTC"
 
 
+@pytest.fixture(autouse=True)
+def probes_a_minute_apart(settings):
+    """A paused destination's next probe a minute ahead: the page, rendered seconds later on a loaded
+    machine, still shows it as a time to come (the default 2 s would read "probing now")."""
+    settings.HANDOFF_BREAKER_PROBE_BASE = 60.0
+    settings.HANDOFF_BREAKER_QUICK_PROBE_CAP = 60.0
+
+
 def _waiting_after_a_failed_attempt():
     """Pending after a connection failure, its next attempt due now: the list said "retry 0 minutes" and
     offered "Run now"."""
