@@ -117,7 +117,9 @@ def _refusals(revisions: list[Request]) -> list[str]:
     ]
     sendable = [
         f"{key}: may still be sent; let it settle or cancel it first"
-        for key in handoffs_refusing_erasure(r.pk for r in revisions)
+        for key in handoffs_refusing_erasure(
+            [r.pk for r in revisions], {r.workflow for r in revisions}
+        )
     ]
     return undecided + sendable
 
@@ -158,7 +160,12 @@ def subject_erase(*, subject: Subject, reason: str, actor) -> list[Erasure]:
                 workspace_id=workspace_id, erased_by=actor, reason=reason.strip()
             )
             counts = _erase_requests(erasure, ids, eraser)
-            counts += handoffs_erase(erasure=erasure, source_ids=ids, eraser=eraser)
+            counts += handoffs_erase(
+                erasure=erasure,
+                source_ids=ids,
+                workflows={r.workflow for r in revisions},
+                eraser=eraser,
+            )
             erasure.counts = {kind: counts[kind] for kind in ERASED_KINDS}
             erasure.save(update_fields=["counts"])
             erasures.append(erasure)

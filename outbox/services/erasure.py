@@ -94,28 +94,33 @@ class Eraser:
         return number and (personal or str(value) in self.values)
 
 
-def handoffs_refusing_erasure(source_ids: Iterable[int]) -> list[str]:
-    """The action keys of the requests' handoffs that may still be sent (pending or in flight)."""
+def handoffs_refusing_erasure(source_ids: Iterable[int], workflows: Iterable[str]) -> list[str]:
+    """The action keys of the requests' handoffs that may still be sent (pending or in flight). A source id
+    names a request revision only within its request's workflows (a notification's names its incident)."""
     return list(
         Handoff.objects.using(DB)
-        .filter(source_id__in=list(source_ids), state__in=SENDABLE_STATES)
+        .filter(
+            source_id__in=list(source_ids), workflow__in=list(workflows), state__in=SENDABLE_STATES
+        )
         .order_by("action_key")
         .values_list("action_key", flat=True)
     )
 
 
-def handoffs_erase(*, erasure: Erasure, source_ids: Iterable[int], eraser: Eraser) -> Counter:
+def handoffs_erase(
+    *, erasure: Erasure, source_ids: Iterable[int], workflows: Iterable[str], eraser: Eraser
+) -> Counter:
     """Erase the subject's values from the handoffs of these request revisions (their payload, the request
     frozen in them, their search text, last error, attempts and events) and from their archived rows, each
     marked with `erasure`. Raises ErasureRefused while one may still be sent. Returns the rows changed by
     kind. Runs inside the caller's transaction when there is one."""
-    ids = list(source_ids)
+    ids, workflows = list(source_ids), list(workflows)
     with transaction.atomic(using=DB):
         # Locked in id order, as every write of several handoffs locks them.
         handoffs = list(
             Handoff.objects.using(DB)
             .select_for_update(no_key=True)
-            .filter(source_id__in=ids, workspace_id=erasure.workspace_id)
+            .filter(source_id__in=ids, workflow__in=workflows, workspace_id=erasure.workspace_id)
             .order_by("id")
         )
         sendable = sorted(h.action_key for h in handoffs if h.state in SENDABLE_STATES)
@@ -130,7 +135,7 @@ def handoffs_erase(*, erasure: Erasure, source_ids: Iterable[int], eraser: Erase
         hot = [h.pk for h in handoffs]
         counts["attempts"] = _erase_attempts(hot, eraser)
         counts["handoff_events"] = _erase_events(hot, eraser)
-        counts["archived_handoffs"] = _erase_archived(erasure, ids, eraser)
+        counts["archived_handoffs"] = _erase_archived(erasure, ids, workflows, eraser)
     return counts
 
 
@@ -172,9 +177,11 @@ def _erase_events(handoff_ids: list[int], eraser: Eraser) -> int:
     return changed
 
 
-def _erase_archived(erasure: Erasure, source_ids: list[int], eraser: Eraser) -> int:
+def _erase_archived(
+    erasure: Erasure, source_ids: list[int], workflows: list[str], eraser: Eraser
+) -> int:
     rows = ArchivedHandoff.objects.using(DB).filter(
-        source_id__in=source_ids, workspace_id=erasure.workspace_id
+        source_id__in=source_ids, workflow__in=workflows, workspace_id=erasure.workspace_id
     )
     changed = 0
     for row in rows.only("request", "history", "search_text"):

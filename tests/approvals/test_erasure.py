@@ -28,7 +28,7 @@ from outbox.models import (
     HandoffEvent,
     HandoffState,
 )
-from outbox.services import handoff_retry
+from outbox.services import handoff_record, handoff_retry
 from outbox.services.lookup_limits import LimitedLookups
 from outbox.services.retention import handoffs_archive_settled
 from outbox.settlement import passes as settling
@@ -286,3 +286,22 @@ def test_the_audit_export_records_the_erasure_and_no_longer_holds_the_subject(
     ]
     assert (erasure["actor"], erasure["reason"]) == ("erin", "ticket 4711")
     assert "handoffs 1" in erasure["after"]
+
+
+def test_a_handoff_of_another_workflow_with_the_same_source_id_is_not_the_subjects(world, eraser):
+    # An incident's notification names its incident by source_id: the same number as request 42's id.
+    request = Request.objects.get(workspace_id=7, number=42)
+    _lost_answer(world)
+    other = handoff_record(
+        workflow="incident_notifications",
+        workspace_id=7,
+        source_ref="incident 1 notification 1",
+        source_id=request.pk,
+        action_key="incident:7:1:1:1",
+        payload={"to": EMAIL, "subject": "incident 1", "body": "see the console"},
+    )
+
+    subject_erase(subject=subject_named(email=EMAIL), reason="ticket 4711", actor=eraser)
+
+    after = Handoff.objects.get(pk=other.pk)
+    assert (after.payload["to"], after.erasure_id) == (EMAIL, None)
