@@ -222,7 +222,7 @@ class Handoff(models.Model):
     )
 
     # Its subject's personal fields were erased on request (`outbox/services/erasure.py`): key, hashes and
-    # receipt kept. No index and no constraint: nothing looks handoffs up by it, and the table is hot.
+    # receipt kept. No constraint (the table is hot); a partial index holds only the erased rows.
     erasure = models.ForeignKey(
         "outbox.Erasure",
         null=True,
@@ -294,6 +294,12 @@ class Handoff(models.Model):
                 fields=["case_hold"],
                 name="handoff_case_hold_idx",
                 condition=models.Q(case_hold__isnull=False),
+            ),
+            # The rows an erasure marked, found by it (what one erasure touched); only erased rows are in it.
+            models.Index(
+                fields=["erasure"],
+                name="handoff_erasure_idx",
+                condition=models.Q(erasure__isnull=False),
             ),
             # Expired leases (`HandoffQuerySet.lease_expired`).
             models.Index(
