@@ -99,7 +99,9 @@ def notification_handoff_record(notification: Notification) -> Handoff:
         workflow=NOTIFICATION_WORKFLOW,
         workspace_id=incident.workspace_id or 0,
         source_ref=f"incident {incident.pk} notification {notification.message_id}",
-        source_id=incident.pk,
+        # No request revision (0): a request's steps are the handoffs whose source_id is its id, and an
+        # incident's id is no request's (tests/reconciliation/alerts/test_notification_not_a_step.py).
+        source_id=0,
         action_key=notification_key(notification),
         payload=payload_for(notification, summary),
         destination=channel_destination_sync(notification.channel),
