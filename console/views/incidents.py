@@ -22,6 +22,7 @@ from reconciliation.alerts.incident_selectors import (
     incidents_for,
     owns_incidents,
 )
+from reconciliation.alerts.incident_text import incident_summary
 from reconciliation.alerts.operator import (
     InvalidIncidentTransition,
     incident_acknowledge,
@@ -83,19 +84,14 @@ def _act(request: HtmxHttpRequest, pk: int, service) -> HttpResponse:
         )
     except InvalidIncidentTransition as exc:
         error = str(exc)
-    if request.htmx:
+    if request.htmx or error:
+        # The state's part of the page, with the summary its SLA and owner lines are read from.
+        summary = incident_summary(incident, workspace_id=incident.workspace_id)
         return render(
             request,
             "reconciliation/incidents/detail.html#incident-state",
-            {"incident": incident, "error": error},
+            {"incident": incident, "summary": summary, "error": error},
             status=409 if error else 200,
-        )
-    if error:
-        return render(
-            request,
-            "reconciliation/incidents/detail.html#incident-state",
-            {"incident": incident, "error": error},
-            status=409,
         )
     return redirect("incidents:detail", pk=incident.pk)
 
