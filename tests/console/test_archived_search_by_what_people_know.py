@@ -50,6 +50,7 @@ def test_an_erased_subject_is_not_found_in_the_archive(world, archived):
     assert f"/handoffs/archived/{archived.pk}/" in _found(world["olga"], archived.action_key)
 
 
+@pytest.mark.postgres
 def test_on_postgresql_the_archive_has_a_trigram_index_on_its_search_text(world):
     assert connection.vendor == "postgresql", (
         "the trigram index is PostgreSQL's: run with DATABASE_URL"

@@ -6,6 +6,7 @@ failed probes are on its attempt list as the destination's probes, not counted. 
 reads as "probing now". PostgreSQL."""
 
 import pytest
+from django.db import transaction
 
 from delivery.models import ReceiverTask
 from outbox.hold_lines import destination_holds_now
@@ -52,8 +53,13 @@ def test_failed_probes_add_no_attempt_to_the_handoff_they_were_made_with(process
     assert handoff.state == HandoffState.PENDING
     assert handoff.attempts_made == THRESHOLD
     # Its destination's hold in words: a probe time already past is "probing now", never a past time.
-    DestinationHealth.objects.filter(name=NAME).update(next_probe_at=health.paused_at)
-    [line] = destination_holds_now(NAME).live
+    # Read under the row's lock: the running dispatcher schedules its next probe into the future between an
+    # update and a read otherwise (seen under load), and this is about the words for a past probe time.
+    with transaction.atomic():
+        DestinationHealth.objects.select_for_update().filter(name=NAME).update(
+            next_probe_at=health.paused_at
+        )
+        [line] = destination_holds_now(NAME).live
     assert line.until == "a probe succeeds (probing now)"
 
     processes.start_receiver(port=port)
