@@ -14,6 +14,7 @@ import functools
 import json
 import os
 import statistics
+import threading
 import time
 from collections.abc import Callable, Iterable
 from contextlib import contextmanager
@@ -41,6 +42,15 @@ def _stat(pid: int) -> tuple[int, float] | None:
     return int(fields[1]), sum(int(value) for value in fields[11:15]) / TICKS
 
 
+def _started(pid: int) -> int | None:
+    """The process's start time (clock ticks since boot): with its pid, one process even if the pid is reused."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return int(stat.read().rsplit(")", 1)[1].split()[19])
+    except (FileNotFoundError, ProcessLookupError, IndexError, ValueError):
+        return None
+
+
 def _is_bench_backend(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
@@ -57,6 +67,69 @@ def _machine_busy_seconds() -> float:
     return (sum(values[:8]) - values[3] - values[4]) / TICKS
 
 
+SAMPLE_SECONDS = 0.2
+
+
+class _Backends:
+    """The CPU of the PostgreSQL backends on the bench's databases, the ones that have exited included.
+
+    A backend is the postmaster's child, not the bench's, and once it exits (pgbench's connections end with
+    its run, a dispatcher's with the dispatcher) `/proc` forgets its CPU while the machine's busy time keeps
+    it: read only at a window's two ends, that CPU was counted as everybody else's, and the pairs against
+    pgbench were all "loaded" on an idle machine. So the backends are sampled every SAMPLE_SECONDS from the
+    first snapshot on, and a backend gone since the last sample adds the CPU it was last seen with."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._titles: dict[tuple[int, int], bool] = {}  # (pid, start) -> is a bench backend
+        self._seen: dict[
+            tuple[int, int], float
+        ] = {}  # live bench backends: their CPU when last sampled
+        self._gone = 0.0
+        self._exclude: set[int] = set()
+        self._thread: threading.Thread | None = None
+
+    def _sample_locked(self, stats: dict[int, tuple[int, float]], exclude: set[int]) -> float:
+        live: dict[tuple[int, int], float] = {}
+        for pid, (_, cpu) in stats.items():
+            if pid in exclude or (start := _started(pid)) is None:
+                continue
+            key = (pid, start)
+            if key not in self._titles:
+                self._titles[key] = _is_bench_backend(pid)
+            if self._titles[key]:
+                live[key] = cpu
+        self._gone += sum(cpu for key, cpu in self._seen.items() if key not in live)
+        for key in [key for key in self._titles if key[0] not in stats]:
+            del self._titles[key]
+        self._seen = live
+        return sum(live.values()) + self._gone
+
+    def cpu(self, stats: dict[int, tuple[int, float]], exclude: set[int]) -> float:
+        """Live and exited bench backends' CPU; `exclude`: pids counted otherwise (the bench's own tree,
+        the processes named outside), also left out by the samples in between."""
+        with self._lock:
+            self._exclude = exclude
+            total = self._sample_locked(stats, exclude)
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._run, daemon=True, name="bench-backends"
+                )
+                self._thread.start()
+            return total
+
+    def _run(self) -> None:
+        while True:
+            time.sleep(SAMPLE_SECONDS)
+            stats = _all_stats()
+            with self._lock:
+                self._sample_locked(stats, self._exclude)
+
+
+def _all_stats() -> dict[int, tuple[int, float]]:
+    return {int(n): s for n in os.listdir("/proc") if n.isdigit() and (s := _stat(int(n)))}
+
+
 @dataclass(frozen=True)
 class CpuGroups:
     """Who is the bench: `root` and its descendants, and PostgreSQL's backends on the bench's databases.
@@ -64,9 +137,10 @@ class CpuGroups:
 
     root: int = field(default_factory=os.getpid)
     outside: Callable[[], Iterable[int]] | None = None
+    backends: _Backends = field(default_factory=_Backends, compare=False, repr=False)
 
     def snapshot(self) -> dict:
-        stats = {int(n): s for n in os.listdir("/proc") if n.isdigit() and (s := _stat(int(n)))}
+        stats = _all_stats()
         children: dict[int, list[int]] = {}
         for pid, (parent, _) in stats.items():
             children.setdefault(parent, []).append(pid)
@@ -77,8 +151,8 @@ class CpuGroups:
             if pid not in bench and pid not in outside:
                 bench.add(pid)
                 todo.extend(children.get(pid, ()))
-        bench |= {pid for pid in stats if pid not in outside and _is_bench_backend(pid)}
         bench_cpu = sum(stats[pid][1] for pid in bench if pid in stats)
+        bench_cpu += self.backends.cpu(stats, exclude=bench | outside)
         if self.outside is None:
             others_cpu = _machine_busy_seconds() - bench_cpu
         else:
@@ -309,8 +383,9 @@ def method_lines() -> list[str]:
         "in even pairs and the subject first in odd ones, so that a machine getting busier or quieter "
         "favours neither side. Each pair records the load average and, from `/proc`, the CPU time of two "
         "groups, the bench's own processes (the bench's process tree and PostgreSQL's backends on its "
-        "`<prefix>_*` databases) and everything else on the machine, over a second before the pair and "
-        "over the pair itself.",
+        "`<prefix>_*` databases, sampled every 0.2 s so that a backend that exited during the pair, as "
+        "pgbench's do, keeps the CPU it was last seen with) and everything else on the machine, over a "
+        "second before the pair and over the pair itself.",
         "",
         f"- A pair during which everything else used more than {MAX_OTHERS_SHARE:.0%} of the machine's "
         "CPU (`BENCH_MAX_OTHERS_SHARE`) is marked loaded and left out of the median; each figure says how "

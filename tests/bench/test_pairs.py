@@ -209,3 +209,30 @@ def test_measurement_without_reference_is_marked_loaded_when_an_outside_process_
     assert quiet["loaded"] is False
     assert quiet["others_share"] == 0
     assert "LOADED" in watched_line(loaded)
+
+
+# A process titled as PostgreSQL titles a backend of the bench's database ("bench_…"), started so that it is
+# not the bench's descendant (a backend is the postmaster's child): it burns CPU_SECONDS and exits.
+BACKEND_TITLE = "postgres: 15/main: root bench_pairs [local] SELECT"
+CPU_SECONDS = 1.0
+BURN = f"import time\nwhile time.process_time() < {CPU_SECONDS}: pass\n"
+
+
+def test_a_bench_backend_that_exits_inside_the_window_is_the_benchs_cpu_not_others():
+    """Fails on the code that read the backends only at a window's two ends: pgbench's connections end before
+    the pair does, so their CPU was counted as everybody else's and every pair against pgbench was "loaded"
+    on an idle machine (the run of this stop's `make bench`)."""
+    groups = CpuGroups(outside=tuple)
+    with watched(groups, max_others_share=0.001) as during:
+        started = subprocess.run(
+            ["bash", "-c", f'(exec -a "{BACKEND_TITLE}" {sys.executable} -c "$0") & echo $!', BURN],
+            check=True,
+            capture_output=True,
+            text=True,
+        )
+        pid = int(started.stdout.split()[0])
+        _wait(lambda: not os.path.exists(f"/proc/{pid}") or _state(pid) == "Z")
+        time.sleep(0.5)  # past a sample: the sampler notices it gone
+    seconds = during["seconds"] * os.cpu_count()
+    assert during["bench_share"] * seconds >= CPU_SECONDS / 2, during
+    assert during["others_share"] == 0, during
