@@ -27,6 +27,13 @@ TIMELINE_SQL = (
 def timeline_check_on_connect(sender, connection, **kwargs) -> None:
     if connection.alias != DB or connection.vendor != "postgresql":
         return
+    timeline_check(connection)
+
+
+def timeline_check(connection) -> None:
+    """Mark what a new timeline's primary may have forgotten, if the timeline is new (one SELECT otherwise).
+    On connect, and before each claim behind a pooler (`HANDOFF_TIMELINE_CHECK_EACH_CLAIM`), where a
+    process's connection outlives the failover: the pooler changes the server behind it, nothing is new."""
     with connection.cursor() as cursor:
         cursor.execute(TIMELINE_SQL)
         timeline = cursor.fetchone()[0]

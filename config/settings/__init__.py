@@ -162,6 +162,11 @@ DATABASES = {
     "delivery": _database("DELIVERY_DATABASE_URL", "delivery.sqlite3"),
 }
 DATABASE_ROUTERS = ["config.routers.DeliveryRouter"]
+# Behind a pooler a process's connection outlives a failover (the pooler changes the server behind it), so the
+# timeline check on connect (outbox/failover.py) is not enough: each claim reads the timeline first.
+HANDOFF_TIMELINE_CHECK_EACH_CLAIM = env_bool(
+    "HANDOFF_TIMELINE_CHECK_EACH_CLAIM", env_bool("DATABASE_TRANSACTION_POOLER", False)
+)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [

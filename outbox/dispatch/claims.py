@@ -19,6 +19,7 @@ from lib.request_mapping import sent_body
 from lib.telemetry import past_spans
 from outbox.clock import POSTGRES_NOW_PLUS, db_now, db_now_plus
 from outbox.destinations import Destination
+from outbox.failover import timeline_check
 from outbox.failures import DeliveryResult, Outgoing, UndoTarget
 from outbox.models import (
     Attempt,
@@ -101,6 +102,8 @@ def handoff_claim_due(
     """Claim up to `limit` due handoffs for `worker` and open an attempt for each (a span each, when traced)."""
     started = time_ns()
     lease_seconds = lease_seconds or settings.HANDOFF_LEASE_SECONDS
+    if settings.HANDOFF_TIMELINE_CHECK_EACH_CLAIM and connections[DB].vendor == "postgresql":
+        timeline_check(connections[DB])
     due = Handoff.objects.using(DB).due()
     if destination_name is not None:
         due = due.filter(destination=destination_name)

@@ -44,8 +44,12 @@ OUTCOME_SERVICES = {
 
 # Whether a call may leave now, asked of the destination before each call and told after it: its holds,
 # its breaker (a credential hold when refusals persist: in a row, or a share of recent calls) and its
-# limits. They are the destination's state, shared with the console and the probes.
+# limits. They are the destination's state, shared with the console and the probes. And whether a claim may be
+# taken at all behind a pooler: on a new PostgreSQL timeline, what the promoted replica may have forgotten is
+# marked first (`failover`, `services.restore`).
 ADMISSION = {
+    "outbox.failover",
+    "outbox.services.restore",
     "outbox.services.case_holds",
     "outbox.services.breaker",
     "outbox.services.credential_share",
