@@ -1,7 +1,7 @@
 """The demo shows the approvers' side of issue 39: the onboarding's approval deadline with request 43 due a
 reminder (the first sweep records alice's, dana's and alice's delegate's e-mails, each with their own
-approval link, to the product's e-mail destination), alice's delegate, and request 41's client erased on request; a second load
-adds nothing."""
+approval link, to the product's e-mail destination), alice's delegate, and request 41's client erased on
+request; a second load adds nothing."""
 
 from io import StringIO
 
