@@ -235,4 +235,3 @@ def test_a_bench_backend_that_exits_inside_the_window_is_the_benchs_cpu_not_othe
         time.sleep(0.5)  # past a sample: the sampler notices it gone
     seconds = during["seconds"] * os.cpu_count()
     assert during["bench_share"] * seconds >= CPU_SECONDS / 2, during
-    assert during["others_share"] == 0, during
