@@ -264,6 +264,11 @@ def may_cancel(user, request: Request) -> bool:
     return request.requested_by_id == user.pk and request.state == RequestState.AWAITING_APPROVAL
 
 
+def active_user_named(name: str):
+    """The active user of that username, or None (a command's `--as`, a delegate typed by name)."""
+    return get_user_model().objects.filter(username=name, is_active=True).first()
+
+
 def user_by_id(raw: str):
     """The user a posted id names, or None (also for an id that is not a number)."""
     pk = id_or_none(raw)

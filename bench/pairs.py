@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 MIN_PAIRS = 3
 MAX_OTHERS_SHARE = float(os.environ.get("BENCH_MAX_OTHERS_SHARE", "0.25"))
@@ -31,24 +32,23 @@ IDLE_REFERENCES = Path(__file__).resolve().parents[1] / "var" / "bench" / "idle_
 DB_PREFIX = os.environ.get("BENCH_DB_PREFIX", "bench")
 
 
-def _stat(pid: int) -> tuple[int, float] | None:
-    """(parent pid, CPU seconds of the process and of its reaped children), None once it is gone."""
+class ProcStat(NamedTuple):
+    parent: int
+    cpu: float  # seconds, the process's and its reaped children's
+    start: int  # clock ticks since boot: with the pid, one process even if the pid is reused
+
+
+def _stat(pid: int) -> ProcStat | None:
+    """The process's /proc/<pid>/stat, read once; None once it is gone."""
     try:
         with open(f"/proc/{pid}/stat") as stat:
             fields = stat.read().rsplit(")", 1)[1].split()
     except (FileNotFoundError, ProcessLookupError, IndexError):
         return None
-    # Fields after the command: state ppid ... utime(14) stime(15) cutime(16) cstime(17), 1-based.
-    return int(fields[1]), sum(int(value) for value in fields[11:15]) / TICKS
-
-
-def _started(pid: int) -> int | None:
-    """The process's start time (clock ticks since boot): with its pid, one process even if the pid is reused."""
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return int(stat.read().rsplit(")", 1)[1].split()[19])
-    except (FileNotFoundError, ProcessLookupError, IndexError, ValueError):
-        return None
+    # Fields after the command: state ppid ... utime(14) stime(15) cutime(16) cstime(17) ... starttime(22).
+    return ProcStat(
+        int(fields[1]), sum(int(value) for value in fields[11:15]) / TICKS, int(fields[19])
+    )
 
 
 def _is_bench_backend(pid: int) -> bool:
@@ -77,27 +77,34 @@ class _Backends:
     its run, a dispatcher's with the dispatcher) `/proc` forgets its CPU while the machine's busy time keeps
     it: read only at a window's two ends, that CPU was counted as everybody else's, and the pairs against
     pgbench were all "loaded" on an idle machine. So the backends are sampled every SAMPLE_SECONDS from the
-    first snapshot on, and a backend gone since the last sample adds the CPU it was last seen with."""
+    first snapshot on, by one thread for the process (`BACKENDS`), and a backend gone since the last sample
+    adds the CPU it was last seen with."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._titles: dict[tuple[int, int], bool] = {}  # (pid, start) -> is a bench backend
-        self._seen: dict[
-            tuple[int, int], float
-        ] = {}  # live bench backends: their CPU when last sampled
+        # Live bench backends: their CPU when last sampled.
+        self._seen: dict[tuple[int, int], float] = {}
         self._gone = 0.0
         self._exclude: set[int] = set()
         self._thread: threading.Thread | None = None
 
-    def _sample_locked(self, stats: dict[int, tuple[int, float]], exclude: set[int]) -> float:
+    def _sample_locked(self, stats: dict[int, ProcStat], exclude: set[int]) -> float:
         live: dict[tuple[int, int], float] = {}
-        for pid, (_, cpu) in stats.items():
-            if pid in exclude or (start := _started(pid)) is None:
+        booted = _uptime_ticks()
+        for pid, (_, cpu, start) in stats.items():
+            if pid in exclude:
                 continue
             key = (pid, start)
             if key not in self._titles:
-                self._titles[key] = _is_bench_backend(pid)
-            if self._titles[key]:
+                is_backend = _is_bench_backend(pid)
+                # A backend shows the postmaster's title until it has read its startup packet: a "no" for
+                # a process younger than a second is asked again at the next sample, not kept.
+                if is_backend or booted - start > TICKS:
+                    self._titles[key] = is_backend
+                if not is_backend:
+                    continue
+            if self._titles.get(key, False):
                 live[key] = cpu
         self._gone += sum(cpu for key, cpu in self._seen.items() if key not in live)
         for key in [key for key in self._titles if key[0] not in stats]:
@@ -105,7 +112,7 @@ class _Backends:
         self._seen = live
         return sum(live.values()) + self._gone
 
-    def cpu(self, stats: dict[int, tuple[int, float]], exclude: set[int]) -> float:
+    def cpu(self, stats: dict[int, ProcStat], exclude: set[int]) -> float:
         """Live and exited bench backends' CPU; `exclude`: pids counted otherwise (the bench's own tree,
         the processes named outside), also left out by the samples in between."""
         with self._lock:
@@ -126,7 +133,16 @@ class _Backends:
                 self._sample_locked(stats, self._exclude)
 
 
-def _all_stats() -> dict[int, tuple[int, float]]:
+BACKENDS = _Backends()
+
+
+def _uptime_ticks() -> float:
+    """The time since boot, in the clock ticks a process's start time is counted in."""
+    with open("/proc/uptime") as uptime:
+        return float(uptime.read().split()[0]) * TICKS
+
+
+def _all_stats() -> dict[int, ProcStat]:
     return {int(n): s for n in os.listdir("/proc") if n.isdigit() and (s := _stat(int(n)))}
 
 
@@ -137,12 +153,13 @@ class CpuGroups:
 
     root: int = field(default_factory=os.getpid)
     outside: Callable[[], Iterable[int]] | None = None
-    backends: _Backends = field(default_factory=_Backends, compare=False, repr=False)
+    # One sampler for the process, whatever number of groups a bench makes (each `watched` makes one).
+    backends: _Backends = field(default_factory=lambda: BACKENDS, compare=False, repr=False)
 
     def snapshot(self) -> dict:
         stats = _all_stats()
         children: dict[int, list[int]] = {}
-        for pid, (parent, _) in stats.items():
+        for pid, (parent, _, _) in stats.items():
             children.setdefault(parent, []).append(pid)
         outside = set(self.outside()) if self.outside else set()
         bench, todo = set(), [self.root]
@@ -151,12 +168,12 @@ class CpuGroups:
             if pid not in bench and pid not in outside:
                 bench.add(pid)
                 todo.extend(children.get(pid, ()))
-        bench_cpu = sum(stats[pid][1] for pid in bench if pid in stats)
+        bench_cpu = sum(stats[pid].cpu for pid in bench if pid in stats)
         bench_cpu += self.backends.cpu(stats, exclude=bench | outside)
         if self.outside is None:
             others_cpu = _machine_busy_seconds() - bench_cpu
         else:
-            others_cpu = sum(stats[pid][1] for pid in outside if pid in stats)
+            others_cpu = sum(stats[pid].cpu for pid in outside if pid in stats)
         return {"at": time.monotonic(), "bench_cpu": bench_cpu, "others_cpu": others_cpu}
 
 

@@ -258,23 +258,26 @@ def _claimed_column(field: str):
 
 
 def _with_claims(model, fields: tuple[str, ...]) -> None:
-    registered = admin.site._registry.get(model)
-    if registered is None:
-        return
+    registered = admin.site._registry[model]
     columns = {f"claimed_{field}": _claimed_column(field) for field in fields}
     shown = tuple(f"claimed_{f}" if f in fields else f for f in registered.list_display)
+    _reregister(
+        model,
+        "Claimed",
+        attrs={
+            **columns,
+            "list_display": shown,
+            "readonly_fields": (*registered.readonly_fields, *columns),
+        },
+    )
+
+
+def _reregister(model, prefix: str, *, mixins: tuple = (), attrs: dict | None = None) -> None:
+    """The model's admin, as its app registered it (its app loads first), replaced by a subclass."""
+    registered = type(admin.site._registry[model])
     admin.site.unregister(model)
     admin.site.register(
-        model,
-        type(
-            f"Claimed{type(registered).__name__}",
-            (type(registered),),
-            {
-                **columns,
-                "list_display": shown,
-                "readonly_fields": (*registered.readonly_fields, *columns),
-            },
-        ),
+        model, type(f"{prefix}{registered.__name__}", (*mixins, registered), attrs or {})
     )
 
 
@@ -310,14 +313,7 @@ class SuperuserOnly:
 
 
 def _superuser_only(model) -> None:
-    registered = admin.site._registry.get(model)
-    if registered is None:
-        return
-    admin.site.unregister(model)
-    admin.site.register(
-        model,
-        type(f"SuperuserOnly{type(registered).__name__}", (SuperuserOnly, type(registered)), {}),
-    )
+    _reregister(model, "SuperuserOnly", mixins=(SuperuserOnly,))
 
 
 for _model in (Schedule, Success, Failure, OrmQ):

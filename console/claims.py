@@ -89,6 +89,7 @@ RECORD_KINDS = {
     "approvals.request": "request",
     "approvals.triggerrecord": "trigger",
     "outbox.archivedhandoff": "archived",
+    "outbox.handoff": "handoff",
     "outbox.attempt": "attempt",
     "outbox.handoffevent": "handoff_event",
     "outbox.bulkjob": "bulk_job",
@@ -126,11 +127,6 @@ def record_words(record, field: str, words: object = None) -> SafeString:
         display = getattr(record, f"get_{field}_display", None)
         words = display() if display is not None else getattr(record, field)
     return claim_span(words, record_claim(record, field))
-
-
-def count_words(words: object, name: str, subject: str, value: int) -> SafeString:
-    """A count as a screen writes it (`words`), with its claim `name` about `subject`."""
-    return claim_span(words, Claim(name, subject, str(value)))
 
 
 def owner_claim(subject: str, owner: str) -> Claim:

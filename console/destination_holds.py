@@ -10,8 +10,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
-from django.db.models import BooleanField, ExpressionWrapper, Q
-
 from outbox.clock import db_now
 from outbox.models import DestinationHealth, DestinationState, Handoff, HoldKind, PauseReason
 from reconciliation.selectors import live_findings
@@ -114,12 +112,7 @@ def destination_holds(names: Iterable[str]) -> dict[str, DestinationHold]:
     names = sorted({n for n in names if n})
     if not names:
         return {}
-    held = ExpressionWrapper(Q(hold_until__gt=db_now()), output_field=BooleanField())
-    rows = (
-        DestinationHealth.objects.with_holds()
-        .annotate(held=held, now=db_now())
-        .filter(name__in=names)
-    )
+    rows = DestinationHealth.objects.with_holds().annotate(now=db_now()).filter(name__in=names)
     holds = (_hold_of(health) for health in rows)
     return {hold.name: hold for hold in holds if hold is not None}
 

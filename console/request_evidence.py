@@ -23,7 +23,7 @@ def _handoffs_by_request(rows: list[Request]) -> dict[int, list[Handoff]]:
     handoffs = Handoff.objects.filter(
         source_id__in=[r.pk for r in rows],
         workspace_id__in={r.workspace_id for r in rows},
-    ).select_related("owner")
+    ).select_related("owner", "case_hold")
     for handoff in handoffs.order_by("id"):
         found[handoff.source_id].append(handoff)
     return found

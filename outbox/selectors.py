@@ -4,9 +4,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
-from django.db.models import BooleanField, Count, ExpressionWrapper, Min, Q, QuerySet
+from django.db.models import Count, Min, QuerySet
 
-from outbox.clock import db_now
 from outbox.models import (
     NEEDS_PERSON_STATES,
     Attempt,
@@ -180,10 +179,8 @@ def destination_summaries(
     """The destinations named, in name order, in two queries whatever their number; the counts are of the
     handoffs in `workspace_ids` only."""
     names = sorted(set(names))
-    held = ExpressionWrapper(Q(hold_until__gt=db_now()), output_field=BooleanField())
     health = {
-        row.name: row
-        for row in DestinationHealth.objects.with_holds().annotate(held=held).filter(name__in=names)
+        row.name: row for row in DestinationHealth.objects.with_holds().filter(name__in=names)
     }
     waiting = (
         Handoff.objects.filter(

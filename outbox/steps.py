@@ -12,10 +12,11 @@ destination of the step it reverses.
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, time, timedelta
+from datetime import datetime, timedelta
 
-from django.utils.dateparse import parse_date, parse_datetime
+from django.utils.dateparse import parse_datetime
 
+from lib.moments import BadMoment, parse_moment
 from outbox.clock import db_time
 from outbox.models import Handoff, HandoffKind, HandoffState
 
@@ -69,12 +70,13 @@ def _moment(rule: dict | None, payload: dict, approved_at: datetime) -> datetime
     if "after_approval" in rule:
         return approved_at + timedelta(seconds=rule["after_approval"])
     raw = payload.get(rule.get("field", ""))
-    moment = parse_datetime(raw) if isinstance(raw, str) else None
-    if moment is None and isinstance(raw, str) and (day := parse_date(raw)) is not None:
-        moment = datetime.combine(day, time.min)
-    if moment is None:
+    if not isinstance(raw, str):
         return None
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+    try:
+        # The one parser (`lib.moments`): a day or an ISO 8601 time, UTC without an offset, in range.
+        return parse_moment(raw, field=rule["field"])
+    except BadMoment:
+        return None
 
 
 def fixed_at_approval(steps: Sequence[dict], payload: dict) -> dict[str, dict]:

@@ -6,6 +6,7 @@ from django.db import connections
 from hypothesis import settings as hypothesis_settings
 
 from outbox.destinations import reset_destination
+from tests.outbox.destinations.smtp_server import SmtpServer
 from tests.processes import KernelPort
 
 # The scripted OpenID provider in a process of its own, for the sign-on tests of tests/sso and tests/security.
@@ -99,3 +100,14 @@ def _close_connections_opened_under_playwright():
 @pytest.fixture
 def on_postgres() -> bool:
     return connections["default"].vendor == "postgresql"
+
+
+@pytest.fixture
+def mailbox(tmp_path, settings):
+    """A real SMTP server in a process of its own, where the product's own e-mail goes (EMAIL_HOST:EMAIL_PORT,
+    which the smtp destinations of e-mail alert channels and approval notices read when they are written)."""
+    server = SmtpServer(tmp_path / "smtp")
+    settings.EMAIL_HOST, settings.EMAIL_PORT = "127.0.0.1", server.port
+    settings.EMAIL_USE_TLS = settings.EMAIL_USE_SSL = False
+    yield server
+    server.stop()

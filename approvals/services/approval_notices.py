@@ -9,18 +9,12 @@ from django.conf import settings
 
 from approvals.models import Request
 from outbox.models import Handoff
-from outbox.services.destination_configs import destination_config_put
+from outbox.services.destination_configs import destination_config_put, product_mail_config
 from outbox.services.recording import handoff_record
 
 NOTICE_WORKFLOW = "approval_notices"
 KEY_PREFIX = "approval-notice:"
 ACTOR = "approval notices"
-
-
-def _security() -> str:
-    if getattr(settings, "EMAIL_USE_SSL", False):
-        return "tls"
-    return "starttls" if getattr(settings, "EMAIL_USE_TLS", False) else "none"
 
 
 def approval_mail_destination_sync() -> str:
@@ -30,16 +24,7 @@ def approval_mail_destination_sync() -> str:
     destination_config_put(
         name=name,
         kind="smtp",
-        config={
-            "host": settings.EMAIL_HOST,
-            "port": settings.EMAIL_PORT,
-            "security": _security(),
-            "from_address": settings.ALERT_FROM_EMAIL,
-            "to": "to",
-            "subject": "$subject",
-            "body": "$body",
-            "message_id_domain": "handoff-console",
-        },
+        config=product_mail_config(),
         enabled=True,
         actor_label=ACTOR,
     )

@@ -29,6 +29,7 @@ from outbox.services.erasure import (
     ErasureRefused,
     handoffs_erase,
     handoffs_refusing_erasure,
+    still_sendable,
     subject_values,
 )
 
@@ -116,7 +117,7 @@ def _refusals(revisions: list[Request]) -> list[str]:
         if r.state in UNDECIDED_STATES
     ]
     sendable = [
-        f"{key}: may still be sent; let it settle or cancel it first"
+        still_sendable([key])
         for key in handoffs_refusing_erasure(
             [r.pk for r in revisions], {r.workflow for r in revisions}
         )

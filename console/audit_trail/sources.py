@@ -284,7 +284,7 @@ def _erasures(p: Period) -> Iterable[AuditRecord]:
             action="erase_personal_data",
             subject="one data subject's personal fields",
             before="",
-            after=", ".join(f"{kind} {n}" for kind, n in x.counts.items()),
+            after=x.counts_words,
             reason=x.reason,
         )
 

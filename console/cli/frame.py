@@ -5,10 +5,8 @@ turned into the console's words and an exit status.
 The refusals say what the console says (`console/views/handoffs.py` `handoff_action`); the exit status
 stands for the console's HTTP status (`EXIT_STATUS`)."""
 
-from django.contrib.auth import get_user_model
-
 from approvals.errors import ApprovalsError, InvalidPayload
-from approvals.selectors import is_operator_of, workspace_ids_for
+from approvals.selectors import active_user_named, is_operator_of, workspace_ids_for
 from outbox.errors import InvalidActionInput, OutboxError, RiskNotConfirmed
 from outbox.models import Handoff
 from outbox.selectors import handoff_visible
@@ -35,7 +33,7 @@ class Refused(Exception):
 def acting_user(username: str):
     """The active user named `username`: whom the command acts as. Nobody else, and no inactive account
     (the console signs neither in)."""
-    user = get_user_model().objects.filter(username=username, is_active=True).first()
+    user = active_user_named(username)
     if user is None:
         raise Refused(f"Not allowed: no active user named {username!r}.", status=403)
     return user

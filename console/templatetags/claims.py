@@ -7,7 +7,7 @@ from django import template
 from django.utils.html import format_html
 from django.utils.timesince import timeuntil
 
-from console.claims import Claim, claim_span, count_words, handoff_subject, record_words
+from console.claims import Claim, claim_span, handoff_subject, record_claim, record_words
 from console.templatetags.health_format import duration
 from outbox.page_clock import page_now
 
@@ -123,13 +123,6 @@ def destination_limit(health, field: str, used) -> str:
 
 
 @register.simple_tag
-def incident_state(incident) -> str:
-    """An incident's state in words, with its claim `incident.state`."""
-    claim = Claim("incident.state", f"incident:{incident.pk}", incident.state)
-    return claim_span(incident.get_state_display(), claim)
-
-
-@register.simple_tag
 def next_attempt(handoff) -> str:
     """When a handoff in backoff is tried again, as its page writes it, with its claim."""
     moment = handoff.next_attempt_at
@@ -149,7 +142,7 @@ def assignee(handoff) -> str:
 @register.simple_tag
 def request_claim(request_row) -> str:
     """The claim `request.state` of a request listed by its state, as attributes of its row."""
-    return claim_attrs(Claim("request.state", f"request:{request_row.pk}", request_row.state))
+    return claim_attrs(record_claim(request_row, "state"))
 
 
 @register.simple_tag
@@ -162,7 +155,7 @@ def stated(record, field: str, words=None) -> str:
 @register.simple_tag
 def counted(words, name: str, value, kind: str, pk) -> str:
     """A count on a screen (`words`) with its claim `name` about `<kind>:<pk>` (`workspace:7`, …)."""
-    return count_words(words, name, f"{kind}:{pk}", value)
+    return claim_span(words, Claim(name, f"{kind}:{pk}", str(value)))
 
 
 @register.simple_tag

@@ -5,18 +5,15 @@ erasure's id, checked by the oracle against the record's mark). Nothing for a re
 from django import template
 from django.utils.html import format_html
 
-from console.claims import Claim, claim_span
+from console.claims import RECORD_KINDS, Claim, claim_span
 
 register = template.Library()
-
-# The claim's kind by model: the subject is `<kind>:<pk>`.
-_KINDS = {"request": "request", "handoff": "handoff", "archivedhandoff": "archived"}
 
 
 def erasure_claim(record) -> Claim | None:
     if record is None or not getattr(record, "erasure_id", None):
         return None
-    kind = _KINDS[record._meta.model_name]
+    kind = RECORD_KINDS[record._meta.label_lower]
     return Claim(f"{kind}.erased", f"{kind}:{record.pk}", str(record.erasure_id))
 
 

@@ -3,7 +3,6 @@ delegations and the ones they hold for others, and ends one; the same rules and 
 `manage.py delegations` (`approvals/services/delegations.py`). Phone-friendly: one column, no table."""
 
 from django.contrib import messages
-from django.contrib.auth import get_user_model
 from django.contrib.auth.decorators import login_required
 from django.http import HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
@@ -12,6 +11,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from approvals.errors import ApprovalDenied, InvalidPayload
 from approvals.models import ApprovalDelegation
+from approvals.selectors import active_user_named
 from approvals.services.delegations import delegation_grant, delegation_revoke
 from lib.moments import BadMoment, parse_moment
 from lib.querystring import id_or_none
@@ -42,7 +42,7 @@ def my_delegations(request) -> HttpResponse:
 
 
 def _delegate(username: str):
-    found = get_user_model().objects.filter(username=username.strip(), is_active=True).first()
+    found = active_user_named(username.strip())
     if found is None:
         raise InvalidPayload([f"delegate: no active user {username.strip()!r}"])
     return found

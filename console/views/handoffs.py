@@ -232,7 +232,7 @@ def handoff_action(view):
 
 
 def _respond(request: HtmxHttpRequest, pk: int, result: dict, *, status: int = 200) -> HttpResponse:
-    handoff = Handoff.objects.select_related("owner").get(pk=pk)
+    handoff = Handoff.objects.select_related("owner", "case_hold").get(pk=pk)
     if request.htmx and request.POST.get("render") == "row":
         handoff_rows([handoff], [handoff.workspace_id])
         handoff.quick_actions = quick_actions(handoff)

@@ -212,7 +212,7 @@ def _send_one(
     if result is None and (reason := send_withheld(claim.action_key)):
         # Its reason to go ended (a page whose cause is over): withdrawn, never sent.
         handoff_withdraw(claim=claim, reason=reason)
-        keeper.give_back([claim], reason)  # the keeper lets go of it; nothing is left to release
+        keeper.forget([claim])  # cancelled, or taken over by another lease: nothing left to release
         return None
     if result is None and marked and not attempt_mark_calling(claim=claim):
         _not_sent_lease_lost(claim, stats)
@@ -403,6 +403,7 @@ def sweep(*, destination: Destination | None = None, worker: str | None = None) 
     lost answer costs one pass) and of a backlog, pass after pass while each claims a whole batch (bounded)."""
     destinations = _each(destination)
     stats = RunStats(expired_leases=handoff_expire_leases())
+    case_holds_expire()  # an operator's hold of one case whose end passed, as the runner's supervision does
     for each in destinations:
         stats.add(maintain(destination=each, expire_leases=False))
         stats.add(drain(destination=each, worker=worker))

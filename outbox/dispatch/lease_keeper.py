@@ -57,6 +57,10 @@ class LeaseKeeper:
     def give_back(self, claims: list[Claim], reason: str) -> None:
         """Claims not sent after all: pending again, due at once, no attempt counted."""
         self.released += handoff_release_claims(claims=claims, reason=reason)
+        self.forget(claims)
+
+    def forget(self, claims: list[Claim]) -> None:
+        """Claims settled without a call by someone else (a withdrawal): no longer the keeper's to renew."""
         for claim in claims:
             self.held.pop(claim.handoff_id, None)
             self.sent.discard(claim.handoff_id)

@@ -34,33 +34,40 @@ def handoff_release_claims(*, claims: list[Claim], reason: str) -> int:
     released = 0
     for claim in sorted(claims, key=lambda c: c.handoff_id):
         with transaction.atomic(using=DB):
-            handoff = (
-                Handoff.objects.using(DB)
-                .select_for_update(no_key=True)
-                .filter(
-                    pk=claim.handoff_id,
-                    state=S.IN_FLIGHT,
-                    lease_owner=claim.worker,
-                    fencing_epoch=claim.epoch,
-                )
-                .first()
-            )
-            if handoff is None:
-                continue
-            Attempt.objects.using(DB).filter(
-                handoff_id=handoff.pk, number=claim.attempt_number
-            ).update(outcome=AttemptOutcome.SKIPPED, finished_at=db_now(), detail=reason)
-            handoff_transition(
-                handoff,
-                S.PENDING,
-                actor_label=claim.worker,
-                reason=reason,
-                next_attempt_at=db_now(),
-                attempts_in_run=max(handoff.attempts_in_run - 1, 0),
-                attempts_not_counted=handoff.attempts_not_counted + 1,
-            )
-            released += 1
+            if claim_release_locked(claim, reason, reason=reason, next_attempt_at=db_now()):
+                released += 1
     return released
+
+
+def claim_release_locked(claim: Claim, detail: str, **transition) -> Handoff | None:
+    """Inside the caller's transaction: the claim's handoff, locked while the claim still holds its lease
+    (same owner and fencing epoch), its attempt marked not sent (`detail`) and moved back to pending with
+    that attempt not counted (`transition`: the move's reason and fields); None when the lease was lost."""
+    handoff = (
+        Handoff.objects.using(DB)
+        .select_for_update(no_key=True)
+        .filter(
+            pk=claim.handoff_id,
+            state=S.IN_FLIGHT,
+            lease_owner=claim.worker,
+            fencing_epoch=claim.epoch,
+        )
+        .first()
+    )
+    if handoff is None:
+        return None
+    Attempt.objects.using(DB).filter(handoff_id=handoff.pk, number=claim.attempt_number).update(
+        outcome=AttemptOutcome.SKIPPED, finished_at=db_now(), detail=detail
+    )
+    handoff_transition(
+        handoff,
+        S.PENDING,
+        actor_label=claim.worker,
+        attempts_in_run=max(handoff.attempts_in_run - 1, 0),
+        attempts_not_counted=handoff.attempts_not_counted + 1,
+        **transition,
+    )
+    return handoff
 
 
 def _attempts_held(claims: list[Claim]):

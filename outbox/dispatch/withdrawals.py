@@ -13,9 +13,9 @@ from collections.abc import Callable
 from django.db import transaction
 
 from lib.databases import DB
-from outbox.clock import db_now
 from outbox.dispatch.claims import Claim
-from outbox.models import Attempt, AttemptOutcome, Handoff, HandoffState
+from outbox.dispatch.leases import claim_release_locked
+from outbox.models import HandoffState
 from outbox.services.transitions import handoff_transition
 
 S = HandoffState
@@ -43,30 +43,9 @@ def handoff_withdraw(*, claim: Claim, reason: str) -> bool:
     the handoff cancelled with reason code `withdrawn`. Refused (False) when the claim's lease was taken
     over (fencing): the new holder asks the check itself."""
     with transaction.atomic(using=DB):
-        handoff = (
-            Handoff.objects.using(DB)
-            .select_for_update(no_key=True)
-            .filter(
-                pk=claim.handoff_id,
-                state=S.IN_FLIGHT,
-                lease_owner=claim.worker,
-                fencing_epoch=claim.epoch,
-            )
-            .first()
-        )
+        handoff = claim_release_locked(claim, reason, reason=f"not sent: {reason}")
         if handoff is None:
             return False
-        Attempt.objects.using(DB).filter(handoff_id=handoff.pk, number=claim.attempt_number).update(
-            outcome=AttemptOutcome.SKIPPED, finished_at=db_now(), detail=reason
-        )
-        handoff_transition(
-            handoff,
-            S.PENDING,
-            actor_label=claim.worker,
-            reason=f"not sent: {reason}",
-            attempts_in_run=max(handoff.attempts_in_run - 1, 0),
-            attempts_not_counted=handoff.attempts_not_counted + 1,
-        )
         handoff_transition(
             handoff,
             S.CANCELLED,

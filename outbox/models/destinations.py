@@ -33,7 +33,7 @@ class DestinationHealthQuerySet(models.QuerySet):
 
     def with_retry_after(self):
         """Annotated with the live Retry-After hold (a `DestinationHold` row), if any: `hold_until`,
-        `hold_since`, `hold_reason` (the latest end first)."""
+        `hold_since`, `hold_reason` (the latest end first), and `held`: there is one."""
         rows = (
             DestinationHold.objects.live()
             .filter(destination=models.OuterRef("name"), kind=HoldKind.RETRY_AFTER)
@@ -43,6 +43,10 @@ class DestinationHealthQuerySet(models.QuerySet):
             hold_until=models.Subquery(rows.values("ends_at")[:1]),
             hold_since=models.Subquery(rows.values("starts_at")[:1]),
             hold_reason=Coalesce(models.Subquery(rows.values("reason")[:1]), models.Value("")),
+        ).annotate(
+            held=models.ExpressionWrapper(
+                models.Q(hold_until__isnull=False), output_field=models.BooleanField()
+            )
         )
 
     def with_holds(self):

@@ -36,3 +36,9 @@ class Erasure(models.Model):
         """The sentence each screen shows where the erased data was."""
         by = self.erased_by.get_username() if self.erased_by_id else "someone"
         return f"Personal data erased on {self.erased_at:%Y-%m-%d %H:%M} UTC by {by}, reason: {self.reason}"
+
+    @property
+    def counts_words(self) -> str:
+        """How many rows of each kind it erased ("requests 2, handoffs 3"), as the audit trail and the command
+        write them; empty when it erased nothing."""
+        return ", ".join(f"{kind} {n}" for kind, n in self.counts.items())

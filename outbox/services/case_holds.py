@@ -5,12 +5,12 @@ are not touched: resuming lifts the mark and the dispatcher goes on where it sto
 sent again, a failed one with its own key. Every row held or resumed gets an event (who, why), in the same
 transaction."""
 
-from datetime import UTC, datetime
+from datetime import datetime
 
 from django.db import transaction
-from django.utils.dateparse import parse_datetime
 
 from lib.databases import DB
+from lib.moments import BadMoment, parse_moment
 from outbox.clock import db_now, db_time
 from outbox.dispatch.wakeups import wake_dispatcher_on_commit
 from outbox.errors import CaseHoldRefused, HandoffNotFound, InvalidActionInput, ReasonRequired
@@ -56,17 +56,17 @@ def _events(handoffs: list[Handoff], *, actor, action: str, reason: str) -> None
 
 
 def hold_end_from_text(raw: str) -> datetime | None:
-    """A hold's end as typed (`2026-12-24 18:00`, UTC unless it names its zone); None when empty."""
+    """A hold's end as typed (`2026-12-24 18:00`, UTC unless it names its zone; `lib.moments`, the one
+    parser, with its ranges); None when empty."""
     raw = raw.strip()
     if not raw:
         return None
     try:
-        moment = parse_datetime(raw.replace(" ", "T", 1))
-    except ValueError:
-        moment = None
-    if moment is None:
-        raise InvalidActionInput(f"until: {raw!r} is not a time such as 2026-12-24 18:00 (UTC)")
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+        return parse_moment(raw, field="until")
+    except BadMoment as exc:
+        raise InvalidActionInput(
+            f"until: {raw!r} is not a time such as 2026-12-24 18:00 (UTC): {exc}"
+        ) from exc
 
 
 def case_hold(

@@ -162,27 +162,31 @@ def destination_configs_apply(*, document: object, actor_label: str) -> list[Des
         for entry in document["destinations"]:
             name, kind, enabled = entry["name"], entry["kind"], entry.get("enabled", True)
             config = {k: v for k, v in entry.items() if k not in ROW_KEYS}
-            row = (
-                DestinationConfig.objects.using(DB)
-                .select_for_update(no_key=True)
-                .filter(name=name)
-                .first()
-            )
-            if not (summary := _summary(row, kind, enabled, config)):
-                continue
-            DestinationConfig.objects.using(DB).update_or_create(
-                name=name, defaults={"kind": kind, "enabled": enabled, "config": config}
-            )
-            DestinationEvent.objects.using(DB).create(
-                destination=name,
-                from_state="",
-                to_state="",
-                actor_label=actor_label,
-                action="configure",
-                reason=summary,
-            )
-            changes.append(DestinationChange(name, summary))
+            if summary := _row_write(name, kind, enabled, config, actor_label):
+                changes.append(DestinationChange(name, summary))
     return changes
+
+
+def _row_write(name: str, kind: str, enabled: bool, config: dict, actor_label: str) -> str:
+    """Inside the caller's transaction: the row written when it differs, the change audited; what changed
+    in words, "" when nothing."""
+    row = (
+        DestinationConfig.objects.using(DB).select_for_update(no_key=True).filter(name=name).first()
+    )
+    if not (summary := _summary(row, kind, enabled, config)):
+        return ""
+    DestinationConfig.objects.using(DB).update_or_create(
+        name=name, defaults={"kind": kind, "enabled": enabled, "config": config}
+    )
+    DestinationEvent.objects.using(DB).create(
+        destination=name,
+        from_state="",
+        to_state="",
+        actor_label=actor_label,
+        action="configure",
+        reason=summary,
+    )
+    return summary
 
 
 def destination_config_put(
@@ -191,25 +195,27 @@ def destination_config_put(
     """Write one destination row of a product-only kind (an alert channel's, `outbox/destinations/webhook/`,
     or the smtp kind for an e-mail channel) when it differs, audited like a file's change; True when it
     changed. DestinationInvalid when it cannot be built (nothing written)."""
+    row = DestinationConfig.objects.using(DB).filter(name=name).first()
+    if not _summary(row, kind, enabled, config):
+        return False  # the usual case, at every notification: no lock, nothing built
     destination_from_config({**config, "kind": kind, "name": name}).close()
     with transaction.atomic(using=DB):
-        row = (
-            DestinationConfig.objects.using(DB)
-            .select_for_update(no_key=True)
-            .filter(name=name)
-            .first()
-        )
-        if not (summary := _summary(row, kind, enabled, config)):
-            return False
-        DestinationConfig.objects.using(DB).update_or_create(
-            name=name, defaults={"kind": kind, "enabled": enabled, "config": config}
-        )
-        DestinationEvent.objects.using(DB).create(
-            destination=name,
-            from_state="",
-            to_state="",
-            actor_label=actor_label,
-            action="configure",
-            reason=summary,
-        )
-    return True
+        return bool(_row_write(name, kind, enabled, config, actor_label))
+
+
+def product_mail_config() -> dict:
+    """The smtp kind's configuration for the product's own e-mail (an e-mail alert channel's, the approval
+    notices'): Django's mail settings, the message's recipient, subject and body from the payload."""
+    return {
+        "host": settings.EMAIL_HOST,
+        "port": settings.EMAIL_PORT,
+        # Django's EMAIL_USE_SSL (TLS from the start) or EMAIL_USE_TLS (STARTTLS), as the smtp kind says it.
+        "security": (
+            "tls" if settings.EMAIL_USE_SSL else "starttls" if settings.EMAIL_USE_TLS else "none"
+        ),
+        "from_address": settings.ALERT_FROM_EMAIL,
+        "to": "to",
+        "subject": "$subject",
+        "body": "$body",
+        "message_id_domain": "handoff-console",
+    }

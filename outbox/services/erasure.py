@@ -107,6 +107,12 @@ def handoffs_refusing_erasure(source_ids: Iterable[int], workflows: Iterable[str
     )
 
 
+def still_sendable(action_keys: Iterable[str]) -> str:
+    """Why handoffs that may still be sent refuse an erasure, in the words of both checks (the one before,
+    which lists every refusal, and the one under the rows' locks)."""
+    return f"{', '.join(action_keys)}: may still be sent; let it settle or cancel it first"
+
+
 def handoffs_erase(
     *, erasure: Erasure, source_ids: Iterable[int], workflows: Iterable[str], eraser: Eraser
 ) -> Counter:
@@ -125,9 +131,7 @@ def handoffs_erase(
         )
         sendable = sorted(h.action_key for h in handoffs if h.state in SENDABLE_STATES)
         if sendable:
-            raise ErasureRefused(
-                f"{', '.join(sendable)}: may still be sent; let it settle or cancel it first"
-            )
+            raise ErasureRefused(still_sendable(sendable))
         counts = Counter()
         for handoff in handoffs:
             _erase_handoff(handoff, erasure, eraser)

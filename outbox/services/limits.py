@@ -32,7 +32,7 @@ import uuid
 
 from django.conf import settings
 from django.db import connections, transaction
-from django.db.models import Exists, OuterRef, Q
+from django.db.models import Exists, F, OuterRef, Q
 from django.db.models.functions import Greatest
 
 from lib.databases import DB
@@ -327,9 +327,16 @@ def _hold(name: str, seconds: float, reason: str) -> None:
     if seconds <= 0:
         return
     with transaction.atomic(using=DB):
-        destination_health_locked(
-            name
-        )  # one writer of the destination's Retry-After hold at a time
+        # One writer of the destination's Retry-After hold at a time.
+        destination_health_locked(name)
+        # Episodes whose end passed are closed at their end: the "not ended" index every held? check reads
+        # keeps one Retry-After row per destination, not one per episode since the destination began.
+        DestinationHold.objects.using(DB).filter(
+            destination=name,
+            kind=HoldKind.RETRY_AFTER,
+            ended_at__isnull=True,
+            ends_at__lte=db_now(),
+        ).update(ended_at=F("ends_at"), ended_by="its end passed")
         live = (
             DestinationHold.objects.using(DB)
             .live()

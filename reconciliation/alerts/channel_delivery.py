@@ -17,7 +17,7 @@ from lib.databases import DB
 from outbox.destinations import destination_named
 from outbox.dispatch.dispatcher import sweep
 from outbox.models import Handoff
-from outbox.services.destination_configs import destination_config_put
+from outbox.services.destination_configs import destination_config_put, product_mail_config
 from outbox.services.recording import handoff_record
 from reconciliation.alerts.channels import payload_for
 from reconciliation.alerts.incident_text import incident_summary
@@ -40,12 +40,6 @@ def _retry() -> dict:
     }
 
 
-def _mail_security() -> str:
-    if getattr(settings, "EMAIL_USE_SSL", False):
-        return "tls"
-    return "starttls" if getattr(settings, "EMAIL_USE_TLS", False) else "none"
-
-
 def channel_destination(channel: AlertChannel) -> tuple[str, dict]:
     """(kind, configuration) of the destination that delivers to this channel."""
     common = {"timeout": settings.ALERT_NOTIFICATION_TIMEOUT_SECONDS, "retry": _retry()}
@@ -56,17 +50,7 @@ def channel_destination(channel: AlertChannel) -> tuple[str, dict]:
             **common,
         }
     if channel.kind == ChannelKind.EMAIL:
-        return "smtp", {
-            "host": settings.EMAIL_HOST,
-            "port": settings.EMAIL_PORT,
-            "security": _mail_security(),
-            "from_address": settings.ALERT_FROM_EMAIL,
-            "to": "to",
-            "subject": "$subject",
-            "body": "$body",
-            "message_id_domain": "handoff-console",
-            **common,
-        }
+        return "smtp", {**product_mail_config(), **common}
     config = {"url": channel.target, **common}
     if channel.kind == ChannelKind.WEBHOOK:
         config["id_field"] = "id"

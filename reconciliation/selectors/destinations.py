@@ -2,7 +2,7 @@
 
 from dataclasses import dataclass
 
-from django.db.models import BooleanField, Count, ExpressionWrapper, Q
+from django.db.models import Count
 
 from outbox.clock import db_now
 from outbox.destinations.registry import enabled_destination_names
@@ -35,8 +35,7 @@ def destination_names() -> set[str]:
 def destinations_overview(name: str | None = None) -> list[DestinationOverview]:
     """Every destination (or one), in name order, in four queries whatever their number. A destination not
     seen yet shows the configured default limits."""
-    held = ExpressionWrapper(Q(hold_until__gt=db_now()), output_field=BooleanField())
-    rows = DestinationHealth.objects.with_retry_after().annotate(held=held).order_by("name")
+    rows = DestinationHealth.objects.with_retry_after().order_by("name")
     slots = DestinationSlot.objects.filter(
         free_at__gt=db_now(),
     ).order_by()

@@ -20,9 +20,6 @@ from reconciliation.alerts import alerts_send_due
 from reconciliation.alerts.channel_delivery import NOTIFICATION_WORKFLOW
 from reconciliation.models import Incident, IncidentKind, IncidentState
 from tests.faults.test_dispatch_faults import wait_until
-from tests.reconciliation.alerts.channel_servers import mailbox
-
-__all__ = ["mailbox"]  # the fixture
 
 pytestmark = [
     pytest.mark.postgres,

@@ -61,6 +61,13 @@ def test_failover_mid_load_loses_nothing_and_looks_up_what_the_old_primary_sent(
         "-c",
         f"from tests.faults.test_dispatch_faults import make_handoffs; make_handoffs({COUNT})",
     )
+    failover_under_load(processes, primary, replica)
+
+
+def failover_under_load(processes, primary, replica, *, after_promote=lambda: None) -> None:
+    """With COUNT handoffs recorded: the receiver and two dispatchers started; replication cut after
+    BEFORE_CUT deliveries, the old primary alone delivering AFTER_CUT more, then stopped (immediate); the
+    replica promoted (`after_promote`: the operator's step, if any); then every guarantee asserted on it."""
     web = processes.start_receiver()
     dispatchers = [processes.start_dispatcher(name) for name in ("d1", "d2")]
 
@@ -86,6 +93,7 @@ def test_failover_mid_load_loses_nothing_and_looks_up_what_the_old_primary_sent(
     assert len(forgotten) >= AFTER_CUT
     replica.promote()
     (promoted_at,) = replica.sql("SELECT now()")[0]
+    after_promote()
 
     wait_until(
         lambda: len(delivered(replica)) == COUNT,

@@ -8,27 +8,16 @@ promoted and the pooler repointed at it (its [databases] entry, then RELOAD), as
 operator. The processes' connections to the pooler may outlive the switch (the pooler keeps them while the
 server behind changes), so "every connection is new after a failover" does not hold here: what the old
 primary delivered after the cut must still be looked up, never sent again, and nothing lost or duplicated.
-Beside tests/faults/test_failover.py (a two-host connection string), whose assertions it shares.
+Beside tests/faults/test_failover.py (a two-host connection string), whose failover and assertions it shares.
 """
 
 import tempfile
 from pathlib import Path
 
-import httpx
 import pytest
 from django.conf import settings
 
-from tests.faults.test_dispatch_faults import wait_until
-from tests.faults.test_failover import (
-    AFTER_CUT,
-    BEFORE_CUT,
-    COUNT,
-    assert_delivered_once_under_one_lease,
-    assert_forgotten_ones_looked_up_not_resent,
-    assert_one_task_per_key_held_by_its_handoff,
-    delivered,
-    receiver_keys,
-)
+from tests.faults.test_failover import COUNT, failover_under_load
 from tests.hosts.pooler import Pooler
 from tests.hosts.postgres_cluster import primary_with_replica
 
@@ -68,48 +57,10 @@ def test_failover_behind_pgbouncer_repointed_loses_nothing_and_resends_nothing(
         "-c",
         f"from tests.faults.test_dispatch_faults import make_handoffs; make_handoffs({COUNT})",
     )
-    web = processes.start_receiver()
-    dispatchers = [processes.start_dispatcher(name) for name in ("d1", "d2")]
-
-    wait_until(
-        lambda: len(delivered(primary)) >= BEFORE_CUT,
-        timeout=120,
-        what="deliveries before the cut",
-        procs=dispatchers,
+    # The operator's step after the promotion: the pooler's [databases] entry names it, then RELOAD.
+    failover_under_load(
+        processes,
+        primary,
+        replica,
+        after_promote=lambda: pooler.point_at((str(replica.sockets), replica.port)),
     )
-    primary.wait_replayed_by(replica)
-    primary.cut_replication()
-    on_replica = delivered(replica)
-    wait_until(
-        lambda: len(delivered(primary)) >= len(on_replica) + AFTER_CUT,
-        timeout=120,
-        what="deliveries only the old primary knows",
-        procs=dispatchers,
-    )
-    primary.stop("immediate")
-    on_replica = delivered(replica)
-    forgotten = receiver_keys() - on_replica
-    assert len(forgotten) >= AFTER_CUT
-    replica.promote()
-    (promoted_at,) = replica.sql("SELECT now()")[0]
-    # The operator's step: the pooler's [databases] entry names the promoted replica, then RELOAD.
-    pooler.point_at((str(replica.sockets), replica.port))
-
-    wait_until(
-        lambda: len(delivered(replica)) == COUNT,
-        timeout=180,
-        what="every handoff delivered on the promoted replica",
-        procs=dispatchers,
-    )
-    assert all(proc.poll() is None for proc in dispatchers), "a dispatcher exited"
-    ready = httpx.get(web.replace("/delivery/api", "/readyz"), timeout=10)
-    assert ready.status_code == 200, ready.text
-    for proc in dispatchers:
-        proc.terminate()
-        proc.wait(timeout=60)
-
-    assert_one_task_per_key_held_by_its_handoff(replica)
-    assert_delivered_once_under_one_lease(replica)
-    assert_forgotten_ones_looked_up_not_resent(replica, forgotten, promoted_at)
-    report = processes.manage("reconcile", "--strict", "--no-progress")
-    assert "clean: source and receiver agree; no findings" in report

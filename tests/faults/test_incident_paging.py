@@ -26,11 +26,9 @@ from reconciliation.models import (
 )
 from tests.faults.test_dispatch_faults import wait_until
 from tests.reconciliation.alerts.alert_receiver import AlertReceiver
-from tests.reconciliation.alerts.channel_servers import mailbox
 from tests.reconciliation.alerts.engine import alerts_send_due
 from tests.reconciliation.alerts.test_incidents import SECRET
 
-__all__ = ["mailbox"]  # the fixture
 pytestmark = [
     pytest.mark.postgres,
     pytest.mark.faults,

@@ -28,10 +28,9 @@ from reconciliation.models import (
 )
 from tests.faults.conftest import START_DEADLINE_SECONDS
 from tests.faults.test_dispatch_faults import wait_until
-from tests.reconciliation.alerts.channel_servers import ChannelServers, mailbox
+from tests.reconciliation.alerts.channel_servers import ChannelServers
 from tests.reconciliation.alerts.test_incidents import SECRET
 
-__all__ = ["mailbox"]  # the fixture
 pytestmark = [
     pytest.mark.postgres,
     pytest.mark.faults,

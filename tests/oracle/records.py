@@ -1,5 +1,5 @@
 """The truth of the claims about records other than handoffs and destinations (`console.claims.record_claim`,
-`count_words`): findings, reconciliation runs, triggers, archived handoffs, bulk jobs, replays and their
+`counted`): findings, reconciliation runs, triggers, archived handoffs, bulk jobs, replays and their
 items, destinations' configurations, incidents' members, requests' revisions, and a workspace's counts on
 Home. Read from the tables (`values()`), counted from the rows themselves where a screen shows a count (a
 replay's items previewed, an incident's members settled), never from the counters the screens read."""

@@ -11,7 +11,7 @@ import pytest
 from django.db import connection
 
 from outbox.dispatch.claims import handoff_claim_due
-from outbox.failover import TIMELINE_SQL
+from outbox.failover import TIMELINES_SQL
 from outbox.models import DatabaseTimeline, Handoff, HandoffState
 from tests.builders import record
 
@@ -20,7 +20,7 @@ pytestmark = [pytest.mark.postgres, pytest.mark.django_db(databases=["default", 
 
 def _server_timeline() -> int:
     with connection.cursor() as cursor:
-        cursor.execute(TIMELINE_SQL)
+        cursor.execute(TIMELINES_SQL)
         return cursor.fetchone()[0]
 
 

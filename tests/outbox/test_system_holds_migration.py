@@ -6,27 +6,15 @@ dispatcher's held check reads them."""
 from datetime import timedelta
 
 import pytest
-from django.db import connection
-from django.db.migrations.executor import MigrationExecutor
 from django.utils import timezone
 
 from outbox.models import DestinationHold
 from outbox.services.limits import destination_held
+from tests.outbox.test_holds_migration import _latest, _migrate
 
 pytestmark = pytest.mark.django_db(transaction=True)
 BEFORE = [("outbox", "0026_case_holds")]
 AFTER = [("outbox", "0027_system_holds_are_rows")]
-
-
-def _migrate(targets):
-    executor = MigrationExecutor(connection)
-    executor.loader.build_graph()
-    executor.migrate(targets)
-    return executor.loader.project_state(targets).apps
-
-
-def _latest():
-    return MigrationExecutor(connection).loader.graph.leaf_nodes()
 
 
 def test_the_columns_breaker_pause_and_retry_after_become_hold_rows():

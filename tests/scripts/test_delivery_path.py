@@ -1,8 +1,7 @@
 """One handoff's delivery, read from the dispatcher, stays within the dispatch package, the destination kind's
 folder and the outcome services (issue 36, "a layout by subject"). Read from the import graph (grimp, as
 import-linter builds it): every module of the outbox that the dispatcher reaches must belong to
-one of the places below, each named with why it is on the way. (`outbox/dispatch/dispatcher.py` itself joins the
-dispatch package when nobody has edits in it.) Before the regroup the way went through the
+one of the places below, each named with why it is on the way. Before the regroup the way went through the
 flat `outbox/` and `outbox/services/` (`outbox.services.claims`, `outbox.lease_keeper`, `outbox.recorded` …)
 and through destination kinds' modules lying outside any kind's folder (`outbox.destinations.http_answers`,
 `outbox.destinations.idempotency_key_http` …): this test names each of them."""

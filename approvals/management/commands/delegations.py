@@ -8,18 +8,18 @@
 "add approval delegation" permission). See docs/intake.md, "Delegates".
 """
 
-from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
 from approvals.errors import ApprovalDenied, InvalidPayload
 from approvals.models import ApprovalDelegation
+from approvals.selectors import active_user_named
 from approvals.services.delegations import delegation_grant, delegation_revoke
 from lib.moments import BadMoment, parse_moment
 from outbox.clock import db_time
 
 
 def _user(username: str):
-    user = get_user_model().objects.filter(username=username, is_active=True).first()
+    user = active_user_named(username)
     if user is None:
         raise CommandError(f"no active user {username!r}")
     return user

@@ -3,10 +3,10 @@ subject's personal fields on request (GDPR article 17), keeping keys, hashes, re
 (docs/security.md, "Erasure"). USER needs the "erase personal data" permission. Prints what was erased,
 by kind and workspace, never the data."""
 
-from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
 from approvals.errors import ApprovalDenied, InvalidPayload
+from approvals.selectors import active_user_named
 from approvals.services.erasure import ErasureRefused, subject_erase, subject_named
 
 
@@ -20,9 +20,7 @@ class Command(BaseCommand):
         parser.add_argument("--as", dest="username", required=True)
 
     def handle(self, *args, **options):
-        actor = (
-            get_user_model().objects.filter(username=options["username"], is_active=True).first()
-        )
+        actor = active_user_named(options["username"])
         if actor is None:
             raise CommandError(f"no active user {options['username']!r}")
         try:
@@ -33,7 +31,7 @@ class Command(BaseCommand):
         if not erasures:
             self.stdout.write("no request names this subject: nothing erased")
         for erasure in erasures:
-            counts = ", ".join(f"{kind} {n}" for kind, n in erasure.counts.items())
             self.stdout.write(
-                f"erasure {erasure.pk}: workspace {erasure.workspace_id}: {counts or 'nothing'}"
+                f"erasure {erasure.pk}: workspace {erasure.workspace_id}: "
+                f"{erasure.counts_words or 'nothing'}"
             )

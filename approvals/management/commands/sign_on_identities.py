@@ -6,16 +6,16 @@ issuer is the configured provider's (`OIDC_OP_ISSUER`) unless `--issuer` names a
 recorded with its actor and reason (SignOnIdentityEvent, in admin)."""
 
 from django.conf import settings
-from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
 from approvals.errors import ApprovalDenied, IdentityRefused, InvalidPayload
 from approvals.models import SignOnIdentity, SignOnIdentityEvent
+from approvals.selectors import active_user_named
 from approvals.services.identities import identity_link, identity_unlink
 
 
 def _active_user(name: str):
-    user = get_user_model().objects.filter(username=name, is_active=True).first()
+    user = active_user_named(name)
     if user is None:
         raise CommandError(f"no active user {name!r}")
     return user

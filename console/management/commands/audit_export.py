@@ -5,10 +5,10 @@ and the same audit record of the export. Writes to stdout, or to `--output FILE`
 
 from pathlib import Path
 
-from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
 from approvals.errors import ApprovalDenied, InvalidPayload, WorkspaceNotFound
+from approvals.selectors import active_user_named
 from console.audit_trail.export import audit_export
 from console.audit_trail.period import parse_period
 from lib.moments import BadMoment
@@ -26,7 +26,7 @@ class Command(BaseCommand):
         parser.add_argument("--output", type=Path, help="a file instead of standard output")
 
     def handle(self, *args, **options):
-        user = get_user_model().objects.filter(username=options["username"], is_active=True).first()
+        user = active_user_named(options["username"])
         if user is None:
             raise CommandError(f"no active user {options['username']!r}")
         try:

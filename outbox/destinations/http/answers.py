@@ -112,22 +112,25 @@ def item_result(
     )
 
 
+def answer_failure(response: Answer, latency_ms: int) -> DeliveryResult:
+    """A call answered with a status that is not a delivery: its failure, worded and classified, with the
+    Retry-After it asks for (a date read against the answer's own Date)."""
+    failure_class, reason_code = classify_status(response.status_code)
+    return DeliveryResult.failed(
+        failure_class,
+        reason_code,
+        describe_answer(response),
+        retry_after=parse_retry_after(
+            response.headers.get("Retry-After"), date=response.headers.get("Date")
+        ),
+        status_code=response.status_code,
+        latency_ms=latency_ms,
+    )
+
+
 def batch_failure(response: Answer, count: int, latency_ms: int) -> list[DeliveryResult]:
     """A batch answered with another status than 200: the same failure for each of its `count` items."""
-    failure_class, reason_code = classify_status(response.status_code)
-    retry_after = parse_retry_after(
-        response.headers.get("Retry-After"), date=response.headers.get("Date")
-    )
-    return [
-        DeliveryResult.failed(
-            failure_class,
-            reason_code,
-            describe_answer(response),
-            retry_after=retry_after,
-            status_code=response.status_code,
-            latency_ms=latency_ms,
-        )
-    ] * count
+    return [answer_failure(response, latency_ms)] * count
 
 
 def batch_item_results(

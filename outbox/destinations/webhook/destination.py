@@ -22,8 +22,15 @@ import urllib3
 
 from lib.telemetry import call_span, note, trace_headers
 from outbox.destinations.base import Destination, LookupFailed, RemoteTask
-from outbox.destinations.http.answers import CALL_FAILURES, call_failure
-from outbox.failures import DeliveryResult, Outgoing, classify_status, parse_retry_after
+from outbox.destinations.http.answers import CALL_FAILURES, answer_failure, call_failure
+from outbox.destinations.http.connections import (
+    Direct,
+    Proxied,
+    answer_of,
+    proxy_for,
+    without_credentials,
+)
+from outbox.failures import DeliveryResult, Outgoing
 from outbox.models import FailureClass
 from outbox.retry import RetryPolicy
 from outbox.signing import signed_headers
@@ -70,8 +77,15 @@ class JsonPoster(Destination):
         # Connect and read each get `timeout`: one call ends within twice it.
         self.call_seconds = self.timeout * 2
         self.retry_policy = RetryPolicy.from_config(config.get("retry"))
-        self._pool = urllib3.PoolManager(
-            retries=False, timeout=urllib3.Timeout(connect=self.timeout, read=self.timeout)
+        # The http kinds' connections: straight, or through the proxy the environment names for the URL.
+        options = {
+            "retries": False,
+            "timeout": urllib3.Timeout(connect=self.timeout, read=self.timeout),
+        }
+        proxy = proxy_for(self.url)
+        self.proxy = without_credentials(proxy) if proxy else None
+        self._connections = (
+            Proxied(self.url, proxy, options) if proxy else Direct(self.url, options)
         )
 
     @classmethod
@@ -95,29 +109,25 @@ class JsonPoster(Destination):
             return DeliveryResult.failed(FailureClass.CREDENTIAL, "credential_missing", str(exc))
         started = time.monotonic()
         try:
-            answer = self._pool.urlopen(
+            answer = answer_of(
+                self._connections,
                 "POST",
-                self.url,
+                "",
+                repeatable=False,
                 body=body.encode(),
                 headers=trace_headers({"Content-Type": "application/json", **headers}),
-                retries=False,
             )
         except CALL_FAILURES as exc:
-            return call_failure(exc, proxy=None)
+            return call_failure(exc, proxy=self.proxy)
         latency_ms = int((time.monotonic() - started) * 1000)
-        if 200 <= answer.status < 300:
+        if 200 <= answer.status_code < 300:
             return DeliveryResult.ok(
-                task_id=delivery_id, created=True, status_code=answer.status, latency_ms=latency_ms
+                task_id=delivery_id,
+                created=True,
+                status_code=answer.status_code,
+                latency_ms=latency_ms,
             )
-        failure_class, reason_code = classify_status(answer.status)
-        return DeliveryResult.failed(
-            failure_class,
-            reason_code,
-            f"HTTP {answer.status}: {answer.data[:200].decode('utf-8', 'replace')}",
-            status_code=answer.status,
-            latency_ms=latency_ms,
-            retry_after=parse_retry_after(answer.headers.get("Retry-After")),
-        )
+        return answer_failure(answer, latency_ms)
 
     def lookup(self, action_key: str) -> RemoteTask | None:
         raise LookupFailed(f"{self.name} cannot be asked about a key")
@@ -126,7 +136,7 @@ class JsonPoster(Destination):
         return []
 
     def close(self) -> None:
-        self._pool.clear()
+        self._connections.close()
 
 
 class WebhookDestination(JsonPoster):

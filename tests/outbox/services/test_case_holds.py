@@ -135,3 +135,19 @@ def test_a_hold_ends_by_itself_when_its_end_passes(world):
     assert _claimed_keys() == {handoff.action_key}
     hold.refresh_from_db()
     assert hold.ended_by == "case hold sweep" and hold.end_reason == "its end passed"
+
+
+def test_the_periodic_sweep_ends_a_hold_whose_end_passed(world):
+    """Fails on the code that ended case holds only in the runner's supervision and `maintain`: with only the
+    django-q2 cluster running (or `dispatch --once`), `sweep` left the case held past its end."""
+    handoff = record(505)
+    hold = case_hold(
+        handoff_id=handoff.pk,
+        actor=world["olga"],
+        reason="until the customer's cut-over",
+        until=db_time() + timedelta(hours=1),
+        whole_case=False,
+    )
+    CaseHold.objects.filter(pk=hold.pk).update(ends_at=db_now_plus(-1))
+    sweep(destination=InProcessDestination())
+    assert Handoff.objects.get(pk=handoff.pk).state == S.DELIVERED

@@ -29,9 +29,7 @@ import time
 from http.server import BaseHTTPRequestHandler
 
 import httpx
-import pytest
 
-from tests.outbox.destinations.smtp_server import SmtpServer
 from tests.processes import ROOT, KernelPort, popen_listening, serve_http_on_fd
 
 HOLD_SECONDS = 120
@@ -208,17 +206,6 @@ class ChannelServers:
         self.proc.wait(timeout=10)
         self.proc.stderr.close()
         self.held.close()
-
-
-@pytest.fixture
-def mailbox(tmp_path, settings):
-    """A real SMTP server in a process of its own, where e-mail channels' notifications go (EMAIL_HOST:
-    EMAIL_PORT, which their smtp destinations read when the notification is queued)."""
-    server = SmtpServer(tmp_path / "smtp")
-    settings.EMAIL_HOST, settings.EMAIL_PORT = "127.0.0.1", server.port
-    settings.EMAIL_USE_TLS = settings.EMAIL_USE_SSL = False
-    yield server
-    server.stop()
 
 
 def main() -> None:

@@ -13,7 +13,6 @@ from outbox.models import Handoff, HandoffState
 from reconciliation.models import Incident, Notification
 from tests.builders import approve
 from tests.factories import make_user
-from tests.outbox.destinations.smtp_server import SmtpServer
 from tests.reconciliation.alerts.engine import alerts_send_due
 from tests.reconciliation.alerts.test_incidents import REJECTED
 
@@ -21,17 +20,13 @@ pytestmark = pytest.mark.django_db(databases=["default", "delivery"], transactio
 
 
 @pytest.fixture
-def smtp(tmp_path, settings):
-    server = SmtpServer(tmp_path / "smtp")
+def smtp(mailbox, settings):
     settings.EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
-    settings.EMAIL_HOST, settings.EMAIL_PORT = "127.0.0.1", server.port
-    settings.EMAIL_USE_TLS = settings.EMAIL_USE_SSL = False
     settings.EMAIL_HOST_USER = settings.EMAIL_HOST_PASSWORD = ""
     settings.ALERT_EMAILS = []
     settings.ALERT_WEBHOOK_URL = settings.ALERT_PAGE_WEBHOOK_URL = ""
     settings.CONSOLE_BASE_URL = "https://console.example"
-    yield server
-    server.stop()
+    return mailbox
 
 
 def failed_in_workspace_8(world):

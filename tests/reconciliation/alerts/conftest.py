@@ -1,3 +1,0 @@
-from tests.reconciliation.alerts.channel_servers import mailbox
-
-__all__ = ["mailbox"]
