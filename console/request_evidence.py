@@ -10,7 +10,8 @@ from approvals.models import Approval, Decision, Request, RequestEvent, RequestS
 from approvals.selectors import approvers_by_workspace, decider_refusal
 from console.request_status import RequestContext, RequestStatus, request_status
 from console.step_status import Evidence
-from outbox.models import DestinationHealth, Handoff, HandoffEvent, HandoffState
+from outbox.hold_lines import DestinationHolds, destinations_holds
+from outbox.models import Handoff, HandoffEvent, HandoffState
 from outbox.page_clock import page_now
 from reconciliation.models import Finding, ManualRepair
 
@@ -74,12 +75,9 @@ def _repairs(handoffs: list[Handoff]) -> dict[str, list[ManualRepair]]:
     return found
 
 
-def _destinations(handoffs: list[Handoff]) -> dict[str, DestinationHealth]:
-    """The health rows (annotated `in_window`) of the destinations that steps not sent yet wait for."""
-    names = {h.destination for h in handoffs if h.state == HandoffState.PENDING}
-    if not names:
-        return {}
-    return {d.name: d for d in DestinationHealth.objects.with_holds().filter(name__in=names)}
+def _destinations(handoffs: list[Handoff]) -> dict[str, DestinationHolds]:
+    """The holds (`outbox/hold_lines.py`) of the destinations that steps not sent yet wait for: one query."""
+    return destinations_holds({h.destination for h in handoffs if h.state == HandoffState.PENDING})
 
 
 def _closing_events(rows: list[Request]) -> dict[int, RequestEvent]:

@@ -67,6 +67,7 @@ class Evidence:
     now: datetime
     findings: dict[str, list[Finding]] = field(default_factory=dict)
     events: dict[int, object] = field(default_factory=dict)
+    # Its steps' destinations' holds (`outbox.hold_lines.DestinationHolds`), by name.
     destinations: dict[str, object] = field(default_factory=dict)
     repairs: dict[str, list] = field(default_factory=dict)
 
@@ -378,7 +379,7 @@ def _waiting_for_its_case(label: str, handoff: Handoff, now: datetime) -> Status
 def _sending(label: str, handoff: Handoff, evidence: Evidence) -> StatusLine:
     if (own := _waiting_for_its_case(label, handoff, evidence.now)) is not None:
         return own
-    waits = held(evidence.destinations.get(handoff.destination), evidence.now)
+    waits = held(evidence.destinations.get(handoff.destination))
     if waits is not None and handoff.state == S.PENDING:
         return StatusLine(
             label, f"not sent yet, waiting: {waits.why}", WAITING, waits.next, waits.owner

@@ -15,7 +15,7 @@ from outbox.models import (
     FailureClass,
     Handoff,
     HandoffState,
-    PauseReason,
+    HoldKind,
 )
 
 S = HandoffState
@@ -142,54 +142,19 @@ def _finding_guidance(findings: Sequence) -> Guidance:
     )
 
 
-def _window_guidance(pause) -> Guidance:
-    until = (
-        f"until {pause.operator_until:%Y-%m-%d %H:%M} UTC"
-        if pause.operator_until
-        else "until an operator resumes it"
-    )
-    by = f" by {pause.operator_by}" if pause.operator_by else ""
-    return Guidance(
-        f"Waiting: destination {pause.name} is paused{by} {until}.",
-        f"Reason: {pause.operator_reason or 'none given'}. It is sent when the pause ends, by itself; "
-        "no attempt or retry time of this handoff is spent meanwhile.",
-        avoid=("retry",),
-    )
-
-
-def _hold_guidance(pause) -> Guidance:
-    return Guidance(
-        f"Waiting: destination {pause.name} asked us to wait until {pause.hold_until:%Y-%m-%d %H:%M:%S} UTC.",
-        f"It answered {pause.hold_reason or 'with Retry-After'}: no call reaches it before then. This handoff "
-        "is sent after that, by itself; no attempt or retry time of it is spent meanwhile.",
-        avoid=("retry",),
-    )
-
-
-def _paused_guidance(handoff: Handoff, pause) -> Guidance:
-    if getattr(pause, "in_window", False):
-        return _window_guidance(pause)
-    if not pause.paused_by_breaker:
-        return _hold_guidance(pause)
-    since = f"{pause.paused_at:%Y-%m-%d %H:%M} UTC" if pause.paused_at else "a moment ago"
-    if pause.pause_reason == PauseReason.CREDENTIAL:
-        why = (
-            f"The receiver refused our credentials since {since}. Rotate or restore the signing secret with the "
-            "receiver's owners; the next probe call then resumes deliveries."
+def _held_guidance(holds) -> Guidance:
+    """A pending handoff whose destination is held: every live hold and the next scheduled in the words of
+    `outbox/hold_lines.py` (the destination page's), then what it means for this handoff."""
+    advice = ""
+    if holds.has(HoldKind.CREDENTIAL):
+        advice = (
+            " The receiver refused our credentials: Rotate or restore the signing secret with the receiver's "
+            "owners; the next probe then ends that hold."
         )
-    else:
-        why = (
-            f"The receiver has been unreachable since {since}. Probe calls test it on a growing interval and "
-            "resume deliveries by themselves once one succeeds."
-        )
-    probe = (
-        f" The next probe is due at {pause.next_probe_at:%Y-%m-%d %H:%M:%S} UTC."
-        if pause.next_probe_at
-        else ""
-    )
     return Guidance(
-        f"Waiting: destination {pause.name} is paused.",
-        f"{why}{probe} No attempt or retry time of this handoff is spent meanwhile.",
+        f"Waiting: destination {holds.name} is held.",
+        f"Holds: {holds.text}.{advice} It is sent by itself once no hold is live; no attempt or retry time "
+        "of this handoff is spent meanwhile.",
         avoid=("retry",),
     )
 
@@ -343,19 +308,19 @@ def _failure_guidance(handoff: Handoff, ack: str) -> Guidance:
     )
 
 
-def next_step(handoff: Handoff, findings: Sequence = (), *, paused_destination=None) -> Guidance:
+def next_step(handoff: Handoff, findings: Sequence = (), *, holds=None) -> Guidance:
     """The safest next action for the handoff, in words an operator understands at 02:00. The one source
     of this advice: the console shows it and the alerts quote it.
 
     An open reconciliation finding comes first: a handoff the receiver disagrees with is never "fine",
     whatever its own state says. `findings` are the live findings of its key (kind label, next action);
-    `paused_destination` the row of its destination when that takes no call now: paused by its breaker, in
-    an operator's pause or window (annotated `in_window`), or under a Retry-After hold.
+    `holds` its destination's holds (`outbox.hold_lines.DestinationHolds`): while one is live (an operator's
+    pause or window, the breaker's or a credential hold, a Retry-After hold) a pending handoff waits for them.
     """
     if findings:
         return _finding_guidance(findings)
-    if paused_destination is not None and handoff.state == S.PENDING:
-        return _paused_guidance(handoff, paused_destination)
+    if holds is not None and holds.held and handoff.state == S.PENDING:
+        return _held_guidance(holds)
     if not handoff.is_open:
         return _closed_guidance(handoff)
     if handoff.state == S.NEEDS_ATTENTION:

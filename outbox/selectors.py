@@ -36,12 +36,6 @@ def handoff_visible(workspace_ids: Iterable[int], pk: int) -> Handoff | None:
     return handoffs_in(workspace_ids).filter(pk=pk).first()
 
 
-def destination_pause(name: str) -> DestinationHealth | None:
-    """The destination's row when it takes no calls now (paused by its breaker, or in an operator's pause or
-    maintenance window: `in_window`, with the hold's `operator_*`), else None."""
-    return DestinationHealth.objects.held_back().filter(name=name).first()
-
-
 def instance_handoffs(instance_key: str) -> list[Handoff]:
     """Every handoff of a workflow instance: its steps in order, then their compensations (latest first)."""
     rows = list(Handoff.objects.filter(instance_key=instance_key).select_related("owner"))

@@ -9,9 +9,10 @@ from console.cli.frame import Refused, visible_handoff
 from console.filters import HandoffFilter, handoff_list_page
 from lib.querystring import BadQueryValue, keyset_cursor, parse_keyset_cursor
 from outbox.guidance import available_actions, next_step
+from outbox.hold_lines import destination_holds_now
 from outbox.models import Handoff
 from outbox.redaction import redact
-from outbox.selectors import destination_pause, handoff_timeline, handoffs_in
+from outbox.selectors import handoff_timeline, handoffs_in
 from reconciliation.selectors import live_findings_of
 
 
@@ -66,9 +67,7 @@ def handoff_show(user, pk: int) -> dict:
     handoff = visible_handoff(user, pk)
     attempts, events = handoff_timeline(handoff)
     findings = list(live_findings_of(handoff.action_key))
-    guidance = next_step(
-        handoff, findings, paused_destination=destination_pause(handoff.destination)
-    )
+    guidance = next_step(handoff, findings, holds=destination_holds_now(handoff.destination))
     operator = is_operator_of(user.pk, handoff.workspace_id)
     return {
         **row(handoff),

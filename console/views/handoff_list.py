@@ -62,8 +62,9 @@ QUICK_ACTION_URLS = {
 def quick_actions(handoff: Handoff) -> list[QuickAction]:
     """The actions a list row offers in place: the safe ones of `available_actions` (a risky retry is
     offered only on the handoff's page, where its risk is explained). A row read by `handoff_rows` carries
-    its destination's hold: no "Run now" while the destination takes no call."""
-    held = getattr(handoff, "destination_hold", None) is not None
+    its destination's holds: no "Run now" while one is live (the destination takes no call)."""
+    holds = getattr(handoff, "destination_holds", None)
+    held = holds is not None and holds.held
     return [
         QuickAction(label, reverse(url_name, args=(handoff.pk,)))
         for label, url_name in (

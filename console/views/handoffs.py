@@ -26,7 +26,7 @@ from approvals.selectors import (
 )
 from console.claims import handoff_claims
 from console.correction_forms import HandoffCorrectionForm
-from console.destination_holds import destination_holds, handoff_rows
+from console.destination_holds import handoff_rows
 from console.evidence_words import (
     last_step_words,
     task_now,
@@ -45,6 +45,7 @@ from outbox.errors import (
     RiskNotConfirmed,
 )
 from outbox.guidance import available_actions, next_step, retry_is_risky
+from outbox.hold_lines import destination_holds_now
 from outbox.models import Handoff
 from outbox.page_clock import page_now
 from outbox.redaction import redact
@@ -74,12 +75,9 @@ def _panel_context(request: HtmxHttpRequest, handoff: Handoff, result: dict | No
     source = revision_by_id(handoff.source_id)
     # Findings carry a key of the handoff's own workspace, so the handoff's scope check covers them.
     findings = list(live_findings_of(handoff.action_key).select_related("owner"))
-    # Its destination's pause, window or Retry-After hold, while the handoff still waits to be sent.
-    hold = (
-        destination_holds([handoff.destination]).get(handoff.destination)
-        if handoff.is_open
-        else None
-    )
+    # Its destination's holds (every live one, the next scheduled) while the handoff still waits to be sent.
+    holds = destination_holds_now(handoff.destination) if handoff.is_open else None
+    hold = holds if holds is not None and holds.shown else None
     destination, label = _destination_of(handoff)
     repairs = list(repairs_of(handoff))
     return {
@@ -97,10 +95,10 @@ def _panel_context(request: HtmxHttpRequest, handoff: Handoff, result: dict | No
             }
             for f in findings
         ],
-        "guidance": next_step(handoff, findings, paused_destination=hold and hold.health),
-        "destination_hold": hold,
+        "guidance": next_step(handoff, findings, holds=hold),
+        "destination_holds": hold,
         "actions": (
-            available_actions(handoff, findings, destination_held=hold is not None)
+            available_actions(handoff, findings, destination_held=hold is not None and hold.held)
             if is_operator
             else []
         ),
@@ -141,7 +139,7 @@ def _standing(handoff: Handoff, findings: list, repairs: list, hold) -> StatusLi
         handoffs=[handoff],
         now=page_now(),
         findings={handoff.action_key: findings},
-        destinations={handoff.destination: hold.health} if hold is not None else {},
+        destinations={handoff.destination: hold} if hold is not None else {},
         repairs={handoff.action_key: repairs},
     )
     return step_line("This step", handoff, evidence)

@@ -8,6 +8,7 @@ from playwright.sync_api import expect
 
 from outbox.clock import db_now
 from outbox.failures import DeliveryResult
+from outbox.hold_lines import destination_holds_now
 from outbox.models import DestinationHealth, FailureClass, HandoffState
 from outbox.services.breaker import destination_record_results
 from outbox.services.destination_windows import destination_pause_by_operator
@@ -77,30 +78,32 @@ def _receiver_answers_retry_after(*seconds: float) -> list[DestinationHealth]:
     return seen
 
 
+def _words() -> str:
+    """The receiver's one live hold in the destination page's words (`outbox/hold_lines.py`)."""
+    [line] = destination_holds_now("receiver").live
+    return line.words
+
+
 def test_an_outage_shows_on_the_list_and_the_page_without_run_now(page, live_server, sign_in):
     onboarding_world()
     handoff = _waiting_after_a_failed_attempt()
     health = _receiver_goes_down()
     assert health.paused_at is not None and health.next_probe_at is not None
+    words = _words()
+    assert words.startswith("Breaker pause: ")
+    assert f"until a probe succeeds (next probe {_utc(health.next_probe_at)})" in words
     sign_in("olga")
 
     page.goto(f"{live_server.url}/handoffs/?state=pending")
     row = page.locator(f"#handoff-{handoff.pk}")
-    hold = row.locator(".hold")
-    expect(hold).to_contain_text("Destination receiver is paused: it cannot be reached")
-    expect(hold).to_contain_text(f"since {_utc(health.paused_at)}")
-    expect(hold).to_contain_text(f"next probe {_utc(health.next_probe_at)}")
+    expect(row.locator(".hold")).to_have_text(words)
     expect(row).not_to_contain_text("retry 0 minutes")
     expect(row.get_by_role("button", name="Run now")).to_have_count(0)
 
     page.goto(f"{live_server.url}/handoffs/{handoff.pk}/")
-    expect(page.locator("#destination-hold")).to_contain_text(
-        f"since {_utc(health.paused_at)} · next probe {_utc(health.next_probe_at)}"
-    )
-    expect(page.locator("#next-step")).to_contain_text("Waiting: destination receiver is paused.")
-    expect(page.locator("#next-step")).to_contain_text(
-        f"The next probe is due at {_utc(health.next_probe_at)}"
-    )
+    expect(page.locator("#destination-holds .hold")).to_have_text(words)
+    expect(page.locator("#next-step")).to_contain_text("Waiting: destination receiver is held.")
+    expect(page.locator("#next-step")).to_contain_text(words)
     expect(page.get_by_role("button", name="Run now")).to_have_count(0)
 
 
@@ -113,23 +116,18 @@ def test_a_retry_after_hold_says_since_and_until_when_and_promises_no_seconds(
     first, health = _receiver_answers_retry_after(30, 54)
     assert health.hold_since == first.hold_since is not None
     assert health.hold_until > first.hold_until
+    words = _words()
+    assert words.startswith("Retry-After hold: HTTP 429 with Retry-After 54 s · ")
+    assert f"since {_utc(health.hold_since)} · until {_utc(health.hold_until)}" in words
     sign_in("olga")
 
     page.goto(f"{live_server.url}/handoffs/{queued.pk}/")
-    expect(page.locator("#destination-hold")).to_contain_text(
-        "Destination receiver asked us to wait (Retry-After) · "
-        f"held since {_utc(health.hold_since)}, until {_utc(health.hold_until)}"
-    )
-    expect(page.locator("#destination-hold")).to_contain_text("HTTP 429 with Retry-After 54 s")
-    expect(page.locator("#next-step")).to_contain_text(
-        f"asked us to wait until {_utc(health.hold_until)}"
-    )
+    expect(page.locator("#destination-holds .hold")).to_have_text(words)
+    expect(page.locator("#next-step")).to_contain_text(words)
     expect(page.locator("#next-step")).not_to_contain_text("within seconds")
 
     page.goto(f"{live_server.url}/handoffs/?state=pending")
-    expect(page.locator(f"#handoff-{queued.pk} .hold")).to_contain_text(
-        f"held since {_utc(health.hold_since)}, until {_utc(health.hold_until)}"
-    )
+    expect(page.locator(f"#handoff-{queued.pk} .hold")).to_have_text(words)
 
 
 def test_an_operators_pause_shows_who_since_when_and_until_resumed(page, live_server, sign_in):
@@ -138,19 +136,19 @@ def test_an_operators_pause_shows_who_since_when_and_until_resumed(page, live_se
     pause = destination_pause_by_operator(
         name="receiver", actor=world["olga"], reason="receiver upgrade"
     )
+    words = _words()
+    assert words == (
+        f"Paused by an operator: receiver upgrade · since {_utc(pause.starts_at)} "
+        "· until an operator resumes it · set by olga"
+    )
     sign_in("olga")
 
     page.goto(f"{live_server.url}/handoffs/")
     row = page.locator(f"#handoff-{handoff.pk}")
-    expect(row.locator(".hold")).to_contain_text(
-        f"Destination receiver is paused by an operator · since {_utc(pause.starts_at)} "
-        "· until an operator resumes it"
-    )
+    expect(row.locator(".hold")).to_have_text(words)
     expect(row.get_by_role("button", name="Run now")).to_have_count(0)
     page.goto(f"{live_server.url}/handoffs/{handoff.pk}/")
-    expect(page.locator("#destination-hold")).to_contain_text("receiver upgrade")
-    expect(page.locator("#next-step")).to_contain_text(
-        "is paused by olga until an operator resumes"
-    )
+    expect(page.locator("#destination-holds .hold")).to_have_text(words)
+    expect(page.locator("#next-step")).to_contain_text(words)
     expect(page.get_by_role("button", name="Run now")).to_have_count(0)
     assert handoff.state == HandoffState.PENDING

@@ -31,7 +31,7 @@ def test_a_paused_destination_shows_on_the_health_page_and_on_a_waiting_handoff(
     health = client.get("/health/").content.decode()
     assert "Destination receiver is paused since" in health and "credentials refused" in health
     detail = client.get(f"/handoffs/{handoff.pk}/").content.decode()
-    assert "Waiting: destination receiver is paused." in detail
+    assert "Waiting: destination receiver is held." in detail
     assert "Rotate or restore the signing secret" in detail
 
 

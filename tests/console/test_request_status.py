@@ -2,7 +2,7 @@
 `console/request_evidence.py`): one line per request and per step, each derived from that step's own handoff,
 its compensation and its live findings, reached through the product's own services. Both backends."""
 
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
 import pytest
 from django.utils import timezone
@@ -13,13 +13,17 @@ from console.request_evidence import statuses_of
 from console.selectors import requests_of
 from delivery.models import ReceiverTask
 from delivery.services import task_status_set
+from outbox.clock import db_now_plus
 from outbox.dispatch.dispatcher import drain
+from outbox.hold_lines import destination_holds_now
 from outbox.models import (
     DestinationHealth,
+    DestinationHold,
     DestinationState,
     Handoff,
     HandoffKind,
     HandoffState,
+    HoldKind,
     PauseReason,
 )
 from outbox.services import instance_compensate
@@ -268,8 +272,13 @@ def test_a_step_waiting_for_a_paused_destination_says_so_with_until_when_not_bei
         name="receiver", actor=world["olga"], reason="receiver upgrade", for_seconds=600
     )
     line = status_of(request).steps[0]
-    assert line.text.startswith("not sent yet, waiting: receiver is paused by olga from ")
-    assert "until " in line.text and "(receiver upgrade)" in line.text
+    [hold] = destination_holds_now("receiver").live
+    # The destination page's words (`outbox/hold_lines.py`): who, why, since and until when.
+    assert line.text == f"not sent yet, waiting: receiver is held: {hold.words}"
+    assert (
+        "Paused by an operator: receiver upgrade · since " in line.text
+        and "set by olga" in line.text
+    )
     assert line.owner == "olga (operator)" and line.tone == "waiting"
 
 
@@ -280,9 +289,20 @@ def test_a_step_waiting_for_a_destination_its_breaker_paused_names_the_next_prob
         state=DestinationState.PAUSED,
         pause_reason=PauseReason.UNREACHABLE,
         paused_at=timezone.now(),
-        next_probe_at=timezone.now() + timedelta(seconds=30),
+        next_probe_at=db_now_plus(30),
+    )
+    DestinationHold.objects.create(
+        destination="receiver",
+        kind=HoldKind.BREAKER,
+        reason="5 consecutive failure(s): connect_failed: refused",
+        starts_at=db_now_plus(-1),
+        until_probe=True,
+        set_by="the breaker",
     )
     line = status_of(request).steps[0]
-    assert line.text.startswith("not sent yet, waiting: receiver takes no calls since ")
-    assert "unreachable" in line.text and "next probe at" in line.text
-    assert line.next == "the system probes receiver and sends the step when it answers"
+    assert line.text.startswith(
+        "not sent yet, waiting: receiver is held: Breaker pause: 5 consecutive"
+    )
+    assert "until a probe succeeds (next probe " in line.text
+    assert line.next == "the system sends it once no hold on receiver is live"
+    assert line.owner == "the system (its holds end by themselves)"

@@ -141,16 +141,22 @@ def test_run_now_is_not_offered_while_the_destination_takes_no_call():
 
 
 def test_a_retry_after_hold_says_until_when_instead_of_within_seconds():
-    from outbox.models import DestinationHealth
+    from outbox.hold_lines import DestinationHolds, HoldLine
+    from outbox.models import HoldKind
 
     queued = handoff(S.PENDING)
     assert "within seconds" in next_step(queued).detail
-    # As `with_holds` annotates it from its Retry-After hold.
-    hold = DestinationHealth(name="receiver")
-    hold.hold_until = timezone.now() + timedelta(seconds=54)
-    hold.hold_reason = "HTTP 429 with Retry-After 54 s"
-    hold.held = True
-    guidance = next_step(queued, paused_destination=hold)
-    assert guidance.headline.startswith("Waiting: destination receiver asked us to wait until ")
-    assert "HTTP 429 with Retry-After 54 s" in guidance.detail
+    # As `outbox/hold_lines.py` reads it from its Retry-After hold.
+    line = HoldLine(
+        kind=HoldKind.RETRY_AFTER.label,
+        reason="HTTP 429 with Retry-After 54 s",
+        since=timezone.now(),
+        until="2026-12-05 10:00:54 UTC",
+        who="the dispatcher",
+        code=HoldKind.RETRY_AFTER,
+    )
+    guidance = next_step(queued, holds=DestinationHolds("receiver", [line], None))
+    assert guidance.headline == "Waiting: destination receiver is held."
+    assert f"Holds: {line.words}." in guidance.detail
+    assert "until 2026-12-05 10:00:54 UTC" in guidance.detail
     assert "within seconds" not in guidance.detail

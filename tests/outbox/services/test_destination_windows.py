@@ -21,7 +21,6 @@ from outbox.models import (
     Handoff,
     HandoffState,
 )
-from outbox.selectors import destination_pause
 from outbox.services.destination_windows import (
     InvalidWindow,
     destination_pause_by_operator,
@@ -61,11 +60,13 @@ def test_while_paused_by_an_operator_nothing_is_claimed_called_or_spent(make_han
 def test_a_waiting_handoff_says_who_paused_it_why_and_until_when(make_handoff, olga):
     handoff = make_handoff(1)
     destination_pause_by_operator(name="receiver", actor=olga, reason="receiver upgrade")
-    guidance = next_step(handoff, paused_destination=destination_pause("receiver"))
-    assert guidance.headline == (
-        "Waiting: destination receiver is paused by olga until an operator resumes it."
-    )
-    assert "receiver upgrade" in guidance.detail
+    holds = destination_holds_now("receiver")
+    guidance = next_step(handoff, holds=holds)
+    assert guidance.headline == "Waiting: destination receiver is held."
+    # The destination page's words: who paused it, why and until when.
+    [line] = holds.live
+    assert line.words.endswith("until an operator resumes it · set by olga")
+    assert f"Holds: {line.words}." in guidance.detail and "receiver upgrade" in line.words
     assert "retry" in guidance.avoid
 
 
@@ -74,7 +75,7 @@ def test_after_a_resume_the_destination_drains_by_itself(make_handoff, olga):
     destination_pause_by_operator(name="receiver", actor=olga, reason="receiver upgrade")
     assert dispatch_batch(destination=ScriptedDestination()).claimed == 0
     destination_resume_by_operator(name="receiver", actor=olga, reason="upgrade done")
-    assert destination_pause("receiver") is None
+    assert not destination_holds_now("receiver").held
     assert dispatch_batch(destination=ScriptedDestination()).delivered == 2
     actions = list(
         DestinationEvent.objects.filter(destination="receiver").values_list("action", "actor_label")
@@ -99,13 +100,10 @@ def test_a_maintenance_window_holds_only_while_it_is_on_and_ends_on_time(make_ha
     DestinationHold.objects.filter(destination="receiver").update(starts_at=db_now_plus(-1))
     destination = ScriptedDestination()
     assert dispatch_batch(destination=destination).claimed == 0 and destination.calls == 0
-    assert (
-        "until"
-        in next_step(
-            Handoff.objects.get(action_key__endswith=":2:1"),
-            paused_destination=destination_pause("receiver"),
-        ).headline
+    guidance = next_step(
+        Handoff.objects.get(action_key__endswith=":2:1"), holds=destination_holds_now("receiver")
     )
+    assert "Maintenance window: receiver's database maintenance · since " in guidance.detail
     # ... and ends (its end is now the database's past): the destination drains without anyone.
     DestinationHold.objects.filter(destination="receiver").update(ends_at=db_now_plus(-0.001))
     assert dispatch_batch(destination=ScriptedDestination()).delivered == 1
