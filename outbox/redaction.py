@@ -1,6 +1,7 @@
 """The one redaction function: everything shown to operators or written to logs goes through it."""
 
 import os
+from contextvars import ContextVar
 from typing import Any
 
 import re2
@@ -93,12 +94,34 @@ def _environment_secret_names() -> tuple[str, ...]:
 
 
 _secrets_cache: tuple[tuple, list[str]] = ((), [])
+# Within one request (a page of fifty rows, each with strings to mask) the secrets are read once: reading
+# them (every setting, the environment's names and values) cost more than masking a short string.
+_secrets_this_request: ContextVar[list[str] | None] = ContextVar("secrets", default=None)
+
+
+def secrets_read_once_per_request(get_response):
+    """Middleware: the configured secrets read once per request; outside a request, at every call."""
+
+    def middleware(request):
+        token = _secrets_this_request.set(_read_configured_secrets())
+        try:
+            return get_response(request)
+        finally:
+            _secrets_this_request.reset(token)
+
+    return middleware
 
 
 def configured_secrets() -> list[str]:
     """The exact values of the configured secrets (and of a whsec_ secret, its key without the prefix),
     longest first so that a secret containing another is masked whole. Redaction runs on every string a
-    page or a log shows: the list is rebuilt only when one of the values changed (a rotation)."""
+    page or a log shows: the list is rebuilt only when one of the values changed (a rotation), and read
+    once per request inside one (`secrets_read_once_per_request`)."""
+    pinned = _secrets_this_request.get()
+    return pinned if pinned is not None else _read_configured_secrets()
+
+
+def _read_configured_secrets() -> list[str]:
     global _secrets_cache
     raw = tuple(getattr(settings, name, "") for name in SECRET_SETTINGS) + tuple(
         os.environ.get(name, "") for name in _environment_secret_names()
@@ -149,10 +172,14 @@ def redact_query_parameters(text: str) -> str:
 
 
 def redact_text(text: str, *, keep_personal: bool = False) -> str:
+    # Each pattern runs only on a text holding the part it cannot match without ("whsec_", "bearer", "@"):
+    # a call into RE2 costs more than the search, and most strings shown (a client's name) hold none.
     text = redact_query_parameters(_mask_configured(text))
-    text = _WHSEC.sub(REDACTED, text)
-    text = _BEARER.sub("Bearer " + REDACTED, text)
-    return text if keep_personal else _EMAIL.sub(REDACTED, text)
+    if "whsec_" in text:
+        text = _WHSEC.sub(REDACTED, text)
+    if "bearer" in text.lower():
+        text = _BEARER.sub("Bearer " + REDACTED, text)
+    return text if keep_personal or "@" not in text else _EMAIL.sub(REDACTED, text)
 
 
 def redact(value: Any, *, max_depth: int = MAX_DEPTH, keep_personal: bool = False) -> Any:

@@ -84,6 +84,8 @@ MIDDLEWARE = [
     "config.nul_guard.RefuseNulMiddleware",
     # A page reads each destination's contract once, however many of its handoffs it advises on.
     "outbox.guidance.contracts_read_once_per_request",
+    # ... and the configured secrets once, however many strings it masks (outbox/redaction.py).
+    "outbox.redaction.secrets_read_once_per_request",
     # A refused signature at intake or the receiver is a security event (paged above a rate).
     "reconciliation.alerts.security.SecurityEventMiddleware",
     # Last, as django-axes asks: it turns a lockout raised during authentication into the lockout answer.

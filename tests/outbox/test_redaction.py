@@ -1,10 +1,12 @@
 """outbox/redaction.py: a configured secret's exact value is masked wherever it appears, even typed into a
 payload's free text (the METRICS_TOKEN value in a trigger's notes was shown on the handoff page)."""
 
+import os
+
 from django.conf import settings
 from django.test import override_settings
 
-from outbox.redaction import REDACTED, redact, redact_text
+from outbox.redaction import REDACTED, redact, redact_text, secrets_read_once_per_request
 
 
 def test_the_metrics_token_typed_verbatim_is_masked():
@@ -37,3 +39,29 @@ def test_a_secret_variable_added_as_another_variable_goes_is_masked(monkeypatch)
     monkeypatch.delenv("HANDOFF_TEST_PLAIN_SETTING")
     monkeypatch.setenv("BILLING_API_TOKEN", "billing-token-value")
     assert redact_text("x billing-token-value y") == f"x {REDACTED} y"
+
+
+def test_each_pattern_still_masks_in_any_case_after_its_cheap_precheck():
+    """A pattern runs only on a text holding its part ("whsec_", "bearer", "@"): the check is case-blind
+    where the pattern is."""
+    assert redact_text("auth: BEARER abc.def-ghi") == f"auth: Bearer {REDACTED}"
+    assert redact_text("key whsec_QUJDRA== here") == f"key {REDACTED} here"
+    assert redact_text("mail Ops@Example.COM now") == f"mail {REDACTED} now"
+    assert redact_text("Client 42 · plan standard") == "Client 42 · plan standard"
+
+
+def test_a_secret_rotated_between_two_requests_is_masked_in_the_second(monkeypatch):
+    """Within a request the secrets are read once (`secrets_read_once_per_request`); the next request reads
+    the rotated value."""
+    seen = []
+
+    def page(request):
+        seen.append(redact_text(os.environ["CRM_API_TOKEN"]))
+        return None
+
+    monkeypatch.setenv("CRM_API_TOKEN", "crm-token-first-value")
+    secrets_read_once_per_request(page)(object())
+    monkeypatch.setenv("CRM_API_TOKEN", "crm-token-after-rotation")
+    secrets_read_once_per_request(page)(object())
+
+    assert seen == [REDACTED, REDACTED]
