@@ -53,6 +53,18 @@ def _sessions_on(names: list[str]) -> list[tuple]:
         ).fetchall()
 
 
+def _created_by_the_run() -> list[str]:
+    """The aliases whose test database pytest-django created: only those the run's tests ask for. A run of
+    tests that use none (the hosts soak, `make soak`, whose databases are on a server of its own) creates none,
+    and its DATABASE_URL may name a database that does not exist (a fresh machine)."""
+    return [
+        alias
+        for alias in connections
+        if connections[alias].settings_dict["NAME"]
+        == connections[alias].creation._get_test_db_name()
+    ]
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _test_databases_released(django_db_setup, django_db_blocker):
     """The run fails when something still uses a test database once every test is done: pytest-django could
@@ -67,7 +79,7 @@ def _test_databases_released(django_db_setup, django_db_blocker):
     of their own, tests/hosts/postgres_cluster.py, which keep the default)."""
     if connections["default"].vendor == "postgresql":
         with django_db_blocker.unblock():
-            for alias in connections:
+            for alias in _created_by_the_run():
                 name = connections[alias].settings_dict["NAME"]
                 with connections[alias].cursor() as cursor:
                     cursor.execute(f'ALTER DATABASE "{name}" SET synchronous_commit = off')
@@ -75,7 +87,7 @@ def _test_databases_released(django_db_setup, django_db_blocker):
     yield
     if connections["default"].vendor != "postgresql":
         return
-    names = [connections[alias].settings_dict["NAME"] for alias in connections]
+    names = [connections[alias].settings_dict["NAME"] for alias in _created_by_the_run()]
     connections.close_all()
     deadline = time.monotonic() + RELEASE_DEADLINE_SECONDS
     while (left := _sessions_on(names)) and time.monotonic() < deadline:
