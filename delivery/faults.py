@@ -4,7 +4,8 @@ RECEIVER_FAULTS is JSON:
     {"keys": {"onboarding:7:42:1": "drop_after_commit"},   # a fault for chosen action keys
      "fraction": 0.1, "kinds": ["http_503", "slow"],        # and/or for a share of all keys
      "seed": 1, "slow_seconds": 10, "retry_after": 2,
-     "observe": "receiver-calls.log"}                       # and/or a line per request, to measure the load
+     "observe": "receiver-calls.log",                       # and/or a line per request, to measure the load
+     "spells": "receiver-spells"}                           # and/or kinds switched on and off by a file
 
 Each fault fires once per action key, across every process of the receiver (the claim is a row in the
 receiver's database), so the handoff can then recover.
@@ -15,6 +16,11 @@ Kinds that act after it is committed (the sender cannot know it exists): drop_af
 
 The API opts in with `@injects_faults`: the wrapper stands between the API and the receiver's store
 for each item, and acts on the connection once the view has committed. The API itself knows no fault.
+
+"spells" names a file holding the kinds in force now (whitespace-separated; a schedule of faults writes it
+whole, then renames it, as each spell begins and ends: tests/hosts/schedules.py): while a kind is in force,
+every create call gets it, not once per key (a credential refused, receipts that lie, for as long as the spell
+lasts). Spells are http_401 and malformed (SPELL_KINDS); each key's first is recorded as a fired fault.
 
 "observe" names a file to which the wrapper appends one line per create call, `<method> <arrived> <answered>`
 (Unix times): what a receiver sees of its senders' load (calls in flight at once, requests per second), for
@@ -28,6 +34,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import wraps
+from pathlib import Path
 
 from django.conf import settings
 from django.db import connections
@@ -40,6 +47,8 @@ DB = "delivery"
 BEFORE_COMMIT = frozenset({"http_401", "http_429", "http_500", "http_503"})
 AFTER_COMMIT = frozenset({"drop_after_commit", "slow", "malformed"})
 KINDS = BEFORE_COMMIT | AFTER_COMMIT
+# In force for every call while their spell lasts; http_401 first when both are.
+SPELL_KINDS = ("http_401", "malformed")
 MALFORMED_RECEIPT = {"ok": True, "note": "injected malformed receipt"}
 
 # One item of a create call, (action_key, payload), and the answer the API gives it, (status, body).
@@ -98,15 +107,30 @@ def _claim(action_key: str, kind: str) -> bool:
         return cursor.rowcount == 1
 
 
+def _spell_in_force(config: dict) -> str | None:
+    """The spell kind in force now (read from the "spells" file at each call), or None."""
+    if not config.get("spells"):
+        return None
+    try:
+        in_force = set(Path(config["spells"]).read_text(encoding="ascii").split())
+    except (FileNotFoundError, UnicodeDecodeError):
+        return None
+    return next((kind for kind in SPELL_KINDS if kind in in_force), None)
+
+
 def fault_for(action_key: object) -> Fault | None:
     """The fault to inject for this call, claiming it, or None."""
     config = settings.RECEIVER_FAULTS
     max_key = FiredFault._meta.get_field("action_key").max_length
     if not config or not isinstance(action_key, str) or not action_key or len(action_key) > max_key:
         return None
-    kind = _configured_kind(config, action_key)
-    if kind is None or not _claim(action_key, kind):
-        return None
+    if spell := _spell_in_force(config):
+        _claim(action_key, spell)  # recorded once per key; fires on every call while in force
+        kind = spell
+    else:
+        kind = _configured_kind(config, action_key)
+        if kind is None or not _claim(action_key, kind):
+            return None
     return Fault(
         kind=kind,
         slow_seconds=float(config.get("slow_seconds", 10)),

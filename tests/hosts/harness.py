@@ -306,7 +306,7 @@ class Run:
         if self.pooler is not None:
             self.pooler.stop()
         self.network.heal()
-        self.network.relays.pop("receiver", None)
+        self.network.relays.clear()
         for name in self.names.values():
             with contextlib.suppress(Exception):
                 self.server.sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

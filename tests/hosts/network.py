@@ -12,6 +12,7 @@ Faults, each healed by `heal()`:
   (requests arrive, answers are lost: `drop_one_way(receiver, dispatcher)`);
 - `loss(host, percent)`: that share of the packets the host receives and sends is dropped
   (`numgen random mod 100 < N drop`);
+- `relay_mode(host, mode)`: the relay in front of the host's server drops (holds) or resets its connections;
 - `delay(host, seconds)`: every packet to and from the host waits. `tc netem` where the kernel has it
   (`netem_available()`); this machine's kernel has none (a Firecracker guest: CONFIG_NET_SCH_NETEM unset,
   modules off, and no NFT_QUEUE either), so there the delay is made by a relay process on the path
@@ -104,6 +105,9 @@ class Network:
         self.switch = f"{self.prefix}-switch"
         self.hosts: dict[str, Host] = {}
         self.relays: dict[str, Path] = {}
+        # What each relay's control file says: its delay each way and its mode (drop, reset or none).
+        self.relay_delays: dict[str, float] = {}
+        self.relay_modes: dict[str, str] = {}
         run("ip", "netns", "add", self.switch)
         run("ip", "-n", self.switch, "link", "add", "br0", "type", "bridge")
         run("ip", "-n", self.switch, "link", "set", "br0", "up")
@@ -185,11 +189,21 @@ class Network:
                 check=False,
             )
             return
+        self.relay_delays[name] = seconds / 2
+        self._write_relay(name)
+
+    def relay_mode(self, name: str, mode: str) -> None:
+        """The fault of the relay in front of `name`'s server (tests/hosts/relay.py): `drop` (nothing passes
+        until it ends), `reset` (every connection reset while it lasts), or "" (none)."""
+        self.relay_modes[name] = mode
+        self._write_relay(name)
+
+    def _write_relay(self, name: str) -> None:
         control = self.relays.get(name)
         if control is None:
-            raise RuntimeError(f"no netem on this kernel and no delaying relay on host {name}")
+            raise RuntimeError(f"no netem on this kernel and no relay on host {name}")
         tmp = control.with_suffix(".tmp")
-        tmp.write_text(f"{seconds / 2}\n")
+        tmp.write_text(f"{self.relay_delays.get(name, 0.0)} {self.relay_modes.get(name, '')}\n")
         tmp.replace(control)
 
     def heal(self, name: str | None = None) -> None:
@@ -201,7 +215,11 @@ class Network:
             host.loss_percent = 0
             self._apply(host)
             run("ip", "-n", self.switch, "link", "set", host.switch_port, "up")
-            if host.name in self.relays or netem_available():
+            if host.name in self.relays:
+                self.relay_modes.pop(host.name, None)
+                self.relay_delays.pop(host.name, None)
+                self._write_relay(host.name)
+            if netem_available():
                 self.delay(host.name, 0)
 
     def _apply(self, host: Host) -> None:

@@ -5,24 +5,30 @@ against dispatchers at work, and shrunk to the shortest schedule that still fail
 receiver), answers lost one way, loss and delay on the receiver link, SIGKILL and SIGSTOP of a dispatcher,
 PostgreSQL restarts (fast and immediate), backends terminated, a restart of the pooler (PgBouncer, which d3
 goes through), the accounts API refusing every call (401: its token changed, then restored), and a clock jump
-on a dispatcher host; the receiver also fails a seeded share of calls (lost answers, slow answers, 5xx, 429,
-401, and lying receipts: a 200 whose body is not the receipt of the task it made). `play(run, schedule)`
-plays it while people approve requests through the web app (tests/hosts/three_hosts.py: each approval's three
-steps go to three destinations, each a host of its own), heals everything, waits for the handoffs to settle
-and returns what the shared checker (tests/faults/invariants.py) found broken, with the time to settle after
-the heal; then waits for every incident of a healed cause to resolve by the product's own alert sweep.
+on a dispatcher host; spells of the receiver refusing every call (401) or lying (a 200 whose body is not the
+receipt of the task it made), and of the SMTP link delayed, dropped or reset (the relay in front of the mail
+host); the receiver also fails a seeded share of keys once each (lost answers, slow answers, 5xx, 429).
+`play(run, schedule)` plays it while people approve requests through the web app (tests/hosts/three_hosts.py:
+each approval's three steps go to three destinations, each a host of its own), heals everything, waits for the
+handoffs to settle and returns what the shared checker (tests/faults/invariants.py) found broken, with the
+time to settle after the heal; then waits for every incident of a healed cause to resolve by the product's own
+alert sweep, and says per fault what happened while it lasted (tests/hosts/spells.py).
 `shrink(schedule, fails)` removes faults one at a time while the schedule still fails.
 """
 
+import json
 import random
 import signal
 import sys
 import threading
 import time
+from collections import Counter
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from tests.acceptance.three_destinations import ACCOUNTS_TOKEN
 from tests.faults.invariants import check_invariants, incidents_open_for_healed_causes
+from tests.hosts.spells import spell_lines, spell_report
 from tests.hosts.three_hosts import MAIL, STEPS, ThreeHosts
 
 DISPATCHERS = ("d1", "d2", "d3")
@@ -40,7 +46,17 @@ KINDS = (
     "pooler_restart",
     "accounts_401",
     "clock_jump",
+    "receiver_401",
+    "receiver_lies",
+    "smtp_delay",
+    "smtp_drop",
+    "smtp_reset",
 )
+# The receiver's spells (delivery/faults.py "spells"): while one lasts every create call is refused (401: its
+# credential changed) or answered with a lying receipt (a 200 whose body is not the task's receipt).
+RECEIVER_SPELLS = {"receiver_401": "http_401", "receiver_lies": "malformed"}
+# The SMTP link's faults, played by the relay in front of the mail host's server (tests/hosts/relay.py).
+SMTP_MODES = {"smtp_drop": "drop", "smtp_reset": "reset"}
 # The dispatcher host behind the pooler.
 POOLED = ("d3",)
 # A clock jump under libfaketime 0.9.10 (Debian 12): it fakes CLOCK_MONOTONIC as the wall clock, so a
@@ -50,15 +66,8 @@ POOLED = ("d3",)
 # fault, and at the fault's end it is killed (SIGKILL: a stalled one answers no SIGTERM) and replaced by one
 # on the true clock: while the fault lasts it may stall when idle, which the schedule counts as a stop.
 CLOCK_JUMPS = (-300, -60, 60, 300)
-RECEIVER_FAULT_KINDS = [
-    "drop_after_commit",
-    "slow",
-    "http_500",
-    "http_503",
-    "http_429",
-    "http_401",
-    "malformed",
-]
+# The receiver's faults for a seeded share of keys, once per key; 401 and lying receipts are spells.
+RECEIVER_FAULT_KINDS = ["drop_after_commit", "slow", "http_500", "http_503", "http_429"]
 SETTLE_DEADLINE = 240.0
 # The alert sweep's security window is a minute in these runs: an incident of refused signatures (a clock
 # jump) resolves a minute after the last one.
@@ -92,6 +101,7 @@ def draw(seed: int, seconds: float, kinds: tuple[str, ...] = KINDS) -> list[Faul
         amount = {
             "loss": rng.choice([5, 20, 50]),
             "delay": rng.choice([5, 20, 40]),
+            "smtp_delay": rng.choice([5, 20, 40]),
             "clock_jump": rng.choice(CLOCK_JUMPS),
         }.get(kind, 0)
         faults.append(
@@ -100,11 +110,15 @@ def draw(seed: int, seconds: float, kinds: tuple[str, ...] = KINDS) -> list[Faul
     return sorted(faults, key=lambda f: f.start)
 
 
-def receiver_faults(seed: int) -> str:
-    import json
-
+def receiver_faults(seed: int, spells: Path) -> str:
     return json.dumps(
-        {"fraction": 0.1, "seed": seed, "kinds": RECEIVER_FAULT_KINDS, "slow_seconds": 7}
+        {
+            "fraction": 0.1,
+            "seed": seed,
+            "kinds": RECEIVER_FAULT_KINDS,
+            "slow_seconds": 7,
+            "spells": str(spells),
+        }
     )
 
 
@@ -117,6 +131,9 @@ class Player:
         self.timers: list[threading.Timer] = []
         # accounts_401 faults in force: the token comes back when the last one ends.
         self.refusing = 0
+        # Spells in force by kind (the receiver's, the SMTP relay's): one ends, another may still hold.
+        self.in_force: Counter = Counter()
+        self.spells_file = run.tmp_path / "receiver-spells"
 
     def _replace(self, host: str) -> None:
         """Kill the host's dispatcher and start another on it (a new worker name)."""
@@ -161,6 +178,11 @@ class Player:
             case "accounts_401":
                 self.refusing += 1
                 self.three.ledger_token("a-token-nobody-sends")
+            case "receiver_401" | "receiver_lies" | "smtp_drop" | "smtp_reset":
+                self.in_force[fault.kind] += 1
+                self._write_spells()
+            case "smtp_delay":
+                self.net.delay("mail", fault.amount / 10)
             case "clock_jump":
                 if fault.host in self.run.clock_files:
                     return  # a jump already in force on this host: this one is a no-op
@@ -193,9 +215,24 @@ class Player:
                 self.refusing -= 1
                 if not self.refusing:
                     self.three.ledger_token(ACCOUNTS_TOKEN)
+            case "receiver_401" | "receiver_lies" | "smtp_drop" | "smtp_reset":
+                self.in_force[fault.kind] -= 1
+                self._write_spells()
+            case "smtp_delay":
+                self.net.delay("mail", 0)
             case "clock_jump":
                 if self.run.clock_files.pop(fault.host, None) is not None:
                     self._replace(fault.host)
+
+    def _write_spells(self) -> None:
+        """The receiver's spell file (written whole, then renamed) and the SMTP relay's mode, from the
+        spells in force (a reset wins over a drop)."""
+        kinds = [RECEIVER_SPELLS[k] for k in RECEIVER_SPELLS if self.in_force[k] > 0]
+        tmp = self.spells_file.with_suffix(".tmp")
+        tmp.write_text(" ".join(kinds) + "\n")
+        tmp.replace(self.spells_file)
+        modes = [SMTP_MODES[k] for k in ("smtp_reset", "smtp_drop") if self.in_force[k] > 0]
+        self.net.relay_mode("mail", modes[0] if modes else "")
 
     def _jump(self, host: str, seconds: int) -> None:
         # The fault may have ended first (its end was due when a slow step let the loop reach it).
@@ -222,7 +259,7 @@ def play(run, schedule: list[Fault], *, seed: int, seconds: float) -> Outcome:
     """Play `schedule` for `seconds` on `run` (fresh databases, nothing started) while the desk approves
     requests through the web app; heal; wait for every handoff to settle; check the guarantees; wait for
     every incident of a healed cause to resolve."""
-    run.start_receiver(faults=receiver_faults(seed))
+    run.start_receiver(faults=receiver_faults(seed, run.tmp_path / "receiver-spells"))
     run.start_pooler(*POOLED)
     three = ThreeHosts(run)
     run.extra_env.update(three.env())
@@ -236,7 +273,7 @@ def play(run, schedule: list[Fault], *, seed: int, seconds: float) -> Outcome:
         + [(f.start + f.duration, 1, n, f) for n, f in enumerate(schedule)],
         key=lambda e: (e[0], e[1]),
     )
-    started = time.monotonic()
+    started, began = time.monotonic(), time.time()
     try:
         while events or time.monotonic() - started < seconds:
             while events and events[0][0] <= time.monotonic() - started:
@@ -264,6 +301,8 @@ def play(run, schedule: list[Fault], *, seed: int, seconds: float) -> Outcome:
     if open_incidents := _wait_incidents_resolved(run):
         broken["incidents open for a healed cause"] = open_incidents
     figures = _figures(run)
+    figures["spells"] = spell_report(run, schedule, began)
+    print(spell_lines(figures["spells"]), flush=True)
     figures["incidents_resolved_after_settle_seconds"] = round(time.monotonic() - settled_at, 1)
     if run.exited():
         broken["processes exited"] = run.exited()

@@ -4,7 +4,8 @@
 - `ledger`: the accounts API on the Idempotency-Key draft (kind `idempotency_key_http`, destination
   `accounts`; tests/outbox/destinations/idempotency_key_server.py), with its fault switches (a bearer token
   it requires: a wrong one answers 401 to every call);
-- `mail`: the SMTP server (kind `smtp`, destination `welcome-mail`; tests/outbox/destinations/smtp_server.py);
+- `mail`: the SMTP server (kind `smtp`, destination `welcome-mail`; tests/outbox/destinations/smtp_server.py),
+  behind a relay (tests/hosts/relay.py) that plays the SMTP link's faults: delay, drop, reset;
 - `web`: the web app under gunicorn (the console), on the run's databases over TCP;
 - `desk`: a requester and an approver (tests/hosts/desk.py) submitting and approving onboarding requests
   through the web app's forms, one after another: the three-step onboarding routes its steps to the three
@@ -31,6 +32,8 @@ from tests.acceptance.three_destinations import (
 
 LEDGER_PORT = 8100
 SMTP_PORT = 2525
+# The SMTP server's own port on the mail host; the relay in front of it listens on SMTP_PORT.
+SMTP_INNER_PORT = 2526
 WEB_PORT = 8000
 START_DEADLINE = 120.0
 STEPS = ("create_client", "provision_account", "send_welcome_pack")
@@ -82,8 +85,18 @@ class ThreeHosts:
         )  # fmt: skip
         self.run.spawn(
             "mail", "mail",
-            [sys.executable, "-m", "tests.hosts.listen", str(SMTP_PORT), sys.executable, "-m",
+            [sys.executable, "-m", "tests.hosts.listen", str(SMTP_INNER_PORT), sys.executable, "-m",
              "tests.outbox.destinations.smtp_server", str(self.mail_dir), "{fd}"],
+            env,
+        )  # fmt: skip
+        # The one way in from the other hosts: the relay whose delay, drops and resets the schedule plays.
+        control = self.run.tmp_path / "mail-relay"
+        control.write_text("0\n")
+        self.net.relays["mail"] = control
+        self.run.spawn(
+            "mail-relay", "mail",
+            [sys.executable, "-m", "tests.hosts.relay", f"{self.net['mail'].address}:{SMTP_PORT}",
+             f"127.0.0.1:{SMTP_INNER_PORT}", str(control)],
             env,
         )  # fmt: skip
         self._wait(lambda: self.ledger_state() is not None, "the ledger")
