@@ -12,6 +12,7 @@ from approvals.selectors import operators_of, user_by_id
 from console.claims import record_words
 from console.filters import request_number, text_search
 from console.templatetags.evidence import state_badge
+from incidents.models import Incident
 from outbox import services
 from outbox.models import (
     AGE_CHOICES,
@@ -21,7 +22,7 @@ from outbox.models import (
     Handoff,
     HandoffEvent,
 )
-from reconciliation.models import Finding, Incident, ReconciliationRun
+from reconciliation.models import Finding, ReconciliationRun
 
 
 class AttemptInline(admin.TabularInline):

@@ -95,10 +95,10 @@ RECORD_KINDS = {
     "outbox.bulkjob": "bulk_job",
     "outbox.destinationconfig": "destination_config",
     "reconciliation.finding": "finding",
-    "reconciliation.incident": "incident",
+    "incidents.incident": "incident",
     "reconciliation.reconciliationrun": "run",
-    "reconciliation.replay": "replay",
-    "reconciliation.replayitem": "replay_item",
+    "incidents.replay": "replay",
+    "incidents.replayitem": "replay_item",
 }
 
 

@@ -1,14 +1,8 @@
 from django.contrib import admin
 
 from approvals.admin import ReadOnlyAdmin
-from reconciliation.models import (
-    AlertChannel,
-    EscalationPolicy,
-    Finding,
-    FindingEvent,
-    Incident,
-    ReconciliationRun,
-)
+from incidents.models import AlertChannel, EscalationPolicy, Incident
+from reconciliation.models import Finding, FindingEvent, ReconciliationRun
 
 
 @admin.register(ReconciliationRun)

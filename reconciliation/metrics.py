@@ -14,6 +14,7 @@ from django.db.models import Count, Min
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector, CollectorRegistry
 
+from incidents.models import Incident, Notification
 from outbox.clock import db_time
 from outbox.models import Attempt, Handoff, HandoffEvent, HandoffState
 from outbox.models.handoffs import completing_case_condition, work_failed_condition
@@ -25,7 +26,6 @@ from reconciliation.metric_totals import (
     archived_totals,
     with_archived,
 )
-from reconciliation.models import Incident, Notification
 from reconciliation.selectors.figures import (
     ACK_SAMPLE_CAP,
     ack_seconds,

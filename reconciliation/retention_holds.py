@@ -2,8 +2,8 @@
 HANDOFF_RETENTION_HOLD_CHECK): a live finding about its key, or its membership of an incident not resolved.
 A person is still looking at it, and the finding or incident page links to the handoff's own page."""
 
-from reconciliation.models import Finding, IncidentMember
-from reconciliation.models.incidents import IncidentState
+from incidents.models import IncidentMember, IncidentState
+from reconciliation.models import Finding
 
 
 def held_handoff_ids(handoffs: list[tuple[int, str]]) -> set[int]:

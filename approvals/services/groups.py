@@ -27,7 +27,8 @@ SUPPORT_VIEWS = {
         "workspaceworkflow",
     ),
     "outbox": ("handoff", "attempt", "handoffevent", "destinationconfig"),
-    "reconciliation": ("reconciliationrun", "finding", "findingevent", "incident"),
+    "reconciliation": ("reconciliationrun", "finding", "findingevent"),
+    "incidents": ("incident",),
     "delivery": ("receivertask", "seenmessage"),
 }
 SUPPORT_ACTIONS = {

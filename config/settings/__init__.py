@@ -55,6 +55,7 @@ INSTALLED_APPS = [
     "outbox",
     "delivery",
     "reconciliation",
+    "incidents",
     "console",
 ]
 

@@ -19,8 +19,9 @@ from approvals.models import (
     WorkflowModeChange,
 )
 from console.audit_trail.records import AuditRecord
+from incidents.models import IncidentEvent
 from outbox.models import DestinationEvent, Erasure, HandoffEvent
-from reconciliation.models import FindingEvent, IncidentEvent, ManualRepair
+from reconciliation.models import FindingEvent, ManualRepair
 
 
 @dataclass(frozen=True)
@@ -302,7 +303,7 @@ SOURCES: dict[str, Source] = {
     "handoff_event": Source("outbox.view_handoffevent", _handoff_events),
     "finding_event": Source("reconciliation.view_findingevent", _finding_events),
     "repair": Source("reconciliation.view_manualrepair", _repairs),
-    "incident_event": Source("reconciliation.view_incidentevent", _incident_events),
+    "incident_event": Source("incidents.view_incidentevent", _incident_events),
     "destination_event": Source("outbox.view_destinationevent", _destination_events),
     "workflow_mode_change": Source("approvals.view_workflowmodechange", _mode_changes),
     "observed_outcome": Source("approvals.view_observedoutcome", _observed_outcomes),

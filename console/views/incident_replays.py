@@ -18,6 +18,7 @@ from approvals.models import Role
 from approvals.selectors import workspace_ids_for
 from console.filters import HandoffFilter
 from console.views.handoff_list import filter_data
+from incidents.models import Replay
 from lib.csv_cells import csv_line
 from lib.htmx import HtmxHttpRequest
 from lib.querystring import id_or_none
@@ -36,7 +37,6 @@ from reconciliation.alerts.replay_selectors import (
     replay_items_page,
     replay_visible,
 )
-from reconciliation.models import Replay
 
 
 def _operator_scope(request: HtmxHttpRequest) -> list[int]:

@@ -26,6 +26,7 @@ from django.conf import settings
 from django.db.models import Count, Exists, Min, OuterRef, Q
 
 from approvals.models import RuleVersion, TriggerOutcome, TriggerRecord
+from incidents.models import IncidentKind, IncidentSeverity
 from lib.databases import DB
 from outbox.clock import DbNow
 from outbox.destinations.registry import row_config, secret_sources
@@ -40,14 +41,7 @@ from outbox.models import (
     PauseReason,
 )
 from outbox.redaction import redact_text
-from reconciliation.models import (
-    Finding,
-    FindingKind,
-    IncidentKind,
-    IncidentSeverity,
-    SecurityEvent,
-    SecurityEventKind,
-)
+from reconciliation.models import Finding, FindingKind, SecurityEvent, SecurityEventKind
 
 PAGE, QUEUE = IncidentSeverity.PAGE, IncidentSeverity.QUEUE
 CORRUPTION = (FindingKind.PAYLOAD_MISMATCH, FindingKind.MISSING_AT_RECEIVER)

@@ -13,6 +13,7 @@ outcome). Just before the call the dispatcher asks `incidents.notification_send_
 
 from django.conf import settings
 
+from incidents.models import AlertChannel, ChannelKind, Notification
 from lib.databases import DB
 from outbox.destinations import destination_named
 from outbox.dispatch.dispatcher import sweep
@@ -21,7 +22,6 @@ from outbox.services.destination_configs import destination_config_put, product_
 from outbox.services.recording import handoff_record
 from reconciliation.alerts.channels import payload_for
 from reconciliation.alerts.incident_text import incident_summary
-from reconciliation.models import AlertChannel, ChannelKind, Notification
 
 KEY_PREFIX = "incident:"
 NOTIFICATION_WORKFLOW = "incident_notifications"

@@ -18,8 +18,8 @@ from datetime import datetime
 from django.conf import settings
 from django.utils import timezone
 
+from incidents.models import ChannelKind, Notification, NotificationEvent
 from reconciliation.alerts.incident_text import IncidentSummary
-from reconciliation.models import ChannelKind, Notification, NotificationEvent
 
 HEADLINES = {
     NotificationEvent.ACKNOWLEDGE: "ACKNOWLEDGED",

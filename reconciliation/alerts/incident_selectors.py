@@ -6,15 +6,9 @@ from collections.abc import Iterable
 
 from django.db.models import Count, Q, QuerySet
 
+from incidents.models import Incident, IncidentEvent, IncidentKind, IncidentMember, Notification
 from lib.databases import DB
 from reconciliation.alerts.incident_text import incident_summary
-from reconciliation.models import (
-    Incident,
-    IncidentEvent,
-    IncidentKind,
-    IncidentMember,
-    Notification,
-)
 
 MEMBERS_PAGE = 100
 

@@ -10,11 +10,12 @@ from django.contrib.auth import get_user_model
 from django.db.models import F
 from django.urls import reverse
 
+from incidents.models import EscalationPolicy, Incident, IncidentKind, IncidentMember
 from lib.databases import DB
 from outbox.models import Handoff, HandoffKind, HandoffState
 from outbox.redaction import redact_text
 from reconciliation import next_actions
-from reconciliation.models import EscalationPolicy, Finding, Incident, IncidentKind, IncidentMember
+from reconciliation.models import Finding
 
 TRIGGER_NEXT_ACTION = (
     "Read the reasons on the trigger's page, correct the request at the sender and send it again "

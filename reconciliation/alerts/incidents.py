@@ -17,6 +17,17 @@ from django.db import IntegrityError, transaction
 from django.db.models import Count, Exists, OuterRef, Q
 
 from approvals.on_call import failure_owner_id
+from incidents.models import (
+    CONDITION_KINDS,
+    Incident,
+    IncidentEvent,
+    IncidentKind,
+    IncidentMember,
+    IncidentSeverity,
+    IncidentState,
+    Notification,
+    NotificationEvent,
+)
 from lib.databases import DB
 from outbox.clock import DbNow, db_time
 from outbox.models import OPEN_STATES, Handoff
@@ -31,19 +42,7 @@ from reconciliation.alerts.causes import (
 )
 from reconciliation.alerts.channel_delivery import KEY_PREFIX
 from reconciliation.alerts.notifications import incident_notify, incident_queue_notice
-from reconciliation.models import (
-    CONDITION_KINDS,
-    Finding,
-    Incident,
-    IncidentEvent,
-    IncidentKind,
-    IncidentMember,
-    IncidentSeverity,
-    IncidentState,
-    Notification,
-    NotificationEvent,
-    SecurityEvent,
-)
+from reconciliation.models import Finding, SecurityEvent
 
 SYSTEM = "incident sweep"
 DETAIL_FIELDS = ("destination", "failure_class", "reason_code", "workflow", "step", "rule_version")

@@ -21,10 +21,7 @@ from django.db import transaction
 from django.db.models import Max, Q
 
 from approvals.on_call import workspace_operator_id
-from lib.databases import DB
-from outbox.clock import DbNow
-from reconciliation.alerts.channel_delivery import notification_handoff_record
-from reconciliation.models import (
+from incidents.models import (
     AlertChannel,
     ChannelKind,
     EscalationPolicy,
@@ -36,6 +33,9 @@ from reconciliation.models import (
     NotificationEvent,
     NotificationState,
 )
+from lib.databases import DB
+from outbox.clock import DbNow
+from reconciliation.alerts.channel_delivery import notification_handoff_record
 
 
 def message_id(incident_id: int, number: int) -> str:

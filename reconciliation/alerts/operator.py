@@ -3,12 +3,12 @@
 from django.conf import settings
 from django.db import transaction
 
+from incidents.models import Incident, IncidentState, NotificationEvent
 from lib.databases import DB
 from outbox.clock import DbNow
 from reconciliation.alerts.incidents import incident_event, incident_resolve
 from reconciliation.alerts.notifications import incident_notify
 from reconciliation.errors import ReconciliationError
-from reconciliation.models import Incident, IncidentState, NotificationEvent
 
 
 class InvalidIncidentTransition(ReconciliationError):

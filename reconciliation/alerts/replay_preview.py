@@ -14,6 +14,14 @@ from django.conf import settings
 from django.db import connections, transaction
 from django.db.models import Count
 
+from incidents.models import (
+    Incident,
+    IncidentMember,
+    Replay,
+    ReplayItem,
+    ReplayState,
+    ReplayVerdict,
+)
 from lib.databases import DB
 from outbox.clock import DbNow
 from outbox.destinations import LookupFailed, RemoteTask, destination_named
@@ -24,14 +32,6 @@ from outbox.services.bulk import BULK_JOB_LIMIT
 from outbox.services.lookup_limits import lookups_under_limits
 from reconciliation.alerts.incidents import incident_event
 from reconciliation.errors import ReconciliationError
-from reconciliation.models import (
-    Incident,
-    IncidentMember,
-    Replay,
-    ReplayItem,
-    ReplayState,
-    ReplayVerdict,
-)
 
 CHUNK = 100
 # Items asked per progress write: a few batch requests, or a few hundred single lookups at once.

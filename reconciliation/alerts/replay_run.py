@@ -17,6 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from django.db import transaction
 from django.db.models import Q
 
+from incidents.models import ACTED_ON, Replay, ReplayItem, ReplayOutcome, ReplayState, ReplayVerdict
 from lib.databases import DB
 from outbox.clock import DbNow
 from outbox.errors import OutboxError
@@ -34,14 +35,6 @@ from reconciliation.alerts.replay_preview import (
     threads_allowed,
 )
 from reconciliation.errors import ReconciliationError
-from reconciliation.models import (
-    ACTED_ON,
-    Replay,
-    ReplayItem,
-    ReplayOutcome,
-    ReplayState,
-    ReplayVerdict,
-)
 
 STALLED_SECONDS = 120
 # Items done at once on PostgreSQL (each a settle or a retry of its own handoff).

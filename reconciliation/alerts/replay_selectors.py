@@ -3,9 +3,9 @@ replay was started for), its items a page at a time, and its per-item result lis
 
 from collections.abc import Iterable, Iterator
 
+from incidents.models import Replay, ReplayItem
 from lib.databases import DB
 from outbox.redaction import redact_text
-from reconciliation.models import Replay, ReplayItem
 
 ITEMS_PAGE = 100
 CSV_HEADER = (

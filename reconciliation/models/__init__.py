@@ -1,6 +1,5 @@
-"""Reconciliation's records: runs and findings (`findings`), incidents, their
-channels and notifications, and security events (`incidents`), replays previewed item by item
-(`replays`)."""
+"""Reconciliation's records: runs and findings (`findings`), the lifecycle findings and incidents share
+(`lifecycle`), security events (`security_events`). Incidents are an app of their own (`incidents/`)."""
 
 from reconciliation.models.findings import (
     Finding,
@@ -12,24 +11,6 @@ from reconciliation.models.findings import (
     ReconciliationRun,
     RunStatus,
 )
-from reconciliation.models.incidents import (
-    CONDITION_KINDS,
-    AlertChannel,
-    ChannelKind,
-    EscalationPolicy,
-    Incident,
-    IncidentEvent,
-    IncidentKind,
-    IncidentMember,
-    IncidentQuerySet,
-    IncidentSeverity,
-    IncidentState,
-    Notification,
-    NotificationEvent,
-    NotificationState,
-    SecurityEvent,
-    SecurityEventKind,
-)
 from reconciliation.models.lifecycle import (
     LIFECYCLE_TRANSITIONS,
     AcknowledgedResolved,
@@ -38,15 +19,7 @@ from reconciliation.models.lifecycle import (
     LifecycleState,
 )
 from reconciliation.models.metric_totals import ArchivedTotal
-from reconciliation.models.replays import (
-    ACTED_ON,
-    REPLAY_TRANSITIONS,
-    Replay,
-    ReplayItem,
-    ReplayOutcome,
-    ReplayState,
-    ReplayVerdict,
-)
+from reconciliation.models.security_events import SecurityEvent, SecurityEventKind
 
 __all__ = [
     "AcknowledgedResolved",
@@ -55,33 +28,12 @@ __all__ = [
     "LifecycleEvent",
     "LifecycleQuerySet",
     "LifecycleState",
-    "ACTED_ON",
-    "REPLAY_TRANSITIONS",
-    "Replay",
-    "ReplayItem",
-    "ReplayOutcome",
-    "ReplayState",
-    "ReplayVerdict",
-    "CONDITION_KINDS",
-    "AlertChannel",
-    "ChannelKind",
-    "EscalationPolicy",
     "Finding",
     "FindingEvent",
     "FindingKind",
     "FindingQuerySet",
     "FindingStatus",
-    "Incident",
-    "IncidentEvent",
-    "IncidentKind",
-    "IncidentMember",
-    "IncidentQuerySet",
-    "IncidentSeverity",
-    "IncidentState",
     "ManualRepair",
-    "Notification",
-    "NotificationEvent",
-    "NotificationState",
     "ReconciliationRun",
     "RunStatus",
     "SecurityEvent",

@@ -11,6 +11,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from incidents.models import Incident, IncidentKind, IncidentState
 from outbox.destinations.registry import destination_named
 from outbox.dispatch.dispatcher import drain
 from outbox.models import (
@@ -26,7 +27,6 @@ from outbox.models import (
 )
 from outbox.selectors import instance_handoffs
 from outbox.services.breaker import destination_resume
-from reconciliation.models import Incident, IncidentKind, IncidentState
 from tests.acceptance.three_destinations import (
     ACCOUNTS,
     ACCOUNTS_TOKEN,

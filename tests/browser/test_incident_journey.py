@@ -8,6 +8,7 @@ from django.db.models.functions import Now
 from playwright.sync_api import expect
 
 from delivery.models import ReceiverTask
+from incidents.models import AlertChannel, ChannelKind, EscalationPolicy, Incident, Replay
 from outbox.destinations import InProcessDestination
 from outbox.dispatch.dispatcher import handoff_deliver
 from outbox.models import Handoff, HandoffState
@@ -17,7 +18,6 @@ from reconciliation.alerts.incidents import incidents_sync
 from reconciliation.alerts.notifications import incidents_escalate
 from reconciliation.alerts.replay_preview import replay_preview_run
 from reconciliation.alerts.replay_run import replay_run
-from reconciliation.models import AlertChannel, ChannelKind, EscalationPolicy, Incident, Replay
 from tests.builders import record
 from tests.factories import onboarding_world
 from tests.reconciliation.alerts.alert_receiver import AlertReceiver

@@ -13,11 +13,11 @@ import pytest
 from django.db.models.functions import Now
 from playwright.sync_api import expect
 
+from incidents.models import Replay, ReplayItem
 from outbox.clock import db_now_plus
 from outbox.failures import DeliveryResult
 from outbox.models import DestinationHealth, FailureClass, Handoff, HandoffState
 from outbox.services.limits import destination_acquire, destination_release
-from reconciliation.models import Replay, ReplayItem
 from tests.approvals.observation_world import observed_world
 from tests.builders import record
 from tests.factories import onboarding_world, retry_after_rows

@@ -4,8 +4,8 @@ alert channel kind is named in that section. A new outbound setting or kind fail
 
 import re
 
+from incidents.models import ChannelKind
 from outbox.destinations.registry import KINDS
-from reconciliation.models import ChannelKind
 from tests.processes import ROOT
 
 OPERATIONS = ROOT / "docs" / "operations.md"

@@ -12,8 +12,8 @@ from django.db.models.functions import Now
 from django.test import Client
 
 from approvals.models import Membership, Role
+from incidents.models import Replay, ReplayItem
 from outbox.models import Handoff, HandoffState
-from reconciliation.models import Replay, ReplayItem
 from tests.builders import record
 from tests.console.clients import client_for
 

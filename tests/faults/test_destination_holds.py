@@ -11,6 +11,7 @@ import signal
 import pytest
 
 from delivery.models import ReceiverTask
+from incidents.models import Incident, IncidentKind, IncidentState
 from outbox.models import (
     Attempt,
     DestinationConfig,
@@ -21,7 +22,6 @@ from outbox.models import (
     PauseReason,
 )
 from reconciliation.alerts.incidents import incidents_sync
-from reconciliation.models import Incident, IncidentKind, IncidentState
 from tests.factories import HandoffFactory
 from tests.faults.test_dispatch_faults import wait_until
 

@@ -8,6 +8,7 @@ import pytest
 from django.db.models import Count
 
 from delivery.models import ReceiverTask
+from incidents.models import Incident, IncidentKind, IncidentState
 from outbox.models import (
     DestinationEvent,
     DestinationHealth,
@@ -18,7 +19,6 @@ from outbox.models import (
 from outbox.services import handoff_record
 from reconciliation.alerts import alerts_send_due
 from reconciliation.alerts.channel_delivery import NOTIFICATION_WORKFLOW
-from reconciliation.models import Incident, IncidentKind, IncidentState
 from tests.faults.test_dispatch_faults import wait_until
 
 pytestmark = [

@@ -5,15 +5,7 @@ by itself. Real processes: the receiver (gunicorn) and a dispatcher, against Pos
 
 import pytest
 
-from outbox.models import (
-    DestinationEvent,
-    DestinationHealth,
-    DestinationState,
-    Handoff,
-    HandoffState,
-)
-from outbox.services import handoff_record
-from reconciliation.models import (
+from incidents.models import (
     AlertChannel,
     ChannelKind,
     Incident,
@@ -23,6 +15,14 @@ from reconciliation.models import (
     Notification,
     NotificationState,
 )
+from outbox.models import (
+    DestinationEvent,
+    DestinationHealth,
+    DestinationState,
+    Handoff,
+    HandoffState,
+)
+from outbox.services import handoff_record
 from tests.faults.test_dispatch_faults import wait_until
 from tests.reconciliation.alerts.alert_receiver import AlertReceiver
 from tests.reconciliation.alerts.engine import alerts_send_due

@@ -6,14 +6,7 @@ deadlines; the page delay and the escalation are set to seconds."""
 
 import pytest
 
-from outbox.models import DestinationHealth, DestinationState, Handoff, HandoffState
-from outbox.services import handoff_record
-from reconciliation.alerts.channel_delivery import (
-    channel_destination_sync,
-    notifications_deliver_now,
-)
-from reconciliation.alerts.incidents import incidents_sync
-from reconciliation.models import (
+from incidents.models import (
     AlertChannel,
     ChannelKind,
     EscalationPolicy,
@@ -24,6 +17,13 @@ from reconciliation.models import (
     Notification,
     NotificationState,
 )
+from outbox.models import DestinationHealth, DestinationState, Handoff, HandoffState
+from outbox.services import handoff_record
+from reconciliation.alerts.channel_delivery import (
+    channel_destination_sync,
+    notifications_deliver_now,
+)
+from reconciliation.alerts.incidents import incidents_sync
 from tests.faults.test_dispatch_faults import wait_until
 from tests.reconciliation.alerts.alert_receiver import AlertReceiver
 from tests.reconciliation.alerts.engine import alerts_send_due

@@ -10,8 +10,9 @@ import statistics
 from collections.abc import Callable
 from datetime import timedelta
 
+from incidents.models import Incident
 from outbox.models import Attempt, Handoff, HandoffEvent
-from reconciliation.models import Finding, Incident
+from reconciliation.models import Finding
 from tests.oracle.records import COUNT_CAP, workspace_needing_person
 
 WINDOW = timedelta(hours=24)

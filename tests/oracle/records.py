@@ -14,6 +14,8 @@ from django.conf import settings
 from django.db.models import Q
 
 from approvals.models import Request, TriggerRecord
+from incidents.models import Incident, IncidentMember
+from incidents.models.replays import Replay, ReplayItem
 from outbox.destinations import DestinationUnavailable, destination_named
 from outbox.models import (
     ArchivedHandoff,
@@ -23,9 +25,7 @@ from outbox.models import (
     Handoff,
     HandoffEvent,
 )
-from reconciliation.models import Finding, Incident, ReconciliationRun
-from reconciliation.models.incidents import IncidentMember
-from reconciliation.models.replays import Replay, ReplayItem
+from reconciliation.models import Finding, ReconciliationRun
 
 NEEDS_PERSON = ("needs_attention", "uncertain")
 COUNT_CAP = 999  # Home's bounded count: past it, any number above the cap

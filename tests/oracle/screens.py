@@ -9,9 +9,10 @@ from django.test import Client
 from django.urls import reverse
 
 from approvals.models import Request, TriggerRecord
+from incidents.models import Incident
+from incidents.models.replays import Replay
 from outbox.models import ArchivedHandoff, BulkJob, DestinationConfig, DestinationHealth, Handoff
-from reconciliation.models import Finding, Incident, ReconciliationRun
-from reconciliation.models.replays import Replay
+from reconciliation.models import Finding, ReconciliationRun
 
 EVERYONE = ("home",)
 ROLE_SCREENS = {
@@ -36,7 +37,7 @@ ROLE_SCREENS = {
         "admin:approvals_triggerrecord_changelist",
         "admin:reconciliation_reconciliationrun_changelist",
         "admin:reconciliation_finding_changelist",
-        "admin:reconciliation_incident_changelist",
+        "admin:incidents_incident_changelist",
         "admin:outbox_destinationconfig_changelist",
     ),
 }
@@ -54,7 +55,7 @@ OBJECT_SCREENS = [
     (("support",), "admin:outbox_handoff_change", Handoff, "pk"),
     (("support",), "admin:approvals_request_change", Request, "pk"),
     (("support",), "admin:reconciliation_finding_change", Finding, "pk"),
-    (("support",), "admin:reconciliation_incident_change", Incident, "pk"),
+    (("support",), "admin:incidents_incident_change", Incident, "pk"),
     (("support",), "admin:outbox_destinationconfig_change", DestinationConfig, "pk"),
 ]
 

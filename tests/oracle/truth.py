@@ -16,10 +16,11 @@ from django.db.models import Count
 
 from approvals.models import Membership, Request
 from delivery.models import ReceiverTask, TaskEvent
+from incidents.models import Incident
 from outbox.clock import db_time
 from outbox.models import Attempt, DestinationHealth, Handoff
 from outbox.models.holds import DestinationHold
-from reconciliation.models import Finding, Incident, ManualRepair
+from reconciliation.models import Finding, ManualRepair
 from reconciliation.selectors.health import HEALTH_COUNT_CAP
 
 DONE, FAILED, UNFINISHED = "done", "failed", frozenset({"open", "in_progress"})

@@ -3,19 +3,14 @@ on the record's timeline; a resolved one moves no more; only an incident's ackno
 
 import pytest
 
+from incidents.models import Incident, IncidentKind, IncidentSeverity
 from reconciliation.alerts.operator import (
     InvalidIncidentTransition,
     incident_acknowledge,
     incident_resolve_by_person,
 )
 from reconciliation.errors import InvalidFindingTransition
-from reconciliation.models import (
-    Finding,
-    Incident,
-    IncidentKind,
-    IncidentSeverity,
-    LifecycleState,
-)
+from reconciliation.models import Finding, LifecycleState
 from reconciliation.services.findings import finding_acknowledge, finding_resolve
 from tests.factories import FindingFactory, make_user
 

@@ -5,14 +5,9 @@ from django.db.models import Count
 from django.urls import reverse
 from prometheus_client.parser import text_string_to_metric_families
 
+from incidents.models import AlertChannel, Incident, Notification, NotificationState
 from outbox.models import Attempt, Handoff
-from reconciliation.models import (
-    AlertChannel,
-    Finding,
-    Incident,
-    Notification,
-    NotificationState,
-)
+from reconciliation.models import Finding
 
 pytestmark = pytest.mark.django_db(databases=["default", "delivery"])
 AUTH = {"HTTP_AUTHORIZATION": "Bearer metrics-test-token"}

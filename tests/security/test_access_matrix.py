@@ -9,7 +9,7 @@ from django.test import Client
 
 from approvals.models import Request, Role
 from approvals.services import request_approve, support_staff_enroll
-from reconciliation.models import Incident, IncidentKind, IncidentSeverity
+from incidents.models import Incident, IncidentKind, IncidentSeverity
 from tests.factories import grant_destination_admin, make_user, onboarding_world
 
 pytestmark = pytest.mark.django_db(databases=["default", "delivery"])

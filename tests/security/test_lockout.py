@@ -11,7 +11,8 @@ from django.conf import settings
 from django.db.models import F
 from django.test import Client
 
-from reconciliation.models import Incident, IncidentSeverity, SecurityEvent, SecurityEventKind
+from incidents.models import Incident, IncidentSeverity
+from reconciliation.models import SecurityEvent, SecurityEventKind
 from tests.factories import make_user
 from tests.reconciliation.alerts.alert_receiver import AlertReceiver
 from tests.reconciliation.alerts.engine import alerts_send_due

@@ -16,11 +16,11 @@ from django.utils import timezone
 from approvals.models import AuditExport, Request
 from approvals.rules import schema_problems
 from approvals.services.observation import CurrentProcessOutcome
+from incidents.models import Incident, IncidentKind, IncidentSeverity, Replay, ReplayItem
 from lib.csv_cells import csv_cell
 from outbox.dispatch.dispatcher import handoff_deliver
 from outbox.models import DestinationEvent, DestinationHold, Handoff, HandoffState
 from outbox.services.operator import handoff_cancel
-from reconciliation.models import Incident, IncidentKind, IncidentSeverity, Replay, ReplayItem
 from tests.builders import approve, deliver, record
 from tests.factories import (
     ONBOARDING_PAYLOAD,

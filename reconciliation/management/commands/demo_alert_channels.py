@@ -7,8 +7,8 @@ import os
 
 from django.core.management.base import BaseCommand, CommandError
 
+from incidents.models import AlertChannel, ChannelKind, IncidentSeverity
 from lib.databases import DB
-from reconciliation.models import AlertChannel, ChannelKind, IncidentSeverity
 
 DEMO_WORKSPACE = 7
 # The name of the variable that holds the signing secret (scripts/local_env.sh writes it to var/run.env).

@@ -17,6 +17,7 @@ from approvals.services import membership_grant, support_staff_enroll
 from approvals.services.workflow_modes import workflow_mode_set
 from console.audit_trail.export import audit_export
 from console.audit_trail.period import parse_period
+from incidents.models import Incident, IncidentKind, IncidentMember, IncidentSeverity
 from outbox.destinations import InProcessDestination
 from outbox.dispatch.dispatcher import handoff_deliver
 from outbox.models import HandoffEvent
@@ -27,13 +28,7 @@ from outbox.services.destination_windows import (
 from outbox.services.operator import handoff_cancel
 from reconciliation.alerts.incidents import incident_resolve, incidents_sync
 from reconciliation.alerts.operator import incident_acknowledge
-from reconciliation.models import (
-    Incident,
-    IncidentKind,
-    IncidentMember,
-    IncidentSeverity,
-    ManualRepair,
-)
+from reconciliation.models import ManualRepair
 from tests.builders import approve
 from tests.builders import record as record_handoff
 from tests.console.clients import client_for

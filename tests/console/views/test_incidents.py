@@ -4,10 +4,10 @@ audited moves, bad moves refused."""
 
 import pytest
 
+from incidents.models import Incident, IncidentState
 from outbox.destinations import InProcessDestination
 from outbox.dispatch.dispatcher import handoff_deliver
 from reconciliation.alerts.incidents import incidents_sync
-from reconciliation.models import Incident, IncidentState
 from tests.builders import record
 from tests.reconciliation.alerts.test_incidents import REJECTED
 

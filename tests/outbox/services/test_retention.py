@@ -8,6 +8,7 @@ from django.db import connection
 from django.db.models import F
 from django.test.utils import CaptureQueriesContext
 
+from incidents.models import Incident, IncidentMember
 from outbox.models import (
     ArchivedHandoff,
     Attempt,
@@ -20,7 +21,6 @@ from outbox.models import (
 )
 from outbox.services import retention
 from outbox.services.retention import handoffs_archive_settled, pause_after
-from reconciliation.models import Incident, IncidentMember
 from tests.builders import deliver, record
 from tests.factories import FindingFactory, HandoffFactory
 

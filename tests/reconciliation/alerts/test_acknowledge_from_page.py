@@ -11,13 +11,7 @@ from urllib.parse import urlsplit
 import pytest
 from django.test import Client
 
-from outbox.destinations import InProcessDestination
-from outbox.dispatch.dispatcher import handoff_deliver
-from reconciliation.alerts.channel_delivery import notifications_deliver_now
-from reconciliation.alerts.channels import payload_for
-from reconciliation.alerts.incident_text import incident_summary
-from reconciliation.alerts.incidents import incidents_sync
-from reconciliation.models import (
+from incidents.models import (
     AlertChannel,
     ChannelKind,
     EscalationPolicy,
@@ -25,6 +19,12 @@ from reconciliation.models import (
     IncidentState,
     Notification,
 )
+from outbox.destinations import InProcessDestination
+from outbox.dispatch.dispatcher import handoff_deliver
+from reconciliation.alerts.channel_delivery import notifications_deliver_now
+from reconciliation.alerts.channels import payload_for
+from reconciliation.alerts.incident_text import incident_summary
+from reconciliation.alerts.incidents import incidents_sync
 from tests.builders import record
 from tests.reconciliation.alerts.alert_receiver import AlertReceiver
 from tests.reconciliation.alerts.test_escalation import db_clock, escalation_pass, wait_for

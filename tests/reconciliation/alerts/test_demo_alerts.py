@@ -9,7 +9,7 @@ import httpx
 import pytest
 from django.core.management import call_command
 
-from reconciliation.models import AlertChannel, ChannelKind, IncidentSeverity
+from incidents.models import AlertChannel, ChannelKind, IncidentSeverity
 from tests.processes import ROOT
 
 pytestmark = pytest.mark.django_db(databases=["default", "delivery"])

@@ -6,11 +6,11 @@ import pytest
 from django.core import checks
 
 from approvals.models import Role
+from incidents.models import Incident, Notification
 from outbox.destinations import InProcessDestination
 from outbox.destinations.smtp.destination import message_id_for
 from outbox.dispatch.dispatcher import handoff_deliver
 from outbox.models import Handoff, HandoffState
-from reconciliation.models import Incident, Notification
 from tests.builders import approve
 from tests.factories import make_user
 from tests.reconciliation.alerts.engine import alerts_send_due

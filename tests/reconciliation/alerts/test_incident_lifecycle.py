@@ -7,20 +7,14 @@ import time
 
 import pytest
 
+from incidents.models import AlertChannel, ChannelKind, Incident, IncidentKind, IncidentState
 from outbox.clock import DbNow
 from outbox.destinations import InProcessDestination
 from outbox.dispatch.dispatcher import handoff_deliver
 from outbox.models import Handoff, HandoffState
 from outbox.services import handoff_record
 from reconciliation.alerts.operator import incident_acknowledge
-from reconciliation.models import (
-    AlertChannel,
-    ChannelKind,
-    Incident,
-    IncidentKind,
-    IncidentState,
-    SecurityEvent,
-)
+from reconciliation.models import SecurityEvent
 from tests.factories import make_user
 from tests.reconciliation.alerts.alert_receiver import AlertReceiver
 from tests.reconciliation.alerts.engine import alerts_send_due

@@ -22,12 +22,7 @@ from django.db.models.functions import Now
 from django.test import Client
 
 from delivery.models import ReceiverTask
-from outbox.models import Attempt, DestinationConfig, Handoff, HandoffEvent, HandoffState
-from outbox.payloads import payload_hash
-from reconciliation.alerts.incidents import incidents_sync
-from reconciliation.alerts.replay_preview import replay_preview_run
-from reconciliation.alerts.replay_run import replay_run
-from reconciliation.models import (
+from incidents.models import (
     Incident,
     IncidentState,
     Replay,
@@ -35,6 +30,11 @@ from reconciliation.models import (
     ReplayState,
     ReplayVerdict,
 )
+from outbox.models import Attempt, DestinationConfig, Handoff, HandoffEvent, HandoffState
+from outbox.payloads import payload_hash
+from reconciliation.alerts.incidents import incidents_sync
+from reconciliation.alerts.replay_preview import replay_preview_run
+from reconciliation.alerts.replay_run import replay_run
 from tests.factories import ONBOARDING_PAYLOAD, onboarding_world
 from tests.processes import ROOT, KernelPort, database_url, popen_listening
 

@@ -7,11 +7,11 @@ import pytest
 from django.urls import reverse
 
 from delivery.models import ReceiverTask
+from incidents.models import Replay, ReplayOutcome, ReplayVerdict
 from outbox.models import Handoff, HandoffState
 from outbox.services import handoff_settle
 from reconciliation.alerts.replay_preview import replay_preview_run
 from reconciliation.alerts.replay_run import replay_run
-from reconciliation.models import Replay, ReplayOutcome, ReplayVerdict
 from tests.reconciliation.alerts.test_replay_views import client_of, failed  # noqa: F401 - fixture
 
 pytestmark = pytest.mark.django_db(databases=["default", "delivery"])

@@ -107,6 +107,7 @@ class Incident(lifecycle.AcknowledgedResolved):
     objects = IncidentQuerySet.as_manager()
 
     class Meta:
+        db_table = "reconciliation_incident"
         constraints = [
             models.UniqueConstraint(
                 fields=["cause", "workspace_id"],
@@ -168,6 +169,7 @@ class IncidentMember(models.Model):
     settled_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
+        db_table = "reconciliation_incidentmember"
         constraints = [
             models.UniqueConstraint(
                 fields=["incident", "member_key"], name="incident_member_unique"
@@ -196,6 +198,7 @@ class IncidentEvent(lifecycle.LifecycleEvent):
     at = models.DateTimeField(db_default=Now())
 
     class Meta:
+        db_table = "reconciliation_incidentevent"
         indexes = [models.Index(fields=["incident", "at"], name="incident_event_idx")]
 
     def __str__(self) -> str:
@@ -232,6 +235,7 @@ class AlertChannel(models.Model):
     enabled = models.BooleanField(default=True)
 
     class Meta:
+        db_table = "reconciliation_alertchannel"
         constraints = [
             models.UniqueConstraint(fields=["workspace_id", "name"], name="alert_channel_name"),
         ]
@@ -259,6 +263,9 @@ class EscalationPolicy(models.Model):
     max_pages = models.PositiveSmallIntegerField(default=4)
 
     objects = EscalationPolicyQuerySet.as_manager()
+
+    class Meta:
+        db_table = "reconciliation_escalationpolicy"
 
     def __str__(self) -> str:
         return f"escalation policy of workspace {self.workspace_id}"
@@ -339,6 +346,7 @@ class Notification(models.Model):
     objects = NotificationQuerySet.as_manager()
 
     class Meta:
+        db_table = "reconciliation_notification"
         constraints = [
             models.UniqueConstraint(
                 fields=["message_id", "channel"], name="notification_unique_per_channel"
@@ -360,26 +368,3 @@ class Notification(models.Model):
     def delivery_label(self) -> str:
         """Its state in words: its handoff's where read (`with_delivery`), else its own."""
         return NotificationState(getattr(self, "delivery_state", self.state)).label
-
-
-class SecurityEventKind(models.TextChoices):
-    SIGNATURE_REJECTED = "signature_rejected", "Signature refused"
-    REPLAY = "replay", "Replayed message refused"
-    LOCKOUT = "lockout", "Sign-in locked out"
-    # Many user names failing from one address: already a rate, so its first event pages.
-    PASSWORD_SPRAYING = "password_spraying", "Password spraying paused"
-
-
-class SecurityEvent(models.Model):
-    """A refused signed call (intake or receiver), a sign-in lockout or a spraying pause: for paging."""
-
-    kind = models.CharField(max_length=20, choices=SecurityEventKind.choices)
-    source = models.CharField(max_length=40, help_text="intake, receiver, sign_in")
-    detail = models.CharField(max_length=300, blank=True)
-    at = models.DateTimeField(db_default=Now())
-
-    class Meta:
-        indexes = [models.Index(fields=["kind", "at"], name="security_event_kind_at_idx")]
-
-    def __str__(self) -> str:
-        return f"{self.kind} at {self.source}"

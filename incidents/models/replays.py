@@ -62,7 +62,7 @@ class ReplayQuerySet(models.QuerySet):
 
 class Replay(models.Model):
     incident = models.ForeignKey(
-        "reconciliation.Incident",
+        "incidents.Incident",
         null=True,
         blank=True,
         on_delete=models.CASCADE,
@@ -95,6 +95,7 @@ class Replay(models.Model):
     objects = ReplayQuerySet.as_manager()
 
     class Meta:
+        db_table = "reconciliation_replay"
         indexes = [models.Index(fields=["state", "updated_at"], name="replay_state_idx")]
 
     def __str__(self) -> str:
@@ -139,6 +140,7 @@ class ReplayItem(models.Model):
     state_after = models.CharField(max_length=20, blank=True)
 
     class Meta:
+        db_table = "reconciliation_replayitem"
         constraints = [
             models.UniqueConstraint(fields=["replay", "position"], name="replay_item_position"),
             models.UniqueConstraint(fields=["replay", "handoff_id"], name="replay_item_handoff"),
