@@ -11,7 +11,7 @@ from approvals.selectors import approvers_by_workspace, decider_refusal
 from console.request_status import RequestContext, RequestStatus, request_status
 from console.step_status import Evidence
 from outbox.hold_lines import DestinationHolds, destinations_holds
-from outbox.models import Handoff, HandoffEvent, HandoffState
+from outbox.models import ArchivedHandoff, Handoff, HandoffEvent, HandoffKind, HandoffState
 from outbox.page_clock import page_now
 from reconciliation.models import Finding, ManualRepair
 
@@ -75,6 +75,25 @@ def _repairs(handoffs: list[Handoff]) -> dict[str, list[ManualRepair]]:
     return found
 
 
+def _archived(rows: list[Request], handoffs: dict[int, list[Handoff]]) -> dict[str, list]:
+    """The archived rows of the approved requests whose steps in the hot table are not the whole workflow
+    (none, or the last one still plans more): retention may have moved the others. One query, or none."""
+
+    def partial(r: Request) -> bool:
+        steps = [h for h in handoffs.get(r.pk, []) if h.kind == HandoffKind.ACTION]
+        last = max(steps, key=lambda h: h.step_index, default=None)
+        return last is None or bool(last.plan) or min(h.step_index for h in steps) > 0
+
+    keys = [r.action_key for r in rows if r.state == RequestState.APPROVED and partial(r)]
+    found: dict[str, list] = defaultdict(list)
+    if keys:
+        for row in ArchivedHandoff.objects.filter(instance_key__in=keys).defer(
+            "history", "request"
+        ):
+            found[row.instance_key].append(row)
+    return found
+
+
 def _destinations(handoffs: list[Handoff]) -> dict[str, DestinationHolds]:
     """The holds (`outbox/hold_lines.py`) of the destinations that steps not sent yet wait for: one query."""
     return destinations_holds({h.destination for h in handoffs if h.state == HandoffState.PENDING})
@@ -132,7 +151,7 @@ def statuses_of(rows: list[Request]) -> dict[int, RequestStatus]:
         _cancel_events(every),
         _destinations(every),
     )
-    repairs = _repairs(every)
+    repairs, archived = _repairs(every), _archived(rows, handoffs)
     closing, approvals, deciders = _closing_events(rows), _approvals(rows), _deciders(rows)
     return {
         r.pk: request_status(
@@ -149,6 +168,7 @@ def statuses_of(rows: list[Request]) -> dict[int, RequestStatus]:
                 events=events,
                 destinations=destinations,
                 repairs=repairs,
+                archived=archived.get(r.action_key, []),
             ),
         )
         for r in rows

@@ -16,7 +16,6 @@ from console.step_status import (
     SYSTEM,
     UNKNOWN,
     WAITING,
-    WORKERS,
     YES,
     Evidence,
     StatusLine,
@@ -175,7 +174,9 @@ def _instance_line(approved: str, status: str, steps: list[StatusLine]) -> Statu
         return StatusLine("Request", f"{approved}; {text}", tone, next_, owner)
     current = next((s for s in steps if s.tone != YES), None)
     if current is None:
-        return StatusLine("Request", f"{approved}; in progress", WAITING, "", WORKERS)
+        # Every step's line says its work is done (some steps perhaps archived by retention already).
+        text, tone, next_, owner = _INSTANCE_LINES["complete"]
+        return StatusLine("Request", f"{approved}; {text}", tone, next_, owner)
     return StatusLine(
         "Request",
         f"{approved}; in progress at {current.label.lower()}",

@@ -12,7 +12,7 @@ from datetime import datetime
 
 from django.utils.timesince import timesince
 
-from console.claims import Claim, handoff_claims, handoff_subject, owner_claim
+from console.claims import Claim, handoff_claims, handoff_subject, owner_claim, record_claim
 from console.evidence_words import (
     RECEIPT_VALIDATED,
     SYSTEM,
@@ -23,7 +23,7 @@ from console.evidence_words import (
 )
 from console.waiting_status import case_held, held
 from outbox.destinations.smtp.destination import is_message_id
-from outbox.models import CompensationState, Handoff, HandoffKind, HandoffState
+from outbox.models import ArchivedHandoff, CompensationState, Handoff, HandoffKind, HandoffState
 from outbox.models.states import WORK_DONE, WORK_FAILED, WORK_UNFINISHED
 from outbox.services.deadlines import DEADLINE_PASSED
 from reconciliation.models import Finding, FindingKind
@@ -70,6 +70,8 @@ class Evidence:
     # Its steps' destinations' holds (`outbox.hold_lines.DestinationHolds`), by name.
     destinations: dict[str, object] = field(default_factory=dict)
     repairs: dict[str, list] = field(default_factory=dict)
+    # Its steps that retention archived (`ArchivedHandoff`): gone from `handoffs`, settled for good.
+    archived: list[ArchivedHandoff] = field(default_factory=list)
 
     def repairs_of(self, handoff: Handoff) -> list:
         """The manual repairs recorded for the handoff's key, oldest first."""
@@ -121,27 +123,60 @@ def operator_of(handoff: Handoff, finding: Finding | None = None) -> str:
     )
 
 
-def step_labels(evidence: Evidence) -> list[tuple[str, Handoff | None, dict | None]]:
-    """Each step of the workflow in order, recorded or still to come: (label, its handoff, its plan entry).
-    A step not recorded yet is named by the plan of the last recorded one."""
+def _archived_steps(evidence: Evidence, recorded: set[str]) -> list[ArchivedHandoff]:
+    """The steps retention archived (not their compensations), in the order they were created."""
+    rows = [
+        a
+        for a in evidence.archived
+        if a.step not in recorded and not a.action_key.endswith(":compensate")
+    ]
+    return sorted(rows, key=lambda a: (a.created_at, a.pk))
+
+
+def step_labels(
+    evidence: Evidence,
+) -> list[tuple[str, Handoff | ArchivedHandoff | None, dict | None]]:
+    """Each step of the workflow in order, recorded, archived or still to come: (label, its handoff or
+    archived row, its plan entry). A step not in the hot table is named by the plan of the last recorded
+    one; one that retention archived is its archived row, never a step "not started"."""
     steps = evidence.steps
     planned = list(steps[-1].plan) if steps else []
-    total = len(steps) + len(planned)
-    rows = [(step.step, step, None) for step in steps] + [
-        (entry.get("step", ""), None, entry) for entry in planned
+    later = {entry.get("step", "") for entry in planned}
+    archived = _archived_steps(evidence, {step.step for step in steps})
+    by_name = {a.step: a for a in archived}
+    rows = [
+        *((a.step, a, None) for a in archived if a.step not in later),
+        *((step.step, step, None) for step in steps),
+        *((entry.get("step", ""), by_name.get(entry.get("step", "")), entry) for entry in planned),
     ]
+    total = len(rows)
     if total == 1 and not rows[0][0]:
         return [("The handoff", rows[0][1], rows[0][2])]
     return [(f"Step {i} of {total}: {name}", h, e) for i, (name, h, e) in enumerate(rows, 1)]
 
 
 def step_lines(evidence: Evidence) -> list[StatusLine]:
-    return [
-        step_line(label, handoff, evidence)
-        if handoff is not None
-        else _not_started(label, evidence)
-        for label, handoff, _entry in step_labels(evidence)
-    ]
+    lines = []
+    for label, handoff, _entry in step_labels(evidence):
+        if handoff is None:
+            lines.append(_not_started(label, evidence))
+        elif isinstance(handoff, ArchivedHandoff):
+            lines.append(_archived_line(label, handoff, evidence.now))
+        else:
+            lines.append(step_line(label, handoff, evidence))
+    return lines
+
+
+def _archived_line(label: str, row: ArchivedHandoff, now: datetime) -> StatusLine:
+    """A step retention archived: settled for good, its record in the archive; nobody owns a next step."""
+    claims = (record_claim(row, "final_state"),)
+    if row.final_state == S.DELIVERED and row.work_status == WORK_DONE:
+        text = f"done, and archived: delivered at {at(row.delivered_at, now)}, its work done"
+        return StatusLine(label, text, YES, claims=claims)
+    state = S(row.final_state).label.lower() if row.final_state in S.values else row.final_state
+    work = f", its work {row.work_status.replace('_', ' ')}" if row.work_status else ""
+    text = f"settled and archived: {state} at {at(row.settled_at, now)}{work}; nothing more happens to it"
+    return StatusLine(label, text, NO, claims=claims)
 
 
 def _not_started(label: str, evidence: Evidence) -> StatusLine:
