@@ -49,6 +49,8 @@ ALERT_FROM_EMAIL = os.environ.get("ALERT_FROM_EMAIL", "handoff-console@localhost
 # e-mail alert channels); `make run` points it at the demo mailbox.
 EMAIL_HOST = os.environ.get("EMAIL_HOST", "localhost")
 EMAIL_PORT = env_int("EMAIL_PORT", 25)
+# The CA the mail server's certificate is checked against (a file; empty: the system's CAs).
+EMAIL_CA_FILE = os.environ.get("EMAIL_CA_FILE", "")
 # The destination row (smtp kind, through EMAIL_HOST) the approval deadlines' e-mails are handed off to.
 APPROVAL_MAIL_DESTINATION = os.environ.get("APPROVAL_MAIL_DESTINATION", "approval-mail")
 ALERT_WEBHOOK_URL = os.environ.get("ALERT_WEBHOOK_URL", "")

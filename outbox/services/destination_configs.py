@@ -2,10 +2,12 @@
 apply FILE`), all or nothing, each change audited as a destination event that says what changed (never a
 secret's value: the configuration holds none, only where each secret comes from)."""
 
+import os
 import re
 from dataclasses import dataclass
 
 from django.conf import settings
+from django.core import checks
 from django.db import transaction
 from django.utils.module_loading import import_string
 
@@ -203,10 +205,39 @@ def destination_config_put(
         return bool(_row_write(name, kind, enabled, config, actor_label))
 
 
+def _mail_auth() -> dict:
+    """SMTP AUTH from the environment (EMAIL_HOST_USER, EMAIL_HOST_PASSWORD), never copied into the row: the
+    smtp kind's `mail_settings_auth` reads both at send time, for EMAIL_HOST:EMAIL_PORT only."""
+    if not os.environ.get("EMAIL_HOST_USER"):
+        return {}
+    if not os.environ.get("EMAIL_HOST_PASSWORD"):
+        raise DestinationInvalid(
+            "EMAIL_HOST_PASSWORD: not set in the environment, EMAIL_HOST_USER is"
+        )
+    if not (settings.EMAIL_USE_TLS or settings.EMAIL_USE_SSL):
+        raise DestinationInvalid(
+            "EMAIL_HOST_USER: SMTP AUTH needs EMAIL_USE_TLS or EMAIL_USE_SSL (no password in clear)"
+        )
+    return {"mail_settings_auth": True}
+
+
+@checks.register(checks.Tags.compatibility)
+def mail_auth_check(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
+    """The product's mail server's AUTH refused at start, the variable named, not at the first e-mail."""
+    try:
+        _mail_auth()
+    except DestinationInvalid as exc:
+        return [checks.Error(str(exc), hint="docs/incidents.md, Channels", id="outbox.E002")]
+    return []
+
+
 def product_mail_config() -> dict:
     """The smtp kind's configuration for the product's own e-mail (an e-mail alert channel's, the approval
-    notices'): Django's mail settings, the message's recipient, subject and body from the payload."""
+    notices'): Django's mail settings, SMTP AUTH from the environment, the message's recipient, subject and
+    body from the payload."""
     return {
+        **_mail_auth(),
+        **({"ca_file": settings.EMAIL_CA_FILE} if settings.EMAIL_CA_FILE else {}),
         "host": settings.EMAIL_HOST,
         "port": settings.EMAIL_PORT,
         # Django's EMAIL_USE_SSL (TLS from the start) or EMAIL_USE_TLS (STARTTLS), as the smtp kind says it.

@@ -13,12 +13,14 @@ Configuration keys: docs/destinations/smtp.md.
 
 import dataclasses
 import hashlib
+import os
 import re
 import string
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.mail import EmailMessage, get_connection
 from django.core.validators import validate_email
@@ -45,6 +47,7 @@ OPTIONAL_KEYS = frozenset(
         "message_id_domain",
         "ca_file",
         "retry",
+        "mail_settings_auth",
     }
 )
 DEFAULT_TIMEOUT = 10.0
@@ -131,9 +134,45 @@ def _auth_sources(config: dict) -> tuple[str | Secret, Secret]:
     return username, password
 
 
-def _credentials(config: dict) -> tuple[str | Secret, Secret | None]:
+@dataclass(frozen=True)
+class MailSettingsPassword:
+    """The product's own mail server's password: EMAIL_HOST_PASSWORD, from the environment only, read at
+    each use. Not a destination's variable (secret_places.py): only `mail_settings_auth` names it."""
+
+    env: str = "EMAIL_HOST_PASSWORD"
+
+    def read(self) -> str:
+        value = os.environ.get(self.env, "")
+        if not value:
+            raise ValueError(f"environment variable {self.env} is not set")
+        return value
+
+
+def _mail_settings_credentials(config: dict) -> tuple[str, MailSettingsPassword]:
+    """`mail_settings_auth`: log in to the product's mail server (EMAIL_HOST:EMAIL_PORT) as
+    EMAIL_HOST_USER with EMAIL_HOST_PASSWORD. Bound to that server, so that no row (a destinations file's
+    either) can send the product's mail password anywhere else, and never in clear."""
+    where = "smtp destination: mail_settings_auth"
+    if config["mail_settings_auth"] is not True:
+        raise ValueError(f"{where} must be true or left out")
+    if any(key in config for key in ("username", "username_env", "password_env", "password_file")):
+        raise ValueError(f"{where} takes no username or password keys")
+    if (config["host"], config["port"]) != (settings.EMAIL_HOST, settings.EMAIL_PORT):
+        raise ValueError(f"{where} logs in only to EMAIL_HOST:EMAIL_PORT, not {config['host']}")
+    if config["security"] == "none":
+        raise ValueError(f"{where}: AUTH over security none would send the password in clear")
+    username, password = os.environ.get("EMAIL_HOST_USER", ""), MailSettingsPassword()
+    if not username:
+        raise ValueError(f"{where}: environment variable EMAIL_HOST_USER is not set")
+    password.read()
+    return username, password
+
+
+def _credentials(config: dict) -> tuple[str | Secret, Secret | MailSettingsPassword | None]:
     """The username (a text, or a Secret from the environment) and the password's Secret (None: no AUTH);
     each checked present now, so that an incomplete destination is refused when it is built."""
+    if "mail_settings_auth" in config:
+        return _mail_settings_credentials(config)
     username, password = _auth_sources(config)
     has_user = username != Secret()
     if has_user != (password != Secret()):
