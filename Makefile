@@ -4,7 +4,7 @@ PYTHON ?= python3.11
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
-APPS := approvals console config delivery httpapi lib outbox reconciliation
+APPS := approvals console config delivery httpapi lib outbox reconciliation incidents
 PGHOST ?= /var/run/postgresql
 export PGHOST
 
@@ -53,7 +53,7 @@ lint: $(STAMP) postgres
 	$(VENV)/bin/lint-imports --no-cache
 	$(PY) scripts/check_structure.py
 	@out=$$($(VENV)/bin/radon cc -n C $(APPS)); if [ -n "$$out" ]; then echo "$$out"; echo "radon: rank C or worse"; exit 1; fi
-	@for db in "default --include-apps approvals outbox reconciliation" "delivery --include-apps delivery"; do HANDOFF_ALLOW_EPHEMERAL_SECRETS=1 DJANGO_SETTINGS_MODULE=config.settings.migration_lint $(PY) manage.py lintmigrations --quiet ok ignore --database $$db || exit 1; done
+	@for db in "default --include-apps approvals outbox reconciliation incidents" "delivery --include-apps delivery"; do HANDOFF_ALLOW_EPHEMERAL_SECRETS=1 DJANGO_SETTINGS_MODULE=config.settings.migration_lint $(PY) manage.py lintmigrations --quiet ok ignore --database $$db || exit 1; done
 
 postgres:
 	@bash scripts/postgres.sh

@@ -5,3 +5,11 @@ class IncidentsConfig(AppConfig):
     name = "incidents"
     label = "incidents"
     verbose_name = "Incidents"
+
+    def ready(self) -> None:
+        # A notification's page is sent only while its cause holds: asked at the engine's send step.
+        from incidents.channels.delivery import KEY_PREFIX
+        from incidents.services.incidents import notification_send_check
+        from outbox.dispatch.withdrawals import send_check_register
+
+        send_check_register(prefix=KEY_PREFIX, check=notification_send_check)

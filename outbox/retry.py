@@ -2,7 +2,7 @@
 
 `backoff_ceiling` is the one backoff schedule of the product: a handoff's retries (jittered below it), the
 dispatcher's loops after a failure (`outbox/dispatch/runner.py`) and a notification's resends
-(`reconciliation/alerts/delivering.py`) all follow it.
+(`incidents/channels/delivery.py`, riding the outbox's engine) all follow it.
 
 The budget of a handoff is a window of time since its run started (recorded, or retried by an operator),
 not a handful of quick attempts: an outage of the destination is handled by its circuit breaker, and a

@@ -1,7 +1,6 @@
 from django.contrib import admin
 
 from approvals.admin import ReadOnlyAdmin
-from incidents.models import AlertChannel, EscalationPolicy, Incident
 from reconciliation.models import Finding, FindingEvent, ReconciliationRun
 
 
@@ -45,23 +44,3 @@ class FindingAdmin(ReadOnlyAdmin):
     list_filter = ("kind", "status", "outcome_validation", "workflow")
     search_fields = ("action_key",)
     inlines = [FindingEventInline]
-
-
-@admin.register(Incident)
-class IncidentAdmin(ReadOnlyAdmin):
-    list_display = ("pk", "title", "kind", "severity", "state", "member_count", "opened_at")
-    list_filter = ("kind", "severity", "state")
-    search_fields = ("cause", "title")
-
-
-# Where incidents page and how they escalate (docs/incidents.md). A channel names the environment variable
-# of its secret; the secret itself is never stored.
-@admin.register(AlertChannel)
-class AlertChannelAdmin(admin.ModelAdmin):
-    list_display = ("name", "kind", "workspace_id", "severity", "level", "enabled", "secret_env")
-    list_filter = ("kind", "severity", "enabled")
-
-
-@admin.register(EscalationPolicy)
-class EscalationPolicyAdmin(admin.ModelAdmin):
-    list_display = ("workspace_id", "ack_timeout_seconds", "max_pages")

@@ -10,16 +10,10 @@ class ReconciliationConfig(AppConfig):
         from axes.signals import user_locked_out
 
         from approvals.auth.lockout import password_spraying_paused
-        from reconciliation.alerts.security import record_lockout, record_spraying
+        from reconciliation.security_events import record_lockout, record_spraying
 
         user_locked_out.connect(record_lockout, dispatch_uid="reconciliation.record_lockout")
         # Password spraying from one address: one event an episode, which pages at once (causes.py).
         password_spraying_paused.connect(
             record_spraying, dispatch_uid="reconciliation.record_spraying"
         )
-        # A notification's page is sent only while its cause holds: asked at the engine's send step.
-        from outbox.dispatch.withdrawals import send_check_register
-        from reconciliation.alerts.channel_delivery import KEY_PREFIX
-        from reconciliation.alerts.incidents import notification_send_check
-
-        send_check_register(prefix=KEY_PREFIX, check=notification_send_check)

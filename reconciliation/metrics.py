@@ -12,9 +12,8 @@ from collections import defaultdict
 
 from django.db.models import Count, Min
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
-from prometheus_client.registry import Collector, CollectorRegistry
+from prometheus_client.registry import Collector
 
-from incidents.models import Incident, Notification
 from outbox.clock import db_time
 from outbox.models import Attempt, Handoff, HandoffEvent, HandoffState
 from outbox.models.handoffs import completing_case_condition, work_failed_condition
@@ -121,7 +120,6 @@ class HandoffCollector(Collector):
         yield self._failure_ratio(handoffs)
         yield from self._acknowledgement(handoffs, now)
         yield from self._reconciliation()
-        yield from self._incidents()
 
     def _by_state(self, handoffs, archived_completed):
         states, completed, work_failed, cases, person, how = _state_families()
@@ -325,44 +323,3 @@ class HandoffCollector(Collector):
             compared.add_metric([], run.keys_compared)
         yield last_finished
         yield compared
-
-    def _incidents(self):
-        incidents = GaugeMetricFamily(
-            "handoff_incidents",
-            "Incidents not resolved, by kind, severity and state.",
-            labels=["kind", "severity", "state"],
-        )
-        for kind, severity, state, n in (
-            Incident.objects.live()
-            .order_by()
-            .values_list("kind", "severity", "state")
-            .annotate(n=Count("id"))
-        ):
-            incidents.add_metric([kind, severity, state], n)
-        yield incidents
-        notifications = GaugeMetricFamily(
-            "handoff_alert_notifications",
-            "Incident notifications by state, from their handoffs (failed: retries exhausted, nobody was told).",
-            labels=["state"],
-        )
-        for state, n in (
-            Notification.objects.with_delivery()
-            .order_by()
-            .values_list("delivery_state")
-            .annotate(n=Count("id"))
-        ):
-            notifications.add_metric([state], n)
-        yield notifications
-
-
-_registry: CollectorRegistry | None = None
-
-
-def registry() -> CollectorRegistry:
-    """One registry per process holding only this collector (no process or platform metrics)."""
-    global _registry
-    if _registry is None:
-        reg = CollectorRegistry(auto_describe=False)
-        reg.register(HandoffCollector())
-        _registry = reg
-    return _registry

@@ -1,8 +1,5 @@
 """django-q2 tasks. Thin: call one service and return a small summary for the task result."""
 
-from reconciliation import alerts
-from reconciliation.alerts.replay_preview import replay_preview_run
-from reconciliation.alerts.replay_run import replay_run as replay_items_run
 from reconciliation.services import runs
 
 
@@ -25,17 +22,3 @@ def reconcile_queued(run_id: int) -> dict:
         "workspace": run.workspace_id,
         "findings": run.findings_by_kind,
     }
-
-
-def alerts_send_due() -> dict:
-    return alerts.alerts_send_due().incidents
-
-
-def replay_preview(replay_id: int) -> dict:
-    replay = replay_preview_run(replay_id=replay_id)
-    return {"replay": replay.pk, "state": replay.state, "verdicts": replay.verdicts}
-
-
-def replay_run(replay_id: int) -> dict:
-    replay = replay_items_run(replay_id=replay_id)
-    return {"replay": replay.pk, "state": replay.state, "outcomes": replay.outcomes}

@@ -23,6 +23,7 @@ PACKAGES = (
     "lib",
     "outbox",
     "reconciliation",
+    "incidents",
 )
 MAX_MODULE_LINES = 600
 MAX_FUNCTION_LINES = 50

@@ -9,7 +9,17 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-APPS = ("approvals", "console", "config", "delivery", "httpapi", "lib", "outbox", "reconciliation")
+APPS = (
+    "approvals",
+    "console",
+    "config",
+    "delivery",
+    "httpapi",
+    "lib",
+    "outbox",
+    "reconciliation",
+    "incidents",
+)
 DOC = ROOT / "docs" / "architecture.md"
 HEADING = "## Module index"
 END = "<!-- end of the module index -->"

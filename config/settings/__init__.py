@@ -88,7 +88,7 @@ MIDDLEWARE = [
     # ... and the configured secrets once, however many strings it masks (outbox/redaction.py).
     "outbox.redaction.secrets_read_once_per_request",
     # A refused signature at intake or the receiver is a security event (paged above a rate).
-    "reconciliation.alerts.security.SecurityEventMiddleware",
+    "reconciliation.security_events.SecurityEventMiddleware",
     # Last, as django-axes asks: it turns a lockout raised during authentication into the lockout answer.
     "axes.middleware.AxesMiddleware",
 ]

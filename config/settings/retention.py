@@ -17,7 +17,7 @@ HANDOFF_RETENTION_MAX_BATCHES_PER_RUN = env_int("HANDOFF_RETENTION_MAX_BATCHES_P
 HANDOFF_RETENTION_EVERY_MINUTES = env_int("HANDOFF_RETENTION_EVERY_MINUTES", 10)
 # What else keeps a settled handoff in the hot tables (a live finding, an unsettled incident member): the
 # source's rule, named here so that the outbox imports nothing from reconciliation.
-HANDOFF_RETENTION_HOLD_CHECK = "reconciliation.retention_holds.held_handoff_ids"
+HANDOFF_RETENTION_HOLD_CHECK = "incidents.retention_holds.held_handoff_ids"
 # Called with a batch's handoff ids before they leave, in the batch's transaction: /metrics' counters keep
 # what those rows counted (reconciliation.models.ArchivedTotal), so a counter never goes down.
 HANDOFF_RETENTION_CARRY_OVER = "reconciliation.metric_totals.carry_over"

@@ -16,13 +16,14 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 from approvals.models import Role
 from approvals.on_call import fallback_duty_for
 from approvals.selectors import workspace_ids_for
+from incidents import metrics
+from incidents.causes import paused_destinations
 from lib.htmx import HtmxHttpRequest
 from lib.querystring import id_or_none
 from outbox.limit_rules import SET_LIMITS_PERMISSION, InvalidLimit
 from outbox.redaction import redact
 from outbox.services.limits import destination_set_limits
-from reconciliation import metrics, selectors, services
-from reconciliation.alerts.causes import paused_destinations
+from reconciliation import selectors, services
 from reconciliation.alerts.incident_selectors import incident_health
 from reconciliation.charts import bar_chart
 from reconciliation.errors import InvalidFindingTransition, NoteRequired

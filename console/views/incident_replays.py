@@ -19,24 +19,24 @@ from approvals.selectors import workspace_ids_for
 from console.filters import HandoffFilter
 from console.views.handoff_list import filter_data
 from incidents.models import Replay
+from incidents.selectors.replays import (
+    replay_csv_rows,
+    replay_items_page,
+    replay_visible,
+)
+from incidents.services.replay_preview import (
+    NothingToReplay,
+    TooManyToReplay,
+    replay_start,
+    replay_start_for_incident,
+)
+from incidents.services.replay_run import ReplayNotConfirmable, replay_confirm
 from lib.csv_cells import csv_line
 from lib.htmx import HtmxHttpRequest
 from lib.querystring import id_or_none
 from outbox.selectors import handoffs_in
 from outbox.services.call_limits import calls_limited
 from reconciliation.alerts.incident_selectors import incident_visible
-from reconciliation.alerts.replay_preview import (
-    NothingToReplay,
-    TooManyToReplay,
-    replay_start,
-    replay_start_for_incident,
-)
-from reconciliation.alerts.replay_run import ReplayNotConfirmable, replay_confirm
-from reconciliation.alerts.replay_selectors import (
-    replay_csv_rows,
-    replay_items_page,
-    replay_visible,
-)
 
 
 def _operator_scope(request: HtmxHttpRequest) -> list[int]:

@@ -14,6 +14,13 @@ from django.views.decorators.http import require_GET, require_POST
 
 from approvals.models import Role
 from approvals.selectors import workspace_ids_for
+from incidents.selectors.replays import replays_of_incident
+from incidents.services.operator import (
+    InvalidIncidentTransition,
+    incident_acknowledge,
+    incident_resolve_by_person,
+)
+from incidents.text import incident_summary
 from lib.htmx import HtmxHttpRequest
 from lib.querystring import id_or_none
 from reconciliation.alerts.incident_selectors import (
@@ -22,13 +29,6 @@ from reconciliation.alerts.incident_selectors import (
     incidents_for,
     owns_incidents,
 )
-from reconciliation.alerts.incident_text import incident_summary
-from reconciliation.alerts.operator import (
-    InvalidIncidentTransition,
-    incident_acknowledge,
-    incident_resolve_by_person,
-)
-from reconciliation.alerts.replay_selectors import replays_of_incident
 
 LIST_SIZE = 100
 

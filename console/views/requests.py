@@ -16,7 +16,6 @@ from approvals.errors import ApprovalsError, InvalidPayload
 from approvals.models import Role
 from approvals.rules import rules_for
 from console import selectors as console_selectors
-from console.filters import requests_matching
 from console.forms import RequestForm
 from console.views.handoff_list import quick_actions
 from console.views.request_detail import detail_url
@@ -59,8 +58,7 @@ def queue(request) -> HttpResponse:
         return HttpResponseBadRequest(
             f"Bad request: {exc}.", content_type="text/plain; charset=utf-8"
         )
-    text = request.GET.get("q", "").strip()
-    awaiting = requests_matching(selectors.requests_awaiting_decision(request.user), text)
+    awaiting = selectors.requests_awaiting_decision(request.user)
     if workspace is not None:
         awaiting = awaiting.filter(workspace_id=workspace)
     rows, more = keyset_page(awaiting, after=after, size=PAGE_SIZE, newest_first=False)
@@ -75,7 +73,6 @@ def queue(request) -> HttpResponse:
             "requests": rows,
             "next_after": next_after,
             "workspace": workspace or "",
-            "q": text,
         },
     )
 

@@ -2,7 +2,7 @@
 is missing here, one call may outlive a lease), each held with its reason while the others are served: a
 destination's problem stays its own. The hold is the breaker's pause with no probe
 (`outbox/services/breaker.py` `destination_hold`): nothing is claimed for it, its handoffs wait, and it is one
-incident (`reconciliation/alerts/causes.py`). Released when a dispatcher finds the problem gone."""
+incident (`incidents/causes.py`). Released when a dispatcher finds the problem gone."""
 
 import logging
 

@@ -70,7 +70,7 @@ class DeliveredCode(models.TextChoices):
         "duplicate prevented: the receiver answered the original",
     )
     SETTLED_BY_LOOKUP = "settled_by_lookup", "settled by looking the key up at the receiver"
-    # A replay's run settles what its preview found already there (`reconciliation/alerts/replay_run.py`).
+    # A replay's run settles what its preview found already there (`incidents/services/replay_run.py`).
     SETTLED_BY_REPLAY = (
         "settled_by_replay",
         "settled by a replay, which looked the key up at the receiver",

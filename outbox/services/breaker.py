@@ -281,7 +281,7 @@ def destination_resume(*, name: str, actor_label: str) -> str:
 def destination_hold(*, name: str, reason: str) -> bool:
     """Pause the destination as unservable (`PauseReason.UNSERVABLE`), `reason` as its last error: nothing
     is claimed or probed for it, its handoffs wait, and its pause is one incident
-    (`reconciliation/alerts/causes.py`). Returns whether this changed anything (a hold with the same reason
+    (`incidents/causes.py`). Returns whether this changed anything (a hold with the same reason
     is left as it is, so that its incident stays one)."""
     with transaction.atomic(using=DB):
         health = destination_health_locked(name)

@@ -7,8 +7,8 @@ from collections.abc import Iterable
 from django.db.models import Count, Q, QuerySet
 
 from incidents.models import Incident, IncidentEvent, IncidentKind, IncidentMember, Notification
+from incidents.text import incident_summary
 from lib.databases import DB
-from reconciliation.alerts.incident_text import incident_summary
 
 MEMBERS_PAGE = 100
 

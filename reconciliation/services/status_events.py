@@ -26,8 +26,8 @@ from outbox.services.status_events import (
     StatusEventForged,
     handoff_record_status_event,
 )
-from reconciliation.alerts.security import security_event_record
 from reconciliation.models import SecurityEventKind
+from reconciliation.security_events import security_event_record
 from reconciliation.services.key_check import key_check_record
 
 MAX_KEY_LENGTH = 200

@@ -8,16 +8,16 @@ from django.db.models.functions import Now
 from playwright.sync_api import expect
 
 from delivery.models import ReceiverTask
+from incidents.channels.delivery import notifications_deliver_now
 from incidents.models import AlertChannel, ChannelKind, EscalationPolicy, Incident, Replay
+from incidents.services.incidents import incidents_sync
+from incidents.services.notifications import incidents_escalate
+from incidents.services.replay_preview import replay_preview_run
+from incidents.services.replay_run import replay_run
 from outbox.destinations import InProcessDestination
 from outbox.dispatch.dispatcher import handoff_deliver
 from outbox.models import Handoff, HandoffState
 from outbox.services import handoff_cancel
-from reconciliation.alerts.channel_delivery import notifications_deliver_now
-from reconciliation.alerts.incidents import incidents_sync
-from reconciliation.alerts.notifications import incidents_escalate
-from reconciliation.alerts.replay_preview import replay_preview_run
-from reconciliation.alerts.replay_run import replay_run
 from tests.builders import record
 from tests.factories import onboarding_world
 from tests.reconciliation.alerts.alert_receiver import AlertReceiver

@@ -163,7 +163,7 @@ def _check_paths(outbox, keys: list[str], found: Findings) -> None:
 def incidents_open_for_healed_causes(outbox) -> list[tuple]:
     """Live incidents (open or acknowledged) none of whose members is a handoff a person must settle: once
     every fault has healed and the handoffs have settled, each of these should have resolved by itself
-    (`reconciliation/alerts/incidents.py`: a condition when it ends, any other once its cause is not seen
+    (`incidents/services/incidents.py`: a condition when it ends, any other once its cause is not seen
     and every member is settled). (id, kind, cause) each."""
     return _rows(
         outbox,

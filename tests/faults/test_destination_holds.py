@@ -12,6 +12,7 @@ import pytest
 
 from delivery.models import ReceiverTask
 from incidents.models import Incident, IncidentKind, IncidentState
+from incidents.services.incidents import incidents_sync
 from outbox.models import (
     Attempt,
     DestinationConfig,
@@ -21,7 +22,6 @@ from outbox.models import (
     HandoffState,
     PauseReason,
 )
-from reconciliation.alerts.incidents import incidents_sync
 from tests.factories import HandoffFactory
 from tests.faults.test_dispatch_faults import wait_until
 

@@ -8,7 +8,9 @@ import pytest
 from django.db.models import Count
 
 from delivery.models import ReceiverTask
+from incidents.channels.delivery import NOTIFICATION_WORKFLOW
 from incidents.models import Incident, IncidentKind, IncidentState
+from incidents.sweep import alerts_send_due
 from outbox.models import (
     DestinationEvent,
     DestinationHealth,
@@ -17,8 +19,6 @@ from outbox.models import (
     HandoffState,
 )
 from outbox.services import handoff_record
-from reconciliation.alerts import alerts_send_due
-from reconciliation.alerts.channel_delivery import NOTIFICATION_WORKFLOW
 from tests.faults.test_dispatch_faults import wait_until
 
 pytestmark = [

@@ -6,6 +6,10 @@ deadlines; the page delay and the escalation are set to seconds."""
 
 import pytest
 
+from incidents.channels.delivery import (
+    channel_destination_sync,
+    notifications_deliver_now,
+)
 from incidents.models import (
     AlertChannel,
     ChannelKind,
@@ -17,13 +21,9 @@ from incidents.models import (
     Notification,
     NotificationState,
 )
+from incidents.services.incidents import incidents_sync
 from outbox.models import DestinationHealth, DestinationState, Handoff, HandoffState
 from outbox.services import handoff_record
-from reconciliation.alerts.channel_delivery import (
-    channel_destination_sync,
-    notifications_deliver_now,
-)
-from reconciliation.alerts.incidents import incidents_sync
 from tests.faults.test_dispatch_faults import wait_until
 from tests.reconciliation.alerts.alert_receiver import AlertReceiver
 from tests.reconciliation.alerts.engine import alerts_send_due

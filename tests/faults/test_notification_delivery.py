@@ -16,10 +16,10 @@ from collections import Counter
 import pytest
 
 from incidents.models import AlertChannel, ChannelKind, Incident, IncidentState, Notification
+from incidents.sweep import alerts_send_due
 from outbox.destinations.smtp.destination import message_id_for
 from outbox.models import Attempt, AttemptOutcome, Handoff, HandoffState
 from outbox.services import handoff_cancel, handoff_record
-from reconciliation.alerts import alerts_send_due
 from tests.faults.conftest import START_DEADLINE_SECONDS
 from tests.faults.test_dispatch_faults import wait_until
 from tests.reconciliation.alerts.channel_servers import ChannelServers

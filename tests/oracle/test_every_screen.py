@@ -10,12 +10,12 @@ from django.contrib.auth import get_user_model
 from approvals.services import support_staff_enroll
 from delivery.services import task_status_set
 from incidents.models import Incident
+from incidents.services.incidents import incidents_sync
+from incidents.services.replay_preview import replay_preview_run, replay_start
 from outbox.dispatch.dispatcher import drain
 from outbox.models import ArchivedHandoff, Handoff, HandoffState
 from outbox.services.bulk import bulk_job_run, bulk_job_start
 from outbox.services.retention import handoffs_archive_settled
-from reconciliation.alerts.incidents import incidents_sync
-from reconciliation.alerts.replay_preview import replay_preview_run, replay_start
 from reconciliation.models import Finding
 from reconciliation.services import reconciliation_run
 from tests.builders import approve

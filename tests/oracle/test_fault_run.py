@@ -19,8 +19,8 @@ import pytest
 from delivery.errors import TaskNotFound
 from delivery.models import ReceiverTask
 from delivery.services import task_delete, task_status_set
+from incidents.services.incidents import incidents_sync
 from outbox.models import Handoff, HandoffState
-from reconciliation.alerts.incidents import incidents_sync
 from reconciliation.services.repairs import manual_repair_record
 from tests.builders import approve
 from tests.factories import three_step_onboarding_world

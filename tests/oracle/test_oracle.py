@@ -12,6 +12,7 @@ from django.utils import timezone
 import console.evidence_words
 from delivery.models import ReceiverTask
 from delivery.services import task_delete, task_status_set
+from incidents.services.incidents import incidents_sync
 from outbox.clock import db_time
 from outbox.destinations import InProcessDestination, LookupFailed
 from outbox.dispatch.dispatcher import drain
@@ -28,7 +29,6 @@ from outbox.services.status_events import (
     handoff_record_status_event,
 )
 from outbox.settlement.asked import handoff_settle
-from reconciliation.alerts.incidents import incidents_sync
 from reconciliation.models import Finding, FindingKind
 from reconciliation.services import reconciliation_run
 from reconciliation.services.repairs import manual_repair_record

@@ -4,10 +4,10 @@ import random
 
 import pytest
 
+from incidents.channels.delivery import channel_destination
 from incidents.models import AlertChannel, ChannelKind
 from outbox.dispatch.runner import Backoff
 from outbox.retry import RetryPolicy
-from reconciliation.alerts.channel_delivery import channel_destination
 
 
 class _Highest(random.Random):

@@ -11,6 +11,7 @@ from django.utils import timezone
 from delivery.models import ReceiverTask
 from delivery.services import task_create_idempotent
 from incidents.models import IncidentMember
+from incidents.sweep import alerts_send_due
 from outbox.clock import db_now_plus
 from outbox.dispatch.dispatcher import dispatch_batch, handoff_deliver, sweep
 from outbox.errors import InvalidTransition, RiskNotConfirmed
@@ -32,7 +33,6 @@ from outbox.services import (
     handoff_settle,
     handoff_settle_manually,
 )
-from reconciliation.alerts import alerts_send_due
 from tests.factories import make_user
 from tests.outbox.scripted_destination import ScriptedDestination
 

@@ -4,7 +4,7 @@ on the record's timeline; a resolved one moves no more; only an incident's ackno
 import pytest
 
 from incidents.models import Incident, IncidentKind, IncidentSeverity
-from reconciliation.alerts.operator import (
+from incidents.services.operator import (
     InvalidIncidentTransition,
     incident_acknowledge,
     incident_resolve_by_person,

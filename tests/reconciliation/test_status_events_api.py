@@ -7,8 +7,8 @@ from django.conf import settings
 from django.utils import timezone
 from standardwebhooks.webhooks import Webhook
 
+from incidents.causes import security_causes
 from outbox.models import DestinationConfig, Handoff, StatusEvent
-from reconciliation.alerts.causes import security_causes
 from reconciliation.models import SecurityEvent
 from tests.builders import deliver, record
 

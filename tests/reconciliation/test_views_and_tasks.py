@@ -87,5 +87,5 @@ def test_schedule_command_creates_both_schedules_once(capsys):
     schedules = dict(Schedule.objects.values_list("name", "func"))
     assert schedules == {
         "reconciliation": "reconciliation.tasks.reconcile",
-        "send-alerts": "reconciliation.tasks.alerts_send_due",
+        "send-alerts": "incidents.tasks.alerts_send_due",
     }

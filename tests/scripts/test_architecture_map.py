@@ -12,7 +12,7 @@ spec.loader.exec_module(module_index)
 DOC, modules = module_index.DOC, module_index.modules
 
 PATH = re.compile(
-    r"`((?:approvals|console|config|delivery|httpapi|lib|outbox|reconciliation)/[\w/]+\.py)`"
+    r"`((?:approvals|console|config|delivery|httpapi|lib|outbox|reconciliation|incidents)/[\w/]+\.py)`"
 )
 
 

@@ -15,7 +15,7 @@ class Command(BaseCommand):
             ),
             (
                 "send-alerts",
-                "reconciliation.tasks.alerts_send_due",
+                "incidents.tasks.alerts_send_due",
                 settings.ALERT_SEND_EVERY_MINUTES,
             ),
         ):

@@ -18,6 +18,8 @@ from approvals.services.workflow_modes import workflow_mode_set
 from console.audit_trail.export import audit_export
 from console.audit_trail.period import parse_period
 from incidents.models import Incident, IncidentKind, IncidentMember, IncidentSeverity
+from incidents.services.incidents import incident_resolve, incidents_sync
+from incidents.services.operator import incident_acknowledge
 from outbox.destinations import InProcessDestination
 from outbox.dispatch.dispatcher import handoff_deliver
 from outbox.models import HandoffEvent
@@ -26,8 +28,6 @@ from outbox.services.destination_windows import (
     destination_resume_by_operator,
 )
 from outbox.services.operator import handoff_cancel
-from reconciliation.alerts.incidents import incident_resolve, incidents_sync
-from reconciliation.alerts.operator import incident_acknowledge
 from reconciliation.models import ManualRepair
 from tests.builders import approve
 from tests.builders import record as record_handoff

@@ -5,9 +5,9 @@ audited moves, bad moves refused."""
 import pytest
 
 from incidents.models import Incident, IncidentState
+from incidents.services.incidents import incidents_sync
 from outbox.destinations import InProcessDestination
 from outbox.dispatch.dispatcher import handoff_deliver
-from reconciliation.alerts.incidents import incidents_sync
 from tests.builders import record
 from tests.reconciliation.alerts.test_incidents import REJECTED
 

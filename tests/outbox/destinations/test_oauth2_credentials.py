@@ -13,6 +13,7 @@ import pytest
 from django.core.management import call_command
 
 from incidents.models import Incident, IncidentKind
+from incidents.services.incidents import incidents_sync
 from outbox.destinations.registry import describe_contract, destination_from_config
 from outbox.dispatch.dispatcher import dispatch_batch
 from outbox.failures import Outgoing
@@ -26,7 +27,6 @@ from outbox.models import (
     PauseReason,
 )
 from outbox.payloads import payload_hash
-from reconciliation.alerts.incidents import incidents_sync
 from tests.factories import ONBOARDING_PAYLOAD, HandoffFactory
 from tests.outbox.destinations.oauth2_servers import CLIENT_ID, CLIENT_SECRET, start
 

@@ -7,6 +7,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from incidents.sweep import alerts_send_due
 from outbox.clock import db_now_plus
 from outbox.dispatch.claims import handoff_claim_due
 from outbox.dispatch.dispatcher import dispatch_batch
@@ -27,7 +28,6 @@ from outbox.services.destination_windows import (
     destination_resume_by_operator,
     destination_schedule_window,
 )
-from reconciliation.alerts import alerts_send_due
 from reconciliation.models import Incident, IncidentKind
 from tests.factories import make_user
 from tests.outbox.scripted_destination import ScriptedDestination

@@ -2,9 +2,9 @@
 the other: the tests' way to send what the sweep queued (the notifications' handoffs) without a dispatcher
 process."""
 
-from reconciliation.alerts import SweepResult
-from reconciliation.alerts import alerts_send_due as alerts_sweep
-from reconciliation.alerts.channel_delivery import notifications_deliver_now
+from incidents.channels.delivery import notifications_deliver_now
+from incidents.sweep import SweepResult
+from incidents.sweep import alerts_send_due as alerts_sweep
 
 
 def alerts_send_due() -> SweepResult:

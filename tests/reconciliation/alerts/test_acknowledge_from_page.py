@@ -11,6 +11,8 @@ from urllib.parse import urlsplit
 import pytest
 from django.test import Client
 
+from incidents.channels.delivery import notifications_deliver_now
+from incidents.channels.payloads import payload_for
 from incidents.models import (
     AlertChannel,
     ChannelKind,
@@ -19,12 +21,10 @@ from incidents.models import (
     IncidentState,
     Notification,
 )
+from incidents.services.incidents import incidents_sync
+from incidents.text import incident_summary
 from outbox.destinations import InProcessDestination
 from outbox.dispatch.dispatcher import handoff_deliver
-from reconciliation.alerts.channel_delivery import notifications_deliver_now
-from reconciliation.alerts.channels import payload_for
-from reconciliation.alerts.incident_text import incident_summary
-from reconciliation.alerts.incidents import incidents_sync
 from tests.builders import record
 from tests.reconciliation.alerts.alert_receiver import AlertReceiver
 from tests.reconciliation.alerts.test_escalation import db_clock, escalation_pass, wait_for

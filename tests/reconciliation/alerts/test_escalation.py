@@ -9,11 +9,11 @@ from datetime import timedelta
 import pytest
 from django.test import Client
 
+from incidents.channels.delivery import notifications_deliver_now
 from incidents.models import AlertChannel, ChannelKind, EscalationPolicy, Incident
+from incidents.services.incidents import incidents_sync
+from incidents.services.notifications import incidents_escalate
 from outbox.clock import DbNow
-from reconciliation.alerts.channel_delivery import notifications_deliver_now
-from reconciliation.alerts.incidents import incidents_sync
-from reconciliation.alerts.notifications import incidents_escalate
 from reconciliation.models import SecurityEvent
 from tests.reconciliation.alerts.alert_receiver import AlertReceiver
 from tests.reconciliation.alerts.test_incidents import SECRET

@@ -8,12 +8,12 @@ import time
 import pytest
 
 from incidents.models import AlertChannel, ChannelKind, Incident, IncidentKind, IncidentState
+from incidents.services.operator import incident_acknowledge
 from outbox.clock import DbNow
 from outbox.destinations import InProcessDestination
 from outbox.dispatch.dispatcher import handoff_deliver
 from outbox.models import Handoff, HandoffState
 from outbox.services import handoff_record
-from reconciliation.alerts.operator import incident_acknowledge
 from reconciliation.models import SecurityEvent
 from tests.factories import make_user
 from tests.reconciliation.alerts.alert_receiver import AlertReceiver

@@ -9,6 +9,7 @@ from standardwebhooks.webhooks import Webhook
 from approvals.management.commands.demo import ONBOARDING_STEPS, ONBOARDING_THREE_STEPS_SCHEMA
 from approvals.models import TriggerOutcome, TriggerRecord
 from approvals.services import request_approve, rule_version_publish
+from incidents.channels.delivery import notifications_deliver_now
 from incidents.models import (
     AlertChannel,
     ChannelKind,
@@ -19,15 +20,14 @@ from incidents.models import (
     Notification,
     NotificationState,
 )
+from incidents.services.incidents import incidents_sync
+from incidents.services.operator import incident_resolve_by_person
+from incidents.text import incident_summary
 from outbox.destinations import InProcessDestination
 from outbox.destinations.smtp.destination import message_id_for
 from outbox.dispatch.dispatcher import handoff_deliver, sweep
 from outbox.models import Handoff, HandoffState
 from outbox.services import handoff_cancel
-from reconciliation.alerts.channel_delivery import notifications_deliver_now
-from reconciliation.alerts.incident_text import incident_summary
-from reconciliation.alerts.incidents import incidents_sync
-from reconciliation.alerts.operator import incident_resolve_by_person
 from reconciliation.models import Finding, FindingKind, ReconciliationRun, SecurityEvent
 from tests.builders import record
 from tests.factories import ONBOARDING_PAYLOAD, make_request, make_user

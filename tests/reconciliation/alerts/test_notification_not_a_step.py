@@ -6,9 +6,9 @@ import pytest
 
 from approvals.models import Request, RequestState
 from console.request_evidence import statuses_of
+from incidents.channels.delivery import NOTIFICATION_WORKFLOW
 from incidents.models import Incident
 from outbox.models import Handoff
-from reconciliation.alerts.channel_delivery import NOTIFICATION_WORKFLOW
 from tests.factories import RequestFactory
 from tests.reconciliation.alerts.alert_receiver import AlertReceiver
 from tests.reconciliation.alerts.engine import alerts_send_due

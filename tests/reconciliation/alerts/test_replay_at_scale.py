@@ -30,11 +30,11 @@ from incidents.models import (
     ReplayState,
     ReplayVerdict,
 )
+from incidents.services.incidents import incidents_sync
+from incidents.services.replay_preview import replay_preview_run
+from incidents.services.replay_run import replay_run
 from outbox.models import Attempt, DestinationConfig, Handoff, HandoffEvent, HandoffState
 from outbox.payloads import payload_hash
-from reconciliation.alerts.incidents import incidents_sync
-from reconciliation.alerts.replay_preview import replay_preview_run
-from reconciliation.alerts.replay_run import replay_run
 from tests.factories import ONBOARDING_PAYLOAD, onboarding_world
 from tests.processes import ROOT, KernelPort, database_url, popen_listening
 

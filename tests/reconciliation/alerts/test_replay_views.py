@@ -13,10 +13,10 @@ from django.test import Client
 from approvals.models import Role
 from delivery.models import ReceiverTask
 from incidents.models import Incident, Replay, ReplayOutcome, ReplayState, ReplayVerdict
+from incidents.services.incidents import incidents_sync
+from incidents.services.replay_preview import replay_preview_run
+from incidents.services.replay_run import replay_run
 from outbox.models import Handoff, HandoffState
-from reconciliation.alerts.incidents import incidents_sync
-from reconciliation.alerts.replay_preview import replay_preview_run
-from reconciliation.alerts.replay_run import replay_run
 from tests.builders import record
 from tests.factories import make_user, retry_after_hold
 

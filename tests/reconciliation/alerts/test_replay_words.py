@@ -8,10 +8,10 @@ from django.urls import reverse
 
 from delivery.models import ReceiverTask
 from incidents.models import Replay, ReplayOutcome, ReplayVerdict
+from incidents.services.replay_preview import replay_preview_run
+from incidents.services.replay_run import replay_run
 from outbox.models import Handoff, HandoffState
 from outbox.services import handoff_settle
-from reconciliation.alerts.replay_preview import replay_preview_run
-from reconciliation.alerts.replay_run import replay_run
 from tests.reconciliation.alerts.test_replay_views import client_of, failed  # noqa: F401 - fixture
 
 pytestmark = pytest.mark.django_db(databases=["default", "delivery"])

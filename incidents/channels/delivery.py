@@ -13,15 +13,15 @@ outcome). Just before the call the dispatcher asks `incidents.notification_send_
 
 from django.conf import settings
 
+from incidents.channels.payloads import payload_for
 from incidents.models import AlertChannel, ChannelKind, Notification
+from incidents.text import incident_summary
 from lib.databases import DB
 from outbox.destinations import destination_named
 from outbox.dispatch.dispatcher import sweep
 from outbox.models import Handoff
 from outbox.services.destination_configs import destination_config_put, product_mail_config
 from outbox.services.recording import handoff_record
-from reconciliation.alerts.channels import payload_for
-from reconciliation.alerts.incident_text import incident_summary
 
 KEY_PREFIX = "incident:"
 NOTIFICATION_WORKFLOW = "incident_notifications"

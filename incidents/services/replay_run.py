@@ -18,15 +18,8 @@ from django.db import transaction
 from django.db.models import Q
 
 from incidents.models import ACTED_ON, Replay, ReplayItem, ReplayOutcome, ReplayState, ReplayVerdict
-from lib.databases import DB
-from outbox.clock import DbNow
-from outbox.errors import OutboxError
-from outbox.models import Handoff, HandoffState
-from outbox.models.states import DeliveredCode
-from outbox.services.operator import handoff_retry
-from outbox.settlement.asked import handoff_settle
-from reconciliation.alerts.incidents import incident_event
-from reconciliation.alerts.replay_preview import (
+from incidents.services.incidents import incident_event
+from incidents.services.replay_preview import (
     CHUNK,
     in_own_connection,
     record_progress,
@@ -34,6 +27,13 @@ from reconciliation.alerts.replay_preview import (
     replay_preview_run,
     threads_allowed,
 )
+from lib.databases import DB
+from outbox.clock import DbNow
+from outbox.errors import OutboxError
+from outbox.models import Handoff, HandoffState
+from outbox.models.states import DeliveredCode
+from outbox.services.operator import handoff_retry
+from outbox.settlement.asked import handoff_settle
 from reconciliation.errors import ReconciliationError
 
 STALLED_SECONDS = 120
@@ -60,7 +60,7 @@ def replay_confirm(*, replay_id: int, actor) -> Replay:
             incident_event(
                 replay.incident, "replay_started", actor=actor, note=f"replay {replay.pk}"
             )
-        replay_enqueue("reconciliation.tasks.replay_run", replay.pk)
+        replay_enqueue("incidents.tasks.replay_run", replay.pk)
     return Replay.objects.using(DB).get(pk=replay_id)
 
 

@@ -1,7 +1,7 @@
 from django.core.management.base import BaseCommand
 
-from reconciliation.alerts import alerts_send_due
-from reconciliation.alerts.channel_delivery import notifications_deliver_now
+from incidents.channels.delivery import notifications_deliver_now
+from incidents.sweep import alerts_send_due
 
 
 class Command(BaseCommand):

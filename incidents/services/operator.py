@@ -4,10 +4,10 @@ from django.conf import settings
 from django.db import transaction
 
 from incidents.models import Incident, IncidentState, NotificationEvent
+from incidents.services.incidents import incident_event, incident_resolve
+from incidents.services.notifications import incident_notify
 from lib.databases import DB
 from outbox.clock import DbNow
-from reconciliation.alerts.incidents import incident_event, incident_resolve
-from reconciliation.alerts.notifications import incident_notify
 from reconciliation.errors import ReconciliationError
 
 

@@ -5,13 +5,13 @@ and continues replays whose background job stalled. Sending is the dispatchers' 
 
 from dataclasses import dataclass, field
 
-from reconciliation.alerts.incidents import incidents_sync
-from reconciliation.alerts.notifications import (
+from incidents.services.incidents import incidents_sync
+from incidents.services.notifications import (
     incidents_escalate,
     notifications_failed_note,
     settings_channels_seed,
 )
-from reconciliation.alerts.replay_run import replays_resume
+from incidents.services.replay_run import replays_resume
 
 
 @dataclass

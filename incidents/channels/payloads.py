@@ -19,7 +19,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from incidents.models import ChannelKind, Notification, NotificationEvent
-from reconciliation.alerts.incident_text import IncidentSummary
+from incidents.text import IncidentSummary
 
 HEADLINES = {
     NotificationEvent.ACKNOWLEDGE: "ACKNOWLEDGED",

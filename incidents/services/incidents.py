@@ -17,6 +17,15 @@ from django.db import IntegrityError, transaction
 from django.db.models import Count, Exists, OuterRef, Q
 
 from approvals.on_call import failure_owner_id
+from incidents.causes import (
+    Cause,
+    backlog_causes,
+    causes_now,
+    paused_destinations,
+    security_window_start,
+    unanswered_rejections,
+)
+from incidents.channels.delivery import KEY_PREFIX
 from incidents.models import (
     CONDITION_KINDS,
     Incident,
@@ -28,20 +37,11 @@ from incidents.models import (
     Notification,
     NotificationEvent,
 )
+from incidents.services.notifications import incident_notify, incident_queue_notice
 from lib.databases import DB
 from outbox.clock import DbNow, db_time
 from outbox.models import OPEN_STATES, Handoff
 from outbox.redaction import redact_text
-from reconciliation.alerts.causes import (
-    Cause,
-    backlog_causes,
-    causes_now,
-    paused_destinations,
-    security_window_start,
-    unanswered_rejections,
-)
-from reconciliation.alerts.channel_delivery import KEY_PREFIX
-from reconciliation.alerts.notifications import incident_notify, incident_queue_notice
 from reconciliation.models import Finding, SecurityEvent
 
 SYSTEM = "incident sweep"

@@ -21,6 +21,7 @@ from django.db import transaction
 from django.db.models import Max, Q
 
 from approvals.on_call import workspace_operator_id
+from incidents.channels.delivery import notification_handoff_record
 from incidents.models import (
     AlertChannel,
     ChannelKind,
@@ -35,7 +36,6 @@ from incidents.models import (
 )
 from lib.databases import DB
 from outbox.clock import DbNow
-from reconciliation.alerts.channel_delivery import notification_handoff_record
 
 
 def message_id(incident_id: int, number: int) -> str:

@@ -22,6 +22,7 @@ from incidents.models import (
     ReplayState,
     ReplayVerdict,
 )
+from incidents.services.incidents import incident_event
 from lib.databases import DB
 from outbox.clock import DbNow
 from outbox.destinations import LookupFailed, RemoteTask, destination_named
@@ -30,7 +31,6 @@ from outbox.models import NEEDS_PERSON_STATES, Handoff
 from outbox.redaction import redact_text
 from outbox.services.bulk import BULK_JOB_LIMIT
 from outbox.services.lookup_limits import lookups_under_limits
-from reconciliation.alerts.incidents import incident_event
 from reconciliation.errors import ReconciliationError
 
 CHUNK = 100
@@ -110,7 +110,7 @@ def replay_start(
             incident_event(
                 incident, "replay_previewing", actor=actor, note=f"replay {replay.pk}: {len(rows)}"
             )
-        replay_enqueue("reconciliation.tasks.replay_preview", replay.pk)
+        replay_enqueue("incidents.tasks.replay_preview", replay.pk)
     return replay
 
 

@@ -1,0 +1,24 @@
+from django.contrib import admin
+
+from approvals.admin import ReadOnlyAdmin
+from incidents.models import AlertChannel, EscalationPolicy, Incident
+
+
+@admin.register(Incident)
+class IncidentAdmin(ReadOnlyAdmin):
+    list_display = ("pk", "title", "kind", "severity", "state", "member_count", "opened_at")
+    list_filter = ("kind", "severity", "state")
+    search_fields = ("cause", "title")
+
+
+# Where incidents page and how they escalate (docs/incidents.md). A channel names the environment variable
+# of its secret; the secret itself is never stored.
+@admin.register(AlertChannel)
+class AlertChannelAdmin(admin.ModelAdmin):
+    list_display = ("name", "kind", "workspace_id", "severity", "level", "enabled", "secret_env")
+    list_filter = ("kind", "severity", "enabled")
+
+
+@admin.register(EscalationPolicy)
+class EscalationPolicyAdmin(admin.ModelAdmin):
+    list_display = ("workspace_id", "ack_timeout_seconds", "max_pages")
