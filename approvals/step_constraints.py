@@ -11,29 +11,45 @@ from outbox.destinations import DestinationUnavailable, destination_named
 from outbox.destinations.registry import default_destination_name
 from outbox.steps import TIMING_PARTS
 
+# A payload field a time is read from: a string declared a time or a day (`lib.moments` reads both).
+TIME_FORMATS = ("date-time", "date")
+
 
 def timing_shape_problems(where: str, step: dict, schema: dict) -> list[str]:
     """`steps[i].not_before` / `.finish_by`: an object with a schema field, or seconds after the approval."""
-    fields = set((schema.get("properties") or {}) if isinstance(schema, dict) else {})
+    properties = (schema.get("properties") or {}) if isinstance(schema, dict) else {}
     problems = [
-        _timing_rule_problem(f"{where}.{part}", step[part], fields)
+        _timing_rule_problem(f"{where}.{part}", step[part], properties)
         for part in TIMING_PARTS
         if step.get(part) is not None
     ]
     return [p for p in problems if p]
 
 
-def _timing_rule_problem(place: str, rule: object, fields: set[str]) -> str:
+def _timing_rule_problem(place: str, rule: object, properties: dict) -> str:
     if not isinstance(rule, dict) or len(rule) != 1 or not set(rule) <= {"field", "after_approval"}:
         return f'{place}: {{"field": <a field holding a time>}} or {{"after_approval": <seconds>}}'
-    if "field" in rule and rule["field"] not in fields:
-        return (
-            f"{place}.field: {rule['field']!r} is no field of the schema "
-            f"(fields: {', '.join(sorted(fields))})"
-        )
+    if "field" in rule:
+        return _time_field_problem(f"{place}.field", rule["field"], properties)
     seconds = rule.get("after_approval", 0)
     if isinstance(seconds, bool) or not isinstance(seconds, int | float) or seconds < 0:
         return f"{place}.after_approval: a number of seconds, 0 or more"
+    return ""
+
+
+def _time_field_problem(place: str, name: object, properties: dict) -> str:
+    """A deadline read from the payload names a field of the schema that holds a time: otherwise the step
+    would get no time at all from every request (a field that holds no time sets none)."""
+    if not isinstance(name, str) or name not in properties:
+        return (
+            f"{place}: {name!r} is no field of the schema (fields: {', '.join(sorted(properties))})"
+        )
+    rule = properties[name] if isinstance(properties[name], dict) else {}
+    if rule.get("type") != "string" or rule.get("format") not in TIME_FORMATS:
+        return (
+            f"{place}: {name!r} holds no time (its schema says type {rule.get('type')!r}, format "
+            f'{rule.get("format")!r}): declare it {{"type": "string", "format": "date-time"}} or "date"'
+        )
     return ""
 
 

@@ -27,8 +27,8 @@ SCHEMA = {
     **BASE,
     "properties": {
         **BASE["properties"],
-        "start_at": {"type": "string"},
-        "due_at": {"type": "string"},
+        "start_at": {"type": "string", "format": "date-time"},
+        "due_at": {"type": "string", "format": "date-time"},
     },
 }
 DAY = 24 * 3600
@@ -149,6 +149,36 @@ def test_workflows_check_names_the_deadline_and_writes_nothing(world, tmp_path):
     with pytest.raises(CommandError) as refused:
         call_command("workflows", "check", str(path))
     assert "workflows[0] (onboarding): steps[0].finish_by.after_approval: the retry window" in str(
+        refused.value
+    )
+    assert RuleVersion.objects.count() == before
+
+
+def test_workflows_check_refuses_a_deadline_field_that_holds_no_time_field_named(world, tmp_path):
+    """A deadline read from the payload names a field the schema declares a time ("format": "date-time" or
+    "date"); a field of another type or format would give no request a time: refused, the field named."""
+    schema = {
+        **SCHEMA,
+        "properties": {**SCHEMA["properties"], "seats": {"type": "integer"}},
+    }
+    for field, said in (("plan", "type 'string', format None"), ("seats", "type 'integer'")):
+        problems = rule_version_problems(
+            schema=schema, steps=[{"name": "create_client", "finish_by": {"field": field}}]
+        )
+        assert len(problems) == 1 and problems[0].startswith(
+            f"steps[0].finish_by.field: {field!r} holds no time (its schema says {said}"
+        ), problems
+    path = tmp_path / "workflows.json"
+    entry = {
+        "name": "onboarding",
+        "schema": schema,
+        "steps": [{"name": "create_client", "not_before": {"field": "plan"}}],
+    }
+    path.write_text(json.dumps({"workflows": [entry]}))
+    before = RuleVersion.objects.count()
+    with pytest.raises(CommandError) as refused:
+        call_command("workflows", "check", str(path))
+    assert "workflows[0] (onboarding): steps[0].not_before.field: 'plan' holds no time" in str(
         refused.value
     )
     assert RuleVersion.objects.count() == before
