@@ -1,22 +1,18 @@
-"""URLs of incidents: the list, one incident's page, acknowledge and resolve, and replays previewed item by
-item (docs/incidents.md)."""
+"""URLs under `incidents/`: the incidents app's own (`incidents/urls.py`), and the replay of the handoff
+list's filter, a console screen that joins the two, in the same namespace (docs/incidents.md)."""
 
 from django.urls import path
 
-from console.views import incident_replays as replays
-from console.views import incidents as views
+from console.views import incident_replays
+from incidents import urls as incident_urls
 
-app_name = "incidents"
+app_name = incident_urls.app_name
 
 urlpatterns = [
-    path("", views.incident_list, name="list"),
-    path("open-count", views.incident_open_count, name="open_count"),
-    path("<int:pk>/", views.incident_detail, name="detail"),
-    path("<int:pk>/acknowledge", views.incident_ack, name="acknowledge"),
-    path("<int:pk>/resolve", views.incident_resolve, name="resolve"),
-    path("<int:pk>/replay", replays.incident_replay_start, name="replay_start"),
-    path("replays/from-filter", replays.filter_replay_start, name="replay_from_filter"),
-    path("replays/<int:pk>/", replays.replay_detail, name="replay"),
-    path("replays/<int:pk>/run", replays.replay_run, name="replay_run"),
-    path("replays/<int:pk>/items.csv", replays.replay_items_csv, name="replay_csv"),
+    *incident_urls.urlpatterns,
+    path(
+        "replays/from-filter",
+        incident_replays.filter_replay_start,
+        name="replay_from_filter",
+    ),
 ]
