@@ -28,7 +28,7 @@ from pathlib import Path
 
 from tests.acceptance.three_destinations import ACCOUNTS_TOKEN
 from tests.faults.invariants import check_invariants, incidents_open_for_healed_causes
-from tests.hosts.spells import spell_lines, spell_report
+from tests.hosts.spells import broken_keys, spell_lines, spell_report, spells_of_keys
 from tests.hosts.three_hosts import MAIL, STEPS, ThreeHosts
 
 DISPATCHERS = ("d1", "d2", "d3")
@@ -305,6 +305,9 @@ def play(run, schedule: list[Fault], *, seed: int, seconds: float) -> Outcome:
     figures = _figures(run)
     figures["spells"] = spell_report(run, schedule, began)
     print(spell_lines(figures["spells"]), flush=True)
+    if keys_broken := broken_keys(broken):
+        # What each key the checker names went through: the faults in force while its calls were made.
+        figures["spells_of_broken_keys"] = spells_of_keys(run, schedule, began, keys_broken)
     figures["incidents_resolved_after_settle_seconds"] = round(time.monotonic() - settled_at, 1)
     if run.exited():
         broken["processes exited"] = run.exited()

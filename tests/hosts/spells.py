@@ -43,3 +43,35 @@ def spell_lines(report: list[dict]) -> str:
         f"{entry['fault']}: calls {entry['calls'] or 'none'}; receiver fired {entry['receiver_fired'] or 'none'}"
         for entry in report
     )
+
+
+KEY_ATTEMPTS_SQL = (
+    "SELECT h.action_key, min(a.started_at), max(coalesce(a.finished_at, a.started_at)) "
+    "FROM outbox_attempt a JOIN outbox_handoff h ON h.id = a.handoff_id "
+    "WHERE h.action_key = ANY(%s) GROUP BY 1"
+)
+
+
+def broken_keys(broken: dict) -> list[str]:
+    """The action keys a checker's findings name (a key, or a tuple that starts with one)."""
+    keys = []
+    for found in broken.values():
+        for item in found if isinstance(found, list) else []:
+            key = item[0] if isinstance(item, tuple) and item else item
+            if isinstance(key, str) and key.count(":") >= 3:
+                keys.append(key)
+    return sorted(set(keys))
+
+
+def spells_of_keys(run, schedule, began: float, keys: list[str]) -> dict[str, list[str]]:
+    """Per key, the faults in force while its calls were made (from its first attempt's start to its last
+    attempt's end): what a failing key went through."""
+    with run.connect() as outbox:
+        rows = outbox.execute(KEY_ATTEMPTS_SQL, (keys,)).fetchall()
+    spans = {
+        key: (first.timestamp() - began, last.timestamp() - began) for key, first, last in rows
+    }
+    return {
+        key: [str(f) for f in schedule if f.start <= end and start <= f.start + f.duration]
+        for key, (start, end) in spans.items()
+    }
