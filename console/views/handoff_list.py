@@ -20,6 +20,7 @@ from console.destination_holds import handoff_rows
 from console.filters import HandoffFilter, handoff_list_page
 from lib.htmx import HtmxHttpRequest
 from lib.querystring import BadQueryValue, id_or_none, keyset_cursor, parse_keyset_cursor
+from lib.row_urls import row_url
 from outbox.archive_search import archived_matching
 from outbox.guidance import available_actions, retry_is_risky
 from outbox.models import Handoff
@@ -66,7 +67,7 @@ def quick_actions(handoff: Handoff) -> list[QuickAction]:
     holds = getattr(handoff, "destination_holds", None)
     held = holds is not None and holds.held
     return [
-        QuickAction(label, reverse(url_name, args=(handoff.pk,)))
+        QuickAction(label, row_url(url_name, handoff.pk))
         for label, url_name in (
             QUICK_ACTION_URLS[a]
             for a in available_actions(handoff, destination_held=held)
