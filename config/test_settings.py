@@ -36,7 +36,7 @@ os.environ.setdefault("HANDOFF_RETENTION_DUTY_CYCLE", "1")
 # sharing has tests of its own (tests/console/test_health_shared_figures.py), which turn it on.
 os.environ.setdefault("HEALTH_FIGURES_SECONDS", "0")
 # Incidents tell people at once in tests; the delay before paging has tests of its own
-# (tests/reconciliation/alerts/test_page_delay.py), which set it in seconds.
+# (tests/incidents/test_page_delay.py), which set it in seconds.
 os.environ.setdefault("ALERT_PAGE_DELAY_SECONDS", "0")
 os.environ.setdefault("ALERT_QUEUE_DELAY_SECONDS", "0")
 # One refused credential pauses a destination in tests, whose credential cases refuse once; the threshold of

@@ -41,7 +41,7 @@ from tests.acceptance.three_destinations import (
     three_destinations,
 )
 from tests.factories import three_step_onboarding_world
-from tests.reconciliation.alerts.engine import alerts_send_due
+from tests.incidents.engine import alerts_send_due
 
 pytestmark = pytest.mark.django_db(databases=["default", "delivery"], transaction=True)
 S = HandoffState

@@ -20,9 +20,9 @@ from outbox.models import Handoff, HandoffState
 from outbox.services import handoff_cancel
 from tests.builders import record
 from tests.factories import onboarding_world
-from tests.reconciliation.alerts.alert_receiver import AlertReceiver
-from tests.reconciliation.alerts.engine import alerts_send_due
-from tests.reconciliation.alerts.test_incidents import REJECTED, SECRET
+from tests.incidents.alert_receiver import AlertReceiver
+from tests.incidents.engine import alerts_send_due
+from tests.incidents.test_incidents import REJECTED, SECRET
 
 pytestmark = [
     pytest.mark.browser,

@@ -24,9 +24,9 @@ from outbox.models import (
 )
 from outbox.services import handoff_record
 from tests.faults.test_dispatch_faults import wait_until
-from tests.reconciliation.alerts.alert_receiver import AlertReceiver
-from tests.reconciliation.alerts.engine import alerts_send_due
-from tests.reconciliation.alerts.test_incidents import SECRET
+from tests.incidents.alert_receiver import AlertReceiver
+from tests.incidents.engine import alerts_send_due
+from tests.incidents.test_incidents import SECRET
 
 pytestmark = [
     pytest.mark.postgres,

@@ -22,8 +22,8 @@ from outbox.models import Attempt, AttemptOutcome, Handoff, HandoffState
 from outbox.services import handoff_cancel, handoff_record
 from tests.faults.conftest import START_DEADLINE_SECONDS
 from tests.faults.test_dispatch_faults import wait_until
-from tests.reconciliation.alerts.channel_servers import ChannelServers
-from tests.reconciliation.alerts.test_incidents import SECRET
+from tests.incidents.channel_servers import ChannelServers
+from tests.incidents.test_incidents import SECRET
 
 pytestmark = [
     pytest.mark.postgres,

@@ -14,9 +14,9 @@ from django.test import Client
 from incidents.models import Incident, IncidentSeverity
 from reconciliation.models import SecurityEvent, SecurityEventKind
 from tests.factories import make_user
-from tests.reconciliation.alerts.alert_receiver import AlertReceiver
-from tests.reconciliation.alerts.engine import alerts_send_due
-from tests.reconciliation.alerts.test_incidents import SECRET, triggers_of, webhook_channel
+from tests.incidents.alert_receiver import AlertReceiver
+from tests.incidents.engine import alerts_send_due
+from tests.incidents.test_incidents import SECRET, triggers_of, webhook_channel
 from tests.sso.scripted import bogus_callback, sign_on
 
 pytestmark = pytest.mark.django_db

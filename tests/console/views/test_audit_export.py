@@ -33,7 +33,7 @@ from tests.builders import approve
 from tests.builders import record as record_handoff
 from tests.console.clients import client_for
 from tests.factories import make_user, onboarding_world
-from tests.reconciliation.alerts.test_incidents import REJECTED
+from tests.incidents.test_incidents import REJECTED
 
 pytestmark = pytest.mark.django_db
 

@@ -9,7 +9,7 @@ from incidents.services.incidents import incidents_sync
 from outbox.destinations import InProcessDestination
 from outbox.dispatch.dispatcher import handoff_deliver
 from tests.builders import record
-from tests.reconciliation.alerts.test_incidents import REJECTED
+from tests.incidents.test_incidents import REJECTED
 
 pytestmark = pytest.mark.django_db(databases=["default", "delivery"])
 

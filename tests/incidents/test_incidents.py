@@ -31,9 +31,9 @@ from outbox.services import handoff_cancel
 from reconciliation.models import Finding, FindingKind, ReconciliationRun, SecurityEvent
 from tests.builders import record
 from tests.factories import ONBOARDING_PAYLOAD, make_request, make_user
+from tests.incidents.alert_receiver import AlertReceiver
+from tests.incidents.engine import alerts_send_due
 from tests.intake.triggers import TRIGGERS_URL, trigger_document
-from tests.reconciliation.alerts.alert_receiver import AlertReceiver
-from tests.reconciliation.alerts.engine import alerts_send_due
 
 pytestmark = pytest.mark.django_db(databases=["default", "delivery"], transaction=True)
 REJECTED = {"client_name": " ", "plan": "standard"}

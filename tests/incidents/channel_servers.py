@@ -171,7 +171,7 @@ class ChannelServers:
             lambda fd: [
                 sys.executable,
                 "-m",
-                "tests.reconciliation.alerts.channel_servers",
+                "tests.incidents.channel_servers",
                 "--fd",
                 str(fd),
             ],

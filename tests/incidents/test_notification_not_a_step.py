@@ -10,9 +10,9 @@ from incidents.channels.delivery import NOTIFICATION_WORKFLOW
 from incidents.models import Incident
 from outbox.models import Handoff
 from tests.factories import RequestFactory
-from tests.reconciliation.alerts.alert_receiver import AlertReceiver
-from tests.reconciliation.alerts.engine import alerts_send_due
-from tests.reconciliation.alerts.test_incidents import SECRET, fail, webhook_channel
+from tests.incidents.alert_receiver import AlertReceiver
+from tests.incidents.engine import alerts_send_due
+from tests.incidents.test_incidents import SECRET, fail, webhook_channel
 
 pytestmark = pytest.mark.django_db(databases=["default", "delivery"], transaction=True)
 

@@ -13,8 +13,8 @@ from outbox.dispatch.dispatcher import handoff_deliver
 from outbox.models import Handoff, HandoffState
 from tests.builders import approve
 from tests.factories import make_user
-from tests.reconciliation.alerts.engine import alerts_send_due
-from tests.reconciliation.alerts.test_incidents import REJECTED
+from tests.incidents.engine import alerts_send_due
+from tests.incidents.test_incidents import REJECTED
 
 pytestmark = pytest.mark.django_db(databases=["default", "delivery"], transaction=True)
 

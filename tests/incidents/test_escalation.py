@@ -15,8 +15,8 @@ from incidents.services.incidents import incidents_sync
 from incidents.services.notifications import incidents_escalate
 from outbox.clock import DbNow
 from reconciliation.models import SecurityEvent
-from tests.reconciliation.alerts.alert_receiver import AlertReceiver
-from tests.reconciliation.alerts.test_incidents import SECRET
+from tests.incidents.alert_receiver import AlertReceiver
+from tests.incidents.test_incidents import SECRET
 
 pytestmark = pytest.mark.django_db(databases=["default", "delivery"], transaction=True)
 ROUTING_KEY = "R0UTINGKEY0000000000000000000000"

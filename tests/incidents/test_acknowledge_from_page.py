@@ -26,9 +26,9 @@ from incidents.text import incident_summary
 from outbox.destinations import InProcessDestination
 from outbox.dispatch.dispatcher import handoff_deliver
 from tests.builders import record
-from tests.reconciliation.alerts.alert_receiver import AlertReceiver
-from tests.reconciliation.alerts.test_escalation import db_clock, escalation_pass, wait_for
-from tests.reconciliation.alerts.test_incidents import REJECTED, SECRET
+from tests.incidents.alert_receiver import AlertReceiver
+from tests.incidents.test_escalation import db_clock, escalation_pass, wait_for
+from tests.incidents.test_incidents import REJECTED, SECRET
 
 pytestmark = pytest.mark.django_db(databases=["default", "delivery"], transaction=True)
 ROUTING_KEY = "R0UTINGKEY0000000000000000000000"

@@ -12,7 +12,7 @@ from incidents.services.replay_preview import replay_preview_run
 from incidents.services.replay_run import replay_run
 from outbox.models import Handoff, HandoffState
 from outbox.services import handoff_settle
-from tests.reconciliation.alerts.test_replay_views import client_of, failed  # noqa: F401 - fixture
+from tests.incidents.test_replay_views import client_of, failed  # noqa: F401 - fixture
 
 pytestmark = pytest.mark.django_db(databases=["default", "delivery"])
 S = HandoffState

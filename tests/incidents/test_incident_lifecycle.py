@@ -16,9 +16,9 @@ from outbox.models import Handoff, HandoffState
 from outbox.services import handoff_record
 from reconciliation.models import SecurityEvent
 from tests.factories import make_user
-from tests.reconciliation.alerts.alert_receiver import AlertReceiver
-from tests.reconciliation.alerts.engine import alerts_send_due
-from tests.reconciliation.alerts.test_incidents import SECRET
+from tests.incidents.alert_receiver import AlertReceiver
+from tests.incidents.engine import alerts_send_due
+from tests.incidents.test_incidents import SECRET
 
 pytestmark = pytest.mark.django_db(databases=["default", "delivery"], transaction=True)
 

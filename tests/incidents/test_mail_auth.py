@@ -13,9 +13,9 @@ from outbox.destinations.registry import DestinationInvalid, destination_from_co
 from outbox.models import DestinationConfig, Handoff, HandoffState
 from outbox.services.destination_configs import mail_auth_check, product_mail_config
 from tests.builders import approve
+from tests.incidents.engine import alerts_send_due
+from tests.incidents.test_incidents import REJECTED
 from tests.outbox.destinations.smtp_server import SmtpServer, make_certificate
-from tests.reconciliation.alerts.engine import alerts_send_due
-from tests.reconciliation.alerts.test_incidents import REJECTED
 
 pytestmark = pytest.mark.django_db(databases=["default", "delivery"], transaction=True)
 PASSWORD = "right-password"
