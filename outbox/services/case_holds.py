@@ -14,7 +14,7 @@ from lib.moments import BadMoment, parse_moment
 from outbox.clock import db_now, db_time
 from outbox.dispatch.wakeups import wake_dispatcher_on_commit
 from outbox.errors import CaseHoldRefused, HandoffNotFound, InvalidActionInput, ReasonRequired
-from outbox.models import OPEN_STATES, CaseHold, Handoff, HandoffEvent
+from outbox.models import OPEN_STATES, CaseHold, Handoff, HandoffEvent, HandoffState
 
 SWEEP = "case hold sweep"
 
@@ -126,6 +126,11 @@ def _end(hold: CaseHold, *, actor, reason: str) -> int:
     """Lift the hold from its rows (locked in id order) and close it; its rows' events say why."""
     rows = Handoff.objects.using(DB).filter(case_hold_id=hold.pk)
     held = list(rows.select_for_update(no_key=True).order_by("pk"))
+    # A retry whose time fell inside the hold is tried at the release, in the release's place in the order
+    # of due rows (one clock: the database's); a retry time after the release stands.
+    rows.filter(state=HandoffState.PENDING, next_attempt_at__lt=db_now()).update(
+        next_attempt_at=db_now()
+    )
     rows.update(case_hold=None, updated_at=db_now())
     hold.ended_at, hold.ended_by, hold.end_reason = db_time(), _label(actor), reason
     hold.save(using=DB, update_fields=["ended_at", "ended_by", "end_reason"])
@@ -136,11 +141,13 @@ def _end(hold: CaseHold, *, actor, reason: str) -> int:
 
 
 def hold_of_successor(after: Handoff) -> int | None:
-    """The hold a step recorded after `after` carries: the hold of a whole case that covers `after`."""
-    if after.case_hold_id is None:
+    """The hold a step recorded after `after` carries: the live hold of the whole case `after` is a step of,
+    whether or not `after` carries it. A delivered step is never marked (only open rows are), yet the
+    compensation recorded after it belongs to the held case: it waits for the release like any step."""
+    if not after.instance_key:
         return None
-    live = CaseHold.objects.using(DB).live().exclude(instance_key="")
-    return live.filter(pk=after.case_hold_id).values_list("pk", flat=True).first()
+    live = CaseHold.objects.using(DB).live().filter(instance_key=after.instance_key)
+    return live.order_by("pk").values_list("pk", flat=True).first()
 
 
 def case_holds_expire() -> int:

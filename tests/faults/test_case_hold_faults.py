@@ -8,6 +8,7 @@ import pytest
 
 from delivery.models import ReceiverTask
 from outbox.models import Attempt, Handoff, HandoffState
+from outbox.services import instance_compensate
 from outbox.services.case_holds import case_hold, case_resume
 from outbox.services.operator import handoff_retry
 from tests.builders import approve
@@ -111,4 +112,61 @@ def test_a_case_held_at_its_failed_step_resumes_there_under_the_same_keys(proces
     assert first.action_key == CREATE
     for key in (CREATE, PROVISION, WELCOME):
         assert _at_receiver(key) == 1, key
+    processes.stop_all()
+
+
+def test_a_held_cases_compensation_reaches_the_receiver_only_after_the_release(processes):
+    """Held mid-workflow (two steps delivered, the third failed once and waiting), the case is compensated:
+    its third step is cancelled and nothing of the undo reaches the receiver while the case is held, though
+    the dispatcher keeps delivering to that destination; released, each delivered step is undone exactly
+    once. Fails on the code that held only the open rows' successors (the undo went out at once)."""
+    world = three_step_onboarding_world()
+    undo_provision, undo_create = f"{PROVISION}:compensate", f"{CREATE}:compensate"
+    processes.start_receiver(faults={"keys": {WELCOME: "http_503"}})
+    dispatcher = processes.start_dispatcher(
+        "d1", HANDOFF_BACKOFF_BASE="600", HANDOFF_BACKOFF_CAP="600"
+    )
+    approve(world, 43)
+    wait_until(
+        lambda: Handoff.objects.filter(action_key=WELCOME, state=S.PENDING, attempts=1).exists(),
+        timeout=DEADLINE_SECONDS,
+        what="two steps delivered, the third failed once and waits for its retry",
+        procs=[dispatcher],
+    )
+    welcome = Handoff.objects.get(action_key=WELCOME)
+    case_hold(handoff_id=welcome.pk, actor=world["olga"], reason="fraud check", whole_case=True)
+    instance_compensate(instance_key=INSTANCE, actor=world["olga"], reason="client withdrew")
+
+    other = HandoffFactory(number=3200, destination=welcome.destination)
+    wait_until(
+        lambda: Handoff.objects.filter(pk=other.pk, state=S.DELIVERED).exists(),
+        timeout=DEADLINE_SECONDS,
+        what="another handoff to the same destination delivered",
+        procs=[dispatcher],
+    )
+    assert _at_receiver(undo_provision, undo_create, WELCOME) == 0
+    assert Handoff.objects.get(action_key=undo_provision).attempts == 0
+    assert Handoff.objects.get(action_key=WELCOME).state == S.CANCELLED
+
+    case_resume(handoff_id=welcome.pk, actor=world["olga"], reason="fraud check passed")
+    wait_until(
+        lambda: (
+            Handoff.objects.filter(
+                action_key__in=[undo_provision, undo_create], state=S.DELIVERED
+            ).count()
+            == 2
+        ),
+        timeout=DEADLINE_SECONDS,
+        what="both delivered steps undone after the release",
+        procs=[dispatcher],
+    )
+    for key in (CREATE, PROVISION, undo_provision, undo_create):
+        assert _at_receiver(key) == 1, key
+    assert _at_receiver(WELCOME) == 0
+    attempts = dict(
+        Handoff.objects.filter(action_key__in=[undo_provision, undo_create]).values_list(
+            "action_key", "attempts"
+        )
+    )
+    assert attempts == {undo_provision: 1, undo_create: 1}, attempts
     processes.stop_all()

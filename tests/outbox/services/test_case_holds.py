@@ -13,7 +13,8 @@ from outbox.dispatch.claims import handoff_claim_due
 from outbox.dispatch.dispatcher import sweep
 from outbox.errors import CaseHoldRefused, InvalidActionInput, ReasonRequired
 from outbox.failures import DeliveryResult
-from outbox.models import CaseHold, Handoff, HandoffEvent, HandoffState
+from outbox.models import CaseHold, Handoff, HandoffEvent, HandoffKind, HandoffState
+from outbox.services import instance_compensate
 from outbox.services.case_holds import case_hold, case_holds_expire, case_resume
 from outbox.services.outcomes import handoff_record_outcomes
 from tests.builders import record
@@ -151,3 +152,56 @@ def test_the_periodic_sweep_ends_a_hold_whose_end_passed(world):
     CaseHold.objects.filter(pk=hold.pk).update(ends_at=db_now_plus(-1))
     sweep(destination=InProcessDestination())
     assert Handoff.objects.get(pk=handoff.pk).state == S.DELIVERED
+
+
+def test_a_held_cases_compensation_waits_for_the_release_then_undoes_once():
+    """Fails on the code that held only the case's open rows' successors: the compensation recorded after a
+    delivered (never marked) step escaped the hold and was sent while the case was held."""
+    world = three_step_onboarding_world()
+    request = make_request(world["w7"], 43, world["bob"])
+    request_approve(
+        workspace_id=7,
+        number=43,
+        revision=1,
+        actor=world["alice"],
+        payload_hash=request.payload_hash,
+    )
+    [claim] = handoff_claim_due(worker="w1")
+    handoff_record_outcomes(
+        outcomes=[(claim, DeliveryResult.ok(task_id="t-1", created=True))],
+        destination=InProcessDestination(),
+    )
+    provision = Handoff.objects.get(action_key=PROVISION)
+    case_hold(handoff_id=provision.pk, actor=world["olga"], reason="fraud check", whole_case=True)
+    instance_compensate(instance_key=INSTANCE, actor=world["olga"], reason="client withdrew")
+
+    undo = Handoff.objects.get(instance_key=INSTANCE, kind=HandoffKind.COMPENSATION)
+    assert undo.is_held and undo.compensates_id == claim.handoff_id
+    sweep(destination=InProcessDestination())
+    assert Handoff.objects.get(pk=undo.pk).attempts == 0
+    assert Handoff.objects.get(action_key=PROVISION).state == S.CANCELLED
+
+    case_resume(handoff_id=provision.pk, actor=world["olga"], reason="fraud check passed")
+    sweep(destination=InProcessDestination())
+    undos = Handoff.objects.filter(instance_key=INSTANCE, kind=HandoffKind.COMPENSATION)
+    assert [(u.pk, u.state, u.attempts) for u in undos] == [(undo.pk, S.DELIVERED, 1)]
+
+
+def test_resume_moves_a_retry_time_that_fell_inside_the_hold_to_the_release(world):
+    """Fails on the code that left the old backoff time: a retry that came due while held kept its old
+    place; one whose time is after the release keeps that time."""
+    inside, after = record(507), record(508)
+    for handoff in (inside, after):
+        case_hold(handoff_id=handoff.pk, actor=world["olga"], reason="checking", whole_case=False)
+    # Failed once before the hold: the first retry time passed while held, the second is still ahead.
+    Handoff.objects.filter(pk=inside.pk).update(attempts=1, next_attempt_at=db_now_plus(-600))
+    Handoff.objects.filter(pk=after.pk).update(attempts=1, next_attempt_at=db_now_plus(3600))
+    later = Handoff.objects.get(pk=after.pk).next_attempt_at
+    before_release = db_time()
+
+    for handoff in (inside, after):
+        case_resume(handoff_id=handoff.pk, actor=world["olga"], reason="checked")
+
+    assert Handoff.objects.get(pk=inside.pk).next_attempt_at >= before_release
+    assert Handoff.objects.get(pk=after.pk).next_attempt_at == later
+    assert _claimed_keys() == {inside.action_key}
