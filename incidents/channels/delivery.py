@@ -24,12 +24,14 @@ from outbox.services.destination_configs import destination_config_put, product_
 from outbox.services.recording import handoff_record
 
 KEY_PREFIX = "incident:"
+# Every channel's destination is named so (`channel_destination_name`): the causes leave them out.
+CHANNEL_DESTINATION_PREFIX = "alert-channel-"
 NOTIFICATION_WORKFLOW = "incident_notifications"
 ACTOR = "incident notifications"
 
 
 def channel_destination_name(channel: AlertChannel) -> str:
-    return f"alert-channel-{channel.pk}"
+    return f"{CHANNEL_DESTINATION_PREFIX}{channel.pk}"
 
 
 def _retry() -> dict:
@@ -84,7 +86,7 @@ def notification_handoff_record(notification: Notification) -> Handoff:
         workspace_id=incident.workspace_id or 0,
         source_ref=f"incident {incident.pk} notification {notification.message_id}",
         # No request revision (0): a request's steps are the handoffs whose source_id is its id, and an
-        # incident's id is no request's (tests/reconciliation/alerts/test_notification_not_a_step.py).
+        # incident's id is no request's (tests/incidents/test_notification_not_a_step.py).
         source_id=0,
         action_key=notification_key(notification),
         payload=payload_for(notification, summary),

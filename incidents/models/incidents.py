@@ -8,7 +8,7 @@ incident, which pages once and resolves by itself when its cause is gone and eve
 A notification is a side effect like a handoff: it has a stable id (the incident and the notification's
 number) that a receiver of alerts sees again on a resend, and it is retried with backoff within a window;
 one that could not be sent stays visible (`NotificationState.FAILED`). It is delivered as a handoff by the
-outbox's engine (`alerts/channel_delivery.py`).
+outbox's engine (`incidents/channels/delivery.py`).
 """
 
 from django.conf import settings
@@ -292,7 +292,7 @@ HANDOFF_TO_NOTIFICATION = {
 class NotificationQuerySet(models.QuerySet):
     def with_delivery(self):
         """Annotated `delivery_state` (a NotificationState), `delivery_attempts` and `delivery_error`: read
-        from the notification's handoff, which the outbox's engine delivers (`alerts/channel_delivery.py`);
+        from the notification's handoff, which the outbox's engine delivers (`incidents/channels/delivery.py`);
         a notification queued before that (no handoff) keeps its own `state`."""
         handoff = Handoff.objects.filter(pk=models.OuterRef("handoff_id"))
         return self.annotate(
@@ -339,7 +339,7 @@ class Notification(models.Model):
     sent_at = models.DateTimeField(null=True, blank=True)
     last_status = models.CharField(max_length=40, blank=True)
     last_error = models.TextField(blank=True)
-    # The handoff that delivers it (`alerts/channel_delivery.py`): its state is the notification's
+    # The handoff that delivers it (`incidents/channels/delivery.py`): its state is the notification's
     # (`NotificationQuerySet.with_delivery`). None: queued before notifications rode the outbox's engine.
     handoff_id = models.BigIntegerField(null=True, blank=True)
 

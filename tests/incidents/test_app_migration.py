@@ -58,9 +58,7 @@ def _incident_written_before_the_move(old) -> int:
 def test_an_incident_written_before_the_move_is_read_whole_after_it():
     old = _migrate(BEFORE)
     ContentType.objects.clear_cache()
-    ContentType.objects.get_or_create(
-        app_label="reconciliation", model="incident"
-    )
+    ContentType.objects.get_or_create(app_label="reconciliation", model="incident")
     try:
         pk = _incident_written_before_the_move(old)
     finally:
