@@ -50,7 +50,7 @@ def incident_list(request: HtmxHttpRequest) -> HttpResponse:
     )[:LIST_SIZE]
     return render(
         request,
-        "reconciliation/incidents/list.html",
+        "incidents/list.html",
         {"incidents": rows, "live_only": live_only, "list_size": LIST_SIZE},
     )
 
@@ -121,6 +121,6 @@ def incident_open_count(request: HtmxHttpRequest) -> HttpResponse:
     )
     # Stripped: with nothing open the answer is empty, so the nav shows nothing, not an empty pill.
     pill = render_to_string(
-        "reconciliation/incidents/_open_count.html", {"count": count}, request=request
+        "incidents/_open_count.html", {"count": count}, request=request
     )
     return HttpResponse(pill.strip())

@@ -50,7 +50,7 @@ def _replay_or_404(request: HtmxHttpRequest, pk: int) -> Replay:
 
 def replay_refused(request, text: str, status: int) -> HttpResponse:
     return render(
-        request, "reconciliation/incidents/replay_refused.html", {"text": text}, status=status
+        request, "incidents/replay_refused.html", {"text": text}, status=status
     )
 
 
@@ -84,8 +84,8 @@ def replay_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     )
     context = {"replay": replay, "items": items, "next_after": next_after}
     if request.htmx:
-        return render(request, "reconciliation/incidents/replay.html#replay-progress", context)
-    return render(request, "reconciliation/incidents/replay.html", context)
+        return render(request, "incidents/replay.html#replay-progress", context)
+    return render(request, "incidents/replay.html", context)
 
 
 @require_POST
