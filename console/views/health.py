@@ -70,6 +70,9 @@ def health(request: HtmxHttpRequest) -> HttpResponse:
             "destinations": selectors.destinations_overview(),
             "may_set_limits": request.user.has_perm(SET_LIMITS_PERMISSION),
             "incidents": incident_health([workspace] if workspace else scope),
+            "notification_delivery": selectors.notification_delivery(
+                [workspace] if workspace else scope
+            ),
             "failing_channels": channels_failing([workspace] if workspace else scope),
             "fallback_duty": fallback_duty_for(request.user),
             "figures_seconds": settings.HEALTH_FIGURES_SECONDS,

@@ -53,8 +53,22 @@ def earlier_of_its_key():
     ).exclude(order_key="")
 
 
+# The product's own alert notifications ride the engine as handoffs of this workflow, keys `incident:…`
+# (`incidents/channels/delivery.py`). They are no workspace's business: the handoff lists and Health count
+# them apart (`HandoffQuerySet.business`), Health's alert-channel line shows their delivery.
+NOTIFICATION_WORKFLOW = "incident_notifications"
+
+
 class HandoffQuerySet(models.QuerySet):
     """The derived rules over handoffs, each defined once. Times are compared on the database clock."""
+
+    def business(self):
+        """The workspaces' own handoffs: every one but the product's alert notifications."""
+        return self.exclude(workflow=NOTIFICATION_WORKFLOW)
+
+    def notifications(self):
+        """The product's alert notifications (`NOTIFICATION_WORKFLOW`)."""
+        return self.filter(workflow=NOTIFICATION_WORKFLOW)
 
     def due(self):
         """Pending, its time come, no operator holds its case (the claim index's condition), not before its

@@ -26,7 +26,7 @@ from datetime import datetime, timedelta
 from django.conf import settings
 from django.core.cache import cache
 from django.db import connections
-from django.db.models import Count, Min, QuerySet
+from django.db.models import Count, Min, Q, QuerySet
 from django.db.models.functions import TruncHour
 
 from outbox.clock import db_time
@@ -206,7 +206,7 @@ def _oldest(scope: Iterable[int], state: str, field: str) -> datetime | None:
     """The earliest `field` of the rows in `state`, per workspace through the head of an index, then the
     earliest of those (a MIN over `workspace_id IN (…)` reads every row of the state)."""
     firsts = [
-        Handoff.objects.filter(workspace_id=ws, state=state).aggregate(m=Min(field))["m"]
+        Handoff.objects.business().filter(workspace_id=ws, state=state).aggregate(m=Min(field))["m"]
         for ws in scope
     ]
     return min((first for first in firsts if first is not None), default=None)
@@ -393,6 +393,39 @@ def health_summary_shared(workspace_ids: list[int], *, workspace: int | None = N
         summary = health_summary(workspace_ids, workspace=workspace)
         cache.set(key, summary, timeout=seconds)
     return summary
+
+
+@dataclass(frozen=True)
+class ChannelDelivery:
+    """The product's alert notifications to one channel's destination (`alert-channel-<id>`), counted apart
+    from the workspaces' handoffs: waiting to be sent (pending, in flight), unknown, and not sent."""
+
+    destination: str
+    waiting: int
+    uncertain: int
+    failed: int
+
+    @property
+    def link(self) -> str:
+        return handoff_list_url(origin="notifications", destination=self.destination)
+
+
+def notification_delivery(workspace_ids: Iterable[int]) -> list[ChannelDelivery]:
+    """Health's line of the alert channels' delivery, per channel destination with an open notification. One
+    query over the open rows (`handoff_state_open_idx`)."""
+    open_states = (S.PENDING, S.IN_FLIGHT, S.UNCERTAIN, S.NEEDS_ATTENTION)
+    rows = (
+        Handoff.objects.notifications()
+        .filter(workspace_id__in=list(workspace_ids), state__in=open_states)
+        .order_by("destination")
+        .values("destination")
+        .annotate(
+            waiting=Count("id", filter=Q(state__in=(S.PENDING, S.IN_FLIGHT))),
+            uncertain=Count("id", filter=Q(state=S.UNCERTAIN)),
+            failed=Count("id", filter=Q(state=S.NEEDS_ATTENTION)),
+        )
+    )
+    return [ChannelDelivery(**row) for row in rows]
 
 
 def duplicate_attempts(workspace_ids: list[int], *, limit: int = 100) -> QuerySet[Attempt]:

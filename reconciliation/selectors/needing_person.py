@@ -53,7 +53,7 @@ def needing_person_counts_bounded(
     ids = list(workspace_ids)
     if not ids:
         return {}
-    of_workspace = Handoff.objects.filter(workspace_id=OuterRef("id")).order_by()
+    of_workspace = Handoff.objects.business().filter(workspace_id=OuterRef("id")).order_by()
     live_keys = Finding.objects.live().values("action_key")
     in_states = of_workspace.filter(state__in=NEEDS_PERSON_STATES).values("id")[: cap + 1]
     with_finding = (

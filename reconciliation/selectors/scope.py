@@ -17,4 +17,5 @@ def scoped(
 
 
 def handoffs_scoped(workspace_ids: Iterable[int] | None) -> QuerySet[Handoff]:
-    return scoped(Handoff.objects.all(), workspace_ids)
+    """The business handoffs of the workspaces: Health counts the product's alert notifications apart."""
+    return scoped(Handoff.objects.business(), workspace_ids)

@@ -27,7 +27,7 @@ def _oldest(state: str, field: str):
     """Since when the oldest row of `state` has waited: the page's age is its moment minus this time."""
 
     def truth(t, workspaces: list[int], parts: list[str]) -> set[str]:
-        rows = Handoff.objects.filter(workspace_id__in=workspaces, state=state)
+        rows = Handoff.objects.business().filter(workspace_id__in=workspaces, state=state)
         oldest = rows.order_by(field).values_list(field, flat=True).first()
         return {"none" if oldest is None else oldest.isoformat()}
 
@@ -35,11 +35,15 @@ def _oldest(state: str, field: str):
 
 
 def _ack_durations(t, workspaces: list[int], moment) -> list[float]:
-    rows = Handoff.objects.filter(
-        workspace_id__in=workspaces,
-        attention_since__gte=moment - ACK_WINDOW,
-        acknowledged_at__isnull=False,
-    ).values_list("attention_since", "acknowledged_at")
+    rows = (
+        Handoff.objects.business()
+        .filter(
+            workspace_id__in=workspaces,
+            attention_since__gte=moment - ACK_WINDOW,
+            acknowledged_at__isnull=False,
+        )
+        .values_list("attention_since", "acknowledged_at")
+    )
     return [max((ack - failed).total_seconds(), 0.0) for failed, ack in rows]
 
 
@@ -59,7 +63,7 @@ def _acknowledged(t, workspaces: list[int], parts: list[str]) -> set[str]:
 
 
 def _unacknowledged(t, workspaces: list[int], parts: list[str]) -> set[str]:
-    rows = Handoff.objects.filter(
+    rows = Handoff.objects.business().filter(
         workspace_id__in=workspaces, state="needs_attention", acknowledged_at__isnull=True
     )
     return {str(rows.count())}
@@ -93,12 +97,16 @@ def _needing_person(t, workspaces: list[int], parts: list[str]) -> set[str]:
 
 def _rule_rows(t, workspaces: list[int], parts: list[str], moment):
     workflow, rule_version = parts
-    return Handoff.objects.filter(
-        workspace_id__in=workspaces,
-        workflow=workflow,
-        rule_version=rule_version,
-        created_at__gte=moment - WINDOW,
-    ).exclude(state="observed")
+    return (
+        Handoff.objects.business()
+        .filter(
+            workspace_id__in=workspaces,
+            workflow=workflow,
+            rule_version=rule_version,
+            created_at__gte=moment - WINDOW,
+        )
+        .exclude(state="observed")
+    )
 
 
 def _rule_handoffs(t, workspaces: list[int], parts: list[str]) -> set[str]:

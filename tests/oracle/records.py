@@ -90,7 +90,7 @@ def workspace_awaiting(ws: int) -> int:
 def workspace_needing_person(ws: int) -> int:
     """Handoffs a person must look at: needing attention or uncertain, or with a finding not resolved."""
     live = Finding.objects.exclude(status="resolved").values("action_key")
-    rows = Handoff.objects.filter(workspace_id=ws)
+    rows = Handoff.objects.business().filter(workspace_id=ws)
     return rows.filter(Q(state__in=NEEDS_PERSON) | Q(action_key__in=live)).count()
 
 

@@ -381,12 +381,14 @@ class Truth:
     def health_count(self, state: str, workspaces: list[int]) -> set[str]:
         """A Health count of handoffs in `state`: exact, or any number past the cap once the rows are more."""
         cap = getattr(settings, "HEALTH_COUNT_CAP", HEALTH_COUNT_CAP)
-        n = Handoff.objects.filter(state=state, workspace_id__in=workspaces).count()
+        n = Handoff.objects.business().filter(state=state, workspace_id__in=workspaces).count()
         return {str(n)} if n <= cap else {str(cap + 1)}
 
     def retries_exhausted(self, workspaces: list[int]) -> set[str]:
         cap = getattr(settings, "HEALTH_COUNT_CAP", HEALTH_COUNT_CAP)
-        rows = Handoff.objects.filter(workspace_id__in=workspaces, state="needs_attention")
+        rows = Handoff.objects.business().filter(
+            workspace_id__in=workspaces, state="needs_attention"
+        )
         n = rows.filter(reason_code="retries_exhausted").count()
         return {str(n)} if n <= cap else {str(cap + 1)}
 
@@ -397,7 +399,7 @@ class Truth:
 
     def _delivered_since(self, figure: str, workspaces: list[int], moment) -> int:
         start = moment.replace(minute=0, second=0, microsecond=0) - timedelta(hours=23)
-        rows = Handoff.objects.filter(
+        rows = Handoff.objects.business().filter(
             workspace_id__in=workspaces, state="delivered", delivered_at__gte=start
         )
         if figure == "completed":

@@ -1,0 +1,72 @@
+"""The product's alert notifications ride the engine as handoffs (workflow `incident_notifications`, keys
+`incident:…`) but are no workspace's business (issue 36): the handoff list and Health's counts leave them out
+by default; the list shows them when asked (`origin=notifications`, or both with `origin=all`)."""
+
+import pytest
+
+from outbox.models import HandoffState
+from outbox.models.handoffs import NOTIFICATION_WORKFLOW
+from reconciliation.selectors import health_summary
+from reconciliation.selectors.needing_person import needing_person_counts_bounded
+from tests.builders import approve
+from tests.console.clients import client_for
+from tests.factories import HandoffFactory
+
+pytestmark = pytest.mark.django_db(databases=["default", "delivery"])
+
+
+@pytest.fixture
+def business_and_notifications(world):
+    """Request 42's step pending in workspace 7; two notifications of an incident of workspace 7, one
+    pending, one that could not be sent (needs attention)."""
+    step = approve(world)
+    pending, failed = (
+        HandoffFactory(
+            workflow=NOTIFICATION_WORKFLOW,
+            action_key=f"incident:7:1:{n}:1",
+            source_ref=f"incident 1 notification incident-1-{n}",
+            source_id=0,
+            destination="alert-channel-1",
+            payload={"id": f"incident-1-{n}"},
+            state=state,
+        )
+        for n, state in ((1, HandoffState.PENDING), (2, HandoffState.NEEDS_ATTENTION))
+    )
+    return step, pending, failed
+
+
+def _rows(client, **params) -> set[str]:
+    page = client.get("/handoffs/", params)
+    assert page.status_code == 200
+    return {h.action_key for h in page.context["handoffs"]}
+
+
+def test_the_handoff_list_shows_the_workspaces_handoffs_and_notifications_only_when_asked(
+    world, business_and_notifications
+):
+    step, pending, failed = business_and_notifications
+    olga = client_for(world["olga"])
+    assert _rows(olga) == {step.action_key}
+    assert _rows(olga, state="needs_attention") == set()
+    assert _rows(olga, origin="notifications") == {pending.action_key, failed.action_key}
+    assert _rows(olga, origin="all") == {step.action_key, pending.action_key, failed.action_key}
+
+
+def test_health_counts_and_the_header_leave_the_notifications_out(
+    world, business_and_notifications
+):
+    figures = health_summary([7])["figures"]
+    assert figures["pending"]["value"] == 1
+    assert figures["needs_attention"]["value"] == 0
+    assert figures["needing_person"]["value"] == 0
+    assert needing_person_counts_bounded([7]) == {}
+
+
+def test_health_has_a_line_for_the_alert_channels_delivery(world, business_and_notifications):
+    page = client_for(world["olga"]).get("/health/").content.decode()
+    row = page[page.index('id="notification-delivery-alert-channel-1"') :]
+    row = row[: row.index("</tr>")]
+    cells = [cell.split(">", 1)[1] for cell in row.split("<td")[1:]]
+    assert [cell.split("<", 1)[0] for cell in cells[1:]] == ["1", "0", "1"]
+    assert "origin=notifications" in row and "destination=alert-channel-1" in row
+    assert "shown to support staff (staff accounts) only, never to a workspace" in page
