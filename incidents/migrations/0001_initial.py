@@ -22,16 +22,16 @@ MOVED_MODELS = (
 
 
 def content_types_follow(apps, schema_editor):
-    content_type = apps.get_model("contenttypes", "ContentType")
-    rows = content_type.objects.using(schema_editor.connection.alias)
+    ContentType = apps.get_model("contenttypes", "ContentType")
+    rows = ContentType.objects.using(schema_editor.connection.alias)
     for model in MOVED_MODELS:
         if not rows.filter(app_label="incidents", model=model).exists():
             rows.filter(app_label="reconciliation", model=model).update(app_label="incidents")
 
 
 def content_types_return(apps, schema_editor):
-    content_type = apps.get_model("contenttypes", "ContentType")
-    rows = content_type.objects.using(schema_editor.connection.alias)
+    ContentType = apps.get_model("contenttypes", "ContentType")
+    rows = ContentType.objects.using(schema_editor.connection.alias)
     for model in MOVED_MODELS:
         if not rows.filter(app_label="reconciliation", model=model).exists():
             rows.filter(app_label="incidents", model=model).update(app_label="reconciliation")
