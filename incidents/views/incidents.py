@@ -120,7 +120,5 @@ def incident_open_count(request: HtmxHttpRequest) -> HttpResponse:
         else 0
     )
     # Stripped: with nothing open the answer is empty, so the nav shows nothing, not an empty pill.
-    pill = render_to_string(
-        "incidents/_open_count.html", {"count": count}, request=request
-    )
+    pill = render_to_string("incidents/_open_count.html", {"count": count}, request=request)
     return HttpResponse(pill.strip())

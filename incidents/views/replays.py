@@ -49,9 +49,7 @@ def _replay_or_404(request: HtmxHttpRequest, pk: int) -> Replay:
 
 
 def replay_refused(request, text: str, status: int) -> HttpResponse:
-    return render(
-        request, "incidents/replay_refused.html", {"text": text}, status=status
-    )
+    return render(request, "incidents/replay_refused.html", {"text": text}, status=status)
 
 
 @require_POST
