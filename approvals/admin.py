@@ -8,6 +8,7 @@ from django.db import models
 from django.http import HttpResponseRedirect
 from django.utils.html import format_html
 
+from approvals.admin_erasure import erase_subject_action, may_erase
 from approvals.agreement import workflow_agreement
 from approvals.errors import ApprovalsError
 from approvals.models import (
@@ -190,6 +191,10 @@ class RequestAdmin(ReadOnlyAdmin):
     )
     list_filter = ("state", "workspace", "workflow")
     search_fields = ("=number", "payload_hash")
+    actions = (erase_subject_action,)
+
+    def has_erase_permission(self, request) -> bool:
+        return may_erase(request.user)
 
 
 @admin.register(RequestEvent)

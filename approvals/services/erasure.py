@@ -45,6 +45,7 @@ ERASED_KINDS = (
     "handoffs",
     "attempts",
     "handoff_events",
+    "status_events",
     "archived_handoffs",
 )
 
@@ -178,7 +179,9 @@ def _erase_requests(erasure: Erasure, ids: list[int], eraser: Eraser) -> Counter
     # Locked in id order; `update()` leaves updated_at as it was (an erasure is not a move of the request).
     for r in Request.objects.using(DB).select_for_update().filter(pk__in=ids).order_by("pk"):
         Request.objects.using(DB).filter(pk=r.pk).update(
-            payload=eraser.document(r.payload), erasure=erasure
+            payload=eraser.document(r.payload),
+            search_text=eraser.text(r.search_text or "") or None,
+            erasure=erasure,
         )
         counts["requests"] += 1
     for d in Approval.objects.using(DB).filter(request_id__in=ids):

@@ -13,10 +13,19 @@ from collections.abc import Iterable
 
 import re2
 from django.db import transaction
+from django.db.models import Q
 
 from lib.databases import DB
 from outbox.errors import OutboxError
-from outbox.models import ERASED, ArchivedHandoff, Attempt, Erasure, Handoff, HandoffEvent
+from outbox.models import (
+    ERASED,
+    ArchivedHandoff,
+    Attempt,
+    Erasure,
+    Handoff,
+    HandoffEvent,
+    StatusEvent,
+)
 from outbox.models.states import HandoffState
 from outbox.redaction import PERSONAL_KEY_PARTS
 from outbox.search_text import ALWAYS_SEARCHABLE
@@ -117,8 +126,8 @@ def handoffs_erase(
     *, erasure: Erasure, source_ids: Iterable[int], workflows: Iterable[str], eraser: Eraser
 ) -> Counter:
     """Erase the subject's values from the handoffs of these request revisions (their payload, the request
-    frozen in them, their search text, last error, attempts and events) and from their archived rows, each
-    marked with `erasure`. Raises ErasureRefused while one may still be sent. Returns the rows changed by
+    frozen in them, their search text, last error, attempts, events, status events) and from their archived
+    rows, each marked with `erasure`. Raises ErasureRefused while one may still be sent. Returns the rows changed by
     kind. Runs inside the caller's transaction when there is one."""
     ids, workflows = list(source_ids), list(workflows)
     with transaction.atomic(using=DB):
@@ -139,6 +148,7 @@ def handoffs_erase(
         hot = [h.pk for h in handoffs]
         counts["attempts"] = _erase_attempts(hot, eraser)
         counts["handoff_events"] = _erase_events(hot, eraser)
+        counts["status_events"] = _erase_status_events(handoffs, eraser)
         counts["archived_handoffs"] = _erase_archived(erasure, ids, workflows, eraser)
     return counts
 
@@ -177,6 +187,22 @@ def _erase_events(handoff_ids: list[int], eraser: Eraser) -> int:
         reason = eraser.text(event.reason)
         if reason != event.reason:
             HandoffEvent.objects.using(DB).filter(pk=event.pk).update(reason=reason)
+            changed += 1
+    return changed
+
+
+def _erase_status_events(handoffs: list[Handoff], eraser: Eraser) -> int:
+    """The status events destinations sent about these handoffs (found by handoff, or by key when the event
+    was recorded before the handoff was known): the text a destination chose, its task id and status, may
+    quote the subject (a CRM whose contact id is the e-mail)."""
+    about = Q(handoff_id__in=[h.pk for h in handoffs]) | Q(
+        action_key__in=[h.action_key for h in handoffs]
+    )
+    changed = 0
+    for event in StatusEvent.objects.using(DB).filter(about).only("task_id", "status"):
+        task_id, status = eraser.text(event.task_id)[:120], eraser.text(event.status)[:16]
+        if (task_id, status) != (event.task_id, event.status):
+            StatusEvent.objects.using(DB).filter(pk=event.pk).update(task_id=task_id, status=status)
             changed += 1
     return changed
 

@@ -148,6 +148,7 @@ def test_the_proof_counts_what_was_erased_and_holds_none_of_it(world, eraser):
         "handoffs": 1,
         "attempts": 1,
         "handoff_events": 1,
+        "status_events": 0,
         "archived_handoffs": 0,
     }
 
