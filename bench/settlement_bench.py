@@ -13,8 +13,9 @@ span of their `delivered_at` (written by the settlers, on the database clock); i
 receiver recorded (one per signed request), so a key asked twice shows. The receiver's capacity for each kind of
 lookup is measured right before the runs with 4 plain client processes asking about the same keys as fast as
 it answers (keys per second); the figure is each run's rate over the capacity of the lookup it used. The aim's
-figure, 4 dispatchers against the machine's ceiling, is also taken in pairs by bench/pairs.py (the ceiling
-measured afresh in each pair).
+figure, 4 dispatchers against the machine's ceiling, and the runs with 1 and 2 are taken in pairs by
+bench/pairs.py (the ceiling measured afresh in each pair; the capacity and the writes alone stated are the medians
+of every pair's).
 """
 
 import argparse
@@ -50,7 +51,9 @@ from pairs import figure_json, measure_pairs, print_pair  # noqa: E402
 AIM = 0.8
 DISPATCHERS = (1, 2, 4)
 CAPACITY_CLIENTS = 4
-CAPACITY_SECONDS = 6.0
+CAPACITY_SECONDS = (
+    4.0  # each of 18 pairs measures it afresh (6 s when it was measured once per kind)
+)
 MAINTAIN_EVERY = 0.05
 
 
@@ -273,33 +276,32 @@ def settle(bench: Bench, count: int, dispatchers: int, tag: str) -> dict:
     }
 
 
-def median_run(runs: list[dict]) -> dict:
-    """The run with the median rate of `runs` (an odd number), with every run's rate beside it."""
-    ordered = sorted(runs, key=lambda run: run["per_second"])
-    return {**ordered[len(ordered) // 2], "each_per_second": [run["per_second"] for run in runs]}
-
-
 def measure(bench: Bench, count: int, batch: int, repeat: int) -> dict:
-    """One kind of lookup: its capacity at the receiver, the writes alone, then the runs with 1, 2 and 4
-    dispatchers, `repeat` times each (a run of 2,000 batched keys lasts a third of a second: one run is noise)."""
+    """One kind of lookup: the runs with 1, 2 and 4 dispatchers, each count `repeat` pairs of the machine's
+    ceiling (its capacity at the receiver and the writes alone, measured afresh) and a settlement run (a run
+    of 2,000 batched keys lasts a third of a second: one run is noise)."""
     apply(bench, batch)
     fill(bench, count)
     keys = [f"onboarding:7:{n}:1" for n in range(1, count + 1)]
-    capacity = lookup_capacity(bench.receiver_url, keys, batch)
-    writes = statistics.median(writes_alone(bench, count) for _ in range(repeat))
+    # Every dispatcher count against the ceiling measured afresh beside it, in pairs (bench/pairs.py); the run
+    # of the median pair stands for the count, every pair's runs beside it.
+    paired = {
+        n: ceiling_pairs(bench, count, batch, keys, repeat, dispatchers=n) for n in DISPATCHERS
+    }
+    runs = [median_pair_run(paired[n]) for n in DISPATCHERS]
+    ceilings = [pair["ceiling"] for n in DISPATCHERS for pair in paired[n]["pairs"]]
+    capacity = statistics.median(run["capacity"] for run in ceilings)
+    writes = statistics.median(run["writes"] for run in ceilings)
     # Both on the same cores: a key's share of the machine is its lookup at the receiver's full speed plus its
     # writes at the database's; no settler on this machine can settle faster than that.
     ceiling = round(1 / (1 / capacity + 1 / writes), 1)
-    runs = [
-        median_run([settle(bench, count, n, f"settle-b{batch}-{n}") for _ in range(repeat)])
-        for n in DISPATCHERS
-    ]
     for run in runs:
         run["ratio"] = round(run["per_second"] / capacity, 3)
         run["of_ceiling"] = round(run["per_second"] / ceiling, 3)
         print(f"  batch {batch}: {json.dumps(run)}", flush=True)
     return {
-        "of_ceiling_paired": ceiling_pairs(bench, count, batch, keys, repeat),
+        "of_ceiling_paired": paired[4],
+        "of_ceiling_paired_by_dispatchers": paired,
         "batch": batch,
         "repeat": repeat,
         "capacity_keys_per_second": capacity,
@@ -310,9 +312,21 @@ def measure(bench: Bench, count: int, batch: int, repeat: int) -> dict:
     }
 
 
-def ceiling_pairs(bench: Bench, count: int, batch: int, keys: list[str], pairs: int) -> dict:
-    """4 dispatchers against this machine's ceiling (lookup capacity and writes alone, measured afresh),
-    pairs taken and judged by bench/pairs.py: the aim's figure, refused when the ceiling collapsed."""
+def median_pair_run(paired: dict) -> dict:
+    """The settlement run of the pair with the median ratio, every pair's rate beside it."""
+    each = [pair["settle"] for pair in paired["pairs"]]
+    ordered = sorted(paired["pairs"], key=lambda pair: pair["ratio"])
+    return {
+        **ordered[len(ordered) // 2]["settle"],
+        "each_per_second": [run["per_second"] for run in each],
+    }
+
+
+def ceiling_pairs(
+    bench: Bench, count: int, batch: int, keys: list[str], pairs: int, dispatchers: int = 4
+) -> dict:
+    """`dispatchers` against this machine's ceiling (lookup capacity and writes alone, measured afresh),
+    pairs taken and judged by bench/pairs.py: at 4, the aim's figure; refused when the ceiling collapsed."""
     runs: dict[tuple[int, str], dict] = {}
 
     def ceiling(n: int) -> float:
@@ -328,9 +342,12 @@ def ceiling_pairs(bench: Bench, count: int, batch: int, keys: list[str], pairs: 
         return runs[(n, "ceiling")]["per_second"]
 
     def settled(n: int) -> float:
-        runs[(n, "settle")] = settle(bench, count, 4, f"paired-b{batch}-{n}")
+        runs[(n, "settle")] = settle(
+            bench, count, dispatchers, f"paired-b{batch}-{dispatchers}-{n}"
+        )
         return runs[(n, "settle")]["per_second"]
 
+    # The ceiling's idle figure is one whatever the count (the name the 4-dispatcher pairs recorded it under).
     figure = measure_pairs(
         f"settlement_ceiling_b{batch}", ceiling, settled, pairs=pairs, on_pair=print_pair
     )

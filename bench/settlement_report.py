@@ -16,10 +16,32 @@ def _repeats(report: dict) -> str:
     repeat = report["modes"][0].get("repeat", 1)
     if repeat < 2:
         return ""
+    if "of_ceiling_paired_by_dispatchers" in report["modes"][0]:
+        return (
+            f" Each dispatcher count is {repeat} pairs (`bench/pairs.py`) of the machine's ceiling, measured "
+            "afresh, and a settlement run; the row is the run of the pair with the median ratio (every pair's "
+            "rate in the last column), the capacity and the writes alone the medians of every pair's."
+        )
     return (
         f" Each row is the median of {repeat} runs (every run's rate in the last column); the writes alone, "
         f"the median of {repeat} measurements."
     )
+
+
+def _paired_by_count(report: dict) -> list[str]:
+    """Each dispatcher count against the ceiling in pairs, per kind of lookup, as judged (refused or not)."""
+    lines = []
+    for mode in report["modes"]:
+        by_count = mode.get("of_ceiling_paired_by_dispatchers")
+        if not by_count:
+            continue
+        kind = f"batch lookups of {mode['batch']}" if mode["batch"] > 1 else "one key a request"
+        judged = "; ".join(
+            f"{count} dispatcher{'s' if int(count) > 1 else ''}: {figure['describe']}"
+            for count, figure in sorted(by_count.items(), key=lambda item: int(item[0]))
+        )
+        lines.append(f"Against the ceiling in pairs, {kind}: {judged}.")
+    return [*lines, ""] if lines else []
 
 
 def _single(report: dict) -> str:
@@ -91,6 +113,7 @@ def section(report: dict, command: str) -> list[str]:
         f"At 4 dispatchers with batch lookups: {report['ratio_at_4']:.2f} of the receiver's capacity (aim ≥ "
         f"{report['aim']}: {'met' if report['met'] else 'missed'}){_ceiling(report['modes'][0])}.",
         "",
+        *_paired_by_count(report),
         *_reading(report),
     ]
     return lines

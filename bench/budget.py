@@ -1,0 +1,66 @@
+"""`make bench`'s time budget: each section's estimated share of the 20 minutes on 2 idle cores, beside the
+seconds it took in this run (bench/run.sh writes them to var/bench/section_seconds.txt). The report prints
+both in "How a figure is taken", so a run that overran says which section did."""
+
+from pathlib import Path
+
+BUDGET_MINUTES = 20
+
+# (section, estimated seconds on 2 idle cores, what the estimate rests on)
+BUDGET = (
+    (
+        "e2e",
+        600,
+        "the last whole run reached its growth runs after 7 min 50 s (2026-12-05, 21:31-21:39); since "
+        "then the scaling curve is 12 pairs with 5 s of pgbench each (about 2.8 min, was 2.4), one call "
+        "per handoff 3 pairs (was 5), latency runs of 10 s (was 15), growth 3 pairs at 1,000,000 rows "
+        "(a 14 s fill each; was one run at 10,000,000 with a 148 s fill and a 151 s reconciliation), a "
+        "20,000-handoff backlog (was 100,000)",
+    ),
+    ("console", 75, "a 1,000,000-row fill in 26 s, 11 pages of 31 requests at under 50 ms"),
+    ("reconcile", 60, "a 1,000,000-row fill in 13 s, passes of 11 s and 15 s"),
+    ("destinations", 60, "3 pairs (was 6)"),
+    ("many_destinations", 45, "3 pairs of 2,000 handoffs"),
+    ("tracing", 60, "3 pairs of 2,000 handoffs (was 4)"),
+    ("status_events", 30, "400 changes at 20/s"),
+    ("console_operators", 90, "a 1,000,000-row fill (10,000,000 took 272 s alone)"),
+    ("retention", 90, "a 1,000,000-row fill, 3 pairs"),
+    (
+        "settlement",
+        150,
+        "2 kinds of lookup × 3 dispatcher counts × 3 pairs of a ceiling (4 s of lookups, the writes "
+        "alone) and a run of 2,000 outcomes",
+    ),
+    ("oauth2", 15, "12 s on an idle machine (2026-12-05)"),
+)
+
+
+def section_seconds(path: str | None) -> dict[str, tuple[int, str]]:
+    """The seconds (and the load average at its end) each section took, from run.sh's file."""
+    if not path or not Path(path).exists():
+        return {}
+    taken = {}
+    for line in Path(path).read_text().splitlines():
+        name, seconds, *load = line.split()
+        taken[name] = (int(seconds), load[0] if load else "")
+    return taken
+
+
+def budget_lines(path: str | None) -> list[str]:
+    taken = section_seconds(path)
+    total = sum(seconds for _, seconds, _ in BUDGET)
+    lines = [
+        f"Time budget: `make bench` is sized to stay under {BUDGET_MINUTES} minutes on 2 idle cores "
+        f"(estimated {total / 60:.0f} min); each section's estimate, what it rests on, and the seconds it "
+        "took in this run (with the load average at its end):",
+        "",
+        "| section | estimate | this run | the estimate rests on |",
+        "| --- | --- | --- | --- |",
+    ]
+    for name, seconds, basis in BUDGET:
+        took = taken.get(name)
+        shown = f"{took[0]} s (load {took[1]})" if took else "not run"
+        lines.append(f"| {name} | {seconds} s | {shown} | {basis} |")
+    if taken:
+        lines.append(f"| all | {total} s | {sum(s for s, _ in taken.values())} s | |")
+    return [*lines, ""]
