@@ -164,3 +164,21 @@ def recommended(handoff, guidance) -> str:
     the action the guidance recommends (`retry`, `reconcile`, `repair`, …), or `none`."""
     claim = Claim("handoff.recommended", handoff_subject(handoff), guidance.recommended or "none")
     return claim_span(guidance.headline, claim)
+
+
+@register.simple_tag
+def agreement_count(agreement, field: str, workspace_id, rule_version) -> str:
+    """One of a rule version's observation counts (`approvals.agreement.Agreement`: observed, recorded,
+    agree, disagree, unexplained, not_recorded) with its claim `observation.<field>` about
+    `observation:<workspace>|<rule version>`."""
+    value = getattr(agreement, field)
+    subject = f"observation:{workspace_id}|{rule_version}"
+    return claim_span(value, Claim(f"observation.{field}", subject, str(value)))
+
+
+@register.simple_tag
+def export_offered(user, workspace) -> str:
+    """A workspace the audit export's form offers the viewer, as attributes of its option: the claim
+    `audit.exportable` (`yes`) about `user:<username>|workspace:<pk>`."""
+    subject = f"user:{user.get_username()}|workspace:{workspace.pk}"
+    return claim_attrs(Claim("audit.exportable", subject, "yes"))

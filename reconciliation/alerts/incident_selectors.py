@@ -35,13 +35,17 @@ def incident_visible(workspace_ids: Iterable[int], pk: int, *, staff: bool = Fal
 
 
 def _members_in_view(incident: Incident, workspace_ids: list[int], staff: bool):
+    """The members the viewer sees, and their workspaces as a claim's subject names them (`ws:7,8`, `none`
+    for members of no workspace, which staff see)."""
     members = IncidentMember.objects.using(DB).filter(incident=incident)
     if incident.workspace_id is not None and incident.workspace_id not in workspace_ids:
         # Its fallback owner, who is no member of its workspace: the members are theirs to act on.
-        return members.filter(workspace_id=incident.workspace_id)
+        return members.filter(workspace_id=incident.workspace_id), [incident.workspace_id]
+    ids = sorted(workspace_ids)
     if staff:
-        return members.filter(Q(workspace_id__in=workspace_ids) | Q(workspace_id__isnull=True))
-    return members.filter(workspace_id__in=workspace_ids)
+        in_view = Q(workspace_id__in=ids) | Q(workspace_id__isnull=True)
+        return members.filter(in_view), [*ids, "none"]
+    return members.filter(workspace_id__in=ids), ids
 
 
 def incident_detail_for(
@@ -49,7 +53,7 @@ def incident_detail_for(
 ) -> dict:
     """What the incident's page shows: the summary (the viewer's members only when they see one
     workspace), the members in view (keyset by id), the timeline and the notifications."""
-    members = _members_in_view(incident, workspace_ids, staff)
+    members, in_view = _members_in_view(incident, workspace_ids, staff)
     page = list(members.filter(pk__gt=after).order_by("pk")[: MEMBERS_PAGE + 1])
     counts = members.aggregate(
         n=Count("id"), settled=Count("id", filter=Q(settled_at__isnull=False))
@@ -61,6 +65,7 @@ def incident_detail_for(
         "next_after": page[MEMBERS_PAGE - 1].pk if len(page) > MEMBERS_PAGE else None,
         "member_total": counts["n"],
         "member_settled": counts["settled"],
+        "members_subject": f"{incident.pk}|ws:{','.join(map(str, in_view))}",
         "events": IncidentEvent.objects.using(DB)
         .filter(incident=incident)
         .select_related("actor")

@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from html.parser import HTMLParser
 
+from tests.oracle.counts import COUNT_CHECKS
 from tests.oracle.erasures import ERASURE_CHECKS
 from tests.oracle.health_truths import HEALTH_TRUTHS, health_subject
 from tests.oracle.records import RECORD_TRUTHS, mailbox_recipient
@@ -226,6 +227,7 @@ CHECKS: dict[str, Callable[[Truth, str], set[str] | None]] = {
     "destination.max_concurrency": _destination_limit("max_concurrency"),
     "destination.max_requests_per_second": _destination_limit("max_requests_per_second"),
     "mail.to": _mail_to,
+    **COUNT_CHECKS,
 }
 
 

@@ -1,9 +1,10 @@
 """Every screen of the console for every object, as each role sees it, rendered with the Django test client:
 Home, the requester's and approver's request pages, the operator's handoff list and pages, archived handoffs,
-bulk jobs, Health, findings, reconciliation runs, triggers, observation, the audit export, incidents and their
-replays, destinations, the demo mailbox, and support's admin pages (handoffs, requests and their revisions,
-triggers, runs, findings, incidents, destinations' configurations). A screen a role may not open (403, 404, a
-redirect) is skipped: the oracle checks what is shown, the scope tests check who may see it."""
+bulk jobs, Health, findings, reconciliation runs, triggers, observation and each rule version's agreement,
+the audit export, incidents and their replays, destinations, the demo mailbox, and support's admin pages
+(handoffs, requests and their revisions, triggers, runs, findings, incidents, destinations' configurations).
+A screen a role may not open (403, 404, a redirect) is skipped: the oracle checks what is shown, the scope
+tests check who may see it."""
 
 from django.test import Client
 from django.urls import reverse
@@ -52,6 +53,7 @@ OBJECT_SCREENS = [
     (("operator",), "reconciliation:run", ReconciliationRun, "pk"),
     (("operator",), "intake:trigger_detail", TriggerRecord, "pk"),
     (("operator",), "destinations:detail", DestinationHealth, "name"),
+    (("operator",), "observation:agreement", Handoff, "rule_version"),
     (("support",), "admin:outbox_handoff_change", Handoff, "pk"),
     (("support",), "admin:approvals_request_change", Request, "pk"),
     (("support",), "admin:reconciliation_finding_change", Finding, "pk"),
@@ -68,6 +70,11 @@ def _urls_of_objects(role: str) -> list[str]:
         if name == "approvals:detail":
             rows = model.objects.values_list("workspace_id", "number", "revision")
             urls += [reverse(name, args=list(row)) for row in rows]
+        elif name == "observation:agreement":
+            rows = model.objects.filter(state="observed").values_list(
+                "workspace_id", "rule_version"
+            )
+            urls += [reverse(name, args=list(row)) for row in sorted(set(rows))]
         else:
             urls += [reverse(name, args=[v]) for v in model.objects.values_list(field, flat=True)]
     return urls

@@ -11,13 +11,15 @@ from tests.oracle.oracle import CHECKS
 ROOT = Path(__file__).resolve().parents[2]
 NAME = re.compile(r"`([a-z_]+\.[a-z_]+)`")
 # How the code names a claim: a literal `Claim("a.b", …)`; a Health figure or row (`{% figure figures "x" %}`,
-# `{% health_claim … "x" … %}`); a count (`{% counted … "a.b" … %}`); a destination's limit.
+# `{% health_claim … "x" … %}`); a count (`{% counted … "a.b" … %}`); a destination's limit; an
+# observation count (`{% agreement_count … "x" … %}`).
 IN_CODE = [
     (re.compile(r'Claim\(\s*"([a-z_]+\.[a-z_]+)"'), "{}"),
     (re.compile(r'{% figure(?:_seconds|_age)? figures "([a-z_]+)" %}'), "health.{}"),
     (re.compile(r'{% health_claim \S+ "([a-z_]+)"'), "health.{}"),
     (re.compile(r'{% counted \S+ "([a-z_]+\.[a-z_]+)"'), "{}"),
     (re.compile(r'{% destination_limit \S+ "([a-z_]+)"'), "destination.{}"),
+    (re.compile(r'{% agreement_count \S+ "([a-z_]+)"'), "observation.{}"),
 ]
 
 
