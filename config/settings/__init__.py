@@ -372,9 +372,12 @@ HANDOFF_DESTINATION_MAX_HOLD_SECONDS = env_float("HANDOFF_DESTINATION_MAX_HOLD_S
 # `manage.py destinations apply` and `check` and at the dispatcher's start, the seed's too.
 HANDOFF_LEASE_SECONDS = env_int("HANDOFF_LEASE_SECONDS", 30)
 HANDOFF_CLAIM_BATCH = env_int("HANDOFF_CLAIM_BATCH", 20)
-# Worker threads of a `manage.py dispatch` process (one per destination, at most this many; one database
-# connection each): a slow or dead destination holds up one of them, never the others.
+# Worker threads of a `manage.py dispatch` process (HANDOFF_DISPATCH_LANES per destination, at most this many; one
+# database connection each): a slow or dead destination holds up its lanes, never the others.
 HANDOFF_DISPATCH_WORKERS = env_int("HANDOFF_DISPATCH_WORKERS", 8)
+# Workers that may serve one destination at once: the second only for a handoff committed while a turn's call
+# is under way, claimed at once instead of after that call and its outcome (outbox/dispatch/serving.py).
+HANDOFF_DISPATCH_LANES = env_int("HANDOFF_DISPATCH_LANES", 2)
 # Who may own a handoff: the source application's rule, named here so that the outbox imports nothing from it.
 HANDOFF_ASSIGNEE_CHECK = "approvals.selectors.is_operator_of"
 # Which destinations the workflows in force route steps to (one may not be disabled while routed): the

@@ -1,14 +1,15 @@
 """The long-running dispatcher process (`manage.py dispatch`): loops that survive the database, serving every
 enabled destination so that no destination holds up another.
 
-- A fixed pool of worker threads (one per destination, at most HANDOFF_DISPATCH_WORKERS, one database
-  connection each) takes turns from a schedule (`outbox/dispatch/serving.py`): at most one worker on a destination at
-  a time, the destination due longest first. A turn claims and delivers that destination's due handoffs, or
-  settles its uncertain outcomes (every `maintain_every` seconds). An idle destination's next turn comes at a
-  wake-up naming it (PostgreSQL NOTIFY with the destination as payload, one listening connection for the
-  whole process) or `idle_sleep` seconds later, and first asks whether anything is due. Refused by its limits
-  (`outbox/services/limits.py`) a destination waits until the next slot is likely free. A slow or dead
-  destination's calls and leases hold up one worker, never the others' turns while workers remain.
+- A fixed pool of worker threads (HANDOFF_DISPATCH_LANES per destination, at most HANDOFF_DISPATCH_WORKERS, one
+  database connection each) takes turns from a schedule (`outbox/dispatch/serving.py`): one worker on a destination
+  at a time (a second only for a wake-up that comes during a turn), the destination due longest first. A turn
+  claims and delivers that destination's due handoffs, or settles its uncertain outcomes (every `maintain_every`
+  seconds). An idle destination's next turn comes at a wake-up naming it (PostgreSQL NOTIFY with the destination
+  as payload, one listening connection for the whole process) or `idle_sleep` seconds later, and first asks
+  whether anything is due. Refused by its limits (`outbox/services/limits.py`) a destination waits until the next
+  slot is likely free. A slow or dead destination's calls and leases hold up its lanes, never the others' turns
+  while workers remain.
 - The calling thread supervises: every `maintain_every` seconds it expires the leases that ran out (every
   destination's, one statement, no call: a dead worker's rows are noticed within a lease, whatever the
   backlog), serves the destinations enabled now (one disabled or removed meanwhile gets no more turns) and
@@ -250,8 +251,8 @@ def _serve_turn(name: str, turn: Turn, worker: str, stop: threading.Event) -> Ru
 
 
 class Pool:
-    """The worker threads of a process serving every enabled destination (`outbox/dispatch/serving.py`): as many as
-    there are destinations, at most HANDOFF_DISPATCH_WORKERS."""
+    """The worker threads of a process serving every enabled destination (`outbox/dispatch/serving.py`): a lane of
+    each destination each, at most HANDOFF_DISPATCH_WORKERS."""
 
     def __init__(self, schedule: Schedule, worker: str, stop: threading.Event):
         self.schedule, self.worker, self.stop = schedule, worker, stop
@@ -260,7 +261,8 @@ class Pool:
         self._total_lock = threading.Lock()
 
     def grow(self) -> None:
-        wanted = min(settings.HANDOFF_DISPATCH_WORKERS, len(self.schedule.names()))
+        lanes = len(self.schedule.names()) * self.schedule.lanes
+        wanted = min(settings.HANDOFF_DISPATCH_WORKERS, lanes)
         while len(self.threads) < wanted:
             thread = threading.Thread(
                 target=self._work, name=f"deliver:{len(self.threads) + 1}", daemon=True
@@ -343,7 +345,12 @@ def run_forever(
     if destination is not None:
         return _serve_one(destination, worker, idle_sleep, maintain_every, stop)
     holds = holds or Holds()
-    schedule = Schedule(idle_sleep=idle_sleep, maintain_every=maintain_every, stop=stop)
+    schedule = Schedule(
+        idle_sleep=idle_sleep,
+        maintain_every=maintain_every,
+        stop=stop,
+        lanes=settings.HANDOFF_DISPATCH_LANES,
+    )
     listening = threading.Thread(
         target=listen_for_wakeups,
         args=(schedule.wake, idle_sleep, stop),

@@ -1,9 +1,12 @@
 """Which destination a dispatcher's workers serve next (`outbox/dispatch/runner.py` runs the workers).
 
-A fixed pool of worker threads serves every enabled destination, and at most one worker serves a destination
-at a time: a slow or dead destination holds up one worker and never the others, and the process holds one
-database connection per worker however many destinations are configured. Each destination has the time of
-its next turn:
+A fixed pool of worker threads serves every enabled destination, and at most `lanes` workers serve a destination
+at a time (HANDOFF_DISPATCH_LANES, 2): a slow or dead destination holds up that many workers and never the others,
+and the process holds one database connection per worker however many destinations are configured. A second
+lane opens only for a wake-up that comes while a turn is under way: a handoff committed during a batch's call is
+claimed at once by another worker instead of waiting for that call and its outcome commit (most of the time a
+handoff waited to be claimed). A backlog is served one turn after another, as before. Each destination has the
+time of its next turn:
 
 - after a batch that claimed something: now, behind the destinations already waiting (served in turn);
 - after a batch refused by its limits or a Retry-After hold: when its next slot is likely free;
@@ -34,20 +37,36 @@ class _Slot:
     next_at: float
     maintain_at: float
     idle: bool = False
-    busy: bool = False
-    # A wake-up came while a worker was on it: its next turn comes at once, whatever the batch claimed.
-    woken: bool = False
+    # The turns under way (at most the schedule's `lanes`).
+    busy: int = 0
+    # When a wake-up came while a worker was on it: a free lane takes a delivery turn at once, and the next
+    # turn after this one comes at once, whatever the batch claimed.
+    woken_at: float | None = None
     served: bool = True
 
     def due_at(self) -> float:
         return min(self.next_at, self.maintain_at)
 
+    def ready_at(self, lanes: int) -> float | None:
+        """When a worker may take a turn of it: its due time when no turn is under way, the wake-up's time
+        when one is and a lane is free; None: not now."""
+        if not self.served:
+            return None
+        if not self.busy:
+            return self.due_at()
+        if self.busy < lanes and self.woken_at is not None:
+            return self.woken_at
+        return None
+
 
 class Schedule:
     """The destinations of one dispatcher process and their next turns; shared by its workers."""
 
-    def __init__(self, *, idle_sleep: float, maintain_every: float, stop: threading.Event):
+    def __init__(
+        self, *, idle_sleep: float, maintain_every: float, stop: threading.Event, lanes: int = 1
+    ):
         self.idle_sleep, self.maintain_every, self.stop = idle_sleep, maintain_every, stop
+        self.lanes = max(1, lanes)
         self._slots: dict[str, _Slot] = {}
         self._changed = threading.Condition()
 
@@ -72,13 +91,13 @@ class Schedule:
             return sorted(name for name, slot in self._slots.items() if slot.served)
 
     def due_now(self) -> list[str]:
-        """The destinations whose turn is due now and that no worker is serving."""
+        """The destinations a free worker would take a turn of now."""
         now = time.monotonic()
         with self._changed:
             return sorted(
                 name
                 for name, slot in self._slots.items()
-                if slot.served and not slot.busy and slot.due_at() <= now
+                if (ready := slot.ready_at(self.lanes)) is not None and ready <= now
             )
 
     def drop(self, name: str) -> None:
@@ -98,18 +117,20 @@ class Schedule:
             for name, slot in self._slots.items():
                 if everyone or name in names:
                     if slot.busy:
-                        slot.woken = True
+                        slot.woken_at = now if slot.woken_at is None else slot.woken_at
                     elif slot.idle:
                         slot.next_at, slot.idle = now, False
             self._changed.notify_all()
 
     def take(self) -> tuple[str, Turn] | None:
-        """The next turn (the destination due longest, not being served): waits for one; None at the stop."""
+        """The next turn (the destination ready longest): waits for one; None at the stop."""
         with self._changed:
             while not self.stop.is_set():
                 now = time.monotonic()
                 waiting = [
-                    (s.due_at(), n) for n, s in self._slots.items() if s.served and not s.busy
+                    (ready, n)
+                    for n, s in self._slots.items()
+                    if (ready := s.ready_at(self.lanes)) is not None
                 ]
                 if waiting:
                     due_at, name = min(waiting)
@@ -122,7 +143,10 @@ class Schedule:
             return None
 
     def _begin(self, slot: _Slot, now: float) -> Turn:
-        slot.busy, slot.woken = True, False
+        slot.busy += 1
+        slot.woken_at = None
+        if slot.busy > 1:
+            return Turn.DELIVER  # another lane, for what was committed during the turn under way
         if slot.maintain_at <= now and slot.maintain_at <= slot.next_at:
             return Turn.MAINTAIN
         return Turn.POLL if slot.idle else Turn.DELIVER
@@ -141,18 +165,20 @@ class Schedule:
         now = time.monotonic()
         with self._changed:
             slot = self._slots[name]
-            slot.busy = False
+            slot.busy -= 1
             if not slot.served:
-                del self._slots[name]
+                if not slot.busy:
+                    del self._slots[name]
             elif turn is Turn.MAINTAIN:
                 slot.maintain_at = now if backlog else now + self.maintain_every
             elif wait_seconds is not None:
                 slot.next_at, slot.idle = now + wait_seconds, False
-            elif claimed or slot.woken:
+            elif claimed or slot.woken_at is not None:
                 slot.next_at, slot.idle = now, False
             else:
                 slot.next_at, slot.idle = now + self.idle_sleep, True
-            slot.woken = False
+            if not slot.busy:
+                slot.woken_at = None  # its next turn comes at once (above); no lane is under way
             self._changed.notify_all()
 
     def release_all(self) -> None:

@@ -1,5 +1,6 @@
-"""The schedule of a dispatcher's workers (`outbox/dispatch/serving.py`): one worker per destination at a time, turns in
-order of waiting, idle destinations woken by name, limits and maintenance kept. No database, no clock
+"""The schedule of a dispatcher's workers (`outbox/dispatch/serving.py`): one worker per destination at a time (a
+second lane only for a wake-up during a turn), turns in order of waiting, idle destinations woken by name, limits and
+maintenance kept. No database, no clock
 waits: every turn asked for here is due at once, or the test says it is not due."""
 
 import threading
@@ -9,8 +10,12 @@ from outbox.dispatch.serving import Schedule, Turn
 LONG = 3600.0  # an idle poll or a maintenance pass that never comes within a test
 
 
-def schedule(*names: str, idle_sleep: float = LONG, maintain_every: float = LONG) -> Schedule:
-    plan = Schedule(idle_sleep=idle_sleep, maintain_every=maintain_every, stop=threading.Event())
+def schedule(
+    *names: str, idle_sleep: float = LONG, maintain_every: float = LONG, lanes: int = 1
+) -> Schedule:
+    plan = Schedule(
+        idle_sleep=idle_sleep, maintain_every=maintain_every, stop=threading.Event(), lanes=lanes
+    )
     plan.serve(list(names))
     return plan
 
@@ -91,3 +96,36 @@ def test_take_returns_nothing_once_stopped():
     plan.release_all()
     worker.join(timeout=30)
     assert not worker.is_alive() and taken == [None]
+
+
+def test_a_wake_up_during_a_turn_gives_a_second_lane_a_delivery_turn_at_once():
+    plan = schedule("crm", lanes=2)
+    name, turn = plan.take()
+    assert plan.due_now() == []  # a backlog alone does not open a second lane
+    plan.wake({"crm"})
+    assert plan.take() == ("crm", Turn.DELIVER)  # before the first turn is done
+    plan.wake({"crm"})
+    assert plan.due_now() == []  # both lanes are under way
+    plan.done(name, turn, claimed=1)
+    assert plan.due_now() == ["crm"]  # the wake-up that found no lane free: a lane at once
+
+
+def test_with_one_lane_a_wake_up_during_a_turn_waits_for_the_turn_to_end():
+    plan = schedule("crm", lanes=1)
+    name, turn = plan.take()
+    plan.wake({"crm"})
+    assert plan.due_now() == []
+    plan.done(name, turn, claimed=0)
+    assert plan.take() == ("crm", Turn.DELIVER)
+
+
+def test_a_destination_dropped_during_two_lanes_goes_once_both_have_ended():
+    plan = schedule("crm", lanes=2)
+    first = plan.take()
+    plan.wake({"crm"})
+    second = plan.take()
+    plan.drop("crm")
+    plan.done(*first, claimed=1)
+    assert plan.names() == []
+    plan.done(*second, claimed=1)
+    assert plan.due_now() == [] and plan.names() == []
