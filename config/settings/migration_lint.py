@@ -58,6 +58,11 @@ SAFE_MIGRATIONS_IGNORED = {
         "drops reconciliation_alertrecord, out of Django's state since 0010: neither that release nor "
         "this one reads or writes it, and nothing references it"
     ),
+    ("outbox", "0031_drop_replaced_hold_columns"): (
+        "release two of the holds' columns: drops the seven hold_* and window_* columns of "
+        "outbox_destinationhealth, out of Django's state since 0027 (release one): neither that release "
+        "nor this one reads or writes them"
+    ),
 }
 
 MIGRATION_LINTER_OPTIONS = {

@@ -117,7 +117,7 @@ class DestinationHealth(models.Model):
         help_text="Requests that reach the receiver in any one second; empty = unlimited.",
     )
     # The Retry-After hold, an operator's pause and a maintenance window are `DestinationHold` rows; the
-    # columns that held them (hold_*, window_*) are left out of the model and dropped by the next release
+    # columns that held them (hold_*, window_*) left the model in 0027 and the table in 0031
     # (docs/operations.md, "Rolling deploys").
     # The last connection test asked of it, on the database clock: tests are one per
     # CONNECTION_TEST_EVERY_SECONDS per destination, whoever asks and from whichever process.
