@@ -19,13 +19,13 @@ from approvals.selectors import workspace_ids_for
 from incidents import metrics
 from incidents.causes import paused_destinations
 from incidents.selectors.channels import channels_failing
+from incidents.selectors.incidents import incident_health
 from lib.htmx import HtmxHttpRequest
 from lib.querystring import id_or_none
 from outbox.limit_rules import SET_LIMITS_PERMISSION, InvalidLimit
 from outbox.redaction import redact
 from outbox.services.limits import destination_set_limits
 from reconciliation import selectors, services
-from reconciliation.alerts.incident_selectors import incident_health
 from reconciliation.charts import bar_chart
 from reconciliation.errors import InvalidFindingTransition, NoteRequired
 from reconciliation.models import FindingKind, FindingStatus

@@ -14,6 +14,12 @@ from django.views.decorators.http import require_GET, require_POST
 
 from approvals.models import Role
 from approvals.selectors import workspace_ids_for
+from incidents.selectors.incidents import (
+    incident_detail_for,
+    incident_visible,
+    incidents_for,
+    owns_incidents,
+)
 from incidents.selectors.replays import replays_of_incident
 from incidents.services.operator import (
     InvalidIncidentTransition,
@@ -23,12 +29,6 @@ from incidents.services.operator import (
 from incidents.text import incident_summary
 from lib.htmx import HtmxHttpRequest
 from lib.querystring import id_or_none
-from reconciliation.alerts.incident_selectors import (
-    incident_detail_for,
-    incident_visible,
-    incidents_for,
-    owns_incidents,
-)
 
 LIST_SIZE = 100
 
@@ -72,7 +72,7 @@ def incident_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     after = id_or_none(request.GET.get("after", "")) or 0
     context = incident_detail_for(incident, scope, staff=request.user.is_staff, after=after)
     context["replays"] = replays_of_incident(incident, scope)
-    return render(request, "reconciliation/incidents/detail.html", context)
+    return render(request, "incidents/detail.html", context)
 
 
 def _act(request: HtmxHttpRequest, pk: int, service) -> HttpResponse:
@@ -89,7 +89,7 @@ def _act(request: HtmxHttpRequest, pk: int, service) -> HttpResponse:
         summary = incident_summary(incident, workspace_id=incident.workspace_id)
         return render(
             request,
-            "reconciliation/incidents/detail.html#incident-state",
+            "incidents/detail.html#incident-state",
             {"incident": incident, "summary": summary, "error": error},
             status=409 if error else 200,
         )

@@ -16,6 +16,7 @@ from django.views.decorators.http import require_GET, require_POST
 from approvals.models import Role
 from approvals.selectors import workspace_ids_for
 from incidents.models import Replay
+from incidents.selectors.incidents import incident_visible
 from incidents.selectors.replays import (
     replay_csv_rows,
     replay_items_page,
@@ -31,7 +32,6 @@ from lib.csv_cells import csv_line
 from lib.htmx import HtmxHttpRequest
 from lib.querystring import id_or_none
 from outbox.services.call_limits import calls_limited
-from reconciliation.alerts.incident_selectors import incident_visible
 
 
 def operator_scope(request: HtmxHttpRequest) -> list[int]:
