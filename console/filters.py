@@ -126,6 +126,24 @@ def text_search(queryset: QuerySet, text: str) -> QuerySet:
     return queryset.filter(search_text__contains=search_words(text))
 
 
+def requests_matching(queryset: QuerySet, text: str) -> QuerySet:
+    """Request revisions a search names, with the handoff list's syntax: a request number ("42", "request
+    42"), a key typed whole (the revision it names, whatever step follows), or text their search text holds
+    (`approvals/request_search.py`), which PostgreSQL's trigram index serves. The requests list's search."""
+    text = text.strip()
+    if not text:
+        return queryset
+    number = request_number(text)
+    if number is not None:
+        return queryset.filter(number=number)
+    if _ACTION_KEY.fullmatch(text):
+        workflow, workspace_id, number, revision = text.split(":")[:4]
+        return queryset.filter(
+            workflow=workflow, workspace_id=workspace_id, number=number, revision=revision
+        )
+    return queryset.filter(search_text__contains=search_words(text))
+
+
 # "42" or "request 42": a request number, matched against the source reference, never inside other ids. ASCII
 # digits, at most 18 of them: int() refuses other digits and numbers of more than 4,300 digits, and no
 # request number is longer (the text is then searched for as text).

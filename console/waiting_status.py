@@ -45,3 +45,8 @@ def case_held(hold, now: datetime) -> Held:
         + ", under the same key",
         f"{hold.set_by} (operator)",
     )
+
+
+def case_hold_mark(hold, now: datetime) -> str:
+    """A held handoff's mark on the handoff list: the hold's reason and since when (the page says more)."""
+    return f"held (case hold: {hold.reason}, since {_at(hold.created_at, now)})"

@@ -100,6 +100,9 @@ class Request(models.Model):
         related_name="+",
         db_index=False,
     )
+    # What the requests list's search finds it by (`approvals/request_search.py`); on PostgreSQL a trigram
+    # index serves it (migration 0015). None: recorded before that migration and not filled.
+    search_text = models.TextField(null=True, blank=True, editable=False)
     created_at = DbClockDateTimeField(auto_now_add=True)
     updated_at = DbClockDateTimeField(auto_now=True)
 

@@ -22,6 +22,7 @@ from approvals.models import (
     Role,
     Workspace,
 )
+from approvals.request_search import request_search_text
 from approvals.rules import payload_problems, rules_for
 from approvals.selectors import REQUESTER_REVISABLE_STATES
 from approvals.services.memberships import require_member
@@ -80,6 +81,13 @@ def revision_create(
         state=RequestState.RECEIVED,
         requested_by=requested_by,
         corrected_by=corrected_by,
+        search_text=request_search_text(
+            workflow=workflow,
+            workspace_id=workspace_id,
+            number=number,
+            revision=revision,
+            payload=payload,
+        ),
     )
     RequestEvent.objects.create(
         request=request, from_state="", to_state=request.state, actor=actor, reason=reason

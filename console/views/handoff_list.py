@@ -18,12 +18,14 @@ from approvals.selectors import (
 )
 from console.destination_holds import handoff_rows
 from console.filters import HandoffFilter, handoff_list_page
+from console.waiting_status import case_hold_mark
 from lib.htmx import HtmxHttpRequest
 from lib.querystring import BadQueryValue, id_or_none, keyset_cursor, parse_keyset_cursor
 from lib.row_urls import row_url
 from outbox.archive_search import archived_matching
 from outbox.guidance import available_actions, retry_is_risky
 from outbox.models import Handoff
+from outbox.page_clock import page_now
 from outbox.selectors import (
     handoffs_in,
 )
@@ -86,7 +88,11 @@ def list_context(request: HtmxHttpRequest, data: dict[str, str]) -> dict:
     visible = workspace_ids_for(user)
     operator_ws = set(workspace_ids_for(user, Role.OPERATOR))
     handoff_filter = HandoffFilter(
-        data or None, queryset=handoffs_in(visible), request=request, workspace_ids=visible
+        data or None,
+        # A held row's mark comes from the same query (`case_hold_mark`), not a query per row.
+        queryset=handoffs_in(visible).select_related("case_hold"),
+        request=request,
+        workspace_ids=visible,
     )
     rows, more = handoff_list_page(
         handoff_filter.qs,
@@ -95,8 +101,10 @@ def list_context(request: HtmxHttpRequest, data: dict[str, str]) -> dict:
         after=_parse_cursor(request.GET.get("after")),
         size=PAGE_SIZE,
     )
+    now = page_now()
     for h in handoff_rows(rows, visible):
         h.quick_actions = quick_actions(h)
+        h.case_hold_mark = case_hold_mark(h.case_hold, now) if h.is_held else ""
     query = urlencode(data)
     next_url = ""
     if more:

@@ -16,6 +16,7 @@ from approvals.errors import ApprovalsError, InvalidPayload
 from approvals.models import Role
 from approvals.rules import rules_for
 from console import selectors as console_selectors
+from console.filters import requests_matching
 from console.forms import RequestForm
 from console.views.handoff_list import quick_actions
 from console.views.request_detail import detail_url
@@ -58,7 +59,8 @@ def queue(request) -> HttpResponse:
         return HttpResponseBadRequest(
             f"Bad request: {exc}.", content_type="text/plain; charset=utf-8"
         )
-    awaiting = selectors.requests_awaiting_decision(request.user)
+    text = request.GET.get("q", "").strip()
+    awaiting = requests_matching(selectors.requests_awaiting_decision(request.user), text)
     if workspace is not None:
         awaiting = awaiting.filter(workspace_id=workspace)
     rows, more = keyset_page(awaiting, after=after, size=PAGE_SIZE, newest_first=False)
@@ -73,6 +75,7 @@ def queue(request) -> HttpResponse:
             "requests": rows,
             "next_after": next_after,
             "workspace": workspace or "",
+            "q": text,
         },
     )
 

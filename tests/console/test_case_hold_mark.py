@@ -1,0 +1,61 @@
+"""A held handoff says so on the handoff list (issue 39, "Hold one case"): "held (case hold: <reason>, since
+<time>)" on its row, from the list's own query: the page runs as many queries with three held rows as with
+one."""
+
+import re
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from outbox.models import CaseHold
+from outbox.services.case_holds import case_hold, case_resume
+from tests.builders import record
+from tests.console.clients import client_for
+
+pytestmark = pytest.mark.django_db(databases=["default", "delivery"])
+
+
+def _row(page: str, pk: int) -> str:
+    match = re.search(rf'<tr id="handoff-{pk}">.*?</tr>', page, re.S)
+    assert match, f"handoff {pk} is not on the page"
+    return match.group(0)
+
+
+def _list(client) -> tuple[str, int]:
+    with CaptureQueriesContext(connection) as queries:
+        response = client.get("/handoffs/")
+    assert response.status_code == 200
+    return response.content.decode(), len(queries)
+
+
+def test_a_held_handoff_is_marked_on_the_list_with_its_reason_and_since_when(world):
+    held, other = record(501), record(502)
+    hold = case_hold(
+        handoff_id=held.pk, actor=world["olga"], reason="calling ACME", whole_case=False
+    )
+    since = CaseHold.objects.get(pk=hold.pk).created_at
+    page, _ = _list(client_for(world["olga"]))
+
+    assert f"held (case hold: calling ACME, since {since:%H:%M} UTC)" in _row(page, held.pk)
+    assert "case hold" not in _row(page, other.pk)
+
+    case_resume(handoff_id=held.pk, actor=world["olga"], reason="called back")
+    page, _ = _list(client_for(world["olga"]))
+    assert "case hold" not in _row(page, held.pk)
+
+
+def test_the_marks_come_from_the_lists_query_not_one_query_per_row(world):
+    rows = [record(n) for n in (511, 512, 513)]
+    client = client_for(world["olga"])
+    case_hold(handoff_id=rows[0].pk, actor=world["olga"], reason="first", whole_case=False)
+    client.get("/handoffs/")  # warm: sessions, the rate limiter's first row
+    page, one_held = _list(client)
+    assert "held (case hold: first" in _row(page, rows[0].pk)
+
+    for row, reason in zip(rows[1:], ("second", "third"), strict=True):
+        case_hold(handoff_id=row.pk, actor=world["olga"], reason=reason, whole_case=False)
+    page, three_held = _list(client)
+
+    assert "held (case hold: third" in _row(page, rows[2].pk)
+    assert three_held == one_held
