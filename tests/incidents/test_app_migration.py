@@ -1,12 +1,13 @@
 """Incidents moved out of reconciliation into an app of their own (issue 36, "a layout by subject"): the
 move changes Django's state only. An incident written before it, with its members, timeline, channel and
-notification, is read after it through the new app's models, and its content type (with the permissions
-granted on it) follows."""
+notification, is read after it through the new app's models, its content type (with the permissions
+granted on it) follows, and the alert sweep's schedule names its task at the new place."""
 
 import pytest
 from django.contrib.contenttypes.models import ContentType
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
+from django_q.models import Schedule
 
 from incidents.models import AlertChannel, Incident, IncidentState, Notification
 
@@ -59,6 +60,7 @@ def test_an_incident_written_before_the_move_is_read_whole_after_it():
     old = _migrate(BEFORE)
     ContentType.objects.clear_cache()
     ContentType.objects.get_or_create(app_label="reconciliation", model="incident")
+    Schedule.objects.create(name="send-alerts", func="reconciliation.tasks.alerts_send_due")
     try:
         pk = _incident_written_before_the_move(old)
     finally:
@@ -74,3 +76,5 @@ def test_an_incident_written_before_the_move_is_read_whole_after_it():
     assert notification.channel == AlertChannel.objects.get(name="ops-mail")
     assert ContentType.objects.filter(app_label="incidents", model="incident").exists()
     assert not ContentType.objects.filter(app_label="reconciliation", model="incident").exists()
+    # The sweep's schedule names the task at its new place: it keeps running after the upgrade.
+    assert Schedule.objects.get(name="send-alerts").func == "incidents.tasks.alerts_send_due"
