@@ -133,22 +133,31 @@ def _archived_steps(evidence: Evidence, recorded: set[str]) -> list[ArchivedHand
     return sorted(rows, key=lambda a: (a.created_at, a.pk))
 
 
-def step_labels(
-    evidence: Evidence,
-) -> list[tuple[str, Handoff | ArchivedHandoff | None, dict | None]]:
-    """Each step of the workflow in order, recorded, archived or still to come: (label, its handoff or
-    archived row, its plan entry). A step not in the hot table is named by the plan of the last recorded
-    one; one that retention archived is its archived row, never a step "not started"."""
+StepRow = tuple[str, "Handoff | ArchivedHandoff | None", "dict | None"]
+
+
+def _step_rows(evidence: Evidence) -> list[StepRow]:
+    """(name, its handoff or archived row, its plan entry) of each step in order: archived before the hot
+    ones, the hot ones, then the last hot one's plan (an entry retention archived is its archived row)."""
     steps = evidence.steps
     planned = list(steps[-1].plan) if steps else []
     later = {entry.get("step", "") for entry in planned}
     archived = _archived_steps(evidence, {step.step for step in steps})
     by_name = {a.step: a for a in archived}
-    rows = [
-        *((a.step, a, None) for a in archived if a.step not in later),
-        *((step.step, step, None) for step in steps),
-        *((entry.get("step", ""), by_name.get(entry.get("step", "")), entry) for entry in planned),
+    earlier = [(a.step, a, None) for a in archived if a.step not in later]
+    hot = [(step.step, step, None) for step in steps]
+    return [
+        *earlier,
+        *hot,
+        *((e.get("step", ""), by_name.get(e.get("step", "")), e) for e in planned),
     ]
+
+
+def step_labels(evidence: Evidence) -> list[StepRow]:
+    """Each step of the workflow in order, recorded, archived or still to come: (label, its handoff or
+    archived row, its plan entry). A step not in the hot table is named by the plan of the last recorded
+    one; one that retention archived is its archived row, never a step "not started"."""
+    rows = _step_rows(evidence)
     total = len(rows)
     if total == 1 and not rows[0][0]:
         return [("The handoff", rows[0][1], rows[0][2])]
