@@ -267,9 +267,9 @@ def batch_cell(r: dict, four: dict) -> str:
 def paired_ratio(row: dict, key: str) -> str:
     """A row's ratio to its reference: the judged one of its pairs ("refused, not published: …" without a
     number when its reference collapsed or too few pairs were quiet), else the single run's."""
-    if row.get(key) is None:
-        return row.get("paired", "refused, not published")
-    return f"{row[key]:.2f}" + (f" ({row['paired']})" if "paired" in row else "")
+    if "paired" in row:  # "0.96 (median of 3 of 3 pairs, …)", or the refusal
+        return row["paired"]
+    return f"{row[key]:.2f}" if row.get(key) is not None else "refused, not published"
 
 
 def one_call_cell(r: dict, ratio: float | None) -> str:

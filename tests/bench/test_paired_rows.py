@@ -56,7 +56,7 @@ def test_a_steady_scaling_row_publishes_the_median_of_its_pairs():
         "paired": curve["describe"],
     }
 
-    assert paired_ratio(row, "ratio_to_pgbench").startswith("0.80 (0.80 (median of 3 of 3 pairs")
+    assert paired_ratio(row, "ratio_to_pgbench").startswith("0.80 (median of 3 of 3 pairs")
     assert row["per_second"] == 2520.0  # the run of the pair with the median ratio
 
 
