@@ -172,6 +172,8 @@ def redact_query_parameters(text: str) -> str:
 
 
 def redact_text(text: str, *, keep_personal: bool = False) -> str:
+    if not text:
+        return text  # a delivery's attempt has no detail: nothing to mask, no secrets to read
     # Each pattern runs only on a text holding the part it cannot match without ("whsec_", "bearer", "@"):
     # a call into RE2 costs more than the search, and most strings shown (a client's name) hold none.
     text = redact_query_parameters(_mask_configured(text))

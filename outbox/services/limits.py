@@ -59,20 +59,41 @@ from outbox.models import (
 )
 from outbox.services.breaker import destination_health_locked
 
+_LIMITS_COLUMNS = ("max_concurrency", "max_requests_per_second", "held", "state", "probes")
+# The limits' query compiled once per destination (and backend): its text and parameters depend on nothing
+# else ("now" is the statement's own time), and compiling it through the ORM cost a dispatcher more CPU than
+# the query itself, at every claim batch and every hold check of one.
+_limits_sql: dict[tuple[str, str], tuple[str, tuple]] = {}
+_LIMITS_SQL_KEPT = 10_000
+
+
+def _limits_statement(name: str) -> tuple[str, tuple]:
+    connection = connections[DB]
+    key = (connection.vendor, name)
+    if (compiled := _limits_sql.get(key)) is None:
+        # "Held?" is one EXISTS on the holds' partial index: any live hold no probe ends (an operator's pause
+        # or window, a Retry-After hold, an unservable hold), read with the limits and the breaker in one query.
+        held = DestinationHold.objects.held_without_probe().filter(destination=OuterRef("name"))
+        query = (
+            DestinationHealth.objects.using(DB)
+            .filter(name=name)
+            .annotate(held=Exists(held))
+            .order_by()
+            .values_list(*_LIMITS_COLUMNS)[:1]
+        ).query
+        sql, params = query.get_compiler(using=DB).as_sql()
+        compiled = (sql, tuple(params))
+        if len(_limits_sql) < _LIMITS_SQL_KEPT:
+            _limits_sql[key] = compiled
+    return compiled
+
 
 def _limits(name: str) -> Limits:
-    # "Held?" is one EXISTS on the holds' partial index: any live hold no probe ends (an operator's pause or
-    # window, a Retry-After hold, an unservable hold), read with the limits and the breaker in one query.
-    held = DestinationHold.objects.held_without_probe().filter(destination=OuterRef("name"))
-    row = (
-        DestinationHealth.objects.using(DB)
-        .filter(name=name)
-        .annotate(held=Exists(held))
-        .values_list(
-            "max_concurrency", "max_requests_per_second", "held", "state", "probes", named=True
-        )
-        .first()
-    )
+    sql, params = _limits_statement(name)
+    with connections[DB].cursor() as cursor:
+        cursor.execute(sql, params)
+        found = cursor.fetchone()
+    row = None if found is None else dict(zip(_LIMITS_COLUMNS, found, strict=True))
     if row is None:
         # A destination not seen yet has the configured defaults (its row is written with them when needed);
         # it may still be held (an operator paused it before its first call).
@@ -85,10 +106,10 @@ def _limits(name: str) -> Limits:
             .exists(),
         )
     return Limits(
-        row.max_concurrency,
-        row.max_requests_per_second,
-        bool(row.held),
-        BreakerSeen(row.state, row.probes),
+        row["max_concurrency"],
+        row["max_requests_per_second"],
+        bool(row["held"]),
+        BreakerSeen(row["state"], row["probes"]),
     )
 
 
