@@ -6,11 +6,13 @@ import re
 
 import pytest
 
+from approvals.models import Role
 from incidents.models import Incident, IncidentState
 from incidents.services.incidents import incidents_sync
 from outbox.destinations import InProcessDestination
 from outbox.dispatch.dispatcher import handoff_deliver
 from tests.builders import record
+from tests.factories import make_user
 from tests.incidents.test_incidents import REJECTED
 
 pytestmark = pytest.mark.django_db(databases=["default", "delivery"])
@@ -19,6 +21,13 @@ pytestmark = pytest.mark.django_db(databases=["default", "delivery"])
 def failing(number: int, workspace_id: int = 7) -> None:
     handoff = record(number, payload=REJECTED, workspace_id=workspace_id)
     handoff_deliver(handoff_id=handoff.pk, destination=InProcessDestination())
+
+
+@pytest.fixture
+def world(world):
+    """The incidents' world, and otto: an operator of workspace 8 only."""
+    world["otto"] = make_user("otto", workspace=world["w8"], roles=(Role.OPERATOR,))
+    return world
 
 
 @pytest.fixture
