@@ -14,7 +14,8 @@ time of its next turn:
   and that turn first asks whether anything is due (one probe of the claim index) before trying a batch;
 - its maintenance (settling its uncertain outcomes) every `maintain_every` seconds, as a turn of its own; again
   at once (behind the destinations already waiting) while each claims a whole batch of uncertain outcomes, so a
-  backlog settles at the receiver's speed, each dispatcher's turn claiming a batch of its own.
+  backlog settles at the receiver's speed, each dispatcher's turn claiming a batch of its own. It takes a free
+  lane beside a delivery under way when it falls due, never two maintenance turns at once.
 
 Times are this process's monotonic clock: they only order this process's own turns. Every time of record
 (due, lease, delivered) is the database's.
@@ -42,6 +43,8 @@ class _Slot:
     # When a wake-up came while a worker was on it: a free lane takes a delivery turn at once, and the next
     # turn after this one comes at once, whatever the batch claimed.
     woken_at: float | None = None
+    # A maintenance turn is under way (never two at once).
+    maintaining: bool = False
     served: bool = True
 
     def due_at(self) -> float:
@@ -54,9 +57,14 @@ class _Slot:
             return None
         if not self.busy:
             return self.due_at()
-        if self.busy < lanes and self.woken_at is not None:
-            return self.woken_at
-        return None
+        if self.busy >= lanes:
+            return None
+        # A free lane: for a wake-up, or for maintenance that falls due while deliveries follow one another
+        # (under a steady stream of wake-ups no moment finds every lane free).
+        ready = [self.woken_at] if self.woken_at is not None else []
+        if not self.maintaining:
+            ready.append(self.maintain_at)
+        return min(ready) if ready else None
 
 
 class Schedule:
@@ -144,11 +152,13 @@ class Schedule:
 
     def _begin(self, slot: _Slot, now: float) -> Turn:
         slot.busy += 1
+        maintenance_due = not slot.maintaining and slot.maintain_at <= now
+        if maintenance_due and (slot.busy > 1 or slot.maintain_at <= slot.next_at):
+            slot.maintaining = True
+            return Turn.MAINTAIN
         slot.woken_at = None
         if slot.busy > 1:
             return Turn.DELIVER  # another lane, for what was committed during the turn under way
-        if slot.maintain_at <= now and slot.maintain_at <= slot.next_at:
-            return Turn.MAINTAIN
         return Turn.POLL if slot.idle else Turn.DELIVER
 
     def done(
@@ -170,6 +180,7 @@ class Schedule:
                 if not slot.busy:
                     del self._slots[name]
             elif turn is Turn.MAINTAIN:
+                slot.maintaining = False
                 slot.maintain_at = now if backlog else now + self.maintain_every
             elif wait_seconds is not None:
                 slot.next_at, slot.idle = now + wait_seconds, False

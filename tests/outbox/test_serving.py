@@ -129,3 +129,19 @@ def test_a_destination_dropped_during_two_lanes_goes_once_both_have_ended():
     assert plan.names() == []
     plan.done(*second, claimed=1)
     assert plan.due_now() == [] and plan.names() == []
+
+
+def test_maintenance_falls_due_during_a_delivery_lane_and_takes_the_other_lane():
+    # Under a steady stream of wake-ups two lanes take turns and no moment finds both free: maintenance
+    # (settling uncertain outcomes) must not wait for one.
+    plan = schedule("crm", lanes=2, maintain_every=0.0)
+    maintenance = plan.take()
+    assert maintenance == ("crm", Turn.MAINTAIN)
+    plan.wake({"crm"})
+    delivery = plan.take()
+    assert delivery == ("crm", Turn.DELIVER)
+    plan.done(*maintenance)  # due again at once (maintain_every=0)
+    assert plan.due_now() == ["crm"]
+    assert plan.take() == ("crm", Turn.MAINTAIN)  # beside the delivery still under way
+    assert plan.due_now() == []  # both lanes under way
+    plan.done(*delivery, claimed=1)
