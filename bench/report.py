@@ -12,7 +12,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench import console_operators_report, retention_report, settlement_report  # noqa: E402
+from bench import (  # noqa: E402
+    console_operators_report,
+    retention_report,
+    search_report,
+    settlement_report,
+)
 from bench.budget import budget_lines  # noqa: E402
 from bench.pairs import method_lines  # noqa: E402
 
@@ -407,6 +412,7 @@ def main() -> None:
         "--settlement", help="the JSON bench/settlement_bench.py wrote, when it was run"
     )
     parser.add_argument("--settlement-command", default="", help="the command that ran it")
+    parser.add_argument("--search", help="the JSON bench/search_bench.py wrote, when it was run")
     parser.add_argument("--output", required=True)
     args = parser.parse_args()
     r = json.loads(Path(args.e2e).read_text())
@@ -611,6 +617,11 @@ def main() -> None:
     many = json.loads(Path(args.many_destinations).read_text()) if args.many_destinations else None
     tracing = json.loads(Path(args.tracing).read_text()) if args.tracing else None
     oauth2 = json.loads(Path(args.oauth2).read_text()) if args.oauth2 else None
+    search = (
+        json.loads(Path(args.search).read_text())
+        if args.search and Path(args.search).exists()
+        else None
+    )
     events = json.loads(Path(args.status_events).read_text()) if args.status_events else None
     operators = (
         json.loads(Path(args.console_operators).read_text()) if args.console_operators else None
@@ -858,6 +869,7 @@ right after `make bench`, against its own receiver and databases:",
         ),
         *(retention_report.section(retention, args.retention_command) if retention else []),
         *(settlement_report.section(settlement, args.settlement_command) if settlement else []),
+        *(search_report.section(search) if search else []),
     ]
     Path(args.output).write_text("\n".join(lines))
 
