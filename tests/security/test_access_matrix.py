@@ -11,6 +11,7 @@ from approvals.models import Request, Role
 from approvals.services import request_approve, support_staff_enroll
 from incidents.models import Incident, IncidentKind, IncidentSeverity
 from tests.factories import grant_destination_admin, make_user, onboarding_world
+from tests.module_data import module_transaction
 
 pytestmark = pytest.mark.django_db(databases=["default", "delivery"])
 
@@ -263,8 +264,16 @@ FORMS = {
 }
 
 
-@pytest.fixture
-def world():
+@pytest.fixture(scope="module")
+def world(django_db_setup, django_db_blocker):
+    """Built once for the module (tests/module_data.py); each cell's writes are undone after it."""
+    with module_transaction(django_db_blocker):
+        with django_db_blocker.unblock():
+            world = _world()
+        yield world
+
+
+def _world():
     world = onboarding_world()
     make_user("carol")
     world["requester"], world["approver"], world["operator"] = (
