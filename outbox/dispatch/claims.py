@@ -98,16 +98,25 @@ def handoff_claim_due(
     lease_seconds: int | None = None,
     handoff_id: int | None = None,
     destination_name: str | None = None,
+    mark_not_called: bool = False,
 ) -> list[Claim]:
-    """Claim up to `limit` due handoffs for `worker` and open an attempt for each (a span each, when traced)."""
+    """Claim up to `limit` due handoffs for `worker` and open an attempt for each (a span each, when traced).
+    `mark_not_called` (a destination without idempotency): each attempt is opened "not called yet" in the
+    claim itself, so that a dispatcher stopped or cut off between the claim and its first statement after
+    it leaves attempts known never sent, not unknown ones a person must settle."""
     started = time_ns()
     lease_seconds = lease_seconds or settings.HANDOFF_LEASE_SECONDS
+    call_started = False if mark_not_called else None
     if settings.HANDOFF_TIMELINE_CHECK_EACH_CLAIM and connections[DB].vendor == "postgresql":
         timeline_check(connections[DB])
     if connections[DB].features.has_select_for_update_skip_locked:
         statement = _claim_statement(destination_name, handoff_id, limit)
         rows = _claim_skip_locked(
-            statement, worker=worker, limit=limit, lease_seconds=lease_seconds
+            statement,
+            worker=worker,
+            limit=limit,
+            lease_seconds=lease_seconds,
+            call_started=call_started,
         )
     else:
         rows = _claim_and_record_row_count(
@@ -115,6 +124,7 @@ def handoff_claim_due(
             worker=worker,
             limit=limit,
             lease_seconds=lease_seconds,
+            call_started=call_started,
         )
     claims = [
         Claim(
@@ -214,8 +224,8 @@ def _claim_sql(due, *, limit: int) -> tuple[str, list]:
         f"RETURNING {returned}, "
         "h.plan <> '[]'::jsonb OR h.compensates_id IS NOT NULL AS follow_up), "
         f"attempt AS (INSERT INTO {attempts} (handoff_id, number, fencing_epoch, worker, started_at, outcome, "
-        "failure_class, reason_code, detail) "
-        "SELECT id, attempts, fencing_epoch, %s, STATEMENT_TIMESTAMP(), %s, '', '', '' FROM claimed "
+        "call_started, failure_class, reason_code, detail) "
+        "SELECT id, attempts, fencing_epoch, %s, STATEMENT_TIMESTAMP(), %s, %s, '', '', '' FROM claimed "
         "RETURNING id, handoff_id), "
         f"event AS (INSERT INTO {events} (handoff_id, from_state, to_state, actor_label, action, reason, at) "
         "SELECT id, %s, %s, %s, '', 'claimed for attempt ' || attempts || ' at ' || destination, "
@@ -228,7 +238,12 @@ def _claim_sql(due, *, limit: int) -> tuple[str, list]:
 
 
 def _claim_skip_locked(
-    statement: tuple[str, list], *, worker: str, limit: int, lease_seconds: int
+    statement: tuple[str, list],
+    *,
+    worker: str,
+    limit: int,
+    lease_seconds: int,
+    call_started: bool | None,
 ) -> list[ClaimedRow]:
     """PostgreSQL, one statement and one round trip: lock due rows (skipping those another worker holds), lease
     them, open an attempt and write the claim event for each, and read them back with their attempt ids:
@@ -245,6 +260,7 @@ def _claim_skip_locked(
         lease_seconds,
         worker,
         AttemptOutcome.IN_PROGRESS,
+        call_started,
         S.PENDING,
         S.IN_FLIGHT,
         worker,
@@ -290,7 +306,7 @@ def _claim_row_count(due, *, worker: str, limit: int, lease_seconds: int) -> lis
 
 
 def _claim_and_record_row_count(
-    due, *, worker: str, limit: int, lease_seconds: int
+    due, *, worker: str, limit: int, lease_seconds: int, call_started: bool | None
 ) -> list[ClaimedRow]:
     """Elsewhere (SQLite): the claim, then an attempt and a claim event per row, in one transaction."""
     with transaction.atomic(using=DB):
@@ -304,6 +320,7 @@ def _claim_and_record_row_count(
                 fencing_epoch=row["fencing_epoch"],
                 worker=worker,
                 started_at=db_now(),
+                call_started=call_started,
             )
             for row in rows
         )
@@ -334,7 +351,8 @@ def claim_resend_blocked(claim: Claim, destination: Destination) -> DeliveryResu
         number__lt=claim.attempt_number,
         number__gt=claim.attempt_number - claim.run_attempt,
     )
-    if not earlier.exclude(outcome=AttemptOutcome.FAILED).exists():
+    # Failed ones and skipped ones (never sent: their lease ran out before the call) reached nobody.
+    if not earlier.exclude(outcome__in=(AttemptOutcome.FAILED, AttemptOutcome.SKIPPED)).exists():
         return None
     # Without idempotency, an earlier attempt that may have reached the receiver means a person must
     # check there first: nothing is sent twice automatically.

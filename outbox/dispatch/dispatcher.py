@@ -92,6 +92,7 @@ def dispatch_batch(
             handoff_id=handoff_id,
             lease_seconds=lease_seconds,
             destination_name=destination.name,
+            mark_not_called=not destination.supports_idempotency,
         )
         keeper = LeaseKeeper(
             claims,
