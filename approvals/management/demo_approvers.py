@@ -9,6 +9,7 @@ from datetime import timedelta
 from django.contrib.auth.models import Group, Permission
 
 from approvals.models import ApprovalDelegation, Request, RequestEvent, RequestState
+from approvals.request_search import request_search_text
 from approvals.services.approval_deadlines import approval_policy_set
 from approvals.services.erasure import subject_erase, subject_named
 from outbox.clock import db_time
@@ -44,6 +45,13 @@ def _request(workspace_id: int, number: int, payload: dict, state: str, requeste
         state=state,
         requested_by=requester,
         reason_code="rejected_by_approver" if state == RequestState.REJECTED else "",
+        search_text=request_search_text(
+            workflow="onboarding",
+            workspace_id=workspace_id,
+            number=number,
+            revision=1,
+            payload=payload,
+        ),
     )
     RequestEvent.objects.create(request=request, to_state=state, actor=requester, reason="demo")
     return request

@@ -11,6 +11,7 @@ from django.db import transaction
 from approvals.management.demo_approvers import approvers_demo_load
 from approvals.management.demo_observation import observation_demo_load
 from approvals.models import Membership, Request, RequestEvent, RequestState, Role, Workspace
+from approvals.request_search import request_search_text
 from approvals.rules import ONBOARDING_V1, rules_for
 from approvals.services.groups import (
     DESTINATION_ADMINS_GROUP,
@@ -241,6 +242,13 @@ def _create_request_42(workspace: Workspace, requester) -> None:
         payload_hash=payload_hash(REQUEST_42),
         state=RequestState.AWAITING_APPROVAL,
         requested_by=requester,
+        search_text=request_search_text(
+            workflow="onboarding",
+            workspace_id=workspace.pk,
+            number=42,
+            revision=1,
+            payload=REQUEST_42,
+        ),
     )
     RequestEvent.objects.create(
         request=request, to_state=request.state, actor=requester, reason="submitted"
