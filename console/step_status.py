@@ -254,12 +254,31 @@ def _reversal_line(label: str, step: Handoff, evidence: Evidence) -> StatusLine:
             "an operator settles the compensation",
             operator_of(undo),
         )
+    if undo is None and (stuck := _later_compensation_stuck(step, evidence)) is not None:
+        return StatusLine(
+            label,
+            f"being reversed: {made}; its compensation waits for a later step's, which is "
+            f"{stuck.get_state_display().lower()}",
+            STUCK,
+            "an operator settles the later step's compensation; then the system sends this one",
+            operator_of(stuck),
+        )
     return StatusLine(
         label,
         f"being reversed: {made}; its compensation is not confirmed yet",
         WAITING,
         "the system sends the compensation",
         SYSTEM,
+    )
+
+
+def _later_compensation_stuck(step: Handoff, evidence: Evidence) -> Handoff | None:
+    """A later step's compensation that a person must settle: compensations go latest step first, so this
+    step's is not sent before it."""
+    later = [h for h in evidence.steps if h.step_index > step.step_index]
+    undos = [evidence.compensation_of(h) for h in later]
+    return next(
+        (u for u in undos if u is not None and u.state in (S.NEEDS_ATTENTION, S.UNCERTAIN)), None
     )
 
 

@@ -136,13 +136,22 @@ def _standing(handoff: Handoff, findings: list, repairs: list, hold) -> StatusLi
     """Where the handoff stands, what happens next and who owns that: the requester's line for the same step
     (`console/step_status.py`), so the operator and the requester read one owner."""
     evidence = Evidence(
-        handoffs=[handoff],
+        handoffs=_reversal_of(handoff),
         now=page_now(),
         findings={handoff.action_key: findings},
         destinations={handoff.destination: hold} if hold is not None else {},
         repairs={handoff.action_key: repairs},
     )
     return step_line("This step", handoff, evidence)
+
+
+def _reversal_of(handoff: Handoff) -> list[Handoff]:
+    """The handoff, and while it is being reversed every handoff of its instance: its line names the owner of
+    its compensation (its own, or a later step's that goes first), as the request's line does."""
+    if not handoff.compensation_state or not handoff.instance_key:
+        return [handoff]
+    others = Handoff.objects.filter(instance_key=handoff.instance_key).exclude(pk=handoff.pk)
+    return [handoff, *others.select_related("owner")]
 
 
 def _destination_of(handoff: Handoff) -> tuple[Destination | None, str]:

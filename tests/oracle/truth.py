@@ -271,6 +271,8 @@ class Truth:
 
     def _reversal_owner(self, h: HandoffTruth) -> set[str]:
         undo = h.compensation
+        if undo is None and h.row["compensation_state"] == "planned":
+            return self._waiting_reversal_owner(h)
         if undo is None:
             return {"operator", "none", "requester"}
         return {
@@ -280,6 +282,17 @@ class Truth:
             "pending": {"system"},
             "in_flight": {"system"},
         }.get(undo["state"], {"none", "operator"})
+
+    @staticmethod
+    def _waiting_reversal_owner(h: HandoffTruth) -> set[str]:
+        """A step whose compensation is not recorded yet: compensations go latest step first, so it waits for
+        the later steps' (an operator's if one of them needs a person, else the system's)."""
+        row = h.row
+        later = Handoff.objects.filter(
+            instance_key=row["instance_key"], kind="action", step_index__gt=row["step_index"]
+        ).values("pk")
+        undos = Handoff.objects.filter(compensates_id__in=later).values_list("state", flat=True)
+        return {"operator"} if set(undos) & {"needs_attention", "uncertain"} else {"system"}
 
     def _delivered_owner(self, h: HandoffTruth) -> set[str]:
         if "@" in (h.row["destination_id"] or ""):
