@@ -1,6 +1,8 @@
 """Retention moves settled handoffs older than the retention age, and only those, out of the hot tables into
 the archive, in bounded batches, and a second run changes nothing (both backends)."""
 
+import threading
+import time
 from datetime import timedelta
 
 import pytest
@@ -198,7 +200,18 @@ def test_retention_rests_between_batches_as_the_duty_cycle_says_and_not_after_th
 ):
     age(*(settled(n) for n in range(1, 4)))
     slept: list[float] = []
-    monkeypatch.setattr(retention.time, "sleep", slept.append)
+    # `retention.time` is the time module itself: the patch reaches every thread of the process, and on a
+    # loaded machine a helper thread of another module (polling every 0.2 s) slept during the run. Only this
+    # thread's sleeps are retention's.
+    this_thread, real_sleep = threading.get_ident(), time.sleep
+
+    def sleep(seconds: float) -> None:
+        if threading.get_ident() == this_thread:
+            slept.append(seconds)
+        else:
+            real_sleep(seconds)
+
+    monkeypatch.setattr(retention.time, "sleep", sleep)
     run = handoffs_archive_settled(batch_size=1, max_batches=3, duty_cycle=0.25, pause_seconds=0)
     assert run.archived == 3 and run.batches == 3
     assert len(slept) == 2, "a rest after each batch but the last"
