@@ -105,27 +105,13 @@ def handoff_claim_due(
     claim itself, so that a dispatcher stopped or cut off between the claim and its first statement after
     it leaves attempts known never sent, not unknown ones a person must settle."""
     started = time_ns()
-    lease_seconds = lease_seconds or settings.HANDOFF_LEASE_SECONDS
-    call_started = False if mark_not_called else None
     if settings.HANDOFF_TIMELINE_CHECK_EACH_CLAIM and connections[DB].vendor == "postgresql":
         timeline_check(connections[DB])
-    if connections[DB].features.has_select_for_update_skip_locked:
-        statement = _claim_statement(destination_name, handoff_id, limit)
-        rows = _claim_skip_locked(
-            statement,
-            worker=worker,
-            limit=limit,
-            lease_seconds=lease_seconds,
-            call_started=call_started,
-        )
-    else:
-        rows = _claim_and_record_row_count(
-            _due(destination_name, handoff_id),
-            worker=worker,
-            limit=limit,
-            lease_seconds=lease_seconds,
-            call_started=call_started,
-        )
+    rows = _claimed_rows(
+        _Asked(worker, limit, lease_seconds or settings.HANDOFF_LEASE_SECONDS, mark_not_called),
+        destination_name,
+        handoff_id,
+    )
     claims = [
         Claim(
             handoff_id=row.id,
@@ -150,6 +136,30 @@ def handoff_claim_due(
         ((c.action_key, {"handoff.attempt": c.attempt_number}) for c in claims),
     )
     return claims
+
+
+class _Asked(NamedTuple):
+    """What a claim asks for: who, how many, for how long, and whether its attempts open "not called yet"."""
+
+    worker: str
+    limit: int
+    lease_seconds: int
+    mark_not_called: bool
+
+
+def _claimed_rows(
+    asked: _Asked, destination_name: str | None, handoff_id: int | None
+) -> list[ClaimedRow]:
+    options = {
+        "worker": asked.worker,
+        "limit": asked.limit,
+        "lease_seconds": asked.lease_seconds,
+        "call_started": False if asked.mark_not_called else None,
+    }
+    if connections[DB].features.has_select_for_update_skip_locked:
+        statement = _claim_statement(destination_name, handoff_id, asked.limit)
+        return _claim_skip_locked(statement, **options)
+    return _claim_and_record_row_count(_due(destination_name, handoff_id), **options)
 
 
 def with_undo_targets(claims: list[Claim]) -> list[Claim]:
