@@ -127,9 +127,9 @@ def test_dispatcher_killed_mid_call_then_another_settles_without_a_duplicate(pro
 def test_wrong_signing_secret_pauses_the_destination_with_one_alert_and_no_retry_storm(
     processes, settings
 ):
+    from incidents.models import Incident, IncidentKind, Notification
     from incidents.sweep import alerts_send_due
     from outbox.models import DestinationHealth, DestinationState, PauseReason
-    from reconciliation.models import Incident, IncidentKind, Notification
 
     settings.ALERT_EMAILS = ["oncall@example.com"]
     keys = make_handoffs(20)
