@@ -7,6 +7,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from incidents.models import Incident, IncidentKind
 from incidents.sweep import alerts_send_due
 from outbox.clock import db_now_plus
 from outbox.dispatch.claims import handoff_claim_due
@@ -28,7 +29,6 @@ from outbox.services.destination_windows import (
     destination_resume_by_operator,
     destination_schedule_window,
 )
-from reconciliation.models import Incident, IncidentKind
 from tests.factories import make_user
 from tests.outbox.scripted_destination import ScriptedDestination
 
