@@ -142,16 +142,16 @@ def test_a_window_that_cannot_be_set_is_refused_and_writes_nothing(call, olga):
 
 
 def test_a_row_written_without_the_window_columns_is_accepted_and_takes_calls(make_handoff):
-    """What a dispatcher of the release before (or the bench) writes: the columns it knows. The columns this
-    release left out of the model (`window_*`, `hold_*`) have database defaults or are nullable, so the
-    insert works and the destination is open."""
+    """What a dispatcher of the release before (or the bench) writes: the columns its model knows. That
+    release took `window_*` and `hold_*` out of the model and this one dropped them (outbox 0031), so its
+    insert names none of them, works, and the destination is open."""
     from django.db import connection
 
     with connection.cursor() as cursor:
         cursor.execute(
             "INSERT INTO outbox_destinationhealth (name, state, pause_reason, consecutive_failures, "
-            "probes, last_error, hold_reason, updated_at, max_concurrency, max_requests_per_second) "
-            "VALUES ('receiver', 'active', '', 0, 0, '', '', CURRENT_TIMESTAMP, NULL, NULL)"
+            "probes, last_error, updated_at, max_concurrency, max_requests_per_second) "
+            "VALUES ('receiver', 'active', '', 0, 0, '', CURRENT_TIMESTAMP, NULL, NULL)"
         )
     assert DestinationHealth.objects.filter(name="receiver", state="active").exists()
     make_handoff(1)
