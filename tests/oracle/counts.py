@@ -1,13 +1,15 @@
 """The truth of the counts claimed on the observation pages (`observation.<count>`), the audit export's form
 (`audit.exportable`), the incident page's members in the viewer's view (`incident.members_in_view`,
-`incident.settled_in_view`) and a handoff's attempts (`handoff.attempts_made`). Counted from the rows
-themselves (`values()`), never from the selectors or counters the screens read."""
+`incident.settled_in_view`), a handoff's attempts (`handoff.attempts_made`) and a workflow's mode on the
+observation page (`workflow.mode`). Counted from the rows themselves (`values()`), never from the selectors or
+counters the screens read."""
 
 from collections.abc import Callable
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
 
-from approvals.models import Membership, ObservedOutcome, Workspace
+from approvals.models import Membership, ObservedOutcome, WorkflowMode, Workspace
 from incidents.models import Incident, IncidentMember
 from outbox.models import Attempt, Handoff
 
@@ -115,6 +117,15 @@ def _attempts_made(_truth, subject: str) -> set[str] | None:
     return {str(len(own))}
 
 
+def _workflow_mode(_truth, subject: str) -> set[str] | None:
+    """`workflow:<name>`: its stored mode row's, else the mode a workflow without one runs in."""
+    parts = _parts(subject, "workflow")
+    if parts is None or len(parts) != 1:
+        return None
+    stored = WorkflowMode.objects.filter(workflow=parts[0]).values_list("mode", flat=True).first()
+    return {stored or settings.WORKFLOW_DEFAULT_MODE}
+
+
 FIELDS = ("observed", "recorded", "agree", "disagree", "unexplained", "not_recorded")
 COUNT_CHECKS: dict[str, Check] = {
     **{f"observation.{field}": _observation(field) for field in FIELDS},
@@ -122,4 +133,5 @@ COUNT_CHECKS: dict[str, Check] = {
     "incident.members_in_view": _members_in_view(settled=False),
     "incident.settled_in_view": _members_in_view(settled=True),
     "handoff.attempts_made": _attempts_made,
+    "workflow.mode": _workflow_mode,
 }

@@ -9,7 +9,7 @@ from django.db.models import F
 from django.test import Client
 from django.urls import reverse
 
-from approvals.models import ObservedOutcome, Role
+from approvals.models import Mode, ObservedOutcome, Role, WorkflowMode
 from approvals.services import support_staff_enroll
 from incidents.models import Incident, IncidentMember
 from incidents.services.incidents import incidents_sync
@@ -77,6 +77,21 @@ def test_the_observation_pages_claim_each_count_and_a_count_gone_stale_is_caught
         ("observation.unexplained", "1", "0")
     }
     assert len(problems) == 2  # the index's row and the agreement's count
+
+
+def test_the_observation_page_claims_the_workflows_mode_and_a_mode_changed_since_is_caught():
+    world = observed_world()
+    urls = (reverse("observation:index"), reverse("observation:index") + "?workflow=onboarding")
+    pages = pages_of(world["olga"], *urls)
+    assert_pages_true(pages, Truth())
+    assert said(pages)[("workflow.mode", "workflow:onboarding")] == {"observe"}
+    # The workflow goes live after the look: both places the pages word its mode are caught.
+    WorkflowMode.objects.filter(workflow="onboarding").update(mode=Mode.LIVE)
+    problems, _ = check_pages(pages, Truth())
+    assert {(p.claim.name, p.claim.value, p.truth) for p in problems} == {
+        ("workflow.mode", "observe", "live")
+    }
+    assert len(problems) == 3  # each page's row, and the one workflow's line
 
 
 def test_the_audit_export_form_claims_only_the_workspaces_the_viewer_may_export():
