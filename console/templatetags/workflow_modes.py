@@ -7,6 +7,7 @@ from django import template
 from django.urls import reverse
 
 from approvals.models import Mode, WorkflowMode
+from console.claims import Claim
 
 register = template.Library()
 
@@ -16,10 +17,17 @@ def workflow_mode(workflow: str, workspace_id: int) -> dict:
     """`mode` is the workflow's mode; `sends` says whether approved handoffs of this workspace are sent
     (limited mode sends only for its allowed workspaces). The badge links to the workflow's observation page
     (`/observation/?workflow=…&workspace=…`: its observed rule versions in this workspace, their agreement with
-    the current process and its mode), so every screen that names a workflow leads there; no query."""
+    the current process and its mode), so every screen that names a workflow leads there. The mode and, in
+    limited mode, whether this workspace sends are claims (`workflow.mode`, `workflow.sends_here`)."""
     mode, sends = WorkflowMode.objects.effective(workflow, workspace_id)
     return {
         "mode": mode,
+        "mode_claim": Claim("workflow.mode", f"workflow:{workflow}", mode),
+        "sends_claim": Claim(
+            "workflow.sends_here",
+            f"workflow:{workflow}|ws:{workspace_id}",
+            "yes" if sends else "no",
+        ),
         "limited": mode == Mode.LIMITED,
         "sends": sends,
         "workflow": workflow,

@@ -1,8 +1,8 @@
 """The truth of the counts claimed on the observation pages (`observation.<count>`), the audit export's form
 (`audit.exportable`), the incident page's members in the viewer's view (`incident.members_in_view`,
-`incident.settled_in_view`), a handoff's attempts (`handoff.attempts_made`) and a workflow's mode on the
-observation page (`workflow.mode`). Counted from the rows themselves (`values()`), never from the selectors or
-counters the screens read."""
+`incident.settled_in_view`), a handoff's attempts (`handoff.attempts_made`), and a workflow's mode and whether
+a workspace's handoffs of it are sent (`workflow.mode`, `workflow.sends_here`). Counted from the rows
+themselves (`values()`), never from the selectors or counters the screens read."""
 
 from collections.abc import Callable
 
@@ -126,6 +126,22 @@ def _workflow_mode(_truth, subject: str) -> set[str] | None:
     return {stored or settings.WORKFLOW_DEFAULT_MODE}
 
 
+def _sends_here(_truth, subject: str) -> set[str] | None:
+    """`workflow:<name>|ws:<pk>`: live sends everywhere, limited only for its allowed workspaces, observe
+    nowhere; a workflow without a mode row runs in `WORKFLOW_DEFAULT_MODE`."""
+    parts = _parts(subject, "workflow")
+    if parts is None or len(parts) != 2 or not parts[1].removeprefix("ws:").isdigit():
+        return None
+    row = WorkflowMode.objects.filter(workflow=parts[0]).values("pk", "mode").first()
+    mode = row["mode"] if row else settings.WORKFLOW_DEFAULT_MODE
+    if mode == "limited" and row is not None:
+        allowed = WorkflowMode.allowed_workspaces.through.objects.filter(
+            workflowmode_id=row["pk"], workspace_id=int(parts[1].removeprefix("ws:"))
+        )
+        return {"yes" if allowed.exists() else "no"}
+    return {"yes" if mode == "live" else "no"}
+
+
 FIELDS = ("observed", "recorded", "agree", "disagree", "unexplained", "not_recorded")
 COUNT_CHECKS: dict[str, Check] = {
     **{f"observation.{field}": _observation(field) for field in FIELDS},
@@ -134,4 +150,5 @@ COUNT_CHECKS: dict[str, Check] = {
     "incident.settled_in_view": _members_in_view(settled=True),
     "handoff.attempts_made": _attempts_made,
     "workflow.mode": _workflow_mode,
+    "workflow.sends_here": _sends_here,
 }

@@ -6,11 +6,12 @@ fails with the screen, the words, the claim and the truth. Both backends."""
 import pytest
 from django.contrib.auth import get_user_model
 from django.db.models import F
+from django.template import Context, Template
 from django.test import Client
 from django.urls import reverse
 
 from approvals.models import Mode, ObservedOutcome, Role, WorkflowMode
-from approvals.services import support_staff_enroll
+from approvals.services import support_staff_enroll, workflow_mode_set
 from incidents.models import Incident, IncidentMember
 from incidents.services.incidents import incidents_sync
 from outbox.destinations import InProcessDestination
@@ -92,6 +93,31 @@ def test_the_observation_page_claims_the_workflows_mode_and_a_mode_changed_since
         ("workflow.mode", "observe", "live")
     }
     assert len(problems) == 3  # each page's row, and the one workflow's line
+
+
+def test_the_mode_badge_claims_the_mode_and_where_a_limited_workflow_sends():
+    onboarding_world()
+    support = make_user("support", is_staff=True, is_superuser=True)
+    workflow_mode_set(
+        workflow="onboarding",
+        mode=Mode.LIMITED,
+        actor=support,
+        reason="pilot",
+        allowed_workspace_ids=[7],
+    )
+    badge = Template("{% load workflow_modes %}{% workflow_mode wf ws %}")
+    pages = {f"badge {ws}": badge.render(Context({"wf": "onboarding", "ws": ws})) for ws in (7, 8)}
+    assert_pages_true(pages, Truth())
+    claims = said(pages)
+    assert claims[("workflow.mode", "workflow:onboarding")] == {"limited"}
+    assert claims[("workflow.sends_here", "workflow:onboarding|ws:7")] == {"yes"}
+    assert claims[("workflow.sends_here", "workflow:onboarding|ws:8")] == {"no"}
+    # Workspace 7 leaves the pilot after the look: its badge's "sent here" is caught.
+    WorkflowMode.objects.get(workflow="onboarding").allowed_workspaces.clear()
+    problems, _ = check_pages(pages, Truth())
+    assert {(p.claim.name, p.claim.subject, p.truth) for p in problems} == {
+        ("workflow.sends_here", "workflow:onboarding|ws:7", "no")
+    }
 
 
 def test_the_audit_export_form_claims_only_the_workspaces_the_viewer_may_export():
