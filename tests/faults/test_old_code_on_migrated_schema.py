@@ -57,9 +57,10 @@ def git(*args: str) -> str:
     return done.stdout.strip()
 
 
-# The release before this work: the commit stop 30 landed with (CI passed). Its schema ends at outbox 0015,
-# approvals 0008, reconciliation 0007, delivery 0005; every migration after those is deployed over it here.
-PREVIOUS_RELEASE = "a9c5b0afb71ccaf59ec74fa0630ce75a8903f3f4"
+# The release before this work: the commit stop 43 landed with (CI passed). Its schema ends at outbox 0030,
+# approvals 0014, reconciliation 0012, delivery 0005; every migration after those is deployed over it here
+# (outbox 0031 drops the hold columns its release one left for the release before it, stop 30's).
+PREVIOUS_RELEASE = "4748224f711cff413c9dbfee0e1e326f56ec0815"
 
 
 def previous_release() -> str:
