@@ -273,6 +273,9 @@ class Truth:
         undo = h.compensation
         if undo is None and h.row["compensation_state"] == "planned":
             return self._waiting_reversal_owner(h)
+        if h.row["compensation_state"] == "residual":
+            # It cannot be reversed automatically: it stays until an operator undoes it by hand.
+            return {"operator"}
         if undo is None:
             return {"operator", "none", "requester"}
         return {
