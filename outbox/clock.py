@@ -19,11 +19,10 @@ value, or `DbClockDateTimeField` in place of `auto_now`/`auto_now_add`), and the
 with are read from the database too (`db_time`, once per pass).
 """
 
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
 from django.db import connection, connections
 from django.db.models import DateTimeField, Func, Value
-from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from lib.databases import DB
@@ -62,24 +61,6 @@ def db_now() -> DbNow:
 def db_now_plus(seconds: float) -> DbNow:
     """Now on the database clock plus `seconds` (a backoff, a lease)."""
     return DbNow(seconds)
-
-
-# The database's clock minus this host's, in seconds, as last read by `db_clock_offset_read` (0 before).
-_offset_seconds = 0.0
-
-
-def db_clock_offset_read(using: str = DB) -> None:
-    """Read the database's time once and keep how far this host's clock is from it (one query): the
-    dispatcher does so once per claim batch, before its calls."""
-    global _offset_seconds
-    _offset_seconds = (db_time(using) - timezone.now()).total_seconds()
-
-
-def db_clock_estimate() -> datetime:
-    """The database's time without a query: this host's clock plus the offset last read. For a time the
-    product states to another system that checks it against its own clock (a signature's timestamp, which
-    receivers refuse 5 minutes off): a host whose clock jumped still states the database's time."""
-    return timezone.now() + timedelta(seconds=_offset_seconds)
 
 
 def db_time(using: str = DB) -> datetime:

@@ -20,7 +20,6 @@ from django.conf import settings
 from lib.databases import DB
 from lib.telemetry import each_in_trace
 from outbox.breaker_rules import Admission, would_pause
-from outbox.clock import db_clock_offset_read
 from outbox.destinations import (
     BatchRefused,
     Destination,
@@ -67,9 +66,10 @@ def dispatch_batch(
     handoff_id: int | None = None,
     stop: threading.Event | None = None,
 ) -> RunStats:
-    """Claim what is due for the destination and deliver it: nothing while it is paused (one handoff as its probe),
-    nothing while its limits or a Retry-After hold refuse a permit (`stats.limited`, and how long to wait), no more
-    requests than the permit allows (a batch call is one); once `stop` is set, the claims not sent are given back."""
+    """Claim what is due for the destination and deliver it: nothing while it is paused (one handoff as its
+    probe), nothing while its limits or a Retry-After hold refuse a permit (`stats.limited`, and how long to
+    wait), and no more requests than the permit allows (a batch call is one request). Once `stop` is set
+    (the dispatcher is stopping) no further call starts: the claims not sent yet are given back."""
     destination = destination or get_destination()
     worker = worker or default_worker_name()
     stats = RunStats()
@@ -94,8 +94,6 @@ def dispatch_batch(
             destination_name=destination.name,
             mark_not_called=not destination.supports_idempotency,
         )
-        if claims:
-            db_clock_offset_read()  # the calls' signatures state the database's time (outbox/clock.py)
         keeper = LeaseKeeper(
             claims,
             lease_seconds=lease_seconds,
