@@ -83,7 +83,12 @@ def searchable_fields(version: str) -> list[str]:
     if stored is None:
         built_in = [r for r in BUILT_IN_RULES.values() if r.version == version]
         stored = built_in[0].schema if built_in else {}
-    properties = stored.get("properties") if isinstance(stored, dict) else None
+    return schema_searchable_fields(stored)
+
+
+def schema_searchable_fields(schema: object) -> list[str]:
+    """The top-level fields `schema` marks `"x-searchable": true` (`searchable_fields`, for a schema in hand)."""
+    properties = schema.get("properties") if isinstance(schema, dict) else None
     if not isinstance(properties, dict):
         return []
     return sorted(

@@ -5,6 +5,8 @@ shape is checked with the steps; when both sides are known before any request ex
 approval), a retry window or an attention SLA that outlasts the time the deadline leaves is refused, the
 field named: a retry could come due, or a person's time to act end, after the step may no longer go."""
 
+from collections.abc import Iterable
+
 from django.conf import settings
 
 from outbox.destinations import DestinationUnavailable, destination_named
@@ -37,13 +39,15 @@ def _timing_rule_problem(place: str, rule: object, properties: dict) -> str:
     return ""
 
 
+def _unknown_field_problem(place: str, name: object, fields: Iterable[str]) -> str:
+    return f"{place}: {name!r} is no field of the schema (fields: {', '.join(sorted(fields))})"
+
+
 def _time_field_problem(place: str, name: object, properties: dict) -> str:
     """A deadline read from the payload names a field of the schema that holds a time: otherwise the step
     would get no time at all from every request (a field that holds no time sets none)."""
     if not isinstance(name, str) or name not in properties:
-        return (
-            f"{place}: {name!r} is no field of the schema (fields: {', '.join(sorted(properties))})"
-        )
+        return _unknown_field_problem(place, name, properties)
     rule = properties[name] if isinstance(properties[name], dict) else {}
     if rule.get("type") != "string" or rule.get("format") not in TIME_FORMATS:
         return (
@@ -62,10 +66,7 @@ def order_by_problems(where: str, step: dict, schema: dict) -> list[str]:
     if not isinstance(rule, dict) or set(rule) != {"field"}:
         return [f'{where}.order_by: {{"field": <the field whose value orders the steps>}}']
     if rule["field"] not in fields:
-        return [
-            f"{where}.order_by.field: {rule['field']!r} is no field of the schema "
-            f"(fields: {', '.join(sorted(fields))})"
-        ]
+        return [_unknown_field_problem(f"{where}.order_by.field", rule["field"], fields)]
     return []
 
 

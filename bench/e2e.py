@@ -50,7 +50,7 @@ from harness import (  # noqa: E402
     recreate_database,
     url,
 )
-from pairs import figure_json, measure_pairs, print_pair, recorded  # noqa: E402
+from pairs import figure_json, measure_pairs, median_pair, print_pair, recorded  # noqa: E402
 
 # Client counts for pgbench and dispatcher counts for the batched path: the scaling curve.
 CLIENTS = (1, 2, 4, 8)
@@ -98,12 +98,6 @@ def batch_against_pgbench(
         f"pgbench_{dispatchers}", pgbench, batched, pairs=pairs, on_pair=print_pair
     )
     return figure_json(figure, runs, ("pgbench", "batch"))
-
-
-def median_pair(paired: dict) -> dict:
-    """The pair with the median ratio of a `figure_json` (the quiet pairs', when any are quiet)."""
-    quiet = [pair for pair in paired["pairs"] if not pair["loaded"]] or paired["pairs"]
-    return sorted(quiet, key=lambda pair: pair["ratio"])[len(quiet) // 2]
 
 
 def scaling_pairs(bench: Bench, handoffs: int, seconds: int, pairs: int) -> tuple[dict, dict, list]:

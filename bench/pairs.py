@@ -379,6 +379,15 @@ def figure_json(
     }
 
 
+def median_pair(paired: dict, *, quiet_only: bool = True) -> dict:
+    """The pair with the median ratio of a `figure_json`: of its quiet pairs when `quiet_only` and any are
+    quiet, else of them all."""
+    pairs = paired["pairs"]
+    if quiet_only:
+        pairs = [pair for pair in pairs if not pair["loaded"]] or pairs
+    return sorted(pairs, key=lambda pair: pair["ratio"])[len(pairs) // 2]
+
+
 def print_pair(pair: Pair) -> None:
     print(
         f"  pair {pair.index + 1}: {pair.first} first, reference {pair.reference:,.1f}, subject "

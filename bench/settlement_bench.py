@@ -46,7 +46,7 @@ from harness import (  # noqa: E402
     insert_receiver_tasks_sql,
     write_json,
 )
-from pairs import figure_json, measure_pairs, print_pair  # noqa: E402
+from pairs import figure_json, measure_pairs, median_pair, print_pair  # noqa: E402
 
 AIM = 0.8
 DISPATCHERS = (1, 2, 4)
@@ -313,11 +313,10 @@ def measure(bench: Bench, count: int, batch: int, repeat: int) -> dict:
 
 
 def median_pair_run(paired: dict) -> dict:
-    """The settlement run of the pair with the median ratio, every pair's rate beside it."""
+    """The settlement run of the pair with the median ratio of all pairs, every pair's rate beside it."""
     each = [pair["settle"] for pair in paired["pairs"]]
-    ordered = sorted(paired["pairs"], key=lambda pair: pair["ratio"])
     return {
-        **ordered[len(ordered) // 2]["settle"],
+        **median_pair(paired, quiet_only=False)["settle"],
         "each_per_second": [run["per_second"] for run in each],
     }
 

@@ -129,5 +129,10 @@ def record_words(record, field: str, words: object = None) -> SafeString:
     return claim_span(words, record_claim(record, field))
 
 
+def mode_claim(workflow: str, mode: str) -> Claim:
+    """The claim `workflow.mode`: the workflow's mode as the screen words it (docs/console.md)."""
+    return Claim("workflow.mode", f"workflow:{workflow}", mode)
+
+
 def owner_claim(subject: str, owner: str) -> Claim:
     return Claim(f"{subject.split(':', 1)[0]}.next_owner", subject, owner_kind(owner))

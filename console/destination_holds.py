@@ -8,7 +8,7 @@ the same as one row."""
 from collections.abc import Iterable
 
 from lib.row_urls import row_url
-from outbox.hold_lines import destinations_holds
+from outbox.hold_lines import DestinationHolds, destinations_holds
 from outbox.models import Handoff
 from outbox.redaction import redact
 from reconciliation.selectors import live_findings
@@ -30,12 +30,22 @@ def handoff_rows(handoffs: list[Handoff], workspace_ids: Iterable[int]) -> list[
         for finding in live_findings(workspace_ids).filter(action_key__in=keys).order_by("kind"):
             kinds.setdefault(finding.action_key, []).append(finding.get_kind_display())
     for h in handoffs:
-        theirs = holds.get(h.destination)
-        h.destination_holds = theirs if h.is_open and theirs and theirs.shown else None
+        h.destination_holds = shown_holds(h, holds.get(h.destination))
         h.finding_kinds = kinds.get(h.action_key, [])
         h.detail_url = row_url("outbox:detail", h.pk)
         h.client_name = _client_name(h.payload)
     return handoffs
+
+
+def shown_holds(handoff: Handoff, holds: DestinationHolds | None) -> DestinationHolds | None:
+    """Its destination's holds as a handoff's row and page show them: only an open handoff waits for them,
+    and only when one is live or scheduled; else None."""
+    return holds if handoff.is_open and holds is not None and holds.shown else None
+
+
+def destination_held(holds: DestinationHolds | None) -> bool:
+    """Whether the holds shown (`shown_holds`) have one live: the destination takes no call now."""
+    return holds is not None and holds.held
 
 
 def _client_name(payload) -> str:

@@ -18,7 +18,7 @@ ATTENTION = "attention"
 NOTIFICATIONS = "notifications"
 ALL_ORIGINS = "all"
 ORIGIN_CHOICES = [(NOTIFICATIONS, "Alert notifications only"), (ALL_ORIGINS, "Both")]
-ORIGINS = (NOTIFICATIONS, ALL_ORIGINS)
+ORIGINS = tuple(value for value, _label in ORIGIN_CHOICES)
 
 STATE_CHOICES = [
     (ATTENTION, "Needs a person (needs attention, uncertain, or an open finding)"),
@@ -120,9 +120,10 @@ class HandoffFilter(django_filters.FilterSet):
 
 
 def text_search(queryset: QuerySet, text: str) -> QuerySet:
-    """Handoffs whose search text holds `text`: key, request, client name, e-mails, the workflow's searchable
-    fields (`outbox/search_text.py`). One condition on one column, which PostgreSQL's trigram index serves
-    (the payload read as JSON text took 6.7 s at 10,000,000 handoffs). The console's list and the admin."""
+    """Handoffs (or request revisions) whose search text holds `text`: key, request, client name, e-mails,
+    the workflow's searchable fields (`outbox/search_text.py`, `approvals/request_search.py`). One condition
+    on one column, which PostgreSQL's trigram index serves (the payload read as JSON text took 6.7 s at
+    10,000,000 handoffs). The console's lists of handoffs and requests, and the admin."""
     return queryset.filter(search_text__contains=search_words(text))
 
 
@@ -141,7 +142,7 @@ def requests_matching(queryset: QuerySet, text: str) -> QuerySet:
         return queryset.filter(
             workflow=workflow, workspace_id=workspace_id, number=number, revision=revision
         )
-    return queryset.filter(search_text__contains=search_words(text))
+    return text_search(queryset, text)
 
 
 # "42" or "request 42": a request number, matched against the source reference, never inside other ids. ASCII

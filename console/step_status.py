@@ -24,7 +24,7 @@ from console.evidence_words import (
 from console.waiting_status import case_held, held
 from outbox.destinations.smtp.destination import is_message_id
 from outbox.models import ArchivedHandoff, CompensationState, Handoff, HandoffKind, HandoffState
-from outbox.models.states import WORK_DONE, WORK_FAILED, WORK_UNFINISHED
+from outbox.models.states import NEEDS_PERSON_STATES, WORK_DONE, WORK_FAILED, WORK_UNFINISHED
 from outbox.services.deadlines import DEADLINE_PASSED
 from reconciliation.models import Finding, FindingKind
 
@@ -246,7 +246,7 @@ def _reversal_line(label: str, step: Handoff, evidence: Evidence) -> StatusLine:
             "an operator undoes it at the receiver and records the repair",
             operator_of(step),
         )
-    if undo is not None and undo.state in (S.NEEDS_ATTENTION, S.UNCERTAIN):
+    if undo is not None and undo.state in NEEDS_PERSON_STATES:
         return StatusLine(
             label,
             f"being reversed, but its compensation is {undo.get_state_display().lower()}: {made}",
@@ -277,9 +277,7 @@ def _later_compensation_stuck(step: Handoff, evidence: Evidence) -> Handoff | No
     step's is not sent before it."""
     later = [h for h in evidence.steps if h.step_index > step.step_index]
     undos = [evidence.compensation_of(h) for h in later]
-    return next(
-        (u for u in undos if u is not None and u.state in (S.NEEDS_ATTENTION, S.UNCERTAIN)), None
-    )
+    return next((u for u in undos if u is not None and u.state in NEEDS_PERSON_STATES), None)
 
 
 # --- A delivered e-mail step: a message sent, not a task -------------------------------------------

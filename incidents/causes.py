@@ -15,10 +15,10 @@ this pass or the next) finds the same live incident:
   first event pages);
 - triggers rejected at intake for one workflow and workspace: `rejected_triggers:<workspace>:<workflow>`.
 
-A channel's own notifications (keys `incident:…`, to the `alert-channel-<id>` destinations) are never a
-cause's members, and a channel's destination paused or falling behind is no cause: a failing channel would
-otherwise open an incident about its own page and notify about the notification. Health shows the failing
-channel instead (`incidents/selectors/channels.py`).
+A channel's own notifications (`Handoff.objects.notifications()`, keys `incident:…`, to the
+`alert-channel-<id>` destinations) are never a cause's members, and a channel's destination paused or falling
+behind is no cause: a failing channel would otherwise open an incident about its own page and notify about the
+notification. Health shows the failing channel instead (`incidents/selectors/channels.py`).
 
 A cause seen in several workspaces is one cause per workspace (`Cause.workspace_id`): each becomes its own
 incident, counted, owned and paged in its workspace (security events belong to none).
@@ -31,13 +31,12 @@ from django.conf import settings
 from django.db.models import Count, Exists, Min, OuterRef, Q
 
 from approvals.models import RuleVersion, TriggerOutcome, TriggerRecord
-from incidents.channels.delivery import CHANNEL_DESTINATION_PREFIX, KEY_PREFIX
+from incidents.channels.delivery import CHANNEL_DESTINATION_PREFIX
 from incidents.models import IncidentKind, IncidentSeverity
 from lib.databases import DB
 from outbox.clock import DbNow
 from outbox.destinations.registry import row_config, secret_sources
 from outbox.models import (
-    OPEN_STATES,
     DestinationConfig,
     DestinationHealth,
     DestinationState,
@@ -76,11 +75,6 @@ class Cause:
     members: list[Member] = field(default_factory=list)
     details: dict = field(default_factory=dict)
     workspace_id: int | None = None
-
-
-def _not_notifications(handoffs):
-    """The handoffs that are not a channel's notifications: only those can be an incident's members."""
-    return handoffs.exclude(action_key__startswith=KEY_PREFIX)
 
 
 def _handoff_members(handoffs, *, by_episode: bool = False) -> list[Member]:
@@ -131,9 +125,7 @@ def pause_evidence(health: DestinationHealth) -> str:
 def _pause_members(health: DestinationHealth, why: str) -> list[Member]:
     """The handoffs the pause holds: waiting ones, and those refused for the pause's own reason. Keys carry
     the pause's start, so that a later pause of the same destination is a new incident's members."""
-    held = _not_notifications(
-        Handoff.objects.using(DB).filter(destination=health.name, state__in=OPEN_STATES)
-    )
+    held = Handoff.objects.using(DB).business().open().filter(destination=health.name)
     held = held.exclude(Q(state=HandoffState.NEEDS_ATTENTION) & ~Q(failure_class=why))
     episode = int(health.paused_at.timestamp()) if health.paused_at else 0
     return [
@@ -176,9 +168,9 @@ def _backlog_depths() -> dict[str, tuple[int, datetime, int]]:
     past their SLA), on the database clock."""
     held = DestinationHealth.objects.using(DB).held_back().values_list("name", flat=True)
     due = Handoff.objects.using(DB).filter(state=HandoffState.PENDING, next_attempt_at__lte=DbNow())
+    # A channel's notifications go only to its `alert-channel-<id>` destination: this leaves them out too.
     rows = (
-        _not_notifications(due)
-        .exclude(destination__in=list(held))
+        due.exclude(destination__in=list(held))
         .exclude(destination__startswith=CHANNEL_DESTINATION_PREFIX)
         .order_by()
         .values_list("destination")
@@ -255,9 +247,7 @@ def _latest_failure(handoffs) -> dict:
 
 
 def failure_causes() -> list[Cause]:
-    failing = _not_notifications(
-        Handoff.objects.using(DB).filter(state=HandoffState.NEEDS_ATTENTION)
-    )
+    failing = Handoff.objects.using(DB).business().filter(state=HandoffState.NEEDS_ATTENTION)
     marked = high_impact_steps()
     causes = []
     by_workspace = failing.order_by().values(*FAILURE_FIELDS, "workspace_id")

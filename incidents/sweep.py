@@ -1,7 +1,8 @@
 """The alert sweep (the django-q2 schedule `send-alerts`, and `manage.py send_alerts`): incidents are the one
 way a person is told. It keeps the channels seeded from settings in step, brings incidents in step with their
 causes, escalates unacknowledged pages (each notification queued as a handoff to its channel's destination)
-and continues replays whose background job stalled. Sending is the dispatchers' (`channel_delivery.py`)."""
+and continues replays whose background job stalled. Sending is the dispatchers'
+(`incidents/channels/delivery.py`)."""
 
 from dataclasses import dataclass, field
 

@@ -35,7 +35,7 @@ ERASED = {
 
 
 def _request(workspace_id: int, number: int, payload: dict, state: str, requester) -> Request:
-    request = Request.objects.create(
+    request = Request(
         workflow="onboarding",
         workspace_id=workspace_id,
         number=number,
@@ -45,14 +45,9 @@ def _request(workspace_id: int, number: int, payload: dict, state: str, requeste
         state=state,
         requested_by=requester,
         reason_code="rejected_by_approver" if state == RequestState.REJECTED else "",
-        search_text=request_search_text(
-            workflow="onboarding",
-            workspace_id=workspace_id,
-            number=number,
-            revision=1,
-            payload=payload,
-        ),
     )
+    request.search_text = request_search_text(request)
+    request.save(force_insert=True)
     RequestEvent.objects.create(request=request, to_state=state, actor=requester, reason="demo")
     return request
 

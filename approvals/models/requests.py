@@ -125,6 +125,11 @@ class Request(models.Model):
     def action_key(self) -> str:
         return f"{self.workflow}:{self.workspace_id}:{self.number}:{self.revision}"
 
+    @property
+    def source_ref(self) -> str:
+        """The reference a revision's handoffs carry (`Handoff.source_ref`), searched by in both lists."""
+        return f"request {self.number} revision {self.revision}"
+
     def can_move_to(self, state: str) -> bool:
         return state in REQUEST_TRANSITIONS[self.state]
 

@@ -214,7 +214,7 @@ def request_approve(
         handoff = outbox_services.handoff_record(
             workflow=workflow,
             workspace_id=request.workspace_id,
-            source_ref=f"request {request.number} revision {request.revision}",
+            source_ref=request.source_ref,
             source_id=request.pk,
             action_key=request.action_key,
             payload=request.payload,

@@ -20,7 +20,7 @@ from approvals.models import (
     RequestState,
     TriggerRecord,
 )
-from approvals.rules import rules_for, searchable_fields
+from approvals.rules import rules_for, schema_searchable_fields
 from lib.databases import DB
 from outbox.models import Erasure
 from outbox.search_text import EMAIL_KEY_PART
@@ -131,7 +131,7 @@ def _eraser(subject: Subject, revisions: list[Request]) -> Eraser:
         {
             f
             for w in {r.workflow for r in revisions}
-            for f in searchable_fields(rules_for(w).version)
+            for f in schema_searchable_fields(rules_for(w).schema)
         }
         | ({subject.field} if subject.field else set())
     )

@@ -71,7 +71,7 @@ def revision_create(
     """A new request revision, moved received -> validated -> awaiting approval, each move in its history.
 
     The caller has checked the payload against the rules in force; call inside its transaction."""
-    request = Request.objects.create(
+    request = Request(
         workflow=workflow,
         workspace_id=workspace_id,
         number=number,
@@ -81,14 +81,9 @@ def revision_create(
         state=RequestState.RECEIVED,
         requested_by=requested_by,
         corrected_by=corrected_by,
-        search_text=request_search_text(
-            workflow=workflow,
-            workspace_id=workspace_id,
-            number=number,
-            revision=revision,
-            payload=payload,
-        ),
     )
+    request.search_text = request_search_text(request)
+    request.save(force_insert=True)
     RequestEvent.objects.create(
         request=request, from_state="", to_state=request.state, actor=actor, reason=reason
     )

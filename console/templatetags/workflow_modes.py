@@ -7,7 +7,7 @@ from django import template
 from django.urls import reverse
 
 from approvals.models import Mode, WorkflowMode
-from console.claims import Claim
+from console.claims import Claim, mode_claim
 
 register = template.Library()
 
@@ -22,7 +22,7 @@ def workflow_mode(workflow: str, workspace_id: int) -> dict:
     mode, sends = WorkflowMode.objects.effective(workflow, workspace_id)
     return {
         "mode": mode,
-        "mode_claim": Claim("workflow.mode", f"workflow:{workflow}", mode),
+        "mode_claim": mode_claim(workflow, mode),
         "sends_claim": Claim(
             "workflow.sends_here",
             f"workflow:{workflow}|ws:{workspace_id}",

@@ -16,7 +16,7 @@ from approvals.selectors import (
     operators_of,
     workspace_ids_for,
 )
-from console.destination_holds import handoff_rows
+from console.destination_holds import destination_held, handoff_rows
 from console.filters import HandoffFilter, handoff_list_page
 from console.waiting_status import case_hold_mark
 from lib.htmx import HtmxHttpRequest
@@ -66,8 +66,7 @@ def quick_actions(handoff: Handoff) -> list[QuickAction]:
     """The actions a list row offers in place: the safe ones of `available_actions` (a risky retry is
     offered only on the handoff's page, where its risk is explained). A row read by `handoff_rows` carries
     its destination's holds: no "Run now" while one is live (the destination takes no call)."""
-    holds = getattr(handoff, "destination_holds", None)
-    held = holds is not None and holds.held
+    held = destination_held(getattr(handoff, "destination_holds", None))
     return [
         QuickAction(label, row_url(url_name, handoff.pk))
         for label, url_name in (

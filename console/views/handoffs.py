@@ -26,7 +26,7 @@ from approvals.selectors import (
 )
 from console.claims import handoff_claims
 from console.correction_forms import HandoffCorrectionForm
-from console.destination_holds import handoff_rows
+from console.destination_holds import destination_held, handoff_rows, shown_holds
 from console.evidence_words import (
     last_step_words,
     task_now,
@@ -75,13 +75,17 @@ def _panel_context(request: HtmxHttpRequest, handoff: Handoff, result: dict | No
     source = revision_by_id(handoff.source_id)
     # Findings carry a key of the handoff's own workspace, so the handoff's scope check covers them.
     findings = list(live_findings_of(handoff.action_key).select_related("owner"))
-    # Its destination's holds (every live one, the next scheduled) while the handoff still waits to be sent.
-    holds = destination_holds_now(handoff.destination) if handoff.is_open else None
-    hold = holds if holds is not None and holds.shown else None
+    # Its destination's holds (every live one, the next scheduled), read only while the handoff is open.
+    hold = (
+        shown_holds(handoff, destination_holds_now(handoff.destination))
+        if handoff.is_open
+        else None
+    )
     destination, label = _destination_of(handoff)
     repairs = list(repairs_of(handoff))
+    instance = _instance_of(handoff)
     return {
-        **_evidence_context(handoff, findings, repairs, hold),
+        **_evidence_context(handoff, findings, repairs, hold, instance),
         "handoff": handoff,
         "payload": redact(handoff.payload),
         "sends": sent_request(handoff, destination),
@@ -98,7 +102,7 @@ def _panel_context(request: HtmxHttpRequest, handoff: Handoff, result: dict | No
         "guidance": next_step(handoff, findings, holds=hold),
         "destination_holds": hold,
         "actions": (
-            available_actions(handoff, findings, destination_held=hold is not None and hold.held)
+            available_actions(handoff, findings, destination_held=destination_held(hold))
             if is_operator
             else []
         ),
@@ -111,13 +115,15 @@ def _panel_context(request: HtmxHttpRequest, handoff: Handoff, result: dict | No
         "poll": handoff.with_dispatcher,
         "version": handoff.updated_at.isoformat(),
         "result": result,
-        "instance": _instance_context(handoff, is_operator),
+        "instance": _instance_context(handoff, instance, is_operator),
         "destination": label,
         "case_hold": case_held(handoff.case_hold, page_now()) if handoff.is_held else None,
     }
 
 
-def _evidence_context(handoff: Handoff, findings: list, repairs: list, hold) -> dict:
+def _evidence_context(
+    handoff: Handoff, findings: list, repairs: list, hold, instance: list[Handoff] | None
+) -> dict:
     """The evidence words of the page (`console/evidence_words.py`): how the outcome is known, whether the
     task is there now, the work, and where it stands with the owner of its next step."""
     there = task_now(handoff, findings, repairs)
@@ -126,32 +132,28 @@ def _evidence_context(handoff: Handoff, findings: list, repairs: list, hold) -> 
         "task_gone": there if there is not None and not there.found else None,
         "task_created": task_words_now(handoff, findings, repairs),
         "work_words": work_words(handoff, repairs),
-        "standing": _standing(handoff, findings, repairs, hold),
+        "standing": _standing(handoff, findings, repairs, hold, instance),
         "last_successful_step": last_step_words(handoff, repairs) or last_successful_step(handoff),
         "claims": handoff_claims(handoff, findings, repairs),
     }
 
 
-def _standing(handoff: Handoff, findings: list, repairs: list, hold) -> StatusLine:
+def _standing(
+    handoff: Handoff, findings: list, repairs: list, hold, instance: list[Handoff] | None
+) -> StatusLine:
     """Where the handoff stands, what happens next and who owns that: the requester's line for the same step
-    (`console/step_status.py`), so the operator and the requester read one owner."""
+    (`console/step_status.py`), so the operator and the requester read one owner. While it is being reversed
+    its line names the owner of its compensation (its own, or a later step's that goes first), from every
+    handoff of its instance."""
+    others = [h for h in instance or [] if h.pk != handoff.pk] if _being_reversed(handoff) else []
     evidence = Evidence(
-        handoffs=_reversal_of(handoff),
+        handoffs=[handoff, *others],
         now=page_now(),
         findings={handoff.action_key: findings},
         destinations={handoff.destination: hold} if hold is not None else {},
         repairs={handoff.action_key: repairs},
     )
     return step_line("This step", handoff, evidence)
-
-
-def _reversal_of(handoff: Handoff) -> list[Handoff]:
-    """The handoff, and while it is being reversed every handoff of its instance: its line names the owner of
-    its compensation (its own, or a later step's that goes first), as the request's line does."""
-    if not handoff.compensation_state or not handoff.instance_key:
-        return [handoff]
-    others = Handoff.objects.filter(instance_key=handoff.instance_key).exclude(pk=handoff.pk)
-    return [handoff, *others.select_related("owner")]
 
 
 def _destination_of(handoff: Handoff) -> tuple[Destination | None, str]:
@@ -170,12 +172,25 @@ def _correction(handoff: Handoff) -> HandoffCorrectionForm:
     )
 
 
-def _instance_context(handoff: Handoff, is_operator: bool) -> dict | None:
-    """The workflow instance a step belongs to: its steps side by side, where it stands, and what
-    compensating it would do (shown before an operator confirms)."""
+def _instance_of(handoff: Handoff) -> list[Handoff] | None:
+    """Every handoff of the handoff's workflow instance, read once for the page when it uses them: a step's
+    instance panel, and the line of a handoff being reversed (`_standing`). None otherwise."""
+    if handoff.step or _being_reversed(handoff):
+        return instance_handoffs(handoff.instance_key)
+    return None
+
+
+def _being_reversed(handoff: Handoff) -> bool:
+    return bool(handoff.compensation_state and handoff.instance_key)
+
+
+def _instance_context(
+    handoff: Handoff, steps: list[Handoff] | None, is_operator: bool
+) -> dict | None:
+    """The workflow instance a step belongs to (`steps`, every handoff of it): its steps side by side,
+    where it stands, and what compensating it would do (shown before an operator confirms)."""
     if not handoff.step:
         return None
-    steps = instance_handoffs(handoff.instance_key)
     plan = instance_compensation_plan(steps)
     return {
         "key": handoff.instance_key,

@@ -24,7 +24,7 @@ from approvals.services.observation import (
     observed_outcome_record,
 )
 from approvals.services.observation_import import observed_outcomes_import
-from console.claims import Claim
+from console.claims import mode_claim
 from console.observation_forms import ExplainForm, GoLiveForm, ImportForm, OutcomeForm
 from lib.querystring import BadQueryValue, keyset_cursor, parse_keyset_cursor
 
@@ -66,11 +66,6 @@ def _index_filter(request) -> tuple[str, int | None]:
     return workflow, _member_workspace(request, int(raw))
 
 
-def _mode_claim(workflow: str, mode: str) -> Claim:
-    """The claim `workflow.mode`: the workflow's mode as the page words it (docs/console.md)."""
-    return Claim("workflow.mode", f"workflow:{workflow}", mode)
-
-
 @login_required
 @require_GET
 def index(request):
@@ -84,11 +79,11 @@ def index(request):
     for row in versions:
         row["brief"] = agreement.brief_of(row["workflow"])
         row["mode"] = WorkflowMode.objects.effective(row["workflow"], row["workspace_id"])[0]
-        row["mode_claim"] = _mode_claim(row["workflow"], row["mode"])
+        row["mode_claim"] = mode_claim(row["workflow"], row["mode"])
     context = {"versions": versions, "workflow": workflow, "workspace_id": workspace_id}
     if workflow:
         context["mode"] = WorkflowMode.objects.effective(workflow, workspace_id)[0]
-        context["mode_claim"] = _mode_claim(workflow, context["mode"])
+        context["mode_claim"] = mode_claim(workflow, context["mode"])
         context["mode_meaning"] = MODE_MEANING.get(context["mode"], "")
     return render(request, "console/observation_index.html", context)
 

@@ -7,8 +7,9 @@ kind (Message-ID derived from the handoff's key) through EMAIL_HOST. A notificat
 handoff to it (`notification_handoff_record`, in the transaction that queues the notification) under the
 key `incident:<workspace>:<incident>:<notification number>:<channel>`; the dispatchers claim, lease,
 fence, retry and settle it like any handoff (docs/incidents.md says what each kind does with an unknown
-outcome). Just before the call the dispatcher asks `incidents.notification_send_check` (registered in
-`ReconciliationConfig.ready`): a page whose cause has ended is withdrawn, never sent.
+outcome). Just before the call the dispatcher asks `notification_send_check`
+(`incidents/services/incidents.py`, registered in `IncidentsConfig.ready`): a page whose cause has ended is
+withdrawn, never sent.
 """
 
 from django.conf import settings
@@ -20,13 +21,13 @@ from lib.databases import DB
 from outbox.destinations import destination_named
 from outbox.dispatch.dispatcher import sweep
 from outbox.models import Handoff
+from outbox.models.handoffs import NOTIFICATION_WORKFLOW
 from outbox.services.destination_configs import destination_config_put, product_mail_config
 from outbox.services.recording import handoff_record
 
 KEY_PREFIX = "incident:"
 # Every channel's destination is named so (`channel_destination_name`): the causes leave them out.
 CHANNEL_DESTINATION_PREFIX = "alert-channel-"
-NOTIFICATION_WORKFLOW = "incident_notifications"
 ACTOR = "incident notifications"
 
 
@@ -101,12 +102,7 @@ def notifications_deliver_now(*, passes: int = 3) -> int:
     dispatcher's pass would (`outbox.dispatch.dispatcher.sweep`: leases, the due handoffs, settlement of the
     uncertain ones), a few passes while one claims anything. The number of handoffs claimed."""
     names = sorted(
-        set(
-            Handoff.objects.using(DB)
-            .open()
-            .filter(workflow=NOTIFICATION_WORKFLOW, action_key__startswith=KEY_PREFIX)
-            .values_list("destination", flat=True)
-        )
+        set(Handoff.objects.using(DB).open().notifications().values_list("destination", flat=True))
     )
     claimed = 0
     for name in names:

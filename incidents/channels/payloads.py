@@ -1,7 +1,7 @@
 """What each kind of channel is sent about an incident: the payload of one notification's handoff.
 
 Rendered when the notification is queued and frozen in its handoff (the outbox's engine sends it,
-`channel_delivery.py`), so that every resend is the same message:
+`incidents/channels/delivery.py`), so that every resend is the same message:
 - webhook: a JSON document, signed in the Standard Webhooks format by the webhook kind; its `id` (the
   notification's id) is the `webhook-id`, so a resend is recognisably the same notification;
 - slack: a Slack-compatible incoming-webhook payload (`text` and `blocks`);

@@ -21,20 +21,20 @@ MOVED_MODELS = (
 )
 
 
-def content_types_follow(apps, schema_editor):
+def _content_types_move(apps, schema_editor, *, source: str, target: str):
     ContentType = apps.get_model("contenttypes", "ContentType")
     rows = ContentType.objects.using(schema_editor.connection.alias)
     for model in MOVED_MODELS:
-        if not rows.filter(app_label="incidents", model=model).exists():
-            rows.filter(app_label="reconciliation", model=model).update(app_label="incidents")
+        if not rows.filter(app_label=target, model=model).exists():
+            rows.filter(app_label=source, model=model).update(app_label=target)
+
+
+def content_types_follow(apps, schema_editor):
+    _content_types_move(apps, schema_editor, source="reconciliation", target="incidents")
 
 
 def content_types_return(apps, schema_editor):
-    ContentType = apps.get_model("contenttypes", "ContentType")
-    rows = ContentType.objects.using(schema_editor.connection.alias)
-    for model in MOVED_MODELS:
-        if not rows.filter(app_label="reconciliation", model=model).exists():
-            rows.filter(app_label="incidents", model=model).update(app_label="reconciliation")
+    _content_types_move(apps, schema_editor, source="incidents", target="reconciliation")
 
 
 class Migration(migrations.Migration):

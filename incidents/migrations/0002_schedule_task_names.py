@@ -8,18 +8,19 @@ from django.db import migrations
 RENAMED = {"reconciliation.tasks.alerts_send_due": "incidents.tasks.alerts_send_due"}
 
 
-def schedules_follow(apps, schema_editor):
+def _schedules_rename(apps, schema_editor, renames: dict[str, str]):
     Schedule = apps.get_model("django_q", "Schedule")
     rows = Schedule.objects.using(schema_editor.connection.alias)
-    for old, new in RENAMED.items():
+    for old, new in renames.items():
         rows.filter(func=old).update(func=new)
 
 
+def schedules_follow(apps, schema_editor):
+    _schedules_rename(apps, schema_editor, RENAMED)
+
+
 def schedules_return(apps, schema_editor):
-    Schedule = apps.get_model("django_q", "Schedule")
-    rows = Schedule.objects.using(schema_editor.connection.alias)
-    for old, new in RENAMED.items():
-        rows.filter(func=new).update(func=old)
+    _schedules_rename(apps, schema_editor, {new: old for old, new in RENAMED.items()})
 
 
 class Migration(migrations.Migration):

@@ -4,7 +4,8 @@ retries, a visible failure.
 `incident_page` sends page n of an incident (the first page, or an escalation) to the channels of its
 level; `incident_notify` tells the channels that were paged that it was acknowledged or resolved (PagerDuty's
 acknowledge and resolve with the same dedup_key). Both only write rows: each notification and its handoff
-to the channel's destination (`channel_delivery`), which the dispatchers deliver like any handoff.
+to the channel's destination (`incidents/channels/delivery.py`), which the dispatchers deliver like any
+handoff.
 
 An incident is of one workspace: its channels are that workspace's and the every-workspace ones, never
 another workspace's. A workspace with no operator has its incidents owned by the fallback on-call
@@ -249,7 +250,8 @@ def incident_notify(incident: Incident, event: str) -> bool:
             incident=incident, event=NotificationEvent.TRIGGER
         )
         # The channels a page was tried at. A page not tried yet is withdrawn at the send step (its cause
-        # is over: `channel_delivery.notification_send_check`), and its channel is not told the end.
+        # is over: `notification_send_check`, incidents/services/incidents.py), and its channel is not told
+        # the end.
         tried = triggers.with_delivery().filter(
             Q(delivery_attempts__gt=0) | Q(handoff_id__isnull=True)
         )

@@ -14,7 +14,7 @@ from django.conf import settings
 from django.db import connections, transaction
 from django.db.models import F
 
-from lib.databases import DB
+from lib.databases import DB, compiled_once
 from lib.request_mapping import sent_body
 from lib.telemetry import past_spans
 from outbox.clock import POSTGRES_NOW_PLUS, db_now, db_now_plus
@@ -108,9 +108,12 @@ def handoff_claim_due(
     if settings.HANDOFF_TIMELINE_CHECK_EACH_CLAIM and connections[DB].vendor == "postgresql":
         timeline_check(connections[DB])
     rows = _claimed_rows(
-        _Asked(worker, limit, lease_seconds or settings.HANDOFF_LEASE_SECONDS, mark_not_called),
-        destination_name,
-        handoff_id,
+        worker=worker,
+        limit=limit,
+        lease_seconds=lease_seconds or settings.HANDOFF_LEASE_SECONDS,
+        call_started=False if mark_not_called else None,
+        destination_name=destination_name,
+        handoff_id=handoff_id,
     )
     claims = [
         Claim(
@@ -138,28 +141,29 @@ def handoff_claim_due(
     return claims
 
 
-class _Asked(NamedTuple):
-    """What a claim asks for: who, how many, for how long, and whether its attempts open "not called yet"."""
-
-    worker: str
-    limit: int
-    lease_seconds: int
-    mark_not_called: bool
-
-
 def _claimed_rows(
-    asked: _Asked, destination_name: str | None, handoff_id: int | None
+    *,
+    worker: str,
+    limit: int,
+    lease_seconds: int,
+    call_started: bool | None,
+    destination_name: str | None,
+    handoff_id: int | None,
 ) -> list[ClaimedRow]:
-    options = {
-        "worker": asked.worker,
-        "limit": asked.limit,
-        "lease_seconds": asked.lease_seconds,
-        "call_started": False if asked.mark_not_called else None,
-    }
     if connections[DB].features.has_select_for_update_skip_locked:
-        statement = _claim_statement(destination_name, handoff_id, asked.limit)
-        return _claim_skip_locked(statement, **options)
-    return _claim_and_record_row_count(_due(destination_name, handoff_id), **options)
+        return _claim_skip_locked(
+            _claim_statement(destination_name, handoff_id, limit),
+            worker=worker,
+            lease_seconds=lease_seconds,
+            call_started=call_started,
+        )
+    return _claim_and_record_row_count(
+        _due(destination_name, handoff_id),
+        worker=worker,
+        limit=limit,
+        lease_seconds=lease_seconds,
+        call_started=call_started,
+    )
 
 
 def with_undo_targets(claims: list[Claim]) -> list[Claim]:
@@ -191,24 +195,17 @@ def _due(destination_name: str | None, handoff_id: int | None):
     return due
 
 
-# The claim statement of a destination's batches, compiled once per destination and batch size: its text and
-# parameters depend on nothing else ("now" is the statement's own time), and compiling the due query through the
-# ORM at every batch cost a dispatcher more CPU than the statement itself.
-_claim_statements: dict[tuple[str | None, int], tuple[str, list]] = {}
-_CLAIM_STATEMENTS_KEPT = 10_000
-
-
 def _claim_statement(
     destination_name: str | None, handoff_id: int | None, limit: int
 ) -> tuple[str, list]:
     if handoff_id is not None:  # one handoff delivered now: not a batch of the loop
         return _claim_sql(_due(destination_name, handoff_id), limit=limit)
-    key = (destination_name, limit)
-    if (statement := _claim_statements.get(key)) is None:
-        statement = _claim_sql(_due(destination_name, None), limit=limit)
-        if len(_claim_statements) < _CLAIM_STATEMENTS_KEPT:
-            _claim_statements[key] = statement
-    return statement
+    # A destination's batches: compiled once per destination and batch size (the due query compiled through
+    # the ORM at every batch cost a dispatcher more CPU than the statement itself).
+    return compiled_once(
+        ("claim", destination_name, limit),
+        lambda: _claim_sql(_due(destination_name, None), limit=limit),
+    )
 
 
 def _claim_sql(due, *, limit: int) -> tuple[str, list]:
@@ -251,7 +248,6 @@ def _claim_skip_locked(
     statement: tuple[str, list],
     *,
     worker: str,
-    limit: int,
     lease_seconds: int,
     call_started: bool | None,
 ) -> list[ClaimedRow]:

@@ -14,6 +14,7 @@ import os
 import socket
 import threading
 import time
+from typing import NamedTuple
 
 from django.conf import settings
 
@@ -29,11 +30,7 @@ from outbox.destinations import (
 )
 from outbox.dispatch.claims import Claim, claim_resend_blocked, handoff_claim_due
 from outbox.dispatch.lease_keeper import LeaseKeeper
-from outbox.dispatch.leases import (
-    attempt_mark_calling,
-    attempts_mark_not_called,
-    handoff_expire_leases,
-)
+from outbox.dispatch.leases import attempt_mark_calling, handoff_expire_leases
 from outbox.dispatch.recorded import record_and_count, write_and_count
 from outbox.dispatch.run_stats import RunStats
 from outbox.dispatch.withdrawals import handoff_withdraw, send_withheld
@@ -172,8 +169,6 @@ def deliver_claims_one_by_one(
     the dispatcher is stopping: the calls made are recorded, the others are pending again at once."""
     outcomes, rest = [], []
     marked = not destination.supports_idempotency
-    if marked:
-        attempts_mark_not_called(claims=claims)
     for index, claim in enumerate(each_in_trace(claims)):
         if stop is not None and stop.is_set():
             rest = claims[index:]
@@ -356,6 +351,20 @@ def settle_uncertain_pass(
     return settle_pass(destination=asked, worker=worker, limit=limit)
 
 
+class Lapsed(NamedTuple):
+    """What `lapsed_expire` ended: leases that ran out, and handoffs resumed as their case's hold ended."""
+
+    leases: int
+    resumed: int
+
+
+def lapsed_expire() -> Lapsed:
+    """End what ran out (every destination's, database clock): the leases of workers that stopped reporting,
+    then the operators' holds of one case whose end passed. Maintenance, the sweep and the runner's
+    supervision each begin with it."""
+    return Lapsed(leases=handoff_expire_leases(), resumed=case_holds_expire())
+
+
 def maintain(
     *, destination: Destination | None = None, settle_limit: int = 50, expire_leases: bool = True
 ) -> RunStats:
@@ -367,9 +376,7 @@ def maintain(
     lookup is the probe, and its answer resumes the destination, after which the rest are asked in the same
     pass (`destination_settlement_admission`). One in an operator's pause or window is not asked; one that
     asked to be left alone (a Retry-After hold) refuses settlement's permit, like any other call's."""
-    stats = RunStats(expired_leases=handoff_expire_leases() if expire_leases else 0)
-    if expire_leases:
-        case_holds_expire()  # an operator's hold of one case whose end passed
+    stats = RunStats(expired_leases=lapsed_expire().leases if expire_leases else 0)
     for each in _each(destination):
         handoffs_past_deadline(destination=each.name)  # never sent late: to a person instead
         stats.add(_settle_as_admitted(each, settle_limit))
@@ -403,8 +410,7 @@ def sweep(*, destination: Destination | None = None, worker: str | None = None) 
     enabled one: maintenance, then the due rows, then settlement of what this pass itself left uncertain (a
     lost answer costs one pass) and of a backlog, pass after pass while each claims a whole batch (bounded)."""
     destinations = _each(destination)
-    stats = RunStats(expired_leases=handoff_expire_leases())
-    case_holds_expire()  # an operator's hold of one case whose end passed, as the runner's supervision does
+    stats = RunStats(expired_leases=lapsed_expire().leases)
     for each in destinations:
         stats.add(maintain(destination=each, expire_leases=False))
         stats.add(drain(destination=each, worker=worker))

@@ -1,6 +1,7 @@
 """The dispatcher's leases: renewed while a claim's calls go on, given back when a claim is not sent after
-all, and expired when a worker stopped reporting: the outcome is then unknown, unless the claim's calls
-were marked ("sending now", for a destination without idempotency) and its call had not started."""
+all, and expired when a worker stopped reporting: the outcome is then unknown, unless the claim's attempt
+was opened "not called yet" (a destination without idempotency: `handoff_claim_due`'s `mark_not_called`) and
+its call had not started (`attempt_mark_calling`, "sending now")."""
 
 from django.db import transaction
 from django.db.models import Exists, OuterRef, Q
@@ -87,14 +88,6 @@ def _attempts_held(claims: list[Claim]):
     )
 
 
-def attempts_mark_not_called(*, claims: list[Claim]) -> None:
-    """Mark the claims' attempts "not called yet" (one statement, right after the claim): from now on a lease
-    that runs out before `attempt_mark_calling` was never sent. Only for a destination without idempotency,
-    where that knowledge spares a person; an attempt left unmarked keeps the old meaning (maybe sent)."""
-    if claims:
-        _attempts_held(claims).filter(call_started__isnull=True).update(call_started=False)
-
-
 def attempt_mark_calling(*, claim: Claim) -> bool:
     """Mark the claim's attempt "sending now", in a transaction of its own, just before its call: True when
     marked (the call may go), False when the claim no longer holds its lease (send nothing). The attempt's
@@ -104,7 +97,8 @@ def attempt_mark_calling(*, claim: Claim) -> bool:
 
 def handoff_expire_leases(*, actor_label: str = "sweep") -> int:
     """In-flight handoffs whose lease ran out become uncertain (the call may have reached the receiver), or
-    pending again, due at once, when their attempt was marked as not called yet (`attempts_mark_not_called`)."""
+    pending again, due at once, when their attempt was opened "not called yet" (`handoff_claim_due`'s
+    `mark_not_called`)."""
     expired = list(
         Handoff.objects.using(DB).lease_expired().values_list("id", "fencing_epoch")[:500]
     )

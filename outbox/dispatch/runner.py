@@ -43,14 +43,18 @@ from lib.databases import DB
 from outbox.destinations import Destination, DestinationUnavailable, destination_named
 from outbox.destinations.registry import destination_problems
 from outbox.dispatch import heartbeat
-from outbox.dispatch.dispatcher import RunStats, default_worker_name, dispatch_batch, maintain
+from outbox.dispatch.dispatcher import (
+    RunStats,
+    default_worker_name,
+    dispatch_batch,
+    lapsed_expire,
+    maintain,
+)
 from outbox.dispatch.held_destinations import Holds, servable_names
-from outbox.dispatch.leases import handoff_expire_leases
 from outbox.dispatch.serving import Schedule, Turn
 from outbox.dispatch.wakeups import WakeListener
 from outbox.models import Handoff
 from outbox.retry import backoff_ceiling
-from outbox.services.case_holds import case_holds_expire
 
 log = logging.getLogger(__name__)
 
@@ -376,12 +380,13 @@ def run_forever(
 
 
 def _supervise(pool: Pool, holds: Holds) -> None:
-    """Expire the leases that ran out (every destination's), serve the destinations enabled now that can be
-    served (holding the others), and start the workers they need."""
-    if expired := handoff_expire_leases():
-        log.info("maintenance: expired %d leases", expired)
-    if resumed := case_holds_expire():
-        log.info("maintenance: %d handoffs resumed, their case's hold ended", resumed)
+    """Expire the leases and case holds that ran out (every destination's: `lapsed_expire`), serve the
+    destinations enabled now that can be served (holding the others), and start the workers they need."""
+    lapsed = lapsed_expire()
+    if lapsed.leases:
+        log.info("maintenance: expired %d leases", lapsed.leases)
+    if lapsed.resumed:
+        log.info("maintenance: %d handoffs resumed, their case's hold ended", lapsed.resumed)
     problems = destination_problems()
     holds.update(problems)
     for name in pool.schedule.serve(servable_names(problems)):

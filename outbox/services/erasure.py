@@ -13,7 +13,7 @@ from collections.abc import Iterable
 
 import re2
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import Q, QuerySet
 
 from lib.databases import DB
 from outbox.errors import OutboxError
@@ -146,8 +146,12 @@ def handoffs_erase(
             _erase_handoff(handoff, erasure, eraser)
             counts["handoffs"] += 1
         hot = [h.pk for h in handoffs]
-        counts["attempts"] = _erase_attempts(hot, eraser)
-        counts["handoff_events"] = _erase_events(hot, eraser)
+        counts["attempts"] = _erase_text(
+            Attempt.objects.using(DB).filter(handoff_id__in=hot), eraser, {"detail": None}
+        )
+        counts["handoff_events"] = _erase_text(
+            HandoffEvent.objects.using(DB).filter(handoff_id__in=hot), eraser, {"reason": None}
+        )
         counts["status_events"] = _erase_status_events(handoffs, eraser)
         counts["archived_handoffs"] = _erase_archived(erasure, ids, workflows, eraser)
     return counts
@@ -171,22 +175,15 @@ def _erase_handoff(handoff: Handoff, erasure: Erasure, eraser: Eraser) -> None:
     )
 
 
-def _erase_attempts(handoff_ids: list[int], eraser: Eraser) -> int:
+def _erase_text(rows: QuerySet, eraser: Eraser, widths: dict[str, int | None]) -> int:
+    """The subject's values erased from these text fields of the rows (each cut to its width, None: as
+    long as it is); how many rows changed."""
     changed = 0
-    for attempt in Attempt.objects.using(DB).filter(handoff_id__in=handoff_ids).only("detail"):
-        detail = eraser.text(attempt.detail)
-        if detail != attempt.detail:
-            Attempt.objects.using(DB).filter(pk=attempt.pk).update(detail=detail)
-            changed += 1
-    return changed
-
-
-def _erase_events(handoff_ids: list[int], eraser: Eraser) -> int:
-    changed = 0
-    for event in HandoffEvent.objects.using(DB).filter(handoff_id__in=handoff_ids).only("reason"):
-        reason = eraser.text(event.reason)
-        if reason != event.reason:
-            HandoffEvent.objects.using(DB).filter(pk=event.pk).update(reason=reason)
+    for row in rows.only(*widths):
+        before = {field: getattr(row, field) for field in widths}
+        erased = {field: eraser.text(text)[: widths[field]] for field, text in before.items()}
+        if erased != before:
+            rows.model.objects.using(DB).filter(pk=row.pk).update(**erased)
             changed += 1
     return changed
 
@@ -198,13 +195,8 @@ def _erase_status_events(handoffs: list[Handoff], eraser: Eraser) -> int:
     about = Q(handoff_id__in=[h.pk for h in handoffs]) | Q(
         action_key__in=[h.action_key for h in handoffs]
     )
-    changed = 0
-    for event in StatusEvent.objects.using(DB).filter(about).only("task_id", "status"):
-        task_id, status = eraser.text(event.task_id)[:120], eraser.text(event.status)[:16]
-        if (task_id, status) != (event.task_id, event.status):
-            StatusEvent.objects.using(DB).filter(pk=event.pk).update(task_id=task_id, status=status)
-            changed += 1
-    return changed
+    events = StatusEvent.objects.using(DB).filter(about)
+    return _erase_text(events, eraser, {"task_id": 120, "status": 16})
 
 
 def _erase_archived(

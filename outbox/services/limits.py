@@ -35,7 +35,7 @@ from django.db import connections, transaction
 from django.db.models import Exists, F, OuterRef, Q
 from django.db.models.functions import Greatest
 
-from lib.databases import DB
+from lib.databases import DB, compiled_once
 from outbox.breaker_rules import BreakerSeen
 from outbox.clock import db_now, db_now_plus
 from outbox.limit_rules import (
@@ -60,41 +60,31 @@ from outbox.models import (
 from outbox.services.breaker import destination_health_locked
 
 _LIMITS_COLUMNS = ("max_concurrency", "max_requests_per_second", "held", "state", "probes")
-# The limits' query compiled once per destination (and backend): its text and parameters depend on nothing
-# else ("now" is the statement's own time), and compiling it through the ORM cost a dispatcher more CPU than
-# the query itself, at every claim batch and every hold check of one.
-_limits_sql: dict[tuple[str, str], tuple[str, tuple]] = {}
-_LIMITS_SQL_KEPT = 10_000
 
 
-def _limits_statement(name: str) -> tuple[str, tuple]:
-    connection = connections[DB]
-    key = (connection.vendor, name)
-    if (compiled := _limits_sql.get(key)) is None:
-        # "Held?" is one EXISTS on the holds' partial index: any live hold no probe ends (an operator's pause
-        # or window, a Retry-After hold, an unservable hold), read with the limits and the breaker in one query.
-        held = DestinationHold.objects.held_without_probe().filter(destination=OuterRef("name"))
-        query = (
-            DestinationHealth.objects.using(DB)
-            .filter(name=name)
-            .annotate(held=Exists(held))
-            .order_by()
-            .values_list(*_LIMITS_COLUMNS)[:1]
-        ).query
-        sql, params = query.get_compiler(using=DB).as_sql()
-        compiled = (sql, tuple(params))
-        if len(_limits_sql) < _LIMITS_SQL_KEPT:
-            _limits_sql[key] = compiled
-    return compiled
+def _limits_sql(name: str) -> tuple[str, tuple]:
+    # "Held?" is one EXISTS on the holds' partial index: any live hold no probe ends (an operator's pause
+    # or window, a Retry-After hold, an unservable hold), read with the limits and the breaker in one query.
+    held = DestinationHold.objects.held_without_probe().filter(destination=OuterRef("name"))
+    query = (
+        DestinationHealth.objects.using(DB)
+        .filter(name=name)
+        .annotate(held=Exists(held))
+        .order_by()
+        .values_list(*_LIMITS_COLUMNS)[:1]
+    ).query
+    sql, params = query.get_compiler(using=DB).as_sql()
+    return sql, tuple(params)
 
 
 def _limits(name: str) -> Limits:
-    sql, params = _limits_statement(name)
+    # Compiled once per destination: read at every claim batch and every hold check of one, the query
+    # compiled through the ORM cost a dispatcher more CPU than the query itself.
+    sql, params = compiled_once(("limits", name), lambda: _limits_sql(name))
     with connections[DB].cursor() as cursor:
         cursor.execute(sql, params)
         found = cursor.fetchone()
-    row = None if found is None else dict(zip(_LIMITS_COLUMNS, found, strict=True))
-    if row is None:
+    if found is None:
         # A destination not seen yet has the configured defaults (its row is written with them when needed);
         # it may still be held (an operator paused it before its first call).
         return Limits(
@@ -105,12 +95,8 @@ def _limits(name: str) -> Limits:
             .filter(destination=name)
             .exists(),
         )
-    return Limits(
-        row["max_concurrency"],
-        row["max_requests_per_second"],
-        bool(row["held"]),
-        BreakerSeen(row["state"], row["probes"]),
-    )
+    max_concurrency, max_requests_per_second, held, state, probes = found
+    return Limits(max_concurrency, max_requests_per_second, bool(held), BreakerSeen(state, probes))
 
 
 def _free(name: str, kind: str, limit: int):

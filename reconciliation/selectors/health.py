@@ -30,7 +30,7 @@ from django.db.models import Count, Min, Q, QuerySet
 from django.db.models.functions import TruncHour
 
 from outbox.clock import db_time
-from outbox.models import Attempt, Handoff, HandoffEvent, HandoffState
+from outbox.models import DISPATCHER_STATES, Attempt, Handoff, HandoffEvent, HandoffState
 from outbox.models.handoffs import completing_case_condition, work_failed_condition
 from reconciliation.models import FindingKind
 from reconciliation.selectors.figures import (
@@ -413,14 +413,14 @@ class ChannelDelivery:
 def notification_delivery(workspace_ids: Iterable[int]) -> list[ChannelDelivery]:
     """Health's line of the alert channels' delivery, per channel destination with an open notification. One
     query over the open rows (`handoff_state_open_idx`)."""
-    open_states = (S.PENDING, S.IN_FLIGHT, S.UNCERTAIN, S.NEEDS_ATTENTION)
     rows = (
         Handoff.objects.notifications()
-        .filter(workspace_id__in=list(workspace_ids), state__in=open_states)
+        .open()
+        .filter(workspace_id__in=list(workspace_ids))
         .order_by("destination")
         .values("destination")
         .annotate(
-            waiting=Count("id", filter=Q(state__in=(S.PENDING, S.IN_FLIGHT))),
+            waiting=Count("id", filter=Q(state__in=DISPATCHER_STATES)),
             uncertain=Count("id", filter=Q(state=S.UNCERTAIN)),
             failed=Count("id", filter=Q(state=S.NEEDS_ATTENTION)),
         )

@@ -9,26 +9,11 @@ import subprocess
 import sys
 import time
 
-import pytest
-
 from bench.pairs import CpuGroups, figure_json, measure_pairs, watched, watched_line
 from bench.report import tracing_section
+from tests.bench.scripted import QUIET, scripted
 
 DEADLINE_SECONDS = 120
-QUIET = CpuGroups(
-    outside=tuple
-)  # nothing outside the bench: the shared machine's load plays no part
-
-
-@pytest.fixture(autouse=True)
-def idle_file(tmp_path, monkeypatch):
-    path = tmp_path / "idle_references.json"
-    monkeypatch.setenv("BENCH_IDLE_REFERENCES", str(path))
-    return path
-
-
-def scripted(*figures):
-    return lambda index: figures[index]
 
 
 def test_reference_collapsed_below_the_other_pairs_refuses_the_figure(idle_file):

@@ -7,24 +7,16 @@ oracle (tests/oracle) against both databases and the receiver's records, and axe
 import pytest
 from django.urls import reverse
 
-from approvals.services import request_approve
-from delivery.models import ReceiverTask
-from delivery.services import task_create_idempotent
-from outbox.destinations import InProcessDestination
-from outbox.dispatch.dispatcher import handoff_deliver
-from outbox.models import DestinationHealth, Handoff, HandoffState
-from outbox.services import handoff_settle
-from tests.browser.test_three_step_faults_journey import MALFORMED, TIMEOUT, WIDTHS, current_step
+from outbox.models import DestinationHealth, Handoff
+from tests.browser.three_step_faults import WIDTHS, walk_three_faults
 from tests.factories import three_step_onboarding_world
 from tests.oracle.oracle import assert_pages_true, claims_in
 from tests.oracle.truth import Truth
-from tests.outbox.scripted_destination import ScriptedDestination
 
 pytestmark = [
     pytest.mark.browser,
     pytest.mark.django_db(databases=["default", "delivery"], transaction=True),
 ]
-S = HandoffState
 
 
 def test_olgas_handoff_pages_and_health_read_true_through_a_fault_at_each_step(
@@ -33,13 +25,6 @@ def test_olgas_handoff_pages_and_health_read_true_through_a_fault_at_each_step(
     world = three_step_onboarding_world()
     DestinationHealth.objects.get_or_create(name="receiver")
     request = world["request"]
-    request_approve(
-        workspace_id=7,
-        number=42,
-        revision=1,
-        actor=world["alice"],
-        payload_hash=request.payload_hash,
-    )
     sign_in("olga")
     seen: set[str] = set()
 
@@ -63,30 +48,7 @@ def test_olgas_handoff_pages_and_health_read_true_through_a_fault_at_each_step(
             assert assert_pages_true(pages, truth, context=f" ({moment})") > 0
             seen.update(c.name for u, h in pages.items() for c in claims_in(u, h))
 
-    receiver = InProcessDestination()
-    reads_true("approved, step 1 waiting")
-    for fault, created_first, name in (
-        (TIMEOUT, True, "step 1: the answer dropped after the task was created"),
-        (TIMEOUT, False, "step 2: the call timed out before the receiver acted"),
-        (MALFORMED, True, "step 3: a malformed receipt"),
-    ):
-        step = current_step(request)
-        assert step.state == S.PENDING, name
-        if created_first:
-            task_create_idempotent(action_key=step.action_key, payload=step.payload)
-        handoff_deliver(handoff_id=step.pk, destination=ScriptedDestination(fault))
-        step.refresh_from_db()
-        assert step.state in (S.UNCERTAIN, S.NEEDS_ATTENTION), name
-        reads_true(f"{name}: outcome unknown")
-        after = handoff_settle(handoff_id=step.pk, destination=receiver)
-        reads_true(f"{name}: settled ({after})")
-        if after == S.PENDING:
-            assert handoff_deliver(handoff_id=step.pk, destination=receiver) == S.DELIVERED
-            reads_true(f"{name}: sent again and delivered")
-    steps = Handoff.objects.filter(source_id=request.pk)
-    assert sorted(steps.values_list("state", flat=True)) == [S.DELIVERED] * 3
-    for handoff in steps:
-        assert ReceiverTask.objects.filter(action_key=handoff.action_key).count() == 1
+    walk_three_faults(world, reads_true)
     # The operator's screens stated the handoff's facts and Health's figures, each checked above.
     for name in (
         "handoff.state",

@@ -11,3 +11,10 @@ def client_for(user) -> Client:
     client = Client()
     client.force_login(user)
     return client
+
+
+def row_of(page: str, element_id: str) -> str:
+    """The table row of `page` whose id is `element_id`: from that id to the row's end."""
+    start = page.find(f'id="{element_id}"')
+    assert start != -1, f"{element_id} is not on the page"
+    return page[start : page.index("</tr>", start)]

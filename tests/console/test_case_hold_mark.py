@@ -2,8 +2,6 @@
 <time>)" on its row, from the list's own query: the page runs as many queries with three held rows as with
 one."""
 
-import re
-
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
@@ -11,15 +9,9 @@ from django.test.utils import CaptureQueriesContext
 from outbox.models import CaseHold
 from outbox.services.case_holds import case_hold, case_resume
 from tests.builders import record
-from tests.console.clients import client_for
+from tests.console.clients import client_for, row_of
 
 pytestmark = pytest.mark.django_db(databases=["default", "delivery"])
-
-
-def _row(page: str, pk: int) -> str:
-    match = re.search(rf'<tr id="handoff-{pk}">.*?</tr>', page, re.S)
-    assert match, f"handoff {pk} is not on the page"
-    return match.group(0)
 
 
 def _list(client) -> tuple[str, int]:
@@ -37,12 +29,14 @@ def test_a_held_handoff_is_marked_on_the_list_with_its_reason_and_since_when(wor
     since = CaseHold.objects.get(pk=hold.pk).created_at
     page, _ = _list(client_for(world["olga"]))
 
-    assert f"held (case hold: calling ACME, since {since:%H:%M} UTC)" in _row(page, held.pk)
-    assert "case hold" not in _row(page, other.pk)
+    assert f"held (case hold: calling ACME, since {since:%H:%M} UTC)" in row_of(
+        page, f"handoff-{held.pk}"
+    )
+    assert "case hold" not in row_of(page, f"handoff-{other.pk}")
 
     case_resume(handoff_id=held.pk, actor=world["olga"], reason="called back")
     page, _ = _list(client_for(world["olga"]))
-    assert "case hold" not in _row(page, held.pk)
+    assert "case hold" not in row_of(page, f"handoff-{held.pk}")
 
 
 def test_the_marks_come_from_the_lists_query_not_one_query_per_row(world):
@@ -51,11 +45,11 @@ def test_the_marks_come_from_the_lists_query_not_one_query_per_row(world):
     case_hold(handoff_id=rows[0].pk, actor=world["olga"], reason="first", whole_case=False)
     client.get("/handoffs/")  # warm: sessions, the rate limiter's first row
     page, one_held = _list(client)
-    assert "held (case hold: first" in _row(page, rows[0].pk)
+    assert "held (case hold: first" in row_of(page, f"handoff-{rows[0].pk}")
 
     for row, reason in zip(rows[1:], ("second", "third"), strict=True):
         case_hold(handoff_id=row.pk, actor=world["olga"], reason=reason, whole_case=False)
     page, three_held = _list(client)
 
-    assert "held (case hold: third" in _row(page, rows[2].pk)
+    assert "held (case hold: third" in row_of(page, f"handoff-{rows[2].pk}")
     assert three_held == one_held

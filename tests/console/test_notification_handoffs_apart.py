@@ -9,7 +9,7 @@ from outbox.models.handoffs import NOTIFICATION_WORKFLOW
 from reconciliation.selectors import health_summary
 from reconciliation.selectors.needing_person import needing_person_counts_bounded
 from tests.builders import approve
-from tests.console.clients import client_for
+from tests.console.clients import client_for, row_of
 from tests.factories import HandoffFactory
 
 pytestmark = pytest.mark.django_db(databases=["default", "delivery"])
@@ -64,8 +64,7 @@ def test_health_counts_and_the_header_leave_the_notifications_out(
 
 def test_health_has_a_line_for_the_alert_channels_delivery(world, business_and_notifications):
     page = client_for(world["olga"]).get("/health/").content.decode()
-    row = page[page.index('id="notification-delivery-alert-channel-1"') :]
-    row = row[: row.index("</tr>")]
+    row = row_of(page, "notification-delivery-alert-channel-1")
     cells = [cell.split(">", 1)[1] for cell in row.split("<td")[1:]]
     assert [cell.split("<", 1)[0] for cell in cells[1:]] == ["1", "0", "1"]
     assert "origin=notifications" in row and "destination=alert-channel-1" in row

@@ -18,7 +18,7 @@ import pytest
 
 from delivery.models import ReceiverTask
 from tests.faults.test_dispatch_faults import wait_until
-from tests.faults.test_failover import assert_forgotten_ones_looked_up_not_resent
+from tests.faults.test_failover import assert_forgotten_ones_looked_up_not_resent, delivered
 
 # The fixture: a primary, its replica and PgBouncer in front of them.
 from tests.faults.test_failover_pooler import cluster_behind_pooler  # noqa: F401
@@ -50,11 +50,6 @@ def _states(server) -> dict[str, tuple[str, str]]:
     return {key: (state, task) for key, state, task in rows}
 
 
-def _delivered(server, keys) -> bool:
-    states = _states(server)
-    return all(states.get(key, ("",))[0] == "delivered" for key in keys)
-
-
 def _calls(server, keys) -> dict[str, int]:
     """Per key, the calls the dispatcher began for it (its attempts, as the new primary records them)."""
     rows = server.sql(
@@ -80,7 +75,7 @@ def test_idle_dispatcher_behind_pgbouncer_through_a_failover_resends_nothing_and
     processes.start_receiver()
     dispatcher = processes.start_dispatcher("d1")
     wait_until(
-        lambda: _delivered(primary, old),
+        lambda: old <= delivered(primary),
         timeout=180,
         what="every handoff delivered on the old primary",
         procs=[dispatcher],
@@ -97,7 +92,7 @@ def test_idle_dispatcher_behind_pgbouncer_through_a_failover_resends_nothing_and
 
     new = set(_make_handoffs(processes, AFTER, NEW_WORKSPACE))
     wait_until(
-        lambda: _delivered(replica, old | new),
+        lambda: old | new <= delivered(replica),
         timeout=180,
         what="every handoff delivered on the promoted replica",
         procs=[dispatcher],

@@ -55,6 +55,8 @@ KINDS = (
 # The receiver's spells (delivery/faults.py "spells"): while one lasts every create call is refused (401: its
 # credential changed) or answered with a lying receipt (a 200 whose body is not the task's receipt).
 RECEIVER_SPELLS = {"receiver_401": "http_401", "receiver_lies": "malformed"}
+# The receiver's spell file, in the run's tmp_path: the player writes it, the receiver reads it.
+SPELLS_FILE = "receiver-spells"
 # The SMTP link's faults, played by the relay in front of the mail host's server (tests/hosts/relay.py).
 SMTP_MODES = {"smtp_drop": "drop", "smtp_reset": "reset"}
 # The dispatcher host behind the pooler.
@@ -131,11 +133,10 @@ class Player:
         self.run, self.net, self.three, self.restarts = run, run.network, three, 0
         self.workers = {host: host for host in DISPATCHERS}
         self.timers: list[threading.Timer] = []
-        # accounts_401 faults in force: the token comes back when the last one ends.
-        self.refusing = 0
-        # Spells in force by kind (the receiver's, the SMTP relay's): one ends, another may still hold.
+        # Faults in force by kind (accounts_401, the receiver's spells, the SMTP relay's): one ends, another
+        # may still hold; the accounts token comes back when the last accounts_401 ends.
         self.in_force: Counter = Counter()
-        self.spells_file = run.tmp_path / "receiver-spells"
+        self.spells_file = run.tmp_path / SPELLS_FILE
 
     def _replace(self, host: str) -> None:
         """Kill the host's dispatcher and start another on it (a new worker name)."""
@@ -178,7 +179,7 @@ class Player:
             case "pooler_restart":
                 self.run.pooler.restart()
             case "accounts_401":
-                self.refusing += 1
+                self.in_force[fault.kind] += 1
                 self.three.ledger_token("a-token-nobody-sends")
             case "receiver_401" | "receiver_lies" | "smtp_drop" | "smtp_reset":
                 self.in_force[fault.kind] += 1
@@ -214,8 +215,8 @@ class Player:
             case "sigstop":
                 self.run.signal(self.workers[fault.host], signal.SIGCONT)
             case "accounts_401":
-                self.refusing -= 1
-                if not self.refusing:
+                self.in_force[fault.kind] -= 1
+                if not self.in_force[fault.kind]:
                     self.three.ledger_token(ACCOUNTS_TOKEN)
             case "receiver_401" | "receiver_lies" | "smtp_drop" | "smtp_reset":
                 self.in_force[fault.kind] -= 1
@@ -261,7 +262,7 @@ def play(run, schedule: list[Fault], *, seed: int, seconds: float) -> Outcome:
     """Play `schedule` for `seconds` on `run` (fresh databases, nothing started) while the desk approves
     requests through the web app; heal; wait for every handoff to settle; check the guarantees; wait for
     every incident of a healed cause to resolve."""
-    run.start_receiver(faults=receiver_faults(seed, run.tmp_path / "receiver-spells"))
+    run.start_receiver(faults=receiver_faults(seed, run.tmp_path / SPELLS_FILE))
     run.start_pooler(*POOLED)
     three = ThreeHosts(run)
     run.extra_env.update(three.env())

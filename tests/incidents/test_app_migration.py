@@ -5,26 +5,13 @@ granted on it) follows, and the alert sweep's schedule names its task at the new
 
 import pytest
 from django.contrib.contenttypes.models import ContentType
-from django.db import connection
-from django.db.migrations.executor import MigrationExecutor
 from django_q.models import Schedule
 
 from incidents.models import AlertChannel, Incident, IncidentState, Notification
+from tests.migrations import latest, migrate
 
 pytestmark = pytest.mark.django_db(transaction=True)
 BEFORE = [("reconciliation", "0012_notification_handoff_drop_alertrecord"), ("incidents", None)]
-
-
-def _migrate(targets):
-    executor = MigrationExecutor(connection)
-    executor.loader.build_graph()
-    executor.migrate(targets)
-    return executor.loader.project_state([t for t in targets if t[1] is not None]).apps
-
-
-def _latest():
-    executor = MigrationExecutor(connection)
-    return executor.loader.graph.leaf_nodes()
 
 
 def _incident_written_before_the_move(old) -> int:
@@ -57,14 +44,14 @@ def _incident_written_before_the_move(old) -> int:
 
 
 def test_an_incident_written_before_the_move_is_read_whole_after_it():
-    old = _migrate(BEFORE)
+    old = migrate(BEFORE)
     ContentType.objects.clear_cache()
     ContentType.objects.get_or_create(app_label="reconciliation", model="incident")
     Schedule.objects.create(name="send-alerts", func="reconciliation.tasks.alerts_send_due")
     try:
         pk = _incident_written_before_the_move(old)
     finally:
-        _migrate(_latest())
+        migrate(latest())
     ContentType.objects.clear_cache()
 
     incident = Incident.objects.get(pk=pk)

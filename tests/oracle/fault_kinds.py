@@ -69,7 +69,6 @@ class Kinds:
 
     def status_events(self) -> bool:
         """The receiver's unsent events (work moved, tasks deleted), sent to the console's signed endpoint."""
-        self.receiver_up()
         unsent = TaskEvent.objects.filter(sent_at__isnull=True).count()
         before = StatusEvent.objects.count()
         self.run.procs.manage(

@@ -7,13 +7,12 @@ import pytest
 from outbox.dispatch.dispatcher import drain, handoff_deliver
 from outbox.models import Handoff, HandoffState
 from outbox.services.compensation import instance_compensate
-from tests.browser.test_three_step_faults_journey import TIMEOUT
 from tests.builders import approve
 from tests.factories import three_step_onboarding_world
 from tests.oracle.oracle import assert_pages_true, claims_in
 from tests.oracle.screens import render_every_screen
 from tests.oracle.truth import Truth
-from tests.outbox.scripted_destination import ScriptedDestination
+from tests.outbox.scripted_destination import TIMEOUT, ScriptedDestination
 
 pytestmark = pytest.mark.django_db(databases=["default", "delivery"])
 INSTANCE = "onboarding:7:42:1"

@@ -2,7 +2,14 @@
 
 from outbox.destinations import InProcessDestination
 from outbox.failures import DeliveryResult
+from outbox.models import FailureClass
 from outbox.retry import RetryPolicy
+
+# Scripted answers: a call that timed out, and a receipt that is no receipt.
+TIMEOUT = DeliveryResult.failed(FailureClass.UNCERTAIN, "read_timeout", "timeout")
+MALFORMED = DeliveryResult.failed(
+    FailureClass.MALFORMED, "malformed_receipt", "receipt has no task_id"
+)
 
 
 class ScriptedDestination(InProcessDestination):

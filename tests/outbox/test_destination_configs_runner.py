@@ -2,21 +2,16 @@
 destination: a destination whose calls never come back holds up nobody else's handoffs, and many
 destinations need no more workers than configured."""
 
-import subprocess
-import sys
 import threading
-import time
 
 import pytest
 
-from outbox.dispatch import runner
 from outbox.models import DestinationConfig, Handoff, HandoffState
 from tests.builders import record
-from tests.processes import KernelPort, popen_listening
+from tests.outbox.script_receivers import dispatcher_running, script_receiver, wait_for
 
 pytestmark = pytest.mark.django_db(databases=["default", "delivery"], transaction=True)
 S = HandoffState
-DEADLINE_SECONDS = 60.0
 # A receiver that takes every connection and never answers, in a process of its own, on the socket it inherits.
 SILENT = """
 import socket, sys
@@ -31,24 +26,8 @@ while True:
 
 @pytest.fixture
 def silent_receiver():
-    with KernelPort() as held:
-        process = popen_listening(
-            lambda fd: [sys.executable, "-c", SILENT, str(fd)],
-            held,
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        assert process.stdout.readline().strip() == "listening"
-        yield f"http://127.0.0.1:{held.port}", process
-        process.kill()
-        process.wait(timeout=10)
-
-
-def wait_for(condition, what: str):
-    deadline = time.monotonic() + DEADLINE_SECONDS
-    while not condition():
-        assert time.monotonic() < deadline, f"not within {DEADLINE_SECONDS}s: {what}"
-        time.sleep(0.05)
+    with script_receiver(SILENT) as receiver:
+        yield receiver
 
 
 # Worker threads and the test's own reads at once: SQLite's in-memory test database (shared cache) refuses a
@@ -64,13 +43,8 @@ def test_a_destination_that_never_answers_does_not_hold_up_the_others(silent_rec
     )
     stuck = record(1)
     Handoff.objects.filter(pk=stuck.pk).update(destination="dead")
-    stop = threading.Event()
-    dispatcher = threading.Thread(
-        target=runner.run_forever,
-        kwargs={"worker": "w1", "idle_sleep": 0.2, "maintain_every": 0.5, "stop": stop},
-    )
-    dispatcher.start()
-    try:
+    # The silent receiver's end makes the hanging call return, so the loops can end.
+    with dispatcher_running(on_stop=silent.kill) as dispatcher:
         wait_for(
             lambda: Handoff.objects.filter(pk=stuck.pk, state=S.IN_FLIGHT).exists(),
             "the dead destination's call is under way",
@@ -82,11 +56,6 @@ def test_a_destination_that_never_answers_does_not_hold_up_the_others(silent_rec
             "the healthy destination's handoff is delivered",
         )
         assert Handoff.objects.get(pk=stuck.pk).state == S.IN_FLIGHT
-    finally:
-        stop.set()
-        # The silent receiver's end makes the hanging call return, so the loops can end.
-        silent.kill()
-        dispatcher.join(timeout=60)
     assert not dispatcher.is_alive()
 
 
@@ -99,22 +68,13 @@ def test_twelve_destinations_are_served_by_the_configured_three_workers_and_all_
     handoffs = [record(n) for n in range(1, 25)]
     for n, handoff in enumerate(handoffs):
         Handoff.objects.filter(pk=handoff.pk).update(destination=names[n % len(names)])
-    stop = threading.Event()
-    dispatcher = threading.Thread(
-        target=runner.run_forever,
-        kwargs={"worker": "w1", "idle_sleep": 0.2, "maintain_every": 0.5, "stop": stop},
-    )
-    dispatcher.start()
-    try:
+    with dispatcher_running() as dispatcher:
         wait_for(
             lambda: not Handoff.objects.exclude(state=S.DELIVERED).exists(),
             "every destination's handoffs delivered",
         )
         workers = [t for t in threading.enumerate() if t.name.startswith("deliver:")]
         assert len(workers) == 3, [t.name for t in workers]
-    finally:
-        stop.set()
-        dispatcher.join(timeout=60)
     assert not dispatcher.is_alive()
     delivered_to = set(Handoff.objects.values_list("destination", flat=True))
     assert delivered_to == set(names)

@@ -3,23 +3,17 @@ dispatcher (`outbox/dispatch/serving.py`, HANDOFF_DISPATCH_LANES), not after tha
 to be claimed was most of a handoff's latency. The receiver runs in a process of its own and holds one key's call
 until the test ends."""
 
-import subprocess
-import sys
-import threading
-import time
-
 import pytest
 from django.db import transaction
 
-from outbox.dispatch import runner
 from outbox.dispatch.wakeups import wake_dispatcher_on_commit
 from outbox.models import Attempt, DestinationConfig, Handoff, HandoffState
 from tests.builders import record
-from tests.processes import ROOT, KernelPort, popen_listening
+from tests.outbox.script_receivers import dispatcher_running, script_receiver, wait_for
+from tests.processes import ROOT
 
 pytestmark = pytest.mark.django_db(databases=["default", "delivery"], transaction=True)
 S = HandoffState
-DEADLINE_SECONDS = 60.0
 HELD_KEY = "onboarding:7:1:1"
 # Answers every create with its receipt, except the held key's: that call is read and never answered.
 GATED = f"""
@@ -58,24 +52,8 @@ server.serve_forever()
 
 @pytest.fixture
 def gated_receiver():
-    with KernelPort() as held:
-        process = popen_listening(
-            lambda fd: [sys.executable, "-c", GATED, str(fd)],
-            held,
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        assert process.stdout.readline().strip() == "listening"
-        yield f"http://127.0.0.1:{held.port}", process
-        process.kill()
-        process.wait(timeout=10)
-
-
-def wait_for(condition, what: str):
-    deadline = time.monotonic() + DEADLINE_SECONDS
-    while not condition():
-        assert time.monotonic() < deadline, f"not within {DEADLINE_SECONDS}s: {what}"
-        time.sleep(0.05)
+    with script_receiver(GATED) as receiver:
+        yield receiver
 
 
 def record_for(number: int, destination: str) -> Handoff:
@@ -101,13 +79,8 @@ def test_a_handoff_committed_during_a_call_is_delivered_before_that_call_returns
         config={"url": url, "connect_timeout": 5.0, "read_timeout": 240.0},
     )
     held = record_for(1, "gated")
-    stop = threading.Event()
-    dispatcher = threading.Thread(
-        target=runner.run_forever,
-        kwargs={"worker": "w1", "idle_sleep": 0.2, "maintain_every": 0.5, "stop": stop},
-    )
-    dispatcher.start()
-    try:
+    # The held call ends with the receiver, so the loops can end.
+    with dispatcher_running(on_stop=receiver.kill) as dispatcher:
         assert receiver.stdout.readline().strip() == "holding"  # the first call is under way
         following = record_for(2, "gated")
         wait_for(
@@ -116,8 +89,4 @@ def test_a_handoff_committed_during_a_call_is_delivered_before_that_call_returns
         )
         assert Handoff.objects.get(pk=held.pk).state == S.IN_FLIGHT
         assert Attempt.objects.get(handoff=held).finished_at is None  # its call is still under way
-    finally:
-        stop.set()
-        receiver.kill()  # the held call ends, so the loops can end
-        dispatcher.join(timeout=60)
     assert not dispatcher.is_alive()

@@ -6,7 +6,7 @@ import pytest
 from django.db import connection
 
 from outbox.models import DestinationHealth
-from tests.outbox.test_holds_migration import _latest, _migrate
+from tests.migrations import latest, migrate
 
 pytestmark = pytest.mark.django_db(transaction=True)
 BEFORE = [("outbox", "0030_handoff_erasure_index")]
@@ -32,14 +32,14 @@ def _columns() -> set[str]:
 
 def test_the_replaced_hold_columns_are_dropped_and_come_back_on_the_way_back():
     try:
-        _migrate(BEFORE)
+        migrate(BEFORE)
         assert _columns() >= DROPPED, "release one left them in the table"
-        _migrate(AFTER)
+        migrate(AFTER)
         assert not DROPPED & _columns()
         DestinationHealth.objects.create(name="crm")
         assert DestinationHealth.objects.get(name="crm").state == "active"
-        _migrate(BEFORE)
+        migrate(BEFORE)
         assert _columns() >= DROPPED
     finally:
-        _migrate(_latest())
+        migrate(latest())
     assert not DROPPED & _columns()

@@ -5,26 +5,18 @@ the dispatcher's held check reads them as it read the columns."""
 from datetime import timedelta
 
 import pytest
-from django.db import connection
-from django.db.migrations.executor import MigrationExecutor
 from django.utils import timezone
 
 from outbox.services.limits import destination_held
+from tests.migrations import latest, migrate
 
 pytestmark = pytest.mark.django_db(transaction=True)
 BEFORE = [("outbox", "0022_databasetimeline")]
 AFTER = [("outbox", "0023_destination_holds")]
 
 
-def _migrate(targets):
-    executor = MigrationExecutor(connection)
-    executor.loader.build_graph()
-    executor.migrate(targets)
-    return executor.loader.project_state(targets).apps
-
-
 def test_the_columns_pause_and_window_become_holds_that_hold_as_before():
-    old = _migrate(BEFORE)
+    old = migrate(BEFORE)
     health = old.get_model("outbox", "DestinationHealth")
     now = timezone.now()
     health.objects.create(
@@ -42,7 +34,7 @@ def test_the_columns_pause_and_window_become_holds_that_hold_as_before():
     )
     health.objects.create(name="mail")
     try:
-        new = _migrate(AFTER)
+        new = migrate(AFTER)
         hold = new.get_model("outbox", "DestinationHold")
         rows = {
             h.destination: (h.kind, h.reason, h.set_by, h.ends_at is None)
@@ -53,12 +45,7 @@ def test_the_columns_pause_and_window_become_holds_that_hold_as_before():
             "crm": ("window", "database maintenance", "olga", False),
         }
     finally:
-        _migrate(_latest())
+        migrate(latest())
     assert destination_held(name="accounts")
     assert not destination_held(name="crm")
     assert not destination_held(name="mail")
-
-
-def _latest():
-    executor = MigrationExecutor(connection)
-    return executor.loader.graph.leaf_nodes()

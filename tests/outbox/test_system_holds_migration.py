@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from outbox.models import DestinationHold
 from outbox.services.limits import destination_held
-from tests.outbox.test_holds_migration import _latest, _migrate
+from tests.migrations import latest, migrate
 
 pytestmark = pytest.mark.django_db(transaction=True)
 BEFORE = [("outbox", "0026_case_holds")]
@@ -18,7 +18,7 @@ AFTER = [("outbox", "0027_system_holds_are_rows")]
 
 
 def test_the_columns_breaker_pause_and_retry_after_become_hold_rows():
-    old = _migrate(BEFORE)
+    old = migrate(BEFORE)
     health = old.get_model("outbox", "DestinationHealth")
     now = timezone.now()
     health.objects.create(
@@ -39,7 +39,7 @@ def test_the_columns_breaker_pause_and_retry_after_become_hold_rows():
     )
     health.objects.create(name="erp")
     try:
-        _migrate(AFTER)
+        migrate(AFTER)
         rows = {
             h.destination: (h.kind, h.reason, h.until_probe, h.ends_at is None, h.set_by)
             for h in DestinationHold.objects.all()
@@ -56,7 +56,7 @@ def test_the_columns_breaker_pause_and_retry_after_become_hold_rows():
             "mail": ("unservable", "secret missing", False, True, "a dispatcher"),
         }
     finally:
-        _migrate(_latest())
+        migrate(latest())
     # A Retry-After and an unservable hold give no permit; a credential hold leaves the probe to the breaker.
     assert destination_held(name="crm")
     assert destination_held(name="mail")

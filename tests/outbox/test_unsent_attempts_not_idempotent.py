@@ -16,7 +16,6 @@ from django.utils import timezone
 from delivery.models import ReceiverTask
 from outbox.dispatch.claims import handoff_claim_due
 from outbox.dispatch.dispatcher import handoff_deliver, sweep
-from outbox.dispatch.leases import attempts_mark_not_called
 from outbox.failures import DeliveryResult
 from outbox.models import Attempt, FailureClass, Handoff, HandoffState
 from tests.outbox.scripted_destination import ScriptedDestination
@@ -60,8 +59,7 @@ def test_an_attempt_never_sent_does_not_block_the_next_send(make_handoff):
     )
     assert handoff_deliver(handoff_id=handoff.pk, destination=destination) == S.PENDING  # attempt 1
     Handoff.objects.filter(pk=handoff.pk).update(next_attempt_at=timezone.now())
-    claims = handoff_claim_due(worker="stopped-before-its-call")  # attempt 2
-    attempts_mark_not_called(claims=claims)
+    handoff_claim_due(worker="stopped-before-its-call", mark_not_called=True)  # attempt 2
     _lease_runs_out(handoff)
     sweep(destination=destination)  # attempt 2 skipped (never sent), attempt 3 sent
     handoff.refresh_from_db()

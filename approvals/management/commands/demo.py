@@ -233,7 +233,7 @@ def _create_users(User, password: str, only: dict | None = None) -> dict:
 
 
 def _create_request_42(workspace: Workspace, requester) -> None:
-    request = Request.objects.create(
+    request = Request(
         workflow="onboarding",
         workspace=workspace,
         number=42,
@@ -242,14 +242,9 @@ def _create_request_42(workspace: Workspace, requester) -> None:
         payload_hash=payload_hash(REQUEST_42),
         state=RequestState.AWAITING_APPROVAL,
         requested_by=requester,
-        search_text=request_search_text(
-            workflow="onboarding",
-            workspace_id=workspace.pk,
-            number=42,
-            revision=1,
-            payload=REQUEST_42,
-        ),
     )
+    request.search_text = request_search_text(request)
+    request.save(force_insert=True)
     RequestEvent.objects.create(
         request=request, to_state=request.state, actor=requester, reason="submitted"
     )

@@ -20,7 +20,7 @@ from outbox.services.destination_windows import (
     destination_schedule_window,
 )
 from tests.builders import approve
-from tests.console.clients import client_for
+from tests.console.clients import client_for, row_of
 from tests.factories import grant_destination_admin
 
 pytestmark = pytest.mark.django_db(databases=["default", "delivery"])
@@ -72,9 +72,7 @@ def test_the_handoff_page_its_list_row_and_the_request_page_list_all_three_holds
     olga, bob = client_for(world["olga"]), client_for(world["bob"])
     destination_page = _page(olga, f"/destinations/{handoff.destination}/")
     handoff_page = _page(olga, f"/handoffs/{handoff.pk}/")
-    row = _page(olga, "/handoffs/")
-    row = row[row.index(f'id="handoff-{handoff.pk}"') :]
-    row = row[: row.index("</tr>")]
+    row = row_of(_page(olga, "/handoffs/"), f"handoff-{handoff.pk}")
     request_page = _page(bob, "/approvals/7/42/1/")
     for line in words:
         assert line in destination_page

@@ -7,11 +7,7 @@ import pytest
 from django.utils import timezone
 
 from outbox.dispatch.claims import handoff_claim_due
-from outbox.dispatch.leases import (
-    attempt_mark_calling,
-    attempts_mark_not_called,
-    handoff_expire_leases,
-)
+from outbox.dispatch.leases import attempt_mark_calling, handoff_expire_leases
 from outbox.models import (
     Attempt,
     AttemptOutcome,
@@ -78,8 +74,7 @@ def test_a_lease_that_ran_out_before_a_marked_call_started_sends_it_again_never_
     unknown; the one it never sent is pending again (same key, not counted against its run), and its page
     never says "during the call"."""
     called, never_sent = approve(world, number=1), approve(world, number=2)
-    claims = handoff_claim_due(worker="w1")
-    attempts_mark_not_called(claims=claims)
+    claims = handoff_claim_due(worker="w1", mark_not_called=True)
     assert attempt_mark_calling(claim=claims[0])
 
     assert expire_leases_of(called, never_sent) == 2
@@ -103,8 +98,7 @@ def test_a_call_is_not_marked_sending_once_its_lease_was_expired_by_the_sweep(wo
     """The attempt's row decides the race between the sweep and the worker: the sweep that made the claim
     pending again first refuses the worker's mark, so nothing is sent by a worker that no longer holds it."""
     handoff = approve(world, number=1)
-    [claim] = handoff_claim_due(worker="w1")
-    attempts_mark_not_called(claims=[claim])
+    [claim] = handoff_claim_due(worker="w1", mark_not_called=True)
     assert expire_leases_of(handoff) == 1
     assert not attempt_mark_calling(claim=claim)
     handoff.refresh_from_db()
