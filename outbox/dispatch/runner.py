@@ -34,6 +34,7 @@ import contextlib
 import logging
 import threading
 from collections.abc import Callable
+from typing import TypeVar
 
 from django.conf import settings
 from django.db import Error as DatabaseError
@@ -56,6 +57,7 @@ from outbox.dispatch.wakeups import WakeListener
 from outbox.models import Handoff
 from outbox.retry import backoff_ceiling
 
+T = TypeVar("T")
 log = logging.getLogger(__name__)
 
 
@@ -312,14 +314,15 @@ class Pool:
             thread.join(timeout=timeout)
 
 
-def startup_problems(stop: threading.Event) -> dict[str, str] | None:
-    """Why enabled destinations cannot be served (`destination_problems`), asked again while the database is
-    unavailable: a dispatcher started during an outage, or whose first connection is cut, waits for the
-    database instead of exiting. None when stopped before the database answered."""
+def until_database_answers(stop: threading.Event, start: Callable[[], T]) -> T | None:
+    """`start` (a dispatcher's whole start: its destinations' problems, the seed variables' check, the holds
+    it writes), run again from the beginning while the database is unavailable: a dispatcher started during
+    an outage, or whose connection is cut at any query of its start, waits for the database instead of
+    exiting. None when stopped before the database answered."""
     backoff = Backoff()
     while not stop.is_set():
         try:
-            return destination_problems()
+            return start()
         except DatabaseError:
             delay = backoff.failed()
             log.warning(

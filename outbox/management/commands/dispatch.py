@@ -43,15 +43,9 @@ class Command(BaseCommand):
         stopping = threading.Event()
         signal.signal(signal.SIGTERM, lambda *_: stopping.set())
         signal.signal(signal.SIGINT, lambda *_: stopping.set())
-        # A destination's problem stays its own: an enabled destination that cannot be served (unknown kind,
-        # invalid configuration, missing secret, a call that may outlive its lease) is held with its reason
-        # and one incident, and the others are served; only when none can be is the start refused. The
-        # database being unavailable stops nothing: the check waits for it, as the loops do.
-        problems = runner.startup_problems(stopping)
-        if problems is None:
+        holds = self.run_start(stopping)
+        if holds is None:
             return
-        _refuse_on(seed_variables_refused())
-        holds = self._hold(Holds(), problems)
         self.stdout.write(
             f"dispatching as {worker or dispatcher.default_worker_name()}; Ctrl-C to stop"
         )
@@ -63,6 +57,20 @@ class Command(BaseCommand):
             holds=holds,
         )
         self.stdout.write(f"stopped: claimed={stats.claimed} delivered={stats.delivered}")
+
+    def run_start(self, stop: threading.Event) -> Holds | None:
+        """The database being unavailable stops nothing: the start waits for it, as the loops do, and is made
+        again from its beginning when a connection is lost at any of its queries. None when stopped first."""
+        return runner.until_database_answers(stop, self._start)
+
+    def _start(self) -> Holds:
+        """A destination's problem stays its own: an enabled destination that cannot be served (unknown kind,
+        invalid configuration, missing secret, a call that may outlive its lease) is held with its reason
+        and one incident, and the others are served; only when none can be is the start refused, as it is
+        when a seed variable disagrees with its destination's row."""
+        problems = destination_problems()
+        _refuse_on(seed_variables_refused())
+        return self._hold(Holds(), problems)
 
     def _hold(self, holds: Holds, problems: dict[str, str]) -> Holds:
         """Hold each destination that cannot be served and say so; refuse when none can be."""
