@@ -4,7 +4,6 @@ from django import template
 from django.urls import reverse
 
 from approvals import selectors
-from console.destination_holds import handoff_rows
 from outbox.redaction import redact
 from reconciliation.selectors import COUNT_CAP
 
@@ -55,12 +54,3 @@ def redacted(value):
 def bounded_count(value):
     """A count that stopped past the cap (`reconciliation.selectors.COUNT_CAP`): "999+" above it."""
     return f"{COUNT_CAP}+" if isinstance(value, int) and value > COUNT_CAP else value
-
-
-@register.simple_tag
-def handoff_table_rows(handoffs) -> list:
-    """The rows of a handoff table a view passed as they are (Home's "need a person"), with what the table
-    says beside each state: its destination's hold and its key's live findings (`handoff_rows`: a few
-    queries for the whole table). The rows were scoped by the view, so their workspaces are the scope."""
-    rows = list(handoffs)
-    return handoff_rows(rows, {h.workspace_id for h in rows})

@@ -78,6 +78,17 @@ def quick_actions(handoff: Handoff) -> list[QuickAction]:
     ]
 
 
+def table_rows(rows: list[Handoff], workspace_ids) -> list[Handoff]:
+    """A handoff table's rows as every table shows them (the list, Home's "need a person", one row again
+    after its quick action): its destination's holds and findings (`handoff_rows`), then the quick actions
+    those holds allow, and a held case's mark (read with the rows: `select_related("case_hold")`)."""
+    now = page_now()
+    for h in handoff_rows(rows, workspace_ids):
+        h.quick_actions = quick_actions(h)
+        h.case_hold_mark = case_hold_mark(h.case_hold, now) if h.is_held else ""
+    return rows
+
+
 def filter_data(source) -> dict[str, str]:
     return {name: source.get(name, "") for name in FILTER_FIELDS if source.get(name, "")}
 
@@ -100,10 +111,7 @@ def list_context(request: HtmxHttpRequest, data: dict[str, str]) -> dict:
         after=_parse_cursor(request.GET.get("after")),
         size=PAGE_SIZE,
     )
-    now = page_now()
-    for h in handoff_rows(rows, visible):
-        h.quick_actions = quick_actions(h)
-        h.case_hold_mark = case_hold_mark(h.case_hold, now) if h.is_held else ""
+    table_rows(rows, visible)
     query = urlencode(data)
     next_url = ""
     if more:

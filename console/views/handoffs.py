@@ -26,7 +26,7 @@ from approvals.selectors import (
 )
 from console.claims import handoff_claims
 from console.correction_forms import HandoffCorrectionForm
-from console.destination_holds import destination_held, handoff_rows, shown_holds
+from console.destination_holds import destination_held, shown_holds
 from console.evidence_words import (
     last_step_words,
     task_now,
@@ -34,7 +34,7 @@ from console.evidence_words import (
     work_words,
 )
 from console.step_status import Evidence, StatusLine, step_line
-from console.views.handoff_list import quick_actions
+from console.views.handoff_list import table_rows
 from console.waiting_status import case_held
 from lib.htmx import HtmxHttpRequest
 from outbox.destinations import DestinationUnavailable, destination_named
@@ -256,8 +256,7 @@ def handoff_action(view):
 def _respond(request: HtmxHttpRequest, pk: int, result: dict, *, status: int = 200) -> HttpResponse:
     handoff = Handoff.objects.select_related("owner", "case_hold").get(pk=pk)
     if request.htmx and request.POST.get("render") == "row":
-        handoff_rows([handoff], [handoff.workspace_id])
-        handoff.quick_actions = quick_actions(handoff)
+        table_rows([handoff], [handoff.workspace_id])
         context = {
             "h": handoff,
             "operator_ws": set(workspace_ids_for(request.user, Role.OPERATOR)),

@@ -18,7 +18,7 @@ from approvals.rules import rules_for
 from console import selectors as console_selectors
 from console.filters import requests_matching
 from console.forms import RequestForm
-from console.views.handoff_list import quick_actions
+from console.views.handoff_list import table_rows
 from console.views.request_detail import detail_url
 from lib.paging import keyset_page
 from lib.querystring import BadQueryValue, parse_id, parse_keyset_cursor
@@ -35,9 +35,9 @@ def home(request) -> HttpResponse:
     roles = selectors.roles_by_workspace(request.user)
     visible = sorted(roles)
     # The one "needs a person" rule: needs attention, uncertain, or with an open reconciliation finding.
-    attention = list(needing_person(handoffs_in(visible)).order_by("created_at", "id")[:20])
-    for h in attention:
-        h.quick_actions = quick_actions(h)
+    # The workspaces' own handoffs (alert notifications are counted apart), each row as the list shows it.
+    needing = needing_person(handoffs_in(visible).business()).select_related("case_hold")
+    attention = table_rows(list(needing.order_by("created_at", "id")[:20]), visible)
     return render(
         request,
         "approvals/home.html",

@@ -9,7 +9,7 @@ from django.test.utils import CaptureQueriesContext
 from outbox.models import CaseHold
 from outbox.services.case_holds import case_hold, case_resume
 from tests.builders import record
-from tests.console.clients import client_for, row_of
+from tests.console.clients import HTMX, client_for, row_of
 
 pytestmark = pytest.mark.django_db(databases=["default", "delivery"])
 
@@ -53,3 +53,21 @@ def test_the_marks_come_from_the_lists_query_not_one_query_per_row(world):
 
     assert "held (case hold: third" in row_of(page, f"handoff-{rows[2].pk}")
     assert three_held == one_held
+
+
+def test_a_held_case_is_marked_on_home_and_keeps_its_mark_after_a_quick_action_on_its_row(
+    world, rejected
+):
+    """Home's rows and a row re-rendered after its quick action were prepared apart from the list's: the
+    held mark was missing on both (and Home's actions ignored the destination's holds)."""
+    case_hold(handoff_id=rejected.pk, actor=world["olga"], reason="calling ACME", whole_case=False)
+    olga = client_for(world["olga"])
+
+    home = olga.get("/").content.decode()
+    assert "held (case hold: calling ACME" in row_of(home, f"handoff-{rejected.pk}")
+
+    row = olga.post(
+        f"/handoffs/{rejected.pk}/acknowledge", {"render": "row"}, **HTMX
+    ).content.decode()
+    assert "Acknowledged by olga" in row
+    assert "held (case hold: calling ACME" in row

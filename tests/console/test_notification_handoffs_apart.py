@@ -69,3 +69,15 @@ def test_health_has_a_line_for_the_alert_channels_delivery(world, business_and_n
     assert [cell.split("<", 1)[0] for cell in cells[1:]] == ["1", "0", "1"]
     assert "origin=notifications" in row and "destination=alert-channel-1" in row
     assert "shown to support staff (staff accounts) only, never to a workspace" in page
+
+
+def test_home_lists_the_workspaces_handoffs_that_need_a_person_not_the_notifications(
+    world, business_and_notifications
+):
+    """Home's "need a person" was the one table that listed a failed alert notification as a workspace's
+    business, beside the header's count that leaves it out."""
+    _step, _pending, failed = business_and_notifications
+    page = client_for(world["olga"]).get("/")
+    assert page.status_code == 200
+    assert failed.action_key not in {h.action_key for h in page.context["handoffs"]}
+    assert "Nothing needs a person." in page.content.decode()
