@@ -124,17 +124,26 @@ class Kinds:
         return self.run.world["olga"]
 
     def retry(self) -> bool:
-        stuck = list(Handoff.objects.filter(state=S.NEEDS_ATTENTION, kind="action").order_by("pk"))
-        if not stuck:
-            return False
-        with contextlib.suppress(OutboxError):
-            handoff_retry(
-                handoff_id=self.rng.choice(stuck).pk,
-                actor=self.operator(),
-                reason="retried by the oracle's operator",
-                confirm_risk=True,
-            )
-            return True
+        """A step for a person (or one whose outcome is unknown) sent again with its key. When there is
+        none yet, a request whose step 3 the receiver refuses for good is approved, so that a later retry
+        finds one: a run's schedule may otherwise repair or settle every stuck step first."""
+        stuck = list(
+            Handoff.objects.filter(
+                state__in=(S.NEEDS_ATTENTION, S.UNCERTAIN), kind="action", erasure_id__isnull=True
+            ).order_by("pk")
+        )
+        self.rng.shuffle(stuck)
+        for handoff in stuck[:5]:
+            with contextlib.suppress(OutboxError):
+                handoff_retry(
+                    handoff_id=handoff.pk,
+                    actor=self.operator(),
+                    reason="retried by the oracle's operator",
+                    confirm_risk=True,
+                )
+                return True
+        self.run.number += 1
+        approve_without_contact(self.run.world, self.run.number)
         return False
 
     def cancel(self) -> bool:
