@@ -6,6 +6,7 @@ from datetime import datetime
 
 from django.db.models import Count, Min, QuerySet
 
+from outbox.hold_lines import DestinationHolds, destinations_holds
 from outbox.models import (
     NEEDS_PERSON_STATES,
     Attempt,
@@ -118,11 +119,13 @@ def last_successful_step(handoff: Handoff) -> str:
 
 @dataclass(frozen=True)
 class DestinationSummary:
-    """One destination as the Destinations page shows it: its health row (annotated `held` and
-    `with_holds`), and the handoffs of the viewer's workspaces waiting for it."""
+    """One destination as the Destinations page shows it: its health row, its holds worded by
+    `outbox/hold_lines.py` (every live one and the next scheduled, as on its own page), and the handoffs of
+    the viewer's workspaces waiting for it."""
 
     name: str
     health: DestinationHealth
+    holds: DestinationHolds
     queued: int
     in_flight: int
     oldest_waiting: datetime | None
@@ -131,51 +134,32 @@ class DestinationSummary:
     def state_kind(self) -> str:
         """What the state words say (the claim `destination.state`): `window` (an operator's pause or
         window now), `unservable`, `breaker`, `retry_after` or `active`."""
-        health = self.health
-        if getattr(health, "in_window", False):
+        if any(line.by_operator for line in self.holds.live):
             return "window"
-        if health.state == DestinationState.PAUSED:
-            unservable = health.pause_reason == PauseReason.UNSERVABLE
+        if self.health.state == DestinationState.PAUSED:
+            unservable = self.health.pause_reason == PauseReason.UNSERVABLE
             return "unservable" if unservable else "breaker"
-        return "retry_after" if getattr(health, "held", False) else "active"
+        return "retry_after" if self.holds.has(HoldKind.RETRY_AFTER) else "active"
 
     @property
     def state_words(self) -> str:
-        health, kind = self.health, self.state_kind
-        if kind == "window":
-            return _operator_hold_words(health)
-        if kind == "unservable":
-            return f"held: {health.last_error}"
-        if kind == "breaker":
-            return f"paused by its breaker: {health.get_pause_reason_display().lower()}"
-        if kind == "retry_after":
-            return f"held by Retry-After until {health.hold_until:%H:%M:%S} UTC"
-        if getattr(health, "next_hold_from", None):
-            return f"active; maintenance window from {health.next_hold_from:%Y-%m-%d %H:%M} UTC"
+        """Every live hold and the next scheduled, in the words of every other screen; "active" without."""
+        if self.holds.shown:
+            return self.holds.text
+        if self.health.state == DestinationState.PAUSED:
+            # Paused with no hold row live: a pause the breaker recorded before its holds were rows.
+            return f"paused by its breaker: {self.health.get_pause_reason_display().lower()}"
         return "active"
-
-
-def _operator_hold_words(health: DestinationHealth) -> str:
-    """The operator's hold that lasts longest (annotated by `with_holds`), in a few words."""
-    until = (
-        f"until {health.operator_until:%Y-%m-%d %H:%M} UTC"
-        if health.operator_until
-        else "until resumed"
-    )
-    if health.operator_kind == HoldKind.WINDOW:
-        return f"in a maintenance window {until}"
-    return f"paused by an operator {until}"
 
 
 def destination_summaries(
     names: Iterable[str], workspace_ids: Iterable[int]
 ) -> list[DestinationSummary]:
-    """The destinations named, in name order, in two queries whatever their number; the counts are of the
-    handoffs in `workspace_ids` only."""
+    """The destinations named, in name order, in three queries whatever their number (health, holds,
+    counts); the counts are of the handoffs in `workspace_ids` only."""
     names = sorted(set(names))
-    health = {
-        row.name: row for row in DestinationHealth.objects.with_holds().filter(name__in=names)
-    }
+    health = {row.name: row for row in DestinationHealth.objects.filter(name__in=names)}
+    holds = destinations_holds(names)
     waiting = (
         Handoff.objects.filter(
             workspace_id__in=list(workspace_ids),
@@ -191,6 +175,7 @@ def destination_summaries(
         DestinationSummary(
             name=name,
             health=health.get(name) or DestinationHealth(name=name),
+            holds=holds.get(name) or DestinationHolds(name, [], None),
             queued=counts.get((name, HandoffState.PENDING), (0, None))[0],
             in_flight=counts.get((name, HandoffState.IN_FLIGHT), (0, None))[0],
             oldest_waiting=counts.get((name, HandoffState.PENDING), (0, None))[1],

@@ -4,6 +4,7 @@ None, a `Claim`, or a list or dict of them."""
 from datetime import timedelta
 
 from django import template
+from django.template.loader import render_to_string
 from django.utils.html import format_html
 from django.utils.timesince import timeuntil
 
@@ -43,9 +44,14 @@ def claim_attrs(claim) -> str:
 
 @register.simple_tag
 def destination_state(summary) -> str:
-    """A destination's state words (`DestinationSummary.state_words`) with the claim `destination.state`."""
+    """A destination's state with the claim `destination.state`: its holds as every screen lists them
+    (`outbox/_holds.html`: each live hold, then the next scheduled) when it has any, else its state words
+    (`DestinationSummary.state_words`)."""
     claim = Claim("destination.state", f"destination:{summary.name}", summary.state_kind)
-    return claim_span(summary.state_words, claim)
+    if not summary.holds.shown:
+        return claim_span(summary.state_words, claim)
+    holds = render_to_string("outbox/_holds.html", {"holds": summary.holds})
+    return format_html("<div {}>{}</div>", claim_attrs(claim), holds)
 
 
 @register.simple_tag

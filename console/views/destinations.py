@@ -33,7 +33,6 @@ from outbox.destinations.registry import (
     secret_sources,
     seed_config,
 )
-from outbox.hold_lines import destination_holds_now
 from outbox.limit_rules import SET_LIMITS_PERMISSION
 from outbox.models import DestinationConfig, DestinationEvent
 from outbox.selectors import DestinationSummary, destination_summaries
@@ -145,7 +144,7 @@ def _detail_context(request: HtmxHttpRequest, view: DestinationView, result=None
         "events": DestinationEvent.objects.filter(destination=view.name).order_by("-at", "-id")[
             :50
         ],
-        "holds": destination_holds_now(view.name),
+        "holds": view.summary.holds,
         "may_pause": request.user.has_perm(SET_LIMITS_PERMISSION),
         "test_every_seconds": CONNECTION_TEST_EVERY_SECONDS,
         "result": result,

@@ -6,6 +6,9 @@ from io import StringIO
 
 import pytest
 from django.core.management import call_command
+from django.db import connections
+from django.test.utils import CaptureQueriesContext
+from django.utils.html import escape
 
 from outbox.models import (
     DestinationConfig,
@@ -14,6 +17,7 @@ from outbox.models import (
     DestinationHold,
     HandoffState,
 )
+from outbox.services.destination_windows import destination_pause_by_operator
 from tests.console.clients import client_for
 from tests.factories import HandoffFactory, grant_destination_admin
 
@@ -53,8 +57,10 @@ def test_an_admin_pauses_then_resumes_and_the_page_says_so(world, crm):
     olga = client_for(grant_destination_admin(world["olga"]))
     assert olga.post("/destinations/crm/pause", {"reason": "crm upgrade"}).status_code == 302
     page = olga.get("/destinations/crm/")
-    assert page.context["destination"].summary.state_words == "paused by an operator until resumed"
-    assert b"crm upgrade" in page.content
+    words = page.context["destination"].summary.state_words
+    assert words.startswith("Paused by an operator: crm upgrade · since ")
+    assert words.endswith(" · until an operator resumes it · set by olga")
+    assert words == page.context["holds"].text
     assert olga.post("/destinations/crm/resume", {"reason": "done"}).status_code == 302
     assert olga.get("/destinations/crm/").context["destination"].summary.state_words == "active"
     assert list(DestinationEvent.objects.order_by("at", "id").values_list("action", flat=True)) == [
@@ -85,7 +91,10 @@ def test_a_window_is_scheduled_and_shown(world, crm):
     data = {"reason": "db upgrade", "starts_at": "2099-01-01 10:00", "ends_at": "2099-01-01 11:00"}
     assert olga.post("/destinations/crm/window", data).status_code == 302
     words = olga.get("/destinations/crm/").context["destination"].summary.state_words
-    assert words == "active; maintenance window from 2099-01-01 10:00 UTC"
+    assert words == (
+        "next: Maintenance window: db upgrade · since 2099-01-01 10:00:00 UTC · "
+        "until 2099-01-01 11:00:00 UTC · set by olga"
+    )
 
 
 def test_the_connection_test_asks_the_destination_and_creates_nothing(world, crm):
@@ -192,8 +201,72 @@ def test_a_destination_the_dispatcher_cannot_serve_is_shown_held_with_its_reason
     olga = client_for(world["olga"])
     rows = {d.name: d for d in olga.get("/destinations/").context["destinations"]}
     words = rows["acme"].summary.state_words
-    assert words.startswith("held: destination 'acme'") and "HANDOFF_DEST_ACME_NOT_HERE" in words
+    assert words.startswith("Cannot be served: destination 'acme'")
+    assert "HANDOFF_DEST_ACME_NOT_HERE" in words
+    assert words.endswith(" · until a dispatcher can serve it · set by a dispatcher")
     assert rows["receiver"].summary.state_words == "active"
     page = olga.get("/destinations/acme/")
     assert page.context["destination"].summary.state_words == words
     assert b"HANDOFF_DEST_ACME_NOT_HERE is not set" in page.content
+
+
+def _row_html(page, name: str) -> str:
+    html = page.content.decode()
+    start = html.index(f'<tr id="destination-{name}">')
+    return html[start : html.index("</tr>", start)]
+
+
+def test_the_list_words_every_hold_and_the_next_as_the_destination_page_does(world, crm):
+    """An operator's pause, a live window and a window scheduled later: the list's row names all three, in
+    the very strings of the destination's own page (outbox/hold_lines.py)."""
+    olga = client_for(grant_destination_admin(world["olga"]))
+    assert olga.post("/destinations/crm/pause", {"reason": "crm upgrade"}).status_code == 302
+    live = {"reason": "db move", "starts_at": "2020-01-01 00:00", "ends_at": "2099-01-01 00:00"}
+    assert olga.post("/destinations/crm/window", live).status_code == 302
+    later = {
+        "reason": "next upgrade",
+        "starts_at": "2099-02-01 10:00",
+        "ends_at": "2099-02-01 11:00",
+    }
+    assert olga.post("/destinations/crm/window", later).status_code == 302
+
+    own = olga.get("/destinations/crm/")
+    holds = own.context["holds"]
+    assert [line.reason for line in holds.live] == ["db move", "crm upgrade"]
+    assert holds.next_scheduled.reason == "next upgrade"
+    listed = olga.get("/destinations/")
+    row = _row_html(listed, "crm")
+    for line in holds.live:
+        assert (
+            f'<li class="hold" data-hold-kind="{escape(line.kind)}">{escape(line.words)}</li>'
+            in row
+        )
+    assert f'<li class="hold-next">Next: {escape(holds.next_scheduled.words)}</li>' in row
+    summary = {d.name: d for d in listed.context["destinations"]}["crm"].summary
+    assert summary.state_words == own.context["destination"].summary.state_words == holds.text
+    assert summary.state_kind == "window"
+    assert "active" not in _row_html(listed, "crm")
+
+
+def _queries_of(client, path: str) -> int:
+    with (
+        CaptureQueriesContext(connections["default"]) as default,
+        CaptureQueriesContext(connections["delivery"]) as delivery,
+    ):
+        assert client.get(path).status_code == 200
+    return len(default) + len(delivery)
+
+
+def test_the_list_reads_every_destinations_holds_in_one_query(world, crm):
+    for name in ("erp", "mail"):
+        DestinationConfig.objects.create(name=name, kind="in_process", config={})
+    olga = client_for(world["olga"])
+    destination_pause_by_operator(name="crm", actor=world["olga"], reason="upgrade")
+    olga.get("/destinations/")
+    one_held = _queries_of(olga, "/destinations/")
+    for name in ("erp", "mail"):
+        destination_pause_by_operator(name=name, actor=world["olga"], reason="upgrade")
+    three_held = _queries_of(olga, "/destinations/")
+    assert three_held == one_held
+    rows = {d.name: d for d in olga.get("/destinations/").context["destinations"]}
+    assert all(rows[n].summary.holds.held for n in ("crm", "erp", "mail"))
