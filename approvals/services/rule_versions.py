@@ -16,6 +16,7 @@ from outbox.destinations.idempotency_key.config import OWN_HEADERS
 from outbox.destinations.idempotency_key.destination import IdempotencyKeyHttpDestination
 from outbox.destinations.registry import default_destination_name, enabled_destination_names
 from outbox.destinations.smtp.destination import SmtpDestination
+from outbox.models.handoffs import RESERVED_WORKFLOWS
 
 
 def rule_version_publish(
@@ -26,7 +27,9 @@ def rule_version_publish(
     a management command acting for whoever runs the deployment (the demo); people need the permission."""
     if actor is not None and not actor.has_perm("approvals.add_ruleversion"):
         raise ApprovalDenied(f"{actor} may not publish rules")
-    if problems := rule_version_problems(schema=schema, steps=steps or []):
+    if problems := reserved_name_problems(workflow) or rule_version_problems(
+        schema=schema, steps=steps or []
+    ):
         raise InvalidPayload(problems)
     with transaction.atomic(using=DB):
         latest = (
@@ -55,6 +58,18 @@ def rule_version_publish(
             notes=notes,
             created_by=actor,
         )
+
+
+def reserved_name_problems(workflow: str) -> list[str]:
+    """A workflow may not take a name the product's own handoffs use: the alert notifications' workflow
+    (`NOTIFICATION_WORKFLOW`) and `incident`, whose action keys would begin `incident:` like theirs. Either
+    would mix a business workflow's handoffs with the notifications, which every count leaves out."""
+    if workflow in RESERVED_WORKFLOWS:
+        return [
+            f"workflow name {workflow!r} is reserved for the product's alert notifications; "
+            "choose another name"
+        ]
+    return []
 
 
 def rule_version_problems(*, schema: dict, steps: list[dict]) -> list[str]:

@@ -14,7 +14,11 @@ from django.db import transaction
 from approvals.errors import InvalidPayload
 from approvals.rules import rules_for
 from approvals.services.approval_deadlines import approval_policy_problems, approval_policy_set
-from approvals.services.rule_versions import rule_version_problems, rule_version_publish
+from approvals.services.rule_versions import (
+    reserved_name_problems,
+    rule_version_problems,
+    rule_version_publish,
+)
 from lib.databases import DB
 
 WORKFLOW_NAME = re.compile(r"[a-z][a-z0-9_]{0,39}")
@@ -77,9 +81,11 @@ def _entry_shape(index: int, entry: object) -> list[str]:
         (_is_names(entry.get("removes", [])), ".removes: a list of step names"),
         (isinstance(entry.get("notes", ""), str), ".notes: text"),
     ]
-    return [
+    shape = [
         f"{where}{'' if words.startswith('.') else ': '}{words}" for ok, words in checks if not ok
     ]
+    reserved = reserved_name_problems(name) if isinstance(name, str) else []
+    return shape + [f"{where}.name: {words}" for words in reserved]
 
 
 def _removal_problems(where: str, entry: dict, current_steps: list[dict]) -> list[str]:

@@ -57,6 +57,9 @@ def earlier_of_its_key():
 # (`incidents/channels/delivery.py`). They are no workspace's business: the handoff lists and Health count
 # them apart (`HandoffQuerySet.business`), Health's alert-channel line shows their delivery.
 NOTIFICATION_WORKFLOW = "incident_notifications"
+# Names no business workflow may take: the notifications' own, and `incident`, the first part of their keys
+# (a workflow's keys begin with its name). `approvals.services.rule_versions.reserved_name_problems`.
+RESERVED_WORKFLOWS = frozenset({NOTIFICATION_WORKFLOW, "incident"})
 
 
 class HandoffQuerySet(models.QuerySet):

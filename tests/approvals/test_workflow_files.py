@@ -8,8 +8,10 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
+from approvals.errors import InvalidPayload
 from approvals.models import RuleVersion
 from approvals.rules import rules_for
+from approvals.services.rule_versions import rule_version_publish
 from outbox.models import DestinationConfig
 from tests.factories import make_user
 from tests.processes import ROOT
@@ -135,3 +137,19 @@ def test_an_x_searchable_that_is_not_a_boolean_is_refused_naming_the_field(demo,
     with pytest.raises(CommandError, match=where):
         _apply(_file(tmp_path, document))
     assert RuleVersion.objects.count() == before
+
+
+@pytest.mark.parametrize("name", ["incident", "incident_notifications"])
+def test_a_workflow_may_not_take_a_name_the_alert_notifications_use(demo, tmp_path, name):
+    """A business workflow named so would share the notifications' keys (`incident:…`) or workflow, and every
+    count that leaves the notifications out would leave it out too."""
+    document = _demo_document()
+    document["workflows"][0]["name"] = name
+    versions = RuleVersion.objects.count()
+    with pytest.raises(
+        CommandError, match=rf"workflows\[0\]\.name: workflow name '{name}' is reserved"
+    ):
+        _apply(_file(tmp_path, document))
+    with pytest.raises(InvalidPayload, match="is reserved for the product's alert notifications"):
+        rule_version_publish(workflow=name, schema=document["workflows"][0]["schema"], actor=None)
+    assert RuleVersion.objects.count() == versions
