@@ -51,7 +51,7 @@ from reconciliation.selectors.needing_person import (
     NEEDS_PERSON_FILTER,
     needing_person_counts_bounded,
 )
-from reconciliation.selectors.scope import handoffs_scoped, scoped
+from reconciliation.selectors.scope import attempts_scoped, events_scoped, handoffs_scoped
 
 S = HandoffState
 # A count on the dashboard stops past this many rows, as the header's count does ("999+"): past it the
@@ -186,7 +186,7 @@ def hourly_series(
     if delivered is None:
         delivered = delivered_by_hour(workspace_ids, start=start)
     failed = dict(
-        failed_attempts(scoped(Attempt.objects.all(), workspace_ids, "handoff__workspace_id"))
+        failed_attempts(attempts_scoped(workspace_ids))
         .filter(started_at__gte=start)
         .annotate(hour=TruncHour("started_at"))
         .order_by()
@@ -232,12 +232,8 @@ def _counted(scope: Iterable[int]) -> dict[str, QuerySet]:
         S.NEEDS_ATTENTION: handoffs.filter(state=S.NEEDS_ATTENTION),
         # Retries exhausted and still needing attention: through the open-state index, not the history.
         RETRIES_EXHAUSTED: handoffs.filter(state=S.NEEDS_ATTENTION, reason_code=RETRIES_EXHAUSTED),
-        "duplicates": duplicate_preventions(
-            scoped(Attempt.objects.all(), scope, "handoff__workspace_id")
-        ),
-        "interventions": operator_events(
-            scoped(HandoffEvent.objects.all(), scope, "handoff__workspace_id")
-        ),
+        "duplicates": duplicate_preventions(attempts_scoped(scope)),
+        "interventions": operator_events(events_scoped(scope)),
     }
 
 
@@ -430,7 +426,7 @@ def notification_delivery(workspace_ids: Iterable[int]) -> list[ChannelDelivery]
 
 def duplicate_attempts(workspace_ids: list[int], *, limit: int = 100) -> QuerySet[Attempt]:
     return (
-        duplicate_preventions(Attempt.objects.filter(handoff__workspace_id__in=workspace_ids))
+        duplicate_preventions(attempts_scoped(workspace_ids))
         .select_related("handoff")
         .order_by("-started_at", "-id")[:limit]
     )
@@ -438,7 +434,7 @@ def duplicate_attempts(workspace_ids: list[int], *, limit: int = 100) -> QuerySe
 
 def manual_interventions(workspace_ids: list[int], *, limit: int = 100) -> QuerySet[HandoffEvent]:
     return (
-        operator_events(HandoffEvent.objects.filter(handoff__workspace_id__in=workspace_ids))
+        operator_events(events_scoped(workspace_ids))
         .select_related("handoff")
         .order_by("-at", "-id")[:limit]
     )

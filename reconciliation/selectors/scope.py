@@ -5,7 +5,8 @@ from collections.abc import Iterable
 
 from django.db.models import QuerySet
 
-from outbox.models import Handoff
+from outbox.models import Attempt, Handoff, HandoffEvent
+from outbox.models.handoffs import NOTIFICATION_WORKFLOW
 
 
 def scoped(
@@ -19,3 +20,16 @@ def scoped(
 def handoffs_scoped(workspace_ids: Iterable[int] | None) -> QuerySet[Handoff]:
     """The business handoffs of the workspaces: Health counts the product's alert notifications apart."""
     return scoped(Handoff.objects.business(), workspace_ids)
+
+
+def attempts_scoped(workspace_ids: Iterable[int] | None) -> QuerySet[Attempt]:
+    """The attempts of the workspaces' business handoffs (`Handoff.objects.business()`, through the join
+    the workspace filter takes anyway): Health's attempt figures leave the alert notifications' out."""
+    attempts = Attempt.objects.exclude(handoff__workflow=NOTIFICATION_WORKFLOW)
+    return scoped(attempts, workspace_ids, "handoff__workspace_id")
+
+
+def events_scoped(workspace_ids: Iterable[int] | None) -> QuerySet[HandoffEvent]:
+    """The events of the workspaces' business handoffs, as `attempts_scoped`."""
+    events = HandoffEvent.objects.exclude(handoff__workflow=NOTIFICATION_WORKFLOW)
+    return scoped(events, workspace_ids, "handoff__workspace_id")

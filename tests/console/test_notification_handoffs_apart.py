@@ -4,9 +4,10 @@ by default; the list shows them when asked (`origin=notifications`, or both with
 
 import pytest
 
-from outbox.models import HandoffState
+from outbox.clock import db_time
+from outbox.models import Attempt, AttemptOutcome, HandoffEvent, HandoffState
 from outbox.models.handoffs import NOTIFICATION_WORKFLOW
-from reconciliation.selectors import health_summary
+from reconciliation.selectors import duplicate_attempts, health_summary, manual_interventions
 from reconciliation.selectors.needing_person import needing_person_counts_bounded
 from tests.builders import approve
 from tests.console.clients import client_for, row_of
@@ -81,3 +82,40 @@ def test_home_lists_the_workspaces_handoffs_that_need_a_person_not_the_notificat
     assert page.status_code == 200
     assert failed.action_key not in {h.action_key for h in page.context["handoffs"]}
     assert "Nothing needs a person." in page.content.decode()
+
+
+def _attempts(handoff, outcomes: list[str]) -> None:
+    now = db_time()
+    for number, outcome in enumerate(outcomes, start=1):
+        Attempt.objects.create(
+            handoff=handoff,
+            number=number,
+            fencing_epoch=1,
+            worker="w",
+            started_at=now,
+            finished_at=now,
+            outcome=outcome,
+        )
+
+
+def test_health_attempt_figures_count_the_workspaces_handoffs_not_the_notifications(
+    world, business_and_notifications
+):
+    """Duplicate preventions, the failed-attempts chart and manual interventions (and the lists behind
+    them) counted the alert notifications' attempts and events as the workspace's."""
+    step, pending, failed = business_and_notifications
+    _attempts(step, [AttemptOutcome.FAILED, AttemptOutcome.DUPLICATE])
+    _attempts(pending, [AttemptOutcome.FAILED, AttemptOutcome.DUPLICATE])
+    _attempts(failed, [AttemptOutcome.FAILED, AttemptOutcome.ABANDONED, AttemptOutcome.DUPLICATE])
+    for handoff in (step, failed):
+        HandoffEvent.objects.create(
+            handoff=handoff, to_state="pending", actor_label="olga", action="retry"
+        )
+
+    summary = health_summary([7])
+    figures = summary["figures"]
+    assert figures["duplicate_preventions"]["value"] == 1
+    assert figures["manual_interventions"]["value"] == 1
+    assert sum(hour["failed"] for hour in summary["series"]) == 1
+    assert {a.handoff_id for a in duplicate_attempts([7])} == {step.pk}
+    assert {e.handoff_id for e in manual_interventions([7])} == {step.pk}
