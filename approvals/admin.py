@@ -5,7 +5,7 @@ from django.conf import settings
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
 from django.db import models
-from django.http import HttpResponseRedirect
+from django.http import HttpResponseBadRequest, HttpResponseRedirect
 from django.utils.html import format_html
 
 from approvals.admin_erasure import erase_subject_action, may_erase
@@ -30,11 +30,13 @@ from approvals.models import (
     Workspace,
     WorkspaceWorkflow,
 )
+from approvals.request_search import requests_matching
 from approvals.services.go_live import go_live_refusal, workflow_go_live
 from approvals.services.memberships import membership_grant, membership_revoke
 from approvals.services.observation import pilot_brief_set
 from approvals.services.workflow_modes import workflow_mode_set
 from lib.querystring import id_or_none
+from lib.search_syntax import BadSearch
 from outbox.redaction import redact
 
 
@@ -190,8 +192,25 @@ class RequestAdmin(ReadOnlyAdmin):
         "created_at",
     )
     list_filter = ("state", "workspace", "workflow")
-    search_fields = ("=number", "payload_hash")
+    search_fields = ("search_text",)  # read by `get_search_results`, the console's request search
+    search_help_text = (
+        "A request number (42, #42, request 42), a whole key or payload hash, or part of a client's name, "
+        "an e-mail or a field the workflow marks searchable."
+    )
+    show_full_result_count = False  # no COUNT(*) over every request on every page
     actions = (erase_subject_action,)
+
+    def get_search_results(self, request, queryset, search_term):
+        # The console's one request search (its syntax, the trigram index), within the rows this admin shows.
+        return requests_matching(queryset, search_term), False
+
+    def changelist_view(self, request, extra_context=None):
+        try:
+            return super().changelist_view(request, extra_context)
+        except BadSearch as exc:
+            return HttpResponseBadRequest(
+                f"Bad search: {exc}.", content_type="text/plain; charset=utf-8"
+            )
 
     def has_erase_permission(self, request) -> bool:
         return may_erase(request.user)

@@ -1,11 +1,14 @@
 """What a request revision is found by before it has a handoff (issue 39, "Find by what people know"): the
 same lower-cased text as a handoff's (`outbox/search_text.py`), written with the revision in its transaction
-and rewritten by an erasure, so that a request awaiting a decision is found by its client, e-mail and the
-workflow's searchable fields (docs/console.md, "Search")."""
+and rewritten by an erasure, so that a request is found by its client, e-mail and the workflow's searchable
+fields; and the one search of requests that reads it (docs/console.md, "Search by what people know")."""
+
+from django.db.models import QuerySet
 
 from approvals.models import Request
 from approvals.rules import rules_for, schema_searchable_fields
-from outbox.search_text import search_text
+from lib.search_syntax import is_payload_hash, request_number, search_typed, typed_key
+from outbox.search_text import search_text, text_search
 
 
 def request_search_text(request: Request) -> str:
@@ -17,3 +20,28 @@ def request_search_text(request: Request) -> str:
         payload=request.payload,
         fields=schema_searchable_fields(rules_for(request.workflow).schema),
     )
+
+
+def requests_matching(queryset: QuerySet, text: str) -> QuerySet:
+    """The request revisions of `queryset` a search names: a request number ("42", "#42", "request 42"), a
+    whole key (the revision it names, whatever step follows), a whole payload hash, or else text their search
+    text holds, which PostgreSQL's trigram index serves (`request_search_trgm_idx`). The one request search:
+    the approvals queue, the Requests page, My requests and the admin; each passes its own scope in
+    `queryset`. Raises `BadSearch` (with the reason) for a search that cannot be read."""
+    text = search_typed(text)
+    if not text:
+        return queryset
+    number = request_number(text)
+    if number is not None:
+        return queryset.filter(number=number)
+    key = typed_key(text)
+    if key is not None:
+        return queryset.filter(
+            workflow=key.workflow,
+            workspace_id=key.workspace_id,
+            number=key.number,
+            revision=key.revision,
+        )
+    if is_payload_hash(text):
+        return queryset.filter(payload_hash=text.lower())
+    return text_search(queryset, text)

@@ -1,7 +1,7 @@
 """Reads the console shares. Every query is scoped to the workspaces the user belongs to."""
 
 from django.contrib.auth import get_user_model
-from django.db.models import Count, QuerySet
+from django.db.models import Count, Exists, OuterRef, QuerySet
 
 from approvals.models import (
     ApprovalDelegation,
@@ -65,6 +65,27 @@ def requests_awaiting_decision(user) -> QuerySet[Request]:
         )
         .select_related("workspace", "requested_by")
         .order_by("created_at", "id")
+    )
+
+
+def newest_revisions(queryset: QuerySet[Request]) -> QuerySet[Request]:
+    """The revisions of `queryset` that no newer revision of their request replaced: one row a request."""
+    newer = Request.objects.filter(
+        workspace_id=OuterRef("workspace_id"),
+        workflow=OuterRef("workflow"),
+        number=OuterRef("number"),
+        revision__gt=OuterRef("revision"),
+    )
+    return queryset.filter(~Exists(newer))
+
+
+def requests_in_view(user) -> QuerySet[Request]:
+    """The newest revision of every request of the user's workspaces, whatever their role there: what any
+    member (an operator or a requester answering a customer) may look up; newest first."""
+    return (
+        newest_revisions(Request.objects.filter(workspace_id__in=workspace_ids_for(user)))
+        .select_related("workspace", "requested_by")
+        .order_by("-created_at", "-id")
     )
 
 
@@ -213,6 +234,7 @@ CONSOLE_PAGES: list[tuple[str, str, str]] = [
     ("approvals:new", "New request", Role.REQUESTER),
     ("approvals:mine", "My requests", Role.REQUESTER),
     ("approvals:queue", "Approvals", Role.APPROVER),
+    ("approvals:search", "Requests", "member"),
     ("outbox:list", "Handoffs", "member"),
     ("intake:triggers", "Triggers", "member"),
     ("observation:index", "Observation", "member"),

@@ -10,9 +10,9 @@ from approvals.admin import ReadOnlyAdmin
 from approvals.models import Request, TriggerRecord
 from approvals.selectors import operators_of, user_by_id
 from console.claims import record_words
-from console.filters import request_number, text_search
 from console.templatetags.evidence import state_badge
 from incidents.models import Incident
+from lib.search_syntax import request_number
 from outbox import services
 from outbox.models import (
     AGE_CHOICES,
@@ -22,6 +22,7 @@ from outbox.models import (
     Handoff,
     HandoffEvent,
 )
+from outbox.search_text import text_search
 from reconciliation.models import Finding, ReconciliationRun
 
 

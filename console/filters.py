@@ -1,14 +1,13 @@
 """The handoff list filter: workspace, state (with "retrying"), failure class, owner, age and text."""
 
-import re
-
 import django_filters
 from django.db.models import Q, QuerySet
 
 from approvals.models import Membership, Role, Workspace
 from lib.paging import keyset_page
+from lib.search_syntax import is_whole_key, request_number
 from outbox.models import AGE_CHOICES, FailureClass, HandoffState
-from outbox.search_text import search_words
+from outbox.search_text import text_search
 from reconciliation.selectors import needing_person
 
 RETRYING = "retrying"
@@ -112,53 +111,11 @@ class HandoffFilter(django_filters.FilterSet):
         number = request_number(text)
         if number is not None:
             return queryset.filter(source_ref__startswith=f"request {number} ")
-        if _ACTION_KEY.fullmatch(text):
+        if is_whole_key(text):
             # A key typed whole is that handoff, or every step of that instance: two index lookups, where
             # the text search below reads the trigram index (or, on SQLite, every row).
             return queryset.filter(Q(action_key=text) | Q(instance_key=text))
         return text_search(queryset, text)
-
-
-def text_search(queryset: QuerySet, text: str) -> QuerySet:
-    """Handoffs (or request revisions) whose search text holds `text`: key, request, client name, e-mails,
-    the workflow's searchable fields (`outbox/search_text.py`, `approvals/request_search.py`). One condition
-    on one column, which PostgreSQL's trigram index serves (the payload read as JSON text took 6.7 s at
-    10,000,000 handoffs). The console's lists of handoffs and requests, and the admin."""
-    return queryset.filter(search_text__contains=search_words(text))
-
-
-def requests_matching(queryset: QuerySet, text: str) -> QuerySet:
-    """Request revisions a search names, with the handoff list's syntax: a request number ("42", "request
-    42"), a key typed whole (the revision it names, whatever step follows), or text their search text holds
-    (`approvals/request_search.py`), which PostgreSQL's trigram index serves. The requests list's search."""
-    text = text.strip()
-    if not text:
-        return queryset
-    number = request_number(text)
-    if number is not None:
-        return queryset.filter(number=number)
-    if _ACTION_KEY.fullmatch(text):
-        workflow, workspace_id, number, revision = text.split(":")[:4]
-        return queryset.filter(
-            workflow=workflow, workspace_id=workspace_id, number=number, revision=revision
-        )
-    return text_search(queryset, text)
-
-
-# "42" or "request 42": a request number, matched against the source reference, never inside other ids. ASCII
-# digits, at most 18 of them: int() refuses other digits and numbers of more than 4,300 digits, and no
-# request number is longer (the text is then searched for as text).
-_REQUEST_NUMBER = re.compile(r"(?:request\s+)?([0-9]{1,18})", re.IGNORECASE)
-
-
-# An action key or an instance key, `<workflow>:<workspace>:<number>:<revision>[:<step>[:compensate]]`.
-_ACTION_KEY = re.compile(r"[a-z][a-z0-9_-]*:[0-9]+:[0-9]+:[0-9]+(?::[A-Za-z0-9_-]+)*")
-
-
-def request_number(text: str) -> int | None:
-    """The request number a search names ("42" or "request 42"), else None; the list and admin share it."""
-    match = _REQUEST_NUMBER.fullmatch(text.strip())
-    return int(match.group(1)) if match else None
 
 
 def handoff_list_page(

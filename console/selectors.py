@@ -4,12 +4,12 @@ counts) and the requester's screen (each request with one status line for it and
 The apps below (approvals, outbox, reconciliation) each answer for their own records; only here are
 their answers put side by side."""
 
-from django.db.models import Exists, OuterRef
-
 from approvals.models import Request, Role, Workspace
+from approvals.request_search import requests_matching
 from approvals.selectors import (
     REQUESTER_REVISABLE_STATES,
     awaiting_counts_by_workspace,
+    newest_revisions,
     roles_by_workspace,
     workspace_ids_for,
 )
@@ -45,20 +45,17 @@ def console_nav(user) -> list[dict]:
     ]
 
 
-def requests_of(user, *, limit: int = 100) -> list[Request]:
-    """The newest revision of each request the user submitted in their workspaces, newest first.
+def requests_of(user, *, text: str = "", limit: int = 100) -> list[Request]:
+    """The newest revision of each request the user submitted in their workspaces, newest first; with
+    `text`, those the request search finds (`approvals.request_search.requests_matching`: `BadSearch`).
 
     Each carries `.status`: one line for the request and one per step, from every handoff of the revision
     (`console/request_evidence.py`), and `.revisable`. A fixed number of queries whatever the page holds."""
-    newer = Request.objects.filter(
-        workspace_id=OuterRef("workspace_id"),
-        workflow=OuterRef("workflow"),
-        number=OuterRef("number"),
-        revision__gt=OuterRef("revision"),
+    mine = newest_revisions(
+        Request.objects.filter(requested_by=user, workspace_id__in=workspace_ids_for(user))
     )
     rows = list(
-        Request.objects.filter(requested_by=user, workspace_id__in=workspace_ids_for(user))
-        .filter(~Exists(newer))
+        requests_matching(mine, text)
         .select_related("workspace", "corrected_by")
         .order_by("-created_at", "-id")[:limit]
     )

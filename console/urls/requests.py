@@ -12,6 +12,7 @@ urlpatterns = [
     path("roles/", requests.role_changes, name="role_changes"),
     path("new/", requests.request_new, name="new"),
     path("mine/", requests.my_requests, name="mine"),
+    path("search/", requests.search, name="search"),
     path("link/<str:token>/", approval_links.open_link, name="link"),
     path("delegations/", delegations.my_delegations, name="delegations"),
     path("delegations/new", delegations.delegation_new, name="delegation_new"),

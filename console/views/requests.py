@@ -1,4 +1,5 @@
-"""Console views of requests: home, the approvals queue, role changes, a new request, my requests.
+"""Console views of requests: home, the approvals queue, the requests of one's workspaces, role changes, a
+new request, my requests.
 
 Thin: parse, authorize (workspace scope and role), call one service, render. A request of another
 workspace is a 404; deciding needs the approver role (403 with a message otherwise).
@@ -14,14 +15,15 @@ from django.views.decorators.http import require_GET, require_http_methods
 from approvals import selectors, services
 from approvals.errors import ApprovalsError, InvalidPayload
 from approvals.models import Role
+from approvals.request_search import requests_matching
 from approvals.rules import rules_for
 from console import selectors as console_selectors
-from console.filters import requests_matching
 from console.forms import RequestForm
 from console.views.handoff_list import table_rows
 from console.views.request_detail import detail_url
 from lib.paging import keyset_page
-from lib.querystring import BadQueryValue, parse_id, parse_keyset_cursor
+from lib.querystring import BadQueryValue, keyset_cursor, parse_id, parse_keyset_cursor
+from lib.search_syntax import BadSearch
 from outbox.selectors import handoffs_in
 from reconciliation.selectors import needing_person
 
@@ -49,35 +51,55 @@ def home(request) -> HttpResponse:
     )
 
 
+def bad_request(reason) -> HttpResponse:
+    return HttpResponseBadRequest(
+        f"Bad request: {reason}.", content_type="text/plain; charset=utf-8"
+    )
+
+
+def searched_page(request, requests, *, newest_first: bool) -> dict:
+    """One keyset page of `requests` (already in the viewer's scope) narrowed by the list's `workspace` and
+    its search `q` (`requests_matching`). Raises `BadQueryValue` or `BadSearch` with the reason."""
+    workspace = parse_id(request.GET.get("workspace", ""), name="workspace")
+    after = parse_keyset_cursor(request.GET.get("after", ""), name="after")
+    text = request.GET.get("q", "").strip()
+    found = requests_matching(requests, text)
+    if workspace is not None:
+        found = found.filter(workspace_id=workspace)
+    rows, more = keyset_page(found, after=after, size=PAGE_SIZE, newest_first=newest_first)
+    return {
+        "requests": rows,
+        "next_after": keyset_cursor(rows[-1]) if more else "",
+        "workspace": workspace or "",
+        "q": text,
+    }
+
+
 @require_GET
 @login_required
 def queue(request) -> HttpResponse:
     try:
-        workspace = parse_id(request.GET.get("workspace", ""), name="workspace")
-        after = parse_keyset_cursor(request.GET.get("after", ""), name="after")
-    except BadQueryValue as exc:
-        return HttpResponseBadRequest(
-            f"Bad request: {exc}.", content_type="text/plain; charset=utf-8"
+        page = searched_page(
+            request, selectors.requests_awaiting_decision(request.user), newest_first=False
         )
-    text = request.GET.get("q", "").strip()
-    awaiting = requests_matching(selectors.requests_awaiting_decision(request.user), text)
-    if workspace is not None:
-        awaiting = awaiting.filter(workspace_id=workspace)
-    rows, more = keyset_page(awaiting, after=after, size=PAGE_SIZE, newest_first=False)
-    for row in rows:
+    except (BadQueryValue, BadSearch) as exc:
+        return bad_request(exc)
+    for row in page["requests"]:
         # Say why a request here is not this approver's to decide, instead of a button that would refuse.
         row.refusal = selectors.decider_refusal(request.user.pk, row)
-    next_after = f"{rows[-1].created_at.isoformat()}_{rows[-1].pk}" if more else ""
-    return render(
-        request,
-        "approvals/queue.html",
-        {
-            "requests": rows,
-            "next_after": next_after,
-            "workspace": workspace or "",
-            "q": text,
-        },
-    )
+    return render(request, "approvals/queue.html", page)
+
+
+@require_GET
+@login_required
+def search(request) -> HttpResponse:
+    """Every request of the viewer's workspaces (its newest revision), whatever their role: found by what a
+    customer or a colleague knows, newest first."""
+    try:
+        page = searched_page(request, selectors.requests_in_view(request.user), newest_first=True)
+    except (BadQueryValue, BadSearch) as exc:
+        return bad_request(exc)
+    return render(request, "approvals/search.html", page)
 
 
 @require_GET
@@ -145,10 +167,9 @@ def request_new(request) -> HttpResponse:
 @login_required
 def my_requests(request) -> HttpResponse:
     requester_workspaces_or_403(request, "My requests")
-    return render(
-        request,
-        "approvals/mine.html",
-        {
-            "requests": console_selectors.requests_of(request.user),
-        },
-    )
+    text = request.GET.get("q", "").strip()
+    try:
+        requests = console_selectors.requests_of(request.user, text=text)
+    except BadSearch as exc:
+        return bad_request(exc)
+    return render(request, "approvals/mine.html", {"requests": requests, "q": text})

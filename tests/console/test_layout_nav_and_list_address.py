@@ -22,17 +22,20 @@ def test_nav_shows_only_the_pages_each_role_may_use(world):
     assert _nav(client_for(world["bob"]).get("/").content.decode()) == [
         "New request",
         "My requests",
+        "Requests",
         "Handoffs",
         "Triggers",
         "Observation",
     ]
     assert _nav(client_for(world["alice"]).get("/").content.decode()) == [
         "Approvals",
+        "Requests",
         "Handoffs",
         "Triggers",
         "Observation",
     ]
     assert _nav(client_for(world["olga"]).get("/").content.decode()) == [
+        "Requests",
         "Handoffs",
         "Triggers",
         "Observation",

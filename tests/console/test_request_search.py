@@ -1,22 +1,26 @@
-"""Requests awaiting a decision are found by what people know (issue 39): client name, e-mail, a field the
-workflow marks searchable, a request number or key; within the approver's workspaces; the text written with
-the revision and erased with its subject; one indexed condition on PostgreSQL."""
+"""Requests are found by what people know (issue 39): client name, e-mail, a field the workflow marks
+searchable, a request number or key; on the approvals queue, the members' Requests page, My requests and the
+admin, each within its viewer's scope, personal fields still hidden; the text written with the revision and
+erased with its subject; one indexed condition on PostgreSQL."""
+
+import re
 
 import pytest
 from django.contrib.auth import get_user_model
 from django.db import connections, transaction
+from django.test.utils import CaptureQueriesContext
 
 from approvals.models import Request, Role
+from approvals.request_search import request_search_text, requests_matching
 from approvals.rules import rules_for
 from approvals.selectors import requests_awaiting_decision
-from approvals.services import request_revise, request_submit
+from approvals.services import request_revise, request_submit, support_staff_enroll
 from approvals.services.cancellation import request_cancel
 from approvals.services.erasure import subject_erase, subject_named
 from approvals.services.rule_versions import rule_version_publish
-from console.filters import requests_matching
 from lib.databases import DB
 from tests.console.clients import client_for
-from tests.factories import ONBOARDING_PAYLOAD, make_user
+from tests.factories import ONBOARDING_PAYLOAD, make_request, make_user
 
 pytestmark = pytest.mark.django_db(databases=["default", "delivery"])
 
@@ -68,7 +72,16 @@ def _queue(user, text: str) -> str:
 
 @pytest.mark.parametrize(
     "typed",
-    ["fjord", "FJORD foods", EMAIL.upper(), "ingrid holm", "request 61", "61", "onboarding:7:61:1"],
+    [
+        "fjord",
+        "FJORD foods",
+        EMAIL.upper(),
+        "ingrid holm",
+        "request 61",
+        "61",
+        "#61",
+        "onboarding:7:61:1",
+    ],
 )
 def test_a_request_awaiting_a_decision_is_found_by_name_email_field_number_or_key(
     requests_world, typed
@@ -126,7 +139,101 @@ def test_the_northwind_request_of_the_bench_shape_is_not_found_by_fjord(requests
     assert 'id="request-7-42-2"' in page and _row(requests_world["case"]) not in page
 
 
+# --- Beyond the queue: the members' Requests page, My requests and the admin -------------------------
+
+ADMIN = "/admin/approvals/request/"
+SURFACES = ("requests page", "my requests", "admin")
+# Who searches each, where; support staff read every workspace in admin, whose workspace filter is the
+# scope a search there keeps.
+SEARCHERS = {
+    "requests page": ("olga", "/approvals/search/", {}),
+    "my requests": ("bob", "/approvals/mine/", {}),
+    "admin": ("support", ADMIN, {"workspace__id__exact": "7"}),
+}
+
+
+@pytest.fixture
+def everywhere_world(requests_world):
+    """`requests_world` with support staff, and a request for the same client that bob filed in workspace 8,
+    where he holds no role: no page of his shows it."""
+    world = requests_world
+    world["support"] = make_user("support")
+    support_staff_enroll(user=world["support"])
+    stray = make_request(world["w8"], 63, world["bob"], payload=dict(CASE))
+    stray.search_text = request_search_text(stray)
+    stray.save(update_fields=["search_text"])
+    world["stray"] = stray
+    return world
+
+
+def _search(world, surface: str, typed: str) -> str:
+    viewer, path, scope = SEARCHERS[surface]
+    response = client_for(world[viewer]).get(path, {"q": typed, **scope})
+    assert response.status_code == 200, (surface, response.status_code)
+    return response.content.decode()
+
+
+def _listed(surface: str, page: str, request: Request) -> bool:
+    return {
+        "requests page": f'id="request-{request.workspace_id}-{request.number}-{request.revision}"',
+        "my requests": f'id="my-request-{request.workspace_id}-{request.number}"',
+        "admin": f"/admin/approvals/request/{request.pk}/change/",
+    }[surface] in page
+
+
+def _as_read(page: str) -> str:
+    """The page without the attributes that echo what the viewer typed (the box, links keeping the search)."""
+    return re.sub(r'(?:value|href)="[^"]*"', "", page)
+
+
+@pytest.mark.parametrize("surface", SURFACES)
+@pytest.mark.parametrize("typed", ["FJORD foods", EMAIL.upper(), "ingrid holm", "#61"])
+def test_each_request_search_finds_by_name_email_and_searchable_field(
+    everywhere_world, surface, typed
+):
+    page = _search(everywhere_world, surface, typed)
+    assert _listed(surface, page, everywhere_world["case"])
+    # Northwind's request 42 of the same workspace (and requester) is left out.
+    assert not _listed(surface, page, everywhere_world["request"])
+
+
+@pytest.mark.parametrize("surface", SURFACES)
+def test_no_request_search_shows_a_request_of_another_workspace(everywhere_world, surface):
+    page = _search(everywhere_world, surface, "fjord")
+    assert _listed(surface, page, everywhere_world["case"])
+    assert not _listed(surface, page, everywhere_world["request"])
+    assert not _listed(surface, page, everywhere_world["other"])
+    assert not _listed(surface, page, everywhere_world["stray"])
+
+
+@pytest.mark.parametrize("surface", SURFACES)
+def test_found_by_e_mail_no_request_search_shows_it(everywhere_world, surface):
+    page = _search(everywhere_world, surface, EMAIL)
+    assert _listed(surface, page, everywhere_world["case"])
+    assert not _listed(surface, page, everywhere_world["request"])
+    assert "fjord-foods.example" not in _as_read(page)
+
+
+@pytest.mark.parametrize("surface", [*SURFACES, "queue"])
+@pytest.mark.parametrize(
+    ("typed", "reason"),
+    [
+        ("onboarding:7:" + "9" * 30 + ":1", "at most 18 digits"),
+        ("fjord " * 40, "at most 200 characters"),
+    ],
+)
+def test_a_search_that_cannot_be_read_is_a_400_with_its_reason(
+    everywhere_world, surface, typed, reason
+):
+    viewer, path, _scope = {**SEARCHERS, "queue": ("alice", "/approvals/", {})}[surface]
+    response = client_for(everywhere_world[viewer]).get(path, {"q": typed})
+    assert response.status_code == 400, (surface, response.status_code)
+    assert reason in response.content.decode()
+
+
 PLAN_ROWS = 100_000
+# A statement that searches requests' text (not one that merely reads the column).
+SEARCHES = re.compile(r'"approvals_request"\."search_text"(?:::text)? LIKE')
 # The requests of the plan test, of the service's shape: one client in a thousand is "Client <n> Holdings".
 FILL_SQL = """
 INSERT INTO approvals_request (workflow, workspace_id, number, revision, payload, payload_hash, state,
@@ -159,3 +266,29 @@ def test_on_postgresql_the_request_search_reads_the_trigram_index_at_100k_reques
         plan = "\n".join(row[0] for row in cursor.fetchall())
     assert "request_search_trgm_idx" in plan, plan
     assert len(list(query)) == PLAN_ROWS // 1000
+
+
+@pytest.mark.postgres
+@pytest.mark.long
+def test_on_postgresql_the_requests_page_my_requests_and_the_admin_read_the_trigram_index(world):
+    """At 100,000 requests, ANALYZEd, every statement that searches on the members' Requests page, My requests
+    and the admin's request list (as each page runs it) is read through `request_search_trgm_idx`."""
+    connection = connections[DB]
+    assert connection.vendor == "postgresql", "PostgreSQL's planner: run with DATABASE_URL"
+    with connection.cursor() as cursor:
+        cursor.execute(FILL_SQL, {"rows": PLAN_ROWS, "requester": world["bob"].pk})
+        cursor.execute("ANALYZE approvals_request")
+    world["support"] = make_user("support")
+    support_staff_enroll(user=world["support"])
+    for surface in SURFACES:
+        viewer, path, _scope = SEARCHERS[surface]
+        with CaptureQueriesContext(connection) as ran:
+            response = client_for(world[viewer]).get(path, {"q": "holdings"})
+        assert response.status_code == 200, surface
+        searched = [q["sql"] for q in ran.captured_queries if SEARCHES.search(q["sql"])]
+        assert searched, surface
+        for sql in searched:
+            with transaction.atomic(using=DB), connection.cursor() as cursor:
+                cursor.execute(f"EXPLAIN {sql}")
+                plan = "\n".join(row[0] for row in cursor.fetchall())
+            assert "request_search_trgm_idx" in plan, (surface, sql, plan)

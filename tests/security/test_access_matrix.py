@@ -27,6 +27,12 @@ MATRIX = [
         dict(requester=200, approver=200, operator=200, destination_admin=200, support=200),
     ),
     (
+        "requests of my workspaces",
+        "get",
+        "/approvals/search/",
+        dict(requester=200, approver=200, operator=200, destination_admin=200, support=200),
+    ),
+    (
         "request 42 detail",
         "get",
         "/approvals/7/42/1/",
