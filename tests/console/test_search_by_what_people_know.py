@@ -58,7 +58,8 @@ def _found(client, text: str) -> str:
 
 
 @pytest.mark.parametrize(
-    "typed", ["northwind", "NORTHWIND traders", EMAIL.upper(), "ingrid holm", "request 61", "7:61"]
+    "typed",
+    ["northwind", "NORTHWIND traders", EMAIL.upper(), "ingrid holm", "request 61", "#61", "7:61"],
 )
 def test_a_case_is_found_by_name_email_and_searchable_field(searchable_world, typed):
     page = _found(client_for(searchable_world["olga"]), typed)
