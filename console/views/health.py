@@ -18,7 +18,7 @@ from approvals.on_call import fallback_duty_for
 from approvals.selectors import workspace_ids_for
 from incidents import metrics
 from incidents.causes import paused_destinations
-from incidents.selectors.channels import channels_failing
+from incidents.selectors.channels import alert_channel_delivery
 from incidents.selectors.incidents import incident_health
 from lib.htmx import HtmxHttpRequest
 from lib.querystring import id_or_none
@@ -70,10 +70,7 @@ def health(request: HtmxHttpRequest) -> HttpResponse:
             "destinations": selectors.destinations_overview(),
             "may_set_limits": request.user.has_perm(SET_LIMITS_PERMISSION),
             "incidents": incident_health([workspace] if workspace else scope),
-            "notification_delivery": selectors.notification_delivery(
-                [workspace] if workspace else scope
-            ),
-            "failing_channels": channels_failing([workspace] if workspace else scope),
+            "alert_channels": alert_channel_delivery([workspace] if workspace else scope),
             "fallback_duty": fallback_duty_for(request.user),
             "figures_seconds": settings.HEALTH_FIGURES_SECONDS,
         },

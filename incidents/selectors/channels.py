@@ -1,58 +1,115 @@
-"""Alert channels that are failing, for Health: a channel whose notifications could not be sent, or whose
-destination is paused. A failing channel is never an incident of its own (`incidents/causes.py` leaves its
-notifications out), so this line is where a person sees it (docs/incidents.md, "A channel that fails")."""
+"""The alert channels' delivery, for Health: per channel, its notifications waiting to be sent, whose outcome
+is unknown and that could not be sent, and whether its destination takes calls. The product's own
+notifications are handoffs to the channel's destination (`alert-channel-<id>`), counted apart from the
+workspaces' handoffs. A failing channel (a notification not sent, or its destination paused) is never an
+incident of its own (`incidents/causes.py` leaves its notifications out), so this line is where a person
+sees it, with the path its incidents take meanwhile (docs/incidents.md, "A channel that fails")."""
 
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 from django.db.models import Count, Q
 
-from incidents.channels.delivery import channel_destination_name
-from incidents.models import AlertChannel, Notification
+from incidents.channels.delivery import CHANNEL_DESTINATION_PREFIX, channel_destination_name
+from incidents.models import AlertChannel
 from lib.databases import DB
-from outbox.models import DestinationHealth, DestinationState
+from outbox.models import DISPATCHER_STATES, DestinationHealth, DestinationState, Handoff
+from outbox.models import HandoffState as S
 from outbox.redaction import redact_text
+from reconciliation.selectors.links import handoff_list_url
 
 CHANNELS_SHOWN = 20
 
 
 @dataclass(frozen=True)
-class FailingChannel:
-    channel: AlertChannel
+class ChannelDelivery:
+    """One channel destination's notifications of the viewer's workspaces: waiting (pending, in flight),
+    outcome unknown, could not be sent; `paused` and `last_error` from its destination's breaker. `channel`
+    is None for a destination whose channel is gone or belongs to no workspace in view."""
+
+    destination: str
+    channel: AlertChannel | None
+    waiting: int
+    uncertain: int
     failed: int
     paused: bool
     last_error: str
 
+    @property
+    def name(self) -> str:
+        if self.channel is None:
+            return self.destination
+        return f"{self.channel.name} ({self.channel.get_kind_display()})"
 
-def channels_failing(workspace_ids: Iterable[int]) -> list[FailingChannel]:
-    """The channels of these workspaces (and those of every workspace) with a notification that could not be
-    sent or a paused destination. Three queries."""
+    @property
+    def failing(self) -> bool:
+        return self.paused or self.failed > 0
+
+    @property
+    def link(self) -> str:
+        return handoff_list_url(origin="notifications", destination=self.destination)
+
+
+@dataclass(frozen=True)
+class AlertChannels:
+    """Health's line of the alert channels: the rows, and whether any is failing (then the page says the
+    path its incidents take meanwhile)."""
+
+    rows: list[ChannelDelivery]
+
+    @property
+    def failing(self) -> bool:
+        return any(row.failing for row in self.rows)
+
+
+def _counts(workspace_ids: list[int]) -> dict[str, dict]:
+    rows = (
+        Handoff.objects.notifications()
+        .open()
+        .filter(workspace_id__in=workspace_ids)
+        .order_by()
+        .values("destination")
+        .annotate(
+            waiting=Count("id", filter=Q(state__in=DISPATCHER_STATES)),
+            uncertain=Count("id", filter=Q(state=S.UNCERTAIN)),
+            failed=Count("id", filter=Q(state=S.NEEDS_ATTENTION)),
+        )
+    )
+    return {row.pop("destination"): row for row in rows}
+
+
+def alert_channel_delivery(workspace_ids: Iterable[int]) -> AlertChannels:
+    """Health's one line of the alert channels: each channel of these workspaces (or of every workspace)
+    with a notification of theirs open or its destination paused, and each channel destination with one
+    open whose channel is not in view; by destination name. Three queries: the channels, the open
+    notifications (`handoff_state_open_idx`), the paused destinations."""
+    workspace_ids = list(workspace_ids)
     channels = {
-        channel.pk: channel
+        channel_destination_name(channel): channel
         for channel in AlertChannel.objects.using(DB).filter(
-            Q(workspace_id__in=list(workspace_ids)) | Q(workspace_id__isnull=True)
+            Q(workspace_id__in=workspace_ids) | Q(workspace_id__isnull=True)
         )
     }
-    failed = dict(
-        Notification.objects.using(DB)
-        .failed()
-        .filter(channel_id__in=list(channels))
-        .order_by()
-        .values_list("channel_id")
-        .annotate(n=Count("id"))
-    )
-    by_destination = {channel_destination_name(c): c for c in channels.values()}
+    counts = _counts(workspace_ids)
+    names = sorted(set(channels) | {n for n in counts if n.startswith(CHANNEL_DESTINATION_PREFIX)})
     paused = {
         health.name: health
         for health in DestinationHealth.objects.using(DB).filter(
-            name__in=list(by_destination), state=DestinationState.PAUSED
+            name__in=names, state=DestinationState.PAUSED
         )
     }
     rows = []
-    for name, channel in sorted(by_destination.items()):
-        health = paused.get(name)
-        if health is None and not failed.get(channel.pk):
+    for name in names:
+        health, open_rows = paused.get(name), counts.get(name)
+        if health is None and not open_rows:
             continue
-        error = redact_text(health.last_error)[:200] if health is not None else ""
-        rows.append(FailingChannel(channel, failed.get(channel.pk, 0), health is not None, error))
-    return rows[:CHANNELS_SHOWN]
+        rows.append(
+            ChannelDelivery(
+                destination=name,
+                channel=channels.get(name),
+                **(open_rows or {"waiting": 0, "uncertain": 0, "failed": 0}),
+                paused=health is not None,
+                last_error=redact_text(health.last_error)[:200] if health is not None else "",
+            )
+        )
+    return AlertChannels(rows[:CHANNELS_SHOWN])

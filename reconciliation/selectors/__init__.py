@@ -27,7 +27,6 @@ from reconciliation.selectors.health import (
     health_summary_shared,
     hourly_series,
     manual_interventions,
-    notification_delivery,
     time_to_acknowledge,
 )
 from reconciliation.selectors.links import findings_url, handoff_list_url
@@ -70,7 +69,6 @@ __all__ = [
     "live_findings",
     "live_findings_of",
     "manual_interventions",
-    "notification_delivery",
     "needing_person",
     "needing_person_condition",
     "needing_person_counts_bounded",

@@ -26,11 +26,11 @@ from datetime import datetime, timedelta
 from django.conf import settings
 from django.core.cache import cache
 from django.db import connections
-from django.db.models import Count, Min, Q, QuerySet
+from django.db.models import Count, Min, QuerySet
 from django.db.models.functions import TruncHour
 
 from outbox.clock import db_time
-from outbox.models import DISPATCHER_STATES, Attempt, Handoff, HandoffEvent, HandoffState
+from outbox.models import Attempt, Handoff, HandoffEvent, HandoffState
 from outbox.models.handoffs import completing_case_condition, work_failed_condition
 from reconciliation.models import FindingKind
 from reconciliation.selectors.figures import (
@@ -389,39 +389,6 @@ def health_summary_shared(workspace_ids: list[int], *, workspace: int | None = N
         summary = health_summary(workspace_ids, workspace=workspace)
         cache.set(key, summary, timeout=seconds)
     return summary
-
-
-@dataclass(frozen=True)
-class ChannelDelivery:
-    """The product's alert notifications to one channel's destination (`alert-channel-<id>`), counted apart
-    from the workspaces' handoffs: waiting to be sent (pending, in flight), unknown, and not sent."""
-
-    destination: str
-    waiting: int
-    uncertain: int
-    failed: int
-
-    @property
-    def link(self) -> str:
-        return handoff_list_url(origin="notifications", destination=self.destination)
-
-
-def notification_delivery(workspace_ids: Iterable[int]) -> list[ChannelDelivery]:
-    """Health's line of the alert channels' delivery, per channel destination with an open notification. One
-    query over the open rows (`handoff_state_open_idx`)."""
-    rows = (
-        Handoff.objects.notifications()
-        .open()
-        .filter(workspace_id__in=list(workspace_ids))
-        .order_by("destination")
-        .values("destination")
-        .annotate(
-            waiting=Count("id", filter=Q(state__in=DISPATCHER_STATES)),
-            uncertain=Count("id", filter=Q(state=S.UNCERTAIN)),
-            failed=Count("id", filter=Q(state=S.NEEDS_ATTENTION)),
-        )
-    )
-    return [ChannelDelivery(**row) for row in rows]
 
 
 def duplicate_attempts(workspace_ids: list[int], *, limit: int = 100) -> QuerySet[Attempt]:

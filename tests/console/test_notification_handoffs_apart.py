@@ -2,10 +2,23 @@
 `incident:…`) but are no workspace's business (issue 36): the handoff list and Health's counts leave them out
 by default; the list shows them when asked (`origin=notifications`, or both with `origin=all`)."""
 
+import re
+from html import unescape
+
 import pytest
 
+from incidents.channels.delivery import channel_destination_name
+from incidents.models import AlertChannel, ChannelKind
 from outbox.clock import db_time
-from outbox.models import Attempt, AttemptOutcome, HandoffEvent, HandoffState
+from outbox.models import (
+    Attempt,
+    AttemptOutcome,
+    DestinationHealth,
+    DestinationState,
+    Handoff,
+    HandoffEvent,
+    HandoffState,
+)
 from outbox.models.handoffs import NOTIFICATION_WORKFLOW
 from reconciliation.selectors import duplicate_attempts, health_summary, manual_interventions
 from reconciliation.selectors.needing_person import needing_person_counts_bounded
@@ -63,11 +76,16 @@ def test_health_counts_and_the_header_leave_the_notifications_out(
     assert needing_person_counts_bounded([7]) == {}
 
 
+def _cells(row: str) -> list[str]:
+    """Each cell's text (its tags dropped)."""
+    cells = [cell.split(">", 1)[1].split("</td>", 1)[0] for cell in row.split("<td")[1:]]
+    return [unescape(re.sub(r"<[^>]+>", "", cell)) for cell in cells]
+
+
 def test_health_has_a_line_for_the_alert_channels_delivery(world, business_and_notifications):
     page = client_for(world["olga"]).get("/health/").content.decode()
-    row = row_of(page, "notification-delivery-alert-channel-1")
-    cells = [cell.split(">", 1)[1] for cell in row.split("<td")[1:]]
-    assert [cell.split("<", 1)[0] for cell in cells[1:]] == ["1", "0", "1"]
+    row = row_of(page, "channel-alert-channel-1")
+    assert _cells(row)[1:] == ["1", "0", "1", "taking calls"]
     assert "origin=notifications" in row and "destination=alert-channel-1" in row
     assert "shown to support staff (staff accounts) only, never to a workspace" in page
 
@@ -119,3 +137,42 @@ def test_health_attempt_figures_count_the_workspaces_handoffs_not_the_notificati
     assert sum(hour["failed"] for hour in summary["series"]) == 1
     assert {a.handoff_id for a in duplicate_attempts([7])} == {step.pk}
     assert {e.handoff_id for e in manual_interventions([7])} == {step.pk}
+
+
+def test_health_says_each_alert_channels_delivery_and_failure_in_one_line(
+    world, business_and_notifications
+):
+    """ "Alert channels' delivery" (per destination: waiting, unknown, not sent) and "Alert channel failing"
+    (per channel: not sent, paused, the path its incidents take) were two tables from two selectors, and a
+    third count of the same failures stood among the incident figures: one table now says it all."""
+    _step, pending, failed = business_and_notifications
+    hook = AlertChannel.objects.create(
+        workspace_id=7, name="ops hook", kind=ChannelKind.WEBHOOK, target="https://hooks.example/x"
+    )
+    mail = AlertChannel.objects.create(
+        workspace_id=7, name="ops mail", kind=ChannelKind.EMAIL, target="ops@example.com"
+    )
+    idle = AlertChannel.objects.create(
+        workspace_id=None, name="all", kind=ChannelKind.EMAIL, target="all@example.com"
+    )
+    Handoff.objects.filter(pk=failed.pk).update(destination=channel_destination_name(hook))
+    Handoff.objects.filter(pk=pending.pk).update(destination=channel_destination_name(mail))
+    DestinationHealth.objects.create(
+        name=channel_destination_name(hook),
+        state=DestinationState.PAUSED,
+        last_error="HTTP 500 from the hook",
+    )
+    page = client_for(world["olga"]).get("/health/").content.decode()
+
+    assert page.count('id="alert-channels"') == 1
+    assert 'id="failing-channels"' not in page and 'id="notification-delivery"' not in page
+    assert "fig-notifications-failed" not in page and "Alert channel failing" not in page
+    row = row_of(page, f"channel-{channel_destination_name(hook)}")
+    kind = ChannelKind.WEBHOOK.label
+    assert _cells(row) == [f"ops hook ({kind})", "0", "0", "1", "paused: HTTP 500 from the hook"]
+    assert 'class="failing"' in row and "origin=notifications" in row
+    row = row_of(page, f"channel-{channel_destination_name(mail)}")
+    assert _cells(row) == [f"ops mail ({ChannelKind.EMAIL.label})", "1", "0", "0", "taking calls"]
+    assert 'class="failing"' not in row
+    assert f"channel-{channel_destination_name(idle)}" not in page
+    assert "opens no incident of its own" in page

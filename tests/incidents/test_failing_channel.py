@@ -10,6 +10,7 @@ from django.urls import reverse
 from incidents.channels.delivery import channel_destination_name
 from incidents.models import Incident, IncidentSeverity, Notification, NotificationState
 from outbox.models import DestinationHealth, DestinationState
+from tests.console.clients import row_of
 from tests.incidents.alert_receiver import AlertReceiver
 from tests.incidents.engine import alerts_send_due
 from tests.incidents.test_incidents import SECRET, fail, webhook_channel
@@ -61,6 +62,6 @@ def test_a_channel_answering_500_opens_no_incident_of_its_own_and_is_shown_faili
 
     client.force_login(world["olga"])
     page = client.get(reverse("reconciliation:health")).content.decode()
-    assert 'id="failing-channels"' in page
-    assert f"{channel.name} (" in page
+    row = row_of(page, f"channel-{channel_destination_name(channel)}")
+    assert 'class="failing"' in row and f"{channel.name} (" in row
     assert "opens no incident of its own" in page
