@@ -7,6 +7,7 @@ The tables keep the names they had when incidents lived in reconciliation (`db_t
 from incidents.models.incidents import (
     CONDITION_KINDS,
     HANDOFF_TO_NOTIFICATION,
+    SECURITY_INCIDENTS_PERMISSION,
     AlertChannel,
     ChannelKind,
     EscalationPolicy,
@@ -46,6 +47,7 @@ __all__ = [
     "IncidentQuerySet",
     "IncidentSeverity",
     "IncidentState",
+    "SECURITY_INCIDENTS_PERMISSION",
     "Notification",
     "NotificationEvent",
     "NotificationState",

@@ -46,11 +46,15 @@ class IncidentSeverity(models.TextChoices):
 # it pages again.
 IncidentState = lifecycle.LifecycleState
 
+# Who sees the incidents of no workspace (security events), with their members and notifications.
+SECURITY_INCIDENTS_PERMISSION = "incidents.view_security_incident"
+
 
 class IncidentQuerySet(lifecycle.LifecycleQuerySet):
     def visible_to(self, workspace_ids, *, include_unscoped: bool = False, owner_id=None):
-        """Incidents of these workspaces; for staff also those of no workspace (security events); and
-        those `owner_id` owns (the fallback on-call of a workspace without an operator)."""
+        """Incidents of these workspaces; with `include_unscoped` (a holder of
+        `SECURITY_INCIDENTS_PERMISSION`) also those of no workspace (security events); and those `owner_id`
+        owns (the fallback on-call of a workspace without an operator)."""
         condition = Q(workspace_id__in=list(workspace_ids))
         if include_unscoped:
             condition |= Q(workspace_id__isnull=True)
@@ -66,7 +70,7 @@ class Incident(lifecycle.AcknowledgedResolved):
         max_length=200, help_text="What groups the members: one live per cause."
     )
     # A cause seen in two workspaces is two incidents: each workspace's people read and act on their own.
-    # None: a cause of no workspace (security events), shown to staff.
+    # None: a cause of no workspace (security events), shown to holders of SECURITY_INCIDENTS_PERMISSION.
     workspace_id = models.PositiveIntegerField(null=True, blank=True)
     kind = models.CharField(max_length=20, choices=IncidentKind.choices)
     severity = models.CharField(max_length=8, choices=IncidentSeverity.choices)
@@ -108,6 +112,11 @@ class Incident(lifecycle.AcknowledgedResolved):
 
     class Meta:
         db_table = "reconciliation_incident"
+        # Security incidents (of no workspace: `workspace_id` empty) are shown to its holders only, on every
+        # screen (`SECURITY_INCIDENTS_PERMISSION`); no group holds it, and support grants it by hand.
+        permissions = [
+            ("view_security_incident", "Can view security incidents (they belong to no workspace)")
+        ]
         constraints = [
             models.UniqueConstraint(
                 fields=["cause", "workspace_id"],
