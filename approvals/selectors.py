@@ -79,11 +79,11 @@ def newest_revisions(queryset: QuerySet[Request]) -> QuerySet[Request]:
     return queryset.filter(~Exists(newer))
 
 
-def requests_in_view(user) -> QuerySet[Request]:
-    """The newest revision of every request of the user's workspaces, whatever their role there: what any
-    member (an operator or a requester answering a customer) may look up; newest first."""
+def requests_in_view(workspace_ids: list[int]) -> QuerySet[Request]:
+    """The newest revision of every request of a person's workspaces (`workspace_ids_for(user)`), whatever
+    their role there: what any member (an operator, a requester answering a customer) may look up."""
     return (
-        newest_revisions(Request.objects.filter(workspace_id__in=workspace_ids_for(user)))
+        newest_revisions(Request.objects.filter(workspace_id__in=workspace_ids))
         .select_related("workspace", "requested_by")
         .order_by("-created_at", "-id")
     )

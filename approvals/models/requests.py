@@ -116,6 +116,8 @@ class Request(models.Model):
         indexes = [
             models.Index(fields=["state", "created_at", "id"], name="request_state_age_idx"),
             models.Index(fields=["workspace", "state", "created_at"], name="request_ws_state_idx"),
+            # The Requests page's keyset pages, one ordered branch per workspace (`lib.paging`).
+            models.Index(fields=["workspace", "created_at", "id"], name="request_ws_age_idx"),
         ]
 
     def __str__(self) -> str:

@@ -57,16 +57,28 @@ def bad_request(reason) -> HttpResponse:
     )
 
 
-def searched_page(request, requests, *, newest_first: bool) -> dict:
+def searched_page(
+    request, requests, *, newest_first: bool, workspace_ids: list[int] | None = None
+) -> dict:
     """One keyset page of `requests` (already in the viewer's scope) narrowed by the list's `workspace` and
-    its search `q` (`requests_matching`). Raises `BadQueryValue` or `BadSearch` with the reason."""
+    its search `q` (`requests_matching`). Raises `BadQueryValue` or `BadSearch` with the reason.
+    `workspace_ids`: the scope's workspaces, when an index leads with the workspace and the list's order:
+    without a search or a workspace chosen, the page is read one workspace at a time and merged."""
     workspace = parse_id(request.GET.get("workspace", ""), name="workspace")
     after = parse_keyset_cursor(request.GET.get("after", ""), name="after")
     text = request.GET.get("q", "").strip()
     found = requests_matching(requests, text)
     if workspace is not None:
         found = found.filter(workspace_id=workspace)
-    rows, more = keyset_page(found, after=after, size=PAGE_SIZE, newest_first=newest_first)
+    # A search is narrowed by the trigram index first; merged branches would each walk a workspace's order.
+    merge = workspace_ids is not None and workspace is None and not text
+    rows, more = keyset_page(
+        found,
+        after=after,
+        size=PAGE_SIZE,
+        newest_first=newest_first,
+        merge_by=("workspace_id", workspace_ids) if merge else None,
+    )
     return {
         "requests": rows,
         "next_after": keyset_cursor(rows[-1]) if more else "",
@@ -96,7 +108,9 @@ def search(request) -> HttpResponse:
     """Every request of the viewer's workspaces (its newest revision), whatever their role: found by what a
     customer or a colleague knows, newest first."""
     try:
-        page = searched_page(request, selectors.requests_in_view(request.user), newest_first=True)
+        ids = selectors.workspace_ids_for(request.user)
+        requests = selectors.requests_in_view(ids)
+        page = searched_page(request, requests, newest_first=True, workspace_ids=ids)
     except (BadQueryValue, BadSearch) as exc:
         return bad_request(exc)
     return render(request, "approvals/search.html", page)

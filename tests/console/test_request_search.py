@@ -231,6 +231,23 @@ def test_a_search_that_cannot_be_read_is_a_400_with_its_reason(
     assert reason in response.content.decode()
 
 
+@pytest.mark.parametrize("rows", [2, 20])
+def test_the_requests_page_reads_a_fixed_number_of_queries_across_workspaces(
+    world, rows, django_assert_max_num_queries
+):
+    """An operator of two workspaces: the page reads both (merged, one branch each, on PostgreSQL) with the
+    same queries whatever it shows, each row naming its workspace and requester."""
+    olga = world["olga"]
+    olga.memberships.create(workspace=world["w8"], role=Role.OPERATOR)
+    for n in range(rows):
+        make_request(world["w7" if n % 2 else "w8"], 100 + n, world["bob"])
+    client = client_for(olga)
+    with django_assert_max_num_queries(8):
+        page = client.get("/approvals/search/").content.decode()
+    assert page.count('id="request-8-') == rows // 2 and "Supplier onboarding (#8)" in page
+    assert page.count('id="request-7-') == rows // 2 + 1 and "Client onboarding (#7)" in page
+
+
 PLAN_ROWS = 100_000
 # A statement that searches requests' text (not one that merely reads the column).
 SEARCHES = re.compile(r'"approvals_request"\."search_text"(?:::text)? LIKE')
@@ -280,6 +297,18 @@ def test_on_postgresql_the_requests_page_my_requests_and_the_admin_read_the_trig
         cursor.execute("ANALYZE approvals_request")
     world["support"] = make_user("support")
     support_staff_enroll(user=world["support"])
+    # Unsearched, the Requests page reads a workspace's newest requests from its ordered index.
+    with CaptureQueriesContext(connection) as ran:
+        assert client_for(world["olga"]).get("/approvals/search/").status_code == 200
+    (listed,) = [
+        q["sql"]
+        for q in ran.captured_queries
+        if "ORDER BY" in q["sql"] and "approvals_request" in q["sql"]
+    ]
+    with transaction.atomic(using=DB), connection.cursor() as cursor:
+        cursor.execute(f"EXPLAIN {listed}")
+        plan = "\n".join(row[0] for row in cursor.fetchall())
+    assert "request_ws_age_idx" in plan, plan
     for surface in SURFACES:
         viewer, path, _scope = SEARCHERS[surface]
         with CaptureQueriesContext(connection) as ran:
