@@ -2,6 +2,7 @@ from django.contrib import admin
 
 from approvals.admin import ReadOnlyAdmin
 from incidents.models import AlertChannel, EscalationPolicy, Incident
+from incidents.selectors.incidents import sees_security_incidents
 
 
 @admin.register(Incident)
@@ -9,6 +10,14 @@ class IncidentAdmin(ReadOnlyAdmin):
     list_display = ("pk", "title", "kind", "severity", "state", "member_count", "opened_at")
     list_filter = ("kind", "severity", "state")
     search_fields = ("cause", "title")
+
+    def get_queryset(self, request):
+        """Security incidents (of no workspace) only for holders of the named permission, as on the
+        console's screens; viewing incidents in admin is not enough."""
+        rows = super().get_queryset(request)
+        if sees_security_incidents(request.user):
+            return rows
+        return rows.exclude(workspace_id__isnull=True)
 
 
 # Where incidents page and how they escalate (docs/incidents.md). A channel names the environment variable

@@ -1,23 +1,37 @@
 """Reads of incidents for the console and Health, scoped to the viewer's workspaces: an incident is of one
-workspace and visible to its operators (staff also see incidents of no workspace: security events; the
-fallback on-call sees the incidents they own), and only the members in view are listed or counted."""
+workspace and visible to its operators (holders of `SECURITY_INCIDENTS_PERMISSION` also see incidents of no
+workspace: security events; the fallback on-call sees the incidents they own), and only the members in view
+are listed or counted."""
 
 from collections.abc import Iterable
 
 from django.db.models import Count, Q, QuerySet
 
-from incidents.models import Incident, IncidentEvent, IncidentKind, IncidentMember, Notification
+from incidents.models import (
+    SECURITY_INCIDENTS_PERMISSION,
+    Incident,
+    IncidentEvent,
+    IncidentKind,
+    IncidentMember,
+    Notification,
+)
 from incidents.text import incident_summary
 from lib.databases import DB
 
 MEMBERS_PAGE = 100
 
 
+def sees_security_incidents(user) -> bool:
+    """Whether `user` sees the incidents of no workspace (security events): the named permission, held
+    directly or through a group; being staff is not enough."""
+    return user.has_perm(SECURITY_INCIDENTS_PERMISSION)
+
+
 def incidents_for(
-    workspace_ids: Iterable[int], *, staff: bool = False, live_only: bool = True, owner_id=None
+    workspace_ids: Iterable[int], *, security: bool = False, live_only: bool = True, owner_id=None
 ) -> QuerySet[Incident]:
     rows = Incident.objects.using(DB).visible_to(
-        workspace_ids, include_unscoped=staff, owner_id=owner_id
+        workspace_ids, include_unscoped=security, owner_id=owner_id
     )
     if live_only:
         rows = rows.live()
@@ -29,31 +43,33 @@ def owns_incidents(user_id: int) -> bool:
     return Incident.objects.using(DB).filter(owner_id=user_id).exists()
 
 
-def incident_visible(workspace_ids: Iterable[int], pk: int, *, staff: bool = False, owner_id=None):
-    rows = incidents_for(workspace_ids, staff=staff, live_only=False, owner_id=owner_id)
+def incident_visible(
+    workspace_ids: Iterable[int], pk: int, *, security: bool = False, owner_id=None
+):
+    rows = incidents_for(workspace_ids, security=security, live_only=False, owner_id=owner_id)
     return rows.filter(pk=pk).first()
 
 
-def _members_in_view(incident: Incident, workspace_ids: list[int], staff: bool):
+def _members_in_view(incident: Incident, workspace_ids: list[int], security: bool):
     """The members the viewer sees, and their workspaces as a claim's subject names them (`ws:7,8`, `none`
-    for members of no workspace, which staff see)."""
+    for members of no workspace, which holders of the security permission see)."""
     members = IncidentMember.objects.using(DB).filter(incident=incident)
     if incident.workspace_id is not None and incident.workspace_id not in workspace_ids:
         # Its fallback owner, who is no member of its workspace: the members are theirs to act on.
         return members.filter(workspace_id=incident.workspace_id), [incident.workspace_id]
     ids = sorted(workspace_ids)
-    if staff:
+    if security:
         in_view = Q(workspace_id__in=ids) | Q(workspace_id__isnull=True)
         return members.filter(in_view), [*ids, "none"]
     return members.filter(workspace_id__in=ids), ids
 
 
 def incident_detail_for(
-    incident: Incident, workspace_ids: list[int], *, staff: bool, after: int = 0
+    incident: Incident, workspace_ids: list[int], *, security: bool, after: int = 0
 ) -> dict:
     """What the incident's page shows: the summary (the viewer's members only when they see one
     workspace), the members in view (keyset by id), the timeline and the notifications."""
-    members, in_view = _members_in_view(incident, workspace_ids, staff)
+    members, in_view = _members_in_view(incident, workspace_ids, security)
     page = list(members.filter(pk__gt=after).order_by("pk")[: MEMBERS_PAGE + 1])
     counts = members.aggregate(
         n=Count("id"), settled=Count("id", filter=Q(settled_at__isnull=False))

@@ -19,6 +19,7 @@ from incidents.selectors.incidents import (
     incident_visible,
     incidents_for,
     owns_incidents,
+    sees_security_incidents,
 )
 from incidents.selectors.replays import replays_of_incident
 from incidents.services.operator import (
@@ -35,7 +36,11 @@ LIST_SIZE = 100
 
 def _scope(request: HtmxHttpRequest) -> list[int]:
     ids = workspace_ids_for(request.user, Role.OPERATOR)
-    if not ids and not request.user.is_staff and not owns_incidents(request.user.pk):
+    if (
+        not ids
+        and not sees_security_incidents(request.user)
+        and not owns_incidents(request.user.pk)
+    ):
         raise PermissionDenied("incidents are for operators of a workspace")
     return ids
 
@@ -46,7 +51,10 @@ def incident_list(request: HtmxHttpRequest) -> HttpResponse:
     scope = _scope(request)
     live_only = request.GET.get("state", "live") != "all"
     rows = incidents_for(
-        scope, staff=request.user.is_staff, live_only=live_only, owner_id=request.user.pk
+        scope,
+        security=sees_security_incidents(request.user),
+        live_only=live_only,
+        owner_id=request.user.pk,
     )[:LIST_SIZE]
     return render(
         request,
@@ -57,7 +65,10 @@ def incident_list(request: HtmxHttpRequest) -> HttpResponse:
 
 def _visible_or_404(request: HtmxHttpRequest, pk: int):
     incident = incident_visible(
-        _scope(request), pk, staff=request.user.is_staff, owner_id=request.user.pk
+        _scope(request),
+        pk,
+        security=sees_security_incidents(request.user),
+        owner_id=request.user.pk,
     )
     if incident is None:
         raise Http404("no such incident")
@@ -70,7 +81,9 @@ def incident_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     scope = _scope(request)
     incident = _visible_or_404(request, pk)
     after = id_or_none(request.GET.get("after", "")) or 0
-    context = incident_detail_for(incident, scope, staff=request.user.is_staff, after=after)
+    context = incident_detail_for(
+        incident, scope, security=sees_security_incidents(request.user), after=after
+    )
     context["replays"] = replays_of_incident(incident, scope)
     return render(request, "incidents/detail.html", context)
 
@@ -115,7 +128,9 @@ def incident_open_count(request: HtmxHttpRequest) -> HttpResponse:
     workspaces (fetched after the page, so that no page pays a query for it)."""
     scope = workspace_ids_for(request.user, Role.OPERATOR)
     count = (
-        incidents_for(scope, staff=request.user.is_staff, owner_id=request.user.pk).count()
+        incidents_for(
+            scope, security=sees_security_incidents(request.user), owner_id=request.user.pk
+        ).count()
         if scope
         else 0
     )

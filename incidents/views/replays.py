@@ -16,7 +16,7 @@ from django.views.decorators.http import require_GET, require_POST
 from approvals.models import Role
 from approvals.selectors import workspace_ids_for
 from incidents.models import Replay
-from incidents.selectors.incidents import incident_visible
+from incidents.selectors.incidents import incident_visible, sees_security_incidents
 from incidents.selectors.replays import (
     replay_csv_rows,
     replay_items_page,
@@ -58,7 +58,7 @@ def replay_refused(request, text: str, status: int) -> HttpResponse:
 def incident_replay_start(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     """Preview a replay of the incident's unsettled handoffs in the operator's workspaces."""
     scope = operator_scope(request)
-    incident = incident_visible(scope, pk, staff=request.user.is_staff)
+    incident = incident_visible(scope, pk, security=sees_security_incidents(request.user))
     if incident is None:
         raise Http404("no such incident")
     try:

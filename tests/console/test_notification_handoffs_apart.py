@@ -87,7 +87,7 @@ def test_health_has_a_line_for_the_alert_channels_delivery(world, business_and_n
     row = row_of(page, "channel-alert-channel-1")
     assert _cells(row)[1:] == ["1", "0", "1", "taking calls"]
     assert "origin=notifications" in row and "destination=alert-channel-1" in row
-    assert "shown to support staff (staff accounts) only, never to a workspace" in page
+    assert "(<code>incidents.view_security_incident</code>), never to a workspace" in page
 
 
 def test_home_lists_the_workspaces_handoffs_that_need_a_person_not_the_notifications(

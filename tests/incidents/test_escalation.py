@@ -7,6 +7,7 @@ import time
 from datetime import timedelta
 
 import pytest
+from django.contrib.auth.models import Permission
 from django.test import Client
 
 from incidents.channels.delivery import notifications_deliver_now
@@ -95,9 +96,10 @@ def test_an_unacknowledged_page_reaches_the_second_recipient_and_acknowledging_s
         assert events["escalated"] - events["paged"] >= timedelta(seconds=2)
         assert len(first.received) == 1
 
-        # A security incident belongs to no workspace: support staff see it.
-        world["olga"].is_staff = True
-        world["olga"].save()
+        # A security incident belongs to no workspace: holders of the named permission see it.
+        world["olga"].user_permissions.add(
+            Permission.objects.get(codename="view_security_incident")
+        )
         client = Client()
         client.force_login(world["olga"])
         assert client.post(f"/incidents/{incident.pk}/acknowledge").status_code == 302
