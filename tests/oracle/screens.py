@@ -15,7 +15,7 @@ from incidents.models.replays import Replay
 from outbox.models import ArchivedHandoff, BulkJob, DestinationConfig, DestinationHealth, Handoff
 from reconciliation.models import Finding, ReconciliationRun
 
-EVERYONE = ("home",)
+EVERYONE = ("home", "approvals:search")
 ROLE_SCREENS = {
     "requester": (*EVERYONE, "approvals:mine"),
     "approver": (*EVERYONE, "approvals:queue"),
