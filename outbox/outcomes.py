@@ -150,7 +150,11 @@ def attempt_fields(outcome: str, result: DeliveryResult | None, detail: str = ""
         "failure_class": result.failure_class if result else "",
         "reason_code": result.reason_code if result else "",
         "status_code": result.status_code if result else None,
-        "latency_ms": result.latency_ms if result else None,
+        # Measured on this host's monotonic clock, which a stepped clock may move back (libfaketime steps it
+        # too): a negative latency would fail the column's check and lose the batch's outcomes with it.
+        "latency_ms": max(result.latency_ms, 0)
+        if result and result.latency_ms is not None
+        else None,
         "detail": redact_text(detail or (result.detail if result else ""))[:2000],
     }
 
