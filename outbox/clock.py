@@ -17,12 +17,22 @@ The same holds for every time of record (an event's or an attempt's time, `updat
 order, nor move settlement's "oldest first". So they are written by the statement itself (`DbNow` as a
 value, or `DbClockDateTimeField` in place of `auto_now`/`auto_now_add`), and the times they are compared
 with are read from the database too (`db_time`, once per pass).
+
+A time the product states to another system that checks it against its own clock (a signature's timestamp,
+which a receiver refuses 5 minutes off) is the database's too: `calls_now`, the time read by the batch's own
+statements (its claim, a lease renewed: `calls_on_db_clock`) plus the monotonic time since, no extra query.
 """
 
-from datetime import UTC, datetime
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 
 from django.db import connection, connections
 from django.db.models import DateTimeField, Func, Value
+from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from lib.databases import DB
@@ -75,6 +85,47 @@ def db_time(using: str = DB) -> datetime:
         return cursor.fetchone()[0]
 
 
+@dataclass(frozen=True)
+class DbClockReading:
+    """The database's time as a statement of a batch read it, and this host's monotonic clock then."""
+
+    at: datetime
+    taken: float
+
+    def now(self) -> datetime:
+        # Never before the reading: libfaketime steps the monotonic clock back with the wall clock (a real
+        # host's monotonic clock never goes back), and the batch reads again at its next lease renewal.
+        return self.at + timedelta(seconds=max(time.monotonic() - self.taken, 0.0))
+
+
+# The reading of the batch this thread is serving (None outside one): a context variable, so that it is the
+# thread's own, and reset when the batch ends, so that it never leaks into another batch, destination or test.
+_calls_clock: ContextVar[DbClockReading | None] = ContextVar("calls_clock", default=None)
+
+
+@contextmanager
+def calls_on_db_clock(at: datetime | None) -> Iterator[None]:
+    """Within the block, calls state the database's time `at` (read by the batch's claim) plus the monotonic
+    time since; `at` None (nothing claimed): this host's time, as outside a batch."""
+    token = _calls_clock.set(None if at is None else DbClockReading(at, time.monotonic()))
+    try:
+        yield
+    finally:
+        _calls_clock.reset(token)
+
+
+def calls_clock_read_again(at: datetime) -> None:
+    """A later reading of the database's time by the batch under way (a lease renewed)."""
+    if _calls_clock.get() is not None:
+        _calls_clock.set(DbClockReading(at, time.monotonic()))
+
+
+def calls_now() -> datetime:
+    """The time a call states: the database's within a batch (`calls_on_db_clock`), this host's outside one."""
+    reading = _calls_clock.get()
+    return timezone.now() if reading is None else reading.now()
+
+
 class DbClockDateTimeField(DateTimeField):
     """`DateTimeField(auto_now=True)` or `(auto_now_add=True)` on the database clock: the INSERT or UPDATE
     writes `DbNow` instead of Python's `timezone.now()` (which `auto_now` sets in `pre_save`, on whatever clock
@@ -101,4 +152,13 @@ class DbClockDateTimeField(DateTimeField):
         return name, "django.db.models.DateTimeField", args, kwargs
 
 
-__all__ = ["DbClockDateTimeField", "DbNow", "db_now", "db_now_plus", "db_time"]
+__all__ = [
+    "DbClockDateTimeField",
+    "DbNow",
+    "calls_clock_read_again",
+    "calls_now",
+    "calls_on_db_clock",
+    "db_now",
+    "db_now_plus",
+    "db_time",
+]

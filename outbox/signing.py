@@ -1,7 +1,9 @@
 """Signs outgoing calls in the Standard Webhooks format: receiver calls and alert channels alike.
 
 A receiver call gets a fresh message id each time, so the receiver can refuse replays; an alert passes its
-own stable id, so a resend carries the same `webhook-id` (the receiver's deduplication key).
+own stable id, so a resend carries the same `webhook-id` (the receiver's deduplication key). Its timestamp is
+the database's time within a dispatcher's batch (`outbox/clock.py` `calls_now`): a receiver refuses one 5
+minutes off its own clock, and a dispatcher host's clock may be that far off.
 """
 
 import uuid
@@ -10,8 +12,9 @@ from functools import lru_cache
 
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
-from django.utils import timezone
 from standardwebhooks.webhooks import Webhook
+
+from outbox.clock import calls_now
 
 
 @lru_cache(maxsize=16)
@@ -32,7 +35,7 @@ def signed_headers(
     if not secret:
         raise ImproperlyConfigured("RECEIVER_SIGNING_SECRET is not set")
     message_id = message_id or f"msg_{uuid.uuid4().hex}"
-    now = now or timezone.now()
+    now = now or calls_now()
     return {
         "webhook-id": message_id,
         "webhook-timestamp": str(int(now.timestamp())),

@@ -7,6 +7,7 @@ fencing token (lease owner + epoch); an outcome whose token no longer matches is
 """
 
 from dataclasses import dataclass, replace
+from datetime import datetime
 from time import time_ns
 from typing import NamedTuple
 
@@ -54,6 +55,9 @@ class Claim:
     undo: UndoTarget | None = None
     # The request frozen in the handoff at approval (`Handoff.request`); None: the payload is the body.
     request: dict | None = None
+    # Its lease's end on the database clock, as the claim set it: the batch's calls state the database's time
+    # from it (`outbox/clock.py` `calls_on_db_clock`), no query of their own.
+    leased_until: datetime | None = None
 
     @property
     def outgoing(self) -> Outgoing:
@@ -83,12 +87,13 @@ class ClaimedRow(NamedTuple):
     destination: str
     workspace_id: int
     request: dict | None
+    lease_expires_at: datetime
     attempt_id: int | None
     follow_up: bool
 
 
 # The handoff's columns a claim reads back, in `ClaimedRow`'s order.
-CLAIMED_COLUMNS = ClaimedRow._fields[:10]
+CLAIMED_COLUMNS = ClaimedRow._fields[:11]
 
 
 def handoff_claim_due(
@@ -129,6 +134,7 @@ def handoff_claim_due(
             follow_up=row.follow_up,
             workspace_id=row.workspace_id,
             request=row.request,
+            leased_until=row.lease_expires_at,
         )
         for row in rows
     ]

@@ -14,6 +14,7 @@ import os
 import socket
 import threading
 import time
+from datetime import timedelta
 from typing import NamedTuple
 
 from django.conf import settings
@@ -21,6 +22,7 @@ from django.conf import settings
 from lib.databases import DB
 from lib.telemetry import each_in_trace
 from outbox.breaker_rules import Admission, would_pause
+from outbox.clock import calls_on_db_clock
 from outbox.destinations import (
     BatchRefused,
     Destination,
@@ -98,12 +100,20 @@ def dispatch_batch(
             call_seconds=destination.call_seconds,
             leased_at=leased_at,
         )
-        _deliver(claims, destination, batching, stats, keeper, stop)
-        _probe_not_counted(admission, claims, keeper, destination.name)
+        with _on_claims_clock(claims, lease_seconds):
+            _deliver(claims, destination, batching, stats, keeper, stop)
+            _probe_not_counted(admission, claims, keeper, destination.name)
     finally:
         # Given back right after the calls already; this covers no claims, a pause, and an error before the calls.
         destination_release(permit=permit)
     return stats
+
+
+def _on_claims_clock(claims: list[Claim], lease_seconds: float):
+    """The batch's calls state the database's time as its claim read it, not this host's (`outbox/clock.py`):
+    a receiver refuses a signature 5 minutes off its own clock, and no extra query is made for it."""
+    until = claims[0].leased_until if claims else None
+    return calls_on_db_clock(None if until is None else until - timedelta(seconds=lease_seconds))
 
 
 def _probe_not_counted(

@@ -3,7 +3,9 @@ worker, nor on a slot of the destination's limits that ran out, nor into a Retry
 
 import logging
 import time
+from datetime import timedelta
 
+from outbox.clock import calls_clock_read_again
 from outbox.dispatch.claims import Claim
 from outbox.dispatch.leases import handoff_release_claims, handoff_renew_leases
 from outbox.limit_rules import HOLD_CHECK_SECONDS, Permit
@@ -72,10 +74,7 @@ class LeaseKeeper:
             self._give_back(
                 f"not sent: destination {self.permit.destination} asked to wait (Retry-After)"
             )
-        if (
-            self.held
-            and now - self.renewed_at + self.call_seconds + self.MARGIN > self.lease_seconds
-        ):
+        if self.held and self._renewal_due(now):
             self.renewed_at = now
             if not destination_renew(permit=self.permit, lease_seconds=self.lease_seconds):
                 log.warning(
@@ -84,14 +83,23 @@ class LeaseKeeper:
                 self._give_back(
                     f"not sent: the slot of destination {self.permit.destination} ran out"
                 )
-            kept = handoff_renew_leases(
+            renewed = handoff_renew_leases(
                 claims=list(self.held.values()), lease_seconds=self.lease_seconds
             )
-            self.held = {pk: c for pk, c in self.held.items() if pk in kept}
+            self.held = {pk: c for pk, c in self.held.items() if pk in renewed.kept}
+            if renewed.leased_until is not None:
+                # The calls that follow state the database's time as this renewal read it.
+                calls_clock_read_again(renewed.leased_until - timedelta(seconds=self.lease_seconds))
         if claim.handoff_id in self.held:
             self.sent.add(claim.handoff_id)
             return True
         return False
+
+    def _renewal_due(self, now: float) -> bool:
+        """One more call could outlive the leases, or this host's monotonic clock went back since they were
+        renewed (a stepped clock under libfaketime): how long they have left is then unknown, so renew."""
+        since = now - self.renewed_at
+        return since < 0 or since + self.call_seconds + self.MARGIN > self.lease_seconds
 
     def lost(self, claim: Claim) -> bool:
         """Not sent because its lease was taken over (not given back by this worker)."""

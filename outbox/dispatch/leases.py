@@ -3,6 +3,9 @@ all, and expired when a worker stopped reporting: the outcome is then unknown, u
 was opened "not called yet" (a destination without idempotency: `handoff_claim_due`'s `mark_not_called`) and
 its call had not started (`attempt_mark_calling`, "sending now")."""
 
+from datetime import datetime
+from typing import NamedTuple
+
 from django.db import transaction
 from django.db.models import Exists, OuterRef, Q
 
@@ -15,18 +18,27 @@ from outbox.services.transitions import handoff_transition
 S = HandoffState
 
 
-def handoff_renew_leases(*, claims: list[Claim], lease_seconds: float) -> set[int]:
-    """Extend the leases this worker still holds (same owner, same fencing epoch, still in flight) and
-    return their ids."""
+class Renewed(NamedTuple):
+    """The leases still this worker's after a renewal, and their new end on the database clock (None when
+    none was)."""
+
+    kept: set[int]
+    leased_until: datetime | None
+
+
+def handoff_renew_leases(*, claims: list[Claim], lease_seconds: float) -> Renewed:
+    """Extend the leases this worker still holds (same owner, same fencing epoch, still in flight): their
+    ids and the leases' new end."""
     if not claims:
-        return set()
+        return Renewed(set(), None)
     mine = Q()
     for claim in claims:
         mine |= Q(pk=claim.handoff_id, fencing_epoch=claim.epoch)
     held = Handoff.objects.using(DB).filter(mine, state=S.IN_FLIGHT, lease_owner=claims[0].worker)
     with transaction.atomic(using=DB):
         held.update(lease_expires_at=db_now_plus(lease_seconds))
-        return set(held.values_list("pk", flat=True))
+        rows = list(held.values_list("pk", "lease_expires_at"))
+    return Renewed({pk for pk, _until in rows}, max((until for _pk, until in rows), default=None))
 
 
 def handoff_release_claims(*, claims: list[Claim], reason: str) -> int:

@@ -13,6 +13,7 @@ epoch: a settler whose lease ran out and was taken over by another writes nothin
 """
 
 from dataclasses import dataclass
+from datetime import datetime
 from typing import NamedTuple
 
 from django.conf import settings
@@ -48,6 +49,9 @@ class SettlementClaim:
     payload_hash: str = ""
     # Its delivery records more than itself (a next workflow step, a compensation): written on the locked path.
     follow_up: bool = True
+    # Its lease's end on the database clock, as the claim set it: the pass's lookups state the database's time
+    # from it (`outbox/clock.py` `calls_on_db_clock`).
+    leased_until: datetime | None = None
 
 
 class SettlementAnswer(NamedTuple):
@@ -83,8 +87,10 @@ def handoff_claim_uncertain(
     else:
         rows = _claim_row_count(free, worker=worker, limit=limit, lease_seconds=lease_seconds)
     return [
-        SettlementClaim(pk, key, epoch, worker, payload_hash=digest, follow_up=follow_up)
-        for pk, key, epoch, digest, follow_up in sorted(rows)
+        SettlementClaim(
+            pk, key, epoch, worker, payload_hash=digest, follow_up=follow_up, leased_until=until
+        )
+        for pk, key, epoch, digest, follow_up, until in sorted(rows)
     ]
 
 
@@ -102,7 +108,7 @@ def _claim_skip_locked(free, *, worker: str, limit: int, lease_seconds: float) -
         "fencing_epoch = h.fencing_epoch + 1 "
         "FROM free WHERE h.id = free.id "
         "RETURNING h.id, h.action_key, h.fencing_epoch, h.payload_hash, "
-        "h.plan <> '[]'::jsonb OR h.compensates_id IS NOT NULL"
+        "h.plan <> '[]'::jsonb OR h.compensates_id IS NOT NULL, h.lease_expires_at"
     )
     with connection.cursor() as cursor:
         cursor.execute(sql, [*params, worker, lease_seconds])
@@ -134,10 +140,16 @@ def _claim_row_count(free, *, worker: str, limit: int, lease_seconds: float) -> 
             Handoff.objects.using(DB)
             .filter(pk__in=claimed, lease_owner=worker)
             .values_list(
-                "id", "action_key", "fencing_epoch", "payload_hash", "plan", "compensates_id"
+                "id",
+                "action_key",
+                "fencing_epoch",
+                "payload_hash",
+                "plan",
+                "compensates_id",
+                "lease_expires_at",
             )
         )
-        return [(*row[:4], bool(row[4]) or row[5] is not None) for row in rows]
+        return [(*row[:4], bool(row[4]) or row[5] is not None, row[6]) for row in rows]
 
 
 def _held(claims: list[SettlementClaim]):

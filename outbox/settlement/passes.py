@@ -19,11 +19,13 @@ A destination that cannot be asked at all takes no request: its uncertain outcom
 
 import time
 from dataclasses import dataclass, field
+from datetime import timedelta
 from time import time_ns
 
 from django.conf import settings
 
 from lib.telemetry import past_spans
+from outbox.clock import calls_on_db_clock
 from outbox.destinations import LookupFailed
 from outbox.dispatch.run_stats import RunStats
 from outbox.services.lookup_limits import DestinationBusy, EachAnswered, LimitedLookups
@@ -76,7 +78,12 @@ def settle_pass(*, destination: LimitedLookups, worker: str, limit: int) -> Sett
     claims = handoff_claim_uncertain(destination_name=destination.name, worker=worker, limit=size)
     result = SettlementPass(claimed=len(claims), backlog=len(claims) == size)
     if claims:
-        _Settler(destination, claims).run(result)
+        # Its lookups state the database's time as the claim read it, not this host's (`outbox/clock.py`).
+        claimed_at = claims[0].leased_until
+        if claimed_at is not None:
+            claimed_at -= timedelta(seconds=settings.HANDOFF_LEASE_SECONDS)
+        with calls_on_db_clock(claimed_at):
+            _Settler(destination, claims).run(result)
     return result
 
 
