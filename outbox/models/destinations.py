@@ -49,37 +49,9 @@ class DestinationHealthQuerySet(models.QuerySet):
             )
         )
 
-    def with_holds(self):
-        """`with_window` and `with_retry_after`, and for the screens the operator's hold that lasts longest
-        (`operator_since`, `operator_until`, `operator_by`, `operator_reason`, `operator_kind`) and the next
-        one scheduled (`next_hold_from`, `next_hold_until`, `next_hold_kind`)."""
-        live = DestinationHold.objects.live().by_operators()
-        governing = live.filter(destination=models.OuterRef("name")).governing_first()
-        later = DestinationHold.objects.scheduled().filter(destination=models.OuterRef("name"))
-        fields = {
-            "operator_since": ("starts_at", governing),
-            "operator_until": ("ends_at", governing),
-            "operator_by": ("set_by", governing),
-            "operator_reason": ("reason", governing),
-            "operator_kind": ("kind", governing),
-            "next_hold_from": ("starts_at", later),
-            "next_hold_until": ("ends_at", later),
-            "next_hold_kind": ("kind", later),
-        }
-        return (
-            self.with_window()
-            .with_retry_after()
-            .annotate(
-                **{
-                    name: models.Subquery(rows.values(field)[:1])
-                    for name, (field, rows) in fields.items()
-                }
-            )
-        )
-
     def held_back(self):
         """Destinations that take no calls now: paused by their breaker, or held by an operator."""
-        return self.with_holds().filter(
+        return self.with_window().filter(
             models.Q(state=DestinationState.PAUSED) | models.Q(in_window=True)
         )
 

@@ -51,10 +51,6 @@ class DestinationHoldQuerySet(models.QuerySet):
     def by_operators(self):
         return self.filter(kind__in=OPERATOR_KINDS)
 
-    def governing_first(self):
-        """The one that holds the destination longest first (no end = until a person ends it)."""
-        return self.order_by(models.F("ends_at").desc(nulls_first=True), "starts_at", "pk")
-
 
 class DestinationHold(models.Model):
     """One hold on a destination: an operator's pause (from now, until a time or until resumed), a
