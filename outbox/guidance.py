@@ -4,9 +4,9 @@ Kept out of templates so that the advice for each state can be read, and tested,
 """
 
 from collections.abc import Sequence
-from contextvars import ContextVar
 from dataclasses import dataclass, field
 
+from lib.request_memo import RequestMemo
 from outbox.destinations import DestinationUnavailable, destination_named
 from outbox.destinations.smtp.destination import is_message_id
 from outbox.models import (
@@ -42,33 +42,20 @@ class Guidance:
 # A list of fifty handoffs asks each one's destination whether it replays: within one request (a page, an
 # htmx swap) the answer is kept per destination, so a page reads each destination's row once, not once a row
 # (tests/console/test_query_counts_flat.py). Outside a request (dispatchers, commands) it is read each time.
-_replays_this_request: ContextVar[dict[str, bool] | None] = ContextVar("replays", default=None)
-
-
-def contracts_read_once_per_request(get_response):
-    """Middleware: the destinations' replay contract read at most once per destination and request."""
-
-    def middleware(request):
-        token = _replays_this_request.set({})
-        try:
-            return get_response(request)
-        finally:
-            _replays_this_request.reset(token)
-
-    return middleware
+_contracts = RequestMemo("replays")
+# Middleware: the destinations' replay contract read at most once per destination and request.
+contracts_read_once_per_request = _contracts.middleware
 
 
 def _replays_same_key(name: str) -> bool:
-    known = _replays_this_request.get()
-    if known is not None and name in known:
-        return known[name]
+    return _contracts.get(name, lambda: _read_replays_same_key(name))
+
+
+def _read_replays_same_key(name: str) -> bool:
     try:
-        replays = destination_named(name).replays_same_key
+        return destination_named(name).replays_same_key
     except DestinationUnavailable:
-        replays = False
-    if known is not None:
-        known[name] = replays
-    return replays
+        return False
 
 
 def resend_is_safe(handoff: Handoff) -> bool:

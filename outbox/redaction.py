@@ -1,11 +1,12 @@
 """The one redaction function: everything shown to operators or written to logs goes through it."""
 
 import os
-from contextvars import ContextVar
 from typing import Any
 
 import re2
 from django.conf import settings
+
+from lib.request_memo import RequestMemo
 
 REDACTED = "[redacted]"
 TOO_DEEP = "[nested too deep to show]"
@@ -94,22 +95,11 @@ def _environment_secret_names() -> tuple[str, ...]:
 
 
 _secrets_cache: tuple[tuple, list[str]] = ((), [])
-# Within one request (a page of fifty rows, each with strings to mask) the secrets are read once: reading
-# them (every setting, the environment's names and values) cost more than masking a short string.
-_secrets_this_request: ContextVar[list[str] | None] = ContextVar("secrets", default=None)
-
-
-def secrets_read_once_per_request(get_response):
-    """Middleware: the configured secrets read once per request; outside a request, at every call."""
-
-    def middleware(request):
-        token = _secrets_this_request.set(_read_configured_secrets())
-        try:
-            return get_response(request)
-        finally:
-            _secrets_this_request.reset(token)
-
-    return middleware
+# Within one request (a page of fifty rows, each with strings to mask) the secrets are read once, when first
+# asked: reading them (every setting, the environment's names and values) cost more than masking a short string.
+_secrets = RequestMemo("secrets")
+# Middleware: the configured secrets read at most once per request; outside a request, at every call.
+secrets_read_once_per_request = _secrets.middleware
 
 
 def configured_secrets() -> list[str]:
@@ -117,8 +107,7 @@ def configured_secrets() -> list[str]:
     longest first so that a secret containing another is masked whole. Redaction runs on every string a
     page or a log shows: the list is rebuilt only when one of the values changed (a rotation), and read
     once per request inside one (`secrets_read_once_per_request`)."""
-    pinned = _secrets_this_request.get()
-    return pinned if pinned is not None else _read_configured_secrets()
+    return _secrets.get("secrets", _read_configured_secrets)
 
 
 def _read_configured_secrets() -> list[str]:

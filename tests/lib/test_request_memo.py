@@ -1,0 +1,42 @@
+"""`lib.request_memo.RequestMemo`: within a request a value is worked out once per key and only when asked;
+outside a request, at every call (a dispatcher must see a rotated secret or a changed contract at once)."""
+
+from lib.request_memo import RequestMemo
+
+
+def _counting():
+    calls = []
+
+    def compute(value):
+        def read():
+            calls.append(value)
+            return value
+
+        return read
+
+    return calls, compute
+
+
+def test_within_a_request_each_key_is_worked_out_once_and_only_when_asked():
+    memo, (calls, compute) = RequestMemo("test"), _counting()
+
+    def view(request):
+        assert calls == []  # nothing read before it is asked
+        assert [memo.get("a", compute(1)) for _ in range(3)] == [1, 1, 1]
+        assert memo.get("b", compute(2)) == 2
+        return "answered"
+
+    assert memo.middleware(view)(object()) == "answered"
+    assert calls == [1, 2]
+    assert memo.middleware(lambda request: "nothing asked")(object()) == "nothing asked"
+    assert calls == [1, 2]
+
+
+def test_outside_a_request_and_in_the_next_request_it_is_worked_out_again():
+    memo, (calls, compute) = RequestMemo("test"), _counting()
+    memo.get("a", compute(1))
+    memo.get("a", compute(1))
+    assert calls == [1, 1]
+    for _ in range(2):
+        memo.middleware(lambda request: memo.get("a", compute(1)))(object())
+    assert calls == [1, 1, 1, 1]
