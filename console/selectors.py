@@ -4,6 +4,8 @@ counts) and the requester's screen (each request with one status line for it and
 The apps below (approvals, outbox, reconciliation) each answer for their own records; only here are
 their answers put side by side."""
 
+from django.db.models import F
+
 from approvals.models import Request, Role, Workspace
 from approvals.request_search import requests_matching
 from approvals.selectors import (
@@ -54,10 +56,13 @@ def requests_of(user, *, text: str = "", limit: int = 100) -> list[Request]:
     mine = newest_revisions(
         Request.objects.filter(requested_by=user, workspace_id__in=workspace_ids_for(user))
     )
+    # A search sorts what the trigram index found (NULLs placed where no index has them: `keyset_page`'s
+    # `narrowed_first`), rather than walking a workspace's requests in order and testing each.
+    newest = F("created_at").desc(nulls_last=True) if text else F("created_at").desc()
     rows = list(
         requests_matching(mine, text)
         .select_related("workspace", "corrected_by")
-        .order_by("-created_at", "-id")[:limit]
+        .order_by(newest, "-id")[:limit]
     )
     statuses = statuses_of(rows)
     for row in rows:

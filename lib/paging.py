@@ -3,7 +3,7 @@
 from collections.abc import Sequence
 
 from django.db import connections
-from django.db.models import Q, QuerySet
+from django.db.models import F, Q, QuerySet
 
 
 def keyset_page(
@@ -14,6 +14,7 @@ def keyset_page(
     newest_first: bool = True,
     field: str = "created_at",
     merge_by: tuple[str, Sequence] | None = None,
+    narrowed_first: bool = False,
 ) -> tuple[list, bool]:
     """One page ordered on (`field`, id), starting after the (`field`, id) cursor. The one keyset pager of
     the console's lists; its cursors are written by `lib.querystring.keyset_cursor`.
@@ -25,11 +26,19 @@ def keyset_page(
     reads at most a page per value from the index (a Merge Append). Where a database cannot order and limit
     the branches of a UNION (SQLite), or there is one value, the plain query is used.
 
+    `narrowed_first`: the rows are found through a filter's own index (a trigram search): the order puts
+    NULLs where no btree index does (`field` is never NULL, so the rows are the same), so that PostgreSQL
+    cannot walk an ordered index and filter row by row, which reads a whole workspace when matches are rare
+    (its estimate of `LIKE '%…%'` comes from a sample); it finds the matches, then sorts them.
+
     Returns the rows and whether another page follows. Fetches one row more than it shows and
     never counts the whole set.
     """
     direction, strict, bound = ("-", "lt", "lte") if newest_first else ("", "gt", "gte")
     order = (f"{direction}{field}", f"{direction}id")
+    if narrowed_first:
+        first = F(field).desc(nulls_last=True) if newest_first else F(field).asc(nulls_first=True)
+        order = (first, order[1])
     queryset = queryset.order_by(*order)
     if after is not None:
         # The plain bound lets the (workspace, field, id) index start at the cursor; the OR alone would

@@ -70,7 +70,8 @@ def searched_page(
     found = requests_matching(requests, text)
     if workspace is not None:
         found = found.filter(workspace_id=workspace)
-    # A search is narrowed by the trigram index first; merged branches would each walk a workspace's order.
+    # A search is narrowed by the trigram index first, then sorted; merged branches would each walk a
+    # workspace's order.
     merge = workspace_ids is not None and workspace is None and not text
     rows, more = keyset_page(
         found,
@@ -78,6 +79,7 @@ def searched_page(
         size=PAGE_SIZE,
         newest_first=newest_first,
         merge_by=("workspace_id", workspace_ids) if merge else None,
+        narrowed_first=bool(text),
     )
     return {
         "requests": rows,
