@@ -4,6 +4,9 @@ receive. The receiver process is stopped for an outage and started again on its 
 breaker pauses the destination and its probes resume it. The alert sweep is run by the test, polled with
 deadlines; the page delay and the escalation are set to seconds."""
 
+import os
+import signal
+
 import pytest
 
 from incidents.channels.delivery import (
@@ -231,13 +234,18 @@ def test_no_page_is_sent_for_a_cause_that_ended_before_it_would_go_out(processes
     with AlertReceiver() as receiver:
         webhook(receiver)
         port, dispatcher = outage(processes, handoffs=2)
-        incidents_sync()
-        [queued] = Notification.objects.with_delivery().filter(
-            delivery_state=NotificationState.PENDING
-        )
         # The dispatchers deliver notifications too: the page's channel is switched off before it is
-        # taken, so that it is still queued when the cause ends.
-        channel_switch(queued.channel, enabled=False)
+        # taken, so that it is still queued when the cause ends. The dispatcher is stopped (SIGSTOP) from
+        # the page's queueing to the switch: on a loaded machine it took the page in between once.
+        os.killpg(dispatcher.pid, signal.SIGSTOP)
+        try:
+            incidents_sync()
+            [queued] = Notification.objects.with_delivery().filter(
+                delivery_state=NotificationState.PENDING
+            )
+            channel_switch(queued.channel, enabled=False)
+        finally:
+            os.killpg(dispatcher.pid, signal.SIGCONT)
         processes.start_receiver(port=port)
         wait_until(active, timeout=90, what="the destination to resume", procs=[dispatcher])
         channel_switch(queued.channel, enabled=True)
