@@ -24,7 +24,9 @@ def request_search_text(request: Request) -> str:
 
 def requests_matching(queryset: QuerySet, text: str) -> QuerySet:
     """The request revisions of `queryset` a search names: a request number ("42", "#42", "request 42"), a
-    whole key (the revision it names, whatever step follows), a whole payload hash, or else text their search
+    whole key (whatever step follows: the revision it names or a later one of that request, so that a list
+    of newest revisions still finds a corrected request by its old handoffs' key), a whole payload hash (the
+    revisions that carry it: no index serves "any revision of the request had it"), or else text their search
     text holds, which PostgreSQL's trigram index serves (`request_search_trgm_idx`). The one request search:
     the approvals queue, the Requests page, My requests and the admin; each passes its own scope in
     `queryset`. Raises `BadSearch` (with the reason) for a search that cannot be read."""
@@ -40,7 +42,7 @@ def requests_matching(queryset: QuerySet, text: str) -> QuerySet:
             workflow=key.workflow,
             workspace_id=key.workspace_id,
             number=key.number,
-            revision=key.revision,
+            revision__gte=key.revision,
         )
     if is_payload_hash(text):
         return queryset.filter(payload_hash=text.lower())

@@ -143,8 +143,8 @@ def test_the_northwind_request_of_the_bench_shape_is_not_found_by_fjord(requests
 
 ADMIN = "/admin/approvals/request/"
 SURFACES = ("requests page", "my requests", "admin")
-# Who searches each, where; support staff read every workspace in admin, whose workspace filter is the
-# scope a search there keeps.
+# Who searches each, where; support staff read every workspace in admin (docs/security.md): there the
+# workspace filter narrows the searches below to workspace 7, and a search without it reads them all.
 SEARCHERS = {
     "requests page": ("olga", "/approvals/search/", {}),
     "my requests": ("bob", "/approvals/mine/", {}),
@@ -197,13 +197,52 @@ def test_each_request_search_finds_by_name_email_and_searchable_field(
     assert not _listed(surface, page, everywhere_world["request"])
 
 
-@pytest.mark.parametrize("surface", SURFACES)
+# The admin is left out: its workspace filter, not the search, would keep the other workspace out.
+@pytest.mark.parametrize("surface", ["requests page", "my requests"])
 def test_no_request_search_shows_a_request_of_another_workspace(everywhere_world, surface):
     page = _search(everywhere_world, surface, "fjord")
     assert _listed(surface, page, everywhere_world["case"])
     assert not _listed(surface, page, everywhere_world["request"])
     assert not _listed(surface, page, everywhere_world["other"])
     assert not _listed(surface, page, everywhere_world["stray"])
+
+
+def test_the_admins_request_search_without_a_filter_finds_every_workspaces_requests(
+    everywhere_world,
+):
+    """Support staff read every workspace in the admin (docs/security.md): its search, unfiltered, finds
+    the client's requests of workspaces 7 and 8, and still leaves Northwind's out."""
+    response = client_for(everywhere_world["support"]).get(ADMIN, {"q": "fjord"})
+    assert response.status_code == 200
+    page = response.content.decode()
+    for found in ("case", "other", "stray"):
+        assert _listed("admin", page, everywhere_world[found]), found
+    assert not _listed("admin", page, everywhere_world["request"])
+
+
+@pytest.mark.parametrize("surface", SURFACES)
+def test_a_corrected_request_is_found_by_the_key_of_its_replaced_revision(
+    everywhere_world, surface
+):
+    """After a correction the old handoffs' key still names the request: the Requests page and My
+    requests (which show each request's newest revision) list the revision that replaced it, the admin
+    the typed revision and the later one."""
+    first = everywhere_world["case"]
+    revised = request_revise(
+        workspace_id=7,
+        number=61,
+        payload={**CASE, "client_name": "Fjord Seafood"},
+        actor=everywhere_world["bob"],
+    )
+    page = _search(everywhere_world, surface, "onboarding:7:61:1")
+    assert _listed(surface, page, revised)
+    assert not _listed(surface, page, everywhere_world["request"])
+    if surface == "admin":
+        # Every revision is a row there: the typed one and the later one; a key never names an earlier one.
+        assert _listed(surface, page, first)
+        assert not _listed(surface, _search(everywhere_world, surface, "onboarding:7:61:2"), first)
+    elif surface == "requests page":
+        assert not _listed(surface, page, first)
 
 
 @pytest.mark.parametrize("surface", SURFACES)
