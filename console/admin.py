@@ -12,6 +12,7 @@ from approvals.selectors import operators_of, user_by_id
 from console.claims import record_words
 from console.templatetags.evidence import state_badge
 from incidents.models import Incident
+from incidents.selectors.incidents import sees_security_incidents
 from lib.search_syntax import request_number
 from outbox import services
 from outbox.models import (
@@ -49,6 +50,13 @@ class AttemptInline(admin.TabularInline):
 
     def has_change_permission(self, request, obj=None):
         return False
+
+
+def _security_hidden(request) -> bool:
+    """Whether the security incidents' notifications (`HandoffQuerySet.security_notifications`: their payload
+    holds the incident's title and summary) are hidden from this user: shown only to holders of
+    `incidents.view_security_incident`, as the incidents themselves (`incidents/admin.py`)."""
+    return not sees_security_incidents(request.user)
 
 
 class AgeFilter(admin.SimpleListFilter):
@@ -102,6 +110,12 @@ class HandoffAdmin(ReadOnlyAdmin):
     )
     search_fields = ("search_text",)  # read by `get_search_results`, the console's search
     readonly_fields = ("shown_state",)
+
+    def get_queryset(self, request):
+        rows = super().get_queryset(request)
+        if _security_hidden(request):
+            rows = rows.exclude(pk__in=Handoff.objects.security_notifications().values("pk"))
+        return rows
 
     @admin.display(description="state", ordering="state")
     def shown_state(self, obj: Handoff) -> str:
@@ -190,6 +204,13 @@ class HandoffAdmin(ReadOnlyAdmin):
         )
 
 
+def _without_security_handoffs(request, rows):
+    """Attempts or events, without those of the security notifications the user may not see."""
+    if _security_hidden(request):
+        rows = rows.exclude(handoff__in=Handoff.objects.security_notifications().values("pk"))
+    return rows
+
+
 @admin.register(Attempt)
 class AttemptAdmin(ReadOnlyAdmin):
     list_display = (
@@ -203,6 +224,9 @@ class AttemptAdmin(ReadOnlyAdmin):
     )
     list_filter = ("outcome", "failure_class")
     search_fields = ("handoff__action_key", "handoff__source_ref")
+
+    def get_queryset(self, request):
+        return _without_security_handoffs(request, super().get_queryset(request))
 
 
 class EventActionFilter(admin.SimpleListFilter):
@@ -233,6 +257,9 @@ class HandoffEventAdmin(ReadOnlyAdmin):
     list_display = ("handoff", "from_state", "to_state", "actor_label", "action", "at")
     list_filter = ("to_state", EventActionFilter)
     search_fields = ("handoff__action_key", "handoff__source_ref")
+
+    def get_queryset(self, request):
+        return _without_security_handoffs(request, super().get_queryset(request))
 
 
 @admin.register(DestinationConfig)

@@ -73,6 +73,12 @@ class HandoffQuerySet(models.QuerySet):
         """The product's alert notifications (`NOTIFICATION_WORKFLOW`)."""
         return self.filter(workflow=NOTIFICATION_WORKFLOW)
 
+    def security_notifications(self):
+        """The alert notifications of security incidents (of no workspace: `workspace_id=0`), whose payload
+        holds the incident's title and summary: shown only to holders of `incidents.view_security_incident`
+        (`console/admin.py`; no workspace's scope holds 0, so the console's screens never list them)."""
+        return self.notifications().filter(workspace_id=0)
+
     def due(self):
         """Pending, its time come, no operator holds its case (the claim index's condition), not before its
         not-before time, not past its must-finish-by (a step past it goes to a person instead:

@@ -1,0 +1,108 @@
+"""A security incident's notifications (handoffs of workspace 0, their payload the incident's title and
+summary: `HandoffQuerySet.security_notifications`) are shown only to holders of
+`incidents.view_security_incident`, as the incidents are: in the admin's handoffs, attempts and events (which
+support staff view through their group). A workspace's notifications stay shown to support either way."""
+
+import pytest
+from django.contrib.auth.models import Permission
+from django.test import Client
+
+from approvals.services import support_staff_enroll
+from outbox.clock import db_time
+from outbox.models import Attempt, AttemptOutcome, HandoffEvent, HandoffState
+from outbox.models.handoffs import NOTIFICATION_WORKFLOW
+from tests.console.clients import client_for
+from tests.factories import HandoffFactory, make_user
+
+pytestmark = pytest.mark.django_db(databases=["default", "delivery"])
+
+TITLE = "forged signatures at intake"
+
+
+def _permission() -> Permission:
+    return Permission.objects.get(
+        content_type__app_label="incidents", codename="view_security_incident"
+    )
+
+
+def _notification(workspace_id: int, number: int, destination: str, state=HandoffState.PENDING):
+    scope = "-" if workspace_id == 0 else workspace_id
+    handoff = HandoffFactory(
+        workflow=NOTIFICATION_WORKFLOW,
+        workspace_id=workspace_id,
+        action_key=f"incident:{scope}:{number}:1:1",
+        source_ref=f"incident {number} notification incident-{number}-1",
+        source_id=0,
+        destination=destination,
+        payload={"id": f"incident-{number}-1", "title": TITLE if workspace_id == 0 else "failing"},
+        state=state,
+    )
+    now = db_time()
+    attempt = Attempt.objects.create(
+        handoff=handoff,
+        number=1,
+        fencing_epoch=1,
+        worker="w",
+        started_at=now,
+        finished_at=now,
+        outcome=AttemptOutcome.FAILED,
+    )
+    event = HandoffEvent.objects.create(
+        handoff=handoff, to_state=state, actor_label="dispatcher", action=""
+    )
+    return handoff, attempt, event
+
+
+@pytest.fixture
+def notifications(world):
+    """A security incident's notification (workspace 0) and one of workspace 7's incident, each with an
+    attempt and an event."""
+    return (
+        _notification(0, 1, "alert-channel-1"),
+        _notification(7, 2, "alert-channel-1"),
+    )
+
+
+def _support(name: str, *, granted: bool) -> Client:
+    user = make_user(name)
+    support_staff_enroll(user=user)
+    if granted:
+        user.user_permissions.add(_permission())
+    return client_for(user)
+
+
+ADMIN_PAGES = ("outbox/handoff", "outbox/attempt", "outbox/handoffevent")
+
+
+def _admin_listed(client: Client, page: str) -> set[int]:
+    response = client.get(f"/admin/{page}/")
+    assert response.status_code == 200
+    return {row.pk for row in response.context["cl"].result_list}
+
+
+def _change_page(client: Client, page: str, pk: int) -> int:
+    return client.get(f"/admin/{page}/{pk}/change/").status_code
+
+
+def test_support_without_the_permission_see_no_security_notification_in_the_admin(
+    world, notifications
+):
+    security, ours = notifications
+    support = _support("sam", granted=False)
+    for page, secret, shown in zip(ADMIN_PAGES, security, ours, strict=True):
+        assert _admin_listed(support, page) == {shown.pk}, page
+        # The admin answers a row outside its queryset as missing: back to the index, nothing shown.
+        assert _change_page(support, page, secret.pk) == 302, page
+        assert _change_page(support, page, shown.pk) == 200, page
+    found = support.get("/admin/outbox/handoff/", {"q": "forged"})
+    assert found.status_code == 200 and list(found.context["cl"].result_list) == []
+
+
+def test_a_holder_of_the_permission_sees_them_in_the_admin(world, notifications):
+    security, ours = notifications
+    support = _support("sue", granted=True)
+    for page, secret, shown in zip(ADMIN_PAGES, security, ours, strict=True):
+        assert _admin_listed(support, page) == {secret.pk, shown.pk}, page
+        response = support.get(f"/admin/{page}/{secret.pk}/change/")
+        assert response.status_code == 200, page
+    assert TITLE in support.get(f"/admin/outbox/handoff/{security[0].pk}/change/").content.decode()
