@@ -19,7 +19,7 @@ from approvals.selectors import workspace_ids_for
 from incidents import metrics
 from incidents.causes import paused_destinations
 from incidents.selectors.channels import alert_channel_delivery
-from incidents.selectors.incidents import incident_health
+from incidents.selectors.incidents import incident_health, sees_security_incidents
 from lib.htmx import HtmxHttpRequest
 from lib.querystring import id_or_none
 from outbox.limit_rules import SET_LIMITS_PERMISSION, InvalidLimit
@@ -70,7 +70,11 @@ def health(request: HtmxHttpRequest) -> HttpResponse:
             "destinations": selectors.destinations_overview(),
             "may_set_limits": request.user.has_perm(SET_LIMITS_PERMISSION),
             "incidents": incident_health([workspace] if workspace else scope),
-            "alert_channels": alert_channel_delivery([workspace] if workspace else scope),
+            # A workspace chosen narrows the page to it; the security incidents' notifications are of none.
+            "alert_channels": alert_channel_delivery(
+                [workspace] if workspace else scope,
+                security=workspace is None and sees_security_incidents(request.user),
+            ),
             "fallback_duty": fallback_duty_for(request.user),
             "figures_seconds": settings.HEALTH_FIGURES_SECONDS,
         },

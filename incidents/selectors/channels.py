@@ -78,11 +78,15 @@ def _counts(workspace_ids: list[int]) -> dict[str, dict]:
     return {row.pop("destination"): row for row in rows}
 
 
-def alert_channel_delivery(workspace_ids: Iterable[int]) -> AlertChannels:
+def alert_channel_delivery(
+    workspace_ids: Iterable[int], *, security: bool = False
+) -> AlertChannels:
     """Health's one line of the alert channels: each channel of these workspaces (or of every workspace)
     with a notification of theirs open or its destination paused, and each channel destination with one
-    open whose channel is not in view; by destination name. Three queries: the channels, the open
-    notifications (`handoff_state_open_idx`), the paused destinations."""
+    open whose channel is not in view; by destination name. `security`: the viewer holds
+    `incidents.view_security_incident` (`sees_security_incidents`), so the notifications of security
+    incidents (workspace 0, which no workspace's scope holds) are counted too. Three queries: the channels,
+    the open notifications (`handoff_state_open_idx`), the paused destinations."""
     workspace_ids = list(workspace_ids)
     channels = {
         channel_destination_name(channel): channel
@@ -90,7 +94,7 @@ def alert_channel_delivery(workspace_ids: Iterable[int]) -> AlertChannels:
             Q(workspace_id__in=workspace_ids) | Q(workspace_id__isnull=True)
         )
     }
-    counts = _counts(workspace_ids)
+    counts = _counts([*workspace_ids, 0] if security else workspace_ids)
     names = sorted(set(channels) | {n for n in counts if n.startswith(CHANNEL_DESTINATION_PREFIX)})
     paused = {
         health.name: health

@@ -1,13 +1,16 @@
 """A security incident's notifications (handoffs of workspace 0, their payload the incident's title and
 summary: `HandoffQuerySet.security_notifications`) are shown only to holders of
 `incidents.view_security_incident`, as the incidents are: in the admin's handoffs, attempts and events (which
-support staff view through their group). A workspace's notifications stay shown to support either way."""
+support staff view through their group), and in Health's *Alert channels* counts, where no workspace's scope
+holds workspace 0. A workspace's notifications stay shown to support either way."""
 
 import pytest
 from django.contrib.auth.models import Permission
 from django.test import Client
 
 from approvals.services import support_staff_enroll
+from incidents.channels.delivery import channel_destination_name
+from incidents.models import AlertChannel, ChannelKind
 from outbox.clock import db_time
 from outbox.models import Attempt, AttemptOutcome, HandoffEvent, HandoffState
 from outbox.models.handoffs import NOTIFICATION_WORKFLOW
@@ -106,3 +109,28 @@ def test_a_holder_of_the_permission_sees_them_in_the_admin(world, notifications)
         response = support.get(f"/admin/{page}/{secret.pk}/change/")
         assert response.status_code == 200, page
     assert TITLE in support.get(f"/admin/outbox/handoff/{security[0].pk}/change/").content.decode()
+
+
+def test_a_failed_security_notification_shows_on_the_holders_health_only(world):
+    """Health counted the notifications of the viewer's workspaces only, and no scope holds workspace 0: a
+    channel whose only failure was a security page had no row, and the page said nothing failed."""
+    channel = AlertChannel.objects.create(
+        workspace_id=None, name="security pager", kind=ChannelKind.EMAIL, target="sec@example.com"
+    )
+    name = channel_destination_name(channel)
+    _notification(0, 1, name, state=HandoffState.NEEDS_ATTENTION)
+    olga = world["olga"]
+
+    page = client_for(olga).get("/health/")
+    assert page.status_code == 200
+    assert [row.destination for row in page.context["alert_channels"].rows] == []
+    assert "No notification waits or failed" in page.content.decode()
+
+    olga.user_permissions.add(_permission())
+    page = client_for(olga).get("/health/")
+    rows = page.context["alert_channels"].rows
+    assert [(row.destination, row.failed, row.failing) for row in rows] == [(name, 1, True)]
+    assert f'id="channel-{name}" class="failing"' in page.content.decode()
+    # A workspace chosen narrows the page to it: the security notifications are of none.
+    page = client_for(olga).get("/health/", {"workspace": 7})
+    assert page.context["alert_channels"].rows == []
