@@ -16,6 +16,7 @@ from approvals.selectors import (
     workspace_ids_for,
 )
 from console.request_evidence import statuses_of
+from lib.paging import narrowed_order
 from reconciliation.selectors import needing_person_counts_bounded
 
 
@@ -56,9 +57,9 @@ def requests_of(user, *, text: str = "", limit: int = 100) -> list[Request]:
     mine = newest_revisions(
         Request.objects.filter(requested_by=user, workspace_id__in=workspace_ids_for(user))
     )
-    # A search sorts what the trigram index found (NULLs placed where no index has them: `keyset_page`'s
-    # `narrowed_first`), rather than walking a workspace's requests in order and testing each.
-    newest = F("created_at").desc(nulls_last=True) if text else F("created_at").desc()
+    # A search sorts what the trigram index found (`narrowed_order`), rather than walking a workspace's
+    # requests in order and testing each.
+    newest = narrowed_order("created_at", newest_first=True) if text else F("created_at").desc()
     rows = list(
         requests_matching(mine, text)
         .select_related("workspace", "corrected_by")

@@ -3,7 +3,7 @@
 from collections.abc import Sequence
 
 from django.db import connections
-from django.db.models import F, Q, QuerySet
+from django.db.models import F, OrderBy, Q, QuerySet
 
 
 def keyset_page(
@@ -37,8 +37,7 @@ def keyset_page(
     direction, strict, bound = ("-", "lt", "lte") if newest_first else ("", "gt", "gte")
     order = (f"{direction}{field}", f"{direction}id")
     if narrowed_first:
-        first = F(field).desc(nulls_last=True) if newest_first else F(field).asc(nulls_first=True)
-        order = (first, order[1])
+        order = (narrowed_order(field, newest_first=newest_first), order[1])
     queryset = queryset.order_by(*order)
     if after is not None:
         # The plain bound lets the (workspace, field, id) index start at the cursor; the OR alone would
@@ -49,6 +48,13 @@ def keyset_page(
         )
     rows = list(_merged(queryset, merge_by, order, size + 1))
     return rows[:size], len(rows) > size
+
+
+def narrowed_order(field: str, *, newest_first: bool) -> OrderBy:
+    """The order on `field` of rows found through a filter's own index (`keyset_page`'s `narrowed_first`):
+    NULLs placed where no btree index has them (`field` is never NULL, so the rows are the same), so that
+    PostgreSQL finds the matches, then sorts them, rather than walking an ordered index testing each row."""
+    return F(field).desc(nulls_last=True) if newest_first else F(field).asc(nulls_first=True)
 
 
 def _merged(queryset: QuerySet, merge_by: tuple[str, Sequence] | None, order, limit: int):

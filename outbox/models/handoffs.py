@@ -62,12 +62,18 @@ NOTIFICATION_WORKFLOW = "incident_notifications"
 RESERVED_WORKFLOWS = frozenset({NOTIFICATION_WORKFLOW, "incident"})
 
 
+def business_condition(prefix: str = "") -> models.Q:
+    """The workspaces' own handoffs: every one but the product's alert notifications. `prefix` is the path
+    from another model to its handoff (`"handoff__"` for attempts and events)."""
+    return ~models.Q(**{f"{prefix}workflow": NOTIFICATION_WORKFLOW})
+
+
 class HandoffQuerySet(models.QuerySet):
     """The derived rules over handoffs, each defined once. Times are compared on the database clock."""
 
     def business(self):
-        """The workspaces' own handoffs: every one but the product's alert notifications."""
-        return self.exclude(workflow=NOTIFICATION_WORKFLOW)
+        """The workspaces' own handoffs (`business_condition`)."""
+        return self.filter(business_condition())
 
     def notifications(self):
         """The product's alert notifications (`NOTIFICATION_WORKFLOW`)."""

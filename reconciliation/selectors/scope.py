@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from django.db.models import QuerySet
 
 from outbox.models import Attempt, Handoff, HandoffEvent
-from outbox.models.handoffs import NOTIFICATION_WORKFLOW
+from outbox.models.handoffs import business_condition
 
 
 def scoped(
@@ -23,13 +23,13 @@ def handoffs_scoped(workspace_ids: Iterable[int] | None) -> QuerySet[Handoff]:
 
 
 def attempts_scoped(workspace_ids: Iterable[int] | None) -> QuerySet[Attempt]:
-    """The attempts of the workspaces' business handoffs (`Handoff.objects.business()`, through the join
-    the workspace filter takes anyway): Health's attempt figures leave the alert notifications' out."""
-    attempts = Attempt.objects.exclude(handoff__workflow=NOTIFICATION_WORKFLOW)
+    """The attempts of the workspaces' business handoffs (`business_condition`, through the join the
+    workspace filter takes anyway): Health's attempt figures leave the alert notifications' out."""
+    attempts = Attempt.objects.filter(business_condition("handoff__"))
     return scoped(attempts, workspace_ids, "handoff__workspace_id")
 
 
 def events_scoped(workspace_ids: Iterable[int] | None) -> QuerySet[HandoffEvent]:
     """The events of the workspaces' business handoffs, as `attempts_scoped`."""
-    events = HandoffEvent.objects.exclude(handoff__workflow=NOTIFICATION_WORKFLOW)
+    events = HandoffEvent.objects.filter(business_condition("handoff__"))
     return scoped(events, workspace_ids, "handoff__workspace_id")
