@@ -247,6 +247,9 @@ CONSOLE_PAGES: list[tuple[str, str, str]] = [
     ("audit:export", "Audit export", Role.OPERATOR),
     ("admin:index", "Admin", "staff"),
 ]
+# Pages also offered to the holders of a permission, whatever their roles: support staff granted the security
+# incidents (`incidents.view_security_incident`, docs/security.md) find the incident list in their nav.
+PAGES_ALSO_FOR_PERMISSION = {"incidents:list": "incidents.view_security_incident"}
 AUDIENCE_LABELS = {
     Role.REQUESTER: "requesters",
     Role.APPROVER: "approvers",
@@ -265,7 +268,15 @@ def pages_for(user, roles: set[str] | None = None) -> list[dict]:
         roles = set(Membership.objects.filter(user=user).values_list("role", flat=True).distinct())
     allowed = roles | ({"member"} if roles else set()) | ({"staff"} if user.is_staff else set())
     return [
-        {"url_name": name, "title": title} for name, title, who in CONSOLE_PAGES if who in allowed
+        {"url_name": name, "title": title}
+        for name, title, who in CONSOLE_PAGES
+        if who in allowed
+        or (
+            # Support staff only: asking a requester's permissions would cost every page two queries.
+            name in PAGES_ALSO_FOR_PERMISSION
+            and user.is_staff
+            and user.has_perm(PAGES_ALSO_FOR_PERMISSION[name])
+        )
     ]
 
 

@@ -125,13 +125,13 @@ def incident_resolve(request: HtmxHttpRequest, pk: int) -> HttpResponse:
 @login_required
 def incident_open_count(request: HtmxHttpRequest) -> HttpResponse:
     """The nav's figure beside "Incidents": the open and acknowledged incidents of the person's
-    workspaces (fetched after the page, so that no page pays a query for it)."""
+    workspaces, and the security incidents for a holder of their permission (fetched after the page, so
+    that no page pays a query for it)."""
     scope = workspace_ids_for(request.user, Role.OPERATOR)
+    security = sees_security_incidents(request.user)
     count = (
-        incidents_for(
-            scope, security=sees_security_incidents(request.user), owner_id=request.user.pk
-        ).count()
-        if scope
+        incidents_for(scope, security=security, owner_id=request.user.pk).count()
+        if scope or security
         else 0
     )
     # Stripped: with nothing open the answer is empty, so the nav shows nothing, not an empty pill.

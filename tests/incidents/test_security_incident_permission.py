@@ -87,6 +87,19 @@ def test_a_holder_of_the_permission_sees_and_acts_on_them(world, incidents):
     assert security.state == "acknowledged"
 
 
+def test_a_holder_without_a_workspace_role_finds_incidents_in_the_nav_with_their_count(
+    world, incidents
+):
+    """The nav offered Incidents to operators only, and its count was 0 for anyone without a workspace: a
+    holder of the permission reached the security incidents only by typing the address."""
+    support, refused = _support("sue", granted=True), _support("sam", granted=False)
+    page = support.get("/incidents/").content.decode()
+    assert 'href="/incidents/"' in page
+    assert ">1 open<" in support.get("/incidents/open-count").content.decode()
+    assert 'href="/incidents/"' not in refused.get("/").content.decode()
+    assert refused.get("/incidents/open-count").content.decode().strip() == ""
+
+
 def test_a_workspace_operator_never_sees_them_staff_or_not(world, incidents):
     security, ours = incidents
     olga = Client()
