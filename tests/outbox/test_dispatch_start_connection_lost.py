@@ -49,11 +49,17 @@ def start(cut_at: int | None = None) -> tuple[object, int]:
         return execute(sql, params, many, context)
 
     stop = threading.Event()
-    threading.Timer(120, stop.set).start()  # a start that never ends fails the test, not the suite
+    # A start that never ends fails the test, not the suite; a daemon, cancelled, so that no timer keeps the
+    # test process alive after its tests.
+    timer = threading.Timer(120, stop.set)
+    timer.daemon = True
+    timer.start()
     command = Command(stdout=StringIO(), stderr=StringIO())
-    with connection.execute_wrapper(cutting):
-        holds = command.run_start(stop)
-    stop.set()
+    try:
+        with connection.execute_wrapper(cutting):
+            holds = command.run_start(stop)
+    finally:
+        timer.cancel()
     return holds, made
 
 
