@@ -63,7 +63,8 @@ def _ready(procs, var_dir: Path, worker: str, within: float) -> subprocess.Compl
         env=procs.dispatcher_env(HANDOFF_VAR_DIR=str(var_dir)),
         capture_output=True,
         text=True,
-        timeout=60,
+        # A manage.py start on a loaded machine: at a load of 13 one took over a minute to answer.
+        timeout=START_DEADLINE_SECONDS,
     )
 
 
@@ -74,7 +75,7 @@ def test_dispatcher_readiness_follows_its_loop(processes, tmp_path):
     dispatcher = processes.start_dispatcher("probed", HANDOFF_VAR_DIR=str(var_dir))
     wait_until(
         lambda: _ready(processes, var_dir, "probed", within).returncode == 0,
-        timeout=60,
+        timeout=START_DEADLINE_SECONDS,
         what="the dispatcher ready",
         procs=[dispatcher],
     )
