@@ -167,7 +167,8 @@ class Processes:
             env=self.dispatcher_env(**overrides),
             capture_output=True,
             text=True,
-            timeout=120,
+            # A whole `migrate` of both databases took over 120 s at a load of 13.
+            timeout=300,
         )
         assert done.returncode == 0, done.stdout + done.stderr
         return done.stdout
