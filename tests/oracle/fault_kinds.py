@@ -147,21 +147,29 @@ class Kinds:
         return False
 
     def cancel(self) -> bool:
-        """A first step not sent yet (or stuck) cancelled; a new request's when there is none."""
+        """A first step not sent yet (or stuck) cancelled; else a new request's, cancelled in the transaction
+        that approves it. A dispatcher claims a new step within milliseconds: picked after the approval's
+        commit, it was in flight by the cancel on a loaded machine, every time for four minutes (seed 37)."""
         rows = Handoff.objects.filter(
             state__in=(S.PENDING, S.NEEDS_ATTENTION), kind="action", step_index=0
         )
         candidates = [h for h in rows.order_by("pk") if h.cancellable_alone]
-        if not candidates:
-            candidates = [self.run.approve_one()]
-        with contextlib.suppress(OutboxError):
-            handoff_cancel(
-                handoff_id=self.rng.choice(candidates).pk,
-                actor=self.operator(),
-                reason="cancelled by the oracle's operator",
-            )
+        self.rng.shuffle(candidates)
+        for handoff in candidates[:5]:
+            with contextlib.suppress(OutboxError):
+                self._cancel(handoff)
+                return True
+        with contextlib.suppress(OutboxError), transaction.atomic():
+            self._cancel(self.run.approve_one())
             return True
         return False
+
+    def _cancel(self, handoff: Handoff) -> None:
+        handoff_cancel(
+            handoff_id=handoff.pk,
+            actor=self.operator(),
+            reason="cancelled by the oracle's operator",
+        )
 
     def compensate(self) -> bool:
         """A workflow instance with a delivered step reversed (its steps not sent yet cancelled)."""
