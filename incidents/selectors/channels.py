@@ -102,18 +102,20 @@ def alert_channel_delivery(
             name__in=names, state=DestinationState.PAUSED
         )
     }
-    rows = []
-    for name in names:
-        health, open_rows = paused.get(name), counts.get(name)
-        if health is None and not open_rows:
-            continue
-        rows.append(
-            ChannelDelivery(
-                destination=name,
-                channel=channels.get(name),
-                **(open_rows or {"waiting": 0, "uncertain": 0, "failed": 0}),
-                paused=health is not None,
-                last_error=redact_text(health.last_error)[:200] if health is not None else "",
-            )
-        )
+    rows = [
+        _delivery(name, channels.get(name), paused.get(name), counts.get(name))
+        for name in names
+        if name in paused or counts.get(name)
+    ]
     return AlertChannels(rows[:CHANNELS_SHOWN])
+
+
+def _delivery(name: str, channel, health, open_rows: dict | None) -> ChannelDelivery:
+    """One channel's line: its open notifications by state, and its destination's pause (None: taking calls)."""
+    return ChannelDelivery(
+        destination=name,
+        channel=channel,
+        **(open_rows or {"waiting": 0, "uncertain": 0, "failed": 0}),
+        paused=health is not None,
+        last_error=redact_text(health.last_error)[:200] if health is not None else "",
+    )
