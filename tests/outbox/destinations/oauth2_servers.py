@@ -14,7 +14,9 @@ API: POST /v1/records (any query) with Idempotency-Key and a JSON body -> 201 {"
 `Authorization: Bearer <a token of the server, not expired, serial not below the floor>` or, when started
 with an API key, `X-Api-Key: <key>`; anything else -> 401. Test-only: GET /_test/state (records, every
 request's key and whether it was let in), POST /_test/faults {"token_floor": n}: tokens of a serial below n
-are refused (revoked).
+are refused (revoked); {"leeway": seconds}: a token is still taken that long after it expired (the clock leeway
+of a resource server), so that a test can tell "renewed by itself" from "renewed once refused" on a loaded
+machine, where a call can reach the API a second after the client last judged its token fresh.
 """
 
 import base64
@@ -43,10 +45,10 @@ def _sign(key: bytes, text: str) -> str:
     return hmac.new(key, text.encode(), hashlib.sha256).hexdigest()
 
 
-def token_valid(key: bytes, token: str, floor: int) -> bool:
+def token_valid(key: bytes, token: str, floor: int, leeway: float = 0.0) -> bool:
     try:
         serial, expires_ms, mac = token.split(".")
-        fresh = int(expires_ms) > time.time() * 1000 and int(serial) >= floor
+        fresh = int(expires_ms) + leeway * 1000 > time.time() * 1000 and int(serial) >= floor
     except ValueError:
         return False
     return fresh and hmac.compare_digest(mac, _sign(key, f"{serial}.{expires_ms}"))
@@ -136,7 +138,8 @@ class Api(Handler):
         if self.api_key and self.headers.get("X-Api-Key") == self.api_key:
             return True
         token = self.headers.get("Authorization", "").removeprefix("Bearer ")
-        return token_valid(self.key, token, self.state["faults"].get("token_floor", 0))
+        faults = self.state["faults"]
+        return token_valid(self.key, token, faults.get("token_floor", 0), faults.get("leeway", 0.0))
 
     def serve(self, raw: bytes):
         key = self.headers.get("Idempotency-Key")
