@@ -14,7 +14,6 @@ import os
 import socket
 import threading
 import time
-from datetime import timedelta
 from typing import NamedTuple
 
 from django.conf import settings
@@ -32,7 +31,7 @@ from outbox.destinations import (
 )
 from outbox.dispatch.claims import Claim, claim_resend_blocked, handoff_claim_due
 from outbox.dispatch.lease_keeper import LeaseKeeper
-from outbox.dispatch.leases import attempt_mark_calling, handoff_expire_leases
+from outbox.dispatch.leases import attempt_mark_calling, handoff_expire_leases, lease_began
 from outbox.dispatch.recorded import record_and_count, write_and_count
 from outbox.dispatch.run_stats import RunStats
 from outbox.dispatch.withdrawals import handoff_withdraw, send_withheld
@@ -112,8 +111,7 @@ def dispatch_batch(
 def _on_claims_clock(claims: list[Claim], lease_seconds: float):
     """The batch's calls state the database's time as its claim read it, not this host's (`outbox/clock.py`):
     a receiver refuses a signature 5 minutes off its own clock, and no extra query is made for it."""
-    until = claims[0].leased_until if claims else None
-    return calls_on_db_clock(None if until is None else until - timedelta(seconds=lease_seconds))
+    return calls_on_db_clock(lease_began(claims[0].leased_until, lease_seconds) if claims else None)
 
 
 def _probe_not_counted(

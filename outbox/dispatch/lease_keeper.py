@@ -3,11 +3,15 @@ worker, nor on a slot of the destination's limits that ran out, nor into a Retry
 
 import logging
 import time
-from datetime import timedelta
 
 from outbox.clock import calls_clock_read_again
 from outbox.dispatch.claims import Claim
-from outbox.dispatch.leases import handoff_release_claims, handoff_renew_leases
+from outbox.dispatch.leases import (
+    handoff_release_claims,
+    handoff_renew_leases,
+    lease_began,
+    lease_renewal_due,
+)
 from outbox.limit_rules import HOLD_CHECK_SECONDS, Permit
 from outbox.services.limits import HoldWatch, destination_renew
 
@@ -26,7 +30,6 @@ class LeaseKeeper:
     hold gives the claims not sent yet back (pending, due at once, no attempt counted): `given_back`.
     """
 
-    MARGIN = 1.0
     HOLD_CHECK_SECONDS = HOLD_CHECK_SECONDS
 
     def __init__(
@@ -89,17 +92,18 @@ class LeaseKeeper:
             self.held = {pk: c for pk, c in self.held.items() if pk in renewed.kept}
             if renewed.leased_until is not None:
                 # The calls that follow state the database's time as this renewal read it.
-                calls_clock_read_again(renewed.leased_until - timedelta(seconds=self.lease_seconds))
+                calls_clock_read_again(lease_began(renewed.leased_until, self.lease_seconds))
         if claim.handoff_id in self.held:
             self.sent.add(claim.handoff_id)
             return True
         return False
 
     def _renewal_due(self, now: float) -> bool:
-        """One more call could outlive the leases, or this host's monotonic clock went back since they were
-        renewed (a stepped clock under libfaketime): how long they have left is then unknown, so renew."""
-        since = now - self.renewed_at
-        return since < 0 or since + self.call_seconds + self.MARGIN > self.lease_seconds
+        return lease_renewal_due(
+            since=now - self.renewed_at,
+            call_seconds=self.call_seconds,
+            lease_seconds=self.lease_seconds,
+        )
 
     def lost(self, claim: Claim) -> bool:
         """Not sent because its lease was taken over (not given back by this worker)."""

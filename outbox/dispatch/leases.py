@@ -3,7 +3,7 @@ all, and expired when a worker stopped reporting: the outcome is then unknown, u
 was opened "not called yet" (a destination without idempotency: `handoff_claim_due`'s `mark_not_called`) and
 its call had not started (`attempt_mark_calling`, "sending now")."""
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import NamedTuple
 
 from django.db import transaction
@@ -16,6 +16,8 @@ from outbox.models import Attempt, AttemptOutcome, FailureClass, Handoff, Handof
 from outbox.services.transitions import handoff_transition
 
 S = HandoffState
+# No call starts unless it ends this long before the leases it is made under (this host's monotonic clock).
+LEASE_MARGIN_SECONDS = 1.0
 
 
 class Renewed(NamedTuple):
@@ -24,6 +26,20 @@ class Renewed(NamedTuple):
 
     kept: set[int]
     leased_until: datetime | None
+
+
+def lease_began(leased_until: datetime | None, lease_seconds: float) -> datetime | None:
+    """When a lease of `lease_seconds` that ends at `leased_until` (set by a claim or a renewal) began: the
+    database's time as that statement read it, which the calls made under it state (`outbox/clock.py`)."""
+    return None if leased_until is None else leased_until - timedelta(seconds=lease_seconds)
+
+
+def lease_renewal_due(*, since: float, call_seconds: float, lease_seconds: float) -> bool:
+    """Whether leases renewed `since` seconds ago (this host's monotonic clock) are renewed before a call
+    that may take `call_seconds`, for deliveries and settlement alike: the call could outlive them, or the
+    clock went back since they were renewed (a stepped clock under libfaketime; `since` is then negative)
+    and how long they have left is unknown."""
+    return since < 0 or since + call_seconds + LEASE_MARGIN_SECONDS > lease_seconds
 
 
 def handoff_renew_leases(*, claims: list[Claim], lease_seconds: float) -> Renewed:

@@ -24,6 +24,7 @@ from lib.databases import DB
 from outbox.bulk_writes import update_many
 from outbox.clock import POSTGRES_NOW_PLUS, db_now, db_now_plus
 from outbox.destinations import Lookups, RemoteTask
+from outbox.dispatch.leases import Renewed
 from outbox.models import Handoff, HandoffEvent, HandoffState
 from outbox.outcomes import Settlement, settlement_for, settlement_without_answer
 from outbox.services.transitions import (
@@ -162,14 +163,16 @@ def _held(claims: list[SettlementClaim]):
 
 def handoff_renew_settlement_claims(
     *, claims: list[SettlementClaim], lease_seconds: float
-) -> set[int]:
-    """Extend the leases of the claims still held; return their ids (the others were taken over or settled)."""
+) -> Renewed:
+    """Extend the leases of the claims still held: their ids (the others were taken over or settled) and the
+    leases' new end."""
     if not claims:
-        return set()
+        return Renewed(set(), None)
     with transaction.atomic(using=DB):
         held = _held(claims)
         held.update(lease_expires_at=db_now_plus(lease_seconds))
-        return set(held.values_list("pk", flat=True))
+        rows = list(held.values_list("pk", "lease_expires_at"))
+    return Renewed({pk for pk, _until in rows}, max((until for _pk, until in rows), default=None))
 
 
 def handoff_release_settlement_claims(*, claims: list[SettlementClaim]) -> int:

@@ -11,22 +11,23 @@ outside any transaction, record each answer under its claim's fencing token.
 - Recorded after each request of many keys, in one statement for the keys found as delivered
   (`outbox/settlement/found.py`); requests of one key each are made RECORD_AT_ONCE one after another
   under one permit (`LimitedLookups.lookup_each`) and recorded together, not one permit and one transaction
-  per key. Before a request that could outlast the leases, the answers waiting are
-  recorded and the leases renewed, and a claim lost meanwhile is not asked about.
+  per key. Before a request that could outlast the leases (or after this host's clock stepped back: the
+  dispatcher's rule, `outbox/dispatch/leases.py` `lease_renewal_due`), the answers waiting are recorded and
+  the leases renewed, and a claim lost meanwhile is not asked about.
 
 A destination that cannot be asked at all takes no request: its uncertain outcomes go to a person.
 """
 
 import time
 from dataclasses import dataclass, field
-from datetime import timedelta
 from time import time_ns
 
 from django.conf import settings
 
 from lib.telemetry import past_spans
-from outbox.clock import calls_on_db_clock
+from outbox.clock import calls_clock_read_again, calls_on_db_clock
 from outbox.destinations import LookupFailed
+from outbox.dispatch.leases import LEASE_MARGIN_SECONDS, lease_began, lease_renewal_due
 from outbox.dispatch.run_stats import RunStats
 from outbox.services.lookup_limits import DestinationBusy, EachAnswered, LimitedLookups
 from outbox.settlement.claims import (
@@ -75,31 +76,30 @@ def settle_pass(*, destination: LimitedLookups, worker: str, limit: int) -> Sett
     """Claim up to `limit` (whole requests) of the destination's uncertain handoffs for `worker` and settle
     them. The destination is asked under its limits (`LimitedLookups`, with its own wait)."""
     size = settlement_batch_size(destination, limit)
-    claims = handoff_claim_uncertain(destination_name=destination.name, worker=worker, limit=size)
+    lease_seconds = float(settings.HANDOFF_LEASE_SECONDS)
+    claims = handoff_claim_uncertain(
+        destination_name=destination.name, worker=worker, limit=size, lease_seconds=lease_seconds
+    )
     result = SettlementPass(claimed=len(claims), backlog=len(claims) == size)
     if claims:
         # Its lookups state the database's time as the claim read it, not this host's (`outbox/clock.py`).
-        claimed_at = claims[0].leased_until
-        if claimed_at is not None:
-            claimed_at -= timedelta(seconds=settings.HANDOFF_LEASE_SECONDS)
-        with calls_on_db_clock(claimed_at):
-            _Settler(destination, claims).run(result)
+        with calls_on_db_clock(lease_began(claims[0].leased_until, lease_seconds)):
+            _Settler(destination, claims, lease_seconds=lease_seconds).run(result)
     return result
 
 
 class _Settler:
     """One pass's claims, asked about request by request, their leases kept while the pass goes on."""
 
-    MARGIN = 1.0
-
-    def __init__(self, destination: LimitedLookups, claims: list[SettlementClaim]):
+    def __init__(
+        self, destination: LimitedLookups, claims: list[SettlementClaim], *, lease_seconds: float
+    ):
         self.destination = destination
-        self.lease_seconds = float(settings.HANDOFF_LEASE_SECONDS)
+        self.lease_seconds = lease_seconds
         # The longest one request can take: its wait for a permit and the call itself.
         self.request_seconds = destination.wait_seconds + destination.destination.call_seconds
-        self.renewed_at = (
-            time.monotonic()
-        )  # taken after the claim: its lease began earlier, never later
+        # Taken after the claim: its lease began earlier, never later.
+        self.renewed_at = time.monotonic()
         self.held = claims
         self.answered: list[SettlementAnswer] = []  # asked about, not recorded yet
 
@@ -133,13 +133,20 @@ class _Settler:
         """The next request's claims. If the request could outlast the leases, the answers waiting are recorded
         first (their leases hold until now) and the other claims' leases renewed."""
         now = time.monotonic()
-        if now - self.renewed_at + self.request_seconds + self.MARGIN > self.lease_seconds:
+        if lease_renewal_due(
+            since=now - self.renewed_at,
+            call_seconds=self.request_seconds,
+            lease_seconds=self.lease_seconds,
+        ):
             self._flush(result)
             self.renewed_at = now
-            kept = handoff_renew_settlement_claims(
+            renewed = handoff_renew_settlement_claims(
                 claims=self.held, lease_seconds=self.lease_seconds
             )
-            self.held = [claim for claim in self.held if claim.handoff_id in kept]
+            self.held = [claim for claim in self.held if claim.handoff_id in renewed.kept]
+            if renewed.leased_until is not None:
+                # The lookups that follow state the database's time as this renewal read it.
+                calls_clock_read_again(lease_began(renewed.leased_until, self.lease_seconds))
         chunk, self.held = self.held[:per_request], self.held[per_request:]
         return chunk
 
@@ -163,7 +170,7 @@ class _Settler:
         a dispatcher more than the lookup itself. No request starts unless it can end within the leases; the
         keys not asked (the rate limit gave fewer slots, a lookup failed, time ran out) go back for the next
         request or pass."""
-        until = self.renewed_at + self.lease_seconds - self.MARGIN - self.request_seconds
+        until = self.renewed_at + self.lease_seconds - LEASE_MARGIN_SECONDS - self.request_seconds
         try:
             asked = self.destination.lookup_each([c.action_key for c in chunk], until=until)
         except DestinationBusy:

@@ -2,6 +2,8 @@
 once, and the answers are recorded RECORD_AT_ONCE at a time instead of one write per key; answers waiting are
 recorded before a lease renewal, so none waits past the leases it was asked under. Both backends."""
 
+import time
+
 import pytest
 
 from delivery import services as receiver
@@ -201,3 +203,43 @@ def test_a_hold_that_begins_during_a_chunk_stops_it(make_handoff, permits, monke
     unasked = Handoff.objects.filter(state=S.UNCERTAIN)
     assert unasked.count() == 8 and not unasked.exclude(lease_owner="").exists()
     assert not HandoffEvent.objects.filter(handoff__in=unasked).exists()
+
+
+class SteppingDestination(CountingDestination):
+    """The counting receiver on a host whose clocks step back five minutes during the first lookup (an NTP
+    step, libfaketime's jump: the monotonic clock goes back with the wall clock)."""
+
+    def __init__(self, monkeypatch):
+        super().__init__()
+        self.monkeypatch = monkeypatch
+
+    def lookup(self, action_key):
+        if not self.asked:
+            real = time.monotonic
+            self.monkeypatch.setattr(time, "monotonic", lambda: real() - 300.0)
+        return super().lookup(action_key)
+
+
+def test_a_pass_whose_host_clock_steps_back_renews_its_leases_before_the_next_request(
+    make_handoff, monkeypatch
+):
+    """After a step back the time since the leases were renewed reads negative: how long they have left is
+    unknown, so they are renewed before the next request, as the dispatcher's are (the pass used to read the
+    step as time in hand and went on asking under leases that may have run out)."""
+    renewals: list[set[int]] = []
+    real_renew = settling.handoff_renew_settlement_claims
+
+    def renew(*, claims, lease_seconds):
+        renewed = real_renew(claims=claims, lease_seconds=lease_seconds)
+        renewals.append(renewed.kept)
+        return renewed
+
+    monkeypatch.setattr(settling, "handoff_renew_settlement_claims", renew)
+    handoffs = lost_answers(make_handoff, BACKLOG)
+    destination = LimitedLookups(SteppingDestination(monkeypatch), worker="a")
+    settled = settling.settle_pass(destination=destination, worker="a", limit=BACKLOG)
+    assert settled.outcomes == {S.DELIVERED: BACKLOG}
+    # The first request's keys were asked before the step; the rest were renewed, all still held, first.
+    [kept] = renewals
+    assert kept == {h.pk for h in handoffs[settling.RECORD_AT_ONCE :]}
+    assert not Handoff.objects.exclude(lease_owner="").exists()
