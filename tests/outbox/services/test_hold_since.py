@@ -42,7 +42,8 @@ def _receiver():
 
 def test_a_new_hold_starts_now_on_the_database_clock():
     _answered_retry_after(30)
-    assert _receiver().filter(hold_since__gt=db_now_plus(-5), hold_since__lte=db_now()).exists()
+    # A minute back: a loaded machine can stall for seconds between the answer and this check.
+    assert _receiver().filter(hold_since__gt=db_now_plus(-60), hold_since__lte=db_now()).exists()
 
 
 def test_an_answer_extending_the_hold_in_force_keeps_its_start():
@@ -50,8 +51,8 @@ def test_an_answer_extending_the_hold_in_force_keeps_its_start():
     _answered_retry_after(30)
     # The hold in force began an hour ago; the call still in flight is answered with a longer Retry-After.
     retry_after_rows("receiver").update(starts_at=db_now_plus(-3600))
-    _answered_retry_after(50, permit=late)
-    assert _receiver().filter(hold_until__gt=db_now_plus(40)).exists()
+    _answered_retry_after(300, permit=late)
+    assert _receiver().filter(hold_until__gt=db_now_plus(240)).exists()
     assert _receiver().filter(hold_since__lt=db_now_plus(-3500)).exists()
 
 
@@ -59,4 +60,4 @@ def test_a_hold_after_the_last_one_ended_starts_again():
     _answered_retry_after(30)
     retry_after_rows("receiver").update(starts_at=db_now_plus(-3600), ends_at=db_now_plus(-0.001))
     _answered_retry_after(30)
-    assert _receiver().filter(hold_since__gt=db_now_plus(-5)).exists()
+    assert _receiver().filter(hold_since__gt=db_now_plus(-60)).exists()
