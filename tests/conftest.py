@@ -12,6 +12,9 @@ from tests.processes import KernelPort
 # The scripted OpenID provider in a process of its own, for the sign-on tests of tests/sso and tests/security.
 from tests.sso.scripted import scripted_provider  # noqa: F401
 
+# Where a run's time goes per test file, when SUITE_COSTS is set (tests/costs.py).
+pytest_plugins = ["tests.costs"]
+
 # No per-example deadline for the property tests: Hypothesis fails a test whose one example outlasts 200 ms
 # once, as happens when a loaded machine (two cores shared with PostgreSQL, gunicorn and Chromium) sets the
 # process aside for a moment; what the properties check does not depend on time.
