@@ -61,7 +61,7 @@ def test_approval_is_delivered_by_the_qcluster_woken_on_commit(processes, settin
     assert not Schedule.objects.exists(), "nothing but the wake-up could have delivered it"
     wait_until(
         lambda: Task.objects.filter(func="outbox.tasks.dispatch_due", success=True).exists(),
-        timeout=30,
+        timeout=120,
         what="the cluster to record the dispatch task",
         procs=[cluster],
     )
@@ -103,7 +103,7 @@ def test_scheduled_sweep_delivers_a_handoff_whose_wake_up_was_lost(processes, se
     assert_delivered_once(handoff)
     wait_until(
         lambda: Task.objects.filter(func="outbox.tasks.sweep", success=True).exists(),
-        timeout=30,
+        timeout=120,
         what="the cluster to record the sweep task",
         procs=[cluster],
     )

@@ -93,7 +93,7 @@ def test_two_hundred_handoffs_failing_for_one_cause_page_once_and_resolve_by_the
             )
             return sent.exists()
 
-        wait_until(page_sent, timeout=30, what="the page to be sent")
+        wait_until(page_sent, timeout=120, what="the page to be sent")
         for _ in range(3):
             alerts_send_due()
         [incident] = Incident.objects.filter(severity=IncidentSeverity.PAGE)
@@ -118,7 +118,7 @@ def test_two_hundred_handoffs_failing_for_one_cause_page_once_and_resolve_by_the
             alerts_send_due()
             return Incident.objects.filter(pk=incident.pk, state=IncidentState.RESOLVED).exists()
 
-        wait_until(resolved, timeout=30, what="the incident to resolve by itself")
+        wait_until(resolved, timeout=120, what="the incident to resolve by itself")
         incident.refresh_from_db()
         assert incident.resolved_by is None and incident.settled_count == HANDOFFS
         assert {

@@ -181,6 +181,6 @@ def test_without_an_acknowledgement_the_next_level_is_paged(world):
             escalation_pass()
             return bool(second.received)
 
-        wait_for(second_paged, timeout=20, what="the page to reach the next level")
+        wait_for(second_paged, timeout=120, what="the page to reach the next level")
         [escalated] = second.documents()
         assert escalated["links"][0]["href"] == f"https://console.example/incidents/{incident.pk}/"

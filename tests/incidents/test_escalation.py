@@ -88,7 +88,7 @@ def test_an_unacknowledged_page_reaches_the_second_recipient_and_acknowledging_s
             escalation_pass()
             return bool(second.received)
 
-        wait_for(second_paged, timeout=20, what="the page to reach the second recipient")
+        wait_for(second_paged, timeout=120, what="the page to reach the second recipient")
         [page] = second.documents()
         assert page["event_action"] == "trigger" and page["routing_key"] == ROUTING_KEY
         assert page["dedup_key"] == f"handoff-incident-{incident.pk}"
