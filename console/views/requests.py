@@ -57,6 +57,19 @@ def bad_request(reason) -> HttpResponse:
     )
 
 
+def search_refused(request, template: str, refused: BadSearch) -> HttpResponse:
+    """A list whose search cannot be read: its page, no rows, the reason under the search box
+    (`approvals/_request_search.html`), answered 400."""
+    context = {
+        "requests": [],
+        "q": request.GET.get("q", "").strip(),
+        # Read before the search by `searched_page`: a workspace that reached the search is a number.
+        "workspace": request.GET.get("workspace", ""),
+        "search_error": str(refused),
+    }
+    return render(request, template, context, status=400)
+
+
 def searched_page(
     request, requests, *, newest_first: bool, workspace_ids: list[int] | None = None
 ) -> dict:
@@ -96,8 +109,10 @@ def queue(request) -> HttpResponse:
         page = searched_page(
             request, selectors.requests_awaiting_decision(request.user), newest_first=False
         )
-    except (BadQueryValue, BadSearch) as exc:
+    except BadQueryValue as exc:
         return bad_request(exc)
+    except BadSearch as exc:
+        return search_refused(request, "approvals/queue.html", exc)
     for row in page["requests"]:
         # Say why a request here is not this approver's to decide, instead of a button that would refuse.
         row.refusal = selectors.decider_refusal(request.user.pk, row)
@@ -113,8 +128,10 @@ def search(request) -> HttpResponse:
         ids = selectors.workspace_ids_for(request.user)
         requests = selectors.requests_in_view(ids)
         page = searched_page(request, requests, newest_first=True, workspace_ids=ids)
-    except (BadQueryValue, BadSearch) as exc:
+    except BadQueryValue as exc:
         return bad_request(exc)
+    except BadSearch as exc:
+        return search_refused(request, "approvals/search.html", exc)
     return render(request, "approvals/search.html", page)
 
 
@@ -187,5 +204,5 @@ def my_requests(request) -> HttpResponse:
     try:
         requests = console_selectors.requests_of(request.user, text=text)
     except BadSearch as exc:
-        return bad_request(exc)
+        return search_refused(request, "approvals/mine.html", exc)
     return render(request, "approvals/mine.html", {"requests": requests, "q": text})
