@@ -13,7 +13,7 @@ from console.claims import record_words
 from console.templatetags.evidence import state_badge
 from incidents.models import Incident
 from incidents.selectors.incidents import sees_security_incidents
-from lib.search_syntax import request_number
+from lib.search_syntax import BadSearch, request_number, search_typed
 from outbox import services
 from outbox.models import (
     AGE_CHOICES,
@@ -124,6 +124,12 @@ class HandoffAdmin(ReadOnlyAdmin):
         return state_badge(obj)
 
     def get_search_results(self, request, queryset, search_term):
+        try:
+            search_typed(search_term)
+        except BadSearch as refused:
+            # The console's limit and reason (`lib/search_syntax.py`): said above an empty list, not a 500.
+            messages.error(request, f"Not searched: {refused}.")
+            return queryset.none(), False
         # "request 42" (or "42") means that request, as in the console: Django's word-by-word search would
         # also match "42" inside task ids.
         number = request_number(search_term)

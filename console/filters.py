@@ -1,11 +1,12 @@
 """The handoff list filter: workspace, state (with "retrying"), failure class, owner, age and text."""
 
 import django_filters
+from django.core.exceptions import ValidationError
 from django.db.models import Q, QuerySet
 
 from approvals.models import Membership, Role, Workspace
 from lib.paging import keyset_page
-from lib.search_syntax import is_whole_key, request_number
+from lib.search_syntax import BadSearch, is_whole_key, request_number, search_typed
 from outbox.models import AGE_CHOICES, FailureClass, HandoffState
 from outbox.search_text import text_search
 from reconciliation.selectors import needing_person
@@ -27,6 +28,15 @@ STATE_CHOICES = [
 ]
 
 
+def readable_search(value: str) -> None:
+    """The search box takes what the request search takes (`lib/search_syntax.py`, one limit for every
+    search): a longer text is refused with the reason, and a filter holding it is not applied at all."""
+    try:
+        search_typed(value)
+    except BadSearch as refused:
+        raise ValidationError(str(refused)) from refused
+
+
 class HandoffFilter(django_filters.FilterSet):
     workspace = django_filters.ChoiceFilter(
         field_name="workspace_id", label="Workspace", empty_label="all"
@@ -45,7 +55,9 @@ class HandoffFilter(django_filters.FilterSet):
     step = django_filters.CharFilter(field_name="step", label="Workflow step")
     destination = django_filters.CharFilter(field_name="destination", label="Destination")
     q = django_filters.CharFilter(
-        method="filter_text", label="Search: client, e-mail, searchable field, key or request"
+        method="filter_text",
+        label="Search: client, e-mail, searchable field, key or request",
+        validators=[readable_search],
     )
     origin = django_filters.ChoiceFilter(
         choices=ORIGIN_CHOICES, method="filter_origin", label="Of", empty_label="the workspaces"

@@ -104,12 +104,18 @@ def list_context(request: HtmxHttpRequest, data: dict[str, str]) -> dict:
         request=request,
         workspace_ids=visible,
     )
-    rows, more = handoff_list_page(
-        handoff_filter.qs,
-        data=data,
-        workspace_ids=visible,
-        after=_parse_cursor(request.GET.get("after")),
-        size=PAGE_SIZE,
+    # A search it cannot read (`readable_search`) lists nothing, with the reason, rather than every handoff.
+    search_refused = " ".join(handoff_filter.errors.get("q", []))
+    rows, more = (
+        ([], False)
+        if search_refused
+        else handoff_list_page(
+            handoff_filter.qs,
+            data=data,
+            workspace_ids=visible,
+            after=_parse_cursor(request.GET.get("after")),
+            size=PAGE_SIZE,
+        )
     )
     table_rows(rows, visible)
     query = urlencode(data)
@@ -130,7 +136,10 @@ def list_context(request: HtmxHttpRequest, data: dict[str, str]) -> dict:
         # filter names a workspace where the user is not an operator.
         "may_replay": bool(operator_ws)
         and (not data.get("workspace") or id_or_none(data["workspace"]) in operator_ws),
-        "archived": [] if request.GET.get("after") else _archived_matches(data, visible),
+        "archived": []
+        if request.GET.get("after") or search_refused
+        else _archived_matches(data, visible),
+        "search_refused": search_refused,
     }
 
 
@@ -153,8 +162,10 @@ REFRESH_HEADER = "X-Console-Refresh"
 def handoff_list(request: HtmxHttpRequest) -> HttpResponse:
     data = filter_data(request.GET)
     context = list_context(request, data)
+    # A search that cannot be read is a 400 with the reason, as the request searches answer it.
+    status = 400 if context["search_refused"] else 200
     if request.htmx and not request.htmx.history_restore_request:
-        response = render(request, "outbox/list.html#results", context)
+        response = render(request, "outbox/list.html#results", context, status=status)
         if not request.headers.get(REFRESH_HEADER):
             # The address bar always holds the filter on screen: the server names it, so Back and a
             # reload show exactly these results.
@@ -162,4 +173,4 @@ def handoff_list(request: HtmxHttpRequest) -> HttpResponse:
             query = urlencode({**data, **after})
             push_url(response, reverse("outbox:list") + (f"?{query}" if query else ""))
         return response
-    return render(request, "outbox/list.html", context)
+    return render(request, "outbox/list.html", context, status=status)
