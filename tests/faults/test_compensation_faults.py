@@ -24,7 +24,14 @@ from outbox.models import (
 from outbox.selectors import instance_handoffs, instance_status
 from outbox.services import instance_compensate
 from tests.factories import ONBOARDING_PAYLOAD, make_request, three_step_onboarding_world
-from tests.faults.test_dispatch_faults import wait_until
+from tests.faults.conftest import START_DEADLINE_SECONDS
+from tests.faults.test_dispatch_faults import (
+    KILL_HOLD_SECONDS,
+    KILL_LEASE_SECONDS,
+    KILL_READ_TIMEOUT,
+    run_out_lease,
+    wait_until,
+)
 
 pytestmark = [
     pytest.mark.postgres,
@@ -66,7 +73,7 @@ def test_compensation_delivered_once_despite_a_lost_answer_and_a_dispatcher_kill
     processes.start_receiver(
         faults={
             "keys": {UNDO_PROVISION: "drop_after_commit", UNDO_CREATE: "slow"},
-            "slow_seconds": 4,
+            "slow_seconds": KILL_HOLD_SECONDS,
         }
     )
     processes.dispatch_once("d1")
@@ -84,9 +91,11 @@ def test_compensation_delivered_once_despite_a_lost_answer_and_a_dispatcher_kill
 
     # The victim sends the compensation of step 2 (the receiver commits it and drops the answer), settles it
     # by lookup, then sends the compensation of step 1, which the receiver commits and answers too slowly.
-    # A lease must outlast one call (settings refuse less), so the lease is short and the read timeout shorter.
+    # A lease must outlast one call (settings refuse less); the hold outlasts any stall of the test's own.
     victim = processes.start_dispatcher(
-        "victim", HANDOFF_LEASE_SECONDS="7", RECEIVER_READ_TIMEOUT="5"
+        "victim",
+        HANDOFF_LEASE_SECONDS=str(KILL_LEASE_SECONDS),
+        RECEIVER_READ_TIMEOUT=str(KILL_READ_TIMEOUT),
     )
     wait_until(
         lambda: (
@@ -95,7 +104,7 @@ def test_compensation_delivered_once_despite_a_lost_answer_and_a_dispatcher_kill
                 handoff__action_key=UNDO_CREATE, outcome=AttemptOutcome.IN_PROGRESS
             ).exists()
         ),
-        timeout=30,
+        timeout=START_DEADLINE_SECONDS,
         what="the victim's call for the compensation of step 1",
         procs=[victim, processes.receiver],
     )
@@ -105,11 +114,8 @@ def test_compensation_delivered_once_despite_a_lost_answer_and_a_dispatcher_kill
     assert Handoff.objects.get(action_key=UNDO_CREATE).state == S.IN_FLIGHT
     assert Handoff.objects.get(action_key=UNDO_PROVISION).state == S.DELIVERED
 
-    wait_until(
-        lambda: Handoff.objects.lease_expired().filter(action_key=UNDO_CREATE).exists(),
-        timeout=20,
-        what="the victim's lease to expire",
-    )
+    run_out_lease("victim")
+    assert Handoff.objects.lease_expired().filter(action_key=UNDO_CREATE).exists()
     processes.dispatch_once("rescuer")
 
     # Each compensation delivered exactly once: one attempt each, the uncertain outcome settled by lookup.

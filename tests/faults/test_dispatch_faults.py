@@ -12,9 +12,10 @@ import pytest
 from django.db.models import Count
 
 from delivery.models import ReceiverTask, SeenMessage
-from outbox.clock import db_now
+from outbox.clock import db_now, db_now_plus
 from outbox.models import Attempt, AttemptOutcome, FailureClass, Handoff, HandoffState
 from outbox.payloads import payload_hash
+from tests.faults.conftest import START_DEADLINE_SECONDS
 
 pytestmark = [
     pytest.mark.postgres,
@@ -23,6 +24,13 @@ pytestmark = [
 ]
 S = HandoffState
 OPEN = (S.PENDING, S.IN_FLIGHT, S.UNCERTAIN)
+# A victim killed mid-call: the receiver holds its committed answer and the victim waits for it this long,
+# so that the test's kill comes while the call is out even when a loaded machine holds the test back for
+# many seconds (a 4 s hold was all the test had to see the call and kill). A lease outlasts one call
+# (connect 2 s + read); the killed victim's lease is then run out on the database clock (`run_out_lease`).
+KILL_READ_TIMEOUT = 30
+KILL_HOLD_SECONDS = KILL_READ_TIMEOUT + 2
+KILL_LEASE_SECONDS = KILL_READ_TIMEOUT + 5
 
 
 def make_handoffs(count: int, workspace_id: int = 7) -> list[str]:
@@ -44,6 +52,13 @@ def make_handoffs(count: int, workspace_id: int = 7) -> list[str]:
         )
     Handoff.objects.bulk_create(rows, batch_size=1000)
     return [row.action_key for row in rows]
+
+
+def run_out_lease(worker: str) -> None:
+    """The leases of a worker killed with SIGKILL (and reaped) run out now, on the database clock. They could
+    only run out by themselves, later: the test spares itself that wait, not a step of the product's (the next
+    dispatcher finds them expired and settles them as it would after the wait)."""
+    assert Handoff.objects.filter(lease_owner=worker).update(lease_expires_at=db_now_plus(-1))
 
 
 def wait_until(predicate, *, timeout: float, what: str, procs=None):
@@ -80,10 +95,11 @@ def test_lost_response_after_receiver_commits_ends_delivered_with_the_one_task(p
 
 def test_dispatcher_killed_mid_call_then_another_settles_without_a_duplicate(processes):
     [key] = make_handoffs(1)
-    processes.start_receiver(faults={"keys": {key: "slow"}, "slow_seconds": 4})
-    # A lease must outlast one call (settings refuse less), so the lease is short and the read timeout shorter.
+    processes.start_receiver(faults={"keys": {key: "slow"}, "slow_seconds": KILL_HOLD_SECONDS})
     victim = processes.start_dispatcher(
-        "victim", HANDOFF_LEASE_SECONDS="7", RECEIVER_READ_TIMEOUT="5"
+        "victim",
+        HANDOFF_LEASE_SECONDS=str(KILL_LEASE_SECONDS),
+        RECEIVER_READ_TIMEOUT=str(KILL_READ_TIMEOUT),
     )
     # The receiver has committed the task and is still answering: the victim is in its call.
     wait_until(
@@ -91,7 +107,7 @@ def test_dispatcher_killed_mid_call_then_another_settles_without_a_duplicate(pro
             ReceiverTask.objects.filter(action_key=key).exists()
             and Attempt.objects.filter(outcome=AttemptOutcome.IN_PROGRESS).exists()
         ),
-        timeout=30,
+        timeout=START_DEADLINE_SECONDS,
         what="the victim's call to reach the receiver",
         procs=[victim],
     )
@@ -100,11 +116,8 @@ def test_dispatcher_killed_mid_call_then_another_settles_without_a_duplicate(pro
     assert victim.returncode == -signal.SIGKILL
     assert Handoff.objects.get(action_key=key).state == S.IN_FLIGHT
 
-    wait_until(
-        lambda: Handoff.objects.lease_expired().filter(action_key=key).exists(),
-        timeout=20,
-        what="the victim's lease to expire",
-    )
+    run_out_lease("victim")
+    assert Handoff.objects.lease_expired().filter(action_key=key).exists()
     processes.dispatch_once("rescuer")
 
     handoff = Handoff.objects.get(action_key=key)

@@ -19,7 +19,7 @@ from outbox.models import Attempt, AttemptOutcome, Handoff, HandoffState
 from outbox.services.destination_configs import destination_configs_apply
 from tests.factories import HandoffFactory
 from tests.faults.conftest import START_DEADLINE_SECONDS, Processes
-from tests.faults.test_dispatch_faults import wait_until
+from tests.faults.test_dispatch_faults import run_out_lease, wait_until
 from tests.outbox.destinations.idempotency_key_server import LedgerProcess
 from tests.outbox.destinations.smtp_server import SmtpServer
 from tests.outbox.destinations.test_idempotency_key_http import ledger_config
@@ -30,12 +30,15 @@ pytestmark = [
     pytest.mark.django_db(databases=["default", "delivery"], transaction=True),
 ]
 S = HandoffState
-# The victim would give up after READ_TIMEOUT and record the outcome itself: it is killed well before, and
-# the server holds its answer for longer than that. A lease outlasts one call (connect + read).
+# The victim would give up after READ_TIMEOUT and record the outcome itself: it is killed well before, even
+# when a loaded machine holds the test back for many seconds between seeing the call and the kill (6 s were
+# too few), and the server holds its answer for longer than that. A lease outlasts one call (connect +
+# read; the row is also checked against this process's lease, 30 s); the killed victim's lease is run out on
+# the database clock rather than waited for.
 CONNECT_TIMEOUT = 1
-READ_TIMEOUT = 6
+READ_TIMEOUT = 25
 HOLD_SECONDS = READ_TIMEOUT + 2
-LEASE_SECONDS = "8"
+LEASE_SECONDS = "35"
 LEDGER_TOKEN = "ledger-token-kill"
 
 
@@ -53,6 +56,7 @@ def kill_mid_call(victim: subprocess.Popen, handoff: Handoff) -> None:
     assert victim.returncode == -signal.SIGKILL
     [attempt] = Attempt.objects.filter(handoff=handoff)
     assert attempt.outcome == AttemptOutcome.IN_PROGRESS, "killed before it could record anything"
+    run_out_lease("victim")
 
 
 def settled_by_survivor(processes: Processes, handoff: Handoff, **overrides: str) -> Handoff:
@@ -61,7 +65,7 @@ def settled_by_survivor(processes: Processes, handoff: Handoff, **overrides: str
     survivor = processes.start_dispatcher("survivor", **overrides)
     wait_until(
         lambda: Handoff.objects.get(pk=handoff.pk).state == S.DELIVERED,
-        timeout=60,
+        timeout=START_DEADLINE_SECONDS,
         what="the killed dispatcher's handoff to be settled",
         procs=[survivor],
     )
@@ -130,7 +134,11 @@ def test_http_kind_killed_while_the_receiver_holds_its_committed_answer_leaves_o
 
     handoff = settled_by_survivor(processes, handoff, **overrides)
     # The receiver writes a create call's line once it has answered it: the held one's comes last.
-    wait_until(lambda: create_calls(observed) >= 1, timeout=30, what="the held answer to end")
+    wait_until(
+        lambda: create_calls(observed) >= 1,
+        timeout=HOLD_SECONDS + START_DEADLINE_SECONDS,
+        what="the held answer to end",
+    )
     processes.stop_all()
     assert create_calls(observed) == 1, "one create call reached the receiver: the victim's"
     [task] = ReceiverTask.objects.all()
@@ -247,6 +255,7 @@ def test_smtp_kind_killed_while_the_server_holds_a_batchs_third_message_leaves_t
     os.kill(victim.pid, signal.SIGKILL)
     victim.wait(timeout=10)
     mailbox.release()  # its answer goes to a dead connection
+    run_out_lease("victim")
     in_flight = mailbox.messages()[held - 1]["X-Handoff-Action-Key"]
     assert in_flight == handoffs[held - 1].action_key, "sent in the order claimed"
     sent_before = handoffs[: held - 1]
@@ -258,7 +267,7 @@ def test_smtp_kind_killed_while_the_server_holds_a_batchs_third_message_leaves_t
     open_states = (S.PENDING, S.IN_FLIGHT, S.UNCERTAIN)
     wait_until(
         lambda: not Handoff.objects.filter(destination=MAIL, state__in=open_states).exists(),
-        timeout=60,
+        timeout=START_DEADLINE_SECONDS,
         what="every e-mail to be delivered or handed to a person",
         procs=[survivor],
     )

@@ -12,7 +12,7 @@ import pytest
 from outbox.models import Attempt, AttemptOutcome, Handoff, HandoffState
 from tests.factories import onboarding_world
 from tests.faults.conftest import START_DEADLINE_SECONDS
-from tests.faults.test_dispatch_faults import wait_until
+from tests.faults.test_dispatch_faults import run_out_lease, wait_until
 from tests.providers.harness import ProviderProcess
 from tests.providers.scenario import Flow, apply_files
 
@@ -22,8 +22,12 @@ pytestmark = [
     pytest.mark.django_db(databases=["default", "delivery"], transaction=True),
 ]
 S = HandoffState
-# The destinations files read within 5 s: the victim is killed well before, a lease outlasts one call.
-LEASE_SECONDS = "8"
+# The victim would give up after READ_TIMEOUT (the destinations files say 5 s) and record the outcome itself:
+# it is killed well before, even when a loaded machine holds the test back for many seconds between seeing
+# the held call and the kill. A lease outlasts one call (connect 1 s + read; the files are also checked
+# against this process's lease, 30 s); the killed victim's is run out.
+READ_TIMEOUT = 25
+LEASE_SECONDS = "35"
 
 PROVIDERS = {
     "stripe": (
@@ -62,7 +66,7 @@ def test_a_dispatcher_killed_while_the_provider_holds_its_committed_answer_leave
     monkeypatch.setenv(token_env, token)
     provider = ProviderProcess(provider_name, token=token)
     try:
-        apply_files(provider_name, provider.url, tmp_path)
+        apply_files(provider_name, provider.url, tmp_path, read_timeout=READ_TIMEOUT)
         handoff = Flow(world=onboarding_world(), workflow=workflow).approve(1, payload)
         provider.hold_next()
         overrides = {
@@ -83,11 +87,12 @@ def test_a_dispatcher_killed_while_the_provider_holds_its_committed_answer_leave
         os.kill(victim.pid, signal.SIGKILL)
         victim.wait(timeout=10)
         provider.release()  # the held answer goes to a dead connection
+        run_out_lease("victim")
 
         survivor = processes.start_dispatcher("survivor", **overrides)
         wait_until(
             lambda: Handoff.objects.get(pk=handoff.pk).state == S.DELIVERED,
-            timeout=60,
+            timeout=START_DEADLINE_SECONDS,
             what="the killed dispatcher's handoff to be settled",
             procs=[survivor],
         )

@@ -50,12 +50,16 @@ NEIGHBOURS = {
 }
 
 
-def apply_files(provider: str, url: str, directory: Path) -> None:
-    """`files/<provider>.destinations.json` (its `url`, and its token endpoint's origin, pointed at `url`)
-    and `<provider>.workflows.json`."""
+def apply_files(
+    provider: str, url: str, directory: Path, read_timeout: float | None = None
+) -> None:
+    """`files/<provider>.destinations.json` (its `url`, and its token endpoint's origin, pointed at `url`;
+    `read_timeout` in place of the file's, when given) and `<provider>.workflows.json`."""
     document = json.loads((FILES / f"{provider}.destinations.json").read_text())
     for destination in document["destinations"]:
         destination["url"] = url
+        if read_timeout is not None:
+            destination["read_timeout"] = read_timeout
         auth = destination.get("auth", {})
         if "token_url" in auth:
             auth["token_url"] = url + urlsplit(auth["token_url"]).path

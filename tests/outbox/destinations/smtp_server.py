@@ -252,7 +252,7 @@ class SmtpServer:
     def message_ids(self) -> list[str]:
         return [message["Message-ID"] for message in self.messages()]
 
-    def wait_for_messages(self, count: int, timeout: float = 30) -> list[Message]:
+    def wait_for_messages(self, count: int, timeout: float = 120) -> list[Message]:
         deadline = time.monotonic() + timeout
         while len(messages := self.messages()) < count:
             assert time.monotonic() < deadline, f"{len(messages)} messages, {count} expected"
