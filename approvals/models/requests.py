@@ -118,6 +118,9 @@ class Request(models.Model):
             models.Index(fields=["workspace", "state", "created_at"], name="request_ws_state_idx"),
             # The Requests page's keyset pages, one ordered branch per workspace (`lib.paging`).
             models.Index(fields=["workspace", "created_at", "id"], name="request_ws_age_idx"),
+            # A search by a payload hash (`approvals/request_search.py`): the revisions that carried it, in
+            # their workspace, then the request they belong to, whichever revision a list shows.
+            models.Index(fields=["payload_hash", "workspace"], name="request_payload_hash_idx"),
         ]
 
     def __str__(self) -> str:

@@ -245,6 +245,61 @@ def test_a_corrected_request_is_found_by_the_key_of_its_replaced_revision(
         assert not _listed(surface, page, first)
 
 
+@pytest.mark.parametrize("surface", [*SURFACES, "queue"])
+def test_a_corrected_request_is_found_by_the_payload_hash_of_its_replaced_revision(
+    everywhere_world, surface
+):
+    """The hash the approver saw before a correction still names the request: each list finds the revision
+    that replaced it (the admin the hash's revision and the later one), never a request whose revisions
+    never carried it, even one of the same number in another workspace."""
+    first = everywhere_world["case"]
+    revised = request_revise(
+        workspace_id=7,
+        number=61,
+        payload={**CASE, "client_name": "Fjord Seafood"},
+        actor=everywhere_world["bob"],
+    )
+    assert revised.payload_hash != first.payload_hash
+    # Request 61 of workspace 8, another payload: a hash of workspace 7 does not name it.
+    namesake = make_request(everywhere_world["w8"], 61, everywhere_world["wendy"])
+    typed = first.payload_hash.upper()
+    if surface == "queue":
+        page = _queue(everywhere_world["alice"], typed)
+        assert f'id="request-7-61-{revised.revision}"' in page
+        assert "request-7-42-" not in page
+        return
+    page = _search(everywhere_world, surface, typed)
+    assert _listed(surface, page, revised)
+    assert not _listed(surface, page, everywhere_world["request"])
+    assert not _listed(surface, page, namesake)
+    if surface == "admin":
+        assert _listed(surface, page, first)
+        # The new revision's hash names it alone: a hash never names an earlier revision.
+        later = _search(everywhere_world, surface, revised.payload_hash)
+        assert _listed(surface, later, revised) and not _listed(surface, later, first)
+    elif surface == "requests page":
+        assert not _listed(surface, page, first)
+
+
+def test_the_admins_search_by_a_payload_hash_finds_its_revisions_in_every_workspace(
+    everywhere_world,
+):
+    """Unfiltered, the admin's search by a payload hash lists each revision that carried it (the same
+    payload in workspaces 7 and 8), and not the requests of the same numbers that never did."""
+    namesakes = [
+        make_request(everywhere_world["w7"], 62, everywhere_world["bob"]),
+        make_request(everywhere_world["w8"], 61, everywhere_world["wendy"]),
+    ]
+    typed = everywhere_world["case"].payload_hash
+    response = client_for(everywhere_world["support"]).get(ADMIN, {"q": typed})
+    assert response.status_code == 200
+    page = response.content.decode()
+    for found in ("case", "other", "stray"):
+        assert _listed("admin", page, everywhere_world[found]), found
+    for namesake in namesakes:
+        assert not _listed("admin", page, namesake), namesake
+
+
 @pytest.mark.parametrize("surface", SURFACES)
 def test_found_by_e_mail_no_request_search_shows_it(everywhere_world, surface):
     page = _search(everywhere_world, surface, EMAIL)
@@ -395,3 +450,70 @@ def test_on_postgresql_a_search_the_planner_guesses_common_finds_the_matches_the
             path,
             plan,
         )
+
+
+# Request 1000+n, revision 1, for n up to PLAN_ROWS; every 10th corrected into a revision 2 awaiting a
+# decision, its revision 1 superseded. Each revision's payload hash is its own.
+CORRECTED_FILL_SQL = """
+WITH filled AS (
+    INSERT INTO approvals_request (workflow, workspace_id, number, revision, payload, payload_hash, state,
+        requested_by_id, reason_code, search_text, created_at, updated_at)
+    SELECT 'onboarding', 7, 1000 + n, 1, jsonb_build_object('client_name', 'Client ' || n),
+        md5(n::text) || md5('rev 1'), CASE WHEN n %% 10 = 0 THEN 'superseded' ELSE 'awaiting_approval' END,
+        %(requester)s, '', 'client ' || n, now() - make_interval(secs => n), now()
+    FROM generate_series(1, %(rows)s) AS n
+    RETURNING number
+)
+INSERT INTO approvals_request (workflow, workspace_id, number, revision, payload, payload_hash, state,
+    requested_by_id, reason_code, search_text, created_at, updated_at)
+SELECT 'onboarding', 7, number, 2, jsonb_build_object('client_name', 'Client ' || (number - 1000)),
+    md5((number - 1000)::text) || md5('rev 2'), 'awaiting_approval', %(requester)s, '',
+    'client ' || (number - 1000), now(), now()
+FROM filled WHERE (number - 1000) %% 10 = 0
+"""
+# A statement that looks requests up by their payload hash.
+BY_HASH = re.compile(r'"payload_hash" = ')
+
+
+@pytest.mark.postgres
+@pytest.mark.long
+def test_on_postgresql_a_replaced_revisions_payload_hash_is_read_from_its_index(world):
+    """At 100,000 requests, 10,000 of them corrected, ANALYZEd: the queue, the Requests page, My requests
+    and the admin find request 51,000 by its replaced revision's payload hash, and every statement that
+    looks up the hash (as each page runs it) reads `request_payload_hash_idx` (approvals 0017)."""
+    connection = connections[DB]
+    assert connection.vendor == "postgresql", "PostgreSQL's planner: run with DATABASE_URL"
+    with connection.cursor() as cursor:
+        cursor.execute(CORRECTED_FILL_SQL, {"rows": PLAN_ROWS, "requester": world["bob"].pk})
+        cursor.execute("ANALYZE approvals_request")
+        cursor.execute("SELECT md5('50000') || md5('rev 1')")
+        (typed,) = cursor.fetchone()
+    world["support"] = make_user("support")
+    support_staff_enroll(user=world["support"])
+    found = {
+        "queue": 'id="request-7-51000-2"',
+        "requests page": 'id="request-7-51000-2"',
+        "my requests": 'id="my-request-7-51000"',
+    }
+    for surface, (viewer, path, scope) in {
+        "queue": ("alice", "/approvals/", {}),
+        **SEARCHERS,
+    }.items():
+        with CaptureQueriesContext(connection) as ran:
+            response = client_for(world[viewer]).get(path, {"q": typed, **scope})
+        assert response.status_code == 200, surface
+        page = response.content.decode()
+        if surface == "admin":
+            revised = Request.objects.get(workspace_id=7, number=51000, revision=2)
+            assert _listed(surface, page, revised), surface
+        else:
+            assert found[surface] in page, surface
+        searched = [q["sql"] for q in ran.captured_queries if BY_HASH.search(q["sql"])]
+        assert searched, surface
+        for sql in searched:
+            with transaction.atomic(using=DB), connection.cursor() as cursor:
+                cursor.execute(f"EXPLAIN {sql}")
+                plan = "\n".join(row[0] for row in cursor.fetchall())
+            assert "request_payload_hash_idx" in plan, (surface, sql, plan)
+            # From the hash's few revisions to their request's: no request read that never carried it.
+            assert "Seq Scan on approvals_request" not in plan, (surface, sql, plan)
