@@ -9,7 +9,7 @@ PGHOST ?= /var/run/postgresql
 export PGHOST
 
 .PHONY: run test test-suites test-sqlite test-postgres test-postgres-processes test-postgres-long test-postgres-faults \
-	test-postgres-browser test-postgres-rest test-postgres-rest-web lint mutation-check postgres chromium pgbouncer faketime nftables soak bench venv clean screenshots \
+	test-postgres-browser test-postgres-rest test-postgres-rest-web test-template lint mutation-check postgres chromium pgbouncer faketime nftables soak bench venv clean screenshots \
 	lock lock-check promtool monitoring-check oracle
 
 # Installs come from the hashed lock only (runtime, test and build tools: anything unhashed is refused): pip
@@ -84,7 +84,7 @@ monitoring-check: promtool
 test-sqlite: $(STAMP)
 	@echo "== test suite on SQLite (embedded default) =="
 	env -u DATABASE_URL -u DELIVERY_DATABASE_URL HANDOFF_VAR_DIR=var/test-sqlite \
-		$(VENV)/bin/pytest -m "not postgres and not browser and not demo"
+		$(VENV)/bin/pytest --durations=15 -m "not postgres and not browser and not demo"
 
 # The PostgreSQL suite in five streams that run side by side, each on databases and a var directory of its
 # own (ports come from the kernel, held by each test: tests/processes.py): the tests that run for a minute
@@ -97,35 +97,42 @@ test-sqlite: $(STAMP)
 # both cores. Together their markers and paths select every test once. The truth oracle's screen checks
 # (tests/oracle, about a fifth of the rest's CPU) run in the web half: measured side by side at the same
 # load, the other half used 288 s of pytest CPU against the web half's 171 s, and 1.8 times its wall time.
+# Each stream's test databases are copies of a template that `test-template` migrates once before them
+# (scripts/test_template.sh; docs/testing.md has the figures).
+TEST_TEMPLATE ?= handoff_template
+test-template: $(STAMP) postgres
+	@echo "== the PostgreSQL streams' test databases: one template, migrated once =="
+	@PY=$(PY) bash scripts/test_template.sh $(TEST_TEMPLATE)
+
 REST_MARKERS := not (faults or browser or demo or long or hosts)
 REST_WEB := tests/console tests/security tests/sso tests/oracle
 test-postgres: test-postgres-long test-postgres-faults test-postgres-browser test-postgres-rest test-postgres-rest-web
 
 test-postgres-processes: test-postgres-long test-postgres-faults test-postgres-browser
 
-test-postgres-long: $(STAMP) postgres pgbouncer faketime nftables
+test-postgres-long: $(STAMP) postgres pgbouncer faketime nftables test-template
 	@echo "== test suite on PostgreSQL: the tests that run for a minute or more =="
-	DATABASE_URL="postgres:///handoff_long?host=$(PGHOST)" DELIVERY_DATABASE_URL="postgres:///handoff_long_delivery?host=$(PGHOST)" \
+	HANDOFF_TEST_TEMPLATE=$(TEST_TEMPLATE) DATABASE_URL="postgres:///handoff_long?host=$(PGHOST)" DELIVERY_DATABASE_URL="postgres:///handoff_long_delivery?host=$(PGHOST)" \
 		HANDOFF_VAR_DIR=var/test-postgres-long $(VENV)/bin/pytest --durations=15 -m "long and not (browser or demo)"
 
-test-postgres-faults: $(STAMP) postgres pgbouncer faketime nftables
+test-postgres-faults: $(STAMP) postgres pgbouncer faketime nftables test-template
 	@echo "== test suite on PostgreSQL: the other fault tests (real processes) =="
-	DATABASE_URL="postgres:///handoff_faults?host=$(PGHOST)" DELIVERY_DATABASE_URL="postgres:///handoff_faults_delivery?host=$(PGHOST)" \
+	HANDOFF_TEST_TEMPLATE=$(TEST_TEMPLATE) DATABASE_URL="postgres:///handoff_faults?host=$(PGHOST)" DELIVERY_DATABASE_URL="postgres:///handoff_faults_delivery?host=$(PGHOST)" \
 		HANDOFF_VAR_DIR=var/test-postgres-faults $(VENV)/bin/pytest --durations=15 -m "faults and not long and not (browser or demo or hosts)"
 
-test-postgres-browser: $(STAMP) postgres chromium faketime nftables
+test-postgres-browser: $(STAMP) postgres chromium faketime nftables test-template
 	@echo "== test suite on PostgreSQL: browser and demo tests, and the hosts tests that are not long =="
-	DATABASE_URL="postgres:///handoff?host=$(PGHOST)" DELIVERY_DATABASE_URL="postgres:///handoff_delivery?host=$(PGHOST)" \
+	HANDOFF_TEST_TEMPLATE=$(TEST_TEMPLATE) DATABASE_URL="postgres:///handoff?host=$(PGHOST)" DELIVERY_DATABASE_URL="postgres:///handoff_delivery?host=$(PGHOST)" \
 		HANDOFF_VAR_DIR=var/test-postgres-browser $(VENV)/bin/pytest --durations=15 -m "browser or demo or (hosts and not long)"
 
-test-postgres-rest: $(STAMP) postgres
+test-postgres-rest: $(STAMP) postgres test-template
 	@echo "== test suite on PostgreSQL: everything else but the web layer's =="
-	DATABASE_URL="postgres:///handoff_rest?host=$(PGHOST)" DELIVERY_DATABASE_URL="postgres:///handoff_rest_delivery?host=$(PGHOST)" \
+	HANDOFF_TEST_TEMPLATE=$(TEST_TEMPLATE) DATABASE_URL="postgres:///handoff_rest?host=$(PGHOST)" DELIVERY_DATABASE_URL="postgres:///handoff_rest_delivery?host=$(PGHOST)" \
 		HANDOFF_VAR_DIR=var/test-postgres-rest $(VENV)/bin/pytest --durations=15 -m "$(REST_MARKERS)" $(addprefix --ignore=,$(REST_WEB))
 
-test-postgres-rest-web: $(STAMP) postgres
+test-postgres-rest-web: $(STAMP) postgres test-template
 	@echo "== test suite on PostgreSQL: the web layer's other tests (console, security, sign-on, oracle) =="
-	DATABASE_URL="postgres:///handoff_rest_web?host=$(PGHOST)" DELIVERY_DATABASE_URL="postgres:///handoff_rest_web_delivery?host=$(PGHOST)" \
+	HANDOFF_TEST_TEMPLATE=$(TEST_TEMPLATE) DATABASE_URL="postgres:///handoff_rest_web?host=$(PGHOST)" DELIVERY_DATABASE_URL="postgres:///handoff_rest_web_delivery?host=$(PGHOST)" \
 		HANDOFF_VAR_DIR=var/test-postgres-rest-web $(VENV)/bin/pytest --durations=15 -m "$(REST_MARKERS)" $(REST_WEB)
 
 # The README's screenshots, taken by the browser tests in a real Chromium.

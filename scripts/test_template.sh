@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# The template of the PostgreSQL streams' test databases (`make test-template`, before the streams start):
+# `<name>` and `<name>_delivery` made afresh and migrated once, the two databases side by side. Each stream
+# then creates its test databases as copies (CREATE DATABASE ... TEMPLATE, config/test_settings.py's
+# HANDOFF_TEST_TEMPLATE) instead of migrating its own: a whole migrate costs about 20 s of CPU, five streams
+# paid it at once, and the long stream's first test waited 65 s for it (docs/testing.md).
+set -euo pipefail
+name=${1:?usage: test_template.sh <template name>}
+PGHOST=${PGHOST:-/var/run/postgresql}
+PY=${PY:-.venv/bin/python}
+for db in "$name" "${name}_delivery"; do
+  # No FORCE: a session still on the template (a stream copying it) fails this step instead of being cut.
+  psql -h "$PGHOST" -d postgres -qAt -v ON_ERROR_STOP=1 \
+    -c "DROP DATABASE IF EXISTS \"$db\"" -c "CREATE DATABASE \"$db\""
+done
+export DJANGO_SETTINGS_MODULE=config.test_settings HANDOFF_VAR_DIR=var/test-template
+export DATABASE_URL="postgres:///$name?host=$PGHOST" DELIVERY_DATABASE_URL="postgres:///${name}_delivery?host=$PGHOST"
+unset HANDOFF_TEST_TEMPLATE
+"$PY" manage.py migrate --no-input -v0 --database default &
+default=$!
+"$PY" manage.py migrate --no-input -v0 --database delivery &
+delivery=$!
+failed=0
+wait "$default" || failed=1
+wait "$delivery" || failed=1
+exit "$failed"
