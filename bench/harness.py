@@ -11,6 +11,7 @@ import sys
 import time
 from contextlib import contextmanager
 from pathlib import Path
+from typing import NamedTuple
 
 import httpx
 import psycopg
@@ -26,6 +27,8 @@ SECRET = "whsec_" + base64.b64encode(secrets.token_bytes(32)).decode()
 # Every database the benchmarks create starts with this prefix, so that a bench run never touches the
 # development or test databases, nor another bench run's on the same cluster (BENCH_DB_PREFIX=handoff_bench).
 DB_PREFIX = os.environ.get("BENCH_DB_PREFIX", "bench")
+# Each index build's sort memory in `bulk_fill_split` (one build a core at once; the machine has 24 GiB).
+BUILD_MEMORY = os.environ.get("BENCH_BUILD_MEMORY", "1GB")
 
 
 # gunicorn's recommended worker count for the receiver (docs: "(2 x $num_cores) + 1").
@@ -332,6 +335,79 @@ def bulk_fill_concurrently(*fills: tuple[str, str, str]) -> float:
         for future in [pool.submit(bulk_fill, *fill) for fill in fills]:
             future.result()
     return time.monotonic() - started
+
+
+class SplitFill(NamedTuple):
+    """What `bulk_fill_split` took: the rows' insert, then the indexes' builds and the ANALYZE."""
+
+    fill_seconds: float
+    index_seconds: float
+    # Each index's build, by name: the longest bounds `index_seconds` however many sessions build.
+    builds: dict[str, float]
+
+
+def bulk_fill_split(
+    dsn_: str, table: str, statement: str, rows: int, *, sessions: int = 0
+) -> SplitFill:
+    """`bulk_fill` for a fill too large for one core: `statement` (an INSERT … SELECT over
+    `generate_series(%(first)s, %(last)s)`) runs in `sessions` connections at once (default: one a core),
+    each over its share of 1..`rows`, with the table's secondary indexes dropped and foreign-key triggers
+    off (`session_replication_role = replica`: the deferred checks of every row's empty references were
+    queued until commit); then the indexes are rebuilt from the catalog's statements by as many connections,
+    the longest (GIN) first, each sorting in its own `maintenance_work_mem`, and the table ANALYZEd.
+    Autovacuum is off for the table, so that no pass over it lands in a measurement. The table stays logged:
+    the tables that reference it are logged, so it cannot be UNLOGGED without dropping their keys."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    sessions = sessions or os.cpu_count() or 1
+    bounds = [(rows * k // sessions + 1, rows * (k + 1) // sessions) for k in range(sessions)]
+
+    def insert(first: int, last: int) -> None:
+        with psycopg.connect(dsn_, autocommit=True) as conn:
+            conn.execute("SET synchronous_commit = off")
+            conn.execute("SET session_replication_role = replica")
+            conn.execute(statement, {"first": first, "last": last})
+
+    def build(definition: str) -> float:
+        with psycopg.connect(dsn_, autocommit=True) as conn:
+            conn.execute(f"SET maintenance_work_mem = '{BUILD_MEMORY}'")
+            conn.execute("SET max_parallel_maintenance_workers = 0")  # one build a core already
+            began = time.monotonic()
+            conn.execute(definition)
+            return time.monotonic() - began
+
+    with psycopg.connect(dsn_, autocommit=True) as conn:
+        conn.execute(f'ALTER TABLE "{table}" SET (autovacuum_enabled = false)')
+        indexes = secondary_indexes(conn, table)
+        for name, _, constraint in indexes:
+            conn.execute(
+                f'ALTER TABLE "{table}" DROP CONSTRAINT "{constraint}"'
+                if constraint
+                else f'DROP INDEX "{name}"'
+            )
+        started = time.monotonic()
+        with ThreadPoolExecutor(max_workers=sessions) as pool:
+            for future in [pool.submit(insert, *bound) for bound in bounds]:
+                future.result()
+        filled = time.monotonic() - started
+        # The rows carry their own ids: the next insert's default starts after them.
+        conn.execute(
+            f"SELECT setval(pg_get_serial_sequence(%s, 'id'), (SELECT max(id) FROM \"{table}\"))",
+            (table,),
+        )
+        started = time.monotonic()
+        # GIN builds take longest (and use one core whatever the setting): started first.
+        longest_first = sorted(indexes, key=lambda index: " USING gin " not in index[1])
+        with ThreadPoolExecutor(max_workers=sessions) as pool:
+            futures = {index[0]: pool.submit(build, index[1]) for index in longest_first}
+            builds = {name: future.result() for name, future in futures.items()}
+        for name, _, constraint in indexes:
+            if constraint:
+                conn.execute(
+                    f'ALTER TABLE "{table}" ADD CONSTRAINT "{constraint}" UNIQUE USING INDEX "{name}"'
+                )
+        conn.execute(f'ANALYZE "{table}"')
+        return SplitFill(filled, time.monotonic() - started, builds)
 
 
 def write_json(path: Path, data: dict) -> None:

@@ -413,6 +413,10 @@ def main() -> None:
     )
     parser.add_argument("--settlement-command", default="", help="the command that ran it")
     parser.add_argument("--search", help="the JSON bench/search_bench.py wrote, when it was run")
+    parser.add_argument(
+        "--search-10m",
+        help="the JSON of `make bench-search-10m`, when it was run (kept across runs)",
+    )
     parser.add_argument("--output", required=True)
     args = parser.parse_args()
     r = json.loads(Path(args.e2e).read_text())
@@ -617,11 +621,11 @@ def main() -> None:
     many = json.loads(Path(args.many_destinations).read_text()) if args.many_destinations else None
     tracing = json.loads(Path(args.tracing).read_text()) if args.tracing else None
     oauth2 = json.loads(Path(args.oauth2).read_text()) if args.oauth2 else None
-    search = (
-        json.loads(Path(args.search).read_text())
-        if args.search and Path(args.search).exists()
-        else None
-    )
+    searches = [
+        json.loads(Path(path).read_text())
+        for path in (args.search, args.search_10m)
+        if path and Path(path).exists()
+    ]
     events = json.loads(Path(args.status_events).read_text()) if args.status_events else None
     operators = (
         json.loads(Path(args.console_operators).read_text()) if args.console_operators else None
@@ -869,7 +873,7 @@ right after `make bench`, against its own receiver and databases:",
         ),
         *(retention_report.section(retention, args.retention_command) if retention else []),
         *(settlement_report.section(settlement, args.settlement_command) if settlement else []),
-        *(search_report.section(search) if search else []),
+        *(line for search in searches for line in search_report.section(search)),
     ]
     Path(args.output).write_text("\n".join(lines))
 
