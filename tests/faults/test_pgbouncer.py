@@ -25,7 +25,15 @@ from approvals.models import Role
 from delivery.models import ReceiverTask
 from outbox.models import Attempt, AttemptOutcome, Handoff, HandoffEvent, HandoffState
 from tests.factories import make_user, make_workspace
-from tests.faults.test_dispatch_faults import make_handoffs, wait_until
+from tests.faults.conftest import START_DEADLINE_SECONDS
+from tests.faults.test_dispatch_faults import (
+    KILL_HOLD_SECONDS,
+    KILL_LEASE_SECONDS,
+    KILL_READ_TIMEOUT,
+    make_handoffs,
+    run_out_lease,
+    wait_until,
+)
 from tests.processes import database_url
 
 pytestmark = [
@@ -231,7 +239,7 @@ def test_behind_pgbouncer_in_transaction_mode_everything_works_as_without_it(poo
 
     wait_until(
         lambda: pooled_transactions() > COUNT,
-        timeout=30,
+        timeout=120,
         what="PgBouncer's statistics to count the run's transactions",
     )
     listening = _listen_backends()
@@ -247,23 +255,27 @@ def test_behind_pgbouncer_a_dispatcher_killed_mid_call_is_settled_by_another_wit
 ):
     procs, _bouncer = pooled
     [key] = make_handoffs(1)
-    procs.start_receiver(faults={"keys": {key: "slow"}, "slow_seconds": 4})
-    victim = procs.start_dispatcher("victim", HANDOFF_LEASE_SECONDS="7", RECEIVER_READ_TIMEOUT="5")
+    procs.start_receiver(faults={"keys": {key: "slow"}, "slow_seconds": KILL_HOLD_SECONDS})
+    lease = str(KILL_LEASE_SECONDS)
+    victim = procs.start_dispatcher(
+        "victim", HANDOFF_LEASE_SECONDS=lease, RECEIVER_READ_TIMEOUT=str(KILL_READ_TIMEOUT)
+    )
     wait_until(
         lambda: (
             ReceiverTask.objects.filter(action_key=key).exists()
             and Attempt.objects.filter(outcome=AttemptOutcome.IN_PROGRESS).exists()
         ),
-        timeout=30,
+        timeout=START_DEADLINE_SECONDS,
         what="the victim's call to reach the receiver",
         procs=[victim],
     )
     os.kill(victim.pid, signal.SIGKILL)
     victim.wait(timeout=10)
-    rescuer = procs.start_dispatcher("rescuer", HANDOFF_LEASE_SECONDS="7")
+    run_out_lease("victim")
+    rescuer = procs.start_dispatcher("rescuer", HANDOFF_LEASE_SECONDS=lease)
     wait_until(
         lambda: Handoff.objects.filter(action_key=key, state=S.DELIVERED).exists(),
-        timeout=60,
+        timeout=START_DEADLINE_SECONDS,
         what="the rescuer to settle the victim's handoff",
         procs=[rescuer],
     )
