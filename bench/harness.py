@@ -379,12 +379,7 @@ def bulk_fill_split(
     with psycopg.connect(dsn_, autocommit=True) as conn:
         conn.execute(f'ALTER TABLE "{table}" SET (autovacuum_enabled = false)')
         indexes = secondary_indexes(conn, table)
-        for name, _, constraint in indexes:
-            conn.execute(
-                f'ALTER TABLE "{table}" DROP CONSTRAINT "{constraint}"'
-                if constraint
-                else f'DROP INDEX "{name}"'
-            )
+        _drop_indexes(conn, table, indexes)
         started = time.monotonic()
         with ThreadPoolExecutor(max_workers=sessions) as pool:
             for future in [pool.submit(insert, *bound) for bound in bounds]:
@@ -401,13 +396,31 @@ def bulk_fill_split(
         with ThreadPoolExecutor(max_workers=sessions) as pool:
             futures = {index[0]: pool.submit(build, index[1]) for index in longest_first}
             builds = {name: future.result() for name, future in futures.items()}
-        for name, _, constraint in indexes:
-            if constraint:
-                conn.execute(
-                    f'ALTER TABLE "{table}" ADD CONSTRAINT "{constraint}" UNIQUE USING INDEX "{name}"'
-                )
+        _attach_constraints(conn, table, indexes)
         conn.execute(f'ANALYZE "{table}"')
         return SplitFill(filled, time.monotonic() - started, builds)
+
+
+def _drop_indexes(
+    conn: psycopg.Connection, table: str, indexes: list[tuple[str, str, str]]
+) -> None:
+    for name, _, constraint in indexes:
+        conn.execute(
+            f'ALTER TABLE "{table}" DROP CONSTRAINT "{constraint}"'
+            if constraint
+            else f'DROP INDEX "{name}"'
+        )
+
+
+def _attach_constraints(
+    conn: psycopg.Connection, table: str, indexes: list[tuple[str, str, str]]
+) -> None:
+    """The unique constraints back on their rebuilt indexes (a build under SHARE lock let the others run)."""
+    for name, _, constraint in indexes:
+        if constraint:
+            conn.execute(
+                f'ALTER TABLE "{table}" ADD CONSTRAINT "{constraint}" UNIQUE USING INDEX "{name}"'
+            )
 
 
 def write_json(path: Path, data: dict) -> None:
