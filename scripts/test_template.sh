@@ -3,7 +3,8 @@
 # `<name>` and `<name>_delivery` made afresh and migrated once, the two databases side by side. Each stream
 # then creates its test databases as copies (CREATE DATABASE ... TEMPLATE, config/test_settings.py's
 # HANDOFF_TEST_TEMPLATE) instead of migrating its own: a whole migrate costs about 20 s of CPU, five streams
-# paid it at once, and the long stream's first test waited 65 s for it (docs/testing.md).
+# paid it at once, and the long stream's first test waited 65 s for it (docs/testing.md). Also dumped as SQL
+# to var/test-template/, for the private servers of tests/hosts and tests/faults.
 set -euo pipefail
 name=${1:?usage: test_template.sh <template name>}
 PGHOST=${PGHOST:-/var/run/postgresql}
@@ -23,4 +24,11 @@ delivery=$!
 failed=0
 wait "$default" || failed=1
 wait "$delivery" || failed=1
-exit "$failed"
+[ "$failed" = 0 ] || exit 1
+# The same as SQL, for the servers that tests start of their own (tests/hosts, tests/faults' private ones):
+# they load it instead of migrating (tests/processes.py, migrated_template_dump).
+mkdir -p var/test-template
+for db in "$name" "${name}_delivery"; do
+  pg_dump -h "$PGHOST" --no-owner --no-privileges -f "var/test-template/$db.sql.new" "$db"
+  mv "var/test-template/$db.sql.new" "var/test-template/$db.sql"
+done

@@ -1,6 +1,7 @@
 """What tests that start real processes share: where the repository is, the test databases as URLs for
 the child processes, and local ports taken from the kernel."""
 
+import os
 import socket
 import subprocess
 from collections.abc import Callable
@@ -21,6 +22,23 @@ def database_url(alias: str) -> str:
     if host.startswith("/"):
         return f"postgres://{auth}{port}/{s['NAME']}?host={host}"
     return f"postgres://{auth}{host}{port}/{s['NAME']}"
+
+
+def migrated_template_dump(alias: str) -> Path | None:
+    """`make test`'s migrated template of `alias` as SQL (HANDOFF_TEST_TEMPLATE, dumped by
+    scripts/test_template.sh), for a private server to load instead of migrating (`PostgresServer.load`);
+    None in a run without one, whose private servers migrate. A file, not the template database itself: a
+    session on the template would make the streams' copies of it fail."""
+    template = os.environ.get("HANDOFF_TEST_TEMPLATE")
+    if not template:
+        return None
+    dump = (
+        ROOT
+        / "var"
+        / "test-template"
+        / f"{template}{'_delivery' if alias == 'delivery' else ''}.sql"
+    )
+    return dump if dump.exists() else None
 
 
 # Ports come from the kernel (bind to port 0), never from a guess: a port found free now and bound by a child

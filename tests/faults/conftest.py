@@ -20,7 +20,7 @@ import pytest
 from django.db import connections
 
 from tests.hosts.postgres_cluster import PostgresServer
-from tests.processes import ROOT, KernelPort, database_url
+from tests.processes import ROOT, KernelPort, database_url, migrated_template_dump
 
 # How long a process may take to answer after its start: a loaded machine (load 10 and more) needs more
 # than 30 s for a gunicorn to import Django and answer.
@@ -259,7 +259,11 @@ def _private_templates():
         if kind not in made:
             server = PrivateServer(root / kind)
             server.start()
-            if kind == "migrated":
+            if kind == "migrated" and all(map(migrated_template_dump, ("default", "delivery"))):
+                # `make test`'s template, migrated once for every stream (docs/testing.md).
+                server.load(migrated_template_dump("default"), "handoff")
+                server.load(migrated_template_dump("delivery"), "handoff_delivery")
+            elif kind == "migrated":
                 env = {
                     **os.environ,
                     "DJANGO_SETTINGS_MODULE": "config.test_settings",

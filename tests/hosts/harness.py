@@ -18,7 +18,7 @@ from pathlib import Path
 from tests.hosts.network import Network
 from tests.hosts.pooler import Pooler
 from tests.hosts.postgres_cluster import PostgresServer
-from tests.processes import ROOT
+from tests.processes import ROOT, migrated_template_dump
 
 DB_PORT = 5432
 RECEIVER_PORT = 8000
@@ -63,6 +63,10 @@ class HostsCluster:
         self.runs = 0
         for name in TEMPLATES.values():
             self.server.sql(f'CREATE DATABASE "{name}"')
+        if all(map(migrated_template_dump, TEMPLATES)):
+            for alias, name in TEMPLATES.items():
+                self.server.load(migrated_template_dump(alias), name)
+            return
         env = {
             **os.environ,
             "DJANGO_SETTINGS_MODULE": "config.test_settings",

@@ -230,6 +230,19 @@ class PostgresServer:
             cursor = conn.execute(statement, params)
             return cursor.fetchall() if cursor.description else []
 
+    def load(self, dump: Path, dbname: str) -> None:
+        """Load `dump` (SQL: `make test`'s migrated template) into `dbname` here: a second or two, where a
+        migrate costs 20 s of CPU."""
+        done = subprocess.run(
+            [str(self.bindir / "psql"), "-X", "-q", "-v", "ON_ERROR_STOP=1", "-f", str(dump)]
+            + [self.url(dbname)],
+            capture_output=True,
+            text=True,
+            timeout=START_TIMEOUT,
+        )
+        if done.returncode != 0:
+            raise RuntimeError(f"loading {dump} into {dbname} failed:\n{done.stderr[-3000:]}")
+
     def url(self, dbname: str) -> str:
         """A DATABASE_URL for this server alone (its socket directory)."""
         return f"postgres://{self.user}@:{self.port}/{dbname}?host={self.sockets}"
