@@ -50,6 +50,10 @@ class ScriptedProvider:
         settings.OIDC_RP_CLIENT_SECRET = CLIENT_SECRET
         settings.OIDC_RP_SIGN_ALGO = "RS256"
         settings.OIDC_RP_IDP_SIGN_KEY = None
+        # The console's calls to the provider (code exchange, keys, user info) wait as long as the test's
+        # own: with the product's 5 s, a loaded machine that kept the provider's process from answering that
+        # long failed the sign-on, and the test, on timing.
+        settings.OIDC_TIMEOUT = START_DEADLINE_SECONDS
 
 
 def scripted_provider_start(tmp: Path) -> ScriptedProvider:
