@@ -147,7 +147,9 @@ def assert_handoff_in_order(handoff: Handoff, within) -> None:
     within(f"{handoff.action_key} event", *times)
     within(handoff.action_key, handoff.created_at, handoff.updated_at, handoff.delivered_at)
     assert handoff.created_at <= times[0]
-    assert abs(handoff.updated_at - times[-1]) <= timedelta(seconds=1)
+    # The row and its last event may be written by two statements, each on its own statement time (DbNow): a
+    # loaded machine can put seconds between them. A third of the skew still tells the two clocks apart.
+    assert abs(handoff.updated_at - times[-1]) <= timedelta(seconds=SKEW_SECONDS / 3)
     attempts = Attempt.objects.filter(handoff=handoff).values_list("started_at", "finished_at")
     assert attempts, f"{handoff.action_key}: no attempt recorded"
     for started_at, finished_at in attempts:
