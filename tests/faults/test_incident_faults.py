@@ -56,8 +56,9 @@ def test_two_hundred_handoffs_failing_for_one_cause_page_once_and_resolve_by_the
 ):
     settings.ALERT_EMAILS = []
     settings.ALERT_NOTIFICATION_RETRY_BASE_SECONDS = 0
-    # The channel's destination is served by the dispatcher too: a call within its lease (10 s).
-    settings.ALERT_NOTIFICATION_TIMEOUT_SECONDS = 2
+    # The channel's destination is served by the dispatcher too: a call (connect and read, 4 s each) within its
+    # lease (10 s). 4 s, not 2: a page answered late on a loaded machine would be sent twice.
+    settings.ALERT_NOTIFICATION_TIMEOUT_SECONDS = 4
     monkeypatch.setenv("INCIDENT_WEBHOOK_SECRET", SECRET)
     processes.start_receiver()
     port = processes.stop_receiver()

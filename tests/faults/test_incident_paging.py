@@ -48,8 +48,9 @@ def _alert_settings(settings, monkeypatch):
     settings.ALERT_WEBHOOK_URL = ""
     settings.ALERT_PAGE_WEBHOOK_URL = ""
     settings.ALERT_NOTIFICATION_RETRY_BASE_SECONDS = 0
-    # The channels' destinations are served by the dispatchers too: a call within their lease (10 s).
-    settings.ALERT_NOTIFICATION_TIMEOUT_SECONDS = 2
+    # The channels' destinations are served by the dispatchers too: a call (connect and read, 4 s each) within
+    # their lease (10 s). 4 s, not 2: a page answered late on a loaded machine would be sent twice.
+    settings.ALERT_NOTIFICATION_TIMEOUT_SECONDS = 4
     settings.CONSOLE_BASE_URL = "https://console.example"
     monkeypatch.setenv("INCIDENT_WEBHOOK_SECRET", SECRET)
     monkeypatch.setenv("PAGERDUTY_ROUTING_KEY", ROUTING_KEY)
