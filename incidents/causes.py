@@ -39,7 +39,6 @@ from outbox.destinations.registry import row_config, secret_sources
 from outbox.models import (
     DestinationConfig,
     DestinationHealth,
-    DestinationState,
     FailureClass,
     Handoff,
     HandoffState,
@@ -98,10 +97,9 @@ PAUSE_WORDS = {
 
 
 def paused_destinations() -> list[DestinationHealth]:
-    """Destinations paused right now (the health page and every affected handoff show them too)."""
-    return list(
-        DestinationHealth.objects.using(DB).filter(state=DestinationState.PAUSED).order_by("name")
-    )
+    """Destinations paused by their breaker right now (a live hold of the breaker's; the health page and
+    every affected handoff show them too), annotated with the hold (`with_breaker`)."""
+    return list(DestinationHealth.objects.using(DB).paused_by_breaker().order_by("name"))
 
 
 def credential_names(destination: str) -> str:
@@ -114,8 +112,10 @@ def credential_names(destination: str) -> str:
 def pause_evidence(health: DestinationHealth) -> str:
     """What the pause was: its reason, when, the answer that caused it and, for refused credentials, which
     credentials; kept on the incident after the pause ends."""
-    since = f"{health.paused_at:%Y-%m-%d %H:%M:%S} UTC" if health.paused_at else "unknown time"
-    why = health.pause_reason or "paused"
+    since = (
+        f"{health.breaker_since:%Y-%m-%d %H:%M:%S} UTC" if health.breaker_since else "unknown time"
+    )
+    why = health.breaker_pause_reason or "paused"
     text = f"{why} since {since}: {redact_text(health.last_error)[:300] or 'no answer recorded'}"
     if why == PauseReason.CREDENTIAL:
         text += f" (credentials: {credential_names(health.name)})"
@@ -127,7 +127,7 @@ def _pause_members(health: DestinationHealth, why: str) -> list[Member]:
     the pause's start, so that a later pause of the same destination is a new incident's members."""
     held = Handoff.objects.using(DB).business().open().filter(destination=health.name)
     held = held.exclude(Q(state=HandoffState.NEEDS_ATTENTION) & ~Q(failure_class=why))
-    episode = int(health.paused_at.timestamp()) if health.paused_at else 0
+    episode = int(health.breaker_since.timestamp()) if health.breaker_since else 0
     return [
         Member(f"handoff:{pk}:p{episode}", ws, key, handoff_id=pk)
         for pk, ws, key in held.order_by("pk").values_list("pk", "workspace_id", "action_key")[
@@ -141,7 +141,7 @@ def destination_causes() -> list[Cause]:
     for health in paused_destinations():
         if health.name.startswith(CHANNEL_DESTINATION_PREFIX):
             continue
-        why = health.pause_reason or "paused"
+        why = health.breaker_pause_reason or "paused"
         title = f"Destination {health.name} paused: {PAUSE_WORDS.get(why, why)}"
         if why == PauseReason.UNSERVABLE:
             title = f"Destination {health.name} cannot be served: {health.last_error}"[:200]
@@ -155,7 +155,7 @@ def destination_causes() -> list[Cause]:
                 {
                     "destination": health.name,
                     "failure_class": why,
-                    "since": health.paused_at,
+                    "since": health.breaker_since,
                     "evidence": pause_evidence(health),
                 },
             )

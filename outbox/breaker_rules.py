@@ -14,10 +14,10 @@ from outbox.models import FailureClass, PauseReason
 
 
 class BreakerSeen(NamedTuple):
-    """A destination's breaker as a worker read it (with its limits, or on its own): the state, and the probes
-    made since it was paused."""
+    """A destination's breaker as a worker read it (with its limits, or on its own): paused (a live hold of
+    the breaker's), and the probes made since it was paused."""
 
-    state: str
+    paused: bool
     probes: int
 
 

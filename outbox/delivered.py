@@ -28,11 +28,12 @@ from outbox.bulk_writes import Column, assignments, unnest_with_constants
 from outbox.models import (
     Attempt,
     DestinationHealth,
-    DestinationState,
+    DestinationHold,
     Handoff,
     HandoffEvent,
     HandoffState,
 )
+from outbox.models.holds import BREAKER_KINDS
 
 
 @dataclass(frozen=True)
@@ -77,6 +78,20 @@ def _columns(connection, rows: list[DeliveredRow]) -> tuple[str, list, dict[str,
     return unnest_with_constants(connection, rows, arrays, columns)
 
 
+def _healthy_sql(qn, destination: str) -> tuple[str, list]:
+    """The breaker's "nothing to reset": no failure streak, and no hold of the breaker's not ended (its pause
+    is its hold; the `state` column is written for the previous release's dispatchers only). A hold not ended
+    is at least a live one: when in doubt, the breaker takes its lock and looks."""
+    health, holds = (qn(model._meta.db_table) for model in (DestinationHealth, DestinationHold))
+    kinds = sorted(BREAKER_KINDS)
+    sql = (
+        f"(SELECT consecutive_failures = 0 AND NOT EXISTS (SELECT 1 FROM {holds} b "  # noqa: S608
+        f"WHERE b.destination = %s AND b.ended_at IS NULL AND b.kind IN ({', '.join(['%s'] * len(kinds))})) "
+        f"FROM {health} WHERE name = %s)"
+    )
+    return sql, [destination, *kinds, destination]
+
+
 def record_delivered(
     rows: list[DeliveredRow], *, worker: str, destination: str
 ) -> DeliveredWritten:
@@ -86,9 +101,10 @@ def record_delivered(
     handoff_set, handoff_params = assignments(connection, written, "h_", Handoff)
     attempt_set, attempt_params = assignments(connection, written, "a_", Attempt)
     reason, reason_params = written["reason"]
-    handoffs, events, attempts, health = (
-        qn(model._meta.db_table) for model in (Handoff, HandoffEvent, Attempt, DestinationHealth)
+    handoffs, events, attempts = (
+        qn(model._meta.db_table) for model in (Handoff, HandoffEvent, Attempt)
     )
+    healthy, healthy_params = _healthy_sql(qn, destination)
     # Identifiers come from the models and are quoted by the backend; every value is a parameter.
     sql = (
         f"WITH v AS (SELECT * FROM {values}), "  # noqa: S608
@@ -103,8 +119,7 @@ def record_delivered(
         f"SELECT v.id, %s, %s, %s, '', {reason}, STATEMENT_TIMESTAMP() FROM v JOIN done ON done.id = v.id), "
         f"finished AS (UPDATE {attempts} a SET {attempt_set} FROM v JOIN done ON done.id = v.id "
         "WHERE a.id = v.attempt_id) "
-        "SELECT ARRAY(SELECT id FROM done), "
-        f"(SELECT state = %s AND consecutive_failures = 0 FROM {health} WHERE name = %s)"
+        f"SELECT ARRAY(SELECT id FROM done), {healthy}"
     )
     params = [
         *value_params,
@@ -118,8 +133,7 @@ def record_delivered(
         worker,
         *reason_params,
         *attempt_params,
-        DestinationState.ACTIVE,
-        destination,
+        *healthy_params,
     ]
     with connection.cursor() as cursor:
         cursor.execute(sql, params)

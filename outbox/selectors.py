@@ -12,7 +12,6 @@ from outbox.models import (
     Attempt,
     AttemptOutcome,
     DestinationHealth,
-    DestinationState,
     Handoff,
     HandoffEvent,
     HandoffState,
@@ -136,20 +135,15 @@ class DestinationSummary:
         window now), `unservable`, `breaker`, `retry_after` or `active`."""
         if any(line.by_operator for line in self.holds.live):
             return "window"
-        if self.health.state == DestinationState.PAUSED:
-            unservable = self.health.pause_reason == PauseReason.UNSERVABLE
+        if self.health.paused_by_breaker:
+            unservable = self.health.breaker_pause_reason == PauseReason.UNSERVABLE
             return "unservable" if unservable else "breaker"
         return "retry_after" if self.holds.has(HoldKind.RETRY_AFTER) else "active"
 
     @property
     def state_words(self) -> str:
         """Every live hold and the next scheduled, in the words of every other screen; "active" without."""
-        if self.holds.shown:
-            return self.holds.text
-        if self.health.state == DestinationState.PAUSED:
-            # Paused with no hold row live: a pause the breaker recorded before its holds were rows.
-            return f"paused by its breaker: {self.health.get_pause_reason_display().lower()}"
-        return "active"
+        return self.holds.text if self.holds.shown else "active"
 
 
 def destination_summaries(
@@ -158,7 +152,9 @@ def destination_summaries(
     """The destinations named, in name order, in three queries whatever their number (health, holds,
     counts); the counts are of the handoffs in `workspace_ids` only."""
     names = sorted(set(names))
-    health = {row.name: row for row in DestinationHealth.objects.filter(name__in=names)}
+    health = {
+        row.name: row for row in DestinationHealth.objects.filter(name__in=names).with_breaker()
+    }
     holds = destinations_holds(names)
     waiting = (
         Handoff.objects.filter(
@@ -174,7 +170,7 @@ def destination_summaries(
     return [
         DestinationSummary(
             name=name,
-            health=health.get(name) or DestinationHealth(name=name),
+            health=health.get(name) or DestinationHealth.not_seen(name),
             holds=holds.get(name) or DestinationHolds(name, [], None),
             queued=counts.get((name, HandoffState.PENDING), (0, None))[0],
             in_flight=counts.get((name, HandoffState.IN_FLIGHT), (0, None))[0],

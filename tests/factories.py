@@ -14,10 +14,21 @@ from approvals.models import Membership, Request, RequestEvent, RequestState, Ro
 from approvals.services import destination_admin_enroll, rule_version_publish
 from delivery.models import ReceiverTask
 from delivery.services import payload_hash as receiver_payload_hash
+from outbox.breaker_rules import pause_threshold
 from outbox.clock import db_now, db_now_plus
-from outbox.models import DestinationHealth, DestinationHold, Handoff, HandoffState, HoldKind
+from outbox.failures import DeliveryResult
+from outbox.models import (
+    DestinationHealth,
+    DestinationHold,
+    FailureClass,
+    Handoff,
+    HandoffState,
+    HoldKind,
+    PauseReason,
+)
 from outbox.payloads import payload_hash
 from outbox.search_text import search_text
+from outbox.services.breaker import destination_hold, destination_record_results
 from reconciliation.models import Finding, FindingKind, ReconciliationRun, RunStatus
 
 ONBOARDING_PAYLOAD = {
@@ -258,3 +269,45 @@ def retry_after_rows(destination: str):
     return DestinationHold.objects.filter(
         destination=destination, kind=HoldKind.RETRY_AFTER, ended_at__isnull=True
     )
+
+
+def pause_by_breaker(
+    destination: str,
+    *,
+    reason: str = PauseReason.UNREACHABLE,
+    detail: str = "",
+    code: str = "",
+    next_probe_in: float | None = None,
+) -> DestinationHealth:
+    """Pause the destination the way its breaker does: its threshold of failed answers counted by the
+    breaker's own service (an event, its hold until a probe succeeds, its probe schedule), or for
+    `PauseReason.UNSERVABLE` a dispatcher's unservable hold (`destination_hold`, no probe). `code`: the
+    failed answers' reason code (`connect_failed`, `credential_rejected`). `next_probe_in`:
+    seconds from now to its next probe (database clock), instead of the breaker's schedule. A test that
+    writes only `DestinationHealth.state` pauses nothing: the holds say what is paused."""
+    if reason == PauseReason.UNSERVABLE:
+        destination_hold(name=destination, reason=detail or "a secret it names is missing")
+    else:
+        refused = reason == PauseReason.CREDENTIAL
+        answer = DeliveryResult.failed(
+            FailureClass.CREDENTIAL if refused else FailureClass.TRANSIENT,
+            code or ("credential_rejected" if refused else "connect_failed"),
+            detail or ("HTTP 401" if refused else "connection refused"),
+            status_code=401 if refused else None,
+        )
+        destination_record_results(name=destination, results=[answer] * pause_threshold(reason))
+    health = DestinationHealth.objects.with_breaker().get(name=destination)
+    assert health.breaker_pause_reason == reason, f"{destination} was not paused for {reason}"
+    if next_probe_in is not None:
+        DestinationHealth.objects.filter(pk=health.pk).update(
+            next_probe_at=db_now_plus(next_probe_in)
+        )
+        health.refresh_from_db(fields=["next_probe_at"])
+    return health
+
+
+def paused_by_breaker(destination: str, reason: str = "") -> bool:
+    """Whether the destination's breaker pauses it now (for `reason`, if given): a live hold of the
+    breaker's, as every reader of the product asks it."""
+    health = DestinationHealth.objects.paused_by_breaker().filter(name=destination).first()
+    return health is not None and reason in ("", health.breaker_pause_reason)

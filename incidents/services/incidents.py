@@ -315,7 +315,8 @@ def incident_cause_holds(incident_id: int) -> bool:
     if incident.kind == IncidentKind.DESTINATION:
         why = "" if incident.failure_class == "paused" else incident.failure_class
         return any(
-            h.name == incident.destination and h.pause_reason == why for h in paused_destinations()
+            h.name == incident.destination and h.breaker_pause_reason == why
+            for h in paused_destinations()
         )
     if incident.kind == IncidentKind.BACKLOG:
         return any(

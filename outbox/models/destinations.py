@@ -20,6 +20,15 @@ def default_max_requests_per_second() -> int | None:
     return settings.HANDOFF_DESTINATION_MAX_REQUESTS_PER_SECOND
 
 
+# The reason the old columns named for each of the breaker's hold kinds: kept as the incidents' cause
+# (`destination:<name>:<reason>`), so that an incident opened before this release stays the same cause.
+PAUSE_REASON_OF_HOLD = {
+    HoldKind.BREAKER: PauseReason.UNREACHABLE,
+    HoldKind.CREDENTIAL: PauseReason.CREDENTIAL,
+    HoldKind.UNSERVABLE: PauseReason.UNSERVABLE,
+}
+
+
 class DestinationHealthQuerySet(models.QuerySet):
     def with_window(self):
         """Annotated `in_window`: an operator's hold (a pause or a maintenance window) is live now, on the
@@ -49,11 +58,30 @@ class DestinationHealthQuerySet(models.QuerySet):
             )
         )
 
+    def with_breaker(self):
+        """Annotated from the breaker's live hold (`DestinationHold.objects.of_breaker()`, the latest if
+        several): `breaker_kind` (None: its breaker does not pause it), `breaker_reason` (the hold's reason),
+        `breaker_since` (its start). One query for a whole list; the model's `paused_by_breaker`,
+        `breaker_pause_reason` and `breaker_since` read these."""
+        rows = (
+            DestinationHold.objects.of_breaker()
+            .filter(destination=models.OuterRef("name"))
+            .order_by("-starts_at", "-pk")
+        )
+        return self.annotate(
+            breaker_kind=models.Subquery(rows.values("kind")[:1]),
+            breaker_reason=models.Subquery(rows.values("reason")[:1]),
+            breaker_since=models.Subquery(rows.values("starts_at")[:1]),
+        )
+
+    def paused_by_breaker(self):
+        """Destinations paused by their breaker now (a live hold of the breaker's, database clock)."""
+        return self.with_breaker().filter(breaker_kind__isnull=False)
+
     def held_back(self):
         """Destinations that take no calls now: paused by their breaker, or held by an operator."""
-        return self.with_window().filter(
-            models.Q(state=DestinationState.PAUSED) | models.Q(in_window=True)
-        )
+        breaker = DestinationHold.objects.of_breaker().filter(destination=models.OuterRef("name"))
+        return self.with_window().filter(models.Exists(breaker) | models.Q(in_window=True))
 
 
 class DestinationHealth(models.Model):
@@ -63,6 +91,10 @@ class DestinationHealth(models.Model):
     and the holds are enforced by `outbox/services/limits.py` across every dispatcher."""
 
     name = models.CharField(max_length=40)
+    # Release one of moving the breaker's pause to its holds (docs/operations.md, "Rolling deploys"): the
+    # breaker still writes `state`, `pause_reason` and `paused_at` (a dispatcher of the previous release
+    # reads them) but nothing of this release reads them: "paused by its breaker", why and since when are
+    # its live hold (`DestinationHold.objects.of_breaker()`, `with_breaker`, `paused_by_breaker`).
     state = models.CharField(
         max_length=10, choices=DestinationState.choices, default=DestinationState.ACTIVE
     )
@@ -112,14 +144,48 @@ class DestinationHealth(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.name} ({self.state})"
+        return self.name
 
     def can_move_to(self, state: str) -> bool:
         return state in DESTINATION_TRANSITIONS[self.state]
 
+    @classmethod
+    def not_seen(cls, name: str) -> "DestinationHealth":
+        """A destination with no row yet, as a list shows it: nothing of the breaker's holds it (no query)."""
+        health = cls(name=name)
+        health.breaker_kind = health.breaker_reason = health.breaker_since = None
+        return health
+
+    def _breaker_read(self) -> None:
+        """The breaker's live hold, unless `with_breaker` annotated it: one query for a single row."""
+        if hasattr(self, "breaker_kind"):
+            return
+        hold = (
+            DestinationHold.objects.using(self._state.db)
+            .of_breaker()
+            .filter(destination=self.name)
+            .order_by("-starts_at", "-pk")
+            .first()
+        )
+        self.breaker_kind = hold.kind if hold else None
+        self.breaker_reason = hold.reason if hold else None
+        self.breaker_since = hold.starts_at if hold else None
+
     @property
     def paused_by_breaker(self) -> bool:
-        return self.state == DestinationState.PAUSED
+        """A live hold of the breaker's holds it (not the `state` column: old dispatchers' only)."""
+        self._breaker_read()
+        return self.breaker_kind is not None
+
+    @property
+    def breaker_pause_reason(self) -> str:
+        """Why its breaker pauses it (`PauseReason`, from the hold's kind); "" when it does not."""
+        self._breaker_read()
+        return PAUSE_REASON_OF_HOLD.get(self.breaker_kind, "")
+
+    @property
+    def breaker_pause_words(self) -> str:
+        return PauseReason(self.breaker_pause_reason).label if self.breaker_pause_reason else ""
 
 
 class DestinationEvent(models.Model):

@@ -44,6 +44,13 @@ class DestinationHoldQuerySet(models.QuerySet):
         """Starting later (database clock), soonest first."""
         return self.filter(ended_at__isnull=True, starts_at__gt=db_now()).order_by("starts_at")
 
+    def of_breaker(self):
+        """The breaker's live holds (its pause, a credential or an unservable hold): the one source of "paused
+        by its breaker", its reason (the kind) and since when (`starts_at`). `DestinationHealth`'s `state`,
+        `pause_reason` and `paused_at` are written beside them for the dispatchers of the previous release
+        only (docs/operations.md, "Rolling deploys"): nothing reads those columns."""
+        return self.live().filter(kind__in=BREAKER_KINDS)
+
     def held_without_probe(self):
         """Live, and no probe may end it: no permit, no call, not even a probe (the dispatcher's "held?")."""
         return self.live().filter(until_probe=False)

@@ -22,7 +22,7 @@ resumes the destination.
 """
 
 from django.db import IntegrityError, transaction
-from django.db.models import F
+from django.db.models import Exists, F
 
 from lib.databases import DB
 from outbox.breaker_rules import (
@@ -65,12 +65,25 @@ def destination_health_get_or_create(name: str) -> DestinationHealth:
 
 
 def destination_health_locked(name: str) -> DestinationHealth:
-    """The destination's row, locked for the rest of the caller's transaction (created first if new)."""
-    return (
+    """The destination's row, locked for the rest of the caller's transaction (created first if new), its
+    `state`, `pause_reason` and `paused_at` set from the breaker's live hold: the holds say whether the
+    breaker pauses it, the columns are only written (for the previous release's dispatchers), so that a
+    save here makes them agree with the holds again."""
+    health = (
         DestinationHealth.objects.using(DB)
         .select_for_update(no_key=True)
+        .with_breaker()
         .get(pk=destination_health_get_or_create(name).pk)
     )
+    health.state = D.PAUSED if health.breaker_kind else D.ACTIVE
+    health.pause_reason = health.breaker_pause_reason
+    health.paused_at = health.breaker_since
+    return health
+
+
+def _breaker_holds(name: str):
+    """The destination's breaker holds live now, as a condition on its `DestinationHealth` row."""
+    return Exists(DestinationHold.objects.of_breaker().filter(destination=name))
 
 
 def destination_admit(*, name: str, seen: BreakerSeen | None = None) -> Admission:
@@ -78,15 +91,16 @@ def destination_admit(*, name: str, seen: BreakerSeen | None = None) -> Admissio
     caller has just read (with the destination's limits), a moment before it would be read here; read here
     otherwise. Either read may be overtaken by another worker's pause; the probe slot itself is taken by a
     conditional update."""
-    state, made = (
+    paused, made = (
         seen
         or DestinationHealth.objects.using(DB)
         .filter(name=name)
-        .values_list("state", "probes", named=True)
+        .annotate(paused=_breaker_holds(name))
+        .values_list("paused", "probes", named=True)
         .first()
-        or BreakerSeen(D.ACTIVE, 0)
+        or BreakerSeen(False, 0)
     )
-    if state != D.PAUSED:
+    if not paused:
         return Admission.OPEN
     return Admission.PROBE if _take_probe_slot(name, made) else Admission.PAUSED
 
@@ -97,7 +111,7 @@ def _take_probe_slot(name: str, made: int) -> bool:
     # own failure, once recorded, sets it by its cause (`_count_failures`); a prober that dies leaves this.
     return bool(
         DestinationHealth.objects.using(DB)
-        .filter(name=name, state=D.PAUSED, probes=made, next_probe_at__lte=db_now())
+        .filter(_breaker_holds(name), name=name, probes=made, next_probe_at__lte=db_now())
         .update(probes=F("probes") + 1, next_probe_at=db_now_plus(probe_delay(made + 1)))
     )
 
@@ -111,14 +125,15 @@ def destination_settlement_admission(*, name: str) -> Admission:
         DestinationHealth.objects.using(DB)
         .with_window()
         .filter(name=name)
-        .values_list("state", "probes", "in_window", named=True)
+        .annotate(paused=_breaker_holds(name))
+        .values_list("paused", "probes", "in_window", named=True)
         .first()
     )
     if seen is None:
         return Admission.OPEN
     if seen.in_window:
         return Admission.PAUSED  # an operator said no calls: not even a probe
-    if seen.state != D.PAUSED:
+    if not seen.paused:
         return Admission.OPEN
     waiting = (
         Handoff.objects.using(DB).filter(state=HandoffState.UNCERTAIN, destination=name).exists()
@@ -132,14 +147,8 @@ def destination_answered(*, name: str, what: str) -> bool:
     dispatchers are woken to drain it. Returns whether it was resumed. The caller knows it was paused (the
     breaker as read with its permit): a healthy destination's answers cost nothing here."""
     with transaction.atomic(using=DB):
-        health = (
-            DestinationHealth.objects.using(DB)
-            .select_for_update(no_key=True)
-            .filter(name=name, state=D.PAUSED)
-            .exclude(pause_reason=PauseReason.UNSERVABLE)
-            .first()
-        )
-        if health is None:
+        health = destination_health_locked(name)
+        if health.state != D.PAUSED or health.pause_reason == PauseReason.UNSERVABLE:
             # Resumed meanwhile (by a probe, or by another answer), or held by a dispatcher that cannot
             # serve it: an answer does not make a missing secret appear (`destination_hold`).
             return False
@@ -156,8 +165,8 @@ def destination_record_results(
     *, name: str, results: list[DeliveryResult], seen_healthy: bool | None = None
 ) -> str:
     """Count the results against the destination; pause or resume it. Returns its state afterwards.
-    `seen_healthy`: the caller has just read (with the outcomes' write) that the destination is active with no
-    failure streak; read here otherwise."""
+    `seen_healthy`: the caller has just read (with the outcomes' write) that the destination is not paused by
+    its breaker (no live hold of its) and has no failure streak; read here otherwise."""
     verdict = verdict_of(results)
     if not verdict.succeeded and not verdict.failures:
         return ""
@@ -177,14 +186,14 @@ def destination_record_results(
 
 
 def _healthy_answered(name: str, verdict: Verdict, seen_healthy: bool | None) -> bool:
-    """Answers with no failure and no refusal, from a destination active with no failure streak."""
+    """Answers with no failure and no refusal, from a destination not paused with no failure streak."""
     if verdict.failures or verdict.refused:
         return False
     if seen_healthy is not None:
         return seen_healthy
     return (
         DestinationHealth.objects.using(DB)
-        .filter(name=name, state=D.ACTIVE, consecutive_failures=0)
+        .filter(~_breaker_holds(name), name=name, consecutive_failures=0)
         .exists()
     )
 
@@ -318,13 +327,8 @@ def destination_release_hold(*, name: str, reason: str) -> bool:
     """End an unservable hold (`destination_hold`): the destination is active again and its dispatchers are
     woken to drain it. Returns whether it was held."""
     with transaction.atomic(using=DB):
-        health = (
-            DestinationHealth.objects.using(DB)
-            .select_for_update(no_key=True)
-            .filter(name=name, state=D.PAUSED, pause_reason=PauseReason.UNSERVABLE)
-            .first()
-        )
-        if health is None:
+        health = destination_health_locked(name)
+        if health.pause_reason != PauseReason.UNSERVABLE:
             return False
         _resume(health, reason)
         health.save(using=DB)
@@ -333,9 +337,10 @@ def destination_release_hold(*, name: str, reason: str) -> bool:
 
 
 def destinations_held_unservable() -> set[str]:
-    """The destinations held as unservable now."""
+    """The destinations held as unservable now (their live unservable hold)."""
     return set(
-        DestinationHealth.objects.using(DB)
-        .filter(state=D.PAUSED, pause_reason=PauseReason.UNSERVABLE)
-        .values_list("name", flat=True)
+        DestinationHold.objects.using(DB)
+        .of_breaker()
+        .filter(kind=HoldKind.UNSERVABLE)
+        .values_list("destination", flat=True)
     )

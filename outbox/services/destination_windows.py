@@ -21,7 +21,6 @@ from outbox.models import (
     DestinationEvent,
     DestinationHealth,
     DestinationHold,
-    DestinationState,
     HoldKind,
 )
 from outbox.services.breaker import destination_health_locked, destination_resume
@@ -163,7 +162,7 @@ def destination_resume_by_operator(
     with transaction.atomic(using=DB):
         health = destination_health_locked(name)
         ending = [] if probe else _to_end(name, hold_id)
-        if not ending and health.state == DestinationState.PAUSED and hold_id is None:
+        if not ending and health.paused_by_breaker and hold_id is None:
             destination_resume(name=name, actor_label=label)
         elif not ending:
             raise InvalidWindow(f"destination {name} has no pause or window to end")
@@ -182,11 +181,10 @@ def destination_resume_by_operator(
                 text=f"ended by an operator ({what}): {reason}",
                 label=actor_label,
             )
-    health.refresh_from_db(using=DB)
     others = (
         DestinationHold.objects.using(DB).held_without_probe().filter(destination=name).exists()
     )
-    if health.state == DestinationState.PAUSED and not others:
+    if health.paused_by_breaker and not others:
         destination_probe_now(name=name, asked_by=f"resume by {label}")
-        health.refresh_from_db(using=DB)
-    return health
+    # As it stands now: its breaker's hold read again (`with_breaker`), after the probe's answer if any.
+    return DestinationHealth.objects.using(DB).with_breaker().get(name=name)

@@ -59,17 +59,20 @@ from outbox.models import (
 )
 from outbox.services.breaker import destination_health_locked
 
-_LIMITS_COLUMNS = ("max_concurrency", "max_requests_per_second", "held", "state", "probes")
+_LIMITS_COLUMNS = ("max_concurrency", "max_requests_per_second", "held", "paused", "probes")
 
 
 def _limits_sql(name: str) -> tuple[str, tuple]:
     # "Held?" is one EXISTS on the holds' partial index: any live hold no probe ends (an operator's pause
     # or window, a Retry-After hold, an unservable hold), read with the limits and the breaker in one query.
+    # "Paused by its breaker?" is another, on the breaker's live holds (not the `state` column, which only the
+    # previous release's dispatchers read).
     held = DestinationHold.objects.held_without_probe().filter(destination=OuterRef("name"))
+    paused = DestinationHold.objects.of_breaker().filter(destination=OuterRef("name"))
     query = (
         DestinationHealth.objects.using(DB)
         .filter(name=name)
-        .annotate(held=Exists(held))
+        .annotate(held=Exists(held), paused=Exists(paused))
         .order_by()
         .values_list(*_LIMITS_COLUMNS)[:1]
     ).query
@@ -95,8 +98,10 @@ def _limits(name: str) -> Limits:
             .filter(destination=name)
             .exists(),
         )
-    max_concurrency, max_requests_per_second, held, state, probes = found
-    return Limits(max_concurrency, max_requests_per_second, bool(held), BreakerSeen(state, probes))
+    max_concurrency, max_requests_per_second, held, paused, probes = found
+    return Limits(
+        max_concurrency, max_requests_per_second, bool(held), BreakerSeen(bool(paused), probes)
+    )
 
 
 def _free(name: str, kind: str, limit: int):

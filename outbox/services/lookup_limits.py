@@ -20,7 +20,6 @@ from django.conf import settings
 from outbox.destinations import Destination, LookupFailed, Lookups, RemoteTask, get_destination
 from outbox.destinations.base import WorkAnswer
 from outbox.limit_rules import HOLD_CHECK_SECONDS, DestinationLimited, Permit
-from outbox.models import DestinationState
 from outbox.services.breaker import destination_answered
 from outbox.services.limits import HoldWatch, destination_acquire, destination_release
 
@@ -112,7 +111,7 @@ class LimitedLookups(Lookups):
                     break
         finally:
             destination_release(permit=permit)
-        if found and permit.breaker is not None and permit.breaker.state == DestinationState.PAUSED:
+        if found and permit.breaker is not None and permit.breaker.paused:
             destination_answered(name=self.destination.name, what=f"a lookup ({self.worker})")
         return EachAnswered(found, failed)
 
@@ -135,7 +134,7 @@ class LimitedLookups(Lookups):
         finally:
             permit.made([])
             destination_release(permit=permit)
-        if permit.breaker is not None and permit.breaker.state == DestinationState.PAUSED:
+        if permit.breaker is not None and permit.breaker.paused:
             destination_answered(name=self.destination.name, what=f"{what} ({self.worker})")
         return answer
 

@@ -35,7 +35,7 @@ def destination_names() -> set[str]:
 def destinations_overview(name: str | None = None) -> list[DestinationOverview]:
     """Every destination (or one), in name order, in four queries whatever their number. A destination not
     seen yet shows the configured default limits."""
-    rows = DestinationHealth.objects.with_retry_after().order_by("name")
+    rows = DestinationHealth.objects.with_retry_after().with_breaker().order_by("name")
     slots = DestinationSlot.objects.filter(
         free_at__gt=db_now(),
     ).order_by()
@@ -50,7 +50,7 @@ def destinations_overview(name: str | None = None) -> list[DestinationOverview]:
     holds = destinations_holds(names)
     return [
         DestinationOverview(
-            health=health.get(n) or DestinationHealth(name=n),
+            health=health.get(n) or DestinationHealth.not_seen(n),
             held=bool(getattr(health.get(n), "held", False)),
             calls_in_flight=in_use.get((n, SlotKind.CONCURRENCY), 0),
             requests_last_second=in_use.get((n, SlotKind.RATE), 0),

@@ -5,7 +5,6 @@ its compensation and its live findings, reached through the product's own servic
 from datetime import UTC, datetime
 
 import pytest
-from django.utils import timezone
 
 from approvals.models import Request, RequestState, Role
 from approvals.services import request_approve, request_cancel, request_correct_by_approver
@@ -13,21 +12,14 @@ from console.request_evidence import statuses_of
 from console.selectors import requests_of
 from delivery.models import ReceiverTask
 from delivery.services import task_status_set
-from outbox.clock import db_now_plus
 from outbox.dispatch.dispatcher import drain
 from outbox.hold_lines import destination_holds_now
 from outbox.models import (
-    DestinationHealth,
-    DestinationHold,
-    DestinationState,
     Handoff,
     HandoffKind,
     HandoffState,
-    HoldKind,
-    PauseReason,
 )
 from outbox.services import instance_compensate
-from outbox.services.breaker import destination_health_get_or_create
 from outbox.services.destination_windows import destination_pause_by_operator
 from outbox.services.status_events import (
     STATUS_CHANGED,
@@ -36,7 +28,13 @@ from outbox.services.status_events import (
     handoff_record_status_event,
 )
 from reconciliation.services import reconciliation_run
-from tests.factories import ONBOARDING_PAYLOAD, make_request, make_user, three_step_onboarding_world
+from tests.factories import (
+    ONBOARDING_PAYLOAD,
+    make_request,
+    make_user,
+    pause_by_breaker,
+    three_step_onboarding_world,
+)
 
 pytestmark = pytest.mark.django_db(databases=["default", "delivery"])
 INSTANCE = "onboarding:7:43:1"
@@ -284,25 +282,10 @@ def test_a_step_waiting_for_a_paused_destination_says_so_with_until_when_not_bei
 
 def test_a_step_waiting_for_a_destination_its_breaker_paused_names_the_next_probe(world):
     request = approved_43(world)
-    health = destination_health_get_or_create("receiver")
-    DestinationHealth.objects.filter(pk=health.pk).update(
-        state=DestinationState.PAUSED,
-        pause_reason=PauseReason.UNREACHABLE,
-        paused_at=timezone.now(),
-        next_probe_at=db_now_plus(30),
-    )
-    DestinationHold.objects.create(
-        destination="receiver",
-        kind=HoldKind.BREAKER,
-        reason="5 consecutive failure(s): connect_failed: refused",
-        starts_at=db_now_plus(-1),
-        until_probe=True,
-        set_by="the breaker",
-    )
+    pause_by_breaker("receiver", detail="refused", next_probe_in=30)
     line = status_of(request).steps[0]
-    assert line.text.startswith(
-        "not sent yet, waiting: receiver is held: Breaker pause: 5 consecutive"
-    )
+    assert line.text.startswith("not sent yet, waiting: receiver is held: Breaker pause: ")
+    assert "consecutive failure(s): connect_failed: refused" in line.text
     assert "until a probe succeeds (next probe " in line.text
     assert line.next == "the system sends it once no hold on receiver is live"
     assert line.owner == "the system (its holds end by themselves)"

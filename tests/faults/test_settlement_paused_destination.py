@@ -9,17 +9,14 @@ import pytest
 
 from delivery import services as receiver_services
 from delivery.models import ReceiverTask
-from outbox.clock import db_now
 from outbox.models import (
     DestinationHealth,
-    DestinationState,
     Handoff,
     HandoffEvent,
     HandoffState,
-    PauseReason,
 )
 from outbox.services.destination_configs import destination_configs_apply
-from tests.factories import HandoffFactory
+from tests.factories import HandoffFactory, pause_by_breaker, paused_by_breaker
 from tests.faults.test_dispatch_faults import wait_until
 
 pytestmark = [
@@ -52,13 +49,7 @@ def paused_with_a_backlog(url: str) -> list[Handoff]:
         },
         actor_label="fault test",
     )
-    DestinationHealth.objects.create(
-        name=PAUSED,
-        state=DestinationState.PAUSED,
-        pause_reason=PauseReason.UNREACHABLE,
-        paused_at=db_now(),
-        next_probe_at=db_now(),
-    )
+    pause_by_breaker(PAUSED, next_probe_in=0)
     return [
         HandoffFactory(number=n, state=S.UNCERTAIN, destination=PAUSED)
         for n in range(1, PAUSED_BACKLOG + 1)
@@ -96,7 +87,7 @@ def test_a_paused_destination_with_an_uncertain_backlog_holds_up_no_other_destin
     assert dispatcher.poll() is None
     # The paused destination was probed (its maintenance ran) and is still paused; nothing of it moved.
     health = DestinationHealth.objects.get(name=PAUSED)
-    assert (health.state, health.probes > 0) == (DestinationState.PAUSED, True)
+    assert (paused_by_breaker(PAUSED), health.probes > 0) == (True, True)
     processes.stop_all()
     states = Handoff.objects.filter(destination=PAUSED).values_list("state", flat=True)
     assert set(states) == {S.UNCERTAIN}

@@ -17,7 +17,7 @@ from outbox.clock import db_time
 from outbox.destinations import InProcessDestination, LookupFailed
 from outbox.dispatch.dispatcher import drain
 from outbox.failures import DeliveryResult
-from outbox.models import DestinationHealth, FailureClass, Handoff, HandoffState
+from outbox.models import FailureClass, Handoff, HandoffState
 from outbox.services.destination_windows import (
     destination_pause_by_operator,
     destination_resume_by_operator,
@@ -33,7 +33,7 @@ from reconciliation.models import Finding, FindingKind
 from reconciliation.services import reconciliation_run
 from reconciliation.services.repairs import manual_repair_record
 from tests.builders import approve
-from tests.factories import make_request, three_step_onboarding_world
+from tests.factories import make_request, pause_by_breaker, three_step_onboarding_world
 from tests.oracle.oracle import CHECKS, assert_pages_true, check_pages, claims_in
 from tests.oracle.screens import render_every_screen
 from tests.oracle.truth import Truth
@@ -246,13 +246,7 @@ def test_claims_about_paused_destinations_are_true_for_the_operator_and_the_requ
 
     # The breaker pauses it instead: the system probes it, at the time the page names.
     destination_resume_by_operator(name=step.destination, actor=world["olga"], reason="done")
-    probe = db_time() + timedelta(seconds=600)
-    DestinationHealth.objects.filter(name=step.destination).update(
-        state="paused",
-        pause_reason="outage",
-        paused_at=db_time(),
-        next_probe_at=probe,
-    )
+    probe = pause_by_breaker(step.destination, next_probe_in=600).next_probe_at
     incidents_sync()
     pages = render_every_screen(roles(world))
     assert_pages_true(pages, Truth())

@@ -450,6 +450,9 @@ def _destination_state_at(row: dict, moment) -> str:
     }
     if live & {"operator_pause", "window"}:
         return "window"
-    if row["state"] == "paused":
-        return "unservable" if row["pause_reason"] == "unservable" else "breaker"
+    # The breaker's pause is its live hold (never the `state` column, kept for the previous release only).
+    if "unservable" in live:
+        return "unservable"
+    if live & {"breaker", "credential"}:
+        return "breaker"
     return "retry_after" if "retry_after" in live else "active"

@@ -16,16 +16,13 @@ from outbox.models import (
     DestinationEvent,
     DestinationHealth,
     DestinationHold,
-    DestinationState,
-    HoldKind,
-    PauseReason,
 )
 from outbox.services.destination_windows import (
     destination_pause_by_operator,
     destination_schedule_window,
 )
 from tests.console.clients import client_for
-from tests.factories import grant_destination_admin, retry_after_hold
+from tests.factories import grant_destination_admin, pause_by_breaker, retry_after_hold
 
 pytestmark = pytest.mark.django_db(databases=["default", "delivery"])
 
@@ -129,22 +126,7 @@ def test_the_cli_pauses_schedules_and_ends_one_hold_in_the_console_words(world):
 def test_a_probe_time_already_past_reads_due_now_on_health_never_as_a_past_time(world):
     """Issue 36, item 8: a 'next probe' time already past stayed on screen for a minute."""
     olga = grant_destination_admin(world["olga"])
-    DestinationHealth.objects.create(
-        name="receiver",
-        state=DestinationState.PAUSED,
-        pause_reason=PauseReason.UNREACHABLE,
-        paused_at=db_now_plus(-120),
-        next_probe_at=db_now_plus(-60),
-        last_error="connect_failed: refused",
-    )
-    DestinationHold.objects.create(
-        destination="receiver",
-        kind=HoldKind.BREAKER,
-        reason="5 consecutive failure(s): connect_failed: refused",
-        starts_at=db_now_plus(-120),
-        until_probe=True,
-        set_by="the breaker",
-    )
+    pause_by_breaker("receiver", detail="refused", next_probe_in=-60)
     past = DestinationHealth.objects.get(name="receiver").next_probe_at
     page = client_for(olga).get("/health/").content.decode()
     notice = page[page.index('id="destination-paused-receiver"') :]

@@ -19,7 +19,12 @@ from outbox.models import (
 )
 from outbox.services.destination_windows import destination_pause_by_operator
 from tests.console.clients import client_for
-from tests.factories import HandoffFactory, grant_destination_admin
+from tests.factories import (
+    HandoffFactory,
+    grant_destination_admin,
+    pause_by_breaker,
+    paused_by_breaker,
+)
 
 pytestmark = pytest.mark.django_db(databases=["default", "delivery"])
 
@@ -155,39 +160,30 @@ def test_the_handoff_list_filters_by_destination(world, crm):
 
 
 def test_a_destination_paused_by_its_breaker_is_asked_at_once_from_its_page_and_resumes(world, crm):
-    from outbox.clock import db_now_plus
-    from outbox.models import DestinationState
-
-    DestinationHealth.objects.create(
-        name="crm", state=DestinationState.PAUSED, next_probe_at=db_now_plus(600)
-    )
+    pause_by_breaker("crm", next_probe_in=600)
     olga = client_for(grant_destination_admin(world["olga"]))
     assert b"Probe now" in olga.get("/destinations/crm/").content
     answer = olga.post("/destinations/crm/resume", {"reason": "token fixed"}, follow=True)
     # The resume asked the destination (a lookup that creates nothing): it answered, so it is active now,
     # ten minutes before its scheduled probe.
     assert b"crm resumed" in answer.content
-    assert DestinationHealth.objects.get(name="crm").state == DestinationState.ACTIVE
+    assert not paused_by_breaker("crm")
 
 
 def test_a_destination_that_does_not_answer_the_resume_is_probed_with_the_next_claim(
     world, refused_port
 ):
     from outbox.clock import db_now_plus
-    from outbox.models import DestinationState
 
     # Nothing listens on this port: the resume's lookup is refused.
     url = f"http://127.0.0.1:{refused_port}/delivery/api"
     DestinationConfig.objects.create(name="down", kind="http", config={"url": url})
-    DestinationHealth.objects.create(
-        name="down", state=DestinationState.PAUSED, next_probe_at=db_now_plus(600)
-    )
+    pause_by_breaker("down", next_probe_in=600)
     olga = client_for(grant_destination_admin(world["olga"]))
     answer = olga.post("/destinations/down/resume", {"reason": "restarted"}, follow=True)
     assert b"did not answer yet" in answer.content
-    health = DestinationHealth.objects.get(name="down")
     # The next claim is the probe: due now on the database clock, the breaker still paused until it succeeds.
-    assert health.state == DestinationState.PAUSED
+    assert paused_by_breaker("down")
     assert DestinationHealth.objects.filter(name="down", next_probe_at__lte=db_now_plus(0)).exists()
 
 

@@ -24,7 +24,7 @@ from outbox.services.limits import (
     destination_release,
     destination_set_limits,
 )
-from tests.factories import make_user, retry_after_hold, retry_after_rows
+from tests.factories import make_user, pause_by_breaker, retry_after_hold, retry_after_rows
 from tests.outbox.scripted_destination import ScriptedDestination
 
 pytestmark = pytest.mark.django_db(databases=["default", "delivery"])
@@ -391,12 +391,7 @@ def test_a_hold_written_by_another_worker_mid_batch_stops_this_one_too(make_hand
 
 def test_a_paused_destinations_probe_is_not_spent_while_a_hold_refuses_every_call(make_handoff):
     make_handoff(1)
-    DestinationHealth.objects.create(
-        name="receiver",
-        state="paused",
-        pause_reason="unreachable",
-        next_probe_at=db_now_plus(-1),
-    )
+    pause_by_breaker("receiver", next_probe_in=-1)
     retry_after_hold("receiver", 30)
     destination = ScriptedDestination()
     stats = dispatch_batch(destination=destination)
