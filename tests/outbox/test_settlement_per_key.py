@@ -10,7 +10,7 @@ from delivery import services as receiver
 from outbox.destinations import InProcessDestination, LookupFailed
 from outbox.limit_rules import DestinationLimited
 from outbox.models import Handoff, HandoffEvent, HandoffState
-from outbox.services import lookup_limits
+from outbox.services import limits, lookup_limits
 from outbox.services.limits import destination_set_limits
 from outbox.services.lookup_limits import LimitedLookups
 from outbox.settlement import passes as settling
@@ -132,10 +132,15 @@ def permits(monkeypatch) -> list:
     return taken
 
 
-def test_one_key_requests_share_a_permit_and_keep_the_rate_limit(make_handoff, permits):
+def test_one_key_requests_share_a_permit_and_keep_the_rate_limit(
+    make_handoff, permits, monkeypatch
+):
     """A permit per key cost a dispatcher more than its lookup: the keys of a chunk are asked under one permit,
     one rate slot a request. With 10 requests a second allowed, a pass of 25 claims asks 10 keys under its one
     permit and gives the other 15 back, unasked and uncertain, with no lease and no event."""
+    # A used rate slot is free a window after its answer: a loaded machine that took a second between the two
+    # permits let the second one in. A window longer than any pass keeps the pass within one window.
+    monkeypatch.setattr(limits, "RATE_WINDOW_SECONDS", 3600.0)
     destination_set_limits(
         name="receiver",
         max_concurrency=None,
