@@ -173,6 +173,16 @@ class Processes:
         assert done.returncode == 0, done.stdout + done.stderr
         return done.stdout
 
+    def migrate_default(self, server: PostgresServer, **overrides: str) -> None:
+        """The default database `handoff` on `server` at the latest migration: `make test`'s migrated template
+        loaded as SQL where the run has one (docs/testing.md), else `manage.py migrate` (`overrides`: its
+        environment, DATABASE_URL naming that database on `server`)."""
+        dump = migrated_template_dump("default")
+        if dump:
+            server.load(dump, "handoff")
+        else:
+            self.manage("migrate", "--no-input", **overrides)
+
     def dispatch_once(self, name: str, **overrides: str) -> str:
         done = subprocess.run(
             [sys.executable, "manage.py", "dispatch", "--once", "--worker", name],

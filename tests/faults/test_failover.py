@@ -55,7 +55,7 @@ def cluster():
 def test_failover_mid_load_loses_nothing_and_looks_up_what_the_old_primary_sent(processes, cluster):
     primary, replica = cluster
     processes.base_env["DATABASE_URL"] = multi_host_url([primary, replica], "handoff")
-    processes.manage("migrate", "--no-input")
+    processes.migrate_default(primary)
     processes.manage(
         "shell",
         "-c",

@@ -50,7 +50,7 @@ def test_failover_behind_pgbouncer_repointed_loses_nothing_and_resends_nothing(
     processes, cluster_behind_pooler
 ):
     primary, replica, pooler = cluster_behind_pooler
-    processes.manage("migrate", "--no-input", DATABASE_URL=primary.url("handoff"))
+    processes.migrate_default(primary, DATABASE_URL=primary.url("handoff"))
     processes.base_env.update(DATABASE_URL=pooler.url("handoff"), DATABASE_TRANSACTION_POOLER="1")
     processes.manage(
         "shell",

@@ -66,7 +66,7 @@ def test_idle_dispatcher_behind_pgbouncer_through_a_failover_resends_nothing_and
     cluster_behind_pooler,  # noqa: F811 - the fixture imported above
 ):
     primary, replica, pooler = cluster_behind_pooler
-    processes.manage("migrate", "--no-input", DATABASE_URL=primary.url("handoff"))
+    processes.migrate_default(primary, DATABASE_URL=primary.url("handoff"))
     processes.base_env.update(DATABASE_URL=pooler.url("handoff"), DATABASE_TRANSACTION_POOLER="1")
     old = set(_make_handoffs(processes, BEFORE, OLD_WORKSPACE))
     primary.wait_replayed_by(replica)
