@@ -18,7 +18,7 @@ from approvals.on_call import fallback_duty_for
 from approvals.selectors import workspace_ids_for
 from incidents import metrics
 from incidents.causes import paused_destinations
-from incidents.selectors.channels import alert_channel_delivery
+from incidents.selectors.channels import alert_channel_delivery, channel_notifications
 from incidents.selectors.incidents import incident_health, sees_security_incidents
 from lib.htmx import HtmxHttpRequest
 from lib.querystring import id_or_none
@@ -141,6 +141,15 @@ def drilldown(request: HtmxHttpRequest, figure: str) -> HttpResponse:
         rows, title = selectors.duplicate_attempts(ids), "Duplicate-effect preventions"
     elif figure == "interventions":
         rows, title = selectors.manual_interventions(ids), "Manual interventions"
+    elif figure == "notifications":
+        # One alert channel's row of Health, listed: the same workspaces and the same permission as counted.
+        destination = request.GET.get("destination", "")
+        rows = channel_notifications(
+            ids,
+            destination=destination,
+            security=workspace is None and sees_security_incidents(request.user),
+        )
+        title = f"Alert notifications to {destination} not delivered yet"
     else:
         raise Http404("no such figure")
     return render(

@@ -13,10 +13,9 @@ from django.db.models import Count, Q
 from incidents.channels.delivery import CHANNEL_DESTINATION_PREFIX, channel_destination_name
 from incidents.models import AlertChannel
 from lib.databases import DB
-from outbox.models import DISPATCHER_STATES, DestinationHealth, DestinationState, Handoff
+from outbox.models import DISPATCHER_STATES, DestinationHealth, Handoff
 from outbox.models import HandoffState as S
 from outbox.redaction import redact_text
-from reconciliation.selectors.links import handoff_list_url
 
 CHANNELS_SHOWN = 20
 
@@ -45,10 +44,6 @@ class ChannelDelivery:
     def failing(self) -> bool:
         return self.paused or self.failed > 0
 
-    @property
-    def link(self) -> str:
-        return handoff_list_url(origin="notifications", destination=self.destination)
-
 
 @dataclass(frozen=True)
 class AlertChannels:
@@ -62,11 +57,25 @@ class AlertChannels:
         return any(row.failing for row in self.rows)
 
 
-def _counts(workspace_ids: list[int]) -> dict[str, dict]:
+def _counted(workspace_ids: Iterable[int], *, security: bool):
+    """The open notifications a channel's row counts, of these workspaces; with `security` (the viewer holds
+    `incidents.view_security_incident`) those of security incidents too (workspace 0, no workspace's)."""
+    ids = [*workspace_ids, 0] if security else list(workspace_ids)
+    return Handoff.objects.using(DB).notifications().open().filter(workspace_id__in=ids)
+
+
+def channel_notifications(
+    workspace_ids: Iterable[int], *, destination: str, security: bool = False, limit: int = 100
+) -> list[Handoff]:
+    """What one channel's row on Health counts, listed (newest first, the latest `limit`): the same rows as
+    `alert_channel_delivery` counts for the same workspaces and `security`, and only those."""
+    rows = _counted(workspace_ids, security=security).filter(destination=destination)
+    return list(rows.order_by("-created_at", "-id")[:limit])
+
+
+def _counts(workspace_ids: Iterable[int], *, security: bool) -> dict[str, dict]:
     rows = (
-        Handoff.objects.notifications()
-        .open()
-        .filter(workspace_id__in=workspace_ids)
+        _counted(workspace_ids, security=security)
         .order_by()
         .values("destination")
         .annotate(
@@ -94,13 +103,11 @@ def alert_channel_delivery(
             Q(workspace_id__in=workspace_ids) | Q(workspace_id__isnull=True)
         )
     }
-    counts = _counts([*workspace_ids, 0] if security else workspace_ids)
+    counts = _counts(workspace_ids, security=security)
     names = sorted(set(channels) | {n for n in counts if n.startswith(CHANNEL_DESTINATION_PREFIX)})
     paused = {
         health.name: health
-        for health in DestinationHealth.objects.using(DB).filter(
-            name__in=names, state=DestinationState.PAUSED
-        )
+        for health in DestinationHealth.objects.using(DB).paused_by_breaker().filter(name__in=names)
     }
     rows = [
         _delivery(name, channels.get(name), paused.get(name), counts.get(name))

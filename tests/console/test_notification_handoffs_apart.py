@@ -13,8 +13,6 @@ from outbox.clock import db_time
 from outbox.models import (
     Attempt,
     AttemptOutcome,
-    DestinationHealth,
-    DestinationState,
     Handoff,
     HandoffEvent,
     HandoffState,
@@ -24,7 +22,7 @@ from reconciliation.selectors import duplicate_attempts, health_summary, manual_
 from reconciliation.selectors.needing_person import needing_person_counts_bounded
 from tests.builders import approve
 from tests.console.clients import client_for, row_of
-from tests.factories import HandoffFactory
+from tests.factories import HandoffFactory, pause_by_breaker
 
 pytestmark = pytest.mark.django_db(databases=["default", "delivery"])
 
@@ -86,7 +84,7 @@ def test_health_has_a_line_for_the_alert_channels_delivery(world, business_and_n
     page = client_for(world["olga"]).get("/health/").content.decode()
     row = row_of(page, "channel-alert-channel-1")
     assert _cells(row)[1:] == ["1", "0", "1", "taking calls"]
-    assert "origin=notifications" in row and "destination=alert-channel-1" in row
+    assert 'href="/health/notifications/?destination=alert-channel-1"' in row
     assert "(<code>incidents.view_security_incident</code>), never to a workspace" in page
 
 
@@ -157,11 +155,7 @@ def test_health_says_each_alert_channels_delivery_and_failure_in_one_line(
     )
     Handoff.objects.filter(pk=failed.pk).update(destination=channel_destination_name(hook))
     Handoff.objects.filter(pk=pending.pk).update(destination=channel_destination_name(mail))
-    DestinationHealth.objects.create(
-        name=channel_destination_name(hook),
-        state=DestinationState.PAUSED,
-        last_error="HTTP 500 from the hook",
-    )
+    pause_by_breaker(channel_destination_name(hook), code="http_500", detail="from the hook")
     page = client_for(world["olga"]).get("/health/").content.decode()
 
     assert page.count('id="alert-channels"') == 1
@@ -169,8 +163,8 @@ def test_health_says_each_alert_channels_delivery_and_failure_in_one_line(
     assert "fig-notifications-failed" not in page and "Alert channel failing" not in page
     row = row_of(page, f"channel-{channel_destination_name(hook)}")
     kind = ChannelKind.WEBHOOK.label
-    assert _cells(row) == [f"ops hook ({kind})", "0", "0", "1", "paused: HTTP 500 from the hook"]
-    assert 'class="failing"' in row and "origin=notifications" in row
+    assert _cells(row) == [f"ops hook ({kind})", "0", "0", "1", "paused: http_500: from the hook"]
+    assert 'class="failing"' in row and "/health/notifications/?destination=" in row
     row = row_of(page, f"channel-{channel_destination_name(mail)}")
     assert _cells(row) == [f"ops mail ({ChannelKind.EMAIL.label})", "1", "0", "0", "taking calls"]
     assert 'class="failing"' not in row

@@ -4,6 +4,9 @@ summary: `HandoffQuerySet.security_notifications`) are shown only to holders of
 support staff view through their group), and in Health's *Alert channels* counts, where no workspace's scope
 holds workspace 0. A workspace's notifications stay shown to support either way."""
 
+import html
+import re
+
 import pytest
 from django.contrib.auth.models import Permission
 from django.test import Client
@@ -134,3 +137,49 @@ def test_a_failed_security_notification_shows_on_the_holders_health_only(world):
     # A workspace chosen narrows the page to it: the security notifications are of none.
     page = client_for(olga).get("/health/", {"workspace": 7})
     assert page.context["alert_channels"].rows == []
+
+
+def _channel_link(page, name: str) -> str:
+    """The href of the channel's row on Health, as a browser would follow it."""
+    row = re.search(rf'<tr id="channel-{re.escape(name)}"[^>]*><td><a href="([^"]+)"', page)
+    assert row, f"no row for {name}"
+    return html.unescape(row.group(1))
+
+
+def _counted_and_listed(
+    client: Client, name: str, notifications, **health_query
+) -> tuple[int, set[int]]:
+    """The channel's row's count on Health, and which of `notifications` the page behind its link lists."""
+    page = client.get("/health/", health_query)
+    [row] = [r for r in page.context["alert_channels"].rows if r.destination == name]
+    listed = client.get(_channel_link(page.content.decode(), name))
+    assert listed.status_code == 200
+    shown = listed.content.decode()
+    keys = {h.pk for h in notifications if f"<code>{h.action_key}</code>" in shown}
+    return row.waiting + row.uncertain + row.failed, keys
+
+
+def test_the_channels_link_on_health_lists_exactly_what_its_row_counts_to_holders_only(world):
+    """Health's link for a channel's notifications opened the handoff list, which covers the viewer's
+    workspaces only: a holder of the permission saw a security notification counted but not listed."""
+    channel = AlertChannel.objects.create(
+        workspace_id=None, name="security pager", kind=ChannelKind.EMAIL, target="sec@example.com"
+    )
+    name = channel_destination_name(channel)
+    security, _, _ = _notification(0, 1, name, state=HandoffState.NEEDS_ATTENTION)
+    ours, _, _ = _notification(7, 2, name)
+    delivered, _, _ = _notification(7, 3, name, state=HandoffState.DELIVERED)  # not counted
+    elsewhere, _, _ = _notification(7, 4, "alert-channel-999")  # another channel's
+    every = (security, ours, delivered, elsewhere)
+    olga = world["olga"]
+
+    assert _counted_and_listed(client_for(olga), name, every) == (1, {ours.pk})
+    olga.user_permissions.add(_permission())
+    counted, listed = _counted_and_listed(client_for(olga), name, every)
+    assert (counted, listed) == (2, {security.pk, ours.pk})
+    page = client_for(olga).get(
+        _channel_link(client_for(olga).get("/health/").content.decode(), name)
+    )
+    assert "a security incident (no workspace)" in page.content.decode()
+    # A workspace chosen narrows the count to it, and the list behind it with it.
+    assert _counted_and_listed(client_for(olga), name, every, workspace=7) == (1, {ours.pk})
