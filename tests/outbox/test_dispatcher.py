@@ -174,7 +174,8 @@ def test_backoff_keeps_the_handoff_out_of_claims_until_due(make_handoff):
     handoff_deliver(handoff_id=handoff.pk, destination=destination)
     assert handoff_claim_due(worker="w2") == []
     handoff.refresh_from_db()
-    assert handoff.next_attempt_at > timezone.now() + timedelta(seconds=290)
+    # A minute's margin below the 300 s: a loaded machine can stall the test between the call and here.
+    assert handoff.next_attempt_at > timezone.now() + timedelta(seconds=240)
 
 
 def test_exhausted_retries_need_attention_with_reason_and_owner(make_handoff):
