@@ -19,6 +19,7 @@ from outbox.models import (
     HandoffState,
 )
 from outbox.services import handoff_record
+from tests.faults.conftest import START_DEADLINE_SECONDS
 from tests.faults.test_dispatch_faults import wait_until
 
 pytestmark = [
@@ -71,9 +72,22 @@ def test_a_minute_long_receiver_outage_pauses_once_and_ends_with_everything_deli
     }
     dispatchers = [processes.start_dispatcher(f"d{n}", **overrides) for n in (1, 2)]
     n = approvals_for(5, 1)
+    # The outage begins once the dispatchers deliver (a loaded machine may take longer than the approvals
+    # to start them), and ends once they have paused the destination: waits on conditions, not on speed.
+    wait_until(
+        lambda: Handoff.objects.filter(state=S.DELIVERED).exists(),
+        timeout=START_DEADLINE_SECONDS,
+        what="the dispatchers to deliver before the outage",
+        procs=dispatchers,
+    )
     port = processes.stop_receiver()
     n = approvals_for(OUTAGE_SECONDS, n, sweep_alerts=True)
-    assert DestinationHealth.objects.get(name="receiver").state == DestinationState.PAUSED
+    wait_until(
+        lambda: DestinationHealth.objects.get(name="receiver").state == DestinationState.PAUSED,
+        timeout=START_DEADLINE_SECONDS,
+        what="the destination to pause during the outage",
+        procs=dispatchers,
+    )
     processes.start_receiver(port=port)
     n = approvals_for(5, n)
     onboarding = Handoff.objects.filter(workflow="onboarding")
