@@ -51,6 +51,14 @@ from config.settings import *  # noqa: E402,F403
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 STORAGES["staticfiles"]["BACKEND"] = "django.contrib.staticfiles.storage.StaticFilesStorage"  # noqa: F405
 WHITENOISE_USE_FINDERS = True
+# Each test's client builds the middleware anew; WhiteNoise's scan of the static files then cost 25-35 ms of CPU
+# a client. The same middleware with the scan done once a process (tests/static_files.py; docs/testing.md).
+MIDDLEWARE = [  # noqa: F405
+    "tests.static_files.WhiteNoiseScannedOnce"
+    if name == "whitenoise.middleware.WhiteNoiseMiddleware"
+    else name
+    for name in MIDDLEWARE  # noqa: F405
+]
 
 # django-q2 calls its scheduler from the guard loop once its cycles add up to 30 s; a cycle of 30 s
 # runs the scheduler as the cluster starts, so a test of the scheduled sweep does not wait half a minute.
