@@ -16,7 +16,7 @@ from approvals.selectors import (
     workspace_ids_for,
 )
 from console.request_evidence import statuses_of
-from lib.paging import narrowed_order
+from lib.paging import narrowed_order, planned_serially
 from reconciliation.selectors import needing_person_counts_bounded
 
 
@@ -57,14 +57,19 @@ def requests_of(user, *, text: str = "", limit: int = 100) -> list[Request]:
     mine = newest_revisions(
         Request.objects.filter(requested_by=user, workspace_id__in=workspace_ids_for(user))
     )
-    # A search sorts what the trigram index found (`narrowed_order`), rather than walking a workspace's
-    # requests in order and testing each.
+    # A search sorts what the trigram index found (`narrowed_order`, planned serially), rather than walking
+    # a workspace's requests in order and testing each.
     newest = narrowed_order("created_at", newest_first=True) if text else F("created_at").desc()
-    rows = list(
+    found = (
         requests_matching(mine, text)
         .select_related("workspace", "corrected_by")
         .order_by(newest, "-id")[:limit]
     )
+    if text:
+        with planned_serially(found.db):
+            rows = list(found)
+    else:
+        rows = list(found)
     statuses = statuses_of(rows)
     for row in rows:
         row.status = statuses[row.pk]
