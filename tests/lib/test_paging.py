@@ -1,8 +1,11 @@
 """lib/paging.py: keyset pages of the console's long lists."""
 
 import pytest
+from django.db import connections, transaction
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
+from lib.databases import DB
 from lib.paging import keyset_page
 from outbox.models import Handoff
 from tests.factories import HandoffFactory
@@ -32,3 +35,22 @@ def test_keyset_page_says_whether_another_page_follows(db):
     HandoffFactory.create_batch(3)
     assert keyset_page(Handoff.objects.all(), after=None, size=3)[1] is False
     assert keyset_page(Handoff.objects.all(), after=None, size=2)[1] is True
+
+
+@pytest.mark.postgres
+def test_a_narrowed_page_is_planned_without_parallel_workers_and_the_setting_is_put_back():
+    """`narrowed_first` reads its page planned serially (`planned_serially`); the queries after it are
+    planned with the setting the transaction had before."""
+    connection = connections[DB]
+    assert connection.vendor == "postgresql", "PostgreSQL's planner: run with DATABASE_URL"
+    HandoffFactory.create_batch(3)
+    with transaction.atomic(using=DB), connection.cursor() as cursor:
+        cursor.execute("SET LOCAL max_parallel_workers_per_gather = 3")
+        with CaptureQueriesContext(connection) as ran:
+            rows, more = keyset_page(Handoff.objects.all(), after=None, size=2, narrowed_first=True)
+        cursor.execute("SHOW max_parallel_workers_per_gather")
+        assert cursor.fetchone()[0] == "3"
+    assert len(rows) == 2 and more
+    ran_sql = [q["sql"] for q in ran.captured_queries]
+    (paged,) = [i for i, sql in enumerate(ran_sql) if "LIMIT 3" in sql]
+    assert "set_config('max_parallel_workers_per_gather', '0', true)" in ran_sql[paged - 1]
