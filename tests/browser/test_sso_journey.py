@@ -97,7 +97,12 @@ def provider(provider_packages, live_server, tmp_path):
         yield {"discovery": discovery, "users": users}
     finally:
         process.terminate()
-        process.wait(timeout=10)
+        # A loaded machine may take more than seconds to run the process's shutdown; then it is killed.
+        try:
+            process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
         held.close()
 
 

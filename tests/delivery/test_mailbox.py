@@ -40,7 +40,12 @@ def mailbox(tmp_path):
         yield tmp_path, int(line.rsplit(":", 1)[1])
     finally:
         server.terminate()
-        server.wait(timeout=10)
+        # A loaded machine may take more than seconds to run the process's shutdown; then it is killed.
+        try:
+            server.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
 
 
 def send(port: int, *, subject: str, message_id: str) -> None:

@@ -196,10 +196,10 @@ class ChannelServers:
         raise RuntimeError("the channel servers did not start")
 
     def state(self) -> dict:
-        return httpx.get(f"{self.url}/_test/state", timeout=5).json()
+        return httpx.get(f"{self.url}/_test/state", timeout=60).json()
 
     def faults(self, **faults) -> None:
-        httpx.post(f"{self.url}/_test/faults", json=faults, timeout=5).raise_for_status()
+        httpx.post(f"{self.url}/_test/faults", json=faults, timeout=60).raise_for_status()
 
     def stop(self) -> None:
         self.proc.kill()

@@ -216,7 +216,7 @@ class ProviderProcess:
         raise RuntimeError("provider did not start")
 
     def state(self) -> dict:
-        return httpx.get(f"{self.url}/_test/state", timeout=5).json()
+        return httpx.get(f"{self.url}/_test/state", timeout=60).json()
 
     def effects(self) -> dict[str, int]:
         """The effects the provider holds now, per key (an undone effect is not counted)."""
@@ -229,16 +229,16 @@ class ProviderProcess:
         return [r for r in self.state()["requests"] if method in (None, r["method"])]
 
     def drop_next(self, count: int = 1) -> None:
-        httpx.post(f"{self.url}/_test/drop-next", json={"count": count}, timeout=5)
+        httpx.post(f"{self.url}/_test/drop-next", json={"count": count}, timeout=60)
 
     def hold_next(self, count: int = 1) -> None:
-        httpx.post(f"{self.url}/_test/hold-next", json={"count": count}, timeout=5)
+        httpx.post(f"{self.url}/_test/hold-next", json={"count": count}, timeout=60)
 
     def release(self) -> None:
-        httpx.post(f"{self.url}/_test/release", json={}, timeout=5)
+        httpx.post(f"{self.url}/_test/release", json={}, timeout=60)
 
     def faults(self, **faults) -> None:
-        httpx.post(f"{self.url}/_test/faults", json=faults, timeout=5).raise_for_status()
+        httpx.post(f"{self.url}/_test/faults", json=faults, timeout=60).raise_for_status()
 
     def stop(self) -> None:
         self.proc.kill()

@@ -272,7 +272,7 @@ class LedgerProcess:
         raise RuntimeError("ledger did not start")
 
     def state(self) -> dict:
-        return httpx.get(f"{self.url}/_test/state", timeout=5).json()
+        return httpx.get(f"{self.url}/_test/state", timeout=60).json()
 
     def entries(self) -> list[dict]:
         return self.state()["entries"]
@@ -286,7 +286,7 @@ class LedgerProcess:
         return [r for r in self.state()["requests"] if r["method"] == "POST"]
 
     def faults(self, **faults) -> None:
-        httpx.post(f"{self.url}/_test/faults", json=faults, timeout=5).raise_for_status()
+        httpx.post(f"{self.url}/_test/faults", json=faults, timeout=60).raise_for_status()
 
     def stop(self) -> None:
         self.proc.kill()

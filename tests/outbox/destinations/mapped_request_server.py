@@ -98,7 +98,7 @@ class MappedRequestServer:
     process: subprocess.Popen
 
     def state(self) -> dict:
-        return httpx.get(f"{self.url}/_test/state", timeout=5).json()
+        return httpx.get(f"{self.url}/_test/state", timeout=60).json()
 
     def writes(self) -> list[dict]:
         return [r for r in self.state()["requests"] if r["method"] in WRITE_METHODS]

@@ -114,7 +114,7 @@ class AccountsProcess:
                 time.sleep(0.05)
 
     def reads(self) -> dict[str, int]:
-        return httpx.get(f"{self.url}/_test/reads", timeout=5).json()
+        return httpx.get(f"{self.url}/_test/reads", timeout=60).json()
 
     def set_status(self, account_id: str, status: object) -> None:
         httpx.post(
