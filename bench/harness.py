@@ -161,7 +161,8 @@ class Bench:
         self.env["RECEIVER_URL"] = self.receiver_url
         for _ in range(150):
             try:
-                if httpx.get(f"{self.receiver_url}/tasks", timeout=1).status_code == 401:
+                alive = self.receiver_url.replace("/delivery/api", "/healthz")
+                if httpx.get(alive, timeout=5).status_code == 200:
                     return self.receiver_url
             except httpx.HTTPError:
                 pass

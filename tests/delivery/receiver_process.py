@@ -66,8 +66,12 @@ class Receiver:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline and self.proc.poll() is None:
             try:
-                # Unsigned: a 401 proves the app is up and answering.
-                if httpx.get(f"{self.url}/tasks", timeout=1).status_code == 401:
+                # Its liveness probe, not an unsigned call to the signed API: each of those is a refused signature, a
+                # security event (a poll that timed out on a loaded machine too), and ten page.
+                if (
+                    httpx.get(self.url.replace("/delivery/api", "/healthz"), timeout=5).status_code
+                    == 200
+                ):
                     return
             except httpx.HTTPError:
                 pass

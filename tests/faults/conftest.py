@@ -106,8 +106,10 @@ class Processes:
             if self.receiver.poll() is not None:
                 break
             try:
-                # Unsigned: a 401 proves the app is up and answering.
-                if httpx.get(f"{self.receiver_url}/tasks", timeout=1).status_code == 401:
+                # Its liveness probe, not an unsigned call to the signed API: each of those is a refused signature, a
+                # security event (a poll that timed out on a loaded machine too), and ten page.
+                alive = self.receiver_url.replace("/delivery/api", "/healthz")
+                if httpx.get(alive, timeout=5).status_code == 200:
                     return self.receiver_url
             except httpx.HTTPError:
                 pass

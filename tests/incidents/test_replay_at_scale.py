@@ -85,7 +85,10 @@ class ReceiverProcess:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and self.proc.poll() is None:
             try:
-                if httpx.get(f"{self.url}/tasks", timeout=1).status_code == 401:
+                if (
+                    httpx.get(self.url.replace("/delivery/api", "/healthz"), timeout=5).status_code
+                    == 200
+                ):
                     return
             except httpx.HTTPError:
                 time.sleep(0.1)
