@@ -6,6 +6,7 @@ back; an operator's retries, cancels and compensations, as the console's actions
 
 import contextlib
 import random
+import time
 
 from django.db import transaction
 
@@ -27,6 +28,8 @@ EVENTS_PATH = "/reconciliation/api/destinations/receiver/status-events"
 ACCOUNTS = "oracle-accounts"
 ACCOUNTS_TOKEN = "oracle-accounts-token"
 ACCOUNTS_TOKEN_ENV = "HANDOFF_DEST_ORACLE_ACCOUNTS_TOKEN"
+# How long a work pull waits for an accounts handoff to be delivered (through the run's 40 % faults).
+WORK_PULL_SECONDS = 120
 
 
 def accounts_document(base_url: str) -> dict:
@@ -96,12 +99,21 @@ class Kinds:
         return False
 
     def work_pull(self) -> bool:
-        """A handoff sent to the pulled accounts API, and the pull of the work of those delivered."""
+        """A handoff sent to the pulled accounts API, and the pull of the work of those delivered: pulled
+        again until one has been (the receiver's process serves the accounts API, so an outage in force
+        ends first). Pulled once at once, on a loaded machine the new handoff was never delivered yet, and
+        make test's seed 37 ended with this kind never having had an effect."""
+        self.receiver_up()
         self.accounts_number += 1
         with transaction.atomic():  # no dispatcher sees it before it names the accounts API
             handoff = record(self.accounts_number)
             Handoff.objects.filter(pk=handoff.pk).update(destination=ACCOUNTS)
-        return handoffs_pull_work_status().read > 0
+        deadline = time.monotonic() + WORK_PULL_SECONDS
+        while handoffs_pull_work_status().read == 0:
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(1.0)
+        return True
 
     def outage(self) -> bool:
         """The receiver's process stopped (connections refused on its held port); the next move brings it
