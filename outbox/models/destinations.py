@@ -156,7 +156,7 @@ class DestinationHealth(models.Model):
         health.breaker_kind = health.breaker_reason = health.breaker_since = None
         return health
 
-    def _breaker_read(self) -> None:
+    def breaker_read(self) -> None:
         """The breaker's live hold, unless `with_breaker` annotated it: one query for a single row."""
         if hasattr(self, "breaker_kind"):
             return
@@ -174,13 +174,13 @@ class DestinationHealth(models.Model):
     @property
     def paused_by_breaker(self) -> bool:
         """A live hold of the breaker's holds it (not the `state` column: old dispatchers' only)."""
-        self._breaker_read()
+        self.breaker_read()
         return self.breaker_kind is not None
 
     @property
     def breaker_pause_reason(self) -> str:
         """Why its breaker pauses it (`PauseReason`, from the hold's kind); "" when it does not."""
-        self._breaker_read()
+        self.breaker_read()
         return PAUSE_REASON_OF_HOLD.get(self.breaker_kind, "")
 
     @property

@@ -72,9 +72,12 @@ def destination_health_locked(name: str) -> DestinationHealth:
     health = (
         DestinationHealth.objects.using(DB)
         .select_for_update(no_key=True)
-        .with_breaker()
         .get(pk=destination_health_get_or_create(name).pk)
     )
+    # The holds in a statement of their own, after the lock: in READ COMMITTED a statement that waited for
+    # the lock re-reads the locked row, but a subquery of it (an annotation) keeps the snapshot from before
+    # the wait, so a pause or resume committed by the worker it waited for would be unseen, and made twice.
+    health.breaker_read()
     health.state = D.PAUSED if health.breaker_kind else D.ACTIVE
     health.pause_reason = health.breaker_pause_reason
     health.paused_at = health.breaker_since
