@@ -10,6 +10,8 @@ name=${1:?usage: test_template.sh <template name>}
 PGHOST=${PGHOST:-/var/run/postgresql}
 PY=${PY:-.venv/bin/python}
 export PGOPTIONS="-c client_min_messages=warning"  # no NOTICE for a template that did not exist yet
+# A failed migrate below leaves no dump of an older schema for a private server to load.
+rm -f "var/test-template/$name.sql" "var/test-template/${name}_delivery.sql"
 for db in "$name" "${name}_delivery"; do
   # No FORCE: a session still on the template (a stream copying it) fails this step instead of being cut.
   psql -h "$PGHOST" -d postgres -qAt -v ON_ERROR_STOP=1 \
