@@ -1,7 +1,7 @@
 """Console screen of the triggers received: accepted, duplicate, stale and rejected at intake, with reasons."""
 
 from django.contrib.auth.decorators import login_required
-from django.http import Http404, HttpResponse, HttpResponseBadRequest
+from django.http import Http404, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
@@ -23,17 +23,20 @@ def triggers(request: HtmxHttpRequest) -> HttpResponse:
     outcome = request.GET.get("outcome", "")
     if outcome not in TriggerOutcome.values:
         outcome = ""
+    # A cursor that cannot be read answers 400 with the page (or, for htmx, the results in place): no rows,
+    # the reason where the rows would be.
+    refused, rows, more = "", [], False
     try:
         before = parse_keyset_cursor(request.GET.get("before", ""), name="before")
     except BadQueryValue as exc:
-        return HttpResponseBadRequest(
-            f"Bad request: {exc}.", content_type="text/plain; charset=utf-8"
+        refused = str(exc)
+    else:
+        rows, more = intake.triggers_visible_to(
+            request.user, reference=reference, outcome=outcome, before=before, limit=PAGE_SIZE
         )
-    rows, more = intake.triggers_visible_to(
-        request.user, reference=reference, outcome=outcome, before=before, limit=PAGE_SIZE
-    )
     next_cursor = keyset_cursor(rows[-1], field="received_at") if more else ""
     context = {
+        "refused": refused,
         "triggers": rows,
         "q": reference,
         "outcome": outcome,
@@ -47,7 +50,7 @@ def triggers(request: HtmxHttpRequest) -> HttpResponse:
         if getattr(request, "htmx", False)
         else "approvals/triggers.html"
     )
-    return render(request, template, context)
+    return render(request, template, context, status=400 if refused else 200)
 
 
 @require_GET

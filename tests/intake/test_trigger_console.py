@@ -112,3 +112,20 @@ def test_trigger_appears_in_the_approvals_queue(received, client):
     client.force_login(received["alice"])
     html = client.get("/approvals/").content.decode()
     assert 'href="/approvals/7/43/1/"' in html
+
+
+@pytest.mark.parametrize("htmx", [False, True], ids=["page", "htmx"])
+def test_a_cursor_that_cannot_be_read_answers_400_in_the_page_with_the_reason_and_no_rows(
+    received, client, htmx
+):
+    """htmx swaps a 400 into #trigger-results (the htmx-config in templates/base.html): what it swaps must be the
+    results' HTML with the reason, not a plain-text line; the whole page says the same."""
+    client.force_login(received["alice"])
+    headers = {"HX-Request": "true"} if htmx else {}
+    answer = client.get("/approvals/api/triggers/", {"before": "not-a-cursor"}, headers=headers)
+    assert answer.status_code == 400
+    assert answer["Content-Type"].startswith("text/html")
+    html = answer.content.decode()
+    assert 'id="trigger-search-error" role="alert">Not listed: before' in html
+    assert '<tr class="trigger' not in html
+    assert ('id="trigger-results"' in html) is not htmx, "the page, or only its results for htmx"
