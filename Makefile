@@ -8,8 +8,8 @@ APPS := approvals console config delivery httpapi lib outbox reconciliation inci
 PGHOST ?= /var/run/postgresql
 export PGHOST
 
-.PHONY: run test test-suites test-sqlite test-postgres test-postgres-processes test-postgres-long test-postgres-faults \
-	test-postgres-browser test-postgres-rest test-postgres-rest-web test-template lint mutation-check postgres chromium pgbouncer faketime nftables soak bench bench-search-10m venv clean screenshots \
+.PHONY: run test test-suites test-sqlite test-postgres test-postgres-processes test-postgres-long test-postgres-long-oracle \
+	test-postgres-faults test-postgres-browser test-postgres-rest test-postgres-rest-web test-template lint mutation-check postgres chromium pgbouncer faketime nftables soak bench bench-search-10m venv clean screenshots \
 	lock lock-check promtool monitoring-check oracle
 
 # Installs come from the hashed lock only (runtime, test and build tools: anything unhashed is refused): pip
@@ -86,17 +86,21 @@ test-sqlite: $(STAMP)
 	env -u DATABASE_URL -u DELIVERY_DATABASE_URL HANDOFF_VAR_DIR=var/test-sqlite \
 		$(VENV)/bin/pytest --durations=15 -m "not postgres and not browser and not demo"
 
-# The PostgreSQL suite in five streams that run side by side, each on databases and a var directory of its
+# The PostgreSQL suite in six streams that run side by side, each on databases and a var directory of its
 # own (ports come from the kernel, held by each test: tests/processes.py): the tests that run for a minute
-# or more (marked `long`: large backlogs through real processes, the property test, thousands of rows), the
-# other fault tests of real processes (which wait on them much of the time), the browser and demo tests with
-# the hosts tests that are not long (network namespaces: they wait on their processes, and the browser stream
-# had five minutes to spare beside the others), and the rest in two halves: the web layer's tests (console,
-# security, sign-on) and everything else. The rest is CPU-bound and was the critical path as one stream (about
-# 15 of make test's 15-17 minutes on 2 cores, while the others waited on their processes): two halves use
-# both cores. Together their markers and paths select every test once. The truth oracle's screen checks
-# (tests/oracle, about a fifth of the rest's CPU) run in the web half: measured side by side at the same
-# load, the other half used 288 s of pytest CPU against the web half's 171 s, and 1.8 times its wall time.
+# or more (marked `long`: large backlogs through real processes, the property test, thousands of rows) in two
+# halves, the other fault tests of real processes (which wait on them much of the time), the browser and demo
+# tests with the hosts tests that are not long (network namespaces: they wait on their processes), and the
+# rest in two halves: the web layer's tests (console, security, sign-on) and everything else. The rest is
+# CPU-bound and was the critical path as one stream (about 15 of make test's 15-17 minutes on 2 cores, while
+# the others waited on their processes): two halves use both cores. The long tests were the critical path as
+# one stream next (21:02 of a 21:51 make test, the others done by 17:39): LONG_ORACLE, the truth oracle's
+# fault run (its looks render every screen in the pytest process: 289 s and 167 s for its two seeds), the
+# property test of the workflow state machine (94 s) and the replay of a thousand (67 s), about half the long
+# stream's time, run in a stream of their own (docs/testing.md). Together their markers and paths select every
+# test once (tests/scripts/test_make_streams.py). The truth oracle's screen checks (tests/oracle, about a fifth
+# of the rest's CPU) run in the web half: measured side by side at the same load, the other half used 288 s of
+# pytest CPU against the web half's 171 s, and 1.8 times its wall time.
 # Each stream's test databases are copies of a template that `test-template` migrates once before them
 # (scripts/test_template.sh; docs/testing.md has the figures).
 TEST_TEMPLATE ?= handoff_template
@@ -106,14 +110,21 @@ test-template: $(STAMP) postgres
 
 REST_MARKERS := not (faults or browser or demo or long or hosts)
 REST_WEB := tests/console tests/security tests/sso tests/oracle
-test-postgres: test-postgres-long test-postgres-faults test-postgres-browser test-postgres-rest test-postgres-rest-web
+LONG_MARKERS := long and not (browser or demo)
+LONG_ORACLE := tests/oracle/test_fault_run.py tests/acceptance/test_workflow_state_machine.py tests/incidents/test_replay_at_scale.py
+test-postgres: test-postgres-long test-postgres-long-oracle test-postgres-faults test-postgres-browser test-postgres-rest test-postgres-rest-web
 
-test-postgres-processes: test-postgres-long test-postgres-faults test-postgres-browser
+test-postgres-processes: test-postgres-long test-postgres-long-oracle test-postgres-faults test-postgres-browser
 
 test-postgres-long: $(STAMP) postgres pgbouncer faketime nftables test-template
-	@echo "== test suite on PostgreSQL: the tests that run for a minute or more =="
+	@echo "== test suite on PostgreSQL: the tests that run for a minute or more, but the oracle's fault run =="
 	HANDOFF_TEST_TEMPLATE=$(TEST_TEMPLATE) DATABASE_URL="postgres:///handoff_long?host=$(PGHOST)" DELIVERY_DATABASE_URL="postgres:///handoff_long_delivery?host=$(PGHOST)" \
-		HANDOFF_VAR_DIR=var/test-postgres-long $(VENV)/bin/pytest --durations=15 -m "long and not (browser or demo)"
+		HANDOFF_VAR_DIR=var/test-postgres-long $(VENV)/bin/pytest --durations=15 -m "$(LONG_MARKERS)" $(addprefix --ignore=,$(LONG_ORACLE))
+
+test-postgres-long-oracle: $(STAMP) postgres test-template
+	@echo "== test suite on PostgreSQL: the oracle's fault run, the state machine and the replay at scale =="
+	HANDOFF_TEST_TEMPLATE=$(TEST_TEMPLATE) DATABASE_URL="postgres:///handoff_long_oracle?host=$(PGHOST)" DELIVERY_DATABASE_URL="postgres:///handoff_long_oracle_delivery?host=$(PGHOST)" \
+		HANDOFF_VAR_DIR=var/test-postgres-long-oracle $(VENV)/bin/pytest --durations=15 -m "$(LONG_MARKERS)" $(LONG_ORACLE)
 
 test-postgres-faults: $(STAMP) postgres pgbouncer faketime nftables test-template
 	@echo "== test suite on PostgreSQL: the other fault tests (real processes) =="
@@ -144,14 +155,14 @@ mutation-check: $(STAMP)
 	@bash scripts/mutation_check.sh
 
 # Everything runs side by side (the suites wait on their processes, servers and browsers much of the time):
-# the six suites, longest first, then the checks as slots free up; each one's output is printed whole
+# the seven suites, longest first, then the checks as slots free up; each one's output is printed whole
 # when it ends, and make fails if any of them fails.
 CHECKS := lint lock-check monitoring-check mutation-check
-SUITES := test-postgres-long test-postgres-faults test-postgres-rest test-postgres-rest-web test-postgres-browser test-sqlite
+SUITES := test-postgres-long-oracle test-postgres-long test-postgres-faults test-postgres-rest test-postgres-rest-web test-postgres-browser test-sqlite
 test-suites: $(STAMP) postgres chromium pgbouncer faketime promtool
 	$(MAKE) --no-print-directory -j$(TEST_JOBS) --output-sync=target $(SUITES) $(CHECKS)
 
-TEST_JOBS ?= 6
+TEST_JOBS ?= 7
 test: test-suites
 
 # Under 20 minutes on 2 cores. BENCH_DB_PREFIX names its databases (default "bench");
