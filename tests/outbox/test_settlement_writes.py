@@ -3,7 +3,10 @@ same payload hash, for claims that record nothing else, are one statement on Pos
 fencing token (a taken-over claim writes nothing, found or not); the other answers, and claims whose delivery
 records a next step, take the locked path with the same meaning. Both backends unless marked."""
 
+import json
+
 import pytest
+from django.db import connection
 
 from delivery import services as receiver
 from outbox.clock import db_now_plus
@@ -102,6 +105,33 @@ def test_a_requests_found_answers_are_one_statement_on_postgresql(
         states = handoffs_record_settlements(answers=answers, destination=destination)
     assert states == [S.DELIVERED] * 20
     assert HandoffEvent.objects.filter(to_state=S.DELIVERED).count() == 20
+
+
+@pytest.mark.postgres
+def test_a_requests_found_answers_travel_as_one_json_parameter_not_an_array_per_field(
+    make_handoff, destination
+):
+    """An array per field was quoted element by element in Python (psycopg binds client-side) after each value
+    was prepared by its model field: the settler's largest CPU cost per key. One JSON text, encoded in C."""
+    for n in range(1, 21):
+        lost_answer(make_handoff, n)
+    claims = handoff_claim_uncertain(destination_name="receiver", worker="a", limit=20)
+    answers = answers_for(claims, destination)
+    sent: list[tuple[str, list]] = []
+
+    def observe(execute, sql, params, many, context):
+        sent.append((sql, list(params or [])))
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(observe):
+        states = handoffs_record_settlements(answers=answers, destination=destination)
+    assert states == [S.DELIVERED] * 20
+    [(_sql, params)] = sent
+    assert not [p for p in params if isinstance(p, (list, tuple))], params
+    [records] = [json.loads(p) for p in params if isinstance(p, str) and p.startswith("[")]
+    assert sorted(record["id"] for record in records) == sorted(c.handoff_id for c in claims)
+    for handoff in Handoff.objects.filter(pk__in=[c.handoff_id for c in claims]):
+        assert_settled_by_lookup(handoff)
 
 
 def test_other_answers_in_the_same_request_take_the_locked_path(make_handoff, destination):
