@@ -29,9 +29,11 @@ wait "$default" || failed=1
 wait "$delivery" || failed=1
 [ "$failed" = 0 ] || exit 1
 # The same as SQL, for the servers that tests start of their own (tests/hosts, tests/faults' private ones):
-# they load it instead of migrating (tests/processes.py, migrated_template_dump).
+# they load it instead of migrating (tests/processes.py, migrated_template_dump). No owner, privileges or
+# comments: a role that is no superuser can load it (tests/faults/test_database_certificates.py loads it as
+# the migrations' role, which may not comment on the pg_trgm extension a superuser made).
 mkdir -p var/test-template
 for db in "$name" "${name}_delivery"; do
-  pg_dump -h "$PGHOST" --no-owner --no-privileges -f "var/test-template/$db.sql.new" "$db"
+  pg_dump -h "$PGHOST" --no-owner --no-privileges --no-comments -f "var/test-template/$db.sql.new" "$db"
   mv "var/test-template/$db.sql.new" "var/test-template/$db.sql"
 done
