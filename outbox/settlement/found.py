@@ -47,22 +47,22 @@ class _Row(NamedTuple):
     changes: dict
 
 
-def _same(first, value) -> bool:
-    """Whether two rows hold the same value; a time on the database clock compares by its offset (an
-    expression's own equality deconstructs it, which cost more than writing the row)."""
-    if isinstance(first, DbNow):
-        return isinstance(value, DbNow) and value.seconds == first.seconds
-    return value == first
-
-
 def _varying(rows: list[_Row]) -> list[str]:
-    """The fields of the moves whose value differs between rows (the others are one parameter each)."""
-    first = rows[0].changes
-    return [
-        name
-        for name in sorted(first)
-        if not all(_same(first[name], row.changes[name]) for row in rows[1:])
-    ]
+    """The fields of the moves whose value differs between rows (the others are one parameter each). A time on
+    the database clock compares by its offset: an expression's own equality deconstructs it, which cost more
+    than writing the row."""
+    varying = []
+    for name, first in sorted(rows[0].changes.items()):
+        values = [row.changes[name] for row in rows]
+        if isinstance(first, DbNow):
+            same = all(
+                isinstance(value, DbNow) and value.seconds == first.seconds for value in values
+            )
+        else:
+            same = values.count(first) == len(values)
+        if not same:
+            varying.append(name)
+    return varying
 
 
 def _as_json(field, value):
