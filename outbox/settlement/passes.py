@@ -43,6 +43,10 @@ NOT_ASKABLE = "the destination cannot be asked about a key; check at the receive
 # Answers of one-key requests recorded together: one write for this many keys instead of one per key. A settler
 # that stops before recording them leaves its claims to run out; they are asked about again (a lookup is a read).
 RECORD_AT_ONCE = 25
+# Requests of many keys a pass makes at least (when that many keys wait): the dispatcher's turn around a pass
+# (the destination's configuration, its deadlines, its admission) cost it as much CPU as a request's keys
+# (docs/benchmarks.md, the settlement section), so a pass of one request paid it for every 100 keys.
+REQUESTS_A_PASS = 2
 
 
 @dataclass
@@ -67,9 +71,12 @@ class SettlementPass:
 
 
 def settlement_batch_size(destination: LimitedLookups, limit: int) -> int:
-    """How many a pass claims: `limit`, rounded up to whole requests where the destination answers for many."""
+    """How many a pass claims: `limit` where the destination answers one key a request; where it answers for
+    many, `limit` rounded up to whole requests, and at least REQUESTS_A_PASS of them."""
     per_request = max(destination.lookup_batch_size, 1)
-    return -(-max(limit, 1) // per_request) * per_request
+    if per_request == 1:
+        return max(limit, 1)
+    return max(-(-max(limit, 1) // per_request), REQUESTS_A_PASS) * per_request
 
 
 def settle_pass(*, destination: LimitedLookups, worker: str, limit: int) -> SettlementPass:

@@ -1,0 +1,85 @@
+"""A settlement pass at a destination that answers many keys a request (`outbox/settlement/passes.py`): a pass asks
+at least REQUESTS_A_PASS requests when that many keys wait, so that the dispatcher's turn around it is paid once
+for them, and its statements per settled key stay few: the claim, and per request a permit and one write of
+its answers. Both backends unless marked."""
+
+import pytest
+from django.db import connection
+
+from delivery import services as receiver
+from outbox.destinations import InProcessDestination
+from outbox.models import Handoff, HandoffEvent, HandoffState
+from outbox.services.lookup_limits import LimitedLookups
+from outbox.settlement import passes as settling
+
+pytestmark = pytest.mark.django_db(databases=["default", "delivery"])
+S = HandoffState
+PER_REQUEST = 5
+
+
+class CountingBatches(InProcessDestination):
+    """The in-process receiver answering PER_REQUEST keys a request, counting its requests."""
+
+    def __init__(self):
+        super().__init__(lookup_batch_size=PER_REQUEST)
+        self.requests: list[list[str]] = []
+
+    def lookup_many(self, action_keys):
+        self.requests.append(list(action_keys))
+        return super().lookup_many(action_keys)
+
+
+def lost_answers(make_handoff, count: int) -> list[Handoff]:
+    """Uncertain at the source while the receiver holds each task with the same payload."""
+    handoffs = [make_handoff(n, state=S.UNCERTAIN) for n in range(1, count + 1)]
+    for handoff in handoffs:
+        receiver.task_create_idempotent(action_key=handoff.action_key, payload=handoff.payload)
+    return handoffs
+
+
+def test_a_pass_asks_two_requests_of_keys_when_they_wait(make_handoff):
+    backlog = settling.REQUESTS_A_PASS * PER_REQUEST + 1
+    handoffs = lost_answers(make_handoff, backlog)
+    destination = CountingBatches()
+    # The dispatcher's maintenance asks for fewer keys than one request: the pass still makes two.
+    settled = settling.settle_pass(
+        destination=LimitedLookups(destination, worker="a"), worker="a", limit=2
+    )
+    assert settled.claimed == settling.REQUESTS_A_PASS * PER_REQUEST
+    assert settled.backlog
+    assert settled.outcomes == {S.DELIVERED: settling.REQUESTS_A_PASS * PER_REQUEST}
+    assert [len(keys) for keys in destination.requests] == [PER_REQUEST] * settling.REQUESTS_A_PASS
+    asked = [key for keys in destination.requests for key in keys]
+    assert len(set(asked)) == len(asked)  # each key once
+    delivered = Handoff.objects.filter(state=S.DELIVERED)
+    assert sorted(delivered.values_list("action_key", flat=True)) == sorted(asked)
+    assert HandoffEvent.objects.filter(to_state=S.DELIVERED).count() == len(asked)
+    # The one left waits, free, for the next pass.
+    [left] = Handoff.objects.filter(state=S.UNCERTAIN)
+    assert left.action_key not in asked
+    assert (left.lease_owner, left.lease_expires_at) == ("", None)
+    assert len(handoffs) == backlog
+
+
+def test_a_pass_with_fewer_keys_waiting_asks_one_request(make_handoff):
+    lost_answers(make_handoff, PER_REQUEST - 1)
+    destination = CountingBatches()
+    settled = settling.settle_pass(
+        destination=LimitedLookups(destination, worker="a"), worker="a", limit=2
+    )
+    assert settled.outcomes == {S.DELIVERED: PER_REQUEST - 1}
+    assert not settled.backlog
+    assert [len(keys) for keys in destination.requests] == [PER_REQUEST - 1]
+
+
+@pytest.mark.postgres
+def test_a_pass_writes_few_statements_per_settled_key(make_handoff, django_assert_max_num_queries):
+    """The claim, then per request its permit (taken and given back) and one write of its answers: 7 statements
+    for 10 keys here, 7 for 200 at the bench's 100 keys a request."""
+    assert connection.vendor == "postgresql", "the one-statement write is PostgreSQL's"
+    count = settling.REQUESTS_A_PASS * PER_REQUEST
+    lost_answers(make_handoff, count)
+    destination = LimitedLookups(CountingBatches(), worker="a")
+    with django_assert_max_num_queries(1 + 3 * settling.REQUESTS_A_PASS):
+        settled = settling.settle_pass(destination=destination, worker="a", limit=count)
+    assert settled.outcomes == {S.DELIVERED: count}
