@@ -8,7 +8,7 @@ from django.db.models import Exists, OuterRef, Q, QuerySet, Subquery
 from approvals.models import Request
 from approvals.rules import rules_for, schema_searchable_fields
 from lib.search_syntax import is_payload_hash, request_number, search_typed, typed_key
-from outbox.search_text import search_text, text_search
+from outbox.search_text import search_text, text_contains
 
 
 def request_search_text(request: Request) -> str:
@@ -46,7 +46,7 @@ def requests_matching(queryset: QuerySet, text: str) -> QuerySet:
         )
     if is_payload_hash(text):
         return queryset.filter(carried_hash(text.lower()))
-    return text_search(queryset, text)
+    return text_contains(queryset, text)
 
 
 def carried_hash(digest: str) -> Q:

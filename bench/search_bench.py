@@ -6,11 +6,12 @@ people know": search within 2x of the list).
 Creates its own databases (`<BENCH_DB_PREFIX>_search_source` and `_delivery`) and fills the outbox with
 `--rows` handoffs (each with the search text recording writes: key, request, client name, e-mail) as fast as
 PostgreSQL takes them (`harness.bulk_fill_split`): its secondary indexes dropped, one INSERT … SELECT over
-generate_series per core side by side, then every index (the trigram one first, the longest) rebuilt by
-sorting, one a core at once, and the table ANALYZEd. Then it requests the list page and the list page
-searching a client's name through Django's whole middleware stack in-process, and prints the median and 95th
-percentile of each, the ratio, and the fill's and the indexes' seconds. 10,000,000 rows is the issue's aim
-(`make bench-search-10m`); `make bench` runs the largest that fits its 20 minutes (docs/benchmarks.md)."""
+generate_series per core side by side, then every index (the GIN one of the words' starts first, the
+longest) rebuilt by sorting, one a core at once, and the table ANALYZEd. Then it requests the list page and
+the list page searching a client's name through Django's whole middleware stack in-process, and prints the
+median and 95th percentile of each, their ratios, and the fill's and the indexes' seconds. 10,000,000 rows
+is the issue's aim (`make bench-search-10m`); `make bench` runs the largest that fits its 20 minutes
+(docs/benchmarks.md)."""
 
 import argparse
 import gc
@@ -26,7 +27,8 @@ from bench.console_bench import measure  # noqa: E402
 from bench.harness import Bench, bulk_fill_split, dsn  # noqa: E402
 from bench.pairs import watched, watched_line  # noqa: E402
 
-TRIGRAM_INDEX = "handoff_search_trgm_idx"
+# The index the search reads (outbox migration 0032): the longest build.
+WORDS_INDEX = "handoff_search_words_idx"
 # Issue 39's aim: the search within twice the plain list's time.
 AIM_RATIO = 2.0
 FILL_SQL = """
@@ -88,8 +90,8 @@ def main() -> None:
     )
     print(
         f"filled {args.rows} handoffs in {filled:.1f}s ({args.rows / filled:,.0f} rows/s); "
-        f"their {len(builds)} indexes built and ANALYZEd in {indexed:.1f}s ({TRIGRAM_INDEX} "
-        f"{builds.get(TRIGRAM_INDEX, 0):.1f}s; the others {sum(builds.values()) - builds.get(TRIGRAM_INDEX, 0):.1f}s "
+        f"their {len(builds)} indexes built and ANALYZEd in {indexed:.1f}s ({WORDS_INDEX} "
+        f"{builds.get(WORDS_INDEX, 0):.1f}s; the others {sum(builds.values()) - builds.get(WORDS_INDEX, 0):.1f}s "
         f"together)"
     )
     if args.fill_only:
@@ -111,7 +113,11 @@ def main() -> None:
             figures[name] = {"median_ms": median, "p95_ms": p95, "status": status}
             print(f"{name:40} {median:10.1f} {p95:10.1f}  {status}")
     plain, search = (f["median_ms"] for f in figures.values())
-    print(f"\nsearch / list (median): {search / plain:.2f}x (aim: within {AIM_RATIO:g}x)")
+    plain_p95, search_p95 = (f["p95_ms"] for f in figures.values())
+    print(
+        f"\nsearch / list: median {search / plain:.2f}x, p95 {search_p95 / plain_p95:.2f}x "
+        f"(aim: within {AIM_RATIO:g}x)"
+    )
     print(f"{watched_line(machine)}")
     print(
         f"{args.rows} handoffs, {args.repeat} requests per page, PostgreSQL "
@@ -128,8 +134,9 @@ def main() -> None:
                     "index_seconds": indexed,
                     "pages": figures,
                     "ratio": search / plain,
+                    "ratio_p95": search_p95 / plain_p95,
                     "aim": AIM_RATIO,
-                    "met": search / plain <= AIM_RATIO,
+                    "met": max(search / plain, search_p95 / plain_p95) <= AIM_RATIO,
                     "machine": watched_line(machine),
                     "command": " ".join(["bench/search_bench.py", *sys.argv[1:]]),
                     "measured_at": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),

@@ -23,7 +23,7 @@ def section(search: dict) -> list[str]:
         f"{search['repeat']} requests each, in-process. The outbox is filled by one INSERT … SELECT over "
         "generate_series per core, side by side, with its secondary indexes dropped "
         f"({search['fill_seconds']:.0f} s, {search['rows'] / search['fill_seconds']:,.0f} rows/s), "
-        "then every index (the trigram one too) is rebuilt by as many "
+        "then every index (the GIN index of the words' starts too) is rebuilt by as many "
         f"connections, longest first, and the table ANALYZEd ({search['index_seconds']:.0f} s; "
         "`bench/harness.py` `bulk_fill_split`). "
         + (
@@ -42,7 +42,9 @@ def section(search: dict) -> list[str]:
         "| --- | --- | --- |",
         *rows,
         "",
-        f"Search / list (medians): {search['ratio']:.2f}x, aim within {search['aim']:g}x: {verdict}. "
+        f"Search / list: medians {search['ratio']:.2f}x"
+        + (f", p95 {search['ratio_p95']:.2f}x" if "ratio_p95" in search else "")
+        + f", aim within {search['aim']:g}x: {verdict}. "
         f"{search['machine']}"
         + (f" Measured {search['measured_at']}." if "measured_at" in search else ""),
         "",
