@@ -733,6 +733,14 @@ def main() -> None:
             f"; of which waiting to be claimed {row['median_wait_to_claim_ms']} ms, receiver call "
             f"{row['median_receiver_call_ms']} ms (medians)"
         )
+        if row.get("product_share_ms") is not None:
+            breakdown = (
+                f"; the product's share (median less the median receiver call) {row['product_share_ms']} ms; "
+                f"medians of its parts: waiting to be claimed {row['median_wait_to_claim_ms']} ms, claiming, "
+                f"signing and sending to the receiver's commit {row['median_claim_to_receiver_commit_ms']} ms, "
+                f"the receiver's commit to the outcome recorded {row['median_receiver_commit_to_recorded_ms']} "
+                f"ms; the receiver call {row['median_receiver_call_ms']} ms"
+            )
         lines.append(
             f"| approval commit to receiver commit, approvals at {row['achieved_rate']:,.0f}/s "
             f"(asked {row['rate']:,.0f}/s from {row.get('producers', 1)} producer process(es)), "

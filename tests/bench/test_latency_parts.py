@@ -1,0 +1,41 @@
+"""The latency rows state the product's share and its parts (bench/e2e.py `latency_parts`): waiting to be
+claimed, claiming and sending up to the receiver's commit, and recording after it, each a median over the
+first attempts; the receiver call beside them. The times here are given."""
+
+from datetime import UTC, datetime, timedelta
+
+from bench.e2e import latency_parts
+
+T0 = datetime(2026, 12, 6, 9, 0, tzinfo=UTC)
+
+
+def ms(value: float) -> timedelta:
+    return timedelta(milliseconds=value)
+
+
+def test_each_part_is_the_median_of_its_own_interval_over_the_first_attempts():
+    approved = {f"k{n}": T0 + ms(100 * n) for n in range(3)}
+    # (waited, to the receiver's commit, then to the outcome recorded, the call as the dispatcher timed it)
+    ways = {"k0": (2, 10, 4, 12), "k1": (6, 20, 8, 25), "k2": (4, 30, 6, 30)}
+    received, firsts = {}, []
+    for key, (waited, to_receiver, recording, call) in ways.items():
+        started = approved[key] + ms(waited)
+        received[key] = started + ms(to_receiver)
+        firsts.append((key, started, call, received[key] + ms(recording)))
+    assert latency_parts(approved, received, firsts) == {
+        "median_wait_to_claim_ms": 4.0,
+        "median_claim_to_receiver_commit_ms": 20.0,
+        "median_receiver_commit_to_recorded_ms": 6.0,
+        "median_receiver_call_ms": 25.0,
+    }
+
+
+def test_a_handoff_the_receiver_has_not_recorded_counts_only_in_its_wait():
+    approved = {"k0": T0, "k1": T0}
+    received = {"k0": T0 + ms(15)}
+    firsts = [("k0", T0 + ms(5), 9, T0 + ms(20)), ("k1", T0 + ms(7), None, None)]
+    parts = latency_parts(approved, received, firsts)
+    assert parts["median_wait_to_claim_ms"] == 6.0
+    assert parts["median_claim_to_receiver_commit_ms"] == 10.0
+    assert parts["median_receiver_commit_to_recorded_ms"] == 5.0
+    assert parts["median_receiver_call_ms"] == 9.0
