@@ -21,6 +21,8 @@ of every pair's).
 import argparse
 import json
 import multiprocessing
+import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -55,6 +57,65 @@ CAPACITY_SECONDS = (
     4.0  # each of 18 pairs measures it afresh (6 s when it was measured once per kind)
 )
 MAINTAIN_EVERY = 0.05
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+# CPU per settled key, by group, read from /proc: what a lever is judged by on a shared machine, where the rates
+# are not (docs/benchmarks.md, the settlement section). The ceiling's own is measured the same way.
+def cpu_seconds(pid: int) -> float:
+    """The process's CPU (user and system, its reaped children's too); 0 once it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+    except (FileNotFoundError, ProcessLookupError):
+        return 0.0
+    return sum(int(value) for value in fields[11:15]) / TICKS
+
+
+def tree_cpu(root: int) -> float:
+    """`root`'s CPU and its live descendants' (gunicorn's workers, a dispatcher's)."""
+    children: dict[int, list[int]] = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/stat") as stat:
+                    parent = int(stat.read().rsplit(")", 1)[1].split()[1])
+            except (FileNotFoundError, ProcessLookupError, IndexError):
+                continue
+            children.setdefault(parent, []).append(int(name))
+    total, todo = 0.0, [root]
+    while todo:
+        pid = todo.pop()
+        total += cpu_seconds(pid)
+        todo += children.get(pid, [])
+    return total
+
+
+def database_cpu(database: str) -> float:
+    """The CPU of PostgreSQL's live backends on `database` (each names it in its process title)."""
+    total = 0.0
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/cmdline", "rb") as cmdline:
+                title = cmdline.read().decode(errors="replace")
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+        if title.startswith("postgres: ") and f" {database} " in title:
+            total += cpu_seconds(int(name))
+    return total
+
+
+def receiver_cpu(bench: Bench) -> float:
+    """The receiver's: gunicorn's processes and their backends on the delivery database."""
+    return tree_cpu(bench.receiver.pid) + database_cpu(bench.delivery)
+
+
+def per_key(seconds: dict[str, float], keys: float) -> dict[str, float]:
+    """CPU milliseconds per key of each group, and their total."""
+    each = {group: round(1000 * cpu / max(keys, 1), 4) for group, cpu in seconds.items()}
+    return {**each, "total": round(sum(each.values()), 4)}
 
 
 def signed(signer: Webhook, body: str) -> dict:
@@ -91,11 +152,14 @@ def capacity_client(url: str, keys: list[str], batch: int, seconds: float, resul
                 )
             if response.status == 200:
                 answered += len(chunk)
-    results.put(answered)
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    results.put((answered, usage.ru_utime + usage.ru_stime))
 
 
-def lookup_capacity(url: str, keys: list[str], batch: int) -> float:
-    """Keys per second the receiver answers to CAPACITY_CLIENTS plain clients (no outbox, no dispatcher)."""
+def lookup_capacity(bench: Bench, keys: list[str], batch: int) -> tuple[float, dict]:
+    """Keys per second the receiver answers to CAPACITY_CLIENTS plain clients (no outbox, no dispatcher), and
+    the CPU per key of the clients and of the receiver (with its database's backends)."""
+    url = bench.receiver_url
     results = multiprocessing.Queue()
     share = len(keys) // CAPACITY_CLIENTS
     procs = [
@@ -105,12 +169,16 @@ def lookup_capacity(url: str, keys: list[str], batch: int) -> float:
         )
         for i in range(CAPACITY_CLIENTS)
     ]
+    receiver_before = receiver_cpu(bench)
     for proc in procs:
         proc.start()
-    answered = sum(results.get(timeout=CAPACITY_SECONDS + 60) for _ in procs)
+    each = [results.get(timeout=CAPACITY_SECONDS + 60) for _ in procs]
+    receiver = receiver_cpu(bench) - receiver_before
     for proc in procs:
         proc.join()
-    return round(answered / CAPACITY_SECONDS, 1)
+    answered = sum(keys for keys, _cpu in each)
+    cpu = per_key({"clients": sum(cpu for _keys, cpu in each), "receiver": receiver}, answered)
+    return round(answered / CAPACITY_SECONDS, 1), cpu
 
 
 # The least a settlement writes, in a plain client's SQL: a claim of 100 (SKIP LOCKED, a lease and a new fencing
@@ -134,19 +202,25 @@ WRITES_SETTLE = (
 
 
 def writes_client(conninfo: str, name: str, ready, go, results) -> None:
+    """Settle (write only) until nothing is left; put the keys written, this client's CPU and its backend's."""
     written = 0
     with psycopg.connect(conninfo, autocommit=True) as conn:
+        backend = conn.execute("SELECT pg_backend_pid()").fetchone()[0]
         ready.release()
         go.wait()
+        started, backend_started = resource.getrusage(resource.RUSAGE_SELF), cpu_seconds(backend)
         while ids := [row[0] for row in conn.execute(WRITES_CLAIM, [name]).fetchall()]:
             conn.execute(WRITES_SETTLE, [ids, name])
             written += len(ids)
-    results.put(written)
+        ended, database = resource.getrusage(resource.RUSAGE_SELF), cpu_seconds(backend)
+    client = ended.ru_utime + ended.ru_stime - started.ru_utime - started.ru_stime
+    results.put((written, client, database - backend_started))
 
 
-def writes_alone(bench: Bench, count: int) -> float:
+def writes_alone(bench: Bench, count: int) -> tuple[float, dict]:
     """Keys/s the database takes a settlement's writes at, from CAPACITY_CLIENTS plain SQL clients with no
-    lookup at all: what this machine's PostgreSQL allows, the other half of the ceiling."""
+    lookup at all: what this machine's PostgreSQL allows, the other half of the ceiling; and the CPU per key
+    of the clients and of their backends."""
     fill(bench, count)
     release(bench)
     results, ready, go = (
@@ -166,13 +240,18 @@ def writes_alone(bench: Bench, count: int) -> float:
         ready.acquire(timeout=60)
     started = time.perf_counter()
     go.set()
-    written = sum(results.get(timeout=600) for _ in procs)
+    each = [results.get(timeout=600) for _ in procs]
     seconds = time.perf_counter() - started
     for proc in procs:
         proc.join()
+    written = sum(keys for keys, _client, _database in each)
     if written != count:
         raise SystemExit(f"the plain writers settled {written} of {count}")
-    return round(written / seconds, 1)
+    cpu = {
+        "clients": sum(client for _keys, client, _database in each),
+        "database": sum(database for _keys, _client, database in each),
+    }
+    return round(written / seconds, 1), per_key(cpu, written)
 
 
 def apply(bench: Bench, batch: int) -> None:
@@ -252,10 +331,12 @@ def start_settlers(bench: Bench, count: int, tag: str) -> list:
 def settle(bench: Bench, count: int, dispatchers: int, tag: str) -> dict:
     fill(bench, count)
     procs = start_settlers(bench, dispatchers, tag)
+    before = settlers_cpu(bench, procs)
     release(bench)
     wait_for(
         bench, "SELECT count(*) FROM outbox_handoff WHERE state = 'delivered'", count, timeout=900
     )
+    after = settlers_cpu(bench, procs)
     bench.stop(procs)
     with bench.sql() as conn:
         span, uncertain = conn.execute(
@@ -273,6 +354,18 @@ def settle(bench: Bench, count: int, dispatchers: int, tag: str) -> dict:
         "per_second": round((count - 1) / float(span), 1),
         "settled_once": events == count and uncertain == 0,
         "receiver_requests": requests,
+        "cpu_ms_per_key": per_key({k: after[k] - before[k] for k in after}, count),
+    }
+
+
+def settlers_cpu(bench: Bench, procs: list) -> dict[str, float]:
+    """CPU seconds so far of the dispatchers, of the backends on the source database (theirs, and the bench's
+    poll of the count, every 20 ms) and of the receiver: read before the release and once all are settled,
+    while every dispatcher and its connections live."""
+    return {
+        "dispatchers": sum(tree_cpu(proc.pid) for proc in procs),
+        "database": database_cpu(bench.source),
+        "receiver": receiver_cpu(bench),
     }
 
 
@@ -309,6 +402,32 @@ def measure(bench: Bench, count: int, batch: int, repeat: int) -> dict:
         "ceiling_keys_per_second": ceiling,
         "ceiling_ratio": round(ceiling / capacity, 3),
         "runs": runs,
+        "cpu_at_4": cpu_against_ceiling(paired[4]),
+    }
+
+
+def cpu_against_ceiling(paired: dict) -> dict:
+    """CPU milliseconds per key, the medians of the pairs': the settlement run's by group (dispatchers, their
+    database, the receiver), the ceiling's (lookups, writes), and the ceiling's over the settlement's, the
+    ratio the machine's cores would give if nothing else ran on them."""
+    pairs = [pair for pair in paired["pairs"] if pair["settle"] and pair["ceiling"]]
+    if not pairs:
+        return {}
+    settle = {
+        group: round(statistics.median(p["settle"]["cpu_ms_per_key"][group] for p in pairs), 4)
+        for group in pairs[0]["settle"]["cpu_ms_per_key"]
+    }
+    ceiling = statistics.median(p["ceiling"]["cpu_ms_per_key"]["total"] for p in pairs)
+    return {
+        "settle": settle,
+        "ceiling": round(ceiling, 4),
+        "ceiling_lookups": round(
+            statistics.median(p["ceiling"]["cpu_ms_per_key"]["lookups"]["total"] for p in pairs), 4
+        ),
+        "ceiling_writes": round(
+            statistics.median(p["ceiling"]["cpu_ms_per_key"]["writes"]["total"] for p in pairs), 4
+        ),
+        "ratio": round(ceiling / settle["total"], 3) if settle["total"] else None,
     }
 
 
@@ -329,14 +448,20 @@ def ceiling_pairs(
     runs: dict[tuple[int, str], dict] = {}
 
     def ceiling(n: int) -> float:
-        capacity, writes = (
-            lookup_capacity(bench.receiver_url, keys, batch),
+        (capacity, lookups_cpu), (writes, writes_cpu) = (
+            lookup_capacity(bench, keys, batch),
             writes_alone(bench, count),
         )
         runs[(n, "ceiling")] = {
             "capacity": capacity,
             "writes": writes,
             "per_second": round(1 / (1 / capacity + 1 / writes), 1),
+            # A key's least CPU: its lookup (client and receiver) and its writes (client and database).
+            "cpu_ms_per_key": {
+                "lookups": lookups_cpu,
+                "writes": writes_cpu,
+                "total": round(lookups_cpu["total"] + writes_cpu["total"], 4),
+            },
         }
         return runs[(n, "ceiling")]["per_second"]
 

@@ -44,6 +44,64 @@ def _paired_by_count(report: dict) -> list[str]:
     return [*lines, ""] if lines else []
 
 
+def _cpu(report: dict) -> list[str]:
+    """CPU per settled key at 4 dispatchers against the ceiling's, per kind of lookup, when measured."""
+    lines = []
+    for mode in report["modes"]:
+        cpu = mode.get("cpu_at_4")
+        if not cpu or not cpu.get("ratio"):
+            continue
+        kind = f"batch lookups of {mode['batch']}" if mode["batch"] > 1 else "one key a request"
+        settle = cpu["settle"]
+        lines.append(
+            f"CPU per settled key at 4 dispatchers, {kind} (from `/proc`, medians of the pairs): "
+            f"{settle['total']:.3f} ms (the dispatchers {settle['dispatchers']:.3f}, their database "
+            f"{settle['database']:.3f}, the receiver {settle['receiver']:.3f}) against the ceiling's "
+            f"{cpu['ceiling']:.3f} ms (lookups {cpu['ceiling_lookups']:.3f}, writes "
+            f"{cpu['ceiling_writes']:.3f}): {cpu['ratio']:.2f} of the ceiling by CPU, the ratio the rates "
+            "reach when the cores are the limit and nothing else runs on them."
+        )
+    return [*lines, ""] if lines else []
+
+
+LEVERS = [
+    "What a settled key costs, judged by CPU per key (dispatcher processes, their PostgreSQL backends and the "
+    "receiver, from `/proc`) and statements per key rather than by rates, which a shared machine does not "
+    "give (2026-12-06, 10,000 outcomes settled in requests of 100 by one dispatcher loop in process, a load "
+    "of 15 from other work; two rounds each). Before: 0.42-0.47 ms a key (the dispatcher 0.18-0.21, its "
+    "database 0.17-0.19, the receiver 0.06-0.09) against the ceiling's 0.22-0.26 (lookups 0.08: clients "
+    "0.014, receiver 0.066; writes 0.14-0.18), 0.52-0.55 of the ceiling by CPU, as the rates measured it "
+    "(0.55); 7 statements a request of 100 keys (0.070 a key; the ceiling's writes 0.020). After: 0.28-0.32 "
+    "ms a key (the dispatcher 0.09-0.10, its database 0.13-0.15, the receiver 0.06-0.07), 0.78-0.80 of the "
+    "ceiling by CPU; 10 statements a pass of 200 keys (0.050 a key). The levers, each profiled (cProfile on "
+    "the CPU clock): the answers found delivered travel as one `json_to_recordset` parameter encoded by the "
+    "json module's C encoder (`outbox/settlement/found.py`) instead of an array per field that psycopg quoted "
+    "element by element in Python, each value prepared by its model field (the write of a request's answers "
+    "took 60% of the dispatcher's CPU, now 32%); the claim's statement is compiled once a process instead of "
+    "by the ORM every claim; a pass asks at least two requests of keys where they wait "
+    "(`REQUESTS_A_PASS`), so that the dispatcher's turn around it (the destination's configuration, "
+    "deadlines and admission: 3 statements and their compiling) is paid per 200 keys, not per 100. What is "
+    "left: the database's share is the ceiling's writes' own (0.13-0.15 ms a key against 0.13-0.17); of the "
+    "dispatcher's 0.09-0.10, the turn around a pass is 29% (its admission check, "
+    "`destination_settlement_admission`, 23%), the permit of each request 17% (2 statements), writing the "
+    "answers 32% (of which their meaning, `settlement_for` building a time on the database clock per key, "
+    "11%), the lookup's HTTP and JSON 12%, the claim 7%.",
+    "",
+    "The claim is not a HOT update and making it one would not help here: it sets `lease_expires_at`, a key of "
+    "`handoff_lease_expiry_idx` (in-flight leases), and PostgreSQL 15 writes a new entry in every index of "
+    "a row whose indexed column changed, partial or not (0 HOT of about 19,000 updates per 10,000 keys, "
+    "`pg_stat_user_tables`). With that index keyed on `id` instead (tried on a bench database), 8 of 38,800 "
+    "updates were HOT: the rows sit on full pages (fillfactor 100), with no room for a new version beside "
+    "the old; with fillfactor 70 as well, 11,092 of 40,400, and the writes' CPU per key moved within the "
+    "noise. The ceiling's writes make the same claim, so a HOT claim would lower the ceiling's cost by as "
+    "much as the settlement's and the ratio would fall, not rise.",
+    "",
+    "One key a request the receiver's lookups are the cost (about 3 ms of CPU a key, with its database, "
+    "against about 1 ms for everything the dispatcher does, measured the same way): the levers above change "
+    "the dispatcher's 0.9 ms a key by less than the noise; its HTTP client, not settlement, is most of it.",
+]
+
+
 def _single(report: dict) -> str:
     single = [mode for mode in report["modes"] if mode["batch"] == 1]
     if not single:
@@ -114,7 +172,10 @@ def section(report: dict, command: str) -> list[str]:
         f"{report['aim']}: {'met' if report['met'] else 'missed'}){_ceiling(report['modes'][0])}.",
         "",
         *_paired_by_count(report),
+        *_cpu(report),
         *_reading(report),
+        *LEVERS,
+        "",
     ]
     return lines
 
