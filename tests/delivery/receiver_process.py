@@ -9,7 +9,7 @@ from pathlib import Path
 
 import httpx
 
-from tests.processes import ROOT, KernelPort, database_url, popen_listening
+from tests.processes import LOCAL_HTTP, ROOT, KernelPort, database_url, popen_listening
 
 
 class Receiver:
@@ -69,7 +69,9 @@ class Receiver:
                 # Its liveness probe, not an unsigned call to the signed API: each of those is a refused signature, a
                 # security event (a poll that timed out on a loaded machine too), and ten page.
                 if (
-                    httpx.get(self.url.replace("/delivery/api", "/healthz"), timeout=5).status_code
+                    LOCAL_HTTP.get(
+                        self.url.replace("/delivery/api", "/healthz"), timeout=5
+                    ).status_code
                     == 200
                 ):
                     return

@@ -20,7 +20,7 @@ import pytest
 from django.db import connections
 
 from tests.hosts.postgres_cluster import PostgresServer
-from tests.processes import ROOT, KernelPort, database_url, migrated_template_dump
+from tests.processes import LOCAL_HTTP, ROOT, KernelPort, database_url, migrated_template_dump
 
 # How long a process may take to answer after its start: a loaded machine (load 10 and more) needs more
 # than 30 s for a gunicorn to import Django and answer.
@@ -109,7 +109,7 @@ class Processes:
                 # Its liveness probe, not an unsigned call to the signed API: each of those is a refused signature, a
                 # security event (a poll that timed out on a loaded machine too), and ten page.
                 alive = self.receiver_url.replace("/delivery/api", "/healthz")
-                if httpx.get(alive, timeout=5).status_code == 200:
+                if LOCAL_HTTP.get(alive, timeout=5).status_code == 200:
                     return self.receiver_url
             except httpx.HTTPError:
                 pass

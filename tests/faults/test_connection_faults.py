@@ -7,7 +7,6 @@ import uuid
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 
-import httpx
 import pytest
 from django.db import connections
 
@@ -15,6 +14,7 @@ from delivery.models import ReceiverTask
 from outbox.models import Handoff, HandoffState
 from outbox.signing import signed_headers
 from tests.faults.test_dispatch_faults import make_handoffs, wait_until
+from tests.processes import LOCAL_HTTP
 
 pytestmark = [pytest.mark.postgres, pytest.mark.faults, pytest.mark.long]
 S = HandoffState
@@ -98,7 +98,9 @@ def assert_one_task_per_key(keys: list[str]) -> None:
 
 def lookup_statuses(receiver_url: str, keys: list[str]) -> list[tuple[int, str]]:
     def lookup(key: str) -> tuple[int, str]:
-        response = httpx.get(f"{receiver_url}/tasks/{key}", headers=signed_headers(""), timeout=10)
+        response = LOCAL_HTTP.get(
+            f"{receiver_url}/tasks/{key}", headers=signed_headers(""), timeout=10
+        )
         return response.status_code, response.text
 
     with ThreadPoolExecutor(max_workers=len(keys)) as pool:

@@ -12,7 +12,6 @@ marks every pending handoff uncertain (outbox/failover.py), so those are looked 
 import tempfile
 from pathlib import Path
 
-import httpx
 import pytest
 from django.conf import settings
 from django.db.models import Count
@@ -20,6 +19,7 @@ from django.db.models import Count
 from delivery.models import ReceiverTask
 from tests.faults.test_dispatch_faults import wait_until
 from tests.hosts.postgres_cluster import multi_host_url, primary_with_replica
+from tests.processes import LOCAL_HTTP
 
 pytestmark = [
     pytest.mark.postgres,
@@ -102,7 +102,7 @@ def failover_under_load(processes, primary, replica, *, after_promote=lambda: No
         procs=dispatchers,
     )
     assert all(proc.poll() is None for proc in dispatchers), "a dispatcher exited"
-    ready = httpx.get(web.replace("/delivery/api", "/readyz"), timeout=10)
+    ready = LOCAL_HTTP.get(web.replace("/delivery/api", "/readyz"), timeout=10)
     assert ready.status_code == 200, ready.text
     for proc in dispatchers:
         proc.terminate()

@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.processes import ROOT, KernelPort
+from tests.processes import LOCAL_HTTP, ROOT, KernelPort
 
 pytestmark = [pytest.mark.demo]
 
@@ -113,7 +113,7 @@ def wait_for_login_page(port: int, proc: subprocess.Popen, log: Path) -> httpx.R
     while time.monotonic() < deadline:
         assert proc.poll() is None, log.read_text()[-3000:]
         try:
-            response = httpx.get(f"http://127.0.0.1:{port}/accounts/login/", timeout=2)
+            response = LOCAL_HTTP.get(f"http://127.0.0.1:{port}/accounts/login/", timeout=2)
             if response.status_code == 200:
                 return response
         except httpx.HTTPError:
@@ -136,7 +136,10 @@ def terminal_ends_with_the_address(port: int, proc: subprocess.Popen, log: Path)
     # A few seconds of use: every request would print an access log line, the workers their start-up.
     quiet_until = time.monotonic() + 5
     while time.monotonic() < quiet_until:
-        assert httpx.get(f"http://127.0.0.1:{port}/accounts/login/", timeout=60).status_code == 200
+        assert (
+            LOCAL_HTTP.get(f"http://127.0.0.1:{port}/accounts/login/", timeout=60).status_code
+            == 200
+        )
         time.sleep(0.5)
     assert log.read_text() == printed, (
         "printed after the address:\n" + log.read_text()[len(printed) :]
@@ -217,7 +220,7 @@ def test_make_run_twice_on_a_port_stops_cleanly_and_keeps_its_data(
     first = started(checkout, ports, tmp_path / "first.log")
     login = wait_for_login_page(port, first, tmp_path / "first.log")
     assert "Sign in" in login.text
-    missing = httpx.get(f"http://127.0.0.1:{port}/no-such-page/", timeout=60)
+    missing = LOCAL_HTTP.get(f"http://127.0.0.1:{port}/no-such-page/", timeout=60)
     assert missing.status_code == 404 and "URLconf" not in missing.text, (
         "the console's own 404, DEBUG off"
     )

@@ -34,7 +34,7 @@ from tests.faults.test_dispatch_faults import (
     run_out_lease,
     wait_until,
 )
-from tests.processes import database_url
+from tests.processes import LOCAL_HTTP, database_url
 
 pytestmark = [
     pytest.mark.postgres,
@@ -225,7 +225,7 @@ def test_behind_pgbouncer_in_transaction_mode_everything_works_as_without_it(poo
     )
     assert page.status_code == 200
     assert "onboarding:7:" in page.text
-    assert httpx.get(f"{base}/readyz", timeout=30).text == "ready\n"
+    assert LOCAL_HTTP.get(f"{base}/readyz", timeout=30).text == "ready\n"
 
     # It all went through the pooler in transaction mode; LISTEN did not.
     source = connections["default"].settings_dict["NAME"]

@@ -13,13 +13,13 @@ import pytest
 
 from tests.faults.conftest import START_DEADLINE_SECONDS
 from tests.faults.test_dispatch_faults import wait_until
-from tests.processes import ROOT
+from tests.processes import LOCAL_HTTP, ROOT
 
 pytestmark = [pytest.mark.postgres, pytest.mark.faults]
 
 
 def _probe(base: str, path: str) -> httpx.Response:
-    return httpx.get(base + path, timeout=10)
+    return LOCAL_HTTP.get(base + path, timeout=10)
 
 
 def test_web_probes_follow_the_database_and_say_nothing_secret(private_postgres, private_processes):

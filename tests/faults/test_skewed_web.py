@@ -29,6 +29,7 @@ from outbox.models import Attempt, FailureClass, Handoff, HandoffEvent, HandoffS
 from tests.factories import HandoffFactory, make_request, onboarding_world
 from tests.faults.test_dispatch_faults import wait_until
 from tests.faults.test_skewed_hosts import SKEW_SECONDS, skewed
+from tests.processes import LOCAL_HTTP
 
 pytestmark = [
     pytest.mark.postgres,
@@ -64,7 +65,7 @@ def start_web(processes, name: str, seconds: int) -> str:
 
     def answers() -> bool:
         try:
-            return httpx.get(f"{base}/healthz", timeout=2).status_code == 200
+            return LOCAL_HTTP.get(f"{base}/healthz", timeout=2).status_code == 200
         except httpx.HTTPError:
             return False
 

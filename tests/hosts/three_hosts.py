@@ -29,6 +29,7 @@ from tests.acceptance.three_destinations import (
     MAIL,
     destinations_document,
 )
+from tests.hosts.harness import http_call_command
 
 LEDGER_PORT = 8100
 SMTP_PORT = 2525
@@ -152,13 +153,8 @@ class ThreeHosts:
     def ask(self, method: str, url: str, body: dict | None = None) -> dict | None:
         """`method url` with the JSON `body`, from the desk host; the JSON answered, None when nothing
         came back."""
-        code = (
-            "import httpx, json, sys; "
-            f"a = httpx.request({method!r}, {url!r}, json={body!r}, timeout=5, trust_env=False); "
-            "print(json.dumps(a.json() if 'json' in a.headers.get('content-type', '') else {}))"
-        )
         done = subprocess.run(
-            self.net["desk"].command(sys.executable, "-c", code),
+            self.net["desk"].command(*http_call_command(method, url, body, timeout=5)),
             capture_output=True, text=True, timeout=60,
         )  # fmt: skip
         if done.returncode:

@@ -30,7 +30,7 @@ from http.server import BaseHTTPRequestHandler
 
 import httpx
 
-from tests.processes import ROOT, KernelPort, popen_listening, serve_http_on_fd
+from tests.processes import LOCAL_HTTP, ROOT, KernelPort, popen_listening, serve_http_on_fd
 
 HOLD_SECONDS = 120
 
@@ -196,10 +196,10 @@ class ChannelServers:
         raise RuntimeError("the channel servers did not start")
 
     def state(self) -> dict:
-        return httpx.get(f"{self.url}/_test/state", timeout=60).json()
+        return LOCAL_HTTP.get(f"{self.url}/_test/state", timeout=60).json()
 
     def faults(self, **faults) -> None:
-        httpx.post(f"{self.url}/_test/faults", json=faults, timeout=60).raise_for_status()
+        LOCAL_HTTP.post(f"{self.url}/_test/faults", json=faults, timeout=60).raise_for_status()
 
     def stop(self) -> None:
         self.proc.kill()

@@ -28,7 +28,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 import httpx
 
-from tests.processes import ROOT, KernelPort, popen_listening, serve_http_on_fd
+from tests.processes import LOCAL_HTTP, ROOT, KernelPort, popen_listening, serve_http_on_fd
 
 # The longest an answer is held when nobody releases it.
 HOLD_SECONDS = 120.0
@@ -216,7 +216,7 @@ class ProviderProcess:
         raise RuntimeError("provider did not start")
 
     def state(self) -> dict:
-        return httpx.get(f"{self.url}/_test/state", timeout=60).json()
+        return LOCAL_HTTP.get(f"{self.url}/_test/state", timeout=60).json()
 
     def effects(self) -> dict[str, int]:
         """The effects the provider holds now, per key (an undone effect is not counted)."""
@@ -229,16 +229,16 @@ class ProviderProcess:
         return [r for r in self.state()["requests"] if method in (None, r["method"])]
 
     def drop_next(self, count: int = 1) -> None:
-        httpx.post(f"{self.url}/_test/drop-next", json={"count": count}, timeout=60)
+        LOCAL_HTTP.post(f"{self.url}/_test/drop-next", json={"count": count}, timeout=60)
 
     def hold_next(self, count: int = 1) -> None:
-        httpx.post(f"{self.url}/_test/hold-next", json={"count": count}, timeout=60)
+        LOCAL_HTTP.post(f"{self.url}/_test/hold-next", json={"count": count}, timeout=60)
 
     def release(self) -> None:
-        httpx.post(f"{self.url}/_test/release", json={}, timeout=60)
+        LOCAL_HTTP.post(f"{self.url}/_test/release", json={}, timeout=60)
 
     def faults(self, **faults) -> None:
-        httpx.post(f"{self.url}/_test/faults", json=faults, timeout=60).raise_for_status()
+        LOCAL_HTTP.post(f"{self.url}/_test/faults", json=faults, timeout=60).raise_for_status()
 
     def stop(self) -> None:
         self.proc.kill()

@@ -36,7 +36,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 import httpx
 
-from tests.processes import ROOT, KernelPort, popen_listening, serve_http_on_fd
+from tests.processes import LOCAL_HTTP, ROOT, KernelPort, popen_listening, serve_http_on_fd
 
 ENTRIES = "/v2/ledger/entries"
 BY_KEY = "/v2/ledger/entries/by-key/"
@@ -272,7 +272,7 @@ class LedgerProcess:
         raise RuntimeError("ledger did not start")
 
     def state(self) -> dict:
-        return httpx.get(f"{self.url}/_test/state", timeout=60).json()
+        return LOCAL_HTTP.get(f"{self.url}/_test/state", timeout=60).json()
 
     def entries(self) -> list[dict]:
         return self.state()["entries"]
@@ -286,7 +286,7 @@ class LedgerProcess:
         return [r for r in self.state()["requests"] if r["method"] == "POST"]
 
     def faults(self, **faults) -> None:
-        httpx.post(f"{self.url}/_test/faults", json=faults, timeout=60).raise_for_status()
+        LOCAL_HTTP.post(f"{self.url}/_test/faults", json=faults, timeout=60).raise_for_status()
 
     def stop(self) -> None:
         self.proc.kill()

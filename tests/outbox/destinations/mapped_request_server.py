@@ -16,9 +16,7 @@ import threading
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-import httpx
-
-from tests.processes import ROOT
+from tests.processes import LOCAL_HTTP, ROOT
 
 WRITE_METHODS = ("POST", "PUT", "PATCH")
 
@@ -98,7 +96,7 @@ class MappedRequestServer:
     process: subprocess.Popen
 
     def state(self) -> dict:
-        return httpx.get(f"{self.url}/_test/state", timeout=60).json()
+        return LOCAL_HTTP.get(f"{self.url}/_test/state", timeout=60).json()
 
     def writes(self) -> list[dict]:
         return [r for r in self.state()["requests"] if r["method"] in WRITE_METHODS]

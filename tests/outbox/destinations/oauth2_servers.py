@@ -32,9 +32,7 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, unquote_plus
 
-import httpx
-
-from tests.processes import ROOT
+from tests.processes import LOCAL_HTTP, ROOT
 
 CLIENT_ID = "handoff-dispatcher"
 CLIENT_SECRET = "oauth2-client-secret-for-tests"
@@ -162,10 +160,10 @@ class ServerProcess:
     process: subprocess.Popen
 
     def state(self) -> dict:
-        return httpx.get(f"{self.url}/_test/state", timeout=START_SECONDS).json()
+        return LOCAL_HTTP.get(f"{self.url}/_test/state", timeout=START_SECONDS).json()
 
     def faults(self, **faults) -> None:
-        httpx.post(f"{self.url}/_test/faults", json=faults, timeout=START_SECONDS)
+        LOCAL_HTTP.post(f"{self.url}/_test/faults", json=faults, timeout=START_SECONDS)
 
     def stop(self) -> None:
         self.process.kill()

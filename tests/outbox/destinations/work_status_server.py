@@ -22,7 +22,7 @@ from http.server import BaseHTTPRequestHandler
 
 import httpx
 
-from tests.processes import ROOT, KernelPort, popen_listening, serve_http_on_fd
+from tests.processes import LOCAL_HTTP, ROOT, KernelPort, popen_listening, serve_http_on_fd
 
 ACCOUNTS = "/v1/accounts"
 
@@ -114,15 +114,15 @@ class AccountsProcess:
                 time.sleep(0.05)
 
     def reads(self) -> dict[str, int]:
-        return httpx.get(f"{self.url}/_test/reads", timeout=60).json()
+        return LOCAL_HTTP.get(f"{self.url}/_test/reads", timeout=60).json()
 
     def set_status(self, account_id: str, status: object) -> None:
-        httpx.post(
+        LOCAL_HTTP.post(
             f"{self.url}/_test/status", json={"id": account_id, "status": status}, timeout=5
         ).raise_for_status()
 
     def forget(self, account_id: str) -> None:
-        httpx.post(
+        LOCAL_HTTP.post(
             f"{self.url}/_test/status", json={"id": account_id, "gone": True}, timeout=5
         ).raise_for_status()
 
