@@ -406,6 +406,17 @@ def measure(bench: Bench, count: int, batch: int, repeat: int) -> dict:
     }
 
 
+def _median_cpu(pairs: list[dict], side: str, *path: str) -> float:
+    """The median over the pairs of `pair[side]["cpu_ms_per_key"][path...]`."""
+    values = []
+    for pair in pairs:
+        value = pair[side]["cpu_ms_per_key"]
+        for name in path:
+            value = value[name]
+        values.append(value)
+    return round(statistics.median(values), 4)
+
+
 def cpu_against_ceiling(paired: dict) -> dict:
     """CPU milliseconds per key, the medians of the pairs': the settlement run's by group (dispatchers, their
     database, the receiver), the ceiling's (lookups, writes), and the ceiling's over the settlement's, the
@@ -414,19 +425,14 @@ def cpu_against_ceiling(paired: dict) -> dict:
     if not pairs:
         return {}
     settle = {
-        group: round(statistics.median(p["settle"]["cpu_ms_per_key"][group] for p in pairs), 4)
-        for group in pairs[0]["settle"]["cpu_ms_per_key"]
+        group: _median_cpu(pairs, "settle", group) for group in pairs[0]["settle"]["cpu_ms_per_key"]
     }
-    ceiling = statistics.median(p["ceiling"]["cpu_ms_per_key"]["total"] for p in pairs)
+    ceiling = _median_cpu(pairs, "ceiling", "total")
     return {
         "settle": settle,
-        "ceiling": round(ceiling, 4),
-        "ceiling_lookups": round(
-            statistics.median(p["ceiling"]["cpu_ms_per_key"]["lookups"]["total"] for p in pairs), 4
-        ),
-        "ceiling_writes": round(
-            statistics.median(p["ceiling"]["cpu_ms_per_key"]["writes"]["total"] for p in pairs), 4
-        ),
+        "ceiling": ceiling,
+        "ceiling_lookups": _median_cpu(pairs, "ceiling", "lookups", "total"),
+        "ceiling_writes": _median_cpu(pairs, "ceiling", "writes", "total"),
         "ratio": round(ceiling / settle["total"], 3) if settle["total"] else None,
     }
 
