@@ -18,7 +18,7 @@ from playwright.sync_api import expect
 
 from approvals.models import Membership, Role, RoleChange
 from tests.factories import make_workspace
-from tests.processes import ROOT, KernelPort, popen_listening
+from tests.processes import LOCAL_HTTP, ROOT, KernelPort, popen_listening
 
 pytestmark = [
     pytest.mark.browser,
@@ -55,7 +55,7 @@ def _wait_for_discovery(process, issuer: str, log: Path) -> dict:
         if process.poll() is not None:
             pytest.fail(f"oidc-provider exited: {log.read_text()}")
         try:
-            answer = httpx.get(f"{issuer}/.well-known/openid-configuration", timeout=2)
+            answer = LOCAL_HTTP.get(f"{issuer}/.well-known/openid-configuration", timeout=2)
             if answer.status_code == 200:
                 return answer.json()
         except httpx.TransportError:

@@ -36,7 +36,7 @@ from incidents.services.replay_run import replay_run
 from outbox.models import Attempt, DestinationConfig, Handoff, HandoffEvent, HandoffState
 from outbox.payloads import payload_hash
 from tests.factories import ONBOARDING_PAYLOAD, onboarding_world
-from tests.processes import ROOT, KernelPort, database_url, popen_listening
+from tests.processes import LOCAL_HTTP, ROOT, KernelPort, database_url, popen_listening
 
 pytestmark = [
     pytest.mark.postgres,
@@ -86,7 +86,9 @@ class ReceiverProcess:
         while time.monotonic() < deadline and self.proc.poll() is None:
             try:
                 if (
-                    httpx.get(self.url.replace("/delivery/api", "/healthz"), timeout=5).status_code
+                    LOCAL_HTTP.get(
+                        self.url.replace("/delivery/api", "/healthz"), timeout=5
+                    ).status_code
                     == 200
                 ):
                     return
