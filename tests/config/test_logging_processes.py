@@ -14,7 +14,7 @@ import pytest
 from outbox.models import HandoffState
 from tests.faults.conftest import START_DEADLINE_SECONDS, Processes
 from tests.faults.test_django_q import approve_request_42
-from tests.processes import ROOT
+from tests.processes import LOCAL_HTTP, ROOT
 
 pytestmark = [
     pytest.mark.postgres,
@@ -152,7 +152,7 @@ def _gunicorn_with_access_log(processes: Processes) -> tuple[str, "subprocess.Po
     deadline = time.monotonic() + START_DEADLINE_SECONDS
     while time.monotonic() < deadline:
         try:
-            httpx.get(f"{base}/healthz", timeout=1)
+            LOCAL_HTTP.get(f"{base}/healthz", timeout=1)
             return base, web
         except httpx.HTTPError:
             time.sleep(0.2)
