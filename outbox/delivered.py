@@ -22,6 +22,7 @@ same statement instead of one more query.
 from dataclasses import dataclass
 
 from django.db import connections
+from django.db.models import JSONField
 
 from lib.databases import DB
 from outbox.bulk_writes import Column, assignments, unnest_with_constants
@@ -67,15 +68,38 @@ def _columns(connection, rows: list[DeliveredRow]) -> tuple[str, list, dict[str,
         Column("attempt_id", Attempt._meta.pk, lambda row: row.attempt_id),
     ]
     columns = [Column("reason", HandoffEvent._meta.get_field("reason"), lambda row: row.reason)]
+    documents = _json_documents(connection, rows)
+    if documents:
+        position = {row.handoff_id: n for n, row in enumerate(rows)}
+        arrays.append(Column("pos", meta.pk, lambda row: position[row.handoff_id]))
     columns += [
         Column(f"h_{name}", meta.get_field(name), lambda row, name=name: row.changes[name])
         for name in sorted(rows[0].changes)
+        if f"h_{name}" not in documents
     ]
     columns += [
         Column(f"a_{name}", Attempt._meta.get_field(name), lambda row, name=name: row.attempt[name])
         for name in sorted(rows[0].attempt)
     ]
-    return unnest_with_constants(connection, rows, arrays, columns)
+    values, params, written = unnest_with_constants(connection, rows, arrays, columns)
+    return values, params, {**written, **documents}
+
+
+def _json_documents(connection, rows: list[DeliveredRow]) -> dict[str, tuple[str, list]]:
+    """The handoffs' JSON changes that differ between rows (the receipts), each sent as one JSON array and
+    each row's element taken by its position (`v.pos`): an array of `jsonb` values is quoted element by
+    element on the client, 284 µs for 20 receipts against 20 µs for one document of them."""
+    qn = connection.ops.quote_name
+    documents = {}
+    for name in sorted(rows[0].changes):
+        field = Handoff._meta.get_field(name)
+        values = [row.changes[name] for row in rows]
+        if not isinstance(field, JSONField) or None in values:
+            continue  # a SQL NULL is not JSON's null: such a column stays an array
+        if any(value != values[0] for value in values[1:]):
+            document = field.get_db_prep_save(values, connection)
+            documents[f"h_{name}"] = (f"(%s::jsonb -> v.{qn('pos')}::int)", [document])
+    return documents
 
 
 def _healthy_sql(qn, destination: str) -> tuple[str, list]:

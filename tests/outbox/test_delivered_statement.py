@@ -93,3 +93,44 @@ def test_values_shared_by_every_row_are_sent_once_and_the_rest_per_row(make_hand
     assert reasons[1].endswith("(duplicate prevented)") and not reasons[0].endswith(
         "(duplicate prevented)"
     )
+
+
+def test_each_rows_own_receipt_is_stored_and_the_receipts_travel_as_one_json_document(make_handoff):
+    """An array of `jsonb` values is quoted on the client element by element; the receipts go as one JSON
+    array instead, each row taking its own element."""
+    if connection.vendor != "postgresql":
+        pytest.fail("needs PostgreSQL; `make test` runs it there")
+    handoffs = [make_handoff(n) for n in (1, 2, 3)]
+    claims = handoff_claim_due(worker="w1")
+    seen = []
+
+    def capture(execute, sql, params, many, context):
+        seen.append(sql)
+        return execute(sql, params, many, context)
+
+    outcomes = [
+        (
+            claim,
+            DeliveryResult.ok(
+                task_id=f"t{claim.handoff_id}",
+                created=True,
+                status_code=201,
+                receipt={"task_id": f"t{claim.handoff_id}", "status": "open", "n": n},
+            ),
+        )
+        for n, claim in enumerate(claims)
+    ]
+    with connection.execute_wrapper(capture):
+        recorded = handoff_record_outcomes(outcomes=outcomes, destination=ScriptedDestination())
+    assert recorded.states == [S.DELIVERED] * 3
+    [sql] = seen
+    assert "jsonb[]" not in sql, sql
+    by_id = {claim.handoff_id: n for n, claim in enumerate(claims)}
+    for handoff in handoffs:
+        row = Handoff.objects.get(pk=handoff.pk)
+        assert row.receipt == {
+            "task_id": f"t{handoff.pk}",
+            "status": "open",
+            "n": by_id[handoff.pk],
+        }
+        assert row.destination_id == f"t{handoff.pk}"
