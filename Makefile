@@ -156,11 +156,14 @@ mutation-check: $(STAMP)
 
 # Everything runs side by side (the suites wait on their processes, servers and browsers much of the time):
 # the seven suites, longest first, then the checks as slots free up; each one's output is printed whole
-# when it ends, and make fails if any of them fails.
+# when it ends, and make fails if any of them fails. scripts/cpu_time.py prints, at the end, the CPU all of
+# it used (its processes' and PostgreSQL's) and the wall time that CPU allows on this machine's cores at
+# best (var/test-cpu.json keeps the figures).
 CHECKS := lint lock-check monitoring-check mutation-check
 SUITES := test-postgres-long-oracle test-postgres-long test-postgres-faults test-postgres-rest test-postgres-rest-web test-postgres-browser test-sqlite
 test-suites: $(STAMP) postgres chromium pgbouncer faketime promtool
-	$(MAKE) --no-print-directory -j$(TEST_JOBS) --output-sync=target $(SUITES) $(CHECKS)
+	$(PY) scripts/cpu_time.py --name 'make test' --json var/test-cpu.json -- \
+		$(MAKE) --no-print-directory -j$(TEST_JOBS) --output-sync=target $(SUITES) $(CHECKS)
 
 TEST_JOBS ?= 7
 test: test-suites
