@@ -72,6 +72,37 @@ the figures of this run say:
   five pairs; the conservative reading stays in the row beside it. Every call of a claim batch in flight at
   once (the lever row, `bench/concurrent_dispatch.py`) delivers about what the product path does in the
   same run: concurrency is for a receiver that is far away or slow, not one on the same two cores.
+  Where a one-call handoff's CPU goes (2026-12-06, a dispatcher's turn, `_serve_turn`, looped in one process
+  over a backlog of 2,000-3,000 handoffs, claim batch 20, the receiver under gunicorn; process time and the
+  backend's `/proc` time, taken at a load of 6 to 18 beside four other engineers' work, so compare them with
+  each other, not with the tables): the dispatcher 0.77-1.07 ms a handoff and its PostgreSQL backend
+  0.25-0.33 ms. The call itself costs the dispatcher about what it costs the reference: the reference's plain
+  client loop 0.66 ms a request in one process, `HttpDestination.deliver` 0.75 ms in the same conditions
+  (signing 8.5 µs, the body's JSON 3 µs; the rest is urllib3 and http.client on both sides). The difference
+  is the turn: 4 statements whatever its size (the destination's row, its limits and breaker, the claim, the
+  outcomes; no BEGIN or COMMIT, each is its own transaction; pinned by `tests/outbox/test_dispatch_turn.py`),
+  about 3 ms of the dispatcher's Python a turn (the outcome statement 1.6 ms for 20 rows, most of it building
+  and quoting its arrays; the claim 0.8 ms; the limits' permit 0.3 ms) and, in PostgreSQL, the claim and the
+  outcome (two updates of the handoff's row that are not HOT, each an entry in every full index, two event
+  rows, an attempt written twice) and their planning, 0.6 ms each a turn. Measured per turn size, alternated:
+  a claim batch of 50 single calls instead of 20 took the backend from 0.31-0.35 to 0.20 ms a handoff
+  (statements 0.2 to 0.1 a handoff); the batch size is the largest lever left on this path and a product
+  setting (HANDOFF_CLAIM_BATCH), left to the idle run to weigh against a batch's later calls waiting longer.
+  Built: the destination's row is read by a statement compiled once per process instead of through the ORM
+  at every turn (`outbox/destinations/registry.py`): 389 to 102 µs of CPU a turn; and a batch's receipts go
+  to the outcome statement as one JSON document, each row taking its element by position
+  (`outbox/delivered.py`), instead of an array of `jsonb` that psycopg quotes element by element: 284 µs for
+  20 receipts against 20 µs. Tried and left out, each
+  alternated with the code before it: the claim and outcome statements prepared (psycopg `prepare=True`):
+  PostgreSQL kept planning each execution anew (0 generic plans of 206: the claim's partial index needs its
+  constants, which a generic plan does not have), and the backend's time did not move (0.24-0.26 against
+  0.25-0.28 ms a handoff); the outcome's arrays sent apart from the statement (server-side binding): psycopg
+  still writes a list as text, 1.6 ms a 20-row record either way; comparing the rows' database-clock times by
+  their offset instead of Django's expression equality (a fifth of the record under cProfile, nothing
+  measurable without it). Next levers: a claim that writes no event row of its own (the attempt already says
+  when and by whom: one insert and its index entries a handoff), a lease kept where updating it is a HOT
+  update (issue 40's settlement lever), and the claim's constants written into its text so that a prepared
+  generic plan can use the partial claim index.
 - **Latency.** Two producer processes writing approvals through Django reach about a third of the rate
   asked (half the best batched rate) on two cores (see "approvals at … (asked …)"), so the aim's rate is
   not reached at all here. The median splits into waiting to be claimed (commit, NOTIFY, wake-up, and
@@ -96,6 +127,19 @@ the figures of this run say:
   (median 118 ms against 39 ms) and tied once (120 ms against 129 ms). With NOTIFY in the approval
   transaction a dispatcher is already woken at commit; the inline attempt adds a second claimant and the
   committing process's CPU, not a shorter path.
+  The latency rows now state the product's share (the median less the median receiver call, the aim's
+  figure) and its parts, each a median over the first attempts, on this machine's clocks: waiting to be claimed
+  (the approval's insert to the claim statement), claiming, signing and sending to the receiver's commit (the
+  claim statement, earlier calls of its batch, signing, the request and the receiver's work up to its commit),
+  and the receiver's commit to the outcome recorded; the receiver call beside them (`bench/e2e.py`
+  `latency_parts`). Between the NOTIFY and the claim a woken dispatcher makes 3 round trips: the listening
+  thread hands the wake-up to the schedule, a free worker takes a delivery turn of that destination (a woken
+  idle destination gets no "anything due?" probe first), reads the destination's row (now 0.1 ms of CPU, was
+  0.4 ms), takes the limits' permit (one read that also answers the breaker), then claims. A handoff
+  committed while both lanes of its destination (HANDOFF_DISPATCH_LANES, 2) are in a turn waits for the end of
+  one: most of the 15 ms of waiting. More lanes would cut that wait and cost a turn's 4 statements for fewer
+  handoffs each; one try of 2 against 4 lanes at a load of 18 (17/s reached of 300 asked) measured nothing
+  that can be believed, so the lane count is left for the idle run.
 - **Backlog after an outage.** While the receiver is down the breaker pauses the destination after a few
   failed batch calls (each failed batch call spends an attempt on each of its up to 50 handoffs, which
   only moves their next try; none went to a person). The first delivery after the receiver's return
