@@ -2,12 +2,12 @@
 
 # Issue 39's size: `make bench-search-10m` (bench/run.sh's section measures the largest that fits its budget).
 AIM_ROWS = 10_000_000
-# What `make bench-search-10m` takes, from the fill's and the builds' rates measured at 1,000,000 and 2,000,000
-# rows (both linear in the rows) on a shared machine; on idle cores less.
+# What `make bench-search-10m` takes, as measured on a shared machine (the fill and the builds linear in the
+# rows); on idle cores less.
 AIM_ESTIMATE = (
-    "about 18 minutes at a load of 19 on 2 cores: a fill of about 330 s and a trigram build of about "
-    "620 s, from 32 s and 61 s at 1,000,000 rows and 66 s and 122 s at 2,000,000 (2026-12-06), plus the "
-    "migrations and the pages; well under 30 minutes on 2 idle cores"
+    "about 33 minutes at loads of 14 to 24 on 2 cores: a fill of 178 s and the build of the words' index "
+    "(`handoff_search_words_idx`, a plpgsql function a row) of 1,712 s (2026-12-06), plus the "
+    "migrations and the pages"
 )
 
 
