@@ -2,12 +2,11 @@
 
 # Issue 39's size: `make bench-search-10m` (bench/run.sh's section measures the largest that fits its budget).
 AIM_ROWS = 10_000_000
-# What `make bench-search-10m` takes, as measured on a shared machine (the fill and the builds linear in the
-# rows); on idle cores less.
+# What `make bench-search-10m` takes, as measured (the fill and the builds linear in the rows).
 AIM_ESTIMATE = (
-    "about 33 minutes at loads of 14 to 24 on 2 cores: a fill of 178 s and the build of the words' index "
-    "(`handoff_search_words_idx`, a plpgsql function a row) of 1,712 s (2026-12-06), plus the "
-    "migrations and the pages"
+    "about 12 minutes on 2 idle cores: a fill of 52 s and the build of the words' index "
+    "(`handoff_search_words_idx`, a plpgsql function a row) of 570 s (2026-12-06), plus the migrations "
+    "and the pages; about 33 minutes at loads of 14 to 24"
 )
 
 
