@@ -10,9 +10,7 @@ import subprocess
 import sys
 from dataclasses import dataclass, field
 
-import pytest
 from _pytest.mark.expression import Expression
-from django.db import connections
 
 from tests.processes import ROOT
 
@@ -102,10 +100,6 @@ def collected_markers(tmp_path) -> dict[str, set[str]]:
 
 
 def test_the_postgresql_streams_of_make_test_select_every_test_exactly_once(tmp_path):
-    if connections["default"].vendor == "postgresql":
-        pytest.skip(
-            "the streams are checked once, in the SQLite stream (a collection of the whole suite)"
-        )
     streams = make_streams()
     postgres = [s for s in streams if not s.name.endswith("(sqlite)")]
     assert postgres, f"make -n test-suites printed {streams}"
