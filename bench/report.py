@@ -25,7 +25,8 @@ AIM_RATIO_TO_PGBENCH = 0.3
 AIM_TIMES_ALTERNATIVE = 3.0
 AIM_MEDIAN_LATENCY_MS = 20.0
 AIM_P99_LATENCY_MS = 100.0
-AIM_RATIO_TO_RECEIVER = 0.8
+AIM_RATIO_TO_RECEIVER = 0.9  # one call per handoff (issue 40)
+AIM_BACKLOG_TO_RECEIVER = 0.8  # a backlog drained under an operator's limit
 AIM_GROWTH_RATIO = 0.9
 AIM_CONSOLE_MEDIAN_MS = 50.0
 AIM_CONSOLE_P95_MS = 80.0
@@ -571,12 +572,12 @@ def main() -> None:
     )
     limit, seen = backlog["limit"], backlog["observed"]
     backlog_met = (
-        (backlog["per_second"] / reference) >= AIM_RATIO_TO_RECEIVER
+        (backlog["per_second"] / reference) >= AIM_BACKLOG_TO_RECEIVER
         and backlog["limit_held"]
         and backlog["check"]["ok"]
     )
     lines.append(
-        f"| backlog drained at ≥ {AIM_RATIO_TO_RECEIVER} of the receiver's capacity, under an "
+        f"| backlog drained at ≥ {AIM_BACKLOG_TO_RECEIVER} of the receiver's capacity, under an "
         f"operator-set per-destination limit | {(backlog['per_second'] / reference):.2f} under "
         f"{limit['max_concurrency']} calls in flight and {limit['max_requests_per_second']} requests/s; the "
         f"receiver saw at most {seen['max_in_flight']} in flight and {seen['max_requests_in_one_second']} "
