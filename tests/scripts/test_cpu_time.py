@@ -13,28 +13,23 @@ ROOT = Path(__file__).resolve().parents[2]
 BURN = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.5: pass\n"
 
 
-def test_a_grandchilds_cpu_is_counted_and_the_exit_status_is_the_commands(tmp_path):
+def cpu_time(tmp_path, *command: str) -> tuple[subprocess.CompletedProcess, dict]:
+    """scripts/cpu_time.py run on `command`: its answer and the figures it wrote."""
     figures_file = tmp_path / "cpu.json"
-    # The CPU is spent by a grandchild (bash runs python), as make runs pytest.
-    command = f"{sys.executable} -c '{BURN}'; exit 3"
     done = subprocess.run(
-        [
-            sys.executable,
-            "scripts/cpu_time.py",
-            "--json",
-            str(figures_file),
-            "--",
-            "bash",
-            "-c",
-            command,
-        ],
+        [sys.executable, "scripts/cpu_time.py", "--json", str(figures_file), "--", *command],
         cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=120,
     )
+    return done, json.loads(figures_file.read_text())
+
+
+def test_a_grandchilds_cpu_is_counted_and_the_exit_status_is_the_commands(tmp_path):
+    # The CPU is spent by a grandchild (bash runs python), as make runs pytest.
+    done, figures = cpu_time(tmp_path, "bash", "-c", f"{sys.executable} -c '{BURN}'; exit 3")
     assert done.returncode == 3, done.stderr
-    figures = json.loads(figures_file.read_text())
     assert figures["exit_status"] == 3
     assert figures["cpu_seconds"]["tree"] >= 0.45
     assert figures["cores"] == os.cpu_count()
@@ -46,31 +41,10 @@ def test_a_grandchilds_cpu_is_counted_and_the_exit_status_is_the_commands(tmp_pa
 
 @pytest.mark.postgres
 def test_the_cpu_of_the_machines_postgresql_spent_for_the_command_is_counted(tmp_path):
-    figures_file = tmp_path / "cpu.json"
     host = os.environ.get("PGHOST", "/var/run/postgresql")
     # A query whose CPU is the server backend's, not the client's.
     query = "SELECT count(*) FROM generate_series(1, 4000000)"
-    done = subprocess.run(
-        [
-            sys.executable,
-            "scripts/cpu_time.py",
-            "--json",
-            str(figures_file),
-            "--",
-            "psql",
-            "-h",
-            host,
-            "-d",
-            "postgres",
-            "-Atc",
-            query,
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    done, figures = cpu_time(tmp_path, "psql", "-h", host, "-d", "postgres", "-Atc", query)
     assert done.returncode == 0, done.stderr
-    figures = json.loads(figures_file.read_text())
     assert figures["cpu_seconds"]["postgresql"] >= 0.2, figures
     assert figures["cpu_seconds"]["postgresql"] > figures["cpu_seconds"]["tree"], figures
