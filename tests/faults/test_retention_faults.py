@@ -105,20 +105,28 @@ class LockWaits(threading.Thread):
         super().__init__(daemon=True)
         self.dbnames, self.stop = dbnames, threading.Event()
         self.longest, self.longest_query, self.samples, self.retention_seen = 0.0, "", 0, 0
+        self.generation, self.lock = 0, threading.Lock()
 
     def run(self) -> None:
         with psycopg.connect(database_url("default"), autocommit=True) as conn:
             while not self.stop.is_set():
                 names = {"dbs": self.dbnames, "app": RETENTION_APP}
+                began = self.generation
                 waited, queries = conn.execute(self.SQL, names).fetchone()
-                self.retention_seen += conn.execute(self.SEEN_SQL, names).fetchone()[0]
-                self.samples += 1
-                if float(waited) > self.longest:
-                    self.longest, self.longest_query = float(waited), queries or ""
+                seen = conn.execute(self.SEEN_SQL, names).fetchone()[0]
+                with self.lock:
+                    # A sample taken across a reset is the proof's wait, not the run's: dropped.
+                    if began == self.generation:
+                        self.retention_seen += seen
+                        self.samples += 1
+                        if float(waited) > self.longest:
+                            self.longest, self.longest_query = float(waited), queries or ""
                 time.sleep(0.05)
 
     def reset(self) -> None:
-        self.longest, self.longest_query, self.retention_seen = 0.0, "", 0
+        with self.lock:
+            self.generation += 1
+            self.longest, self.longest_query, self.retention_seen = 0.0, "", 0
 
 
 def _held_lock_wait_seen_by(waits: LockWaits) -> None:
