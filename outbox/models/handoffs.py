@@ -13,6 +13,7 @@ from outbox.models.states import (
     DISPATCHER_STATES,
     HANDOFF_AGES,
     HANDOFF_TRANSITIONS,
+    NEEDS_PERSON_STATES,
     OPEN_STATES,
     SETTLED_STATES,
     UNKNOWN_OUTCOME_CLASSES,
@@ -351,6 +352,16 @@ class Handoff(models.Model):
                 fields=["state", "workspace_id", "created_at", "id"],
                 name="handoff_state_open_idx",
                 condition=~models.Q(state=S.DELIVERED),
+            ),
+            # The header's count of a workspace's handoffs needing a person, on every page (reconciliation's
+            # `needing_person_counts_bounded`): the workspaces' own handoffs only (`business_condition`). The
+            # state index above cannot answer the workflow, so each of its entries sent PostgreSQL to the row,
+            # and on a vacuumed outbox it read the table from the start instead (6-25 ms a page at 1,000,000
+            # handoffs); this one is read alone (an index-only scan, 0.2 ms).
+            models.Index(
+                fields=["workspace_id"],
+                name="handoff_needs_person_idx",
+                condition=models.Q(state__in=sorted(NEEDS_PERSON_STATES)) & business_condition(),
             ),
             # The console's "retrying" list (`HandoffQuerySet.retrying`): pending after a failed attempt, newest
             # first. The due time is a key too, so the index itself skips the rows whose backoff has passed: the

@@ -48,7 +48,7 @@ def needing_person_counts_bounded(
     A workspace where nobody needs a person is left out.
 
     Per workspace two parts, each read no further than `cap + 1` rows: the handoffs in a person's states
-    (through `handoff_state_open_idx`), and the others whose key has a live finding (driven from the few
+    (`handoff_needs_person_idx`, read alone), and the others whose key has a live finding (driven from the few
     findings). One query with the OR of both would scan the whole outbox, and this runs on every page."""
     ids = list(workspace_ids)
     if not ids:
