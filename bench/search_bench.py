@@ -31,6 +31,8 @@ from bench.pairs import watched, watched_line  # noqa: E402
 WORDS_INDEX = "handoff_search_words_idx"
 # Issue 39's aim: the search within twice the plain list's time.
 AIM_RATIO = 2.0
+# The bounds are cast: psycopg sends an integer under 32,768 as a smallint, and generate_series has no single
+# smallint form (PostgreSQL refused every fill of fewer rows as ambiguous).
 FILL_SQL = """
 INSERT INTO outbox_handoff (id, action_key, workflow, workspace_id, source_ref, source_id, rule_version, payload,
     payload_hash, destination, state, attempts, attempts_in_run, next_attempt_at, lease_owner, fencing_epoch,
@@ -42,7 +44,8 @@ SELECT n, 'onboarding:7:' || n || ':1', 'onboarding', 7, 'request ' || n || ' re
     md5(n::text) || md5(n::text), 'receiver', 'delivered', 1, 1, created, '', 1, md5(n::text), '', '', '',
     created, created, created, '', '', 0, 'action', '[]'::jsonb, '', '', '', '{}'::jsonb,
     'onboarding:7:' || n || ':1 | request ' || n || ' revision 1 | client ' || n || ' | c' || n || '@example.com'
-FROM (SELECT n, now() - (n * interval '3 seconds') AS created FROM generate_series(%(first)s, %(last)s) AS n) AS g
+FROM (SELECT n, now() - (n * interval '3 seconds') AS created
+      FROM generate_series(%(first)s::integer, %(last)s::integer) AS n) AS g
 """
 
 
