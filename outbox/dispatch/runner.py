@@ -12,8 +12,9 @@ enabled destination so that no destination holds up another.
   while workers remain.
 - The calling thread supervises: every `maintain_every` seconds it expires the leases that ran out (every
   destination's, one statement, no call: a dead worker's rows are noticed within a lease, whatever the
-  backlog), serves the destinations enabled now (one disabled or removed meanwhile gets no more turns) and
-  starts the workers they need. A changed configuration is picked up by the next turn.
+  backlog, and asked about at once: `Schedule.settle_now` brings maintenance forward), serves the
+  destinations enabled now (one disabled or removed meanwhile gets no more turns) and starts the workers they
+  need. A changed configuration is picked up by the next turn.
 - A destination's problem stays its own: one this process cannot serve (`destination_problems`: it cannot
   be built, a secret is missing, a call may outlive a lease) is held with its reason
   (`outbox/dispatch/held_destinations.py`), one
@@ -388,6 +389,7 @@ def _supervise(pool: Pool, holds: Holds) -> None:
     lapsed = lapsed_expire()
     if lapsed.leases:
         log.info("maintenance: expired %d leases", lapsed.leases)
+        pool.schedule.settle_now()
     if lapsed.resumed:
         log.info("maintenance: %d handoffs resumed, their case's hold ended", lapsed.resumed)
     problems = destination_problems()

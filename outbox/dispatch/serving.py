@@ -14,8 +14,10 @@ time of its next turn:
   and that turn first asks whether anything is due (one probe of the claim index) before trying a batch;
 - its maintenance (settling its uncertain outcomes) every `maintain_every` seconds, as a turn of its own; again
   at once (behind the destinations already waiting) while each claims a whole batch of uncertain outcomes, so a
-  backlog settles at the receiver's speed, each dispatcher's turn claiming a batch of its own. It takes a free
-  lane beside a delivery under way when it falls due, never two maintenance turns at once.
+  backlog settles at the receiver's speed, each dispatcher's turn claiming a batch of its own; and at once when
+  the supervision expired leases (`settle_now`): a dead worker's rows are asked about as soon as they are
+  uncertain, not a maintenance interval later. It takes a free lane beside a delivery under way when it falls
+  due, never two maintenance turns at once.
 
 Times are this process's monotonic clock: they only order this process's own turns. Every time of record
 (due, lease, delivered) is the database's.
@@ -45,6 +47,8 @@ class _Slot:
     woken_at: float | None = None
     # A maintenance turn is under way (never two at once).
     maintaining: bool = False
+    # Leases expired while it was under way (`settle_now`): the next one comes at once after it.
+    settle_again: bool = False
     served: bool = True
 
     def due_at(self) -> float:
@@ -117,6 +121,16 @@ class Schedule:
                 if not slot.busy:
                     del self._slots[name]
 
+    def settle_now(self) -> None:
+        """Uncertain outcomes are waiting (leases just expired): every destination's maintenance is due now, or
+        again as soon as the one under way ends (it may have claimed before the expiry ended)."""
+        now = time.monotonic()
+        with self._changed:
+            for slot in self._slots.values():
+                slot.maintain_at = min(slot.maintain_at, now)
+                slot.settle_again = slot.maintaining
+            self._changed.notify_all()
+
     def wake(self, names: set[str] | None = None) -> None:
         """Something new is due for these destinations (None or "" among them: for any of them)."""
         now = time.monotonic()
@@ -181,7 +195,9 @@ class Schedule:
                     del self._slots[name]
             elif turn is Turn.MAINTAIN:
                 slot.maintaining = False
-                slot.maintain_at = now if backlog else now + self.maintain_every
+                again = backlog or slot.settle_again
+                slot.maintain_at = now if again else now + self.maintain_every
+                slot.settle_again = False
             elif wait_seconds is not None:
                 slot.next_at, slot.idle = now + wait_seconds, False
             elif claimed or slot.woken_at is not None:

@@ -145,3 +145,36 @@ def test_maintenance_falls_due_during_a_delivery_lane_and_takes_the_other_lane()
     assert plan.take() == ("crm", Turn.MAINTAIN)  # beside the delivery still under way
     assert plan.due_now() == []  # both lanes under way
     plan.done(*delivery, claimed=1)
+
+
+def test_expired_leases_bring_maintenance_forward_for_an_idle_destination_and_beside_a_delivery():
+    # A dead worker's rows are uncertain once the supervision expired their leases: they are asked about at
+    # once, not a maintenance interval later (LONG here: never within the test).
+    plan = schedule("crm", "mail", lanes=2)
+    crm = plan.take()
+    assert crm == ("crm", Turn.DELIVER)  # a delivery under way at crm
+    plan.done(*plan.take(), claimed=0)  # mail idle
+    assert plan.due_now() == []
+    plan.settle_now()
+    assert plan.due_now() == ["crm", "mail"]
+    assert sorted([plan.take(), plan.take()]) == [("crm", Turn.MAINTAIN), ("mail", Turn.MAINTAIN)]
+    plan.done("mail", Turn.MAINTAIN)
+    plan.done("crm", Turn.MAINTAIN)
+    assert plan.due_now() == []  # the next maintenance comes at its interval again
+
+
+def test_leases_expired_during_a_maintenance_turn_bring_the_next_one_at_once():
+    # The turn under way may have claimed before the expiry's last row became uncertain: it comes again at
+    # once, not a maintenance interval later.
+    plan = schedule("crm", maintain_every=0.0)
+    turn = plan.take()
+    assert turn == ("crm", Turn.MAINTAIN)
+    plan.maintain_every = LONG
+    plan.settle_now()
+    plan.done(*turn)
+    assert plan.take() == ("crm", Turn.DELIVER)  # due since it was served: first in line
+    plan.done("crm", Turn.DELIVER, claimed=0)  # idle now, its next poll LONG away
+    assert plan.due_now() == ["crm"]
+    assert plan.take() == ("crm", Turn.MAINTAIN)
+    plan.done("crm", Turn.MAINTAIN)
+    assert plan.due_now() == []  # then at its interval again
