@@ -121,7 +121,11 @@ def destination_from_config(config: dict) -> Destination:
 
 def row_config(row: DestinationConfig) -> dict:
     """A row as a whole configuration: its kind's keys, and its own name and kind."""
-    return {**row.config, "kind": row.kind, "name": row.name}
+    return _whole_config(row.kind, row.name, row.config)
+
+
+def _whole_config(kind: str, name: str, config: dict) -> dict:
+    return {**config, "kind": kind, "name": name}
 
 
 def _config_of(name: str) -> dict:
@@ -134,18 +138,14 @@ def _config_of(name: str) -> dict:
         raise DestinationUnknown(f"no destination named {name!r}")
     if not enabled:
         raise DestinationDisabled(f"destination {name!r} is disabled")
-    return {**config, "kind": kind, "name": name}
+    return _whole_config(kind, name, config)
 
 
 def _row_of(name: str) -> tuple[str, bool, dict] | None:
-    """The row's kind, whether it is enabled, and its configuration; None without a row. On PostgreSQL (the
-    dispatchers' turns, `outbox/dispatch/runner.py`) a statement compiled once per process and its row read
-    as a tuple: the ORM compiled the query at every turn, 0.35 ms of a dispatcher's CPU, more than the read.
-    Elsewhere (the embedded SQLite default) the ORM's query."""
+    """The row's kind, whether it is enabled, and its configuration; None without a row. A statement compiled
+    once per process, its row read as a tuple: the ORM compiled the query at every dispatcher's turn
+    (`outbox/dispatch/runner.py`), 0.35 ms of its CPU on PostgreSQL, more than the read."""
     connection = connections[DB]
-    if connection.vendor != "postgresql":
-        row = DestinationConfig.objects.using(DB).filter(name=name).first()
-        return None if row is None else (row.kind, row.enabled, row.config)
     sql = compiled_once(
         ("destination config",),
         lambda: str(
@@ -161,7 +161,7 @@ def _row_of(name: str) -> tuple[str, bool, dict] | None:
     if found is None:
         return None
     kind, enabled, config = found
-    return kind, enabled, _CONFIG_FIELD.from_db_value(config, None, connection)
+    return kind, bool(enabled), _CONFIG_FIELD.from_db_value(config, None, connection)
 
 
 @dataclass
