@@ -24,7 +24,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import receiver_capacity  # noqa: E402
-from e2e import latency, reset, verify, wait_for  # noqa: E402
+from e2e import dispatchers_idle, latency, reset, verify, wait_for  # noqa: E402
 from harness import PYTHON, Bench, insert_handoffs_sql  # noqa: E402
 from pairs import figure_json, measure_pairs, print_pair  # noqa: E402
 
@@ -40,6 +40,7 @@ def run(bench: Bench, handoffs: int, tag: str, command: list[str] | None, **env:
     reset(bench)
     if command is None:
         procs = bench.start_dispatchers(4, tag, **env)
+        dispatchers_idle(bench, procs)
     else:
         procs = [
             bench.spawn([*command, f"{tag}-{n}"], f"dispatcher-{tag}-{n}.log", **env)

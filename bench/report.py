@@ -73,6 +73,13 @@ the figures of this run say:
   five pairs; the conservative reading stays in the row beside it. Every call of a claim batch in flight at
   once (the lever row, `bench/concurrent_dispatch.py`) delivers about what the product path does in the
   same run: concurrency is for a receiver that is far away or slow, not one on the same two cores.
+  Until 2026-12-06 a product run started 2.5 s after its 4 dispatchers did, and a start imports the whole
+  product (about 2 s of CPU a process): on two cores the starts ran on into the measured run, which the
+  reference's clients (forked from a loaded process) never paid. A run now starts once each dispatcher has
+  beaten (`bench/e2e.py` `dispatchers_idle`). Alternated with the fixed wait at a load of 6-8 (CPU of each
+  process from `/proc`, per handoff over the measured run): the dispatchers' CPU went from 3.7-6.2 to
+  1.2-1.5 ms a handoff, and the reference's CPU a request over the product's a handoff from 0.49-0.66 to
+  0.71-0.86.
   Where a one-call handoff's CPU goes (2026-12-06, a dispatcher's turn, `_serve_turn`, looped in one process
   over a backlog of 2,000-3,000 handoffs, claim batch 20, the receiver under gunicorn; process time and the
   backend's `/proc` time, taken at a load of 6 to 18 beside four other engineers' work, so compare them with
