@@ -19,6 +19,7 @@ import psycopg
 ROOT = Path(__file__).resolve().parents[1]
 # The ports of the bench's servers: the kernel's choice, held (tests/processes.py says why).
 sys.path.insert(0, str(ROOT))
+from bench.schema_template import copy_migrated  # noqa: E402
 from tests.processes import KernelPort  # noqa: E402
 
 PGHOST = os.environ.get("PGHOST", "/var/run/postgresql")
@@ -100,11 +101,19 @@ class Bench:
         return held.port
 
     def setup(self) -> "Bench":
-        for name in (self.source, self.delivery):
-            recreate_database(name)
-        for args in (["migrate", "-v0"], ["migrate", "--database", "delivery", "-v0"]):
-            subprocess.run([PYTHON, "manage.py", *args], cwd=ROOT, env=self.env, check=True)
+        """Both databases afresh, migrated: copies of the run's migrated templates (`bench/schema_template.py`)."""
+        templates = {
+            db_name("template_source"): self.source,
+            db_name("template_delivery"): self.delivery,
+        }
+        copy_migrated(dsn("postgres"), templates, self._migrate)
         return self
+
+    def _migrate(self, names: list[str]) -> None:
+        source, delivery = names
+        env = {**self.env, "DATABASE_URL": url(source), "DELIVERY_DATABASE_URL": url(delivery)}
+        for args in (["migrate", "-v0"], ["migrate", "--database", "delivery", "-v0"]):
+            subprocess.run([PYTHON, "manage.py", *args], cwd=ROOT, env=env, check=True)
 
     def spawn(
         self, args: list[str], log_name: str, listen: int = 0, **env: str
