@@ -35,6 +35,8 @@ from outbox.redaction import redact_text
 EXPIRY_MARGIN_SECONDS = 30.0
 TOKEN_CONNECT_TIMEOUT = 2.0
 TOKEN_READ_TIMEOUT = 5.0
+# The longest a fetch can take: a call that needs a new token takes this much more (`lease_rule.py`).
+TOKEN_FETCH_SECONDS = TOKEN_CONNECT_TIMEOUT + TOKEN_READ_TIMEOUT
 AUTH_METHODS = ("client_secret_post", "client_secret_basic")
 
 

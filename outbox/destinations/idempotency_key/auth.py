@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from outbox.destinations.credentials.oauth2 import (
     AUTH_METHODS,
+    TOKEN_FETCH_SECONDS,
     OAuth2ClientCredentials,
     TokenFailure,
     token_url_checked,
@@ -125,6 +126,11 @@ class Credentials:
             return {}
         refused = sent.get("Authorization", "").removeprefix("Bearer ")
         return {"Authorization": f"Bearer {self.oauth2.renew(refused)}"}
+
+    @property
+    def fetch_seconds(self) -> float:
+        """The longest a call waits for its credentials: an OAuth2 token's fetch (none for a static secret)."""
+        return TOKEN_FETCH_SECONDS if self.oauth2 is not None else 0.0
 
     def close(self) -> None:
         if self.oauth2 is not None:

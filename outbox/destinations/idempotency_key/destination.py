@@ -67,7 +67,12 @@ class IdempotencyKeyHttpDestination(Destination):
         self.replays_same_key = config.replays_same_key
         self.undo = "request" if config.undo else ""
         self.retry_policy = config.retry
-        self.call_seconds = config.connect_timeout + config.read_timeout
+        # An OAuth2 token fetched before the call (its first, or the last one expired) is part of the call's
+        # time: the lease it is made under must outlast both (`lease_rule.py`).
+        fetch = config.credentials.fetch_seconds
+        self.call_seconds = fetch + config.connect_timeout + config.read_timeout
+        if fetch:
+            self.call_seconds_keys = (f"auth's token fetch ({fetch:g} s)", *self.call_seconds_keys)
         self._pool_options = {
             "maxsize": config.max_connections,
             "block": False,

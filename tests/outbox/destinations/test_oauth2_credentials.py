@@ -14,6 +14,8 @@ from django.core.management import call_command
 
 from incidents.models import Incident, IncidentKind
 from incidents.services.incidents import incidents_sync
+from outbox.destinations.credentials.oauth2 import TOKEN_FETCH_SECONDS
+from outbox.destinations.lease_rule import lease_refusal
 from outbox.destinations.registry import describe_contract, destination_from_config
 from outbox.dispatch.dispatcher import dispatch_batch
 from outbox.failures import Outgoing
@@ -334,3 +336,16 @@ def test_a_wrong_api_key_configuration_is_refused_naming_the_field(auth, refusal
 
 class _Url:
     url = "https://api.example"
+
+
+def test_a_token_fetch_counts_in_a_calls_time_against_the_lease(settings):
+    # A call that first fetches a token may take the fetch's timeouts too: a lease that only outlasts the
+    # API call's own timeouts would pass the claim to another worker mid-call.
+    settings.HANDOFF_LEASE_SECONDS = 10  # `config`'s API call: connect_timeout 1 + read_timeout 5
+    static = destination_from_config(config(_Url(), {"scheme": "bearer", "token_env": KEY_ENV}))
+    oauth2 = destination_from_config(config(_Url(), oauth2_auth(_Url())))
+    assert static.call_seconds == 6 and lease_refusal(static) is None
+    assert oauth2.call_seconds == 6 + TOKEN_FETCH_SECONDS
+    refusal = lease_refusal(oauth2)
+    assert refusal is not None and refusal.key == "read_timeout"
+    assert "auth's token fetch (7 s) + connect_timeout + read_timeout = 13 s" in refusal.detail
