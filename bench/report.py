@@ -113,7 +113,11 @@ the figures of this run say:
   generic plan can use the partial claim index.
 - **Latency.** Two producer processes writing approvals through Django reach about a third of the rate
   asked (half the best batched rate) on two cores (see "approvals at … (asked …)"), so the aim's rate is
-  not reached at all here. The median splits into waiting to be claimed (commit, NOTIFY, wake-up, and
+  not reached at all here. Since 2026-12-06 nothing is timed before every process of the run has started
+  (`bench/e2e.py`: the dispatchers have beaten, the producers have said they are ready and are told to go
+  together): a start imports the whole product, about 2 s of CPU, which earlier runs timed beside the first
+  approvals; in alternated pairs at a load of 7-8 the two ways did not separate. The median splits into
+  waiting to be claimed (commit, NOTIFY, wake-up, and
   the rest of the cycle a dispatcher is in when the approval commits) and the receiver call, about half
   each. At this rate the dispatchers are busy nearly all the time (counted in one run: about 85% of their
   cycles claimed something, 4 handoffs a cycle), so the wait is mostly the rest of a cycle, and a cycle
