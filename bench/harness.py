@@ -307,29 +307,20 @@ def secondary_indexes(conn: psycopg.Connection, table: str) -> list[tuple[str, s
 def bulk_fill(dsn_: str, table: str, statement: str) -> float:
     """Run one INSERT … SELECT into `table` the fast way, then leave the table as a long-lived one would be:
     its secondary indexes dropped for the fill and recreated after from the statements the catalog held
-    (the same indexes, built by sorting instead of one entry at a time), vacuumed (visibility map set, and
-    nothing left for autovacuum to start during a measurement), analyzed and checkpointed.
-    `synchronous_commit` off and a large `maintenance_work_mem` for this session only. Returns seconds."""
+    (the same indexes, built by sorting instead of one entry at a time, one a core at once, longest first:
+    `build_indexes`), vacuumed (visibility map set, and nothing left for autovacuum to start during a
+    measurement), analyzed and checkpointed. `synchronous_commit` off for the fill's session only. Returns
+    seconds."""
     started = time.monotonic()
     with psycopg.connect(dsn_, autocommit=True) as conn:
         conn.execute("SET synchronous_commit = off")
-        conn.execute("SET maintenance_work_mem = '1GB'")
         indexes = secondary_indexes(conn, table)
-        for name, _, constraint in indexes:
-            conn.execute(
-                f'ALTER TABLE "{table}" DROP CONSTRAINT "{constraint}"'
-                if constraint
-                else f'DROP INDEX "{name}"'
-            )
+        _drop_indexes(conn, table, indexes)
         try:
             conn.execute(statement)
         finally:  # the schema under test is put back even when the fill fails
-            for name, definition, constraint in indexes:
-                conn.execute(definition)
-                if constraint:
-                    conn.execute(
-                        f'ALTER TABLE "{table}" ADD CONSTRAINT "{constraint}" UNIQUE USING INDEX "{name}"'
-                    )
+            build_indexes(dsn_, indexes)
+            _attach_constraints(conn, table, indexes)
         conn.execute(f'VACUUM (ANALYZE) "{table}"')
         conn.execute("CHECKPOINT")
     return time.monotonic() - started
@@ -378,14 +369,6 @@ def bulk_fill_split(
             conn.execute("SET session_replication_role = replica")
             conn.execute(statement, {"first": first, "last": last})
 
-    def build(definition: str) -> float:
-        with psycopg.connect(dsn_, autocommit=True) as conn:
-            conn.execute(f"SET maintenance_work_mem = '{BUILD_MEMORY}'")
-            conn.execute("SET max_parallel_maintenance_workers = 0")  # one build a core already
-            began = time.monotonic()
-            conn.execute(definition)
-            return time.monotonic() - began
-
     with psycopg.connect(dsn_, autocommit=True) as conn:
         conn.execute(f'ALTER TABLE "{table}" SET (autovacuum_enabled = false)')
         indexes = secondary_indexes(conn, table)
@@ -401,14 +384,33 @@ def bulk_fill_split(
             (table,),
         )
         started = time.monotonic()
-        # GIN builds take longest (and use one core whatever the setting): started first.
-        longest_first = sorted(indexes, key=lambda index: " USING gin " not in index[1])
-        with ThreadPoolExecutor(max_workers=sessions) as pool:
-            futures = {index[0]: pool.submit(build, index[1]) for index in longest_first}
-            builds = {name: future.result() for name, future in futures.items()}
+        builds = build_indexes(dsn_, indexes, sessions=sessions)
         _attach_constraints(conn, table, indexes)
         conn.execute(f'ANALYZE "{table}"')
         return SplitFill(filled, time.monotonic() - started, builds)
+
+
+def build_indexes(
+    dsn_: str, indexes: list[tuple[str, str, str]], *, sessions: int = 0
+) -> dict[str, float]:
+    """The catalog's statements of `indexes` (`secondary_indexes`) run by `sessions` connections at once
+    (default: one a core), the GIN ones first (the longest, and one core each whatever the setting), each
+    sorting in its own `maintenance_work_mem` with no parallel workers of its own (one build a core already).
+    Returns each build's seconds by index name."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def build(definition: str) -> float:
+        with psycopg.connect(dsn_, autocommit=True) as conn:
+            conn.execute(f"SET maintenance_work_mem = '{BUILD_MEMORY}'")
+            conn.execute("SET max_parallel_maintenance_workers = 0")
+            began = time.monotonic()
+            conn.execute(definition)
+            return time.monotonic() - began
+
+    longest_first = sorted(indexes, key=lambda index: " USING gin " not in index[1])
+    with ThreadPoolExecutor(max_workers=sessions or os.cpu_count() or 1) as pool:
+        futures = {index[0]: pool.submit(build, index[1]) for index in longest_first}
+        return {name: future.result() for name, future in futures.items()}
 
 
 def _drop_indexes(
