@@ -94,8 +94,13 @@ the figures of this run say:
   outcome (two updates of the handoff's row that are not HOT, each an entry in every full index, two event
   rows, an attempt written twice) and their planning, 0.6 ms each a turn. Measured per turn size, alternated:
   a claim batch of 50 single calls instead of 20 took the backend from 0.31-0.35 to 0.20 ms a handoff
-  (statements 0.2 to 0.1 a handoff); the batch size is the largest lever left on this path and a product
-  setting (HANDOFF_CLAIM_BATCH), left to the idle run to weigh against a batch's later calls waiting longer.
+  (statements 0.2 to 0.1 a handoff). Taken whole (4 `manage.py dispatch` processes started and idle, 2,500
+  handoffs, four alternated pairs at a load of 7-12, CPU of each process from `/proc` over the run), it did
+  not pay: the backends 0.34-0.56 against 0.25-0.38 ms a handoff, the dispatchers 1.26-1.52 against
+  1.32-1.72, both together lower at 50 in one pair of four; HANDOFF_CLAIM_BATCH stays 20, which also keeps
+  fewer claims waiting behind a batch's calls and fewer leases to settle when a dispatcher dies. One lane a
+  destination instead of two (HANDOFF_DISPATCH_LANES=1: 4 calls in flight, as the reference's 4 clients)
+  cost more in three pairs of four (all of it, the receiver's too: 7.1-8.9 against 6.4-7.3 ms a handoff).
   Built: the destination's row is read by a statement compiled once per process instead of through the ORM
   at every turn (`outbox/destinations/registry.py`): 389 to 102 µs of CPU a turn; and a batch's receipts go
   to the outcome statement as one JSON document, each row taking its element by position
