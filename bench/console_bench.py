@@ -4,9 +4,9 @@
 
 Creates its own databases (`<BENCH_DB_PREFIX>_console_source` and `_delivery`), fills the outbox with
 `--rows` handoffs spread over 30 days and several states (one event each; the measured handoff has a
-full timeline), vacuums and analyzes it, then requests each page through Django's full middleware stack
-in-process (the test client: no network, no browser) and prints the median and 95th percentile per page in
-milliseconds.
+full timeline) in SQL with the indexes rebuilt after (`harness.bulk_fill`), vacuums and analyzes it, then
+requests each page through Django's full middleware stack in-process (the test client: no network, no
+browser) and prints the median and 95th percentile per page in milliseconds.
 """
 
 import argparse
@@ -20,7 +20,7 @@ from urllib.parse import quote
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.harness import Bench  # noqa: E402
+from bench.harness import Bench, bulk_fill, dsn  # noqa: E402
 from bench.pairs import watched, watched_line  # noqa: E402
 
 FILL_SQL = """
@@ -122,14 +122,14 @@ def main() -> None:
         )
 
     started = time.perf_counter()
+    # `harness.bulk_fill`: each table's indexes dropped for its INSERT … SELECT and rebuilt after, one a core at
+    # once (2026-12-06, 2 interleaved pairs at loads 6-8: 59 s and 36 s against 90 s and 68 s with the indexes
+    # in place), then vacuumed and analyzed, as a long-lived outbox is: autovacuum otherwise took each freshly
+    # filled table during the pages' measurement (a core of two; the events' table 25 s into it), and plans
+    # depend on the visibility map it sets (with it, the header's count read the outbox sequentially).
+    bulk_fill(dsn(bench.source), "outbox_handoff", FILL_SQL % {"rows": args.rows, "owner": olga.pk})
+    bulk_fill(dsn(bench.source), "outbox_handoffevent", EVENTS_SQL)
     with connection.cursor() as cursor:
-        cursor.execute(FILL_SQL, {"rows": args.rows, "owner": olga.pk})
-        cursor.execute(EVENTS_SQL)
-        # Vacuumed as well as analyzed, as a long-lived outbox is: autovacuum otherwise took each freshly filled
-        # table during the pages' measurement (a core of two; 2026-12-06: the events' table 25 s into it), and
-        # plans depend on the visibility map it sets (with it, the header's count read the outbox sequentially).
-        for table in ("outbox_handoff", "outbox_handoffevent"):
-            cursor.execute(f"VACUUM {table}")
         cursor.execute("ANALYZE")
     print(
         f"filled {Handoff.objects.count()} handoffs and {HandoffEvent.objects.count()} events "
