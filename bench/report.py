@@ -137,7 +137,13 @@ the figures of this run say:
   two cores the extra wake-ups of 4 dispatchers take CPU from the producers and the receiver: in
   alternated same-machine runs 2 dispatchers measured 16.5 and 17.1 ms (at 366/s and 341/s), 4 measured
   21.5 and 21.7 ms (at 231/s and 270/s), 1 measured 17.6 ms (at 489/s). So the aim's figure is taken with
-  one dispatcher per core, and the best batched count is the comparison row. Attempting
+  one dispatcher per core, and the best batched count is the comparison row. What each extra dispatcher
+  costs at a low rate (20/s from one producer for 10 s, batch receiver, 1, 2 and 4 dispatchers alternated
+  twice, CPU from `/proc` a handoff, at a load of 5-7): the dispatchers 4.4-4.6, 6.8-6.9 and 9.6-11.4 ms,
+  their backends 4.9, 6.7-7.2 and 10.0-11.5 ms; each woken dispatcher takes a turn (the destination's row,
+  the limits' permit and its release, the claim) whether or not it claims anything. The backends' share is
+  inflated here: other engineers' fills kept evicting `shared_buffers`, and the claim's plan showed its
+  backend reading and writing pages for the event's insert (4.6 of its 5.4 ms). Attempting
   delivery in the committing process right after commit (the lever row) lost again: its calls take the
   producer's CPU, so the producers reached less than half their rate and the latency rose. At an equal
   rate of 20/s (`bench/lever_single_calls.py`, one call per handoff, two earlier runs) it lost once
