@@ -8,7 +8,7 @@ found with another, not found). They only decide; `outbox/services/outcomes.py` 
 
 from dataclasses import dataclass, field
 
-from outbox.clock import db_now, db_now_plus
+from outbox.clock import DbNow, db_now, db_now_plus
 from outbox.destinations import Destination, Lookups, RemoteTask
 from outbox.failures import UNREACHABLE_REASONS, DeliveryResult
 from outbox.models import (
@@ -203,30 +203,39 @@ def _not_found_not_resent(handoff: Handoff, destination: Lookups) -> Settlement:
     )
 
 
-def settlement_for(handoff: Handoff, remote: RemoteTask | None, destination: Lookups) -> Settlement:
+def _found_same(remote: RemoteTask, destination: Lookups, now: DbNow) -> Settlement:
+    """The receiver has the task with the same payload: delivered, with its receipt."""
+    return Settlement(
+        S.DELIVERED,
+        f"{destination.name} has task {remote.task_id} for this key with the same payload",
+        {
+            "destination_id": remote.task_id,
+            "delivered_at": now,
+            "failure_class": "",
+            "reason_code": DeliveredCode.SETTLED_BY_LOOKUP.value,
+            "last_error": "",
+            "work_status": remote.status,
+            "receipt": {
+                "task_id": remote.task_id,
+                "action_key": remote.action_key,
+                "payload_hash": remote.payload_hash,
+                "status": remote.status,
+                "found_by": "lookup",
+            },
+        },
+    )
+
+
+def settlement_for(
+    handoff: Handoff, remote: RemoteTask | None, destination: Lookups, *, now: DbNow | None = None
+) -> Settlement:
     """found, same payload (the same hash, or an echo holding every field sent) -> delivered; found, another
     value of a field sent -> needs_attention (conflict);
-    not found -> pending (same key, safe to send), or a person where the receiver ignores the key."""
+    not found -> pending (same key, safe to send), or a person where the receiver ignores the key. `now`: the
+    time written (the statement's own, on the database clock), built once by a caller that settles many."""
+    now = db_now() if now is None else now
     if remote is not None and remote.same_payload(handoff.sent_body, handoff.payload_hash):
-        return Settlement(
-            S.DELIVERED,
-            f"{destination.name} has task {remote.task_id} for this key with the same payload",
-            {
-                "destination_id": remote.task_id,
-                "delivered_at": db_now(),
-                "failure_class": "",
-                "reason_code": DeliveredCode.SETTLED_BY_LOOKUP.value,
-                "last_error": "",
-                "work_status": remote.status,
-                "receipt": {
-                    "task_id": remote.task_id,
-                    "action_key": remote.action_key,
-                    "payload_hash": remote.payload_hash,
-                    "status": remote.status,
-                    "found_by": "lookup",
-                },
-            },
-        )
+        return _found_same(remote, destination, now)
     if remote is not None:
         return Settlement(
             S.NEEDS_ATTENTION,
@@ -250,5 +259,5 @@ def settlement_for(handoff: Handoff, remote: RemoteTask | None, destination: Loo
     return Settlement(
         S.PENDING,
         f"{destination.name} has no task for this key: safe to send again with the same key",
-        {"next_attempt_at": db_now()},
+        {"next_attempt_at": now},
     )

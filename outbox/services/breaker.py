@@ -21,10 +21,12 @@ paused, the maintenance pass may spend the probe on a lookup of one uncertain ou
 resumes the destination.
 """
 
-from django.db import IntegrityError, transaction
+from typing import NamedTuple
+
+from django.db import IntegrityError, connections, transaction
 from django.db.models import Exists, F
 
-from lib.databases import DB
+from lib.databases import DB, compiled_once
 from outbox.breaker_rules import (
     Admission,
     BreakerSeen,
@@ -119,19 +121,47 @@ def _take_probe_slot(name: str, made: int) -> bool:
     )
 
 
+class _SettlementSeen(NamedTuple):
+    """The destination as the settlement's admission reads it: paused by its breaker, its probes, and whether
+    an operator's pause or window is live."""
+
+    paused: bool
+    probes: int
+    in_window: bool
+
+
+def _settlement_seen_sql(name: str) -> tuple[str, tuple]:
+    query = (
+        DestinationHealth.objects.using(DB)
+        .with_window()
+        .filter(name=name)
+        .annotate(paused=_breaker_holds(name))
+        .order_by()
+        .values_list(*_SettlementSeen._fields)[:1]
+    ).query
+    sql, params = query.get_compiler(using=DB).as_sql()
+    return sql, tuple(params)
+
+
+def _settlement_seen(name: str) -> _SettlementSeen | None:
+    # Compiled once per destination (`compiled_once`): read at every maintenance turn, the query compiled by the
+    # ORM each time was a quarter of a settling dispatcher's CPU (docs/benchmarks.md, the settlement section).
+    sql, params = compiled_once(("settlement admission", name), lambda: _settlement_seen_sql(name))
+    with connections[DB].cursor() as cursor:
+        cursor.execute(sql, params)
+        found = cursor.fetchone()
+    if found is None:
+        return None
+    paused, probes, in_window = found
+    return _SettlementSeen(bool(paused), probes, bool(in_window))
+
+
 def destination_settlement_admission(*, name: str) -> Admission:
     """May the maintenance pass ask the destination about its uncertain outcomes now. OPEN: neither paused by
     its breaker nor in an operator's pause or window (a Retry-After hold refuses the lookups' permits by
     itself). PROBE: paused by its breaker, its probe is due and an uncertain outcome waits: this pass makes the
     probe as one lookup (and asks about the rest once that answer has resumed it). PAUSED: not now."""
-    seen = (
-        DestinationHealth.objects.using(DB)
-        .with_window()
-        .filter(name=name)
-        .annotate(paused=_breaker_holds(name))
-        .values_list("paused", "probes", "in_window", named=True)
-        .first()
-    )
+    seen = _settlement_seen(name)
     if seen is None:
         return Admission.OPEN
     if seen.in_window:

@@ -32,7 +32,7 @@ import uuid
 
 from django.conf import settings
 from django.db import connections, transaction
-from django.db.models import Exists, F, OuterRef, Q
+from django.db.models import Exists, F, OuterRef, Q, Value
 from django.db.models.functions import Greatest
 
 from lib.databases import DB, compiled_once
@@ -59,46 +59,50 @@ from outbox.models import (
 )
 from outbox.services.breaker import destination_health_locked
 
-_LIMITS_COLUMNS = ("max_concurrency", "max_requests_per_second", "held", "paused", "probes")
+_LIMITS_COLUMNS = ("max_concurrency", "max_requests_per_second", "paused", "probes", "found")
 
 
 def _limits_sql(name: str) -> tuple[str, tuple]:
-    # "Held?" is one EXISTS on the holds' partial index: any live hold no probe ends (an operator's pause
-    # or window, a Retry-After hold, an unservable hold), read with the limits and the breaker in one query.
-    # "Paused by its breaker?" is another, on the breaker's live holds (not the `state` column, which only the
-    # previous release's dispatchers read).
-    held = DestinationHold.objects.held_without_probe().filter(destination=OuterRef("name"))
+    # One row whether or not the destination has its row yet (a healthy one may never get one): its limits,
+    # the breaker and whether it has a row (`found`), LEFT JOINed to "held?" so that a destination without a
+    # row is read in the same one statement. "Held?" is one EXISTS on the holds' partial index: any live hold
+    # no probe ends (an operator's pause or window, a Retry-After hold, an unservable hold). "Paused by its
+    # breaker?" is another, on the breaker's live holds (not the `state` column, which only the previous
+    # release's dispatchers read).
+    held = DestinationHold.objects.using(DB).held_without_probe().filter(destination=name)
     paused = DestinationHold.objects.of_breaker().filter(destination=OuterRef("name"))
-    query = (
+    health = (
         DestinationHealth.objects.using(DB)
         .filter(name=name)
-        .annotate(held=Exists(held), paused=Exists(paused))
+        .annotate(paused=Exists(paused), found=Value(True))
         .order_by()
         .values_list(*_LIMITS_COLUMNS)[:1]
-    ).query
-    sql, params = query.get_compiler(using=DB).as_sql()
-    return sql, tuple(params)
+    )
+    held_sql, held_params = held.query.exists().get_compiler(using=DB).as_sql()
+    health_sql, health_params = health.query.get_compiler(using=DB).as_sql()
+    columns = ", ".join(f"l.{column}" for column in _LIMITS_COLUMNS)
+    sql = (
+        f"SELECT {columns}, EXISTS({held_sql}) "  # noqa: S608 (compiled by the ORM, every value a parameter)
+        f"FROM (SELECT 1 AS one) AS one LEFT JOIN ({health_sql}) AS l ON 1 = 1"
+    )
+    return sql, (*held_params, *health_params)
 
 
 def _limits(name: str) -> Limits:
-    # Compiled once per destination: read at every claim batch and every hold check of one, the query
-    # compiled through the ORM cost a dispatcher more CPU than the query itself.
+    # Compiled once per destination: read at every claim batch, every lookup and every hold check of one,
+    # the query compiled through the ORM cost a dispatcher more CPU than the query itself.
     sql, params = compiled_once(("limits", name), lambda: _limits_sql(name))
     with connections[DB].cursor() as cursor:
         cursor.execute(sql, params)
-        found = cursor.fetchone()
-    if found is None:
+        max_concurrency, max_requests_per_second, paused, probes, found, held = cursor.fetchone()
+    if not found:
         # A destination not seen yet has the configured defaults (its row is written with them when needed);
         # it may still be held (an operator paused it before its first call).
         return Limits(
             settings.HANDOFF_DESTINATION_MAX_CONCURRENCY,
             settings.HANDOFF_DESTINATION_MAX_REQUESTS_PER_SECOND,
-            DestinationHold.objects.using(DB)
-            .held_without_probe()
-            .filter(destination=name)
-            .exists(),
+            bool(held),
         )
-    max_concurrency, max_requests_per_second, held, paused, probes = found
     return Limits(
         max_concurrency, max_requests_per_second, bool(held), BreakerSeen(bool(paused), probes)
     )

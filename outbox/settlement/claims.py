@@ -246,10 +246,12 @@ def _record_found(answers: list[SettlementAnswer], destination: Lookups) -> set[
     workers = {answer.claim.worker for answer in found}
     if not found or len(workers) != 1 or connections[DB].vendor != "postgresql":
         return set()
-    rows = []
+    rows, now = [], db_now()  # one time of record for the request's rows, not one built per key
     for answer in found:
         claim = answer.claim
-        settled = settlement_for(_AsClaimed(claim.payload_hash), answer.remote, destination)
+        settled = settlement_for(
+            _AsClaimed(claim.payload_hash), answer.remote, destination, now=now
+        )
         changes = move_changes(
             S.UNCERTAIN, settled.to_state, settled.changes, action_key=claim.action_key
         )

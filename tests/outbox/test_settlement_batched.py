@@ -8,7 +8,8 @@ from django.db import connection
 
 from delivery import services as receiver
 from outbox.destinations import InProcessDestination
-from outbox.models import Handoff, HandoffEvent, HandoffState
+from outbox.dispatch.dispatcher import maintain
+from outbox.models import DestinationHealth, Handoff, HandoffEvent, HandoffState
 from outbox.services.lookup_limits import LimitedLookups
 from outbox.settlement import passes as settling
 
@@ -74,12 +75,34 @@ def test_a_pass_with_fewer_keys_waiting_asks_one_request(make_handoff):
 
 @pytest.mark.postgres
 def test_a_pass_writes_few_statements_per_settled_key(make_handoff, django_assert_max_num_queries):
-    """The claim, then per request its permit (taken and given back) and one write of its answers: 7 statements
-    for 10 keys here, 7 for 200 at the bench's 100 keys a request."""
+    """The claim, then per request its permit (the destination's limits, breaker and holds in one read, whether
+    or not it has its row yet: a healthy one may never get one) and one write of its answers: 5 statements for
+    10 keys here, 5 for 200 at the bench's 100 keys a request."""
     assert connection.vendor == "postgresql", "the one-statement write is PostgreSQL's"
     count = settling.REQUESTS_A_PASS * PER_REQUEST
     lost_answers(make_handoff, count)
     destination = LimitedLookups(CountingBatches(), worker="a")
-    with django_assert_max_num_queries(1 + 3 * settling.REQUESTS_A_PASS):
+    assert not DestinationHealth.objects.filter(name=destination.name).exists()
+    with django_assert_max_num_queries(1 + 2 * settling.REQUESTS_A_PASS):
         settled = settling.settle_pass(destination=destination, worker="a", limit=count)
     assert settled.outcomes == {S.DELIVERED: count}
+    assert Handoff.objects.filter(state=S.DELIVERED).count() == count
+
+
+@pytest.mark.postgres
+def test_a_maintenance_turn_settles_a_batch_in_seven_statements(
+    make_handoff, django_assert_max_num_queries
+):
+    """A dispatcher's maintenance turn at a healthy destination: its settlement admission (one read), its
+    deadline sweep (one read), then the pass (the claim, and per request a permit and a write): 7 statements for
+    the turn's 2 requests, however many keys they carry."""
+    assert connection.vendor == "postgresql", "the one-statement write is PostgreSQL's"
+    count = settling.REQUESTS_A_PASS * PER_REQUEST
+    lost_answers(make_handoff, count)
+    destination = CountingBatches()
+    with django_assert_max_num_queries(3 + 2 * settling.REQUESTS_A_PASS):
+        stats = maintain(destination=destination, expire_leases=False)
+    assert stats.settled == {S.DELIVERED: count}
+    assert len(destination.requests) == settling.REQUESTS_A_PASS
+    assert Handoff.objects.filter(state=S.DELIVERED).count() == count
+    assert HandoffEvent.objects.filter(to_state=S.DELIVERED).count() == count
