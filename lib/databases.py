@@ -9,6 +9,7 @@ from collections.abc import Callable, Hashable
 from typing import TypeVar
 
 from django.db import connections
+from django.db.models import QuerySet
 
 DB = "default"
 
@@ -30,3 +31,12 @@ def compiled_once(key: tuple[Hashable, ...], build: Callable[[], Compiled]) -> C
         if len(_compiled) < _COMPILED_KEPT:
             _compiled[kept] = compiled
     return compiled
+
+
+def rows_compiled_once(key: tuple[Hashable, ...], queryset: Callable[[], QuerySet]) -> list[tuple]:
+    """The rows, as tuples, of the query `queryset` builds, compiled once for `key` (`compiled_once`, the same
+    conditions): for a read of plain columns (no conversion from the database) that a loop repeats."""
+    sql, params = compiled_once(key, lambda: queryset().query.get_compiler(using=DB).as_sql())
+    with connections[DB].cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.fetchall()
