@@ -74,7 +74,8 @@ def test_without_sharing_every_request_computes_them(settings):
 
 
 @pytest.mark.postgres
-def test_the_acknowledgement_figures_read_their_partial_indexes(db):
+@pytest.mark.django_db(databases=["default", "delivery"], transaction=True)
+def test_the_acknowledgement_figures_read_their_partial_indexes():
     assert connection.vendor == "postgresql", "plans are PostgreSQL's: run with DATABASE_URL"
     _fill_delivered(5_000)
     now = db_time()
@@ -86,7 +87,9 @@ def test_the_acknowledgement_figures_read_their_partial_indexes(db):
             acknowledged_at=now if n % 2 else None,
         )
     with connection.cursor() as cursor:
-        cursor.execute("ANALYZE outbox_handoff")
+        # VACUUM as well (committed rows, hence a transactional test): a long-lived outbox's visibility map,
+        # without which PostgreSQL would not prefer reading an index alone.
+        cursor.execute("VACUUM ANALYZE outbox_handoff")
     with CaptureQueriesContext(connection) as queries:
         time_to_acknowledge([7], now=now)
     indexes = {
@@ -95,3 +98,13 @@ def test_the_acknowledgement_figures_read_their_partial_indexes(db):
         for node in _plan_nodes(q["sql"])
     }
     assert {"handoff_acknowledged_idx", "handoff_unacknowledged_idx"} <= indexes, indexes
+    # The count and the oldest of the unacknowledged are read from their index alone: the page asks for the
+    # workspaces' own handoffs, and an index whose condition lacks the workflow sent PostgreSQL to every row
+    # (on the console bench's 1,000,000 handoffs, 45,000 of them unacknowledged: 140-180 ms against 4 ms).
+    (waiting,) = [q["sql"] for q in queries.captured_queries if 'COUNT(*) AS "n"' in q["sql"]]
+    reads = [
+        (node["Node Type"], node.get("Index Name", ""))
+        for node in _plan_nodes(waiting)
+        if node.get("Relation Name") == "outbox_handoff"
+    ]
+    assert reads == [("Index Only Scan", "handoff_unacknowledged_idx")], reads
