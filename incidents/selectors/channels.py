@@ -95,7 +95,7 @@ def alert_channel_delivery(
     open whose channel is not in view; by destination name. `security`: the viewer holds
     `incidents.view_security_incident` (`sees_security_incidents`), so the notifications of security
     incidents (workspace 0, which no workspace's scope holds) are counted too. Three queries: the channels,
-    the open notifications (`handoff_state_open_idx`), the paused destinations."""
+    the open notifications (`handoff_open_notifications_idx`), the paused destinations."""
     workspace_ids = list(workspace_ids)
     channels = {
         channel_destination_name(channel): channel
