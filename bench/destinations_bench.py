@@ -156,7 +156,7 @@ def run(
         conn.execute("TRUNCATE outbox_destinationhealth, outbox_destinationslot")
     apply_destinations(bench, urls, enabled={"healthy", *others})
     procs = bench.start_dispatchers(1, tag)
-    time.sleep(2.5)  # started and idle, listening for wake-ups
+    bench.dispatchers_started(procs)
     for name, count in others.items():
         if count:
             queue(bench, name, count)

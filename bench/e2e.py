@@ -133,30 +133,6 @@ def reset(bench: Bench) -> None:
         conn.execute("TRUNCATE delivery_receivertask, delivery_seenmessage")
 
 
-def dispatchers_idle(bench: Bench, procs: list[subprocess.Popen], timeout: float = 300) -> float:
-    """Until each dispatcher of `bench.start_dispatchers` has beaten once (its supervision loop turned: the
-    file `outbox/dispatch/heartbeat.py` writes, read here without a Django process of its own). A start
-    imports the whole product, about 2 s of CPU a process: 4 dispatchers started together kept both cores
-    busy past the fixed 2.5 s the runs used to wait, and the measured run paid for the rest of their start,
-    which the reference's clients never pay. The seconds waited."""
-    started = time.monotonic()
-    beats = Path(bench.env.get("HANDOFF_VAR_DIR") or ROOT / "var") / "heartbeats"
-    waiting = {proc.pid: proc.args[proc.args.index("--worker") + 1] for proc in procs}
-    while waiting:
-        for pid, worker in list(waiting.items()):
-            with contextlib.suppress(OSError, ValueError, KeyError):
-                if json.loads((beats / f"{worker}.json").read_text())["pid"] == pid:
-                    del waiting[pid]
-        if any(proc.poll() is not None for proc in procs):
-            raise RuntimeError(f"a dispatcher exited before its first beat: {waiting}")
-        if time.monotonic() - started > timeout:
-            raise RuntimeError(
-                f"dispatchers {sorted(waiting.values())} did not beat in {timeout:g} s"
-            )
-        time.sleep(0.05)
-    return time.monotonic() - started
-
-
 def verify(bench: Bench, expected: int) -> dict:
     delivered = bench.scalar("SELECT count(*) FROM outbox_handoff WHERE state = 'delivered'")
     tasks = bench.scalar("SELECT count(*) FROM delivery_receivertask", "delivery")
@@ -248,14 +224,14 @@ def throughput(
     if concurrent_calls:
         procs = [
             bench.spawn(
-                [PYTHON, "bench/concurrent_dispatch.py", f"{tag}-{n}"], f"dispatcher-{tag}-{n}.log"
+                [PYTHON, "bench/concurrent_dispatch.py", "--worker", f"{tag}-{n}"],
+                f"dispatcher-{tag}-{n}.log",
             )
             for n in range(dispatchers)
         ]
     else:
         procs = bench.start_dispatchers(dispatchers, tag)
-        dispatchers_idle(bench, procs)
-    time.sleep(2.5)  # started and idle, listening for wake-ups
+    bench.dispatchers_started(procs)
     with bench.sql() as conn:
         conn.execute(insert_handoffs_sql(1, handoffs))
         conn.execute("NOTIFY handoff_due")
@@ -610,8 +586,7 @@ def latency(
     approval commit to receiver commit, per key."""
     reset(bench)
     procs = bench.start_dispatchers(dispatchers, "lat")
-    dispatchers_idle(bench, procs)
-    time.sleep(2.5)
+    bench.dispatchers_started(procs)
     running = [
         subprocess.Popen(
             [

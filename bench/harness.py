@@ -2,8 +2,10 @@
 processes, SQL helpers. Benchmarks never touch the development or test databases."""
 
 import base64
+import contextlib
 import json
 import os
+import re
 import secrets
 import signal
 import subprocess
@@ -198,6 +200,22 @@ class Bench:
             for n in range(count)
         ]
 
+    def dispatchers_started(self, procs: list[subprocess.Popen], timeout: float = 300) -> float:
+        """Until each dispatcher started (`start_dispatchers`, or `bench/concurrent_dispatch.py`) has beaten
+        once (`dispatchers_beaten`) and as many sessions LISTEN for wake-ups on the source database: a measured
+        run starts after that, never a fixed time after the starts. The seconds waited."""
+        started = time.monotonic()
+        var_dir = Path(self.env.get("HANDOFF_VAR_DIR") or ROOT / "var")
+        dispatchers_beaten(var_dir, procs, timeout)
+        listening = (
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = %s AND query LIKE 'LISTEN %%'"
+        )
+        while self.scalar(listening, params=(self.source,)) < len(procs):
+            if time.monotonic() - started > timeout:
+                raise RuntimeError(f"{len(procs)} dispatchers not all listening in {timeout:g} s")
+            time.sleep(0.05)
+        return time.monotonic() - started
+
     def stop(self, procs: list[subprocess.Popen] | None = None) -> None:
         targets = self.procs if procs is None else procs
         for proc in targets:
@@ -225,6 +243,31 @@ class Bench:
     def scalar(self, query: str, which: str = "source", params=None):
         with self.sql(which) as conn:
             return conn.execute(query, params).fetchone()[0]
+
+
+def dispatchers_beaten(var_dir: Path, procs: list[subprocess.Popen], timeout: float = 300) -> float:
+    """Until each of `procs` (each started with `--worker <name>`) has written its first heartbeat under
+    `var_dir` (`outbox/dispatch/heartbeat.py`, after the first supervision pass; read here without a Django
+    process of its own), its pid that of the process started, so that an earlier process's beat does not
+    count. A start imports the whole product, about 2 s of CPU a process: 4 started together kept both cores
+    busy past the fixed 2.5 s the sections used to wait, and the measured run paid for the rest of their
+    start. The seconds waited; a process that exits first, or a wait past `timeout`, raises."""
+    started = time.monotonic()
+    waiting = {proc.pid: proc.args[proc.args.index("--worker") + 1] for proc in procs}
+    while waiting:
+        for pid, worker in list(waiting.items()):
+            beat = var_dir / "heartbeats" / (re.sub(r"[^A-Za-z0-9._-]", "_", worker) + ".json")
+            with contextlib.suppress(OSError, ValueError, KeyError):
+                if json.loads(beat.read_text())["pid"] == pid:
+                    del waiting[pid]
+        if any(proc.poll() is not None for proc in procs):
+            raise RuntimeError(f"a dispatcher exited before its first beat: {waiting}")
+        if time.monotonic() - started > timeout:
+            raise RuntimeError(
+                f"dispatchers {sorted(waiting.values())} did not beat in {timeout:g} s"
+            )
+        time.sleep(0.05)
+    return time.monotonic() - started
 
 
 # Delivered rows preloaded by the growth runs and by reconciliation get numbers from here up, so they never

@@ -18,13 +18,12 @@ import argparse
 import json
 import os
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import receiver_capacity  # noqa: E402
-from e2e import dispatchers_idle, latency, reset, verify, wait_for  # noqa: E402
+from e2e import latency, reset, verify, wait_for  # noqa: E402
 from harness import PYTHON, Bench, insert_handoffs_sql  # noqa: E402
 from pairs import figure_json, measure_pairs, print_pair  # noqa: E402
 
@@ -40,13 +39,12 @@ def run(bench: Bench, handoffs: int, tag: str, command: list[str] | None, **env:
     reset(bench)
     if command is None:
         procs = bench.start_dispatchers(4, tag, **env)
-        dispatchers_idle(bench, procs)
     else:
         procs = [
-            bench.spawn([*command, f"{tag}-{n}"], f"dispatcher-{tag}-{n}.log", **env)
+            bench.spawn([*command, "--worker", f"{tag}-{n}"], f"dispatcher-{tag}-{n}.log", **env)
             for n in range(4)
         ]
-    time.sleep(2.5)
+    bench.dispatchers_started(procs)
     with bench.sql() as conn:
         conn.execute(insert_handoffs_sql(1, handoffs))
         conn.execute("NOTIFY handoff_due")

@@ -17,7 +17,6 @@ import json
 import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -81,7 +80,7 @@ def run(bench: Bench, url: str, all_names: list[str], served: list[str], count: 
     apply(bench, url, all_names, set(served))
     # libpq names every connection of the dispatcher after the run: its pool's, its LISTEN connection's.
     [proc] = bench.start_dispatchers(1, tag, PGAPPNAME=f"bench-{tag}")
-    time.sleep(2.5)  # started and idle, listening for wake-ups
+    bench.dispatchers_started([proc])
     cpu_before = cpu_seconds(proc)
     queue(bench, count, served)
     wait_for(

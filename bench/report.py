@@ -76,10 +76,12 @@ the figures of this run say:
   Until 2026-12-06 a product run started 2.5 s after its 4 dispatchers did, and a start imports the whole
   product (about 2 s of CPU a process): on two cores the starts ran on into the measured run, which the
   reference's clients (forked from a loaded process) never paid. A run now starts once each dispatcher has
-  beaten (`bench/e2e.py` `dispatchers_idle`). Alternated with the fixed wait at a load of 6-8 (CPU of each
-  process from `/proc`, per handoff over the measured run): the dispatchers' CPU went from 3.7-6.2 to
-  1.2-1.5 ms a handoff, and the reference's CPU a request over the product's a handoff from 0.49-0.66 to
-  0.71-0.86.
+  beaten and listens for wake-ups (`bench/harness.py` `Bench.dispatchers_started`; since then the other
+  sections that start dispatchers, the lever's `bench/concurrent_dispatch.py` among them, wait the same way,
+  and tracing's dispatcher CPU a handoff no longer counts the start). Alternated with the fixed wait at a
+  load of 6-8 (CPU of each process from `/proc`, per handoff over the measured run): the dispatchers' CPU
+  went from 3.7-6.2 to 1.2-1.5 ms a handoff, and the reference's CPU a request over the product's a handoff
+  from 0.49-0.66 to 0.71-0.86.
   Where a one-call handoff's CPU goes (2026-12-06, a dispatcher's turn, `_serve_turn`, looped in one process
   over a backlog of 2,000-3,000 handoffs, claim batch 20, the receiver under gunicorn; process time and the
   backend's `/proc` time, taken at a load of 6 to 18 beside four other engineers' work, so compare them with

@@ -107,7 +107,7 @@ def clear_new(bench: Bench) -> None:
 def run(bench: Bench, handoffs: int, *, with_retention: bool, tag: str, duty_cycle: str) -> dict:
     clear_new(bench)
     procs = bench.start_dispatchers(DISPATCHERS, tag)
-    time.sleep(2.5)  # started and idle
+    bench.dispatchers_started(procs)
     retention = None
     archived_before = bench.scalar("SELECT count(*) FROM outbox_archivedhandoff")
     if with_retention:

@@ -9,7 +9,7 @@ n, k = int(sys.argv[1]), int(sys.argv[2])
 bench = Bench("probe").setup()
 bench.start_receiver()
 dispatchers = bench.start_dispatchers(k, "probe")
-time.sleep(2)
+bench.dispatchers_started(dispatchers)
 with bench.sql() as conn:
     conn.execute(insert_handoffs_sql(1, n))
 start = time.monotonic()
