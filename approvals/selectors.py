@@ -13,7 +13,7 @@ from approvals.models import (
     RuleVersion,
     Workspace,
 )
-from approvals.rules import BUILT_IN_RULES, payload_problems, rules_for
+from approvals.rules import BUILT_IN_RULES, RuleSet, payload_problems, rules_for
 from lib.querystring import id_or_none
 from outbox.clock import db_now
 from outbox.models import Handoff
@@ -320,11 +320,11 @@ def approver_correctable(payload: dict) -> dict[str, str]:
     }
 
 
-def correction_fields(handoff: Handoff) -> list[dict]:
+def correction_fields(handoff: Handoff, rules: RuleSet | None = None) -> list[dict]:
     """The editable fields of the approved payload (a step's `operation` is the workflow's, not the request's);
     sensitive ones are shown blank and kept unless retyped. Then, blank, the text fields the workflow's rules
-    name that the payload lacks: a receiver may require one the rules let through (the usual permanent
-    failure), and the correction must be able to add it."""
+    (`rules`, when the caller has read them already) name that the payload lacks: a receiver may require one
+    the rules let through (the usual permanent failure), and the correction must be able to add it."""
     payload = base_payload(handoff.payload)
     shown = redact(payload)
     fields = []
@@ -340,7 +340,7 @@ def correction_fields(handoff: Handoff) -> list[dict]:
                 "missing": False,
             }
         )
-    for key, rule in rules_for(handoff.workflow).schema.get("properties", {}).items():
+    for key, rule in (rules or rules_for(handoff.workflow)).schema.get("properties", {}).items():
         if key not in payload and isinstance(rule, dict) and rule.get("type") == "string":
             fields.append({"name": key, "value": "", "sensitive": False, "missing": True})
     return fields

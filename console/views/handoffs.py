@@ -167,9 +167,8 @@ def _destination_of(handoff: Handoff) -> tuple[Destination | None, str]:
 
 def _correction(handoff: Handoff) -> HandoffCorrectionForm:
     """The operator's correction form: the approved payload's editable fields, typed by the rules' schema."""
-    return HandoffCorrectionForm(
-        schema=rules_for(handoff.workflow).schema, fields=correction_fields(handoff)
-    )
+    rules = rules_for(handoff.workflow)  # once: the form's types and its missing fields
+    return HandoffCorrectionForm(schema=rules.schema, fields=correction_fields(handoff, rules))
 
 
 def _instance_of(handoff: Handoff) -> list[Handoff] | None:

@@ -77,3 +77,18 @@ def test_the_handoff_page_reads_its_own_rows(client, world):
     failed = _world(world)
     client.force_login(world["olga"])
     assert _unbounded_reads(client, f"/handoffs/{failed.pk}/") == []
+
+
+def test_the_handoff_page_reads_the_rules_in_force_once(client, world):
+    """The operator's correction form takes its field types and its missing fields from the same rules: one
+    read of the workflow's newest rule version a page, not one for each."""
+    failed = _world(world)
+    client.force_login(world["olga"])
+    with CaptureQueriesContext(connection) as ctx:
+        response = client.get(f"/handoffs/{failed.pk}/")
+    assert response.status_code == 200
+    assert response.context["correction"] is not None, (
+        "olga, an operator, is offered the correction"
+    )
+    reads = [q["sql"] for q in ctx.captured_queries if '"approvals_ruleversion"' in q["sql"]]
+    assert len(reads) == 1, reads
