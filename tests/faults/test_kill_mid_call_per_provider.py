@@ -24,8 +24,9 @@ pytestmark = [
 S = HandoffState
 # The victim would give up after READ_TIMEOUT (the destinations files say 5 s) and record the outcome itself:
 # it is killed well before, even when a loaded machine holds the test back for many seconds between seeing
-# the held call and the kill. A lease outlasts one call (connect 1 s + read; the files are also checked
-# against this process's lease, 30 s); the killed victim's is run out.
+# the held call and the kill. A lease outlasts one call (connect 1 s + read, and Salesforce's OAuth2 token
+# fetch, 7 s: 33 s), in the dispatchers and in this process, which checks the files against its own lease;
+# the killed victim's is run out.
 READ_TIMEOUT = 25
 LEASE_SECONDS = "35"
 
@@ -60,7 +61,9 @@ def test_a_dispatcher_killed_while_the_provider_holds_its_committed_answer_leave
     tmp_path,
     provider_name,
     refused_port,
+    settings,
 ):
+    settings.HANDOFF_LEASE_SECONDS = int(LEASE_SECONDS)
     token_env, workflow, payload = PROVIDERS[provider_name]
     token = f"{provider_name}-kill-token"
     monkeypatch.setenv(token_env, token)
