@@ -23,10 +23,10 @@ resumes the destination.
 
 from typing import NamedTuple
 
-from django.db import IntegrityError, connections, transaction
+from django.db import IntegrityError, transaction
 from django.db.models import Exists, F
 
-from lib.databases import DB, compiled_once
+from lib.databases import DB, rows_compiled_once
 from outbox.breaker_rules import (
     Admission,
     BreakerSeen,
@@ -130,29 +130,23 @@ class _SettlementSeen(NamedTuple):
     in_window: bool
 
 
-def _settlement_seen_sql(name: str) -> tuple[str, tuple]:
-    query = (
-        DestinationHealth.objects.using(DB)
-        .with_window()
-        .filter(name=name)
-        .annotate(paused=_breaker_holds(name))
-        .order_by()
-        .values_list(*_SettlementSeen._fields)[:1]
-    ).query
-    sql, params = query.get_compiler(using=DB).as_sql()
-    return sql, tuple(params)
-
-
 def _settlement_seen(name: str) -> _SettlementSeen | None:
-    # Compiled once per destination (`compiled_once`): read at every maintenance turn, the query compiled by the
-    # ORM each time was a quarter of a settling dispatcher's CPU (docs/benchmarks.md, the settlement section).
-    sql, params = compiled_once(("settlement admission", name), lambda: _settlement_seen_sql(name))
-    with connections[DB].cursor() as cursor:
-        cursor.execute(sql, params)
-        found = cursor.fetchone()
-    if found is None:
+    # Compiled once per destination (`rows_compiled_once`): read at every maintenance turn, the query compiled by
+    # the ORM each time was a quarter of a settling dispatcher's CPU (docs/benchmarks.md, the settlement section).
+    rows = rows_compiled_once(
+        ("settlement admission", name),
+        lambda: (
+            DestinationHealth.objects.using(DB)
+            .with_window()
+            .filter(name=name)
+            .annotate(paused=_breaker_holds(name))
+            .order_by()
+            .values_list(*_SettlementSeen._fields)[:1]
+        ),
+    )
+    if not rows:
         return None
-    paused, probes, in_window = found
+    paused, probes, in_window = rows[0]
     return _SettlementSeen(bool(paused), probes, bool(in_window))
 
 

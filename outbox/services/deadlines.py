@@ -3,9 +3,9 @@ deadlines"): the claim leaves it out (`HandoffQuerySet.due`), and this sweep mov
 with the reason code `deadline_passed`, its key untouched, so that an operator decides (cancel, correct,
 or settle by hand). A call already under way when the deadline passes finishes. Database clock throughout."""
 
-from django.db import connections, transaction
+from django.db import transaction
 
-from lib.databases import DB, compiled_once
+from lib.databases import DB, rows_compiled_once
 from outbox.models import FailureClass, Handoff, HandoffState
 from outbox.services.transitions import handoff_transition
 
@@ -47,18 +47,11 @@ def _past_deadline(destination: str | None):
 
 
 def _past_deadline_ids(destination: str | None, limit: int) -> list[int]:
-    """The ids, oldest deadline first. The query compiled once per destination (`compiled_once`): every
+    """The ids, oldest deadline first. The query compiled once per destination (`rows_compiled_once`): every
     maintenance turn asks it, nearly always of no row, and compiling it through the ORM cost a settling
     dispatcher more CPU than the query (docs/benchmarks.md, the settlement section)."""
-    sql, params = compiled_once(
+    rows = rows_compiled_once(
         ("past deadline", destination, limit),
-        lambda: (
-            _past_deadline(destination)
-            .order_by("finish_by", "pk")
-            .values_list("pk", flat=True)[:limit]
-            .query.sql_with_params()
-        ),
+        lambda: _past_deadline(destination).order_by("finish_by", "pk").values_list("pk")[:limit],
     )
-    with connections[DB].cursor() as cursor:
-        cursor.execute(sql, params)
-        return [pk for (pk,) in cursor.fetchall()]
+    return [pk for (pk,) in rows]
