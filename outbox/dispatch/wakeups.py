@@ -110,8 +110,11 @@ class WakeListener:
 
     def _connect(self, psycopg):
         """A session of its own: HANDOFF_LISTEN_DATABASE_URL (a route past a transaction-mode pooler) when
-        set, else the database's own connection parameters."""
-        keep = {"dbname", "host", "port", "user", "password", "sslmode", "options"}
+        set, else the database's own connection parameters. Every libpq parameter given is kept (its
+        keepalives and `tcp_user_timeout` too: without them a session cut silently, by a partition or a
+        failover, would wait for a notification that never comes, polling for ever); Django's own keys
+        (`cursor_factory`, `context`, ...) are not libpq's and are left out."""
+        keep = {option.keyword.decode() for option in psycopg.pq.Conninfo.get_defaults()}
         if settings.HANDOFF_LISTEN_DATABASE_URL:
             # Parsed like DATABASE_URL (any scheme dj-database-url takes), then passed as keywords.
             config = dj_database_url.parse(settings.HANDOFF_LISTEN_DATABASE_URL)
@@ -125,11 +128,8 @@ class WakeListener:
             }
         else:
             params = connections[self._using].get_connection_params()
-        return psycopg.connect(
-            **{k: v for k, v in params.items() if k in keep and v not in (None, "")},
-            autocommit=True,
-            connect_timeout=5,
-        )
+        given = {k: v for k, v in params.items() if k in keep and v not in (None, "")}
+        return psycopg.connect(**{"connect_timeout": 5, **given}, autocommit=True)
 
     def wait(self, timeout: float) -> bool:
         """True when woken by a notification, False after the timeout."""

@@ -69,3 +69,58 @@ def test_a_rolled_back_transaction_wakes_nobody(settings):
         assert listener.wait(0.3) is False
     finally:
         listener.close()
+
+
+def _libpq_options(listener: WakeListener) -> dict[str, str]:
+    """The parameters libpq opened the listening session with (`PQconninfo`)."""
+    return {
+        option.keyword.decode(): (option.val or b"").decode()
+        for option in listener._conn.pgconn.info
+    }
+
+
+KEEPALIVES = {
+    "keepalives_idle": 7,
+    "keepalives_interval": 2,
+    "keepalives_count": 3,
+    "tcp_user_timeout": 9000,
+}
+
+
+def test_the_listening_session_keeps_the_database_urls_keepalives_and_connect_timeout(
+    settings, monkeypatch
+):
+    """A session cut silently (a partition, a failover) is noticed only by TCP keepalives or the user
+    timeout: the LISTEN session must be opened with those of DATABASE_URL, as the dispatcher's own are."""
+    settings.HANDOFF_LISTEN_DATABASE_URL = ""
+    options = {
+        **connections["default"].settings_dict.get("OPTIONS", {}),
+        **KEEPALIVES,
+        "connect_timeout": 3,
+    }
+    monkeypatch.setitem(connections["default"].settings_dict, "OPTIONS", options)
+    listener = WakeListener()
+    try:
+        opened = _libpq_options(listener)
+        assert {key: opened[key] for key in KEEPALIVES} == {
+            k: str(v) for k, v in KEEPALIVES.items()
+        }
+        assert opened["connect_timeout"] == "3"
+    finally:
+        listener.close()
+
+
+def test_the_listening_session_keeps_the_listen_urls_keepalives(settings):
+    query = "&".join(f"{key}={value}" for key, value in KEEPALIVES.items())
+    url = _test_database_url()
+    settings.HANDOFF_LISTEN_DATABASE_URL = f"{url}{'&' if '?' in url else '?'}{query}"
+    listener = WakeListener()
+    try:
+        opened = _libpq_options(listener)
+        assert {key: opened[key] for key in KEEPALIVES} == {
+            k: str(v) for k, v in KEEPALIVES.items()
+        }
+        assert opened["connect_timeout"] == "5"  # the listener's own when the URL names none
+        assert _woken(listener) is True
+    finally:
+        listener.close()
