@@ -22,6 +22,12 @@ BUDGET = (
     ("destinations", 60, "3 pairs (was 6)"),
     ("many_destinations", 45, "3 pairs of 2,000 handoffs"),
     ("tracing", 60, "3 pairs of 2,000 handoffs (was 4)"),
+    (
+        "outside",
+        50,
+        "4 dispatchers started once, then 3 pairs of 5 s of plain clients and 2,500 handoffs (about 7 s at "
+        "350/s)",
+    ),
     ("status_events", 30, "400 changes at 20/s"),
     ("console_operators", 90, "a 1,000,000-row fill (10,000,000 took 272 s alone)"),
     ("retention", 90, "a 1,000,000-row fill, 3 pairs"),

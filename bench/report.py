@@ -14,6 +14,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench import (  # noqa: E402
     console_operators_report,
+    outside_report,
     retention_report,
     search_report,
     settlement_report,
@@ -458,6 +459,8 @@ def main() -> None:
         "--destinations", help="the JSON bench/destinations_bench.py wrote, when it was run"
     )
     parser.add_argument("--tracing", help="the JSON bench/tracing_bench.py wrote, when it was run")
+    parser.add_argument("--outside", help="the JSON bench/outside_check.py wrote, when it was run")
+    parser.add_argument("--outside-command", default="", help="the command that ran it")
     parser.add_argument("--oauth2", help="the JSON bench/oauth2_bench.py wrote, when it was run")
     parser.add_argument(
         "--status-events", help="the JSON bench/status_events_bench.py wrote, when it was run"
@@ -689,6 +692,7 @@ def main() -> None:
     dest = json.loads(Path(args.destinations).read_text()) if args.destinations else None
     many = json.loads(Path(args.many_destinations).read_text()) if args.many_destinations else None
     tracing = json.loads(Path(args.tracing).read_text()) if args.tracing else None
+    outside = json.loads(Path(args.outside).read_text()) if args.outside else None
     oauth2 = json.loads(Path(args.oauth2).read_text()) if args.oauth2 else None
     searches = [
         json.loads(Path(path).read_text())
@@ -719,6 +723,8 @@ def main() -> None:
             f"one-destination rate | {paired_figure(many, 'ratio')} | "
             f"{verdict(many['met'])} |"
         )
+    if outside:
+        lines.append(outside_report.aims_row(outside))
     if tracing:
         lines.append(
             f"| throughput with tracing on ≥ {tracing['aim']} of off | "
@@ -940,6 +946,7 @@ right after `make bench`, against its own receiver and databases:",
         "",
         *(destinations_section(dest) if dest else []),
         *(many_destinations_section(many) if many else []),
+        *(outside_report.section(outside, args.outside_command) if outside else []),
         *(tracing_section(tracing) if tracing else []),
         *(oauth2_section(oauth2) if oauth2 else []),
         *(status_events_section(events) if events else []),

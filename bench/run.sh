@@ -11,8 +11,8 @@ cd "$(dirname "$0")/.."
 # BENCH_ONLY=<name> runs one section (names below) for a quick check, and writes no report: a figure in
 # docs/benchmarks.md comes from a whole run.
 ONLY=${BENCH_ONLY:-}
-names=(e2e console reconcile destinations many_destinations tracing status_events console_operators retention
-  settlement oauth2 search levers)
+names=(e2e console reconcile destinations many_destinations tracing outside status_events console_operators
+  retention settlement oauth2 search levers)
 if [[ -n "$ONLY" && ! " ${names[*]} " =~ " $ONLY " ]]; then
   echo "BENCH_ONLY=$ONLY: no such section; one of: ${names[*]}" >&2
   exit 2
@@ -55,6 +55,9 @@ OAUTH2_COMMAND="$PY bench/oauth2_bench.py --json $out/oauth2.json"
 commands+=("$OAUTH2_COMMAND")
 SEARCH_COMMAND="$PY bench/search_bench.py --rows $SEARCH_ROWS --json $out/search.json"
 commands+=("$SEARCH_COMMAND")
+# Issue 40's done-when: one call per handoff with `manage.py dispatch` as deployed and handoffs inserted by SQL.
+OUTSIDE_COMMAND="$PY bench/outside_check.py --pairs 3 --json $out/outside.json"
+commands+=("$OUTSIDE_COMMAND")
 printf '%s\n' "${commands[@]}" | sed 's/ *$//' > "$out/commands.txt"
 # Each section's wall-clock seconds, for the budget in docs/benchmarks.md ("How a figure is taken"): a whole run
 # starts the file afresh, a BENCH_ONLY run adds its section's line (the estimate of that section's share).
@@ -76,6 +79,8 @@ section destinations destinations.log "destinations: a healthy one beside one do
 section many_destinations many_destinations.log \
   "many destinations: 100 with the traffic spread over them, against one" ${commands[4]}
 section tracing tracing.log "tracing: delivery throughput with OpenTelemetry off and on" ${commands[5]}
+section outside outside.log "one call per handoff driven from outside: manage.py dispatch, handoffs by SQL" \
+  $OUTSIDE_COMMAND
 section status_events status_events.log "status events: a receiver's change to the source's record" ${commands[6]}
 section console_operators console_operators.log \
   "console pages with 20 operators at once, $CONSOLE_OPERATORS_ROWS handoffs" ${commands[7]}
@@ -100,7 +105,8 @@ fi
 $PY bench/report.py "${levers[@]}" --e2e "$out/e2e.json" --console "$out/console.log" --console-rows "$CONSOLE_ROWS" \
   --reconcile "$out/reconcile.log" --reconcile-keys "$RECONCILE_KEYS" --commands "$out/commands.txt" \
   --destinations "$out/destinations.json" --many-destinations "$out/many_destinations.json" \
-  --tracing "$out/tracing.json" --oauth2 "$out/oauth2.json" --status-events "$out/status_events.json" \
+  --tracing "$out/tracing.json" --outside "$out/outside.json" --outside-command "$OUTSIDE_COMMAND" \
+  --oauth2 "$out/oauth2.json" --status-events "$out/status_events.json" \
   --console-operators "$out/console_operators.json" --console-operators-command "${commands[7]}" \
   --retention "$out/retention.json" --retention-command "${commands[8]}" \
   --settlement "$out/settlement.json" --settlement-command "$SETTLEMENT_COMMAND" \
