@@ -727,7 +727,8 @@ def main() -> None:
         lines.append(outside_report.aims_row(outside))
     if tracing:
         lines.append(
-            f"| throughput with tracing on ≥ {tracing['aim']} of off | "
+            f"| throughput with tracing on ≥ {tracing['aim']} of off"
+            f"{' (handoffs per CPU-second of the delivery path)' if 'paced_ratios' in tracing else ''} | "
             f"{paired_figure(tracing, 'median_ratio')} | {verdict(tracing['met'])} |"
         )
     if oauth2:
@@ -1060,12 +1061,25 @@ def pair_ratio(pair: dict) -> str:
 def tracing_section(tracing: dict) -> list[str]:
     """Tracing on against off (bench/tracing_bench.py)."""
     ratios = ", ".join(pair_ratio(p) for p in tracing["pairs"])
-    return [
+    lines = [
         "## Tracing: throughput with OpenTelemetry on against off",
         "",
         "One `manage.py dispatch` process delivers the same number of handoffs to the receiver with tracing off "
         "(no OTLP endpoint: no SDK set up) and on (an OTLP/HTTP collector of the bench's own receiving every "
         "span), pairs back to back in alternating order.",
+    ]
+    if "paced_ratios" in tracing:
+        lines += [
+            "",
+            "What is compared is the CPU a delivered handoff takes: handoffs per CPU-second (from `/proc`) of the "
+            "dispatcher, the receiver's gunicorn and its workers, and PostgreSQL's backends on the bench's "
+            "databases, the collector left out (it stands in for one on another machine). On 2 cores the "
+            "delivery path at its best rate is bound by that CPU, so its ratio is the throughput tracing leaves. "
+            "The rate of the one dispatcher, paced by the receiver's answers, moved by a fifth between pairs of "
+            "9 s on a quiet machine (0.88 in one whole run, 1.11 in the next): three such pairs cannot tell 0.95 "
+            "from 1, so it is shown beside, not judged.",
+        ]
+    lines += [
         "",
         "```sh",
         tracing["command"],
@@ -1075,9 +1089,22 @@ def tracing_section(tracing: dict) -> list[str]:
         "| --- | --- |",
         f"| on / off, median of the pairs' ratios (each pair's: {ratios}) | "
         f"{paired_figure(tracing, 'median_ratio')}: aim ≥ {tracing['aim']}, {verdict(tracing['met'])} |",
-        f"| spans exported per handoff | {tracing['spans_exported_per_handoff']} |",
-        "",
     ]
+    if "paced_ratios" in tracing:
+        cpu = "; ".join(
+            f"{p['off']['cpu_ms_per_handoff']:.2f} / {p['on']['cpu_ms_per_handoff']:.2f} "
+            f"(dispatcher {p['off']['dispatcher_cpu_ms_per_handoff']:.2f} / "
+            f"{p['on']['dispatcher_cpu_ms_per_handoff']:.2f})"
+            for p in tracing["pairs"]
+        )
+        paced = ", ".join(f"{ratio:.2f}" for ratio in tracing["paced_ratios"])
+        lines += [
+            f"| CPU ms a handoff, off / on, each pair | {cpu} |",
+            f"| the paced rate on / off (not judged), each pair: {paced} | median "
+            f"{tracing['paced_median_ratio']:.2f} |",
+        ]
+    lines += [f"| spans exported per handoff | {tracing['spans_exported_per_handoff']} |", ""]
+    return lines
 
 
 def oauth2_section(oauth2: dict) -> list[str]:
