@@ -21,7 +21,7 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.db import connections
 
-from lib.databases import DB, compiled_once
+from lib.databases import DB, compiled_once, rows_compiled_once
 from lib.json_config import json_path
 from outbox.destinations.base import Destination
 from outbox.destinations.credentials.secret_places import env_refusal, file_refusal, secret_file
@@ -193,8 +193,14 @@ def destination_named(name: str) -> Destination:
 
 def enabled_destination_names() -> list[str]:
     """The destinations the dispatchers serve, by name: every enabled row, and the seed while no row of the
-    default name exists."""
-    enabled = dict(DestinationConfig.objects.using(DB).values_list("name", "enabled"))
+    default name exists. Compiled once (`rows_compiled_once`): a dispatcher's supervision reads them at every
+    turn, and the ORM's compile cost it three times the read."""
+    enabled = dict(
+        rows_compiled_once(
+            ("destination names",),
+            lambda: DestinationConfig.objects.using(DB).values_list("name", "enabled"),
+        )
+    )
     names = {name for name, on in enabled.items() if on}
     if default_destination_name() not in enabled:
         names.add(default_destination_name())
@@ -227,11 +233,12 @@ def describe_contract(destination: Destination) -> str:
     return f"{destination.describe()}: {destination.describe_contract()}"
 
 
-def destination_problems() -> dict[str, str]:
-    """Why each enabled destination cannot be served (unknown kind, invalid configuration, a secret missing,
-    a call that may outlive its lease: `lease_rule.py`); empty when every one can. By name."""
+def destination_problems(names: list[str] | None = None) -> dict[str, str]:
+    """Why each enabled destination (each of `names`, read by the caller) cannot be served (unknown kind,
+    invalid configuration, a secret missing, a call that may outlive its lease: `lease_rule.py`); empty when
+    every one can. By name."""
     problems = {}
-    for name in enabled_destination_names():
+    for name in enabled_destination_names() if names is None else names:
         try:
             destination = credentials_checked(destination_named(name))
         except DestinationUnavailable as exc:

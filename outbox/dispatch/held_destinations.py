@@ -44,6 +44,8 @@ class Holds:
         self.seen = dict(problems)
 
 
-def servable_names(problems: dict[str, str]) -> list[str]:
-    """The enabled destinations without a problem: what a dispatcher serves."""
-    return [name for name in enabled_destination_names() if name not in problems]
+def servable_names(problems: dict[str, str], names: list[str] | None = None) -> list[str]:
+    """The enabled destinations (`names`, when the caller read them) without a problem: what a dispatcher
+    serves."""
+    enabled = enabled_destination_names() if names is None else names
+    return [name for name in enabled if name not in problems]

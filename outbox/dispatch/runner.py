@@ -43,7 +43,7 @@ from django.db import connections
 
 from lib.databases import DB, rows_compiled_once
 from outbox.destinations import Destination, DestinationUnavailable, destination_named
-from outbox.destinations.registry import destination_problems
+from outbox.destinations.registry import destination_problems, enabled_destination_names
 from outbox.dispatch import heartbeat
 from outbox.dispatch.dispatcher import (
     RunStats,
@@ -270,6 +270,7 @@ class Pool:
 
     def __init__(self, schedule: Schedule, worker: str, stop: threading.Event):
         self.schedule, self.worker, self.stop = schedule, worker, stop
+        self.beats = heartbeat.Beats(worker)
         self.threads: list[threading.Thread] = []
         self.total = RunStats()
         self._total_lock = threading.Lock()
@@ -399,10 +400,12 @@ def _supervise(pool: Pool, holds: Holds) -> None:
         pool.schedule.settle_now()
     if lapsed.resumed:
         log.info("maintenance: %d handoffs resumed, their case's hold ended", lapsed.resumed)
-    problems = destination_problems()
+    # Read once a turn, for its problems and for what is served (twice, it was a quarter of the turn).
+    names = enabled_destination_names()
+    problems = destination_problems(names)
     holds.update(problems)
-    for name in pool.schedule.serve(servable_names(problems)):
+    for name in pool.schedule.serve(servable_names(problems, names)):
         log.info("serving destination %s", name)
     pool.grow()
     # Readiness (`manage.py dispatcher_ready`): the supervision turned, the database answering it.
-    heartbeat.beat(pool.worker)
+    pool.beats.beat()
