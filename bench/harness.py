@@ -111,6 +111,23 @@ class Bench:
         copy_migrated(dsn("postgres"), templates, self._migrate)
         return self
 
+    def with_own_source(self, prefix: str) -> "Bench":
+        """A Bench on a source database of its own, `<BENCH_DB_PREFIX>_<prefix>_source` (a copy of the migrated
+        template, which this one's `setup` made current), sharing this one's delivery database and receiver:
+        a second outbox, filled once, delivering to the same receiver."""
+        other = Bench(prefix, self.log_dir, delivery=self.delivery)
+        other.env = {**self.env, "DATABASE_URL": url(other.source)}
+        other.receiver, other.receiver_url = self.receiver, self.receiver_url
+        other.receiver_port = self.receiver_port
+        copy_migrated(dsn("postgres"), {db_name("template_source"): other.source}, _not_migrated)
+        return other
+
+    def drop_source(self) -> None:
+        """The source database of `with_own_source`, dropped once its processes have stopped."""
+        self.stop()
+        with psycopg.connect(dsn("postgres"), autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{self.source}" WITH (FORCE)')
+
     def _migrate(self, names: list[str]) -> None:
         source, delivery = names
         env = {**self.env, "DATABASE_URL": url(source), "DELIVERY_DATABASE_URL": url(delivery)}
@@ -216,6 +233,20 @@ class Bench:
             time.sleep(0.05)
         return time.monotonic() - started
 
+    @contextmanager
+    def kept_running(self, count: int, tag: str):
+        """`count` dispatchers (`start_dispatchers`) started once for every run of a figure, stopped after it.
+        A start imports the whole product, about 2 s of CPU a process, which no measured run counts
+        (`dispatchers_started`) but every run paid in wall time: 8 dispatchers took about 9 s to start on 2
+        cores, and bench/e2e.py started 111 (now 49). Between runs they idle as a deployment's do (a poll
+        every 0.5 s, maintenance every 5 s) while the tables are emptied, filled, or a reference measured."""
+        procs = self.start_dispatchers(count, tag)
+        try:
+            self.dispatchers_started(procs)
+            yield procs
+        finally:
+            self.stop(procs)
+
     def stop(self, procs: list[subprocess.Popen] | None = None) -> None:
         targets = self.procs if procs is None else procs
         for proc in targets:
@@ -243,6 +274,12 @@ class Bench:
     def scalar(self, query: str, which: str = "source", params=None):
         with self.sql(which) as conn:
             return conn.execute(query, params).fetchone()[0]
+
+
+def _not_migrated(names: list[str]) -> None:
+    raise RuntimeError(
+        f"{names}: a copy of its own source wants the templates `Bench.setup` migrated first"
+    )
 
 
 def dispatchers_beaten(var_dir: Path, procs: list[subprocess.Popen], timeout: float = 300) -> float:

@@ -104,10 +104,12 @@ def clear_new(bench: Bench) -> None:
         conn.execute("TRUNCATE delivery_receivertask, delivery_seenmessage")
 
 
-def run(bench: Bench, handoffs: int, *, with_retention: bool, tag: str, duty_cycle: str) -> dict:
+def run(
+    bench: Bench, handoffs: int, *, with_retention: bool, tag: str, duty_cycle: str, running: list
+) -> dict:
+    """One side of a pair: `handoffs` delivered by the `running` dispatchers (`Bench.kept_running`, the same
+    processes for both sides), with `manage.py archive_settled` beside them or not."""
     clear_new(bench)
-    procs = bench.start_dispatchers(DISPATCHERS, tag)
-    bench.dispatchers_started(procs)
     retention = None
     archived_before = bench.scalar("SELECT count(*) FROM outbox_archivedhandoff")
     if with_retention:
@@ -132,7 +134,6 @@ def run(bench: Bench, handoffs: int, *, with_retention: bool, tag: str, duty_cyc
         if not finished:
             retention.send_signal(signal.SIGTERM)
         bench.stop([retention])
-    bench.stop(procs)
     span = float(
         bench.scalar(
             "SELECT extract(epoch FROM max(delivered_at) - min(delivered_at)) FROM outbox_handoff "
@@ -174,25 +175,27 @@ def main() -> None:
             flush=True,
         )
         runs: dict[tuple[int, str], dict] = {}
+        with bench.kept_running(DISPATCHERS, "retention") as running:
 
-        def side(with_retention: bool):
-            name = "with" if with_retention else "without"
+            def side(with_retention: bool):
+                name = "with" if with_retention else "without"
 
-            def one(n: int) -> float:
-                runs[(n, name)] = run(
-                    bench,
-                    args.handoffs,
-                    with_retention=with_retention,
-                    tag=f"p{n}-{name}",
-                    duty_cycle=args.duty_cycle,
-                )
-                return runs[(n, name)]["per_second"]
+                def one(n: int) -> float:
+                    runs[(n, name)] = run(
+                        bench,
+                        args.handoffs,
+                        with_retention=with_retention,
+                        tag=f"p{n}-{name}",
+                        duty_cycle=args.duty_cycle,
+                        running=running,
+                    )
+                    return runs[(n, name)]["per_second"]
 
-            return one
+                return one
 
-        figure = measure_pairs(
-            "retention_without", side(False), side(True), pairs=args.pairs, on_pair=print_pair
-        )
+            figure = measure_pairs(
+                "retention_without", side(False), side(True), pairs=args.pairs, on_pair=print_pair
+            )
         left = bench.scalar("SELECT count(*) FROM outbox_handoff")
     finally:
         bench.stop()
