@@ -245,7 +245,23 @@ class PairedFigure:
         )
         if self.ratio is None:
             return f"refused, not published: {self.refused} ({counted})"
-        return f"{self.ratio:.2f} (median of {len(self.kept)} of {counted})"
+        return f"{self.ratio:.2f} (median of {len(self.kept)} of {counted}{self.by_order()})"
+
+    def by_order(self) -> str:
+        """The quiet pairs' median ratio of each order, when both are there: with 3 pairs the reference goes
+        first in 2, so an effect of the order (the first run of a pair 12% faster in the destinations' pairs of
+        2026-12-06: 0.887 and 0.885 against 1.111) moves the median to the majority's side; shown, not judged."""
+        orders = {
+            first: statistics.median(pair.ratio for pair in self.kept if pair.first == first)
+            for first in ("reference", "subject")
+            if any(pair.first == first for pair in self.kept)
+        }
+        if len(orders) < 2:
+            return ""
+        return (
+            f"; by order: reference first {orders['reference']:.2f}, "
+            f"subject first {orders['subject']:.2f}"
+        )
 
 
 def _collapsed(pair: Pair, others: list[float], idle: float | None, fraction: float) -> str:
@@ -418,7 +434,9 @@ def method_lines() -> list[str]:
         f"- A pair during which everything else used more than {MAX_OTHERS_SHARE:.0%} of the machine's "
         "CPU (`BENCH_MAX_OTHERS_SHARE`) is marked loaded and left out of the median; each figure says how "
         f"many pairs were left out and the highest load average of its pairs. Fewer than {MIN_PAIRS} "
-        "quiet pairs: the figure is refused.",
+        "quiet pairs: the figure is refused. Beside it, the median of each order's quiet pairs (shown, not "
+        "judged): with 3 pairs the reference goes first in two, so an effect of the order (a pair's first "
+        "run faster or slower than its second) moves the median to that order's side.",
         "- A reference that collapsed, below "
         f"{COLLAPSE_FRACTION:g} (`BENCH_COLLAPSE_FRACTION`) of its own idle figure (recorded in "
         "`var/bench/idle_references.json` by the last run of it with no pair left out; remove the file "

@@ -220,3 +220,19 @@ def test_a_bench_backend_that_exits_inside_the_window_is_the_benchs_cpu_not_othe
         time.sleep(0.5)  # past a sample: the sampler notices it gone
     seconds = during["seconds"] * os.cpu_count()
     assert during["bench_share"] * seconds >= CPU_SECONDS / 2, during
+
+
+def test_each_orders_median_is_shown_beside_the_judged_median():
+    """The destinations' pairs of 2026-12-06: the healthy destination alone first in pairs 1 and 3 (0.887,
+    0.885), with the others first in pair 2 (1.111). The median is the majority order's; both are shown."""
+    figure = measure_pairs(
+        "alone",
+        scripted(200.8, 158.9, 171.5),
+        scripted(178.2, 176.6, 151.8),
+        groups=QUIET,
+        before_seconds=0.01,
+    )
+
+    assert figure.ratio == 0.887
+    assert figure.describe().startswith("0.89 (median of 3 of 3 pairs, 0 left out")
+    assert figure.describe().endswith("; by order: reference first 0.89, subject first 1.11)")
