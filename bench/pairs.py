@@ -446,7 +446,7 @@ def method_lines() -> list[str]:
         "- A figure with no reference of its own (page times, keys/s, a status event's delay) records the "
         "same shares over its measurement and prints them beside it, marked LOADED above the same share.",
         "- `BENCH_ONLY=<section> make bench` runs one section (e2e, console, reconcile, destinations, "
-        "many_destinations, tracing, outside, status_events, console_operators, retention, settlement, oauth2, "
+        "many_destinations, tracing, outside, status_events, console_operators, retention, settlement, oauth2, search, "
         "levers) for a quick check of its wiring; it writes its JSON and log under `var/bench/` and never "
         "this page.",
         "",
