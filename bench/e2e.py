@@ -1098,7 +1098,8 @@ def main() -> None:
         nargs="*",
         default=[10_000, 1_000_000],
         help="delivered rows preloaded; the first is the small table, each other size is run in pairs "
-        "against it (10,000,000 takes 148 s a fill: three pairs do not fit `make bench`'s 20 minutes)",
+        "against it (10,000,000 takes 148 s to fill, once for its pairs: more than `make bench`'s 20 minutes "
+        "leave)",
     )
     parser.add_argument("--growth-pairs", type=int, default=3)
     parser.add_argument(

@@ -195,7 +195,9 @@ the figures of this run say:
   1,000,000 rows, on the cores the measured run needs). The preloads are filled set-based
   (`INSERT … SELECT generate_series`, `bench/harness.py`) with the outbox's secondary indexes dropped and
   then recreated from the statements the catalog held (so the runs measure whatever indexes the
-  migrations define), vacuumed, analyzed and checkpointed before the measured run starts.
+  migrations define), vacuumed, analyzed and checkpointed before the measured run starts. Each table is
+  filled once, in an outbox of its own with 4 dispatchers of its own; between runs only the run's handoffs
+  and their history go, then the outbox is vacuumed, analyzed and checkpointed again (`remove_run`).
 - **Reconciliation.** The source is paged by keyset on the unique action-key index, the receiver through
   its `list_keys` API, 5,000 keys a page each; at most one page of each side is held, which is what the
   RSS samples (after each tenth of the keys) show. The source rows carry the work status the receiver

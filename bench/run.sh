@@ -2,9 +2,9 @@
 # `make bench`: every figure in docs/benchmarks.md, from one command, on PostgreSQL started like `make test`.
 # Sizes are chosen so that the whole run stays under 20 minutes on 2 idle cores (the budget per section is in
 # docs/benchmarks.md, "How a figure is taken"); override them here. bench/e2e.py runs growth at 1,000,000
-# delivered rows in 3 pairs against 10,000 (a 10,000,000-row fill takes 148 s: three of them, and the
-# reconciliation of one, do not fit; BENCH_E2E_ARGS="--growth-rows 10000 10000000 --reconcile-after-growth"
-# runs them); reconcile_bench.py below measures both destinations at RECONCILE_KEYS on its own fill.
+# delivered rows in 3 pairs against 10,000 (a 10,000,000-row fill takes 148 s, once for its pairs, and with
+# the reconciliation's own fill and pass does not fit; BENCH_E2E_ARGS="--growth-rows 10000 10000000
+# --reconcile-after-growth" runs them); reconcile_bench.py below measures both destinations at RECONCILE_KEYS on its own fill.
 # Databases are named "${BENCH_DB_PREFIX:-bench}_*" (set BENCH_DB_PREFIX to keep runs on one cluster apart).
 set -euo pipefail
 cd "$(dirname "$0")/.."
