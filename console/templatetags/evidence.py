@@ -2,10 +2,11 @@
 (`reconciliation.selectors.evidence`), rendered by `outbox/_handoff_evidence.html`."""
 
 from django import template
-from django.utils.html import format_html
+from django.utils.safestring import SafeString
 
 from console import evidence_words
 from console.claims import Claim, claim_span, handoff_subject, state_claim
+from lib.escaped import escaped
 from reconciliation.selectors.evidence import handoff_evidence as evidence_of
 
 register = template.Library()
@@ -26,10 +27,9 @@ def handoff_evidence(handoff, findings=()) -> dict:
 def state_badge(handoff) -> str:
     """`<span class="state …">`: the handoff's state, or "Delivered, task gone at the receiver" (not green),
     with its claim `handoff.state`."""
-    css, words = evidence_words.state_badge(handoff)
-    return format_html(
-        '<span class="state {}">{}</span>', css, claim_span(words, state_claim(handoff))
-    )
+    badge = evidence_words.state_badge(handoff)
+    words = claim_span(badge[1], state_claim(handoff, badge))
+    return SafeString(f'<span class="state {escaped(badge[0])}">{words}</span>')
 
 
 @register.simple_tag
