@@ -13,7 +13,7 @@ export PGHOST
 export PYTHONPYCACHEPREFIX := $(CURDIR)/var/pycache
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: run test test-suites test-sqlite test-postgres test-postgres-processes test-postgres-long test-postgres-long-oracle \
+.PHONY: run test test-suites test-sqlite test-sqlite-rest test-sqlite-web test-sqlite-template test-postgres test-postgres-processes test-postgres-long test-postgres-long-oracle \
 	test-postgres-faults test-postgres-browser test-postgres-rest test-postgres-rest-web test-template lint mutation-check postgres chromium pgbouncer faketime nftables soak bench bench-search-10m venv clean screenshots \
 	lock lock-check promtool monitoring-check oracle
 
@@ -86,10 +86,31 @@ monitoring-check: promtool
 	promtool check rules monitoring/prometheus/alerts.yml
 	promtool test rules monitoring/prometheus/alerts_test.yml
 
-test-sqlite: $(STAMP)
-	@echo "== test suite on SQLite (embedded default) =="
-	env -u DATABASE_URL -u DELIVERY_DATABASE_URL HANDOFF_VAR_DIR=var/test-sqlite \
-		$(VENV)/bin/pytest --durations=15 -m "not postgres and not browser and not demo"
+# The suite on SQLite (embedded default) in two halves that run side by side, as the PostgreSQL rest: the screens
+# and the scenarios (console, security, sign-on, oracle, acceptance) and everything else. As one process it was
+# make test's critical path (about 17.7 of 17:52 minutes on 2 idle cores) for 5.4 minutes of CPU: one process
+# among the suites' gets its share of the cores, two get twice that. In the one-process run the two halves'
+# files used 150 s and 151 s of CPU (docs/testing.md). Each half's in-memory test databases are copies of one
+# that the first half to get there migrates and writes to SQLITE_TEMPLATE (tests/sqlite_template.py), which
+# `test-sqlite-template` empties before them: one migrate (16 s of CPU) for both. Between them they select
+# every test SQLite runs once (tests/scripts/test_make_streams.py).
+SQLITE_MARKERS := not postgres and not browser and not demo
+SQLITE_WEB := tests/console tests/security tests/sso tests/oracle tests/acceptance
+SQLITE_TEMPLATE := var/test-sqlite-template
+test-sqlite: test-sqlite-rest test-sqlite-web
+
+test-sqlite-template:
+	@rm -rf $(SQLITE_TEMPLATE)
+
+test-sqlite-rest: $(STAMP) test-sqlite-template
+	@echo "== test suite on SQLite (embedded default): everything but the screens and the scenarios =="
+	env -u DATABASE_URL -u DELIVERY_DATABASE_URL HANDOFF_SQLITE_TEMPLATE=$(SQLITE_TEMPLATE) HANDOFF_VAR_DIR=var/test-sqlite-rest \
+		$(VENV)/bin/pytest --durations=15 -m "$(SQLITE_MARKERS)" $(addprefix --ignore=,$(SQLITE_WEB))
+
+test-sqlite-web: $(STAMP) test-sqlite-template
+	@echo "== test suite on SQLite (embedded default): the screens and the scenarios (console, security, sign-on, oracle, acceptance) =="
+	env -u DATABASE_URL -u DELIVERY_DATABASE_URL HANDOFF_SQLITE_TEMPLATE=$(SQLITE_TEMPLATE) HANDOFF_VAR_DIR=var/test-sqlite-web \
+		$(VENV)/bin/pytest --durations=15 -m "$(SQLITE_MARKERS)" $(SQLITE_WEB)
 
 # The PostgreSQL suite in six streams that run side by side, each on databases and a var directory of its
 # own (ports come from the kernel, held by each test: tests/processes.py): the tests that run for a minute
@@ -160,17 +181,17 @@ mutation-check: $(STAMP)
 	@bash scripts/mutation_check.sh
 
 # Everything runs side by side (the suites wait on their processes, servers and browsers much of the time):
-# the seven suites, longest first, then the checks as slots free up; each one's output is printed whole
+# the eight suites, longest first, then the checks as slots free up; each one's output is printed whole
 # when it ends, and make fails if any of them fails. scripts/cpu_time.py prints, at the end, the CPU all of
 # it used (its processes' and PostgreSQL's) and the wall time that CPU allows on this machine's cores at
 # best (var/test-cpu.json keeps the figures).
 CHECKS := lint lock-check monitoring-check mutation-check
-SUITES := test-postgres-long-oracle test-postgres-long test-postgres-faults test-postgres-rest test-postgres-rest-web test-postgres-browser test-sqlite
+SUITES := test-postgres-long-oracle test-postgres-long test-postgres-faults test-postgres-rest test-postgres-rest-web test-postgres-browser test-sqlite-rest test-sqlite-web
 test-suites: $(STAMP) postgres chromium pgbouncer faketime promtool
 	$(PY) scripts/cpu_time.py --name 'make test' --json var/test-cpu.json -- \
 		$(MAKE) --no-print-directory -j$(TEST_JOBS) --output-sync=target $(SUITES) $(CHECKS)
 
-TEST_JOBS ?= 7
+TEST_JOBS ?= 8
 test: test-suites
 
 # Under 20 minutes on 2 cores. BENCH_DB_PREFIX names its databases (default "bench");

@@ -8,6 +8,7 @@ from hypothesis import settings as hypothesis_settings
 from outbox.destinations import reset_destination
 from tests.outbox.destinations.smtp_server import SmtpServer
 from tests.processes import KernelPort
+from tests.sqlite_template import databases_from_template, template_directory
 
 # The scripted OpenID provider in a process of its own, for the sign-on tests of tests/sso and tests/security.
 from tests.sso.scripted import scripted_provider  # noqa: F401
@@ -20,6 +21,19 @@ pytest_plugins = ["tests.costs"]
 # process aside for a moment; what the properties check does not depend on time.
 hypothesis_settings.register_profile("suite", deadline=None)
 hypothesis_settings.load_profile("suite")
+
+
+@pytest.fixture(scope="session")
+def django_db_modify_db_settings(django_db_modify_db_settings):
+    """With HANDOFF_SQLITE_TEMPLATE (`make test`'s SQLite streams), the in-memory test databases are copies of
+    one migrated by the first stream to get there (tests/sqlite_template.py): pytest-django creates them after
+    this fixture and before the first test that needs them."""
+    directory = template_directory()
+    if directory is None:
+        yield
+        return
+    with databases_from_template(directory):
+        yield
 
 
 @pytest.fixture

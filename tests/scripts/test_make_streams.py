@@ -1,7 +1,11 @@
-"""`make test`'s PostgreSQL streams select every test of the suite exactly once: none runs twice (time lost on
-the critical path) and none in no stream (a test nobody runs). The streams are read from the Makefile as make
-prints them (`make -n test-suites`: their markers, paths and ignored paths), the suite is collected once in a
-process of its own, and each stream's selection is worked out the way pytest's `-m` does."""
+"""`make test`'s streams select every test of the suite exactly once per database: none runs twice (time lost on
+the critical path) and none in no stream (a test nobody runs); on SQLite, every test that SQLite can run. The
+streams are read from the Makefile as make prints them (`make -n test-suites`: their markers, paths and ignored
+paths), the suite is collected once in a process of its own, and each stream's selection is worked out the way
+pytest's `-m` does.
+
+The Makefile is the same whatever database a run is on: these tests run in the SQLite streams only (the
+collection costs 13 s of CPU, which the PostgreSQL rest stream paid as well)."""
 
 import json
 import os
@@ -10,9 +14,16 @@ import subprocess
 import sys
 from dataclasses import dataclass, field
 
+import pytest
 from _pytest.mark.expression import Expression
+from django.conf import settings
 
 from tests.processes import ROOT
+
+pytestmark = pytest.mark.skipif(
+    settings.DATABASES["default"]["ENGINE"] != "django.db.backends.sqlite3",
+    reason="checks the Makefile, the same on every database: run once, in the SQLite streams",
+)
 
 # Written into the collecting process's path: every collected test's id and the names of its markers.
 MARKERS_PLUGIN = """
@@ -99,18 +110,56 @@ def collected_markers(tmp_path) -> dict[str, set[str]]:
     return {nodeid: set(names) for nodeid, names in json.loads(out.read_text()).items()}
 
 
-def test_the_postgresql_streams_of_make_test_select_every_test_exactly_once(tmp_path):
-    streams = make_streams()
-    postgres = [s for s in streams if not s.name.endswith("(sqlite)")]
-    assert postgres, f"make -n test-suites printed {streams}"
-    tests = collected_markers(tmp_path)
+# What the SQLite streams run between them: every test but those that need PostgreSQL (they skip on SQLite), the
+# browser's and the demo's (run once, on PostgreSQL).
+SQLITE_RUNS = "not postgres and not browser and not demo"
+
+
+@pytest.fixture(scope="module")
+def collected(tmp_path_factory) -> dict[str, set[str]]:
+    """The suite's tests and their markers, collected once for the module's tests."""
+    tests = collected_markers(tmp_path_factory.mktemp("streams"))
     assert len(tests) > 1000
+    return tests
+
+
+def _selected_once(streams: list[Stream], tests: dict[str, set[str]]) -> tuple[list, dict]:
+    """The tests no stream selects, and those that several do (with their names)."""
     selected_by = {
-        nodeid: [s.name for s in postgres if s.selects(nodeid, markers)]
+        nodeid: [s.name for s in streams if s.selects(nodeid, markers)]
         for nodeid, markers in tests.items()
     }
     in_none = sorted(n for n, names in selected_by.items() if not names)
     in_several = {n: names for n, names in selected_by.items() if len(names) > 1}
+    return in_none, in_several
+
+
+def test_the_postgresql_streams_of_make_test_select_every_test_exactly_once(collected):
+    streams = make_streams()
+    postgres = [s for s in streams if not s.name.endswith("(sqlite)")]
+    assert postgres, f"make -n test-suites printed {streams}"
+    in_none, in_several = _selected_once(postgres, collected)
     assert in_none == [], f"{len(in_none)} tests in no PostgreSQL stream: {in_none[:20]}"
     assert in_several == {}, f"tests in several streams: {dict(list(in_several.items())[:20])}"
-    assert [s.markers for s in streams if s.name.endswith("(sqlite)")], "no SQLite stream"
+
+
+def test_the_sqlite_streams_of_make_test_select_every_test_sqlite_runs_exactly_once(collected):
+    sqlite = [s for s in make_streams() if s.name.endswith("(sqlite)")]
+    assert sqlite, "no SQLite stream"
+    runs = Expression.compile(SQLITE_RUNS)
+    on_sqlite = {
+        nodeid: markers
+        for nodeid, markers in collected.items()
+        if runs.evaluate(lambda name, markers=markers, **_: name in markers)
+    }
+    assert len(on_sqlite) > 1000
+    in_none, in_several = _selected_once(sqlite, on_sqlite)
+    assert in_none == [], f"{len(in_none)} tests in no SQLite stream: {in_none[:20]}"
+    assert in_several == {}, f"tests in several streams: {dict(list(in_several.items())[:20])}"
+    beyond = [
+        (s.name, nodeid)
+        for s in sqlite
+        for nodeid, markers in collected.items()
+        if nodeid not in on_sqlite and s.selects(nodeid, markers)
+    ]
+    assert beyond == [], f"tests a SQLite stream runs that SQLite cannot: {beyond[:20]}"
