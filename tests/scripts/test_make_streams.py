@@ -16,14 +16,11 @@ from dataclasses import dataclass, field
 
 import pytest
 from _pytest.mark.expression import Expression
-from django.conf import settings
 
 from tests.processes import ROOT
+from tests.scripts.once import IN_THE_SQLITE_STREAMS_ONLY
 
-pytestmark = pytest.mark.skipif(
-    settings.DATABASES["default"]["ENGINE"] != "django.db.backends.sqlite3",
-    reason="checks the Makefile, the same on every database: run once, in the SQLite streams",
-)
+pytestmark = IN_THE_SQLITE_STREAMS_ONLY
 
 # Written into the collecting process's path: every collected test's id and the names of its markers.
 MARKERS_PLUGIN = """
