@@ -103,6 +103,25 @@ LEVERS = [
     "do. Not built: one permit per pass instead of per request of 100 keys (a permit is now 6% of the "
     "dispatcher's CPU, one statement per 100 keys).",
     "",
+    "A third round (2026-12-06, a load of 7-14 from other work; the code before and after run in turn, CPU "
+    "from `/proc`): a py-spy profile of the bench's 4 dispatchers settling 20,000 keys (on-CPU samples) put "
+    "68% of their CPU in supervision, not in settlement: at `--maintain-every 0.05` each supervises 20 times "
+    "a second, and each turn read the enabled destinations' names twice through the ORM (27%) and wrote its "
+    "heartbeat file (19%). The names are now one statement compiled once, read once a turn, and a beat is "
+    "written at most once a second: a supervision turn costs its process 0.35-0.48 ms of CPU instead of "
+    "1.16-1.19 and its backend 0.32-0.44 instead of 0.50; 4 idle dispatchers' processes 0.15-0.17 s of CPU "
+    "a second instead of 0.22-0.26 (their backends 0.17-0.21 before and after: an idle settlement turn's "
+    "claim reads every uncertain row that a lease holds); settling 2,000 keys at 4 dispatchers, their CPU "
+    "per key 0.08-0.11 ms instead of 0.105-0.185. The claim returns its lease's end in one row instead of "
+    "each of 200 (Django's loader of a time with its zone runs in Python): the settler's own CPU per key "
+    "0.047 ms instead of 0.050 (medians of 5 and 7 loops of 9,800 keys). Tried, not kept: one request of "
+    "keys a pass (`REQUESTS_A_PASS` = 1), so that 4 dispatchers share 20 passes of the 2,000 keys instead "
+    "of 10 (CPU per key and rates within the noise at a load of 13-14); writing the answers without first "
+    "locking their rows in id order (`outbox/settlement/found.py`'s `mine`): the backend's 0.12-0.14 ms a "
+    "key against 0.12-0.15 with it. The answers' one `json_to_recordset` parameter, the other lever issue 40 "
+    "names, is the first round's. What is left: the backend's 0.10-0.15 ms a key against the ceiling's "
+    "writes' 0.08-0.10, and the dispatchers' idle turns inside a run.",
+    "",
     "The claim is not a HOT update and making it one would not help here: it sets `lease_expires_at`, a key of "
     "`handoff_lease_expiry_idx` (in-flight leases), and PostgreSQL 15 writes a new entry in every index of "
     "a row whose indexed column changed, partial or not (0 HOT of about 19,000 updates per 10,000 keys, "
@@ -117,8 +136,9 @@ LEVERS = [
     "the dispatcher's 0.9 ms a key by less than the noise; its HTTP client, not settlement, is most of it.",
     "",
     "The bench's dispatchers run with `--maintain-every 0.05` so that all of them begin within 50 ms of the "
-    "release; idle, each then costs about 0.17 s of CPU a second (its process 0.12, its database 0.05; 0.03 "
-    "at 0.5 s; measured under load, 2026-12-06), at 4 dispatchers a third of the two cores, and what of it "
+    "release; idle, each then cost about 0.17 s of CPU a second (its process 0.12, its database 0.05; 0.03 "
+    "at 0.5 s; measured under load, 2026-12-06), 0.08-0.10 since the third round above (its process "
+    "0.04, its database 0.04-0.05), at 4 dispatchers a fifth of the two cores, and what of it "
     "falls within a run is counted in the settlement's CPU. The longer a run, the more it weighs: in a check "
     "of this bench at a load of 20 (runs of 3 s instead of a quarter of one) a key cost 0.44 ms of CPU with "
     "1 dispatcher and 0.72 ms with 4, batched. Since, an idle turn's dispatcher CPU is a seventh of what it "
