@@ -18,6 +18,7 @@ from django.core.exceptions import SuspiciousOperation
 from mozilla_django_oidc.auth import OIDCAuthenticationBackend
 
 from approvals.auth.role_sync import memberships_sync_from_claims
+from approvals.auth.sign_in_steps import PASSWORD_CHECKED
 from approvals.auth.sign_on_refusals import sign_on_refusal_remember
 from approvals.auth.sign_on_strength import sign_on_strength_refusal
 from approvals.errors import IdentityRefused
@@ -39,11 +40,6 @@ def password_changeable(user) -> bool:
         return False
     mode = local_passwords_mode()
     return mode == "all" or (mode == "break_glass" and user.is_superuser)
-
-
-# Set on the request when a password has just been checked: the sign-in that follows owes the steps of
-# approvals/auth/sign_in_steps.py (a session opened any other way, by the provider or a test, owes none).
-PASSWORD_CHECKED = "password_checked"  # noqa: S105 - an attribute's name
 
 
 class LocalPasswordBackend(ModelBackend):
