@@ -18,7 +18,7 @@ from approvals.services.initial_passwords import initial_password_owed
 # Set on the request by the password backend when it has just checked a password: the sign-in that follows
 # owes these steps (a session opened any other way, by the provider or a test, owes none). Here, not in
 # approvals/auth/backends.py: this module is imported by every process at start (its receiver), and importing
-# the backends there brought in mozilla-django-oidc, jwt, cryptography and requests, about 0.08 s of CPU a
+# the backends there brought in mozilla-django-oidc, jwt, cryptography and requests, about 0.04 s of CPU a
 # process that never signs anyone in (a dispatcher, a `manage.py` command; docs/testing.md).
 PASSWORD_CHECKED = "password_checked"  # noqa: S105 - an attribute's name
 SECOND_FACTOR_OWED = "_second_factor_owed"
