@@ -2,12 +2,14 @@
 
 Named once: every service passes it to `transaction.atomic(using=DB)` and `.using(DB)`, so that a write
 never lands on the receiver's database by the router's guess. The receiver (`delivery/`) names its own.
-`compiled_once` keeps the hot paths' statements compiled for it.
+`compiled_once` keeps the hot paths' statements compiled for it, `prepared_cursor` planned once by PostgreSQL.
 """
 
 from collections.abc import Callable, Hashable
-from typing import TypeVar
+from typing import NamedTuple, TypeVar
 
+import psycopg
+from django.conf import settings
 from django.db import connections
 from django.db.models import QuerySet
 
@@ -40,3 +42,52 @@ def rows_compiled_once(key: tuple[Hashable, ...], queryset: Callable[[], QuerySe
     with connections[DB].cursor() as cursor:
         cursor.execute(sql, params)
         return cursor.fetchall()
+
+
+# psycopg prepares a statement run this many times on a server-side binding cursor (ours ask at once).
+_PREPARE_WHEN_ASKED = 2**31 - 1
+
+
+class _Prepared(psycopg.Cursor):
+    """Server-side binding, every statement prepared on the connection (psycopg keeps them by text and
+    parameter types, and prepares again on a new connection)."""
+
+    def execute(self, query, params=None, **options):
+        return super().execute(query, params, **{**options, "prepare": True})
+
+
+class _Shown(NamedTuple):
+    query: bytes
+
+
+class _PreparedShown(_Prepared):
+    """Under Django's debug cursor (DEBUG, the tests' captured queries): each statement as Django shows one, its
+    values written in (psycopg keeps no text of a prepared execution, where Django reads it)."""
+
+    def execute(self, query, params=None, **options):
+        result = super().execute(query, params, **options)
+        with psycopg.ClientCursor(self.connection) as shown:
+            self._query = _Shown(shown.mogrify(query, params).encode())
+        return result
+
+
+def prepared_cursor(using: str = DB):
+    """A cursor whose statements PostgreSQL prepares once per connection, for a hot statement whose planning
+    costs more than running it: once a generic plan is chosen (after five executions, when it costs no more
+    than a custom one: the constants a partial index's condition needs are in the text), it is not planned
+    again. Django's own cursors bind on the client and prepare nothing. The usual cursor on other backends
+    and without DATABASE_PREPARED_STATEMENTS (behind a transaction-mode pooler a prepared statement would not
+    outlive the transaction's server session). Errors are Django's, statements counted and logged as usual."""
+    connection = connections[using]
+    if connection.vendor != "postgresql" or not settings.DATABASE_PREPARED_STATEMENTS:
+        return connection.cursor()
+    connection.ensure_connection()
+    connection.validate_thread_sharing()
+    if connection.connection.prepare_threshold is None:
+        # Django opens connections with psycopg's counting off (None), which also refuses `prepare=True`. Its
+        # own cursors bind on the client and prepare nothing whatever the count, so only ours are prepared.
+        connection.connection.prepare_threshold = _PREPARE_WHEN_ASKED
+    with connection.wrap_database_errors:
+        if connection.queries_logged:
+            return connection.make_debug_cursor(_PreparedShown(connection.connection))
+        return connection.make_cursor(_Prepared(connection.connection))

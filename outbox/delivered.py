@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from django.db import connections
 from django.db.models import JSONField
 
-from lib.databases import DB
+from lib.databases import DB, prepared_cursor
 from outbox.bulk_writes import Column, assignments, unnest_with_constants
 from outbox.models import (
     Attempt,
@@ -159,7 +159,7 @@ def record_delivered(
         *attempt_params,
         *healthy_params,
     ]
-    with connection.cursor() as cursor:
+    with prepared_cursor() as cursor:
         cursor.execute(sql, params)
         ids, healthy = cursor.fetchone()
     return DeliveredWritten(set(ids), healthy)

@@ -15,7 +15,7 @@ from django.conf import settings
 from django.db import connections, transaction
 from django.db.models import F
 
-from lib.databases import DB, compiled_once
+from lib.databases import DB, compiled_once, prepared_cursor
 from lib.request_mapping import sent_body
 from lib.telemetry import past_spans
 from outbox.clock import POSTGRES_NOW_PLUS, db_now, db_now_plus
@@ -219,8 +219,8 @@ def _claim_sql(due, *, limit: int) -> tuple[str, list]:
     select_for_update(): Django compiles that only inside a transaction, and this statement is its own."""
     connection = connections[DB]
     qn = connection.ops.quote_name
-    select_sql, select_params = (
-        due.order_by("next_attempt_at", "id").values("id")[:limit].query.sql_with_params()
+    select_sql, select_params = _constants_in_text(
+        *due.order_by("next_attempt_at", "id").values("id")[:limit].query.sql_with_params()
     )
     select_sql += " FOR NO KEY UPDATE SKIP LOCKED"
     handoffs, attempts, events = (
@@ -238,7 +238,7 @@ def _claim_sql(due, *, limit: int) -> tuple[str, list]:
         "h.plan <> '[]'::jsonb OR h.compensates_id IS NOT NULL AS follow_up), "
         f"attempt AS (INSERT INTO {attempts} (handoff_id, number, fencing_epoch, worker, started_at, outcome, "
         "call_started, failure_class, reason_code, detail) "
-        "SELECT id, attempts, fencing_epoch, %s, STATEMENT_TIMESTAMP(), %s, %s, '', '', '' FROM claimed "
+        "SELECT id, attempts, fencing_epoch, %s, STATEMENT_TIMESTAMP(), %s, %s::boolean, '', '', '' FROM claimed "
         "RETURNING id, handoff_id), "
         f"event AS (INSERT INTO {events} (handoff_id, from_state, to_state, actor_label, action, reason, at) "
         "SELECT id, %s, %s, %s, '', 'claimed for attempt ' || attempts || ' at ' || destination, "
@@ -248,6 +248,25 @@ def _claim_sql(due, *, limit: int) -> tuple[str, list]:
         "FROM claimed c JOIN attempt a ON a.handoff_id = c.id"
     )
     return sql, select_params
+
+
+def _constants_in_text(sql: str, params: tuple) -> tuple[str, tuple]:
+    """The due query with its states and the empty ordering key written into its text, its other values (the
+    destination, the times) still parameters: the claim is prepared (`_claim_skip_locked`), and only a plan
+    that sees `state = 'pending'` may use the claim's partial index, so PostgreSQL chose no generic plan and
+    planned every claim again (0.5 ms, ten times an empty claim's run). Our own constants only (`[a-z_]*`)."""
+    if "%%" in sql:  # each "%s" below must be a placeholder
+        raise ValueError("the due query holds an escaped %: its placeholders cannot be told apart")
+    pieces, kept = sql.split("%s"), []
+    text = [pieces[0]]
+    for value, piece in zip(params, pieces[1:], strict=True):
+        if isinstance(value, HandoffState) or value == "":
+            text.append(f"'{str(value)}'")
+        else:
+            text.append("%s")
+            kept.append(value)
+        text.append(piece)
+    return "".join(text), tuple(kept)
 
 
 def _claim_skip_locked(
@@ -277,7 +296,7 @@ def _claim_skip_locked(
         S.IN_FLIGHT,
         worker,
     ]
-    with connection.cursor() as cursor:
+    with prepared_cursor() as cursor:
         cursor.execute(sql, params)
         names = [column.name for column in cursor.description]
         fetched = [ClaimedRow(**dict(zip(names, row, strict=True))) for row in cursor.fetchall()]

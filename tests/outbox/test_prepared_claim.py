@@ -1,0 +1,82 @@
+"""The claim and a batch's outcomes are planned once per connection on PostgreSQL (`lib.databases.prepared_cursor`):
+their plans were made anew at every batch, most of an empty claim's time; behind a transaction-mode pooler they
+are not prepared."""
+
+import threading
+
+import pytest
+from django.db import connection
+
+from delivery.models import ReceiverTask
+from outbox.dispatch.claims import handoff_claim_due
+from outbox.dispatch.runner import _serve_turn
+from outbox.dispatch.serving import Turn
+from outbox.models import Attempt, DestinationConfig, DestinationHealth, HandoffState
+
+pytestmark = [pytest.mark.postgres, pytest.mark.django_db(databases=["default", "delivery"])]
+
+
+def _claim_plans() -> tuple[int, int]:
+    """Generic and custom plans of this session's prepared claims."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT COALESCE(SUM(generic_plans), 0), COALESCE(SUM(custom_plans), 0) "
+            "FROM pg_prepared_statements WHERE statement LIKE 'WITH due AS%%'"
+        )
+        generic, custom = cursor.fetchone()
+    return int(generic), int(custom)
+
+
+def _claim(limit: int = 20):
+    return handoff_claim_due(worker="w1", limit=limit, lease_seconds=60, destination_name="system")
+
+
+def test_repeated_claims_reuse_one_generic_plan_and_claim_as_before(make_handoff, settings):
+    before = _claim_plans()
+    # PostgreSQL weighs a generic plan against the custom ones after five executions.
+    for _ in range(8):
+        assert _claim() == []
+    handoffs = [make_handoff(n, destination="system") for n in range(1, 4)]
+    claims = _claim()
+    prepared = _claim_plans()
+    # The claim index's condition (state = 'pending') is in the text, so the generic plan can use it.
+    assert prepared[0] - before[0] >= 4
+    assert sorted(claim.handoff_id for claim in claims) == sorted(h.pk for h in handoffs)
+    for handoff, claim in zip(handoffs, sorted(claims, key=lambda c: c.handoff_id), strict=True):
+        handoff.refresh_from_db()
+        assert (handoff.state, handoff.lease_owner) == (HandoffState.IN_FLIGHT, "w1")
+        assert claim.payload == handoff.payload and claim.epoch == handoff.fencing_epoch
+        attempt = Attempt.objects.get(pk=claim.attempt_id)
+        assert (attempt.handoff_id, attempt.call_started) == (handoff.pk, None)
+    # Behind a transaction-mode pooler (DATABASE_TRANSACTION_POOLER) nothing is prepared.
+    settings.DATABASE_PREPARED_STATEMENTS = False
+    make_handoff(9, destination="system")
+    assert len(_claim()) == 1
+    for _ in range(3):
+        assert _claim() == []
+    assert _claim_plans() == prepared
+
+
+def _outcome_runs() -> int:
+    """Executions of this session's prepared outcome statements (each by a generic or a custom plan: which one
+    PostgreSQL picks depends on the table's statistics)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT COALESCE(SUM(generic_plans + custom_plans), 0) FROM pg_prepared_statements "
+            "WHERE statement LIKE 'WITH v AS%%'"
+        )
+        return int(cursor.fetchone()[0])
+
+
+def test_a_batch_of_deliveries_is_recorded_by_one_prepared_statement_turn_after_turn(make_handoff):
+    DestinationConfig.objects.create(name="system", kind="in_process", config={})
+    DestinationHealth.objects.create(name="system")
+    before = _outcome_runs()
+    for n in range(1, 9):  # each turn's outcomes in the prepared statement of `outbox/delivered.py`
+        handoffs = [make_handoff(n * 10 + k, destination="system") for k in range(2)]
+        assert _serve_turn("system", Turn.DELIVER, "w1", threading.Event()).delivered == 2
+        for handoff in handoffs:
+            handoff.refresh_from_db()
+            assert handoff.state == HandoffState.DELIVERED
+    assert _outcome_runs() - before == 8
+    assert ReceiverTask.objects.count() == 16
