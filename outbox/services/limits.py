@@ -35,7 +35,7 @@ from django.db import connections, transaction
 from django.db.models import Exists, F, OuterRef, Q, Value
 from django.db.models.functions import Greatest
 
-from lib.databases import DB, compiled_once
+from lib.databases import DB, compiled_once, prepared_cursor
 from outbox.breaker_rules import BreakerSeen
 from outbox.clock import db_now, db_now_plus
 from outbox.limit_rules import (
@@ -92,7 +92,7 @@ def _limits(name: str) -> Limits:
     # Compiled once per destination: read at every claim batch, every lookup and every hold check of one,
     # the query compiled through the ORM cost a dispatcher more CPU than the query itself.
     sql, params = compiled_once(("limits", name), lambda: _limits_sql(name))
-    with connections[DB].cursor() as cursor:
+    with prepared_cursor() as cursor:
         cursor.execute(sql, params)
         max_concurrency, max_requests_per_second, paused, probes, found, held = cursor.fetchone()
     if not found:

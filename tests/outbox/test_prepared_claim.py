@@ -1,6 +1,6 @@
-"""The claim and a batch's outcomes are planned once per connection on PostgreSQL (`lib.databases.prepared_cursor`):
-their plans were made anew at every batch, most of an empty claim's time; behind a transaction-mode pooler they
-are not prepared."""
+"""The claim, a batch's outcomes and the limits read before them are prepared once per connection on PostgreSQL
+(`lib.databases.prepared_cursor`): their plans were made anew at every batch, most of an empty claim's time;
+behind a transaction-mode pooler they are not prepared."""
 
 import threading
 
@@ -12,6 +12,7 @@ from outbox.dispatch.claims import handoff_claim_due
 from outbox.dispatch.runner import _serve_turn
 from outbox.dispatch.serving import Turn
 from outbox.models import Attempt, DestinationConfig, DestinationHealth, HandoffState
+from outbox.services.limits import destination_acquire, destination_release
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(databases=["default", "delivery"])]
 
@@ -80,3 +81,16 @@ def test_a_batch_of_deliveries_is_recorded_by_one_prepared_statement_turn_after_
             assert handoff.state == HandoffState.DELIVERED
     assert _outcome_runs() - before == 8
     assert ReceiverTask.objects.count() == 16
+
+
+def test_the_limits_read_before_each_claim_is_planned_once():
+    """The destination's limits, breaker and holds, read before every claim (`outbox/services/limits.py`)."""
+    for _ in range(8):
+        permit = destination_acquire(name="system", worker="w1", requests=1, lease_seconds=60)
+        destination_release(permit=permit)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT COALESCE(SUM(generic_plans), 0) FROM pg_prepared_statements "
+            "WHERE statement LIKE 'SELECT l.max_concurrency%%'"
+        )
+        assert cursor.fetchone()[0] >= 3
