@@ -21,7 +21,7 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.db import connections
 
-from lib.databases import DB, compiled_once, rows_compiled_once
+from lib.databases import DB, compiled_once, prepared_cursor, rows_compiled_once
 from lib.json_config import json_path
 from outbox.destinations.base import Destination
 from outbox.destinations.credentials.secret_places import env_refusal, file_refusal, secret_file
@@ -155,7 +155,7 @@ def _row_of(name: str) -> tuple[str, bool, dict] | None:
             .query.sql_with_params()[0]
         ),
     )
-    with connection.cursor() as cursor:
+    with prepared_cursor() as cursor:
         cursor.execute(sql, [name])
         found = cursor.fetchone()  # names are unique
     if found is None:

@@ -1,6 +1,6 @@
-"""The claim, a batch's outcomes and the limits read before them are prepared once per connection on PostgreSQL
-(`lib.databases.prepared_cursor`): their plans were made anew at every batch, most of an empty claim's time;
-behind a transaction-mode pooler they are not prepared."""
+"""The claim, a batch's outcomes, the limits and the destination's row read before them are prepared once per
+connection on PostgreSQL (`lib.databases.prepared_cursor`): their plans were made anew at every batch, most of an
+empty claim's time; behind a transaction-mode pooler they are not prepared."""
 
 import threading
 
@@ -8,6 +8,7 @@ import pytest
 from django.db import connection
 
 from delivery.models import ReceiverTask
+from outbox.destinations.registry import destination_named
 from outbox.dispatch.claims import handoff_claim_due
 from outbox.dispatch.runner import _serve_turn
 from outbox.dispatch.serving import Turn
@@ -92,5 +93,17 @@ def test_the_limits_read_before_each_claim_is_planned_once():
         cursor.execute(
             "SELECT COALESCE(SUM(generic_plans), 0) FROM pg_prepared_statements "
             "WHERE statement LIKE 'SELECT l.max_concurrency%%'"
+        )
+        assert cursor.fetchone()[0] >= 3
+
+
+def test_the_destinations_row_read_at_each_turn_is_planned_once():
+    DestinationConfig.objects.create(name="system", kind="in_process", config={})
+    for _ in range(8):
+        assert destination_named("system").name == "system"
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT COALESCE(SUM(generic_plans), 0) FROM pg_prepared_statements "
+            'WHERE statement LIKE \'SELECT "outbox_destinationconfig"."kind"%%\''
         )
         assert cursor.fetchone()[0] >= 3
