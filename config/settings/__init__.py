@@ -170,7 +170,7 @@ DATABASE_ROUTERS = ["config.routers.DeliveryRouter"]
 HANDOFF_TIMELINE_CHECK_EACH_CLAIM = env_bool(
     "HANDOFF_TIMELINE_CHECK_EACH_CLAIM", env_bool("DATABASE_TRANSACTION_POOLER", False)
 )
-# The dispatcher's limits read, claim and outcome statements are prepared on its connection
+# The dispatcher's reads before a claim, the claim and its outcomes are prepared on its connection
 # (`lib.databases.prepared_cursor`): PostgreSQL planned them at every batch, most of an empty claim's time.
 # Not behind a pooler: a prepared statement lives in one server session (docs/operations.md, "Behind a pooler").
 DATABASE_PREPARED_STATEMENTS = env_bool(
