@@ -108,17 +108,28 @@ the figures of this run say:
   at every turn (`outbox/destinations/registry.py`): 389 to 102 µs of CPU a turn; and a batch's receipts go
   to the outcome statement as one JSON document, each row taking its element by position
   (`outbox/delivered.py`), instead of an array of `jsonb` that psycopg quotes element by element: 284 µs for
-  20 receipts against 20 µs. Tried and left out, each
-  alternated with the code before it: the claim and outcome statements prepared (psycopg `prepare=True`):
-  PostgreSQL kept planning each execution anew (0 generic plans of 206: the claim's partial index needs its
-  constants, which a generic plan does not have), and the backend's time did not move (0.24-0.26 against
-  0.25-0.28 ms a handoff); the outcome's arrays sent apart from the statement (server-side binding): psycopg
-  still writes a list as text, 1.6 ms a 20-row record either way; comparing the rows' database-clock times by
-  their offset instead of Django's expression equality (a fifth of the record under cProfile, nothing
-  measurable without it). Next levers: a claim that writes no event row of its own (the attempt already says
-  when and by whom: one insert and its index entries a handoff), a lease kept where updating it is a HOT
-  update (issue 40's settlement lever), and the claim's constants written into its text so that a prepared
-  generic plan can use the partial claim index.
+  20 receipts against 20 µs. Built since (2026-12-06): the claim's constants (the due states, the empty
+  ordering key) written into its text, so that a generic plan can use the partial claim index, and four
+  statements of a turn prepared on each connection (`lib.databases.prepared_cursor`: the destination's row,
+  the limits, the claim, the outcome; off behind a transaction pooler, `DATABASE_PREPARED_STATEMENTS`):
+  PostgreSQL had planned the claim at every turn, about 0.5 ms, ten times an empty claim's run. Measured
+  from `/proc/<backend>/schedstat` around each statement in `manage.py dispatch` processes, off and on
+  alternated at a load of 3-16: one call per handoff (4 dispatchers, batches of 20) the backends'
+  statements 0.344-0.374 to 0.265-0.333 ms a handoff; the latency scenario (2 dispatchers, NOTIFY
+  wake-ups) 2.7-4.4 to 1.45-2.9 ms a handoff. The dispatchers' own Python did not move. Before the
+  constants were in the text, preparing alone did not pay: 0 generic plans of 206. Tried and left out, each
+  alternated with the code before it: the outcome's arrays sent apart from the statement (server-side
+  binding): psycopg still writes a list as text, 1.6 ms a 20-row record either way; comparing the rows'
+  database-clock times by their offset instead of Django's expression equality (a fifth of the record under
+  cProfile, nothing measurable without it); four lanes instead of two (turns a handoff 1.3 to 1.9, a turn's
+  CPU up about 15%: about half the woken turns claim nothing); the search index's upkeep (about 10 µs a
+  handoff an update). What is left against the reference: the dispatchers use about 1.14 ms of CPU a
+  handoff against the plain clients' 0.75, and their backends 0.28-0.35 ms the reference does not pay,
+  against about 4.5 ms in the receiver; most of the backends' share is writing the rows (two updates of the
+  handoff that cannot be HOT, two event rows, the attempt written twice). Next levers: a claim that writes
+  no event row of its own (the attempt already says when and by whom: one insert and its index entries a
+  handoff; it changes the rule that every transition writes an event), a lease kept where updating it is a
+  HOT update (issue 40's settlement lever), and a wake-up that rouses one dispatcher rather than all.
 - **Latency.** Two producer processes writing approvals through Django reach about a third of the rate
   asked (half the best batched rate) on two cores (see "approvals at … (asked …)"), so the aim's rate is
   not reached at all here. Since 2026-12-06 nothing is timed before every process of the run has started
