@@ -2,17 +2,7 @@
 per handoff with the dispatchers driven from outside, against the receiver's capacity, with the CPU a handoff
 cost each side)."""
 
-
-def _marks(pair: dict) -> str:
-    marks = [
-        m
-        for m, on in (
-            ("left out: loaded", pair.get("loaded")),
-            ("collapsed", pair.get("collapsed")),
-        )
-        if on
-    ]
-    return f" ({', '.join(marks)})" if marks else ""
+from bench.pairs import pair_marks
 
 
 def aims_row(report: dict) -> str:
@@ -51,7 +41,7 @@ def section(report: dict, command: str) -> list[str]:
         capacity, outside = pair["capacity"], pair["one_call"]
         lines.append(
             f"| {n} | {capacity['per_second']:,.0f} | {outside['per_second']:,.0f} | "
-            f"{pair['ratio']:.2f}{_marks(pair)} | {outside['dispatchers_cpu_ms_per_handoff']:.2f}, "
+            f"{pair['ratio']:.2f}{pair_marks(pair)} | {outside['dispatchers_cpu_ms_per_handoff']:.2f}, "
             f"{outside['receiver_cpu_ms_per_handoff']:.2f} | {capacity['clients_cpu_ms_per_create']:.2f}, "
             f"{capacity['receiver_cpu_ms_per_create']:.2f} |"
         )

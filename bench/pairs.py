@@ -406,6 +406,19 @@ def median_pair(paired: dict, *, quiet_only: bool = True) -> dict:
     return sorted(pairs, key=lambda pair: pair["ratio"])[len(pairs) // 2]
 
 
+def pair_marks(pair: dict) -> str:
+    """A pair's marks as the report prints them beside its ratio: " (left out: loaded, collapsed)", or ""."""
+    marks = [
+        mark
+        for mark, on in (
+            ("left out: loaded", pair.get("loaded")),
+            ("collapsed", pair.get("collapsed")),
+        )
+        if on
+    ]
+    return f" ({', '.join(marks)})" if marks else ""
+
+
 def print_pair(pair: Pair) -> None:
     print(
         f"  pair {pair.index + 1}: {pair.first} first, reference {pair.reference:,.1f}, subject "

@@ -20,7 +20,7 @@ from bench import (  # noqa: E402
     settlement_report,
 )
 from bench.budget import budget_lines  # noqa: E402
-from bench.pairs import method_lines  # noqa: E402
+from bench.pairs import method_lines, pair_marks  # noqa: E402
 
 AIM_RATIO_TO_PGBENCH = 0.3
 AIM_TIMES_ALTERNATIVE = 3.0
@@ -1060,15 +1060,7 @@ def paired_figure(data: dict, ratio_key: str) -> str:
 
 
 def pair_ratio(pair: dict) -> str:
-    marks = [
-        m
-        for m, on in (
-            ("left out: loaded", pair.get("loaded")),
-            ("collapsed", pair.get("collapsed")),
-        )
-        if on
-    ]
-    return f"{pair['ratio']:.2f}" + (f" ({', '.join(marks)})" if marks else "")
+    return f"{pair['ratio']:.2f}{pair_marks(pair)}"
 
 
 def tracing_section(tracing: dict) -> list[str]:

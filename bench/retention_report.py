@@ -1,22 +1,12 @@
 """docs/benchmarks.md's lines for bench/retention_bench.py: its row in the aims table and its section (four
 dispatchers' rate with retention running against without, and retention's rate beside it)."""
 
+from bench.pairs import pair_marks
+
 
 def _figure(report: dict) -> str:
     """bench/pairs.py's judgement when the run has one ("refused, not published: ..." instead of a number)."""
     return report.get("describe") or f"{report['median_ratio']:.2f}"
-
-
-def _marks(pair: dict) -> str:
-    marks = [
-        m
-        for m, on in (
-            ("left out: loaded", pair.get("loaded")),
-            ("collapsed", pair.get("collapsed")),
-        )
-        if on
-    ]
-    return f" ({', '.join(marks)})" if marks else ""
 
 
 def aims_row(report: dict) -> str:
@@ -48,7 +38,7 @@ def section(report: dict, command: str) -> list[str]:
     for n, pair in enumerate(report["pairs"], 1):
         lines.append(
             f"| {n} | {pair['without']['per_second']:,.0f} | {pair['with']['per_second']:,.0f} | "
-            f"{pair['ratio']:.2f}{_marks(pair)} | {pair['with']['retention_rows_per_second']:,.0f} |"
+            f"{pair['ratio']:.2f}{pair_marks(pair)} | {pair['with']['retention_rows_per_second']:,.0f} |"
         )
     lines += [
         "",
