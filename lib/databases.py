@@ -53,7 +53,21 @@ class _Prepared(psycopg.Cursor):
     parameter types, and prepares again on a new connection)."""
 
     def execute(self, query, params=None, **options):
-        return super().execute(query, params, **{**options, "prepare": True})
+        try:
+            return super().execute(query, params, **{**options, "prepare": True})
+        except psycopg.errors.FeatureNotSupported:
+            self._forget_prepared()
+            raise
+
+    def _forget_prepared(self) -> None:
+        """After "cached plan must not change result type" (a migration changed a column a prepared statement
+        returns, while this process ran): out of a transaction nothing rolls back, which is when psycopg
+        forgets its prepared statements, so every later execution on this connection failed the same way (the
+        claim runs in autocommit). `DEALLOCATE ALL` drops them on the server and psycopg forgets them with it;
+        the statement failed before doing anything, and the caller's next turn prepares it afresh. In a
+        transaction the error aborted it, and its rollback does the same."""
+        if self.connection.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
+            super().execute("DEALLOCATE ALL")
 
 
 class _Shown(NamedTuple):
