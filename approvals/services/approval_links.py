@@ -12,7 +12,8 @@ from django.db import transaction
 from django.db.models import Max
 
 from approvals.errors import ApprovalLinkRefused
-from approvals.models import ApprovalLink, Request, RequestState
+from approvals.models import ApprovalDelegation, ApprovalLink, Request, RequestState
+from approvals.selectors import may_decide_in
 from lib.databases import DB
 from outbox.clock import db_time
 
@@ -41,11 +42,33 @@ def _newest_revision(request: Request) -> int:
     ).aggregate(n=Max("revision"))["n"]
 
 
+def _no_longer_deciding(user, workspace_id: int, now) -> str:
+    """Why the link's own approver may no longer decide there ("" while they may): the delegation that made
+    them a decider ended or was revoked, or their approver role there was removed. The link is then refused
+    before it is used: opening it would spend it on a page they may no longer open or act on."""
+    if may_decide_in(user, workspace_id):
+        return ""
+    ended = (
+        ApprovalDelegation.objects.filter(delegate=user, starts_at__lte=now)
+        .select_related("approver")
+        .order_by("-ends_at", "-id")
+        .first()
+    )
+    why = "your approver role there was removed"
+    if ended is not None and ended.revoked_at is not None:
+        why = f"{ended.approver}'s delegation to you was revoked at {ended.revoked_at:%Y-%m-%d %H:%M} UTC"
+    elif ended is not None:
+        why = f"{ended.approver}'s delegation to you ended at {ended.ends_at:%Y-%m-%d %H:%M} UTC"
+    return f"you no longer decide requests of workspace {workspace_id}: {why}"
+
+
 def _refusal(link: ApprovalLink, user, now) -> str:
     request = link.request
     newest = _newest_revision(request)
     if link.approver_id != user.pk:
         return "this link was sent to someone else: sign in as the approver it was sent to"
+    if no_longer := _no_longer_deciding(user, request.workspace_id, now):
+        return no_longer
     if newest != request.revision or request.payload_hash != link.payload_hash:
         return (
             f"request {request.number} changed since this link was sent: revision {newest} "
