@@ -55,6 +55,8 @@ DISPATCHERS = (1, 2, 4)
 CAPACITY_CLIENTS = 4
 MAINTAIN_EVERY = 0.05
 TICKS = os.sysconf("SC_CLK_TCK")
+# Longer than the section: no receiver backend ends inside a window whose CPU is read (`main`).
+RECEIVER_CONN_MAX_AGE = 3600
 
 
 def capacity_seconds(batch: int) -> float:
@@ -508,6 +510,11 @@ def main() -> None:
     args = parser.parse_args()
     bench = Bench("settlement").setup()
     try:
+        # The receiver's database connections for the whole run: at the settings' 60 s each is closed at a
+        # request past its age, and its backend's CPU (a minute of lookups) leaves `database_cpu` inside some
+        # run's window (4 clients asking for 68 s: all 8 backends ended, 4.1 s of CPU with them; at 3600 none).
+        # The last idle run read 0.68 ms of the receiver's CPU per key in one pair, 2.0-3.2 in the others.
+        bench.env["DATABASE_CONN_MAX_AGE"] = str(RECEIVER_CONN_MAX_AGE)
         bench.start_receiver()
         sizes = {"batch": [args.batch], "single": [1]}.get(args.only, [args.batch, 1])
         modes = [measure(bench, args.outcomes, size, args.repeat) for size in sizes]
