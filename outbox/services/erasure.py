@@ -126,9 +126,10 @@ def handoffs_erase(
     *, erasure: Erasure, source_ids: Iterable[int], workflows: Iterable[str], eraser: Eraser
 ) -> Counter:
     """Erase the subject's values from the handoffs of these request revisions (their payload, the request
-    frozen in them, their search text, last error, attempts, events, status events) and from their archived
-    rows, each marked with `erasure`. Raises ErasureRefused while one may still be sent. Returns the rows changed by
-    kind. Runs inside the caller's transaction when there is one."""
+    frozen in them, their plan of later steps, their ordering key, their search text, last error, attempts,
+    events, status events) and from their archived rows, each marked with `erasure`. Raises ErasureRefused
+    while one may still be sent. Returns the rows changed by kind. Runs inside the caller's transaction
+    when there is one."""
     ids, workflows = list(source_ids), list(workflows)
     with transaction.atomic(using=DB):
         # Locked in id order, as every write of several handoffs locks them.
@@ -157,10 +158,35 @@ def handoffs_erase(
     return counts
 
 
+def _erased_order_key(order_key: str, erasure: Erasure, eraser: Eraser) -> str:
+    """An ordering key is a payload value (`outbox/steps.py`, "order_by"): one that holds the subject's
+    becomes the erasure's own, so that the subject's steps keep their order among themselves and share
+    no key with another subject's."""
+    if not order_key or eraser.document(order_key) == order_key:
+        return order_key
+    return f"{ERASED}:{erasure.pk}"
+
+
+def _erased_plan(plan: list, erasure: Erasure, eraser: Eraser) -> list:
+    """The later steps a step's row carries: each one's frozen request and ordering key erased; its key,
+    step, operation and destination kept (it is still recorded by them, as the key is kept)."""
+    erased = []
+    for entry in plan:
+        entry = dict(entry)
+        if entry.get("request") is not None:
+            entry["request"] = eraser.document(entry["request"])
+        if entry.get("order_key"):
+            entry["order_key"] = _erased_order_key(entry["order_key"], erasure, eraser)
+        erased.append(entry)
+    return erased
+
+
 def _erase_handoff(handoff: Handoff, erasure: Erasure, eraser: Eraser) -> None:
     handoff.payload = eraser.document(handoff.payload)
     if handoff.request is not None:
         handoff.request = eraser.document(handoff.request)
+    handoff.plan = _erased_plan(handoff.plan or [], erasure, eraser)
+    handoff.order_key = _erased_order_key(handoff.order_key, erasure, eraser)
     handoff.search_text = eraser.text(handoff.search_text or "") or None
     handoff.last_error = eraser.text(handoff.last_error)
     handoff.erasure = erasure
@@ -169,6 +195,8 @@ def _erase_handoff(handoff: Handoff, erasure: Erasure, eraser: Eraser) -> None:
     Handoff.objects.using(DB).filter(pk=handoff.pk).update(
         payload=handoff.payload,
         request=handoff.request,
+        plan=handoff.plan,
+        order_key=handoff.order_key,
         search_text=handoff.search_text,
         last_error=handoff.last_error,
         erasure=erasure,

@@ -5,15 +5,20 @@ reversed. The plans themselves are decided in `outbox/steps.py`."""
 import contextlib
 from collections.abc import Iterable
 
+from django.conf import settings
+
 from lib.databases import DB
+from outbox.clock import db_now, db_now_plus
 from outbox.dispatch.wakeups import wake_dispatcher_on_commit
 from outbox.errors import ActionKeyExists, InvalidTransition
 from outbox.models import (
     COMPENSATION_TRANSITIONS,
     CompensationState,
+    FailureClass,
     Handoff,
     HandoffEvent,
     HandoffKind,
+    HandoffState,
 )
 from outbox.services.case_holds import hold_of_successor
 from outbox.services.recording import create_handoff
@@ -53,6 +58,8 @@ def record_planned(
         # A step recorded while its whole case is held is held with it.
         case_hold_id=hold_of_successor(after),
     )
+    if after.erasure_id and planned.kind == HandoffKind.ACTION:
+        reason = _to_a_person_erased(planned, after, reason)
     HandoffEvent.objects.using(DB).create(
         handoff=planned,
         from_state="",
@@ -64,6 +71,28 @@ def record_planned(
     )
     wake_dispatcher_on_commit(destination=planned.destination)
     return planned
+
+
+def _to_a_person_erased(planned: Handoff, after: Handoff, reason: str) -> str:
+    """The next step of a step whose subject was erased on request (settled delivered after the erasure):
+    its payload is the erased one, so sent it would carry "[erased]". It is recorded, marked with the
+    erasure, and goes to a person, never sent (as an erased handoff settlement found not sent,
+    `outbox/outcomes.py`); its event's reason says so."""
+    if planned.state != HandoffState.PENDING:
+        return reason  # observed only: never sent anyway
+    changes = {
+        "state": HandoffState.NEEDS_ATTENTION,
+        "erasure_id": after.erasure_id,
+        "failure_class": FailureClass.PERMANENT,
+        "reason_code": "erased_not_sent",
+        "last_error": "its subject's personal data was erased before it was sent",
+        # The needs-attention clock, as `move_changes` sets it: on the database clock.
+        "attention_since": db_now(),
+        "sla_due_at": db_now_plus(60.0 * settings.HANDOFF_SLA_MINUTES),
+    }
+    Handoff.objects.using(DB).filter(pk=planned.pk).update(**changes)
+    planned.refresh_from_db(using=DB, fields=list(changes))
+    return f"{reason}; its subject's personal data was erased: not sent, a person decides"
 
 
 def _order_position(after: Handoff) -> int:

@@ -12,12 +12,15 @@ from django.db.models import F
 from django.forms.models import model_to_dict
 from django.urls import reverse
 
+from approvals.management.commands.demo import ONBOARDING_STEPS, ONBOARDING_THREE_STEPS_SCHEMA
 from approvals.models import Approval, Request, RequestEvent
 from approvals.services.erasure import ErasureRefused, subject_erase, subject_named
+from approvals.services.rule_versions import rule_version_publish
 from delivery import services as receiver
 from delivery.models import ReceiverTask
 from outbox.clock import db_time
 from outbox.destinations import InProcessDestination
+from outbox.dispatch.dispatcher import drain
 from outbox.errors import InvalidTransition
 from outbox.models import (
     ERASED,
@@ -306,3 +309,60 @@ def test_a_handoff_of_another_workflow_with_the_same_source_id_is_not_the_subjec
 
     after = Handoff.objects.get(pk=other.pk)
     assert (after.payload["to"], after.erasure_id) == (EMAIL, None)
+
+
+def test_erasure_reaches_a_workflows_plan_and_its_ordering_keys(world, eraser):
+    """A step's plan carries the later steps' frozen requests and ordering keys (`outbox/steps.py`); an
+    ordering key is a payload value (here the contact e-mail). Both are stored on every step's row."""
+    ordered = [{**step, "order_by": {"field": "contact_email"}} for step in ONBOARDING_STEPS]
+    rule_version_publish(
+        workflow="onboarding", schema=ONBOARDING_THREE_STEPS_SCHEMA, steps=ordered, actor=None
+    )
+    first = approve(world)
+    drain()
+    steps = Handoff.objects.filter(instance_key=first.instance_key).order_by("step_index")
+    assert [s.state for s in steps] == [S.DELIVERED] * 3
+    assert EMAIL in json.dumps(list(steps.values("plan", "order_key"))).lower()
+
+    [erasure] = subject_erase(subject=subject_named(email=EMAIL), reason="ticket", actor=eraser)
+
+    assert EMAIL not in json.dumps(list(steps.values("plan", "order_key")), default=str).lower()
+    steps = steps.all()
+    assert {s.erasure_id for s in steps} == {erasure.pk}
+    # One subject's erased steps still share one ordering key, another subject's none of it.
+    assert len({s.order_key for s in steps} | {e["order_key"] for e in steps[0].plan}) == 1
+    assert [e["key"] for e in steps[0].plan] == [s.action_key for s in steps[1:]]
+
+
+def test_the_next_step_of_an_erased_step_settled_later_goes_to_a_person_never_sent(world, eraser):
+    """Step 1's answer was lost (uncertain) when the subject was erased; settlement then finds the receiver's
+    task and records it delivered, which records step 2 from step 1's (erased) payload. Sent, it would carry
+    "[erased]" where the client's data was: it goes to a person instead, marked with the erasure."""
+    rule_version_publish(
+        workflow="onboarding",
+        schema=ONBOARDING_THREE_STEPS_SCHEMA,
+        steps=ONBOARDING_STEPS,
+        actor=None,
+    )
+    first = approve(world)
+    receiver.task_create_idempotent(action_key=first.action_key, payload=first.payload)
+    Handoff.objects.filter(pk=first.pk).update(state=S.UNCERTAIN, attempts=1)
+    [erasure] = subject_erase(subject=subject_named(email=EMAIL), reason="ticket", actor=eraser)
+
+    settling.settle_pass(
+        destination=LimitedLookups(InProcessDestination(), worker="s"), worker="s", limit=5
+    )
+    drain()
+
+    assert Handoff.objects.get(pk=first.pk).state == S.DELIVERED
+    second = Handoff.objects.get(instance_key=first.instance_key, step_index=1)
+    assert (second.state, second.reason_code, second.attempts) == (
+        S.NEEDS_ATTENTION,
+        "erased_not_sent",
+        0,
+    )
+    assert second.erasure_id == erasure.pk
+    assert not ReceiverTask.objects.filter(action_key=second.action_key).exists()
+    assert not Handoff.objects.filter(instance_key=first.instance_key, step_index=2).exists()
+    with pytest.raises(InvalidTransition):
+        handoff_retry(handoff_id=second.pk, actor=world["olga"])
