@@ -18,7 +18,7 @@ from pythonjsonlogger.json import JsonFormatter
 
 from lib import log_context, telemetry
 from lib.control_characters import escaped_for_one_line
-from outbox.redaction import redact, redact_text
+from outbox.redaction import redact, redact_text, secrets_read_once_within
 
 try:  # The tracing engineer's dependency; logs work the same without it.
     from opentelemetry import trace as otel_trace
@@ -84,4 +84,5 @@ class JsonLines(JsonFormatter):
     def process_log_record(self, log_data: dict[str, Any]) -> dict[str, Any]:
         for name in _DROPPED:
             log_data.pop(name, None)
-        return redact(super().process_log_record(log_data))
+        with secrets_read_once_within():  # once for the line, not once for each of its fields
+            return redact(super().process_log_record(log_data))

@@ -1,9 +1,11 @@
 """A value worked out at most once per request (a page of fifty rows asks the same question fifty times) and
 at every call outside one (dispatchers, commands, where the answer may change between two calls).
 
-`RequestMemo.middleware` is the middleware that opens and closes the memo; nothing is read until asked."""
+`RequestMemo.middleware` is the middleware that opens and closes the memo; nothing is read until asked.
+`RequestMemo.scope` opens one for a block outside a request (a log line's fields, a batch's log lines)."""
 
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Iterator
+from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
 
@@ -23,6 +25,19 @@ class RequestMemo:
                 self._memo.reset(token)
 
         return middleware
+
+    @contextmanager
+    def scope(self) -> Iterator[None]:
+        """Within the block each key is worked out at most once, as within a request; inside one already open
+        (a request, an outer block) that one holds."""
+        if self._memo.get() is not None:
+            yield
+            return
+        token = self._memo.set({})
+        try:
+            yield
+        finally:
+            self._memo.reset(token)
 
     def get(self, key: Hashable, compute: Callable[[], Any]) -> Any:
         """`compute()`, kept under `key` for the rest of the request; inside no request, worked out anew."""

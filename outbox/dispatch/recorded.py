@@ -10,6 +10,7 @@ from outbox.dispatch.run_stats import RunStats
 from outbox.failures import DeliveryResult
 from outbox.models import HandoffState
 from outbox.reconnect import retried_after_lost_connection
+from outbox.redaction import secrets_read_once_within
 from outbox.services.breaker import destination_record_results
 from outbox.services.outcomes import handoff_record_outcomes
 
@@ -42,17 +43,19 @@ def write_and_count(
         lambda: handoff_record_outcomes(outcomes=outcomes, destination=destination),
         what=f"outcomes of {len(outcomes)} calls to {destination.name}",
     )
-    for (claim, result), state in zip(outcomes, recorded.states, strict=True):
-        log_recorded(log, claim, destination.name, state)
-        if state is None:
-            stats.lease_lost += 1
-            log.warning(
-                "outcome of %s refused: lease taken over (result was %s)",
-                claim.action_key,
-                result.reason_code or "delivered",
-            )
-        else:
-            _tally(stats, state, result)
+    # The batch's lines redact with the secrets read once (a read was a third of a plain line's CPU).
+    with secrets_read_once_within():
+        for (claim, result), state in zip(outcomes, recorded.states, strict=True):
+            log_recorded(log, claim, destination.name, state)
+            if state is None:
+                stats.lease_lost += 1
+                log.warning(
+                    "outcome of %s refused: lease taken over (result was %s)",
+                    claim.action_key,
+                    result.reason_code or "delivered",
+                )
+            else:
+                _tally(stats, state, result)
     return recorded.destination_healthy
 
 

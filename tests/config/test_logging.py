@@ -6,6 +6,7 @@ import io
 import json
 import logging
 import logging.config
+import os
 import re
 import subprocess
 import sys
@@ -18,7 +19,11 @@ from django.urls import resolve, reverse
 
 from config.log_middleware import RequestLogContext
 from lib import log_context, telemetry
-from tests.builders import approve
+from outbox import redaction
+from outbox.destinations import InProcessDestination
+from outbox.dispatch.dispatcher import dispatch_batch
+from outbox.redaction import REDACTED
+from tests.builders import approve, record
 from tests.factories import onboarding_world
 from tests.processes import ROOT
 
@@ -221,3 +226,57 @@ def test_a_logged_value_cannot_forge_a_plain_line(logged, value):
     assert out.endswith("\n") and len(out.splitlines()) == 1 and out.count("\n") == 1, out
     assert "\x1b" not in out and "\u202e" not in out
     assert out.split(" WARNING tests.logging ", 1)[1].startswith("password sign-in refused for eve")
+
+
+@pytest.fixture
+def secret_reads(monkeypatch):
+    """How many times the configured secrets were read (every setting and the environment), counted."""
+    reads = []
+    read = redaction._read_configured_secrets
+
+    def counted():
+        reads.append(1)
+        return read()
+
+    monkeypatch.setattr(redaction, "_read_configured_secrets", counted)
+    return reads
+
+
+def test_a_json_line_reads_the_secrets_at_most_twice_and_the_next_line_sees_a_rotation(
+    logged, secret_reads, monkeypatch
+):
+    """The message's filter reads them once, the formatter once for all the line's fields (it read them once
+    per field); a value rotated between two lines is masked in the second."""
+    monkeypatch.setenv("CRM_API_TOKEN", "crm-token-first-value")
+    # The settings' handler only: the root's (the same filters again) would read them for its own line.
+    monkeypatch.setattr(logging.getLogger("tests.logging"), "propagate", False)
+
+    def emit(log):
+        token = os.environ["CRM_API_TOKEN"]
+        log.warning("sent with %s", token, extra={"note": token, "kind": "refusal", "where": "crm"})
+        monkeypatch.setenv("CRM_API_TOKEN", "crm-token-after-rotation")
+        token = os.environ["CRM_API_TOKEN"]
+        log.warning("sent with %s", token, extra={"note": token, "kind": "refusal", "where": "crm"})
+
+    out = logged("json", emit)
+    events = [json.loads(line) for line in out.splitlines()]
+    assert [(e["message"], e["note"]) for e in events] == [(f"sent with {REDACTED}", REDACTED)] * 2
+    assert "crm-token" not in out
+    assert len(secret_reads) <= 2 * len(events)
+
+
+@pytest.mark.django_db(databases=["default", "delivery"], transaction=True)
+def test_the_record_step_reads_the_secrets_once_for_its_batchs_lines(logged, secret_reads):
+    """A line per outcome, each redacted, the secrets read once for the batch (they were read for each line)."""
+    handoffs = [record(number) for number in (51, 52, 53, 54)]
+    del secret_reads[:]
+
+    def dispatch(_log):
+        stats = dispatch_batch(destination=InProcessDestination(), worker="logs")
+        assert stats.delivered == len(handoffs)
+
+    out = logged("plain", dispatch, name="outbox.dispatch.dispatcher")
+    assert [line.split(" ", 3)[3] for line in out.splitlines()] == [
+        f"{h.action_key} recorded delivered at {h.destination}" for h in handoffs
+    ]
+    assert len(secret_reads) == 1

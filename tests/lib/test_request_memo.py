@@ -40,3 +40,16 @@ def test_outside_a_request_and_in_the_next_request_it_is_worked_out_again():
     for _ in range(2):
         memo.middleware(lambda request: memo.get("a", compute(1)))(object())
     assert calls == [1, 1, 1, 1]
+
+
+def test_within_a_scope_each_key_is_worked_out_once_and_an_inner_scope_keeps_the_outer_ones():
+    memo, (calls, compute) = RequestMemo("test"), _counting()
+    with memo.scope():
+        assert calls == []  # nothing read before it is asked
+        assert [memo.get("a", compute(1)) for _ in range(3)] == [1, 1, 1]
+        with memo.scope():
+            assert memo.get("a", compute(1)) == 1
+        assert memo.get("a", compute(1)) == 1
+    assert calls == [1]
+    memo.get("a", compute(1))  # after the block, at every call again
+    assert calls == [1, 1]
