@@ -37,7 +37,13 @@ from harness import (  # noqa: E402
     write_json,
 )
 from pairs import figure_json, measure_pairs, print_pair  # noqa: E402
-from settlement_bench import cpu_seconds  # noqa: E402
+from settlement_bench import (  # noqa: E402
+    RECEIVER_CONN_MAX_AGE,
+    cpu_seconds,
+    database_cpu,
+    receiver_cpu,
+    tree_cpu,
+)
 
 AIM = 0.9
 DISPATCHERS = 4
@@ -136,6 +142,17 @@ def retention_cpu(bench: Bench, retention: subprocess.Popen | None) -> float:
     return sum(cpu_seconds(pid) for pid in pids)
 
 
+def run_cpu(bench: Bench, running: list, retention: subprocess.Popen | None) -> float:
+    """CPU seconds so far of everything a run is: the dispatchers, the receiver (with its backends), the
+    backends on the source database (the dispatchers' and retention's), and the retention process."""
+    return (
+        sum(tree_cpu(proc.pid) for proc in running)
+        + receiver_cpu(bench)
+        + database_cpu(bench.source)
+        + (cpu_seconds(retention.pid) if retention is not None else 0.0)
+    )
+
+
 def retention_figures(
     archived: int, span: float, cpu: float, *, with_retention: bool
 ) -> dict[str, float | None]:
@@ -158,6 +175,7 @@ def run(
     retention = in_its_batches(bench, tag, duty_cycle) if with_retention else None
     archived_before = bench.scalar("SELECT count(*) FROM outbox_archivedhandoff")
     retention_before = retention_cpu(bench, retention)
+    machine_before = run_cpu(bench, running, retention)
     with bench.sql() as conn:
         conn.execute(insert_handoffs_sql(1, handoffs))
         conn.execute("NOTIFY handoff_due")
@@ -169,6 +187,7 @@ def run(
     )
     archived = bench.scalar("SELECT count(*) FROM outbox_archivedhandoff") - archived_before
     retention_seconds = retention_cpu(bench, retention) - retention_before
+    machine = run_cpu(bench, running, retention) - machine_before
     if retention is not None:
         if retention.poll() is None:
             retention.send_signal(signal.SIGTERM)
@@ -185,6 +204,7 @@ def run(
         "seconds": round(span, 3),
         "per_second": round(handoffs / span, 1) if span else 0.0,
         "archived_during": archived,
+        "cpu_ms_per_handoff": round(1000 * machine / handoffs, 3),
         **retention_figures(archived, span, retention_seconds, with_retention=with_retention),
     }
     print(result, flush=True)
@@ -212,6 +232,9 @@ def main() -> None:
 
     bench = Bench("retention").setup()
     try:
+        # Connections for the whole section, so that no backend ends inside a run whose CPU is read (at the
+        # settings' 60 s the dispatchers', kept running, and the receiver's did).
+        bench.env["DATABASE_CONN_MAX_AGE"] = str(RECEIVER_CONN_MAX_AGE)
         bench.start_receiver()
         filled = fill(bench, args.rows)
         print(
@@ -258,6 +281,13 @@ def main() -> None:
         "dispatch_per_second_with": statistics.median(p["with"]["per_second"] for p in pairs),
         "retention_rows_per_second": statistics.median(
             p["with"]["retention_rows_per_second"] for p in pairs
+        ),
+        # What the rates would give when the cores are the limit and nothing else runs on them: each pair's
+        # CPU per delivered handoff without over with, retention's own in the "with" side.
+        "cpu_ratio": median_of_measured(
+            round(p["without"]["cpu_ms_per_handoff"] / p["with"]["cpu_ms_per_handoff"], 3)
+            for p in pairs
+            if p["with"]["cpu_ms_per_handoff"]
         ),
         "retention_cpu_ms_per_row": median_of_measured(
             p["with"]["retention_cpu_ms_per_row"] for p in pairs

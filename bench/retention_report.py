@@ -14,6 +14,19 @@ def _cpu(ms: float | None) -> str:
     return f"{ms:.3f}" if ms else "not measured"
 
 
+def _by_cpu(report: dict) -> list[str]:
+    """The figure by CPU per delivered handoff, when the run measured it."""
+    if not report.get("cpu_ratio"):
+        return []
+    return [
+        "By CPU per delivered handoff (the dispatchers, the receiver with its backends, the source "
+        "database's backends and the retention process, from `/proc`; each pair's without over with, their "
+        f"median): {report['cpu_ratio']:.2f}, the ratio the rates reach when the cores are the limit and "
+        "nothing else runs on them.",
+        "",
+    ]
+
+
 def aims_row(report: dict) -> str:
     return (
         f"| delivery with retention running / without (4 dispatchers, {report['rows']:,} settled handoffs): "
@@ -40,14 +53,16 @@ def section(report: dict, command: str) -> list[str]:
         "```",
         "",
         "| pair | without: handoffs/s | with: handoffs/s | with / without | retention rows/s | "
-        "retention CPU ms/row |",
-        "| --- | --- | --- | --- | --- | --- |",
+        "retention CPU ms/row | CPU ms a handoff, without / with |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
     ]
     for n, pair in enumerate(report["pairs"], 1):
         lines.append(
             f"| {n} | {pair['without']['per_second']:,.0f} | {pair['with']['per_second']:,.0f} | "
             f"{pair['ratio']:.2f}{pair_marks(pair)} | {pair['with']['retention_rows_per_second']:,.0f} | "
-            f"{_cpu(pair['with'].get('retention_cpu_ms_per_row'))} |"
+            f"{_cpu(pair['with'].get('retention_cpu_ms_per_row'))} | "
+            f"{_cpu(pair['without'].get('cpu_ms_per_handoff'))} / "
+            f"{_cpu(pair['with'].get('cpu_ms_per_handoff'))} |"
         )
     lines += [
         "",
@@ -56,5 +71,6 @@ def section(report: dict, command: str) -> list[str]:
         f"beside a dispatch rate of {report['dispatch_per_second_with']:,.0f} handoffs/s in the same runs, at "
         f"{_cpu(report.get('retention_cpu_ms_per_row'))} ms of CPU a row.",
         "",
+        *_by_cpu(report),
     ]
     return lines

@@ -63,7 +63,7 @@ def test_a_with_run_begins_only_after_retention_committed_its_first_batch():
         bench.stop()
 
 
-def test_the_report_states_retentions_cpu_per_row_and_says_so_when_not_measured():
+def test_the_report_states_the_cpu_figures_and_says_so_when_not_measured():
     pair = {
         "ratio": 0.95,
         "without": {"per_second": 400.0},
@@ -80,14 +80,26 @@ def test_the_report_states_retentions_cpu_per_row_and_says_so_when_not_measured(
         "retention_rows_per_second": 450.0,
         "dispatch_per_second_with": 380.0,
         "pairs": [
-            {**pair, "with": {**pair["with"], "retention_cpu_ms_per_row": 0.142}},
+            {
+                **pair,
+                "without": {**pair["without"], "cpu_ms_per_handoff": 2.0},
+                "with": {
+                    **pair["with"],
+                    "retention_cpu_ms_per_row": 0.142,
+                    "cpu_ms_per_handoff": 2.1,
+                },
+            },
             pair,  # a run from before the bench read it
         ],
         "retention_cpu_ms_per_row": 0.142,
+        "cpu_ratio": 0.952,
     }
 
     lines = section(report, "")
 
-    assert "| 1 | 400 | 380 | 0.95 | 450 | 0.142 |" in lines
-    assert "| 2 | 400 | 380 | 0.95 | 450 | not measured |" in lines
+    assert "| 1 | 400 | 380 | 0.95 | 450 | 0.142 | 2.000 / 2.100 |" in lines
+    assert "| 2 | 400 | 380 | 0.95 | 450 | not measured | not measured / not measured |" in lines
     assert any("at 0.142 ms of CPU a row" in line for line in lines)
+    assert any(
+        "By CPU per delivered handoff" in line and ": 0.95, the ratio" in line for line in lines
+    )
