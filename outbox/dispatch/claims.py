@@ -298,8 +298,10 @@ def _claim_skip_locked(
     ]
     with prepared_cursor() as cursor:
         cursor.execute(sql, params)
+        if not (rows := cursor.fetchall()):
+            return []  # nothing due: the columns' description (built per statement) is not read
         names = [column.name for column in cursor.description]
-        fetched = [ClaimedRow(**dict(zip(names, row, strict=True))) for row in cursor.fetchall()]
+        fetched = [ClaimedRow(**dict(zip(names, row, strict=True))) for row in rows]
     payload_field = Handoff._meta.get_field("payload")
     request_field = Handoff._meta.get_field("request")
     return [

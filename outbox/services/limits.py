@@ -387,11 +387,13 @@ def destination_release(*, permit: Permit) -> None:
     permit.released = True
     if permit.retry_after is not None:
         _hold(permit.destination, permit.retry_after, permit.hold_reason)
-    slots = DestinationSlot.objects.using(DB).filter(holder=permit.holder)
     used = permit.rate_ids[: permit.requests_made]
+    unused = permit.slot_ids + permit.rate_ids[permit.requests_made :]
+    if not used and not unused:
+        return  # no limits, no slots: building the query alone was a fifth of an empty claim turn's CPU
+    slots = DestinationSlot.objects.using(DB).filter(holder=permit.holder)
     if used:
         slots.filter(pk__in=used).update(free_at=db_now_plus(RATE_WINDOW_SECONDS), holder="")
-    unused = permit.slot_ids + permit.rate_ids[permit.requests_made :]
     if unused:
         slots.filter(pk__in=unused).update(free_at=None, holder="")
 
