@@ -338,12 +338,12 @@ def start_settlers(bench: Bench, count: int, tag: str) -> list:
 def settle(bench: Bench, count: int, dispatchers: int, tag: str) -> dict:
     fill(bench, count)
     procs = start_settlers(bench, dispatchers, tag)
-    before = settlers_cpu(bench, procs)
+    before, supervised = settlers_cpu(bench, procs), supervision_cpu(procs)
     release(bench)
     wait_for(
         bench, "SELECT count(*) FROM outbox_handoff WHERE state = 'delivered'", count, timeout=900
     )
-    after = settlers_cpu(bench, procs)
+    after, supervised = settlers_cpu(bench, procs), supervision_cpu(procs) - supervised
     bench.stop(procs)
     with bench.sql() as conn:
         span, uncertain = conn.execute(
@@ -362,7 +362,26 @@ def settle(bench: Bench, count: int, dispatchers: int, tag: str) -> dict:
         "settled_once": events == count and uncertain == 0,
         "receiver_requests": requests,
         "cpu_ms_per_key": per_key({k: after[k] - before[k] for k in after}, count),
+        # Of the dispatchers' CPU, their supervision's (in `cpu_ms_per_key` already).
+        "supervision_ms_per_key": round(1000 * supervised / count, 4),
+        "supervision_cpu_per_second": round(supervised / float(span), 4) if span else None,
     }
+
+
+def supervision_cpu(procs: list) -> float:
+    """CPU seconds so far of the dispatchers' main threads: their supervision (`outbox/dispatch/runner.py`
+    `run_forever`), every MAINTAIN_EVERY seconds whatever the backlog. At 0.05 it is a cost per second, not
+    per key, so a run that goes slower pays more of it a key (2026-12-06, 3 runs of 2,000 keys one a request
+    at a load of 20-28: 0.065-0.072 s of CPU a second for the 4, half of their CPU, in runs of 16-32 s)."""
+    total = 0.0
+    for proc in procs:
+        try:
+            with open(f"/proc/{proc.pid}/task/{proc.pid}/stat") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+        total += (int(fields[11]) + int(fields[12])) / TICKS
+    return total
 
 
 def settlers_cpu(bench: Bench, procs: list) -> dict[str, float]:
@@ -441,6 +460,9 @@ def cpu_against_ceiling(paired: dict) -> dict:
         "ceiling_lookups": _median_cpu(pairs, "ceiling", "lookups", "total"),
         "ceiling_writes": _median_cpu(pairs, "ceiling", "writes", "total"),
         "ratio": round(ceiling / settle["total"], 3) if settle["total"] else None,
+        "supervision": statistics.median(
+            pair["settle"].get("supervision_ms_per_key", 0.0) for pair in pairs
+        ),
     }
 
 

@@ -44,6 +44,17 @@ def _paired_by_count(report: dict) -> list[str]:
     return [*lines, ""] if lines else []
 
 
+def _supervision(cpu: dict) -> str:
+    """The dispatchers' supervision's share, when the run read it (bench/settlement_bench.py
+    `supervision_cpu`): a cost per second at the bench's `--maintain-every 0.05`, not per key."""
+    if not cpu.get("supervision"):
+        return ""
+    return (
+        f", of which {cpu['supervision']:.3f} their supervision, every 0.05 s whatever the backlog (a cost "
+        "per second: a slower run pays more of it a key; a deployed dispatcher supervises every 5 s)"
+    )
+
+
 def _cpu(report: dict) -> list[str]:
     """CPU per settled key at 4 dispatchers against the ceiling's, per kind of lookup, when measured."""
     lines = []
@@ -55,8 +66,9 @@ def _cpu(report: dict) -> list[str]:
         settle = cpu["settle"]
         lines.append(
             f"CPU per settled key at 4 dispatchers, {kind} (from `/proc`, medians of the pairs): "
-            f"{settle['total']:.3f} ms (the dispatchers {settle['dispatchers']:.3f}, their database "
-            f"{settle['database']:.3f}, the receiver {settle['receiver']:.3f}) against the ceiling's "
+            f"{settle['total']:.3f} ms (the dispatchers {settle['dispatchers']:.3f}{_supervision(cpu)}; "
+            f"their database {settle['database']:.3f}, the receiver {settle['receiver']:.3f}) against the "
+            "ceiling's "
             f"{cpu['ceiling']:.3f} ms (lookups {cpu['ceiling_lookups']:.3f}, writes "
             f"{cpu['ceiling_writes']:.3f}): {cpu['ratio']:.2f} of the ceiling by CPU, the ratio the rates "
             "reach when the cores are the limit and nothing else runs on them. The receiver keeps its database "
