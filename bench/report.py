@@ -498,10 +498,6 @@ def main() -> None:
     )
     parser.add_argument("--settlement-command", default="", help="the command that ran it")
     parser.add_argument("--search", help="the JSON bench/search_bench.py wrote, when it was run")
-    parser.add_argument(
-        "--search-10m",
-        help="the JSON of `make bench-search-10m`, when it was run (kept across runs)",
-    )
     parser.add_argument("--output", required=True)
     args = parser.parse_args()
     r = json.loads(Path(args.e2e).read_text())
@@ -707,11 +703,11 @@ def main() -> None:
     tracing = json.loads(Path(args.tracing).read_text()) if args.tracing else None
     outside = json.loads(Path(args.outside).read_text()) if args.outside else None
     oauth2 = json.loads(Path(args.oauth2).read_text()) if args.oauth2 else None
-    searches = [
-        json.loads(Path(path).read_text())
-        for path in (args.search, args.search_10m)
-        if path and Path(path).exists()
-    ]
+    searches = (
+        [json.loads(Path(args.search).read_text())]
+        if args.search and Path(args.search).exists()
+        else []
+    )
     events = json.loads(Path(args.status_events).read_text()) if args.status_events else None
     operators = (
         json.loads(Path(args.console_operators).read_text()) if args.console_operators else None
@@ -750,6 +746,7 @@ def main() -> None:
             f"rate (static bearer) | {paired_figure(oauth2, 'mapped_ratio_median')} | "
             f"{verdict(oauth2['met'])} |"
         )
+    lines += [search_report.aims_row(search) for search in searches]
     lines += [
         "",
         "Sizes: the issue asks for growth at 1,000,000 and 10,000,000 delivered rows, the console at 1,000,000 "

@@ -9,22 +9,34 @@ PostgreSQL takes them (`harness.bulk_fill_split`): its secondary indexes dropped
 generate_series per core side by side, then every index (the GIN one of the words' starts first, the
 longest) rebuilt by sorting, one a core at once, and the table ANALYZEd. Then it requests the list page and
 the list page searching a client's name through Django's whole middleware stack in-process, and prints the
-median and 95th percentile of each, their ratios, and the fill's and the indexes' seconds. 10,000,000 rows
-is the issue's aim (`make bench-search-10m`); `make bench` runs the largest that fits its 20 minutes
-(docs/benchmarks.md)."""
+median and 95th percentile of each, their ratios, and the fill's and the indexes' seconds.
+
+10,000,000 rows is the issue's aim, and `make bench` runs it with `--keep`: the filled databases
+(`<BENCH_DB_PREFIX>_search_kept_<rows>_source` and `_delivery`) stay after the run, marked (the source's
+comment) with what made them: the fill statement and its size, the installed packages and each migration
+file applied. A later run whose mark still holds migrates them forward (a migration added since runs on the
+10,000,000 rows, as it would in production) and only measures; a changed fill, package or applied migration,
+an invalid index or a missing mark fills them afresh. The first run on a machine pays the fill and the
+builds (about 12 minutes idle), later ones about 10 seconds (docs/benchmarks.md, "Search by client
+name")."""
 
 import argparse
 import gc
+import hashlib
+import importlib.metadata
 import json
 import os
 import sys
 import time
 from pathlib import Path
 
+import psycopg
+import psycopg.sql
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.console_bench import measure  # noqa: E402
-from bench.harness import Bench, bulk_fill_split, dsn  # noqa: E402
+from bench.harness import ROOT, Bench, bulk_fill_split, dsn  # noqa: E402
 from bench.pairs import watched, watched_line  # noqa: E402
 
 # The index the search reads (outbox migration 0032): the longest build.
@@ -49,15 +61,125 @@ FROM (SELECT n, now() - (n * interval '3 seconds') AS created
 """
 
 
+# What a kept filled database rests on besides its migrations: bump when the seed rows below change.
+SEED_VERSION = "1"
+# How long a bench run waits for another holding the kept databases (a cold build, about 12 minutes idle).
+KEPT_LOCK = "SELECT pg_advisory_lock(hashtext('search_kept'))"
+
+
+def kept_mark(rows: int) -> dict:
+    """What a kept filled database must have been made with to be reused: the fill and its size, the installed
+    packages, and each migration file (a file added since is migrated forward; a changed one refills)."""
+    packages = sorted(
+        f"{dist.metadata['Name']}=={dist.version}" for dist in importlib.metadata.distributions()
+    )
+    return {
+        "fill": hashlib.sha256(f"{FILL_SQL}{rows}{SEED_VERSION}".encode()).hexdigest()[:16],
+        "packages": hashlib.sha256("\n".join(packages).encode()).hexdigest()[:16],
+        "migrations": {
+            str(path.relative_to(ROOT)): hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+            for path in sorted(ROOT.glob("*/migrations/*.py"))
+        },
+    }
+
+
+def kept_state(bench: Bench) -> dict | None:
+    """The mark of the kept source database (its comment, written once filled), or None."""
+    with psycopg.connect(dsn("postgres"), autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT shobj_description(oid, 'pg_database') FROM pg_database WHERE datname = %s",
+            (bench.source,),
+        ).fetchone()
+    try:
+        return json.loads(row[0]) if row and row[0] else None
+    except ValueError:
+        return None
+
+
+def reusable(state: dict | None, wanted: dict, bench: Bench) -> bool:
+    """Whether the kept databases were made as `wanted` would make them, and every index of theirs is valid
+    (a build interrupted CONCURRENTLY leaves an invalid one that `IF NOT EXISTS` would keep)."""
+    if (
+        not state
+        or state.get("fill") != wanted["fill"]
+        or state.get("packages") != wanted["packages"]
+    ):
+        return False
+    current = wanted["migrations"]
+    if any(current.get(path) != digest for path, digest in state.get("migrations", {}).items()):
+        return False
+    with psycopg.connect(dsn(bench.source), autocommit=True) as conn:
+        (invalid,) = conn.execute("SELECT count(*) FROM pg_index WHERE NOT indisvalid").fetchone()
+    return invalid == 0
+
+
+def write_mark(bench: Bench, state: dict) -> None:
+    with psycopg.connect(dsn("postgres"), autocommit=True) as conn:
+        conn.execute(
+            psycopg.sql.SQL("COMMENT ON DATABASE {} IS {}").format(
+                psycopg.sql.Identifier(bench.source), psycopg.sql.Literal(json.dumps(state))
+            )
+        )
+
+
+def fill(bench: Bench, rows: int) -> dict:
+    """Both databases afresh, the operator and her workspace, and `rows` handoffs with every index built."""
+    bench.setup()
+    from django.contrib.auth import get_user_model
+
+    from approvals.models import Membership, Role, Workspace
+
+    workspace = Workspace.objects.create(pk=7, name="Client onboarding")
+    olga = get_user_model().objects.create_user("olga")
+    Membership.objects.create(user=olga, workspace=workspace, role=Role.OPERATOR)
+    filled, indexed, builds = bulk_fill_split(dsn(bench.source), "outbox_handoff", FILL_SQL, rows)
+    print(
+        f"filled {rows} handoffs in {filled:.1f}s ({rows / filled:,.0f} rows/s); "
+        f"their {len(builds)} indexes built and ANALYZEd in {indexed:.1f}s ({WORDS_INDEX} "
+        f"{builds.get(WORDS_INDEX, 0):.1f}s; the others {sum(builds.values()) - builds.get(WORDS_INDEX, 0):.1f}s "
+        f"together)"
+    )
+    return {
+        "fill_seconds": filled,
+        "index_seconds": indexed,
+        "words_index_seconds": builds.get(WORDS_INDEX, 0),
+        "built_at": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "built_load": f"{os.getloadavg()[0]:.1f}",
+    }
+
+
+def prepare(bench: Bench, rows: int, keep: bool) -> dict:
+    """The filled databases: kept ones reused (migrated forward) when their mark holds, else filled afresh (and
+    marked, with what the fill took, when kept). Returns the fill's figures and how the databases were had."""
+    began = time.monotonic()
+    wanted = kept_mark(rows) if keep else {}
+    state = kept_state(bench) if keep else None
+    if keep and reusable(state, wanted, bench):
+        bench._migrate([bench.source, bench.delivery])
+        write_mark(bench, {**state, "migrations": wanted["migrations"]})
+        print(f"reused the kept databases filled {state['built_at']}, migrated forward")
+        return {**state["built"], "reused": True, "prepare_seconds": time.monotonic() - began}
+    built = fill(bench, rows)
+    built["prepare_seconds"] = time.monotonic() - began
+    if keep:
+        write_mark(bench, {**wanted, "built_at": built["built_at"], "built": built})
+    return {**built, "reused": False}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--repeat", type=int, default=30)
     parser.add_argument("--json", help="write the figures here (bench/search_report.py reads them)")
     parser.add_argument(
+        "--keep",
+        action="store_true",
+        help="keep the filled databases for the next run, and reuse them when made as this one would",
+    )
+    parser.add_argument(
         "--fill-only",
         action="store_true",
-        help="fill and index, print their rates, measure nothing",
+        help="fill and index (or reuse the kept databases), measure nothing",
     )
     args = parser.parse_args()
 
@@ -65,48 +187,40 @@ def main() -> None:
     # enough to answer none of them 429. Not to a million: a search writes its limit's slots when missing,
     # one statement of `limit` rows every call, which would be the figure instead of the search.
     bench = Bench(
-        prefix="search",
+        prefix=f"search_kept_{args.rows}" if args.keep else "search",
         DJANGO_ALLOWED_HOSTS="testserver",
         CALL_LIMIT_SEARCHES=str(4 * args.repeat + 10),
-    ).setup()
+    )
     os.environ.update(bench.env)
     import django
 
     django.setup()
     from django.conf import settings
     from django.contrib.auth import get_user_model
-    from django.db import connection
+    from django.db import connection, connections
     from django.test import Client
-
-    from approvals.models import Membership, Role, Workspace
 
     settings.STORAGES = {
         **settings.STORAGES,
         "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
     }
-    workspace = Workspace.objects.create(pk=7, name="Client onboarding")
-    olga = get_user_model().objects.create_user("olga")
-    Membership.objects.create(user=olga, workspace=workspace, role=Role.OPERATOR)
+    # Two runs on one cluster take turns on the kept databases (one would drop what the other measures).
+    with psycopg.connect(dsn("postgres"), autocommit=True) as lock:
+        lock.execute(KEPT_LOCK)
+        prepared = prepare(bench, args.rows, args.keep)
+        connections.close_all()
+        if not args.fill_only:
+            measured = measure_pages(Client(), get_user_model().objects.get(username="olga"), args)
+            report(args, prepared, measured, connection)
 
-    filled, indexed, builds = bulk_fill_split(
-        dsn(bench.source), "outbox_handoff", FILL_SQL, args.rows
-    )
-    print(
-        f"filled {args.rows} handoffs in {filled:.1f}s ({args.rows / filled:,.0f} rows/s); "
-        f"their {len(builds)} indexes built and ANALYZEd in {indexed:.1f}s ({WORDS_INDEX} "
-        f"{builds.get(WORDS_INDEX, 0):.1f}s; the others {sum(builds.values()) - builds.get(WORDS_INDEX, 0):.1f}s "
-        f"together)"
-    )
-    if args.fill_only:
-        return
 
-    operator = Client()
+def measure_pages(operator, olga, args: argparse.Namespace) -> dict:
     operator.force_login(olga)
     # A client's name as support staff type it: the client of a handoff in the middle of the table.
     needle = f"Client {args.rows // 2 + 7}"
     pages = [("list, no filter", "/handoffs/"), (f"search {needle!r}", f"/handoffs/?q={needle}")]
     for _name, url in pages:
-        operator.get(url)  # templates compiled, code imported
+        operator.get(url)  # templates compiled, code imported, the pages' blocks read once
     gc.freeze()
     print(f"\n{'page':40} {'median ms':>10} {'p95 ms':>10}  status")
     figures = {}
@@ -115,13 +229,18 @@ def main() -> None:
             median, p95, status = measure(operator, url, args.repeat)
             figures[name] = {"median_ms": median, "p95_ms": p95, "status": status}
             print(f"{name:40} {median:10.1f} {p95:10.1f}  {status}")
+    return {"pages": figures, "machine": watched_line(machine)}
+
+
+def report(args: argparse.Namespace, prepared: dict, measured: dict, connection) -> None:
+    figures = measured["pages"]
     plain, search = (f["median_ms"] for f in figures.values())
     plain_p95, search_p95 = (f["p95_ms"] for f in figures.values())
     print(
         f"\nsearch / list: median {search / plain:.2f}x, p95 {search_p95 / plain_p95:.2f}x "
         f"(aim: within {AIM_RATIO:g}x)"
     )
-    print(f"{watched_line(machine)}")
+    print(measured["machine"])
     print(
         f"{args.rows} handoffs, {args.repeat} requests per page, PostgreSQL "
         f"{connection.cursor().connection.info.server_version}, in-process (no network); "
@@ -133,14 +252,20 @@ def main() -> None:
                 {
                     "rows": args.rows,
                     "repeat": args.repeat,
-                    "fill_seconds": filled,
-                    "index_seconds": indexed,
+                    "fill_seconds": prepared["fill_seconds"],
+                    "index_seconds": prepared["index_seconds"],
+                    "words_index_seconds": prepared.get("words_index_seconds"),
+                    "built_at": prepared.get("built_at"),
+                    "built_load": prepared.get("built_load"),
+                    "kept": args.keep,
+                    "reused": prepared["reused"],
+                    "prepare_seconds": prepared["prepare_seconds"],
                     "pages": figures,
                     "ratio": search / plain,
                     "ratio_p95": search_p95 / plain_p95,
                     "aim": AIM_RATIO,
                     "met": max(search / plain, search_p95 / plain_p95) <= AIM_RATIO,
-                    "machine": watched_line(machine),
+                    "machine": measured["machine"],
                     "command": " ".join(["bench/search_bench.py", *sys.argv[1:]]),
                     "measured_at": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
                 },
