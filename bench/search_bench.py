@@ -97,13 +97,21 @@ def kept_state(bench: Bench) -> dict | None:
 
 
 def reusable(state: dict | None, wanted: dict, bench: Bench) -> bool:
-    """Whether the kept databases were made as `wanted` would make them, and every index of theirs is valid
-    (a build interrupted CONCURRENTLY leaves an invalid one that `IF NOT EXISTS` would keep)."""
+    """Whether the kept databases, both still there, were made as `wanted` would make them, and every index
+    of theirs is valid (a build interrupted CONCURRENTLY leaves an invalid one that `IF NOT EXISTS` would
+    keep)."""
     if (
         not state
         or state.get("fill") != wanted["fill"]
         or state.get("packages") != wanted["packages"]
     ):
+        return False
+    with psycopg.connect(dsn("postgres"), autocommit=True) as conn:
+        (there,) = conn.execute(
+            "SELECT count(*) FROM pg_database WHERE datname IN (%s, %s)",
+            (bench.source, bench.delivery),
+        ).fetchone()
+    if there < 2:
         return False
     current = wanted["migrations"]
     if any(current.get(path) != digest for path, digest in state.get("migrations", {}).items()):

@@ -17,14 +17,17 @@ ADMIN = f"dbname=postgres host={os.environ.get('PGHOST', '/var/run/postgresql')}
 
 @pytest.fixture
 def kept():
-    """A Bench on a source database of this test alone (the process id apart), dropped after."""
-    bench = Bench(source=f"search_kept_test_{os.getpid()}", delivery="unused")
+    """A Bench on databases of this test alone (the process id apart), dropped after."""
+    prefix = f"search_kept_test_{os.getpid()}"
+    bench = Bench(source=f"{prefix}_source", delivery=f"{prefix}_delivery")
     with psycopg.connect(ADMIN, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{bench.source}" WITH (FORCE)')
-        conn.execute(f'CREATE DATABASE "{bench.source}"')
+        for name in (bench.source, bench.delivery):
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+            conn.execute(f'CREATE DATABASE "{name}"')
     yield bench
     with psycopg.connect(ADMIN, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{bench.source}" WITH (FORCE)')
+        for name in (bench.source, bench.delivery):
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def test_kept_databases_are_reused_only_while_made_as_a_fresh_fill_would(kept):
@@ -53,3 +56,13 @@ def test_kept_databases_are_reused_only_while_made_as_a_fresh_fill_would(kept):
         with pytest.raises(psycopg.errors.UniqueViolation):
             conn.execute("CREATE UNIQUE INDEX CONCURRENTLY t_n ON t (n)")
     assert not search_bench.reusable(state, wanted, kept)
+
+
+def test_kept_databases_are_refilled_when_one_of_them_is_gone(kept):
+    wanted = search_bench.kept_mark(1000)
+    search_bench.write_mark(kept, {**wanted, "built_at": "then", "built": {}})
+    assert search_bench.reusable(search_bench.kept_state(kept), wanted, kept)
+    with psycopg.connect(ADMIN, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE "{kept.delivery}" WITH (FORCE)')
+    # Migrating forward would fail on the missing delivery database: both are filled afresh instead.
+    assert not search_bench.reusable(search_bench.kept_state(kept), wanted, kept)
