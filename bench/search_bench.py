@@ -9,7 +9,9 @@ PostgreSQL takes them (`harness.bulk_fill_split`): its secondary indexes dropped
 generate_series per core side by side, then every index (the GIN one of the words' starts first, the
 longest) rebuilt by sorting, one a core at once, and the table ANALYZEd. Then it requests the list page and
 the list page searching a client's name through Django's whole middleware stack in-process, and prints the
-median and 95th percentile of each, their ratios, and the fill's and the indexes' seconds.
+median and 95th percentile of each, their ratios, each page's CPU a request (this process's and its
+PostgreSQL backend's, the pages taking turns: a figure the machine's load does not move), and the fill's and
+the indexes' seconds.
 
 10,000,000 rows is the issue's aim, and `make bench` runs it with `--keep`: the filled databases
 (`<BENCH_DB_PREFIX>_search_kept_<rows>_source` and `_delivery`) stay after the run, marked (the source's
@@ -237,13 +239,43 @@ def measure_pages(operator, olga, args: argparse.Namespace) -> dict:
             median, p95, status = measure(operator, url, args.repeat)
             figures[name] = {"median_ms": median, "p95_ms": p95, "status": status}
             print(f"{name:40} {median:10.1f} {p95:10.1f}  {status}")
+    cpu = cpu_per_request(operator, pages, args.repeat)
+    for name, ms in cpu.items():
+        figures[name]["cpu_ms"] = ms
+    print(
+        "CPU a request (this process and its PostgreSQL backend, the pages interleaved): "
+        + ", ".join(f"{name} {ms:.1f} ms" for name, ms in cpu.items())
+    )
     return {"pages": figures, "machine": watched_line(machine)}
+
+
+def cpu_per_request(operator, pages: list[tuple[str, str]], repeat: int) -> dict[str, float]:
+    """Each page's CPU a request, this process's and its PostgreSQL backend's (/proc, in clock ticks, so
+    averaged over `repeat` requests), the pages taking turns: what a loaded machine does not move, where the
+    wall-clock times above wait for the CPU as much as they use it."""
+    from django.db import connection
+
+    tick = os.sysconf("SC_CLK_TCK")
+
+    def backend() -> float:
+        stat = Path(f"/proc/{connection.connection.info.backend_pid}/stat").read_text()
+        fields = stat.rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / tick
+
+    spent = {name: 0.0 for name, _ in pages}
+    for _ in range(repeat):
+        for name, url in pages:
+            began = time.process_time() + backend()
+            operator.get(url)
+            spent[name] += time.process_time() + backend() - began
+    return {name: 1000 * seconds / repeat for name, seconds in spent.items()}
 
 
 def report(args: argparse.Namespace, prepared: dict, measured: dict, connection) -> None:
     figures = measured["pages"]
     plain, search = (f["median_ms"] for f in figures.values())
     plain_p95, search_p95 = (f["p95_ms"] for f in figures.values())
+    plain_cpu, search_cpu = (f["cpu_ms"] for f in figures.values())
     print(
         f"\nsearch / list: median {search / plain:.2f}x, p95 {search_p95 / plain_p95:.2f}x "
         f"(aim: within {AIM_RATIO:g}x)"
@@ -271,6 +303,7 @@ def report(args: argparse.Namespace, prepared: dict, measured: dict, connection)
                     "pages": figures,
                     "ratio": search / plain,
                     "ratio_p95": search_p95 / plain_p95,
+                    "ratio_cpu": search_cpu / plain_cpu,
                     "aim": AIM_RATIO,
                     "met": max(search / plain, search_p95 / plain_p95) <= AIM_RATIO,
                     "machine": measured["machine"],

@@ -39,6 +39,17 @@ def _filled_by(search: dict) -> str:
     )
 
 
+def _cpu(search: dict) -> str:
+    if "ratio_cpu" not in search:
+        return ""
+    plain, found = (page["cpu_ms"] for page in search["pages"].values())
+    return (
+        "CPU a request, the bench's process and its PostgreSQL backend, the pages taking turns (what the "
+        f"machine's load does not move): list {plain:.1f} ms, search {found:.1f} ms, "
+        f"{search['ratio_cpu']:.2f}x. "
+    )
+
+
 def aims_row(search: dict) -> str:
     """The aims table's row: issue 39's done-when."""
     verdict = "met" if search["met"] and search["rows"] >= AIM_ROWS else "missed"
@@ -87,7 +98,8 @@ def section(search: dict) -> list[str]:
         f"Search / list: medians {search['ratio']:.2f}x"
         + (f", p95 {search['ratio_p95']:.2f}x" if "ratio_p95" in search else "")
         + f", aim within {search['aim']:g}x: {verdict}. "
-        f"{search['machine']}"
+        + _cpu(search)
+        + f"{search['machine']}"
         + (f" Measured {search['measured_at']}." if "measured_at" in search else ""),
         "",
     ]
