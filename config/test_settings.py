@@ -5,6 +5,12 @@ Environment variables set by a test run still win (for example DATABASE_URL for 
 
 import base64
 import os
+import sys
+
+# httpx imports its command line (click, rich, pygments: 65 ms of CPU a process) whenever those are installed,
+# and only import-linter puts them in the test virtualenv; no process of the suite runs httpx's command line.
+# Every process the suite starts reads these settings (docs/testing.md, "Starting a process").
+sys.modules.setdefault("httpx._main", None)
 
 os.environ.setdefault("DJANGO_SECRET_KEY", "test-only-" + "x" * 40)
 os.environ.setdefault("DJANGO_SECURE", "0")
