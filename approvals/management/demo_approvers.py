@@ -25,7 +25,7 @@ POLICY = {
 WAITING = {
     "client_name": "Contoso Retail",
     "contact_email": "it@contoso.example",
-    "plan": "premium",
+    "plan": "enterprise",
 }
 ERASED = {
     "client_name": "Fabrikam Bakery",

@@ -3,14 +3,18 @@ reminder (the first sweep records alice's, dana's and alice's delegate's e-mails
 approval link, to the product's e-mail destination), alice's delegate, and request 41's client erased on
 request; a second load adds nothing."""
 
+import re
 from io import StringIO
 
 import pytest
+from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.test import Client
 from django.urls import reverse
 
 from approvals.models import ApprovalDelegation, ApprovalPolicy, Request
+from approvals.rules import payload_problems, rules_for
+from approvals.services import request_approve
 from approvals.services.approval_deadlines import approval_deadlines_sweep
 from outbox.models import ERASED, Erasure
 from tests.approvals.notices import recorded_mail
@@ -45,3 +49,23 @@ def test_the_demo_shows_a_deadline_a_reminder_link_a_delegate_and_an_erased_clie
     call_command("demo", password="demo-password-long", stdout=out)
     assert "added:" not in out.getvalue()
     assert Erasure.objects.count() == 1
+
+
+def test_the_demos_reminded_request_can_be_approved_from_the_link_under_the_rules_in_force():
+    """Request 43 is the one the demo's reminder links to: the journey ends in a decision, so its payload must
+    pass the onboarding's rules in force (a plan they list)."""
+    call_command("demo", password="demo-password-long", stdout=StringIO())
+    approval_deadlines_sweep()
+    (body,) = [m.body for m in recorded_mail() if m.to == ["alice@example.com"]]
+    link = re.search(r"http://[^/]+(/approvals/link/[^/\s]+/)", body).group(1)
+    alice = get_user_model().objects.get(username="alice")
+    client = Client()
+    client.force_login(alice)
+    page = client.get(link, follow=True)
+    assert page.redirect_chain[-1][0] == "/approvals/7/43/1/"
+    waiting = Request.objects.get(workspace_id=7, number=43)
+    assert payload_problems("onboarding", waiting.payload, rules_for("onboarding")) == []
+    handoff = request_approve(
+        workspace_id=7, number=43, revision=1, actor=alice, payload_hash=waiting.payload_hash
+    )
+    assert handoff.action_key.startswith("onboarding:7:43:1")
