@@ -234,6 +234,7 @@ CONSOLE_PAGES: list[tuple[str, str, str]] = [
     ("approvals:new", "New request", Role.REQUESTER),
     ("approvals:mine", "My requests", Role.REQUESTER),
     ("approvals:queue", "Approvals", Role.APPROVER),
+    ("approvals:delegations", "Delegates", Role.APPROVER),
     ("approvals:search", "Requests", "member"),
     ("outbox:list", "Handoffs", "member"),
     ("intake:triggers", "Triggers", "member"),

@@ -29,6 +29,7 @@ def test_nav_shows_only_the_pages_each_role_may_use(world):
     ]
     assert _nav(client_for(world["alice"]).get("/").content.decode()) == [
         "Approvals",
+        "Delegates",
         "Requests",
         "Handoffs",
         "Triggers",
