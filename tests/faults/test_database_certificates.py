@@ -17,7 +17,7 @@ import pytest
 
 from tests.faults.test_database_roles import APPROVE_42
 from tests.hosts.postgres_cluster import PostgresServer
-from tests.processes import ROOT, migrated_template_dump
+from tests.processes import ROOT, bytecode_cache, migrated_template_dump
 
 pytestmark = [pytest.mark.postgres, pytest.mark.faults]
 
@@ -137,6 +137,7 @@ def _in_namespace(namespace: str, server, args: list[str], database_urls: tuple[
         "HANDOFF_VAR_DIR": str(server.root / "var"),
         # The URL names no password: libpq must never find one elsewhere.
         "PGPASSFILE": os.devnull,
+        **bytecode_cache(),
     }
     return subprocess.run(
         ["ip", "netns", "exec", namespace, sys.executable, *args],

@@ -10,7 +10,7 @@ import sys
 import psycopg
 import pytest
 
-from tests.processes import ROOT
+from tests.processes import ROOT, bytecode_cache
 
 pytestmark = [pytest.mark.postgres, pytest.mark.faults]
 
@@ -36,6 +36,7 @@ def manage(server, role: str, *args: str) -> str:
         "HANDOFF_DESTINATION": "in_process",
         "HANDOFF_WAKE_ON_COMMIT": "0",
         "HANDOFF_VAR_DIR": str(server.root / "var"),
+        **bytecode_cache(),
     }
     done = subprocess.run(
         [sys.executable, "manage.py", *args],
@@ -43,7 +44,8 @@ def manage(server, role: str, *args: str) -> str:
         env=env,
         capture_output=True,
         text=True,
-        timeout=300,
+        # A whole `migrate` is about 20 s of CPU; beside other work at a load of 20-28 it passed 300 s.
+        timeout=900,
     )
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
     return done.stdout
