@@ -23,7 +23,14 @@ from console.evidence_words import (
 )
 from console.waiting_status import case_held, held
 from outbox.destinations.smtp.destination import is_message_id
-from outbox.models import ArchivedHandoff, CompensationState, Handoff, HandoffKind, HandoffState
+from outbox.models import (
+    OPEN_STATES,
+    ArchivedHandoff,
+    CompensationState,
+    Handoff,
+    HandoffKind,
+    HandoffState,
+)
 from outbox.models.states import NEEDS_PERSON_STATES, WORK_DONE, WORK_FAILED, WORK_UNFINISHED
 from outbox.services.deadlines import DEADLINE_PASSED
 from reconciliation.models import Finding, FindingKind
@@ -437,6 +444,39 @@ def _waiting_for_its_case(label: str, handoff: Handoff, now: datetime) -> Status
     return None
 
 
+def _behind_its_key(label: str, handoff: Handoff) -> StatusLine | None:
+    """A pending step of an ordering key (docs/intake.md, "Order per business entity") that waits while a
+    step approved before it for the same key is open at its destination (`HandoffQuerySet.due`). Neither
+    the key's value (a payload field's, perhaps personal) nor the other request is named. One query, for
+    ordered pending steps only."""
+    if handoff.state != S.PENDING or not handoff.order_key or handoff.order_position is None:
+        return None
+    first = (
+        Handoff.objects.filter(
+            destination=handoff.destination,
+            order_key=handoff.order_key,
+            order_position__lt=handoff.order_position,
+            state__in=OPEN_STATES,
+        )
+        .order_by("order_position", "pk")
+        .first()
+    )
+    if first is None:
+        return None
+    # Its own next owner stays the system (what the oracle's truth says of a pending step): the earlier
+    # step's page names that one's owner.
+    with_person = " (an operator decides that one)" if first.state in NEEDS_PERSON_STATES else ""
+    return StatusLine(
+        label,
+        f"not sent yet: a step approved before it for the same ordering key is "
+        f"{first.get_state_display().lower()} at {handoff.destination}{with_person}, which receives "
+        "them in approval order",
+        WAITING,
+        "the system sends it once that one is settled",
+        SYSTEM,
+    )
+
+
 def _sending(label: str, handoff: Handoff, evidence: Evidence) -> StatusLine:
     if (own := _waiting_for_its_case(label, handoff, evidence.now)) is not None:
         return own
@@ -455,6 +495,8 @@ def _sending(label: str, handoff: Handoff, evidence: Evidence) -> StatusLine:
             "the system tries again by itself",
             SYSTEM,
         )
+    if (behind := _behind_its_key(label, handoff)) is not None:
+        return behind
     return StatusLine(
         label, f"being sent to {handoff.destination}", WAITING, "the system sends it", SYSTEM
     )

@@ -31,3 +31,25 @@ def test_a_step_waiting_for_its_not_before_and_one_past_its_deadline_say_so():
     line = step_line("This step", late, Evidence(handoffs=[late], now=now))
     assert "passed before it could be sent; it is not sent late" in line.text
     assert line.owner == "the operators of workspace 7"
+
+
+def test_a_step_behind_an_earlier_one_of_its_ordering_key_says_so_without_the_key():
+    """Order per business entity: the claim leaves a step out while one approved before it for the same key
+    is open at its destination; its line said "being sent" meanwhile. Neither the key's value (here an
+    e-mail) nor the other request is shown."""
+    key = "owner@acme.example"
+    first = HandoffFactory(
+        order_key=key,
+        order_position=1,
+        state=HandoffState.NEEDS_ATTENTION,
+        failure_class=FailureClass.PERMANENT,
+    )
+    later = HandoffFactory(order_key=key, order_position=2, destination=first.destination)
+    line = step_line("This step", later, Evidence(handoffs=[later], now=db_time()))
+    assert line.text.startswith("not sent yet: a step approved before it for the same ordering key")
+    assert "in approval order" in line.text and key not in line.text
+    assert first.action_key not in line.text
+    assert "(an operator decides that one)" in line.text and line.owner.startswith("the system")
+    other = HandoffFactory(order_key="globex", order_position=3, destination=first.destination)
+    line = step_line("This step", other, Evidence(handoffs=[other], now=db_time()))
+    assert line.text.startswith("being sent to")
