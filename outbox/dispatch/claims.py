@@ -219,7 +219,7 @@ def _claim_sql(due, *, limit: int) -> tuple[str, list]:
     select_for_update(): Django compiles that only inside a transaction, and this statement is its own."""
     connection = connections[DB]
     qn = connection.ops.quote_name
-    select_sql, select_params = _constants_in_text(
+    select_sql, select_params = constants_in_text(
         *due.order_by("next_attempt_at", "id").values("id")[:limit].query.sql_with_params()
     )
     select_sql += " FOR NO KEY UPDATE SKIP LOCKED"
@@ -250,7 +250,7 @@ def _claim_sql(due, *, limit: int) -> tuple[str, list]:
     return sql, select_params
 
 
-def _constants_in_text(sql: str, params: tuple) -> tuple[str, tuple]:
+def constants_in_text(sql: str, params: tuple) -> tuple[str, tuple]:
     """The due query with its states and the empty ordering key written into its text, its other values (the
     destination, the times) still parameters: the claim is prepared (`_claim_skip_locked`), and only a plan
     that sees `state = 'pending'` may use the claim's partial index, so PostgreSQL chose no generic plan and

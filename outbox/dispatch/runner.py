@@ -41,10 +41,11 @@ from django.conf import settings
 from django.db import Error as DatabaseError
 from django.db import connections
 
-from lib.databases import DB, rows_compiled_once
+from lib.databases import DB, compiled_once, prepared_cursor
 from outbox.destinations import Destination, DestinationUnavailable, destination_named
 from outbox.destinations.registry import destination_problems, enabled_destination_names
 from outbox.dispatch import heartbeat
+from outbox.dispatch.claims import constants_in_text
 from outbox.dispatch.dispatcher import (
     RunStats,
     default_worker_name,
@@ -242,14 +243,24 @@ def _serve_one(
 
 def handoffs_due(name: str) -> bool:
     """Whether anything is due for the destination now (one probe of the claim index). Compiled once per
-    destination (`rows_compiled_once`): the ORM's compile was half of a probe's CPU (1.6 of 3.0 ms), and an
-    idle dispatcher probes every `idle_sleep`."""
-    return bool(
-        rows_compiled_once(
-            ("due probe", name),
-            lambda: Handoff.objects.using(DB).due().filter(destination=name).values_list("pk")[:1],
-        )
+    destination (`compiled_once`): the ORM's compile was half of a probe's CPU (1.6 of 3.0 ms), and an idle
+    dispatcher probes every `idle_sleep`. Prepared, with its states in its text as the claim's
+    (`constants_in_text`): PostgreSQL planned the probe afresh at every poll, 0.39 of its 0.40 ms of
+    database CPU on an empty outbox."""
+    sql, params = compiled_once(
+        ("due probe", name),
+        lambda: constants_in_text(
+            *Handoff.objects.using(DB)
+            .due()
+            .filter(destination=name)
+            .values_list("pk")[:1]
+            .query.get_compiler(using=DB)
+            .as_sql()
+        ),
     )
+    with prepared_cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.fetchone() is not None
 
 
 def _serve_turn(name: str, turn: Turn, worker: str, stop: threading.Event) -> RunStats:
