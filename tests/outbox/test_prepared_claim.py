@@ -18,15 +18,21 @@ from outbox.services.limits import destination_acquire, destination_release
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(databases=["default", "delivery"])]
 
 
-def _claim_plans() -> tuple[int, int]:
-    """Generic and custom plans of this session's prepared claims."""
+def _plans(statement_like: str) -> tuple[int, int]:
+    """Generic and custom plans of this session's prepared statements whose text is LIKE `statement_like`."""
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT COALESCE(SUM(generic_plans), 0), COALESCE(SUM(custom_plans), 0) "
-            "FROM pg_prepared_statements WHERE statement LIKE 'WITH due AS%%'"
+            "FROM pg_prepared_statements WHERE statement LIKE %s",
+            [statement_like],
         )
         generic, custom = cursor.fetchone()
     return int(generic), int(custom)
+
+
+def _claim_plans() -> tuple[int, int]:
+    """Generic and custom plans of this session's prepared claims."""
+    return _plans("WITH due AS%")
 
 
 def _claim(limit: int = 20):
@@ -111,13 +117,7 @@ def test_the_destinations_row_read_at_each_turn_is_planned_once():
 
 def _due_probe_plans() -> tuple[int, int]:
     """Generic and custom plans of this session's prepared due probes (`runner.handoffs_due`)."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT COALESCE(SUM(generic_plans), 0), COALESCE(SUM(custom_plans), 0) "
-            "FROM pg_prepared_statements WHERE statement LIKE 'SELECT %%outbox_handoff%%LIMIT 1'"
-        )
-        generic, custom = cursor.fetchone()
-    return int(generic), int(custom)
+    return _plans("SELECT %outbox_handoff%LIMIT 1")
 
 
 def test_an_idle_dispatchers_due_probe_reuses_one_generic_plan_and_answers_as_before(make_handoff):
