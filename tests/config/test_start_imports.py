@@ -22,25 +22,26 @@ print(" ".join(sorted(sys.modules)))
 """
 
 
-def _env(tmp_path) -> dict[str, str]:
-    return os.environ | {
-        "DJANGO_SETTINGS_MODULE": "config.test_settings",
-        "HANDOFF_VAR_DIR": str(tmp_path / "var"),
-        "PYTHONPATH": str(ROOT),
-    }
-
-
-def test_a_dispatcher_starts_without_the_sign_in_backends(tmp_path):
-    done = subprocess.run(
-        [sys.executable, "-c", STARTED],
+def _run(tmp_path, *args: str) -> str:
+    """The standard output of a child Python started from the repository with the test settings."""
+    return subprocess.run(
+        [sys.executable, *args],
         cwd=ROOT,
-        env=_env(tmp_path),
+        env=os.environ
+        | {
+            "DJANGO_SETTINGS_MODULE": "config.test_settings",
+            "HANDOFF_VAR_DIR": str(tmp_path / "var"),
+            "PYTHONPATH": str(ROOT),
+        },
         capture_output=True,
         text=True,
         timeout=300,
         check=True,
-    )
-    imported = set(done.stdout.split())
+    ).stdout
+
+
+def test_a_dispatcher_starts_without_the_sign_in_backends(tmp_path):
+    imported = set(_run(tmp_path, "-c", STARTED).split())
     assert "outbox.management.commands.dispatch" in imported
     assert [name for name in SIGN_IN_ONLY if name in imported] == []
 
@@ -49,16 +50,7 @@ COLLECTOR = "import gc; print(gc.isenabled(), gc.get_freeze_count())"
 
 
 def test_a_command_runs_with_the_collector_on_and_its_start_up_frozen(tmp_path):
-    done = subprocess.run(
-        [sys.executable, "manage.py", "shell", "--no-imports", "-c", COLLECTOR],
-        cwd=ROOT,
-        env=_env(tmp_path),
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=True,
-    )
-    enabled, frozen = done.stdout.split()
+    enabled, frozen = _run(tmp_path, "manage.py", "shell", "--no-imports", "-c", COLLECTOR).split()
     assert enabled == "True"
     # Django's models, the product's modules, settings and URL patterns: far more than a bare interpreter's.
     assert int(frozen) > 50_000
