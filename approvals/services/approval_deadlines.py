@@ -24,6 +24,7 @@ from approvals.models import (
     Membership,
     NoticeKind,
     Request,
+    RequestEvent,
     RequestReasonCode,
     RequestState,
     Role,
@@ -132,6 +133,52 @@ def _escalation_group(request: Request, policy: ApprovalPolicy) -> list[int]:
     return [pk for pk in members if not decider_refusal(pk, request)]
 
 
+def _names(people: list[int]) -> str:
+    users = get_user_model().objects.filter(pk__in=people).order_by("username")
+    return ", ".join(users.values_list("username", flat=True))
+
+
+def _who_decides(request: Request, deciders: list[int]) -> str:
+    ws = request.workspace_id
+    if deciders:
+        return f"ask its approvers ({_names(deciders)})"
+    return (
+        f"nobody may decide it now: the operators of workspace {ws} give another person the "
+        "approver role"
+    )
+
+
+def _escalation_unheard(request: Request, policy: ApprovalPolicy, deciders: list[int]) -> None:
+    """Record, once per revision, in the request's history that its escalation reached nobody who may decide
+    it: who may (or that nobody may, and who fixes that). A history row, not a move: it still waits."""
+    waits = RequestState.AWAITING_APPROVAL
+    said = RequestEvent.objects.filter(request=request, from_state=waits, to_state=waits)
+    if said.exists():  # every later sweep: no lock taken
+        return
+    with transaction.atomic(using=DB):
+        locked = Request.objects.select_for_update(no_key=True).filter(pk=request.pk, state=waits)
+        if not locked.exists() or said.exists():
+            return
+        RequestEvent.objects.create(
+            request=request,
+            from_state=waits,
+            to_state=waits,
+            reason=f"overdue, escalated to {policy.escalate_to.name}, but none of its members may "
+            f"decide it in workspace {request.workspace_id}: {_who_decides(request, deciders)}",
+        )
+
+
+def _escalate(request: Request, policy: ApprovalPolicy, now, stats: SweepStats) -> None:
+    """Tell each member of the group; only those who may decide it get its page (the others: who does)."""
+    deciders = _deciders(request, now)
+    group = _escalation_group(request, policy)
+    for person_id in group:
+        words = _escalation_words(request, policy, person_id, deciders)
+        stats.escalated += _notify_once(request, person_id, NoticeKind.ESCALATION, policy, words)
+    if not set(group) & set(deciders):
+        _escalation_unheard(request, policy, deciders)
+
+
 def _page(request: Request) -> str:
     path = reverse(
         "approvals:detail", args=[request.workspace_id, request.number, request.revision]
@@ -156,12 +203,6 @@ def _words(kind: str, request: Request, policy: ApprovalPolicy, person_id: int) 
             f"Open it (sign in; this link works once, for you only): "
             f"{_link(request, person_id, closes)}\n"
         )
-    if kind == NoticeKind.ESCALATION:
-        return f"Overdue approval: {what}", (
-            f"Nobody has decided {what}; it was due {due:%Y-%m-%d %H:%M} UTC and is escalated to "
-            f"{policy.escalate_to.name}. It closes unapproved at {closes:%Y-%m-%d %H:%M} UTC.\n"
-            f"Open it: {_page(request)}\n"
-        )
     return f"Closed unapproved: {what}", (
         f"Your {what} was closed: nobody decided it before {closes:%Y-%m-%d %H:%M} UTC, the "
         f"{request.workflow} workflow's approval expiry. Nothing of it was sent. Submit it again if it "
@@ -169,15 +210,50 @@ def _words(kind: str, request: Request, policy: ApprovalPolicy, person_id: int) 
     )
 
 
-def _notify_once(request: Request, person_id: int, kind: str, policy: ApprovalPolicy) -> bool:
+def _escalation_act(request: Request, person_id: int, deciders: list[int]) -> str:
+    ws = request.workspace_id
+    if person_id in deciders:
+        return f"Open it: {_page(request)}\n"
+    if Membership.objects.filter(workspace_id=ws, user_id=person_id).exists():
+        return (
+            f"You may read it ({_page(request)}) but do not decide in workspace {ws}: "
+            f"{_who_decides(request, deciders)}.\n"
+        )
+    who = _who_decides(request, deciders)
+    return f"You do not decide in workspace {ws} and cannot open it: {who}.\n"
+
+
+def _escalation_words(
+    request: Request, policy: ApprovalPolicy, person_id: int, deciders: list[int]
+):
+    """An escalation grants no rights: the page link goes only to a member who may decide the request; the
+    others are told they do not decide in its workspace, and who does."""
+
+    def words() -> tuple[str, str]:
+        what = f"{request.workflow} request {request.number} (revision {request.revision})"
+        due = request.created_at + timedelta(hours=policy.due_after_hours)
+        closes = request.created_at + timedelta(hours=policy.expire_after_hours)
+        act = _escalation_act(request, person_id, deciders)
+        return f"Overdue approval: {what}", (
+            f"Nobody has decided {what}; it was due {due:%Y-%m-%d %H:%M} UTC and is escalated to "
+            f"{policy.escalate_to.name}. It closes unapproved at {closes:%Y-%m-%d %H:%M} UTC.\n{act}"
+        )
+
+    return words
+
+
+def _notify_once(
+    request: Request, person_id: int, kind: str, policy: ApprovalPolicy, words=None
+) -> bool:
     """Record the notice and, with it, its e-mail as an outbox handoff (a person without an address gets
-    none); False (nothing recorded) when the notice was already recorded."""
+    none); False (nothing recorded) when the notice was already recorded. `words`, when given, writes the
+    e-mail instead of `_words`."""
     email = get_user_model().objects.filter(pk=person_id).values_list("email", flat=True).first()
     try:
         with transaction.atomic(using=DB):
             ApprovalNotice.objects.create(request=request, person_id=person_id, kind=kind)
             if email:
-                subject, body = _words(kind, request, policy, person_id)
+                subject, body = words() if words else _words(kind, request, policy, person_id)
                 notice_handoff_record(
                     request=request,
                     kind=kind,
@@ -218,8 +294,7 @@ def _sweep_policy(policy: ApprovalPolicy, now, stats: SweepStats) -> None:
     for request in _awaiting(policy, now - policy.expire_after_hours * hours):
         stats.expired += request_expire(request_id=request.pk, policy=policy)
     for request in _awaiting(policy, now - policy.due_after_hours * hours):
-        for person_id in _escalation_group(request, policy):
-            stats.escalated += _notify_once(request, person_id, NoticeKind.ESCALATION, policy)
+        _escalate(request, policy, now, stats)
     remind_from = now - (policy.due_after_hours - policy.remind_before_hours) * hours
     for request in _awaiting(policy, remind_from):
         for person_id in _deciders(request, now):

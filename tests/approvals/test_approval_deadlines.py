@@ -6,6 +6,7 @@ from datetime import timedelta
 from io import StringIO
 
 import pytest
+from django.conf import settings
 from django.contrib.auth.models import Group
 from django.core.management import call_command
 from django_q.models import Schedule
@@ -14,10 +15,13 @@ from approvals.errors import InvalidPayload
 from approvals.models import (
     ApprovalNotice,
     ApprovalPolicy,
+    Membership,
     NoticeKind,
     Request,
+    RequestEvent,
     RequestReasonCode,
     RequestState,
+    Role,
 )
 from approvals.rules import rules_for
 from approvals.services.approval_deadlines import approval_deadlines_sweep
@@ -129,6 +133,72 @@ def test_an_overdue_approval_escalates_to_the_group_but_not_to_its_requester(dea
     assert _mailed("Overdue approval") == ["dana@example.test"]
     assert sweep().escalated == 0
     assert Request.objects.get(pk=deadlines["request"].pk).is_awaiting_approval
+
+
+def _escalation_to(address: str) -> str:
+    (mail,) = [m for m in recorded_mail() if m.subject.startswith("Overdue") and m.to == [address]]
+    return mail.body
+
+
+def _unheard(request: Request) -> list[str]:
+    waits = RequestState.AWAITING_APPROVAL
+    rows = RequestEvent.objects.filter(request=request, from_state=waits, to_state=waits)
+    return list(rows.values_list("reason", flat=True))
+
+
+def test_an_escalation_links_the_page_only_for_members_who_may_decide_it(deadlines, sweep):
+    leads = Group.objects.get(name="onboarding-leads")
+    leads.user_set.add(deadlines["alice"], deadlines["oscar"])
+    deadlines["oscar"].email = "oscar@example.test"
+    deadlines["oscar"].save()
+    request = deadlines["request"]
+    _aged(request, 30)
+    assert sweep().escalated == 3
+    page = f"/approvals/7/{request.number}/{request.revision}/"
+    # alice approves in workspace 7: the page, as before.
+    assert f"Open it: {settings.CONSOLE_BASE_URL}{page}" in _escalation_to("alice@example.test")
+    # oscar operates workspace 7: he may read the page, not decide it.
+    oscar = _escalation_to("oscar@example.test")
+    assert "Open it" not in oscar
+    assert "do not decide in workspace 7: ask its approvers (alice, rita)" in oscar
+    # dana is in no role there: the page would answer 404, so no link, and who does decide.
+    dana = _escalation_to("dana@example.test")
+    assert page not in dana and settings.CONSOLE_BASE_URL not in dana
+    assert (
+        "You do not decide in workspace 7 and cannot open it: ask its approvers (alice, rita)."
+        in dana
+    )
+    assert _unheard(request) == []
+
+
+def test_an_escalation_nobody_of_the_group_may_decide_is_recorded_in_its_history_once(
+    deadlines, sweep
+):
+    request = deadlines["request"]
+    _aged(request, 30)
+    sweep()
+    sweep()
+    assert _unheard(request) == [
+        "overdue, escalated to onboarding-leads, but none of its members may decide it in "
+        "workspace 7: ask its approvers (alice, rita)"
+    ]
+    assert Request.objects.get(pk=request.pk).is_awaiting_approval
+
+
+def test_an_escalation_when_nobody_may_decide_says_who_gives_the_role(deadlines, sweep):
+    Membership.objects.filter(workspace_id=7, role=Role.APPROVER).delete()
+    request = deadlines["request"]
+    _aged(request, 30)
+    sweep()
+    said = (
+        "nobody may decide it now: the operators of workspace 7 give another person the "
+        "approver role"
+    )
+    assert said in _escalation_to("dana@example.test")
+    assert _unheard(request) == [
+        f"overdue, escalated to onboarding-leads, but none of its members may decide it in "
+        f"workspace 7: {said}"
+    ]
 
 
 def test_a_request_past_its_expiry_is_closed_with_its_reason_and_the_requester_told(
