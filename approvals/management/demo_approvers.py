@@ -34,7 +34,7 @@ ERASED = {
 }
 
 
-def _request(workspace_id: int, number: int, payload: dict, state: str, requester) -> Request:
+def demo_request(workspace_id: int, number: int, payload: dict, state: str, requester) -> Request:
     request = Request(
         workflow="onboarding",
         workspace_id=workspace_id,
@@ -61,7 +61,7 @@ def approvers_demo_load(*, users: dict) -> list[str]:
         added.append("the onboarding's approval deadline (24 h, reminder 8 h before)")
     now = db_time()
     if not Request.objects.filter(workspace_id=7, number=43).exists():
-        waiting = _request(7, 43, WAITING, RequestState.AWAITING_APPROVAL, users["bob"])
+        waiting = demo_request(7, 43, WAITING, RequestState.AWAITING_APPROVAL, users["bob"])
         Request.objects.filter(pk=waiting.pk).update(created_at=now - timedelta(hours=20))
         added.append("request 43 waiting 20 hours: the first sweep mails its approvers a reminder")
     if not ApprovalDelegation.objects.filter(approver=users["alice"]).exists():
@@ -75,7 +75,7 @@ def approvers_demo_load(*, users: dict) -> list[str]:
         )
         added.append("alice's delegate: mallory, for 14 days")
     if not Request.objects.filter(workspace_id=7, number=41).exists():
-        _request(7, 41, ERASED, RequestState.REJECTED, users["bob"])
+        demo_request(7, 41, ERASED, RequestState.REJECTED, users["bob"])
         users["olga"].user_permissions.add(
             Permission.objects.get(codename="erase_personal_data", content_type__app_label="outbox")
         )

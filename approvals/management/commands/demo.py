@@ -9,6 +9,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
 from approvals.management.demo_approvers import approvers_demo_load
+from approvals.management.demo_cases import cases_demo_load
 from approvals.management.demo_observation import observation_demo_load
 from approvals.models import Membership, Request, RequestEvent, RequestState, Role, Workspace
 from approvals.request_search import request_search_text
@@ -44,8 +45,16 @@ REQUEST_42 = {
 
 # The demo's onboarding runs in three steps; the receiver refuses the welcome pack without a contact
 # e-mail, which is optional here, so a request without one shows a failed step 3 and its compensation.
+# The first step shows a step's business times and ordering (docs/intake.md): it may not go before the
+# payload's `start_at` (optional), must have gone a week after the approval, and one client's actions reach
+# the receiver in approval order (`demo_cases` approves two for one client).
+STEP_CONSTRAINTS = {
+    "order_by": {"field": "client_name"},
+    "not_before": {"field": "start_at"},
+    "finish_by": {"after_approval": 7 * 24 * 3600},
+}
 ONBOARDING_STEPS = [
-    {"name": "create_client", "compensation": "delete_client"},
+    {"name": "create_client", "compensation": "delete_client", **STEP_CONSTRAINTS},
     {"name": "provision_account", "compensation": "deprovision_account"},
     {"name": "send_welcome_pack"},
 ]
@@ -72,6 +81,10 @@ STEP_REQUESTS = {
 ONBOARDING_THREE_STEPS_SCHEMA = {
     **ONBOARDING_V1.schema,
     "required": [name for name in ONBOARDING_V1.schema["required"] if name != "contact_email"],
+    "properties": {
+        **ONBOARDING_V1.schema["properties"],
+        "start_at": {"type": "string", "format": "date-time"},
+    },
 }
 
 
@@ -101,6 +114,7 @@ class Command(BaseCommand):
                 self._publish(routed=True, notes="demo: the steps go to their destinations")
             self._load_observed_pilot(User)
             self._load_approvers(User)
+            self._load_cases(User)
             return
         password = password or secrets.token_urlsafe(9)
         w7 = Workspace.objects.create(pk=7, name="Client onboarding")
@@ -117,6 +131,7 @@ class Command(BaseCommand):
         )
         observation_demo_load(users=users)
         approvers_demo_load(users=users)
+        cases_demo_load(users=users)
         self._report(password)
 
     def _apply_destinations(self, path: Path) -> None:
@@ -186,6 +201,14 @@ class Command(BaseCommand):
             for words in approvers_demo_load(users=users):
                 self.stdout.write(f"added: {words}")
 
+    def _load_cases(self, User) -> None:
+        # Demo data loaded before the held case, the ordered client and the later start existed: add them.
+        names = ["alice", "bob", "olga"]
+        users = {u.username: u for u in User.objects.filter(username__in=names)}
+        if len(users) == len(names):
+            for words in cases_demo_load(users=users):
+                self.stdout.write(f"added: {words}")
+
     def _report(self, password: str) -> None:
         self.stdout.write(self.style.SUCCESS("Demo data loaded."))
         self.stdout.write(
@@ -212,10 +235,20 @@ def _routed_steps() -> list[dict]:
 
 
 def _published_before_routing(steps: Sequence[dict]) -> bool:
-    """The demo's steps as an earlier load published them: unrouted, or routed without the mappings (a
-    workflows file applied since is left as it is)."""
-    unmapped = [{k: v for k, v in step.items() if k != "request"} for step in _routed_steps()]
-    return not steps[0].get("destination") or list(steps) == unmapped
+    """The demo's steps as an earlier load published them: unrouted, or routed without the mappings or the
+    first step's business constraints (a workflows file applied since is left as it is)."""
+    routed = _routed_steps()
+    return not steps[0].get("destination") or (
+        list(steps) != routed and _without_later_keys(steps) == _without_later_keys(routed)
+    )
+
+
+def _without_later_keys(steps: Sequence[dict]) -> list[dict]:
+    """The steps without what later loads of the demo added: the mappings and the business constraints."""
+    return [
+        {k: v for k, v in step.items() if k != "request" and k not in STEP_CONSTRAINTS}
+        for step in steps
+    ]
 
 
 def _create_users(User, password: str, only: dict | None = None) -> dict:
