@@ -14,6 +14,10 @@ from django.core.management import call_command
 from django.test import Client
 from django.urls import reverse
 
+from approvals.management.commands import demo as demo_command
+from approvals.management.commands.demo import ONBOARDING_STEPS, STEP_CONSTRAINTS
+from approvals.models import Request
+from approvals.rules import rules_for
 from outbox.clock import db_time
 from outbox.models import CaseHold, Handoff
 from tests.console.clients import client_for, row_of
@@ -69,3 +73,26 @@ def test_the_demo_shows_a_held_case_an_ordered_client_and_a_step_that_starts_lat
     )
 
     call_command("workflows", "check", str(ROOT / "demo" / "workflows.json"), stdout=StringIO())
+
+
+def test_a_demo_loaded_before_these_cases_gets_them_and_the_constraints_at_its_next_load(
+    monkeypatch,
+):
+    """`make run` on older demo data: the routed steps it published without the first step's constraints
+    are published again with them, and the three cases are added (they are approved under those rules)."""
+    monkeypatch.setenv("PORT", "8123")
+    destinations = str(ROOT / "demo" / "destinations.json")
+    older = [{k: v for k, v in s.items() if k not in STEP_CONSTRAINTS} for s in ONBOARDING_STEPS]
+    monkeypatch.setattr(demo_command, "ONBOARDING_STEPS", older)
+    call_command("demo", destinations=destinations, stdout=StringIO())
+    assert "order_by" not in rules_for("onboarding").steps[0]
+    assert not Request.objects.filter(workspace_id=7, number__in=[44, 45, 46]).exists()
+
+    monkeypatch.undo()
+    monkeypatch.setenv("PORT", "8123")
+    out = StringIO()
+    call_command("demo", destinations=destinations, stdout=out)
+
+    assert rules_for("onboarding").steps[0]["order_by"] == {"field": "client_name"}
+    assert "added: request 44 approved, its case held by olga" in out.getvalue()
+    assert _first_step(45).order_key == "Tailspin Toys" and _first_step(46).not_before is not None
