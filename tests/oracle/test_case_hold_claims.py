@@ -8,7 +8,7 @@ from outbox.dispatch.dispatcher import drain
 from outbox.models import Handoff, HandoffState
 from outbox.services.case_holds import case_hold, case_resume
 from tests.builders import approve
-from tests.factories import three_step_onboarding_world
+from tests.factories import ONBOARDING_PAYLOAD, three_step_onboarding_world
 from tests.oracle.oracle import assert_pages_true, check_pages, claims_in
 from tests.oracle.screens import render_every_screen
 from tests.oracle.truth import Truth
@@ -33,7 +33,9 @@ def _claims(pages: dict, subject: str) -> set[tuple[str, str]]:
 def test_a_held_case_is_claimed_held_truly_and_its_next_owner_is_the_operator():
     world = three_step_onboarding_world()
     held = approve(world, 42)
-    free = approve(world, 43)
+    # Another client: the demo's onboarding orders each client's steps (`order_by` client_name), so a second
+    # request of ACME's would rightly wait behind the held one.
+    free = approve(world, 43, payload={**ONBOARDING_PAYLOAD, "client_name": "Globex"})
     case_hold(handoff_id=held.pk, actor=world["olga"], reason="calling ACME", whole_case=True)
     drain()
     held.refresh_from_db()
