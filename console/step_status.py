@@ -24,13 +24,13 @@ from console.evidence_words import (
 from console.waiting_status import case_held, held
 from outbox.destinations.smtp.destination import is_message_id
 from outbox.models import (
-    OPEN_STATES,
     ArchivedHandoff,
     CompensationState,
     Handoff,
     HandoffKind,
     HandoffState,
 )
+from outbox.models.handoffs import earlier_of_its_key
 from outbox.models.states import NEEDS_PERSON_STATES, WORK_DONE, WORK_FAILED, WORK_UNFINISHED
 from outbox.services.deadlines import DEADLINE_PASSED
 from reconciliation.models import Finding, FindingKind
@@ -452,12 +452,7 @@ def _behind_its_key(label: str, handoff: Handoff) -> StatusLine | None:
     if handoff.state != S.PENDING or not handoff.order_key or handoff.order_position is None:
         return None
     first = (
-        Handoff.objects.filter(
-            destination=handoff.destination,
-            order_key=handoff.order_key,
-            order_position__lt=handoff.order_position,
-            state__in=OPEN_STATES,
-        )
+        earlier_of_its_key(handoff.destination, handoff.order_key, handoff.order_position)
         .order_by("order_position", "pk")
         .first()
     )

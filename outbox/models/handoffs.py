@@ -43,13 +43,24 @@ def completing_case_condition() -> models.Q:
     return step_done & models.Q(plan=[]) & (models.Q(instance_key="") | ~models.Exists(short))
 
 
-def earlier_of_its_key():
+# The outer row's own values, for `earlier_of_its_key` as a subquery.
+_OUTER_ROW = (
+    models.OuterRef("destination"),
+    models.OuterRef("order_key"),
+    models.OuterRef("order_position"),
+)
+
+
+def earlier_of_its_key(
+    destination=_OUTER_ROW[0], order_key=_OUTER_ROW[1], order_position=_OUTER_ROW[2]
+):
     """An open row of the outer row's destination and ordering key approved before it (a lower
-    `order_position`): while one is open, the outer row waits (`handoff_order_idx`)."""
+    `order_position`): while one is open, the outer row waits (`handoff_order_idx`). Given one row's values
+    instead, the same rows for that row (the step's words on a page, `console/step_status.py`)."""
     return Handoff.objects.filter(
-        destination=models.OuterRef("destination"),
-        order_key=models.OuterRef("order_key"),
-        order_position__lt=models.OuterRef("order_position"),
+        destination=destination,
+        order_key=order_key,
+        order_position__lt=order_position,
         state__in=OPEN_STATES,
     ).exclude(order_key="")
 
