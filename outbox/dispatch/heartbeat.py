@@ -86,7 +86,10 @@ class Beats:
 
     def beat(self) -> None:
         now = time.monotonic()
-        if now >= self._next and beat(self.worker):
+        # A clock stepped back (libfaketime steps the monotonic clock with the wall clock) would hold the next
+        # beat back by the whole step: the probe would call a turning loop stuck.
+        stepped_back = now < self._next - BEAT_EVERY_SECONDS
+        if (now >= self._next or stepped_back) and beat(self.worker):
             self._next = now + BEAT_EVERY_SECONDS
 
 

@@ -20,7 +20,8 @@ time of its next turn:
   due, never two maintenance turns at once.
 
 Times are this process's monotonic clock: they only order this process's own turns. Every time of record
-(due, lease, delivered) is the database's.
+(due, lease, delivered) is the database's. A monotonic clock stepped back (libfaketime steps it with the wall
+clock) moves the turns' times back with it, so no turn waits as long as the step.
 """
 
 import threading
@@ -54,6 +55,13 @@ class _Slot:
     def due_at(self) -> float:
         return min(self.next_at, self.maintain_at)
 
+    def shift(self, seconds: float) -> None:
+        """Its times moved by `seconds` (the clock they are on was stepped)."""
+        self.next_at += seconds
+        self.maintain_at += seconds
+        if self.woken_at is not None:
+            self.woken_at += seconds
+
     def ready_at(self, lanes: int) -> float | None:
         """When a worker may take a turn of it: its due time when no turn is under way, the wake-up's time
         when one is and a lane is free; None: not now."""
@@ -81,11 +89,24 @@ class Schedule:
         self.lanes = max(1, lanes)
         self._slots: dict[str, _Slot] = {}
         self._changed = threading.Condition()
+        self._last_now = time.monotonic()
+
+    def _now(self) -> float:
+        """This process's monotonic time, read under the schedule's lock. A clock stepped back (libfaketime
+        steps the monotonic clock with the wall clock; a real host's never goes back) moves every slot's times
+        back with it: a turn that was due before the step is due after it, not as long later as the step."""
+        now = time.monotonic()
+        if now < self._last_now:
+            for slot in self._slots.values():
+                slot.shift(now - self._last_now)
+        self._last_now = now
+        return now
 
     def serve(self, names: list[str]) -> list[str]:
         """Serve exactly these destinations from now on; returns the ones new to this schedule."""
-        now, added = time.monotonic(), []
+        added = []
         with self._changed:
+            now = self._now()
             for name, slot in list(self._slots.items()):
                 if name not in names:
                     slot.served = False
@@ -104,8 +125,8 @@ class Schedule:
 
     def due_now(self) -> list[str]:
         """The destinations a free worker would take a turn of now."""
-        now = time.monotonic()
         with self._changed:
+            now = self._now()
             return sorted(
                 name
                 for name, slot in self._slots.items()
@@ -124,8 +145,8 @@ class Schedule:
     def settle_now(self) -> None:
         """Uncertain outcomes are waiting (leases just expired): every destination's maintenance is due now, or
         again as soon as the one under way ends (it may have claimed before the expiry ended)."""
-        now = time.monotonic()
         with self._changed:
+            now = self._now()
             for slot in self._slots.values():
                 slot.maintain_at = min(slot.maintain_at, now)
                 slot.settle_again = slot.maintaining
@@ -133,9 +154,9 @@ class Schedule:
 
     def wake(self, names: set[str] | None = None) -> None:
         """Something new is due for these destinations (None or "" among them: for any of them)."""
-        now = time.monotonic()
         everyone = names is None or "" in names
         with self._changed:
+            now = self._now()
             for name, slot in self._slots.items():
                 if everyone or name in names:
                     if slot.busy:
@@ -148,7 +169,7 @@ class Schedule:
         """The next turn (the destination ready longest): waits for one; None at the stop."""
         with self._changed:
             while not self.stop.is_set():
-                now = time.monotonic()
+                now = self._now()
                 waiting = [
                     (ready, n)
                     for n, s in self._slots.items()
@@ -186,8 +207,8 @@ class Schedule:
     ):
         """The turn is over: `claimed` handoffs, or `wait_seconds` asked by its limits (None: not limited);
         a maintenance turn whose settlement found a `backlog` comes again at once."""
-        now = time.monotonic()
         with self._changed:
+            now = self._now()
             slot = self._slots[name]
             slot.busy -= 1
             if not slot.served:

@@ -71,3 +71,33 @@ def test_a_beat_that_cannot_be_written_never_raises_and_is_logged_once(settings,
     settings.VAR_DIR = tmp_path
     assert heartbeat.beat("w1") is True
     assert heartbeat.readiness("w1", within=5).ready
+
+
+def test_a_monotonic_clock_stepped_back_does_not_hold_the_next_beat_back(monkeypatch):
+    """libfaketime steps the monotonic clock with the wall clock: five minutes back must not mean five minutes
+    without a beat (the readiness probe would call the turning loop stuck)."""
+    clock = [1000.0]
+    monkeypatch.setattr(heartbeat, "time", _Clock(clock))
+    beats = heartbeat.Beats("w1")
+    beats.beat()
+    path = next(heartbeat.heartbeat_dir().glob("*.json"))
+    path.unlink()
+    clock[0] += 0.5
+    beats.beat()
+    assert not path.exists()  # within a second of the last beat: none written
+    clock[0] -= 300
+    beats.beat()
+    assert path.exists()
+
+
+class _Clock:
+    """The `time` module as heartbeat.py reads it, with a monotonic clock the test steps."""
+
+    def __init__(self, reading: list[float]):
+        self._reading = reading
+
+    def monotonic(self) -> float:
+        return self._reading[0]
+
+    def time(self) -> float:
+        return time.time()

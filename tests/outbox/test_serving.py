@@ -4,7 +4,9 @@ maintenance kept. No database, no clock
 waits: every turn asked for here is due at once, or the test says it is not due."""
 
 import threading
+from types import SimpleNamespace
 
+from outbox.dispatch import serving
 from outbox.dispatch.serving import Schedule, Turn
 
 LONG = 3600.0  # an idle poll or a maintenance pass that never comes within a test
@@ -178,3 +180,22 @@ def test_leases_expired_during_a_maintenance_turn_bring_the_next_one_at_once():
     assert plan.take() == ("crm", Turn.MAINTAIN)
     plan.done("crm", Turn.MAINTAIN)
     assert plan.due_now() == []  # then at its interval again
+
+
+def test_a_monotonic_clock_stepped_back_leaves_due_turns_due_and_the_rest_as_far_off(monkeypatch):
+    """libfaketime steps the monotonic clock with the wall clock: a turn due before a step of five minutes back is
+    due after it (not five minutes later: a dispatcher with a backlog stalled so), and maintenance keeps its
+    distance."""
+    clock = [1000.0]
+    monkeypatch.setattr(serving, "time", SimpleNamespace(monotonic=lambda: clock[0]))
+    plan = schedule("crm", maintain_every=10.0)
+    name, turn = plan.take()
+    plan.done(name, turn, claimed=20)  # a backlog: its next turn at once
+    clock[0] -= 300
+    assert plan.due_now() == ["crm"]
+    assert plan.take() == ("crm", Turn.DELIVER)
+    plan.done("crm", Turn.DELIVER, wait_seconds=LONG)  # held by its limits: only maintenance comes
+    clock[0] += 9
+    assert plan.due_now() == []
+    clock[0] += 1
+    assert plan.take() == ("crm", Turn.MAINTAIN)
