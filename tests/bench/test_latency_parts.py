@@ -1,10 +1,11 @@
 """The latency rows state the product's share and its parts (bench/e2e.py `latency_parts`): waiting to be
 claimed, claiming and sending up to the receiver's commit, and recording after it, each a median over the
-first attempts; the receiver call beside them. The times here are given."""
+first attempts; the receiver call beside them. The latency runs from the approval's commit (`from_commit`),
+its own transaction a part apart. The times here are given."""
 
 from datetime import UTC, datetime, timedelta
 
-from bench.e2e import latency_parts
+from bench.e2e import from_commit, latency_parts
 
 T0 = datetime(2026, 12, 6, 9, 0, tzinfo=UTC)
 
@@ -39,3 +40,24 @@ def test_a_handoff_the_receiver_has_not_recorded_counts_only_in_its_wait():
     assert parts["median_claim_to_receiver_commit_ms"] == 10.0
     assert parts["median_receiver_commit_to_recorded_ms"] == 5.0
     assert parts["median_receiver_call_ms"] == 9.0
+
+
+def test_the_latency_runs_from_the_approvals_commit_its_transaction_a_part_of_its_own():
+    # Each approval: inserted at T, COMMIT sent 3 ms later, returned 5 ms after that; claimed 2 ms after the
+    # commit returned, at the receiver's commit 12 ms after it, its call 9 ms.
+    approved, commits, received, firsts = {}, {}, {}, []
+    for n in range(3):
+        key, inserted = f"k{n}", T0 + ms(100 * n)
+        sent, committed = inserted + ms(3), inserted + ms(8)
+        approved[key], commits[key] = inserted, (sent.timestamp(), committed.timestamp())
+        received[key] = committed + ms(12)
+        firsts.append((key, committed + ms(2), 9, received[key] + ms(4)))
+    figures = from_commit(commits, approved, received, firsts)
+    assert figures["median_ms"] == 12.0
+    assert figures["median_wait_to_claim_ms"] == 2.0
+    assert figures["product_share_ms"] == 3.0
+    assert figures["median_approval_statements_ms"] == 3.0
+    assert figures["median_approval_commit_ms"] == 5.0
+    # The figures as they were taken before: from the insert, the approval's transaction in them.
+    assert figures["median_from_insert_ms"] == 20.0
+    assert figures["product_share_from_insert_ms"] == 11.0
