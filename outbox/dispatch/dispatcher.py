@@ -360,17 +360,24 @@ def settle_uncertain_pass(
 
 
 class Lapsed(NamedTuple):
-    """What `lapsed_expire` ended: leases that ran out, and handoffs resumed as their case's hold ended."""
+    """What `lapsed_expire` ended: leases that ran out, handoffs resumed as their case's hold ended, and steps
+    handed to a person as their must-finish-by passed."""
 
     leases: int
     resumed: int
+    past_deadline: int
 
 
 def lapsed_expire() -> Lapsed:
     """End what ran out (every destination's, database clock): the leases of workers that stopped reporting,
-    then the operators' holds of one case whose end passed. Maintenance, the sweep and the runner's
-    supervision each begin with it."""
-    return Lapsed(leases=handoff_expire_leases(), resumed=case_holds_expire())
+    the operators' holds of one case whose end passed, then the steps past their must-finish-by, whatever
+    their destination's state (paused, held, disabled, served by no dispatcher: a deadline is the business's).
+    Maintenance, the sweep and the runner's supervision each begin with it."""
+    return Lapsed(
+        leases=handoff_expire_leases(),
+        resumed=case_holds_expire(),
+        past_deadline=handoffs_past_deadline(),
+    )
 
 
 def maintain(
@@ -386,7 +393,6 @@ def maintain(
     asked to be left alone (a Retry-After hold) refuses settlement's permit, like any other call's."""
     stats = RunStats(expired_leases=lapsed_expire().leases if expire_leases else 0)
     for each in _each(destination):
-        handoffs_past_deadline(destination=each.name)  # never sent late: to a person instead
         stats.add(_settle_as_admitted(each, settle_limit))
     return stats
 

@@ -5,6 +5,7 @@ check refuses a retry window or an attention SLA that outlasts the deadline it s
 database clock decides every comparison. Both backends."""
 
 import json
+import threading
 from datetime import timedelta
 
 import pytest
@@ -14,11 +15,14 @@ from approvals.models import RuleVersion
 from approvals.services.rule_versions import rule_version_problems, rule_version_publish
 from outbox.clock import db_time
 from outbox.dispatch.claims import handoff_claim_due
-from outbox.dispatch.dispatcher import drain
-from outbox.models import Attempt, Handoff, HandoffEvent, HandoffState
+from outbox.dispatch.dispatcher import drain, sweep
+from outbox.dispatch.held_destinations import Holds
+from outbox.dispatch.runner import Pool, _supervise
+from outbox.dispatch.serving import Schedule
+from outbox.models import Attempt, DestinationConfig, Handoff, HandoffEvent, HandoffState
 from outbox.services.deadlines import DEADLINE_PASSED, handoffs_past_deadline
 from tests.builders import approve
-from tests.factories import ONBOARDING_PAYLOAD, onboarding_world
+from tests.factories import ONBOARDING_PAYLOAD, HandoffFactory, onboarding_world
 from tests.factories import ONBOARDING_THREE_STEPS_SCHEMA as BASE
 
 pytestmark = pytest.mark.django_db(databases=["default", "delivery"])
@@ -182,3 +186,38 @@ def test_workflows_check_refuses_a_deadline_field_that_holds_no_time_field_named
         refused.value
     )
     assert RuleVersion.objects.count() == before
+
+
+@pytest.fixture
+def supervision(settings, tmp_path):
+    """A long-running dispatcher's supervision turn (`outbox/dispatch/runner.py`), no worker beside it."""
+    settings.VAR_DIR = tmp_path
+    settings.HANDOFF_DISPATCH_WORKERS = 0
+    stop = threading.Event()
+    pool = Pool(Schedule(idle_sleep=0.5, maintain_every=5.0, stop=stop, lanes=1), "w1", stop)
+    yield lambda: _supervise(pool, Holds())
+    stop.set()
+
+
+@pytest.mark.parametrize("served_by", ["sweep", "supervision"])
+@pytest.mark.parametrize(
+    "row",
+    [
+        {"kind": "in_process", "enabled": False},  # disabled by its operator
+        {"kind": "fax_machine", "enabled": True},  # a problem no dispatcher serves it with
+    ],
+    ids=["disabled", "not servable"],
+)
+def test_a_deadline_holds_whatever_its_destinations_state(world, request, served_by, row):
+    """A step's must-finish-by is the business's, not the destination's: a destination no dispatcher serves
+    (disabled, or held for a problem) still sees its steps past their deadline go to a person, by the
+    django-q2 sweep and by a long-running dispatcher's supervision alike."""
+    DestinationConfig.objects.create(name="crm", config={}, **row)
+    late = HandoffFactory(number=60, destination="crm", finish_by=db_time() - timedelta(seconds=1))
+    sweep() if served_by == "sweep" else request.getfixturevalue("supervision")()
+    late.refresh_from_db()
+    assert (late.state, late.reason_code, late.attempts) == (
+        S.NEEDS_ATTENTION,
+        DEADLINE_PASSED,
+        0,
+    )
