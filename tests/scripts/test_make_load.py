@@ -1,6 +1,7 @@
 """scripts/make_load.py, the load that `make test` is checked under (README.md, "Tests"): it starts its
 burners and servers, says how to stop it, and stops every one of them when its time is up or when killed.
-Run once a `make test`, in the SQLite streams (`tests/scripts/once.py`): 5.8 s of its children's CPU a run."""
+Run once a `make test`, in the SQLite streams (it asks for no database: tests/conftest.py): 5.8 s of its
+children's CPU a run."""
 
 import os
 import signal
@@ -9,9 +10,6 @@ import sys
 import time
 
 from tests.processes import ROOT
-from tests.scripts.once import IN_THE_SQLITE_STREAMS_ONLY
-
-pytestmark = IN_THE_SQLITE_STREAMS_ONLY
 
 DEADLINE_SECONDS = 120
 

@@ -1,11 +1,12 @@
-"""`make test`'s streams select every test of the suite exactly once per database: none runs twice (time lost on
-the critical path) and none in no stream (a test nobody runs); on SQLite, every test that SQLite can run. The
-streams are read from the Makefile as make prints them (`make -n test-suites`: their markers, paths and ignored
-paths), the suite is collected once in a process of its own, and each stream's selection is worked out the way
-pytest's `-m` does.
+"""`make test`'s streams select every test of the suite exactly once per database it needs: none runs twice
+(time lost on the critical path) and none in no stream (a test nobody runs); on SQLite, every test that SQLite
+can run. The streams are read from the Makefile as make prints them (`make -n test-suites`: their markers, paths
+and ignored paths), the suite is collected once in a process of its own, and each stream's selection is worked
+out the way pytest's `-m` does. A test that asks for no database and that SQLite runs is the same on both: it
+runs in the SQLite streams only.
 
-The Makefile is the same whatever database a run is on: these tests run in the SQLite streams only (the
-collection costs 13 s of CPU, which the PostgreSQL rest stream paid as well)."""
+The Makefile is the same whatever database a run is on, and these tests ask for none: they run in the SQLite
+streams only (the collection costs 13 s of CPU, which the PostgreSQL rest stream paid as well)."""
 
 import json
 import os
@@ -18,9 +19,6 @@ import pytest
 from _pytest.mark.expression import Expression
 
 from tests.processes import ROOT
-from tests.scripts.once import IN_THE_SQLITE_STREAMS_ONLY
-
-pytestmark = IN_THE_SQLITE_STREAMS_ONLY
 
 # Written into the collecting process's path: every collected test's id and the names of its markers.
 MARKERS_PLUGIN = """
@@ -131,24 +129,39 @@ def _selected_once(streams: list[Stream], tests: dict[str, set[str]]) -> tuple[l
     return in_none, in_several
 
 
+def _runs_on_sqlite(markers: set[str]) -> bool:
+    return Expression.compile(SQLITE_RUNS).evaluate(lambda name, **_: name in markers)
+
+
 def test_the_postgresql_streams_of_make_test_select_every_test_exactly_once(collected):
+    """Every test once, but those that ask for no database and that the SQLite streams run: none of the
+    PostgreSQL streams runs those again (tests/conftest.py marks them `no_database`)."""
     streams = make_streams()
     postgres = [s for s in streams if not s.name.endswith("(sqlite)")]
     assert postgres, f"make -n test-suites printed {streams}"
-    in_none, in_several = _selected_once(postgres, collected)
+    once_on_sqlite = {
+        nodeid
+        for nodeid, markers in collected.items()
+        if "no_database" in markers and _runs_on_sqlite(markers)
+    }
+    assert len(once_on_sqlite) > 100
+    needs_postgresql = {n: m for n, m in collected.items() if n not in once_on_sqlite}
+    in_none, in_several = _selected_once(postgres, needs_postgresql)
     assert in_none == [], f"{len(in_none)} tests in no PostgreSQL stream: {in_none[:20]}"
     assert in_several == {}, f"tests in several streams: {dict(list(in_several.items())[:20])}"
+    again = [
+        (s.name, nodeid)
+        for s in postgres
+        for nodeid in sorted(once_on_sqlite)
+        if s.selects(nodeid, collected[nodeid])
+    ]
+    assert again == [], f"tests of no database that a PostgreSQL stream runs again: {again[:20]}"
 
 
 def test_the_sqlite_streams_of_make_test_select_every_test_sqlite_runs_exactly_once(collected):
     sqlite = [s for s in make_streams() if s.name.endswith("(sqlite)")]
     assert sqlite, "no SQLite stream"
-    runs = Expression.compile(SQLITE_RUNS)
-    on_sqlite = {
-        nodeid: markers
-        for nodeid, markers in collected.items()
-        if runs.evaluate(lambda name, markers=markers, **_: name in markers)
-    }
+    on_sqlite = {n: markers for n, markers in collected.items() if _runs_on_sqlite(markers)}
     assert len(on_sqlite) > 1000
     in_none, in_several = _selected_once(sqlite, on_sqlite)
     assert in_none == [], f"{len(in_none)} tests in no SQLite stream: {in_none[:20]}"
