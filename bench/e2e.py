@@ -661,6 +661,23 @@ def latency_parts(committed: dict, received: dict, firsts: list) -> dict:
     }
 
 
+@contextlib.contextmanager
+def dispatchers_for_run(
+    bench: Bench, count: int, tag: str, running: list[subprocess.Popen] | None = None
+):
+    """The dispatchers of one run: `running` (those of `Bench.kept_running`, a figure's) left running after
+    it, else `count` started for this run alone and stopped after it, also when it fails. Until 2026-12-06
+    `latency` reused the name of its `running` for its producers and so never stopped its own: the 8 of the
+    run with the best batched count stayed up, serving the same outbox, through the alternative, the crash,
+    growth and the backlog (`ps` during a run showed them beside those sections' own)."""
+    if running is not None:
+        bench.dispatchers_started(running)
+        yield running
+        return
+    with bench.kept_running(count, tag) as procs:
+        yield procs
+
+
 def from_commit(commits: dict, approved: dict, received: dict, firsts: list) -> dict:
     """The latency from each approval's commit to the receiver's (`commits`: a key's COMMIT sent and returned,
     the producer's clock; the handoff exists for a dispatcher once it returned), its parts (`latency_parts`)
@@ -705,38 +722,35 @@ def latency(
     """Handoffs approved at a steady rate by `producers` processes (each rate/producers, own keys);
     approval commit to receiver commit, per key. `running`: `dispatchers` of `Bench.kept_running`, left running."""
     reset(bench)
-    procs = running or bench.start_dispatchers(dispatchers, "lat")
-    bench.dispatchers_started(procs)
-    running = [
-        subprocess.Popen(
-            [
-                PYTHON,
-                "-c",
-                PRODUCER,
-                str(rate / producers),
-                str(seconds),
-                str(1 + n * 10_000_000),
-                *(["inline"] if inline else []),
-            ],
-            cwd=ROOT,
-            env=bench.env,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
+    with dispatchers_for_run(bench, dispatchers, "lat", running):
+        producing = [
+            subprocess.Popen(
+                [
+                    PYTHON,
+                    "-c",
+                    PRODUCER,
+                    str(rate / producers),
+                    str(seconds),
+                    str(1 + n * 10_000_000),
+                    *(["inline"] if inline else []),
+                ],
+                cwd=ROOT,
+                env=bench.env,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                text=True,
+            )
+            for n in range(producers)
+        ]
+        printed = producers_go(producing)
+        produced = sum(int(lines[-1]) for lines in printed)
+        commits = {key: times for lines in printed for key, times in json.loads(lines[-2]).items()}
+        wait_for(
+            bench,
+            "SELECT count(*) FROM outbox_handoff WHERE state = 'delivered'",
+            produced,
+            timeout=120,
         )
-        for n in range(producers)
-    ]
-    printed = producers_go(running)
-    produced = sum(int(lines[-1]) for lines in printed)
-    commits = {key: times for lines in printed for key, times in json.loads(lines[-2]).items()}
-    wait_for(
-        bench,
-        "SELECT count(*) FROM outbox_handoff WHERE state = 'delivered'",
-        produced,
-        timeout=120,
-    )
-    if running is None:
-        bench.stop(procs)
     with bench.sql() as src, bench.sql("delivery") as dst:
         approved = dict(src.execute("SELECT action_key, created_at FROM outbox_handoff").fetchall())
         received = dict(

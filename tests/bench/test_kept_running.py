@@ -1,13 +1,15 @@
 """bench/harness.py `Bench.kept_running`: the dispatchers of a figure start once for all its runs (a start
 imports the whole product, about 2 s of CPU a process, and bench/e2e.py's runs each paid it in wall time)
-and are stopped after the figure, also when a run fails. The processes are real; only their start is a
-stand-in (a sleeping process), so that no database is needed."""
+and are stopped after the figure, also when a run fails; a run's own (bench/e2e.py `dispatchers_for_run`)
+after the run. The processes are real; only their start is a stand-in (a sleeping process), so that no
+database is needed."""
 
 import subprocess
 import sys
 
 import pytest
 
+from bench.e2e import dispatchers_for_run
 from bench.harness import Bench
 
 
@@ -55,3 +57,17 @@ def test_dispatchers_are_stopped_when_a_run_fails():
 
     assert all(proc.poll() is not None for proc in running)
     assert bench.procs == []
+
+
+def test_a_runs_own_dispatchers_stop_after_it_and_a_figures_stay_up():
+    bench = SleepersBench()
+    with dispatchers_for_run(bench, 2, "run") as own:
+        assert len(own) == 2 and all(proc.poll() is None for proc in own)
+    assert all(proc.poll() is not None for proc in own)
+    assert bench.procs == []
+
+    with bench.kept_running(2, "figure") as kept:
+        with dispatchers_for_run(bench, 2, "run", kept) as used:
+            assert used == kept
+        assert all(proc.poll() is None for proc in kept)
+    assert bench.starts == 2
