@@ -54,6 +54,27 @@ AIM = 0.8
 DISPATCHERS = (1, 2, 4)
 CAPACITY_CLIENTS = 4
 MAINTAIN_EVERY = 0.05
+# One key a request a run lasts seconds (4-5 s at 4 dispatchers idle), not a quarter of one as batched: there
+# the dispatchers supervise every 0.25 s. At 0.05 each supervision costs its process and its backend for the
+# whole run, a cost per second the ceiling does not pay (2026-12-06, 4 dispatchers, 2,000 keys, a load of
+# 21-24: the dispatchers' and their database's CPU a key 2.09-3.76 ms at 0.05 s, 1.36-2.30 at 0.25 s); at
+# 0.25 the second dispatcher begins 0.05 s after the first on average, and 2 of them already fill the 2 cores.
+MAINTAIN_EVERY_ONE_KEY = 0.25
+
+
+def maintain_every(batch: int) -> float:
+    """The dispatchers' `--maintain-every` for a kind of lookup: all of them begin within it of the release."""
+    return MAINTAIN_EVERY if batch > 1 else MAINTAIN_EVERY_ONE_KEY
+
+
+def settler_command(tag: str, n: int, batch: int) -> list[str]:
+    """The `manage.py dispatch` command of settler `n` of a run."""
+    return [PYTHON, "manage.py", "dispatch", "--worker", f"{tag}-{n}", "--idle-sleep", "0.5"] + [
+        "--maintain-every",
+        str(maintain_every(batch)),
+    ]
+
+
 TICKS = os.sysconf("SC_CLK_TCK")
 # Longer than the section: no receiver backend ends inside a window whose CPU is read (`main`).
 RECEIVER_CONN_MAX_AGE = 3600
@@ -312,17 +333,13 @@ def release(bench: Bench) -> None:
         )
 
 
-def start_settlers(bench: Bench, count: int, tag: str) -> list:
+def start_settlers(bench: Bench, count: int, tag: str, batch: int) -> list:
     """`count` dispatcher processes, returned once each has started serving (its start line printed). Their
-    maintenance turns come every MAINTAIN_EVERY seconds while idle, so all of them begin within that of the
-    release: a process that boots later than the others (seconds, on a loaded machine) does not shorten the
-    span of the runs with more dispatchers into one with fewer."""
+    maintenance turns come every `maintain_every(batch)` seconds while idle, so all of them begin within that
+    of the release: a process that boots later than the others (seconds, on a loaded machine) does not shorten
+    the span of the runs with more dispatchers into one with fewer."""
     procs = [
-        bench.spawn(
-            [PYTHON, "manage.py", "dispatch", "--worker", f"{tag}-{n}", "--idle-sleep", "0.5"]
-            + ["--maintain-every", str(MAINTAIN_EVERY)],
-            f"dispatcher-{tag}-{n}.log",
-        )
+        bench.spawn(settler_command(tag, n, batch), f"dispatcher-{tag}-{n}.log")
         for n in range(count)
     ]
     deadline = time.monotonic() + 300
@@ -331,13 +348,13 @@ def start_settlers(bench: Bench, count: int, tag: str) -> list:
         if time.monotonic() > deadline or any(proc.poll() is not None for proc in procs):
             raise SystemExit(f"dispatchers {tag} did not start; see {bench.log_dir}")
         time.sleep(0.1)
-    time.sleep(2 * MAINTAIN_EVERY)  # each has had its first (empty) maintenance turn
+    time.sleep(2 * maintain_every(batch))  # each has had its first (empty) maintenance turn
     return procs
 
 
-def settle(bench: Bench, count: int, dispatchers: int, tag: str) -> dict:
+def settle(bench: Bench, count: int, dispatchers: int, tag: str, batch: int) -> dict:
     fill(bench, count)
-    procs = start_settlers(bench, dispatchers, tag)
+    procs = start_settlers(bench, dispatchers, tag, batch)
     before, supervised = settlers_cpu(bench, procs), supervision_cpu(procs)
     release(bench)
     wait_for(
@@ -370,7 +387,7 @@ def settle(bench: Bench, count: int, dispatchers: int, tag: str) -> dict:
 
 def supervision_cpu(procs: list) -> float:
     """CPU seconds so far of the dispatchers' main threads: their supervision (`outbox/dispatch/runner.py`
-    `run_forever`), every MAINTAIN_EVERY seconds whatever the backlog. At 0.05 it is a cost per second, not
+    `run_forever`), every `maintain_every(batch)` seconds whatever the backlog. At 0.05 a cost per second, not
     per key, so a run that goes slower pays more of it a key (2026-12-06, 3 runs of 2,000 keys one a request
     at a load of 20-28: 0.065-0.072 s of CPU a second for the 4, half of their CPU, in runs of 16-32 s)."""
     total = 0.0
@@ -422,6 +439,7 @@ def measure(bench: Bench, count: int, batch: int, repeat: int) -> dict:
         "of_ceiling_paired": paired[4],
         "of_ceiling_paired_by_dispatchers": paired,
         "batch": batch,
+        "maintain_every": maintain_every(batch),
         "repeat": repeat,
         "capacity_keys_per_second": capacity,
         "writes_alone_keys_per_second": writes,
@@ -502,7 +520,7 @@ def ceiling_pairs(
 
     def settled(n: int) -> float:
         runs[(n, "settle")] = settle(
-            bench, count, dispatchers, f"paired-b{batch}-{dispatchers}-{n}"
+            bench, count, dispatchers, f"paired-b{batch}-{dispatchers}-{n}", batch
         )
         return runs[(n, "settle")]["per_second"]
 

@@ -44,14 +44,14 @@ def _paired_by_count(report: dict) -> list[str]:
     return [*lines, ""] if lines else []
 
 
-def _supervision(cpu: dict) -> str:
+def _supervision(cpu: dict, every: float = 0.05) -> str:
     """The dispatchers' supervision's share, when the run read it (bench/settlement_bench.py
-    `supervision_cpu`): a cost per second at the bench's `--maintain-every 0.05`, not per key."""
+    `supervision_cpu`): a cost per second at the bench's `--maintain-every` (`every`), not per key."""
     if not cpu.get("supervision"):
         return ""
     return (
-        f", of which {cpu['supervision']:.3f} their supervision, every 0.05 s whatever the backlog (a cost "
-        "per second: a slower run pays more of it a key; a deployed dispatcher supervises every 5 s)"
+        f", of which {cpu['supervision']:.3f} their supervision, every {every:g} s whatever the backlog (a "
+        "cost per second: a slower run pays more of it a key; a deployed dispatcher supervises every 5 s)"
     )
 
 
@@ -66,7 +66,8 @@ def _cpu(report: dict) -> list[str]:
         settle = cpu["settle"]
         lines.append(
             f"CPU per settled key at 4 dispatchers, {kind} (from `/proc`, medians of the pairs): "
-            f"{settle['total']:.3f} ms (the dispatchers {settle['dispatchers']:.3f}{_supervision(cpu)}; "
+            f"{settle['total']:.3f} ms (the dispatchers {settle['dispatchers']:.3f}"
+            f"{_supervision(cpu, mode.get('maintain_every', 0.05))}; "
             f"their database {settle['database']:.3f}, the receiver {settle['receiver']:.3f}) against the "
             "ceiling's "
             f"{cpu['ceiling']:.3f} ms (lookups {cpu['ceiling_lookups']:.3f}, writes "
@@ -149,9 +150,10 @@ LEVERS = [
     "against about 1 ms for everything the dispatcher does, measured the same way): the levers above change "
     "the dispatcher's 0.9 ms a key by less than the noise; its HTTP client, not settlement, is most of it.",
     "",
-    "The bench's dispatchers run with `--maintain-every 0.05` so that all of them begin within 50 ms of the "
-    "release; idle, each then cost about 0.17 s of CPU a second (its process 0.12, its database 0.05; 0.03 "
-    "at 0.5 s; measured under load, 2026-12-06), 0.08-0.10 since the third round above (its process "
+    "The bench's dispatchers run with `--maintain-every 0.05` batched (0.25 one key a request, below) so that "
+    "all of them begin within 50 ms of the release; idle, each then cost about 0.17 s of CPU a second (its "
+    "process 0.12, its database 0.05; 0.03 at 0.5 s; measured under load, 2026-12-06), 0.08-0.10 since the "
+    "third round above (its process "
     "0.04, its database 0.04-0.05), at 4 dispatchers a fifth of the two cores, and what of it "
     "falls within a run is counted in the settlement's CPU. The longer a run, the more it weighs: in a check "
     "of this bench at a load of 20 (runs of 3 s instead of a quarter of one) a key cost 0.44 ms of CPU with "
@@ -159,6 +161,18 @@ LEVERS = [
     "was (the second round above). Its database's share is the claim's: right after a backlog settles, the "
     "table's statistics (taken when it was all uncertain) lead PostgreSQL to read the whole table for an "
     "empty claim (3.8 ms for 10,000 rows) until it is analyzed again (0.1 ms after `ANALYZE`).",
+    "",
+    "One key a request a run lasts seconds (4-5 s at 4 dispatchers on the idle machine), and that cost per "
+    "second was the settlement's alone: the ceiling's plain clients do not supervise. There the dispatchers "
+    "supervise every 0.25 s instead (2026-12-06, 4 dispatchers settling 2,000 keys, runs in turn at a load of "
+    "21-24 from other work, CPU from `/proc`): the dispatchers' and their database's CPU a key 2.09 and 3.76 "
+    "ms at 0.05 s against 1.36 and 2.30 at 0.25 s (their supervision 0.55 and 1.44 against 0.16 and 0.62; the "
+    "receiver's 3.3-4.0 either way), about 0.1 s of CPU a second less for the 4, a twentieth of the two "
+    "cores. The second dispatcher to begin now does so 0.05 s after the first on average, and two already "
+    "fill the two cores (the ratio at 2 dispatchers is the one at 4). Batched, a run lasts a quarter of a "
+    "second: there 0.05 s stays. The last whole run's order effect one key a request (reference first 0.91, "
+    "subject first 0.78) rests on one pair first one way and two the other, whose reference moved 388-612 "
+    "keys/s between pairs; the reference-first pairs were 0.77 and 1.04.",
 ]
 
 

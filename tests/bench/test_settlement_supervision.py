@@ -5,7 +5,7 @@ the dispatchers' CPU. The process here is a real one whose main thread and side 
 import subprocess
 import sys
 
-from bench.settlement_bench import supervision_cpu, tree_cpu
+from bench.settlement_bench import maintain_every, settler_command, supervision_cpu, tree_cpu
 from bench.settlement_report import _cpu
 
 BURN = """
@@ -53,3 +53,22 @@ def test_the_report_names_the_supervisions_share_of_the_dispatchers_cpu():
     assert (
         "of which" not in _cpu({"modes": [{"batch": 1, "cpu_at_4": {**cpu, "supervision": 0}}]})[0]
     )
+
+
+def test_one_key_a_request_the_settlers_supervise_every_quarter_second_batched_every_twentieth():
+    one_key = settler_command("paired-b1-4-0", 3, batch=1)
+    batched = settler_command("paired-b100-4-0", 3, batch=100)
+
+    assert one_key[one_key.index("--maintain-every") + 1] == "0.25"
+    assert batched[batched.index("--maintain-every") + 1] == "0.05"
+    assert one_key[one_key.index("--worker") + 1] == "paired-b1-4-0-3"
+    cpu = {
+        "settle": {"dispatchers": 0.9, "database": 0.3, "receiver": 2.0, "total": 3.2},
+        "ceiling": 2.6,
+        "ceiling_lookups": 2.5,
+        "ceiling_writes": 0.1,
+        "ratio": 0.81,
+        "supervision": 0.05,
+    }
+    report = {"modes": [{"batch": 1, "maintain_every": maintain_every(1), "cpu_at_4": cpu}]}
+    assert "of which 0.050 their supervision, every 0.25 s" in _cpu(report)[0]
