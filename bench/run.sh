@@ -45,7 +45,7 @@ commands=(
   "$PY bench/reconcile_bench.py $RECONCILE_KEYS"
   "$PY bench/destinations_bench.py --pairs 3 --json $out/destinations.json"
   "$PY bench/many_destinations_bench.py --json $out/many_destinations.json"
-  "$PY bench/tracing_bench.py --pairs 3 --json $out/tracing.json"
+  "$PY bench/tracing_bench.py --pairs 5 --handoffs 800 --json $out/tracing.json"
   "$PY bench/status_events_bench.py --json $out/status_events.json"
   "$PY bench/console_operators_bench.py --rows $CONSOLE_OPERATORS_ROWS --operators 20 --rounds 2 --also-think-ms 1000 --json $out/console_operators.json"
   "$PY bench/retention_bench.py --rows $RETENTION_ROWS --pairs 3 --json $out/retention.json"
