@@ -174,6 +174,11 @@ class Destination(ABC):
             f"(key {step_key}) at {self.name}"
         )
 
+    def undo_payload_fields(self) -> frozenset[str] | None:
+        """The fields of the approved payload an undo here sends: None, every one (the compensating operation
+        goes as a task holding the whole payload); a kind whose undo is a request of its own names them."""
+        return None
+
     def read_work(self, *, receipt_id: str, action_key: str) -> WorkAnswer:
         """Ask the destination for one task's work (its pulled `work_status.read`); LookupFailed when
         nothing is known. Only kinds that can be asked over HTTP read it (`PULLABLE_KINDS`)."""

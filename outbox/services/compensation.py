@@ -8,6 +8,7 @@ from lib.databases import DB
 from outbox.destinations import DestinationUnavailable, destination_named
 from outbox.errors import CompensationBlocked, HandoffNotFound, ReasonRequired
 from outbox.models import CompensationState, Handoff, HandoffState
+from outbox.services.erasure import erased_undo_missing
 from outbox.services.transitions import handoff_transition
 from outbox.services.workflows import mark_compensation, record_planned
 from outbox.steps import CompensationPlan, compensation_plan, plan_compensations
@@ -27,12 +28,15 @@ def _instance_locked(instance_key: str) -> list[Handoff]:
 
 def step_undo_missing(step: Handoff) -> str:
     """Why the step's destination cannot undo it ("" when it can): no undo request configured and no undo of
-    its kind. A destination not served now is not decided here: its compensation waits like any handoff."""
+    its kind, or its subject's personal data was erased on request and the undo would send "[erased]" where
+    that data was (`erased_undo_missing`). A destination not served now is not decided here: its
+    compensation waits like any handoff, unless the step was erased (what its undo sends is not known)."""
     try:
         destination = destination_named(step.destination)
     except DestinationUnavailable:
-        return ""
-    return destination.undo_missing(step.action_key, step.destination_id)
+        return erased_undo_missing(step)
+    missing = destination.undo_missing(step.action_key, step.destination_id)
+    return missing or erased_undo_missing(step)
 
 
 def instance_compensation_plan(handoffs: list[Handoff]) -> CompensationPlan:

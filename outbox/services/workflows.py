@@ -21,6 +21,7 @@ from outbox.models import (
     HandoffState,
 )
 from outbox.services.case_holds import hold_of_successor
+from outbox.services.erasure import erased_undo_missing
 from outbox.services.recording import create_handoff
 from outbox.steps import base_payload, entry_fixed, step_payload
 
@@ -58,8 +59,8 @@ def record_planned(
         # A step recorded while its whole case is held is held with it.
         case_hold_id=hold_of_successor(after),
     )
-    if after.erasure_id and planned.kind == HandoffKind.ACTION:
-        reason = _to_a_person_erased(planned, after, reason)
+    if after.erasure_id and (why := _sends_erased(planned)):
+        reason = _to_a_person_erased(planned, after, f"{reason}; {why}")
     HandoffEvent.objects.using(DB).create(
         handoff=planned,
         from_state="",
@@ -73,9 +74,18 @@ def record_planned(
     return planned
 
 
+def _sends_erased(planned: Handoff) -> str:
+    """Why `planned`, recorded from a handoff whose subject was erased, would send "[erased]" where that data
+    was ("" when it sends none of it): a step sends its payload, a compensation what its step's undo sends
+    (docs/security.md, "Erasure")."""
+    if planned.kind == HandoffKind.ACTION or planned.compensates_id is None:
+        return "its payload is the erased one"
+    return erased_undo_missing(Handoff.objects.using(DB).get(pk=planned.compensates_id))
+
+
 def _to_a_person_erased(planned: Handoff, after: Handoff, reason: str) -> str:
-    """The next step of a step whose subject was erased on request (settled delivered after the erasure):
-    its payload is the erased one, so sent it would carry "[erased]". It is recorded, marked with the
+    """The next step or compensation of a handoff whose subject was erased on request (settled delivered after
+    the erasure), where sent it would carry "[erased]" (`_sends_erased`). It is recorded, marked with the
     erasure, and goes to a person, never sent (as an erased handoff settlement found not sent,
     `outbox/outcomes.py`); its event's reason says so."""
     if planned.state != HandoffState.PENDING:

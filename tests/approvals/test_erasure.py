@@ -29,9 +29,10 @@ from outbox.models import (
     Erasure,
     Handoff,
     HandoffEvent,
+    HandoffKind,
     HandoffState,
 )
-from outbox.services import handoff_record, handoff_retry
+from outbox.services import handoff_record, handoff_retry, instance_compensate
 from outbox.services.lookup_limits import LimitedLookups
 from outbox.services.retention import handoffs_archive_settled
 from outbox.settlement import passes as settling
@@ -366,3 +367,39 @@ def test_the_next_step_of_an_erased_step_settled_later_goes_to_a_person_never_se
     assert not Handoff.objects.filter(instance_key=first.instance_key, step_index=2).exists()
     with pytest.raises(InvalidTransition):
         handoff_retry(handoff_id=second.pk, actor=world["olga"])
+
+
+def test_a_compensation_recorded_from_an_erased_one_goes_to_a_person_never_sent(world, eraser):
+    """The instance was compensated before the erasure, and the first compensation's answer was lost
+    (uncertain: it does not refuse the erasure). Settled delivered after it, that compensation records the
+    next one from its own, erased, payload: the receiver's undo (a task holding the whole payload) would send
+    "[erased]" where the client's data was, so it goes to a person, marked with the erasure, never sent."""
+    rule_version_publish(
+        workflow="onboarding",
+        schema=ONBOARDING_THREE_STEPS_SCHEMA,
+        steps=ONBOARDING_STEPS,
+        actor=None,
+    )
+    first = approve(world)
+    drain()
+    instance_compensate(instance_key=first.instance_key, actor=world["olga"], reason="client left")
+    undo = Handoff.objects.get(instance_key=first.instance_key, kind=HandoffKind.COMPENSATION)
+    receiver.task_create_idempotent(action_key=undo.action_key, payload=undo.payload)
+    Handoff.objects.filter(pk=undo.pk).update(state=S.UNCERTAIN, attempts=1)
+    [erasure] = subject_erase(subject=subject_named(email=EMAIL), reason="ticket", actor=eraser)
+
+    settling.settle_pass(
+        destination=LimitedLookups(InProcessDestination(), worker="s"), worker="s", limit=5
+    )
+    drain()
+
+    assert Handoff.objects.get(pk=undo.pk).state == S.DELIVERED
+    second = Handoff.objects.get(action_key=f"{first.instance_key}:create_client:compensate")
+    assert (second.state, second.reason_code, second.erasure_id) == (
+        S.NEEDS_ATTENTION,
+        "erased_not_sent",
+        erasure.pk,
+    )
+    assert not ReceiverTask.objects.filter(action_key=second.action_key).exists()
+    recorded = HandoffEvent.objects.get(handoff=second, from_state="")
+    assert "its undo would send [erased] for client_name, contact_email" in recorded.reason

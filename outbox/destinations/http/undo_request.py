@@ -50,6 +50,10 @@ class UndoRequest:
     def describe(self) -> str:
         return f"undo by {self.method} {self.path}"
 
+    def payload_fields(self) -> frozenset[str]:
+        """The payload fields its body names (`{payload.<field>}`; its path may name none)."""
+        return frozenset(_payload_names(self.body))
+
 
 def _value(name: str, target: UndoTarget, payload: dict) -> object:
     if name == "receipt_id":
@@ -62,6 +66,18 @@ def _value(name: str, target: UndoTarget, payload: dict) -> object:
             f"undo.body names payload.{field}, which the step's payload does not hold"
         )
     return payload[field]
+
+
+def _payload_names(template: object):
+    if isinstance(template, dict):
+        template = list(template.values())
+    if isinstance(template, list):
+        for value in template:
+            yield from _payload_names(value)
+    elif isinstance(template, str):
+        for name in PLACEHOLDER.findall(template):
+            if name.startswith("payload."):
+                yield name.removeprefix("payload.")
 
 
 def _filled(template: object, target: UndoTarget, payload: dict) -> object:

@@ -246,6 +246,9 @@ class IdempotencyKeyHttpDestination(Destination):
             **common,
         )
 
+    def undo_payload_fields(self) -> frozenset[str] | None:
+        return self.config.undo.payload_fields() if self.config.undo else frozenset()
+
     def _undo(self, outgoing: Outgoing, auth: dict) -> DeliveryResult:
         """A compensation: the configured undo request under the compensation's own key, never the create.
         Without one nothing is sent (compensation plans such a step as a residual; this guards a plan older

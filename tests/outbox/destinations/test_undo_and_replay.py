@@ -9,8 +9,10 @@ from django.contrib.auth import get_user_model
 from approvals.errors import InvalidPayload
 from approvals.management.commands.demo import ONBOARDING_THREE_STEPS_SCHEMA
 from approvals.services import request_approve, rule_version_publish
+from approvals.services.erasure import subject_erase, subject_named
+from delivery.models import ReceiverTask
 from outbox.destinations.registry import destination_named
-from outbox.dispatch.dispatcher import dispatch_batch, settle_uncertain
+from outbox.dispatch.dispatcher import dispatch_batch, drain, settle_uncertain
 from outbox.failures import Outgoing, UndoTarget
 from outbox.guidance import available_actions, next_step, retry_is_risky
 from outbox.models import (
@@ -25,7 +27,13 @@ from outbox.payloads import payload_hash
 from outbox.selectors import instance_handoffs, instance_status
 from outbox.services import handoff_retry, instance_compensate
 from outbox.services.destination_configs import destination_configs_apply
-from tests.factories import ONBOARDING_PAYLOAD, HandoffFactory, make_request, onboarding_world
+from tests.factories import (
+    ONBOARDING_PAYLOAD,
+    HandoffFactory,
+    make_request,
+    make_user,
+    onboarding_world,
+)
 from tests.outbox.destinations.idempotency_key_server import LedgerProcess
 from tests.outbox.destinations.test_idempotency_key_http import (
     KEY,
@@ -90,8 +98,8 @@ def world():
     return world
 
 
-def delivered_account_step(world, destination) -> Handoff:
-    request = make_request(world["w7"], 43, world["bob"], payload=dict(ONBOARDING_PAYLOAD))
+def delivered_account_step(world, destination, payload: dict = ONBOARDING_PAYLOAD) -> Handoff:
+    request = make_request(world["w7"], 43, world["bob"], payload=dict(payload))
     request_approve(
         workspace_id=7,
         number=43,
@@ -170,6 +178,98 @@ def test_a_compensation_planned_before_the_undo_was_removed_sends_nothing(ledger
     )
     assert "le_1" in result.detail and STEP_KEY in result.detail
     assert ledger.state()["requests"] == []
+
+
+# Request 43's client: another than request 42's, which awaits a decision (an erasure would be refused).
+CLIENT_43 = {
+    **ONBOARDING_PAYLOAD,
+    "client_name": "Lakeside Bakery",
+    "contact_email": "owner@lakeside.example",
+}
+
+
+def _erased_and_compensated(world):
+    """The subject of request 43 erased on request once its steps were delivered, then the instance
+    compensated; the plan."""
+    eraser = make_user("erin", permissions=["outbox.erase_personal_data"])
+    subject_erase(
+        subject=subject_named(email=CLIENT_43["contact_email"]),
+        reason="ticket 4711",
+        actor=eraser,
+    )
+    return instance_compensate(instance_key=INSTANCE, actor=world["olga"], reason="client left")
+
+
+def test_after_an_erasure_an_undo_by_receipt_id_is_sent_and_a_native_undo_is_a_residual(
+    ledger, world
+):
+    """Compensation after an erasure: the step at the ledger is undone by a DELETE naming only its receipt
+    id (it carries none of the erased fields), while the step at the receiver, whose undo is a task holding
+    the whole payload, would send "[erased]" where the client's data was: a residual for a person, nothing
+    sent."""
+    ledger_row(ledger, undo=DELETE_ENTRY)
+    rule_version_publish(
+        workflow="onboarding",
+        schema=ONBOARDING_THREE_STEPS_SCHEMA,
+        steps=[
+            {"name": "create_client", "compensation": "delete_client"},
+            {
+                "name": "provision_account",
+                "compensation": "deprovision_account",
+                "destination": NAME,
+            },
+        ],
+        actor=world["rules_admin"],
+        notes="a client at the receiver, its account at the ledger",
+    )
+    request = make_request(world["w7"], 43, world["bob"], payload=dict(CLIENT_43))
+    request_approve(
+        workspace_id=7,
+        number=43,
+        revision=1,
+        actor=world["alice"],
+        payload_hash=request.payload_hash,
+    )
+    drain()
+    client = Handoff.objects.get(action_key=f"{INSTANCE}:create_client", state=S.DELIVERED)
+    account = Handoff.objects.get(action_key=STEP_KEY, state=S.DELIVERED)
+
+    plan = _erased_and_compensated(world)
+    drain()
+
+    assert [h.pk for h in plan.reverse] == [account.pk]
+    assert [h.pk for h in plan.residual] == [client.pk]
+    reason = plan.residual_reason(client)
+    assert "erased on request" in reason and "client_name, contact_email" in reason
+    assert client.destination_id in reason and client.action_key in reason
+    assert stored(client).compensation_state == CompensationState.RESIDUAL
+    assert stored(account).compensation_state == CompensationState.COMPENSATED
+    assert [(r["path"], r["key"]) for r in ledger.deletes()] == [
+        (f"/v2/ledger/entries/{account.destination_id}", UNDO_KEY)
+    ]
+    assert not ReceiverTask.objects.filter(action_key__endswith=":compensate").exists()
+    assert not Handoff.objects.filter(compensates=client).exists()
+
+
+def test_after_an_erasure_an_undo_request_naming_an_erased_field_is_a_residual_nothing_sent(
+    ledger, world
+):
+    undo = {
+        **DELETE_ENTRY,
+        "body": {"contact": "{payload.contact_email}", "plan": "{payload.plan}"},
+    }
+    destination = ledger_row(ledger, undo=undo)
+    account_workflow(world)
+    step = delivered_account_step(world, destination, CLIENT_43)
+
+    plan = _erased_and_compensated(world)
+    dispatch_batch(destination=destination)
+
+    assert plan.reverse == [] and [h.pk for h in plan.residual] == [step.pk]
+    reason = plan.residual_reason(step)
+    assert "would send [erased] for contact_email;" in reason and step.destination_id in reason
+    assert not Handoff.objects.filter(kind=HandoffKind.COMPENSATION).exists()
+    assert ledger.deletes() == [] and len(ledger.entries()) == 1
 
 
 def test_publishing_a_compensation_at_a_destination_without_undo_is_refused_naming_step_and_destination(
