@@ -32,12 +32,13 @@ from outbox.models import (
     HandoffQuerySet,
     HandoffState,
 )
+from outbox.services.moves import move_changes
 from outbox.services.operator import (
     handoff_assign,
     handoff_cancel,
     handoff_retry,
 )
-from outbox.services.transitions import lock_with_compensated_steps, move_changes
+from outbox.services.transitions import lock_with_compensated_steps
 from outbox.settlement.asked import handoff_settle
 
 BULK_ACTIONS = ("retry", "reconcile", "assign", "cancel", "acknowledge")

@@ -29,11 +29,8 @@ from outbox.models import (
     HandoffState,
 )
 from outbox.outcomes import Plan, attempt_fields, delivered_plan, plan_outcome
-from outbox.services.transitions import (
-    lock_with_compensated_steps,
-    move_changes,
-    transition_changes,
-)
+from outbox.services.moves import move_changes, transition_changes
+from outbox.services.transitions import lock_with_compensated_steps
 from outbox.services.workflows import record_successors
 
 S = HandoffState

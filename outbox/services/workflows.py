@@ -5,10 +5,7 @@ reversed. The plans themselves are decided in `outbox/steps.py`."""
 import contextlib
 from collections.abc import Iterable
 
-from django.conf import settings
-
 from lib.databases import DB
-from outbox.clock import db_now, db_now_plus
 from outbox.dispatch.wakeups import wake_dispatcher_on_commit
 from outbox.errors import ActionKeyExists, InvalidTransition
 from outbox.models import (
@@ -22,6 +19,7 @@ from outbox.models import (
 )
 from outbox.services.case_holds import hold_of_successor
 from outbox.services.erasure import erased_undo_missing
+from outbox.services.moves import move_changes
 from outbox.services.recording import create_handoff
 from outbox.steps import base_payload, entry_fixed, step_payload
 
@@ -90,16 +88,17 @@ def _to_a_person_erased(planned: Handoff, after: Handoff, reason: str) -> str:
     `outbox/outcomes.py`); its event's reason says so."""
     if planned.state != HandoffState.PENDING:
         return reason  # observed only: never sent anyway
-    changes = {
-        "state": HandoffState.NEEDS_ATTENTION,
-        "erasure_id": after.erasure_id,
-        "failure_class": FailureClass.PERMANENT,
-        "reason_code": "erased_not_sent",
-        "last_error": "its subject's personal data was erased before it was sent",
-        # The needs-attention clock, as `move_changes` sets it: on the database clock.
-        "attention_since": db_now(),
-        "sla_due_at": db_now_plus(60.0 * settings.HANDOFF_SLA_MINUTES),
-    }
+    changes = move_changes(
+        planned.state,
+        HandoffState.NEEDS_ATTENTION,
+        {
+            "erasure_id": after.erasure_id,
+            "failure_class": FailureClass.PERMANENT,
+            "reason_code": "erased_not_sent",
+            "last_error": "its subject's personal data was erased before it was sent",
+        },
+        action_key=planned.action_key,
+    )
     Handoff.objects.using(DB).filter(pk=planned.pk).update(**changes)
     planned.refresh_from_db(using=DB, fields=list(changes))
     return f"{reason}; its subject's personal data was erased: not sent, a person decides"

@@ -28,11 +28,8 @@ from outbox.destinations import Lookups, RemoteTask
 from outbox.dispatch.leases import Renewed
 from outbox.models import Handoff, HandoffEvent, HandoffState
 from outbox.outcomes import Settlement, settlement_for, settlement_without_answer
-from outbox.services.transitions import (
-    lock_with_compensated_steps,
-    move_changes,
-    transition_changes,
-)
+from outbox.services.moves import move_changes, transition_changes
+from outbox.services.transitions import lock_with_compensated_steps
 from outbox.services.workflows import record_successors
 from outbox.settlement.found import record_found_delivered
 

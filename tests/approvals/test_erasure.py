@@ -7,6 +7,7 @@ import json
 from datetime import timedelta
 
 import pytest
+from django.conf import settings
 from django.core.management import CommandError, call_command
 from django.db.models import F
 from django.forms.models import model_to_dict
@@ -350,6 +351,7 @@ def test_the_next_step_of_an_erased_step_settled_later_goes_to_a_person_never_se
     Handoff.objects.filter(pk=first.pk).update(state=S.UNCERTAIN, attempts=1)
     [erasure] = subject_erase(subject=subject_named(email=EMAIL), reason="ticket", actor=eraser)
 
+    before = db_time()
     settling.settle_pass(
         destination=LimitedLookups(InProcessDestination(), worker="s"), worker="s", limit=5
     )
@@ -362,6 +364,11 @@ def test_the_next_step_of_an_erased_step_settled_later_goes_to_a_person_never_se
         "erased_not_sent",
         0,
     )
+    # Its needs-attention clocks, set by the one move of a handoff (`move_changes`), database clock.
+    assert before <= second.attention_since <= db_time()
+    sla = timedelta(minutes=settings.HANDOFF_SLA_MINUTES)
+    assert abs(second.sla_due_at - second.attention_since - sla) < timedelta(seconds=1)
+    assert (second.acknowledged_at, second.lease_owner, second.lease_expires_at) == (None, "", None)
     assert second.erasure_id == erasure.pk
     assert not ReceiverTask.objects.filter(action_key=second.action_key).exists()
     assert not Handoff.objects.filter(instance_key=first.instance_key, step_index=2).exists()

@@ -20,7 +20,7 @@ from outbox.services import (
     handoff_settle_manually,
     instance_compensate,
 )
-from outbox.services.transitions import FINAL_STATES, move_changes
+from outbox.services.moves import FINAL_STATES, move_changes
 from tests.builders import approve, deliver
 from tests.factories import ONBOARDING_PAYLOAD, make_request, onboarding_world
 
