@@ -11,11 +11,13 @@ import sys
 import pytest
 from django.conf import settings
 from opentelemetry import trace
+from opentelemetry.sdk import resources
+from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from config.telemetry import KeyedIds
+from config.telemetry import KeyedIds, tracer_provider
 from lib import telemetry
 from outbox.destinations import InProcessDestination
 from outbox.destinations.http.destination import HttpDestination
@@ -131,3 +133,16 @@ def test_on_an_http_call_sends_the_traceparent_of_its_own_span(spans):
     context = span.get_span_context()
     assert headers["traceparent"] == f"00-{context.trace_id:032x}-{context.span_id:016x}-01"
     assert context.trace_id == telemetry.handoff_ids("onboarding:7:42:1")[0]
+
+
+def test_the_providers_resource_is_hashed_once_not_encoded_again_for_each_span(monkeypatch):
+    provider = tracer_provider(endpoint="http://127.0.0.1:9/v1/traces", service_name="dispatcher")
+    try:
+        encoded = []
+        monkeypatch.setattr(resources, "dumps", lambda *a, **k: encoded.append(a) or "")
+        # The OTLP encoder hashes the resource of every span it groups: no JSON of its attributes each time.
+        assert hash(provider.resource) == hash(provider.resource)
+        assert encoded == []
+        assert provider.resource == Resource.create({"service.name": "dispatcher"})
+    finally:
+        provider.shutdown()
