@@ -336,17 +336,22 @@ def test_erasure_reaches_a_workflows_plan_and_its_ordering_keys(world, eraser):
     assert [e["key"] for e in steps[0].plan] == [s.action_key for s in steps[1:]]
 
 
-def test_the_next_step_of_an_erased_step_settled_later_goes_to_a_person_never_sent(world, eraser):
-    """Step 1's answer was lost (uncertain) when the subject was erased; settlement then finds the receiver's
-    task and records it delivered, which records step 2 from step 1's (erased) payload. Sent, it would carry
-    "[erased]" where the client's data was: it goes to a person instead, marked with the erasure."""
+def approve_three_steps(world) -> Handoff:
+    """Request 43 approved under the demo's three-step onboarding: its first step."""
     rule_version_publish(
         workflow="onboarding",
         schema=ONBOARDING_THREE_STEPS_SCHEMA,
         steps=ONBOARDING_STEPS,
         actor=None,
     )
-    first = approve(world)
+    return approve(world)
+
+
+def test_the_next_step_of_an_erased_step_settled_later_goes_to_a_person_never_sent(world, eraser):
+    """Step 1's answer was lost (uncertain) when the subject was erased; settlement then finds the receiver's
+    task and records it delivered, which records step 2 from step 1's (erased) payload. Sent, it would carry
+    "[erased]" where the client's data was: it goes to a person instead, marked with the erasure."""
+    first = approve_three_steps(world)
     receiver.task_create_idempotent(action_key=first.action_key, payload=first.payload)
     Handoff.objects.filter(pk=first.pk).update(state=S.UNCERTAIN, attempts=1)
     [erasure] = subject_erase(subject=subject_named(email=EMAIL), reason="ticket", actor=eraser)
@@ -381,13 +386,7 @@ def test_a_compensation_recorded_from_an_erased_one_goes_to_a_person_never_sent(
     (uncertain: it does not refuse the erasure). Settled delivered after it, that compensation records the
     next one from its own, erased, payload: the receiver's undo (a task holding the whole payload) would send
     "[erased]" where the client's data was, so it goes to a person, marked with the erasure, never sent."""
-    rule_version_publish(
-        workflow="onboarding",
-        schema=ONBOARDING_THREE_STEPS_SCHEMA,
-        steps=ONBOARDING_STEPS,
-        actor=None,
-    )
-    first = approve(world)
+    first = approve_three_steps(world)
     drain()
     instance_compensate(instance_key=first.instance_key, actor=world["olga"], reason="client left")
     undo = Handoff.objects.get(instance_key=first.instance_key, kind=HandoffKind.COMPENSATION)

@@ -98,7 +98,8 @@ def world():
     return world
 
 
-def delivered_account_step(world, destination, payload: dict = ONBOARDING_PAYLOAD) -> Handoff:
+def approve_43(world, payload: dict) -> None:
+    """Bob's request 43 with `payload`, approved by alice."""
     request = make_request(world["w7"], 43, world["bob"], payload=dict(payload))
     request_approve(
         workspace_id=7,
@@ -107,6 +108,10 @@ def delivered_account_step(world, destination, payload: dict = ONBOARDING_PAYLOA
         actor=world["alice"],
         payload_hash=request.payload_hash,
     )
+
+
+def delivered_account_step(world, destination, payload: dict = ONBOARDING_PAYLOAD) -> Handoff:
+    approve_43(world, payload)
     dispatch_batch(destination=destination)
     step = Handoff.objects.get(action_key=STEP_KEY)
     assert step.state == S.DELIVERED
@@ -222,14 +227,7 @@ def test_after_an_erasure_an_undo_by_receipt_id_is_sent_and_a_native_undo_is_a_r
         actor=world["rules_admin"],
         notes="a client at the receiver, its account at the ledger",
     )
-    request = make_request(world["w7"], 43, world["bob"], payload=dict(CLIENT_43))
-    request_approve(
-        workspace_id=7,
-        number=43,
-        revision=1,
-        actor=world["alice"],
-        payload_hash=request.payload_hash,
-    )
+    approve_43(world, CLIENT_43)
     drain()
     client = Handoff.objects.get(action_key=f"{INSTANCE}:create_client", state=S.DELIVERED)
     account = Handoff.objects.get(action_key=STEP_KEY, state=S.DELIVERED)
