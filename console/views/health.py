@@ -17,7 +17,6 @@ from approvals.models import Role
 from approvals.on_call import fallback_duty_for
 from approvals.selectors import workspace_ids_for
 from incidents import metrics
-from incidents.causes import paused_destinations
 from incidents.selectors.channels import alert_channel_delivery, channel_notifications
 from incidents.selectors.incidents import incident_health, sees_security_incidents
 from lib.htmx import HtmxHttpRequest
@@ -57,6 +56,7 @@ def health(request: HtmxHttpRequest) -> HttpResponse:
     scope = _operator_scope(request)
     workspace = _workspace_param(request, scope)
     summary = selectors.health_summary_shared(scope, workspace=workspace)
+    destinations = selectors.destinations_overview()
     return render(
         request,
         "reconciliation/health.html",
@@ -66,8 +66,8 @@ def health(request: HtmxHttpRequest) -> HttpResponse:
             "workspace": workspace,
             "delivered_chart": bar_chart(summary["series"], "delivered"),
             "failed_chart": bar_chart(summary["series"], "failed"),
-            "paused_destinations": paused_destinations(),
-            "destinations": selectors.destinations_overview(),
+            "paused_destinations": selectors.paused_by_breaker(destinations),
+            "destinations": destinations,
             "may_set_limits": request.user.has_perm(SET_LIMITS_PERMISSION),
             "incidents": incident_health([workspace] if workspace else scope),
             # A workspace chosen narrows the page to it; the security incidents' notifications are of none.

@@ -7,6 +7,7 @@ from reconciliation.selectors.destinations import (
     DestinationOverview,
     destination_names,
     destinations_overview,
+    paused_by_breaker,
 )
 from reconciliation.selectors.figures import ACK_SAMPLE_CAP, ACK_WINDOW, FAILED_OUTCOMES
 from reconciliation.selectors.findings import (
@@ -72,6 +73,7 @@ __all__ = [
     "needing_person",
     "needing_person_condition",
     "needing_person_counts_bounded",
+    "paused_by_breaker",
     "repairs_of",
     "runs_visible_to",
     "time_to_acknowledge",

@@ -29,6 +29,7 @@ from django.db import connections
 from django.db.models import Count, Min, QuerySet
 from django.db.models.functions import TruncHour
 
+from lib.databases import compiled_once
 from outbox.clock import db_time
 from outbox.models import Attempt, Handoff, HandoffEvent, HandoffState
 from outbox.models.handoffs import completing_case_condition, work_failed_condition
@@ -69,6 +70,11 @@ def capped_counts(querysets: dict[str, QuerySet], *, cap: int | None = None) -> 
     """Each queryset's row count, stopped past `cap` (cap + 1 means "more than cap"), in one query:
     `SELECT (SELECT COUNT(*) FROM (… LIMIT cap + 1)), …`, so no count reads more than cap + 1 rows."""
     cap = count_cap() if cap is None else cap
+    return _counts_of(capped_sql(querysets, cap=cap), list(querysets))
+
+
+def capped_sql(querysets: dict[str, QuerySet], *, cap: int) -> tuple[str, list]:
+    """The statement of `capped_counts` and its parameters."""
     parts, params = [], []
     for queryset in querysets.values():
         limited = queryset.order_by().values("pk")[: cap + 1]
@@ -76,12 +82,17 @@ def capped_counts(querysets: dict[str, QuerySet], *, cap: int | None = None) -> 
         # Django compiled the SQL (values travel as parameters); only the wrapping is added here.
         parts.append(f"(SELECT COUNT(*) FROM ({sql}) AS capped)")  # noqa: S608
         params.extend(part_params)
-    if not parts:
+    return "SELECT " + ", ".join(parts), params
+
+
+def _counts_of(statement: tuple[str, list], names: list[str]) -> dict[str, int]:
+    if not names:
         return {}
+    sql, params = statement
     with connections[Handoff.objects.db].cursor() as cursor:
-        cursor.execute("SELECT " + ", ".join(parts), params)
+        cursor.execute(sql, params)
         row = cursor.fetchone()
-    return dict(zip(querysets, row, strict=True))
+    return dict(zip(names, row, strict=True))
 
 
 def count_text(value: int, cap: int) -> str:
@@ -222,6 +233,21 @@ def _age_seconds(since: datetime | None, now: datetime) -> float | None:
     return (now - since).total_seconds() if since else None
 
 
+def dashboard_counts(scope: list[int], *, cap: int) -> dict[str, int]:
+    """`capped_counts` of `_counted`, its statement compiled once for these workspaces and cap
+    (`compiled_once`: it names no time; building and compiling its seven querysets through the ORM took
+    2.8 ms of CPU at each computation of the figures)."""
+    names, statement = compiled_once(
+        ("health-counts", tuple(scope), cap), lambda: _compiled_counts(scope, cap)
+    )
+    return _counts_of(statement, names)
+
+
+def _compiled_counts(scope: list[int], cap: int) -> tuple[list[str], tuple[str, list]]:
+    querysets = _counted(scope)
+    return list(querysets), capped_sql(querysets, cap=cap)
+
+
 def _counted(scope: Iterable[int]) -> dict[str, QuerySet]:
     """What the dashboard counts, each read no further than the cap (`capped_counts`)."""
     handoffs = handoffs_scoped(scope)
@@ -346,7 +372,7 @@ def health_summary(
     kinds = findings_by_kind(scope)
     ack = time_to_acknowledge(scope, now=now)
     cap = count_cap()
-    counts = capped_counts(_counted(scope), cap=cap)
+    counts = dashboard_counts(scope, cap=cap)
     by_hour = delivered_by_hour(scope, start=series_start(now))
     series = hourly_series(scope, now=now, delivered=by_hour)
     # Every delivery since the series began, those of an hour after `now` too (the page's clock was read first).
