@@ -10,6 +10,7 @@ destination its rule version names (the default destination when it names none);
 destination of the step it reverses.
 """
 
+import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -18,7 +19,9 @@ from django.utils.dateparse import parse_datetime
 
 from lib.moments import BadMoment, parse_moment
 from outbox.clock import db_time
+from outbox.destinations import DestinationUnavailable, destination_named
 from outbox.models import Handoff, HandoffKind, HandoffState
+from outbox.models.erasures import ERASED
 
 S = HandoffState
 COMPENSATE = "compensate"
@@ -216,3 +219,30 @@ def _reverse_or_residual(
         plan.residual_reasons[step.pk] = reason
     else:
         plan.reverse.append(step)
+
+
+def erased_undo_missing(step: Handoff) -> str:
+    """Why a delivered step whose subject was erased cannot be undone by a call ("" when it can, or when it
+    was not erased): its undo would send "[erased]" where the subject's data was (a kind-native undo sends
+    the whole payload, an undo request the fields its body names), or its destination cannot say now."""
+    if not step.erasure_id:
+        return ""
+    try:
+        sent = destination_named(step.destination).undo_payload_fields()
+    except DestinationUnavailable:
+        return _undone_by_hand(step, "and what an undo there would send is not known now")
+    erased = sorted(
+        name
+        for name, value in base_payload(step.payload).items()
+        if (sent is None or name in sent) and ERASED in json.dumps(value)
+    )
+    if not erased:
+        return ""  # its undo sends none of them (an undo request by the receipt id)
+    return _undone_by_hand(step, f"its undo would send {ERASED} for {', '.join(erased)}")
+
+
+def _undone_by_hand(step: Handoff, why: str) -> str:
+    return (
+        f"its subject's personal data was erased on request, {why}; undo by hand "
+        f"{step.destination_id or '(no receipt id)'} (key {step.action_key}) at {step.destination}"
+    )

@@ -8,10 +8,14 @@ from lib.databases import DB
 from outbox.destinations import DestinationUnavailable, destination_named
 from outbox.errors import CompensationBlocked, HandoffNotFound, ReasonRequired
 from outbox.models import CompensationState, Handoff, HandoffState
-from outbox.services.erasure import erased_undo_missing
 from outbox.services.transitions import handoff_transition
 from outbox.services.workflows import mark_compensation, record_planned
-from outbox.steps import CompensationPlan, compensation_plan, plan_compensations
+from outbox.steps import (
+    CompensationPlan,
+    compensation_plan,
+    erased_undo_missing,
+    plan_compensations,
+)
 
 S = HandoffState
 

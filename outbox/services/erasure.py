@@ -8,7 +8,6 @@ here they are replaced wherever the outbox stored them: a payload field whose na
 string that holds one of the values, and the same values inside free text (an error, an event's reason, an
 attempt's detail), whatever their case."""
 
-import json
 from collections import Counter
 from collections.abc import Iterable
 
@@ -17,7 +16,6 @@ from django.db import transaction
 from django.db.models import Q, QuerySet
 
 from lib.databases import DB
-from outbox.destinations import DestinationUnavailable, destination_named
 from outbox.errors import OutboxError
 from outbox.models import (
     ERASED,
@@ -31,7 +29,6 @@ from outbox.models import (
 from outbox.models.states import HandoffState
 from outbox.redaction import PERSONAL_KEY_PARTS
 from outbox.search_text import ALWAYS_SEARCHABLE
-from outbox.steps import base_payload
 
 S = HandoffState
 # A payload field named like this holds a person's data: erased whatever its value.
@@ -104,33 +101,6 @@ class Eraser:
             return personal or self._holds_value(value)
         number = isinstance(value, int | float) and not isinstance(value, bool)
         return number and (personal or str(value) in self.values)
-
-
-def erased_undo_missing(step: Handoff) -> str:
-    """Why a delivered step whose subject was erased cannot be undone by a call ("" when it can, or when it
-    was not erased): its undo would send "[erased]" where the subject's data was (a kind-native undo sends
-    the whole payload, an undo request the fields its body names), or its destination cannot say now."""
-    if not step.erasure_id:
-        return ""
-    try:
-        sent = destination_named(step.destination).undo_payload_fields()
-    except DestinationUnavailable:
-        return _undone_by_hand(step, "and what an undo there would send is not known now")
-    erased = sorted(
-        name
-        for name, value in base_payload(step.payload).items()
-        if (sent is None or name in sent) and ERASED in json.dumps(value)
-    )
-    if not erased:
-        return ""  # its undo sends none of them (an undo request by the receipt id)
-    return _undone_by_hand(step, f"its undo would send {ERASED} for {', '.join(erased)}")
-
-
-def _undone_by_hand(step: Handoff, why: str) -> str:
-    return (
-        f"its subject's personal data was erased on request, {why}; undo by hand "
-        f"{step.destination_id or '(no receipt id)'} (key {step.action_key}) at {step.destination}"
-    )
 
 
 def handoffs_refusing_erasure(source_ids: Iterable[int], workflows: Iterable[str]) -> list[str]:

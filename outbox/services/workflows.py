@@ -18,10 +18,9 @@ from outbox.models import (
     HandoffState,
 )
 from outbox.services.case_holds import hold_of_successor
-from outbox.services.erasure import erased_undo_missing
 from outbox.services.moves import move_changes
 from outbox.services.recording import create_handoff
-from outbox.steps import base_payload, entry_fixed, step_payload
+from outbox.steps import base_payload, entry_fixed, erased_undo_missing, step_payload
 
 
 def record_planned(

@@ -27,15 +27,16 @@ DESTINATIONS_TOP = {
 }
 
 # The outcome services: what an answer means (`failures`), the plan for it (`outcomes`), its fenced record
-# (`services.outcomes`, through `services.transitions`, every delivered batch in one statement: `delivered`),
-# and what a delivered step records next (`services.workflows`, `steps`, the next step's row through
-# `services.recording`).
+# (`services.outcomes`, through `services.transitions` and the fields each move sets, `services.moves`, every
+# delivered batch in one statement: `delivered`), and what a delivered step records next (`services.workflows`,
+# `steps`, the next step's row through `services.recording`).
 OUTCOME_SERVICES = {
     "outbox.failures",
     "outbox.outcomes",
     "outbox.delivered",
     "outbox.services.outcomes",
     "outbox.services.transitions",
+    "outbox.services.moves",
     "outbox.services.workflows",
     "outbox.services.recording",
     "outbox.steps",
