@@ -92,6 +92,10 @@ def of_type(receiver: AlertReceiver, kind: str) -> list[dict]:
     return [d for d in receiver.documents() if d["type"] == f"handoff.incident.{kind}"]
 
 
+# The states a page's handoff ends in: sent, withdrawn, or a person's.
+SETTLED = {HandoffState.DELIVERED, HandoffState.CANCELLED, HandoffState.NEEDS_ATTENTION}
+
+
 def channel_switch(channel: AlertChannel, *, enabled: bool) -> None:
     AlertChannel.objects.filter(pk=channel.pk).update(enabled=enabled)
     channel.enabled = enabled
@@ -251,6 +255,15 @@ def test_no_page_is_sent_for_a_cause_that_ended_before_it_would_go_out(processes
         wait_until(active, timeout=90, what="the destination to resume", procs=[dispatcher])
         channel_switch(queued.channel, enabled=True)
         notifications_deliver_now()
+        # The running dispatcher serves the channel again too, and may hold the page's claim at this moment
+        # (its attempt counted, its send-time check under way: shown as retrying): whichever of the two
+        # took it, its end is waited for. A page sent ends delivered, and fails the assertions below.
+        wait_until(
+            lambda: Handoff.objects.get(pk=queued.handoff_id).state in SETTLED,
+            timeout=90,
+            what="the page's handoff to settle",
+            procs=[dispatcher],
+        )
         assert receiver.received == []
         queued = Notification.objects.with_delivery().get(pk=queued.pk)
         assert queued.delivery_state == NotificationState.WITHDRAWN
