@@ -35,15 +35,20 @@ def test_supervision_is_the_main_threads_cpu_not_the_whole_process():
     assert whole >= main + 0.55  # the side thread's 0.6 s is the process's, not supervision's
 
 
-def test_the_report_names_the_supervisions_share_of_the_dispatchers_cpu():
-    cpu = {
+def settlement_cpu(*, supervision: float) -> dict:
+    """A settlement run's CPU figures at 4 dispatchers, as the bench writes them for the report."""
+    return {
         "settle": {"dispatchers": 0.9, "database": 0.3, "receiver": 2.0, "total": 3.2},
         "ceiling": 2.6,
         "ceiling_lookups": 2.5,
         "ceiling_writes": 0.1,
         "ratio": 0.81,
-        "supervision": 0.17,
+        "supervision": supervision,
     }
+
+
+def test_the_report_names_the_supervisions_share_of_the_dispatchers_cpu():
+    cpu = settlement_cpu(supervision=0.17)
     report = {"modes": [{"batch": 1, "cpu_at_4": cpu}]}
 
     (line, _blank) = _cpu(report)
@@ -62,13 +67,6 @@ def test_one_key_a_request_the_settlers_supervise_every_quarter_second_batched_e
     assert one_key[one_key.index("--maintain-every") + 1] == "0.25"
     assert batched[batched.index("--maintain-every") + 1] == "0.05"
     assert one_key[one_key.index("--worker") + 1] == "paired-b1-4-0-3"
-    cpu = {
-        "settle": {"dispatchers": 0.9, "database": 0.3, "receiver": 2.0, "total": 3.2},
-        "ceiling": 2.6,
-        "ceiling_lookups": 2.5,
-        "ceiling_writes": 0.1,
-        "ratio": 0.81,
-        "supervision": 0.05,
-    }
+    cpu = settlement_cpu(supervision=0.05)
     report = {"modes": [{"batch": 1, "maintain_every": maintain_every(1), "cpu_at_4": cpu}]}
     assert "of which 0.050 their supervision, every 0.25 s" in _cpu(report)[0]
