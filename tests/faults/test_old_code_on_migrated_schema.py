@@ -57,10 +57,10 @@ def git(*args: str) -> str:
     return done.stdout.strip()
 
 
-# The release before this work: the commit stop 49 landed with (CI passed). Its schema ends at outbox 0035,
+# The release before this work: the commit stop 51 landed with (CI passed). Its schema ends at outbox 0035,
 # approvals 0017, reconciliation 0013, delivery 0005, incidents 0003; every migration after those is deployed over
 # it here (none yet: the test still proves the old dispatcher on a schema the current release migrated).
-PREVIOUS_RELEASE = "c6db441681711dcc5691a12789ed57298747f2b1"
+PREVIOUS_RELEASE = "2ac56cf4bb56dbb2587ad5fc3aec68c92750f379"
 
 
 def previous_release() -> str:
