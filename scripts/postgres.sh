@@ -13,7 +13,11 @@ if ! pg_lsclusters -h | awk -v v="$version" '$1==v && $2=="main"' | grep -q .; t
   pg_createcluster --locale C.UTF-8 "$version" main >/dev/null
 fi
 if ! pg_lsclusters -h | awk -v v="$version" '$1==v && $2=="main" && $4=="online"' | grep -q .; then
-  pg_ctlcluster --skip-systemctl-redirect "$version" main start
+  # A cluster started here takes more connections than PostgreSQL's default 100: `make test` runs eight
+  # streams with their dispatchers and servers side by side, and other people's work may share the
+  # cluster. A cluster that is already running is left as its owner configured it.
+  pg_ctlcluster --skip-systemctl-redirect "$version" main start -- \
+    -o "-c max_connections=${HANDOFF_PG_MAX_CONNECTIONS:-300}"
 fi
 for _ in $(seq 1 30); do pg_isready -q -h "$PGHOST" && break; sleep 0.5; done
 me=$(id -un)
