@@ -115,6 +115,11 @@ class HandoffQuerySet(models.QuerySet):
         """Pending and past its must-finish-by (database clock): never sent, a person decides."""
         return self.filter(state=S.PENDING, finish_by__lte=db_now())
 
+    def left_to_send(self):
+        """Open and not past its must-finish-by (database clock): what a hold of its case can still keep
+        back. A step past it is never sent (`past_deadline`), so no hold covers it."""
+        return self.filter(state__in=OPEN_STATES).exclude(finish_by__lte=db_now())
+
     def held(self):
         """Its case is held by an operator (`outbox/models/case_holds.py`)."""
         return self.filter(case_hold__isnull=False)

@@ -8,13 +8,14 @@ transaction."""
 from datetime import datetime
 
 from django.db import transaction
+from django.db.models import Subquery
 
 from lib.databases import DB, rows_compiled_once
 from lib.moments import BadMoment, parse_moment
 from outbox.clock import db_now, db_time
 from outbox.dispatch.wakeups import wake_dispatcher_on_commit
 from outbox.errors import CaseHoldRefused, HandoffNotFound, InvalidActionInput, ReasonRequired
-from outbox.models import OPEN_STATES, CaseHold, Handoff, HandoffEvent, HandoffState
+from outbox.models import CaseHold, Handoff, HandoffEvent, HandoffState
 
 SWEEP = "case hold sweep"
 
@@ -84,10 +85,11 @@ def case_hold(
         rows = _case_rows(handoff, whole_case)
         if rows.held().exists():
             raise CaseHoldRefused(f"{handoff.action_key}: its case is held already")
-        open_rows = list(rows.filter(state__in=OPEN_STATES).order_by("pk"))
+        open_rows = list(rows.left_to_send().order_by("pk"))
         if not open_rows:
             raise CaseHoldRefused(
-                f"{handoff.action_key}: nothing of this case is left to send, so there is nothing to hold"
+                f"{handoff.action_key}: nothing of this case is left to send (sent, settled, or past its "
+                "must-finish-by), so there is nothing to hold"
             )
         hold = CaseHold.objects.using(DB).create(
             workspace_id=handoff.workspace_id,
@@ -138,6 +140,31 @@ def _end(hold: CaseHold, *, actor, reason: str) -> int:
     for destination in {h.destination for h in held}:
         wake_dispatcher_on_commit(destination=destination)
     return len(held)
+
+
+def case_hold_lock_of(handoff_id: int) -> CaseHold | None:
+    """The hold that covers the handoff, locked; taken before the handoff's row, as resume and expiry take
+    a hold before its rows (`_end`), so that the two orders never cross."""
+    covering = Handoff.objects.using(DB).filter(pk=handoff_id).values("case_hold_id")
+    return CaseHold.objects.using(DB).select_for_update().filter(pk=Subquery(covering)).first()
+
+
+def case_hold_passed_deadline(hold: CaseHold, handoff: Handoff, *, by: str) -> str:
+    """`handoff` (locked, its hold `hold` locked before it) passed its must-finish-by and goes to a person
+    (`outbox/services/deadlines.py`): it is never sent, so no hold keeps it back; the caller's move lifts its
+    mark. The hold ends with it (`by`, and why) unless it still keeps back another row of its case that may
+    be sent. The words the move's event adds: who held the case, since when and why, and what became of it."""
+    held = f"its case was held by {hold.set_by} since {hold.created_at:%Y-%m-%d %H:%M} UTC: {hold.reason}"
+    rows = Handoff.objects.using(DB).filter(case_hold_id=hold.pk).exclude(pk=handoff.pk)
+    if rows.left_to_send().exists():
+        return f"; {held}; the hold stays on the rest of its case"
+    rows.update(case_hold=None, updated_at=db_now())
+    hold.ended_at, hold.ended_by = db_time(), by
+    hold.end_reason = (
+        f"{handoff.action_key} passed its must-finish-by while held: it went to a person"
+    )
+    hold.save(using=DB, update_fields=["ended_at", "ended_by", "end_reason"])
+    return f"; {held}; the hold ended with this move"
 
 
 def hold_of_successor(after: Handoff) -> int | None:

@@ -2,13 +2,14 @@
 deadlines"): the claim leaves it out (`HandoffQuerySet.due`), and this sweep moves it to needs attention
 with the reason code `deadline_passed`, its key untouched, so that an operator decides (cancel, correct,
 or settle by hand). A call already under way when the deadline passes finishes. The deadline holds whatever
-the destination's state: paused, in a window, held, disabled or served by no dispatcher. Database clock
-throughout."""
+the destination's state: paused, in a window, held, disabled or served by no dispatcher; an operator's hold
+of the step's case ends for it with the move. Database clock throughout."""
 
 from django.db import transaction
 
 from lib.databases import DB, rows_compiled_once
 from outbox.models import FailureClass, Handoff, HandoffState
+from outbox.services.case_holds import case_hold_lock_of, case_hold_passed_deadline
 from outbox.services.transitions import handoff_transition
 
 S = HandoffState
@@ -26,22 +27,33 @@ def handoffs_past_deadline(*, limit: int = 500) -> int:
     due, moved = Handoff.objects.using(DB).past_deadline(), 0
     for pk in ids:
         with transaction.atomic(using=DB):
-            # Locked and checked again on the database clock: a claim or an operator may have moved it.
-            handoff = due.select_for_update(no_key=True).filter(pk=pk).first()
-            if handoff is None:
-                continue
-            when = f"{handoff.finish_by:%Y-%m-%d %H:%M:%S} UTC"
-            handoff_transition(
-                handoff,
-                S.NEEDS_ATTENTION,
-                actor_label=SWEEP,
-                reason=f"must finish by {when}: passed before it could be sent; not sent late",
-                failure_class=FailureClass.PERMANENT,
-                reason_code=DEADLINE_PASSED,
-                last_error=f"its must-finish-by, {when}, passed before it was sent",
-            )
-            moved += 1
+            moved += _move_past_deadline(due, pk)
     return moved
+
+
+def _move_past_deadline(due, pk: int) -> int:
+    """Move one row (1) or leave it (0). Locked and checked again on the database clock: a claim or an
+    operator may have moved it. An operator's hold of its case is locked first (`case_hold_lock_of`); the
+    step is never sent, so the hold no longer keeps it back: its mark goes with the move, and the hold ends
+    unless it keeps back more of its case (`case_hold_passed_deadline`), the event saying who held it and why."""
+    hold = case_hold_lock_of(pk)
+    handoff = due.select_for_update(no_key=True).filter(pk=pk).first()
+    if handoff is None or handoff.case_hold_id != (hold.pk if hold else None):
+        return 0  # moved, or held or resumed between the two locks: the next pass sees it settled
+    when = f"{handoff.finish_by:%Y-%m-%d %H:%M:%S} UTC"
+    held = {"case_hold": None} if hold else {}
+    handoff_transition(
+        handoff,
+        S.NEEDS_ATTENTION,
+        actor_label=SWEEP,
+        reason=f"must finish by {when}: passed before it could be sent; not sent late"
+        + (case_hold_passed_deadline(hold, handoff, by=SWEEP) if hold else ""),
+        failure_class=FailureClass.PERMANENT,
+        reason_code=DEADLINE_PASSED,
+        last_error=f"its must-finish-by, {when}, passed before it was sent",
+        **held,
+    )
+    return 1
 
 
 def _past_deadline_ids(limit: int) -> list[int]:
