@@ -44,6 +44,14 @@ class Attempt(models.Model):
         return f"attempt {self.number} of {self.handoff_id}: {self.outcome}"
 
 
+class HandoffEventQuerySet(models.QuerySet):
+    def interventions(self):
+        """A person's actions on handoffs (retry, cancel, correct, assign, acknowledge, hold, resume, ...): an
+        event with an action that names the person. The receivers' status events and the sweeps' (a hold
+        whose end passed) carry an action but no person. `action > ''`: a range of the (action, at) index."""
+        return self.filter(action__gt="", actor__isnull=False)
+
+
 class HandoffEvent(models.Model):
     """Every transition: who or what, when, from, to, why. Written in the transition's transaction."""
 
@@ -69,6 +77,8 @@ class HandoffEvent(models.Model):
     )
     reason = models.TextField(blank=True)
     at = DbClockDateTimeField(auto_now_add=True)
+
+    objects = HandoffEventQuerySet.as_manager()
 
     class Meta:
         indexes = [

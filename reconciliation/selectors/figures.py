@@ -48,8 +48,8 @@ def failed_attempts(attempts: QuerySet[Attempt]) -> QuerySet[Attempt]:
 
 
 def interventions(events: QuerySet[HandoffEvent]) -> QuerySet[HandoffEvent]:
-    """Operator actions on handoffs (an event with an action; the dispatcher's own events have none)."""
-    return events.exclude(action="")
+    """Operator actions on handoffs (`HandoffEventQuerySet.interventions`, the one rule), of `events`."""
+    return events.interventions()
 
 
 def rate(failed: int, total: int) -> float:

@@ -3,10 +3,12 @@
 Its cost does not grow with the history: every figure reads a bounded part of the outbox, whatever the
 number of settled handoffs (issue 26: 10,000,000 of them).
 
-- Counts stop past `count_cap()` (setting `HEALTH_COUNT_CAP`, 10,000): each is `COUNT(*)` over a subquery
-  with `LIMIT cap + 1`, and the page shows "10,000+" above the cap. All of them are one query.
-- Counts of a working state read the partial index of open states; counts of operator events and duplicate
-  answers read their own indexes (an event with an action is `action > ''`, a range of its index).
+- Counts stop past `count_cap()` (setting `HEALTH_COUNT_CAP`, 999 as the header's count): each is
+  `COUNT(*)` over a subquery with `LIMIT cap + 1`, and the page shows "999+" above the cap. All of them are
+  one query.
+- Counts of a working state read the partial index of open states; counts of operator actions and duplicate
+  answers read their own indexes (an operator's action is `action > ''` with its person named, a range of
+  the (action, at) index), each joined to its handoff for its workspace (an event carries none).
 - Rates and the hourly series cover a window, read by an indexed time column: failure rates the handoffs
   created in the last `WINDOW` (the keyset index, per workspace), deliveries per hour the settled rows
   changed in the window (the retention index; `delivered_at` is never later than `updated_at`).
@@ -43,6 +45,7 @@ from reconciliation.selectors.figures import (
     failed_attempts,
     failure_counts,
     failure_rate_base,
+    interventions,
     rate,
 )
 from reconciliation.selectors.findings import findings_by_kind, last_run, live_findings
@@ -96,13 +99,8 @@ def _counts_of(statement: tuple[str, list], names: list[str]) -> dict[str, int]:
 
 
 def count_text(value: int, cap: int) -> str:
-    """A capped count as the page shows it: "10,000+" past the cap."""
+    """A capped count as the page shows it: "999+" past the cap."""
     return f"{cap:,}+" if value > cap else f"{value:,}"
-
-
-def operator_events(events: QuerySet[HandoffEvent]) -> QuerySet[HandoffEvent]:
-    """`figures.interventions` as a range of the (action, at) index: an action is a non-empty string."""
-    return events.filter(action__gt="")
 
 
 @dataclass(frozen=True)
@@ -224,7 +222,7 @@ def _oldest(scope: Iterable[int], state: str, field: str) -> datetime | None:
 
 
 def _figure(value, link: str, *, cap: int | None = None) -> dict:
-    """A figure and the list behind it; a count read with a cap also carries its text ("10,000+")."""
+    """A figure and the list behind it; a count read with a cap also carries its text ("999+")."""
     text = count_text(value, cap) if cap is not None else value
     return {"value": value, "link": link, "text": text, "capped": cap is not None and value > cap}
 
@@ -259,7 +257,7 @@ def _counted(scope: Iterable[int]) -> dict[str, QuerySet]:
         # Retries exhausted and still needing attention: through the open-state index, not the history.
         RETRIES_EXHAUSTED: handoffs.filter(state=S.NEEDS_ATTENTION, reason_code=RETRIES_EXHAUSTED),
         "duplicates": duplicate_preventions(attempts_scoped(scope)),
-        "interventions": operator_events(events_scoped(scope)),
+        "interventions": interventions(events_scoped(scope)),
     }
 
 
@@ -427,7 +425,7 @@ def duplicate_attempts(workspace_ids: list[int], *, limit: int = 100) -> QuerySe
 
 def manual_interventions(workspace_ids: list[int], *, limit: int = 100) -> QuerySet[HandoffEvent]:
     return (
-        operator_events(events_scoped(workspace_ids))
+        interventions(events_scoped(workspace_ids))
         .select_related("handoff")
         .order_by("-at", "-id")[:limit]
     )

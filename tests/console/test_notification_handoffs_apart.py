@@ -125,7 +125,11 @@ def test_health_attempt_figures_count_the_workspaces_handoffs_not_the_notificati
     _attempts(failed, [AttemptOutcome.FAILED, AttemptOutcome.ABANDONED, AttemptOutcome.DUPLICATE])
     for handoff in (step, failed):
         HandoffEvent.objects.create(
-            handoff=handoff, to_state="pending", actor_label="olga", action="retry"
+            handoff=handoff,
+            to_state="pending",
+            actor=world["olga"],
+            actor_label="olga",
+            action="retry",
         )
 
     summary = health_summary([7])

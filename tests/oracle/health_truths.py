@@ -76,6 +76,9 @@ def _duplicates(t, workspaces: list[int], parts: list[str]) -> set[str]:
 
 def _interventions(t, workspaces: list[int], parts: list[str]) -> set[str]:
     rows = HandoffEvent.objects.filter(handoff__workspace_id__in=workspaces).exclude(action="")
+    rows = rows.exclude(
+        actor=None
+    )  # a person's: a receiver's status event or a sweep's names nobody
     return _capped(rows.count())
 
 

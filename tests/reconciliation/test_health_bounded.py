@@ -37,7 +37,11 @@ def _many(world, cap: int) -> None:
             outcome=AttemptOutcome.DUPLICATE,
         )
         HandoffEvent.objects.create(
-            handoff=failed, to_state=S.NEEDS_ATTENTION, actor_label="olga", action="assign"
+            handoff=failed,
+            to_state=S.NEEDS_ATTENTION,
+            actor=world["olga"],
+            actor_label="olga",
+            action="assign",
         )
 
 

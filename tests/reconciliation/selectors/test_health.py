@@ -8,10 +8,18 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
-from outbox.models import Attempt, AttemptOutcome, Handoff, HandoffEvent, HandoffState
+from outbox.clock import db_now_plus, db_time
+from outbox.models import Attempt, AttemptOutcome, CaseHold, Handoff, HandoffEvent, HandoffState
+from outbox.services.case_holds import case_hold, case_holds_expire
+from outbox.services.status_events import (
+    STATUS_CHANGED,
+    ReceiverStatement,
+    handoff_record_status_event,
+)
 from reconciliation import selectors
 from reconciliation.charts import bar_chart
 from reconciliation.selectors.health import health_summary
+from tests.builders import deliver, record
 from tests.factories import HandoffFactory
 from tests.reconciliation.health_world import HEALTH_7
 
@@ -213,7 +221,7 @@ def test_hourly_series_counts_deliveries_and_failed_attempts_per_hour(db):
     assert selectors.hourly_series([8], now=now)[-1]["delivered"] == 0
 
 
-def test_duplicate_attempts_and_manual_interventions_are_scoped_and_newest_first(db):
+def test_duplicate_attempts_and_manual_interventions_are_scoped_and_newest_first(world):
     mine, theirs = HandoffFactory(), HandoffFactory(workspace_id=8)
     now = timezone.now()
     for handoff in (mine, theirs):
@@ -226,8 +234,47 @@ def test_duplicate_attempts_and_manual_interventions_are_scoped_and_newest_first
             outcome=AttemptOutcome.DUPLICATE,
         )
         HandoffEvent.objects.create(
-            handoff=handoff, to_state=S.PENDING, actor_label="olga", action="retry"
+            handoff=handoff,
+            to_state=S.PENDING,
+            actor=world["olga"],
+            actor_label="olga",
+            action="retry",
         )
     HandoffEvent.objects.create(handoff=mine, to_state=S.IN_FLIGHT, actor_label="dispatcher")
     assert [a.handoff for a in selectors.duplicate_attempts([7])] == [mine]
     assert [(e.handoff, e.action) for e in selectors.manual_interventions([7])] == [(mine, "retry")]
+
+
+def test_manual_interventions_are_a_persons_actions_not_a_receivers_or_a_sweeps(world):
+    """Fails on the rule that counted every event with an action: a receiver's status event (action
+    `receiver_event`) and the sweep's end of a hold whose end passed (action `resume`, by no one) were
+    counted on Health, its drill-down and /metrics as operators' actions."""
+    delivered = deliver(record(42))
+    handoff_record_status_event(
+        destination="receiver",
+        webhook_id="evt_1",
+        statement=ReceiverStatement(
+            kind=STATUS_CHANGED,
+            action_key=delivered.action_key,
+            task_id=delivered.destination_id,
+            status="done",
+            sequence=1,
+            occurred_at=db_time(),
+        ),
+    )
+    held = record(43)
+    hold = case_hold(
+        handoff_id=held.pk,
+        actor=world["olga"],
+        reason="calling ACME",
+        until=db_time() + timedelta(hours=1),
+        whole_case=False,
+    )
+    CaseHold.objects.filter(pk=hold.pk).update(ends_at=db_now_plus(-1))
+    assert case_holds_expire() == 1
+    actions = set(HandoffEvent.objects.exclude(action="").values_list("action", flat=True))
+    assert actions == {"receiver_event", "hold", "resume"}
+
+    assert [(e.handoff, e.action) for e in selectors.manual_interventions([7])] == [(held, "hold")]
+    assert health_summary([7])["figures"]["manual_interventions"]["value"] == 1
+    assert health_summary([8])["figures"]["manual_interventions"]["value"] == 0
