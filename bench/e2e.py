@@ -1,6 +1,7 @@
 """End-to-end figures of the dispatcher against PostgreSQL's own ceiling and the usual alternative.
 
     .venv/bin/python bench/e2e.py [--handoffs 5000] [--json var/bench/e2e.json]
+    .venv/bin/python bench/e2e.py --latency-only 4276 --json /tmp/latency.json  # the latency runs alone
 
 Everything runs on this machine: PostgreSQL through its unix socket, the receiver under gunicorn,
 dispatchers as `manage.py dispatch` processes, the alternative as a django-q2 cluster. Each
@@ -53,6 +54,10 @@ from harness import (  # noqa: E402
     url,
 )
 from pairs import figure_json, measure_pairs, median_pair, print_pair, recorded  # noqa: E402
+
+# The receiver of every e2e figure: `config.wsgi`, which notes its create calls' arrival and commit while a
+# latency run asks it to (one `stat` a request otherwise).
+TIMED_RECEIVER = "bench.receiver_timing:application"
 
 # Client counts for pgbench and dispatcher counts for the batched path: the scaling curve.
 CLIENTS = (1, 2, 4, 8)
@@ -632,33 +637,48 @@ def one_call_pairs(bench: Bench, handoffs: int, pairs: int) -> dict:
     return {**ordered[len(ordered) // 2], "pairs": each, "paired": paired}
 
 
-def latency_parts(committed: dict, received: dict, firsts: list) -> dict:
+def latency_parts(
+    committed: dict, received: dict, firsts: list, arrived: dict | None = None
+) -> dict:
     """The medians of a handoff's way from its approval's commit to the receiver's, in the order it goes:
     waiting to be claimed (NOTIFY, the wake-up and the rest of the cycle its dispatcher was in: the approval's
-    commit, `committed`, to the claim statement), claiming, signing and sending up to the receiver's commit (the
-    claim statement, the earlier calls of its claim batch, signing, the request and the receiver's work up to
-    its commit), and after it recording (the answer's way back, the later calls of its batch, the outcome
-    statement). The receiver call (the whole HTTP call as the dispatcher timed it) overlaps the second and
-    the third; it is what the aim takes off the latency."""
-    waited, to_receiver, recording, called = [], [], [], []
+    commit, `committed`, to the claim statement), claiming, signing and sending until the request reached the
+    receiver (`arrived`: the claim statement, earlier calls of its batch, signing, the request's way), the
+    receiver's own part (its arrival to its commit, `received`), and after it recording (the answer's way back,
+    the later calls of its batch, the outcome statement). The receiver call (the whole HTTP call as the
+    dispatcher timed it) is beside them. Without the receiver's arrivals (`bench/receiver_timing.py`), the claim
+    statement to the receiver's commit, as taken until 2026-12-07."""
+    waited, to_arrival, own, to_receiver, recording, called = [], [], [], [], [], []
     for key, started, call_ms, finished in firsts:
-        waited.append((started - committed[key]).total_seconds() * 1000)
+        waited.append(elapsed_ms(committed[key], started))
+        if arrived and key in arrived:
+            to_arrival.append(elapsed_ms(started, arrived[key]))
+            if key in received:
+                own.append(elapsed_ms(arrived[key], received[key]))
         if key in received:
-            to_receiver.append((received[key] - started).total_seconds() * 1000)
+            to_receiver.append(elapsed_ms(started, received[key]))
             if finished is not None:
-                recording.append((finished - received[key]).total_seconds() * 1000)
+                recording.append(elapsed_ms(received[key], finished))
         if call_ms is not None:
             called.append(call_ms)
-
-    def median(values: list) -> float | None:
-        return round(float(statistics.median(values)), 1) if values else None
-
-    return {
-        "median_wait_to_claim_ms": median(waited),
-        "median_claim_to_receiver_commit_ms": median(to_receiver),
-        "median_receiver_commit_to_recorded_ms": median(recording),
-        "median_receiver_call_ms": median(called),
+    parts = {
+        "median_wait_to_claim_ms": median_ms(waited),
+        "median_claim_to_receiver_commit_ms": median_ms(to_receiver),
+        "median_receiver_commit_to_recorded_ms": median_ms(recording),
+        "median_receiver_call_ms": median_ms(called),
     }
+    if arrived:
+        parts["median_claim_to_arrival_ms"] = median_ms(to_arrival)
+        parts["median_receiver_own_ms"] = median_ms(own)
+    return parts
+
+
+def elapsed_ms(start: datetime, end: datetime) -> float:
+    return (end - start).total_seconds() * 1000
+
+
+def median_ms(values: list) -> float | None:
+    return round(float(statistics.median(values)), 1) if values else None
 
 
 @contextlib.contextmanager
@@ -678,35 +698,51 @@ def dispatchers_for_run(
         yield procs
 
 
-def from_commit(commits: dict, approved: dict, received: dict, firsts: list) -> dict:
+def from_commit(
+    commits: dict, approved: dict, received: dict, firsts: list, arrived: dict | None = None
+) -> dict:
     """The latency from each approval's commit to the receiver's (`commits`: a key's COMMIT sent and returned,
-    the producer's clock; the handoff exists for a dispatcher once it returned), its parts (`latency_parts`)
-    and the product's share (the median less the median receiver call; issue 40: < 5 ms). Beside them the
-    approval's own transaction, which the figures included until 2026-12-06 (they ran from the outbox row's
-    `created_at`, the transaction's start): its statements, and its COMMIT (the WAL flush, which no wake-up
-    can precede), with the latency and the share taken from the insert as before."""
+    the producer's clock; the handoff exists for a dispatcher once it returned; `received`: the receiver's
+    commit), its parts (`latency_parts`) and the product's share (issue 40: < 5 ms): the median over handoffs
+    of the latency less the receiver's own part (its request's arrival to its commit, `arrived`), which is the
+    approval's commit to the request's arrival at the receiver. The receiver call as the dispatcher times it
+    is no measure of the receiver's part: it holds the request's and the answer's way and the part after the
+    commit (the median less it gave -2.5 ms on 2026-12-06). Beside them the approval's own transaction, which
+    the figures included until 2026-12-06 (they ran from the outbox row's `created_at`, the transaction's
+    start): its statements, and its COMMIT (the WAL flush, which no wake-up can precede), with the latency
+    taken from the insert as before."""
     committed = {key: datetime.fromtimestamp(times[1], tz=UTC) for key, times in commits.items()}
     sent = {key: datetime.fromtimestamp(times[0], tz=UTC) for key, times in commits.items()}
     keys = [key for key in committed if key in received]
-    parts = latency_parts(committed, received, firsts)
+    parts = latency_parts(committed, received, firsts, arrived)
 
-    def sorted_ms(start: dict, end: dict) -> list[float]:
-        return sorted((end[k] - start[k]).total_seconds() * 1000 for k in keys)
+    def sorted_ms(start: dict, end: dict, among: list = keys) -> list[float]:
+        return sorted(elapsed_ms(start[k], end[k]) for k in among)
 
     ms, from_insert = sorted_ms(committed, received), sorted_ms(approved, received)
-    median = statistics.median(ms)
+    share = sorted_ms(committed, arrived, [k for k in keys if k in arrived]) if arrived else []
     return {
-        "median_ms": round(median, 1),
+        "median_ms": round(statistics.median(ms), 1),
         "p99_ms": round(ms[int(len(ms) * 0.99) - 1], 1),
         **parts,
-        "product_share_ms": round(median - parts["median_receiver_call_ms"], 1),
+        "product_share_ms": median_ms(share),
         "median_approval_statements_ms": round(statistics.median(sorted_ms(approved, sent)), 1),
         "median_approval_commit_ms": round(statistics.median(sorted_ms(sent, committed)), 1),
         "median_from_insert_ms": round(statistics.median(from_insert), 1),
-        "product_share_from_insert_ms": round(
-            statistics.median(from_insert) - parts["median_receiver_call_ms"], 1
-        ),
     }
+
+
+def receiver_timed(path: Path) -> tuple[dict, dict]:
+    """Per action key, when its first create call reached the receiver and when that call committed
+    (`bench/receiver_timing.py`'s lines), as times of this host's clock."""
+    arrived, committed = {}, {}
+    for line in path.read_text().splitlines():
+        call = json.loads(line)
+        for key in call["keys"]:
+            if key not in arrived or call["arrived"] < arrived[key].timestamp():
+                arrived[key] = datetime.fromtimestamp(call["arrived"], tz=UTC)
+                committed[key] = datetime.fromtimestamp(call["committed"], tz=UTC)
+    return arrived, committed
 
 
 @recorded
@@ -722,6 +758,8 @@ def latency(
     """Handoffs approved at a steady rate by `producers` processes (each rate/producers, own keys);
     approval commit to receiver commit, per key. `running`: `dispatchers` of `Bench.kept_running`, left running."""
     reset(bench)
+    timing = Path(bench.env.get("BENCH_RECEIVER_TIMING") or bench.log_dir / "receiver-timing.jsonl")
+    timing.write_text("")  # the receiver notes each create call while it exists
     with dispatchers_for_run(bench, dispatchers, "lat", running):
         producing = [
             subprocess.Popen(
@@ -751,13 +789,17 @@ def latency(
             produced,
             timeout=120,
         )
+    arrived, received = receiver_timed(timing)
+    timing.unlink()
     with bench.sql() as src, bench.sql("delivery") as dst:
         approved = dict(src.execute("SELECT action_key, created_at FROM outbox_handoff").fetchall())
-        received = dict(
-            dst.execute("SELECT action_key, created_at FROM delivery_receivertask").fetchall()
-        )
-        # Where the time goes, first attempt of each handoff, on one host's clocks (the outbox's times are the
-        # database's, the receiver's task its gunicorn worker's, both this machine's).
+        # A receiver without its timing (`config.wsgi`): its task's insert, as before.
+        if not arrived:
+            received = dict(
+                dst.execute("SELECT action_key, created_at FROM delivery_receivertask").fetchall()
+            )
+        # Where the time goes, first attempt of each handoff, on one host's clock (the outbox's times are the
+        # database's, the receiver's its gunicorn worker's `time.time()`, the approvals' their producer's).
         firsts = src.execute(
             "SELECT h.action_key, a.started_at, a.latency_ms, a.finished_at FROM outbox_attempt a "
             "JOIN outbox_handoff h ON h.id = a.handoff_id WHERE a.number = 1"
@@ -770,7 +812,7 @@ def latency(
         "producers": producers,
         "inline_attempt": inline,
         "dispatchers": dispatchers,
-        **from_commit(commits, approved, received, firsts),
+        **from_commit(commits, approved, received, firsts, arrived),
         "wake_up": (
             "delivery attempted after commit by the committing process; NOTIFY and the dispatchers "
             "for the rest"
@@ -1164,6 +1206,13 @@ def main() -> None:
         help="skip everything before growth but the receiver's capacity (for timing the growth "
         "and backlog parts; the report needs a full run)",
     )
+    parser.add_argument(
+        "--latency-only",
+        type=float,
+        metavar="BEST_RATE",
+        help="only the latency runs (`latency_figures`), at half BEST_RATE handoffs/s with one dispatcher a "
+        "core, for a quick look at the latency and its parts (the report needs a full run)",
+    )
     parser.add_argument("--backlog-handoffs", type=int, default=20_000)
     parser.add_argument("--outage-seconds", type=float, default=15)
     parser.add_argument("--alternative-handoffs", type=int, default=1000)
@@ -1172,12 +1221,22 @@ def main() -> None:
     args = parser.parse_args()
 
     report: dict = {}
-    if not args.growth_only:
+    if not args.growth_only and not args.latency_only:
         pgbench_init()
 
     bench = Bench("e2e", RECEIVER_SUPPORTS_BATCH="1", HANDOFF_CLAIM_BATCH="50").setup()
-    bench.start_receiver()
+    # Named by the run's databases: two runs on one machine (BENCH_DB_PREFIX apart) time apart.
+    bench.env["BENCH_RECEIVER_TIMING"] = str(
+        bench.log_dir / f"receiver-timing-{bench.delivery}.jsonl"
+    )
+    bench.start_receiver(app=TIMED_RECEIVER)
     report["receiver_workers"], report["receiver_threads"] = RECEIVER_WORKERS, RECEIVER_THREADS
+    if args.latency_only:
+        best = {"per_second": args.latency_only, "dispatchers": os.cpu_count() or 1}
+        latency_figures(bench, args, best, report)
+        bench.stop()
+        Path(args.json).write_text(json.dumps(report, indent=2, default=str))
+        return
     # The receiver's own capacity: plain clients, no outbox. The report divides every figure against the receiver's
     # capacity by the most it answered in any measurement of the run (`bench/report.py`, `one_call_figure`), except
     # the one-call aim, read pair by pair (`one_call_paired`).

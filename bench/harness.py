@@ -157,7 +157,11 @@ class Bench:
         return proc
 
     def start_receiver(
-        self, workers: int = 0, threads: int = RECEIVER_THREADS, port: int = 0
+        self,
+        workers: int = 0,
+        threads: int = RECEIVER_THREADS,
+        port: int = 0,
+        app: str = "config.wsgi",
     ) -> str:
         """The receiver under gunicorn on `port` (one of `port()`; a new one when 0); waits until it answers.
         `workers` defaults to gunicorn's own recommendation, 2 × cores + 1. With only as many workers as cores,
@@ -165,14 +169,15 @@ class Bench:
         land on (3 of 4 on one process, whose threads share one interpreter lock, and it answered a third
         less). Measured on 2 cores,
         five back-to-back measurements of 4 plain clients each: 334-503 creates/s against 2 workers, 494-506/s
-        against 5 (the first measurement, on workers that had not answered yet, left out)."""
+        against 5 (the first measurement, on workers that had not answered yet, left out). `app`: the WSGI
+        callable gunicorn serves (`bench/receiver_timing.py` times each create call for the latency runs)."""
         workers = workers or RECEIVER_WORKERS
         port = port or self.port()
         self.receiver_port = port
         self.receiver = self.spawn(
             [
                 str(Path(PYTHON).with_name("gunicorn")),
-                "config.wsgi",
+                app,
                 "--bind",
                 "fd://{fd}",
                 "--workers",

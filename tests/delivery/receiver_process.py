@@ -15,7 +15,8 @@ from tests.processes import LOCAL_HTTP, ROOT, KernelPort, database_url, popen_li
 class Receiver:
     """gunicorn with `workers` sync worker processes. Its access log names the worker (pid) that
     answered each request, so a test can prove that more than one process served it (`access_format`, in
-    gunicorn's access-log atoms, says more: the method and path, to count what was asked)."""
+    gunicorn's access-log atoms, says more: the method and path, to count what was asked). `app`: the WSGI
+    callable it serves (the bench's timed receiver, `bench/receiver_timing.py`)."""
 
     def __init__(
         self,
@@ -24,6 +25,7 @@ class Receiver:
         workers: int,
         env: dict[str, str],
         access_format: str = "%(p)s %(s)s",
+        app: str = "config.wsgi",
     ):
         self.held = KernelPort()
         self.port = self.held.port
@@ -41,7 +43,7 @@ class Receiver:
         self.proc = popen_listening(
             lambda fd: [
                 str(Path(sys.executable).with_name("gunicorn")),
-                "config.wsgi",
+                app,
                 "--bind",
                 f"fd://{fd}",
                 "--workers",
