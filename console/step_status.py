@@ -459,15 +459,18 @@ def _behind_its_key(label: str, handoff: Handoff) -> StatusLine | None:
     if first is None:
         return None
     # Its own next owner stays the system (what the oracle's truth says of a pending step): the earlier
-    # step's page names that one's owner.
+    # step's page names that one's owner, and who holds it.
     with_person = " (an operator decides that one)" if first.state in NEEDS_PERSON_STATES else ""
+    if first.is_held:
+        with_person = f"{with_person} (an operator holds that one's case)"
     return StatusLine(
         label,
         f"not sent yet: a step approved before it for the same ordering key is "
         f"{first.get_state_display().lower()} at {handoff.destination}{with_person}, which receives "
         "them in approval order",
         WAITING,
-        "the system sends it once that one is settled",
+        "the system sends it once that one is "
+        + ("resumed and settled" if first.is_held else "settled"),
         SYSTEM,
     )
 
