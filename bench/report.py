@@ -178,7 +178,15 @@ the figures of this run say:
   commit to the claim statement: NOTIFY, the wake-up, the rest of the dispatcher's turn), claiming, signing
   and sending (the claim statement to the arrival: the claim, earlier calls of its batch, signing, the
   request's way); beside them the receiver's own part, the receiver's commit to the outcome recorded, and the
-  receiver call (`bench/e2e.py` `latency_parts`). Since 2026-12-06 the latency runs from the approval's
+  receiver call (`bench/e2e.py` `latency_parts`). The claim statement's end and the request's sending are not
+  noted by the product; one diagnostic run on 2026-12-07 noted them (dispatchers with both noted, 2
+  dispatchers, a load of 2-5, not part of the bench): at 20/s a share of 3.6-3.8 ms was waiting to be claimed
+  1.3-1.5 ms, the claim statement 1.2-1.4 ms, its end to the sending 0.26 ms, the sending to the receiver's
+  handler about 0.7 ms; at 90-128/s (asked 2,138/s) a share of 8.8-11.4 ms was waiting 2.2-2.5 ms, the claim
+  statement 2.9-4.0 ms (its commit's WAL flush among the producers' and the outcomes'), 0.25 ms to the sending
+  and 2.8-3.7 ms from the sending to the receiver's handler (gunicorn handing the request to a thread on cores
+  the bench saturated; the receiver's queue, counted in the share because the handler's start is the arrival
+  the receiver notes), the receiver's own part 16-20 ms. Since 2026-12-06 the latency runs from the approval's
   commit, as the issue's aim names it (each producer notes when its COMMIT returned; `from_commit`), not from
   the outbox row's `created_at`, which is the approval transaction's start: until then every latency figure
   and the waiting part held the approval's own statements and its COMMIT (the WAL flush, before which no
