@@ -34,6 +34,7 @@ from django.db import connection, connections
 from django.db.models import DateTimeField, Func, Value
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
+from django.utils.functional import cached_property
 
 from lib.databases import DB
 
@@ -51,6 +52,13 @@ class DbNow(Func):
     def __init__(self, seconds: float = 0.0):
         self.seconds = float(seconds)
         super().__init__(Value(self.seconds))
+
+    @cached_property
+    def identity(self):
+        """Django's identity of it, without Django's way there (binding the constructor's signature): an
+        outcome statement compares the times of its rows to send a shared one once (`outbox/bulk_writes.py`),
+        and that binding was a third of its Python time."""
+        return (type(self), ("seconds", self.seconds))
 
     def as_sqlite(self, compiler, connection, **extra_context):
         sql, params = compiler.compile(self.source_expressions[0])
