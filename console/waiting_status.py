@@ -32,19 +32,32 @@ def held(holds) -> Held | None:
     )
 
 
-def case_held(hold, now: datetime) -> Held:
+def case_held(hold, now: datetime, *, with_person: bool = False) -> Held:
     """An operator's hold of the step's case (`outbox/models/case_holds.py`): by whom, since when, until
-    when and why; nothing of it is sent until it ends."""
+    when and why; nothing of it is sent until it ends. `with_person`: the step needs attention, a person's
+    decision that the hold's end does not make: it is not sent when the hold ends, but when an operator
+    retries it (a retry while held is queued, sent at the release)."""
     ends = hold.ends_at
     until = f"until {_at(ends, now)}" if ends else "until an operator resumes it"
     what = "its workflow instance" if hold.whole_case else "this step"
+    release = f"after {_at(ends, now)}" if ends else "once an operator resumes it"
+    sent = (
+        f"it waits for an operator's decision; a retry is sent {release}"
+        if with_person
+        else f"it is sent {release}"
+    )
     return Held(
         f"{what} is held by {hold.set_by} since {_at(hold.created_at, now)} {until}: {hold.reason}",
-        "nothing of it is sent while it is held; it is sent "
-        + (f"after {_at(ends, now)}" if ends else "once an operator resumes it")
-        + ", under the same key",
+        f"nothing of it is sent while it is held; {sent}, under the same key",
         f"{hold.set_by} (operator)",
     )
+
+
+def handoff_case_held(handoff, now: datetime) -> Held | None:
+    """`case_held` of the handoff page: None when no hold covers it."""
+    if not handoff.is_held:
+        return None
+    return case_held(handoff.case_hold, now, with_person=handoff.needs_attention)
 
 
 def case_hold_mark(hold, now: datetime) -> str:

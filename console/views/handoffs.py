@@ -35,7 +35,7 @@ from console.evidence_words import (
 )
 from console.step_status import Evidence, StatusLine, step_line
 from console.views.handoff_list import table_rows
-from console.waiting_status import case_held
+from console.waiting_status import handoff_case_held
 from lib.htmx import HtmxHttpRequest
 from outbox.destinations import DestinationUnavailable, destination_named
 from outbox.destinations.base import Destination
@@ -117,7 +117,7 @@ def _panel_context(request: HtmxHttpRequest, handoff: Handoff, result: dict | No
         "result": result,
         "instance": _instance_context(handoff, instance, is_operator),
         "destination": label,
-        "case_hold": case_held(handoff.case_hold, page_now()) if handoff.is_held else None,
+        "case_hold": handoff_case_held(handoff, page_now()),
     }
 
 

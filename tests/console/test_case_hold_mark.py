@@ -1,15 +1,19 @@
 """A held handoff says so on the handoff list (issue 39, "Hold one case"): "held (case hold: <reason>, since
 <time>)" on its row, from the list's own query: the page runs as many queries with three held rows as with
-one."""
+one; the handoff page's hold line says what sends a held handoff."""
+
+import html
 
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from outbox.models import CaseHold
+from outbox.models import CaseHold, FailureClass, Handoff, HandoffState
 from outbox.services.case_holds import case_hold, case_resume
+from outbox.services.operator import handoff_retry
 from tests.builders import record
 from tests.console.clients import HTMX, client_for, row_of
+from tests.factories import HandoffFactory
 
 pytestmark = pytest.mark.django_db(databases=["default", "delivery"])
 
@@ -71,3 +75,31 @@ def test_a_held_case_is_marked_on_home_and_keeps_its_mark_after_a_quick_action_o
     ).content.decode()
     assert "Acknowledged by olga" in row
     assert "held (case hold: calling ACME" in row
+
+
+def _hold_line(client, handoff) -> str:
+    page = client.get(f"/handoffs/{handoff.pk}/").content.decode()
+    start = page.index('id="case-hold"')
+    return html.unescape(page[start : page.index("</dd>", start)])
+
+
+def test_a_held_handoff_that_needs_a_person_is_not_said_to_be_sent_when_resumed(world):
+    """Hold one case x needs attention: the handoff page's hold line said "it is sent once an operator
+    resumes it" of a held handoff needing attention, which the resume does not send (only a retry does).
+    It says what sends it; once retried while held, it is sent at the release."""
+    failed = HandoffFactory(
+        number=506, state=HandoffState.NEEDS_ATTENTION, failure_class=FailureClass.PERMANENT
+    )
+    case_hold(handoff_id=failed.pk, actor=world["olga"], reason="calling ACME", whole_case=False)
+    olga = client_for(world["olga"])
+
+    line = _hold_line(olga, failed)
+    assert "is held by olga" in line and "calling ACME" in line
+    assert "it is sent once an operator resumes it" not in line
+    assert (
+        "it waits for an operator's decision; a retry is sent once an operator resumes it" in line
+    )
+
+    handoff_retry(handoff_id=failed.pk, actor=world["olga"], reason="fixed the payload")
+    assert Handoff.objects.get(pk=failed.pk).state == HandoffState.PENDING
+    assert "it is sent once an operator resumes it, under the same key" in _hold_line(olga, failed)
