@@ -58,6 +58,7 @@ from pairs import figure_json, measure_pairs, median_pair, print_pair, recorded 
 # The receiver of every e2e figure: `config.wsgi`, which notes its create calls' arrival and commit while a
 # latency run asks it to (one `stat` a request otherwise).
 TIMED_RECEIVER = "bench.receiver_timing:application"
+TIMED_WORKER = "bench.receiver_timing.TimedThreadWorker"
 
 # Client counts for pgbench and dispatcher counts for the batched path: the scaling curve.
 CLIENTS = (1, 2, 4, 8)
@@ -732,17 +733,18 @@ def from_commit(
     }
 
 
-def receiver_timed(path: Path) -> tuple[dict, dict]:
-    """Per action key, when its first create call reached the receiver and when that call committed
-    (`bench/receiver_timing.py`'s lines), as times of this host's clock."""
-    arrived, committed = {}, {}
+def receiver_timed(path: Path) -> tuple[dict, dict, dict]:
+    """Per action key, when its first create call reached the receiver, when its handler started and when
+    that call committed (`bench/receiver_timing.py`'s lines), as times of this host's clock."""
+    arrived, handled, committed = {}, {}, {}
     for line in path.read_text().splitlines():
         call = json.loads(line)
         for key in call["keys"]:
             if key not in arrived or call["arrived"] < arrived[key].timestamp():
                 arrived[key] = datetime.fromtimestamp(call["arrived"], tz=UTC)
+                handled[key] = datetime.fromtimestamp(call["handled"], tz=UTC)
                 committed[key] = datetime.fromtimestamp(call["committed"], tz=UTC)
-    return arrived, committed
+    return arrived, handled, committed
 
 
 @recorded
@@ -789,7 +791,7 @@ def latency(
             produced,
             timeout=120,
         )
-    arrived, received = receiver_timed(timing)
+    arrived, handled, received = receiver_timed(timing)
     timing.unlink()
     with bench.sql() as src, bench.sql("delivery") as dst:
         approved = dict(src.execute("SELECT action_key, created_at FROM outbox_handoff").fetchall())
@@ -813,6 +815,10 @@ def latency(
         "inline_attempt": inline,
         "dispatchers": dispatchers,
         **from_commit(commits, approved, received, firsts, arrived),
+        # Of the receiver's own part: its request waiting for a thread of gunicorn's and being parsed.
+        "median_receiver_queue_ms": median_ms(
+            [elapsed_ms(arrived[k], handled[k]) for k in arrived]
+        ),
         "wake_up": (
             "delivery attempted after commit by the committing process; NOTIFY and the dispatchers "
             "for the rest"
@@ -1229,7 +1235,7 @@ def main() -> None:
     bench.env["BENCH_RECEIVER_TIMING"] = str(
         bench.log_dir / f"receiver-timing-{bench.delivery}.jsonl"
     )
-    bench.start_receiver(app=TIMED_RECEIVER)
+    bench.start_receiver(app=TIMED_RECEIVER, worker_class=TIMED_WORKER)
     report["receiver_workers"], report["receiver_threads"] = RECEIVER_WORKERS, RECEIVER_THREADS
     if args.latency_only:
         best = {"per_second": args.latency_only, "dispatchers": os.cpu_count() or 1}

@@ -162,6 +162,7 @@ class Bench:
         threads: int = RECEIVER_THREADS,
         port: int = 0,
         app: str = "config.wsgi",
+        worker_class: str = "gthread",
     ) -> str:
         """The receiver under gunicorn on `port` (one of `port()`; a new one when 0); waits until it answers.
         `workers` defaults to gunicorn's own recommendation, 2 × cores + 1. With only as many workers as cores,
@@ -170,7 +171,8 @@ class Bench:
         less). Measured on 2 cores,
         five back-to-back measurements of 4 plain clients each: 334-503 creates/s against 2 workers, 494-506/s
         against 5 (the first measurement, on workers that had not answered yet, left out). `app`: the WSGI
-        callable gunicorn serves (`bench/receiver_timing.py` times each create call for the latency runs)."""
+        callable gunicorn serves and `worker_class` its workers (`bench/receiver_timing.py` times each create
+        call for the latency runs)."""
         workers = workers or RECEIVER_WORKERS
         port = port or self.port()
         self.receiver_port = port
@@ -183,7 +185,7 @@ class Bench:
                 "--workers",
                 str(workers),
                 "--worker-class",
-                "gthread",
+                worker_class,
                 "--threads",
                 str(threads),
             ],

@@ -1,6 +1,7 @@
 """The bench's receiver (`config.wsgi` under gunicorn) with its own timing of each create call: when the
-request reached the receiver's code (this WSGI callable is entered once gunicorn has read the request's
-headers), when the receiver's transaction committed (an `on_commit` callback of the delivery database, run
+request reached the receiver (`TimedThreadWorker`: gunicorn's poller found its bytes to read and handed its
+connection to a thread; without that worker class, when this WSGI callable was entered), when its handler
+started, when the receiver's transaction committed (an `on_commit` callback of the delivery database, run
 right after its COMMIT returned) and the action keys it carried. `time.time()`, this host's clock, the one the
 bench's producers note their approvals' commits on and PostgreSQL stamps the claims with.
 
@@ -15,11 +16,26 @@ import threading
 import time
 
 from django.db import connections
+from gunicorn.workers.gthread import ThreadWorker
 
 from config.wsgi import application as receiver
 
 TIMING_FILE = os.environ.get("BENCH_RECEIVER_TIMING", "")
 _calls = threading.local()
+
+
+class TimedThreadWorker(ThreadWorker):
+    """gunicorn's gthread worker (`--worker-class bench.receiver_timing.TimedThreadWorker`) noting when its
+    poller handed a request's connection to the thread pool: the request's bytes were there to read (a new
+    connection: accepted). The wait for a free thread and the parsing after it are the receiver's."""
+
+    def enqueue_req(self, conn):
+        conn.bench_readable_at = time.time()
+        super().enqueue_req(conn)
+
+    def handle(self, conn):
+        _calls.readable = getattr(conn, "bench_readable_at", None)
+        return super().handle(conn)
 
 
 def _on_first_statement(execute, sql, params, many, context):
@@ -50,7 +66,8 @@ def application(environ, start_response):
         or not os.path.exists(TIMING_FILE)
     ):
         return receiver(environ, start_response)
-    arrived = time.time()
+    handled = time.time()
+    readable = getattr(_calls, "readable", None)
     length = int(environ.get("CONTENT_LENGTH") or 0)
     body = environ["wsgi.input"].read(length) if length else b""
     environ["wsgi.input"] = io.BytesIO(body)
@@ -61,7 +78,8 @@ def application(environ, start_response):
     if _calls.committed is not None:
         line = {
             "keys": carried_keys(body),
-            "arrived": arrived,
+            "arrived": readable or handled,
+            "handled": handled,
             "committed": _calls.committed,
             "answered": answered,
         }

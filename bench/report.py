@@ -167,46 +167,48 @@ the figures of this run say:
   transaction a dispatcher is already woken at commit; the inline attempt adds a second claimant and the
   committing process's CPU, not a shorter path.
   The product's own share of the latency (its aims row, issue 40: < 5 ms) is measured, not subtracted: the
-  bench's receiver (`bench/receiver_timing.py`, `config.wsgi` wrapped) notes for each create call when it
-  reached the receiver's code and when the receiver's transaction committed, on `time.time()`, the clock the
-  producers note their approvals' commits on and PostgreSQL stamps the claims with (one host). The latency
-  runs to that commit; the receiver's own part is its call's arrival to its commit; the share is the median
-  over handoffs of the latency less the receiver's own part, that is the approval's commit to the request's
-  arrival. Until 2026-12-07 the share was the median less the median receiver call as the dispatcher times it,
-  which holds the request's way, the answer's way back and the receiver's work after its commit: -2.5 ms, no
-  measure of anything. Its parts, each a median over the first attempts: waiting to be claimed (the approval's
-  commit to the claim statement: NOTIFY, the wake-up, the rest of the dispatcher's turn), claiming, signing
-  and sending (the claim statement to the arrival: the claim, earlier calls of its batch, signing, the
-  request's way); beside them the receiver's own part, the receiver's commit to the outcome recorded, and the
-  receiver call (`bench/e2e.py` `latency_parts`). The claim statement's end and the request's sending are not
-  noted by the product; one diagnostic run on 2026-12-07 noted them (dispatchers with both noted, 2
-  dispatchers, a load of 2-5, not part of the bench): at 20/s a share of 3.6-3.8 ms was waiting to be claimed
-  1.3-1.5 ms, the claim statement 1.2-1.4 ms, its end to the sending 0.26 ms, the sending to the receiver's
-  handler about 0.7 ms; at 90-128/s (asked 2,138/s) a share of 8.8-11.4 ms was waiting 2.2-2.5 ms, the claim
-  statement 2.9-4.0 ms (its commit's WAL flush among the producers' and the outcomes'), 0.25 ms to the sending
-  and 2.8-3.7 ms from the sending to the receiver's handler (gunicorn handing the request to a thread on cores
-  the bench saturated; the receiver's queue, counted in the share because the handler's start is the arrival
-  the receiver notes), the receiver's own part 16-20 ms. Since 2026-12-06 the latency runs from the approval's
-  commit, as the issue's aim names it (each producer notes when its COMMIT returned; `from_commit`), not from
-  the outbox row's `created_at`, which is the approval transaction's start: until then every latency figure
-  and the waiting part held the approval's own statements and its COMMIT (the WAL flush, before which no
-  NOTIFY is sent and no dispatcher can see the row). Both are stated beside the figures, with the median as
-  taken before; the alternative's latency still runs from its request's insert. Traced one handoff at a time
-  (200 at 20/s, 2 dispatchers, batch receiver, a load of 13-16 from other engineers' work): the approval's
-  statements 2.9 ms, its COMMIT 4.8 ms, the commit returned to the claim 1.3-1.7 ms, the claim to the
-  receiver's commit 9.8-10.3 ms (the call 9-13 ms); of the 13.8 ms that the waiting part then showed, 12.1
-  were the approval's transaction. Between the NOTIFY and the claim a woken dispatcher makes 3 round trips:
-  the listening thread hands the wake-up to the schedule, a free worker takes a delivery turn of that
-  destination (a woken idle destination gets no "anything due?" probe first), reads the destination's row (now
-  0.1 ms of CPU, was 0.4 ms), takes the limits' permit (one read that also answers the breaker), then claims.
-  A handoff committed while both lanes of its destination (HANDOFF_DISPATCH_LANES, 2) are in a turn waits for
-  the end of one. More lanes would cut that wait and cost a turn's 4 statements for fewer handoffs each; one
-  try of 2 against 4 lanes at a load of 18 (17/s reached of 300 asked) measured nothing that can be believed,
-  so the lane count is left for the idle run. Every commit's NOTIFY wakes each dispatcher, and the one that
-  finds nothing pays a whole empty delivery turn: 0.38-0.46 ms of its CPU and 0.18-0.22 ms of its backend's
-  (2,000 turns timed with `time.process_time` and `/proc/<backend>/stat`), where an "anything due?" turn costs
-  0.15 and 0.06 ms. A probe first would likely not spare it (reasoned, not measured): both woken dispatchers
-  probe before either one's claim commits.
+  bench's receiver (`bench/receiver_timing.py`: `config.wsgi` wrapped, under a gthread worker that notes when
+  its poller hands a request to a thread) notes for each create call when it reached the receiver (its bytes
+  there to read), when its handler started and when the receiver's transaction committed, on `time.time()`,
+  the clock the producers note their approvals' commits on and PostgreSQL stamps the claims with (one host).
+  The latency runs to that commit; the receiver's own part is its call's arrival to its commit; the share is
+  the median over handoffs of the latency less the receiver's own part, that is the approval's commit to the
+  request's arrival. Until 2026-12-07 the share was the median less the median receiver call as the dispatcher
+  times it, which holds the request's way, the answer's way back and the receiver's work after its commit:
+  -2.5 ms, no measure of anything. Its parts, each a median over the first attempts: waiting to be claimed
+  (the approval's commit to the claim statement: NOTIFY, the wake-up, the rest of the dispatcher's turn),
+  claiming, signing and sending (the claim statement to the arrival: the claim, earlier calls of its batch,
+  signing, the request's way); beside them the receiver's own part, the receiver's commit to the outcome
+  recorded, and the receiver call (`bench/e2e.py` `latency_parts`). The claim statement's end and the
+  request's sending are not noted by the product; one diagnostic run on 2026-12-07 noted them (dispatchers
+  with both noted, 2 dispatchers, a load of 2-5, not part of the bench): at 20/s a share of 3.6-3.8 ms was
+  waiting to be claimed 1.3-1.5 ms, the claim statement 1.2-1.4 ms, its end to the sending 0.26 ms, the
+  sending to the receiver's handler about 0.7 ms; at 90-128/s (asked 2,138/s) a share of 8.8-11.4 ms was
+  waiting 2.2-2.5 ms, the claim statement 2.9-4.0 ms (its commit's WAL flush among the producers' and the
+  outcomes'), 0.25 ms to the sending and 2.8-3.7 ms from the sending to the receiver's handler (the receiver's
+  queue on cores the bench saturated: these runs took the handler's start as the arrival; since the arrival is
+  the poller's hand-off, the wait for a thread and the parsing, 0.5-2 ms at a load of 8-10, are the
+  receiver's), the receiver's own part 16-20 ms. Since 2026-12-06 the latency runs from the approval's commit,
+  as the issue's aim names it (each producer notes when its COMMIT returned; `from_commit`), not from the
+  outbox row's `created_at`, which is the approval transaction's start: until then every latency figure and
+  the waiting part held the approval's own statements and its COMMIT (the WAL flush, before which no NOTIFY is
+  sent and no dispatcher can see the row). Both are stated beside the figures, with the median as taken
+  before; the alternative's latency still runs from its request's insert. Traced one handoff at a time (200 at
+  20/s, 2 dispatchers, batch receiver, a load of 13-16 from other engineers' work): the approval's statements
+  2.9 ms, its COMMIT 4.8 ms, the commit returned to the claim 1.3-1.7 ms, the claim to the receiver's commit
+  9.8-10.3 ms (the call 9-13 ms); of the 13.8 ms that the waiting part then showed, 12.1 were the approval's
+  transaction. Between the NOTIFY and the claim a woken dispatcher makes 3 round trips: the listening thread
+  hands the wake-up to the schedule, a free worker takes a delivery turn of that destination (a woken idle
+  destination gets no "anything due?" probe first), reads the destination's row (now 0.1 ms of CPU, was 0.4
+  ms), takes the limits' permit (one read that also answers the breaker), then claims. A handoff committed
+  while both lanes of its destination (HANDOFF_DISPATCH_LANES, 2) are in a turn waits for the end of one. More
+  lanes would cut that wait and cost a turn's 4 statements for fewer handoffs each; one try of 2 against 4
+  lanes at a load of 18 (17/s reached of 300 asked) measured nothing that can be believed, so the lane count
+  is left for the idle run. Every commit's NOTIFY wakes each dispatcher, and the one that finds nothing pays a
+  whole empty delivery turn: 0.38-0.46 ms of its CPU and 0.18-0.22 ms of its backend's (2,000 turns timed with
+  `time.process_time` and `/proc/<backend>/stat`), where an "anything due?" turn costs 0.15 and 0.06 ms. A
+  probe first would likely not spare it (reasoned, not measured): both woken dispatchers probe before either
+  one's claim commits.
 - **Backlog after an outage.** While the receiver is down the breaker pauses the destination after a few
   failed batch calls (each failed batch call spends an attempt on each of its up to 50 handoffs, which
   only moves their next try; none went to a person). The first delivery after the receiver's return
@@ -442,8 +444,15 @@ def share_parts(row: dict) -> str:
     return (
         f"waiting to be claimed {row['median_wait_to_claim_ms']} ms and claiming, signing and sending "
         f"{row['median_claim_to_arrival_ms']} ms; the receiver's own part (arrival to its commit) "
-        f"{row['median_receiver_own_ms']} ms"
+        f"{row['median_receiver_own_ms']} ms{receiver_queue(row)}"
     )
+
+
+def receiver_queue(row: dict) -> str:
+    """The receiver's wait for one of gunicorn's threads and its parsing, the start of its own part."""
+    if row.get("median_receiver_queue_ms") is None:
+        return ""
+    return f", of it waiting for a thread and parsing {row['median_receiver_queue_ms']} ms"
 
 
 SHARE_IS = "approval commit to the request's arrival at the receiver"

@@ -15,8 +15,8 @@ from tests.processes import LOCAL_HTTP, ROOT, KernelPort, database_url, popen_li
 class Receiver:
     """gunicorn with `workers` sync worker processes. Its access log names the worker (pid) that
     answered each request, so a test can prove that more than one process served it (`access_format`, in
-    gunicorn's access-log atoms, says more: the method and path, to count what was asked). `app`: the WSGI
-    callable it serves (the bench's timed receiver, `bench/receiver_timing.py`)."""
+    gunicorn's access-log atoms, says more: the method and path, to count what was asked). `app` and
+    `worker_class`: what it serves and how (the bench's timed receiver, `bench/receiver_timing.py`)."""
 
     def __init__(
         self,
@@ -26,6 +26,7 @@ class Receiver:
         env: dict[str, str],
         access_format: str = "%(p)s %(s)s",
         app: str = "config.wsgi",
+        worker_class: str = "sync",
     ):
         self.held = KernelPort()
         self.port = self.held.port
@@ -48,6 +49,8 @@ class Receiver:
                 f"fd://{fd}",
                 "--workers",
                 str(workers),
+                "--worker-class",
+                worker_class,
                 "--timeout",
                 "60",
                 "--access-logfile",
