@@ -97,8 +97,16 @@ def hold(actor, handoff: Handoff, *, reason: str, until, whole_case: bool) -> di
 
 
 def resume(actor, handoff: Handoff, *, reason: str) -> dict:
-    """End the hold of the handoff's case: what is left of it is sent, each under its own key."""
+    """End the hold of the handoff's case: what is left of it is sent, each under its own key; a handoff
+    needing attention is not (the resume decides nothing for it: a retry sends it)."""
     ended = case_resume(handoff_id=handoff.pk, actor=actor, reason=reason)
+    handoff.refresh_from_db()
+    if handoff.needs_attention:
+        return {
+            "level": "success",
+            "text": f"Resumed: {ended.what}. {handoff.action_key} still needs attention: nothing is "
+            "sent until an operator retries it (same key), corrects or cancels it.",
+        }
     return {
         "level": "success",
         "text": f"Resumed: {ended.what}. What is left of it is sent under the same keys; delivered "

@@ -10,12 +10,14 @@ from django.contrib.messages import get_messages
 
 from outbox.clock import db_time
 from outbox.models import CaseHold, Handoff, HandoffState
+from outbox.services.case_holds import case_hold
 from tests.builders import approve
 from tests.console.cli.test_handoffs_command import (
     assert_refused_alike,
     assert_same_events,
     cli,
     console_post,
+    rejected_handoff,
 )
 from tests.console.clients import client_for
 
@@ -76,3 +78,26 @@ def test_a_hold_is_one_case_never_a_filter_s_matches(world):
     status, said = cli("hold", "--as", "olga", "--state", "pending", "--reason", "x")
     assert status != 0 and "hold names one handoff id" in said
     assert not CaseHold.objects.exists()
+
+
+def test_resuming_a_handoff_that_needs_attention_says_it_is_not_sent_alike_on_web_and_cli(world):
+    """Hold one case x needs attention, web and CLI: resuming a held handoff that needs attention said
+    "What is left of it is sent under the same keys", but the resume sends nothing of it (a retry does).
+    Both paths write the same events and now say it still needs attention."""
+    first, second = rejected_handoff(world, 52), rejected_handoff(world, 53)
+    for handoff in (first, second):
+        case_hold(handoff_id=handoff.pk, actor=world["olga"], reason="calling", whole_case=False)
+
+    said = assert_same_events(world, first, second, "resume", {}, expected_state=S.NEEDS_ATTENTION)
+    assert "What is left of it is sent" not in said
+    assert f"{second.action_key} still needs attention: nothing is sent until" in said
+    [message] = [
+        str(m)
+        for m in get_messages(
+            console_post(world["olga"], first, "hold", {"reason": "x"}).wsgi_request
+        )
+    ]
+    assert message.startswith("Held until resumed")
+    response = console_post(world["olga"], first, "resume", {})
+    [message] = [str(m) for m in get_messages(response.wsgi_request)]
+    assert f"{first.action_key} still needs attention: nothing is sent until" in message
