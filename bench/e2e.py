@@ -58,7 +58,7 @@ from pairs import figure_json, measure_pairs, median_pair, print_pair, recorded 
 # The receiver of every e2e figure: `config.wsgi`, which notes its create calls' arrival and commit while a
 # latency run asks it to (one `stat` a request otherwise).
 TIMED_RECEIVER = "bench.receiver_timing:application"
-TIMED_WORKER = "bench.receiver_timing.TimedThreadWorker"
+TIMED_WORKER = "bench.receiver_timing_worker.TimedThreadWorker"
 
 # Client counts for pgbench and dispatcher counts for the batched path: the scaling curve.
 CLIENTS = (1, 2, 4, 8)

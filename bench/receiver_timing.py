@@ -1,9 +1,9 @@
 """The bench's receiver (`config.wsgi` under gunicorn) with its own timing of each create call: when the
-request reached the receiver (`TimedThreadWorker`: gunicorn's poller found its bytes to read and handed its
-connection to a thread; without that worker class, when this WSGI callable was entered), when its handler
-started, when the receiver's transaction committed (an `on_commit` callback of the delivery database, run
-right after its COMMIT returned) and the action keys it carried. `time.time()`, this host's clock, the one the
-bench's producers note their approvals' commits on and PostgreSQL stamps the claims with.
+request reached the receiver (under `bench/receiver_timing_worker.py`'s worker class: gunicorn's poller found
+its bytes to read and handed its connection to a thread; without it, when this WSGI callable was entered),
+when its handler started, when the receiver's transaction committed (an `on_commit` callback of the delivery
+database, run right after its COMMIT returned) and the action keys it carried. `time.time()`, this host's
+clock, the one the bench's producers note their approvals' commits on and PostgreSQL stamps the claims with.
 
 Only while the file named by BENCH_RECEIVER_TIMING exists (a latency run creates it, reads it, removes it):
 otherwise a request costs one `stat` more. One JSON line a call, appended (O_APPEND: whole lines from every
@@ -12,30 +12,14 @@ worker and thread)."""
 import io
 import json
 import os
-import threading
 import time
 
 from django.db import connections
-from gunicorn.workers.gthread import ThreadWorker
 
+from bench.receiver_timing_worker import current as _calls
 from config.wsgi import application as receiver
 
 TIMING_FILE = os.environ.get("BENCH_RECEIVER_TIMING", "")
-_calls = threading.local()
-
-
-class TimedThreadWorker(ThreadWorker):
-    """gunicorn's gthread worker (`--worker-class bench.receiver_timing.TimedThreadWorker`) noting when its
-    poller handed a request's connection to the thread pool: the request's bytes were there to read (a new
-    connection: accepted). The wait for a free thread and the parsing after it are the receiver's."""
-
-    def enqueue_req(self, conn):
-        conn.bench_readable_at = time.time()
-        super().enqueue_req(conn)
-
-    def handle(self, conn):
-        _calls.readable = getattr(conn, "bench_readable_at", None)
-        return super().handle(conn)
 
 
 def _on_first_statement(execute, sql, params, many, context):

@@ -34,7 +34,7 @@ def receiver(transactional_db, tmp_path):
         workers=1,
         env={"BENCH_RECEIVER_TIMING": str(timing)},
         app="bench.receiver_timing:application",
-        worker_class="bench.receiver_timing.TimedThreadWorker",
+        worker_class="bench.receiver_timing_worker.TimedThreadWorker",
     )
     try:
         process.wait_until_up()
