@@ -46,6 +46,7 @@ ERASED_KINDS = (
     "attempts",
     "handoff_events",
     "status_events",
+    "case_holds",
     "archived_handoffs",
 )
 

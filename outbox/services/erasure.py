@@ -21,6 +21,7 @@ from outbox.models import (
     ERASED,
     ArchivedHandoff,
     Attempt,
+    CaseHold,
     Erasure,
     Handoff,
     HandoffEvent,
@@ -127,9 +128,9 @@ def handoffs_erase(
 ) -> Counter:
     """Erase the subject's values from the handoffs of these request revisions (their payload, the request
     frozen in them, their plan of later steps, their ordering key, their search text, last error, attempts,
-    events, status events) and from their archived rows, each marked with `erasure`. Raises ErasureRefused
-    while one may still be sent. Returns the rows changed by kind. Runs inside the caller's transaction
-    when there is one."""
+    events, status events, their cases' holds) and from their archived rows, each marked with `erasure`.
+    Raises ErasureRefused while one may still be sent. Returns the rows changed by kind. Runs inside the
+    caller's transaction when there is one."""
     ids, workflows = list(source_ids), list(workflows)
     with transaction.atomic(using=DB):
         # Locked in id order, as every write of several handoffs locks them.
@@ -154,6 +155,7 @@ def handoffs_erase(
             HandoffEvent.objects.using(DB).filter(handoff_id__in=hot), eraser, {"reason": None}
         )
         counts["status_events"] = _erase_status_events(handoffs, eraser)
+        counts["case_holds"] = _erase_case_holds(handoffs, eraser)
         counts["archived_handoffs"] = _erase_archived(erasure, ids, workflows, eraser)
     return counts
 
@@ -225,6 +227,19 @@ def _erase_status_events(handoffs: list[Handoff], eraser: Eraser) -> int:
     )
     events = StatusEvent.objects.using(DB).filter(about)
     return _erase_text(events, eraser, {"task_id": 120, "status": 16})
+
+
+def _erase_case_holds(handoffs: list[Handoff], eraser: Eraser) -> int:
+    """Operators' holds of these handoffs' cases (`outbox/models/case_holds.py`), live or ended: the reason
+    an operator typed ("calling <the client>") and the end's, shown on the handoff page and the list while
+    the hold lives, are free text like an event's."""
+    about = (
+        Q(handoff_id__in=[h.pk for h in handoffs])
+        | Q(pk__in=[h.case_hold_id for h in handoffs if h.case_hold_id])
+        | Q(instance_key__in=[h.instance_key for h in handoffs if h.instance_key])
+    )
+    holds = CaseHold.objects.using(DB).filter(about)
+    return _erase_text(holds, eraser, {"reason": 200, "end_reason": 200})
 
 
 def _erase_archived(

@@ -21,7 +21,7 @@ from delivery import services as receiver
 from delivery.models import ReceiverTask
 from outbox.clock import db_time
 from outbox.destinations import InProcessDestination
-from outbox.dispatch.dispatcher import drain
+from outbox.dispatch.dispatcher import drain, handoff_deliver
 from outbox.errors import InvalidTransition
 from outbox.models import (
     ERASED,
@@ -34,6 +34,7 @@ from outbox.models import (
     HandoffState,
 )
 from outbox.services import handoff_record, handoff_retry, instance_compensate
+from outbox.services.case_holds import case_hold
 from outbox.services.lookup_limits import LimitedLookups
 from outbox.services.retention import handoffs_archive_settled
 from outbox.settlement import passes as settling
@@ -154,6 +155,7 @@ def test_the_proof_counts_what_was_erased_and_holds_none_of_it(world, eraser):
         "attempts": 1,
         "handoff_events": 1,
         "status_events": 0,
+        "case_holds": 0,
         "archived_handoffs": 0,
     }
 
@@ -409,3 +411,32 @@ def test_a_compensation_recorded_from_an_erased_one_goes_to_a_person_never_sent(
     assert not ReceiverTask.objects.filter(action_key=second.action_key).exists()
     recorded = HandoffEvent.objects.get(handoff=second, from_state="")
     assert "its undo would send [erased] for client_name, contact_email" in recorded.reason
+
+
+def test_an_operators_hold_of_the_subjects_case_loses_the_subject_from_its_reason(world, eraser):
+    """Erasure x hold one case: an operator holds a handoff needing attention (which does not refuse an
+    erasure) with a reason naming the subject; the erasure left the hold's reason as typed, and the
+    handoff page went on showing it in its hold line, beside "Personal data erased on"."""
+    email = "jane.doe@tailspin.example"
+    payload = {**ONBOARDING_PAYLOAD, "client_name": "   ", "contact_email": email}
+    handoff = approve(world, 62, payload=payload)
+    handoff_deliver(handoff_id=handoff.pk)
+    assert Handoff.objects.get(pk=handoff.pk).state == S.NEEDS_ATTENTION
+    hold = case_hold(
+        handoff_id=handoff.pk,
+        actor=world["olga"],
+        reason=f"calling {email} about the name",
+        whole_case=True,
+    )
+
+    [erasure] = subject_erase(
+        subject=subject_named(email=email), reason="ticket 4713", actor=eraser
+    )
+
+    hold.refresh_from_db()
+    assert email not in hold.reason.lower() and hold.reason == f"calling {ERASED} about the name"
+    assert erasure.counts["case_holds"] == 1
+    page = client_for(world["olga"]).get(reverse("outbox:detail", args=[handoff.pk]))
+    text = page.content.decode().lower()
+    assert "personal data erased on" in text and "is held by olga" in text
+    assert email not in text
