@@ -5,8 +5,9 @@ this pass or the next) finds the same live incident:
 - a destination paused by its breaker, or held by a dispatcher that cannot serve it (`why`: unservable):
   `destination:<name>:<why>`; members: the handoffs the pause holds (waiting, or refused for the pause's
   reason), never those that need a person for another reason; it lasts as long as the pause;
-- a destination whose queue grows older or deeper while nothing fails: `backlog:<name>`; it lasts as long
-  as the backlog;
+- a destination whose queue (what a dispatcher would claim: not a held case, nor a step behind its
+  ordering key) grows older or deeper while nothing fails: `backlog:<name>`; it lasts as long as the
+  backlog;
 - handoffs that need a person for the same reason: `failures:<destination>:<class>:<reason>:<rule version>:
   <workflow>:<step>`; a step marked high-impact in its rule version pages on its first failure;
 - live reconciliation findings of one kind: `findings:<kind>`; corruption (payload mismatch, missing at the
@@ -163,11 +164,18 @@ def destination_causes() -> list[Cause]:
     return causes
 
 
+def _due_waiting():
+    """The handoffs a dispatcher would claim now (`HandoffQuerySet.due`, the claim's own rule): not one an
+    operator holds, nor one behind an earlier step of its ordering key, which wait for a person (the held
+    case, or the earlier step's own incident), not for a dispatcher."""
+    return Handoff.objects.using(DB).due()
+
+
 def _backlog_depths() -> dict[str, tuple[int, datetime, int]]:
     """Per destination taking calls: (due handoffs waiting, the oldest one's due time, how many of them are
     past their SLA), on the database clock."""
     held = DestinationHealth.objects.using(DB).held_back().values_list("name", flat=True)
-    due = Handoff.objects.using(DB).filter(state=HandoffState.PENDING, next_attempt_at__lte=DbNow())
+    due = _due_waiting()
     # A channel's notifications go only to its `alert-channel-<id>` destination: this leaves them out too.
     rows = (
         due.exclude(destination__in=list(held))
@@ -192,9 +200,7 @@ def backlog_causes(*, now: datetime) -> list[Cause]:
         age = now - oldest
         if age < age_limit and count < settings.ALERT_BACKLOG_DEPTH and not late:
             continue
-        waiting = Handoff.objects.using(DB).filter(
-            destination=name, state=HandoffState.PENDING, next_attempt_at__lte=DbNow()
-        )
+        waiting = _due_waiting().filter(destination=name)
         evidence = (
             f"{count} handoff(s) due and waiting, the oldest due since {oldest:%Y-%m-%d %H:%M:%S} "
             f"UTC ({int(age.total_seconds())} s), {late} past their SLA, while no call fails"
