@@ -270,14 +270,17 @@ def _due_probe(name: str) -> tuple[str, tuple]:
 
 
 def _serve_turn(name: str, turn: Turn, worker: str, stop: threading.Event) -> RunStats:
+    # An idle turn probes before it reads the destination's row: most find nothing due, and the row's read was
+    # as costly as the probe. A destination disabled meanwhile is dropped by the supervision's next turn, or by
+    # this one when something is due.
+    if turn is Turn.POLL and not handoffs_due(name):
+        return RunStats()
     destination = destination_named(name)
     if turn is Turn.MAINTAIN:
         stats = maintain(destination=destination, expire_leases=False)
         if stats.settled:
             log.info("maintenance of %s: settled %s", name, stats.settled)
         return RunStats(settled=stats.settled, settle_backlog=stats.settle_backlog)
-    if turn is Turn.POLL and not handoffs_due(name):
-        return RunStats()
     return dispatch_batch(destination=destination, worker=worker, stop=stop)
 
 

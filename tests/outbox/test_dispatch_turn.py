@@ -68,3 +68,14 @@ def test_an_idle_turn_delivers_what_fell_due_meanwhile(make_handoff):
     assert _serve_turn("system", Turn.POLL, "w1", threading.Event()).delivered == 1
     handoff.refresh_from_db()
     assert handoff.state == HandoffState.DELIVERED
+
+
+def test_an_idle_turn_that_finds_nothing_due_sends_only_its_probe():
+    """Most of an idle dispatcher's turns find nothing due: they probe the claim index and send nothing else
+    (the destination's row, read first, cost as much as the probe)."""
+    DestinationConfig.objects.create(name="system", kind="in_process", config={})
+    DestinationHealth.objects.create(name="system")
+    with CaptureQueriesContext(connection) as statements:
+        idle = _serve_turn("system", Turn.POLL, "w1", threading.Event())
+    assert idle.claimed == 0
+    assert len(statements) == 1, [q["sql"][:80] for q in statements]
