@@ -17,7 +17,8 @@ The reference is the bench's: as many plain clients as dispatchers that only sig
 (bench/receiver_capacity.py) against the same receiver. Each ratio is the median of interleaved pairs
 (bench/pairs.py). Beside each run, the CPU time per handoff of the processes that did the work, from
 /proc: the dispatchers, and the receiver (gunicorn and its workers); for the reference, its clients and the
-receiver.
+receiver; and how each run's keep-alive connections fell on the receiver's workers (`receiver_placement`),
+which the receiver's CPU a create follows whichever side calls it.
 """
 
 import argparse
@@ -26,7 +27,10 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
+from collections import Counter
+from contextlib import contextmanager
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -101,17 +105,88 @@ def process_cpu(pid: int) -> float:
 
 def tree_cpu(root: int) -> float:
     """`process_cpu` of `root` and its children (gunicorn's master and its workers)."""
-    total = process_cpu(root)
+    return process_cpu(root) + sum(process_cpu(pid) for pid in workers_of(root))
+
+
+def workers_of(root: int) -> list[int]:
+    """The processes whose parent is `root` (gunicorn's workers)."""
+    children = []
     for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
+        if name.isdigit():
+            try:
+                stat = Path(f"/proc/{name}/stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(stat[1]) == root:
+                children.append(int(name))
+    return children
+
+
+def established_on(port: int) -> set[str]:
+    """The socket inodes of the established TCP connections whose local end is `port` (Linux /proc/net)."""
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
         try:
-            fields = Path(f"/proc/{name}/stat").read_text().rsplit(")", 1)[1].split()
+            lines = Path(table).read_text().splitlines()[1:]
         except OSError:
             continue
-        if int(fields[1]) == root:
-            total += process_cpu(int(name))
-    return total
+        for line in lines:
+            fields = line.split()
+            if fields[3] == "01" and int(fields[1].rsplit(":", 1)[1], 16) == port:
+                inodes.add(fields[9])
+    return inodes
+
+
+def connections_held(pids: list[int], port: int) -> list[int]:
+    """How many established connections on local `port` each of `pids` holds, for those holding any, most
+    first: [3, 1] is three on one process and one on another."""
+    wanted = established_on(port)
+    held = []
+    for pid in pids:
+        if count := sum(1 for link in socket_links(pid) if link[len("socket:[") : -1] in wanted):
+            held.append(count)
+    return sorted(held, reverse=True)
+
+
+def socket_links(pid: int) -> list[str]:
+    """The `socket:[<inode>]` links of `pid`'s open files; none once it is gone."""
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return []
+    links = []
+    for fd in fds:
+        try:
+            link = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:  # closed meanwhile (the listing's own descriptor among them)
+            continue
+        if link.startswith("socket:["):
+            links.append(link)
+    return links
+
+
+@contextmanager
+def receiver_placement(bench: Bench):
+    """How the run's keep-alive connections fell on the receiver's workers (`connections_held`, sampled every
+    0.25 s while the run goes; the placement seen most often), in the yielded dict's "placement". The
+    receiver's CPU a create depends on it: gunicorn's worker accepting a connection keeps it, and a worker
+    holding several connections answers each for less CPU than several workers holding one each."""
+    workers, seen, done = workers_of(bench.receiver.pid), Counter(), threading.Event()
+
+    def sample() -> None:
+        while not done.wait(0.25):
+            if held := connections_held(workers, bench.receiver_port):
+                seen[tuple(held)] += 1
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    result: dict = {}
+    try:
+        yield result
+    finally:
+        done.set()
+        sampler.join()
+        result["placement"] = list(seen.most_common(1)[0][0]) if seen else []
 
 
 def children_cpu() -> float:
@@ -133,7 +208,7 @@ class Outside:
         last = first + handoffs - 1
         dispatchers_before = sum(process_cpu(proc.pid) for proc in self.dispatchers)
         receiver_before = tree_cpu(self.bench.receiver.pid)
-        with self.bench.sql() as conn:
+        with receiver_placement(self.bench) as placed, self.bench.sql() as conn:
             insert_handoffs(conn, rows, self.chunk)
             deadline = time.monotonic() + 600
             query = (
@@ -158,6 +233,7 @@ class Outside:
             "per_second": round(handoffs / float(seconds), 1),
             "dispatchers_cpu_ms_per_handoff": round(dispatchers_cpu * 1000 / handoffs, 3),
             "receiver_cpu_ms_per_handoff": round(receiver_cpu * 1000 / handoffs, 3),
+            "receiver_connections": placed["placement"],
             "check": self.check(rows),
         }
 
@@ -186,12 +262,13 @@ class Outside:
     def capacity(self, clients: int, seconds: float) -> dict:
         clients_before = children_cpu()
         receiver_before = tree_cpu(self.bench.receiver.pid)
-        measured = receiver_capacity.measure(
-            self.bench.receiver_url,
-            self.bench.env["RECEIVER_SIGNING_SECRET"],
-            clients=clients,
-            seconds=seconds,
-        )
+        with receiver_placement(self.bench) as placed:
+            measured = receiver_capacity.measure(
+                self.bench.receiver_url,
+                self.bench.env["RECEIVER_SIGNING_SECRET"],
+                clients=clients,
+                seconds=seconds,
+            )
         created = max(measured["created"], 1)
         return {
             **measured,
@@ -201,6 +278,7 @@ class Outside:
             "receiver_cpu_ms_per_create": round(
                 (tree_cpu(self.bench.receiver.pid) - receiver_before) * 1000 / created, 3
             ),
+            "receiver_connections": placed["placement"],
         }
 
 
