@@ -19,6 +19,26 @@ def placement(run: dict) -> str:
     return "+".join(str(count) for count in run.get("receiver_connections") or []) or "—"
 
 
+def alike_line(pairs: list[dict]) -> str:
+    """The pairs whose two sides' connections fell alike on the receiver's workers, with their ratios: the
+    comparison the placement does not tilt."""
+    alike = [
+        (n, pair)
+        for n, pair in enumerate(pairs, 1)
+        if pair["capacity"].get("receiver_connections")
+        and pair["capacity"].get("receiver_connections")
+        == pair["one_call"].get("receiver_connections")
+    ]
+    ratios = ", ".join(
+        f"pair {n} ({placement(pair['capacity'])}) {pair['ratio']:.2f}{pair_marks(pair)}"
+        for n, pair in alike
+    )
+    return (
+        f"Pairs whose two sides fell alike on the receiver's workers: {len(alike)} of {len(pairs)}"
+        + (f": {ratios}." if alike else ".")
+    )
+
+
 def section(report: dict, command: str) -> list[str]:
     lines = [
         "## One call per handoff, driven from outside",
@@ -70,6 +90,8 @@ def section(report: dict, command: str) -> list[str]:
             f"{capacity['receiver_cpu_ms_per_create']:.2f} | {placement(capacity)}, {placement(outside)} |"
         )
     lines += [
+        "",
+        alike_line(report["pairs"]),
         "",
         f"Outside / capacity: {report['describe']} (aim ≥ {report['aim']}: "
         f"{'met' if report['met'] else 'missed'}; every run checked: {report['checked']}).",
