@@ -112,17 +112,24 @@ def _guarded(step, *, what: str, backoff: Backoff, stop: threading.Event):
     return None
 
 
+LISTEN_STOP_CHECK_SECONDS = 1.0
+
+
 def listen_for_wakeups(
     wake: Callable[[set[str]], None], idle_sleep: float, stop: threading.Event
 ) -> None:
     """The listening thread's loop: one LISTEN connection for the whole process, each notification handed on
-    with the destinations it names (PostgreSQL only; elsewhere the loops just poll)."""
+    with the destinations it names (PostgreSQL only; elsewhere the loops just poll). A notification ends its
+    wait at once; the wait's bound only decides how soon the thread sees the stop, so it is `idle_sleep` or
+    `LISTEN_STOP_CHECK_SECONDS`, whichever is shorter: a long idle sleep no longer holds up the process's exit
+    (it was joined for up to 30 s)."""
     if connections[DB].vendor != "postgresql":
         return
     listener = WakeListener()
+    bound = min(idle_sleep, LISTEN_STOP_CHECK_SECONDS)
     try:
         while not stop.is_set():
-            if (names := listener.wait_names(idle_sleep)) is not None:
+            if (names := listener.wait_names(bound)) is not None:
                 wake(names)
     finally:
         listener.close()

@@ -2,9 +2,13 @@
 database's own parameters or through HANDOFF_LISTEN_DATABASE_URL (the route past a transaction-mode pooler),
 and a listener that cannot connect polls instead of failing."""
 
+import threading
+import time
+
 import pytest
 from django.db import connections, transaction
 
+from outbox.dispatch.runner import listen_for_wakeups
 from outbox.dispatch.wakeups import WakeListener, wake_dispatcher_on_commit
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
@@ -124,3 +128,17 @@ def test_the_listening_session_keeps_the_listen_urls_keepalives(settings):
         assert _woken(listener) is True
     finally:
         listener.close()
+
+
+def test_a_listening_thread_with_a_long_idle_sleep_ends_soon_after_the_stop():
+    """`manage.py dispatch --idle-sleep 600` stopped by SIGTERM: the process joins its listening thread, which
+    waited out the whole idle sleep before it saw the stop (the join gave up after 30 s)."""
+    stop = threading.Event()
+    listening = threading.Thread(
+        target=listen_for_wakeups, args=(lambda _names: None, 600.0, stop), daemon=True
+    )
+    listening.start()
+    time.sleep(0.5)  # in its wait
+    stop.set()
+    listening.join(timeout=20)
+    assert not listening.is_alive()
