@@ -1,12 +1,15 @@
 """An operator's hold of one case: one handoff, or one workflow instance (every step of it, those recorded
 later too), with a reason, who set it and an optional end. While it holds, the handoffs it covers carry it
 (`Handoff.case_hold`), and the claim's partial index leaves them out: nothing of the case is claimed or sent,
-its keys and approval untouched. Ended by a person (resume) or by its end passing (`case_holds_expire`); the
-row stays as the record."""
+its keys and approval untouched. Ended by a person (resume), by its end passing, or once nothing it covers is
+left open (a call under way at hold time delivered, a held failed row cancelled: `case_holds_expire`); the row
+stays as the record."""
 
 from django.db import models
 
 from outbox.clock import DbClockDateTimeField, db_now
+from outbox.models.handoffs import Handoff
+from outbox.models.states import OPEN_STATES
 
 
 class CaseHoldQuerySet(models.QuerySet):
@@ -17,6 +20,18 @@ class CaseHoldQuerySet(models.QuerySet):
     def past_their_end(self):
         """Live, and their end has passed on the database clock."""
         return self.live().filter(ends_at__isnull=False, ends_at__lte=db_now())
+
+    def to_end(self):
+        """Live, and its end has passed or no open row carries it any more (nothing left to hold back): the
+        sweep's one read, over the live holds (`case_hold_live_idx`), each asking `handoff_case_hold_idx`."""
+        # `case_hold__isnull=False` as the partial index's condition: a plan that hashes the subquery reads
+        # the few marked rows through it, never the whole outbox.
+        carried = Handoff.objects.filter(
+            case_hold__isnull=False, case_hold_id=models.OuterRef("pk"), state__in=OPEN_STATES
+        )
+        return self.live().filter(
+            models.Q(ends_at__isnull=False, ends_at__lte=db_now()) | ~models.Exists(carried)
+        )
 
 
 class CaseHold(models.Model):

@@ -121,8 +121,9 @@ class HandoffQuerySet(models.QuerySet):
         return self.filter(state__in=OPEN_STATES).exclude(finish_by__lte=db_now())
 
     def held(self):
-        """Its case is held by an operator (`outbox/models/case_holds.py`)."""
-        return self.filter(case_hold__isnull=False)
+        """Its case is held by an operator (`outbox/models/case_holds.py`), and it is open: a settled row still
+        marked (its call under way at hold time delivered, or it was cancelled) is held no more."""
+        return self.filter(case_hold__isnull=False, state__in=OPEN_STATES)
 
     def lease_expired(self):
         return self.filter(state=S.IN_FLIGHT, lease_expires_at__lt=db_now())
@@ -475,8 +476,9 @@ class Handoff(models.Model):
 
     @property
     def is_held(self) -> bool:
-        """An operator holds its case: nothing of it is claimed or sent until resumed."""
-        return self.case_hold_id is not None
+        """An operator holds its case: nothing of it is claimed or sent until resumed. A settled row is not
+        held, though its mark stays until the sweep ends a hold with nothing left (`case_holds_expire`)."""
+        return self.case_hold_id is not None and self.is_open
 
     # What templates ask of a handoff (a template never spells a state's name).
     @property

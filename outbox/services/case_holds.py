@@ -18,6 +18,8 @@ from outbox.errors import CaseHoldRefused, HandoffNotFound, InvalidActionInput, 
 from outbox.models import CaseHold, Handoff, HandoffEvent, HandoffState
 
 SWEEP = "case hold sweep"
+# Why the sweep ends a hold that keeps nothing back: no open row carries it any more.
+NOTHING_LEFT = "nothing left to hold"
 
 
 def _label(actor) -> str:
@@ -124,8 +126,8 @@ def case_resume(*, handoff_id: int, actor, reason: str = "") -> CaseHold:
     return hold
 
 
-def _end(hold: CaseHold, *, actor, reason: str) -> int:
-    """Lift the hold from its rows (locked in id order) and close it; its rows' events say why."""
+def _end(hold: CaseHold, *, actor, reason: str, words: str = "resumed") -> int:
+    """Lift the hold from its rows (locked in id order) and close it; its rows' events say why (`words`)."""
     rows = Handoff.objects.using(DB).filter(case_hold_id=hold.pk)
     held = list(rows.select_for_update(no_key=True).order_by("pk"))
     # A retry whose time fell inside the hold is tried at the release, in the release's place in the order
@@ -136,7 +138,7 @@ def _end(hold: CaseHold, *, actor, reason: str) -> int:
     rows.update(case_hold=None, updated_at=db_now())
     hold.ended_at, hold.ended_by, hold.end_reason = db_time(), _label(actor), reason
     hold.save(using=DB, update_fields=["ended_at", "ended_by", "end_reason"])
-    _events(held, actor=actor, action="resume", reason=f"resumed: {reason}")
+    _events(held, actor=actor, action="resume", reason=f"{words}: {reason}")
     for destination in {h.destination for h in held}:
         wake_dispatcher_on_commit(destination=destination)
     return len(held)
@@ -177,18 +179,36 @@ def hold_of_successor(after: Handoff) -> int | None:
     return live.order_by("pk").values_list("pk", flat=True).first()
 
 
+def _nothing_left(hold: CaseHold) -> str | None:
+    """Why the hold (locked) keeps nothing back, or None while an open row carries it: the rows it still
+    marks, all settled (a call under way at hold time delivered, a held failed row cancelled)."""
+    rows = Handoff.objects.using(DB).filter(case_hold_id=hold.pk)
+    if rows.open().exists():
+        return None
+    marked = list(rows.order_by("pk"))
+    settled = ", ".join(f"{h.action_key} {h.get_state_display().lower()}" for h in marked[:3])
+    more = f" and {len(marked) - 3} more" if len(marked) > 3 else ""
+    why = f"{settled}{more}" if marked else "no row of its case is open"
+    return f"{NOTHING_LEFT}: {why}"[:200]
+
+
 def case_holds_expire() -> int:
-    """End every live hold whose end has passed (database clock); how many rows went back to the dispatcher."""
+    """End every live hold whose end has passed (database clock), or that keeps nothing back any more (no
+    open row carries it: `NOTHING_LEFT`); how many rows went back to the dispatcher."""
     resumed = 0
     # Compiled once: supervision asks at every turn, and the ORM's compile cost four times the read.
-    past = rows_compiled_once(
-        ("case holds past their end",),
-        lambda: CaseHold.objects.using(DB).past_their_end().values_list("pk"),
+    ending = rows_compiled_once(
+        ("case holds to end",),
+        lambda: CaseHold.objects.using(DB).to_end().values_list("pk"),
     )
-    for (pk,) in past:
+    for (pk,) in ending:
         with transaction.atomic(using=DB):
             hold = CaseHold.objects.using(DB).select_for_update().filter(pk=pk).first()
             if hold is None or hold.ended_at is not None:
                 continue
-            resumed += _end(hold, actor=None, reason="its end passed")
+            # Chosen for its end or for nothing left; an open row carrying it means its end passed.
+            if (nothing := _nothing_left(hold)) is not None:
+                _end(hold, actor=None, reason=nothing, words="hold ended")
+            else:
+                resumed += _end(hold, actor=None, reason="its end passed")
     return resumed
