@@ -9,7 +9,6 @@ from django.db import models
 
 from outbox.clock import DbClockDateTimeField, db_now
 from outbox.models.handoffs import Handoff
-from outbox.models.states import OPEN_STATES
 
 
 class CaseHoldQuerySet(models.QuerySet):
@@ -26,8 +25,8 @@ class CaseHoldQuerySet(models.QuerySet):
         sweep's one read, over the live holds (`case_hold_live_idx`), each asking `handoff_case_hold_idx`."""
         # `case_hold__isnull=False` as the partial index's condition: a plan that hashes the subquery reads
         # the few marked rows through it, never the whole outbox.
-        carried = Handoff.objects.filter(
-            case_hold__isnull=False, case_hold_id=models.OuterRef("pk"), state__in=OPEN_STATES
+        carried = Handoff.objects.open().filter(
+            case_hold__isnull=False, case_hold_id=models.OuterRef("pk")
         )
         return self.live().filter(
             models.Q(ends_at__isnull=False, ends_at__lte=db_now()) | ~models.Exists(carried)

@@ -118,12 +118,12 @@ class HandoffQuerySet(models.QuerySet):
     def left_to_send(self):
         """Open and not past its must-finish-by (database clock): what a hold of its case can still keep
         back. A step past it is never sent (`past_deadline`), so no hold covers it."""
-        return self.filter(state__in=OPEN_STATES).exclude(finish_by__lte=db_now())
+        return self.open().exclude(finish_by__lte=db_now())
 
     def held(self):
         """Its case is held by an operator (`outbox/models/case_holds.py`), and it is open: a settled row still
         marked (its call under way at hold time delivered, or it was cancelled) is held no more."""
-        return self.filter(case_hold__isnull=False, state__in=OPEN_STATES)
+        return self.open().filter(case_hold__isnull=False)
 
     def lease_expired(self):
         return self.filter(state=S.IN_FLIGHT, lease_expires_at__lt=db_now())

@@ -136,12 +136,18 @@ def _end(hold: CaseHold, *, actor, reason: str, words: str = "resumed") -> int:
         next_attempt_at=db_now()
     )
     rows.update(case_hold=None, updated_at=db_now())
-    hold.ended_at, hold.ended_by, hold.end_reason = db_time(), _label(actor), reason
-    hold.save(using=DB, update_fields=["ended_at", "ended_by", "end_reason"])
+    _close(hold, by=_label(actor), reason=reason)
     _events(held, actor=actor, action="resume", reason=f"{words}: {reason}")
     for destination in {h.destination for h in held}:
         wake_dispatcher_on_commit(destination=destination)
     return len(held)
+
+
+def _close(hold: CaseHold, *, by: str, reason: str) -> None:
+    """Record the hold's end (database clock), by whom or what and why; its rows' marks are lifted by the
+    caller."""
+    hold.ended_at, hold.ended_by, hold.end_reason = db_time(), by, reason
+    hold.save(using=DB, update_fields=["ended_at", "ended_by", "end_reason"])
 
 
 def case_hold_lock_of(handoff_id: int) -> CaseHold | None:
@@ -161,11 +167,11 @@ def case_hold_passed_deadline(hold: CaseHold, handoff: Handoff, *, by: str) -> s
     if rows.left_to_send().exists():
         return f"; {held}; the hold stays on the rest of its case"
     rows.update(case_hold=None, updated_at=db_now())
-    hold.ended_at, hold.ended_by = db_time(), by
-    hold.end_reason = (
-        f"{handoff.action_key} passed its must-finish-by while held: it went to a person"
+    _close(
+        hold,
+        by=by,
+        reason=f"{handoff.action_key} passed its must-finish-by while held: it went to a person",
     )
-    hold.save(using=DB, update_fields=["ended_at", "ended_by", "end_reason"])
     return f"; {held}; the hold ended with this move"
 
 
