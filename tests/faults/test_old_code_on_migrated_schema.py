@@ -57,10 +57,10 @@ def git(*args: str) -> str:
     return done.stdout.strip()
 
 
-# The release before this work: the commit stop 51 landed with (CI passed). Its schema ends at outbox 0035,
+# The release before this work: the commit stop 52 landed with (CI passed). Its schema ends at outbox 0035,
 # approvals 0017, reconciliation 0013, delivery 0005, incidents 0003; every migration after those is deployed over
 # it here (none yet: the test still proves the old dispatcher on a schema the current release migrated).
-PREVIOUS_RELEASE = "2ac56cf4bb56dbb2587ad5fc3aec68c92750f379"
+PREVIOUS_RELEASE = "6d326e0fbc99b686c3f6240a3f65f32c7895db20"
 
 
 def previous_release() -> str:
