@@ -98,9 +98,16 @@ def hold(actor, handoff: Handoff, *, reason: str, until, whole_case: bool) -> di
 
 def resume(actor, handoff: Handoff, *, reason: str) -> dict:
     """End the hold of the handoff's case: what is left of it is sent, each under its own key; a handoff
-    needing attention is not (the resume decides nothing for it: a retry sends it)."""
-    ended = case_resume(handoff_id=handoff.pk, actor=actor, reason=reason)
+    needing attention is not (the resume decides nothing for it: a retry sends it), nor a case whose rows
+    all settled while it was held (nothing was left: the sweep would have ended the hold)."""
+    ended, settled = case_resume(handoff_id=handoff.pk, actor=actor, reason=reason)
     handoff.refresh_from_db()
+    if settled:
+        return {
+            "level": "info",
+            "text": f"Resumed: {ended.what}. Nothing of it was left to send ({settled}): the hold "
+            "ended and nothing is sent.",
+        }
     if handoff.needs_attention:
         return {
             "level": "success",

@@ -6,6 +6,7 @@ sent again, a failed one with its own key. Every row held or resumed gets an eve
 transaction."""
 
 from datetime import datetime
+from typing import NamedTuple
 
 from django.db import transaction
 from django.db.models import Subquery
@@ -110,8 +111,18 @@ def case_hold(
     return hold
 
 
-def case_resume(*, handoff_id: int, actor, reason: str = "") -> CaseHold:
-    """End the hold that covers the handoff: its rows go back to the dispatcher as they are."""
+class Resumed(NamedTuple):
+    """A hold an operator ended, and what it kept back: `settled` names the rows it still marked when
+    nothing of them was open any more (`<key> delivered`), so nothing goes back to the dispatcher; empty
+    while it held back an open row."""
+
+    hold: CaseHold
+    settled: str
+
+
+def case_resume(*, handoff_id: int, actor, reason: str = "") -> Resumed:
+    """End the hold that covers the handoff: its rows go back to the dispatcher as they are (none, when
+    every row it marked settled while it held, before the sweep ended it)."""
     with transaction.atomic(using=DB):
         handoff = _handoff(handoff_id)
         hold = (
@@ -122,8 +133,9 @@ def case_resume(*, handoff_id: int, actor, reason: str = "") -> CaseHold:
         )
         if hold is None:
             raise CaseHoldRefused(f"{handoff.action_key} is not held")
+        settled = _settled(hold) or ""
         _end(hold, actor=actor, reason=reason.strip() or "resumed")
-    return hold
+    return Resumed(hold, settled)
 
 
 def _end(hold: CaseHold, *, actor, reason: str, words: str = "resumed") -> int:
@@ -185,17 +197,22 @@ def hold_of_successor(after: Handoff) -> int | None:
     return live.order_by("pk").values_list("pk", flat=True).first()
 
 
-def _nothing_left(hold: CaseHold) -> str | None:
-    """Why the hold (locked) keeps nothing back, or None while an open row carries it: the rows it still
-    marks, all settled (a call under way at hold time delivered, a held failed row cancelled)."""
+def _settled(hold: CaseHold) -> str | None:
+    """The rows the hold (locked) still marks, all settled (a call under way at hold time delivered, a held
+    failed row cancelled: `<key> delivered`), or None while an open row carries it."""
     rows = Handoff.objects.using(DB).filter(case_hold_id=hold.pk)
     if rows.open().exists():
         return None
     marked = list(rows.order_by("pk"))
     settled = ", ".join(f"{h.action_key} {h.get_state_display().lower()}" for h in marked[:3])
     more = f" and {len(marked) - 3} more" if len(marked) > 3 else ""
-    why = f"{settled}{more}" if marked else "no row of its case is open"
-    return f"{NOTHING_LEFT}: {why}"[:200]
+    return f"{settled}{more}" if marked else "no row of its case is open"
+
+
+def _nothing_left(hold: CaseHold) -> str | None:
+    """Why the hold (locked) keeps nothing back, or None while an open row carries it."""
+    settled = _settled(hold)
+    return None if settled is None else f"{NOTHING_LEFT}: {settled}"[:200]
 
 
 def case_holds_expire() -> int:

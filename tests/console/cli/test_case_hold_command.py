@@ -9,8 +9,12 @@ import pytest
 from django.contrib.messages import get_messages
 
 from outbox.clock import db_time
+from outbox.destinations import InProcessDestination
+from outbox.dispatch.claims import handoff_claim_due
+from outbox.failures import DeliveryResult
 from outbox.models import CaseHold, Handoff, HandoffState
 from outbox.services.case_holds import case_hold
+from outbox.services.outcomes import handoff_record_outcomes
 from tests.builders import approve
 from tests.console.cli.test_handoffs_command import (
     assert_refused_alike,
@@ -101,3 +105,31 @@ def test_resuming_a_handoff_that_needs_attention_says_it_is_not_sent_alike_on_we
     response = console_post(world["olga"], first, "resume", {})
     [message] = [str(m) for m in get_messages(response.wsgi_request)]
     assert f"{first.action_key} still needs attention: nothing is sent until" in message
+
+
+def test_resuming_a_hold_whose_rows_settled_says_nothing_is_sent_alike_on_web_and_cli(world):
+    """A hold set while the handoff's call was under way, the call then delivered: before the sweep ends the
+    hold, resuming it from `handoffs resume` (or a posted resume) said "What is left of it is sent", with
+    nothing left. Both now say nothing was left, name the settled row, and write the same events."""
+    first, second = approve(world, number=54), approve(world, number=55)
+    claims = handoff_claim_due(worker="w1")
+    assert {c.handoff_id for c in claims} == {first.pk, second.pk}
+    for handoff in (first, second):
+        case_hold(handoff_id=handoff.pk, actor=world["olga"], reason="calling", whole_case=False)
+    handoff_record_outcomes(
+        outcomes=[
+            (c, DeliveryResult.ok(task_id=f"t-{c.handoff_id}", created=True)) for c in claims
+        ],
+        destination=InProcessDestination(),
+    )
+    assert CaseHold.objects.live().count() == 2
+
+    said = assert_same_events(world, first, second, "resume", {}, expected_state=S.DELIVERED)
+    assert "What is left of it is sent" not in said
+    assert said.startswith(
+        f"Resumed: {second.action_key}. Nothing of it was left to send ({second.action_key} delivered)"
+    ), said
+    response = console_post(world["olga"], first, "resume", {})
+    [message] = [str(m) for m in get_messages(response.wsgi_request)]
+    assert message == f"Not done: {first.action_key} is not held."
+    assert not CaseHold.objects.live().exists()
