@@ -8,13 +8,16 @@ from pathlib import Path
 import pytest
 
 from bench.e2e import PRODUCER, producers_go
+from tests.processes import bytecode_cache
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def producer(tmp_path: Path, code: str) -> subprocess.Popen:
-    # No database URLs: the embedded SQLite default under the test's own directory.
+    # No database URLs: the embedded SQLite default under the test's own directory. The run's bytecode
+    # caches, so that the child neither compiles the product again nor writes __pycache__ into the tree.
     env = {
+        **(bytecode_cache() or {"PYTHONDONTWRITEBYTECODE": "1"}),
         "DJANGO_SETTINGS_MODULE": "config.settings",
         "DJANGO_DEBUG": "1",
         "HANDOFF_VAR_DIR": str(tmp_path),

@@ -187,15 +187,9 @@ class Run:
 
     def _wait_receiver_up(self) -> None:
         # Asked from a dispatcher host: the way the dispatchers will reach it.
-        probe = http_call_command("GET", alive_url(self.receiver_url), timeout=5)
         deadline = time.monotonic() + START_DEADLINE
         while time.monotonic() < deadline:
-            done = subprocess.run(
-                self.network["d1"].command(*probe), capture_output=True, text=True, timeout=60
-            )
-            # Its liveness probe: an unsigned call to the signed API would be a refused signature, a
-            # security event, and ten of them page.
-            if done.stdout.split()[:1] == ["200"]:
+            if receiver_reachable_from(self, "d1", timeout=5):
                 return
             time.sleep(0.5)
         raise RuntimeError("receiver did not start:\n" + self.log("receiver")[-3000:])
@@ -344,9 +338,10 @@ def http_call_command(
     return [sys.executable, "-I", "-S", "-c", code]
 
 
-def receiver_reachable_from(run: Run, host: str) -> bool:
-    """Whether `host` gets an answer from the receiver now (a probe, not a measurement)."""
-    probe = http_call_command("GET", alive_url(run.receiver_url), timeout=2)
+def receiver_reachable_from(run: Run, host: str, *, timeout: float = 2) -> bool:
+    """Whether `host` gets an answer from the receiver now (a probe, not a measurement). Its liveness probe:
+    an unsigned call to the signed API would be a refused signature, a security event, and ten of them page."""
+    probe = http_call_command("GET", alive_url(run.receiver_url), timeout=timeout)
     done = subprocess.run(
         run.network[host].command(*probe), capture_output=True, text=True, timeout=60
     )
