@@ -10,7 +10,9 @@ import secrets
 import signal
 import subprocess
 import sys
+import threading
 import time
+from collections import Counter
 from contextlib import contextmanager
 from pathlib import Path
 from typing import NamedTuple
@@ -312,6 +314,105 @@ def dispatchers_beaten(var_dir: Path, procs: list[subprocess.Popen], timeout: fl
             )
         time.sleep(0.05)
     return time.monotonic() - started
+
+
+# How a run's keep-alive connections fall on the receiver's workers, and the CPU of the processes that did the work
+# (bench/outside_check.py; the receiver's reference, bench/receiver_capacity.py, says why it matters).
+
+
+def process_cpu(pid: int) -> float:
+    """User and system CPU seconds of `pid` so far (Linux /proc), 0 once it is gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def tree_cpu(root: int) -> float:
+    """`process_cpu` of `root` and its children (gunicorn's master and its workers)."""
+    return process_cpu(root) + sum(process_cpu(pid) for pid in workers_of(root))
+
+
+def workers_of(root: int) -> list[int]:
+    """The processes whose parent is `root` (gunicorn's workers)."""
+    children = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                stat = Path(f"/proc/{name}/stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(stat[1]) == root:
+                children.append(int(name))
+    return children
+
+
+def established_on(port: int) -> set[str]:
+    """The socket inodes of the established TCP connections whose local end is `port` (Linux /proc/net)."""
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            if fields[3] == "01" and int(fields[1].rsplit(":", 1)[1], 16) == port:
+                inodes.add(fields[9])
+    return inodes
+
+
+def connections_held(pids: list[int], port: int) -> list[int]:
+    """How many established connections on local `port` each of `pids` holds, for those holding any, most
+    first: [3, 1] is three on one process and one on another."""
+    wanted = established_on(port)
+    held = []
+    for pid in pids:
+        if count := sum(1 for link in socket_links(pid) if link[len("socket:[") : -1] in wanted):
+            held.append(count)
+    return sorted(held, reverse=True)
+
+
+def socket_links(pid: int) -> list[str]:
+    """The `socket:[<inode>]` links of `pid`'s open files; none once it is gone."""
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return []
+    links = []
+    for fd in fds:
+        try:
+            link = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:  # closed meanwhile (the listing's own descriptor among them)
+            continue
+        if link.startswith("socket:["):
+            links.append(link)
+    return links
+
+
+@contextmanager
+def receiver_placement(bench: Bench):
+    """How the run's keep-alive connections fell on the receiver's workers (`connections_held`, sampled every
+    0.25 s while the run goes; the placement seen most often), in the yielded dict's "placement". The
+    receiver's CPU a create depends on it: gunicorn's worker accepting a connection keeps it, and a worker
+    holding several connections answers each for less CPU than several workers holding one each."""
+    workers, seen, done = workers_of(bench.receiver.pid), Counter(), threading.Event()
+
+    def sample() -> None:
+        while not done.wait(0.25):
+            if held := connections_held(workers, bench.receiver_port):
+                seen[tuple(held)] += 1
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    result: dict = {}
+    try:
+        yield result
+    finally:
+        done.set()
+        sampler.join()
+        result["placement"] = list(seen.most_common(1)[0][0]) if seen else []
 
 
 # Delivered rows preloaded by the growth runs and by reconciliation get numbers from here up, so they never

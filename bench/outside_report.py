@@ -39,6 +39,40 @@ def alike_line(pairs: list[dict]) -> str:
     )
 
 
+def packed(run: dict) -> bool:
+    """Whether the run's connections fell on at most half as many workers as there were connections (`4`,
+    `3+1`, `2+2` of 4): the placements cheapest for the receiver."""
+    held = run.get("receiver_connections") or []
+    return bool(held) and 2 * len(held) <= sum(held)
+
+
+def reference_connects(pairs: list[dict]) -> str:
+    """How the reference's clients connected: `stagger_seconds` apart (bench/receiver_capacity.py), or all at
+    once in runs from before it was noted (until 2026-12-07)."""
+    staggers = {pair["capacity"].get("stagger_seconds") for pair in pairs}
+    if staggers == {None} or not staggers:
+        return "all at once (within a millisecond), as the reference did until 2026-12-07"
+    return " and ".join(
+        "all at once" if not stagger else f"{stagger:g} s apart"
+        for stagger in sorted(stagger or 0 for stagger in staggers)
+    )
+
+
+def packed_line(pairs: list[dict]) -> str:
+    """How often each side's connections fell packed (`packed`): drawn alike, the two
+    sides land packed about as often, and the median ratio is not tilted by the placement."""
+    noted = [pair for pair in pairs if pair["capacity"].get("receiver_connections")]
+    if not noted:
+        return "No run noted how its connections fell on the receiver's workers."
+    reference = sum(packed(pair["capacity"]) for pair in noted)
+    outside = sum(packed(pair["one_call"]) for pair in noted)
+    return (
+        f"The reference's clients connected {reference_connects(pairs)}; connections packed (on at most "
+        f"half as many workers as connections): the reference in {reference} of {len(noted)} runs, the dispatchers in "
+        f"{outside} of {len(noted)}."
+    )
+
+
 def section(report: dict, command: str) -> list[str]:
     lines = [
         "## One call per handoff, driven from outside",
@@ -64,13 +98,22 @@ def section(report: dict, command: str) -> list[str]:
         "and a worker holding several answers each for less CPU than several workers holding one each (fewer "
         "wake-ups a create). Receiver CPU ms a create by placement, either side, in 31 runs of 2 cores under "
         "load (December 2026): 2.4 with `4`, 2.5-2.9 with `3+1`, 2.5-3.2 with `2+2`, 3.0-3.6 with `2+1+1`, "
-        "3.4-4.4 with `1+1+1+1`. The reference's clients start and connect within a millisecond and landed "
-        "packed (`3+1`, `2+2`) in 8 runs of 13; the dispatchers connect as each one's first call of a run "
-        "goes out (the receiver closed the idle ones meanwhile: gunicorn's 2 s keep-alive) and landed packed "
-        "in 3 of 13; the same plain clients connecting 0.1 s apart spread as the dispatchers do and cost the "
-        "receiver as much (3.48 ms a create against the dispatchers' 3.49, 4 runs each). So a pair whose sides "
-        "fell differently says as much about the placement as about the product: the last column says how "
-        "each run fell (connections a worker, sampled every 0.25 s, the placement seen most often).",
+        "3.4-4.4 with `1+1+1+1`. The dispatchers connect as each one's first call of a run goes out (the "
+        "receiver closed the idle ones meanwhile: gunicorn's 2 s keep-alive) and landed packed in 3 of 13 "
+        "runs; the reference's clients, started and connected within a millisecond, landed packed in 8 of 13, "
+        "so the reference was cheaper for the receiver than the runs divided by it. The same plain clients "
+        "connecting 0.1 s apart spread as the dispatchers do and cost the receiver as much (3.48 ms a create "
+        "against the dispatchers' 3.49, 4 runs each): since 2026-12-07 the reference's clients connect so "
+        "(`bench/receiver_capacity.py`, `STAGGER_SECONDS`; each connection made by its client's first call "
+        "while the earlier ones are sending, the rate counted from the last one's first call), and both sides "
+        "draw their placement from one distribution. Neither side can choose its placement: gunicorn's "
+        "workers race for each connection, a layout that fixes it (one worker, or a connection a worker) "
+        "either makes the receiver a one-core bottleneck that hides the dispatchers' own CPU or gives up "
+        "keep-alive, and judging only the pairs whose sides fell alike leaves a figure of however many pairs "
+        "happened to (2 of 3 in the last idle run before the change). A pair "
+        "whose sides fell differently still says as much about the placement as about the product: the last "
+        "column says how each run fell (connections a worker, sampled every 0.25 s, the placement seen most "
+        "often), and the lines below the table how often each side fell packed and which pairs fell alike.",
         "",
         "```sh",
         command or report["command"],
@@ -90,6 +133,8 @@ def section(report: dict, command: str) -> list[str]:
             f"{capacity['receiver_cpu_ms_per_create']:.2f} | {placement(capacity)}, {placement(outside)} |"
         )
     lines += [
+        "",
+        packed_line(report["pairs"]),
         "",
         alike_line(report["pairs"]),
         "",

@@ -50,3 +50,47 @@ def test_section_shows_each_runs_placement_and_the_pairs_that_fell_alike():
         "Pairs whose two sides fell alike on the receiver's workers: 1 of 3: pair 2 (2+1+1) 0.97."
         in lines
     )
+
+
+def staggered(capacity: list[int], outside: list[int], ratio: float, stagger: float | None) -> dict:
+    made = pair(capacity, outside, ratio)
+    if stagger is not None:
+        made["capacity"]["stagger_seconds"] = stagger
+    return made
+
+
+def test_section_says_how_the_reference_connected_and_how_often_each_side_fell_packed():
+    report = {
+        "dispatchers": 4,
+        "handoffs": 2500,
+        "chunk": 500,
+        "aim": 0.9,
+        "met": True,
+        "checked": True,
+        "describe": "0.93",
+        "command": "python bench/outside_check.py",
+        "pairs": [
+            staggered([2, 1, 1], [1, 1, 1, 1], 0.93, 0.1),
+            staggered([1, 1, 1, 1], [1, 1, 1, 1], 0.95, 0.1),
+            staggered([4], [3, 1], 0.90, 0.1),
+        ],
+    }
+
+    lines = outside_report.section(report, "")
+
+    assert (
+        "The reference's clients connected 0.1 s apart; connections packed (on at most half as many "
+        "workers as connections): the reference in 1 of 3 runs, the dispatchers in 1 of 3." in lines
+    )
+
+
+def test_a_run_from_before_the_stagger_says_its_clients_connected_at_once():
+    report_pairs = [staggered([3, 1], [2, 1, 1], 0.85, None)]
+
+    line = outside_report.packed_line(report_pairs)
+
+    assert line.startswith(
+        "The reference's clients connected all at once (within a millisecond), as the reference did "
+        "until 2026-12-07;"
+    )
+    assert line.endswith("the reference in 1 of 1 runs, the dispatchers in 0 of 1.")
