@@ -531,6 +531,16 @@ def ceiling_pairs(
     return figure_json(figure, runs, ("ceiling", "settle"))
 
 
+def met(modes: list[dict]) -> bool:
+    """Issue 40's aim: at 4 dispatchers, each kind of lookup's median pair against the machine's ceiling
+    measured beside it (`of_ceiling_paired`, published by bench/pairs.py) at least AIM, and every key settled
+    once. Not the receiver's capacity, which the ceiling is a share of on these shared cores."""
+    return all(
+        mode["of_ceiling_paired"]["published"] and mode["of_ceiling_paired"]["ratio"] >= AIM
+        for mode in modes
+    ) and all(run["settled_once"] for mode in modes for run in mode["runs"])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--outcomes", type=int, default=2000)
@@ -567,7 +577,7 @@ def main() -> None:
         "modes": modes,
         "aim": AIM,
         "ratio_at_4": batched["ratio"],
-        "met": batched["ratio"] >= AIM and all(r["settled_once"] for m in modes for r in m["runs"]),
+        "met": met(modes),
         "median_per_second": statistics.median(r["per_second"] for m in modes for r in m["runs"]),
         "command": " ".join([".venv/bin/python", "bench/settlement_bench.py", *sys.argv[1:]]),
     }
