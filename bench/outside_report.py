@@ -113,7 +113,11 @@ def section(report: dict, command: str) -> list[str]:
         "happened to (2 of 3 in the last idle run before the change). A pair "
         "whose sides fell differently still says as much about the placement as about the product: the last "
         "column says how each run fell (connections a worker, sampled every 0.25 s, the placement seen most "
-        "often), and the lines below the table how often each side fell packed and which pairs fell alike.",
+        "often), and the lines below the table how often each side fell packed and which pairs fell alike. "
+        "A run may show more connections than dispatchers: a dispatcher's second lane "
+        "(`HANDOFF_DISPATCH_LANES`, 2) opens a second connection of the process's one pool when it claims a "
+        "handoff committed during the first lane's call (each of 4 dispatchers held 2 at times; none with one "
+        "lane, 3 runs; docs/scaling.md).",
         "",
         "```sh",
         command or report["command"],
