@@ -27,6 +27,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -54,6 +55,7 @@ from harness import (  # noqa: E402
     url,
 )
 from pairs import figure_json, measure_pairs, median_pair, print_pair, recorded  # noqa: E402
+from reference_dispatcher import APPLICATION as REFERENCE_APPLICATION  # noqa: E402
 
 # The receiver of every e2e figure: `config.wsgi`, which notes its create calls' arrival and commit while a
 # latency run asks it to (one `stat` a request otherwise).
@@ -524,18 +526,20 @@ def latency_figures(bench: Bench, args: argparse.Namespace, best: dict, report: 
     # machine more of them only share its cores), at half the best batched rate; the best count for comparison.
     per_core = min(os.cpu_count() or 1, best["dispatchers"])
     half = round(best["per_second"] / 2)
+    # Three runs, the one with the median median stands for them (one 15-second run on a shared machine swung
+    # by a fifth from one bench to the next); every run is kept. Each is paired with the machine's ceiling, a
+    # minimal dispatcher's run at the same asked rate (`latency_pairs`).
+    report["latency_ceiling"] = latency_pairs(
+        bench, half, per_core, args.latency_seconds, args.latency_runs
+    )
+    runs = [pair["product"] for pair in report["latency_ceiling"]["pairs"]]
+    report["latency"] = {
+        **sorted(runs, key=lambda run: run["median_ms"])[len(runs) // 2],
+        "runs": runs,
+    }
+    print(f"  latency {report['latency']}", flush=True)
+    print(f"  the product's share against the ceiling {report['latency_ceiling']['describe']}")
     with bench.kept_running(per_core, "lat") as running:
-        # Three runs, the one with the median median stands for them (one 15-second run on a shared machine
-        # swung by a fifth from one bench to the next); every run is kept.
-        runs = [
-            latency(bench, half, per_core, args.latency_seconds, producers=2, running=running)
-            for _ in range(args.latency_runs)
-        ]
-        report["latency"] = {
-            **sorted(runs, key=lambda run: run["median_ms"])[len(runs) // 2],
-            "runs": runs,
-        }
-        print(f"  latency {report['latency']}", flush=True)
         report["latency_inline"] = latency(
             bench, half, per_core, args.latency_seconds, producers=2, inline=True, running=running
         )
@@ -636,6 +640,85 @@ def one_call_pairs(bench: Bench, handoffs: int, pairs: int) -> dict:
     ]
     ordered = sorted(each, key=lambda run: run["per_second"])
     return {**ordered[len(ordered) // 2], "pairs": each, "paired": paired}
+
+
+def latency_pairs(bench: Bench, rate: float, dispatchers: int, seconds: float, pairs: int) -> dict:
+    """The product's share of the latency against this machine's ceiling (issue 40: "where an aim proves
+    physically out of reach on this machine, measure the machine's own ceiling in the same run"): `pairs`
+    pairs (bench/pairs.py) of a run with `dispatchers` minimal dispatchers (`bench/reference_dispatcher.py`,
+    graphile-worker's path) and one with as many of the product's, each started for its run alone (both
+    serve one outbox: the other side's must not be there), the same producers, asked rate and receiver.
+    A side's figure is 1000 / its share in ms (higher is better, as bench/pairs.py wants), so a pair's ratio
+    is the reference's share over the product's: 1.0, the product takes no more than the ceiling."""
+    runs: dict[tuple[int, str], dict] = {}
+
+    def side(name: str) -> Callable[[int], float]:
+        def run(n: int) -> float:
+            runs[(n, name)] = latency(
+                bench, rate, dispatchers, seconds, producers=2, reference=name == "reference"
+            )
+            share = runs[(n, name)]["product_share_ms"]
+            return round(1000 / share, 3) if share else 0.0
+
+        return run
+
+    figure = measure_pairs(
+        "latency_share_reference",
+        side("reference"),
+        side("product"),
+        pairs=pairs,
+        on_pair=print_pair,
+    )
+    return figure_json(figure, runs, ("reference", "product"))
+
+
+@contextlib.contextmanager
+def references_for_run(bench: Bench, count: int, timeout: float = 120):
+    """`count` minimal dispatchers (`bench/reference_dispatcher.py`) for one run, once each LISTENs (as
+    `Bench.dispatchers_started` waits for the product's); stopped after it, also when it fails."""
+    procs = [
+        bench.spawn(
+            [PYTHON, "bench/reference_dispatcher.py", "--worker", f"reference-{n}"],
+            f"reference-{n}.log",
+        )
+        for n in range(count)
+    ]
+    listening = (
+        "SELECT count(*) FROM pg_stat_activity WHERE datname = %s AND application_name = %s "
+        "AND query LIKE 'LISTEN %%'"
+    )
+    try:
+        started = time.monotonic()
+        while bench.scalar(listening, params=(bench.source, REFERENCE_APPLICATION)) < count:
+            if any(proc.poll() is not None for proc in procs):
+                raise RuntimeError(f"a reference dispatcher exited; see {bench.log_dir}")
+            if time.monotonic() - started > timeout:
+                raise RuntimeError(
+                    f"{count} reference dispatchers not all listening in {timeout:g} s"
+                )
+            time.sleep(0.05)
+        yield procs
+    finally:
+        bench.stop(procs)
+
+
+def processes_cpu(procs: list[subprocess.Popen]) -> float:
+    """The CPU seconds the processes used so far (user and system, /proc/<pid>/stat)."""
+    ticks, total = os.sysconf("SC_CLK_TCK"), 0
+    for proc in procs:
+        with contextlib.suppress(FileNotFoundError, ProcessLookupError):
+            fields = Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+            total += int(fields[11]) + int(fields[12])
+    return total / ticks
+
+
+def serving_for_run(
+    bench: Bench, count: int, running: list[subprocess.Popen] | None, reference: bool
+):
+    """The dispatchers of one latency run: the product's (`dispatchers_for_run`) or the reference's."""
+    if reference:
+        return references_for_run(bench, count)
+    return dispatchers_for_run(bench, count, "lat", running)
 
 
 def latency_parts(
@@ -756,13 +839,16 @@ def latency(
     producers: int = 1,
     inline: bool = False,
     running: list[subprocess.Popen] | None = None,
+    reference: bool = False,
 ) -> dict:
     """Handoffs approved at a steady rate by `producers` processes (each rate/producers, own keys);
-    approval commit to receiver commit, per key. `running`: `dispatchers` of `Bench.kept_running`, left running."""
+    approval commit to receiver commit, per key. `running`: `dispatchers` of `Bench.kept_running`, left running.
+    `reference`: served by as many minimal dispatchers (`references_for_run`) instead of the product's."""
     reset(bench)
     timing = Path(bench.env.get("BENCH_RECEIVER_TIMING") or bench.log_dir / "receiver-timing.jsonl")
     timing.write_text("")  # the receiver notes each create call while it exists
-    with dispatchers_for_run(bench, dispatchers, "lat", running):
+    with serving_for_run(bench, dispatchers, running, reference) as serving:
+        cpu_before = processes_cpu(serving)
         producing = [
             subprocess.Popen(
                 [
@@ -791,6 +877,7 @@ def latency(
             produced,
             timeout=120,
         )
+        cpu_ms = (processes_cpu(serving) - cpu_before) * 1000
     arrived, handled, received = receiver_timed(timing)
     timing.unlink()
     with bench.sql() as src, bench.sql("delivery") as dst:
@@ -814,6 +901,9 @@ def latency(
         "producers": producers,
         "inline_attempt": inline,
         "dispatchers": dispatchers,
+        "reference": reference,
+        # The dispatchers' own CPU (their processes', from /proc, from before the producers start) per handoff.
+        "dispatcher_cpu_ms_per_handoff": round(cpu_ms / max(produced, 1), 2),
         **from_commit(commits, approved, received, firsts, arrived),
         # Of the receiver's own part: its request waiting for a thread of gunicorn's and being parsed.
         "median_receiver_queue_ms": median_ms(
