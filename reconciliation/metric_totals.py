@@ -17,6 +17,11 @@ COMPLETED = "completed"
 DUPLICATE_PREVENTIONS = "duplicate_effect_preventions"
 FAILED_ATTEMPTS = "failed_attempts"
 MANUAL_INTERVENTIONS = "manual_interventions"
+# What manual interventions counted under the rule before a person had to be named (events of a receiver or a
+# sweep carried an action): taken once, at the migration that moved to the person's rule
+# (reconciliation/migrations/0014), so that the counter did not drop at that deploy. A key of its own: the
+# previous release's web processes, still serving during the deploy, never add it to their own count.
+INTERVENTIONS_EARLIER_RULE = "manual_interventions_earlier_rule"
 
 Labels = tuple[str, str, str]  # workflow, workspace, further label ("" when the counter has none)
 
@@ -72,11 +77,28 @@ def carry_over(handoff_ids: list[int]) -> None:
     """Add what these handoffs (about to leave the hot tables) count in each counter to its archived total.
     Runs in the caller's transaction: rolled back with the batch, and an increment, so two batches at once
     add up."""
-    rows = [
+    _add(
         (metric, *labels_of(*row[:-1]), row[-1])
         for metric, counted in COUNTED_BY.items()
         for row in counted(handoff_ids)
-    ]
+    )
+
+
+def person_deleted_carry_over(sender, instance, **kwargs) -> None:
+    """A user is about to be deleted (`pre_delete`, connected in `ReconciliationConfig.ready`, in the deletion's
+    transaction): their events keep their rows but lose their person (`actor` set to null), so they leave the
+    interventions rule; what they counted is carried into the archived total first, and
+    handoff_manual_interventions_total never goes down."""
+    counted = (
+        interventions(HandoffEvent.objects.filter(actor_id=instance.pk).order_by())
+        .values_list("handoff__workflow", "handoff__workspace_id")
+        .annotate(n=Count("id"))
+    )
+    _add((MANUAL_INTERVENTIONS, *labels_of(*row[:-1]), row[-1]) for row in counted)
+
+
+def _add(rows: Iterable[tuple]) -> None:
+    rows = list(rows)
     if not rows:
         return
     with connection.cursor() as cursor:

@@ -21,6 +21,7 @@ from reconciliation.metric_totals import (
     COMPLETED,
     DUPLICATE_PREVENTIONS,
     FAILED_ATTEMPTS,
+    INTERVENTIONS_EARLIER_RULE,
     MANUAL_INTERVENTIONS,
     archived_totals,
     with_archived,
@@ -116,7 +117,9 @@ class HandoffCollector(Collector):
         attempts = Attempt.objects.order_by()
         yield self._duplicate_preventions(attempts, archived[DUPLICATE_PREVENTIONS])
         yield self._failed_attempts(attempts, archived[FAILED_ATTEMPTS])
-        yield self._manual_interventions(archived[MANUAL_INTERVENTIONS])
+        yield self._manual_interventions(
+            archived[MANUAL_INTERVENTIONS], archived[INTERVENTIONS_EARLIER_RULE]
+        )
         yield self._failure_ratio(handoffs)
         yield from self._acknowledgement(handoffs, now)
         yield from self._reconciliation()
@@ -230,18 +233,21 @@ class HandoffCollector(Collector):
             labelled=True,
         )
 
-    def _manual_interventions(self, archived):
+    def _manual_interventions(self, archived, earlier_rule):
         manual = CounterMetricFamily(
             "handoff_manual_interventions",
             "Operator actions on handoffs (retry, cancel, correct, assign, acknowledge...).",
             labels=WF_WS,
         )
+        carried = dict(archived)
+        for key, n in earlier_rule.items():
+            carried[key] = carried.get(key, 0) + n
         return _add_carried(
             manual,
             interventions(HandoffEvent.objects.order_by())
             .values_list("handoff__workflow", "handoff__workspace_id")
             .annotate(n=Count("id")),
-            archived,
+            carried,
         )
 
     def _failure_ratio(self, handoffs):

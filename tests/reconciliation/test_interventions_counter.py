@@ -1,0 +1,79 @@
+"""handoff_manual_interventions_total never goes down (issue 40, where two features meet): a user deleted (their
+events' actor set to null) leaves the interventions rule with their events, and the deploy that moved the
+counter to a person's rule left out what the earlier rule counted (a receiver's status events, a sweep's end of
+a hold). What leaves is carried into an archived total first, so the counter keeps its value."""
+
+from datetime import timedelta
+
+import pytest
+
+from outbox.clock import db_now_plus, db_time
+from outbox.dispatch.dispatcher import handoff_deliver
+from outbox.failures import DeliveryResult, FailureClass
+from outbox.models import CaseHold, HandoffEvent
+from outbox.services import handoff_retry
+from outbox.services.case_holds import case_hold, case_holds_expire
+from outbox.services.status_events import (
+    STATUS_CHANGED,
+    ReceiverStatement,
+    handoff_record_status_event,
+)
+from tests.builders import deliver, record
+from tests.migrations import latest, migrate
+from tests.outbox.scripted_destination import ScriptedDestination
+from tests.reconciliation.test_metrics import labels, scrape
+
+COUNTER = ("handoff_manual_interventions_total", labels(workflow="onboarding", workspace="7"))
+
+
+@pytest.mark.django_db(databases=["default", "delivery"])
+def test_deleting_a_user_who_acted_keeps_the_interventions_counter(client, world):
+    failing = record(3)
+    failed = DeliveryResult.failed(FailureClass.TRANSIENT, "http_503", "scripted")
+    assert (
+        handoff_deliver(handoff_id=failing.pk, destination=ScriptedDestination(failed)) == "pending"
+    )
+    handoff_retry(handoff_id=failing.pk, actor=world["olga"], reason="receiver is back")
+    assert scrape(client)[COUNTER] == 1
+
+    world["olga"].delete()
+    [retried] = HandoffEvent.objects.filter(handoff=failing, actor_label="olga").exclude(action="")
+    assert retried.actor is None
+    assert scrape(client)[COUNTER] == 1
+
+
+def _events_of_no_person_and_of_one(world) -> None:
+    """A receiver's status event and a sweep's end of a hold (actions, no person), and olga's hold."""
+    delivered = deliver(record(42))
+    handoff_record_status_event(
+        destination="receiver",
+        webhook_id="evt_1",
+        statement=ReceiverStatement(
+            kind=STATUS_CHANGED,
+            action_key=delivered.action_key,
+            task_id=delivered.destination_id,
+            status="done",
+            sequence=1,
+            occurred_at=db_time(),
+        ),
+    )
+    held = record(43)
+    hold = case_hold(
+        handoff_id=held.pk,
+        actor=world["olga"],
+        reason="calling ACME",
+        until=db_time() + timedelta(hours=1),
+        whole_case=False,
+    )
+    CaseHold.objects.filter(pk=hold.pk).update(ends_at=db_now_plus(-1))
+    assert case_holds_expire() == 1
+
+
+@pytest.mark.django_db(databases=["default", "delivery"], transaction=True)
+def test_the_deploy_to_the_persons_rule_keeps_what_the_earlier_rule_counted(client, world):
+    _events_of_no_person_and_of_one(world)
+    # The earlier rule: every event with an action (receiver_event, hold, resume).
+    assert HandoffEvent.objects.exclude(action="").count() == 3
+    migrate([("reconciliation", "0013_incidents_move_to_their_app")])
+    migrate(latest())
+    assert scrape(client)[COUNTER] == 3
