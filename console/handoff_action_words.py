@@ -2,6 +2,7 @@
 (`console/views/handoff_actions.py`) and `manage.py handoffs` (`console/cli/single.py`) call these, so that
 the same service call writes the same events and both say the same sentence about its result."""
 
+from console.waiting_status import sent_at_release
 from outbox import services
 from outbox.destinations.smtp.destination import is_message_id
 from outbox.models import Handoff, HandoffState
@@ -113,6 +114,12 @@ def resume(actor, handoff: Handoff, *, reason: str) -> dict:
             "level": "success",
             "text": f"Resumed: {ended.what}. {handoff.action_key} still needs attention: nothing is "
             "sent until an operator retries it (same key), corrects or cancels it.",
+        }
+    if handoff.outcome_unknown:
+        return {
+            "level": "success",
+            "text": f"Resumed: {ended.what}. {handoff.action_key}: "
+            f"{sent_at_release(handoff, 'now')}.",
         }
     return {
         "level": "success",

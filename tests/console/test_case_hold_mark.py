@@ -5,9 +5,12 @@ one; the handoff page's hold line says what sends a held handoff."""
 import html
 
 import pytest
+from django.contrib.messages import get_messages
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from outbox.destinations import InProcessDestination
+from outbox.dispatch.dispatcher import handoff_deliver, settle_uncertain_pass
 from outbox.models import CaseHold, FailureClass, Handoff, HandoffState
 from outbox.services.case_holds import case_hold, case_resume
 from outbox.services.operator import handoff_retry
@@ -103,3 +106,43 @@ def test_a_held_handoff_that_needs_a_person_is_not_said_to_be_sent_when_resumed(
     handoff_retry(handoff_id=failed.pk, actor=world["olga"], reason="fixed the payload")
     assert Handoff.objects.get(pk=failed.pk).state == HandoffState.PENDING
     assert "it is sent once an operator resumes it, under the same key" in _hold_line(olga, failed)
+
+
+def test_a_held_uncertain_handoff_is_said_to_be_settled_by_a_lookup_not_sent_at_the_resume(world):
+    """Hold one case x settlement: a held uncertain handoff's page said "it is sent once an operator resumes
+    it", but a lookup at its receiver settles it while held (it sends nothing), and once found it is
+    delivered: nothing is left to send. The hold line says so; once the real settlement pass found the task,
+    no screen calls it held."""
+    handoff = record(521)
+    lost = InProcessDestination(lose_ack_for={handoff.action_key})
+    assert handoff_deliver(handoff_id=handoff.pk, destination=lost) == HandoffState.UNCERTAIN
+    case_hold(handoff_id=handoff.pk, actor=world["olga"], reason="calling ACME", whole_case=False)
+    olga = client_for(world["olga"])
+
+    line = _hold_line(olga, handoff)
+    assert "is held by olga" in line
+    assert "it is sent once an operator resumes it, under" not in line
+    assert "a lookup at its receiver settles it, held or not" in line
+    assert "only if the receiver has no task for its key" in line
+
+    assert settle_uncertain_pass(destination=InProcessDestination(), limit=10, worker="s").outcomes
+    assert Handoff.objects.get(pk=handoff.pk).state == HandoffState.DELIVERED
+    page = olga.get(f"/handoffs/{handoff.pk}/").content.decode()
+    assert 'id="case-hold"' not in page and "resumes it" not in page
+    listed, _ = _list(olga)
+    assert "case hold" not in row_of(listed, f"handoff-{handoff.pk}")
+
+
+def test_resuming_a_held_uncertain_handoff_says_a_lookup_settles_it(world):
+    handoff = record(522)
+    lost = InProcessDestination(lose_ack_for={handoff.action_key})
+    assert handoff_deliver(handoff_id=handoff.pk, destination=lost) == HandoffState.UNCERTAIN
+    case_hold(handoff_id=handoff.pk, actor=world["olga"], reason="calling ACME", whole_case=False)
+    response = client_for(world["olga"]).post(f"/handoffs/{handoff.pk}/resume", {})
+    [message] = [str(m) for m in get_messages(response.wsgi_request)]
+    assert "What is left of it is sent" not in message
+    assert message == (
+        f"Resumed: {handoff.action_key}. {handoff.action_key}: its outcome is unknown: a lookup at its "
+        "receiver settles it, held or not (a lookup sends nothing); it is sent now only if the receiver "
+        "has no task for its key."
+    )
