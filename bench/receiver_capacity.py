@@ -27,9 +27,12 @@ from datetime import UTC, datetime
 import urllib3
 from standardwebhooks.webhooks import Webhook
 
-# How far apart the clients make their first call (`measure`): what spread the plain clients over gunicorn's
-# workers as the dispatchers spread (receiver CPU a create 3.48 ms against the dispatchers' 3.49, 4 runs each).
-STAGGER_SECONDS = 0.1
+# How far apart the clients make their first call (`measure`): as far apart as the dispatchers' first calls of a
+# run (bench/outside_check.py, 14 runs on 2 loaded cores, 2026-12-07: the four within 8-138 ms, median 22 ms, about
+# 7 ms apart). In 16 interleaved rounds at a load of 10-22 the receiver's CPU a create, over the dispatchers' of the
+# same round, was 0.98 (median) with clients 0.01 s apart, 0.91 all at once, 0.93 at 0.03 s, 0.89 at 0.1 s, each
+# spread by 0.15-0.21 (standard deviation): at that load the load moves the reference more than the stagger.
+STAGGER_SECONDS = 0.01
 
 
 def client(url: str, secret: str, start_at: float, until: float, index: int, results) -> None:
