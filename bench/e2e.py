@@ -51,6 +51,7 @@ from harness import (  # noqa: E402
     dsn,
     insert_handoffs_sql,
     insert_receiver_tasks_sql,
+    receiver_placement,
     recreate_database,
     url,
 )
@@ -616,19 +617,24 @@ def producers_go(running: list[subprocess.Popen]) -> list[list[str]]:
 def one_call_pairs(bench: Bench, handoffs: int, pairs: int) -> dict:
     """One call per handoff (4 dispatchers) against the receiver's capacity (4 plain clients), `pairs` pairs
     taken and judged by bench/pairs.py ("paired": the figure, refused when the capacity collapsed). The run
-    with the median rate stands for them; every pair's runs are kept."""
+    with the median rate stands for them; every pair's runs are kept, each with how its connections fell on
+    the receiver's workers (`receiver_placement`: the receiver's CPU a create follows it)."""
     runs: dict[tuple[int, str], dict] = {}
 
     def capacity(n: int) -> float:
-        runs[(n, "capacity")] = receiver_capacity.measure(
-            bench.receiver_url, bench.env["RECEIVER_SIGNING_SECRET"], clients=4, seconds=5
-        )
+        with receiver_placement(bench) as placed:
+            measured = receiver_capacity.measure(
+                bench.receiver_url, bench.env["RECEIVER_SIGNING_SECRET"], clients=4, seconds=5
+            )
+        runs[(n, "capacity")] = {**measured, "receiver_connections": placed["placement"]}
         return runs[(n, "capacity")]["per_second"]
 
     with bench.kept_running(4, "single") as running:
 
         def one_call(n: int) -> float:
-            runs[(n, "one_call")] = throughput(bench, handoffs, 4, f"single{n}", running=running)
+            with receiver_placement(bench) as placed:
+                run = throughput(bench, handoffs, 4, f"single{n}", running=running)
+            runs[(n, "one_call")] = {**run, "receiver_connections": placed["placement"]}
             return runs[(n, "one_call")]["per_second"]
 
         figure = measure_pairs(
@@ -636,7 +642,13 @@ def one_call_pairs(bench: Bench, handoffs: int, pairs: int) -> dict:
         )
     paired = figure_json(figure, runs, ("capacity", "one_call"))
     each = [
-        {**pair["one_call"], "capacity": pair["capacity"]["per_second"]} for pair in paired["pairs"]
+        {
+            **pair["one_call"],
+            "capacity": pair["capacity"]["per_second"],
+            "capacity_stagger_seconds": pair["capacity"]["stagger_seconds"],
+            "capacity_connections": pair["capacity"]["receiver_connections"],
+        }
+        for pair in paired["pairs"]
     ]
     ordered = sorted(each, key=lambda run: run["per_second"])
     return {**ordered[len(ordered) // 2], "pairs": each, "paired": paired}

@@ -567,6 +567,29 @@ def reconcile_pass_seconds(text: str) -> dict[str, tuple[int, float]]:
     }
 
 
+def one_call_row(pair: dict) -> str:
+    """A one-call-per-handoff run beside the receiver's capacity measured just before it: how the reference's
+    clients connected and, when the run noted it, how each side's connections fell on the receiver's workers
+    (bench/receiver_capacity.py and the outside section say why both matter)."""
+    stagger = pair.get("capacity_stagger_seconds")
+    clients = f"4 plain clients {stagger:g} s apart, 5 s" if stagger else "4 plain clients, 5 s"
+    placed = ""
+    if pair.get("capacity_connections") or pair.get("receiver_connections"):
+        reference = outside_report.placement(
+            {"receiver_connections": pair.get("capacity_connections")}
+        )
+        placed = (
+            f"; connections a receiver worker: capacity {reference}, "
+            f"this run {outside_report.placement(pair)}"
+        )
+    return (
+        f"| {pair['handoffs']:,} handoffs, 4 dispatchers, one call per handoff, right after the "
+        f"receiver's capacity was measured at {pair.get('capacity', 0):,.0f} creates/s ({clients}) | "
+        f"{pair['per_second']:,.0f} handoffs/s | {pair['per_second'] / pair['capacity']:.2f} of that "
+        f"capacity; {check_mark(pair)}{placed} |"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--e2e", required=True)
@@ -895,9 +918,14 @@ def main() -> None:
         "| --- | --- | --- |",
     ]
     for row in capacity_rows:
+        # Since 2026-12-07 the clients connect a stagger apart, as the dispatchers' first calls of a run come
+        # (bench/receiver_capacity.py): their connections fall on the receiver's workers as the dispatchers' do.
+        apart = (
+            f", connecting {row['stagger_seconds']:g} s apart" if row.get("stagger_seconds") else ""
+        )
         lines.append(
             f"| the receiver's own capacity: signed single creates from {row['clients']} plain clients "
-            f"(own processes, keep-alive, no outbox) | {row['per_second']:,.0f} creates/s | "
+            f"(own processes, keep-alive, no outbox{apart}) | {row['per_second']:,.0f} creates/s | "
             "measured at the start of the run |"
         )
     for clients in sorted(pg):
@@ -911,14 +939,7 @@ def main() -> None:
             f"| {row['per_second']:,.0f} handoffs/s | {paired_ratio(row, 'ratio_to_pgbench')} of pgbench at "
             f"{row['dispatchers']} client(s); {check_mark(row)} |"
         )
-    for pair in single.get("pairs") or [single]:
-        lines.append(
-            f"| {pair['handoffs']:,} handoffs, 4 dispatchers, one call per handoff, right after the "
-            f"receiver's capacity was measured at {pair.get('capacity', 0):,.0f} creates/s "
-            "(4 plain clients, 5 s) | "
-            f"{pair['per_second']:,.0f} handoffs/s | {pair['per_second'] / pair['capacity']:.2f} of that "
-            f"capacity; {check_mark(pair)} |"
-        )
+    lines += [one_call_row(pair) for pair in single.get("pairs") or [single]]
     concurrent = r.get("throughput_concurrent_single_calls")
     if concurrent:
         lines.append(
