@@ -12,7 +12,9 @@ queued, and stopped when the last of them is delivered ("with"; what it has not 
 next "with" run, so one fill serves every pair). A run's rate: its handoffs over the span from the first to the
 last `delivered_at`; retention's: archive rows written over the same span, and its CPU per row moved (its
 process and its backend, from /proc). The figure is the median of the quiet pairs' ratios (with / without),
-taken and judged by bench/pairs.py (at least three pairs); aim ≥ 0.9.
+taken and judged by bench/pairs.py (at least three pairs); aim ≥ 0.9. After the pairs, retention's own pace
+with nothing delivered beside it (`--alone-seconds`, 10 by default): the rate it catches up at once the
+dispatchers are not behind (beside them it waits while HANDOFF_RETENTION_YIELD_BACKLOG handoffs are due).
 """
 
 import argparse
@@ -21,6 +23,7 @@ import signal
 import statistics
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -72,14 +75,10 @@ def settled_fill_sql(rows: int) -> str:
     return sql.replace("LATERAL (SELECT now() - (", AGED)
 
 
-def settings_duty_cycle() -> float:
-    """The duty cycle archive_settled uses when the bench names none: the settings' default, as a child reads it."""
+def settings_value(name: str) -> float:
+    """A retention setting as archive_settled reads it when the bench names none (the settings' default)."""
     out = subprocess.run(
-        [
-            PYTHON,
-            "-c",
-            "from config.settings.retention import HANDOFF_RETENTION_DUTY_CYCLE as d; print(d)",
-        ],
+        [PYTHON, "-c", f"from config.settings import retention; print(retention.{name})"],
         cwd=Path(__file__).resolve().parents[1],
         env={**os.environ, "DJANGO_DEBUG": "1"},
         capture_output=True,
@@ -211,6 +210,25 @@ def run(
     return result
 
 
+def alone(bench: Bench, seconds: float, duty_cycle: str) -> dict[str, float | None]:
+    """Retention's own pace with no delivery beside it, the rate at which it catches up once the dispatchers
+    are not behind: `manage.py archive_settled` in its batches for `seconds`, its rows and its CPU (process
+    and backend) per row over that span."""
+    clear_new(bench)
+    retention = in_its_batches(bench, "alone", duty_cycle)
+    archived_before = bench.scalar("SELECT count(*) FROM outbox_archivedhandoff")
+    cpu_before, began = retention_cpu(bench, retention), time.monotonic()
+    time.sleep(seconds)
+    archived = bench.scalar("SELECT count(*) FROM outbox_archivedhandoff") - archived_before
+    cpu, span = retention_cpu(bench, retention) - cpu_before, time.monotonic() - began
+    if retention.poll() is None:
+        retention.send_signal(signal.SIGTERM)
+    bench.stop([retention])
+    figures = retention_figures(archived, span, cpu, with_retention=True)
+    print({"retention_alone": figures, "seconds": round(span, 1), "archived": archived}, flush=True)
+    return figures
+
+
 def median_of_measured(values) -> float | None:
     """The median of the runs that measured a figure (one that moved no row in its span has none)."""
     measured = [value for value in values if value is not None]
@@ -223,6 +241,12 @@ def main() -> None:
     parser.add_argument("--handoffs", type=int, default=3000)
     parser.add_argument("--pairs", type=int, default=3)
     parser.add_argument("--json", default="")
+    parser.add_argument(
+        "--alone-seconds",
+        type=float,
+        default=10.0,
+        help="How long retention's own pace is measured with no delivery beside it (0: not measured)",
+    )
     parser.add_argument(
         "--duty-cycle",
         default="",
@@ -263,6 +287,7 @@ def main() -> None:
             figure = measure_pairs(
                 "retention_without", side(False), side(True), pairs=args.pairs, on_pair=print_pair
             )
+        by_itself = alone(bench, args.alone_seconds, args.duty_cycle) if args.alone_seconds else {}
         left = bench.scalar("SELECT count(*) FROM outbox_handoff")
     finally:
         bench.stop()
@@ -272,7 +297,7 @@ def main() -> None:
         "rows": args.rows,
         "handoffs": args.handoffs,
         "dispatchers": DISPATCHERS,
-        "duty_cycle": float(args.duty_cycle or settings_duty_cycle()),
+        "duty_cycle": float(args.duty_cycle or settings_value("HANDOFF_RETENTION_DUTY_CYCLE")),
         **paired,
         "median_ratio": ratio,
         "aim": AIM,
@@ -292,14 +317,18 @@ def main() -> None:
         "retention_cpu_ms_per_row": median_of_measured(
             p["with"]["retention_cpu_ms_per_row"] for p in pairs
         ),
+        "retention_alone_rows_per_second": by_itself.get("retention_rows_per_second"),
+        "retention_alone_cpu_ms_per_row": by_itself.get("retention_cpu_ms_per_row"),
+        "yield_backlog": settings_value("HANDOFF_RETENTION_YIELD_BACKLOG"),
+        "max_yield_seconds": settings_value("HANDOFF_RETENTION_MAX_YIELD_SECONDS"),
         "hot_rows_left": left,
         "command": "python bench/retention_bench.py " + " ".join(sys.argv[1:]),
     }
     print(
         f"with retention / without: {figure.describe()} (aim ≥ {AIM}); dispatch "
         f"{result['dispatch_per_second_without']:.0f}/s without, {result['dispatch_per_second_with']:.0f}/s "
-        f"with; retention {result['retention_rows_per_second']:.0f} rows/s at duty cycle "
-        f"{result['duty_cycle']}",
+        f"with; retention {result['retention_rows_per_second']:.0f} rows/s beside it, "
+        f"{result['retention_alone_rows_per_second'] or 0:.0f} alone, at duty cycle {result['duty_cycle']}",
         flush=True,
     )
     if args.json:

@@ -36,8 +36,11 @@ os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 # server of the range API's contract in a process of its own (tests/security/breach_server.py).
 os.environ.setdefault("PASSWORD_BREACH_API_URL", "off")
 # Retention runs flat out in tests (and in the processes they start), so that the suite stays in its time; its
-# pacing has tests of its own (tests/outbox/services/test_retention.py), which name their duty cycle.
+# pacing has tests of its own (tests/outbox/services/test_retention.py), which name their duty cycle, and so
+# has its wait while the dispatchers are behind (off here: a fault test records handoffs beside it as fast as
+# it can, and each batch would wait its longest).
 os.environ.setdefault("HANDOFF_RETENTION_DUTY_CYCLE", "1")
+os.environ.setdefault("HANDOFF_RETENTION_YIELD_BACKLOG", "0")
 # Health's figures are computed on every request in tests, which change the data between two looks; their
 # sharing has tests of its own (tests/console/test_health_shared_figures.py), which turn it on.
 os.environ.setdefault("HEALTH_FIGURES_SECONDS", "0")

@@ -11,7 +11,7 @@ from typing import NamedTuple, TypeVar
 import psycopg
 from django.conf import settings
 from django.db import connections
-from django.db.models import QuerySet
+from django.db.models import Expression, QuerySet
 
 DB = "default"
 
@@ -105,3 +105,20 @@ def prepared_cursor(using: str = DB):
         if connection.queries_logged:
             return connection.make_debug_cursor(_PreparedShown(connection.connection))
         return connection.make_cursor(_Prepared(connection.connection))
+
+
+class ValuesIn(Expression):
+    """The right side of an `__in` filter over many values (`filter(pk__in=ValuesIn(ids, "bigint"))`): on
+    PostgreSQL one array parameter, `IN (SELECT unnest(%s::bigint[]))`; elsewhere a placeholder a value. A
+    list of a thousand values costs the ORM a prepared value each and psycopg a placeholder each to split,
+    more CPU than the statement (retention's batches: docs/benchmarks.md, "Retention beside delivery")."""
+
+    def __init__(self, values: list, array_type: str) -> None:
+        super().__init__()
+        self.values, self.array_type = list(values), array_type
+
+    def as_sql(self, compiler, connection):
+        return "(" + ", ".join(["%s"] * len(self.values)) + ")", self.values
+
+    def as_postgresql(self, compiler, connection):
+        return f"(SELECT unnest(%s::{self.array_type}[]))", [self.values]

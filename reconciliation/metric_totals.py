@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterable
 from django.db import connection
 from django.db.models import Count, QuerySet
 
+from lib.databases import ValuesIn
 from outbox.models import Attempt, Handoff, HandoffEvent, HandoffState
 from reconciliation.models import ArchivedTotal
 from reconciliation.selectors.figures import duplicate_preventions, failed_attempts, interventions
@@ -28,7 +29,7 @@ Labels = tuple[str, str, str]  # workflow, workspace, further label ("" when the
 
 def _completed(ids: list[int]) -> QuerySet:
     return (
-        Handoff.objects.filter(pk__in=ids, state=HandoffState.DELIVERED)
+        Handoff.objects.filter(pk__in=ValuesIn(ids, "bigint"), state=HandoffState.DELIVERED)
         .order_by()
         .values_list("workflow", "workspace_id")
         .annotate(n=Count("id"))
@@ -37,7 +38,9 @@ def _completed(ids: list[int]) -> QuerySet:
 
 def _duplicates(ids: list[int]) -> QuerySet:
     return (
-        duplicate_preventions(Attempt.objects.filter(handoff_id__in=ids).order_by())
+        duplicate_preventions(
+            Attempt.objects.filter(handoff_id__in=ValuesIn(ids, "bigint")).order_by()
+        )
         .values_list("handoff__workflow", "handoff__workspace_id")
         .annotate(n=Count("id"))
     )
@@ -45,7 +48,7 @@ def _duplicates(ids: list[int]) -> QuerySet:
 
 def _failed(ids: list[int]) -> QuerySet:
     return (
-        failed_attempts(Attempt.objects.filter(handoff_id__in=ids).order_by())
+        failed_attempts(Attempt.objects.filter(handoff_id__in=ValuesIn(ids, "bigint")).order_by())
         .values_list("handoff__workflow", "handoff__workspace_id", "failure_class")
         .annotate(n=Count("id"))
     )
@@ -53,7 +56,9 @@ def _failed(ids: list[int]) -> QuerySet:
 
 def _interventions(ids: list[int]) -> QuerySet:
     return (
-        interventions(HandoffEvent.objects.filter(handoff_id__in=ids).order_by())
+        interventions(
+            HandoffEvent.objects.filter(handoff_id__in=ValuesIn(ids, "bigint")).order_by()
+        )
         .values_list("handoff__workflow", "handoff__workspace_id")
         .annotate(n=Count("id"))
     )

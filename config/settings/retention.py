@@ -28,3 +28,11 @@ HANDOFF_RETENTION_CARRY_OVER = "reconciliation.metric_totals.carry_over"
 # kept 0.92 of its rate without retention, which moved about 350 rows/s (30 million a day); at 1 (no rest
 # but the floor) delivery kept 0.67, at 0.3 0.86, at 0.15 0.91. 1 = only the fixed pause.
 HANDOFF_RETENTION_DUTY_CYCLE = env_float("HANDOFF_RETENTION_DUTY_CYCLE", 0.1)
+# Delivery first: while at least HANDOFF_RETENTION_YIELD_BACKLOG handoffs are due (the dispatchers are behind),
+# no batch begins; retention looks again every HANDOFF_RETENTION_YIELD_CHECK_SECONDS, and after
+# HANDOFF_RETENTION_MAX_YIELD_SECONDS of waiting runs one batch anyway, so a backlog that lasts (a destination
+# down with its rows due) slows retention to a batch every 10 s and its rest (50-80 rows/s, 4-7 million a day)
+# instead of stopping it. 0 = never yield. Measured by bench/retention_bench.py (docs/benchmarks.md).
+HANDOFF_RETENTION_YIELD_BACKLOG = env_int("HANDOFF_RETENTION_YIELD_BACKLOG", 100)
+HANDOFF_RETENTION_YIELD_CHECK_SECONDS = env_float("HANDOFF_RETENTION_YIELD_CHECK_SECONDS", 0.5)
+HANDOFF_RETENTION_MAX_YIELD_SECONDS = env_float("HANDOFF_RETENTION_MAX_YIELD_SECONDS", 10.0)

@@ -8,7 +8,14 @@ from outbox.services.retention import handoffs_archive_settled
 
 
 class Command(BaseCommand):
-    help = "Archive settled handoffs older than the retention age, in bounded batches."
+    help = (
+        "Archive settled handoffs older than the retention age (HANDOFF_RETENTION_DAYS, default 30), in "
+        "batches of HANDOFF_RETENTION_BATCH_SIZE (1000), each one short transaction. Background work that "
+        "yields to delivery: after a batch it rests so that batches fill at most HANDOFF_RETENTION_DUTY_CYCLE "
+        "(0.1) of the wall clock, and while at least HANDOFF_RETENTION_YIELD_BACKLOG (100) handoffs are due it "
+        "begins no batch, for at most HANDOFF_RETENTION_MAX_YIELD_SECONDS (10) each (docs/operations.md, "
+        '"Retention").'
+    )
 
     def add_arguments(self, parser):
         parser.add_argument(
@@ -43,5 +50,10 @@ class Command(BaseCommand):
             f"{verb} {run.archived} handoff(s) in {run.batches} batch(es), {run.held} held "
             f"(finding, incident or unfinished work), {run.seconds:.1f} s"
             + (f", {run.rows_per_second:.0f} rows/s" if not dry_run and run.archived else "")
+            + (
+                f", waited {run.yielded_seconds:.1f} s for delivery ({run.yields} time(s))"
+                if run.yields
+                else ""
+            )
             + (", stopped: a lock was not granted in time" if run.gave_up_on_lock else "")
         )

@@ -1,6 +1,7 @@
 """Retention moves settled handoffs older than the retention age, and only those, out of the hot tables into
 the archive, in bounded batches, and a second run changes nothing (both backends)."""
 
+import re
 import threading
 import time
 from datetime import timedelta
@@ -229,3 +230,54 @@ def test_a_bad_duty_cycle_fails_before_anything_moves_and_a_spent_time_budget_be
     run = handoffs_archive_settled(max_seconds=0)
     assert run.batches == 0 and Handoff.objects.count() == 1
     assert handoffs_archive_settled().archived == 1
+
+
+def test_retention_waits_while_delivery_is_behind_and_goes_on_after_its_longest_wait(settings):
+    settings.HANDOFF_RETENTION_YIELD_BACKLOG = 3
+    settings.HANDOFF_RETENTION_YIELD_CHECK_SECONDS = 0.01
+    settings.HANDOFF_RETENTION_MAX_YIELD_SECONDS = 0.05
+    old = [settled(1), settled(2)]
+    age(*old)
+    due = [settled(10 + n, S.PENDING) for n in range(3)]  # due now: the dispatchers are behind
+
+    assert handoffs_archive_settled(dry_run=True).yields == 0, (
+        "a dry run only reads: it never waits"
+    )
+    behind = handoffs_archive_settled(batch_size=1, pause_seconds=0, duty_cycle=1)
+
+    # Each batch waited its longest, then went anyway: a lasting backlog slows retention, never stops it.
+    assert behind.archived == 2 and archived_ids() == {h.pk for h in old}
+    assert behind.yields == behind.batches >= 2
+    assert behind.yielded_seconds >= behind.yields * 0.05
+
+    Handoff.objects.filter(pk=due[0].pk).update(state=S.CANCELLED)  # 2 due: below the backlog
+    age(settled(3))
+    caught_up = handoffs_archive_settled(pause_seconds=0)
+    assert caught_up.archived == 1
+    assert (caught_up.yields, caught_up.yielded_seconds) == (0, 0.0)
+
+
+@pytest.mark.postgres
+def test_on_postgresql_a_batch_reads_ids_keys_and_times_only_and_sends_its_ids_as_one_array():
+    age(*(settled(n) for n in range(1, 21)))
+
+    with CaptureQueriesContext(connection) as queries:
+        run = handoffs_archive_settled(batch_size=20, max_batches=1, pause_seconds=0)
+
+    assert run.archived == 20 and Handoff.objects.count() == 0
+    pick = next(q["sql"] for q in queries if "FOR UPDATE" in q["sql"])
+    assert pick.split(" FROM ")[0].count(",") == 2, (
+        "id, action key, last change: the rest stays there"
+    )
+    holds = [
+        q["sql"]
+        for q in queries
+        if q["sql"].startswith(
+            ('SELECT "reconciliation_finding"', 'SELECT "reconciliation_incidentmember"')
+        )
+    ]
+    assert len(holds) == 2 and all("unnest(" in sql for sql in holds)
+    one_by_one = [q["sql"] for q in queries if re.search(r"IN \((\d+, ){19}\d+\)", q["sql"])]
+    assert one_by_one == [], (
+        "no statement of the batch (the metrics' carry-over too) lists its ids singly"
+    )
