@@ -45,6 +45,7 @@ from outbox.services.connection_tests import (
 )
 from outbox.services.destination_probes import PROBED_KINDS
 from outbox.services.destination_windows import (
+    MAX_PAUSE_MINUTES,
     InvalidWindow,
     destination_pause_by_operator,
     destination_resume_by_operator,
@@ -176,10 +177,6 @@ def _may_pause(request: HtmxHttpRequest, name: str, why: str = "pausing a destin
             f"{why} acts on a system that serves every workspace: only people with the "
             "'set destination limits' permission do it"
         )
-
-
-# The longest pause typed in minutes: a year (a longer one is "until resumed").
-MAX_PAUSE_MINUTES = 525_600
 
 
 def _minutes(raw: str) -> float | None:

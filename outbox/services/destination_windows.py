@@ -8,6 +8,8 @@ spent, nothing pages; waiting handoffs say why and until when. When the last end
 themselves and the destination drains. Each change is a `DestinationEvent` with the actor and the reason.
 
 Times are the database's: a pause starts at the database's now, and a window's end must be later than it.
+Only a destination is held: a name with no row (other than the seed's) is refused, as its console page is a
+404, so that a typo on the command line holds nothing and says so.
 """
 
 from datetime import datetime
@@ -16,8 +18,10 @@ from django.db import transaction
 
 from lib.databases import DB
 from outbox.clock import db_now, db_now_plus, db_time
+from outbox.destinations.registry import default_destination_name
 from outbox.errors import InvalidActionInput
 from outbox.models import (
+    DestinationConfig,
     DestinationEvent,
     DestinationHealth,
     DestinationHold,
@@ -27,6 +31,8 @@ from outbox.services.breaker import destination_health_locked, destination_resum
 from outbox.services.recovery import destination_probe_now
 
 REASON_MAX = 200
+# The longest pause with an end: a year (a longer one is "until resumed").
+MAX_PAUSE_MINUTES = 525_600
 
 
 class InvalidWindow(InvalidActionInput):
@@ -37,6 +43,14 @@ def _checked_reason(reason: str) -> str:
     if not reason.strip():
         raise InvalidWindow("a reason is required to pause a destination or schedule a window")
     return reason.strip()[:REASON_MAX]
+
+
+def _checked_destination(name: str) -> None:
+    """A destination the console knows: a row, enabled or not, or the seed's name."""
+    if name != default_destination_name() and not (
+        DestinationConfig.objects.using(DB).filter(name=name).exists()
+    ):
+        raise InvalidWindow(f"no destination named {name!r}")
 
 
 def _label(actor, actor_label: str = "") -> str:
@@ -63,8 +77,13 @@ def destination_pause_by_operator(
     """Pause the destination from now, until an operator resumes it or for `for_seconds`: a hold of its
     own, beside any other."""
     reason = _checked_reason(reason)
+    _checked_destination(name)
     if for_seconds is not None and for_seconds <= 0:
         raise InvalidWindow("a pause must last a positive number of seconds")
+    if for_seconds is not None and for_seconds > MAX_PAUSE_MINUTES * 60:
+        raise InvalidWindow(
+            f"a pause lasts at most {MAX_PAUSE_MINUTES} minutes (a year); longer: until resumed"
+        )
     with transaction.atomic(using=DB):
         health = destination_health_locked(name)
         hold = DestinationHold.objects.using(DB).create(
@@ -99,6 +118,7 @@ def destination_schedule_window(
     """Schedule a maintenance window: a hold of its own, beside a pause or another window (it ends
     neither, and neither ends it)."""
     reason = _checked_reason(reason)
+    _checked_destination(name)
     if ends_at <= starts_at:
         raise InvalidWindow("a window must end after it starts")
     with transaction.atomic(using=DB):

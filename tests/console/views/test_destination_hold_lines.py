@@ -134,3 +134,33 @@ def test_a_probe_time_already_past_reads_due_now_on_health_never_as_a_past_time(
     assert f"{past:%H:%M:%S} UTC" not in page
     [line] = destination_holds_now("receiver").live
     assert line.words.endswith("until a probe succeeds (probing now) · set by the breaker")
+
+
+def test_the_cli_refuses_a_hold_on_a_destination_the_page_does_not_know(world):
+    """The page answers 404 for a name that is no destination; the command paused or scheduled a window on
+    it all the same (exit 0, a hold and a health row for a typo) while the destination meant went on
+    sending. Both refuse it now, and neither writes. A pause longer than the page's year is refused too."""
+    DestinationConfig.objects.create(name="crm", kind="in_process", config={})
+    olga = client_for(grant_destination_admin(world["olga"]))
+    assert olga.post("/destinations/crn/pause", {"reason": "crm upgrade"}).status_code == 404
+    with pytest.raises(CommandError, match="nothing changed: no destination named 'crn'"):
+        call_command("destinations", "pause", "crn", "--reason", "crm upgrade", stdout=StringIO())
+    with pytest.raises(CommandError, match="nothing changed: no destination named 'crn'"):
+        call_command(
+            "destinations",
+            *("window", "crn", "--from", "2099-01-01 22:00", "--to", "2099-01-01 23:00"),
+            *("--reason", "database maintenance"),
+            stdout=StringIO(),
+        )
+    page = olga.post("/destinations/crm/pause", {"reason": "x", "minutes": "525601"})
+    assert page.status_code == 422
+    assert b"minutes must be a whole number from 1 to 525600" in page.content
+    over_a_year = ("pause", "crm", "--reason", "x", "--minutes", "525601")
+    with pytest.raises(CommandError, match="nothing changed: a pause lasts at most 525600 minutes"):
+        call_command("destinations", *over_a_year, stdout=StringIO())
+    assert not DestinationHold.objects.exists()
+    assert not DestinationEvent.objects.exists()
+    assert not DestinationHealth.objects.filter(name="crn").exists()
+    # The seed's name without a row is a destination on both.
+    call_command("destinations", "pause", "receiver", "--reason", "migration", stdout=StringIO())
+    assert DestinationHold.objects.filter(destination="receiver").count() == 1
