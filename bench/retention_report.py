@@ -15,7 +15,9 @@ WHERE_A_ROW_GOES = [
     "four) and in reading all 22 kept columns of rows deleted right after. Those statements now take them"
     " as one array (`lib.databases.ValuesIn`), and the pick reads the id, the key and the last change. "
     "The wait for delivery, measured with 2,196 handoffs due and no dispatcher (a load of 15): "
-    "`archive_settled` moved 125 rows/s before it, 50 after.",
+    "`archive_settled` moved 125 rows/s before it, 50 after; while it waits it looks at the backlog twice "
+    "a second, at 0.8 ms of CPU a look (the process 0.25, its backend 0.57; 2.4 when the ORM compiled it "
+    "each time).",
     "",
 ]
 

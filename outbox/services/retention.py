@@ -26,6 +26,7 @@ from django.db import OperationalError, connection, transaction
 from django.db.models import Exists, OuterRef, Q
 from django.utils.module_loading import import_string
 
+from lib.databases import rows_compiled_once
 from outbox.clock import DbNow
 from outbox.models import (
     SETTLED_STATES,
@@ -125,8 +126,16 @@ def settled_candidates(*, older_than_days: float):
 
 def delivery_is_behind(backlog: int) -> bool:
     """Whether at least `backlog` handoffs are due (`HandoffQuerySet.due`): the dispatchers have more work than
-    they keep up with. One statement through the claim's partial index, reading at most `backlog` entries."""
-    return backlog > 0 and Handoff.objects.due()[:backlog].count() >= backlog
+    they keep up with. One statement through the claim's partial index, reading at most `backlog` entries,
+    compiled once a process (`rows_compiled_once`: through the ORM each look cost the waiting process 1.7 ms of
+    CPU, its backend 0.7)."""
+    if backlog <= 0:
+        return False
+    due = rows_compiled_once(
+        ("retention_delivery_is_behind", backlog),
+        lambda: Handoff.objects.due().values_list("id").order_by()[:backlog],
+    )
+    return len(due) >= backlog
 
 
 @dataclass
