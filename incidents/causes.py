@@ -252,8 +252,25 @@ def _latest_failure(handoffs) -> dict:
     }
 
 
+def held_by_its_owner() -> Q:
+    """A handoff an operator holds (a live case hold, `outbox/models/case_holds.py`) set less than
+    `ALERT_HOLD_QUIET_HOURS` ago (database clock): the owner is acting on it, so its failure neither opens an
+    incident nor keeps one paging. Past that, or once the hold ends, it is a failure again: a hold never
+    hides one for ever."""
+    return Q(
+        case_hold__isnull=False,
+        case_hold__ended_at__isnull=True,
+        case_hold__created_at__gt=DbNow(-3600.0 * settings.ALERT_HOLD_QUIET_HOURS),
+    )
+
+
 def failure_causes() -> list[Cause]:
-    failing = Handoff.objects.using(DB).business().filter(state=HandoffState.NEEDS_ATTENTION)
+    failing = (
+        Handoff.objects.using(DB)
+        .business()
+        .filter(state=HandoffState.NEEDS_ATTENTION)
+        .exclude(held_by_its_owner())
+    )
     marked = high_impact_steps()
     causes = []
     by_workspace = failing.order_by().values(*FAILURE_FIELDS, "workspace_id")

@@ -17,6 +17,10 @@ ALERT_SECURITY_WINDOW_MINUTES = env_int("ALERT_SECURITY_WINDOW_MINUTES", 5)
 ALERT_REJECTED_TRIGGER_DAYS = env_int("ALERT_REJECTED_TRIGGER_DAYS", 7)
 # The SLA of an incident that does not page (a queue): hours from opening.
 ALERT_INCIDENT_SLA_HOURS = env_int("ALERT_INCIDENT_SLA_HOURS", 4)
+# A failure an operator holds (a case hold, docs/console.md "hold / resume") neither opens nor escalates an
+# incident for this many hours from the hold's start: the owner is acting on it. Past that, or once the hold
+# ends, it is a failure like any other again: a hold never hides one for ever.
+ALERT_HOLD_QUIET_HOURS = env_int("ALERT_HOLD_QUIET_HOURS", 8)
 # Escalation, unless a workspace's EscalationPolicy row says otherwise: a page not acknowledged within
 # this many seconds goes to the next level; at most this many pages per incident.
 ALERT_ESCALATION_SECONDS = env_int("ALERT_ESCALATION_SECONDS", 900)

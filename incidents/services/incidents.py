@@ -21,6 +21,7 @@ from incidents.causes import (
     Cause,
     backlog_causes,
     causes_now,
+    held_by_its_owner,
     paused_destinations,
     security_window_start,
     unanswered_rejections,
@@ -323,7 +324,9 @@ def incident_cause_holds(incident_id: int) -> bool:
             c.details["destination"] == incident.destination for c in backlog_causes(now=db_time())
         )
     members = IncidentMember.objects.using(DB).filter(incident=incident, settled_at__isnull=True)
-    return members.exclude(member_settled()).exists()
+    # A member its owner holds is being acted on: no page (an escalation too) goes out about it meanwhile.
+    held = Handoff.objects.using(DB).filter(held_by_its_owner()).values("pk")
+    return members.exclude(member_settled()).exclude(handoff_id__in=held).exists()
 
 
 def _seen_again(incident: Incident, cause: Cause) -> None:

@@ -22,6 +22,7 @@ from django.db import transaction
 from django.db.models import Max, Q
 
 from approvals.on_call import workspace_operator_id
+from incidents.causes import held_by_its_owner
 from incidents.channels.delivery import notification_handoff_record
 from incidents.models import (
     AlertChannel,
@@ -29,6 +30,8 @@ from incidents.models import (
     EscalationPolicy,
     Incident,
     IncidentEvent,
+    IncidentKind,
+    IncidentMember,
     IncidentSeverity,
     IncidentState,
     Notification,
@@ -37,6 +40,7 @@ from incidents.models import (
 )
 from lib.databases import DB
 from outbox.clock import DbNow
+from outbox.models import OPEN_STATES, Handoff
 
 
 def message_id(incident_id: int, number: int) -> str:
@@ -266,15 +270,30 @@ def incident_notify(incident: Incident, event: str) -> bool:
     return True
 
 
+def _held_by_owners(incident: Incident) -> bool:
+    """A failures incident whose every open handoff is held by its owner (`held_by_its_owner`): a person is
+    acting on all of it, so its escalation waits, its due time kept, and goes on once a hold ends or has
+    lasted `ALERT_HOLD_QUIET_HOURS`."""
+    if incident.kind != IncidentKind.FAILURES:
+        return False
+    members = IncidentMember.objects.using(DB).filter(incident=incident, settled_at__isnull=True)
+    open_ones = members.filter(
+        handoff_id__in=Handoff.objects.filter(state__in=OPEN_STATES).values("pk")
+    )
+    held = Handoff.objects.using(DB).filter(held_by_its_owner()).values("pk")
+    return open_ones.exists() and not open_ones.exclude(handoff_id__in=held).exists()
+
+
 def incidents_escalate() -> int:
     """Page again every open incident whose page was not acknowledged in time. Quiet once acknowledged:
-    acknowledging clears `next_escalation_at`. Due times are compared on the database clock."""
+    acknowledging clears `next_escalation_at`; waiting while its owners hold all of it (`_held_by_owners`).
+    Due times are compared on the database clock."""
     due = (
         Incident.objects.using(DB)
         .filter(state=IncidentState.OPEN, next_escalation_at__lte=DbNow())
         .order_by("next_escalation_at", "pk")
     )
-    return sum(incident_page(incident) for incident in due)
+    return sum(incident_page(incident) for incident in due if not _held_by_owners(incident))
 
 
 def notifications_failed_note() -> int:
