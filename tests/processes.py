@@ -7,11 +7,10 @@ import subprocess
 from collections.abc import Callable
 from http.server import ThreadingHTTPServer
 from pathlib import Path
-
-import httpx
-from django.db import connections
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+
 
 # The tests' own calls to the local servers they started (liveness polls while one starts, test-only state and
 # fault endpoints). `httpx.get()` builds a client for each call, and a client's SSL context (the CA bundle
@@ -19,7 +18,26 @@ ROOT = Path(__file__).resolve().parents[1]
 # started spent a quarter of a core on it (docs/testing.md). One client, its context built once: 0.2 ms a
 # call. No keep-alive, as with `httpx.get()`: every call opens a connection of its own, so a server stopped
 # and started again on its port is never asked on a connection its predecessor accepted.
-LOCAL_HTTP = httpx.Client(limits=httpx.Limits(max_keepalive_connections=0))
+#
+# The client, httpx and Django are imported at the first call, not with this module: each test server runs as a
+# process of its own from the module that also holds its test-side class (`python -m tests.providers.stripe`),
+# imports this module, and never calls; importing httpx and django.db cost each of those processes 0.16 s of CPU
+# (about 150 servers a `make test`, docs/testing.md).
+class LocalHttp:
+    """The one client for local calls (`LOCAL_HTTP.get(...)`, `.post(...)`), built at its first use."""
+
+    def __init__(self):
+        self._client = None
+
+    def __getattr__(self, name: str) -> Any:
+        if self._client is None:
+            import httpx
+
+            self._client = httpx.Client(limits=httpx.Limits(max_keepalive_connections=0))
+        return getattr(self._client, name)
+
+
+LOCAL_HTTP = LocalHttp()
 
 
 def bytecode_cache() -> dict[str, str]:
@@ -32,6 +50,9 @@ def bytecode_cache() -> dict[str, str]:
 
 def database_url(alias: str) -> str:
     """The test database of `alias` as a DATABASE_URL a child process can use."""
+    # Imported at the call: a test server's own process never asks (LOCAL_HTTP, above).
+    from django.db import connections
+
     s = connections[alias].settings_dict
     host = s.get("HOST") or "/var/run/postgresql"
     auth = f"{s['USER']}@" if s.get("USER") else ""

@@ -28,8 +28,6 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler
 
-import httpx
-
 from tests.processes import LOCAL_HTTP, ROOT, KernelPort, popen_listening, serve_http_on_fd
 
 HOLD_SECONDS = 120
@@ -184,6 +182,8 @@ class ChannelServers:
         self._wait_until_up()
 
     def _wait_until_up(self, timeout: float = 120) -> None:
+        import httpx  # here: the server's own process, started from this module, never polls (tests/processes.py)
+
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:

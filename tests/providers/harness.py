@@ -26,8 +26,6 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler
 from urllib.parse import parse_qs, unquote, urlsplit
 
-import httpx
-
 from tests.processes import LOCAL_HTTP, ROOT, KernelPort, popen_listening, serve_http_on_fd
 
 # The longest an answer is held when nobody releases it.
@@ -203,6 +201,8 @@ class ProviderProcess:
         self._wait_until_up()
 
     def _wait_until_up(self, timeout: float = 120) -> None:
+        import httpx  # here: the server's own process, started from this module, never polls (tests/processes.py)
+
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:

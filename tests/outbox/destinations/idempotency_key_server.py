@@ -34,8 +34,6 @@ import time
 from http.server import BaseHTTPRequestHandler
 from urllib.parse import parse_qs, unquote, urlsplit
 
-import httpx
-
 from tests.processes import LOCAL_HTTP, ROOT, KernelPort, popen_listening, serve_http_on_fd
 
 ENTRIES = "/v2/ledger/entries"
@@ -260,6 +258,8 @@ class LedgerProcess:
         )
 
     def wait_until_up(self, timeout: float = 120) -> None:
+        import httpx  # here: the server's own process, started from this module, never polls (tests/processes.py)
+
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:

@@ -20,8 +20,6 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler
 
-import httpx
-
 from tests.processes import LOCAL_HTTP, ROOT, KernelPort, popen_listening, serve_http_on_fd
 
 ACCOUNTS = "/v1/accounts"
@@ -100,6 +98,8 @@ class AccountsProcess:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
         )
+        import httpx  # here: the server's own process, started from this module, never polls (tests/processes.py)
+
         deadline = time.monotonic() + 120
         while True:
             if self.proc.poll() is not None:
