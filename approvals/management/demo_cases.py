@@ -9,7 +9,7 @@ what is missing."""
 from datetime import timedelta
 
 from approvals.management.demo_approvers import demo_request
-from approvals.models import Request, RequestState
+from approvals.models import ApprovalPolicy, Request, RequestState
 from approvals.rules import rules_for
 from approvals.services import request_approve
 from outbox.clock import db_time
@@ -59,3 +59,51 @@ def cases_demo_load(*, users: dict) -> list[str]:
             f"request 46 approved to start at {start:%Y-%m-%d %H:%M} UTC: it waits until then"
         )
     return added
+
+
+def _first_step(number: int) -> Handoff | None:
+    return (
+        Handoff.objects.filter(workspace_id=7, action_key__startswith=f"onboarding:7:{number}:")
+        .order_by("pk")
+        .first()
+    )
+
+
+def _was(moment, now) -> str:
+    return f"{moment:%Y-%m-%d %H:%M} UTC" + (" (passed)" if moment <= now else "")
+
+
+def demo_times_now(*, now) -> list[str]:
+    """What time did to the demo since it was loaded (once: a later `make run` keeps its rows; its load is
+    request 42's creation), read from the rows themselves on the database clock, so that a run a day later
+    says why request 43 is overdue or request 46's step went; nothing within the hour of the load."""
+    first = Request.objects.filter(workspace_id=7, number=42).order_by("pk").first()
+    if first is None or now - first.created_at < timedelta(hours=1):
+        return []
+    loaded_at = first.created_at
+    hours = int((now - loaded_at).total_seconds() // 3600)
+    lines = [
+        f"The demo was loaded {loaded_at:%Y-%m-%d %H:%M} UTC, {hours} hours ago; its times run on from then:"
+    ]
+    waiting = Request.objects.filter(workspace_id=7, number=43).first()
+    policy = ApprovalPolicy.objects.filter(workflow="onboarding").first()
+    if waiting is not None and policy is not None and waiting.is_awaiting_approval:
+        due = waiting.created_at + timedelta(hours=policy.due_after_hours)
+        closes = waiting.created_at + timedelta(hours=policy.expire_after_hours)
+        lines.append(
+            f"request 43: its approval due {_was(due, now)}, escalated once overdue, closed "
+            f"unapproved at {_was(closes, now)}"
+        )
+    elif waiting is not None:
+        lines.append(f"request 43: {waiting.get_state_display().lower()}")
+    for number, field, words in (
+        (46, "not_before", "may not go before"),
+        (44, "finish_by", "must have gone by (else it goes to a person)"),
+    ):
+        step = _first_step(number)
+        if step is not None and getattr(step, field):
+            lines.append(
+                f"request {number}'s first step {words} {_was(getattr(step, field), now)}: "
+                f"{step.get_state_display().lower()} now"
+            )
+    return lines

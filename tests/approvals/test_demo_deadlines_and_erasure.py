@@ -4,11 +4,13 @@ approval link, to the product's e-mail destination), alice's delegate, and reque
 request; a second load adds nothing."""
 
 import re
+from datetime import timedelta
 from io import StringIO
 
 import pytest
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
+from django.db.models import F
 from django.test import Client
 from django.urls import reverse
 
@@ -16,7 +18,7 @@ from approvals.models import ApprovalDelegation, ApprovalPolicy, Request
 from approvals.rules import payload_problems, rules_for
 from approvals.services import request_approve
 from approvals.services.approval_deadlines import approval_deadlines_sweep
-from outbox.models import ERASED, Erasure
+from outbox.models import ERASED, Erasure, Handoff
 from tests.approvals.notices import recorded_mail
 
 pytestmark = pytest.mark.django_db(databases=["default", "delivery"])
@@ -69,3 +71,26 @@ def test_the_demos_reminded_request_can_be_approved_from_the_link_under_the_rule
         workspace_id=7, number=43, revision=1, actor=alice, payload_hash=waiting.payload_hash
     )
     assert handoff.action_key.startswith("onboarding:7:43:1")
+
+
+def test_a_later_load_says_what_time_did_to_the_demo_since_it_was_loaded():
+    """`make run` days after the demo was loaded keeps its rows (loaded once) and said only what it added:
+    request 43 overdue and request 46's step gone read as if they were the demo's own story. A later load now
+    says when the demo was loaded and, from the rows, what time did since."""
+    call_command("demo", password="demo-password-long", stdout=StringIO())
+    out = StringIO()
+    call_command("demo", password="demo-password-long", stdout=out)
+    assert "The demo was loaded" not in out.getvalue()  # within the hour: nothing to say
+
+    # Three days and more later, as the database clock sees it: every time the demo wrote moves back.
+    back = timedelta(hours=80)
+    Request.objects.update(created_at=F("created_at") - back)
+    Handoff.objects.update(not_before=F("not_before") - back, finish_by=F("finish_by") - back)
+    out = StringIO()
+    call_command("demo", password="demo-password-long", stdout=out)
+    said = out.getvalue()
+    assert "The demo was loaded" in said and "80 hours ago" in said, said
+    due = Request.objects.get(workspace_id=7, number=43).created_at + timedelta(hours=24)
+    assert f"request 43: its approval due {due:%Y-%m-%d %H:%M} UTC (passed)" in said
+    start = Handoff.objects.filter(action_key__startswith="onboarding:7:46:").order_by("pk")[0]
+    assert f"may not go before {start.not_before:%Y-%m-%d %H:%M} UTC (passed)" in said

@@ -9,7 +9,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
 from approvals.management.demo_approvers import approvers_demo_load
-from approvals.management.demo_cases import cases_demo_load
+from approvals.management.demo_cases import cases_demo_load, demo_times_now
 from approvals.management.demo_observation import observation_demo_load
 from approvals.models import Membership, Request, RequestEvent, RequestState, Role, Workspace
 from approvals.request_search import request_search_text
@@ -21,6 +21,7 @@ from approvals.services.groups import (
 )
 from approvals.services.rule_versions import rule_version_publish
 from lib.json_config import JsonConfigRefused, parse_json_config
+from outbox.clock import db_time
 from outbox.payloads import payload_hash
 from outbox.services.destination_configs import DestinationsRefused, destination_configs_apply
 
@@ -115,6 +116,8 @@ class Command(BaseCommand):
             self._load_observed_pilot(User)
             self._load_approvers(User)
             self._load_cases(User)
+            for line in demo_times_now(now=db_time()):
+                self.stdout.write(line)
             return
         password = password or secrets.token_urlsafe(9)
         w7 = Workspace.objects.create(pk=7, name="Client onboarding")
