@@ -128,10 +128,10 @@ def _whole_config(kind: str, name: str, config: dict) -> dict:
     return {**config, "kind": kind, "name": name}
 
 
-def _config_of(name: str) -> dict:
-    """The destination's configuration as its row holds it now: read at each of a dispatcher's turns, so that
-    a change is served by the next one."""
-    kind, enabled, config = _row_of(name) or (None, None, None)
+def _config_of(name: str, row: tuple | None) -> dict:
+    """The destination's configuration as its row holds it now (`row`): read at each of a dispatcher's turns,
+    so that a change is served by the next one."""
+    kind, enabled, config = _row_from(row) or (None, None, None)
     if kind is None:
         if name == default_destination_name():
             return seed_config()
@@ -141,12 +141,12 @@ def _config_of(name: str) -> dict:
     return _whole_config(kind, name, config)
 
 
-def _row_of(name: str) -> tuple[str, bool, dict] | None:
-    """The row's kind, whether it is enabled, and its configuration; None without a row. A statement compiled
-    once per process, its row read as a tuple: the ORM compiled the query at every dispatcher's turn
-    (`outbox/dispatch/runner.py`), 0.35 ms of its CPU on PostgreSQL, more than the read."""
-    connection = connections[DB]
-    sql = compiled_once(
+def destination_row_statement() -> str:
+    """The read of a destination's row by name (its one parameter): kind, enabled, configuration as stored
+    (`destination_from_row` reads them). A statement compiled once per process, its row read as a tuple: the ORM
+    compiled the query at every dispatcher's turn (`outbox/dispatch/runner.py`), 0.35 ms of its CPU on
+    PostgreSQL, more than the read."""
+    return compiled_once(
         ("destination config",),
         lambda: str(
             DestinationConfig.objects.using(DB)
@@ -155,13 +155,20 @@ def _row_of(name: str) -> tuple[str, bool, dict] | None:
             .query.sql_with_params()[0]
         ),
     )
+
+
+def _row_of(name: str) -> tuple | None:
     with prepared_cursor() as cursor:
-        cursor.execute(sql, [name])
-        found = cursor.fetchone()  # names are unique
-    if found is None:
+        cursor.execute(destination_row_statement(), [name])
+        return cursor.fetchone()  # names are unique
+
+
+def _row_from(found: tuple | None) -> tuple[str, bool, dict] | None:
+    """The row's kind, whether it is enabled, and its configuration; None without a row."""
+    if found is None or found[0] is None:
         return None
     kind, enabled, config = found
-    return kind, bool(enabled), _CONFIG_FIELD.from_db_value(config, None, connection)
+    return kind, bool(enabled), _CONFIG_FIELD.from_db_value(config, None, connections[DB])
 
 
 @dataclass
@@ -178,7 +185,13 @@ def destination_named(name: str) -> Destination:
     """The destination of that name, built from its row (the seed for the default name without one). Built
     once per process and rebuilt when its configuration changes; DestinationUnknown, DestinationDisabled or
     DestinationInvalid otherwise."""
-    config = _config_of(name)
+    return destination_from_row(name, _row_of(name))
+
+
+def destination_from_row(name: str, row: tuple | None) -> Destination:
+    """`destination_named`, its row as `destination_row_statement` read it (None: no row): a dispatcher's turn
+    reads it with the destination's limits in one statement (`outbox/dispatch/runner.py` `_turn_reads`)."""
+    config = _config_of(name, row)
     fingerprint = json.dumps(config, sort_keys=True, default=str)
     with _built_lock:
         built = _built.get(name)

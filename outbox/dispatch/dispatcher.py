@@ -36,7 +36,7 @@ from outbox.dispatch.recorded import record_and_count, write_and_count
 from outbox.dispatch.run_stats import RunStats
 from outbox.dispatch.withdrawals import handoff_withdraw, send_withheld
 from outbox.failures import DeliveryResult
-from outbox.limit_rules import DestinationLimited, Permit
+from outbox.limit_rules import DestinationLimited, Limits, Permit
 from outbox.models import DestinationState, Handoff
 from outbox.services.breaker import (
     destination_admit,
@@ -63,19 +63,19 @@ def dispatch_batch(
     limit: int | None = None,
     handoff_id: int | None = None,
     stop: threading.Event | None = None,
+    limits: Limits | None = None,
 ) -> RunStats:
     """Claim what is due for the destination and deliver it: nothing while it is paused (one handoff as its
-    probe), nothing while its limits or a Retry-After hold refuse a permit (`stats.limited`, and how long to
-    wait), and no more requests than the permit allows (a batch call is one request). Once `stop` is set
-    (the dispatcher is stopping) no further call starts: the claims not sent yet are given back."""
+    probe), nothing while its `limits` (the caller's read, else the permit's) or a Retry-After hold refuse a
+    permit (`stats.limited`, and how long to wait), and no more requests than the permit allows (a batch call
+    is one request). Once `stop` is set no further call starts: the claims not sent yet are given back."""
     destination = destination or get_destination()
-    worker = worker or default_worker_name()
-    stats = RunStats()
+    worker, stats = worker or default_worker_name(), RunStats()
     limit = limit or settings.HANDOFF_CLAIM_BATCH
     lease_seconds, leased_at = settings.HANDOFF_LEASE_SECONDS, time.monotonic()
     batching = destination.batching()
     # The limits first: a probe of a paused destination is spent only on a call that can be made.
-    permit = _permit(destination, batching, worker, limit, lease_seconds, stats)
+    permit = _permit(destination, batching, worker, limit, lease_seconds, stats, limits)
     if permit is None:
         return stats
     try:
@@ -130,6 +130,7 @@ def _permit(
     limit: int,
     lease_seconds: float,
     stats: RunStats,
+    limits: Limits | None = None,
 ) -> Permit | None:
     """The destination's limits for this batch (a batch call is one request, single calls one each), or None
     when they refuse: `stats` then say how long to wait."""
@@ -139,6 +140,7 @@ def _permit(
             worker=worker,
             lease_seconds=lease_seconds,
             requests=1 if batching else limit,
+            limits=limits,
         )
     except DestinationLimited as refused:
         stats.limited, stats.wait_seconds = True, refused.wait_seconds

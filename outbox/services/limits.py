@@ -88,13 +88,28 @@ def _limits_sql(name: str) -> tuple[str, tuple]:
     return sql, (*held_params, *health_params)
 
 
+def limits_statement(name: str) -> tuple[str, tuple]:
+    """The read of the destination's limits, holds and breaker: one row, `LIMITS_COLUMNS` values
+    (`limits_from_row`). Compiled once per destination: read at every claim batch, every lookup and every hold
+    check of one, the query compiled through the ORM cost a dispatcher more CPU than the query itself."""
+    return compiled_once(("limits", name), lambda: _limits_sql(name))
+
+
+# The values of the limits' row (`limits_statement`): its columns and whether a live hold exists.
+LIMITS_COLUMNS = len(_LIMITS_COLUMNS) + 1
+
+
 def _limits(name: str) -> Limits:
-    # Compiled once per destination: read at every claim batch, every lookup and every hold check of one,
-    # the query compiled through the ORM cost a dispatcher more CPU than the query itself.
-    sql, params = compiled_once(("limits", name), lambda: _limits_sql(name))
+    sql, params = limits_statement(name)
     with prepared_cursor() as cursor:
         cursor.execute(sql, params)
-        max_concurrency, max_requests_per_second, paused, probes, found, held = cursor.fetchone()
+        return limits_from_row(cursor.fetchone())
+
+
+def limits_from_row(row: tuple) -> Limits:
+    """The limits as `limits_statement` read them (a dispatcher's turn reads them with its destination's row
+    in one statement: `outbox/dispatch/runner.py` `_turn_reads`)."""
+    max_concurrency, max_requests_per_second, paused, probes, found, held = row
     if not found:
         # A destination not seen yet has the configured defaults (its row is written with them when needed);
         # it may still be held (an operator paused it before its first call).
@@ -241,13 +256,16 @@ class HoldWatch:
         return destination_held(name=self.name)
 
 
-def destination_acquire(*, name: str, worker: str, requests: int, lease_seconds: float) -> Permit:
+def destination_acquire(
+    *, name: str, worker: str, requests: int, lease_seconds: float, limits: Limits | None = None
+) -> Permit:
     """A permit for up to `requests` requests to the destination, one call in flight. Raises
-    DestinationLimited (nothing taken) while the destination is held or at its limits.
+    DestinationLimited (nothing taken) while the destination is held or at its limits. `limits`: as the
+    caller has just read them (`limits_statement`, with its destination's row), read here otherwise.
 
     The slots are leased for `lease_seconds` on the database clock (renewed with the handoffs' leases by
     `destination_renew`): a dispatcher that dies gives them back when the lease runs out."""
-    limits = _limits(name)
+    limits = limits or _limits(name)
     holder = f"{worker}:{uuid.uuid4().hex[:12]}"
     permit = Permit(destination=name, holder=holder, requests=requests, breaker=limits.breaker)
     _refuse_if_held(name, limits)
