@@ -25,6 +25,10 @@ def retry(user, handoff: Handoff, options: dict) -> dict:
             reason=options["reason"],
             confirm_risk=options["confirm_risk"],
         )
+        handoff.refresh_from_db()
+        if handoff.is_held:
+            # Not sent at once: queued while its case is held, in the words of the real retry.
+            return action_words.sent_words(handoff, handoff.state)
         return {"level": "info", "text": "Queued with the same action key and sent at once."}
     return action_words.retry(
         user, handoff, reason=options["reason"], confirm_risk=options["confirm_risk"]

@@ -21,6 +21,7 @@ from tests.console.cli.test_handoffs_command import (
     assert_same_events,
     cli,
     console_post,
+    last_event_id,
     rejected_handoff,
 )
 from tests.console.clients import client_for
@@ -133,3 +134,25 @@ def test_resuming_a_hold_whose_rows_settled_says_nothing_is_sent_alike_on_web_an
     [message] = [str(m) for m in get_messages(response.wsgi_request)]
     assert message == f"Not done: {first.action_key} is not held."
     assert not CaseHold.objects.live().exists()
+
+
+def test_a_dry_run_retry_of_a_held_handoff_says_it_is_sent_once_resumed_as_the_retry_does(world):
+    """The dry run of `handoffs retry` said "Queued with the same action key and sent at once." of a held
+    handoff, which the retry queues and sends only at the release (its words, on the web and the CLI: "its
+    case is held, so it is sent once resumed"). Now both say the same; the dry run writes nothing."""
+    first, second = rejected_handoff(world, 56), rejected_handoff(world, 57)
+    for handoff in (first, second):
+        case_hold(handoff_id=handoff.pk, actor=world["olga"], reason="calling", whole_case=False)
+    mark = last_event_id()
+    status, said = cli("retry", str(first.pk), "--as", "olga", "--dry-run", "--reason", "fixed")
+    assert status == 0, said
+    assert "sent at once" not in said
+    assert said.strip() == (
+        "Dry run, nothing written. Would be: Queued with the same action key; its case is held, so it "
+        "is sent once resumed."
+    )
+    assert last_event_id() == mark
+    status, real = cli("retry", str(second.pk), "--as", "olga", "--reason", "fixed")
+    assert status == 0 and real.strip() == said.strip().removeprefix(
+        "Dry run, nothing written. Would be: "
+    )
