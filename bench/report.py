@@ -179,7 +179,15 @@ the figures of this run say:
   limits' permit and the breaker, the destination's row read at each turn, the claim's attempt and event
   rows, a wake-up handed from the listening thread to a worker's, leases kept, spans. Its share is what a
   dispatcher can reach on these cores at that rate; the aims row prints it, the product's, and the median of
-  the pairs' ratios (the reference's share over the product's: 1.0, no dearer than the ceiling).
+  the pairs' ratios (the reference's share over the product's: 1.0, no dearer than the ceiling). In the first
+  such pairs (2026-12-07, `--latency-only`, loads of 10-20 from other engineers' work, every pair loaded and
+  so not published) the reference's share was 10-20 ms against the product's 14-32 ms; the gap was mostly
+  waiting to be claimed (0.6-1.7 ms against 2.9-9.0 ms) and the dispatchers' CPU per handoff (1.8-2.8 ms
+  against 3.4-4.6 ms, `/proc`). A delivery turn then made two round trips before its claim, the destination's
+  row and its limits; they are one statement since (`outbox/dispatch/runner.py` `_turn_reads`: 227 to 135 µs
+  of a dispatcher's CPU a turn, 120 to 80 µs of its backend's, in interleaved blocks). What is left of the
+  wait is that statement's round trip and the turn's own work before the claim (the permit, the breaker);
+  of the CPU, the claim's attempt and event rows and the outcome's services, which the reference leaves out.
   The product's own share of the latency (its aims row, issue 40: < 5 ms) is measured, not subtracted: the
   bench's receiver (`bench/receiver_timing.py`: `config.wsgi` wrapped, under a gthread worker that notes when
   its poller hands a request to a thread) notes for each create call when it reached the receiver (its bytes
@@ -342,8 +350,11 @@ NEXT_LEVERS = """\
    remains is half waiting to be claimed, half the receiver call.
 6. **Fewer round trips per cycle** (latency): built. The claim is one statement, the destination's row one
    read, a batch of plain deliveries one statement that also answers the breaker: 3 round trips a healthy
-   cycle, from 14. Outcomes that are not plain deliveries (a retry's backoff, a failure, a workflow's next
-   step) keep the locked path, which reads the row the plan needs: six round trips, only on those batches.
+   cycle, from 14 (4 once the row was read at each turn; since 2026-12-07 the row and the limits are one
+   statement, `_turn_reads`). The minimal dispatcher makes 2 (claim, outcome): folding the turn's read into
+   the claim (a claim that checks the holds and the breaker itself) is the next step toward it. Outcomes
+   that are not plain deliveries (a retry's backoff, a failure, a workflow's next step) keep the locked
+   path, which reads the row the plan needs: six round trips, only on those batches.
    The receiver's batch is five (BEGIN, the replay record, the insert, the read-back, COMMIT); an insert
    that returns what it wrote would spare the read-back on a batch of new keys.
 """
