@@ -19,6 +19,7 @@ def _rows(result: dict) -> str:
     lines = [
         f"{r['id']:>8}  {r['state']:<16} {r['attempts']:>3}  {r['action_key']:<40} "
         f"{r['failure_class'] or '-':<11} {r['destination']:<12} {r['owner'] or '-'}"
+        + (f"  {r['held']}" if r.get("held") else "")
         for r in result["handoffs"]
     ]
     if result["next"]:
@@ -43,6 +44,8 @@ def _page(result: dict) -> str:
             "source",
         )
     ]
+    if result.get("hold"):
+        lines.append(f"hold: {result['hold']}")
     lines += [
         f"next step: {result['next_step']['headline']}",
         f"actions: {', '.join(result['actions']) or '-'}",

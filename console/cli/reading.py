@@ -7,10 +7,12 @@ from types import SimpleNamespace
 from approvals.selectors import is_operator_of, workspace_ids_for
 from console.cli.frame import Refused, visible_handoff
 from console.filters import HandoffFilter, handoff_list_page
+from console.waiting_status import case_hold_mark, handoff_case_held
 from lib.querystring import BadQueryValue, keyset_cursor, parse_keyset_cursor
 from outbox.guidance import available_actions, next_step
 from outbox.hold_lines import destination_holds_now
 from outbox.models import Handoff
+from outbox.page_clock import page_now
 from outbox.redaction import redact
 from outbox.selectors import handoff_timeline, handoffs_in
 from reconciliation.selectors import live_findings_of
@@ -21,7 +23,8 @@ def matching(user, data: dict[str, str], workspace_ids: list[int]):
     accept is refused with its field (the console's bulk refusal), never dropped."""
     handoff_filter = HandoffFilter(
         data or None,
-        queryset=handoffs_in(workspace_ids),
+        # A held row's mark comes from the same query, as on the console's list.
+        queryset=handoffs_in(workspace_ids).select_related("case_hold"),
         request=SimpleNamespace(user=user),
         workspace_ids=workspace_ids,
     )
@@ -48,6 +51,8 @@ def row(handoff: Handoff) -> dict:
         "destination_task_id": handoff.destination_id,
         "owner": handoff.owner.get_username() if handoff.owner else "",
         "created_at": handoff.created_at.isoformat(),
+        # The console row's mark of a held case (`case_hold_mark`), empty when not held.
+        "held": case_hold_mark(handoff.case_hold, page_now()) if handoff.is_held else "",
     }
 
 
@@ -69,8 +74,11 @@ def handoff_show(user, pk: int) -> dict:
     findings = list(live_findings_of(handoff.action_key))
     guidance = next_step(handoff, findings, holds=destination_holds_now(handoff.destination))
     operator = is_operator_of(user.pk, handoff.workspace_id)
+    held = handoff_case_held(handoff, page_now())
     return {
         **row(handoff),
+        # The handoff page's hold line: who holds it, since and until when, why, and what sends it.
+        "hold": f"{held.why}; {held.next}" if held else "",
         "source": handoff.source_ref,
         "rule_version": handoff.rule_version,
         "last_error": redact(handoff.last_error),

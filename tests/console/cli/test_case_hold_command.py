@@ -3,6 +3,7 @@ requester is refused alike by both, an operator writes the same events through b
 words (one module words them), the requester's page says the case is held, by whom and why, and a hold is
 never a bulk action."""
 
+import json
 from datetime import timedelta
 
 import pytest
@@ -24,7 +25,7 @@ from tests.console.cli.test_handoffs_command import (
     last_event_id,
     rejected_handoff,
 )
-from tests.console.clients import client_for
+from tests.console.clients import client_for, row_of
 
 pytestmark = pytest.mark.django_db(databases=["default", "delivery"])
 S = HandoffState
@@ -155,4 +156,29 @@ def test_a_dry_run_retry_of_a_held_handoff_says_it_is_sent_once_resumed_as_the_r
     status, real = cli("retry", str(second.pk), "--as", "olga", "--reason", "fixed")
     assert status == 0 and real.strip() == said.strip().removeprefix(
         "Dry run, nothing written. Would be: "
+    )
+
+
+def test_list_and_show_say_a_handoff_is_held_as_the_console_does(world):
+    """The console's list marks a held row "held (case hold: <reason>, since <time>)" and its page says who
+    holds it and what sends it; `handoffs list` and `handoffs show` said nothing of a hold."""
+    held, other = approve(world, number=58), approve(world, number=59)
+    case_hold(handoff_id=held.pk, actor=world["olga"], reason="calling ACME", whole_case=False)
+    page = client_for(world["olga"]).get("/handoffs/").content.decode()
+    mark = row_of(page, f"handoff-{held.pk}")
+    since = CaseHold.objects.get(handoff_id=held.pk).created_at
+    words = f"held (case hold: calling ACME, since {since:%H:%M} UTC)"
+    assert words in mark
+
+    status, said = cli("list", "--as", "olga", "--json")
+    listed = {r["id"]: r["held"] for r in json.loads(said)["handoffs"]}
+    assert status == 0 and listed[held.pk] == words and listed[other.pk] == ""
+    status, said = cli("list", "--as", "olga")
+    [line] = [x for x in said.splitlines() if held.action_key in x]
+    assert line.endswith(words)
+    status, said = cli("show", str(held.pk), "--as", "olga")
+    assert status == 0
+    assert "hold: this step is held by olga since" in said
+    assert (
+        "calling ACME; nothing of it is sent while it is held; it is sent once an operator" in said
     )
