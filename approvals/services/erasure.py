@@ -27,6 +27,7 @@ from outbox.search_text import EMAIL_KEY_PART
 from outbox.services.erasure import (
     Eraser,
     ErasureRefused,
+    erasure_parts_run,
     handoffs_erase,
     handoffs_refusing_erasure,
     still_sendable,
@@ -169,6 +170,7 @@ def subject_erase(*, subject: Subject, reason: str, actor) -> list[Erasure]:
                 workflows={r.workflow for r in revisions},
                 eraser=eraser,
             )
+            erasure_parts_run(erasure=erasure, eraser=eraser)
             erasure.counts = {kind: counts[kind] for kind in ERASED_KINDS}
             erasure.save(update_fields=["counts"])
             erasures.append(erasure)

@@ -6,10 +6,14 @@ verdicts, so that an erased handoff is still settled and reconciled by key and h
 The subject's values are found by the caller (`approvals/services/erasure.py`, which knows the requests);
 here they are replaced wherever the outbox stored them: a payload field whose name is personal, any stored
 string that holds one of the values, and the same values inside free text (an error, an event's reason, an
-attempt's detail), whatever their case."""
+attempt's detail), whatever their case.
+
+Another app that quotes those rows registers its own part (`erasure_part_register`, from its
+`AppConfig.ready`): the incidents side's, whose evidence quotes a failure's answer. The caller runs the parts
+(`erasure_parts_run`) in the same transaction; the outbox imports no app for it."""
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import re2
 from django.db import transaction
@@ -104,6 +108,22 @@ class Eraser:
         return number and (personal or str(value) in self.values)
 
 
+# Another app's part: given the erasure (its workspace) and the eraser, it erases the values from its rows.
+ErasurePart = Callable[[Erasure, Eraser], None]
+_parts: list[ErasurePart] = []
+
+
+def erasure_part_register(part: ErasurePart) -> None:
+    """Run `part` in every erasure, after the handoffs' (once, however often registered)."""
+    if part not in _parts:
+        _parts.append(part)
+
+
+def erasure_parts_run(*, erasure: Erasure, eraser: Eraser) -> None:
+    for part in _parts:
+        part(erasure, eraser)
+
+
 def handoffs_refusing_erasure(source_ids: Iterable[int], workflows: Iterable[str]) -> list[str]:
     """The action keys of the requests' handoffs that may still be sent (pending or in flight). A source id
     names a request revision only within its request's workflows (a notification's names its incident)."""
@@ -148,10 +168,10 @@ def handoffs_erase(
             _erase_handoff(handoff, erasure, eraser)
             counts["handoffs"] += 1
         hot = [h.pk for h in handoffs]
-        counts["attempts"] = _erase_text(
+        counts["attempts"] = text_fields_erase(
             Attempt.objects.using(DB).filter(handoff_id__in=hot), eraser, {"detail": None}
         )
-        counts["handoff_events"] = _erase_text(
+        counts["handoff_events"] = text_fields_erase(
             HandoffEvent.objects.using(DB).filter(handoff_id__in=hot), eraser, {"reason": None}
         )
         counts["status_events"] = _erase_status_events(handoffs, eraser)
@@ -205,7 +225,7 @@ def _erase_handoff(handoff: Handoff, erasure: Erasure, eraser: Eraser) -> None:
     )
 
 
-def _erase_text(rows: QuerySet, eraser: Eraser, widths: dict[str, int | None]) -> int:
+def text_fields_erase(rows: QuerySet, eraser: Eraser, widths: dict[str, int | None]) -> int:
     """The subject's values erased from these text fields of the rows (each cut to its width, None: as
     long as it is); how many rows changed."""
     changed = 0
@@ -226,7 +246,7 @@ def _erase_status_events(handoffs: list[Handoff], eraser: Eraser) -> int:
         action_key__in=[h.action_key for h in handoffs]
     )
     events = StatusEvent.objects.using(DB).filter(about)
-    return _erase_text(events, eraser, {"task_id": 120, "status": 16})
+    return text_fields_erase(events, eraser, {"task_id": 120, "status": 16})
 
 
 def _erase_case_holds(handoffs: list[Handoff], eraser: Eraser) -> int:
@@ -239,7 +259,7 @@ def _erase_case_holds(handoffs: list[Handoff], eraser: Eraser) -> int:
         | Q(instance_key__in=[h.instance_key for h in handoffs if h.instance_key])
     )
     holds = CaseHold.objects.using(DB).filter(about)
-    return _erase_text(holds, eraser, {"reason": 200, "end_reason": 200})
+    return text_fields_erase(holds, eraser, {"reason": 200, "end_reason": 200})
 
 
 def _erase_archived(

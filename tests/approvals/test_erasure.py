@@ -19,6 +19,8 @@ from approvals.services.erasure import ErasureRefused, subject_erase, subject_na
 from approvals.services.rule_versions import rule_version_publish
 from delivery import services as receiver
 from delivery.models import ReceiverTask
+from incidents.models import Incident, IncidentEvent
+from incidents.services.incidents import incidents_sync
 from outbox.clock import db_time
 from outbox.destinations import InProcessDestination
 from outbox.dispatch.dispatcher import drain, handoff_deliver
@@ -440,3 +442,32 @@ def test_an_operators_hold_of_the_subjects_case_loses_the_subject_from_its_reaso
     text = page.content.decode().lower()
     assert "personal data erased on" in text and "is held by olga" in text
     assert email not in text
+
+
+def test_an_incident_of_the_subjects_failure_loses_the_subject_from_its_evidence(world, eraser):
+    """An erasure met an incident: the handoff's last error was erased, but the incident opened from it
+    kept the receiver's answer quoting the subject's name as its first and latest evidence (what its page and
+    its alerts say), and its timeline kept a person's note naming them; only e-mail addresses were masked."""
+    handoff = approve(world)
+    Handoff.objects.filter(pk=handoff.pk).update(
+        state=S.NEEDS_ATTENTION,
+        attempts=1,
+        attention_since=db_time(),
+        failure_class="permanent",
+        reason_code="rejected",
+        last_error=f"422: a client named {NAME} exists already",
+    )
+    incidents_sync()
+    [incident] = Incident.objects.all()
+    assert NAME in incident.evidence_first and NAME in incident.evidence_last
+    IncidentEvent.objects.create(
+        incident=incident, action="acknowledged", actor_label="olga", note=f"calling {NAME.upper()}"
+    )
+    subject_erase(subject=subject_named(email=EMAIL), reason="ticket 4711", actor=eraser)
+    incident.refresh_from_db()
+    for text in (incident.evidence_first, incident.evidence_last, incident.title):
+        assert NAME not in text and NAME.lower() not in text.lower()
+    assert f"a client named {ERASED} exists" in incident.evidence_last
+    notes = IncidentEvent.objects.filter(incident=incident).values_list("note", flat=True)
+    assert not [note for note in notes if NAME.lower() in note.lower()]
+    assert f"calling {ERASED}" in notes
