@@ -1,8 +1,10 @@
 """`manage.py audit_export --workspace 7 --from 2026-12-01 [--until 2026-12-02] --format csv|jsonl --as olga`
 
 The same export as the console's Audit export page, with the same permissions (acting as the named user)
-and the same audit record of the export. Writes to stdout, or to `--output FILE`."""
+and the same audit record of the export. Writes to stdout, or to `--output FILE`: a file that cannot be
+written is refused before the export, so that no export is recorded that nobody received."""
 
+import os
 from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
@@ -29,6 +31,8 @@ class Command(BaseCommand):
         user = active_user_named(options["username"])
         if user is None:
             raise CommandError(f"no active user {options['username']!r}")
+        if options["output"] and (problem := _unwritable(options["output"])):
+            raise CommandError(f"--output: cannot write {options['output']}: {problem}")
         try:
             start, end = parse_period(options["since"], options["until"])
             result = audit_export(
@@ -54,6 +58,17 @@ class Command(BaseCommand):
             f"{len(result.records)} events of workspace {options['workspace']} exported "
             f"(audit export {result.export.pk})"
         )
+
+
+def _unwritable(path: Path) -> str:
+    """Why `path` cannot be written as the export's file; "" when it can."""
+    if path.is_dir():
+        return "it is a folder"
+    if not path.parent.is_dir():
+        return "its folder does not exist"
+    if not os.access(path if path.exists() else path.parent, os.W_OK):
+        return "permission denied"
+    return ""
 
 
 def _refusal(exc: Exception) -> str:

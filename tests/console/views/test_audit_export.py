@@ -251,6 +251,20 @@ def test_the_command_exports_as_the_named_user_and_is_recorded(day, tmp_path):
     assert AuditExport.objects.get().channel == "command"
 
 
+def test_the_command_records_no_export_it_could_not_write(day, tmp_path):
+    """An --output the command cannot write (a folder that does not exist) ended in a traceback after the
+    export was recorded: the audit said the trail left the console when nothing was written. It is refused
+    first now, with the reason, and nothing is recorded."""
+    since = day["period"]["since"]
+    nowhere = tmp_path / "no-such-folder" / "audit.csv"
+    with pytest.raises(CommandError, match="--output: cannot write"):
+        call_command(
+            "audit_export", "--workspace=7", f"--from={since}", "--as=olga", f"--output={nowhere}"
+        )
+    assert not AuditExport.objects.exists()
+    assert not nowhere.exists()
+
+
 def test_the_command_refuses_as_the_console_does(day):
     since = day["period"]["since"]
     with pytest.raises(CommandError, match="no such workspace among yours"):
