@@ -6,7 +6,8 @@ this pass or the next) finds the same live incident:
   `destination:<name>:<why>`; members: the handoffs the pause holds (waiting, or refused for the pause's
   reason), never those that need a person for another reason; it lasts as long as the pause;
 - a destination whose queue (what a dispatcher would claim: not a held case, nor a step behind its
-  ordering key) grows older or deeper while nothing fails: `backlog:<name>`; it lasts as long as the
+  ordering key) grows older or deeper while nothing fails: `backlog:<name>` (older counted from the end of
+  an operator's pause or window, or a Retry-After wait, if later than the due time); it lasts as long as the
   backlog;
 - handoffs that need a person for the same reason: `failures:<destination>:<class>:<reason>:<rule version>:
   <workflow>:<step>`; a step marked high-impact in its rule version pages on its first failure;
@@ -29,7 +30,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db.models import Count, Exists, Min, OuterRef, Q
+from django.db.models import Count, Exists, Max, Min, OuterRef, Q
 
 from approvals.models import RuleVersion, TriggerOutcome, TriggerRecord
 from incidents.channels.delivery import CHANNEL_DESTINATION_PREFIX
@@ -40,6 +41,7 @@ from outbox.destinations.registry import row_config, secret_sources
 from outbox.models import (
     DestinationConfig,
     DestinationHealth,
+    DestinationHold,
     FailureClass,
     Handoff,
     HandoffState,
@@ -191,19 +193,36 @@ def _backlog_depths() -> dict[str, tuple[int, datetime, int]]:
     return {name: (n, oldest, late) for name, n, oldest, late in rows}
 
 
+def _intended_hold_end(name: str, *, after: datetime, now: datetime) -> datetime | None:
+    """The latest end, later than `after`, of an intended hold of the destination (`INTENDED_KINDS`: an
+    operator's pause or window, a Retry-After wait; not the breaker's, whose backlog is the failure's, paged as
+    the pause); None if none. Asked only for a destination whose oldest due handoff is already past the age
+    limit, so a sweep with no backlog reads no hold."""
+    holds = DestinationHold.objects.using(DB).filter(destination=name)
+    return holds.intended_ended_after(after, now=now).aggregate(last=Max("end"))["last"]
+
+
 def backlog_causes(*, now: datetime) -> list[Cause]:
     """Destinations whose due handoffs wait too long or pile up while nothing fails (no pause, no hold): a
-    dispatcher that is down, a limit set too low. Lasts as long as the backlog."""
+    dispatcher that is down, a limit set too low. Lasts as long as the backlog. The age is counted from the
+    later of the oldest due time and the end of the destination's last intended hold (`INTENDED_KINDS`): a
+    destination catching up after its operator's pause or window is not falling behind until the catching
+    up itself takes longer than the age limit."""
     causes = []
     age_limit = timedelta(seconds=settings.ALERT_BACKLOG_AGE_SECONDS)
     for name, (count, oldest, late) in sorted(_backlog_depths().items()):
-        age = now - oldest
+        since, held_until = oldest, None
+        if now - oldest >= age_limit:
+            held_until = _intended_hold_end(name, after=oldest, now=now)
+            since = held_until or oldest
+        age = now - since
         if age < age_limit and count < settings.ALERT_BACKLOG_DEPTH and not late:
             continue
         waiting = _due_waiting().filter(destination=name)
         evidence = (
-            f"{count} handoff(s) due and waiting, the oldest due since {oldest:%Y-%m-%d %H:%M:%S} "
-            f"UTC ({int(age.total_seconds())} s), {late} past their SLA, while no call fails"
+            f"{count} handoff(s) due and waiting, the oldest due since {oldest:%Y-%m-%d %H:%M:%S} UTC"
+            + (f", held until {held_until:%Y-%m-%d %H:%M:%S} UTC" if held_until else "")
+            + f" ({int(age.total_seconds())} s), {late} past their SLA, while no call fails"
         )
         causes.append(
             Cause(
@@ -215,7 +234,7 @@ def backlog_causes(*, now: datetime) -> list[Cause]:
                 {
                     "destination": name,
                     "failure_class": "backlog",
-                    "since": oldest,
+                    "since": since,
                     "evidence": evidence,
                 },
             )

@@ -8,6 +8,7 @@ database's clock, in the same query that reads the destination's limits (`Destin
 the partial index on the holds not ended."""
 
 from django.db import models
+from django.db.models.functions import Coalesce, Least
 
 from outbox.clock import DbClockDateTimeField, db_now
 
@@ -27,6 +28,16 @@ OPERATOR_KINDS = frozenset({HoldKind.OPERATOR_PAUSE, HoldKind.WINDOW})
 # The breaker's holds: each ends when a probe succeeds (`until_probe`), or for an unservable destination
 # when a dispatcher can serve it; the breaker's row (`DestinationHealth`) schedules the probes.
 BREAKER_KINDS = frozenset({HoldKind.BREAKER, HoldKind.CREDENTIAL, HoldKind.UNSERVABLE})
+# The holds a destination is meant to wait through: an operator's pause or maintenance window, and the wait its
+# own Retry-After asked for. What fell due during one is behind only from its end (the backlog alert,
+# `incidents/causes.py`). The breaker's holds are no one's intent: a backlog behind them is the failure's.
+INTENDED_KINDS = (HoldKind.OPERATOR_PAUSE, HoldKind.WINDOW, HoldKind.RETRY_AFTER)
+
+
+def hold_end():
+    """When a hold stopped holding: its early end or its own end, whichever came first; null while it has
+    neither (a pause until resumed). Coalesced because LEAST is null on SQLite if either is."""
+    return Coalesce(Least("ended_at", "ends_at"), "ended_at", "ends_at")
 
 
 class DestinationHoldQuerySet(models.QuerySet):
@@ -57,6 +68,16 @@ class DestinationHoldQuerySet(models.QuerySet):
 
     def by_operators(self):
         return self.filter(kind__in=OPERATOR_KINDS)
+
+    def intended_ended_after(self, after, *, now):
+        """The intended holds (`INTENDED_KINDS`) that began by `now` and held past `after` (annotated `end`,
+        `hold_end()`); read by the index of their ends (`dest_hold_intended_end_idx`)."""
+        return (
+            self.filter(kind__in=INTENDED_KINDS, starts_at__lte=now)
+            .annotate(end=hold_end())
+            .filter(end__gt=after)
+            .filter(end__gt=models.F("starts_at"))
+        )
 
 
 class DestinationHold(models.Model):
@@ -94,7 +115,14 @@ class DestinationHold(models.Model):
                 fields=["destination", "starts_at"],
                 condition=models.Q(ended_at__isnull=True),
                 name="destination_hold_open_idx",
-            )
+            ),
+            # The latest end of a destination's intended holds after a time (the backlog alert's age).
+            models.Index(
+                models.F("destination"),
+                hold_end(),
+                condition=models.Q(kind__in=INTENDED_KINDS),
+                name="dest_hold_intended_end_idx",
+            ),
         ]
 
     def __str__(self) -> str:
