@@ -59,7 +59,7 @@ def git(*args: str) -> str:
 
 # The release before this work: the commit stop 52 landed with (CI passed). Its schema ends at outbox 0035,
 # approvals 0017, reconciliation 0013, delivery 0005, incidents 0003; every migration after those is deployed over
-# it here (reconciliation 0014, data only: the manual-interventions count the earlier rule kept).
+# it here (outbox 0036, an index on the holds; reconciliation 0014, data only: the earlier rule's count).
 PREVIOUS_RELEASE = "6d326e0fbc99b686c3f6240a3f65f32c7895db20"
 
 
