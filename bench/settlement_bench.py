@@ -26,6 +26,7 @@ import resource
 import statistics
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from datetime import UTC, datetime
@@ -118,20 +119,89 @@ def tree_cpu(root: int) -> float:
     return total
 
 
-def database_cpu(database: str) -> float:
-    """The CPU of PostgreSQL's live backends on `database` (each names it in its process title)."""
-    total = 0.0
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
+class DatabaseCpu:
+    """The CPU of PostgreSQL's processes on a database, every one that lived since it was first asked about:
+    its backends (`postgres: <user> <db> <host> <activity>`) and its autovacuum workers (`postgres: autovacuum
+    worker <db>`, the name last). A thread reads /proc every `every` seconds and keeps the last CPU seen of
+    each process (by pid and start time), so a process that ends between two readings is not subtracted and
+    one that starts and ends between them is counted, from its start, up to its last sight (the CPU of its
+    last `every` seconds can be missed)."""
+
+    def __init__(self, every: float = 0.25):
+        self.every = every
+        self.lock = threading.Lock()
+        self.databases: set[str] = set()
+        # pid: (start, its database or None); (pid, start): (database, last CPU seen)
+        self.titles: dict[int, tuple[int, str | None]] = {}
+        self.seen: dict[tuple[int, int], tuple[str, float]] = {}
+        self.thread: threading.Thread | None = None
+
+    def total(self, database: str) -> float:
+        """CPU seconds of every process on `database` seen so far (the live ones read now)."""
+        with self.lock:
+            if database not in self.databases:
+                self.databases.add(database)
+                self.titles = {pid: known for pid, known in self.titles.items() if known[1]}
+            self.sample()
+            if self.thread is None:
+                self.thread = threading.Thread(target=self.run, daemon=True, name="database-cpu")
+                self.thread.start()
+            return sum(cpu for name, cpu in self.seen.values() if name == database)
+
+    def run(self) -> None:
+        while True:
+            time.sleep(self.every)
+            with self.lock:
+                self.sample()
+
+    def sample(self) -> None:
+        pids = {int(name) for name in os.listdir("/proc") if name.isdigit()}
+        self.titles = {pid: known for pid, known in self.titles.items() if pid in pids}
+        for pid in pids:
+            known = self.titles.get(pid)
+            if known is None or known[1] is not None:  # new, or one of ours
+                self.read(pid, known)
+
+    def read(self, pid: int, known: tuple[int, str | None] | None) -> None:
+        """A process's CPU, if on a database asked about (its title read once; again if its pid is reused)."""
+        stat = read_stat(pid)
+        if stat is None:
+            return
+        start, cpu = stat
+        if known is None or known[0] != start:
+            known = self.titles[pid] = (start, self.database_of(pid))
+        if known[1] is not None:
+            self.seen[(pid, start)] = (known[1], cpu)
+
+    def database_of(self, pid: int) -> str | None:
+        """The database a PostgreSQL process's title names, among those asked about; None for any other."""
         try:
-            with open(f"/proc/{name}/cmdline", "rb") as cmdline:
-                title = cmdline.read().decode(errors="replace")
+            with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
+                title = cmdline.read().split(b"\0", 1)[0].decode(errors="replace").strip()
         except (FileNotFoundError, ProcessLookupError):
-            continue
-        if title.startswith("postgres: ") and f" {database} " in title:
-            total += cpu_seconds(int(name))
-    return total
+            return None
+        if not title.startswith("postgres: "):
+            return None
+        return next((name for name in self.databases if f" {name} " in f"{title} "), None)
+
+
+def read_stat(pid: int) -> tuple[int, float] | None:
+    """A process's start time (clock ticks since boot) and its CPU (as `cpu_seconds`); None once it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    return int(fields[19]), sum(int(value) for value in fields[11:15]) / TICKS
+
+
+DATABASES = DatabaseCpu()
+
+
+def database_cpu(database: str) -> float:
+    """CPU seconds so far of PostgreSQL's processes on `database`, counting the ended ones (`DatabaseCpu`): the
+    difference of two readings is what they took between them."""
+    return DATABASES.total(database)
 
 
 def receiver_cpu(bench: Bench) -> float:
