@@ -174,6 +174,7 @@ def run(
     retention = in_its_batches(bench, tag, duty_cycle) if with_retention else None
     archived_before = bench.scalar("SELECT count(*) FROM outbox_archivedhandoff")
     retention_before = retention_cpu(bench, retention)
+    receiver_before = tree_cpu(bench.receiver.pid)
     machine_before = run_cpu(bench, running, retention)
     with bench.sql() as conn:
         conn.execute(insert_handoffs_sql(1, handoffs))
@@ -186,6 +187,7 @@ def run(
     )
     archived = bench.scalar("SELECT count(*) FROM outbox_archivedhandoff") - archived_before
     retention_seconds = retention_cpu(bench, retention) - retention_before
+    receiver = tree_cpu(bench.receiver.pid) - receiver_before
     machine = run_cpu(bench, running, retention) - machine_before
     if retention is not None:
         if retention.poll() is None:
@@ -204,6 +206,9 @@ def run(
         "per_second": round(handoffs / span, 1) if span else 0.0,
         "archived_during": archived,
         "cpu_ms_per_handoff": round(1000 * machine / handoffs, 3),
+        # The receiver's processes (gunicorn's) in cores over the span: near 1 it is the saturated stage, and
+        # its CPU per handoff is its cores over the rate, the run's length rather than its work.
+        "receiver_cores": round(receiver / span, 2) if span else None,
         **retention_figures(archived, span, retention_seconds, with_retention=with_retention),
     }
     print(result, flush=True)

@@ -45,6 +45,36 @@ def _by_cpu(report: dict) -> list[str]:
     ]
 
 
+def _cores(cores: float | None) -> str:
+    """The receiver's cores over a run's span; a report from before the bench read them has none."""
+    return f"{cores:.2f}" if cores else "not measured"
+
+
+def _receiver(report: dict) -> list[str]:
+    """The receiver's cores over the runs' spans, and what they make of the CPU per handoff beside them."""
+    cores = sorted(
+        run["receiver_cores"]
+        for pair in report["pairs"]
+        for run in (pair["without"], pair["with"])
+        if run.get("receiver_cores")
+    )
+    if not cores:
+        return []
+    saturated = cores[0] >= 0.9
+    return [
+        f"The receiver's processes (gunicorn's) took {cores[0]:.2f}-{cores[-1]:.2f} of a core over the runs' "
+        "spans"
+        + (
+            ", every run: it is the saturated stage in this section, so its CPU is its cores times the run's "
+            "length and the CPU per handoff above follows the rate, not the work a handoff costs; read the "
+            "rates' ratio, not the CPU's, here."
+            if saturated
+            else "; the CPU per handoff above counts its share."
+        ),
+        "",
+    ]
+
+
 def _alone(report: dict) -> str:
     """Retention's own pace with nothing delivered beside it, and what it means a day, when measured."""
     rate = report.get("retention_alone_rows_per_second")
@@ -94,8 +124,8 @@ def section(report: dict, command: str) -> list[str]:
         "```",
         "",
         "| pair | without: handoffs/s | with: handoffs/s | with / without | retention rows/s | "
-        "retention CPU ms/row | CPU ms a handoff, without / with |",
-        "| --- | --- | --- | --- | --- | --- | --- |",
+        "retention CPU ms/row | CPU ms a handoff, without / with | receiver cores, without / with |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for n, pair in enumerate(report["pairs"], 1):
         lines.append(
@@ -103,7 +133,9 @@ def section(report: dict, command: str) -> list[str]:
             f"{pair['ratio']:.2f}{pair_marks(pair)} | {pair['with']['retention_rows_per_second']:,.0f} | "
             f"{_cpu(pair['with'].get('retention_cpu_ms_per_row'))} | "
             f"{_cpu(pair['without'].get('cpu_ms_per_handoff'))} / "
-            f"{_cpu(pair['with'].get('cpu_ms_per_handoff'))} |"
+            f"{_cpu(pair['with'].get('cpu_ms_per_handoff'))} | "
+            f"{_cores(pair['without'].get('receiver_cores'))} / "
+            f"{_cores(pair['with'].get('receiver_cores'))} |"
         )
     lines += [
         "",
@@ -113,6 +145,7 @@ def section(report: dict, command: str) -> list[str]:
         f"{_cpu(report.get('retention_cpu_ms_per_row'))} ms of CPU a row.",
         "",
         *_by_cpu(report),
+        *_receiver(report),
         *_pace(report),
         *WHERE_A_ROW_GOES,
     ]

@@ -97,8 +97,14 @@ def test_the_report_states_the_cpu_figures_and_says_so_when_not_measured():
 
     lines = section(report, "")
 
-    assert "| 1 | 400 | 380 | 0.95 | 450 | 0.142 | 2.000 / 2.100 |" in lines
-    assert "| 2 | 400 | 380 | 0.95 | 450 | not measured | not measured / not measured |" in lines
+    assert (
+        "| 1 | 400 | 380 | 0.95 | 450 | 0.142 | 2.000 / 2.100 | not measured / not measured |"
+        in lines
+    )
+    assert (
+        "| 2 | 400 | 380 | 0.95 | 450 | not measured | not measured / not measured | "
+        "not measured / not measured |" in lines
+    )
     assert any("at 0.142 ms of CPU a row" in line for line in lines)
     assert any(
         "By CPU per delivered handoff" in line and ": 0.95, the ratio" in line for line in lines
