@@ -6,10 +6,17 @@ from django.utils import timezone
 
 from delivery.models import ReceiverTask
 from delivery.services import task_create_idempotent
+from outbox.clock import db_now_plus, db_time
 from outbox.destinations import InProcessDestination
 from outbox.dispatch.dispatcher import handoff_deliver
-from outbox.models import Handoff
+from outbox.models import CaseHold, Handoff
 from outbox.services import handoff_acknowledge, handoff_assign
+from outbox.services.case_holds import case_hold, case_holds_expire
+from outbox.services.status_events import (
+    STATUS_CHANGED,
+    ReceiverStatement,
+    handoff_record_status_event,
+)
 from reconciliation.services.runs import reconciliation_run
 from tests.builders import deliver, record
 from tests.factories import ONBOARDING_PAYLOAD
@@ -93,3 +100,32 @@ HEALTH_7 = {
     "ack_worst_seconds": 300.0,
     "unacknowledged": 1,
 }
+
+
+def events_of_no_person_and_of_one(world) -> Handoff:
+    """A receiver's status event and a sweep's end of a hold (actions, no person), and olga's hold: the handoff
+    she held."""
+    delivered = deliver(record(42))
+    handoff_record_status_event(
+        destination="receiver",
+        webhook_id="evt_1",
+        statement=ReceiverStatement(
+            kind=STATUS_CHANGED,
+            action_key=delivered.action_key,
+            task_id=delivered.destination_id,
+            status="done",
+            sequence=1,
+            occurred_at=db_time(),
+        ),
+    )
+    held = record(43)
+    hold = case_hold(
+        handoff_id=held.pk,
+        actor=world["olga"],
+        reason="calling ACME",
+        until=db_time() + timedelta(hours=1),
+        whole_case=False,
+    )
+    CaseHold.objects.filter(pk=hold.pk).update(ends_at=db_now_plus(-1))
+    assert case_holds_expire() == 1
+    return held

@@ -3,24 +3,16 @@ events' actor set to null) leaves the interventions rule with their events, and 
 counter to a person's rule left out what the earlier rule counted (a receiver's status events, a sweep's end of
 a hold). What leaves is carried into an archived total first, so the counter keeps its value."""
 
-from datetime import timedelta
-
 import pytest
 
-from outbox.clock import db_now_plus, db_time
 from outbox.dispatch.dispatcher import handoff_deliver
 from outbox.failures import DeliveryResult, FailureClass
-from outbox.models import CaseHold, HandoffEvent
+from outbox.models import HandoffEvent
 from outbox.services import handoff_retry
-from outbox.services.case_holds import case_hold, case_holds_expire
-from outbox.services.status_events import (
-    STATUS_CHANGED,
-    ReceiverStatement,
-    handoff_record_status_event,
-)
-from tests.builders import deliver, record
+from tests.builders import record
 from tests.migrations import latest, migrate
 from tests.outbox.scripted_destination import ScriptedDestination
+from tests.reconciliation.health_world import events_of_no_person_and_of_one
 from tests.reconciliation.test_metrics import labels, scrape
 
 COUNTER = ("handoff_manual_interventions_total", labels(workflow="onboarding", workspace="7"))
@@ -42,36 +34,9 @@ def test_deleting_a_user_who_acted_keeps_the_interventions_counter(client, world
     assert scrape(client)[COUNTER] == 1
 
 
-def _events_of_no_person_and_of_one(world) -> None:
-    """A receiver's status event and a sweep's end of a hold (actions, no person), and olga's hold."""
-    delivered = deliver(record(42))
-    handoff_record_status_event(
-        destination="receiver",
-        webhook_id="evt_1",
-        statement=ReceiverStatement(
-            kind=STATUS_CHANGED,
-            action_key=delivered.action_key,
-            task_id=delivered.destination_id,
-            status="done",
-            sequence=1,
-            occurred_at=db_time(),
-        ),
-    )
-    held = record(43)
-    hold = case_hold(
-        handoff_id=held.pk,
-        actor=world["olga"],
-        reason="calling ACME",
-        until=db_time() + timedelta(hours=1),
-        whole_case=False,
-    )
-    CaseHold.objects.filter(pk=hold.pk).update(ends_at=db_now_plus(-1))
-    assert case_holds_expire() == 1
-
-
 @pytest.mark.django_db(databases=["default", "delivery"], transaction=True)
 def test_the_deploy_to_the_persons_rule_keeps_what_the_earlier_rule_counted(client, world):
-    _events_of_no_person_and_of_one(world)
+    events_of_no_person_and_of_one(world)
     # The earlier rule: every event with an action (receiver_event, hold, resume).
     assert HandoffEvent.objects.exclude(action="").count() == 3
     migrate([("reconciliation", "0013_incidents_move_to_their_app")])

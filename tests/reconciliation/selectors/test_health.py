@@ -8,20 +8,12 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
-from outbox.clock import db_now_plus, db_time
-from outbox.models import Attempt, AttemptOutcome, CaseHold, Handoff, HandoffEvent, HandoffState
-from outbox.services.case_holds import case_hold, case_holds_expire
-from outbox.services.status_events import (
-    STATUS_CHANGED,
-    ReceiverStatement,
-    handoff_record_status_event,
-)
+from outbox.models import Attempt, AttemptOutcome, Handoff, HandoffEvent, HandoffState
 from reconciliation import selectors
 from reconciliation.charts import bar_chart
 from reconciliation.selectors.health import health_summary
-from tests.builders import deliver, record
 from tests.factories import HandoffFactory
-from tests.reconciliation.health_world import HEALTH_7
+from tests.reconciliation.health_world import HEALTH_7, events_of_no_person_and_of_one
 
 pytestmark = pytest.mark.django_db(databases=["default", "delivery"])
 S = HandoffState
@@ -249,29 +241,7 @@ def test_manual_interventions_are_a_persons_actions_not_a_receivers_or_a_sweeps(
     """Fails on the rule that counted every event with an action: a receiver's status event (action
     `receiver_event`) and the sweep's end of a hold whose end passed (action `resume`, by no one) were
     counted on Health, its drill-down and /metrics as operators' actions."""
-    delivered = deliver(record(42))
-    handoff_record_status_event(
-        destination="receiver",
-        webhook_id="evt_1",
-        statement=ReceiverStatement(
-            kind=STATUS_CHANGED,
-            action_key=delivered.action_key,
-            task_id=delivered.destination_id,
-            status="done",
-            sequence=1,
-            occurred_at=db_time(),
-        ),
-    )
-    held = record(43)
-    hold = case_hold(
-        handoff_id=held.pk,
-        actor=world["olga"],
-        reason="calling ACME",
-        until=db_time() + timedelta(hours=1),
-        whole_case=False,
-    )
-    CaseHold.objects.filter(pk=hold.pk).update(ends_at=db_now_plus(-1))
-    assert case_holds_expire() == 1
+    held = events_of_no_person_and_of_one(world)
     actions = set(HandoffEvent.objects.exclude(action="").values_list("action", flat=True))
     assert actions == {"receiver_event", "hold", "resume"}
 
