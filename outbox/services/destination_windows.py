@@ -45,8 +45,10 @@ def _checked_reason(reason: str) -> str:
     return reason.strip()[:REASON_MAX]
 
 
-def _checked_destination(name: str) -> None:
-    """A destination the console knows: a row, enabled or not, or the seed's name."""
+def destination_known(name: str) -> None:
+    """A destination the console knows: a row, enabled or not, or the seed's name; any other name is
+    refused (`InvalidWindow`), as its page is a 404. Pause, window and `manage.py destinations holds` ask
+    here."""
     if name != default_destination_name() and not (
         DestinationConfig.objects.using(DB).filter(name=name).exists()
     ):
@@ -77,7 +79,7 @@ def destination_pause_by_operator(
     """Pause the destination from now, until an operator resumes it or for `for_seconds`: a hold of its
     own, beside any other."""
     reason = _checked_reason(reason)
-    _checked_destination(name)
+    destination_known(name)
     if for_seconds is not None and for_seconds <= 0:
         raise InvalidWindow("a pause must last a positive number of seconds")
     if for_seconds is not None and for_seconds > MAX_PAUSE_MINUTES * 60:
@@ -118,7 +120,7 @@ def destination_schedule_window(
     """Schedule a maintenance window: a hold of its own, beside a pause or another window (it ends
     neither, and neither ends it)."""
     reason = _checked_reason(reason)
-    _checked_destination(name)
+    destination_known(name)
     if ends_at <= starts_at:
         raise InvalidWindow("a window must end after it starts")
     with transaction.atomic(using=DB):

@@ -57,6 +57,7 @@ from outbox.services.destination_configs import DestinationsRefused, destination
 from outbox.services.destination_probes import ProbeRefused, destination_probe
 from outbox.services.destination_windows import (
     InvalidWindow,
+    destination_known,
     destination_pause_by_operator,
     destination_resume_by_operator,
     destination_schedule_window,
@@ -185,6 +186,8 @@ class Command(BaseCommand):
             self.stdout.write(f"note  {line}")
 
     def _holds(self, *, name: str, **_options):
+        with _refusals():
+            destination_known(name)  # a typo is refused as the page's 404, never "no hold live"
         holds = destination_holds_now(name)
         for line in holds.live:
             self.stdout.write(f"held  {_number(line)}{line.words}")

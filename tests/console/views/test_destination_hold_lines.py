@@ -152,6 +152,9 @@ def test_the_cli_refuses_a_hold_on_a_destination_the_page_does_not_know(world):
             *("--reason", "database maintenance"),
             stdout=StringIO(),
         )
+    assert olga.get("/destinations/crn/").status_code == 404
+    with pytest.raises(CommandError, match="nothing changed: no destination named 'crn'"):
+        call_command("destinations", "holds", "crn", stdout=StringIO())  # said "crn: no hold live"
     page = olga.post("/destinations/crm/pause", {"reason": "x", "minutes": "525601"})
     assert page.status_code == 422
     assert b"minutes must be a whole number from 1 to 525600" in page.content
