@@ -11,6 +11,7 @@ evidence and its timeline.
 """
 
 from dataclasses import dataclass, field
+from datetime import timedelta
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
@@ -41,7 +42,7 @@ from incidents.models import (
 from incidents.services.notifications import incident_notify, incident_queue_notice
 from lib.databases import DB
 from outbox.clock import DbNow, db_time
-from outbox.models import OPEN_STATES, Handoff
+from outbox.models import OPEN_STATES, CaseHold, Handoff
 from outbox.redaction import redact_text
 from reconciliation.models import Finding, SecurityEvent
 
@@ -374,11 +375,34 @@ def notification_send_check(action_key: str) -> str:
         return ""
     if incident_cause_holds(notification.incident_id):
         return ""
+    why = _held_by_owner(notification.incident_id) or "the cause had ended before it went out"
     IncidentEvent.objects.using(DB).create(
         incident_id=notification.incident_id,
         action="page_withdrawn",
         actor_label="notification sender",
-        note=f"{notification.message_id} to {notification.channel.name}: the cause had ended "
-        "before it went out, nothing was sent",
+        note=f"{notification.message_id} to {notification.channel.name}: {why}, nothing was sent",
     )
-    return "the cause had ended before it went out"
+    return why
+
+
+def _held_by_owner(incident_id: int) -> str:
+    """Why a page is withdrawn when its open members are held by their owners (`held_by_its_owner`): who
+    holds them and until when they are quiet (the hold's end, or `ALERT_HOLD_QUIET_HOURS` from its start,
+    whichever is first). "": no member so held, the cause has ended."""
+    members = IncidentMember.objects.using(DB).filter(
+        incident_id=incident_id, settled_at__isnull=True
+    )
+    holds = CaseHold.objects.using(DB).filter(
+        pk__in=Handoff.objects.using(DB)
+        .filter(held_by_its_owner(), pk__in=members.values("handoff_id"))
+        .values("case_hold_id")
+    )
+    quiet = timedelta(hours=settings.ALERT_HOLD_QUIET_HOURS)
+    owners = sorted(
+        {
+            f"{hold.set_by} until "
+            f"{min(filter(None, (hold.ends_at, hold.created_at + quiet))):%Y-%m-%d %H:%M} UTC"
+            for hold in holds
+        }
+    )
+    return f"the failure is held by its owner ({', '.join(owners)})" if owners else ""

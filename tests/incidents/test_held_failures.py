@@ -7,7 +7,9 @@ from datetime import timedelta
 
 import pytest
 
+from incidents.channels.delivery import notifications_deliver_now
 from incidents.models import EscalationPolicy, Incident
+from incidents.sweep import alerts_send_due as alerts_sweep
 from outbox.models import CaseHold
 from outbox.services.case_holds import case_hold
 from tests.incidents.alert_receiver import AlertReceiver
@@ -67,3 +69,23 @@ def test_a_held_failure_does_not_page_or_escalate_until_its_hold_has_lasted_too_
         assert len(triggers_of(receiver)) > told
         incident.refresh_from_db()
         assert set(incident.members.values_list("handoff_id", flat=True)) == {quiet.pk, paged.pk}
+
+
+def test_a_page_due_while_its_failure_is_held_is_withdrawn_saying_who_holds_it_until_when(world):
+    """A page queued, then its failure held before it went out: it was withdrawn as "the cause had ended
+    before it went out", which was not true; the timeline and the withdrawal say who holds it, until when."""
+    with AlertReceiver() as receiver:
+        webhook_channel(receiver)
+        held = fail(1402)
+        alerts_sweep()  # the page is queued, not yet sent
+        _hold(world, held)
+        notifications_deliver_now()
+        assert triggers_of(receiver) == []
+        [incident] = Incident.objects.all()
+        [withdrawn] = incident.events.filter(action="page_withdrawn")
+        hold = CaseHold.objects.get()
+        until = hold.created_at + timedelta(hours=8)
+        assert f"the failure is held by its owner (olga until {until:%Y-%m-%d %H:%M} UTC)" in (
+            withdrawn.note
+        )
+        assert "the cause had ended" not in withdrawn.note
