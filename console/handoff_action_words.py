@@ -84,6 +84,13 @@ def acknowledge(actor, handoff: Handoff, *, reason: str) -> dict:
     return {"level": "success", "text": f"Acknowledged by {actor.get_username()}."}
 
 
+# What a hold covers unless the operator asks for more, on the handoff page's form (the box unticked) and
+# for `manage.py handoffs hold` (no --whole-case) alike: only the step the operator looked at. Holding its
+# whole workflow instance stops steps the operator has not seen; holding too little is seen at once and
+# widened with a second hold, while holding too much silently delays other steps' sends.
+HOLD_WHOLE_CASE_BY_DEFAULT = False
+
+
 def hold(actor, handoff: Handoff, *, reason: str, until, whole_case: bool) -> dict:
     """Hold the handoff, or its whole workflow instance, until `until` or until resumed."""
     held = case_hold(

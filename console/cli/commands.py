@@ -10,6 +10,7 @@ from console.cli.bulk import handoffs_bulk
 from console.cli.frame import acting_user, require_operator, run_action, visible_handoff
 from console.cli.reading import handoff_list, handoff_show
 from console.filters import HandoffFilter
+from console.handoff_action_words import HOLD_WHOLE_CASE_BY_DEFAULT
 
 # The console's list filter, as options (`--failure-class` for its `failure_class`).
 FILTERS = tuple(HandoffFilter.base_filters)
@@ -67,7 +68,10 @@ def add_subcommands(subparsers, common) -> None:
                 "--until", default="", metavar="TIME", help="e.g. '2026-12-24 18:00' (UTC)"
             )
             parser.add_argument(
-                "--whole-case", action="store_true", help="hold every step of its workflow instance"
+                "--whole-case",
+                action="store_true",
+                default=HOLD_WHOLE_CASE_BY_DEFAULT,
+                help="hold every step of its workflow instance (default: only this step)",
             )
 
 

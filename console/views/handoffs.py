@@ -33,6 +33,7 @@ from console.evidence_words import (
     task_words_now,
     work_words,
 )
+from console.handoff_action_words import HOLD_WHOLE_CASE_BY_DEFAULT
 from console.step_status import Evidence, StatusLine, step_line
 from console.views.handoff_list import table_rows
 from console.waiting_status import handoff_case_held
@@ -197,6 +198,7 @@ def _instance_context(
         "status": instance_status(steps),
         "plan": plan,
         "can_compensate": is_operator and not plan.empty and not plan.blockers,
+        "hold_whole_by_default": HOLD_WHOLE_CASE_BY_DEFAULT,  # the hold form's box
     }
 
 

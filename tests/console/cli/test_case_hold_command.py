@@ -182,3 +182,23 @@ def test_list_and_show_say_a_handoff_is_held_as_the_console_does(world):
     assert (
         "calling ACME; nothing of it is sent while it is held; it is sent once an operator" in said
     )
+
+
+def test_the_hold_form_and_the_command_hold_only_the_step_unless_asked_for_the_whole_case(world):
+    """The handoff page's form ticked "every step of workflow instance" in advance while `handoffs hold`
+    held the one step unless --whole-case: the same click held more than the command. Both hold the step
+    the operator looked at unless asked for more."""
+    first, second = approve(world), approve(world, number=43)
+    for handoff in (first, second):  # steps of a workflow instance: the page offers the whole case
+        Handoff.objects.filter(pk=handoff.pk).update(
+            instance_key=f"onboarding:7:{handoff.pk}:1", step="create_client"
+        )
+    page = client_for(world["olga"]).get(f"/handoffs/{first.pk}/").content.decode()
+    box = page[page.index('name="whole_case"') :]
+    box = box[: box.index(">")]
+    assert "checked" not in box, box
+    console_post(world["olga"], first, "hold", {"reason": "calling the client"})
+    status, _said = cli("hold", str(second.pk), "--as", "olga", "--reason", "calling the client")
+    assert status == 0
+    holds = CaseHold.objects.filter(handoff_id__in=[first.pk, second.pk])
+    assert [hold.whole_case for hold in holds] == [False, False]
