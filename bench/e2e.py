@@ -496,7 +496,7 @@ def dispatch_figures(bench: Bench, args: argparse.Namespace, report: dict) -> No
     best = max(report["throughput"], key=lambda r: r["per_second"])
 
     single = Bench("e2e", RECEIVER_SUPPORTS_BATCH="0", HANDOFF_CLAIM_BATCH="20")
-    single.receiver_url, single.env["RECEIVER_URL"] = bench.receiver_url, bench.receiver_url
+    bench.share_receiver(single)
     report["throughput_single_calls"] = one_call_pairs(
         single, args.handoffs // 2, args.one_call_pairs
     )

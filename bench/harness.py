@@ -119,9 +119,16 @@ class Bench:
         a second outbox, filled once, delivering to the same receiver."""
         other = Bench(prefix, self.log_dir, delivery=self.delivery)
         other.env = {**self.env, "DATABASE_URL": url(other.source)}
+        self.share_receiver(other)
+        copy_migrated(dsn("postgres"), {db_name("template_source"): other.source}, _not_migrated)
+        return other
+
+    def share_receiver(self, other: "Bench") -> "Bench":
+        """`other` sends to this one's receiver: its URL, and the process itself (`receiver_placement` reads its
+        workers' connections; a copy given only the URL failed there, in `make bench`'s one-call pairs)."""
         other.receiver, other.receiver_url = self.receiver, self.receiver_url
         other.receiver_port = self.receiver_port
-        copy_migrated(dsn("postgres"), {db_name("template_source"): other.source}, _not_migrated)
+        other.env["RECEIVER_URL"] = self.receiver_url
         return other
 
     def drop_source(self) -> None:
