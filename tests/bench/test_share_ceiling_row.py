@@ -55,7 +55,7 @@ def test_the_share_row_states_the_ceiling_its_parts_and_the_paired_ratio():
         in measured
     )
     assert "against the product's 9.0 ms in the median pair" in measured
-    assert "the ceiling's share over the product's 0.56 (median of 3 of 3 pairs" in measured
+    assert "the ceiling's share over the product's 0.55 (median of 3 of 3 pairs" in measured
     assert judged == "missed"
 
 
