@@ -57,10 +57,10 @@ def git(*args: str) -> str:
     return done.stdout.strip()
 
 
-# The release before this work: the commit stop 52 landed with (CI passed). Its schema ends at outbox 0035,
-# approvals 0017, reconciliation 0013, delivery 0005, incidents 0003; every migration after those is deployed over
-# it here (outbox 0036, an index on the holds; reconciliation 0014, data only: the earlier rule's count).
-PREVIOUS_RELEASE = "6d326e0fbc99b686c3f6240a3f65f32c7895db20"
+# The release before this work: the commit stop 53 landed with (CI passed). Its schema ends at outbox 0036,
+# approvals 0017, reconciliation 0014, delivery 0005, incidents 0003; every migration after those is deployed over
+# it here (none yet).
+PREVIOUS_RELEASE = "be08339e059861926cd72bb4061c449a16fc5ea1"
 
 
 def previous_release() -> str:
