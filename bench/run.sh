@@ -86,7 +86,7 @@ section status_events status_events.log "status events: a receiver's change to t
 section console_operators console_operators.log \
   "console pages with 20 operators at once, $CONSOLE_OPERATORS_ROWS handoffs" ${commands[7]}
 section retention retention.log "retention beside 4 dispatchers, $RETENTION_ROWS settled handoffs" ${commands[8]}
-section settlement settlement.log "settlement of 2,000 uncertain outcomes with 1, 2 and 4 dispatchers" \
+section settlement settlement.log "settlement of 20,000 uncertain outcomes (4,000 one key a request) by 4 dispatchers" \
   $SETTLEMENT_COMMAND
 section oauth2 oauth2.log "credentials: one call with OAuth2 client credentials against a static bearer token" \
   $OAUTH2_COMMAND

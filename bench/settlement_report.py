@@ -1,5 +1,14 @@
 """docs/benchmarks.md's lines for bench/settlement_bench.py: its row in the aims table and its section (a
-backlog of uncertain outcomes settled by 1, 2 and 4 dispatchers, against the receiver's lookup capacity)."""
+backlog of uncertain outcomes settled by 4 dispatchers, against the machine's ceiling and the receiver's lookup
+capacity)."""
+
+
+def _outcomes(report: dict) -> str:
+    """The backlog a run settles, by kind of lookup (one count for both in reports before 2026-12-07)."""
+    one_key = report.get("outcomes_one_key")
+    if not one_key or one_key == report["outcomes"]:
+        return f"{report['outcomes']:,} uncertain outcomes"
+    return f"{report['outcomes']:,} uncertain outcomes ({one_key:,} one key a request)"
 
 
 def _ceiling(mode: dict) -> str:
@@ -150,8 +159,9 @@ LEVERS = [
     "against about 1 ms for everything the dispatcher does, measured the same way): the levers above change "
     "the dispatcher's 0.9 ms a key by less than the noise; its HTTP client, not settlement, is most of it.",
     "",
-    "The bench's dispatchers run with `--maintain-every 0.05` batched (0.25 one key a request, below) so that "
-    "all of them begin within 50 ms of the release; idle, each then cost about 0.17 s of CPU a second (its "
+    "The bench's dispatchers ran with `--maintain-every 0.05` batched until 2026-12-07 (0.25 one key a "
+    "request, below; since, 0.25 for both) so that all of them began within 50 ms of the release; idle, each "
+    "then cost about 0.17 s of CPU a second (its "
     "process 0.12, its database 0.05; 0.03 at 0.5 s; measured under load, 2026-12-06), 0.08-0.10 since the "
     "third round above (its process "
     "0.04, its database 0.04-0.05), at 4 dispatchers a fifth of the two cores, and what of it "
@@ -169,8 +179,10 @@ LEVERS = [
     "ms at 0.05 s against 1.36 and 2.30 at 0.25 s (their supervision 0.55 and 1.44 against 0.16 and 0.62; the "
     "receiver's 3.3-4.0 either way), about 0.1 s of CPU a second less for the 4, a twentieth of the two "
     "cores. The second dispatcher to begin now does so 0.05 s after the first on average, and two already "
-    "fill the two cores (the ratio at 2 dispatchers is the one at 4). Batched, a run lasts a quarter of a "
-    "second: there 0.05 s stays. The last whole run's order effect one key a request (reference first 0.91, "
+    "fill the two cores (the ratio at 2 dispatchers is the one at 4). Since 2026-12-07 a batched run settles "
+    "20,000 outcomes (2,000 took a third of a second, a run mostly its start and end) and lasts seconds too: "
+    "its dispatchers supervise every 0.25 s as well. The last whole run's order effect one key a request "
+    "(reference first 0.91, "
     "subject first 0.78) rests on one pair first one way and two the other, whose reference moved 388-612 "
     "keys/s between pairs; the reference-first pairs were 0.77 and 1.04.",
 ]
@@ -209,7 +221,7 @@ def _judged(report: dict) -> str:
 def aims_row(report: dict) -> str:
     batched = report["modes"][0]
     return (
-        f"| {report['outcomes']:,} uncertain outcomes settled by 4 dispatchers / the machine's ceiling, in pairs "
+        f"| {_outcomes(report)} settled by 4 dispatchers / the machine's ceiling, in pairs "
         f"(batch lookup of {report['batch']} and one key a request): ≥ {report['aim']} | "
         f"{_paired(report).removeprefix('. ')}; the receiver's lookup capacity (batched): "
         f"{report['ratio_at_4']:.2f}{_ceiling(batched)}{_single(report)} | "
@@ -219,12 +231,13 @@ def aims_row(report: dict) -> str:
 
 def section(report: dict, command: str) -> list[str]:
     lines = [
-        f"## Settlement of {report['outcomes']:,} uncertain outcomes",
+        f"## Settlement of {_outcomes(report)}",
         "",
         "Each outcome's task is at the receiver while its source row is uncertain (the answer was lost). "
         "`manage.py dispatch` processes settle the backlog through the bundled receiver, first asking "
         f"{report['batch']} keys a request (`POST /tasks/lookup`), then one key a request (`GET /tasks/<key>`). "
-        "The backlog is released once every dispatcher of the run has started. A run's rate is taken over the "
+        "The backlog is released once every dispatcher of the run has started; a run is long enough (seconds) "
+        "that its start and end are a small part of it. A run's rate is taken over the "
         "span of its `delivered_at`; its requests are the message ids the receiver recorded. The capacity is "
         "what 4 plain client processes get from the receiver for the same kind of lookup in the same run."
         + _repeats(report),

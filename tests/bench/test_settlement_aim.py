@@ -2,7 +2,7 @@
 not against the receiver's lookup capacity, of which the ceiling is a share on shared cores
 (bench/settlement_bench.py `met`, bench/settlement_report.py `aims_row`). The figures here are given."""
 
-from bench.settlement_bench import met
+from bench.settlement_bench import DISPATCHERS, OUTCOMES, OUTCOMES_ONE_KEY, met
 from bench.settlement_report import aims_row
 
 
@@ -41,3 +41,19 @@ def test_settlement_misses_its_aim_when_either_kind_or_a_refused_pair_or_a_twice
     assert not met([mode(100, 0.85), mode(1, 0.7)])
     assert not met([mode(100, 0.85, published=False), mode(1, 1.01)])
     assert not met([mode(100, 0.85, once=False), mode(1, 1.01)])
+
+
+def test_the_aims_row_names_each_kinds_backlog_batched_runs_long_enough_to_outlast_their_start():
+    report = {
+        "outcomes": 20000,
+        "outcomes_one_key": 4000,
+        "batch": 100,
+        "aim": 0.8,
+        "ratio_at_4": 0.2,
+        "met": True,
+    }
+    row = aims_row({**report, "modes": [mode(100, 0.81), mode(1, 1.01)]})
+    assert row.startswith(
+        "| 20,000 uncertain outcomes (4,000 one key a request) settled by 4 dispatchers"
+    )
+    assert (OUTCOMES, OUTCOMES_ONE_KEY, DISPATCHERS) == (20_000, 4_000, (4,))
