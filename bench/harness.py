@@ -1,6 +1,7 @@
 """What every benchmark needs: its own PostgreSQL databases, the receiver under gunicorn, dispatcher
 processes, SQL helpers. Benchmarks never touch the development or test databases."""
 
+import atexit
 import base64
 import contextlib
 import json
@@ -59,8 +60,38 @@ def recreate_database(name: str) -> None:
         conn.execute(f'CREATE DATABASE "{name}"')
 
 
+# Every Bench that started a process (its `stop()` may have stopped them all since). When the bench's Python
+# process ends, whatever ends it (its last line, an exception, Ctrl-C's KeyboardInterrupt, or SIGTERM:
+# `_exit_on_sigterm`), `stop_left_running` stops what is left, as a `finally` around the whole script would:
+# a section that failed halfway (bench/e2e.py's `main` stops its Bench only on its last line) no longer leaves
+# its receiver and dispatchers running, holding the cores and the databases for the sections after it.
+_STARTED: list["Bench"] = []
+_OWNER_PID = os.getpid()
+
+
+def stop_left_running() -> None:
+    """`Bench.stop()` for every Bench that started a process, the last first (at exit; only in the process
+    that started them, never in a fork). A Bench already stopped has nothing left to stop."""
+    if os.getpid() != _OWNER_PID:
+        return
+    while _STARTED:
+        _STARTED.pop().stop()
+
+
+atexit.register(stop_left_running)
+
+
+def _exit_on_sigterm() -> None:
+    """SIGTERM ends the bench as SystemExit (so `finally` blocks and `stop_left_running` run), unless the
+    script handles SIGTERM itself; Python's default would end it without either."""
+    main_thread = threading.current_thread() is threading.main_thread()
+    if main_thread and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
+
+
 class Bench:
-    """One pair of benchmark databases with the schema migrated, and the processes started on them."""
+    """One pair of benchmark databases with the schema migrated, and the processes started on them: stopped by
+    `stop()`, and at the latest when the bench's process ends (`stop_left_running`)."""
 
     def __init__(
         self,
@@ -163,6 +194,9 @@ class Bench:
             if sock:
                 sock.close()
         self.procs.append(proc)
+        if self not in _STARTED:
+            _exit_on_sigterm()
+            _STARTED.append(self)
         return proc
 
     def start_receiver(
