@@ -20,7 +20,14 @@ import pytest
 from django.db import connections
 
 from tests.hosts.postgres_cluster import PostgresServer
-from tests.processes import LOCAL_HTTP, ROOT, KernelPort, database_url, migrated_template_dump
+from tests.processes import (
+    LOCAL_HTTP,
+    ROOT,
+    KernelPort,
+    database_url,
+    manage_argv,
+    migrated_template_dump,
+)
 
 # How long a process may take to answer after its start: a loaded machine (load 10 and more) needs more
 # than 30 s for a gunicorn to import Django and answer.
@@ -145,26 +152,18 @@ class Processes:
         return env
 
     def start_dispatcher(self, name: str, **overrides: str) -> subprocess.Popen:
-        args = [
-            sys.executable,
-            "manage.py",
-            "dispatch",
-            "--worker",
-            name,
-            "--maintain-every",
-            "0.5",
-            "--idle-sleep",
-            "0.1",
-        ]
+        args = manage_argv(
+            "dispatch", "--worker", name, "--maintain-every", "0.5", "--idle-sleep", "0.1"
+        )
         return self._spawn(args, self.dispatcher_env(**overrides), f"dispatcher-{name}.log")
 
     def start_qcluster(self, **overrides: str) -> subprocess.Popen:
         env = {**self.dispatcher_env(**overrides), "Q_WORKERS": "1"}
-        return self._spawn([sys.executable, "manage.py", "qcluster"], env, "qcluster.log")
+        return self._spawn(manage_argv("qcluster"), env, "qcluster.log")
 
     def manage(self, *args: str, **overrides: str) -> str:
         done = subprocess.run(
-            [sys.executable, "manage.py", *args],
+            manage_argv(*args),
             cwd=ROOT,
             env=self.dispatcher_env(**overrides),
             capture_output=True,
@@ -187,7 +186,7 @@ class Processes:
 
     def dispatch_once(self, name: str, **overrides: str) -> str:
         done = subprocess.run(
-            [sys.executable, "manage.py", "dispatch", "--once", "--worker", name],
+            manage_argv("dispatch", "--once", "--worker", name),
             cwd=ROOT,
             env=self.dispatcher_env(**overrides),
             capture_output=True,

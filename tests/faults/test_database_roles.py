@@ -5,12 +5,11 @@ databases, and `handoff_app`, as which a request is approved through the service
 truncating a table is refused, and the role is neither a superuser nor may create databases or roles."""
 
 import subprocess
-import sys
 
 import psycopg
 import pytest
 
-from tests.processes import ROOT, bytecode_cache
+from tests.processes import ROOT, bytecode_cache, manage_argv
 
 pytestmark = [pytest.mark.postgres, pytest.mark.faults]
 
@@ -39,7 +38,7 @@ def manage(server, role: str, *args: str) -> str:
         **bytecode_cache(),
     }
     done = subprocess.run(
-        [sys.executable, "manage.py", *args],
+        manage_argv(*args),
         cwd=ROOT,
         env=env,
         capture_output=True,

@@ -5,7 +5,6 @@ while its loop turns, is frozen, turns again and stops."""
 import os
 import signal
 import subprocess
-import sys
 from pathlib import Path
 
 import httpx
@@ -13,7 +12,7 @@ import pytest
 
 from tests.faults.conftest import START_DEADLINE_SECONDS
 from tests.faults.test_dispatch_faults import wait_until
-from tests.processes import LOCAL_HTTP, ROOT
+from tests.processes import LOCAL_HTTP, ROOT, manage_argv
 
 pytestmark = [pytest.mark.postgres, pytest.mark.faults]
 
@@ -50,15 +49,7 @@ def test_web_probes_follow_the_database_and_say_nothing_secret(private_postgres,
 
 def _ready(procs, var_dir: Path, worker: str, within: float) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [
-            sys.executable,
-            "manage.py",
-            "dispatcher_ready",
-            "--worker",
-            worker,
-            "--within",
-            str(within),
-        ],
+        manage_argv("dispatcher_ready", "--worker", worker, "--within", str(within)),
         cwd=ROOT,
         env=procs.dispatcher_env(HANDOFF_VAR_DIR=str(var_dir)),
         capture_output=True,

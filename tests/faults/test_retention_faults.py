@@ -18,7 +18,6 @@ among the source's.
 
 import os
 import subprocess
-import sys
 import threading
 import time
 
@@ -33,7 +32,7 @@ from tests.builders import record
 from tests.console.clients import client_for
 from tests.factories import onboarding_world
 from tests.faults.test_dispatch_faults import wait_until
-from tests.processes import ROOT, database_url
+from tests.processes import ROOT, database_url, manage_argv
 
 pytestmark = [
     pytest.mark.postgres,
@@ -172,7 +171,7 @@ def _deliver_while_retention_runs(processes) -> tuple[list[int], object]:
     processes.start_receiver()
     dispatchers = [processes.start_dispatcher(f"d{n}") for n in range(DISPATCHERS)]
     retention = processes._spawn(
-        [sys.executable, "manage.py", "archive_settled"],
+        manage_argv("archive_settled"),
         processes.dispatcher_env(HANDOFF_RETENTION_DAYS="30", PGAPPNAME=RETENTION_APP),
         "retention.log",
     )
@@ -209,7 +208,7 @@ def _assert_archived_keys_searched_and_reconciled(processes, world, new: int) ->
 
     # Through the receiver's HTTP API, as a deployment reconciles; its own timeout, for a loaded machine.
     done = subprocess.run(
-        [sys.executable, "manage.py", "reconcile", "--strict", "--no-progress"],
+        manage_argv("reconcile", "--strict", "--no-progress"),
         cwd=ROOT,
         env=processes.dispatcher_env(),
         capture_output=True,

@@ -20,7 +20,7 @@ from pathlib import Path
 from tests.hosts.network import Network
 from tests.hosts.pooler import Pooler
 from tests.hosts.postgres_cluster import PostgresServer
-from tests.processes import ROOT, migrated_template_dump
+from tests.processes import ROOT, manage_argv, migrated_template_dump
 
 DB_PORT = 5432
 RECEIVER_PORT = 8000
@@ -228,10 +228,9 @@ class Run:
         """`manage.py dispatch` on `host`, as `worker` (the host's name unless given: a dispatcher started
         again after a kill takes a new name, as a new process would)."""
         worker = worker or host
-        args = [
-            sys.executable, "manage.py", "dispatch", "--worker", worker,
-            "--maintain-every", "0.5", "--idle-sleep", "0.1",
-        ]  # fmt: skip
+        args = manage_argv(
+            "dispatch", "--worker", worker, "--maintain-every", "0.5", "--idle-sleep", "0.1"
+        )
         return self.spawn(worker, host, args, self.dispatcher_env(host, **overrides))
 
     def kill(self, name: str) -> None:
@@ -265,7 +264,7 @@ class Run:
             "RECEIVER_URL": self.receiver_url,
         }
         done = subprocess.run(
-            [sys.executable, "manage.py", *args], cwd=ROOT, env=env, capture_output=True,
+            manage_argv(*args), cwd=ROOT, env=env, capture_output=True,
             text=True, timeout=300,
         )  # fmt: skip
         if done.returncode:
