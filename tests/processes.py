@@ -170,11 +170,3 @@ def serve_http_on_fd(fd: int, handler) -> ThreadingHTTPServer:
     server.server_name, server.server_port = server.server_address[:2]
     server.server_activate()
     return server
-
-
-def free_port() -> int:
-    """Deprecated (kept for tests written against it, until they move to `KernelPort`): a port the kernel
-    chose, already let go, so that another process may take it before the caller binds it."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
