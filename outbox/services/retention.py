@@ -33,10 +33,12 @@ from outbox.models import (
     ArchivedHandoff,
     Attempt,
     CompensationState,
+    DestinationHold,
     Handoff,
     HandoffEvent,
     StatusEvent,
 )
+from outbox.models.holds import hold_end
 from outbox.models.states import WORK_FAILED
 from outbox.services import retention_pg
 
@@ -88,6 +90,8 @@ class RetentionRun:
     # Waits before a batch while the dispatchers were behind (`_Pacing.yield_to_delivery`), and their time.
     yields: int = 0
     yielded_seconds: float = 0.0
+    # Destination holds that ended before the retention age (`destination_holds_prune`): deleted, or counted.
+    holds_pruned: int = 0
     archived_ids: list[int] = field(default_factory=list, repr=False)
 
     @property
@@ -253,8 +257,26 @@ def handoffs_archive_settled(
             break  # no pause after the last batch
         if not dry_run:  # a dry run only reads: nothing to yield
             pacing.rest(run, worked)
+    run.holds_pruned = destination_holds_prune(older_than_days=days, dry_run=dry_run)
     run.seconds = time.monotonic() - pacing.started
     return run
+
+
+def destination_holds_prune(*, older_than_days: float, dry_run: bool = False) -> int:
+    """Delete the destination holds that stopped holding (`hold_end()`) longer than `older_than_days` ago
+    (database clock); return how many (a dry run only counts). A destination answering Retry-After writes a
+    hold an episode, and nothing else ends a row's life. Nothing still needs one that old: the screens and
+    the dispatcher read the holds not ended, the backlog alert only an intended hold that ended within its age
+    limit, and an operator's pause, window and resume are each a `DestinationEvent` (the audit), kept."""
+    ended = (
+        DestinationHold.objects.annotate(end=hold_end())
+        .filter(end__lt=DbNow(-86400.0 * older_than_days))
+        .values("pk")
+    )
+    if dry_run:
+        return ended.count()
+    deleted, _by_model = DestinationHold.objects.filter(pk__in=ended).delete()
+    return deleted
 
 
 def _batch(

@@ -4,7 +4,7 @@ same service; this command is for a first large run, a dry run, or a cron."""
 
 from django.core.management.base import BaseCommand, CommandError
 
-from outbox.services.retention import handoffs_archive_settled
+from outbox.services.retention import RetentionRun, handoffs_archive_settled
 
 
 class Command(BaseCommand):
@@ -13,7 +13,8 @@ class Command(BaseCommand):
         "batches of HANDOFF_RETENTION_BATCH_SIZE (1000), each one short transaction. Background work that "
         "yields to delivery: after a batch it rests so that batches fill at most HANDOFF_RETENTION_DUTY_CYCLE "
         "(0.1) of the wall clock, and while at least HANDOFF_RETENTION_YIELD_BACKLOG (100) handoffs are due it "
-        "begins no batch, for at most HANDOFF_RETENTION_MAX_YIELD_SECONDS (10) each (docs/operations.md, "
+        "begins no batch, for at most HANDOFF_RETENTION_MAX_YIELD_SECONDS (10) each. Destination holds (pauses, "
+        "windows, Retry-After waits) that ended before the retention age are deleted (docs/operations.md, "
         '"Retention").'
     )
 
@@ -45,15 +46,23 @@ class Command(BaseCommand):
             max_batches=options.get("max_batches"),
             dry_run=dry_run,
         )
-        verb = "would archive" if dry_run else "archived"
-        self.stdout.write(
-            f"{verb} {run.archived} handoff(s) in {run.batches} batch(es), {run.held} held "
-            f"(finding, incident or unfinished work), {run.seconds:.1f} s"
-            + (f", {run.rows_per_second:.0f} rows/s" if not dry_run and run.archived else "")
-            + (
-                f", waited {run.yielded_seconds:.1f} s for delivery ({run.yields} time(s))"
-                if run.yields
-                else ""
-            )
-            + (", stopped: a lock was not granted in time" if run.gave_up_on_lock else "")
+        self.stdout.write(_summary(run))
+
+
+def _summary(run: RetentionRun) -> str:
+    """The command's last line: what moved (or would), what stayed, how long, and the holds pruned."""
+    dry_run = run.dry_run
+    verb = "would archive" if dry_run else "archived"
+    return (
+        f"{verb} {run.archived} handoff(s) in {run.batches} batch(es), {run.held} held "
+        f"(finding, incident or unfinished work), {run.seconds:.1f} s"
+        + (f", {run.rows_per_second:.0f} rows/s" if not dry_run and run.archived else "")
+        + (
+            f", waited {run.yielded_seconds:.1f} s for delivery ({run.yields} time(s))"
+            if run.yields
+            else ""
         )
+        + (", stopped: a lock was not granted in time" if run.gave_up_on_lock else "")
+        + f"; {'would prune' if dry_run else 'pruned'} {run.holds_pruned} destination hold(s) "
+        "ended before the retention age"
+    )
