@@ -10,8 +10,12 @@ batch, idle sleep, log level, wake-ups and the destination's batch support as sh
 a deployment runs them. Handoffs come from another system's plain SQL: `INSERT_SQL` (the columns an enqueued
 handoff needs, as `outbox.services.recording.create_handoff` writes them), in transactions of `--chunk`
 rows, each with the `pg_notify('handoff_due', <destination>)` the product's own recording sends
-(`outbox/dispatch/wakeups.py`). A run's rate: its handoffs over the time from the first insert to the last
-`delivered_at` (both on the database's clock).
+(`outbox/dispatch/wakeups.py`). A run's rate: its handoffs over the time from the commit of the first
+transaction (the first moment a dispatcher can see any of them) to the last `delivered_at`, both on the
+database's clock: the reference's rate is counted once its clients are all sending, and the other system's
+time writing its first transaction is no work of the product's. Before the pairs, each side runs once
+uncounted (`--warm-up-handoffs`): the dispatchers' first run otherwise pays their first connections, prepared
+statements and lazy imports, the reference's clients none of which.
 
 The reference is the bench's: as many plain clients as dispatchers that only sign and send
 (bench/receiver_capacity.py) against the same receiver. Each ratio is the median of interleaved pairs
@@ -43,6 +47,7 @@ from harness import (  # noqa: E402
     write_json,
 )
 from pairs import figure_json, measure_pairs, median_pair, print_pair  # noqa: E402
+from settlement_bench import database_cpu  # noqa: E402
 
 AIM = 0.9
 DESTINATION = "receiver"
@@ -91,12 +96,17 @@ def handoff_rows(first: int, count: int, *, workspace: int = 7) -> list[dict]:
     return rows
 
 
-def insert_handoffs(conn, rows: list[dict], chunk: int) -> None:
-    """`rows` in transactions of `chunk`, each waking the dispatchers at its commit."""
+def insert_handoffs(conn, rows: list[dict], chunk: int):
+    """`rows` in transactions of `chunk`, each waking the dispatchers at its commit; the database's time just
+    after the first one committed (a `datetime`), from when a dispatcher can see a handoff of the run."""
+    first_visible = None
     for start in range(0, len(rows), chunk):
         with conn.transaction(), conn.cursor() as cursor:
             cursor.executemany(INSERT_SQL, rows[start : start + chunk])
             cursor.execute("SELECT pg_notify('handoff_due', %s)", (DESTINATION,))
+        if first_visible is None:
+            first_visible = conn.execute("SELECT clock_timestamp()").fetchone()[0]
+    return first_visible
 
 
 def children_cpu() -> float:
@@ -118,8 +128,9 @@ class Outside:
         last = first + handoffs - 1
         dispatchers_before = sum(process_cpu(proc.pid) for proc in self.dispatchers)
         receiver_before = tree_cpu(self.bench.receiver.pid)
+        databases_before = self.databases_cpu()
         with receiver_placement(self.bench) as placed, self.bench.sql() as conn:
-            insert_handoffs(conn, rows, self.chunk)
+            first_visible = insert_handoffs(conn, rows, self.chunk)
             deadline = time.monotonic() + 600
             query = (
                 "SELECT count(*) FROM outbox_handoff "
@@ -129,23 +140,38 @@ class Outside:
                 if time.monotonic() > deadline:
                     raise RuntimeError(f"handoffs {first}..{last} not all delivered in 600 s")
                 time.sleep(0.05)
-            seconds = conn.execute(
-                "SELECT EXTRACT(EPOCH FROM max(delivered_at) - min(created_at)) FROM outbox_handoff "
+            seconds, writing = conn.execute(
+                "SELECT EXTRACT(EPOCH FROM max(delivered_at) - %s), "
+                "EXTRACT(EPOCH FROM %s - min(created_at)) FROM outbox_handoff "
                 "WHERE source_id BETWEEN %s AND %s",
-                (first, last),
-            ).fetchone()[0]
+                (first_visible, first_visible, first, last),
+            ).fetchone()
         dispatchers_cpu = sum(process_cpu(proc.pid) for proc in self.dispatchers)
         dispatchers_cpu -= dispatchers_before
         receiver_cpu = tree_cpu(self.bench.receiver.pid) - receiver_before
+        source_cpu, delivery_cpu = (
+            after - before
+            for after, before in zip(self.databases_cpu(), databases_before, strict=True)
+        )
         return {
             "handoffs": handoffs,
             "seconds": round(float(seconds), 3),
             "per_second": round(handoffs / float(seconds), 1),
+            # The other system's time writing its first transaction, before any handoff was visible: not counted.
+            "first_commit_seconds": round(float(writing), 3),
             "dispatchers_cpu_ms_per_handoff": round(dispatchers_cpu * 1000 / handoffs, 3),
             "receiver_cpu_ms_per_handoff": round(receiver_cpu * 1000 / handoffs, 3),
+            # PostgreSQL's processes on the source database (the dispatchers' claims and outcomes, and the
+            # other system's inserts and this check's polls) and on the receiver's.
+            "source_database_cpu_ms_per_handoff": round(source_cpu * 1000 / handoffs, 3),
+            "receiver_database_cpu_ms_per_handoff": round(delivery_cpu * 1000 / handoffs, 3),
             "receiver_connections": placed["placement"],
             "check": self.check(rows),
         }
+
+    def databases_cpu(self) -> tuple[float, float]:
+        """CPU seconds so far of PostgreSQL's processes on the source and on the delivery database."""
+        return database_cpu(self.bench.source), database_cpu(self.bench.delivery)
 
     def check(self, rows: list[dict]) -> dict:
         """Each of the run's keys delivered once, with the receiver's task id stored."""
@@ -172,6 +198,7 @@ class Outside:
     def capacity(self, clients: int, seconds: float) -> dict:
         clients_before = children_cpu()
         receiver_before = tree_cpu(self.bench.receiver.pid)
+        delivery_before = database_cpu(self.bench.delivery)
         with receiver_placement(self.bench) as placed:
             measured = receiver_capacity.measure(
                 self.bench.receiver_url,
@@ -187,6 +214,9 @@ class Outside:
             ),
             "receiver_cpu_ms_per_create": round(
                 (tree_cpu(self.bench.receiver.pid) - receiver_before) * 1000 / created, 3
+            ),
+            "receiver_database_cpu_ms_per_create": round(
+                (database_cpu(self.bench.delivery) - delivery_before) * 1000 / created, 3
             ),
             "receiver_connections": placed["placement"],
         }
@@ -221,13 +251,23 @@ def main() -> int:
     parser.add_argument(
         "--capacity-seconds", type=float, default=5, help="each reference run's length"
     )
+    parser.add_argument(
+        "--warm-up-handoffs",
+        type=int,
+        default=200,
+        help="handoffs of the uncounted run each side makes before the pairs (0: none)",
+    )
     parser.add_argument("--json", type=Path, default=ROOT / "var" / "bench" / "outside.json")
     args = parser.parse_args()
     bench = Bench("outside").setup()
     runs: dict[tuple[int, str], dict] = {}
+    warm_up: dict[str, dict] = {}
     try:
         bench.start_receiver()
         outside = Outside(bench, start_dispatchers(bench, args.dispatchers), args.chunk)
+        if args.warm_up_handoffs:
+            warm_up["one_call"] = outside.one_call(args.warm_up_handoffs)
+            warm_up["capacity"] = outside.capacity(args.dispatchers, 1.0)
 
         def capacity(index: int) -> float:
             runs[(index, "capacity")] = outside.capacity(args.dispatchers, args.capacity_seconds)
@@ -249,6 +289,7 @@ def main() -> int:
         "dispatchers": args.dispatchers,
         "handoffs": args.handoffs,
         "chunk": args.chunk,
+        "warm_up": warm_up,
         "met": figure.ratio is not None and figure.ratio >= AIM,
         "checked": checked,
         "median_pair": median_pair(paired),

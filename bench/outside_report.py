@@ -19,6 +19,19 @@ def placement(run: dict) -> str:
     return "+".join(str(count) for count in run.get("receiver_connections") or []) or "—"
 
 
+def databases(capacity: dict, outside: dict) -> str:
+    """PostgreSQL's CPU a handoff on the source database (the dispatchers' claims and outcomes, the inserts
+    and the check's polls) and on the receiver's, and the receiver's a create; "—" for runs from before it was
+    noted (2026-12-07 10:00)."""
+    if "source_database_cpu_ms_per_handoff" not in outside:
+        return "—"
+    return (
+        f"{outside['source_database_cpu_ms_per_handoff']:.2f}, "
+        f"{outside['receiver_database_cpu_ms_per_handoff']:.2f}; "
+        f"{capacity['receiver_database_cpu_ms_per_create']:.2f}"
+    )
+
+
 def alike_line(pairs: list[dict]) -> str:
     """The pairs whose two sides' connections fell alike on the receiver's workers, with their ratios: the
     comparison the placement does not tilt."""
@@ -73,6 +86,15 @@ def packed_line(pairs: list[dict]) -> str:
     )
 
 
+def warm_up(report: dict) -> str:
+    """The uncounted run each side made before the pairs: its handoffs, or that none was made (runs from before
+    2026-12-07 10:00 made none)."""
+    first = (report.get("warm_up") or {}).get("one_call")
+    if not first:
+        return "no run before the pairs"
+    return f"{first['handoffs']:,} handoffs, and the reference for a second"
+
+
 def section(report: dict, command: str) -> list[str]:
     lines = [
         "## One call per handoff, driven from outside",
@@ -83,11 +105,16 @@ def section(report: dict, command: str) -> list[str]:
         f"SQL inserts {report['handoffs']:,} due handoffs a run (`bench/outside_check.py`, `INSERT_SQL`: the "
         f"columns an enqueued handoff needs), {report['chunk']:,} a transaction, each with the "
         "`pg_notify('handoff_due', …)` the product's own recording sends. A run's rate: its handoffs over the "
-        "time from the first insert to the last `delivered_at`, on the database's clock; every run checked "
+        "time from the commit of the run's first transaction (the first moment a dispatcher can see one; the "
+        "other system's time writing it is not the product's, as the reference is counted once its clients "
+        "all send) to the last `delivered_at`, on the database's clock; before the pairs each side runs once "
+        f"uncounted ({warm_up(report)}); every run checked "
         "(each key delivered once, the receiver's task id stored). The reference: as many plain clients that "
         "only sign and send, against the same receiver, in interleaved pairs (`bench/pairs.py`). Beside each "
         "run, the CPU time a handoff cost (from `/proc`): the dispatchers' and the receiver's (gunicorn and "
-        "its workers); the reference's clients' and the receiver's.",
+        "its workers); the reference's clients' and the receiver's; and PostgreSQL's, which the dispatchers' "
+        "CPU leaves out: on the source database their claims and outcomes (with the inserts and this check's "
+        "polls, which the reference has not), on the receiver's its creates, either side.",
         "",
         "Both sides send the receiver the same request: captured byte for byte through a logging proxy, the "
         "same `POST /tasks` with the same headers (`Idempotency-Key`, `webhook-id`, `webhook-timestamp`, "
@@ -126,9 +153,10 @@ def section(report: dict, command: str) -> list[str]:
         "```",
         "",
         "| pair | capacity: creates/s | outside: handoffs/s | outside / capacity | CPU ms a handoff: "
-        "dispatchers, receiver | CPU ms a create: clients, receiver | receiver's connections a worker: "
+        "dispatchers, receiver | CPU ms a create: clients, receiver | PostgreSQL's CPU ms: outside a handoff "
+        "(source, receiver's), capacity a create (receiver's) | receiver's connections a worker: "
         "capacity, outside |",
-        "| --- | --- | --- | --- | --- | --- | --- |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for n, pair in enumerate(report["pairs"], 1):
         capacity, outside = pair["capacity"], pair["one_call"]
@@ -136,7 +164,8 @@ def section(report: dict, command: str) -> list[str]:
             f"| {n} | {capacity['per_second']:,.0f} | {outside['per_second']:,.0f} | "
             f"{pair['ratio']:.2f}{pair_marks(pair)} | {outside['dispatchers_cpu_ms_per_handoff']:.2f}, "
             f"{outside['receiver_cpu_ms_per_handoff']:.2f} | {capacity['clients_cpu_ms_per_create']:.2f}, "
-            f"{capacity['receiver_cpu_ms_per_create']:.2f} | {placement(capacity)}, {placement(outside)} |"
+            f"{capacity['receiver_cpu_ms_per_create']:.2f} | {databases(capacity, outside)} | "
+            f"{placement(capacity)}, {placement(outside)} |"
         )
     lines += [
         "",

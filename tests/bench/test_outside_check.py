@@ -31,3 +31,18 @@ def test_handoffs_inserted_by_plain_sql_are_claimed_with_the_products_payload_ha
         assert claim.payload_hash == payload_hash(claim.payload)
         assert claim.payload["plan"] == "standard"
     assert set(Handoff.objects.values_list("state", flat=True)) == {HandoffState.IN_FLIGHT}
+
+
+@pytest.mark.django_db(databases=["default", "delivery"], transaction=True)
+def test_a_runs_time_starts_at_the_first_transactions_commit_not_at_its_first_insert():
+    """The rate is counted from when a dispatcher can first see a handoff of the run: after the first
+    transaction committed, before the second began, on the database's clock."""
+    rows = outside_check.handoff_rows(51, 4)
+    connection.ensure_connection()
+
+    first_visible = outside_check.insert_handoffs(connection.connection, rows, chunk=2)
+
+    created = dict(
+        Handoff.objects.filter(source_id__in=[51, 53]).values_list("source_id", "created_at")
+    )
+    assert created[51] < first_visible < created[53]

@@ -94,3 +94,51 @@ def test_a_run_from_before_the_stagger_says_its_clients_connected_at_once():
         "until 2026-12-07;"
     )
     assert line.endswith("the reference in 1 of 1 runs, the dispatchers in 0 of 1.")
+
+
+def test_section_says_each_side_ran_once_uncounted_before_the_pairs():
+    report = {
+        "dispatchers": 4,
+        "handoffs": 2500,
+        "chunk": 500,
+        "aim": 0.9,
+        "met": True,
+        "checked": True,
+        "describe": "0.93",
+        "command": "python bench/outside_check.py",
+        "warm_up": {"one_call": {"handoffs": 200}, "capacity": {"per_second": 300.0}},
+        "pairs": [pair([2, 1, 1], [2, 1, 1], 0.93)] * 3,
+    }
+
+    text = " ".join(outside_report.section(report, ""))
+
+    assert "time from the commit of the run's first transaction" in text
+    assert "each side runs once uncounted (200 handoffs, and the reference for a second)" in text
+    assert "each side runs once uncounted (no run before the pairs)" in " ".join(
+        outside_report.section({**report, "warm_up": {}}, "")
+    )
+
+
+def test_section_shows_postgresql_cpu_beside_each_side_and_a_dash_for_runs_without_it():
+    noted = pair([2, 1, 1], [2, 1, 1], 0.93)
+    noted["one_call"].update(
+        source_database_cpu_ms_per_handoff=0.81, receiver_database_cpu_ms_per_handoff=0.42
+    )
+    noted["capacity"]["receiver_database_cpu_ms_per_create"] = 0.4
+    report = {
+        "dispatchers": 4,
+        "handoffs": 2500,
+        "chunk": 500,
+        "aim": 0.9,
+        "met": True,
+        "checked": True,
+        "describe": "0.93",
+        "command": "python bench/outside_check.py",
+        "pairs": [noted, pair([2, 1, 1], [2, 1, 1], 0.95), noted],
+    }
+
+    rows = [line for line in outside_report.section(report, "") if line.startswith("| 1 ")]
+    older = [line for line in outside_report.section(report, "") if line.startswith("| 2 ")]
+
+    assert "| 0.81, 0.42; 0.40 | 2+1+1, 2+1+1 |" in rows[0]
+    assert "| — | 2+1+1, 2+1+1 |" in older[0]
