@@ -14,7 +14,7 @@ from django.conf import settings
 from lib.querystring import id_or_none
 from outbox.destinations import RemoteTask
 from outbox.models import OPEN_STATES, HandoffState
-from outbox.models.states import WORK_FAILED
+from outbox.models.states import WORK_FAILED, WORK_UNFINISHED
 from reconciliation.merge import SourceKey, SourceRow, reports_work, work_problem
 from reconciliation.models import FindingKind
 
@@ -192,6 +192,22 @@ def may_have_problems(src: SourceKey | None, task: RemoteTask | None) -> bool:
     return task.task_id != src.destination_id or (
         reports_work(src.state, src.payload_hash, task)
         and work_problem(task, work_late=src.work_late)
+    )
+
+
+def in_agreement(src: SourceKey, task: RemoteTask) -> bool:
+    """The common key, told in one check: the same delivered handoff on both sides, its work status already
+    stored and no problem with it. Nothing to classify (`may_have_problems` is False) and nothing to write
+    (`work_status_changed` is False); any other key takes those two checks."""
+    return (
+        src.state == S.DELIVERED
+        and not src.stuck
+        and task.payload_hash == src.payload_hash
+        and task.task_id == src.destination_id
+        and task.status == src.work_status
+        # `work_problem`, spelled out: this check runs once a key.
+        and task.status != WORK_FAILED
+        and not (src.work_late and task.status in WORK_UNFINISHED)
     )
 
 

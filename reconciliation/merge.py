@@ -14,9 +14,12 @@ import heapq
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
-from operator import attrgetter
+from functools import partial
+from itertools import chain, takewhile
+from operator import attrgetter, lt
+from typing import NamedTuple
 
-from django.db.models import BooleanField, ExpressionWrapper, Q
+from django.db.models import BooleanField, ExpressionWrapper, Q, Value
 
 from lib.databases import DB
 from outbox.destinations import Destination, RemoteTask
@@ -68,10 +71,10 @@ class SourceRow:
     work_status: str
 
 
-@dataclass(frozen=True)
-class SourceKey:
+class SourceKey(NamedTuple):
     """What the merge needs of one handoff: small, so that a page of them is cheap to fetch and hold.
-    The full row (SourceRow) is read again only for a key that has a problem."""
+    The full row (SourceRow) is read again only for a key that has a problem. A named tuple, not a
+    dataclass: a run builds one per key, straight from the query's row (`SourceKey._make`)."""
 
     action_key: str
     id: int
@@ -84,6 +87,10 @@ class SourceKey:
     work_late: bool
     # Read from the archive: the handoff left the outbox, settled, after the retention period.
     archived: bool = False
+
+
+# A query's row (every field, in order) as a SourceKey, without a Python call per key (`SourceKey._make` is one).
+_source_key = partial(tuple.__new__, SourceKey)
 
 
 def stuck_condition(*, now: datetime, stuck_before: datetime) -> Q:
@@ -207,6 +214,7 @@ def keyset_pages(rows, batch_size: int) -> Iterator[list[tuple]]:
     after = ""
     while True:
         page = list(rows.filter(action_key__gt=after)[:batch_size])
+        check_key_order("source", after, [row[0] for row in page])
         yield page
         if len(page) < batch_size:
             return
@@ -275,6 +283,8 @@ def outbox_stream(
             is_work_late=ExpressionWrapper(
                 work_late_condition(work_before=work_before), output_field=BooleanField()
             ),
+            # SourceKey.archived, in the row itself: a page becomes SourceKeys without a Python loop.
+            not_archived=Value(False, output_field=BooleanField()),
         )
         .order_by("action_key")
         .values_list(
@@ -286,12 +296,12 @@ def outbox_stream(
             "is_stuck",
             "work_status",
             "is_work_late",
+            "not_archived",
         )
     )
     for page in keyset_pages(rows, batch_size):
         stats.page(batch_size, len(page))
-        for row in page:
-            yield SourceKey(*row)
+        yield from map(_source_key, page)
 
 
 def receiver_stream(
@@ -307,11 +317,14 @@ def receiver_stream(
         # (the HTTP API caps it at 5,000), and a short page taken for the last would hide the rest.
         if not page:
             return
-        for task in page:
-            # Keys come in code-point order, so the first key without the prefix ends its range.
-            if not task.action_key.startswith(prefix):
-                return
-            yield task
+        check_key_order("receiver", after, [task.action_key for task in page])
+        if page[-1].action_key.startswith(prefix):
+            # Keys come in code-point order: when the last has the prefix, so has every key before it.
+            yield from page
+        else:
+            # The first key without the prefix ends its range.
+            yield from takewhile(lambda task: task.action_key.startswith(prefix), page)
+            return
         after = page[-1].action_key
 
 
@@ -331,31 +344,40 @@ def receiver_stream_of_workspace(
         yield from receiver_stream(destination, batch_size=batch_size, stats=stats, prefix=prefix)
 
 
-def _ordered(stream: Iterator, side: str) -> Iterator:
-    previous = None
-    for item in stream:
-        if previous is not None and not item.action_key > previous:
-            raise KeyOrderError(
-                f"the {side} listed {item.action_key!r} after {previous!r}: keys must come in code-point order "
-                "(use a C collation for the action key)"
-            )
-        previous = item.action_key
-        yield item
+def check_key_order(side: str, after: str, keys: list[str]) -> None:
+    """KeyOrderError unless a page's keys rise strictly in code-point order from `after` (the key the page
+    was asked to follow). Checked a page at a time, in C (`map(lt, ...)`), not key by key in Python."""
+    if not keys or (after < keys[0] and all(map(lt, keys, keys[1:]))):
+        return
+    previous, item = next((a, b) for a, b in zip([after, *keys], keys, strict=False) if not a < b)
+    raise KeyOrderError(
+        f"the {side} listed {item!r} after {previous!r}: keys must come in code-point order "
+        "(use a C collation for the action key)"
+    )
 
 
 def merge_streams(
     source: Iterator[SourceKey], receiver: Iterator[RemoteTask]
 ) -> Iterator[tuple[str, SourceKey | None, RemoteTask | None]]:
-    """Merge two key-ordered streams: (key, source row or None, receiver task or None) per distinct key."""
-    source, receiver = _ordered(source, "source"), _ordered(receiver, "receiver")
+    """Merge two key-ordered streams: (key, source row or None, receiver task or None) per distinct key.
+    Both streams check their order a page at a time (`check_key_order`) as they are read."""
+    source, receiver = iter(source), iter(receiver)
     s, r = next(source, None), next(receiver, None)
-    while s is not None or r is not None:
-        if r is None or (s is not None and s.action_key < r.action_key):
-            yield s.action_key, s, None
-            s = next(source, None)
-        elif s is None or r.action_key < s.action_key:
-            yield r.action_key, None, r
-            r = next(receiver, None)
-        else:
+    # Both sides present: the loop every key of a run takes (most keys are on both sides).
+    while s is not None and r is not None:
+        if s.action_key == r.action_key:
             yield s.action_key, s, r
             s, r = next(source, None), next(receiver, None)
+        elif s.action_key < r.action_key:
+            yield s.action_key, s, None
+            s = next(source, None)
+        else:
+            yield r.action_key, None, r
+            r = next(receiver, None)
+    # One side is done: the rest of the other is its own (streamed on, never held).
+    if s is not None:
+        for rest in chain((s,), source):
+            yield rest.action_key, rest, None
+    if r is not None:
+        for rest in chain((r,), receiver):
+            yield rest.action_key, None, rest

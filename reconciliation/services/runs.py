@@ -27,6 +27,7 @@ from reconciliation.classification import (
     CROSS_SIDE,
     Problem,
     classify,
+    in_agreement,
     iso,
     may_have_problems,
     stuck_before,
@@ -157,6 +158,8 @@ class _Merge:
 
     def key(self, key: str, src: SourceKey | None, task: RemoteTask | None) -> None:
         self.compared += 1
+        if src is not None and task is not None and in_agreement(src, task):
+            return
         self.work.note(key, src, task)
         if not may_have_problems(src, task):
             return
