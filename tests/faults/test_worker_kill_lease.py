@@ -1,6 +1,13 @@
 """A dispatcher killed with SIGKILL while 2,000 handoffs are queued: the maintenance loop of the dispatcher
 that survives expires the dead one's leases and settles its rows within lease + 5 s of the kill, while the
-drain goes on. One clock: time.monotonic() in this test."""
+drain goes on.
+
+One clock, the database's: the kill's time is read from it just before the kill, and each row's settlement is
+the time of record of its first event out of uncertain (the transaction that settled it). The bound is on the
+product's own work, not on how soon this test's process looked, which a loaded machine delays by as long as it
+keeps that process off a core (the test's own look is printed beside it). Read before the kill, the start can
+only be early, so the measured time is never shorter than the real one. With the survivor's maintenance every
+12 s instead of 0.5 s it fails (14.5 s)."""
 
 import os
 import signal
@@ -11,7 +18,8 @@ import pytest
 from django.db.models import Q
 
 from delivery.models import ReceiverTask
-from outbox.models import Handoff, HandoffState
+from outbox.clock import db_time
+from outbox.models import Handoff, HandoffEvent, HandoffState
 from tests.faults.test_dispatch_faults import make_handoffs, wait_until
 
 pytestmark = [
@@ -47,6 +55,7 @@ def test_killed_dispatchers_claims_are_expired_and_settled_within_lease_plus_5s_
         what="the victim to claim handoffs",
         procs=[victim],
     )
+    killed_by_the_database_clock = db_time()
     os.kill(victim.pid, signal.SIGKILL)
     killed_at = time.monotonic()
     victim.wait(timeout=10)
@@ -56,17 +65,24 @@ def test_killed_dispatchers_claims_are_expired_and_settled_within_lease_plus_5s_
         Handoff.objects.filter(state=S.IN_FLIGHT, lease_owner="victim").values_list("id", flat=True)
     )
     assert claimed, "the victim died holding claimed handoffs"
-    deadline = (
-        killed_at + SETTLE_WITHIN + 30
-    )  # generous for a loaded machine; the bound is asserted below
+    # Generous for a loaded machine: this wait is only how long the test looks; the bound is asserted below.
+    deadline = killed_at + SETTLE_WITHIN + 60
     while Handoff.objects.filter(held_by("victim", claimed)).exists():
         assert time.monotonic() < deadline, "the dead dispatcher's rows were never settled"
         time.sleep(0.1)
-    settled_after = time.monotonic() - killed_at
+    seen_after = time.monotonic() - killed_at
     pending_then = Handoff.objects.filter(state=S.PENDING).count()
 
+    settled = {}
+    for handoff_id, at in HandoffEvent.objects.filter(
+        handoff_id__in=claimed, from_state=S.UNCERTAIN, at__gte=killed_by_the_database_clock
+    ).values_list("handoff_id", "at"):
+        settled[handoff_id] = min(at, settled.get(handoff_id, at))
+    assert settled.keys() == set(claimed), "every claimed row left uncertain after the kill"
+    settled_after = (max(settled.values()) - killed_by_the_database_clock).total_seconds()
     print(
-        f"victim's {len(claimed)} rows settled {settled_after:.2f}s after the kill, {pending_then} pending"
+        f"victim's {len(claimed)} rows settled {settled_after:.2f}s after the kill (database clock), "
+        f"seen settled by the test after {seen_after:.2f}s, {pending_then} pending"
     )
     assert settled_after <= SETTLE_WITHIN, (
         f"settled {settled_after:.1f}s after the kill, bound {SETTLE_WITHIN}s"
