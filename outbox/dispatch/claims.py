@@ -13,13 +13,15 @@ from typing import NamedTuple
 
 from django.conf import settings
 from django.db import connections, transaction
-from django.db.models import F
+from django.db.models import BooleanField, F
+from django.db.models.expressions import RawSQL
 
 from lib.databases import DB, compiled_once, prepared_cursor
 from lib.request_mapping import sent_body
 from lib.telemetry import past_spans
 from outbox.clock import POSTGRES_NOW_PLUS, db_now, db_now_plus
 from outbox.destinations import Destination
+from outbox.destinations.registry import destination_row_statement
 from outbox.failover import timeline_check
 from outbox.failures import DeliveryResult, Outgoing, UndoTarget
 from outbox.models import (
@@ -30,6 +32,7 @@ from outbox.models import (
     HandoffEvent,
     HandoffState,
 )
+from outbox.services.limits import LIMITS_COLUMNS, limits_statement
 
 S = HandoffState
 
@@ -110,8 +113,7 @@ def handoff_claim_due(
     claim itself, so that a dispatcher stopped or cut off between the claim and its first statement after
     it leaves attempts known never sent, not unknown ones a person must settle."""
     started = time_ns()
-    if settings.HANDOFF_TIMELINE_CHECK_EACH_CLAIM and connections[DB].vendor == "postgresql":
-        timeline_check(connections[DB])
+    _check_timeline()
     rows = _claimed_rows(
         worker=worker,
         limit=limit,
@@ -120,6 +122,15 @@ def handoff_claim_due(
         destination_name=destination_name,
         handoff_id=handoff_id,
     )
+    return _claims_of(rows, worker, started)
+
+
+def _check_timeline() -> None:
+    if settings.HANDOFF_TIMELINE_CHECK_EACH_CLAIM and connections[DB].vendor == "postgresql":
+        timeline_check(connections[DB])
+
+
+def _claims_of(rows: list[ClaimedRow], worker: str, started: int) -> list[Claim]:
     claims = [
         Claim(
             handoff_id=row.id,
@@ -172,6 +183,110 @@ def _claimed_rows(
     )
 
 
+class TurnClaim(NamedTuple):
+    """What one delivery turn's statement (`handoff_claim_turn`) read and claimed."""
+
+    # The destination's limits, holds and breaker (`LIMITS_COLUMNS` values), then its row (kind, enabled,
+    # configuration; None each without a row), as `turn_reads_statement` reads them.
+    reads: tuple
+    # Of that row as read: the claim went ahead only when the caller named it.
+    fingerprint: str
+    # The claim went ahead: no live hold, no breaker pause, no limit that takes a slot, and the row unchanged.
+    # False: nothing was claimed, and the turn takes the usual path with these reads.
+    went: bool
+    claims: list[Claim]
+
+
+# The turn's reads by name in the turn's statement: the limits' columns (`outbox/services/limits.py`), whether a
+# live hold exists, then the destination's row.
+_TURN_READS = (
+    "max_concurrency, max_requests_per_second, paused, probes, found, held, kind, enabled, config"
+)
+
+
+def turn_reads_statement(name: str) -> tuple[str, tuple]:
+    """A delivery turn's reads in one statement: the destination's limits, holds and breaker, and its row (so
+    that a change is served by the turn that reads it), each one row, joined."""
+    limits_sql, limits_params = limits_statement(name)
+    return (
+        f"SELECT * FROM ({limits_sql}) AS limits "  # noqa: S608 - both compiled by the ORM, values parameters
+        f"LEFT JOIN ({destination_row_statement()}) AS destination ON 1 = 1",
+        (*limits_params, name),
+    )
+
+
+def handoff_claim_turn(
+    *,
+    name: str,
+    worker: str,
+    limit: int,
+    lease_seconds: int,
+    fingerprint: str,
+    call_started: bool | None,
+) -> TurnClaim:
+    """A delivery turn in one round trip before its calls (PostgreSQL): the turn's reads
+    (`turn_reads_statement`) and, in the same statement, the claim of up to `limit` due handoffs, which goes
+    ahead only when the reads let the turn's permit and breaker be given without a statement of their own (no
+    live hold, no breaker pause, neither limit set) and the destination's row is the one `fingerprint` names
+    (the one whose build gave `call_started`). Otherwise nothing is claimed and the caller takes the usual
+    path (`dispatch_batch`) with the reads returned. A turn was two round trips between a wake-up and its
+    claim (the reads, then the claim), as many for a dispatcher woken for a handoff another one claims."""
+    started = time_ns()
+    _check_timeline()
+    sql, reads_params, due_params = compiled_once(
+        ("turn claim", name, limit), lambda: _turn_claim_sql(name, limit)
+    )
+    unlimited_by_default = not (
+        settings.HANDOFF_DESTINATION_MAX_CONCURRENCY
+        or settings.HANDOFF_DESTINATION_MAX_REQUESTS_PER_SECOND
+    )
+    params = [
+        *reads_params,
+        unlimited_by_default,
+        fingerprint,
+        *due_params,
+        *_claim_params(worker, lease_seconds, call_started),
+    ]
+    with prepared_cursor() as cursor:
+        cursor.execute(sql, params)
+        rows = cursor.fetchall()
+    reads_count = LIMITS_COLUMNS + 3
+    first = rows[0]
+    claimed = [
+        ClaimedRow(*row[reads_count + 2 :]) for row in rows if row[reads_count + 2] is not None
+    ]
+    return TurnClaim(
+        reads=first[:reads_count],
+        fingerprint=first[reads_count + 1],
+        went=first[reads_count],
+        claims=_claims_of(_converted(claimed), worker, started),
+    )
+
+
+def _turn_claim_sql(name: str, limit: int) -> tuple[str, tuple, tuple]:
+    reads_sql, reads_params = turn_reads_statement(name)
+    row = "md5(ROW(kind, enabled, config)::text)"
+    before = (
+        f"turn_reads ({_TURN_READS}) AS ({reads_sql}), "  # noqa: S608 - compiled by the ORM, values parameters
+        "turn_go AS (SELECT NOT held AND paused IS NOT TRUE AND CASE WHEN found IS TRUE THEN "
+        "COALESCE(max_concurrency, 0) = 0 AND COALESCE(max_requests_per_second, 0) = 0 ELSE %s::boolean END "
+        f"AND {row} = %s AS went, {row} AS fingerprint FROM turn_reads), "
+    )
+    columns = ", ".join(f"c.{column}" for column in CLAIMED_COLUMNS)
+    read_back = (
+        f"SELECT r.*, g.went, g.fingerprint, {columns}, a.id AS attempt_id, c.follow_up "  # noqa: S608
+        "FROM turn_reads r CROSS JOIN turn_go g "
+        "LEFT JOIN (claimed c JOIN attempt a ON a.handoff_id = c.id) ON TRUE ORDER BY c.due_at, c.id"
+    )
+    # The claim's due rows only when the reads let it go (one value for the statement: PostgreSQL reads it once
+    # and scans nothing when it is false).
+    due = _due(name, None).filter(
+        RawSQL("(SELECT went FROM turn_go)", (), output_field=BooleanField())
+    )
+    sql, due_params = _claim_sql(due, limit=limit, before=before, read_back=read_back)
+    return sql, reads_params, tuple(due_params)
+
+
 def with_undo_targets(claims: list[Claim]) -> list[Claim]:
     """The claims, each compensation with the step it reverses (its key and receipt id), read in one query
     only when the batch holds a claim whose delivery records more than itself (a compensation is one)."""
@@ -214,9 +329,11 @@ def _claim_statement(
     )
 
 
-def _claim_sql(due, *, limit: int) -> tuple[str, list]:
+def _claim_sql(due, *, limit: int, before: str = "", read_back: str = "") -> tuple[str, list]:
     """The claim statement's text and the due query's parameters. The row locks are written here, not by
-    select_for_update(): Django compiles that only inside a transaction, and this statement is its own."""
+    select_for_update(): Django compiles that only inside a transaction, and this statement is its own.
+    `before`: common table expressions ahead of the claim's (the turn's reads, `handoff_claim_turn`);
+    `read_back`: the final select in place of the claimed rows' own."""
     connection = connections[DB]
     qn = connection.ops.quote_name
     select_sql, select_params = constants_in_text(
@@ -227,9 +344,15 @@ def _claim_sql(due, *, limit: int) -> tuple[str, list]:
         qn(model._meta.db_table) for model in (Handoff, Attempt, HandoffEvent)
     )
     returned = ", ".join(f"h.{column}" for column in CLAIMED_COLUMNS)
-    read_back = ", ".join(f"c.{column}" for column in CLAIMED_COLUMNS)
+    columns = ", ".join(f"c.{column}" for column in CLAIMED_COLUMNS)
+    read_back = read_back or (
+        f"SELECT {columns}, a.id AS attempt_id, c.follow_up "  # noqa: S608 - our own column names
+        # In the order they fell due (the due query's): a join's output has no order of its own, and a batch's
+        # calls go out in the order read here (a hash join once sent a batch's sixth e-mail third).
+        "FROM claimed c JOIN attempt a ON a.handoff_id = c.id ORDER BY c.due_at, c.id"
+    )
     sql = (
-        f"WITH due AS ({select_sql}), "  # noqa: S608 - the inner query is Django's, every value a parameter
+        f"WITH {before}due AS ({select_sql}), "  # noqa: S608 - the inner query is Django's, values parameters
         f"claimed AS (UPDATE {handoffs} AS h SET state = %s, lease_owner = %s, "
         f"lease_expires_at = {POSTGRES_NOW_PLUS}, fencing_epoch = h.fencing_epoch + 1, "
         "attempts = h.attempts + 1, attempts_in_run = h.attempts_in_run + 1, updated_at = STATEMENT_TIMESTAMP() "
@@ -244,10 +367,7 @@ def _claim_sql(due, *, limit: int) -> tuple[str, list]:
         "SELECT id, %s, %s, %s, '', 'claimed for attempt ' || attempts || ' at ' || destination, "
         "STATEMENT_TIMESTAMP() "
         "FROM claimed) "
-        f"SELECT {read_back}, a.id AS attempt_id, c.follow_up "
-        # In the order they fell due (the due query's): a join's output has no order of its own, and a batch's
-        # calls go out in the order read here (a hash join once sent a batch's sixth e-mail third).
-        "FROM claimed c JOIN attempt a ON a.handoff_id = c.id ORDER BY c.due_at, c.id"
+        f"{read_back}"
     )
     return sql, select_params
 
@@ -284,10 +404,20 @@ def _claim_skip_locked(
     (INSERT … RETURNING), event AS (INSERT …) SELECT …`. Committed on its own (autocommit): a claim is
     all of it or none of it. The lease, the attempt's start and the event's time are the database's clock
     (the statement's time), as for every other time of record."""
-    connection = connections[DB]
     sql, select_params = statement
-    params = [
-        *select_params,
+    params = [*select_params, *_claim_params(worker, lease_seconds, call_started)]
+    with prepared_cursor() as cursor:
+        cursor.execute(sql, params)
+        if not (rows := cursor.fetchall()):
+            return []  # nothing due: the columns' description (built per statement) is not read
+        names = [column.name for column in cursor.description]
+        fetched = [ClaimedRow(**dict(zip(names, row, strict=True))) for row in rows]
+    return _converted(fetched)
+
+
+def _claim_params(worker: str, lease_seconds: int, call_started: bool | None) -> list:
+    """The claim's own parameters, after the due query's."""
+    return [
         S.IN_FLIGHT,
         worker,
         lease_seconds,
@@ -298,12 +428,13 @@ def _claim_skip_locked(
         S.IN_FLIGHT,
         worker,
     ]
-    with prepared_cursor() as cursor:
-        cursor.execute(sql, params)
-        if not (rows := cursor.fetchall()):
-            return []  # nothing due: the columns' description (built per statement) is not read
-        names = [column.name for column in cursor.description]
-        fetched = [ClaimedRow(**dict(zip(names, row, strict=True))) for row in rows]
+
+
+def _converted(fetched: list[ClaimedRow]) -> list[ClaimedRow]:
+    """The claimed rows with their JSON columns as the model's fields read them."""
+    if not fetched:
+        return fetched
+    connection = connections[DB]
     payload_field = Handoff._meta.get_field("payload")
     request_field = Handoff._meta.get_field("request")
     return [

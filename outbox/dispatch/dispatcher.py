@@ -31,7 +31,12 @@ from outbox.destinations import (
 )
 from outbox.dispatch.claims import Claim, claim_resend_blocked, handoff_claim_due
 from outbox.dispatch.lease_keeper import LeaseKeeper
-from outbox.dispatch.leases import attempt_mark_calling, handoff_expire_leases, lease_began
+from outbox.dispatch.leases import (
+    attempt_mark_calling,
+    handoff_expire_leases,
+    handoff_release_claims,
+    lease_began,
+)
 from outbox.dispatch.recorded import record_and_count, write_and_count
 from outbox.dispatch.run_stats import RunStats
 from outbox.dispatch.withdrawals import handoff_withdraw, send_withheld
@@ -56,6 +61,17 @@ def default_worker_name() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
+class Claimed(NamedTuple):
+    """Claims the caller made before the batch's permit, in the statement that read the destination's limits,
+    holds and breaker and found that none needs a statement of its own (`outbox/dispatch/runner.py`
+    `_claim_turn`), and when (this process's monotonic clock) their lease began."""
+
+    claims: list[Claim]
+    leased_at: float
+    # The breaker's admission they were claimed under (a probe's claim is one handoff).
+    admission: Admission = Admission.OPEN
+
+
 def dispatch_batch(
     *,
     destination: Destination | None = None,
@@ -64,48 +80,117 @@ def dispatch_batch(
     handoff_id: int | None = None,
     stop: threading.Event | None = None,
     limits: Limits | None = None,
+    claimed: Claimed | None = None,
 ) -> RunStats:
     """Claim what is due for the destination and deliver it: nothing while it is paused (one handoff as its
     probe), nothing while its `limits` (the caller's read, else the permit's) or a Retry-After hold refuse a
     permit (`stats.limited`, and how long to wait), and no more requests than the permit allows (a batch call
-    is one request). Once `stop` is set no further call starts: the claims not sent yet are given back."""
+    is one request). Once `stop` is set no further call starts: the claims not sent yet are given back.
+    `claimed`: the caller's claims (read with `limits`), delivered under the permit and admission taken here;
+    given back unsent should either refuse."""
     destination = destination or get_destination()
     worker, stats = worker or default_worker_name(), RunStats()
+    if claimed is not None and not claimed.claims:
+        return stats  # the caller's claim found nothing due
     limit = limit or settings.HANDOFF_CLAIM_BATCH
     lease_seconds, leased_at = settings.HANDOFF_LEASE_SECONDS, time.monotonic()
     batching = destination.batching()
     # The limits first: a probe of a paused destination is spent only on a call that can be made.
     permit = _permit(destination, batching, worker, limit, lease_seconds, stats, limits)
     if permit is None:
+        _give_back_claimed(claimed, stats, f"not sent: destination {destination.name} limited")
         return stats
     try:
-        admission = destination_admit(name=destination.name, seen=permit.breaker)
-        if admission is Admission.PAUSED:
-            stats.paused = True
-            return stats
-        limit = 1 if admission is Admission.PROBE else limit
-        claims = handoff_claim_due(
+        claimed = _admitted(
+            claimed,
+            destination,
+            permit,
+            stats,
             worker=worker,
             limit=limit if batching else min(limit, permit.requests),
             handoff_id=handoff_id,
-            lease_seconds=lease_seconds,
-            destination_name=destination.name,
-            mark_not_called=not destination.supports_idempotency,
-        )
-        keeper = LeaseKeeper(
-            claims,
-            lease_seconds=lease_seconds,
-            permit=permit,
-            call_seconds=destination.call_seconds,
             leased_at=leased_at,
         )
-        with _on_claims_clock(claims, lease_seconds):
-            _deliver(claims, destination, batching, stats, keeper, stop)
-            _probe_not_counted(admission, claims, keeper, destination.name)
+        if claimed is not None:
+            _deliver_claimed(claimed, destination, permit, batching, stats, stop)
     finally:
         # Given back right after the calls already; this covers no claims, a pause, and an error before the calls.
         destination_release(permit=permit)
     return stats
+
+
+def _admitted(
+    claimed: Claimed | None,
+    destination: Destination,
+    permit: Permit,
+    stats: RunStats,
+    **claim,
+) -> Claimed | None:
+    """The batch's claims under the breaker's admission: the caller's while it admits them (given back
+    otherwise), else claimed now (`_claim_admitted`); None: nothing to send."""
+    if claimed is None:
+        return _claim_admitted(destination, permit, stats, **claim)
+    if destination_admit(name=destination.name, seen=permit.breaker) is Admission.OPEN:
+        return claimed
+    _give_back_claimed(claimed, stats, f"not sent: destination {destination.name} paused")
+    stats.paused = True
+    return None
+
+
+def _deliver_claimed(
+    claimed: Claimed,
+    destination: Destination,
+    permit: Permit,
+    batching: bool,
+    stats: RunStats,
+    stop: threading.Event | None,
+) -> None:
+    claims, leased_at, admission = claimed
+    lease_seconds = settings.HANDOFF_LEASE_SECONDS
+    keeper = LeaseKeeper(
+        claims,
+        lease_seconds=lease_seconds,
+        permit=permit,
+        call_seconds=destination.call_seconds,
+        leased_at=leased_at,
+    )
+    with _on_claims_clock(claims, lease_seconds):
+        _deliver(claims, destination, batching, stats, keeper, stop)
+        _probe_not_counted(admission, claims, keeper, destination.name)
+
+
+def _claim_admitted(
+    destination: Destination,
+    permit: Permit,
+    stats: RunStats,
+    *,
+    worker: str,
+    limit: int,
+    handoff_id: int | None,
+    leased_at: float,
+) -> Claimed | None:
+    """The batch's claims once the breaker admits it (one handoff as a paused destination's probe); None while
+    it is paused."""
+    admission = destination_admit(name=destination.name, seen=permit.breaker)
+    if admission is Admission.PAUSED:
+        stats.paused = True
+        return None
+    claims = handoff_claim_due(
+        worker=worker,
+        limit=1 if admission is Admission.PROBE else limit,
+        handoff_id=handoff_id,
+        lease_seconds=settings.HANDOFF_LEASE_SECONDS,
+        destination_name=destination.name,
+        mark_not_called=not destination.supports_idempotency,
+    )
+    return Claimed(claims, leased_at, admission)
+
+
+def _give_back_claimed(claimed: Claimed | None, stats: RunStats, reason: str) -> None:
+    """The caller's claims, refused a permit or admission after all (a hold or pause that began between the
+    claim's read and this): pending again, unsent."""
+    if claimed is not None and claimed.claims:
+        stats.released += handoff_release_claims(claims=claimed.claims, reason=reason)
 
 
 def _on_claims_clock(claims: list[Claim], lease_seconds: float):

@@ -34,6 +34,7 @@ went is in flight under a lease, and the leases expire once they have run out.
 import contextlib
 import logging
 import threading
+import time
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -46,12 +47,12 @@ from outbox.destinations import Destination, DestinationUnavailable, destination
 from outbox.destinations.registry import (
     destination_from_row,
     destination_problems,
-    destination_row_statement,
     enabled_destination_names,
 )
 from outbox.dispatch import heartbeat
-from outbox.dispatch.claims import constants_in_text
+from outbox.dispatch.claims import constants_in_text, handoff_claim_turn, turn_reads_statement
 from outbox.dispatch.dispatcher import (
+    Claimed,
     RunStats,
     default_worker_name,
     dispatch_batch,
@@ -59,12 +60,13 @@ from outbox.dispatch.dispatcher import (
     maintain,
 )
 from outbox.dispatch.held_destinations import Holds, servable_names
+from outbox.dispatch.leases import handoff_release_claims
 from outbox.dispatch.serving import Schedule, Turn
 from outbox.dispatch.wakeups import WakeListener
 from outbox.limit_rules import Limits
 from outbox.models import Handoff
 from outbox.retry import backoff_ceiling
-from outbox.services.limits import LIMITS_COLUMNS, limits_from_row, limits_statement
+from outbox.services.limits import LIMITS_COLUMNS, limits_from_row
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -294,31 +296,66 @@ def _serve_turn(name: str, turn: Turn, worker: str, stop: threading.Event) -> Ru
         if stats.settled:
             log.info("maintenance of %s: settled %s", name, stats.settled)
         return RunStats(settled=stats.settled, settle_backlog=stats.settle_backlog)
-    destination, limits = _turn_reads(name)
-    return dispatch_batch(destination=destination, worker=worker, stop=stop, limits=limits)
+    if not connections[DB].features.has_select_for_update_skip_locked:
+        destination, limits = _turn_reads(name)
+        return dispatch_batch(destination=destination, worker=worker, stop=stop, limits=limits)
+    return _claim_turn(name, worker, stop)
+
+
+# Per destination, the fingerprint of the row its last turn built it from and the claim's `call_started` for that
+# build: the next turn's statement claims only while the row is still that one (`handoff_claim_turn`).
+_built_from: dict[str, tuple[str, bool | None]] = {}
+
+
+def _claim_turn(name: str, worker: str, stop: threading.Event) -> RunStats:
+    """A delivery turn on PostgreSQL: its reads and its claim in one statement (`handoff_claim_turn`), then the
+    calls; the usual path (`dispatch_batch`, its permit and breaker) with the same reads when the claim could
+    not go ahead (a hold, a pause, a limit, a changed row, the destination's first turn in this process)."""
+    fingerprint, call_started = _built_from.get(name, ("", None))
+    leased_at = time.monotonic()
+    turn = handoff_claim_turn(
+        name=name,
+        worker=worker,
+        limit=settings.HANDOFF_CLAIM_BATCH,
+        lease_seconds=settings.HANDOFF_LEASE_SECONDS,
+        fingerprint=fingerprint,
+        call_started=call_started,
+    )
+    try:
+        destination = destination_from_row(name, turn.reads[LIMITS_COLUMNS:])
+    except DestinationUnavailable:
+        _built_from.pop(name, None)
+        # Claimed only on the row the last turn built it from: a build that fails on it gives them back unsent.
+        if turn.claims:
+            handoff_release_claims(
+                claims=turn.claims, reason=f"not sent: destination {name} unavailable"
+            )
+        raise
+    _built_from[name] = (turn.fingerprint, None if destination.supports_idempotency else False)
+    limits = limits_from_row(turn.reads[:LIMITS_COLUMNS])
+    if not turn.went:
+        return dispatch_batch(destination=destination, worker=worker, stop=stop, limits=limits)
+    return dispatch_batch(
+        destination=destination,
+        worker=worker,
+        stop=stop,
+        limits=limits,
+        claimed=Claimed(turn.claims, leased_at),
+    )
 
 
 def _turn_reads(name: str) -> tuple[Destination, Limits]:
     """A delivery turn's destination (its row, so that a change is served by this turn) and its limits, holds
-    and breaker, in one statement: each is one row, joined. Read one after the other they were two round trips
-    between a wake-up and its claim, each a wait for the cores on a busy machine (bench/e2e.py
-    `latency_pairs`: waiting to be claimed 5.6-9.0 ms against a minimal dispatcher's 1.4-1.7 ms at a load of
-    17-20, 2026-12-07)."""
-    sql, params = compiled_once(("turn reads", name), lambda: _turn_reads_sql(name))
+    and breaker, in one statement: each is one row, joined (SQLite; PostgreSQL's turn claims in the same
+    statement, `_claim_turn`). Read one after the other they were two round trips between a wake-up and its
+    claim, each a wait for the cores on a busy machine (bench/e2e.py `latency_pairs`: waiting to be claimed
+    5.6-9.0 ms against a minimal dispatcher's 1.4-1.7 ms at a load of 17-20, 2026-12-07)."""
+    sql, params = compiled_once(("turn reads", name), lambda: turn_reads_statement(name))
     with prepared_cursor() as cursor:
         cursor.execute(sql, params)
         row = cursor.fetchone()
     limits = limits_from_row(row[:LIMITS_COLUMNS])
     return destination_from_row(name, row[LIMITS_COLUMNS:]), limits
-
-
-def _turn_reads_sql(name: str) -> tuple[str, tuple]:
-    limits_sql, limits_params = limits_statement(name)
-    return (
-        f"SELECT * FROM ({limits_sql}) AS limits "  # noqa: S608 - both compiled by the ORM, values parameters
-        f"LEFT JOIN ({destination_row_statement()}) AS destination ON 1 = 1",
-        (*limits_params, name),
-    )
 
 
 class Pool:

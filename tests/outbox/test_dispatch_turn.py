@@ -9,21 +9,34 @@ from django.db.models.signals import post_init
 from django.test.utils import CaptureQueriesContext
 
 from delivery.models import ReceiverTask
-from outbox.destinations.registry import destination_named
+from outbox.destinations.registry import DestinationDisabled, destination_named
+from outbox.dispatch import runner
 from outbox.dispatch.runner import _serve_turn
 from outbox.dispatch.serving import Turn
-from outbox.models import DestinationConfig, DestinationHealth, Handoff, HandoffState
+from outbox.models import Attempt, DestinationConfig, DestinationHealth, Handoff, HandoffState
+from outbox.services.destination_windows import destination_pause_by_operator
+from outbox.services.limits import destination_acquire, destination_release, destination_set_limits
 
 pytestmark = pytest.mark.django_db(databases=["default", "delivery"])
 
 
-def test_a_turn_of_one_call_handoffs_costs_three_statements_and_delivers_each(make_handoff):
-    """Its destination's row with its limits and breaker (one statement: two were two round trips between a
-    wake-up and its claim), the claim, and the outcomes in one statement: on PostgreSQL a turn's statements
-    do not grow with its handoffs."""
+@pytest.fixture(autouse=True)
+def _first_turn_of_the_process():
+    """Each test's destination is new to the process: no row of an earlier test's is remembered."""
+    runner._built_from.clear()
+
+
+def test_a_turn_of_one_call_handoffs_costs_two_statements_and_delivers_each(make_handoff):
+    """Its destination's row with its limits and breaker read in the claim's own statement (they were a
+    round trip of their own between a wake-up and its claim), and the outcomes in one statement: on
+    PostgreSQL a turn's statements do not grow with its handoffs. The destination's first turn in a process
+    reads its row before it claims (the claim goes ahead only on the row the last turn built it from)."""
     DestinationConfig.objects.create(name="system", kind="in_process", config={})
     DestinationHealth.objects.create(name="system")  # as after the destination's first batch
     handoffs = [make_handoff(n, destination="system") for n in range(1, 6)]
+    with CaptureQueriesContext(connection) as first:
+        assert _serve_turn("system", Turn.DELIVER, "w1", threading.Event()).delivered == 5
+    handoffs += [make_handoff(n, destination="system") for n in range(6, 11)]
     with CaptureQueriesContext(connection) as statements:
         stats = _serve_turn("system", Turn.DELIVER, "w1", threading.Event())
     assert stats.delivered == 5
@@ -34,9 +47,86 @@ def test_a_turn_of_one_call_handoffs_costs_three_statements_and_delivers_each(ma
             HandoffState.DELIVERED,
             str(task.task_id),
         )
-    assert ReceiverTask.objects.count() == 5
+    assert ReceiverTask.objects.count() == 10
     if connection.vendor == "postgresql":
-        assert len(statements) == 3, [q["sql"][:80] for q in statements]
+        assert len(first) == 3, [q["sql"][:80] for q in first]
+        assert len(statements) == 2, [q["sql"][:80] for q in statements]
+
+
+def test_a_woken_turn_that_finds_nothing_due_sends_one_statement(make_handoff):
+    """A dispatcher woken for a handoff another one claimed: its turn's reads and its empty claim are one
+    round trip (they were two)."""
+    DestinationConfig.objects.create(name="system", kind="in_process", config={})
+    DestinationHealth.objects.create(name="system")
+    make_handoff(1, destination="system")
+    assert _serve_turn("system", Turn.DELIVER, "w1", threading.Event()).delivered == 1
+    with CaptureQueriesContext(connection) as statements:
+        assert _serve_turn("system", Turn.DELIVER, "w1", threading.Event()).claimed == 0
+    if connection.vendor == "postgresql":
+        assert len(statements) == 1, [q["sql"][:80] for q in statements]
+
+
+def test_a_turn_claims_nothing_for_a_destination_paused_since_its_last_turn(make_handoff):
+    """An operator's pause that began after the destination's last turn: the next turn's claim (which reads
+    the holds itself) takes nothing, and the handoff waits, unattempted."""
+    DestinationConfig.objects.create(name="system", kind="in_process", config={})
+    DestinationHealth.objects.create(name="system")
+    make_handoff(1, destination="system")
+    assert _serve_turn("system", Turn.DELIVER, "w1", threading.Event()).delivered == 1
+    destination_pause_by_operator(name="system", actor=None, reason="maintenance", actor_label="op")
+    waiting = make_handoff(2, destination="system")
+    stats = _serve_turn("system", Turn.DELIVER, "w1", threading.Event())
+    assert (stats.claimed, stats.limited) == (0, True)
+    _never_attempted(waiting)
+
+
+def test_a_turn_claims_nothing_for_a_destination_limited_since_its_last_turn_while_full(
+    make_handoff, django_user_model
+):
+    """A limit set after the destination's last turn, its one slot held by another dispatcher's call: the next
+    turn's claim does not go ahead on its own (nothing claimed, then given back), the turn is refused a slot
+    and the handoff waits, unattempted; once the slot is free the turn takes it and delivers under it."""
+    DestinationConfig.objects.create(name="system", kind="in_process", config={})
+    DestinationHealth.objects.create(name="system")
+    make_handoff(1, destination="system")
+    assert _serve_turn("system", Turn.DELIVER, "w1", threading.Event()).delivered == 1
+    destination_set_limits(
+        name="system",
+        max_concurrency=1,
+        max_requests_per_second="",
+        actor=django_user_model.objects.create(username="op"),
+        reason="one at a time",
+    )
+    other = destination_acquire(name="system", worker="w2", requests=1, lease_seconds=30)
+    waiting = make_handoff(2, destination="system")
+    stats = _serve_turn("system", Turn.DELIVER, "w1", threading.Event())
+    assert (stats.claimed, stats.limited) == (0, True)
+    _never_attempted(waiting)
+    destination_release(permit=other)
+    with CaptureQueriesContext(connection) as statements:
+        assert _serve_turn("system", Turn.DELIVER, "w1", threading.Event()).delivered == 1
+    assert any("outbox_destinationslot" in q["sql"] for q in statements)
+
+
+def test_a_turn_claims_nothing_for_a_destination_disabled_since_its_last_turn(make_handoff):
+    """A destination disabled after its last turn: its row no longer the one the claim was built for, the
+    claim does not go ahead, and the turn refuses the destination with the handoff unattempted."""
+    DestinationConfig.objects.create(name="system", kind="in_process", config={})
+    DestinationHealth.objects.create(name="system")
+    make_handoff(1, destination="system")
+    assert _serve_turn("system", Turn.DELIVER, "w1", threading.Event()).delivered == 1
+    DestinationConfig.objects.filter(name="system").update(enabled=False)
+    waiting = make_handoff(2, destination="system")
+    with pytest.raises(DestinationDisabled):
+        _serve_turn("system", Turn.DELIVER, "w1", threading.Event())
+    _never_attempted(waiting)
+
+
+def _never_attempted(handoff: Handoff) -> None:
+    """Pending as it was made, and no attempt of it written: not claimed and given back."""
+    handoff.refresh_from_db()
+    assert (handoff.state, handoff.attempts) == (HandoffState.PENDING, 0)
+    assert not Attempt.objects.filter(handoff_id=handoff.pk).exists()
 
 
 def test_a_turn_reads_its_destinations_row_without_a_model_and_serves_a_change_at_the_next():
