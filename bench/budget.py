@@ -20,7 +20,12 @@ BUDGET = (
         "runs of 10 s more, and each side's dispatchers started for its run, about 45 s",
     ),
     ("console", 45, "41 s on 2026-12-06 13:47: a 1,000,000-row fill, 11 pages of 31 requests"),
-    ("reconcile", 60, "a 1,000,000-row fill in 13 s, passes of 11 s and 15 s"),
+    (
+        "reconcile",
+        60,
+        "62 s on 2026-12-07 05:49: a 1,000,000-row fill in 16 s, passes of 19 s (in_process) and 22 s (http); "
+        "since, the reconciling process's CPU a key is 0.82 of what it was (interleaved runs, 2026-12-07)",
+    ),
     ("destinations", 72, "3 pairs, 73 s on 2026-12-06 13:47"),
     ("many_destinations", 66, "3 pairs of 2,000 handoffs, 68 s on 2026-12-06 13:47"),
     (
@@ -39,9 +44,10 @@ BUDGET = (
     ("console_operators", 90, "a 1,000,000-row fill (10,000,000 took 272 s alone)"),
     (
         "retention",
-        80,
-        "a 1,000,000-row fill, 3 pairs (103 s on 2026-12-06 13:47, when each of the 6 runs started its 4 "
-        "dispatchers; now once)",
+        110,
+        "113 s on 2026-12-07 05:49: a 1,000,000-row fill with its history, 4 dispatchers started once, 3 pairs "
+        "of 3,000 handoffs at 280-370/s (about 60 s), each run's `archive_settled` start and clearing, and "
+        "retention alone for 10 s (103 s on 2026-12-06 13:47, when each of the 6 runs started its 4 dispatchers)",
     ),
     (
         "settlement",
