@@ -39,6 +39,7 @@ from lib.databases import DB
 from outbox.clock import DbNow
 from outbox.destinations.registry import row_config, secret_sources
 from outbox.models import (
+    CaseHold,
     DestinationConfig,
     DestinationHealth,
     DestinationHold,
@@ -202,20 +203,35 @@ def _intended_hold_end(name: str, *, after: datetime, now: datetime) -> datetime
     return holds.intended_ended_after(after, now=now).aggregate(last=Max("end"))["last"]
 
 
+def _late_after_hold(name: str, late: int, held_until: datetime | None) -> int:
+    """Of a destination's `late` due handoffs, those whose SLA passed after its intended hold ended: while it
+    catches up (less than the age limit since the hold's end), an SLA that passed under its operator's pause
+    or window (or a Retry-After wait) is the hold's, known to whoever set it, not the destination falling
+    behind; past the age limit the backlog pages by its age anyway."""
+    if not late or held_until is None:
+        return late
+    return (
+        _due_waiting()
+        .filter(destination=name, sla_due_at__gt=held_until, sla_due_at__lt=DbNow())
+        .count()
+    )
+
+
 def backlog_causes(*, now: datetime) -> list[Cause]:
     """Destinations whose due handoffs wait too long or pile up while nothing fails (no pause, no hold): a
     dispatcher that is down, a limit set too low. Lasts as long as the backlog. The age is counted from the
     later of the oldest due time and the end of the destination's last intended hold (`INTENDED_KINDS`): a
     destination catching up after its operator's pause or window is not falling behind until the catching
-    up itself takes longer than the age limit."""
+    up itself takes longer than the age limit, nor late for an SLA that passed while it was held."""
     causes = []
     age_limit = timedelta(seconds=settings.ALERT_BACKLOG_AGE_SECONDS)
     for name, (count, oldest, late) in sorted(_backlog_depths().items()):
-        since, held_until = oldest, None
-        if now - oldest >= age_limit:
+        held_until = None
+        if now - oldest >= age_limit or late:
             held_until = _intended_hold_end(name, after=oldest, now=now)
-            since = held_until or oldest
+        since = held_until or oldest
         age = now - since
+        late = _late_after_hold(name, late, held_until) if age < age_limit else late
         if age < age_limit and count < settings.ALERT_BACKLOG_DEPTH and not late:
             continue
         waiting = _due_waiting().filter(destination=name)
@@ -272,15 +288,20 @@ def _latest_failure(handoffs) -> dict:
 
 
 def held_by_its_owner() -> Q:
-    """A handoff an operator holds (a live case hold, `outbox/models/case_holds.py`) set less than
+    """A handoff an operator holds (a live case hold, `CaseHoldQuerySet.live`, the one rule) set less than
     `ALERT_HOLD_QUIET_HOURS` ago (database clock): the owner is acting on it, so its failure neither opens an
     incident nor keeps one paging. Past that, or once the hold ends, it is a failure again: a hold never
-    hides one for ever."""
-    return Q(
-        case_hold__isnull=False,
-        case_hold__ended_at__isnull=True,
-        case_hold__created_at__gt=DbNow(-3600.0 * settings.ALERT_HOLD_QUIET_HOURS),
+    hides one for ever. A hold whose own end has passed has ended for alerting at once, not when a
+    dispatcher's sweep next marks it (`case_holds_expire`, which does not run while no dispatcher does)."""
+    recent = (
+        CaseHold.objects.live()
+        .filter(
+            pk=OuterRef("case_hold_id"),
+            created_at__gt=DbNow(-3600.0 * settings.ALERT_HOLD_QUIET_HOURS),
+        )
+        .exclude(pk__in=CaseHold.objects.past_their_end().values("pk"))
     )
+    return Q(case_hold__isnull=False) & Q(Exists(recent))
 
 
 def failure_causes() -> list[Cause]:

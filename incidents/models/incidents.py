@@ -16,7 +16,7 @@ from django.db import models
 from django.db.models import Q
 from django.db.models.functions import Now
 
-from outbox.models import Handoff, HandoffState
+from outbox.models import Handoff, HandoffEvent, HandoffState
 from reconciliation.models import lifecycle
 
 
@@ -285,9 +285,13 @@ class NotificationState(models.TextChoices):
     RETRYING = "retrying", "Retrying (an attempt failed)"
     SENT = "sent", "Sent"
     FAILED = "failed", "Failed (retries exhausted)"
-    # A page whose cause had ended by the moment it would have gone out (database clock): never sent.
-    WITHDRAWN = "dropped", "Withdrawn: the cause had ended before it went out"
+    # A page withdrawn at the moment it would have gone out (database clock): never sent. Why (its cause had
+    # ended, or an operator holds its failure) is the withdrawal's own (`Notification.delivery_label`).
+    WITHDRAWN = "dropped", "Withdrawn before it went out"
 
+
+# How the send step words a withdrawal on the handoff's event (`outbox/dispatch/withdrawals.py`).
+WITHDRAWN_PREFIX = "withdrawn: "
 
 # A notification's state, from its handoff's: delivered is sent, a person's (retries exhausted, an unknown
 # outcome nobody could settle) is failed, cancelled is withdrawn (`outbox/dispatch/withdrawals.py`).
@@ -322,6 +326,18 @@ class NotificationQuerySet(models.QuerySet):
 
     def failed(self):
         return self.with_delivery().filter(delivery_state=NotificationState.FAILED)
+
+    def with_withdrawal(self):
+        """`with_delivery`, and `withdrawn_because`: the reason its handoff was withdrawn with
+        (`notification_send_check`'s answer, on the handoff's cancelling event); None when it was not."""
+        withdrawal = HandoffEvent.objects.filter(
+            handoff_id=models.OuterRef("handoff_id"),
+            to_state=HandoffState.CANCELLED,
+            reason__startswith=WITHDRAWN_PREFIX,
+        ).order_by("-pk")
+        return self.with_delivery().annotate(
+            withdrawn_because=models.Subquery(withdrawal.values("reason")[:1])
+        )
 
 
 class NotificationEvent(models.TextChoices):
@@ -375,5 +391,8 @@ class Notification(models.Model):
 
     @property
     def delivery_label(self) -> str:
-        """Its state in words: its handoff's where read (`with_delivery`), else its own."""
-        return NotificationState(getattr(self, "delivery_state", self.state)).label
+        """Its state in words: its handoff's where read (`with_delivery`), else its own; a withdrawal with
+        its reason where read (`with_withdrawal`)."""
+        label = NotificationState(getattr(self, "delivery_state", self.state)).label
+        because = getattr(self, "withdrawn_because", None)
+        return f"{label}: {because.removeprefix(WITHDRAWN_PREFIX)}" if because else label

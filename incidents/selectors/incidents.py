@@ -87,7 +87,7 @@ def incident_detail_for(
         .select_related("actor")
         .order_by("at", "pk"),
         "notifications": Notification.objects.using(DB)
-        .with_delivery()
+        .with_withdrawal()
         .filter(incident=incident)
         .select_related("channel")
         .order_by("number", "pk"),

@@ -375,7 +375,7 @@ def notification_send_check(action_key: str) -> str:
         return ""
     if incident_cause_holds(notification.incident_id):
         return ""
-    why = _held_by_owner(notification.incident_id) or "the cause had ended before it went out"
+    why = _held_by_owner(notification.incident_id) or "the cause had ended"
     IncidentEvent.objects.using(DB).create(
         incident_id=notification.incident_id,
         action="page_withdrawn",

@@ -106,3 +106,27 @@ def test_a_backlog_after_the_breakers_pause_pages_by_its_due_time(world):
         [incident] = Incident.objects.all()
         assert (incident.kind, incident.destination) == (IncidentKind.BACKLOG, "receiver")
         assert len(pages(receiver)) == 1
+
+
+@pytest.mark.parametrize("kind", [HoldKind.OPERATOR_PAUSE, HoldKind.WINDOW])
+def test_an_sla_that_passed_under_an_intended_hold_pages_only_once_catching_up_lasts_past_the_limit(
+    world, kind
+):
+    """Fails on the code before: after a long maintenance window (or pause) the handoff whose SLA passed
+    during it paged "past its SLA" the first sweep after the window ended, though its operator had meant it
+    to wait and the destination was catching up. An SLA passed since the hold ended still pages at once."""
+    due_two_hours_ago()
+    Handoff.objects.update(sla_due_at=DbNow(-3600.0))
+    hold(kind, ended_ago=60)
+    with AlertReceiver() as receiver:
+        channel(receiver)
+        alerts_send_due()
+        assert not Incident.objects.exists(), "an SLA passed under the window is the window's"
+        assert receiver.received == []
+
+        # Its SLA passed after the hold ended: late, paged at once.
+        Handoff.objects.update(sla_due_at=DbNow(-30.0))
+        alerts_send_due()
+        [incident] = Incident.objects.all()
+        assert (incident.kind, incident.destination) == (IncidentKind.BACKLOG, "receiver")
+        assert "1 past their SLA" in pages(receiver)[0]["incident"]["first_evidence"]

@@ -10,6 +10,7 @@ import pytest
 from incidents.channels.delivery import notifications_deliver_now
 from incidents.models import EscalationPolicy, Incident
 from incidents.sweep import alerts_send_due as alerts_sweep
+from outbox.clock import DbNow, db_time
 from outbox.models import CaseHold
 from outbox.services.case_holds import case_hold
 from tests.incidents.alert_receiver import AlertReceiver
@@ -71,9 +72,12 @@ def test_a_held_failure_does_not_page_or_escalate_until_its_hold_has_lasted_too_
         assert set(incident.members.values_list("handoff_id", flat=True)) == {quiet.pk, paged.pk}
 
 
-def test_a_page_due_while_its_failure_is_held_is_withdrawn_saying_who_holds_it_until_when(world):
+def test_a_page_due_while_its_failure_is_held_is_withdrawn_saying_who_holds_it_until_when(
+    world, client
+):
     """A page queued, then its failure held before it went out: it was withdrawn as "the cause had ended
-    before it went out", which was not true; the timeline and the withdrawal say who holds it, until when."""
+    before it went out", which was not true; the timeline, the withdrawal and the notification's state on
+    the incident's page say who holds it, until when."""
     with AlertReceiver() as receiver:
         webhook_channel(receiver)
         held = fail(1402)
@@ -89,3 +93,36 @@ def test_a_page_due_while_its_failure_is_held_is_withdrawn_saying_who_holds_it_u
             withdrawn.note
         )
         assert "the cause had ended" not in withdrawn.note
+        client.force_login(world["olga"])
+        page = client.get(f"/incidents/{incident.pk}/").content.decode()
+        assert "the cause had ended" not in page
+        assert (
+            "Withdrawn before it went out: the failure is held by its owner "
+            f"(olga until {until:%Y-%m-%d %H:%M} UTC)"
+        ) in page
+
+
+def test_a_failure_pages_once_its_holds_end_time_passes_though_no_sweep_has_ended_the_hold(world):
+    """Where a case hold's end time meets the alert sweep: the hold is marked ended by a dispatcher's sweep
+    (`case_holds_expire`), which does not run while no dispatcher does. A hold "until 10:00" kept its failure
+    quiet past 10:00, up to `ALERT_HOLD_QUIET_HOURS` from its start; its end passed, it pages at once."""
+    with AlertReceiver() as receiver:
+        webhook_channel(receiver)
+        held = fail(1403)
+        case_hold(
+            handoff_id=held.pk,
+            actor=world["olga"],
+            reason="calling ACME",
+            until=db_time() + timedelta(hours=1),
+            whole_case=False,
+        )
+        alerts_send_due()
+        assert not Incident.objects.exists() and triggers_of(receiver) == []
+
+        # Its end passed; no dispatcher ran to mark it ended.
+        CaseHold.objects.update(ends_at=DbNow(-60.0))
+        assert CaseHold.objects.live().count() == 1
+        alerts_send_due()
+        [incident] = Incident.objects.all()
+        assert list(incident.members.values_list("handoff_id", flat=True)) == [held.pk]
+        assert len(triggers_of(receiver)) == 1
