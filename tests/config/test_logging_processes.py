@@ -14,7 +14,7 @@ import pytest
 from outbox.models import HandoffState
 from tests.faults.conftest import START_DEADLINE_SECONDS, Processes
 from tests.faults.test_django_q import approve_request_42
-from tests.processes import LOCAL_HTTP, ROOT
+from tests.processes import LOCAL_HTTP, ROOT, manage_argv
 
 pytestmark = [
     pytest.mark.postgres,
@@ -54,7 +54,7 @@ def test_dispatch_process_writes_json_lines_with_the_handoffs_fields(processes):
     handoff = approve_request_42()
     env = processes.dispatcher_env(LOG_FORMAT="json")
     done = subprocess.run(
-        [sys.executable, "manage.py", "dispatch", "--once", "--worker", "json-logs"],
+        manage_argv("dispatch", "--once", "--worker", "json-logs"),
         cwd=ROOT,
         env=env,
         capture_output=True,

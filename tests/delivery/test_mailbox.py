@@ -5,14 +5,13 @@ import os
 import re
 import smtplib
 import subprocess
-import sys
 from email.message import EmailMessage
 
 import pytest
 from django.test import override_settings
 
 from tests.factories import make_user
-from tests.processes import ROOT
+from tests.processes import ROOT, manage_argv
 
 pytestmark = pytest.mark.django_db(databases=["default", "delivery"])
 
@@ -27,7 +26,7 @@ def mailbox(tmp_path):
         "DEMO_SMTP_PORT": "0",
     }
     server = subprocess.Popen(
-        [sys.executable, "manage.py", "demo_mailbox"],
+        manage_argv("demo_mailbox"),
         cwd=ROOT,
         env=env,
         stdout=subprocess.PIPE,

@@ -283,14 +283,7 @@ def _private_templates():
                 }
                 for database in ("default", "delivery"):
                     done = subprocess.run(
-                        [
-                            sys.executable,
-                            "manage.py",
-                            "migrate",
-                            "--no-input",
-                            "--database",
-                            database,
-                        ],
+                        manage_argv("migrate", "--no-input", "--database", database),
                         cwd=ROOT,
                         env=env,
                         capture_output=True,

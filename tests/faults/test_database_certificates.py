@@ -17,7 +17,7 @@ import pytest
 
 from tests.faults.test_database_roles import APPROVE_42
 from tests.hosts.postgres_cluster import PostgresServer
-from tests.processes import ROOT, bytecode_cache, migrated_template_dump
+from tests.processes import ROOT, bytecode_cache, manage_argv, migrated_template_dump
 
 pytestmark = [pytest.mark.postgres, pytest.mark.faults]
 
@@ -170,7 +170,7 @@ def _migrate_as_owner(namespace: str, server, owner: tuple[str, str]) -> None:
             server.load(dump, dbname, user="handoff_owner")
         return
     for args in (["migrate", "--no-input"], ["migrate", "--no-input", "--database", "delivery"]):
-        done = _in_namespace(namespace, server, ["manage.py", *args], owner)
+        done = _in_namespace(namespace, server, manage_argv(*args)[1:], owner)
         assert done.returncode == 0, done.stderr[-3000:]
 
 
@@ -187,7 +187,7 @@ def test_the_runtime_role_delivers_with_a_client_certificate_and_nothing_else_ge
         _socket_url(server, "handoff_owner", "handoff_delivery"),
     )
     _migrate_as_owner(namespace, server, owner)
-    done = _in_namespace(namespace, server, ["manage.py", "shell", "-c", APPROVE_42], owner)
+    done = _in_namespace(namespace, server, manage_argv("shell", "-c", APPROVE_42)[1:], owner)
     assert done.returncode == 0, done.stderr[-3000:]
 
     by_certificate = (
@@ -195,7 +195,7 @@ def test_the_runtime_role_delivers_with_a_client_certificate_and_nothing_else_ge
         _tcp_url(server, "handoff_delivery", "app"),
     )
     done = _in_namespace(
-        namespace, server, ["manage.py", "dispatch", "--once", "--worker", "w1"], by_certificate
+        namespace, server, manage_argv("dispatch", "--once", "--worker", "w1")[1:], by_certificate
     )
     assert done.returncode == 0, done.stderr[-3000:]
     [(state, key)] = server.sql("SELECT state, action_key FROM outbox_handoff", dbname="handoff")

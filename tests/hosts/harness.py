@@ -77,7 +77,7 @@ class HostsCluster:
         }
         for database in ("default", "delivery"):
             done = subprocess.run(
-                [sys.executable, "manage.py", "migrate", "--no-input", "--database", database],
+                manage_argv("migrate", "--no-input", "--database", database),
                 cwd=ROOT, env=env, capture_output=True, text=True, timeout=600,
             )  # fmt: skip
             if done.returncode:

@@ -3,14 +3,13 @@ sink (run twice, the same two), and the sink, a real process, keeps what it is s
 
 import os
 import subprocess
-import sys
 
 import httpx
 import pytest
 from django.core.management import call_command
 
 from incidents.models import AlertChannel, ChannelKind, IncidentSeverity
-from tests.processes import ROOT
+from tests.processes import ROOT, manage_argv
 
 pytestmark = pytest.mark.django_db(databases=["default", "delivery"])
 
@@ -36,7 +35,7 @@ def test_the_demo_sink_keeps_and_lists_what_it_receives(tmp_path):
         "DEMO_ALERT_DIR": str(tmp_path / "alerts"),
     }
     sink = subprocess.Popen(
-        [sys.executable, "manage.py", "demo_alert_sink"],
+        manage_argv("demo_alert_sink"),
         cwd=ROOT,
         env=env,
         stdout=subprocess.PIPE,

@@ -4,7 +4,6 @@ exits 0, as docs/operations.md says ("Stop and start"); once the hold ends the s
 nothing of holds."""
 
 import subprocess
-import sys
 
 import pytest
 
@@ -16,7 +15,7 @@ from outbox.services.destination_windows import (
 )
 from tests.faults.conftest import Processes
 from tests.faults.test_django_q import approve_request_42
-from tests.processes import ROOT
+from tests.processes import ROOT, manage_argv
 
 pytestmark = [
     pytest.mark.postgres,
@@ -34,7 +33,7 @@ def processes(transactional_db, tmp_path):
 
 def dispatch_once(processes: Processes) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "manage.py", "dispatch", "--once", "--worker", "once"],
+        manage_argv("dispatch", "--once", "--worker", "once"),
         cwd=ROOT,
         env=processes.dispatcher_env(HANDOFF_DESTINATION="in_process"),
         capture_output=True,

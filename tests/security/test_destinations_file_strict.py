@@ -4,7 +4,6 @@ the place or the field, and the live destination is left as it was (no row, no e
 import json
 import os
 import subprocess
-import sys
 from io import StringIO
 
 import pytest
@@ -15,7 +14,7 @@ from outbox.destinations.http.destination import HttpDestination
 from outbox.destinations.idempotency_key.auth import MissingSecret, credentials_from_config
 from outbox.destinations.smtp.destination import Secret
 from outbox.models import DestinationConfig, DestinationEvent
-from tests.processes import ROOT
+from tests.processes import ROOT, manage_argv
 
 pytestmark = pytest.mark.django_db
 LIVE = {"url": "http://127.0.0.1:9/delivery/api", "read_timeout": 5.0}
@@ -92,7 +91,7 @@ def test_the_command_exits_non_zero_with_one_line_and_no_traceback(tmp_path):
     path = tmp_path / "deep.json"
     path.write_text('{"destinations": ' + "[" * 100_000)
     done = subprocess.run(
-        [sys.executable, "manage.py", "destinations", "apply", str(path)],
+        manage_argv("destinations", "apply", str(path)),
         cwd=ROOT,
         env={**os.environ, "DJANGO_SETTINGS_MODULE": "config.test_settings"},
         capture_output=True,

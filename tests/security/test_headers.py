@@ -9,6 +9,7 @@ import pytest
 from django.test import Client
 
 from tests.factories import onboarding_world
+from tests.processes import manage_argv
 
 pytestmark = pytest.mark.django_db
 
@@ -95,7 +96,7 @@ def production_env(**extra: str) -> dict[str, str]:
 
 def run_manage(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "manage.py", *args],
+        manage_argv(*args),
         cwd=ROOT,
         env=env,
         capture_output=True,
