@@ -36,7 +36,14 @@ from incidents.services.replay_run import replay_run
 from outbox.models import Attempt, DestinationConfig, Handoff, HandoffEvent, HandoffState
 from outbox.payloads import payload_hash
 from tests.factories import ONBOARDING_PAYLOAD, onboarding_world
-from tests.processes import LOCAL_HTTP, ROOT, KernelPort, database_url, popen_listening
+from tests.processes import (
+    LOCAL_HTTP,
+    ROOT,
+    KernelPort,
+    database_url,
+    manage_argv,
+    popen_listening,
+)
 
 pytestmark = [
     pytest.mark.postgres,
@@ -167,7 +174,7 @@ def _dispatch_due(receiver: ReceiverProcess) -> None:
         "HANDOFF_LEASE_SECONDS": "60",
     }
     done = subprocess.run(
-        [sys.executable, "manage.py", "dispatch", "--once", "--worker", "replay-test"],
+        manage_argv("dispatch", "--once", "--worker", "replay-test"),
         cwd=ROOT,
         env=env,
         capture_output=True,
