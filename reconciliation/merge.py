@@ -12,6 +12,7 @@ producing false findings.
 
 import heapq
 from collections.abc import Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
@@ -22,7 +23,7 @@ from typing import NamedTuple
 from django.db.models import BooleanField, ExpressionWrapper, Q, Value
 
 from lib.databases import DB
-from outbox.destinations import Destination, RemoteTask
+from outbox.destinations import Destination, HttpDestination, RemoteTask
 from outbox.models import OPEN_STATES, ArchivedHandoff, Handoff, HandoffState
 from outbox.models.states import WORK_FAILED, WORK_UNFINISHED
 
@@ -310,8 +311,9 @@ def receiver_stream(
     """Every task at the receiver (or those whose key starts with `prefix`), through the destination
     interface only, one page at a time."""
     after = prefix
+    pages = _pages_read_ahead(destination, after, batch_size)
     while True:
-        page = destination.list_keys(after=after, limit=batch_size)
+        page = next(pages)
         stats.page(batch_size, len(page))
         # Only an empty page ends the listing: a receiver may cap the page size below what was asked
         # (the HTTP API caps it at 5,000), and a short page taken for the last would hide the rest.
@@ -326,6 +328,32 @@ def receiver_stream(
             yield from takewhile(lambda task: task.action_key.startswith(prefix), page)
             return
         after = page[-1].action_key
+
+
+def _pages_read_ahead(
+    destination: Destination, after: str, limit: int
+) -> Iterator[list[RemoteTask]]:
+    """The receiver's pages in turn, each asked for while the one before is merged: over HTTP the receiver
+    builds the next page (its query and JSON) on the other core instead of the merge waiting for it. One
+    request ahead at most; a failure is raised where its page is taken. In-process listings are read in
+    the merge's own thread (they use its database connection and transaction)."""
+    if not isinstance(destination, HttpDestination):
+        while True:
+            page = destination.list_keys(after=after, limit=limit)
+            yield page
+            after = page[-1].action_key if page else after
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="receiver-listing") as ahead:
+        asked = ahead.submit(destination.list_keys, after=after, limit=limit)
+        try:
+            while True:
+                page = asked.result()
+                if page:
+                    asked = ahead.submit(
+                        destination.list_keys, after=page[-1].action_key, limit=limit
+                    )
+                yield page
+        finally:
+            asked.cancel()
 
 
 def workspace_prefixes(workflows: Iterable[str], workspace_id: int) -> list[str]:
