@@ -264,13 +264,14 @@ the figures of this run say:
   filled once, in an outbox of its own with 4 dispatchers of its own; between runs only the run's handoffs
   and their history go, then the outbox is vacuumed, analyzed and checkpointed again (`remove_run`).
 - **Reconciliation.** The source is paged by keyset on the unique action-key index, the receiver through
-  its `list_keys` API, 5,000 keys a page each; at most one page of each side is held, which is what the
-  RSS samples (after each tenth of the keys) show. The source rows carry the work status the receiver
-  reports, as after an earlier run, so a run writes only changed statuses: the steady state. (Earlier
-  reports' fill left them empty, so the first destination measured, `in_process`, also wrote every key's
-  status: 19,004 keys/s at 1,000,000, not comparable with `http`'s figure.) At 10,000,000 keys only the
-  production destination, `http`, is run (over the rows of the largest growth run, one fill for both
-  figures); `in_process`, for tests and the embedded demo, is measured at 1,000,000.
+  its `list_keys` API, 5,000 keys a page each; at most one page of the source and two of the receiver
+  (over HTTP the next is asked for while one is merged) are held, which is what the RSS samples (after
+  each tenth of the keys) show. The source rows carry the work status the receiver reports, as after an
+  earlier run, so a run writes only changed statuses: the steady state. (Earlier reports' fill left them
+  empty, so the first destination measured, `in_process`, also wrote every key's status: 19,004 keys/s at
+  1,000,000, not comparable with `http`'s figure.) At 10,000,000 keys only the production destination,
+  `http`, is run (over the rows of the largest growth run, one fill for both figures); `in_process`, for
+  tests and the embedded demo, is measured at 1,000,000.
 - **Console at 1,000,000 handoffs.** Each page paid for two things. The header's "need attention"
   figure counted every open row of the workspace on every view (8-12 ms for the fill's 63,000 open rows);
   it now stops at 1,000 per part in one query (0.6 ms) and shows "999+" past the cap

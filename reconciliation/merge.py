@@ -1,13 +1,14 @@
 """The merge: both key sets streamed in action-key order, one page at a time, compared in one pass.
 
-The source side pages through the outbox by keyset on `action_key` (the unique index); the receiver
-side pages through the destination's `list_keys`. At most one page of each side is held, so memory
-does not grow with the table. The source side includes the archive (settled handoffs that retention moved
-out of the outbox, `outbox.models.ArchivedHandoff`), merged in key order: an archived key the receiver
-lists is the source's, not an orphan, and an archived delivered key the receiver lost is still missing.
-Both sides must list keys in code-point order (C / binary collation, the default for SQLite and for a
-PostgreSQL database created with C or C.UTF-8); a stream that goes backwards stops the run instead of
-producing false findings.
+The source side pages through the outbox by keyset on `action_key` (the unique index); the receiver side
+pages through the destination's `list_keys`, over HTTP one request ahead of the merge. At most one page
+of the source and two of the receiver are held, so memory does not grow with the table. The source side
+includes the archive (settled handoffs that retention moved out of the outbox,
+`outbox.models.ArchivedHandoff`), merged in key order: an archived key the receiver lists is the
+source's, not an orphan, and an archived delivered key the receiver lost is still missing. Both sides
+must list keys in code-point order (C / binary collation, the default for SQLite and for a PostgreSQL
+database created with C or C.UTF-8); a stream that goes backwards stops the run instead of producing
+false findings.
 """
 
 import heapq
