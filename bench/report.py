@@ -92,8 +92,9 @@ the figures of this run say:
   0.25-0.33 ms. The call itself costs the dispatcher about what it costs the reference: the reference's plain
   client loop 0.66 ms a request in one process, `HttpDestination.deliver` 0.75 ms in the same conditions
   (signing 8.5 µs, the body's JSON 3 µs; the rest is urllib3 and http.client on both sides). The difference
-  is the turn: 4 statements whatever its size (the destination's row, its limits and breaker, the claim, the
-  outcomes; no BEGIN or COMMIT, each is its own transaction; pinned by `tests/outbox/test_dispatch_turn.py`),
+  is the turn: 4 statements whatever its size when measured (the destination's row, its limits and breaker, the
+  claim, the outcomes; no BEGIN or COMMIT, each is its own transaction; since 2026-12-07 2 on PostgreSQL, the
+  reads and the claim one statement, see below; pinned by `tests/outbox/test_dispatch_turn.py`),
   about 3 ms of the dispatcher's Python a turn (the outcome statement 1.6 ms for 20 rows, most of it building
   and quoting its arrays; the claim 0.8 ms; the limits' permit 0.3 ms) and, in PostgreSQL, the claim and the
   outcome (two updates of the handoff's row that are not HOT, each an entry in every full index, two event
@@ -184,9 +185,14 @@ the figures of this run say:
   so not published) the reference's share was 10-20 ms against the product's 14-32 ms; the gap was mostly
   waiting to be claimed (0.6-1.7 ms against 2.9-9.0 ms) and the dispatchers' CPU per handoff (1.8-2.8 ms
   against 3.4-4.6 ms, `/proc`). A delivery turn then made two round trips before its claim, the destination's
-  row and its limits; they are one statement since (`outbox/dispatch/runner.py` `_turn_reads`: 227 to 135 µs
-  of a dispatcher's CPU a turn, 120 to 80 µs of its backend's, in interleaved blocks). What is left of the
-  wait is that statement's round trip and the turn's own work before the claim (the permit, the breaker);
+  row and its limits; they became one statement (`outbox/dispatch/runner.py` `_turn_reads`: 227 to 135 µs
+  of a dispatcher's CPU a turn, 120 to 80 µs of its backend's, in interleaved blocks), and on PostgreSQL
+  that statement now also claims (`outbox/dispatch/claims.py` `handoff_claim_turn`) when nothing needs a
+  statement of its own (no live hold, no breaker pause, neither limit set, the destination's row unchanged
+  since the last turn): a turn with work is 2 statements (claim, outcomes), a woken turn that finds nothing 1.
+  Otherwise, and on a destination's first turn in a process and on SQLite, the turn takes the old path
+  (`_turn_reads`, the permit, the breaker, the claim). What is left of the wait is the turn's own work
+  before its one statement;
   of the CPU, the claim's attempt and event rows and the outcome's services, which the reference leaves out.
   The product's own share of the latency (its aims row, issue 40: < 5 ms) is measured, not subtracted: the
   bench's receiver (`bench/receiver_timing.py`: `config.wsgi` wrapped, under a gthread worker that notes when
@@ -222,9 +228,10 @@ the figures of this run say:
   transaction. Between the NOTIFY and the claim a woken dispatcher makes 3 round trips: the listening thread
   hands the wake-up to the schedule, a free worker takes a delivery turn of that destination (a woken idle
   destination gets no "anything due?" probe first), reads the destination's row (now 0.1 ms of CPU, was 0.4
-  ms), takes the limits' permit (one read that also answers the breaker), then claims. A handoff committed
+  ms), takes the limits' permit (one read that also answers the breaker), then claims (on PostgreSQL since
+  2026-12-07 one statement that reads and claims, `handoff_claim_turn`). A handoff committed
   while both lanes of its destination (HANDOFF_DISPATCH_LANES, 2) are in a turn waits for the end of one. More
-  lanes would cut that wait and cost a turn's 4 statements for fewer handoffs each; one try of 2 against 4
+  lanes would cut that wait and cost a turn's statements for fewer handoffs each; one try of 2 against 4
   lanes at a load of 18 (17/s reached of 300 asked) measured nothing that can be believed, so the lane count
   is left for the idle run. Every commit's NOTIFY wakes each dispatcher, and the one that finds nothing pays a
   whole empty delivery turn: 0.38-0.46 ms of its CPU and 0.18-0.22 ms of its backend's (2,000 turns timed with
@@ -351,9 +358,11 @@ NEXT_LEVERS = """\
    remains is half waiting to be claimed, half the receiver call.
 6. **Fewer round trips per cycle** (latency): built. The claim is one statement, the destination's row one
    read, a batch of plain deliveries one statement that also answers the breaker: 3 round trips a healthy
-   cycle, from 14 (4 once the row was read at each turn; since 2026-12-07 the row and the limits are one
-   statement, `_turn_reads`). The minimal dispatcher makes 2 (claim, outcome): folding the turn's read into
-   the claim (a claim that checks the holds and the breaker itself) is the next step toward it. Outcomes
+   cycle, from 14 (4 once the row was read at each turn; on 2026-12-07 the row and the limits became one
+   statement, `_turn_reads`). On PostgreSQL the turn's reads are now folded into its claim
+   (`handoff_claim_turn`, which checks the holds, the breaker and the limits itself): 2 round trips (claim,
+   outcome), as the minimal dispatcher makes, when no hold, pause or limit is set and the row is unchanged;
+   otherwise, on a destination's first turn in a process and on SQLite, the old path. Outcomes
    that are not plain deliveries (a retry's backoff, a failure, a workflow's next step) keep the locked
    path, which reads the row the plan needs: six round trips, only on those batches.
    The receiver's batch is five (BEGIN, the replay record, the insert, the read-back, COMMIT); an insert
