@@ -14,7 +14,7 @@ converted once per process. The hot path (a batch of deliveries, `outbox/deliver
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
-from django.db import connections
+from django.db import connections, models
 from django.db.models import Field, Model
 
 from lib.databases import DB
@@ -35,10 +35,62 @@ def db_type(connection, field: Field) -> str:
     return found
 
 
+# The field classes whose preparation (`Field.get_db_prep_save`) of a value of one Python type is a plain conversion:
+# none for an id or a str (`int` of an int, `str` of a str), and for another integer the backend's integer type (on
+# PostgreSQL with psycopg 3, `Int2`/`Int4`/`Int8`, so a column's array is sent as the same type whatever its values);
+# None stays None. A delivered batch's statement prepares about 120 cells (ids, fencing tokens, codes, latencies),
+# each through Django's four calls; such a cell now gets its column's conversion, looked up once per column. Any
+# other value (a datetime, a JSON document, an int subclass such as a bool) and any other field's goes through its
+# field.
+_IDS = (models.AutoField, models.BigAutoField, models.SmallAutoField)
+_INTEGERS = (
+    models.IntegerField,
+    models.BigIntegerField,
+    models.SmallIntegerField,
+    models.PositiveIntegerField,
+    models.PositiveBigIntegerField,
+    models.PositiveSmallIntegerField,
+)
+_TEXTS = (models.CharField, models.TextField)
+
+
+def _plain(connection, field: Field) -> tuple[type | None, Callable | None]:
+    """The Python type whose values `field` prepares by a plain conversion, and that conversion (None: as is)."""
+    kind = type(field)
+    if kind in _IDS:
+        return int, None
+    if kind in _TEXTS:
+        return str, None
+    if kind in _INTEGERS:
+        type_map = getattr(connection.ops, "integerfield_type_map", {})
+        return int, type_map.get(field.get_internal_type())
+    return None, None
+
+
+def prepared(connection, field: Field, values: list) -> list:
+    """`field.get_db_prep_save` of each of `values`, the field's conversion looked up once for the column (`_plain`).
+    A time on the database clock (`DbNow`) cannot travel as a parameter of its own: the caller writes its SQL
+    (`one_value`, `values_sql`)."""
+    plain, convert = _plain(connection, field)
+    out = []
+    for value in values:
+        if value is None and plain is not None:
+            out.append(None)
+        elif type(value) is plain:
+            out.append(value if convert is None else convert(value))
+        elif isinstance(value, DbNow):
+            raise TypeError(
+                f"{field.name}: a time on the database clock cannot be sent in an array"
+            )
+        else:
+            out.append(field.get_db_prep_save(value, connection))
+    return out
+
+
 def values_sql(connection, columns: list[Field], rows: list[list]) -> tuple[str, list]:
     """`(…), (…)` for a VALUES list: one row per entry of `rows`, each value cast to its field's column type
-    (read once per column, not per cell) and sent as a parameter. A `DbNow` is a time on the database clock,
-    computed by the statement, not sent from Python."""
+    (read once per column, not per cell) and sent as a parameter, prepared as `prepared` does. A `DbNow` is a
+    time on the database clock, computed by the statement, not sent from Python."""
     types = [db_type(connection, field) for field in columns]
     cells, params = [], []
     for row in rows:
@@ -49,22 +101,18 @@ def values_sql(connection, columns: list[Field], rows: list[list]) -> tuple[str,
                 params.append(value.seconds)
             else:
                 parts.append(f"%s::{column_type}")
-                params.append(field.get_db_prep_save(value, connection))
+                params += prepared(connection, field, [value])
         cells.append("(" + ", ".join(parts) + ")")
     return ", ".join(cells), params
 
 
-def unnest_sql(connection, columns: list[Field], rows: list[list]) -> tuple[str, list]:
-    """`unnest(%s::type[], …)`: one array parameter per column of `rows`, each value prepared by its field. A time
-    on the database clock (`DbNow`) cannot travel in an array: use `values_sql` for those."""
-    arrays: list[list] = [[] for _ in columns]
-    for row in rows:
-        for field, array, value in zip(columns, arrays, row, strict=True):
-            if isinstance(value, DbNow):
-                raise TypeError(
-                    f"{field.name}: a time on the database clock cannot be sent in an array"
-                )
-            array.append(field.get_db_prep_save(value, connection))
+def unnest_sql(connection, columns: list[Field], values: list[list]) -> tuple[str, list]:
+    """`unnest(%s::type[], …)`: one array parameter per column, `values` holding each column's values (one per
+    row), prepared by `prepared`. A time on the database clock (`DbNow`) cannot travel in an array: use
+    `values_sql` for those."""
+    arrays = [
+        prepared(connection, field, column) for field, column in zip(columns, values, strict=True)
+    ]
     return "unnest(" + ", ".join(
         f"%s::{db_type(connection, field)}[]" for field in columns
     ) + ")", arrays
@@ -84,7 +132,7 @@ def one_value(connection, field: Field, value) -> tuple[str, list]:
     statement's own time, on the database clock."""
     if isinstance(value, DbNow):
         return f"{POSTGRES_NOW_PLUS}::{db_type(connection, field)}", [value.seconds]
-    return f"%s::{db_type(connection, field)}", [field.get_db_prep_save(value, connection)]
+    return f"%s::{db_type(connection, field)}", prepared(connection, field, [value])
 
 
 def unnest_with_constants(
@@ -96,22 +144,21 @@ def unnest_with_constants(
     in every row). The statement's text depends only on which columns differ, never on how many rows there
     are, so psycopg converts it once per process."""
     qn = connection.ops.quote_name
-    arrays = list(arrays)
+    arrays = [(column, [column.get(row) for row in rows]) for column in arrays]
     written: dict[str, tuple[str, list]] = {}
     for column in columns:
-        first = column.get(rows[0])
-        if all(column.get(row) == first for row in rows[1:]):
+        values = [column.get(row) for row in rows]  # read once, for the comparison and the array
+        first = values[0]
+        if all(value == first for value in values[1:]):
             written[column.name] = one_value(connection, column.field, first)
         else:
-            arrays.append(column)
+            arrays.append((column, values))
             written[column.name] = (f"v.{qn(column.name)}", [])
-    values, params = unnest_sql(
-        connection,
-        [column.field for column in arrays],
-        [[column.get(row) for column in arrays] for row in rows],
+    sql, params = unnest_sql(
+        connection, [column.field for column, _ in arrays], [values for _, values in arrays]
     )
-    names = ", ".join(qn(column.name) for column in arrays)
-    return f"{values} AS v ({names})", params, written
+    names = ", ".join(qn(column.name) for column, _ in arrays)
+    return f"{sql} AS v ({names})", params, written
 
 
 def assignments(

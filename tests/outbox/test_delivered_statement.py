@@ -7,7 +7,10 @@ the rows still get their own values where they differ."""
 
 import pytest
 from django.db import connection
+from django.db.models import Field
+from psycopg.types.numeric import Int4, Int8
 
+from outbox.bulk_writes import prepared
 from outbox.failures import DeliveryResult
 from outbox.models import Attempt, AttemptOutcome, Handoff, HandoffState
 from outbox.services import handoff_claim_due, handoff_record_outcomes
@@ -134,3 +137,64 @@ def test_each_rows_own_receipt_is_stored_and_the_receipts_travel_as_one_json_doc
             "n": by_id[handoff.pk],
         }
         assert row.destination_id == f"t{handoff.pk}"
+
+
+def test_a_cell_is_prepared_by_its_columns_conversion_not_by_its_field(make_handoff, monkeypatch):
+    """Django's preparation of a field (four calls a cell) runs for the values every row shares and the
+    datetimes and JSON, never once per row for an id, a fencing token, a code or a latency: those take their
+    column's conversion, looked up once. The arrays keep the types Django would send."""
+    if connection.vendor != "postgresql":
+        pytest.fail("needs PostgreSQL; `make test` runs it there")
+    calls = []
+    prepare = Field.get_db_prep_save
+
+    def counted(field, value, connection):
+        calls.append(field.name)
+        return prepare(field, value, connection)
+
+    monkeypatch.setattr(Field, "get_db_prep_save", counted)
+    seen = []
+
+    def capture(execute, sql, params, many, context):
+        seen.append(params)
+        return execute(sql, params, many, context)
+
+    for n in range(1, 9):
+        make_handoff(n)
+    prepared_for = []
+    for limit in (2, 6):
+        del calls[:]
+        claims = handoff_claim_due(worker="w1", limit=limit)
+        with connection.execute_wrapper(capture):
+            _record(claims, [True] * limit)
+        prepared_for.append(len(calls))
+    assert prepared_for[0] == prepared_for[1], f"preparations grew with the rows: {prepared_for}"
+    arrays = [param for param in seen[-1] if isinstance(param, list)]
+    epochs, latencies = arrays[1], arrays[-1]
+    assert {type(value) for value in epochs} == {Int8}, epochs
+    assert {type(value) for value in latencies} == {Int4}, latencies
+    assert sorted(
+        Attempt.objects.filter(finished_at__isnull=False).values_list("latency_ms", flat=True)
+    ) == [3, 3, 4, 4, 5, 6, 7, 8]
+
+
+@pytest.mark.parametrize(
+    ("model", "name", "values"),
+    [
+        (Handoff, "id", [1, 2**40, None]),
+        (Handoff, "fencing_epoch", [0, 2**40, None]),
+        (Attempt, "status_code", [201, None, True]),
+        (Attempt, "latency_ms", [0, 1500, None]),
+        (Handoff, "destination_id", ["t1", "", None, S.DELIVERED]),
+        (Attempt, "detail", ["boom", ""]),
+        (Handoff, "receipt", [{"a": 1}, None]),
+        (Handoff, "lease_expires_at", [None]),
+    ],
+)
+def test_prepared_values_are_what_the_field_would_send(model, name, values):
+    """Same value, same type as `Field.get_db_prep_save`, whether converted by its column or by its field."""
+    field = model._meta.get_field(name)
+    expected = [field.get_db_prep_save(value, connection) for value in values]
+    got = prepared(connection, field, values)
+    assert [type(value) for value in got] == [type(value) for value in expected]
+    assert [getattr(v, "obj", v) for v in got] == [getattr(v, "obj", v) for v in expected]
