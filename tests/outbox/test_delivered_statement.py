@@ -5,6 +5,8 @@ short and takes few parameters, and PostgreSQL parses one array per field instea
 field every row sets to the same value (the failure fields a delivery clears) travels once, not per row;
 the rows still get their own values where they differ."""
 
+from datetime import UTC, datetime
+
 import pytest
 from django.db import connection
 from django.db.models import Field
@@ -188,7 +190,7 @@ def test_a_cell_is_prepared_by_its_columns_conversion_not_by_its_field(make_hand
         (Handoff, "destination_id", ["t1", "", None, S.DELIVERED]),
         (Attempt, "detail", ["boom", ""]),
         (Handoff, "receipt", [{"a": 1}, None]),
-        (Handoff, "lease_expires_at", [None]),
+        (Handoff, "lease_expires_at", [None, datetime(2026, 12, 7, 2, 0, tzinfo=UTC)]),
     ],
 )
 def test_prepared_values_are_what_the_field_would_send(model, name, values):
