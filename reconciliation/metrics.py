@@ -10,13 +10,14 @@ Counters (`*_total`) are counts of rows that only grow (attempts, events); gauge
 import statistics
 from collections import defaultdict
 
-from django.db.models import Count, Min
+from django.db.models import Count, Max, Min
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from outbox.clock import db_time
-from outbox.models import Attempt, Handoff, HandoffEvent, HandoffState
+from outbox.models import Attempt, DestinationHold, Handoff, HandoffEvent, HandoffState
 from outbox.models.handoffs import completing_case_condition, work_failed_condition
+from outbox.models.holds import INTENDED_KINDS
 from reconciliation.metric_totals import (
     COMPLETED,
     DUPLICATE_PREVENTIONS,
@@ -113,6 +114,7 @@ class HandoffCollector(Collector):
         yield from self._by_state(handoffs, archived[COMPLETED])
         yield self._needs_attention(handoffs)
         yield self._oldest_age(handoffs, now)
+        yield self._oldest_due_age(now)
         yield self._retries_exhausted(handoffs)
         attempts = Attempt.objects.order_by()
         yield self._duplicate_preventions(attempts, archived[DUPLICATE_PREVENTIONS])
@@ -192,6 +194,45 @@ class HandoffCollector(Collector):
                     _labels(workflow, ws, state), max((now - first).total_seconds(), 0.0)
                 )
         return oldest
+
+    def _oldest_due_age(self, now):
+        """The backlog's age as the console's own backlog alert counts it (`incidents/causes.py`,
+        `backlog_causes`), read by the HandoffPendingTooLong rule: due handoffs only (`HandoffQuerySet.due`),
+        none of a destination an intended hold (`INTENDED_KINDS`: an operator's pause or window, a Retry-After
+        wait) holds now, and each destination's oldest due time counted from the end of its last intended
+        hold if that is later. Two queries, whatever the number of destinations."""
+        due = GaugeMetricFamily(
+            "handoff_oldest_due_age_seconds",
+            "Age of the oldest due pending handoff of a destination no intended hold (operator pause, "
+            "maintenance window, Retry-After) holds now, counted from the later of its due time and the "
+            "end of the destination's last intended hold (the backlog incident's rule).",
+            labels=WF_WS,
+        )
+        held = DestinationHold.objects.live().filter(kind__in=INTENDED_KINDS).values("destination")
+        rows = list(
+            Handoff.objects.due()
+            .exclude(destination__in=held)
+            .order_by()
+            .values_list("workflow", "workspace_id", "destination")
+            .annotate(first=Min("next_attempt_at"))
+        )
+        if not rows:
+            return due
+        ended = dict(
+            DestinationHold.objects.filter(destination__in={d for _, _, d, _ in rows})
+            .intended_ended_after(min(first for *_, first in rows), now=now)
+            .order_by()
+            .values_list("destination")
+            .annotate(last=Max("end"))
+        )
+        oldest: dict[tuple, float] = {}
+        for workflow, ws, destination, first in rows:
+            since = max(first, ended.get(destination) or first)
+            age = max((now - since).total_seconds(), 0.0)
+            oldest[(workflow, ws)] = max(age, oldest.get((workflow, ws), 0.0))
+        for (workflow, ws), age in sorted(oldest.items()):
+            due.add_metric(_labels(workflow, ws), age)
+        return due
 
     def _retries_exhausted(self, handoffs):
         exhausted = GaugeMetricFamily(
