@@ -15,6 +15,7 @@ from approvals.models import (
 )
 from approvals.rules import BUILT_IN_RULES, RuleSet, payload_problems, rules_for
 from lib.querystring import id_or_none
+from lib.request_memo import RequestMemo
 from outbox.clock import db_now
 from outbox.models import Handoff
 from outbox.redaction import REDACTED, redact
@@ -40,17 +41,54 @@ def may_decide_in(user, workspace_id: int) -> bool:
     ).exists()
 
 
+_memberships = RequestMemo("memberships")
+
+
+def memberships_read_once_per_request(get_response):
+    """Middleware: a page reads its user's memberships and its workspaces' names once (its view, its filter
+    and its nav each asked: two to four queries a page). Only where nothing changes them, a GET or HEAD: a
+    POST may grant or take a role and then draw the page, so it reads them each time."""
+    memoized = _memberships.middleware(get_response)
+
+    def middleware(request):
+        return memoized(request) if request.method in ("GET", "HEAD") else get_response(request)
+
+    return middleware
+
+
+def _roles_held(user_id: int) -> dict[int, tuple[str, ...]]:
+    """The user's roles by workspace (one query; within a GET, once: `memberships_read_once_per_request`)."""
+
+    def read() -> dict[int, tuple[str, ...]]:
+        roles: dict[int, list[str]] = {}
+        for workspace_id, role in (
+            Membership.objects.filter(user_id=user_id)
+            .order_by("workspace_id", "role")
+            .values_list("workspace_id", "role")
+        ):
+            roles.setdefault(workspace_id, []).append(role)
+        return {ws: tuple(held) for ws, held in roles.items()}
+
+    return _memberships.get(("roles", user_id), read)
+
+
+def workspace_names(workspace_ids: list[int]) -> dict[int, str]:
+    """Each workspace's name by id, in id order (one query; within a GET, once a page)."""
+    ids = tuple(sorted(set(workspace_ids)))
+    return _memberships.get(
+        ("names", ids),
+        lambda: dict(Workspace.objects.filter(id__in=ids).order_by("id").values_list("id", "name")),
+    )
+
+
 def workspace_ids_for(user, role: str | None = None) -> list[int]:
     if not user.is_authenticated:
         return []
-    memberships = Membership.objects.filter(user=user)
-    if role is not None:
-        memberships = memberships.filter(role=role)
-    return sorted(set(memberships.values_list("workspace_id", flat=True)))
+    return [ws for ws, held in _roles_held(user.pk).items() if role is None or role in held]
 
 
 def user_has_role(user, workspace_id: int, role: str) -> bool:
-    return Membership.objects.filter(user=user, workspace_id=workspace_id, role=role).exists()
+    return user.is_authenticated and role in _roles_held(user.pk).get(workspace_id, ())
 
 
 def workspaces_for(user) -> QuerySet[Workspace]:
@@ -132,14 +170,7 @@ def current_revision(
 def roles_by_workspace(user) -> dict[int, list[str]]:
     if not user.is_authenticated:
         return {}
-    roles: dict[int, list[str]] = {}
-    for workspace_id, role in (
-        Membership.objects.filter(user=user)
-        .order_by("workspace_id", "role")
-        .values_list("workspace_id", "role")
-    ):
-        roles.setdefault(workspace_id, []).append(role)
-    return roles
+    return {ws: list(held) for ws, held in _roles_held(user.pk).items()}
 
 
 def awaiting_counts_by_workspace(workspace_ids: list[int]) -> dict[int, int]:
@@ -173,9 +204,7 @@ def operators_of(workspace_ids: list[int]) -> list:
 
 
 def is_operator_of(user_id: int, workspace_id: int) -> bool:
-    return Membership.objects.filter(
-        user_id=user_id, workspace_id=workspace_id, role=Role.OPERATOR
-    ).exists()
+    return Role.OPERATOR in _roles_held(user_id).get(workspace_id, ())
 
 
 def revision_by_id(pk: int) -> Request | None:

@@ -4,7 +4,8 @@ import django_filters
 from django.core.exceptions import ValidationError
 from django.db.models import Q, QuerySet
 
-from approvals.models import Membership, Role, Workspace
+from approvals.models import Membership, Role
+from approvals.selectors import workspace_names
 from lib.paging import keyset_page
 from lib.search_syntax import BadSearch, is_whole_key, request_number, search_typed
 from outbox.models import AGE_CHOICES, FailureClass, HandoffState
@@ -79,10 +80,7 @@ class HandoffFilter(django_filters.FilterSet):
             self.queryset = self.queryset.business()
         ids = list(workspace_ids or [])
         self.filters["workspace"].extra["choices"] = [
-            (str(pk), f"{name} (#{pk})")
-            for pk, name in Workspace.objects.filter(id__in=ids)
-            .order_by("id")
-            .values_list("id", "name")
+            (str(pk), f"{name} (#{pk})") for pk, name in workspace_names(ids).items()
         ]
         operators = (
             Membership.objects.filter(workspace_id__in=ids, role=Role.OPERATOR)

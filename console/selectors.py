@@ -6,7 +6,7 @@ their answers put side by side."""
 
 from django.db.models import F
 
-from approvals.models import Request, Role, Workspace
+from approvals.models import Request, Role
 from approvals.request_search import requests_matching
 from approvals.selectors import (
     REQUESTER_REVISABLE_STATES,
@@ -14,6 +14,7 @@ from approvals.selectors import (
     newest_revisions,
     roles_by_workspace,
     workspace_ids_for,
+    workspace_names,
 )
 from console.request_evidence import statuses_of
 from lib.paging import narrowed_order, planned_serially
@@ -33,7 +34,7 @@ def console_nav(user) -> list[dict]:
     roles = roles_by_workspace(user)
     if not roles:
         return []
-    names = dict(Workspace.objects.filter(id__in=list(roles)).values_list("id", "name"))
+    names = workspace_names(list(roles))
     awaiting = _counts_where(roles, Role.APPROVER, awaiting_counts_by_workspace)
     attention = _counts_where(roles, Role.OPERATOR, needing_person_counts_bounded)
     return [

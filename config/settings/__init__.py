@@ -87,6 +87,8 @@ MIDDLEWARE = [
     "outbox.guidance.contracts_read_once_per_request",
     # ... and the configured secrets once, however many strings it masks (outbox/redaction.py).
     "outbox.redaction.secrets_read_once_per_request",
+    # ... and its user's memberships once, however many of its parts ask (approvals/selectors.py).
+    "approvals.selectors.memberships_read_once_per_request",
     # A refused signature at intake or the receiver is a security event (paged above a rate).
     "reconciliation.security_events.SecurityEventMiddleware",
     # Last, as django-axes asks: it turns a lockout raised during authentication into the lockout answer.

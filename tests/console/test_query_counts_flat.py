@@ -149,3 +149,31 @@ def test_detail_runs_the_same_queries_with_5_and_50_handoffs_and_timeline_rows(w
     assert many == few, (
         f"detail and panel: {few} queries with 5 handoffs and attempts, {many} with 50"
     )
+
+
+# The pages an operator on call opens (bench/console_operators_bench.py) and the queries each may run: its
+# user's memberships and its workspaces' names are read once a page (`approvals.selectors.
+# memberships_read_once_per_request`), where the view, the list's filter and the nav each read them before.
+OPERATOR_PAGES = {
+    "home": ("/", {}, 9),
+    "list, no filter": ("/handoffs/", {}, 11),
+    "list, needs attention": ("/handoffs/", {"state": "needs_attention"}, 10),
+    "list, owner me, older than 1 day": ("/handoffs/", {"owner": "me", "age": "1d"}, 11),
+    "list, request number": ("/handoffs/", {"q": "request 100001"}, 16),
+    "handoff page": ("/handoffs/{pk}/", {}, 18),
+    "health": ("/health/", {}, 29),
+    "incidents": ("/incidents/", {}, 8),
+    "destinations": ("/destinations/", {}, 10),
+}
+
+
+@pytest.mark.parametrize("page", list(OPERATOR_PAGES))
+def test_each_page_an_operator_opens_runs_its_pinned_queries(world, page):
+    client = client_for(world["olga"])
+    add_handoffs(world, 5)
+    url, params, pinned = OPERATOR_PAGES[page]
+    shown = Handoff.objects.filter(state=S.NEEDS_ATTENTION).first()
+    # The page's first request apart: it reads what a session reads once.
+    queries_of(client, url.format(pk=shown.pk), params)
+    ran = queries_of(client, url.format(pk=shown.pk), params)
+    assert ran <= pinned, f"{page}: {ran} queries, pinned at {pinned}"
