@@ -46,9 +46,15 @@ def bulk_job_run(job_id: int) -> dict:
 
 def archive_settled() -> dict:
     """Retention's scheduled run: a bounded number of short batches (the rest goes at the next run), none
-    begun after half the cluster's task timeout (with its pauses a run of 50 batches can last longer)."""
+    begun after half the cluster's task timeout (with its pauses a run of 50 batches can last longer), then
+    the destination holds that stopped holding before the retention age (`destination_holds_prune`)."""
     run = retention.handoffs_archive_settled(
         max_batches=settings.HANDOFF_RETENTION_MAX_BATCHES_PER_RUN,
         max_seconds=settings.Q_CLUSTER["timeout"] / 2,
     )
-    return {"archived": run.archived, "held": run.held, "batches": run.batches}
+    return {
+        "archived": run.archived,
+        "held": run.held,
+        "batches": run.batches,
+        "holds_pruned": run.holds_pruned,
+    }

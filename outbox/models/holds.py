@@ -87,7 +87,9 @@ class DestinationHold(models.Model):
     credentials (`until_probe`: until a probe succeeds). While live without `until_probe` no permit is given
     (`outbox/services/limits.py`): nothing is claimed, no attempt, retry window or probe is spent. While an
     `until_probe` hold is live only the breaker's probe is sent. Ended by a person or the system (`ended_at`,
-    `ended_by`) or by its own end passing; the row stays as the record."""
+    `ended_by`) or by its own end passing; the row stays as the record until it has stopped holding for the
+    retention age (`HANDOFF_RETENTION_DAYS`), when retention's run deletes it (`destination_holds_prune` in
+    `outbox/services/retention.py`; an operator's pause, window and resume stay as `DestinationEvent`s)."""
 
     destination = models.CharField(max_length=40)
     kind = models.CharField(max_length=20, choices=HoldKind.choices)

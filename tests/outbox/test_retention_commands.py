@@ -12,7 +12,15 @@ from django.db.models import F
 from django_q.models import Schedule
 
 from outbox import tasks
-from outbox.models import ArchivedHandoff, Handoff, HandoffEvent, HandoffState
+from outbox.clock import db_time
+from outbox.models import (
+    ArchivedHandoff,
+    DestinationHold,
+    Handoff,
+    HandoffEvent,
+    HandoffState,
+    HoldKind,
+)
 from tests.factories import HandoffFactory
 
 pytestmark = pytest.mark.django_db
@@ -49,7 +57,17 @@ def test_archive_settled_refuses_a_batch_size_out_of_range(value):
 
 
 def test_the_scheduled_task_archives_and_its_schedule_is_installed_once():
+    """Fails on the old code: the task's result did not say how many destination holds it pruned."""
     settled_old(1)
+    now = db_time()
+    for days in (40, 1):  # a Retry-After wait that ended 40 days ago goes, yesterday's stays
+        DestinationHold.objects.create(
+            destination="receiver",
+            kind=HoldKind.RETRY_AFTER,
+            reason="429",
+            starts_at=now - timedelta(days=days, minutes=1),
+            ends_at=now - timedelta(days=days),
+        )
     run("schedule_retention")
     run("schedule_retention")
 
@@ -59,8 +77,10 @@ def test_the_scheduled_task_archives_and_its_schedule_is_installed_once():
         "outbox.tasks.archive_settled",
         -1,
     )
-    assert tasks.archive_settled()["archived"] == 1
+    result = tasks.archive_settled()
+    assert (result["archived"], result["holds_pruned"]) == (1, 1)
     assert ArchivedHandoff.objects.count() == 1
+    assert DestinationHold.objects.get().ends_at == now - timedelta(days=1)
 
 
 @pytest.fixture
