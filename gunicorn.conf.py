@@ -6,6 +6,11 @@ masked (`/metrics?token=[redacted]`): a token refused in the URL must not be kep
 
 gunicorn writes a `Server: gunicorn` header on every response and has no setting to leave it out; the
 console names no software to whoever asks, so the header is dropped where gunicorn builds it.
+
+gunicorn (25.1 and later) opens a control socket by default, one path per user (`$XDG_RUNTIME_DIR/gunicorn.ctl`
+or `~/.gunicorn/gunicorn.ctl`) through which whoever reaches it resizes, reloads or stops the server. Nothing here
+uses it, and two servers of one user (the console and the receiver, or a test's beside a bench's) would take the
+same path, each unlinking the other's: it is not opened (least privilege; deployments stop and reload by signal).
 """
 
 import os
@@ -40,6 +45,7 @@ class RedactedAccessLog(gunicorn.glogging.Logger):
 
 
 logger_class = RedactedAccessLog
+control_socket_disable = True
 
 
 def _json_logging() -> dict:
