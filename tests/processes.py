@@ -1,11 +1,13 @@
 """What tests that start real processes share: where the repository is, the test databases as URLs for
 the child processes, and local ports taken from the kernel."""
 
+import contextlib
 import functools
 import os
 import socket
 import subprocess
 import sys
+import threading
 from collections.abc import Callable
 from http.server import ThreadingHTTPServer
 from pathlib import Path
@@ -170,3 +172,69 @@ def serve_http_on_fd(fd: int, handler) -> ThreadingHTTPServer:
     server.server_name, server.server_port = server.server_address[:2]
     server.server_activate()
     return server
+
+
+class Gate:
+    """A local port that passes connections on to a server's, or refuses them, as the test says: an outage of
+    a server without stopping its process (`down()`, `up()`). While down, the gate's port is held and does not
+    listen (KernelPort): a client's connect is refused, as it is when the server's process has exited, and the
+    connections open through the gate are closed. The server process keeps running, so that coming back costs
+    no start (a gunicorn receiver imports Django again: tests/faults/test_incident_paging.py)."""
+
+    def __init__(self, target_port: int, host: str = "127.0.0.1"):
+        self.target = (host, target_port)
+        self.held = KernelPort(host)
+        self.port = self.held.port
+        self._lock = threading.Lock()
+        self._open: list[socket.socket] = []
+        self._listening: socket.socket | None = None
+        self.up()
+
+    def up(self) -> None:
+        sock = self.held.listener()
+        sock.listen(64)
+        self._listening = sock
+        threading.Thread(target=self._accept, args=(sock,), daemon=True).start()
+
+    def down(self) -> None:
+        sock, self._listening = self._listening, None
+        if sock is not None:
+            # shutdown wakes the accepting thread (Linux: accept returns EINVAL); the port refuses from here on.
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+            sock.close()
+        with self._lock:
+            connections, self._open = self._open, []
+        for each in connections:
+            with contextlib.suppress(OSError):
+                each.shutdown(socket.SHUT_RDWR)
+            each.close()
+
+    def close(self) -> None:
+        self.down()
+        self.held.close()
+
+    def _accept(self, sock: socket.socket) -> None:
+        while True:
+            try:
+                client, _ = sock.accept()
+            except OSError:
+                return
+            try:
+                server = socket.create_connection(self.target, timeout=30)
+            except OSError:
+                client.close()
+                continue
+            server.settimeout(None)
+            with self._lock:
+                self._open += [client, server]
+            for a, b in ((client, server), (server, client)):
+                threading.Thread(target=_pump, args=(a, b), daemon=True).start()
+
+
+def _pump(source: socket.socket, sink: socket.socket) -> None:
+    with contextlib.suppress(OSError):
+        while data := source.recv(65536):
+            sink.sendall(data)
+    with contextlib.suppress(OSError):
+        sink.shutdown(socket.SHUT_WR)

@@ -1,7 +1,9 @@
 """Paging what does not heal, and only while it lasts (issue 36, items 2-4), on PostgreSQL with real
 processes (the receiver under gunicorn, dispatchers) and local servers of alerts that record what they
-receive. The receiver process is stopped for an outage and started again on its port; the dispatcher's
-breaker pauses the destination and its probes resume it. The alert sweep is run by the test, polled with
+receive. The dispatchers call the receiver through a gate (tests/processes.py) that refuses connections for an
+outage, as a stopped receiver's port does, and passes them on again after it: one receiver process a test,
+not one more start (a gunicorn importing Django) for each outage's end. The dispatcher's breaker pauses the
+destination and its probes resume it. The alert sweep is run by the test, polled with
 deadlines; the page delay and the escalation are set to seconds."""
 
 import os
@@ -31,6 +33,7 @@ from tests.faults.test_dispatch_faults import wait_until
 from tests.incidents.alert_receiver import AlertReceiver
 from tests.incidents.engine import alerts_send_due
 from tests.incidents.test_incidents import SECRET
+from tests.processes import Gate
 
 pytestmark = [
     pytest.mark.postgres,
@@ -118,26 +121,35 @@ def sweep_until(condition, *, what: str, procs, timeout: float = 90) -> None:
     wait_until(swept, timeout=timeout, what=what, procs=procs)
 
 
-def outage(processes, *, handoffs: int, first: int = 1):
-    """The receiver down with handoffs waiting, until the breaker pauses the destination."""
-    port = processes.stop_receiver()
+@pytest.fixture
+def gate(processes):
+    """The receiver started, the dispatchers' RECEIVER_URL the gate's in front of it."""
+    processes.start_receiver()
+    gate = Gate(int(processes.receiver_url.rsplit(":", 1)[1].split("/", 1)[0]))
+    processes.receiver_url = f"http://127.0.0.1:{gate.port}/delivery/api"
+    yield gate
+    gate.close()
+
+
+def outage(processes, gate: Gate, *, handoffs: int, first: int = 1):
+    """The receiver unreachable with handoffs waiting, until the breaker pauses the destination."""
+    gate.down()
     for n in range(first, first + handoffs):
         approve(n)
     dispatcher = processes.start_dispatcher(f"d{first}", **OUTAGE)
     wait_until(paused, timeout=90, what="the destination to pause", procs=[dispatcher])
-    return port, dispatcher
+    return dispatcher
 
 
-def test_a_blip_shorter_than_the_page_delay_pages_nobody(processes, settings):
+def test_a_blip_shorter_than_the_page_delay_pages_nobody(processes, gate, settings):
     """Fails on the old code: the first sweep after the pause paged at once."""
     settings.ALERT_NOTIFY_DELAY_SECONDS = {"page": 3600, "queue": 3600}
-    processes.start_receiver()
     with AlertReceiver() as receiver:
         webhook(receiver)
-        port, dispatcher = outage(processes, handoffs=3)
+        dispatcher = outage(processes, gate, handoffs=3)
         alerts_send_due()
         [incident] = Incident.objects.filter(kind=IncidentKind.DESTINATION)
-        processes.start_receiver(port=port)
+        gate.up()
         sweep_until(
             lambda: Incident.objects.filter(pk=incident.pk, state=IncidentState.RESOLVED).exists(),
             what="the incident to resolve when the destination resumes",
@@ -149,16 +161,15 @@ def test_a_blip_shorter_than_the_page_delay_pages_nobody(processes, settings):
 
 
 def test_an_outage_longer_than_the_delay_pages_once_escalates_once_and_resolves_once(
-    processes, settings
+    processes, gate, settings
 ):
     """Fails on the old code: the page said neither its owner nor its deadline, nor what the pause was."""
     settings.ALERT_NOTIFY_DELAY_SECONDS = {"page": 1, "queue": 1}
     EscalationPolicy.objects.create(workspace_id=None, ack_timeout_seconds=1, max_pages=2)
-    processes.start_receiver()
     with AlertReceiver() as first, AlertReceiver() as second:
         webhook(first, level=0)
         pagerduty(second, level=1)
-        port, dispatcher = outage(processes, handoffs=3)
+        dispatcher = outage(processes, gate, handoffs=3)
         sweep_until(
             lambda: len(second.received) >= 1,
             what="the page, then its escalation to the next level",
@@ -176,7 +187,7 @@ def test_an_outage_longer_than_the_delay_pages_once_escalates_once_and_resolves_
             incident.dedup_key,
         )
 
-        processes.start_receiver(port=port)
+        gate.up()
         sweep_until(
             lambda: len(second.received) >= 2,
             what="the resolve once the destination resumes",
@@ -195,22 +206,21 @@ def test_an_outage_longer_than_the_delay_pages_once_escalates_once_and_resolves_
 
 
 def test_a_cause_that_returns_after_a_resolve_pages_again_without_unrelated_handoffs(
-    processes, settings
+    processes, gate, settings
 ):
     """Fails on the old code: the first incident took in a handoff refused for its payload, so it stayed
     open after the resume and the second outage joined it without a page."""
-    processes.start_receiver()
     approve(100, REJECTED)
     processes.dispatch_once("d0")
     refused = Handoff.objects.get(action_key="onboarding:7:100:1")
     assert refused.state == HandoffState.NEEDS_ATTENTION
     with AlertReceiver() as receiver:
         webhook(receiver)
-        port, dispatcher = outage(processes, handoffs=2)
+        dispatcher = outage(processes, gate, handoffs=2)
         sweep_until(lambda: of_type(receiver, "trigger"), what="the first page", procs=[dispatcher])
         first = Incident.objects.get(kind=IncidentKind.DESTINATION)
         assert not IncidentMember.objects.filter(incident=first, handoff_id=refused.pk).exists()
-        processes.start_receiver(port=port)
+        gate.up()
         sweep_until(
             lambda: Incident.objects.filter(pk=first.pk, state=IncidentState.RESOLVED).exists(),
             what="the first incident to resolve when the destination resumes",
@@ -219,7 +229,7 @@ def test_a_cause_that_returns_after_a_resolve_pages_again_without_unrelated_hand
         dispatcher.terminate()
         dispatcher.wait(timeout=30)
 
-        outage(processes, handoffs=2, first=10)
+        outage(processes, gate, handoffs=2, first=10)
         sweep_until(
             lambda: len(of_type(receiver, "trigger")) == 2,
             what="the second outage's page",
@@ -233,12 +243,11 @@ def test_a_cause_that_returns_after_a_resolve_pages_again_without_unrelated_hand
         assert "permanent" not in str(of_type(receiver, "trigger"))
 
 
-def test_no_page_is_sent_for_a_cause_that_ended_before_it_would_go_out(processes):
+def test_no_page_is_sent_for_a_cause_that_ended_before_it_would_go_out(processes, gate):
     """Fails on the old code: the page queued during the outage went out after the resume."""
-    processes.start_receiver()
     with AlertReceiver() as receiver:
         webhook(receiver)
-        port, dispatcher = outage(processes, handoffs=2)
+        dispatcher = outage(processes, gate, handoffs=2)
         # The dispatchers deliver notifications too: the page's channel is switched off before it is
         # taken, so that it is still queued when the cause ends. The dispatcher is stopped (SIGSTOP) from
         # the page's queueing to the switch: on a loaded machine it took the page in between once.
@@ -251,7 +260,7 @@ def test_no_page_is_sent_for_a_cause_that_ended_before_it_would_go_out(processes
             channel_switch(queued.channel, enabled=False)
         finally:
             os.killpg(dispatcher.pid, signal.SIGCONT)
-        processes.start_receiver(port=port)
+        gate.up()
         wait_until(active, timeout=90, what="the destination to resume", procs=[dispatcher])
         channel_switch(queued.channel, enabled=True)
         notifications_deliver_now()
