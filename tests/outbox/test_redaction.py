@@ -6,6 +6,7 @@ import os
 from django.conf import settings
 from django.test import override_settings
 
+from outbox import redaction
 from outbox.redaction import REDACTED, redact, redact_text, secrets_read_once_per_request
 
 
@@ -65,3 +66,33 @@ def test_a_secret_rotated_between_two_requests_is_masked_in_the_second(monkeypat
     secrets_read_once_per_request(page)(object())
 
     assert seen == [REDACTED, REDACTED]
+
+
+def test_a_sensitive_field_is_redacted_again_once_its_name_is_cached_and_new_parts_are_honoured(
+    monkeypatch,
+):
+    """Field names' answers are cached (a JSON log line asks for the same ten at every line): a name seen
+    before is still masked, and parts replaced at run time are never answered from the old ones."""
+    for _ in range(3):
+        assert redact({"Api_Token": "t-1", "note": "plain"}) == {
+            "Api_Token": REDACTED,
+            "note": "plain",
+        }
+    assert redact({"customer_email": "x"}, keep_personal=True) == {"customer_email": "x"}
+    assert redact({"customer_email": "x"}) == {"customer_email": REDACTED}
+
+    monkeypatch.setattr(redaction, "SENSITIVE_KEY_PARTS", (*redaction.SENSITIVE_KEY_PARTS, "note"))
+    assert redact({"Api_Token": "t-1", "note": "plain"}) == {
+        "Api_Token": REDACTED,
+        "note": REDACTED,
+    }
+    monkeypatch.undo()
+    assert redact({"note": "plain"}) == {"note": "plain"}
+
+
+def test_a_long_sensitive_field_name_is_redacted_and_not_kept_in_the_cache():
+    """The cache keeps short names only: a payload's long keys cannot grow it."""
+    before = redaction._names_a_part_cached.cache_info().currsize
+    name = "x" * 100 + "_password"
+    assert redact({name: "hunter2-long"}) == {name: REDACTED}
+    assert redaction._names_a_part_cached.cache_info().currsize == before
