@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from outbox.destinations.work_status_config import WorkStatusSource
-from outbox.failures import DeliveryResult, Outgoing, check_storable
+from outbox.failures import STATUS_MAX, TASK_ID_MAX, DeliveryResult, Outgoing, check_storable
 from outbox.payloads import holds_sent
 from outbox.retry import RetryPolicy
 
@@ -57,16 +57,36 @@ class BatchRefused(Exception):
     destination sends one call per handoff for a while (`batching()` is False); the caller gives the claims back."""
 
 
+# remote_task runs once a key of every listing page (a reconciliation over http: a million calls a run), so it
+# checks the common answer inline and builds the frozen task in one step instead of a setattr a field; any
+# answer the inline check does not pass goes through check_storable, which refuses it with its reason.
+_new_object = object.__new__
+_set_attribute = object.__setattr__
+
+
 def remote_task(item: dict) -> RemoteTask:
     """A task as the receiver reports it; ValueError when it is more than the outbox row can hold."""
     task_id, status = item["task_id"], item.get("status") or ""
-    check_storable(task_id, status)
-    return RemoteTask(
-        action_key=item["action_key"],
-        task_id=task_id,
-        payload_hash=item["payload_hash"],
-        status=status,
+    if not (
+        type(task_id) is str
+        and len(task_id) <= TASK_ID_MAX
+        and type(status) is str
+        and len(status) <= STATUS_MAX
+    ):
+        check_storable(task_id, status)
+    task = _new_object(RemoteTask)
+    _set_attribute(
+        task,
+        "__dict__",
+        {
+            "action_key": item["action_key"],
+            "task_id": task_id,
+            "payload_hash": item["payload_hash"],
+            "status": status,
+            "echoed_payload": None,
+        },
     )
+    return task
 
 
 class Lookups(Protocol):
