@@ -30,7 +30,7 @@ from incidents.services.replay_preview import (
 from lib.databases import DB
 from outbox.clock import DbNow
 from outbox.errors import OutboxError
-from outbox.models import Handoff, HandoffState
+from outbox.models import CaseHold, Handoff, HandoffState
 from outbox.models.states import DeliveredCode
 from outbox.services.operator import handoff_retry
 from outbox.settlement.asked import handoff_settle
@@ -64,11 +64,29 @@ def replay_confirm(*, replay_id: int, actor) -> Replay:
     return Replay.objects.using(DB).get(pk=replay_id)
 
 
-def _settled(state: str, before: str) -> tuple[str, str]:
+def _due_or_held(handoff_id: int) -> str:
+    """What a retried (or settled-missing) item now waits for: its turn, or, its case held, the hold's release.
+    A retry while held is queued behind the hold, as a person's single retry is (docs/console.md, "hold /
+    resume"): the note names who holds it, since and until when, so the replay's result says so."""
+    hold = (
+        CaseHold.objects.using(DB)
+        .filter(pk__in=Handoff.objects.using(DB).filter(pk=handoff_id).values("case_hold_id"))
+        .first()
+    )
+    if hold is None:
+        return "due to be sent with the same key"
+    until = f"until {hold.ends_at:%Y-%m-%d %H:%M} UTC" if hold.ends_at else "until resumed"
+    return (
+        f"queued with the same key behind the hold of {hold.what} by {hold.set_by} since "
+        f"{hold.created_at:%Y-%m-%d %H:%M} UTC, {until} ({hold.reason}): sent once resumed"
+    )[:500]
+
+
+def _settled(state: str, before: str, handoff_id: int) -> tuple[str, str]:
     if state == HandoffState.DELIVERED:
         return ReplayOutcome.SETTLED, "delivered: the receiver's task recorded, nothing sent"
     if state == HandoffState.PENDING:
-        return ReplayOutcome.SENT, "the receiver had no task: due to be sent with the same key"
+        return ReplayOutcome.SENT, "the receiver had no task: " + _due_or_held(handoff_id)
     if state == before:
         # Not "changed": a lookup that failed (a dropped connection, the destination's limits) learnt nothing.
         return ReplayOutcome.SKIPPED, (
@@ -86,7 +104,7 @@ def _settle(handoff_id: int, actor, reason: str) -> tuple[str, str]:
         reason=reason,
         delivered_code=DeliveredCode.SETTLED_BY_REPLAY,
     )
-    return _settled(state, before)
+    return _settled(state, before, handoff_id)
 
 
 def _send_again(item: ReplayItem, actor, reason: str) -> tuple[str, str]:
@@ -99,7 +117,7 @@ def _send_again(item: ReplayItem, actor, reason: str) -> tuple[str, str]:
     handoff_retry(
         handoff_id=handoff.pk, actor=actor, reason=reason, confirm_risk=handoff.outcome_unknown
     )
-    return ReplayOutcome.SENT, "due to be sent with the same key"
+    return ReplayOutcome.SENT, _due_or_held(handoff.pk)
 
 
 def _nothing_to_do(item: ReplayItem) -> tuple[str, str]:

@@ -17,6 +17,7 @@ from incidents.services.incidents import incidents_sync
 from incidents.services.replay_preview import replay_preview_run
 from incidents.services.replay_run import replay_run
 from outbox.models import Handoff, HandoffState
+from outbox.services.case_holds import case_hold
 from tests.builders import record
 from tests.factories import make_user, retry_after_hold
 
@@ -107,6 +108,29 @@ def test_a_key_the_receiver_cannot_be_asked_about_at_run_time_is_skipped_not_sai
     )
     states = dict(Handoff.objects.values_list("pk", "state"))
     assert [states[h.pk] for h in failed] == ["needs_attention"] * 2 + ["pending"] * 3
+
+
+def test_a_missing_key_whose_case_is_held_is_queued_behind_the_hold_and_says_whose(world, failed):
+    """An operator holds one of the missing keys' cases between the preview and the run. The run retries it
+    as a person's single retry does (docs/console.md, "hold / resume": queued with its key, sent once
+    resumed), so it stays held and not due; its result names the hold, who set it and until when. Fails on
+    the old code: the item said "due to be sent with the same key"."""
+    incident = Incident.objects.get()
+    olga = client_of(world["olga"])
+    replay = previewed(olga, incident)
+    case_hold(handoff_id=failed[2].pk, actor=world["olga"], reason="calling ACME", whole_case=False)
+    assert olga.post(f"/incidents/replays/{replay.pk}/run").status_code == 302
+    replay = replay_run(replay_id=replay.pk)
+    item = replay.items.get(handoff_id=failed[2].pk)
+    assert item.outcome == ReplayOutcome.SENT and item.state_after == "pending"
+    assert item.outcome_note.startswith(
+        f"queued with the same key behind the hold of {failed[2].action_key} by "
+    )
+    assert item.outcome_note.endswith(", until resumed (calling ACME): sent once resumed")
+    assert not Handoff.objects.due().filter(pk=failed[2].pk).exists()
+    assert Handoff.objects.get(pk=failed[2].pk).is_held
+    others = replay.items.filter(handoff_id__in=[h.pk for h in failed[3:]])
+    assert {i.outcome_note for i in others} == {"due to be sent with the same key"}
 
 
 def test_people_of_other_workspaces_or_roles_neither_start_nor_see_a_replay(world, failed):
