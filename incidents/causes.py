@@ -33,7 +33,6 @@ from django.conf import settings
 from django.db.models import Count, Exists, Max, Min, OuterRef, Q
 
 from approvals.models import RuleVersion, TriggerOutcome, TriggerRecord
-from incidents.channels.delivery import CHANNEL_DESTINATION_PREFIX
 from incidents.models import IncidentKind, IncidentSeverity
 from lib.databases import DB
 from outbox.clock import DbNow
@@ -48,6 +47,7 @@ from outbox.models import (
     HandoffState,
     PauseReason,
 )
+from outbox.models.handoffs import CHANNEL_DESTINATION_PREFIX
 from outbox.redaction import redact_text
 from reconciliation.models import Finding, FindingKind, SecurityEvent, SecurityEventKind
 

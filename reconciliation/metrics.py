@@ -16,7 +16,11 @@ from prometheus_client.registry import Collector
 
 from outbox.clock import db_time
 from outbox.models import Attempt, DestinationHold, Handoff, HandoffEvent, HandoffState
-from outbox.models.handoffs import completing_case_condition, work_failed_condition
+from outbox.models.handoffs import (
+    CHANNEL_DESTINATION_PREFIX,
+    completing_case_condition,
+    work_failed_condition,
+)
 from outbox.models.holds import INTENDED_KINDS
 from reconciliation.metric_totals import (
     COMPLETED,
@@ -199,8 +203,9 @@ class HandoffCollector(Collector):
         """The backlog's age as the console's own backlog alert counts it (`incidents/causes.py`,
         `backlog_causes`), read by the HandoffPendingTooLong rule: due handoffs only (`HandoffQuerySet.due`),
         none of a destination an intended hold (`INTENDED_KINDS`: an operator's pause or window, a Retry-After
-        wait) holds now, and each destination's oldest due time counted from the end of its last intended
-        hold if that is later. Two queries, whatever the number of destinations."""
+        wait) holds now, nor of an alert channel's destination (`CHANNEL_DESTINATION_PREFIX`: the channel's
+        own figures and rule), and each destination's oldest due time counted from the end of its last
+        intended hold if that is later. Two queries, whatever the number of destinations."""
         due = GaugeMetricFamily(
             "handoff_oldest_due_age_seconds",
             "Age of the oldest due pending handoff of a destination no intended hold (operator pause, "
@@ -212,6 +217,7 @@ class HandoffCollector(Collector):
         rows = list(
             Handoff.objects.due()
             .exclude(destination__in=held)
+            .exclude(destination__startswith=CHANNEL_DESTINATION_PREFIX)
             .order_by()
             .values_list("workflow", "workspace_id", "destination")
             .annotate(first=Min("next_attempt_at"))

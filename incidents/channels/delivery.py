@@ -21,13 +21,11 @@ from lib.databases import DB
 from outbox.destinations import destination_named
 from outbox.dispatch.dispatcher import sweep
 from outbox.models import Handoff
-from outbox.models.handoffs import NOTIFICATION_WORKFLOW
+from outbox.models.handoffs import CHANNEL_DESTINATION_PREFIX, NOTIFICATION_WORKFLOW
 from outbox.services.destination_configs import destination_config_put, product_mail_config
 from outbox.services.recording import handoff_record
 
 KEY_PREFIX = "incident:"
-# Every channel's destination is named so (`channel_destination_name`): the causes leave them out.
-CHANNEL_DESTINATION_PREFIX = "alert-channel-"
 ACTOR = "incident notifications"
 
 

@@ -10,11 +10,12 @@ from dataclasses import dataclass
 
 from django.db.models import Count, Q
 
-from incidents.channels.delivery import CHANNEL_DESTINATION_PREFIX, channel_destination_name
+from incidents.channels.delivery import channel_destination_name
 from incidents.models import AlertChannel
 from lib.databases import DB
 from outbox.models import DISPATCHER_STATES, DestinationHealth, Handoff
 from outbox.models import HandoffState as S
+from outbox.models.handoffs import CHANNEL_DESTINATION_PREFIX
 from outbox.redaction import redact_text
 
 CHANNELS_SHOWN = 20

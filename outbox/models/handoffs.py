@@ -72,6 +72,10 @@ NOTIFICATION_WORKFLOW = "incident_notifications"
 # Names no business workflow may take: the notifications' own, and `incident`, the first part of their keys
 # (a workflow's keys begin with its name). `approvals.services.rule_versions.reserved_name_problems`.
 RESERVED_WORKFLOWS = frozenset({NOTIFICATION_WORKFLOW, "incident"})
+# Every alert channel's destination is named so (`incidents.channels.delivery.channel_destination_name`): a
+# backlog there is the channel's, not a workspace's, and neither backlog rule (the incident's, `/metrics`'s
+# `handoff_oldest_due_age_seconds`) counts it.
+CHANNEL_DESTINATION_PREFIX = "alert-channel-"
 
 
 def business_condition(prefix: str = "") -> models.Q:

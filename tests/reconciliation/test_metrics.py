@@ -10,6 +10,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from incidents.models import AlertChannel, Incident, Notification, NotificationState
 from outbox.clock import db_time
 from outbox.models import Attempt, DestinationHold, Handoff, HoldKind
+from outbox.models.handoffs import CHANNEL_DESTINATION_PREFIX, NOTIFICATION_WORKFLOW
 from reconciliation.models import Finding
 
 pytestmark = pytest.mark.django_db(databases=["default", "delivery"])
@@ -210,3 +211,24 @@ def test_the_pending_alerts_age_skips_an_intended_hold_and_counts_from_its_end(
         ended_at=db_time() - timedelta(minutes=2), ended_by="op"
     )
     assert scrape(client)[key] == pytest.approx(120, abs=30)
+
+
+def test_the_pending_alerts_age_leaves_out_an_alert_channels_backlog(client, health_world):
+    """An alert channel's notifications wait on its own destination (`alert-channel-<id>`): the backlog incident
+    leaves them out (the channel has its own figures and rule), and HandoffPendingTooLong's figure did not."""
+    due = Handoff.objects.due().filter(workflow="onboarding", workspace_id=7)
+    now = db_time()
+    due.update(next_attempt_at=now - timedelta(minutes=30))
+    notification = due.order_by("id").first()
+    Handoff.objects.filter(pk=notification.pk).update(
+        workflow=NOTIFICATION_WORKFLOW, destination=f"{CHANNEL_DESTINATION_PREFIX}1"
+    )
+    samples = scrape(client)
+    assert samples[
+        ("handoff_oldest_due_age_seconds", labels(workflow="onboarding", workspace="7"))
+    ] == pytest.approx(30 * 60, abs=30)
+    channel = (
+        "handoff_oldest_due_age_seconds",
+        labels(workflow=NOTIFICATION_WORKFLOW, workspace="7"),
+    )
+    assert channel not in samples
