@@ -332,15 +332,13 @@ def _claim_turn(name: str, worker: str, stop: threading.Event) -> RunStats:
             )
         raise
     _built_from[name] = (turn.fingerprint, None if destination.supports_idempotency else False)
-    limits = limits_from_row(turn.reads[:LIMITS_COLUMNS])
-    if not turn.went:
-        return dispatch_batch(destination=destination, worker=worker, stop=stop, limits=limits)
     return dispatch_batch(
         destination=destination,
         worker=worker,
         stop=stop,
-        limits=limits,
-        claimed=Claimed(turn.claims, leased_at),
+        limits=limits_from_row(turn.reads[:LIMITS_COLUMNS]),
+        # None when the claim could not go ahead: `dispatch_batch` takes its permit and claims itself.
+        claimed=Claimed(turn.claims, leased_at) if turn.went else None,
     )
 
 
