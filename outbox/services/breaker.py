@@ -21,6 +21,7 @@ paused, the maintenance pass may spend the probe on a lookup of one uncertain ou
 resumes the destination.
 """
 
+from datetime import datetime
 from typing import NamedTuple
 
 from django.db import IntegrityError, transaction
@@ -35,7 +36,7 @@ from outbox.breaker_rules import (
     probe_delay,
     verdict_of,
 )
-from outbox.clock import db_now, db_now_plus
+from outbox.clock import db_now, db_now_plus, db_time
 from outbox.dispatch.wakeups import wake_dispatcher_on_commit
 from outbox.failures import DeliveryResult
 from outbox.models import (
@@ -250,12 +251,14 @@ def _end_breaker_holds(name: str, reason: str) -> None:
     ).update(ended_at=db_now(), ended_by=f"the breaker: {reason}"[:150])
 
 
-def _add_breaker_hold(name: str, kind: str, reason: str, *, until_probe: bool, by: str) -> None:
+def _add_breaker_hold(
+    name: str, kind: str, reason: str, *, until_probe: bool, by: str, starts_at: datetime
+) -> None:
     DestinationHold.objects.using(DB).create(
         destination=name,
         kind=kind,
         reason=reason[:200],
-        starts_at=db_now(),
+        starts_at=starts_at,
         until_probe=until_probe,
         set_by=by,
     )
@@ -265,12 +268,15 @@ def _pause(health: DestinationHealth, reason: str, why: str, reason_code: str) -
     """The breaker pauses the destination: an event, its probe schedule, and its hold until a probe
     succeeds (a credential hold for refused credentials, else the breaker's pause)."""
     _move(health, D.PAUSED, why)
+    # One reading of the database's clock for the hold's start and the pause's: the incident quotes the
+    # hold's, the destination's page the pause's, and two readings could fall either side of a second.
+    since = db_time(DB)
     health.pause_reason = reason
-    health.paused_at = db_now()
+    health.paused_at = since
     health.probes = 0
     health.next_probe_at = db_now_plus(probe_delay(0, reason_code))
     kind = HoldKind.CREDENTIAL if reason == PauseReason.CREDENTIAL else HoldKind.BREAKER
-    _add_breaker_hold(health.name, kind, why, until_probe=True, by="the breaker")
+    _add_breaker_hold(health.name, kind, why, until_probe=True, by="the breaker", starts_at=since)
 
 
 def _hold_for_share(health: DestinationHealth, verdict: Verdict) -> None:
@@ -333,13 +339,19 @@ def destination_hold(*, name: str, reason: str) -> bool:
         if not held:
             # An outage or credential pause gives way to this hold: no probe while it cannot be served.
             _end_breaker_holds(name, "a dispatcher cannot serve it")
+            since = db_time(DB)
             health.pause_reason, health.paused_at, health.probes = (
                 PauseReason.UNSERVABLE,
-                db_now(),
+                since,
                 0,
             )
             _add_breaker_hold(
-                name, HoldKind.UNSERVABLE, reason, until_probe=False, by="a dispatcher"
+                name,
+                HoldKind.UNSERVABLE,
+                reason,
+                until_probe=False,
+                by="a dispatcher",
+                starts_at=since,
             )
         else:
             DestinationHold.objects.using(DB).filter(

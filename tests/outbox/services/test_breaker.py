@@ -12,6 +12,7 @@ from outbox.failures import DeliveryResult
 from outbox.models import (
     DestinationEvent,
     DestinationHealth,
+    DestinationHold,
     DestinationState,
     FailureClass,
     Handoff,
@@ -19,6 +20,7 @@ from outbox.models import (
     PauseReason,
 )
 from outbox.retry import RetryPolicy
+from outbox.services.breaker import destination_hold
 from tests.outbox.scripted_destination import ScriptedDestination
 
 pytestmark = pytest.mark.django_db(databases=["default", "delivery"])
@@ -86,6 +88,25 @@ def test_a_refused_credential_pauses_at_once_and_the_handoff_waits_instead_of_ne
     assert destination.calls == 1
     second.refresh_from_db()
     assert second.attempts == 0
+
+
+@pytest.mark.parametrize("result", [refused, unreachable], ids=["credential", "outage"])
+def test_a_pause_and_its_hold_start_at_one_reading_of_the_clock(make_handoff, result):
+    """The incident quotes the hold's start, the destination's page its `paused_at`: one moment, not two
+    readings a statement apart that a second's boundary can fall between ("since 11:53:15" beside
+    11:53:16)."""
+    for n in range(1, 4):
+        make_handoff(n)
+    drain(destination=ScriptedDestination(*(result() for _ in range(3))))
+    hold = DestinationHold.objects.get(destination="receiver", ended_at__isnull=True)
+    assert health().state == D.PAUSED
+    assert health().paused_at == hold.starts_at
+
+
+def test_an_unservable_hold_and_its_pause_start_at_one_reading_of_the_clock():
+    assert destination_hold(name="receiver", reason="no configuration for it")
+    hold = DestinationHold.objects.get(destination="receiver", ended_at__isnull=True)
+    assert (health().pause_reason, health().paused_at) == (PauseReason.UNSERVABLE, hold.starts_at)
 
 
 def test_one_probe_call_at_a_time_and_its_success_resumes_the_destination(make_handoff):
