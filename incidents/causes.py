@@ -30,7 +30,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db.models import Count, Exists, Max, Min, OuterRef, Q
+from django.db.models import Count, Exists, Min, OuterRef, Q
 
 from approvals.models import RuleVersion, TriggerOutcome, TriggerRecord
 from incidents.models import IncidentKind, IncidentSeverity
@@ -175,14 +175,15 @@ def _due_waiting():
 
 
 def _backlog_depths() -> dict[str, tuple[int, datetime, int]]:
-    """Per destination taking calls: (due handoffs waiting, the oldest one's due time, how many of them are
-    past their SLA), on the database clock."""
-    held = DestinationHealth.objects.using(DB).held_back().values_list("name", flat=True)
-    due = _due_waiting()
-    # A channel's notifications go only to its `alert-channel-<id>` destination: this leaves them out too.
+    """Per destination of the backlog rule (`HandoffQuerySet.backlog`, the outbox's, which `/metrics`' figure
+    for HandoffPendingTooLong reads too: due handoffs, none of a destination an intended hold holds now, nor
+    of an alert channel's) that its breaker does not pause (that backlog is the pause's own incident): (due
+    handoffs waiting, the oldest one's due time, how many of them are past their SLA), on the database clock."""
+    paused = DestinationHold.objects.of_breaker().values("destination")
     rows = (
-        due.exclude(destination__in=list(held))
-        .exclude(destination__startswith=CHANNEL_DESTINATION_PREFIX)
+        Handoff.objects.using(DB)
+        .backlog()
+        .exclude(destination__in=paused)
         .order_by()
         .values_list("destination")
         .annotate(
@@ -195,12 +196,11 @@ def _backlog_depths() -> dict[str, tuple[int, datetime, int]]:
 
 
 def _intended_hold_end(name: str, *, after: datetime, now: datetime) -> datetime | None:
-    """The latest end, later than `after`, of an intended hold of the destination (`INTENDED_KINDS`: an
-    operator's pause or window, a Retry-After wait; not the breaker's, whose backlog is the failure's, paged as
-    the pause); None if none. Asked only for a destination whose oldest due handoff is already past the age
-    limit, so a sweep with no backlog reads no hold."""
-    holds = DestinationHold.objects.using(DB).filter(destination=name)
-    return holds.intended_ended_after(after, now=now).aggregate(last=Max("end"))["last"]
+    """The end, later than `after`, of the destination's last intended hold, by the backlog rule
+    (`DestinationHold.objects.backlog_since`); None if none. Asked only for a destination whose oldest due
+    handoff is already past the age limit or late, so a sweep with no backlog reads no hold."""
+    [since] = DestinationHold.objects.using(DB).backlog_since([(name, after)], now=now)
+    return since if since > after else None
 
 
 def _late_after_hold(name: str, late: int, held_until: datetime | None) -> int:

@@ -10,18 +10,13 @@ Counters (`*_total`) are counts of rows that only grow (attempts, events); gauge
 import statistics
 from collections import defaultdict
 
-from django.db.models import Count, Max, Min
+from django.db.models import Count, Min
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from outbox.clock import db_time
 from outbox.models import Attempt, DestinationHold, Handoff, HandoffEvent, HandoffState
-from outbox.models.handoffs import (
-    CHANNEL_DESTINATION_PREFIX,
-    completing_case_condition,
-    work_failed_condition,
-)
-from outbox.models.holds import INTENDED_KINDS
+from outbox.models.handoffs import completing_case_condition, work_failed_condition
 from reconciliation.metric_totals import (
     COMPLETED,
     DUPLICATE_PREVENTIONS,
@@ -200,12 +195,11 @@ class HandoffCollector(Collector):
         return oldest
 
     def _oldest_due_age(self, now):
-        """The backlog's age as the console's own backlog alert counts it (`incidents/causes.py`,
-        `backlog_causes`), read by the HandoffPendingTooLong rule: due handoffs only (`HandoffQuerySet.due`),
-        none of a destination an intended hold (`INTENDED_KINDS`: an operator's pause or window, a Retry-After
-        wait) holds now, nor of an alert channel's destination (`CHANNEL_DESTINATION_PREFIX`: the channel's
-        own figures and rule), and each destination's oldest due time counted from the end of its last
-        intended hold if that is later. Two queries, whatever the number of destinations."""
+        """The backlog's age by the backlog incident's own rule, read by the HandoffPendingTooLong rule: the
+        handoffs of `HandoffQuerySet.backlog` (due; none of a destination an intended hold holds now, nor of
+        an alert channel's), each destination's oldest due time counted from the end of its last intended
+        hold if that is later (`DestinationHold.objects.backlog_since`). The rule is the outbox's, read by
+        `incidents/causes.py` too. Two queries, whatever the number of destinations."""
         due = GaugeMetricFamily(
             "handoff_oldest_due_age_seconds",
             "Age of the oldest due pending handoff of a destination no intended hold (operator pause, "
@@ -213,28 +207,18 @@ class HandoffCollector(Collector):
             "end of the destination's last intended hold (the backlog incident's rule).",
             labels=WF_WS,
         )
-        held = DestinationHold.objects.live().filter(kind__in=INTENDED_KINDS).values("destination")
         rows = list(
-            Handoff.objects.due()
-            .exclude(destination__in=held)
-            .exclude(destination__startswith=CHANNEL_DESTINATION_PREFIX)
+            Handoff.objects.backlog()
             .order_by()
             .values_list("workflow", "workspace_id", "destination")
             .annotate(first=Min("next_attempt_at"))
         )
-        if not rows:
-            return due
-        ended = dict(
-            DestinationHold.objects.filter(destination__in={d for _, _, d, _ in rows})
-            .intended_ended_after(min(first for *_, first in rows), now=now)
-            .order_by()
-            .values_list("destination")
-            .annotate(last=Max("end"))
+        since = DestinationHold.objects.backlog_since(
+            ((destination, first) for _, _, destination, first in rows), now=now
         )
         oldest: dict[tuple, float] = {}
-        for workflow, ws, destination, first in rows:
-            since = max(first, ended.get(destination) or first)
-            age = max((now - since).total_seconds(), 0.0)
+        for (workflow, ws, _, _), start in zip(rows, since, strict=True):
+            age = max((now - start).total_seconds(), 0.0)
             oldest[(workflow, ws)] = max(age, oldest.get((workflow, ws), 0.0))
         for (workflow, ws), age in sorted(oldest.items()):
             due.add_metric(_labels(workflow, ws), age)

@@ -9,6 +9,7 @@ from django.db import models
 
 from lib.request_mapping import sent_body
 from outbox.clock import DbClockDateTimeField, db_now, db_now_plus
+from outbox.models.holds import INTENDED_KINDS, DestinationHold
 from outbox.models.states import (
     DISPATCHER_STATES,
     HANDOFF_AGES,
@@ -113,6 +114,21 @@ class HandoffQuerySet(models.QuerySet):
             models.Q(not_before__isnull=True) | models.Q(not_before__lte=now),
             models.Q(finish_by__isnull=True) | models.Q(finish_by__gt=now),
             models.Q(order_key="") | ~models.Exists(earlier_of_its_key()),
+        )
+
+    def backlog(self):
+        """The backlog rule's handoffs, read by the backlog incident (`incidents/causes.py`) and `/metrics`'
+        `handoff_oldest_due_age_seconds` (HandoffPendingTooLong) alike, so the two never disagree: due ones
+        (`due`, the claim's rule: no case hold, no earlier step of its key open), none of a destination an
+        intended hold (`INTENDED_KINDS`: an operator's pause or window, a Retry-After wait) holds now, nor of
+        an alert channel's (`CHANNEL_DESTINATION_PREFIX`: the channel's own figures and rule). Their age counts
+        from `DestinationHold.objects.backlog_since`. The breaker's pause is no intended hold: its backlog
+        stays here (the incident path leaves it to the pause's own incident, `destination:<name>:<why>`)."""
+        held = DestinationHold.objects.live().filter(kind__in=INTENDED_KINDS).values("destination")
+        return (
+            self.due()
+            .exclude(destination__in=held)
+            .exclude(destination__startswith=CHANNEL_DESTINATION_PREFIX)
         )
 
     def past_deadline(self):

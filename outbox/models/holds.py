@@ -7,6 +7,9 @@ ends another (issue 36, item 1: a window scheduled during a pause ended the paus
 database's clock, in the same query that reads the destination's limits (`DestinationHealthQuerySet`), by
 the partial index on the holds not ended."""
 
+from collections.abc import Iterable
+from datetime import datetime
+
 from django.db import models
 from django.db.models.functions import Coalesce, Least
 
@@ -78,6 +81,24 @@ class DestinationHoldQuerySet(models.QuerySet):
             .filter(end__gt=after)
             .filter(end__gt=models.F("starts_at"))
         )
+
+    def backlog_since(self, firsts: Iterable[tuple[str, datetime]], *, now) -> list[datetime]:
+        """The backlog rule's start of each (destination, oldest due time) pair (`HandoffQuerySet.backlog`,
+        read by the backlog incident and `/metrics`' `handoff_oldest_due_age_seconds` alike): the later of the
+        due time and the end of the destination's last intended hold (`INTENDED_KINDS`) that held past it; a
+        destination catching up after its operator's pause or window, or a Retry-After wait, is behind only
+        from the hold's end. In the pairs' order; one query, whatever the number of destinations."""
+        firsts = list(firsts)
+        if not firsts:
+            return []
+        ended = dict(
+            self.filter(destination__in={name for name, _ in firsts})
+            .intended_ended_after(min(first for _, first in firsts), now=now)
+            .order_by()
+            .values_list("destination")
+            .annotate(last=models.Max("end"))
+        )
+        return [max(first, ended.get(name) or first) for name, first in firsts]
 
 
 class DestinationHold(models.Model):
