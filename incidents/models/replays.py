@@ -47,6 +47,8 @@ class ReplayOutcome(models.TextChoices):
 
     SETTLED = "settled", "settled by lookup, not sent"
     SENT = "sent", "sent again with the same key"
+    # Retried, its case held by an operator: waits for the release (docs/console.md, "hold / resume").
+    QUEUED = "queued", "queued with the same key behind a case hold"
     # Items the preview found nothing to replay for: said by what they are, never "left for a person".
     ALREADY_DELIVERED = "delivered", "already delivered, nothing sent"
     NOTHING = "nothing", "nothing to do (on its way, or closed)"

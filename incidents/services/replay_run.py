@@ -4,7 +4,8 @@ person's single action, each in its own transaction, and records what it did.
 - already there: settled by lookup (`handoff_settle` asks the receiver again and records the task it
   holds); nothing is sent;
 - missing: sent again with the same action key (`handoff_retry`; an uncertain one through `handoff_settle`,
-  which finds the key missing and makes it due); the dispatcher sends it;
+  which finds the key missing and makes it due); the dispatcher sends it; its case held by an operator, it is
+  queued behind the hold instead (its own result, not counted as sent), sent once the hold ends;
 - cannot be asked, or there with another payload: left for a person, as the preview said;
 - nothing to replay: already delivered, or nothing to do (on its way, or closed), said as such.
 A key whose answer changed since the preview is recorded as such, never acted on blindly: a settle that
@@ -64,20 +65,21 @@ def replay_confirm(*, replay_id: int, actor) -> Replay:
     return Replay.objects.using(DB).get(pk=replay_id)
 
 
-def _due_or_held(handoff_id: int) -> str:
-    """What a retried (or settled-missing) item now waits for: its turn, or, its case held, the hold's release.
-    A retry while held is queued behind the hold, as a person's single retry is (docs/console.md, "hold /
-    resume"): the note names who holds it, since and until when, so the replay's result says so."""
+def _due_or_held(handoff_id: int, *, before: str = "") -> tuple[str, str]:
+    """What a retried (or settled-missing) item now waits for: its turn (sent again), or, its case held, the
+    hold's release (queued, not counted as sent: nothing goes out until the release). A retry while held is
+    queued behind the hold, as a person's single retry is (docs/console.md, "hold / resume"): the note names
+    who holds it, since and until when, so the replay's result says so."""
     hold = (
         CaseHold.objects.using(DB)
         .filter(pk__in=Handoff.objects.using(DB).filter(pk=handoff_id).values("case_hold_id"))
         .first()
     )
     if hold is None:
-        return "due to be sent with the same key"
+        return ReplayOutcome.SENT, before + "due to be sent with the same key"
     until = f"until {hold.ends_at:%Y-%m-%d %H:%M} UTC" if hold.ends_at else "until resumed"
-    return (
-        f"queued with the same key behind the hold of {hold.what} by {hold.set_by} since "
+    return ReplayOutcome.QUEUED, (
+        f"{before}queued with the same key behind the hold of {hold.what} by {hold.set_by} since "
         f"{hold.created_at:%Y-%m-%d %H:%M} UTC, {until} ({hold.reason}): sent once resumed"
     )[:500]
 
@@ -86,7 +88,7 @@ def _settled(state: str, before: str, handoff_id: int) -> tuple[str, str]:
     if state == HandoffState.DELIVERED:
         return ReplayOutcome.SETTLED, "delivered: the receiver's task recorded, nothing sent"
     if state == HandoffState.PENDING:
-        return ReplayOutcome.SENT, "the receiver had no task: " + _due_or_held(handoff_id)
+        return _due_or_held(handoff_id, before="the receiver had no task: ")
     if state == before:
         # Not "changed": a lookup that failed (a dropped connection, the destination's limits) learnt nothing.
         return ReplayOutcome.SKIPPED, (
@@ -117,7 +119,7 @@ def _send_again(item: ReplayItem, actor, reason: str) -> tuple[str, str]:
     handoff_retry(
         handoff_id=handoff.pk, actor=actor, reason=reason, confirm_risk=handoff.outcome_unknown
     )
-    return ReplayOutcome.SENT, _due_or_held(handoff.pk)
+    return _due_or_held(handoff.pk)
 
 
 def _nothing_to_do(item: ReplayItem) -> tuple[str, str]:

@@ -113,8 +113,9 @@ def test_a_key_the_receiver_cannot_be_asked_about_at_run_time_is_skipped_not_sai
 def test_a_missing_key_whose_case_is_held_is_queued_behind_the_hold_and_says_whose(world, failed):
     """An operator holds one of the missing keys' cases between the preview and the run. The run retries it
     as a person's single retry does (docs/console.md, "hold / resume": queued with its key, sent once
-    resumed), so it stays held and not due; its result names the hold, who set it and until when. Fails on
-    the old code: the item said "due to be sent with the same key"."""
+    resumed), so it stays held and not due; its result names the hold, who set it and until when, and it is
+    counted as queued, not among "sent again with the same key". Fails on the code before: the item said "due
+    to be sent with the same key"; then, its note fixed, it was still counted as sent (outcome `sent`)."""
     incident = Incident.objects.get()
     olga = client_of(world["olga"])
     replay = previewed(olga, incident)
@@ -122,7 +123,7 @@ def test_a_missing_key_whose_case_is_held_is_queued_behind_the_hold_and_says_who
     assert olga.post(f"/incidents/replays/{replay.pk}/run").status_code == 302
     replay = replay_run(replay_id=replay.pk)
     item = replay.items.get(handoff_id=failed[2].pk)
-    assert item.outcome == ReplayOutcome.SENT and item.state_after == "pending"
+    assert item.outcome == ReplayOutcome.QUEUED and item.state_after == "pending"
     assert item.outcome_note.startswith(
         f"queued with the same key behind the hold of {failed[2].action_key} by "
     )
@@ -131,6 +132,15 @@ def test_a_missing_key_whose_case_is_held_is_queued_behind_the_hold_and_says_who
     assert Handoff.objects.get(pk=failed[2].pk).is_held
     others = replay.items.filter(handoff_id__in=[h.pk for h in failed[3:]])
     assert {i.outcome_note for i in others} == {"due to be sent with the same key"}
+    assert {i.outcome for i in others} == {ReplayOutcome.SENT}
+    # Counted apart: the held one is not among "sent again with the same key" in the summary.
+    replay.refresh_from_db()
+    assert replay.outcomes[ReplayOutcome.SENT] == 2 and replay.outcomes[ReplayOutcome.QUEUED] == 1
+    page = olga.get(f"/incidents/replays/{replay.pk}/").content.decode()
+    assert (
+        'data-outcome="queued"><td>queued with the same key behind a case hold</td><td class="count">1<'
+        in page
+    )
 
 
 def test_people_of_other_workspaces_or_roles_neither_start_nor_see_a_replay(world, failed):
