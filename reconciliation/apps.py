@@ -12,7 +12,7 @@ class ReconciliationConfig(AppConfig):
         from django.db.models.signals import pre_delete
 
         from approvals.auth.lockout import password_spraying_paused
-        from reconciliation.metric_totals import person_deleted_carry_over
+        from reconciliation.metric_totals import person_deleted_keep_interventions
         from reconciliation.security_events import record_lockout, record_spraying
 
         user_locked_out.connect(record_lockout, dispatch_uid="reconciliation.record_lockout")
@@ -20,10 +20,11 @@ class ReconciliationConfig(AppConfig):
         password_spraying_paused.connect(
             record_spraying, dispatch_uid="reconciliation.record_spraying"
         )
-        # A deleted user's events lose their person: what they counted as manual interventions is carried
-        # over first, so that the counter never goes down (reconciliation/metric_totals.py).
+        # A deleted user's events lose their person: they are marked a deleted person's first, so that they
+        # stay manual interventions and neither Health's count nor the counter goes down
+        # (reconciliation/metric_totals.py).
         pre_delete.connect(
-            person_deleted_carry_over,
+            person_deleted_keep_interventions,
             sender=settings.AUTH_USER_MODEL,
-            dispatch_uid="reconciliation.person_deleted_carry_over",
+            dispatch_uid="reconciliation.person_deleted_keep_interventions",
         )

@@ -59,7 +59,7 @@ def git(*args: str) -> str:
 
 # The release before this work: the commit stop 53 landed with (CI passed). Its schema ends at outbox 0036,
 # approvals 0017, reconciliation 0014, delivery 0005, incidents 0003; every migration after those is deployed over
-# it here (incidents 0004 deployed over it).
+# it here (incidents 0004 and 0005, outbox 0037 deployed over it).
 PREVIOUS_RELEASE = "be08339e059861926cd72bb4061c449a16fc5ea1"
 
 

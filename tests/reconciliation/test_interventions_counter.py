@@ -1,7 +1,9 @@
-"""handoff_manual_interventions_total never goes down (issue 40, where two features meet): a user deleted (their
-events' actor set to null) leaves the interventions rule with their events, and the deploy that moved the
-counter to a person's rule left out what the earlier rule counted (a receiver's status events, a sweep's end of
-a hold). What leaves is carried into an archived total first, so the counter keeps its value."""
+"""handoff_manual_interventions_total and Health's count never go down (issue 40, where two features meet): a
+user deleted (their events' actor set to null) left the interventions rule with their events (Health's count
+dropped; the counter had them carried into an archived total); their events are now marked a deleted person's
+(`HandoffEvent.actor_deleted`) and stay counted. The deploy that moved the counter to a person's rule left out
+what the earlier rule counted (a receiver's status events, a sweep's end of a hold): that was carried into an
+archived total once, so the counter kept its value."""
 
 import pytest
 
@@ -9,6 +11,9 @@ from outbox.dispatch.dispatcher import handoff_deliver
 from outbox.failures import DeliveryResult, FailureClass
 from outbox.models import HandoffEvent
 from outbox.services import handoff_retry
+from reconciliation.metric_totals import MANUAL_INTERVENTIONS
+from reconciliation.models import ArchivedTotal
+from reconciliation.selectors.health import health_summary, manual_interventions
 from tests.builders import record
 from tests.migrations import latest, migrate
 from tests.outbox.scripted_destination import ScriptedDestination
@@ -28,10 +33,18 @@ def test_deleting_a_user_who_acted_keeps_the_interventions_counter(client, world
     handoff_retry(handoff_id=failing.pk, actor=world["olga"], reason="receiver is back")
     assert scrape(client)[COUNTER] == 1
 
+    assert health_summary([7])["figures"]["manual_interventions"]["value"] == 1
+
     world["olga"].delete()
     [retried] = HandoffEvent.objects.filter(handoff=failing, actor_label="olga").exclude(action="")
     assert retried.actor is None
     assert scrape(client)[COUNTER] == 1
+    # Health's count and its list keep the deleted person's action (they dropped it before: no archived
+    # total there), and the counter reads it from the row, not from a carried total.
+    assert health_summary([7])["figures"]["manual_interventions"]["value"] == 1
+    assert [(e.pk, e.actor_label) for e in manual_interventions([7])] == [(retried.pk, "olga")]
+    assert not ArchivedTotal.objects.filter(metric=MANUAL_INTERVENTIONS).exists()
+    assert retried.actor_deleted
 
 
 @pytest.mark.django_db(databases=["default", "delivery"], transaction=True)
