@@ -14,6 +14,7 @@ every span call returns a shared no-op context manager and no header is added. `
 
 import hashlib
 import threading
+import traceback
 from collections.abc import Iterable
 from contextlib import contextmanager, nullcontext
 from contextvars import ContextVar
@@ -26,6 +27,7 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import Link, NonRecordingSpan, SpanContext, SpanKind, TraceFlags
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+from opentelemetry.trace.status import Status, StatusCode
 
 TRACER_NAME = "handoff-console"
 # The attribute every span of a handoff carries: search a tracing tool by it.
@@ -134,10 +136,114 @@ def _each_in_trace(claims: list):
 
 
 def call_span(destination: str, action_key: str):
-    """The span of one call to a destination (kind CLIENT): `trace_headers` inside it names it as parent."""
-    return handoff_span(
-        "destination.call", action_key, kind=SpanKind.CLIENT, **{"handoff.destination": destination}
+    """The span of one call to a destination (kind CLIENT): `trace_headers` inside it names it as parent.
+    With the SDK's tracer it is an `_OpenSpan`, handed to the span processors finished when the block ends,
+    as the past spans are: the SDK's own live span (locked, bounded attributes, started, copied at its end)
+    cost 2 to 3 times the CPU of this one (one process, 2026-12-07; docs/observability.md, "The cost")."""
+    tracer = _tracer()
+    if tracer is None:
+        return _OFF
+    attributes = {KEY_ATTRIBUTE: action_key, "handoff.destination": destination}
+    if _state["finished_span"] is None:
+        return tracer.start_as_current_span(
+            "destination.call",
+            context=_parent(action_key),
+            kind=SpanKind.CLIENT,
+            attributes=attributes,
+        )
+    return _open_call(tracer, action_key, attributes)
+
+
+class _OpenSpan(NonRecordingSpan):
+    """A span under way that only collects what is noted on it (attributes, events, a status) for the
+    finished span written at its end; it reaches no processor's `on_start`."""
+
+    def __init__(self, context: SpanContext, attributes: dict):
+        super().__init__(context)
+        self.attributes, self.events, self.status = attributes, [], Status(StatusCode.UNSET)
+
+    def is_recording(self) -> bool:
+        return True
+
+    def set_attributes(self, attributes) -> None:
+        self.attributes.update(attributes)
+
+    def set_attribute(self, key: str, value) -> None:
+        self.attributes[key] = value
+
+    def add_event(self, name: str, attributes=None, timestamp: int | None = None) -> None:
+        from opentelemetry.sdk.trace import Event
+
+        self.events.append(Event(name, attributes or {}, timestamp or time_ns()))
+
+    def set_status(self, status, description: str | None = None) -> None:
+        if self.status.status_code is not StatusCode.OK:  # OK is final, as the SDK's span keeps it
+            self.status = status if isinstance(status, Status) else Status(status, description)
+
+    def record_exception(self, exception, attributes=None, timestamp=None, escaped=False) -> None:
+        kind = type(exception)
+        module = kind.__module__
+        self.add_event(
+            "exception",
+            {
+                "exception.type": f"{module}.{kind.__qualname__}"
+                if module and module != "builtins"
+                else kind.__qualname__,
+                "exception.message": str(exception),
+                "exception.stacktrace": "".join(traceback.format_exception(exception)),
+                "exception.escaped": str(escaped),
+                **(attributes or {}),
+            },
+            timestamp,
+        )
+
+
+@contextmanager
+def _open_call(tracer, action_key: str, attributes: dict):
+    """`destination.call` current while the block runs, as the SDK's `start_as_current_span` makes it (the
+    sampler asked, an exception recorded with an ERROR status), written finished at the end."""
+    parent_context = _parent(action_key)
+    if parent_context is None:
+        parent_context = otel_context.get_current()
+    parent = trace.get_current_span(parent_context).get_span_context()
+    sampled = tracer.sampler.should_sample(
+        parent_context, parent.trace_id, "destination.call", SpanKind.CLIENT, attributes, ()
     )
+    flags = TraceFlags.SAMPLED if sampled.decision.is_sampled() else TraceFlags.DEFAULT
+    context = SpanContext(
+        parent.trace_id,
+        tracer.id_generator.generate_span_id(),
+        is_remote=False,
+        trace_flags=TraceFlags(flags),
+        trace_state=sampled.trace_state,
+    )
+    recording = sampled.decision.is_recording()
+    span = (
+        _OpenSpan(context, {**attributes, **(sampled.attributes or {})})
+        if recording
+        else NonRecordingSpan(context)
+    )
+    started = time_ns()
+    try:
+        with trace.use_span(span):
+            yield span
+    finally:
+        if recording:
+            tracer.span_processor.on_end(
+                _state["finished_span"](
+                    "destination.call",
+                    context,
+                    parent=parent,
+                    resource=tracer.resource,
+                    attributes=span.attributes,
+                    events=span.events,
+                    kind=SpanKind.CLIENT,
+                    status=span.status,
+                    start_time=started,
+                    end_time=time_ns(),
+                    instrumentation_scope=tracer._instrumentation_scope,
+                )
+            )
 
 
 @contextmanager
