@@ -17,23 +17,27 @@ from approvals.models import Membership, PilotBrief, Role, Workspace, WorkspaceW
 from lib.databases import DB
 
 
+def active_operators(workspace_id: int):
+    """The workspace's operator memberships whose person can still act (an active user)."""
+    return Membership.objects.using(DB).filter(
+        workspace_id=workspace_id, role=Role.OPERATOR, user__is_active=True
+    )
+
+
 def workspace_operator_id(workspace_id: int) -> int | None:
-    """The workspace's on-call operator, else its first operator; None when it has no operator."""
+    """The workspace's on-call operator, else its first operator; None when it has no operator. Only a
+    person who can act counts: an on-call who was deactivated or is no operator of it any more is passed
+    over, as is a deactivated operator."""
+    operators = active_operators(workspace_id)
     on_call = (
         Workspace.objects.using(DB)
-        .filter(pk=workspace_id)
+        .filter(pk=workspace_id, on_call_id__in=operators.values("user_id"))
         .values_list("on_call_id", flat=True)
         .first()
     )
     if on_call is not None:
         return on_call
-    return (
-        Membership.objects.using(DB)
-        .filter(workspace_id=workspace_id, role=Role.OPERATOR)
-        .order_by("pk")
-        .values_list("user_id", flat=True)
-        .first()
-    )
+    return operators.order_by("pk").values_list("user_id", flat=True).first()
 
 
 def configured_fallback_id() -> int | None:
@@ -69,8 +73,13 @@ def failure_owner_id(workspace_id: int | None, *, workflow: str = "") -> int | N
 
 
 def workspaces_without_operator() -> list[Workspace]:
-    """Workspaces that take triggers (no workflow rows, or one that accepts) and have no operator."""
-    operated = Membership.objects.using(DB).filter(role=Role.OPERATOR).values("workspace_id")
+    """Workspaces that take triggers (no workflow rows, or one that accepts) and have no active operator
+    (an on-call who is no active operator does not count: `workspace_operator_id` passes them over)."""
+    operated = (
+        Membership.objects.using(DB)
+        .filter(role=Role.OPERATOR, user__is_active=True)
+        .values("workspace_id")
+    )
     refusing_all = (
         WorkspaceWorkflow.objects.using(DB)
         .exclude(
@@ -82,7 +91,6 @@ def workspaces_without_operator() -> list[Workspace]:
     )
     return list(
         Workspace.objects.using(DB)
-        .filter(on_call__isnull=True)
         .exclude(pk__in=operated)
         .exclude(pk__in=refusing_all)
         .order_by("pk")

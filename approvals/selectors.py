@@ -192,11 +192,13 @@ def request_evidence(request: Request) -> dict:
 
 
 def operators_of(workspace_ids: list[int]) -> list:
-    """Users who hold the operator role in any of the workspaces, by name (assign targets)."""
+    """Active users who hold the operator role in any of the workspaces, by name (assign targets)."""
     return list(
         get_user_model()
         .objects.filter(
-            memberships__workspace_id__in=workspace_ids, memberships__role=Role.OPERATOR
+            is_active=True,
+            memberships__workspace_id__in=workspace_ids,
+            memberships__role=Role.OPERATOR,
         )
         .distinct()
         .order_by("username")
@@ -205,6 +207,14 @@ def operators_of(workspace_ids: list[int]) -> list:
 
 def is_operator_of(user_id: int, workspace_id: int) -> bool:
     return Role.OPERATOR in _roles_held(user_id).get(workspace_id, ())
+
+
+def may_own_failures_of(user_id: int, workspace_id: int) -> bool:
+    """Who may be given a failure of the workspace (`HANDOFF_ASSIGNEE_CHECK`): an active operator of it. A
+    deactivated person keeps their memberships until someone removes them, and could act on nothing."""
+    return Membership.objects.filter(
+        user_id=user_id, workspace_id=workspace_id, role=Role.OPERATOR, user__is_active=True
+    ).exists()
 
 
 def revision_by_id(pk: int) -> Request | None:

@@ -387,7 +387,7 @@ HANDOFF_DISPATCH_WORKERS = env_int("HANDOFF_DISPATCH_WORKERS", 8)
 # is under way, claimed at once instead of after that call and its outcome (outbox/dispatch/serving.py).
 HANDOFF_DISPATCH_LANES = env_int("HANDOFF_DISPATCH_LANES", 2)
 # Who may own a handoff: the source application's rule, named here so that the outbox imports nothing from it.
-HANDOFF_ASSIGNEE_CHECK = "approvals.selectors.is_operator_of"
+HANDOFF_ASSIGNEE_CHECK = "approvals.selectors.may_own_failures_of"
 # Which destinations the workflows in force route steps to (one may not be disabled while routed): the
 # source application's rule, named here for the same reason.
 HANDOFF_ROUTES_CHECK = "approvals.selectors.routed_destination_names"
