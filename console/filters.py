@@ -2,7 +2,7 @@
 
 import django_filters
 from django.core.exceptions import ValidationError
-from django.db.models import Q, QuerySet
+from django.db.models import Exists, OuterRef, Q, QuerySet
 
 from approvals.models import Membership, Role
 from approvals.selectors import workspace_names
@@ -36,6 +36,18 @@ def readable_search(value: str) -> None:
         search_typed(value)
     except BadSearch as refused:
         raise ValidationError(str(refused)) from refused
+
+
+def owner_who_cannot_act() -> Q:
+    """Owned by nobody who can act on it: no owner, or one who was deactivated or is no operator of the
+    handoff's workspace any more (they left, or their role was lowered): such a failure is listed as unowned."""
+    acts = Membership.objects.filter(
+        user_id=OuterRef("owner_id"),
+        workspace_id=OuterRef("workspace_id"),
+        role=Role.OPERATOR,
+        user__is_active=True,
+    )
+    return Q(owner__isnull=True) | ~Exists(acts)
 
 
 class HandoffFilter(django_filters.FilterSet):
@@ -105,7 +117,7 @@ class HandoffFilter(django_filters.FilterSet):
         if value == "me":
             return queryset.filter(owner=self.request.user) if self.request else queryset.none()
         if value == "nobody":
-            return queryset.filter(owner__isnull=True)
+            return queryset.filter(owner_who_cannot_act())
         return queryset.filter(owner_id=value)
 
     def filter_age(self, queryset: QuerySet, name: str, value: str) -> QuerySet:

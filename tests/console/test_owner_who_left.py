@@ -1,6 +1,7 @@
 """A failure's owner is a person who can act: one who was deactivated, or is no operator of the workspace
 any more, is never given a failure (not when it fails, not by the console, the CLI or the admin's bulk
-assign) nor offered as an owner; a workspace whose operators are all deactivated is a workspace without one.
+assign) nor offered as an owner; a workspace whose operators are all deactivated is a workspace without one;
+and a failure whose owner left since is listed with the unowned (owner: nobody).
 Each fails on the old code, which checked the membership or the on-call field alone."""
 
 from io import StringIO
@@ -9,7 +10,7 @@ import pytest
 from django.core import checks
 from django.core.management import CommandError, call_command
 
-from approvals.models import Membership
+from approvals.models import Membership, Role
 from outbox.models import Handoff
 from tests.console.clients import HTMX, client_for
 
@@ -93,3 +94,19 @@ def test_the_admin_bulk_assign_skips_a_deactivated_operator(world, rejected):
         },
     )
     assert Handoff.objects.get(pk=rejected.pk).owner == world["olga"]
+
+
+@pytest.mark.parametrize("leaves", ["deactivated", "role removed"])
+def test_a_failure_whose_owner_left_is_listed_as_owned_by_nobody(world, rejected, leaves):
+    """Fails on the old code: owner=nobody listed only rows with no owner at all."""
+    oscar = client_for(world["oscar"])
+    assert rejected.owner == world["olga"]
+    assert rejected.action_key not in oscar.get("/handoffs/?owner=nobody").content.decode()
+    if leaves == "deactivated":
+        deactivate(world["olga"])
+    else:
+        Membership.objects.filter(user=world["olga"], role=Role.OPERATOR).delete()
+    assert rejected.action_key in oscar.get("/handoffs/?owner=nobody").content.decode()
+    assert (
+        rejected.action_key in oscar.get("/handoffs/?state=attention&owner=nobody").content.decode()
+    )
