@@ -9,7 +9,8 @@ receiver under gunicorn (`--receiver-workers`, gunicorn's recommendation by defa
 handoffs it delivers `WARM_UP` (50) others, unmeasured: what a process does once at its first handoffs is
 not a handoff's cost. Traced it was about 70 ms of CPU (the SDK set up on the first span, the exporter's
 modules loaded; 2026-12-07, at a load of 20), and an idle dispatcher only probes whether anything is due, so
-it came with the first measured handoff: 0.09 ms a handoff of a run of 800, charged to tracing alone. "Off" is the default configuration (no OTLP endpoint: no SDK set up); "on" sets
+it came with the first measured handoff: 0.09 ms a handoff of a run of 800, charged to tracing alone. "Off"
+is the default configuration (no OTLP endpoint: no SDK set up); "on" sets
 OTEL_EXPORTER_OTLP_ENDPOINT to a collector of this bench, an OTLP/HTTP server in a process of its own that
 decodes every ExportTraceServiceRequest and counts its spans (so the run also shows that the spans arrived:
 claim, call and record, three per handoff).
