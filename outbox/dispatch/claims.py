@@ -251,9 +251,13 @@ def handoff_claim_turn(
         cursor.execute(sql, params)
         rows = cursor.fetchall()
     reads_count = LIMITS_COLUMNS + 3
-    first = rows[0]
+    first, at = rows[0], reads_count + 2
+    # Each claimed row's columns as the claim returned them (`c.*`: `CLAIMED_COLUMNS`, its due time, whether it
+    # follows up), then its attempt's id.
     claimed = [
-        ClaimedRow(*row[reads_count + 2 :]) for row in rows if row[reads_count + 2] is not None
+        ClaimedRow(*row[at : at + len(CLAIMED_COLUMNS)], attempt_id=row[-1], follow_up=row[-2])
+        for row in rows
+        if row[at] is not None
     ]
     return TurnClaim(
         reads=first[:reads_count],
@@ -264,7 +268,7 @@ def handoff_claim_turn(
 
 
 def _turn_claim_sql(name: str, limit: int) -> tuple[str, tuple, tuple]:
-    reads_sql, reads_params = turn_reads_statement(name)
+    reads_sql, reads_params = constants_in_text(*turn_reads_statement(name))
     row = "md5(ROW(kind, enabled, config)::text)"
     before = (
         f"turn_reads ({_TURN_READS}) AS ({reads_sql}), "  # noqa: S608 - compiled by the ORM, values parameters
@@ -272,9 +276,10 @@ def _turn_claim_sql(name: str, limit: int) -> tuple[str, tuple, tuple]:
         "COALESCE(max_concurrency, 0) = 0 AND COALESCE(max_requests_per_second, 0) = 0 ELSE %s::boolean END "
         f"AND {row} = %s AS went, {row} AS fingerprint FROM turn_reads), "
     )
-    columns = ", ".join(f"c.{column}" for column in CLAIMED_COLUMNS)
+    # `c.*` rather than the claimed columns by name, as `_claim_sql` reads them back: 140 characters of the
+    # text (its length: `constants_in_text`).
     read_back = (
-        f"SELECT r.*, g.went, g.fingerprint, {columns}, a.id AS attempt_id, c.follow_up "  # noqa: S608
+        "SELECT r.*, g.went, g.fingerprint, c.*, a.id AS attempt_id "
         "FROM turn_reads r CROSS JOIN turn_go g "
         "LEFT JOIN (claimed c JOIN attempt a ON a.handoff_id = c.id) ON TRUE ORDER BY c.due_at, c.id"
     )
@@ -336,9 +341,11 @@ def _claim_sql(due, *, limit: int, before: str = "", read_back: str = "") -> tup
     `read_back`: the final select in place of the claimed rows' own."""
     connection = connections[DB]
     qn = connection.ops.quote_name
-    select_sql, select_params = constants_in_text(
-        *due.order_by("next_attempt_at", "id").values("id")[:limit].query.sql_with_params()
-    )
+    query = due.order_by("next_attempt_at", "id").values("id")[:limit].query
+    # Its table by a short alias (`V0`), as Django names a subquery's: 14 characters a column instead of the
+    # table's quoted name, a dozen times (the text's length: `constants_in_text`).
+    query.bump_prefix(query)
+    select_sql, select_params = constants_in_text(*query.sql_with_params())
     select_sql += " FOR NO KEY UPDATE SKIP LOCKED"
     handoffs, attempts, events = (
         qn(model._meta.db_table) for model in (Handoff, Attempt, HandoffEvent)
@@ -372,16 +379,27 @@ def _claim_sql(due, *, limit: int, before: str = "", read_back: str = "") -> tup
     return sql, select_params
 
 
+# `POSTGRES_NOW_PLUS` on either side of its offset's placeholder (`constants_in_text`).
+_NOW_BEFORE, _NOW_AFTER = POSTGRES_NOW_PLUS.split("%s")
+
+
 def constants_in_text(sql: str, params: tuple) -> tuple[str, tuple]:
     """The due query with its states and the empty ordering key written into its text, its other values (the
     destination, the times) still parameters: the claim is prepared (`_claim_skip_locked`), and only a plan
     that sees `state = 'pending'` may use the claim's partial index, so PostgreSQL chose no generic plan and
-    planned every claim again (0.5 ms, ten times an empty claim's run). Our own constants only (`[a-z_]*`)."""
+    planned every claim again (0.5 ms, ten times an empty claim's run). Our own constants only (`[a-z_]*`).
+    The statement's time plus a zero offset (`db_now()`) is written as the time itself: a turn's claim
+    (`_turn_claim_sql`) holds seven, and each took 41 characters of the text's 4,096 that psycopg keeps
+    converted (`MAX_CACHED_STATEMENT_LENGTH`; a longer text is parsed again at each execution)."""
     if "%%" in sql:  # each "%s" below must be a placeholder
         raise ValueError("the due query holds an escaped %: its placeholders cannot be told apart")
     pieces, kept = sql.split("%s"), []
     text = [pieces[0]]
     for value, piece in zip(params, pieces[1:], strict=True):
+        if _zero_offset(value) and text[-1].endswith(_NOW_BEFORE) and piece.startswith(_NOW_AFTER):
+            text[-1] = text[-1].removesuffix(_NOW_BEFORE) + "STATEMENT_TIMESTAMP()"
+            text.append(piece.removeprefix(_NOW_AFTER))
+            continue
         if isinstance(value, HandoffState) or value == "":
             text.append(f"'{str(value)}'")
         else:
@@ -389,6 +407,10 @@ def constants_in_text(sql: str, params: tuple) -> tuple[str, tuple]:
             kept.append(value)
         text.append(piece)
     return "".join(text), tuple(kept)
+
+
+def _zero_offset(value) -> bool:
+    return type(value) is float and value == 0.0
 
 
 def _claim_skip_locked(
