@@ -81,17 +81,21 @@ SECRET_SETTINGS = (
 _SECRET_NAME = re2.compile(r"(?i)(secret|token|password|passwd|api_?key|private_?key)")
 # Shorter values are not masked: they would mask ordinary words.
 MIN_SECRET_LENGTH = 8
-_secret_names: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())
+_secret_names: tuple[frozenset, tuple[str, ...]] = (frozenset(), ())
 
 
 def _environment_secret_names() -> tuple[str, ...]:
     """The names of the environment's secret variables, searched again only when the environment's names
     change (a rotated value under the same name is read at every call). Keyed on the names themselves: a
-    variable removed and another added keep the count, not the names."""
+    variable removed and another added keep the count, not the names. The names are compared as the
+    environment stores them (`os.environ._data`, encoded): `tuple(os.environ)` decoded every name at every
+    read, 35 us for 75 variables, against 3 us for the comparison; `os.environ[...] = ...`, `del` and
+    `monkeypatch.setenv` all change that mapping."""
     global _secret_names
-    names = tuple(os.environ)
-    if _secret_names[0] != names:
-        _secret_names = (names, tuple(n for n in names if _SECRET_NAME.search(n)))
+    stored = os.environ._data  # the mapping os.environ itself reads and writes
+    if stored.keys() != _secret_names[0]:
+        names = tuple(os.environ)
+        _secret_names = (frozenset(stored), tuple(n for n in names if _SECRET_NAME.search(n)))
     return _secret_names[1]
 
 
