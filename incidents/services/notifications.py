@@ -53,7 +53,8 @@ FALLBACK_CHANNEL = "fallback on-call"
 
 def fallback_channel(incident: Incident) -> AlertChannel | None:
     """The e-mail channel of the incident's owner when they own it as the fallback on-call (its workspace
-    has no operator), seeded from their address; None otherwise. Inside the caller's transaction."""
+    has no operator), seeded from their address; None otherwise, and for an owner who was deactivated:
+    nobody who left is paged. Inside the caller's transaction."""
     if incident.workspace_id is None or incident.owner_id is None:
         return None
     if workspace_operator_id(incident.workspace_id) is not None:
@@ -61,7 +62,7 @@ def fallback_channel(incident: Incident) -> AlertChannel | None:
     email = (
         get_user_model()
         .objects.using(DB)
-        .filter(pk=incident.owner_id)
+        .filter(pk=incident.owner_id, is_active=True)
         .values_list("email", flat=True)
         .first()
     )
