@@ -19,9 +19,9 @@ receiver that sees it twice knows it is the same notification.
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import transaction
-from django.db.models import Max, Q
+from django.db.models import Exists, Max, OuterRef, Q
 
-from approvals.on_call import workspace_operator_id
+from approvals.on_call import active_operators, failure_owner_id, workspace_operator_id
 from incidents.causes import held_by_its_owner
 from incidents.channels.delivery import notification_handoff_record
 from incidents.models import (
@@ -191,6 +191,60 @@ def _event(incident: Incident, action: str, note: str) -> None:
     )
 
 
+def _why_owner_cannot_act(incident: Incident, owner) -> str:
+    """Why the incident's owner can no longer act on it ("" : they can): deactivated, or no operator of
+    its workspace any more while the rule would give it to someone else (a fallback keeps what they own
+    while the workspace has no operator and they are still its fallback)."""
+    if not owner.is_active:
+        return f"{owner.username} can no longer act (deactivated)"
+    if incident.workspace_id is None:
+        return ""
+    if active_operators(incident.workspace_id).filter(user_id=owner.pk).exists():
+        return ""
+    if failure_owner_id(incident.workspace_id, workflow=incident.workflow) == owner.pk:
+        return ""
+    return f"{owner.username} can no longer act (no operator of workspace {incident.workspace_id})"
+
+
+def incident_owner_refresh(incident: Incident) -> bool:
+    """Give the incident a new owner when its owner left (`_why_owner_cannot_act`): the one a new failure
+    of it gets (`failure_owner_id`: the active on-call, else the first active operator, else the
+    fallback), or nobody when none can; the change is an `owner_changed` event with the reason. Inside
+    the caller's transaction, on the locked row; True when it changed."""
+    if incident.owner_id is None:
+        return False
+    owner = get_user_model().objects.using(DB).filter(pk=incident.owner_id).first()
+    why = _why_owner_cannot_act(incident, owner) if owner is not None else ""
+    if not why:
+        return False
+    new_id = failure_owner_id(incident.workspace_id, workflow=incident.workflow)
+    Incident.objects.using(DB).filter(pk=incident.pk).update(owner_id=new_id)
+    incident.owner_id = new_id
+    new = get_user_model().objects.using(DB).filter(pk=new_id).first() if new_id else None
+    _event(incident, "owner_changed", f"{why}: owner {new.username if new else 'nobody'}")
+    return True
+
+
+def incidents_owners_refresh() -> int:
+    """Each live incident whose owner may have left (deactivated, or no active operator of its workspace:
+    a fallback's too, checked exactly by `incident_owner_refresh`) on its locked row: a queue incident,
+    which never pages again, gets its new owner too. The number changed."""
+    operator = active_operators(OuterRef("workspace_id")).filter(user_id=OuterRef("owner_id"))
+    maybe = (
+        Incident.objects.using(DB)
+        .alias(has_operator=Exists(operator))
+        .exclude(state=IncidentState.RESOLVED)
+        .filter(owner_id__isnull=False)
+        .filter(Q(owner__is_active=False) | Q(workspace_id__isnull=False, has_operator=False))
+    )
+    changed = 0
+    for pk in maybe.values_list("pk", flat=True):
+        with transaction.atomic(using=DB):
+            locked = Incident.objects.using(DB).select_for_update(no_key=True).get(pk=pk)
+            changed += locked.state != IncidentState.RESOLVED and incident_owner_refresh(locked)
+    return changed
+
+
 def incident_page(incident: Incident) -> bool:
     """Send the incident's next page (the first, or the next escalation level) if it is still open and
     due; True when a page was queued. The incident row is locked so that two sweeps page once."""
@@ -205,6 +259,8 @@ def incident_page(incident: Incident) -> bool:
         )
         if locked is None or locked.pages_sent >= most:
             return False
+        # Paged to an owner who can act: one who left is replaced first (the page goes to the new one).
+        incident_owner_refresh(locked)
         channels = channels_at_level(locked, workspaces, locked.pages_sent)
         if channels:
             number = _queue(locked, channels, NotificationEvent.TRIGGER)

@@ -1,10 +1,26 @@
-"""An incident whose owner left (deactivated, no operator of its workspace any more): nobody who left is
+"""An incident whose owner left (deactivated, no operator of its workspace any more) is given a new owner
+when it is next paged, by the rule a new failure gets, with the reason on its timeline; nobody who left is
 paged (`fallback_channel`)."""
 
 import pytest
 
-from incidents.models import AlertChannel, Incident, IncidentKind, IncidentSeverity
-from incidents.services.notifications import FALLBACK_CHANNEL, channels_at_level
+from approvals.models import Membership, Role
+from incidents.models import (
+    AlertChannel,
+    ChannelKind,
+    Incident,
+    IncidentEvent,
+    IncidentKind,
+    IncidentSeverity,
+)
+from incidents.services.notifications import (
+    FALLBACK_CHANNEL,
+    channels_at_level,
+    incident_page,
+    incidents_owners_refresh,
+)
+from incidents.sweep import alerts_send_due
+from incidents.text import incident_summary
 from tests.factories import make_user
 
 pytestmark = pytest.mark.django_db(databases=["default", "delivery"], transaction=True)
@@ -22,6 +38,12 @@ def incident_of(workspace, owner) -> Incident:
     )
 
 
+def ops_channel() -> AlertChannel:
+    return AlertChannel.objects.create(
+        name="ops", kind=ChannelKind.EMAIL, target="ops@example.com", level=0
+    )
+
+
 def test_a_fallback_who_was_deactivated_is_not_paged(world, settings):
     """Fails on the old code: the fallback channel was seeded from nina's address and she was e-mailed
     though her account was closed."""
@@ -34,3 +56,52 @@ def test_a_fallback_who_was_deactivated_is_not_paged(world, settings):
     nina.save()
     assert channels_at_level(incident, incident.workspace_ids, 0) == []
     assert not AlertChannel.objects.filter(name=FALLBACK_CHANNEL).exists()
+
+
+@pytest.mark.parametrize("leaves", ["deactivated", "role lowered"])
+def test_an_incident_whose_owner_left_is_given_the_owner_a_new_failure_gets(
+    world, client, settings, leaves
+):
+    """Fails on the old code: the incident kept olga, its headline said "owner olga" and nothing on it
+    said she could no longer act. While she can, she keeps it though oscar became the on-call."""
+    ops_channel()
+    olga = world["olga"]
+    oscar = make_user("oscar", workspace=world["w7"], roles=(Role.OPERATOR,))
+    world["w7"].on_call = oscar
+    world["w7"].save()
+    incident = incident_of(world["w7"], olga)
+    assert incident_page(incident)
+    assert Incident.objects.get(pk=incident.pk).owner == olga
+    if leaves == "deactivated":
+        olga.is_active = False
+        olga.save()
+        reason = "olga can no longer act (deactivated): owner oscar"
+    else:
+        Membership.objects.filter(user=olga, workspace=world["w7"]).update(role=Role.APPROVER)
+        reason = "olga can no longer act (no operator of workspace 7): owner oscar"
+    assert incident_page(incident)
+    incident.refresh_from_db()
+    assert incident.owner == oscar
+    assert "(owner oscar;" in incident_summary(incident).headline
+    [event] = IncidentEvent.objects.filter(incident=incident, action="owner_changed")
+    assert event.note == reason
+    client.force_login(oscar)
+    assert reason in client.get(f"/incidents/{incident.pk}/").content.decode()
+    # Once replaced, the next page changes nothing.
+    incident_page(incident)
+    assert IncidentEvent.objects.filter(incident=incident, action="owner_changed").count() == 1
+
+
+def test_the_sweep_gives_a_queue_incident_whose_owner_left_a_new_owner(world):
+    """Fails on the old code: a queue incident (it never pages again) kept olga for good (the sweep runs
+    `incidents_owners_refresh`)."""
+    oscar = make_user("oscar", workspace=world["w7"], roles=(Role.OPERATOR,))
+    incident = incident_of(world["w7"], world["olga"])
+    Incident.objects.filter(pk=incident.pk).update(severity=IncidentSeverity.QUEUE, pages_sent=1)
+    Membership.objects.filter(user=world["olga"], workspace=world["w7"]).delete()
+    assert incidents_owners_refresh() == 1
+    assert Incident.objects.get(pk=incident.pk).owner == oscar
+    [event] = IncidentEvent.objects.filter(incident=incident, action="owner_changed")
+    assert event.note == "olga can no longer act (no operator of workspace 7): owner oscar"
+    assert incidents_owners_refresh() == 0
+    assert alerts_send_due().incidents["owners_changed"] == 0, "a step of the sweep"
