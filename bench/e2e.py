@@ -501,6 +501,8 @@ def dispatch_figures(bench: Bench, args: argparse.Namespace, report: dict) -> No
         single, args.handoffs // 2, args.one_call_pairs
     )
     print(f"  single calls {report['throughput_single_calls']}", flush=True)
+    # 3 pairs (the fewest bench/pairs.py takes): about a minute of the section's budget.
+    report["one_call_ceiling"] = one_call_ceiling_pairs(single, args.handoffs // 2, 3)
     row = throughput(single, args.handoffs // 2, 4, "concurrent", concurrent_calls=True)
     report["throughput_concurrent_single_calls"] = row
     print(f"  single calls, all of a claim batch in flight at once (lever) {row}", flush=True)
@@ -652,6 +654,44 @@ def one_call_pairs(bench: Bench, handoffs: int, pairs: int) -> dict:
     ]
     ordered = sorted(each, key=lambda run: run["per_second"])
     return {**ordered[len(ordered) // 2], "pairs": each, "paired": paired}
+
+
+def one_call_ceiling_pairs(bench: Bench, handoffs: int, pairs: int, dispatchers: int = 4) -> dict:
+    """This machine's ceiling for one call per handoff (issue 40: "where an aim proves physically out of reach
+    on this machine, measure the machine's own ceiling in the same run"): `pairs` pairs (bench/pairs.py) of a
+    run with `dispatchers` minimal dispatchers (`bench/reference_dispatcher.py` with one call a row: a claim
+    statement, signed calls one after another, one outcome statement a batch, and nothing else a dispatcher
+    that keeps its work in PostgreSQL could leave out) and one with as many of the product's, each side's
+    processes started for its run alone (they serve one outbox), the same handoffs and receiver. The receiver's
+    capacity (`one_call_pairs`) is plain clients that keep nothing: what separates the two is the database's
+    work and the dispatchers' CPU on the same 2 cores, and this ratio says how much of it is the product's."""
+    runs: dict[tuple[int, str], dict] = {}
+
+    def reference(n: int) -> float:
+        reset(bench)
+        with references_for_run(bench, dispatchers):
+            with bench.sql() as conn:
+                conn.execute(insert_handoffs_sql(1, handoffs))
+                conn.execute("NOTIFY handoff_due")
+            elapsed = wait_until_all_delivered(bench, timeout=900)
+        check = verify(bench, handoffs)
+        # The minimal dispatcher records no task id: every handoff delivered once is what it must show.
+        ok = check["delivered"] == check["tasks"] == check["distinct_keys"] == handoffs
+        runs[(n, "reference")] = {
+            "handoffs": handoffs,
+            "dispatchers": dispatchers,
+            "seconds": round(elapsed, 2),
+            "per_second": round(handoffs / elapsed, 1),
+            "check": {**check, "mismatched": None, "ok": ok},
+        }
+        return runs[(n, "reference")]["per_second"]
+
+    def product(n: int) -> float:
+        runs[(n, "product")] = throughput(bench, handoffs, dispatchers, f"ceiling{n}")
+        return runs[(n, "product")]["per_second"]
+
+    figure = measure_pairs("one_call_ceiling", reference, product, pairs=pairs, on_pair=print_pair)
+    return figure_json(figure, runs, ("reference", "product"))
 
 
 def latency_pairs(bench: Bench, rate: float, dispatchers: int, seconds: float, pairs: int) -> dict:

@@ -7,8 +7,10 @@ graphile-worker's path (the anchor of the aim, 4.16 ms from enqueue to start) an
 product's channel; at a wake-up (or a 0.5 s poll, as the product's) one statement claims due rows, `UPDATE …
 WHERE id IN (SELECT … FOR NO KEY UPDATE SKIP LOCKED LIMIT n) RETURNING`, on the product's claim index; the
 claimed rows are signed (Standard Webhooks, the product's library) and sent on a kept connection (urllib3, the
-product's HTTP library), one create call for one row and a batch call for more, as the product sends them; one
-statement records the outcome, each row delivered and its attempt written (the latency runs read the attempt's
+product's HTTP library), one create call for one row and a batch call for more, as the product sends them
+(with `--one-call`, or RECEIVER_SUPPORTS_BATCH=0 as the bench's one-call runs set it, one create call a row,
+one after another: the machine's ceiling for one call per handoff, `bench/e2e.py` `one_call_ceiling_pairs`);
+one statement records the outcome, each row delivered and its attempt written (the latency runs read the attempt's
 start); then it claims again at once, and waits for a wake-up only when nothing was due. As many such loops as
 the product's lanes of one destination (HANDOFF_DISPATCH_LANES, 2) share one LISTEN session: a wake-up goes to
 one idle lane, so a handoff committed during another lane's call is claimed at once, as the product's second
@@ -178,7 +180,20 @@ class Lane:
             if not rows:
                 self.wakeups.wait()
                 continue
-            self.record(rows, *self.send(rows))
+            if self.args.one_call:
+                self.send_each(rows)
+            else:
+                self.record(rows, *self.send(rows))
+
+    def send_each(self, rows: list[tuple]) -> None:
+        """One call a row, one after another, then one outcome statement for those answered with success
+        (and one giving the rest back): the product's one-call path with a claim batch, and nothing else."""
+        answered = [(row, *self.send([row])) for row in rows]
+        done = [row for row, status, _ms in answered if 200 <= status < 300]
+        if done:
+            self.record(done, 200, max(ms for _row, _status, ms in answered))
+        if len(done) < len(rows):
+            self.record([row for row, status, _ms in answered if not 200 <= status < 300], 0, 0)
 
 
 def main() -> None:
@@ -198,6 +213,13 @@ def main() -> None:
         help="loops at once, as the product's lanes of one destination (HANDOFF_DISPATCH_LANES)",
     )
     parser.add_argument("--lease-seconds", type=int, default=30)
+    parser.add_argument(
+        "--one-call",
+        action="store_true",
+        default=os.environ.get("RECEIVER_SUPPORTS_BATCH") == "0",
+        help="one call a row even for a claim of several (the product's path when the destination has no "
+        "batch call: RECEIVER_SUPPORTS_BATCH=0, as the bench's one-call runs set it)",
+    )
     args = parser.parse_args()
     # The bench's environment, as the product's dispatchers read it.
     dsn, url = os.environ["DATABASE_URL"], os.environ["RECEIVER_URL"]

@@ -430,9 +430,27 @@ def paired_ratio(row: dict, key: str) -> str:
 def one_call_cell(r: dict, ratio: float | None) -> str:
     paired = r["throughput_single_calls"].get("paired")
     if paired and ratio is None:
-        return paired["describe"]
+        return paired["describe"] + one_call_ceiling(r)
     judged = f"; {paired['describe']}" if paired else ""
-    return f"{ratio:.2f} ({single_pairs(r)}{judged})"
+    return f"{ratio:.2f} ({single_pairs(r)}{judged}){one_call_ceiling(r)}"
+
+
+def one_call_ceiling(r: dict) -> str:
+    """The machine's ceiling for one call per handoff, measured in the same run (`bench/e2e.py`
+    `one_call_ceiling_pairs`): as many minimal dispatchers (`bench/reference_dispatcher.py`) as the product's,
+    one call a handoff, paired run by run with the product's; the ratio is the product's rate over theirs."""
+    ceiling = r.get("one_call_ceiling")
+    if not ceiling or not ceiling.get("pairs"):
+        return ""
+    pair = median_pair(ceiling)
+    reference, product = pair["reference"], pair["product"]
+    return (
+        f". This machine's ceiling for a dispatcher that claims from PostgreSQL and records there, in the same "
+        f"run: {reference['dispatchers']} minimal dispatchers (`bench/reference_dispatcher.py`: a claim "
+        f"statement, one signed call a handoff, one outcome statement a batch, nothing else) "
+        f"{reference['per_second']:,.0f}/s against the product's {product['per_second']:,.0f}/s in the median "
+        f"pair; the product's rate over the ceiling's {ceiling['describe']}"
+    )
 
 
 def single_pairs(r: dict) -> str:
