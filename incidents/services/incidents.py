@@ -15,9 +15,9 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import Count, Exists, OuterRef, Q
+from django.db.models import Count, Exists, F, OuterRef, Q
 
-from approvals.on_call import failure_owner_id
+from approvals.on_call import active_operators, failure_owner_id
 from incidents.causes import (
     Cause,
     backlog_causes,
@@ -237,6 +237,34 @@ def _resolve_settled(seen: set[tuple[str, int | None]]) -> int:
     )
 
 
+def _reopen(incident: Incident, action: str, note: str) -> int:
+    """Open an acknowledged incident again, paging from the first level (a queue incident is told
+    again); 1 when it moved."""
+    with transaction.atomic(using=DB):
+        moved = (
+            Incident.objects.using(DB)
+            .filter(pk=incident.pk, state=IncidentState.ACKNOWLEDGED)
+            .update(
+                state=IncidentState.OPEN,
+                pages_sent=0,
+                ack_lapses_at=None,
+                notify_after=DbNow(),
+                next_escalation_at=None,
+            )
+        )
+        if moved:
+            incident_event(
+                incident,
+                action,
+                note=note,
+                from_state=IncidentState.ACKNOWLEDGED,
+                to_state=IncidentState.OPEN,
+            )
+    if moved and incident.severity == IncidentSeverity.QUEUE:
+        incident_queue_notice(incident, again=True)
+    return moved
+
+
 def _lapse_acknowledgements(seen: set[tuple[str, int | None]]) -> int:
     """Open again every acknowledged incident whose acknowledgement lapsed while its cause holds: it pages
     again from the first level (database clock)."""
@@ -245,34 +273,44 @@ def _lapse_acknowledgements(seen: set[tuple[str, int | None]]) -> int:
         .filter(state=IncidentState.ACKNOWLEDGED, ack_lapses_at__lte=DbNow())
         .order_by("pk")
     )
-    reopened = 0
-    for incident in lapsed:
-        if (incident.cause, incident.workspace_id) not in seen:
-            continue
-        with transaction.atomic(using=DB):
-            moved = (
-                Incident.objects.using(DB)
-                .filter(pk=incident.pk, state=IncidentState.ACKNOWLEDGED)
-                .update(
-                    state=IncidentState.OPEN,
-                    pages_sent=0,
-                    ack_lapses_at=None,
-                    notify_after=DbNow(),
-                    next_escalation_at=None,
-                )
+    note = "acknowledged, but the cause still holds: paging again"
+    return sum(
+        _reopen(incident, "acknowledgement_lapsed", note)
+        for incident in lapsed
+        if (incident.cause, incident.workspace_id) in seen
+    )
+
+
+def _acknowledged_by_who_left(seen: set[tuple[str, int | None]]) -> int:
+    """An acknowledgement by someone who can no longer act (deactivated; of a workspace's incident, no
+    active operator of it and not its owner) is no acknowledgement: the incident is open again and pages
+    as due while its cause holds."""
+    operator = active_operators(OuterRef("workspace_id")).filter(
+        user_id=OuterRef("acknowledged_by_id")
+    )
+    left = (
+        Incident.objects.using(DB)
+        .filter(state=IncidentState.ACKNOWLEDGED, acknowledged_by__isnull=False)
+        .filter(
+            Q(acknowledged_by__is_active=False)
+            | (
+                Q(workspace_id__isnull=False)
+                & ~Exists(operator)
+                & ~Q(owner_id=F("acknowledged_by_id"))
             )
-            if moved:
-                incident_event(
-                    incident,
-                    "acknowledgement_lapsed",
-                    note="acknowledged, but the cause still holds: paging again",
-                    from_state=IncidentState.ACKNOWLEDGED,
-                    to_state=IncidentState.OPEN,
-                )
-        if moved and incident.severity == IncidentSeverity.QUEUE:
-            incident_queue_notice(incident, again=True)
-        reopened += moved
-    return reopened
+        )
+        .select_related("acknowledged_by")
+        .order_by("pk")
+    )
+    return sum(
+        _reopen(
+            incident,
+            "acknowledgement_void",
+            f"acknowledged by {incident.acknowledged_by.username}, who can no longer act: paging again",
+        )
+        for incident in left
+        if (incident.cause, incident.workspace_id) in seen
+    )
 
 
 def _without_handled(causes: list[Cause]) -> list[Cause]:
@@ -356,6 +394,7 @@ def incidents_sync() -> SyncResult:
     seen = {(cause.cause, cause.workspace_id) for cause in causes}
     result.resolved = _resolve_settled(seen)
     _lapse_acknowledgements(seen)
+    _acknowledged_by_who_left(seen)
     _page_new(result)
     return result
 

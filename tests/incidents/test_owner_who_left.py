@@ -12,6 +12,7 @@ from incidents.models import (
     IncidentEvent,
     IncidentKind,
     IncidentSeverity,
+    IncidentState,
 )
 from incidents.services.notifications import (
     FALLBACK_CHANNEL,
@@ -19,9 +20,15 @@ from incidents.services.notifications import (
     incident_page,
     incidents_owners_refresh,
 )
+from incidents.services.operator import incident_acknowledge
 from incidents.sweep import alerts_send_due
 from incidents.text import incident_summary
+from outbox.destinations import InProcessDestination
+from outbox.dispatch.dispatcher import handoff_deliver
+from outbox.models import Handoff
+from tests.builders import approve
 from tests.factories import make_user
+from tests.incidents.test_incidents import REJECTED
 
 pytestmark = pytest.mark.django_db(databases=["default", "delivery"], transaction=True)
 
@@ -105,3 +112,23 @@ def test_the_sweep_gives_a_queue_incident_whose_owner_left_a_new_owner(world):
     assert event.note == "olga can no longer act (no operator of workspace 7): owner oscar"
     assert incidents_owners_refresh() == 0
     assert alerts_send_due().incidents["owners_changed"] == 0, "a step of the sweep"
+
+
+def test_an_acknowledgement_by_someone_who_left_is_no_acknowledgement(world):
+    """Fails on the old code: olga's acknowledgement held after she was deactivated, and the incident
+    stayed quiet while its cause held. While she can act, it holds."""
+    handoff = approve(world)
+    Handoff.objects.filter(pk=handoff.pk).update(payload=REJECTED)
+    handoff_deliver(handoff_id=handoff.pk, destination=InProcessDestination())
+    make_user("oscar", workspace=world["w7"], roles=(Role.OPERATOR,))
+    alerts_send_due()
+    incident = Incident.objects.get(workspace_id=7)
+    incident_acknowledge(incident_id=incident.pk, actor=world["olga"])
+    alerts_send_due()
+    assert Incident.objects.get(pk=incident.pk).state == IncidentState.ACKNOWLEDGED
+    world["olga"].is_active = False
+    world["olga"].save()
+    alerts_send_due()
+    assert Incident.objects.get(pk=incident.pk).state == IncidentState.OPEN
+    [event] = IncidentEvent.objects.filter(incident=incident, action="acknowledgement_void")
+    assert event.note == "acknowledged by olga, who can no longer act: paging again"
