@@ -135,6 +135,19 @@ def _each_in_trace(claims: list):
             otel_context.detach(token)
 
 
+def _child_context(tracer, trace_id: int, sampled) -> SpanContext:
+    """A new span's context in `trace_id`, as the SDK's tracer makes it: a fresh span id, the sampler's
+    decision (`sampled`, a `SamplingResult`) as its flags and trace state."""
+    flags = TraceFlags.SAMPLED if sampled.decision.is_sampled() else TraceFlags.DEFAULT
+    return SpanContext(
+        trace_id,
+        tracer.id_generator.generate_span_id(),
+        is_remote=False,
+        trace_flags=TraceFlags(flags),
+        trace_state=sampled.trace_state,
+    )
+
+
 def call_span(destination: str, action_key: str):
     """The span of one call to a destination (kind CLIENT): `trace_headers` inside it names it as parent.
     With the SDK's tracer it is an `_OpenSpan`, handed to the span processors finished when the block ends,
@@ -209,14 +222,7 @@ def _open_call(tracer, action_key: str, attributes: dict):
     sampled = tracer.sampler.should_sample(
         parent_context, parent.trace_id, "destination.call", SpanKind.CLIENT, attributes, ()
     )
-    flags = TraceFlags.SAMPLED if sampled.decision.is_sampled() else TraceFlags.DEFAULT
-    context = SpanContext(
-        parent.trace_id,
-        tracer.id_generator.generate_span_id(),
-        is_remote=False,
-        trace_flags=TraceFlags(flags),
-        trace_state=sampled.trace_state,
-    )
+    context = _child_context(tracer, parent.trace_id, sampled)
     recording = sampled.decision.is_recording()
     span = (
         _OpenSpan(context, {**attributes, **(sampled.attributes or {})})
@@ -341,14 +347,7 @@ def _past_span(
     sampled = tracer.sampler.should_sample(parent, root.trace_id, name, kind, attributes, links)
     if not sampled.decision.is_recording():
         return
-    flags = TraceFlags.SAMPLED if sampled.decision.is_sampled() else TraceFlags.DEFAULT
-    context = SpanContext(
-        root.trace_id,
-        tracer.id_generator.generate_span_id(),
-        is_remote=False,
-        trace_flags=TraceFlags(flags),
-        trace_state=sampled.trace_state,
-    )
+    context = _child_context(tracer, root.trace_id, sampled)
     tracer.span_processor.on_end(
         finished_span(
             name,

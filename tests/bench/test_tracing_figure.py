@@ -18,13 +18,8 @@ def _run(per_cpu_second: float, per_second: float, cpu_ms: float, spans: int) ->
     }
 
 
-def test_tracing_is_judged_per_cpu_second_and_the_paced_rate_is_only_shown_beside():
-    off = [_run(225.0, 222.0, 4.44, 0), _run(222.0, 250.0, 4.50, 0), _run(224.0, 221.0, 4.46, 0)]
-    on = [
-        _run(214.0, 262.0, 4.67, 6150),
-        _run(210.0, 207.0, 4.76, 6150),
-        _run(213.0, 245.0, 4.69, 6150),
-    ]
+def _paired(off: list[dict], on: list[dict]):
+    """The figure bench/pairs.py takes from the runs' CPU rates, and the runs as the section keeps them."""
     figure = measure_pairs(
         "tracing_off_per_cpu_second",
         scripted(*(run["per_cpu_second"] for run in off)),
@@ -35,6 +30,17 @@ def test_tracing_is_judged_per_cpu_second_and_the_paced_rate_is_only_shown_besid
     runs = {(n, "off"): run for n, run in enumerate(off)} | {
         (n, "on"): run for n, run in enumerate(on)
     }
+    return figure, runs
+
+
+def test_tracing_is_judged_per_cpu_second_and_the_paced_rate_is_only_shown_beside():
+    off = [_run(225.0, 222.0, 4.44, 0), _run(222.0, 250.0, 4.50, 0), _run(224.0, 221.0, 4.46, 0)]
+    on = [
+        _run(214.0, 262.0, 4.67, 6150),
+        _run(210.0, 207.0, 4.76, 6150),
+        _run(213.0, 245.0, 4.69, 6150),
+    ]
+    figure, runs = _paired(off, on)
 
     result = summary(figure, runs, handoffs=2000)
 
@@ -56,15 +62,6 @@ def test_a_runs_spans_are_counted_with_its_warm_up_handoffs():
     of the handoffs measured alone is fewer than the run exported."""
     off = [_run(225.0, 222.0, 4.44, 0) for _ in range(3)]
     on = [_run(214.0, 262.0, 4.67, 3 * 2000) for _ in range(3)]
-    figure = measure_pairs(
-        "tracing_off_per_cpu_second",
-        scripted(*(run["per_cpu_second"] for run in off)),
-        scripted(*(run["per_cpu_second"] for run in on)),
-        groups=QUIET,
-        before_seconds=0.01,
-    )
-    runs = {(n, "off"): run for n, run in enumerate(off)} | {
-        (n, "on"): run for n, run in enumerate(on)
-    }
+    figure, runs = _paired(off, on)
 
     assert summary(figure, runs, handoffs=2000)["spans_exported_per_handoff"] == "fewer"
