@@ -17,8 +17,11 @@ from approvals.models import Membership, PilotBrief, Role, Workspace, WorkspaceW
 from lib.databases import DB
 
 
-def active_operators(workspace_id: int):
-    """The workspace's operator memberships whose person can still act (an active user)."""
+def active_operators(workspace_id):
+    """The workspace's operator memberships whose person can still act (an active user): the one rule of
+    who may own a failure (`workspace_operator_id`, the assignee check `may_own_failures_of`, the
+    console's "owner: nobody", an incident's owner and acknowledgement). `workspace_id` may be an
+    `OuterRef` for a subquery."""
     return Membership.objects.using(DB).filter(
         workspace_id=workspace_id, role=Role.OPERATOR, user__is_active=True
     )

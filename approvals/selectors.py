@@ -13,6 +13,7 @@ from approvals.models import (
     RuleVersion,
     Workspace,
 )
+from approvals.on_call import active_operators
 from approvals.rules import BUILT_IN_RULES, RuleSet, payload_problems, rules_for
 from lib.querystring import id_or_none
 from lib.request_memo import RequestMemo
@@ -212,9 +213,7 @@ def is_operator_of(user_id: int, workspace_id: int) -> bool:
 def may_own_failures_of(user_id: int, workspace_id: int) -> bool:
     """Who may be given a failure of the workspace (`HANDOFF_ASSIGNEE_CHECK`): an active operator of it. A
     deactivated person keeps their memberships until someone removes them, and could act on nothing."""
-    return Membership.objects.filter(
-        user_id=user_id, workspace_id=workspace_id, role=Role.OPERATOR, user__is_active=True
-    ).exists()
+    return active_operators(workspace_id).filter(user_id=user_id).exists()
 
 
 def revision_by_id(pk: int) -> Request | None:

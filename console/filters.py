@@ -5,6 +5,7 @@ from django.core.exceptions import ValidationError
 from django.db.models import Exists, OuterRef, Q, QuerySet
 
 from approvals.models import Membership, Role
+from approvals.on_call import active_operators
 from approvals.selectors import workspace_names
 from lib.paging import keyset_page
 from lib.search_syntax import BadSearch, is_whole_key, request_number, search_typed
@@ -41,12 +42,7 @@ def readable_search(value: str) -> None:
 def owner_who_cannot_act() -> Q:
     """Owned by nobody who can act on it: no owner, or one who was deactivated or is no operator of the
     handoff's workspace any more (they left, or their role was lowered): such a failure is listed as unowned."""
-    acts = Membership.objects.filter(
-        user_id=OuterRef("owner_id"),
-        workspace_id=OuterRef("workspace_id"),
-        role=Role.OPERATOR,
-        user__is_active=True,
-    )
+    acts = active_operators(OuterRef("workspace_id")).filter(user_id=OuterRef("owner_id"))
     return Q(owner__isnull=True) | ~Exists(acts)
 
 
