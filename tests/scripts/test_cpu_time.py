@@ -42,8 +42,9 @@ def test_a_grandchilds_cpu_is_counted_and_the_exit_status_is_the_commands(tmp_pa
 @pytest.mark.postgres
 def test_the_cpu_of_the_machines_postgresql_spent_for_the_command_is_counted(tmp_path):
     host = os.environ.get("PGHOST", "/var/run/postgresql")
-    # A query whose CPU is the server backend's, not the client's.
-    query = "SELECT count(*) FROM generate_series(1, 4000000)"
+    # A query whose CPU is the server backend's, not the client's: about 0.1 s a 4,000,000 rows on fast cores,
+    # so 20,000,000 stays well above the 0.2 s asked whatever the cores.
+    query = "SELECT count(*) FROM generate_series(1, 20000000)"
     done, figures = cpu_time(tmp_path, "psql", "-h", host, "-d", "postgres", "-Atc", query)
     assert done.returncode == 0, done.stderr
     assert figures["cpu_seconds"]["postgresql"] >= 0.2, figures
