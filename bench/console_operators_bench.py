@@ -1,6 +1,6 @@
 """The console under 20 operators at once, against gunicorn as `make run` serves it, with a large outbox.
 
-    .venv/bin/python bench/console_operators_bench.py [--rows 10000000] [--operators 20] [--rounds 10]
+    .venv/bin/python bench/console_operators_bench.py [--rows 10000000] [--operators 20] [--rounds 10] [--pairs 3]
         [--json var/bench/console_operators.json]
 
 Creates its own databases (`<BENCH_DB_PREFIX>_console_ops_source` and `_delivery`), fills the outbox with
@@ -15,6 +15,12 @@ measures each page in the same run:
   going round the pages (home, list, filtered lists, searches by request number and by action key, a handoff
   page, health, incidents, destinations) `--rounds` times, the order shifted per operator so that they do not
   walk in step, each opening the next page as soon as the last arrived;
+- this machine's ceiling for that, in the same run: `--pairs` pairs (bench/pairs.py: back to back, the order
+  alternating, a pair beside other work left out) of the concurrent rounds above and of the same operators
+  asking `bench/console_ceiling.py`'s page as often, the least a console page must do (session and user
+  read, one indexed query, a small template) on the same gunicorn. Twenty operators who never pause queue on
+  2 cores whatever a page costs: the product's worst page median over the ceiling's median (median of the
+  pairs) says how much of the wait is the product's pages. The concurrent figures pool every pair's rounds;
 - with `--also-think-ms N`: the same again, each operator reading a page for 0.5 to 1.5 × N ms first.
 
 Times are the client's (request sent to last byte read, over a local socket): what an operator waits for,
@@ -39,9 +45,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.console_operators_fill import fill  # noqa: E402
 from bench.harness import PYTHON, ROOT, Bench, write_json  # noqa: E402
-from bench.pairs import watched, watched_line  # noqa: E402
+from bench.pairs import (  # noqa: E402
+    MIN_PAIRS,
+    figure_json,
+    measure_pairs,
+    print_pair,
+    watched,
+    watched_line,
+)
 
 AIM_MEDIAN_MS, AIM_P95_MS = 50.0, 150.0
+# bench/console_ceiling.py's page (a path other than its would answer 404, and the run stops at once).
+CEILING_PATH = "/bench/ceiling/"
 
 
 def percentile(samples: list[float], share: float) -> float:
@@ -61,8 +76,9 @@ def figures(samples: dict[str, list[float]]) -> dict[str, dict]:
 
 
 def start_web(bench: Bench) -> str:
-    """gunicorn with the options of `scripts/run_local.sh` (make run), static files collected as it does."""
-    import socket
+    """gunicorn with the options of `scripts/run_local.sh` (make run), static files collected as it does,
+    serving `config.wsgi` through `bench/console_ceiling.py` (the product's URLconf, unchanged, and after it
+    the ceiling's page), on a port the kernel chose and the bench holds."""
     import subprocess
 
     subprocess.run(
@@ -71,15 +87,13 @@ def start_web(bench: Bench) -> str:
         env=bench.env,
         check=True,
     )
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    port = bench.port()
     bench.spawn(
         [
             str(Path(PYTHON).with_name("gunicorn")),
-            "config.wsgi",
+            "bench.console_ceiling:application",
             "--bind",
-            f"127.0.0.1:{port}",
+            "fd://{fd}",
             "--workers",
             "2",
             "--threads",
@@ -88,6 +102,7 @@ def start_web(bench: Bench) -> str:
             "60",
         ],
         "console-operators-web.log",
+        listen=port,
     )
     base = f"http://127.0.0.1:{port}"
     for _ in range(150):
@@ -168,11 +183,19 @@ def operator_rounds(
 
 
 def measure(
-    base: str, sessions: list[dict], pages, rounds: int, think: float = 0.0
+    base: str,
+    sessions: list[dict],
+    pages,
+    rounds: int,
+    think: float = 0.0,
+    clock: dict | None = None,
 ) -> dict[str, list[float]]:
+    """Every session's rounds at once; `clock` gets the seconds from the moment all were warm to the last
+    answer (`seconds`)."""
     samples: dict[str, list[float]] = {}
     lock = threading.Lock()
-    start = threading.Barrier(len(sessions))
+    began: list[float] = []
+    start = threading.Barrier(len(sessions), action=lambda: began.append(time.perf_counter()))
     threads = [
         threading.Thread(
             target=operator_rounds,
@@ -184,7 +207,48 @@ def measure(
         thread.start()
     for thread in threads:
         thread.join()
+    if clock is not None:
+        clock["seconds"] = time.perf_counter() - began[0]
     return samples
+
+
+def ceiling_pairs(
+    base: str, sessions: list[dict], pages, rounds: int, pairs: int
+) -> tuple[dict, dict[str, list[float]]]:
+    """The operators going round the console's pages (the product) and the same operators asking the
+    ceiling's page as often (`bench/console_ceiling.py`: the least a console page must do, on the same
+    gunicorn), back to back in `pairs` pairs (`bench/pairs.py`: alternating order, loaded pairs left out).
+    Each side's rate is 1000 / its worst page median (pages a second one operator sees at the worst page),
+    so a pair's ratio is the ceiling's median over the product's worst. Returns the paired figure as JSON and
+    the product's samples of every pair, pooled."""
+    ceiling = [("ceiling", CEILING_PATH)] * len(pages)
+    runs: dict[tuple[int, str], dict] = {}
+    pooled: dict[str, list[float]] = {}
+
+    def run(index: int, side: str, asked) -> float:
+        clock: dict = {}
+        samples = measure(base, sessions, asked, rounds, clock=clock)
+        pages_figures = figures(samples)
+        worst = max(figure["median_ms"] for figure in pages_figures.values())
+        served = sum(len(times) for times in samples.values())
+        runs[(index, side)] = {
+            "worst_median_ms": worst,
+            "worst_p95_ms": max(figure["p95_ms"] for figure in pages_figures.values()),
+            "pages_per_second": round(served / clock["seconds"], 1),
+        }
+        if side == "product":
+            for name, times in samples.items():
+                pooled.setdefault(name, []).extend(times)
+        return 1000 / worst
+
+    figure = measure_pairs(
+        "console_operators_ceiling",
+        lambda index: run(index, "ceiling", ceiling),
+        lambda index: run(index, "product", pages),
+        pairs=pairs,
+        on_pair=print_pair,
+    )
+    return figure_json(figure, runs, ("ceiling", "product")), pooled
 
 
 def print_report(report: dict, pages: list[tuple[str, str]], args) -> None:
@@ -207,7 +271,8 @@ def print_report(report: dict, pages: list[tuple[str, str]], args) -> None:
             print(f"{name:34} median {figure['median_ms']:8.1f}  p95 {figure['p95_ms']:8.1f}")
     print(
         f"\n{args.rows:,} handoffs, {args.operators} operators × {args.rounds} rounds of "
-        f"{len(pages)} pages, gunicorn 2 workers × 4 threads, PostgreSQL {report['postgres']}; "
+        f"{len(pages)} pages in each of {report['pairs']} pairs, gunicorn 2 workers × 4 threads, "
+        f"PostgreSQL {report['postgres']}; "
         f"load average {report['load_average']} on {report['cores']} cores"
     )
 
@@ -217,6 +282,12 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=10_000_000)
     parser.add_argument("--operators", type=int, default=20)
     parser.add_argument("--rounds", type=int, default=10)
+    parser.add_argument(
+        "--pairs",
+        type=int,
+        default=MIN_PAIRS,
+        help="pairs of the operators on the console's pages and on the ceiling's page, each of --rounds",
+    )
     parser.add_argument("--json", type=Path)
     parser.add_argument(
         "--also-think-ms",
@@ -292,7 +363,7 @@ def main() -> None:
         with watched() as machine_alone:
             alone = measure(base, sessions[:1], pages, args.rounds * 2)
         with watched() as machine_together:
-            together = measure(base, sessions, pages, args.rounds)
+            ceiling, together = ceiling_pairs(base, sessions, pages, args.rounds, args.pairs)
         thinking = (
             measure(base, sessions, pages, args.rounds, args.also_think_ms / 1000)
             if args.also_think_ms
@@ -304,10 +375,12 @@ def main() -> None:
         "rows": args.rows,
         "operators": args.operators,
         "rounds": args.rounds,
+        "pairs": len(ceiling["pairs"]),
         "fill_seconds": round(fill_seconds),
         "aim": {"median_ms": AIM_MEDIAN_MS, "p95_ms": AIM_P95_MS},
         "alone": figures(alone),
         "concurrent": figures(together),
+        "ceiling": ceiling,
         **(
             {"concurrent_thinking": {"think_ms": args.also_think_ms, "pages": figures(thinking)}}
             if thinking
@@ -321,6 +394,7 @@ def main() -> None:
     print(f"one operator: {watched_line(machine_alone)}")
     print(f"{args.operators} operators: {watched_line(machine_together)}")
     print_report(report, pages, args)
+    print(f"\nthe product's worst median against the ceiling's page: {ceiling['describe']}")
     if args.json:
         write_json(args.json, report)
 
