@@ -83,6 +83,20 @@ def nesting_depth(text: str) -> int:
 
 def parse_json_object(text: str, *, max_depth: int) -> dict:
     """The JSON object in `text`. Raises JSONRejected for anything else."""
+    document = parse_json(text, max_depth=max_depth)
+    if not isinstance(document, dict):
+        raise JSONRejected("malformed_json", "the body must be a JSON object")
+    return document
+
+
+def parse_json(text: str | bytes, *, max_depth: int) -> object:
+    """The JSON value in `text` (an object, a list or a scalar), held to the same rules: what a
+    destination or a token endpoint answers. Raises JSONRejected for anything else."""
+    if isinstance(text, bytes):
+        try:
+            text = text.decode("utf-8")
+        except UnicodeDecodeError:
+            raise JSONRejected("malformed_json", "the body is not UTF-8") from None
     if nesting_depth(text) > max_depth:
         raise JSONRejected("json_too_deep", f"JSON may nest at most {max_depth} levels")
     try:
@@ -95,7 +109,5 @@ def parse_json_object(text: str, *, max_depth: int) -> dict:
     except ValueError as exc:
         # Includes integers longer than Python converts (sys.get_int_max_str_digits).
         raise JSONRejected("malformed_json", str(exc)[:200]) from None
-    if not isinstance(document, dict):
-        raise JSONRejected("malformed_json", "the body must be a JSON object")
     _check_strings(document)
     return document

@@ -11,7 +11,6 @@ Why not a library: docs/destinations.md, "Why this OAuth2 client".
 """
 
 import base64
-import json
 import threading
 import time
 from dataclasses import dataclass
@@ -19,6 +18,7 @@ from urllib.parse import quote_plus, urlencode, urlsplit
 
 import urllib3
 
+from httpapi.strict_json import JSONRejected, parse_json
 from outbox.destinations.http.answers import CALL_FAILURES, call_failure
 from outbox.destinations.http.connections import (
     Direct,
@@ -37,6 +37,8 @@ TOKEN_CONNECT_TIMEOUT = 2.0
 TOKEN_READ_TIMEOUT = 5.0
 # The longest a fetch can take: a call that needs a new token takes this much more (`lease_rule.py`).
 TOKEN_FETCH_SECONDS = TOKEN_CONNECT_TIMEOUT + TOKEN_READ_TIMEOUT
+# A token answer is one flat object (section 5.1); the parser recurses once per level.
+TOKEN_MAX_DEPTH = 8
 AUTH_METHODS = ("client_secret_post", "client_secret_basic")
 
 
@@ -200,14 +202,17 @@ class OAuth2ClientCredentials:
 def _token_from(status: int, data: bytes, where: str, started: float) -> _Token:
     """The token of a 200 answer (section 5.1); TokenRefused or TokenUnavailable for any other."""
     try:
-        body = json.loads(data)
-    except ValueError:
-        body = None
+        body, not_json = parse_json(data, max_depth=TOKEN_MAX_DEPTH), ""
+    except JSONRejected as exc:
+        body, not_json = None, exc.detail
     fields = body if isinstance(body, dict) else {}
     if status == 429 or status >= 500:
         raise TokenUnavailable(f"{where} answered HTTP {status}", f"http_{status}")
     if status != 200:
         raise _refusal(status, fields, where)
+    if not_json:
+        # An `expires_in` of NaN or Infinity would keep a token for ever; a key twice, a token nobody chose.
+        raise TokenRefused(redact_text(f"{where} answered 200, not strict JSON: {not_json}"))
     value = _bearer(fields, where)
     lifetime = _lifetime(fields.get("expires_in"))
     if lifetime is None:

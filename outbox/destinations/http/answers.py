@@ -112,6 +112,32 @@ def item_result(
     )
 
 
+def single_result(response: Answer, outgoing: Outgoing, latency_ms: int) -> DeliveryResult:
+    """What a single call's answer means for its handoff. A success whose body is not strict JSON (a key
+    twice, NaN) is a malformed receipt that says why, never a receipt read as the last key's value."""
+    try:
+        parsed = response.json()
+    except ValueError as exc:
+        if response.status_code in (200, 201):
+            return DeliveryResult.failed(
+                FailureClass.MALFORMED,
+                "malformed_receipt",
+                f"HTTP {response.status_code} without a valid receipt: {exc}",
+                status_code=response.status_code,
+                latency_ms=latency_ms,
+            )
+        parsed = None
+    return item_result(
+        response.status_code,
+        parsed,
+        response.headers.get("Retry-After"),
+        outgoing,
+        latency_ms,
+        describe=lambda: describe_answer(response),
+        date=response.headers.get("Date"),
+    )
+
+
 def answer_failure(response: Answer, latency_ms: int) -> DeliveryResult:
     """A call answered with a status that is not a delivery: its failure, worded and classified, with the
     Retry-After it asks for (a date read against the answer's own Date)."""

@@ -2,7 +2,6 @@
 receiver or through the egress proxy the environment names; and the answer, read whole."""
 
 import ipaddress
-import json
 from dataclasses import dataclass
 from http.client import RemoteDisconnected
 from urllib.parse import unquote, urlsplit
@@ -11,6 +10,8 @@ from urllib.request import getproxies_environment, proxy_bypass_environment
 import urllib3
 from urllib3.exceptions import ProtocolError
 from urllib3.util import parse_url
+
+from httpapi.strict_json import JSONRejected, parse_json
 
 # What a request raises when the receiver closed its pooled keep-alive connection as the request went out (its
 # idle timeout firing just then, as gunicorn does under load): no byte of an answer came back. urllib3 replaces
@@ -23,6 +24,14 @@ CLOSED_BEFORE_ANSWER = (
 )
 
 
+# Deeper than any receipt, lookup or listing a contract reads; the parser recurses once per level.
+ANSWER_MAX_DEPTH = 64
+
+
+class AnswerNotJSON(ValueError):
+    """The answer's body is not strict JSON; the message says why (a key twice, NaN, ...)."""
+
+
 @dataclass(frozen=True)
 class Answer:
     """A receiver's answer, read whole."""
@@ -31,8 +40,13 @@ class Answer:
     headers: object  # case-insensitive (urllib3's HTTPHeaderDict)
     content: bytes
 
-    def json(self):
-        return json.loads(self.content)
+    def json(self) -> object:
+        """The body as strict JSON (`httpapi/strict_json.py`): a key given twice, NaN or Infinity is
+        refused, never read as the last value or a float a later step cannot store or hash."""
+        try:
+            return parse_json(self.content, max_depth=ANSWER_MAX_DEPTH)
+        except JSONRejected as exc:
+            raise AnswerNotJSON(f"the answer is not strict JSON: {exc.detail}") from None
 
     @property
     def text(self) -> str:

@@ -34,7 +34,7 @@ from outbox.destinations.http.answers import (
     batch_lookup_answer,
     call_failure,
     describe_answer,
-    item_result,
+    single_result,
 )
 from outbox.destinations.http.connections import (
     Answer,
@@ -244,19 +244,7 @@ class HttpDestination(Destination):
         )
         if failure is not None:
             return failure
-        try:
-            parsed = response.json()
-        except ValueError:
-            parsed = None
-        return item_result(
-            response.status_code,
-            parsed,
-            response.headers.get("Retry-After"),
-            outgoing,
-            latency_ms,
-            describe=lambda: describe_answer(response),
-            date=response.headers.get("Date"),
-        )
+        return single_result(response, outgoing, latency_ms)
 
     def deliver_batch(self, outgoings: list[Outgoing]) -> list[DeliveryResult]:
         if not self.supports_batch or len(outgoings) < 2:

@@ -192,7 +192,7 @@ class IdempotencyKeyHttpDestination(Destination):
 
     def _result(self, response: Answer, outgoing: Outgoing, latency_ms: int) -> DeliveryResult:
         common = {"status_code": response.status_code, "latency_ms": latency_ms}
-        body = _json_or_none(response)
+        body, not_json = _json_and_why(response)
         duplicate = self.config.key.duplicate
         existing = duplicate.existing_id(response.status_code, body) if duplicate else None
         if existing is not None:
@@ -207,6 +207,13 @@ class IdempotencyKeyHttpDestination(Destination):
             if body is None and self.config.key.where == "path" and self.config.lookup:
                 # An upsert answered 204 No Content: done, and its id is asked for by the key.
                 return self._upserted(outgoing, response.status_code, common)
+            if not_json:
+                return DeliveryResult.failed(
+                    FailureClass.MALFORMED,
+                    "malformed_receipt",
+                    f"HTTP {response.status_code} without a valid receipt: {not_json}",
+                    **common,
+                )
             try:
                 entry = receipt_entry(self.config.receipt, body, outgoing)
             except MalformedReceipt as exc:
@@ -324,7 +331,7 @@ class IdempotencyKeyHttpDestination(Destination):
             raise LookupFailed(f"{self.name} refused the credentials (HTTP {response.status_code})")
         if not 200 <= response.status_code < 300:
             raise LookupFailed(f"lookup answered {describe_answer(response)}")
-        return self._remote_task(action_key, _json_or_none(response))
+        return self._remote_task(action_key, _lookup_body(response))
 
     def _remote_task(self, action_key: str, body: object) -> RemoteTask | None:
         fields, search = self.config.lookup.fields, self.config.lookup.search
@@ -362,10 +369,26 @@ class IdempotencyKeyHttpDestination(Destination):
 
 
 def _json_or_none(response: Answer) -> object:
+    return _json_and_why(response)[0]
+
+
+def _lookup_body(response: Answer) -> object:
+    """A 2xx lookup answer's body; not "no entry" when it is not strict JSON: such an answer proves nothing
+    about the key (LookupFailed)."""
+    body, not_json = _json_and_why(response)
+    if not_json:
+        raise LookupFailed(f"lookup answered HTTP {response.status_code}: {not_json}")
+    return body
+
+
+def _json_and_why(response: Answer) -> tuple[object, str]:
+    """The body as strict JSON and "", or None and why it is not ("" for an empty body)."""
+    if not response.content.strip():
+        return None, ""
     try:
-        return response.json()
-    except ValueError:
-        return None
+        return response.json(), ""
+    except ValueError as exc:
+        return None, str(exc)
 
 
 def _undone(response: Answer, outgoing: Outgoing, undo, latency_ms: int) -> DeliveryResult:
