@@ -7,11 +7,9 @@ version runs under its built-in rules below (version 1 of every known workflow).
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache, lru_cache
 
-import jsonschema
 import re2
-from jsonschema import ValidationError
 
 from approvals.models import RuleVersion
 from lib.control_characters import control_character_problem
@@ -119,7 +117,12 @@ def _compiled(pattern: str):
     return re2.compile(pattern, _RE2_OPTIONS)
 
 
+# jsonschema (about 0.05 s of CPU to import) is imported where a schema is checked, not with this module:
+# every process of the product imports it through the services (a dispatcher, a receiver, each `manage.py`
+# command a test starts), and only intake, decisions and publishing check one (docs/testing.md).
 def _pattern(validator, pattern, instance, schema):
+    from jsonschema import ValidationError
+
     if validator.is_type(instance, "string") and not _compiled(pattern).search(instance):
         yield ValidationError(f"{instance!r} does not match {pattern!r}")
 
@@ -142,7 +145,9 @@ def _extra_keys(instance: dict, schema: dict) -> list:
     )
 
 
-def _extras_refused(extras: list) -> ValidationError:
+def _extras_refused(extras: list):
+    from jsonschema import ValidationError
+
     verb = "was" if len(extras) == 1 else "were"
     return ValidationError(
         f"Additional properties are not allowed ({', '.join(map(repr, extras))} {verb} unexpected)"
@@ -171,11 +176,12 @@ def text_is_multiline(name: str, spec: dict) -> bool:
     return "email" not in name and (spec.get("maxLength") or 0) > MULTILINE_OVER
 
 
-_draft_properties = jsonschema.Draft202012Validator.VALIDATORS["properties"]
-
-
 def _properties(validator, properties, instance, schema):
-    yield from _draft_properties(validator, properties, instance, schema)
+    from jsonschema import Draft202012Validator, ValidationError
+
+    yield from Draft202012Validator.VALIDATORS["properties"](
+        validator, properties, instance, schema
+    )
     if not validator.is_type(instance, "object"):
         return
     for name, spec in properties.items():
@@ -186,15 +192,20 @@ def _properties(validator, properties, instance, schema):
             yield ValidationError(problem, path=[name])
 
 
-RulesValidator = jsonschema.validators.extend(
-    jsonschema.Draft202012Validator,
-    {
-        "pattern": _pattern,
-        "patternProperties": _pattern_properties,
-        "additionalProperties": _additional_properties,
-        "properties": _properties,
-    },
-)
+@cache
+def _rules_validator():
+    """Draft 2020-12 with RE2 patterns and one-line text fields: the validator class of every rule set."""
+    import jsonschema
+
+    return jsonschema.validators.extend(
+        jsonschema.Draft202012Validator,
+        {
+            "pattern": _pattern,
+            "patternProperties": _pattern_properties,
+            "additionalProperties": _additional_properties,
+            "properties": _properties,
+        },
+    )
 
 
 def _schema_patterns(node: object) -> Iterator[str]:
@@ -243,6 +254,8 @@ def publish_problems(schema: object) -> list[str]:
     """Why `schema` cannot be published as rules; empty when it can."""
     if not isinstance(schema, dict):
         return ["the rules must be a JSON Schema object"]
+    import jsonschema
+
     try:
         jsonschema.Draft202012Validator.check_schema(schema)
     except jsonschema.SchemaError as exc:
@@ -254,7 +267,7 @@ def schema_problems(
     schema: dict, document: object, *, root: str = "payload", prefix: str = ""
 ) -> list[str]:
     """Every way `document` fails `schema`, each named by where it is (`root` for the document itself)."""
-    validator = RulesValidator(schema)
+    validator = _rules_validator()(schema)
     problems = []
     for error in sorted(
         validator.iter_errors(document), key=lambda e: [str(p) for p in e.absolute_path]

@@ -11,6 +11,10 @@ from tests.processes import ROOT
 
 # The sign-in backends' libraries: a web process imports them with its URLs, a dispatcher never needs them.
 SIGN_IN_ONLY = ("approvals.auth.backends", "mozilla_django_oidc.auth", "jwt", "requests")
+# Libraries imported where they are called, not with the modules every process loads: jsonschema where a schema
+# is checked (approvals/rules.py), httpx where a status event is sent (delivery/status_events.py); 0.05 s of
+# a dispatcher's start (docs/testing.md, "Imports at the call").
+AT_THE_CALL = ("jsonschema", "httpx")
 
 STARTED = """
 import sys
@@ -44,6 +48,13 @@ def test_a_dispatcher_starts_without_the_sign_in_backends(tmp_path):
     imported = set(_run(tmp_path, "-c", STARTED).split())
     assert "outbox.management.commands.dispatch" in imported
     assert [name for name in SIGN_IN_ONLY if name in imported] == []
+
+
+def test_a_dispatcher_starts_without_the_libraries_imported_at_their_call(tmp_path):
+    imported = set(_run(tmp_path, "-c", STARTED).split())
+    assert "approvals.rules" in imported
+    assert "delivery.status_events" in imported
+    assert [name for name in AT_THE_CALL if name in imported] == []
 
 
 COLLECTOR = "import gc; print(gc.isenabled(), gc.get_freeze_count())"
