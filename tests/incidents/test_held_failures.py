@@ -6,6 +6,7 @@ a real HTTP receiver of alerts, the real hold service; the hold's age moved on t
 from datetime import timedelta
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from incidents.channels.delivery import notifications_deliver_now
 from incidents.models import EscalationPolicy, Incident
@@ -126,3 +127,41 @@ def test_a_failure_pages_once_its_holds_end_time_passes_though_no_sweep_has_ende
         [incident] = Incident.objects.all()
         assert list(incident.members.values_list("handoff_id", flat=True)) == [held.pk]
         assert len(triggers_of(receiver)) == 1
+
+
+def _metrics(client) -> dict[tuple[str, tuple], float]:
+    response = client.get("/metrics", HTTP_AUTHORIZATION="Bearer metrics-test-token")
+    assert response.status_code == 200
+    return {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families(response.content.decode())
+        for sample in family.samples
+    }
+
+
+def _alerting(samples: dict, name: str) -> float:
+    return sum(value for (metric, _), value in samples.items() if metric == name)
+
+
+def test_the_ticket_rules_figures_leave_out_a_held_failure_as_its_incident_does(world, client):
+    """Two alert paths (issue 40): the Prometheus ticket rules read `handoff_needs_attention_unheld` and
+    `handoff_needing_person_unheld`; a held failure is quiet there as on the incident path for
+    `ALERT_HOLD_QUIET_HOURS`, and counts again on both once the hold has lasted longer."""
+    held, loud = fail(1403), fail(1404)
+    _hold(world, held)
+    alerts_send_due()
+    [incident] = Incident.objects.all()
+    assert set(incident.members.values_list("handoff_id", flat=True)) == {loud.pk}
+    samples = _metrics(client)
+    assert _alerting(samples, "handoff_needs_attention") == 2
+    assert _alerting(samples, "handoff_needs_attention_unheld") == 1
+    assert _alerting(samples, "handoff_needing_person_unheld") == 1
+    assert _alerting(samples, "handoff_needing_person") == 2
+
+    CaseHold.objects.update(created_at=DbNow(-9 * 3600.0))
+    alerts_send_due()
+    incident.refresh_from_db()
+    assert set(incident.members.values_list("handoff_id", flat=True)) == {held.pk, loud.pk}
+    samples = _metrics(client)
+    assert _alerting(samples, "handoff_needs_attention_unheld") == 2
+    assert _alerting(samples, "handoff_needing_person_unheld") == 2
