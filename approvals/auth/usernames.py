@@ -9,7 +9,6 @@ folded, equals an existing user's or when it mixes scripts in a confusable way.
 
 import unicodedata
 
-from confusable_homoglyphs import confusables
 from django.contrib.auth import get_user_model
 from django.contrib.auth.validators import UnicodeUsernameValidator
 from django.core.exceptions import ValidationError
@@ -21,8 +20,12 @@ class UsernameRefused(Exception):
     """The claimed name cannot be a console user name; the message says why, in words."""
 
 
+# confusable_homoglyphs is imported where a name is checked: it loads Unicode's tables at import (about 0.015 s
+# of CPU), and every web process imports this module with the sign-in views, most never signing anyone on.
 def _skeleton(name: str) -> str:
     """The name as a reader sees it: each character replaced by the Latin one it is confusable with."""
+    from confusable_homoglyphs import confusables
+
     out = []
     for char in name.casefold():
         found = confusables.is_confusable(char, greedy=True, preferred_aliases=["latin", "common"])
@@ -45,6 +48,8 @@ def username_normalised(raw) -> str:
         raise UsernameRefused(
             "the user name holds characters other than letters, digits and .@+-_"
         ) from exc
+    from confusable_homoglyphs import confusables
+
     if confusables.is_dangerous(name, preferred_aliases=["latin", "common"]):
         raise UsernameRefused("the user name mixes scripts whose letters look alike")
     return name

@@ -57,6 +57,24 @@ def test_a_dispatcher_starts_without_the_libraries_imported_at_their_call(tmp_pa
     assert [name for name in AT_THE_CALL if name in imported] == []
 
 
+# What a web process (a gunicorn worker, the receiver of the fault tests) imports before its first answer.
+WEB_STARTED = """
+import sys
+import config.wsgi, config.urls
+print(" ".join(sorted(sys.modules)))
+"""
+# And what it does not: the demo's SMTP server (delivery/mailbox_server.py: only the mailbox page's reads are
+# a view's) and the confusable-name check of a first sign-on (approvals/auth/usernames.py).
+WEB_AT_THE_CALL = (*AT_THE_CALL, "aiosmtpd", "confusable_homoglyphs")
+
+
+def test_a_web_process_starts_without_the_libraries_imported_at_their_call(tmp_path):
+    imported = set(_run(tmp_path, "-c", WEB_STARTED).split())
+    assert "delivery.mailbox_views" in imported
+    assert "approvals.auth.usernames" in imported
+    assert [name for name in WEB_AT_THE_CALL if name in imported] == []
+
+
 COLLECTOR = "import gc; print(gc.isenabled(), gc.get_freeze_count())"
 
 

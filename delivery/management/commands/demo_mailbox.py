@@ -11,7 +11,7 @@ from pathlib import Path
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from delivery.mailbox import mailbox_server
+from delivery.mailbox_server import mailbox_server
 
 
 class Command(BaseCommand):

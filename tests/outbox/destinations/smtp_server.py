@@ -40,7 +40,7 @@ from pathlib import Path
 
 from aiosmtpd.smtp import AuthResult, LoginPassword
 
-from delivery.mailbox import SocketController
+from delivery.mailbox_server import SocketController
 from tests.processes import ROOT, KernelPort, popen_listening
 
 
