@@ -1,7 +1,7 @@
 """The console under 20 operators at once, against gunicorn as `make run` serves it, with a large outbox.
 
-    .venv/bin/python bench/console_operators_bench.py [--rows 10000000] [--operators 20] [--rounds 10] [--pairs 3]
-        [--json var/bench/console_operators.json]
+    .venv/bin/python bench/console_operators_bench.py [--rows 10000000] [--operators 20] [--rounds 10]
+        [--pairs 3] [--pair-rounds 1] [--json var/bench/console_operators.json]
 
 Creates its own databases (`<BENCH_DB_PREFIX>_console_ops_source` and `_delivery`), fills the outbox with
 `--rows` handoffs spread over a year (`bench/console_operators_fill.py`: most delivered, some cancelled,
@@ -13,15 +13,16 @@ measures each page in the same run:
 - reference: one operator alone, each page `--rounds` × 2 times;
 - concurrent: every operator in a thread of its own with its own session and keep-alive connection, each
   going round the pages (home, list, filtered lists, searches by request number and by action key, a handoff
-  page, health, incidents, destinations) `--rounds` times, the order shifted per operator so that they do not
-  walk in step, each opening the next page as soon as the last arrived;
-- this machine's ceiling for that, in the same run: `--pairs` pairs (bench/pairs.py: back to back, the order
-  alternating, a pair beside other work left out) of the concurrent rounds above and of the same operators
-  asking `bench/console_ceiling.py`'s page as often, the least a console page must do (session and user
-  read, one indexed query, a small template) on the same gunicorn. Twenty operators who never pause queue on
-  2 cores whatever a page costs: the product's worst page median over the ceiling's median (median of the
-  pairs) says how much of the wait is the product's pages. The concurrent figures pool every pair's rounds;
-- with `--also-think-ms N`: the same again, each operator reading a page for 0.5 to 1.5 × N ms first.
+  page, health, incidents, destinations) `--pair-rounds` times, the order shifted per operator so that they
+  do not walk in step, each opening the next page as soon as the last arrived; in `--pairs` pairs
+  (bench/pairs.py: back to back, the order alternating, a pair beside other work left out) with this
+  machine's ceiling for that: the same operators asking `bench/console_ceiling.py`'s page in the pages'
+  places, the least a console page must do (session and user read, one indexed query, a small template) on
+  the same gunicorn. Twenty operators who never pause queue on 2 cores whatever a page costs: the product's
+  worst page median over the ceiling's (median of the pairs) says how much of the wait is the product's
+  pages. The concurrent figures pool every pair's product rounds;
+- with `--also-think-ms N`: `--rounds` rounds again, each operator reading a page for 0.5 to 1.5 × N ms
+  first.
 
 Times are the client's (request sent to last byte read, over a local socket): what an operator waits for,
 server queueing included. Prints median and p95 per page for both, and the figures as JSON for
@@ -162,13 +163,15 @@ def operator_rounds(
     lock: threading.Lock,
     start: threading.Barrier | None = None,
     think: float = 0.0,
+    warm: bool = True,
 ) -> None:
-    """One operator's rounds; with `think` seconds, it reads each page for 0.5 to 1.5 × that before the next."""
+    """One operator's rounds; with `think` seconds, it reads each page for 0.5 to 1.5 × that before the next.
+    With `warm`, each page once first, unmeasured (the server's first answers, this operator's connection)."""
     order = pages[shift % len(pages) :] + pages[: shift % len(pages)]
     rng = random.Random(shift)
     mine: dict[str, list[float]] = {}
     with httpx.Client(base_url=base, cookies=cookies, timeout=REQUEST_TIMEOUT_SECONDS) as client:
-        for _name, url in order:  # warm: this operator's connection and session
+        for _name, url in order if warm else ():
             timed_get(client, url)
         if start is not None:
             start.wait()
@@ -189,6 +192,7 @@ def measure(
     rounds: int,
     think: float = 0.0,
     clock: dict | None = None,
+    warm: bool = True,
 ) -> dict[str, list[float]]:
     """Every session's rounds at once; `clock` gets the seconds from the moment all were warm to the last
     answer (`seconds`)."""
@@ -199,7 +203,7 @@ def measure(
     threads = [
         threading.Thread(
             target=operator_rounds,
-            args=(base, cookies, pages, rounds, n, samples, lock, start, think),
+            args=(base, cookies, pages, rounds, n, samples, lock, start, think, warm),
         )
         for n, cookies in enumerate(sessions)
     ]
@@ -216,18 +220,19 @@ def ceiling_pairs(
     base: str, sessions: list[dict], pages, rounds: int, pairs: int
 ) -> tuple[dict, dict[str, list[float]]]:
     """The operators going round the console's pages (the product) and the same operators asking the
-    ceiling's page as often (`bench/console_ceiling.py`: the least a console page must do, on the same
-    gunicorn), back to back in `pairs` pairs (`bench/pairs.py`: alternating order, loaded pairs left out).
-    Each side's rate is 1000 / its worst page median (pages a second one operator sees at the worst page),
-    so a pair's ratio is the ceiling's median over the product's worst. Returns the paired figure as JSON and
-    the product's samples of every pair, pooled."""
-    ceiling = [("ceiling", CEILING_PATH)] * len(pages)
+    ceiling's page in the pages' places (`bench/console_ceiling.py`: the least a console page must do, on the
+    same gunicorn), `rounds` each, back to back in `pairs` pairs (`bench/pairs.py`: alternating order, loaded
+    pairs left out). Each side's rate is 1000 / its worst median of the pages' places (each place's own
+    median, as the product's pages: the same statistic on both sides), so a pair's ratio is the ceiling's
+    worst median over the product's. Only the first pair warms (the server is warm after it). Returns the
+    paired figure as JSON and the product's samples of every pair, pooled."""
+    ceiling = [(f"ceiling {n + 1}", CEILING_PATH) for n in range(len(pages))]
     runs: dict[tuple[int, str], dict] = {}
     pooled: dict[str, list[float]] = {}
 
     def run(index: int, side: str, asked) -> float:
         clock: dict = {}
-        samples = measure(base, sessions, asked, rounds, clock=clock)
+        samples = measure(base, sessions, asked, rounds, clock=clock, warm=index == 0)
         pages_figures = figures(samples)
         worst = max(figure["median_ms"] for figure in pages_figures.values())
         served = sum(len(times) for times in samples.values())
@@ -270,7 +275,7 @@ def print_report(report: dict, pages: list[tuple[str, str]], args) -> None:
         for name, figure in report["concurrent_thinking"]["pages"].items():
             print(f"{name:34} median {figure['median_ms']:8.1f}  p95 {figure['p95_ms']:8.1f}")
     print(
-        f"\n{args.rows:,} handoffs, {args.operators} operators × {args.rounds} rounds of "
+        f"\n{args.rows:,} handoffs, {args.operators} operators × {args.pair_rounds} rounds of "
         f"{len(pages)} pages in each of {report['pairs']} pairs, gunicorn 2 workers × 4 threads, "
         f"PostgreSQL {report['postgres']}; "
         f"load average {report['load_average']} on {report['cores']} cores"
@@ -286,7 +291,13 @@ def main() -> None:
         "--pairs",
         type=int,
         default=MIN_PAIRS,
-        help="pairs of the operators on the console's pages and on the ceiling's page, each of --rounds",
+        help="pairs of the operators on the console's pages and on the ceiling's page",
+    )
+    parser.add_argument(
+        "--pair-rounds",
+        type=int,
+        default=1,
+        help="rounds of each side of a pair; the concurrent figures pool the pairs' product rounds",
     )
     parser.add_argument("--json", type=Path)
     parser.add_argument(
@@ -363,7 +374,7 @@ def main() -> None:
         with watched() as machine_alone:
             alone = measure(base, sessions[:1], pages, args.rounds * 2)
         with watched() as machine_together:
-            ceiling, together = ceiling_pairs(base, sessions, pages, args.rounds, args.pairs)
+            ceiling, together = ceiling_pairs(base, sessions, pages, args.pair_rounds, args.pairs)
         thinking = (
             measure(base, sessions, pages, args.rounds, args.also_think_ms / 1000)
             if args.also_think_ms
@@ -376,6 +387,7 @@ def main() -> None:
         "operators": args.operators,
         "rounds": args.rounds,
         "pairs": len(ceiling["pairs"]),
+        "pair_rounds": args.pair_rounds,
         "fill_seconds": round(fill_seconds),
         "aim": {"median_ms": AIM_MEDIAN_MS, "p95_ms": AIM_P95_MS},
         "alone": figures(alone),
