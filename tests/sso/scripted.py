@@ -9,11 +9,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
-import httpx
 import pytest
 from django.test import Client
 
-from tests.processes import ROOT
+from tests.processes import LOCAL_HTTP, ROOT
 
 CLIENT_ID = "handoff-console"
 CLIENT_SECRET = "scripted-client-secret"
@@ -35,7 +34,7 @@ class ScriptedProvider:
 
     def token_requests(self) -> int:
         """How many code exchanges the console asked the provider for (each callback makes one)."""
-        return httpx.get(f"{self.issuer}/stats", timeout=START_DEADLINE_SECONDS).json()[
+        return LOCAL_HTTP.get(f"{self.issuer}/stats", timeout=START_DEADLINE_SECONDS).json()[
             "token_requests"
         ]
 
@@ -84,7 +83,7 @@ def sign_on(client: Client) -> str:
     Returns where the callback sent the browser (the console's home, or the sign-in page saying why)."""
     start = client.get("/accounts/oidc/authenticate/")
     assert start.status_code == 302, start
-    at_provider = httpx.get(
+    at_provider = LOCAL_HTTP.get(
         start["Location"], follow_redirects=False, timeout=START_DEADLINE_SECONDS
     )
     assert at_provider.status_code == 302, at_provider.text
