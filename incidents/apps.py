@@ -8,6 +8,8 @@ class IncidentsConfig(AppConfig):
 
     def ready(self) -> None:
         # A notification's page is sent only while its cause holds: asked at the engine's send step.
+        # Whoever leaves hands their incidents on at once: the receivers connect on import.
+        import incidents.owners_left  # noqa: F401
         from incidents.channels.delivery import KEY_PREFIX
         from incidents.services.erasure import incidents_erase
         from incidents.services.incidents import notification_send_check

@@ -217,24 +217,57 @@ def incident_owner_refresh(incident: Incident) -> bool:
     why = _why_owner_cannot_act(incident, owner) if owner is not None else ""
     if not why:
         return False
+    _owner_replace(incident, why)
+    return True
+
+
+def _owner_replace(incident: Incident, why: str) -> None:
     new_id = failure_owner_id(incident.workspace_id, workflow=incident.workflow)
     Incident.objects.using(DB).filter(pk=incident.pk).update(owner_id=new_id)
     incident.owner_id = new_id
     new = get_user_model().objects.using(DB).filter(pk=new_id).first() if new_id else None
     _event(incident, "owner_changed", f"{why}: owner {new.username if new else 'nobody'}")
-    return True
 
 
-def incidents_owners_refresh() -> int:
+def incidents_owned_live(owner_id: int) -> list[int]:
+    """The live incidents `owner_id` owns, by id."""
+    live = Incident.objects.using(DB).exclude(state=IncidentState.RESOLVED)
+    return list(live.filter(owner_id=owner_id).values_list("pk", flat=True))
+
+
+def incidents_owner_deleted(*, incident_ids: list[int], username: str) -> int:
+    """The incidents whose owner's account was just deleted (the deletion set their owner to null, which
+    no sweep would ever look at again): each gets the owner a new failure gets, with an `owner_changed`
+    event naming who left. Inside the deletion's transaction; the number changed."""
+    changed = 0
+    for pk in incident_ids:
+        with transaction.atomic(using=DB):
+            locked = (
+                Incident.objects.using(DB)
+                .select_for_update(no_key=True)
+                .exclude(state=IncidentState.RESOLVED)
+                .filter(pk=pk, owner_id__isnull=True)
+                .first()
+            )
+            if locked is not None:
+                _owner_replace(locked, f"{username} can no longer act (account deleted)")
+                changed += 1
+    return changed
+
+
+def incidents_owners_refresh(*, owner_id: int | None = None) -> int:
     """Each live incident whose owner may have left (deactivated, or no active operator of its workspace:
     a fallback's too, checked exactly by `incident_owner_refresh`) on its locked row: a queue incident,
-    which never pages again, gets its new owner too. The number changed."""
+    which never pages again, gets its new owner too. The number changed. With `owner_id`, only that
+    person's incidents: asked in the transaction that deactivates them or takes a role away
+    (`incidents/apps.py`), so the new owner is there from that commit, not from the next sweep."""
     operator = active_operators(OuterRef("workspace_id")).filter(user_id=OuterRef("owner_id"))
+    owned = Q(owner_id=owner_id) if owner_id is not None else Q(owner_id__isnull=False)
     maybe = (
         Incident.objects.using(DB)
         .alias(has_operator=Exists(operator))
         .exclude(state=IncidentState.RESOLVED)
-        .filter(owner_id__isnull=False)
+        .filter(owned)
         .filter(Q(owner__is_active=False) | Q(workspace_id__isnull=False, has_operator=False))
     )
     changed = 0

@@ -3,8 +3,11 @@ when it is next paged, by the rule a new failure gets, with the reason on its ti
 paged (`fallback_channel`)."""
 
 import pytest
+from django.contrib.auth import get_user_model
+from django.db import transaction
 
 from approvals.models import Membership, Role
+from approvals.services.memberships import membership_revoke
 from incidents.models import (
     AlertChannel,
     ChannelKind,
@@ -105,7 +108,8 @@ def test_the_sweep_gives_a_queue_incident_whose_owner_left_a_new_owner(world):
     oscar = make_user("oscar", workspace=world["w7"], roles=(Role.OPERATOR,))
     incident = incident_of(world["w7"], world["olga"])
     Incident.objects.filter(pk=incident.pk).update(severity=IncidentSeverity.QUEUE, pages_sent=1)
-    Membership.objects.filter(user=world["olga"], workspace=world["w7"]).delete()
+    # A bulk update sends no signal (`incidents/owners_left.py`): the sweep is what catches it.
+    Membership.objects.filter(user=world["olga"], workspace=world["w7"]).update(role=Role.APPROVER)
     assert incidents_owners_refresh() == 1
     assert Incident.objects.get(pk=incident.pk).owner == oscar
     [event] = IncidentEvent.objects.filter(incident=incident, action="owner_changed")
@@ -132,3 +136,58 @@ def test_an_acknowledgement_by_someone_who_left_is_no_acknowledgement(world):
     assert Incident.objects.get(pk=incident.pk).state == IncidentState.OPEN
     [event] = IncidentEvent.objects.filter(incident=incident, action="acknowledgement_void")
     assert event.note == "acknowledged by olga, who can no longer act: paging again"
+
+
+class _Undone(Exception):
+    pass
+
+
+@pytest.mark.parametrize("leaves", ["deactivated", "role revoked", "role changed"])
+def test_whoever_leaves_hands_their_incidents_on_in_the_same_transaction(world, client, leaves):
+    """Fails on the old code: the incident kept olga until its next page or sweep (a queue incident for up
+    to a sweep's interval), though she was deactivated or lost her role. Now the owner changes in the
+    transaction that makes her leave: with it, and not at all when it rolls back."""
+    olga = world["olga"]
+    oscar = make_user("oscar", workspace=world["w7"], roles=(Role.OPERATOR,))
+    admin = get_user_model().objects.create_superuser("root", password="x-long-enough-pw")
+    incident = incident_of(world["w7"], olga)
+    Incident.objects.filter(pk=incident.pk).update(severity=IncidentSeverity.QUEUE, pages_sent=1)
+
+    def leave() -> None:
+        if leaves == "deactivated":
+            olga.is_active = False
+            olga.save()
+        elif leaves == "role revoked":
+            membership_revoke(
+                workspace_id=7, user=olga, role=Role.OPERATOR, actor=admin, reason="moved team"
+            )
+        else:
+            membership = Membership.objects.get(user=olga, workspace_id=7)
+            membership.role = Role.APPROVER
+            membership.save()
+
+    with pytest.raises(_Undone), transaction.atomic():
+        leave()
+        assert Incident.objects.get(pk=incident.pk).owner == oscar, "inside the transaction"
+        raise _Undone
+    assert Incident.objects.get(pk=incident.pk).owner == olga, "rolled back with it"
+    assert not IncidentEvent.objects.filter(incident=incident, action="owner_changed").exists()
+
+    olga.refresh_from_db()
+    leave()
+    assert Incident.objects.get(pk=incident.pk).owner == oscar
+    [event] = IncidentEvent.objects.filter(incident=incident, action="owner_changed")
+    assert event.note.startswith("olga can no longer act (") and event.note.endswith("owner oscar")
+    assert incidents_owners_refresh() == 0, "nothing left for the sweep"
+
+
+def test_an_incident_whose_owners_account_is_deleted_gets_a_new_owner_with_the_reason(world):
+    """Fails on the old code: the deletion set the owner to null (SET_NULL), with nothing on the timeline,
+    and no sweep looked at it again (`incidents_owners_refresh` reads incidents that have an owner)."""
+    oscar = make_user("oscar", workspace=world["w7"], roles=(Role.OPERATOR,))
+    incident = incident_of(world["w7"], world["olga"])
+    Incident.objects.filter(pk=incident.pk).update(severity=IncidentSeverity.QUEUE, pages_sent=1)
+    world["olga"].delete()
+    assert Incident.objects.get(pk=incident.pk).owner == oscar
+    [event] = IncidentEvent.objects.filter(incident=incident, action="owner_changed")
+    assert event.note == "olga can no longer act (account deleted): owner oscar"
