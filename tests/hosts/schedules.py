@@ -18,8 +18,8 @@ alert sweep, and says per fault what happened while it lasted (tests/hosts/spell
 
 import json
 import random
+import shlex
 import signal
-import sys
 import threading
 import time
 from collections import Counter
@@ -30,6 +30,7 @@ from tests.acceptance.three_destinations import ACCOUNTS_TOKEN
 from tests.faults.invariants import check_invariants, incidents_open_for_healed_causes
 from tests.hosts.spells import broken_keys, spell_lines, spell_report, spells_of_keys
 from tests.hosts.three_hosts import MAIL, STEPS, ThreeHosts
+from tests.processes import manage_argv
 
 DISPATCHERS = ("d1", "d2", "d3")
 KINDS = (
@@ -342,9 +343,10 @@ def _figures(run) -> dict:
 
 def _start_alert_sweep(run) -> None:
     """The product's alert sweep (`manage.py send_alerts`, which keeps incidents in step with their causes),
-    every few seconds on the web host, as a deployment schedules it."""
+    every few seconds on the web host, as a deployment schedules it. A process each sweep, without Django's
+    system checks (`manage_argv`): with them each one imported the whole web app's URLs first."""
     env = {**run.base_env(), "ALERT_SECURITY_WINDOW_MINUTES": "1"}
-    loop = f"while :; do {sys.executable} manage.py send_alerts; sleep {ALERT_SWEEP_EVERY}; done"
+    loop = f"while :; do {shlex.join(manage_argv('send_alerts'))}; sleep {ALERT_SWEEP_EVERY}; done"
     run.spawn("alerts", "web", ["sh", "-c", loop], env)
 
 
