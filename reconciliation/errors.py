@@ -2,6 +2,11 @@ class ReconciliationError(Exception):
     """Base class for domain errors of reconciliation that are not bad input."""
 
 
+class RunDeferred(ReconciliationError):
+    """A scheduled run not started: an operator's pause or maintenance window holds its destination, which
+    asks nothing of it meanwhile; the first scheduled run after the hold compares."""
+
+
 class FindingNotFound(ReconciliationError):
     pass
 

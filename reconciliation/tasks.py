@@ -1,10 +1,14 @@
 """django-q2 tasks. Thin: call one service and return a small summary for the task result."""
 
+from reconciliation.errors import RunDeferred
 from reconciliation.services import runs
 
 
 def reconcile() -> dict:
-    run = runs.reconciliation_run(trigger="schedule")
+    try:
+        run = runs.reconciliation_run_scheduled()
+    except RunDeferred as exc:
+        return {"run": None, "status": "deferred", "error": str(exc)}
     return {
         "run": run.pk,
         "status": run.status,

@@ -20,8 +20,8 @@ from django_q.tasks import async_task
 from approvals.models import Request, RequestState
 from lib.databases import DB
 from outbox.clock import db_time
-from outbox.destinations import Destination, LookupFailed, RemoteTask
-from outbox.models import ArchivedHandoff, Handoff
+from outbox.destinations import Destination, LookupFailed, RemoteTask, get_destination
+from outbox.models import ArchivedHandoff, DestinationHold, Handoff
 from outbox.services.lookup_limits import lookups_under_limits
 from reconciliation.classification import (
     CROSS_SIDE,
@@ -34,6 +34,7 @@ from reconciliation.classification import (
     unconfirmed,
     work_before,
 )
+from reconciliation.errors import RunDeferred
 from reconciliation.merge import (
     SourceKey,
     StreamStats,
@@ -313,6 +314,28 @@ def reconciliation_run(
         progress(merge.progress())
     _finish(run, merge, resolved)
     return run
+
+
+def reconciliation_run_scheduled() -> ReconciliationRun:
+    """The schedule's run of the configured destination. While an operator's pause or window holds it,
+    RunDeferred and no run: the run would wait for a permit the hold never gives and be stored as failed,
+    a Prometheus ticket (HandoffReconciliationFailed) for a hold a person planned. A person's own run
+    ("Reconcile now", `manage.py reconcile`) is not deferred: it fails saying the destination is held."""
+    destination = get_destination()
+    hold = (
+        DestinationHold.objects.using(DB)
+        .live()
+        .by_operators()
+        .filter(destination=destination.name)
+        .order_by("starts_at")
+        .first()
+    )
+    if hold is not None:
+        raise RunDeferred(
+            f"not run: destination {destination.name} is held ({hold.get_kind_display()}: "
+            f"{hold.reason}) since {hold.starts_at:%Y-%m-%d %H:%M} UTC"
+        )
+    return reconciliation_run(destination=destination, trigger="schedule")
 
 
 def reconciliation_start_for_workspace(*, workspace_id: int, actor) -> ReconciliationRun:

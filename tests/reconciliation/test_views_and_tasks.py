@@ -6,8 +6,14 @@ from django.urls import reverse
 from django_q.models import Schedule
 
 from delivery.services import task_create_idempotent
+from outbox.destinations import get_destination
+from outbox.services.destination_windows import (
+    destination_pause_by_operator,
+    destination_resume_by_operator,
+)
 from reconciliation import tasks
 from reconciliation.models import Finding, FindingEvent, ReconciliationRun
+from reconciliation.services import runs
 from reconciliation.services.runs import reconciliation_run
 from tests.factories import ONBOARDING_PAYLOAD
 
@@ -79,6 +85,26 @@ def test_scheduled_task_runs_reconciliation(world):
     result = tasks.reconcile()
     assert result["status"] == "completed" and result["findings"] == {"orphan_at_receiver": 1}
     assert ReconciliationRun.objects.get(pk=result["run"]).trigger == "schedule"
+
+
+def test_a_scheduled_run_during_an_operators_pause_is_deferred_not_failed(world, monkeypatch):
+    """A pause and reconciliation (issue 40): the scheduled run waited for a permit the pause never gives
+    and was stored as failed, so Prometheus opened HandoffReconciliationFailed for a planned hold. Now
+    the schedule starts no run while an operator's hold lasts, and the first one after it compares."""
+    monkeypatch.setattr(runs, "RUN_LIMITS_WAIT_SECONDS", 0.5)  # the old code's wait, kept short
+    name = get_destination().name
+    task_create_idempotent(action_key="onboarding:7:99:1", payload=dict(ONBOARDING_PAYLOAD))
+    destination_pause_by_operator(name=name, actor=world["olga"], reason="receiver upgrade")
+    result = tasks.reconcile()
+    assert result["status"] == "deferred" and result["run"] is None
+    assert (
+        f"destination {name} is held (Paused by an operator: receiver upgrade)" in result["error"]
+    )
+    assert not ReconciliationRun.objects.exists()
+
+    destination_resume_by_operator(name=name, actor=world["olga"], reason="upgrade done")
+    result = tasks.reconcile()
+    assert result["status"] == "completed" and result["findings"] == {"orphan_at_receiver": 1}
 
 
 def test_schedule_command_creates_both_schedules_once(capsys):
