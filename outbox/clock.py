@@ -39,6 +39,7 @@ from django.utils.functional import cached_property
 from lib.databases import DB
 
 SQLITE_FORMAT = "%%Y-%%m-%%d %%H:%%M:%%f"
+POSTGRES_NOW = "STATEMENT_TIMESTAMP()"
 # Statement time plus a number of seconds given as the one parameter.
 POSTGRES_NOW_PLUS = "(STATEMENT_TIMESTAMP() + make_interval(secs => (%s)::float8))"
 
@@ -51,7 +52,8 @@ class DbNow(Func):
 
     def __init__(self, seconds: float = 0.0):
         self.seconds = float(seconds)
-        super().__init__(Value(self.seconds))
+        # Now itself is the statement's time, with no offset to send: no parameter, a shorter text.
+        super().__init__(*([Value(self.seconds)] if self.seconds else []))
 
     @cached_property
     def identity(self):
@@ -61,6 +63,8 @@ class DbNow(Func):
         return (type(self), ("seconds", self.seconds))
 
     def as_sqlite(self, compiler, connection, **extra_context):
+        if not self.seconds:
+            return f"REPLACE(STRFTIME('{SQLITE_FORMAT}', 'now') || '000', '.000000', '')", []
         sql, params = compiler.compile(self.source_expressions[0])
         # Written as Django writes a datetime (`str(value)`: six digits of fraction, none when it is zero), so
         # that a stored time equals the same time sent back as a parameter (a keyset cursor, a boundary).
@@ -68,6 +72,8 @@ class DbNow(Func):
         return f"REPLACE({now} || '000', '.000000', '')", params
 
     def as_postgresql(self, compiler, connection, **extra_context):
+        if not self.seconds:
+            return POSTGRES_NOW, []
         sql, params = compiler.compile(self.source_expressions[0])
         return POSTGRES_NOW_PLUS.replace("%s", sql), params
 

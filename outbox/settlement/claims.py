@@ -106,13 +106,14 @@ def handoff_claim_uncertain(
 @functools.cache
 def _claim_sql() -> str:
     """The claim's statement, `_free_for_settlement`'s query compiled once per process: compiling it for every
-    claim cost a settler more CPU than the claim's round trip. Its parameters: the database clock's offset
-    (0), the destination, the state, the limit, the worker, the lease's seconds. The lease's end, the same for
-    every row (the statement's time), comes in one row and NULL in the others: Django's loader of a time with
-    its zone runs in Python, and loading it for each of 200 rows was two thirds of the claim's profile."""
+    claim cost a settler more CPU than the claim's round trip. Its parameters: the destination, the state,
+    the limit, the worker, the lease's seconds (now on the database clock is the statement's time, not a
+    parameter). The lease's end, the same for every row (the statement's time), comes in one row and NULL in the
+    others: Django's loader of a time with its zone runs in Python, and loading it for each of 200 rows was two
+    thirds of the claim's profile."""
     connection = connections[DB]
     select_sql, params = _free_for_settlement(_NAME).values("id").query.sql_with_params()
-    if list(params) != [0.0, _NAME, S.UNCERTAIN]:  # the order `_claim_skip_locked` sends them in
+    if list(params) != [_NAME, S.UNCERTAIN]:  # the order `_claim_skip_locked` sends them in
         raise RuntimeError(f"the settlement claim's parameters changed: {params}")
     table = connection.ops.quote_name(Handoff._meta.db_table)
     return (
@@ -137,7 +138,7 @@ def _claim_skip_locked(
     SKIP LOCKED passes over the rows another settler is claiming this instant (or a person's reconcile is
     writing) instead of queueing behind it; a row it waited for would be re-read and, leased meanwhile, left
     out. Committed on its own (autocommit), like the delivery claim."""
-    params = [0.0, destination_name, S.UNCERTAIN, limit, worker, lease_seconds]
+    params = [destination_name, S.UNCERTAIN, limit, worker, lease_seconds]
     with connections[DB].cursor() as cursor:
         cursor.execute(_claim_sql(), params)
         return cursor.fetchall()

@@ -88,3 +88,25 @@ def test_a_live_lease_does_not_expire_whatever_the_python_clock_says(python_cloc
     python_clock_skew(delta)
     assert handoff_expire_leases() == 0
     assert Handoff.objects.get(pk=claim.handoff_id).state == S.IN_FLIGHT
+
+
+def test_now_itself_is_the_statements_time_with_no_offset_sent():
+    """`db_now()` compiles to the statement's time alone, with no parameter: a claim's text holds it several times
+    (psycopg keeps only texts under 4,096 characters converted), and a zero offset is no value to send. The same
+    instant is written: a row stamped with it is as old as one stamped an offset of -0.001 s later, not older."""
+    from django.db import connections
+
+    from lib.databases import DB
+    from outbox.clock import DbNow, db_time
+
+    connection = connections[DB]
+    compiler = Handoff.objects.all().query.get_compiler(DB)
+    sql, params = DbNow().as_sql(compiler, connection)
+    assert params == [] and "%s" not in sql
+    _, offset_params = DbNow(-0.001).as_sql(compiler, connection)
+    assert offset_params
+    before = db_time()
+    handoff = record()
+    Handoff.objects.filter(pk=handoff.pk).update(next_attempt_at=DbNow())
+    stamped = Handoff.objects.values_list("next_attempt_at", flat=True).get(pk=handoff.pk)
+    assert before <= stamped <= db_time()
