@@ -57,6 +57,7 @@ from harness import (  # noqa: E402
 )
 from pairs import figure_json, measure_pairs, median_pair, print_pair, recorded  # noqa: E402
 from reference_dispatcher import APPLICATION as REFERENCE_APPLICATION  # noqa: E402
+from settle import RECEIVER_TABLES, settle  # noqa: E402
 
 # The receiver of every e2e figure: `config.wsgi`, which notes its create calls' arrival and commit while a
 # latency run asks it to (one `stat` a request otherwise).
@@ -620,7 +621,8 @@ def one_call_pairs(bench: Bench, handoffs: int, pairs: int) -> dict:
     """One call per handoff (4 dispatchers) against the receiver's capacity (4 plain clients), `pairs` pairs
     taken and judged by bench/pairs.py ("paired": the figure, refused when the capacity collapsed). The run
     with the median rate stands for them; every pair's runs are kept, each with how its connections fell on
-    the receiver's workers (`receiver_placement`: the receiver's CPU a create follows it)."""
+    the receiver's workers (`receiver_placement`: the receiver's CPU a create follows it). Every run of either
+    side starts settled (`bench/settle.py`): the receiver's tables empty, no autovacuum due, checkpointed."""
     runs: dict[tuple[int, str], dict] = {}
 
     def capacity(n: int) -> float:
@@ -640,7 +642,14 @@ def one_call_pairs(bench: Bench, handoffs: int, pairs: int) -> dict:
             return runs[(n, "one_call")]["per_second"]
 
         figure = measure_pairs(
-            "receiver_capacity", capacity, one_call, pairs=pairs, on_pair=print_pair
+            "receiver_capacity",
+            capacity,
+            one_call,
+            pairs=pairs,
+            on_pair=print_pair,
+            settle=lambda: settle(
+                [bench.source, bench.delivery], empty={bench.delivery: RECEIVER_TABLES}
+            ),
         )
     paired = figure_json(figure, runs, ("capacity", "one_call"))
     each = [

@@ -15,7 +15,10 @@ transaction (the first moment a dispatcher can see any of them) to the last `del
 database's clock: the reference's rate is counted once its clients are all sending, and the other system's
 time writing its first transaction is no work of the product's. Before the pairs, each side runs once
 uncounted (`--warm-up-handoffs`): the dispatchers' first run otherwise pays their first connections, prepared
-statements and lazy imports, the reference's clients none of which.
+statements and lazy imports, the reference's clients none of which. Every counted run of either side starts
+settled (`bench/settle.py`; `--no-settle` only reads the state, for comparison): the receiver's tables
+emptied, no autovacuum running or due on either database, a CHECKPOINT; whoever ran second in a pair did
+worse before (0.81 with the reference first, 0.96 with the subject first, idle run of 2026-12-07 14:35).
 
 The reference is the bench's: as many plain clients as dispatchers that only sign and send
 (bench/receiver_capacity.py) against the same receiver. Each ratio is the median of interleaved pairs
@@ -47,6 +50,7 @@ from harness import (  # noqa: E402
     write_json,
 )
 from pairs import figure_json, measure_pairs, median_pair, print_pair  # noqa: E402
+from settle import RECEIVER_TABLES, settle  # noqa: E402
 from settlement_bench import database_cpu  # noqa: E402
 
 AIM = 0.9
@@ -257,6 +261,11 @@ def main() -> int:
         default=200,
         help="handoffs of the uncounted run each side makes before the pairs (0: none)",
     )
+    parser.add_argument(
+        "--no-settle",
+        action="store_true",
+        help="runs start from whatever the last one left (only the state is read): for comparison",
+    )
     parser.add_argument("--json", type=Path, default=ROOT / "var" / "bench" / "outside.json")
     args = parser.parse_args()
     bench = Bench("outside").setup()
@@ -277,8 +286,20 @@ def main() -> int:
             runs[(index, "one_call")] = outside.one_call(args.handoffs)
             return runs[(index, "one_call")]["per_second"]
 
+        def settled() -> dict:
+            return settle(
+                [bench.source, bench.delivery],
+                empty={bench.delivery: RECEIVER_TABLES},
+                act=not args.no_settle,
+            )
+
         figure = measure_pairs(
-            "outside_receiver_capacity", capacity, one_call, pairs=args.pairs, on_pair=print_pair
+            "outside_receiver_capacity",
+            capacity,
+            one_call,
+            pairs=args.pairs,
+            on_pair=print_pair,
+            settle=settled,
         )
     finally:
         bench.stop()
@@ -290,6 +311,7 @@ def main() -> int:
         "handoffs": args.handoffs,
         "chunk": args.chunk,
         "warm_up": warm_up,
+        "settled": not args.no_settle,
         "met": figure.ratio is not None and figure.ratio >= AIM,
         "checked": checked,
         "median_pair": median_pair(paired),

@@ -218,6 +218,8 @@ class Pair:
     during: Window
     loaded: bool = False
     collapsed: str = ""
+    # What `settle` found before each side's run (by side), when the pairs were settled.
+    settled: dict = field(default_factory=dict)
 
 
 @dataclass
@@ -338,9 +340,12 @@ def measure_pairs(
     idle: float | None = None,
     before_seconds: float = BEFORE_SECONDS,
     on_pair: Callable[[Pair], None] | None = None,
+    settle: Callable[[], dict] | None = None,
 ) -> PairedFigure:
     """`pairs` (at least MIN_PAIRS) pairs of `reference(index)` and `subject(index)`, each returning a
-    rate (higher is better), judged by `judge`. `idle` defaults to the recorded idle figure of `name`."""
+    rate (higher is better), judged by `judge`. `idle` defaults to the recorded idle figure of `name`.
+    `settle`, when given, runs before every run of either side, outside its timing (`bench/settle.py`: what
+    one run leaves, the next one starts without), and its record is kept in the pair by side."""
     groups = groups or CpuGroups()
     figure = PairedFigure(
         name=name,
@@ -354,8 +359,10 @@ def measure_pairs(
         time.sleep(before_seconds)
         start = groups.snapshot()
         sides = ("reference", "subject") if index % 2 == 0 else ("subject", "reference")
-        values = {}
+        values, settled = {}, {}
         for side in sides:
+            if settle is not None:
+                settled[side] = settle()
             values[side] = (reference if side == "reference" else subject)(index)
         end = groups.snapshot()
         during = window(start, end)
@@ -368,6 +375,7 @@ def measure_pairs(
             before=window(ahead, start),
             during=during,
             loaded=during.others_share > max_others_share,
+            settled=settled,
         )
         figure.pairs.append(pair)
         if on_pair:
@@ -456,7 +464,10 @@ def method_lines() -> list[str]:
         f"many pairs were left out and the highest load average of its pairs. Fewer than {MIN_PAIRS} "
         "quiet pairs: the figure is refused. Beside it, the median of each order's quiet pairs (shown, not "
         "judged): with 3 pairs the reference goes first in two, so an effect of the order (a pair's first "
-        "run faster or slower than its second) moves the median to that order's side.",
+        "run faster or slower than its second) moves the median to that order's side. The one-call pairs "
+        "(against the receiver's capacity, in e2e and from outside) start every run of either side from the "
+        "same state (`bench/settle.py`): the receiver's tables emptied, no autovacuum running or due on "
+        "the run's databases (every table a run changed vacuumed and analyzed), then a CHECKPOINT.",
         "- A reference that collapsed, below "
         f"{COLLAPSE_FRACTION:g} (`BENCH_COLLAPSE_FRACTION`) of its own idle figure (recorded in "
         "`var/bench/idle_references.json` by the last run of it with no pair left out; remove the file "

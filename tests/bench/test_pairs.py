@@ -249,3 +249,42 @@ def test_a_ratio_is_never_shown_above_what_was_measured():
         "0.99",
         "1.23",
     ]
+
+
+def test_settle_runs_before_every_run_of_either_side_and_is_kept_by_side():
+    calls = []
+
+    def side(name):
+        def run(index: int) -> float:
+            calls.append(name)
+            return 1.0
+
+        return run
+
+    def settle() -> dict:
+        calls.append("settle")
+        return {"found": len(calls)}
+
+    figure = measure_pairs(
+        "settled",
+        side("reference"),
+        side("subject"),
+        groups=QUIET,
+        before_seconds=0.01,
+        settle=settle,
+    )
+
+    assert calls == [
+        "settle", "reference", "settle", "subject",
+        "settle", "subject", "settle", "reference",
+        "settle", "reference", "settle", "subject",
+    ]  # fmt: skip
+    assert [pair.settled for pair in figure.pairs] == [
+        {"reference": {"found": 1}, "subject": {"found": 3}},
+        {"subject": {"found": 5}, "reference": {"found": 7}},
+        {"reference": {"found": 9}, "subject": {"found": 11}},
+    ]
+    assert figure_json(figure, {}, ("capacity", "one_call"))["pairs"][1]["settled"] == {
+        "subject": {"found": 5},
+        "reference": {"found": 7},
+    }
