@@ -59,13 +59,25 @@ class Permit:
         """One request was made; these are the answers it carried (one per handoff of a batch call)."""
         self.requests_made += 1
         for result in results:
-            if result.status_code not in HOLDING_STATUSES or result.retry_after is None:
+            asking = _asking_to_wait(result)
+            if not asking:
                 continue
             if self.retry_after is None or result.retry_after > self.retry_after:
                 self.retry_after = result.retry_after
-                self.hold_reason = (
-                    f"HTTP {result.status_code} with Retry-After {result.retry_after:g} s"
-                )
+                self.hold_reason = f"{asking} with Retry-After {result.retry_after:g} s"
+
+
+def _asking_to_wait(result: DeliveryResult) -> str:
+    """Who, in this answer, asked the whole destination to wait ("" for nobody): the API's 429 or 503 with
+    Retry-After, or its OAuth2 token endpoint's (a result without a status: the call never reached the API,
+    `credentials/oauth2.py` keeps a Retry-After of a 429 or 503 alone)."""
+    if result.retry_after is None:
+        return ""
+    if result.status_code in HOLDING_STATUSES:
+        return f"HTTP {result.status_code}"
+    if result.status_code is None:
+        return f"the token endpoint's HTTP {result.reason_code.removeprefix('http_')}"
+    return ""
 
 
 @dataclass(frozen=True)

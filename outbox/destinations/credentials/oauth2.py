@@ -27,6 +27,7 @@ from outbox.destinations.http.connections import (
     proxy_for,
     without_credentials,
 )
+from outbox.failures import parse_retry_after
 from outbox.models import FailureClass
 from outbox.redaction import redact_text
 
@@ -48,6 +49,9 @@ class TokenFailure(Exception):
 
     failure_class = FailureClass.CREDENTIAL
     reason_code = "token_refused"
+    # Seconds the token endpoint asked to be left alone (its Retry-After on a 429 or 503), None when it asked
+    # nothing: the call's result carries it, and the whole destination is held as for the API's own answer.
+    retry_after: float | None = None
 
 
 class TokenRefused(TokenFailure):
@@ -60,9 +64,15 @@ class TokenUnavailable(TokenFailure):
 
     failure_class = FailureClass.TRANSIENT
 
-    def __init__(self, message: str, reason_code: str = "token_endpoint_unavailable"):
+    def __init__(
+        self,
+        message: str,
+        reason_code: str = "token_endpoint_unavailable",
+        retry_after: float | None = None,
+    ):
         super().__init__(message)
         self.reason_code = reason_code
+        self.retry_after = retry_after
 
 
 def token_url_checked(where: str, value: object) -> str:
@@ -196,18 +206,23 @@ class OAuth2ClientCredentials:
                 reason = "token_endpoint_unavailable"
             raise TokenUnavailable(f"{where} not reachable: {failed.detail}", reason) from exc
         self.fetches += 1
-        return _token_from(answer.status, answer.data, where, started)
+        return _token_from(answer.status, answer.data, where, started, answer.headers)
 
 
-def _token_from(status: int, data: bytes, where: str, started: float) -> _Token:
-    """The token of a 200 answer (section 5.1); TokenRefused or TokenUnavailable for any other."""
+def _token_from(status: int, data: bytes, where: str, started: float, headers) -> _Token:
+    """The token of a 200 answer (section 5.1); TokenRefused or TokenUnavailable for any other. A 429 or 503
+    with `Retry-After` (seconds, or a date on the endpoint's own `Date`) says how long to leave it alone."""
     try:
         body, not_json = parse_json(data, max_depth=TOKEN_MAX_DEPTH), ""
     except JSONRejected as exc:
         body, not_json = None, exc.detail
     fields = body if isinstance(body, dict) else {}
     if status == 429 or status >= 500:
-        raise TokenUnavailable(f"{where} answered HTTP {status}", f"http_{status}")
+        wait = None
+        if status in (429, 503):
+            wait = parse_retry_after(headers.get("Retry-After"), date=headers.get("Date"))
+        asked = f" with Retry-After {wait:g} s" if wait is not None else ""
+        raise TokenUnavailable(f"{where} answered HTTP {status}{asked}", f"http_{status}", wait)
     if status != 200:
         raise _refusal(status, fields, where)
     if not_json:

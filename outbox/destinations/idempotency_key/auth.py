@@ -29,10 +29,11 @@ class MissingSecret(Exception):
 
     failure_class = FailureClass.CREDENTIAL
     reason_code = "credential_missing"
+    retry_after = None
 
 
-# What `Credentials.headers` and `renewed` raise instead of headers: each has the `failure_class` and
-# `reason_code` a call's result records, and a message naming places, never values.
+# What `Credentials.headers` and `renewed` raise instead of headers: each has the `failure_class`,
+# `reason_code` and `retry_after` a call's result records, and a message naming places, never values.
 CREDENTIAL_FAILURES = (MissingSecret, TokenFailure)
 
 

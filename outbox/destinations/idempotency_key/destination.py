@@ -151,7 +151,9 @@ class IdempotencyKeyHttpDestination(Destination):
         except CREDENTIAL_FAILURES as exc:
             # Never a request without its credentials: a missing secret or a refused OAuth2 client is the
             # destination's problem, which pauses it; a token endpoint out of reach is transient.
-            return DeliveryResult.failed(exc.failure_class, exc.reason_code, str(exc))
+            return DeliveryResult.failed(
+                exc.failure_class, exc.reason_code, str(exc), retry_after=exc.retry_after
+            )
         if outgoing.undo is not None:
             return self._undo(outgoing, auth)
         create, key = self.config.create, self.config.key
@@ -187,7 +189,9 @@ class IdempotencyKeyHttpDestination(Destination):
         except CALL_FAILURES as exc:
             return call_failure(exc, proxy=self.proxy)
         except CREDENTIAL_FAILURES as exc:  # a new token after a 401 could not be had
-            return DeliveryResult.failed(exc.failure_class, exc.reason_code, str(exc))
+            return DeliveryResult.failed(
+                exc.failure_class, exc.reason_code, str(exc), retry_after=exc.retry_after
+            )
         return self._result(response, outgoing, int((time.monotonic() - started) * 1000))
 
     def _result(self, response: Answer, outgoing: Outgoing, latency_ms: int) -> DeliveryResult:
@@ -280,7 +284,9 @@ class IdempotencyKeyHttpDestination(Destination):
         except CALL_FAILURES as exc:
             return call_failure(exc, proxy=self.proxy)
         except CREDENTIAL_FAILURES as exc:
-            return DeliveryResult.failed(exc.failure_class, exc.reason_code, str(exc))
+            return DeliveryResult.failed(
+                exc.failure_class, exc.reason_code, str(exc), retry_after=exc.retry_after
+            )
         latency_ms = int((time.monotonic() - started) * 1000)
         if response.status_code in undo.success:
             return _undone(response, outgoing, undo, latency_ms)

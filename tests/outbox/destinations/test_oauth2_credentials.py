@@ -14,6 +14,7 @@ from django.core.management import call_command
 
 from incidents.models import Incident, IncidentKind
 from incidents.services.incidents import incidents_sync
+from outbox.clock import db_now_plus
 from outbox.destinations.credentials.oauth2 import TOKEN_FETCH_SECONDS
 from outbox.destinations.lease_rule import lease_refusal
 from outbox.destinations.registry import describe_contract, destination_from_config
@@ -29,7 +30,7 @@ from outbox.models import (
     PauseReason,
 )
 from outbox.payloads import payload_hash
-from tests.factories import ONBOARDING_PAYLOAD, HandoffFactory
+from tests.factories import ONBOARDING_PAYLOAD, HandoffFactory, retry_after_rows
 from tests.outbox.destinations.oauth2_servers import CLIENT_ID, CLIENT_SECRET, start
 
 pytestmark = pytest.mark.django_db(databases=["default", "delivery"])
@@ -226,6 +227,35 @@ def test_an_unreachable_token_endpoint_is_transient_and_reaches_nothing(
 
     assert (result.failure_class, result.reason_code) == (FailureClass.TRANSIENT, "connect_failed")
     assert "token endpoint" in result.detail
+    assert api.state()["requests"] == []
+
+
+@pytest.mark.parametrize("asked, held", [(300, 300), (86_400, 600)], ids=["asked", "capped"])
+def test_a_token_endpoints_retry_after_holds_the_destination_as_the_apis_own(
+    servers, built, settings, asked, held
+):
+    settings.HANDOFF_DESTINATION_MAX_HOLD_SECONDS = 600
+    token_server, api = servers
+    crm = built(api, oauth2_auth(token_server))
+    token_server.faults(rate_limited=asked)
+    first, second = HandoffFactory(destination="crm"), HandoffFactory(destination="crm")
+    dispatch_batch(destination=crm)
+
+    waiting = Handoff.objects.get(pk=first.pk)
+    assert (waiting.state, waiting.reason_code) == (S.PENDING, "http_429")
+    assert f"Retry-After {asked} s" in waiting.last_error
+    # The whole destination is held, on the database clock, as long as asked (capped as the API's own).
+    [hold] = retry_after_rows("crm")
+    assert "token endpoint" in hold.reason
+    # A minute's leeway for a loaded machine's stalls between the answer and this check.
+    assert retry_after_rows("crm").filter(
+        ends_at__gt=db_now_plus(held - 60), ends_at__lte=db_now_plus(held)
+    )
+    # Nothing more is asked of the token endpoint, nor anything of the API, while it holds.
+    Handoff.objects.filter(pk__in=[first.pk, second.pk]).update(next_attempt_at=db_now_plus(-1))
+    assert dispatch_batch(destination=crm).claimed == 0
+    assert len(token_server.state()["requests"]) == 1
+    assert Handoff.objects.get(pk=second.pk).attempts_in_run == 0
     assert api.state()["requests"] == []
 
 
