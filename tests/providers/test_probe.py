@@ -116,6 +116,30 @@ def test_without_lookup_and_undo_those_parts_are_skipped_saying_why(stripe, tmp_
     nothing_but_the_probe_event("stripe-customers")
 
 
+@pytest.mark.parametrize(
+    "body, why",
+    [
+        (
+            '{"email": "a@example.com", "email": "probe@example.com"}',
+            "email: the key appears twice",
+        ),
+        ('{"email": "probe@example.com", "seats": NaN}', "seats: NaN is not a JSON number"),
+        ('["probe@example.com"]', "--body must be a JSON object"),
+    ],
+    ids=["key twice", "NaN", "not an object"],
+)
+def test_a_body_that_is_not_strict_json_is_refused_naming_why_and_nothing_is_sent(
+    stripe, tmp_path, body, why
+):
+    apply(tmp_path, "stripe", stripe.url)
+    with pytest.raises(CommandError) as refused:
+        call_command("destinations", "probe", "stripe-customers", "--key", KEY, "--body", body)
+    assert why in str(refused.value) and str(refused.value).startswith("nothing sent: ")
+    assert refused.value.returncode == 1
+    assert stripe.requests() == []
+    assert not DestinationEvent.objects.filter(action="probe").exists()
+
+
 def test_a_key_that_is_no_probe_key_is_refused_and_nothing_is_sent(stripe, tmp_path):
     apply(tmp_path, "stripe", stripe.url)
     with pytest.raises(CommandError) as refused:

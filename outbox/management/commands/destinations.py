@@ -25,13 +25,12 @@ destinations kept under version control, and what holds one (an operator's pause
 See docs/destinations/model.md.
 """
 
-import json
 from contextlib import contextmanager
 
 from django.core.management.base import BaseCommand, CommandError
 
 from lib.databases import DB
-from lib.json_config import JsonConfigRefused, load_json_config
+from lib.json_config import JsonConfigRefused, load_json_config, parse_json_config
 from lib.moments import BadMoment, parse_moment
 from outbox.destinations.contract_checks import contract_refusals, unchecked_paths
 from outbox.destinations.registry import (
@@ -254,14 +253,16 @@ def _refusals():
 
 
 def _probe_body(text: str | None) -> dict | None:
+    """`--body` read as strictly as the destinations file's `probe_body` (lib/json_config.py): a key twice,
+    NaN or Infinity is refused naming where, never sent as the last key's value or as a non-JSON number."""
     if text is None:
         return None
     try:
-        body = json.loads(text)
-    except ValueError as exc:
-        raise CommandError(f"--body: not JSON: {exc}") from None
+        body = parse_json_config(text, source="--body")
+    except JsonConfigRefused as exc:
+        raise CommandError(f"nothing sent: {exc}") from None
     if not isinstance(body, dict):
-        raise CommandError("--body must be a JSON object")
+        raise CommandError("nothing sent: --body must be a JSON object")
     return body
 
 
