@@ -4,7 +4,9 @@ token endpoint, kept in this process until shortly before it expires, shared by 
 One fetch at a time: the first worker that finds no fresh token asks for one while the others wait for it
 and then use it. A token the API refuses (401) is dropped by `renew`, which fetches another unless a worker
 already has. The token is never written to the database and never put into a message: a refusal's detail
-names the endpoint and the provider's `error` code (section 5.2), nothing it sent or received besides.
+names the endpoint and the provider's `error` code (section 5.2), nothing it sent or received besides. A 429
+or 503 with Retry-After holds the destination (its result carries the wait) and keeps this process from
+asking the endpoint again until it ends.
 
 The requests go out as the kind's own do (`http.connections`: urllib3, the same proxy rules, no redirect).
 Why not a library: docs/destinations.md, "Why this OAuth2 client".
@@ -17,6 +19,7 @@ from dataclasses import dataclass
 from urllib.parse import quote_plus, urlencode, urlsplit
 
 import urllib3
+from django.conf import settings
 
 from httpapi.strict_json import JSONRejected, parse_json
 from outbox.destinations.http.answers import CALL_FAILURES, call_failure
@@ -117,6 +120,8 @@ class OAuth2ClientCredentials:
         self.audience = audience
         self._token: _Token | None = None
         self._fetching = threading.Lock()
+        # (until, time.monotonic(); the endpoint's words; its reason code) of its last Retry-After.
+        self._asked_to_wait: tuple[float, str, str] | None = None
         self._pool: Direct | Proxied | None = None
         self.fetches = 0
 
@@ -130,7 +135,7 @@ class OAuth2ClientCredentials:
             if token is not None and time.monotonic() < token.fresh_until:
                 return token.value  # another worker fetched it while this one waited
             self._token = None
-            self._token = self._fetch()
+            self._token = self._fetch_unless_asked_to_wait()
             return self._token.value
 
     def renew(self, refused: str) -> str:
@@ -179,6 +184,22 @@ class OAuth2ClientCredentials:
         else:
             form.update(client_id=client_id, client_secret=secret)
         return urlencode(form), headers
+
+    def _fetch_unless_asked_to_wait(self) -> _Token:
+        """A fetch, unless the endpoint's last Retry-After (capped as a destination hold) is still running: then
+        the same failure with the wait left, nothing asked. The destination's hold keeps this process's
+        deliveries away; this keeps away what the hold does not stop (lookups, probes, a worker that took its
+        permit before the hold was written)."""
+        waited = self._asked_to_wait
+        if waited is not None and (left := waited[0] - time.monotonic()) > 0:
+            raise TokenUnavailable(f"{waited[1]}; {left:.0f} s left", waited[2], left)
+        try:
+            return self._fetch()
+        except TokenUnavailable as exc:
+            if exc.retry_after:
+                wait = min(exc.retry_after, settings.HANDOFF_DESTINATION_MAX_HOLD_SECONDS)
+                self._asked_to_wait = (time.monotonic() + wait, str(exc), exc.reason_code)
+            raise
 
     def _fetch(self) -> _Token:
         body, headers = self._request()

@@ -259,6 +259,28 @@ def test_a_token_endpoints_retry_after_holds_the_destination_as_the_apis_own(
     assert api.state()["requests"] == []
 
 
+def test_after_a_token_endpoints_retry_after_nothing_in_the_process_asks_it_again_before_the_end(
+    servers, built
+):
+    token_server, api = servers
+    crm = built(api, oauth2_auth(token_server))
+    token_server.faults(rate_limited=300)
+    first = crm.deliver(outgoing("a:1"))
+    # A lookup, a probe or a worker whose permit predates the hold: the same wait, nothing asked.
+    again = crm.deliver(outgoing("a:2"))
+
+    assert (first.reason_code, first.retry_after) == ("http_429", 300)
+    assert again.reason_code == "http_429" and 240 < again.retry_after <= 300
+    assert "Retry-After 300 s" in again.detail and "s left" in again.detail
+    assert len(token_server.state()["requests"]) == 1
+    assert api.state()["requests"] == []
+    # Its end passed: the next call asks again, and delivers once the endpoint issues a token.
+    token_server.faults(rate_limited=None)
+    crm.config.credentials.oauth2._asked_to_wait = None
+    assert crm.deliver(outgoing("a:3")).delivered
+    assert len(token_server.state()["requests"]) == 2
+
+
 def test_client_secret_basic_scope_and_audience_reach_the_token_endpoint(servers, built):
     token_server, api = servers
     destination = built(api, oauth2_auth(token_server, auth_method="client_secret_basic"))
