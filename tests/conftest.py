@@ -240,6 +240,41 @@ def _flush_puts_back_the_migrated_content_types():
         yield
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _test_clients_share_the_middleware_chain():
+    """Django's test client builds the whole middleware chain (25 classes imported and instantiated, each wrapped)
+    for every new client, where a server builds it once a process: 2.4 % of the SQLite web half's CPU samples
+    (docs/testing.md). A client now takes the chain the first one built, as the requests a server answers share
+    one; any setting changed (the `settings` fixture, `override_settings`, at their start and their end) drops it,
+    so that the next client builds it again from the settings then in force, as the middleware's `__init__`s read
+    them."""
+    from django.core.signals import setting_changed
+    from django.test.client import ClientHandler
+
+    load = ClientHandler.load_middleware
+    built: dict[bool, ClientHandler] = {}
+
+    def load_once(self, is_async=False):
+        first = built.get(is_async)
+        if first is None:
+            load(self, is_async)
+            built[is_async] = self
+            return
+        self._view_middleware = first._view_middleware
+        self._template_response_middleware = first._template_response_middleware
+        self._exception_middleware = first._exception_middleware
+        self._middleware_chain = first._middleware_chain
+
+    def forget(**kwargs):
+        built.clear()
+
+    setting_changed.connect(forget, weak=False, dispatch_uid="tests: one middleware chain")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(ClientHandler, "load_middleware", load_once)
+        yield
+    setting_changed.disconnect(dispatch_uid="tests: one middleware chain")
+
+
 @pytest.fixture(autouse=True)
 def _close_connections_opened_under_playwright():
     """While Playwright's sync API is active its event loop counts as running in this thread, and Django then
