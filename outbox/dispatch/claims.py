@@ -379,27 +379,19 @@ def _claim_sql(due, *, limit: int, before: str = "", read_back: str = "") -> tup
     return sql, select_params
 
 
-# `POSTGRES_NOW_PLUS` on either side of its offset's placeholder (`constants_in_text`).
-_NOW_BEFORE, _NOW_AFTER = POSTGRES_NOW_PLUS.split("%s")
-
-
 def constants_in_text(sql: str, params: tuple) -> tuple[str, tuple]:
     """The due query with its states and the empty ordering key written into its text, its other values (the
     destination, the times) still parameters: the claim is prepared (`_claim_skip_locked`), and only a plan
     that sees `state = 'pending'` may use the claim's partial index, so PostgreSQL chose no generic plan and
     planned every claim again (0.5 ms, ten times an empty claim's run). Our own constants only (`[a-z_]*`).
-    The statement's time plus a zero offset (`db_now()`) is written as the time itself: a turn's claim
-    (`_turn_claim_sql`) holds seven, and each took 41 characters of the text's 4,096 that psycopg keeps
+    Now on the database clock (`db_now()`) compiles to the statement's time with no parameter (`DbNow`): a
+    turn's claim (`_turn_claim_sql`) holds seven, within the text's 4,096 characters that psycopg keeps
     converted (`MAX_CACHED_STATEMENT_LENGTH`; a longer text is parsed again at each execution)."""
     if "%%" in sql:  # each "%s" below must be a placeholder
         raise ValueError("the due query holds an escaped %: its placeholders cannot be told apart")
     pieces, kept = sql.split("%s"), []
     text = [pieces[0]]
     for value, piece in zip(params, pieces[1:], strict=True):
-        if _zero_offset(value) and text[-1].endswith(_NOW_BEFORE) and piece.startswith(_NOW_AFTER):
-            text[-1] = text[-1].removesuffix(_NOW_BEFORE) + "STATEMENT_TIMESTAMP()"
-            text.append(piece.removeprefix(_NOW_AFTER))
-            continue
         if isinstance(value, HandoffState) or value == "":
             text.append(f"'{str(value)}'")
         else:
@@ -407,10 +399,6 @@ def constants_in_text(sql: str, params: tuple) -> tuple[str, tuple]:
             kept.append(value)
         text.append(piece)
     return "".join(text), tuple(kept)
-
-
-def _zero_offset(value) -> bool:
-    return type(value) is float and value == 0.0
 
 
 def _claim_skip_locked(
