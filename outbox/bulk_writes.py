@@ -11,14 +11,14 @@ takes one array parameter per column: the statement's text is the same for any n
 converted once per process. The hot path (a batch of deliveries, `outbox/delivered.py`) uses it.
 """
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import NamedTuple
 
 from django.db import connections, models
 from django.db.models import Field, Model
 
 from lib.databases import DB
-from outbox.clock import POSTGRES_NOW_PLUS, DbNow
+from outbox.clock import POSTGRES_NOW, POSTGRES_NOW_PLUS, DbNow
 
 # Each field's column type and quoted column per backend vendor, read once per process: Django formats a type
 # anew on every call (`Field.db_type`: the backend's types, a %-format), and a delivered batch's statement asks
@@ -87,6 +87,14 @@ def prepared(connection, field: Field, values: list) -> list:
     return out
 
 
+def _now_sql(value: DbNow) -> tuple[str, list]:
+    """A time on the database clock as `DbNow` compiles it: the statement's time, plus its offset when it has
+    one (sent as the one parameter)."""
+    if not value.seconds:
+        return POSTGRES_NOW, []
+    return POSTGRES_NOW_PLUS, [value.seconds]
+
+
 def values_sql(connection, columns: list[Field], rows: list[list]) -> tuple[str, list]:
     """`(…), (…)` for a VALUES list: one row per entry of `rows`, each value cast to its field's column type
     (read once per column, not per cell) and sent as a parameter, prepared as `prepared` does. A `DbNow` is a
@@ -97,8 +105,9 @@ def values_sql(connection, columns: list[Field], rows: list[list]) -> tuple[str,
         parts = []
         for field, column_type, value in zip(columns, types, row, strict=True):
             if isinstance(value, DbNow):
-                parts.append(f"{POSTGRES_NOW_PLUS}::{column_type}")
-                params.append(value.seconds)
+                sql, now_params = _now_sql(value)
+                parts.append(f"{sql}::{column_type}")
+                params += now_params
             else:
                 parts.append(f"%s::{column_type}")
                 params += prepared(connection, field, [value])
@@ -119,24 +128,26 @@ def unnest_sql(connection, columns: list[Field], values: list[list]) -> tuple[st
 
 
 class Column(NamedTuple):
-    """One column of a many-row statement: its name in the `v` row set, the model field that types it, and how
-    to read its value from one of the caller's rows."""
+    """One column of a many-row statement: its name in the `v` row set, the model field that types it, and its
+    value in each of the caller's rows (read by the caller in one pass: a function called per row and column
+    was a third of a delivered batch's statement building)."""
 
     name: str
     field: Field
-    get: Callable
+    values: list
 
 
 def one_value(connection, field: Field, value) -> tuple[str, list]:
     """The SQL of a value every row holds: one cast parameter, or for a time of record (a `DbNow`) the
     statement's own time, on the database clock."""
     if isinstance(value, DbNow):
-        return f"{POSTGRES_NOW_PLUS}::{db_type(connection, field)}", [value.seconds]
+        sql, params = _now_sql(value)
+        return f"{sql}::{db_type(connection, field)}", params
     return f"%s::{db_type(connection, field)}", prepared(connection, field, [value])
 
 
 def unnest_with_constants(
-    connection, rows: Sequence, arrays: list[Column], columns: list[Column]
+    connection, arrays: list[Column], columns: list[Column]
 ) -> tuple[str, list, dict[str, tuple[str, list]]]:
     """`unnest(…) AS v (names)` of `arrays` (always one array each: ids, fencing tokens) and of each of
     `columns` whose value differs between rows, its parameters, and for every one of `columns` its SQL:
@@ -144,20 +155,21 @@ def unnest_with_constants(
     in every row). The statement's text depends only on which columns differ, never on how many rows there
     are, so psycopg converts it once per process."""
     qn = connection.ops.quote_name
-    arrays = [(column, [column.get(row) for row in rows]) for column in arrays]
+    arrays = list(arrays)
     written: dict[str, tuple[str, list]] = {}
     for column in columns:
-        values = [column.get(row) for row in rows]  # read once, for the comparison and the array
+        values = column.values
         first = values[0]
-        if all(value == first for value in values[1:]):
+        # `count` compares each value with `==`, as a loop would, in one call.
+        if values.count(first) == len(values):
             written[column.name] = one_value(connection, column.field, first)
         else:
-            arrays.append((column, values))
+            arrays.append(column)
             written[column.name] = (f"v.{qn(column.name)}", [])
     sql, params = unnest_sql(
-        connection, [column.field for column, _ in arrays], [values for _, values in arrays]
+        connection, [column.field for column in arrays], [column.values for column in arrays]
     )
-    names = ", ".join(qn(column.name) for column, _ in arrays)
+    names = ", ".join(qn(column.name) for column in arrays)
     return f"{sql} AS v ({names})", params, written
 
 

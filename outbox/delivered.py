@@ -63,26 +63,30 @@ def _columns(connection, rows: list[DeliveredRow]) -> tuple[str, list, dict[str,
     where they differ between rows."""
     meta = Handoff._meta
     arrays = [
-        Column("id", meta.pk, lambda row: row.handoff_id),
-        Column("epoch", meta.get_field("fencing_epoch"), lambda row: row.epoch),
-        Column("attempt_id", Attempt._meta.pk, lambda row: row.attempt_id),
+        Column("id", meta.pk, [row.handoff_id for row in rows]),
+        Column("epoch", meta.get_field("fencing_epoch"), [row.epoch for row in rows]),
+        Column("attempt_id", Attempt._meta.pk, [row.attempt_id for row in rows]),
     ]
-    columns = [Column("reason", HandoffEvent._meta.get_field("reason"), lambda row: row.reason)]
+    columns = [
+        Column("reason", HandoffEvent._meta.get_field("reason"), [row.reason for row in rows])
+    ]
     documents = _json_documents(connection, rows)
     if documents:
-        position = {row.handoff_id: n for n, row in enumerate(rows)}
-        arrays.append(Column("pos", meta.pk, lambda row: position[row.handoff_id]))
-    columns += [
-        Column(f"h_{name}", meta.get_field(name), lambda row, name=name: row.changes[name])
-        for name in sorted(rows[0].changes)
-        if f"h_{name}" not in documents
-    ]
-    columns += [
-        Column(f"a_{name}", Attempt._meta.get_field(name), lambda row, name=name: row.attempt[name])
-        for name in sorted(rows[0].attempt)
-    ]
-    values, params, written = unnest_with_constants(connection, rows, arrays, columns)
+        arrays.append(Column("pos", meta.pk, list(range(len(rows)))))
+    columns += _field_columns("h_", Handoff, [row.changes for row in rows], documents)
+    columns += _field_columns("a_", Attempt, [row.attempt for row in rows], {})
+    values, params, written = unnest_with_constants(connection, arrays, columns)
     return values, params, {**written, **documents}
+
+
+def _field_columns(prefix: str, model, fields: list[dict], left_out: dict) -> list[Column]:
+    """A column `<prefix><field>` of `model`'s field for each key of the rows' `fields` (every row sets the same
+    keys), its values read in one pass; those in `left_out` (sent otherwise) are not."""
+    return [
+        Column(f"{prefix}{name}", model._meta.get_field(name), [row[name] for row in fields])
+        for name in sorted(fields[0])
+        if f"{prefix}{name}" not in left_out
+    ]
 
 
 def _json_documents(connection, rows: list[DeliveredRow]) -> dict[str, tuple[str, list]]:
