@@ -118,7 +118,7 @@ def test_every_claim_carries_its_lease_end_read_once_from_the_claim(make_handoff
         make_handoff(n, state=S.UNCERTAIN)
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
-            cursor.execute(_claim_sql(), [0.0, "receiver", S.UNCERTAIN, 3, "a", 30.0])
+            cursor.execute(_claim_sql(), ["receiver", S.UNCERTAIN, 3, "a", 30.0])
             returned = [row[5] for row in cursor.fetchall()]
         assert len(returned) == 3
         assert sum(until is not None for until in returned) == 1
