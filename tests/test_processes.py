@@ -1,13 +1,14 @@
 """The tests' ports (tests/processes.py): the kernel chooses them and the test holds them, so that while its
 server is down connections are refused and no other process can take the port."""
 
+import os
 import socket
 import subprocess
 import sys
 
 import pytest
 
-from tests.processes import KernelPort, popen_listening
+from tests.processes import KernelPort, loaded_deadline, popen_listening
 
 # A server of one answer a connection, on the socket it inherits: it says "up" once it listens.
 ECHO_SERVER = """
@@ -74,3 +75,11 @@ def test_a_server_stopped_and_started_again_answers_on_the_same_port_refused_in_
             assert _connect(held.port) == b"second"
         finally:
             _stop(second)
+
+
+def test_a_deadline_for_cpu_work_stretches_with_the_runnable_processes_per_core(monkeypatch):
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(os, "getloadavg", lambda: (0.4, 0.0, 0.0))
+    assert loaded_deadline(600) == 600
+    monkeypatch.setattr(os, "getloadavg", lambda: (35.0, 0.0, 0.0))
+    assert loaded_deadline(600) == 600 * 17.5

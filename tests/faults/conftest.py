@@ -25,6 +25,7 @@ from tests.processes import (
     ROOT,
     KernelPort,
     database_url,
+    loaded_deadline,
     manage_argv,
     migrated_template_dump,
 )
@@ -169,7 +170,7 @@ class Processes:
             capture_output=True,
             text=True,
             # A whole `migrate` of both databases took over 120 s at a load of 13.
-            timeout=300,
+            timeout=loaded_deadline(300),
         )
         assert done.returncode == 0, done.stdout + done.stderr
         return done.stdout

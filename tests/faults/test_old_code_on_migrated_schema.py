@@ -24,7 +24,7 @@ import pytest
 
 from tests.faults.conftest import Processes
 from tests.faults.test_dispatch_faults import wait_until
-from tests.processes import ROOT
+from tests.processes import ROOT, loaded_deadline
 
 pytestmark = [
     pytest.mark.postgres,
@@ -96,7 +96,7 @@ class OldRelease:
             env=self.procs.dispatcher_env(),
             capture_output=True,
             text=True,
-            timeout=600,
+            timeout=loaded_deadline(600),
         )
         assert done.returncode == 0, f"old release: manage.py {args[0]}\n{done.stdout}{done.stderr}"
         return done.stdout
@@ -146,7 +146,7 @@ def test_the_previous_releases_dispatcher_delivers_every_handoff_once_on_the_mig
         source = ("SELECT count(*) FROM outbox_handoff WHERE state = 'delivered'", "handoff")
         wait_until(
             lambda: private_postgres.sql(source[0], dbname=source[1])[0][0] == 15,
-            timeout=120,
+            timeout=loaded_deadline(120),
             what="the old dispatcher to deliver all 15 handoffs",
             procs=[dispatcher],
         )
