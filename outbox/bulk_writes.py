@@ -18,7 +18,7 @@ from django.db import connections, models
 from django.db.models import Field, Model
 
 from lib.databases import DB
-from outbox.clock import POSTGRES_NOW, POSTGRES_NOW_PLUS, DbNow
+from outbox.clock import DbNow
 
 # Each field's column type and quoted column per backend vendor, read once per process: Django formats a type
 # anew on every call (`Field.db_type`: the backend's types, a %-format), and a delivered batch's statement asks
@@ -87,14 +87,6 @@ def prepared(connection, field: Field, values: list) -> list:
     return out
 
 
-def _now_sql(value: DbNow) -> tuple[str, list]:
-    """A time on the database clock as `DbNow` compiles it: the statement's time, plus its offset when it has
-    one (sent as the one parameter)."""
-    if not value.seconds:
-        return POSTGRES_NOW, []
-    return POSTGRES_NOW_PLUS, [value.seconds]
-
-
 def values_sql(connection, columns: list[Field], rows: list[list]) -> tuple[str, list]:
     """`(…), (…)` for a VALUES list: one row per entry of `rows`, each value cast to its field's column type
     (read once per column, not per cell) and sent as a parameter, prepared as `prepared` does. A `DbNow` is a
@@ -105,7 +97,7 @@ def values_sql(connection, columns: list[Field], rows: list[list]) -> tuple[str,
         parts = []
         for field, column_type, value in zip(columns, types, row, strict=True):
             if isinstance(value, DbNow):
-                sql, now_params = _now_sql(value)
+                sql, now_params = value.postgresql()
                 parts.append(f"{sql}::{column_type}")
                 params += now_params
             else:
@@ -141,7 +133,7 @@ def one_value(connection, field: Field, value) -> tuple[str, list]:
     """The SQL of a value every row holds: one cast parameter, or for a time of record (a `DbNow`) the
     statement's own time, on the database clock."""
     if isinstance(value, DbNow):
-        sql, params = _now_sql(value)
+        sql, params = value.postgresql()
         return f"{sql}::{db_type(connection, field)}", params
     return f"%s::{db_type(connection, field)}", prepared(connection, field, [value])
 

@@ -72,10 +72,14 @@ class DbNow(Func):
         return f"REPLACE({now} || '000', '.000000', '')", params
 
     def as_postgresql(self, compiler, connection, **extra_context):
+        return self.postgresql()
+
+    def postgresql(self) -> tuple[str, list]:
+        """Its PostgreSQL text and parameters: the statement's time, plus its offset when it has one (the one
+        parameter). Also written into statements built without the ORM (`outbox/bulk_writes.py`)."""
         if not self.seconds:
             return POSTGRES_NOW, []
-        sql, params = compiler.compile(self.source_expressions[0])
-        return POSTGRES_NOW_PLUS.replace("%s", sql), params
+        return POSTGRES_NOW_PLUS, [self.seconds]
 
 
 def db_now() -> DbNow:
