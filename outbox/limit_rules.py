@@ -59,24 +59,33 @@ class Permit:
         """One request was made; these are the answers it carried (one per handoff of a batch call)."""
         self.requests_made += 1
         for result in results:
-            asking = _asking_to_wait(result)
-            if not asking:
-                continue
-            if self.retry_after is None or result.retry_after > self.retry_after:
-                self.retry_after = result.retry_after
-                self.hold_reason = f"{asking} with Retry-After {result.retry_after:g} s"
+            self.asked_to_wait(
+                status_code=result.status_code,
+                reason_code=result.reason_code,
+                retry_after=result.retry_after,
+            )
+
+    def asked_to_wait(
+        self, *, status_code: int | None, reason_code: str, retry_after: float | None
+    ) -> None:
+        """An answer under this permit (a delivery's result, a failed lookup's) asked for a wait: the longest
+        such wait holds the destination when the permit is given back (`destination_release`)."""
+        asking = _asking_to_wait(status_code, reason_code, retry_after)
+        if asking and (self.retry_after is None or retry_after > self.retry_after):
+            self.retry_after = retry_after
+            self.hold_reason = f"{asking} with Retry-After {retry_after:g} s"
 
 
-def _asking_to_wait(result: DeliveryResult) -> str:
+def _asking_to_wait(status_code: int | None, reason_code: str, retry_after: float | None) -> str:
     """Who, in this answer, asked the whole destination to wait ("" for nobody): the API's 429 or 503 with
-    Retry-After, or its OAuth2 token endpoint's (a result without a status: the call never reached the API,
+    Retry-After, or its OAuth2 token endpoint's (an answer without a status: the call never reached the API,
     `credentials/oauth2.py` keeps a Retry-After of a 429 or 503 alone)."""
-    if result.retry_after is None:
+    if retry_after is None:
         return ""
-    if result.status_code in HOLDING_STATUSES:
-        return f"HTTP {result.status_code}"
-    if result.status_code is None:
-        return f"the token endpoint's HTTP {result.reason_code.removeprefix('http_')}"
+    if status_code in HOLDING_STATUSES:
+        return f"HTTP {status_code}"
+    if status_code is None:
+        return f"the token endpoint's HTTP {reason_code.removeprefix('http_')}"
     return ""
 
 

@@ -49,7 +49,23 @@ class WorkAnswer:
 
 
 class LookupFailed(Exception):
-    """The receiver could not be asked (network, credentials): nothing is known."""
+    """The receiver could not be asked (network, credentials): nothing is known. When the answer asked for a
+    wait (a 429 or 503 with Retry-After, or the destination's token endpoint's), `status_code` (None for the
+    token endpoint's), `reason_code` and `retry_after` (seconds) say so: the lookup's permit then holds the
+    whole destination as a delivery's answer does (`outbox/limit_rules.py` `Permit.asked_to_wait`)."""
+
+    def __init__(
+        self,
+        message: str = "",
+        *,
+        status_code: int | None = None,
+        reason_code: str = "",
+        retry_after: float | None = None,
+    ):
+        super().__init__(message)
+        self.status_code = status_code
+        self.reason_code = reason_code
+        self.retry_after = retry_after
 
 
 class BatchRefused(Exception):

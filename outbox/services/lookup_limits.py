@@ -7,6 +7,9 @@ The rule: every lookup and key listing the product makes (settlement, reconcilia
 reconcile or check) asks through `lookups_under_limits`, whether or not its caller passed a destination.
 Deliveries are not asked here: the dispatcher takes a permit per claim batch.
 
+A lookup answered 429 or 503 with Retry-After (or its token endpoint's) holds the whole destination, as a
+delivery's answer does: the permit carries the wait and `destination_release` writes the hold.
+
 An answer is also evidence that the destination is back: one paused by its breaker (as read with the
 permit) resumes at once (`outbox/services/breaker.py` `destination_answered`), not at its next probe.
 """
@@ -107,6 +110,7 @@ class LimitedLookups(Lookups):
                 try:
                     found[action_key] = self.destination.lookup(action_key)
                 except LookupFailed as exc:
+                    _wait_asked(permit, exc)
                     failed = (action_key, str(exc))
                     break
         finally:
@@ -131,6 +135,9 @@ class LimitedLookups(Lookups):
         permit = self._permit()
         try:
             answer = call()  # LookupFailed when the destination did not answer: no evidence
+        except LookupFailed as exc:
+            _wait_asked(permit, exc)
+            raise
         finally:
             permit.made([])
             destination_release(permit=permit)
@@ -156,6 +163,17 @@ class LimitedLookups(Lookups):
             else:
                 self.refused = ""
                 return permit
+
+
+def _wait_asked(permit: Permit, failed: LookupFailed) -> None:
+    """A lookup refused with a Retry-After (its own 429 or 503, or its token endpoint's) holds the destination
+    as a delivery's does: the same cap, the same reason, written when the permit is given back; no permit is
+    given for any call, lookup or delivery, until it ends."""
+    permit.asked_to_wait(
+        status_code=failed.status_code,
+        reason_code=failed.reason_code,
+        retry_after=failed.retry_after,
+    )
 
 
 def lookups_under_limits(

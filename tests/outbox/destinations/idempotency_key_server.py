@@ -18,7 +18,8 @@ Test-only endpoints: GET /_test/state (entries and the requests received), POST 
 `drop_answer_for`: keys whose answer is dropped once after the entry is committed; `hold_answer_for`: keys whose
 answer is held once after the entry is committed, until `release` (or HOLD_SECONDS), while other requests are
 answered; `release`: true lets every held answer go; `in_progress`: {key: n}, answer 409 n times; `stripe`: bool;
-`token`: the bearer token required, null for none; `provider_fields`: bool, an entry's body then adds the
+`token`: the bearer token required, null for none; `lookups_refused`: [status, Retry-After] every lookup (GET)
+is answered with, null for none; `provider_fields`: bool, an entry's body then adds the
 provider's own `id`, `object` and `created` to the JSON sent, as Stripe-style APIs answer). The state's `held`
 lists the keys whose answer is held now.
 """
@@ -56,6 +57,8 @@ class Ledger:
         self.stripe = False
         self.provider_fields = False
         self.token = token
+        # (status, Retry-After) every lookup is answered with, None for none (`lookups_refused`).
+        self.lookups_refused: tuple[int, str] | None = None
 
     def state(self) -> dict:
         return {
@@ -75,6 +78,9 @@ class Ledger:
         self.provider_fields = faults.get("provider_fields", self.provider_fields)
         if "token" in faults:
             self.token = faults["token"]
+        if "lookups_refused" in faults:
+            refused = faults["lookups_refused"]
+            self.lookups_refused = tuple(refused) if refused else None
 
     def hold(self, key: str) -> threading.Event | None:
         """What a committed entry's answer waits for when its key's answer is held; under the lock."""
@@ -170,6 +176,9 @@ class Handler(BaseHTTPRequestHandler):
             self._log()
             if not self._authorized():
                 return None
+            if self.ledger.lookups_refused is not None:
+                status, wait = self.ledger.lookups_refused
+                return self._answer(status, _error("slow_down", "try later"), {"Retry-After": wait})
             if parts.path == ENTRIES:
                 keys = parse_qs(parts.query).get("request_key")
                 if not keys:
