@@ -19,7 +19,13 @@ BUDGET = (
         "since 2026-12-07 the three latency runs are paired with a minimal dispatcher's (`latency_pairs`): 3 "
         "runs of 10 s more, and each side's dispatchers started for its run, about 45 s",
     ),
-    ("console", 45, "41 s on 2026-12-06 13:47: a 1,000,000-row fill, 11 pages of 31 requests"),
+    (
+        "console",
+        40,
+        "51 s in the run of 2026-12-07 17:31 (fill 38 s), 11 pages of 31 requests; since, the fill's "
+        "1,000,000 events go in without a foreign-key check each (`harness.bulk_fill`: a history fill "
+        "0.65 of its time in 3 interleaved pairs)",
+    ),
     (
         "reconcile",
         60,
@@ -41,10 +47,17 @@ BUDGET = (
         "350/s)",
     ),
     ("status_events", 30, "400 changes at 20/s"),
-    ("console_operators", 90, "a 1,000,000-row fill (10,000,000 took 272 s alone)"),
+    (
+        "console_operators",
+        78,
+        "88 s in the run of 2026-12-07 17:31: a 1,000,000-row fill of 31 s (10,000,000 took 272 s alone); "
+        "since, its events and attempts go in without a foreign-key check each (`harness.bulk_fill`), about 11 s less",
+    ),
     (
         "retention",
-        110,
+        96,
+        "103 s in the run of 2026-12-07 17:31, and since, the fill's history without a foreign-key check each "
+        "(`harness.bulk_fill`: the fill 0.65 of its 24 s, median of 3 interleaved pairs); "
         "113 s on 2026-12-07 05:49: a 1,000,000-row fill with its history, 4 dispatchers started once, 3 pairs "
         "of 3,000 handoffs at 280-370/s (about 60 s), each run's `archive_settled` start and clearing, and "
         "retention alone for 10 s (103 s on 2026-12-06 13:47, when each of the 6 runs started its 4 dispatchers)",
