@@ -1397,9 +1397,12 @@ def main() -> None:
     # The receiver's own capacity: plain clients, no outbox. The report divides every figure against the receiver's
     # capacity by the most it answered in any measurement of the run (`bench/report.py`, `one_call_figure`), except
     # the one-call aim, read pair by pair (`one_call_paired`).
+    # 5 s each, as the one-call pairs' captures (8 s until 2026-12-07): 1,400-2,500 creates a measurement,
+    # the calls in flight at its edges under 1% of them, against the 312-501/s that the receiver's capacity moved
+    # between the captures of one run (2026-12-07 17:31) with the machine and its workers' connections.
     report["receiver_capacity"] = [
         receiver_capacity.measure(
-            bench.receiver_url, bench.env["RECEIVER_SIGNING_SECRET"], clients=c, seconds=8
+            bench.receiver_url, bench.env["RECEIVER_SIGNING_SECRET"], clients=c, seconds=5
         )
         for c in (2, 4)
     ]
