@@ -35,6 +35,7 @@ from django.db.models import Count, Exists, Min, OuterRef, Q
 from approvals.models import RuleVersion, TriggerOutcome, TriggerRecord
 from incidents.models import IncidentKind, IncidentSeverity
 from lib.databases import DB
+from outbox.breaker_rules import TOKEN_ENDPOINT_DOWN
 from outbox.clock import DbNow
 from outbox.destinations.registry import row_config, secret_sources
 from outbox.models import (
@@ -146,7 +147,10 @@ def destination_causes() -> list[Cause]:
         if health.name.startswith(CHANNEL_DESTINATION_PREFIX):
             continue
         why = health.breaker_pause_reason or "paused"
-        title = f"Destination {health.name} paused: {PAUSE_WORDS.get(why, why)}"
+        words = PAUSE_WORDS.get(why, why)
+        if (health.breaker_reason or "").startswith(TOKEN_ENDPOINT_DOWN):
+            words = TOKEN_ENDPOINT_DOWN  # the API may be up: its token endpoint is what to look at
+        title = f"Destination {health.name} paused: {words}"
         if why == PauseReason.UNSERVABLE:
             title = f"Destination {health.name} cannot be served: {health.last_error}"[:200]
         causes.append(

@@ -1,7 +1,7 @@
 """What a destination's answers say about it, for its circuit breaker: which failures are the destination's
-(unreachable, credentials refused), how many in a row pause it, how long a paused one waits between probes
-(shorter when the failure says the receiver is there and only waits for something it needs, such as its
-database). Pure: the breaker's writes are `outbox/services/breaker.py`."""
+(unreachable, its token endpoint unavailable, credentials refused), how many in a row pause it, how long a
+paused one waits between probes (shorter when the failure says the receiver is there and only waits for
+something it needs, such as its database). Pure: the breaker's writes are `outbox/services/breaker.py`."""
 
 from dataclasses import dataclass
 from enum import Enum
@@ -9,7 +9,12 @@ from typing import NamedTuple
 
 from django.conf import settings
 
-from outbox.failures import UNREACHABLE_REASONS, DeliveryResult
+from outbox.failures import (
+    TOKEN_ENDPOINT_PREFIX,
+    TOKEN_ENDPOINT_UNAVAILABLE_REASONS,
+    UNREACHABLE_REASONS,
+    DeliveryResult,
+)
 from outbox.models import FailureClass, PauseReason
 
 
@@ -45,7 +50,20 @@ def destination_failure(result: DeliveryResult) -> str:
 # HANDOFF_BREAKER_QUICK_PROBE_CAP apart. A connect timeout or a 504 (nothing answers: a host, a network or a
 # whole site is gone) and a refused credential (a person fixes it, then asks for a probe) keep the slower
 # schedule up to HANDOFF_BREAKER_PROBE_CAP.
-QUICK_RECOVERY_REASONS = frozenset({"connect_failed", "http_500", "http_502", "http_503"})
+# The same of its OAuth2 token endpoint (a provider's authorization server restarts as quickly).
+_QUICK = frozenset({"connect_failed", "http_500", "http_502", "http_503"})
+QUICK_RECOVERY_REASONS = _QUICK | {f"{TOKEN_ENDPOINT_PREFIX}{code}" for code in _QUICK}
+# What a pause for its token endpoint's outage says first (its hold, its event, every screen that lists holds,
+# the incident's title): the API itself was not called and may well be up.
+TOKEN_ENDPOINT_DOWN = "token endpoint unavailable (the API was not called)"  # noqa: S105 (words)
+
+
+def pause_words(reason_code: str, why: str) -> str:
+    """The words of a pause for an outage whose latest failure was `reason_code`: `why`, led by which part of
+    the destination is down when it is its token endpoint."""
+    if reason_code in TOKEN_ENDPOINT_UNAVAILABLE_REASONS:
+        return f"{TOKEN_ENDPOINT_DOWN}: {why}"
+    return why
 
 
 def probe_delay(probes_made: int, reason_code: str = "") -> float:

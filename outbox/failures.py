@@ -78,9 +78,18 @@ class DeliveryResult:
 
 # Answers that say the destination itself cannot take calls: nothing about the handoff is wrong. They count
 # towards pausing the destination, and against a handoff's retry window but not its attempts.
-UNREACHABLE_REASONS = frozenset(
+API_UNREACHABLE_REASONS = frozenset(
     {"connect_failed", "connect_timeout", "http_500", "http_502", "http_503", "http_504"}
 )
+# The same of the destination's OAuth2 token endpoint (`credentials/oauth2.py`): no call can reach the API
+# without a token, so they count as its outage does, under names of their own, so that a pause, its hold and
+# its incident say which of the two is down. A 429 is a wait, not an outage, for either.
+TOKEN_ENDPOINT_PREFIX = "token_endpoint_"  # noqa: S105 (a reason code, no secret)
+TOKEN_ENDPOINT_UNAVAILABLE_REASONS = frozenset(
+    {f"{TOKEN_ENDPOINT_PREFIX}{code}" for code in API_UNREACHABLE_REASONS}
+    | {f"{TOKEN_ENDPOINT_PREFIX}unavailable"}
+)
+UNREACHABLE_REASONS = API_UNREACHABLE_REASONS | TOKEN_ENDPOINT_UNAVAILABLE_REASONS
 
 
 class MalformedReceipt(ValueError):

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from lib.querystring import whole_number
 from outbox.breaker_rules import BreakerSeen
 from outbox.errors import InvalidActionInput, OutboxError
-from outbox.failures import DeliveryResult
+from outbox.failures import TOKEN_ENDPOINT_PREFIX, DeliveryResult
 
 # A rate slot is free again this long after its request's answer came back: the limit is per second.
 RATE_WINDOW_SECONDS = 1.0
@@ -85,7 +85,9 @@ def _asking_to_wait(status_code: int | None, reason_code: str, retry_after: floa
     if status_code in HOLDING_STATUSES:
         return f"HTTP {status_code}"
     if status_code is None:
-        return f"the token endpoint's HTTP {reason_code.removeprefix('http_')}"
+        return (
+            f"the token endpoint's HTTP {reason_code.removeprefix(TOKEN_ENDPOINT_PREFIX + 'http_')}"
+        )
     return ""
 
 

@@ -33,6 +33,7 @@ from outbox.breaker_rules import (
     BreakerSeen,
     Verdict,
     pause_threshold,
+    pause_words,
     probe_delay,
     verdict_of,
 )
@@ -296,7 +297,7 @@ def _count_failures(health: DestinationHealth, verdict: Verdict) -> None:
     threshold = pause_threshold(verdict.reason)
     if health.state == D.ACTIVE and health.consecutive_failures >= threshold:
         why = f"{health.consecutive_failures} consecutive failure(s): {verdict.detail}"
-        _pause(health, verdict.reason, why, verdict.reason_code)
+        _pause(health, verdict.reason, pause_words(verdict.reason_code, why), verdict.reason_code)
     elif health.state == D.PAUSED:
         # A probe failed: the next one by its cause (sooner for a receiver that is restarting or waits for
         # its database) instead of the slower schedule its slot was taken with.

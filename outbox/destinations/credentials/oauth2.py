@@ -30,7 +30,11 @@ from outbox.destinations.http.connections import (
     proxy_for,
     without_credentials,
 )
-from outbox.failures import parse_retry_after
+from outbox.failures import (
+    TOKEN_ENDPOINT_PREFIX,
+    TOKEN_ENDPOINT_UNAVAILABLE_REASONS,
+    parse_retry_after,
+)
 from outbox.models import FailureClass
 from outbox.redaction import redact_text
 
@@ -44,6 +48,9 @@ TOKEN_FETCH_SECONDS = TOKEN_CONNECT_TIMEOUT + TOKEN_READ_TIMEOUT
 # A token answer is one flat object (section 5.1); the parser recurses once per level.
 TOKEN_MAX_DEPTH = 8
 AUTH_METHODS = ("client_secret_post", "client_secret_basic")
+# Reason codes of the token endpoint's failures are its own (`token_endpoint_connect_failed`,
+# `token_endpoint_http_503`, ...: outbox/failures.py), never the API's: a pause says which one is down.
+TOKEN_ENDPOINT_UNAVAILABLE = f"{TOKEN_ENDPOINT_PREFIX}unavailable"
 
 
 class TokenFailure(Exception):
@@ -70,7 +77,7 @@ class TokenUnavailable(TokenFailure):
     def __init__(
         self,
         message: str,
-        reason_code: str = "token_endpoint_unavailable",
+        reason_code: str = TOKEN_ENDPOINT_UNAVAILABLE,
         retry_after: float | None = None,
     ):
         super().__init__(message)
@@ -222,9 +229,9 @@ class OAuth2ClientCredentials:
         except CALL_FAILURES as exc:
             # A token request creates nothing: whatever happened to it, it can be asked again.
             failed = call_failure(exc, proxy=None)
-            reason = failed.reason_code
-            if reason not in ("connect_failed", "connect_timeout"):
-                reason = "token_endpoint_unavailable"
+            reason = f"{TOKEN_ENDPOINT_PREFIX}{failed.reason_code}"
+            if reason not in TOKEN_ENDPOINT_UNAVAILABLE_REASONS:
+                reason = TOKEN_ENDPOINT_UNAVAILABLE
             raise TokenUnavailable(f"{where} not reachable: {failed.detail}", reason) from exc
         self.fetches += 1
         return _token_from(answer.status, answer.data, where, started, answer.headers)
@@ -243,7 +250,8 @@ def _token_from(status: int, data: bytes, where: str, started: float, headers) -
         if status in (429, 503):
             wait = parse_retry_after(headers.get("Retry-After"), date=headers.get("Date"))
         asked = f" with Retry-After {wait:g} s" if wait is not None else ""
-        raise TokenUnavailable(f"{where} answered HTTP {status}{asked}", f"http_{status}", wait)
+        code = f"{TOKEN_ENDPOINT_PREFIX}http_{status}"
+        raise TokenUnavailable(f"{where} answered HTTP {status}{asked}", code, wait)
     if status != 200:
         raise _refusal(status, fields, where)
     if not_json:

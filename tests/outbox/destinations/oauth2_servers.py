@@ -7,8 +7,8 @@ client_secret_post or client_secret_basic) -> 200 {"access_token", "token_type":
 A wrong client -> 400 {"error": "invalid_client"} (401 when it came as Basic, section 5.2). A token is
 `<serial>.<expires at, epoch ms>.<HMAC>`: the API checks it with the shared key alone, as a resource server
 checks a signed JWT. Test-only: GET /_test/state (tokens issued, the requests' client, method, scope and
-audience), POST /_test/faults {"revoked": bool, "expires_in": seconds, "rate_limited": seconds}: the last
-answers every token request 429 with that Retry-After.
+audience), POST /_test/faults {"revoked": bool, "expires_in": seconds, "rate_limited": seconds, "down": status}:
+`rate_limited` answers every token request 429 with that Retry-After, `down` with that status and no Retry-After.
 
 API: POST /v1/records (any query) with Idempotency-Key and a JSON body -> 201 {"record": {"id", "key",
 "body"}}, the same answer again for a repeat of the key (header Idempotent-Replayed: true). It takes
@@ -119,6 +119,8 @@ class TokenServer(Handler):
         if faults.get("rate_limited") is not None:
             wait = {"Retry-After": str(faults["rate_limited"])}
             return self.answer(429, {"error": "slow_down"}, wait)
+        if faults.get("down") is not None:
+            return self.answer(faults["down"], {"error": "temporarily_unavailable"})
         if form.get("grant_type") != "client_credentials":
             return self.answer(400, {"error": "unsupported_grant_type"})
         if (client_id, secret) != (CLIENT_ID, CLIENT_SECRET) or faults.get("revoked"):

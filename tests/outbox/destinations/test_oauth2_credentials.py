@@ -23,6 +23,7 @@ from outbox.failures import Outgoing
 from outbox.models import (
     Attempt,
     DestinationHealth,
+    DestinationHold,
     DestinationState,
     FailureClass,
     Handoff,
@@ -225,8 +226,44 @@ def test_an_unreachable_token_endpoint_is_transient_and_reaches_nothing(
     destination = built(api, oauth2_auth(_token_server, token_url=gone))
     result = destination.deliver(outgoing("a:1"))
 
-    assert (result.failure_class, result.reason_code) == (FailureClass.TRANSIENT, "connect_failed")
+    assert (result.failure_class, result.reason_code) == (
+        FailureClass.TRANSIENT,
+        "token_endpoint_connect_failed",
+    )
     assert "token endpoint" in result.detail
+    assert api.state()["requests"] == []
+
+
+@pytest.mark.parametrize("status", [503, 500])
+def test_a_token_endpoint_down_pauses_its_destination_naming_the_token_endpoint_not_the_api(
+    servers, built, settings, status
+):
+    settings.HANDOFF_BREAKER_THRESHOLD = 3
+    token_server, api = servers
+    crm = built(api, oauth2_auth(token_server))
+    token_server.faults(down=status)
+    handoffs = [HandoffFactory(destination="crm") for _ in range(3)]
+    for _ in handoffs:
+        dispatch_batch(destination=crm)
+        Handoff.objects.filter(destination="crm").update(next_attempt_at=db_now_plus(-1))
+
+    waiting = Handoff.objects.get(pk=handoffs[0].pk)
+    assert (waiting.state, waiting.failure_class) == (S.PENDING, FailureClass.TRANSIENT)
+    assert waiting.reason_code == f"token_endpoint_http_{status}"
+    assert waiting.attempts_in_run == 0, "the destination's outage spends no handoff's attempt"
+    health = DestinationHealth.objects.get(name="crm")
+    assert (health.state, health.pause_reason) == (DestinationState.PAUSED, PauseReason.UNREACHABLE)
+    # Its hold, which every screen and `destinations holds` list, and its incident name the token endpoint.
+    [hold] = DestinationHold.objects.filter(destination="crm", ended_at__isnull=True)
+    assert hold.reason.startswith(
+        "token endpoint unavailable (the API was not called): 3 consecutive"
+    )
+    assert f"token_endpoint_http_{status}" in hold.reason
+    incidents_sync()
+    [incident] = Incident.objects.filter(kind=IncidentKind.DESTINATION)
+    assert incident.title == (
+        "Destination crm paused: token endpoint unavailable (the API was not called)"
+    )
     assert api.state()["requests"] == []
 
 
@@ -242,7 +279,7 @@ def test_a_token_endpoints_retry_after_holds_the_destination_as_the_apis_own(
     dispatch_batch(destination=crm)
 
     waiting = Handoff.objects.get(pk=first.pk)
-    assert (waiting.state, waiting.reason_code) == (S.PENDING, "http_429")
+    assert (waiting.state, waiting.reason_code) == (S.PENDING, "token_endpoint_http_429")
     assert f"Retry-After {asked} s" in waiting.last_error
     # The whole destination is held, on the database clock, as long as asked (capped as the API's own).
     [hold] = retry_after_rows("crm")
@@ -269,8 +306,8 @@ def test_after_a_token_endpoints_retry_after_nothing_in_the_process_asks_it_agai
     # A lookup, a probe or a worker whose permit predates the hold: the same wait, nothing asked.
     again = crm.deliver(outgoing("a:2"))
 
-    assert (first.reason_code, first.retry_after) == ("http_429", 300)
-    assert again.reason_code == "http_429" and 240 < again.retry_after <= 300
+    assert (first.reason_code, first.retry_after) == ("token_endpoint_http_429", 300)
+    assert again.reason_code == "token_endpoint_http_429" and 240 < again.retry_after <= 300
     assert "Retry-After 300 s" in again.detail and "s left" in again.detail
     assert len(token_server.state()["requests"]) == 1
     assert api.state()["requests"] == []
