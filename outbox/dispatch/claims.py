@@ -6,7 +6,7 @@ fencing token (lease owner + epoch); an outcome whose token no longer matches is
 (`outbox/services/outcomes.py`).
 """
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime
 from time import time_ns
 from typing import NamedTuple
@@ -54,7 +54,7 @@ class Claim:
     follow_up: bool = True
     # Its workspace, for the log lines written about it (`lib/log_context.py`).
     workspace_id: int | None = None
-    # A compensation's: the delivered step it reverses (`with_undo_targets`).
+    # A compensation's: the delivered step it reverses, read by the claim itself (`ClaimedRow`).
     undo: UndoTarget | None = None
     # The request frozen in the handoff at approval (`Handoff.request`); None: the payload is the body.
     request: dict | None = None
@@ -77,8 +77,10 @@ class Claim:
 
 class ClaimedRow(NamedTuple):
     """One claimed row, as both claims below read it back, by column name: the handoff's columns after the
-    claim, its new attempt's id (None when not read back), and whether its delivery records more than itself
-    (`Claim.follow_up`)."""
+    claim, its new attempt's id (None when not read back), whether its delivery records more than itself
+    (`Claim.follow_up`), and for a compensation the step it reverses, its key and receipt (None otherwise).
+    The step was a query of its own after the claim whenever a batch held a follow-up (every step of a
+    workflow but its last): a round trip before the send that only compensations needed."""
 
     id: int
     action_key: str
@@ -93,6 +95,8 @@ class ClaimedRow(NamedTuple):
     lease_expires_at: datetime
     attempt_id: int | None
     follow_up: bool
+    undo_key: str | None = None
+    undo_receipt: str | None = None
 
 
 # The handoff's columns a claim reads back, in `ClaimedRow`'s order.
@@ -146,16 +150,23 @@ def _claims_of(rows: list[ClaimedRow], worker: str, started: int) -> list[Claim]
             workspace_id=row.workspace_id,
             request=row.request,
             leased_until=row.lease_expires_at,
+            undo=_undo_target(row),
         )
         for row in rows
     ]
-    claims = with_undo_targets(claims)
     past_spans(
         "handoff.claim",
         started,
         ((c.action_key, {"handoff.attempt": c.attempt_number}) for c in claims),
     )
     return claims
+
+
+def _undo_target(row: ClaimedRow) -> UndoTarget | None:
+    """A compensation's step to reverse (its key, its receipt id or ""), as the claim read it; None otherwise."""
+    if row.undo_key is None:
+        return None
+    return UndoTarget(action_key=row.undo_key, receipt_id=row.undo_receipt or "")
 
 
 def _claimed_rows(
@@ -251,20 +262,30 @@ def handoff_claim_turn(
         cursor.execute(sql, params)
         rows = cursor.fetchall()
     reads_count = LIMITS_COLUMNS + 3
-    first, at = rows[0], reads_count + 2
-    # Each claimed row's columns as the claim returned them (`c.*`: `CLAIMED_COLUMNS`, its due time, whether it
-    # follows up), then its attempt's id.
-    claimed = [
-        ClaimedRow(*row[at : at + len(CLAIMED_COLUMNS)], attempt_id=row[-1], follow_up=row[-2])
-        for row in rows
-        if row[at] is not None
-    ]
+    first = rows[0]
     return TurnClaim(
         reads=first[:reads_count],
         fingerprint=first[reads_count + 1],
         went=first[reads_count],
-        claims=_claims_of(_converted(claimed), worker, started),
+        claims=_claims_of(_converted(_turn_claimed(rows, reads_count + 2)), worker, started),
     )
+
+
+def _turn_claimed(rows: list[tuple], at: int) -> list[ClaimedRow]:
+    """The claimed rows of a turn's statement, from column `at` on: each row's columns as the claim returned them
+    (`c.*`: `CLAIMED_COLUMNS`, its due time, whether it follows up, the step it compensates), then the step's key
+    and receipt and its attempt's id. A turn that claimed nothing has one row, of NULLs from `at` on."""
+    return [
+        ClaimedRow(
+            *row[at : at + len(CLAIMED_COLUMNS)],
+            follow_up=row[-5],
+            undo_key=row[-3],
+            undo_receipt=row[-2],
+            attempt_id=row[-1],
+        )
+        for row in rows
+        if row[at] is not None
+    ]
 
 
 def _turn_claim_sql(name: str, limit: int) -> tuple[str, tuple, tuple]:
@@ -276,12 +297,13 @@ def _turn_claim_sql(name: str, limit: int) -> tuple[str, tuple, tuple]:
         "COALESCE(max_concurrency, 0) = 0 AND COALESCE(max_requests_per_second, 0) = 0 ELSE %s::boolean END "
         f"AND {row} = %s AS went, {row} AS fingerprint FROM turn_reads), "
     )
-    # `c.*` rather than the claimed columns by name, as `_claim_sql` reads them back: 140 characters of the
-    # text (its length: `constants_in_text`).
+    # `c.*` and `g.*` rather than the columns by name, as `_claim_sql` reads them back, and read by position:
+    # 170 characters of the text (its length: `constants_in_text`).
     read_back = (
-        "SELECT r.*, g.went, g.fingerprint, c.*, a.id AS attempt_id "
+        f"SELECT r.*, g.*, c.*, {_UNDO_COLUMNS}, a.id "  # noqa: S608 - our own column names
         "FROM turn_reads r CROSS JOIN turn_go g "
-        "LEFT JOIN (claimed c JOIN attempt a ON a.handoff_id = c.id) ON TRUE ORDER BY c.due_at, c.id"
+        f"LEFT JOIN (claimed c JOIN attempt a ON a.handoff_id = c.id {_UNDO_JOIN}) ON TRUE "
+        "ORDER BY c.due_at, c.id"
     )
     # The claim's due rows only when the reads let it go (one value for the statement: PostgreSQL reads it once
     # and scans nothing when it is false).
@@ -290,26 +312,6 @@ def _turn_claim_sql(name: str, limit: int) -> tuple[str, tuple, tuple]:
     )
     sql, due_params = _claim_sql(due, limit=limit, before=before, read_back=read_back)
     return sql, reads_params, tuple(due_params)
-
-
-def with_undo_targets(claims: list[Claim]) -> list[Claim]:
-    """The claims, each compensation with the step it reverses (its key and receipt id), read in one query
-    only when the batch holds a claim whose delivery records more than itself (a compensation is one)."""
-    follow_ups = [claim.handoff_id for claim in claims if claim.follow_up]
-    if not follow_ups:
-        return claims
-    targets = {
-        pk: UndoTarget(action_key=step_key, receipt_id=receipt_id or "")
-        for pk, step_key, receipt_id in Handoff.objects.using(DB)
-        .filter(pk__in=follow_ups, compensates__isnull=False)
-        .values_list("pk", "compensates__action_key", "compensates__destination_id")
-    }
-    if not targets:
-        return claims
-    return [
-        replace(claim, undo=targets[claim.handoff_id]) if claim.handoff_id in targets else claim
-        for claim in claims
-    ]
 
 
 def _due(destination_name: str | None, handoff_id: int | None):
@@ -353,10 +355,11 @@ def _claim_sql(due, *, limit: int, before: str = "", read_back: str = "") -> tup
     returned = ", ".join(f"h.{column}" for column in CLAIMED_COLUMNS)
     columns = ", ".join(f"c.{column}" for column in CLAIMED_COLUMNS)
     read_back = read_back or (
-        f"SELECT {columns}, a.id AS attempt_id, c.follow_up "  # noqa: S608 - our own column names
+        f"SELECT {columns}, a.id AS attempt_id, c.follow_up, "  # noqa: S608 - our own column names
+        "v.action_key AS undo_key, v.destination_id AS undo_receipt "
         # In the order they fell due (the due query's): a join's output has no order of its own, and a batch's
         # calls go out in the order read here (a hash join once sent a batch's sixth e-mail third).
-        "FROM claimed c JOIN attempt a ON a.handoff_id = c.id ORDER BY c.due_at, c.id"
+        f"FROM claimed c JOIN attempt a ON a.handoff_id = c.id {_UNDO_JOIN} ORDER BY c.due_at, c.id"
     )
     sql = (
         f"WITH {before}due AS ({select_sql}), "  # noqa: S608 - the inner query is Django's, values parameters
@@ -365,7 +368,7 @@ def _claim_sql(due, *, limit: int, before: str = "", read_back: str = "") -> tup
         "attempts = h.attempts + 1, attempts_in_run = h.attempts_in_run + 1, updated_at = STATEMENT_TIMESTAMP() "
         "FROM due WHERE h.id = due.id "
         f"RETURNING {returned}, h.next_attempt_at AS due_at, "
-        "h.plan <> '[]'::jsonb OR h.compensates_id IS NOT NULL AS follow_up), "
+        "h.plan <> '[]'::jsonb OR h.compensates_id IS NOT NULL AS follow_up, h.compensates_id AS u), "
         f"attempt AS (INSERT INTO {attempts} (handoff_id, number, fencing_epoch, worker, started_at, outcome, "
         "call_started, failure_class, reason_code, detail) "
         "SELECT id, attempts, fencing_epoch, %s, STATEMENT_TIMESTAMP(), %s, %s::boolean, '', '', '' FROM claimed "
@@ -377,6 +380,11 @@ def _claim_sql(due, *, limit: int, before: str = "", read_back: str = "") -> tup
         f"{read_back}"
     )
     return sql, select_params
+
+
+# A compensation's step (`v`), read in the claim's own statement: its key and receipt (`ClaimedRow.undo_key`).
+_UNDO_COLUMNS = "v.action_key, v.destination_id"
+_UNDO_JOIN = f"LEFT JOIN {Handoff._meta.db_table} v ON v.id = c.u"
 
 
 def constants_in_text(sql: str, params: tuple) -> tuple[str, tuple]:
@@ -458,7 +466,7 @@ def _converted(fetched: list[ClaimedRow]) -> list[ClaimedRow]:
 
 def _claim_row_count(due, *, worker: str, limit: int, lease_seconds: int) -> list[dict]:
     """SQLite has no row locks: claim each row with an update that only succeeds while the row is still
-    pending, checked by its row count. The claimed rows' `CLAIMED_COLUMNS`, by name."""
+    pending, checked by its row count. The claimed rows' `CLAIMED_COLUMNS` and a compensation's step, by name."""
     changes = {
         "state": S.IN_FLIGHT,
         "lease_owner": worker,
@@ -478,7 +486,11 @@ def _claim_row_count(due, *, worker: str, limit: int, lease_seconds: int) -> lis
         Handoff.objects.using(DB)
         .filter(pk__in=ids, lease_owner=worker, state=S.IN_FLIGHT)
         .order_by("next_attempt_at", "id")
-        .values(*CLAIMED_COLUMNS)
+        .values(
+            *CLAIMED_COLUMNS,
+            undo_key=F("compensates__action_key"),
+            undo_receipt=F("compensates__destination_id"),
+        )
     )
 
 
