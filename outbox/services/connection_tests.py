@@ -27,7 +27,12 @@ from outbox.destinations.registry import (
 from outbox.errors import OutboxError
 from outbox.models import DestinationHealth
 from outbox.services.breaker import destination_health_get_or_create
-from outbox.services.destination_probes import ProbeRefused, destination_probe, probeable
+from outbox.services.destination_probes import (
+    ProbeRefused,
+    destination_probe,
+    probe_holds,
+    probeable,
+)
 from outbox.services.lookup_limits import lookups_under_limits
 from outbox.services.recovery import CONNECTION_TEST_KEY
 from outbox.settlement.asked import PERSON_LOOKUP_WAIT_SECONDS
@@ -84,8 +89,11 @@ def _askable(name: str) -> ConnectionTestResult | None:
         ) from None
     except DestinationUnavailable as exc:
         return ConnectionTestResult("error", f"Cannot be used: {exc}.")
-    if DestinationHealth.objects.using(DB).held_back().filter(name=name).exists():
-        return ConnectionTestResult("info", "Paused: not asked. Resume it, or wait for its probe.")
+    if held := probe_holds(name):
+        # The same rule as `manage.py destinations probe` (which a person may override there, knowingly).
+        return ConnectionTestResult(
+            "info", f"Held: not asked ({held}). Resume it, or wait for the hold's end or its probe."
+        )
     return None
 
 

@@ -28,6 +28,7 @@ from outbox.destinations.registry import (
 )
 from outbox.errors import OutboxError
 from outbox.failures import DeliveryResult, Outgoing, UndoTarget
+from outbox.hold_lines import destination_holds_now
 from outbox.models import DestinationEvent, FailureClass
 from outbox.payloads import payload_hash
 
@@ -46,6 +47,19 @@ class ProbeRefused(OutboxError):
     """The destination is not probed (unknown, disabled, not buildable, a key that is no probe key)."""
 
 
+class ProbeHeld(ProbeRefused):
+    """A hold is live on the destination (`probe_holds`): not probed unless the person says they mean it."""
+
+
+def probe_holds(name: str) -> str:
+    """Why a person's probe or connection test does not ask the destination now ("": nothing holds it): every
+    live hold, in the words of its page (an operator's pause or window: a person said no calls; its breaker's
+    pause or a credential hold: its own probes test it on their schedule; a Retry-After hold: it asked to be
+    left alone; an unservable hold). The console's tests and `manage.py destinations probe` ask this alike."""
+    holds = destination_holds_now(name)
+    return holds.text if holds.held else ""
+
+
 @dataclass(frozen=True)
 class ProbePart:
     name: str  # create, receipt, repeat, lookup, undo
@@ -61,6 +75,8 @@ class ProbeReport:
     destination: str
     key: str
     parts: tuple[ProbePart, ...]
+    # The holds live when it was sent anyway (`despite_holds`), "" for none.
+    despite: str = ""
 
     @property
     def failed(self) -> bool:
@@ -232,14 +248,22 @@ def probe_body_of(destination: Destination) -> dict:
 
 
 def destination_probe(
-    *, name: str, actor_label: str, key: str | None = None, body: dict | None = None, actor=None
+    *,
+    name: str,
+    actor_label: str,
+    key: str | None = None,
+    body: dict | None = None,
+    actor=None,
+    despite_holds: bool = False,
 ) -> ProbeReport:
     """Run the destination's contract with a probe key (`probe:<random>` unless given; ProbeRefused for any
-    other) and record one DestinationEvent "probe" with the verdicts."""
+    other) and record one DestinationEvent "probe" with the verdicts. ProbeHeld, nothing sent, while a hold
+    is live (`probe_holds`), unless `despite_holds`: the event then names the holds it went through."""
     key = key or probe_key()
     if not key.startswith(PROBE_KEY_PREFIX) or len(key) <= len(PROBE_KEY_PREFIX):
         raise ProbeRefused(f"not probed: a probe key starts with {PROBE_KEY_PREFIX!r}, not {key!r}")
     destination = _destination(name)
+    held = _held_unless_meant(name, despite_holds)
     body = body if body is not None else probe_body_of(destination)
     run = _Run(destination, Outgoing(action_key=key, payload=body, payload_hash=payload_hash(body)))
     create, receipt, created = run.create()
@@ -252,9 +276,17 @@ def destination_probe(
         run.lookup() if reached else _named(skipped, "lookup"),
         run.undo() if reached else _named(skipped, "undo"),
     )
-    report = ProbeReport(destination=name, key=key, parts=parts)
+    report = ProbeReport(destination=name, key=key, parts=parts, despite=held)
     _record(report, actor_label=actor_label, actor=actor)
     return report
+
+
+def _held_unless_meant(name: str, despite_holds: bool) -> str:
+    """The holds live now ("" for none); ProbeHeld while there are and the person did not say they mean it."""
+    held = probe_holds(name)
+    if held and not despite_holds:
+        raise ProbeHeld(f"not probed, nothing sent: {name} is held ({held})")
+    return held
 
 
 def _named(part: ProbePart, name: str) -> ProbePart:
@@ -271,5 +303,9 @@ def _record(report: ProbeReport, *, actor_label: str, actor) -> None:
             actor=actor,
             actor_label=actor_label,
             action="probe",
-            reason=f"probe {report.key}: {verdict}\n" + "\n".join(report.lines()),
+            reason=f"probe {report.key}: {verdict}{_despite(report)}\n" + "\n".join(report.lines()),
         )
+
+
+def _despite(report: ProbeReport) -> str:
+    return f" (sent despite its holds: {report.despite})" if report.despite else ""

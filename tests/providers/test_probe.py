@@ -10,6 +10,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from outbox.models import Attempt, DestinationEvent, Handoff
+from tests.console.views.test_destination_probe import retry_after_hold
 from tests.providers.harness import ProviderProcess
 from tests.providers.scenario import FILES
 
@@ -147,3 +148,34 @@ def test_a_key_that_is_no_probe_key_is_refused_and_nothing_is_sent(stripe, tmp_p
     assert "a probe key starts with 'probe:'" in str(refused.value)
     assert stripe.requests() == []
     assert not DestinationEvent.objects.filter(action="probe").exists()
+
+
+@pytest.mark.parametrize("hold", ["operator's pause", "Retry-After hold"])
+def test_a_held_destination_is_not_probed_unless_the_person_says_they_mean_it(
+    stripe, tmp_path, hold
+):
+    apply(tmp_path, "stripe", stripe.url, undo=None)
+    if hold == "operator's pause":
+        call_command(
+            "destinations", "pause", "stripe-customers", "--reason", "upgrade", stdout=StringIO()
+        )
+        words = "Paused by an operator: upgrade"
+    else:
+        retry_after_hold("stripe-customers")
+        words = "Retry-After hold: HTTP 429 with Retry-After 300 s"
+
+    with pytest.raises(CommandError) as refused:
+        call_command("destinations", "probe", "stripe-customers", "--key", KEY, stdout=StringIO())
+    assert str(refused.value).startswith(
+        f"not probed, nothing sent: stripe-customers is held ({words} · since "
+    )
+    assert str(refused.value).endswith("; --despite-holds to probe it anyway")
+    assert refused.value.returncode == 1
+    assert stripe.requests() == []
+    assert not DestinationEvent.objects.filter(action="probe").exists()
+
+    out, failed = probe("stripe-customers", "--despite-holds")
+    assert failed == "" and out.startswith(f"held ({words} · since ")
+    assert stripe.effects() == {KEY: 1}
+    event = nothing_but_the_probe_event("stripe-customers")
+    assert event.reason.startswith(f"probe {KEY}: ok (sent despite its holds: {words} · since ")

@@ -19,8 +19,11 @@ destinations kept under version control, and what holds one (an operator's pause
                  end hold ID, or the live pause (else the live window, else the next window); --probe:
                  ask a destination its breaker paused at once. Each a hold beside the others (they
                  overlap), audited as the console's are, by "manage.py destinations"
-    probe NAME   run NAME's whole contract with a probe key (create, repeat, lookup, undo: meant for its
-                 sandbox), each part's verdict and evidence; exit 1 if any part failed
+    probe NAME [--despite-holds]
+                 run NAME's whole contract with a probe key (create, repeat, lookup, undo: meant for its
+                 sandbox), each part's verdict and evidence; exit 1 if any part failed. While a hold is
+                 live (a pause, a window, the breaker's, a Retry-After) exit 1 naming it, nothing sent,
+                 unless --despite-holds (the console's tests refuse alike, with no override)
 
 See docs/destinations/model.md.
 """
@@ -53,7 +56,7 @@ from outbox.destinations.status_events_config import (
 from outbox.hold_lines import HoldLine, destination_holds_now
 from outbox.models import DestinationConfig
 from outbox.services.destination_configs import DestinationsRefused, destination_configs_apply
-from outbox.services.destination_probes import ProbeRefused, destination_probe
+from outbox.services.destination_probes import ProbeHeld, ProbeRefused, destination_probe
 from outbox.services.destination_windows import (
     InvalidWindow,
     destination_known,
@@ -116,6 +119,11 @@ class Command(BaseCommand):
         probe.add_argument("name")
         probe.add_argument("--key", help="the probe key, probe:<anything> (default: random)")
         probe.add_argument("--body", help="the JSON object created (default: its probe_body)")
+        probe.add_argument(
+            "--despite-holds",
+            action="store_true",
+            help="probe it even while a hold is live (a pause, a window, a Retry-After hold)",
+        )
 
     def handle(self, *args, command: str, **options):
         handlers = {
@@ -225,13 +233,23 @@ class Command(BaseCommand):
             )
         self._holds(name=name)
 
-    def _probe(self, *, name: str, key: str | None, body: str | None, **_options):
+    def _probe(
+        self, *, name: str, key: str | None, body: str | None, despite_holds: bool, **_options
+    ):
         try:
             report = destination_probe(
-                name=name, key=key, body=_probe_body(body), actor_label=ACTOR
+                name=name,
+                key=key,
+                body=_probe_body(body),
+                actor_label=ACTOR,
+                despite_holds=despite_holds,
             )
+        except ProbeHeld as exc:
+            raise CommandError(f"{exc}; --despite-holds to probe it anyway") from None
         except ProbeRefused as exc:
             raise CommandError(str(exc)) from None
+        if report.despite:
+            self.stdout.write(f"held ({report.despite}): probed anyway (--despite-holds)")
         self.stdout.write(f"probe {report.key} at {name}")
         for part in report.parts:
             self.stdout.write(f"  {part}")

@@ -9,7 +9,8 @@ from io import StringIO
 import pytest
 from django.core.management import call_command
 
-from outbox.models import DestinationEvent, DestinationHealth, Handoff
+from outbox.clock import db_now, db_now_plus
+from outbox.models import DestinationEvent, DestinationHealth, DestinationHold, Handoff, HoldKind
 from tests.console.clients import client_for
 from tests.factories import grant_destination_admin
 from tests.providers.harness import ProviderProcess
@@ -72,3 +73,32 @@ def test_a_second_run_within_the_turn_is_429_and_sends_nothing_more(world, sales
     again = olga.post(f"{PAGE}test", {"contract": "whole"})
     assert again.status_code == 429
     assert len(salesforce.requests()) == sent
+
+
+def retry_after_hold(name: str) -> None:
+    """The hold a 429 with Retry-After writes (`outbox/services/limits.py`), live for five minutes."""
+    DestinationHold.objects.create(
+        destination=name,
+        kind=HoldKind.RETRY_AFTER,
+        reason="HTTP 429 with Retry-After 300 s",
+        starts_at=db_now(),
+        ends_at=db_now_plus(300),
+        set_by="the destination (its answer)",
+    )
+
+
+@pytest.mark.parametrize("contract", ["whole", ""], ids=["whole contract", "connection test"])
+def test_a_destination_that_asked_to_be_left_alone_is_not_probed_from_its_page(
+    world, salesforce, contract
+):
+    """Its Retry-After hold refuses the console's tests as `manage.py destinations probe` refuses: nothing is
+    sent, the page names the hold, and the test's turn is not taken."""
+    olga = client_for(grant_destination_admin(world["olga"]))
+    retry_after_hold(NAME)
+    answer = olga.post(f"{PAGE}test", {"contract": contract}, HTTP_HX_REQUEST="true")
+
+    assert answer.status_code == 200
+    shown = answer.content.decode()
+    assert "Held: not asked (Retry-After hold: HTTP 429 with Retry-After 300 s" in shown
+    assert salesforce.requests() == []
+    assert not DestinationEvent.objects.filter(action="probe").exists()
