@@ -5,6 +5,7 @@ the same service call writes the same events and both say the same sentence abou
 from console.waiting_status import sent_at_release
 from outbox import services
 from outbox.destinations.smtp.destination import is_message_id
+from outbox.hold_lines import destination_holds_now
 from outbox.models import Handoff, HandoffState
 from outbox.services.case_holds import case_hold, case_resume
 from outbox.services.retry_now import handoff_retry_now
@@ -35,10 +36,22 @@ def sent_words(handoff: Handoff, state: str) -> dict:
             "level": "warning",
             "text": "Sent, but the outcome is unknown again. Reconcile before anything else.",
         }
+    return _queued_words(handoff, state)
+
+
+def _queued_words(handoff: Handoff, state: str) -> dict:
+    """Not sent right away: why, and when it will be."""
     if handoff.is_held:
         return {
             "level": "info",
             "text": "Queued with the same action key; its case is held, so it is sent once resumed.",
+        }
+    if state == S.PENDING and (holds := destination_holds_now(handoff.destination)).held:
+        # Refused a permit: nothing was sent, and no worker sends it before the last hold ends.
+        return {
+            "level": "info",
+            "text": f"Queued with the same action key, not sent: its destination is held ({holds.text}). "
+            "It is sent once the holds end.",
         }
     return {"level": "info", "text": "Queued with the same action key; a worker is sending it."}
 

@@ -8,6 +8,7 @@ from django.utils import timezone
 from approvals.models import Request, RequestState
 from delivery.models import ReceiverTask
 from outbox.models import FailureClass, Handoff, HandoffEvent, HandoffState
+from outbox.services.destination_windows import destination_pause_by_operator
 from tests.console.clients import HTMX, client_for
 
 pytestmark = pytest.mark.django_db(databases=["default", "delivery"])
@@ -241,3 +242,23 @@ def test_correct_is_refused_when_the_handoff_left_needs_attention_before_the_loc
     rejected.refresh_from_db()
     assert rejected.state == S.PENDING
     assert not Request.objects.filter(workspace_id=7, number=50, revision=2).exists()
+
+
+def test_retry_while_its_destination_is_paused_says_it_is_not_sent_and_why(world, pending):
+    """A retry sent at once meets the operator's pause: nothing goes out, and the panel says so with the
+    hold's words, never that a worker is sending it."""
+    handoff = exhausted(world, pending)
+    destination_pause_by_operator(
+        name=handoff.destination, actor=world["olga"], reason="receiver upgrade"
+    )
+    response = post(world["olga"], handoff, "retry", {"reason": "receiver is back"})
+
+    body = response.content.decode()
+    handoff.refresh_from_db()
+    assert handoff.state == S.PENDING and handoff.attempts == 6
+    assert (
+        "Queued with the same action key, not sent: its destination is held "
+        "(Paused by an operator: receiver upgrade · since "
+    ) in body
+    assert "a worker is sending it" not in body
+    assert not ReceiverTask.objects.filter(action_key=handoff.action_key).exists()
