@@ -16,7 +16,8 @@ root=$(pwd)
 run_mutant() {  # patch, test that must fail, text its failure must show
   local patch=$1 test=$2 expected=$3 work out status line
   work=$(mktemp -d)
-  git ls-files -z | xargs -0 -I{} cp --parents {} "$work"/ 2>/dev/null || tar cf - --exclude=.venv --exclude=var . | tar xf - -C "$work"
+  # One cp for many files, not one a file: 0.3-0.6 s of CPU a copy instead of 2.2-2.7 s (docs/testing.md).
+  git ls-files -z | xargs -0 cp --parents -t "$work"/ 2>/dev/null || tar cf - --exclude=.venv --exclude=var . | tar xf - -C "$work"
   if ! (cd "$work" && patch -p1 --quiet < "$root/mutations/$patch.patch"); then
     echo "mutation-check: $patch no longer applies; update mutations/$patch.patch"
     rm -rf "$work"; return 1
