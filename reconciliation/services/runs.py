@@ -14,14 +14,15 @@ from datetime import datetime
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Exists, OuterRef
+from django.db.models import Exists, OuterRef, Q
 from django_q.tasks import async_task
 
 from approvals.models import Request, RequestState
 from lib.databases import DB
-from outbox.clock import db_time
+from outbox.clock import db_now_plus, db_time
 from outbox.destinations import Destination, LookupFailed, RemoteTask, get_destination
-from outbox.models import ArchivedHandoff, DestinationHold, Handoff
+from outbox.models import ArchivedHandoff, DestinationHold, Handoff, HoldKind
+from outbox.models.holds import OPERATOR_KINDS
 from outbox.services.lookup_limits import lookups_under_limits
 from reconciliation.classification import (
     CROSS_SIDE,
@@ -317,16 +318,17 @@ def reconciliation_run(
 
 
 def reconciliation_run_scheduled() -> ReconciliationRun:
-    """The schedule's run of the configured destination. While an operator's pause or window holds it,
-    RunDeferred and no run: the run would wait for a permit the hold never gives and be stored as failed,
-    a Prometheus ticket (HandoffReconciliationFailed) for a hold a person planned. A person's own run
+    """The schedule's run of the configured destination. While an operator's pause or window holds it, or
+    a Retry-After hold that outlasts the run's wait for a permit (the wait the destination itself asked
+    for), RunDeferred and no run: the run would wait for a permit the hold never gives and be stored as
+    failed, a Prometheus ticket (HandoffReconciliationFailed) for a hold that was meant. A person's own run
     ("Reconcile now", `manage.py reconcile`) is not deferred: it fails saying the destination is held."""
     destination = get_destination()
+    outlasting = Q(kind=HoldKind.RETRY_AFTER, ends_at__gt=db_now_plus(RUN_LIMITS_WAIT_SECONDS))
     hold = (
         DestinationHold.objects.using(DB)
         .live()
-        .by_operators()
-        .filter(destination=destination.name)
+        .filter(Q(kind__in=OPERATOR_KINDS) | outlasting, destination=destination.name)
         .order_by("starts_at")
         .first()
     )

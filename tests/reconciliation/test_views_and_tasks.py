@@ -6,7 +6,9 @@ from django.urls import reverse
 from django_q.models import Schedule
 
 from delivery.services import task_create_idempotent
+from outbox.clock import db_now, db_now_plus
 from outbox.destinations import get_destination
+from outbox.models import DestinationHold, HoldKind
 from outbox.services.destination_windows import (
     destination_pause_by_operator,
     destination_resume_by_operator,
@@ -105,6 +107,30 @@ def test_a_scheduled_run_during_an_operators_pause_is_deferred_not_failed(world,
     destination_resume_by_operator(name=name, actor=world["olga"], reason="upgrade done")
     result = tasks.reconcile()
     assert result["status"] == "completed" and result["findings"] == {"orphan_at_receiver": 1}
+
+
+def test_a_scheduled_run_during_a_retry_after_longer_than_its_wait_is_deferred_not_failed(
+    world, monkeypatch
+):
+    """A Retry-After hold and reconciliation: the wait the destination asked for is meant, as an operator's
+    pause is; a run that would wait out less than it for a permit is deferred, not stored as failed."""
+    monkeypatch.setattr(runs, "RUN_LIMITS_WAIT_SECONDS", 0.5)  # the old code's wait, kept short
+    name = get_destination().name
+    DestinationHold.objects.create(
+        destination=name,
+        kind=HoldKind.RETRY_AFTER,
+        reason="HTTP 429 with Retry-After 300 s",
+        starts_at=db_now(),
+        ends_at=db_now_plus(300),
+        set_by="the destination (its answer)",
+    )
+    result = tasks.reconcile()
+    assert result["status"] == "deferred" and result["run"] is None
+    assert (
+        f"destination {name} is held (Retry-After hold: HTTP 429 with Retry-After 300 s)"
+        in result["error"]
+    )
+    assert not ReconciliationRun.objects.exists()
 
 
 def test_schedule_command_creates_both_schedules_once(capsys):
