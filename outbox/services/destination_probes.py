@@ -6,8 +6,10 @@ Five parts, each with a verdict (ok, failed, skipped: why) and its evidence (sta
 secret): create (the probe body under the probe key), receipt (its id read where `receipt` says), repeat
 (the same key and body again: the same id, or "already there"), lookup (by the key: found, the same id, the
 fields sent), undo (where configured: its success status, then the lookup finds nothing). Calls go through
-the destination's own `deliver` and `lookup`, as the dispatcher's do; no handoff and no attempt is written,
-only one DestinationEvent "probe" with the verdicts.
+the destination's own `deliver` and `lookup`, as the dispatcher's do, and an answer asking to wait (a 429
+or 503 with Retry-After) holds the destination as theirs does; no handoff and no attempt is written, only one
+DestinationEvent "probe" with the verdicts. A held destination is not probed unless the person means it
+(`probe_holds`, `despite_holds`).
 """
 
 import secrets
@@ -29,8 +31,10 @@ from outbox.destinations.registry import (
 from outbox.errors import OutboxError
 from outbox.failures import DeliveryResult, Outgoing, UndoTarget
 from outbox.hold_lines import destination_holds_now
+from outbox.limit_rules import Permit
 from outbox.models import DestinationEvent, FailureClass
 from outbox.payloads import payload_hash
+from outbox.services.limits import destination_release
 
 # Kinds whose contract a probe can run: an HTTP API with a create, a repeat and a lookup of its own.
 PROBED_KINDS = {"http", "idempotency_key_http"}
@@ -109,12 +113,31 @@ class _Run:
 
     destination: Destination
     sent: Outgoing
+    # What the answers asked for: a 429 or 503 with Retry-After holds the destination as a delivery's or a
+    # lookup's does (`Permit.asked_to_wait`, the hold written by `destination_release`). No slot is taken.
+    waits: Permit
     task_id: str = ""
     found: RemoteTask | None = None
 
+    def _deliver(self, outgoing: Outgoing) -> DeliveryResult:
+        result = self.destination.deliver(outgoing)
+        self.waits.made([result])
+        return result
+
+    def _lookup(self) -> RemoteTask | None:
+        try:
+            return self.destination.lookup(self.sent.action_key)
+        except LookupFailed as exc:
+            self.waits.asked_to_wait(
+                status_code=exc.status_code,
+                reason_code=exc.reason_code,
+                retry_after=exc.retry_after,
+            )
+            raise
+
     def create(self) -> tuple[ProbePart, ProbePart, DeliveryResult]:
         started = time.monotonic()
-        result = self.destination.deliver(self.sent)
+        result = self._deliver(self.sent)
         elapsed = _elapsed(started)
         if result.delivered:
             self.task_id = result.task_id
@@ -139,7 +162,7 @@ class _Run:
         if not self.task_id:
             return ProbePart("repeat", SKIPPED, "the create named no id to compare with")
         started = time.monotonic()
-        result = self.destination.deliver(self.sent)
+        result = self._deliver(self.sent)
         elapsed = _elapsed(started)
         if not result.delivered:
             return ProbePart("repeat", FAILED, f"{_failure(result)} ({elapsed})")
@@ -165,7 +188,7 @@ class _Run:
             )
         started = time.monotonic()
         try:
-            found = self.destination.lookup(self.sent.action_key)
+            found = self._lookup()
         except LookupFailed as exc:
             return ProbePart("lookup", FAILED, f"{exc} ({_elapsed(started)})")
         elapsed = _elapsed(started)
@@ -208,7 +231,7 @@ class _Run:
             undo=UndoTarget(action_key=self.sent.action_key, receipt_id=self.task_id),
         )
         started = time.monotonic()
-        result = self.destination.deliver(undo)
+        result = self._deliver(undo)
         elapsed = _elapsed(started)
         if not result.delivered:
             return ProbePart("undo", FAILED, f"{_failure(result)} ({elapsed})")
@@ -218,7 +241,7 @@ class _Run:
         if not self.destination.supports_lookup:
             return ProbePart("undo", OK, f"{answered} (no lookup to see it gone)")
         try:
-            still = self.destination.lookup(self.sent.action_key)
+            still = self._lookup()
         except LookupFailed as exc:
             return ProbePart("undo", FAILED, f"{answered}; the lookup after it failed: {exc}")
         if still is not None:
@@ -265,20 +288,28 @@ def destination_probe(
     destination = _destination(name)
     held = _held_unless_meant(name, despite_holds)
     body = body if body is not None else probe_body_of(destination)
-    run = _Run(destination, Outgoing(action_key=key, payload=body, payload_hash=payload_hash(body)))
+    sent = Outgoing(action_key=key, payload=body, payload_hash=payload_hash(body))
+    run = _Run(destination, sent, Permit(destination=name, holder=actor_label, requests=0))
+    try:
+        parts = _run_parts(run)
+    finally:
+        destination_release(permit=run.waits)
+    report = ProbeReport(destination=name, key=key, parts=parts, despite=held)
+    _record(report, actor_label=actor_label, actor=actor)
+    return report
+
+
+def _run_parts(run: _Run) -> tuple[ProbePart, ...]:
     create, receipt, created = run.create()
     reached = created.delivered or receipt.verdict == FAILED
     skipped = ProbePart("", SKIPPED, "the create failed")
-    parts = (
+    return (
         create,
         receipt,
         run.repeat() if created.delivered else _named(skipped, "repeat"),
         run.lookup() if reached else _named(skipped, "lookup"),
         run.undo() if reached else _named(skipped, "undo"),
     )
-    report = ProbeReport(destination=name, key=key, parts=parts, despite=held)
-    _record(report, actor_label=actor_label, actor=actor)
-    return report
 
 
 def _held_unless_meant(name: str, despite_holds: bool) -> str:

@@ -3,12 +3,17 @@ answer does (`outbox/services/lookup_limits.py`): the same Retry-After hold on t
 the same words, and nothing (settlement, a person's reconcile, a delivery) asks the destination until it ends.
 Against the ledger API and the OAuth2 token server, each a process of its own. Both backends."""
 
+import json
+from io import StringIO
+
 import pytest
+from django.core.management import call_command
 
 from outbox.clock import db_now_plus
 from outbox.destinations.registry import destination_from_config
 from outbox.dispatch.dispatcher import dispatch_batch, settle_uncertain
 from outbox.models import Handoff, HandoffState
+from outbox.services.destination_probes import ProbeHeld, destination_probe
 from outbox.services.lookup_limits import lookups_under_limits
 from outbox.settlement.asked import handoff_settle
 from tests.factories import HandoffFactory, retry_after_rows
@@ -17,6 +22,7 @@ from tests.outbox.destinations.test_idempotency_key_http import (  # noqa: F401 
     NAME,
     handoff_42,
     ledger,
+    ledger_config,
     ledger_destination,
 )
 from tests.outbox.destinations.test_oauth2_credentials import (  # noqa: F401 (fixtures)
@@ -126,3 +132,28 @@ def test_a_token_endpoints_retry_after_on_a_lookup_holds_the_destination(servers
     assert Handoff.objects.get(pk=handoff.pk).state == S.UNCERTAIN
     assert len(token_server.state()["requests"]) == 1
     assert api.state()["requests"] == []
+
+
+def test_a_probes_answer_asking_to_wait_holds_the_destination_and_the_next_probe_is_refused(
+    ledger,  # noqa: F811
+    tmp_path,
+):
+    """`manage.py destinations probe` (and the console's "Run the whole contract") hears the destination's
+    Retry-After as a delivery or a lookup does: the same hold, so that nothing asks it again before the end."""
+    path = tmp_path / "destinations.json"
+    path.write_text(json.dumps({"destinations": [ledger_config(ledger.url)]}))
+    call_command("destinations", "apply", str(path), stdout=StringIO())
+    ledger.faults(lookups_refused=[429, "300"])
+
+    report = destination_probe(name=NAME, actor_label="a person", key="probe:1")
+    parts = {part.name: part for part in report.parts}
+    assert parts["create"].verdict == "ok"
+    assert parts["lookup"].verdict == "failed" and "HTTP 429" in parts["lookup"].evidence
+    [hold] = retry_after_rows(NAME)
+    assert hold.reason == "HTTP 429 with Retry-After 300 s"
+    assert retry_after_rows(NAME).filter(
+        ends_at__gt=db_now_plus(240), ends_at__lte=db_now_plus(300)
+    )
+    with pytest.raises(ProbeHeld):
+        destination_probe(name=NAME, actor_label="a person", key="probe:2")
+    assert len(lookups(ledger)) == 1
