@@ -8,6 +8,7 @@ runs in the SQLite streams only.
 The Makefile is the same whatever database a run is on, and these tests ask for none: they run in the SQLite
 streams only (the collection costs 13 s of CPU, which the PostgreSQL rest stream paid as well)."""
 
+import functools
 import json
 import os
 import shlex
@@ -43,7 +44,13 @@ class Stream:
             return False
         if any(_under(path, p) for p in self.ignored):
             return False
-        return Expression.compile(self.markers).evaluate(lambda name, **_: name in markers)
+        return _expression(self.markers).evaluate(lambda name, **_: name in markers)
+
+
+@functools.cache
+def _expression(markers: str) -> Expression:
+    """A `-m` expression compiled once: each test asks it of every collected test for every stream."""
+    return Expression.compile(markers)
 
 
 def _under(path: str, prefix: str) -> bool:
@@ -130,7 +137,7 @@ def _selected_once(streams: list[Stream], tests: dict[str, set[str]]) -> tuple[l
 
 
 def _runs_on_sqlite(markers: set[str]) -> bool:
-    return Expression.compile(SQLITE_RUNS).evaluate(lambda name, **_: name in markers)
+    return _expression(SQLITE_RUNS).evaluate(lambda name, **_: name in markers)
 
 
 def test_the_postgresql_streams_of_make_test_select_every_test_exactly_once(collected):
