@@ -8,10 +8,16 @@ from urllib.parse import unquote, urlsplit
 from urllib.request import getproxies_environment, proxy_bypass_environment
 
 import urllib3
+from urllib3.connection import port_by_scheme
 from urllib3.exceptions import ProtocolError
 from urllib3.util import parse_url
 
 from httpapi.strict_json import JSONRejected, parse_json
+from outbox.destinations.http.answer_head import (
+    HeadReadPool,
+    HeadReadProxyManager,
+    HeadReadTLSPool,
+)
 
 # What a request raises when the receiver closed its pooled keep-alive connection as the request went out (its
 # idle timeout firing just then, as gunicorn does under load): no byte of an answer came back. urllib3 replaces
@@ -86,10 +92,14 @@ def without_credentials(url: str) -> str:
 
 
 class Direct:
-    """Keep-alive connections straight to the receiver; requests name a path."""
+    """Keep-alive connections straight to the receiver; requests name a path. The pool is urllib3's
+    (`urllib3.connection_from_url`'s), its answers' heads read without the email package (`answer_head.py`)."""
 
     def __init__(self, base_url: str, options: dict):
-        self.pool = urllib3.connection_from_url(base_url, **options)
+        parts = parse_url(base_url)
+        scheme = parts.scheme or "http"
+        pool = HeadReadTLSPool if scheme == "https" else HeadReadPool
+        self.pool = pool(parts.host, port=parts.port or port_by_scheme.get(scheme, 80), **options)
         self.prefix = urlsplit(base_url).path
 
     def urlopen(self, method: str, path: str, **kw):
@@ -102,12 +112,13 @@ class Direct:
 class Proxied:
     """Keep-alive connections through an HTTP proxy: a plain request goes to the proxy in absolute form, an
     HTTPS one through a CONNECT tunnel (urllib3's ProxyManager does both). A user and password in the proxy's
-    URL become its Proxy-Authorization header, as curl and requests send it (urllib3 does not)."""
+    URL become its Proxy-Authorization header, as curl and requests send it (urllib3 does not). Answers' heads
+    are read without the email package (`answer_head.py`)."""
 
     def __init__(self, base_url: str, proxy: str, options: dict):
         auth = parse_url(proxy).auth
         headers = urllib3.make_headers(proxy_basic_auth=unquote(auth)) if auth else None
-        self.manager = urllib3.ProxyManager(
+        self.manager = HeadReadProxyManager(
             without_credentials(proxy), proxy_headers=headers, num_pools=1, **options
         )
         self.prefix = base_url
