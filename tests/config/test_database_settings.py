@@ -11,8 +11,10 @@ import pytest
 
 from tests.processes import ROOT
 
+# The settings alone, as a process reads them at start: DATABASES is the settings modules' own (no app sets it),
+# so the child imports no app (0.5 s of CPU a child with `django.setup()`; docs/testing.md).
 PRINT = (
-    "import django; django.setup(); from django.conf import settings; import json; "
+    "from django.conf import settings; import json; "
     "d = settings.DATABASES['default']; "
     "print(json.dumps({'options': d['OPTIONS'], "
     "'no_server_cursors': d.get('DISABLE_SERVER_SIDE_CURSORS', False)}, default=str))"
