@@ -17,6 +17,7 @@ The run must report no findings: the data agree, so any finding is a bug and the
 """
 
 import argparse
+import gc
 import os
 import re
 import resource
@@ -121,7 +122,15 @@ def main() -> None:
         os.environ.update(bench.env)
         import django
 
+        # Started as manage.py starts a command, as the reconciling process runs in production (`manage.py
+        # reconcile`, or a worker of `manage.py qcluster`): the collector off while Django loads, then what
+        # start-up made frozen out of its reach. Unfrozen, every full collection the run's pages set off
+        # scanned all of Django again: a quarter of the process's CPU (manage.py, docs/testing.md "Starting a
+        # process").
+        gc.disable()
         django.setup()
+        gc.enable()
+        gc.freeze()
         print(
             f"peak RSS before reconciling (Django loaded, nothing read): "
             f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB (at start {baseline:.0f} MB)",
