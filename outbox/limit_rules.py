@@ -34,6 +34,11 @@ class DestinationLimited(OutboxError):
         self.wait_seconds = max(0.0, min(wait_seconds, MAX_WAIT_SECONDS))
 
 
+class DestinationHeld(DestinationLimited):
+    """No permit now because a hold no probe ends is live (an operator's pause or window, a Retry-After
+    hold, an unservable hold), not because of the limits."""
+
+
 class InvalidLimit(InvalidActionInput):
     pass
 

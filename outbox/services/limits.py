@@ -42,6 +42,7 @@ from outbox.limit_rules import (
     CONCURRENCY_POLL_SECONDS,
     MAX_WAIT_SECONDS,
     RATE_WINDOW_SECONDS,
+    DestinationHeld,
     DestinationLimited,
     InvalidLimit,
     Limits,
@@ -234,6 +235,18 @@ def slot_take_for(*, key: str, limit: int, holder: str, seconds: float) -> float
     return _seconds_until_free(key, SlotKind.RATE, limit)
 
 
+def destination_held_past(*, name: str, seconds: float) -> bool:
+    """Whether a hold no probe ends holds the destination now and still will in `seconds` (database clock):
+    an operator's pause without an end, an unservable hold, any hold ending later."""
+    return (
+        DestinationHold.objects.using(DB)
+        .held_without_probe()
+        .filter(destination=name)
+        .filter(Q(ends_at__isnull=True) | Q(ends_at__gt=db_now_plus(seconds)))
+        .exists()
+    )
+
+
 def destination_held(*, name: str) -> bool:
     """Whether a hold no probe ends (an operator's, a Retry-After, an unservable one) holds the destination
     now (database clock)."""
@@ -285,7 +298,7 @@ def _refuse_if_held(name: str, limits: Limits) -> None:
     """No permit while a hold is live (an operator's pause or window, a Retry-After, an unservable hold):
     asked again within MAX_WAIT_SECONDS, so the destination drains as soon as the last one ends."""
     if limits.held:
-        raise DestinationLimited(
+        raise DestinationHeld(
             f"destination {name} is held ({', '.join(_live_kinds(name))})", MAX_WAIT_SECONDS
         )
 

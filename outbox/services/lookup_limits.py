@@ -7,6 +7,10 @@ The rule: every lookup and key listing the product makes (settlement, reconcilia
 reconcile or check) asks through `lookups_under_limits`, whether or not its caller passed a destination.
 Deliveries are not asked here: the dispatcher takes a permit per claim batch.
 
+A caller waits for a permit up to its `wait_seconds`, unless a hold refuses it that will still be live when the
+wait ends (an operator's pause, a longer Retry-After): then it is refused at once (DestinationBusy, naming the
+hold), not after sleeping the wait out.
+
 A lookup answered 429 or 503 with Retry-After (or its token endpoint's) holds the whole destination, as a
 delivery's answer does: the permit carries the wait and `destination_release` writes the hold.
 
@@ -22,9 +26,14 @@ from django.conf import settings
 
 from outbox.destinations import Destination, LookupFailed, Lookups, RemoteTask, get_destination
 from outbox.destinations.base import WorkAnswer
-from outbox.limit_rules import HOLD_CHECK_SECONDS, DestinationLimited, Permit
+from outbox.limit_rules import HOLD_CHECK_SECONDS, DestinationHeld, DestinationLimited, Permit
 from outbox.services.breaker import destination_answered
-from outbox.services.limits import HoldWatch, destination_acquire, destination_release
+from outbox.services.limits import (
+    HoldWatch,
+    destination_acquire,
+    destination_held_past,
+    destination_release,
+)
 
 T = TypeVar("T")
 
@@ -156,13 +165,23 @@ class LimitedLookups(Lookups):
                     lease_seconds=settings.HANDOFF_LEASE_SECONDS,
                 )
             except DestinationLimited as refused:
-                if time.monotonic() + refused.wait_seconds > deadline:
+                if time.monotonic() + refused.wait_seconds > deadline or _held_past_wait(
+                    self.destination.name, refused, deadline
+                ):
                     self.refused = refused.reason
                     raise DestinationBusy(f"not asked: {refused.reason}") from refused
                 time.sleep(refused.wait_seconds)
             else:
                 self.refused = ""
                 return permit
+
+
+def _held_past_wait(name: str, refused: DestinationLimited, deadline: float) -> bool:
+    """Refused for a hold that is still live after the caller's wait (an operator's pause, a Retry-After
+    ending later): waiting it out in steps of a second would only delay the same refusal (a person's
+    reconcile by its 5 s, a reconciliation run or a replay preview by 30 s a request)."""
+    left = deadline - time.monotonic()
+    return isinstance(refused, DestinationHeld) and destination_held_past(name=name, seconds=left)
 
 
 def _wait_asked(permit: Permit, failed: LookupFailed) -> None:

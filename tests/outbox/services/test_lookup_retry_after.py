@@ -4,17 +4,22 @@ the same words, and nothing (settlement, a person's reconcile, a delivery) asks 
 Against the ledger API and the OAuth2 token server, each a process of its own. Both backends."""
 
 import json
+import time
 from io import StringIO
 
 import pytest
 from django.core.management import call_command
 
-from outbox.clock import db_now_plus
+from outbox.clock import db_now, db_now_plus
 from outbox.destinations.registry import destination_from_config
 from outbox.dispatch.dispatcher import dispatch_batch, settle_uncertain
-from outbox.models import Handoff, HandoffState
+from outbox.models import DestinationHold, Handoff, HandoffState, HoldKind
 from outbox.services.destination_probes import ProbeHeld, destination_probe
-from outbox.services.lookup_limits import lookups_under_limits
+from outbox.services.destination_windows import (
+    destination_pause_by_operator,
+    destination_resume_by_operator,
+)
+from outbox.services.lookup_limits import DestinationBusy, lookups_under_limits
 from outbox.settlement.asked import handoff_settle
 from tests.factories import HandoffFactory, retry_after_rows
 from tests.outbox.destinations.test_idempotency_key_http import (  # noqa: F401 (fixtures)
@@ -54,6 +59,13 @@ def uncertain_42(ledger, destination) -> Handoff:  # noqa: F811
     dispatch_batch(destination=destination)
     assert Handoff.objects.get(pk=handoff.pk).state == S.UNCERTAIN
     return handoff
+
+
+def applied(ledger, tmp_path) -> None:  # noqa: F811
+    """The ledger as a destination row (`manage.py destinations apply`), as an operator's pause needs."""
+    path = tmp_path / "destinations.json"
+    path.write_text(json.dumps({"destinations": [ledger_config(ledger.url)]}))
+    call_command("destinations", "apply", str(path), stdout=StringIO())
 
 
 def a_person_asks(handoff: Handoff, destination) -> str:  # noqa: F811
@@ -140,9 +152,7 @@ def test_a_probes_answer_asking_to_wait_holds_the_destination_and_the_next_probe
 ):
     """`manage.py destinations probe` (and the console's "Run the whole contract") hears the destination's
     Retry-After as a delivery or a lookup does: the same hold, so that nothing asks it again before the end."""
-    path = tmp_path / "destinations.json"
-    path.write_text(json.dumps({"destinations": [ledger_config(ledger.url)]}))
-    call_command("destinations", "apply", str(path), stdout=StringIO())
+    applied(ledger, tmp_path)
     ledger.faults(lookups_refused=[429, "300"])
 
     report = destination_probe(name=NAME, actor_label="a person", key="probe:1")
@@ -156,4 +166,37 @@ def test_a_probes_answer_asking_to_wait_holds_the_destination_and_the_next_probe
     )
     with pytest.raises(ProbeHeld):
         destination_probe(name=NAME, actor_label="a person", key="probe:2")
+    assert len(lookups(ledger)) == 1
+
+
+def test_a_lookup_refused_by_a_hold_that_outlasts_its_wait_fails_at_once(
+    ledger,  # noqa: F811
+    destination,  # noqa: F811
+    django_user_model,
+    tmp_path,
+):
+    """A pause meets a lookup: a caller that may wait 30 s for a permit (a reconciliation run, a replay
+    preview's every request) waited them all out in steps of a second for a hold that still holds after
+    them. It is refused at once, naming the hold; a hold that ends within the wait is still waited out."""
+    applied(ledger, tmp_path)
+    handoff = uncertain_42(ledger, destination)
+    olga = django_user_model.objects.create(username="olga")
+    destination_pause_by_operator(name=NAME, actor=olga, reason="ledger upgrade")
+    asked = lookups_under_limits(destination, worker="a run", wait_seconds=30)
+    started = time.monotonic()
+    with pytest.raises(DestinationBusy, match=r"held \(Paused by an operator\)"):
+        asked.lookup(KEY)
+    assert time.monotonic() - started < 15, "refused without waiting the 30 s out"
+    assert lookups(ledger) == []
+
+    destination_resume_by_operator(name=NAME, actor=olga, reason="upgrade done")
+    DestinationHold.objects.create(
+        destination=NAME,
+        kind=HoldKind.RETRY_AFTER,
+        reason="HTTP 429 with Retry-After 2 s",
+        starts_at=db_now(),
+        ends_at=db_now_plus(2),
+        set_by="the destination (its answer)",
+    )
+    assert asked.lookup(KEY).action_key == handoff.action_key
     assert len(lookups(ledger)) == 1
