@@ -4,7 +4,7 @@ at every call outside one (dispatchers, commands, where the answer may change be
 `RequestMemo.middleware` is the middleware that opens and closes the memo; nothing is read until asked.
 `RequestMemo.scope` opens one for a block outside a request (a log line's fields, a batch's log lines)."""
 
-from collections.abc import Callable, Hashable, Iterator
+from collections.abc import Callable, Hashable, Iterable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
@@ -38,6 +38,12 @@ class RequestMemo:
             yield
         finally:
             self._memo.reset(token)
+
+    def missing(self, keys: Iterable[Hashable]) -> list[Hashable]:
+        """Those of `keys` not yet worked out in this request, each once; none outside a request, where
+        nothing is kept (so a caller reading several at once reads them only where they will be kept)."""
+        memo = self._memo.get()
+        return [] if memo is None else [key for key in dict.fromkeys(keys) if key not in memo]
 
     def get(self, key: Hashable, compute: Callable[[], Any]) -> Any:
         """`compute()`, kept under `key` for the rest of the request; inside no request, worked out anew."""

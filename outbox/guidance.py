@@ -3,15 +3,20 @@
 Kept out of templates so that the advice for each state can be read, and tested, in one place.
 """
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+from django.db import connections
+
+from lib.databases import DB
 from lib.request_memo import RequestMemo
 from outbox.destinations import DestinationUnavailable, destination_named
+from outbox.destinations.registry import destination_from_row
 from outbox.destinations.smtp.destination import is_message_id
 from outbox.models import (
     NEEDS_PERSON_STATES,
     OPEN_STATES,
+    DestinationConfig,
     FailureClass,
     Handoff,
     HandoffState,
@@ -41,7 +46,8 @@ class Guidance:
 
 # A list of fifty handoffs asks each one's destination whether it replays: within one request (a page, an
 # htmx swap) the answer is kept per destination, so a page reads each destination's row once, not once a row
-# (tests/console/test_query_counts_flat.py). Outside a request (dispatchers, commands) it is read each time.
+# (tests/console/test_query_counts_flat.py), and a table reads all its rows' destinations in one query first
+# (`read_contracts_of`). Outside a request (dispatchers, commands) it is read each time.
 _contracts = RequestMemo("replays")
 # Middleware: the destinations' replay contract read at most once per destination and request.
 contracts_read_once_per_request = _contracts.middleware
@@ -54,6 +60,40 @@ def _replays_same_key(name: str) -> bool:
 def _read_replays_same_key(name: str) -> bool:
     try:
         return destination_named(name).replays_same_key
+    except DestinationUnavailable:
+        return False
+
+
+def read_contracts_of(handoffs: Iterable[Handoff]) -> None:
+    """Within a request, the replay contract of every destination the rows' advice will ask for (an outcome
+    unknown asks it: `retry_is_risky`) read in one query, not once per destination (issue 40). Outside a
+    request nothing is kept, and nothing is read."""
+    names = _contracts.missing(h.destination for h in handoffs if h.outcome_unknown)
+    if not names:
+        return
+    rows = _destination_rows(names)
+    for name in names:
+        _contracts.get(name, lambda name=name: _replays_in_row(name, rows.get(name)))
+
+
+def _destination_rows(names: list[str]) -> dict[str, tuple]:
+    """Each named destination's row as `destination_row_statement` reads one (kind, enabled, configuration as
+    stored), by name; a name without a row is absent."""
+    query = (
+        DestinationConfig.objects.using(DB)
+        .filter(name__in=names)
+        .values_list("name", "kind", "enabled", "config")
+        .query
+    )
+    sql, params = query.get_compiler(DB).as_sql()
+    with connections[DB].cursor() as cursor:
+        cursor.execute(sql, params)
+        return {name: (kind, enabled, config) for name, kind, enabled, config in cursor.fetchall()}
+
+
+def _replays_in_row(name: str, row: tuple | None) -> bool:
+    try:
+        return destination_from_row(name, row).replays_same_key
     except DestinationUnavailable:
         return False
 

@@ -21,7 +21,7 @@ from lib.htmx import HtmxHttpRequest
 from lib.querystring import BadQueryValue, id_or_none, keyset_cursor, parse_keyset_cursor
 from lib.row_urls import row_url
 from outbox.archive_search import archived_matching
-from outbox.guidance import available_actions, retry_is_risky
+from outbox.guidance import available_actions, read_contracts_of, retry_is_risky
 from outbox.models import Handoff
 from outbox.page_clock import page_now
 from outbox.selectors import (
@@ -81,6 +81,7 @@ def table_rows(rows: list[Handoff], workspace_ids) -> list[Handoff]:
     after its quick action): its destination's holds and findings (`handoff_rows`), then the quick actions
     those holds allow, and a held case's mark (read with the rows: `select_related("case_hold")`)."""
     now = page_now()
+    read_contracts_of(rows)  # the destinations' replay contracts the rows' actions ask: one query
     for h in handoff_rows(rows, workspace_ids):
         h.quick_actions = quick_actions(h)
         h.case_hold_mark = case_hold_mark(h.case_hold, now) if h.is_held else ""

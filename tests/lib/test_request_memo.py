@@ -53,3 +53,11 @@ def test_within_a_scope_each_key_is_worked_out_once_and_an_inner_scope_keeps_the
     assert calls == [1]
     memo.get("a", compute(1))  # after the block, at every call again
     assert calls == [1, 1]
+
+
+def test_missing_names_the_keys_not_yet_worked_out_in_the_request_and_none_outside_one():
+    memo, (_calls, compute) = RequestMemo("test"), _counting()
+    assert memo.missing(["a", "b"]) == [], "outside a request nothing would be kept"
+    with memo.scope():
+        memo.get("a", compute(1))
+        assert memo.missing(["a", "b", "c", "b"]) == ["b", "c"]
