@@ -95,15 +95,16 @@ def instance_status(handoffs: list[Handoff]) -> str:
     return "cancelled" if _cancelled(steps) else _progress_status(steps)
 
 
-def last_successful_step(handoff: Handoff) -> str:
-    """The furthest step of approve -> record -> send -> validated receipt that the handoff completed."""
+def last_successful_step(handoff: Handoff, attempts: Iterable[Attempt] | None = None) -> str:
+    """The furthest step of approve -> record -> send -> validated receipt that the handoff completed.
+    `attempts`: every attempt of the handoff when the caller has read them (the handoff page's timeline), so
+    that they are not read again; else the last answered one is read."""
     if handoff.state == HandoffState.DELIVERED:
         return f"receipt validated at {handoff.delivered_at:%Y-%m-%d %H:%M} UTC: task {handoff.destination_id}"
     answered = (
-        Attempt.objects.filter(handoff_id=handoff.pk, status_code__isnull=False)
-        .exclude(outcome__in=(AttemptOutcome.IN_PROGRESS, AttemptOutcome.SKIPPED))
-        .order_by("-number")
-        .first()
+        _last_answered(handoff)
+        if attempts is None
+        else max((a for a in attempts if _was_answered(a)), key=lambda a: a.number, default=None)
     )
     if answered is not None:
         return (
@@ -113,6 +114,22 @@ def last_successful_step(handoff: Handoff) -> str:
     return (
         f"approved and recorded in the outbox at {handoff.created_at:%Y-%m-%d %H:%M} UTC; "
         f"{handoff.attempts_made} attempt(s), none answered by the receiver"
+    )
+
+
+_NOT_ANSWERS = (AttemptOutcome.IN_PROGRESS, AttemptOutcome.SKIPPED)
+
+
+def _was_answered(attempt: Attempt) -> bool:
+    return attempt.status_code is not None and attempt.outcome not in _NOT_ANSWERS
+
+
+def _last_answered(handoff: Handoff) -> Attempt | None:
+    return (
+        Attempt.objects.filter(handoff_id=handoff.pk, status_code__isnull=False)
+        .exclude(outcome__in=_NOT_ANSWERS)
+        .order_by("-number")
+        .first()
     )
 
 

@@ -77,7 +77,7 @@ def _visible_or_404(request: HtmxHttpRequest, pk: int) -> Handoff:
 
 
 def _panel_context(request: HtmxHttpRequest, handoff: Handoff, result: dict | None = None) -> dict:
-    attempts, events = handoff_timeline(handoff)
+    attempts, events = map(list, handoff_timeline(handoff))  # once, for the last step too
     is_operator = is_operator_of(request.user.pk, handoff.workspace_id)
     source = revision_by_id(handoff.source_id)
     # Findings carry a key of the handoff's own workspace, so the handoff's scope check covers them.
@@ -92,7 +92,7 @@ def _panel_context(request: HtmxHttpRequest, handoff: Handoff, result: dict | No
     repairs = list(repairs_of(handoff))
     instance = _instance_of(handoff)
     return {
-        **_evidence_context(handoff, findings, repairs, hold, instance),
+        **_evidence_context(handoff, findings, repairs, hold, instance, attempts),
         "handoff": handoff,
         "payload": redact(handoff.payload),
         "sends": sent_request(handoff, destination),
@@ -129,7 +129,12 @@ def _panel_context(request: HtmxHttpRequest, handoff: Handoff, result: dict | No
 
 
 def _evidence_context(
-    handoff: Handoff, findings: list, repairs: list, hold, instance: list[Handoff] | None
+    handoff: Handoff,
+    findings: list,
+    repairs: list,
+    hold,
+    instance: list[Handoff] | None,
+    attempts: list,
 ) -> dict:
     """The evidence words of the page (`console/evidence_words.py`): how the outcome is known, whether the
     task is there now, the work, and where it stands with the owner of its next step."""
@@ -140,7 +145,8 @@ def _evidence_context(
         "task_created": task_words_now(handoff, findings, repairs),
         "work_words": work_words(handoff, repairs),
         "standing": _standing(handoff, findings, repairs, hold, instance),
-        "last_successful_step": last_step_words(handoff, repairs) or last_successful_step(handoff),
+        "last_successful_step": last_step_words(handoff, repairs)
+        or last_successful_step(handoff, attempts),
         "claims": handoff_claims(handoff, findings, repairs),
     }
 
