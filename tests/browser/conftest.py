@@ -7,6 +7,8 @@ from pathlib import Path
 import pytest
 from django_otp.oath import TOTP
 
+from tests.processes import loaded_deadline
+
 # Playwright's sync API runs an event loop in the test thread; the ORM calls of the test are still
 # plain synchronous code.
 os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
@@ -28,6 +30,22 @@ def browser_type_launch_args():
             "--disable-quic",
         ],
     }
+
+
+# Playwright's own wait for an expectation (5 s) is a deadline for the live server's work and Chromium's: a
+# fresh clone's `make test` at a load of 35 on 2 cores took longer than that to answer an incident's Acknowledge.
+EXPECT_SECONDS = 5.0
+
+
+@pytest.fixture(autouse=True)
+def expectations_wait_for_a_loaded_machine():
+    """Every expectation of the test waits `EXPECT_SECONDS`, stretched by the load per core when it starts
+    (tests/processes.py `loaded_deadline`): on an idle machine, Playwright's own 5 s."""
+    from playwright.sync_api import expect
+
+    expect.set_options(timeout=loaded_deadline(EXPECT_SECONDS) * 1000)
+    yield
+    expect.set_options(timeout=EXPECT_SECONDS * 1000)
 
 
 @pytest.fixture
