@@ -8,7 +8,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from delivery import services
 from delivery.errors import ActionKeyConflict, InvalidTaskPayload, InvalidTaskStatus, TaskNotFound
-from delivery.faults import Item, ItemAnswer, ItemsAnswerer, injects_faults
+from delivery.faults import Item, ItemAnswer, ItemsAnswerer, injects_faults, refuses_lookups
 from delivery.outage import unavailable_during_outage
 from delivery.signing import SignatureRejected, verify_signed_request
 from httpapi.body import BodyRejected, read_json_body
@@ -156,6 +156,7 @@ def _lookup_keys(document: dict) -> list[str]:
 @csrf_exempt
 @require_http_methods(["GET", "POST"])
 @unavailable_during_outage
+@refuses_lookups
 @injects_faults
 def tasks_lookup(request: HttpRequest) -> JsonResponse:
     """`POST /tasks/lookup` with {"action_keys": [...]} (at most RECEIVER_BATCH_LIMIT): the tasks of those keys
@@ -176,6 +177,7 @@ def tasks_lookup(request: HttpRequest) -> JsonResponse:
     return JsonResponse({"items": items, "missing": [key for key in keys if key not in found]})
 
 
+@refuses_lookups
 def _task_keys(request: HttpRequest) -> JsonResponse:
     try:
         _authenticate(request, "")
@@ -196,6 +198,7 @@ def _task_keys(request: HttpRequest) -> JsonResponse:
 @csrf_exempt
 @require_GET
 @unavailable_during_outage
+@refuses_lookups
 def task_detail(request: HttpRequest, action_key: str) -> JsonResponse:
     try:
         _authenticate(request, "")

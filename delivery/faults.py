@@ -5,7 +5,8 @@ RECEIVER_FAULTS is JSON:
      "fraction": 0.1, "kinds": ["http_503", "slow"],        # and/or for a share of all keys
      "seed": 1, "slow_seconds": 10, "retry_after": 2,
      "observe": "receiver-calls.log",                       # and/or a line per request, to measure the load
-     "spells": "receiver-spells"}                           # and/or kinds switched on and off by a file
+     "spells": "receiver-spells",                           # and/or kinds switched on and off by a file
+     "lookups_refused": [429, "300"]}                        # and/or every lookup refused so, while set
 
 Each fault fires once per action key, across every process of the receiver (the claim is a row in the
 receiver's database), so the handoff can then recover.
@@ -25,6 +26,10 @@ lasts). Spells are http_401 and malformed (SPELL_KINDS); each key's first is rec
 "observe" names a file to which the wrapper appends one line per create call, `<method> <arrived> <answered>`
 (Unix times): what a receiver sees of its senders' load (calls in flight at once, requests per second), for
 tests of the senders' limits. The lines are written by every receiver process (appends of one short line).
+
+"lookups_refused" is [status, Retry-After]: while set, every lookup (`GET /tasks/<key>`, the key listing
+`GET /tasks`, the batch lookup `POST /tasks/lookup`) is answered with that status and header, and nothing is
+read (`@refuses_lookups`); each refusal is a line in the "observe" file too, so a test counts what was asked.
 """
 
 import contextlib
@@ -38,7 +43,7 @@ from pathlib import Path
 
 from django.conf import settings
 from django.db import connections
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.utils import timezone
 
 from delivery.models import FiredFault
@@ -220,6 +225,26 @@ def injects_faults(view):
                 _observe(config["observe"], request.method, arrived)
 
     return view_with_faults
+
+
+def refuses_lookups(view):
+    """View decorator for the lookups: while RECEIVER_FAULTS names `lookups_refused` [status, Retry-After],
+    that answer, and the view is not called."""
+
+    @wraps(view)
+    def view_or_refused(request: HttpRequest, *args, **kwargs) -> HttpResponse:
+        config = settings.RECEIVER_FAULTS  # read once, as `injects_faults` does
+        refused = config.get("lookups_refused") if config else None
+        if not refused:
+            return view(request, *args, **kwargs)
+        if config.get("observe"):
+            _observe(config["observe"], request.method, time.time())
+        status, retry_after = refused
+        response = JsonResponse({"error": "lookup_refused"}, status=int(status))
+        response["Retry-After"] = str(retry_after)
+        return response
+
+    return view_or_refused
 
 
 def reset() -> None:

@@ -204,6 +204,19 @@ def _batch_item_result(item: object, outgoing: Outgoing, latency_ms: int) -> Del
     )
 
 
+def lookup_refused(what: str, response: Answer) -> LookupFailed:
+    """A lookup (one key's, a batch's, a key listing) answered with a status that proves nothing: worded, with
+    its status and the Retry-After it asks for (a date read against the answer's own Date), so that a 429 or
+    503 with Retry-After holds the whole destination as a delivery's does (the caller's permit)."""
+    return LookupFailed(
+        f"{what} answered HTTP {response.status_code}",
+        status_code=response.status_code,
+        retry_after=parse_retry_after(
+            response.headers.get("Retry-After"), date=response.headers.get("Date")
+        ),
+    )
+
+
 def describe_answer(response: Answer) -> str:
     try:
         body = json.dumps(response.json())[:500]
@@ -221,7 +234,7 @@ def batch_lookup_answer(response: Answer, action_keys: list[str]) -> dict[str, R
     if response.status_code in (401, 403):
         raise LookupFailed(f"receiver refused the credentials (HTTP {response.status_code})")
     if response.status_code != 200:
-        raise LookupFailed(f"batch lookup answered HTTP {response.status_code}")
+        raise lookup_refused("batch lookup", response)
     try:
         document = response.json()
         tasks = [remote_task(item) for item in document["items"]]

@@ -34,6 +34,7 @@ from outbox.destinations.http.answers import (
     batch_lookup_answer,
     call_failure,
     describe_answer,
+    lookup_refused,
     single_result,
 )
 from outbox.destinations.http.connections import (
@@ -286,7 +287,7 @@ class HttpDestination(Destination):
         if response.status_code == 404:
             return None
         if response.status_code != 200:
-            raise LookupFailed(f"lookup answered HTTP {response.status_code}")
+            raise lookup_refused("lookup", response)
         try:
             return remote_task(response.json())
         except (ValueError, KeyError, TypeError) as exc:
@@ -307,7 +308,7 @@ class HttpDestination(Destination):
     def list_keys(self, *, after: str = "", limit: int = 500) -> list[RemoteTask]:
         response = self._get("/tasks", {"after": after, "limit": limit})
         if response.status_code != 200:
-            raise LookupFailed(f"key listing answered HTTP {response.status_code}")
+            raise lookup_refused("key listing", response)
         try:
             return [remote_task(item) for item in response.json()["items"]]
         except (ValueError, KeyError, TypeError) as exc:

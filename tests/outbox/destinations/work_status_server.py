@@ -6,6 +6,8 @@ each account's status, which the test sets, and counts every read of it.
     GET  /v1/accounts/<id>            -> 200 {"account": {"id": ..., "status": ...}}, or 404
     POST /_test/status                {"id": ..., "status": <any JSON value>} sets what the read answers;
                                       {"id": ..., "gone": true} forgets the account (404 after)
+                                      {"id": ..., "refused": [429, "300"]} answers its reads with that
+                                      status and Retry-After (null: answered again)
     GET  /_test/reads                 -> {<id>: reads of it}
 
 A new account's status is "pending".
@@ -31,6 +33,7 @@ class Accounts:
         self.by_key: dict[str, str] = {}
         self.status: dict[str, object] = {}
         self.reads: dict[str, int] = {}
+        self.refused: dict[str, tuple[int, str]] = {}
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -39,9 +42,11 @@ class Handler(BaseHTTPRequestHandler):
     def log_message(self, *args):
         pass
 
-    def _answer(self, status: int, document: object) -> None:
+    def _answer(self, status: int, document: object, retry_after: str | None = None) -> None:
         body = json.dumps(document).encode()
         self.send_response(status)
+        if retry_after is not None:
+            self.send_header("Retry-After", retry_after)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
@@ -54,7 +59,13 @@ class Handler(BaseHTTPRequestHandler):
         accounts, body = self.accounts, self._body()
         with accounts.lock:
             if self.path == "/_test/status":
-                if body.get("gone"):
+                if "refused" in body:
+                    refused = body["refused"]
+                    if refused:
+                        accounts.refused[body["id"]] = tuple(refused)
+                    else:
+                        accounts.refused.pop(body["id"], None)
+                elif body.get("gone"):
                     accounts.status.pop(body["id"], None)
                 else:
                     accounts.status[body["id"]] = body["status"]
@@ -71,6 +82,8 @@ class Handler(BaseHTTPRequestHandler):
                 return self._answer(200, dict(accounts.reads))
             account_id = self.path.removeprefix(f"{ACCOUNTS}/")
             accounts.reads[account_id] = accounts.reads.get(account_id, 0) + 1
+            if refused := accounts.refused.get(account_id):
+                return self._answer(refused[0], {"error": {"code": "rate_limited"}}, refused[1])
             if account_id not in accounts.status:
                 return self._answer(404, {"error": {"code": "not_found"}})
             status = accounts.status[account_id]
@@ -119,6 +132,12 @@ class AccountsProcess:
     def set_status(self, account_id: str, status: object) -> None:
         LOCAL_HTTP.post(
             f"{self.url}/_test/status", json={"id": account_id, "status": status}, timeout=5
+        ).raise_for_status()
+
+    def refuse(self, account_id: str, refused: list | None) -> None:
+        """Its reads answered `refused` [status, Retry-After] from now on; None: answered again."""
+        LOCAL_HTTP.post(
+            f"{self.url}/_test/status", json={"id": account_id, "refused": refused}, timeout=5
         ).raise_for_status()
 
     def forget(self, account_id: str) -> None:
