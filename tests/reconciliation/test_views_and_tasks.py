@@ -6,9 +6,7 @@ from django.urls import reverse
 from django_q.models import Schedule
 
 from delivery.services import task_create_idempotent
-from outbox.clock import db_now, db_now_plus
 from outbox.destinations import get_destination
-from outbox.models import DestinationHold, HoldKind
 from outbox.services.destination_windows import (
     destination_pause_by_operator,
     destination_resume_by_operator,
@@ -17,7 +15,7 @@ from reconciliation import tasks
 from reconciliation.models import Finding, FindingEvent, ReconciliationRun
 from reconciliation.services import runs
 from reconciliation.services.runs import reconciliation_run
-from tests.factories import ONBOARDING_PAYLOAD
+from tests.factories import ONBOARDING_PAYLOAD, retry_after_hold
 
 pytestmark = pytest.mark.django_db(databases=["default", "delivery"])
 
@@ -116,14 +114,7 @@ def test_a_scheduled_run_during_a_retry_after_longer_than_its_wait_is_deferred_n
     pause is; a run that would wait out less than it for a permit is deferred, not stored as failed."""
     monkeypatch.setattr(runs, "RUN_LIMITS_WAIT_SECONDS", 0.5)  # the old code's wait, kept short
     name = get_destination().name
-    DestinationHold.objects.create(
-        destination=name,
-        kind=HoldKind.RETRY_AFTER,
-        reason="HTTP 429 with Retry-After 300 s",
-        starts_at=db_now(),
-        ends_at=db_now_plus(300),
-        set_by="the destination (its answer)",
-    )
+    retry_after_hold(name, 300, "HTTP 429 with Retry-After 300 s")
     result = tasks.reconcile()
     assert result["status"] == "deferred" and result["run"] is None
     assert (

@@ -9,10 +9,10 @@ from io import StringIO
 import pytest
 from django.core.management import call_command
 
-from outbox.clock import db_now, db_now_plus
-from outbox.models import DestinationEvent, DestinationHealth, DestinationHold, Handoff, HoldKind
+from outbox.models import DestinationEvent, DestinationHealth, Handoff
 from tests.console.clients import client_for
 from tests.factories import grant_destination_admin
+from tests.factories import retry_after_hold as hold_for_retry_after
 from tests.providers.harness import ProviderProcess
 from tests.providers.scenario import FILES
 
@@ -77,14 +77,7 @@ def test_a_second_run_within_the_turn_is_429_and_sends_nothing_more(world, sales
 
 def retry_after_hold(name: str) -> None:
     """The hold a 429 with Retry-After writes (`outbox/services/limits.py`), live for five minutes."""
-    DestinationHold.objects.create(
-        destination=name,
-        kind=HoldKind.RETRY_AFTER,
-        reason="HTTP 429 with Retry-After 300 s",
-        starts_at=db_now(),
-        ends_at=db_now_plus(300),
-        set_by="the destination (its answer)",
-    )
+    hold_for_retry_after(name, 300, "HTTP 429 with Retry-After 300 s")
 
 
 @pytest.mark.parametrize("contract", ["whole", ""], ids=["whole contract", "connection test"])

@@ -10,10 +10,10 @@ from io import StringIO
 import pytest
 from django.core.management import call_command
 
-from outbox.clock import db_now, db_now_plus
+from outbox.clock import db_now_plus
 from outbox.destinations.registry import destination_from_config
 from outbox.dispatch.dispatcher import dispatch_batch, settle_uncertain
-from outbox.models import DestinationHold, Handoff, HandoffState, HoldKind
+from outbox.models import Handoff, HandoffState
 from outbox.services.destination_probes import ProbeHeld, destination_probe
 from outbox.services.destination_windows import (
     destination_pause_by_operator,
@@ -21,7 +21,7 @@ from outbox.services.destination_windows import (
 )
 from outbox.services.lookup_limits import DestinationBusy, lookups_under_limits
 from outbox.settlement.asked import handoff_settle
-from tests.factories import HandoffFactory, retry_after_rows
+from tests.factories import HandoffFactory, retry_after_hold, retry_after_rows
 from tests.outbox.destinations.test_idempotency_key_http import (  # noqa: F401 (fixtures)
     KEY,
     NAME,
@@ -190,13 +190,6 @@ def test_a_lookup_refused_by_a_hold_that_outlasts_its_wait_fails_at_once(
     assert lookups(ledger) == []
 
     destination_resume_by_operator(name=NAME, actor=olga, reason="upgrade done")
-    DestinationHold.objects.create(
-        destination=NAME,
-        kind=HoldKind.RETRY_AFTER,
-        reason="HTTP 429 with Retry-After 2 s",
-        starts_at=db_now(),
-        ends_at=db_now_plus(2),
-        set_by="the destination (its answer)",
-    )
+    retry_after_hold(NAME, 2, "HTTP 429 with Retry-After 2 s")
     assert asked.lookup(KEY).action_key == handoff.action_key
     assert len(lookups(ledger)) == 1
