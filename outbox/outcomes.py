@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from outbox.clock import DbNow, db_now, db_now_plus
 from outbox.destinations import Destination, Lookups, RemoteTask
 from outbox.failures import UNREACHABLE_REASONS, DeliveryResult
+from outbox.limit_rules import NOT_ASKED, lookup_not_asked
 from outbox.models import (
     UNKNOWN_OUTCOME_CLASSES,
     AttemptOutcome,
@@ -174,9 +175,14 @@ def settlement_without_answer(
 ) -> Settlement:
     if handoff.state == S.UNCERTAIN and destination.replays_same_key:
         # The contract: a repeat with the same key and body answers the original, never a second effect.
+        unknown = (
+            f"{destination.name} was not asked ({lookup_error.removeprefix(NOT_ASKED)})"
+            if lookup_not_asked(lookup_error)
+            else f"{destination.name} could not answer ({lookup_error})"
+        )
         return Settlement(
             S.PENDING,
-            f"{destination.name} could not answer ({lookup_error}); it replays the original answer to a "
+            f"{unknown}; it replays the original answer to a "
             "repeat with the same key and body: sent again with the same key",
             {"next_attempt_at": db_now()},
         )

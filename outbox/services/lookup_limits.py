@@ -26,7 +26,13 @@ from django.conf import settings
 
 from outbox.destinations import Destination, LookupFailed, Lookups, RemoteTask, get_destination
 from outbox.destinations.base import WorkAnswer
-from outbox.limit_rules import HOLD_CHECK_SECONDS, DestinationHeld, DestinationLimited, Permit
+from outbox.limit_rules import (
+    HOLD_CHECK_SECONDS,
+    NOT_ASKED,
+    DestinationHeld,
+    DestinationLimited,
+    Permit,
+)
 from outbox.services.breaker import destination_answered
 from outbox.services.limits import (
     HoldWatch,
@@ -169,7 +175,7 @@ class LimitedLookups(Lookups):
                     self.destination.name, refused, deadline
                 ):
                     self.refused = refused.reason
-                    raise DestinationBusy(f"not asked: {refused.reason}") from refused
+                    raise DestinationBusy(f"{NOT_ASKED}{refused.reason}") from refused
                 time.sleep(refused.wait_seconds)
             else:
                 self.refused = ""

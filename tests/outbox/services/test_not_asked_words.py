@@ -1,0 +1,66 @@
+"""Settlement's words about a key it learnt nothing about say what is known: a receiver a hold kept from being
+asked "was not asked", one that was asked and failed "could not answer"."""
+
+import pytest
+
+from outbox.destinations import LookupFailed
+from outbox.limit_rules import lookup_not_asked
+from outbox.models import HandoffEvent, HandoffState
+from outbox.services import handoff_settle
+from tests.factories import retry_after_hold
+from tests.outbox.scripted_destination import ScriptedDestination
+
+pytestmark = pytest.mark.django_db(databases=["default", "delivery"])
+S = HandoffState
+
+
+class ReplayingReceiver(ScriptedDestination):
+    """The in-process receiver, replaying the original answer to a repeat with the same key and body."""
+
+    replays_same_key = True
+
+    def __init__(self, fails: bool = False):
+        super().__init__()
+        self.fails = fails
+        self.lookups = 0
+
+    def lookup(self, action_key):
+        self.lookups += 1
+        if self.fails:
+            raise LookupFailed("receiver answered HTTP 500")
+        return super().lookup(action_key)
+
+
+def settled_reason(handoff, receiver) -> str:
+    assert handoff_settle(handoff_id=handoff.pk, destination=receiver) == S.PENDING
+    return HandoffEvent.objects.filter(handoff=handoff).latest("id").reason
+
+
+def test_a_held_receiver_is_said_not_asked_not_unable_to_answer(make_handoff, monkeypatch):
+    from outbox.settlement import asked as settlement
+
+    monkeypatch.setattr(settlement, "PERSON_LOOKUP_WAIT_SECONDS", 0.0)
+    handoff = make_handoff(1, state=S.UNCERTAIN)
+    retry_after_hold("receiver", 30)
+    receiver = ReplayingReceiver()
+    reason = settled_reason(handoff, receiver)
+    assert receiver.lookups == 0
+    assert reason.startswith(
+        "receiver was not asked (destination receiver is held (Retry-After hold)"
+    )
+    assert "could not answer" not in reason and "not asked: " not in reason
+    assert reason.endswith("sent again with the same key")
+
+
+def test_a_receiver_asked_and_failing_could_not_answer(make_handoff):
+    handoff = make_handoff(1, state=S.UNCERTAIN)
+    receiver = ReplayingReceiver(fails=True)
+    reason = settled_reason(handoff, receiver)
+    assert receiver.lookups == 1
+    assert reason.startswith("receiver could not answer (receiver answered HTTP 500)")
+    assert "was not asked" not in reason
+
+
+def test_the_flag_tells_a_refused_lookup_from_a_failed_one():
+    assert lookup_not_asked("not asked: destination receiver is held (Retry-After hold)")
+    assert not lookup_not_asked("receiver answered HTTP 500")
