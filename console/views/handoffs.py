@@ -52,7 +52,7 @@ from outbox.page_clock import page_now
 from outbox.redaction import redact
 from outbox.selectors import (
     handoff_timeline,
-    handoffs_in,
+    handoff_visible,
     instance_handoffs,
     instance_status,
     last_successful_step,
@@ -64,13 +64,7 @@ from reconciliation.selectors import live_findings_of, repairs_of
 
 
 def _visible_or_404(request: HtmxHttpRequest, pk: int) -> Handoff:
-    # Who acknowledged it is read with it: the page names them (a query of its own, issue 40).
-    handoff = (
-        handoffs_in(workspace_ids_for(request.user))
-        .select_related("acknowledged_by")
-        .filter(pk=pk)
-        .first()
-    )
+    handoff = handoff_visible(workspace_ids_for(request.user), pk)
     if handoff is None:
         raise Http404("no such handoff")
     return handoff
