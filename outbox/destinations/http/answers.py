@@ -204,17 +204,24 @@ def _batch_item_result(item: object, outgoing: Outgoing, latency_ms: int) -> Del
     )
 
 
-def lookup_refused(what: str, response: Answer) -> LookupFailed:
-    """A lookup (one key's, a batch's, a key listing) answered with a status that proves nothing: worded, with
-    its status and the Retry-After it asks for (a date read against the answer's own Date), so that a 429 or
-    503 with Retry-After holds the whole destination as a delivery's does (the caller's permit)."""
+def lookup_refused(message: str, response: Answer) -> LookupFailed:
+    """A lookup (one key's, a batch's, a key listing, a work status read) answered with a status that proves
+    nothing: `message`, with its status and the Retry-After it asks for (a date read against the answer's own
+    Date), so that a 429 or 503 with Retry-After holds the whole destination as a delivery's does (the
+    caller's permit). Every kind's lookups are refused through here."""
     return LookupFailed(
-        f"{what} answered HTTP {response.status_code}",
+        message,
         status_code=response.status_code,
         retry_after=parse_retry_after(
             response.headers.get("Retry-After"), date=response.headers.get("Date")
         ),
     )
+
+
+def lookup_without_credentials(exc: Exception) -> LookupFailed:
+    """No credentials for a lookup (`CREDENTIAL_FAILURES`): its token endpoint's reason and Retry-After travel
+    on, as a delivery's result carries them."""
+    return LookupFailed(str(exc), reason_code=exc.reason_code, retry_after=exc.retry_after)
 
 
 def describe_answer(response: Answer) -> str:
@@ -234,7 +241,7 @@ def batch_lookup_answer(response: Answer, action_keys: list[str]) -> dict[str, R
     if response.status_code in (401, 403):
         raise LookupFailed(f"receiver refused the credentials (HTTP {response.status_code})")
     if response.status_code != 200:
-        raise lookup_refused("batch lookup", response)
+        raise lookup_refused(f"batch lookup answered HTTP {response.status_code}", response)
     try:
         document = response.json()
         tasks = [remote_task(item) for item in document["items"]]

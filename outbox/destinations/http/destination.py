@@ -287,7 +287,7 @@ class HttpDestination(Destination):
         if response.status_code == 404:
             return None
         if response.status_code != 200:
-            raise lookup_refused("lookup", response)
+            raise lookup_refused(f"lookup answered HTTP {response.status_code}", response)
         try:
             return remote_task(response.json())
         except (ValueError, KeyError, TypeError) as exc:
@@ -308,7 +308,7 @@ class HttpDestination(Destination):
     def list_keys(self, *, after: str = "", limit: int = 500) -> list[RemoteTask]:
         response = self._get("/tasks", {"after": after, "limit": limit})
         if response.status_code != 200:
-            raise lookup_refused("key listing", response)
+            raise lookup_refused(f"key listing answered HTTP {response.status_code}", response)
         try:
             return [remote_task(item) for item in response.json()["items"]]
         except (ValueError, KeyError, TypeError) as exc:

@@ -6,11 +6,15 @@ with the destination's own connections and credentials (`send`, `headers`); Look
 from collections.abc import Callable
 
 from outbox.destinations.base import Destination, LookupFailed, WorkAnswer
-from outbox.destinations.http.answers import CALL_FAILURES, describe_answer
+from outbox.destinations.http.answers import (
+    CALL_FAILURES,
+    describe_answer,
+    lookup_refused,
+    lookup_without_credentials,
+)
 from outbox.destinations.http.connections import Answer
 from outbox.destinations.idempotency_key.auth import CREDENTIAL_FAILURES
 from outbox.destinations.idempotency_key.contract import FieldMissing, NoEntry, SeveralEntries, dig
-from outbox.failures import parse_retry_after
 
 GONE = (404, 410)
 
@@ -36,19 +40,13 @@ def read_work_over_http(
         raise LookupFailed(f"{name} not reachable: {type(exc).__name__}") from exc
     except CREDENTIAL_FAILURES as exc:
         # Its token endpoint's Retry-After travels on: the read's permit holds the destination.
-        raise LookupFailed(
-            str(exc), reason_code=exc.reason_code, retry_after=exc.retry_after
-        ) from exc
+        raise lookup_without_credentials(exc) from exc
     if response.status_code in GONE:
         return WorkAnswer(found=False, asked=f"{asked} answered {response.status_code}")
     if not 200 <= response.status_code < 300:
         # A 429 or 503 with Retry-After asks the whole destination to wait: the read's permit holds it.
-        raise LookupFailed(
-            f"work status read {asked} answered {describe_answer(response)}",
-            status_code=response.status_code,
-            retry_after=parse_retry_after(
-                response.headers.get("Retry-After"), date=response.headers.get("Date")
-            ),
+        raise lookup_refused(
+            f"work status read {asked} answered {describe_answer(response)}", response
         )
     try:
         value = dig(response.json(), source.value_at, single=True)

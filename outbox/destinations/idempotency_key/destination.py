@@ -21,7 +21,13 @@ import urllib3
 
 from lib.telemetry import call_span, note, trace_headers
 from outbox.destinations.base import Destination, LookupFailed, RemoteTask, WorkAnswer
-from outbox.destinations.http.answers import CALL_FAILURES, call_failure, describe_answer
+from outbox.destinations.http.answers import (
+    CALL_FAILURES,
+    call_failure,
+    describe_answer,
+    lookup_refused,
+    lookup_without_credentials,
+)
 from outbox.destinations.http.connections import (
     Answer,
     Direct,
@@ -319,7 +325,7 @@ class IdempotencyKeyHttpDestination(Destination):
         try:
             headers = self.config.credentials.headers()
         except CREDENTIAL_FAILURES as exc:
-            raise _credential_lookup_failure(exc) from exc
+            raise lookup_without_credentials(exc) from exc
         path, body = lookup.path_for(quote(action_key, safe="")), None
         if lookup.search:
             path, body = lookup.search.request(action_key)
@@ -330,20 +336,14 @@ class IdempotencyKeyHttpDestination(Destination):
         except CALL_FAILURES as exc:
             raise LookupFailed(f"{self.name} not reachable: {type(exc).__name__}") from exc
         except CREDENTIAL_FAILURES as exc:
-            raise _credential_lookup_failure(exc) from exc
+            raise lookup_without_credentials(exc) from exc
         if response.status_code in lookup.not_found:
             return None
         if response.status_code in (401, 403):
             raise LookupFailed(f"{self.name} refused the credentials (HTTP {response.status_code})")
         if not 200 <= response.status_code < 300:
             # A 429 or 503 with Retry-After asks the whole destination to wait: the caller's permit holds it.
-            raise LookupFailed(
-                f"lookup answered {describe_answer(response)}",
-                status_code=response.status_code,
-                retry_after=parse_retry_after(
-                    response.headers.get("Retry-After"), date=response.headers.get("Date")
-                ),
-            )
+            raise lookup_refused(f"lookup answered {describe_answer(response)}", response)
         return self._remote_task(action_key, _lookup_body(response))
 
     def _remote_task(self, action_key: str, body: object) -> RemoteTask | None:
@@ -379,12 +379,6 @@ class IdempotencyKeyHttpDestination(Destination):
             "it holds, so a reconciliation run cannot compare this destination's side; each key is "
             "checked by lookup instead"
         )
-
-
-def _credential_lookup_failure(exc: Exception) -> LookupFailed:
-    """No credentials for a lookup (`CREDENTIAL_FAILURES`): its token endpoint's Retry-After travels on, as
-    a delivery's result carries it."""
-    return LookupFailed(str(exc), reason_code=exc.reason_code, retry_after=exc.retry_after)
 
 
 def _json_or_none(response: Answer) -> object:
