@@ -23,14 +23,10 @@ HOLDING_STATUSES = frozenset({429, 503})
 LIMIT_CEILING = 10_000
 # Who may set limits (with an operator role in some workspace): the Meta permission of DestinationHealth.
 SET_LIMITS_PERMISSION = "outbox.set_destination_limits"
-# How a lookup refused by the limits (nothing asked) begins its error: settlement's words tell it from a
-# receiver that was asked and could not answer.
+# How the words of a lookup refused by the limits (nothing asked) begin, wherever its error is shown. Words
+# only: whether a receiver was asked is carried by the refusal itself (`DestinationBusy`, settlement's
+# `Unanswered.asked`), never read back from them.
 NOT_ASKED = "not asked: "
-
-
-def lookup_not_asked(error: str) -> bool:
-    """The lookup error says the receiver was not asked (its limits or a hold refused the lookup)."""
-    return error.startswith(NOT_ASKED)
 
 
 class DestinationLimited(OutboxError):

@@ -7,11 +7,12 @@ found with another, not found). They only decide; `outbox/services/outcomes.py` 
 """
 
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from outbox.clock import DbNow, db_now, db_now_plus
 from outbox.destinations import Destination, Lookups, RemoteTask
 from outbox.failures import UNREACHABLE_REASONS, DeliveryResult
-from outbox.limit_rules import NOT_ASKED, lookup_not_asked
+from outbox.limit_rules import NOT_ASKED
 from outbox.models import (
     UNKNOWN_OUTCOME_CLASSES,
     AttemptOutcome,
@@ -170,15 +171,30 @@ class Settlement:
     changes: dict = field(default_factory=dict)
 
 
+class Unanswered(NamedTuple):
+    """Why nothing is known about a key: `error`, and whether the receiver was asked. Not asked (`asked`
+    False: its destination's limits or a hold refused the lookup, `LookupFailed.asked`), `error` is what
+    refused it; asked, why its lookup failed. The flag is carried from the refusal, never read from words."""
+
+    error: str
+    asked: bool = True
+
+    @property
+    def words(self) -> str:
+        """The error as every screen shows it: a refusal's led by NOT_ASKED."""
+        return self.error if self.asked else f"{NOT_ASKED}{self.error}"
+
+
 def settlement_without_answer(
-    handoff: Handoff, destination: Lookups, lookup_error: str
+    handoff: Handoff, destination: Lookups, unanswered: Unanswered
 ) -> Settlement:
+    lookup_error = unanswered.words
     if handoff.state == S.UNCERTAIN and destination.replays_same_key:
         # The contract: a repeat with the same key and body answers the original, never a second effect.
         unknown = (
-            f"{destination.name} was not asked ({lookup_error.removeprefix(NOT_ASKED)})"
-            if lookup_not_asked(lookup_error)
-            else f"{destination.name} could not answer ({lookup_error})"
+            f"{destination.name} could not answer ({unanswered.error})"
+            if unanswered.asked
+            else f"{destination.name} was not asked ({unanswered.error})"
         )
         return Settlement(
             S.PENDING,

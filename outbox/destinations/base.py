@@ -54,6 +54,10 @@ class LookupFailed(Exception):
     token endpoint's), `reason_code` and `retry_after` (seconds) say so: the lookup's permit then holds the
     whole destination as a delivery's answer does (`outbox/limit_rules.py` `Permit.asked_to_wait`)."""
 
+    # Whether a request reached the receiver: False only for a lookup its destination's limits or a hold
+    # refused before asking (`outbox/services/lookup_limits.py` DestinationBusy), whatever the words say.
+    asked = True
+
     def __init__(
         self,
         message: str = "",

@@ -45,7 +45,15 @@ T = TypeVar("T")
 
 
 class DestinationBusy(LookupFailed):
-    """No permit in time: the destination is held (Retry-After) or at its limits. Nothing was asked."""
+    """No permit in time: the destination is held (Retry-After) or at its limits. Nothing was asked: the
+    receiver was not asked (`asked` False, whatever the words), and `refused` says what refused it. Its
+    words are the refusal's, led by NOT_ASKED."""
+
+    asked = False
+
+    def __init__(self, refused: str):
+        super().__init__(f"{NOT_ASKED}{refused}")
+        self.refused = refused
 
 
 class EachAnswered(NamedTuple):
@@ -175,7 +183,7 @@ class LimitedLookups(Lookups):
                     self.destination.name, refused, deadline
                 ):
                     self.refused = refused.reason
-                    raise DestinationBusy(f"{NOT_ASKED}{refused.reason}") from refused
+                    raise DestinationBusy(refused.reason) from refused
                 time.sleep(refused.wait_seconds)
             else:
                 self.refused = ""

@@ -10,8 +10,8 @@ from lib.telemetry import handoff_span
 from outbox.destinations import Destination, LookupFailed, Lookups, RemoteTask, destination_named
 from outbox.models import NEEDS_PERSON_STATES, Handoff, HandoffState
 from outbox.models.states import DeliveredCode
-from outbox.outcomes import settlement_for, settlement_without_answer
-from outbox.services.lookup_limits import LimitedLookups, lookups_under_limits
+from outbox.outcomes import Unanswered, settlement_for, settlement_without_answer
+from outbox.services.lookup_limits import DestinationBusy, LimitedLookups, lookups_under_limits
 from outbox.services.transitions import handoff_transition
 
 S = HandoffState
@@ -21,14 +21,21 @@ S = HandoffState
 PERSON_LOOKUP_WAIT_SECONDS = 5.0
 
 
-def _ask_receiver(destination: Lookups, action_key: str) -> tuple[RemoteTask | None, str]:
-    """The receiver's task for the key and "", or None and why nothing is known."""
+def _ask_receiver(
+    destination: Lookups, action_key: str
+) -> tuple[RemoteTask | None, Unanswered | None]:
+    """The receiver's task for the key and None, or None and why nothing is known (whether it was asked
+    carried from the failure: a lookup its limits or a hold refused was not)."""
     if not destination.supports_lookup:
-        return None, "the destination cannot be asked about a key; check at the receiver by hand"
+        return None, Unanswered(
+            "the destination cannot be asked about a key; check at the receiver by hand"
+        )
     try:
-        return destination.lookup(action_key), ""
+        return destination.lookup(action_key), None
+    except DestinationBusy as exc:
+        return None, Unanswered(exc.refused, asked=False)
     except LookupFailed as exc:
-        return None, str(exc)
+        return None, Unanswered(str(exc))
 
 
 def handoff_settle(
@@ -102,7 +109,7 @@ def _apply_settlement(
     handoff_id: int,
     destination: Lookups,
     remote: RemoteTask | None,
-    lookup_error: str,
+    lookup_error: Unanswered | None,
     *,
     actor,
     actor_label: str,
@@ -113,10 +120,10 @@ def _apply_settlement(
         return Handoff.objects.using(DB).values_list("state", flat=True).get(pk=handoff_id)
     settled = (
         settlement_without_answer(locked, destination, lookup_error)
-        if lookup_error
+        if lookup_error is not None
         else settlement_for(locked, remote, destination)
     )
-    if settled.to_state is None and lookup_error and actor is None:
+    if settled.to_state is None and lookup_error is not None and actor is None:
         return locked.state  # nothing learnt, nobody asked: no event
     handoff_transition(
         locked,

@@ -27,7 +27,7 @@ from outbox.clock import POSTGRES_NOW_PLUS, db_now, db_now_plus
 from outbox.destinations import Lookups, RemoteTask
 from outbox.dispatch.leases import Renewed
 from outbox.models import Handoff, HandoffEvent, HandoffState
-from outbox.outcomes import Settlement, settlement_for, settlement_without_answer
+from outbox.outcomes import Settlement, Unanswered, settlement_for, settlement_without_answer
 from outbox.services.moves import move_changes, transition_changes
 from outbox.services.transitions import lock_with_compensated_steps
 from outbox.services.workflows import record_successors
@@ -298,7 +298,7 @@ def _record_locked(answers: list[SettlementAnswer], destination: Lookups) -> dic
 
 def _meaning(handoff: Handoff, answer: SettlementAnswer, destination: Lookups) -> Settlement:
     if answer.error:
-        return settlement_without_answer(handoff, destination, answer.error)
+        return settlement_without_answer(handoff, destination, Unanswered(answer.error))
     return settlement_for(handoff, answer.remote, destination)
 
 
