@@ -14,6 +14,12 @@ databases as they are (`bench/e2e.py` hands over its largest growth run this way
 The source rows carry the work status the receiver reports ('open'), as after an earlier run: a run
 records only changes, so the figure is the steady state, not a first run writing every row.
 The run must report no findings: the data agree, so any finding is a bug and the benchmark fails.
+
+With `--keep` the filled databases (`<BENCH_DB_PREFIX>_recon_kept_<N>_source` and `_delivery`) stay after the run,
+marked with what made them (`bench/kept.py`), and a later run reuses them while the mark and their shape hold
+(N handoffs and N receiver tasks, every index valid; a migration file added since is migrated forward): `make
+bench` measures the aim's 10,000,000 keys this way, the fill (about 150 s on 2 idle cores) made once, by
+`make bench-reconcile-10m` (`--fill-only`) or by the first run that finds them missing or stale.
 """
 
 import argparse
@@ -25,8 +31,11 @@ import sys
 import time
 from pathlib import Path
 
+import psycopg
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench import kept  # noqa: E402
 from bench.harness import (  # noqa: E402
     PRELOAD_FIRST,
     Bench,
@@ -37,17 +46,62 @@ from bench.harness import (  # noqa: E402
 )
 from bench.pairs import watched, watched_line  # noqa: E402
 
+# What a kept pair rests on besides the two statements and the migrations: bump when the fill changes otherwise
+# (bulk_fill's way of filling, or rows seeded beside the statements).
+FILL_VERSION = "1"
+# Two runs on one cluster take turns on a kept pair (one would refill what the other measures).
+KEPT_LOCK = "SELECT pg_advisory_lock(hashtext(%s))"
+
+
+def fill_statements(n: int) -> tuple[str, str]:
+    return insert_handoffs_sql(PRELOAD_FIRST, n, state="delivered"), insert_receiver_tasks_sql(
+        PRELOAD_FIRST, n
+    )
+
 
 def fill(bench: Bench, n: int) -> float:
     """Both sides at once, each a set-based INSERT with its secondary indexes built after."""
+    handoffs, tasks = fill_statements(n)
     return bulk_fill_concurrently(
-        (
-            dsn(bench.source),
-            "outbox_handoff",
-            insert_handoffs_sql(PRELOAD_FIRST, n, state="delivered"),
-        ),
-        (dsn(bench.delivery), "delivery_receivertask", insert_receiver_tasks_sql(PRELOAD_FIRST, n)),
+        (dsn(bench.source), "outbox_handoff", handoffs),
+        (dsn(bench.delivery), "delivery_receivertask", tasks),
     )
+
+
+def kept_shape(n: int) -> dict[tuple[str, str], int]:
+    """The rows a kept pair of N keys holds: N handoffs, N receiver tasks."""
+    return {("source", "outbox_handoff"): n, ("delivery", "delivery_receivertask"): n}
+
+
+def kept_fill_mark(n: int) -> dict:
+    return kept.kept_mark("\n".join([*fill_statements(n), FILL_VERSION]))
+
+
+def prepare_kept(bench: Bench, n: int) -> None:
+    """The kept pair of N keys: reused while its mark and shape hold (migrated forward only when a migration
+    file was added since), else filled afresh and marked. Prints which, and why a refill."""
+    began = time.monotonic()
+    wanted = kept_fill_mark(n)
+    state = kept.kept_state(bench)
+    why = kept.stale(state, wanted, bench, kept_shape(n))
+    if not why:
+        if state["migrations"] != wanted["migrations"]:
+            bench._migrate([bench.source, bench.delivery])
+            kept.write_mark(bench, {**state, "migrations": wanted["migrations"]})
+        print(
+            f"kept databases reused (filled {state.get('built_at')} in {state.get('fill_seconds', 0):.0f} s), "
+            f"checked in {time.monotonic() - began:.1f} s",
+            flush=True,
+        )
+        return
+    print(
+        f"kept databases filled afresh ({why}): {n:,} handoffs and receiver tasks ...", flush=True
+    )
+    bench.setup()
+    seconds = fill(bench, n)
+    built_at = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    kept.write_mark(bench, {**wanted, "built_at": built_at, "fill_seconds": seconds})
+    print(f"  filled in {seconds:.1f} s", flush=True)
 
 
 def rss_mb() -> float:
@@ -91,7 +145,14 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=5000)
     parser.add_argument("--destination", choices=["in_process", "http", "both"], default="both")
     parser.add_argument(
-        "--keep", action="store_true", help="keep the benchmark databases afterwards"
+        "--keep",
+        action="store_true",
+        help="keep the filled databases for later runs, and reuse them while made as this one would",
+    )
+    parser.add_argument(
+        "--fill-only",
+        action="store_true",
+        help="with --keep: fill (or check) them, reconcile nothing",
     )
     parser.add_argument(
         "--source-db", help="reconcile this source database as it is (no fill, kept)"
@@ -101,15 +162,29 @@ def main() -> None:
     if bool(args.source_db) != bool(args.delivery_db):
         parser.error("--source-db and --delivery-db go together")
 
+    if args.fill_only and not args.keep:
+        parser.error("--fill-only goes with --keep")
+
     given = bool(args.source_db)
-    bench = Bench(prefix="recon", source=args.source_db, delivery=args.delivery_db)
+    bench = Bench(
+        prefix=f"recon_kept_{args.n}" if args.keep else "recon",
+        source=args.source_db,
+        delivery=args.delivery_db,
+    )
     baseline = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    # Held to the end: the kept pair is neither refilled nor checked while another run reconciles it.
+    lock = psycopg.connect(dsn("postgres"), autocommit=True)
     try:
         if given:
             print(
                 f"reconciling {args.n:,} keys of {bench.source} and {bench.delivery} as they are",
                 flush=True,
             )
+        elif args.keep:
+            lock.execute(KEPT_LOCK, (bench.source,))
+            prepare_kept(bench, args.n)
+            if args.fill_only:
+                return
         else:
             bench.setup()
             print(
@@ -167,12 +242,12 @@ def main() -> None:
             )
     finally:
         bench.stop()
+        lock.close()
         if not args.keep and not given:
             drop_databases(bench)
 
 
 def drop_databases(bench: Bench) -> None:
-    import psycopg
     from django.db import connections
 
     connections.close_all()
