@@ -35,7 +35,8 @@ CSRF_TRUSTED_ORIGINS = [
 ]
 
 INSTALLED_APPS = [
-    "django.contrib.admin",
+    # The admin's ModelAdmins imported with the URLs, not at every process's start (config/admin_app.py).
+    "config.admin_app.AdminDiscoveredWithTheUrls",
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "axes",
