@@ -168,11 +168,20 @@ _INSTANCE_LINES = {
 }
 
 
+def _current_step(steps: list[StatusLine]) -> StatusLine | None:
+    """The step the request is at: the first whose work is not done that someone still owns. A step settled
+    with nothing more to happen (its deleted task accounted for by a repair, a settled row retention archived)
+    is passed over, so a later step's owner (the receiver's workers, say) owns the request's next step, as
+    `request.next_owner` says (docs/console.md). When no step left owns anything, the first not done."""
+    left = [s for s in steps if s.tone != YES]
+    return next((s for s in left if s.owner), left[0] if left else None)
+
+
 def _instance_line(approved: str, status: str, steps: list[StatusLine]) -> StatusLine:
     if status in _INSTANCE_LINES:
         text, tone, next_, owner = _INSTANCE_LINES[status]
         return StatusLine("Request", f"{approved}; {text}", tone, next_, owner)
-    current = next((s for s in steps if s.tone != YES), None)
+    current = _current_step(steps)
     if current is None:
         # Every step's line says its work is done (some steps perhaps archived by retention already).
         text, tone, next_, owner = _INSTANCE_LINES["complete"]

@@ -8,10 +8,11 @@ import pytest
 
 from approvals.models import Request, RequestState, Role
 from approvals.services import request_approve, request_cancel, request_correct_by_approver
+from console.evidence_words import WORKERS
 from console.request_evidence import statuses_of
 from console.selectors import requests_of
 from delivery.models import ReceiverTask
-from delivery.services import task_status_set
+from delivery.services import task_delete, task_status_set
 from outbox.dispatch.dispatcher import drain
 from outbox.hold_lines import destination_holds_now
 from outbox.models import (
@@ -28,6 +29,7 @@ from outbox.services.status_events import (
     handoff_record_status_event,
 )
 from reconciliation.services import reconciliation_run
+from reconciliation.services.repairs import manual_repair_record
 from tests.factories import (
     ONBOARDING_PAYLOAD,
     make_request,
@@ -133,6 +135,25 @@ def test_a_task_deleted_at_the_receiver_is_unknown_and_names_when_it_was_not_fou
     assert "but has none for this key now (reconciliation run" in line.text
     assert "may have been deleted there" in line.text
     assert status.headline.tone == "stuck"
+
+
+def test_a_step_settled_by_a_repair_of_its_deleted_task_passes_the_request_to_the_next(world):
+    """Step 1's task deleted at the receiver and a person's repair accounting for it: nothing more happens to
+    step 1 (its owner is nobody), while steps 2 and 3 wait for the receiver's workers. The request is at step
+    2 and its workers own its next step; it said "at step 1" and nobody (the oracle's fault run, seed
+    541143022, look 8: the truth is the first step someone owns)."""
+    request = approved_43(world)
+    drain()
+    first = Handoff.objects.get(action_key=f"{INSTANCE}:create_client")
+    task_delete(action_key=first.action_key)
+    reconciliation_run()
+    manual_repair_record(actor=world["olga"], what_was_done="checked by hand", handoff_id=first.pk)
+    status = status_of(request)
+    assert tones(status) == ["no", "waiting", "waiting"]
+    assert status.steps[0].owner == "" and "recorded a manual repair" in status.steps[0].text
+    assert status.headline.owner == WORKERS == status.steps[1].owner
+    assert "in progress at step 2 of 3: provision_account" in status.headline.text
+    assert status.headline.owner_claim.value == "workers"
 
 
 def test_every_step_done_is_the_only_green_request(world):
