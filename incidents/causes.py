@@ -98,6 +98,8 @@ def _handoff_key(pk: int, episode: datetime | None) -> str:
 PAUSE_WORDS = {
     PauseReason.CREDENTIAL: "credentials refused",
     PauseReason.UNREACHABLE: "unreachable",
+    # The API may be up: its token endpoint is what to look at.
+    PauseReason.TOKEN_ENDPOINT: TOKEN_ENDPOINT_DOWN,
 }
 
 
@@ -148,8 +150,6 @@ def destination_causes() -> list[Cause]:
             continue
         why = health.breaker_pause_reason or "paused"
         words = PAUSE_WORDS.get(why, why)
-        if (health.breaker_reason or "").startswith(TOKEN_ENDPOINT_DOWN):
-            words = TOKEN_ENDPOINT_DOWN  # the API may be up: its token endpoint is what to look at
         title = f"Destination {health.name} paused: {words}"
         if why == PauseReason.UNSERVABLE:
             title = f"Destination {health.name} cannot be served: {health.last_error}"[:200]

@@ -33,11 +33,14 @@ class Admission(Enum):
 
 
 def destination_failure(result: DeliveryResult) -> str:
-    """The pause reason this result stands for, or "" when it says nothing about the destination."""
+    """The pause reason this result stands for, or "" when it says nothing about the destination: its token
+    endpoint's outage is named apart from the API's (either counts towards the same pause)."""
     if result.delivered:
         return ""
     if result.failure_class == FailureClass.CREDENTIAL:
         return PauseReason.CREDENTIAL
+    if result.reason_code in TOKEN_ENDPOINT_UNAVAILABLE_REASONS:
+        return PauseReason.TOKEN_ENDPOINT
     if result.reason_code in UNREACHABLE_REASONS:
         return PauseReason.UNREACHABLE
     return ""

@@ -21,7 +21,8 @@ def default_max_requests_per_second() -> int | None:
 
 
 # The reason the old columns named for each of the breaker's hold kinds: kept as the incidents' cause
-# (`destination:<name>:<reason>`), so that an incident opened before this release stays the same cause.
+# (`destination:<name>:<reason>`), so that an incident opened before this release stays the same cause. A hold
+# that names its own (`DestinationHold.pause_reason`: its token endpoint's outage) says that one instead.
 PAUSE_REASON_OF_HOLD = {
     HoldKind.BREAKER: PauseReason.UNREACHABLE,
     HoldKind.CREDENTIAL: PauseReason.CREDENTIAL,
@@ -61,8 +62,8 @@ class DestinationHealthQuerySet(models.QuerySet):
     def with_breaker(self):
         """Annotated from the breaker's live hold (`DestinationHold.objects.of_breaker()`, the latest if
         several): `breaker_kind` (None: its breaker does not pause it), `breaker_reason` (the hold's reason),
-        `breaker_since` (its start). One query for a whole list; the model's `paused_by_breaker`,
-        `breaker_pause_reason` and `breaker_since` read these."""
+        `breaker_cause` (the hold's `pause_reason`), `breaker_since` (its start). One query for a whole list;
+        the model's `paused_by_breaker`, `breaker_pause_reason` and `breaker_since` read these."""
         rows = (
             DestinationHold.objects.of_breaker()
             .filter(destination=models.OuterRef("name"))
@@ -71,6 +72,7 @@ class DestinationHealthQuerySet(models.QuerySet):
         return self.annotate(
             breaker_kind=models.Subquery(rows.values("kind")[:1]),
             breaker_reason=models.Subquery(rows.values("reason")[:1]),
+            breaker_cause=models.Subquery(rows.values("pause_reason")[:1]),
             breaker_since=models.Subquery(rows.values("starts_at")[:1]),
         )
 
@@ -153,7 +155,8 @@ class DestinationHealth(models.Model):
     def not_seen(cls, name: str) -> "DestinationHealth":
         """A destination with no row yet, as a list shows it: nothing of the breaker's holds it (no query)."""
         health = cls(name=name)
-        health.breaker_kind = health.breaker_reason = health.breaker_since = None
+        health.breaker_kind = health.breaker_reason = health.breaker_cause = None
+        health.breaker_since = None
         return health
 
     def breaker_read(self) -> None:
@@ -169,6 +172,7 @@ class DestinationHealth(models.Model):
         )
         self.breaker_kind = hold.kind if hold else None
         self.breaker_reason = hold.reason if hold else None
+        self.breaker_cause = hold.pause_reason if hold else None
         self.breaker_since = hold.starts_at if hold else None
 
     @property
@@ -179,13 +183,20 @@ class DestinationHealth(models.Model):
 
     @property
     def breaker_pause_reason(self) -> str:
-        """Why its breaker pauses it (`PauseReason`, from the hold's kind); "" when it does not."""
+        """Why its breaker pauses it (`PauseReason`): its hold's own, else its kind's; "" when it does not."""
         self.breaker_read()
-        return PAUSE_REASON_OF_HOLD.get(self.breaker_kind, "")
+        if self.breaker_kind is None:
+            return ""
+        return self.breaker_cause or PAUSE_REASON_OF_HOLD.get(self.breaker_kind, "")
 
     @property
     def breaker_pause_words(self) -> str:
-        return PauseReason(self.breaker_pause_reason).label if self.breaker_pause_reason else ""
+        """Its pause reason's words within a sentence ("unreachable (connection failures or 5xx)"; "token
+        endpoint unavailable (the API was not called)"); "" when its breaker does not pause it."""
+        if not self.breaker_pause_reason:
+            return ""
+        label = str(PauseReason(self.breaker_pause_reason).label)
+        return label[:1].lower() + label[1:]
 
 
 class DestinationEvent(models.Model):

@@ -123,6 +123,10 @@ class DestinationHold(models.Model):
         default=False, db_default=False, help_text="Ends when a probe of the destination succeeds."
     )
     set_by = models.CharField(max_length=150, blank=True)
+    # A breaker's hold: why it pauses the destination (`PauseReason`), as the breaker decided it. Empty on the
+    # holds of a person, of Retry-After, and on the breaker's written before the column (its kind says why:
+    # `outbox/models/destinations.py` PAUSE_REASON_OF_HOLD); a database default for the previous release.
+    pause_reason = models.CharField(max_length=16, blank=True, default="", db_default="")
     ended_at = models.DateTimeField(
         null=True, blank=True, help_text="Ended early (by a person, a probe, a dispatcher)."
     )

@@ -133,6 +133,10 @@ class DestinationState(models.TextChoices):
 
 class PauseReason(models.TextChoices):
     UNREACHABLE = "unreachable", "Unreachable (connection failures or 5xx)"
+    # Its OAuth2 token endpoint's outage (`outbox/failures.py` TOKEN_ENDPOINT_UNAVAILABLE_REASONS): no call can
+    # reach the API without a token, so it pauses the destination as an outage does, but the API was not
+    # called and may well be up. A pause of the breaker's kind (`HoldKind.BREAKER`), its hold's `pause_reason`.
+    TOKEN_ENDPOINT = "token_endpoint", "Token endpoint unavailable (the API was not called)"
     CREDENTIAL = "credential", "Credentials refused (401/403)"
     # Held by a dispatcher that cannot serve it (`outbox/services/breaker.py` destination_hold): it cannot
     # be built, a secret it names is missing, or one call may outlive a lease. No probe: it is released

@@ -83,9 +83,16 @@ def destination_health_locked(name: str) -> DestinationHealth:
     # the wait, so a pause or resume committed by the worker it waited for would be unseen, and made twice.
     health.breaker_read()
     health.state = D.PAUSED if health.breaker_kind else D.ACTIVE
-    health.pause_reason = health.breaker_pause_reason
+    health.pause_reason = _column_reason(health.breaker_pause_reason)
     health.paused_at = health.breaker_since
     return health
+
+
+def _column_reason(reason: str) -> str:
+    """What the old `pause_reason` column gets for a pause (only written, for the previous release's
+    dispatchers): a reason that release knows, so a token endpoint's outage is its `unreachable`; the hold
+    says `token_endpoint` (`DestinationHold.pause_reason`), and every reader of this release reads the hold."""
+    return PauseReason.UNREACHABLE if reason == PauseReason.TOKEN_ENDPOINT else reason
 
 
 def _breaker_holds(name: str):
@@ -253,12 +260,20 @@ def _end_breaker_holds(name: str, reason: str) -> None:
 
 
 def _add_breaker_hold(
-    name: str, kind: str, reason: str, *, until_probe: bool, by: str, starts_at: datetime
+    name: str,
+    kind: str,
+    reason: str,
+    *,
+    pause_reason: str,
+    until_probe: bool,
+    by: str,
+    starts_at: datetime,
 ) -> None:
     DestinationHold.objects.using(DB).create(
         destination=name,
         kind=kind,
         reason=reason[:200],
+        pause_reason=pause_reason,
         starts_at=starts_at,
         until_probe=until_probe,
         set_by=by,
@@ -272,12 +287,20 @@ def _pause(health: DestinationHealth, reason: str, why: str, reason_code: str) -
     # One reading of the database's clock for the hold's start and the pause's: the incident quotes the
     # hold's, the destination's page the pause's, and two readings could fall either side of a second.
     since = db_time(DB)
-    health.pause_reason = reason
+    health.pause_reason = _column_reason(reason)
     health.paused_at = since
     health.probes = 0
     health.next_probe_at = db_now_plus(probe_delay(0, reason_code))
     kind = HoldKind.CREDENTIAL if reason == PauseReason.CREDENTIAL else HoldKind.BREAKER
-    _add_breaker_hold(health.name, kind, why, until_probe=True, by="the breaker", starts_at=since)
+    _add_breaker_hold(
+        health.name,
+        kind,
+        why,
+        pause_reason=reason,
+        until_probe=True,
+        by="the breaker",
+        starts_at=since,
+    )
 
 
 def _hold_for_share(health: DestinationHealth, verdict: Verdict) -> None:
@@ -350,6 +373,7 @@ def destination_hold(*, name: str, reason: str) -> bool:
                 name,
                 HoldKind.UNSERVABLE,
                 reason,
+                pause_reason=PauseReason.UNSERVABLE,
                 until_probe=False,
                 by="a dispatcher",
                 starts_at=since,

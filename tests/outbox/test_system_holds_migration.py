@@ -8,7 +8,6 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from outbox.models import DestinationHold
 from outbox.services.limits import destination_held
 from tests.migrations import latest, migrate
 
@@ -39,10 +38,11 @@ def test_the_columns_breaker_pause_and_retry_after_become_hold_rows():
     )
     health.objects.create(name="erp")
     try:
-        migrate(AFTER)
+        # The rows read through 0027's model: a later migration's column is not there yet.
+        holds = migrate(AFTER).get_model("outbox", "DestinationHold")
         rows = {
             h.destination: (h.kind, h.reason, h.until_probe, h.ends_at is None, h.set_by)
-            for h in DestinationHold.objects.all()
+            for h in holds.objects.all()
         }
         assert rows == {
             "crm": (

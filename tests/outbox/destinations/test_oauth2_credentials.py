@@ -11,6 +11,7 @@ from io import StringIO
 
 import pytest
 from django.core.management import call_command
+from django.test import Client
 
 from incidents.models import Incident, IncidentKind
 from incidents.services.incidents import incidents_sync
@@ -20,6 +21,7 @@ from outbox.destinations.lease_rule import lease_refusal
 from outbox.destinations.registry import describe_contract, destination_from_config
 from outbox.dispatch.dispatcher import dispatch_batch
 from outbox.failures import Outgoing
+from outbox.hold_lines import destination_holds_now
 from outbox.models import (
     Attempt,
     DestinationHealth,
@@ -28,10 +30,11 @@ from outbox.models import (
     FailureClass,
     Handoff,
     HandoffState,
+    HoldKind,
     PauseReason,
 )
 from outbox.payloads import payload_hash
-from tests.factories import ONBOARDING_PAYLOAD, HandoffFactory, retry_after_rows
+from tests.factories import ONBOARDING_PAYLOAD, HandoffFactory, onboarding_world, retry_after_rows
 from tests.outbox.destinations.oauth2_servers import CLIENT_ID, CLIENT_SECRET, start
 
 pytestmark = pytest.mark.django_db(databases=["default", "delivery"])
@@ -252,17 +255,36 @@ def test_a_token_endpoint_down_pauses_its_destination_naming_the_token_endpoint_
     assert waiting.reason_code == f"token_endpoint_http_{status}"
     assert waiting.attempts_in_run == 0, "the destination's outage spends no handoff's attempt"
     health = DestinationHealth.objects.get(name="crm")
+    # The old column, written for the previous release's dispatchers only, keeps a reason they know.
     assert (health.state, health.pause_reason) == (DestinationState.PAUSED, PauseReason.UNREACHABLE)
+    # The pause's reason is its hold's, carried as a field (not read from its words), as the lists read it.
+    assert health.breaker_pause_reason == PauseReason.TOKEN_ENDPOINT
+    listed = DestinationHealth.objects.paused_by_breaker().get(name="crm")
+    assert listed.breaker_pause_words == "token endpoint unavailable (the API was not called)"
     # Its hold, which every screen and `destinations holds` list, and its incident name the token endpoint.
     [hold] = DestinationHold.objects.filter(destination="crm", ended_at__isnull=True)
+    assert (hold.kind, hold.pause_reason) == (HoldKind.BREAKER, PauseReason.TOKEN_ENDPOINT)
     assert hold.reason.startswith(
         "token endpoint unavailable (the API was not called): 3 consecutive"
     )
     assert f"token_endpoint_http_{status}" in hold.reason
+    # `manage.py destinations holds` and the pages' hold lists print these lines.
+    [line] = destination_holds_now("crm").live
+    assert "token endpoint unavailable (the API was not called)" in line.words
+    client = Client()
+    client.force_login(onboarding_world()["olga"])
+    page = client.get("/health/").content.decode()
+    assert "Destination crm is paused since" in page
+    assert "(token endpoint unavailable (the API was not called))" in page
+    assert "unreachable (connection failures" not in page
     incidents_sync()
     [incident] = Incident.objects.filter(kind=IncidentKind.DESTINATION)
     assert incident.title == (
         "Destination crm paused: token endpoint unavailable (the API was not called)"
+    )
+    assert (incident.cause, incident.failure_class) == (
+        "destination:crm:token_endpoint",
+        PauseReason.TOKEN_ENDPOINT,
     )
     assert api.state()["requests"] == []
 

@@ -7,6 +7,8 @@ import pytest
 from django.utils import timezone
 
 from delivery.models import ReceiverTask
+from incidents.causes import destination_causes
+from outbox.breaker_rules import TOKEN_ENDPOINT_DOWN
 from outbox.dispatch.dispatcher import dispatch_batch, drain
 from outbox.failures import DeliveryResult
 from outbox.models import (
@@ -17,6 +19,7 @@ from outbox.models import (
     FailureClass,
     Handoff,
     HandoffState,
+    HoldKind,
     PauseReason,
 )
 from outbox.retry import RetryPolicy
@@ -107,6 +110,24 @@ def test_an_unservable_hold_and_its_pause_start_at_one_reading_of_the_clock():
     assert destination_hold(name="receiver", reason="no configuration for it")
     hold = DestinationHold.objects.get(destination="receiver", ended_at__isnull=True)
     assert (health().pause_reason, health().paused_at) == (PauseReason.UNSERVABLE, hold.starts_at)
+
+
+def test_a_breaker_hold_carries_its_pause_reason_and_one_without_reads_as_its_kind(make_handoff):
+    """The breaker's hold says why it pauses (`pause_reason`). One written before holds carried it (or by the
+    release before, which writes the column's default) keeps its meaning: its kind says `unreachable`, and its
+    incident stays the same cause, even when its words name the token endpoint (words are not read)."""
+    for n in range(1, 4):
+        make_handoff(n)
+    drain(destination=ScriptedDestination(*(unreachable() for _ in range(3))))
+    hold = DestinationHold.objects.get(destination="receiver", ended_at__isnull=True)
+    assert (hold.kind, hold.pause_reason) == (HoldKind.BREAKER, PauseReason.UNREACHABLE)
+
+    hold.reason, hold.pause_reason = f"{TOKEN_ENDPOINT_DOWN}: 3 consecutive failure(s)", ""
+    hold.save()
+    listed = DestinationHealth.objects.paused_by_breaker().get(name="receiver")
+    assert listed.breaker_pause_reason == PauseReason.UNREACHABLE
+    assert listed.breaker_pause_words == "unreachable (connection failures or 5xx)"
+    assert [c.cause for c in destination_causes()] == ["destination:receiver:unreachable"]
 
 
 def test_one_probe_call_at_a_time_and_its_success_resumes_the_destination(make_handoff):
