@@ -154,12 +154,19 @@ def _verdict_of(handoff: Handoff, remote: RemoteTask | None, idempotent: bool) -
     return ReplayVerdict.MISSING, "the receiver has no task for this key"
 
 
+def _unanswered(exc: LookupFailed) -> str:
+    """A failed lookup's note: one its destination's limits or a hold refused (another preview, a dispatcher
+    or a settler held the shared limit the whole wait; `LookupFailed.asked` False) was never made and says
+    "not asked: <what refused it>"; one made that failed, that the destination did not answer."""
+    return redact_text(str(exc) if not exc.asked else f"the destination did not answer: {exc}")
+
+
 def _ask(handoff: Handoff, lookups) -> tuple[str, str, str]:
     """(verdict, task id, note) of one handoff, asked through its destination's limited lookups."""
     try:
         remote = lookups.lookup(handoff.action_key)
     except LookupFailed as exc:
-        return ReplayVerdict.CANNOT_ASK, "", redact_text(f"the destination did not answer: {exc}")
+        return ReplayVerdict.CANNOT_ASK, "", _unanswered(exc)
     verdict, note = _verdict_of(handoff, remote, lookups.supports_idempotency)
     return verdict, (remote.task_id if remote else ""), note
 
@@ -169,8 +176,7 @@ def _ask_many(handoffs: list[Handoff], lookups) -> list[tuple[str, str, str]]:
     try:
         found = lookups.lookup_many([h.action_key for h in handoffs])
     except LookupFailed as exc:
-        note = redact_text(f"the destination did not answer: {exc}")
-        return [(ReplayVerdict.CANNOT_ASK, "", note)] * len(handoffs)
+        return [(ReplayVerdict.CANNOT_ASK, "", _unanswered(exc))] * len(handoffs)
     answers = []
     for handoff in handoffs:
         remote = found.get(handoff.action_key)
