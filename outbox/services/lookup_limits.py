@@ -18,6 +18,7 @@ An answer is also evidence that the destination is back: one paused by its break
 permit) resumes at once (`outbox/services/breaker.py` `destination_answered`), not at its next probe.
 """
 
+import threading
 import time
 from collections.abc import Callable
 from typing import NamedTuple, TypeVar
@@ -67,7 +68,9 @@ class EachAnswered(NamedTuple):
 class LimitedLookups(Lookups):
     """A destination's lookups, each one request under its limits: a permit for one request (waiting at most
     `wait_seconds` for it; refused: DestinationBusy, and `refused` says why), given back after the answer.
-    What the answers are worth (idempotency, whether the destination can be asked) is the destination's."""
+    What the answers are worth (idempotency, whether the destination can be asked) is the destination's.
+    One object may be shared by threads (a replay preview asks a few lookups at once through it): `refused`
+    is each thread's own, so one thread's permit never blanks another's refusal, nor the reverse."""
 
     HOLD_CHECK_SECONDS = HOLD_CHECK_SECONDS
 
@@ -75,7 +78,16 @@ class LimitedLookups(Lookups):
         self.destination = destination
         self.worker = worker
         self.wait_seconds = wait_seconds
-        self.refused = ""
+        self._refusals = threading.local()
+
+    @property
+    def refused(self) -> str:
+        """Why this thread's last permit was refused, or a run of its lookups stopped ("" when given)."""
+        return getattr(self._refusals, "why", "")
+
+    @refused.setter
+    def refused(self, why: str) -> None:
+        self._refusals.why = why
 
     @property
     def name(self) -> str:
