@@ -52,7 +52,7 @@ from outbox.page_clock import page_now
 from outbox.redaction import redact
 from outbox.selectors import (
     handoff_timeline,
-    handoff_visible,
+    handoffs_in,
     instance_handoffs,
     instance_status,
     last_successful_step,
@@ -64,7 +64,14 @@ from reconciliation.selectors import live_findings_of, repairs_of
 
 
 def _visible_or_404(request: HtmxHttpRequest, pk: int) -> Handoff:
-    handoff = handoff_visible(workspace_ids_for(request.user), pk)
+    # Who acknowledged it is read with it (its owner already is): the page names them, in a query of its own
+    # while rendering otherwise (issue 40). Still only within the user's workspaces, as `handoff_visible`.
+    handoff = (
+        handoffs_in(workspace_ids_for(request.user))
+        .select_related("acknowledged_by")
+        .filter(pk=pk)
+        .first()
+    )
     if handoff is None:
         raise Http404("no such handoff")
     return handoff
