@@ -9,6 +9,7 @@ connection test, a call to a system that serves every workspace (one per destina
 `outbox/services/connection_tests.py`).
 """
 
+import json
 from dataclasses import dataclass
 from functools import wraps
 
@@ -28,7 +29,7 @@ from outbox.destinations.registry import (
     DestinationUnavailable,
     default_destination_name,
     describe_contract,
-    destination_named,
+    destination_from_row,
     row_config,
     secret_sources,
     seed_config,
@@ -79,19 +80,26 @@ def _scope(request: HtmxHttpRequest) -> list[int]:
     return ids
 
 
-def _configs() -> dict[str, dict]:
+def _configs() -> dict[str, tuple[dict, bool, tuple | None]]:
+    """Each destination's whole configuration, whether it is enabled, and its row as stored (kind, enabled,
+    configuration; None for the default destination without a row), from one read of the rows."""
     configs = {row.name: row for row in DestinationConfig.objects.all()}
-    whole = {name: (row_config(row), row.enabled) for name, row in configs.items()}
-    whole.setdefault(default_destination_name(), (seed_config(), True))
+    whole = {
+        # The configuration as the database stores it (JSON text), as `destination_from_row` reads it.
+        name: (row_config(row), row.enabled, (row.kind, row.enabled, json.dumps(row.config)))
+        for name, row in configs.items()
+    }
+    whole.setdefault(default_destination_name(), (seed_config(), True, None))
     return whole
 
 
-def _described(name: str, enabled: bool) -> tuple[str, str]:
-    """Its contract in words, or why it cannot be used."""
+def _described(name: str, enabled: bool, row: tuple | None) -> tuple[str, str]:
+    """Its contract in words, or why it cannot be used: built from the row the page read (as
+    `destination_named` builds it from its own read of the row, a query a destination: issue 40)."""
     if not enabled:
         return "", "disabled: the dispatchers do not serve it"
     try:
-        return describe_contract(destination_named(name)), ""
+        return describe_contract(destination_from_row(name, row)), ""
     except DestinationUnavailable as exc:
         return "", str(exc)
 
@@ -103,8 +111,8 @@ def _views(
     wanted = names if names is not None else sorted(configs)
     views = []
     for summary in destination_summaries(wanted, scope):
-        config, enabled = configs.get(summary.name, ({}, False))
-        contract, problem = _described(summary.name, enabled)
+        config, enabled, row = configs.get(summary.name, ({}, False, None))
+        contract, problem = _described(summary.name, enabled, row)
         views.append(
             DestinationView(
                 summary=summary,

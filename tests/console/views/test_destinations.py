@@ -10,6 +10,7 @@ from django.db import connections
 from django.test.utils import CaptureQueriesContext
 from django.utils.html import escape
 
+from outbox.destinations.registry import describe_contract, destination_named
 from outbox.models import (
     DestinationConfig,
     DestinationEvent,
@@ -266,3 +267,22 @@ def test_the_list_reads_every_destinations_holds_in_one_query(world, crm):
     assert three_held == one_held
     rows = {d.name: d for d in olga.get("/destinations/").context["destinations"]}
     assert all(rows[n].summary.holds.held for n in ("crm", "erp", "mail"))
+
+
+def test_the_list_reads_the_destinations_rows_once_and_words_each_contract(world, crm):
+    """Each destination's contract comes from the row the page read: no read of its row a destination (issue
+    40), and the words are those of the destination as the dispatchers build it (`destination_named`)."""
+    olga = client_for(world["olga"])
+    few = _queries_of(olga, "/destinations/")
+    DestinationConfig.objects.create(
+        name="erp", kind="http", config={"url": "http://127.0.0.1:9/erp", "read_timeout": 7}
+    )
+    DestinationConfig.objects.create(name="mail", kind="in_process", config={})
+    DestinationConfig.objects.create(name="old", kind="in_process", config={}, enabled=False)
+    olga.get("/destinations/")
+    assert _queries_of(olga, "/destinations/") == few
+    rows = {d.name: d for d in olga.get("/destinations/").context["destinations"]}
+    for name in ("crm", "erp", "mail", "receiver"):
+        assert rows[name].contract == describe_contract(destination_named(name)), name
+        assert rows[name].problem == ""
+    assert rows["old"].problem == "disabled: the dispatchers do not serve it"
