@@ -16,12 +16,13 @@ import os
 from django.conf import settings
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
-# Patterns are resolved from this setting at each request; set before config.wsgi sets Django up.
-settings.ROOT_URLCONF = __name__
 
-import config.wsgi  # noqa: E402  (Django set up as `make run` sets it up)
+import config.wsgi  # noqa: E402  (Django set up as `make run` sets it up, the product's URLconf imported)
 
 application = config.wsgi.application
+# Patterns are resolved from this setting at each request; set after config.wsgi, which resolves the URLconf
+# at start-up (this module's, set before, would be read half imported, without its patterns).
+settings.ROOT_URLCONF = __name__
 
 from django.contrib.auth.decorators import login_required  # noqa: E402
 from django.http import HttpResponse  # noqa: E402
