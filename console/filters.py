@@ -1,5 +1,7 @@
 """The handoff list filter: workspace, state (with "retrying"), failure class, owner, age and text."""
 
+from typing import NamedTuple
+
 import django_filters
 from django.core.exceptions import ValidationError
 from django.db.models import Exists, OuterRef, Q, QuerySet
@@ -37,6 +39,35 @@ def readable_search(value: str) -> None:
         search_typed(value)
     except BadSearch as refused:
         raise ValidationError(str(refused)) from refused
+
+
+class Operator(NamedTuple):
+    """An operator as the list's owner filter and assign menu name them (`op.pk`, `op.get_username`)."""
+
+    pk: int
+    username: str
+    active: bool
+
+    def get_username(self) -> str:
+        return self.username
+
+
+def operators_in(workspace_ids: list[int]) -> list[tuple[int, Operator]]:
+    """(workspace, operator) for every operator role held in the workspaces, by username: one query that
+    both the owner filter's choices (`HandoffFilter`) and the list's assign menu (`assign_targets`) read."""
+    rows = (
+        Membership.objects.filter(workspace_id__in=workspace_ids, role=Role.OPERATOR)
+        .order_by("user__username", "workspace_id")
+        .values_list("workspace_id", "user_id", "user__username", "user__is_active")
+    )
+    return [(ws, Operator(pk, name, active)) for ws, pk, name, active in rows]
+
+
+def assign_targets(roles: list[tuple[int, Operator]], workspace_ids) -> list[Operator]:
+    """Active operators of any of `workspace_ids`, by username, each once: what `approvals.selectors.operators_of`
+    answers, from `operators_in`'s rows."""
+    chosen = set(workspace_ids)
+    return list({op.pk: op for ws, op in roles if ws in chosen and op.active}.values())
 
 
 def owner_who_cannot_act() -> Q:
@@ -79,8 +110,10 @@ class HandoffFilter(django_filters.FilterSet):
         *,
         request=None,
         workspace_ids: list[int] | None = None,
+        operators: list[tuple[int, Operator]] | None = None,
         **kwargs,
     ):
+        """`operators`: `operators_in(workspace_ids)` when the caller read it already (else read here)."""
         super().__init__(data, queryset, request=request, **kwargs)
         # The workspaces' own handoffs unless the product's alert notifications are asked for: those are
         # counted apart (Health's alert-channel line), never as a workspace's business. Unbound too.
@@ -90,14 +123,11 @@ class HandoffFilter(django_filters.FilterSet):
         self.filters["workspace"].extra["choices"] = [
             (str(pk), f"{name} (#{pk})") for pk, name in workspace_names(ids).items()
         ]
-        operators = (
-            Membership.objects.filter(workspace_id__in=ids, role=Role.OPERATOR)
-            .order_by("user__username")
-            .values_list("user_id", "user__username")
-            .distinct()
-        )
+        if operators is None:
+            operators = operators_in(ids)
+        named = {op.pk: op.username for _ws, op in operators}
         self.filters["owner"].extra["choices"] = [("me", "me"), ("nobody", "nobody")] + [
-            (str(pk), name) for pk, name in operators
+            (str(pk), name) for pk, name in named.items()
         ]
 
     def filter_state(self, queryset: QuerySet, name: str, value: str) -> QuerySet:

@@ -13,12 +13,9 @@ from django.views.decorators.http import require_GET
 from django_htmx.http import push_url
 
 from approvals.models import Role
-from approvals.selectors import (
-    operators_of,
-    workspace_ids_for,
-)
+from approvals.selectors import workspace_ids_for
 from console.destination_holds import destination_held, handoff_rows
-from console.filters import HandoffFilter, handoff_list_page
+from console.filters import HandoffFilter, assign_targets, handoff_list_page, operators_in
 from console.waiting_status import case_hold_mark
 from lib.htmx import HtmxHttpRequest
 from lib.querystring import BadQueryValue, id_or_none, keyset_cursor, parse_keyset_cursor
@@ -129,6 +126,7 @@ def list_context(request: HtmxHttpRequest, data: dict[str, str]) -> dict:
         queryset=handoffs_in(visible).select_related("case_hold"),
         request=request,
         workspace_ids=visible,
+        operators=(operators := operators_in(visible)),  # for the assign menu too: one read
     )
     # A search it cannot read (`readable_search`) lists nothing, with the reason, rather than every handoff.
     search_refused = " ".join(handoff_filter.errors.get("q", []))
@@ -158,7 +156,7 @@ def list_context(request: HtmxHttpRequest, data: dict[str, str]) -> dict:
         "filter_query": query,
         "next_url": next_url,
         "first_url": "?" + query if request.GET.get("after") else "",
-        "operators": operators_of(sorted(operator_ws)) if operator_ws else [],
+        "operators": assign_targets(operators, operator_ws),
         # A replay covers the operator's workspaces (POST /incidents/replays/from-filter): offered unless the
         # filter names a workspace where the user is not an operator.
         "may_replay": bool(operator_ws)
