@@ -7,6 +7,12 @@ Creates its own databases (`<BENCH_DB_PREFIX>_console_source` and `_delivery`), 
 full timeline) in SQL with the indexes rebuilt after (`harness.bulk_fill`), vacuums and analyzes it, then
 requests each page through Django's full middleware stack in-process (the test client: no network, no
 browser) and prints the median and 95th percentile per page in milliseconds.
+
+With `--keep` the filled databases are kept as `<BENCH_DB_PREFIX>_console_kept_<rows>_source` and `_delivery`,
+marked with what made them (`bench/kept.py`), and never measured on: the pages write (each operator's session,
+the search limit's slots, the last sign-in), so every run measures on a copy of them (`CREATE DATABASE …
+TEMPLATE`), made while their mark, their rows and their age hold (`KEPT_HOURS`: the rows' times are the fill's
+`now()`), else the run fills afresh and keeps that.
 """
 
 import argparse
@@ -20,6 +26,7 @@ from urllib.parse import quote
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench import kept  # noqa: E402
 from bench.harness import Bench, bulk_fill, dsn  # noqa: E402
 from bench.pairs import watched, watched_line  # noqa: E402
 
@@ -32,7 +39,7 @@ SELECT 'onboarding:' || ws || ':' || n || ':1', 'onboarding', ws, 'request ' || 
     'onboarding-v1', ('{"client_name":"Client ' || n || '","plan":"standard"}')::jsonb, md5(n::text) || md5(n::text),
     'receiver', st,
     CASE WHEN st = 'pending' AND n %% 2 = 0 THEN 3 ELSE 1 END, 1,
-    CASE WHEN st = 'pending' AND n %% 2 = 0 THEN now() + interval '5 minutes' ELSE now() END,
+    CASE WHEN st = 'pending' AND n %% 2 = 0 THEN now() + interval '1 day' ELSE now() END,
     '', 1,
     CASE WHEN st = 'delivered' THEN md5(n::text) ELSE '' END,
     CASE st WHEN 'needs_attention' THEN 'transient' WHEN 'uncertain' THEN 'uncertain'
@@ -71,38 +78,43 @@ def measure(client, url: str, repeat: int, **headers) -> tuple[float, float, int
     return statistics.median(samples), p95, status
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rows", type=int, default=100_000)
-    parser.add_argument("--repeat", type=int, default=30)
-    args = parser.parse_args()
+# A kept fill's rows are as old as the fill: after this long the pages' time filters (the list's age, a day's
+# retry backoff) would read another mix than a fresh fill's, so it is filled afresh.
+KEPT_HOURS = 12
+# What the kept databases rest on besides the two statements and the migrations: bump when the rows seeded
+# beside them (people, requests, the measured handoff's attempts) change.
+FILL_VERSION = "1"
+REQUESTS = 200
+TARGET_ATTEMPTS = 6
 
-    # Every page is requested `--repeat` times (and once to warm) by one user: the search's per-person limit
-    # (CALL_LIMITS) would answer most of them 429, which is not the page's time. The limit is as many slots as the
-    # searches made, no more: each slot is a row written on the limit's first use (slot_take_for), and a limit of
-    # a million made the first search write a million rows.
-    bench = Bench(
-        prefix="console",
-        DJANGO_ALLOWED_HOSTS="testserver",
-        CALL_LIMIT_SEARCHES=str(args.repeat + 11),
-    ).setup()
-    os.environ.update(bench.env)
-    import django
 
-    django.setup()
-    from django.conf import settings
+def kept_fill_mark(rows: int) -> dict:
+    return kept.kept_mark("\n".join([FILL_SQL, EVENTS_SQL, str(rows), FILL_VERSION]))
+
+
+def kept_shape(rows: int) -> dict[tuple[str, str], int]:
+    """The rows a kept fill holds: the handoffs, one event each and the measured one's, its attempts, the
+    approvers' requests, the three people, and no session."""
+    return {
+        ("source", "outbox_handoff"): rows,
+        ("source", "outbox_handoffevent"): rows + TARGET_ATTEMPTS,
+        ("source", "outbox_attempt"): TARGET_ATTEMPTS,
+        ("source", "approvals_request"): REQUESTS,
+        ("source", "auth_user"): 3,
+        ("source", "django_session"): 0,
+    }
+
+
+def fill(rows: int) -> float:
+    """The people, the approvers' requests, the outbox and the measured handoff's history, into the databases
+    Django is set up on. Returns seconds."""
     from django.contrib.auth import get_user_model
     from django.db import connection
-    from django.test import Client
 
     from approvals.models import Membership, Request, RequestState, Role, Workspace
     from outbox.models import Attempt, Handoff, HandoffEvent
 
-    # No collectstatic for a benchmark: plain static URLs.
-    settings.STORAGES = {
-        **settings.STORAGES,
-        "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
-    }
+    started = time.perf_counter()
     User = get_user_model()
     w7 = Workspace.objects.create(pk=7, name="Client onboarding")
     Workspace.objects.create(pk=8, name="Supplier onboarding")
@@ -111,7 +123,7 @@ def main() -> None:
     bob = User.objects.create_user("bob")
     Membership.objects.create(user=olga, workspace=w7, role=Role.OPERATOR)
     Membership.objects.create(user=alice, workspace=w7, role=Role.APPROVER)
-    for number in range(1, 201):
+    for number in range(1, REQUESTS + 1):
         Request.objects.create(
             workspace=w7,
             number=100_000 + number,
@@ -120,28 +132,22 @@ def main() -> None:
             state=RequestState.AWAITING_APPROVAL,
             requested_by=bob,
         )
-
-    started = time.perf_counter()
+    source = connection.settings_dict["NAME"]
     # `harness.bulk_fill`: each table's indexes dropped for its INSERT … SELECT and rebuilt after, one a core at
     # once (2026-12-06, 2 interleaved pairs at loads 6-8: 59 s and 36 s against 90 s and 68 s with the indexes
     # in place), then vacuumed and analyzed, as a long-lived outbox is: autovacuum otherwise took each freshly
     # filled table during the pages' measurement (a core of two; the events' table 25 s into it), and plans
     # depend on the visibility map it sets (with it, the header's count read the outbox sequentially).
-    bulk_fill(dsn(bench.source), "outbox_handoff", FILL_SQL % {"rows": args.rows, "owner": olga.pk})
-    bulk_fill(dsn(bench.source), "outbox_handoffevent", EVENTS_SQL)
+    bulk_fill(dsn(source), "outbox_handoff", FILL_SQL % {"rows": rows, "owner": olga.pk})
+    bulk_fill(dsn(source), "outbox_handoffevent", EVENTS_SQL)
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE")
     print(
         f"filled {Handoff.objects.count()} handoffs and {HandoffEvent.objects.count()} events "
         f"in {time.perf_counter() - started:.1f}s"
     )
-
-    target = (
-        Handoff.objects.filter(workspace_id=7, state="needs_attention")
-        .order_by("-created_at")
-        .first()
-    )
-    for number in range(1, 7):
+    target = measured_handoff()
+    for number in range(1, TARGET_ATTEMPTS + 1):
         Attempt.objects.create(
             handoff=target,
             number=number,
@@ -162,6 +168,80 @@ def main() -> None:
             actor_label="bench:1",
             reason="transient failure (http_503)",
         )
+    return time.perf_counter() - started
+
+
+def measured_handoff():
+    from outbox.models import Handoff
+
+    return (
+        Handoff.objects.filter(workspace_id=7, state="needs_attention")
+        .order_by("-created_at", "-id")
+        .first()
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=100_000)
+    parser.add_argument("--repeat", type=int, default=30)
+    parser.add_argument(
+        "--keep",
+        action="store_true",
+        help="keep the filled databases for later runs, and measure on a copy of them while they hold",
+    )
+    parser.add_argument(
+        "--fill-only",
+        action="store_true",
+        help="with --keep: fill (or check) them, measure nothing",
+    )
+    args = parser.parse_args()
+    if args.fill_only and not args.keep:
+        parser.error("--fill-only goes with --keep")
+
+    # Every page is requested `--repeat` times (and once to warm) by one user: the search's per-person limit
+    # (CALL_LIMITS) would answer most of them 429, which is not the page's time. The limit is as many slots as the
+    # searches made, no more: each slot is a row written on the limit's first use (slot_take_for), and a limit of
+    # a million made the first search write a million rows.
+    bench = Bench(
+        prefix="console",
+        DJANGO_ALLOWED_HOSTS="testserver",
+        CALL_LIMIT_SEARCHES=str(args.repeat + 11),
+    )
+    kept_pair = Bench(prefix=f"console_kept_{args.rows}")
+    wanted = kept_fill_mark(args.rows)
+    why, turn = kept.copy_or_setup(
+        kept_pair, bench, wanted, kept_shape(args.rows), KEPT_HOURS, args.keep
+    )
+    os.environ.update(bench.env)
+    import django
+
+    django.setup()
+    from django.conf import settings
+    from django.contrib.auth import get_user_model
+    from django.db import connection, connections
+    from django.test import Client
+
+    from outbox.models import Handoff
+
+    if why:
+        fill_seconds = fill(args.rows)
+        if args.keep:
+            connections.close_all()
+            kept.keep_copy(bench, kept_pair, wanted, fill_seconds)
+    turn.close()
+    if args.fill_only:
+        return
+
+    # No collectstatic for a benchmark: plain static URLs.
+    settings.STORAGES = {
+        **settings.STORAGES,
+        "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+    }
+    User = get_user_model()
+    olga = User.objects.get(username="olga")
+    alice = User.objects.get(username="alice")
+    target = measured_handoff()
 
     operator, approver = Client(), Client()
     operator.force_login(olga)

@@ -28,6 +28,12 @@ Times are the client's (request sent to last byte read, over a local socket): wh
 server queueing included. Prints median and p95 per page for both, and the figures as JSON for
 `bench/report.py`. The aim (issue 26): median < 50 ms and p95 < 150 ms per page with 20 operators at
 10,000,000 handoffs.
+
+With `--keep` the filled databases are kept as `<BENCH_DB_PREFIX>_console_ops_kept_<rows>_<operators>_source`
+and `_delivery`, marked with what made them (`bench/kept.py`), and never measured on: the pages write (each
+operator's session, the search limit's slots, the last sign-in), so every run measures on a copy of them
+(`CREATE DATABASE … TEMPLATE`), made while their mark, their rows and their age hold (`KEPT_HOURS`: the rows'
+times are the fill's `now()`), else the run fills afresh and keeps that.
 """
 
 import argparse
@@ -44,6 +50,7 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench import console_operators_fill, kept  # noqa: E402
 from bench.console_operators_fill import fill  # noqa: E402
 from bench.harness import PYTHON, ROOT, Bench, write_json  # noqa: E402
 from bench.pairs import (  # noqa: E402
@@ -56,6 +63,36 @@ from bench.pairs import (  # noqa: E402
 )
 
 AIM_MEDIAN_MS, AIM_P95_MS = 50.0, 150.0
+# A kept fill's rows are as old as the fill: after this long the pages' time filters (the list's age, a day's
+# retry backoff, the last two days' pending and attempts) would read another mix than a fresh fill's.
+KEPT_HOURS = 12
+# What the kept databases rest on besides the fill's statements and the migrations: bump when the rows seeded
+# beside them (workspaces, operators) change.
+FILL_VERSION = "1"
+
+
+def kept_fill_mark(rows: int, operators: int) -> dict:
+    statements = [
+        console_operators_fill.HANDOFFS_SQL,
+        console_operators_fill.EVENTS_SQL,
+        console_operators_fill.ATTEMPTS_SQL,
+    ]
+    return kept.kept_mark("\n".join([*statements, str(rows), str(operators), FILL_VERSION]))
+
+
+def kept_shape(rows: int, operators: int, state: dict | None) -> dict[tuple[str, str], int]:
+    """The rows a kept fill holds: the handoffs, their events and attempts as the fill counted them (their
+    number depends on its `now()`), the operators, and no session."""
+    counted = (state or {}).get("counted", {})
+    return {
+        ("source", "outbox_handoff"): rows,
+        ("source", "outbox_handoffevent"): counted.get("outbox_handoffevent", -1),
+        ("source", "outbox_attempt"): counted.get("outbox_attempt", -1),
+        ("source", "auth_user"): operators,
+        ("source", "django_session"): 0,
+    }
+
+
 # bench/console_ceiling.py's page (a path other than its would answer 404, and the run stops at once).
 CEILING_PATH = "/bench/ceiling/"
 
@@ -282,6 +319,41 @@ def print_report(report: dict, pages: list[tuple[str, str]], args) -> None:
     )
 
 
+def fill_all(bench: Bench, rows: int, operators: int) -> float:
+    """The workspaces, the operators of workspace 7 and the outbox, into the databases Django is set up on."""
+    from django.contrib.auth import get_user_model
+
+    from approvals.models import Membership, Role, Workspace
+
+    User = get_user_model()
+    w7 = Workspace.objects.create(pk=7, name="Client onboarding")
+    Workspace.objects.create(pk=8, name="Supplier onboarding")
+    Workspace.objects.create(pk=9, name="Partner onboarding")
+    Workspace.objects.create(pk=10, name="Staff onboarding")
+    people = [User.objects.create_user(f"operator{n}") for n in range(operators)]
+    Membership.objects.bulk_create(
+        Membership(user=user, workspace=w7, role=Role.OPERATOR) for user in people
+    )
+    seconds = fill(bench, rows, people[0].pk)
+    print(f"filled {rows:,} handoffs and their events in {seconds:.0f} s", flush=True)
+    return seconds
+
+
+def keep_filled(bench: Bench, kept_pair: Bench, wanted: dict, seconds: float) -> None:
+    """The databases just filled, before any request, copied as the kept pair, marked with the counts of
+    events and attempts the fill made (they depend on its `now()`)."""
+    from django.db import connections
+
+    from outbox.models import Attempt, HandoffEvent
+
+    counted = {
+        "outbox_handoffevent": HandoffEvent.objects.count(),
+        "outbox_attempt": Attempt.objects.count(),
+    }
+    connections.close_all()
+    kept.keep_copy(bench, kept_pair, {**wanted, "counted": counted}, seconds)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=10_000_000)
@@ -301,12 +373,24 @@ def main() -> None:
     )
     parser.add_argument("--json", type=Path)
     parser.add_argument(
+        "--keep",
+        action="store_true",
+        help="keep the filled databases for later runs, and measure on a copy of them while they hold",
+    )
+    parser.add_argument(
+        "--fill-only",
+        action="store_true",
+        help="with --keep: fill (or check) them, measure nothing",
+    )
+    parser.add_argument(
         "--also-think-ms",
         type=int,
         default=0,
         help="measure the operators once more, each reading a page for about this long before the next",
     )
     args = parser.parse_args()
+    if args.fill_only and not args.keep:
+        parser.error("--fill-only goes with --keep")
 
     bench = Bench(
         prefix="console_ops",
@@ -317,7 +401,12 @@ def main() -> None:
         # ten times what one operator's rounds ask; no more, since every limited call writes its limit's
         # slots if missing (`slot_take_for`, one INSERT of `limit` rows): at 100,000 each search cost 2.3 s.
         CALL_LIMIT_SEARCHES="200",
-    ).setup()
+    )
+    kept_pair = Bench(prefix=f"console_ops_kept_{args.rows}_{args.operators}")
+    wanted = kept_fill_mark(args.rows, args.operators)
+    state = kept.kept_state(kept_pair) if args.keep else None
+    shape = kept_shape(args.rows, args.operators, state)
+    why, turn = kept.copy_or_setup(kept_pair, bench, wanted, shape, KEPT_HOURS, args.keep)
     os.environ.update(bench.env)
     import django
 
@@ -327,20 +416,19 @@ def main() -> None:
     from django.db import connection
     from django.test import Client
 
-    from approvals.models import Membership, Role, Workspace
     from outbox.models import Handoff
 
     User = get_user_model()
-    w7 = Workspace.objects.create(pk=7, name="Client onboarding")
-    Workspace.objects.create(pk=8, name="Supplier onboarding")
-    Workspace.objects.create(pk=9, name="Partner onboarding")
-    Workspace.objects.create(pk=10, name="Staff onboarding")
-    operators = [User.objects.create_user(f"operator{n}") for n in range(args.operators)]
-    Membership.objects.bulk_create(
-        Membership(user=user, workspace=w7, role=Role.OPERATOR) for user in operators
-    )
-    fill_seconds = fill(bench, args.rows, operators[0].pk)
-    print(f"filled {args.rows:,} handoffs and their events in {fill_seconds:.0f} s", flush=True)
+    if why:
+        fill_seconds = fill_all(bench, args.rows, args.operators)
+        if args.keep:
+            keep_filled(bench, kept_pair, wanted, fill_seconds)
+    else:
+        fill_seconds = state.get("fill_seconds", 0)
+    turn.close()
+    if args.fill_only:
+        return
+    operators = [User.objects.get(username=f"operator{n}") for n in range(args.operators)]
 
     sessions = []
     for user in operators:
@@ -389,6 +477,7 @@ def main() -> None:
         "pairs": len(ceiling["pairs"]),
         "pair_rounds": args.pair_rounds,
         "fill_seconds": round(fill_seconds),
+        **({} if why else {"kept": {"built_at": state.get("built_at"), "name": kept_pair.source}}),
         "aim": {"median_ms": AIM_MEDIAN_MS, "p95_ms": AIM_P95_MS},
         "alone": figures(alone),
         "concurrent": figures(together),

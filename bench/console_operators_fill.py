@@ -7,8 +7,9 @@ from bench.harness import Bench, bulk_fill, dsn
 # A year of handoffs (created one every `spacing` seconds back from now) in the mix of a product in use: most
 # delivered; every year-old row either delivered or left in a final state by a person (0.5% cancelled, 0.3%
 # superseded) or still needing attention (0.2%, half of them acknowledged, owned by operator 0); pending
-# (1.5%, half of those retrying in backoff) and uncertain (0.5%) only among the last two days' rows. Four
-# workspaces (7: 50%, 8: 25%, 9: 15%, 10: 10%), three destinations (receiver 70%, crm 20%, accounts 10%).
+# (1.5%, half of those retrying in a day's backoff: still retrying when a kept fill is reused) and uncertain
+# (0.5%) only among the last two days' rows. Four workspaces (7: 50%, 8: 25%, 9: 15%, 10: 10%), three
+# destinations (receiver 70%, crm 20%, accounts 10%).
 # Only integers are formatted in; %% is a literal %.
 MIX_SQL = """
 SELECT n, created,
@@ -37,7 +38,7 @@ SELECT 'onboarding:' || ws || ':' || n || ':1', 'onboarding', ws, 'request ' || 
     md5(n::text) || md5(n::text), dest, st,
     CASE WHEN st = 'pending' AND n %% 2 = 0 THEN 3 WHEN st = 'pending' THEN 0 ELSE 1 END,
     CASE WHEN st = 'pending' AND n %% 2 = 1 THEN 0 ELSE 1 END,
-    CASE WHEN st = 'pending' AND n %% 2 = 0 THEN now() + interval '5 minutes'
+    CASE WHEN st = 'pending' AND n %% 2 = 0 THEN now() + interval '1 day'
          WHEN st = 'pending' THEN now() ELSE NULL END,
     '', 1, CASE WHEN st = 'delivered' THEN md5(n::text) ELSE '' END,
     CASE WHEN st = 'needs_attention' THEN (ARRAY['transient', 'permanent', 'conflict'])[1 + n %% 3]

@@ -22,6 +22,10 @@ export BENCH_LOAD_AT_START="$(cut -d' ' -f1-3 /proc/loadavg)"
 PY=.venv/bin/python
 # The pages are measured without collectstatic; whitenoise's notice about it is not a figure.
 export PYTHONWARNINGS="ignore::UserWarning"
+# The console sections measure on copies of their 1,000,000-handoff fills, kept between runs (--keep,
+# bench/kept.py): a copy is seconds where a fill was 20-30 s idle; the fill is made again by the first run that
+# finds a kept one missing, stale or older than 12 hours (its rows' times are its `now()`), or ahead by
+# `make bench-console-kept`.
 CONSOLE_ROWS=${BENCH_CONSOLE_ROWS:-1000000}
 # 30 requests a page: the 95th percentile of 10 was their slowest.
 CONSOLE_REPEAT=${BENCH_CONSOLE_REPEAT:-30}
@@ -46,13 +50,13 @@ mkdir -p "$out"
 started=$(date +%s)
 commands=(
   "$PY bench/e2e.py --json $out/e2e.json $E2E_ARGS"
-  "$PY bench/console_bench.py --rows $CONSOLE_ROWS --repeat $CONSOLE_REPEAT"
+  "$PY bench/console_bench.py --rows $CONSOLE_ROWS --repeat $CONSOLE_REPEAT --keep"
   "$PY bench/reconcile_bench.py $RECONCILE_KEYS --keep --destination in_process"
   "$PY bench/destinations_bench.py --pairs 3 --json $out/destinations.json"
   "$PY bench/many_destinations_bench.py --json $out/many_destinations.json"
   "$PY bench/tracing_bench.py --pairs 5 --handoffs 800 --json $out/tracing.json"
   "$PY bench/status_events_bench.py --json $out/status_events.json"
-  "$PY bench/console_operators_bench.py --rows $CONSOLE_OPERATORS_ROWS --operators 20 --rounds 2 --also-think-ms 1000 --json $out/console_operators.json"
+  "$PY bench/console_operators_bench.py --rows $CONSOLE_OPERATORS_ROWS --operators 20 --rounds 2 --also-think-ms 1000 --keep --json $out/console_operators.json"
   "$PY bench/retention_bench.py --rows $RETENTION_ROWS --pairs 3 --json $out/retention.json"
 )
 RECONCILE_HTTP_COMMAND="$PY bench/reconcile_bench.py $RECONCILE_HTTP_KEYS --keep --destination http"
