@@ -18,14 +18,13 @@ the indexes' seconds.
 comment) with what made them: the fill statement and its size, the installed packages and each migration
 file applied. A later run whose mark still holds migrates them forward (a migration added since runs on the
 10,000,000 rows, as it would in production) and only measures; a changed fill, package or applied migration,
-an invalid index or a missing mark fills them afresh. The first run on a machine pays the fill and the
+an invalid index, a missing mark or another count of handoffs than the fill's fills them afresh, saying
+why (`bench/kept.py`, as the other kept sections). The first run on a machine pays the fill and the
 builds (about 12 minutes idle), later ones about 10 seconds (docs/benchmarks.md, "Search by client
 name")."""
 
 import argparse
 import gc
-import hashlib
-import importlib.metadata
 import json
 import os
 import sys
@@ -37,8 +36,9 @@ import psycopg.sql
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench import kept  # noqa: E402
 from bench.console_bench import measure  # noqa: E402
-from bench.harness import ROOT, Bench, bulk_fill_split, dsn  # noqa: E402
+from bench.harness import Bench, bulk_fill_split, dsn  # noqa: E402
 from bench.pairs import watched, watched_line  # noqa: E402
 
 # The index the search reads (outbox migration 0032): the longest build.
@@ -70,66 +70,16 @@ KEPT_LOCK = "SELECT pg_advisory_lock(hashtext('search_kept'))"
 
 
 def kept_mark(rows: int) -> dict:
-    """What a kept filled database must have been made with to be reused: the fill and its size, the installed
-    packages, and each migration file (a file added since is migrated forward; a changed one refills)."""
-    packages = sorted(
-        f"{dist.metadata['Name']}=={dist.version}" for dist in importlib.metadata.distributions()
-    )
-    return {
-        "fill": hashlib.sha256(f"{FILL_SQL}{rows}{SEED_VERSION}".encode()).hexdigest()[:16],
-        "packages": hashlib.sha256("\n".join(packages).encode()).hexdigest()[:16],
-        "migrations": {
-            str(path.relative_to(ROOT)): hashlib.sha256(path.read_bytes()).hexdigest()[:16]
-            for path in sorted(ROOT.glob("*/migrations/*.py"))
-        },
-    }
+    """What a kept filled database must have been made with to be reused (`bench/kept.py`): the fill and its
+    size, the installed packages, and each migration file (a file added since is migrated forward; a changed
+    one refills). The fill's digest is of the same text as before kept.py, so marks made then still hold."""
+    return kept.kept_mark(f"{FILL_SQL}{rows}{SEED_VERSION}")
 
 
-def kept_state(bench: Bench) -> dict | None:
-    """The mark of the kept source database (its comment, written once filled), or None."""
-    with psycopg.connect(dsn("postgres"), autocommit=True) as conn:
-        row = conn.execute(
-            "SELECT shobj_description(oid, 'pg_database') FROM pg_database WHERE datname = %s",
-            (bench.source,),
-        ).fetchone()
-    try:
-        return json.loads(row[0]) if row and row[0] else None
-    except ValueError:
-        return None
-
-
-def reusable(state: dict | None, wanted: dict, bench: Bench) -> bool:
-    """Whether the kept databases, both still there, were made as `wanted` would make them, and every index
-    of theirs is valid (a build interrupted CONCURRENTLY leaves an invalid one that `IF NOT EXISTS` would
-    keep)."""
-    if (
-        not state
-        or state.get("fill") != wanted["fill"]
-        or state.get("packages") != wanted["packages"]
-    ):
-        return False
-    with psycopg.connect(dsn("postgres"), autocommit=True) as conn:
-        (there,) = conn.execute(
-            "SELECT count(*) FROM pg_database WHERE datname IN (%s, %s)",
-            (bench.source, bench.delivery),
-        ).fetchone()
-    if there < 2:
-        return False
-    current = wanted["migrations"]
-    if any(current.get(path) != digest for path, digest in state.get("migrations", {}).items()):
-        return False
-    with psycopg.connect(dsn(bench.source), autocommit=True) as conn:
-        (invalid,) = conn.execute("SELECT count(*) FROM pg_index WHERE NOT indisvalid").fetchone()
-    return invalid == 0
-
-
-def write_mark(bench: Bench, state: dict) -> None:
-    with psycopg.connect(dsn("postgres"), autocommit=True) as conn:
-        conn.execute(
-            psycopg.sql.SQL("COMMENT ON DATABASE {} IS {}").format(
-                psycopg.sql.Identifier(bench.source), psycopg.sql.Literal(json.dumps(state))
-            )
-        )
+def kept_shape(rows: int) -> dict[tuple[str, str], int]:
+    """The rows a kept fill holds and a run leaves as they are: `rows` handoffs (a run signs in and searches,
+    writing sessions and limit slots beside them)."""
+    return {("source", "outbox_handoff"): rows}
 
 
 def fill(bench: Bench, rows: int) -> dict:
@@ -163,16 +113,19 @@ def prepare(bench: Bench, rows: int, keep: bool) -> dict:
     marked, with what the fill took, when kept). Returns the fill's figures and how the databases were had."""
     began = time.monotonic()
     wanted = kept_mark(rows) if keep else {}
-    state = kept_state(bench) if keep else None
-    if keep and reusable(state, wanted, bench):
+    state = kept.kept_state(bench) if keep else None
+    why = kept.stale(state, wanted, bench, kept_shape(rows)) if keep else "not kept"
+    if not why:
         bench._migrate([bench.source, bench.delivery])
-        write_mark(bench, {**state, "migrations": wanted["migrations"]})
+        kept.write_mark(bench, {**state, "migrations": wanted["migrations"]})
         print(f"reused the kept databases filled {state['built_at']}, migrated forward")
         return {**state["built"], "reused": True, "prepare_seconds": time.monotonic() - began}
+    if keep:
+        print(f"kept databases filled afresh ({why})", flush=True)
     built = fill(bench, rows)
     built["prepare_seconds"] = time.monotonic() - began
     if keep:
-        write_mark(bench, {**wanted, "built_at": built["built_at"], "built": built})
+        kept.write_mark(bench, {**wanted, "built_at": built["built_at"], "built": built})
     return {**built, "reused": False}
 
 
