@@ -22,7 +22,6 @@ import argparse
 import json
 import os
 import re
-import signal
 import statistics
 import subprocess
 import sys
@@ -51,6 +50,7 @@ from harness import (  # noqa: E402
     dsn,
     insert_handoffs_sql,
     insert_receiver_tasks_sql,
+    kill_tree,
     receiver_placement,
     recreate_database,
     url,
@@ -1089,17 +1089,6 @@ def alternative_latency(bench: Bench, rate: float, seconds: float, workers: int)
     }
 
 
-def _kill_tree(pid: int) -> None:
-    """SIGKILL a process and all its descendants (a django-q2 cluster is three levels deep)."""
-    children = subprocess.run(
-        ["pgrep", "-P", str(pid)], capture_output=True, text=True
-    ).stdout.split()
-    for child in children:
-        _kill_tree(int(child))
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(pid, signal.SIGKILL)
-
-
 # Short leases, so that a killed worker's rows are noticed quickly; one call must still fit in a lease.
 CRASH_ENV = {
     "HANDOFF_LEASE_SECONDS": "5",
@@ -1124,7 +1113,7 @@ def crash_comparison(bench: Bench, handoffs: int, grace: float = 15.0) -> dict:
         which="delivery",
     )
     for proc in procs:
-        _kill_tree(proc.pid)
+        kill_tree(proc.pid)
         proc.wait()
     bench.procs = [p for p in bench.procs if p not in procs]
     in_flight = bench.scalar("SELECT count(*) FROM outbox_handoff WHERE state = 'in_flight'")
@@ -1169,7 +1158,7 @@ def crash_comparison(bench: Bench, handoffs: int, grace: float = 15.0) -> dict:
         timeout=300,
         which="delivery",
     )
-    _kill_tree(cluster.pid)
+    kill_tree(cluster.pid)
     cluster.wait()
     bench.procs = [p for p in bench.procs if p is not cluster]
     cluster = bench.spawn(

@@ -389,6 +389,38 @@ def workers_of(root: int) -> list[int]:
     return children
 
 
+def _state(pid: int) -> str:
+    """The process's state letter (Linux /proc: R, S, T for stopped, Z...), "" once it is gone."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return ""
+
+
+def kill_tree(pid: int) -> None:
+    """SIGKILL a process and all its descendants at once, as a machine's crash would (a django-q2 cluster is
+    three levels deep). Each is stopped (SIGSTOP) and seen stopped before its children are listed, top down,
+    so that none starts another between the listing and the kill: django-q2's sentinel replaces a dead worker
+    at once, and killing the workers first (as bench/e2e.py did) left the replacement running, orphaned (a
+    `manage.py qcluster` found still running after an idle `make bench`, 2026-12-07)."""
+    stopped: list[int] = []
+
+    def stop(target: int) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(target, signal.SIGSTOP)
+            stopped.append(target)
+            deadline = time.monotonic() + 5
+            while _state(target) not in ("T", "t", "Z", "X", "") and time.monotonic() < deadline:
+                time.sleep(0.001)
+            for child in workers_of(target):
+                stop(child)
+
+    stop(pid)
+    for target in stopped:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(target, signal.SIGKILL)
+
+
 def established_on(port: int) -> set[str]:
     """The socket inodes of the established TCP connections whose local end is `port` (Linux /proc/net)."""
     inodes = set()
