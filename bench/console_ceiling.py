@@ -20,8 +20,8 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 import config.wsgi  # noqa: E402  (Django set up as `make run` sets it up, the product's URLconf imported)
 
 application = config.wsgi.application
-# Patterns are resolved from this setting at each request; set after config.wsgi, which resolves the URLconf
-# at start-up (this module's, set before, would be read half imported, without its patterns).
+# Patterns are resolved from this setting at each request; set after config.wsgi, so that a config.wsgi which
+# resolves the URLconf at start-up (as 79f01a7's did) reads the product's, never this module half imported.
 settings.ROOT_URLCONF = __name__
 
 from django.contrib.auth.decorators import login_required  # noqa: E402

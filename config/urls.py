@@ -3,9 +3,6 @@ from django.urls import include, path
 
 from console.views import requests as request_views
 
-# Every app's admin.py, imported with the URLs rather than at each process's start (config/admin_app.py).
-admin.autodiscover()
-
 urlpatterns = [
     path("", request_views.home, name="home"),
     # Sign-in and sign-out, password or single sign-on (console/views/sign_in.py).

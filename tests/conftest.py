@@ -4,7 +4,6 @@ import time
 import weakref
 
 import pytest
-from django.contrib import admin
 from django.db import connections
 from django.test import TransactionTestCase
 from hypothesis import settings as hypothesis_settings
@@ -34,10 +33,6 @@ hypothesis_settings.load_profile("suite")
 # (none in a stream; explicit `gc.collect()` calls still collect everything): 4.3-4.4 s of collections, 3-6 s
 # less CPU (docs/testing.md, "The pytest process's collector").
 def pytest_collection_finish(session):
-    # The pytest process answers the web layer's requests: its admin is discovered before the first test, as a
-    # web process's URLs discover it (config/admin_app.py), so that a test reading the admin's registry reads it
-    # whole whichever test ran first.
-    admin.autodiscover()
     gc.collect()
     gc.freeze()
     gc.set_threshold(10_000, 50, 1_000)

@@ -35,8 +35,7 @@ CSRF_TRUSTED_ORIGINS = [
 ]
 
 INSTALLED_APPS = [
-    # The admin's ModelAdmins imported with the URLs, not at every process's start (config/admin_app.py).
-    "config.admin_app.AdminDiscoveredWithTheUrls",
+    "django.contrib.admin",
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "axes",

@@ -1,7 +1,7 @@
-"""bench/console_ceiling.py is what gunicorn imports in bench/console_operators_bench.py: config.wsgi resolves
-the URLconf at start-up (79f01a7), so the ceiling's module, set as ROOT_URLCONF before it, was read half
-imported and every worker failed to boot ("does not appear to have any patterns"). Imported as gunicorn does,
-in a process of its own, it serves the product's patterns and then the ceiling's page."""
+"""bench/console_ceiling.py is what gunicorn imports in bench/console_operators_bench.py: when config.wsgi
+resolved the URLconf at start-up (79f01a7, reverted since), the ceiling's module, set as ROOT_URLCONF before it,
+was read half imported and every worker failed to boot ("does not appear to have any patterns"). Imported as
+gunicorn does, in a process of its own, it serves the product's patterns and then the ceiling's page."""
 
 import os
 import subprocess

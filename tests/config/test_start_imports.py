@@ -50,43 +50,6 @@ def test_a_dispatcher_starts_without_the_sign_in_backends(tmp_path):
     assert [name for name in SIGN_IN_ONLY if name in imported] == []
 
 
-# The admin's ModelAdmins and what they import (the erasure action's services, the console's evidence tags):
-# discovered with the URLs and by the admin's system check, not in django.setup() (config/admin_app.py).
-ADMIN_MODULES = ("approvals.admin", "console.admin", "django_q.admin", "approvals.admin_erasure")
-
-ADMIN_CHECKED = """
-import sys
-import django
-django.setup()
-from django.contrib import admin
-from django.core import checks
-before = sorted(name for name in sys.modules if name in {names})
-errors = checks.run_checks(tags=[checks.Tags.admin])
-print(",".join(before) or "-", len(admin.site._registry), len(errors))
-""".replace("{names}", repr(set(ADMIN_MODULES)))
-# What a web process's URLs register.
-WEB_REGISTERED = """
-import config.wsgi, config.urls
-from django.contrib import admin
-print(len(admin.site._registry))
-"""
-
-
-def test_a_dispatcher_starts_without_the_admin(tmp_path):
-    imported = set(_run(tmp_path, "-c", STARTED).split())
-    assert "outbox.management.commands.dispatch" in imported
-    assert [name for name in ADMIN_MODULES if name in imported] == []
-
-
-def test_the_admin_check_checks_every_model_admin_though_no_url_was_loaded(tmp_path):
-    before, registered, errors = _run(tmp_path, "-c", ADMIN_CHECKED).split()
-    assert before == "-"
-    # What the web layer's URLs register (a test of tests/console reads every one of them through the admin).
-    web = _run(tmp_path, "-c", WEB_REGISTERED)
-    assert int(registered) == int(web) > 20
-    assert errors == "0"
-
-
 def test_a_dispatcher_starts_without_the_libraries_imported_at_their_call(tmp_path):
     imported = set(_run(tmp_path, "-c", STARTED).split())
     assert "approvals.rules" in imported
