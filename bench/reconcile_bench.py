@@ -49,8 +49,6 @@ from bench.pairs import watched, watched_line  # noqa: E402
 # What a kept pair rests on besides the two statements and the migrations: bump when the fill changes otherwise
 # (bulk_fill's way of filling, or rows seeded beside the statements).
 FILL_VERSION = "1"
-# Two runs on one cluster take turns on a kept pair (one would refill what the other measures).
-KEPT_LOCK = "SELECT pg_advisory_lock(hashtext(%s))"
 
 
 def fill_statements(n: int) -> tuple[str, str]:
@@ -181,7 +179,7 @@ def main() -> None:
                 flush=True,
             )
         elif args.keep:
-            lock.execute(KEPT_LOCK, (bench.source,))
+            lock.execute(kept.KEPT_LOCK, (bench.source,))
             prepare_kept(bench, args.n)
             if args.fill_only:
                 return
