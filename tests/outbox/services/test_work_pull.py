@@ -98,7 +98,7 @@ def test_a_pulled_status_is_read_every_so_often_until_done_then_no_more(accounts
     assert (run.read, run.recorded, handoff.work_status) == (1, 1, "done")
     assert handoff.work_checked_at is not None
     assert "account.status 'active': the work is done" in newest_reason(handoff)
-    assert list(StatusEvent.objects.values_list("status", "result")) == [
+    assert list(StatusEvent.objects.order_by("id").values_list("status", "result")) == [
         ("open", "applied"),
         ("done", "applied"),
     ]
