@@ -78,7 +78,9 @@ def test_after_a_resume_the_destination_drains_by_itself(make_handoff, olga):
     assert not destination_holds_now("receiver").held
     assert dispatch_batch(destination=ScriptedDestination()).delivered == 2
     actions = list(
-        DestinationEvent.objects.filter(destination="receiver").values_list("action", "actor_label")
+        DestinationEvent.objects.filter(destination="receiver")
+        .order_by("id")
+        .values_list("action", "actor_label")
     )
     assert actions == [("operator_pause", "olga"), ("operator_resume", "olga")]
 

@@ -99,7 +99,12 @@ def test_the_archive_row_keeps_what_search_and_reconciliation_need_and_the_histo
         handoff=handoff,
     )
     attempts = Attempt.objects.filter(handoff=handoff).count()
-    events = list(HandoffEvent.objects.filter(handoff=handoff).values_list("to_state", flat=True))
+    # In the archive's order (`_histories`): a list without ORDER BY is the heap's order on PostgreSQL.
+    events = list(
+        HandoffEvent.objects.filter(handoff=handoff)
+        .order_by("at", "id")
+        .values_list("to_state", flat=True)
+    )
     age(handoff)
 
     handoffs_archive_settled()
