@@ -10,8 +10,10 @@ HTML is the fragment's, byte for byte, whitespace included (tests/console/test_h
 from django import template
 from django.template.loader import get_template
 from django.utils.safestring import SafeString, mark_safe
-from django.utils.timesince import timesince, timeuntil
+from django.utils.timesince import TIME_STRINGS, timesince, timeuntil
+from django.utils.translation import get_language
 
+from console.evidence_words import choice_words
 from console.templatetags.claims import assignee, stated
 from console.templatetags.evidence import state_badge
 from lib.escaped import escaped as _e
@@ -60,7 +62,9 @@ def _state_cell(h) -> str:
 
 
 def _failure_cell(h) -> str:
-    words = f"{_e(h.get_failure_class_display())}: {_e(h.reason_code)}" if h.failure_class else ""
+    words = (
+        f"{_e(choice_words(h, 'failure_class'))}: {_e(h.reason_code)}" if h.failure_class else ""
+    )
     if h.finding_kinds:
         found = ", ".join(_e(kind) for kind in h.finding_kinds).lower()
         words += f"{'<br>' if h.failure_class else ''}Reconciliation found: {found}"
@@ -69,10 +73,32 @@ def _failure_cell(h) -> str:
     return f'<td data-label="Last failure">{words}</td>'
 
 
+class _Counted:
+    """A unit of `timesince`'s words ("%(num)d minutes") made once per language and number: through Django's
+    lazy `ngettext` each row's age cost a twelfth of a list page's CPU (issue 40). The words are Django's."""
+
+    def __init__(self, unit: str) -> None:
+        self.unit = unit
+
+    def __mod__(self, values: dict) -> str:
+        key = (get_language(), self.unit, values["num"])
+        words = _COUNTED.get(key)
+        if words is None:
+            words = TIME_STRINGS[self.unit] % values
+            if len(_COUNTED) < _COUNTED_KEPT:
+                _COUNTED[key] = words
+        return words
+
+
+_COUNTED: dict[tuple, str] = {}
+_COUNTED_KEPT = 10_000
+_UNITS = {unit: _Counted(unit) for unit in TIME_STRINGS}
+
+
 def _timesince(moment) -> str:
     """The `timesince` filter: "" for no time or one it cannot compare."""
     try:
-        return timesince(moment) if moment else ""
+        return timesince(moment, time_strings=_UNITS) if moment else ""
     except (ValueError, TypeError):
         return ""
 
