@@ -1,6 +1,9 @@
 """Geometry of the small server-rendered SVG bar charts on the health dashboard (no JavaScript)."""
 
 from dataclasses import dataclass
+from html import escape
+
+from django.utils.safestring import SafeString, mark_safe
 
 
 @dataclass(frozen=True)
@@ -20,6 +23,22 @@ class BarChart:
     bars: list[Bar]
     peak: int
     total: int
+
+    def rects(self) -> SafeString:
+        """The chart's `<rect>`s, a track an hour and a bar an hour with activity, as the template wrote them
+        with a variable each (numbers as `{{ }}` writes them under en-us, escaped labels): 48 tracks and
+        bars of 7 variables each were a tenth of the health page's CPU (issue 40)."""
+        drawn = []
+        for bar in self.bars:
+            drawn.append(
+                f'<rect class="track" x="{bar.x}" y="0" width="{bar.width}" height="{self.height}"></rect>'
+            )
+            if bar.value:
+                drawn.append(
+                    f'<rect class="bar" x="{bar.x}" y="{bar.y}" width="{bar.width}" '
+                    f'height="{bar.height}"><title>{escape(bar.label)}</title></rect>'
+                )
+        return mark_safe("".join(drawn))  # noqa: S308 - numbers, and the label escaped
 
 
 def bar_chart(series: list[dict], key: str, *, width: int = 480, height: int = 90) -> BarChart:
