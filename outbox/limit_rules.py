@@ -24,7 +24,7 @@ LIMIT_CEILING = 10_000
 # Who may set limits (with an operator role in some workspace): the Meta permission of DestinationHealth.
 SET_LIMITS_PERMISSION = "outbox.set_destination_limits"
 # How the words of a lookup refused by the limits (nothing asked) begin, wherever its error is shown. Words
-# only: whether a receiver was asked is carried by the refusal itself (`DestinationBusy`, settlement's
+# only: whether a receiver was asked is carried by the refusal itself (`LookupFailed.asked`, settlement's
 # `Unanswered.asked`), never read back from them.
 NOT_ASKED = "not asked: "
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from outbox.clock import DbNow, db_now, db_now_plus
-from outbox.destinations import Destination, Lookups, RemoteTask
+from outbox.destinations import Destination, LookupFailed, Lookups, RemoteTask
 from outbox.failures import UNREACHABLE_REASONS, DeliveryResult
 from outbox.limit_rules import NOT_ASKED
 from outbox.models import (
@@ -173,11 +173,17 @@ class Settlement:
 
 class Unanswered(NamedTuple):
     """Why nothing is known about a key: `error`, and whether the receiver was asked. Not asked (`asked`
-    False: its destination's limits or a hold refused the lookup, `LookupFailed.asked`), `error` is what
-    refused it; asked, why its lookup failed. The flag is carried from the refusal, never read from words."""
+    False: its destination's limits, a hold or its token endpoint refused the lookup, `LookupFailed.asked`),
+    `error` is what refused it; asked, why its lookup failed. The flag is carried from the refusal, never
+    read from words."""
 
     error: str
     asked: bool = True
+
+    @classmethod
+    def of(cls, failed: LookupFailed) -> "Unanswered":
+        """A failed lookup's, as every place that settles or previews reads it: by its flag."""
+        return cls(failed.why, asked=failed.asked)
 
     @property
     def words(self) -> str:

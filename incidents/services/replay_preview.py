@@ -28,6 +28,7 @@ from outbox.clock import DbNow
 from outbox.destinations import LookupFailed, RemoteTask, destination_named
 from outbox.destinations.registry import DestinationUnavailable
 from outbox.models import NEEDS_PERSON_STATES, Handoff
+from outbox.outcomes import Unanswered
 from outbox.redaction import redact_text
 from outbox.services.bulk import BULK_JOB_LIMIT
 from outbox.services.lookup_limits import lookups_under_limits
@@ -155,10 +156,14 @@ def _verdict_of(handoff: Handoff, remote: RemoteTask | None, idempotent: bool) -
 
 
 def _unanswered(exc: LookupFailed) -> str:
-    """A failed lookup's note: one its destination's limits or a hold refused (another preview, a dispatcher
-    or a settler held the shared limit the whole wait; `LookupFailed.asked` False) was never made and says
-    "not asked: <what refused it>"; one made that failed, that the destination did not answer."""
-    return redact_text(str(exc) if not exc.asked else f"the destination did not answer: {exc}")
+    """A failed lookup's note, read by its flag as settlement reads it (`Unanswered.of`): one refused before
+    asking (its destination's limits or a hold: another preview, a dispatcher or a settler held the shared
+    limit the whole wait; its token endpoint) was never made and says "not asked: <what refused it>"; one
+    made that failed, that the destination did not answer."""
+    unanswered = Unanswered.of(exc)
+    return redact_text(
+        unanswered.words if not unanswered.asked else f"the destination did not answer: {exc}"
+    )
 
 
 def _ask(handoff: Handoff, lookups) -> tuple[str, str, str]:

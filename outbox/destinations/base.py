@@ -54,10 +54,6 @@ class LookupFailed(Exception):
     token endpoint's), `reason_code` and `retry_after` (seconds) say so: the lookup's permit then holds the
     whole destination as a delivery's answer does (`outbox/limit_rules.py` `Permit.asked_to_wait`)."""
 
-    # Whether a request reached the receiver: False only for a lookup its destination's limits or a hold
-    # refused before asking (`outbox/services/lookup_limits.py` DestinationBusy), whatever the words say.
-    asked = True
-
     def __init__(
         self,
         message: str = "",
@@ -65,11 +61,22 @@ class LookupFailed(Exception):
         status_code: int | None = None,
         reason_code: str = "",
         retry_after: float | None = None,
+        asked: bool = True,
     ):
         super().__init__(message)
         self.status_code = status_code
         self.reason_code = reason_code
         self.retry_after = retry_after
+        # Whether a request reached the receiver, whatever the words say: False for a lookup refused before
+        # asking, by its destination's limits or a hold (`outbox/services/lookup_limits.py` DestinationBusy)
+        # or by its token endpoint (no token: the API was not called, `lookup_without_credentials`). Every
+        # place that settles or previews reads this flag, never the exception's type or words.
+        self.asked = asked
+
+    @property
+    def why(self) -> str:
+        """What failed (asked), or what refused the lookup before asking (not asked), without NOT_ASKED."""
+        return str(self)
 
 
 class BatchRefused(Exception):

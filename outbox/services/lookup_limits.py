@@ -50,11 +50,13 @@ class DestinationBusy(LookupFailed):
     receiver was not asked (`asked` False, whatever the words), and `refused` says what refused it. Its
     words are the refusal's, led by NOT_ASKED."""
 
-    asked = False
-
     def __init__(self, refused: str):
-        super().__init__(f"{NOT_ASKED}{refused}")
+        super().__init__(f"{NOT_ASKED}{refused}", asked=False)
         self.refused = refused
+
+    @property
+    def why(self) -> str:
+        return self.refused
 
 
 class EachAnswered(NamedTuple):
@@ -128,7 +130,9 @@ class LimitedLookups(Lookups):
         limit gives fewer slots), given back after the last answer. Stops at the first lookup that fails, when
         a hold or an operator's pause begins meanwhile (`HoldWatch`, as a claim batch's calls; `refused` then
         says so), and asks no key after `until` (`time.monotonic()`) but the first: the caller's leases end
-        after it. DestinationBusy when no permit came in time: nothing asked."""
+        after it. DestinationBusy when no permit came in time: nothing asked. A lookup refused before asking
+        (`LookupFailed.asked` False: its token endpoint's) is raised when it is the first, as a refused permit;
+        after answers it stops the run there, the rest not asked (`refused` says why)."""
         since = time.monotonic()
         permit = self._permit(requests=len(action_keys))
         found: dict[str, RemoteTask | None] = {}
@@ -146,13 +150,25 @@ class LimitedLookups(Lookups):
                     found[action_key] = self.destination.lookup(action_key)
                 except LookupFailed as exc:
                     _wait_asked(permit, exc)
-                    failed = (action_key, str(exc))
+                    failed = self._failed_at(action_key, exc, asked_before=bool(found))
                     break
         finally:
             destination_release(permit=permit)
         if found and permit.breaker is not None and permit.breaker.paused:
             destination_answered(name=self.destination.name, what=f"a lookup ({self.worker})")
         return EachAnswered(found, failed)
+
+    def _failed_at(
+        self, action_key: str, exc: LookupFailed, *, asked_before: bool
+    ) -> tuple[str, str] | None:
+        """A run's failed lookup: asked, the key with why; refused before asking (its token endpoint), raised
+        as a refused permit is when no key was asked yet, else the run stops there, the rest not asked."""
+        if exc.asked:
+            return action_key, str(exc)
+        if not asked_before:
+            raise exc
+        self.refused = exc.why
+        return None
 
     def read_work(self, *, receipt_id: str, action_key: str) -> WorkAnswer:
         """A pulled work status read (`work_pull.py`): one request, like a lookup."""

@@ -11,7 +11,7 @@ from outbox.destinations import Destination, LookupFailed, Lookups, RemoteTask, 
 from outbox.models import NEEDS_PERSON_STATES, Handoff, HandoffState
 from outbox.models.states import DeliveredCode
 from outbox.outcomes import Unanswered, settlement_for, settlement_without_answer
-from outbox.services.lookup_limits import DestinationBusy, LimitedLookups, lookups_under_limits
+from outbox.services.lookup_limits import LimitedLookups, lookups_under_limits
 from outbox.services.transitions import handoff_transition
 
 S = HandoffState
@@ -25,17 +25,16 @@ def _ask_receiver(
     destination: Lookups, action_key: str
 ) -> tuple[RemoteTask | None, Unanswered | None]:
     """The receiver's task for the key and None, or None and why nothing is known (whether it was asked
-    carried from the failure: a lookup its limits or a hold refused was not)."""
+    carried from the failure's flag, `LookupFailed.asked`: a lookup its limits, a hold or its token endpoint
+    refused was not)."""
     if not destination.supports_lookup:
         return None, Unanswered(
             "the destination cannot be asked about a key; check at the receiver by hand"
         )
     try:
         return destination.lookup(action_key), None
-    except DestinationBusy as exc:
-        return None, Unanswered(exc.refused, asked=False)
     except LookupFailed as exc:
-        return None, Unanswered(str(exc))
+        return None, Unanswered.of(exc)
 
 
 def handoff_settle(

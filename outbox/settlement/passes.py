@@ -29,7 +29,7 @@ from outbox.clock import calls_clock_read_again, calls_on_db_clock
 from outbox.destinations import LookupFailed
 from outbox.dispatch.leases import LEASE_MARGIN_SECONDS, lease_began, lease_renewal_due
 from outbox.dispatch.run_stats import RunStats
-from outbox.services.lookup_limits import DestinationBusy, EachAnswered, LimitedLookups
+from outbox.services.lookup_limits import EachAnswered, LimitedLookups
 from outbox.settlement.claims import (
     SettlementAnswer,
     SettlementClaim,
@@ -169,10 +169,10 @@ class _Settler:
                 found = {keys[0]: self.destination.lookup(keys[0])}
             else:
                 found = self.destination.lookup_many(keys)
-        except DestinationBusy:
-            self.held = chunk + self.held
-            return None
         except LookupFailed as exc:
+            if not exc.asked:  # refused before asking (limits, a hold, its token endpoint)
+                self.held = chunk + self.held
+                return None
             return [SettlementAnswer(claim, None, str(exc)) for claim in chunk]
         return [SettlementAnswer(claim, found.get(claim.action_key)) for claim in chunk]
 
@@ -184,7 +184,9 @@ class _Settler:
         until = self.renewed_at + self.lease_seconds - LEASE_MARGIN_SECONDS - self.request_seconds
         try:
             asked = self.destination.lookup_each([c.action_key for c in chunk], until=until)
-        except DestinationBusy:
+        except LookupFailed as exc:
+            if exc.asked:
+                raise
             self.held = chunk + self.held
             return None
         answers, unasked = _answers_of(chunk, asked)

@@ -220,8 +220,10 @@ def lookup_refused(message: str, response: Answer) -> LookupFailed:
 
 def lookup_without_credentials(exc: Exception) -> LookupFailed:
     """No credentials for a lookup (`CREDENTIAL_FAILURES`): its token endpoint's reason and Retry-After travel
-    on, as a delivery's result carries them."""
-    return LookupFailed(str(exc), reason_code=exc.reason_code, retry_after=exc.retry_after)
+    on, as a delivery's result carries them. The API was not called: the receiver was not asked."""
+    return LookupFailed(
+        str(exc), reason_code=exc.reason_code, retry_after=exc.retry_after, asked=False
+    )
 
 
 def describe_answer(response: Answer) -> str:
