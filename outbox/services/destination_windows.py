@@ -159,7 +159,8 @@ def _to_end(name: str, hold_id: int | None):
         live.filter(kind=HoldKind.WINDOW),
         holds.scheduled(),
     ):
-        found = list(rows)
+        # In the order they started: the resume's event names them so, whatever the heap's order.
+        found = list(rows.order_by("starts_at", "pk"))
         if found:
             return found
     return []

@@ -85,6 +85,36 @@ def test_after_a_resume_the_destination_drains_by_itself(make_handoff, olga):
     assert actions == [("operator_pause", "olga"), ("operator_resume", "olga")]
 
 
+def inserted_again(hold: DestinationHold) -> None:
+    """The same row, deleted and inserted again: on PostgreSQL its tuple now comes after the others, as an
+    update in place can move it (a read without ORDER BY then returns it last)."""
+    pk = hold.pk
+    hold.delete()
+    hold.pk = pk
+    hold.save(force_insert=True)
+
+
+def test_a_resume_that_ends_several_windows_names_them_in_the_order_they_started(olga):
+    now = timezone.now()
+    earlier, later = (
+        destination_schedule_window(
+            name="receiver",
+            actor=olga,
+            reason=f"maintenance {n}",
+            starts_at=now - timedelta(hours=hours),
+            ends_at=now + timedelta(hours=1),
+        )
+        for n, hours in ((1, 3), (2, 2))
+    )
+    inserted_again(earlier)
+    destination_resume_by_operator(name="receiver", actor=olga, reason="both done")
+    event = DestinationEvent.objects.get(destination="receiver", action="operator_resume")
+    first, second = (
+        f"maintenance window from {w.starts_at:%Y-%m-%d %H:%M} UTC" for w in (earlier, later)
+    )
+    assert f"ended by an operator ({first}, {second}): both done" in event.reason
+
+
 def test_a_maintenance_window_holds_only_while_it_is_on_and_ends_on_time(make_handoff, olga):
     make_handoff(1)
     now = timezone.now()
