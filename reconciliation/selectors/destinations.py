@@ -1,5 +1,6 @@
 """The destinations on the health page: breaker, limits, Retry-After hold, slots in use."""
 
+import functools
 from dataclasses import dataclass
 
 from django.db.models import Count
@@ -32,10 +33,18 @@ def destination_names() -> set[str]:
     return {*enabled_destination_names(), *DestinationHealth.objects.values_list("name", flat=True)}
 
 
+@functools.cache
+def _overview_rows():
+    """The destinations' rows with their Retry-After hold and breaker annotated, built once per process (seven
+    subqueries: building them was a tenth of the health page's CPU) and only ever cloned: every time in it is
+    the statement's own (the database clock), none Python's."""
+    return DestinationHealth.objects.with_retry_after().with_breaker().order_by("name")
+
+
 def destinations_overview(name: str | None = None) -> list[DestinationOverview]:
     """Every destination (or one), in name order, in four queries whatever their number. A destination not
     seen yet shows the configured default limits."""
-    rows = DestinationHealth.objects.with_retry_after().with_breaker().order_by("name")
+    rows = _overview_rows().all()
     slots = DestinationSlot.objects.filter(
         free_at__gt=db_now(),
     ).order_by()
