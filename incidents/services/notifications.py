@@ -155,7 +155,9 @@ def channels_for(incident: Incident, workspaces: list[int]):
 def channels_at_level(incident: Incident, workspaces: list[int], level: int) -> list[AlertChannel]:
     """The channels of an escalation level; past the last level, the last level again (bounded repeats).
     The fallback on-call who owns the incident is told at every level."""
-    channels = list(channels_for(incident, workspaces))
+    # By id: the page's event names them, its notifications are numbered, and of two channels to one address
+    # the older sends, in this order (without it, the heap's: an update changes it).
+    channels = list(channels_for(incident, workspaces).order_by("pk"))
     levels = sorted({c.level for c in channels})
     chosen = max((lv for lv in levels if lv <= level), default=levels[0]) if levels else None
     fallback = fallback_channel(incident)
