@@ -1,6 +1,7 @@
 from django.contrib import admin
 
 from approvals.admin import ReadOnlyAdmin
+from incidents.causes import condition_words
 from incidents.models import AlertChannel, EscalationPolicy, Incident
 from incidents.selectors.incidents import sees_security_incidents
 
@@ -10,6 +11,13 @@ class IncidentAdmin(ReadOnlyAdmin):
     list_display = ("pk", "title", "kind", "severity", "state", "member_count", "opened_at")
     list_filter = ("kind", "severity", "state")
     search_fields = ("cause", "title")
+    readonly_fields = ("failure_in_words",)
+
+    @admin.display(description="What failed")
+    def failure_in_words(self, incident: Incident) -> str:
+        """The failure class as the incident page and its notifications say it: a destination's pause in
+        words ("token endpoint unavailable (the API was not called)"), not its code (`token_endpoint`)."""
+        return condition_words(incident.failure_class)
 
     def get_queryset(self, request):
         """Security incidents (of no workspace) only for holders of the named permission, as on the

@@ -103,6 +103,18 @@ PAUSE_WORDS = {
 }
 
 
+def condition_words(failure_class: str) -> str:
+    """A destination incident's failure class as a person reads it (its pause reason's words within a
+    sentence, as Health says them: "token endpoint unavailable (the API was not called)"), never the code
+    (`token_endpoint`) the cause and the incident's column carry."""
+    if failure_class == "backlog":
+        return "falling behind (handoffs due and waiting while no call fails)"
+    if failure_class in PauseReason.values:
+        label = str(PauseReason(failure_class).label)
+        return label[:1].lower() + label[1:]
+    return failure_class
+
+
 def paused_destinations() -> list[DestinationHealth]:
     """Destinations paused by their breaker right now (a live hold of the breaker's; the health page and
     every affected handoff show them too), annotated with the hold (`with_breaker`)."""
@@ -117,13 +129,14 @@ def credential_names(destination: str) -> str:
 
 
 def pause_evidence(health: DestinationHealth) -> str:
-    """What the pause was: its reason, when, the answer that caused it and, for refused credentials, which
-    credentials; kept on the incident after the pause ends."""
+    """What the pause was: its reason in words, when, the answer that caused it and, for refused credentials,
+    which credentials; kept on the incident after the pause ends."""
     since = (
         f"{health.breaker_since:%Y-%m-%d %H:%M:%S} UTC" if health.breaker_since else "unknown time"
     )
     why = health.breaker_pause_reason or "paused"
-    text = f"{why} since {since}: {redact_text(health.last_error)[:300] or 'no answer recorded'}"
+    words = condition_words(why)
+    text = f"{words} since {since}: {redact_text(health.last_error)[:300] or 'no answer recorded'}"
     if why == PauseReason.CREDENTIAL:
         text += f" (credentials: {credential_names(health.name)})"
     return text

@@ -10,9 +10,10 @@ from django.contrib.auth import get_user_model
 from django.db.models import F
 from django.urls import reverse
 
+from incidents.causes import condition_words
 from incidents.models import EscalationPolicy, Incident, IncidentKind, IncidentMember
 from lib.databases import DB
-from outbox.models import Handoff, HandoffKind, HandoffState
+from outbox.models import Handoff, HandoffKind, HandoffState, PauseReason
 from outbox.redaction import redact_text
 from reconciliation import next_actions
 from reconciliation.models import Finding
@@ -166,6 +167,11 @@ def _condition_facts(incident: Incident) -> Facts:
             f"check the credentials of destination {incident.destination} (its page says where each "
             "secret comes from) and restore or rotate them; a probe resumes it"
         )
+    elif incident.failure_class == PauseReason.TOKEN_ENDPOINT:
+        action = (
+            f"check the OAuth2 token endpoint of destination {incident.destination} (its page names it): "
+            "the API was not called and may well be up; probes resume it by themselves once a token is given"
+        )
     else:
         action = (
             f"check that destination {incident.destination} is up and reachable; probes resume it by "
@@ -174,7 +180,7 @@ def _condition_facts(incident: Incident) -> Facts:
     return Facts(
         f"every workflow sending to {incident.destination}",
         "not applicable: the destination's own problem",
-        incident.failure_class,
+        condition_words(incident.failure_class),
         f"handoffs waiting for {incident.destination}",
         action,
     )

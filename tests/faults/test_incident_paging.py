@@ -179,8 +179,11 @@ def test_an_outage_longer_than_the_delay_pages_once_escalates_once_and_resolves_
         [page] = of_type(first, "trigger")
         assert page["subject"].startswith(f"[handoff] PAGE: incident {incident.pk}: ")
         assert "acknowledge within 1 s" in page["subject"]
-        assert page["incident"]["failure_class"] == "unreachable"
-        assert page["incident"]["first_evidence"].startswith("unreachable since ")
+        # In words, as Health says them, not the code `unreachable`.
+        assert page["incident"]["failure_class"] == "unreachable (connection failures or 5xx)"
+        assert page["incident"]["first_evidence"].startswith(
+            "unreachable (connection failures or 5xx) since "
+        )
         [escalation] = second.documents()
         assert (escalation["event_action"], escalation["dedup_key"]) == (
             "trigger",
@@ -202,7 +205,7 @@ def test_an_outage_longer_than_the_delay_pages_once_escalates_once_and_resolves_
         ]
         incident.refresh_from_db()
         assert incident.state == IncidentState.RESOLVED
-        assert incident.evidence_first.startswith("unreachable since ")
+        assert incident.evidence_first.startswith("unreachable (connection failures or 5xx) since ")
 
 
 def test_a_cause_that_returns_after_a_resolve_pages_again_without_unrelated_handoffs(
