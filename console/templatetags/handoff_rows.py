@@ -106,7 +106,7 @@ def _timesince(moment) -> str:
 def _timeuntil(moment) -> str:
     """The `timeuntil` filter: "" for no time or one it cannot compare."""
     try:
-        return timeuntil(moment) if moment else ""
+        return timeuntil(moment, time_strings=_UNITS) if moment else ""
     except (ValueError, TypeError):
         return ""
 

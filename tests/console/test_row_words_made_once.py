@@ -1,16 +1,17 @@
 """A list row's words made once, not per row (issue 40: 20 operators queue on the list pages' CPU): a row's age
-("2 hours, 5 minutes") asks translation for each unit's words once per language and number, and its state and
-failure class read their field's choices once. The words stay Django's, in the active language."""
+("2 hours, 5 minutes") and retry time ("retry in 3 minutes") ask translation for each unit's words once per
+language and number, and its state and failure class read their field's choices once. The words stay Django's,
+in the active language."""
 
 from datetime import timedelta
 
 import pytest
 from django.db.models.fields import Field
 from django.utils import timezone, translation
-from django.utils.timesince import timesince
+from django.utils.timesince import timesince, timeuntil
 
 from console.evidence_words import choice_words
-from console.templatetags.handoff_rows import _timesince
+from console.templatetags.handoff_rows import _timesince, _timeuntil
 from outbox.models import FailureClass, Handoff, HandoffState
 from tests.console.clients import client_for
 from tests.factories import HandoffFactory
@@ -43,12 +44,14 @@ AGES = [
 
 
 @pytest.mark.parametrize("language", ["en-us", "de", "en-us"])
-def test_a_rows_age_is_djangos_timesince_in_the_active_language(language):
+def test_a_rows_age_and_retry_time_are_djangos_in_the_active_language(language):
     now = timezone.now()
     with translation.override(language):
         for age in AGES:
             moment = now - age
             assert _timesince(moment) == timesince(moment), age
+            later = now + age + timedelta(seconds=30)
+            assert _timeuntil(later) == timeuntil(later), age
     with translation.override("de"):
         assert _timesince(now - timedelta(hours=2, minutes=5)).startswith("2\xa0Stunden")
 
