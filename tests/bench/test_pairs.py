@@ -9,7 +9,15 @@ import subprocess
 import sys
 import time
 
-from bench.pairs import CpuGroups, figure_json, measure_pairs, shown, watched, watched_line
+from bench.pairs import (
+    DB_PREFIX,
+    CpuGroups,
+    figure_json,
+    measure_pairs,
+    shown,
+    watched,
+    watched_line,
+)
 from bench.report import tracing_section
 from tests.bench.scripted import QUIET, scripted
 
@@ -198,7 +206,9 @@ def test_measurement_without_reference_is_marked_loaded_when_an_outside_process_
 
 # A process titled as PostgreSQL titles a backend of the bench's database ("bench_…"), started so that it is
 # not the bench's descendant (a backend is the postmaster's child): it burns CPU_SECONDS and exits.
-BACKEND_TITLE = "postgres: 15/main: root bench_pairs [local] SELECT"
+# Its database is named by the prefix the bench reads (`BENCH_DB_PREFIX`, "bench" unless set): with it
+# set, a fixed "bench_pairs" was no bench database and the test failed.
+BACKEND_TITLE = f"postgres: 15/main: root {DB_PREFIX}_pairs [local] SELECT"
 CPU_SECONDS = 1.0
 BURN = f"import time\nwhile time.process_time() < {CPU_SECONDS}: pass\n"
 
