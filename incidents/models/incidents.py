@@ -256,10 +256,16 @@ class AlertChannel(models.Model):
 class EscalationPolicyQuerySet(models.QuerySet):
     def for_workspaces(self, workspaces: list[int]) -> tuple[int, int]:
         """(seconds to wait for an acknowledgement, most pages): the strictest policy of the incident's
-        workspaces, else the every-workspace policy row, else the settings."""
-        rows = self.filter(Q(workspace_id__in=workspaces) | Q(workspace_id__isnull=True))
-        policy = rows.order_by("workspace_id", "ack_timeout_seconds").first()
-        if policy is None:
+        workspaces (the shortest wait; of equal waits the most pages), else the every-workspace policy row,
+        else the settings. Chosen here, not by the database's order of NULLs (first on SQLite, last on
+        PostgreSQL): at most one row a workspace and one for every workspace."""
+        rows = list(self.filter(Q(workspace_id__in=workspaces) | Q(workspace_id__isnull=True)))
+        own = [row for row in rows if row.workspace_id is not None]
+        if own:
+            policy = min(own, key=lambda r: (r.ack_timeout_seconds, -r.max_pages, r.workspace_id))
+        elif rows:
+            policy = rows[0]
+        else:
             return settings.ALERT_ESCALATION_SECONDS, settings.ALERT_ESCALATION_MAX_PAGES
         return policy.ack_timeout_seconds, policy.max_pages
 
