@@ -177,6 +177,27 @@ def _current_step(steps: list[StatusLine]) -> StatusLine | None:
     return next((s for s in left if s.owner), left[0] if left else None)
 
 
+def _settled_line(approved: str, steps: list[StatusLine]) -> StatusLine:
+    """Every step whose work is not done is settled with nothing more to happen (nobody owns it: its deleted
+    task accounted for by a person's repair, a settled row retention archived): the request is not in
+    progress. Its line says so, with the first such step's own words (what happened, the evidence and when),
+    and that no one needs to act; its next owner is nobody, as every step's."""
+    left = [s for s in steps if s.tone != YES]
+    first = left[0]
+    more = (
+        f" (and {len(left) - 1} more step(s) settled without their work done)"
+        if len(left) > 1
+        else ""
+    )
+    return StatusLine(
+        "Request",
+        f"{approved}; ended, not every step's work done: {first.label.lower()}: {first.text}{more}",
+        NO,
+        "nothing more happens and no one needs to act; submit a new request if the work is still wanted",
+        "",
+    )
+
+
 def _instance_line(approved: str, status: str, steps: list[StatusLine]) -> StatusLine:
     if status in _INSTANCE_LINES:
         text, tone, next_, owner = _INSTANCE_LINES[status]
@@ -186,6 +207,8 @@ def _instance_line(approved: str, status: str, steps: list[StatusLine]) -> Statu
         # Every step's line says its work is done (some steps perhaps archived by retention already).
         text, tone, next_, owner = _INSTANCE_LINES["complete"]
         return StatusLine("Request", f"{approved}; {text}", tone, next_, owner)
+    if not current.owner:
+        return _settled_line(approved, steps)
     return StatusLine(
         "Request",
         f"{approved}; in progress at {current.label.lower()}",

@@ -3,9 +3,11 @@ person's repair accounting for it) while its later steps wait for the receiver's
 fault run, seed 541143022, look 8): the request's line names the workers as the owner of its next step on the
 requester's pages, as the truth does (the first step someone owns), and every claim is true. Both backends."""
 
+import re
+
 import pytest
 
-from delivery.services import task_delete
+from delivery.services import task_delete, task_status_set
 from outbox.dispatch.dispatcher import drain
 from outbox.models import Handoff
 from reconciliation.services import reconciliation_run
@@ -42,3 +44,43 @@ def test_a_request_past_a_step_settled_by_a_repair_is_its_workers_on_every_scree
         "requester /approvals/7/42/1/",
     }
     assert {value for _, value in owners} == {"workers"}
+
+
+def test_a_request_whose_every_step_left_is_settled_says_so_and_that_no_one_needs_to_act():
+    """The same repair on step 1, but steps 2 and 3 done: no step left is owned by anyone. The request is not
+    "in progress at step 1" with no owner named: its line says it ended, what happened to step 1 (the task
+    deleted, when reconciliation found it missing, the person's repair and when), and that no one needs to
+    act, on both of the requester's pages; its next owner is nobody, as the truth's."""
+    world = three_step_onboarding_world()
+    request = approve(world).source_id
+    drain()
+    for name in ("provision_account", "send_welcome_pack"):
+        task_status_set(action_key=f"{INSTANCE}:{name}", status="done")
+    first = Handoff.objects.get(action_key=f"{INSTANCE}:create_client")
+    task_delete(action_key=first.action_key)
+    reconciliation_run()
+    manual_repair_record(actor=world["olga"], what_was_done="checked by hand", handoff_id=first.pk)
+
+    pages = render_every_screen({"requester": world["bob"]})
+    assert_pages_true(pages, Truth(receiver_destinations=frozenset({"receiver"})))
+    for url in ("requester /approvals/mine/", "requester /approvals/7/42/1/"):
+        line = _request_line(pages[url])
+        assert "In progress" not in line and "in progress" not in line, (url, line)
+        assert "ended, not every step" in line, (url, line)
+        assert "step 1 of 3: create_client: task deleted at the receiver" in line, (url, line)
+        assert "olga recorded a manual repair at" in line and "checked by hand" in line, (url, line)
+        assert "Next: nothing more happens and no one needs to act" in line, (url, line)
+        assert "owner:" not in line, (url, line)
+        [owner] = [
+            c.value
+            for c in claims_in(url, pages[url])
+            if c.name == "request.next_owner" and c.subject == f"request:{request}"
+        ]
+        assert owner == "none", (url, owner)
+
+
+def _request_line(html: str) -> str:
+    """The request's own line (its `data-line="request"` paragraph), tags and spacing dropped."""
+    found = re.search(r'data-line="request">(.*?)</p>', html, re.S)
+    assert found, "no request line"
+    return " ".join(re.sub(r"<[^>]+>", " ", found.group(1)).split())
