@@ -26,13 +26,7 @@ def test_a_request_past_a_step_settled_by_a_repair_is_its_workers_on_every_scree
     world = three_step_onboarding_world()
     request = approve(world).source_id
     drain()
-    first = Handoff.objects.get(action_key=f"{INSTANCE}:create_client")
-    task_delete(action_key=first.action_key)
-    reconciliation_run()
-    manual_repair_record(actor=world["olga"], what_was_done="checked by hand", handoff_id=first.pk)
-
-    pages = render_every_screen({"requester": world["bob"]})
-    assert_pages_true(pages, Truth(receiver_destinations=frozenset({"receiver"})))
+    pages = _step_one_deleted_and_repaired_then_rendered(world)
     owners = {
         (url, c.value)
         for url, html in pages.items()
@@ -56,13 +50,7 @@ def test_a_request_whose_every_step_left_is_settled_says_so_and_that_no_one_need
     drain()
     for name in ("provision_account", "send_welcome_pack"):
         task_status_set(action_key=f"{INSTANCE}:{name}", status="done")
-    first = Handoff.objects.get(action_key=f"{INSTANCE}:create_client")
-    task_delete(action_key=first.action_key)
-    reconciliation_run()
-    manual_repair_record(actor=world["olga"], what_was_done="checked by hand", handoff_id=first.pk)
-
-    pages = render_every_screen({"requester": world["bob"]})
-    assert_pages_true(pages, Truth(receiver_destinations=frozenset({"receiver"})))
+    pages = _step_one_deleted_and_repaired_then_rendered(world)
     for url in ("requester /approvals/mine/", "requester /approvals/7/42/1/"):
         line = _request_line(pages[url])
         assert "In progress" not in line and "in progress" not in line, (url, line)
@@ -84,3 +72,15 @@ def _request_line(html: str) -> str:
     found = re.search(r'data-line="request">(.*?)</p>', html, re.S)
     assert found, "no request line"
     return " ".join(re.sub(r"<[^>]+>", " ", found.group(1)).split())
+
+
+def _step_one_deleted_and_repaired_then_rendered(world) -> dict[str, str]:
+    """Step 1's task deleted at the receiver, found missing by reconciliation and accounted for by olga's
+    repair; then the requester's every screen, each claim checked against the truth."""
+    first = Handoff.objects.get(action_key=f"{INSTANCE}:create_client")
+    task_delete(action_key=first.action_key)
+    reconciliation_run()
+    manual_repair_record(actor=world["olga"], what_was_done="checked by hand", handoff_id=first.pk)
+    pages = render_every_screen({"requester": world["bob"]})
+    assert_pages_true(pages, Truth(receiver_destinations=frozenset({"receiver"})))
+    return pages
