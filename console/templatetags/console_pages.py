@@ -1,5 +1,7 @@
 """The nav's links (only the pages the user may use) and the page a 403 refuses."""
 
+import functools
+
 from django import template
 from django.urls import get_script_prefix, get_urlconf, reverse
 
@@ -12,17 +14,16 @@ register = template.Library()
 # Nav links with a live figure beside them: the URL that answers it.
 COUNTS = {"incidents:list": "incidents:open_count"}
 
-_urls: dict[tuple, str] = {}
-
 
 def _reversed(name: str) -> str:
     """`reverse(name)`, once per name, script prefix and URLconf (a request may change the last two): the
     nav's links reversed at every page were a twentieth of a page's CPU (issue 40)."""
-    key = (name, get_script_prefix(), get_urlconf())
-    url = _urls.get(key)
-    if url is None:
-        url = _urls[key] = reverse(name)
-    return url
+    return _reversed_in(name, get_script_prefix(), get_urlconf())
+
+
+@functools.cache
+def _reversed_in(name: str, _prefix: str, _urlconf) -> str:
+    return reverse(name)
 
 
 @register.simple_tag(takes_context=True)

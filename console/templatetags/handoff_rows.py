@@ -7,6 +7,8 @@ f-string with its values escaped as a template escapes them, and the claims come
 template called (`state_badge`, `stated`, `assignee`), so that words and claims stay made in one place. The
 HTML is the fragment's, byte for byte, whitespace included (tests/console/test_handoff_row_html.py)."""
 
+import functools
+
 from django import template
 from django.template.loader import get_template
 from django.utils.safestring import SafeString, mark_safe
@@ -81,17 +83,14 @@ class _Counted:
         self.unit = unit
 
     def __mod__(self, values: dict) -> str:
-        key = (get_language(), self.unit, values["num"])
-        words = _COUNTED.get(key)
-        if words is None:
-            words = TIME_STRINGS[self.unit] % values
-            if len(_COUNTED) < _COUNTED_KEPT:
-                _COUNTED[key] = words
-        return words
+        return _counted(get_language(), self.unit, values["num"])
 
 
-_COUNTED: dict[tuple, str] = {}
-_COUNTED_KEPT = 10_000
+@functools.lru_cache(maxsize=10_000)
+def _counted(language: str, unit: str, num: int) -> str:
+    return TIME_STRINGS[unit] % {"num": num}
+
+
 _UNITS = {unit: _Counted(unit) for unit in TIME_STRINGS}
 
 
